@@ -1,0 +1,49 @@
+package topology
+
+// Bandwidth assumptions, in MB/s, used where a source names a link but not
+// its speed. They rank links; they are not promises. Measured figures
+// (rocm_bandwidth_test, amdrun bench) replace them.
+const (
+	// PCIe x16 per direction, by generation.
+	PCIeGen3x16 int64 = 16000
+	PCIeGen4x16 int64 = 32000
+	PCIeGen5x16 int64 = 64000
+
+	// DefaultHostBandwidth is assumed for a pair with no direct link (they
+	// talk through the host): PCIe Gen4 x16, below any XGMI or NVLink link.
+	DefaultHostBandwidth = PCIeGen4x16
+
+	// XGMILinkBandwidth is one Infinity Fabric (XGMI) link as rocm-smi
+	// reports its minimum (MI210/MI250: 50000-x MB/s).
+	XGMILinkBandwidth int64 = 50000
+	// NVLinkBandwidth is one NVLink (3rd/4th generation: 25 GB/s per
+	// direction; nvidia-smi nvlink -s gives the real figure).
+	NVLinkBandwidth int64 = 25000
+)
+
+// AssumedBandwidth returns the bandwidth amdrun assumes for a link of the
+// given type, PCIe level and link count, with host the bandwidth of a path
+// through the host. Counts below 1 count as one link.
+func AssumedBandwidth(t LinkType, level string, count int, host int64) int64 {
+	if host <= 0 {
+		host = DefaultHostBandwidth
+	}
+	if count < 1 {
+		count = 1
+	}
+	switch t {
+	case LinkXGMI:
+		return int64(count) * XGMILinkBandwidth
+	case LinkNVLink:
+		return int64(count) * NVLinkBandwidth
+	}
+	switch level {
+	case LevelPIX, LevelPXB:
+		return host // peer to peer through switches: full link speed
+	case LevelNODE:
+		return host * 3 / 4
+	case LevelSYS:
+		return host / 2
+	}
+	return host
+}

@@ -1,0 +1,70 @@
+package topology
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// ParseCPUList parses a Linux CPU list ("0-3,8,10-11", also with spaces
+// after commas) into sorted, distinct CPU numbers. "" gives nil.
+func ParseCPUList(s string) ([]int, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil, nil
+	}
+	seen := map[int]bool{}
+	var out []int
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			return nil, fmt.Errorf("cpu list %q: empty element", s)
+		}
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil || a < 0 {
+			return nil, fmt.Errorf("cpu list %q: bad cpu %q", s, lo)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a {
+				return nil, fmt.Errorf("cpu list %q: bad range %q", s, part)
+			}
+		}
+		if b-a > 1<<16 {
+			return nil, fmt.Errorf("cpu list %q: range %q too large", s, part)
+		}
+		for c := a; c <= b; c++ {
+			if !seen[c] {
+				seen[c] = true
+				out = append(out, c)
+			}
+		}
+	}
+	sort.Ints(out)
+	return out, nil
+}
+
+// FormatCPUList writes CPUs as a compact list, "0-3,8,10-11".
+func FormatCPUList(cpus []int) string {
+	c := append([]int(nil), cpus...)
+	sort.Ints(c)
+	var b strings.Builder
+	for i := 0; i < len(c); {
+		j := i
+		for j+1 < len(c) && c[j+1] <= c[j]+1 {
+			j++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		if j == i {
+			fmt.Fprintf(&b, "%d", c[i])
+		} else {
+			fmt.Fprintf(&b, "%d-%d", c[i], c[j])
+		}
+		i = j + 1
+	}
+	return b.String()
+}

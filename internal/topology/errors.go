@@ -1,0 +1,84 @@
+package topology
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Sentinel errors. Parsers wrap them in a *ParseError; errors.Is finds them.
+var (
+	// ErrSyntax: a line or field does not have the expected shape.
+	ErrSyntax = errors.New("malformed input")
+	// ErrNotSquare: a device matrix has rows and columns that disagree.
+	ErrNotSquare = errors.New("matrix is not square")
+	// ErrBadNumber: a field that must be a number is not.
+	ErrBadNumber = errors.New("not a number")
+	// ErrUnknownLinkType: a link type the parser does not know.
+	ErrUnknownLinkType = errors.New("unknown link type")
+	// ErrNoDevices: the input describes no GPU.
+	ErrNoDevices = errors.New("no GPU devices found")
+	// ErrTruncated: the input ends before a table or section does.
+	ErrTruncated = errors.New("input ends early")
+	// ErrWrongTool: the input is another tool's output.
+	ErrWrongTool = errors.New("not this tool's output")
+	// ErrInvalidModel: a model breaks an invariant (see Model.Validate).
+	ErrInvalidModel = errors.New("invalid topology")
+	// ErrToolNotFound: the program is not installed (not on PATH).
+	ErrToolNotFound = errors.New("not found on PATH")
+)
+
+// ParseError is malformed input from a source. Line is 1-based (0 when
+// the error is about the whole input); Column is 0-based.
+type ParseError struct {
+	Source string // "rocm-smi --showtopo", "kfd nodes/3/properties", ...
+	Line   int
+	Column int
+	Err    error
+}
+
+func (e *ParseError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("%s: line %d: %v", e.Source, e.Line, e.Err)
+	}
+	return fmt.Sprintf("%s: %v", e.Source, e.Err)
+}
+
+// Unwrap returns the underlying error, usually one of the sentinels.
+func (e *ParseError) Unwrap() error { return e.Err }
+
+// ToolError is a tool that ran and failed: it keeps the exit code and the
+// tool's stderr word for word.
+type ToolError struct {
+	Tool     string
+	Args     []string
+	ExitCode int
+	Stderr   string
+	Err      error // the underlying exec error, if any
+}
+
+func (e *ToolError) Error() string {
+	msg := strings.TrimSpace(e.Stderr)
+	if i := strings.IndexByte(msg, '\n'); i >= 0 {
+		msg = msg[:i]
+	}
+	s := fmt.Sprintf("%s %s: exit status %d", e.Tool, strings.Join(e.Args, " "), e.ExitCode)
+	if msg != "" {
+		s += ": " + msg
+	}
+	return s
+}
+
+// Unwrap returns the exec error, if any.
+func (e *ToolError) Unwrap() error { return e.Err }
+
+// Warner receives recoverable oddities (an unknown key, a missing
+// numa_node). A nil Warner drops them.
+type Warner func(format string, args ...any)
+
+// Warn calls w when it is not nil.
+func (w Warner) Warn(format string, args ...any) {
+	if w != nil {
+		w(format, args...)
+	}
+}

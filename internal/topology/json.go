@@ -1,0 +1,55 @@
+package topology
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+)
+
+// WriteJSON writes a finished model as indented JSON, the format
+// `amdrun topo --json` prints and ReadJSON reads back.
+func WriteJSON(w io.Writer, m *Model) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(m)
+}
+
+// ReadJSON reads a model saved by WriteJSON, finishes and validates it.
+// Errors name the source "topology file" and, for syntax errors, the line.
+func ReadJSON(r io.Reader) (*Model, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("topology file: %w", err)
+	}
+	var m Model
+	if err := json.Unmarshal(data, &m); err != nil {
+		pe := &ParseError{Source: "topology file", Err: fmt.Errorf("%w: %v", ErrSyntax, err)}
+		if se, ok := err.(*json.SyntaxError); ok {
+			pe.Line, pe.Column = lineCol(data, se.Offset)
+		}
+		return nil, pe
+	}
+	if len(m.Devices) == 0 {
+		return nil, &ParseError{Source: "topology file", Err: ErrNoDevices}
+	}
+	if m.Source == "" {
+		m.Source = "file"
+	}
+	if err := m.Finish(); err != nil {
+		return nil, &ParseError{Source: "topology file", Err: err}
+	}
+	return &m, nil
+}
+
+// lineCol turns a byte offset into a 1-based line and 0-based column.
+func lineCol(data []byte, off int64) (int, int) {
+	line, col := 1, 0
+	for i := int64(0); i < off && i < int64(len(data)); i++ {
+		if data[i] == '\n' {
+			line, col = line+1, 0
+		} else {
+			col++
+		}
+	}
+	return line, col
+}

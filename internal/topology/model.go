@@ -1,0 +1,401 @@
+// Package topology holds amdrun's one model of a node: its GPU devices, the
+// link between every pair of them, and the host's NUMA nodes. Sources (KFD
+// sysfs, amd-smi, rocm-smi, nvidia-smi, a saved JSON file) fill a Model;
+// the selector and the launcher only ever read one.
+//
+// The package is pure: it never runs a program, reads the environment or
+// opens a path. Sub-packages hold one parser per source.
+package topology
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Vendor names the GPU vendor of a node.
+type Vendor string
+
+// Vendors amdrun knows.
+const (
+	VendorAMD    Vendor = "amd"
+	VendorNVIDIA Vendor = "nvidia"
+)
+
+// LinkType is the kind of path between two devices.
+type LinkType string
+
+// Link types. A pair with no direct fabric link talks over PCIe.
+const (
+	LinkXGMI   LinkType = "xgmi"
+	LinkNVLink LinkType = "nvlink"
+	LinkPCIe   LinkType = "pcie"
+)
+
+// PCIe path levels, in nvidia-smi's vocabulary, from closest to farthest.
+// AMD tools do not distinguish them; their PCIe links use LevelPHB unless
+// the source says more.
+const (
+	LevelPIX  = "PIX"  // at most one PCIe bridge
+	LevelPXB  = "PXB"  // several PCIe bridges, no host bridge
+	LevelPHB  = "PHB"  // through a PCIe host bridge (the CPU)
+	LevelNODE = "NODE" // across host bridges within one NUMA node
+	LevelSYS  = "SYS"  // across the SMP interconnect between NUMA nodes
+)
+
+// Device is one GPU, or one partition of a GPU, as the runtime sees it.
+type Device struct {
+	// Index is the number the vendor tool prints (rocm-smi GPU[i],
+	// nvidia-smi GPUi, KFD GPU order). In a Model it equals the device's
+	// position in Model.Devices.
+	Index int `json:"index"`
+	// RuntimeIndex is the number HIP (HIP_VISIBLE_DEVICES) or CUDA with
+	// CUDA_DEVICE_ORDER=PCI_BUS_ID (CUDA_VISIBLE_DEVICES) uses for the
+	// device when nothing narrows the visible set.
+	RuntimeIndex int    `json:"runtime_index"`
+	Vendor       Vendor `json:"vendor,omitempty"`
+	Name         string `json:"name,omitempty"`
+	// PCIAddress is the PCI bus address in lower case, "0000:0c:00.0", or "".
+	PCIAddress string `json:"pci_address,omitempty"`
+	// UniqueID is the GPU's unique id (AMD unique_id, NVIDIA UUID), or "".
+	// Partitions of one GPU share it.
+	UniqueID string `json:"unique_id,omitempty"`
+	// Package groups devices that are one physical part: the two dies of
+	// an MI250 OAM, or the partitions of one MI300X in CPX mode. "" when
+	// the device is a package of its own.
+	Package string `json:"package,omitempty"`
+	// Partition is the device's number within its package (0 for a
+	// device that is not partitioned).
+	Partition int `json:"partition,omitempty"`
+	// Hive is the XGMI hive id, or "".
+	Hive string `json:"hive,omitempty"`
+	// NUMANode is the host NUMA node closest to the device; -1 if unknown.
+	NUMANode int `json:"numa_node"`
+	// CPUs lists the logical CPUs local to the device (nil if unknown).
+	CPUs []int `json:"cpus,omitempty"`
+
+	MemTotalMiB int64 `json:"mem_total_mib,omitempty"`
+	MemUsedMiB  int64 `json:"mem_used_mib,omitempty"`
+	// MemUsedPct is the share of device memory in use (0-100), from the
+	// tool or computed from MiB; -1 or 0 when unknown.
+	MemUsedPct float64 `json:"mem_used_pct,omitempty"`
+	// UtilPercent is the compute activity (0-100) the tool reported.
+	UtilPercent float64 `json:"util_pct,omitempty"`
+	// Processes is the number of processes the tool saw on the device.
+	Processes int `json:"processes,omitempty"`
+	// Busy says another process is using the device. Sources may set it;
+	// Finish also sets it by BusyRule.
+	Busy       bool   `json:"busy"`
+	BusyReason string `json:"busy_reason,omitempty"`
+}
+
+// Key is a stable identity of the device on this host, independent of the
+// tool that numbered it: the PCI address, else the unique id with the
+// partition, else "gpuN".
+func (d *Device) Key() string {
+	switch {
+	case d.PCIAddress != "":
+		if d.Partition != 0 {
+			return fmt.Sprintf("%s.p%d", d.PCIAddress, d.Partition)
+		}
+		return d.PCIAddress
+	case d.UniqueID != "":
+		return fmt.Sprintf("%s.p%d", d.UniqueID, d.Partition)
+	default:
+		return fmt.Sprintf("gpu%d", d.Index)
+	}
+}
+
+// Link is the path between two devices A < B.
+type Link struct {
+	A    int      `json:"a"`
+	B    int      `json:"b"`
+	Type LinkType `json:"type"`
+	// Level is what the tool printed for the pair ("NV18", "PIX", "SYS",
+	// "XGMI", "PCIE"); "" when the source gives no label.
+	Level string `json:"level,omitempty"`
+	// Count is the number of parallel links (NVLinks, XGMI links), 0 if unknown.
+	Count  int `json:"count,omitempty"`
+	Hops   int `json:"hops"`
+	Weight int `json:"weight"`
+	// MinBandwidth and MaxBandwidth are in MB/s.
+	MinBandwidth int64 `json:"min_bandwidth_mb_s"`
+	MaxBandwidth int64 `json:"max_bandwidth_mb_s"`
+	// Direct says the devices talk without going through the host CPU.
+	Direct bool `json:"direct"`
+	// Assumed says the bandwidth is amdrun's documented assumption for the
+	// link type (see AssumedBandwidth), not a figure the source reported.
+	Assumed bool `json:"bandwidth_assumed,omitempty"`
+	// Measured says the bandwidth was measured (rocm_bandwidth_test, amdrun bench).
+	Measured bool `json:"measured,omitempty"`
+}
+
+// NUMANode is a host NUMA node and its logical CPUs.
+type NUMANode struct {
+	ID   int   `json:"id"`
+	CPUs []int `json:"cpus"`
+}
+
+// Model is one node's topology. Build it with the fields, then call Finish;
+// a finished Model is valid (Validate returns nil) and complete: every
+// unordered pair of devices has exactly one Link.
+type Model struct {
+	// Source names what filled the model: "sysfs", "rocm-smi", "amd-smi",
+	// "nvidia-smi", "file", possibly with a detail ("rocm-smi --json").
+	Source        string `json:"source"`
+	SourceVersion string `json:"source_version,omitempty"`
+	Vendor        Vendor `json:"vendor,omitempty"`
+	// Bandwidth is "theoretical" (tool tables, defaults) or "measured".
+	Bandwidth string `json:"bandwidth,omitempty"`
+	// HostBandwidth is the bandwidth in MB/s assumed for pairs that talk
+	// through the host (no direct link) when the source gives none. Zero
+	// means DefaultHostBandwidth.
+	HostBandwidth int64      `json:"host_bandwidth_mb_s,omitempty"`
+	Devices       []Device   `json:"devices"`
+	Links         []Link     `json:"links"`
+	NUMANodes     []NUMANode `json:"numa_nodes,omitempty"`
+
+	pair []int32 // n*n -> index into Links, built by Finish
+}
+
+// N returns the number of devices.
+func (m *Model) N() int { return len(m.Devices) }
+
+// Link returns the link between devices a and b (a != b) of a finished
+// model, or nil when either index is out of range or a == b.
+func (m *Model) Link(a, b int) *Link {
+	n := len(m.Devices)
+	if a < 0 || b < 0 || a >= n || b >= n || a == b {
+		return nil
+	}
+	if len(m.pair) != n*n {
+		m.index()
+	}
+	i := m.pair[a*n+b]
+	if i < 0 {
+		return nil
+	}
+	return &m.Links[i]
+}
+
+// BW returns the max bandwidth in MB/s between a and b, the figure
+// selection scores with; 0 for a == b or unknown indices.
+func (m *Model) BW(a, b int) int64 {
+	if l := m.Link(a, b); l != nil {
+		return l.MaxBandwidth
+	}
+	return 0
+}
+
+// NUMANode returns the host NUMA node with the given id, or nil.
+func (m *Model) NUMANode(id int) *NUMANode {
+	for i := range m.NUMANodes {
+		if m.NUMANodes[i].ID == id {
+			return &m.NUMANodes[i]
+		}
+	}
+	return nil
+}
+
+func (m *Model) index() {
+	n := len(m.Devices)
+	m.pair = make([]int32, n*n)
+	for i := range m.pair {
+		m.pair[i] = -1
+	}
+	for i, l := range m.Links {
+		if l.A < 0 || l.B < 0 || l.A >= n || l.B >= n || l.A == l.B {
+			continue
+		}
+		m.pair[l.A*n+l.B] = int32(i)
+		m.pair[l.B*n+l.A] = int32(i)
+	}
+}
+
+// Finish completes and validates a model built by a source: it orders
+// each link as A < B, adds a host PCIe link (Direct false, bandwidth
+// assumed) for every pair the source did not describe, fills assumed
+// bandwidths where a link has none, copies NUMA CPU lists to devices that
+// have a NUMA node but no CPUs, applies BusyRule, sorts links, and then
+// calls Validate. Devices must already be numbered 0..N-1 in order.
+func (m *Model) Finish() error {
+	n := len(m.Devices)
+	for i := range m.Devices {
+		if m.Devices[i].Index != i {
+			return fmt.Errorf("%w: device at position %d has index %d", ErrInvalidModel, i, m.Devices[i].Index)
+		}
+	}
+	if m.HostBandwidth <= 0 {
+		m.HostBandwidth = DefaultHostBandwidth
+	}
+	if m.Bandwidth == "" {
+		m.Bandwidth = "theoretical"
+	}
+	seen := make(map[[2]int]bool, len(m.Links))
+	for i := range m.Links {
+		l := &m.Links[i]
+		if l.A > l.B {
+			l.A, l.B = l.B, l.A
+		}
+		if l.A < 0 || l.B >= n || l.A == l.B {
+			return fmt.Errorf("%w: link %d-%d outside devices 0-%d", ErrInvalidModel, l.A, l.B, n-1)
+		}
+		k := [2]int{l.A, l.B}
+		if seen[k] {
+			return fmt.Errorf("%w: two links for pair %d-%d", ErrInvalidModel, l.A, l.B)
+		}
+		seen[k] = true
+		if l.MaxBandwidth <= 0 {
+			l.MaxBandwidth = AssumedBandwidth(l.Type, l.Level, l.Count, m.HostBandwidth)
+			if l.MinBandwidth <= 0 || l.MinBandwidth > l.MaxBandwidth {
+				l.MinBandwidth = l.MaxBandwidth
+			}
+			l.Assumed = true
+		}
+		if l.MinBandwidth <= 0 {
+			l.MinBandwidth = l.MaxBandwidth
+		}
+	}
+	for a := 0; a < n; a++ {
+		for b := a + 1; b < n; b++ {
+			if seen[[2]int{a, b}] {
+				continue
+			}
+			m.Links = append(m.Links, HostLink(a, b, m.HostBandwidth))
+		}
+	}
+	sort.Slice(m.Links, func(i, j int) bool {
+		if m.Links[i].A != m.Links[j].A {
+			return m.Links[i].A < m.Links[j].A
+		}
+		return m.Links[i].B < m.Links[j].B
+	})
+	for i := range m.Devices {
+		d := &m.Devices[i]
+		if len(d.CPUs) == 0 && d.NUMANode >= 0 {
+			if nn := m.NUMANode(d.NUMANode); nn != nil {
+				d.CPUs = append([]int(nil), nn.CPUs...)
+			}
+		}
+		if d.MemUsedPct <= 0 && d.MemTotalMiB > 0 {
+			d.MemUsedPct = 100 * float64(d.MemUsedMiB) / float64(d.MemTotalMiB)
+		}
+		if !d.Busy {
+			if why := BusyRule(d); why != "" {
+				d.Busy, d.BusyReason = true, why
+			}
+		}
+	}
+	m.index()
+	return m.Validate()
+}
+
+// HostLink is the link of a pair with no direct connection: PCIe through
+// the host, at the given assumed bandwidth.
+func HostLink(a, b int, bw int64) Link {
+	return Link{A: a, B: b, Type: LinkPCIe, Level: LevelPHB, Hops: 2,
+		MinBandwidth: bw, MaxBandwidth: bw, Direct: false, Assumed: true}
+}
+
+// Validate checks the invariants of a finished model: devices numbered
+// 0..N-1, exactly one link per unordered pair with A < B, known link
+// types, positive bandwidths with min <= max, NUMA nodes >= -1, and
+// unique NUMA node ids. It returns an error wrapping ErrInvalidModel.
+func (m *Model) Validate() error {
+	n := len(m.Devices)
+	if n == 0 {
+		return fmt.Errorf("%w: no devices", ErrInvalidModel)
+	}
+	for i, d := range m.Devices {
+		if d.Index != i {
+			return fmt.Errorf("%w: device at position %d has index %d", ErrInvalidModel, i, d.Index)
+		}
+		if d.NUMANode < -1 {
+			return fmt.Errorf("%w: device %d has NUMA node %d", ErrInvalidModel, i, d.NUMANode)
+		}
+		if d.RuntimeIndex < 0 {
+			return fmt.Errorf("%w: device %d has runtime index %d", ErrInvalidModel, i, d.RuntimeIndex)
+		}
+	}
+	if want := n * (n - 1) / 2; len(m.Links) != want {
+		return fmt.Errorf("%w: %d links for %d devices, want %d", ErrInvalidModel, len(m.Links), n, want)
+	}
+	seen := make(map[[2]int]bool, len(m.Links))
+	for _, l := range m.Links {
+		if l.A < 0 || l.B >= n || l.A >= l.B {
+			return fmt.Errorf("%w: link %d-%d", ErrInvalidModel, l.A, l.B)
+		}
+		if seen[[2]int{l.A, l.B}] {
+			return fmt.Errorf("%w: two links for pair %d-%d", ErrInvalidModel, l.A, l.B)
+		}
+		seen[[2]int{l.A, l.B}] = true
+		switch l.Type {
+		case LinkXGMI, LinkNVLink, LinkPCIe:
+		default:
+			return fmt.Errorf("%w: link %d-%d has unknown type %q", ErrInvalidModel, l.A, l.B, l.Type)
+		}
+		if l.MaxBandwidth <= 0 || l.MinBandwidth <= 0 || l.MinBandwidth > l.MaxBandwidth {
+			return fmt.Errorf("%w: link %d-%d bandwidth %d-%d MB/s", ErrInvalidModel, l.A, l.B, l.MinBandwidth, l.MaxBandwidth)
+		}
+	}
+	ids := map[int]bool{}
+	for _, nn := range m.NUMANodes {
+		if nn.ID < 0 || ids[nn.ID] {
+			return fmt.Errorf("%w: NUMA node id %d", ErrInvalidModel, nn.ID)
+		}
+		ids[nn.ID] = true
+	}
+	return nil
+}
+
+// BusyMemPct and BusyMemMiB are the memory-use thresholds of BusyRule.
+const (
+	BusyMemPct = 5.0
+	BusyMemMiB = 1024
+)
+
+// BusyRule says why a device counts as busy ("" if it does not): another
+// process runs on it, or more than BusyMemPct percent or BusyMemMiB MiB of
+// its memory is in use. Compute activity alone does not make a device busy
+// (a tool's sample can catch a blip) but ranks it below idle ones.
+func BusyRule(d *Device) string {
+	switch {
+	case d.Processes > 0:
+		return fmt.Sprintf("%d process(es)", d.Processes)
+	case d.MemUsedMiB >= BusyMemMiB:
+		return fmt.Sprintf("%d MiB memory in use", d.MemUsedMiB)
+	case d.MemUsedPct >= BusyMemPct:
+		return fmt.Sprintf("%.0f%% memory in use", d.MemUsedPct)
+	}
+	return ""
+}
+
+// Packages returns the devices grouped by package, in order of first
+// device; a device with no package is a group of its own.
+func (m *Model) Packages() [][]int {
+	var out [][]int
+	at := map[string]int{}
+	for _, d := range m.Devices {
+		if d.Package == "" {
+			out = append(out, []int{d.Index})
+			continue
+		}
+		if i, ok := at[d.Package]; ok {
+			out[i] = append(out[i], d.Index)
+			continue
+		}
+		at[d.Package] = len(out)
+		out = append(out, []int{d.Index})
+	}
+	return out
+}
+
+// String gives a one-line summary, "rocm-smi: 8 devices, 2 NUMA nodes".
+func (m *Model) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %d devices", m.Source, len(m.Devices))
+	if len(m.NUMANodes) > 0 {
+		fmt.Fprintf(&b, ", %d NUMA nodes", len(m.NUMANodes))
+	}
+	return b.String()
+}
