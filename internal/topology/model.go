@@ -399,3 +399,17 @@ func (m *Model) String() string {
 	}
 	return b.String()
 }
+
+// SetNUMANodes records the host's NUMA nodes and gives every device that
+// has a NUMA node but no CPU list the CPUs of its node.
+func (m *Model) SetNUMANodes(nodes []NUMANode) {
+	m.NUMANodes = nodes
+	for i := range m.Devices {
+		d := &m.Devices[i]
+		if len(d.CPUs) == 0 && d.NUMANode >= 0 {
+			if nn := m.NUMANode(d.NUMANode); nn != nil {
+				d.CPUs = append([]int(nil), nn.CPUs...)
+			}
+		}
+	}
+}

@@ -1,0 +1,48 @@
+# amdrun's build and test entry points. `make test` is the command the
+# README and CI run.
+GO        ?= go
+BIN       ?= bin/amdrun
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -s -w -X main.version=$(VERSION)
+FUZZTIME  ?= 30s
+PKGS      := ./...
+
+.PHONY: build demo test vet fmt-check fuzz bench gpu-proof clean
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/amdrun
+
+# Quick start: plan a 4-GPU job on this node (on the bundled MI250 example
+# topology when the machine has no GPU) without starting anything.
+demo: build
+	$(BIN) topo --source example
+	$(BIN) --ngpus 4 --dry-run --explain examples/allreduce.py
+
+fmt-check:
+	@bad=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$bad" ]; then echo "gofmt needed: $$bad"; exit 1; fi
+
+vet:
+	$(GO) vet $(PKGS)
+
+test: fmt-check vet
+	$(GO) test -count=1 $(PKGS)
+
+# Run every fuzz target for FUZZTIME each.
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+	  for t in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
+	    echo "== $$pkg $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) -parallel 1 $$pkg || exit 1; \
+	  done; \
+	done
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./internal/...
+
+# On a machine with NVIDIA GPUs, PyTorch and torchrun: topology, NCCL
+# all-reduce and launch time against torchrun, busy avoidance, fail-fast.
+gpu-proof: build
+	bench/gpu-proof.sh $(BIN)
+
+clean:
+	rm -rf bin

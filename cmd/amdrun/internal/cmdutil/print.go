@@ -1,0 +1,14 @@
+package cmdutil
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
+)
+
+// Warnf prints "amdrun: warning: MESSAGE" on stderr, one line.
+func Warnf(io *iostreams.IOStreams, format string, args ...any) {
+	msg := strings.TrimRight(fmt.Sprintf(format, args...), "\n")
+	fmt.Fprintf(io.ErrOut, "amdrun: warning: %s\n", msg)
+}

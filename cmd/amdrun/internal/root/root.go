@@ -1,0 +1,114 @@
+// Package root assembles amdrun's command tree and maps errors to exit
+// codes.
+package root
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/runcmd"
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/topocmd"
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/version"
+	"github.com/amdrun/amdrun/internal/discover"
+	"github.com/amdrun/amdrun/internal/launch"
+	"github.com/spf13/cobra"
+)
+
+// NewCmdRoot returns the root command (the launcher) with every
+// subcommand and the persistent topology flags.
+func NewCmdRoot(f *cmdutil.Factory) *cobra.Command {
+	cmd := runcmd.NewCmdRun(f, nil)
+	cmd.Version = f.Version
+	pf := cmd.PersistentFlags()
+	pf.StringVar(&f.Topo.Source, "source", "auto", "topology source: "+strings.Join(discover.Sources, ", ")+" (auto: KFD sysfs, then amd-smi, rocm-smi, nvidia-smi)")
+	pf.StringVar(&f.Topo.SysfsRoot, "sysfs-root", "", "read sysfs under this directory (default $AMDRUN_SYSFS_ROOT, else /)")
+	pf.StringVar(&f.Topo.File, "topology", "", "read the topology from a file saved with `amdrun topo --json`")
+	cmd.PersistentPreRunE = func(c *cobra.Command, args []string) error {
+		if err := discover.ValidSource(f.Topo.Source); err != nil {
+			return &cmdutil.FlagError{Err: fmt.Errorf("--source: %w", err)}
+		}
+		return nil
+	}
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return &cmdutil.FlagError{Err: err}
+	})
+	cmd.SetOut(f.IOStreams.Out)
+	cmd.SetErr(f.IOStreams.ErrOut)
+	cmd.AddCommand(topocmd.NewCmdTopo(f, nil))
+	cmd.AddCommand(version.NewCmdVersion(f))
+	for _, c := range cmd.Commands() {
+		c.SilenceErrors, c.SilenceUsage = true, true
+	}
+	return cmd
+}
+
+// Main runs amdrun with os.Args and returns the exit status. It is the only
+// caller of the command tree; main() only passes its result to os.Exit.
+func Main(version string) int {
+	if len(os.Args) > 1 && os.Args[1] == launch.ShimArg {
+		// The re-executed bind shim: bind this process, then exec the rank.
+		return launch.ShimMain(os.Args[2:])
+	}
+	f := cmdutil.New(version)
+	cmd := NewCmdRoot(f)
+	cmd.SetArgs(os.Args[1:])
+	err := cmd.ExecuteContext(context.Background())
+	return exitCode(f, cmd, err)
+}
+
+func exitCode(f *cmdutil.Factory, cmd *cobra.Command, err error) int {
+	if err == nil {
+		return cmdutil.ExitOK
+	}
+	var ec *cmdutil.ExitCodeError
+	if errors.As(err, &ec) {
+		return ec.Code
+	}
+	if errors.Is(err, cmdutil.SilentError) {
+		return cmdutil.ExitError
+	}
+	var fe *cmdutil.FlagError
+	if errors.As(err, &fe) || isCobraUsage(err) {
+		fmt.Fprintf(f.IOStreams.ErrOut, "amdrun: %v\n", oneLine(err))
+		fmt.Fprintln(f.IOStreams.ErrOut, "Run 'amdrun --help' for usage.")
+		return cmdutil.ExitUsage
+	}
+	if code := usageCode(err); code != 0 {
+		fmt.Fprintf(f.IOStreams.ErrOut, "amdrun: %v\n", oneLine(err))
+		return code
+	}
+	fmt.Fprintf(f.IOStreams.ErrOut, "amdrun: %v\n", oneLine(err))
+	return cmdutil.ExitError
+}
+
+// usageCode maps errors that are the user's request, not the machine's,
+// to ExitUsage (e.g. a device index that does not exist).
+func usageCode(err error) int {
+	for _, target := range usageErrors {
+		if errors.Is(err, target) {
+			return cmdutil.ExitUsage
+		}
+	}
+	return 0
+}
+
+// isCobraUsage recognises cobra's own argument errors ("unknown command",
+// "accepts 0 arg(s)") which are not FlagErrors.
+func isCobraUsage(err error) bool {
+	s := err.Error()
+	return strings.HasPrefix(s, "unknown command") || strings.Contains(s, "arg(s), received") ||
+		strings.HasPrefix(s, "unknown flag") || strings.HasPrefix(s, "unknown shorthand flag")
+}
+
+// oneLine keeps an error to its first line: amdrun's errors are one line.
+func oneLine(err error) string {
+	s := err.Error()
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}

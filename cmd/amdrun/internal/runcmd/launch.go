@@ -1,0 +1,311 @@
+package runcmd
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"strings"
+	"time"
+
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
+	"github.com/amdrun/amdrun/internal/discover"
+	"github.com/amdrun/amdrun/internal/launch"
+	"github.com/amdrun/amdrun/internal/launch/lease"
+	"github.com/amdrun/amdrun/internal/selector"
+	"github.com/amdrun/amdrun/internal/topology"
+	"golang.org/x/sys/unix"
+)
+
+// waitPoll is how often a job queued with --wait looks again.
+const waitPoll = 200 * time.Millisecond
+
+// Run chooses devices, plans the ranks and either prints the plan
+// (--dry-run) or runs it to the end.
+func Run(ctx context.Context, o *Options) error {
+	m, err := o.Topology(ctx)
+	if err != nil {
+		if !(o.DryRun && o.SourceAuto && errors.Is(err, discover.ErrNoGPU)) {
+			return err
+		}
+		if m, err = discover.Example(); err != nil {
+			return err
+		}
+		o.Warn.Warn("no GPU found on this machine; planning on the bundled example topology (%s)", m.Source)
+	}
+	env := o.Env()
+	mask, err := launch.ParseMask(env, m.Devices)
+	if err != nil {
+		return err
+	}
+	req := selector.Request{
+		N: o.NGPUs, Devices: intersect(o.Devices, mask.Candidates()), Exclude: o.Exclude,
+		AllowBusy: o.AllowBusy, Order: o.Order,
+	}
+	if o.Devices != nil && mask.Candidates() != nil && len(req.Devices) == 0 {
+		return fmt.Errorf("--devices %s names none of the devices the environment leaves visible (%s)",
+			topology.FormatCPUList(o.Devices), topology.FormatCPUList(mask.Candidates()))
+	}
+	if req.Devices == nil && mask.Candidates() != nil {
+		req.Devices = mask.Candidates()
+	}
+
+	var (
+		choice *selector.Choice
+		held   *lease.Lease
+	)
+	if o.NoLease {
+		choice, err = selector.Select(m, req, o.Policy)
+	} else {
+		choice, held, err = chooseWithLeases(ctx, o, m, req)
+	}
+	if err != nil {
+		return err
+	}
+	if held != nil {
+		defer held.Release()
+	}
+
+	plan, err := makePlan(o, m, mask, choice, env)
+	if err != nil {
+		return err
+	}
+	for _, w := range plan.Warnings {
+		o.Warn.Warn("%s", w)
+	}
+	if o.DryRun {
+		if o.JSON {
+			return printJSON(o, m, choice, plan)
+		}
+		printPlan(o.IO.Out, m, choice, plan)
+		if o.Explain {
+			printExplain(o.IO.Out, m, choice)
+		}
+		return nil
+	}
+	if o.Explain {
+		printExplain(o.IO.ErrOut, m, choice)
+	}
+	self, err := o.Executable()
+	if err != nil {
+		return fmt.Errorf("cannot find amdrun's own binary for binding: %w", err)
+	}
+	code, err := launch.Run(ctx, plan, launch.RunOptions{
+		Stdout: o.IO.Out, Stderr: o.IO.ErrOut,
+		Prefix:      !o.NoPrefix && len(plan.Ranks) > 1,
+		LogDir:      o.LogDir,
+		RanksFilter: o.RanksFilter,
+		Grace:       o.Grace,
+		MaxRestarts: o.MaxRestarts,
+		Self:        self,
+	})
+	if err != nil {
+		return err
+	}
+	if code != 0 {
+		return &cmdutil.ExitCodeError{Code: code}
+	}
+	return nil
+}
+
+// chooseWithLeases selects under the node-wide lock, leaving out devices
+// other amdrun jobs hold, and takes the lease on the chosen set before the
+// lock is released. With --wait it queues (first come, first served) until
+// enough devices are free.
+func chooseWithLeases(ctx context.Context, o *Options, m *topology.Model, req selector.Request) (*selector.Choice, *lease.Lease, error) {
+	dirPath := o.LeaseDir
+	if dirPath == "" {
+		dirPath = getenv(o.Env(), "AMDRUN_LEASE_DIR")
+	}
+	explicit := dirPath != ""
+	if dirPath == "" {
+		dirPath = lease.DefaultDir
+	}
+	var (
+		d   *lease.Dir
+		err error
+	)
+	if explicit {
+		d, err = lease.Open(dirPath, o.Warn)
+	} else {
+		d, err = lease.OpenDefault(dirPath, o.Warn)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	keys := make([]string, len(m.Devices))
+	for i := range m.Devices {
+		keys[i] = m.Devices[i].Key()
+	}
+	try := func() (*selector.Choice, *lease.Lease, error) {
+		unlock, err := d.Lock(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		defer unlock()
+		holders, err := d.Held(keys)
+		if err != nil {
+			return nil, nil, err
+		}
+		req.Held = map[int]string{}
+		for i, k := range keys {
+			if h, ok := holders[k]; ok {
+				req.Held[i] = describe(h)
+			}
+		}
+		c, err := selector.Select(m, req, o.Policy)
+		if err != nil || o.DryRun {
+			return c, nil, err
+		}
+		chosen := make([]string, len(c.Devices))
+		for i, dev := range c.Devices {
+			chosen[i] = keys[dev]
+		}
+		l, err := d.Acquire(chosen, holderInfo(o, chosen))
+		return c, l, err
+	}
+	c, l, err := try()
+	var ne *selector.NotEnoughError
+	if o.Wait == 0 || o.DryRun || !errors.As(err, &ne) || len(ne.Held) == 0 && len(ne.Busy) == 0 {
+		return c, l, err
+	}
+	// Queue: a ticket keeps our place; only the oldest live ticket tries.
+	t, qerr := d.Enqueue()
+	if qerr != nil {
+		return nil, nil, qerr
+	}
+	defer t.Done()
+	fmt.Fprintf(o.IO.ErrOut, "amdrun: waiting for %d free device(s): %s\n", o.NGPUs, ne.Error())
+	var deadline <-chan time.Time
+	if o.Wait > 0 {
+		timer := time.NewTimer(o.Wait)
+		defer timer.Stop()
+		deadline = timer.C
+	}
+	tick := time.NewTicker(waitPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		case <-deadline:
+			return nil, nil, fmt.Errorf("gave up waiting after %s: %w", o.Wait, err)
+		case <-tick.C:
+		}
+		first, ferr := t.First()
+		if ferr != nil {
+			return nil, nil, ferr
+		}
+		if !first {
+			continue
+		}
+		c, l, err = try()
+		if !errors.As(err, &ne) {
+			return c, l, err
+		}
+	}
+}
+
+func describe(h lease.Holder) string {
+	return fmt.Sprintf("leased by %s pid %d since %s (%s)", h.User, h.PID, h.Start.Format("15:04:05"), h.Command)
+}
+
+func holderInfo(o *Options, devices []string) lease.Holder {
+	h := lease.Holder{PID: os.Getpid(), UID: os.Getuid(), Start: o.Now(), Devices: devices,
+		Command: strings.Join(o.Args, " ")}
+	if u, err := user.Current(); err == nil {
+		h.User = u.Username
+	} else {
+		h.User = fmt.Sprint(os.Getuid())
+	}
+	h.Host, _ = os.Hostname()
+	return h
+}
+
+// makePlan turns the choice into per-rank commands, environment and binding.
+func makePlan(o *Options, m *topology.Model, mask *launch.Mask, c *selector.Choice, env []string) (*launch.Plan, error) {
+	chosen := make([]topology.Device, len(c.Devices))
+	for i, d := range c.Devices {
+		chosen[i] = m.Devices[d]
+	}
+	port := o.MasterPort
+	if port == 0 {
+		p, err := launch.FreePort()
+		if err != nil {
+			return nil, fmt.Errorf("cannot find a free port for MASTER_PORT (give --master-port): %w", err)
+		}
+		port = p
+	}
+	hostNUMA, err := o.HostNUMA()
+	if err != nil {
+		o.Warn.Warn("cannot read this host's NUMA nodes, ranks are not bound: %v", err)
+		hostNUMA = nil
+	}
+	bind := o.Bind
+	if bind == "" {
+		bind = launch.BindNone
+		if len(hostNUMA) > 1 {
+			bind = launch.BindNUMA
+		}
+	}
+	var allowed []int
+	var cs unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &cs); err == nil {
+		for cpu := 0; cpu < 8*1024; cpu++ {
+			if cs.IsSet(cpu) {
+				allowed = append(allowed, cpu)
+			}
+		}
+	}
+	argv := []string{"-"}
+	if len(o.Args) > 0 {
+		argv = workerArgv(o)
+	}
+	return launch.NewPlan(launch.Spec{
+		Devices:     chosen,
+		HostNUMA:    hostNUMA,
+		AllowedCPUs: allowed,
+		Argv:        argv,
+		Env:         env,
+		VisibleEnv:  mask.Env(chosen, m.Vendor),
+		Bind:        bind,
+		Mem:         o.Mem,
+		NNodes:      o.NNodes,
+		NodeRank:    o.NodeRank,
+		MasterAddr:  o.MasterAddr,
+		MasterPort:  port,
+		RunID:       runID(),
+		MaxRestarts: o.MaxRestarts,
+	})
+}
+
+func runID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "amdrun-" + hex.EncodeToString(b[:])
+}
+
+// intersect returns the elements of a that are in b; nil if either is nil
+// (no restriction).
+func intersect(a, b []int) []int {
+	if a == nil {
+		return b
+	}
+	if b == nil {
+		return a
+	}
+	in := map[int]bool{}
+	for _, x := range b {
+		in[x] = true
+	}
+	out := []int{}
+	for _, x := range a {
+		if in[x] {
+			out = append(out, x)
+		}
+	}
+	return out
+}

@@ -1,0 +1,197 @@
+package runcmd
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/amdrun/amdrun/internal/launch"
+	"github.com/amdrun/amdrun/internal/selector"
+	"github.com/amdrun/amdrun/internal/topology"
+)
+
+// amdrunVars are the variables amdrun sets per rank; a dry run shows them.
+var amdrunVars = []string{
+	"CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER",
+	"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
+	"ROLE_NAME", "ROLE_RANK", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+	"TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
+	"TORCHELASTIC_USE_AGENT_STORE", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "OMP_NUM_THREADS",
+}
+
+func visibleString(p *launch.Plan) string {
+	if len(p.Ranks) == 0 {
+		return ""
+	}
+	env := envMap(p.Ranks[0].Env)
+	if v, ok := env["CUDA_VISIBLE_DEVICES"]; ok {
+		return v
+	}
+	return env["HIP_VISIBLE_DEVICES"]
+}
+
+func envMap(env []string) map[string]string {
+	m := make(map[string]string, len(env))
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	return m
+}
+
+func printPlan(w io.Writer, m *topology.Model, c *selector.Choice, p *launch.Plan) {
+	fmt.Fprintf(w, "Topology: %s\n", m.String())
+	fmt.Fprintf(w, "Policy:   %s, score %s\n", c.Policy, c.Score.String())
+	fmt.Fprintf(w, "Devices:  %s\n", joinInts(c.Devices, ","))
+	fmt.Fprintf(w, "Visible:  CUDA_VISIBLE_DEVICES=%s HIP_VISIBLE_DEVICES=%s\n",
+		envMap(p.Ranks[0].Env)["CUDA_VISIBLE_DEVICES"], envMap(p.Ranks[0].Env)["HIP_VISIBLE_DEVICES"])
+	r0 := envMap(p.Ranks[0].Env)
+	fmt.Fprintf(w, "Master:   %s:%s (world size %d)\n\n", r0["MASTER_ADDR"], r0["MASTER_PORT"], p.WorldSize)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "RANK\tLOCAL\tDEVICE\tNUMA\tCPUS\tCOMMAND")
+	for _, r := range p.Ranks {
+		numa := "-"
+		if r.NUMANode >= 0 {
+			numa = fmt.Sprint(r.NUMANode)
+		}
+		cpus := topology.FormatCPUList(r.CPUs)
+		if cpus == "" {
+			cpus = "(not bound)"
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\n", r.Rank, r.LocalRank, r.Device.Index, numa, cpus, quoteArgv(r.Argv))
+	}
+	tw.Flush()
+}
+
+// quoteArgv shows argv for people; it is never run by a shell.
+func quoteArgv(argv []string) string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		if a == "" || strings.ContainsAny(a, " \t\n\"'\\$`|&;<>()*?[]{}~#") {
+			out[i] = fmt.Sprintf("%q", a)
+		} else {
+			out[i] = a
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+func joinInts(xs []int, sep string) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = fmt.Sprint(x)
+	}
+	return strings.Join(s, sep)
+}
+
+func printExplain(w io.Writer, m *topology.Model, c *selector.Choice) {
+	fmt.Fprintf(w, "\nWhy %s (policy %s, bandwidth %s", joinInts(c.Devices, ","), c.Policy, m.Bandwidth)
+	if c.Exact {
+		fmt.Fprintf(w, ", exact search over %d candidates", c.Considered)
+	} else {
+		fmt.Fprintf(w, ", best found in the time budget, gap to the upper bound %.1f%%", 100*c.Gap)
+	}
+	fmt.Fprintln(w, "):")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  \tSET\tSCORE")
+	fmt.Fprintf(tw, "  chosen\t%s\t%s\n", joinInts(c.Devices, ","), c.Score.String())
+	for i, a := range c.Alternatives {
+		fmt.Fprintf(tw, "  #%d\t%s\t%s\n", i+2, joinInts(a.Devices, ","), a.Score.String())
+	}
+	if c.Naive != nil {
+		fmt.Fprintf(tw, "  naive (first free)\t%s\t%s\n", joinInts(c.Naive.Devices, ","), c.Naive.Score.String())
+	}
+	tw.Flush()
+	if len(c.Ring) > 0 {
+		fmt.Fprintf(w, "  ring: %s\n", ringString(m, c.Ring))
+	}
+	if c.Naive != nil && len(c.Naive.Score.Terms) > 0 && len(c.Score.Terms) > 0 && c.Naive.Score.Terms[0].Value > 0 {
+		t := c.Score.Terms[0]
+		ratio := t.Value / c.Naive.Score.Terms[0].Value
+		fmt.Fprintf(w, "  %s: chosen %g %s vs naive %g %s (%.2fx)\n", t.Name, t.Value, t.Unit,
+			c.Naive.Score.Terms[0].Value, t.Unit, ratio)
+	}
+}
+
+func ringString(m *topology.Model, ring []int) string {
+	var b strings.Builder
+	for i, d := range ring {
+		next := ring[(i+1)%len(ring)]
+		l := m.Link(d, next)
+		fmt.Fprintf(&b, "%d", d)
+		if l != nil {
+			kind := string(l.Type)
+			if !l.Direct {
+				kind = "host " + kind
+			}
+			fmt.Fprintf(&b, " -[%s %g GB/s]- ", kind, float64(l.MaxBandwidth)/1000)
+		}
+	}
+	fmt.Fprintf(&b, "%d", ring[0])
+	return b.String()
+}
+
+type jsonRank struct {
+	Rank      int               `json:"rank"`
+	LocalRank int               `json:"local_rank"`
+	Device    int               `json:"device"`
+	NUMANode  int               `json:"numa_node"`
+	CPUs      []int             `json:"cpus"`
+	Mems      []int             `json:"mems,omitempty"`
+	Argv      []string          `json:"argv"`
+	Env       map[string]string `json:"env"`
+}
+
+type jsonCandidate struct {
+	Devices []int           `json:"devices"`
+	Score   []selector.Term `json:"score"`
+}
+
+type jsonPlan struct {
+	Source         string          `json:"source"`
+	Policy         string          `json:"policy"`
+	Bandwidth      string          `json:"bandwidth"`
+	Devices        []int           `json:"devices"`
+	VisibleDevices string          `json:"visible_devices"`
+	Score          []selector.Term `json:"score"`
+	Exact          bool            `json:"exact"`
+	Ring           []int           `json:"ring,omitempty"`
+	Alternatives   []jsonCandidate `json:"alternatives,omitempty"`
+	Naive          *jsonCandidate  `json:"naive,omitempty"`
+	WorldSize      int             `json:"world_size"`
+	Ranks          []jsonRank      `json:"ranks"`
+	Warnings       []string        `json:"warnings,omitempty"`
+}
+
+func printJSON(o *Options, m *topology.Model, c *selector.Choice, p *launch.Plan) error {
+	out := jsonPlan{
+		Source: m.Source, Policy: c.Policy, Bandwidth: m.Bandwidth,
+		Devices: c.Devices, VisibleDevices: visibleString(p), Score: c.Score.Terms,
+		Exact: c.Exact, Ring: c.Ring, WorldSize: p.WorldSize, Warnings: p.Warnings,
+	}
+	for _, a := range c.Alternatives {
+		out.Alternatives = append(out.Alternatives, jsonCandidate{a.Devices, a.Score.Terms})
+	}
+	if c.Naive != nil {
+		out.Naive = &jsonCandidate{c.Naive.Devices, c.Naive.Score.Terms}
+	}
+	for _, r := range p.Ranks {
+		env := envMap(r.Env)
+		shown := map[string]string{}
+		for _, k := range amdrunVars {
+			if v, ok := env[k]; ok {
+				shown[k] = v
+			}
+		}
+		cpus := r.CPUs
+		if cpus == nil {
+			cpus = []int{}
+		}
+		out.Ranks = append(out.Ranks, jsonRank{r.Rank, r.LocalRank, r.Device.Index, r.NUMANode, cpus, r.Mems, r.Argv, shown})
+	}
+	enc := json.NewEncoder(o.IO.Out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}

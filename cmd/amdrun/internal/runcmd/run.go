@@ -1,0 +1,294 @@
+// Package runcmd is amdrun's root command: choose devices, plan the ranks,
+// start and supervise them (or, with --dry-run, print the plan).
+package runcmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
+	"github.com/amdrun/amdrun/internal/launch"
+	"github.com/amdrun/amdrun/internal/selector"
+	"github.com/amdrun/amdrun/internal/topology"
+	"github.com/spf13/cobra"
+)
+
+// Options are the inputs of a launch; flags bind into them.
+type Options struct {
+	IO         *iostreams.IOStreams
+	Topology   func(context.Context) (*topology.Model, error)
+	Env        func() []string
+	Executable func() (string, error)
+	Warn       topology.Warner
+	// HostNUMA returns this host's NUMA nodes (for binding; a saved
+	// topology may describe another machine).
+	HostNUMA func() ([]topology.NUMANode, error)
+	Now      func() time.Time
+	// SourceAuto says the topology source was left to auto-detection (so a
+	// dry run on a machine without GPUs may plan on the bundled example).
+	SourceAuto bool
+
+	NGPUs     int
+	Devices   []int // --devices, parsed; nil = all
+	Exclude   []int
+	AllowBusy bool
+	Policy    selector.Policy
+	Order     selector.Order
+
+	DryRun  bool
+	Explain bool
+	JSON    bool
+
+	Module   bool
+	NoPython bool
+	Python   string
+
+	Bind        launch.BindMode
+	Mem         launch.MemPolicy
+	Grace       time.Duration
+	MaxRestarts int
+	NoPrefix    bool
+	LogDir      string
+	RanksFilter []int
+
+	NNodes     int
+	NodeRank   int
+	MasterAddr string
+	MasterPort int
+
+	LeaseDir string
+	NoLease  bool
+	Wait     time.Duration // 0 = do not wait; <0 = wait forever
+
+	// Args are SCRIPT ARGS... (or MODULE ARGS..., or CMD ARGS...).
+	Args []string
+}
+
+// raw holds flag values that need parsing in validation.
+type raw struct {
+	devices, exclude, policy, order, bind, mem, ranksFilter, wait string
+}
+
+const long = `amdrun starts N torchrun-compatible worker processes on the best-connected
+free set of N GPUs of this node.
+
+It reads how the GPUs are wired (KFD sysfs, amd-smi, rocm-smi or nvidia-smi),
+picks the set of N free devices with the best links, sets CUDA_VISIBLE_DEVICES
+and HIP_VISIBLE_DEVICES, binds each rank to its GPU's NUMA node, starts
+"python3 -u SCRIPT ARGS..." once per rank with the torchrun environment (RANK,
+LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, ...) and supervises the
+ranks: when one fails the others are stopped and amdrun exits with its code.
+
+Flags go before SCRIPT; everything after SCRIPT belongs to the script.
+
+Policies (--policy):
+  tree  (default) maximise the weakest link of the widest spanning tree of
+        the set, then the total pairwise bandwidth, then fewest NUMA nodes,
+        then idle over lightly used devices, then lowest indices.
+  ring  maximise the weakest link of the best ring through the set (for
+        jobs dominated by ring all-reduce), then the set's minimum cut, then
+        the same tie-breaks.
+Pairs without a direct link count at the host PCIe bandwidth (32 GB/s).
+
+Exit status: the first failing rank's exit code (128+signal if it was
+killed); 2 for a usage error; 1 when amdrun itself fails (no GPU found, not
+enough free devices, ...).`
+
+const example = `  amdrun --ngpus 4 train.py --lr 3e-4
+  amdrun -n 2 --policy ring -m torch.distributed.run_test
+  amdrun --ngpus 4 --dry-run --explain train.py
+  amdrun --devices 0-3 --exclude 2 --no-python ./a.out --flag
+  amdrun --topology node.json --ngpus 8 --dry-run --json train.py`
+
+// NewCmdRun returns the root launch command; runF replaces Run in tests.
+func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	opts := &Options{
+		IO: f.IOStreams, Topology: f.Topology, Env: f.Env, Executable: f.Executable,
+		Warn: f.Warn, Now: f.Now, HostNUMA: f.HostNUMA,
+	}
+	var r raw
+	cmd := &cobra.Command{
+		Use:           "amdrun [flags] SCRIPT [ARGS...]",
+		Short:         "Launch multi-GPU PyTorch jobs on the best-connected free GPUs",
+		Long:          long,
+		Example:       example,
+		Args:          cobra.ArbitraryArgs,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Args = args
+			opts.SourceAuto = f.Topo.Source == "" || f.Topo.Source == "auto"
+			if f.Topo.File != "" {
+				opts.SourceAuto = false
+			}
+			if err := validate(cmd, opts, &r); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return Run(cmd.Context(), opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.SetInterspersed(false) // flags after SCRIPT belong to the script
+	fl.IntVarP(&opts.NGPUs, "ngpus", "n", 0, "number of GPUs (ranks) on this node; 0 = every free device")
+	fl.StringVar(&r.devices, "devices", "", "only choose among these device indices, e.g. 0,2,4-7")
+	fl.StringVar(&r.exclude, "exclude", "", "never choose these device indices, e.g. 3 or 0-1")
+	fl.BoolVar(&opts.AllowBusy, "allow-busy", false, "allow devices another process is using")
+	fl.StringVar(&r.policy, "policy", "tree", "selection policy: tree or ring")
+	fl.StringVar(&r.order, "order", "index", "rank order: index (ascending device index) or links (consecutive ranks share the fastest links)")
+	fl.BoolVar(&opts.DryRun, "dry-run", false, "print the plan (devices, per-rank NUMA node, CPUs and command) and exit without starting anything")
+	fl.BoolVar(&opts.Explain, "explain", false, "explain the choice: score terms, the next best sets, and the naive first-N pick")
+	fl.BoolVar(&opts.JSON, "json", false, "with --dry-run: print the plan as JSON")
+	fl.BoolVarP(&opts.Module, "module", "m", false, "run SCRIPT as a Python module (python -m MODULE)")
+	fl.BoolVar(&opts.NoPython, "no-python", false, "run SCRIPT directly as a program, not through Python")
+	fl.StringVar(&opts.Python, "python", "", "Python interpreter (default $PYTHON_EXEC, else python3 on PATH)")
+	fl.StringVar(&r.bind, "bind", "", "CPU/memory binding per rank: numa, exclusive or none (default numa when the host has more than one NUMA node, else none)")
+	fl.StringVar(&r.mem, "mem-policy", "bind", "memory policy with --bind numa/exclusive: bind, preferred or none")
+	fl.DurationVar(&opts.Grace, "grace", 10*time.Second, "after a rank fails, time the others get between SIGTERM and SIGKILL")
+	fl.IntVar(&opts.MaxRestarts, "max-restarts", 0, "restart the whole group this many times after a failure")
+	fl.BoolVar(&opts.NoPrefix, "no-prefix", false, "do not prefix output lines with [rankN]:")
+	fl.StringVar(&opts.LogDir, "log-dir", "", "also write each rank's output to DIR/rankN.stdout and DIR/rankN.stderr")
+	fl.StringVar(&r.ranksFilter, "local-ranks-filter", "", "show only these local ranks' output on the console, e.g. 0 or 0,3")
+	fl.IntVar(&opts.NNodes, "nnodes", 1, "number of nodes (one amdrun per node)")
+	fl.IntVar(&opts.NodeRank, "node-rank", 0, "this node's rank, 0 to nnodes-1")
+	fl.StringVar(&opts.MasterAddr, "master-addr", "127.0.0.1", "address of the node that hosts rank 0's store")
+	fl.IntVar(&opts.MasterPort, "master-port", 0, "port of rank 0's store (default: a free port on one node)")
+	fl.StringVar(&opts.LeaseDir, "lease-dir", "", "directory of device leases shared by every amdrun on the node (default $AMDRUN_LEASE_DIR, else /run/lock/amdrun)")
+	fl.BoolVar(&opts.NoLease, "no-lease", false, "do not take or respect device leases")
+	fl.StringVar(&r.wait, "wait", "", "when not enough devices are free, wait for them (optionally at most DURATION, e.g. --wait=10m)")
+	fl.Lookup("wait").NoOptDefVal = "forever"
+	fl.SortFlags = false
+	return cmd
+}
+
+func validate(cmd *cobra.Command, o *Options, r *raw) error {
+	var err error
+	if o.NGPUs < 0 {
+		return cmdutil.FlagErrorf("--ngpus must be at least 1 (0 means every free device), got %d", o.NGPUs)
+	}
+	if cmd.Flags().Changed("ngpus") && o.NGPUs == 0 {
+		return cmdutil.FlagErrorf("--ngpus must be at least 1, got 0")
+	}
+	if o.Devices, err = parseIndexList("--devices", r.devices, cmd.Flags().Changed("devices")); err != nil {
+		return err
+	}
+	if o.Exclude, err = parseIndexList("--exclude", r.exclude, cmd.Flags().Changed("exclude")); err != nil {
+		return err
+	}
+	if o.Policy, err = selector.PolicyByName(r.policy); err != nil {
+		return &cmdutil.FlagError{Err: fmt.Errorf("--policy: %w", err)}
+	}
+	if o.Order, err = selector.ParseOrder(r.order); err != nil {
+		return &cmdutil.FlagError{Err: fmt.Errorf("--order: %w", err)}
+	}
+	if r.bind != "" {
+		if o.Bind, err = launch.ParseBindMode(r.bind); err != nil {
+			return &cmdutil.FlagError{Err: fmt.Errorf("--bind: %w", err)}
+		}
+	}
+	if o.Mem, err = launch.ParseMemPolicy(r.mem); err != nil {
+		return &cmdutil.FlagError{Err: fmt.Errorf("--mem-policy: %w", err)}
+	}
+	if r.ranksFilter != "" {
+		if o.RanksFilter, err = parseIndexList("--local-ranks-filter", r.ranksFilter, true); err != nil {
+			return err
+		}
+	}
+	switch r.wait {
+	case "":
+	case "forever":
+		o.Wait = -1
+	default:
+		d, err := time.ParseDuration(r.wait)
+		if err != nil || d <= 0 {
+			return cmdutil.FlagErrorf("--wait: want a duration such as 30s or 10m, got %q", r.wait)
+		}
+		o.Wait = d
+	}
+	if o.Grace < 0 {
+		return cmdutil.FlagErrorf("--grace must not be negative")
+	}
+	if o.MaxRestarts < 0 {
+		return cmdutil.FlagErrorf("--max-restarts must not be negative")
+	}
+	if o.NNodes < 1 {
+		return cmdutil.FlagErrorf("--nnodes must be at least 1, got %d", o.NNodes)
+	}
+	if o.NodeRank < 0 || o.NodeRank >= o.NNodes {
+		return cmdutil.FlagErrorf("--node-rank must be in 0..%d, got %d", o.NNodes-1, o.NodeRank)
+	}
+	if o.MasterPort < 0 || o.MasterPort > 65535 {
+		return cmdutil.FlagErrorf("--master-port must be in 1..65535, got %d", o.MasterPort)
+	}
+	if o.NNodes > 1 && o.MasterPort == 0 {
+		return cmdutil.FlagErrorf("--nnodes %d needs --master-port (every node must use the same port)", o.NNodes)
+	}
+	if o.NNodes > 1 && o.NGPUs == 0 {
+		return cmdutil.FlagErrorf("--nnodes %d needs --ngpus: every node must run the same number of ranks", o.NNodes)
+	}
+	if o.Module && o.NoPython {
+		return cmdutil.FlagErrorf("--module and --no-python cannot be used together")
+	}
+	if o.JSON && !o.DryRun {
+		return cmdutil.FlagErrorf("--json needs --dry-run")
+	}
+	if len(o.Args) == 0 && !o.DryRun {
+		return cmdutil.FlagErrorf("missing SCRIPT: amdrun [flags] SCRIPT [ARGS...] (see amdrun --help)")
+	}
+	return nil
+}
+
+// parseIndexList parses "0,2,4-7" into device indices.
+func parseIndexList(flag, s string, given bool) ([]int, error) {
+	if !given {
+		return nil, nil
+	}
+	if strings.TrimSpace(s) == "" {
+		return nil, cmdutil.FlagErrorf("%s: empty device list", flag)
+	}
+	l, err := topology.ParseCPUList(s)
+	if err != nil {
+		return nil, cmdutil.FlagErrorf("%s: want indices like 0,2,4-7, got %q", flag, s)
+	}
+	return l, nil
+}
+
+// workerArgv is the command each rank runs.
+func workerArgv(o *Options) []string {
+	if o.NoPython {
+		return append([]string(nil), o.Args...)
+	}
+	py := o.Python
+	if py == "" {
+		py = getenv(o.Env(), "PYTHON_EXEC")
+	}
+	if py == "" {
+		py = "python3"
+	}
+	argv := []string{py, "-u"}
+	if o.Module {
+		argv = append(argv, "-m")
+	}
+	return append(argv, o.Args...)
+}
+
+func getenv(env []string, key string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}
+
+// errNotStarted wraps failures that happen before any rank started.
+var errNotStarted = errors.New("nothing started")
+
+var _ = os.Getpid

@@ -1,0 +1,176 @@
+// Package topocmd is `amdrun topo`: the node's devices and links.
+package topocmd
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
+	"github.com/amdrun/amdrun/internal/topology"
+	"github.com/spf13/cobra"
+)
+
+// Options are the inputs of `amdrun topo`.
+type Options struct {
+	IO       *iostreams.IOStreams
+	Topology func(context.Context) (*topology.Model, error)
+	// Measured, when set, is a rocm_bandwidth_test output file whose
+	// figures replace the theoretical bandwidths.
+	Measured func(*topology.Model) error
+
+	JSON bool
+}
+
+// NewCmdTopo returns `amdrun topo`; runF replaces the run function in tests.
+func NewCmdTopo(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	opts := &Options{IO: f.IOStreams, Topology: f.Topology}
+	cmd := &cobra.Command{
+		Use:   "topo",
+		Short: "Show the node's GPUs, the link between every pair, NUMA nodes and busy devices",
+		Long: `Show the node's GPUs as amdrun sees them: for every pair the link type
+(XGMI, NVLink NV#, PCIe level PIX/PXB/PHB/NODE/SYS) and its bandwidth in GB/s,
+"*" marking a bandwidth amdrun assumed because the source gave none; for every
+device its runtime index, package, NUMA node, local CPUs and whether it is busy.
+With --json it prints the model that --topology FILE reads back.`,
+		Example: `  amdrun topo
+  amdrun topo --json > node.json
+  amdrun --topology node.json --ngpus 4 --dry-run train.py
+  amdrun topo --source rocm-smi
+  amdrun topo --sysfs-root /path/to/captured/tree`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return Run(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the topology as JSON (readable back with --topology FILE)")
+	return cmd
+}
+
+// Run prints the topology.
+func Run(ctx context.Context, opts *Options) error {
+	m, err := opts.Topology(ctx)
+	if err != nil {
+		return err
+	}
+	if opts.Measured != nil {
+		if err := opts.Measured(m); err != nil {
+			return err
+		}
+	}
+	if opts.JSON {
+		return topology.WriteJSON(opts.IO.Out, m)
+	}
+	if !opts.IO.IsStdoutTTY() {
+		return writeTSV(opts.IO.Out, m)
+	}
+	return writeTable(opts.IO.Out, m)
+}
+
+// cell is the text of one matrix cell: the link label and its bandwidth.
+func cell(m *topology.Model, a, b int) string {
+	if a == b {
+		return "X"
+	}
+	l := m.Link(a, b)
+	label := l.Level
+	if label == "" {
+		label = strings.ToUpper(string(l.Type))
+	}
+	if !l.Direct && l.Type == topology.LinkPCIe && l.Level == "" {
+		label = "PHB"
+	}
+	bw := fmt.Sprintf("%g", float64(l.MaxBandwidth)/1000)
+	if l.Assumed {
+		bw += "*"
+	}
+	return label + " " + bw
+}
+
+func writeTable(w io.Writer, m *topology.Model) error {
+	fmt.Fprintf(w, "Source: %s", m.Source)
+	if m.SourceVersion != "" {
+		fmt.Fprintf(w, " %s", m.SourceVersion)
+	}
+	fmt.Fprintf(w, "; bandwidth %s; %d devices\n\n", m.Bandwidth, m.N())
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprint(tw, "\t")
+	for i := range m.Devices {
+		fmt.Fprintf(tw, "GPU%d\t", i)
+	}
+	fmt.Fprintln(tw, "NUMA\tCPUs\tPackage\tState")
+	for i, d := range m.Devices {
+		fmt.Fprintf(tw, "GPU%d\t", i)
+		for j := range m.Devices {
+			fmt.Fprintf(tw, "%s\t", cell(m, i, j))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", numa(d.NUMANode), orDash(topology.FormatCPUList(d.CPUs)), orDash(d.Package), state(d))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "\nCells: link type and max bandwidth in GB/s; * = assumed (the source gave no figure).")
+	fmt.Fprintln(w, "XGMI = AMD Infinity Fabric, NV# = # NVLinks, PIX/PXB = PCIe switch, PHB = through the host bridge, NODE = across host bridges, SYS = across NUMA nodes.")
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "GPU\tRuntime\tName\tPCI\tUnique ID\tMemory used")
+	for _, d := range m.Devices {
+		mem := "-"
+		if d.MemTotalMiB > 0 {
+			mem = fmt.Sprintf("%d/%d MiB", d.MemUsedMiB, d.MemTotalMiB)
+		} else if d.MemUsedPct > 0 {
+			mem = fmt.Sprintf("%.0f%%", d.MemUsedPct)
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\n", d.Index, d.RuntimeIndex, orDash(d.Name), orDash(d.PCIAddress), orDash(d.UniqueID), mem)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(m.NUMANodes) > 0 {
+		fmt.Fprintln(w)
+		for _, n := range m.NUMANodes {
+			fmt.Fprintf(w, "NUMA node %d: CPUs %s\n", n.ID, orDash(topology.FormatCPUList(n.CPUs)))
+		}
+	}
+	return nil
+}
+
+// writeTSV prints one line per device and one per link, tab-separated,
+// for scripts: "device INDEX RUNTIME NUMA CPUS PACKAGE BUSY" and
+// "link A B TYPE LEVEL MAX_MB/S DIRECT".
+func writeTSV(w io.Writer, m *topology.Model) error {
+	for _, d := range m.Devices {
+		fmt.Fprintf(w, "device\t%d\t%d\t%d\t%s\t%s\t%t\n", d.Index, d.RuntimeIndex, d.NUMANode, topology.FormatCPUList(d.CPUs), d.Package, d.Busy)
+	}
+	for _, l := range m.Links {
+		fmt.Fprintf(w, "link\t%d\t%d\t%s\t%s\t%d\t%t\n", l.A, l.B, l.Type, l.Level, l.MaxBandwidth, l.Direct)
+	}
+	return nil
+}
+
+func numa(n int) string {
+	if n < 0 {
+		return "-"
+	}
+	return fmt.Sprint(n)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func state(d topology.Device) string {
+	if d.Busy {
+		return "busy (" + d.BusyReason + ")"
+	}
+	return "free"
+}

@@ -1,0 +1,182 @@
+package discover
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+
+	"github.com/amdrun/amdrun/internal/topology"
+	"github.com/amdrun/amdrun/internal/topology/amdsmi"
+	"github.com/amdrun/amdrun/internal/topology/host"
+	"github.com/amdrun/amdrun/internal/topology/kfd"
+	"github.com/amdrun/amdrun/internal/topology/nvidiasmi"
+	"github.com/amdrun/amdrun/internal/topology/rocmsmi"
+)
+
+// Sources lists the values of --source, in the order auto tries the
+// discovering ones.
+var Sources = []string{"auto", "sysfs", "amd-smi", "rocm-smi", "nvidia-smi", "file", "example"}
+
+// ErrUnknownSource is a --source value amdrun does not know.
+var ErrUnknownSource = errors.New("unknown source")
+
+// ErrNoGPU says no source found a device.
+var ErrNoGPU = errors.New("no GPU found")
+
+//go:embed example/mi250.json
+var exampleJSON []byte
+
+// Options says where to look. The zero value discovers the real node
+// with every source, in auto order, under root "/".
+type Options struct {
+	// Source is one of Sources; "" means "auto".
+	Source string
+	// SysfsRoot is the directory sysfs paths are read under; "" means "/".
+	SysfsRoot string
+	// File is the saved topology for Source "file" (also implied by a
+	// non-empty File with Source "" or "auto").
+	File string
+	// Run runs vendor tools; nil means ExecRunner.
+	Run topology.Runner
+	// Warn receives recoverable oddities; nil drops them.
+	Warn topology.Warner
+	// NoHost skips reading the host's NUMA nodes (the saved file's are kept).
+	NoHost bool
+}
+
+// ValidSource checks a --source value.
+func ValidSource(s string) error {
+	for _, v := range Sources {
+		if s == v || s == "" {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w %q (valid: %s)", ErrUnknownSource, s, strings.Join(Sources, ", "))
+}
+
+// Example returns the bundled example topology: the MI250 node of the
+// seed document (rocm-smi --shownodesbw, --showtoponuma), for planning on
+// a machine without GPUs.
+func Example() (*topology.Model, error) {
+	m, err := topology.ReadJSON(strings.NewReader(string(exampleJSON)))
+	if err != nil {
+		return nil, fmt.Errorf("bundled example: %w", err)
+	}
+	m.Source = "example (seed MI250 node)"
+	return m, nil
+}
+
+// Discover returns the node's finished topology from the chosen source.
+// Under "auto" it tries KFD sysfs, amd-smi, rocm-smi and nvidia-smi in
+// turn and takes the first that finds devices; when none does the error
+// wraps ErrNoGPU and says what each source answered.
+func Discover(ctx context.Context, o Options) (*topology.Model, error) {
+	if err := ValidSource(o.Source); err != nil {
+		return nil, err
+	}
+	if o.Run == nil {
+		o.Run = ExecRunner
+	}
+	if o.SysfsRoot == "" {
+		o.SysfsRoot = "/"
+	}
+	src := o.Source
+	if src == "" || src == "auto" {
+		if o.File != "" {
+			src = "file"
+		} else {
+			src = "auto"
+		}
+	}
+	switch src {
+	case "file":
+		if o.File == "" {
+			return nil, fmt.Errorf("--source file needs --topology FILE")
+		}
+		return readFile(o.File)
+	case "example":
+		return Example()
+	case "auto":
+		var tried []string
+		for _, s := range []string{"sysfs", "amd-smi", "rocm-smi", "nvidia-smi"} {
+			m, err := one(ctx, s, o)
+			if err == nil {
+				return m, nil
+			}
+			tried = append(tried, fmt.Sprintf("%s: %v", s, err))
+		}
+		return nil, fmt.Errorf("%w (%s)", ErrNoGPU, strings.Join(tried, "; "))
+	default:
+		return one(ctx, src, o)
+	}
+}
+
+func one(ctx context.Context, src string, o Options) (*topology.Model, error) {
+	var (
+		m   *topology.Model
+		err error
+	)
+	switch src {
+	case "sysfs":
+		m, err = kfd.Read(os.DirFS(o.SysfsRoot), o.Warn)
+		if err == nil {
+			if perr := kfd.ReadProcs(os.DirFS(o.SysfsRoot), m); perr != nil {
+				o.Warn.Warn("kfd: process list: %v", perr)
+			}
+		}
+	case "amd-smi":
+		m, err = amdsmi.Discover(ctx, o.Run, o.Warn)
+	case "rocm-smi":
+		m, err = rocmsmi.Discover(ctx, o.Run, o.Warn)
+	case "nvidia-smi":
+		m, err = nvidiasmi.Discover(ctx, o.Run, o.Warn)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !o.NoHost {
+		attachHost(m, o)
+	}
+	return m, nil
+}
+
+// attachHost gives the model the host's NUMA nodes (ghw) and, for devices
+// whose source did not say, their NUMA node from PCI sysfs.
+func attachHost(m *topology.Model, o Options) {
+	nodes, err := host.NUMANodes(o.SysfsRoot)
+	if err != nil {
+		o.Warn.Warn("host NUMA nodes: %v", err)
+		return
+	}
+	var fsys fs.FS = os.DirFS(o.SysfsRoot)
+	for i := range m.Devices {
+		d := &m.Devices[i]
+		if d.NUMANode >= 0 || d.PCIAddress == "" {
+			continue
+		}
+		if n, cpus, err := host.DeviceNUMA(fsys, d.PCIAddress); err == nil {
+			d.NUMANode = n
+			if len(d.CPUs) == 0 {
+				d.CPUs = cpus
+			}
+		}
+	}
+	m.SetNUMANodes(nodes)
+}
+
+func readFile(path string) (*topology.Model, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("topology file: %w", err)
+	}
+	defer f.Close()
+	m, err := topology.ReadJSON(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return m, nil
+}

@@ -1,0 +1,60 @@
+//go:build !linux
+
+package lease
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Open fails: leases need Linux flock semantics.
+func Open(path string, warn func(string, ...any)) (*Dir, error) {
+	return nil, fmt.Errorf("lease: %w", ErrNotSupported)
+}
+
+// OpenDefault fails: leases need Linux flock semantics.
+func OpenDefault(path string, warn func(string, ...any)) (*Dir, error) {
+	return nil, fmt.Errorf("lease: %w", ErrNotSupported)
+}
+
+// Lock fails: leases need Linux flock semantics.
+func (d *Dir) Lock(ctx context.Context) (unlock func(), err error) {
+	return nil, fmt.Errorf("lease: %w", ErrNotSupported)
+}
+
+// Held fails: leases need Linux flock semantics.
+func (d *Dir) Held(keys []string) (map[string]Holder, error) {
+	return nil, fmt.Errorf("lease: %w", ErrNotSupported)
+}
+
+// Acquire fails: leases need Linux flock semantics.
+func (d *Dir) Acquire(keys []string, info Holder) (*Lease, error) {
+	return nil, fmt.Errorf("lease: %w", ErrNotSupported)
+}
+
+// Release does nothing: no lease can be taken on this system.
+func (l *Lease) Release() error { return nil }
+
+// List fails: leases need Linux flock semantics.
+func (d *Dir) List() (map[string]Holder, error) {
+	return nil, fmt.Errorf("lease: %w", ErrNotSupported)
+}
+
+// Enqueue fails: leases need Linux flock semantics.
+func (d *Dir) Enqueue() (*Ticket, error) {
+	return nil, fmt.Errorf("lease: %w", ErrNotSupported)
+}
+
+// First fails: leases need Linux flock semantics.
+func (t *Ticket) First() (bool, error) {
+	return false, fmt.Errorf("lease: %w", ErrNotSupported)
+}
+
+// Done does nothing: no ticket can be taken on this system.
+func (t *Ticket) Done() {}
+
+// Claim fails: leases need Linux flock semantics.
+func (d *Dir) Claim(ctx context.Context, all []string, info Holder, choose Chooser, poll time.Duration) (*Lease, error) {
+	return nil, fmt.Errorf("lease: %w", ErrNotSupported)
+}

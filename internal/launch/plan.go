@@ -1,0 +1,457 @@
+// Package launch turns a choice of devices into a plan (pure: each
+// worker's argv, environment and CPU/NUMA binding) and runs a plan as a
+// supervised group of worker processes.
+package launch
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/amdrun/amdrun/internal/topology"
+)
+
+// BindMode says how ranks are bound to host CPUs.
+type BindMode string
+
+// Bind modes.
+const (
+	// BindNUMA binds a rank to the CPUs of its device's NUMA node.
+	BindNUMA BindMode = "numa"
+	// BindExclusive splits each NUMA node's CPUs among the ranks on it.
+	BindExclusive BindMode = "exclusive"
+	// BindNone leaves ranks on every CPU amdrun may use.
+	BindNone BindMode = "none"
+)
+
+// MemPolicy says how a rank's memory is placed on host NUMA nodes.
+type MemPolicy string
+
+// Memory policies.
+const (
+	// MemBind allocates only on the rank's NUMA node (MPOL_BIND).
+	MemBind MemPolicy = "bind"
+	// MemPreferred prefers the rank's NUMA node (MPOL_PREFERRED).
+	MemPreferred MemPolicy = "preferred"
+	// MemNone keeps the default policy.
+	MemNone MemPolicy = "none"
+)
+
+// ErrSpec is wrapped by every error of NewPlan: a Spec that cannot be run.
+var ErrSpec = errors.New("invalid launch spec")
+
+// ParseBindMode parses "numa", "exclusive" or "none" (any case). Another
+// value gives an error that lists the valid ones.
+func ParseBindMode(s string) (BindMode, error) {
+	switch m := BindMode(strings.ToLower(strings.TrimSpace(s))); m {
+	case BindNUMA, BindExclusive, BindNone:
+		return m, nil
+	}
+	return "", fmt.Errorf("bind: unknown mode %q (valid: numa, exclusive, none)", s)
+}
+
+// ParseMemPolicy parses "bind", "preferred" or "none" (any case). Another
+// value gives an error that lists the valid ones.
+func ParseMemPolicy(s string) (MemPolicy, error) {
+	switch p := MemPolicy(strings.ToLower(strings.TrimSpace(s))); p {
+	case MemBind, MemPreferred, MemNone:
+		return p, nil
+	}
+	return "", fmt.Errorf("mem policy: unknown policy %q (valid: bind, preferred, none)", s)
+}
+
+// Defaults NewPlan uses for zero Spec fields.
+const (
+	DefaultMasterAddr = "127.0.0.1"
+	DefaultMasterPort = 29500
+	DefaultRunID      = "none"
+)
+
+// Spec is everything NewPlan needs. Zero values are documented per field.
+type Spec struct {
+	// Devices are the chosen devices in rank order (local rank i runs on
+	// Devices[i]). At least one; no device twice.
+	Devices []topology.Device
+	// HostNUMA are this host's NUMA nodes. Empty: no binding is possible
+	// and the plan warns when Bind asks for one.
+	HostNUMA []topology.NUMANode
+	// AllowedCPUs are the CPUs amdrun itself may use (sched_getaffinity);
+	// nil means every CPU of HostNUMA.
+	AllowedCPUs []int
+	// Argv is the worker command, already resolved (python -u script
+	// args...). It is passed as given, never through a shell.
+	Argv []string
+	// Env is the base environment (KEY=VAL). It passes through unchanged
+	// except for the variables the plan sets.
+	Env []string
+	// VisibleEnv holds the visible-device variables (Mask.Env); they
+	// override Env.
+	VisibleEnv map[string]string
+	// Bind is the CPU binding; "" means BindNone.
+	Bind BindMode
+	// Mem is the memory policy; "" means MemNone. It applies only to ranks
+	// that are bound to a NUMA node.
+	Mem MemPolicy
+	// NNodes is the number of nodes (0 means 1); NodeRank this node's
+	// number, 0 <= NodeRank < NNodes.
+	NNodes, NodeRank int
+	// MasterAddr and MasterPort locate rank 0's store; "" means
+	// DefaultMasterAddr and 0 DefaultMasterPort.
+	MasterAddr string
+	MasterPort int
+	// RunID is TORCHELASTIC_RUN_ID; "" means DefaultRunID.
+	RunID string
+	// MaxRestarts is how often a failed group is restarted (>= 0).
+	MaxRestarts int
+}
+
+// Plan is the computed launch of one node's workers.
+type Plan struct {
+	// Ranks are the local workers in local-rank order.
+	Ranks []Rank
+	// Warnings are things the user should know (unbound ranks, a default
+	// set on their behalf); each appears once.
+	Warnings []string
+	// WorldSize is NNodes * len(Ranks).
+	WorldSize int
+	// MaxRestarts is the Spec's MaxRestarts.
+	MaxRestarts int
+	// Bind and Mem are the Spec's modes after defaults.
+	Bind BindMode
+	Mem  MemPolicy
+}
+
+// Rank is one worker of a plan.
+type Rank struct {
+	Rank, LocalRank int
+	Device          topology.Device
+	// NUMANode is the host NUMA node the rank is bound to, -1 if none.
+	NUMANode int
+	// CPUs are the CPUs the rank is bound to; nil means not bound (it
+	// inherits amdrun's affinity).
+	CPUs []int
+	// Mems are the NUMA nodes of the rank's memory policy; nil means the
+	// default policy.
+	Mems []int
+	// MemPolicy is the policy applied to Mems (MemNone when Mems is nil).
+	MemPolicy MemPolicy
+	// Argv is the worker command, exactly as run.
+	Argv []string
+	// Env is the worker's complete environment, KEY=VAL.
+	Env []string
+}
+
+// Bound says whether the rank needs the bind shim.
+func (r *Rank) Bound() bool { return len(r.CPUs) > 0 || len(r.Mems) > 0 }
+
+// NewPlan computes the plan for s. It does no I/O. It returns an error
+// wrapping ErrSpec when s has no devices or no command, a device twice,
+// an unknown bind mode or memory policy, or node numbers out of range.
+func NewPlan(s Spec) (*Plan, error) {
+	if len(s.Devices) == 0 {
+		return nil, fmt.Errorf("launch: %w: no devices", ErrSpec)
+	}
+	if len(s.Argv) == 0 || s.Argv[0] == "" {
+		return nil, fmt.Errorf("launch: %w: no worker command", ErrSpec)
+	}
+	seen := map[int]bool{}
+	for _, d := range s.Devices {
+		if seen[d.Index] {
+			return nil, fmt.Errorf("launch: %w: device %d chosen twice", ErrSpec, d.Index)
+		}
+		seen[d.Index] = true
+	}
+	bind, mem := s.Bind, s.Mem
+	if bind == "" {
+		bind = BindNone
+	}
+	if mem == "" {
+		mem = MemNone
+	}
+	if _, err := ParseBindMode(string(bind)); err != nil {
+		return nil, fmt.Errorf("launch: %w: %v", ErrSpec, err)
+	}
+	if _, err := ParseMemPolicy(string(mem)); err != nil {
+		return nil, fmt.Errorf("launch: %w: %v", ErrSpec, err)
+	}
+	nnodes := s.NNodes
+	if nnodes == 0 {
+		nnodes = 1
+	}
+	if nnodes < 0 || s.NodeRank < 0 || s.NodeRank >= nnodes {
+		return nil, fmt.Errorf("launch: %w: node rank %d outside %d node(s)", ErrSpec, s.NodeRank, nnodes)
+	}
+	if s.MaxRestarts < 0 {
+		return nil, fmt.Errorf("launch: %w: max restarts %d is negative", ErrSpec, s.MaxRestarts)
+	}
+	port := s.MasterPort
+	if port == 0 {
+		port = DefaultMasterPort
+	}
+	if port < 0 || port > 65535 {
+		return nil, fmt.Errorf("launch: %w: master port %d outside 1-65535", ErrSpec, s.MasterPort)
+	}
+	addr := s.MasterAddr
+	if addr == "" {
+		addr = DefaultMasterAddr
+	}
+	runID := s.RunID
+	if runID == "" {
+		runID = DefaultRunID
+	}
+
+	nproc := len(s.Devices)
+	p := &Plan{WorldSize: nnodes * nproc, MaxRestarts: s.MaxRestarts, Bind: bind, Mem: mem}
+	binds := bindRanks(s.Devices, s.HostNUMA, s.AllowedCPUs, bind, &p.Warnings)
+	allowed := allowedCPUs(s.HostNUMA, s.AllowedCPUs)
+
+	_, ompSet := lookupEnv(s.Env, "OMP_NUM_THREADS")
+	var ompNotes []string
+	for lr, d := range s.Devices {
+		b := binds[lr]
+		r := Rank{
+			Rank:      s.NodeRank*nproc + lr,
+			LocalRank: lr,
+			Device:    d,
+			NUMANode:  b.node,
+			CPUs:      b.cpus,
+			MemPolicy: MemNone,
+			Argv:      append([]string(nil), s.Argv...),
+		}
+		if b.node >= 0 && mem != MemNone {
+			r.Mems, r.MemPolicy = []int{b.node}, mem
+		}
+		set := map[string]string{
+			"RANK":                            strconv.Itoa(r.Rank),
+			"LOCAL_RANK":                      strconv.Itoa(lr),
+			"WORLD_SIZE":                      strconv.Itoa(p.WorldSize),
+			"LOCAL_WORLD_SIZE":                strconv.Itoa(nproc),
+			"GROUP_RANK":                      strconv.Itoa(s.NodeRank),
+			"GROUP_WORLD_SIZE":                strconv.Itoa(nnodes),
+			"ROLE_NAME":                       "default",
+			"ROLE_RANK":                       strconv.Itoa(r.Rank),
+			"ROLE_WORLD_SIZE":                 strconv.Itoa(p.WorldSize),
+			"MASTER_ADDR":                     addr,
+			"MASTER_PORT":                     strconv.Itoa(port),
+			"TORCHELASTIC_RUN_ID":             runID,
+			"TORCHELASTIC_RESTART_COUNT":      "0",
+			"TORCHELASTIC_MAX_RESTARTS":       strconv.Itoa(s.MaxRestarts),
+			"TORCHELASTIC_USE_AGENT_STORE":    "False",
+			"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
+		}
+		if _, ok := lookupEnv(s.Env, "TORCH_NCCL_ASYNC_ERROR_HANDLING"); ok {
+			delete(set, "TORCH_NCCL_ASYNC_ERROR_HANDLING")
+		}
+		if !ompSet {
+			n := ompThreads(b, binds, len(allowed), nproc)
+			set["OMP_NUM_THREADS"] = strconv.Itoa(n)
+			ompNotes = append(ompNotes, fmt.Sprintf("rank %d: %d", r.Rank, n))
+		}
+		for k, v := range s.VisibleEnv {
+			set[k] = v
+		}
+		r.Env = mergeEnv(s.Env, set)
+		p.Ranks = append(p.Ranks, r)
+	}
+	if len(ompNotes) > 0 {
+		p.Warnings = append(p.Warnings, "OMP_NUM_THREADS is not set: setting it per rank to its share of its CPUs ("+
+			strings.Join(ompNotes, ", ")+"); set it to override")
+	}
+	return p, nil
+}
+
+// binding is one rank's CPU set and NUMA node.
+type binding struct {
+	node int   // -1: none
+	cpus []int // nil: unbound
+}
+
+// bindRanks computes each rank's binding and appends warnings.
+func bindRanks(devs []topology.Device, host []topology.NUMANode, allowedList []int, mode BindMode, warn *[]string) []binding {
+	out := make([]binding, len(devs))
+	for i := range out {
+		out[i].node = -1
+	}
+	if mode == BindNone {
+		return out
+	}
+	if len(host) == 0 {
+		*warn = append(*warn, fmt.Sprintf("bind %s: the host's NUMA nodes are unknown: ranks are not bound", mode))
+		return out
+	}
+	allowed := allowedCPUs(host, allowedList)
+	byID := map[int]topology.NUMANode{}
+	for _, n := range host {
+		byID[n.ID] = n
+	}
+	var homeless, empty []string
+	onNode := map[int][]int{} // NUMA node -> local ranks on it, in order
+	for lr, d := range devs {
+		n, ok := byID[d.NUMANode]
+		if !ok {
+			homeless = append(homeless, fmt.Sprintf("%d (device %d, NUMA node %d)", lr, d.Index, d.NUMANode))
+			continue
+		}
+		cpus := intersect(n.CPUs, allowed)
+		if len(cpus) == 0 {
+			empty = append(empty, fmt.Sprintf("%d (NUMA node %d)", lr, n.ID))
+			continue
+		}
+		out[lr] = binding{node: n.ID, cpus: cpus}
+		onNode[n.ID] = append(onNode[n.ID], lr)
+	}
+	if len(homeless) > 0 {
+		*warn = append(*warn, "bind: the host has no NUMA node for local rank(s) "+strings.Join(homeless, ", ")+": they are not bound")
+	}
+	if len(empty) > 0 {
+		*warn = append(*warn, "bind: amdrun may use none of the CPUs of the NUMA node of local rank(s) "+strings.Join(empty, ", ")+": they are not bound")
+	}
+	if mode != BindExclusive {
+		return out
+	}
+	ids := make([]int, 0, len(onNode))
+	for id := range onNode {
+		ids = append(ids, id)
+	}
+	sort.Ints(ids)
+	var shared []string
+	for _, id := range ids {
+		ranks := onNode[id]
+		cpus := out[ranks[0]].cpus
+		k := len(ranks)
+		if k > len(cpus) {
+			shared = append(shared, fmt.Sprintf("NUMA node %d (%d ranks, %d CPUs)", id, k, len(cpus)))
+		}
+		for j, lr := range ranks {
+			out[lr].cpus = chunk(cpus, j, k)
+		}
+	}
+	if len(shared) > 0 {
+		*warn = append(*warn, "bind exclusive: more ranks than CPUs on "+strings.Join(shared, ", ")+": some ranks share a CPU")
+	}
+	return out
+}
+
+// chunk returns the j-th of k contiguous, near-equal parts of cpus (the
+// first len%k parts one longer). With more parts than CPUs, part j gets
+// CPU j mod len.
+func chunk(cpus []int, j, k int) []int {
+	n := len(cpus)
+	if k > n {
+		return []int{cpus[j%n]}
+	}
+	size, extra := n/k, n%k
+	start := j*size + min(j, extra)
+	end := start + size
+	if j < extra {
+		end++
+	}
+	return append([]int(nil), cpus[start:end]...)
+}
+
+// ompThreads is the rank's share of its CPUs: a CPU set shared by several
+// ranks (numa mode) is divided among them, so that OpenMP does not
+// oversubscribe it; an unbound rank gets its share of all allowed CPUs.
+func ompThreads(b binding, all []binding, nAllowed, nproc int) int {
+	if len(b.cpus) == 0 {
+		if nAllowed == 0 {
+			return 1
+		}
+		return max(1, nAllowed/nproc)
+	}
+	sharing := 0
+	for _, o := range all {
+		if o.node == b.node && len(o.cpus) > 0 && o.cpus[0] == b.cpus[0] && len(o.cpus) == len(b.cpus) {
+			sharing++
+		}
+	}
+	return max(1, len(b.cpus)/max(1, sharing))
+}
+
+// allowedCPUs is the allowed list, or every CPU of the host's NUMA nodes
+// when it is nil; sorted, distinct.
+func allowedCPUs(host []topology.NUMANode, allowed []int) []int {
+	var src []int
+	if allowed != nil {
+		src = allowed
+	} else {
+		for _, n := range host {
+			src = append(src, n.CPUs...)
+		}
+	}
+	seen := map[int]bool{}
+	var out []int
+	for _, c := range src {
+		if !seen[c] {
+			seen[c] = true
+			out = append(out, c)
+		}
+	}
+	sort.Ints(out)
+	return out
+}
+
+// intersect returns the CPUs of a that are in sorted b, sorted.
+func intersect(a, b []int) []int {
+	in := map[int]bool{}
+	for _, c := range b {
+		in[c] = true
+	}
+	var out []int
+	for _, c := range a {
+		if in[c] {
+			out = append(out, c)
+		}
+	}
+	sort.Ints(out)
+	return out
+}
+
+// lookupEnv finds key in a KEY=VAL list; the last entry wins, as in exec.
+func lookupEnv(env []string, key string) (string, bool) {
+	val, ok := "", false
+	for _, kv := range env {
+		if k, v, found := strings.Cut(kv, "="); found && k == key {
+			val, ok = v, true
+		}
+	}
+	return val, ok
+}
+
+// mergeEnv returns base with the variables of set replacing theirs in
+// place (later duplicates of a replaced key dropped) and the rest of set
+// appended in key order. Nothing else in base changes.
+func mergeEnv(base []string, set map[string]string) []string {
+	out := make([]string, 0, len(base)+len(set))
+	done := map[string]bool{}
+	for _, kv := range base {
+		k, _, _ := strings.Cut(kv, "=")
+		if v, ok := set[k]; ok {
+			if done[k] {
+				continue
+			}
+			done[k] = true
+			out = append(out, k+"="+v)
+			continue
+		}
+		out = append(out, kv)
+	}
+	keys := make([]string, 0, len(set))
+	for k := range set {
+		if !done[k] {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		out = append(out, k+"="+set[k])
+	}
+	return out
+}
+
+// withEnv returns a copy of env with key set to val (see mergeEnv).
+func withEnv(env []string, key, val string) []string {
+	return mergeEnv(env, map[string]string{key: val})
+}

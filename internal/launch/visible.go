@@ -1,0 +1,289 @@
+package launch
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/amdrun/amdrun/internal/topology"
+)
+
+// Visible-device variables amdrun reads and writes.
+const (
+	EnvCUDAVisible = "CUDA_VISIBLE_DEVICES"
+	EnvHIPVisible  = "HIP_VISIBLE_DEVICES"
+	EnvROCRVisible = "ROCR_VISIBLE_DEVICES"
+	EnvCUDAOrder   = "CUDA_DEVICE_ORDER"
+)
+
+// ErrMask is wrapped by every error of ParseMask: a visible-device
+// variable that amdrun cannot map onto the node's devices.
+var ErrMask = errors.New("bad visible-device list")
+
+// Mask is the narrowing of the node's devices the user already made with
+// CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES or ROCR_VISIBLE_DEVICES. The
+// zero Mask, and a nil *Mask, narrow nothing.
+type Mask struct {
+	// rocr is the ROCR_VISIBLE_DEVICES list as device indices (nil: unset).
+	rocr []int
+	// vis is the HIP/CUDA list as device indices and the user's tokens for
+	// them (visVar "" when neither is set).
+	visVar    string
+	vis       []int
+	visTokens []string
+	cands     []int
+}
+
+// ParseMask reads the visible-device variables from env (KEY=VAL entries,
+// as os.Environ gives them; a later entry wins) and maps their entries
+// onto devs, the node's devices. An entry is a runtime index (the number
+// HIP or CUDA uses with nothing narrowed), a UUID ("GPU-…", matched
+// without case, also by a unique prefix as CUDA allows), or, inside a
+// HIP/CUDA list under ROCR_VISIBLE_DEVICES, a position in the ROCR list.
+//
+// On NVIDIA devices only CUDA_VISIBLE_DEVICES counts. On AMD, ROCr
+// applies ROCR_VISIBLE_DEVICES first and HIP indexes what is left with
+// HIP_VISIBLE_DEVICES, or CUDA_VISIBLE_DEVICES, which HIP honours the
+// same way; when both HIP and CUDA lists are set they must name the same
+// devices.
+//
+// It returns an error wrapping ErrMask, naming the variable and the
+// entry, when an entry names no device, a device is listed twice, or a
+// variable is set but empty (the runtime would see no GPU at all).
+func ParseMask(env []string, devs []topology.Device) (*Mask, error) {
+	vars := map[string]string{}
+	set := map[string]bool{}
+	for _, kv := range env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			continue
+		}
+		switch k {
+		case EnvCUDAVisible, EnvHIPVisible, EnvROCRVisible:
+			vars[k], set[k] = v, true
+		}
+	}
+	nvidia := len(devs) > 0 && devs[0].Vendor == topology.VendorNVIDIA
+	m := &Mask{}
+	all := make([]int, len(devs))
+	for i := range devs {
+		all[i] = i
+	}
+	base := all
+	if !nvidia && set[EnvROCRVisible] {
+		_, idx, err := resolveList(EnvROCRVisible, vars[EnvROCRVisible], devs, all, false)
+		if err != nil {
+			return nil, err
+		}
+		m.rocr = idx
+		base = idx
+	}
+	names := []string{EnvHIPVisible, EnvCUDAVisible}
+	if nvidia {
+		names = []string{EnvCUDAVisible}
+	}
+	for _, name := range names {
+		if !set[name] {
+			continue
+		}
+		toks, idx, err := resolveList(name, vars[name], devs, base, m.rocr != nil)
+		if err != nil {
+			return nil, err
+		}
+		if m.visVar != "" {
+			if !equalInts(idx, m.vis) {
+				return nil, fmt.Errorf("%w: %s=%s and %s=%s name different devices",
+					ErrMask, m.visVar, vars[m.visVar], name, vars[name])
+			}
+			continue
+		}
+		m.visVar, m.vis, m.visTokens = name, idx, toks
+	}
+	switch {
+	case m.visVar != "":
+		m.cands = sortedCopy(m.vis)
+	case m.rocr != nil:
+		m.cands = sortedCopy(m.rocr)
+	}
+	return m, nil
+}
+
+// resolveList maps a comma-separated list onto device indices. Numbers are
+// runtime indices, or positions within base when positional is set.
+func resolveList(name, val string, devs []topology.Device, base []int, positional bool) ([]string, []int, error) {
+	if strings.TrimSpace(val) == "" {
+		return nil, nil, fmt.Errorf("%w: %s is set but empty: no GPU would be visible", ErrMask, name)
+	}
+	var toks []string
+	var idx []int
+	seen := map[int]bool{}
+	for _, raw := range strings.Split(val, ",") {
+		tok := strings.TrimSpace(raw)
+		d, err := resolveToken(tok, devs, base, positional)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: %s=%s: entry %q %v", ErrMask, name, val, tok, err)
+		}
+		if seen[d] {
+			return nil, nil, fmt.Errorf("%w: %s=%s: entry %q names device %d twice", ErrMask, name, val, tok, d)
+		}
+		seen[d] = true
+		toks = append(toks, tok)
+		idx = append(idx, d)
+	}
+	return toks, idx, nil
+}
+
+func resolveToken(tok string, devs []topology.Device, base []int, positional bool) (int, error) {
+	if tok == "" {
+		return 0, errors.New("is empty")
+	}
+	if n, err := strconv.Atoi(tok); err == nil {
+		if positional {
+			if n < 0 || n >= len(base) {
+				return 0, fmt.Errorf("is outside the %d devices ROCR_VISIBLE_DEVICES leaves", len(base))
+			}
+			return base[n], nil
+		}
+		for _, i := range base {
+			if devs[i].RuntimeIndex == n {
+				return i, nil
+			}
+		}
+		return 0, errors.New("names no device")
+	}
+	want := normUUID(tok)
+	if want == "" {
+		return 0, errors.New("is neither an index nor a GPU UUID")
+	}
+	// An exact match wins; otherwise a prefix must be unique, as in CUDA.
+	var exact, prefix []int
+	for _, i := range base {
+		u := normUUID(devs[i].UniqueID)
+		switch {
+		case u == "":
+		case u == want:
+			exact = append(exact, i)
+		case strings.HasPrefix(u, want):
+			prefix = append(prefix, i)
+		}
+	}
+	if len(exact) == 0 {
+		exact = prefix
+	}
+	switch len(exact) {
+	case 0:
+		return 0, errors.New("names no device")
+	case 1:
+		return exact[0], nil
+	}
+	return 0, fmt.Errorf("matches %d devices (partitions share a UUID: use indices)", len(exact))
+}
+
+// normUUID lowers a UUID and drops a "GPU-" prefix and the "0x" of AMD
+// unique ids, so "GPU-ABC", "gpu-abc" and "abc" compare equal. It returns
+// "" for a string that is not a UUID of that shape.
+func normUUID(s string) string {
+	s = strings.ToLower(strings.TrimSpace(s))
+	s = strings.TrimPrefix(s, "gpu-")
+	s = strings.TrimPrefix(s, "0x")
+	if s == "" {
+		return ""
+	}
+	for _, r := range s {
+		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f' || r == '-') {
+			return ""
+		}
+	}
+	return s
+}
+
+// Candidates returns the indices (Device.Index) of the devices the user
+// left visible, ascending, or nil when no visible-device variable is set.
+func (m *Mask) Candidates() []int {
+	if m == nil || m.cands == nil {
+		return nil
+	}
+	return append([]int(nil), m.cands...)
+}
+
+// Allows says whether the device with index i is visible under the mask.
+func (m *Mask) Allows(i int) bool {
+	if m == nil || m.cands == nil {
+		return true
+	}
+	for _, c := range m.cands {
+		if c == i {
+			return true
+		}
+	}
+	return false
+}
+
+// Check returns an error wrapping ErrMask when a chosen device is not
+// visible under the mask; Env needs chosen to pass it.
+func (m *Mask) Check(chosen []topology.Device) error {
+	for _, d := range chosen {
+		if !m.Allows(d.Index) {
+			return fmt.Errorf("%w: device %d is not in the visible set %v", ErrMask, d.Index, m.cands)
+		}
+	}
+	return nil
+}
+
+// Env returns the variables to set so that the workers see exactly the
+// chosen devices, in rank order: HIP_VISIBLE_DEVICES and
+// CUDA_VISIBLE_DEVICES, plus CUDA_DEVICE_ORDER=PCI_BUS_ID on NVIDIA.
+// Without a mask the values are runtime indices. Under a user's HIP/CUDA
+// list they are the user's own tokens (numbers or UUIDs). Under
+// ROCR_VISIBLE_DEVICES they are positions within the ROCR list, which is
+// left as the user set it: Env never returns ROCR_VISIBLE_DEVICES. The
+// chosen devices must pass Check; one that does not is written as its
+// runtime index.
+func (m *Mask) Env(chosen []topology.Device, vendor topology.Vendor) map[string]string {
+	toks := make([]string, len(chosen))
+	for r, d := range chosen {
+		toks[r] = m.token(d)
+	}
+	list := strings.Join(toks, ",")
+	out := map[string]string{EnvCUDAVisible: list, EnvHIPVisible: list}
+	if vendor == topology.VendorNVIDIA {
+		out[EnvCUDAOrder] = "PCI_BUS_ID"
+	}
+	return out
+}
+
+func (m *Mask) token(d topology.Device) string {
+	if m != nil {
+		for k, i := range m.vis {
+			if i == d.Index {
+				return m.visTokens[k]
+			}
+		}
+		for k, i := range m.rocr {
+			if i == d.Index {
+				return strconv.Itoa(k)
+			}
+		}
+	}
+	return strconv.Itoa(d.RuntimeIndex)
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func sortedCopy(a []int) []int {
+	c := append([]int{}, a...)
+	sort.Ints(c)
+	return c
+}

@@ -1,0 +1,199 @@
+package amdsmi
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/amdrun/amdrun/internal/topology"
+)
+
+// decodeJSON reads one JSON document. amd-smi can print warning lines
+// before the document, so lines before the first one starting with '[' or
+// '{' are skipped. Syntax errors carry the line and column.
+func decodeJSON(src string, r io.Reader) (any, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", src, err)
+	}
+	start, skipped := 0, 0
+	for start < len(data) {
+		end := bytes.IndexByte(data[start:], '\n')
+		line := data[start:]
+		if end >= 0 {
+			line = data[start : start+end]
+		}
+		t := bytes.TrimSpace(line)
+		if len(t) > 0 && (t[0] == '[' || t[0] == '{') {
+			break
+		}
+		if end < 0 {
+			start = len(data)
+			break
+		}
+		start += end + 1
+		skipped++
+	}
+	body := data[start:]
+	if len(bytes.TrimSpace(body)) == 0 {
+		if len(bytes.TrimSpace(data)) == 0 {
+			return nil, &topology.ParseError{Source: src, Err: topology.ErrNoDevices}
+		}
+		return nil, &topology.ParseError{Source: src, Err: fmt.Errorf("%w: no JSON document", topology.ErrWrongTool)}
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		pe := &topology.ParseError{Source: src, Err: fmt.Errorf("%w: %v", topology.ErrSyntax, err)}
+		var off int64 = -1
+		switch e := err.(type) {
+		case *json.SyntaxError:
+			off = e.Offset
+		case *json.UnmarshalTypeError:
+			off = e.Offset
+		}
+		if err == io.ErrUnexpectedEOF {
+			off = int64(len(body))
+			pe.Err = fmt.Errorf("%w: JSON document ends early", topology.ErrTruncated)
+		}
+		if off >= 0 {
+			pe.Line, pe.Column = lineCol(body, off)
+			pe.Line += skipped
+		}
+		return nil, pe
+	}
+	if dec.More() {
+		off := dec.InputOffset()
+		l, c := lineCol(body, off)
+		return nil, &topology.ParseError{Source: src, Line: l + skipped, Column: c, Err: fmt.Errorf("%w: text after the JSON document", topology.ErrSyntax)}
+	}
+	return v, nil
+}
+
+// lineCol turns a byte offset into a 1-based line and 0-based column.
+func lineCol(data []byte, off int64) (int, int) {
+	line, col := 1, 0
+	for i := int64(0); i < off && i < int64(len(data)); i++ {
+		if data[i] == '\n' {
+			line, col = line+1, 0
+		} else {
+			col++
+		}
+	}
+	return line, col
+}
+
+// gpuList returns the per-GPU objects of an amd-smi JSON document: the
+// top-level array, or the array under a wrapper object such as
+// {"gpu_data": [...]}. Each element must be an object.
+func gpuList(src string, v any) ([]map[string]any, error) {
+	if m, ok := v.(map[string]any); ok {
+		if _, has := m["gpu"]; has {
+			return []map[string]any{m}, nil
+		}
+		var arr []any
+		for _, k := range []string{"gpu_data", "gpus", "data"} {
+			if a, ok := m[k].([]any); ok {
+				arr = a
+				break
+			}
+		}
+		if arr == nil {
+			return nil, &topology.ParseError{Source: src, Err: fmt.Errorf("%w: object without a GPU list", topology.ErrWrongTool)}
+		}
+		v = arr
+	}
+	arr, ok := v.([]any)
+	if !ok {
+		return nil, &topology.ParseError{Source: src, Err: fmt.Errorf("%w: top level is not a list", topology.ErrWrongTool)}
+	}
+	out := make([]map[string]any, 0, len(arr))
+	for i, e := range arr {
+		m, ok := e.(map[string]any)
+		if !ok {
+			return nil, &topology.ParseError{Source: src, Err: fmt.Errorf("%w: element %d is not an object", topology.ErrSyntax, i)}
+		}
+		out = append(out, m)
+	}
+	if len(out) > MaxGPUs {
+		return nil, &topology.ParseError{Source: src, Err: fmt.Errorf("%w: more than %d GPUs", topology.ErrSyntax, MaxGPUs)}
+	}
+	return out, nil
+}
+
+// jsonInt reads an integer that amd-smi may print as a number, a numeric
+// string, or {"value": n}. ok is false for absent, null or "N/A"; err is
+// set for anything else that is not an integer.
+func jsonInt(v any) (n int64, ok bool, err error) {
+	switch x := v.(type) {
+	case nil:
+		return 0, false, nil
+	case json.Number:
+		if i, e := x.Int64(); e == nil {
+			return i, true, nil
+		}
+		f, e := x.Float64()
+		if e != nil || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
+			return 0, false, fmt.Errorf("%w: %s", topology.ErrBadNumber, x)
+		}
+		return int64(f), true, nil
+	case string:
+		s := strings.TrimSpace(x)
+		if s == "" || strings.EqualFold(s, "N/A") {
+			return 0, false, nil
+		}
+		i, e := strconv.ParseInt(s, 0, 64)
+		if e != nil {
+			return 0, false, fmt.Errorf("%w: %q", topology.ErrBadNumber, x)
+		}
+		return i, true, nil
+	case map[string]any:
+		if val, has := x["value"]; has {
+			return jsonInt(val)
+		}
+	}
+	return 0, false, fmt.Errorf("%w: %v", topology.ErrBadNumber, v)
+}
+
+// jsonString reads a string value; numbers are formatted, N/A and null
+// give "".
+func jsonString(v any) string {
+	switch x := v.(type) {
+	case string:
+		if strings.EqualFold(strings.TrimSpace(x), "N/A") {
+			return ""
+		}
+		return strings.TrimSpace(x)
+	case json.Number:
+		return x.String()
+	}
+	return ""
+}
+
+// lookup returns the first present key of m among keys.
+func lookup(m map[string]any, keys ...string) (any, bool) {
+	for _, k := range keys {
+		if v, ok := m[k]; ok {
+			return v, true
+		}
+	}
+	return nil, false
+}
+
+// gpuIndex reads the "gpu" field of a per-GPU object.
+func gpuIndex(src string, i int, m map[string]any) (int, error) {
+	v, has := m["gpu"]
+	if !has {
+		return 0, &topology.ParseError{Source: src, Err: fmt.Errorf("%w: element %d has no \"gpu\"", topology.ErrSyntax, i)}
+	}
+	n, ok, err := jsonInt(v)
+	if err != nil || !ok || n < 0 || n >= 1<<20 {
+		return 0, &topology.ParseError{Source: src, Err: fmt.Errorf("%w: element %d: gpu %v", topology.ErrBadNumber, i, v)}
+	}
+	return int(n), nil
+}

@@ -1,0 +1,394 @@
+// Package rocmsmi turns rocm-smi output (text or --json) into amdrun's
+// topology model.
+//
+// ParseText and ParseJSON are pure: they read an io.Reader and return a
+// Report of what the output said. Reports from several rocm-smi runs are
+// combined with Merge, and Model builds a finished, validated
+// topology.Model. Discover runs rocm-smi through an injected Runner and
+// does all three.
+package rocmsmi
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/amdrun/amdrun/internal/topology"
+)
+
+// Source is the Model.Source of models built from rocm-smi output.
+const Source = "rocm-smi"
+
+// maxDevices bounds the device indices and matrix sizes the parsers
+// accept, so that hostile input cannot make them allocate without limit.
+// rocm-smi itself enumerates at most a few dozen DRM devices.
+const maxDevices = 1024
+
+// Unknown marks an integer field of DeviceInfo or Pair that the output did
+// not give.
+const Unknown = -1
+
+// Report is what one or more rocm-smi outputs said about a node. The zero
+// value is empty; use NewReport or a parser to get one with its maps made.
+type Report struct {
+	// Devices holds per-GPU facts keyed by rocm-smi's GPU index.
+	Devices map[int]*DeviceInfo
+	// Pairs holds per-pair facts keyed by {a, b} with a < b.
+	Pairs map[[2]int]*Pair
+	// Sections lists the rocm-smi sections found, as the flag that prints
+	// them ("--showtopo", "--shownodesbw", "concise", ...), in order of
+	// first appearance.
+	Sections []string
+	// Version is rocm-smi's own version ("ROCM-SMI version: ...") or "".
+	Version string
+	// DriverVersion is the amdgpu driver version rocm-smi printed, or "".
+	DriverVersion string
+	// Notes are recoverable oddities seen while parsing (an asymmetric
+	// matrix, a link type that disagrees with the bandwidth table). Model
+	// passes them to its Warner.
+	Notes []string
+}
+
+// DeviceInfo is what rocm-smi said about one GPU. Integer fields hold
+// Unknown and float fields a negative value when the output did not say.
+type DeviceInfo struct {
+	// Index is rocm-smi's GPU index (GPU[i], cardi).
+	Index int
+	// Name is the marketing name ("AMD Instinct MI300X OAM"), or "".
+	Name string
+	// PCIBus is the PCI address in lower case ("0000:26:00.0"), or "".
+	PCIBus string
+	// UniqueID is the GPU's unique id ("0x8d1457e2c20f59d2"), or "".
+	UniqueID string
+	// NUMANode is "(Topology) Numa Node" (the KFD CPU node nearest the GPU).
+	NUMANode int
+	// NUMAAffinity is "(Topology) Numa Affinity" (the kernel's numa_node of
+	// the PCI device); -1 and 4294967295 both read as Unknown.
+	NUMAAffinity int
+	// UtilPercent is "GPU use (%)" or the concise table's GPU%.
+	UtilPercent float64
+	// MemUsedPct is the concise table's VRAM%, "GPU Memory Allocated
+	// (VRAM%)" or "GPU memory use (%)".
+	MemUsedPct float64
+	// MemTotalBytes and MemUsedBytes come from --showmeminfo vram.
+	MemTotalBytes int64
+	MemUsedBytes  int64
+	// SecondDie says the concise table shows no power of the device's own
+	// (AvgPwr N/A and PwrCap 0.0W): it is a further die of the package of
+	// the device listed before it, as the odd GCDs of an MI250 are.
+	SecondDie bool
+	// InConcise says the device has a row in the concise table.
+	InConcise bool
+}
+
+// Pair is what rocm-smi said about the path between two GPUs. Integer
+// fields hold Unknown when the output did not say.
+type Pair struct {
+	Weight int
+	Hops   int
+	// Type is the link type as printed, upper case ("XGMI", "PCIE"), or "".
+	Type string
+	// MinBandwidth and MaxBandwidth are --shownodesbw's min-max cell in MB/s;
+	// 0 and 0 mean "not connected directly".
+	MinBandwidth int64
+	MaxBandwidth int64
+}
+
+// NewReport returns an empty Report.
+func NewReport() *Report {
+	return &Report{Devices: map[int]*DeviceInfo{}, Pairs: map[[2]int]*Pair{}}
+}
+
+func newDeviceInfo(i int) *DeviceInfo {
+	return &DeviceInfo{Index: i, NUMANode: Unknown, NUMAAffinity: Unknown,
+		UtilPercent: -1, MemUsedPct: -1, MemTotalBytes: Unknown, MemUsedBytes: Unknown}
+}
+
+func newPair() *Pair {
+	return &Pair{Weight: Unknown, Hops: Unknown, MinBandwidth: Unknown, MaxBandwidth: Unknown}
+}
+
+func (r *Report) init() {
+	if r.Devices == nil {
+		r.Devices = map[int]*DeviceInfo{}
+	}
+	if r.Pairs == nil {
+		r.Pairs = map[[2]int]*Pair{}
+	}
+}
+
+// device returns the entry for GPU i, creating it.
+func (r *Report) device(i int) *DeviceInfo {
+	r.init()
+	d := r.Devices[i]
+	if d == nil {
+		d = newDeviceInfo(i)
+		r.Devices[i] = d
+	}
+	return d
+}
+
+// pair returns the entry for GPUs a and b (a != b), creating it.
+func (r *Report) pair(a, b int) *Pair {
+	r.init()
+	if a > b {
+		a, b = b, a
+	}
+	p := r.Pairs[[2]int{a, b}]
+	if p == nil {
+		p = newPair()
+		r.Pairs[[2]int{a, b}] = p
+	}
+	return p
+}
+
+func (r *Report) addSection(s string) {
+	for _, have := range r.Sections {
+		if have == s {
+			return
+		}
+	}
+	r.Sections = append(r.Sections, s)
+}
+
+func (r *Report) note(format string, args ...any) {
+	r.Notes = append(r.Notes, fmt.Sprintf(format, args...))
+}
+
+// Merge adds what other says to r. Where both give a value, other's known
+// value wins; an unknown value in other never erases one in r. Merge with
+// a nil other does nothing.
+func (r *Report) Merge(other *Report) {
+	if other == nil {
+		return
+	}
+	r.init()
+	for _, i := range sortedKeys(other.Devices) {
+		o := other.Devices[i]
+		d := r.device(i)
+		if o.Name != "" {
+			d.Name = o.Name
+		}
+		if o.PCIBus != "" {
+			d.PCIBus = o.PCIBus
+		}
+		if o.UniqueID != "" {
+			d.UniqueID = o.UniqueID
+		}
+		if o.NUMANode != Unknown {
+			d.NUMANode = o.NUMANode
+		}
+		if o.NUMAAffinity != Unknown {
+			d.NUMAAffinity = o.NUMAAffinity
+		}
+		if o.UtilPercent >= 0 {
+			d.UtilPercent = o.UtilPercent
+		}
+		if o.MemUsedPct >= 0 {
+			d.MemUsedPct = o.MemUsedPct
+		}
+		if o.MemTotalBytes != Unknown {
+			d.MemTotalBytes = o.MemTotalBytes
+		}
+		if o.MemUsedBytes != Unknown {
+			d.MemUsedBytes = o.MemUsedBytes
+		}
+		if o.InConcise {
+			d.InConcise, d.SecondDie = true, o.SecondDie
+		}
+	}
+	for k, o := range other.Pairs {
+		p := r.pair(k[0], k[1])
+		if o.Weight != Unknown {
+			p.Weight = o.Weight
+		}
+		if o.Hops != Unknown {
+			p.Hops = o.Hops
+		}
+		if o.Type != "" {
+			p.Type = o.Type
+		}
+		if o.MaxBandwidth != Unknown {
+			p.MinBandwidth, p.MaxBandwidth = o.MinBandwidth, o.MaxBandwidth
+		}
+	}
+	for _, s := range other.Sections {
+		r.addSection(s)
+	}
+	if other.Version != "" {
+		r.Version = other.Version
+	}
+	if other.DriverVersion != "" {
+		r.DriverVersion = other.DriverVersion
+	}
+	r.Notes = append(r.Notes, other.Notes...)
+}
+
+// indices returns every GPU index the report mentions, ascending.
+func (r *Report) indices() []int {
+	seen := map[int]bool{}
+	for i := range r.Devices {
+		seen[i] = true
+	}
+	for k := range r.Pairs {
+		seen[k[0]], seen[k[1]] = true, true
+	}
+	return sortedKeys(seen)
+}
+
+func sortedKeys[V any](m map[int]V) []int {
+	out := make([]int, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Ints(out)
+	return out
+}
+
+// Model builds a finished topology.Model from the report: one device per
+// GPU index mentioned anywhere, in index order (RuntimeIndex is the
+// rocm-smi index), and one link per pair:
+//
+//   - XGMI when the link type says so or, without a link type, when the
+//     --shownodesbw cell is non-zero. Direct unless --shownodesbw says
+//     "0-0"; bandwidth from --shownodesbw when present, else assumed by
+//     topology.Finish.
+//   - PCIe through the host (Direct false) for PCIE pairs and "0-0" pairs,
+//     level SYS when the path crosses sockets (hops >= 3, or weight >= 52
+//     without hops), PHB otherwise; bandwidth assumed.
+//
+// Weight and hops are kept as printed. Devices flagged SecondDie join the
+// package of the device before them; packages are named "pkg0", "pkg1", ...
+// in index order. Notes and other recoverable oddities go to warn (which
+// may be nil). Model fails with a *topology.ParseError wrapping
+// topology.ErrNoDevices when the report names no GPU, and with an error
+// wrapping topology.ErrInvalidModel if the result does not validate.
+func (r *Report) Model(warn topology.Warner) (*topology.Model, error) {
+	for _, n := range r.Notes {
+		warn.Warn("%s", n)
+	}
+	idx := r.indices()
+	if len(idx) == 0 {
+		return nil, &topology.ParseError{Source: Source, Err: topology.ErrNoDevices}
+	}
+	pos := make(map[int]int, len(idx))
+	for p, i := range idx {
+		pos[i] = p
+	}
+	if idx[len(idx)-1] != len(idx)-1 {
+		warn.Warn("rocm-smi: GPU indices %v are not 0-%d; devices are renumbered by position", idx, len(idx)-1)
+	}
+	m := &topology.Model{Source: Source, SourceVersion: r.Version, Vendor: topology.VendorAMD}
+	m.Devices = make([]topology.Device, len(idx))
+	pkg, part := -1, 0
+	prevConcise := false
+	for p, i := range idx {
+		d := topology.Device{Index: p, RuntimeIndex: i, Vendor: topology.VendorAMD, NUMANode: -1}
+		info := r.Devices[i]
+		if info == nil {
+			info = newDeviceInfo(i)
+		}
+		d.Name, d.PCIAddress, d.UniqueID = info.Name, info.PCIBus, info.UniqueID
+		switch {
+		case info.NUMAAffinity >= 0:
+			d.NUMANode = info.NUMAAffinity
+			if info.NUMANode >= 0 && info.NUMANode != info.NUMAAffinity {
+				warn.Warn("rocm-smi: GPU[%d]: Numa Node %d differs from Numa Affinity %d; using the affinity", i, info.NUMANode, info.NUMAAffinity)
+			}
+		case info.NUMANode >= 0:
+			d.NUMANode = info.NUMANode
+		}
+		if info.UtilPercent >= 0 {
+			d.UtilPercent = info.UtilPercent
+		}
+		if info.MemTotalBytes > 0 && info.MemUsedBytes >= 0 {
+			d.MemTotalMiB = info.MemTotalBytes >> 20
+			d.MemUsedMiB = info.MemUsedBytes >> 20
+		} else if info.MemUsedPct >= 0 {
+			d.MemUsedPct = info.MemUsedPct
+		}
+		switch {
+		case info.SecondDie && prevConcise && p > 0:
+			if m.Devices[p-1].Package == "" {
+				pkg++
+				part = 0
+				m.Devices[p-1].Package = fmt.Sprintf("pkg%d", pkg)
+			}
+			part++
+			d.Package, d.Partition = m.Devices[p-1].Package, part
+		case info.SecondDie:
+			warn.Warn("rocm-smi: GPU[%d] reports no power of its own but has no device before it in the concise table", i)
+		}
+		prevConcise = info.InConcise
+		m.Devices[p] = d
+	}
+	for a := 0; a < len(idx); a++ {
+		for b := a + 1; b < len(idx); b++ {
+			pr := r.Pairs[[2]int{idx[a], idx[b]}]
+			if pr == nil {
+				continue
+			}
+			if l, ok := r.link(pr, idx[a], idx[b], warn); ok {
+				l.A, l.B = a, b
+				m.Links = append(m.Links, l)
+			}
+		}
+	}
+	if len(idx) > 1 && len(m.Links) == 0 {
+		warn.Warn("rocm-smi: no topology in the output; assuming every pair talks through the host")
+	}
+	if err := m.Finish(); err != nil {
+		return nil, fmt.Errorf("rocm-smi: %w", err)
+	}
+	return m, nil
+}
+
+// link turns one pair into a link; ok is false when the pair says nothing
+// usable (Finish then adds a host link).
+func (r *Report) link(p *Pair, a, b int, warn topology.Warner) (topology.Link, bool) {
+	l := topology.Link{Weight: max(p.Weight, 0), Hops: max(p.Hops, 0)}
+	haveBW := p.MaxBandwidth != Unknown
+	zeroBW := haveBW && p.MaxBandwidth == 0
+	xgmi := false
+	switch p.Type {
+	case "XGMI":
+		xgmi = true
+		if haveBW && zeroBW {
+			// rocm-smi: "0-0" min-max bandwidth indicates devices are not
+			// connected directly, e.g. MI250 GCDs two XGMI hops apart.
+			l.Direct = false
+		} else {
+			l.Direct = true
+		}
+	case "PCIE":
+		if haveBW && !zeroBW {
+			warn.Warn("rocm-smi: GPU%d-GPU%d: link type PCIE but --shownodesbw %d-%d MB/s; treating as PCIe", a, b, p.MinBandwidth, p.MaxBandwidth)
+		}
+	case "":
+		if !haveBW && p.Weight == Unknown && p.Hops == Unknown {
+			return l, false
+		}
+		xgmi = haveBW && !zeroBW
+		l.Direct = xgmi
+	}
+	if xgmi {
+		l.Type, l.Level = topology.LinkXGMI, "XGMI"
+		if l.Hops == 0 {
+			l.Hops = 1
+		}
+		if haveBW && !zeroBW {
+			l.MinBandwidth, l.MaxBandwidth = p.MinBandwidth, p.MaxBandwidth
+			if l.MinBandwidth <= 0 {
+				l.MinBandwidth = l.MaxBandwidth
+			}
+		}
+		return l, true
+	}
+	l.Type, l.Direct, l.Level = topology.LinkPCIe, false, topology.LevelPHB
+	if p.Hops >= 3 || (p.Hops == Unknown && p.Weight >= 52) {
+		l.Level = topology.LevelSYS
+	}
+	if l.Hops == 0 {
+		l.Hops = 2
+	}
+	return l, true
+}
