@@ -158,6 +158,10 @@ type Model struct {
 	pair []int32 // n*n -> index into Links, built by Finish
 }
 
+// MaxDevices bounds a model's size (a node has at most a few hundred GPU
+// partitions); it keeps a corrupt input from costing gigabytes.
+const MaxDevices = 1024
+
 // N returns the number of devices.
 func (m *Model) N() int { return len(m.Devices) }
 
@@ -220,6 +224,9 @@ func (m *Model) index() {
 // calls Validate. Devices must already be numbered 0..N-1 in order.
 func (m *Model) Finish() error {
 	n := len(m.Devices)
+	if n > MaxDevices {
+		return fmt.Errorf("%w: %d devices, more than %d", ErrInvalidModel, n, MaxDevices)
+	}
 	for i := range m.Devices {
 		if m.Devices[i].Index != i {
 			return fmt.Errorf("%w: device at position %d has index %d", ErrInvalidModel, i, m.Devices[i].Index)
@@ -305,6 +312,9 @@ func (m *Model) Validate() error {
 	n := len(m.Devices)
 	if n == 0 {
 		return fmt.Errorf("%w: no devices", ErrInvalidModel)
+	}
+	if n > MaxDevices {
+		return fmt.Errorf("%w: %d devices, more than %d", ErrInvalidModel, n, MaxDevices)
 	}
 	for i, d := range m.Devices {
 		if d.Index != i {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -196,4 +197,14 @@ func gpuIndex(src string, i int, m map[string]any) (int, error) {
 		return 0, &topology.ParseError{Source: src, Err: fmt.Errorf("%w: element %d: gpu %v", topology.ErrBadNumber, i, v)}
 	}
 	return int(n), nil
+}
+
+// sortedKeys returns m's keys in order, for stable error reports.
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }

@@ -1,0 +1,246 @@
+package amdsmi
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/amdrun/amdrun/internal/topology"
+)
+
+// GPU is one GPU, or one partition of a GPU, as amd-smi identifies it and
+// reports its use. Fields a source does not give keep their unknown value.
+type GPU struct {
+	// Index is amd-smi's GPU index ("GPU: 0").
+	Index int
+	// BDF is the PCI address in lower case, "" if unknown.
+	BDF string
+	// UUID is the GPU's UUID, "" if unknown.
+	UUID string
+	// Name is the marketing name ("AMD Instinct MI355X"), "" if unknown.
+	Name string
+	// HIPID is the index HIP gives the device (HIP_VISIBLE_DEVICES); it can
+	// differ from Index. -1 if unknown.
+	HIPID int
+	// OAMID is the OAM slot, -1 if unknown.
+	OAMID int
+	// NodeID is the KFD node id, -1 if unknown.
+	NodeID int
+	// PartitionID is the partition number within the GPU (0 when the GPU
+	// is not partitioned or the source does not say).
+	PartitionID int
+	// PartitionMode is the compute/memory partition mode as printed
+	// ("SPX/NPS1"), "" if unknown.
+	PartitionMode string
+	// MemUsedMiB and MemTotalMiB are VRAM use; -1 if unknown. amd-smi's
+	// "MB" are MiB.
+	MemUsedMiB, MemTotalMiB int64
+	// Processes is the number of processes using the GPU, -1 if unknown.
+	Processes int
+}
+
+// NewGPU returns a GPU with the given index and every other field unknown.
+func NewGPU(index int) GPU {
+	return GPU{Index: index, HIPID: -1, OAMID: -1, NodeID: -1, MemUsedMiB: -1, MemTotalMiB: -1, Processes: -1}
+}
+
+// merge fills the unknown fields of g from o.
+func (g *GPU) merge(o GPU) {
+	if g.BDF == "" {
+		g.BDF = o.BDF
+	}
+	if g.UUID == "" {
+		g.UUID = o.UUID
+	}
+	if g.Name == "" {
+		g.Name = o.Name
+	}
+	if g.HIPID < 0 {
+		g.HIPID = o.HIPID
+	}
+	if g.OAMID < 0 {
+		g.OAMID = o.OAMID
+	}
+	if g.NodeID < 0 {
+		g.NodeID = o.NodeID
+	}
+	if g.PartitionID == 0 {
+		g.PartitionID = o.PartitionID
+	}
+	if g.PartitionMode == "" {
+		g.PartitionMode = o.PartitionMode
+	}
+	if g.MemUsedMiB < 0 {
+		g.MemUsedMiB = o.MemUsedMiB
+	}
+	if g.MemTotalMiB < 0 {
+		g.MemTotalMiB = o.MemTotalMiB
+	}
+	if g.Processes < 0 {
+		g.Processes = o.Processes
+	}
+}
+
+// keyName normalises "HIP-ID", "hip_id", "Partition ID" to "HIP_ID" etc.
+func keyName(s string) string {
+	return strings.NewReplacer("-", "_", " ", "_").Replace(strings.ToUpper(strings.TrimSpace(s)))
+}
+
+// setIdentity stores one identity key of amd-smi list into g. Unknown keys
+// are ignored.
+func setIdentity(g *GPU, key string, v any) error {
+	num := func() (int, bool, error) {
+		n, ok, err := jsonInt(v)
+		if err == nil && (n < -1 || n > 1<<31-1) {
+			err = fmt.Errorf("%w: %v", topology.ErrBadNumber, v)
+		}
+		return int(n), ok, err
+	}
+	switch keyName(key) {
+	case "BDF":
+		s := jsonString(v)
+		if s == "" {
+			return nil
+		}
+		b, ok := normBDF(s)
+		if !ok {
+			return fmt.Errorf("%w: bdf %q", topology.ErrSyntax, s)
+		}
+		g.BDF = b
+	case "UUID":
+		g.UUID = strings.ToLower(jsonString(v))
+	case "MARKET_NAME", "NAME", "GPU_NAME", "PRODUCT_NAME":
+		g.Name = jsonString(v)
+	case "HIP_ID", "HIP_DEVICE_ID":
+		n, ok, err := num()
+		if err != nil {
+			return err
+		}
+		if ok && n >= 0 {
+			g.HIPID = n
+		}
+	case "OAM_ID":
+		n, ok, err := num()
+		if err != nil {
+			return err
+		}
+		if ok && n >= 0 {
+			g.OAMID = n
+		}
+	case "NODE_ID":
+		n, ok, err := num()
+		if err != nil {
+			return err
+		}
+		if ok && n >= 0 {
+			g.NodeID = n
+		}
+	case "PARTITION_ID":
+		n, ok, err := num()
+		if err != nil {
+			return err
+		}
+		if ok && n >= 0 {
+			g.PartitionID = n
+		}
+	case "PARTITION_MODE":
+		g.PartitionMode = jsonString(v)
+	}
+	return nil
+}
+
+// ParseList parses the text of `amd-smi list`:
+//
+//	GPU: 0
+//	    BDF: 0000:0c:00.0
+//	    UUID: 8aff74a1-0000-1000-80e9-8a4c9b2d1e01
+//	    KFD_ID: 45412
+//	    NODE_ID: 2
+//	    PARTITION_ID: 0
+//
+// Keys it does not know are ignored; newer versions' HIP_ID is used.
+// Malformed input gives a *topology.ParseError.
+func ParseList(r io.Reader) ([]GPU, error) {
+	const src = SourceList
+	var out []GPU
+	lineNo := 0
+	sawText := false
+	sc := newScanner(r)
+	for sc.Scan() {
+		lineNo++
+		line := strings.TrimRight(sc.Text(), "\r")
+		t := strings.TrimSpace(line)
+		if t == "" {
+			continue
+		}
+		sawText = true
+		key, val, ok := strings.Cut(t, ":")
+		col := len(line) - len(strings.TrimLeft(line, " \t"))
+		valCol := col + len(key) + 1 + (len(val) - len(strings.TrimLeft(val, " \t")))
+		val = strings.TrimSpace(val)
+		if keyName(key) == "GPU" && ok {
+			n, err := strconv.Atoi(val)
+			if err != nil || n < 0 || n >= 1<<20 {
+				return nil, &topology.ParseError{Source: src, Line: lineNo, Column: valCol, Err: fmt.Errorf("%w: GPU %q", topology.ErrBadNumber, val)}
+			}
+			if len(out) >= MaxGPUs {
+				return nil, &topology.ParseError{Source: src, Line: lineNo, Err: fmt.Errorf("%w: more than %d GPUs", topology.ErrSyntax, MaxGPUs)}
+			}
+			out = append(out, NewGPU(n))
+			continue
+		}
+		if len(out) == 0 {
+			continue // banner or warning before the first GPU
+		}
+		if !ok {
+			return nil, &topology.ParseError{Source: src, Line: lineNo, Column: col, Err: fmt.Errorf("%w: %q is not KEY: value", topology.ErrSyntax, t)}
+		}
+		if err := setIdentity(&out[len(out)-1], key, val); err != nil {
+			return nil, &topology.ParseError{Source: src, Line: lineNo, Column: valCol, Err: err}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, scanErr(src, lineNo, err)
+	}
+	if len(out) == 0 {
+		if !sawText {
+			return nil, &topology.ParseError{Source: src, Err: topology.ErrNoDevices}
+		}
+		return nil, &topology.ParseError{Source: src, Err: fmt.Errorf("%w: no \"GPU: N\" line", topology.ErrWrongTool)}
+	}
+	return out, nil
+}
+
+// ParseListJSON parses `amd-smi list --json`: a list of objects with
+// "gpu", "bdf", "uuid", "kfd_id", "node_id", "partition_id" and, in newer
+// versions, "hip_id" (also accepted under a {"gpu_data": [...]} wrapper).
+func ParseListJSON(r io.Reader) ([]GPU, error) {
+	const src = SourceListJSON
+	v, err := decodeJSON(src, r)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := gpuList(src, v)
+	if err != nil {
+		return nil, err
+	}
+	if len(objs) == 0 {
+		return nil, &topology.ParseError{Source: src, Err: topology.ErrNoDevices}
+	}
+	out := make([]GPU, 0, len(objs))
+	for i, o := range objs {
+		idx, err := gpuIndex(src, i, o)
+		if err != nil {
+			return nil, err
+		}
+		g := NewGPU(idx)
+		for _, k := range sortedKeys(o) {
+			if err := setIdentity(&g, k, o[k]); err != nil {
+				return nil, &topology.ParseError{Source: src, Err: fmt.Errorf("gpu %d: %s: %w", idx, k, err)}
+			}
+		}
+		out = append(out, g)
+	}
+	return out, nil
+}

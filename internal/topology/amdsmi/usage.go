@@ -1,0 +1,351 @@
+package amdsmi
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/amdrun/amdrun/internal/topology"
+)
+
+// Summary is what the default `amd-smi` table (no arguments, amd-smi 25
+// and later) shows.
+type Summary struct {
+	// Version is the amd-smi version from the banner ("26.0.2+39589fda"),
+	// "" if absent.
+	Version string
+	// GPUs in the table's order, with BDF, Name, Index, HIPID, OAMID,
+	// PartitionMode, memory use and, when the Processes box is present,
+	// the process count.
+	GPUs []GPU
+}
+
+// cell is a '|'-separated part of a box-table line and its column.
+type cell struct {
+	s   string
+	col int
+}
+
+func boxCells(line string) []cell {
+	var out []cell
+	start := -1
+	for i := 0; i < len(line); i++ {
+		if line[i] != '|' {
+			continue
+		}
+		if start >= 0 {
+			out = append(out, cell{line[start:i], start})
+		}
+		start = i + 1
+	}
+	return out
+}
+
+// cellFields splits a cell into fields with columns in the whole line.
+func cellFields(c cell) []field {
+	fs := splitFields(c.s)
+	for i := range fs {
+		fs[i].col += c.col
+	}
+	return fs
+}
+
+// ParseDefault parses the box table `amd-smi` prints without arguments:
+//
+//	| BDF                        GPU-Name | Mem-Uti   Temp   UEC       Power-Usage |
+//	| GPU  HIP-ID  OAM-ID  Partition-Mode | GFX-Uti    Fan               Mem-Usage |
+//	|=====================================+========================================|
+//	| 0000:0d:00.0    AMD Instinct MI355X | N/A        N/A   0          N/A/1400 W |
+//	|   0       1       7        SPX/NPS1 | N/A        N/A           283/294896 MB |
+//
+// and the Processes box under it. The second header row names the
+// columns of each GPU's second row, so a missing HIP-ID column is
+// tolerated. Input without GPU rows (an older amd-smi printing its help)
+// gives a *topology.ParseError wrapping ErrWrongTool.
+func ParseDefault(r io.Reader) (*Summary, error) {
+	const src = SourceDefault
+	perr := func(line, col int, err error) error {
+		return &topology.ParseError{Source: src, Line: line, Column: col, Err: err}
+	}
+	s := &Summary{}
+	var (
+		idHeader  []string // names of the second row's first-cell columns
+		pending   bool     // a BDF row was read, its second row is next
+		inProcs   bool
+		procsSeen bool
+		procs     = map[int]int{}
+		lineNo    int
+		sawText   bool
+	)
+	sc := newScanner(r)
+	for sc.Scan() {
+		lineNo++
+		line := strings.TrimRight(sc.Text(), "\r")
+		t := strings.TrimSpace(line)
+		if t == "" {
+			continue
+		}
+		sawText = true
+		if s.Version == "" {
+			if i := strings.Index(t, "AMD-SMI "); i >= 0 {
+				if f := strings.Fields(t[i+len("AMD-SMI "):]); len(f) > 0 {
+					s.Version = f[0]
+				}
+			}
+		}
+		cs := boxCells(line)
+		if len(cs) == 0 {
+			continue
+		}
+		first := cellFields(cs[0])
+		if strings.Contains(cs[0].s, "Processes:") {
+			inProcs, procsSeen, pending = true, true, false
+			continue
+		}
+		if len(first) == 0 || strings.HasPrefix(first[0].s, "=") || strings.HasPrefix(first[0].s, "-") {
+			continue
+		}
+		if inProcs {
+			// "GPU  PID  Process Name ..." rows; the header and the
+			// "No running processes found" line are not numbers.
+			if len(first) < 2 {
+				continue
+			}
+			g, err1 := strconv.Atoi(first[0].s)
+			_, err2 := strconv.Atoi(first[1].s)
+			if err1 != nil || err2 != nil || g < 0 || g >= 1<<20 {
+				continue
+			}
+			procs[g]++
+			continue
+		}
+		if first[0].s == "GPU" && len(first) >= 2 && !pending {
+			idHeader = idHeader[:0]
+			for _, f := range first {
+				idHeader = append(idHeader, f.s)
+			}
+			continue
+		}
+		if bdf, ok := normBDF(first[0].s); ok && !pending {
+			if len(s.GPUs) >= MaxGPUs {
+				return nil, perr(lineNo, first[0].col, fmt.Errorf("%w: more than %d GPUs", topology.ErrSyntax, MaxGPUs))
+			}
+			g := NewGPU(len(s.GPUs))
+			g.BDF = bdf
+			g.Name = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(cs[0].s), first[0].s))
+			if g.Name == "N/A" {
+				g.Name = ""
+			}
+			s.GPUs = append(s.GPUs, g)
+			pending = true
+			continue
+		}
+		if !pending {
+			continue // header rows
+		}
+		pending = false
+		g := &s.GPUs[len(s.GPUs)-1]
+		names := idHeader
+		if len(names) == 0 {
+			names = []string{"GPU", "HIP-ID", "OAM-ID", "Partition-Mode"}
+		}
+		if len(first) != len(names) {
+			return nil, perr(lineNo, cs[0].col, fmt.Errorf("%w: %d fields under %d columns %s", topology.ErrSyntax, len(first), len(names), strings.Join(names, " ")))
+		}
+		for i, f := range first {
+			switch keyName(names[i]) {
+			case "GPU":
+				n, err := strconv.Atoi(f.s)
+				if err != nil || n < 0 || n >= 1<<20 {
+					return nil, perr(lineNo, f.col, fmt.Errorf("%w: GPU %q", topology.ErrBadNumber, f.s))
+				}
+				g.Index = n
+			default:
+				if err := setIdentity(g, names[i], f.s); err != nil {
+					return nil, perr(lineNo, f.col, err)
+				}
+			}
+		}
+		if len(cs) > 1 {
+			if used, total, col, ok := memUsage(cs[1]); ok {
+				if used < 0 || total < 0 {
+					return nil, perr(lineNo, col, fmt.Errorf("%w: memory usage", topology.ErrBadNumber))
+				}
+				g.MemUsedMiB, g.MemTotalMiB = used, total
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, scanErr(src, lineNo, err)
+	}
+	if pending {
+		return nil, perr(lineNo, 0, fmt.Errorf("%w: GPU %s has no second row", topology.ErrTruncated, s.GPUs[len(s.GPUs)-1].BDF))
+	}
+	if len(s.GPUs) == 0 {
+		if !sawText {
+			return nil, perr(0, 0, topology.ErrNoDevices)
+		}
+		return nil, perr(0, 0, fmt.Errorf("%w: no amd-smi GPU table", topology.ErrWrongTool))
+	}
+	if procsSeen {
+		for i := range s.GPUs {
+			s.GPUs[i].Processes = procs[s.GPUs[i].Index]
+		}
+	}
+	return s, nil
+}
+
+// memUsage finds "used/total MB" in a cell; the figures are -1 when a
+// number does not parse.
+func memUsage(c cell) (used, total int64, col int, ok bool) {
+	fs := cellFields(c)
+	for i := 0; i+1 < len(fs); i++ {
+		unit := strings.ToUpper(fs[i+1].s)
+		if unit != "MB" && unit != "MIB" && unit != "GB" && unit != "GIB" {
+			continue
+		}
+		a, b, cut := strings.Cut(fs[i].s, "/")
+		if !cut || a == "N/A" || b == "N/A" {
+			continue
+		}
+		u, err1 := strconv.ParseInt(a, 10, 64)
+		t, err2 := strconv.ParseInt(b, 10, 64)
+		if err1 != nil || err2 != nil || u > 1<<40 || t > 1<<40 {
+			return -1, -1, fs[i].col, true
+		}
+		if unit[0] == 'G' {
+			u, t = u*1024, t*1024
+		}
+		return u, t, fs[i].col, true
+	}
+	return 0, 0, 0, false
+}
+
+// ParseProcessJSON parses `amd-smi process --json` and returns the number
+// of processes per amd-smi GPU index. It accepts process_list entries
+// wrapped in "process_info" (ROCm 6.1-6.3) or bare ({"name", "pid", ...});
+// a "process_info" string ("No running processes detected") counts none.
+// A GPU the output lists with no processes maps to 0.
+func ParseProcessJSON(r io.Reader) (map[int]int, error) {
+	const src = SourceProcessJSON
+	v, err := decodeJSON(src, r)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := gpuList(src, v)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int]int{}
+	for i, o := range objs {
+		g, err := gpuIndex(src, i, o)
+		if err != nil {
+			return nil, err
+		}
+		out[g] += 0
+		pl, has := o["process_list"]
+		if !has || pl == nil {
+			continue
+		}
+		arr, ok := pl.([]any)
+		if !ok {
+			if _, isStr := pl.(string); isStr {
+				continue
+			}
+			return nil, &topology.ParseError{Source: src, Err: fmt.Errorf("%w: gpu %d: process_list is not a list", topology.ErrSyntax, g)}
+		}
+		for _, e := range arr {
+			p, ok := e.(map[string]any)
+			if !ok {
+				continue // a bare message string
+			}
+			if info, has := p["process_info"]; has {
+				if _, isObj := info.(map[string]any); !isObj {
+					continue
+				}
+			}
+			out[g]++
+		}
+	}
+	return out, nil
+}
+
+// Memory is one GPU's VRAM use in MiB.
+type Memory struct {
+	UsedMiB, TotalMiB int64
+}
+
+// ParseMemUsageJSON parses `amd-smi metric --mem-usage --json`:
+// [{"gpu": 0, "mem_usage": {"total_vram": {"value": 196592, "unit": "MB"},
+// "used_vram": {...}, ...}}], also under a {"gpu_data": [...]} wrapper. It
+// returns VRAM use per amd-smi GPU index; GPUs whose figures are N/A are
+// left out. Units B, KB, MB, GB are accepted (amd-smi's MB are MiB).
+func ParseMemUsageJSON(r io.Reader) (map[int]Memory, error) {
+	const src = SourceMemUsageJSON
+	v, err := decodeJSON(src, r)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := gpuList(src, v)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int]Memory{}
+	for i, o := range objs {
+		g, err := gpuIndex(src, i, o)
+		if err != nil {
+			return nil, err
+		}
+		mu, ok := o["mem_usage"].(map[string]any)
+		if !ok {
+			continue
+		}
+		used, okU, err1 := miB(mu["used_vram"])
+		total, okT, err2 := miB(mu["total_vram"])
+		if err1 != nil || err2 != nil {
+			return nil, &topology.ParseError{Source: src, Err: fmt.Errorf("gpu %d: %w", g, firstErr(err1, err2))}
+		}
+		if okU && okT {
+			out[g] = Memory{UsedMiB: used, TotalMiB: total}
+		}
+	}
+	return out, nil
+}
+
+func firstErr(errs ...error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// miB reads {"value": n, "unit": "MB"} (or a bare number, taken as MiB).
+func miB(v any) (int64, bool, error) {
+	n, ok, err := jsonInt(v)
+	if err != nil || !ok {
+		return 0, false, err
+	}
+	if n < 0 || n > 1<<50 {
+		return 0, false, fmt.Errorf("%w: memory %d", topology.ErrBadNumber, n)
+	}
+	unit := "MB"
+	if m, isObj := v.(map[string]any); isObj {
+		if u := jsonString(m["unit"]); u != "" {
+			unit = strings.ToUpper(u)
+		}
+	}
+	switch unit {
+	case "B":
+		return n >> 20, true, nil
+	case "KB", "KIB":
+		return n >> 10, true, nil
+	case "MB", "MIB":
+		return n, true, nil
+	case "GB", "GIB":
+		return n << 10, true, nil
+	}
+	return 0, false, fmt.Errorf("%w: memory unit %q", topology.ErrSyntax, unit)
+}

@@ -1,0 +1,506 @@
+// Package kfd reads the GPU topology the amdgpu kernel driver (KFD)
+// publishes in sysfs, /sys/class/kfd/kfd/topology/nodes, without running
+// any tool. It also reads which processes use which GPU from
+// /sys/class/kfd/kfd/proc.
+//
+// Every path is read through an fs.FS rooted at a directory the caller
+// chooses (os.DirFS("/") on a live system), so tests and users can point it
+// at a captured tree.
+package kfd
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/amdrun/amdrun/internal/topology"
+)
+
+// ErrNoKFD is wrapped by Read and ReadProcs when the root holds no KFD
+// topology (the amdgpu driver is not loaded, or the root is wrong).
+var ErrNoKFD = errors.New("no KFD topology")
+
+// NodeDirs are the places, relative to the root, where Read looks for the
+// KFD nodes directory, in order: a live system's sysfs, then a captured
+// tree that starts at `topology/` or at `nodes/`.
+var NodeDirs = []string{"sys/class/kfd/kfd/topology/nodes", "topology/nodes", "nodes"}
+
+// KFD io_link types (CRAT_IOLINK_TYPE_* in the kernel's kfd_crat.h).
+const (
+	linkTypePCIe = 2
+	linkTypeXGMI = 11
+)
+
+// io_link flag bits (CRAT_IOLINK_FLAGS_*).
+const flagEnabled = 1 << 0
+
+// xgmiHopWeight is the KFD weight of one XGMI hop (KFD_CRAT_XGMI_WEIGHT).
+const xgmiHopWeight = 15
+
+// node is one KFD node directory.
+type node struct {
+	id    int
+	dir   string
+	props Props
+	gpu   bool
+	name  string
+	links []kfdLink
+	mem   uint64 // VRAM bytes from mem_banks
+}
+
+// kfdLink is one io_links or p2p_links entry of a node.
+type kfdLink struct {
+	path  string
+	props Props
+	p2p   bool
+}
+
+// Read builds a finished, validated model from the KFD topology under
+// fsys. GPU nodes (simd_count > 0) become devices 0..N-1 in KFD node order,
+// which is HIP's order, so RuntimeIndex equals Index; CPU nodes are not
+// devices but give each device its NUMA node through the device's PCIe
+// io_link. When fsys also holds sys/devices/system/node, the KFD CPU nodes
+// are mapped onto the NUMA nodes that have CPUs, in order, and the model's
+// NUMANodes (with their CPU lists) come from there; otherwise the n-th KFD
+// CPU node is NUMA node n and NUMANodes is left empty for the caller to fill.
+//
+// Links: io_links of type 11 are XGMI (direct, hops weight/15, at least 1);
+// io_links of type 2 between GPUs and all p2p_links of type 2 are PCIe
+// through the host (not direct; level SYS when the two devices sit on
+// different NUMA nodes, else PHB). A bandwidth of 0 is left for
+// topology.Model.Finish to assume. When a pair has several entries the
+// XGMI io_link wins, then a p2p XGMI path, then PCIe. An io_link between
+// GPUs whose flags lack bit 0 (enabled) is dropped with a warning, so the
+// pair falls back to the host path; on kernels that print flags 0 for
+// every link (no flag is set anywhere in the tree) flags are ignored.
+//
+// A tree with a hole that makes the numbering or the links unsound gives
+// an error naming the path: a node directory without properties, a
+// malformed or non-numeric properties line (*topology.ParseError), a link
+// to a node that does not exist. Recoverable oddities go to warn: stray
+// entries, a GPU without a CPU link (NUMA node -1), unknown link types.
+// It returns an error wrapping ErrNoKFD when no nodes directory is found
+// and a *topology.ParseError wrapping topology.ErrNoDevices when the tree
+// has no GPU node.
+func Read(fsys fs.FS, warn topology.Warner) (*topology.Model, error) {
+	dir, err := findNodes(fsys)
+	if err != nil {
+		return nil, err
+	}
+	nodes, err := loadNodes(fsys, dir, warn)
+	if err != nil {
+		return nil, err
+	}
+	return build(fsys, dir, nodes, warn)
+}
+
+// findNodes returns the first of NodeDirs that is a directory in fsys.
+func findNodes(fsys fs.FS) (string, error) {
+	for _, d := range NodeDirs {
+		if fi, err := fs.Stat(fsys, d); err == nil && fi.IsDir() {
+			return d, nil
+		}
+	}
+	return "", fmt.Errorf("kfd: %w: none of %s found", ErrNoKFD, strings.Join(NodeDirs, ", "))
+}
+
+// numericEntries lists the entries of dir whose names are decimal numbers,
+// sorted numerically; other names go to warn. A missing dir gives nil.
+func numericEntries(fsys fs.FS, dir string, warn topology.Warner) ([]int, error) {
+	ents, err := fs.ReadDir(fsys, dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("kfd: %w", err)
+	}
+	ids := make([]int, 0, len(ents))
+	for _, e := range ents {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil || n < 0 || strconv.Itoa(n) != e.Name() {
+			warn.Warn("kfd: %s: ignoring unexpected entry %q", dir, e.Name())
+			continue
+		}
+		ids = append(ids, n)
+	}
+	sort.Ints(ids)
+	return ids, nil
+}
+
+// readProps opens and parses one properties file. A missing file is an
+// error naming the path.
+func readProps(fsys fs.FS, p string) (Props, error) {
+	data, err := fs.ReadFile(fsys, p)
+	if err != nil {
+		return nil, fmt.Errorf("kfd: %w", err)
+	}
+	return ParseProperties(bytes.NewReader(data), "kfd "+p)
+}
+
+// readSmall reads a one-line text file, trimmed; ok is false when the
+// file does not exist.
+func readSmall(fsys fs.FS, p string) (s string, ok bool, err error) {
+	data, err := fs.ReadFile(fsys, p)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", false, nil
+		}
+		return "", false, fmt.Errorf("kfd: %w", err)
+	}
+	return strings.TrimSpace(string(data)), true, nil
+}
+
+// loadNodes reads every node's properties and, for GPU nodes, their name,
+// links and memory banks.
+func loadNodes(fsys fs.FS, dir string, warn topology.Warner) ([]*node, error) {
+	ids, err := numericEntries(fsys, dir, warn)
+	if err != nil {
+		return nil, err
+	}
+	nodes := make([]*node, 0, len(ids))
+	for k, id := range ids {
+		if id != k && (k == 0 || ids[k-1] != id-1) {
+			warn.Warn("kfd: %s: node numbers skip to %d", dir, id)
+		}
+		n := &node{id: id, dir: path.Join(dir, strconv.Itoa(id))}
+		if n.props, err = readProps(fsys, path.Join(n.dir, "properties")); err != nil {
+			return nil, err
+		}
+		n.gpu = n.props["simd_count"] > 0
+		if n.gpu {
+			if err := loadGPU(fsys, n, warn); err != nil {
+				return nil, err
+			}
+		}
+		nodes = append(nodes, n)
+	}
+	return nodes, nil
+}
+
+// loadGPU reads a GPU node's name, io_links, p2p_links and mem_banks.
+func loadGPU(fsys fs.FS, n *node, warn topology.Warner) error {
+	name, _, err := readSmall(fsys, path.Join(n.dir, "name"))
+	if err != nil {
+		return err
+	}
+	n.name = name
+	for _, kind := range []string{"io_links", "p2p_links"} {
+		d := path.Join(n.dir, kind)
+		ids, err := numericEntries(fsys, d, warn)
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			p := path.Join(d, strconv.Itoa(id), "properties")
+			props, err := readProps(fsys, p)
+			if err != nil {
+				return err
+			}
+			n.links = append(n.links, kfdLink{path: p, props: props, p2p: kind == "p2p_links"})
+		}
+	}
+	d := path.Join(n.dir, "mem_banks")
+	ids, err := numericEntries(fsys, d, warn)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		props, err := readProps(fsys, path.Join(d, strconv.Itoa(id), "properties"))
+		if err != nil {
+			return err
+		}
+		// heap_type 1 and 2 are the public and private frame buffer
+		// (HSA_HEAPTYPE_FRAME_BUFFER_*), that is VRAM; 0 is system memory.
+		if ht := props["heap_type"]; ht == 1 || ht == 2 {
+			n.mem += props["size_in_bytes"]
+		}
+	}
+	if n.mem == 0 {
+		n.mem = n.props["local_mem_size"]
+	}
+	return nil
+}
+
+// build turns the loaded nodes into a finished model.
+func build(fsys fs.FS, dir string, nodes []*node, warn topology.Warner) (*topology.Model, error) {
+	byID := make(map[int]*node, len(nodes))
+	devOf := map[int]int{} // KFD node id -> device index
+	cpuOrd := map[int]int{} // KFD CPU node id -> position among CPU nodes
+	var gpus []*node
+	flagsSeen := false
+	for _, n := range nodes {
+		byID[n.id] = n
+		switch {
+		case n.gpu:
+			devOf[n.id] = len(gpus)
+			gpus = append(gpus, n)
+			for _, l := range n.links {
+				if l.props["flags"] != 0 {
+					flagsSeen = true
+				}
+			}
+		case n.props["cpu_cores_count"] > 0:
+			cpuOrd[n.id] = len(cpuOrd)
+		default:
+			warn.Warn("kfd: %s: node has neither CPU cores nor SIMDs; ignored", n.dir)
+		}
+	}
+	if len(gpus) == 0 {
+		return nil, &topology.ParseError{Source: "kfd " + dir, Err: topology.ErrNoDevices}
+	}
+
+	// KFD makes one CPU node per online NUMA node that has CPUs, in NUMA
+	// order (kfd_create_vcrat_image_cpu), so the k-th CPU node is the k-th
+	// such NUMA node.
+	host := hostNUMA(fsys, warn)
+	var withCPUs []int
+	for _, h := range host {
+		if len(h.CPUs) > 0 {
+			withCPUs = append(withCPUs, h.ID)
+		}
+	}
+	if len(host) > 0 && len(withCPUs) != len(cpuOrd) {
+		warn.Warn("kfd: %d KFD CPU nodes but %d NUMA nodes with CPUs; numbering NUMA nodes by KFD order", len(cpuOrd), len(withCPUs))
+		withCPUs = nil
+	}
+	numaOf := func(cpuNode int) int {
+		k := cpuOrd[cpuNode]
+		if withCPUs != nil {
+			return withCPUs[k]
+		}
+		return k
+	}
+
+	m := &topology.Model{Source: "sysfs", Vendor: topology.VendorAMD, NUMANodes: host}
+	m.Devices = make([]topology.Device, len(gpus))
+	for i, n := range gpus {
+		d := &m.Devices[i]
+		*d = topology.Device{Index: i, RuntimeIndex: i, Vendor: topology.VendorAMD, NUMANode: -1,
+			Name: deviceName(n), MemTotalMiB: int64(n.mem >> 20)}
+		loc, dom := n.props["location_id"], n.props["domain"]
+		if loc != 0 || dom != 0 {
+			d.PCIAddress = fmt.Sprintf("%04x:%02x:%02x.%x", dom, (loc>>8)&0xff, (loc>>3)&0x1f, loc&7)
+		}
+		if u := n.props["unique_id"]; u != 0 {
+			d.UniqueID = fmt.Sprintf("0x%x", u)
+		}
+		if h := n.props["hive_id"]; h != 0 {
+			d.Hive = fmt.Sprintf("0x%x", h)
+		}
+	}
+	setPartitions(m, gpus)
+
+	type cand struct {
+		l    topology.Link
+		rank int
+	}
+	best := map[[2]int]cand{}
+	for i, n := range gpus {
+		cpuLink := -1 // NUMA node of the first PCIe (else any) link to a CPU node
+		cpuLinkPCIe := false
+		for _, l := range n.links {
+			to, ok := l.props["node_to"]
+			if !ok {
+				return nil, &topology.ParseError{Source: "kfd " + l.path,
+					Err: fmt.Errorf("%w: no node_to", topology.ErrSyntax)}
+			}
+			tn, ok := byID[int(min(to, 1<<30))]
+			if !ok {
+				return nil, &topology.ParseError{Source: "kfd " + l.path,
+					Err: fmt.Errorf("%w: node_to %d: no such node in %s", topology.ErrSyntax, to, dir)}
+			}
+			if from, ok := l.props["node_from"]; ok && from != uint64(n.id) {
+				warn.Warn("kfd: %s: node_from %d in node %d's directory", l.path, from, n.id)
+			}
+			typ := l.props["type"]
+			if _, isCPU := cpuOrd[tn.id]; isCPU {
+				pcie := typ == linkTypePCIe
+				if cpuLink < 0 || (pcie && !cpuLinkPCIe) {
+					cpuLink, cpuLinkPCIe = numaOf(tn.id), pcie
+				}
+				continue
+			}
+			j, isGPU := devOf[tn.id]
+			if !isGPU || j == i {
+				continue
+			}
+			if flagsSeen && !l.p2p && l.props["flags"]&flagEnabled == 0 {
+				warn.Warn("kfd: %s: link from node %d to node %d is disabled (flags %#x); the pair uses the host path",
+					l.path, n.id, tn.id, l.props["flags"])
+				continue
+			}
+			w := int(min(l.props["weight"], 1<<30))
+			lk := topology.Link{A: i, B: j, Weight: w,
+				MinBandwidth: int64(min(l.props["min_bandwidth"], 1<<40)),
+				MaxBandwidth: int64(min(l.props["max_bandwidth"], 1<<40))}
+			var rank int
+			switch typ {
+			case linkTypeXGMI:
+				lk.Type, lk.Level, lk.Direct = topology.LinkXGMI, "XGMI", true
+				lk.Hops = max(1, w/xgmiHopWeight)
+				rank = 4
+			case linkTypePCIe:
+				lk.Type, lk.Level, lk.Hops = topology.LinkPCIe, topology.LevelPHB, 2
+				rank = 2
+			default:
+				warn.Warn("kfd: %s: unknown link type %d between GPU nodes %d and %d; ignored", l.path, typ, n.id, tn.id)
+				continue
+			}
+			if l.p2p {
+				rank--
+			}
+			if lk.MaxBandwidth > 0 && lk.MinBandwidth > lk.MaxBandwidth {
+				warn.Warn("kfd: %s: min_bandwidth %d above max_bandwidth %d; using max", l.path, lk.MinBandwidth, lk.MaxBandwidth)
+				lk.MinBandwidth = lk.MaxBandwidth
+			}
+			k := [2]int{min(i, j), max(i, j)}
+			if c, ok := best[k]; ok && !better(lk, rank, c.l, c.rank) {
+				continue
+			}
+			best[k] = cand{lk, rank}
+		}
+		if cpuLink >= 0 {
+			m.Devices[i].NUMANode = cpuLink
+		} else {
+			warn.Warn("kfd: %s: GPU node has no link to a CPU node; NUMA node unknown", n.dir)
+		}
+	}
+	keys := make([][2]int, 0, len(best))
+	for k := range best {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(a, b int) bool {
+		if keys[a][0] != keys[b][0] {
+			return keys[a][0] < keys[b][0]
+		}
+		return keys[a][1] < keys[b][1]
+	})
+	m.Links = make([]topology.Link, 0, len(keys))
+	for _, k := range keys {
+		l := best[k].l
+		if l.Type == topology.LinkPCIe {
+			na, nb := m.Devices[l.A].NUMANode, m.Devices[l.B].NUMANode
+			if na >= 0 && nb >= 0 && na != nb {
+				l.Level, l.Hops = topology.LevelSYS, 3
+			}
+		}
+		m.Links = append(m.Links, l)
+	}
+	warnDuplicateKeys(m, warn)
+	if err := m.Finish(); err != nil {
+		return nil, fmt.Errorf("kfd: %w", err)
+	}
+	return m, nil
+}
+
+// better says whether link a (of the given rank) should replace b.
+func better(a topology.Link, ra int, b topology.Link, rb int) bool {
+	if ra != rb {
+		return ra > rb
+	}
+	if a.MaxBandwidth != b.MaxBandwidth {
+		return a.MaxBandwidth > b.MaxBandwidth
+	}
+	return a.Weight < b.Weight
+}
+
+// deviceName is the node's `name` file, or the gfx target ("gfx942") when
+// the file is missing, empty or the kernel's placeholder "ip discovery",
+// or else the PCI device id.
+func deviceName(n *node) string {
+	if n.name != "" && n.name != "ip discovery" {
+		return n.name
+	}
+	if v := n.props["gfx_target_version"]; v != 0 {
+		return GFXName(v)
+	}
+	if id := n.props["device_id"]; id != 0 {
+		return fmt.Sprintf("AMD GPU 0x%04x", id)
+	}
+	return n.name
+}
+
+// GFXName turns a KFD gfx_target_version (major*10000 + minor*100 +
+// stepping) into the LLVM target name: 90010 is "gfx90a", 90402 "gfx942",
+// 110000 "gfx1100".
+func GFXName(v uint64) string {
+	return fmt.Sprintf("gfx%d%d%x", v/10000, v/100%100, v%100)
+}
+
+// setPartitions groups GPU nodes that share a unique_id (the partitions of
+// one GPU, e.g. MI300X in CPX mode) into one Package and numbers them by
+// location_id.
+func setPartitions(m *topology.Model, gpus []*node) {
+	groups := map[uint64][]int{}
+	for i, n := range gpus {
+		if u := n.props["unique_id"]; u != 0 {
+			groups[u] = append(groups[u], i)
+		}
+	}
+	for _, g := range groups {
+		if len(g) < 2 {
+			continue
+		}
+		sort.SliceStable(g, func(a, b int) bool {
+			return gpus[g[a]].props["location_id"] < gpus[g[b]].props["location_id"]
+		})
+		for pos, i := range g {
+			m.Devices[i].Package = m.Devices[i].UniqueID
+			m.Devices[i].Partition = pos
+		}
+	}
+}
+
+// warnDuplicateKeys reports devices that the model cannot tell apart.
+func warnDuplicateKeys(m *topology.Model, warn topology.Warner) {
+	seen := map[string]int{}
+	for i := range m.Devices {
+		k := m.Devices[i].Key()
+		if j, ok := seen[k]; ok {
+			warn.Warn("kfd: devices %d and %d have the same identity %s", j, i, k)
+			continue
+		}
+		seen[k] = i
+	}
+}
+
+// hostNUMA reads sys/devices/system/node/node*/cpulist under fsys, sorted
+// by id; nil when the directory is missing or unreadable (with a warning
+// for a bad list).
+func hostNUMA(fsys fs.FS, warn topology.Warner) []topology.NUMANode {
+	const dir = "sys/devices/system/node"
+	ents, err := fs.ReadDir(fsys, dir)
+	if err != nil {
+		return nil
+	}
+	var out []topology.NUMANode
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), "node")
+		if !ok {
+			continue
+		}
+		id, err := strconv.Atoi(rest)
+		if err != nil || id < 0 {
+			continue
+		}
+		p := path.Join(dir, e.Name(), "cpulist")
+		s, _, err := readSmall(fsys, p)
+		if err != nil {
+			warn.Warn("%v", err)
+			return nil
+		}
+		cpus, err := topology.ParseCPUList(s)
+		if err != nil {
+			warn.Warn("kfd: %s: %v", p, err)
+			return nil
+		}
+		out = append(out, topology.NUMANode{ID: id, CPUs: cpus})
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
+	return out
+}

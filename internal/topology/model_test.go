@@ -1,0 +1,183 @@
+package topology
+
+import (
+	"bytes"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// twoHives is a small model: 0-1 XGMI, 2 alone on NUMA 1; 0-2 and 1-2 are
+// left for Finish to fill as host PCIe.
+func twoHives() *Model {
+	return &Model{
+		Source: "test",
+		Devices: []Device{
+			{Index: 0, NUMANode: 0}, {Index: 1, RuntimeIndex: 1, NUMANode: 0},
+			{Index: 2, RuntimeIndex: 2, NUMANode: 1, Processes: 1},
+		},
+		Links:     []Link{{A: 1, B: 0, Type: LinkXGMI, Weight: 15, Hops: 1, Direct: true}},
+		NUMANodes: []NUMANode{{ID: 0, CPUs: []int{0, 1}}, {ID: 1, CPUs: []int{2, 3}}},
+	}
+}
+
+func TestFinishCompletesAndAssumes(t *testing.T) {
+	m := twoHives()
+	if err := m.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Links) != 3 {
+		t.Fatalf("%d links, want 3 (every pair)", len(m.Links))
+	}
+	l := m.Link(0, 1)
+	if l.A != 0 || l.B != 1 || l.MaxBandwidth != XGMILinkBandwidth || !l.Assumed || !l.Direct {
+		t.Errorf("0-1 = %+v, want ordered XGMI with assumed %d MB/s", *l, XGMILinkBandwidth)
+	}
+	h := m.Link(2, 0)
+	if h.Direct || h.Type != LinkPCIe || h.MaxBandwidth != DefaultHostBandwidth {
+		t.Errorf("0-2 = %+v, want host PCIe at %d", *h, DefaultHostBandwidth)
+	}
+	if m.BW(0, 1) != 50000 || m.BW(1, 0) != 50000 || m.BW(0, 0) != 0 {
+		t.Errorf("BW symmetric lookups wrong")
+	}
+	if !reflect.DeepEqual(m.Devices[2].CPUs, []int{2, 3}) {
+		t.Errorf("device 2 CPUs %v, want its NUMA node's 2,3", m.Devices[2].CPUs)
+	}
+	if !m.Devices[2].Busy || m.Devices[0].Busy {
+		t.Errorf("busy = %v %v, want only device 2 (it has a process)", m.Devices[0].Busy, m.Devices[2].Busy)
+	}
+}
+
+func TestFinishRejects(t *testing.T) {
+	for name, mod := range map[string]func(*Model){
+		"duplicate pair": func(m *Model) { m.Links = append(m.Links, Link{A: 0, B: 1, Type: LinkPCIe}) },
+		"self link":      func(m *Model) { m.Links = append(m.Links, Link{A: 2, B: 2, Type: LinkPCIe}) },
+		"out of range":   func(m *Model) { m.Links = append(m.Links, Link{A: 0, B: 7, Type: LinkPCIe}) },
+		"index mismatch": func(m *Model) { m.Devices[1].Index = 5 },
+		"unknown type":   func(m *Model) { m.Links[0].Type = "carrier-pigeon" },
+		"bad numa":       func(m *Model) { m.Devices[0].NUMANode = -4 },
+		"min above max":  func(m *Model) { m.Links[0].MinBandwidth, m.Links[0].MaxBandwidth = 9, 5 },
+		"duplicate numa": func(m *Model) { m.NUMANodes[1].ID = 0 },
+		"no devices":     func(m *Model) { m.Devices, m.Links = nil, nil },
+	} {
+		t.Run(name, func(t *testing.T) {
+			m := twoHives()
+			mod(m)
+			err := m.Finish()
+			if !errors.Is(err, ErrInvalidModel) {
+				t.Fatalf("Finish = %v, want ErrInvalidModel", err)
+			}
+		})
+	}
+}
+
+func TestJSONRoundTrip(t *testing.T) {
+	m := twoHives()
+	if err := m.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := WriteJSON(&buf, m); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{`"index"`, `"numa_node"`, `"busy"`, `"a"`, `"b"`, `"type"`, `"max_bandwidth_mb_s"`, `"direct"`} {
+		if !strings.Contains(buf.String(), key) {
+			t.Errorf("saved JSON lacks %s", key)
+		}
+	}
+	back, err := ReadJSON(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back.pair, m.pair = nil, nil
+	if !reflect.DeepEqual(back, m) {
+		t.Errorf("round trip differs:\n%+v\n%+v", back, m)
+	}
+}
+
+func TestReadJSONErrors(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want *ParseError
+	}{
+		{"{\n \"devices\": [\n  {\"index\": 0,}\n ]}", &ParseError{Source: "topology file", Line: 3, Column: 15}},
+		{`{"devices": []}`, &ParseError{Source: "topology file", Err: ErrNoDevices}},
+	} {
+		_, err := ReadJSON(strings.NewReader(tc.in))
+		var pe *ParseError
+		if !errors.As(err, &pe) || pe.Source != tc.want.Source || pe.Line != tc.want.Line || pe.Column != tc.want.Column {
+			t.Errorf("ReadJSON(%q) = %v, want %+v", tc.in, err, tc.want)
+		}
+		if tc.want.Err != nil && !errors.Is(err, tc.want.Err) {
+			t.Errorf("ReadJSON(%q) = %v, want %v", tc.in, err, tc.want.Err)
+		}
+	}
+	_, err := ReadJSON(strings.NewReader(`{"devices":[{"index":0},{"index":1}],"links":[{"a":0,"b":1,"type":"warp"}]}`))
+	if !errors.Is(err, ErrInvalidModel) || !strings.Contains(err.Error(), "warp") {
+		t.Errorf("unknown link type: %v", err)
+	}
+}
+
+func TestCPUList(t *testing.T) {
+	for in, want := range map[string][]int{
+		"":             nil,
+		"0":            {0},
+		"0-3,8,10-11":  {0, 1, 2, 3, 8, 10, 11},
+		"3, 1-2":       {1, 2, 3},
+		"0-51,104-155": nil, // checked by length below
+	} {
+		got, err := ParseCPUList(in)
+		if err != nil {
+			t.Fatalf("%q: %v", in, err)
+		}
+		if in == "0-51,104-155" {
+			if len(got) != 104 || FormatCPUList(got) != in {
+				t.Errorf("%q -> %d cpus, %q", in, len(got), FormatCPUList(got))
+			}
+			continue
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%q -> %v, want %v", in, got, want)
+		}
+	}
+	for _, bad := range []string{"x", "1-", "3-1", "1,,2", "-1", "0-99999999"} {
+		if _, err := ParseCPUList(bad); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+func FuzzReadJSON(f *testing.F) {
+	m := twoHives()
+	_ = m.Finish()
+	var buf bytes.Buffer
+	_ = WriteJSON(&buf, m)
+	f.Add(buf.Bytes())
+	f.Add([]byte(`{"devices":[{"index":0}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := ReadJSON(bytes.NewReader(data))
+		if err != nil {
+			return
+		}
+		if err := m.Validate(); err != nil {
+			t.Fatalf("ReadJSON accepted an invalid model: %v", err)
+		}
+	})
+}
+
+func FuzzParseCPUList(f *testing.F) {
+	for _, s := range []string{"0-3,8", "0-51,104-155", "1", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		cpus, err := ParseCPUList(s)
+		if err != nil {
+			return
+		}
+		back, err := ParseCPUList(FormatCPUList(cpus))
+		if err != nil || !reflect.DeepEqual(back, cpus) {
+			t.Fatalf("%q -> %v -> %q -> %v, %v", s, cpus, FormatCPUList(cpus), back, err)
+		}
+	})
+}

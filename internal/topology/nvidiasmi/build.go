@@ -1,0 +1,249 @@
+package nvidiasmi
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/amdrun/amdrun/internal/topology"
+)
+
+// Source is the Model.Source of models built here.
+const Source = "nvidia-smi"
+
+// Hops per topo -m cell. nvidia-smi gives no hop count; these order the
+// paths from closest to farthest: an NVLink bond and a single PCIe bridge
+// (PIX) are one hop, several bridges (PXB) or the host bridge (PHB) two,
+// crossing host bridges within a NUMA node (NODE) three, crossing the SMP
+// interconnect (SYS, SOC) four.
+const (
+	HopsNVLink = 1
+	HopsPIX    = 1
+	HopsPXB    = 2
+	HopsPHB    = 2
+	HopsNODE   = 3
+	HopsSYS    = 4
+)
+
+// link turns the topo -m cell of GPUs a and b into a Link. speed is the
+// per-link NVLink speed in MB/s, 0 when unknown (Finish then assumes
+// topology.NVLinkBandwidth per link).
+func link(a, b int, cell string, speed int64) (topology.Link, bool) {
+	typ, count, ok := linkKind(cell)
+	if !ok {
+		return topology.Link{}, false
+	}
+	l := topology.Link{A: a, B: b, Type: typ, Level: cell}
+	switch {
+	case typ == topology.LinkNVLink:
+		l.Count, l.Hops, l.Direct = count, HopsNVLink, true
+		if speed > 0 {
+			l.MaxBandwidth = int64(count) * speed
+			l.MinBandwidth = l.MaxBandwidth
+		}
+	case cell == topology.LevelPIX:
+		l.Hops, l.Direct = HopsPIX, true
+	case cell == topology.LevelPXB:
+		l.Hops, l.Direct = HopsPXB, true
+	case cell == topology.LevelPHB:
+		l.Hops = HopsPHB
+	case cell == topology.LevelNODE:
+		l.Hops = HopsNODE
+	default: // SYS, and SOC, its pre-2017 name
+		l.Level, l.Hops = topology.LevelSYS, HopsSYS
+	}
+	return l, true
+}
+
+// Build makes a finished model from what the nvidia-smi commands printed.
+// Only topo is required; nvlink, gpus and apps may be nil.
+//
+// Devices are the topo -m GPUs, Index and RuntimeIndex both nvidia-smi's
+// index (amdrun runs CUDA with CUDA_DEVICE_ORDER=PCI_BUS_ID, the order
+// nvidia-smi numbers in). From gpus (matched by index) come the PCI
+// address, UUID (as UniqueID), name, memory and utilisation; from apps
+// (matched by bus id) the process count. NUMANode is the NUMA Affinity
+// column, else GPU NUMA ID, else -1; CPUs is the CPU Affinity column.
+// NUMANodes lists each NUMA node a GPU names with the union of its GPUs'
+// CPU Affinity.
+//
+// Links: NV# is an NVLink bond, Direct, Count #, with MaxBandwidth
+// # times the slower of the two GPUs' link speeds from nvlink (left to
+// Finish's assumption when unknown); PIX and PXB are PCIe peer-to-peer
+// through switches, Direct; PHB, NODE and SYS (SOC is read as SYS) are
+// PCIe through the host, not Direct, bandwidth assumed by level. Hops
+// are the Hops* constants; Weight is left 0 (nvidia-smi has none).
+//
+// Disagreements between the inputs (a GPU missing from gpus, an app on an
+// unknown bus id) go to warn. The error is an *topology.ParseError from
+// Source on an unknown cell (ErrUnknownLinkType) or when the model does
+// not validate.
+func Build(topo *Topo, nvlink *NVLinkStatus, gpus []GPU, apps []ComputeApp, warn topology.Warner) (*topology.Model, error) {
+	if topo == nil || len(topo.GPUs) == 0 {
+		return nil, &topology.ParseError{Source: Source, Err: topology.ErrNoDevices}
+	}
+	n := len(topo.GPUs)
+	if len(topo.Cells) != n {
+		return nil, &topology.ParseError{Source: Source, Err: fmt.Errorf("%w: %d GPUs, %d matrix rows", topology.ErrNotSquare, n, len(topo.Cells))}
+	}
+	for a, row := range topo.Cells {
+		if len(row) != n {
+			return nil, &topology.ParseError{Source: Source, Err: fmt.Errorf("%w: row GPU%d has %d cells, want %d", topology.ErrNotSquare, a, len(row), n)}
+		}
+	}
+	m := &topology.Model{Source: Source, Vendor: topology.VendorNVIDIA, Bandwidth: "theoretical"}
+
+	byIndex := map[int]*GPU{}
+	for i := range gpus {
+		g := &gpus[i]
+		byIndex[g.Index] = g
+		if g.Index >= n {
+			warn.Warn("nvidia-smi: --query-gpu lists GPU %d, topo -m only GPU0-GPU%d", g.Index, n-1)
+		}
+		if m.SourceVersion == "" && g.DriverVersion != "" {
+			m.SourceVersion = g.DriverVersion
+		}
+	}
+	byPCI := map[string]int{}
+	numaCPUs := map[int][]int{}
+	for i, tg := range topo.GPUs {
+		d := topology.Device{Index: i, RuntimeIndex: i, Vendor: topology.VendorNVIDIA, NUMANode: -1}
+		switch {
+		case tg.NUMAAffinity >= 0:
+			d.NUMANode = tg.NUMAAffinity
+		case tg.GPUNUMAID >= 0:
+			d.NUMANode = tg.GPUNUMAID
+		}
+		d.CPUs = append([]int(nil), tg.CPUAffinity...)
+		if d.NUMANode >= 0 {
+			numaCPUs[d.NUMANode] = append(numaCPUs[d.NUMANode], tg.CPUAffinity...)
+		}
+		if g := byIndex[i]; g != nil {
+			d.Name, d.PCIAddress, d.UniqueID = g.Name, g.PCIAddress, g.UUID
+			d.MemTotalMiB, d.MemUsedMiB, d.UtilPercent = g.MemTotalMiB, g.MemUsedMiB, g.UtilPercent
+			if g.PCIAddress != "" {
+				byPCI[g.PCIAddress] = i
+			}
+		} else if gpus != nil {
+			warn.Warn("nvidia-smi: GPU%d of topo -m is missing from --query-gpu", i)
+		}
+		m.Devices = append(m.Devices, d)
+	}
+	for _, a := range apps {
+		i, ok := byPCI[a.PCIAddress]
+		if !ok {
+			warn.Warn("nvidia-smi: process %d runs on %s, which is not a known GPU", a.PID, a.PCIAddress)
+			continue
+		}
+		m.Devices[i].Processes++
+	}
+
+	ids := make([]int, 0, len(numaCPUs))
+	for id := range numaCPUs {
+		ids = append(ids, id)
+	}
+	sort.Ints(ids)
+	for _, id := range ids {
+		cpus, _ := topology.ParseCPUList(topology.FormatCPUList(numaCPUs[id]))
+		m.NUMANodes = append(m.NUMANodes, topology.NUMANode{ID: id, CPUs: cpus})
+	}
+
+	speeds := make([]int64, n)
+	for i := range speeds {
+		if g := nvlink.GPU(i); g != nil {
+			speeds[i] = g.LinkSpeed()
+		}
+	}
+	warnedSpeed := false
+	for a := 0; a < n; a++ {
+		for b := a + 1; b < n; b++ {
+			speed := pairSpeed(speeds[a], speeds[b])
+			l, ok := link(a, b, topo.Cells[a][b], speed)
+			if !ok {
+				return nil, &topology.ParseError{Source: Source, Err: fmt.Errorf("%w: GPU%d/GPU%d cell %q", topology.ErrUnknownLinkType, a, b, clip(topo.Cells[a][b]))}
+			}
+			if l.Type == topology.LinkNVLink && speed == 0 && nvlink != nil && !warnedSpeed {
+				warnedSpeed = true
+				warn.Warn("nvidia-smi: nvlink -s gives no active link speed for GPU%d/GPU%d; assuming %d MB/s per link", a, b, topology.NVLinkBandwidth)
+			}
+			m.Links = append(m.Links, l)
+		}
+	}
+	if err := m.Finish(); err != nil {
+		return nil, &topology.ParseError{Source: Source, Err: err}
+	}
+	return m, nil
+}
+
+// pairSpeed is the per-link speed two GPUs share: the slower known one.
+func pairSpeed(a, b int64) int64 {
+	switch {
+	case a == 0:
+		return b
+	case b == 0:
+		return a
+	case a < b:
+		return a
+	}
+	return b
+}
+
+// Arguments of the nvidia-smi commands Discover runs, exactly as passed.
+var (
+	argsTopo        = []string{"topo", "-m"}
+	argsNVLink      = []string{"nvlink", "-s"}
+	argsQueryGPU    = []string{"--query-gpu=" + QueryGPUFields, "--format=csv,noheader,nounits"}
+	argsComputeApps = []string{"--query-compute-apps=" + ComputeAppsFields, "--format=csv,noheader,nounits"}
+)
+
+// Discover reads the node's NVIDIA GPUs by running, through run and in
+// this order, these commands (argv exactly as listed; fake nvidia-smi
+// scripts can key their replies on it):
+//
+//	nvidia-smi topo -m
+//	nvidia-smi --query-gpu=index,pci.bus_id,uuid,name,memory.total,memory.used,utilization.gpu,driver_version --format=csv,noheader,nounits
+//	nvidia-smi --query-compute-apps=gpu_bus_id,pid,used_memory --format=csv,noheader,nounits
+//	nvidia-smi nvlink -s
+//
+// and passing their output to the parsers and Build. The driver version
+// becomes SourceVersion. A failing or unreadable `nvlink -s` only warns
+// (NVLink bandwidths are then assumed); any other failure is returned as
+// run gave it (wrapping ErrToolNotFound, or a *topology.ToolError), and
+// malformed output as the parser's *topology.ParseError.
+func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*topology.Model, error) {
+	out, err := run(ctx, "nvidia-smi", argsTopo...)
+	if err != nil {
+		return nil, err
+	}
+	topo, err := ParseTopo(bytes.NewReader(out))
+	if err != nil {
+		return nil, err
+	}
+	if out, err = run(ctx, "nvidia-smi", argsQueryGPU...); err != nil {
+		return nil, err
+	}
+	gpus, err := ParseQueryGPU(bytes.NewReader(out))
+	if err != nil {
+		return nil, err
+	}
+	if out, err = run(ctx, "nvidia-smi", argsComputeApps...); err != nil {
+		return nil, err
+	}
+	apps, err := ParseComputeApps(bytes.NewReader(out))
+	if err != nil {
+		return nil, err
+	}
+	var nvl *NVLinkStatus
+	if out, err = run(ctx, "nvidia-smi", argsNVLink...); err != nil {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return nil, err
+		}
+		warn.Warn("nvidia-smi: nvlink -s failed, assuming NVLink bandwidths: %v", err)
+	} else if nvl, err = ParseNVLinkStatus(bytes.NewReader(out)); err != nil {
+		warn.Warn("nvidia-smi: assuming NVLink bandwidths: %v", err)
+		nvl = nil
+	}
+	return Build(topo, nvl, gpus, apps, warn)
+}

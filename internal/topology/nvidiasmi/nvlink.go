@@ -1,0 +1,157 @@
+package nvidiasmi
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/amdrun/amdrun/internal/topology"
+)
+
+// NVLinkStatus is `nvidia-smi nvlink -s`: the state of every NVLink of
+// every GPU.
+type NVLinkStatus struct {
+	// GPUs in the order printed.
+	GPUs []NVLinkGPU
+}
+
+// NVLinkGPU is one GPU block of `nvidia-smi nvlink -s`.
+type NVLinkGPU struct {
+	Index int    // the N of "GPU N:", nvidia-smi's index
+	Name  string // "NVIDIA H200"
+	UUID  string // "GPU-...", or "" when not printed
+	Links []NVLink
+}
+
+// NVLink is one link of a GPU.
+type NVLink struct {
+	Link int // the N of "Link N:"
+	// Active is false for "<inactive>" links.
+	Active bool
+	// SpeedMBps is the link's speed in MB/s (26.562 GB/s is 26562); 0 for
+	// an inactive link.
+	SpeedMBps int64
+}
+
+// LinkSpeed returns the slowest speed in MB/s of the GPU's active links,
+// or 0 when it has none.
+func (g *NVLinkGPU) LinkSpeed() int64 {
+	var min int64
+	for _, l := range g.Links {
+		if l.Active && l.SpeedMBps > 0 && (min == 0 || l.SpeedMBps < min) {
+			min = l.SpeedMBps
+		}
+	}
+	return min
+}
+
+// GPU returns the block of the GPU with nvidia-smi index i, or nil.
+func (s *NVLinkStatus) GPU(i int) *NVLinkGPU {
+	if s == nil {
+		return nil
+	}
+	for k := range s.GPUs {
+		if s.GPUs[k].Index == i {
+			return &s.GPUs[k]
+		}
+	}
+	return nil
+}
+
+var (
+	nvlGPULine  = regexp.MustCompile(`^GPU (\d+): (.*)$`)
+	nvlUUID     = regexp.MustCompile(`^(.*?)\s*\(UUID: ([^)]*)\)$`)
+	nvlLinkLine = regexp.MustCompile(`^Link (\d+): (.*)$`)
+	nvlSpeed    = regexp.MustCompile(`^(\d{1,9}(?:\.\d{1,9})?) ?(GB/s|MB/s)$`)
+)
+
+// ParseNVLinkStatus parses `nvidia-smi nvlink -s`:
+//
+//	GPU 0: NVIDIA H200 (UUID: GPU-5d4c...)
+//		 Link 0: 26.562 GB/s
+//		 Link 1: <inactive>
+//
+// Speeds may be in GB/s (as printed) or MB/s; blank lines are skipped.
+// Empty input (a GPU without NVLink prints nothing) gives a status with no
+// GPUs. Errors are *topology.ParseError with Source SourceNVLink, wrapping
+// ErrSyntax (a line that is neither a GPU nor a Link line, a Link line
+// before any GPU, a repeated GPU or link) or ErrBadNumber (a speed that
+// is not "<number> GB/s").
+func ParseNVLinkStatus(r io.Reader) (*NVLinkStatus, error) {
+	perr := func(line, col int, err error, format string, args ...any) error {
+		return &topology.ParseError{Source: SourceNVLink, Line: line, Column: col,
+			Err: fmt.Errorf("%w: "+format, append([]any{err}, args...)...)}
+	}
+	st := &NVLinkStatus{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
+	seen := map[int]bool{}
+	var seenLink map[int]bool
+	lineNo := 0
+	for sc.Scan() {
+		lineNo++
+		line := strings.TrimRight(sc.Text(), "\r")
+		text := strings.TrimSpace(line)
+		col := strings.Index(line, text)
+		if text == "" {
+			continue
+		}
+		if mm := nvlGPULine.FindStringSubmatch(text); mm != nil {
+			idx, err := strconv.Atoi(mm[1])
+			if err != nil || idx > 1<<20 {
+				return nil, perr(lineNo, col+4, topology.ErrBadNumber, "GPU index %q", clip(mm[1]))
+			}
+			if seen[idx] {
+				return nil, perr(lineNo, col, topology.ErrSyntax, "GPU %d listed twice", idx)
+			}
+			seen[idx] = true
+			g := NVLinkGPU{Index: idx, Name: strings.TrimSpace(mm[2])}
+			if um := nvlUUID.FindStringSubmatch(mm[2]); um != nil {
+				g.Name, g.UUID = strings.TrimSpace(um[1]), strings.TrimSpace(um[2])
+			}
+			st.GPUs = append(st.GPUs, g)
+			seenLink = map[int]bool{}
+			continue
+		}
+		mm := nvlLinkLine.FindStringSubmatch(text)
+		if mm == nil {
+			return nil, perr(lineNo, col, topology.ErrSyntax, "unexpected line %q", clip(text))
+		}
+		if len(st.GPUs) == 0 {
+			return nil, perr(lineNo, col, topology.ErrSyntax, "link line before any GPU line")
+		}
+		n, err := strconv.Atoi(mm[1])
+		if err != nil || n > 1<<16 {
+			return nil, perr(lineNo, col+5, topology.ErrBadNumber, "link number %q", clip(mm[1]))
+		}
+		g := &st.GPUs[len(st.GPUs)-1]
+		if seenLink[n] {
+			return nil, perr(lineNo, col, topology.ErrSyntax, "GPU %d link %d listed twice", g.Index, n)
+		}
+		seenLink[n] = true
+		val := strings.TrimSpace(mm[2])
+		valCol := col + strings.Index(text, ": ") + 2
+		l := NVLink{Link: n}
+		if val != "<inactive>" {
+			sm := nvlSpeed.FindStringSubmatch(val)
+			if sm == nil {
+				return nil, perr(lineNo, valCol, topology.ErrBadNumber, "GPU %d link %d speed %q", g.Index, n, clip(val))
+			}
+			f, _ := strconv.ParseFloat(sm[1], 64)
+			if sm[2] == "GB/s" {
+				f *= 1000
+			}
+			l.SpeedMBps = int64(math.Round(f))
+			l.Active = l.SpeedMBps > 0
+		}
+		g.Links = append(g.Links, l)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, perr(lineNo+1, 0, topology.ErrSyntax, "%v", err)
+	}
+	return st, nil
+}

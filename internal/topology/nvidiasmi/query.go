@@ -1,0 +1,274 @@
+package nvidiasmi
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/amdrun/amdrun/internal/topology"
+)
+
+// QueryGPUFields is the field list amdrun asks `nvidia-smi --query-gpu=`
+// for, in this order. ParseQueryGPU also accepts rows of the first seven
+// fields only (no driver_version).
+const QueryGPUFields = "index,pci.bus_id,uuid,name,memory.total,memory.used,utilization.gpu,driver_version"
+
+// ComputeAppsFields is the field list amdrun asks
+// `nvidia-smi --query-compute-apps=` for, in this order.
+const ComputeAppsFields = "gpu_bus_id,pid,used_memory"
+
+// GPU is one row of `nvidia-smi --query-gpu=` QueryGPUFields
+// `--format=csv,noheader,nounits`.
+type GPU struct {
+	Index int // nvidia-smi's index
+	// PCIAddress is pci.bus_id normalised to lower case with a 4-digit
+	// domain ("00000000:18:00.0" becomes "0000:18:00.0"); "" when not
+	// reported.
+	PCIAddress string
+	UUID       string // "GPU-...", "" when not reported
+	Name       string // "NVIDIA H100 80GB HBM3"
+	// MemTotalMiB and MemUsedMiB are in MiB; 0 when not reported.
+	MemTotalMiB int64
+	MemUsedMiB  int64
+	// UtilPercent is utilization.gpu (0-100); 0 when not reported.
+	UtilPercent float64
+	// DriverVersion is "550.54.15", or "" when the field was not asked.
+	DriverVersion string
+}
+
+// ComputeApp is one row of `nvidia-smi --query-compute-apps=`
+// ComputeAppsFields `--format=csv,noheader,nounits`: a process with a
+// CUDA context on a GPU.
+type ComputeApp struct {
+	// PCIAddress is the GPU's gpu_bus_id, normalised like GPU.PCIAddress.
+	PCIAddress string
+	PID        int
+	// UsedMemMiB is the process's GPU memory in MiB; 0 when not reported
+	// (e.g. "[N/A]" inside containers).
+	UsedMemMiB int64
+}
+
+// unknownValue says whether a CSV value is nvidia-smi's way of saying it
+// has no value: "[N/A]", "[Not Supported]", "[Insufficient Permissions]",
+// "[Unknown Error]", or the same without brackets.
+func unknownValue(s string) bool {
+	if strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]") {
+		return true
+	}
+	switch s {
+	case "", "N/A", "Not Supported":
+		return true
+	}
+	return false
+}
+
+// csvRows reads nvidia-smi CSV: comma-separated values, each trimmed,
+// with the column of each value. Blank lines are skipped; a header line
+// starting with header (when --format lacks noheader) is skipped too.
+type csvRow struct {
+	line   int
+	values []field
+}
+
+func readCSV(r io.Reader, source, header string) ([]csvRow, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
+	var rows []csvRow
+	lineNo := 0
+	for sc.Scan() {
+		lineNo++
+		line := strings.TrimRight(sc.Text(), "\r")
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		if len(rows) == 0 && strings.HasPrefix(strings.TrimSpace(line), header) {
+			continue
+		}
+		var vals []field
+		start := 0
+		for i := 0; i <= len(line); i++ {
+			if i < len(line) && line[i] != ',' {
+				continue
+			}
+			part := line[start:i]
+			lead := len(part) - len(strings.TrimLeft(part, " \t"))
+			vals = append(vals, field{strings.TrimSpace(part), start + lead})
+			start = i + 1
+		}
+		rows = append(rows, csvRow{lineNo, vals})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, &topology.ParseError{Source: source, Line: lineNo + 1, Err: fmt.Errorf("%w: %v", topology.ErrSyntax, err)}
+	}
+	return rows, nil
+}
+
+// NormalizePCI turns an nvidia-smi bus id ("00000000:18:00.0") into the
+// model's form ("0000:18:00.0": lower case, domain of at least 4 hex
+// digits). It reports false when s is not domain:bus:device.function.
+func NormalizePCI(s string) (string, bool) {
+	s = strings.ToLower(strings.TrimSpace(s))
+	dom, rest, ok := strings.Cut(s, ":")
+	if !ok {
+		return "", false
+	}
+	bus, rest, ok := strings.Cut(rest, ":")
+	if !ok {
+		return "", false
+	}
+	dev, fn, ok := strings.Cut(rest, ".")
+	if !ok {
+		return "", false
+	}
+	d, err1 := strconv.ParseUint(dom, 16, 32)
+	b, err2 := strconv.ParseUint(bus, 16, 8)
+	v, err3 := strconv.ParseUint(dev, 16, 8)
+	f, err4 := strconv.ParseUint(fn, 16, 8)
+	if err1 != nil || err2 != nil || err3 != nil || err4 != nil || len(dom) > 8 || len(bus) > 2 || len(dev) > 2 || len(fn) > 1 || v > 0x1f || f > 7 {
+		return "", false
+	}
+	return fmt.Sprintf("%04x:%02x:%02x.%x", d, b, v, f), true
+}
+
+// parseMiB reads a memory value in MiB ("81559", or "81559 MiB" when
+// nounits was left out); unknown values give 0.
+func parseMiB(s string) (int64, bool) {
+	if unknownValue(s) {
+		return 0, true
+	}
+	s = strings.TrimSpace(strings.TrimSuffix(s, "MiB"))
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n > 1<<40 {
+		return 0, false
+	}
+	return n, true
+}
+
+// ParseQueryGPU parses the output of
+//
+//	nvidia-smi --query-gpu=index,pci.bus_id,uuid,name,memory.total,memory.used,utilization.gpu,driver_version --format=csv,noheader,nounits
+//
+// one GPU a line ("0, 00000000:18:00.0, GPU-..., NVIDIA H100 80GB HBM3,
+// 81559, 0, 0, 550.54.15"). Rows of the first seven fields (no
+// driver_version) are accepted too, and so are a header line and units
+// ("81559 MiB", "0 %"). A value in brackets ("[N/A]", "[Not Supported]")
+// counts as not reported, except for index, which must be a number.
+//
+// Errors are *topology.ParseError with Source SourceQueryGPU, wrapping
+// ErrNoDevices (no rows, or "No devices were found"), ErrSyntax (a row
+// with another number of fields, a bad bus id, a repeated index) or
+// ErrBadNumber.
+func ParseQueryGPU(r io.Reader) ([]GPU, error) {
+	rows, err := readCSV(r, SourceQueryGPU, "index")
+	if err != nil {
+		return nil, err
+	}
+	perr := func(line, col int, err error, format string, args ...any) error {
+		return &topology.ParseError{Source: SourceQueryGPU, Line: line, Column: col,
+			Err: fmt.Errorf("%w: "+format, append([]any{err}, args...)...)}
+	}
+	var out []GPU
+	seen := map[int]bool{}
+	for _, row := range rows {
+		v := row.values
+		if len(v) == 1 && strings.HasPrefix(v[0].text, "No devices were found") {
+			return nil, perr(row.line, v[0].col, topology.ErrNoDevices, "%s", v[0].text)
+		}
+		if len(v) != 7 && len(v) != 8 {
+			return nil, perr(row.line, 0, topology.ErrSyntax, "%d fields, want 8 (%s)", len(v), QueryGPUFields)
+		}
+		idx, err := strconv.Atoi(v[0].text)
+		if err != nil || idx < 0 || idx > 1<<16 {
+			return nil, perr(row.line, v[0].col, topology.ErrBadNumber, "index %q", clip(v[0].text))
+		}
+		if seen[idx] {
+			return nil, perr(row.line, v[0].col, topology.ErrSyntax, "GPU index %d listed twice", idx)
+		}
+		seen[idx] = true
+		g := GPU{Index: idx}
+		if !unknownValue(v[1].text) {
+			pci, ok := NormalizePCI(v[1].text)
+			if !ok {
+				return nil, perr(row.line, v[1].col, topology.ErrSyntax, "pci.bus_id %q", clip(v[1].text))
+			}
+			g.PCIAddress = pci
+		}
+		if !unknownValue(v[2].text) {
+			g.UUID = v[2].text
+		}
+		if !unknownValue(v[3].text) {
+			g.Name = v[3].text
+		}
+		var ok bool
+		if g.MemTotalMiB, ok = parseMiB(v[4].text); !ok {
+			return nil, perr(row.line, v[4].col, topology.ErrBadNumber, "memory.total %q", clip(v[4].text))
+		}
+		if g.MemUsedMiB, ok = parseMiB(v[5].text); !ok {
+			return nil, perr(row.line, v[5].col, topology.ErrBadNumber, "memory.used %q", clip(v[5].text))
+		}
+		if u := v[6].text; !unknownValue(u) {
+			f, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(u, "%")), 64)
+			if err != nil || math.IsNaN(f) || f < 0 || f > 100 {
+				return nil, perr(row.line, v[6].col, topology.ErrBadNumber, "utilization.gpu %q", clip(u))
+			}
+			g.UtilPercent = f
+		}
+		if len(v) == 8 && !unknownValue(v[7].text) {
+			g.DriverVersion = v[7].text
+		}
+		out = append(out, g)
+	}
+	if len(out) == 0 {
+		return nil, &topology.ParseError{Source: SourceQueryGPU, Err: topology.ErrNoDevices}
+	}
+	return out, nil
+}
+
+// ParseComputeApps parses the output of
+//
+//	nvidia-smi --query-compute-apps=gpu_bus_id,pid,used_memory --format=csv,noheader,nounits
+//
+// one process a line ("00000000:18:00.0, 12345, 1024"). Empty output, or
+// "No running processes found", means no process. A header line and
+// units are accepted; used_memory may be "[N/A]".
+//
+// Errors are *topology.ParseError with Source SourceComputeApps, wrapping
+// ErrSyntax (a row without 3 fields, a bad bus id) or ErrBadNumber (pid,
+// used_memory).
+func ParseComputeApps(r io.Reader) ([]ComputeApp, error) {
+	rows, err := readCSV(r, SourceComputeApps, "gpu_bus_id")
+	if err != nil {
+		return nil, err
+	}
+	perr := func(line, col int, err error, format string, args ...any) error {
+		return &topology.ParseError{Source: SourceComputeApps, Line: line, Column: col,
+			Err: fmt.Errorf("%w: "+format, append([]any{err}, args...)...)}
+	}
+	var out []ComputeApp
+	for _, row := range rows {
+		v := row.values
+		if len(v) == 1 && strings.HasPrefix(v[0].text, "No running processes found") {
+			continue
+		}
+		if len(v) != 3 {
+			return nil, perr(row.line, 0, topology.ErrSyntax, "%d fields, want 3 (%s)", len(v), ComputeAppsFields)
+		}
+		pci, ok := NormalizePCI(v[0].text)
+		if !ok {
+			return nil, perr(row.line, v[0].col, topology.ErrSyntax, "gpu_bus_id %q", clip(v[0].text))
+		}
+		pid, err := strconv.Atoi(v[1].text)
+		if err != nil || pid < 0 || pid > 1<<31 {
+			return nil, perr(row.line, v[1].col, topology.ErrBadNumber, "pid %q", clip(v[1].text))
+		}
+		mem, ok := parseMiB(v[2].text)
+		if !ok {
+			return nil, perr(row.line, v[2].col, topology.ErrBadNumber, "used_memory %q", clip(v[2].text))
+		}
+		out = append(out, ComputeApp{PCIAddress: pci, PID: pid, UsedMemMiB: mem})
+	}
+	return out, nil
+}

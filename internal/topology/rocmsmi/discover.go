@@ -1,0 +1,109 @@
+package rocmsmi
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/amdrun/amdrun/internal/topology"
+)
+
+// Tool is the program Discover runs.
+const Tool = "rocm-smi"
+
+// The argument lists Discover passes to rocm-smi, in the order it runs
+// them. Fake rocm-smi scripts in tests replay fixtures keyed by these.
+var (
+	// TopoArgs prints the Weight, Hops, Link Type and Numa Nodes sections
+	// and the Bandwidth (--shownodesbw) matrix.
+	TopoArgs = []string{"--showtopo", "--shownodesbw"}
+	// TopoFallbackArgs is tried when TopoArgs fails: rocm-smi before ROCm
+	// 5.0 has no --shownodesbw and exits 2 on it.
+	TopoFallbackArgs = []string{"--showtopo"}
+	// InfoArgs prints identity and load: GPU use, memory use, VRAM bytes,
+	// PCI bus, unique id and product name.
+	InfoArgs = []string{"--showuse", "--showmemuse", "--showmeminfo", "vram", "--showbus", "--showuniqueid", "--showproductname"}
+	// ConciseArgs (no arguments) prints the concise table, the only place
+	// where the second die of an MI250 package shows (AvgPwr N/A,
+	// PwrCap 0.0W). rocm-smi prints it only when given no display flag.
+	ConciseArgs = []string{}
+	// VersionArgs prints "ROCM-SMI version: ..." lines.
+	VersionArgs = []string{"--version"}
+)
+
+// Discover builds the node's model from rocm-smi, run through run (never
+// directly). It runs, in order:
+//
+//	rocm-smi --showtopo --shownodesbw       (required; on failure it retries
+//	                                         rocm-smi --showtopo and warns)
+//	rocm-smi --showuse --showmemuse --showmeminfo vram --showbus --showuniqueid --showproductname
+//	rocm-smi                                (concise table)
+//	rocm-smi --version
+//
+// The topology run is required: its error is returned as run gave it
+// (errors.Is(err, topology.ErrToolNotFound), *topology.ToolError), or a
+// *topology.ParseError when its output is malformed. Failures of the
+// other runs are warnings, and the model is built without what they
+// would have added. ctx cancellation stops between runs.
+func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*topology.Model, error) {
+	if run == nil {
+		return nil, errors.New("rocm-smi: no runner")
+	}
+	out, err := run(ctx, Tool, TopoArgs...)
+	if err != nil {
+		if errors.Is(err, topology.ErrToolNotFound) || ctx.Err() != nil {
+			return nil, err
+		}
+		warn.Warn("rocm-smi: %v; retrying without --shownodesbw", err)
+		out, err = run(ctx, Tool, TopoFallbackArgs...)
+		if err != nil {
+			return nil, err
+		}
+	}
+	rep, err := ParseText(bytes.NewReader(out))
+	if err != nil {
+		return nil, err
+	}
+	for _, args := range [][]string{InfoArgs, ConciseArgs} {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("rocm-smi: %w", err)
+		}
+		out, err := run(ctx, Tool, args...)
+		if err != nil {
+			warn.Warn("rocm-smi: %v; continuing without it", err)
+			continue
+		}
+		more, err := ParseText(bytes.NewReader(out))
+		if err != nil {
+			warn.Warn("%v; ignoring that output", err)
+			continue
+		}
+		rep.Merge(more)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("rocm-smi: %w", err)
+	}
+	if v, err := Version(ctx, run); err == nil {
+		rep.Version = v
+	}
+	return rep.Model(warn)
+}
+
+// Version runs rocm-smi --version through run and returns rocm-smi's own
+// version ("3.0.0+03a4530"). It fails with run's error, or with a
+// *topology.ParseError when the output has no version line.
+func Version(ctx context.Context, run topology.Runner) (string, error) {
+	out, err := run(ctx, Tool, VersionArgs...)
+	if err != nil {
+		return "", err
+	}
+	rep, err := ParseText(bytes.NewReader(out))
+	if err != nil {
+		return "", err
+	}
+	if rep.Version == "" {
+		return "", &topology.ParseError{Source: "rocm-smi --version", Err: fmt.Errorf("%w: no ROCM-SMI version line", topology.ErrSyntax)}
+	}
+	return rep.Version, nil
+}

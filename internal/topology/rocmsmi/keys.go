@@ -1,0 +1,126 @@
+package rocmsmi
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/amdrun/amdrun/internal/topology"
+)
+
+// unknownValue reports values rocm-smi prints when it has no answer.
+func unknownValue(v string) bool {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "", "n/a", "na", "unknown", "not supported", "unsupported":
+		return true
+	}
+	return false
+}
+
+// applyKey records one "key: value" fact about GPU d. It returns an error
+// wrapping a topology sentinel when a known key has a malformed value;
+// unknown keys are ignored.
+func applyKey(d *DeviceInfo, key, value string) error {
+	key = strings.TrimSpace(key)
+	value = strings.TrimSpace(value)
+	if unknownValue(value) {
+		return nil
+	}
+	switch strings.ToLower(key) {
+	case "(topology) numa node":
+		n, err := parseNUMA(value)
+		if err != nil {
+			return err
+		}
+		d.NUMANode = n
+	case "(topology) numa affinity":
+		n, err := parseNUMA(value)
+		if err != nil {
+			return err
+		}
+		d.NUMAAffinity = n
+	case "gpu use (%)":
+		f, err := parsePercent(value)
+		if err != nil {
+			return err
+		}
+		d.UtilPercent = f
+	case "gpu memory allocated (vram%)", "gpu memory use (%)":
+		f, err := parsePercent(value)
+		if err != nil {
+			return err
+		}
+		d.MemUsedPct = f
+	case "vram total memory (b)":
+		n, err := parseBytes(value)
+		if err != nil {
+			return err
+		}
+		d.MemTotalBytes = n
+	case "vram total used memory (b)":
+		n, err := parseBytes(value)
+		if err != nil {
+			return err
+		}
+		d.MemUsedBytes = n
+	case "pci bus":
+		d.PCIBus = strings.ToLower(value)
+	case "unique id":
+		d.UniqueID = value
+	case "card series":
+		// ROCm 4.x prints the vendor id (0x1002) where the name belongs.
+		if !strings.HasPrefix(value, "0x") {
+			d.Name = value
+		}
+	case "device name":
+		if d.Name == "" {
+			d.Name = value
+		}
+	}
+	return nil
+}
+
+// parseNUMA reads a NUMA node number; -1 and 4294967295 (-1 printed as
+// unsigned) mean Unknown.
+func parseNUMA(v string) (int, error) {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: numa node %q", topology.ErrBadNumber, v)
+	}
+	switch {
+	case n == -1 || n == 4294967295:
+		return Unknown, nil
+	case n < -1 || n > 65535:
+		return 0, fmt.Errorf("%w: numa node %d out of range", topology.ErrBadNumber, n)
+	}
+	return int(n), nil
+}
+
+// parsePercent reads "12", "12%" or "12.5" in 0-100.
+func parsePercent(v string) (float64, error) {
+	f, err := strconv.ParseFloat(strings.TrimSuffix(v, "%"), 64)
+	if err != nil || f < 0 || f > 100 || f != f {
+		return 0, fmt.Errorf("%w: percentage %q", topology.ErrBadNumber, v)
+	}
+	return f, nil
+}
+
+func parseBytes(v string) (int64, error) {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%w: byte count %q", topology.ErrBadNumber, v)
+	}
+	return n, nil
+}
+
+// parseIndex reads a GPU index within maxDevices.
+func parseIndex(s string) (int, error) {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%w: GPU index %q", topology.ErrBadNumber, s)
+	}
+	if n >= maxDevices {
+		return 0, fmt.Errorf("%w: GPU index %d above %d", topology.ErrSyntax, n, maxDevices-1)
+	}
+	return n, nil
+}

@@ -1,0 +1,560 @@
+package rocmsmi
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/amdrun/amdrun/internal/topology"
+)
+
+// sectionKind says how the lines under a banner are parsed.
+type sectionKind int
+
+const (
+	kindOther   sectionKind = iota // key: value lines only
+	kindHeader                     // the "ROCm System Management Interface" banner
+	kindWeight                     // matrix of ints
+	kindHops                       // matrix of ints
+	kindType                       // matrix of link types
+	kindAccess                     // matrix of True/False
+	kindBW                         // matrix of min-max
+	kindConcise                    // the concise table
+	kindKnownKV                    // a known key: value section
+)
+
+type sectionInfo struct {
+	kind sectionKind
+	// flag is what Report.Sections records ("--showtopo").
+	flag string
+	// source names the section in errors ("rocm-smi --showtopo").
+	source string
+}
+
+// sections maps a banner title (lower case, single spaces) to its section.
+var sections = map[string]sectionInfo{
+	"rocm system management interface":    {kind: kindHeader},
+	"end of rocm smi log":                 {kind: kindHeader},
+	"weight between two gpus":             {kindWeight, "--showtopo", "rocm-smi --showtopo"},
+	"hops between two gpus":               {kindHops, "--showtopo", "rocm-smi --showtopo"},
+	"link type between two gpus":          {kindType, "--showtopo", "rocm-smi --showtopo"},
+	"link accessibility between two gpus": {kindAccess, "--showtopoaccess", "rocm-smi --showtopoaccess"},
+	"numa nodes":                          {kindKnownKV, "--showtoponuma", "rocm-smi --showtoponuma"},
+	"bandwidth":                           {kindBW, "--shownodesbw", "rocm-smi --shownodesbw"},
+	"concise info":                        {kindConcise, "concise", "rocm-smi concise table"},
+	"% time gpu is busy":                  {kindKnownKV, "--showuse", "rocm-smi --showuse"},
+	"current memory use":                  {kindKnownKV, "--showmemuse", "rocm-smi --showmemuse"},
+	"memory usage (bytes)":                {kindKnownKV, "--showmeminfo", "rocm-smi --showmeminfo"},
+	"pci bus id":                          {kindKnownKV, "--showbus", "rocm-smi --showbus"},
+	"unique id":                           {kindKnownKV, "--showuniqueid", "rocm-smi --showuniqueid"},
+	"product info":                        {kindKnownKV, "--showproductname", "rocm-smi --showproductname"},
+	"version of system component":         {kindKnownKV, "--showdriverversion", "rocm-smi --showdriverversion"},
+}
+
+var (
+	// kvLine matches "GPU[0]\t\t: key: value" and "GPU 0          : key: value".
+	kvLine = regexp.MustCompile(`^GPU(?:\s*\[\s*(\d+)\s*\]|\s+(\d+))\s*:`)
+	// gpuLabel matches a matrix row or column label.
+	gpuLabel = regexp.MustCompile(`^GPU(\d+)$`)
+)
+
+// token is one whitespace-separated field of a line.
+type token struct {
+	s    string
+	col  int // byte offset, 0-based
+	rcol int // rune offset, for column alignment with multi-byte cells (°C)
+}
+
+func fields(line string) []token {
+	var out []token
+	start, rstart, r := -1, 0, 0
+	for i, c := range line {
+		if unicode.IsSpace(c) {
+			if start >= 0 {
+				out = append(out, token{line[start:i], start, rstart})
+				start = -1
+			}
+		} else if start < 0 {
+			start, rstart = i, r
+		}
+		r++
+	}
+	if start >= 0 {
+		out = append(out, token{line[start:], start, rstart})
+	}
+	return out
+}
+
+// bannerTitle reports whether t (a trimmed line) is a "==== Title ===="
+// banner, and its normalised title ("" for a plain rule).
+func bannerTitle(t string) (string, bool) {
+	if !strings.HasPrefix(t, "==") {
+		return "", false
+	}
+	title := strings.Trim(t, "= \t")
+	return strings.ToLower(strings.Join(strings.Fields(title), " ")), true
+}
+
+// logLine reports lines Python's logging or rocm-smi itself interleaves
+// with the tables ("WARNING: AMD GPU device(s) is/are in a low-power state").
+func logLine(t string) bool {
+	for _, p := range []string{"WARNING:", "ERROR:", "INFO:", "DEBUG:", "CRITICAL:"} {
+		if strings.HasPrefix(t, p) {
+			return true
+		}
+	}
+	return false
+}
+
+type textParser struct {
+	r     *Report
+	lines []string
+	// last is the index of the last non-blank line.
+	last int
+	seen bool
+}
+
+func (p *textParser) errAt(src string, i, col int, err error) error {
+	return &topology.ParseError{Source: src, Line: i + 1, Column: col, Err: err}
+}
+
+// ParseText parses the text output of one or more rocm-smi runs: any mix
+// of the sections printed by --showtopo (Weight, Hops, Link Type, Numa
+// Nodes), --shownodesbw, --showtoponuma, --showtopoaccess, the concise
+// table (plain rocm-smi, all three header generations), --showuse,
+// --showmemuse, --showmeminfo vram, --showbus, --showuniqueid,
+// --showproductname, --showallinfo and --version, in any order. Banners
+// of any width, WARNING lines, tabs or spaces, trailing spaces and both
+// GPU[0] and GPU 0 labels are accepted; sections it does not know are
+// skipped.
+//
+// Malformed input is a *topology.ParseError naming the section and line:
+// a matrix whose rows and columns disagree (topology.ErrNotSquare), a
+// non-numeric cell (ErrBadNumber), an unknown link type
+// (ErrUnknownLinkType), a table cut off by the end of input
+// (ErrTruncated), or input with no rocm-smi section at all
+// (ErrWrongTool, Line 0).
+func ParseText(rd io.Reader) (*Report, error) {
+	data, err := io.ReadAll(rd)
+	if err != nil {
+		return nil, fmt.Errorf("rocm-smi: %w", err)
+	}
+	data = bytes.TrimSuffix(data, []byte("\n"))
+	lines := strings.Split(string(data), "\n")
+	for i, l := range lines {
+		if !utf8.ValidString(l) {
+			l = strings.ToValidUTF8(l, "\uFFFD")
+		}
+		lines[i] = strings.TrimRightFunc(strings.TrimSuffix(l, "\r"), unicode.IsSpace)
+	}
+	p := &textParser{r: NewReport(), lines: lines, last: -1}
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.TrimSpace(lines[i]) != "" {
+			p.last = i
+			break
+		}
+	}
+	if err := p.parse(); err != nil {
+		return nil, err
+	}
+	if !p.seen {
+		return nil, &topology.ParseError{Source: Source, Err: fmt.Errorf("%w: no rocm-smi section found", topology.ErrWrongTool)}
+	}
+	return p.r, nil
+}
+
+func (p *textParser) parse() error {
+	cur := sectionInfo{kind: kindOther, source: Source}
+	for i := 0; i < len(p.lines); {
+		line := p.lines[i]
+		t := strings.TrimSpace(line)
+		if title, ok := bannerTitle(t); ok {
+			i++
+			if title == "" {
+				cur = sectionInfo{kind: kindOther, source: Source}
+				continue
+			}
+			info, known := sections[title]
+			if !known {
+				cur = sectionInfo{kind: kindOther, source: Source}
+				continue
+			}
+			p.seen = true
+			if info.flag != "" {
+				p.r.addSection(info.flag)
+			}
+			cur = info
+			var err error
+			switch info.kind {
+			case kindWeight, kindHops, kindType, kindAccess, kindBW:
+				i, err = p.matrix(i, info)
+				cur = sectionInfo{kind: kindOther, source: Source}
+			case kindConcise:
+				i, err = p.concise(i, info)
+				cur = sectionInfo{kind: kindOther, source: Source}
+			}
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		if err := p.plainLine(i, t, cur); err != nil {
+			return err
+		}
+		i++
+	}
+	return nil
+}
+
+// plainLine handles a line outside tables: GPU key/value lines, the
+// driver and rocm-smi version lines; anything else is skipped.
+func (p *textParser) plainLine(i int, t string, cur sectionInfo) error {
+	line := p.lines[i]
+	if m := kvLine.FindStringSubmatchIndex(line); m != nil {
+		ns, ne := m[2], m[3]
+		if ns < 0 {
+			ns, ne = m[4], m[5]
+		}
+		num := line[ns:ne]
+		rest := line[m[1]:]
+		k := keyEnd(rest)
+		if k < 0 {
+			return nil // "GPU[0] : Not supported" and other free text
+		}
+		key, value := rest[:k], rest[k+1:]
+		known := isKnownKey(key)
+		if !known {
+			return nil
+		}
+		idx, err := parseIndex(num)
+		if err != nil {
+			return p.errAt(cur.source, i, ns, err)
+		}
+		p.seen = true
+		vcol := m[1] + k + 1 + (len(value) - len(strings.TrimLeftFunc(value, unicode.IsSpace)))
+		if err := applyKey(p.r.device(idx), key, value); err != nil {
+			return p.errAt(cur.source, i, vcol, err)
+		}
+		return nil
+	}
+	lower := strings.ToLower(t)
+	if j := strings.Index(lower, "rocm-smi version:"); j >= 0 {
+		v := strings.TrimSpace(t[j+len("rocm-smi version:"):])
+		if f := strings.FieldsFunc(v, func(c rune) bool { return unicode.IsSpace(c) || c == '|' }); len(f) > 0 {
+			p.r.Version = f[0]
+			p.seen = true
+		}
+		return nil
+	}
+	if strings.HasPrefix(lower, "driver version:") {
+		p.r.DriverVersion = strings.TrimSpace(t[len("driver version:"):])
+	}
+	return nil
+}
+
+// keyEnd returns the index of the colon ending the key in "key: value"
+// (a colon followed by white space or the end), or -1.
+func keyEnd(s string) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] == ':' && (i+1 == len(s) || s[i+1] == ' ' || s[i+1] == '\t') {
+			if strings.TrimSpace(s[:i]) == "" {
+				return -1
+			}
+			return i
+		}
+	}
+	return -1
+}
+
+func isKnownKey(k string) bool {
+	switch strings.ToLower(strings.TrimSpace(k)) {
+	case "(topology) numa node", "(topology) numa affinity", "gpu use (%)",
+		"gpu memory allocated (vram%)", "gpu memory use (%)", "vram total memory (b)",
+		"vram total used memory (b)", "pci bus", "unique id", "card series", "device name":
+		return true
+	}
+	return false
+}
+
+// cell is one parsed matrix cell.
+type cell struct {
+	ok   bool // the cell holds a value (not N/A)
+	a, b int64
+	s    string
+}
+
+// parseCell reads one matrix cell of the given kind.
+func parseCell(kind sectionKind, s string, diag bool) (cell, error) {
+	if unknownValue(s) || s == "XXXX" {
+		return cell{}, nil
+	}
+	switch kind {
+	case kindWeight, kindHops:
+		n, err := strconv.ParseInt(s, 10, 32)
+		if err != nil || n < 0 {
+			return cell{}, fmt.Errorf("%w: %q", topology.ErrBadNumber, s)
+		}
+		return cell{ok: true, a: n}, nil
+	case kindType:
+		switch u := strings.ToUpper(s); {
+		case u == "XGMI" || u == "PCIE":
+			return cell{ok: true, s: u}, nil
+		case diag && u == "0":
+			return cell{}, nil
+		}
+		return cell{}, fmt.Errorf("%w: %q", topology.ErrUnknownLinkType, s)
+	case kindAccess:
+		switch strings.ToLower(s) {
+		case "true", "false":
+			return cell{ok: true, s: strings.ToLower(s)}, nil
+		}
+		return cell{}, fmt.Errorf("%w: access %q is not True or False", topology.ErrSyntax, s)
+	case kindBW:
+		lo, hi, found := strings.Cut(s, "-")
+		if !found {
+			return cell{}, fmt.Errorf("%w: bandwidth %q is not min-max", topology.ErrBadNumber, s)
+		}
+		a, err1 := strconv.ParseInt(lo, 10, 64)
+		b, err2 := strconv.ParseInt(hi, 10, 64)
+		if err1 != nil || err2 != nil || a < 0 || b < 0 {
+			return cell{}, fmt.Errorf("%w: bandwidth %q", topology.ErrBadNumber, s)
+		}
+		if a > b {
+			return cell{}, fmt.Errorf("%w: bandwidth %q has min above max", topology.ErrSyntax, s)
+		}
+		return cell{ok: true, a: a, b: b}, nil
+	}
+	return cell{}, nil
+}
+
+// matrix parses a GPU x GPU table whose column header is at or after line
+// i; it returns the index of the first line after the table.
+func (p *textParser) matrix(i int, sec sectionInfo) (int, error) {
+	for i < len(p.lines) && (strings.TrimSpace(p.lines[i]) == "" || logLine(strings.TrimSpace(p.lines[i]))) {
+		i++
+	}
+	if i >= len(p.lines) {
+		return i, p.errAt(sec.source, len(p.lines)-1, 0, fmt.Errorf("%w: no table after the section title", topology.ErrTruncated))
+	}
+	head := fields(p.lines[i])
+	if len(head) > maxDevices {
+		return i, p.errAt(sec.source, i, head[maxDevices].col, fmt.Errorf("%w: more than %d columns", topology.ErrSyntax, maxDevices))
+	}
+	cols := make([]int, len(head))
+	seenCol := map[int]bool{}
+	for c, tk := range head {
+		m := gpuLabel.FindStringSubmatch(tk.s)
+		if m == nil {
+			return i, p.errAt(sec.source, i, tk.col, fmt.Errorf("%w: column header %q is not GPUn", topology.ErrSyntax, tk.s))
+		}
+		n, err := parseIndex(m[1])
+		if err != nil {
+			return i, p.errAt(sec.source, i, tk.col, err)
+		}
+		if seenCol[n] {
+			return i, p.errAt(sec.source, i, tk.col, fmt.Errorf("%w: column %s twice", topology.ErrSyntax, tk.s))
+		}
+		seenCol[n] = true
+		cols[c] = n
+	}
+	n := len(cols)
+	grid := make([]cell, n*n)
+	for r := 0; r < n; r++ {
+		i++
+		for i < len(p.lines) && logLine(strings.TrimSpace(p.lines[i])) {
+			i++
+		}
+		if i > p.last {
+			return i, p.errAt(sec.source, max(p.last, 0), 0, fmt.Errorf("%w: %d of %d rows", topology.ErrTruncated, r, n))
+		}
+		toks := fields(p.lines[i])
+		if len(toks) == 0 || !gpuLabel.MatchString(toks[0].s) {
+			return i, p.errAt(sec.source, i, 0, fmt.Errorf("%w: %d rows for %d columns", topology.ErrNotSquare, r, n))
+		}
+		if want := fmt.Sprintf("GPU%d", cols[r]); toks[0].s != want {
+			return i, p.errAt(sec.source, i, 0, fmt.Errorf("%w: row %s where %s expected", topology.ErrNotSquare, toks[0].s, want))
+		}
+		if len(toks)-1 != n {
+			col := len(p.lines[i])
+			if len(toks)-1 > n {
+				col = toks[n+1].col
+			}
+			return i, p.errAt(sec.source, i, col, fmt.Errorf("%w: %d cells in row %s for %d columns", topology.ErrNotSquare, len(toks)-1, toks[0].s, n))
+		}
+		for c := 0; c < n; c++ {
+			v, err := parseCell(sec.kind, toks[c+1].s, c == r)
+			if err != nil {
+				return i, p.errAt(sec.source, i, toks[c+1].col, err)
+			}
+			grid[r*n+c] = v
+		}
+	}
+	i++
+	for j := i; j < len(p.lines); j++ {
+		t := strings.TrimSpace(p.lines[j])
+		if t == "" || logLine(t) {
+			continue
+		}
+		if toks := fields(t); gpuLabel.MatchString(toks[0].s) {
+			return j, p.errAt(sec.source, j, 0, fmt.Errorf("%w: more rows than the %d columns", topology.ErrNotSquare, n))
+		}
+		break
+	}
+	p.commit(sec, cols, grid)
+	return i, nil
+}
+
+// commit stores a parsed matrix, reading the upper triangle and noting
+// where the lower one disagrees.
+func (p *textParser) commit(sec sectionInfo, cols []int, grid []cell) {
+	n := len(cols)
+	for a := 0; a < n; a++ {
+		for b := a + 1; b < n; b++ {
+			up, lo := grid[a*n+b], grid[b*n+a]
+			v := up
+			if !up.ok {
+				v = lo
+			}
+			if up.ok && lo.ok && up != lo {
+				p.r.note("%s: GPU%d-GPU%d reads %s but GPU%d-GPU%d reads %s; using the first",
+					sec.source, cols[a], cols[b], cellString(sec.kind, up), cols[b], cols[a], cellString(sec.kind, lo))
+			}
+			if !v.ok {
+				continue
+			}
+			pr := p.r.pair(cols[a], cols[b])
+			switch sec.kind {
+			case kindWeight:
+				pr.Weight = int(v.a)
+			case kindHops:
+				pr.Hops = int(v.a)
+			case kindType:
+				pr.Type = v.s
+			case kindBW:
+				pr.MinBandwidth, pr.MaxBandwidth = v.a, v.b
+			}
+		}
+	}
+	if sec.kind == kindAccess {
+		// Accessibility does not shape the model, but it names the devices.
+		for _, c := range cols {
+			p.r.device(c)
+		}
+	}
+}
+
+func cellString(kind sectionKind, c cell) string {
+	switch kind {
+	case kindBW:
+		return fmt.Sprintf("%d-%d", c.a, c.b)
+	case kindType, kindAccess:
+		return c.s
+	}
+	return strconv.FormatInt(c.a, 10)
+}
+
+// concise parses the concise table (plain rocm-smi) whose header is at or
+// after line i, and returns the index of the first line after it.
+func (p *textParser) concise(i int, sec sectionInfo) (int, error) {
+	for i < len(p.lines) && (strings.TrimSpace(p.lines[i]) == "" || logLine(strings.TrimSpace(p.lines[i]))) {
+		i++
+	}
+	if i >= len(p.lines) {
+		return i, p.errAt(sec.source, len(p.lines)-1, 0, fmt.Errorf("%w: no table after the section title", topology.ErrTruncated))
+	}
+	head := fields(p.lines[i])
+	gen1 := head[0].s == "GPU"
+	if !gen1 && head[0].s != "Device" {
+		return i, p.errAt(sec.source, i, head[0].col, fmt.Errorf("%w: concise header starts with %q, not GPU or Device", topology.ErrSyntax, head[0].s))
+	}
+	// Column of the power reading: by position among the header's
+	// columns in the single-token ROCm 5.x layout (which survives
+	// whitespace being collapsed), by alignment in the 6.x layouts whose
+	// cells hold spaces ("[0x74a1 : 0x00]", "NPS1, SPX").
+	powerIdx, powerRune, ncols := -1, -1, 0
+	for _, tk := range head {
+		if strings.HasPrefix(tk.s, "(") {
+			continue // "Temp (DieEdge)" is one column
+		}
+		if tk.s == "AvgPwr" || tk.s == "Power" {
+			powerIdx, powerRune = ncols, tk.rcol
+		}
+		ncols++
+	}
+	i++
+	rows := 0
+	var prev *DeviceInfo
+	for ; i < len(p.lines); i++ {
+		line := p.lines[i]
+		t := strings.TrimSpace(line)
+		if title, ok := bannerTitle(t); ok {
+			if title != "" {
+				return i, nil
+			}
+			if rows == 0 && !gen1 {
+				continue // the rule under a two-row header
+			}
+			return i + 1, nil
+		}
+		if t == "" || logLine(t) {
+			continue
+		}
+		if line[0] == ' ' || line[0] == '\t' {
+			if rows > 0 && prev != nil && !gen1 && prev.Name == "" {
+				prev.Name = t // the second row of a ROCm 6.0/6.1 entry
+			}
+			continue
+		}
+		toks := fields(line)
+		idx, err := parseIndex(toks[0].s)
+		if err != nil {
+			return i, p.errAt(sec.source, i, 0, fmt.Errorf("%w: concise row %q does not start with a GPU index", topology.ErrSyntax, toks[0].s))
+		}
+		if len(toks) < 4 {
+			return i, p.errAt(sec.source, i, len(line), fmt.Errorf("%w: concise row has %d fields", topology.ErrSyntax, len(toks)))
+		}
+		n := len(toks)
+		util, vram, capTok := toks[n-1], toks[n-2], toks[n-3]
+		d := p.r.device(idx)
+		d.InConcise = true
+		if !unknownValue(util.s) {
+			if d.UtilPercent, err = parsePercent(util.s); err != nil {
+				return i, p.errAt(sec.source, i, util.col, err)
+			}
+		}
+		if !unknownValue(vram.s) {
+			if d.MemUsedPct, err = parsePercent(vram.s); err != nil {
+				return i, p.errAt(sec.source, i, vram.col, err)
+			}
+		}
+		pwrCap := -1.0
+		if !unknownValue(capTok.s) {
+			pwrCap, err = strconv.ParseFloat(strings.TrimSuffix(capTok.s, "W"), 64)
+			if err != nil || pwrCap < 0 {
+				return i, p.errAt(sec.source, i, capTok.col, fmt.Errorf("%w: power cap %q", topology.ErrBadNumber, capTok.s))
+			}
+		}
+		power := ""
+		if gen1 && powerIdx >= 0 && n == ncols {
+			power = toks[powerIdx].s
+		} else if !gen1 && powerRune >= 0 {
+			for _, tk := range toks {
+				if tk.rcol == powerRune {
+					power = tk.s
+				}
+			}
+		}
+		d.SecondDie = rows > 0 && power == "N/A" && pwrCap == 0
+		prev = d
+		rows++
+	}
+	if rows == 0 {
+		return i, p.errAt(sec.source, max(p.last, 0), 0, fmt.Errorf("%w: concise table has no rows", topology.ErrTruncated))
+	}
+	return i, nil
+}
