@@ -64,6 +64,10 @@ func cleanEnv(t *testing.T, extra ...string) []string {
 func runAmdrun(t *testing.T, env []string, args ...string) result {
 	t.Helper()
 	cmd := exec.Command(amdrunBin, args...)
+	if len(args) > 1 && args[0] == "__netns" {
+		// run inside a network namespace (multi-node tests)
+		cmd = exec.Command("ip", append([]string{"netns", "exec", args[1], amdrunBin}, args[2:]...)...)
+	}
 	cmd.Env = env
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -125,8 +125,11 @@ type Plan struct {
 
 // Rank is one worker of a plan.
 type Rank struct {
+	// Rank is the global rank (NodeRank*len(Devices) + LocalRank);
+	// LocalRank the rank on this node.
 	Rank, LocalRank int
-	Device          topology.Device
+	// Device is the rank's GPU (the LOCAL_RANK-th visible device).
+	Device topology.Device
 	// NUMANode is the host NUMA node the rank is bound to, -1 if none.
 	NUMANode int
 	// CPUs are the CPUs the rank is bound to; nil means not bound (it

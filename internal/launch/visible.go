@@ -94,7 +94,7 @@ func ParseMask(env []string, devs []topology.Device) (*Mask, error) {
 		}
 		if m.visVar != "" {
 			if !equalInts(idx, m.vis) {
-				return nil, fmt.Errorf("%w: %s=%s and %s=%s name different devices",
+				return nil, fmt.Errorf("launch: %w: %s=%q and %s=%q name different devices",
 					ErrMask, m.visVar, vars[m.visVar], name, vars[name])
 			}
 			continue
@@ -114,7 +114,7 @@ func ParseMask(env []string, devs []topology.Device) (*Mask, error) {
 // runtime indices, or positions within base when positional is set.
 func resolveList(name, val string, devs []topology.Device, base []int, positional bool) ([]string, []int, error) {
 	if strings.TrimSpace(val) == "" {
-		return nil, nil, fmt.Errorf("%w: %s is set but empty: no GPU would be visible", ErrMask, name)
+		return nil, nil, fmt.Errorf("launch: %w: %s is set but empty: no GPU would be visible", ErrMask, name)
 	}
 	var toks []string
 	var idx []int
@@ -123,10 +123,10 @@ func resolveList(name, val string, devs []topology.Device, base []int, positiona
 		tok := strings.TrimSpace(raw)
 		d, err := resolveToken(tok, devs, base, positional)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%w: %s=%s: entry %q %v", ErrMask, name, val, tok, err)
+			return nil, nil, fmt.Errorf("launch: %w: %s=%q: entry %q %v", ErrMask, name, val, tok, err)
 		}
 		if seen[d] {
-			return nil, nil, fmt.Errorf("%w: %s=%s: entry %q names device %d twice", ErrMask, name, val, tok, d)
+			return nil, nil, fmt.Errorf("launch: %w: %s=%q: entry %q names device %d twice", ErrMask, name, val, tok, d)
 		}
 		seen[d] = true
 		toks = append(toks, tok)
@@ -226,7 +226,7 @@ func (m *Mask) Allows(i int) bool {
 func (m *Mask) Check(chosen []topology.Device) error {
 	for _, d := range chosen {
 		if !m.Allows(d.Index) {
-			return fmt.Errorf("%w: device %d is not in the visible set %v", ErrMask, d.Index, m.cands)
+			return fmt.Errorf("launch: %w: device %d is not in the visible set %v", ErrMask, d.Index, m.cands)
 		}
 	}
 	return nil

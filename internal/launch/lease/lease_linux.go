@@ -27,7 +27,7 @@ import (
 // world-writable but not sticky, since then any user can delete another's
 // lease files.
 func Open(path string, warn func(string, ...any)) (*Dir, error) {
-	return openDir(path, 0o1777, false, warn)
+	return openDir(path, fs.ModeSticky|0o777, false, warn)
 }
 
 // OpenDefault is Open with fall-backs for when path cannot be used (no
@@ -91,7 +91,10 @@ func openDir(path string, mode os.FileMode, mustOwn bool, warn func(string, ...a
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("lease: %s: %w: lease directory is not a directory", path, ErrUnsafe)
 	}
-	st := fi.Sys().(*unix.Stat_t)
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil {
+		return nil, fmt.Errorf("lease: %w", &fs.PathError{Op: "lstat", Path: path, Err: err})
+	}
 	euid := os.Geteuid()
 	if mustOwn && int(st.Uid) != euid {
 		return nil, fmt.Errorf("lease: %s: %w: private lease directory is owned by uid %d, not %d", path, ErrUnsafe, st.Uid, euid)
@@ -308,7 +311,7 @@ func procHolder(pid int, key string) Holder {
 }
 
 type procLock struct {
-	pid              int
+	pid               int
 	major, minor, ino uint64
 }
 
@@ -483,8 +486,8 @@ const queueDir = "queue"
 // a dead waiter. Call Done when the wait is over.
 func (d *Dir) Enqueue() (*Ticket, error) {
 	qd := filepath.Join(d.path, queueDir)
-	if err := os.Mkdir(qd, 0o1777); err == nil {
-		if err := os.Chmod(qd, 0o1777); err != nil {
+	if err := os.Mkdir(qd, 0o777); err == nil {
+		if err := os.Chmod(qd, fs.ModeSticky|0o777); err != nil {
 			return nil, fmt.Errorf("lease: %w", err)
 		}
 	} else if !errors.Is(err, fs.ErrExist) {

@@ -1,10 +1,10 @@
 package kfd
 
 import (
-	"bufio"
+	"bytes"
 	"fmt"
 	"io"
-	"strconv"
+	"strings"
 
 	"github.com/amdrun/amdrun/internal/topology"
 )
@@ -25,13 +25,26 @@ func (p Props) Get(key string) (uint64, bool) {
 // *topology.ParseError naming source and the 1-based line, wrapping
 // topology.ErrSyntax or topology.ErrBadNumber. It opens nothing itself.
 func ParseProperties(r io.Reader, source string) (Props, error) {
-	p := Props{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 4096), 1<<20)
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, &topology.ParseError{Source: source, Err: fmt.Errorf("%w: %v", topology.ErrTruncated, err)}
+	}
+	return parseProps(data, source)
+}
+
+// parseProps is ParseProperties on a file already read.
+func parseProps(data []byte, source string) (Props, error) {
+	p := make(Props, 16) // a link file has 13 keys
 	line := 0
-	for sc.Scan() {
+	for len(data) > 0 {
 		line++
-		key, val, col, err := splitLine(sc.Text())
+		var text []byte
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			text, data = data[:i], data[i+1:]
+		} else {
+			text, data = data, nil
+		}
+		key, val, col, err := splitLine(text)
 		if err != nil {
 			return nil, &topology.ParseError{Source: source, Line: line, Column: col, Err: err}
 		}
@@ -42,16 +55,12 @@ func ParseProperties(r io.Reader, source string) (Props, error) {
 			return nil, &topology.ParseError{Source: source, Line: line, Column: 0,
 				Err: fmt.Errorf("%w: key %q given twice", topology.ErrSyntax, key)}
 		}
-		v, perr := strconv.ParseUint(val, 10, 64)
-		if perr != nil {
+		v, ok := parseUint(val)
+		if !ok {
 			return nil, &topology.ParseError{Source: source, Line: line, Column: col,
 				Err: fmt.Errorf("%w: %s %q", topology.ErrBadNumber, key, val)}
 		}
 		p[key] = v
-	}
-	if err := sc.Err(); err != nil {
-		return nil, &topology.ParseError{Source: source, Line: line + 1,
-			Err: fmt.Errorf("%w: %v", topology.ErrSyntax, err)}
 	}
 	return p, nil
 }
@@ -59,14 +68,14 @@ func ParseProperties(r io.Reader, source string) (Props, error) {
 // splitLine splits "key value" into its two fields. It returns key "" for
 // a blank line, and for a bad line the 0-based column of the problem. col
 // is the column where the value starts.
-func splitLine(s string) (key, val string, col int, err error) {
+func splitLine(s []byte) (key string, val []byte, col int, err error) {
 	i := 0
 	skip := func() {
 		for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r') {
 			i++
 		}
 	}
-	field := func() string {
+	field := func() []byte {
 		start := i
 		for i < len(s) && s[i] != ' ' && s[i] != '\t' && s[i] != '\r' {
 			i++
@@ -75,25 +84,73 @@ func splitLine(s string) (key, val string, col int, err error) {
 	}
 	skip()
 	if i == len(s) {
-		return "", "", 0, nil
+		return "", nil, 0, nil
 	}
 	keyCol := i
-	key = field()
-	for j := 0; j < len(key); j++ {
-		c := key[j]
+	kb := field()
+	for j := 0; j < len(kb); j++ {
+		c := kb[j]
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
-			return "", "", keyCol + j, fmt.Errorf("%w: bad character %q in key", topology.ErrSyntax, c)
+			return "", nil, keyCol + j, fmt.Errorf("%w: bad character %q in key", topology.ErrSyntax, c)
 		}
 	}
+	key = intern(kb)
 	skip()
 	if i == len(s) {
-		return "", "", i, fmt.Errorf("%w: key %q has no value", topology.ErrSyntax, key)
+		return "", nil, i, fmt.Errorf("%w: key %q has no value", topology.ErrSyntax, key)
 	}
 	col = i
 	val = field()
 	skip()
 	if i != len(s) {
-		return "", "", i, fmt.Errorf("%w: more than two fields", topology.ErrSyntax)
+		return "", nil, i, fmt.Errorf("%w: more than two fields", topology.ErrSyntax)
 	}
 	return key, val, col, nil
+}
+
+// knownKeys holds the keys KFD prints, so that parsing a tree of
+// thousands of files does not allocate each key again.
+var knownKeys = func() map[string]string {
+	m := map[string]string{}
+	for _, k := range strings.Fields(`type version_major version_minor node_from node_to weight
+		min_latency max_latency min_bandwidth max_bandwidth recommended_transfer_size
+		recommended_sdma_engine_id_mask flags cpu_cores_count simd_count mem_banks_count
+		caches_count io_links_count p2p_links_count cpu_core_id_base simd_id_base
+		max_waves_per_simd lds_size_in_kb gds_size_in_kb num_gws wave_front_size array_count
+		simd_arrays_per_engine cu_per_simd_array simd_per_cu max_slots_scratch_cu
+		gfx_target_version vendor_id device_id location_id domain drm_render_minor hive_id
+		num_sdma_engines num_sdma_xgmi_engines num_sdma_queues_per_engine num_cp_queues
+		max_engine_clk_fcompute max_engine_clk_ccompute local_mem_size fw_version capability
+		debug_prop sdma_fw_version unique_id num_xcc heap_type size_in_bytes width mem_clk_max`) {
+		m[k] = k
+	}
+	return m
+}()
+
+// intern returns b as a string, shared for known keys.
+func intern(b []byte) string {
+	if k, ok := knownKeys[string(b)]; ok { // no allocation for the lookup
+		return k
+	}
+	return string(b)
+}
+
+// parseUint parses an unsigned decimal number without allocating; it
+// rejects signs, empty input and overflow.
+func parseUint(b []byte) (uint64, bool) {
+	if len(b) == 0 {
+		return 0, false
+	}
+	var v uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		d := uint64(c - '0')
+		if v > (1<<64-1-d)/10 {
+			return 0, false
+		}
+		v = v*10 + d
+	}
+	return v, true
 }

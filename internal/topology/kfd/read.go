@@ -5,18 +5,21 @@
 //
 // Every path is read through an fs.FS rooted at a directory the caller
 // chooses (os.DirFS("/") on a live system), so tests and users can point it
-// at a captured tree.
+// at a captured tree. Read opens files from several goroutines at once, so
+// the fs.FS must allow concurrent reads (os.DirFS and fstest.MapFS do).
 package kfd
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
 	"path"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/amdrun/amdrun/internal/topology"
 )
@@ -139,7 +142,7 @@ func readProps(fsys fs.FS, p string) (Props, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kfd: %w", err)
 	}
-	return ParseProperties(bytes.NewReader(data), "kfd "+p)
+	return parseProps(data, "kfd "+p)
 }
 
 // readSmall reads a one-line text file, trimmed; ok is false when the
@@ -156,30 +159,73 @@ func readSmall(fsys fs.FS, p string) (s string, ok bool, err error) {
 }
 
 // loadNodes reads every node's properties and, for GPU nodes, their name,
-// links and memory banks.
+// links and memory banks. A CPX tree has thousands of link files, so the
+// nodes are read by a few goroutines; warnings and the first error come
+// out in node order all the same.
 func loadNodes(fsys fs.FS, dir string, warn topology.Warner) ([]*node, error) {
 	ids, err := numericEntries(fsys, dir, warn)
 	if err != nil {
 		return nil, err
 	}
-	nodes := make([]*node, 0, len(ids))
 	for k, id := range ids {
 		if id != k && (k == 0 || ids[k-1] != id-1) {
 			warn.Warn("kfd: %s: node numbers skip to %d", dir, id)
 		}
-		n := &node{id: id, dir: path.Join(dir, strconv.Itoa(id))}
+	}
+	nodes := make([]*node, len(ids))
+	warns := make([][]string, len(ids))
+	err = parallel(len(ids), func(k int) error {
+		n := &node{id: ids[k], dir: path.Join(dir, strconv.Itoa(ids[k]))}
+		nodes[k] = n
+		var err error
 		if n.props, err = readProps(fsys, path.Join(n.dir, "properties")); err != nil {
-			return nil, err
+			return err
 		}
 		n.gpu = n.props["simd_count"] > 0
-		if n.gpu {
-			if err := loadGPU(fsys, n, warn); err != nil {
-				return nil, err
-			}
+		if !n.gpu {
+			return nil
 		}
-		nodes = append(nodes, n)
+		return loadGPU(fsys, n, func(format string, args ...any) {
+			warns[k] = append(warns[k], fmt.Sprintf(format, args...))
+		})
+	})
+	for _, ws := range warns {
+		for _, w := range ws {
+			warn.Warn("%s", w)
+		}
+	}
+	if err != nil {
+		return nil, err
 	}
 	return nodes, nil
+}
+
+// parallel calls f(0..n-1) from a few goroutines and returns the error of
+// the lowest index that failed.
+func parallel(n int, f func(i int) error) error {
+	errs := make([]error, n)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := min(n, 2*runtime.GOMAXPROCS(0), 16); w > 0; w-- {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				errs[i] = f(i)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // loadGPU reads a GPU node's name, io_links, p2p_links and mem_banks.
@@ -229,7 +275,7 @@ func loadGPU(fsys fs.FS, n *node, warn topology.Warner) error {
 // build turns the loaded nodes into a finished model.
 func build(fsys fs.FS, dir string, nodes []*node, warn topology.Warner) (*topology.Model, error) {
 	byID := make(map[int]*node, len(nodes))
-	devOf := map[int]int{} // KFD node id -> device index
+	devOf := map[int]int{}  // KFD node id -> device index
 	cpuOrd := map[int]int{} // KFD CPU node id -> position among CPU nodes
 	var gpus []*node
 	flagsSeen := false
@@ -330,7 +376,7 @@ func build(fsys fs.FS, dir string, nodes []*node, warn topology.Warner) (*topolo
 				continue
 			}
 			if flagsSeen && !l.p2p && l.props["flags"]&flagEnabled == 0 {
-				warn.Warn("kfd: %s: link from node %d to node %d is disabled (flags %#x); the pair uses the host path",
+				warn.Warn("kfd: %s: link from node %d to node %d is disabled (flags %d); the pair uses the host path",
 					l.path, n.id, tn.id, l.props["flags"])
 				continue
 			}

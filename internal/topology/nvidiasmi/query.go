@@ -65,14 +65,15 @@ func unknownValue(s string) bool {
 	return false
 }
 
-// csvRows reads nvidia-smi CSV: comma-separated values, each trimmed,
-// with the column of each value. Blank lines are skipped; a header line
-// starting with header (when --format lacks noheader) is skipped too.
+// csvRow is one line of nvidia-smi CSV and its 1-based line number.
 type csvRow struct {
 	line   int
 	values []field
 }
 
+// readCSV reads nvidia-smi CSV: comma-separated values, each trimmed,
+// with the column of each value. Blank lines are skipped; a first line
+// starting with header (when --format lacks noheader) is skipped too.
 func readCSV(r io.Reader, source, header string) ([]csvRow, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)

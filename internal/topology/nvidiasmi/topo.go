@@ -252,10 +252,10 @@ func readMatrix(r io.Reader, source string) (*matrix, error) {
 			continue // a NIC row (NICn, mlx5_n, ...): not ours
 		}
 		k := len(m.cells)
+		if k >= m.nGPU {
+			return nil, perr(lineNo, label.col, topology.ErrNotSquare, "row %s but the header has %d GPU columns", label.text, m.nGPU)
+		}
 		if want := fmt.Sprintf("GPU%d", k); label.text != want {
-			if k >= m.nGPU {
-				return nil, perr(lineNo, label.col, topology.ErrNotSquare, "row %s but the header has %d GPU columns", label.text, m.nGPU)
-			}
 			return nil, perr(lineNo, label.col, topology.ErrNotSquare, "row %s where %s was expected", label.text, want)
 		}
 		body := fs[1:]

@@ -46,7 +46,8 @@ func ParseJSON(rd io.Reader) (*Report, error) {
 		var te *json.UnmarshalTypeError
 		switch {
 		case asErr(err, &se):
-			pe.Line, pe.Column = lineCol(data, se.Offset)
+			// Offset counts the offending byte; the column points at it.
+			pe.Line, pe.Column = lineCol(data, max(se.Offset-1, 0))
 		case asErr(err, &te):
 			pe.Err = fmt.Errorf("%w: top level is a JSON %s, not an object", topology.ErrWrongTool, te.Value)
 		}

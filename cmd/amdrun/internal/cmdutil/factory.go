@@ -37,6 +37,9 @@ type Factory struct {
 	// HostNUMA returns this host's NUMA nodes; tests replace it.
 	HostNUMA func() ([]topology.NUMANode, error)
 
+	// Run runs external programs (vendor tools, python); tests replace it.
+	Run topology.Runner
+
 	// Discover is the discovery function; tests replace it.
 	Discover func(ctx context.Context, o discover.Options) (*topology.Model, error)
 
@@ -79,6 +82,7 @@ func New(version string) *Factory {
 		Executable: os.Executable,
 		Now:        time.Now,
 		Discover:   discover.Discover,
+		Run:        discover.ExecRunner,
 	}
 	f.HostNUMA = func() ([]topology.NUMANode, error) {
 		root := f.Topo.SysfsRoot

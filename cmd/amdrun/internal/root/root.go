@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/doctor"
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/pscmd"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/runcmd"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/topocmd"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/version"
@@ -40,6 +42,8 @@ func NewCmdRoot(f *cmdutil.Factory) *cobra.Command {
 	cmd.SetErr(f.IOStreams.ErrOut)
 	cmd.AddCommand(topocmd.NewCmdTopo(f, nil))
 	cmd.AddCommand(version.NewCmdVersion(f))
+	cmd.AddCommand(pscmd.NewCmdPs(f, nil))
+	cmd.AddCommand(doctor.NewCmdDoctor(f, nil))
 	for _, c := range cmd.Commands() {
 		c.SilenceErrors, c.SilenceUsage = true, true
 	}

@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
-	"os/user"
 	"strings"
 	"time"
 
@@ -15,6 +13,7 @@ import (
 	"github.com/amdrun/amdrun/internal/discover"
 	"github.com/amdrun/amdrun/internal/launch"
 	"github.com/amdrun/amdrun/internal/launch/lease"
+	"github.com/amdrun/amdrun/internal/launch/numabalance"
 	"github.com/amdrun/amdrun/internal/selector"
 	"github.com/amdrun/amdrun/internal/topology"
 	"golang.org/x/sys/unix"
@@ -89,6 +88,15 @@ func Run(ctx context.Context, o *Options) error {
 	if o.Explain {
 		printExplain(o.IO.ErrOut, m, choice)
 	}
+	restore, err := numabalance.Apply(o.Root, o.NUMABalancing)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := restore(); err != nil {
+			o.Warn.Warn("%v", err)
+		}
+	}()
 	self, err := o.Executable()
 	if err != nil {
 		return fmt.Errorf("cannot find amdrun's own binary for binding: %w", err)
@@ -114,24 +122,21 @@ func Run(ctx context.Context, o *Options) error {
 // chooseWithLeases selects under the node-wide lock, leaving out devices
 // other amdrun jobs hold, and takes the lease on the chosen set before the
 // lock is released. With --wait it queues (first come, first served) until
-// enough devices are free.
+// enough devices are free; the model's busy state is the one discovered at
+// start, so it waits for other amdrun jobs' leases.
 func chooseWithLeases(ctx context.Context, o *Options, m *topology.Model, req selector.Request) (*selector.Choice, *lease.Lease, error) {
 	dirPath := o.LeaseDir
 	if dirPath == "" {
 		dirPath = getenv(o.Env(), "AMDRUN_LEASE_DIR")
 	}
-	explicit := dirPath != ""
-	if dirPath == "" {
-		dirPath = lease.DefaultDir
-	}
 	var (
 		d   *lease.Dir
 		err error
 	)
-	if explicit {
+	if dirPath != "" {
 		d, err = lease.Open(dirPath, o.Warn)
 	} else {
-		d, err = lease.OpenDefault(dirPath, o.Warn)
+		d, err = lease.OpenDefault(lease.DefaultDir, o.Warn)
 	}
 	if err != nil {
 		return nil, nil, err
@@ -140,89 +145,74 @@ func chooseWithLeases(ctx context.Context, o *Options, m *topology.Model, req se
 	for i := range m.Devices {
 		keys[i] = m.Devices[i].Key()
 	}
-	try := func() (*selector.Choice, *lease.Lease, error) {
-		unlock, err := d.Lock(ctx)
-		if err != nil {
-			return nil, nil, err
+	withHeld := func(holders map[string]lease.Holder) selector.Request {
+		r := req
+		r.Held = map[int]string{}
+		for i, k := range keys {
+			if h, ok := holders[k]; ok {
+				r.Held[i] = describe(h)
+			}
 		}
-		defer unlock()
+		return r
+	}
+	if o.DryRun {
 		holders, err := d.Held(keys)
 		if err != nil {
 			return nil, nil, err
 		}
-		req.Held = map[int]string{}
-		for i, k := range keys {
-			if h, ok := holders[k]; ok {
-				req.Held[i] = describe(h)
-			}
+		c, err := selector.Select(m, withHeld(holders), o.Policy)
+		return c, nil, err
+	}
+	var choice *selector.Choice
+	choose := func(holders map[string]lease.Holder) ([]string, error) {
+		c, err := selector.Select(m, withHeld(holders), o.Policy)
+		var ne *selector.NotEnoughError
+		if errors.As(err, &ne) && len(ne.Held) > 0 {
+			// Enough devices exist, but other jobs hold some: worth waiting.
+			return nil, fmt.Errorf("%w: %w", lease.ErrBusy, err)
 		}
-		c, err := selector.Select(m, req, o.Policy)
-		if err != nil || o.DryRun {
-			return c, nil, err
+		if err != nil {
+			return nil, err
 		}
+		choice = c
 		chosen := make([]string, len(c.Devices))
 		for i, dev := range c.Devices {
 			chosen[i] = keys[dev]
 		}
-		l, err := d.Acquire(chosen, holderInfo(o, chosen))
-		return c, l, err
+		return chosen, nil
 	}
-	c, l, err := try()
-	var ne *selector.NotEnoughError
-	if o.Wait == 0 || o.DryRun || !errors.As(err, &ne) || len(ne.Held) == 0 && len(ne.Busy) == 0 {
-		return c, l, err
+	info := lease.CurrentHolder(nil)
+	info.Command = "amdrun " + strings.Join(o.Args, " ")
+	l, err := d.Claim(ctx, keys, info, choose, 0)
+	if err == nil || o.Wait == 0 || !errors.Is(err, lease.ErrBusy) {
+		return choice, l, unwrapBusy(err)
 	}
-	// Queue: a ticket keeps our place; only the oldest live ticket tries.
-	t, qerr := d.Enqueue()
-	if qerr != nil {
-		return nil, nil, qerr
-	}
-	defer t.Done()
-	fmt.Fprintf(o.IO.ErrOut, "amdrun: waiting for %d free device(s): %s\n", o.NGPUs, ne.Error())
-	var deadline <-chan time.Time
+	fmt.Fprintf(o.IO.ErrOut, "amdrun: waiting for %d free device(s) (queued, first come first served): %v\n", o.NGPUs, unwrapBusy(err))
+	wctx := ctx
 	if o.Wait > 0 {
-		timer := time.NewTimer(o.Wait)
-		defer timer.Stop()
-		deadline = timer.C
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, o.Wait)
+		defer cancel()
 	}
-	tick := time.NewTicker(waitPoll)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, nil, ctx.Err()
-		case <-deadline:
-			return nil, nil, fmt.Errorf("gave up waiting after %s: %w", o.Wait, err)
-		case <-tick.C:
-		}
-		first, ferr := t.First()
-		if ferr != nil {
-			return nil, nil, ferr
-		}
-		if !first {
-			continue
-		}
-		c, l, err = try()
-		if !errors.As(err, &ne) {
-			return c, l, err
-		}
+	l, err = d.Claim(wctx, keys, info, choose, waitPoll)
+	if err != nil && wctx.Err() != nil && ctx.Err() == nil {
+		return nil, nil, fmt.Errorf("gave up waiting for devices after %s", o.Wait)
 	}
+	return choice, l, unwrapBusy(err)
+}
+
+// unwrapBusy drops the lease.ErrBusy wrapper chooseWithLeases adds, so
+// the user sees the selector's message.
+func unwrapBusy(err error) error {
+	var ne *selector.NotEnoughError
+	if errors.As(err, &ne) {
+		return ne
+	}
+	return err
 }
 
 func describe(h lease.Holder) string {
 	return fmt.Sprintf("leased by %s pid %d since %s (%s)", h.User, h.PID, h.Start.Format("15:04:05"), h.Command)
-}
-
-func holderInfo(o *Options, devices []string) lease.Holder {
-	h := lease.Holder{PID: os.Getpid(), UID: os.Getuid(), Start: o.Now(), Devices: devices,
-		Command: strings.Join(o.Args, " ")}
-	if u, err := user.Current(); err == nil {
-		h.User = u.Username
-	} else {
-		h.User = fmt.Sprint(os.Getuid())
-	}
-	h.Host, _ = os.Hostname()
-	return h
 }
 
 // makePlan turns the choice into per-rank commands, environment and binding.

@@ -53,8 +53,8 @@ func printPlan(w io.Writer, m *topology.Model, c *selector.Choice, p *launch.Pla
 	fmt.Fprintln(tw, "RANK\tLOCAL\tDEVICE\tNUMA\tCPUS\tCOMMAND")
 	for _, r := range p.Ranks {
 		numa := "-"
-		if r.NUMANode >= 0 {
-			numa = fmt.Sprint(r.NUMANode)
+		if r.Device.NUMANode >= 0 {
+			numa = fmt.Sprint(r.Device.NUMANode)
 		}
 		cpus := topology.FormatCPUList(r.CPUs)
 		if cpus == "" {
@@ -189,7 +189,7 @@ func printJSON(o *Options, m *topology.Model, c *selector.Choice, p *launch.Plan
 		if cpus == nil {
 			cpus = []int{}
 		}
-		out.Ranks = append(out.Ranks, jsonRank{r.Rank, r.LocalRank, r.Device.Index, r.NUMANode, cpus, r.Mems, r.Argv, shown})
+		out.Ranks = append(out.Ranks, jsonRank{r.Rank, r.LocalRank, r.Device.Index, r.Device.NUMANode, cpus, r.Mems, r.Argv, shown})
 	}
 	enc := json.NewEncoder(o.IO.Out)
 	enc.SetIndent("", "  ")

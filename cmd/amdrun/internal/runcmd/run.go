@@ -13,6 +13,8 @@ import (
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
 	"github.com/amdrun/amdrun/internal/launch"
+	"github.com/amdrun/amdrun/internal/launch/numabalance"
+	"github.com/amdrun/amdrun/internal/launch/slurm"
 	"github.com/amdrun/amdrun/internal/selector"
 	"github.com/amdrun/amdrun/internal/topology"
 	"github.com/spf13/cobra"
@@ -61,6 +63,13 @@ type Options struct {
 	MasterAddr string
 	MasterPort int
 
+	// NUMABalancing is off, on or keep (set kernel.numa_balancing for the job).
+	NUMABalancing numabalance.Mode
+	// Root is the directory /proc is read under ("" = "/").
+	Root string
+	// Slurm is the allocation amdrun runs in, or nil.
+	Slurm *slurm.Job
+
 	LeaseDir string
 	NoLease  bool
 	Wait     time.Duration // 0 = do not wait; <0 = wait forever
@@ -71,7 +80,7 @@ type Options struct {
 
 // raw holds flag values that need parsing in validation.
 type raw struct {
-	devices, exclude, policy, order, bind, mem, ranksFilter, wait string
+	devices, exclude, policy, order, bind, mem, ranksFilter, wait, numaBalancing string
 }
 
 const long = `amdrun starts N torchrun-compatible worker processes on the best-connected
@@ -126,6 +135,13 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 			if f.Topo.File != "" {
 				opts.SourceAuto = false
 			}
+			opts.Root = f.Topo.SysfsRoot
+			if opts.Root == "" {
+				opts.Root = f.Getenv("AMDRUN_SYSFS_ROOT")
+			}
+			if err := fromSlurm(cmd, f, opts); err != nil {
+				return err
+			}
 			if err := validate(cmd, opts, &r); err != nil {
 				return err
 			}
@@ -160,6 +176,7 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 	fl.IntVar(&opts.NodeRank, "node-rank", 0, "this node's rank, 0 to nnodes-1")
 	fl.StringVar(&opts.MasterAddr, "master-addr", "127.0.0.1", "address of the node that hosts rank 0's store")
 	fl.IntVar(&opts.MasterPort, "master-port", 0, "port of rank 0's store (default: a free port on one node)")
+	fl.StringVar(&r.numaBalancing, "numa-balancing", "keep", "set kernel.numa_balancing for the job and restore it after: off, on or keep")
 	fl.StringVar(&opts.LeaseDir, "lease-dir", "", "directory of device leases shared by every amdrun on the node (default $AMDRUN_LEASE_DIR, else /run/lock/amdrun)")
 	fl.BoolVar(&opts.NoLease, "no-lease", false, "do not take or respect device leases")
 	fl.StringVar(&r.wait, "wait", "", "when not enough devices are free, wait for them (optionally at most DURATION, e.g. --wait=10m)")
@@ -200,6 +217,9 @@ func validate(cmd *cobra.Command, o *Options, r *raw) error {
 		if o.RanksFilter, err = parseIndexList("--local-ranks-filter", r.ranksFilter, true); err != nil {
 			return err
 		}
+	}
+	if o.NUMABalancing, err = numabalance.ParseMode(r.numaBalancing); err != nil {
+		return &cmdutil.FlagError{Err: fmt.Errorf("--numa-balancing: %w", err)}
 	}
 	switch r.wait {
 	case "":
@@ -242,6 +262,24 @@ func validate(cmd *cobra.Command, o *Options, r *raw) error {
 	if len(o.Args) == 0 && !o.DryRun {
 		return cmdutil.FlagErrorf("missing SCRIPT: amdrun [flags] SCRIPT [ARGS...] (see amdrun --help)")
 	}
+	return nil
+}
+
+// fromSlurm reads the Slurm allocation amdrun runs in (SLURM_JOB_ID set)
+// and fills --nnodes, --node-rank, --master-addr and --master-port from it
+// where the user did not give them: explicit flags win.
+func fromSlurm(cmd *cobra.Command, f *cmdutil.Factory, o *Options) error {
+	run := func(name string, args ...string) ([]byte, error) {
+		return f.Run(cmd.Context(), name, args...)
+	}
+	job, err := slurm.FromEnvWith(f.Env(), run)
+	if err != nil || job == nil {
+		return err
+	}
+	o.Slurm = job
+	s := slurm.Merge(slurm.Settings{NNodes: o.NNodes, NodeRank: o.NodeRank, MasterAddr: o.MasterAddr, MasterPort: o.MasterPort},
+		cmd.Flags().Changed, job)
+	o.NNodes, o.NodeRank, o.MasterAddr, o.MasterPort = s.NNodes, s.NodeRank, s.MasterAddr, s.MasterPort
 	return nil
 }
 

@@ -1,0 +1,298 @@
+// Package doctor is `amdrun doctor`: a checklist of what decides how well
+// a multi-GPU job runs on this node, each with OK, WARN or FAIL and one
+// line of advice.
+package doctor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
+	"github.com/amdrun/amdrun/internal/launch/lease"
+	"github.com/amdrun/amdrun/internal/topology"
+	"github.com/spf13/cobra"
+)
+
+// Status of one check.
+type Status string
+
+// Statuses, from good to bad.
+const (
+	OK   Status = "OK"
+	Warn Status = "WARN"
+	Fail Status = "FAIL"
+)
+
+// Check is one line of the checklist.
+type Check struct {
+	Name   string `json:"name"`
+	Status Status `json:"status"`
+	Detail string `json:"detail"`
+	Advice string `json:"advice,omitempty"`
+}
+
+// Options are the inputs of `amdrun doctor`.
+type Options struct {
+	IO       *iostreams.IOStreams
+	Topology func(context.Context) (*topology.Model, error)
+	Env      func() []string
+	// Root is the directory /proc and /sys are read under ("/" normally).
+	Root   string
+	Leases func() (*lease.Dir, error)
+	// Run runs python to ask torch which devices it sees.
+	Run    topology.Runner
+	Python string
+	JSON   bool
+}
+
+// NewCmdDoctor returns `amdrun doctor`.
+func NewCmdDoctor(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	opts := &Options{IO: f.IOStreams, Topology: f.Topology, Env: f.Env, Run: f.Run}
+	var leaseDir string
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "Check this node for what affects multi-GPU jobs (OK / WARN / FAIL)",
+		Long: `Check the topology source and its version, the devices and busy ones,
+visible-device variables already set (and whether ROCR and HIP conflict),
+NUMA balancing, NUMA nodes and where each device sits, the IOMMU mode
+(AMD advises iommu=pt for Instinct GPUs), leases held by amdrun jobs, and
+whether python3 and torch are found and which devices torch sees.
+Exits 0 when no check fails.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Root = f.Topo.SysfsRoot
+			if opts.Root == "" {
+				opts.Root = f.Getenv("AMDRUN_SYSFS_ROOT")
+			}
+			if opts.Root == "" {
+				opts.Root = "/"
+			}
+			opts.Leases = func() (*lease.Dir, error) { return cmdutil.OpenLeases(f, leaseDir) }
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return Run(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the checks as JSON")
+	cmd.Flags().StringVar(&opts.Python, "python", "", "Python interpreter to check (default $PYTHON_EXEC, else python3)")
+	cmd.Flags().StringVar(&leaseDir, "lease-dir", "", "lease directory (default $AMDRUN_LEASE_DIR, else /run/lock/amdrun)")
+	return cmd
+}
+
+// Run performs the checks and prints them; it returns a SilentError when
+// one failed.
+func Run(ctx context.Context, o *Options) error {
+	checks := Checks(ctx, o)
+	failed := false
+	for _, c := range checks {
+		failed = failed || c.Status == Fail
+	}
+	if o.JSON {
+		enc := json.NewEncoder(o.IO.Out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(map[string]any{"checks": checks, "ok": !failed}); err != nil {
+			return err
+		}
+	} else {
+		for _, c := range checks {
+			fmt.Fprintf(o.IO.Out, "[%-4s] %-22s %s\n", c.Status, c.Name, c.Detail)
+			if c.Advice != "" {
+				fmt.Fprintf(o.IO.Out, "       %-22s -> %s\n", "", c.Advice)
+			}
+		}
+	}
+	if failed {
+		return cmdutil.SilentError
+	}
+	return nil
+}
+
+// Checks runs every check in order.
+func Checks(ctx context.Context, o *Options) []Check {
+	var out []Check
+	m, err := o.Topology(ctx)
+	if err != nil {
+		out = append(out, Check{"topology source", Fail, err.Error(), "install amd-smi/rocm-smi (ROCm) or nvidia-smi, or check that the amdgpu/nvidia driver is loaded"})
+	} else {
+		v := m.Source
+		if m.SourceVersion != "" {
+			v += " " + m.SourceVersion
+		}
+		out = append(out, Check{"topology source", OK, v, ""})
+		out = append(out, devicesCheck(m))
+		out = append(out, numaCheck(m))
+	}
+	out = append(out, visibleCheck(o.Env()))
+	out = append(out, balancingCheck(o.Root))
+	if m != nil {
+		out = append(out, iommuCheck(o.Root, m.Vendor))
+		out = append(out, leaseCheck(o, m))
+	}
+	out = append(out, torchCheck(ctx, o))
+	return out
+}
+
+func devicesCheck(m *topology.Model) Check {
+	var busy []string
+	for _, d := range m.Devices {
+		if d.Busy {
+			busy = append(busy, fmt.Sprintf("%d (%s)", d.Index, d.BusyReason))
+		}
+	}
+	detail := fmt.Sprintf("%d devices", m.N())
+	if len(busy) == 0 {
+		return Check{"devices", OK, detail + ", none busy", ""}
+	}
+	return Check{"devices", Warn, detail + ", busy: " + strings.Join(busy, ", "),
+		"amdrun leaves busy devices out unless --allow-busy; see amdrun ps"}
+}
+
+func numaCheck(m *topology.Model) Check {
+	by := map[int][]string{}
+	for _, d := range m.Devices {
+		by[d.NUMANode] = append(by[d.NUMANode], fmt.Sprint(d.Index))
+	}
+	var ids []int
+	for id := range by {
+		ids = append(ids, id)
+	}
+	sort.Ints(ids)
+	var parts []string
+	for _, id := range ids {
+		name := fmt.Sprintf("node %d", id)
+		if id < 0 {
+			name = "unknown node"
+		}
+		parts = append(parts, fmt.Sprintf("%s: GPU %s", name, strings.Join(by[id], ",")))
+	}
+	detail := fmt.Sprintf("%d host NUMA node(s); %s", len(m.NUMANodes), strings.Join(parts, "; "))
+	if _, unknown := by[-1]; unknown {
+		return Check{"NUMA placement", Warn, detail, "some devices report no NUMA node: ranks on them are not bound"}
+	}
+	return Check{"NUMA placement", OK, detail, ""}
+}
+
+func visibleCheck(env []string) Check {
+	set := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		switch k {
+		case "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES":
+			set[k] = v
+		}
+	}
+	if len(set) == 0 {
+		return Check{"visible devices", OK, "no CUDA_/HIP_/ROCR_VISIBLE_DEVICES set", ""}
+	}
+	var parts []string
+	for _, k := range []string{"CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"} {
+		if v, ok := set[k]; ok {
+			parts = append(parts, k+"="+v)
+		}
+	}
+	detail := strings.Join(parts, " ")
+	_, rocr := set["ROCR_VISIBLE_DEVICES"]
+	_, hip := set["HIP_VISIBLE_DEVICES"]
+	if rocr && hip {
+		return Check{"visible devices", Warn, detail,
+			"ROCR_VISIBLE_DEVICES applies first and HIP_VISIBLE_DEVICES then indexes into what is left: unset one"}
+	}
+	return Check{"visible devices", OK, detail + " (amdrun chooses among these)", ""}
+}
+
+func balancingCheck(root string) Check {
+	b, err := os.ReadFile(filepath.Join(root, "proc/sys/kernel/numa_balancing"))
+	if err != nil {
+		return Check{"NUMA balancing", OK, "not supported by this kernel", ""}
+	}
+	v := strings.TrimSpace(string(b))
+	if v == "0" {
+		return Check{"NUMA balancing", OK, "off (kernel.numa_balancing = 0)", ""}
+	}
+	return Check{"NUMA balancing", Warn, "on (kernel.numa_balancing = " + v + ")",
+		"benchmark with it on and off; amdrun --numa-balancing off sets it for one job"}
+}
+
+func iommuCheck(root string, v topology.Vendor) Check {
+	b, err := os.ReadFile(filepath.Join(root, "proc/cmdline"))
+	if err != nil {
+		return Check{"IOMMU", Warn, "cannot read /proc/cmdline: " + err.Error(), ""}
+	}
+	mode := "default (no iommu= on the kernel command line)"
+	pt := false
+	for _, f := range strings.Fields(string(b)) {
+		if strings.HasPrefix(f, "iommu=") || strings.HasPrefix(f, "amd_iommu=") || strings.HasPrefix(f, "intel_iommu=") {
+			mode = f
+			pt = pt || f == "iommu=pt"
+		}
+	}
+	if v == topology.VendorAMD && !pt {
+		return Check{"IOMMU", Warn, mode, "AMD advises iommu=pt on the kernel command line for Instinct GPUs"}
+	}
+	return Check{"IOMMU", OK, mode, ""}
+}
+
+func leaseCheck(o *Options, m *topology.Model) Check {
+	d, err := o.Leases()
+	if err != nil {
+		return Check{"leases", Warn, err.Error(), "set --lease-dir or AMDRUN_LEASE_DIR to a directory every user can write"}
+	}
+	keys := make([]string, len(m.Devices))
+	for i := range m.Devices {
+		keys[i] = m.Devices[i].Key()
+	}
+	held, err := d.Held(keys)
+	if err != nil {
+		return Check{"leases", Warn, err.Error(), ""}
+	}
+	if len(held) == 0 {
+		return Check{"leases", OK, "no device leased (" + d.Path() + ")", ""}
+	}
+	var parts []string
+	for i, k := range keys {
+		if h, ok := held[k]; ok {
+			parts = append(parts, fmt.Sprintf("GPU %d by %s pid %d", i, h.User, h.PID))
+		}
+	}
+	return Check{"leases", OK, strings.Join(parts, ", "), "amdrun ps shows them"}
+}
+
+// torchProbe prints torch's version and how many devices it sees.
+const torchProbe = `import torch
+n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+hip = getattr(torch.version, "hip", None)
+print(torch.__version__, "hip" if hip else ("cuda" if torch.version.cuda else "cpu"), n)`
+
+func torchCheck(ctx context.Context, o *Options) Check {
+	py := o.Python
+	if py == "" {
+		for _, kv := range o.Env() {
+			if v, ok := strings.CutPrefix(kv, "PYTHON_EXEC="); ok {
+				py = v
+			}
+		}
+	}
+	if py == "" {
+		py = "python3"
+	}
+	out, err := o.Run(ctx, py, "-c", torchProbe)
+	if err != nil {
+		return Check{"python + torch", Warn, fmt.Sprintf("%s: %v", py, err), "install PyTorch for this python, or give --python / PYTHON_EXEC"}
+	}
+	f := strings.Fields(string(out))
+	if len(f) != 3 {
+		return Check{"python + torch", Warn, strings.TrimSpace(string(out)), ""}
+	}
+	detail := fmt.Sprintf("%s: torch %s (%s build) sees %s device(s)", py, f[0], f[1], f[2])
+	if f[2] == "0" {
+		return Check{"python + torch", Warn, detail, "this torch sees no GPU: a CPU-only build, or the driver is not loaded"}
+	}
+	return Check{"python + torch", OK, detail, ""}
+}

@@ -1,0 +1,132 @@
+// Package pscmd is `amdrun ps`: which devices of this node are leased by
+// an amdrun job, busy with another process, or free.
+package pscmd
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
+	"github.com/amdrun/amdrun/internal/launch/lease"
+	"github.com/amdrun/amdrun/internal/topology"
+	"github.com/spf13/cobra"
+)
+
+// Options are the inputs of `amdrun ps`.
+type Options struct {
+	IO       *iostreams.IOStreams
+	Topology func(context.Context) (*topology.Model, error)
+	// Leases opens the lease directory.
+	Leases func() (*lease.Dir, error)
+	JSON   bool
+}
+
+// NewCmdPs returns `amdrun ps`.
+func NewCmdPs(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	opts := &Options{IO: f.IOStreams, Topology: f.Topology}
+	var dir string
+	cmd := &cobra.Command{
+		Use:   "ps",
+		Short: "Show which devices are leased by amdrun jobs, busy, or free",
+		Long: `Show every device of this node and its state: leased (held by a running
+amdrun job: pid, user, start time, command), busy (another process has memory
+on it or runs on it, as the vendor tool or KFD reports), or free.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Leases = func() (*lease.Dir, error) { return cmdutil.OpenLeases(f, dir) }
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return Run(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print as JSON")
+	cmd.Flags().StringVar(&dir, "lease-dir", "", "lease directory (default $AMDRUN_LEASE_DIR, else /run/lock/amdrun)")
+	return cmd
+}
+
+// Row is one device's state.
+type Row struct {
+	Device   int           `json:"device"`
+	Key      string        `json:"key"`
+	Name     string        `json:"name,omitempty"`
+	State    string        `json:"state"` // "leased", "busy", "free"
+	Busy     bool          `json:"busy"`
+	Why      string        `json:"busy_reason,omitempty"`
+	MemUsed  int64         `json:"mem_used_mib,omitempty"`
+	Holder   *lease.Holder `json:"holder,omitempty"`
+	NUMANode int           `json:"numa_node"`
+}
+
+// Rows computes the state of every device.
+func Rows(m *topology.Model, holders map[string]lease.Holder) []Row {
+	rows := make([]Row, len(m.Devices))
+	for i, d := range m.Devices {
+		r := Row{Device: d.Index, Key: d.Key(), Name: d.Name, Busy: d.Busy, Why: d.BusyReason, MemUsed: d.MemUsedMiB, NUMANode: d.NUMANode, State: "free"}
+		if d.Busy {
+			r.State = "busy"
+		}
+		if h, ok := holders[r.Key]; ok {
+			h := h
+			r.Holder, r.State = &h, "leased"
+		}
+		rows[i] = r
+	}
+	return rows
+}
+
+// Run prints the table.
+func Run(ctx context.Context, opts *Options) error {
+	m, err := opts.Topology(ctx)
+	if err != nil {
+		return err
+	}
+	d, err := opts.Leases()
+	if err != nil {
+		return err
+	}
+	keys := make([]string, len(m.Devices))
+	for i := range m.Devices {
+		keys[i] = m.Devices[i].Key()
+	}
+	holders, err := d.Held(keys)
+	if err != nil {
+		return err
+	}
+	rows := Rows(m, holders)
+	if opts.JSON {
+		enc := json.NewEncoder(opts.IO.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(map[string]any{"source": m.Source, "lease_dir": d.Path(), "devices": rows})
+	}
+	if !opts.IO.IsStdoutTTY() {
+		for _, r := range rows {
+			who := ""
+			if r.Holder != nil {
+				who = fmt.Sprintf("%s:%d", r.Holder.User, r.Holder.PID)
+			}
+			fmt.Fprintf(opts.IO.Out, "%d\t%s\t%s\t%s\t%s\n", r.Device, r.Key, r.State, who, r.Why)
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(opts.IO.Out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "GPU\tKEY\tNUMA\tSTATE\tDETAIL")
+	for _, r := range rows {
+		detail := "-"
+		switch {
+		case r.Holder != nil:
+			detail = fmt.Sprintf("pid %d, user %s, since %s: %s", r.Holder.PID, r.Holder.User, r.Holder.Start.Format("2006-01-02 15:04:05"), r.Holder.Command)
+		case r.Busy:
+			detail = r.Why
+		}
+		numa := "-"
+		if r.NUMANode >= 0 {
+			numa = fmt.Sprint(r.NUMANode)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", r.Device, r.Key, numa, r.State, detail)
+	}
+	return tw.Flush()
+}

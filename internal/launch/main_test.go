@@ -1,0 +1,232 @@
+//go:build linux
+
+package launch
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/amdrun/amdrun/internal/topology"
+
+	"testing"
+)
+
+// Environment of the fake workers: the test binary re-executed.
+const (
+	envWorker   = "AMDRUN_TEST_WORKER"   // the worker's mode
+	envDir      = "AMDRUN_TEST_DIR"      // where workers write files
+	envFailRank = "AMDRUN_TEST_FAILRANK" // the rank that fails
+	envIgnore   = "AMDRUN_TEST_IGNORE"   // "TERM", "INT": signals a hanging worker ignores
+	envLauncher = "AMDRUN_TEST_LAUNCHER" // run as a mini amdrun (dir)
+)
+
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == ShimArg {
+		os.Exit(ShimMain(os.Args[2:]))
+	}
+	if mode := os.Getenv(envWorker); mode != "" {
+		os.Exit(fakeWorker(mode))
+	}
+	if dir := os.Getenv(envLauncher); dir != "" {
+		os.Exit(miniLauncher(dir))
+	}
+	os.Exit(m.Run())
+}
+
+// report is what a "report" worker writes about itself.
+type report struct {
+	Args       []string
+	Env        []string
+	Cpus, Mems string // from /proc/self/status
+	Policy     int    // get_mempolicy mode
+	PolicyMask uint64
+}
+
+func fakeWorker(mode string) int {
+	rank, _ := strconv.Atoi(os.Getenv("RANK"))
+	dir := os.Getenv(envDir)
+	fail := os.Getenv(envFailRank) == strconv.Itoa(rank)
+	switch mode {
+	case "report":
+		r := report{Args: os.Args, Env: os.Environ()}
+		st, _ := os.ReadFile("/proc/self/status")
+		for _, l := range strings.Split(string(st), "\n") {
+			if v, ok := strings.CutPrefix(l, "Cpus_allowed_list:"); ok {
+				r.Cpus = strings.TrimSpace(v)
+			}
+			if v, ok := strings.CutPrefix(l, "Mems_allowed_list:"); ok {
+				r.Mems = strings.TrimSpace(v)
+			}
+		}
+		var mask [16]uint64
+		var pol int32
+		// get_mempolicy(&mode, nodemask, maxnode, 0, 0)
+		_, _, e := unix.Syscall6(unix.SYS_GET_MEMPOLICY, uintptr(unsafe.Pointer(&pol)), uintptr(unsafe.Pointer(&mask[0])), 16*64, 0, 0, 0)
+		if e != 0 {
+			fmt.Fprintln(os.Stderr, "get_mempolicy:", e)
+			return 1
+		}
+		r.Policy, r.PolicyMask = int(pol), mask[0]
+		b, _ := json.Marshal(r)
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("rank%d.json", rank)), b, 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		return 0
+	case "fail":
+		if fail {
+			waitPeers(rank, dir)
+			for i := 0; i < 15; i++ {
+				fmt.Fprintf(os.Stderr, "rank %d error line %d\n", rank, i)
+			}
+			return 3
+		}
+		return hang(rank, dir)
+	case "selfkill":
+		if fail {
+			waitPeers(rank, dir)
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		}
+		return hang(rank, dir)
+	case "hang":
+		return hang(rank, dir)
+	case "restart":
+		count := os.Getenv("TORCHELASTIC_RESTART_COUNT")
+		os.WriteFile(filepath.Join(dir, fmt.Sprintf("restart%s.rank%d", count, rank)), nil, 0o644)
+		if fail {
+			n, _ := strconv.Atoi(count)
+			if n < 2 || os.Getenv("AMDRUN_TEST_ALWAYS") != "" {
+				return 1
+			}
+			return 0
+		}
+		return 0
+	case "lines":
+		w := bufio.NewWriterSize(os.Stdout, 1<<16)
+		for i := 0; i < 200; i++ {
+			line := fmt.Sprintf("rank %d line %d %s\n", rank, i, strings.Repeat("x", 50+rank*7))
+			// Two writes per line, so that an unguarded copier would interleave.
+			os.Stdout.WriteString(line[:20])
+			os.Stdout.WriteString(line[20:])
+		}
+		w.Flush()
+		fmt.Fprintf(os.Stderr, "rank %d done", rank) // no final newline
+		return 0
+	case "ready":
+		os.Stdout.WriteString("ready\n")
+		return 0
+	}
+	fmt.Fprintln(os.Stderr, "unknown worker mode", mode)
+	return 2
+}
+
+// hang announces "ready" once its handlers are in place and waits for a
+// signal; on SIGTERM it writes rankN.sigterm and dies of SIGTERM.
+func hang(rank int, dir string) int {
+	ignore := os.Getenv(envIgnore)
+	if strings.Contains(ignore, "TERM") {
+		signal.Ignore(syscall.SIGTERM)
+	}
+	if strings.Contains(ignore, "INT") {
+		signal.Ignore(syscall.SIGINT)
+	}
+	ch := make(chan os.Signal, 1)
+	if !strings.Contains(ignore, "TERM") {
+		signal.Notify(ch, syscall.SIGTERM)
+	}
+	fmt.Println("ready")
+	os.WriteFile(filepath.Join(dir, fmt.Sprintf("rank%d.ready", rank)), nil, 0o644)
+	select {
+	case <-ch:
+		os.WriteFile(filepath.Join(dir, fmt.Sprintf("rank%d.sigterm", rank)), nil, 0o644)
+		signal.Reset(syscall.SIGTERM)
+		syscall.Kill(os.Getpid(), syscall.SIGTERM)
+		time.Sleep(time.Minute)
+	case <-time.After(time.Minute):
+	}
+	return 0
+}
+
+// waitPeers waits until every other rank is ready (its handlers are in
+// place), so that a failure reaches workers that can report the SIGTERM.
+func waitPeers(rank int, dir string) {
+	n, _ := strconv.Atoi(os.Getenv("LOCAL_WORLD_SIZE"))
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		ready := 0
+		for r := 0; r < n; r++ {
+			if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("rank%d.ready", r))); r == rank || err == nil {
+				ready++
+			}
+		}
+		if ready == n {
+			return
+		}
+	}
+}
+
+// miniLauncher is a whole amdrun in small: it runs two hanging workers
+// (one through the bind shim) and prints "pid RANK PID" for each.
+func miniLauncher(dir string) int {
+	self, _ := os.Executable()
+	env := append(os.Environ(), envWorker+"=hang", envDir+"="+dir)
+	env = withoutEnv(env, envLauncher)
+	cpus, err := allowedNow()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	devs := []topology.Device{{Index: 0, NUMANode: 0}, {Index: 1, RuntimeIndex: 1, NUMANode: -1}}
+	p, err := NewPlan(Spec{Devices: devs, HostNUMA: []topology.NUMANode{{ID: 0, CPUs: cpus}}, AllowedCPUs: cpus,
+		Argv: []string{self}, Env: env, Bind: BindNUMA, Mem: MemNone})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	code, err := Run(context.Background(), p, RunOptions{Prefix: true, Self: self, OnStart: func(rank, pid int) {
+		fmt.Printf("pid %d %d\n", rank, pid)
+	}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+	return code
+}
+
+func withoutEnv(env []string, key string) []string {
+	var out []string
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, key+"=") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// allowedNow is this process's CPU affinity.
+func allowedNow() ([]int, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return nil, err
+	}
+	var cpus []int
+	for c := 0; c < len(set)*64; c++ {
+		if set.IsSet(c) {
+			cpus = append(cpus, c)
+		}
+	}
+	return cpus, nil
+}

@@ -1,0 +1,195 @@
+// Package numabalance sets the kernel's automatic NUMA balancing
+// (/proc/sys/kernel/numa_balancing) for the duration of a job and puts the
+// previous value back afterwards. Automatic balancing migrates pages and
+// tasks between NUMA nodes behind the job's back, which fights the
+// explicit CPU/memory binding amdrun does; ROCm's tuning guides advise
+// turning it off.
+//
+// Every path is built from a root directory ("" or "/" for the real
+// system) so that tests use a fake /proc tree.
+package numabalance
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// Mode is the --numa-balancing choice.
+type Mode string
+
+// Modes.
+const (
+	// Off writes 0 for the job.
+	Off Mode = "off"
+	// On writes 1 for the job.
+	On Mode = "on"
+	// Keep leaves the setting alone and touches nothing.
+	Keep Mode = "keep"
+)
+
+// Path is the sysctl file, relative to the root.
+const Path = "proc/sys/kernel/numa_balancing"
+
+// Sentinel errors; errors.Is finds them in the errors of Read and Apply.
+var (
+	// ErrNotSupported: the kernel has no numa_balancing sysctl (built
+	// without CONFIG_NUMA_BALANCING, or /proc is not mounted).
+	ErrNotSupported = errors.New("numa balancing not supported by this kernel")
+	// ErrPermission: the sysctl cannot be opened for writing.
+	ErrPermission = errors.New("cannot set NUMA balancing")
+)
+
+// ParseMode parses "off", "on" or "keep" (any case, spaces trimmed).
+// Another value gives an error that lists the valid ones.
+func ParseMode(s string) (Mode, error) {
+	switch m := Mode(strings.ToLower(strings.TrimSpace(s))); m {
+	case Off, On, Keep:
+		return m, nil
+	}
+	return "", fmt.Errorf("numa balancing: unknown mode %q (valid: off, on, keep)", s)
+}
+
+// target is the value Apply wants for mode m (Off or On) given the
+// current value cur. Off is 0. On sets bit 0 (NUMA_BALANCING_NORMAL) and
+// keeps bit 1 (NUMA_BALANCING_MEMORY_TIERING), so 2 becomes 3.
+func (m Mode) target(cur string) string {
+	if m == Off {
+		return "0"
+	}
+	n, err := strconv.ParseUint(cur, 10, 32)
+	if err != nil { // readRaw checked the digits; only overflow is left
+		return "1"
+	}
+	return strconv.FormatUint(n|1, 10)
+}
+
+func file(root string) string {
+	if root == "" {
+		root = "/"
+	}
+	return filepath.Join(root, Path)
+}
+
+// Read returns the current value of <root>/proc/sys/kernel/numa_balancing
+// with surrounding space removed: "0" (off), "1" (on), "2" or "3"
+// (memory tiering modes on newer kernels). A missing file gives an error
+// wrapping ErrNotSupported; content that is not a decimal number is an
+// error too.
+func Read(root string) (string, error) {
+	raw, err := readRaw(file(root))
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(raw)), nil
+}
+
+func readRaw(path string) ([]byte, error) {
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w (%v)", ErrNotSupported, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("numa balancing: %w", err)
+	}
+	v := strings.TrimSpace(string(raw))
+	if v == "" || strings.Trim(v, "0123456789") != "" {
+		return nil, fmt.Errorf("numa balancing: %s: unexpected value %q", path, v)
+	}
+	return raw, nil
+}
+
+// openFunc opens a file; tests replace os.OpenFile to simulate EACCES,
+// since they may run as root.
+type openFunc func(name string, flag int, perm os.FileMode) (*os.File, error)
+
+// Apply sets NUMA balancing for the job and returns restore, which puts
+// the previous value back byte for byte.
+//
+// Keep touches nothing and returns a restore that does nothing. For Off
+// and On, Apply first reads the current value (ErrNotSupported when the
+// file is missing). Off wants "0"; On wants the normal-balancing bit set
+// ("1", or "3" from the memory-tiering-only "2"). When the value already
+// is the wanted one, nothing is written and restore does nothing, so no
+// privilege is needed. Otherwise Apply opens the file for writing before
+// changing anything and, if that is refused, returns a single error
+// wrapping ErrPermission ("cannot set NUMA balancing: need root or
+// CAP_SYS_ADMIN (open ...: permission denied)") with the file unchanged.
+//
+// restore is safe to call more than once and from several goroutines
+// (the caller defers it and also calls it on its signal path): the first
+// call writes, later calls do nothing and return nil.
+func Apply(root string, mode Mode) (restore func() error, err error) {
+	return apply(root, mode, os.OpenFile)
+}
+
+func apply(root string, mode Mode, open openFunc) (func() error, error) {
+	noop := func() error { return nil }
+	switch mode {
+	case Keep:
+		return noop, nil
+	case Off, On:
+	default:
+		return nil, fmt.Errorf("numa balancing: unknown mode %q (valid: off, on, keep)", string(mode))
+	}
+	path := file(root)
+	prev, err := readRaw(path)
+	if err != nil {
+		return nil, err
+	}
+	want := mode.target(strings.TrimSpace(string(prev)))
+	if strings.TrimSpace(string(prev)) == want {
+		return noop, nil
+	}
+	if err := write(open, path, want); err != nil {
+		return nil, err
+	}
+	var (
+		mu   sync.Mutex
+		done bool
+	)
+	return func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if done {
+			return nil
+		}
+		done = true
+		if err := write(open, path, string(prev)); err != nil {
+			return fmt.Errorf("numa balancing: restore %q: %w", strings.TrimSpace(string(prev)), err)
+		}
+		return nil
+	}, nil
+}
+
+// write opens path for writing (the permission check) and writes v.
+func write(open openFunc, path, v string) error {
+	f, err := open(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		switch {
+		case errors.Is(err, fs.ErrPermission):
+			return fmt.Errorf("%w: need root or CAP_SYS_ADMIN (%v)", ErrPermission, err)
+		case errors.Is(err, syscall.EROFS):
+			// Containers usually mount /proc/sys read-only.
+			return fmt.Errorf("%w: %s is read-only here, as in most containers (%v)", ErrPermission, filepath.Dir(path), err)
+		case errors.Is(err, fs.ErrNotExist):
+			return fmt.Errorf("%w (%v)", ErrNotSupported, err)
+		}
+		return fmt.Errorf("%w: %v", ErrPermission, err)
+	}
+	_, werr := f.WriteString(v)
+	cerr := f.Close()
+	if werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return fmt.Errorf("numa balancing: write %q: %w", strings.TrimSpace(v), werr)
+	}
+	return nil
+}

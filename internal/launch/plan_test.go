@@ -1,0 +1,281 @@
+package launch
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/amdrun/amdrun/internal/topology"
+)
+
+// twoSocketHost is a 2-socket host: node 0 has CPUs 0-15, node 1 16-31.
+func twoSocketHost() []topology.NUMANode {
+	var n0, n1 []int
+	for c := 0; c < 16; c++ {
+		n0, n1 = append(n0, c), append(n1, 16+c)
+	}
+	return []topology.NUMANode{{ID: 0, CPUs: n0}, {ID: 1, CPUs: n1}}
+}
+
+func envMap(env []string) map[string]string {
+	m := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	return m
+}
+
+func baseSpec() Spec {
+	devs := amdNode()
+	return Spec{
+		Devices:    pick(devs, 4, 5, 0, 1),
+		HostNUMA:   twoSocketHost(),
+		Argv:       []string{"python", "-u", "train.py", "--lr", "0.1"},
+		Env:        []string{"PATH=/usr/bin", "NCCL_NVLS_ENABLE=0", "HIP_VISIBLE_DEVICES=9", "HOME=/root"},
+		VisibleEnv: (*Mask)(nil).Env(pick(devs, 4, 5, 0, 1), topology.VendorAMD),
+		Bind:       BindNUMA, Mem: MemBind,
+		NNodes: 2, NodeRank: 1,
+		MasterAddr: "10.0.0.1", MasterPort: 29400,
+		RunID: "job7", MaxRestarts: 2,
+	}
+}
+
+func TestPlanEnv(t *testing.T) {
+	p, err := NewPlan(baseSpec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.WorldSize != 8 || len(p.Ranks) != 4 {
+		t.Fatalf("WorldSize %d, %d ranks; want 8, 4", p.WorldSize, len(p.Ranks))
+	}
+	r := p.Ranks[2]
+	want := map[string]string{
+		"RANK": "6", "LOCAL_RANK": "2", "WORLD_SIZE": "8", "LOCAL_WORLD_SIZE": "4",
+		"GROUP_RANK": "1", "GROUP_WORLD_SIZE": "2", "ROLE_NAME": "default", "ROLE_RANK": "6",
+		"ROLE_WORLD_SIZE": "8", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29400",
+		"TORCHELASTIC_RUN_ID": "job7", "TORCHELASTIC_RESTART_COUNT": "0", "TORCHELASTIC_MAX_RESTARTS": "2",
+		"TORCHELASTIC_USE_AGENT_STORE": "False", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
+		"OMP_NUM_THREADS":     "8", // 16 CPUs of node 0 shared by 2 ranks
+		"HIP_VISIBLE_DEVICES": "4,5,0,1", "CUDA_VISIBLE_DEVICES": "4,5,0,1",
+		"PATH": "/usr/bin", "NCCL_NVLS_ENABLE": "0", "HOME": "/root",
+	}
+	if got := envMap(r.Env); !reflect.DeepEqual(got, want) {
+		t.Errorf("rank 6 env:\n got %v\nwant %v", got, want)
+	}
+	if r.Rank != 6 || r.LocalRank != 2 || r.Device.Index != 0 {
+		t.Errorf("rank %d local %d device %d, want 6 2 0", r.Rank, r.LocalRank, r.Device.Index)
+	}
+	// The base environment keeps its order; the user's HIP_VISIBLE_DEVICES
+	// is replaced in place, not duplicated.
+	if r.Env[0] != "PATH=/usr/bin" || r.Env[1] != "NCCL_NVLS_ENABLE=0" || r.Env[2] != "HIP_VISIBLE_DEVICES=4,5,0,1" || r.Env[3] != "HOME=/root" {
+		t.Errorf("env head %q", r.Env[:4])
+	}
+	if n := len(r.Env); n != len(want) {
+		t.Errorf("%d env entries, want %d (a duplicate?)", n, len(want))
+	}
+	if !reflect.DeepEqual(r.Argv, []string{"python", "-u", "train.py", "--lr", "0.1"}) {
+		t.Errorf("argv %q", r.Argv)
+	}
+	if len(p.Warnings) != 1 || !strings.Contains(p.Warnings[0], "OMP_NUM_THREADS is not set") {
+		t.Errorf("warnings %q, want one about OMP_NUM_THREADS", p.Warnings)
+	}
+}
+
+func TestPlanEnvUserSettingsKept(t *testing.T) {
+	s := baseSpec()
+	s.Env = append(s.Env, "OMP_NUM_THREADS=7", "TORCH_NCCL_ASYNC_ERROR_HANDLING=3")
+	s.NNodes, s.NodeRank, s.MasterAddr, s.MasterPort, s.RunID = 0, 0, "", 0, ""
+	p, err := NewPlan(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := envMap(p.Ranks[3].Env)
+	for k, v := range map[string]string{"OMP_NUM_THREADS": "7", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "3",
+		"RANK": "3", "WORLD_SIZE": "4", "GROUP_WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
+		"MASTER_PORT": "29500", "TORCHELASTIC_RUN_ID": "none"} {
+		if got[k] != v {
+			t.Errorf("%s=%q, want %q", k, got[k], v)
+		}
+	}
+	if len(p.Warnings) != 0 {
+		t.Errorf("warnings %q, want none", p.Warnings)
+	}
+}
+
+func TestPlanBinding(t *testing.T) {
+	devs := amdNode() // 0-3 on NUMA node 0, 4-7 on node 1
+	homeless := devs[2]
+	homeless.NUMANode = -1
+	foreign := devs[3]
+	foreign.NUMANode = 5
+	type want struct {
+		node int
+		cpus string
+		mems []int
+		omp  string
+	}
+	tests := []struct {
+		name     string
+		devs     []topology.Device
+		host     []topology.NUMANode
+		allowed  []int
+		bind     BindMode
+		mem      MemPolicy
+		want     []want
+		warnings []string
+	}{
+		{
+			name: "numa", devs: pick(devs, 0, 4, 1), host: twoSocketHost(), bind: BindNUMA, mem: MemBind,
+			want: []want{{0, "0-15", []int{0}, "8"}, {1, "16-31", []int{1}, "16"}, {0, "0-15", []int{0}, "8"}},
+		},
+		{
+			name: "numa preferred, restricted by allowed cpus", devs: pick(devs, 0, 4), host: twoSocketHost(),
+			allowed: []int{2, 3, 4, 20, 21}, bind: BindNUMA, mem: MemPreferred,
+			want: []want{{0, "2-4", []int{0}, "3"}, {1, "20-21", []int{1}, "2"}},
+		},
+		{
+			name: "exclusive splits a node in contiguous chunks", devs: pick(devs, 0, 1, 2, 3, 4), host: twoSocketHost(), bind: BindExclusive, mem: MemBind,
+			want: []want{{0, "0-3", []int{0}, "4"}, {0, "4-7", []int{0}, "4"}, {0, "8-11", []int{0}, "4"}, {0, "12-15", []int{0}, "4"}, {1, "16-31", []int{1}, "16"}},
+		},
+		{
+			name: "exclusive uneven split of allowed cpus", devs: pick(devs, 0, 1, 2, 3), host: twoSocketHost(),
+			allowed: []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, bind: BindExclusive, mem: MemNone,
+			want: []want{{0, "0-2", nil, "3"}, {0, "3-5", nil, "3"}, {0, "6-7", nil, "2"}, {0, "8-9", nil, "2"}},
+		},
+		{
+			name: "exclusive with more ranks than cpus shares", devs: pick(devs, 0, 1, 2), host: []topology.NUMANode{{ID: 0, CPUs: []int{0, 1}}},
+			bind: BindExclusive, mem: MemBind,
+			want:     []want{{0, "0", []int{0}, "1"}, {0, "1", []int{0}, "1"}, {0, "0", []int{0}, "1"}},
+			warnings: []string{"bind exclusive: more ranks than CPUs on NUMA node 0 (3 ranks, 2 CPUs): some ranks share a CPU"},
+		},
+		{
+			name: "none", devs: pick(devs, 0, 4), host: twoSocketHost(), bind: BindNone, mem: MemBind,
+			want: []want{{-1, "", nil, "16"}, {-1, "", nil, "16"}},
+		},
+		{
+			name: "devices without a host numa node warn once", devs: []topology.Device{devs[0], homeless, foreign}, host: twoSocketHost(), bind: BindNUMA, mem: MemBind,
+			want:     []want{{0, "0-15", []int{0}, "16"}, {-1, "", nil, "10"}, {-1, "", nil, "10"}},
+			warnings: []string{"bind: the host has no NUMA node for local rank(s) 1 (device 2, NUMA node -1), 2 (device 3, NUMA node 5): they are not bound"},
+		},
+		{
+			name: "no host numa information", devs: pick(devs, 0, 1), bind: BindExclusive, mem: MemBind,
+			want:     []want{{-1, "", nil, "1"}, {-1, "", nil, "1"}},
+			warnings: []string{"bind exclusive: the host's NUMA nodes are unknown: ranks are not bound"},
+		},
+		{
+			name: "node with no allowed cpu", devs: pick(devs, 0, 4), host: twoSocketHost(), allowed: []int{17}, bind: BindNUMA, mem: MemBind,
+			want:     []want{{-1, "", nil, "1"}, {1, "17", []int{1}, "1"}},
+			warnings: []string{"bind: amdrun may use none of the CPUs of the NUMA node of local rank(s) 0 (NUMA node 0): they are not bound"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := NewPlan(Spec{Devices: tt.devs, HostNUMA: tt.host, AllowedCPUs: tt.allowed,
+				Argv: []string{"w"}, Bind: tt.bind, Mem: tt.mem})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, w := range tt.want {
+				r := p.Ranks[i]
+				if r.NUMANode != w.node || topology.FormatCPUList(r.CPUs) != w.cpus || !reflect.DeepEqual(r.Mems, w.mems) {
+					t.Errorf("rank %d: node %d cpus %q mems %v, want %d %q %v", i, r.NUMANode, topology.FormatCPUList(r.CPUs), r.Mems, w.node, w.cpus, w.mems)
+				}
+				if got := envMap(r.Env)["OMP_NUM_THREADS"]; got != w.omp {
+					t.Errorf("rank %d: OMP_NUM_THREADS=%s, want %s", i, got, w.omp)
+				}
+				if r.Bound() != (w.cpus != "") {
+					t.Errorf("rank %d: Bound() = %v", i, r.Bound())
+				}
+				wantPol := MemNone
+				if w.mems != nil {
+					wantPol = tt.mem
+				}
+				if r.MemPolicy != wantPol {
+					t.Errorf("rank %d: mem policy %q, want %q", i, r.MemPolicy, wantPol)
+				}
+			}
+			// Drop the OMP note, which every case without OMP_NUM_THREADS has.
+			var warns []string
+			for _, w := range p.Warnings {
+				if !strings.HasPrefix(w, "OMP_NUM_THREADS") {
+					warns = append(warns, w)
+				}
+			}
+			if !reflect.DeepEqual(warns, tt.warnings) {
+				t.Errorf("warnings:\n got %q\nwant %q", warns, tt.warnings)
+			}
+		})
+	}
+}
+
+func TestPlanErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		edit func(*Spec)
+		want string
+	}{
+		{"no devices", func(s *Spec) { s.Devices = nil }, "launch: invalid launch spec: no devices"},
+		{"no command", func(s *Spec) { s.Argv = nil }, "no worker command"},
+		{"device twice", func(s *Spec) { s.Devices = append(s.Devices, s.Devices[0]) }, "device 4 chosen twice"},
+		{"node rank", func(s *Spec) { s.NodeRank = 2 }, "node rank 2 outside 2 node(s)"},
+		{"bind", func(s *Spec) { s.Bind = "socket" }, `bind: unknown mode "socket" (valid: numa, exclusive, none)`},
+		{"mem", func(s *Spec) { s.Mem = "interleave" }, `unknown policy "interleave" (valid: bind, preferred, none)`},
+		{"port", func(s *Spec) { s.MasterPort = 70000 }, "master port 70000 outside 1-65535"},
+		{"restarts", func(s *Spec) { s.MaxRestarts = -1 }, "max restarts -1 is negative"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := baseSpec()
+			tt.edit(&s)
+			_, err := NewPlan(s)
+			if err == nil || !errors.Is(err, ErrSpec) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("NewPlan error %v, want ErrSpec containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseModes(t *testing.T) {
+	for in, want := range map[string]BindMode{"numa": BindNUMA, "Exclusive": BindExclusive, " none ": BindNone} {
+		if got, err := ParseBindMode(in); err != nil || got != want {
+			t.Errorf("ParseBindMode(%q) = %q, %v", in, got, err)
+		}
+	}
+	for in, want := range map[string]MemPolicy{"bind": MemBind, "PREFERRED": MemPreferred, "none": MemNone} {
+		if got, err := ParseMemPolicy(in); err != nil || got != want {
+			t.Errorf("ParseMemPolicy(%q) = %q, %v", in, got, err)
+		}
+	}
+	if _, err := ParseBindMode("cores"); err == nil || err.Error() != `bind: unknown mode "cores" (valid: numa, exclusive, none)` {
+		t.Errorf("ParseBindMode(cores) error %v", err)
+	}
+	if _, err := ParseMemPolicy(""); err == nil || err.Error() != `mem policy: unknown policy "" (valid: bind, preferred, none)` {
+		t.Errorf("ParseMemPolicy(\"\") error %v", err)
+	}
+}
+
+func TestShimArgs(t *testing.T) {
+	sa, err := parseShimArgs([]string{"--cpus", "0-3,8", "--mems", "1", "--mempolicy", "preferred", "--", "python", "--", "x y"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(sa.cpus, []int{0, 1, 2, 3, 8}) || !reflect.DeepEqual(sa.mems, []int{1}) || sa.policy != MemPreferred ||
+		!reflect.DeepEqual(sa.argv, []string{"python", "--", "x y"}) {
+		t.Errorf("parsed %+v", sa)
+	}
+	for args, want := range map[string]string{
+		"--cpus 0-1":           "missing -- before the command",
+		"--cpus x -- w":        "--cpus: cpu list",
+		"--mempolicy hot -- w": `unknown policy "hot"`,
+		"--nice 3 -- w":        `unknown argument "--nice"`,
+		"--cpus 1 --":          "no command after --",
+		"--mems":               "--mems: missing value",
+	} {
+		_, err := parseShimArgs(strings.Fields(args))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("parseShimArgs(%s) error %v, want %q", args, err, want)
+		}
+	}
+}

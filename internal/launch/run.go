@@ -1,0 +1,94 @@
+package launch
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// ShimArg is the hidden first argument that makes amdrun act as the bind
+// shim: `amdrun __amdrun_bind --cpus LIST --mems LIST --mempolicy P --
+// argv...`. The main function must hand such a command line to ShimMain
+// before doing anything else.
+const ShimArg = "__amdrun_bind"
+
+// DefaultGrace is the time between SIGTERM and SIGKILL when
+// RunOptions.Grace is zero.
+const DefaultGrace = 10 * time.Second
+
+// ErrNotSupported is returned by Run and ShimMain on systems other than
+// Linux.
+var ErrNotSupported = errors.New("launch: running workers is only supported on Linux")
+
+// RunOptions controls Run. The zero value is usable.
+type RunOptions struct {
+	// Stdout and Stderr receive the workers' output and amdrun's own
+	// messages (restarts, failure summary); nil means os.Stdout/os.Stderr.
+	Stdout, Stderr io.Writer
+	// Prefix starts every console line with "[rankN]: " (the global rank).
+	// Lines of different ranks never interleave mid-line either way.
+	Prefix bool
+	// LogDir, when set, also receives DIR/rankN.stdout and rankN.stderr
+	// (truncated at the start of Run, appended to across restarts).
+	LogDir string
+	// RanksFilter lists the local ranks whose output reaches the console;
+	// nil means all. Log files always get everything.
+	RanksFilter []int
+	// Grace is the time between SIGTERM and SIGKILL; zero means
+	// DefaultGrace.
+	Grace time.Duration
+	// MaxRestarts is how often a failed group is restarted; zero means the
+	// plan's MaxRestarts.
+	MaxRestarts int
+	// Self is the amdrun binary that runs the bind shim (os.Executable());
+	// "" means os.Executable(), looked up only if a rank is bound.
+	Self string
+	// Signals, when set, replaces the signals Run would otherwise receive
+	// itself through signal.Notify (SIGINT, SIGTERM, SIGHUP, SIGQUIT,
+	// SIGUSR1, SIGUSR2). Tests inject signals through it.
+	Signals <-chan os.Signal
+	// OnStart, when set, is called with each worker's global rank and pid
+	// right after it starts.
+	OnStart func(rank, pid int)
+}
+
+// lookPath finds file in the directories of path (a PATH value) as
+// execvp does: a name with a slash is used as is. It returns an error
+// wrapping fs.ErrNotExist when nothing executable is found.
+func lookPath(file, path string) (string, error) {
+	if strings.Contains(file, "/") {
+		if err := executable(file); err != nil {
+			return "", fmt.Errorf("%s: %w", file, err)
+		}
+		return file, nil
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, file)
+		if executable(p) == nil {
+			if !strings.Contains(p, "/") {
+				p = "./" + p
+			}
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s: executable file not found in PATH: %w", file, fs.ErrNotExist)
+}
+
+func executable(p string) error {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() || fi.Mode()&0o111 == 0 {
+		return fs.ErrPermission
+	}
+	return nil
+}

@@ -1,0 +1,592 @@
+//go:build linux
+
+package launch
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/amdrun/amdrun/internal/topology"
+)
+
+// syncBuffer is a bytes.Buffer safe for Run's writers and the test.
+type syncBuffer struct {
+	mu    sync.Mutex
+	b     bytes.Buffer
+	ready chan struct{} // closed after want "ready" lines
+	want  int
+	n     int
+}
+
+func newBuf(wantReady int) *syncBuffer {
+	return &syncBuffer{ready: make(chan struct{}), want: wantReady}
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.want > 0 && bytes.HasSuffix(p, []byte("ready\n")) {
+		s.n++
+		if s.n == s.want {
+			close(s.ready)
+		}
+	}
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// hostNUMA reads this machine's NUMA nodes from sysfs (one node of all
+// allowed CPUs when sysfs has none).
+func hostNUMA(t *testing.T) []topology.NUMANode {
+	t.Helper()
+	paths, _ := filepath.Glob("/sys/devices/system/node/node[0-9]*/cpulist")
+	var out []topology.NUMANode
+	for _, p := range paths {
+		var id int
+		if _, err := fmt.Sscanf(filepath.Base(filepath.Dir(p)), "node%d", &id); err != nil {
+			continue
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cpus, err := topology.ParseCPUList(string(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cpus) > 0 {
+			out = append(out, topology.NUMANode{ID: id, CPUs: cpus})
+		}
+	}
+	if len(out) == 0 {
+		cpus, _ := allowedNow()
+		out = []topology.NUMANode{{ID: 0, CPUs: cpus}}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// workerPlan is a plan of n fake workers in the given mode, unbound.
+func workerPlan(t *testing.T, n int, mode string, extraEnv ...string) (*Plan, string) {
+	t.Helper()
+	dir := t.TempDir()
+	devs := make([]topology.Device, n)
+	for i := range devs {
+		devs[i] = topology.Device{Index: i, RuntimeIndex: i, NUMANode: -1}
+	}
+	env := append(os.Environ(), envWorker+"="+mode, envDir+"="+dir, "OMP_NUM_THREADS=1")
+	p, err := NewPlan(Spec{Devices: devs, Argv: []string{os.Args[0]}, Env: append(env, extraEnv...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, dir
+}
+
+func self(t *testing.T) string {
+	t.Helper()
+	s, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+type pids struct {
+	mu sync.Mutex
+	m  map[int]int
+}
+
+func (p *pids) record(rank, pid int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.m == nil {
+		p.m = map[int]int{}
+	}
+	p.m[rank] = pid
+}
+
+func (p *pids) all() map[int]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[int]int{}
+	for k, v := range p.m {
+		out[k] = v
+	}
+	return out
+}
+
+func assertGone(t *testing.T, pm map[int]int) {
+	t.Helper()
+	for rank, pid := range pm {
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("rank %d (pid %d) still exists after Run: kill 0 = %v", rank, pid, err)
+		}
+	}
+}
+
+func TestRunPassesArgvEnvAndBinds(t *testing.T) {
+	host := hostNUMA(t)
+	allowed, err := allowedNow()
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, last := host[0], host[len(host)-1] // the same node on a one-node host
+	t.Logf("host NUMA nodes %v, allowed CPUs %s", host, topology.FormatCPUList(allowed))
+	dir := t.TempDir()
+	argv := []string{os.Args[0], "a b", `"quoted" 'single'`, "KEY=VAL", "$HOME", "", "--", "ünï"}
+	env := append(os.Environ(), envWorker+"=report", envDir+"="+dir, "NCCL_NVLS_ENABLE=0", "WEIRD=a=b c")
+	devs := []topology.Device{
+		{Index: 0, NUMANode: first.ID}, {Index: 1, RuntimeIndex: 1, NUMANode: first.ID},
+		{Index: 3, RuntimeIndex: 3, NUMANode: last.ID},
+		{Index: 2, RuntimeIndex: 2, NUMANode: -1}, // unbound: started without the shim
+	}
+	for _, mem := range []MemPolicy{MemBind, MemPreferred} {
+		t.Run(string(mem), func(t *testing.T) {
+			p, err := NewPlan(Spec{Devices: devs, HostNUMA: host, AllowedCPUs: allowed, Argv: argv, Env: env,
+				VisibleEnv: (*Mask)(nil).Env(devs, topology.VendorAMD), Bind: BindExclusive, Mem: mem})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out, errb syncBuffer
+			code, err := Run(context.Background(), p, RunOptions{Stdout: &out, Stderr: &errb, Self: self(t), Grace: time.Second})
+			if code != 0 || err != nil {
+				t.Fatalf("Run = %d, %v; stderr:\n%s", code, err, errb.String())
+			}
+			for _, r := range p.Ranks {
+				b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("rank%d.json", r.Rank)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got report
+				if err := json.Unmarshal(b, &got); err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(got.Args, argv) {
+					t.Errorf("rank %d argv %q, want %q", r.Rank, got.Args, argv)
+				}
+				if !reflect.DeepEqual(got.Env, r.Env) {
+					t.Errorf("rank %d env differs from the plan:\n got %q\nwant %q", r.Rank, got.Env, r.Env)
+				}
+				wantCPUs := topology.FormatCPUList(allowed)
+				wantPol, wantMask := 0, uint64(0) // MPOL_DEFAULT
+				if r.Bound() {
+					wantCPUs = topology.FormatCPUList(r.CPUs)
+					wantPol, wantMask = mpolBind, 1<<uint(r.NUMANode)
+					if mem == MemPreferred {
+						wantPol = mpolPreferred
+					}
+				}
+				if got.Cpus != wantCPUs {
+					t.Errorf("rank %d Cpus_allowed_list %q, want %q", r.Rank, got.Cpus, wantCPUs)
+				}
+				if got.Policy != wantPol || got.PolicyMask != wantMask {
+					t.Errorf("rank %d mempolicy %d mask %#x, want %d %#x", r.Rank, got.Policy, got.PolicyMask, wantPol, wantMask)
+				}
+			}
+			e := envMap(p.Ranks[1].Env)
+			if e["NCCL_NVLS_ENABLE"] != "0" || e["WEIRD"] != "a=b c" || e["HIP_VISIBLE_DEVICES"] != "0,1,3,2" || e["LOCAL_RANK"] != "1" {
+				t.Errorf("plan env lost something: %v", e)
+			}
+		})
+	}
+}
+
+func TestRunFailFast(t *testing.T) {
+	p, dir := workerPlan(t, 3, "fail", envFailRank+"=1")
+	var out, errb syncBuffer
+	var pm pids
+	start := time.Now()
+	code, err := Run(context.Background(), p, RunOptions{Stdout: &out, Stderr: &errb, Grace: 20 * time.Second, OnStart: pm.record})
+	took := time.Since(start)
+	if code != 3 || err != nil {
+		t.Fatalf("Run = %d, %v, want 3, nil", code, err)
+	}
+	if took > 10*time.Second {
+		t.Errorf("Run took %v, want well within the 20s grace", took)
+	}
+	assertGone(t, pm.all())
+	for _, r := range []int{0, 2} {
+		if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("rank%d.sigterm", r))); err != nil {
+			t.Errorf("rank %d got no SIGTERM: %v", r, err)
+		}
+	}
+	sum := errb.String()
+	pid1 := pm.all()[1]
+	for _, want := range []string{
+		"amdrun: 3 of 3 workers failed (attempt 1 of 1)",
+		fmt.Sprintf("  rank 1 (local rank 1, device 1, pid %d): exit code 3 at ", pid1),
+		"(root cause)\n    last 10 stderr line(s):\n      rank 1 error line 5\n",
+		"      rank 1 error line 14\n",
+		"signal SIGTERM (exit code 143) at ",
+		"(stopped by amdrun)",
+	} {
+		if !strings.Contains(sum, want) {
+			t.Errorf("summary lacks %q:\n%s", want, sum)
+		}
+	}
+	if strings.Contains(sum[strings.Index(sum, "amdrun: "):], "error line 4\n") {
+		t.Errorf("summary shows more than 10 lines:\n%s", sum)
+	}
+	if i, j := strings.Index(sum, "(root cause)"), strings.Index(sum, "(stopped by amdrun)"); i > j {
+		t.Errorf("root cause not listed first:\n%s", sum)
+	}
+}
+
+func TestRunGraceThenKill(t *testing.T) {
+	p, _ := workerPlan(t, 2, "fail", envFailRank+"=0", envIgnore+"=TERM")
+	var errb syncBuffer
+	var pm pids
+	start := time.Now()
+	code, err := Run(context.Background(), p, RunOptions{Stdout: newBuf(0), Stderr: &errb, Grace: 300 * time.Millisecond, OnStart: pm.record})
+	if code != 3 || err != nil {
+		t.Fatalf("Run = %d, %v, want 3", code, err)
+	}
+	if took := time.Since(start); took < 300*time.Millisecond || took > 10*time.Second {
+		t.Errorf("Run took %v, want the 300ms grace and a little", took)
+	}
+	assertGone(t, pm.all())
+	if !strings.Contains(errb.String(), "signal SIGKILL (exit code 137)") {
+		t.Errorf("summary lacks the SIGKILL of rank 1:\n%s", errb.String())
+	}
+}
+
+func TestRunWorkerKilledBySignal(t *testing.T) {
+	p, _ := workerPlan(t, 2, "selfkill", envFailRank+"=1")
+	var errb syncBuffer
+	code, err := Run(context.Background(), p, RunOptions{Stdout: newBuf(0), Stderr: &errb, Grace: 5 * time.Second})
+	if code != 128+9 || err != nil {
+		t.Fatalf("Run = %d, %v, want 137", code, err)
+	}
+	if !strings.Contains(errb.String(), "signal SIGKILL (exit code 137) at ") {
+		t.Errorf("summary:\n%s", errb.String())
+	}
+}
+
+func TestRunForwardsSIGTERM(t *testing.T) {
+	p, dir := workerPlan(t, 3, "hang")
+	sigs := make(chan os.Signal, 4)
+	out := newBuf(3)
+	var pm pids
+	done := make(chan int)
+	go func() {
+		code, _ := Run(context.Background(), p, RunOptions{Stdout: out, Stderr: newBuf(0), Signals: sigs, Grace: 20 * time.Second, OnStart: pm.record})
+		done <- code
+	}()
+	select {
+	case <-out.ready:
+	case <-time.After(20 * time.Second):
+		t.Fatal("workers never became ready")
+	}
+	sigs <- syscall.SIGTERM
+	select {
+	case code := <-done:
+		if code != 143 {
+			t.Errorf("Run = %d, want 143", code)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("Run did not return after SIGTERM")
+	}
+	for r := 0; r < 3; r++ {
+		if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("rank%d.sigterm", r))); err != nil {
+			t.Errorf("rank %d's SIGTERM handler did not run: %v", r, err)
+		}
+	}
+	assertGone(t, pm.all())
+}
+
+func TestRunSecondSIGINTKills(t *testing.T) {
+	p, _ := workerPlan(t, 2, "hang", envIgnore+"=INT")
+	sigs := make(chan os.Signal, 4)
+	out := newBuf(2)
+	done := make(chan int)
+	start := time.Now()
+	go func() {
+		code, _ := Run(context.Background(), p, RunOptions{Stdout: out, Stderr: newBuf(0), Signals: sigs, Grace: time.Minute})
+		done <- code
+	}()
+	<-out.ready
+	sigs <- syscall.SIGINT
+	sigs <- syscall.SIGINT
+	select {
+	case code := <-done:
+		if code != 130 {
+			t.Errorf("Run = %d, want 130", code)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("a second SIGINT did not kill the workers")
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("took %v, the one-minute grace was waited", took)
+	}
+}
+
+func TestRunContextCancel(t *testing.T) {
+	p, _ := workerPlan(t, 2, "hang")
+	out := newBuf(2)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-out.ready; cancel() }()
+	code, err := Run(ctx, p, RunOptions{Stdout: out, Stderr: newBuf(0), Signals: make(chan os.Signal), Grace: 5 * time.Second})
+	if !errors.Is(err, context.Canceled) || code != 143 {
+		t.Errorf("Run = %d, %v, want 143, context canceled", code, err)
+	}
+}
+
+func TestRunRestarts(t *testing.T) {
+	p, dir := workerPlan(t, 2, "restart", envFailRank+"=0")
+	var errb syncBuffer
+	code, err := Run(context.Background(), p, RunOptions{Stdout: newBuf(0), Stderr: &errb, MaxRestarts: 3, Grace: 5 * time.Second})
+	if code != 0 || err != nil {
+		t.Fatalf("Run = %d, %v, want 0 after 2 restarts; stderr:\n%s", code, err, errb.String())
+	}
+	for _, f := range []string{"restart0.rank0", "restart1.rank0", "restart2.rank0", "restart2.rank1"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("missing %s: %v", f, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "restart3.rank0")); err == nil {
+		t.Error("a fourth attempt ran after success")
+	}
+	for _, want := range []string{"restarting the worker group (restart 1 of 3)", "restarting the worker group (restart 2 of 3)", "(attempt 2 of 4)"} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errb.String())
+		}
+	}
+
+	// Restarts spent: the last failure's code comes back; the plan's
+	// MaxRestarts applies when the options leave it zero.
+	p, dir = workerPlan(t, 1, "restart", envFailRank+"=0", "AMDRUN_TEST_ALWAYS=1")
+	p.MaxRestarts = 1
+	code, err = Run(context.Background(), p, RunOptions{Stdout: newBuf(0), Stderr: newBuf(0)})
+	if code != 1 || err != nil {
+		t.Errorf("Run = %d, %v, want 1", code, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "restart1.rank0")); err != nil {
+		t.Errorf("no second attempt: %v", err)
+	}
+}
+
+var lineRE = regexp.MustCompile(`^\[rank(\d)\]: rank (\d) line (\d+) x+$`)
+
+func TestRunOutputPrefixFilterAndLogs(t *testing.T) {
+	p, _ := workerPlan(t, 3, "lines")
+	var out, errb syncBuffer
+	logDir := filepath.Join(t.TempDir(), "logs")
+	code, err := Run(context.Background(), p, RunOptions{Stdout: &out, Stderr: &errb, Prefix: true, LogDir: logDir})
+	if code != 0 || err != nil {
+		t.Fatalf("Run = %d, %v", code, err)
+	}
+	count := map[string]int{}
+	sc := bufio.NewScanner(strings.NewReader(out.String()))
+	for sc.Scan() {
+		m := lineRE.FindStringSubmatch(sc.Text())
+		if m == nil || m[1] != m[2] {
+			t.Fatalf("interleaved or unprefixed line %q", sc.Text())
+		}
+		count[m[1]]++
+	}
+	if !reflect.DeepEqual(count, map[string]int{"0": 200, "1": 200, "2": 200}) {
+		t.Errorf("lines per rank %v, want 200 each", count)
+	}
+	// A last line without newline is still prefixed and ended.
+	if !strings.Contains(errb.String(), "[rank2]: rank 2 done\n") {
+		t.Errorf("stderr %q", errb.String())
+	}
+	for r := 0; r < 3; r++ {
+		b, err := os.ReadFile(filepath.Join(logDir, fmt.Sprintf("rank%d.stdout", r)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+		if len(lines) != 200 || !strings.HasPrefix(lines[199], fmt.Sprintf("rank %d line 199 ", r)) {
+			t.Errorf("rank%d.stdout: %d lines, last %q", r, len(lines), lines[len(lines)-1])
+		}
+		b, _ = os.ReadFile(filepath.Join(logDir, fmt.Sprintf("rank%d.stderr", r)))
+		if string(b) != fmt.Sprintf("rank %d done", r) {
+			t.Errorf("rank%d.stderr = %q", r, b)
+		}
+	}
+
+	out.b.Reset()
+	code, err = Run(context.Background(), p, RunOptions{Stdout: &out, Stderr: newBuf(0), RanksFilter: []int{1}})
+	if code != 0 || err != nil {
+		t.Fatalf("Run = %d, %v", code, err)
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != 200 || !strings.HasPrefix(lines[0], "rank 1 line 0 ") {
+		t.Errorf("filtered, unprefixed output: %d lines, first %q", len(lines), lines[0])
+	}
+}
+
+func TestRunStartFailures(t *testing.T) {
+	p, _ := workerPlan(t, 2, "hang")
+	p.Ranks[1].Argv = []string{"no-such-amdrun-worker", "x"}
+	var pm pids
+	code, err := Run(context.Background(), p, RunOptions{Stdout: newBuf(0), Stderr: newBuf(0), Grace: 5 * time.Second, OnStart: pm.record})
+	if code != 127 || err == nil || !strings.Contains(err.Error(), "launch: rank 1: no-such-amdrun-worker: executable file not found in PATH") {
+		t.Errorf("Run = %d, %v, want 127 and a not-found error", code, err)
+	}
+	assertGone(t, pm.all())
+
+	// Through the shim, the missing command is the worker's failure.
+	p.Ranks[1].CPUs = []int{0}
+	var errb syncBuffer
+	code, err = Run(context.Background(), p, RunOptions{Stdout: newBuf(0), Stderr: &errb, Grace: 5 * time.Second, Self: self(t)})
+	if code != 127 || err != nil || !strings.Contains(errb.String(), "amdrun bind: no-such-amdrun-worker: executable file not found in PATH") {
+		t.Errorf("Run = %d, %v, want 127 from the shim; stderr:\n%s", code, err, errb.String())
+	}
+
+	// A CPU the process may not use fails the bind, clearly.
+	p.Ranks[1].Argv = p.Ranks[0].Argv
+	p.Ranks[1].CPUs = []int{1023}
+	errb.b.Reset()
+	code, _ = Run(context.Background(), p, RunOptions{Stdout: newBuf(0), Stderr: &errb, Grace: 5 * time.Second, Self: self(t)})
+	if code != 1 || !strings.Contains(errb.String(), "amdrun bind: sched_setaffinity cpus 1023: invalid argument") {
+		t.Errorf("Run = %d; stderr:\n%s", code, errb.String())
+	}
+}
+
+// TestKillLauncherLeavesNoWorker SIGKILLs a whole launcher (the test
+// binary as a mini amdrun) and checks its workers die with it.
+func TestKillLauncherLeavesNoWorker(t *testing.T) {
+	// Orphans come to us, so that they can be reaped and not linger as
+	// zombies that kill(pid, 0) still finds.
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(withoutEnv(os.Environ(), envWorker), envLauncher+"="+t.TempDir())
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pm := map[int]int{}
+	ready := 0
+	sc := bufio.NewScanner(stdout)
+	deadline := time.AfterFunc(20*time.Second, func() { cmd.Process.Kill() })
+	for ready < 2 && sc.Scan() {
+		var rank, pid int
+		if _, err := fmt.Sscanf(sc.Text(), "pid %d %d", &rank, &pid); err == nil {
+			pm[rank] = pid
+		}
+		if strings.HasSuffix(sc.Text(), "]: ready") {
+			ready++
+		}
+	}
+	deadline.Stop()
+	if ready < 2 || len(pm) != 2 {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("launcher: %d ready, pids %v; stderr:\n%s", ready, pm, stderr.String())
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	for rank, pid := range pm {
+		gone := false
+		for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+			var ws unix.WaitStatus
+			unix.Wait4(pid, &ws, unix.WNOHANG, nil) // reap it if it came to us
+			if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) {
+				gone = true
+				break
+			}
+		}
+		if !gone {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Errorf("rank %d (pid %d) outlived the SIGKILLed launcher", rank, pid)
+		}
+	}
+}
+
+func TestLookPath(t *testing.T) {
+	if p, err := lookPath("sh", "/nonexistent:/bin:/usr/bin"); err != nil || !strings.HasSuffix(p, "/sh") {
+		t.Errorf("lookPath(sh) = %q, %v", p, err)
+	}
+	if _, err := lookPath("no-such-amdrun-worker", "/bin"); err == nil || !strings.Contains(err.Error(), "no-such-amdrun-worker: executable file not found in PATH") {
+		t.Errorf("lookPath(missing) error %v", err)
+	}
+}
+
+func TestFreePort(t *testing.T) {
+	p, err := FreePort()
+	if err != nil || p <= 0 || p > 65535 {
+		t.Fatalf("FreePort = %d, %v", p, err)
+	}
+}
+
+// BenchmarkLaunch measures the time from Run's start until every rank has
+// run user code (printed "ready"), for N unbound ranks and N ranks bound
+// through the shim; it reports the median.
+func BenchmarkLaunch(b *testing.B) {
+	allowed, err := allowedNow()
+	if err != nil {
+		b.Fatal(err)
+	}
+	selfPath, _ := os.Executable()
+	for _, n := range []int{1, 2, 8} {
+		for _, bound := range []bool{false, true} {
+			name := fmt.Sprintf("N=%d/direct", n)
+			if bound {
+				name = fmt.Sprintf("N=%d/shim", n)
+			}
+			b.Run(name, func(b *testing.B) {
+				devs := make([]topology.Device, n)
+				for i := range devs {
+					devs[i] = topology.Device{Index: i, RuntimeIndex: i, NUMANode: 0}
+				}
+				bind := BindNone
+				if bound {
+					bind = BindNUMA
+				}
+				p, err := NewPlan(Spec{Devices: devs, HostNUMA: []topology.NUMANode{{ID: 0, CPUs: allowed}},
+					Argv: []string{selfPath}, Env: append(os.Environ(), envWorker+"=ready"), Bind: bind, Mem: MemBind})
+				if err != nil {
+					b.Fatal(err)
+				}
+				var times []time.Duration
+				for i := 0; i < b.N; i++ {
+					out := newBuf(n)
+					start := time.Now()
+					readyAt := make(chan time.Duration, 1)
+					go func() { <-out.ready; readyAt <- time.Since(start) }()
+					code, err := Run(context.Background(), p, RunOptions{Stdout: out, Stderr: newBuf(0), Self: selfPath, Signals: make(chan os.Signal)})
+					if code != 0 || err != nil {
+						b.Fatalf("Run = %d, %v", code, err)
+					}
+					times = append(times, <-readyAt)
+				}
+				sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
+				b.ReportMetric(float64(times[len(times)/2].Microseconds())/1000, "ms-median-to-ready")
+			})
+		}
+	}
+}

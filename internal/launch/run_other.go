@@ -1,0 +1,21 @@
+//go:build !linux
+
+package launch
+
+import (
+	"context"
+	"fmt"
+	"os"
+)
+
+// Run is only supported on Linux; elsewhere it returns ErrNotSupported.
+func Run(ctx context.Context, p *Plan, o RunOptions) (exitCode int, err error) {
+	return 1, ErrNotSupported
+}
+
+// ShimMain is only supported on Linux; elsewhere it reports
+// ErrNotSupported and returns 1.
+func ShimMain(args []string) int {
+	fmt.Fprintln(os.Stderr, ErrNotSupported)
+	return 1
+}

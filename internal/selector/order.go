@@ -1,0 +1,239 @@
+package selector
+
+import (
+	"math/bits"
+)
+
+// pathOrder orders the set vs (sorted local indices) along a widest
+// Hamiltonian path: the largest weakest link, then the largest total,
+// then the lexicographically smallest sequence. Sets of more than 16
+// devices are ordered class by class (see classOrder).
+func (p *problem) pathOrder(vs []int) []int {
+	k := len(vs)
+	if k <= 2 {
+		return append([]int(nil), vs...)
+	}
+	if k > enumLimit {
+		return p.classOrder(vs)
+	}
+	// the best bottleneck: largest t with a Hamiltonian path over links >= t
+	var vals []int64
+	for i, a := range vs {
+		for _, b := range vs[i+1:] {
+			vals = append(vals, p.bw[a*p.n+b])
+		}
+	}
+	sortDedupe(&vals)
+	lo, hi := 0, len(vals)-1
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if p.hamPath(vs, vals[mid]) {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return p.bestSequence(vs, vals[lo], false)
+}
+
+// ringOrder orders the set vs (3..16 devices; more go class by class)
+// along a best ring starting at its lowest index: the ring's bottleneck,
+// then its total, then the lexicographically smallest sequence.
+func (p *problem) ringOrder(vs []int) []int {
+	if len(vs) > enumLimit {
+		return p.classOrder(vs)
+	}
+	t := p.ringBottleneck(vs, p.ringUpper(vs, p.treeBottleneck(vs)))
+	return p.bestSequence(vs, t, true)
+}
+
+func sortDedupe(v *[]int64) {
+	s := *v
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+	u := 0
+	for i, x := range s {
+		if i == 0 || x != s[u-1] {
+			s[u] = x
+			u++
+		}
+	}
+	*v = s[:u]
+}
+
+// hamPath reports whether vs has a Hamiltonian path over links >= t.
+func (p *problem) hamPath(vs []int, t int64) bool {
+	k := len(vs)
+	adj := make([]uint32, k)
+	for i, a := range vs {
+		for j, b := range vs {
+			if i != j && p.bw[a*p.n+b] >= t {
+				adj[i] |= 1 << uint(j)
+			}
+		}
+	}
+	dp := make([]uint32, 1<<uint(k))
+	for s := uint32(1); s < uint32(len(dp)); s++ {
+		if s&(s-1) == 0 {
+			dp[s] = s
+			continue
+		}
+		var ends uint32
+		for r := s; r != 0; r &= r - 1 {
+			v := bits.TrailingZeros32(r)
+			if adj[v]&dp[s&^(1<<uint(v))] != 0 {
+				ends |= 1 << uint(v)
+			}
+		}
+		dp[s] = ends
+	}
+	return dp[len(dp)-1] != 0
+}
+
+// bestSequence returns the positions of vs, mapped back to local indices,
+// in the order of the path (or, with cycle, the ring from vs[0]) whose
+// links are all >= t with the largest total, smallest sequence first.
+func (p *problem) bestSequence(vs []int, t int64, cycle bool) []int {
+	k := len(vs)
+	w := func(i, j int) int64 {
+		if b := p.bw[vs[i]*p.n+vs[j]]; b >= t {
+			return b
+		}
+		return -1
+	}
+	// h[S*k+v]: best total of a path that starts at v and covers S
+	// (v in S); with cycle, S excludes position 0 and the path must end
+	// next to 0, the closing link counted. -1: none.
+	full := uint32(1)<<uint(k) - 1
+	if cycle {
+		full &^= 1
+	}
+	h := make([]int64, (int(full)+1)*k)
+	for i := range h {
+		h[i] = -1
+	}
+	for s := uint32(1); s <= full; s++ {
+		if s&full != s {
+			continue
+		}
+		for r := s; r != 0; r &= r - 1 {
+			v := bits.TrailingZeros32(r)
+			rest := s &^ (1 << uint(v))
+			best := int64(-1)
+			if rest == 0 {
+				if !cycle {
+					best = 0
+				} else if c := w(v, 0); c >= 0 {
+					best = c
+				}
+			} else {
+				for q := rest; q != 0; q &= q - 1 {
+					u := bits.TrailingZeros32(q)
+					if e, g := w(v, u), h[int(rest)*k+u]; e >= 0 && g >= 0 && e+g > best {
+						best = e + g
+					}
+				}
+			}
+			h[int(s)*k+v] = best
+		}
+	}
+	var out []int
+	s := full
+	target := int64(-1)
+	prev := -1
+	if cycle {
+		out = append(out, vs[0])
+		prev = 0
+		for q := s; q != 0; q &= q - 1 {
+			u := bits.TrailingZeros32(q)
+			if e, g := w(0, u), h[int(s)*k+u]; e >= 0 && g >= 0 && e+g > target {
+				target = e + g
+			}
+		}
+	} else {
+		for q := s; q != 0; q &= q - 1 {
+			if g := h[int(s)*k+bits.TrailingZeros32(q)]; g > target {
+				target = g
+			}
+		}
+	}
+	if target < 0 {
+		return append([]int(nil), vs...) // unreachable: t is achievable
+	}
+	for s != 0 {
+		next := -1
+		for q := s; q != 0; q &= q - 1 {
+			u := bits.TrailingZeros32(q)
+			g := h[int(s)*k+u]
+			if g < 0 {
+				continue
+			}
+			if prev < 0 {
+				if g == target {
+					next = u
+					break
+				}
+				continue
+			}
+			if e := w(prev, u); e >= 0 && e+g == target {
+				next = u
+				break
+			}
+		}
+		if next < 0 {
+			return append([]int(nil), vs...) // unreachable
+		}
+		out = append(out, vs[next])
+		target = h[int(s)*k+next]
+		s &^= 1 << uint(next)
+		prev = next
+	}
+	return out
+}
+
+// classOrder orders a large set class by class: members of a class
+// (which share every link) stay together in index order, and each next
+// class is the one with the widest link to the current one, ties to the
+// lowest index. It is a heuristic; on partitioned GPUs it walks each
+// GPU's partitions before crossing to the next GPU.
+func (p *problem) classOrder(vs []int) []int {
+	var mask uint64
+	for _, v := range vs {
+		mask |= 1 << uint(v)
+	}
+	cls := p.buildClasses(mask)
+	for c := range cls {
+		sortInts(cls[c].members)
+	}
+	used := make([]bool, len(cls))
+	var out []int
+	cur := 0
+	for range cls {
+		used[cur] = true
+		out = append(out, cls[cur].members...)
+		next, nb := -1, int64(-1)
+		for d := range cls {
+			if !used[d] {
+				if b := p.bw[cls[cur].members[0]*p.n+cls[d].members[0]]; b > nb {
+					next, nb = d, b
+				}
+			}
+		}
+		if next < 0 {
+			break
+		}
+		cur = next
+	}
+	return out
+}
+
+func sortInts(s []int) {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+}

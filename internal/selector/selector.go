@@ -1,0 +1,381 @@
+// Package selector picks the best-connected set of N devices of a node.
+//
+// It is a pure function of a finished *topology.Model, a Request and a
+// Policy: it runs no program, reads no environment and opens no path.
+// Every answer is deterministic; ties go to the lexicographically smallest
+// set of device indices.
+//
+// Search is exact: with up to 16 candidates it enumerates every subset;
+// beyond that it collapses interchangeable devices (identical links to all
+// others and identical NUMA node and busy state, such as the CPX partitions
+// of one GPU) into classes and runs a branch-and-bound over how many
+// devices each class gives. Only when the time budget runs out (possible
+// for the ring policy, or for pathological nodes with many distinct
+// devices) is the answer the best found, with Choice.Exact false and
+// Choice.Gap the relative distance to the upper bound.
+package selector
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/amdrun/amdrun/internal/topology"
+)
+
+// Sentinel errors; errors.Is finds them in the errors Select returns.
+var (
+	// ErrBadRequest: the request itself is wrong (N < 0, an unknown
+	// device index in Devices or Exclude, a nil model).
+	ErrBadRequest = errors.New("bad request")
+	// ErrUnknownPolicy: PolicyByName got a name it does not know.
+	ErrUnknownPolicy = errors.New("unknown policy")
+	// ErrUnknownOrder: ParseOrder got a name it does not know.
+	ErrUnknownOrder = errors.New("unknown order")
+)
+
+// DefaultAlternatives is how many runner-up sets a Choice lists when
+// Request.Alternatives is 0.
+const DefaultAlternatives = 5
+
+// DefaultRingBudget and DefaultTreeBudget bound the time Select spends
+// beyond plain enumeration (more than 16 candidates) when Request.Budget
+// is 0. The tree policy's budget is a safety net: on real nodes its search
+// ends far sooner.
+const (
+	DefaultRingBudget = 50 * time.Millisecond
+	DefaultTreeBudget = time.Second
+)
+
+// MaxCandidates is the most candidate devices Select handles.
+const MaxCandidates = 64
+
+// Order is the rank order of the chosen devices.
+type Order int
+
+const (
+	// OrderIndex (the zero value) ranks devices by ascending index.
+	OrderIndex Order = iota
+	// OrderLinks ranks devices along a widest Hamiltonian path, so that
+	// consecutive ranks share the fastest links.
+	OrderLinks
+)
+
+// String returns the name ParseOrder accepts.
+func (o Order) String() string {
+	switch o {
+	case OrderIndex:
+		return "index"
+	case OrderLinks:
+		return "links"
+	}
+	return fmt.Sprintf("Order(%d)", int(o))
+}
+
+// ParseOrder parses "index" or "links". Any other name gives an error
+// wrapping ErrUnknownOrder that lists the valid names.
+func ParseOrder(s string) (Order, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "index", "":
+		return OrderIndex, nil
+	case "links":
+		return OrderLinks, nil
+	}
+	return 0, fmt.Errorf("selector: %w %q (valid: index, links)", ErrUnknownOrder, s)
+}
+
+// Request says what to select.
+type Request struct {
+	// N is the number of devices wanted; 0 means every free candidate.
+	N int
+	// Devices restricts the candidates to these indices; nil means all.
+	Devices []int
+	// Exclude removes these indices from the candidates.
+	Exclude []int
+	// AllowBusy makes busy devices (Device.Busy) candidates; without it
+	// they are left out.
+	AllowBusy bool
+	// Held lists devices leased by another amdrun job (index -> holder
+	// description). They are always left out.
+	Held map[int]string
+	// Order is the rank order of Choice.Devices (zero: by index).
+	Order Order
+	// Budget bounds the search beyond enumeration; zero means
+	// DefaultRingBudget for the ring policy and DefaultTreeBudget for tree.
+	Budget time.Duration
+	// Alternatives is how many runner-up sets to report; 0 means
+	// DefaultAlternatives and a negative number means none.
+	Alternatives int
+}
+
+// Choice is the answer of Select.
+type Choice struct {
+	// Policy is the name of the policy that chose.
+	Policy string
+	// Devices are the chosen device indices in rank order.
+	Devices []int
+	// Score is the chosen set's score.
+	Score Score
+	// Ring is, for the ring policy, the devices in the order of the best
+	// ring found (nil for other policies and for N < 3).
+	Ring []int
+	// Alternatives are the next best sets, best first, each sorted by
+	// index (their scores may equal Score). Beyond 16 candidates they are
+	// sets of other shapes: a set that only swaps interchangeable devices
+	// (partitions of one GPU) for others of their class is not listed.
+	Alternatives []Candidate
+	// Naive is the set a naive launcher would take: the first N free
+	// candidates by index, with its score.
+	Naive *Candidate
+	// Exact says the choice is proven best. When false, Gap is the
+	// relative gap between the first score term and its upper bound.
+	Exact bool
+	Gap   float64
+	// Considered counts the sets (enumeration) or search nodes
+	// (branch-and-bound) examined.
+	Considered int
+}
+
+// Candidate is a set of devices, sorted by index, with its score.
+type Candidate struct {
+	Devices []int
+	Score   Score
+}
+
+// NotEnoughError says there are fewer candidates than requested
+// (Requested is 0 when every free device was asked for and none is free).
+type NotEnoughError struct {
+	Requested  int
+	Candidates int
+	// Free are the candidate devices (free and allowed).
+	Free []int
+	// Busy are the busy devices left out, with the reason.
+	Busy map[int]string
+	// Held are the devices held by other jobs, with the holder.
+	Held map[int]string
+	// Excluded are the devices left out by Exclude or by Devices.
+	Excluded []int
+}
+
+func (e *NotEnoughError) Error() string {
+	var b strings.Builder
+	if e.Requested == 0 {
+		b.WriteString("selector: no device available")
+	} else {
+		fmt.Fprintf(&b, "selector: %d devices requested, %d available", e.Requested, e.Candidates)
+	}
+	var parts []string
+	if len(e.Free) > 0 {
+		parts = append(parts, "free: "+joinInts(e.Free))
+	}
+	if len(e.Busy) > 0 {
+		parts = append(parts, "busy: "+joinReasons(e.Busy))
+	}
+	if len(e.Held) > 0 {
+		parts = append(parts, "held: "+joinReasons(e.Held))
+	}
+	if len(e.Excluded) > 0 {
+		parts = append(parts, "excluded: "+joinInts(e.Excluded))
+	}
+	if len(parts) > 0 {
+		b.WriteString(" (" + strings.Join(parts, "; ") + ")")
+	}
+	if len(e.Busy) > 0 {
+		b.WriteString("; busy devices count with --allow-busy")
+	}
+	return b.String()
+}
+
+func joinInts(xs []int) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = fmt.Sprint(x)
+	}
+	return strings.Join(s, ",")
+}
+
+func joinReasons(m map[int]string) string {
+	keys := make([]int, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Ints(keys)
+	s := make([]string, len(keys))
+	for i, k := range keys {
+		if m[k] != "" {
+			s[i] = fmt.Sprintf("%d (%s)", k, m[k])
+		} else {
+			s[i] = fmt.Sprint(k)
+		}
+	}
+	return strings.Join(s, ", ")
+}
+
+// Select chooses N devices of m under policy p (nil means the tree
+// policy). It returns an error wrapping ErrBadRequest for a malformed
+// request, a *NotEnoughError when fewer than N candidates exist, and
+// otherwise the best set, its runner-ups and the naive set.
+func Select(m *topology.Model, req Request, p Policy) (*Choice, error) {
+	if p == nil {
+		p = NewTreePolicy()
+	}
+	if m == nil || len(m.Devices) == 0 {
+		return nil, fmt.Errorf("selector: %w: empty topology", ErrBadRequest)
+	}
+	cands, err := candidates(m, req)
+	if err != nil {
+		return nil, err
+	}
+	n := req.N
+	if n == 0 {
+		n = len(cands)
+	}
+	if n == 0 || n > len(cands) {
+		return nil, notEnough(m, req, n, cands)
+	}
+	if len(cands) > MaxCandidates {
+		return nil, fmt.Errorf("selector: %w: %d candidate devices, at most %d supported (restrict with Devices)", ErrBadRequest, len(cands), MaxCandidates)
+	}
+	k := req.Alternatives
+	if k == 0 {
+		k = DefaultAlternatives
+	}
+	if k < 0 {
+		k = 0
+	}
+	budget := req.Budget
+	if budget <= 0 {
+		budget = DefaultTreeBudget
+		if p.kind() == kindRing {
+			budget = DefaultRingBudget
+		}
+	}
+	pr := newProblem(m, cands, p.kind(), n)
+	res := pr.search(k+1, budget)
+	if len(res.top) == 0 {
+		// The budget ran out before any set was scored (it never does on
+		// real nodes: the search's first descent reaches a set at once).
+		var naive uint64 = 1<<uint(n) - 1
+		if n == 64 {
+			naive = ^uint64(0)
+		}
+		res.top = []entry{{key: pr.evalMask(naive), mask: naive}}
+		res.exact = false
+	}
+	best := res.top[0]
+	ch := &Choice{
+		Policy:     p.Name(),
+		Score:      pr.score(best.key),
+		Exact:      res.exact,
+		Gap:        res.gap,
+		Considered: res.considered,
+	}
+	local := maskList(best.mask)
+	if p.kind() == kindRing && n >= 3 {
+		ring := pr.ringOrder(local)
+		ch.Ring = pr.global(ring)
+	}
+	if req.Order == OrderLinks {
+		ch.Devices = pr.global(pr.pathOrder(local))
+	} else {
+		ch.Devices = pr.global(local)
+	}
+	for _, e := range res.top[1:] {
+		ch.Alternatives = append(ch.Alternatives, Candidate{Devices: pr.global(maskList(e.mask)), Score: pr.score(e.key)})
+	}
+	var naive uint64
+	for i := 0; i < n; i++ {
+		naive |= 1 << uint(i)
+	}
+	ch.Naive = &Candidate{Devices: pr.global(maskList(naive)), Score: pr.score(pr.evalMask(naive))}
+	return ch, nil
+}
+
+// candidates validates the request and returns the candidate device
+// indices in ascending order.
+func candidates(m *topology.Model, req Request) ([]int, error) {
+	nd := len(m.Devices)
+	if req.N < 0 {
+		return nil, fmt.Errorf("selector: %w: %d devices requested", ErrBadRequest, req.N)
+	}
+	for _, d := range req.Devices {
+		if d < 0 || d >= nd {
+			return nil, fmt.Errorf("selector: %w: device %d in the candidate list does not exist (devices 0-%d)", ErrBadRequest, d, nd-1)
+		}
+	}
+	for _, d := range req.Exclude {
+		if d < 0 || d >= nd {
+			return nil, fmt.Errorf("selector: %w: excluded device %d does not exist (devices 0-%d)", ErrBadRequest, d, nd-1)
+		}
+	}
+	if req.Order != OrderIndex && req.Order != OrderLinks {
+		return nil, fmt.Errorf("selector: %w: unknown order %d", ErrBadRequest, int(req.Order))
+	}
+	allowed := allowedSet(m, req)
+	var out []int
+	for i := range m.Devices {
+		if !allowed[i] {
+			continue
+		}
+		if _, held := req.Held[i]; held {
+			continue
+		}
+		if m.Devices[i].Busy && !req.AllowBusy {
+			continue
+		}
+		out = append(out, i)
+	}
+	return out, nil
+}
+
+// allowedSet is Devices minus Exclude.
+func allowedSet(m *topology.Model, req Request) []bool {
+	allowed := make([]bool, len(m.Devices))
+	if req.Devices == nil {
+		for i := range allowed {
+			allowed[i] = true
+		}
+	} else {
+		for _, d := range req.Devices {
+			allowed[d] = true
+		}
+	}
+	for _, d := range req.Exclude {
+		allowed[d] = false
+	}
+	return allowed
+}
+
+func notEnough(m *topology.Model, req Request, n int, cands []int) *NotEnoughError {
+	e := &NotEnoughError{Requested: n, Candidates: len(cands), Free: cands}
+	allowed := allowedSet(m, req)
+	for i := range m.Devices {
+		if !allowed[i] {
+			e.Excluded = append(e.Excluded, i)
+			continue
+		}
+		if h, held := req.Held[i]; held {
+			if e.Held == nil {
+				e.Held = map[int]string{}
+			}
+			if h == "" {
+				h = "held by another amdrun job"
+			}
+			e.Held[i] = h
+			continue
+		}
+		if d := &m.Devices[i]; d.Busy && !req.AllowBusy {
+			if e.Busy == nil {
+				e.Busy = map[int]string{}
+			}
+			why := d.BusyReason
+			if why == "" {
+				why = "busy"
+			}
+			e.Busy[i] = why
+		}
+	}
+	return e
+}

@@ -1,0 +1,106 @@
+package amdsmi
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/amdrun/amdrun/internal/testutil"
+	"github.com/amdrun/amdrun/internal/topology"
+)
+
+func seed(f *testing.F) {
+	var files []string
+	for _, g := range []string{testutil.Shared(f, "fixtures", "public", "amd-smi-*"), testutil.Testdata(f, "amd-smi", "*")} {
+		m, _ := filepath.Glob(g)
+		files = append(files, m...)
+	}
+	for _, p := range files {
+		if filepath.Ext(p) == ".md" {
+			continue
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+}
+
+// checkErr fails on an error that is not a one-line *topology.ParseError.
+func checkErr(t *testing.T, err error) {
+	var pe *topology.ParseError
+	if !errors.As(err, &pe) || bytes.ContainsRune([]byte(err.Error()), '\n') {
+		t.Fatalf("error %q is not a one-line ParseError", err)
+	}
+}
+
+// FuzzTopology feeds both topology parsers; every successful parse must
+// build a model that validates.
+func FuzzTopology(f *testing.F) {
+	seed(f)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, parse := range []func([]byte) (*Topology, error){
+			func(b []byte) (*Topology, error) { return ParseTopology(bytes.NewReader(b)) },
+			func(b []byte) (*Topology, error) { return ParseTopologyJSON(bytes.NewReader(b)) },
+		} {
+			top, err := parse(data)
+			if err != nil {
+				checkErr(t, err)
+				continue
+			}
+			m, err := Build(top, nil, nil)
+			if err != nil {
+				t.Fatalf("parsed but did not build: %v", err)
+			}
+			if err := m.Validate(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
+
+// FuzzIdentity feeds the identity and use parsers, and builds a model of
+// the hand-made MI300X topology with whatever they return.
+func FuzzIdentity(f *testing.F) {
+	seed(f)
+	top := testutil.ReadFile(f, testutil.Testdata(f, "amd-smi", "mi300x-8gpu-spx-topology.txt"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var gpus []GPU
+		if s, err := ParseDefault(bytes.NewReader(data)); err != nil {
+			checkErr(t, err)
+		} else {
+			gpus = append(gpus, s.GPUs...)
+		}
+		for _, p := range []func() ([]GPU, error){
+			func() ([]GPU, error) { return ParseList(bytes.NewReader(data)) },
+			func() ([]GPU, error) { return ParseListJSON(bytes.NewReader(data)) },
+		} {
+			g, err := p()
+			if err != nil {
+				checkErr(t, err)
+				continue
+			}
+			gpus = mergeGPUs(gpus, g)
+		}
+		if _, err := ParseProcessJSON(bytes.NewReader(data)); err != nil {
+			checkErr(t, err)
+		}
+		if _, err := ParseMemUsageJSON(bytes.NewReader(data)); err != nil {
+			checkErr(t, err)
+		}
+		tp, err := ParseTopology(bytes.NewReader(top))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := Build(tp, gpus, nil)
+		if err != nil {
+			t.Fatalf("build with parsed identities: %v", err)
+		}
+		if err := m.Validate(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

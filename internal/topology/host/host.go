@@ -1,0 +1,59 @@
+// Package host reads the host's NUMA layout: its NUMA nodes with their
+// CPUs (through github.com/jaypipes/ghw, on Linux) and the NUMA node and
+// local CPUs of one PCI device (from sysfs, through an fs.FS).
+package host
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/amdrun/amdrun/internal/topology"
+)
+
+// ErrNotSupported is returned by NUMANodes on systems other than Linux.
+var ErrNotSupported = errors.New("not supported on this system")
+
+// DeviceNUMA reads the NUMA node and local CPUs of the PCI device at
+// pciAddress ("0000:63:00.0", any case) from
+// sys/bus/pci/devices/<addr>/numa_node and local_cpulist under fsys
+// (os.DirFS("/") on a live system). The kernel prints numa_node -1 when
+// the firmware gives no affinity; node is then -1 and cpus is still the
+// local list. It returns an error naming the path when the device or
+// numa_node is missing, and a *topology.ParseError when a file does not
+// parse. A missing local_cpulist gives nil cpus.
+func DeviceNUMA(fsys fs.FS, pciAddress string) (node int, cpus []int, err error) {
+	addr := strings.ToLower(strings.TrimSpace(pciAddress))
+	if addr == "" || strings.ContainsAny(addr, "/\\") || addr == "." || addr == ".." {
+		return -1, nil, fmt.Errorf("host: bad PCI address %q", pciAddress)
+	}
+	dir := path.Join("sys/bus/pci/devices", addr)
+	p := path.Join(dir, "numa_node")
+	data, err := fs.ReadFile(fsys, p)
+	if err != nil {
+		return -1, nil, fmt.Errorf("host: PCI device %s: %w", addr, err)
+	}
+	s := strings.TrimSpace(string(data))
+	node, err = strconv.Atoi(s)
+	if err != nil || node < -1 {
+		return -1, nil, &topology.ParseError{Source: "host " + p, Line: 1,
+			Err: fmt.Errorf("%w: numa_node %q", topology.ErrBadNumber, s)}
+	}
+	p = path.Join(dir, "local_cpulist")
+	data, err = fs.ReadFile(fsys, p)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return node, nil, nil
+		}
+		return -1, nil, fmt.Errorf("host: %w", err)
+	}
+	cpus, err = topology.ParseCPUList(string(data))
+	if err != nil {
+		return -1, nil, &topology.ParseError{Source: "host " + p, Line: 1,
+			Err: fmt.Errorf("%w: %v", topology.ErrSyntax, err)}
+	}
+	return node, cpus, nil
+}

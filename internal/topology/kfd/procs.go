@@ -1,0 +1,218 @@
+package kfd
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/amdrun/amdrun/internal/topology"
+)
+
+// procDir returns the KFD proc directory that sits beside the nodes
+// directory dir: sys/class/kfd/kfd/proc for a live tree, proc for a
+// captured one.
+func procDir(dir string) string {
+	base := path.Dir(dir) // .../topology or "."
+	if path.Base(base) == "topology" {
+		base = path.Dir(base)
+	}
+	return path.Join(base, "proc")
+}
+
+// gpuIDs returns the KFD gpu_id of each GPU node, in device order.
+func gpuIDs(fsys fs.FS, dir string) ([]uint64, error) {
+	ids, err := numericEntries(fsys, dir, nil)
+	if err != nil {
+		return nil, err
+	}
+	var out []uint64
+	for _, id := range ids {
+		nd := path.Join(dir, strconv.Itoa(id))
+		props, err := readProps(fsys, path.Join(nd, "properties"))
+		if err != nil {
+			return nil, err
+		}
+		if props["simd_count"] == 0 {
+			continue
+		}
+		p := path.Join(nd, "gpu_id")
+		s, ok, err := readSmall(fsys, p)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, fmt.Errorf("kfd: %s: %w", p, fs.ErrNotExist)
+		}
+		g, err := strconv.ParseUint(s, 10, 32)
+		if err != nil {
+			return nil, &topology.ParseError{Source: "kfd " + p, Line: 1, Err: fmt.Errorf("%w: %q", topology.ErrBadNumber, s)}
+		}
+		out = append(out, g)
+	}
+	return out, nil
+}
+
+// procUse is what one process holds on one device.
+type procUse struct {
+	pid    int
+	bytes  uint64
+	queues int
+}
+
+// ReadProcs marks the devices of m, a model Read built from the same fsys,
+// that other processes use. KFD lists every process that opened /dev/kfd
+// under sys/class/kfd/kfd/proc/<pid>/ with a file vram_<gpu_id> per GPU
+// (bytes of VRAM the process holds there) and a directory queues/<qid>/
+// whose gpuid file names the GPU a compute queue runs on. A device where
+// some process holds VRAM or a queue becomes Busy, with Processes set to
+// the number of such processes, MemUsedMiB raised to their total VRAM and
+// a BusyReason naming the pids, "pid 4242 holds 2048 MiB VRAM". amdrun
+// itself never opens /dev/kfd, so every listed process counts.
+//
+// A missing proc directory means no process uses a GPU. A process that
+// exits during the walk is skipped. It returns an error wrapping ErrNoKFD
+// when fsys has no KFD topology, an error naming the path when a GPU node
+// has no gpu_id or the GPU node count differs from m's devices, and a
+// *topology.ParseError for a file that is not a number.
+func ReadProcs(fsys fs.FS, m *topology.Model) error {
+	dir, err := findNodes(fsys)
+	if err != nil {
+		return err
+	}
+	pdir := procDir(dir)
+	if fi, err := fs.Stat(fsys, pdir); err != nil || !fi.IsDir() {
+		return nil // no process has opened /dev/kfd (or a capture without proc/)
+	}
+	gids, err := gpuIDs(fsys, dir)
+	if err != nil {
+		return err
+	}
+	if len(gids) != m.N() {
+		return fmt.Errorf("kfd: %s has %d GPU nodes but the model has %d devices", dir, len(gids), m.N())
+	}
+	devOf := make(map[uint64]int, len(gids))
+	for i, g := range gids {
+		devOf[g] = i
+	}
+	pids, err := numericEntries(fsys, pdir, nil)
+	if err != nil {
+		return err
+	}
+	use := make([]map[int]*procUse, m.N())
+	get := func(dev, pid int) *procUse {
+		if use[dev] == nil {
+			use[dev] = map[int]*procUse{}
+		}
+		u := use[dev][pid]
+		if u == nil {
+			u = &procUse{pid: pid}
+			use[dev][pid] = u
+		}
+		return u
+	}
+	for _, pid := range pids {
+		pd := path.Join(pdir, strconv.Itoa(pid))
+		ents, err := fs.ReadDir(fsys, pd)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // the process exited
+			}
+			return fmt.Errorf("kfd: %w", err)
+		}
+		for _, e := range ents {
+			g, ok := strings.CutPrefix(e.Name(), "vram_")
+			if !ok {
+				continue
+			}
+			gid, err := strconv.ParseUint(g, 10, 32)
+			if err != nil {
+				continue
+			}
+			dev, ok := devOf[gid]
+			if !ok {
+				continue // a GPU outside this model (hidden by the cgroup)
+			}
+			n, found, err := readUint(fsys, path.Join(pd, e.Name()))
+			if err != nil {
+				return err
+			}
+			if found && n > 0 {
+				get(dev, pid).bytes += n
+			}
+		}
+		qd := path.Join(pd, "queues")
+		qids, err := numericEntries(fsys, qd, nil)
+		if err != nil {
+			return err
+		}
+		for _, q := range qids {
+			gid, found, err := readUint(fsys, path.Join(qd, strconv.Itoa(q), "gpuid"))
+			if err != nil {
+				return err
+			}
+			if dev, ok := devOf[gid]; found && ok {
+				get(dev, pid).queues++
+			}
+		}
+	}
+	for i, u := range use {
+		if len(u) == 0 {
+			continue
+		}
+		markBusy(&m.Devices[i], u)
+	}
+	return nil
+}
+
+// markBusy sets a device's busy fields from the processes using it.
+func markBusy(d *topology.Device, u map[int]*procUse) {
+	list := make([]*procUse, 0, len(u))
+	var total uint64
+	for _, p := range u {
+		list = append(list, p)
+		total += p.bytes
+	}
+	sort.Slice(list, func(a, b int) bool { return list[a].pid < list[b].pid })
+	pids := make([]string, len(list))
+	for i, p := range list {
+		pids[i] = strconv.Itoa(p.pid)
+	}
+	who := "pid " + pids[0]
+	if len(pids) > 1 {
+		who = "pids " + strings.Join(pids, ", ")
+	}
+	mib := int64((total + 1<<20 - 1) >> 20) // round up: a few bytes still show as 1 MiB
+	d.Busy = true
+	d.Processes = max(d.Processes, len(list))
+	d.MemUsedMiB = max(d.MemUsedMiB, mib)
+	if d.MemTotalMiB > 0 {
+		d.MemUsedPct = 100 * float64(d.MemUsedMiB) / float64(d.MemTotalMiB)
+	}
+	verb := "holds"
+	if len(list) > 1 {
+		verb = "hold"
+	}
+	if total > 0 {
+		d.BusyReason = fmt.Sprintf("%s %s %d MiB VRAM", who, verb, mib)
+	} else {
+		d.BusyReason = fmt.Sprintf("%s %s compute queues", who, verb)
+	}
+}
+
+// readUint reads a file holding one unsigned decimal number; found is
+// false when the file vanished (its process exited).
+func readUint(fsys fs.FS, p string) (n uint64, found bool, err error) {
+	s, ok, err := readSmall(fsys, p)
+	if err != nil || !ok {
+		return 0, false, err
+	}
+	n, perr := strconv.ParseUint(s, 10, 64)
+	if perr != nil {
+		return 0, false, &topology.ParseError{Source: "kfd " + p, Line: 1, Err: fmt.Errorf("%w: %q", topology.ErrBadNumber, s)}
+	}
+	return n, true, nil
+}

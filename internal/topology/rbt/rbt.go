@@ -1,0 +1,432 @@
+// Package rbt reads the output of rocm_bandwidth_test (rocm-bandwidth-test)
+// and applies its measured copy bandwidths to a topology.Model.
+//
+// Parse is pure and accepts the layouts seen across tool versions: the
+// 10-space indentation of v2.3+ or none, blank lines between matrix rows,
+// progress-dot lines, `Launch Command is:` and version lines, the v2.0.1
+// titles (`Device Access`, `Bdirectional`) and the v2.3+ ones
+// (`Inter-Device Access`, `Bidirectional`), and redacted excerpts whose
+// matrices have rows labelled `cpu0`, `0`.. and no device list.
+package rbt
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/amdrun/amdrun/internal/topology"
+)
+
+// Source is the ParseError source of this package.
+const Source = "rocm_bandwidth_test"
+
+// MaxAgents bounds the device list and matrices; larger inputs are
+// refused as malformed.
+const MaxAgents = 512
+
+// Agent is one device rocm_bandwidth_test lists: a CPU (one per NUMA
+// node) or a GPU.
+type Agent struct {
+	// ID is the tool's device number ("Device: 4"), -1 when the input
+	// has no device list (redacted excerpts).
+	ID int
+	// Label is how matrices name the agent ("4", "cpu0").
+	Label string
+	// GPU is true for a GPU agent.
+	GPU bool
+	// Name as printed (may be empty for GPUs).
+	Name string
+	// UUID as printed ("GPU-ab43b63dec8adaf3"), "" for CPUs.
+	UUID string
+	// PCI is the printed bus address ("c9:0.0"), "" if none.
+	PCI string
+	// Ordinal is the agent's position among agents of its kind: the
+	// NUMA node for a CPU, the GPU order for a GPU.
+	Ordinal int
+}
+
+// Matrix is one bandwidth matrix in GB/s. Rows are copy sources, columns
+// destinations.
+type Matrix struct {
+	// Title as printed.
+	Title string
+	cells map[[2]int]float64 // (row agent, column agent) -> GB/s
+}
+
+// At returns the figure from agent index from to agent index to (indexes
+// into Result.Agents); ok is false for N/A or a cell not printed.
+func (m *Matrix) At(from, to int) (gbs float64, ok bool) {
+	if m == nil {
+		return 0, false
+	}
+	v, ok := m.cells[[2]int{from, to}]
+	return v, ok
+}
+
+// Result is a parsed rocm_bandwidth_test run.
+type Result struct {
+	// Version is the RocmBandwidthTest version line's value, "" if absent.
+	Version string
+	// Agents in the tool's order (or, without a device list, in the order
+	// matrices name them).
+	Agents []Agent
+	// Uni and Bi are the unidirectional and bidirectional copy peak
+	// bandwidth matrices; nil when the run did not print them.
+	Uni, Bi *Matrix
+}
+
+// GPUs returns the indexes (into Agents) of the GPU agents, in order.
+func (r *Result) GPUs() []int {
+	var out []int
+	for i, a := range r.Agents {
+		if a.GPU {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// HostFigure is the measured copy bandwidth between one CPU agent (a
+// NUMA node) and one GPU, in GB/s; 0 means not measured.
+type HostFigure struct {
+	// CPU is the CPU agent's ordinal (its NUMA node), GPU the GPU's
+	// ordinal among GPU agents.
+	CPU, GPU int
+	// HostToDevice and DeviceToHost are unidirectional figures.
+	HostToDevice, DeviceToHost float64
+	// Bidirectional is the bidirectional figure.
+	Bidirectional float64
+}
+
+// Host returns the host-device figures for every CPU-GPU pair that has
+// at least one, ordered by CPU and then GPU.
+func (r *Result) Host() []HostFigure {
+	var out []HostFigure
+	for c, ca := range r.Agents {
+		if ca.GPU {
+			continue
+		}
+		for g, ga := range r.Agents {
+			if !ga.GPU {
+				continue
+			}
+			f := HostFigure{CPU: ca.Ordinal, GPU: ga.Ordinal}
+			f.HostToDevice, _ = r.Uni.At(c, g)
+			f.DeviceToHost, _ = r.Uni.At(g, c)
+			if v, ok := r.Bi.At(c, g); ok {
+				f.Bidirectional = v
+			} else if v, ok := r.Bi.At(g, c); ok {
+				f.Bidirectional = v
+			}
+			if f.HostToDevice > 0 || f.DeviceToHost > 0 || f.Bidirectional > 0 {
+				out = append(out, f)
+			}
+		}
+	}
+	return out
+}
+
+type field struct {
+	s   string
+	col int
+}
+
+func splitFields(line string) []field {
+	var out []field
+	start := -1
+	for i := 0; i <= len(line); i++ {
+		space := i == len(line) || line[i] == ' ' || line[i] == '\t' || line[i] == '\r'
+		switch {
+		case space && start >= 0:
+			out = append(out, field{line[start:i], start})
+			start = -1
+		case !space && start < 0:
+			start = i
+		}
+	}
+	return out
+}
+
+// matrixKind classifies a title line: "uni", "bi", "other" (access,
+// distance) or "" (not a title).
+func matrixKind(t string) string {
+	l := strings.ToLower(t)
+	switch {
+	case strings.Contains(l, "copy peak bandwidth") || strings.Contains(l, "copy bandwidth"):
+		if strings.HasPrefix(l, "uni") {
+			return "uni"
+		}
+		if strings.HasPrefix(l, "bi") || strings.HasPrefix(l, "bd") {
+			return "bi"
+		}
+		return "other"
+	case strings.HasSuffix(l, "device access") || strings.HasSuffix(l, "numa distance"):
+		return "other"
+	}
+	return ""
+}
+
+// validLabel says whether s can label a matrix row or column.
+func validLabel(s string) bool {
+	if s == "" {
+		return false
+	}
+	if rest, ok := strings.CutPrefix(strings.ToLower(s), "cpu"); ok {
+		s = rest
+	}
+	n, err := strconv.Atoi(s)
+	return err == nil && n >= 0 && n < 1<<20
+}
+
+// Parse reads rocm_bandwidth_test output. Matrices name agents by device
+// number; with no device list, labels "cpuN" are CPUs and plain numbers
+// are GPUs. N/A cells are left out. Malformed input gives a
+// *topology.ParseError wrapping ErrSyntax (bad device line, unknown or
+// repeated label), ErrNotSquare (a row with the wrong number of cells),
+// ErrBadNumber, ErrTruncated (a device list but no bandwidth matrix),
+// ErrWrongTool (neither) or ErrNoDevices (empty input).
+func Parse(r io.Reader) (*Result, error) {
+	perr := func(line, col int, err error) error {
+		return &topology.ParseError{Source: Source, Line: line, Column: col, Err: err}
+	}
+	res := &Result{}
+	byLabel := map[string]int{}
+	listed := false // a Device: list was read
+	var (
+		kind     string  // current matrix kind, "" outside
+		title    string  // its title
+		cols     []int   // agent indexes of its columns
+		cur      *Matrix // where its cells go (nil for access/distance)
+		rowsSeen map[int]bool
+		lineNo   int
+		sawText  bool
+		matrices int
+	)
+	agentFor := func(label string) (int, bool) {
+		if i, ok := byLabel[label]; ok {
+			return i, true
+		}
+		if listed {
+			return 0, false
+		}
+		if len(res.Agents) >= MaxAgents {
+			return 0, false
+		}
+		a := Agent{ID: -1, Label: label}
+		if rest, ok := strings.CutPrefix(strings.ToLower(label), "cpu"); ok {
+			a.Ordinal, _ = strconv.Atoi(rest)
+		} else {
+			a.GPU = true
+			a.Ordinal, _ = strconv.Atoi(label)
+		}
+		byLabel[label] = len(res.Agents)
+		res.Agents = append(res.Agents, a)
+		return byLabel[label], true
+	}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	for sc.Scan() {
+		lineNo++
+		line := strings.TrimRight(sc.Text(), "\r")
+		t := strings.TrimSpace(line)
+		if t == "" {
+			continue
+		}
+		sawText = true
+		if strings.Trim(t, ".") == "" {
+			continue // progress dots
+		}
+		if rest, ok := strings.CutPrefix(t, "Device:"); ok {
+			if err := addDevice(res, byLabel, rest); err != nil {
+				col := len(line) - len(strings.TrimLeft(line, " \t"))
+				return nil, perr(lineNo, col, err)
+			}
+			listed = true
+			kind = ""
+			continue
+		}
+		if v, ok := strings.CutPrefix(t, "RocmBandwidthTest Version:"); ok {
+			res.Version = strings.TrimSpace(v)
+			continue
+		}
+		if k := matrixKind(t); k != "" {
+			kind, title, cols, cur = k, t, nil, nil
+			rowsSeen = map[int]bool{}
+			switch k {
+			case "uni":
+				if res.Uni != nil {
+					return nil, perr(lineNo, 0, fmt.Errorf("%w: second %q matrix", topology.ErrSyntax, t))
+				}
+				res.Uni = &Matrix{Title: t, cells: map[[2]int]float64{}}
+				cur = res.Uni
+			case "bi":
+				if res.Bi != nil {
+					return nil, perr(lineNo, 0, fmt.Errorf("%w: second %q matrix", topology.ErrSyntax, t))
+				}
+				res.Bi = &Matrix{Title: t, cells: map[[2]int]float64{}}
+				cur = res.Bi
+			}
+			matrices++
+			continue
+		}
+		if kind == "" {
+			continue // other text: Launch Command, notes
+		}
+		fs := splitFields(line)
+		if cols == nil {
+			if fs[0].s != "D/D" {
+				return nil, perr(lineNo, fs[0].col, fmt.Errorf("%w: %s: header must start with D/D", topology.ErrSyntax, title))
+			}
+			if len(fs) == 1 {
+				return nil, perr(lineNo, len(line), fmt.Errorf("%w: %s: header names no device", topology.ErrSyntax, title))
+			}
+			if len(fs)-1 > MaxAgents {
+				return nil, perr(lineNo, fs[MaxAgents+1].col, fmt.Errorf("%w: more than %d devices", topology.ErrSyntax, MaxAgents))
+			}
+			seen := map[int]bool{}
+			cols = []int{}
+			for _, f := range fs[1:] {
+				i, ok := -1, validLabel(f.s)
+				if ok {
+					i, ok = agentFor(f.s)
+				}
+				if !ok {
+					return nil, perr(lineNo, f.col, fmt.Errorf("%w: %s: unknown device %q", topology.ErrSyntax, title, f.s))
+				}
+				if seen[i] {
+					return nil, perr(lineNo, f.col, fmt.Errorf("%w: %s: device %q twice", topology.ErrSyntax, title, f.s))
+				}
+				seen[i] = true
+				cols = append(cols, i)
+			}
+			continue
+		}
+		if !validLabel(fs[0].s) {
+			kind = "" // the matrix ended; this is other text
+			continue
+		}
+		row, ok := agentFor(fs[0].s)
+		if !ok {
+			return nil, perr(lineNo, fs[0].col, fmt.Errorf("%w: %s: unknown device %q", topology.ErrSyntax, title, fs[0].s))
+		}
+		if rowsSeen[row] {
+			return nil, perr(lineNo, fs[0].col, fmt.Errorf("%w: %s: row %q twice", topology.ErrSyntax, title, fs[0].s))
+		}
+		rowsSeen[row] = true
+		if len(fs)-1 != len(cols) {
+			col := len(line)
+			if len(fs)-1 > len(cols) {
+				col = fs[len(cols)+1].col
+			}
+			return nil, perr(lineNo, col, fmt.Errorf("%w: %s: row %s has %d cells, want %d", topology.ErrNotSquare, title, fs[0].s, len(fs)-1, len(cols)))
+		}
+		for j, f := range fs[1:] {
+			if strings.EqualFold(f.s, "N/A") {
+				continue
+			}
+			v, err := strconv.ParseFloat(f.s, 64)
+			if err != nil || v < 0 || v > 1e7 || v != v {
+				return nil, perr(lineNo, f.col, fmt.Errorf("%w: %s: %q", topology.ErrBadNumber, title, f.s))
+			}
+			if cur != nil {
+				cur.cells[[2]int{row, cols[j]}] = v
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return nil, perr(lineNo+1, 0, fmt.Errorf("%w: line too long", topology.ErrSyntax))
+		}
+		return nil, fmt.Errorf("%s: %w", Source, err)
+	}
+	switch {
+	case !sawText:
+		return nil, perr(0, 0, topology.ErrNoDevices)
+	case res.Uni == nil && res.Bi == nil && (listed || matrices > 0):
+		return nil, perr(0, 0, fmt.Errorf("%w: no copy bandwidth matrix", topology.ErrTruncated))
+	case res.Uni == nil && res.Bi == nil:
+		return nil, perr(0, 0, fmt.Errorf("%w: no rocm_bandwidth_test device list or matrix", topology.ErrWrongTool))
+	}
+	if len(res.GPUs()) == 0 {
+		return nil, perr(0, 0, topology.ErrNoDevices)
+	}
+	return res, nil
+}
+
+// addDevice parses the rest of a "Device: N,  name,  GPU-uuid,  bus" line.
+func addDevice(res *Result, byLabel map[string]int, rest string) error {
+	parts := strings.Split(rest, ",")
+	for i := range parts {
+		parts[i] = strings.TrimSpace(parts[i])
+	}
+	id, err := strconv.Atoi(parts[0])
+	if err != nil || id < 0 || id >= 1<<20 {
+		return fmt.Errorf("%w: device number %q", topology.ErrBadNumber, parts[0])
+	}
+	label := strconv.Itoa(id)
+	if _, dup := byLabel[label]; dup {
+		return fmt.Errorf("%w: device %d listed twice", topology.ErrSyntax, id)
+	}
+	if len(res.Agents) >= MaxAgents {
+		return fmt.Errorf("%w: more than %d devices", topology.ErrSyntax, MaxAgents)
+	}
+	a := Agent{ID: id, Label: label}
+	if len(parts) > 1 {
+		a.Name = parts[1]
+	}
+	for _, p := range parts[min(2, len(parts)):] {
+		switch {
+		case strings.HasPrefix(p, "GPU-"):
+			a.UUID, a.GPU = p, true
+		case isPCI(p):
+			a.PCI = p
+		}
+	}
+	if len(parts) >= 4 {
+		a.GPU = true
+	}
+	for _, b := range res.Agents {
+		if b.GPU == a.GPU {
+			a.Ordinal++
+		}
+	}
+	byLabel[label] = len(res.Agents)
+	res.Agents = append(res.Agents, a)
+	return nil
+}
+
+// isPCI reports whether s looks like "c9:0.0" or "0000:c9:00.0".
+func isPCI(s string) bool {
+	_, ok := parsePCI(s)
+	return ok
+}
+
+// parsePCI returns bus, device and function of "bb:d.f" or "dddd:bb:dd.f".
+func parsePCI(s string) ([3]uint64, bool) {
+	parts := strings.Split(s, ":")
+	if len(parts) == 3 {
+		parts = parts[1:]
+	}
+	if len(parts) != 2 {
+		return [3]uint64{}, false
+	}
+	dev, fn, ok := strings.Cut(parts[1], ".")
+	if !ok {
+		return [3]uint64{}, false
+	}
+	var out [3]uint64
+	for i, p := range []string{parts[0], dev, fn} {
+		if p == "" || len(p) > 4 {
+			return [3]uint64{}, false
+		}
+		v, err := strconv.ParseUint(p, 16, 16)
+		if err != nil {
+			return [3]uint64{}, false
+		}
+		out[i] = v
+	}
+	return out, true
+}

@@ -1,0 +1,475 @@
+package rocmsmi
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/amdrun/amdrun/internal/testutil"
+	"github.com/amdrun/amdrun/internal/topology"
+)
+
+// TestPublicFixtures runs every shared capture through the parser for its
+// kind: rocm-smi output must parse into a valid model; every other tool's
+// output must be refused as not rocm-smi's.
+func TestPublicFixtures(t *testing.T) {
+	wantDevices := map[string]int{
+		"rocm-smi-concise-dieedge-mi250-8gcd.txt":                       8,
+		"rocm-smi-concise-legacy-mi210-4gpu-archer2.txt":                4,
+		"rocm-smi-concise-mi300x-4gpu-sriov.txt":                        4,
+		"rocm-smi-concise-mi308x-8gpu.txt":                              8,
+		"rocm-smi-json-alltopo-mi100-4gpu-pcie-rocm602.json":            4,
+		"rocm-smi-json-alltopo-mi100-6gpu-pcie-rocm571.json":            6,
+		"rocm-smi-json-alltopo-mi50-card0-8dev-topology.json":           8,
+		"rocm-smi-json-rx6700xt-rocm430-numa-affinity-4294967295.json":  1,
+		"rocm-smi-json-rx6700xt-rocm612.json":                           1,
+		"rocm-smi-showallinfo-mi300x-4gpu-sriov.txt":                    4,
+		"rocm-smi-shownodesbw-8gpu-fullmesh-xgmi.txt":                   8,
+		"rocm-smi-shownodesbw-8gpu-partial-xgmi-rocm-release-notes.txt": 8,
+		"rocm-smi-shownodesbw-mi250-8gcd.txt":                           8,
+		"rocm-smi-showtopo-mi210-4gpu-xgmi-nps4-archer2.txt":            4,
+		"rocm-smi-showtopo-mi300a-4apu.txt":                             4,
+		"rocm-smi-showtopo-mi308x-8gpu.txt":                             8,
+		"rocm-smi-showtopoaccess-2gpu-rocm-release-notes.txt":           2,
+		"rocm-smi-showtoponuma-mi250-8gcd-2numa.txt":                    8,
+		"rocm-smi-showuse-mi210-4gpu-archer2.txt":                       4,
+		"rocm-smi-u-showmeminfo-vram-mi308x-8gpu.txt":                   8,
+	}
+	files, err := filepath.Glob(public(t, "*"))
+	if err != nil || len(files) < 40 {
+		t.Fatalf("shared fixtures: %d files, %v", len(files), err)
+	}
+	seen := 0
+	for _, path := range files {
+		name := filepath.Base(path)
+		if name == "SOURCES.md" {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			r, err := parseFile(t, path)
+			want, isRocm := wantDevices[name]
+			if !isRocm {
+				var pe *topology.ParseError
+				if !errors.As(err, &pe) || !errors.Is(err, topology.ErrWrongTool) {
+					t.Fatalf("err = %v, want a *ParseError wrapping ErrWrongTool", err)
+				}
+				if strings.Contains(err.Error(), "\n") {
+					t.Errorf("error spans lines: %q", err)
+				}
+				return
+			}
+			seen++
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, _ := mustModel(t, r)
+			if m.N() != want {
+				t.Errorf("%d devices, want %d", m.N(), want)
+			}
+			if m.Source != "rocm-smi" || m.Vendor != topology.VendorAMD {
+				t.Errorf("source %q vendor %q", m.Source, m.Vendor)
+			}
+			for i, d := range m.Devices {
+				if d.Index != i || d.RuntimeIndex != i {
+					t.Errorf("device %d: index %d runtime %d", i, d.Index, d.RuntimeIndex)
+				}
+			}
+		})
+	}
+	if seen != len(wantDevices) {
+		t.Errorf("saw %d rocm-smi fixtures, want %d", seen, len(wantDevices))
+	}
+}
+
+// The seed document's MI250 node: as the seed prints it (whitespace
+// collapsed) and as rocm-smi prints it (the three padded captures).
+func TestSeedMI250(t *testing.T) {
+	for name, r := range map[string]*Report{
+		"collapsed": mustReport(t, mine(t, "mi250-seed-collapsed.txt")),
+		"padded": mustReport(t, "rocm-smi-concise-dieedge-mi250-8gcd.txt",
+			"rocm-smi-shownodesbw-mi250-8gcd.txt", "rocm-smi-showtoponuma-mi250-8gcd-2numa.txt"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			m, _ := mustModel(t, r)
+			if m.N() != 8 {
+				t.Fatalf("%d devices", m.N())
+			}
+			wantLink(t, m, 0, 1, topology.LinkXGMI, true, 50000, 200000)
+			wantLink(t, m, 0, 6, topology.LinkXGMI, true, 50000, 100000)
+			wantLink(t, m, 0, 2, topology.LinkXGMI, true, 50000, 50000)
+			wantLink(t, m, 6, 7, topology.LinkXGMI, true, 50000, 200000)
+			if l := m.Link(0, 3); l.Direct || l.Type != topology.LinkPCIe || !l.Assumed {
+				t.Errorf("0-3 = %+v, want PCIe through the host, bandwidth assumed", *l)
+			}
+			if l := m.Link(0, 1); l.Assumed {
+				t.Errorf("0-1 bandwidth marked assumed")
+			}
+			if got, want := numaOf(m), []int{0, 0, 0, 0, 1, 1, 1, 1}; !reflect.DeepEqual(got, want) {
+				t.Errorf("NUMA %v, want %v", got, want)
+			}
+			if got, want := m.Packages(), [][]int{{0, 1}, {2, 3}, {4, 5}, {6, 7}}; !reflect.DeepEqual(got, want) {
+				t.Errorf("packages %v, want %v", got, want)
+			}
+			if d0, d1 := m.Devices[0], m.Devices[1]; d0.Package != "pkg0" || d1.Package != "pkg0" || d0.Partition != 0 || d1.Partition != 1 {
+				t.Errorf("devices 0/1 package %q/%q partition %d/%d", d0.Package, d1.Package, d0.Partition, d1.Partition)
+			}
+			if m.Devices[7].Package != "pkg3" {
+				t.Errorf("device 7 package %q", m.Devices[7].Package)
+			}
+			for _, d := range m.Devices {
+				if d.Busy {
+					t.Errorf("device %d busy: %s", d.Index, d.BusyReason)
+				}
+			}
+		})
+	}
+}
+
+func TestShowtopoMI308X(t *testing.T) {
+	r := mustReport(t, "rocm-smi-showtopo-mi308x-8gpu.txt")
+	if want := []string{"--showtopo", "--showtoponuma"}; !reflect.DeepEqual(r.Sections, want) {
+		t.Errorf("sections %v, want %v", r.Sections, want)
+	}
+	m, warns := mustModel(t, r)
+	if len(warns) != 0 {
+		t.Errorf("warnings %q", warns)
+	}
+	if m.N() != 8 || len(m.Links) != 28 {
+		t.Fatalf("%d devices %d links", m.N(), len(m.Links))
+	}
+	for _, l := range m.Links {
+		if l.Weight != 15 || l.Hops != 1 || l.Type != topology.LinkXGMI || !l.Direct || l.MaxBandwidth != topology.XGMILinkBandwidth || !l.Assumed {
+			t.Errorf("link %d-%d = %+v", l.A, l.B, l)
+		}
+	}
+	if got, want := numaOf(m), []int{0, 0, 0, 0, 1, 1, 1, 1}; !reflect.DeepEqual(got, want) {
+		t.Errorf("NUMA %v, want %v", got, want)
+	}
+}
+
+func TestShowtopoVariants(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		numa []int
+	}{
+		// Real tabs and trailing spaces after every cell.
+		{"rocm-smi-showtopo-mi300a-4apu.txt", []int{0, 1, 2, 3}},
+		// 80-column banner, "GPU 0          :" labels, NPS4.
+		{"rocm-smi-showtopo-mi210-4gpu-xgmi-nps4-archer2.txt", []int{0, 1, 2, 3}},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			m, _ := mustModel(t, mustReport(t, tc.file))
+			if got := numaOf(m); !reflect.DeepEqual(got, tc.numa) {
+				t.Errorf("NUMA %v, want %v", got, tc.numa)
+			}
+			for _, l := range m.Links {
+				if l.Type != topology.LinkXGMI || l.Weight != 15 || l.Hops != 1 || !l.Direct {
+					t.Errorf("link %d-%d = %+v", l.A, l.B, l)
+				}
+			}
+		})
+	}
+}
+
+func TestARCHER2MI210(t *testing.T) {
+	r := mustReport(t, "rocm-smi-showtopo-mi210-4gpu-xgmi-nps4-archer2.txt",
+		"rocm-smi-concise-legacy-mi210-4gpu-archer2.txt", "rocm-smi-showuse-mi210-4gpu-archer2.txt")
+	m, _ := mustModel(t, r)
+	if m.N() != 4 || len(m.Packages()) != 4 {
+		t.Fatalf("%d devices in %d packages", m.N(), len(m.Packages()))
+	}
+	for _, d := range m.Devices {
+		if d.Package != "" || d.UtilPercent != 0 || d.Busy || d.NUMANode != d.Index {
+			t.Errorf("device %d = %+v", d.Index, d)
+		}
+	}
+	d := r.Devices[3]
+	if !d.InConcise || d.SecondDie || d.UtilPercent != 0 || d.MemUsedPct != 0 {
+		t.Errorf("report device 3 = %+v", *d)
+	}
+}
+
+func TestHandMadeNodes(t *testing.T) {
+	t.Run("mi210 two hives", func(t *testing.T) {
+		m, _ := mustModel(t, mustReport(t, mine(t, "mi210-8gpu-2hive-showtopo-nodesbw.txt")))
+		wantLink(t, m, 0, 3, topology.LinkXGMI, true, 50000, 50000)
+		wantLink(t, m, 4, 7, topology.LinkXGMI, true, 50000, 50000)
+		wantLink(t, m, 0, 4, topology.LinkPCIe, false, topology.DefaultHostBandwidth/2, topology.DefaultHostBandwidth/2)
+		if l := m.Link(3, 5); l.Weight != 72 || l.Hops != 3 || l.Level != topology.LevelSYS || !l.Assumed {
+			t.Errorf("3-5 = %+v", *l)
+		}
+		if l := m.Link(1, 2); l.Weight != 15 || l.Hops != 1 || l.Assumed {
+			t.Errorf("1-2 = %+v", *l)
+		}
+		if got, want := numaOf(m), []int{0, 0, 0, 0, 1, 1, 1, 1}; !reflect.DeepEqual(got, want) {
+			t.Errorf("NUMA %v, want %v", got, want)
+		}
+	})
+	t.Run("pcie 4 gpus 2 sockets", func(t *testing.T) {
+		m, _ := mustModel(t, mustReport(t, mine(t, "pcie-4gpu-2socket-showtopo-nodesbw.txt")))
+		for _, l := range m.Links {
+			if l.Type != topology.LinkPCIe || l.Direct || !l.Assumed {
+				t.Errorf("link %d-%d = %+v", l.A, l.B, l)
+			}
+		}
+		if l := m.Link(0, 1); l.Level != topology.LevelPHB || l.Weight != 40 || l.Hops != 2 || l.MaxBandwidth != topology.DefaultHostBandwidth {
+			t.Errorf("0-1 = %+v", *l)
+		}
+		if l := m.Link(1, 2); l.Level != topology.LevelSYS || l.Weight != 72 || l.MaxBandwidth != topology.DefaultHostBandwidth/2 {
+			t.Errorf("1-2 = %+v", *l)
+		}
+	})
+	t.Run("mi300x spx", func(t *testing.T) {
+		m, _ := mustModel(t, mustReport(t, mine(t, "mi300x-8gpu-spx-showtopo-nodesbw.txt")))
+		for _, l := range m.Links {
+			if l.Type != topology.LinkXGMI || !l.Direct || l.MaxBandwidth != 50000 || l.Assumed || l.Weight != 15 {
+				t.Errorf("link %d-%d = %+v", l.A, l.B, l)
+			}
+		}
+	})
+}
+
+func TestIdentityAndLoad(t *testing.T) {
+	t.Run("showallinfo", func(t *testing.T) {
+		r := mustReport(t, "rocm-smi-showallinfo-mi300x-4gpu-sriov.txt")
+		if r.DriverVersion != "6.7.0" {
+			t.Errorf("driver %q", r.DriverVersion)
+		}
+		m, _ := mustModel(t, r)
+		d := m.Devices[0]
+		if d.PCIAddress != "0000:26:00.0" || d.UniqueID != "0x8d1457e2c20f59d2" || d.Name != "AMD Instinct MI300X OAM" || d.Busy {
+			t.Errorf("device 0 = %+v", d)
+		}
+		if got := m.Devices[3].UniqueID; got != "0xeff71edc82169115" {
+			t.Errorf("device 3 unique id %q", got)
+		}
+	})
+	t.Run("meminfo vram", func(t *testing.T) {
+		m, _ := mustModel(t, mustReport(t, "rocm-smi-u-showmeminfo-vram-mi308x-8gpu.txt"))
+		d := m.Devices[7]
+		if d.MemTotalMiB != 206141652992>>20 || d.MemUsedMiB != 297623552>>20 || d.Busy {
+			t.Errorf("device 7 = %+v", d)
+		}
+	})
+	t.Run("concise rocm 6.0", func(t *testing.T) {
+		r := mustReport(t, "rocm-smi-concise-mi300x-4gpu-sriov.txt")
+		m, _ := mustModel(t, r)
+		for _, d := range m.Devices {
+			if d.Name != "AMD Instinct MI300X" || d.Package != "" {
+				t.Errorf("device %d = %+v", d.Index, d)
+			}
+		}
+	})
+	t.Run("concise rocm 6.2", func(t *testing.T) {
+		r := mustReport(t, "rocm-smi-concise-mi308x-8gpu.txt")
+		for i := 0; i < 8; i++ {
+			if d := r.Devices[i]; d == nil || !d.InConcise || d.SecondDie || d.MemUsedPct != 0 || d.UtilPercent != 0 {
+				t.Errorf("device %d = %+v", i, d)
+			}
+		}
+	})
+}
+
+// A busy concise row is read: VRAM% and GPU% reach the model.
+func TestConciseBusy(t *testing.T) {
+	in := "====== Concise Info ======\n" +
+		"GPU  Temp   AvgPwr  SCLK    MCLK     Fan  Perf  PwrCap  VRAM%  GPU%\n" +
+		"0    28.0c  43.0W   800Mhz  1600Mhz  0%   auto  300.0W    0%   0%\n" +
+		"1    30.0c  243.0W  1700Mhz 1600Mhz  0%   auto  300.0W   87%  100%\n" +
+		"==========================\n"
+	r, err := ParseText(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := mustModel(t, r)
+	if d := m.Devices[1]; !d.Busy || d.MemUsedPct != 87 || d.UtilPercent != 100 {
+		t.Errorf("device 1 = %+v", d)
+	}
+	if m.Devices[0].Busy {
+		t.Error("device 0 busy")
+	}
+}
+
+// Several sections in one input, in any order, with the noise newer
+// rocm-smi prints around them.
+func TestSeveralSectionsOneInput(t *testing.T) {
+	var b strings.Builder
+	for _, f := range []string{"rocm-smi-showtoponuma-mi250-8gcd-2numa.txt", "rocm-smi-u-showmeminfo-vram-mi308x-8gpu.txt",
+		"rocm-smi-shownodesbw-mi250-8gcd.txt", "rocm-smi-concise-dieedge-mi250-8gcd.txt"} {
+		b.Write(testutil.ReadFile(t, public(t, f)))
+		b.WriteString("WARNING: AMD GPU device(s) is/are in a low-power state. Check power control/runtime_status\n\n")
+	}
+	r, err := ParseText(strings.NewReader(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"--showtoponuma", "--showuse", "--showmeminfo", "--shownodesbw", "concise"}
+	if !reflect.DeepEqual(r.Sections, want) {
+		t.Errorf("sections %v, want %v", r.Sections, want)
+	}
+	m, _ := mustModel(t, r)
+	wantLink(t, m, 0, 1, topology.LinkXGMI, true, 50000, 200000)
+	if m.Devices[5].Package != "pkg2" || m.Devices[5].MemTotalMiB != 206141652992>>20 || m.Devices[5].NUMANode != 1 {
+		t.Errorf("device 5 = %+v", m.Devices[5])
+	}
+}
+
+func TestVersionLine(t *testing.T) {
+	r, err := ParseText(strings.NewReader("ROCM-SMI version: 3.0.0+03a4530\nROCM-SMI-LIB version: 7.5.0\n"))
+	if err != nil || r.Version != "3.0.0+03a4530" {
+		t.Fatalf("version %q, %v", r.Version, err)
+	}
+}
+
+// Asymmetric matrices and conflicting sources are warnings, not errors.
+func TestNotes(t *testing.T) {
+	in := "==== Weight between two GPUs ====\n" +
+		"       GPU0  GPU1\n" +
+		"GPU0   0     15\n" +
+		"GPU1   30    0\n"
+	r, err := ParseText(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, warns := mustModel(t, r)
+	want := "rocm-smi --showtopo: GPU0-GPU1 reads 15 but GPU1-GPU0 reads 30; using the first"
+	if len(warns) == 0 || warns[0] != want {
+		t.Errorf("warnings %q, want first %q", warns, want)
+	}
+	if r.Pairs[[2]int{0, 1}].Weight != 15 {
+		t.Errorf("weight %d", r.Pairs[[2]int{0, 1}].Weight)
+	}
+}
+
+// rocm-smi -d 2 3 prints only GPU2 and GPU3: devices are renumbered by
+// position and keep their rocm-smi index as RuntimeIndex.
+func TestSubsetRenumbered(t *testing.T) {
+	in := "==== Link Type between two GPUs ====\n" +
+		"       GPU2  GPU3\n" +
+		"GPU2   0     XGMI\n" +
+		"GPU3   XGMI  0\n"
+	r, err := ParseText(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, warns := mustModel(t, r)
+	if m.N() != 2 || m.Devices[0].RuntimeIndex != 2 || m.Devices[1].RuntimeIndex != 3 || len(warns) != 1 {
+		t.Errorf("devices %+v warnings %q", m.Devices, warns)
+	}
+}
+
+func TestParseTextErrors(t *testing.T) {
+	nvidia := string(testutil.ReadFile(t, public(t, "nvidia-smi-topo-m-h100-sxm-8gpu-nv18-2numa.txt")))
+	bw := "\n\n==== ROCm System Management Interface ====\n" + // lines 1-3
+		"==== Bandwidth ====\n" + // 4
+		"       GPU0         GPU1         GPU2\n" + // 5
+		"GPU0   N/A          50000-50000  0-0\n" // 6
+	for _, tc := range []struct {
+		name string
+		in   string
+		want *topology.ParseError
+		msg  string
+	}{
+		{
+			name: "row short of columns",
+			in:   bw + "GPU1   50000-50000  N/A\n",
+			want: &topology.ParseError{Source: "rocm-smi --shownodesbw", Line: 7, Column: 23,
+				Err: wrap(topology.ErrNotSquare, "2 cells in row GPU1 for 3 columns")},
+			msg: "rocm-smi --shownodesbw: line 7: matrix is not square: 2 cells in row GPU1 for 3 columns",
+		},
+		{
+			name: "fewer rows than columns",
+			in:   bw + "GPU1   50000-50000  N/A          0-0\nFormat: min-max; Units: mps\n",
+			want: &topology.ParseError{Source: "rocm-smi --shownodesbw", Line: 8, Column: 0,
+				Err: wrap(topology.ErrNotSquare, "2 rows for 3 columns")},
+		},
+		{
+			name: "truncated",
+			in:   bw + "GPU1   50000-50000  N/A          0-0\n",
+			want: &topology.ParseError{Source: "rocm-smi --shownodesbw", Line: 7, Column: 0,
+				Err: wrap(topology.ErrTruncated, "2 of 3 rows")},
+		},
+		{
+			name: "non-numeric bandwidth",
+			in:   bw + "GPU1   50000-50000  N/A          0-0\nGPU2   0-0          0-x          N/A\n",
+			want: &topology.ParseError{Source: "rocm-smi --shownodesbw", Line: 8, Column: 20,
+				Err: wrap(topology.ErrBadNumber, `bandwidth "0-x"`)},
+		},
+		{
+			name: "non-numeric weight",
+			in:   "==== Weight between two GPUs ====\n       GPU0  GPU1\nGPU0   0     fifteen\nGPU1   15    0\n",
+			want: &topology.ParseError{Source: "rocm-smi --showtopo", Line: 3, Column: 13,
+				Err: wrap(topology.ErrBadNumber, `"fifteen"`)},
+		},
+		{
+			name: "unknown link type",
+			in:   "==== Link Type between two GPUs ====\n       GPU0    GPU1\nGPU0   0       NVLINK\nGPU1   NVLINK  0\n",
+			want: &topology.ParseError{Source: "rocm-smi --showtopo", Line: 3, Column: 15,
+				Err: wrap(topology.ErrUnknownLinkType, `"NVLINK"`)},
+			msg: `rocm-smi --showtopo: line 3: unknown link type: "NVLINK"`,
+		},
+		{
+			name: "more rows than columns",
+			in:   "==== Hops between two GPUs ====\n       GPU0  GPU1\nGPU0   0     1\nGPU1   1     0\nGPU2   1     1\n",
+			want: &topology.ParseError{Source: "rocm-smi --showtopo", Line: 5, Column: 0,
+				Err: wrap(topology.ErrNotSquare, "more rows than the 2 columns")},
+		},
+		{
+			name: "header not GPUn",
+			in:   "==== Hops between two GPUs ====\n       GPU0  CPU1\nGPU0   0     1\n",
+			want: &topology.ParseError{Source: "rocm-smi --showtopo", Line: 2, Column: 13,
+				Err: wrap(topology.ErrSyntax, `column header "CPU1" is not GPUn`)},
+		},
+		{
+			name: "bad numa node",
+			in:   "==== Numa Nodes ====\nGPU[0]\t\t: (Topology) Numa Node: zero\n",
+			want: &topology.ParseError{Source: "rocm-smi --showtoponuma", Line: 2, Column: 32,
+				Err: wrap(topology.ErrBadNumber, `numa node "zero"`)},
+		},
+		{
+			name: "bad concise percentage",
+			in:   "==== Concise Info ====\nGPU  Temp   AvgPwr  SCLK    MCLK     Fan  Perf  PwrCap  VRAM%  GPU%\n0    28.0c  43.0W   800Mhz  1600Mhz  0%   auto  300.0W  lots   0%\n",
+			want: &topology.ParseError{Source: "rocm-smi concise table", Line: 3, Column: 56,
+				Err: wrap(topology.ErrBadNumber, `percentage "lots"`)},
+		},
+		{
+			name: "nvidia-smi output",
+			in:   nvidia,
+			want: &topology.ParseError{Source: "rocm-smi", Err: wrap(topology.ErrWrongTool, "no rocm-smi section found")},
+			msg:  "rocm-smi: not this tool's output: no rocm-smi section found",
+		},
+		{
+			name: "empty",
+			in:   "",
+			want: &topology.ParseError{Source: "rocm-smi", Err: wrap(topology.ErrWrongTool, "no rocm-smi section found")},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := ParseText(strings.NewReader(tc.in))
+			if r != nil {
+				t.Errorf("report %+v with error", r)
+			}
+			if !reflect.DeepEqual(err, tc.want) {
+				t.Fatalf("err = %#v\n      (%v)\nwant %#v\n      (%v)", err, err, tc.want, tc.want)
+			}
+			if tc.msg != "" && err.Error() != tc.msg {
+				t.Errorf("message %q, want %q", err.Error(), tc.msg)
+			}
+			if !errors.Is(err, tc.want.Err.(interface{ Unwrap() error }).Unwrap()) {
+				t.Errorf("errors.Is fails for %v", err)
+			}
+		})
+	}
+}
+
+// wrap builds the error the parsers return: a sentinel with detail.
+func wrap(sentinel error, detail string) error {
+	return fmt.Errorf("%w: %s", sentinel, detail)
+}
+
+func wrapKey(key string, err error) error {
+	return fmt.Errorf("%s: %w", key, err)
+}
