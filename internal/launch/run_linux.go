@@ -18,7 +18,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/amdrun/amdrun/internal/topology"
 )
 
 // drainTimeout bounds how long output is still read after a worker has
@@ -360,12 +359,7 @@ func (s *supervisor) command(r *Rank, env []string) (string, []string, error) {
 		}
 		return p, r.Argv, nil
 	}
-	args := []string{s.o.Self, ShimArg,
-		"--cpus", topology.FormatCPUList(r.CPUs),
-		"--mems", topology.FormatCPUList(r.Mems),
-		"--mempolicy", string(r.MemPolicy),
-		"--"}
-	return s.o.Self, append(args, r.Argv...), nil
+	return s.o.Self, ShimArgv(s.o.Self, r.CPUs, r.Mems, r.MemPolicy, r.Argv), nil
 }
 
 // pump starts copying the worker's output; w.pumps closes when both

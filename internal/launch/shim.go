@@ -49,3 +49,14 @@ func parseShimArgs(args []string) (*shimArgs, error) {
 	}
 	return nil, errors.New("missing -- before the command")
 }
+
+// ShimArgv is the argv that runs argv bound to cpus and mems (memory
+// policy pol) through amdrun's bind shim, self being amdrun's own path.
+func ShimArgv(self string, cpus, mems []int, pol MemPolicy, argv []string) []string {
+	args := []string{self, ShimArg,
+		"--cpus", topology.FormatCPUList(cpus),
+		"--mems", topology.FormatCPUList(mems),
+		"--mempolicy", string(pol),
+		"--"}
+	return append(args, argv...)
+}

@@ -26,14 +26,9 @@ func TestCPXTreeEveryN(t *testing.T) {
 		for i := range want {
 			want[i] = i
 		}
-		if n > 32 {
-			// NUMA 0 holds GPUs 0-3 (devices 0-31); the rest fills GPU 4,
-			// 5... whole, with the partial GPU last.
-			want = want[:0]
-			for i := 0; i < n; i++ {
-				want = append(want, i)
-			}
-		}
+		// Whole GPUs in index order are best for every N (GPUs 0-3 fill
+		// NUMA 0 first, GPU 7 with its 7 partitions comes last), and ties
+		// go to the lowest indices, so the answer is always 0..N-1.
 		if !slices.Equal(ch.Devices, want) {
 			t.Errorf("N=%d: %v (%s)", n, ch.Devices, ch.Score)
 		}

@@ -2,11 +2,13 @@ package cmdutil
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"sync"
 	"time"
 
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
+	"github.com/amdrun/amdrun/internal/bench"
 	"github.com/amdrun/amdrun/internal/discover"
 	"github.com/amdrun/amdrun/internal/topology"
 	"github.com/amdrun/amdrun/internal/topology/host"
@@ -18,6 +20,8 @@ type TopoFlags struct {
 	Source    string
 	SysfsRoot string
 	File      string
+	// Bandwidth is auto, measured or theoretical (see applyMeasured).
+	Bandwidth string
 }
 
 // Factory holds what commands depend on. Costly members are lazy funcs,
@@ -58,6 +62,9 @@ func (f *Factory) Topology(ctx context.Context) (*topology.Model, error) {
 		f.model, f.err = f.Discover(ctx, discover.Options{
 			Source: f.Topo.Source, SysfsRoot: sysfs, File: f.Topo.File, Warn: f.Warn,
 		})
+		if f.err == nil {
+			f.err = f.applyMeasured(f.model)
+		}
 	})
 	return f.model, f.err
 }
@@ -98,4 +105,38 @@ func New(version string) *Factory {
 		Warnf(io, format, args...)
 	}
 	return f
+}
+
+// applyMeasured replaces theoretical bandwidths with the cached amdrun
+// bench result for exactly these devices: always under "measured" (an
+// error when there is none), when one exists under "auto".
+func (f *Factory) applyMeasured(m *topology.Model) error {
+	mode := f.Topo.Bandwidth
+	if mode == "theoretical" || m.Bandwidth == "measured" {
+		return nil
+	}
+	keys := make([]string, m.N())
+	for i := range m.Devices {
+		keys[i] = m.Devices[i].Key()
+	}
+	dir, err := bench.CacheDir(f.Getenv)
+	var r *bench.Result
+	if err == nil {
+		host, _ := os.Hostname()
+		r, err = bench.Load(bench.CachePath(dir, host, keys), keys)
+	}
+	if err != nil {
+		if mode == "measured" {
+			return err
+		}
+		f.Warn.Warn("%v (using theoretical bandwidth)", err)
+		return nil
+	}
+	if r == nil {
+		if mode == "measured" {
+			return fmt.Errorf("--bandwidth measured: no amdrun bench result for these devices on this host: run amdrun bench first")
+		}
+		return nil
+	}
+	return bench.Apply(m, r)
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/benchcmd"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/doctor"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/pscmd"
@@ -28,10 +29,16 @@ func NewCmdRoot(f *cmdutil.Factory) *cobra.Command {
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&f.Topo.Source, "source", "auto", "topology source: "+strings.Join(discover.Sources, ", ")+" (auto: KFD sysfs, then amd-smi, rocm-smi, nvidia-smi)")
 	pf.StringVar(&f.Topo.SysfsRoot, "sysfs-root", "", "read sysfs under this directory (default $AMDRUN_SYSFS_ROOT, else /)")
+	pf.StringVar(&f.Topo.Bandwidth, "bandwidth", "auto", "bandwidth for selection: auto (measured when amdrun bench has a result for these devices), measured, theoretical")
 	pf.StringVar(&f.Topo.File, "topology", "", "read the topology from a file saved with `amdrun topo --json`")
 	cmd.PersistentPreRunE = func(c *cobra.Command, args []string) error {
 		if err := discover.ValidSource(f.Topo.Source); err != nil {
 			return &cmdutil.FlagError{Err: fmt.Errorf("--source: %w", err)}
+		}
+		switch f.Topo.Bandwidth {
+		case "auto", "measured", "theoretical":
+		default:
+			return cmdutil.FlagErrorf("--bandwidth: want auto, measured or theoretical, got %q", f.Topo.Bandwidth)
 		}
 		return nil
 	}
@@ -43,6 +50,7 @@ func NewCmdRoot(f *cmdutil.Factory) *cobra.Command {
 	cmd.AddCommand(topocmd.NewCmdTopo(f, nil))
 	cmd.AddCommand(version.NewCmdVersion(f))
 	cmd.AddCommand(pscmd.NewCmdPs(f, nil))
+	cmd.AddCommand(benchcmd.NewCmdBench(f, nil))
 	cmd.AddCommand(doctor.NewCmdDoctor(f, nil))
 	for _, c := range cmd.Commands() {
 		c.SilenceErrors, c.SilenceUsage = true, true

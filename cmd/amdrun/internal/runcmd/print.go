@@ -89,7 +89,7 @@ func joinInts(xs []int, sep string) string {
 func printExplain(w io.Writer, m *topology.Model, c *selector.Choice) {
 	fmt.Fprintf(w, "\nWhy %s (policy %s, bandwidth %s", joinInts(c.Devices, ","), c.Policy, m.Bandwidth)
 	if c.Exact {
-		fmt.Fprintf(w, ", exact search over %d candidates", c.Considered)
+		fmt.Fprintf(w, ", exact search, %d sets examined", c.Considered)
 	} else {
 		fmt.Fprintf(w, ", best found in the time budget, gap to the upper bound %.1f%%", 100*c.Gap)
 	}

@@ -5,12 +5,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
 	"github.com/amdrun/amdrun/internal/topology"
+	"github.com/amdrun/amdrun/internal/topology/rbt"
 	"github.com/spf13/cobra"
 )
 
@@ -28,6 +30,7 @@ type Options struct {
 // NewCmdTopo returns `amdrun topo`; runF replaces the run function in tests.
 func NewCmdTopo(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IOStreams, Topology: f.Topology}
+	var measured string
 	cmd := &cobra.Command{
 		Use:   "topo",
 		Short: "Show the node's GPUs, the link between every pair, NUMA nodes and busy devices",
@@ -43,6 +46,9 @@ With --json it prints the model that --topology FILE reads back.`,
   amdrun topo --sysfs-root /path/to/captured/tree`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if measured != "" {
+				opts.Measured = func(m *topology.Model) error { return applyRBT(m, measured, f.Warn) }
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -50,6 +56,7 @@ With --json it prints the model that --topology FILE reads back.`,
 		},
 	}
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the topology as JSON (readable back with --topology FILE)")
+	cmd.Flags().StringVar(&measured, "measured", "", "replace link bandwidths with a rocm_bandwidth_test output FILE (its peak copy bandwidth matrices)")
 	return cmd
 }
 
@@ -173,4 +180,19 @@ func state(d topology.Device) string {
 		return "busy (" + d.BusyReason + ")"
 	}
 	return "free"
+}
+
+// applyRBT reads a rocm_bandwidth_test output file and puts its figures
+// on the model's links.
+func applyRBT(m *topology.Model, path string, warn topology.Warner) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("--measured: %w", err)
+	}
+	defer f.Close()
+	r, err := rbt.Parse(f)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return rbt.Apply(m, r, warn)
 }

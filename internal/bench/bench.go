@@ -1,0 +1,309 @@
+// Package bench measures the node: device-to-device copy bandwidth for
+// every pair of devices and host-to-device bandwidth from each NUMA node,
+// with a small PyTorch probe carried inside amdrun. Results are cached per
+// host, keyed by the devices' identities, and can replace the theoretical
+// bandwidths of a topology model.
+//
+// It is its own package because measuring is neither discovery (it needs
+// a launched probe), selection (pure) nor rank supervision.
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/amdrun/amdrun/internal/topology"
+)
+
+//go:embed probe.py
+var probe string
+
+// Probe returns the Python source of the embedded probe.
+func Probe() string { return probe }
+
+// Result is one measurement of a node.
+type Result struct {
+	Host       string    `json:"host"`
+	MeasuredAt time.Time `json:"measured_at"`
+	// Keys are the measured devices' identities (topology.Device.Key), in
+	// model index order; the cache is valid while they are unchanged.
+	Keys []string `json:"keys"`
+	// Devices are the model indices measured, in the same order as Keys.
+	Devices []int `json:"devices"`
+	// D2D[i][j] is the copy bandwidth in MB/s from Devices[i] to
+	// Devices[j] (0 on the diagonal).
+	D2D [][]float64 `json:"d2d_mb_s"`
+	// H2D maps a NUMA node id to the host-to-device MB/s per device (same
+	// order as Devices), measured with the probe bound to that node.
+	H2D map[int][]float64 `json:"h2d_mb_s,omitempty"`
+	SizeMiB int `json:"size_mib"`
+	Iters   int `json:"iters"`
+}
+
+// Line is one line of probe output.
+type Line struct {
+	Kind    string  `json:"kind"`
+	Pairs   int     `json:"pairs"`
+	Devices int     `json:"devices"`
+	A       int     `json:"a"`
+	B       int     `json:"b"`
+	Dev     int     `json:"dev"`
+	MBps    float64 `json:"mbps"`
+}
+
+// ParseLine parses one probe output line.
+func ParseLine(b []byte) (Line, error) {
+	var l Line
+	if err := json.Unmarshal(b, &l); err != nil {
+		return l, fmt.Errorf("bench probe: bad output line %q: %w", truncate(string(b)), err)
+	}
+	switch l.Kind {
+	case "plan", "d2d", "h2d":
+	default:
+		return l, fmt.Errorf("bench probe: unknown line kind %q", l.Kind)
+	}
+	if l.MBps < 0 || l.A < 0 || l.B < 0 || l.Dev < 0 {
+		return l, fmt.Errorf("bench probe: negative figure in %q", truncate(string(b)))
+	}
+	return l, nil
+}
+
+func truncate(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "..."
+	}
+	return s
+}
+
+// Key is the cache key of a set of device identities.
+func Key(keys []string) string {
+	h := sha256.Sum256([]byte(strings.Join(keys, "\n")))
+	return hex.EncodeToString(h[:8])
+}
+
+// CacheDir is $XDG_CACHE_HOME/amdrun, else ~/.cache/amdrun.
+func CacheDir(getenv func(string) string) (string, error) {
+	if d := getenv("XDG_CACHE_HOME"); d != "" {
+		return filepath.Join(d, "amdrun"), nil
+	}
+	home := getenv("HOME")
+	if home == "" {
+		return "", errors.New("bench cache: neither XDG_CACHE_HOME nor HOME is set")
+	}
+	return filepath.Join(home, ".cache", "amdrun"), nil
+}
+
+// CachePath is where the measurement of these devices on host is kept.
+func CachePath(dir, host string, keys []string) string {
+	return filepath.Join(dir, fmt.Sprintf("bench-%s-%s.json", sanitize(host), Key(keys)))
+}
+
+func sanitize(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '/' || r == 0 || r == '\\' {
+			return '_'
+		}
+		return r
+	}, s)
+}
+
+// Save writes r to path atomically.
+func Save(path string, r *Result) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("bench cache: %w", err)
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return fmt.Errorf("bench cache: %w", err)
+	}
+	return os.Rename(tmp, path)
+}
+
+// Load reads a cached result for exactly these device keys; it returns
+// (nil, nil) when there is none, and an error for a corrupt file.
+func Load(path string, keys []string) (*Result, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bench cache: %w", err)
+	}
+	var r Result
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("bench cache %s: %w", path, err)
+	}
+	if strings.Join(r.Keys, "\n") != strings.Join(keys, "\n") {
+		return nil, nil // the devices changed: the measurement is stale
+	}
+	if len(r.D2D) != len(r.Devices) {
+		return nil, fmt.Errorf("bench cache %s: matrix is %d rows for %d devices", path, len(r.D2D), len(r.Devices))
+	}
+	return &r, nil
+}
+
+// Apply replaces the bandwidth of every measured pair's link with the
+// measurement: MinBandwidth the slower direction, MaxBandwidth the faster,
+// Measured set, Assumed cleared, and m.Bandwidth = "measured".
+func Apply(m *topology.Model, r *Result) error {
+	for _, d := range r.Devices {
+		if d < 0 || d >= m.N() {
+			return fmt.Errorf("bench: measured device %d is not in the topology (%d devices)", d, m.N())
+		}
+	}
+	for i, a := range r.Devices {
+		if len(r.D2D[i]) != len(r.Devices) {
+			return fmt.Errorf("bench: matrix row %d has %d cells, want %d", i, len(r.D2D[i]), len(r.Devices))
+		}
+		for j := i + 1; j < len(r.Devices); j++ {
+			b := r.Devices[j]
+			x, y := r.D2D[i][j], r.D2D[j][i]
+			if x <= 0 || y <= 0 {
+				continue
+			}
+			lo, hi := x, y
+			if lo > hi {
+				lo, hi = hi, lo
+			}
+			l := m.Link(a, b)
+			l.MinBandwidth, l.MaxBandwidth = int64(lo), int64(hi)
+			l.Measured, l.Assumed = true, false
+		}
+	}
+	m.Bandwidth = "measured"
+	return m.Validate()
+}
+
+// Step is one probe run: argv (already wrapped in the bind shim where
+// needed), its environment, and the NUMA node it stands for (-1: none).
+type Step struct {
+	Argv []string
+	Env  []string
+	NUMA int
+	Mode string // "d2d" or "h2d"
+}
+
+// Progress is called after every measured figure: done of total, elapsed.
+type Progress func(done, total int, elapsed time.Duration)
+
+// RunSteps runs the probe steps in order, streaming their lines into r.
+// n is the number of devices measured.
+func RunSteps(ctx context.Context, steps []Step, r *Result, progress Progress, stderr io.Writer) error {
+	n := len(r.Devices)
+	r.D2D = make([][]float64, n)
+	for i := range r.D2D {
+		r.D2D[i] = make([]float64, n)
+	}
+	total := 0
+	for _, s := range steps {
+		if s.Mode == "d2d" {
+			total += n * (n - 1)
+		} else {
+			total += n
+		}
+	}
+	start, done := time.Now(), 0
+	for _, s := range steps {
+		cmd := exec.CommandContext(ctx, s.Argv[0], s.Argv[1:]...)
+		cmd.Env = s.Env
+		var errBuf bytes.Buffer
+		cmd.Stderr = io.MultiWriter(&errBuf, stderrOrDiscard(stderr))
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			return err
+		}
+		if err := cmd.Start(); err != nil {
+			return fmt.Errorf("bench: start %s: %w", s.Argv[0], err)
+		}
+		sc := bufio.NewScanner(out)
+		var perr error
+		for sc.Scan() {
+			l, err := ParseLine(sc.Bytes())
+			if err != nil {
+				perr = err
+				break
+			}
+			switch l.Kind {
+			case "plan":
+				if l.Devices != n {
+					perr = fmt.Errorf("bench: torch sees %d devices, amdrun made %d visible", l.Devices, n)
+				}
+			case "d2d":
+				if l.A >= n || l.B >= n {
+					perr = fmt.Errorf("bench probe: device %d/%d out of range", l.A, l.B)
+					break
+				}
+				r.D2D[l.A][l.B] = l.MBps
+				done++
+			case "h2d":
+				if l.Dev >= n {
+					perr = fmt.Errorf("bench probe: device %d out of range", l.Dev)
+					break
+				}
+				if r.H2D == nil {
+					r.H2D = map[int][]float64{}
+				}
+				if r.H2D[s.NUMA] == nil {
+					r.H2D[s.NUMA] = make([]float64, n)
+				}
+				r.H2D[s.NUMA][l.Dev] = l.MBps
+				done++
+			}
+			if perr != nil {
+				break
+			}
+			if progress != nil {
+				progress(done, total, time.Since(start))
+			}
+		}
+		if perr != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			return perr
+		}
+		if err := cmd.Wait(); err != nil {
+			msg := strings.TrimSpace(errBuf.String())
+			if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
+				msg = msg[i+1:]
+			}
+			return fmt.Errorf("bench: probe (%s) failed: %v: %s", s.Mode, err, msg)
+		}
+	}
+	r.MeasuredAt = time.Now().UTC()
+	return nil
+}
+
+func stderrOrDiscard(w io.Writer) io.Writer {
+	if w == nil {
+		return io.Discard
+	}
+	return w
+}
+
+// NUMAIDs returns the keys of r.H2D in order.
+func (r *Result) NUMAIDs() []int {
+	var ids []int
+	for id := range r.H2D {
+		ids = append(ids, id)
+	}
+	sort.Ints(ids)
+	return ids
+}
