@@ -75,6 +75,9 @@ func Run(ctx context.Context, o *Options) error {
 	for _, w := range plan.Warnings {
 		o.Warn.Warn("%s", w)
 	}
+	if o.DryRun && o.Launcher == "torchrun" {
+		fmt.Fprintf(o.IO.Out, "Launcher: %s\n", quoteArgv(torchrunPlan(o, plan).Ranks[0].Argv))
+	}
 	if o.DryRun {
 		if o.JSON {
 			return printJSON(o, m, choice, plan)
@@ -101,13 +104,17 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return fmt.Errorf("cannot find amdrun's own binary for binding: %w", err)
 	}
+	restarts := o.MaxRestarts
+	if o.Launcher == "torchrun" {
+		plan, restarts = torchrunPlan(o, plan), 0 // torchrun restarts its workers itself
+	}
 	code, err := launch.Run(ctx, plan, launch.RunOptions{
 		Stdout: o.IO.Out, Stderr: o.IO.ErrOut,
 		Prefix:      !o.NoPrefix && len(plan.Ranks) > 1,
 		LogDir:      o.LogDir,
 		RanksFilter: o.RanksFilter,
 		Grace:       o.Grace,
-		MaxRestarts: o.MaxRestarts,
+		MaxRestarts: restarts,
 		Self:        self,
 	})
 	if err != nil {
@@ -213,6 +220,60 @@ func unwrapBusy(err error) error {
 
 func describe(h lease.Holder) string {
 	return fmt.Sprintf("leased by %s pid %d since %s (%s)", h.User, h.PID, h.Start.Format("15:04:05"), h.Command)
+}
+
+// torchrunPlan replaces the per-rank plan with one process: torchrun
+// with the chosen devices made visible, --nproc-per-node N, the node and
+// rendezvous flags passed through, and the worker command. amdrun stays
+// its parent, holding the device lease, forwarding signals and returning
+// its exit code.
+func torchrunPlan(o *Options, p *launch.Plan) *launch.Plan {
+	r0 := p.Ranks[0]
+	env := []string{}
+	own := map[string]bool{}
+	for _, k := range amdrunVars {
+		own[k] = true
+	}
+	// torchrun sets the rank variables itself; keep only what the user had
+	// and the visible-device variables amdrun chose.
+	for _, kv := range r0.Env {
+		k, _, _ := strings.Cut(kv, "=")
+		if own[k] && !strings.HasSuffix(k, "VISIBLE_DEVICES") && k != "CUDA_DEVICE_ORDER" && getenv(o.Env(), k) == "" {
+			continue
+		}
+		env = append(env, kv)
+	}
+	argv := []string{"torchrun", "--nproc-per-node", fmt.Sprint(len(p.Ranks))}
+	nnodes := fmt.Sprint(o.NNodes)
+	if o.ElasticNNodes != "" {
+		nnodes = o.ElasticNNodes
+	}
+	argv = append(argv, "--nnodes", nnodes)
+	if len(o.Rdzv) == 0 {
+		if o.NNodes == 1 {
+			argv = append(argv, "--standalone")
+		} else {
+			argv = append(argv, "--node-rank", fmt.Sprint(o.NodeRank), "--master-addr", o.MasterAddr, "--master-port", fmt.Sprint(o.MasterPort))
+		}
+	}
+	for _, k := range []string{"--rdzv-backend", "--rdzv-endpoint", "--rdzv-id", "--rdzv-conf"} {
+		if v, ok := o.Rdzv[k]; ok {
+			argv = append(argv, k, v)
+		}
+	}
+	if o.MaxRestarts > 0 {
+		argv = append(argv, "--max-restarts", fmt.Sprint(o.MaxRestarts))
+	}
+	switch {
+	case o.NoPython:
+		argv = append(argv, "--no-python")
+	case o.Module:
+		argv = append(argv, "-m")
+	}
+	argv = append(argv, o.Args...)
+	one := r0
+	one.Argv, one.Env, one.CPUs, one.Mems = argv, env, nil, nil
+	return &launch.Plan{Ranks: []launch.Rank{one}, WorldSize: p.WorldSize, Bind: launch.BindNone}
 }
 
 // makePlan turns the choice into per-rank commands, environment and binding.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -59,6 +60,13 @@ type Options struct {
 	RanksFilter []int
 
 	NNodes     int
+	// Launcher is "amdrun" (amdrun starts and supervises the ranks) or
+	// "torchrun" (amdrun chooses devices, then runs torchrun with them).
+	Launcher string
+	// ElasticNNodes is a torchrun --nnodes MIN:MAX range ("" = NNodes).
+	ElasticNNodes string
+	// Rdzv holds torchrun's --rdzv-* flags, passed through as given.
+	Rdzv map[string]string
 	NodeRank   int
 	MasterAddr string
 	MasterPort int
@@ -81,6 +89,8 @@ type Options struct {
 // raw holds flag values that need parsing in validation.
 type raw struct {
 	devices, exclude, policy, order, bind, mem, ranksFilter, wait, numaBalancing string
+	nnodes                                                                    string
+	rdzvBackend, rdzvEndpoint, rdzvID, rdzvConf                               string
 }
 
 const long = `amdrun starts N torchrun-compatible worker processes on the best-connected
@@ -139,6 +149,9 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 			if opts.Root == "" {
 				opts.Root = f.Getenv("AMDRUN_SYSFS_ROOT")
 			}
+			if err := parseNNodes(opts, &r); err != nil {
+				return err
+			}
 			if err := fromSlurm(cmd, f, opts); err != nil {
 				return err
 			}
@@ -172,7 +185,7 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 	fl.BoolVar(&opts.NoPrefix, "no-prefix", false, "do not prefix output lines with [rankN]:")
 	fl.StringVar(&opts.LogDir, "log-dir", "", "also write each rank's output to DIR/rankN.stdout and DIR/rankN.stderr")
 	fl.StringVar(&r.ranksFilter, "local-ranks-filter", "", "show only these local ranks' output on the console, e.g. 0 or 0,3")
-	fl.IntVar(&opts.NNodes, "nnodes", 1, "number of nodes (one amdrun per node)")
+	fl.StringVar(&r.nnodes, "nnodes", "1", "number of nodes (one amdrun per node); MIN:MAX with --launcher torchrun")
 	fl.IntVar(&opts.NodeRank, "node-rank", 0, "this node's rank, 0 to nnodes-1")
 	fl.StringVar(&opts.MasterAddr, "master-addr", "127.0.0.1", "address of the node that hosts rank 0's store")
 	fl.IntVar(&opts.MasterPort, "master-port", 0, "port of rank 0's store (default: a free port on one node)")
@@ -181,6 +194,11 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 	fl.BoolVar(&opts.NoLease, "no-lease", false, "do not take or respect device leases")
 	fl.StringVar(&r.wait, "wait", "", "when not enough devices are free, wait for them (optionally at most DURATION, e.g. --wait=10m)")
 	fl.Lookup("wait").NoOptDefVal = "forever"
+	fl.StringVar(&opts.Launcher, "launcher", "amdrun", "who starts the ranks: amdrun, or torchrun (amdrun chooses devices, then runs torchrun for elastic jobs)")
+	fl.StringVar(&r.rdzvBackend, "rdzv-backend", "", "with --launcher torchrun: passed to torchrun")
+	fl.StringVar(&r.rdzvEndpoint, "rdzv-endpoint", "", "with --launcher torchrun: passed to torchrun")
+	fl.StringVar(&r.rdzvID, "rdzv-id", "", "with --launcher torchrun: passed to torchrun")
+	fl.StringVar(&r.rdzvConf, "rdzv-conf", "", "with --launcher torchrun: passed to torchrun")
 	fl.SortFlags = false
 	return cmd
 }
@@ -238,6 +256,24 @@ func validate(cmd *cobra.Command, o *Options, r *raw) error {
 	if o.MaxRestarts < 0 {
 		return cmdutil.FlagErrorf("--max-restarts must not be negative")
 	}
+	switch o.Launcher {
+	case "amdrun":
+		if o.ElasticNNodes != "" || r.rdzvBackend != "" || r.rdzvEndpoint != "" || r.rdzvID != "" || r.rdzvConf != "" {
+			return cmdutil.FlagErrorf("--nnodes MIN:MAX and --rdzv-* flags need --launcher torchrun (elastic rendezvous is torchrun's job)")
+		}
+	case "torchrun":
+		o.Rdzv = map[string]string{}
+		for k, v := range map[string]string{"--rdzv-backend": r.rdzvBackend, "--rdzv-endpoint": r.rdzvEndpoint, "--rdzv-id": r.rdzvID, "--rdzv-conf": r.rdzvConf} {
+			if v != "" {
+				o.Rdzv[k] = v
+			}
+		}
+		if o.NGPUs == 0 && !o.DryRun {
+			return cmdutil.FlagErrorf("--launcher torchrun needs --ngpus (torchrun's --nproc-per-node)")
+		}
+	default:
+		return cmdutil.FlagErrorf("--launcher: want amdrun or torchrun, got %q", o.Launcher)
+	}
 	if o.NNodes < 1 {
 		return cmdutil.FlagErrorf("--nnodes must be at least 1, got %d", o.NNodes)
 	}
@@ -247,7 +283,7 @@ func validate(cmd *cobra.Command, o *Options, r *raw) error {
 	if o.MasterPort < 0 || o.MasterPort > 65535 {
 		return cmdutil.FlagErrorf("--master-port must be in 1..65535, got %d", o.MasterPort)
 	}
-	if o.NNodes > 1 && o.MasterPort == 0 {
+	if o.NNodes > 1 && o.MasterPort == 0 && o.Launcher == "amdrun" {
 		return cmdutil.FlagErrorf("--nnodes %d needs --master-port (every node must use the same port)", o.NNodes)
 	}
 	if o.NNodes > 1 && o.NGPUs == 0 {
@@ -262,6 +298,27 @@ func validate(cmd *cobra.Command, o *Options, r *raw) error {
 	if len(o.Args) == 0 && !o.DryRun {
 		return cmdutil.FlagErrorf("missing SCRIPT: amdrun [flags] SCRIPT [ARGS...] (see amdrun --help)")
 	}
+	return nil
+}
+
+// parseNNodes reads --nnodes: a count, or MIN:MAX for torchrun's elastic
+// rendezvous.
+func parseNNodes(o *Options, r *raw) error {
+	if strings.Contains(r.nnodes, ":") {
+		lo, hi, _ := strings.Cut(r.nnodes, ":")
+		a, err1 := strconv.Atoi(lo)
+		b, err2 := strconv.Atoi(hi)
+		if err1 != nil || err2 != nil || a < 1 || b < a {
+			return cmdutil.FlagErrorf("--nnodes: want N or MIN:MAX with 1 <= MIN <= MAX, got %q", r.nnodes)
+		}
+		o.ElasticNNodes, o.NNodes = r.nnodes, 1
+		return nil
+	}
+	n, err := strconv.Atoi(r.nnodes)
+	if err != nil {
+		return cmdutil.FlagErrorf("--nnodes: want a number of nodes, got %q", r.nnodes)
+	}
+	o.NNodes = n
 	return nil
 }
 
