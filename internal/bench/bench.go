@@ -49,9 +49,9 @@ type Result struct {
 	D2D [][]float64 `json:"d2d_mb_s"`
 	// H2D maps a NUMA node id to the host-to-device MB/s per device (same
 	// order as Devices), measured with the probe bound to that node.
-	H2D map[int][]float64 `json:"h2d_mb_s,omitempty"`
-	SizeMiB int `json:"size_mib"`
-	Iters   int `json:"iters"`
+	H2D     map[int][]float64 `json:"h2d_mb_s,omitempty"`
+	SizeMiB int               `json:"size_mib"`
+	Iters   int               `json:"iters"`
 }
 
 // Line is one line of probe output.

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
 )
 
 // drainTimeout bounds how long output is still read after a worker has

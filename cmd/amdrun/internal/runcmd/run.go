@@ -59,14 +59,14 @@ type Options struct {
 	LogDir      string
 	RanksFilter []int
 
-	NNodes     int
+	NNodes int
 	// Launcher is "amdrun" (amdrun starts and supervises the ranks) or
 	// "torchrun" (amdrun chooses devices, then runs torchrun with them).
 	Launcher string
 	// ElasticNNodes is a torchrun --nnodes MIN:MAX range ("" = NNodes).
 	ElasticNNodes string
 	// Rdzv holds torchrun's --rdzv-* flags, passed through as given.
-	Rdzv map[string]string
+	Rdzv       map[string]string
 	NodeRank   int
 	MasterAddr string
 	MasterPort int
@@ -89,8 +89,8 @@ type Options struct {
 // raw holds flag values that need parsing in validation.
 type raw struct {
 	devices, exclude, policy, order, bind, mem, ranksFilter, wait, numaBalancing string
-	nnodes                                                                    string
-	rdzvBackend, rdzvEndpoint, rdzvID, rdzvConf                               string
+	nnodes                                                                       string
+	rdzvBackend, rdzvEndpoint, rdzvID, rdzvConf                                  string
 }
 
 const long = `amdrun starts N torchrun-compatible worker processes on the best-connected
