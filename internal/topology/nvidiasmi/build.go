@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 
 	"github.com/amdrun/amdrun/internal/topology"
 )
@@ -213,35 +214,44 @@ var (
 // run gave it (wrapping ErrToolNotFound, or a *topology.ToolError), and
 // malformed output as the parser's *topology.ParseError.
 func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*topology.Model, error) {
-	out, err := run(ctx, "nvidia-smi", argsTopo...)
+	// The four calls are independent and each costs tens of milliseconds
+	// of driver time: run them at once (launch latency is a feature).
+	argvs := [][]string{argsTopo, argsQueryGPU, argsComputeApps, argsNVLink}
+	outs := make([][]byte, len(argvs))
+	errs := make([]error, len(argvs))
+	var wg sync.WaitGroup
+	for i, a := range argvs {
+		wg.Add(1)
+		go func(i int, a []string) {
+			defer wg.Done()
+			outs[i], errs[i] = run(ctx, "nvidia-smi", a...)
+		}(i, a)
+	}
+	wg.Wait()
+	for _, err := range errs[:3] {
+		if err != nil {
+			return nil, err
+		}
+	}
+	topo, err := ParseTopo(bytes.NewReader(outs[0]))
 	if err != nil {
 		return nil, err
 	}
-	topo, err := ParseTopo(bytes.NewReader(out))
+	gpus, err := ParseQueryGPU(bytes.NewReader(outs[1]))
 	if err != nil {
 		return nil, err
 	}
-	if out, err = run(ctx, "nvidia-smi", argsQueryGPU...); err != nil {
-		return nil, err
-	}
-	gpus, err := ParseQueryGPU(bytes.NewReader(out))
-	if err != nil {
-		return nil, err
-	}
-	if out, err = run(ctx, "nvidia-smi", argsComputeApps...); err != nil {
-		return nil, err
-	}
-	apps, err := ParseComputeApps(bytes.NewReader(out))
+	apps, err := ParseComputeApps(bytes.NewReader(outs[2]))
 	if err != nil {
 		return nil, err
 	}
 	var nvl *NVLinkStatus
-	if out, err = run(ctx, "nvidia-smi", argsNVLink...); err != nil {
+	if err := errs[3]; err != nil {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			return nil, err
 		}
 		warn.Warn("nvidia-smi: nvlink -s failed, assuming NVLink bandwidths: %v", err)
-	} else if nvl, err = ParseNVLinkStatus(bytes.NewReader(out)); err != nil {
+	} else if nvl, err = ParseNVLinkStatus(bytes.NewReader(outs[3])); err != nil {
 		warn.Warn("nvidia-smi: assuming NVLink bandwidths: %v", err)
 		nvl = nil
 	}

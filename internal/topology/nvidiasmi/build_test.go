@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/amdrun/amdrun/internal/testutil"
@@ -29,10 +31,16 @@ func fakeRunner(t *testing.T, machine string, fail map[string]error) (topology.R
 		"nvidia-smi --query-gpu=index,pci.bus_id,uuid,name,memory.total,memory.used,utilization.gpu,driver_version --format=csv,noheader,nounits": "query-gpu",
 		"nvidia-smi --query-compute-apps=gpu_bus_id,pid,used_memory --format=csv,noheader,nounits":                                                "compute-apps",
 	}
-	var calls []string
+	var (
+		mu    sync.Mutex
+		calls []string
+	)
 	return func(ctx context.Context, name string, args ...string) ([]byte, error) {
 		argv := strings.Join(append([]string{name}, args...), " ")
+		mu.Lock()
 		calls = append(calls, argv)
+		sort.Strings(calls) // Discover runs the calls concurrently: compare as a set
+		mu.Unlock()
 		if err, ok := fail[argv]; ok {
 			return nil, err
 		}
@@ -94,6 +102,7 @@ func TestDiscoverHGXH100(t *testing.T) {
 		"nvidia-smi --query-compute-apps=" + ComputeAppsFields + " --format=csv,noheader,nounits",
 		"nvidia-smi nvlink -s",
 	}
+	sort.Strings(wantCalls)
 	if !reflect.DeepEqual(*calls, wantCalls) {
 		t.Errorf("calls %q, want %q", *calls, wantCalls)
 	}
@@ -193,7 +202,7 @@ func TestDiscoverFailures(t *testing.T) {
 	}
 	notFound := fmt.Errorf("nvidia-smi: %w", topology.ErrToolNotFound)
 	run, calls := fakeRunner(t, "h200-2gpu-nv18", map[string]error{"nvidia-smi topo -m": notFound})
-	if _, err := Discover(context.Background(), run, nil); !errors.Is(err, topology.ErrToolNotFound) || len(*calls) != 1 {
+	if _, err := Discover(context.Background(), run, nil); !errors.Is(err, topology.ErrToolNotFound) || len(*calls) != 4 {
 		t.Errorf("missing tool: err = %v after %d calls", err, len(*calls))
 	}
 }
