@@ -196,18 +196,28 @@ func joinInts(xs []int) string {
 	return strings.Join(s, ",")
 }
 
+// joinReasons lists devices with their reasons, devices that share a
+// reason grouped: "0-3,5 (leased by ...), 4 (2 process(es))".
 func joinReasons(m map[int]string) string {
+	byReason := map[string][]int{}
+	var order []string
 	keys := make([]int, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
 	}
 	sort.Ints(keys)
-	s := make([]string, len(keys))
-	for i, k := range keys {
-		if m[k] != "" {
-			s[i] = fmt.Sprintf("%d (%s)", k, m[k])
-		} else {
-			s[i] = fmt.Sprint(k)
+	for _, k := range keys {
+		r := m[k]
+		if _, ok := byReason[r]; !ok {
+			order = append(order, r)
+		}
+		byReason[r] = append(byReason[r], k)
+	}
+	s := make([]string, len(order))
+	for i, r := range order {
+		s[i] = topology.FormatCPUList(byReason[r])
+		if r != "" {
+			s[i] += " (" + r + ")"
 		}
 	}
 	return strings.Join(s, ", ")

@@ -194,7 +194,12 @@ func chooseWithLeases(ctx context.Context, o *Options, m *topology.Model, req se
 	if err == nil || o.Wait == 0 || !errors.Is(err, lease.ErrBusy) {
 		return choice, l, unwrapBusy(err)
 	}
-	fmt.Fprintf(o.IO.ErrOut, "amdrun: waiting for %d free device(s) (queued, first come first served): %v\n", o.NGPUs, unwrapBusy(err))
+	want := o.NGPUs
+	var ne *selector.NotEnoughError
+	if errors.As(err, &ne) {
+		want = ne.Requested
+	}
+	fmt.Fprintf(o.IO.ErrOut, "amdrun: waiting for %d free device(s) (queued, first come first served): %v\n", want, unwrapBusy(err))
 	wctx := ctx
 	if o.Wait > 0 {
 		var cancel context.CancelFunc
@@ -218,8 +223,14 @@ func unwrapBusy(err error) error {
 	return err
 }
 
+// describe says who holds a lease in a few words, on one line: errors
+// are one line, and a holder's command may be a multi-line python -c.
 func describe(h lease.Holder) string {
-	return fmt.Sprintf("leased by %s pid %d since %s (%s)", h.User, h.PID, h.Start.Format("15:04:05"), h.Command)
+	cmd := strings.Join(strings.Fields(h.Command), " ")
+	if r := []rune(cmd); len(r) > 60 {
+		cmd = string(r[:57]) + "..."
+	}
+	return fmt.Sprintf("leased by %s pid %d since %s: %s", h.User, h.PID, h.Start.Format("15:04:05"), cmd)
 }
 
 // torchrunPlan replaces the per-rank plan with one process: torchrun

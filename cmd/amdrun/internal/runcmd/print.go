@@ -145,8 +145,24 @@ type jsonRank struct {
 }
 
 type jsonCandidate struct {
-	Devices []int           `json:"devices"`
-	Score   []selector.Term `json:"score"`
+	Devices []int      `json:"devices"`
+	Score   []jsonTerm `json:"score"`
+}
+
+// jsonTerm is a score term as people read it (selector stores terms where
+// smaller is better negated).
+type jsonTerm struct {
+	Name  string  `json:"name"`
+	Value float64 `json:"value"`
+	Unit  string  `json:"unit,omitempty"`
+}
+
+func jsonTerms(s selector.Score) []jsonTerm {
+	out := make([]jsonTerm, len(s.Terms))
+	for i, t := range s.Terms {
+		out[i] = jsonTerm{t.Name, t.Natural(), t.Unit}
+	}
+	return out
 }
 
 type jsonPlan struct {
@@ -155,7 +171,7 @@ type jsonPlan struct {
 	Bandwidth      string          `json:"bandwidth"`
 	Devices        []int           `json:"devices"`
 	VisibleDevices string          `json:"visible_devices"`
-	Score          []selector.Term `json:"score"`
+	Score          []jsonTerm      `json:"score"`
 	Exact          bool            `json:"exact"`
 	Ring           []int           `json:"ring,omitempty"`
 	Alternatives   []jsonCandidate `json:"alternatives,omitempty"`
@@ -168,14 +184,14 @@ type jsonPlan struct {
 func printJSON(o *Options, m *topology.Model, c *selector.Choice, p *launch.Plan) error {
 	out := jsonPlan{
 		Source: m.Source, Policy: c.Policy, Bandwidth: m.Bandwidth,
-		Devices: c.Devices, VisibleDevices: visibleString(p), Score: c.Score.Terms,
+		Devices: c.Devices, VisibleDevices: visibleString(p), Score: jsonTerms(c.Score),
 		Exact: c.Exact, Ring: c.Ring, WorldSize: p.WorldSize, Warnings: p.Warnings,
 	}
 	for _, a := range c.Alternatives {
-		out.Alternatives = append(out.Alternatives, jsonCandidate{a.Devices, a.Score.Terms})
+		out.Alternatives = append(out.Alternatives, jsonCandidate{a.Devices, jsonTerms(a.Score)})
 	}
 	if c.Naive != nil {
-		out.Naive = &jsonCandidate{c.Naive.Devices, c.Naive.Score.Terms}
+		out.Naive = &jsonCandidate{c.Naive.Devices, jsonTerms(c.Naive.Score)}
 	}
 	for _, r := range p.Ranks {
 		env := envMap(r.Env)

@@ -243,6 +243,11 @@ func validate(cmd *cobra.Command, o *Options, r *raw) error {
 	case "":
 	case "forever":
 		o.Wait = -1
+		if len(o.Args) > 0 {
+			if _, err := time.ParseDuration(o.Args[0]); err == nil {
+				return cmdutil.FlagErrorf("--wait %s: write --wait=%s (with =) for a timeout; %q would be taken as the script", o.Args[0], o.Args[0], o.Args[0])
+			}
+		}
 	default:
 		d, err := time.ParseDuration(r.wait)
 		if err != nil || d <= 0 {
@@ -334,9 +339,19 @@ func fromSlurm(cmd *cobra.Command, f *cmdutil.Factory, o *Options) error {
 		return err
 	}
 	o.Slurm = job
+	if cmd.Flags().Changed("nnodes") && o.NNodes != job.NNodes {
+		// The user runs a job of another shape inside the allocation (e.g.
+		// one node's own job): Slurm's ranks and master do not apply.
+		return nil
+	}
 	s := slurm.Merge(slurm.Settings{NNodes: o.NNodes, NodeRank: o.NodeRank, MasterAddr: o.MasterAddr, MasterPort: o.MasterPort},
 		cmd.Flags().Changed, job)
 	o.NNodes, o.NodeRank, o.MasterAddr, o.MasterPort = s.NNodes, s.NodeRank, s.MasterAddr, s.MasterPort
+	if o.NNodes == 1 && !cmd.Flags().Changed("master-port") && !cmd.Flags().Changed("master-addr") {
+		// One node: a free local port, so that two jobs of one
+		// allocation on one node do not collide on the job's port.
+		o.MasterAddr, o.MasterPort = "127.0.0.1", 0
+	}
 	return nil
 }
 

@@ -1,0 +1,152 @@
+package benchcmd_test
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/benchcmd"
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
+	"github.com/amdrun/amdrun/internal/discover"
+	"github.com/amdrun/amdrun/internal/topology"
+)
+
+func newFactory() *cmdutil.Factory {
+	ios, _, _, _ := iostreams.Test()
+	return &cmdutil.Factory{IOStreams: ios, Env: func() []string { return nil }}
+}
+
+func TestNewCmdBenchFlags(t *testing.T) {
+	type want struct {
+		Devices []int
+		SizeMiB int
+		Iters   int
+		Python  string
+		JSON    bool
+		NoH2D   bool
+	}
+	tests := []struct {
+		name string
+		args []string
+		want want
+	}{
+		{"defaults", nil, want{SizeMiB: 256, Iters: 10}},
+		{"devices", []string{"--devices", "0-3,6"}, want{Devices: []int{0, 1, 2, 3, 6}, SizeMiB: 256, Iters: 10}},
+		{"everything", []string{"--size", "64", "--iters", "3", "--python", "/opt/py", "--json", "--no-host"},
+			want{SizeMiB: 64, Iters: 3, Python: "/opt/py", JSON: true, NoH2D: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got *benchcmd.Options
+			cmd := benchcmd.NewCmdBench(newFactory(), func(ctx context.Context, o *benchcmd.Options) error {
+				got = o
+				return nil
+			})
+			cmd.SetArgs(tt.args)
+			if err := cmd.ExecuteContext(context.Background()); err != nil {
+				t.Fatalf("%q: %v", tt.args, err)
+			}
+			g := want{got.Devices, got.SizeMiB, got.Iters, got.Python, got.JSON, got.NoH2D}
+			if !reflect.DeepEqual(g, tt.want) {
+				t.Errorf("%q:\n got %+v\nwant %+v", tt.args, g, tt.want)
+			}
+		})
+	}
+}
+
+func TestNewCmdBenchFlagErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"malformed devices", []string{"--devices", "a-b"}, "--devices"},
+		{"empty devices", []string{"--devices", ""}, "--devices"},
+		{"zero size", []string{"--size", "0"}, "--size"},
+		{"zero iters", []string{"--iters", "0"}, "--iters"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := benchcmd.NewCmdBench(newFactory(), func(ctx context.Context, o *benchcmd.Options) error {
+				t.Errorf("%q: runF called", tt.args)
+				return nil
+			})
+			cmd.SetArgs(tt.args)
+			cmd.SilenceErrors, cmd.SilenceUsage = true, true
+			err := cmd.ExecuteContext(context.Background())
+			var fe *cmdutil.FlagError
+			if !errors.As(err, &fe) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("%q: error %v, want a FlagError naming %s", tt.args, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestRunErrorsBeforeMeasuring checks the failures that happen before
+// any probe starts: no process is run by these cases.
+func TestRunErrorsBeforeMeasuring(t *testing.T) {
+	example := func(context.Context) (*topology.Model, error) { return discover.Example() }
+	tests := []struct {
+		name     string
+		edit     func(*benchcmd.Options)
+		flagErr  bool
+		contains string
+	}{
+		{
+			name:     "device that does not exist",
+			edit:     func(o *benchcmd.Options) { o.Devices = []int{1, 8} },
+			flagErr:  true,
+			contains: "--devices: device 8 does not exist (8 devices)",
+		},
+		{
+			name: "discovery fails",
+			edit: func(o *benchcmd.Options) {
+				o.Topology = func(context.Context) (*topology.Model, error) { return nil, errors.New("no GPU found") }
+			},
+			contains: "no GPU found",
+		},
+		{
+			name: "host NUMA nodes unreadable",
+			edit: func(o *benchcmd.Options) {
+				o.HostNUMA = func() ([]topology.NUMANode, error) { return nil, errors.New("no /sys/devices/system/node") }
+			},
+			contains: "bench: host NUMA nodes: no /sys/devices/system/node",
+		},
+		{
+			name: "own binary not found",
+			edit: func(o *benchcmd.Options) {
+				o.Executable = func() (string, error) { return "", errors.New("readlink /proc/self/exe: no such file") }
+			},
+			contains: "readlink /proc/self/exe",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ios, _, out, _ := iostreams.Test()
+			o := &benchcmd.Options{
+				IO: ios, Topology: example, SizeMiB: 1, Iters: 1,
+				Env:      func() []string { return nil },
+				Getenv:   func(string) string { return "" },
+				HostNUMA: func() ([]topology.NUMANode, error) { return []topology.NUMANode{{ID: 0, CPUs: []int{0}}}, nil },
+				Executable: func() (string, error) {
+					return "", errors.New("test must not get this far")
+				},
+			}
+			tt.edit(o)
+			err := benchcmd.Run(context.Background(), o)
+			if err == nil || !strings.Contains(err.Error(), tt.contains) {
+				t.Fatalf("error %v, want one containing %q", err, tt.contains)
+			}
+			var fe *cmdutil.FlagError
+			if errors.As(err, &fe) != tt.flagErr {
+				t.Errorf("error %v: FlagError %v, want %v", err, !tt.flagErr, tt.flagErr)
+			}
+			if out.Len() != 0 {
+				t.Errorf("printed %q", out)
+			}
+		})
+	}
+}

@@ -1,0 +1,408 @@
+package doctor_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/doctor"
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
+	"github.com/amdrun/amdrun/internal/discover"
+	"github.com/amdrun/amdrun/internal/launch/lease"
+	"github.com/amdrun/amdrun/internal/topology"
+)
+
+// fakeRoot makes a root directory with the given files (path -> content).
+func fakeRoot(t *testing.T, files map[string]string) string {
+	t.Helper()
+	root := t.TempDir()
+	for name, content := range files {
+		p := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+// torch answers the torch probe with out.
+func torch(out string, err error) topology.Runner {
+	return func(ctx context.Context, name string, args ...string) ([]byte, error) {
+		return []byte(out), err
+	}
+}
+
+// options are doctor Options on the example model, a healthy root, no
+// visible-device variables, an empty lease directory and a torch that
+// sees 2 devices; edit changes them.
+func options(t *testing.T, edit func(*doctor.Options)) (*doctor.Options, *bytes.Buffer) {
+	t.Helper()
+	ios, _, out, _ := iostreams.Test()
+	leaseDir := t.TempDir()
+	o := &doctor.Options{
+		IO: ios,
+		Topology: func(context.Context) (*topology.Model, error) {
+			return discover.Example()
+		},
+		Env: func() []string { return []string{"HOME=/home/u"} },
+		Root: fakeRoot(t, map[string]string{
+			"proc/sys/kernel/numa_balancing": "0\n",
+			"proc/cmdline":                   "BOOT_IMAGE=/vmlinuz root=/dev/sda1 iommu=pt quiet\n",
+		}),
+		Leases: func() (*lease.Dir, error) { return lease.Open(leaseDir, nil) },
+		Run:    torch("2.11.0 cuda 2\n", nil),
+	}
+	if edit != nil {
+		edit(o)
+	}
+	return o, out
+}
+
+// check returns the check called name, failing the test when missing.
+func check(t *testing.T, checks []doctor.Check, name string) doctor.Check {
+	t.Helper()
+	for _, c := range checks {
+		if c.Name == name {
+			return c
+		}
+	}
+	t.Fatalf("no check %q in %+v", name, checks)
+	return doctor.Check{}
+}
+
+func TestChecks(t *testing.T) {
+	tests := []struct {
+		name   string
+		edit   func(*doctor.Options)
+		check  string
+		status doctor.Status
+		detail []string // substrings of Detail
+		advice []string // substrings of Advice
+	}{
+		{
+			name: "numa balancing on", check: "NUMA balancing", status: doctor.Warn,
+			edit: func(o *doctor.Options) {
+				o.Root = fakeRoot(t, map[string]string{"proc/sys/kernel/numa_balancing": "1\n", "proc/cmdline": "iommu=pt"})
+			},
+			detail: []string{"on (kernel.numa_balancing = 1)"},
+			advice: []string{"--numa-balancing off"},
+		},
+		{
+			name: "numa balancing off", check: "NUMA balancing", status: doctor.OK,
+			detail: []string{"off (kernel.numa_balancing = 0)"},
+		},
+		{
+			name: "numa balancing not supported", check: "NUMA balancing", status: doctor.OK,
+			edit:   func(o *doctor.Options) { o.Root = fakeRoot(t, map[string]string{"proc/cmdline": "iommu=pt"}) },
+			detail: []string{"not supported"},
+		},
+		{
+			name: "AMD without iommu=pt", check: "IOMMU", status: doctor.Warn,
+			edit: func(o *doctor.Options) {
+				o.Root = fakeRoot(t, map[string]string{"proc/cmdline": "root=/dev/sda1 amd_iommu=on quiet\n"})
+			},
+			detail: []string{"amd_iommu=on"},
+			advice: []string{"iommu=pt"},
+		},
+		{
+			name: "AMD with no iommu option", check: "IOMMU", status: doctor.Warn,
+			edit: func(o *doctor.Options) {
+				o.Root = fakeRoot(t, map[string]string{"proc/cmdline": "root=/dev/sda1 quiet\n"})
+			},
+			detail: []string{"default"},
+		},
+		{
+			name: "AMD with iommu=pt", check: "IOMMU", status: doctor.OK,
+			detail: []string{"iommu=pt"},
+		},
+		{
+			name: "NVIDIA without iommu=pt", check: "IOMMU", status: doctor.OK,
+			edit: func(o *doctor.Options) {
+				o.Root = fakeRoot(t, map[string]string{"proc/cmdline": "root=/dev/sda1\n"})
+				o.Topology = func(context.Context) (*topology.Model, error) {
+					m, err := discover.Example()
+					if err == nil {
+						m.Vendor = topology.VendorNVIDIA
+					}
+					return m, err
+				}
+			},
+		},
+		{
+			name: "cmdline unreadable", check: "IOMMU", status: doctor.Warn,
+			edit:   func(o *doctor.Options) { o.Root = t.TempDir() },
+			detail: []string{"cannot read /proc/cmdline"},
+		},
+		{
+			name: "no visible-device variables", check: "visible devices", status: doctor.OK,
+			detail: []string{"no CUDA_/HIP_/ROCR_VISIBLE_DEVICES set"},
+		},
+		{
+			name: "ROCR and HIP both set", check: "visible devices", status: doctor.Warn,
+			edit: func(o *doctor.Options) {
+				o.Env = func() []string { return []string{"ROCR_VISIBLE_DEVICES=0,1,2,3", "HIP_VISIBLE_DEVICES=1"} }
+			},
+			detail: []string{"HIP_VISIBLE_DEVICES=1 ROCR_VISIBLE_DEVICES=0,1,2,3"},
+			advice: []string{"ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "unset one"},
+		},
+		{
+			name: "CUDA only", check: "visible devices", status: doctor.OK,
+			edit:   func(o *doctor.Options) { o.Env = func() []string { return []string{"CUDA_VISIBLE_DEVICES=4,5"} } },
+			detail: []string{"CUDA_VISIBLE_DEVICES=4,5 (amdrun chooses among these)"},
+		},
+		{
+			name: "torch sees two devices", check: "python + torch", status: doctor.OK,
+			detail: []string{"python3: torch 2.11.0 (cuda build) sees 2 device(s)"},
+		},
+		{
+			name: "torch sees none", check: "python + torch", status: doctor.Warn,
+			edit:   func(o *doctor.Options) { o.Run = torch("2.11.0 cpu 0\n", nil) },
+			detail: []string{"sees 0"},
+			advice: []string{"sees no GPU"},
+		},
+		{
+			name: "no torch", check: "python + torch", status: doctor.Warn,
+			edit:   func(o *doctor.Options) { o.Run = torch("", errors.New("ModuleNotFoundError: No module named 'torch'")) },
+			detail: []string{"python3: ModuleNotFoundError"},
+			advice: []string{"install PyTorch"},
+		},
+		{
+			name: "python from PYTHON_EXEC", check: "python + torch", status: doctor.OK,
+			edit: func(o *doctor.Options) {
+				o.Env = func() []string { return []string{"PYTHON_EXEC=/opt/py/bin/python"} }
+				o.Run = func(ctx context.Context, name string, args ...string) ([]byte, error) {
+					if name != "/opt/py/bin/python" || len(args) != 2 || args[0] != "-c" {
+						return nil, errors.New("wrong interpreter " + name)
+					}
+					return []byte("2.5.1 hip 8\n"), nil
+				}
+			},
+			detail: []string{"/opt/py/bin/python: torch 2.5.1 (hip build) sees 8 device(s)"},
+		},
+		{
+			name: "topology", check: "topology source", status: doctor.OK,
+			detail: []string{"example (seed MI250 node)"},
+		},
+		{
+			name: "no busy devices", check: "devices", status: doctor.OK,
+			detail: []string{"8 devices, none busy"},
+		},
+		{
+			name: "a busy device", check: "devices", status: doctor.Warn,
+			edit: func(o *doctor.Options) {
+				o.Topology = func(context.Context) (*topology.Model, error) {
+					m, err := discover.Example()
+					if err == nil {
+						m.Devices[6].Busy, m.Devices[6].BusyReason = true, "1 process"
+					}
+					return m, err
+				}
+			},
+			detail: []string{"busy: 6 (1 process)"},
+			advice: []string{"--allow-busy"},
+		},
+		{
+			name: "NUMA placement", check: "NUMA placement", status: doctor.OK,
+			detail: []string{"node 0: GPU 0,1,2,3; node 1: GPU 4,5,6,7"},
+		},
+		{
+			name: "no leases", check: "leases", status: doctor.OK,
+			detail: []string{"no device leased"},
+		},
+		{
+			name: "topology fails", check: "topology source", status: doctor.Fail,
+			edit: func(o *doctor.Options) {
+				o.Topology = func(context.Context) (*topology.Model, error) {
+					return nil, errors.New("no GPU found: sysfs: no KFD nodes")
+				}
+			},
+			detail: []string{"no GPU found"},
+			advice: []string{"install amd-smi"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o, _ := options(t, tt.edit)
+			c := check(t, doctor.Checks(context.Background(), o), tt.check)
+			if c.Status != tt.status {
+				t.Errorf("%s: status %s, want %s (%+v)", tt.check, c.Status, tt.status, c)
+			}
+			for _, w := range tt.detail {
+				if !strings.Contains(c.Detail, w) {
+					t.Errorf("%s: detail %q lacks %q", tt.check, c.Detail, w)
+				}
+			}
+			for _, w := range tt.advice {
+				if !strings.Contains(c.Advice, w) {
+					t.Errorf("%s: advice %q lacks %q", tt.check, c.Advice, w)
+				}
+			}
+		})
+	}
+}
+
+func TestRun(t *testing.T) {
+	o, out := options(t, nil)
+	if err := doctor.Run(context.Background(), o); err != nil {
+		t.Fatalf("healthy node: %v", err)
+	}
+	for _, want := range []string{
+		"[OK  ] topology source        example (seed MI250 node)\n",
+		"[OK  ] NUMA balancing         off (kernel.numa_balancing = 0)\n",
+		"[OK  ] IOMMU                  iommu=pt\n",
+		"[OK  ] python + torch         python3: torch 2.11.0 (cuda build) sees 2 device(s)\n",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+
+	// Warnings print their advice on the next line and still exit 0.
+	o, out = options(t, func(o *doctor.Options) {
+		o.Root = fakeRoot(t, map[string]string{"proc/sys/kernel/numa_balancing": "1", "proc/cmdline": "iommu=pt"})
+	})
+	if err := doctor.Run(context.Background(), o); err != nil {
+		t.Fatalf("warnings only: %v", err)
+	}
+	if !strings.Contains(out.String(), "[WARN] NUMA balancing         on (kernel.numa_balancing = 1)\n"+
+		"                              -> benchmark with it on and off") {
+		t.Errorf("warning and advice lines:\n%s", out)
+	}
+}
+
+func TestRunFail(t *testing.T) {
+	o, out := options(t, func(o *doctor.Options) {
+		o.Topology = func(context.Context) (*topology.Model, error) {
+			return nil, errors.New("no GPU found")
+		}
+	})
+	err := doctor.Run(context.Background(), o)
+	if !errors.Is(err, cmdutil.SilentError) {
+		t.Errorf("failed check: error %v, want cmdutil.SilentError", err)
+	}
+	if !strings.Contains(out.String(), "[FAIL] topology source        no GPU found\n") {
+		t.Errorf("output lacks the failed check:\n%s", out)
+	}
+	// Checks that need the model are left out; the others still run.
+	for _, absent := range []string{"] IOMMU ", "] leases ", "] devices ", "] NUMA placement "} {
+		if strings.Contains(out.String(), absent) {
+			t.Errorf("output has %q without a model:\n%s", absent, out)
+		}
+	}
+	if !strings.Contains(out.String(), "python + torch") {
+		t.Errorf("torch check missing:\n%s", out)
+	}
+}
+
+func TestRunJSON(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		o, out := options(t, func(o *doctor.Options) {
+			o.JSON = true
+			o.Env = func() []string { return []string{"ROCR_VISIBLE_DEVICES=0", "HIP_VISIBLE_DEVICES=0"} }
+			if fail {
+				o.Topology = func(context.Context) (*topology.Model, error) { return nil, errors.New("boom") }
+			}
+		})
+		err := doctor.Run(context.Background(), o)
+		if fail != errors.Is(err, cmdutil.SilentError) {
+			t.Errorf("fail=%v: error %v", fail, err)
+		}
+		var got struct {
+			Checks []doctor.Check `json:"checks"`
+			OK     bool           `json:"ok"`
+		}
+		if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+			t.Fatalf("fail=%v: not JSON: %v\n%s", fail, err, out)
+		}
+		if got.OK == fail {
+			t.Errorf("fail=%v: ok = %v", fail, got.OK)
+		}
+		want := 8
+		if fail {
+			want = 4 // topology, visible, balancing, torch
+		}
+		if len(got.Checks) != want {
+			t.Errorf("fail=%v: %d checks, want %d: %+v", fail, len(got.Checks), want, got.Checks)
+		}
+		if c := check(t, got.Checks, "visible devices"); c.Status != doctor.Warn || !strings.Contains(c.Advice, "unset one") {
+			t.Errorf("fail=%v: visible devices %+v, want WARN", fail, c)
+		}
+	}
+}
+
+func TestLeaseCheckHeld(t *testing.T) {
+	dir := t.TempDir()
+	d, err := lease.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := d.Acquire([]string{"gpu3"}, lease.CurrentHolder([]string{"gpu3"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	o, _ := options(t, func(o *doctor.Options) {
+		o.Leases = func() (*lease.Dir, error) { return lease.Open(dir, nil) }
+	})
+	c := check(t, doctor.Checks(context.Background(), o), "leases")
+	want := fmt.Sprintf("GPU 3 by %s pid %d", lease.CurrentHolder(nil).User, os.Getpid())
+	if c.Status != doctor.OK || c.Detail != want {
+		t.Errorf("leases: %+v, want OK %q", c, want)
+	}
+
+	// A lease directory that cannot be used is a warning, not a failure.
+	o, _ = options(t, func(o *doctor.Options) {
+		o.Leases = func() (*lease.Dir, error) { return nil, errors.New("lease: /run/lock/amdrun: permission denied") }
+	})
+	c = check(t, doctor.Checks(context.Background(), o), "leases")
+	if c.Status != doctor.Warn || !strings.Contains(c.Advice, "--lease-dir") {
+		t.Errorf("unusable lease dir: %+v, want WARN with advice naming --lease-dir", c)
+	}
+}
+
+func TestNewCmdDoctor(t *testing.T) {
+	tests := []struct {
+		name       string
+		env        []string
+		sysfsRoot  string
+		args       []string
+		wantRoot   string
+		wantJSON   bool
+		wantPython string
+	}{
+		{name: "defaults", wantRoot: "/"},
+		{name: "root from the environment", env: []string{"AMDRUN_SYSFS_ROOT=/captured"}, wantRoot: "/captured"},
+		{name: "sysfs-root flag wins", env: []string{"AMDRUN_SYSFS_ROOT=/captured"}, sysfsRoot: "/flag", wantRoot: "/flag"},
+		{name: "json and python", args: []string{"--json", "--python", "/usr/bin/python3.12"}, wantRoot: "/", wantJSON: true, wantPython: "/usr/bin/python3.12"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ios, _, _, _ := iostreams.Test()
+			f := &cmdutil.Factory{IOStreams: ios, Env: func() []string { return tt.env }}
+			f.Topo.SysfsRoot = tt.sysfsRoot
+			var got *doctor.Options
+			cmd := doctor.NewCmdDoctor(f, func(ctx context.Context, o *doctor.Options) error {
+				got = o
+				return nil
+			})
+			cmd.SetArgs(tt.args)
+			if err := cmd.ExecuteContext(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if got.Root != tt.wantRoot || got.JSON != tt.wantJSON || got.Python != tt.wantPython || got.Leases == nil {
+				t.Errorf("Root %q JSON %v Python %q Leases set %v, want %q %v %q true",
+					got.Root, got.JSON, got.Python, got.Leases != nil, tt.wantRoot, tt.wantJSON, tt.wantPython)
+			}
+		})
+	}
+}

@@ -1,0 +1,234 @@
+package pscmd_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/pscmd"
+	"github.com/amdrun/amdrun/internal/discover"
+	"github.com/amdrun/amdrun/internal/launch/lease"
+	"github.com/amdrun/amdrun/internal/topology"
+)
+
+// exampleModel is the bundled MI250 example with device 2 busy.
+func exampleModel(t *testing.T) *topology.Model {
+	t.Helper()
+	m, err := discover.Example()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Devices[2].Busy, m.Devices[2].BusyReason = true, "pid 4242 uses 10 GiB"
+	m.Devices[2].MemUsedMiB = 10240
+	return m
+}
+
+func TestRows(t *testing.T) {
+	m := exampleModel(t)
+	start := time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)
+	holder := lease.Holder{PID: 999, User: "alice", Start: start, Command: "amdrun -n 2 train.py"}
+	rows := pscmd.Rows(m, map[string]lease.Holder{"gpu5": holder, "not-a-device": {PID: 1}})
+	if len(rows) != 8 {
+		t.Fatalf("%d rows, want 8", len(rows))
+	}
+	tests := []struct {
+		device int
+		want   pscmd.Row
+	}{
+		{0, pscmd.Row{Device: 0, Key: "gpu0", State: "free", NUMANode: 0}},
+		{2, pscmd.Row{Device: 2, Key: "gpu2", State: "busy", Busy: true, Why: "pid 4242 uses 10 GiB", MemUsed: 10240, NUMANode: 0}},
+		{5, pscmd.Row{Device: 5, Key: "gpu5", State: "leased", Holder: &holder, NUMANode: 1}},
+		{7, pscmd.Row{Device: 7, Key: "gpu7", State: "free", NUMANode: 1}},
+	}
+	for _, tt := range tests {
+		if got := rows[tt.device]; !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("row %d\n got %+v\nwant %+v", tt.device, got, tt.want)
+		}
+	}
+	// A busy device that an amdrun job leased is shown as leased.
+	rows = pscmd.Rows(m, map[string]lease.Holder{"gpu2": holder})
+	if rows[2].State != "leased" || !rows[2].Busy || rows[2].Holder.PID != 999 {
+		t.Errorf("busy and leased device: %+v, want state leased, busy, holder pid 999", rows[2])
+	}
+}
+
+// holdDevice3 takes the lease on device 3 of m in a new lease directory, as
+// a running amdrun job would, and returns the directory.
+func holdDevice3(t *testing.T, m *topology.Model) string {
+	t.Helper()
+	dir := t.TempDir()
+	d, err := lease.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := m.Devices[3].Key()
+	info := lease.CurrentHolder([]string{key})
+	info.Command = "amdrun -n 1 ps_test.py"
+	l, err := d.Acquire([]string{key}, info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Release() })
+	return dir
+}
+
+// runPs runs `amdrun ps` through its command with args.
+func runPs(t *testing.T, m *topology.Model, tty bool, args ...string) string {
+	t.Helper()
+	ios, _, out, _ := iostreams.Test()
+	ios.SetStdoutTTY(tty)
+	f := &cmdutil.Factory{
+		IOStreams: ios,
+		Env:       func() []string { return nil },
+		Warn:      func(format string, args ...any) { t.Logf("warning: "+format, args...) },
+	}
+	cmd := pscmd.NewCmdPs(f, func(ctx context.Context, o *pscmd.Options) error {
+		o.Topology = func(context.Context) (*topology.Model, error) { return m, nil }
+		return pscmd.Run(ctx, o)
+	})
+	cmd.SetArgs(args)
+	cmd.SilenceErrors, cmd.SilenceUsage = true, true
+	cmd.SetOut(ios.Out)
+	cmd.SetErr(ios.ErrOut)
+	if err := cmd.ExecuteContext(context.Background()); err != nil {
+		t.Fatalf("ps %q: %v", args, err)
+	}
+	return out.String()
+}
+
+func TestRunTTY(t *testing.T) {
+	m := exampleModel(t)
+	dir := holdDevice3(t, m)
+	out := runPs(t, m, true, "--lease-dir", dir)
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != 9 {
+		t.Fatalf("%d lines, want a header and 8 devices:\n%s", len(lines), out)
+	}
+	if f := strings.Fields(lines[0]); !reflect.DeepEqual(f, []string{"GPU", "KEY", "NUMA", "STATE", "DETAIL"}) {
+		t.Errorf("header %q", lines[0])
+	}
+	user := lease.CurrentHolder(nil).User
+	for i, want := range []string{
+		1: "gpu1  0     free    -",
+		2: "gpu2  0     busy    pid 4242 uses 10 GiB",
+		3: fmt.Sprintf("gpu3  0     leased  pid %d, user %s, since ", os.Getpid(), user),
+		4: "gpu4  1     free    -",
+	} {
+		if want == "" {
+			continue
+		}
+		if !strings.Contains(lines[i+1], want) {
+			t.Errorf("device %d line %q lacks %q", i, lines[i+1], want)
+		}
+	}
+	if !strings.HasSuffix(lines[4], ": amdrun -n 1 ps_test.py") {
+		t.Errorf("device 3 line %q does not end with the holder's command", lines[4])
+	}
+}
+
+func TestRunPiped(t *testing.T) {
+	m := exampleModel(t)
+	dir := holdDevice3(t, m)
+	out := runPs(t, m, false, "--lease-dir", dir)
+	user := lease.CurrentHolder(nil).User
+	want := strings.Join([]string{
+		"0\tgpu0\tfree\t\t",
+		"1\tgpu1\tfree\t\t",
+		"2\tgpu2\tbusy\t\tpid 4242 uses 10 GiB",
+		fmt.Sprintf("3\tgpu3\tleased\t%s:%d\t", user, os.Getpid()),
+		"4\tgpu4\tfree\t\t",
+		"5\tgpu5\tfree\t\t",
+		"6\tgpu6\tfree\t\t",
+		"7\tgpu7\tfree\t\t",
+	}, "\n") + "\n"
+	if out != want {
+		t.Errorf("piped output\n got %q\nwant %q", out, want)
+	}
+}
+
+func TestRunJSON(t *testing.T) {
+	m := exampleModel(t)
+	dir := holdDevice3(t, m)
+	out := runPs(t, m, true, "--json", "--lease-dir", dir)
+	var got struct {
+		Source   string      `json:"source"`
+		LeaseDir string      `json:"lease_dir"`
+		Devices  []pscmd.Row `json:"devices"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	if got.Source != m.Source || got.LeaseDir != dir || len(got.Devices) != 8 {
+		t.Fatalf("source %q lease_dir %q %d devices, want %q %q 8", got.Source, got.LeaseDir, len(got.Devices), m.Source, dir)
+	}
+	for i, r := range got.Devices {
+		want := "free"
+		switch i {
+		case 2:
+			want = "busy"
+		case 3:
+			want = "leased"
+		}
+		if r.State != want || r.Device != i || r.Key != fmt.Sprintf("gpu%d", i) {
+			t.Errorf("device %d: %+v, want state %s", i, r, want)
+		}
+	}
+	h := got.Devices[3].Holder
+	if h == nil || h.PID != os.Getpid() || h.Command != "amdrun -n 1 ps_test.py" || !reflect.DeepEqual(h.Devices, []string{"gpu3"}) {
+		t.Errorf("device 3 holder %+v, want this process (pid %d) with its command", h, os.Getpid())
+	}
+	if got.Devices[2].Why != "pid 4242 uses 10 GiB" || got.Devices[2].MemUsed != 10240 {
+		t.Errorf("device 2: %+v, want its busy reason and memory", got.Devices[2])
+	}
+}
+
+func TestRunLeaseDirFromEnv(t *testing.T) {
+	m := exampleModel(t)
+	dir := holdDevice3(t, m)
+	ios, _, out, _ := iostreams.Test()
+	f := &cmdutil.Factory{IOStreams: ios, Env: func() []string { return []string{"AMDRUN_LEASE_DIR=" + dir} }}
+	cmd := pscmd.NewCmdPs(f, func(ctx context.Context, o *pscmd.Options) error {
+		o.Topology = func(context.Context) (*topology.Model, error) { return m, nil }
+		return pscmd.Run(ctx, o)
+	})
+	cmd.SetArgs(nil)
+	if err := cmd.ExecuteContext(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "3\tgpu3\tleased\t") {
+		t.Errorf("AMDRUN_LEASE_DIR not used:\n%s", out)
+	}
+}
+
+func TestRunErrors(t *testing.T) {
+	ios, _, _, _ := iostreams.Test()
+	m := exampleModel(t)
+	notDir := t.TempDir() + "/file"
+	if err := os.WriteFile(notDir, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := pscmd.Run(context.Background(), &pscmd.Options{
+		IO:       ios,
+		Topology: func(context.Context) (*topology.Model, error) { return m, nil },
+		Leases:   func() (*lease.Dir, error) { return lease.Open(notDir, nil) },
+	})
+	if err == nil || !strings.Contains(err.Error(), "not a directory") {
+		t.Errorf("lease dir is a file: error %v, want one saying it is not a directory", err)
+	}
+	boom := fmt.Errorf("rocm-smi: exit status 2")
+	err = pscmd.Run(context.Background(), &pscmd.Options{
+		IO:       ios,
+		Topology: func(context.Context) (*topology.Model, error) { return nil, boom },
+		Leases:   func() (*lease.Dir, error) { t.Error("leases opened after discovery failed"); return nil, nil },
+	})
+	if err != boom {
+		t.Errorf("discovery failure: error %v, want %v", err, boom)
+	}
+}

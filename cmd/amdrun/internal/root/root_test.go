@@ -1,0 +1,180 @@
+package root
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
+	"github.com/amdrun/amdrun/internal/discover"
+	"github.com/amdrun/amdrun/internal/selector"
+	"github.com/amdrun/amdrun/internal/topology"
+	"github.com/spf13/cobra"
+)
+
+// testFactory returns a Factory whose discovery gives the bundled example
+// (or fails the test when probe is false), with env and test streams.
+func testFactory(t *testing.T, probe bool, env ...string) (*cmdutil.Factory, *bytes.Buffer, *bytes.Buffer) {
+	t.Helper()
+	ios, _, out, errOut := iostreams.Test()
+	f := &cmdutil.Factory{
+		IOStreams: ios,
+		Version:   "1.2.3",
+		Env:       func() []string { return env },
+		Run: func(ctx context.Context, name string, args ...string) ([]byte, error) {
+			return nil, errors.New("fake runner: no programs in tests")
+		},
+		Discover: func(ctx context.Context, o discover.Options) (*topology.Model, error) {
+			if !probe {
+				t.Error("discovery ran, but this command must not probe hardware")
+				return nil, errors.New("no discovery")
+			}
+			return discover.Example()
+		},
+		HostNUMA:   func() ([]topology.NUMANode, error) { return []topology.NUMANode{{ID: 0, CPUs: []int{0}}}, nil },
+		Warn:       func(format string, args ...any) {},
+		Now:        func() time.Time { return time.Unix(0, 0) },
+		Executable: func() (string, error) { return "/fake/amdrun", nil },
+	}
+	return f, out, errOut
+}
+
+func TestExitCode(t *testing.T) {
+	tests := []struct {
+		name   string
+		err    error
+		code   int
+		stderr string
+	}{
+		{"success", nil, 0, ""},
+		{
+			"flag error", cmdutil.FlagErrorf("--ngpus must be at least 1, got 0"), 2,
+			"amdrun: --ngpus must be at least 1, got 0\nRun 'amdrun --help' for usage.\n",
+		},
+		{
+			"wrapped flag error", fmt.Errorf("run: %w", cmdutil.FlagErrorf("--policy: bad")), 2,
+			"amdrun: run: --policy: bad\nRun 'amdrun --help' for usage.\n",
+		},
+		{"rank exit code", &cmdutil.ExitCodeError{Code: 3}, 3, ""},
+		{"rank killed by SIGTERM", fmt.Errorf("launch: %w", &cmdutil.ExitCodeError{Code: 143}), 143, ""},
+		{"silent error", cmdutil.SilentError, 1, ""},
+		{
+			"generic error keeps one line", errors.New("selector: 8 devices requested, 6 available\nsecond line"), 1,
+			"amdrun: selector: 8 devices requested, 6 available\n",
+		},
+		{
+			"cobra unknown command", errors.New(`unknown command "extra" for "amdrun topo"`), 2,
+			"amdrun: unknown command \"extra\" for \"amdrun topo\"\nRun 'amdrun --help' for usage.\n",
+		},
+		{
+			"cobra argument count", errors.New(`accepts 0 arg(s), received 1`), 2,
+			"amdrun: accepts 0 arg(s), received 1\nRun 'amdrun --help' for usage.\n",
+		},
+		{
+			"bad request of the selector", fmt.Errorf("selector: %w: device 9 does not exist", selector.ErrBadRequest), 2,
+			"amdrun: selector: bad request: device 9 does not exist\n",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ios, _, out, errOut := iostreams.Test()
+			f := &cmdutil.Factory{IOStreams: ios}
+			if got := exitCode(f, &cobra.Command{}, tt.err); got != tt.code {
+				t.Errorf("exitCode(%v) = %d, want %d", tt.err, got, tt.code)
+			}
+			if errOut.String() != tt.stderr {
+				t.Errorf("stderr\n got %q\nwant %q", errOut, tt.stderr)
+			}
+			if out.Len() != 0 {
+				t.Errorf("stdout %q, want nothing", out)
+			}
+		})
+	}
+}
+
+// execute runs the command tree as Main does, without os.Args and exit.
+func execute(f *cmdutil.Factory, args ...string) int {
+	cmd := NewCmdRoot(f)
+	cmd.SetArgs(args)
+	return exitCode(f, cmd, cmd.ExecuteContext(context.Background()))
+}
+
+func TestCommandTree(t *testing.T) {
+	tests := []struct {
+		name  string
+		args  []string
+		probe bool
+		code  int
+		// stdout and stderr are substrings of the output.
+		stdout, stderr []string
+		// oneLine says stderr must be "amdrun: ..." plus the help hint.
+		usage bool
+	}{
+		{name: "help does not probe", args: []string{"--help"}, stdout: []string{"amdrun [flags] SCRIPT [ARGS...]", "topo", "doctor", "--ngpus"}},
+		{name: "subcommand help", args: []string{"topo", "--help"}, stdout: []string{"amdrun topo --json"}},
+		{name: "version flag", args: []string{"--version"}, stdout: []string{"1.2.3"}},
+		{name: "version command", args: []string{"version"}, stdout: []string{"amdrun 1.2.3 ("}},
+		{name: "unknown flag", args: []string{"--bogus", "t.py"}, code: 2, stderr: []string{"--bogus"}, usage: true},
+		{name: "unknown subcommand flag", args: []string{"topo", "--bogus"}, code: 2, stderr: []string{"--bogus"}, usage: true},
+		{name: "bad flag value", args: []string{"--ngpus", "two", "t.py"}, code: 2, stderr: []string{"--ngpus"}, usage: true},
+		{name: "flag error from validation", args: []string{"--policy", "best", "t.py"}, code: 2, stderr: []string{"--policy", "best"}, usage: true},
+		{name: "missing script", args: []string{"-n", "2"}, code: 2, stderr: []string{"missing SCRIPT"}, usage: true},
+		{name: "bad source", args: []string{"--source", "nope", "topo"}, code: 2, stderr: []string{"--source", "nope"}, usage: true},
+		{name: "bad bandwidth", args: []string{"--bandwidth", "fast", "topo"}, code: 2, stderr: []string{"--bandwidth", "fast"}, usage: true},
+		{name: "extra argument", args: []string{"topo", "extra"}, code: 2, stderr: []string{"extra"}, usage: true},
+		{name: "bench flag error", args: []string{"bench", "--size", "0"}, code: 2, stderr: []string{"--size"}, usage: true},
+		{
+			name: "dry run on the example", args: []string{"--dry-run", "-n", "2", "t.py"}, probe: true,
+			stdout: []string{"Devices:  0,1\n"},
+		},
+		{
+			name: "topo piped", args: []string{"topo"}, probe: true,
+			stdout: []string{"link\t0\t1\txgmi\tXGMI\t200000\ttrue\n"},
+		},
+		{
+			name: "not enough devices", args: []string{"--dry-run", "-n", "9", "t.py"}, probe: true, code: 1,
+			stderr: []string{"amdrun: selector: 9 devices requested, 8 available"},
+		},
+		{
+			name: "device that does not exist", args: []string{"--dry-run", "--devices", "12", "-n", "1", "t.py"}, probe: true, code: 2,
+			stderr: []string{"amdrun: ", "12"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, out, errOut := testFactory(t, tt.probe, "AMDRUN_LEASE_DIR="+t.TempDir())
+			f.Topo.Bandwidth = "theoretical"
+			code := execute(f, tt.args...)
+			if code != tt.code {
+				t.Errorf("amdrun %q: exit %d, want %d\nstdout: %s\nstderr: %s", tt.args, code, tt.code, out, errOut)
+			}
+			for _, w := range tt.stdout {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("amdrun %q: stdout lacks %q:\n%s", tt.args, w, out)
+				}
+			}
+			for _, w := range tt.stderr {
+				if !strings.Contains(errOut.String(), w) {
+					t.Errorf("amdrun %q: stderr lacks %q:\n%s", tt.args, w, errOut)
+				}
+			}
+			if tt.usage {
+				lines := strings.Split(strings.TrimSuffix(errOut.String(), "\n"), "\n")
+				if len(lines) != 2 || !strings.HasPrefix(lines[0], "amdrun: ") || lines[1] != "Run 'amdrun --help' for usage." {
+					t.Errorf("amdrun %q: stderr %q, want one error line and the help hint", tt.args, errOut)
+				}
+				if out.Len() != 0 {
+					t.Errorf("amdrun %q: usage error printed on stdout: %q", tt.args, out)
+				}
+			}
+			if tt.code == 1 && strings.Count(errOut.String(), "\n") != 1 {
+				t.Errorf("amdrun %q: stderr %q, want one line", tt.args, errOut)
+			}
+		})
+	}
+}

@@ -1,0 +1,305 @@
+package runcmd_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/runcmd"
+	"github.com/amdrun/amdrun/internal/discover"
+	"github.com/amdrun/amdrun/internal/launch/lease"
+	"github.com/amdrun/amdrun/internal/topology"
+)
+
+// exampleFactory is newFactory whose discovery returns the bundled MI250
+// example after edit (which may be nil) changed it.
+func exampleFactory(t *testing.T, edit func(*topology.Model), env ...string) (*cmdutil.Factory, *bytes.Buffer, *bytes.Buffer) {
+	t.Helper()
+	f := newFactory(t, env...)
+	ios, _, out, errOut := iostreams.Test()
+	f.IOStreams = ios
+	f.Topo.Bandwidth = "theoretical" // never read a bench cache
+	f.Discover = func(ctx context.Context, o discover.Options) (*topology.Model, error) {
+		m, err := discover.Example()
+		if err != nil {
+			return nil, err
+		}
+		if edit != nil {
+			edit(m)
+		}
+		return m, nil
+	}
+	return f, out, errOut
+}
+
+// dryRun runs the launch command for real (no runF) with the lease
+// directory leaseDir.
+func dryRun(t *testing.T, f *cmdutil.Factory, leaseDir string, args ...string) error {
+	t.Helper()
+	cmd := runcmd.NewCmdRun(f, nil)
+	cmd.SetArgs(append([]string{"--lease-dir", leaseDir}, args...))
+	cmd.SetOut(f.IOStreams.Out)
+	cmd.SetErr(f.IOStreams.ErrOut)
+	return cmd.ExecuteContext(context.Background())
+}
+
+func TestRunDryRunTTY(t *testing.T) {
+	tests := []struct {
+		name string
+		env  []string
+		args []string
+		want []string
+		// absent must not appear in the output.
+		absent []string
+	}{
+		{
+			name: "four devices",
+			args: []string{"--dry-run", "-n", "4", "train.py", "--lr", "3e-4"},
+			want: []string{
+				"Topology: example (seed MI250 node): 8 devices",
+				"Policy:   tree, score bottleneck 100000 MB/s",
+				"Devices:  0,1,6,7\n",
+				"CUDA_VISIBLE_DEVICES=0,1,6,7 HIP_VISIBLE_DEVICES=0,1,6,7",
+				"(world size 4)",
+				"RANK  LOCAL  DEVICE  NUMA  CPUS",
+				"python3 -u train.py --lr 3e-4",
+			},
+			absent: []string{"naive"},
+		},
+		{
+			name: "explain compares with the naive pick",
+			args: []string{"--dry-run", "--explain", "-n", "4", "train.py"},
+			want: []string{
+				"Why 0,1,6,7 (policy tree, bandwidth theoretical, exact search, 70 sets examined):",
+				"naive (first free)  0,1,2,3  bottleneck 50000 MB/s",
+				"bottleneck: chosen 100000 MB/s vs naive 50000 MB/s (2.00x)",
+			},
+		},
+		{
+			name: "environment mask restricts the choice",
+			env:  []string{"CUDA_VISIBLE_DEVICES=4,5,6,7"},
+			args: []string{"--dry-run", "-n", "2", "train.py"},
+			want: []string{"Devices:  4,5\n", "CUDA_VISIBLE_DEVICES=4,5 HIP_VISIBLE_DEVICES=4,5"},
+		},
+		{
+			name: "module and master port",
+			args: []string{"--dry-run", "-n", "2", "--master-port", "29511", "-m", "pkg.train", "--epochs", "1"},
+			want: []string{"Master:   127.0.0.1:29511 (world size 2)", "python3 -u -m pkg.train --epochs 1"},
+		},
+		{
+			name:   "python from PYTHON_EXEC and no-python",
+			env:    []string{"PYTHON_EXEC=/opt/py/bin/python"},
+			args:   []string{"--dry-run", "-n", "1", "--no-python", "./a.out", "--flag"},
+			want:   []string{"  ./a.out --flag\n"},
+			absent: []string{"/opt/py/bin/python"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, out, _ := exampleFactory(t, nil, tt.env...)
+			f.IOStreams.SetStdoutTTY(true)
+			if err := dryRun(t, f, t.TempDir(), tt.args...); err != nil {
+				t.Fatalf("%q: %v", tt.args, err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("%q: output lacks %q:\n%s", tt.args, w, out)
+				}
+			}
+			for _, a := range tt.absent {
+				if strings.Contains(out.String(), a) {
+					t.Errorf("%q: output has %q:\n%s", tt.args, a, out)
+				}
+			}
+		})
+	}
+}
+
+// jsonPlan is the part of `--dry-run --json` the tests read.
+type jsonPlan struct {
+	Source         string `json:"source"`
+	Policy         string `json:"policy"`
+	Devices        []int  `json:"devices"`
+	VisibleDevices string `json:"visible_devices"`
+	WorldSize      int    `json:"world_size"`
+	Ranks          []struct {
+		Rank      int               `json:"rank"`
+		LocalRank int               `json:"local_rank"`
+		Device    int               `json:"device"`
+		NUMANode  int               `json:"numa_node"`
+		CPUs      []int             `json:"cpus"`
+		Argv      []string          `json:"argv"`
+		Env       map[string]string `json:"env"`
+	} `json:"ranks"`
+	Naive *struct {
+		Devices []int `json:"devices"`
+	} `json:"naive"`
+}
+
+func TestRunDryRunJSON(t *testing.T) {
+	f, out, _ := exampleFactory(t, nil, "CUDA_VISIBLE_DEVICES=4,5,6,7")
+	f.IOStreams.SetStdoutTTY(true) // --json wins over a terminal
+	err := dryRun(t, f, t.TempDir(), "--dry-run", "--json", "--policy", "ring", "--master-port", "29512", "-n", "2", "train.py", "--lr", "3e-4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p jsonPlan
+	if err := json.Unmarshal(out.Bytes(), &p); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, out)
+	}
+	if p.Source != "example (seed MI250 node)" || p.Policy != "ring" {
+		t.Errorf("source %q policy %q, want the example and ring", p.Source, p.Policy)
+	}
+	if !reflect.DeepEqual(p.Devices, []int{4, 5}) || p.VisibleDevices != "4,5" || p.WorldSize != 2 {
+		t.Errorf("devices %v visible %q world %d, want [4 5] \"4,5\" 2", p.Devices, p.VisibleDevices, p.WorldSize)
+	}
+	if len(p.Ranks) != 2 {
+		t.Fatalf("%d ranks, want 2:\n%s", len(p.Ranks), out)
+	}
+	for i, r := range p.Ranks {
+		if r.Rank != i || r.LocalRank != i || r.Device != 4+i || r.NUMANode != 1 {
+			t.Errorf("rank %d = rank %d local %d device %d numa %d, want %d %d %d 1", i, r.Rank, r.LocalRank, r.Device, r.NUMANode, i, i, 4+i)
+		}
+		if want := []string{"python3", "-u", "train.py", "--lr", "3e-4"}; !reflect.DeepEqual(r.Argv, want) {
+			t.Errorf("rank %d argv %q, want %q", i, r.Argv, want)
+		}
+		if r.CPUs == nil {
+			t.Errorf("rank %d cpus is null, want a list", i)
+		}
+		for k, v := range map[string]string{
+			"CUDA_VISIBLE_DEVICES": "4,5", "RANK": fmt.Sprint(i), "LOCAL_RANK": fmt.Sprint(i),
+			"WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29512",
+		} {
+			if r.Env[k] != v {
+				t.Errorf("rank %d env %s=%q, want %q", i, k, r.Env[k], v)
+			}
+		}
+	}
+	if p.Naive == nil || !reflect.DeepEqual(p.Naive.Devices, []int{4, 5}) {
+		t.Errorf("naive = %+v, want devices [4 5]", p.Naive)
+	}
+}
+
+func TestRunDryRunErrors(t *testing.T) {
+	busy := func(m *topology.Model) {
+		m.Devices[2].Busy, m.Devices[2].BusyReason = true, "pid 4242 uses 10 GiB"
+		m.Devices[5].Busy, m.Devices[5].BusyReason = true, "100% used"
+	}
+	tests := []struct {
+		name string
+		edit func(*topology.Model)
+		env  []string
+		args []string
+		want []string
+	}{
+		{
+			name: "not enough lists busy devices",
+			edit: busy,
+			args: []string{"--dry-run", "-n", "8", "t.py"},
+			want: []string{"8 devices requested, 6 available", "free: 0,1,3,4,6,7", "busy: 2 (pid 4242 uses 10 GiB), 5 (100% used)", "--allow-busy"},
+		},
+		{
+			name: "devices outside the environment mask",
+			env:  []string{"CUDA_VISIBLE_DEVICES=4,5,6,7"},
+			args: []string{"--dry-run", "--devices", "0-1", "-n", "1", "t.py"},
+			want: []string{"--devices 0-1", "(4-7)"},
+		},
+		{
+			name: "more than the mask leaves",
+			env:  []string{"CUDA_VISIBLE_DEVICES=4,5,6,7"},
+			args: []string{"--dry-run", "-n", "5", "t.py"},
+			want: []string{"5 devices requested, 4 available"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, out, _ := exampleFactory(t, tt.edit, tt.env...)
+			err := dryRun(t, f, t.TempDir(), tt.args...)
+			if err == nil {
+				t.Fatalf("%q: no error; output:\n%s", tt.args, out)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%q: error %q lacks %q", tt.args, err, w)
+				}
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("%q: error is not one line: %q", tt.args, err)
+			}
+		})
+	}
+}
+
+func TestRunDryRunLeases(t *testing.T) {
+	dir := t.TempDir()
+	leases, err := lease.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := leases.Acquire([]string{"gpu0", "gpu1"}, lease.CurrentHolder([]string{"gpu0", "gpu1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release()
+
+	// The best pair of the example is 0,1; another job holds it.
+	f, out, _ := exampleFactory(t, nil)
+	if err := dryRun(t, f, dir, "--dry-run", "-n", "2", "t.py"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "Devices:  2,3\n") {
+		t.Errorf("with 0,1 leased, want devices 2,3:\n%s", out)
+	}
+
+	f, _, _ = exampleFactory(t, nil)
+	err = dryRun(t, f, dir, "--dry-run", "-n", "8", "t.py")
+	want := fmt.Sprintf("held: 0-1 (leased by %s pid %d", lease.CurrentHolder(nil).User, os.Getpid())
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("-n 8 with 0,1 leased: error %v, want one containing %q", err, want)
+	}
+
+	// --no-lease ignores other jobs' leases.
+	f, out, _ = exampleFactory(t, nil)
+	if err := dryRun(t, f, dir, "--dry-run", "--no-lease", "-n", "2", "t.py"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "Devices:  0,1\n") {
+		t.Errorf("--no-lease: want devices 0,1:\n%s", out)
+	}
+}
+
+func TestRunNoGPU(t *testing.T) {
+	noGPU := func(ctx context.Context, o discover.Options) (*topology.Model, error) {
+		return nil, fmt.Errorf("sysfs: nothing: %w", discover.ErrNoGPU)
+	}
+	// A dry run with the source left to auto plans on the bundled example.
+	f, out, _ := exampleFactory(t, nil)
+	f.Discover = noGPU
+	var warnings []string
+	f.Warn = func(format string, args ...any) { warnings = append(warnings, fmt.Sprintf(format, args...)) }
+	if err := dryRun(t, f, t.TempDir(), "--dry-run", "-n", "2", "t.py"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "Devices:  0,1\n") {
+		t.Errorf("no GPU, dry run: want the example's 0,1:\n%s", out)
+	}
+	if len(warnings) == 0 || !strings.Contains(warnings[0], "no GPU found on this machine") {
+		t.Errorf("warnings %q, want one saying no GPU was found", warnings)
+	}
+
+	// A real launch does not.
+	f, _, _ = exampleFactory(t, nil)
+	f.Discover = noGPU
+	err := dryRun(t, f, t.TempDir(), "-n", "2", "t.py")
+	if !errors.Is(err, discover.ErrNoGPU) {
+		t.Errorf("no GPU, launch: error %v, want ErrNoGPU", err)
+	}
+}

@@ -1,0 +1,207 @@
+package topocmd_test
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/topocmd"
+	"github.com/amdrun/amdrun/internal/discover"
+	"github.com/amdrun/amdrun/internal/topology"
+)
+
+// exampleModel is the bundled MI250 example with two host NUMA nodes and
+// device 3 busy.
+func exampleModel(t *testing.T) *topology.Model {
+	t.Helper()
+	m, err := discover.Example()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.SetNUMANodes([]topology.NUMANode{{ID: 0, CPUs: []int{0, 1, 2, 3}}, {ID: 1, CPUs: []int{4, 5, 6, 7}}})
+	m.Devices[3].Busy, m.Devices[3].BusyReason = true, "2 processes"
+	m.Devices[0].Name, m.Devices[0].PCIAddress = "AMD Instinct MI250X", "0000:c1:00.0"
+	m.Devices[0].MemUsedMiB, m.Devices[0].MemTotalMiB = 10, 65536
+	if err := m.Finish(); err != nil { // as a source would, after filling it
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestNewCmdTopoFlags(t *testing.T) {
+	tests := []struct {
+		name     string
+		args     []string
+		json     bool
+		measured bool
+		wantErr  bool
+	}{
+		{name: "no flags", args: nil},
+		{name: "json", args: []string{"--json"}, json: true},
+		{name: "measured", args: []string{"--measured", "rbt.txt"}, measured: true},
+		{name: "arguments", args: []string{"extra"}, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ios, _, _, _ := iostreams.Test()
+			f := &cmdutil.Factory{IOStreams: ios, Env: func() []string { return nil }}
+			var got *topocmd.Options
+			cmd := topocmd.NewCmdTopo(f, func(ctx context.Context, o *topocmd.Options) error {
+				got = o
+				return nil
+			})
+			cmd.SetArgs(tt.args)
+			cmd.SilenceErrors, cmd.SilenceUsage = true, true
+			cmd.SetOut(ios.Out)
+			cmd.SetErr(ios.ErrOut)
+			err := cmd.ExecuteContext(context.Background())
+			if tt.wantErr {
+				if err == nil {
+					t.Fatalf("%q: no error", tt.args)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("%q: %v", tt.args, err)
+			}
+			if got.JSON != tt.json || (got.Measured != nil) != tt.measured {
+				t.Errorf("%q: JSON %v Measured set %v, want %v %v", tt.args, got.JSON, got.Measured != nil, tt.json, tt.measured)
+			}
+		})
+	}
+}
+
+func run(t *testing.T, m *topology.Model, tty, json bool) string {
+	t.Helper()
+	ios, _, out, _ := iostreams.Test()
+	ios.SetStdoutTTY(tty)
+	err := topocmd.Run(context.Background(), &topocmd.Options{
+		IO:       ios,
+		Topology: func(context.Context) (*topology.Model, error) { return m, nil },
+		JSON:     json,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.String()
+}
+
+func TestRunTable(t *testing.T) {
+	out := run(t, exampleModel(t), true, false)
+	lines := strings.Split(out, "\n")
+	for _, want := range []string{
+		"Source: example (seed MI250 node); bandwidth theoretical; 8 devices\n",
+		"XGMI 200", "XGMI 100", "XGMI 50", "PHB 32*",
+		"* = assumed",
+		"NUMA node 0: CPUs 0-3\n", "NUMA node 1: CPUs 4-7\n",
+		"AMD Instinct MI250X", "0000:c1:00.0", "10/65536 MiB",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	// The matrix header ends with the per-device columns.
+	if h := lines[2]; !strings.HasPrefix(strings.TrimSpace(h), "GPU0") || !strings.Contains(h, "NUMA") || !strings.HasSuffix(strings.TrimSpace(h), "NUMA  CPUs  Package  State") {
+		t.Errorf("matrix header %q", h)
+	}
+	// Row of GPU0: X on the diagonal, XGMI 200 to its sibling die, the
+	// assumed host path to GPU3, NUMA node 0 and its CPUs.
+	row0 := strings.Fields(lines[3])
+	want0 := []string{"GPU0", "X", "XGMI", "200", "XGMI", "50", "PHB", "32*", "PHB", "32*", "PHB", "32*", "XGMI", "100", "PHB", "32*", "0", "0-3", "pkg0", "free"}
+	if !reflect.DeepEqual(row0, want0) {
+		t.Errorf("GPU0 row\n got %q\nwant %q", row0, want0)
+	}
+	row3 := lines[6]
+	if !strings.HasPrefix(row3, "GPU3") || !strings.HasSuffix(strings.TrimSpace(row3), "0     0-3   pkg1     busy (2 processes)") {
+		t.Errorf("GPU3 row %q, want NUMA 0, CPUs 0-3, pkg1, busy (2 processes)", row3)
+	}
+	row4 := strings.Fields(lines[7])
+	if n := len(row4); n < 4 || row4[n-4] != "1" || row4[n-3] != "4-7" {
+		t.Errorf("GPU4 row %q, want NUMA 1 with CPUs 4-7", lines[7])
+	}
+}
+
+func TestRunTSV(t *testing.T) {
+	out := run(t, exampleModel(t), false, false)
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != 8+28 {
+		t.Fatalf("%d lines, want 8 devices + 28 links:\n%s", len(lines), out)
+	}
+	for _, want := range []string{
+		"device\t0\t0\t0\t0-3\tpkg0\tfalse",
+		"device\t3\t3\t0\t0-3\tpkg1\ttrue",
+		"device\t7\t7\t1\t4-7\tpkg3\tfalse",
+		"link\t0\t1\txgmi\tXGMI\t200000\ttrue",
+		"link\t0\t3\tpcie\tPHB\t32000\tfalse",
+		"link\t6\t7\txgmi\tXGMI\t200000\ttrue",
+	} {
+		found := false
+		for _, l := range lines {
+			found = found || l == want
+		}
+		if !found {
+			t.Errorf("TSV lacks line %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "  ") || strings.Contains(out, "Source:") {
+		t.Errorf("TSV has table formatting:\n%s", out)
+	}
+}
+
+func TestRunJSONRoundTrip(t *testing.T) {
+	m := exampleModel(t)
+	for _, tty := range []bool{true, false} {
+		out := run(t, m, tty, true)
+		back, err := topology.ReadJSON(strings.NewReader(out))
+		if err != nil {
+			t.Fatalf("tty %v: ReadJSON: %v\n%s", tty, err, out)
+		}
+		if !reflect.DeepEqual(back, m) {
+			for i := range m.Devices {
+				if !reflect.DeepEqual(back.Devices[i], m.Devices[i]) {
+					t.Errorf("tty %v: device %d read back\n got %+v\nwant %+v", tty, i, back.Devices[i], m.Devices[i])
+				}
+			}
+			if !reflect.DeepEqual(back.Links, m.Links) || !reflect.DeepEqual(back.NUMANodes, m.NUMANodes) {
+				t.Errorf("tty %v: links or NUMA nodes differ", tty)
+			}
+			t.Errorf("tty %v: model read back differs", tty)
+		}
+	}
+}
+
+func TestRunErrors(t *testing.T) {
+	ios, _, out, _ := iostreams.Test()
+	boom := errors.New("sysfs: no GPU found")
+	err := topocmd.Run(context.Background(), &topocmd.Options{
+		IO:       ios,
+		Topology: func(context.Context) (*topology.Model, error) { return nil, boom },
+	})
+	if !errors.Is(err, boom) || out.Len() != 0 {
+		t.Errorf("discovery failure: error %v output %q, want the discovery error and no output", err, out)
+	}
+
+	// --measured with a file that does not exist names the flag.
+	ios, _, out, _ = iostreams.Test()
+	m := exampleModel(t)
+	f := &cmdutil.Factory{IOStreams: ios, Env: func() []string { return nil }}
+	cmd := topocmd.NewCmdTopo(f, func(ctx context.Context, o *topocmd.Options) error {
+		o.Topology = func(context.Context) (*topology.Model, error) { return m, nil }
+		return topocmd.Run(ctx, o)
+	})
+	cmd.SetArgs([]string{"--measured", t.TempDir() + "/missing.txt"})
+	cmd.SilenceErrors, cmd.SilenceUsage = true, true // as the root sets them
+	cmd.SetOut(ios.Out)
+	cmd.SetErr(ios.ErrOut)
+	err = cmd.ExecuteContext(context.Background())
+	if err == nil || !strings.HasPrefix(err.Error(), "--measured: ") || !strings.Contains(err.Error(), "missing.txt") {
+		t.Errorf("--measured missing file: error %v, want one starting --measured: naming the file", err)
+	}
+	if out.Len() != 0 {
+		t.Errorf("--measured missing file printed %q", out)
+	}
+}
