@@ -1,0 +1,96 @@
+package discover
+
+import (
+	"bytes"
+	"os"
+	"testing"
+
+	"github.com/amdrun/amdrun/internal/selector"
+	"github.com/amdrun/amdrun/internal/testutil"
+	"github.com/amdrun/amdrun/internal/topology"
+	"github.com/amdrun/amdrun/internal/topology/amdsmi"
+	"github.com/amdrun/amdrun/internal/topology/kfd"
+	"github.com/amdrun/amdrun/internal/topology/rbt"
+	"github.com/amdrun/amdrun/internal/topology/rocmsmi"
+)
+
+// TestMI210SysfsAndRocmSmiAgree: the same MI210 node described by its
+// real KFD tree and by rocm-smi (--showtopo --shownodesbw) gives the same
+// links (type, direct, bandwidth) and the same NUMA node per device.
+func TestMI210SysfsAndRocmSmiAgree(t *testing.T) {
+	fromKFD, err := kfd.Read(os.DirFS(testutil.Shared(t, "fixtures", "kfd", "topo-mi210-xgmi-pcie")), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := rocmsmi.ParseText(bytes.NewReader(testutil.ReadFile(t, testutil.Testdata(t, "rocm-smi", "mi210-8gpu-2hive-showtopo-nodesbw.txt"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromSMI, err := rep.Model(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fromKFD.N() != 8 || fromSMI.N() != 8 {
+		t.Fatalf("%d and %d devices, want 8", fromKFD.N(), fromSMI.N())
+	}
+	for i := range fromKFD.Devices {
+		if a, b := fromKFD.Devices[i].NUMANode, fromSMI.Devices[i].NUMANode; a != b {
+			t.Errorf("GPU%d: NUMA %d from sysfs, %d from rocm-smi", i, a, b)
+		}
+	}
+	for i, a := range fromKFD.Links {
+		b := fromSMI.Links[i]
+		if a.A != b.A || a.B != b.B || a.Type != b.Type || a.Direct != b.Direct || a.MaxBandwidth != b.MaxBandwidth {
+			t.Errorf("link %d-%d: sysfs %s direct=%v %d MB/s; rocm-smi %s direct=%v %d MB/s",
+				a.A, a.B, a.Type, a.Direct, a.MaxBandwidth, b.Type, b.Direct, b.MaxBandwidth)
+		}
+	}
+}
+
+// TestSelectionFollowsMeasurement: on an MI300X whose amd-smi table says
+// every pair is XGMI at 50000 MB/s, a rocm_bandwidth_test run measuring
+// GPU 3 at a quarter of that makes the selector leave GPU 3 out, where
+// the theoretical table picks it.
+func TestSelectionFollowsMeasurement(t *testing.T) {
+	load := func() *topology.Model {
+		topo, err := amdsmi.ParseTopology(bytes.NewReader(testutil.ReadFile(t, testutil.Testdata(t, "amd-smi", "mi300x-8gpu-spx-topology.txt"))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := amdsmi.Build(topo, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	theo := load()
+	c, err := selector.Select(theo, selector.Request{N: 4}, selector.NewTreePolicy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Devices; len(got) != 4 || got[3] != 3 {
+		t.Fatalf("theoretical choice %v, want 0,1,2,3 (every set is equal, lowest indices)", got)
+	}
+	meas := load()
+	res, err := rbt.Parse(bytes.NewReader(testutil.ReadFile(t, testutil.Testdata(t, "rocm_bandwidth_test", "mi300x-8gpu-gpu3-degraded-v2.0.1.txt"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rbt.Apply(meas, res, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{2, 4, 7} {
+		c, err := selector.Select(meas, selector.Request{N: n}, selector.NewTreePolicy())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range c.Devices {
+			if d == 3 {
+				t.Errorf("N=%d: measured choice %v includes GPU 3, measured at a quarter of the others", n, c.Devices)
+			}
+		}
+	}
+	if meas.Bandwidth != "measured" {
+		t.Errorf("model bandwidth %q, want measured (what --explain reports)", meas.Bandwidth)
+	}
+}
