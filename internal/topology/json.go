@@ -25,7 +25,7 @@ func ReadJSON(r io.Reader) (*Model, error) {
 	if err := json.Unmarshal(data, &m); err != nil {
 		pe := &ParseError{Source: "topology file", Err: fmt.Errorf("%w: %v", ErrSyntax, err)}
 		if se, ok := err.(*json.SyntaxError); ok {
-			pe.Line, pe.Column = lineCol(data, se.Offset)
+			pe.Line, pe.Column = LineCol(data, se.Offset)
 		}
 		return nil, pe
 	}
@@ -39,17 +39,4 @@ func ReadJSON(r io.Reader) (*Model, error) {
 		return nil, &ParseError{Source: "topology file", Err: err}
 	}
 	return &m, nil
-}
-
-// lineCol turns a byte offset into a 1-based line and 0-based column.
-func lineCol(data []byte, off int64) (int, int) {
-	line, col := 1, 0
-	for i := int64(0); i < off && i < int64(len(data)); i++ {
-		if data[i] == '\n' {
-			line, col = line+1, 0
-		} else {
-			col++
-		}
-	}
-	return line, col
 }

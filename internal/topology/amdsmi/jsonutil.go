@@ -63,30 +63,17 @@ func decodeJSON(src string, r io.Reader) (any, error) {
 			pe.Err = fmt.Errorf("%w: JSON document ends early", topology.ErrTruncated)
 		}
 		if off >= 0 {
-			pe.Line, pe.Column = lineCol(body, off)
+			pe.Line, pe.Column = topology.LineCol(body, off)
 			pe.Line += skipped
 		}
 		return nil, pe
 	}
 	if dec.More() {
 		off := dec.InputOffset()
-		l, c := lineCol(body, off)
+		l, c := topology.LineCol(body, off)
 		return nil, &topology.ParseError{Source: src, Line: l + skipped, Column: c, Err: fmt.Errorf("%w: text after the JSON document", topology.ErrSyntax)}
 	}
 	return v, nil
-}
-
-// lineCol turns a byte offset into a 1-based line and 0-based column.
-func lineCol(data []byte, off int64) (int, int) {
-	line, col := 1, 0
-	for i := int64(0); i < off && i < int64(len(data)); i++ {
-		if data[i] == '\n' {
-			line, col = line+1, 0
-		} else {
-			col++
-		}
-	}
-	return line, col
 }
 
 // gpuList returns the per-GPU objects of an amd-smi JSON document: the

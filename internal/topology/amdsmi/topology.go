@@ -74,27 +74,16 @@ type field struct {
 }
 
 func splitFields(line string) []field {
-	var out []field
-	start := -1
-	for i := 0; i <= len(line); i++ {
-		space := i == len(line) || line[i] == ' ' || line[i] == '\t' || line[i] == '\r'
-		switch {
-		case space && start >= 0:
-			out = append(out, field{line[start:i], start})
-			start = -1
-		case !space && start < 0:
-			start = i
-		}
+	fs := topology.SplitFields(line)
+	out := make([]field, len(fs))
+	for i, f := range fs {
+		out[i] = field{f.S, f.Col}
 	}
 	return out
 }
 
 // newScanner returns a line scanner that accepts lines up to 1 MiB.
-func newScanner(r io.Reader) *bufio.Scanner {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), 1<<20)
-	return sc
-}
+func newScanner(r io.Reader) *bufio.Scanner { return topology.NewScanner(r) }
 
 // scanErr turns a scanner failure after line n into an error.
 func scanErr(src string, n int, err error) error {

@@ -135,17 +135,10 @@ type field struct {
 }
 
 func splitFields(line string) []field {
-	var out []field
-	start := -1
-	for i := 0; i <= len(line); i++ {
-		space := i == len(line) || line[i] == ' ' || line[i] == '\t' || line[i] == '\r'
-		switch {
-		case space && start >= 0:
-			out = append(out, field{line[start:i], start})
-			start = -1
-		case !space && start < 0:
-			start = i
-		}
+	fs := topology.SplitFields(line)
+	out := make([]field, len(fs))
+	for i, f := range fs {
+		out[i] = field{f.S, f.Col}
 	}
 	return out
 }

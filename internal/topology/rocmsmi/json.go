@@ -47,7 +47,7 @@ func ParseJSON(rd io.Reader) (*Report, error) {
 		switch {
 		case asErr(err, &se):
 			// Offset counts the offending byte; the column points at it.
-			pe.Line, pe.Column = lineCol(data, max(se.Offset-1, 0))
+			pe.Line, pe.Column = topology.LineCol(data, max(se.Offset-1, 0))
 		case asErr(err, &te):
 			pe.Err = fmt.Errorf("%w: top level is a JSON %s, not an object", topology.ErrWrongTool, te.Value)
 		}
@@ -199,17 +199,4 @@ func asErr[T error](err error, target *T) bool {
 		*target = t
 	}
 	return ok
-}
-
-// lineCol turns a byte offset into a 1-based line and 0-based column.
-func lineCol(data []byte, off int64) (int, int) {
-	line, col := 1, 0
-	for i := int64(0); i < off && i < int64(len(data)); i++ {
-		if data[i] == '\n' {
-			line, col = line+1, 0
-		} else {
-			col++
-		}
-	}
-	return line, col
 }
