@@ -107,6 +107,17 @@ func printExplain(w io.Writer, m *topology.Model, c *selector.Choice) {
 	if len(c.Ring) > 0 {
 		fmt.Fprintf(w, "  ring: %s\n", ringString(m, c.Ring))
 	}
+	// Say what decided: a tie with the runner-up, then the first term that
+	// sets the chosen set ahead of the best set that scores differently.
+	for i, a := range c.Alternatives {
+		line := decidedBy(c.Score, a)
+		if c.Score.Compare(a.Score) != 0 || i == 0 {
+			fmt.Fprintf(w, "  %s\n", line)
+		}
+		if c.Score.Compare(a.Score) != 0 {
+			break
+		}
+	}
 	if c.Naive != nil && len(c.Naive.Score.Terms) > 0 && len(c.Score.Terms) > 0 && c.Naive.Score.Terms[0].Value > 0 {
 		t := c.Score.Terms[0]
 		ratio := t.Value / c.Naive.Score.Terms[0].Value
@@ -210,4 +221,26 @@ func printJSON(o *Options, m *topology.Model, c *selector.Choice, p *launch.Plan
 	enc := json.NewEncoder(o.IO.Out)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
+}
+
+// decidedBy says which score term put the chosen set ahead of the runner-up:
+// "links tie with 0,1,2,4 (bottleneck, total); decided by numa: 1 vs 2".
+func decidedBy(chosen selector.Score, alt selector.Candidate) string {
+	var equal []string
+	for i, t := range chosen.Terms {
+		if i >= len(alt.Score.Terms) {
+			break
+		}
+		a := alt.Score.Terms[i]
+		if t.Value == a.Value {
+			equal = append(equal, t.Name)
+			continue
+		}
+		prefix := "ahead of " + joinInts(alt.Devices, ",")
+		if len(equal) > 0 {
+			prefix = fmt.Sprintf("equal to %s on %s", joinInts(alt.Devices, ","), strings.Join(equal, ", "))
+		}
+		return fmt.Sprintf("%s; decided by %s: %g vs %g %s", prefix, t.Name, t.Natural(), a.Natural(), t.Unit)
+	}
+	return fmt.Sprintf("ties with %s on every term; the lowest device indices win", joinInts(alt.Devices, ","))
 }
