@@ -44,6 +44,7 @@ sys.exit(int(sys.argv[3]))
 	}
 	// A knob the kernel does not have: one clear error before anything starts.
 	os.Remove(knob)
+	os.Remove(filepath.Join(out, "seen0"))
 	r := runAmdrun(t, cleanEnv(t), "--source", "example", "--sysfs-root", root, "--numa-balancing", "off",
 		"--ngpus", "2", "--python", pythonPath(), script, knob, out, "0")
 	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
@@ -51,7 +52,7 @@ sys.exit(int(sys.argv[3]))
 	if r.code == 0 || !strings.HasPrefix(last, "amdrun: numa balancing not supported") {
 		t.Errorf("missing knob: exit %d, want one error line; stderr %q", r.code, r.stderr)
 	}
-	if _, err := os.Stat(filepath.Join(out, "seen9")); err == nil {
+	if _, err := os.Stat(filepath.Join(out, "seen0")); err == nil {
 		t.Error("a rank started although the knob could not be set")
 	}
 }
