@@ -22,7 +22,7 @@ import (
 )
 
 // vendorTools are the programs the fake stands in for.
-var vendorTools = []string{"rocm-smi", "amd-smi", "nvidia-smi"}
+var vendorTools = []string{"rocm-smi", "amd-smi", "nvidia-smi", "rocm_bandwidth_test"}
 
 // The argv each source's Discover runs (see internal/topology/*/Discover).
 var (

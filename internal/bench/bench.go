@@ -307,3 +307,44 @@ func (r *Result) NUMAIDs() []int {
 	sort.Ints(ids)
 	return ids
 }
+
+// FromModel turns the measured links of m (after rbt.Apply, say) into a
+// Result for the cache: D2D[i][j] and D2D[j][i] are the link's max and min
+// bandwidth (what Apply puts back; the direction of each is not kept).
+// Pairs without a measurement stay 0 and are not applied later.
+func FromModel(m *topology.Model, host string) *Result {
+	n := m.N()
+	r := &Result{Host: host, MeasuredAt: time.Now().UTC(), Keys: make([]string, n), Devices: make([]int, n), D2D: make([][]float64, n)}
+	for i := range m.Devices {
+		r.Keys[i], r.Devices[i] = m.Devices[i].Key(), i
+		r.D2D[i] = make([]float64, n)
+	}
+	for _, l := range m.Links {
+		if l.Measured {
+			r.D2D[l.A][l.B], r.D2D[l.B][l.A] = float64(l.MaxBandwidth), float64(l.MinBandwidth)
+		}
+	}
+	return r
+}
+
+// RunTool runs a measuring tool (rocm_bandwidth_test) from PATH and returns
+// its standard output. Unlike discovery it has no timeout: a full run
+// takes minutes. A failure keeps the tool's last stderr line.
+func RunTool(ctx context.Context, name string, args ...string) ([]byte, error) {
+	path, err := exec.LookPath(name)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, topology.ErrToolNotFound)
+	}
+	cmd := exec.CommandContext(ctx, path, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		te := &topology.ToolError{Tool: name, Args: args, ExitCode: -1, Stderr: stderr.String(), Err: err}
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			te.ExitCode = ee.ExitCode()
+		}
+		return nil, te
+	}
+	return stdout.Bytes(), nil
+}

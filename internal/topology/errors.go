@@ -62,7 +62,8 @@ func (e *ToolError) Error() string {
 	if i := strings.IndexByte(msg, '\n'); i >= 0 {
 		msg = msg[:i]
 	}
-	s := fmt.Sprintf("%s %s: exit status %d", e.Tool, strings.Join(e.Args, " "), e.ExitCode)
+	s := strings.Join(append([]string{e.Tool}, e.Args...), " ")
+	s += fmt.Sprintf(": exit status %d", e.ExitCode)
 	if msg != "" {
 		s += ": " + msg
 	}

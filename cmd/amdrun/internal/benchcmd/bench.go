@@ -4,6 +4,7 @@
 package benchcmd
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"github.com/amdrun/amdrun/internal/bench"
 	"github.com/amdrun/amdrun/internal/launch"
 	"github.com/amdrun/amdrun/internal/topology"
+	"github.com/amdrun/amdrun/internal/topology/rbt"
 	"github.com/spf13/cobra"
 )
 
@@ -35,6 +37,9 @@ type Options struct {
 	Python  string
 	JSON    bool
 	NoH2D   bool
+	// Tool, when set, is a measuring tool to run instead of the PyTorch
+	// probe: "rocm_bandwidth_test".
+	Tool string
 }
 
 // NewCmdBench returns `amdrun bench`.
@@ -59,6 +64,9 @@ the default, or measured) and --explain says so.`,
 				}
 				opts.Devices = l
 			}
+			if opts.Tool != "" && opts.Tool != "rocm_bandwidth_test" {
+				return cmdutil.FlagErrorf("--tool: want rocm_bandwidth_test, got %q", opts.Tool)
+			}
 			if opts.SizeMiB < 1 || opts.Iters < 1 {
 				return cmdutil.FlagErrorf("--size and --iters must be at least 1")
 			}
@@ -75,6 +83,7 @@ the default, or measured) and --explain says so.`,
 	fl.StringVar(&opts.Python, "python", "", "Python interpreter with torch (default $PYTHON_EXEC, else python3)")
 	fl.BoolVar(&opts.JSON, "json", false, "print the result as JSON")
 	fl.BoolVar(&opts.NoH2D, "no-host", false, "skip the host-to-device measurement")
+	fl.StringVar(&opts.Tool, "tool", "", "measure with this tool instead of the PyTorch probe: rocm_bandwidth_test")
 	return cmd
 }
 
@@ -83,6 +92,9 @@ func Run(ctx context.Context, o *Options) error {
 	m, err := o.Topology(ctx)
 	if err != nil {
 		return err
+	}
+	if o.Tool != "" {
+		return runTool(ctx, o, m)
 	}
 	devs := o.Devices
 	if devs == nil {
@@ -184,7 +196,11 @@ func Run(ctx context.Context, o *Options) error {
 
 func print(o *Options, m *topology.Model, r *bench.Result, path string) {
 	w := o.IO.Out
-	fmt.Fprintf(w, "Device-to-device copy bandwidth, GB/s (row: from, column: to; %d MiB x %d)\n", r.SizeMiB, r.Iters)
+	if r.SizeMiB > 0 {
+		fmt.Fprintf(w, "Device-to-device copy bandwidth, GB/s (row: from, column: to; %d MiB x %d)\n", r.SizeMiB, r.Iters)
+	} else {
+		fmt.Fprintln(w, "Device-to-device peak copy bandwidth, GB/s, from rocm_bandwidth_test (faster direction above the diagonal)")
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprint(tw, "\t")
 	for _, d := range r.Devices {
@@ -227,4 +243,40 @@ func print(o *Options, m *topology.Model, r *bench.Result, path string) {
 	if path != "" {
 		fmt.Fprintf(w, "\nCached in %s; selection uses it (--bandwidth auto).\n", path)
 	}
+}
+
+// runTool measures with rocm_bandwidth_test: its peak copy bandwidth
+// matrices replace the model's theoretical links, and the result is cached
+// like the probe's.
+func runTool(ctx context.Context, o *Options, m *topology.Model) error {
+	fmt.Fprintf(o.IO.ErrOut, "amdrun bench: running %s (this takes a few minutes)\n", o.Tool)
+	out, err := bench.RunTool(ctx, o.Tool)
+	if err != nil {
+		return err
+	}
+	res, err := rbt.Parse(bytes.NewReader(out))
+	if err != nil {
+		return err
+	}
+	if err := rbt.Apply(m, res, nil); err != nil {
+		return err
+	}
+	host, _ := os.Hostname()
+	r := bench.FromModel(m, host)
+	path := ""
+	dir, err := bench.CacheDir(o.Getenv)
+	if err == nil {
+		path = bench.CachePath(dir, host, r.Keys)
+		err = bench.Save(path, r)
+	}
+	if err != nil {
+		fmt.Fprintf(o.IO.ErrOut, "amdrun: warning: result not cached: %v\n", err)
+	}
+	if o.JSON {
+		enc := json.NewEncoder(o.IO.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	print(o, m, r, path)
+	return nil
 }
