@@ -81,6 +81,19 @@ tail -n 25 "$OUT/logs/failfast.log" | tee -a "$OUT/proof.log"
 echo -e "failfast\texit $code in $(( (t1-t0)/1000000 )) ms; compute apps left: $left; failfast.py processes left: $orphans" >> "$summary"
 fi
 
+if [ "$NG" -ge 2 ]; then
+say "== 6. $NG concurrent amdrun --ngpus 1 jobs on one node: disjoint GPUs"
+pids=()
+for j in $(seq 1 "$NG"); do
+  "$AMDRUN" --ngpus 1 --wait=60s "$here/bench/which_gpu.py" "$OUT/which-$j.txt" 4 > "$OUT/logs/which-$j.log" 2>&1 &
+  pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p"; done
+cat "$OUT"/which-*.txt | tee -a "$OUT/proof.log"
+distinct=$(cut -d' ' -f2 "$OUT"/which-*.txt | sort -u | wc -l)
+echo -e "concurrent jobs\t$NG jobs of --ngpus 1 got $distinct distinct GPU(s)" >> "$summary"
+fi
+
 python3 - "$OUT" "$summary" <<'PY'
 import glob, json, os, statistics, sys
 out, summary = sys.argv[1], sys.argv[2]
