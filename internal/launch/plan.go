@@ -212,6 +212,7 @@ func NewPlan(s Spec) (*Plan, error) {
 
 	_, ompSet := lookupEnv(s.Env, "OMP_NUM_THREADS")
 	var ompNotes []string
+	ompValues := map[int]bool{}
 	for lr, d := range s.Devices {
 		b := binds[lr]
 		r := Rank{
@@ -251,6 +252,7 @@ func NewPlan(s Spec) (*Plan, error) {
 			n := ompThreads(b, binds, len(allowed), nproc)
 			set["OMP_NUM_THREADS"] = strconv.Itoa(n)
 			ompNotes = append(ompNotes, fmt.Sprintf("rank %d: %d", r.Rank, n))
+			ompValues[n] = true
 		}
 		for k, v := range s.VisibleEnv {
 			set[k] = v
@@ -259,8 +261,14 @@ func NewPlan(s Spec) (*Plan, error) {
 		p.Ranks = append(p.Ranks, r)
 	}
 	if len(ompNotes) > 0 {
+		detail := strings.Join(ompNotes, ", ")
+		if len(ompValues) == 1 {
+			for n := range ompValues {
+				detail = fmt.Sprintf("%d for every rank", n)
+			}
+		}
 		p.Warnings = append(p.Warnings, "OMP_NUM_THREADS is not set: setting it per rank to its share of its CPUs ("+
-			strings.Join(ompNotes, ", ")+"); set it to override")
+			detail+"); set it to override")
 	}
 	return p, nil
 }

@@ -412,8 +412,18 @@ func (s *supervisor) summary(g *group, root *worker, attempt int) {
 			failed = append(failed, w)
 		}
 	}
+	stopped := 0
+	for _, w := range failed {
+		if w.stopped && w != root {
+			stopped++
+		}
+	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "amdrun: %d of %d workers failed (attempt %d of %d)", len(failed), len(s.plan.Ranks), attempt+1, s.o.MaxRestarts+1)
+	fmt.Fprintf(&b, "amdrun: %d of %d ranks failed", len(failed)-stopped, len(s.plan.Ranks))
+	if stopped > 0 {
+		fmt.Fprintf(&b, ", %d stopped by amdrun", stopped)
+	}
+	fmt.Fprintf(&b, " (attempt %d of %d)", attempt+1, s.o.MaxRestarts+1)
 	if s.interrupted != 0 {
 		fmt.Fprintf(&b, ", stopped by %s", unix.SignalName(s.interrupted))
 	}

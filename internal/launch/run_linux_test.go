@@ -235,7 +235,7 @@ func TestRunFailFast(t *testing.T) {
 	sum := errb.String()
 	pid1 := pm.all()[1]
 	for _, want := range []string{
-		"amdrun: 3 of 3 workers failed (attempt 1 of 1)",
+		"amdrun: 1 of 3 ranks failed, 2 stopped by amdrun (attempt 1 of 1)",
 		fmt.Sprintf("  rank 1 (local rank 1, device 1, pid %d): exit code 3 at ", pid1),
 		"(root cause)\n    last 10 stderr line(s):\n      rank 1 error line 5\n",
 		"      rank 1 error line 14\n",
