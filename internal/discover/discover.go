@@ -122,9 +122,9 @@ func one(ctx context.Context, src string, o Options) (*topology.Model, error) {
 	)
 	switch src {
 	case "sysfs":
-		m, err = kfd.Read(os.DirFS(o.SysfsRoot), o.Warn)
+		m, err = kfd.Read(kfd.DirFS(o.SysfsRoot), o.Warn)
 		if err == nil {
-			if perr := kfd.ReadProcs(os.DirFS(o.SysfsRoot), m); perr != nil {
+			if perr := kfd.ReadProcs(kfd.DirFS(o.SysfsRoot), m); perr != nil {
 				o.Warn.Warn("kfd: process list: %v", perr)
 			}
 		}

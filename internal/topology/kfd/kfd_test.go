@@ -17,7 +17,7 @@ import (
 // fixture opens one of the shared real KFD trees.
 func fixture(t testing.TB, name string) fs.FS {
 	t.Helper()
-	return os.DirFS(testutil.Shared(t, "fixtures", "kfd", name))
+	return DirFS(testutil.Shared(t, "fixtures", "kfd", name))
 }
 
 // collect returns a Warner that records warnings.
@@ -616,5 +616,26 @@ func BenchmarkReadCPX(b *testing.B) {
 		if err != nil || m.N() != 63 {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestDirFSMatchesOSDirFS: the fast DirFS reads the same model as os.DirFS.
+func TestDirFSMatchesOSDirFS(t *testing.T) {
+	for _, tree := range []string{"topo-mi300-cpx", "topo-mi210-xgmi-pcie"} {
+		dir := testutil.Shared(t, "fixtures", "kfd", tree)
+		a, err := Read(DirFS(dir), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := Read(os.DirFS(dir), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(a.Devices, b.Devices) || !reflect.DeepEqual(a.Links, b.Links) {
+			t.Errorf("%s: DirFS and os.DirFS give different models", tree)
+		}
+	}
+	if _, err := DirFS(t.TempDir()).(fs.ReadFileFS).ReadFile("../etc/passwd"); err == nil {
+		t.Error("DirFS read a path outside its root")
 	}
 }
