@@ -48,9 +48,6 @@ func Run(ctx context.Context, o *Options) error {
 		return fmt.Errorf("--devices %s names none of the devices the environment leaves visible (%s)",
 			topology.FormatCPUList(o.Devices), topology.FormatCPUList(mask.Candidates()))
 	}
-	if req.Devices == nil && mask.Candidates() != nil {
-		req.Devices = mask.Candidates()
-	}
 
 	var (
 		choice *selector.Choice
@@ -292,6 +289,9 @@ func makePlan(o *Options, m *topology.Model, mask *launch.Mask, c *selector.Choi
 	chosen := make([]topology.Device, len(c.Devices))
 	for i, d := range c.Devices {
 		chosen[i] = m.Devices[d]
+	}
+	if err := mask.Check(chosen); err != nil {
+		return nil, err
 	}
 	port := o.MasterPort
 	if port == 0 {

@@ -4,9 +4,7 @@ package runcmd
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -397,8 +395,3 @@ func getenv(env []string, key string) string {
 	}
 	return ""
 }
-
-// errNotStarted wraps failures that happen before any rank started.
-var errNotStarted = errors.New("nothing started")
-
-var _ = os.Getpid
