@@ -148,6 +148,11 @@ func one(ctx context.Context, src string, o Options) (*topology.Model, error) {
 // whose source did not say, their NUMA node from PCI sysfs.
 func attachHost(m *topology.Model, o Options) {
 	nodes, err := host.NUMANodes(o.SysfsRoot)
+	if errors.Is(err, fs.ErrNotExist) {
+		// A captured tree (--sysfs-root) often has no host part.
+		o.Warn.Warn("no host NUMA information under %s (sys/devices/system/node): device CPU lists unknown", o.SysfsRoot)
+		return
+	}
 	if err != nil {
 		o.Warn.Warn("host NUMA nodes: %v", err)
 		return

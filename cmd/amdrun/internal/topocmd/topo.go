@@ -106,26 +106,110 @@ func writeTable(w io.Writer, m *topology.Model) error {
 		fmt.Fprintf(w, " %s", m.SourceVersion)
 	}
 	fmt.Fprintf(w, "; bandwidth %s; %d devices\n\n", m.Bandwidth, m.N())
+	if m.N() > maxMatrix {
+		if err := writePackages(w, m); err != nil {
+			return err
+		}
+	} else if err := writeMatrix(w, m); err != nil {
+		return err
+	}
+	return writeDevices(w, m)
+}
+
+// maxMatrix is the most devices shown as a full matrix; larger nodes
+// (partitioned GPUs) are shown package by package.
+const maxMatrix = 16
+
+func writeMatrix(w io.Writer, m *topology.Model) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprint(tw, "\t")
 	for i := range m.Devices {
 		fmt.Fprintf(tw, "GPU%d\t", i)
 	}
-	fmt.Fprintln(tw, "NUMA\tCPUs\tPackage\tState")
+	fmt.Fprintln(tw, "NUMA\tCPUs\tPackage/hive\tState")
 	for i, d := range m.Devices {
 		fmt.Fprintf(tw, "GPU%d\t", i)
 		for j := range m.Devices {
 			fmt.Fprintf(tw, "%s\t", cell(m, i, j))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", numa(d.NUMANode), orDash(topology.FormatCPUList(d.CPUs)), orDash(d.Package), state(d))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", numa(d.NUMANode), orDash(topology.FormatCPUList(d.CPUs)), group(d), state(d))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	legend(w)
+	return nil
+}
+
+func legend(w io.Writer) {
 	fmt.Fprintln(w, "\nCells: link type and max bandwidth in GB/s; * = assumed (the source gave no figure).")
 	fmt.Fprintln(w, "XGMI = AMD Infinity Fabric, NV# = # NVLinks, PIX/PXB = PCIe switch, PHB = through the host bridge, NODE = across host bridges, SYS = across NUMA nodes.")
+}
+
+// writePackages shows a large node package by package: each package's
+// devices, and between packages the slowest link of any device pair.
+func writePackages(w io.Writer, m *topology.Model) error {
+	pk := m.Packages()
+	fmt.Fprintf(w, "%d devices in %d packages (more than %d devices: links shown between packages, the slowest pair; --json has every pair)\n\n", m.N(), len(pk), maxMatrix)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprint(tw, "\tdevices\t")
+	for i := range pk {
+		fmt.Fprintf(tw, "P%d\t", i)
+	}
+	fmt.Fprintln(tw, "NUMA\tState")
+	for i, a := range pk {
+		fmt.Fprintf(tw, "P%d\t%s\t", i, topology.FormatCPUList(a))
+		for j, b := range pk {
+			fmt.Fprintf(tw, "%s\t", slowest(m, a, b, i == j))
+		}
+		busy, numas := 0, map[int]bool{}
+		for _, d := range a {
+			numas[m.Devices[d].NUMANode] = true
+			if m.Devices[d].Busy {
+				busy++
+			}
+		}
+		var ns []int
+		for n := range numas {
+			ns = append(ns, n)
+		}
+		st := "free"
+		if busy > 0 {
+			st = fmt.Sprintf("%d busy", busy)
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", topology.FormatCPUList(ns), st)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	legend(w)
+	return nil
+}
+
+// slowest is the cell for the slowest link between device groups a and b
+// (within a group when same).
+func slowest(m *topology.Model, a, b []int, same bool) string {
+	var worst *topology.Link
+	wa, wb := -1, -1
+	for _, x := range a {
+		for _, y := range b {
+			if x == y {
+				continue
+			}
+			if l := m.Link(x, y); l != nil && (worst == nil || l.MaxBandwidth < worst.MaxBandwidth) {
+				worst, wa, wb = l, x, y
+			}
+		}
+	}
+	if worst == nil {
+		return "X"
+	}
+	return cell(m, wa, wb)
+}
+
+func writeDevices(w io.Writer, m *topology.Model) error {
 	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "GPU\tRuntime\tName\tPCI\tUnique ID\tMemory used")
 	for _, d := range m.Devices {
 		mem := "-"
@@ -195,4 +279,15 @@ func applyRBT(m *topology.Model, path string, warn topology.Warner) error {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	return rbt.Apply(m, r, warn)
+}
+
+// group names the package a device belongs to, else its XGMI hive.
+func group(d topology.Device) string {
+	switch {
+	case d.Package != "":
+		return d.Package
+	case d.Hive != "":
+		return "hive " + d.Hive
+	}
+	return "-"
 }

@@ -3,6 +3,7 @@ package topocmd_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -105,7 +106,7 @@ func TestRunTable(t *testing.T) {
 		}
 	}
 	// The matrix header ends with the per-device columns.
-	if h := lines[2]; !strings.HasPrefix(strings.TrimSpace(h), "GPU0") || !strings.Contains(h, "NUMA") || !strings.HasSuffix(strings.TrimSpace(h), "NUMA  CPUs  Package  State") {
+	if h := lines[2]; !strings.HasPrefix(strings.TrimSpace(h), "GPU0") || !strings.Contains(h, "NUMA") || !strings.HasSuffix(strings.TrimSpace(h), "NUMA  CPUs  Package/hive  State") {
 		t.Errorf("matrix header %q", h)
 	}
 	// Row of GPU0: X on the diagonal, XGMI 200 to its sibling die, the
@@ -116,7 +117,7 @@ func TestRunTable(t *testing.T) {
 		t.Errorf("GPU0 row\n got %q\nwant %q", row0, want0)
 	}
 	row3 := lines[6]
-	if !strings.HasPrefix(row3, "GPU3") || !strings.HasSuffix(strings.TrimSpace(row3), "0     0-3   pkg1     busy (2 processes)") {
+	if !strings.HasPrefix(row3, "GPU3") || !strings.HasSuffix(strings.Join(strings.Fields(row3), " "), "0 0-3 pkg1 busy (2 processes)") {
 		t.Errorf("GPU3 row %q, want NUMA 0, CPUs 0-3, pkg1, busy (2 processes)", row3)
 	}
 	row4 := strings.Fields(lines[7])
@@ -203,5 +204,45 @@ func TestRunErrors(t *testing.T) {
 	}
 	if out.Len() != 0 {
 		t.Errorf("--measured missing file printed %q", out)
+	}
+}
+
+// TestRunTablePackages: a node with more than 16 devices (MI300X CPX, 63
+// partitions in 8 packages) is shown package by package: the matrix is
+// 8 x 8, within a package the partitions' XGMI 819.2 GB/s, between
+// packages the slowest pair.
+func TestRunTablePackages(t *testing.T) {
+	m := &topology.Model{Source: "test"}
+	for g := 0; g < 8; g++ {
+		for p := 0; p < 8 && len(m.Devices) < 63; p++ {
+			i := len(m.Devices)
+			m.Devices = append(m.Devices, topology.Device{Index: i, RuntimeIndex: i, Package: fmt.Sprintf("gpu%d", g), Partition: p, NUMANode: g / 4})
+		}
+	}
+	for a := 0; a < 63; a++ {
+		for b := a + 1; b < 63; b++ {
+			l := topology.Link{A: a, B: b, Type: topology.LinkXGMI, Direct: true}
+			if m.Devices[a].Package == m.Devices[b].Package {
+				l.MaxBandwidth = 819200
+			}
+			m.Links = append(m.Links, l)
+		}
+	}
+	if err := m.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	io, _, out, _ := iostreams.Test()
+	io.SetStdoutTTY(true)
+	if err := topocmd.Run(context.Background(), &topocmd.Options{IO: io, Topology: func(context.Context) (*topology.Model, error) { return m, nil }}); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	for _, want := range []string{"63 devices in 8 packages", "P7  56-62", "XGMI 819.2", "XGMI 50*"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("output lacks %q:\n%s", want, s)
+		}
+	}
+	if strings.Contains(s, "GPU62  ") && strings.Contains(s, "GPU61\t") {
+		t.Errorf("a 63 x 63 matrix was printed")
 	}
 }
