@@ -7,7 +7,7 @@ LDFLAGS   := -s -w -X main.version=$(VERSION)
 FUZZTIME  ?= 30s
 PKGS      := ./...
 
-.PHONY: build demo test vet fmt-check fuzz bench gpu-proof clean
+.PHONY: build demo test vet lint fmt-check fuzz bench gpu-proof clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/amdrun
@@ -24,6 +24,11 @@ fmt-check:
 
 vet:
 	$(GO) vet $(PKGS)
+
+# staticcheck, at a pinned version (fetched through the Go module proxy).
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+lint:
+	$(GO) run $(STATICCHECK) ./...
 
 test: fmt-check vet
 	$(GO) test -count=1 $(PKGS)

@@ -463,8 +463,7 @@ func (b *bb) connectable(ci, r int, t int64) bool {
 	nc := b.nc
 	var parent [MaxCandidates]int
 	var capc [MaxCandidates]int
-	var find func(int) int
-	find = func(x int) int {
+	find := func(x int) int {
 		for parent[x] != x {
 			parent[x] = parent[parent[x]]
 			x = parent[x]

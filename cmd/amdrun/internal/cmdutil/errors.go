@@ -33,6 +33,6 @@ type ExitCodeError struct{ Code int }
 
 func (e *ExitCodeError) Error() string { return fmt.Sprintf("exit status %d", e.Code) }
 
-// SilentError makes Main exit with ExitError without printing anything
+// ErrSilent makes Main exit with ExitError without printing anything
 // more (the command already said why).
-var SilentError = errors.New("silent error")
+var ErrSilent = errors.New("silent error")

@@ -86,7 +86,7 @@ Exits 0 when no check fails.`,
 	return cmd
 }
 
-// Run performs the checks and prints them; it returns a SilentError when
+// Run performs the checks and prints them; it returns a ErrSilent when
 // one failed.
 func Run(ctx context.Context, o *Options) error {
 	checks := Checks(ctx, o)
@@ -109,7 +109,7 @@ func Run(ctx context.Context, o *Options) error {
 		}
 	}
 	if failed {
-		return cmdutil.SilentError
+		return cmdutil.ErrSilent
 	}
 	return nil
 }

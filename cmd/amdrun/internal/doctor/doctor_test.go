@@ -287,8 +287,8 @@ func TestRunFail(t *testing.T) {
 		}
 	})
 	err := doctor.Run(context.Background(), o)
-	if !errors.Is(err, cmdutil.SilentError) {
-		t.Errorf("failed check: error %v, want cmdutil.SilentError", err)
+	if !errors.Is(err, cmdutil.ErrSilent) {
+		t.Errorf("failed check: error %v, want cmdutil.ErrSilent", err)
 	}
 	if !strings.Contains(out.String(), "[FAIL] topology source        no GPU found\n") {
 		t.Errorf("output lacks the failed check:\n%s", out)
@@ -314,7 +314,7 @@ func TestRunJSON(t *testing.T) {
 			}
 		})
 		err := doctor.Run(context.Background(), o)
-		if fail != errors.Is(err, cmdutil.SilentError) {
+		if fail != errors.Is(err, cmdutil.ErrSilent) {
 			t.Errorf("fail=%v: error %v", fail, err)
 		}
 		var got struct {

@@ -80,7 +80,7 @@ func exitCode(f *cmdutil.Factory, cmd *cobra.Command, err error) int {
 	if errors.As(err, &ec) {
 		return ec.Code
 	}
-	if errors.Is(err, cmdutil.SilentError) {
+	if errors.Is(err, cmdutil.ErrSilent) {
 		return cmdutil.ExitError
 	}
 	var fe *cmdutil.FlagError

@@ -62,7 +62,7 @@ func TestExitCode(t *testing.T) {
 		},
 		{"rank exit code", &cmdutil.ExitCodeError{Code: 3}, 3, ""},
 		{"rank killed by SIGTERM", fmt.Errorf("launch: %w", &cmdutil.ExitCodeError{Code: 143}), 143, ""},
-		{"silent error", cmdutil.SilentError, 1, ""},
+		{"silent error", cmdutil.ErrSilent, 1, ""},
 		{
 			"generic error keeps one line", errors.New("selector: 8 devices requested, 6 available\nsecond line"), 1,
 			"amdrun: selector: 8 devices requested, 6 available\n",
