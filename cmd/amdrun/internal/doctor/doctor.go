@@ -6,6 +6,7 @@ package doctor
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -284,7 +285,16 @@ func torchCheck(ctx context.Context, o *Options) Check {
 	}
 	out, err := o.Run(ctx, py, "-c", torchProbe)
 	if err != nil {
-		return Check{"python + torch", Warn, fmt.Sprintf("%s: %v", py, err), "install PyTorch for this python, or give --python / PYTHON_EXEC"}
+		why := err.Error()
+		var te *topology.ToolError
+		if errors.As(err, &te) {
+			// The probe's argv is a program: name the failure, not the argv.
+			why = fmt.Sprintf("exit status %d", te.ExitCode)
+			if lines := strings.Split(strings.TrimSpace(te.Stderr), "\n"); lines[len(lines)-1] != "" {
+				why += ": " + lines[len(lines)-1]
+			}
+		}
+		return Check{"python + torch", Warn, fmt.Sprintf("%s cannot import torch (%s)", py, why), "install PyTorch for this python, or give --python / PYTHON_EXEC"}
 	}
 	f := strings.Fields(string(out))
 	if len(f) != 3 {

@@ -173,7 +173,7 @@ func TestChecks(t *testing.T) {
 		{
 			name: "no torch", check: "python + torch", status: doctor.Warn,
 			edit:   func(o *doctor.Options) { o.Run = torch("", errors.New("ModuleNotFoundError: No module named 'torch'")) },
-			detail: []string{"python3: ModuleNotFoundError"},
+			detail: []string{"python3 cannot import torch (ModuleNotFoundError"},
 			advice: []string{"install PyTorch"},
 		},
 		{
