@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
@@ -128,6 +129,20 @@ func fakeWorker(mode string) int {
 	case "ready":
 		os.Stdout.WriteString("ready\n")
 		return 0
+	case "orphan":
+		// Leave a child behind in this process group, as a dataloader
+		// worker would, then exit.
+		c := exec.Command(os.Args[0])
+		c.Env = append(os.Environ(), envWorker+"=sleeper")
+		if err := c.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		os.WriteFile(filepath.Join(dir, fmt.Sprintf("orphan%d", rank)), []byte(strconv.Itoa(c.Process.Pid)), 0o644)
+		return 0
+	case "sleeper":
+		time.Sleep(60 * time.Second)
+		return 0
 	}
 	fmt.Fprintln(os.Stderr, "unknown worker mode", mode)
 	return 2
@@ -147,6 +162,15 @@ func hang(rank int, dir string) int {
 	if !strings.Contains(ignore, "TERM") {
 		signal.Notify(ch, syscall.SIGTERM)
 	}
+	// Side signals leave a rankN.SIGNAME file; SIGURG is left out, the Go
+	// runtime sends it to itself.
+	side := make(chan os.Signal, 8)
+	signal.Notify(side, syscall.SIGUSR1, syscall.SIGCHLD, syscall.SIGWINCH)
+	go func() {
+		for s := range side {
+			os.WriteFile(filepath.Join(dir, fmt.Sprintf("rank%d.%s", rank, unix.SignalName(s.(syscall.Signal)))), nil, 0o644)
+		}
+	}()
 	fmt.Println("ready")
 	os.WriteFile(filepath.Join(dir, fmt.Sprintf("rank%d.ready", rank)), nil, 0o644)
 	select {

@@ -68,16 +68,21 @@ func (s *stream) pump(r *os.File) {
 	buf := make([]byte, 0, 256)
 	for {
 		line, err := br.ReadSlice('\n')
+		last := err != nil && !errors.Is(err, bufio.ErrBufferFull)
 		if len(line) > 0 {
-			s.emit(line, &buf)
+			s.emit(line, last, &buf)
 		}
-		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+		if last {
 			return
 		}
 	}
 }
 
-func (s *stream) emit(line []byte, buf *[]byte) {
+// emit writes one line, or one piece of a longer line, or (last) the
+// stream's final bytes. On the console a prefixed piece and a final line
+// are always ended with a newline, so that the next rank's output starts
+// a line of its own; the log file gets the bytes unchanged.
+func (s *stream) emit(line []byte, last bool, buf *[]byte) {
 	if s.log != nil {
 		_, _ = s.log.Write(line)
 	}
@@ -87,13 +92,14 @@ func (s *stream) emit(line []byte, buf *[]byte) {
 	if s.out == nil {
 		return
 	}
-	if s.prefix == "" {
+	ended := line[len(line)-1] == '\n'
+	if s.prefix == "" && (ended || !last) {
 		s.con.write(s.out, line)
 		return
 	}
 	b := append((*buf)[:0], s.prefix...)
 	b = append(b, line...)
-	if line[len(line)-1] != '\n' {
+	if !ended {
 		b = append(b, '\n')
 	}
 	*buf = b

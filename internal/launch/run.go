@@ -63,6 +63,10 @@ type RunOptions struct {
 func lookPath(file, path string) (string, error) {
 	if strings.Contains(file, "/") {
 		if err := executable(file); err != nil {
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err // the path is named once, in front
+			}
 			return "", fmt.Errorf("%s: %w", file, err)
 		}
 		return file, nil
@@ -79,8 +83,16 @@ func lookPath(file, path string) (string, error) {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("%s: executable file not found in PATH: %w", file, fs.ErrNotExist)
+	return "", &notFound{file: file}
 }
+
+// notFound is lookPath's error for a name found on no PATH directory; it
+// is fs.ErrNotExist without repeating "file does not exist".
+type notFound struct{ file string }
+
+func (e *notFound) Error() string { return e.file + ": executable file not found in PATH" }
+
+func (e *notFound) Unwrap() error { return fs.ErrNotExist }
 
 func executable(p string) error {
 	fi, err := os.Stat(p)

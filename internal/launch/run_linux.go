@@ -36,9 +36,13 @@ var forwarded = []os.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT
 // other group and SIGKILL after Grace; a failure summary then goes to
 // Stderr, and, while restarts are left, the whole group starts again with
 // TORCHELASTIC_RESTART_COUNT one higher. SIGINT, SIGTERM, SIGHUP,
-// SIGQUIT, SIGUSR1 and SIGUSR2 are forwarded to every group; the first
-// four also end the run (SIGKILL after Grace, no restart) and a second
-// SIGINT kills at once. Cancelling ctx acts like SIGTERM.
+// SIGQUIT, SIGUSR1 and SIGUSR2 are forwarded to every group (no other
+// signal, even when Signals delivers it; a signal the process started
+// with ignored, as under nohup, stays ignored); the first four also end
+// the run (SIGKILL after Grace, no restart; one that comes while a failed
+// group is down prevents its restart) and a second SIGINT kills at once.
+// Cancelling ctx acts like SIGTERM. Every worker's command is looked up
+// before the first one starts.
 //
 // exitCode is 0 when every worker succeeded, else the first failing
 // worker's exit code, or 128+signal for a worker killed by a signal, or
@@ -80,7 +84,7 @@ func Run(ctx context.Context, p *Plan, o RunOptions) (exitCode int, err error) {
 		// Large buffer: signal.Notify drops signals when the channel is
 		// full, and a burst (terminal ^C repeated) must not be lost.
 		ch := make(chan os.Signal, 128)
-		signal.Notify(ch, forwarded...)
+		signal.Notify(ch, notified()...)
 		defer signal.Stop(ch)
 		s.sigs = ch
 	}
@@ -89,8 +93,29 @@ func Run(ctx context.Context, p *Plan, o RunOptions) (exitCode int, err error) {
 		if err != nil || code == 0 || s.interrupted != 0 || attempt >= o.MaxRestarts {
 			return code, err
 		}
+		// What came while no worker ran (the failed group's summary)
+		// decides before a new group starts.
+		if err := ctx.Err(); err != nil {
+			return code, err
+		}
+		if s.endingPending() {
+			return code, nil
+		}
 		fmt.Fprintf(o.Stderr, "amdrun: restarting the worker group (restart %d of %d)\n", attempt+1, o.MaxRestarts)
 	}
+}
+
+// notified are the forwarded signals that are not ignored: a signal the
+// process was started with ignored (nohup's SIGHUP) stays ignored, as
+// signal.Notify would otherwise install a handler for it.
+func notified() []os.Signal {
+	var out []os.Signal
+	for _, sig := range forwarded {
+		if !signal.Ignored(sig) {
+			out = append(out, sig)
+		}
+	}
+	return out
 }
 
 // supervisor is the state of one Run. Only Run's goroutine touches it,
@@ -194,10 +219,26 @@ func (s *supervisor) closeLogs() {
 func (s *supervisor) attempt(ctx context.Context, attempt int) (int, error) {
 	g := &group{}
 	exits := make(chan exitEvent, len(s.plan.Ranks))
+	// Every command is looked up before any worker starts: a missing one
+	// is one clear error, not a group started only to be stopped.
+	cmds := make([]command, len(s.plan.Ranks))
+	for i := range s.plan.Ranks {
+		r := &s.plan.Ranks[i]
+		env := withEnv(r.Env, "TORCHELASTIC_RESTART_COUNT", strconv.Itoa(attempt))
+		path, args, err := s.command(r, env)
+		if err != nil {
+			code := 126
+			if errors.Is(err, fs.ErrNotExist) {
+				code = 127
+			}
+			return code, fmt.Errorf("launch: rank %d: %w", r.Rank, err)
+		}
+		cmds[i] = command{path: path, args: args, env: env}
+	}
 	var startErr error
 	startCode := 0
 	for i := range s.plan.Ranks {
-		w, err := s.start(&s.plan.Ranks[i], attempt, exits)
+		w, err := s.start(&s.plan.Ranks[i], cmds[i], exits)
 		if err != nil {
 			startErr = fmt.Errorf("launch: rank %d: %w", s.plan.Ranks[i].Rank, err)
 			startCode = 126
@@ -223,6 +264,11 @@ func (s *supervisor) attempt(ctx context.Context, attempt int) (int, error) {
 		case ev := <-exits:
 			w := ev.w
 			w.exited, w.at, w.stopped = true, ev.at, g.stopping
+			// Whatever the rank left in its process group (dataloader
+			// workers, a shell's children) goes with it, at once: a group
+			// id is not reused while members remain, and pids are handed
+			// out cyclically, so the id still names this group now.
+			_ = unix.Kill(-w.pid, unix.SIGKILL)
 			w.code, w.sig = exitStatus(ev.state)
 			for _, f := range w.pipes {
 				_ = f.SetReadDeadline(time.Now().Add(drainTimeout))
@@ -265,6 +311,25 @@ func (s *supervisor) attempt(ctx context.Context, attempt int) (int, error) {
 	return 0, ctxErr
 }
 
+// endingPending takes the signals received while no group runs and says
+// whether one of them ends the run; the others have no worker to go to.
+func (s *supervisor) endingPending() bool {
+	for {
+		select {
+		case sig := <-s.sigs:
+			switch ss, _ := sig.(syscall.Signal); ss {
+			case unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT:
+				if s.interrupted == 0 {
+					s.interrupted = ss
+				}
+				return true
+			}
+		default:
+			return false
+		}
+	}
+}
+
 // onSignal forwards sig to every group; an ending signal stops the run and
 // a second SIGINT kills at once.
 func (s *supervisor) onSignal(g *group, sig os.Signal) {
@@ -285,20 +350,17 @@ func (s *supervisor) onSignal(g *group, sig os.Signal) {
 			}
 		}
 		g.stop(ss, s.o.Grace)
-	default:
+	case unix.SIGUSR1, unix.SIGUSR2:
 		g.signal(ss)
 	}
+	// Anything else (SIGCHLD, SIGURG, SIGWINCH from a caller's catch-all
+	// Signals channel) is amdrun's own business, never the workers'.
 }
 
 // start starts one rank from a goroutine locked to its OS thread for the
 // life of the child: Pdeathsig fires when the thread that forked the
 // child exits, not the process (golang/go#27505).
-func (s *supervisor) start(r *Rank, attempt int, exits chan<- exitEvent) (*worker, error) {
-	env := withEnv(r.Env, "TORCHELASTIC_RESTART_COUNT", strconv.Itoa(attempt))
-	path, args, err := s.command(r, env)
-	if err != nil {
-		return nil, err
-	}
+func (s *supervisor) start(r *Rank, c command, exits chan<- exitEvent) (*worker, error) {
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -310,9 +372,9 @@ func (s *supervisor) start(r *Rank, attempt int, exits chan<- exitEvent) (*worke
 		return nil, err
 	}
 	cmd := &exec.Cmd{
-		Path:   path,
-		Args:   args,
-		Env:    env,
+		Path:   c.path,
+		Args:   c.args,
+		Env:    c.env,
 		Stdout: outW,
 		Stderr: errW,
 		SysProcAttr: &syscall.SysProcAttr{
@@ -345,6 +407,12 @@ func (s *supervisor) start(r *Rank, attempt int, exits chan<- exitEvent) (*worke
 	w.pid, w.started = cmd.Process.Pid, time.Now()
 	s.pump(w, outR, errR)
 	return w, nil
+}
+
+// command is how one rank is started.
+type command struct {
+	path      string
+	args, env []string
 }
 
 // command is the path and argv that start r: the worker itself, or the

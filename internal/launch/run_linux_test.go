@@ -9,12 +9,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -589,4 +591,233 @@ func BenchmarkLaunch(b *testing.B) {
 			})
 		}
 	}
+}
+
+// TestRunForwardsOnlyTheDocumentedSignals injects SIGCHLD, SIGURG and
+// SIGWINCH (which a caller's signal.Notify(ch) with no list would
+// deliver) next to SIGUSR1: only SIGUSR1 reaches the workers.
+func TestRunForwardsOnlyTheDocumentedSignals(t *testing.T) {
+	p, dir := workerPlan(t, 2, "hang")
+	sigs := make(chan os.Signal, 8)
+	out := newBuf(2)
+	done := make(chan int)
+	go func() {
+		code, _ := Run(context.Background(), p, RunOptions{Stdout: out, Stderr: newBuf(0), Signals: sigs, Grace: 10 * time.Second})
+		done <- code
+	}()
+	<-out.ready
+	sigs <- syscall.SIGCHLD
+	sigs <- syscall.SIGURG
+	sigs <- syscall.SIGWINCH
+	sigs <- syscall.SIGUSR1
+	for r := 0; r < 2; r++ {
+		f := filepath.Join(dir, fmt.Sprintf("rank%d.SIGUSR1", r))
+		for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+			if _, err := os.Stat(f); err == nil {
+				break
+			}
+		}
+		if _, err := os.Stat(f); err != nil {
+			t.Errorf("rank %d got no SIGUSR1: %v", r, err)
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // time for a wrongly forwarded signal to land
+	sigs <- syscall.SIGTERM
+	if code := <-done; code != 143 {
+		t.Errorf("Run = %d, want 143", code)
+	}
+	for r := 0; r < 2; r++ {
+		for _, name := range []string{"SIGCHLD", "SIGWINCH"} {
+			if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("rank%d.%s", r, name))); err == nil {
+				t.Errorf("rank %d was sent %s", r, name)
+			}
+		}
+	}
+}
+
+// TestRunKeepsIgnoredSIGHUP runs a launcher started the way nohup starts
+// it (SIGHUP ignored): a hangup must not stop the workers.
+func TestRunKeepsIgnoredSIGHUP(t *testing.T) {
+	cmd := exec.Command("/bin/sh", "-c", `trap '' HUP; exec "$0"`, os.Args[0])
+	cmd.Env = append(withoutEnv(os.Environ(), envWorker), envLauncher+"="+t.TempDir())
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.AfterFunc(30*time.Second, func() { cmd.Process.Kill() })
+	defer deadline.Stop()
+	sc := bufio.NewScanner(stdout)
+	for ready := 0; ready < 2 && sc.Scan(); {
+		if strings.HasSuffix(sc.Text(), "]: ready") {
+			ready++
+		}
+	}
+	go func() { // keep the pipe drained
+		for sc.Scan() {
+		}
+	}()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		t.Fatalf("a hangup ended the nohup'ed launcher: %v; stderr:\n%s", err, stderr.String())
+	case <-time.After(time.Second):
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	err = <-exited
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 143 {
+		t.Errorf("launcher after SIGTERM: %v, want exit status 143; stderr:\n%s", err, stderr.String())
+	}
+}
+
+// TestRunUnprefixedLastLineEnded: without prefixes too, a last line with
+// no newline is ended, so the next rank's output starts a line of its own.
+func TestRunUnprefixedLastLineEnded(t *testing.T) {
+	p, _ := workerPlan(t, 2, "lines")
+	errb := newBuf(0)
+	code, err := Run(context.Background(), p, RunOptions{Stdout: newBuf(0), Stderr: errb})
+	if code != 0 || err != nil {
+		t.Fatalf("Run = %d, %v", code, err)
+	}
+	got := strings.Split(errb.String(), "\n")
+	sort.Strings(got)
+	if want := []string{"", "rank 0 done", "rank 1 done"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("stderr lines %q, want %q", got, want)
+	}
+}
+
+// TestRunMissingCommand: a worker command that does not exist starts no
+// worker at all and gives one clear line and 127, whatever the rank.
+func TestRunMissingCommand(t *testing.T) {
+	for _, argv0 := range []string{"no-such-amdrun-worker", "./no/such/amdrun-worker"} {
+		p, _ := workerPlan(t, 3, "hang")
+		p.Ranks[2].Argv = []string{argv0, "x"}
+		errb := newBuf(0)
+		started := 0
+		code, err := Run(context.Background(), p, RunOptions{Stdout: newBuf(0), Stderr: errb, Grace: 5 * time.Second,
+			OnStart: func(int, int) { started++ }})
+		want := "launch: rank 2: no-such-amdrun-worker: executable file not found in PATH"
+		if strings.Contains(argv0, "/") {
+			want = "launch: rank 2: ./no/such/amdrun-worker: no such file or directory"
+		}
+		if code != 127 || err == nil || err.Error() != want {
+			t.Errorf("%s: Run = %d, %v, want 127, %q", argv0, code, err, want)
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s: error %v does not wrap fs.ErrNotExist", argv0, err)
+		}
+		if started != 0 || errb.String() != "" {
+			t.Errorf("%s: %d workers started; stderr %q", argv0, started, errb.String())
+		}
+	}
+}
+
+// TestRunLogDirUnusable: a log dir that cannot be made or written fails
+// Run before any worker starts, with one line naming the path.
+func TestRunLogDirUnusable(t *testing.T) {
+	p, _ := workerPlan(t, 2, "hang")
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	blocked := t.TempDir()
+	if err := os.Mkdir(filepath.Join(blocked, "rank1.stderr"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{filepath.Join(file, "logs"), blocked} {
+		started := 0
+		code, err := Run(context.Background(), p, RunOptions{Stdout: newBuf(0), Stderr: newBuf(0), LogDir: dir,
+			OnStart: func(int, int) { started++ }})
+		if code != 1 || err == nil || !strings.HasPrefix(err.Error(), "launch: log dir: ") || strings.Contains(err.Error(), "\n") || started != 0 {
+			t.Errorf("%s: Run = %d, %v, %d started", dir, code, err, started)
+		}
+	}
+}
+
+// hookWriter calls hook with each write before storing it.
+type hookWriter struct {
+	syncBuffer
+	hook func(p []byte)
+}
+
+func (h *hookWriter) Write(p []byte) (int, error) {
+	h.hook(p)
+	return h.syncBuffer.Write(p)
+}
+
+// TestRunNoRestartAfterSignal: a SIGTERM that comes while a failed group
+// is being summed up (no worker running) ends the run; no new group is
+// started just to be stopped.
+func TestRunNoRestartAfterSignal(t *testing.T) {
+	p, dir := workerPlan(t, 1, "restart", envFailRank+"=0", "AMDRUN_TEST_ALWAYS=1")
+	sigs := make(chan os.Signal, 4)
+	errb := &hookWriter{hook: func(b []byte) {
+		if bytes.Contains(b, []byte("ranks failed")) {
+			sigs <- syscall.SIGTERM
+		}
+	}}
+	code, err := Run(context.Background(), p, RunOptions{Stdout: newBuf(0), Stderr: errb, Signals: sigs, MaxRestarts: 2, Grace: 5 * time.Second})
+	if code != 1 || err != nil {
+		t.Errorf("Run = %d, %v, want the failure's 1", code, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "restart1.rank0")); err == nil || strings.Contains(errb.String(), "restarting") {
+		t.Errorf("the group was restarted after SIGTERM; stderr:\n%s", errb.String())
+	}
+
+	// A context cancelled while the group was down starts nothing either.
+	p, dir = workerPlan(t, 1, "restart", envFailRank+"=0", "AMDRUN_TEST_ALWAYS=1")
+	ctx, cancel := context.WithCancel(context.Background())
+	errb = &hookWriter{hook: func(b []byte) {
+		if bytes.Contains(b, []byte("ranks failed")) {
+			cancel()
+		}
+	}}
+	code, err = Run(ctx, p, RunOptions{Stdout: newBuf(0), Stderr: errb, Signals: make(chan os.Signal), MaxRestarts: 2})
+	if code != 1 || !errors.Is(err, context.Canceled) {
+		t.Errorf("Run = %d, %v, want 1, context canceled", code, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "restart1.rank0")); err == nil {
+		t.Error("the group was restarted after the context was cancelled")
+	}
+}
+
+// TestRunLeavesNoGrandchild: a rank that exits 0 but leaves a child in its
+// process group (a dataloader worker, say): Run kills what is left of
+// each rank's group when the group ends, so nothing outlives amdrun.
+func TestRunLeavesNoGrandchild(t *testing.T) {
+	p, dir := workerPlan(t, 2, "orphan")
+	code, err := Run(context.Background(), p, RunOptions{Stdout: newBuf(0), Stderr: newBuf(0), Grace: time.Second})
+	if code != 0 || err != nil {
+		t.Fatalf("Run = %d, %v", code, err)
+	}
+	pm := map[int]int{}
+	for r := 0; r < 2; r++ {
+		b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("orphan%d", r)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid, _ := strconv.Atoi(string(b))
+		pm[r] = pid
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for _, pid := range pm {
+		for syscall.Kill(pid, 0) == nil && time.Now().Before(deadline) {
+			// killed; waiting for init (or a subreaper) to reap it
+			var st syscall.WaitStatus
+			syscall.Wait4(pid, &st, syscall.WNOHANG, nil)
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	assertGone(t, pm)
 }
