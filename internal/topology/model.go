@@ -158,6 +158,10 @@ type Model struct {
 	pair []int32 // n*n -> index into Links, built by Finish
 }
 
+// maxCPU is the largest CPU number a model may name (Linux's NR_CPUS
+// limit is 8192; leave room).
+const maxCPU = 1 << 16
+
 // MaxDevices bounds a model's size (a node has at most a few hundred GPU
 // partitions); it keeps a corrupt input from costing gigabytes.
 const MaxDevices = 1024
@@ -247,6 +251,9 @@ func (m *Model) Finish() error {
 		if l.A < 0 || l.B >= n || l.A == l.B {
 			return fmt.Errorf("%w: link %d-%d outside devices 0-%d", ErrInvalidModel, l.A, l.B, n-1)
 		}
+		if l.MaxBandwidth < 0 || l.MinBandwidth < 0 {
+			return fmt.Errorf("%w: link %d-%d has negative bandwidth %d-%d MB/s", ErrInvalidModel, l.A, l.B, l.MinBandwidth, l.MaxBandwidth)
+		}
 		k := [2]int{l.A, l.B}
 		if seen[k] {
 			return fmt.Errorf("%w: two links for pair %d-%d", ErrInvalidModel, l.A, l.B)
@@ -316,9 +323,25 @@ func (m *Model) Validate() error {
 	if n > MaxDevices {
 		return fmt.Errorf("%w: %d devices, more than %d", ErrInvalidModel, n, MaxDevices)
 	}
+	switch m.Vendor {
+	case "", VendorAMD, VendorNVIDIA:
+	default:
+		return fmt.Errorf("%w: unknown vendor %q (amd, nvidia)", ErrInvalidModel, m.Vendor)
+	}
+	runtime := make(map[int]int, n)
 	for i, d := range m.Devices {
 		if d.Index != i {
 			return fmt.Errorf("%w: device at position %d has index %d", ErrInvalidModel, i, d.Index)
+		}
+		if j, dup := runtime[d.RuntimeIndex]; dup {
+			// Two ranks would get the same GPU.
+			return fmt.Errorf("%w: devices %d and %d have the same runtime index %d", ErrInvalidModel, j, i, d.RuntimeIndex)
+		}
+		runtime[d.RuntimeIndex] = i
+		for _, c := range d.CPUs {
+			if c < 0 || c > maxCPU {
+				return fmt.Errorf("%w: device %d lists CPU %d", ErrInvalidModel, i, c)
+			}
 		}
 		if d.NUMANode < -1 {
 			return fmt.Errorf("%w: device %d has NUMA node %d", ErrInvalidModel, i, d.NUMANode)
@@ -354,6 +377,11 @@ func (m *Model) Validate() error {
 			return fmt.Errorf("%w: NUMA node id %d", ErrInvalidModel, nn.ID)
 		}
 		ids[nn.ID] = true
+		for _, c := range nn.CPUs {
+			if c < 0 || c > maxCPU {
+				return fmt.Errorf("%w: NUMA node %d lists CPU %d", ErrInvalidModel, nn.ID, c)
+			}
+		}
 	}
 	return nil
 }

@@ -113,7 +113,7 @@ func TestReadJSONErrors(t *testing.T) {
 			t.Errorf("ReadJSON(%q) = %v, want %v", tc.in, err, tc.want.Err)
 		}
 	}
-	_, err := ReadJSON(strings.NewReader(`{"devices":[{"index":0},{"index":1}],"links":[{"a":0,"b":1,"type":"warp"}]}`))
+	_, err := ReadJSON(strings.NewReader(`{"devices":[{"index":0},{"index":1,"runtime_index":1}],"links":[{"a":0,"b":1,"type":"warp"}]}`))
 	if !errors.Is(err, ErrInvalidModel) || !strings.Contains(err.Error(), "warp") {
 		t.Errorf("unknown link type: %v", err)
 	}

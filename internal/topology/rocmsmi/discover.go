@@ -52,7 +52,10 @@ func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*
 	}
 	out, err := run(ctx, Tool, TopoArgs...)
 	if err != nil {
-		if errors.Is(err, topology.ErrToolNotFound) || ctx.Err() != nil {
+		// Only an old rocm-smi refusing the flag (argparse: exit status 2)
+		// is worth a retry; a timeout or a driver error would repeat.
+		var te *topology.ToolError
+		if !errors.As(err, &te) || te.ExitCode != 2 || errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
 			return nil, err
 		}
 		warn.Warn("rocm-smi: %v; retrying without --shownodesbw", err)
