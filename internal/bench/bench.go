@@ -315,8 +315,9 @@ func (r *Result) NUMAIDs() []int {
 func FromModel(m *topology.Model, host string) *Result {
 	n := m.N()
 	r := &Result{Host: host, MeasuredAt: time.Now().UTC(), Keys: make([]string, n), Devices: make([]int, n), D2D: make([][]float64, n)}
+	keys := m.Keys()
 	for i := range m.Devices {
-		r.Keys[i], r.Devices[i] = m.Devices[i].Key(), i
+		r.Keys[i], r.Devices[i] = keys[i], i
 		r.D2D[i] = make([]float64, n)
 	}
 	for _, l := range m.Links {

@@ -451,3 +451,20 @@ func (m *Model) SetNUMANodes(nodes []NUMANode) {
 		}
 	}
 }
+
+// Keys returns every device's Key, made unique: a device whose key an
+// earlier device already has (a broken or copied sysfs tree) gets
+// "#<index>" appended, so leases and caches never confuse two devices.
+func (m *Model) Keys() []string {
+	keys := make([]string, len(m.Devices))
+	seen := make(map[string]bool, len(m.Devices))
+	for i := range m.Devices {
+		k := m.Devices[i].Key()
+		if seen[k] {
+			k = fmt.Sprintf("%s#%d", k, i)
+		}
+		seen[k] = true
+		keys[i] = k
+	}
+	return keys
+}

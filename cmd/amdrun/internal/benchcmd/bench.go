@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -105,10 +106,7 @@ func Run(ctx context.Context, o *Options) error {
 	if len(devs) < 1 {
 		return fmt.Errorf("bench: no devices to measure")
 	}
-	keys := make([]string, m.N())
-	for i := range m.Devices {
-		keys[i] = m.Devices[i].Key()
-	}
+	keys := m.Keys()
 	var runtime []string
 	for _, d := range devs {
 		if d < 0 || d >= m.N() {
@@ -249,6 +247,9 @@ func print(o *Options, m *topology.Model, r *bench.Result, path string) {
 // matrices replace the model's theoretical links, and the result is cached
 // like the probe's.
 func runTool(ctx context.Context, o *Options, m *topology.Model) error {
+	if _, err := exec.LookPath(o.Tool); err != nil {
+		return fmt.Errorf("%s: %w", o.Tool, topology.ErrToolNotFound)
+	}
 	fmt.Fprintf(o.IO.ErrOut, "amdrun bench: running %s (this takes a few minutes)\n", o.Tool)
 	out, err := bench.RunTool(ctx, o.Tool)
 	if err != nil {

@@ -115,10 +115,7 @@ func (f *Factory) applyMeasured(m *topology.Model) error {
 	if mode == "theoretical" || m.Bandwidth == "measured" {
 		return nil
 	}
-	keys := make([]string, m.N())
-	for i := range m.Devices {
-		keys[i] = m.Devices[i].Key()
-	}
+	keys := m.Keys()
 	dir, err := bench.CacheDir(f.Getenv)
 	var r *bench.Result
 	if err == nil {

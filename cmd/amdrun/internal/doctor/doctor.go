@@ -15,6 +15,7 @@ import (
 
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
+	"github.com/amdrun/amdrun/internal/launch"
 	"github.com/amdrun/amdrun/internal/launch/lease"
 	"github.com/amdrun/amdrun/internal/topology"
 	"github.com/spf13/cobra"
@@ -48,13 +49,15 @@ type Options struct {
 	Leases func() (*lease.Dir, error)
 	// Run runs python to ask torch which devices it sees.
 	Run    topology.Runner
-	Python string
+	// HostNUMA returns this host's NUMA nodes.
+	HostNUMA func() ([]topology.NUMANode, error)
+	Python   string
 	JSON   bool
 }
 
 // NewCmdDoctor returns `amdrun doctor`.
 func NewCmdDoctor(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IOStreams, Topology: f.Topology, Env: f.Env, Run: f.Run}
+	opts := &Options{IO: f.IOStreams, Topology: f.Topology, Env: f.Env, Run: f.Run, HostNUMA: f.HostNUMA}
 	var leaseDir string
 	cmd := &cobra.Command{
 		Use:   "doctor",
@@ -128,9 +131,9 @@ func Checks(ctx context.Context, o *Options) []Check {
 		}
 		out = append(out, Check{"topology source", OK, v, ""})
 		out = append(out, devicesCheck(m))
-		out = append(out, numaCheck(m))
+		out = append(out, numaCheck(m, o.HostNUMA))
 	}
-	out = append(out, visibleCheck(o.Env()))
+	out = append(out, visibleCheck(o.Env(), m))
 	out = append(out, balancingCheck(o.Root))
 	if m != nil {
 		out = append(out, iommuCheck(o.Root, m.Vendor))
@@ -155,7 +158,13 @@ func devicesCheck(m *topology.Model) Check {
 		"amdrun leaves busy devices out unless --allow-busy; see amdrun ps"}
 }
 
-func numaCheck(m *topology.Model) Check {
+func numaCheck(m *topology.Model, hostNUMA func() ([]topology.NUMANode, error)) Check {
+	hostNodes := len(m.NUMANodes)
+	if hostNUMA != nil {
+		if nodes, err := hostNUMA(); err == nil {
+			hostNodes = len(nodes)
+		}
+	}
 	by := map[int][]string{}
 	for _, d := range m.Devices {
 		by[d.NUMANode] = append(by[d.NUMANode], fmt.Sprint(d.Index))
@@ -173,14 +182,14 @@ func numaCheck(m *topology.Model) Check {
 		}
 		parts = append(parts, fmt.Sprintf("%s: GPU %s", name, strings.Join(by[id], ",")))
 	}
-	detail := fmt.Sprintf("%d host NUMA node(s); %s", len(m.NUMANodes), strings.Join(parts, "; "))
+	detail := fmt.Sprintf("%d host NUMA node(s); %s", hostNodes, strings.Join(parts, "; "))
 	if _, unknown := by[-1]; unknown {
 		return Check{"NUMA placement", Warn, detail, "some devices report no NUMA node: ranks on them are not bound"}
 	}
 	return Check{"NUMA placement", OK, detail, ""}
 }
 
-func visibleCheck(env []string) Check {
+func visibleCheck(env []string, m *topology.Model) Check {
 	set := map[string]string{}
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
@@ -201,6 +210,13 @@ func visibleCheck(env []string) Check {
 	detail := strings.Join(parts, " ")
 	_, rocr := set["ROCR_VISIBLE_DEVICES"]
 	_, hip := set["HIP_VISIBLE_DEVICES"]
+	if m != nil {
+		// The same check a launch makes: a mask that names no device fails.
+		if _, err := launch.ParseMask(env, m.Devices); err != nil {
+			return Check{"visible devices", Fail, detail + ": " + err.Error(),
+				"fix or unset these variables: every amdrun launch here refuses them"}
+		}
+	}
 	if rocr && hip {
 		return Check{"visible devices", Warn, detail,
 			"ROCR_VISIBLE_DEVICES applies first and HIP_VISIBLE_DEVICES then indexes into what is left: unset one"}
@@ -245,10 +261,7 @@ func leaseCheck(o *Options, m *topology.Model) Check {
 	if err != nil {
 		return Check{"leases", Warn, err.Error(), "set --lease-dir or AMDRUN_LEASE_DIR to a directory every user can write"}
 	}
-	keys := make([]string, len(m.Devices))
-	for i := range m.Devices {
-		keys[i] = m.Devices[i].Key()
-	}
+	keys := m.Keys()
 	held, err := d.Held(keys)
 	if err != nil {
 		return Check{"leases", Warn, err.Error(), ""}

@@ -64,8 +64,9 @@ type Row struct {
 // Rows computes the state of every device.
 func Rows(m *topology.Model, holders map[string]lease.Holder) []Row {
 	rows := make([]Row, len(m.Devices))
+	keys := m.Keys()
 	for i, d := range m.Devices {
-		r := Row{Device: d.Index, Key: d.Key(), Name: d.Name, Busy: d.Busy, Why: d.BusyReason, MemUsed: d.MemUsedMiB, NUMANode: d.NUMANode, State: "free"}
+		r := Row{Device: d.Index, Key: keys[i], Name: d.Name, Busy: d.Busy, Why: d.BusyReason, MemUsed: d.MemUsedMiB, NUMANode: d.NUMANode, State: "free"}
 		if d.Busy {
 			r.State = "busy"
 		}
@@ -88,10 +89,7 @@ func Run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	keys := make([]string, len(m.Devices))
-	for i := range m.Devices {
-		keys[i] = m.Devices[i].Key()
-	}
+	keys := m.Keys()
 	holders, err := d.Held(keys)
 	if err != nil {
 		return err

@@ -26,14 +26,21 @@ import (
 func NewCmdRoot(f *cmdutil.Factory) *cobra.Command {
 	cmd := runcmd.NewCmdRun(f, nil)
 	cmd.Version = f.Version
+	cmd.SetVersionTemplate("amdrun {{.Version}}\n")
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&f.Topo.Source, "source", "auto", "topology source: "+strings.Join(discover.Sources, ", ")+" (auto: KFD sysfs, then amd-smi, rocm-smi, nvidia-smi)")
-	pf.StringVar(&f.Topo.SysfsRoot, "sysfs-root", "", "read sysfs under this directory (default $AMDRUN_SYSFS_ROOT, else /)")
+	pf.StringVar(&f.Topo.SysfsRoot, "sysfs-root", "", "read sysfs (and /proc) under `DIR` (default $AMDRUN_SYSFS_ROOT, else /)")
 	pf.StringVar(&f.Topo.Bandwidth, "bandwidth", "auto", "bandwidth for selection: auto (measured when amdrun bench has a result for these devices), measured, theoretical")
-	pf.StringVar(&f.Topo.File, "topology", "", "read the topology from a file saved with `amdrun topo --json`")
+	pf.StringVar(&f.Topo.File, "topology", "", "read the topology from `FILE`, saved with 'amdrun topo --json' (here or on another machine)")
 	cmd.PersistentPreRunE = func(c *cobra.Command, args []string) error {
 		if err := discover.ValidSource(f.Topo.Source); err != nil {
 			return &cmdutil.FlagError{Err: fmt.Errorf("--source: %w", err)}
+		}
+		switch {
+		case f.Topo.Source == "file" && f.Topo.File == "":
+			return cmdutil.FlagErrorf("--source file needs --topology FILE")
+		case f.Topo.File != "" && f.Topo.Source != "auto" && f.Topo.Source != "file" && f.Topo.Source != "":
+			return cmdutil.FlagErrorf("--topology reads a saved file: it cannot be used with --source %s", f.Topo.Source)
 		}
 		switch f.Topo.Bandwidth {
 		case "auto", "measured", "theoretical":
@@ -52,8 +59,20 @@ func NewCmdRoot(f *cmdutil.Factory) *cobra.Command {
 	cmd.AddCommand(pscmd.NewCmdPs(f, nil))
 	cmd.AddCommand(benchcmd.NewCmdBench(f, nil))
 	cmd.AddCommand(doctor.NewCmdDoctor(f, nil))
+	// cobra adds `completion` itself; make an unknown shell a usage error
+	// instead of a help page and exit 0.
+	cmd.InitDefaultCompletionCmd()
 	for _, c := range cmd.Commands() {
 		c.SilenceErrors, c.SilenceUsage = true, true
+		if c.Name() == "completion" {
+			c.Args = cobra.ArbitraryArgs
+			c.RunE = func(c *cobra.Command, args []string) error {
+				if len(args) > 0 {
+					return cmdutil.FlagErrorf("completion: unknown shell %q (bash, zsh, fish, powershell)", args[0])
+				}
+				return cmdutil.FlagErrorf("completion: name a shell: bash, zsh, fish or powershell")
+			}
+		}
 	}
 	return cmd
 }

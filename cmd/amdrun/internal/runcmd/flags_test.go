@@ -189,9 +189,9 @@ func TestNewCmdRunFlags(t *testing.T) {
 		},
 		{
 			name: "multi-node",
-			args: []string{"--nnodes", "2", "--node-rank", "1", "--master-port", "29500", "--ngpus", "8", "t.py"},
+			args: []string{"--nnodes", "2", "--node-rank", "1", "--master-addr", "node0", "--master-port", "29500", "--ngpus", "8", "t.py"},
 			want: with(defaults("t.py"), func(p *parsed) {
-				p.NNodes, p.NodeRank, p.MasterPort, p.NGPUs = 2, 1, 29500, 8
+				p.NNodes, p.NodeRank, p.MasterAddr, p.MasterPort, p.NGPUs = 2, 1, "node0", 29500, 8
 			}),
 		},
 		{
@@ -233,7 +233,8 @@ func TestNewCmdRunFlagErrors(t *testing.T) {
 		{"malformed exclude", []string{"--exclude", "a", "t.py"}, []string{"--exclude", `"a"`}},
 		{"node rank not below nnodes", []string{"--nnodes", "2", "--node-rank", "2", "--master-port", "29500", "-n", "1", "t.py"}, []string{"--node-rank", "0..1", "got 2"}},
 		{"nnodes without master port", []string{"--nnodes", "2", "-n", "1", "t.py"}, []string{"--master-port", "--nnodes 2"}},
-		{"nnodes without ngpus", []string{"--nnodes", "2", "--master-port", "29500", "t.py"}, []string{"--ngpus", "--nnodes 2"}},
+		{"nnodes without master addr", []string{"--nnodes", "2", "--master-port", "29500", "-n", "2", "t.py"}, []string{"--master-addr", "--nnodes 2"}},
+		{"nnodes without ngpus", []string{"--nnodes", "2", "--master-addr", "node0", "--master-port", "29500", "t.py"}, []string{"--ngpus", "--nnodes 2"}},
 		{"module with no-python", []string{"-m", "--no-python", "x"}, []string{"--no-python", "--module"}},
 		{"json without dry-run", []string{"--json", "t.py"}, []string{"--json", "--dry-run"}},
 		{"missing script", []string{"-n", "2"}, []string{"SCRIPT"}},

@@ -101,6 +101,10 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return fmt.Errorf("cannot find amdrun's own binary for binding: %w", err)
 	}
+	grace := o.Grace
+	if grace == 0 {
+		grace = time.Nanosecond // --grace 0: SIGKILL right after SIGTERM (launch's zero means its default)
+	}
 	restarts := o.MaxRestarts
 	if o.Launcher == "torchrun" {
 		plan, restarts = torchrunPlan(o, plan), 0 // torchrun restarts its workers itself
@@ -110,7 +114,7 @@ func Run(ctx context.Context, o *Options) error {
 		Prefix:      !o.NoPrefix && len(plan.Ranks) > 1,
 		LogDir:      o.LogDir,
 		RanksFilter: o.RanksFilter,
-		Grace:       o.Grace,
+		Grace:       grace,
 		MaxRestarts: restarts,
 		Self:        self,
 	})
@@ -145,10 +149,7 @@ func chooseWithLeases(ctx context.Context, o *Options, m *topology.Model, req se
 	if err != nil {
 		return nil, nil, err
 	}
-	keys := make([]string, len(m.Devices))
-	for i := range m.Devices {
-		keys[i] = m.Devices[i].Key()
-	}
+	keys := m.Keys()
 	withHeld := func(holders map[string]lease.Holder) selector.Request {
 		r := req
 		r.Held = map[int]string{}

@@ -164,7 +164,7 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 	}
 	fl := cmd.Flags()
 	fl.SetInterspersed(false) // flags after SCRIPT belong to the script
-	fl.IntVarP(&opts.NGPUs, "ngpus", "n", 0, "number of GPUs (ranks) on this node; 0 = every free device")
+	fl.IntVarP(&opts.NGPUs, "ngpus", "n", 0, "number of GPUs (ranks) on this node (default: every free device)")
 	fl.StringVar(&r.devices, "devices", "", "only choose among these device indices, e.g. 0,2,4-7")
 	fl.StringVar(&r.exclude, "exclude", "", "never choose these device indices, e.g. 3 or 0-1")
 	fl.BoolVar(&opts.AllowBusy, "allow-busy", false, "allow devices another process is using")
@@ -178,10 +178,10 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 	fl.StringVar(&opts.Python, "python", "", "Python interpreter (default $PYTHON_EXEC, else python3 on PATH)")
 	fl.StringVar(&r.bind, "bind", "", "CPU/memory binding per rank: numa, exclusive or none (default numa when the host has more than one NUMA node, else none)")
 	fl.StringVar(&r.mem, "mem-policy", "bind", "memory policy with --bind numa/exclusive: bind, preferred or none")
-	fl.DurationVar(&opts.Grace, "grace", 10*time.Second, "after a rank fails, time the others get between SIGTERM and SIGKILL")
+	fl.DurationVar(&opts.Grace, "grace", 10*time.Second, "after a rank fails, time the others get between SIGTERM and SIGKILL (0: SIGKILL at once)")
 	fl.IntVar(&opts.MaxRestarts, "max-restarts", 0, "restart the whole group this many times after a failure")
 	fl.BoolVar(&opts.NoPrefix, "no-prefix", false, "do not prefix output lines with [rankN]:")
-	fl.StringVar(&opts.LogDir, "log-dir", "", "also write each rank's output to DIR/rankN.stdout and DIR/rankN.stderr")
+	fl.StringVar(&opts.LogDir, "log-dir", "", "also write each rank's output to `DIR`/rankN.stdout and DIR/rankN.stderr")
 	fl.StringVar(&r.ranksFilter, "local-ranks-filter", "", "show only these local ranks' output on the console, e.g. 0 or 0,3")
 	fl.StringVar(&r.nnodes, "nnodes", "1", "number of nodes (one amdrun per node); MIN:MAX with --launcher torchrun")
 	fl.IntVar(&opts.NodeRank, "node-rank", 0, "this node's rank, 0 to nnodes-1")
@@ -265,6 +265,11 @@ func validate(cmd *cobra.Command, o *Options, r *raw) error {
 			return cmdutil.FlagErrorf("--nnodes MIN:MAX and --rdzv-* flags need --launcher torchrun (elastic rendezvous is torchrun's job)")
 		}
 	case "torchrun":
+		for _, f := range []string{"local-ranks-filter", "log-dir", "python", "no-prefix", "bind"} {
+			if cmd.Flags().Changed(f) {
+				return cmdutil.FlagErrorf("--%s does not apply with --launcher torchrun (torchrun starts the ranks: give torchrun's own options through its environment or use --launcher amdrun)", f)
+			}
+		}
 		o.Rdzv = map[string]string{}
 		for k, v := range map[string]string{"--rdzv-backend": r.rdzvBackend, "--rdzv-endpoint": r.rdzvEndpoint, "--rdzv-id": r.rdzvID, "--rdzv-conf": r.rdzvConf} {
 			if v != "" {
@@ -288,6 +293,17 @@ func validate(cmd *cobra.Command, o *Options, r *raw) error {
 	}
 	if o.NNodes > 1 && o.MasterPort == 0 && o.Launcher == "amdrun" {
 		return cmdutil.FlagErrorf("--nnodes %d needs --master-port (every node must use the same port)", o.NNodes)
+	}
+	if o.NNodes > 1 && o.Launcher == "amdrun" && o.Slurm == nil && !cmd.Flags().Changed("master-addr") {
+		return cmdutil.FlagErrorf("--nnodes %d needs --master-addr: the address of node 0, the same on every node", o.NNodes)
+	}
+	if cmd.Flags().Changed("python") && strings.TrimSpace(o.Python) == "" {
+		return cmdutil.FlagErrorf("--python: empty interpreter path")
+	}
+	for _, lr := range o.RanksFilter {
+		if o.NGPUs > 0 && lr >= o.NGPUs {
+			return cmdutil.FlagErrorf("--local-ranks-filter: local rank %d does not exist with --ngpus %d (0-%d)", lr, o.NGPUs, o.NGPUs-1)
+		}
 	}
 	if o.NNodes > 1 && o.NGPUs == 0 {
 		return cmdutil.FlagErrorf("--nnodes %d needs --ngpus: every node must run the same number of ranks", o.NNodes)
