@@ -48,11 +48,11 @@ type Options struct {
 	Root   string
 	Leases func() (*lease.Dir, error)
 	// Run runs python to ask torch which devices it sees.
-	Run    topology.Runner
+	Run topology.Runner
 	// HostNUMA returns this host's NUMA nodes.
 	HostNUMA func() ([]topology.NUMANode, error)
 	Python   string
-	JSON   bool
+	JSON     bool
 }
 
 // NewCmdDoctor returns `amdrun doctor`.
