@@ -263,13 +263,17 @@ func (s *supervisor) attempt(ctx context.Context, attempt int) (int, error) {
 		select {
 		case ev := <-exits:
 			w := ev.w
-			w.exited, w.at, w.stopped = true, ev.at, g.stopping
+			w.exited, w.at = true, ev.at
 			// Whatever the rank left in its process group (dataloader
 			// workers, a shell's children) goes with it, at once: a group
 			// id is not reused while members remain, and pids are handed
 			// out cyclically, so the id still names this group now.
 			_ = unix.Kill(-w.pid, unix.SIGKILL)
 			w.code, w.sig = exitStatus(ev.state)
+			// Stopped by amdrun: it died of a signal while the group was
+			// being stopped. A rank that exits with a code of its own then
+			// failed by itself.
+			w.stopped = g.stopping && w.sig != 0
 			for _, f := range w.pipes {
 				_ = f.SetReadDeadline(time.Now().Add(drainTimeout))
 			}
