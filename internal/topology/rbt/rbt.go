@@ -219,8 +219,7 @@ func Parse(r io.Reader) (*Result, error) {
 		res.Agents = append(res.Agents, a)
 		return byLabel[label], true
 	}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	sc := topology.NewScanner(r)
 	for sc.Scan() {
 		lineNo++
 		line := strings.TrimRight(sc.Text(), "\r")

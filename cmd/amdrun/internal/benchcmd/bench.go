@@ -174,22 +174,7 @@ func Run(ctx context.Context, o *Options) error {
 	if o.IO.IsStderrTTY() {
 		fmt.Fprintln(o.IO.ErrOut)
 	}
-	dir, err := bench.CacheDir(o.Getenv)
-	path := ""
-	if err == nil {
-		path = bench.CachePath(dir, host, keys)
-		err = bench.Save(path, r)
-	}
-	if err != nil {
-		fmt.Fprintf(o.IO.ErrOut, "amdrun: warning: result not cached: %v\n", err)
-	}
-	if o.JSON {
-		enc := json.NewEncoder(o.IO.Out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(r)
-	}
-	print(o, m, r, path)
-	return nil
+	return finish(o, m, r, host)
 }
 
 func print(o *Options, m *topology.Model, r *bench.Result, path string) {
@@ -263,7 +248,11 @@ func runTool(ctx context.Context, o *Options, m *topology.Model) error {
 		return err
 	}
 	host, _ := os.Hostname()
-	r := bench.FromModel(m, host)
+	return finish(o, m, bench.FromModel(m, host), host)
+}
+
+// finish caches a measurement for this host and prints it.
+func finish(o *Options, m *topology.Model, r *bench.Result, host string) error {
 	path := ""
 	dir, err := bench.CacheDir(o.Getenv)
 	if err == nil {
