@@ -25,13 +25,13 @@ func normBDF(s string) (string, bool) {
 	}
 	var v [4]uint64
 	for i, f := range []struct {
-		s    string
+		S    string
 		bits int
 	}{{dom, 32}, {bus, 8}, {dev, 5}, {fn, 3}} {
-		if f.s == "" || len(f.s) > 8 {
+		if f.S == "" || len(f.S) > 8 {
 			return "", false
 		}
-		n, err := strconv.ParseUint(f.s, 16, f.bits)
+		n, err := strconv.ParseUint(f.S, 16, f.bits)
 		if err != nil {
 			return "", false
 		}

@@ -67,20 +67,10 @@ func newTopology(n int) *Topology {
 	return t
 }
 
-// field is one whitespace-separated token and its 0-based column.
-type field struct {
-	s   string
-	col int
-}
+// field is one whitespace-separated token and its column.
+type field = topology.Field
 
-func splitFields(line string) []field {
-	fs := topology.SplitFields(line)
-	out := make([]field, len(fs))
-	for i, f := range fs {
-		out[i] = field{f.S, f.Col}
-	}
-	return out
-}
+var splitFields = topology.SplitFields
 
 // newScanner returns a line scanner that accepts lines up to 1 MiB.
 func newScanner(r io.Reader) *bufio.Scanner { return topology.NewScanner(r) }
@@ -171,20 +161,20 @@ func ParseTopology(r io.Reader) (*Topology, error) {
 		if wantHeader {
 			bdfs := make([]string, len(fs))
 			for i, f := range fs {
-				b, ok := normBDF(f.s)
+				b, ok := normBDF(f.S)
 				if !ok {
-					return nil, perr(lineNo, f.col, fmt.Errorf("%w: %s header: %q is not a PCI address", topology.ErrSyntax, table, f.s))
+					return nil, perr(lineNo, f.Col, fmt.Errorf("%w: %s header: %q is not a PCI address", topology.ErrSyntax, table, f.S))
 				}
 				bdfs[i] = b
 			}
 			if len(bdfs) > MaxGPUs {
-				return nil, perr(lineNo, fs[MaxGPUs].col, fmt.Errorf("%w: more than %d GPUs", topology.ErrSyntax, MaxGPUs))
+				return nil, perr(lineNo, fs[MaxGPUs].Col, fmt.Errorf("%w: more than %d GPUs", topology.ErrSyntax, MaxGPUs))
 			}
 			if t == nil {
 				seen := map[string]bool{}
 				for i, b := range bdfs {
 					if seen[b] {
-						return nil, perr(lineNo, fs[i].col, fmt.Errorf("%w: %s header: %s appears twice", topology.ErrSyntax, table, b))
+						return nil, perr(lineNo, fs[i].Col, fmt.Errorf("%w: %s header: %s appears twice", topology.ErrSyntax, table, b))
 					}
 					seen[b] = true
 				}
@@ -197,7 +187,7 @@ func ParseTopology(r io.Reader) (*Topology, error) {
 				}
 				for i, b := range bdfs {
 					if b != t.BDFs[i] {
-						return nil, perr(lineNo, fs[i].col, fmt.Errorf("%w: %s column %d is %s, the first table has %s", topology.ErrSyntax, table, i, b, t.BDFs[i]))
+						return nil, perr(lineNo, fs[i].Col, fmt.Errorf("%w: %s column %d is %s, the first table has %s", topology.ErrSyntax, table, i, b, t.BDFs[i]))
 					}
 				}
 			}
@@ -210,16 +200,16 @@ func ParseTopology(r io.Reader) (*Topology, error) {
 		if len(fs) != n+1 {
 			col := len(line)
 			if len(fs) > n+1 {
-				col = fs[n+1].col
+				col = fs[n+1].Col
 			}
 			return nil, perr(lineNo, col, fmt.Errorf("%w: %s row has %d cells, want %d", topology.ErrNotSquare, table, len(fs)-1, n))
 		}
-		if b, ok := normBDF(fs[0].s); !ok || b != t.BDFs[rows] {
-			return nil, perr(lineNo, fs[0].col, fmt.Errorf("%w: %s row %d is labelled %q, want %s", topology.ErrSyntax, table, rows, fs[0].s, t.BDFs[rows]))
+		if b, ok := normBDF(fs[0].S); !ok || b != t.BDFs[rows] {
+			return nil, perr(lineNo, fs[0].Col, fmt.Errorf("%w: %s row %d is labelled %q, want %s", topology.ErrSyntax, table, rows, fs[0].S, t.BDFs[rows]))
 		}
 		for j, f := range fs[1:] {
-			if err := setCell(&t.Pairs[rows][j], table, f.s); err != nil {
-				return nil, perr(lineNo, f.col, fmt.Errorf("%s: %w", table, err))
+			if err := setCell(&t.Pairs[rows][j], table, f.S); err != nil {
+				return nil, perr(lineNo, f.Col, fmt.Errorf("%s: %w", table, err))
 			}
 		}
 		rows++

@@ -22,10 +22,7 @@ type Summary struct {
 }
 
 // cell is a '|'-separated part of a box-table line and its column.
-type cell struct {
-	s   string
-	col int
-}
+type cell = topology.Field
 
 func boxCells(line string) []cell {
 	var out []cell
@@ -35,7 +32,7 @@ func boxCells(line string) []cell {
 			continue
 		}
 		if start >= 0 {
-			out = append(out, cell{line[start:i], start})
+			out = append(out, cell{S: line[start:i], Col: start})
 		}
 		start = i + 1
 	}
@@ -44,9 +41,9 @@ func boxCells(line string) []cell {
 
 // cellFields splits a cell into fields with columns in the whole line.
 func cellFields(c cell) []field {
-	fs := splitFields(c.s)
+	fs := splitFields(c.S)
 	for i := range fs {
-		fs[i].col += c.col
+		fs[i].Col += c.Col
 	}
 	return fs
 }
@@ -99,11 +96,11 @@ func ParseDefault(r io.Reader) (*Summary, error) {
 			continue
 		}
 		first := cellFields(cs[0])
-		if strings.Contains(cs[0].s, "Processes:") {
+		if strings.Contains(cs[0].S, "Processes:") {
 			inProcs, procsSeen, pending = true, true, false
 			continue
 		}
-		if len(first) == 0 || strings.HasPrefix(first[0].s, "=") || strings.HasPrefix(first[0].s, "-") {
+		if len(first) == 0 || strings.HasPrefix(first[0].S, "=") || strings.HasPrefix(first[0].S, "-") {
 			continue
 		}
 		if inProcs {
@@ -112,28 +109,28 @@ func ParseDefault(r io.Reader) (*Summary, error) {
 			if len(first) < 2 {
 				continue
 			}
-			g, err1 := strconv.Atoi(first[0].s)
-			_, err2 := strconv.Atoi(first[1].s)
+			g, err1 := strconv.Atoi(first[0].S)
+			_, err2 := strconv.Atoi(first[1].S)
 			if err1 != nil || err2 != nil || g < 0 || g >= 1<<20 {
 				continue
 			}
 			procs[g]++
 			continue
 		}
-		if first[0].s == "GPU" && len(first) >= 2 && !pending {
+		if first[0].S == "GPU" && len(first) >= 2 && !pending {
 			idHeader = idHeader[:0]
 			for _, f := range first {
-				idHeader = append(idHeader, f.s)
+				idHeader = append(idHeader, f.S)
 			}
 			continue
 		}
-		if bdf, ok := normBDF(first[0].s); ok && !pending {
+		if bdf, ok := normBDF(first[0].S); ok && !pending {
 			if len(s.GPUs) >= MaxGPUs {
-				return nil, perr(lineNo, first[0].col, fmt.Errorf("%w: more than %d GPUs", topology.ErrSyntax, MaxGPUs))
+				return nil, perr(lineNo, first[0].Col, fmt.Errorf("%w: more than %d GPUs", topology.ErrSyntax, MaxGPUs))
 			}
 			g := NewGPU(len(s.GPUs))
 			g.BDF = bdf
-			g.Name = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(cs[0].s), first[0].s))
+			g.Name = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(cs[0].S), first[0].S))
 			if g.Name == "N/A" {
 				g.Name = ""
 			}
@@ -151,19 +148,19 @@ func ParseDefault(r io.Reader) (*Summary, error) {
 			names = []string{"GPU", "HIP-ID", "OAM-ID", "Partition-Mode"}
 		}
 		if len(first) != len(names) {
-			return nil, perr(lineNo, cs[0].col, fmt.Errorf("%w: %d fields under %d columns %s", topology.ErrSyntax, len(first), len(names), strings.Join(names, " ")))
+			return nil, perr(lineNo, cs[0].Col, fmt.Errorf("%w: %d fields under %d columns %s", topology.ErrSyntax, len(first), len(names), strings.Join(names, " ")))
 		}
 		for i, f := range first {
 			switch keyName(names[i]) {
 			case "GPU":
-				n, err := strconv.Atoi(f.s)
+				n, err := strconv.Atoi(f.S)
 				if err != nil || n < 0 || n >= 1<<20 {
-					return nil, perr(lineNo, f.col, fmt.Errorf("%w: GPU %q", topology.ErrBadNumber, f.s))
+					return nil, perr(lineNo, f.Col, fmt.Errorf("%w: GPU %q", topology.ErrBadNumber, f.S))
 				}
 				g.Index = n
 			default:
-				if err := setIdentity(g, names[i], f.s); err != nil {
-					return nil, perr(lineNo, f.col, err)
+				if err := setIdentity(g, names[i], f.S); err != nil {
+					return nil, perr(lineNo, f.Col, err)
 				}
 			}
 		}
@@ -201,23 +198,23 @@ func ParseDefault(r io.Reader) (*Summary, error) {
 func memUsage(c cell) (used, total int64, col int, ok bool) {
 	fs := cellFields(c)
 	for i := 0; i+1 < len(fs); i++ {
-		unit := strings.ToUpper(fs[i+1].s)
+		unit := strings.ToUpper(fs[i+1].S)
 		if unit != "MB" && unit != "MIB" && unit != "GB" && unit != "GIB" {
 			continue
 		}
-		a, b, cut := strings.Cut(fs[i].s, "/")
+		a, b, cut := strings.Cut(fs[i].S, "/")
 		if !cut || a == "N/A" || b == "N/A" {
 			continue
 		}
 		u, err1 := strconv.ParseInt(a, 10, 64)
 		t, err2 := strconv.ParseInt(b, 10, 64)
 		if err1 != nil || err2 != nil || u > 1<<40 || t > 1<<40 {
-			return -1, -1, fs[i].col, true
+			return -1, -1, fs[i].Col, true
 		}
 		if unit[0] == 'G' {
 			u, t = u*1024, t*1024
 		}
-		return u, t, fs[i].col, true
+		return u, t, fs[i].Col, true
 	}
 	return 0, 0, 0, false
 }

@@ -129,19 +129,10 @@ func (r *Result) Host() []HostFigure {
 	return out
 }
 
-type field struct {
-	s   string
-	col int
-}
+// field is one whitespace-separated token and its column.
+type field = topology.Field
 
-func splitFields(line string) []field {
-	fs := topology.SplitFields(line)
-	out := make([]field, len(fs))
-	for i, f := range fs {
-		out[i] = field{f.S, f.Col}
-	}
-	return out
-}
+var splitFields = topology.SplitFields
 
 // matrixKind classifies a title line: "uni", "bi", "other" (access,
 // distance) or "" (not a title).
@@ -269,59 +260,59 @@ func Parse(r io.Reader) (*Result, error) {
 		}
 		fs := splitFields(line)
 		if cols == nil {
-			if fs[0].s != "D/D" {
-				return nil, perr(lineNo, fs[0].col, fmt.Errorf("%w: %s: header must start with D/D", topology.ErrSyntax, title))
+			if fs[0].S != "D/D" {
+				return nil, perr(lineNo, fs[0].Col, fmt.Errorf("%w: %s: header must start with D/D", topology.ErrSyntax, title))
 			}
 			if len(fs) == 1 {
 				return nil, perr(lineNo, len(line), fmt.Errorf("%w: %s: header names no device", topology.ErrSyntax, title))
 			}
 			if len(fs)-1 > MaxAgents {
-				return nil, perr(lineNo, fs[MaxAgents+1].col, fmt.Errorf("%w: more than %d devices", topology.ErrSyntax, MaxAgents))
+				return nil, perr(lineNo, fs[MaxAgents+1].Col, fmt.Errorf("%w: more than %d devices", topology.ErrSyntax, MaxAgents))
 			}
 			seen := map[int]bool{}
 			cols = []int{}
 			for _, f := range fs[1:] {
-				i, ok := -1, validLabel(f.s)
+				i, ok := -1, validLabel(f.S)
 				if ok {
-					i, ok = agentFor(f.s)
+					i, ok = agentFor(f.S)
 				}
 				if !ok {
-					return nil, perr(lineNo, f.col, fmt.Errorf("%w: %s: unknown device %q", topology.ErrSyntax, title, f.s))
+					return nil, perr(lineNo, f.Col, fmt.Errorf("%w: %s: unknown device %q", topology.ErrSyntax, title, f.S))
 				}
 				if seen[i] {
-					return nil, perr(lineNo, f.col, fmt.Errorf("%w: %s: device %q twice", topology.ErrSyntax, title, f.s))
+					return nil, perr(lineNo, f.Col, fmt.Errorf("%w: %s: device %q twice", topology.ErrSyntax, title, f.S))
 				}
 				seen[i] = true
 				cols = append(cols, i)
 			}
 			continue
 		}
-		if !validLabel(fs[0].s) {
+		if !validLabel(fs[0].S) {
 			kind = "" // the matrix ended; this is other text
 			continue
 		}
-		row, ok := agentFor(fs[0].s)
+		row, ok := agentFor(fs[0].S)
 		if !ok {
-			return nil, perr(lineNo, fs[0].col, fmt.Errorf("%w: %s: unknown device %q", topology.ErrSyntax, title, fs[0].s))
+			return nil, perr(lineNo, fs[0].Col, fmt.Errorf("%w: %s: unknown device %q", topology.ErrSyntax, title, fs[0].S))
 		}
 		if rowsSeen[row] {
-			return nil, perr(lineNo, fs[0].col, fmt.Errorf("%w: %s: row %q twice", topology.ErrSyntax, title, fs[0].s))
+			return nil, perr(lineNo, fs[0].Col, fmt.Errorf("%w: %s: row %q twice", topology.ErrSyntax, title, fs[0].S))
 		}
 		rowsSeen[row] = true
 		if len(fs)-1 != len(cols) {
 			col := len(line)
 			if len(fs)-1 > len(cols) {
-				col = fs[len(cols)+1].col
+				col = fs[len(cols)+1].Col
 			}
-			return nil, perr(lineNo, col, fmt.Errorf("%w: %s: row %s has %d cells, want %d", topology.ErrNotSquare, title, fs[0].s, len(fs)-1, len(cols)))
+			return nil, perr(lineNo, col, fmt.Errorf("%w: %s: row %s has %d cells, want %d", topology.ErrNotSquare, title, fs[0].S, len(fs)-1, len(cols)))
 		}
 		for j, f := range fs[1:] {
-			if strings.EqualFold(f.s, "N/A") {
+			if strings.EqualFold(f.S, "N/A") {
 				continue
 			}
-			v, err := strconv.ParseFloat(f.s, 64)
+			v, err := strconv.ParseFloat(f.S, 64)
 			if err != nil || v < 0 || v > 1e7 || v != v {
-				return nil, perr(lineNo, f.col, fmt.Errorf("%w: %s: %q", topology.ErrBadNumber, title, f.s))
+				return nil, perr(lineNo, f.Col, fmt.Errorf("%w: %s: %q", topology.ErrBadNumber, title, f.S))
 			}
 			if cur != nil {
 				cur.cells[[2]int{row, cols[j]}] = v
