@@ -129,9 +129,6 @@ func (r *Result) Host() []HostFigure {
 	return out
 }
 
-// field is one whitespace-separated token and its column.
-type field = topology.Field
-
 var splitFields = topology.SplitFields
 
 // matrixKind classifies a title line: "uni", "bi", "other" (access,
