@@ -217,11 +217,7 @@ func ParseList(r io.Reader) ([]GPU, error) {
 // versions, "hip_id" (also accepted under a {"gpu_data": [...]} wrapper).
 func ParseListJSON(r io.Reader) ([]GPU, error) {
 	const src = SourceListJSON
-	v, err := decodeJSON(src, r)
-	if err != nil {
-		return nil, err
-	}
-	objs, err := gpuList(src, v)
+	objs, err := decodeGPUs(src, r)
 	if err != nil {
 		return nil, err
 	}

@@ -195,3 +195,13 @@ func sortedKeys(m map[string]any) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// decodeGPUs decodes an amd-smi JSON document and returns its per-GPU
+// objects (see gpuList).
+func decodeGPUs(src string, r io.Reader) ([]map[string]any, error) {
+	v, err := decodeJSON(src, r)
+	if err != nil {
+		return nil, err
+	}
+	return gpuList(src, v)
+}

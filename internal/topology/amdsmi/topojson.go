@@ -26,11 +26,7 @@ import (
 // values; only JSON syntax errors carry a line.
 func ParseTopologyJSON(r io.Reader) (*Topology, error) {
 	const src = SourceTopologyJSON
-	v, err := decodeJSON(src, r)
-	if err != nil {
-		return nil, err
-	}
-	objs, err := gpuList(src, v)
+	objs, err := decodeGPUs(src, r)
 	if err != nil {
 		return nil, err
 	}

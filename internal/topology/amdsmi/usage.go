@@ -226,11 +226,7 @@ func memUsage(c cell) (used, total int64, col int, ok bool) {
 // A GPU the output lists with no processes maps to 0.
 func ParseProcessJSON(r io.Reader) (map[int]int, error) {
 	const src = SourceProcessJSON
-	v, err := decodeJSON(src, r)
-	if err != nil {
-		return nil, err
-	}
-	objs, err := gpuList(src, v)
+	objs, err := decodeGPUs(src, r)
 	if err != nil {
 		return nil, err
 	}
@@ -280,11 +276,7 @@ type Memory struct {
 // left out. Units B, KB, MB, GB are accepted (amd-smi's MB are MiB).
 func ParseMemUsageJSON(r io.Reader) (map[int]Memory, error) {
 	const src = SourceMemUsageJSON
-	v, err := decodeJSON(src, r)
-	if err != nil {
-		return nil, err
-	}
-	objs, err := gpuList(src, v)
+	objs, err := decodeGPUs(src, r)
 	if err != nil {
 		return nil, err
 	}
