@@ -419,7 +419,7 @@ func TestAmdSmiMI300XBusyLeftOut(t *testing.T) {
 
 func TestSysfsKFDTrees(t *testing.T) {
 	env := toolEnv(t, systemPath())
-	kfd := func(tree string) string { return testutil.Shared(t, "fixtures", "kfd", tree) }
+	kfd := func(tree string) string { return testutil.KFD(t, tree) }
 	for _, tc := range []struct {
 		tree     string
 		devices  int

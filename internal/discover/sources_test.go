@@ -18,7 +18,7 @@ import (
 // real KFD tree and by rocm-smi (--showtopo --shownodesbw) gives the same
 // links (type, direct, bandwidth) and the same NUMA node per device.
 func TestMI210SysfsAndRocmSmiAgree(t *testing.T) {
-	fromKFD, err := kfd.Read(os.DirFS(testutil.Shared(t, "fixtures", "kfd", "topo-mi210-xgmi-pcie")), nil)
+	fromKFD, err := kfd.Read(os.DirFS(testutil.KFD(t, "topo-mi210-xgmi-pcie")), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

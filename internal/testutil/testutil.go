@@ -1,10 +1,22 @@
-// Package testutil finds the repository's test data and the shared real
-// fixtures for tests. It is imported only from _test.go files.
+// Package testutil finds the repository's test data for tests: hand-made
+// fixtures, the real public tool captures (testdata/public) and the real
+// KFD sysfs trees (testdata/kfd/*.tar.gz, unpacked on first use). Every
+// file a test reads lives in this repository. It is imported only from
+// _test.go files.
 package testutil
 
 import (
+	"archive/tar"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 )
 
@@ -34,19 +46,127 @@ func Testdata(t testing.TB, elem ...string) string {
 	return filepath.Join(append([]string{RepoRoot(t), "testdata"}, elem...)...)
 }
 
-// Shared returns the path of elem under the read-only shared/ directory
-// that sits beside the repository (override with AMDRUN_SHARED). The test
-// fails when shared/ is missing: CI always has it.
-func Shared(t testing.TB, elem ...string) string {
+// Public returns the path of a real published tool capture under
+// testdata/public (provenance in testdata/public/SOURCES.md). elem may
+// be a glob pattern for filepath.Glob.
+func Public(t testing.TB, elem ...string) string {
 	t.Helper()
-	dir := os.Getenv("AMDRUN_SHARED")
-	if dir == "" {
-		dir = filepath.Join(RepoRoot(t), "..", "shared")
+	return Testdata(t, append([]string{"public"}, elem...)...)
+}
+
+// KFDTrees lists the real KFD sysfs trees kept as testdata/kfd/NAME.tar.gz.
+var KFDTrees = []string{"topo-mi210-xgmi-pcie", "topo-mi300-cpx", "topology-parsing", "topology-parsing-mi308"}
+
+var (
+	kfdMu   sync.Mutex
+	kfdDirs = map[string]string{}
+)
+
+// KFD returns the directory of the real KFD sysfs tree name (one of
+// KFDTrees), unpacked from testdata/kfd/name.tar.gz, joined with elem.
+// The tree is unpacked once per content into a directory under the
+// system's temporary directory named by the archive's hash, so test
+// binaries share it and a changed archive is never served stale; it is
+// read-only by convention.
+func KFD(t testing.TB, name string, elem ...string) string {
+	t.Helper()
+	kfdMu.Lock()
+	defer kfdMu.Unlock()
+	dir, ok := kfdDirs[name]
+	if !ok {
+		var err error
+		dir, err = unpackOnce(Testdata(t, "kfd", name+".tar.gz"))
+		if err != nil {
+			t.Fatalf("kfd fixture %s: %v", name, err)
+		}
+		kfdDirs[name] = dir
 	}
-	if _, err := os.Stat(dir); err != nil {
-		t.Fatalf("shared fixtures not found at %s (set AMDRUN_SHARED): %v", dir, err)
+	return filepath.Join(append([]string{dir, name}, elem...)...)
+}
+
+// unpackOnce unpacks archive into $TMPDIR/amdrun-testdata/<hash> unless
+// that directory exists, and returns it. A concurrent test binary may
+// unpack the same archive: each unpacks into its own directory and
+// renames it into place; the loser's copy is removed.
+func unpackOnce(archive string) (string, error) {
+	b, err := os.ReadFile(archive)
+	if err != nil {
+		return "", err
 	}
-	return filepath.Join(append([]string{dir}, elem...)...)
+	sum := sha256.Sum256(b)
+	base := filepath.Join(os.TempDir(), "amdrun-testdata")
+	dst := filepath.Join(base, hex.EncodeToString(sum[:8]))
+	if _, err := os.Stat(filepath.Join(dst, ".complete")); err == nil {
+		return dst, nil
+	}
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		return "", err
+	}
+	tmp, err := os.MkdirTemp(base, "unpack-")
+	if err != nil {
+		return "", err
+	}
+	if err := untar(b, tmp); err != nil {
+		os.RemoveAll(tmp)
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(tmp, ".complete"), nil, 0o644); err != nil {
+		os.RemoveAll(tmp)
+		return "", err
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		os.RemoveAll(tmp)
+		if _, serr := os.Stat(filepath.Join(dst, ".complete")); serr == nil {
+			return dst, nil // another test binary won the race
+		}
+		// A stale, incomplete dst from an interrupted run: replace it.
+		if rerr := os.RemoveAll(dst); rerr != nil {
+			return "", err
+		}
+		return unpackOnce(archive)
+	}
+	return dst, nil
+}
+
+func untar(b []byte, dst string) error {
+	zr, err := gzip.NewReader(strings.NewReader(string(b)))
+	if err != nil {
+		return err
+	}
+	tr := tar.NewReader(zr)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		name := filepath.Clean(h.Name)
+		if filepath.IsAbs(name) || name == ".." || strings.HasPrefix(name, "../") {
+			return fmt.Errorf("archive entry %q leaves the tree", h.Name)
+		}
+		p := filepath.Join(dst, name)
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				return err
+			}
+		case tar.TypeReg:
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				return err
+			}
+			data, err := io.ReadAll(tr)
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(p, data, 0o644); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("archive entry %q: unsupported type %c", h.Name, h.Typeflag)
+		}
+	}
 }
 
 // ReadFile reads path or fails the test.

@@ -17,7 +17,7 @@ import (
 
 func public(t testing.TB, name string) []byte {
 	t.Helper()
-	return testutil.ReadFile(t, testutil.Shared(t, "fixtures", "public", name))
+	return testutil.ReadFile(t, testutil.Public(t, name))
 }
 
 func mine(t testing.TB, name string) []byte {
@@ -379,7 +379,7 @@ func memory(s string) error   { _, err := ParseMemUsageJSON(strings.NewReader(s)
 // amd-smi capture: each either parses or is refused with a one-line
 // ParseError, never a panic.
 func TestEveryPublicFixture(t *testing.T) {
-	files, err := filepath.Glob(testutil.Shared(t, "fixtures", "public", "amd-smi-*"))
+	files, err := filepath.Glob(testutil.Public(t, "amd-smi-*"))
 	if err != nil || len(files) < 6 {
 		t.Fatalf("found %d amd-smi fixtures: %v", len(files), err)
 	}

@@ -13,7 +13,7 @@ import (
 
 func seed(f *testing.F) {
 	var files []string
-	for _, g := range []string{testutil.Shared(f, "fixtures", "public", "amd-smi-*"), testutil.Testdata(f, "amd-smi", "*")} {
+	for _, g := range []string{testutil.Public(f, "amd-smi-*"), testutil.Testdata(f, "amd-smi", "*")} {
 		m, _ := filepath.Glob(g)
 		files = append(files, m...)
 	}

@@ -15,7 +15,7 @@ import (
 
 func FuzzParseProperties(f *testing.F) {
 	for _, tree := range []string{"topo-mi210-xgmi-pcie", "topology-parsing-mi308", "topology-parsing"} {
-		root := testutil.Shared(f, "fixtures", "kfd", tree)
+		root := testutil.KFD(f, tree)
 		fsys := os.DirFS(root)
 		n := 0
 		fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
@@ -109,7 +109,7 @@ func FuzzRead(f *testing.F) {
 	small := archive(f, smallTree(), func(string) bool { return true })
 	f.Add(small)
 	f.Add(archive(f, os.DirFS(testutil.Testdata(f, "kfd", "procs")), func(p string) bool { return !strings.HasSuffix(p, ".md") }))
-	f.Add(archive(f, os.DirFS(testutil.Shared(f, "fixtures", "kfd", "topology-parsing")), func(p string) bool {
+	f.Add(archive(f, os.DirFS(testutil.KFD(f, "topology-parsing")), func(p string) bool {
 		return strings.HasPrefix(p, "topology/nodes/") && !strings.Contains(p, "/caches/")
 	}))
 	f.Add(bytes.Replace(small, []byte("node_to 2"), []byte("node_to 7"), 1))

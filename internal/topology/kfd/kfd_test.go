@@ -17,7 +17,7 @@ import (
 // fixture opens one of the shared real KFD trees.
 func fixture(t testing.TB, name string) fs.FS {
 	t.Helper()
-	return DirFS(testutil.Shared(t, "fixtures", "kfd", name))
+	return DirFS(testutil.KFD(t, name))
 }
 
 // collect returns a Warner that records warnings.
@@ -86,7 +86,7 @@ func TestParseProperties(t *testing.T) {
 }
 
 func TestParsePropertiesFixture(t *testing.T) {
-	p := testutil.Shared(t, "fixtures", "kfd", "topo-mi210-xgmi-pcie", "nodes", "2", "properties")
+	p := testutil.KFD(t, "topo-mi210-xgmi-pcie", "nodes", "2", "properties")
 	f, err := os.Open(p)
 	if err != nil {
 		t.Fatal(err)
@@ -284,7 +284,7 @@ func TestReadTwoNodeCopy(t *testing.T) {
 func TestReadRootLevels(t *testing.T) {
 	// The same tree found from the KFD root, from topology/ and from a
 	// live-system layout.
-	base := testutil.Shared(t, "fixtures", "kfd", "topo-mi210-xgmi-pcie")
+	base := testutil.KFD(t, "topo-mi210-xgmi-pcie")
 	live := fstest.MapFS{}
 	err := fs.WalkDir(os.DirFS(base), ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -300,7 +300,7 @@ func TestReadRootLevels(t *testing.T) {
 	for name, fsys := range map[string]fs.FS{
 		"nodes":       os.DirFS(base),
 		"topology":    fixture(t, "topo-mi300-cpx"),
-		"inside tree": os.DirFS(testutil.Shared(t, "fixtures", "kfd", "topo-mi300-cpx", "topology")),
+		"inside tree": os.DirFS(testutil.KFD(t, "topo-mi300-cpx", "topology")),
 		"live":        live,
 	} {
 		m, err := Read(fsys, nil)
@@ -622,7 +622,7 @@ func BenchmarkReadCPX(b *testing.B) {
 // TestDirFSMatchesOSDirFS: the fast DirFS reads the same model as os.DirFS.
 func TestDirFSMatchesOSDirFS(t *testing.T) {
 	for _, tree := range []string{"topo-mi300-cpx", "topo-mi210-xgmi-pcie"} {
-		dir := testutil.Shared(t, "fixtures", "kfd", tree)
+		dir := testutil.KFD(t, tree)
 		a, err := Read(DirFS(dir), nil)
 		if err != nil {
 			t.Fatal(err)

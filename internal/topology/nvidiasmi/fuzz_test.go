@@ -14,7 +14,7 @@ import (
 // and every hand-made fixture of kind what.
 func seed(f *testing.F, pattern, what string) {
 	f.Helper()
-	files, _ := filepath.Glob(testutil.Shared(f, "fixtures", "public", pattern))
+	files, _ := filepath.Glob(testutil.Public(f, pattern))
 	for _, m := range machines {
 		files = append(files, testutil.Testdata(f, "nvidia-smi", m+"."+what+".txt"))
 	}

@@ -16,7 +16,7 @@ import (
 // public returns a real fixture from shared/fixtures/public.
 func public(t testing.TB, name string) []byte {
 	t.Helper()
-	return testutil.ReadFile(t, testutil.Shared(t, "fixtures", "public", name))
+	return testutil.ReadFile(t, testutil.Public(t, name))
 }
 
 // buildTopo parses a topo -m text and builds a model from it alone.
@@ -214,7 +214,7 @@ func TestParseTopoPublic(t *testing.T) {
 // TestParseTopoEveryPublic makes sure every nvidia-smi capture either
 // parses or is refused with a one-line ParseError, never a panic.
 func TestParseTopoEveryPublic(t *testing.T) {
-	files, err := filepath.Glob(testutil.Shared(t, "fixtures", "public", "nvidia-smi-*"))
+	files, err := filepath.Glob(testutil.Public(t, "nvidia-smi-*"))
 	if err != nil || len(files) < 13 {
 		t.Fatalf("found %d nvidia-smi fixtures (%v)", len(files), err)
 	}

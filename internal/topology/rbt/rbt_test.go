@@ -16,7 +16,7 @@ import (
 
 func public(t testing.TB, name string) []byte {
 	t.Helper()
-	return testutil.ReadFile(t, testutil.Shared(t, "fixtures", "public", name))
+	return testutil.ReadFile(t, testutil.Public(t, name))
 }
 
 func mine(t testing.TB, name string) []byte {
@@ -260,7 +260,7 @@ func sentinel(err error) error {
 // TestEveryPublicFixture: each rocm_bandwidth_test capture parses; every
 // other public capture is refused with a one-line ParseError.
 func TestEveryPublicFixture(t *testing.T) {
-	files, err := filepath.Glob(testutil.Shared(t, "fixtures", "public", "*"))
+	files, err := filepath.Glob(testutil.Public(t, "*"))
 	if err != nil || len(files) < 40 {
 		t.Fatalf("%d fixtures: %v", len(files), err)
 	}
@@ -288,7 +288,7 @@ func TestEveryPublicFixture(t *testing.T) {
 // FuzzParse checks that Parse never panics, errors are ParseErrors, and
 // a parsed run applied to a model of as many GPUs leaves it valid.
 func FuzzParse(f *testing.F) {
-	for _, g := range []string{testutil.Shared(f, "fixtures", "public", "rocm-bandwidth-test-*"), testutil.Testdata(f, "rocm_bandwidth_test", "*.txt")} {
+	for _, g := range []string{testutil.Public(f, "rocm-bandwidth-test-*"), testutil.Testdata(f, "rocm_bandwidth_test", "*.txt")} {
 		files, _ := filepath.Glob(g)
 		for _, p := range files {
 			b, err := os.ReadFile(p)

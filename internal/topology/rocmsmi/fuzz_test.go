@@ -13,7 +13,7 @@ import (
 // one of exts.
 func seeds(f *testing.F, exts ...string) {
 	var paths []string
-	for _, dir := range []string{testutil.Shared(f, "fixtures", "public"), testutil.Testdata(f, "rocm-smi")} {
+	for _, dir := range []string{testutil.Public(f), testutil.Testdata(f, "rocm-smi")} {
 		m, err := filepath.Glob(filepath.Join(dir, "*"))
 		if err != nil {
 			f.Fatal(err)

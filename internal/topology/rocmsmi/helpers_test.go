@@ -14,7 +14,7 @@ import (
 // public returns the path of a shared real fixture.
 func public(t testing.TB, name string) string {
 	t.Helper()
-	return testutil.Shared(t, "fixtures", "public", name)
+	return testutil.Public(t, name)
 }
 
 // parseFile parses a fixture with ParseJSON (.json) or ParseText.
