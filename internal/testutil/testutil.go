@@ -178,3 +178,15 @@ func ReadFile(t testing.TB, path string) []byte {
 	}
 	return b
 }
+
+// EndToEnd marks a test of the full tier: it starts processes (amdrun,
+// fake tools, python, the test binary re-executed as a worker), uses
+// network namespaces, other users or real time. `go test -short` skips
+// it, so the short tier is unit tests only and stays fast; `make test`
+// runs everything.
+func EndToEnd(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end test: skipped with -short (make test runs it)")
+	}
+}
