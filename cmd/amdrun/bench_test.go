@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"github.com/amdrun/amdrun/internal/testutil"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 // figure) for the devices amdrun made visible: the progress lines, the
 // matrix, the cache, and the next selection using it.
 func TestBenchCommandWithFakeProbe(t *testing.T) {
+	testutil.EndToEnd(t)
 	dir := t.TempDir()
 	fake := filepath.Join(dir, "fakepython")
 	// argv: fakepython -c PROBE MODE SIZE ITERS; devices from CUDA_VISIBLE_DEVICES.

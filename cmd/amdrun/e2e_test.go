@@ -8,7 +8,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
+	"github.com/amdrun/amdrun/internal/testutil"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +23,12 @@ import (
 var amdrunBin string
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		// Every test here runs the built binary: the short tier skips
+		// them all (testutil.EndToEnd), so there is nothing to build.
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "amdrun-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -117,6 +125,7 @@ func dryRun(t *testing.T, env []string, args ...string) dryPlan {
 }
 
 func TestSeedRecommendationsOnBundledExample(t *testing.T) {
+	testutil.EndToEnd(t)
 	env := cleanEnv(t)
 	for _, tc := range []struct {
 		n    int
@@ -137,6 +146,7 @@ func TestSeedRecommendationsOnBundledExample(t *testing.T) {
 }
 
 func TestRingPolicyPrefersDirectRing(t *testing.T) {
+	testutil.EndToEnd(t)
 	p := dryRun(t, cleanEnv(t), "--source", "example", "--ngpus", "4", "--policy", "ring", "x.py")
 	if p.VisibleDevices != "0,1,2,3" {
 		t.Fatalf("ring N=4 chose %q, want 0,1,2,3 (ring 0-1-3-2 on direct links)", p.VisibleDevices)
@@ -148,6 +158,7 @@ func TestRingPolicyPrefersDirectRing(t *testing.T) {
 }
 
 func TestBadInputOneLineNonZero(t *testing.T) {
+	testutil.EndToEnd(t)
 	env := cleanEnv(t)
 	for _, tc := range []struct {
 		name string
@@ -182,6 +193,7 @@ func TestBadInputOneLineNonZero(t *testing.T) {
 }
 
 func TestNoWorkerOutlivesKilledAmdrun(t *testing.T) {
+	testutil.EndToEnd(t)
 	dir := t.TempDir()
 	script := filepath.Join(dir, "w.py")
 	os.WriteFile(script, []byte(`import os, sys, time
@@ -208,6 +220,7 @@ time.sleep(60)
 }
 
 func TestSIGTERMReachesEveryRank(t *testing.T) {
+	testutil.EndToEnd(t)
 	dir := t.TempDir()
 	script := filepath.Join(dir, "w.py")
 	os.WriteFile(script, []byte(`import os, signal, sys, time
@@ -242,6 +255,7 @@ time.sleep(60)
 }
 
 func TestFailingRankExitCode(t *testing.T) {
+	testutil.EndToEnd(t)
 	dir := t.TempDir()
 	script := filepath.Join(dir, "w.py")
 	os.WriteFile(script, []byte(`import os, sys, time

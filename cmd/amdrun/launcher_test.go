@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"encoding/json"
+	"github.com/amdrun/amdrun/internal/testutil"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 // it got) with them visible, --nproc-per-node N and the rendezvous flags
 // passed through, and exits with torchrun's exit code.
 func TestLauncherTorchrun(t *testing.T) {
+	testutil.EndToEnd(t)
 	bin := t.TempDir()
 	out := filepath.Join(t.TempDir(), "torchrun.json")
 	fake := "#!" + pythonPath() + `

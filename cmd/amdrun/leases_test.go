@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/amdrun/amdrun/internal/testutil"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -175,6 +176,7 @@ func runConcurrentJobs(t *testing.T, env []string, topo, out string, jobs int, s
 }
 
 func TestConcurrentJobsNeverShareDevice(t *testing.T) {
+	testutil.EndToEnd(t)
 	topo := savedTopology(t)
 	env := leaseEnv(t, filepath.Join(t.TempDir(), "leases")) // one directory for all 16
 
@@ -235,6 +237,7 @@ func TestConcurrentJobsNeverShareDevice(t *testing.T) {
 }
 
 func TestKilledLeaseHolderFreesDevices(t *testing.T) {
+	testutil.EndToEnd(t)
 	topo := savedTopology(t)
 	env := leaseEnv(t, filepath.Join(t.TempDir(), "leases"))
 	dir := t.TempDir()
@@ -295,6 +298,7 @@ func TestKilledLeaseHolderFreesDevices(t *testing.T) {
 }
 
 func TestSymlinkAtLeasePathRefused(t *testing.T) {
+	testutil.EndToEnd(t)
 	topo := savedTopology(t)
 	dir := filepath.Join(t.TempDir(), "leases")
 	if err := os.Mkdir(dir, 0o755); err != nil {
@@ -341,6 +345,7 @@ func TestSymlinkAtLeasePathRefused(t *testing.T) {
 // `python3 -c` program holds devices; another job that finds them leased
 // must still say, on its one line, every device that is held.
 func TestLeaseErrorWithMultiLineCommand(t *testing.T) {
+	testutil.EndToEnd(t)
 	topo := savedTopology(t)
 	env := leaseEnv(t, filepath.Join(t.TempDir(), "leases"))
 	dir := t.TempDir()

@@ -16,6 +16,7 @@ import (
 // out. (That the measurement alone moves the choice, with busy state out
 // of the way, is TestSelectionFollowsMeasurement in internal/discover.)
 func TestBenchWithRocmBandwidthTestChangesTheChoice(t *testing.T) {
+	testutil.EndToEnd(t)
 	n := newFakeNode(t)
 	n.serveAmdSmiMI300X()
 	n.serve("rocm_bandwidth_test", testutil.Testdata(t, "rocm_bandwidth_test", "mi300x-8gpu-gpu3-degraded-v2.0.1.txt"))

@@ -3,6 +3,7 @@ package main_test
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/amdrun/amdrun/internal/testutil"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,6 +27,7 @@ func ip(t *testing.T, args ...string) {
 // the gloo all_reduce job. The 4 ranks must be 0-3 once each with the
 // right sum.
 func TestTwoNodesInNetworkNamespaces(t *testing.T) {
+	testutil.EndToEnd(t)
 	py := needTorch(t)
 	if os.Geteuid() != 0 {
 		t.Skip("skipping: network namespaces need root")

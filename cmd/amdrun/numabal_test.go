@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"github.com/amdrun/amdrun/internal/testutil"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 // the job, as the ranks see it, and puts the old value back afterwards,
 // also when a rank fails.
 func TestNUMABalancingSetForTheJobAndRestored(t *testing.T) {
+	testutil.EndToEnd(t)
 	root := t.TempDir()
 	knob := filepath.Join(root, "proc", "sys", "kernel", "numa_balancing")
 	os.MkdirAll(filepath.Dir(knob), 0o755)

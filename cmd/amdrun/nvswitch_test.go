@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"fmt"
+	"github.com/amdrun/amdrun/internal/testutil"
 	"strings"
 	"testing"
 )
@@ -11,6 +12,7 @@ import (
 // links, so the choice follows NUMA locality: K=2 and K=4 stay on one
 // node, and --explain says that NUMA decided.
 func TestNVSwitchChoiceFollowsNUMA(t *testing.T) {
+	testutil.EndToEnd(t)
 	n := newFakeNode(t)
 	n.serveNvidia("hgx-h100-8gpu")
 	for _, tc := range []struct {

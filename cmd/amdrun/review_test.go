@@ -5,6 +5,7 @@ package main_test
 
 import (
 	"encoding/json"
+	"github.com/amdrun/amdrun/internal/testutil"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,6 +41,7 @@ func writeTopology(t *testing.T, edit func(m map[string]any)) string {
 
 // --grace 0 must SIGKILL the other ranks at once, not wait the default 10s.
 func TestReviewGraceZeroKillsAtOnce(t *testing.T) {
+	testutil.EndToEnd(t)
 	start := time.Now()
 	r := runAmdrun(t, cleanEnv(t, "OMP_NUM_THREADS=1"), "--source", "example", "-n", "2", "--grace", "0",
 		"--no-python", "sh", "-c", `trap "" TERM; if [ "$RANK" = 0 ]; then sleep 0.3; exit 5; fi; sleep 30`)
@@ -54,6 +56,7 @@ func TestReviewGraceZeroKillsAtOnce(t *testing.T) {
 // A vendor tool whose child keeps its stdout open (a wrapper script over
 // a hung driver call) must not hang amdrun past the tool timeout.
 func TestReviewHungToolWithChildTimesOut(t *testing.T) {
+	testutil.EndToEnd(t)
 	bin := t.TempDir()
 	if err := os.WriteFile(filepath.Join(bin, "rocm-smi"), []byte("#!/bin/sh\nsleep 1000\n"), 0o755); err != nil {
 		t.Fatal(err)
@@ -88,6 +91,7 @@ func TestReviewHungToolWithChildTimesOut(t *testing.T) {
 // Two devices with the same runtime index in a --topology file must be
 // refused: otherwise two ranks get the same physical GPU.
 func TestReviewDuplicateRuntimeIndexRefused(t *testing.T) {
+	testutil.EndToEnd(t)
 	p := writeTopology(t, func(m map[string]any) {
 		m["devices"].([]any)[2].(map[string]any)["runtime_index"] = 1
 	})
@@ -100,6 +104,7 @@ func TestReviewDuplicateRuntimeIndexRefused(t *testing.T) {
 
 // A negative link bandwidth in a --topology file must be refused.
 func TestReviewNegativeBandwidthRefused(t *testing.T) {
+	testutil.EndToEnd(t)
 	p := writeTopology(t, func(m map[string]any) {
 		m["links"].([]any)[0].(map[string]any)["max_bandwidth_mb_s"] = -100
 	})
@@ -113,6 +118,7 @@ func TestReviewNegativeBandwidthRefused(t *testing.T) {
 // doctor must not say OK for visible-device variables that make every run
 // fail (CUDA_VISIBLE_DEVICES indexes into what ROCR_VISIBLE_DEVICES leaves).
 func TestReviewDoctorFlagsCudaRocrConflict(t *testing.T) {
+	testutil.EndToEnd(t)
 	env := cleanEnv(t, "CUDA_VISIBLE_DEVICES=0,1", "ROCR_VISIBLE_DEVICES=2")
 	run := runAmdrun(t, env, "--source", "example", "-n", "1", "--dry-run", "x.py")
 	if run.code == 0 {
@@ -129,6 +135,7 @@ func TestReviewDoctorFlagsCudaRocrConflict(t *testing.T) {
 // --help must not promise that --ngpus 0 means every free device when
 // --ngpus 0 is a usage error.
 func TestReviewNgpusZeroHelpMatchesBehaviour(t *testing.T) {
+	testutil.EndToEnd(t)
 	r := runAmdrun(t, cleanEnv(t), "--source", "example", "--ngpus", "0", "--dry-run", "x.py")
 	h := runAmdrun(t, cleanEnv(t), "--help")
 	if r.code != 0 && strings.Contains(h.stdout, "0 = every free device") {
@@ -139,6 +146,7 @@ func TestReviewNgpusZeroHelpMatchesBehaviour(t *testing.T) {
 // The --topology flag's help must name its value FILE, not "amdrun topo --json"
 // (pflag takes the first `quoted` word of the usage as the value name).
 func TestReviewTopologyFlagHelp(t *testing.T) {
+	testutil.EndToEnd(t)
 	h := runAmdrun(t, cleanEnv(t), "--help")
 	if strings.Contains(h.stdout, "--topology amdrun topo --json") {
 		t.Error("help shows the value of --topology as \"amdrun topo --json\" (backquotes in the flag's usage); want FILE")
@@ -148,6 +156,7 @@ func TestReviewTopologyFlagHelp(t *testing.T) {
 // Usage errors exit 2: an unknown completion shell, and --source file
 // without --topology, and --topology together with another --source.
 func TestReviewMoreUsageErrorsExit2(t *testing.T) {
+	testutil.EndToEnd(t)
 	for _, args := range [][]string{
 		{"completion", "tcsh"},
 		{"--source", "file", "topo"},
@@ -163,6 +172,7 @@ func TestReviewMoreUsageErrorsExit2(t *testing.T) {
 // --local-ranks-filter with --launcher torchrun must not silently hide all
 // of torchrun's output (torchrun is the only process amdrun starts).
 func TestReviewTorchrunLocalRanksFilterKeepsOutput(t *testing.T) {
+	testutil.EndToEnd(t)
 	bin := t.TempDir()
 	fake := "#!/bin/sh\necho torchrun-ran\n"
 	if err := os.WriteFile(filepath.Join(bin, "torchrun"), []byte(fake), 0o755); err != nil {

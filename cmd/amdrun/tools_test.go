@@ -240,6 +240,7 @@ func devState(t *testing.T, r result) map[int]string {
 }
 
 func TestNvidiaSmiRealH200Capture(t *testing.T) {
+	testutil.EndToEnd(t)
 	n := newFakeNode(t)
 	n.serveNvidia("h200x2-real")
 
@@ -278,6 +279,7 @@ func TestNvidiaSmiRealH200Capture(t *testing.T) {
 }
 
 func TestNvidiaSmiBusyGPULeftOut(t *testing.T) {
+	testutil.EndToEnd(t)
 	n := newFakeNode(t)
 	n.serveNvidia("h200-2gpu-nv18") // GPU 1 runs pid 41237
 
@@ -309,6 +311,7 @@ func TestNvidiaSmiBusyGPULeftOut(t *testing.T) {
 }
 
 func TestRocmSmiSeedMI250MatchesExample(t *testing.T) {
+	testutil.EndToEnd(t)
 	n := newFakeNode(t)
 	n.serveRocmSmiSeed()
 	n.serveNvidia("h200x2-real") // present, but auto must stop at rocm-smi
@@ -372,6 +375,7 @@ func TestRocmSmiSeedMI250MatchesExample(t *testing.T) {
 }
 
 func TestAmdSmiMI300XBusyLeftOut(t *testing.T) {
+	testutil.EndToEnd(t)
 	n := newFakeNode(t)
 	n.serveAmdSmiMI300X()
 	n.serveRocmSmiSeed() // present, but auto must take amd-smi first
@@ -418,6 +422,7 @@ func TestAmdSmiMI300XBusyLeftOut(t *testing.T) {
 }
 
 func TestSysfsKFDTrees(t *testing.T) {
+	testutil.EndToEnd(t)
 	env := toolEnv(t, systemPath())
 	kfd := func(tree string) string { return testutil.KFD(t, tree) }
 	for _, tc := range []struct {
@@ -522,6 +527,7 @@ func TestSysfsKFDTrees(t *testing.T) {
 }
 
 func TestBadToolOutputOneLine(t *testing.T) {
+	testutil.EndToEnd(t)
 	seed := testutil.ReadFile(t, testutil.Testdata(t, "rocm-smi", "mi250-seed-collapsed.txt"))
 	truncated := strings.Join(strings.SplitAfter(string(seed), "\n")[:16], "") // 1 of 8 bandwidth rows
 	nvOut := testutil.ReadFile(t, testutil.Testdata(t, "nvidia-smi", "h200x2-real.topo-m.txt"))

@@ -3,6 +3,7 @@ package main_test
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/amdrun/amdrun/internal/testutil"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,6 +43,7 @@ type rankReport struct {
 // amdrun on the bundled MI250 topology (the GPUs need not exist for
 // gloo) and checks each rank got what --dry-run --json promised.
 func TestTorchAllReduceThroughAmdrun(t *testing.T) {
+	testutil.EndToEnd(t)
 	py := needTorch(t)
 	script, err := filepath.Abs("../../examples/allreduce_check.py")
 	if err != nil {

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"github.com/amdrun/amdrun/internal/testutil"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -62,6 +63,7 @@ func model4(t *testing.T) *topology.Model {
 }
 
 func TestRunStepsCollectsEveryFigure(t *testing.T) {
+	testutil.EndToEnd(t)
 	r := &Result{Devices: []int{0, 1, 2}}
 	var calls []int
 	err := RunSteps(context.Background(), []Step{fakeStep(t, "d2d", 3, -1), fakeStep(t, "h2d", 3, 0), fakeStep(t, "h2d", 3, 1)}, r,
@@ -86,6 +88,7 @@ func TestRunStepsCollectsEveryFigure(t *testing.T) {
 }
 
 func TestRunStepsErrors(t *testing.T) {
+	testutil.EndToEnd(t)
 	for _, tc := range []struct {
 		step Step
 		want string

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/amdrun/amdrun/internal/testutil"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -149,6 +150,7 @@ func assertGone(t *testing.T, pm map[int]int) {
 }
 
 func TestRunPassesArgvEnvAndBinds(t *testing.T) {
+	testutil.EndToEnd(t)
 	host := hostNUMA(t)
 	allowed, err := allowedNow()
 	if err != nil {
@@ -216,6 +218,7 @@ func TestRunPassesArgvEnvAndBinds(t *testing.T) {
 }
 
 func TestRunFailFast(t *testing.T) {
+	testutil.EndToEnd(t)
 	p, dir := workerPlan(t, 3, "fail", envFailRank+"=1")
 	var out, errb syncBuffer
 	var pm pids
@@ -257,6 +260,7 @@ func TestRunFailFast(t *testing.T) {
 }
 
 func TestRunGraceThenKill(t *testing.T) {
+	testutil.EndToEnd(t)
 	p, _ := workerPlan(t, 2, "fail", envFailRank+"=0", envIgnore+"=TERM")
 	var errb syncBuffer
 	var pm pids
@@ -275,6 +279,7 @@ func TestRunGraceThenKill(t *testing.T) {
 }
 
 func TestRunWorkerKilledBySignal(t *testing.T) {
+	testutil.EndToEnd(t)
 	p, _ := workerPlan(t, 2, "selfkill", envFailRank+"=1")
 	var errb syncBuffer
 	code, err := Run(context.Background(), p, RunOptions{Stdout: newBuf(0), Stderr: &errb, Grace: 5 * time.Second})
@@ -287,6 +292,7 @@ func TestRunWorkerKilledBySignal(t *testing.T) {
 }
 
 func TestRunForwardsSIGTERM(t *testing.T) {
+	testutil.EndToEnd(t)
 	p, dir := workerPlan(t, 3, "hang")
 	sigs := make(chan os.Signal, 4)
 	out := newBuf(3)
@@ -319,6 +325,7 @@ func TestRunForwardsSIGTERM(t *testing.T) {
 }
 
 func TestRunSecondSIGINTKills(t *testing.T) {
+	testutil.EndToEnd(t)
 	p, _ := workerPlan(t, 2, "hang", envIgnore+"=INT")
 	sigs := make(chan os.Signal, 4)
 	out := newBuf(2)
@@ -345,6 +352,7 @@ func TestRunSecondSIGINTKills(t *testing.T) {
 }
 
 func TestRunContextCancel(t *testing.T) {
+	testutil.EndToEnd(t)
 	p, _ := workerPlan(t, 2, "hang")
 	out := newBuf(2)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -356,6 +364,7 @@ func TestRunContextCancel(t *testing.T) {
 }
 
 func TestRunRestarts(t *testing.T) {
+	testutil.EndToEnd(t)
 	p, dir := workerPlan(t, 2, "restart", envFailRank+"=0")
 	var errb syncBuffer
 	code, err := Run(context.Background(), p, RunOptions{Stdout: newBuf(0), Stderr: &errb, MaxRestarts: 3, Grace: 5 * time.Second})
@@ -392,6 +401,7 @@ func TestRunRestarts(t *testing.T) {
 var lineRE = regexp.MustCompile(`^\[rank(\d)\]: rank (\d) line (\d+) x+$`)
 
 func TestRunOutputPrefixFilterAndLogs(t *testing.T) {
+	testutil.EndToEnd(t)
 	p, _ := workerPlan(t, 3, "lines")
 	var out, errb syncBuffer
 	logDir := filepath.Join(t.TempDir(), "logs")
@@ -442,6 +452,7 @@ func TestRunOutputPrefixFilterAndLogs(t *testing.T) {
 }
 
 func TestRunStartFailures(t *testing.T) {
+	testutil.EndToEnd(t)
 	p, _ := workerPlan(t, 2, "hang")
 	p.Ranks[1].Argv = []string{"no-such-amdrun-worker", "x"}
 	var pm pids
@@ -472,6 +483,7 @@ func TestRunStartFailures(t *testing.T) {
 // TestKillLauncherLeavesNoWorker SIGKILLs a whole launcher (the test
 // binary as a mini amdrun) and checks its workers die with it.
 func TestKillLauncherLeavesNoWorker(t *testing.T) {
+	testutil.EndToEnd(t)
 	// Orphans come to us, so that they can be reaped and not linger as
 	// zombies that kill(pid, 0) still finds.
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
@@ -597,6 +609,7 @@ func BenchmarkLaunch(b *testing.B) {
 // SIGWINCH (which a caller's signal.Notify(ch) with no list would
 // deliver) next to SIGUSR1: only SIGUSR1 reaches the workers.
 func TestRunForwardsOnlyTheDocumentedSignals(t *testing.T) {
+	testutil.EndToEnd(t)
 	p, dir := workerPlan(t, 2, "hang")
 	sigs := make(chan os.Signal, 8)
 	out := newBuf(2)
@@ -638,6 +651,7 @@ func TestRunForwardsOnlyTheDocumentedSignals(t *testing.T) {
 // TestRunKeepsIgnoredSIGHUP runs a launcher started the way nohup starts
 // it (SIGHUP ignored): a hangup must not stop the workers.
 func TestRunKeepsIgnoredSIGHUP(t *testing.T) {
+	testutil.EndToEnd(t)
 	cmd := exec.Command("/bin/sh", "-c", `trap '' HUP; exec "$0"`, os.Args[0])
 	cmd.Env = append(withoutEnv(os.Environ(), envWorker), envLauncher+"="+t.TempDir())
 	stdout, err := cmd.StdoutPipe()
@@ -684,6 +698,7 @@ func TestRunKeepsIgnoredSIGHUP(t *testing.T) {
 // TestRunUnprefixedLastLineEnded: without prefixes too, a last line with
 // no newline is ended, so the next rank's output starts a line of its own.
 func TestRunUnprefixedLastLineEnded(t *testing.T) {
+	testutil.EndToEnd(t)
 	p, _ := workerPlan(t, 2, "lines")
 	errb := newBuf(0)
 	code, err := Run(context.Background(), p, RunOptions{Stdout: newBuf(0), Stderr: errb})
@@ -700,6 +715,7 @@ func TestRunUnprefixedLastLineEnded(t *testing.T) {
 // TestRunMissingCommand: a worker command that does not exist starts no
 // worker at all and gives one clear line and 127, whatever the rank.
 func TestRunMissingCommand(t *testing.T) {
+	testutil.EndToEnd(t)
 	for _, argv0 := range []string{"no-such-amdrun-worker", "./no/such/amdrun-worker"} {
 		p, _ := workerPlan(t, 3, "hang")
 		p.Ranks[2].Argv = []string{argv0, "x"}
@@ -726,6 +742,7 @@ func TestRunMissingCommand(t *testing.T) {
 // TestRunLogDirUnusable: a log dir that cannot be made or written fails
 // Run before any worker starts, with one line naming the path.
 func TestRunLogDirUnusable(t *testing.T) {
+	testutil.EndToEnd(t)
 	p, _ := workerPlan(t, 2, "hang")
 	file := filepath.Join(t.TempDir(), "file")
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
@@ -760,6 +777,7 @@ func (h *hookWriter) Write(p []byte) (int, error) {
 // is being summed up (no worker running) ends the run; no new group is
 // started just to be stopped.
 func TestRunNoRestartAfterSignal(t *testing.T) {
+	testutil.EndToEnd(t)
 	p, dir := workerPlan(t, 1, "restart", envFailRank+"=0", "AMDRUN_TEST_ALWAYS=1")
 	sigs := make(chan os.Signal, 4)
 	errb := &hookWriter{hook: func(b []byte) {
@@ -796,6 +814,7 @@ func TestRunNoRestartAfterSignal(t *testing.T) {
 // process group (a dataloader worker, say): Run kills what is left of
 // each rank's group when the group ends, so nothing outlives amdrun.
 func TestRunLeavesNoGrandchild(t *testing.T) {
+	testutil.EndToEnd(t)
 	p, dir := workerPlan(t, 2, "orphan")
 	code, err := Run(context.Background(), p, RunOptions{Stdout: newBuf(0), Stderr: newBuf(0), Grace: time.Second})
 	if code != 0 || err != nil {

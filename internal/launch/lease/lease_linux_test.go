@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/amdrun/amdrun/internal/testutil"
 	"io"
 	"io/fs"
 	"os"
@@ -297,6 +298,7 @@ func TestOpenDefaultFallsBack(t *testing.T) {
 // TestHolderRoundTrip: Held, in another process, reports who holds a
 // device and what they leased with it.
 func TestHolderRoundTrip(t *testing.T) {
+	testutil.EndToEnd(t)
 	d, _ := openTemp(t)
 	keys := keysN(3)
 	before := time.Now()
@@ -339,6 +341,7 @@ func TestHolderRoundTrip(t *testing.T) {
 // TestSIGKILLFreesLease: a holder killed with SIGKILL frees its devices at
 // once, with no clean-up, though its file and its content stay behind.
 func TestSIGKILLFreesLease(t *testing.T) {
+	testutil.EndToEnd(t)
 	d, _ := openTemp(t)
 	keys := keysN(3)
 	cmd, _ := startHolder(t, "hold", d.Path(), keys[:2])
@@ -578,6 +581,7 @@ func TestQueueInProcess(t *testing.T) {
 // TestQueueDeadWaiterIgnored: a waiter that dies keeps nobody waiting, and
 // its ticket is tidied away.
 func TestQueueDeadWaiterIgnored(t *testing.T) {
+	testutil.EndToEnd(t)
 	d, _ := openTemp(t)
 	cmd, _ := startHolder(t, "ticket", d.Path(), nil)
 	mine, err := d.Enqueue()
@@ -602,6 +606,7 @@ func TestQueueDeadWaiterIgnored(t *testing.T) {
 // TestQueueFirstComeFirstServed: waiters that each need every device are
 // served in the order they joined the queue.
 func TestQueueFirstComeFirstServed(t *testing.T) {
+	testutil.EndToEnd(t)
 	d, _ := openTemp(t)
 	keys := keysN(8)
 	l, err := d.Acquire(keys, CurrentHolder(nil))
@@ -660,6 +665,7 @@ func waitFor(t *testing.T, cond func() bool) {
 // TestConcurrentJobs: 16 jobs at once, each wanting 2 of 8 devices, queue
 // up, never share a device, run 4 at a time, and all finish.
 func TestConcurrentJobs(t *testing.T) {
+	testutil.EndToEnd(t)
 	if testing.Short() {
 		t.Skip("takes a few seconds")
 	}
