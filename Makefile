@@ -7,7 +7,7 @@ LDFLAGS   := -s -w -X main.version=$(VERSION)
 FUZZTIME  ?= 30s
 PKGS      := ./...
 
-.PHONY: build demo test vet lint fmt-check fuzz bench gpu-proof clean
+.PHONY: build demo test short race darwin vet lint fmt-check fuzz bench gpu-proof clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/amdrun
@@ -30,8 +30,23 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 lint:
 	$(GO) run $(STATICCHECK) ./...
 
+# Everything: unit tests and the end-to-end tier (real torch jobs, network
+# namespaces, leases across processes, other users).
 test: fmt-check vet
 	$(GO) test -count=1 $(PKGS)
+
+# The unit tier: no child processes, well under 20 s on 2 cores.
+short:
+	$(GO) test -short -count=1 $(PKGS)
+
+# The race detector over the packages that run processes and goroutines.
+race:
+	CGO_ENABLED=1 $(GO) test -race -count=1 ./internal/launch/... ./cmd/...
+
+# amdrun builds for macOS, where it plans (--dry-run) but does not launch.
+darwin:
+	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 $(GO) build -o /dev/null ./cmd/amdrun
+	GOOS=darwin GOARCH=arm64 $(GO) vet ./...
 
 # Run every fuzz target for FUZZTIME each.
 fuzz:

@@ -18,6 +18,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/amdrun/amdrun/internal/discover"
+	"github.com/amdrun/amdrun/internal/topology/rbt"
 	"io"
 	"os"
 	"os/exec"
@@ -328,24 +330,20 @@ func FromModel(m *topology.Model, host string) *Result {
 	return r
 }
 
-// RunTool runs a measuring tool (rocm_bandwidth_test) from PATH and returns
-// its standard output. Unlike discovery it has no timeout: a full run
-// takes minutes. A failure keeps the tool's last stderr line.
-func RunTool(ctx context.Context, name string, args ...string) ([]byte, error) {
-	path, err := exec.LookPath(name)
+// MeasureWithTool runs a measuring tool (rocm_bandwidth_test) with no
+// time limit (a full run takes minutes), applies its peak copy matrices
+// to m and returns them as a Result for host, to cache like the probe's.
+func MeasureWithTool(ctx context.Context, m *topology.Model, tool, host string) (*Result, error) {
+	out, err := discover.RunTool(ctx, 0, tool)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, topology.ErrToolNotFound)
+		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, path, args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		te := &topology.ToolError{Tool: name, Args: args, ExitCode: -1, Stderr: stderr.String(), Err: err}
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			te.ExitCode = ee.ExitCode()
-		}
-		return nil, te
+	res, err := rbt.Parse(bytes.NewReader(out))
+	if err != nil {
+		return nil, err
 	}
-	return stdout.Bytes(), nil
+	if err := rbt.Apply(m, res, nil); err != nil {
+		return nil, err
+	}
+	return FromModel(m, host), nil
 }

@@ -5,9 +5,11 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"strings"
+	"syscall"
 
 	"github.com/amdrun/amdrun/internal/topology"
 	"github.com/amdrun/amdrun/internal/topology/amdsmi"
@@ -44,8 +46,6 @@ type Options struct {
 	Run topology.Runner
 	// Warn receives recoverable oddities; nil drops them.
 	Warn topology.Warner
-	// NoHost skips reading the host's NUMA nodes (the saved file's are kept).
-	NoHost bool
 }
 
 // ValidSource checks a --source value.
@@ -138,9 +138,7 @@ func one(ctx context.Context, src string, o Options) (*topology.Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !o.NoHost {
-		attachHost(m, o)
-	}
+	attachHost(m, o)
 	return m, nil
 }
 
@@ -173,13 +171,26 @@ func attachHost(m *topology.Model, o Options) {
 	m.SetNUMANodes(nodes)
 }
 
+// readFile reads a saved topology: only a regular file (a FIFO would
+// block, /dev/zero never end) of at most MaxToolOutput bytes.
 func readFile(path string) (*topology.Model, error) {
-	f, err := os.Open(path)
+	// O_NONBLOCK: opening a FIFO must not wait for a writer.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fmt.Errorf("topology file: %w", err)
 	}
 	defer f.Close()
-	m, err := topology.ReadJSON(f)
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("topology file: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("topology file %s: not a regular file", path)
+	}
+	if st.Size() > MaxToolOutput {
+		return nil, fmt.Errorf("topology file %s: %w", path, ErrTooLarge)
+	}
+	m, err := topology.ReadJSON(io.LimitReader(f, MaxToolOutput))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

@@ -3,7 +3,8 @@
 // example), runs vendor tools, and attaches the host's NUMA facts.
 //
 // It exists apart from internal/topology so that topology and its parsers
-// never start a process: this package owns os/exec.
+// never start a process: this package owns os/exec for tools (the
+// launcher starts the ranks, and bench its probe).
 package discover
 
 import (
@@ -11,7 +12,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"syscall"
 	"time"
@@ -19,52 +19,112 @@ import (
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
-// ToolTimeout bounds one vendor tool run; a hung driver must not hang
-// amdrun. AMDRUN_TOOL_TIMEOUT (a duration, e.g. 90s) overrides it.
+// ToolTimeout bounds one vendor tool run during discovery: a hung driver
+// must not hang amdrun. AMDRUN_TOOL_TIMEOUT (a duration, e.g. 90s)
+// overrides it (see TimeoutFromEnv).
 const ToolTimeout = 30 * time.Second
 
-// toolTimeout is ToolTimeout or the AMDRUN_TOOL_TIMEOUT override.
-func toolTimeout() time.Duration {
-	if d, err := time.ParseDuration(os.Getenv("AMDRUN_TOOL_TIMEOUT")); err == nil && d > 0 {
+// MaxToolOutput bounds what amdrun reads of a tool's standard output (and
+// of a saved topology file): no real output comes near it, and a broken
+// tool that prints forever must not exhaust memory.
+const MaxToolOutput = 64 << 20
+
+// ErrTooLarge is wrapped when a tool's output or a file is over
+// MaxToolOutput.
+var ErrTooLarge = errors.New("larger than 64 MiB")
+
+// TimeoutFromEnv returns the tool timeout an AMDRUN_TOOL_TIMEOUT value
+// asks for, or ToolTimeout when it is empty or not a positive duration.
+func TimeoutFromEnv(v string) time.Duration {
+	if d, err := time.ParseDuration(v); err == nil && d > 0 {
 		return d
 	}
 	return ToolTimeout
 }
 
-// ExecRunner is the real topology.Runner: it runs name from PATH with args,
-// no shell, and returns its standard output. A missing tool gives an error
-// wrapping topology.ErrToolNotFound; a non-zero exit a *topology.ToolError;
-// a tool still running after the timeout is killed with everything it
-// started (its own process group) and gives a *topology.ToolError wrapping
-// context.DeadlineExceeded.
-func ExecRunner(ctx context.Context, name string, args ...string) ([]byte, error) {
+// NewRunner returns a topology.Runner that runs tools with RunTool and
+// the given timeout (0: ToolTimeout).
+func NewRunner(timeout time.Duration) topology.Runner {
+	if timeout <= 0 {
+		timeout = ToolTimeout
+	}
+	return func(ctx context.Context, name string, args ...string) ([]byte, error) {
+		return RunTool(ctx, timeout, name, args...)
+	}
+}
+
+// ExecRunner is NewRunner(ToolTimeout).
+var ExecRunner = NewRunner(ToolTimeout)
+
+// RunTool runs name from PATH with args, no shell, and returns its
+// standard output (at most MaxToolOutput bytes). A missing tool gives an
+// error wrapping topology.ErrToolNotFound; a non-zero exit a
+// *topology.ToolError with the tool's stderr word for word; a tool still
+// running after timeout (0: no limit, for measurements that take
+// minutes) is killed with everything it started (its own process group)
+// and gives a *topology.ToolError wrapping context.DeadlineExceeded.
+func RunTool(ctx context.Context, timeout time.Duration, name string, args ...string) ([]byte, error) {
 	path, err := exec.LookPath(name)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, topology.ErrToolNotFound)
 	}
-	timeout := toolTimeout()
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
 	cmd := exec.CommandContext(ctx, path, args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	// Past the limit the tool is killed (stop): left alone it would block
+	// on a full pipe until the timeout.
+	stdout := &limitedBuffer{max: MaxToolOutput, onOver: stop}
+	var stderr limitedBuffer
+	stderr.max = 1 << 20
+	cmd.Stdout, cmd.Stderr = stdout, &stderr
 	// A tool is often a script whose children keep the output pipes open:
 	// kill the whole group, and stop waiting for the pipes soon after.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = time.Second
 	err = cmd.Run()
+	if stdout.over {
+		return nil, fmt.Errorf("%s: output %w", name, ErrTooLarge)
+	}
 	if err != nil {
 		te := &topology.ToolError{Tool: name, Args: args, ExitCode: -1, Stderr: stderr.String(), Err: err}
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
 			te.ExitCode = ee.ExitCode()
 		}
-		if ctx.Err() != nil {
-			te.Stderr = fmt.Sprintf("timed out after %s (set AMDRUN_TOOL_TIMEOUT to wait longer)", timeout)
-			te.Err = ctx.Err()
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			te.Err = fmt.Errorf("timed out after %s (set AMDRUN_TOOL_TIMEOUT to wait longer): %w", timeout, ctx.Err())
 		}
 		return nil, te
 	}
 	return stdout.Bytes(), nil
 }
+
+// limitedBuffer keeps at most max bytes; a write past it fails. The
+// buffer is a field, not embedded: an embedded bytes.Buffer would lend
+// its ReadFrom to io.Copy, which would then bypass Write and the limit.
+type limitedBuffer struct {
+	buf    bytes.Buffer
+	max    int
+	over   bool
+	onOver func() // called once, at the first write past max
+}
+
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	if b.buf.Len()+len(p) > b.max {
+		if !b.over && b.onOver != nil {
+			b.onOver()
+		}
+		b.over = true
+		return 0, ErrTooLarge
+	}
+	return b.buf.Write(p)
+}
+
+func (b *limitedBuffer) String() string { return b.buf.String() }
+func (b *limitedBuffer) Bytes() []byte  { return b.buf.Bytes() }

@@ -69,6 +69,20 @@ const (
 	DefaultRunID      = "none"
 )
 
+// RankVars are the variables a plan may set in a rank's environment:
+// the visible-device variables, torchrun's rank contract, and defaults
+// amdrun sets only when the user has not (OMP_NUM_THREADS,
+// TORCH_NCCL_ASYNC_ERROR_HANDLING). ROCR_VISIBLE_DEVICES is listed
+// because it decides what the others mean, though amdrun never sets it.
+// A dry run shows these; the torchrun launcher drops the rank contract.
+var RankVars = []string{
+	"CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER",
+	"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
+	"ROLE_NAME", "ROLE_RANK", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+	"TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
+	"TORCHELASTIC_USE_AGENT_STORE", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "OMP_NUM_THREADS",
+}
+
 // Spec is everything NewPlan needs. Zero values are documented per field.
 type Spec struct {
 	// Devices are the chosen devices in rank order (local rank i runs on
@@ -210,7 +224,7 @@ func NewPlan(s Spec) (*Plan, error) {
 	binds := bindRanks(s.Devices, s.HostNUMA, s.AllowedCPUs, bind, &p.Warnings)
 	allowed := allowedCPUs(s.HostNUMA, s.AllowedCPUs)
 
-	_, ompSet := lookupEnv(s.Env, "OMP_NUM_THREADS")
+	_, ompSet := LookupEnv(s.Env, "OMP_NUM_THREADS")
 	var ompNotes []string
 	ompValues := map[int]bool{}
 	for lr, d := range s.Devices {
@@ -245,7 +259,7 @@ func NewPlan(s Spec) (*Plan, error) {
 			"TORCHELASTIC_USE_AGENT_STORE":    "False",
 			"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
 		}
-		if _, ok := lookupEnv(s.Env, "TORCH_NCCL_ASYNC_ERROR_HANDLING"); ok {
+		if _, ok := LookupEnv(s.Env, "TORCH_NCCL_ASYNC_ERROR_HANDLING"); ok {
 			delete(set, "TORCH_NCCL_ASYNC_ERROR_HANDLING")
 		}
 		if !ompSet {
@@ -418,17 +432,6 @@ func intersect(a, b []int) []int {
 	}
 	sort.Ints(out)
 	return out
-}
-
-// lookupEnv finds key in a KEY=VAL list; the last entry wins, as in exec.
-func lookupEnv(env []string, key string) (string, bool) {
-	val, ok := "", false
-	for _, kv := range env {
-		if k, v, found := strings.Cut(kv, "="); found && k == key {
-			val, ok = v, true
-		}
-	}
-	return val, ok
 }
 
 // mergeEnv returns base with the variables of set replacing theirs in

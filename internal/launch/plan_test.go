@@ -18,15 +18,6 @@ func twoSocketHost() []topology.NUMANode {
 	return []topology.NUMANode{{ID: 0, CPUs: n0}, {ID: 1, CPUs: n1}}
 }
 
-func envMap(env []string) map[string]string {
-	m := map[string]string{}
-	for _, kv := range env {
-		k, v, _ := strings.Cut(kv, "=")
-		m[k] = v
-	}
-	return m
-}
-
 func baseSpec() Spec {
 	devs := amdNode()
 	return Spec{
@@ -61,7 +52,7 @@ func TestPlanEnv(t *testing.T) {
 		"HIP_VISIBLE_DEVICES": "4,5,0,1", "CUDA_VISIBLE_DEVICES": "4,5,0,1",
 		"PATH": "/usr/bin", "NCCL_NVLS_ENABLE": "0", "HOME": "/root",
 	}
-	if got := envMap(r.Env); !reflect.DeepEqual(got, want) {
+	if got := EnvMap(r.Env); !reflect.DeepEqual(got, want) {
 		t.Errorf("rank 6 env:\n got %v\nwant %v", got, want)
 	}
 	if r.Rank != 6 || r.LocalRank != 2 || r.Device.Index != 0 {
@@ -91,7 +82,7 @@ func TestPlanEnvUserSettingsKept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := envMap(p.Ranks[3].Env)
+	got := EnvMap(p.Ranks[3].Env)
 	for k, v := range map[string]string{"OMP_NUM_THREADS": "7", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "3",
 		"RANK": "3", "WORLD_SIZE": "4", "GROUP_WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
 		"MASTER_PORT": "29500", "TORCHELASTIC_RUN_ID": "none"} {
@@ -182,7 +173,7 @@ func TestPlanBinding(t *testing.T) {
 				if r.NUMANode != w.node || topology.FormatCPUList(r.CPUs) != w.cpus || !reflect.DeepEqual(r.Mems, w.mems) {
 					t.Errorf("rank %d: node %d cpus %q mems %v, want %d %q %v", i, r.NUMANode, topology.FormatCPUList(r.CPUs), r.Mems, w.node, w.cpus, w.mems)
 				}
-				if got := envMap(r.Env)["OMP_NUM_THREADS"]; got != w.omp {
+				if got := EnvMap(r.Env)["OMP_NUM_THREADS"]; got != w.omp {
 					t.Errorf("rank %d: OMP_NUM_THREADS=%s, want %s", i, got, w.omp)
 				}
 				if r.Bound() != (w.cpus != "") {

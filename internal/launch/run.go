@@ -17,8 +17,8 @@ import (
 // before doing anything else.
 const ShimArg = "__amdrun_bind"
 
-// DefaultGrace is the time between SIGTERM and SIGKILL when
-// RunOptions.Grace is zero.
+// DefaultGrace is amdrun's default time between SIGTERM and SIGKILL
+// (--grace).
 const DefaultGrace = 10 * time.Second
 
 // ErrNotSupported is returned by Run and ShimMain on systems other than
@@ -39,8 +39,8 @@ type RunOptions struct {
 	// RanksFilter lists the local ranks whose output reaches the console;
 	// nil means all. Log files always get everything.
 	RanksFilter []int
-	// Grace is the time between SIGTERM and SIGKILL; zero means
-	// DefaultGrace.
+	// Grace is the time between SIGTERM and SIGKILL; zero sends SIGKILL
+	// right after SIGTERM.
 	Grace time.Duration
 	// MaxRestarts is how often a failed group is restarted; zero means the
 	// plan's MaxRestarts.
@@ -55,6 +55,15 @@ type RunOptions struct {
 	// OnStart, when set, is called with each worker's global rank and pid
 	// right after it starts.
 	OnStart func(rank, pid int)
+}
+
+// execFailureCode is the exit status of a command that could not be run,
+// as a shell reports it: 127 when it does not exist, 126 otherwise.
+func execFailureCode(err error) int {
+	if errors.Is(err, fs.ErrNotExist) { // also unix.ENOENT from exec
+		return 127
+	}
+	return 126
 }
 
 // lookPath finds file in the directories of path (a PATH value) as

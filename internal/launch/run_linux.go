@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -60,8 +59,8 @@ func Run(ctx context.Context, p *Plan, o RunOptions) (exitCode int, err error) {
 	if o.Stderr == nil {
 		o.Stderr = os.Stderr
 	}
-	if o.Grace <= 0 {
-		o.Grace = DefaultGrace
+	if o.Grace < 0 {
+		o.Grace = 0
 	}
 	if o.MaxRestarts == 0 {
 		o.MaxRestarts = p.MaxRestarts
@@ -227,11 +226,7 @@ func (s *supervisor) attempt(ctx context.Context, attempt int) (int, error) {
 		env := withEnv(r.Env, "TORCHELASTIC_RESTART_COUNT", strconv.Itoa(attempt))
 		path, args, err := s.command(r, env)
 		if err != nil {
-			code := 126
-			if errors.Is(err, fs.ErrNotExist) {
-				code = 127
-			}
-			return code, fmt.Errorf("launch: rank %d: %w", r.Rank, err)
+			return execFailureCode(err), fmt.Errorf("launch: rank %d: %w", r.Rank, err)
 		}
 		cmds[i] = command{path: path, args: args, env: env}
 	}
@@ -241,10 +236,7 @@ func (s *supervisor) attempt(ctx context.Context, attempt int) (int, error) {
 		w, err := s.start(&s.plan.Ranks[i], cmds[i], exits)
 		if err != nil {
 			startErr = fmt.Errorf("launch: rank %d: %w", s.plan.Ranks[i].Rank, err)
-			startCode = 126
-			if errors.Is(err, fs.ErrNotExist) {
-				startCode = 127
-			}
+			startCode = execFailureCode(err)
 			break
 		}
 		g.workers = append(g.workers, w)
@@ -423,7 +415,7 @@ type command struct {
 // bind shim around it.
 func (s *supervisor) command(r *Rank, env []string) (string, []string, error) {
 	if !r.Bound() {
-		pathVar, _ := lookupEnv(env, "PATH")
+		pathVar, _ := LookupEnv(env, "PATH")
 		p, err := lookPath(r.Argv[0], pathVar)
 		if err != nil {
 			return "", nil, err

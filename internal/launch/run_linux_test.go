@@ -209,7 +209,7 @@ func TestRunPassesArgvEnvAndBinds(t *testing.T) {
 					t.Errorf("rank %d mempolicy %d mask %#x, want %d %#x", r.Rank, got.Policy, got.PolicyMask, wantPol, wantMask)
 				}
 			}
-			e := envMap(p.Ranks[1].Env)
+			e := EnvMap(p.Ranks[1].Env)
 			if e["NCCL_NVLS_ENABLE"] != "0" || e["WEIRD"] != "a=b c" || e["HIP_VISIBLE_DEVICES"] != "0,1,3,2" || e["LOCAL_RANK"] != "1" {
 				t.Errorf("plan env lost something: %v", e)
 			}

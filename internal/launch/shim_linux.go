@@ -1,9 +1,7 @@
 package launch
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"runtime"
 	"unsafe"
@@ -59,17 +57,11 @@ func ShimMain(args []string) int {
 	path, err := lookPath(sa.argv[0], os.Getenv("PATH"))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "amdrun bind: %v\n", err)
-		if errors.Is(err, fs.ErrNotExist) {
-			return 127
-		}
-		return 126
+		return execFailureCode(err)
 	}
 	err = unix.Exec(path, sa.argv, os.Environ())
 	fmt.Fprintf(os.Stderr, "amdrun bind: exec %s: %v\n", path, err)
-	if errors.Is(err, unix.ENOENT) {
-		return 127
-	}
-	return 126
+	return execFailureCode(err)
 }
 
 // setMempolicy sets the calling thread's memory policy to nodes.

@@ -208,6 +208,26 @@ func (m *Mask) Candidates() []int {
 	return append([]int(nil), m.cands...)
 }
 
+// Narrow returns the devices of list (indices, nil meaning every device)
+// that the mask leaves visible, in list's order; nil when neither list
+// nor the mask restricts anything.
+func (m *Mask) Narrow(list []int) []int {
+	cands := m.Candidates()
+	if list == nil || cands == nil {
+		if list == nil {
+			return cands
+		}
+		return list
+	}
+	out := []int{}
+	for _, d := range list {
+		if m.Allows(d) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
 // Allows says whether the device with index i is visible under the mask.
 func (m *Mask) Allows(i int) bool {
 	if m == nil || m.cands == nil {

@@ -68,3 +68,16 @@ func FormatCPUList(cpus []int) string {
 	}
 	return b.String()
 }
+
+// JoinInts writes xs as "0,1,6,7", every number written out
+// (FormatCPUList writes ranges instead).
+func JoinInts(xs []int) string {
+	var b strings.Builder
+	for i, x := range xs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(x))
+	}
+	return b.String()
+}

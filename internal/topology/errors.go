@@ -63,7 +63,12 @@ func (e *ToolError) Error() string {
 		msg = msg[:i]
 	}
 	s := strings.Join(append([]string{e.Tool}, e.Args...), " ")
-	s += fmt.Sprintf(": exit status %d", e.ExitCode)
+	if e.ExitCode < 0 && e.Err != nil {
+		// Killed or never waited for (a timeout): the reason, not a status.
+		s += ": " + e.Err.Error()
+	} else {
+		s += fmt.Sprintf(": exit status %d", e.ExitCode)
+	}
 	if msg != "" {
 		s += ": " + msg
 	}

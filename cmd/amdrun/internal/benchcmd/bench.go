@@ -4,9 +4,9 @@
 package benchcmd
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,9 +17,7 @@ import (
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
 	"github.com/amdrun/amdrun/internal/bench"
-	"github.com/amdrun/amdrun/internal/launch"
 	"github.com/amdrun/amdrun/internal/topology"
-	"github.com/amdrun/amdrun/internal/topology/rbt"
 	"github.com/spf13/cobra"
 )
 
@@ -35,9 +33,10 @@ type Options struct {
 	Devices []int
 	SizeMiB int
 	Iters   int
-	Python  string
-	JSON    bool
-	NoH2D   bool
+	// Python is the interpreter with torch, resolved (Factory.Python).
+	Python string
+	JSON   bool
+	NoH2D  bool
 	// Tool, when set, is a measuring tool to run instead of the PyTorch
 	// probe: "rocm_bandwidth_test".
 	Tool string
@@ -71,6 +70,7 @@ the default, or measured) and --explain says so.`,
 			if opts.SizeMiB < 1 || opts.Iters < 1 {
 				return cmdutil.FlagErrorf("--size and --iters must be at least 1")
 			}
+			opts.Python = f.Python(opts.Python)
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -94,90 +94,60 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
+	host, _ := os.Hostname()
 	if o.Tool != "" {
-		return runTool(ctx, o, m)
-	}
-	devs := o.Devices
-	if devs == nil {
-		for i := range m.Devices {
-			devs = append(devs, i)
+		if _, err := exec.LookPath(o.Tool); err != nil {
+			return fmt.Errorf("%s: %w", o.Tool, topology.ErrToolNotFound)
 		}
-	}
-	if len(devs) < 1 {
-		return fmt.Errorf("bench: no devices to measure")
-	}
-	keys := m.Keys()
-	var runtime []string
-	for _, d := range devs {
-		if d < 0 || d >= m.N() {
-			return &cmdutil.FlagError{Err: fmt.Errorf("--devices: device %d does not exist (%d devices)", d, m.N())}
-		}
-		runtime = append(runtime, fmt.Sprint(m.Devices[d].RuntimeIndex))
-	}
-	py := o.Python
-	if py == "" {
-		py = o.Getenv("PYTHON_EXEC")
-	}
-	if py == "" {
-		py = "python3"
-	}
-	vis := strings.Join(runtime, ",")
-	env := append(append([]string(nil), o.Env()...), "CUDA_VISIBLE_DEVICES="+vis, "HIP_VISIBLE_DEVICES="+vis)
-	if m.Vendor == topology.VendorNVIDIA {
-		env = append(env, "CUDA_DEVICE_ORDER=PCI_BUS_ID")
-	}
-	probe := func(mode string) []string {
-		return []string{py, "-c", bench.Probe(), mode, fmt.Sprint(o.SizeMiB), fmt.Sprint(o.Iters)}
-	}
-	steps := []bench.Step{{Argv: probe("d2d"), Env: env, NUMA: -1, Mode: "d2d"}}
-	if !o.NoH2D {
-		nodes, err := o.HostNUMA()
-		if err != nil {
-			return fmt.Errorf("bench: host NUMA nodes: %w", err)
-		}
-		self, err := o.Executable()
+		fmt.Fprintf(o.IO.ErrOut, "amdrun bench: running %s (this takes a few minutes)\n", o.Tool)
+		r, err := bench.MeasureWithTool(ctx, m, o.Tool, host)
 		if err != nil {
 			return err
 		}
-		for _, n := range nodes {
-			if len(n.CPUs) == 0 {
-				continue
-			}
-			argv := launch.ShimArgv(self, n.CPUs, []int{n.ID}, launch.MemBind, probe("h2d"))
-			steps = append(steps, bench.Step{Argv: argv, Env: env, NUMA: n.ID, Mode: "h2d"})
-		}
+		return finish(o, m, r)
 	}
-	host, _ := os.Hostname()
-	r := &bench.Result{Host: host, Keys: keys, Devices: devs, SizeMiB: o.SizeMiB, Iters: o.Iters}
-	var progress bench.Progress
+	spec := bench.StepsSpec{Devices: o.Devices, Python: o.Python, SizeMiB: o.SizeMiB, Iters: o.Iters, Env: o.Env()}
+	if !o.NoH2D {
+		spec.HostNUMA, spec.Self = o.HostNUMA, o.Executable
+	}
+	steps, devs, err := bench.Steps(m, spec)
+	var de *bench.DeviceError
+	if errors.As(err, &de) {
+		return &cmdutil.FlagError{Err: fmt.Errorf("--devices: %w", err)}
+	}
+	if err != nil {
+		return err
+	}
+	r := &bench.Result{Host: host, Keys: m.Keys(), Devices: devs, SizeMiB: o.SizeMiB, Iters: o.Iters}
+	err = bench.RunSteps(ctx, steps, r, progress(o), nil)
 	if o.IO.IsStderrTTY() {
-		progress = func(done, total int, el time.Duration) {
+		fmt.Fprintln(o.IO.ErrOut) // end the progress bar's line
+	}
+	if err != nil {
+		return err
+	}
+	return finish(o, m, r)
+}
+
+// progress draws a bar on a terminal, else a line at each quarter.
+func progress(o *Options) bench.Progress {
+	if o.IO.IsStderrTTY() {
+		return func(done, total int, el time.Duration) {
 			width := 30
 			fill := width * done / max(total, 1)
 			fmt.Fprintf(o.IO.ErrOut, "\r[%s%s] %d/%d figures, %.1fs", strings.Repeat("#", fill), strings.Repeat(".", width-fill), done, total, el.Seconds())
 		}
-	} else {
-		last := -1
-		progress = func(done, total int, el time.Duration) {
-			if q := 4 * done / max(total, 1); q != last {
-				last = q
-				fmt.Fprintf(o.IO.ErrOut, "amdrun bench: %d/%d figures, %.1fs\n", done, total, el.Seconds())
-			}
+	}
+	last := -1
+	return func(done, total int, el time.Duration) {
+		if q := 4 * done / max(total, 1); q != last {
+			last = q
+			fmt.Fprintf(o.IO.ErrOut, "amdrun bench: %d/%d figures, %.1fs\n", done, total, el.Seconds())
 		}
 	}
-	if err := bench.RunSteps(ctx, steps, r, progress, nil); err != nil {
-		if o.IO.IsStderrTTY() {
-			fmt.Fprintln(o.IO.ErrOut)
-		}
-		return err
-	}
-	if o.IO.IsStderrTTY() {
-		fmt.Fprintln(o.IO.ErrOut)
-	}
-	return finish(o, m, r, host)
 }
 
-func print(o *Options, m *topology.Model, r *bench.Result, path string) {
+func printResult(o *Options, m *topology.Model, r *bench.Result, path string) {
 	w := o.IO.Out
 	if r.SizeMiB > 0 {
 		fmt.Fprintf(w, "Device-to-device copy bandwidth, GB/s (row: from, column: to; %d MiB x %d)\n", r.SizeMiB, r.Iters)
@@ -228,35 +198,12 @@ func print(o *Options, m *topology.Model, r *bench.Result, path string) {
 	}
 }
 
-// runTool measures with rocm_bandwidth_test: its peak copy bandwidth
-// matrices replace the model's theoretical links, and the result is cached
-// like the probe's.
-func runTool(ctx context.Context, o *Options, m *topology.Model) error {
-	if _, err := exec.LookPath(o.Tool); err != nil {
-		return fmt.Errorf("%s: %w", o.Tool, topology.ErrToolNotFound)
-	}
-	fmt.Fprintf(o.IO.ErrOut, "amdrun bench: running %s (this takes a few minutes)\n", o.Tool)
-	out, err := bench.RunTool(ctx, o.Tool)
-	if err != nil {
-		return err
-	}
-	res, err := rbt.Parse(bytes.NewReader(out))
-	if err != nil {
-		return err
-	}
-	if err := rbt.Apply(m, res, nil); err != nil {
-		return err
-	}
-	host, _ := os.Hostname()
-	return finish(o, m, bench.FromModel(m, host), host)
-}
-
 // finish caches a measurement for this host and prints it.
-func finish(o *Options, m *topology.Model, r *bench.Result, host string) error {
+func finish(o *Options, m *topology.Model, r *bench.Result) error {
 	path := ""
 	dir, err := bench.CacheDir(o.Getenv)
 	if err == nil {
-		path = bench.CachePath(dir, host, r.Keys)
+		path = bench.CachePath(dir, r.Host, r.Keys)
 		err = bench.Save(path, r)
 	}
 	if err != nil {
@@ -267,6 +214,6 @@ func finish(o *Options, m *topology.Model, r *bench.Result, host string) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(r)
 	}
-	print(o, m, r, path)
+	printResult(o, m, r, path)
 	return nil
 }

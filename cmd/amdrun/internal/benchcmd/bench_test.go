@@ -33,8 +33,8 @@ func TestNewCmdBenchFlags(t *testing.T) {
 		args []string
 		want want
 	}{
-		{"defaults", nil, want{SizeMiB: 256, Iters: 10}},
-		{"devices", []string{"--devices", "0-3,6"}, want{Devices: []int{0, 1, 2, 3, 6}, SizeMiB: 256, Iters: 10}},
+		{"defaults", nil, want{SizeMiB: 256, Iters: 10, Python: "python3"}},
+		{"devices", []string{"--devices", "0-3,6"}, want{Devices: []int{0, 1, 2, 3, 6}, SizeMiB: 256, Iters: 10, Python: "python3"}},
 		{"everything", []string{"--size", "64", "--iters", "3", "--python", "/opt/py", "--json", "--no-host"},
 			want{SizeMiB: 64, Iters: 3, Python: "/opt/py", JSON: true, NoH2D: true}},
 	}

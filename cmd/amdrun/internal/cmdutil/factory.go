@@ -10,6 +10,8 @@ import (
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
 	"github.com/amdrun/amdrun/internal/bench"
 	"github.com/amdrun/amdrun/internal/discover"
+	"github.com/amdrun/amdrun/internal/launch"
+	"github.com/amdrun/amdrun/internal/launch/lease"
 	"github.com/amdrun/amdrun/internal/topology"
 	"github.com/amdrun/amdrun/internal/topology/host"
 )
@@ -25,7 +27,10 @@ type TopoFlags struct {
 }
 
 // Factory holds what commands depend on. Costly members are lazy funcs,
-// so `--help` and flag errors never probe hardware.
+// so `--help` and flag errors never probe hardware. It is also the one
+// place configuration is resolved (flag, then environment, then
+// default): SysfsRoot, LeaseDir, Python, ToolTimeout; so that `ps`,
+// `doctor`, `bench` and the launcher never disagree.
 type Factory struct {
 	IOStreams *iostreams.IOStreams
 	Version   string
@@ -52,31 +57,71 @@ type Factory struct {
 	err   error
 }
 
+// Getenv looks key up in Env; the last assignment wins, as for a program
+// exec'd with that environment (launch.LookupEnv is the one rule).
+func (f *Factory) Getenv(key string) string {
+	return launch.Getenv(f.Env(), key)
+}
+
+// SysfsRoot is the directory sysfs and /proc are read under:
+// --sysfs-root, else $AMDRUN_SYSFS_ROOT, else "/".
+func (f *Factory) SysfsRoot() string {
+	if f.Topo.SysfsRoot != "" {
+		return f.Topo.SysfsRoot
+	}
+	if r := f.Getenv("AMDRUN_SYSFS_ROOT"); r != "" {
+		return r
+	}
+	return "/"
+}
+
+// LeaseDir is the lease directory a command's --lease-dir flag value
+// names: flag, else $AMDRUN_LEASE_DIR; "" means lease.DefaultDir (with
+// the fallbacks OpenLeases applies to it).
+func (f *Factory) LeaseDir(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	return f.Getenv("AMDRUN_LEASE_DIR")
+}
+
+// OpenLeases opens the lease directory LeaseDir(flag) resolves to.
+func (f *Factory) OpenLeases(flag string) (*lease.Dir, error) {
+	if dir := f.LeaseDir(flag); dir != "" {
+		return lease.Open(dir, f.Warn)
+	}
+	return lease.OpenDefault(lease.DefaultDir, f.Warn)
+}
+
+// Python is the interpreter a command's --python flag value names: flag,
+// else $PYTHON_EXEC, else python3 (looked up on PATH when run).
+func (f *Factory) Python(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	if p := f.Getenv("PYTHON_EXEC"); p != "" {
+		return p
+	}
+	return "python3"
+}
+
+// ToolTimeout bounds a vendor tool run: $AMDRUN_TOOL_TIMEOUT, else
+// discover.ToolTimeout.
+func (f *Factory) ToolTimeout() time.Duration {
+	return discover.TimeoutFromEnv(f.Getenv("AMDRUN_TOOL_TIMEOUT"))
+}
+
 // Topology discovers the node once, with the root's topology flags.
 func (f *Factory) Topology(ctx context.Context) (*topology.Model, error) {
 	f.once.Do(func() {
-		sysfs := f.Topo.SysfsRoot
-		if sysfs == "" {
-			sysfs = f.Getenv("AMDRUN_SYSFS_ROOT")
-		}
 		f.model, f.err = f.Discover(ctx, discover.Options{
-			Source: f.Topo.Source, SysfsRoot: sysfs, File: f.Topo.File, Warn: f.Warn,
+			Source: f.Topo.Source, SysfsRoot: f.SysfsRoot(), File: f.Topo.File, Run: f.Run, Warn: f.Warn,
 		})
 		if f.err == nil {
 			f.err = f.applyMeasured(f.model)
 		}
 	})
 	return f.model, f.err
-}
-
-// Getenv looks key up in Env.
-func (f *Factory) Getenv(key string) string {
-	for _, kv := range f.Env() {
-		if len(kv) > len(key) && kv[len(key)] == '=' && kv[:len(key)] == key {
-			return kv[len(key)+1:]
-		}
-	}
-	return ""
 }
 
 // New returns the Factory of the real process.
@@ -89,17 +134,12 @@ func New(version string) *Factory {
 		Executable: os.Executable,
 		Now:        time.Now,
 		Discover:   discover.Discover,
-		Run:        discover.ExecRunner,
+	}
+	f.Run = func(ctx context.Context, name string, args ...string) ([]byte, error) {
+		return discover.RunTool(ctx, f.ToolTimeout(), name, args...)
 	}
 	f.HostNUMA = func() ([]topology.NUMANode, error) {
-		root := f.Topo.SysfsRoot
-		if root == "" {
-			root = f.Getenv("AMDRUN_SYSFS_ROOT")
-		}
-		if root == "" {
-			root = "/"
-		}
-		return host.NUMANodes(root)
+		return host.NUMANodes(f.SysfsRoot())
 	}
 	f.Warn = func(format string, args ...any) {
 		Warnf(io, format, args...)

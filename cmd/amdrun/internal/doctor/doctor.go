@@ -51,8 +51,9 @@ type Options struct {
 	Run topology.Runner
 	// HostNUMA returns this host's NUMA nodes.
 	HostNUMA func() ([]topology.NUMANode, error)
-	Python   string
-	JSON     bool
+	// Python is the interpreter to check, resolved (Factory.Python).
+	Python string
+	JSON   bool
 }
 
 // NewCmdDoctor returns `amdrun doctor`.
@@ -70,14 +71,9 @@ whether python3 and torch are found and which devices torch sees.
 Exits 0 when no check fails.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.Root = f.Topo.SysfsRoot
-			if opts.Root == "" {
-				opts.Root = f.Getenv("AMDRUN_SYSFS_ROOT")
-			}
-			if opts.Root == "" {
-				opts.Root = "/"
-			}
-			opts.Leases = func() (*lease.Dir, error) { return cmdutil.OpenLeases(f, leaseDir) }
+			opts.Root = f.SysfsRoot()
+			opts.Python = f.Python(opts.Python)
+			opts.Leases = func() (*lease.Dir, error) { return f.OpenLeases(leaseDir) }
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -286,16 +282,6 @@ print(torch.__version__, "hip" if hip else ("cuda" if torch.version.cuda else "c
 
 func torchCheck(ctx context.Context, o *Options) Check {
 	py := o.Python
-	if py == "" {
-		for _, kv := range o.Env() {
-			if v, ok := strings.CutPrefix(kv, "PYTHON_EXEC="); ok {
-				py = v
-			}
-		}
-	}
-	if py == "" {
-		py = "python3"
-	}
 	out, err := o.Run(ctx, py, "-c", torchProbe)
 	if err != nil {
 		why := err.Error()

@@ -61,6 +61,7 @@ func options(t *testing.T, edit func(*doctor.Options)) (*doctor.Options, *bytes.
 		}),
 		Leases: func() (*lease.Dir, error) { return lease.Open(leaseDir, nil) },
 		Run:    torch("2.11.0 cuda 2\n", nil),
+		Python: "python3",
 	}
 	if edit != nil {
 		edit(o)
@@ -177,9 +178,9 @@ func TestChecks(t *testing.T) {
 			advice: []string{"install PyTorch"},
 		},
 		{
-			name: "python from PYTHON_EXEC", check: "python + torch", status: doctor.OK,
+			name: "python given", check: "python + torch", status: doctor.OK,
 			edit: func(o *doctor.Options) {
-				o.Env = func() []string { return []string{"PYTHON_EXEC=/opt/py/bin/python"} }
+				o.Python = "/opt/py/bin/python"
 				o.Run = func(ctx context.Context, name string, args ...string) ([]byte, error) {
 					if name != "/opt/py/bin/python" || len(args) != 2 || args[0] != "-c" {
 						return nil, errors.New("wrong interpreter " + name)
@@ -380,9 +381,12 @@ func TestNewCmdDoctor(t *testing.T) {
 		wantJSON   bool
 		wantPython string
 	}{
-		{name: "defaults", wantRoot: "/"},
-		{name: "root from the environment", env: []string{"AMDRUN_SYSFS_ROOT=/captured"}, wantRoot: "/captured"},
-		{name: "sysfs-root flag wins", env: []string{"AMDRUN_SYSFS_ROOT=/captured"}, sysfsRoot: "/flag", wantRoot: "/flag"},
+		{name: "defaults", wantRoot: "/", wantPython: "python3"},
+		{name: "root from the environment", env: []string{"AMDRUN_SYSFS_ROOT=/captured"}, wantRoot: "/captured", wantPython: "python3"},
+		{name: "sysfs-root flag wins", env: []string{"AMDRUN_SYSFS_ROOT=/captured"}, sysfsRoot: "/flag", wantRoot: "/flag", wantPython: "python3"},
+		{name: "python from PYTHON_EXEC, the last assignment winning as in exec",
+			env:      []string{"PYTHON_EXEC=/first", "AMDRUN_SYSFS_ROOT=/a", "PYTHON_EXEC=/opt/py/bin/python", "AMDRUN_SYSFS_ROOT=/b"},
+			wantRoot: "/b", wantPython: "/opt/py/bin/python"},
 		{name: "json and python", args: []string{"--json", "--python", "/usr/bin/python3.12"}, wantRoot: "/", wantJSON: true, wantPython: "/usr/bin/python3.12"},
 	}
 	for _, tt := range tests {

@@ -36,7 +36,7 @@ amdrun job: pid, user, start time, command), busy (another process has memory
 on it or runs on it, as the vendor tool or KFD reports), or free.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.Leases = func() (*lease.Dir, error) { return cmdutil.OpenLeases(f, dir) }
+			opts.Leases = func() (*lease.Dir, error) { return f.OpenLeases(dir) }
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}

@@ -12,42 +12,23 @@ import (
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
-// amdrunVars are the variables amdrun sets per rank; a dry run shows them.
-var amdrunVars = []string{
-	"CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER",
-	"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
-	"ROLE_NAME", "ROLE_RANK", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-	"TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
-	"TORCHELASTIC_USE_AGENT_STORE", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "OMP_NUM_THREADS",
-}
-
 func visibleString(p *launch.Plan) string {
 	if len(p.Ranks) == 0 {
 		return ""
 	}
-	env := envMap(p.Ranks[0].Env)
-	if v, ok := env["CUDA_VISIBLE_DEVICES"]; ok {
+	env := launch.EnvMap(p.Ranks[0].Env)
+	if v, ok := env[launch.EnvCUDAVisible]; ok {
 		return v
 	}
-	return env["HIP_VISIBLE_DEVICES"]
-}
-
-func envMap(env []string) map[string]string {
-	m := make(map[string]string, len(env))
-	for _, kv := range env {
-		k, v, _ := strings.Cut(kv, "=")
-		m[k] = v
-	}
-	return m
+	return env[launch.EnvHIPVisible]
 }
 
 func printPlan(w io.Writer, m *topology.Model, c *selector.Choice, p *launch.Plan) {
 	fmt.Fprintf(w, "Topology: %s\n", m.String())
 	fmt.Fprintf(w, "Policy:   %s, score %s\n", c.Policy, c.Score.String())
-	fmt.Fprintf(w, "Devices:  %s\n", joinInts(c.Devices, ","))
-	fmt.Fprintf(w, "Visible:  CUDA_VISIBLE_DEVICES=%s HIP_VISIBLE_DEVICES=%s\n",
-		envMap(p.Ranks[0].Env)["CUDA_VISIBLE_DEVICES"], envMap(p.Ranks[0].Env)["HIP_VISIBLE_DEVICES"])
-	r0 := envMap(p.Ranks[0].Env)
+	fmt.Fprintf(w, "Devices:  %s\n", topology.JoinInts(c.Devices))
+	r0 := launch.EnvMap(p.Ranks[0].Env)
+	fmt.Fprintf(w, "Visible:  CUDA_VISIBLE_DEVICES=%s HIP_VISIBLE_DEVICES=%s\n", r0[launch.EnvCUDAVisible], r0[launch.EnvHIPVisible])
 	fmt.Fprintf(w, "Master:   %s:%s (world size %d)\n\n", r0["MASTER_ADDR"], r0["MASTER_PORT"], p.WorldSize)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "RANK\tLOCAL\tDEVICE\tNUMA\tCPUS\tCOMMAND")
@@ -78,16 +59,8 @@ func quoteArgv(argv []string) string {
 	return strings.Join(out, " ")
 }
 
-func joinInts(xs []int, sep string) string {
-	s := make([]string, len(xs))
-	for i, x := range xs {
-		s[i] = fmt.Sprint(x)
-	}
-	return strings.Join(s, sep)
-}
-
 func printExplain(w io.Writer, m *topology.Model, c *selector.Choice) {
-	fmt.Fprintf(w, "\nWhy %s (policy %s, bandwidth %s", joinInts(c.Devices, ","), c.Policy, m.Bandwidth)
+	fmt.Fprintf(w, "\nWhy %s (policy %s, bandwidth %s", topology.JoinInts(c.Devices), c.Policy, m.Bandwidth)
 	if c.Exact {
 		fmt.Fprintf(w, ", exact search, %d sets examined", c.Considered)
 	} else {
@@ -96,12 +69,12 @@ func printExplain(w io.Writer, m *topology.Model, c *selector.Choice) {
 	fmt.Fprintln(w, "):")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  \tSET\tSCORE")
-	fmt.Fprintf(tw, "  chosen\t%s\t%s\n", joinInts(c.Devices, ","), c.Score.String())
+	fmt.Fprintf(tw, "  chosen\t%s\t%s\n", topology.JoinInts(c.Devices), c.Score.String())
 	for i, a := range c.Alternatives {
-		fmt.Fprintf(tw, "  #%d\t%s\t%s\n", i+2, joinInts(a.Devices, ","), a.Score.String())
+		fmt.Fprintf(tw, "  #%d\t%s\t%s\n", i+2, topology.JoinInts(a.Devices), a.Score.String())
 	}
 	if c.Naive != nil {
-		fmt.Fprintf(tw, "  naive (first free)\t%s\t%s\n", joinInts(c.Naive.Devices, ","), c.Naive.Score.String())
+		fmt.Fprintf(tw, "  naive (first free)\t%s\t%s\n", topology.JoinInts(c.Naive.Devices), c.Naive.Score.String())
 	}
 	tw.Flush()
 	if len(c.Ring) > 0 {
@@ -205,9 +178,9 @@ func printJSON(o *Options, m *topology.Model, c *selector.Choice, p *launch.Plan
 		out.Naive = &jsonCandidate{c.Naive.Devices, jsonTerms(c.Naive.Score)}
 	}
 	for _, r := range p.Ranks {
-		env := envMap(r.Env)
+		env := launch.EnvMap(r.Env)
 		shown := map[string]string{}
-		for _, k := range amdrunVars {
+		for _, k := range launch.RankVars {
 			if v, ok := env[k]; ok {
 				shown[k] = v
 			}
@@ -236,11 +209,11 @@ func decidedBy(chosen selector.Score, alt selector.Candidate) string {
 			equal = append(equal, t.Name)
 			continue
 		}
-		prefix := "ahead of " + joinInts(alt.Devices, ",")
+		prefix := "ahead of " + topology.JoinInts(alt.Devices)
 		if len(equal) > 0 {
-			prefix = fmt.Sprintf("equal to %s on %s", joinInts(alt.Devices, ","), strings.Join(equal, ", "))
+			prefix = fmt.Sprintf("equal to %s on %s", topology.JoinInts(alt.Devices), strings.Join(equal, ", "))
 		}
 		return fmt.Sprintf("%s; decided by %s: %g vs %g %s", prefix, t.Name, t.Natural(), a.Natural(), t.Unit)
 	}
-	return fmt.Sprintf("ties with %s on every term; the lowest device indices win", joinInts(alt.Devices, ","))
+	return fmt.Sprintf("ties with %s on every term; the lowest device indices win", topology.JoinInts(alt.Devices))
 }

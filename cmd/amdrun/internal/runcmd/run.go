@@ -12,6 +12,7 @@ import (
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
 	"github.com/amdrun/amdrun/internal/launch"
+	"github.com/amdrun/amdrun/internal/launch/lease"
 	"github.com/amdrun/amdrun/internal/launch/numabalance"
 	"github.com/amdrun/amdrun/internal/launch/slurm"
 	"github.com/amdrun/amdrun/internal/selector"
@@ -47,7 +48,9 @@ type Options struct {
 
 	Module   bool
 	NoPython bool
-	Python   string
+	// Python is the interpreter, resolved: --python, else $PYTHON_EXEC,
+	// else python3.
+	Python string
 
 	Bind        launch.BindMode
 	Mem         launch.MemPolicy
@@ -71,14 +74,16 @@ type Options struct {
 
 	// NUMABalancing is off, on or keep (set kernel.numa_balancing for the job).
 	NUMABalancing numabalance.Mode
-	// Root is the directory /proc is read under ("" = "/").
+	// Root is the directory /proc and /sys are read under.
 	Root string
 	// Slurm is the allocation amdrun runs in, or nil.
 	Slurm *slurm.Job
 
-	LeaseDir string
-	NoLease  bool
-	Wait     time.Duration // 0 = do not wait; <0 = wait forever
+	// Leases opens the node's lease directory (--lease-dir, resolved by
+	// the Factory).
+	Leases  func() (*lease.Dir, error)
+	NoLease bool
+	Wait    time.Duration // 0 = do not wait; <0 = wait forever
 
 	// Args are SCRIPT ARGS... (or MODULE ARGS..., or CMD ARGS...).
 	Args []string
@@ -129,6 +134,7 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 		Warn: f.Warn, Now: f.Now, HostNUMA: f.HostNUMA,
 	}
 	var r raw
+	var leaseDir string
 	cmd := &cobra.Command{
 		Use:           "amdrun [flags] SCRIPT [ARGS...]",
 		Short:         "Launch multi-GPU PyTorch jobs on the best-connected free GPUs",
@@ -143,10 +149,8 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 			if f.Topo.File != "" {
 				opts.SourceAuto = false
 			}
-			opts.Root = f.Topo.SysfsRoot
-			if opts.Root == "" {
-				opts.Root = f.Getenv("AMDRUN_SYSFS_ROOT")
-			}
+			opts.Root = f.SysfsRoot()
+			opts.Leases = func() (*lease.Dir, error) { return f.OpenLeases(leaseDir) }
 			if err := parseNNodes(opts, &r); err != nil {
 				return err
 			}
@@ -156,6 +160,7 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 			if err := validate(cmd, opts, &r); err != nil {
 				return err
 			}
+			opts.Python = f.Python(opts.Python)
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -188,7 +193,7 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 	fl.StringVar(&opts.MasterAddr, "master-addr", "127.0.0.1", "address of the node that hosts rank 0's store")
 	fl.IntVar(&opts.MasterPort, "master-port", 0, "port of rank 0's store (default: a free port on one node)")
 	fl.StringVar(&r.numaBalancing, "numa-balancing", "keep", "set kernel.numa_balancing for the job and restore it after: off, on or keep")
-	fl.StringVar(&opts.LeaseDir, "lease-dir", "", "directory of device leases shared by every amdrun on the node (default $AMDRUN_LEASE_DIR, else /run/lock/amdrun)")
+	fl.StringVar(&leaseDir, "lease-dir", "", "directory of device leases shared by every amdrun on the node (default $AMDRUN_LEASE_DIR, else /run/lock/amdrun)")
 	fl.BoolVar(&opts.NoLease, "no-lease", false, "do not take or respect device leases")
 	fl.StringVar(&r.wait, "wait", "", "when not enough devices are free, wait for them (optionally at most DURATION, e.g. --wait=10m)")
 	fl.Lookup("wait").NoOptDefVal = "forever"
@@ -384,30 +389,18 @@ func parseIndexList(flag, s string, given bool) ([]int, error) {
 	return l, nil
 }
 
-// workerArgv is the command each rank runs.
+// workerArgv is the command each rank runs; nil without a script (a dry
+// run shows the plan anyway).
 func workerArgv(o *Options) []string {
+	if len(o.Args) == 0 {
+		return nil
+	}
 	if o.NoPython {
 		return append([]string(nil), o.Args...)
 	}
-	py := o.Python
-	if py == "" {
-		py = getenv(o.Env(), "PYTHON_EXEC")
-	}
-	if py == "" {
-		py = "python3"
-	}
-	argv := []string{py, "-u"}
+	argv := []string{o.Python, "-u"}
 	if o.Module {
 		argv = append(argv, "-m")
 	}
 	return append(argv, o.Args...)
-}
-
-func getenv(env []string, key string) string {
-	for i := len(env) - 1; i >= 0; i-- {
-		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
-			return v
-		}
-	}
-	return ""
 }

@@ -1,0 +1,48 @@
+package cmdutil
+
+import (
+	"testing"
+	"time"
+)
+
+// TestFactoryResolves checks the one resolver every command uses: a flag
+// wins, then the environment (its last assignment, as exec reads it),
+// then the default.
+func TestFactoryResolves(t *testing.T) {
+	for _, tc := range []struct {
+		name                         string
+		env                          []string
+		sysfsFlag, leaseFlag, pyFlag string
+		sysfs, leaseDir, python      string
+		timeout                      time.Duration
+	}{
+		{name: "defaults", sysfs: "/", python: "python3", timeout: 30 * time.Second},
+		{name: "environment",
+			env:   []string{"AMDRUN_SYSFS_ROOT=/cap", "AMDRUN_LEASE_DIR=/l", "PYTHON_EXEC=/py", "AMDRUN_TOOL_TIMEOUT=90s"},
+			sysfs: "/cap", leaseDir: "/l", python: "/py", timeout: 90 * time.Second},
+		{name: "the last assignment wins",
+			env:   []string{"PYTHON_EXEC=/a", "AMDRUN_SYSFS_ROOT=/x", "PYTHON_EXEC=/b", "AMDRUN_SYSFS_ROOT=/y", "AMDRUN_TOOL_TIMEOUT=1s", "AMDRUN_TOOL_TIMEOUT=junk"},
+			sysfs: "/y", python: "/b", timeout: 30 * time.Second},
+		{name: "flags win",
+			env:       []string{"AMDRUN_SYSFS_ROOT=/cap", "AMDRUN_LEASE_DIR=/l", "PYTHON_EXEC=/py"},
+			sysfsFlag: "/f", leaseFlag: "/fl", pyFlag: "/fp",
+			sysfs: "/f", leaseDir: "/fl", python: "/fp", timeout: 30 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &Factory{Env: func() []string { return tc.env }}
+			f.Topo.SysfsRoot = tc.sysfsFlag
+			if got := f.SysfsRoot(); got != tc.sysfs {
+				t.Errorf("SysfsRoot %q, want %q", got, tc.sysfs)
+			}
+			if got := f.LeaseDir(tc.leaseFlag); got != tc.leaseDir {
+				t.Errorf("LeaseDir %q, want %q", got, tc.leaseDir)
+			}
+			if got := f.Python(tc.pyFlag); got != tc.python {
+				t.Errorf("Python %q, want %q", got, tc.python)
+			}
+			if got := f.ToolTimeout(); got != tc.timeout {
+				t.Errorf("ToolTimeout %v, want %v", got, tc.timeout)
+			}
+		})
+	}
+}

@@ -1,0 +1,20 @@
+package launch
+
+import "golang.org/x/sys/unix"
+
+// ownCPUs returns the CPUs this process may run on (sched_getaffinity),
+// which a cgroup, taskset or a Slurm step may have narrowed; nil when the
+// kernel does not say.
+func ownCPUs() []int {
+	var cs unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &cs); err != nil {
+		return nil
+	}
+	var cpus []int
+	for cpu := 0; cpu < len(cs)*64; cpu++ {
+		if cs.IsSet(cpu) {
+			cpus = append(cpus, cpu)
+		}
+	}
+	return cpus
+}

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package launch
+
+// ownCPUs is unknown off Linux: nil means every CPU of the host's NUMA
+// nodes (a plan made here describes another machine anyway).
+func ownCPUs() []int { return nil }

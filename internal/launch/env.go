@@ -1,0 +1,33 @@
+package launch
+
+import "strings"
+
+// LookupEnv finds key in a KEY=VAL list. The last assignment wins, as it
+// does for a program exec'd with that list; this is the one rule amdrun
+// uses to read an environment, so that every command agrees with what a
+// rank will see.
+func LookupEnv(env []string, key string) (string, bool) {
+	val, ok := "", false
+	for _, kv := range env {
+		if k, v, found := strings.Cut(kv, "="); found && k == key {
+			val, ok = v, true
+		}
+	}
+	return val, ok
+}
+
+// Getenv is LookupEnv without the found flag: "" when key is unset.
+func Getenv(env []string, key string) string {
+	v, _ := LookupEnv(env, key)
+	return v
+}
+
+// EnvMap returns env as a map, the last assignment of a key winning.
+func EnvMap(env []string) map[string]string {
+	m := make(map[string]string, len(env))
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	return m
+}

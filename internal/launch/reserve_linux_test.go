@@ -1,0 +1,198 @@
+package launch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/amdrun/amdrun/internal/launch/lease"
+	"github.com/amdrun/amdrun/internal/selector"
+	"github.com/amdrun/amdrun/internal/topology"
+)
+
+// The lease protocol, step by step, in one process: flock locks belong to
+// the open file, so a second lease.Dir in the test excludes Reserve as
+// another job would.
+
+func leaseDir(t *testing.T) *lease.Dir {
+	t.Helper()
+	d, err := lease.Open(filepath.Join(t.TempDir(), "leases"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func reservation(m *topology.Model, d *lease.Dir, n int) Reservation {
+	return Reservation{Model: m, Request: selector.Request{N: n}, Policy: selector.NewTreePolicy(), Leases: d,
+		Holder: lease.Holder{PID: 1, User: "test", Command: "amdrun test"}}
+}
+
+// holdOther leases keys through a second open of the directory, as another job.
+func holdOther(t *testing.T, d *lease.Dir, m *topology.Model, devs ...int) *lease.Lease {
+	t.Helper()
+	other, err := lease.Open(d.Path(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := m.Keys()
+	var ks []string
+	for _, i := range devs {
+		ks = append(ks, keys[i])
+	}
+	l, err := other.Acquire(ks, lease.Holder{PID: 4242, User: "alice", Command: "python train.py", Start: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func TestReserveWithoutLeasesSelectsOnly(t *testing.T) {
+	m := seedNode(t)
+	c, l, err := Reserve(context.Background(), Reservation{Model: m, Request: selector.Request{N: 2}, Policy: selector.NewTreePolicy()})
+	if err != nil || l != nil {
+		t.Fatalf("lease %v, err %v", l, err)
+	}
+	if topology.JoinInts(c.Devices) != "0,1" {
+		t.Errorf("chose %v, want 0,1", c.Devices)
+	}
+}
+
+func TestReserveLeasesTheChoice(t *testing.T) {
+	m, d := seedNode(t), leaseDir(t)
+	c, l, err := Reserve(context.Background(), reservation(m, d, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	keys := m.Keys()
+	if got := strings.Join(l.Keys(), " "); got != keys[c.Devices[0]]+" "+keys[c.Devices[1]] {
+		t.Errorf("leased %q for devices %v", got, c.Devices)
+	}
+	held, err := d.Held(keys)
+	if err != nil || len(held) != 2 {
+		t.Fatalf("held %v, err %v: want the 2 chosen devices leased", held, err)
+	}
+	// A second job gets the next best pair, never these.
+	c2, l2, err := Reserve(context.Background(), reservation(m, d, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Release()
+	for _, a := range c.Devices {
+		for _, b := range c2.Devices {
+			if a == b {
+				t.Fatalf("second job got device %d of the first (%v, %v)", a, c.Devices, c2.Devices)
+			}
+		}
+	}
+}
+
+func TestReserveDryRunTakesNoLease(t *testing.T) {
+	m, d := seedNode(t), leaseDir(t)
+	other := holdOther(t, d, m, 0)
+	defer other.Release()
+	r := reservation(m, d, 2)
+	r.DryRun = true
+	c, l, err := Reserve(context.Background(), r)
+	if err != nil || l != nil {
+		t.Fatalf("lease %v, err %v", l, err)
+	}
+	for _, dev := range c.Devices {
+		if dev == 0 {
+			t.Errorf("dry run chose leased device 0: %v", c.Devices)
+		}
+	}
+	if held, _ := d.Held(m.Keys()); len(held) != 1 {
+		t.Errorf("dry run changed the leases: %v", held)
+	}
+}
+
+func TestReserveBusyFailsAtOnceNamingTheHolder(t *testing.T) {
+	m, d := seedNode(t), leaseDir(t)
+	other := holdOther(t, d, m, 0, 1, 2, 3, 4, 5, 6)
+	defer other.Release()
+	queued := false
+	r := reservation(m, d, 2)
+	r.Queued = func(int, error) { queued = true }
+	start := time.Now()
+	_, l, err := Reserve(context.Background(), r)
+	var ne *selector.NotEnoughError
+	if !errors.As(err, &ne) || l != nil {
+		t.Fatalf("err %v, lease %v: want *selector.NotEnoughError", err, l)
+	}
+	// The holder is this test process (the kernel's word, not the JSON
+	// the holder wrote).
+	if len(ne.Held) != 7 || !strings.Contains(ne.Held[0], fmt.Sprintf("pid %d ", os.Getpid())) {
+		t.Errorf("held %v", ne.Held)
+	}
+	if queued || time.Since(start) > 2*time.Second {
+		t.Errorf("without Wait it queued (%v) or took %v", queued, time.Since(start))
+	}
+}
+
+func TestReserveWaitsUntilFreed(t *testing.T) {
+	m, d := seedNode(t), leaseDir(t)
+	other := holdOther(t, d, m, 0, 1, 2, 3, 4, 5, 6)
+	var queued atomic.Int32
+	r := reservation(m, d, 2)
+	r.Wait, r.Poll = 10*time.Second, 10*time.Millisecond
+	r.Queued = func(want int, why error) {
+		queued.Add(1)
+		if want != 2 || !strings.Contains(why.Error(), "held: 0-6 (leased by") {
+			t.Errorf("queued for %d: %v", want, why)
+		}
+	}
+	time.AfterFunc(100*time.Millisecond, func() { other.Release() })
+	c, l, err := Reserve(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	if queued.Load() != 1 || len(c.Devices) != 2 {
+		t.Errorf("queued %d times, chose %v", queued.Load(), c.Devices)
+	}
+}
+
+func TestReserveWaitGivesUp(t *testing.T) {
+	m, d := seedNode(t), leaseDir(t)
+	other := holdOther(t, d, m, 0, 1, 2, 3, 4, 5, 6, 7)
+	defer other.Release()
+	r := reservation(m, d, 1)
+	r.Wait, r.Poll = 150*time.Millisecond, 10*time.Millisecond
+	start := time.Now()
+	_, _, err := Reserve(context.Background(), r)
+	if err == nil || err.Error() != "gave up waiting for devices after 150ms" {
+		t.Fatalf("err %v", err)
+	}
+	if el := time.Since(start); el > 2*time.Second {
+		t.Errorf("gave up after %v", el)
+	}
+}
+
+func TestReserveImpossibleRequestDoesNotWait(t *testing.T) {
+	m, d := seedNode(t), leaseDir(t)
+	r := reservation(m, d, 9) // the node has 8: waiting cannot help
+	r.Wait = time.Hour
+	r.Queued = func(int, error) { t.Error("queued for a request no release can satisfy") }
+	_, _, err := Reserve(context.Background(), r)
+	var ne *selector.NotEnoughError
+	if !errors.As(err, &ne) {
+		t.Fatalf("err %v", err)
+	}
+}
+
+func TestDescribeHolderIsOneShortLine(t *testing.T) {
+	h := lease.Holder{PID: 7, User: "bob", Start: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
+		Command: "python -c 'import x\nprint(1)'" + strings.Repeat(" --flag", 20)}
+	s := DescribeHolder(h)
+	if strings.Contains(s, "\n") || len([]rune(s)) > 120 || !strings.HasPrefix(s, "leased by bob pid 7 since 03:04:05: python -c 'import x print(1)'") {
+		t.Errorf("%q", s)
+	}
+}
