@@ -69,11 +69,24 @@ func cleanEnv(t *testing.T, extra ...string) []string {
 	return append(env, extra...)
 }
 
+// runAmdrun runs amdrun with env and args and fails the test when it
+// cannot be run or prints a Go stack trace. Call it from the test's own
+// goroutine; other goroutines use runJob.
 func runAmdrun(t *testing.T, env []string, args ...string) result {
 	t.Helper()
+	r, err := runJob(env, args...)
+	if err != nil {
+		t.Fatalf("amdrun %v: %v", args, err)
+	}
+	return r
+}
+
+// runJob runs amdrun with env and args ("__netns", NAME, args... runs it
+// inside that network namespace). The error is one of running it at all,
+// or a Go stack trace in its stderr; an exit status is in result.code.
+func runJob(env []string, args ...string) (result, error) {
 	cmd := exec.Command(amdrunBin, args...)
 	if len(args) > 1 && args[0] == "__netns" {
-		// run inside a network namespace (multi-node tests)
 		cmd = exec.Command("ip", append([]string{"netns", "exec", args[1], amdrunBin}, args[2:]...)...)
 	}
 	cmd.Env = env
@@ -82,17 +95,13 @@ func runAmdrun(t *testing.T, env []string, args ...string) result {
 	err := cmd.Run()
 	r := result{stdout: stdout.String(), stderr: stderr.String()}
 	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		r.code = ee.ExitCode()
-	default:
-		t.Fatalf("amdrun %v: %v", args, err)
+	if errors.As(err, &ee) {
+		r.code, err = ee.ExitCode(), nil
 	}
-	if strings.Contains(r.stderr, "goroutine ") || strings.Contains(r.stderr, "panic:") {
-		t.Fatalf("amdrun %v printed a Go stack trace:\n%s", args, r.stderr)
+	if err == nil && (strings.Contains(r.stderr, "goroutine ") || strings.Contains(r.stderr, "panic:")) {
+		err = fmt.Errorf("printed a Go stack trace:\n%s", r.stderr)
 	}
-	return r
+	return r, err
 }
 
 // dryPlan is the part of `--dry-run --json` the tests read.

@@ -48,7 +48,9 @@ sys.exit(7)
 	if err != nil {
 		t.Fatalf("torchrun was not run: %v\n%s", err, r.stderr)
 	}
-	json.Unmarshal(b, &got)
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatalf("fake torchrun's record %q: %v", b, err)
+	}
 	want := "--nproc-per-node 4 --nnodes 1:2 --rdzv-backend c10d --rdzv-endpoint node0:29400 --rdzv-id job7 --max-restarts 2 train.py --lr 3e-4"
 	if strings.Join(got.Argv, " ") != want {
 		t.Errorf("torchrun argv\n got %q\nwant %q", strings.Join(got.Argv, " "), want)

@@ -58,18 +58,22 @@ func TestTwoNodesInNetworkNamespaces(t *testing.T) {
 	out := t.TempDir()
 	var wg sync.WaitGroup
 	results := make([]result, 2)
+	errs := make([]error, 2)
 	for node := 0; node < 2; node++ {
 		wg.Add(1)
+		env := cleanEnv(t, "GLOO_SOCKET_IFNAME="+veth[node]) // t's methods stay on this goroutine
 		go func(node int) {
 			defer wg.Done()
-			env := cleanEnv(t, "GLOO_SOCKET_IFNAME="+veth[node])
-			results[node] = runAmdrun(t, env, "__netns", ns[node], "--source", "example",
+			results[node], errs[node] = runJob(env, "__netns", ns[node], "--source", "example",
 				"--nnodes", "2", "--node-rank", fmt.Sprint(node), "--master-addr", addr[0], "--master-port", "29561",
 				"--ngpus", "2", "--python", py, script, out)
 		}(node)
 	}
 	wg.Wait()
 	for node, r := range results {
+		if errs[node] != nil {
+			t.Fatalf("node %d: %v", node, errs[node])
+		}
 		if r.code != 0 {
 			t.Fatalf("node %d: exit %d\n%s\n%s", node, r.code, r.stdout, r.stderr)
 		}
@@ -81,7 +85,9 @@ func TestTwoNodesInNetworkNamespaces(t *testing.T) {
 			t.Fatalf("rank %d wrote no report: %v", rank, err)
 		}
 		var rr rankReport
-		json.Unmarshal(b, &rr)
+		if err := json.Unmarshal(b, &rr); err != nil {
+			t.Fatalf("rank %d report %q: %v", rank, b, err)
+		}
 		if rr.WorldSize != 4 || rr.Sum != 10 {
 			t.Errorf("rank %d: world %d sum %v, want 4 and 10", rank, rr.WorldSize, rr.Sum)
 		}

@@ -103,11 +103,10 @@ func TestRunStepsErrors(t *testing.T) {
 			t.Errorf("error %v, want one line containing %q", err, tc.want)
 		}
 	}
-	_, err := exec.LookPath("/nonexistent/python3")
-	if err == nil {
-		t.Skip()
+	if _, err := exec.LookPath("/nonexistent/python3"); err == nil {
+		t.Skip("/nonexistent/python3 exists on this machine: cannot test a missing interpreter")
 	}
-	err = RunSteps(context.Background(), []Step{{Argv: []string{"/nonexistent/python3"}, Mode: "d2d"}}, &Result{Devices: []int{0}}, nil, nil)
+	err := RunSteps(context.Background(), []Step{{Argv: []string{"/nonexistent/python3"}, Mode: "d2d"}}, &Result{Devices: []int{0}}, nil, nil)
 	if err == nil || !strings.Contains(err.Error(), "/nonexistent/python3") {
 		t.Errorf("missing python: %v", err)
 	}

@@ -27,7 +27,7 @@ func FlagErrorf(format string, args ...any) error {
 	return &FlagError{Err: fmt.Errorf(format, args...)}
 }
 
-// ExitError carries an exit status that is not an error of amdrun's own,
+// ExitCodeError carries an exit status that is not an error of amdrun's own,
 // such as a failed rank's exit code.
 type ExitCodeError struct{ Code int }
 

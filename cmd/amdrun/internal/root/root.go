@@ -18,6 +18,7 @@ import (
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/version"
 	"github.com/amdrun/amdrun/internal/discover"
 	"github.com/amdrun/amdrun/internal/launch"
+	"github.com/amdrun/amdrun/internal/selector"
 	"github.com/spf13/cobra"
 )
 
@@ -115,6 +116,9 @@ func exitCode(f *cmdutil.Factory, cmd *cobra.Command, err error) int {
 	fmt.Fprintf(f.IOStreams.ErrOut, "amdrun: %v\n", oneLine(err))
 	return cmdutil.ExitError
 }
+
+// usageErrors are errors of the request that exit with ExitUsage.
+var usageErrors = []error{selector.ErrBadRequest, selector.ErrUnknownPolicy}
 
 // usageCode maps errors that are the user's request, not the machine's,
 // to ExitUsage (e.g. a device index that does not exist).
