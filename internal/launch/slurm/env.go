@@ -20,31 +20,57 @@ const (
 // missing, not numbers, or that contradict each other.
 var ErrEnv = errors.New("inconsistent slurm environment")
 
-// Job is this node's view of a Slurm allocation.
+// ErrShape is wrapped by Job.Launchable's errors: a Slurm step of a shape
+// that one amdrun per node cannot run.
+var ErrShape = errors.New("cannot run in this slurm step")
+
+// Job is this node's view of a Slurm allocation: of the job step amdrun
+// runs in (srun) when there is one, else of the whole job (a batch script
+// or an salloc shell).
+//
+// Inside a step Slurm keeps the job's values in SLURM_JOB_NODELIST,
+// SLURM_JOB_NUM_NODES and even SLURM_NODELIST, while SLURM_NODEID counts
+// within the step (seen with Slurm 22.05: "srun -N1 -r1" in a 2-node job
+// runs on node2 with SLURM_NODEID=0, SLURM_STEP_NODELIST=node2 and
+// SLURM_JOB_NODELIST=node[1-2]), so the step's own variables come first.
 type Job struct {
-	// JobID is SLURM_JOB_ID, a decimal number.
+	// JobID is SLURM_JOB_ID, a decimal number. Each task of a job array
+	// has its own (SLURM_ARRAY_JOB_ID is shared and not used).
 	JobID string
-	// NNodes is the number of nodes of the job (SLURM_JOB_NUM_NODES,
-	// else SLURM_NNODES, else the length of the node list); at least 1.
+	// StepID is SLURM_STEP_ID (else SLURM_STEPID); "" outside a step.
+	StepID string
+	// NNodes is the number of nodes of the step (SLURM_STEP_NUM_NODES),
+	// outside a step of the job (SLURM_JOB_NUM_NODES, else SLURM_NNODES),
+	// else the length of the node list; at least 1.
 	NNodes int
 	// NodeRank is SLURM_NODEID, 0 <= NodeRank < NNodes. It is 0 when
-	// SLURM_NODEID is unset and the job has one node.
+	// SLURM_NODEID is unset.
 	NodeRank int
-	// Hosts is the expanded node list (SLURM_JOB_NODELIST, else
-	// SLURM_NODELIST), in Slurm's order.
+	// Hosts is the expanded node list of the step (SLURM_STEP_NODELIST),
+	// outside a step of the job (SLURM_JOB_NODELIST, else SLURM_NODELIST),
+	// in Slurm's order.
 	Hosts []string
-	// MasterAddr is the first host of the node list: the node with
-	// NodeRank 0, which hosts rank 0's store.
+	// MasterAddr is the first host of Hosts: the node with NodeRank 0,
+	// which hosts rank 0's store.
 	MasterAddr string
 	// MasterPort is BasePort + JobID % PortSpan.
 	MasterPort int
 	// GPUsOnNode is SLURM_GPUS_ON_NODE, the GPUs Slurm gave this node;
 	// 0 when unset.
 	GPUsOnNode int
-	// TasksPerNode is SLURM_NTASKS_PER_NODE; 0 when unset. amdrun
-	// expects one task per node (it starts the ranks itself), so a
-	// caller may warn when this is above 1.
-	TasksPerNode int
+	// NodeGPUs is the number of GPUs Slurm bound to this task (the
+	// entries of SLURM_STEP_GPUS, outside a step of SLURM_JOB_GPUS) when
+	// the job asked for GPUs per node or per task (SLURM_GPUS_PER_NODE,
+	// SLURM_GPUS_PER_TASK or a gpu:per_task SLURMD_TRES_BIND), so that
+	// every node of the step got as many. 0 otherwise (no GPUs, or
+	// --gpus=N, which Slurm may spread unevenly).
+	NodeGPUs int
+
+	// nodeIDSet, tasks and het feed Launchable.
+	nodeIDSet bool
+	tasks     int    // SLURM_STEP_NUM_TASKS; 0 outside a step or unset
+	tasksVar  string // its NAME=VALUE for messages
+	het       string // "" unless the step spans components of a heterogeneous job
 }
 
 // FromEnv reads the Slurm allocation from env (KEY=VALUE entries, as
@@ -55,7 +81,9 @@ type Job struct {
 // Inside an allocation a missing node list, a value that is not a
 // number, a node count that disagrees with the node list, or a node id
 // outside 0..nnodes-1 is an error wrapping ErrEnv that names the
-// variable.
+// variable. Shapes amdrun cannot run (see Job.Launchable) are not errors
+// here: a caller that ignores Slurm's shape (an explicit --nnodes) may
+// still run.
 func FromEnv(env []string) (*Job, error) {
 	return FromEnvWith(env, nil)
 }
@@ -74,15 +102,24 @@ func FromEnvWith(env []string, run func(name string, args ...string) ([]byte, er
 		return nil, err
 	}
 	j := &Job{JobID: id, MasterPort: BasePort + jobID%PortSpan}
+	j.StepID = first(vars, "SLURM_STEP_ID", "SLURM_STEPID")
 
-	listVar := "SLURM_JOB_NODELIST"
-	list := vars[listVar]
-	if list == "" {
-		listVar = "SLURM_NODELIST"
-		list = vars[listVar]
+	// The step's variables inside a step, the job's outside.
+	listVars := []string{"SLURM_JOB_NODELIST", "SLURM_NODELIST"}
+	countVars := []string{"SLURM_JOB_NUM_NODES", "SLURM_NNODES"}
+	if j.StepID != "" {
+		listVars = []string{"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"}
+		countVars = []string{"SLURM_STEP_NUM_NODES", "SLURM_NNODES"}
+	}
+	listVar, list := "", ""
+	for _, name := range listVars {
+		if list = vars[name]; list != "" {
+			listVar = name
+			break
+		}
 	}
 	if list == "" {
-		return nil, fmt.Errorf("slurm: SLURM_JOB_ID=%s is set but SLURM_JOB_NODELIST and SLURM_NODELIST are not: %w", id, ErrEnv)
+		return nil, fmt.Errorf("slurm: SLURM_JOB_ID=%s is set but %s are not: %w", id, orList(listVars), ErrEnv)
 	}
 	if j.Hosts, err = Hostnames(list, run); err != nil {
 		return nil, fmt.Errorf("slurm: %s: %w", listVar, err)
@@ -90,7 +127,7 @@ func FromEnvWith(env []string, run func(name string, args ...string) ([]byte, er
 	j.MasterAddr = j.Hosts[0]
 
 	j.NNodes = len(j.Hosts)
-	for _, name := range []string{"SLURM_JOB_NUM_NODES", "SLURM_NNODES"} {
+	for _, name := range countVars {
 		v, ok := vars[name]
 		if !ok {
 			continue
@@ -115,8 +152,7 @@ func FromEnvWith(env []string, run func(name string, args ...string) ([]byte, er
 		if j.NodeRank >= j.NNodes {
 			return nil, fmt.Errorf("slurm: SLURM_NODEID=%d is not below the node count %d: %w", j.NodeRank, j.NNodes, ErrEnv)
 		}
-	} else if j.NNodes > 1 {
-		return nil, fmt.Errorf("slurm: SLURM_NODEID is not set in a %d-node job (start amdrun with srun, one task per node): %w", j.NNodes, ErrEnv)
+		j.nodeIDSet = true
 	}
 
 	if v, ok := vars["SLURM_GPUS_ON_NODE"]; ok {
@@ -124,12 +160,99 @@ func FromEnvWith(env []string, run func(name string, args ...string) ([]byte, er
 			return nil, err
 		}
 	}
-	if v, ok := vars["SLURM_NTASKS_PER_NODE"]; ok {
-		if j.TasksPerNode, err = envInt("SLURM_NTASKS_PER_NODE", v); err != nil {
-			return nil, err
+	if j.NodeGPUs, err = nodeGPUs(vars, j.StepID != ""); err != nil {
+		return nil, err
+	}
+	if j.StepID != "" {
+		if v, ok := vars["SLURM_STEP_NUM_TASKS"]; ok {
+			if j.tasks, err = envInt("SLURM_STEP_NUM_TASKS", v); err != nil {
+				return nil, err
+			}
+			j.tasksVar = "SLURM_STEP_NUM_TASKS=" + v
+			if per := vars["SLURM_STEP_TASKS_PER_NODE"]; per != "" {
+				j.tasksVar = "SLURM_STEP_TASKS_PER_NODE=" + per
+			}
 		}
 	}
+	j.het = hetSpan(vars)
 	return j, nil
+}
+
+// Launchable returns nil when one amdrun per node can run the job as
+// Slurm shaped it, and otherwise a one-line error wrapping ErrShape that
+// says what to change:
+//   - outside a job step of a multi-node job (amdrun started in the batch
+//     script or an salloc shell would run on one node only);
+//   - a step with more tasks than nodes (amdrun starts one rank per GPU
+//     itself; several amdruns on one node would all claim its node rank);
+//   - a step spanning several components of a heterogeneous job (their
+//     nodes differ in what they hold, and each component has its own
+//     job id).
+func (j *Job) Launchable() error {
+	switch {
+	case j.het != "":
+		return fmt.Errorf("slurm: %w: this step spans several components of a heterogeneous job (%s); run amdrun in one component (srun --het-group=N)", ErrShape, j.het)
+	case j.StepID == "" && j.NNodes > 1:
+		return fmt.Errorf("slurm: %w: amdrun runs outside a job step of a %d-node job (in the batch script or an salloc shell); start it with srun, one task per node (srun --ntasks-per-node=1 amdrun ...)", ErrShape, j.NNodes)
+	case j.tasks > j.NNodes:
+		return fmt.Errorf("slurm: %w: the step runs %d tasks on %d nodes (%s); amdrun starts one rank per GPU itself: run one task per node (srun --ntasks-per-node=1 amdrun ...)", ErrShape, j.tasks, j.NNodes, j.tasksVar)
+	case !j.nodeIDSet && j.NNodes > 1:
+		return fmt.Errorf("slurm: %w: SLURM_NODEID is not set in a %d-node step; start amdrun with srun, one task per node", ErrShape, j.NNodes)
+	}
+	return nil
+}
+
+// nodeGPUs counts the GPUs Slurm bound to this task when the job asked
+// for them per node or per task; see Job.NodeGPUs.
+func nodeGPUs(vars map[string]string, step bool) (int, error) {
+	perTask := vars["SLURM_GPUS_PER_TASK"] != "" || strings.Contains(vars["SLURMD_TRES_BIND"], "gpu:per_task")
+	if vars["SLURM_GPUS_PER_NODE"] == "" && !perTask {
+		return 0, nil
+	}
+	name := "SLURM_JOB_GPUS"
+	if step {
+		name = "SLURM_STEP_GPUS"
+	}
+	list := strings.TrimSpace(vars[name])
+	if list == "" {
+		return 0, nil
+	}
+	n := 0
+	for _, f := range strings.Split(list, ",") {
+		if _, err := envInt(name, f); err != nil {
+			return 0, fmt.Errorf("slurm: %s=%q: want GPU indices such as 0,1: %w", name, list, ErrEnv)
+		}
+		n++
+	}
+	return n, nil
+}
+
+// hetSpan describes a step that spans several components of a
+// heterogeneous job, or returns "". Slurm sets SLURM_HET_SIZE (formerly
+// SLURM_PACK_SIZE) in every step of such a job; in a step confined to one
+// component it sets SLURM_JOB_NODELIST to that component's node list
+// (SLURM_JOB_NODELIST_HET_GROUP_<n>), in a step spanning several to their
+// union (seen with Slurm 22.05).
+func hetSpan(vars map[string]string) string {
+	name := "SLURM_HET_SIZE"
+	size := vars[name]
+	if size == "" {
+		name = "SLURM_PACK_SIZE"
+		size = vars[name]
+	}
+	n, err := strconv.Atoi(size)
+	if err != nil || n < 2 {
+		return ""
+	}
+	list := vars["SLURM_JOB_NODELIST"]
+	for i := 0; i < n; i++ {
+		for _, prefix := range []string{"SLURM_JOB_NODELIST_HET_GROUP_", "SLURM_JOB_NODELIST_PACK_GROUP_"} {
+			if c := vars[prefix+strconv.Itoa(i)]; c != "" && c == list {
+				return ""
+			}
+		}
+	}
+	return fmt.Sprintf("%s=%s, SLURM_JOB_NODELIST=%s", name, size, list)
 }
 
 // Hostnames expands a Slurm node list. When run is not nil it first asks
@@ -145,6 +268,24 @@ func Hostnames(nodelist string, run func(name string, args ...string) ([]byte, e
 		}
 	}
 	return ParseHostlist(nodelist)
+}
+
+// first returns the value of the first of names that is set and not empty.
+func first(vars map[string]string, names ...string) string {
+	for _, n := range names {
+		if v := vars[n]; v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// orList joins names as "A, B and C".
+func orList(names []string) string {
+	if len(names) == 1 {
+		return names[0]
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }
 
 // envMap turns KEY=VALUE entries into a map; a later entry wins, as in

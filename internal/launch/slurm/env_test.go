@@ -32,7 +32,7 @@ func TestFromEnv(t *testing.T) {
 			},
 			want: &Job{
 				JobID: "4242", NNodes: 2, NodeRank: 1, Hosts: []string{"gpu07", "gpu08"},
-				MasterAddr: "gpu07", MasterPort: 24242, GPUsOnNode: 8, TasksPerNode: 1,
+				MasterAddr: "gpu07", MasterPort: 24242, GPUsOnNode: 8, nodeIDSet: true,
 			},
 		},
 		{
@@ -40,7 +40,7 @@ func TestFromEnv(t *testing.T) {
 			env:  []string{"SLURM_JOB_ID=123456", "SLURM_NNODES=3", "SLURM_NODEID=0", "SLURM_NODELIST=a,b[1-2]"},
 			want: &Job{
 				JobID: "123456", NNodes: 3, NodeRank: 0, Hosts: []string{"a", "b1", "b2"},
-				MasterAddr: "a", MasterPort: 20000 + 123456%20000,
+				MasterAddr: "a", MasterPort: 20000 + 123456%20000, nodeIDSet: true,
 			},
 		},
 		{
@@ -88,6 +88,8 @@ func TestFromEnvErrors(t *testing.T) {
 			`slurm: SLURM_JOB_ID="abc" is not a non-negative number: inconsistent slurm environment`},
 		{"no node list", []string{"SLURM_JOB_ID=99"},
 			`slurm: SLURM_JOB_ID=99 is set but SLURM_JOB_NODELIST and SLURM_NODELIST are not: inconsistent slurm environment`},
+		{"no node list in a step", []string{"SLURM_JOB_ID=99", "SLURM_STEP_ID=0"},
+			`slurm: SLURM_JOB_ID=99 is set but SLURM_STEP_NODELIST, SLURM_JOB_NODELIST and SLURM_NODELIST are not: inconsistent slurm environment`},
 		{"bad node list", []string{"SLURM_JOB_ID=99", "SLURM_JOB_NODELIST=n[1-2"},
 			`slurm: SLURM_JOB_NODELIST: slurm hostlist "n[1-2": column 1: unbalanced bracket`},
 		{"node id too big", append(slices.Clone(base), "SLURM_NODEID=2"),
@@ -104,12 +106,16 @@ func TestFromEnvErrors(t *testing.T) {
 			`slurm: SLURM_JOB_NUM_NODES=3 but SLURM_JOB_NODELIST=n[1-2] names 2 hosts: inconsistent slurm environment`},
 		{"old node count disagrees", []string{"SLURM_JOB_ID=99", "SLURM_NODELIST=n1", "SLURM_NNODES=4"},
 			`slurm: SLURM_NNODES=4 but SLURM_NODELIST=n1 names 1 hosts: inconsistent slurm environment`},
-		{"multi-node without node id", []string{"SLURM_JOB_ID=99", "SLURM_JOB_NODELIST=n[1-2]"},
-			`slurm: SLURM_NODEID is not set in a 2-node job (start amdrun with srun, one task per node): inconsistent slurm environment`},
 		{"gpus not a number", append(slices.Clone(base), "SLURM_GPUS_ON_NODE=gfx942:8"),
 			`slurm: SLURM_GPUS_ON_NODE="gfx942:8" is not a non-negative number: inconsistent slurm environment`},
-		{"tasks per node not a number", append(slices.Clone(base), "SLURM_NTASKS_PER_NODE=x"),
-			`slurm: SLURM_NTASKS_PER_NODE="x" is not a non-negative number: inconsistent slurm environment`},
+		{"step tasks not a number", append(slices.Clone(base), "SLURM_STEP_ID=0", "SLURM_STEP_NODELIST=n[1-2]", "SLURM_STEP_NUM_TASKS=x"),
+			`slurm: SLURM_STEP_NUM_TASKS="x" is not a non-negative number: inconsistent slurm environment`},
+		{"step node count disagrees with step list", append(slices.Clone(base), "SLURM_STEP_ID=3", "SLURM_STEP_NODELIST=n1", "SLURM_STEP_NUM_NODES=2"),
+			`slurm: SLURM_STEP_NUM_NODES=2 but SLURM_STEP_NODELIST=n1 names 1 hosts: inconsistent slurm environment`},
+		{"node id counts within the step", append(slices.Clone(base), "SLURM_STEP_ID=3", "SLURM_STEP_NODELIST=n2", "SLURM_NODEID=1"),
+			`slurm: SLURM_NODEID=1 is not below the node count 1: inconsistent slurm environment`},
+		{"step gpus not indices", append(slices.Clone(base), "SLURM_STEP_ID=0", "SLURM_STEP_NODELIST=n[1-2]", "SLURM_GPUS_PER_NODE=2", "SLURM_STEP_GPUS=0,x"),
+			`slurm: SLURM_STEP_GPUS="0,x": want GPU indices such as 0,1: inconsistent slurm environment`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -134,12 +140,12 @@ func TestFromEnvWithScontrol(t *testing.T) {
 	run := func(name string, args ...string) ([]byte, error) {
 		return []byte("c1\nc2\n"), nil
 	}
-	env := []string{"SLURM_JOB_ID=5", "SLURM_JOB_NODELIST=c[1-2]", "SLURM_NODEID=1"}
+	env := []string{"SLURM_JOB_ID=5", "SLURM_STEP_ID=0", "SLURM_STEP_NODELIST=c[1-2]", "SLURM_NODEID=1"}
 	got, err := FromEnvWith(env, run)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.MasterAddr != "c1" || got.NNodes != 2 || got.NodeRank != 1 || got.MasterPort != 20005 {
+	if got.MasterAddr != "c1" || got.NNodes != 2 || got.NodeRank != 1 || got.MasterPort != 20005 || got.Launchable() != nil {
 		t.Errorf("FromEnvWith = %+v", got)
 	}
 }

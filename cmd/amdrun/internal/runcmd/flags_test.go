@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -274,15 +275,24 @@ func TestNewCmdRunFlagErrors(t *testing.T) {
 	}
 }
 
-// slurmEnv is this node's view of a two-node Slurm job, as node 1.
+// slurmEnv is node 1's view of the step "srun --ntasks-per-node=1" of a
+// two-node Slurm job.
 var slurmEnv = []string{
 	"SLURM_JOB_ID=77", "SLURM_JOB_NUM_NODES=2", "SLURM_NODEID=1", "SLURM_JOB_NODELIST=gpu[01-02]",
+	"SLURM_STEP_ID=0", "SLURM_STEP_NODELIST=gpu[01-02]", "SLURM_STEP_NUM_NODES=2", "SLURM_STEP_NUM_TASKS=2",
+}
+
+// batchEnv is the batch script of that job: Slurm sets SLURM_NODEID=0
+// there too, but no step.
+var batchEnv = []string{
+	"SLURM_JOB_ID=77", "SLURM_JOB_NUM_NODES=2", "SLURM_NODEID=0", "SLURM_JOB_NODELIST=gpu[01-02]",
 }
 
 func TestNewCmdRunSlurm(t *testing.T) {
 	tests := []struct {
 		name string
 		args []string
+		env  []string // added to slurmEnv
 		want parsed
 	}{
 		{
@@ -307,6 +317,30 @@ func TestNewCmdRunSlurm(t *testing.T) {
 			}),
 		},
 		{
+			name: "GPUs per node from Slurm when --ngpus is not given",
+			args: []string{"t.py"},
+			env:  []string{"SLURM_GPUS_PER_NODE=gfx90a:2", "SLURM_STEP_GPUS=4,5", "ROCR_VISIBLE_DEVICES=4,5"},
+			want: with(defaults("t.py"), func(p *parsed) {
+				p.NGPUs, p.NNodes, p.NodeRank, p.MasterAddr, p.MasterPort = 2, 2, 1, "gpu01", 20077
+			}),
+		},
+		{
+			name: "explicit --ngpus wins over Slurm's GPUs per task",
+			args: []string{"-n", "1", "t.py"},
+			env:  []string{"SLURM_GPUS_PER_TASK=2", "SLURM_STEP_GPUS=0,1"},
+			want: with(defaults("t.py"), func(p *parsed) {
+				p.NGPUs, p.NNodes, p.NodeRank, p.MasterAddr, p.MasterPort = 1, 2, 1, "gpu01", 20077
+			}),
+		},
+		{
+			name: "a one-node step of a two-node job",
+			args: []string{"-n", "4", "t.py"},
+			env:  []string{"SLURM_STEP_NODELIST=gpu02", "SLURM_STEP_NUM_NODES=1", "SLURM_NODEID=0", "SLURM_STEP_NUM_TASKS=1"},
+			want: with(defaults("t.py"), func(p *parsed) {
+				p.NGPUs = 4
+			}),
+		},
+		{
 			name: "explicit master addr wins",
 			args: []string{"-n", "4", "--master-addr", "10.0.0.1", "t.py"},
 			want: with(defaults("t.py"), func(p *parsed) {
@@ -316,7 +350,7 @@ func TestNewCmdRunSlurm(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFactory(t, slurmEnv...)
+			f := newFactory(t, append(slices.Clone(slurmEnv), tt.env...)...)
 			o, err := parse(t, f, tt.args...)
 			if err != nil {
 				t.Fatalf("%q: %v", tt.args, err)
@@ -324,8 +358,8 @@ func TestNewCmdRunSlurm(t *testing.T) {
 			if got := view(o); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("%q:\n got %+v\nwant %+v", tt.args, got, tt.want)
 			}
-			if o.Slurm == nil || o.Slurm.JobID != "77" || !reflect.DeepEqual(o.Slurm.Hosts, []string{"gpu01", "gpu02"}) {
-				t.Errorf("Slurm = %+v, want job 77 on gpu01,gpu02", o.Slurm)
+			if o.Slurm == nil || o.Slurm.JobID != "77" {
+				t.Errorf("Slurm = %+v, want job 77", o.Slurm)
 			}
 		})
 	}
@@ -345,6 +379,19 @@ func TestNewCmdRunSlurmOneNode(t *testing.T) {
 	}
 }
 
+// TestNewCmdRunSlurmOwnShape: --nnodes 1 in the batch script of a
+// two-node job runs a job of this node alone; Slurm's shape does not apply.
+func TestNewCmdRunSlurmOwnShape(t *testing.T) {
+	f := newFactory(t, batchEnv...)
+	o, err := parse(t, f, "-n", "2", "--nnodes", "1", "t.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.NNodes != 1 || o.NodeRank != 0 || o.MasterAddr != "127.0.0.1" {
+		t.Errorf("nnodes %d rank %d master %s, want 1, 0, 127.0.0.1", o.NNodes, o.NodeRank, o.MasterAddr)
+	}
+}
+
 func TestNewCmdRunSlurmErrors(t *testing.T) {
 	tests := []struct {
 		name string
@@ -357,6 +404,26 @@ func TestNewCmdRunSlurmErrors(t *testing.T) {
 			env:  slurmEnv,
 			args: []string{"t.py"},
 			want: []string{"--ngpus", "--nnodes 2"},
+		},
+		{
+			name: "amdrun in the batch script of a two-node job",
+			env:  batchEnv,
+			args: []string{"-n", "2", "t.py"},
+			want: []string{"outside a job step of a 2-node job", "srun --ntasks-per-node=1"},
+		},
+		{
+			name: "two tasks per node",
+			env: append(slices.Clone(slurmEnv), "SLURM_STEP_NUM_TASKS=4", "SLURM_STEP_TASKS_PER_NODE=2(x2)",
+				"SLURMD_TRES_BIND=gpu:per_task:1", "SLURM_STEP_GPUS=1", "ROCR_VISIBLE_DEVICES=1"),
+			args: []string{"t.py"},
+			want: []string{"4 tasks on 2 nodes", "SLURM_STEP_TASKS_PER_NODE=2(x2)", "one task per node"},
+		},
+		{
+			name: "a step across the components of a heterogeneous job",
+			env: append(slices.Clone(slurmEnv), "SLURM_HET_SIZE=2",
+				"SLURM_JOB_NODELIST_HET_GROUP_0=gpu01", "SLURM_JOB_NODELIST_HET_GROUP_1=gpu02"),
+			args: []string{"-n", "2", "t.py"},
+			want: []string{"heterogeneous job (SLURM_HET_SIZE=2", "--het-group"},
 		},
 		{
 			name: "node id outside the job",

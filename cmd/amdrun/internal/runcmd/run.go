@@ -348,7 +348,9 @@ func parseNNodes(o *Options, r *raw) error {
 
 // fromSlurm reads the Slurm allocation amdrun runs in (SLURM_JOB_ID set)
 // and fills --nnodes, --node-rank, --master-addr and --master-port from it
-// where the user did not give them: explicit flags win.
+// (and --ngpus on several nodes, when Slurm gave every node's task the
+// same number of GPUs) where the user did not give them: explicit flags
+// win. A step amdrun cannot run one per node is refused in one line.
 func fromSlurm(cmd *cobra.Command, f *cmdutil.Factory, o *Options) error {
 	run := func(name string, args ...string) ([]byte, error) {
 		return f.Run(cmd.Context(), name, args...)
@@ -363,9 +365,15 @@ func fromSlurm(cmd *cobra.Command, f *cmdutil.Factory, o *Options) error {
 		// one node's own job): Slurm's ranks and master do not apply.
 		return nil
 	}
+	if err := job.Launchable(); err != nil {
+		return err
+	}
 	s := slurm.Merge(slurm.Settings{NNodes: o.NNodes, NodeRank: o.NodeRank, MasterAddr: o.MasterAddr, MasterPort: o.MasterPort},
 		cmd.Flags().Changed, job)
 	o.NNodes, o.NodeRank, o.MasterAddr, o.MasterPort = s.NNodes, s.NodeRank, s.MasterAddr, s.MasterPort
+	if o.NNodes > 1 && !cmd.Flags().Changed("ngpus") && job.NodeGPUs > 0 {
+		o.NGPUs = job.NodeGPUs
+	}
 	if o.NNodes == 1 && !cmd.Flags().Changed("master-port") && !cmd.Flags().Changed("master-addr") {
 		// One node: a free local port, so that two jobs of one
 		// allocation on one node do not collide on the job's port.
