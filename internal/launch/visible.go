@@ -47,7 +47,10 @@ type Mask struct {
 // applies ROCR_VISIBLE_DEVICES first and HIP indexes what is left with
 // HIP_VISIBLE_DEVICES, or CUDA_VISIBLE_DEVICES, which HIP honours the
 // same way; when both HIP and CUDA lists are set they must name the same
-// devices.
+// devices. A HIP or CUDA list identical to the ROCR list is the copy
+// Slurm writes for a job's GPUs (ROCR_VISIBLE_DEVICES=2,3 and
+// CUDA_VISIBLE_DEVICES=2,3 for GPUs 2 and 3) and names the same devices;
+// Env then writes the positions HIP needs (0,1).
 //
 // It returns an error wrapping ErrMask, naming the variable and the
 // entry, when an entry names no device, a device is listed twice, or a
@@ -86,6 +89,15 @@ func ParseMask(env []string, devs []topology.Device) (*Mask, error) {
 	}
 	for _, name := range names {
 		if !set[name] {
+			continue
+		}
+		if m.rocr != nil && sameList(vars[name], vars[EnvROCRVisible]) {
+			// Slurm's gres/gpu plugin writes one list into
+			// CUDA_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES,
+			// GPU_DEVICE_ORDINAL and ZE_AFFINITY_MASK (gres_common.c,
+			// Slurm 22.05 and later), meaning the same GPUs, not
+			// positions within ROCR's list: read as positions, a job
+			// given GPUs 2,3 would name devices that do not exist.
 			continue
 		}
 		toks, idx, err := resolveList(name, vars[name], devs, base, m.rocr != nil)
@@ -288,6 +300,21 @@ func (m *Mask) token(d topology.Device) string {
 		}
 	}
 	return strconv.Itoa(d.RuntimeIndex)
+}
+
+// sameList says whether two comma-separated lists have the same entries
+// in the same order, ignoring spaces around them.
+func sameList(a, b string) bool {
+	x, y := strings.Split(a, ","), strings.Split(b, ",")
+	if len(x) != len(y) {
+		return false
+	}
+	for i := range x {
+		if strings.TrimSpace(x[i]) != strings.TrimSpace(y[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 func equalInts(a, b []int) bool {

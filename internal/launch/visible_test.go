@@ -108,6 +108,27 @@ func TestMask(t *testing.T) {
 			wantEnv: map[string]string{"CUDA_VISIBLE_DEVICES": "2,1", "HIP_VISIBLE_DEVICES": "2,1"},
 		},
 		{
+			// Slurm gave the job GPUs 2 and 3 (a second job holds 0 and 1)
+			// and wrote the same list into every variable.
+			name: "slurm's copy of the rocr list names the same devices", devs: amd,
+			env: []string{"ROCR_VISIBLE_DEVICES=2,3", "CUDA_VISIBLE_DEVICES=2,3",
+				"GPU_DEVICE_ORDINAL=2,3", "ZE_AFFINITY_MASK=2,3"},
+			wantCands: []int{2, 3}, chosen: []int{3, 2},
+			wantEnv: map[string]string{"CUDA_VISIBLE_DEVICES": "1,0", "HIP_VISIBLE_DEVICES": "1,0"},
+		},
+		{
+			name: "slurm's one-gpu copy", devs: amd,
+			env:       []string{"CUDA_VISIBLE_DEVICES=1", "ROCR_VISIBLE_DEVICES=1", "HIP_VISIBLE_DEVICES=1"},
+			wantCands: []int{1}, chosen: []int{1},
+			wantEnv: map[string]string{"CUDA_VISIBLE_DEVICES": "0", "HIP_VISIBLE_DEVICES": "0"},
+		},
+		{
+			name: "a hip list set on top of slurm's copies narrows it", devs: amd,
+			env:       []string{"ROCR_VISIBLE_DEVICES=2,3", "CUDA_VISIBLE_DEVICES=2,3", "HIP_VISIBLE_DEVICES=1"},
+			wantCands: []int{3}, chosen: []int{3},
+			wantEnv: map[string]string{"CUDA_VISIBLE_DEVICES": "1", "HIP_VISIBLE_DEVICES": "1"},
+		},
+		{
 			name: "hip and cuda agree", devs: amd,
 			env:       []string{"HIP_VISIBLE_DEVICES=4,5", "CUDA_VISIBLE_DEVICES=4, 5"},
 			wantCands: []int{4, 5}, chosen: []int{5, 4},
