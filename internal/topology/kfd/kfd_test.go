@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 	"testing/fstest"
 
@@ -637,5 +639,114 @@ func TestDirFSMatchesOSDirFS(t *testing.T) {
 	}
 	if _, err := DirFS(t.TempDir()).(fs.ReadFileFS).ReadFile("../etc/passwd"); err == nil {
 		t.Error("DirFS read a path outside its root")
+	}
+}
+
+// cgroupFS answers EPERM for what amdkfd refuses to a process whose
+// device cgroup denies a GPU: the properties, gpu_id and name of its node
+// and everything under it, the way sysfs read() fails after a good open.
+type cgroupFS struct {
+	fs.FS
+	denied map[string]bool // node directories, "nodes/3"
+}
+
+func (c cgroupFS) deny(name string) bool {
+	for d := range c.denied {
+		if strings.HasPrefix(name, d+"/") && !strings.HasSuffix(name, "_links") && !strings.HasSuffix(name, "mem_banks") {
+			if b := path.Base(name); b == "properties" || b == "gpu_id" || b == "name" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (c cgroupFS) ReadFile(name string) ([]byte, error) {
+	if c.deny(name) {
+		return nil, &fs.PathError{Op: "read", Path: name, Err: syscall.EPERM}
+	}
+	return fs.ReadFile(c.FS, name)
+}
+
+func (c cgroupFS) Open(name string) (fs.File, error) {
+	if c.deny(name) {
+		return nil, &fs.PathError{Op: "read", Path: name, Err: syscall.EPERM}
+	}
+	return c.FS.Open(name)
+}
+
+// TestReadUnderDeviceCgroup: a job given GPUs 4 and 5 of the MI210 node
+// (KFD nodes 6 and 7, hive B on NUMA node 1), as Slurm's task/cgroup with
+// ConstrainDevices=yes leaves it, sees two devices numbered 0 and 1, as
+// HIP does there, joined by their XGMI link, and no error.
+func TestReadUnderDeviceCgroup(t *testing.T) {
+	denied := map[string]bool{}
+	for _, n := range []int{2, 3, 4, 5, 8, 9} {
+		denied[fmt.Sprintf("nodes/%d", n)] = true
+	}
+	fsys := cgroupFS{FS: fixture(t, "topo-mi210-xgmi-pcie"), denied: denied}
+	if _, err := fs.ReadFile(fsys, "nodes/3/properties"); !errors.Is(err, fs.ErrPermission) {
+		t.Fatalf("the test file system does not deny: %v", err)
+	}
+	var warns []string
+	m, err := Read(fsys, collect(&warns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(warns) != 0 {
+		t.Errorf("warnings: %q", warns)
+	}
+	if m.N() != 2 {
+		t.Fatalf("%d devices, want 2", m.N())
+	}
+	for i, pci := range []string{"0000:e3:00.0", "0000:c3:00.0"} {
+		d := m.Devices[i]
+		if d.Index != i || d.RuntimeIndex != i || d.PCIAddress != pci || d.NUMANode != 1 || d.Hive != "0xfb11632c00f4d272" {
+			t.Errorf("device %d: %+v, want runtime index %d at %s on NUMA node 1", i, d, i, pci)
+		}
+	}
+	if l := m.Link(0, 1); l.Type != topology.LinkXGMI || !l.Direct || l.MaxBandwidth != 50000 {
+		t.Errorf("link 0-1: %+v, want direct XGMI at 50000 MB/s", *l)
+	}
+}
+
+// TestReadProcsUnderDeviceCgroup: the gpu_id list ReadProcs matches
+// processes with leaves the denied GPU nodes out too, so it lines up
+// with Read's devices.
+func TestReadProcsUnderDeviceCgroup(t *testing.T) {
+	base := fixture(t, "topology-parsing-mi308")
+	all, err := gpuIDs(base, "topology/nodes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Deny every GPU node but the third and fourth.
+	denied := map[string]bool{}
+	nodes, err := numericEntries(base, "topology/nodes", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpu := 0
+	for _, n := range nodes {
+		dir := fmt.Sprintf("topology/nodes/%d", n)
+		p, _, err := readNodeProps(base, dir)
+		if err != nil || p["simd_count"] == 0 {
+			continue
+		}
+		if gpu != 2 && gpu != 3 {
+			denied[dir] = true
+		}
+		gpu++
+	}
+	fsys := cgroupFS{FS: base, denied: denied}
+	ids, err := gpuIDs(fsys, "topology/nodes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := Read(fsys, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != 2 || m.N() != 2 || ids[0] != all[2] || ids[1] != all[3] {
+		t.Errorf("gpu ids %v for %d devices, want [%d %d] of %v", ids, m.N(), all[2], all[3], all)
 	}
 }

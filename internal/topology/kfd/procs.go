@@ -32,11 +32,11 @@ func gpuIDs(fsys fs.FS, dir string) ([]uint64, error) {
 	var out []uint64
 	for _, id := range ids {
 		nd := path.Join(dir, strconv.Itoa(id))
-		props, err := readProps(fsys, path.Join(nd, "properties"))
+		props, hidden, err := readNodeProps(fsys, nd)
 		if err != nil {
 			return nil, err
 		}
-		if props["simd_count"] == 0 {
+		if hidden || props["simd_count"] == 0 {
 			continue
 		}
 		p := path.Join(nd, "gpu_id")

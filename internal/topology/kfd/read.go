@@ -51,9 +51,12 @@ type node struct {
 	dir   string
 	props Props
 	gpu   bool
-	name  string
-	links []kfdLink
-	mem   uint64 // VRAM bytes from mem_banks
+	// hidden: a GPU the device cgroup denies this process (see
+	// readNodeProps); not a device of the model.
+	hidden bool
+	name   string
+	links  []kfdLink
+	mem    uint64 // VRAM bytes from mem_banks
 }
 
 // kfdLink is one io_links or p2p_links entry of a node.
@@ -65,7 +68,9 @@ type kfdLink struct {
 
 // Read builds a finished, validated model from the KFD topology under
 // fsys. GPU nodes (simd_count > 0) become devices 0..N-1 in KFD node order,
-// which is HIP's order, so RuntimeIndex equals Index; CPU nodes are not
+// which is HIP's order, so RuntimeIndex equals Index; GPU nodes whose
+// properties the kernel refuses with EPERM (the device cgroup denies
+// them, see readNodeProps) are left out of the numbering; CPU nodes are not
 // devices but give each device its NUMA node through the device's PCIe
 // io_link. When fsys also holds sys/devices/system/node, the KFD CPU nodes
 // are mapped onto the NUMA nodes that have CPUs, in order, and the model's
@@ -145,6 +150,23 @@ func readProps(fsys fs.FS, p string) (Props, error) {
 	return parseProps(data, "kfd "+p)
 }
 
+// readNodeProps reads the properties of the node in directory dir.
+// hidden is true when the kernel refuses them with EPERM: amdkfd answers
+// so for a GPU whose render node the reader's device cgroup denies
+// (kfd_devcgroup_check_permission, Linux 5.5 and later), as under Slurm
+// with ConstrainDevices=yes or in a container given some of the GPUs.
+// ROCr leaves such a node out and numbers the GPUs it may use from 0
+// (libhsakmt's topology_sysfs_check_node_supported), and so does Read,
+// so that device indices are the ones HIP and Slurm's per-job
+// CUDA_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES use inside the cgroup.
+func readNodeProps(fsys fs.FS, dir string) (props Props, hidden bool, err error) {
+	props, err = readProps(fsys, path.Join(dir, "properties"))
+	if errors.Is(err, fs.ErrPermission) {
+		return nil, true, nil
+	}
+	return props, false, err
+}
+
 // readSmall reads a one-line text file, trimmed; ok is false when the
 // file does not exist.
 func readSmall(fsys fs.FS, p string) (s string, ok bool, err error) {
@@ -178,7 +200,7 @@ func loadNodes(fsys fs.FS, dir string, warn topology.Warner) ([]*node, error) {
 		n := &node{id: ids[k], dir: path.Join(dir, strconv.Itoa(ids[k]))}
 		nodes[k] = n
 		var err error
-		if n.props, err = readProps(fsys, path.Join(n.dir, "properties")); err != nil {
+		if n.props, n.hidden, err = readNodeProps(fsys, n.dir); err != nil || n.hidden {
 			return err
 		}
 		n.gpu = n.props["simd_count"] > 0
@@ -282,6 +304,9 @@ func build(fsys fs.FS, dir string, nodes []*node, warn topology.Warner) (*topolo
 	for _, n := range nodes {
 		byID[n.id] = n
 		switch {
+		case n.hidden:
+			// Links to it are dropped below like links to other
+			// non-devices: for this process the GPU does not exist.
 		case n.gpu:
 			devOf[n.id] = len(gpus)
 			gpus = append(gpus, n)
