@@ -7,7 +7,7 @@ LDFLAGS   := -s -w -X main.version=$(VERSION)
 FUZZTIME  ?= 30s
 PKGS      := ./...
 
-.PHONY: build demo test short race darwin vet lint fmt-check fuzz bench gpu-proof clean
+.PHONY: build demo test short race darwin vet lint fmt-check fuzz bench gpu-proof slurm-e2e clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/amdrun
@@ -55,6 +55,13 @@ fuzz:
 	    echo "== $$pkg $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 5s -parallel 1 $$pkg || exit 1; \
 	  done; \
 	done
+
+# As root, with Debian's slurmctld, slurmd and slurm-client and
+# python3-torch: a private two-node Slurm cluster in network namespaces
+# runs examples/slurm/allreduce.sbatch (README, "Slurm"). Fails, rather
+# than skips, when something it needs is missing.
+slurm-e2e:
+	AMDRUN_REQUIRE_SLURM=1 AMDRUN_REQUIRE_TORCH=1 $(GO) test -count=1 -run '^TestRealSlurm' -v ./cmd/amdrun/
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./internal/...

@@ -2,14 +2,16 @@
 
 Each rank joins the gloo process group through the env:// defaults that
 amdrun sets (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE), all-reduces
-rank+1, and writes what it saw to OUTDIR/rank<RANK>.json: the sum, its
-LOCAL_RANK, the visible-device variables and the CPU/memory affinity the
-kernel reports in /proc/self/status.
+rank+1, and writes what it saw to OUTDIR/rank<RANK>.json (creating
+OUTDIR): the sum, its LOCAL_RANK, host name, master address and port, the
+visible-device variables and the CPU/memory affinity the kernel reports
+in /proc/self/status.
 
 usage: python3 allreduce_check.py OUTDIR
 """
 import json
 import os
+import socket
 import sys
 
 import torch
@@ -39,12 +41,18 @@ def main():
         "env_rank": int(os.environ["RANK"]),
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "hip_visible_devices": os.environ.get("HIP_VISIBLE_DEVICES"),
+        "rocr_visible_devices": os.environ.get("ROCR_VISIBLE_DEVICES"),
+        "hostname": socket.gethostname(),
+        "master_addr": os.environ.get("MASTER_ADDR"),
+        "master_port": os.environ.get("MASTER_PORT"),
+        "slurm_cpu_bind_list": os.environ.get("SLURM_CPU_BIND_LIST"),
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
         "cpus_allowed_list": status_field("Cpus_allowed_list"),
         "mems_allowed_list": status_field("Mems_allowed_list"),
         "argv": sys.argv[1:],
         "pid": os.getpid(),
     }
+    os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "rank%d.json" % rank), "w") as f:
         json.dump(res, f)
     dist.destroy_process_group()
