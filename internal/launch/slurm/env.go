@@ -300,9 +300,11 @@ func envMap(env []string) map[string]string {
 	return m
 }
 
-// envInt parses a non-negative decimal variable.
+// envInt parses a non-negative decimal variable. Slurm writes bare
+// digits; anything else (spaces, a sign, a line break) is refused, so
+// that values quoted back in messages are one line.
 func envInt(name, v string) (int, error) {
-	n, err := strconv.Atoi(strings.TrimSpace(v))
+	n, err := strconv.Atoi(v)
 	if err != nil || n < 0 {
 		return 0, fmt.Errorf("slurm: %s=%q is not a non-negative number: %w", name, v, ErrEnv)
 	}

@@ -13,7 +13,7 @@ import (
 
 // readEnv reads one of the step environments captured from a real Slurm
 // 22.05 cluster (testdata/slurm/env, see testdata/SOURCES.md).
-func readEnv(t *testing.T, name string) []string {
+func readEnv(t testing.TB, name string) []string {
 	t.Helper()
 	f, err := os.Open(testutil.Testdata(t, "slurm", "env", name))
 	if err != nil {
@@ -94,4 +94,48 @@ func TestFromEnvRealSteps(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzFromEnv varies the variables FromEnv reads, starting from the real
+// captures: it must not panic, and a job it accepts must be consistent
+// and refused, if at all, in one line.
+func FuzzFromEnv(f *testing.F) {
+	keys := []string{"SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_STEP_NUM_NODES",
+		"SLURM_JOB_NUM_NODES", "SLURM_NODEID", "SLURM_STEP_NUM_TASKS", "SLURM_STEP_GPUS", "SLURM_GPUS_PER_NODE",
+		"SLURM_HET_SIZE", "SLURM_JOB_NODELIST_HET_GROUP_0"}
+	files, _ := os.ReadDir(testutil.Testdata(f, "slurm", "env"))
+	for _, e := range files {
+		vars := envMap(readEnv(f, e.Name()))
+		var vals []string
+		for _, k := range keys {
+			vals = append(vals, vars[k])
+		}
+		f.Add(strings.Join(vals, "\x00"))
+	}
+	f.Fuzz(func(t *testing.T, joined string) {
+		vals := strings.Split(joined, "\x00")
+		var env []string
+		for i, k := range keys {
+			if i < len(vals) && vals[i] != "" {
+				env = append(env, k+"="+vals[i])
+			}
+		}
+		j, err := FromEnv(env)
+		if err != nil {
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("error of several lines: %q", err)
+			}
+			return
+		}
+		if j == nil {
+			return
+		}
+		if j.NNodes != len(j.Hosts) || j.NNodes < 1 || j.NodeRank < 0 || j.NodeRank >= j.NNodes ||
+			j.MasterAddr != j.Hosts[0] || j.MasterPort < BasePort || j.MasterPort >= BasePort+PortSpan {
+			t.Fatalf("inconsistent job %+v from %q", j, env)
+		}
+		if err := j.Launchable(); err != nil && (!errors.Is(err, ErrShape) || strings.Contains(err.Error(), "\n")) {
+			t.Fatalf("Launchable: %q", err)
+		}
+	})
 }
