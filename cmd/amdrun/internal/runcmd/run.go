@@ -169,7 +169,7 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 	}
 	fl := cmd.Flags()
 	fl.SetInterspersed(false) // flags after SCRIPT belong to the script
-	fl.IntVarP(&opts.NGPUs, "ngpus", "n", 0, "number of GPUs (ranks) on this node (default: every free device)")
+	fl.IntVarP(&opts.NGPUs, "ngpus", "n", 0, "number of GPUs (ranks) on this node (default: every free device; in a multi-node Slurm step, the GPUs Slurm gave each node)")
 	fl.StringVar(&r.devices, "devices", "", "only choose among these device indices, e.g. 0,2,4-7")
 	fl.StringVar(&r.exclude, "exclude", "", "never choose these device indices, e.g. 3 or 0-1")
 	fl.BoolVar(&opts.AllowBusy, "allow-busy", false, "allow devices another process is using")
