@@ -11,10 +11,19 @@ import (
 // Job is a chosen set of devices and what to run on it: the input of
 // PlanJob. Zero values are documented per field.
 type Job struct {
-	// Model is the node the devices were chosen on.
+	// Model is the node the devices were chosen on; nil only for CPU
+	// ranks.
 	Model *topology.Model
-	// Chosen are indices into Model.Devices, in rank order.
+	// Chosen are indices into Model.Devices, in rank order (each rank
+	// takes DevicesPerRank consecutive ones). Empty only for CPU ranks.
 	Chosen []int
+	// DevicesPerRank is how many of Chosen each rank gets; 0 means 1.
+	// Ranks with more than one device, and ranks under
+	// VirtualLocalRank, see only their own devices.
+	DevicesPerRank int
+	// CPURanks is the number of ranks of a job without devices (the node
+	// has no GPU, or --ngpus 0); 0 unless Chosen is empty.
+	CPURanks int
 	// Mask is the visible-device mask amdrun itself runs under
 	// (ParseMask of Env); nil means none.
 	Mask *Mask
@@ -37,6 +46,14 @@ type Job struct {
 	MasterPort       int
 	// MaxRestarts is how often a failed group is restarted.
 	MaxRestarts int
+	// RunID is TORCHELASTIC_RUN_ID (torchrun's --rdzv-id); "" means a
+	// fresh NewRunID.
+	RunID string
+	// Role is ROLE_NAME (torchrun's --role); "" means DefaultRole.
+	Role string
+	// VirtualLocalRank gives every rank LOCAL_RANK=0 and only its own
+	// devices, as torchrun's --virtual-local-rank.
+	VirtualLocalRank bool
 }
 
 // PlanJob turns a choice into a plan: the thin, impure wrapper of
@@ -70,22 +87,43 @@ func PlanJob(j Job) (*Plan, error) {
 	if len(argv) == 0 {
 		argv = []string{"-"}
 	}
-	return NewPlan(Spec{
-		Devices:     chosen,
-		HostNUMA:    j.HostNUMA,
-		AllowedCPUs: ownCPUs(),
-		Argv:        argv,
-		Env:         j.Env,
-		VisibleEnv:  j.Mask.Env(chosen, j.Model.Vendor),
-		Bind:        bind,
-		Mem:         j.Mem,
-		NNodes:      j.NNodes,
-		NodeRank:    j.NodeRank,
-		MasterAddr:  j.MasterAddr,
-		MasterPort:  port,
-		RunID:       NewRunID(),
-		MaxRestarts: j.MaxRestarts,
-	})
+	runID := j.RunID
+	if runID == "" {
+		runID = NewRunID()
+	}
+	s := Spec{
+		Devices:          chosen,
+		DevicesPerRank:   j.DevicesPerRank,
+		CPURanks:         j.CPURanks,
+		HostNUMA:         j.HostNUMA,
+		AllowedCPUs:      ownCPUs(),
+		Argv:             argv,
+		Env:              j.Env,
+		Bind:             bind,
+		Mem:              j.Mem,
+		NNodes:           j.NNodes,
+		NodeRank:         j.NodeRank,
+		MasterAddr:       j.MasterAddr,
+		MasterPort:       port,
+		RunID:            runID,
+		Role:             j.Role,
+		VirtualLocalRank: j.VirtualLocalRank,
+		MaxRestarts:      j.MaxRestarts,
+	}
+	if len(chosen) > 0 {
+		vendor := j.Model.Vendor
+		per := max(1, j.DevicesPerRank)
+		if per > 1 || j.VirtualLocalRank {
+			// Each rank sees its own devices only (a rank with several
+			// devices has no LOCAL_RANK-th one to pick among all).
+			for k := 0; k+per <= len(chosen); k += per {
+				s.RankVisibleEnv = append(s.RankVisibleEnv, j.Mask.Env(chosen[k:k+per], vendor))
+			}
+		} else {
+			s.VisibleEnv = j.Mask.Env(chosen, vendor)
+		}
+	}
+	return NewPlan(s)
 }
 
 // NewRunID returns a fresh TORCHELASTIC_RUN_ID, "amdrun-" and 12 hex digits.

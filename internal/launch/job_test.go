@@ -78,6 +78,33 @@ func TestPlanJob(t *testing.T) {
 			t.Errorf("bind %s cpus %v env %v", p.Bind, p.Ranks[0].CPUs, p.Ranks[0].Env)
 		}
 	})
+	t.Run("4 devices for 1 rank under the user's mask: one process sees them all, in the user's tokens", func(t *testing.T) {
+		mask, err := ParseMask([]string{"CUDA_VISIBLE_DEVICES=7,6,1,0"}, m.Devices)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := PlanJob(Job{Model: m, Chosen: []int{0, 1, 6, 7}, DevicesPerRank: 4, Mask: mask, HostNUMA: host, MasterPort: 1,
+			RunID: "job9", Role: "server"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		env := EnvMap(p.Ranks[0].Env)
+		if len(p.Ranks) != 1 || env["CUDA_VISIBLE_DEVICES"] != "0,1,6,7" || env["WORLD_SIZE"] != "1" {
+			t.Errorf("%d ranks, CUDA_VISIBLE_DEVICES %q, WORLD_SIZE %s; want 1 rank seeing 0,1,6,7", len(p.Ranks), env["CUDA_VISIBLE_DEVICES"], env["WORLD_SIZE"])
+		}
+		if !reflect.DeepEqual(p.Ranks[0].NUMANodes, []int{0, 1}) || env["TORCHELASTIC_RUN_ID"] != "job9" || env["ROLE_NAME"] != "server" || p.RunID != "job9" {
+			t.Errorf("NUMA nodes %v, run id %q/%q, role %q", p.Ranks[0].NUMANodes, env["TORCHELASTIC_RUN_ID"], p.RunID, env["ROLE_NAME"])
+		}
+	})
+	t.Run("CPU ranks need no model", func(t *testing.T) {
+		p, err := PlanJob(Job{CPURanks: 3, HostNUMA: host, MasterPort: 1, Argv: []string{"x"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Ranks) != 3 || p.Bind != BindNUMA || p.Ranks[2].NUMANode != 1 || p.Ranks[0].NUMANode != 0 {
+			t.Errorf("%d ranks, bind %s, nodes %d..%d; want 3 ranks spread over nodes 0 and 1", len(p.Ranks), p.Bind, p.Ranks[0].NUMANode, p.Ranks[2].NUMANode)
+		}
+	})
 	t.Run("a choice outside the user's mask is refused", func(t *testing.T) {
 		mask, err := ParseMask([]string{"HIP_VISIBLE_DEVICES=0,1"}, m.Devices)
 		if err != nil {

@@ -6,6 +6,7 @@ package launch
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -72,22 +73,43 @@ const (
 // RankVars are the variables a plan may set in a rank's environment:
 // the visible-device variables, torchrun's rank contract, and defaults
 // amdrun sets only when the user has not (OMP_NUM_THREADS,
-// TORCH_NCCL_ASYNC_ERROR_HANDLING). ROCR_VISIBLE_DEVICES is listed
-// because it decides what the others mean, though amdrun never sets it.
-// A dry run shows these; the torchrun launcher drops the rank contract.
+// TORCH_NCCL_ASYNC_ERROR_HANDLING and its pre-2.2 name
+// NCCL_ASYNC_ERROR_HANDLING). ROCR_VISIBLE_DEVICES is listed because it
+// decides what the others mean, though amdrun never sets it. A dry run
+// shows these; the torchrun launcher drops the rank contract.
 var RankVars = []string{
 	"CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER",
 	"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
 	"ROLE_NAME", "ROLE_RANK", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
 	"TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
-	"TORCHELASTIC_USE_AGENT_STORE", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "OMP_NUM_THREADS",
+	"TORCHELASTIC_USE_AGENT_STORE", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING",
+	"OMP_NUM_THREADS",
 }
+
+// asyncErrorVars are the two names torch reads for NCCL's asynchronous
+// error handling: TORCH_NCCL_ASYNC_ERROR_HANDLING since torch 2.2, the
+// other before (torch 1.13 reads only NCCL_ASYNC_ERROR_HANDLING). A plan
+// sets both to 1 unless the user set either.
+var asyncErrorVars = []string{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING"}
+
+// DefaultRole is ROLE_NAME when Spec.Role is empty, as torchrun's --role.
+const DefaultRole = "default"
 
 // Spec is everything NewPlan needs. Zero values are documented per field.
 type Spec struct {
-	// Devices are the chosen devices in rank order (local rank i runs on
-	// Devices[i]). At least one; no device twice.
+	// Devices are the chosen devices in rank order: local rank i runs on
+	// Devices[i*k : (i+1)*k], k being DevicesPerRank. No device twice.
+	// Empty only for CPU ranks (CPURanks).
 	Devices []topology.Device
+	// DevicesPerRank is how many devices each rank gets (k above); 0
+	// means 1. len(Devices) must be a multiple of it.
+	DevicesPerRank int
+	// CPURanks is the number of ranks of a job without devices (a node
+	// with no GPU): each gets the torchrun environment and no
+	// visible-device variable; with BindNUMA or BindExclusive they are
+	// spread over the host's NUMA nodes in contiguous blocks. 0 unless
+	// Devices is empty.
+	CPURanks int
 	// HostNUMA are this host's NUMA nodes. Empty: no binding is possible
 	// and the plan warns when Bind asks for one.
 	HostNUMA []topology.NUMANode
@@ -100,13 +122,19 @@ type Spec struct {
 	// Env is the base environment (KEY=VAL). It passes through unchanged
 	// except for the variables the plan sets.
 	Env []string
-	// VisibleEnv holds the visible-device variables (Mask.Env); they
-	// override Env.
+	// VisibleEnv holds the visible-device variables every rank gets
+	// (Mask.Env of all Devices); they override Env. Ignored when
+	// RankVisibleEnv is set.
 	VisibleEnv map[string]string
+	// RankVisibleEnv, when set, holds each local rank's own
+	// visible-device variables (Mask.Env of that rank's devices), for
+	// ranks that see only their own devices: several devices per rank,
+	// or VirtualLocalRank. Its length must be the number of ranks.
+	RankVisibleEnv []map[string]string
 	// Bind is the CPU binding; "" means BindNone.
 	Bind BindMode
 	// Mem is the memory policy; "" means MemNone. It applies only to ranks
-	// that are bound to a NUMA node.
+	// that are bound to NUMA nodes.
 	Mem MemPolicy
 	// NNodes is the number of nodes (0 means 1); NodeRank this node's
 	// number, 0 <= NodeRank < NNodes.
@@ -117,6 +145,12 @@ type Spec struct {
 	MasterPort int
 	// RunID is TORCHELASTIC_RUN_ID; "" means DefaultRunID.
 	RunID string
+	// Role is ROLE_NAME (torchrun's --role); "" means DefaultRole.
+	Role string
+	// VirtualLocalRank sets LOCAL_RANK=0 in every rank, as torchrun's
+	// --virtual-local-rank; each rank should then see only its own
+	// devices (RankVisibleEnv), so that device 0 is its own.
+	VirtualLocalRank bool
 	// MaxRestarts is how often a failed group is restarted (>= 0).
 	MaxRestarts int
 }
@@ -135,17 +169,27 @@ type Plan struct {
 	// Bind and Mem are the Spec's modes after defaults.
 	Bind BindMode
 	Mem  MemPolicy
+	// RunID is the ranks' TORCHELASTIC_RUN_ID (the Spec's, after the
+	// default); "" in a plan not made by NewPlan.
+	RunID string
 }
 
 // Rank is one worker of a plan.
 type Rank struct {
-	// Rank is the global rank (NodeRank*len(Devices) + LocalRank);
+	// Rank is the global rank (NodeRank*ranks per node + LocalRank);
 	// LocalRank the rank on this node.
 	Rank, LocalRank int
-	// Device is the rank's GPU (the LOCAL_RANK-th visible device).
+	// Devices are the rank's devices, in topology order; nil for a CPU
+	// rank.
+	Devices []topology.Device
+	// Device is the rank's first device (the LOCAL_RANK-th visible
+	// device when each rank has one); for a CPU rank its Index,
+	// RuntimeIndex and NUMANode are -1.
 	Device topology.Device
-	// NUMANode is the host NUMA node the rank is bound to, -1 if none.
-	NUMANode int
+	// NUMANodes are the host NUMA nodes the rank is bound to, ascending;
+	// nil if none. NUMANode is the first of them, -1 if none.
+	NUMANodes []int
+	NUMANode  int
 	// CPUs are the CPUs the rank is bound to; nil means not bound (it
 	// inherits amdrun's affinity).
 	CPUs []int
@@ -153,6 +197,7 @@ type Rank struct {
 	// default policy.
 	Mems []int
 	// MemPolicy is the policy applied to Mems (MemNone when Mems is nil).
+	// With MemPreferred and several nodes the kernel prefers the first.
 	MemPolicy MemPolicy
 	// Argv is the worker command, exactly as run.
 	Argv []string
@@ -163,12 +208,33 @@ type Rank struct {
 // Bound says whether the rank needs the bind shim.
 func (r *Rank) Bound() bool { return len(r.CPUs) > 0 || len(r.Mems) > 0 }
 
+// DeviceLabel names the rank's devices for people: "3", "0,1,6,7", or
+// "cpu" for a rank without a device.
+func (r *Rank) DeviceLabel() string {
+	if len(r.Devices) == 0 {
+		return "cpu"
+	}
+	idx := make([]int, len(r.Devices))
+	for i, d := range r.Devices {
+		idx[i] = d.Index
+	}
+	return topology.JoinInts(idx)
+}
+
+// cpuDevice is Rank.Device of a rank without a device.
+var cpuDevice = topology.Device{Index: -1, RuntimeIndex: -1, NUMANode: -1}
+
 // NewPlan computes the plan for s. It does no I/O. It returns an error
-// wrapping ErrSpec when s has no devices or no command, a device twice,
-// an unknown bind mode or memory policy, or node numbers out of range.
+// wrapping ErrSpec when s has neither devices nor CPU ranks (or both), no
+// command, a device twice, a device count that DevicesPerRank does not
+// divide, an unknown bind mode or memory policy, or node numbers out of
+// range.
 func NewPlan(s Spec) (*Plan, error) {
-	if len(s.Devices) == 0 {
+	switch {
+	case len(s.Devices) == 0 && s.CPURanks <= 0:
 		return nil, fmt.Errorf("launch: %w: no devices", ErrSpec)
+	case len(s.Devices) > 0 && s.CPURanks != 0:
+		return nil, fmt.Errorf("launch: %w: %d devices and %d CPU ranks: a plan has one or the other", ErrSpec, len(s.Devices), s.CPURanks)
 	}
 	if len(s.Argv) == 0 || s.Argv[0] == "" {
 		return nil, fmt.Errorf("launch: %w: no worker command", ErrSpec)
@@ -179,6 +245,20 @@ func NewPlan(s Spec) (*Plan, error) {
 			return nil, fmt.Errorf("launch: %w: device %d chosen twice", ErrSpec, d.Index)
 		}
 		seen[d.Index] = true
+	}
+	per := s.DevicesPerRank
+	if per == 0 {
+		per = 1
+	}
+	if per < 0 || len(s.Devices)%per != 0 {
+		return nil, fmt.Errorf("launch: %w: %d devices do not split into ranks of %d", ErrSpec, len(s.Devices), s.DevicesPerRank)
+	}
+	nproc := s.CPURanks
+	if len(s.Devices) > 0 {
+		nproc = len(s.Devices) / per
+	}
+	if s.RankVisibleEnv != nil && len(s.RankVisibleEnv) != nproc {
+		return nil, fmt.Errorf("launch: %w: visible devices for %d ranks, the plan has %d", ErrSpec, len(s.RankVisibleEnv), nproc)
 	}
 	bind, mem := s.Bind, s.Mem
 	if bind == "" {
@@ -218,49 +298,83 @@ func NewPlan(s Spec) (*Plan, error) {
 	if runID == "" {
 		runID = DefaultRunID
 	}
+	role := s.Role
+	if role == "" {
+		role = DefaultRole
+	}
 
-	nproc := len(s.Devices)
-	p := &Plan{WorldSize: nnodes * nproc, MaxRestarts: s.MaxRestarts, Bind: bind, Mem: mem}
-	binds := bindRanks(s.Devices, s.HostNUMA, s.AllowedCPUs, bind, &p.Warnings)
+	p := &Plan{WorldSize: nnodes * nproc, MaxRestarts: s.MaxRestarts, Bind: bind, Mem: mem, RunID: runID}
+	groups := make([][]topology.Device, nproc)
+	for lr := range groups {
+		if len(s.Devices) > 0 {
+			groups[lr] = s.Devices[lr*per : (lr+1)*per]
+		}
+	}
+	var homes []home
+	if len(s.Devices) > 0 {
+		homes = deviceHomes(groups)
+	} else {
+		homes = cpuHomes(nproc, s.HostNUMA, s.AllowedCPUs, bind)
+	}
+	binds := bindRanks(homes, s.HostNUMA, s.AllowedCPUs, bind, &p.Warnings)
 	allowed := allowedCPUs(s.HostNUMA, s.AllowedCPUs)
 
 	_, ompSet := LookupEnv(s.Env, "OMP_NUM_THREADS")
+	asyncSet := false
+	for _, k := range asyncErrorVars {
+		if _, ok := LookupEnv(s.Env, k); ok {
+			asyncSet = true
+		}
+	}
 	var ompNotes []string
 	ompValues := map[int]bool{}
-	for lr, d := range s.Devices {
+	for lr, devs := range groups {
 		b := binds[lr]
 		r := Rank{
 			Rank:      s.NodeRank*nproc + lr,
 			LocalRank: lr,
-			Device:    d,
-			NUMANode:  b.node,
+			Devices:   devs,
+			Device:    cpuDevice,
+			NUMANodes: b.nodes,
+			NUMANode:  -1,
 			CPUs:      b.cpus,
 			MemPolicy: MemNone,
 			Argv:      append([]string(nil), s.Argv...),
 		}
-		if b.node >= 0 && mem != MemNone {
-			r.Mems, r.MemPolicy = []int{b.node}, mem
+		if len(devs) > 0 {
+			r.Device = devs[0]
+		}
+		if len(b.nodes) > 0 {
+			r.NUMANode = b.nodes[0]
+			if mem != MemNone {
+				r.Mems, r.MemPolicy = append([]int(nil), b.nodes...), mem
+			}
+		}
+		localRank := lr
+		if s.VirtualLocalRank {
+			localRank = 0
 		}
 		set := map[string]string{
-			"RANK":                            strconv.Itoa(r.Rank),
-			"LOCAL_RANK":                      strconv.Itoa(lr),
-			"WORLD_SIZE":                      strconv.Itoa(p.WorldSize),
-			"LOCAL_WORLD_SIZE":                strconv.Itoa(nproc),
-			"GROUP_RANK":                      strconv.Itoa(s.NodeRank),
-			"GROUP_WORLD_SIZE":                strconv.Itoa(nnodes),
-			"ROLE_NAME":                       "default",
-			"ROLE_RANK":                       strconv.Itoa(r.Rank),
-			"ROLE_WORLD_SIZE":                 strconv.Itoa(p.WorldSize),
-			"MASTER_ADDR":                     addr,
-			"MASTER_PORT":                     strconv.Itoa(port),
-			"TORCHELASTIC_RUN_ID":             runID,
-			"TORCHELASTIC_RESTART_COUNT":      "0",
-			"TORCHELASTIC_MAX_RESTARTS":       strconv.Itoa(s.MaxRestarts),
-			"TORCHELASTIC_USE_AGENT_STORE":    "False",
-			"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
+			"RANK":                         strconv.Itoa(r.Rank),
+			"LOCAL_RANK":                   strconv.Itoa(localRank),
+			"WORLD_SIZE":                   strconv.Itoa(p.WorldSize),
+			"LOCAL_WORLD_SIZE":             strconv.Itoa(nproc),
+			"GROUP_RANK":                   strconv.Itoa(s.NodeRank),
+			"GROUP_WORLD_SIZE":             strconv.Itoa(nnodes),
+			"ROLE_NAME":                    role,
+			"ROLE_RANK":                    strconv.Itoa(r.Rank),
+			"ROLE_WORLD_SIZE":              strconv.Itoa(p.WorldSize),
+			"MASTER_ADDR":                  addr,
+			"MASTER_PORT":                  strconv.Itoa(port),
+			"TORCHELASTIC_RUN_ID":          runID,
+			"TORCHELASTIC_RESTART_COUNT":   "0",
+			"TORCHELASTIC_MAX_RESTARTS":    strconv.Itoa(s.MaxRestarts),
+			"TORCHELASTIC_USE_AGENT_STORE": "False",
 		}
-		if _, ok := LookupEnv(s.Env, "TORCH_NCCL_ASYNC_ERROR_HANDLING"); ok {
-			delete(set, "TORCH_NCCL_ASYNC_ERROR_HANDLING")
+		if !asyncSet {
+			for _, k := range asyncErrorVars {
+				set[k] = "1"
+			}
 		}
 		if !ompSet {
 			n := ompThreads(b, binds, len(allowed), nproc)
@@ -268,8 +382,14 @@ func NewPlan(s Spec) (*Plan, error) {
 			ompNotes = append(ompNotes, fmt.Sprintf("rank %d: %d", r.Rank, n))
 			ompValues[n] = true
 		}
-		for k, v := range s.VisibleEnv {
-			set[k] = v
+		visible := s.VisibleEnv
+		if s.RankVisibleEnv != nil {
+			visible = s.RankVisibleEnv[lr]
+		}
+		if len(devs) > 0 {
+			for k, v := range visible {
+				set[k] = v
+			}
 		}
 		r.Env = mergeEnv(s.Env, set)
 		p.Ranks = append(p.Ranks, r)
@@ -287,18 +407,74 @@ func NewPlan(s Spec) (*Plan, error) {
 	return p, nil
 }
 
-// binding is one rank's CPU set and NUMA node.
+// home is where a rank belongs on the host: the NUMA nodes of its
+// devices (or the one a CPU rank was given), and how to name the rank in
+// a warning.
+type home struct {
+	nodes []int // ascending, distinct; may hold ids the host lacks (-1: unknown)
+	what  string
+}
+
+// deviceHomes is each rank's devices' NUMA nodes.
+func deviceHomes(groups [][]topology.Device) []home {
+	out := make([]home, len(groups))
+	for lr, devs := range groups {
+		idx := make([]int, len(devs))
+		var nodes []int
+		for i, d := range devs {
+			idx[i] = d.Index
+			if !slices.Contains(nodes, d.NUMANode) {
+				nodes = append(nodes, d.NUMANode)
+			}
+		}
+		slices.Sort(nodes)
+		noun := "device"
+		if len(devs) > 1 {
+			noun = "devices"
+		}
+		out[lr] = home{nodes: nodes, what: fmt.Sprintf("%d (%s %s, NUMA node %s)", lr, noun, topology.JoinInts(idx), topology.JoinInts(nodes))}
+	}
+	return out
+}
+
+// cpuHomes spreads n CPU ranks over the host's NUMA nodes that have CPUs
+// amdrun may use, in contiguous blocks (ranks 0..n/m-1 on the first node,
+// and so on), so that neighbouring ranks share a node. Without binding,
+// or without NUMA information, the ranks have no home.
+func cpuHomes(n int, host []topology.NUMANode, allowedList []int, mode BindMode) []home {
+	out := make([]home, n)
+	for lr := range out {
+		out[lr].what = strconv.Itoa(lr)
+	}
+	if mode == BindNone || len(host) == 0 {
+		return out
+	}
+	allowed := allowedCPUs(host, allowedList)
+	var usable []int
+	for _, h := range host {
+		if len(intersect(h.CPUs, allowed)) > 0 {
+			usable = append(usable, h.ID)
+		}
+	}
+	slices.Sort(usable)
+	if len(usable) == 0 {
+		return out // bindRanks says the host's nodes are unusable
+	}
+	for lr := range out {
+		out[lr].nodes = []int{usable[lr*len(usable)/n]}
+	}
+	return out
+}
+
+// binding is one rank's NUMA nodes and CPU set.
 type binding struct {
-	node int   // -1: none
-	cpus []int // nil: unbound
+	nodes []int // nil: none
+	cpus  []int // nil: unbound
 }
 
 // bindRanks computes each rank's binding and appends warnings.
-func bindRanks(devs []topology.Device, host []topology.NUMANode, allowedList []int, mode BindMode, warn *[]string) []binding {
-	out := make([]binding, len(devs))
-	for i := range out {
-		out[i].node = -1
-	}
+func bindRanks(homes []home, host []topology.NUMANode, allowedList []int, mode BindMode, warn *[]string) []binding {
+	out := make([]binding, len(homes))
 	if mode == BindNone {
 		return out
 	}
@@ -312,20 +488,34 @@ func bindRanks(devs []topology.Device, host []topology.NUMANode, allowedList []i
 		byID[n.ID] = n
 	}
 	var homeless, empty []string
-	onNode := map[int][]int{} // NUMA node -> local ranks on it, in order
-	for lr, d := range devs {
-		n, ok := byID[d.NUMANode]
-		if !ok {
-			homeless = append(homeless, fmt.Sprintf("%d (device %d, NUMA node %d)", lr, d.Index, d.NUMANode))
+	onNodes := map[string][]int{} // node set -> local ranks on it, in order
+	var keys []string
+	for lr, h := range homes {
+		var cpus []int
+		known := len(h.nodes) > 0
+		for _, id := range h.nodes {
+			n, ok := byID[id]
+			if !ok {
+				known = false
+				break
+			}
+			cpus = append(cpus, intersect(n.CPUs, allowed)...)
+		}
+		if !known {
+			homeless = append(homeless, h.what)
 			continue
 		}
-		cpus := intersect(n.CPUs, allowed)
 		if len(cpus) == 0 {
-			empty = append(empty, fmt.Sprintf("%d (NUMA node %d)", lr, n.ID))
+			empty = append(empty, fmt.Sprintf("%d (NUMA node %s)", lr, topology.JoinInts(h.nodes)))
 			continue
 		}
-		out[lr] = binding{node: n.ID, cpus: cpus}
-		onNode[n.ID] = append(onNode[n.ID], lr)
+		slices.Sort(cpus)
+		out[lr] = binding{nodes: append([]int(nil), h.nodes...), cpus: cpus}
+		key := topology.JoinInts(h.nodes)
+		if _, ok := onNodes[key]; !ok {
+			keys = append(keys, key)
+		}
+		onNodes[key] = append(onNodes[key], lr)
 	}
 	if len(homeless) > 0 {
 		*warn = append(*warn, "bind: the host has no NUMA node for local rank(s) "+strings.Join(homeless, ", ")+": they are not bound")
@@ -336,18 +526,16 @@ func bindRanks(devs []topology.Device, host []topology.NUMANode, allowedList []i
 	if mode != BindExclusive {
 		return out
 	}
-	ids := make([]int, 0, len(onNode))
-	for id := range onNode {
-		ids = append(ids, id)
-	}
-	sort.Ints(ids)
+	sort.Slice(keys, func(i, j int) bool {
+		return slices.Compare(out[onNodes[keys[i]][0]].nodes, out[onNodes[keys[j]][0]].nodes) < 0
+	})
 	var shared []string
-	for _, id := range ids {
-		ranks := onNode[id]
+	for _, key := range keys {
+		ranks := onNodes[key]
 		cpus := out[ranks[0]].cpus
 		k := len(ranks)
 		if k > len(cpus) {
-			shared = append(shared, fmt.Sprintf("NUMA node %d (%d ranks, %d CPUs)", id, k, len(cpus)))
+			shared = append(shared, fmt.Sprintf("NUMA node %s (%d ranks, %d CPUs)", key, k, len(cpus)))
 		}
 		for j, lr := range ranks {
 			out[lr].cpus = chunk(cpus, j, k)
@@ -388,7 +576,7 @@ func ompThreads(b binding, all []binding, nAllowed, nproc int) int {
 	}
 	sharing := 0
 	for _, o := range all {
-		if o.node == b.node && len(o.cpus) > 0 && o.cpus[0] == b.cpus[0] && len(o.cpus) == len(b.cpus) {
+		if slices.Equal(o.cpus, b.cpus) {
 			sharing++
 		}
 	}

@@ -2,6 +2,7 @@ package launch
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -48,8 +49,9 @@ func TestPlanEnv(t *testing.T) {
 		"ROLE_WORLD_SIZE": "8", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29400",
 		"TORCHELASTIC_RUN_ID": "job7", "TORCHELASTIC_RESTART_COUNT": "0", "TORCHELASTIC_MAX_RESTARTS": "2",
 		"TORCHELASTIC_USE_AGENT_STORE": "False", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
-		"OMP_NUM_THREADS":     "8", // 16 CPUs of node 0 shared by 2 ranks
-		"HIP_VISIBLE_DEVICES": "4,5,0,1", "CUDA_VISIBLE_DEVICES": "4,5,0,1",
+		"NCCL_ASYNC_ERROR_HANDLING": "1", // torch < 2.2 reads only this name
+		"OMP_NUM_THREADS":           "8", // 16 CPUs of node 0 shared by 2 ranks
+		"HIP_VISIBLE_DEVICES":       "4,5,0,1", "CUDA_VISIBLE_DEVICES": "4,5,0,1",
 		"PATH": "/usr/bin", "NCCL_NVLS_ENABLE": "0", "HOME": "/root",
 	}
 	if got := EnvMap(r.Env); !reflect.DeepEqual(got, want) {
@@ -208,6 +210,9 @@ func TestPlanErrors(t *testing.T) {
 		want string
 	}{
 		{"no devices", func(s *Spec) { s.Devices = nil }, "launch: invalid launch spec: no devices"},
+		{"devices and cpu ranks", func(s *Spec) { s.CPURanks = 2 }, "4 devices and 2 CPU ranks"},
+		{"devices per rank", func(s *Spec) { s.DevicesPerRank = 3 }, "4 devices do not split into ranks of 3"},
+		{"visible per rank", func(s *Spec) { s.RankVisibleEnv = []map[string]string{{}} }, "visible devices for 1 ranks, the plan has 4"},
 		{"no command", func(s *Spec) { s.Argv = nil }, "no worker command"},
 		{"device twice", func(s *Spec) { s.Devices = append(s.Devices, s.Devices[0]) }, "device 4 chosen twice"},
 		{"node rank", func(s *Spec) { s.NodeRank = 2 }, "node rank 2 outside 2 node(s)"},
@@ -268,5 +273,156 @@ func TestShimArgs(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("parseShimArgs(%s) error %v, want %q", args, err, want)
 		}
+	}
+}
+
+// TestPlanAsyncErrorHandling: both names torch has read are set, unless
+// the user set either (then amdrun sets neither, so that the user's
+// value is the only one torch sees).
+func TestPlanAsyncErrorHandling(t *testing.T) {
+	for _, tc := range []struct {
+		env        []string
+		torch, old string // "" = unset
+	}{
+		{nil, "1", "1"},
+		{[]string{"TORCH_NCCL_ASYNC_ERROR_HANDLING=3"}, "3", ""},
+		{[]string{"NCCL_ASYNC_ERROR_HANDLING=0"}, "", "0"},
+	} {
+		s := baseSpec()
+		s.Env = tc.env
+		p, err := NewPlan(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		env := EnvMap(p.Ranks[0].Env)
+		if env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] != tc.torch || env["NCCL_ASYNC_ERROR_HANDLING"] != tc.old {
+			t.Errorf("user env %q: TORCH_NCCL_ASYNC_ERROR_HANDLING=%q NCCL_ASYNC_ERROR_HANDLING=%q, want %q and %q",
+				tc.env, env["TORCH_NCCL_ASYNC_ERROR_HANDLING"], env["NCCL_ASYNC_ERROR_HANDLING"], tc.torch, tc.old)
+		}
+	}
+}
+
+// TestPlanDevicesPerRank: 4 devices for 2 ranks give each rank 2 of them,
+// in order, with its own visible list and a binding to its devices' NUMA
+// nodes (both nodes for a rank whose devices straddle them).
+func TestPlanDevicesPerRank(t *testing.T) {
+	devs := amdNode() // 0-3 on NUMA node 0, 4-7 on node 1
+	chosen := pick(devs, 0, 1, 3, 4)
+	s := Spec{
+		Devices: chosen, DevicesPerRank: 2, HostNUMA: twoSocketHost(),
+		Argv: []string{"w"}, Bind: BindNUMA, Mem: MemBind, Role: "trainer",
+		RankVisibleEnv: []map[string]string{
+			(*Mask)(nil).Env(chosen[:2], topology.VendorAMD), (*Mask)(nil).Env(chosen[2:], topology.VendorAMD),
+		},
+	}
+	p, err := NewPlan(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Ranks) != 2 || p.WorldSize != 2 {
+		t.Fatalf("%d ranks, world %d; want 2, 2", len(p.Ranks), p.WorldSize)
+	}
+	for i, want := range []struct {
+		label, visible, cpus string
+		nodes                []int
+		local                string
+	}{
+		{"0,1", "0,1", "0-15", []int{0}, "0"},
+		{"3,4", "3,4", "0-31", []int{0, 1}, "1"},
+	} {
+		r := p.Ranks[i]
+		env := EnvMap(r.Env)
+		if r.DeviceLabel() != want.label || env["HIP_VISIBLE_DEVICES"] != want.visible || env["CUDA_VISIBLE_DEVICES"] != want.visible {
+			t.Errorf("rank %d: devices %s, visible %q/%q; want %s and %q", i, r.DeviceLabel(), env["HIP_VISIBLE_DEVICES"], env["CUDA_VISIBLE_DEVICES"], want.label, want.visible)
+		}
+		if topology.FormatCPUList(r.CPUs) != want.cpus || !reflect.DeepEqual(r.NUMANodes, want.nodes) || !reflect.DeepEqual(r.Mems, want.nodes) {
+			t.Errorf("rank %d: cpus %s nodes %v mems %v; want %s, %v", i, topology.FormatCPUList(r.CPUs), r.NUMANodes, r.Mems, want.cpus, want.nodes)
+		}
+		if env["LOCAL_RANK"] != want.local || env["LOCAL_WORLD_SIZE"] != "2" || env["ROLE_NAME"] != "trainer" {
+			t.Errorf("rank %d: LOCAL_RANK %s LOCAL_WORLD_SIZE %s ROLE_NAME %s", i, env["LOCAL_RANK"], env["LOCAL_WORLD_SIZE"], env["ROLE_NAME"])
+		}
+	}
+	// One process with all four devices (an inference server's shape).
+	s.DevicesPerRank, s.RankVisibleEnv = 4, nil
+	s.VisibleEnv = (*Mask)(nil).Env(chosen, topology.VendorAMD)
+	p, err = NewPlan(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Ranks) != 1 || p.Ranks[0].DeviceLabel() != "0,1,3,4" || EnvMap(p.Ranks[0].Env)["HIP_VISIBLE_DEVICES"] != "0,1,3,4" {
+		t.Errorf("one rank with 4 devices: %d ranks, devices %s", len(p.Ranks), p.Ranks[0].DeviceLabel())
+	}
+}
+
+// TestPlanVirtualLocalRank: LOCAL_RANK is 0 everywhere, each rank seeing
+// only its own device.
+func TestPlanVirtualLocalRank(t *testing.T) {
+	devs := pick(amdNode(), 2, 5)
+	p, err := NewPlan(Spec{
+		Devices: devs, Argv: []string{"w"}, VirtualLocalRank: true,
+		RankVisibleEnv: []map[string]string{
+			(*Mask)(nil).Env(devs[:1], topology.VendorAMD), (*Mask)(nil).Env(devs[1:], topology.VendorAMD),
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, vis := range []string{"2", "5"} {
+		env := EnvMap(p.Ranks[i].Env)
+		if env["LOCAL_RANK"] != "0" || env["RANK"] != fmt.Sprint(i) || env["CUDA_VISIBLE_DEVICES"] != vis {
+			t.Errorf("rank %d: LOCAL_RANK %s RANK %s CUDA_VISIBLE_DEVICES %s; want 0, %d, %s", i, env["LOCAL_RANK"], env["RANK"], env["CUDA_VISIBLE_DEVICES"], i, vis)
+		}
+	}
+}
+
+// TestPlanCPURanks: ranks without devices get the torchrun environment, no
+// visible-device variable of amdrun's, and are spread over the NUMA nodes
+// in contiguous blocks.
+func TestPlanCPURanks(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		n     int
+		bind  BindMode
+		host  []topology.NUMANode
+		nodes []int // per rank, -1 = not bound
+		cpus  []string
+		omp   []string
+	}{
+		{"numa, 4 ranks on 2 nodes", 4, BindNUMA, twoSocketHost(), []int{0, 0, 1, 1},
+			[]string{"0-15", "0-15", "16-31", "16-31"}, []string{"8", "8", "8", "8"}},
+		{"numa, 3 ranks on 2 nodes", 3, BindNUMA, twoSocketHost(), []int{0, 0, 1},
+			[]string{"0-15", "0-15", "16-31"}, []string{"8", "8", "16"}},
+		{"exclusive", 4, BindExclusive, twoSocketHost(), []int{0, 0, 1, 1},
+			[]string{"0-7", "8-15", "16-23", "24-31"}, []string{"8", "8", "8", "8"}},
+		{"none", 2, BindNone, twoSocketHost(), []int{-1, -1}, []string{"", ""}, []string{"16", "16"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := NewPlan(Spec{CPURanks: tc.n, HostNUMA: tc.host, Argv: []string{"w"}, Bind: tc.bind, Mem: MemBind,
+				Env: []string{"CUDA_VISIBLE_DEVICES=7"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(p.Ranks) != tc.n || p.WorldSize != tc.n {
+				t.Fatalf("%d ranks, world %d; want %d", len(p.Ranks), p.WorldSize, tc.n)
+			}
+			for i, r := range p.Ranks {
+				env := EnvMap(r.Env)
+				if r.DeviceLabel() != "cpu" || r.Device.Index != -1 || len(r.Devices) != 0 {
+					t.Errorf("rank %d: devices %s (index %d)", i, r.DeviceLabel(), r.Device.Index)
+				}
+				if env["RANK"] != fmt.Sprint(i) || env["LOCAL_RANK"] != fmt.Sprint(i) || env["WORLD_SIZE"] != fmt.Sprint(tc.n) {
+					t.Errorf("rank %d: RANK %s LOCAL_RANK %s WORLD_SIZE %s", i, env["RANK"], env["LOCAL_RANK"], env["WORLD_SIZE"])
+				}
+				if env["CUDA_VISIBLE_DEVICES"] != "7" {
+					t.Errorf("rank %d: CUDA_VISIBLE_DEVICES %q, want the user's 7 untouched", i, env["CUDA_VISIBLE_DEVICES"])
+				}
+				if _, ok := env["HIP_VISIBLE_DEVICES"]; ok {
+					t.Errorf("rank %d: HIP_VISIBLE_DEVICES set for a CPU rank", i)
+				}
+				if r.NUMANode != tc.nodes[i] || topology.FormatCPUList(r.CPUs) != tc.cpus[i] || env["OMP_NUM_THREADS"] != tc.omp[i] {
+					t.Errorf("rank %d: node %d cpus %q omp %s; want %d %q %s", i, r.NUMANode, topology.FormatCPUList(r.CPUs), env["OMP_NUM_THREADS"], tc.nodes[i], tc.cpus[i], tc.omp[i])
+				}
+			}
+		})
 	}
 }

@@ -55,6 +55,14 @@ type RunOptions struct {
 	// OnStart, when set, is called with each worker's global rank and pid
 	// right after it starts.
 	OnStart func(rank, pid int)
+	// Redirects says which streams of each local rank go only to its log
+	// files and not to the console (torchrun's -r/--redirects); Tee which
+	// go to both (-t/--tee). The zero value covers no stream. The log
+	// layout they write is torchrun's:
+	// LogDir/<Plan.RunID>/attempt_<k>/<local rank>/stdout.log|stderr.log.
+	// Run does not honour them yet (the run-time half of issue 15): the
+	// launcher refuses them before calling Run.
+	Redirects, Tee Streams
 }
 
 // execFailureCode is the exit status of a command that could not be run,

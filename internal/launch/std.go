@@ -1,0 +1,111 @@
+package launch
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Std is a set of a rank's standard streams, numbered as torchrun's Std:
+// 0 none, 1 stdout, 2 stderr, 3 both.
+type Std int
+
+// The streams of Std.
+const (
+	StdNone Std = 0
+	StdOut  Std = 1
+	StdErr  Std = 2
+	StdAll  Std = StdOut | StdErr
+)
+
+// ErrStreams is wrapped by ParseStreams's errors.
+var ErrStreams = errors.New("want 0-3 (0 none, 1 stdout, 2 stderr, 3 both) or LOCAL_RANK:0-3 pairs such as 0:3,1:0")
+
+// Streams says which streams of each local rank a setting covers:
+// torchrun's -r/--redirects and -t/--tee values. The zero value covers
+// nothing.
+type Streams struct {
+	// All applies to every local rank PerRank does not name.
+	All Std
+	// PerRank maps local ranks to their streams ("0:3,1:0"); nil when
+	// the value was one number for every rank. Ranks it does not name get
+	// StdNone, as in torchrun.
+	PerRank map[int]Std
+}
+
+// ParseStreams parses a torchrun -r/-t value: "0" to "3" for every local
+// rank, or comma-separated LOCAL_RANK:STD pairs. torchrun's own pattern
+// allows one-digit local ranks only; larger ones are accepted here. An
+// empty value is StdNone (torchrun's default "0"). Any other value gives
+// an error wrapping ErrStreams.
+func ParseStreams(s string) (Streams, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return Streams{}, nil
+	}
+	if !strings.Contains(s, ":") {
+		v, err := parseStd(s)
+		if err != nil {
+			return Streams{}, fmt.Errorf("%q: %w", s, ErrStreams)
+		}
+		return Streams{All: v}, nil
+	}
+	out := Streams{PerRank: map[int]Std{}}
+	for _, pair := range strings.Split(s, ",") {
+		r, v, ok := strings.Cut(pair, ":")
+		lr, err := strconv.Atoi(r)
+		std, err2 := parseStd(v)
+		if !ok || err != nil || lr < 0 || err2 != nil {
+			return Streams{}, fmt.Errorf("%q: %w", s, ErrStreams)
+		}
+		if _, dup := out.PerRank[lr]; dup {
+			return Streams{}, fmt.Errorf("%q: local rank %d given twice", s, lr)
+		}
+		out.PerRank[lr] = std
+	}
+	return out, nil
+}
+
+func parseStd(s string) (Std, error) {
+	if len(s) != 1 || s[0] < '0' || s[0] > '3' {
+		return 0, ErrStreams
+	}
+	return Std(s[0] - '0'), nil
+}
+
+// For returns the streams of local rank lr.
+func (s Streams) For(lr int) Std {
+	if s.PerRank != nil {
+		return s.PerRank[lr]
+	}
+	return s.All
+}
+
+// IsZero says whether s covers no stream of any rank.
+func (s Streams) IsZero() bool {
+	for _, v := range s.PerRank {
+		if v != StdNone {
+			return false
+		}
+	}
+	return s.All == StdNone
+}
+
+// String is s in ParseStreams's syntax (per-rank pairs in rank order).
+func (s Streams) String() string {
+	if s.PerRank == nil {
+		return strconv.Itoa(int(s.All))
+	}
+	ranks := make([]int, 0, len(s.PerRank))
+	for lr := range s.PerRank {
+		ranks = append(ranks, lr)
+	}
+	sort.Ints(ranks)
+	parts := make([]string, len(ranks))
+	for i, lr := range ranks {
+		parts[i] = fmt.Sprintf("%d:%d", lr, s.PerRank[lr])
+	}
+	return strings.Join(parts, ",")
+}

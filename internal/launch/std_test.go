@@ -1,0 +1,41 @@
+package launch
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+)
+
+func TestParseStreams(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want Streams
+		str  string
+	}{
+		{"", Streams{}, "0"},
+		{"0", Streams{}, "0"},
+		{"3", Streams{All: StdAll}, "3"},
+		{"1", Streams{All: StdOut}, "1"},
+		{"0:3,1:0", Streams{PerRank: map[int]Std{0: StdAll, 1: StdNone}}, "0:3,1:0"},
+		{"12:2,3:1", Streams{PerRank: map[int]Std{12: StdErr, 3: StdOut}}, "3:1,12:2"},
+	} {
+		got, err := ParseStreams(tc.in)
+		if err != nil || !reflect.DeepEqual(got, tc.want) || got.String() != tc.str {
+			t.Errorf("ParseStreams(%q) = %+v (%q), %v; want %+v (%q)", tc.in, got, got.String(), err, tc.want, tc.str)
+		}
+	}
+	s, _ := ParseStreams("0:3,2:1")
+	if s.For(0) != StdAll || s.For(1) != StdNone || s.For(2) != StdOut || s.IsZero() {
+		t.Errorf("For: %v %v %v, IsZero %v", s.For(0), s.For(1), s.For(2), s.IsZero())
+	}
+	if z, _ := ParseStreams("0:0,1:0"); !z.IsZero() {
+		t.Errorf("0:0,1:0 covers nothing, IsZero false")
+	}
+	for _, bad := range []string{"4", "x", "-1", "0:4", "0:", ":1", "a:1", "0:1,", "0:1,0:2", "01", "0:1;1:2", "0: 1"} {
+		if _, err := ParseStreams(bad); err == nil {
+			t.Errorf("ParseStreams(%q) accepted", bad)
+		} else if bad != "0:1,0:2" && !errors.Is(err, ErrStreams) {
+			t.Errorf("ParseStreams(%q) error %v does not wrap ErrStreams", bad, err)
+		}
+	}
+}
