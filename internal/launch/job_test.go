@@ -153,12 +153,13 @@ func TestTorchrunPlan(t *testing.T) {
 		want string
 	}{
 		{"standalone", Torchrun{NNodes: "1", Args: []string{"train.py", "--lr", "1"}},
-			"torchrun --nproc-per-node 4 --nnodes 1 --standalone train.py --lr 1"},
+			"torchrun --nproc_per_node 4 --nnodes 1 --standalone train.py --lr 1"},
 		{"static multi-node", Torchrun{NNodes: "2", NodeRank: 1, MasterAddr: "n0", MasterPort: 29400, NoPython: true, Args: []string{"./a.out"}},
-			"torchrun --nproc-per-node 4 --nnodes 2 --node-rank 1 --master-addr n0 --master-port 29400 --no-python ./a.out"},
+			"torchrun --nproc_per_node 4 --nnodes 2 --node_rank 1 --master_addr n0 --master_port 29400 --no_python ./a.out"},
 		{"elastic", Torchrun{NNodes: "1:4", MaxRestarts: 3, Module: true, Args: []string{"pkg.mod"},
-			Rdzv: map[string]string{"--rdzv-id": "j", "--rdzv-backend": "c10d", "--rdzv-endpoint": "n0:29400"}},
-			"torchrun --nproc-per-node 4 --nnodes 1:4 --rdzv-backend c10d --rdzv-endpoint n0:29400 --rdzv-id j --max-restarts 3 -m pkg.mod"},
+			Rdzv:  map[string]string{"id": "j", "backend": "c10d", "endpoint": "n0:29400"},
+			Extra: []string{"--role", "r", "-t", "3"}},
+			"torchrun --nproc_per_node 4 --nnodes 1:4 --rdzv_backend c10d --rdzv_endpoint n0:29400 --rdzv_id j --max_restarts 3 --role r -t 3 -m pkg.mod"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.t.UserEnv = user

@@ -20,22 +20,27 @@ type Torchrun struct {
 	NodeRank   int
 	MasterAddr string
 	MasterPort int
-	// Rdzv are torchrun's --rdzv-* flags ("--rdzv-backend" -> value),
-	// passed through in a fixed order.
+	// Rdzv are torchrun's rendezvous settings by name ("backend",
+	// "endpoint", "id", "conf" for --rdzv_backend ...), passed through in
+	// that order.
 	Rdzv map[string]string
 	// MaxRestarts is torchrun's --max-restarts (0: not passed).
 	MaxRestarts int
 	// Module and NoPython choose torchrun's -m / --no-python.
 	Module, NoPython bool
+	// Extra are more torchrun flags, already in the spelling every
+	// torchrun accepts, passed before the script in the order given.
+	Extra []string
 	// Args are SCRIPT ARGS..., as the user gave them.
 	Args []string
 }
 
-// rdzvFlags are torchrun's rendezvous flags, in the order they are passed.
-var rdzvFlags = []string{"--rdzv-backend", "--rdzv-endpoint", "--rdzv-id", "--rdzv-conf"}
+// rdzvNames are torchrun's rendezvous settings, in the order they are
+// passed.
+var rdzvNames = []string{"backend", "endpoint", "id", "conf"}
 
 // TorchrunPlan replaces p's ranks with one process: torchrun with the
-// chosen devices visible and --nproc-per-node len(p.Ranks). Its env is
+// chosen devices visible and --nproc_per_node len(p.Ranks). Its env is
 // rank 0's without the rank contract (RankVars other than the
 // visible-device ones), except what the user set. It is pure.
 func TorchrunPlan(p *Plan, t Torchrun) *Plan {
@@ -52,26 +57,30 @@ func TorchrunPlan(p *Plan, t Torchrun) *Plan {
 		}
 		env = append(env, kv)
 	}
-	argv := []string{"torchrun", "--nproc-per-node", strconv.Itoa(len(p.Ranks)), "--nnodes", t.NNodes}
+	// Underscore spellings: torchrun accepts them from torch 1.9 to the
+	// current release; the hyphenated ones only since torch 2.0 (1.13's
+	// argparse rejects --nproc-per-node).
+	argv := []string{"torchrun", "--nproc_per_node", strconv.Itoa(len(p.Ranks)), "--nnodes", t.NNodes}
 	if len(t.Rdzv) == 0 {
 		if t.NNodes == "1" {
 			argv = append(argv, "--standalone")
 		} else {
-			argv = append(argv, "--node-rank", strconv.Itoa(t.NodeRank), "--master-addr", t.MasterAddr,
-				"--master-port", strconv.Itoa(t.MasterPort))
+			argv = append(argv, "--node_rank", strconv.Itoa(t.NodeRank), "--master_addr", t.MasterAddr,
+				"--master_port", strconv.Itoa(t.MasterPort))
 		}
 	}
-	for _, k := range rdzvFlags {
+	for _, k := range rdzvNames {
 		if v, ok := t.Rdzv[k]; ok {
-			argv = append(argv, k, v)
+			argv = append(argv, "--rdzv_"+k, v)
 		}
 	}
 	if t.MaxRestarts > 0 {
-		argv = append(argv, "--max-restarts", strconv.Itoa(t.MaxRestarts))
+		argv = append(argv, "--max_restarts", strconv.Itoa(t.MaxRestarts))
 	}
+	argv = append(argv, t.Extra...)
 	switch {
 	case t.NoPython:
-		argv = append(argv, "--no-python")
+		argv = append(argv, "--no_python")
 	case t.Module:
 		argv = append(argv, "-m")
 	}

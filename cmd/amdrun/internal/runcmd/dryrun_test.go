@@ -204,7 +204,7 @@ func TestRunDryRunErrors(t *testing.T) {
 			name: "not enough lists busy devices",
 			edit: busy,
 			args: []string{"--dry-run", "-n", "8", "t.py"},
-			want: []string{"8 devices requested, 6 available", "free: 0,1,3,4,6,7", "busy: 2 (pid 4242 uses 10 GiB), 5 (100% used)", "--allow-busy"},
+			want: []string{"--ngpus 8: only 6 available", "free: 0,1,3,4,6,7", "busy: 2 (pid 4242 uses 10 GiB), 5 (100% used)", "--allow-busy"},
 		},
 		{
 			name: "devices outside the environment mask",
@@ -216,7 +216,7 @@ func TestRunDryRunErrors(t *testing.T) {
 			name: "more than the mask leaves",
 			env:  []string{"CUDA_VISIBLE_DEVICES=4,5,6,7"},
 			args: []string{"--dry-run", "-n", "5", "t.py"},
-			want: []string{"5 devices requested, 4 available"},
+			want: []string{"--ngpus 5: only 4 available"},
 		},
 	}
 	for _, tt := range tests {
@@ -280,26 +280,73 @@ func TestRunNoGPU(t *testing.T) {
 	noGPU := func(ctx context.Context, o discover.Options) (*topology.Model, error) {
 		return nil, fmt.Errorf("sysfs: nothing: %w", discover.ErrNoGPU)
 	}
-	// A dry run with the source left to auto plans on the bundled example.
-	f, out, _ := exampleFactory(t, nil)
-	f.Discover = noGPU
-	var warnings []string
-	f.Warn = func(format string, args ...any) { warnings = append(warnings, fmt.Sprintf(format, args...)) }
-	if err := dryRun(t, f, t.TempDir(), "--dry-run", "-n", "2", "t.py"); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(out.String(), "Devices:  0,1\n") {
-		t.Errorf("no GPU, dry run: want the example's 0,1:\n%s", out)
-	}
-	if len(warnings) == 0 || !strings.Contains(warnings[0], "no GPU found on this machine") {
-		t.Errorf("warnings %q, want one saying no GPU was found", warnings)
+	// The source left to auto on a machine without GPUs: CPU ranks, as
+	// torchrun would run, and one line saying why.
+	for _, tc := range []struct {
+		args  []string
+		ranks int
+	}{
+		{[]string{"-n", "2", "t.py"}, 2},
+		{[]string{"--nproc-per-node", "3", "t.py"}, 3},
+		{[]string{"--nproc-per-node", "auto", "t.py"}, 5}, // one per CPU (NumCPU below)
+		{[]string{"t.py"}, 1},                              // torchrun's default
+	} {
+		f, out, _ := exampleFactory(t, nil)
+		f.Discover = noGPU
+		var warnings []string
+		f.Warn = func(format string, args ...any) { warnings = append(warnings, fmt.Sprintf(format, args...)) }
+		cmd := runcmd.NewCmdRun(f, func(ctx context.Context, o *runcmd.Options) error {
+			o.NumCPU = func() int { return 5 }
+			return runcmd.Run(ctx, o)
+		})
+		cmd.SetArgs(append([]string{"--lease-dir", t.TempDir(), "--dry-run", "--json"}, tc.args...))
+		if err := cmd.ExecuteContext(context.Background()); err != nil {
+			t.Fatalf("%q: %v", tc.args, err)
+		}
+		var p struct {
+			CPU     bool  `json:"cpu"`
+			Devices []int `json:"devices"`
+			Ranks   []struct {
+				Device  int               `json:"device"`
+				Devices []int             `json:"devices"`
+				Env     map[string]string `json:"env"`
+			} `json:"ranks"`
+		}
+		if err := json.Unmarshal(out.Bytes(), &p); err != nil {
+			t.Fatalf("%q: %v\n%s", tc.args, err, out)
+		}
+		if !p.CPU || len(p.Devices) != 0 || len(p.Ranks) != tc.ranks {
+			t.Errorf("%q: cpu %v, devices %v, %d ranks; want %d CPU ranks", tc.args, p.CPU, p.Devices, len(p.Ranks), tc.ranks)
+		}
+		for i, r := range p.Ranks {
+			if r.Device != -1 || len(r.Devices) != 0 || r.Env["RANK"] != fmt.Sprint(i) || r.Env["WORLD_SIZE"] != fmt.Sprint(tc.ranks) {
+				t.Errorf("%q: rank %d: device %d %v, env %v", tc.args, i, r.Device, r.Devices, r.Env)
+			}
+			if _, ok := r.Env["CUDA_VISIBLE_DEVICES"]; ok {
+				t.Errorf("%q: rank %d: CUDA_VISIBLE_DEVICES set for a CPU rank", tc.args, i)
+			}
+		}
+		if len(warnings) == 0 || !strings.Contains(warnings[0], "no GPU found") {
+			t.Errorf("%q: warnings %q, want one saying no GPU was found", tc.args, warnings)
+		}
 	}
 
-	// A real launch does not.
-	f, _, _ = exampleFactory(t, nil)
+	// Not when the user asked for GPUs: a named source, --nproc-per-node
+	// gpu, or --devices.
+	for _, args := range [][]string{
+		{"--nproc-per-node", "gpu", "t.py"},
+		{"--devices", "0,1", "t.py"},
+	} {
+		f, _, _ := exampleFactory(t, nil)
+		f.Discover = noGPU
+		if err := dryRun(t, f, t.TempDir(), append([]string{"--dry-run"}, args...)...); !errors.Is(err, discover.ErrNoGPU) {
+			t.Errorf("%q: error %v, want ErrNoGPU", args, err)
+		}
+	}
+	f, _, _ := exampleFactory(t, nil)
 	f.Discover = noGPU
-	err := dryRun(t, f, t.TempDir(), "-n", "2", "t.py")
-	if !errors.Is(err, discover.ErrNoGPU) {
-		t.Errorf("no GPU, launch: error %v, want ErrNoGPU", err)
+	f.Topo.Source = "sysfs"
+	if err := dryRun(t, f, t.TempDir(), "--dry-run", "-n", "2", "t.py"); !errors.Is(err, discover.ErrNoGPU) {
+		t.Errorf("--source sysfs: error %v, want ErrNoGPU", err)
 	}
 }

@@ -225,8 +225,7 @@ func TestNewCmdRunFlagErrors(t *testing.T) {
 		// want are substrings of the error; the first names the flag.
 		want []string
 	}{
-		{"unknown policy", []string{"--policy", "best", "t.py"}, []string{"--policy", `"best"`, "tree, ring"}},
-		{"zero ngpus", []string{"--ngpus", "0", "t.py"}, []string{"--ngpus", "got 0"}},
+		{"unknown policy", []string{"--policy", "best", "t.py"}, []string{"--policy", `"best"`, "tree or ring"}},
 		{"negative ngpus", []string{"--ngpus", "-1", "t.py"}, []string{"--ngpus", "got -1"}},
 		{"malformed devices", []string{"--devices", "0,x", "t.py"}, []string{"--devices", `"0,x"`}},
 		{"reversed devices range", []string{"--devices", "5-2", "t.py"}, []string{"--devices", `"5-2"`}},

@@ -26,51 +26,25 @@ func Run(ctx context.Context, o *Options) error {
 	if !o.DryRun && !canLaunch {
 		return fmt.Errorf("starting ranks needs Linux; on this system amdrun only plans (add --dry-run, e.g. with --topology node.json saved by 'amdrun topo --json' on the node)")
 	}
-	m, err := o.Topology(ctx)
-	if err != nil {
-		if !(o.DryRun && o.SourceAuto && errors.Is(err, discover.ErrNoGPU)) {
-			return err
-		}
-		if m, err = discover.Example(); err != nil {
-			return err
-		}
-		o.Warn.Warn("no GPU found on this machine; planning on the bundled example topology (%s)", m.Source)
+	if err := notYet(o); err != nil {
+		return err
 	}
 	env := o.Env()
-	mask, err := launch.ParseMask(env, m.Devices)
+	pl, err := place(ctx, o, env)
 	if err != nil {
 		return err
 	}
-	req := selector.Request{
-		N: o.NGPUs, Devices: mask.Narrow(o.Devices), Exclude: o.Exclude,
-		AllowBusy: o.AllowBusy, Order: o.Order,
+	if pl.held != nil {
+		defer pl.held.Release()
 	}
-	if o.Devices != nil && mask.Candidates() != nil && len(req.Devices) == 0 {
-		return fmt.Errorf("--devices %s names none of the devices the environment leaves visible (%s)",
-			topology.FormatCPUList(o.Devices), topology.FormatCPUList(mask.Candidates()))
-	}
-	res := launch.Reservation{Model: m, Request: req, Policy: o.Policy, DryRun: o.DryRun, Wait: o.Wait,
-		Queued: func(want int, why error) {
-			fmt.Fprintf(o.IO.ErrOut, "amdrun: waiting for %d free device(s) (queued, first come first served): %v\n", want, why)
-		},
-	}
-	if !o.NoLease {
-		res.Leases, err = o.Leases()
-		if errors.Is(err, lease.ErrNotSupported) && o.DryRun {
-			err = nil // planning on a system without flock leases: none to respect
+	m, choice, mask := pl.model, pl.choice, pl.mask
+	var chosen []int
+	perRank := 1
+	if choice != nil {
+		chosen = choice.Devices
+		if o.NProc > 0 && len(chosen) > o.NProc {
+			perRank = len(chosen) / o.NProc
 		}
-		if err != nil {
-			return err
-		}
-		res.Holder = lease.CurrentHolder(nil)
-		res.Holder.Command = "amdrun " + strings.Join(o.Args, " ")
-	}
-	choice, held, err := launch.Reserve(ctx, res)
-	if err != nil {
-		return err
-	}
-	if held != nil {
-		defer held.Release()
 	}
 
 	hostNUMA, err := o.HostNUMA()
@@ -79,9 +53,11 @@ func Run(ctx context.Context, o *Options) error {
 		hostNUMA = nil
 	}
 	plan, err := launch.PlanJob(launch.Job{
-		Model: m, Chosen: choice.Devices, Mask: mask, Argv: workerArgv(o), Env: env, HostNUMA: hostNUMA,
+		Model: m, Chosen: chosen, DevicesPerRank: perRank, CPURanks: pl.cpuRanks, Mask: mask,
+		Argv: workerArgv(o), Env: env, HostNUMA: hostNUMA,
 		Bind: o.Bind, Mem: o.Mem, NNodes: o.NNodes, NodeRank: o.NodeRank, MasterAddr: o.MasterAddr,
-		MasterPort: o.MasterPort, MaxRestarts: o.MaxRestarts,
+		MasterPort: o.MasterPort, MaxRestarts: o.MaxRestarts, RunID: o.RunID, Role: o.Role,
+		VirtualLocalRank: o.VirtualLocalRank,
 	})
 	if err != nil {
 		return err
@@ -98,7 +74,7 @@ func Run(ctx context.Context, o *Options) error {
 		run = launch.TorchrunPlan(plan, launch.Torchrun{
 			UserEnv: env, NNodes: nnodes, NodeRank: o.NodeRank, MasterAddr: o.MasterAddr,
 			MasterPort: o.MasterPort, Rdzv: o.Rdzv, MaxRestarts: o.MaxRestarts,
-			Module: o.Module, NoPython: o.NoPython, Args: o.Args,
+			Module: o.Module, NoPython: o.NoPython, Extra: o.TorchrunArgs, Args: o.Args,
 		})
 		restarts = 0 // torchrun restarts its workers itself
 	}
@@ -110,12 +86,12 @@ func Run(ctx context.Context, o *Options) error {
 			return printJSON(o, m, choice, plan)
 		}
 		printPlan(o.IO.Out, m, choice, plan)
-		if o.Explain {
+		if o.Explain && choice != nil {
 			printExplain(o.IO.Out, m, choice)
 		}
 		return nil
 	}
-	if o.Explain {
+	if o.Explain && choice != nil {
 		printExplain(o.IO.ErrOut, m, choice)
 	}
 	restore, err := numabalance.Apply(o.Root, o.NUMABalancing)
@@ -131,7 +107,7 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return fmt.Errorf("cannot find amdrun's own binary for binding: %w", err)
 	}
-	code, err := launch.Run(ctx, run, launch.RunOptions{
+	ro := launch.RunOptions{
 		Stdout: o.IO.Out, Stderr: o.IO.ErrOut,
 		Prefix:      !o.NoPrefix && len(run.Ranks) > 1,
 		LogDir:      o.LogDir,
@@ -139,7 +115,15 @@ func Run(ctx context.Context, o *Options) error {
 		Grace:       o.Grace,
 		MaxRestarts: restarts,
 		Self:        self,
-	})
+		Redirects:   o.Redirects,
+		Tee:         o.Tee,
+	}
+	if o.Launcher == "torchrun" {
+		// torchrun got --log_dir, -r, -t and --local_ranks_filter itself:
+		// its one process is not filtered or logged by amdrun.
+		ro.LogDir, ro.RanksFilter, ro.Redirects, ro.Tee = "", nil, launch.Streams{}, launch.Streams{}
+	}
+	code, err := launch.Run(ctx, run, ro)
 	if err != nil {
 		return err
 	}
@@ -148,3 +132,133 @@ func Run(ctx context.Context, o *Options) error {
 	}
 	return nil
 }
+
+// notYet refuses, in one line, what amdrun parses but its own launcher
+// does not do yet (torchrun does it with --launcher torchrun).
+func notYet(o *Options) error {
+	if o.Launcher != "amdrun" {
+		return nil
+	}
+	switch {
+	case !o.Redirects.IsZero():
+		return cmdutil.FlagErrorf("-r/--redirects is not supported yet (--log-dir writes every rank's output to files and the console; or use --launcher torchrun)")
+	case !o.Tee.IsZero():
+		return cmdutil.FlagErrorf("-t/--tee is not supported yet (--log-dir writes every rank's output to files and the console, as --tee 3; or use --launcher torchrun)")
+	}
+	return nil
+}
+
+// placement is where a job's ranks run: devices chosen on a model (and
+// their lease), or CPU ranks on a node without GPUs.
+type placement struct {
+	model    *topology.Model
+	mask     *launch.Mask
+	choice   *selector.Choice
+	held     *lease.Lease
+	cpuRanks int
+}
+
+// place finds the ranks' devices: it discovers the node, chooses and
+// leases the devices; or, when the flags ask for CPU ranks or the node
+// has no GPU (the source left to auto-detection), it plans CPU ranks and
+// says so in one line.
+func place(ctx context.Context, o *Options, env []string) (*placement, error) {
+	if o.CPUOnly {
+		return &placement{cpuRanks: o.cpuRanks()}, nil
+	}
+	m, err := o.Topology(ctx)
+	if err != nil {
+		if !o.SourceAuto || !errors.Is(err, discover.ErrNoGPU) {
+			return nil, err
+		}
+		switch {
+		case o.NProcKind == "gpu":
+			return nil, fmt.Errorf("--nproc-per-node gpu: %w", err)
+		case o.Devices != nil || o.Exclude != nil:
+			return nil, fmt.Errorf("--devices/--exclude name GPUs: %w", err)
+		}
+		n := o.cpuRanks()
+		o.Warn.Warn("no GPU found on this machine: running %d CPU rank(s) (use the gloo backend; --source example plans on the bundled example topology)", n)
+		return &placement{cpuRanks: n}, nil
+	}
+	mask, err := launch.ParseMask(env, m.Devices)
+	if err != nil {
+		return nil, err
+	}
+	req := selector.Request{
+		N: o.NGPUs, Devices: mask.Narrow(o.Devices), Exclude: o.Exclude,
+		AllowBusy: o.AllowBusy, Order: o.Order,
+	}
+	if o.Devices != nil && mask.Candidates() != nil && len(req.Devices) == 0 {
+		return nil, fmt.Errorf("--devices %s names none of the devices the environment leaves visible (%s)",
+			topology.FormatCPUList(o.Devices), topology.FormatCPUList(mask.Candidates()))
+	}
+	res := launch.Reservation{Model: m, Request: req, Policy: o.Policy, DryRun: o.DryRun, Wait: o.Wait,
+		Queued: func(want int, why error) {
+			fmt.Fprintf(o.IO.ErrOut, "amdrun: waiting for %d free device(s) (queued, first come first served): %v\n", want, userError(why))
+		},
+	}
+	if !o.NoLease {
+		res.Leases, err = o.Leases()
+		if errors.Is(err, lease.ErrNotSupported) && o.DryRun {
+			err = nil // planning on a system without flock leases: none to respect
+		}
+		if err != nil {
+			return nil, err
+		}
+		res.Holder = lease.CurrentHolder(nil)
+		res.Holder.Command = "amdrun " + strings.Join(o.Args, " ")
+	}
+	choice, held, err := launch.Reserve(ctx, res)
+	if err != nil {
+		return nil, userError(err)
+	}
+	if o.NProc > 0 && len(choice.Devices)%o.NProc != 0 {
+		// Every free device (--ngpus 0 with --nproc-per-node gpu/auto
+		// never gets here): cannot happen, but a plan must not be wrong.
+		if held != nil {
+			held.Release()
+		}
+		return nil, fmt.Errorf("%d devices do not split over %d ranks", len(choice.Devices), o.NProc)
+	}
+	return &placement{model: m, mask: mask, choice: choice, held: held}, nil
+}
+
+// cpuRanks is the number of CPU ranks: --nproc-per-node N, else one per
+// CPU for cpu and auto (as torchrun's os.cpu_count(), but the CPUs amdrun
+// may use), else --ngpus, else 1 (torchrun's default).
+func (o *Options) cpuRanks() int {
+	switch {
+	case o.NProc > 0:
+		return o.NProc
+	case o.NProcKind == "cpu" || o.NProcKind == "auto":
+		return max(1, o.NumCPU())
+	case o.NGPUs > 0:
+		return o.NGPUs
+	}
+	return 1
+}
+
+// userError rewrites the selector's errors, which name its package and
+// its terms, in the flags the user can change.
+func userError(err error) error {
+	var ne *selector.NotEnoughError
+	if !errors.As(err, &ne) {
+		return err
+	}
+	msg := strings.TrimPrefix(ne.Error(), "selector: ")
+	if ne.Requested > 0 {
+		msg = strings.TrimPrefix(msg, fmt.Sprintf("%d devices requested, ", ne.Requested))
+		msg = fmt.Sprintf("--ngpus %d: only %s", ne.Requested, msg)
+	}
+	return &reworded{msg: msg, err: err}
+}
+
+// reworded is an error shown with another message.
+type reworded struct {
+	msg string
+	err error
+}
+
+func (e *reworded) Error() string { return e.msg }
+func (e *reworded) Unwrap() error { return e.err }

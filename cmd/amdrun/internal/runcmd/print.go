@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -12,36 +13,76 @@ import (
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
-func visibleString(p *launch.Plan) string {
-	if len(p.Ranks) == 0 {
+// visibleString is the visible-device list of rank 0 ("" for CPU ranks);
+// with one list per rank, each rank's own.
+func visibleString(r launch.Rank) string {
+	env := launch.EnvMap(r.Env)
+	if len(r.Devices) == 0 {
 		return ""
 	}
-	env := launch.EnvMap(p.Ranks[0].Env)
 	if v, ok := env[launch.EnvCUDAVisible]; ok {
 		return v
 	}
 	return env[launch.EnvHIPVisible]
 }
 
+// sharedVisible says whether every rank sees the same devices.
+func sharedVisible(p *launch.Plan) bool {
+	for _, r := range p.Ranks[1:] {
+		if visibleString(r) != visibleString(p.Ranks[0]) {
+			return false
+		}
+	}
+	return true
+}
+
+// rankNUMA names a rank's NUMA nodes: its devices', or those a CPU rank is
+// bound to; "-" when unknown.
+func rankNUMA(r launch.Rank) []int {
+	if len(r.Devices) == 0 {
+		return r.NUMANodes
+	}
+	var nodes []int
+	for _, d := range r.Devices {
+		if d.NUMANode >= 0 && !slices.Contains(nodes, d.NUMANode) {
+			nodes = append(nodes, d.NUMANode)
+		}
+	}
+	slices.Sort(nodes)
+	return nodes
+}
+
 func printPlan(w io.Writer, m *topology.Model, c *selector.Choice, p *launch.Plan) {
-	fmt.Fprintf(w, "Topology: %s\n", m.String())
-	fmt.Fprintf(w, "Policy:   %s, score %s\n", c.Policy, c.Score.String())
-	fmt.Fprintf(w, "Devices:  %s\n", topology.JoinInts(c.Devices))
 	r0 := launch.EnvMap(p.Ranks[0].Env)
-	fmt.Fprintf(w, "Visible:  CUDA_VISIBLE_DEVICES=%s HIP_VISIBLE_DEVICES=%s\n", r0[launch.EnvCUDAVisible], r0[launch.EnvHIPVisible])
+	if c == nil {
+		fmt.Fprintf(w, "Topology: none: %d CPU rank(s), no GPU\n", len(p.Ranks))
+	} else {
+		fmt.Fprintf(w, "Topology: %s\n", m.String())
+		fmt.Fprintf(w, "Policy:   %s, score %s\n", c.Policy, c.Score.String())
+		fmt.Fprintf(w, "Devices:  %s\n", topology.JoinInts(c.Devices))
+		if sharedVisible(p) {
+			fmt.Fprintf(w, "Visible:  CUDA_VISIBLE_DEVICES=%s HIP_VISIBLE_DEVICES=%s\n", r0[launch.EnvCUDAVisible], r0[launch.EnvHIPVisible])
+		} else {
+			lists := make([]string, len(p.Ranks))
+			for i, r := range p.Ranks {
+				lists[i] = visibleString(r)
+			}
+			fmt.Fprintf(w, "Visible:  each rank its own devices (CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES): %s\n", strings.Join(lists, " | "))
+		}
+	}
 	fmt.Fprintf(w, "Master:   %s:%s (world size %d)\n\n", r0["MASTER_ADDR"], r0["MASTER_PORT"], p.WorldSize)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "RANK\tLOCAL\tDEVICE\tNUMA\tCPUS\tCOMMAND")
 	for _, r := range p.Ranks {
-		numa := "-"
-		if r.Device.NUMANode >= 0 {
-			numa = fmt.Sprint(r.Device.NUMANode)
+		numa := topology.JoinInts(rankNUMA(r))
+		if numa == "" {
+			numa = "-"
 		}
 		cpus := topology.FormatCPUList(r.CPUs)
 		if cpus == "" {
 			cpus = "(not bound)"
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\n", r.Rank, r.LocalRank, r.Device.Index, numa, cpus, quoteArgv(r.Argv))
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\n", r.Rank, r.LocalRank, r.DeviceLabel(), numa, cpus, quoteArgv(r.Argv))
 	}
 	tw.Flush()
 }
@@ -118,14 +159,19 @@ func ringString(m *topology.Model, ring []int) string {
 }
 
 type jsonRank struct {
-	Rank      int               `json:"rank"`
-	LocalRank int               `json:"local_rank"`
-	Device    int               `json:"device"`
-	NUMANode  int               `json:"numa_node"`
-	CPUs      []int             `json:"cpus"`
-	Mems      []int             `json:"mems,omitempty"`
-	Argv      []string          `json:"argv"`
-	Env       map[string]string `json:"env"`
+	Rank      int `json:"rank"`
+	LocalRank int `json:"local_rank"`
+	// Device is the rank's first device, -1 for a CPU rank; Devices all
+	// of them ([] for a CPU rank).
+	Device  int   `json:"device"`
+	Devices []int `json:"devices"`
+	// NUMANode is the first of the rank's devices' NUMA nodes (a CPU
+	// rank's: the one it is bound to), -1 if none.
+	NUMANode int               `json:"numa_node"`
+	CPUs     []int             `json:"cpus"`
+	Mems     []int             `json:"mems,omitempty"`
+	Argv     []string          `json:"argv"`
+	Env      map[string]string `json:"env"`
 }
 
 type jsonCandidate struct {
@@ -144,16 +190,23 @@ type jsonTerm struct {
 func jsonTerms(s selector.Score) []jsonTerm {
 	out := make([]jsonTerm, len(s.Terms))
 	for i, t := range s.Terms {
-		out[i] = jsonTerm{t.Name, t.Natural(), t.Unit}
+		v := t.Natural()
+		if v == 0 {
+			v = 0 // not -0, the negation of a smaller-is-better 0
+		}
+		out[i] = jsonTerm{t.Name, v, t.Unit}
 	}
 	return out
 }
 
 type jsonPlan struct {
-	Source         string          `json:"source"`
-	Policy         string          `json:"policy"`
-	Bandwidth      string          `json:"bandwidth"`
-	Devices        []int           `json:"devices"`
+	Source    string `json:"source"`
+	Policy    string `json:"policy"`
+	Bandwidth string `json:"bandwidth"`
+	// CPU says the ranks have no device (no GPU found, or --ngpus 0).
+	CPU     bool  `json:"cpu,omitempty"`
+	Devices []int `json:"devices"`
+	// VisibleDevices is rank 0's list; each rank's env has its own.
 	VisibleDevices string          `json:"visible_devices"`
 	Score          []jsonTerm      `json:"score"`
 	Exact          bool            `json:"exact"`
@@ -167,15 +220,18 @@ type jsonPlan struct {
 
 func printJSON(o *Options, m *topology.Model, c *selector.Choice, p *launch.Plan) error {
 	out := jsonPlan{
-		Source: m.Source, Policy: c.Policy, Bandwidth: m.Bandwidth,
-		Devices: c.Devices, VisibleDevices: visibleString(p), Score: jsonTerms(c.Score),
-		Exact: c.Exact, Ring: c.Ring, WorldSize: p.WorldSize, Warnings: p.Warnings,
+		Devices: []int{}, Score: []jsonTerm{}, VisibleDevices: visibleString(p.Ranks[0]),
+		WorldSize: p.WorldSize, Warnings: p.Warnings, CPU: c == nil, Source: "none",
 	}
-	for _, a := range c.Alternatives {
-		out.Alternatives = append(out.Alternatives, jsonCandidate{a.Devices, jsonTerms(a.Score)})
-	}
-	if c.Naive != nil {
-		out.Naive = &jsonCandidate{c.Naive.Devices, jsonTerms(c.Naive.Score)}
+	if c != nil {
+		out.Source, out.Policy, out.Bandwidth = m.Source, c.Policy, m.Bandwidth
+		out.Devices, out.Score, out.Exact, out.Ring = c.Devices, jsonTerms(c.Score), c.Exact, c.Ring
+		for _, a := range c.Alternatives {
+			out.Alternatives = append(out.Alternatives, jsonCandidate{a.Devices, jsonTerms(a.Score)})
+		}
+		if c.Naive != nil {
+			out.Naive = &jsonCandidate{c.Naive.Devices, jsonTerms(c.Naive.Score)}
+		}
 	}
 	for _, r := range p.Ranks {
 		env := launch.EnvMap(r.Env)
@@ -189,7 +245,15 @@ func printJSON(o *Options, m *topology.Model, c *selector.Choice, p *launch.Plan
 		if cpus == nil {
 			cpus = []int{}
 		}
-		out.Ranks = append(out.Ranks, jsonRank{r.Rank, r.LocalRank, r.Device.Index, r.Device.NUMANode, cpus, r.Mems, r.Argv, shown})
+		devs := []int{}
+		for _, d := range r.Devices {
+			devs = append(devs, d.Index)
+		}
+		numa := -1
+		if nodes := rankNUMA(r); len(nodes) > 0 {
+			numa = nodes[0]
+		}
+		out.Ranks = append(out.Ranks, jsonRank{r.Rank, r.LocalRank, r.Device.Index, devs, numa, cpus, r.Mems, r.Argv, shown})
 	}
 	enc := json.NewEncoder(o.IO.Out)
 	enc.SetIndent("", "  ")

@@ -5,6 +5,8 @@ package runcmd
 import (
 	"context"
 	"fmt"
+	"net"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -35,7 +37,23 @@ type Options struct {
 	// dry run on a machine without GPUs may plan on the bundled example).
 	SourceAuto bool
 
-	NGPUs     int
+	// NGPUs is the number of devices on this node (--ngpus); 0 means
+	// every free device.
+	NGPUs int
+	// NProc is the number of ranks on this node (--nproc-per-node N); 0
+	// means one rank per device. With NGPUs > 0 each rank gets
+	// NGPUs/NProc devices.
+	NProc int
+	// NProcKind is --nproc-per-node's word, "gpu", "auto" or "cpu", or ""
+	// for a number or none: gpu and auto mean one rank per free device;
+	// auto without a GPU, and cpu, one CPU rank per CPU amdrun may use.
+	NProcKind string
+	// CPUOnly runs CPU ranks without looking for a GPU (--ngpus 0 with
+	// --nproc-per-node N, or --nproc-per-node cpu).
+	CPUOnly bool
+	// NumCPU is the number of CPUs amdrun may use (runtime.NumCPU).
+	NumCPU func() int
+
 	Devices   []int // --devices, parsed; nil = all
 	Exclude   []int
 	AllowBusy bool
@@ -59,6 +77,21 @@ type Options struct {
 	NoPrefix    bool
 	LogDir      string
 	RanksFilter []int
+	// Redirects and Tee are torchrun's -r/--redirects and -t/--tee: the
+	// streams of each local rank written only to the log directory, or
+	// to it and the console. Zero: none.
+	Redirects, Tee launch.Streams
+	// Role is ROLE_NAME (--role); "" means launch.DefaultRole.
+	Role string
+	// RunID is TORCHELASTIC_RUN_ID (--rdzv-id with --launcher amdrun); ""
+	// means a fresh one.
+	RunID string
+	// VirtualLocalRank gives each rank only its own devices and
+	// LOCAL_RANK=0 (--virtual-local-rank).
+	VirtualLocalRank bool
+	// TorchrunArgs are torchrun's flags the user gave that --launcher
+	// torchrun passes on (underscore spellings).
+	TorchrunArgs []string
 
 	NNodes int
 	// Launcher is "amdrun" (amdrun starts and supervises the ranks) or
@@ -66,7 +99,8 @@ type Options struct {
 	Launcher string
 	// ElasticNNodes is a torchrun --nnodes MIN:MAX range ("" = NNodes).
 	ElasticNNodes string
-	// Rdzv holds torchrun's --rdzv-* flags, passed through as given.
+	// Rdzv holds torchrun's --rdzv-* settings by name (backend,
+	// endpoint, id, conf), passed on with --launcher torchrun.
 	Rdzv       map[string]string
 	NodeRank   int
 	MasterAddr string
@@ -92,12 +126,24 @@ type Options struct {
 // raw holds flag values that need parsing in validation.
 type raw struct {
 	devices, exclude, policy, order, bind, mem, ranksFilter, wait, numaBalancing string
-	nnodes                                                                       string
+	nnodes, grace                                                                string
 	rdzvBackend, rdzvEndpoint, rdzvID, rdzvConf                                  string
+	torchrun                                                                     torchrunFlags
+	// pet maps the flags set from PET_* variables to the variable.
+	pet map[string]string
 }
 
-const long = `amdrun starts N torchrun-compatible worker processes on the best-connected
-free set of N GPUs of this node.
+// label names flag as the user gave it: --flag, or the PET_* variable it
+// came from.
+func (r *raw) label(flag string) string {
+	if v, ok := r.pet[flag]; ok {
+		return v
+	}
+	return "--" + flag
+}
+
+const long = `amdrun starts torchrun-compatible worker processes on the best-connected
+free set of GPUs of this node.
 
 It reads how the GPUs are wired (KFD sysfs, amd-smi, rocm-smi or nvidia-smi),
 picks the set of N free devices with the best links, sets CUDA_VISIBLE_DEVICES
@@ -107,6 +153,16 @@ LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, ...) and supervises the
 ranks: when one fails the others are stopped and amdrun exits with its code.
 
 Flags go before SCRIPT; everything after SCRIPT belongs to the script.
+
+Ranks and devices: --ngpus is the number of devices, --nproc-per-node the
+number of ranks. Given one, they are equal (one device per rank); given both,
+each rank gets ngpus/nproc devices, chosen as one set, and sees only its own.
+On a node without a GPU (or with --ngpus 0 --nproc-per-node N) the ranks run
+on CPUs (use the gloo backend), spread over the NUMA nodes.
+
+Every torchrun flag is accepted, in either spelling (--nproc-per-node or
+--nproc_per_node), also from torchrun's PET_* variables (a flag given on the
+command line wins); one amdrun cannot honour is refused in one line.
 
 Policies (--policy):
   tree  (default) maximise the weakest link of the widest spanning tree of
@@ -118,22 +174,24 @@ Policies (--policy):
 Pairs without a direct link count at the host PCIe bandwidth (32 GB/s).
 
 Exit status: the first failing rank's exit code (128+signal if it was
-killed); 2 for a usage error; 1 when amdrun itself fails (no GPU found, not
-enough free devices, ...).`
+killed); 2 for a usage error; 1 when amdrun itself fails (not enough free
+devices, a vendor tool failed, ...).`
 
 const example = `  amdrun --ngpus 4 train.py --lr 3e-4
-  amdrun -n 2 --policy ring -m torch.distributed.run_test
-  amdrun --ngpus 4 --dry-run --explain train.py
-  amdrun --devices 0-3 --exclude 2 --no-python ./a.out --flag
+  amdrun -n 2 --policy ring examples/allreduce_check.py /tmp
+  amdrun --ngpus 4 --dry-run --explain examples/allreduce.py
+  amdrun --devices 0-3 --exclude 2 --no-python -- hostname
+  amdrun --ngpus 4 --nproc-per-node 1 --no-python vllm serve MODEL --tensor-parallel-size 4
+  amdrun --ngpus 0 --nproc-per-node 4 examples/allreduce_check.py /tmp
   amdrun --topology node.json --ngpus 8 --dry-run --json train.py`
 
 // NewCmdRun returns the root launch command; runF replaces Run in tests.
 func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{
 		IO: f.IOStreams, Topology: f.Topology, Env: f.Env, Executable: f.Executable,
-		Warn: f.Warn, Now: f.Now, HostNUMA: f.HostNUMA,
+		Warn: f.Warn, Now: f.Now, HostNUMA: f.HostNUMA, NumCPU: runtime.NumCPU,
 	}
-	var r raw
+	r := raw{pet: map[string]string{}}
 	var leaseDir string
 	cmd := &cobra.Command{
 		Use:           "amdrun [flags] SCRIPT [ARGS...]",
@@ -151,6 +209,9 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 			}
 			opts.Root = f.SysfsRoot()
 			opts.Leases = func() (*lease.Dir, error) { return f.OpenLeases(leaseDir) }
+			if err := applyPET(cmd.Flags(), f.Env(), r.pet); err != nil {
+				return err
+			}
 			if err := parseNNodes(opts, &r); err != nil {
 				return err
 			}
@@ -167,9 +228,12 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 			return Run(cmd.Context(), opts)
 		},
 	}
+	// torchrun takes --nproc_per_node as well as --nproc-per-node.
+	cmd.SetGlobalNormalizationFunc(normalizeFlag)
 	fl := cmd.Flags()
 	fl.SetInterspersed(false) // flags after SCRIPT belong to the script
-	fl.IntVarP(&opts.NGPUs, "ngpus", "n", 0, "number of GPUs (ranks) on this node (default: every free device; in a multi-node Slurm step, the GPUs Slurm gave each node)")
+	fl.IntVarP(&opts.NGPUs, "ngpus", "n", 0, "number of GPUs on this node, one rank each unless --nproc-per-node says otherwise (default and 0: every free device; in a multi-node Slurm step, the GPUs Slurm gave each node)")
+	addTorchrunFlags(fl, opts, &r.torchrun)
 	fl.StringVar(&r.devices, "devices", "", "only choose among these device indices, e.g. 0,2,4-7")
 	fl.StringVar(&r.exclude, "exclude", "", "never choose these device indices, e.g. 3 or 0-1")
 	fl.BoolVar(&opts.AllowBusy, "allow-busy", false, "allow devices another process is using")
@@ -183,7 +247,7 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 	fl.StringVar(&opts.Python, "python", "", "Python interpreter (default $PYTHON_EXEC, else python3 on PATH)")
 	fl.StringVar(&r.bind, "bind", "", "CPU/memory binding per rank: numa, exclusive or none (default numa when the host has more than one NUMA node, else none)")
 	fl.StringVar(&r.mem, "mem-policy", "bind", "memory policy with --bind numa/exclusive: bind, preferred or none")
-	fl.DurationVar(&opts.Grace, "grace", 10*time.Second, "after a rank fails, time the others get between SIGTERM and SIGKILL (0: SIGKILL at once)")
+	fl.StringVar(&r.grace, "grace", "10s", "after a rank fails, time the others get between SIGTERM and SIGKILL, with a unit (0: SIGKILL at once)")
 	fl.IntVar(&opts.MaxRestarts, "max-restarts", 0, "restart the whole group this many times after a failure")
 	fl.BoolVar(&opts.NoPrefix, "no-prefix", false, "do not prefix output lines with [rankN]:")
 	fl.StringVar(&opts.LogDir, "log-dir", "", "also write each rank's output to `DIR`/rankN.stdout and DIR/rankN.stderr")
@@ -198,49 +262,57 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 	fl.StringVar(&r.wait, "wait", "", "when not enough devices are free, wait for them (optionally at most DURATION, e.g. --wait=10m)")
 	fl.Lookup("wait").NoOptDefVal = "forever"
 	fl.StringVar(&opts.Launcher, "launcher", "amdrun", "who starts the ranks: amdrun, or torchrun (amdrun chooses devices, then runs torchrun for elastic jobs)")
-	fl.StringVar(&r.rdzvBackend, "rdzv-backend", "", "with --launcher torchrun: passed to torchrun")
-	fl.StringVar(&r.rdzvEndpoint, "rdzv-endpoint", "", "with --launcher torchrun: passed to torchrun")
-	fl.StringVar(&r.rdzvID, "rdzv-id", "", "with --launcher torchrun: passed to torchrun")
+	fl.StringVar(&r.rdzvBackend, "rdzv-backend", "", "static (amdrun's; the default), or c10d/etcd on one node; other rendezvous need --launcher torchrun")
+	fl.StringVar(&r.rdzvEndpoint, "rdzv-endpoint", "", "with --rdzv-backend static: HOST:PORT of rank 0's store (as --master-addr/--master-port); else passed to torchrun")
+	fl.StringVar(&r.rdzvID, "rdzv-id", "", "the job's id: TORCHELASTIC_RUN_ID (default: a fresh one)")
 	fl.StringVar(&r.rdzvConf, "rdzv-conf", "", "with --launcher torchrun: passed to torchrun")
 	fl.SortFlags = false
+	registerCompletions(cmd)
 	return cmd
 }
 
 func validate(cmd *cobra.Command, o *Options, r *raw) error {
 	var err error
+	changed := cmd.Flags().Changed
 	if o.NGPUs < 0 {
-		return cmdutil.FlagErrorf("--ngpus must be at least 1 (0 means every free device), got %d", o.NGPUs)
+		return cmdutil.FlagErrorf("--ngpus must be at least 0 (0 means every free device), got %d", o.NGPUs)
 	}
-	if cmd.Flags().Changed("ngpus") && o.NGPUs == 0 {
-		return cmdutil.FlagErrorf("--ngpus must be at least 1, got 0")
-	}
-	if o.Devices, err = parseIndexList("--devices", r.devices, cmd.Flags().Changed("devices")); err != nil {
+	if o.Grace, err = parseDuration("--grace", r.grace); err != nil {
 		return err
 	}
-	if o.Exclude, err = parseIndexList("--exclude", r.exclude, cmd.Flags().Changed("exclude")); err != nil {
+	if err := validateTorchrun(cmd, o, &r.torchrun, r.label); err != nil {
 		return err
+	}
+	if o.Devices, err = parseIndexList("--devices", r.devices, changed("devices")); err != nil {
+		return err
+	}
+	if o.Exclude, err = parseIndexList("--exclude", r.exclude, changed("exclude")); err != nil {
+		return err
+	}
+	if o.CPUOnly && (o.Devices != nil || o.Exclude != nil) {
+		return cmdutil.FlagErrorf("--devices and --exclude choose GPUs: they do not apply to CPU ranks (--ngpus 0 or --nproc-per-node cpu)")
 	}
 	if o.Policy, err = selector.PolicyByName(r.policy); err != nil {
-		return &cmdutil.FlagError{Err: fmt.Errorf("--policy: %w", err)}
+		return cmdutil.FlagErrorf("--policy: want %s, got %q", strings.Join(selector.PolicyNames, " or "), r.policy)
 	}
 	if o.Order, err = selector.ParseOrder(r.order); err != nil {
-		return &cmdutil.FlagError{Err: fmt.Errorf("--order: %w", err)}
+		return cmdutil.FlagErrorf("--order: want index or links, got %q", r.order)
 	}
 	if r.bind != "" {
 		if o.Bind, err = launch.ParseBindMode(r.bind); err != nil {
-			return &cmdutil.FlagError{Err: fmt.Errorf("--bind: %w", err)}
+			return cmdutil.FlagErrorf("--bind: want numa, exclusive or none, got %q", r.bind)
 		}
 	}
 	if o.Mem, err = launch.ParseMemPolicy(r.mem); err != nil {
-		return &cmdutil.FlagError{Err: fmt.Errorf("--mem-policy: %w", err)}
+		return cmdutil.FlagErrorf("--mem-policy: want bind, preferred or none, got %q", r.mem)
 	}
-	if r.ranksFilter != "" {
-		if o.RanksFilter, err = parseIndexList("--local-ranks-filter", r.ranksFilter, true); err != nil {
+	if strings.TrimSpace(r.ranksFilter) != "" {
+		if o.RanksFilter, err = parseIndexList(r.label("local-ranks-filter"), r.ranksFilter, true); err != nil {
 			return err
 		}
 	}
 	if o.NUMABalancing, err = numabalance.ParseMode(r.numaBalancing); err != nil {
-		return &cmdutil.FlagError{Err: fmt.Errorf("--numa-balancing: %w", err)}
+		return cmdutil.FlagErrorf("--numa-balancing: want off, on or keep, got %q", r.numaBalancing)
 	}
 	switch r.wait {
 	case "":
@@ -252,8 +324,11 @@ func validate(cmd *cobra.Command, o *Options, r *raw) error {
 			}
 		}
 	default:
-		d, err := time.ParseDuration(r.wait)
-		if err != nil || d <= 0 {
+		d, err := parseDuration("--wait", r.wait)
+		if err != nil {
+			return err
+		}
+		if d <= 0 {
 			return cmdutil.FlagErrorf("--wait: want a duration such as 30s or 10m, got %q", r.wait)
 		}
 		o.Wait = d
@@ -262,59 +337,41 @@ func validate(cmd *cobra.Command, o *Options, r *raw) error {
 		return cmdutil.FlagErrorf("--grace must not be negative")
 	}
 	if o.MaxRestarts < 0 {
-		return cmdutil.FlagErrorf("--max-restarts must not be negative")
+		return cmdutil.FlagErrorf("%s must not be negative", r.label("max-restarts"))
 	}
-	switch o.Launcher {
-	case "amdrun":
-		if o.ElasticNNodes != "" || r.rdzvBackend != "" || r.rdzvEndpoint != "" || r.rdzvID != "" || r.rdzvConf != "" {
-			return cmdutil.FlagErrorf("--nnodes MIN:MAX and --rdzv-* flags need --launcher torchrun (elastic rendezvous is torchrun's job)")
-		}
-	case "torchrun":
-		for _, f := range []string{"local-ranks-filter", "log-dir", "python", "no-prefix", "bind"} {
-			if cmd.Flags().Changed(f) {
-				return cmdutil.FlagErrorf("--%s does not apply with --launcher torchrun (torchrun starts the ranks: give torchrun's own options through its environment or use --launcher amdrun)", f)
-			}
-		}
-		o.Rdzv = map[string]string{}
-		for k, v := range map[string]string{"--rdzv-backend": r.rdzvBackend, "--rdzv-endpoint": r.rdzvEndpoint, "--rdzv-id": r.rdzvID, "--rdzv-conf": r.rdzvConf} {
-			if v != "" {
-				o.Rdzv[k] = v
-			}
-		}
-		if o.NGPUs == 0 && !o.DryRun {
-			return cmdutil.FlagErrorf("--launcher torchrun needs --ngpus (torchrun's --nproc-per-node)")
-		}
-	default:
-		return cmdutil.FlagErrorf("--launcher: want amdrun or torchrun, got %q", o.Launcher)
+	if err := validateRendezvous(cmd, o, r); err != nil {
+		return err
 	}
 	if o.NNodes < 1 {
-		return cmdutil.FlagErrorf("--nnodes must be at least 1, got %d", o.NNodes)
+		return cmdutil.FlagErrorf("%s must be at least 1, got %d", r.label("nnodes"), o.NNodes)
 	}
 	if o.NodeRank < 0 || o.NodeRank >= o.NNodes {
-		return cmdutil.FlagErrorf("--node-rank must be in 0..%d, got %d", o.NNodes-1, o.NodeRank)
+		return cmdutil.FlagErrorf("%s must be in 0..%d, got %d", r.label("node-rank"), o.NNodes-1, o.NodeRank)
 	}
 	if o.MasterPort < 0 || o.MasterPort > 65535 {
-		return cmdutil.FlagErrorf("--master-port must be in 1..65535, got %d", o.MasterPort)
+		return cmdutil.FlagErrorf("%s must be in 1..65535, got %d", r.label("master-port"), o.MasterPort)
 	}
 	if o.NNodes > 1 && o.MasterPort == 0 && o.Launcher == "amdrun" {
 		return cmdutil.FlagErrorf("--nnodes %d needs --master-port (every node must use the same port)", o.NNodes)
 	}
-	if o.NNodes > 1 && o.Launcher == "amdrun" && o.Slurm == nil && !cmd.Flags().Changed("master-addr") {
+	if o.NNodes > 1 && o.Launcher == "amdrun" && o.Slurm == nil && !changed("master-addr") {
 		return cmdutil.FlagErrorf("--nnodes %d needs --master-addr: the address of node 0, the same on every node", o.NNodes)
 	}
-	if cmd.Flags().Changed("python") && strings.TrimSpace(o.Python) == "" {
+	if changed("python") && strings.TrimSpace(o.Python) == "" {
 		return cmdutil.FlagErrorf("--python: empty interpreter path")
 	}
-	for _, lr := range o.RanksFilter {
-		if o.NGPUs > 0 && lr >= o.NGPUs {
-			return cmdutil.FlagErrorf("--local-ranks-filter: local rank %d does not exist with --ngpus %d (0-%d)", lr, o.NGPUs, o.NGPUs-1)
+	if n := o.ranksKnown(); n > 0 {
+		for _, lr := range o.RanksFilter {
+			if lr >= n {
+				return cmdutil.FlagErrorf("%s: local rank %d does not exist with %d rank(s) (0-%d)", r.label("local-ranks-filter"), lr, n, n-1)
+			}
 		}
 	}
-	if o.NNodes > 1 && o.NGPUs == 0 {
-		return cmdutil.FlagErrorf("--nnodes %d needs --ngpus: every node must run the same number of ranks", o.NNodes)
+	if o.NNodes > 1 && o.ranksKnown() == 0 && !o.CPUOnly {
+		return cmdutil.FlagErrorf("--nnodes %d needs --ngpus or --nproc-per-node N: every node must run the same number of ranks", o.NNodes)
 	}
 	if o.Module && o.NoPython {
-		return cmdutil.FlagErrorf("--module and --no-python cannot be used together")
+		return cmdutil.FlagErrorf("%s and %s cannot be used together", r.label("module"), r.label("no-python"))
 	}
 	if o.JSON && !o.DryRun {
 		return cmdutil.FlagErrorf("--json needs --dry-run")
@@ -325,6 +382,123 @@ func validate(cmd *cobra.Command, o *Options, r *raw) error {
 	return nil
 }
 
+// ranksKnown is the number of ranks on this node when the flags fix it,
+// else 0 (one per free device, or one per CPU).
+func (o *Options) ranksKnown() int {
+	switch {
+	case o.NProc > 0:
+		return o.NProc
+	case o.NProcKind == "" && o.NGPUs > 0:
+		return o.NGPUs
+	case o.NProcKind != "" && o.NGPUs > 0 && o.NProcKind != "cpu":
+		return o.NGPUs
+	}
+	return 0
+}
+
+// validateRendezvous reads --standalone and the --rdzv-* flags: with
+// --launcher torchrun they are passed on; with amdrun's own launcher the
+// static backend's endpoint is the master's address, --rdzv-id is the
+// run id, and a rendezvous service is refused on more than one node.
+func validateRendezvous(cmd *cobra.Command, o *Options, r *raw) error {
+	changed := cmd.Flags().Changed
+	rdzv := map[string]string{}
+	for k, v := range map[string]string{"backend": r.rdzvBackend, "endpoint": r.rdzvEndpoint, "id": r.rdzvID, "conf": r.rdzvConf} {
+		if v != "" {
+			rdzv[k] = v
+		}
+	}
+	if r.torchrun.standalone {
+		if o.NNodes != 1 || o.ElasticNNodes != "" {
+			return cmdutil.FlagErrorf("%s runs one node: it cannot be used with %s %s", r.label("standalone"), r.label("nnodes"), r.nnodes)
+		}
+		// As torchrun: standalone picks its own rendezvous; say what is
+		// dropped instead of dropping it silently.
+		var dropped []string
+		for _, name := range []string{"master-addr", "master-port", "rdzv-backend", "rdzv-endpoint", "rdzv-id", "rdzv-conf"} {
+			if changed(name) {
+				dropped = append(dropped, r.label(name))
+			}
+		}
+		if len(dropped) > 0 {
+			o.Warn.Warn("%s: ignoring %s (a standalone job rendezvouses on a free local port, as with torchrun)", r.label("standalone"), strings.Join(dropped, ", "))
+		}
+		o.MasterAddr, o.MasterPort, rdzv = launch.DefaultMasterAddr, 0, map[string]string{}
+	}
+	switch o.Launcher {
+	case "amdrun":
+		if o.ElasticNNodes != "" {
+			return cmdutil.FlagErrorf("%s %s: a range of nodes needs --launcher torchrun (elastic rendezvous is torchrun's job)", r.label("nnodes"), o.ElasticNNodes)
+		}
+		switch backend := rdzv["backend"]; backend {
+		case "", "static":
+			if ep, ok := rdzv["endpoint"]; ok {
+				// torchrun: a static rendezvous's endpoint is the master.
+				host, port, err := splitHostPort(ep)
+				if err != nil {
+					return cmdutil.FlagErrorf("%s: want HOST:PORT, got %q", r.label("rdzv-endpoint"), ep)
+				}
+				if (changed("master-addr") && r.pet["master-addr"] == "" && o.MasterAddr != host) ||
+					(changed("master-port") && r.pet["master-port"] == "" && o.MasterPort != port) {
+					return cmdutil.FlagErrorf("%s %s and --master-addr/--master-port %s:%d disagree: give one", r.label("rdzv-endpoint"), ep, o.MasterAddr, o.MasterPort)
+				}
+				o.MasterAddr, o.MasterPort = host, port
+			}
+		default:
+			if o.NNodes > 1 {
+				return cmdutil.FlagErrorf("%s %s on %d nodes needs --launcher torchrun (amdrun's own ranks meet at --master-addr:--master-port)", r.label("rdzv-backend"), backend, o.NNodes)
+			}
+			// One node: amdrun's own store on a free local port serves the
+			// ranks as torchrun's rendezvous would.
+		}
+		o.RunID = rdzv["id"]
+	case "torchrun":
+		for _, f := range []string{"python", "no-prefix", "bind"} {
+			if changed(f) {
+				return cmdutil.FlagErrorf("--%s does not apply with --launcher torchrun (torchrun starts the ranks: give torchrun's own options through its environment or use --launcher amdrun)", f)
+			}
+		}
+		o.Rdzv = rdzv
+		o.TorchrunArgs = torchrunArgs(cmd, o, &r.torchrun)
+		if o.ranksKnown() == 0 && !o.CPUOnly && !o.DryRun {
+			return cmdutil.FlagErrorf("--launcher torchrun needs --ngpus or --nproc-per-node N")
+		}
+		if o.NProc > 1 && o.NGPUs > o.NProc {
+			return cmdutil.FlagErrorf("--launcher torchrun shows every worker all the devices: several devices per rank need --launcher amdrun (or --nproc-per-node 1)")
+		}
+	default:
+		return cmdutil.FlagErrorf("--launcher: want amdrun or torchrun, got %q", o.Launcher)
+	}
+	return nil
+}
+
+// splitHostPort splits HOST:PORT (an IPv6 host in brackets) with a port
+// in 1..65535.
+func splitHostPort(s string) (string, int, error) {
+	host, p, err := net.SplitHostPort(s)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < 1 || port > 65535 || host == "" {
+		return "", 0, fmt.Errorf("bad port %q", p)
+	}
+	return host, port, nil
+}
+
+// parseDuration parses a duration flag; a bare number gets an error that
+// says to add a unit.
+func parseDuration(flag, s string) (time.Duration, error) {
+	d, err := time.ParseDuration(strings.TrimSpace(s))
+	if err == nil {
+		return d, nil
+	}
+	if _, nerr := strconv.ParseFloat(strings.TrimSpace(s), 64); nerr == nil && s != "0" {
+		return 0, cmdutil.FlagErrorf("%s %s: add a unit, e.g. %ss or %sm", flag, s, s, s)
+	}
+	return 0, cmdutil.FlagErrorf("%s: want a duration such as 30s or 10m, got %q", flag, s)
+}
+
 // parseNNodes reads --nnodes: a count, or MIN:MAX for torchrun's elastic
 // rendezvous.
 func parseNNodes(o *Options, r *raw) error {
@@ -333,14 +507,18 @@ func parseNNodes(o *Options, r *raw) error {
 		a, err1 := strconv.Atoi(lo)
 		b, err2 := strconv.Atoi(hi)
 		if err1 != nil || err2 != nil || a < 1 || b < a {
-			return cmdutil.FlagErrorf("--nnodes: want N or MIN:MAX with 1 <= MIN <= MAX, got %q", r.nnodes)
+			return cmdutil.FlagErrorf("%s: want N or MIN:MAX with 1 <= MIN <= MAX, got %q", r.label("nnodes"), r.nnodes)
+		}
+		if a == b { // torchrun's default "1:1" is one node, not a range
+			o.NNodes = a
+			return nil
 		}
 		o.ElasticNNodes, o.NNodes = r.nnodes, 1
 		return nil
 	}
 	n, err := strconv.Atoi(r.nnodes)
 	if err != nil {
-		return cmdutil.FlagErrorf("--nnodes: want a number of nodes, got %q", r.nnodes)
+		return cmdutil.FlagErrorf("%s: want a number of nodes, got %q", r.label("nnodes"), r.nnodes)
 	}
 	o.NNodes = n
 	return nil
