@@ -289,7 +289,7 @@ func TestRunNoGPU(t *testing.T) {
 		{[]string{"-n", "2", "t.py"}, 2},
 		{[]string{"--nproc-per-node", "3", "t.py"}, 3},
 		{[]string{"--nproc-per-node", "auto", "t.py"}, 5}, // one per CPU (NumCPU below)
-		{[]string{"t.py"}, 1},                              // torchrun's default
+		{[]string{"t.py"}, 1},                             // torchrun's default
 	} {
 		f, out, _ := exampleFactory(t, nil)
 		f.Discover = noGPU
