@@ -75,6 +75,34 @@ func TestRunDryRunTTY(t *testing.T) {
 			absent: []string{"naive"},
 		},
 		{
+			name: "four devices for one process",
+			args: []string{"--dry-run", "--ngpus", "4", "--nproc-per-node", "1", "--no-python", "vllm", "serve", "M", "--tensor-parallel-size", "4"},
+			want: []string{
+				"Devices:  0,1,6,7\n",
+				"CUDA_VISIBLE_DEVICES=0,1,6,7 HIP_VISIBLE_DEVICES=0,1,6,7",
+				"(world size 1)",
+				"0     0      0,1,6,7  0,1   (not bound)  vllm serve M --tensor-parallel-size 4\n",
+			},
+			absent: []string{"\n1     1"},
+		},
+		{
+			name: "four devices for two ranks: each sees its own pair, handed out in topology order",
+			args: []string{"--dry-run", "--ngpus", "4", "--nproc_per_node", "2", "t.py"},
+			want: []string{
+				"Devices:  0,1,6,7\n",
+				"Visible:  each rank its own devices (CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES): 0,1 | 6,7\n",
+				"(world size 2)",
+				"0     0      0,1     0     ",
+				"1     1      6,7     1     ",
+			},
+		},
+		{
+			name: "ngpus 0 with nproc: CPU ranks",
+			args: []string{"--dry-run", "--ngpus", "0", "--nproc-per-node", "3", "t.py"},
+			want: []string{"Topology: none: 3 CPU rank(s), no GPU\n", "(world size 3)", "2     2      cpu     -     (not bound)  python3 -u t.py"},
+			absent: []string{"Visible", "Devices"},
+		},
+		{
 			name: "explain compares with the naive pick",
 			args: []string{"--dry-run", "--explain", "-n", "4", "train.py"},
 			want: []string{

@@ -280,17 +280,11 @@ func validate(cmd *cobra.Command, o *Options, r *raw) error {
 	if o.Grace, err = parseDuration("--grace", r.grace); err != nil {
 		return err
 	}
-	if err := validateTorchrun(cmd, o, &r.torchrun, r.label); err != nil {
-		return err
-	}
 	if o.Devices, err = parseIndexList("--devices", r.devices, changed("devices")); err != nil {
 		return err
 	}
 	if o.Exclude, err = parseIndexList("--exclude", r.exclude, changed("exclude")); err != nil {
 		return err
-	}
-	if o.CPUOnly && (o.Devices != nil || o.Exclude != nil) {
-		return cmdutil.FlagErrorf("--devices and --exclude choose GPUs: they do not apply to CPU ranks (--ngpus 0 or --nproc-per-node cpu)")
 	}
 	if o.Policy, err = selector.PolicyByName(r.policy); err != nil {
 		return cmdutil.FlagErrorf("--policy: want %s, got %q", strings.Join(selector.PolicyNames, " or "), r.policy)
@@ -313,6 +307,12 @@ func validate(cmd *cobra.Command, o *Options, r *raw) error {
 	}
 	if o.NUMABalancing, err = numabalance.ParseMode(r.numaBalancing); err != nil {
 		return cmdutil.FlagErrorf("--numa-balancing: want off, on or keep, got %q", r.numaBalancing)
+	}
+	if err := validateTorchrun(cmd, o, &r.torchrun, r.label); err != nil {
+		return err
+	}
+	if o.CPUOnly && (o.Devices != nil || o.Exclude != nil) {
+		return cmdutil.FlagErrorf("--devices and --exclude choose GPUs: they do not apply to CPU ranks (--ngpus 0 or --nproc-per-node cpu)")
 	}
 	switch r.wait {
 	case "":
