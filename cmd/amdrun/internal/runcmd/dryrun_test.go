@@ -97,9 +97,9 @@ func TestRunDryRunTTY(t *testing.T) {
 			},
 		},
 		{
-			name: "ngpus 0 with nproc: CPU ranks",
-			args: []string{"--dry-run", "--ngpus", "0", "--nproc-per-node", "3", "t.py"},
-			want: []string{"Topology: none: 3 CPU rank(s), no GPU\n", "(world size 3)", "2     2      cpu     -     (not bound)  python3 -u t.py"},
+			name:   "ngpus 0 with nproc: CPU ranks",
+			args:   []string{"--dry-run", "--ngpus", "0", "--nproc-per-node", "3", "t.py"},
+			want:   []string{"Topology: none: 3 CPU rank(s), no GPU\n", "(world size 3)", "2     2      cpu     -     (not bound)  python3 -u t.py"},
 			absent: []string{"Visible", "Devices"},
 		},
 		{

@@ -89,7 +89,9 @@ func torchrunCases() []torchrunCase {
 		{args: []string{"--run-path", "--no-python"}, check: func(o *runcmd.Options) string { return eq("NoPython", o.NoPython, false) }},
 		{args: []string{"--run-path", "-m"}, err: "--run-path and --module cannot be used together"},
 		{args: []string{"--log-dir", "/tmp/logs"}, check: func(o *runcmd.Options) string { return eq("LogDir", o.LogDir, "/tmp/logs") }},
-		{args: []string{"-r", "3"}, check: func(o *runcmd.Options) string { return eq("Redirects", o.Redirects, launch.Streams{All: launch.StdAll}) }},
+		{args: []string{"-r", "3"}, check: func(o *runcmd.Options) string {
+			return eq("Redirects", o.Redirects, launch.Streams{All: launch.StdAll})
+		}},
 		{args: []string{"--redirects", "0:3,1:0"}, check: func(o *runcmd.Options) string {
 			return eq("Redirects", o.Redirects, launch.Streams{PerRank: map[int]launch.Std{0: launch.StdAll, 1: launch.StdNone}})
 		}},
