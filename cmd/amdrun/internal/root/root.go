@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
 
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/benchcmd"
@@ -27,12 +28,15 @@ import (
 func NewCmdRoot(f *cmdutil.Factory) *cobra.Command {
 	cmd := runcmd.NewCmdRun(f, nil)
 	cmd.Version = f.Version
-	cmd.SetVersionTemplate("amdrun {{.Version}}\n")
+	// --version prints what `amdrun version` prints.
+	cmd.SetVersionTemplate(version.Of(f.Version).Line() + "\n")
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&f.Topo.Source, "source", "auto", "topology source: "+strings.Join(discover.Sources, ", ")+" (auto: KFD sysfs, then amd-smi, rocm-smi, nvidia-smi)")
 	pf.StringVar(&f.Topo.SysfsRoot, "sysfs-root", "", "read sysfs (and /proc) under `DIR` (default $AMDRUN_SYSFS_ROOT, else /)")
 	pf.StringVar(&f.Topo.Bandwidth, "bandwidth", "auto", "bandwidth for selection: auto (measured when amdrun bench has a result for these devices), measured, theoretical")
 	pf.StringVar(&f.Topo.File, "topology", "", "read the topology from `FILE`, saved with 'amdrun topo --json' (here or on another machine)")
+	runcmd.RegisterValues(cmd, "source", discover.Sources)
+	runcmd.RegisterValues(cmd, "bandwidth", []string{"auto", "measured", "theoretical"})
 	cmd.PersistentPreRunE = func(c *cobra.Command, args []string) error {
 		if err := discover.ValidSource(f.Topo.Source); err != nil {
 			return &cmdutil.FlagError{Err: fmt.Errorf("--source: %w", err)}
@@ -117,6 +121,11 @@ func exitCode(f *cmdutil.Factory, cmd *cobra.Command, err error) int {
 	return cmdutil.ExitError
 }
 
+// internalPrefix matches the names of amdrun's own packages where they
+// lead an error message or one of its ": " parts ("launch: ",
+// "selector: "): the user can change flags, not packages.
+var internalPrefix = regexp.MustCompile(`(^|: )(launch|selector): `)
+
 // usageErrors are errors of the request that exit with ExitUsage.
 var usageErrors = []error{selector.ErrBadRequest, selector.ErrUnknownPolicy}
 
@@ -139,11 +148,16 @@ func isCobraUsage(err error) bool {
 		strings.HasPrefix(s, "unknown flag") || strings.HasPrefix(s, "unknown shorthand flag")
 }
 
-// oneLine keeps an error to its first line: amdrun's errors are one line.
+// oneLine is an error as the user sees it: its first line (amdrun's
+// errors are one line), without the names of amdrun's packages.
 func oneLine(err error) string {
 	s := err.Error()
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		s = s[:i]
+	}
+	// Twice: a removed prefix can leave another at the start.
+	for range 2 {
+		s = internalPrefix.ReplaceAllString(s, "$1")
 	}
 	return s
 }

@@ -64,8 +64,12 @@ func TestExitCode(t *testing.T) {
 		{"rank killed by SIGTERM", fmt.Errorf("launch: %w", &cmdutil.ExitCodeError{Code: 143}), 143, ""},
 		{"silent error", cmdutil.ErrSilent, 1, ""},
 		{
-			"generic error keeps one line", errors.New("selector: 8 devices requested, 6 available\nsecond line"), 1,
-			"amdrun: selector: 8 devices requested, 6 available\n",
+			"generic error keeps one line", errors.New("rocm-smi: 8 devices requested, 6 available\nsecond line"), 1,
+			"amdrun: rocm-smi: 8 devices requested, 6 available\n",
+		},
+		{
+			"package names do not reach the user", fmt.Errorf("--devices 3: launch: %w: device 3 is not visible", errors.New("selector: bad")), 1,
+			"amdrun: --devices 3: bad: device 3 is not visible\n",
 		},
 		{
 			"cobra unknown command", errors.New(`unknown command "extra" for "amdrun topo"`), 2,
@@ -77,7 +81,7 @@ func TestExitCode(t *testing.T) {
 		},
 		{
 			"bad request of the selector", fmt.Errorf("selector: %w: device 9 does not exist", selector.ErrBadRequest), 2,
-			"amdrun: selector: bad request: device 9 does not exist\n",
+			"amdrun: bad request: device 9 does not exist\n",
 		},
 	}
 	for _, tt := range tests {
@@ -117,8 +121,9 @@ func TestCommandTree(t *testing.T) {
 	}{
 		{name: "help does not probe", args: []string{"--help"}, stdout: []string{"amdrun [flags] SCRIPT [ARGS...]", "topo", "doctor", "--ngpus"}},
 		{name: "subcommand help", args: []string{"topo", "--help"}, stdout: []string{"amdrun topo --json"}},
-		{name: "version flag", args: []string{"--version"}, stdout: []string{"1.2.3"}},
+		{name: "version flag", args: []string{"--version"}, stdout: []string{"amdrun 1.2.3 ("}},
 		{name: "version command", args: []string{"version"}, stdout: []string{"amdrun 1.2.3 ("}},
+		{name: "version json", args: []string{"version", "--json"}, stdout: []string{`"version": "1.2.3"`, `"go": "go`}},
 		{name: "unknown flag", args: []string{"--bogus", "t.py"}, code: 2, stderr: []string{"--bogus"}, usage: true},
 		{name: "unknown subcommand flag", args: []string{"topo", "--bogus"}, code: 2, stderr: []string{"--bogus"}, usage: true},
 		{name: "bad flag value", args: []string{"--ngpus", "two", "t.py"}, code: 2, stderr: []string{"--ngpus"}, usage: true},
@@ -138,7 +143,7 @@ func TestCommandTree(t *testing.T) {
 		},
 		{
 			name: "not enough devices", args: []string{"--dry-run", "-n", "9", "t.py"}, probe: true, code: 1,
-			stderr: []string{"amdrun: selector: 9 devices requested, 8 available"},
+			stderr: []string{"amdrun: --ngpus 9: only 8 available"},
 		},
 		{
 			name: "device that does not exist", args: []string{"--dry-run", "--devices", "12", "-n", "1", "t.py"}, probe: true, code: 2,
@@ -176,5 +181,49 @@ func TestCommandTree(t *testing.T) {
 				t.Errorf("amdrun %q: stderr %q, want one line", tt.args, errOut)
 			}
 		})
+	}
+}
+
+// TestVersionFlagAndCommandAgree: `amdrun version` and `amdrun --version`
+// print the same line.
+func TestVersionFlagAndCommandAgree(t *testing.T) {
+	f, out, _ := testFactory(t, false)
+	execute(f, "version")
+	cmdOut := out.String()
+	out.Reset()
+	execute(f, "--version")
+	if cmdOut == "" || out.String() != cmdOut {
+		t.Errorf("version printed %q, --version %q: want the same", cmdOut, out)
+	}
+}
+
+// TestCompletionOfFlagValues: shell completion offers the values of the
+// flags that take one of a few words (cobra's __complete is what the
+// completion scripts call).
+func TestCompletionOfFlagValues(t *testing.T) {
+	for flag, want := range map[string][]string{
+		"--policy":     {"tree", "ring"},
+		"--source":     {"auto", "sysfs", "amd-smi", "rocm-smi", "nvidia-smi", "file", "example"},
+		"--bind":       {"numa", "exclusive", "none"},
+		"--order":      {"index", "links"},
+		"--mem-policy": {"bind", "preferred", "none"},
+		"--bandwidth":  {"auto", "measured", "theoretical"},
+		"--launcher":   {"amdrun", "torchrun"},
+	} {
+		f, out, _ := testFactory(t, false)
+		if code := execute(f, "__complete", flag, ""); code != 0 {
+			t.Errorf("__complete %s: exit %d", flag, code)
+		}
+		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+		got := lines[:len(lines)-1] // the last line is cobra's directive
+		if strings.Join(got, ",") != strings.Join(want, ",") || lines[len(lines)-1] != ":4" {
+			t.Errorf("__complete %s: %q, want %q and no file completion (:4)", flag, lines, want)
+		}
+	}
+	// A subcommand completes the root's persistent --source as well.
+	f, out, _ := testFactory(t, false)
+	execute(f, "__complete", "topo", "--source", "e")
+	if !strings.Contains(out.String(), "example\n") {
+		t.Errorf("topo --source completion: %q", out)
 	}
 }
