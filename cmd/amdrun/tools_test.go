@@ -225,16 +225,20 @@ func devState(t *testing.T, r result) map[int]string {
 		t.Fatalf("amdrun ps: exit %d\n%s", r.code, r.stderr)
 	}
 	st := map[int]string{}
-	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if lines[0] != "GPU\tKEY\tNUMA\tSTATE\tDETAIL" {
+		t.Fatalf("ps header %q: want GPU KEY NUMA STATE DETAIL, tab-separated", lines[0])
+	}
+	for _, line := range lines[1:] {
 		f := strings.Split(line, "\t")
 		var dev int
-		if len(f) < 3 {
-			t.Fatalf("ps line %q: want DEVICE KEY STATE ...", line)
+		if len(f) != 5 {
+			t.Fatalf("ps line %q: want GPU KEY NUMA STATE DETAIL", line)
 		}
 		if _, err := fmt.Sscan(f[0], &dev); err != nil {
 			t.Fatalf("ps line %q: %v", line, err)
 		}
-		st[dev] = f[2]
+		st[dev] = f[3]
 	}
 	return st
 }

@@ -5,11 +5,15 @@ package pscmd
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
+	"github.com/amdrun/amdrun/internal/discover"
 	"github.com/amdrun/amdrun/internal/launch/lease"
 	"github.com/amdrun/amdrun/internal/topology"
 	"github.com/spf13/cobra"
@@ -21,7 +25,10 @@ type Options struct {
 	Topology func(context.Context) (*topology.Model, error)
 	// Leases opens the lease directory.
 	Leases func() (*lease.Dir, error)
-	JSON   bool
+	// SourceAuto says the topology source was left to auto-detection, so
+	// that finding no GPU is an answer, not an error.
+	SourceAuto bool
+	JSON       bool
 }
 
 // NewCmdPs returns `amdrun ps`.
@@ -33,10 +40,13 @@ func NewCmdPs(f *cmdutil.Factory, runF func(context.Context, *Options) error) *c
 		Short: "Show which devices are leased by amdrun jobs, busy, or free",
 		Long: `Show every device of this node and its state: leased (held by a running
 amdrun job: pid, user, start time, command), busy (another process has memory
-on it or runs on it, as the vendor tool or KFD reports), or free.`,
+on it or runs on it, as the vendor tool or KFD reports), or free. Piped, the
+same columns are tab-separated under the same header line; --json gives every
+field. On a machine without a GPU it says so in one line and exits 0.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Leases = func() (*lease.Dir, error) { return f.OpenLeases(dir) }
+			opts.SourceAuto = (f.Topo.Source == "" || f.Topo.Source == "auto") && f.Topo.File == ""
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -79,9 +89,18 @@ func Rows(m *topology.Model, holders map[string]lease.Holder) []Row {
 	return rows
 }
 
-// Run prints the table.
+// Run prints the table: aligned for a terminal, tab-separated with the
+// same header for a pipe, or JSON. On a machine without a GPU (the
+// source left to auto-detection) it says so in one line and succeeds.
 func Run(ctx context.Context, opts *Options) error {
 	m, err := opts.Topology(ctx)
+	if errors.Is(err, discover.ErrNoGPU) && opts.SourceAuto {
+		if opts.JSON {
+			return printJSON(opts, map[string]any{"source": "none", "devices": []Row{}})
+		}
+		_, err = fmt.Fprintln(opts.IO.Out, err) // "no GPU found (what each source said)"
+		return err
+	}
 	if err != nil {
 		return err
 	}
@@ -96,22 +115,15 @@ func Run(ctx context.Context, opts *Options) error {
 	}
 	rows := Rows(m, holders)
 	if opts.JSON {
-		enc := json.NewEncoder(opts.IO.Out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(map[string]any{"source": m.Source, "lease_dir": d.Path(), "devices": rows})
+		return printJSON(opts, map[string]any{"source": m.Source, "lease_dir": d.Path(), "devices": rows})
 	}
-	if !opts.IO.IsStdoutTTY() {
-		for _, r := range rows {
-			who := ""
-			if r.Holder != nil {
-				who = fmt.Sprintf("%s:%d", r.Holder.User, r.Holder.PID)
-			}
-			fmt.Fprintf(opts.IO.Out, "%d\t%s\t%s\t%s\t%s\n", r.Device, r.Key, r.State, who, r.Why)
-		}
-		return nil
+	var w io.Writer = opts.IO.Out
+	var tw *tabwriter.Writer
+	if opts.IO.IsStdoutTTY() {
+		tw = tabwriter.NewWriter(opts.IO.Out, 0, 0, 2, ' ', 0)
+		w = tw
 	}
-	tw := tabwriter.NewWriter(opts.IO.Out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "GPU\tKEY\tNUMA\tSTATE\tDETAIL")
+	fmt.Fprintln(w, "GPU\tKEY\tNUMA\tSTATE\tDETAIL")
 	for _, r := range rows {
 		detail := "-"
 		switch {
@@ -124,7 +136,19 @@ func Run(ctx context.Context, opts *Options) error {
 		if r.NUMANode >= 0 {
 			numa = fmt.Sprint(r.NUMANode)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", r.Device, r.Key, numa, r.State, detail)
+		// One line per device, one cell per column, whatever the
+		// holder's command holds.
+		detail = strings.Join(strings.Fields(detail), " ")
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\n", r.Device, r.Key, numa, r.State, detail)
 	}
-	return tw.Flush()
+	if tw != nil {
+		return tw.Flush()
+	}
+	return nil
+}
+
+func printJSON(opts *Options, v any) error {
+	enc := json.NewEncoder(opts.IO.Out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }

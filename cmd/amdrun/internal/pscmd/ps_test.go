@@ -139,14 +139,15 @@ func TestRunPiped(t *testing.T) {
 	out := runPs(t, m, false, "--lease-dir", dir)
 	user := lease.CurrentHolder(nil).User
 	want := strings.Join([]string{
-		"0\tgpu0\tfree\t\t",
-		"1\tgpu1\tfree\t\t",
-		"2\tgpu2\tbusy\t\tpid 4242 uses 10 GiB",
-		fmt.Sprintf("3\tgpu3\tleased\t%s:%d\t", user, os.Getpid()),
-		"4\tgpu4\tfree\t\t",
-		"5\tgpu5\tfree\t\t",
-		"6\tgpu6\tfree\t\t",
-		"7\tgpu7\tfree\t\t",
+		"GPU\tKEY\tNUMA\tSTATE\tDETAIL",
+		"0\tgpu0\t0\tfree\t-",
+		"1\tgpu1\t0\tfree\t-",
+		"2\tgpu2\t0\tbusy\tpid 4242 uses 10 GiB",
+		fmt.Sprintf("3\tgpu3\t0\tleased\tpid %d, user %s, since %s: amdrun -n 1 ps_test.py", os.Getpid(), user, lease.CurrentHolder(nil).Start.Format("2006-01-02 15:04:05")),
+		"4\tgpu4\t1\tfree\t-",
+		"5\tgpu5\t1\tfree\t-",
+		"6\tgpu6\t1\tfree\t-",
+		"7\tgpu7\t1\tfree\t-",
 	}, "\n") + "\n"
 	if out != want {
 		t.Errorf("piped output\n got %q\nwant %q", out, want)
@@ -202,7 +203,7 @@ func TestRunLeaseDirFromEnv(t *testing.T) {
 	if err := cmd.ExecuteContext(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "3\tgpu3\tleased\t") {
+	if !strings.Contains(out.String(), "3\tgpu3\t0\tleased\t") {
 		t.Errorf("AMDRUN_LEASE_DIR not used:\n%s", out)
 	}
 }
@@ -230,5 +231,41 @@ func TestRunErrors(t *testing.T) {
 	})
 	if err != boom {
 		t.Errorf("discovery failure: error %v, want %v", err, boom)
+	}
+}
+
+// TestRunNoGPU: on a machine without a GPU (auto-detection found none)
+// ps says so in one line and succeeds; a named source that fails is an
+// error.
+func TestRunNoGPU(t *testing.T) {
+	noGPU := fmt.Errorf("%w (sysfs: no GPU node)", discover.ErrNoGPU)
+	for _, asJSON := range []bool{false, true} {
+		ios, _, out, _ := iostreams.Test()
+		err := pscmd.Run(context.Background(), &pscmd.Options{
+			IO: ios, SourceAuto: true, JSON: asJSON,
+			Topology: func(context.Context) (*topology.Model, error) { return nil, noGPU },
+			Leases:   func() (*lease.Dir, error) { t.Error("leases opened without devices"); return nil, nil },
+		})
+		if err != nil {
+			t.Fatalf("json %v: %v", asJSON, err)
+		}
+		if asJSON {
+			var got struct{ Devices []pscmd.Row }
+			if err := json.Unmarshal(out.Bytes(), &got); err != nil || got.Devices == nil || len(got.Devices) != 0 {
+				t.Errorf("JSON %q (%v): want an empty device list", out, err)
+			}
+			continue
+		}
+		if out.String() != "no GPU found (sysfs: no GPU node)\n" {
+			t.Errorf("output %q, want one line saying there is no GPU", out)
+		}
+	}
+	ios, _, _, _ := iostreams.Test()
+	err := pscmd.Run(context.Background(), &pscmd.Options{
+		IO:       ios,
+		Topology: func(context.Context) (*topology.Model, error) { return nil, noGPU },
+	})
+	if err != noGPU {
+		t.Errorf("named source: error %v, want %v", err, noGPU)
 	}
 }

@@ -139,7 +139,7 @@ func TestCommandTree(t *testing.T) {
 		},
 		{
 			name: "topo piped", args: []string{"topo"}, probe: true,
-			stdout: []string{"link\t0\t1\txgmi\tXGMI\t200000\ttrue\n"},
+			stdout: []string{"GPU\tGPU0\tGPU1\t", "\nGPU0\tX\tXGMI 200\t"},
 		},
 		{
 			name: "not enough devices", args: []string{"--dry-run", "-n", "9", "t.py"}, probe: true, code: 1,

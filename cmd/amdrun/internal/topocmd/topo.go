@@ -38,7 +38,9 @@ func NewCmdTopo(f *cmdutil.Factory, runF func(context.Context, *Options) error) 
 (XGMI, NVLink NV#, PCIe level PIX/PXB/PHB/NODE/SYS) and its bandwidth in GB/s,
 "*" marking a bandwidth amdrun assumed because the source gave none; for every
 device its runtime index, package, NUMA node, local CPUs and whether it is busy.
-With --json it prints the model that --topology FILE reads back.`,
+Piped, it prints the same columns tab-separated under one header line, a row
+per device (the full link matrix); --json prints the model that
+--topology FILE reads back.`,
 		Example: `  amdrun topo
   amdrun topo --json > node.json
   amdrun --topology node.json --ngpus 4 --dry-run train.py
@@ -212,13 +214,7 @@ func writeDevices(w io.Writer, m *topology.Model) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "GPU\tRuntime\tName\tPCI\tUnique ID\tMemory used")
 	for _, d := range m.Devices {
-		mem := "-"
-		if d.MemTotalMiB > 0 {
-			mem = fmt.Sprintf("%d/%d MiB", d.MemUsedMiB, d.MemTotalMiB)
-		} else if d.MemUsedPct > 0 {
-			mem = fmt.Sprintf("%.0f%%", d.MemUsedPct)
-		}
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\n", d.Index, d.RuntimeIndex, orDash(d.Name), orDash(d.PCIAddress), orDash(d.UniqueID), mem)
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\n", d.Index, d.RuntimeIndex, orDash(d.Name), orDash(d.PCIAddress), orDash(d.UniqueID), memory(d))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -232,15 +228,43 @@ func writeDevices(w io.Writer, m *topology.Model) error {
 	return nil
 }
 
-// writeTSV prints one line per device and one per link, tab-separated,
-// for scripts: "device INDEX RUNTIME NUMA CPUS PACKAGE BUSY" and
-// "link A B TYPE LEVEL MAX_MB/S DIRECT".
-func writeTSV(w io.Writer, m *topology.Model) error {
-	for _, d := range m.Devices {
-		fmt.Fprintf(w, "device\t%d\t%d\t%d\t%s\t%s\t%t\n", d.Index, d.RuntimeIndex, d.NUMANode, topology.FormatCPUList(d.CPUs), d.Package, d.Busy)
+func memory(d topology.Device) string {
+	switch {
+	case d.MemTotalMiB > 0:
+		return fmt.Sprintf("%d/%d MiB", d.MemUsedMiB, d.MemTotalMiB)
+	case d.MemUsedPct > 0:
+		return fmt.Sprintf("%.0f%%", d.MemUsedPct)
 	}
-	for _, l := range m.Links {
-		fmt.Fprintf(w, "link\t%d\t%d\t%s\t%s\t%d\t%t\n", l.A, l.B, l.Type, l.Level, l.MaxBandwidth, l.Direct)
+	return "-"
+}
+
+// writeTSV prints, for scripts, the terminal's columns tab-separated
+// under one header line, one line per device: "GPU", a link cell per
+// device (GPU0 ... GPUn-1, the full matrix even where the terminal shows
+// packages), NUMA, CPUs, Package/hive, State, Runtime, Name, PCI,
+// Unique ID, Memory used. Cells hold no tab or newline.
+func writeTSV(w io.Writer, m *topology.Model) error {
+	head := []string{"GPU"}
+	for i := range m.Devices {
+		head = append(head, fmt.Sprintf("GPU%d", i))
+	}
+	head = append(head, "NUMA", "CPUs", "Package/hive", "State", "Runtime", "Name", "PCI", "Unique ID", "Memory used")
+	if _, err := fmt.Fprintln(w, strings.Join(head, "\t")); err != nil {
+		return err
+	}
+	for i, d := range m.Devices {
+		row := []string{fmt.Sprintf("GPU%d", i)}
+		for j := range m.Devices {
+			row = append(row, cell(m, i, j))
+		}
+		row = append(row, numa(d.NUMANode), orDash(topology.FormatCPUList(d.CPUs)), group(d), state(d),
+			fmt.Sprint(d.RuntimeIndex), orDash(d.Name), orDash(d.PCIAddress), orDash(d.UniqueID), memory(d))
+		for k, c := range row {
+			row[k] = strings.Join(strings.Fields(c), " ")
+		}
+		if _, err := fmt.Fprintln(w, strings.Join(row, "\t")); err != nil {
+			return err
+		}
 	}
 	return nil
 }
