@@ -51,7 +51,7 @@ sys.exit(7)
 	if err := json.Unmarshal(b, &got); err != nil {
 		t.Fatalf("fake torchrun's record %q: %v", b, err)
 	}
-	want := "--nproc-per-node 4 --nnodes 1:2 --rdzv-backend c10d --rdzv-endpoint node0:29400 --rdzv-id job7 --max-restarts 2 train.py --lr 3e-4"
+	want := "--nproc_per_node 4 --nnodes 1:2 --rdzv_backend c10d --rdzv_endpoint node0:29400 --rdzv_id job7 --max_restarts 2 train.py --lr 3e-4"
 	if strings.Join(got.Argv, " ") != want {
 		t.Errorf("torchrun argv\n got %q\nwant %q", strings.Join(got.Argv, " "), want)
 	}

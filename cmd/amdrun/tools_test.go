@@ -597,18 +597,19 @@ func TestBadToolOutputOneLine(t *testing.T) {
 
 	t.Run("auto finds nothing", func(t *testing.T) {
 		env := toolEnv(t, systemPath())
-		for _, args := range [][]string{
-			{"topo", "--source", "auto", "--sysfs-root", t.TempDir()},
-			{"--sysfs-root", t.TempDir(), "--ngpus", "1", "--no-python", "true"},
-		} {
-			r := runAmdrun(t, env, args...)
-			if r.code != 1 || strings.Count(r.stderr, "\n") != 1 {
-				t.Errorf("amdrun %v: exit %d, want 1 and one stderr line:\n%s", args, r.code, r.stderr)
-				continue
-			}
-			if line := oneErrorLine(t, r); !strings.HasPrefix(line, "amdrun: no GPU found") {
-				t.Errorf("amdrun %v: error %q should start with \"amdrun: no GPU found\"", args, line)
-			}
+		args := []string{"topo", "--source", "auto", "--sysfs-root", t.TempDir()}
+		r := runAmdrun(t, env, args...)
+		if r.code != 1 || strings.Count(r.stderr, "\n") != 1 {
+			t.Fatalf("amdrun %v: exit %d, want 1 and one stderr line:\n%s", args, r.code, r.stderr)
+		}
+		if line := oneErrorLine(t, r); !strings.HasPrefix(line, "amdrun: no GPU found") {
+			t.Errorf("amdrun %v: error %q should start with \"amdrun: no GPU found\"", args, line)
+		}
+		// A launch runs CPU ranks instead, saying why in one line.
+		r = runAmdrun(t, env, "--sysfs-root", t.TempDir(), "--ngpus", "1", "--no-python", "true")
+		// (The empty root has no NUMA nodes either: a second warning.)
+		if r.code != 0 || strings.Count(r.stderr, "no GPU") != 1 || !strings.HasPrefix(r.stderr, "amdrun: warning: no GPU found on this machine: running 1 CPU rank(s)") {
+			t.Errorf("launch without a GPU: exit %d, stderr %q; want 0 and one line saying no GPU was found", r.code, r.stderr)
 		}
 	})
 }
