@@ -176,7 +176,9 @@ func TestBadInputOneLineNonZero(t *testing.T) {
 		want string
 	}{
 		{"unknown policy", []string{"--source", "example", "--policy", "fastest", "--dry-run", "x.py"}, 2, "fastest"},
-		{"zero gpus", []string{"--source", "example", "--ngpus", "0", "--dry-run", "x.py"}, 2, "--ngpus"},
+		{"gpus that do not split over the ranks", []string{"--source", "example", "--ngpus", "3", "--nproc-per-node", "2", "--dry-run", "x.py"}, 2, "--ngpus 3"},
+		{"grace without a unit", []string{"--source", "example", "--grace", "5", "--dry-run", "x.py"}, 2, "add a unit"},
+		{"torchrun flag amdrun cannot honour", []string{"--source", "example", "--local-addr", "n1", "--dry-run", "x.py"}, 2, "--local-addr"},
 		{"negative gpus", []string{"--source", "example", "--ngpus", "-3", "--dry-run", "x.py"}, 2, "--ngpus"},
 		{"too many gpus", []string{"--source", "example", "--ngpus", "9", "--dry-run", "x.py"}, 1, "8"},
 		{"malformed devices", []string{"--source", "example", "--devices", "0,x", "--dry-run", "x.py"}, 2, "--devices"},
