@@ -141,9 +141,9 @@ func notYet(o *Options) error {
 	}
 	switch {
 	case !o.Redirects.IsZero():
-		return cmdutil.FlagErrorf("-r/--redirects is not supported yet (--log-dir writes every rank's output to files and the console; or use --launcher torchrun)")
+		return fmt.Errorf("-r/--redirects is not supported yet (--log-dir writes every rank's output to files and the console; or use --launcher torchrun)")
 	case !o.Tee.IsZero():
-		return cmdutil.FlagErrorf("-t/--tee is not supported yet (--log-dir writes every rank's output to files and the console, as --tee 3; or use --launcher torchrun)")
+		return fmt.Errorf("-t/--tee is not supported yet (--log-dir writes every rank's output to files and the console, as --tee 3; or use --launcher torchrun)")
 	}
 	return nil
 }

@@ -233,7 +233,7 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 	fl := cmd.Flags()
 	fl.SetInterspersed(false) // flags after SCRIPT belong to the script
 	fl.IntVarP(&opts.NGPUs, "ngpus", "n", 0, "number of GPUs on this node, one rank each unless --nproc-per-node says otherwise (default and 0: every free device; in a multi-node Slurm step, the GPUs Slurm gave each node)")
-	addTorchrunFlags(fl, opts, &r.torchrun)
+	fl.StringVar(&r.torchrun.nproc, "nproc-per-node", "", "ranks on this node: N, gpu (one per free device), auto (gpu, else one per CPU) or cpu (one per CPU, no GPU); with --ngpus, each rank gets ngpus/N devices (default: one rank per device)")
 	fl.StringVar(&r.devices, "devices", "", "only choose among these device indices, e.g. 0,2,4-7")
 	fl.StringVar(&r.exclude, "exclude", "", "never choose these device indices, e.g. 3 or 0-1")
 	fl.BoolVar(&opts.AllowBusy, "allow-busy", false, "allow devices another process is using")
@@ -266,6 +266,7 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 	fl.StringVar(&r.rdzvEndpoint, "rdzv-endpoint", "", "with --rdzv-backend static: HOST:PORT of rank 0's store (as --master-addr/--master-port); else passed to torchrun")
 	fl.StringVar(&r.rdzvID, "rdzv-id", "", "the job's id: TORCHELASTIC_RUN_ID (default: a fresh one)")
 	fl.StringVar(&r.rdzvConf, "rdzv-conf", "", "with --launcher torchrun: passed to torchrun")
+	addTorchrunFlags(fl, opts, &r.torchrun)
 	fl.SortFlags = false
 	registerCompletions(cmd)
 	return cmd

@@ -92,11 +92,11 @@ type torchrunFlags struct {
 }
 
 // addTorchrunFlags declares torchrun's flags that amdrun's own set does
-// not already have (--nnodes, --node-rank, --master-addr,
-// --master-port, --max-restarts, --module, --no-python, --log-dir,
-// --local-ranks-filter and --rdzv-* are declared with the rest).
+// not already have (--nproc-per-node, --nnodes, --node-rank,
+// --master-addr, --master-port, --max-restarts, --module, --no-python,
+// --log-dir, --local-ranks-filter and --rdzv-* are declared with the
+// rest).
 func addTorchrunFlags(fl *pflag.FlagSet, o *Options, t *torchrunFlags) {
-	fl.StringVar(&t.nproc, "nproc-per-node", "", "ranks on this node: N, gpu (one per free device), auto (gpu, else one per CPU) or cpu (one per CPU, no GPU); with --ngpus, each rank gets ngpus/N devices (default: one rank per device)")
 	fl.BoolVar(&t.standalone, "standalone", false, "one node, rendezvous on a free local port (amdrun's default; as torchrun)")
 	fl.StringVar(&o.Role, "role", "", "ROLE_NAME of the ranks (default \"default\")")
 	fl.BoolVar(&t.virtualLocalRank, "virtual-local-rank", false, "every rank sees only its own devices and gets LOCAL_RANK=0")
