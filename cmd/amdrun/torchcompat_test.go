@@ -287,3 +287,50 @@ func TestLauncherTorchrunArgvParsesInTorch113(t *testing.T) {
 		}
 	}
 }
+
+// TestHelpExamplesRun: every example of `amdrun --help` is a command
+// amdrun accepts (planned with --dry-run on the bundled example), and
+// every script of this repository it names exists.
+func TestHelpExamplesRun(t *testing.T) {
+	testutil.EndToEnd(t)
+	h := runAmdrun(t, cleanEnv(t), "--help")
+	_, ex, ok := strings.Cut(h.stdout, "Examples:\n")
+	if !ok {
+		t.Fatalf("--help has no Examples:\n%s", h.stdout)
+	}
+	ex, _, _ = strings.Cut(ex, "\n\n")
+	n := 0
+	for _, line := range strings.Split(ex, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != "amdrun" {
+			t.Errorf("example %q does not start with amdrun", line)
+			continue
+		}
+		n++
+		for _, a := range f {
+			if strings.HasPrefix(a, "examples/") || strings.HasPrefix(a, "bench/") {
+				if _, err := os.Stat(filepath.Join("../..", a)); err != nil {
+					t.Errorf("example %q names %s: %v", line, a, err)
+				}
+			}
+			if strings.Contains(a, "run_test") {
+				t.Errorf("example %q names a module that does not exist", line)
+			}
+		}
+		args := f[1:]
+		if !strings.Contains(line, "--topology") {
+			args = append([]string{"--source", "example"}, args...)
+		} else {
+			args = append([]string{"--topology", writeTopology(t, func(map[string]any) {})}, args[2:]...)
+		}
+		if !strings.Contains(line, "--dry-run") {
+			args = append([]string{"--dry-run"}, args...)
+		}
+		if r := runAmdrun(t, cleanEnv(t), args...); r.code != 0 {
+			t.Errorf("example %q: amdrun %q exits %d: %s", line, args, r.code, r.stderr)
+		}
+	}
+	if n < 3 {
+		t.Errorf("%d examples, want several:\n%s", n, ex)
+	}
+}

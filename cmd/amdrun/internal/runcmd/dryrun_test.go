@@ -183,6 +183,11 @@ func TestRunDryRunJSON(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &p); err != nil {
 		t.Fatalf("output is not JSON: %v\n%s", err, out)
 	}
+	// Score terms where smaller is better are stored negated; a 0 must
+	// not come out as -0.
+	if strings.Contains(out.String(), ": -0,") || strings.Contains(out.String(), ": -0\n") {
+		t.Errorf("JSON has -0:\n%s", out)
+	}
 	if p.Source != "example (seed MI250 node)" || p.Policy != "ring" {
 		t.Errorf("source %q policy %q, want the example and ring", p.Source, p.Policy)
 	}

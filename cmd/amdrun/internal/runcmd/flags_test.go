@@ -247,6 +247,8 @@ func TestNewCmdRunFlagErrors(t *testing.T) {
 		{"bad order", []string{"--order", "random", "t.py"}, []string{"--order", `"random"`}},
 		{"bad ranks filter", []string{"--local-ranks-filter", "x", "t.py"}, []string{"--local-ranks-filter"}},
 		{"negative grace", []string{"--grace", "-1s", "t.py"}, []string{"--grace"}},
+		{"grace without a unit", []string{"--grace", "5", "t.py"}, []string{"--grace 5: add a unit, e.g. 5s or 5m"}},
+		{"wait without a unit", []string{"--wait=30", "t.py"}, []string{"--wait 30: add a unit"}},
 		{"negative max restarts", []string{"--max-restarts", "-1", "t.py"}, []string{"--max-restarts"}},
 		{"master port out of range", []string{"--master-port", "70000", "t.py"}, []string{"--master-port", "70000"}},
 	}
