@@ -64,7 +64,7 @@ func TestSelectionFollowsMeasurement(t *testing.T) {
 		return m
 	}
 	theo := load()
-	c, err := selector.Select(theo, selector.Request{N: 4}, selector.NewTreePolicy())
+	c, err := selector.Select(theo, selector.Request{N: 4}, selector.Tree)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestSelectionFollowsMeasurement(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range []int{2, 4, 7} {
-		c, err := selector.Select(meas, selector.Request{N: n}, selector.NewTreePolicy())
+		c, err := selector.Select(meas, selector.Request{N: n}, selector.Tree)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -31,7 +31,7 @@ type topology16 struct{ bw [][]int64 }
 
 func BenchmarkMI250(b *testing.B) {
 	m := newMI250Node(b)
-	for _, pol := range []Policy{NewTreePolicy(), NewRingPolicy()} {
+	for _, pol := range []Policy{Tree, Ring} {
 		for n := 1; n <= 8; n++ {
 			b.Run(fmt.Sprintf("%s/N=%d", pol.Name(), n), func(b *testing.B) {
 				for b.Loop() {
@@ -49,7 +49,7 @@ func BenchmarkCPXTree(b *testing.B) {
 	for _, n := range []int{1, 2, 4, 8, 9, 12, 16, 20, 24, 32, 36, 40, 48, 56, 63} {
 		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
 			for b.Loop() {
-				if _, err := Select(m, Request{N: n}, nil); err != nil {
+				if _, err := Select(m, Request{N: n}, Tree); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -62,7 +62,7 @@ func BenchmarkCPXTreeAllN(b *testing.B) {
 	m := newMI300XCPXNode(b)
 	for b.Loop() {
 		for n := 1; n <= 63; n++ {
-			if _, err := Select(m, Request{N: n}, nil); err != nil {
+			if _, err := Select(m, Request{N: n}, Tree); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -72,7 +72,7 @@ func BenchmarkCPXTreeAllN(b *testing.B) {
 func Benchmark16Devices(b *testing.B) {
 	d := newDGX16Node(b)
 	m := newFlatNode(b, 16, func(x, y int) int64 { return d.bw[x][y] }, func(i int) int { return i / 8 })
-	for _, pol := range []Policy{NewTreePolicy(), NewRingPolicy()} {
+	for _, pol := range []Policy{Tree, Ring} {
 		for _, n := range []int{4, 8} {
 			b.Run(fmt.Sprintf("%s/N=%d", pol.Name(), n), func(b *testing.B) {
 				for b.Loop() {

@@ -14,7 +14,7 @@ func TestCPXTreeEveryN(t *testing.T) {
 	m := newMI300XCPXNode(t)
 	for n := 1; n <= 63; n++ {
 		start := time.Now()
-		ch, err := Select(m, Request{N: n}, nil)
+		ch, err := Select(m, Request{N: n}, Tree)
 		if err != nil {
 			t.Fatalf("N=%d: %v", n, err)
 		}
@@ -55,7 +55,7 @@ func TestCPXHeldAndAlternatives(t *testing.T) {
 	for i := 0; i < 8; i++ {
 		held[i] = "job 1"
 	}
-	ch, err := Select(m, Request{N: 8, Held: held}, nil)
+	ch, err := Select(m, Request{N: 8, Held: held}, Tree)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestCPXHeldAndAlternatives(t *testing.T) {
 			t.Errorf("alternative %v %s", a.Devices, a.Score)
 		}
 	}
-	ch, err = Select(m, Request{N: 8, Devices: []int{56, 57, 58, 59, 60, 61, 62, 0, 1}}, nil)
+	ch, err = Select(m, Request{N: 8, Devices: []int{56, 57, 58, 59, 60, 61, 62, 0, 1}}, Tree)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestCPXRing(t *testing.T) {
 	m := newMI300XCPXNode(t)
 	for _, n := range []int{3, 8, 9, 20, 63} {
 		// a generous budget: the machine running the tests may be loaded
-		ch, err := Select(m, Request{N: n, Budget: 10 * time.Second}, NewRingPolicy())
+		ch, err := Select(m, Request{N: n, Budget: 10 * time.Second}, Ring)
 		if err != nil {
 			t.Fatalf("N=%d: %v", n, err)
 		}
@@ -125,7 +125,7 @@ func TestRingBudget(t *testing.T) {
 	}
 	m := newFlatNode(t, 40, func(a, b int) int64 { return bw[a][b] }, func(i int) int { return i % 2 })
 	start := time.Now()
-	ch, err := Select(m, Request{N: 12, Budget: 5 * time.Millisecond}, NewRingPolicy())
+	ch, err := Select(m, Request{N: 12, Budget: 5 * time.Millisecond}, Ring)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestRingBudget(t *testing.T) {
 	if len(ch.Devices) != 12 || len(ch.Ring) != 12 {
 		t.Fatalf("devices %v ring %v", ch.Devices, ch.Ring)
 	}
-	if s := NewRingPolicy().Score(m, ch.Devices); s.Compare(ch.Score) != 0 {
+	if s := Ring.Score(m, ch.Devices); s.Compare(ch.Score) != 0 {
 		t.Errorf("reported %s, rescored %s", ch.Score, s)
 	}
 }

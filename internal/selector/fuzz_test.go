@@ -63,9 +63,9 @@ func FuzzSelect(f *testing.F) {
 		if m == nil {
 			return
 		}
-		var p Policy = NewTreePolicy()
+		var p Policy = Tree
 		if ring {
-			p = NewRingPolicy()
+			p = Ring
 		}
 		req := Request{N: int(size % 14), AllowBusy: allowBusy, Order: Order(size >> 7)}
 		ch, err := Select(m, req, p)

@@ -1,7 +1,9 @@
 package selector
 
 import (
+	"math"
 	"math/bits"
+	"slices"
 )
 
 // pathOrder orders the set vs (sorted local indices) along a widest
@@ -16,24 +18,11 @@ func (p *problem) pathOrder(vs []int) []int {
 	if k > enumLimit {
 		return p.classOrder(vs)
 	}
-	// the best bottleneck: largest t with a Hamiltonian path over links >= t
-	var vals []int64
-	for i, a := range vs {
-		for _, b := range vs[i+1:] {
-			vals = append(vals, p.bw[a*p.n+b])
-		}
-	}
-	sortDedupe(&vals)
-	lo, hi := 0, len(vals)-1
-	for lo < hi {
-		mid := (lo + hi + 1) / 2
-		if p.hamPath(vs, vals[mid]) {
-			lo = mid
-		} else {
-			hi = mid - 1
-		}
-	}
-	return p.bestSequence(vs, vals[lo], false)
+	// the best bottleneck: the largest t with a Hamiltonian path over
+	// links >= t
+	vals := p.linkValues(nil, vs, math.MaxInt64)
+	t := atLeastWeakest(vals, func(t int64) bool { return p.hamPath(vs, t) })
+	return p.bestSequence(vs, t, false)
 }
 
 // ringOrder orders the set vs (3..16 devices; more go class by class)
@@ -45,23 +34,6 @@ func (p *problem) ringOrder(vs []int) []int {
 	}
 	t := p.ringBottleneck(vs, p.ringUpper(vs, p.treeBottleneck(vs)))
 	return p.bestSequence(vs, t, true)
-}
-
-func sortDedupe(v *[]int64) {
-	s := *v
-	for i := 1; i < len(s); i++ {
-		for j := i; j > 0 && s[j] < s[j-1]; j-- {
-			s[j], s[j-1] = s[j-1], s[j]
-		}
-	}
-	u := 0
-	for i, x := range s {
-		if i == 0 || x != s[u-1] {
-			s[u] = x
-			u++
-		}
-	}
-	*v = s[:u]
 }
 
 // hamPath reports whether vs has a Hamiltonian path over links >= t.
@@ -206,7 +178,7 @@ func (p *problem) classOrder(vs []int) []int {
 	}
 	cls := p.buildClasses(mask)
 	for c := range cls {
-		sortInts(cls[c].members)
+		slices.Sort(cls[c].members)
 	}
 	used := make([]bool, len(cls))
 	var out []int
@@ -228,12 +200,4 @@ func (p *problem) classOrder(vs []int) []int {
 		cur = next
 	}
 	return out
-}
-
-func sortInts(s []int) {
-	for i := 1; i < len(s); i++ {
-		for j := i; j > 0 && s[j] < s[j-1]; j-- {
-			s[j], s[j-1] = s[j-1], s[j]
-		}
-	}
 }

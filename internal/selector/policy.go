@@ -2,74 +2,63 @@ package selector
 
 import (
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
-type policyKind int
+// Policy says which bandwidth terms rank a set of devices first; the
+// tie-breaks after them are the same for every policy. The zero value is
+// Tree. Select refuses values other than the constants below.
+type Policy int
 
 const (
-	kindTree policyKind = iota
-	kindRing
+	// Tree maximises the bottleneck of the widest spanning tree of the
+	// set (the slowest link the group cannot avoid), then the total
+	// pairwise bandwidth.
+	Tree Policy = iota
+	// Ring maximises the bottleneck of the best ring (Hamiltonian cycle)
+	// through the set, then the set's global min cut.
+	Ring
 )
 
-// Policy ranks device sets. Implementations are unexported; get one from
-// NewTreePolicy, NewRingPolicy or PolicyByName.
-type Policy interface {
-	// Name is the policy's name as PolicyByName accepts it.
-	Name() string
-	// Score scores a set of devices of a finished model the way Select
-	// ranks it (duplicates and out-of-range indices are ignored).
-	Score(m *topology.Model, devices []int) Score
-	kind() policyKind
-}
-
-type treePolicy struct{}
-
-// NewTreePolicy returns the default policy: maximise the bottleneck of the
-// widest spanning tree of the set, then the total pairwise bandwidth, then
-// use the fewest NUMA nodes, the fewest busy devices, the least load
-// (utilisation plus memory use), then the lowest indices.
-func NewTreePolicy() Policy { return treePolicy{} }
-
-func (treePolicy) Name() string     { return "tree" }
-func (treePolicy) kind() policyKind { return kindTree }
-func (treePolicy) Score(m *topology.Model, devices []int) Score {
-	return scoreDevices(m, devices, kindTree)
-}
-
-type ringPolicy struct{}
-
-// NewRingPolicy returns the ring policy: maximise the bottleneck of the
-// best ring (Hamiltonian cycle) through the set, then the set's global
-// min cut, then the same tie-breaks as the tree policy.
-func NewRingPolicy() Policy { return ringPolicy{} }
-
-func (ringPolicy) Name() string     { return "ring" }
-func (ringPolicy) kind() policyKind { return kindRing }
-func (ringPolicy) Score(m *topology.Model, devices []int) Score {
-	return scoreDevices(m, devices, kindRing)
-}
-
-// PolicyNames lists the names PolicyByName accepts, default first.
+// PolicyNames lists the names PolicyByName accepts, default first, in
+// the order of the Policy constants.
 var PolicyNames = []string{"tree", "ring"}
+
+// Name is the policy's name as PolicyByName accepts it ("tree", "ring"),
+// or "Policy(N)" for a value that is not a policy.
+func (p Policy) Name() string {
+	if p.valid() {
+		return PolicyNames[p]
+	}
+	return fmt.Sprintf("Policy(%d)", int(p))
+}
+
+// String is Name.
+func (p Policy) String() string { return p.Name() }
+
+func (p Policy) valid() bool { return p >= 0 && int(p) < len(PolicyNames) }
 
 // PolicyByName returns the policy called name ("tree" or "ring"; "" is
 // tree). Any other name gives an error wrapping ErrUnknownPolicy that
 // lists the valid names.
 func PolicyByName(name string) (Policy, error) {
-	switch strings.ToLower(strings.TrimSpace(name)) {
-	case "tree", "":
-		return NewTreePolicy(), nil
-	case "ring":
-		return NewRingPolicy(), nil
+	s := strings.ToLower(strings.TrimSpace(name))
+	if s == "" {
+		return Tree, nil
 	}
-	return nil, fmt.Errorf("selector: %w %q (valid: %s)", ErrUnknownPolicy, name, strings.Join(PolicyNames, ", "))
+	if i := slices.Index(PolicyNames, s); i >= 0 {
+		return Policy(i), nil
+	}
+	return Tree, fmt.Errorf("selector: %w %q (valid: %s)", ErrUnknownPolicy, name, strings.Join(PolicyNames, ", "))
 }
 
-func scoreDevices(m *topology.Model, devices []int, k policyKind) Score {
+// Score scores a set of devices of a finished model the way Select ranks
+// it under p (duplicates and out-of-range indices are ignored; an empty
+// set, or one larger than MaxCandidates, scores the empty Score).
+func (p Policy) Score(m *topology.Model, devices []int) Score {
 	seen := map[int]bool{}
 	var idx []int
 	for _, d := range devices {
@@ -78,14 +67,19 @@ func scoreDevices(m *topology.Model, devices []int, k policyKind) Score {
 			idx = append(idx, d)
 		}
 	}
-	sort.Ints(idx)
-	if len(idx) == 0 || len(idx) > MaxCandidates {
+	slices.Sort(idx)
+	if len(idx) == 0 || len(idx) > MaxCandidates || !p.valid() {
 		return Score{}
 	}
-	pr := newProblem(m, idx, k, len(idx))
-	var mask uint64
-	for i := range idx {
-		mask |= 1 << uint(i)
+	pr := newProblem(m, idx, p, len(idx))
+	return pr.score(pr.evalMask(fullMask(len(idx))))
+}
+
+// primaryTerms names the policy's own terms, which rank a set before the
+// tie-breaks every policy shares.
+func (p Policy) primaryTerms() []string {
+	if p == Ring {
+		return []string{"ring", "mincut"}
 	}
-	return pr.score(pr.evalMask(mask))
+	return []string{"bottleneck", "total"}
 }

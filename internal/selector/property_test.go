@@ -70,12 +70,12 @@ func randomNode(t testing.TB, r *rand.Rand, n int) *topology.Model {
 }
 
 // bruteKey scores a set with straightforward, independent algorithms.
-func bruteKey(m *topology.Model, set []int, kind policyKind) key {
+func bruteKey(m *topology.Model, set []int, pol Policy) key {
 	var k key
 	bw := func(i, j int) int64 { return m.BW(set[i], set[j]) }
 	n := len(set)
 	if n >= 2 {
-		if kind == kindTree {
+		if pol == Tree {
 			// Kruskal-style: largest t with the set connected over links >= t
 			best := int64(0)
 			for i := 0; i < n; i++ {
@@ -186,22 +186,22 @@ func bruteCut(n int, bw func(i, j int) int64) int64 {
 // bruteTop ranks every subset of size of all devices, or with cls only
 // the canonical ones (each class giving its first members, the sets the
 // class search reports).
-func bruteTop(m *topology.Model, size, k int, kind policyKind, cls []class) []entry {
+func bruteTop(m *topology.Model, size, k int, pol Policy, cls []class) []entry {
 	t := &topK{k: k}
 	n := len(m.Devices)
 	for mask := uint64(1); mask < 1<<n; mask++ {
 		if bits.OnesCount64(mask) != size || !canonical(mask, cls) {
 			continue
 		}
-		t.offer(entry{key: bruteKey(m, maskList(mask), kind), mask: mask})
+		t.offer(entry{key: bruteKey(m, maskList(mask), pol), mask: mask})
 	}
 	return t.e
 }
 
 func canonical(mask uint64, cls []class) bool {
 	for _, c := range cls {
-		all := c.prefMask[len(c.members)]
-		if mask&all != c.prefMask[bits.OnesCount64(mask&all)] {
+		all := c.firstMask[len(c.members)]
+		if mask&all != c.firstMask[bits.OnesCount64(mask&all)] {
 			return false
 		}
 	}
@@ -233,25 +233,25 @@ func TestPropertyFastPathEqualsBruteForce(t *testing.T) {
 		for i := range all {
 			all[i] = i
 		}
-		for _, kind := range []policyKind{kindTree, kindRing} {
-			if kind == kindRing && n > 10 {
+		for _, pol := range []Policy{Tree, Ring} {
+			if pol == Ring && n > 10 {
 				continue // keep the brute-force ring affordable
 			}
 			for size := 1; size <= n; size++ {
-				name := fmt.Sprintf("graph %d n=%d kind=%d size=%d", g, n, kind, size)
-				want := bruteTop(m, size, 4, kind, nil)
-				p := newProblem(m, all, kind, size)
+				name := fmt.Sprintf("graph %d n=%d pol=%d size=%d", g, n, pol, size)
+				want := bruteTop(m, size, 4, pol, nil)
+				p := newProblem(m, all, pol, size)
 				if got := p.enumerate(4); !sameTop(got.top, want) {
 					t.Fatalf("%s: enumeration %v, brute force %v", name, got.top, want)
 				}
-				p = newProblem(m, all, kind, size)
+				p = newProblem(m, all, pol, size)
 				got := p.branchAndBound(4, time.Minute)
 				if !got.exact {
 					t.Fatalf("%s: branch-and-bound not exact", name)
 				}
 				// Beyond enumeration, runner-ups are canonical sets only
 				// (no swaps of interchangeable devices); the best is the same.
-				canon := bruteTop(m, size, 4, kind, p.buildClasses(1<<n-1))
+				canon := bruteTop(m, size, 4, pol, p.buildClasses(1<<n-1))
 				if !sameTop(got.top, canon) || got.top[0] != want[0] {
 					t.Fatalf("%s: branch-and-bound %v, brute force %v (canonical %v)", name, got.top, want, canon)
 				}
@@ -265,7 +265,7 @@ func TestSelectScoresMatchPolicyScore(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for g := 0; g < 20; g++ {
 		m := randomNode(t, r, 3+r.IntN(8))
-		for _, p := range []Policy{NewTreePolicy(), NewRingPolicy()} {
+		for _, p := range []Policy{Tree, Ring} {
 			ch, err := Select(m, Request{N: 1 + r.IntN(3), AllowBusy: true}, p)
 			if err != nil {
 				t.Fatal(err)

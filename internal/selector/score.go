@@ -110,15 +110,15 @@ func (a key) cmp(b key) int {
 // problem is a selection problem over candidates renumbered 0..n-1 in
 // ascending device index ("local" indices).
 type problem struct {
-	kind  policyKind
-	n     int     // candidates
-	size  int     // devices wanted
-	idx   []int   // local -> device index
-	bw    []int64 // n*n, 0 on the diagonal
-	numa  []int   // local -> dense NUMA id (unknown -1 is an id too)
-	busy  uint64  // mask of busy candidates
-	load  []int64 // hundredths of a percent of utilisation plus memory use
-	nNUMA int
+	policy Policy
+	n      int     // candidates
+	size   int     // devices wanted
+	idx    []int   // local -> device index
+	bw     []int64 // n*n, 0 on the diagonal
+	numa   []int   // local -> dense NUMA id (unknown -1 is an id too)
+	busy   uint64  // mask of busy candidates
+	load   []int64 // hundredths of a percent of utilisation plus memory use
+	nNUMA  int
 
 	// scratch for the enumeration path
 	ham  []uint32
@@ -126,9 +126,9 @@ type problem struct {
 	sw   []int64
 }
 
-func newProblem(m *topology.Model, cands []int, k policyKind, size int) *problem {
+func newProblem(m *topology.Model, cands []int, pol Policy, size int) *problem {
 	n := len(cands)
-	p := &problem{kind: k, n: n, size: size, idx: cands, bw: make([]int64, n*n),
+	p := &problem{policy: pol, n: n, size: size, idx: cands, bw: make([]int64, n*n),
 		numa: make([]int, n), load: make([]int64, n)}
 	ids := map[int]int{}
 	for i, d := range cands {
@@ -173,6 +173,14 @@ func (p *problem) global(local []int) []int {
 	return out
 }
 
+// fullMask is the set of local indices 0..n-1.
+func fullMask(n int) uint64 {
+	if n >= 64 {
+		return ^uint64(0)
+	}
+	return 1<<uint(n) - 1
+}
+
 func maskList(mask uint64) []int {
 	out := make([]int, 0, bits.OnesCount64(mask))
 	for mask != 0 {
@@ -186,12 +194,8 @@ func maskList(mask uint64) []int {
 func (p *problem) score(k key) Score {
 	var t []Term
 	if p.size >= 2 {
-		if p.kind == kindRing {
-			t = append(t, Term{Name: "ring", Value: float64(k[0]), Unit: "MB/s"},
-				Term{Name: "mincut", Value: float64(k[1]), Unit: "MB/s"})
-		} else {
-			t = append(t, Term{Name: "bottleneck", Value: float64(k[0]), Unit: "MB/s"},
-				Term{Name: "total", Value: float64(k[1]), Unit: "MB/s"})
+		for i, name := range p.policy.primaryTerms() {
+			t = append(t, Term{Name: name, Value: float64(k[i]), Unit: "MB/s"})
 		}
 	}
 	t = append(t,
@@ -309,7 +313,23 @@ func (p *problem) ringBottleneck(vs []int, ub int64) int64 {
 	case k == 2:
 		return p.bw[vs[0]*p.n+vs[1]]
 	}
-	vals := p.vals[:0]
+	p.vals = p.linkValues(p.vals[:0], vs, ub)
+	return atLeastWeakest(p.vals, func(t int64) bool { return p.hamCycle(vs, t) })
+}
+
+// atLeastWeakest is largestFeasible over link values whose weakest is
+// known to be feasible (a complete graph has every ring and path over
+// it): vals[0] without calling ok on it.
+func atLeastWeakest(vals []int64, ok func(int64) bool) int64 {
+	if t, found := largestFeasible(vals[1:], ok); found {
+		return t
+	}
+	return vals[0]
+}
+
+// linkValues appends to vals the distinct bandwidths of the links among
+// vs that are at most ub, ascending.
+func (p *problem) linkValues(vals []int64, vs []int, ub int64) []int64 {
 	for i, a := range vs {
 		row := a * p.n
 		for _, b := range vs[i+1:] {
@@ -319,20 +339,26 @@ func (p *problem) ringBottleneck(vs []int, ub int64) int64 {
 		}
 	}
 	slices.Sort(vals)
-	vals = slices.Compact(vals)
-	p.vals = vals
-	// vals ascending; feasibility is monotone in t and vals[0] (the
-	// weakest link) always works, the graph being complete.
-	lo, hi := 0, len(vals)-1
+	return slices.Compact(vals)
+}
+
+// largestFeasible returns the largest of the ascending values for which
+// ok holds, where ok is monotone (true up to some value, false above it),
+// and whether there is one; it calls ok O(log len(vals)) times.
+func largestFeasible(vals []int64, ok func(int64) bool) (int64, bool) {
+	lo, hi := -1, len(vals)-1 // vals[lo] feasible; lo = -1: none found yet
 	for lo < hi {
 		mid := (lo + hi + 1) / 2
-		if p.hamCycle(vs, vals[mid]) {
+		if ok(vals[mid]) {
 			lo = mid
 		} else {
 			hi = mid - 1
 		}
 	}
-	return vals[lo]
+	if lo < 0 {
+		return 0, false
+	}
+	return vals[lo], true
 }
 
 // hamCycle reports whether vs (3..16 devices) has a Hamiltonian cycle over
@@ -443,13 +469,10 @@ func stoerWagner(w []int64, k int) int64 {
 // than 16 devices go through the class-based evaluation.
 func (p *problem) evalSet(vs []int) key {
 	var k key
-	var mask uint64
-	for _, v := range vs {
-		mask |= 1 << uint(v)
-	}
+	mask := listMask(vs)
 	if len(vs) >= 2 {
-		if p.kind == kindRing {
-			if len(vs) > 16 {
+		if p.policy == Ring {
+			if len(vs) > enumLimit {
 				k[0], k[1], _ = p.ringLarge(mask)
 			} else {
 				t := p.treeBottleneck(vs)
@@ -461,6 +484,13 @@ func (p *problem) evalSet(vs []int) key {
 			k[1] = p.totalBW(vs)
 		}
 	}
+	p.tieBreaks(&k, vs, mask)
+	return k
+}
+
+// tieBreaks fills the terms every policy ranks by after its own: fewest
+// NUMA nodes, fewest busy devices, least load.
+func (p *problem) tieBreaks(k *key, vs []int, mask uint64) {
 	k[2] = -p.numaCount(vs)
 	k[3] = -int64(bits.OnesCount64(mask & p.busy))
 	var l int64
@@ -468,7 +498,14 @@ func (p *problem) evalSet(vs []int) key {
 		l += p.load[v]
 	}
 	k[4] = -l
-	return k
+}
+
+func listMask(vs []int) uint64 {
+	var mask uint64
+	for _, v := range vs {
+		mask |= 1 << uint(v)
+	}
+	return mask
 }
 
 func (p *problem) evalMask(mask uint64) key {

@@ -5,15 +5,15 @@ import (
 )
 
 // local maps device indices to a problem over all devices of m.
-func allProblem(t *testing.T, kind policyKind, size int) *problem {
+func allProblem(t *testing.T, pol Policy, size int) *problem {
 	t.Helper()
 	m := newMI250Node(t)
 	all := []int{0, 1, 2, 3, 4, 5, 6, 7}
-	return newProblem(m, all, kind, size)
+	return newProblem(m, all, pol, size)
 }
 
 func TestSetScores(t *testing.T) {
-	p := allProblem(t, kindRing, 4)
+	p := allProblem(t, Ring, 4)
 	tests := []struct {
 		set                    []int
 		tree, total, ring, cut int64
@@ -64,14 +64,14 @@ func TestStoerWagner(t *testing.T) {
 }
 
 func TestScoreString(t *testing.T) {
-	s := NewTreePolicy().Score(newMI250Node(t), []int{6, 0, 1, 6})
+	s := Tree.Score(newMI250Node(t), []int{6, 0, 1, 6})
 	if got := s.String(); got != "bottleneck 100000 MB/s, total 332000 MB/s, numa 2 nodes, busy 0 devices, load 0 %" {
 		t.Errorf("String %q", got)
 	}
 	if n, ok := s.Term("numa"); !ok || n.Value != -2 || n.Natural() != 2 || !n.Less {
 		t.Errorf("numa term %+v", n)
 	}
-	one := NewTreePolicy().Score(newMI250Node(t), []int{3})
+	one := Tree.Score(newMI250Node(t), []int{3})
 	if got := one.String(); got != "numa 1 nodes, busy 0 devices, load 0 %" {
 		t.Errorf("N=1 %q", got)
 	}

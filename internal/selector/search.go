@@ -100,7 +100,7 @@ func (p *problem) offerEnum(t *topK, vs []int, mask uint64) {
 	var k key
 	if len(vs) >= 2 {
 		tree := p.treeBottleneck(vs)
-		if p.kind == kindRing {
+		if p.policy == Ring {
 			ub := p.ringUpper(vs, tree)
 			if t.full() && ub < t.worst().key[0] {
 				return
@@ -113,7 +113,7 @@ func (p *problem) offerEnum(t *topK, vs []int, mask uint64) {
 			// Stoer-Wagner when even that cannot enter the list.
 			k[1] = p.minDegree(vs)
 			if t.full() {
-				p.tail(&k, vs, mask)
+				p.tieBreaks(&k, vs, mask)
 				if !better(entry{key: k, mask: mask}, t.worst()) {
 					return
 				}
@@ -127,19 +127,8 @@ func (p *problem) offerEnum(t *topK, vs []int, mask uint64) {
 			k[1] = p.totalBW(vs)
 		}
 	}
-	p.tail(&k, vs, mask)
+	p.tieBreaks(&k, vs, mask)
 	t.offer(entry{key: k, mask: mask})
-}
-
-// tail fills the tie-break terms of k: NUMA nodes, busy devices, load.
-func (p *problem) tail(k *key, vs []int, mask uint64) {
-	k[2] = -p.numaCount(vs)
-	k[3] = -int64(bits.OnesCount64(mask & p.busy))
-	var l int64
-	for _, v := range vs {
-		l += p.load[v]
-	}
-	k[4] = -l
 }
 
 // minDegree is the smallest weighted degree of a device of vs.

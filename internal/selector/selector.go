@@ -90,7 +90,9 @@ func ParseOrder(s string) (Order, error) {
 type Request struct {
 	// N is the number of devices wanted; 0 means every free candidate.
 	N int
-	// Devices restricts the candidates to these indices; nil means all.
+	// Devices restricts the candidates to these indices. nil means no
+	// restriction (every device); a non-nil empty list allows none, so
+	// Select returns a *NotEnoughError.
 	Devices []int
 	// Exclude removes these indices from the candidates.
 	Exclude []int
@@ -223,13 +225,13 @@ func joinReasons(m map[int]string) string {
 	return strings.Join(s, ", ")
 }
 
-// Select chooses N devices of m under policy p (nil means the tree
-// policy). It returns an error wrapping ErrBadRequest for a malformed
-// request, a *NotEnoughError when fewer than N candidates exist, and
-// otherwise the best set, its runner-ups and the naive set.
+// Select chooses N devices of m under policy p. It returns an error
+// wrapping ErrBadRequest for a malformed request (p not a Policy
+// constant among them), a *NotEnoughError when fewer than N candidates
+// exist, and otherwise the best set, its runner-ups and the naive set.
 func Select(m *topology.Model, req Request, p Policy) (*Choice, error) {
-	if p == nil {
-		p = NewTreePolicy()
+	if !p.valid() {
+		return nil, fmt.Errorf("selector: %w: unknown policy %d", ErrBadRequest, int(p))
 	}
 	if m == nil || len(m.Devices) == 0 {
 		return nil, fmt.Errorf("selector: %w: empty topology", ErrBadRequest)
@@ -258,19 +260,16 @@ func Select(m *topology.Model, req Request, p Policy) (*Choice, error) {
 	budget := req.Budget
 	if budget <= 0 {
 		budget = DefaultTreeBudget
-		if p.kind() == kindRing {
+		if p == Ring {
 			budget = DefaultRingBudget
 		}
 	}
-	pr := newProblem(m, cands, p.kind(), n)
+	pr := newProblem(m, cands, p, n)
 	res := pr.search(k+1, budget)
 	if len(res.top) == 0 {
 		// The budget ran out before any set was scored (it never does on
 		// real nodes: the search's first descent reaches a set at once).
-		var naive uint64 = 1<<uint(n) - 1
-		if n == 64 {
-			naive = ^uint64(0)
-		}
+		naive := fullMask(n)
 		res.top = []entry{{key: pr.evalMask(naive), mask: naive}}
 		res.exact = false
 	}
@@ -283,7 +282,7 @@ func Select(m *topology.Model, req Request, p Policy) (*Choice, error) {
 		Considered: res.considered,
 	}
 	local := maskList(best.mask)
-	if p.kind() == kindRing && n >= 3 {
+	if p == Ring && n >= 3 {
 		ring := pr.ringOrder(local)
 		ch.Ring = pr.global(ring)
 	}
@@ -295,10 +294,7 @@ func Select(m *topology.Model, req Request, p Policy) (*Choice, error) {
 	for _, e := range res.top[1:] {
 		ch.Alternatives = append(ch.Alternatives, Candidate{Devices: pr.global(maskList(e.mask)), Score: pr.score(e.key)})
 	}
-	var naive uint64
-	for i := 0; i < n; i++ {
-		naive |= 1 << uint(i)
-	}
+	naive := fullMask(n)
 	ch.Naive = &Candidate{Devices: pr.global(maskList(naive)), Score: pr.score(pr.evalMask(naive))}
 	return ch, nil
 }

@@ -22,7 +22,7 @@ func TestSelectMI250Seed(t *testing.T) {
 		{8, []int{0, 1, 2, 3, 4, 5, 6, 7}, 50000, nil},
 	}
 	for _, tt := range tests {
-		ch, err := Select(m, Request{N: tt.size}, NewTreePolicy())
+		ch, err := Select(m, Request{N: tt.size}, Tree)
 		if err != nil {
 			t.Fatalf("N=%d: %v", tt.size, err)
 		}
@@ -51,7 +51,7 @@ func TestSelectMI250Seed(t *testing.T) {
 
 func TestSelectMI250N4Alternatives(t *testing.T) {
 	m := newMI250Node(t)
-	ch, err := Select(m, Request{N: 4}, nil)
+	ch, err := Select(m, Request{N: 4}, Tree)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestSelectMI250N4Alternatives(t *testing.T) {
 
 func TestSelectRingMI250(t *testing.T) {
 	m := newMI250Node(t)
-	ch, err := Select(m, Request{N: 4}, NewRingPolicy())
+	ch, err := Select(m, Request{N: 4}, Ring)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,11 +102,11 @@ func TestSelectRingMI250(t *testing.T) {
 		t.Errorf("mincut %v", c.Value)
 	}
 	// 0,1,6,7 needs a host hop in any ring.
-	s := NewRingPolicy().Score(m, []int{0, 1, 6, 7})
+	s := Ring.Score(m, []int{0, 1, 6, 7})
 	if r, _ := s.Term("ring"); r.Value != 32000 {
 		t.Errorf("ring of 0,1,6,7: %s", s)
 	}
-	ch2, err := Select(m, Request{N: 2}, NewRingPolicy())
+	ch2, err := Select(m, Request{N: 2}, Ring)
 	if err != nil || !slices.Equal(ch2.Devices, []int{0, 1}) || ch2.Ring != nil {
 		t.Errorf("ring N=2: %v %v %v", ch2, err, ch2.Ring)
 	}
@@ -125,10 +125,11 @@ func TestSelectBusyAndHeld(t *testing.T) {
 		{"held", Request{N: 2, Held: map[int]string{2: "job 7"}}, []int{4, 5}},
 		{"exclude", Request{N: 2, Exclude: []int{2, 4}}, []int{6, 7}},
 		{"restricted", Request{N: 2, Devices: []int{5, 3, 1}}, []int{1, 3}},
+		{"nil restricts nothing", Request{N: 2, Devices: nil}, []int{2, 3}},
 		{"all free", Request{}, []int{1, 2, 3, 4, 5, 6, 7}},
 	}
 	for _, tt := range tests {
-		ch, err := Select(busy, tt.req, nil)
+		ch, err := Select(busy, tt.req, Tree)
 		if err != nil {
 			t.Errorf("%s: %v", tt.name, err)
 			continue
@@ -138,13 +139,13 @@ func TestSelectBusyAndHeld(t *testing.T) {
 		}
 	}
 	idle := newMI250Node(t)
-	ch, err := Select(idle, Request{N: 1}, nil)
+	ch, err := Select(idle, Request{N: 1}, Tree)
 	if err != nil || !slices.Equal(ch.Devices, []int{0}) {
 		t.Errorf("N=1 idle: %v %v", ch, err)
 	}
 	// Allowed busy device used only when needed: with 1 held, 0 busy is
 	// still 0's partner only if allowed.
-	ch, err = Select(busy, Request{N: 8, AllowBusy: true}, nil)
+	ch, err = Select(busy, Request{N: 8, AllowBusy: true}, Tree)
 	if err != nil || len(ch.Devices) != 8 {
 		t.Fatalf("N=8 allow busy: %v %v", ch, err)
 	}
@@ -156,7 +157,7 @@ func TestSelectBusyAndHeld(t *testing.T) {
 func TestSelectErrors(t *testing.T) {
 	m := newMI250Node(t, 3)
 	held := map[int]string{5: "amdrun job 4242 (alice)"}
-	_, err := Select(m, Request{N: 7, Held: held, Exclude: []int{7}}, nil)
+	_, err := Select(m, Request{N: 7, Held: held, Exclude: []int{7}}, Tree)
 	var ne *NotEnoughError
 	if !errors.As(err, &ne) {
 		t.Fatalf("N=7: %v, want NotEnoughError", err)
@@ -180,7 +181,7 @@ func TestSelectErrors(t *testing.T) {
 		{"unknown exclude", Request{N: 1, Exclude: []int{-2}}, ErrBadRequest, "excluded device -2 does not exist"},
 	}
 	for _, tt := range bad {
-		_, err := Select(m, tt.req, nil)
+		_, err := Select(m, tt.req, Tree)
 		if !errors.Is(err, tt.is) || !strings.Contains(err.Error(), tt.msg) {
 			t.Errorf("%s: %v", tt.name, err)
 		}
@@ -200,16 +201,20 @@ func TestSelectErrors(t *testing.T) {
 	if o, err := ParseOrder("links"); err != nil || o != OrderLinks || o.String() != "links" {
 		t.Errorf("ParseOrder(links): %v %v", o, err)
 	}
+	// a non-nil empty candidate list allows no device
+	if _, err := Select(m, Request{N: 1, Devices: []int{}}, Tree); !errors.As(err, &ne) || ne.Candidates != 0 || len(ne.Excluded) != 8 {
+		t.Errorf("empty candidate list: %v", err)
+	}
 	// all busy, N = 0
 	allBusy := newMI250Node(t, 0, 1, 2, 3, 4, 5, 6, 7)
-	if _, err := Select(allBusy, Request{}, nil); !errors.As(err, &ne) || !strings.Contains(err.Error(), "no device available") {
+	if _, err := Select(allBusy, Request{}, Tree); !errors.As(err, &ne) || !strings.Contains(err.Error(), "no device available") {
 		t.Errorf("all busy: %v", err)
 	}
 }
 
 func TestOrderLinks(t *testing.T) {
 	m := newMI250Node(t)
-	ch, err := Select(m, Request{N: 4, Order: OrderLinks}, nil)
+	ch, err := Select(m, Request{N: 4, Order: OrderLinks}, Tree)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +222,7 @@ func TestOrderLinks(t *testing.T) {
 	if !slices.Equal(ch.Devices, []int{1, 0, 6, 7}) {
 		t.Errorf("links order %v, want 1,0,6,7", ch.Devices)
 	}
-	ch, err = Select(m, Request{N: 8, Order: OrderLinks}, nil)
+	ch, err = Select(m, Request{N: 8, Order: OrderLinks}, Tree)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,12 +255,12 @@ func pathTotal(bw func(a, b int) int64, order []int) int64 {
 
 func TestDeterminism(t *testing.T) {
 	m := newMI300XCPXNode(t)
-	first, err := Select(m, Request{N: 12}, nil)
+	first, err := Select(m, Request{N: 12}, Tree)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 5; i++ {
-		ch, err := Select(m, Request{N: 12}, nil)
+		ch, err := Select(m, Request{N: 12}, Tree)
 		if err != nil || !slices.Equal(ch.Devices, first.Devices) {
 			t.Fatalf("run %d: %v %v, first %v", i, ch.Devices, err, first.Devices)
 		}

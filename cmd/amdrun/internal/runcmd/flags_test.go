@@ -77,9 +77,7 @@ func view(o *runcmd.Options) parsed {
 		NUMABalancing: o.NUMABalancing, NNodes: o.NNodes, NodeRank: o.NodeRank,
 		MasterAddr: o.MasterAddr, MasterPort: o.MasterPort, DryRun: o.DryRun, Args: o.Args,
 	}
-	if o.Policy != nil {
-		p.Policy = o.Policy.Name()
-	}
+	p.Policy = o.Policy.Name()
 	if len(p.Args) == 0 {
 		p.Args = nil // cobra passes an empty slice
 	}
