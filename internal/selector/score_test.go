@@ -22,11 +22,12 @@ func TestSetScores(t *testing.T) {
 		{[]int{0, 1}, 200000, 200000, 200000, 200000, 1},
 		{[]int{0, 6}, 100000, 100000, 100000, 100000, 2},
 		{[]int{0, 3}, 32000, 32000, 32000, 32000, 1},
-		{[]int{0, 1, 6}, 100000, 332000, 32000, 132000, 2},
-		{[]int{0, 1, 6, 7}, 100000, 596000, 32000, 100000 + 3*32000, 2},
+		// 1-6, 0-7 and 1-7 cross NUMA nodes over the host: SYS, 16000
+		{[]int{0, 1, 6}, 100000, 316000, 16000, 116000, 2},
+		{[]int{0, 1, 6, 7}, 100000, 548000, 16000, 100000 + 3*16000, 2},
 		{[]int{0, 1, 2, 3}, 50000, 564000, 50000, 164000, 1},
 		// all 8: every device has exactly three direct links
-		{[]int{0, 1, 2, 3, 4, 5, 6, 7}, 50000, 1300000 + 16*32000, 50000, 0, 2},
+		{[]int{0, 1, 2, 3, 4, 5, 6, 7}, 50000, 1300000 + 4*32000 + 12*16000, 50000, 0, 2},
 	}
 	for _, tt := range tests {
 		if got := p.treeBottleneck(tt.set); got != tt.tree {
@@ -65,7 +66,7 @@ func TestStoerWagner(t *testing.T) {
 
 func TestScoreString(t *testing.T) {
 	s := Tree.Score(newMI250Node(t), []int{6, 0, 1, 6})
-	if got := s.String(); got != "bottleneck 100000 MB/s, total 332000 MB/s, numa 2 nodes, busy 0 devices, load 0 %" {
+	if got := s.String(); got != "bottleneck 100000 MB/s, total 316000 MB/s, numa 2 nodes, busy 0 devices, load 0 %" {
 		t.Errorf("String %q", got)
 	}
 	if n, ok := s.Term("numa"); !ok || n.Value != -2 || n.Natural() != 2 || !n.Less {

@@ -55,7 +55,7 @@ func TestSelectMI250N4Alternatives(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := ch.Score.String(); got != "bottleneck 100000 MB/s, total 596000 MB/s, numa 2 nodes, busy 0 devices, load 0 %" {
+	if got := ch.Score.String(); got != "bottleneck 100000 MB/s, total 548000 MB/s, numa 2 nodes, busy 0 devices, load 0 %" {
 		t.Errorf("score %q", got)
 	}
 	if len(ch.Alternatives) != 5 {
@@ -101,9 +101,9 @@ func TestSelectRingMI250(t *testing.T) {
 		// {0,1} vs {2,3}: 0-2 and 1-3 at 50000, 0-3 and 1-2 over the host
 		t.Errorf("mincut %v", c.Value)
 	}
-	// 0,1,6,7 needs a host hop in any ring.
+	// 0,1,6,7 needs a host hop across NUMA nodes (SYS) in any ring.
 	s := Ring.Score(m, []int{0, 1, 6, 7})
-	if r, _ := s.Term("ring"); r.Value != 32000 {
+	if r, _ := s.Term("ring"); r.Value != 16000 {
 		t.Errorf("ring of 0,1,6,7: %s", s)
 	}
 	ch2, err := Select(m, Request{N: 2}, Ring)

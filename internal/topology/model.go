@@ -222,8 +222,11 @@ func (m *Model) index() {
 
 // Finish completes and validates a model built by a source: it orders
 // each link as A < B, adds a host PCIe link (Direct false, bandwidth
-// assumed) for every pair the source did not describe, fills assumed
-// bandwidths where a link has none, copies NUMA CPU lists to devices that
+// assumed) for every pair the source did not describe, makes a PCIe path
+// across NUMA nodes SYS unless the source gave a finer level (so an
+// undescribed pair is PHB on one NUMA node and SYS across two, whatever
+// the source), fills assumed bandwidths where a link has none or is
+// marked Assumed (from its type and level, see AssumedBandwidth), copies NUMA CPU lists to devices that
 // have a NUMA node but no CPUs, applies BusyRule, sorts links, and then
 // calls Validate. Devices must already be numbered 0..N-1 in order.
 func (m *Model) Finish() error {
@@ -260,11 +263,14 @@ func (m *Model) Finish() error {
 		}
 		seen[k] = true
 		if l.MaxBandwidth <= 0 {
+			l.Assumed = true
+		}
+		m.applyNUMARule(l)
+		if l.Assumed {
 			l.MaxBandwidth = AssumedBandwidth(l.Type, l.Level, l.Count, m.HostBandwidth)
 			if l.MinBandwidth <= 0 || l.MinBandwidth > l.MaxBandwidth {
 				l.MinBandwidth = l.MaxBandwidth
 			}
-			l.Assumed = true
 		}
 		if l.MinBandwidth <= 0 {
 			l.MinBandwidth = l.MaxBandwidth
@@ -275,7 +281,9 @@ func (m *Model) Finish() error {
 			if seen[[2]int{a, b}] {
 				continue
 			}
-			m.Links = append(m.Links, HostLink(a, b, m.HostBandwidth))
+			h := HostLink(a, b, m.HostBandwidth)
+			m.applyNUMARule(&h)
+			m.Links = append(m.Links, h)
 		}
 	}
 	sort.Slice(m.Links, func(i, j int) bool {
@@ -438,10 +446,15 @@ func (m *Model) String() string {
 	return b.String()
 }
 
-// SetNUMANodes records the host's NUMA nodes and gives every device that
-// has a NUMA node but no CPU list the CPUs of its node.
+// SetNUMANodes records the host's NUMA nodes, gives every device that
+// has a NUMA node but no CPU list the CPUs of its node, and applies
+// Finish's cross-NUMA rule again (devices' NUMA nodes may have become
+// known since Finish).
 func (m *Model) SetNUMANodes(nodes []NUMANode) {
 	m.NUMANodes = nodes
+	for i := range m.Links {
+		m.applyNUMARule(&m.Links[i])
+	}
 	for i := range m.Devices {
 		d := &m.Devices[i]
 		if len(d.CPUs) == 0 && d.NUMANode >= 0 {

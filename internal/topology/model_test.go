@@ -34,9 +34,11 @@ func TestFinishCompletesAndAssumes(t *testing.T) {
 	if l.A != 0 || l.B != 1 || l.MaxBandwidth != XGMILinkBandwidth || !l.Assumed || !l.Direct {
 		t.Errorf("0-1 = %+v, want ordered XGMI with assumed %d MB/s", *l, XGMILinkBandwidth)
 	}
+	// 0 and 2 sit on different NUMA nodes: the undescribed pair is SYS,
+	// at the SYS assumption (half the host bandwidth), as every source says.
 	h := m.Link(2, 0)
-	if h.Direct || h.Type != LinkPCIe || h.MaxBandwidth != DefaultHostBandwidth {
-		t.Errorf("0-2 = %+v, want host PCIe at %d", *h, DefaultHostBandwidth)
+	if h.Direct || h.Type != LinkPCIe || h.Level != LevelSYS || h.MaxBandwidth != DefaultHostBandwidth/2 || !h.Assumed {
+		t.Errorf("0-2 = %+v, want assumed host PCIe SYS at %d", *h, DefaultHostBandwidth/2)
 	}
 	if m.BW(0, 1) != 50000 || m.BW(1, 0) != 50000 || m.BW(0, 0) != 0 {
 		t.Errorf("BW symmetric lookups wrong")
@@ -46,6 +48,73 @@ func TestFinishCompletesAndAssumes(t *testing.T) {
 	}
 	if !m.Devices[2].Busy || m.Devices[0].Busy {
 		t.Errorf("busy = %v %v, want only device 2 (it has a process)", m.Devices[0].Busy, m.Devices[2].Busy)
+	}
+}
+
+// One assumption for undescribed pairs whatever the source: PHB on one
+// NUMA node, SYS across two; a source's own PCIe label is kept when finer
+// than PHB, and a NUMA node learnt after Finish (SetNUMANodes) applies too.
+func TestFinishNUMARule(t *testing.T) {
+	m := &Model{Source: "test", Devices: []Device{
+		{Index: 0, NUMANode: 0}, {Index: 1, RuntimeIndex: 1, NUMANode: 0},
+		{Index: 2, RuntimeIndex: 2, NUMANode: 1}, {Index: 3, RuntimeIndex: 3, NUMANode: -1},
+		{Index: 4, RuntimeIndex: 4, NUMANode: 1}},
+		Links: []Link{
+			{A: 0, B: 2, Type: LinkPCIe, Level: "PCIE"},                       // amd-smi's label
+			{A: 1, B: 2, Type: LinkPCIe, Level: LevelPHB, MaxBandwidth: 20000}, // a figure from the source
+			{A: 0, B: 4, Type: LinkPCIe, Level: LevelNODE},                    // finer than PHB: kept
+		}}
+	if err := m.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		a, b  int
+		level string
+		bw    int64
+		loc   Locality
+	}{
+		{0, 1, LevelPHB, 32000, LocalityPHB},
+		{0, 2, LevelSYS, 16000, LocalitySYS},
+		{1, 2, LevelSYS, 20000, LocalitySYS},
+		{0, 4, LevelNODE, 24000, LocalityNODE},
+		{2, 4, LevelPHB, 32000, LocalityPHB},
+		{0, 3, LevelPHB, 32000, LocalityPHB}, // NUMA unknown: no claim
+	}
+	for _, tt := range tests {
+		l := m.Link(tt.a, tt.b)
+		if l.Level != tt.level || l.MaxBandwidth != tt.bw || m.Locality(tt.a, tt.b) != tt.loc {
+			t.Errorf("%d-%d = %s %d MB/s locality %d, want %s %d locality %d", tt.a, tt.b, l.Level, l.MaxBandwidth, m.Locality(tt.a, tt.b), tt.level, tt.bw, tt.loc)
+		}
+	}
+	m.Devices[3].NUMANode = 1
+	m.SetNUMANodes([]NUMANode{{ID: 0}, {ID: 1}})
+	if l := m.Link(0, 3); l.Level != LevelSYS || l.MaxBandwidth != 16000 {
+		t.Errorf("0-3 after its NUMA node became known: %s %d", l.Level, l.MaxBandwidth)
+	}
+}
+
+// Locality ranks package > hive > other fabric > PIX > PXB > PHB > NODE > SYS.
+func TestLocality(t *testing.T) {
+	m := &Model{Source: "test", Devices: []Device{
+		{Index: 0, NUMANode: 0, Package: "p0", Hive: "h"}, {Index: 1, RuntimeIndex: 1, NUMANode: 0, Package: "p0", Hive: "h"},
+		{Index: 2, RuntimeIndex: 2, NUMANode: 0, Hive: "h"}, {Index: 3, RuntimeIndex: 3, NUMANode: 0},
+		{Index: 4, RuntimeIndex: 4, NUMANode: 0}, {Index: 5, RuntimeIndex: 5, NUMANode: 0}},
+		Links: []Link{
+			{A: 0, B: 1, Type: LinkXGMI}, {A: 0, B: 2, Type: LinkXGMI}, {A: 2, B: 3, Type: LinkNVLink},
+			{A: 3, B: 4, Type: LinkPCIe, Level: LevelPIX}, {A: 3, B: 5, Type: LinkPCIe, Level: LevelPXB},
+		}}
+	if err := m.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	want := map[[2]int]Locality{{0, 1}: LocalityPackage, {0, 2}: LocalityHive, {2, 3}: LocalityFabric,
+		{3, 4}: LocalityPIX, {3, 5}: LocalityPXB, {4, 5}: LocalityPHB}
+	for p, loc := range want {
+		if got := m.Locality(p[1], p[0]); got != loc {
+			t.Errorf("%v: locality %d, want %d", p, got, loc)
+		}
+	}
+	if m.Locality(0, 0) != LocalitySYS || m.Locality(0, 9) != LocalitySYS {
+		t.Errorf("locality of a device with itself or an unknown one")
 	}
 }
 

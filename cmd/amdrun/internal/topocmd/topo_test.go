@@ -110,9 +110,10 @@ func TestRunTable(t *testing.T) {
 		t.Errorf("matrix header %q", h)
 	}
 	// Row of GPU0: X on the diagonal, XGMI 200 to its sibling die, the
-	// assumed host path to GPU3, NUMA node 0 and its CPUs.
+	// assumed host path to GPU3 (same NUMA node: PHB), the assumed paths
+	// across NUMA nodes to GPU4, 5, 7 (SYS), NUMA node 0 and its CPUs.
 	row0 := strings.Fields(lines[3])
-	want0 := []string{"GPU0", "X", "XGMI", "200", "XGMI", "50", "PHB", "32*", "PHB", "32*", "PHB", "32*", "XGMI", "100", "PHB", "32*", "0", "0-3", "pkg0", "free"}
+	want0 := []string{"GPU0", "X", "XGMI", "200", "XGMI", "50", "PHB", "32*", "SYS", "16*", "SYS", "16*", "XGMI", "100", "SYS", "16*", "0", "0-3", "pkg0", "free"}
 	if !reflect.DeepEqual(row0, want0) {
 		t.Errorf("GPU0 row\n got %q\nwant %q", row0, want0)
 	}
