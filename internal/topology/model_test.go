@@ -60,9 +60,9 @@ func TestFinishNUMARule(t *testing.T) {
 		{Index: 2, RuntimeIndex: 2, NUMANode: 1}, {Index: 3, RuntimeIndex: 3, NUMANode: -1},
 		{Index: 4, RuntimeIndex: 4, NUMANode: 1}},
 		Links: []Link{
-			{A: 0, B: 2, Type: LinkPCIe, Level: "PCIE"},                       // amd-smi's label
+			{A: 0, B: 2, Type: LinkPCIe, Level: "PCIE"},                        // amd-smi's label
 			{A: 1, B: 2, Type: LinkPCIe, Level: LevelPHB, MaxBandwidth: 20000}, // a figure from the source
-			{A: 0, B: 4, Type: LinkPCIe, Level: LevelNODE},                    // finer than PHB: kept
+			{A: 0, B: 4, Type: LinkPCIe, Level: LevelNODE},                     // finer than PHB: kept
 		}}
 	if err := m.Finish(); err != nil {
 		t.Fatal(err)
