@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 )
 
 // newDGX16Node is a 16-GPU node shaped like an NVSwitch-less HGX pair of
@@ -81,6 +82,66 @@ func Benchmark16Devices(b *testing.B) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// BenchmarkNoisyCPX selects every N from 1 to the partition count on a
+// measured CPX matrix (every pair off by up to ±3%); issue #16 asks for
+// every N exact (TestNoisyCPXExactEveryN) and under 50 ms. worst-ms is
+// the slowest N's fastest time over the iterations (the minimum filters
+// out a loaded machine's pauses), worst-N that N.
+func BenchmarkNoisyCPX(b *testing.B) {
+	for _, parts := range []int{63, 64} {
+		m := newMI300XCPXNodeOf(b, parts, 0.03, 7)
+		for _, pol := range []Policy{Tree, Ring} {
+			b.Run(fmt.Sprintf("%s/%d", pol, parts), func(b *testing.B) {
+				best := make([]time.Duration, parts+1)
+				for b.Loop() {
+					for n := 1; n <= parts; n++ {
+						start := time.Now()
+						ch, err := Select(m, Request{N: n}, pol)
+						if err != nil || !ch.Exact {
+							b.Fatalf("N=%d: %v exact %v", n, err, ch != nil && ch.Exact)
+						}
+						if d := time.Since(start); best[n] == 0 || d < best[n] {
+							best[n] = d
+						}
+					}
+				}
+				worstN := 1
+				for n := range best {
+					if best[n] > best[worstN] {
+						worstN = n
+					}
+				}
+				b.ReportMetric(float64(best[worstN])/1e6, "worst-ms")
+				b.ReportMetric(float64(worstN), "worst-N")
+			})
+		}
+	}
+}
+
+// BenchmarkDistinct is the worst case of each policy: 128 and 256
+// candidates whose links all differ (nothing interchangeable), N = 8 and
+// half of them; each selection runs to the default budget.
+func BenchmarkDistinct(b *testing.B) {
+	for _, n := range []int{128, 256} {
+		m := newDistinctNode(b, n, 11)
+		for _, pol := range []Policy{Tree, Ring} {
+			for _, size := range []int{8, n / 2} {
+				b.Run(fmt.Sprintf("%s/n=%d/N=%d", pol, n, size), func(b *testing.B) {
+					var gap float64
+					for b.Loop() {
+						ch, err := Select(m, Request{N: size}, pol)
+						if err != nil {
+							b.Fatal(err)
+						}
+						gap = ch.Gap
+					}
+					b.ReportMetric(100*gap, "gap-%")
+				})
+			}
 		}
 	}
 }

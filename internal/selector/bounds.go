@@ -1,28 +1,37 @@
 package selector
 
 import (
+	"cmp"
 	"math"
-	"math/bits"
 	"slices"
 )
 
 // upper bounds the key of every set in the subtree where classes < c are
-// decided and r more devices come from classes c and later. Each term is
-// bounded on its own, which bounds the key lexicographically.
-func (b *classSearch) upper(c, r int) key {
+// decided and r more devices come from classes c and later; levels[lvl]
+// is a known bound of the first term (the parent's), and the returned
+// index is this subtree's. Each term is bounded on its own, which bounds
+// the key lexicographically.
+func (b *classSearch) upper(c, r, lvl int) (key, int) {
 	var u key
 	if b.size >= 2 {
-		u[0] = b.bottleneckUB(c, r)
+		u[kFirst], lvl = b.bottleneckUB(c, r, lvl)
+		u[kTotal] = b.pairSumUB(&b.total, c, r)
 		if b.p.policy == Ring {
-			u[1] = b.degreeUB(c, r)
-		} else {
-			u[1] = b.totalUB(c, r)
+			// The min cut is at most the smallest degree, which is at
+			// most the mean degree, 2 total / size.
+			u[kCut] = min(b.degreeUB(c, r), 2*u[kTotal]/int64(b.size))
 		}
+		u[kLocality] = b.pairSumUB(&b.locality, c, r)
 	}
-	u[2] = -int64(b.numaLB(c, r))
-	u[3] = -int64(b.busyCount + max(0, r-b.idleFrom[c]))
-	u[4] = -(b.loadSum + b.lowLoadFrom[c][r])
-	return u
+	u[kNUMA] = -int64(b.numaLB(c, r))
+	u[kBusy] = -int64(b.busyCount + max(0, r-b.idleFrom[c]))
+	u[kLoad] = -(b.loadSum + b.lowLoadFrom[c][r])
+	if !b.p.rules.noSplit {
+		// split = (summed locality degrees) - 2 locality: the most
+		// locality, the least degree
+		u[kSplit] = 2*u[kLocality] - (b.degSum + b.lowDegFrom[c][r])
+	}
+	return u, lvl
 }
 
 // numaLB is the fewest NUMA nodes a set of the subtree can span: those
@@ -33,9 +42,9 @@ func (b *classSearch) numaLB(c, r int) int {
 	for d := c; d < b.nc; d++ {
 		capBy[b.cls[d].numa] += len(b.cls[d].members)
 	}
-	nn := bits.OnesCount64(b.numaMask)
+	nn := b.numaNodes
 	for id := 0; id < b.p.nNUMA; id++ {
-		if b.numaMask>>uint(id)&1 == 1 {
+		if b.numaCount[id] > 0 {
 			rest -= capBy[id]
 			capBy[id] = 0
 		}
@@ -57,12 +66,30 @@ func (b *classSearch) numaLB(c, r int) int {
 	return nn
 }
 
-// bottleneckUB is the largest class-level bandwidth t at which the
-// decided classes and enough of the rest can still form one set connected
-// over links of at least t. Ring bottlenecks are bounded by it too.
-func (b *classSearch) bottleneckUB(c, r int) int64 {
-	t, _ := largestFeasible(b.levels, func(t int64) bool { return b.connectable(c, r, t) })
-	return t
+// bottleneckUB is the largest class-level bandwidth t, among levels[:lvl+1],
+// at which the decided classes and enough of the rest can still form one
+// set connected over links of at least t, and its index (-1 and 0 for
+// none). Ring bottlenecks are bounded by it too. For the tree policy at
+// the root it is exact: a connected component of at least size devices
+// over links >= t holds a connected set of exactly size.
+func (b *classSearch) bottleneckUB(c, r, lvl int) (int64, int) {
+	// Deciding a class rarely lowers the bound: try the parent's first.
+	if lvl >= 0 && b.connectable(c, r, b.levels[lvl]) {
+		return b.levels[lvl], lvl
+	}
+	lo, hi := -1, lvl-1
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if b.connectable(c, r, b.levels[mid]) {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	if lo < 0 {
+		return 0, -1
+	}
+	return b.levels[lo], lo
 }
 
 func (b *classSearch) connectable(c0, r int, t int64) bool {
@@ -88,8 +115,9 @@ func (b *classSearch) connectable(c0, r int, t int64) bool {
 		}
 	}
 	for i, c := range active {
+		row := b.bw[c*b.nc : (c+1)*b.nc]
 		for _, d := range active[i+1:] {
-			if b.link(c, d) >= t {
+			if row[d] >= t {
 				x, y := find(c), find(d)
 				if x != y {
 					parent[y] = x
@@ -146,71 +174,62 @@ func (b *classSearch) connectable(c0, r int, t int64) bool {
 	return false
 }
 
-// rootUB is the first-term bound of the whole search.
-func (b *classSearch) rootUB() int64 {
-	saved := b.take
-	b.take = make([]int, b.nc)
-	ub := int64(0)
-	if b.size >= 2 {
-		ub = b.bottleneckUB(0, b.size)
-	}
-	b.take = saved
-	return ub
-}
-
-// totalUB bounds the total pairwise bandwidth: the decided pairs, plus
-// for each added device its links to the decided set and half of the best
-// it can have to the other added ones, taken greedily.
-func (b *classSearch) totalUB(c, r int) int64 {
+// pairSumUB bounds a sum over pairs (total bandwidth, locality): the
+// decided pairs, plus for each added device its weight to the decided
+// set and half of the best it can have to the other added ones, taken
+// greedily.
+func (b *classSearch) pairSumUB(s *pairSums, c, r int) int64 {
 	nc := b.nc
-	type gain struct {
-		v   int64
-		cap int
-	}
-	var gs [MaxCandidates]gain
+	var gs [MaxCandidates]capped
 	n := 0
 	for d := c; d < nc; d++ {
 		// an added device's r-1 partners: up to size-1 of its own class
-		// at the class's link, the rest at its best link to another class
-		own, other := b.link(d, d), b.bestLinkFrom[c*nc+d]
+		// at the class's weight, the rest at its best to another class
+		own, other := s.w[d*nc+d], s.bestFrom[c*nc+d]
 		k := 0
 		if own > other {
 			k = min(len(b.cls[d].members)-1, r-1)
 		}
 		bd := int64(k)*own + int64(r-1-k)*other
-		gs[n] = gain{v: 2*b.linkToSet[d] + bd, cap: len(b.cls[d].members)}
+		gs[n] = capped{v: 2*s.toSet[d] + bd, cap: len(b.cls[d].members)}
 		n++
 	}
-	list := gs[:n]
-	slices.SortFunc(list, func(a, c gain) int {
-		switch {
-		case a.v > c.v:
-			return -1
-		case a.v < c.v:
-			return 1
-		}
-		return 0
-	})
-	sum := 2 * b.setTotal
-	rest := r
+	return (2*s.sum + takeBest(gs[:n], r)) / 2
+}
+
+// capped is a value that up to cap devices can bring.
+type capped struct {
+	v   int64
+	cap int
+}
+
+// takeBest is the most r devices can bring from list, each value taken
+// by at most its cap (list is reordered).
+func takeBest(list []capped, r int) int64 {
+	slices.SortFunc(list, func(a, b capped) int { return cmp.Compare(b.v, a.v) })
+	var sum int64
 	for _, g := range list {
-		if rest == 0 {
+		if r == 0 {
 			break
 		}
-		take := min(rest, g.cap)
+		take := min(r, g.cap)
 		sum += int64(take) * g.v
-		rest -= take
+		r -= take
 	}
-	return sum / 2
+	return sum
 }
 
 // degreeUB bounds the min cut: no cut is below a decided device's best
-// possible weighted degree.
+// possible weighted degree. It looks at the few decided classes with the
+// smallest degree so far (each gives a valid bound; the min over all
+// would cost a pass over every class pair per decided class).
 func (b *classSearch) degreeUB(c0, r int) int64 {
-	nc := b.nc
-	ub := int64(math.MaxInt64)
-	var ws [MaxCandidates]int64
-	var caps [MaxCandidates]int
+	const tried = 3
+	var cand [tried]struct {
+		c   int
+		deg int64
+	}
+	n := 0
 	for c := 0; c < c0; c++ {
 		if b.take[c] == 0 {
 			continue
@@ -221,29 +240,29 @@ func (b *classSearch) degreeUB(c0, r int) int64 {
 				deg += int64(b.take[d]) * b.link(c, d)
 			}
 		}
-		// the r best links to classes not yet decided
-		n := 0
-		for d := c0; d < nc; d++ {
-			ws[n], caps[n] = b.link(c, d), len(b.cls[d].members)
+		// keep the smallest few, in insertion order
+		i := n
+		if n < tried {
 			n++
+		} else if deg >= cand[tried-1].deg {
+			continue
+		} else {
+			i = tried - 1
 		}
-		rest := r
-		for rest > 0 {
-			bi := -1
-			for i := 0; i < n; i++ {
-				if caps[i] > 0 && (bi < 0 || ws[i] > ws[bi]) {
-					bi = i
-				}
-			}
-			if bi < 0 {
-				break
-			}
-			take := min(rest, caps[bi])
-			deg += int64(take) * ws[bi]
-			rest -= take
-			caps[bi] = 0
+		for ; i > 0 && cand[i-1].deg > deg; i-- {
+			cand[i] = cand[i-1]
 		}
-		ub = min(ub, deg)
+		cand[i].c, cand[i].deg = c, deg
+	}
+	ub := int64(math.MaxInt64)
+	var ls [MaxCandidates]capped
+	for _, cd := range cand[:n] {
+		// plus the r best links to classes not yet decided
+		list := ls[:0]
+		for d := c0; d < b.nc; d++ {
+			list = append(list, capped{b.link(cd.c, d), len(b.cls[d].members)})
+		}
+		ub = min(ub, cd.deg+takeBest(list, r))
 	}
 	return ub
 }

@@ -1,7 +1,6 @@
 package selector
 
 import (
-	"math/bits"
 	"slices"
 	"time"
 )
@@ -10,60 +9,117 @@ import (
 // gives to the set: it decides the classes in order, the class at depth c
 // taking from as many of its members as fit down to none, and cuts every
 // subtree whose upper bound (bounds.go) cannot enter the list of the best
-// sets found.
+// sets found. When the deadline passes it stops and keeps, as open, the
+// bound of everything it did not explore.
 type classSearch struct {
 	classGraph
 	p        *problem
 	levels   []int64 // distinct class-level bandwidths, ascending
 	size     int     // devices per set
 	top      *topK
-	start    time.Time
-	budget   time.Duration
+	deadline time.Time
 	timedOut bool
-	inexact  bool  // a ring could not be decided exactly
-	openUB   int64 // highest first-term bound left unresolved
-	nodes    int   // search nodes visited
+	open     key  // the highest bound of what is unexplored or unsettled
+	hasOpen  bool // open holds a bound
+	nodes    int  // search nodes visited
 
 	// What the classes from c on can still give, indexed by c (the first
 	// undecided class); index nc is the empty rest.
 	capFrom     []int     // members of classes c..
 	idleFrom    []int     // members of non-busy classes c..
 	lowLoadFrom [][]int64 // lowLoadFrom[c][r]: the r lowest loads of classes c.., summed
-	poolFrom    []uint64  // members of classes c..
-	// bestLinkFrom[c*nc+d]: class d's best link to another class >= c.
-	bestLinkFrom []int64
+	lowDegFrom  [][]int64 // lowDegFrom[c][r]: the r lowest degrees (deg) of classes c.., summed
+	poolFrom    []bitset  // members of classes c..
+
+	// twinBefore[c] is the nearest lower class interchangeable with c as
+	// a whole (see twins), or -1.
+	twinBefore []int
 
 	// The partial set: classes before the current depth are decided.
-	take      []int   // take[c]: members class c gives
-	linkToSet []int64 // linkToSet[d]: bandwidth from one member of class d to the decided members
-	setMask   uint64  // the decided members
-	setTotal  int64   // total pairwise bandwidth of the decided members
-	numaMask  uint64  // NUMA nodes of the decided members
-	busyCount int     // busy decided members
-	loadSum   int64   // load of the decided members
-	present   []int   // scratch: the classes a leaf takes from
-	active    []int   // scratch for connectable
+	take      []int    // take[c]: members class c gives
+	total     pairSums // bandwidth of the decided pairs, and towards them
+	locality  pairSums // locality of the decided pairs, and towards them
+	setMask   bitset   // the decided members
+	numaCount []int    // numaCount[id]: decided members on NUMA node id
+	numaNodes int      // NUMA nodes with a decided member
+	busyCount int      // busy decided members
+	loadSum   int64    // load of the decided members
+	degSum    int64    // deg (locality to every candidate) of the decided members
+	present   []int    // scratch: the classes a leaf takes from
+	active    []int    // scratch for connectable
 }
 
-func (p *problem) branchAndBound(k int, budget time.Duration) result {
-	b := p.newClassSearch(p.buildClasses(fullMask(p.n)), k, budget)
-	b.dfs(0, p.size)
-	res := result{top: b.top.e, exact: !b.timedOut && !b.inexact, considered: b.nodes}
-	if !res.exact {
-		best := res.top[0].key[0]
-		if b.openUB > best && b.openUB > 0 {
-			res.gap = float64(b.openUB-best) / float64(b.openUB)
+// pairSums follows a sum over pairs of decided devices of a class-level
+// weight (bandwidth or locality), and each class's weight towards them.
+type pairSums struct {
+	w []int64 // nc*nc class-level weights, the diagonal inside a class
+	// bestFrom[c*nc+d]: class d's best weight to another class >= c.
+	bestFrom []int64
+	toSet    []int64 // toSet[d]: from one member of class d to the decided members
+	sum      int64   // over the pairs of decided members
+}
+
+func newPairSums(w []int64, nc int) pairSums {
+	s := pairSums{w: w, bestFrom: make([]int64, (nc+1)*nc), toSet: make([]int64, nc)}
+	for d := 0; d < nc; d++ {
+		// best over e >= c, e != d, for c from the last class down
+		var best int64
+		for c := nc - 1; c >= 0; c-- {
+			if c != d {
+				best = max(best, w[d*nc+c])
+			}
+			if c <= d {
+				s.bestFrom[c*nc+d] = best
+			}
 		}
+	}
+	return s
+}
+
+// decide adds (sign +1) or removes (-1) t members of class c.
+func (s *pairSums) decide(c, t, sign, nc int) {
+	t64, s64 := int64(t), int64(sign)
+	s.sum += s64 * (t64*(t64-1)/2*s.w[c*nc+c] + t64*s.toSet[c])
+	for d := c + 1; d < nc; d++ {
+		s.toSet[d] += s64 * t64 * s.w[c*nc+d]
+	}
+}
+
+func (p *problem) branchAndBound(k int, deadline time.Time) result {
+	b := p.newClassSearch(p.buildClasses(firstN(p.n)), k, deadline)
+	start := time.Now()
+	offered := 0
+	for _, s := range p.seeds(b) {
+		if offered > 0 && time.Now().After(deadline) {
+			break // the naive set is offered: the search has an answer
+		}
+		b.offer(s)
+		offered++
+	}
+	// Keep the time of one set's scoring in hand for what Select does
+	// after the search (the ring order of the answer).
+	b.deadline = deadline.Add(-time.Since(start) / time.Duration(offered))
+	b.dfs(0, p.size, len(b.levels)-1)
+	return b.result()
+}
+
+func (b *classSearch) result() result {
+	res := result{top: b.top.e, considered: b.nodes}
+	res.exact = true
+	if b.hasOpen && len(res.top) > 0 && b.open.cmp(res.top[0].key) > 0 {
+		res.exact = false
+		res.bound = b.open
 	}
 	return res
 }
 
-func (p *problem) newClassSearch(cls []class, k int, budget time.Duration) *classSearch {
+func (p *problem) newClassSearch(cls []class, k int, deadline time.Time) *classSearch {
 	g := newClassGraph(p, cls)
 	nc := g.nc
 	b := &classSearch{classGraph: g, p: p, size: p.size,
-		top: &topK{k: k, e: make([]entry, 0, k)}, start: time.Now(), budget: budget,
-		take: make([]int, nc), linkToSet: make([]int64, nc), openUB: -1}
+		top: &topK{k: k, e: make([]entry, 0, k)}, deadline: deadline,
+		take: make([]int, nc), numaCount: make([]int, p.nNUMA),
+		total: newPairSums(g.bw, nc), locality: newPairSums(g.loc, nc)}
 	for c := range cls {
 		for d := range cls {
 			if c != d || len(cls[c].members) > 1 {
@@ -75,11 +131,11 @@ func (p *problem) newClassSearch(cls []class, k int, budget time.Duration) *clas
 	b.levels = slices.Compact(b.levels)
 	b.capFrom = make([]int, nc+1)
 	b.idleFrom = make([]int, nc+1)
-	b.poolFrom = make([]uint64, nc+1)
+	b.poolFrom = make([]bitset, nc+1)
+	var loads, degs []int64
 	b.lowLoadFrom = make([][]int64, nc+1)
-	b.bestLinkFrom = make([]int64, (nc+1)*nc)
-	var loads []int64
-	b.lowLoadFrom[nc] = []int64{0}
+	b.lowDegFrom = make([][]int64, nc+1)
+	b.lowLoadFrom[nc], b.lowDegFrom[nc] = []int64{0}, []int64{0}
 	for c := nc - 1; c >= 0; c-- {
 		cl := &cls[c]
 		b.capFrom[c] = b.capFrom[c+1] + len(cl.members)
@@ -87,39 +143,68 @@ func (p *problem) newClassSearch(cls []class, k int, budget time.Duration) *clas
 		if !cl.busy {
 			b.idleFrom[c] += len(cl.members)
 		}
-		b.poolFrom[c] = b.poolFrom[c+1] | cl.firstMask[len(cl.members)]
+		b.poolFrom[c] = b.poolFrom[c+1]
+		b.poolFrom[c].or(&cl.firstMask[len(cl.members)])
 		for _, v := range cl.members {
 			loads = append(loads, p.load[v])
+			degs = append(degs, cl.deg)
 		}
-		s := slices.Clone(loads)
-		slices.Sort(s)
-		pre := make([]int64, len(s)+1)
-		for i, l := range s {
-			pre[i+1] = pre[i] + l
-		}
-		b.lowLoadFrom[c] = pre
-	}
-	for c := 0; c < nc; c++ {
-		for d := c; d < nc; d++ {
-			var best int64
-			for e := c; e < nc; e++ {
-				if e != d && b.link(d, e) > best {
-					best = b.link(d, e)
-				}
-			}
-			b.bestLinkFrom[c*nc+d] = best
-		}
+		b.lowLoadFrom[c] = lowestSums(loads)
+		b.lowDegFrom[c] = lowestSums(degs)
 	}
 	b.present = make([]int, 0, nc)
 	b.active = make([]int, 0, nc)
+	b.twinBefore = b.twins()
 	return b
 }
 
-// dfs explores the sets that take r more devices from classes c and on.
-func (b *classSearch) dfs(c, r int) {
-	if b.timedOut {
-		return
+// twins finds, for each class, the nearest lower class it could swap
+// with without changing any set's score: the same size, internal link,
+// locality and member loads, NUMA node, busy state and degree, and the
+// same link and locality to every third class (the partitioned GPUs of
+// one NUMA node, say). -1 when there is none.
+func (b *classSearch) twins() []int {
+	nc := b.nc
+	out := make([]int, nc)
+	for c := range out {
+		out[c] = -1
+		for e := c - 1; e >= 0 && out[c] < 0; e-- {
+			if b.twin(e, c) {
+				out[c] = e
+			}
+		}
 	}
+	return out
+}
+
+func (b *classSearch) twin(e, c int) bool {
+	ce, cc := &b.cls[e], &b.cls[c]
+	if len(ce.members) != len(cc.members) || ce.numa != cc.numa || ce.busy != cc.busy || ce.deg != cc.deg ||
+		b.link(e, e) != b.link(c, c) || b.loc[e*b.nc+e] != b.loc[c*b.nc+c] || !slices.Equal(ce.firstLoad, cc.firstLoad) {
+		return false
+	}
+	for d := 0; d < b.nc; d++ {
+		if d != e && d != c && (b.link(e, d) != b.link(c, d) || b.loc[e*b.nc+d] != b.loc[c*b.nc+d]) {
+			return false
+		}
+	}
+	return true
+}
+
+// lowestSums returns s with s[r] the sum of the r lowest of vals.
+func lowestSums(vals []int64) []int64 {
+	v := slices.Clone(vals)
+	slices.Sort(v)
+	s := make([]int64, len(v)+1)
+	for i, x := range v {
+		s[i+1] = s[i] + x
+	}
+	return s
+}
+
+// dfs explores the sets that take r more devices from classes c and on;
+// levels[lvl] bounds their first term (the parent's bound).
+func (b *classSearch) dfs(c, r, lvl int) {
 	if r == 0 {
 		b.nodes++
 		b.leaf()
@@ -129,19 +214,13 @@ func (b *classSearch) dfs(c, r int) {
 		return
 	}
 	b.nodes++
-	if b.nodes&1023 == 0 && time.Since(b.start) > b.budget {
+	u, lvl := b.upper(c, r, lvl)
+	if time.Now().After(b.deadline) {
 		b.timedOut = true
-		if ub := b.upper(c, r); ub[0] > b.openUB {
-			b.openUB = ub[0]
-		}
-		// The rest of the tree is unexplored: its bound is the root's.
-		if ub := b.rootUB(); ub > b.openUB {
-			b.openUB = ub
-		}
+		b.keepOpen(u)
 		return
 	}
 	if b.top.full() {
-		u := b.upper(c, r)
 		w := b.top.worst()
 		cmp := u.cmp(w.key)
 		if cmp < 0 {
@@ -153,14 +232,33 @@ func (b *classSearch) dfs(c, r int) {
 	}
 	cl := &b.cls[c]
 	hi := min(len(cl.members), r)
+	if e := b.twinBefore[c]; e >= 0 {
+		// Sets that differ only by which of two twin classes gives more
+		// score the same; the one taking more from the lower class is the
+		// lexicographically smaller, so only it is searched.
+		hi = min(hi, b.take[e])
+	}
 	lo := max(0, r-b.capFrom[c+1])
 	for t := hi; t >= lo; t-- {
 		b.decide(c, t, +1)
-		b.dfs(c+1, r-t)
+		b.dfs(c+1, r-t, lvl)
 		b.decide(c, t, -1)
 		if b.timedOut {
+			if t > lo {
+				// The branches not tried stay open, under this node's
+				// bound (bounding each would cost a bound per level on
+				// the way out, past the deadline).
+				b.keepOpen(u)
+			}
 			return
 		}
+	}
+}
+
+// keepOpen records u as the bound of a region left unsettled.
+func (b *classSearch) keepOpen(u key) {
+	if !b.hasOpen || u.cmp(b.open) > 0 {
+		b.open, b.hasOpen = u, true
 	}
 }
 
@@ -170,36 +268,26 @@ func (b *classSearch) decide(c, t, sign int) {
 		return
 	}
 	cl := &b.cls[c]
-	s := int64(sign)
-	t64 := int64(t)
 	if sign > 0 {
 		b.take[c] = t
-		b.setMask |= cl.firstMask[t]
+		b.setMask.or(&cl.firstMask[t])
 	} else {
 		b.take[c] = 0
-		b.setMask &^= cl.firstMask[t]
+		b.setMask.andNot(&cl.firstMask[t])
 	}
-	// pairs inside the class, and to the decided classes (linkToSet[c]
-	// holds one member's links to them)
-	b.setTotal += s * (t64*(t64-1)/2*cl.inner + t64*b.linkToSet[c])
-	for d := c + 1; d < b.nc; d++ {
-		b.linkToSet[d] += s * t64 * b.link(c, d)
+	b.total.decide(c, t, sign, b.nc)
+	b.locality.decide(c, t, sign, b.nc)
+	before := b.numaCount[cl.numa]
+	b.numaCount[cl.numa] += sign * t
+	switch {
+	case before == 0:
+		b.numaNodes++
+	case b.numaCount[cl.numa] == 0:
+		b.numaNodes--
 	}
 	b.busyCount += sign * boolInt(cl.busy) * t
-	b.loadSum += s * cl.firstLoad[t]
-	b.numaMask = b.numaOf(c + boolInt(sign > 0))
-}
-
-// numaOf is the set of NUMA nodes of the members taken from classes
-// before upto.
-func (b *classSearch) numaOf(upto int) uint64 {
-	var nm uint64
-	for c := 0; c < upto && c < b.nc; c++ {
-		if b.take[c] > 0 {
-			nm |= 1 << uint(b.cls[c].numa)
-		}
-	}
-	return nm
+	b.loadSum += int64(sign) * cl.firstLoad[t]
+	b.degSum += int64(sign*t) * cl.deg
 }
 
 func boolInt(x bool) int {
@@ -211,54 +299,101 @@ func boolInt(x bool) int {
 
 // lexMin is the lexicographically smallest set the subtree can reach: the
 // decided members plus the r lowest-numbered members left.
-func (b *classSearch) lexMin(c, r int) uint64 {
+func (b *classSearch) lexMin(c, r int) bitset {
 	mask := b.setMask
 	pool := b.poolFrom[c]
-	for ; r > 0 && pool != 0; r-- {
-		low := pool & -pool
-		mask |= low
-		pool &^= low
+	for ; r > 0; r-- {
+		low := pool.lowest()
+		if low < 0 {
+			break
+		}
+		mask.add(low)
+		pool.remove(low)
 	}
 	return mask
 }
 
-// leaf scores the set b.take describes and offers it to the list.
-func (b *classSearch) leaf() {
-	p := b.p
-	var k key
+// tieKey fills the slots of k that follow from the decided set's sums.
+func (b *classSearch) tieKey(k *key) {
+	k[kTotal] = b.total.sum
+	k[kLocality] = b.locality.sum
+	k[kNUMA] = -int64(b.numaNodes)
+	k[kBusy] = -int64(b.busyCount)
+	k[kLoad] = -b.loadSum
+	if !b.p.rules.noSplit {
+		k[kSplit] = 2*b.locality.sum - b.degSum
+	}
+}
+
+func (b *classSearch) presentClasses() []int {
 	present := b.present[:0]
 	for c := 0; c < b.nc; c++ {
 		if b.take[c] > 0 {
 			present = append(present, c)
 		}
 	}
-	k[2] = -int64(bits.OnesCount64(b.numaMask))
-	k[3] = -int64(b.busyCount)
-	k[4] = -b.loadSum
+	b.present = present
+	return present
+}
+
+// leaf scores the set b.take describes and offers it to the list.
+func (b *classSearch) leaf() {
+	p := b.p
+	var k key
+	b.tieKey(&k)
+	present := b.presentClasses()
 	if b.size >= 2 {
 		if p.policy == Ring {
-			ring, exact, ub := b.ringOf(present, b.take, b.size)
-			if !exact {
-				b.inexact = true
-				if ub > b.openUB {
-					b.openUB = ub
-				}
+			vs := b.setMask.list()
+			var rr ringRange
+			if len(vs) <= enumLimit {
+				rr = p.ringOf(vs)
+			} else {
+				rr = p.ringSearch(&b.classGraph, present, b.take, vs)
 			}
-			if b.top.full() && ring < b.top.worst().key[0] {
-				return
-			}
-			k[0] = ring
+			k[kFirst] = rr.lo
 			// The smallest weighted degree bounds the min cut: skip
 			// Stoer-Wagner when even that cannot enter the list.
-			k[1] = b.minDegree(present, b.take)
+			k[kCut] = b.minDegree(present, b.take)
+			if !rr.exact() {
+				open := k
+				open[kFirst] = rr.hi
+				b.keepOpen(open)
+			}
 			if b.top.full() && !better(entry{key: k, mask: b.setMask}, b.top.worst()) {
 				return
 			}
-			k[1] = p.minCut(maskList(b.setMask))
+			k[kCut] = p.minCut(vs)
 		} else {
-			k[0] = b.treeOf(present, b.take)
-			k[1] = b.setTotal
+			k[kFirst] = b.treeOf(present, b.take)
 		}
 	}
 	b.top.offer(entry{key: k, mask: b.setMask})
+}
+
+// offer scores a set found outside the search (a seed) in its canonical
+// form (each class giving its first members, as the search would) and
+// offers it.
+func (b *classSearch) offer(vs []int) {
+	count := make(map[int]int)
+	for _, v := range vs {
+		for c := range b.cls {
+			if slices.Contains(b.cls[c].members, v) {
+				count[c]++
+				break
+			}
+		}
+	}
+	var mask bitset
+	for c, t := range count {
+		mask.or(&b.cls[c].firstMask[t])
+	}
+	list := mask.list()
+	k, exact, ub := b.p.evalSet(list)
+	if !exact {
+		open := k
+		open[kFirst] = ub
+		b.keepOpen(open)
+	}
+	b.top.offer(entry{key: k, mask: mask})
 }

@@ -2,43 +2,43 @@ package selector
 
 import (
 	"math"
-	"math/bits"
 	"slices"
 	"sort"
 )
 
-// class is a group of interchangeable candidates: the same link to every
-// other candidate, the same NUMA node and busy state. Members of a class
-// of three or more share one internal bandwidth (the relation is
-// transitive, so all their mutual links are equal).
+// class is a group of interchangeable candidates: the same link and
+// locality to every other candidate, the same NUMA node and busy state.
+// Members of a class of three or more share one internal bandwidth (the
+// relation is transitive, so all their mutual links are equal).
 type class struct {
 	members []int // local indices sorted by (load, index)
 	inner   int64 // bandwidth between two members (0 for a single one)
 	numa    int
 	busy    bool
+	deg     int64 // a member's bandwidth to every other candidate
 	// firstMask[m] and firstLoad[m] are the set and summed load of the
 	// first m members: the members a set that takes m of the class uses.
-	firstMask []uint64
+	firstMask []bitset
 	firstLoad []int64
 }
 
 // buildClasses groups the candidates in pool into classes, ordered by
 // their lowest index.
-func (p *problem) buildClasses(pool uint64) []class {
+func (p *problem) buildClasses(pool bitset) []class {
 	var cls []class
 	var rep []int
 	n := p.n
-	for m := pool; m != 0; m &= m - 1 {
-		v := bits.TrailingZeros64(m)
+	all := pool.list()
+	for _, v := range all {
 		found := -1
 		for c, r := range rep {
-			if p.numa[r] != p.numa[v] || (p.busy>>uint(r))&1 != (p.busy>>uint(v))&1 {
+			if p.numa[r] != p.numa[v] || p.busy.has(r) != p.busy.has(v) {
 				continue
 			}
 			same := true
-			for o := pool; o != 0; o &= o - 1 {
-				u := bits.TrailingZeros64(o)
-				if u != r && u != v && p.bw[r*n+u] != p.bw[v*n+u] {
+			rr, rv := r*n, v*n
+			for _, u := range all {
+				if u != r && u != v && (p.bw[rr+u] != p.bw[rv+u] || p.loc[rr+u] != p.loc[rv+u]) {
 					same = false
 					break
 				}
@@ -50,7 +50,7 @@ func (p *problem) buildClasses(pool uint64) []class {
 		}
 		if found < 0 {
 			rep = append(rep, v)
-			cls = append(cls, class{numa: p.numa[v], busy: (p.busy>>uint(v))&1 == 1})
+			cls = append(cls, class{numa: p.numa[v], busy: p.busy.has(v), deg: p.deg[v]})
 			found = len(cls) - 1
 		}
 		cls[found].members = append(cls[found].members, v)
@@ -67,41 +67,66 @@ func (p *problem) buildClasses(pool uint64) []class {
 			}
 			return a < b
 		})
-		cl.firstMask = make([]uint64, len(cl.members)+1)
+		cl.firstMask = make([]bitset, len(cl.members)+1)
 		cl.firstLoad = make([]int64, len(cl.members)+1)
 		for i, v := range cl.members {
-			cl.firstMask[i+1] = cl.firstMask[i] | 1<<uint(v)
+			cl.firstMask[i+1] = cl.firstMask[i]
+			cl.firstMask[i+1].add(v)
 			cl.firstLoad[i+1] = cl.firstLoad[i] + p.load[v]
 		}
 	}
 	return cls
 }
 
-// classGraph is the candidates seen class by class: the bandwidth between
-// a member of one class and a member of another, and a set as how many
-// members each class gives.
+// classGraph is the candidates seen class by class: the bandwidth and
+// locality between a member of one class and a member of another, and a
+// set as how many members each class gives.
 type classGraph struct {
 	cls []class
 	nc  int     // number of classes
 	bw  []int64 // nc*nc; bw[c*nc+c] is class c's internal bandwidth
+	loc []int64 // nc*nc locality ranks, the same way
 }
 
 func newClassGraph(p *problem, cls []class) classGraph {
 	nc := len(cls)
-	g := classGraph{cls: cls, nc: nc, bw: make([]int64, nc*nc)}
+	g := classGraph{cls: cls, nc: nc, bw: make([]int64, nc*nc), loc: make([]int64, nc*nc)}
 	for c := range cls {
 		for d := range cls {
+			a, b := cls[c].members[0], cls[d].members[0]
 			if c == d {
-				g.bw[c*nc+d] = cls[c].inner
-			} else {
-				g.bw[c*nc+d] = p.bw[cls[c].members[0]*p.n+cls[d].members[0]]
+				if len(cls[c].members) < 2 {
+					continue
+				}
+				b = cls[c].members[1]
 			}
+			g.bw[c*nc+d] = p.bw[a*p.n+b]
+			g.loc[c*nc+d] = p.loc[a*p.n+b]
 		}
 	}
 	return g
 }
 
 func (g *classGraph) link(c, d int) int64 { return g.bw[c*g.nc+d] }
+
+// linkValues lists the distinct bandwidths at most ub between the
+// devices of the set (take[c] members of each class in present),
+// ascending.
+func (g *classGraph) linkValues(present, take []int, ub int64) []int64 {
+	var vals []int64
+	for i, c := range present {
+		if take[c] >= 2 && g.link(c, c) <= ub {
+			vals = append(vals, g.link(c, c))
+		}
+		for _, d := range present[i+1:] {
+			if w := g.link(c, d); w <= ub {
+				vals = append(vals, w)
+			}
+		}
+	}
+	slices.Sort(vals)
+	return slices.Compact(vals)
+}
 
 // treeOf is the widest-spanning-tree bottleneck of the set that takes
 // take[c] members of each class in present: the class graph's own
@@ -147,6 +172,33 @@ func (g *classGraph) treeOf(present, take []int) int64 {
 	return bn
 }
 
+// ringUpper bounds the best ring of the set: at most its tree bottleneck
+// (a ring holds a spanning path), and at most every device's second-best
+// link (a ring gives it two).
+func (g *classGraph) ringUpper(present, take []int) int64 {
+	ub := g.treeOf(present, take)
+	for _, c := range present {
+		var m1, m2 int64
+		consider := func(w int64, copies int) {
+			for i := 0; i < min(copies, 2); i++ {
+				if w > m1 {
+					m1, m2 = w, m1
+				} else if w > m2 {
+					m2 = w
+				}
+			}
+		}
+		consider(g.link(c, c), take[c]-1)
+		for _, d := range present {
+			if d != c {
+				consider(g.link(c, d), take[d])
+			}
+		}
+		ub = min(ub, m2)
+	}
+	return ub
+}
+
 // minDegree is the smallest weighted degree of a device of the set.
 func (g *classGraph) minDegree(present, take []int) int64 {
 	best := int64(math.MaxInt64)
@@ -162,57 +214,16 @@ func (g *classGraph) minDegree(present, take []int) int64 {
 	return best
 }
 
-// ringOf is the best ring bottleneck of the set of size devices that
-// takes take[c] members of each class in present. exact is false when a
-// threshold above the answer could not be decided; ub is then the highest
-// such threshold.
-func (g *classGraph) ringOf(present, take []int, size int) (ring int64, exact bool, ub int64) {
-	if size == 2 {
-		if len(present) == 1 {
-			return g.link(present[0], present[0]), true, 0
-		}
-		return g.link(present[0], present[1]), true, 0
-	}
-	var vals []int64
-	for i, c := range present {
-		if take[c] >= 2 {
-			vals = append(vals, g.link(c, c))
-		}
-		for _, d := range present[i+1:] {
-			vals = append(vals, g.link(c, d))
-		}
-	}
-	slices.Sort(vals)
-	vals = slices.Compact(vals)
-	exact, ub = true, -1
-	// Descending rather than a binary search: an undecided threshold must
-	// not hide a decided one below it.
-	for i := len(vals) - 1; i >= 0; i-- {
-		ok, decided := g.hamAt(present, take, size, vals[i])
-		if !decided {
-			if exact {
-				ub = vals[i]
-			}
-			exact = false
-			continue
-		}
-		if ok {
-			return vals[i], exact, ub
-		}
-	}
-	return 0, exact, ub
-}
-
-// hamStates caps the state space of the class-level ring search.
-const hamStates = 1 << 20
+// hamStates caps the state space of the class-level ring test.
+const hamStates = 1 << 18
 
 // hamAt decides whether the set (take[c] members of each class in
 // present, size in all) has a Hamiltonian cycle over links of at least t.
 // Members of a class are twins: a cycle visits a class in runs, each run
 // a path inside the class (which needs the class's own link >= t when
 // longer than one device). A dynamic program over how many runs each
-// class has had settles it; decided is false when that program would be
-// too large.
+// class has had settles it; decided is false when that program would
+// exceed hamStates.
 func (g *classGraph) hamAt(present, take []int, size int, t int64) (ok, decided bool) {
 	if len(present) == 1 {
 		return g.link(present[0], present[0]) >= t, true
@@ -237,24 +248,28 @@ func (g *classGraph) hamAt(present, take []int, size int, t int64) (ok, decided 
 	if 2*minDeg >= size {
 		return true, true
 	}
+	np := len(present)
 	// connectivity over classes
-	seen := uint64(1)
+	seen := make([]bool, np)
+	seen[0] = true
 	stack := []int{0}
+	reached := 1
 	for len(stack) > 0 {
 		i := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
 		for j, d := range present {
-			if seen>>uint(j)&1 == 0 && g.link(present[i], d) >= t {
-				seen |= 1 << uint(j)
+			if !seen[j] && g.link(present[i], d) >= t {
+				seen[j] = true
+				reached++
 				stack = append(stack, j)
 			}
 		}
 	}
-	if bits.OnesCount64(seen) != len(present) {
+	if reached != np {
 		return false, true
 	}
-	// DP over run counts: radix hi_c+1 per present class.
-	np := len(present)
+	// DP over run counts: radix hi_c+1 per present class. The state cap
+	// also keeps np below 64, the width of the masks below.
 	hi := make([]int, np)
 	radix := make([]int, np)
 	states := 1
@@ -282,9 +297,9 @@ func (g *classGraph) hamAt(present, take []int, size int, t int64) (ok, decided 
 			continue
 		}
 		for l := last; l != 0; l &= l - 1 {
-			a := bits.TrailingZeros64(l)
+			a := trailingZeros(l)
 			for nx := adj[a]; nx != 0; nx &= nx - 1 {
-				j := bits.TrailingZeros64(nx)
+				j := trailingZeros(nx)
 				if (s/radix[j])%(hi[j]+1) >= hi[j] {
 					continue
 				}
@@ -314,17 +329,4 @@ func (g *classGraph) hamAt(present, take []int, size int, t int64) (ok, decided 
 	// The cycle starts with a run of present[0] and closes back to it
 	// from another class; that first run counts among its runs.
 	return rec(0, 0), true
-}
-
-// ringLarge scores a ring over more than 16 devices through classes.
-func (p *problem) ringLarge(mask uint64) (ring, cut int64, exact bool) {
-	g := newClassGraph(p, p.buildClasses(mask))
-	take := make([]int, g.nc)
-	present := make([]int, g.nc)
-	for c := range g.cls {
-		take[c] = len(g.cls[c].members)
-		present[c] = c
-	}
-	ring, exact, _ = g.ringOf(present, take, bits.OnesCount64(mask))
-	return ring, p.minCut(maskList(mask)), exact
 }

@@ -93,7 +93,7 @@ func FuzzSelect(f *testing.F) {
 				t.Fatalf("busy device %d chosen", d)
 			}
 		}
-		if s := p.Score(m, ch.Devices); s.Compare(ch.Score) != 0 {
+		if s := p.Score(m, req, ch.Devices); s.Compare(ch.Score) != 0 {
 			t.Fatalf("reported %s, rescored %s", ch.Score, s)
 		}
 		if !ch.Exact {

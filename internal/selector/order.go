@@ -25,15 +25,74 @@ func (p *problem) pathOrder(vs []int) []int {
 	return p.bestSequence(vs, t, false)
 }
 
-// ringOrder orders the set vs (3..16 devices; more go class by class)
-// along a best ring starting at its lowest index: the ring's bottleneck,
-// then its total, then the lexicographically smallest sequence.
-func (p *problem) ringOrder(vs []int) []int {
-	if len(vs) > enumLimit {
-		return p.classOrder(vs)
+// ringOrder orders the set vs along a ring starting at its lowest
+// index: for up to 16 devices the best ring (its bottleneck, then its
+// total, then the lexicographically smallest sequence); beyond, a ring
+// over links of at least t (the set's ring score) found by findCycle, or
+// class by class when it finds none.
+func (p *problem) ringOrder(vs []int, t int64) []int {
+	switch {
+	case len(vs) <= bestSequenceLimit:
+		return p.bestSequence(vs, t, true)
+	case len(vs) <= enumLimit:
+		return p.cycleAt(vs, t)
 	}
-	t := p.ringBottleneck(vs, p.ringUpper(vs, p.treeBottleneck(vs)))
-	return p.bestSequence(vs, t, true)
+	if c := p.findCycle(vs, t); c != nil {
+		return c
+	}
+	return p.classOrder(vs)
+}
+
+// bestSequenceLimit is the most devices bestSequence orders: its table
+// has 2^k * k entries, each filled in k steps (12: 0.6 M steps; 16 would
+// take 16 M, more than a whole search on most nodes).
+const bestSequenceLimit = 12
+
+// cycleAt returns a ring from vs[0] through vs (3..16 devices) over links
+// of at least t, which must exist: hamCycle's table, walked back.
+func (p *problem) cycleAt(vs []int, t int64) []int {
+	k := len(vs)
+	var adj [enumLimit]uint32
+	for i, a := range vs {
+		for j, b := range vs {
+			if i != j && p.bw[a*p.n+b] >= t {
+				adj[i] |= 1 << uint(j)
+			}
+		}
+	}
+	// ends[S]: the devices v such that a path from vs[0] through
+	// exactly {0} ∪ S ends at v (S over positions 1..k-1, bit 0 clear).
+	full := uint32(1)<<uint(k) - 2
+	ends := make([]uint32, full+1)
+	for s := uint32(2); s <= full; s += 2 {
+		if s&(s-1) == 0 {
+			v := bits.TrailingZeros32(s)
+			if adj[0]>>uint(v)&1 == 1 {
+				ends[s] = s
+			}
+			continue
+		}
+		for r := s; r != 0; r &= r - 1 {
+			v := bits.TrailingZeros32(r)
+			if adj[v]&ends[s&^(1<<uint(v))] != 0 {
+				ends[s] |= 1 << uint(v)
+			}
+		}
+	}
+	out := make([]int, k)
+	out[0] = vs[0]
+	s, next := full, uint32(1) // the device after the one to place: 0 closes the ring
+	for i := k - 1; i >= 1; i-- {
+		cand := ends[s] & adj[bits.TrailingZeros32(next)]
+		if cand == 0 {
+			return append([]int(nil), vs...) // unreachable: t is achievable
+		}
+		v := bits.TrailingZeros32(cand)
+		out[i] = vs[v]
+		s &^= 1 << uint(v)
+		next = 1 << uint(v)
+	}
+	return out
 }
 
 // hamPath reports whether vs has a Hamiltonian path over links >= t.
@@ -172,11 +231,7 @@ func (p *problem) bestSequence(vs []int, t int64, cycle bool) []int {
 // lowest index. It is a heuristic; on partitioned GPUs it walks each
 // GPU's partitions before crossing to the next GPU.
 func (p *problem) classOrder(vs []int) []int {
-	var mask uint64
-	for _, v := range vs {
-		mask |= 1 << uint(v)
-	}
-	cls := p.buildClasses(mask)
+	cls := p.buildClasses(setOf(vs))
 	for c := range cls {
 		slices.Sort(cls[c].members)
 	}

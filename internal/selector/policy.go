@@ -55,31 +55,41 @@ func PolicyByName(name string) (Policy, error) {
 	return Tree, fmt.Errorf("selector: %w %q (valid: %s)", ErrUnknownPolicy, name, strings.Join(PolicyNames, ", "))
 }
 
-// Score scores a set of devices of a finished model the way Select ranks
-// it under p (duplicates and out-of-range indices are ignored; an empty
-// set, or one larger than MaxCandidates, scores the empty Score).
-func (p Policy) Score(m *topology.Model, devices []int) Score {
-	seen := map[int]bool{}
-	var idx []int
-	for _, d := range devices {
-		if d >= 0 && d < len(m.Devices) && !seen[d] {
-			seen[d] = true
-			idx = append(idx, d)
-		}
-	}
-	slices.Sort(idx)
-	if len(idx) == 0 || len(idx) > MaxCandidates || !p.valid() {
+// Score scores a set of devices of a finished model the way
+// Select(m, req, p) ranks it: its split is its bandwidth to req's other
+// candidates. Duplicates and out-of-range indices are ignored; an empty
+// set, a malformed request or more than MaxCandidates devices in all
+// score the empty Score.
+func (p Policy) Score(m *topology.Model, req Request, devices []int) Score {
+	if !p.valid() || m == nil {
 		return Score{}
 	}
-	pr := newProblem(m, idx, p, len(idx))
-	return pr.score(pr.evalMask(fullMask(len(idx))))
-}
-
-// primaryTerms names the policy's own terms, which rank a set before the
-// tie-breaks every policy shares.
-func (p Policy) primaryTerms() []string {
-	if p == Ring {
-		return []string{"ring", "mincut"}
+	chosen := map[int]bool{}
+	for _, d := range devices {
+		if d >= 0 && d < len(m.Devices) {
+			chosen[d] = true
+		}
 	}
-	return []string{"bottleneck", "total"}
+	cands, err := candidates(m, req)
+	if err != nil || len(chosen) == 0 {
+		return Score{}
+	}
+	all := slices.Clone(cands)
+	for d := range chosen {
+		if !slices.Contains(cands, d) {
+			all = append(all, d)
+		}
+	}
+	slices.Sort(all)
+	if len(all) > MaxCandidates {
+		return Score{}
+	}
+	var set []int
+	for i, d := range all {
+		if chosen[d] {
+			set = append(set, i)
+		}
+	}
+	pr := newProblem(m, all, p, len(set), rules{})
+	return pr.score(pr.evalList(set))
 }

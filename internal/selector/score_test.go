@@ -9,7 +9,7 @@ func allProblem(t *testing.T, pol Policy, size int) *problem {
 	t.Helper()
 	m := newMI250Node(t)
 	all := []int{0, 1, 2, 3, 4, 5, 6, 7}
-	return newProblem(m, all, pol, size)
+	return newProblem(m, all, pol, size, rules{})
 }
 
 func TestSetScores(t *testing.T) {
@@ -33,7 +33,7 @@ func TestSetScores(t *testing.T) {
 		if got := p.treeBottleneck(tt.set); got != tt.tree {
 			t.Errorf("%v: tree bottleneck %d, want %d", tt.set, got, tt.tree)
 		}
-		if got := p.totalBW(tt.set); got != tt.total {
+		if got := p.pairSum(p.bw, tt.set); got != tt.total {
 			t.Errorf("%v: total %d, want %d", tt.set, got, tt.total)
 		}
 		ub := p.ringUpper(tt.set, p.treeBottleneck(tt.set))
@@ -65,15 +65,15 @@ func TestStoerWagner(t *testing.T) {
 }
 
 func TestScoreString(t *testing.T) {
-	s := Tree.Score(newMI250Node(t), []int{6, 0, 1, 6})
-	if got := s.String(); got != "bottleneck 100000 MB/s, total 316000 MB/s, numa 2 nodes, busy 0 devices, load 0 %" {
+	s := Tree.Score(newMI250Node(t), Request{}, []int{6, 0, 1, 6})
+	if got := s.String(); got != "bottleneck 100000 MB/s, total 316000 MB/s, locality 12, numa 2 nodes, busy 0 devices, split 33, load 0 %" {
 		t.Errorf("String %q", got)
 	}
 	if n, ok := s.Term("numa"); !ok || n.Value != -2 || n.Natural() != 2 || !n.Less {
 		t.Errorf("numa term %+v", n)
 	}
-	one := Tree.Score(newMI250Node(t), []int{3})
-	if got := one.String(); got != "numa 1 nodes, busy 0 devices, load 0 %" {
+	one := Tree.Score(newMI250Node(t), Request{}, []int{3})
+	if got := one.String(); got != "numa 1 nodes, busy 0 devices, split 19, load 0 %" {
 		t.Errorf("N=1 %q", got)
 	}
 	a := Score{Terms: []Term{{Name: "x", Value: 2}, {Name: "y", Value: -1, Less: true}}}

@@ -12,7 +12,7 @@ const enumLimit = 16
 // entry is a scored set of local indices.
 type entry struct {
 	key  key
-	mask uint64
+	mask bitset
 }
 
 // better ranks a above b: higher key, then the lexicographically smaller
@@ -21,8 +21,7 @@ func better(a, b entry) bool {
 	if c := a.key.cmp(b.key); c != 0 {
 		return c > 0
 	}
-	d := a.mask ^ b.mask
-	return d != 0 && a.mask&(d&-d) != 0
+	return lexLess(&a.mask, &b.mask)
 }
 
 // topK keeps the k best entries, best first.
@@ -36,10 +35,15 @@ func (t *topK) full() bool { return len(t.e) == t.k }
 // worst is the entry a newcomer must beat once the list is full.
 func (t *topK) worst() entry { return t.e[len(t.e)-1] }
 
-// offer inserts e if it ranks among the k best.
+// offer inserts e if it ranks among the k best and is not listed yet.
 func (t *topK) offer(e entry) {
 	if t.full() && !better(e, t.worst()) {
 		return
+	}
+	for i := range t.e {
+		if t.e[i].mask == e.mask {
+			return
+		}
 	}
 	i := len(t.e)
 	if !t.full() {
@@ -54,23 +58,27 @@ func (t *topK) offer(e entry) {
 	t.e[i] = e
 }
 
+// result is what a search found: the best sets, best first, and whether
+// the first is proven best; when not, bound is the highest key anything
+// left unexplored or unsettled could have.
 type result struct {
 	top        []entry
 	exact      bool
-	gap        float64
+	bound      key
 	considered int
 }
 
-// search finds the k best sets of p.size candidates.
-func (p *problem) search(k int, budget time.Duration) result {
+// search finds the k best sets of p.size candidates, stopping at the
+// deadline.
+func (p *problem) search(k int, deadline time.Time) result {
 	if p.n <= enumLimit {
-		return p.enumerate(k)
+		return p.enumerate(k, deadline)
 	}
-	return p.branchAndBound(k, budget)
+	return p.branchAndBound(k, deadline)
 }
 
 // enumerate scores every subset of p.size of the (at most 16) candidates.
-func (p *problem) enumerate(k int) result {
+func (p *problem) enumerate(k int, deadline time.Time) result {
 	t := &topK{k: k, e: make([]entry, 0, k)}
 	n, r := p.n, p.size
 	var buf [enumLimit]int
@@ -78,6 +86,18 @@ func (p *problem) enumerate(k int) result {
 	last := uint64(1)<<uint(n) - 1
 	for mask := uint64(1)<<uint(r) - 1; mask <= last; {
 		count++
+		if count&63 == 0 && time.Now().After(deadline) {
+			// The rest is unexplored: bound it by the whole problem.
+			b := p.newClassSearch(p.buildClasses(firstN(n)), 1, deadline)
+			u, _ := b.upper(0, r, len(b.levels)-1)
+			res := result{top: t.e, considered: count}
+			if len(t.e) == 0 || u.cmp(t.e[0].key) > 0 {
+				res.bound = u
+			} else {
+				res.exact = true
+			}
+			return res
+		}
 		vs := buf[:0]
 		for m := mask; m != 0; m &= m - 1 {
 			vs = append(vs, bits.TrailingZeros64(m))
@@ -98,37 +118,37 @@ func (p *problem) enumerate(k int) result {
 // first term shows it cannot enter the list.
 func (p *problem) offerEnum(t *topK, vs []int, mask uint64) {
 	var k key
+	e := entry{mask: bitset{mask}}
 	if len(vs) >= 2 {
 		tree := p.treeBottleneck(vs)
 		if p.policy == Ring {
 			ub := p.ringUpper(vs, tree)
-			if t.full() && ub < t.worst().key[0] {
+			if t.full() && ub < t.worst().key[kFirst] {
 				return
 			}
-			k[0] = p.ringBottleneck(vs, ub)
-			if t.full() && k[0] < t.worst().key[0] {
+			k[kFirst] = p.ringOf(vs).lo
+			if t.full() && k[kFirst] < t.worst().key[kFirst] {
 				return
 			}
 			// The smallest weighted degree bounds the min cut: skip
 			// Stoer-Wagner when even that cannot enter the list.
-			k[1] = p.minDegree(vs)
-			if t.full() {
-				p.tieBreaks(&k, vs, mask)
-				if !better(entry{key: k, mask: mask}, t.worst()) {
-					return
-				}
-			}
-			k[1] = p.minCut(vs)
-		} else {
-			if t.full() && tree < t.worst().key[0] {
+			k[kCut] = p.minDegree(vs)
+			if t.full() && k[kCut] < t.worst().key[kCut] && k[kFirst] == t.worst().key[kFirst] {
 				return
 			}
-			k[0] = tree
-			k[1] = p.totalBW(vs)
+			k[kCut] = p.minCut(vs)
+		} else {
+			if t.full() && tree < t.worst().key[kFirst] {
+				return
+			}
+			k[kFirst] = tree
 		}
+		k[kTotal] = p.pairSum(p.bw, vs)
+		k[kLocality] = p.pairSum(p.loc, vs)
 	}
-	p.tieBreaks(&k, vs, mask)
-	t.offer(entry{key: k, mask: mask})
+	p.tieBreaks(&k, vs)
+	e.key = k
+	t.offer(e)
 }
 
 // minDegree is the smallest weighted degree of a device of vs.

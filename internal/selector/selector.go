@@ -6,18 +6,20 @@
 // set of device indices.
 //
 // Search is exact: with up to 16 candidates it enumerates every subset;
-// beyond that it collapses interchangeable devices (identical links to all
-// others and identical NUMA node and busy state, such as the CPX partitions
-// of one GPU) into classes and runs a branch-and-bound over how many
-// devices each class gives. Only when the time budget runs out (possible
-// for the ring policy, or for pathological nodes with many distinct
-// devices) is the answer the best found, with Choice.Exact false and
-// Choice.Gap the relative distance to the upper bound.
+// beyond that it collapses interchangeable devices (identical links and
+// locality to all others and identical NUMA node and busy state, such as
+// the CPX partitions of one GPU) into classes and runs a branch-and-bound
+// over how many devices each class gives. Measured bandwidths are
+// compared in levels (see quantize.go) so that noise does not break the
+// classes. Only when the time budget runs out (hundreds of devices with
+// all-distinct links) is the answer the best found, with Choice.Exact
+// false and the proven gap to the upper bound in Choice.Gap.
 package selector
 
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"time"
@@ -40,17 +42,15 @@ var (
 // Request.Alternatives is 0.
 const DefaultAlternatives = 5
 
-// DefaultRingBudget and DefaultTreeBudget bound the time Select spends
-// beyond plain enumeration (more than 16 candidates) when Request.Budget
-// is 0. The tree policy's budget is a safety net: on real nodes its search
-// ends far sooner.
-const (
-	DefaultRingBudget = 50 * time.Millisecond
-	DefaultTreeBudget = time.Second
-)
+// DefaultBudget bounds the time Select spends when Request.Budget is 0.
+// On real nodes the search ends far sooner (every real topology in
+// testdata is solved exactly in a few milliseconds); the budget caps
+// pathological inputs such as hundreds of devices with all-distinct
+// links.
+const DefaultBudget = 200 * time.Millisecond
 
 // MaxCandidates is the most candidate devices Select handles.
-const MaxCandidates = 64
+const MaxCandidates = 256
 
 // Order is the rank order of the chosen devices.
 type Order int
@@ -104,8 +104,9 @@ type Request struct {
 	Held map[int]string
 	// Order is the rank order of Choice.Devices (zero: by index).
 	Order Order
-	// Budget bounds the search beyond enumeration; zero means
-	// DefaultRingBudget for the ring policy and DefaultTreeBudget for tree.
+	// Budget bounds the time Select spends, for either policy; zero
+	// means DefaultBudget. When it runs out Select returns the best set
+	// found, Choice.Exact false.
 	Budget time.Duration
 	// Alternatives is how many runner-up sets to report; 0 means
 	// DefaultAlternatives and a negative number means none.
@@ -126,15 +127,22 @@ type Choice struct {
 	// Alternatives are the next best sets, best first, each sorted by
 	// index (their scores may equal Score). Beyond 16 candidates they are
 	// sets of other shapes: a set that only swaps interchangeable devices
-	// (partitions of one GPU) for others of their class is not listed.
+	// (partitions of one GPU) for others of their class, or the devices of
+	// one such class for those of an interchangeable class (two
+	// partitioned GPUs of one NUMA node), is not listed.
 	Alternatives []Candidate
 	// Naive is the set a naive launcher would take: the first N free
 	// candidates by index, with its score.
 	Naive *Candidate
-	// Exact says the choice is proven best. When false, Gap is the
-	// relative gap between the first score term and its upper bound.
-	Exact bool
-	Gap   float64
+	// Exact says the choice is proven best. When false, GapTerm names
+	// the first score term on which a set the search left unsettled might
+	// beat it, Bound is the most such a set could have there (as the
+	// term prints) and Gap the proven relative shortfall,
+	// |Bound - chosen| / |Bound|.
+	Exact   bool
+	Gap     float64
+	GapTerm string
+	Bound   float64
 	// Considered counts the sets (enumeration) or search nodes
 	// (branch-and-bound) examined.
 	Considered int
@@ -227,9 +235,15 @@ func joinReasons(m map[int]string) string {
 
 // Select chooses N devices of m under policy p. It returns an error
 // wrapping ErrBadRequest for a malformed request (p not a Policy
-// constant among them), a *NotEnoughError when fewer than N candidates
-// exist, and otherwise the best set, its runner-ups and the naive set.
+// constant among them, more than MaxCandidates candidates), a
+// *NotEnoughError when fewer than N candidates exist, and otherwise the
+// best set, its runner-ups and the naive set.
 func Select(m *topology.Model, req Request, p Policy) (*Choice, error) {
+	return selectBy(m, req, p, rules{})
+}
+
+func selectBy(m *topology.Model, req Request, p Policy, r rules) (*Choice, error) {
+	start := time.Now()
 	if !p.valid() {
 		return nil, fmt.Errorf("selector: %w: unknown policy %d", ErrBadRequest, int(p))
 	}
@@ -248,7 +262,7 @@ func Select(m *topology.Model, req Request, p Policy) (*Choice, error) {
 		return nil, notEnough(m, req, n, cands)
 	}
 	if len(cands) > MaxCandidates {
-		return nil, fmt.Errorf("selector: %w: %d candidate devices, at most %d supported (restrict with Devices)", ErrBadRequest, len(cands), MaxCandidates)
+		return nil, fmt.Errorf("selector: %w: %d candidate devices, at most %d supported (narrow them with --devices or --exclude)", ErrBadRequest, len(cands), MaxCandidates)
 	}
 	k := req.Alternatives
 	if k == 0 {
@@ -259,18 +273,15 @@ func Select(m *topology.Model, req Request, p Policy) (*Choice, error) {
 	}
 	budget := req.Budget
 	if budget <= 0 {
-		budget = DefaultTreeBudget
-		if p == Ring {
-			budget = DefaultRingBudget
-		}
+		budget = DefaultBudget
 	}
-	pr := newProblem(m, cands, p, n)
-	res := pr.search(k+1, budget)
+	pr := newProblem(m, cands, p, n, r)
+	res := pr.search(k+1, start.Add(budget))
+	naive := firstN(n).list()
 	if len(res.top) == 0 {
-		// The budget ran out before any set was scored (it never does on
-		// real nodes: the search's first descent reaches a set at once).
-		naive := fullMask(n)
-		res.top = []entry{{key: pr.evalMask(naive), mask: naive}}
+		// The budget ran out before any set was scored (it never does: the
+		// search scores sets before it looks at the clock).
+		res.top = []entry{{key: pr.evalList(naive), mask: firstN(n)}}
 		res.exact = false
 	}
 	best := res.top[0]
@@ -278,13 +289,14 @@ func Select(m *topology.Model, req Request, p Policy) (*Choice, error) {
 		Policy:     p.Name(),
 		Score:      pr.score(best.key),
 		Exact:      res.exact,
-		Gap:        res.gap,
 		Considered: res.considered,
 	}
-	local := maskList(best.mask)
+	if !res.exact {
+		ch.GapTerm, ch.Bound, ch.Gap = pr.gap(best.key, res.bound)
+	}
+	local := best.mask.list()
 	if p == Ring && n >= 3 {
-		ring := pr.ringOrder(local)
-		ch.Ring = pr.global(ring)
+		ch.Ring = pr.global(pr.ringOrder(local, best.key[kFirst]))
 	}
 	if req.Order == OrderLinks {
 		ch.Devices = pr.global(pr.pathOrder(local))
@@ -292,11 +304,27 @@ func Select(m *topology.Model, req Request, p Policy) (*Choice, error) {
 		ch.Devices = pr.global(local)
 	}
 	for _, e := range res.top[1:] {
-		ch.Alternatives = append(ch.Alternatives, Candidate{Devices: pr.global(maskList(e.mask)), Score: pr.score(e.key)})
+		ch.Alternatives = append(ch.Alternatives, Candidate{Devices: pr.global(e.mask.list()), Score: pr.score(e.key)})
 	}
-	naive := fullMask(n)
-	ch.Naive = &Candidate{Devices: pr.global(maskList(naive)), Score: pr.score(pr.evalMask(naive))}
+	ch.Naive = &Candidate{Devices: pr.global(naive), Score: pr.score(pr.evalList(naive))}
 	return ch, nil
+}
+
+// gap compares the chosen key with the bound of what is unsettled: the
+// first term where the bound is higher, the bound there as the term
+// prints, and the relative shortfall.
+func (p *problem) gap(chosen, bound key) (term string, b, gap float64) {
+	s, u := p.score(chosen), p.score(bound)
+	for i, t := range s.Terms {
+		if u.Terms[i].Value > t.Value {
+			b = u.Terms[i].Natural()
+			if b != 0 {
+				gap = math.Abs(b-t.Natural()) / math.Abs(b)
+			}
+			return t.Name, b, gap
+		}
+	}
+	return "", 0, 0
 }
 
 // candidates validates the request and returns the candidate device

@@ -55,7 +55,7 @@ func TestSelectMI250N4Alternatives(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := ch.Score.String(); got != "bottleneck 100000 MB/s, total 548000 MB/s, numa 2 nodes, busy 0 devices, load 0 %" {
+	if got := ch.Score.String(); got != "bottleneck 100000 MB/s, total 548000 MB/s, locality 19, numa 2 nodes, busy 0 devices, split 38, load 0 %" {
 		t.Errorf("score %q", got)
 	}
 	if len(ch.Alternatives) != 5 {
@@ -102,7 +102,7 @@ func TestSelectRingMI250(t *testing.T) {
 		t.Errorf("mincut %v", c.Value)
 	}
 	// 0,1,6,7 needs a host hop across NUMA nodes (SYS) in any ring.
-	s := Ring.Score(m, []int{0, 1, 6, 7})
+	s := Ring.Score(m, Request{}, []int{0, 1, 6, 7})
 	if r, _ := s.Term("ring"); r.Value != 16000 {
 		t.Errorf("ring of 0,1,6,7: %s", s)
 	}
@@ -265,8 +265,11 @@ func TestDeterminism(t *testing.T) {
 			t.Fatalf("run %d: %v %v, first %v", i, ch.Devices, err, first.Devices)
 		}
 	}
-	// ties go to the lowest indices: GPU 0 full, 4 partitions of GPU 1
-	if want := []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}; !slices.Equal(first.Devices, want) {
+	// A whole GPU and 4 partitions of another, on one NUMA node; the 4
+	// come from the 7-partition GPU 7 (leaving 3 there rather than 4 on
+	// a full GPU: best fit) and the whole GPU is the lowest of its NUMA
+	// node, GPU 4.
+	if want := []int{32, 33, 34, 35, 36, 37, 38, 39, 56, 57, 58, 59}; !slices.Equal(first.Devices, want) {
 		t.Errorf("CPX N=12: %v", first.Devices)
 	}
 }

@@ -1,0 +1,340 @@
+package selector
+
+import (
+	"math"
+	"slices"
+
+	"github.com/amdrun/amdrun/internal/topology"
+)
+
+// rules switch off terms for comparisons (the job-stream simulation
+// replays the rule amdrun used before locality and split existed); the
+// zero value is what Select uses.
+type rules struct {
+	noLocality bool
+	noSplit    bool
+}
+
+// problem is a selection problem over candidates renumbered 0..n-1 in
+// ascending device index ("local" indices).
+type problem struct {
+	policy Policy
+	rules  rules
+	n      int     // candidates
+	size   int     // devices wanted
+	idx    []int   // local -> device index
+	bw     []int64 // n*n, 0 on the diagonal; measured figures as levels
+	loc    []int64 // n*n locality rank (topology.Locality), 0 on the diagonal
+	deg    []int64 // deg[u]: u's locality to every other candidate, summed
+	numa   []int   // local -> dense NUMA id (unknown -1 is an id too)
+	busy   bitset  // busy candidates
+	load   []int64 // hundredths of a percent of utilisation plus memory use
+	nNUMA  int
+
+	// evaluated remembers evalSet's answers by set: the naive set and
+	// the seeds are scored once though Select needs them twice.
+	evaluated map[bitset]evaluation
+
+	// scratch for scoring sets of up to 16 devices
+	ham  []uint32
+	vals []int64
+	sw   []int64
+}
+
+func newProblem(m *topology.Model, cands []int, pol Policy, size int, r rules) *problem {
+	n := len(cands)
+	p := &problem{policy: pol, rules: r, n: n, size: size, idx: cands, bw: make([]int64, n*n),
+		loc: make([]int64, n*n), deg: make([]int64, n), numa: make([]int, n), load: make([]int64, n)}
+	levels := measuredLevels(m)
+	ids := map[int]int{}
+	for i, d := range cands {
+		for j := i + 1; j < n; j++ {
+			l := m.Link(d, cands[j])
+			b := l.MaxBandwidth
+			if l.Measured && levels != nil {
+				b = levels[b]
+			}
+			p.bw[i*n+j], p.bw[j*n+i] = b, b
+			if !r.noLocality {
+				lc := int64(m.Locality(d, cands[j]))
+				p.loc[i*n+j], p.loc[j*n+i] = lc, lc
+				p.deg[i] += lc
+				p.deg[j] += lc
+			}
+		}
+		dev := &m.Devices[d]
+		id, ok := ids[dev.NUMANode]
+		if !ok {
+			id = len(ids)
+			ids[dev.NUMANode] = id
+		}
+		p.numa[i] = id
+		if dev.Busy {
+			p.busy.add(i)
+		}
+		p.load[i] = loadOf(dev)
+	}
+	p.nNUMA = len(ids)
+	return p
+}
+
+// loadOf is the device's utilisation plus memory use, in hundredths of a
+// percent; unknown (negative) figures count as 0.
+func loadOf(d *topology.Device) int64 {
+	l := 0.0
+	if d.UtilPercent > 0 {
+		l += d.UtilPercent
+	}
+	if d.MemUsedPct > 0 {
+		l += d.MemUsedPct
+	}
+	return int64(math.Round(l * 100))
+}
+
+func (p *problem) global(local []int) []int {
+	out := make([]int, len(local))
+	for i, l := range local {
+		out[i] = p.idx[l]
+	}
+	return out
+}
+
+// evalSet scores the set vs (sorted local indices). Every term is exact
+// except a ring over more than 16 devices that neither classes nor the
+// cycle heuristic settle: then exact is false, k holds the best ring
+// found and ringUB bounds the best ring.
+func (p *problem) evalSet(vs []int) (k key, exact bool, ringUB int64) {
+	if len(vs) > enumLimit {
+		set := setOf(vs)
+		if e, ok := p.evaluated[set]; ok {
+			return e.k, e.exact, e.ringUB
+		}
+		defer func() {
+			if p.evaluated == nil {
+				p.evaluated = map[bitset]evaluation{}
+			}
+			p.evaluated[set] = evaluation{k, exact, ringUB}
+		}()
+	}
+	exact = true
+	if len(vs) >= 2 {
+		switch p.policy {
+		case Ring:
+			r := p.ringOf(vs)
+			k[kFirst], exact, ringUB = r.lo, r.exact(), r.hi
+			k[kCut] = p.minCut(vs)
+		default:
+			k[kFirst] = p.treeBottleneck(vs)
+		}
+		k[kTotal] = p.pairSum(p.bw, vs)
+		k[kLocality] = p.pairSum(p.loc, vs)
+	}
+	p.tieBreaks(&k, vs)
+	return k, exact, ringUB
+}
+
+type evaluation struct {
+	k      key
+	exact  bool
+	ringUB int64
+}
+
+func (p *problem) evalList(vs []int) key {
+	k, _, _ := p.evalSet(vs)
+	return k
+}
+
+// tieBreaks fills the terms after locality, which need no pair of
+// devices: fewest NUMA nodes, fewest busy devices, least split, least
+// load. k[kLocality] must be set.
+func (p *problem) tieBreaks(k *key, vs []int) {
+	k[kNUMA] = -p.numaCount(vs)
+	var busy, load, deg int64
+	for _, v := range vs {
+		if p.busy.has(v) {
+			busy++
+		}
+		load += p.load[v]
+		deg += p.deg[v]
+	}
+	k[kBusy], k[kLoad] = -busy, -load
+	if !p.rules.noSplit {
+		k[kSplit] = 2*k[kLocality] - deg
+	}
+}
+
+// --- pair -> set scoring on local index lists ---------------------------
+
+// treeBottleneck is the smallest edge of the widest (maximum) spanning
+// tree of vs: the largest bandwidth b such that vs stays connected over
+// links of at least b (Prim's algorithm). 0 for fewer than 2 devices.
+func (p *problem) treeBottleneck(vs []int) int64 {
+	k := len(vs)
+	if k < 2 {
+		return 0
+	}
+	var best [MaxCandidates]int64
+	var in [MaxCandidates]bool
+	n := p.n
+	row := vs[0] * n
+	for i := 1; i < k; i++ {
+		best[i] = p.bw[row+vs[i]]
+	}
+	in[0] = true
+	bneck := int64(math.MaxInt64)
+	for step := 1; step < k; step++ {
+		sel, sv := -1, int64(-1)
+		for i := 1; i < k; i++ {
+			if !in[i] && best[i] > sv {
+				sel, sv = i, best[i]
+			}
+		}
+		in[sel] = true
+		bneck = min(bneck, sv)
+		row = vs[sel] * n
+		for i := 1; i < k; i++ {
+			if !in[i] {
+				if b := p.bw[row+vs[i]]; b > best[i] {
+					best[i] = b
+				}
+			}
+		}
+	}
+	return bneck
+}
+
+// pairSum sums the n*n matrix w over every pair of vs.
+func (p *problem) pairSum(w []int64, vs []int) int64 {
+	var s int64
+	for i, a := range vs {
+		row := a * p.n
+		for _, b := range vs[i+1:] {
+			s += w[row+b]
+		}
+	}
+	return s
+}
+
+// numaCount is the number of distinct NUMA nodes of vs.
+func (p *problem) numaCount(vs []int) int64 {
+	var seen [MaxCandidates]bool
+	c := int64(0)
+	for _, v := range vs {
+		if !seen[p.numa[v]] {
+			seen[p.numa[v]] = true
+			c++
+		}
+	}
+	return c
+}
+
+// minCut is the global minimum cut of vs under link bandwidths
+// (Stoer-Wagner). For two devices it is their link; for one, 0.
+func (p *problem) minCut(vs []int) int64 {
+	k := len(vs)
+	if k < 2 {
+		return 0
+	}
+	if cap(p.sw) < k*k {
+		p.sw = make([]int64, k*k)
+	}
+	w := p.sw[:k*k]
+	for i, a := range vs {
+		for j, b := range vs {
+			w[i*k+j] = p.bw[a*p.n+b]
+		}
+	}
+	return stoerWagner(w, k)
+}
+
+// stoerWagner returns the global min cut of the k-vertex graph with
+// symmetric weights w (k*k, destroyed).
+func stoerWagner(w []int64, k int) int64 {
+	var act [MaxCandidates]int
+	for i := 0; i < k; i++ {
+		act[i] = i
+	}
+	best := int64(math.MaxInt64)
+	var wsum [MaxCandidates]int64
+	var added [MaxCandidates]bool
+	for nv := k; nv > 1; nv-- {
+		for i := 0; i < nv; i++ {
+			wsum[i], added[i] = 0, false
+		}
+		prev, last := -1, -1
+		for step := 0; step < nv; step++ {
+			sel := -1
+			for i := 0; i < nv; i++ {
+				if !added[i] && (sel < 0 || wsum[i] > wsum[sel]) {
+					sel = i
+				}
+			}
+			added[sel] = true
+			if step == nv-1 {
+				best = min(best, wsum[sel])
+				last = sel
+				break
+			}
+			prev = sel
+			row := act[sel] * k
+			for i := 0; i < nv; i++ {
+				if !added[i] {
+					wsum[i] += w[row+act[i]]
+				}
+			}
+		}
+		// merge last into prev
+		a, b := act[prev], act[last]
+		for i := 0; i < nv; i++ {
+			c := act[i]
+			w[a*k+c] += w[b*k+c]
+			w[c*k+a] = w[a*k+c]
+		}
+		act[last] = act[nv-1]
+	}
+	return best
+}
+
+// linkValues appends to vals the distinct bandwidths of the links among
+// vs that are at most ub, ascending.
+func (p *problem) linkValues(vals []int64, vs []int, ub int64) []int64 {
+	for i, a := range vs {
+		row := a * p.n
+		for _, b := range vs[i+1:] {
+			if w := p.bw[row+b]; w <= ub {
+				vals = append(vals, w)
+			}
+		}
+	}
+	slices.Sort(vals)
+	return slices.Compact(vals)
+}
+
+// largestFeasible returns the largest of the ascending values for which
+// ok holds, where ok is monotone (true up to some value, false above it),
+// and whether there is one; it calls ok O(log len(vals)) times.
+func largestFeasible(vals []int64, ok func(int64) bool) (int64, bool) {
+	lo, hi := -1, len(vals)-1 // vals[lo] feasible; lo = -1: none found yet
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if ok(vals[mid]) {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	if lo < 0 {
+		return 0, false
+	}
+	return vals[lo], true
+}
+
+// atLeastWeakest is largestFeasible over link values whose weakest is
+// known to be feasible (a complete graph has every ring and path over
+// it): vals[0] without calling ok on it.
+func atLeastWeakest(vals []int64, ok func(int64) bool) int64 {
+	if t, found := largestFeasible(vals[1:], ok); found {
+		return t
+	}
+	return vals[0]
+}

@@ -1,0 +1,247 @@
+package selector
+
+import (
+	"math/bits"
+)
+
+// ringRange is what is known of the best ring (Hamiltonian cycle) through
+// a set: one with bottleneck lo exists, none has a bottleneck above hi.
+type ringRange struct{ lo, hi int64 }
+
+func (r ringRange) exact() bool { return r.lo == r.hi }
+
+// ringOf bounds the best ring through vs (sorted local indices): exactly
+// for up to 16 devices (a dynamic program over subsets), through classes
+// of interchangeable devices and a cycle heuristic beyond. For two
+// devices the "ring" is their link; for one, 0.
+func (p *problem) ringOf(vs []int) ringRange {
+	k := len(vs)
+	switch {
+	case k < 2:
+		return ringRange{}
+	case k == 2:
+		b := p.bw[vs[0]*p.n+vs[1]]
+		return ringRange{b, b}
+	case k <= enumLimit:
+		b := p.ringBottleneck(vs, p.ringUpper(vs, p.treeBottleneck(vs)))
+		return ringRange{b, b}
+	}
+	g := newClassGraph(p, p.buildClasses(setOf(vs)))
+	take := make([]int, g.nc)
+	present := make([]int, g.nc)
+	for c := range g.cls {
+		take[c] = len(g.cls[c].members)
+		present[c] = c
+	}
+	return p.ringSearch(&g, present, take, vs)
+}
+
+// ringSearch bounds the best ring through the set vs of more than 16
+// devices, which takes take[c] members of each class of g in present.
+// It binary-searches the set's link values below the degree bound: a
+// threshold is settled by the class-level test (g.hamAt) or, when that
+// is too large, by finding a cycle (findCycle); a threshold neither
+// settles counts as not reached but leaves hi above lo. The work is
+// bounded by the class test's state cap and the heuristic's rotation cap,
+// so the answer never depends on a clock.
+func (p *problem) ringSearch(g *classGraph, present, take, vs []int) ringRange {
+	// vs is the set the classes describe; findCycle works on it.
+	vals := g.linkValues(present, take, g.ringUpper(present, take))
+	// vals[0] is the set's weakest link: the graph is complete, so a ring
+	// over it exists.
+	lo, hi := 0, len(vals)-1
+	firstNo := len(vals) // lowest index settled as unreachable
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		ok, decided := g.hamAt(present, take, len(vs), vals[mid])
+		if !decided && p.findCycle(vs, vals[mid]) != nil {
+			ok, decided = true, true
+		}
+		switch {
+		case ok:
+			lo = mid
+		case decided:
+			hi, firstNo = mid-1, mid
+		default:
+			hi = mid - 1
+		}
+	}
+	return ringRange{vals[lo], vals[firstNo-1]}
+}
+
+// ringUpper bounds the best ring of vs: a ring contains a spanning path
+// (so at most the tree bottleneck) and gives every device two links (so
+// at most each device's second-best link).
+func (p *problem) ringUpper(vs []int, tree int64) int64 {
+	ub := tree
+	if len(vs) < 3 {
+		return ub // a "ring" of two is their link
+	}
+	for _, a := range vs {
+		var m1, m2 int64
+		row := a * p.n
+		for _, b := range vs {
+			if b == a {
+				continue
+			}
+			w := p.bw[row+b]
+			if w > m1 {
+				m1, m2 = w, m1
+			} else if w > m2 {
+				m2 = w
+			}
+		}
+		ub = min(ub, m2)
+	}
+	return ub
+}
+
+// ringBottleneck is the bottleneck of the best Hamiltonian cycle through
+// vs (3..16 devices), given an upper bound ub: the largest link
+// bandwidth t such that a cycle exists over links of at least t.
+func (p *problem) ringBottleneck(vs []int, ub int64) int64 {
+	p.vals = p.linkValues(p.vals[:0], vs, ub)
+	return atLeastWeakest(p.vals, func(t int64) bool { return p.hamCycle(vs, t) })
+}
+
+// hamCycle reports whether vs (3..16 devices) has a Hamiltonian cycle over
+// links of at least t. dp[S] is the set of end devices of paths that
+// start at vs[0] and visit exactly {vs[0]} ∪ S (S over vs[1:]).
+func (p *problem) hamCycle(vs []int, t int64) bool {
+	k := len(vs)
+	var adj [enumLimit]uint32
+	for i, a := range vs {
+		row := a * p.n
+		for j, b := range vs {
+			if i != j && p.bw[row+b] >= t {
+				adj[i] |= 1 << uint(j)
+			}
+		}
+	}
+	full := uint32(1)<<uint(k) - 2 // bits 1..k-1
+	size := 1 << uint(k-1)
+	if cap(p.ham) < size {
+		p.ham = make([]uint32, size)
+	}
+	dp := p.ham[:size]
+	// S is stored shifted: index S>>1.
+	dp[0] = 1
+	for s := uint32(2); s <= full; s += 2 {
+		var ends uint32
+		for r := s; r != 0; r &= r - 1 {
+			v := bits.TrailingZeros32(r)
+			if adj[v]&dp[(s&^(1<<uint(v)))>>1] != 0 {
+				ends |= 1 << uint(v)
+			}
+		}
+		dp[s>>1] = ends
+	}
+	return dp[full>>1]&adj[0] != 0
+}
+
+// findCycle looks for a Hamiltonian cycle through vs over links of at
+// least t by extension and rotation (Pósa's method, the next device by
+// Warnsdorff's rule: the one with the fewest unvisited neighbours). It
+// returns the cycle from vs[0], or nil when a device has fewer than two
+// such links or the rotations run out (8 per device): nil proves nothing.
+func (p *problem) findCycle(vs []int, t int64) []int {
+	k := len(vs)
+	link := func(a, b int) bool { return p.bw[vs[a]*p.n+vs[b]] >= t }
+	adj := make([][]int, k)
+	for a := 0; a < k; a++ {
+		for b := 0; b < k; b++ {
+			if a != b && link(a, b) {
+				adj[a] = append(adj[a], b)
+			}
+		}
+		if len(adj[a]) < 2 {
+			return nil
+		}
+	}
+	pos := make([]int, k) // position on the path, -1 when not on it
+	free := make([]int, k)
+	for a := range pos {
+		pos[a] = -1
+		free[a] = len(adj[a])
+	}
+	path := make([]int, 0, k)
+	visit := func(a int) {
+		pos[a] = len(path)
+		path = append(path, a)
+		for _, b := range adj[a] {
+			free[b]--
+		}
+	}
+	reverseFrom := func(i int) {
+		for l, r := i, len(path)-1; l < r; l, r = l+1, r-1 {
+			path[l], path[r] = path[r], path[l]
+		}
+		for j := i; j < len(path); j++ {
+			pos[path[j]] = j
+		}
+	}
+	visit(0)
+	for rotations := 0; ; {
+		end := path[len(path)-1]
+		next := -1
+		for _, b := range adj[end] {
+			if pos[b] < 0 && (next < 0 || free[b] < free[next]) {
+				next = b
+			}
+		}
+		if next >= 0 {
+			visit(next)
+			continue
+		}
+		if len(path) == k {
+			if link(end, path[0]) {
+				break
+			}
+			// Close through a crossing: path[i] next to the end and
+			// path[i+1] next to the start give the cycle
+			// path[0..i], end, ..., path[i+1].
+			closed := false
+			for i := 1; i < k-2; i++ {
+				if link(path[i], end) && link(path[i+1], path[0]) {
+					reverseFrom(i + 1)
+					closed = true
+					break
+				}
+			}
+			if closed {
+				break
+			}
+		}
+		if rotations >= 8*k {
+			return nil
+		}
+		rotations++
+		// Rotate: for a neighbour path[j] of the end, reversing
+		// path[j+1..] makes path[j+1] the end. Prefer a new end that can
+		// extend (or, on a full path, close); cycle through the others so
+		// that repeated rotations explore.
+		var opts [2][]int
+		for _, b := range adj[end] {
+			j := pos[b]
+			if j >= len(path)-2 {
+				continue
+			}
+			ne := path[j+1]
+			good := free[ne] > 0 || (len(path) == k && link(ne, path[0]))
+			opts[boolInt(!good)] = append(opts[boolInt(!good)], j)
+		}
+		pick := opts[0]
+		if len(pick) == 0 {
+			pick = opts[1]
+		}
+		if len(pick) == 0 {
+			return nil
+		}
+		reverseFrom(pick[rotations%len(pick)] + 1)
+	}
+	out := make([]int, k)
+	for i, a := range path {
+		out[i] = vs[a]
+	}
+	return out
+}
