@@ -20,7 +20,8 @@ const DefaultWaitPoll = 200 * time.Millisecond
 type Reservation struct {
 	Model   *topology.Model
 	Request selector.Request
-	Policy  selector.Policy
+	// Policy ranks the sets; the zero value is selector.Tree.
+	Policy selector.Policy
 	// Leases is the node's lease directory; nil means no leases are taken
 	// or respected (--no-lease).
 	Leases *lease.Dir

@@ -30,7 +30,7 @@ func leaseDir(t *testing.T) *lease.Dir {
 }
 
 func reservation(m *topology.Model, d *lease.Dir, n int) Reservation {
-	return Reservation{Model: m, Request: selector.Request{N: n}, Policy: selector.NewTreePolicy(), Leases: d,
+	return Reservation{Model: m, Request: selector.Request{N: n}, Policy: selector.Tree, Leases: d,
 		Holder: lease.Holder{PID: 1, User: "test", Command: "amdrun test"}}
 }
 
@@ -55,7 +55,7 @@ func holdOther(t *testing.T, d *lease.Dir, m *topology.Model, devs ...int) *leas
 
 func TestReserveWithoutLeasesSelectsOnly(t *testing.T) {
 	m := seedNode(t)
-	c, l, err := Reserve(context.Background(), Reservation{Model: m, Request: selector.Request{N: 2}, Policy: selector.NewTreePolicy()})
+	c, l, err := Reserve(context.Background(), Reservation{Model: m, Request: selector.Request{N: 2}, Policy: selector.Tree})
 	if err != nil || l != nil {
 		t.Fatalf("lease %v, err %v", l, err)
 	}

@@ -122,8 +122,10 @@ func TestBudgetHonoured(t *testing.T) {
 					t.Fatal(err)
 				}
 				name := fmt.Sprintf("n=%d %s N=%d", n, p, size)
-				// slack for a loaded test machine; the benchmark has the figures
-				if took > 4*budget {
+				// Generous slack: the test machine may be loaded many times
+				// over (BenchmarkDistinct has the figures); a search that
+				// ignores the budget takes seconds.
+				if took > budget+750*time.Millisecond {
 					t.Errorf("%s: %v with a %v budget", name, took, budget)
 				}
 				if !ch.Exact && (ch.GapTerm == "" || ch.Gap <= 0 || ch.Gap > 1) {

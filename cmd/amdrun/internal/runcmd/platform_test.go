@@ -31,7 +31,7 @@ func TestOtherSystemsPlanButDoNotLaunch(t *testing.T) {
 			HostNUMA:   func() ([]topology.NUMANode, error) { return nil, nil },
 			Now:        time.Now,
 			Leases:     func() (*lease.Dir, error) { return nil, fmt.Errorf("lease: %w", lease.ErrNotSupported) },
-			NGPUs:      4, Policy: selector.NewTreePolicy(), Python: "python3", Args: []string{"train.py"},
+			NGPUs:      4, Policy: selector.Tree, Python: "python3", Args: []string{"train.py"},
 			NNodes: 1, MasterAddr: "127.0.0.1",
 		}
 	}
