@@ -112,6 +112,12 @@ func TestRunDryRunTTY(t *testing.T) {
 			},
 		},
 		{
+			name:   "explain says how far from proven a cut-short search is",
+			args:   []string{"--dry-run", "--explain", "-n", "4", "--search-budget", "1ns", "train.py"},
+			want:   []string{"best found within --search-budget, not proven: total within ", "% of its upper bound "},
+			absent: []string{"exact search"},
+		},
+		{
 			name: "environment mask restricts the choice",
 			env:  []string{"CUDA_VISIBLE_DEVICES=4,5,6,7"},
 			args: []string{"--dry-run", "-n", "2", "train.py"},
@@ -170,6 +176,39 @@ type jsonPlan struct {
 	Naive *struct {
 		Devices []int `json:"devices"`
 	} `json:"naive"`
+	Exact bool `json:"exact"`
+	Gap   *struct {
+		Term     string  `json:"term"`
+		Bound    float64 `json:"bound"`
+		Unit     string  `json:"unit"`
+		Relative float64 `json:"relative"`
+	} `json:"gap"`
+}
+
+// --search-budget reaches the search; when it cuts the search short the
+// JSON says so and gives the proven gap; when the search ends, exact and
+// no gap.
+func TestRunDryRunJSONGap(t *testing.T) {
+	for _, tc := range []struct {
+		budget string
+		exact  bool
+	}{{"1ns", false}, {"10s", true}} {
+		f, out, _ := exampleFactory(t, nil)
+		err := dryRun(t, f, t.TempDir(), "--dry-run", "--json", "-n", "4", "--search-budget", tc.budget, "train.py")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p jsonPlan
+		if err := json.Unmarshal(out.Bytes(), &p); err != nil {
+			t.Fatalf("output is not JSON: %v\n%s", err, out)
+		}
+		if p.Exact != tc.exact || (p.Gap == nil) != tc.exact {
+			t.Fatalf("--search-budget %s: exact %v gap %+v", tc.budget, p.Exact, p.Gap)
+		}
+		if g := p.Gap; g != nil && (g.Term != "total" || g.Unit != "MB/s" || g.Relative <= 0 || g.Relative >= 1 || g.Bound <= 0) {
+			t.Errorf("--search-budget %s: gap %+v", tc.budget, *g)
+		}
+	}
 }
 
 func TestRunDryRunJSON(t *testing.T) {

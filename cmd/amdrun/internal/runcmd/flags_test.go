@@ -56,6 +56,7 @@ type parsed struct {
 	Exclude       []int
 	Policy        string
 	Order         selector.Order
+	SearchBudget  time.Duration
 	Module        bool
 	NoPython      bool
 	Bind          launch.BindMode
@@ -72,7 +73,7 @@ type parsed struct {
 
 func view(o *runcmd.Options) parsed {
 	p := parsed{
-		NGPUs: o.NGPUs, Devices: o.Devices, Exclude: o.Exclude, Order: o.Order,
+		NGPUs: o.NGPUs, Devices: o.Devices, Exclude: o.Exclude, Order: o.Order, SearchBudget: o.SearchBudget,
 		Module: o.Module, NoPython: o.NoPython, Bind: o.Bind, Mem: o.Mem, Wait: o.Wait,
 		NUMABalancing: o.NUMABalancing, NNodes: o.NNodes, NodeRank: o.NodeRank,
 		MasterAddr: o.MasterAddr, MasterPort: o.MasterPort, DryRun: o.DryRun, Args: o.Args,
@@ -87,7 +88,7 @@ func view(o *runcmd.Options) parsed {
 // defaults are the parsed values of `amdrun SCRIPT` with no flags.
 func defaults(args ...string) parsed {
 	return parsed{
-		Policy: "tree", Order: selector.OrderIndex, Mem: launch.MemBind,
+		Policy: "tree", Order: selector.OrderIndex, SearchBudget: selector.DefaultBudget, Mem: launch.MemBind,
 		NUMABalancing: numabalance.Keep, NNodes: 1, MasterAddr: "127.0.0.1", Args: args,
 	}
 }
@@ -155,6 +156,11 @@ func TestNewCmdRunFlags(t *testing.T) {
 			name: "ring policy",
 			args: []string{"--policy", "ring", "t.py"},
 			want: with(defaults("t.py"), func(p *parsed) { p.Policy = "ring" }),
+		},
+		{
+			name: "search budget",
+			args: []string{"--search-budget", "50ms", "t.py"},
+			want: with(defaults("t.py"), func(p *parsed) { p.SearchBudget = 50 * time.Millisecond }),
 		},
 		{
 			name: "links order",
@@ -243,6 +249,8 @@ func TestNewCmdRunFlagErrors(t *testing.T) {
 		{"bad bind", []string{"--bind", "socket", "t.py"}, []string{"--bind", `"socket"`}},
 		{"bad mem policy", []string{"--mem-policy", "interleave", "t.py"}, []string{"--mem-policy", `"interleave"`}},
 		{"bad order", []string{"--order", "random", "t.py"}, []string{"--order", `"random"`}},
+		{"zero search budget", []string{"--search-budget", "0s", "t.py"}, []string{"--search-budget", "positive", "0s"}},
+		{"negative search budget", []string{"--search-budget", "-1s", "t.py"}, []string{"--search-budget", "-1s"}},
 		{"bad ranks filter", []string{"--local-ranks-filter", "x", "t.py"}, []string{"--local-ranks-filter"}},
 		{"negative grace", []string{"--grace", "-1s", "t.py"}, []string{"--grace"}},
 		{"grace without a unit", []string{"--grace", "5", "t.py"}, []string{"--grace 5: add a unit, e.g. 5s or 5m"}},

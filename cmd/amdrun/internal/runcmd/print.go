@@ -105,7 +105,7 @@ func printExplain(w io.Writer, m *topology.Model, c *selector.Choice) {
 	if c.Exact {
 		fmt.Fprintf(w, ", exact search, %d sets examined", c.Considered)
 	} else {
-		fmt.Fprintf(w, ", best found in the time budget, gap to the upper bound %.1f%%", 100*c.Gap)
+		fmt.Fprintf(w, ", best found within --search-budget, not proven: %s", gapString(c))
 	}
 	fmt.Fprintln(w, "):")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -138,6 +138,16 @@ func printExplain(w io.Writer, m *topology.Model, c *selector.Choice) {
 		fmt.Fprintf(w, "  %s: chosen %g %s vs naive %g %s (%.2fx)\n", t.Name, t.Value, t.Unit,
 			c.Naive.Score.Terms[0].Value, t.Unit, ratio)
 	}
+}
+
+// gapString says how far from proven an inexact choice is: "total within
+// 3.2% of its upper bound 1234000 MB/s".
+func gapString(c *selector.Choice) string {
+	g := jsonGapOf(c)
+	if g == nil {
+		return "no bound"
+	}
+	return fmt.Sprintf("%s within %.1f%% of its upper bound %g %s", g.Term, 100*g.Relative, g.Bound, g.Unit)
 }
 
 func ringString(m *topology.Model, ring []int) string {
@@ -210,12 +220,31 @@ type jsonPlan struct {
 	VisibleDevices string          `json:"visible_devices"`
 	Score          []jsonTerm      `json:"score"`
 	Exact          bool            `json:"exact"`
+	Gap            *jsonGap        `json:"gap,omitempty"`
 	Ring           []int           `json:"ring,omitempty"`
 	Alternatives   []jsonCandidate `json:"alternatives,omitempty"`
 	Naive          *jsonCandidate  `json:"naive,omitempty"`
 	WorldSize      int             `json:"world_size"`
 	Ranks          []jsonRank      `json:"ranks"`
 	Warnings       []string        `json:"warnings,omitempty"`
+}
+
+// jsonGap is the proven gap of an inexact choice: the first score term a
+// set the search left unsettled might beat, the most it could reach
+// there, and the chosen set's relative shortfall from that.
+type jsonGap struct {
+	Term     string  `json:"term"`
+	Bound    float64 `json:"bound"`
+	Unit     string  `json:"unit,omitempty"`
+	Relative float64 `json:"relative"`
+}
+
+func jsonGapOf(c *selector.Choice) *jsonGap {
+	if c.Exact || c.GapTerm == "" {
+		return nil
+	}
+	t, _ := c.Score.Term(c.GapTerm)
+	return &jsonGap{Term: c.GapTerm, Bound: c.Bound, Unit: t.Unit, Relative: c.Gap}
 }
 
 func printJSON(o *Options, m *topology.Model, c *selector.Choice, p *launch.Plan) error {
@@ -226,6 +255,7 @@ func printJSON(o *Options, m *topology.Model, c *selector.Choice, p *launch.Plan
 	if c != nil {
 		out.Source, out.Policy, out.Bandwidth = m.Source, c.Policy, m.Bandwidth
 		out.Devices, out.Score, out.Exact, out.Ring = c.Devices, jsonTerms(c.Score), c.Exact, c.Ring
+		out.Gap = jsonGapOf(c)
 		for _, a := range c.Alternatives {
 			out.Alternatives = append(out.Alternatives, jsonCandidate{a.Devices, jsonTerms(a.Score)})
 		}
