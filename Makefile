@@ -7,7 +7,7 @@ LDFLAGS   := -s -w -X main.version=$(VERSION)
 FUZZTIME  ?= 30s
 PKGS      := ./...
 
-.PHONY: build demo test short race darwin vet lint fmt-check fuzz bench gpu-proof slurm-e2e clean
+.PHONY: build demo test short race darwin vet lint fmt-check fuzz bench placement-report gpu-proof slurm-e2e clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/amdrun
@@ -65,6 +65,13 @@ slurm-e2e:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./internal/...
+
+# For every real topology in testdata and every k: the sets of amdrun's
+# policies against the brute-force optimum, a naive launcher, optimum-amd's
+# amdrun, go-gpuallocator and the ROCm device plugin (summary in README).
+placement-report:
+	$(GO) test -c -o bin/selector.test ./internal/selector
+	bin/selector.test -test.run '^TestPlacementReport$$' -placement-report
 
 # On a machine with NVIDIA GPUs, PyTorch and torchrun: topology, NCCL
 # all-reduce and launch time against torchrun, busy avoidance, fail-fast.
