@@ -176,22 +176,26 @@ func (b *classSearch) connectable(c0, r int, t int64) bool {
 
 // pairSumUB bounds a sum over pairs (total bandwidth, locality): the
 // decided pairs, plus for each added device its weight to the decided
-// set and half of the best it can have to the other added ones, taken
-// greedily.
+// set and half of the heaviest r-1 partners it can find among the
+// classes not yet decided, the devices taken greedily.
 func (b *classSearch) pairSumUB(s *pairSums, c, r int) int64 {
-	nc := b.nc
 	var gs [MaxCandidates]capped
 	n := 0
-	for d := c; d < nc; d++ {
-		// an added device's r-1 partners: up to size-1 of its own class
-		// at the class's weight, the rest at its best to another class
-		own, other := s.w[d*nc+d], s.bestFrom[c*nc+d]
-		k := 0
-		if own > other {
-			k = min(len(b.cls[d].members)-1, r-1)
+	for d := c; d < b.nc; d++ {
+		need := r - 1
+		var best int64
+		for _, p := range s.partners[d] {
+			if need == 0 {
+				break
+			}
+			if p.class < c {
+				continue
+			}
+			take := min(need, p.count)
+			best += int64(take) * p.w
+			need -= take
 		}
-		bd := int64(k)*own + int64(r-1-k)*other
-		gs[n] = capped{v: 2*s.toSet[d] + bd, cap: len(b.cls[d].members)}
+		gs[n] = capped{v: 2*s.toSet[d] + best, cap: len(b.cls[d].members)}
 		n++
 	}
 	return (2*s.sum + takeBest(gs[:n], r)) / 2

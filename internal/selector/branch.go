@@ -1,6 +1,7 @@
 package selector
 
 import (
+	"cmp"
 	"slices"
 	"time"
 )
@@ -53,25 +54,34 @@ type classSearch struct {
 // weight (bandwidth or locality), and each class's weight towards them.
 type pairSums struct {
 	w []int64 // nc*nc class-level weights, the diagonal inside a class
-	// bestFrom[c*nc+d]: class d's best weight to another class >= c.
-	bestFrom []int64
+	// partners[d] lists, heaviest first, the classes a member of class d
+	// can pair with (d itself when it has two or more members) and how
+	// many partners each offers.
+	partners [][]partner
 	toSet    []int64 // toSet[d]: from one member of class d to the decided members
 	sum      int64   // over the pairs of decided members
 }
 
-func newPairSums(w []int64, nc int) pairSums {
-	s := pairSums{w: w, bestFrom: make([]int64, (nc+1)*nc), toSet: make([]int64, nc)}
-	for d := 0; d < nc; d++ {
-		// best over e >= c, e != d, for c from the last class down
-		var best int64
-		for c := nc - 1; c >= 0; c-- {
-			if c != d {
-				best = max(best, w[d*nc+c])
+// partner is a class and how many of its members a device can pair with.
+type partner struct {
+	class, count int
+	w            int64
+}
+
+func newPairSums(w []int64, cls []class) pairSums {
+	nc := len(cls)
+	s := pairSums{w: w, partners: make([][]partner, nc), toSet: make([]int64, nc)}
+	for d := range cls {
+		for e := range cls {
+			count := len(cls[e].members)
+			if e == d {
+				count--
 			}
-			if c <= d {
-				s.bestFrom[c*nc+d] = best
+			if count > 0 {
+				s.partners[d] = append(s.partners[d], partner{e, count, w[d*nc+e]})
 			}
 		}
+		slices.SortStableFunc(s.partners[d], func(a, b partner) int { return cmp.Compare(b.w, a.w) })
 	}
 	return s
 }
@@ -119,7 +129,7 @@ func (p *problem) newClassSearch(cls []class, k int, deadline time.Time) *classS
 	b := &classSearch{classGraph: g, p: p, size: p.size,
 		top: &topK{k: k, e: make([]entry, 0, k)}, deadline: deadline,
 		take: make([]int, nc), numaCount: make([]int, p.nNUMA),
-		total: newPairSums(g.bw, nc), locality: newPairSums(g.loc, nc)}
+		total: newPairSums(g.bw, cls), locality: newPairSums(g.loc, cls)}
 	for c := range cls {
 		for d := range cls {
 			if c != d || len(cls[c].members) > 1 {
