@@ -2,8 +2,9 @@
 //
 // It is a pure function of a finished *topology.Model, a Request and a
 // Policy: it runs no program, reads no environment and opens no path.
-// Every answer is deterministic; ties go to the lexicographically smallest
-// set of device indices.
+// Every exact answer (Choice.Exact) is deterministic; ties go to the
+// lexicographically smallest set of device indices. An answer cut short
+// by the time budget depends on how far the search got.
 //
 // Search is exact: with up to 16 candidates it enumerates every subset;
 // beyond that it collapses interchangeable devices (identical links and
