@@ -144,8 +144,9 @@ func TestRunTSV(t *testing.T) {
 		}
 	}
 	for i, want := range map[int]string{
-		0: "GPU0\tX\tXGMI 200\tXGMI 50\tPHB 32*\tPHB 32*\tPHB 32*\tXGMI 100\tPHB 32*\t0\t0-3\tpkg0\tfree\t0\t",
-		3: "GPU3\tPHB 32*\tXGMI 50\tXGMI 200\tX\tPHB 32*\tPHB 32*\tPHB 32*\tXGMI 50\t0\t0-3\tpkg1\tbusy (2 processes)\t3\t",
+		// host paths across the NUMA nodes are SYS 16 GB/s (assumed)
+		0: "GPU0\tX\tXGMI 200\tXGMI 50\tPHB 32*\tSYS 16*\tSYS 16*\tXGMI 100\tSYS 16*\t0\t0-3\tpkg0\tfree\t0\t",
+		3: "GPU3\tPHB 32*\tXGMI 50\tXGMI 200\tX\tSYS 16*\tSYS 16*\tSYS 16*\tXGMI 50\t0\t0-3\tpkg1\tbusy (2 processes)\t3\t",
 	} {
 		if !strings.HasPrefix(lines[i+1], want) {
 			t.Errorf("row %d\n got %q\nwant prefix %q", i, lines[i+1], want)
