@@ -81,7 +81,12 @@ func newPairSums(w []int64, cls []class) pairSums {
 				s.partners[d] = append(s.partners[d], partner{e, count, w[d*nc+e]})
 			}
 		}
-		slices.SortStableFunc(s.partners[d], func(a, b partner) int { return cmp.Compare(b.w, a.w) })
+		slices.SortFunc(s.partners[d], func(a, b partner) int {
+			if c := cmp.Compare(b.w, a.w); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.class, b.class)
+		})
 	}
 	return s
 }

@@ -125,7 +125,7 @@ func TestBudgetHonoured(t *testing.T) {
 				// Generous slack: the test machine may be loaded many times
 				// over (BenchmarkDistinct has the figures); a search that
 				// ignores the budget takes seconds.
-				if took > budget+750*time.Millisecond {
+				if took > budget+2*time.Second {
 					t.Errorf("%s: %v with a %v budget", name, took, budget)
 				}
 				if !ch.Exact && (ch.GapTerm == "" || ch.Gap <= 0 || ch.Gap > 1) {
