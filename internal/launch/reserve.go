@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/amdrun/amdrun/internal/launch/lease"
@@ -14,6 +13,12 @@ import (
 
 // DefaultWaitPoll is how often a job queued for devices looks again.
 const DefaultWaitPoll = 200 * time.Millisecond
+
+// NodeLockWait bounds how long a job that does not --wait waits for the
+// node lock: another job holds it for milliseconds, so a lock held for
+// seconds is stuck or held on purpose, and the job fails naming the
+// holder instead of hanging.
+const NodeLockWait = 3 * time.Second
 
 // Reservation is what Reserve needs: the node, the request and how to
 // treat other jobs' leases. Zero values are documented per field.
@@ -27,24 +32,25 @@ type Reservation struct {
 	Leases *lease.Dir
 	// DryRun selects among the devices no one leases but takes no lease.
 	DryRun bool
-	// Wait is how long to queue when enough devices exist but other jobs
-	// hold some: 0 fails at once, < 0 waits without limit.
+	// Wait is how long to wait for devices other jobs hold and for the
+	// node lock, in all: 0 waits for nothing but NodeLockWait for the node
+	// lock, < 0 waits without limit.
 	Wait time.Duration
 	// Poll is how often a queued job looks again; 0 means DefaultWaitPoll.
 	Poll time.Duration
-	// Holder describes this job in its lease files (for ps and errors).
-	Holder lease.Holder
 	// Queued, when set, is called once with the reason when the job
 	// starts waiting.
 	Queued func(want int, why error)
 }
 
 // Reserve chooses the devices and leases them: selection runs under the
-// node-wide lock, leaving out devices other jobs lease, and the lease on
-// the chosen set is taken before the lock is released, so that two jobs
-// never get one device. With Wait it queues, first come first served,
-// until enough devices are free. The returned lease is nil with DryRun or
-// without Leases; the caller releases it when the job ends.
+// node-wide lock, leaving out devices other jobs lease (and devices whose
+// lease file cannot be used), and the lease on the chosen set is taken
+// before the lock is released, so that two jobs never get one device.
+// With Wait it queues, first come first served, until enough devices are
+// free; every wait (for the node lock too) ends at Wait. The returned
+// lease is nil with DryRun or without Leases; the caller releases it when
+// the job ends.
 //
 // When not enough devices are free the error is the selector's
 // *selector.NotEnoughError, listing what is free, leased and busy. Busy
@@ -65,7 +71,7 @@ func Reserve(ctx context.Context, r Reservation) (*selector.Choice, *lease.Lease
 		return c, nil, err
 	}
 	var choice *selector.Choice
-	choose := func(holders map[string]lease.Holder) ([]string, error) {
+	choose := func(holders map[string]lease.State) ([]string, error) {
 		c, err := selector.Select(r.Model, withHeld(r.Request, keys, holders), r.Policy)
 		var ne *selector.NotEnoughError
 		if errors.As(err, &ne) && len(ne.Held) > 0 {
@@ -82,9 +88,22 @@ func Reserve(ctx context.Context, r Reservation) (*selector.Choice, *lease.Lease
 		}
 		return chosen, nil
 	}
-	l, err := r.Leases.Claim(ctx, keys, r.Holder, choose, 0)
+	need := max(r.Request.N, 1)
+	wctx := ctx
+	if r.Wait > 0 {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, r.Wait)
+		defer cancel()
+	}
+	fctx := wctx
+	if r.Wait == 0 {
+		var cancel context.CancelFunc
+		fctx, cancel = context.WithTimeout(ctx, NodeLockWait)
+		defer cancel()
+	}
+	l, err := r.Leases.Claim(fctx, keys, need, choose, 0)
 	if err == nil || r.Wait == 0 || !errors.Is(err, lease.ErrBusy) {
-		return choice, l, unwrapBusy(err)
+		return choice, l, r.explain(ctx, err)
 	}
 	if r.Queued != nil {
 		want := r.Request.N
@@ -94,29 +113,42 @@ func Reserve(ctx context.Context, r Reservation) (*selector.Choice, *lease.Lease
 		}
 		r.Queued(want, unwrapBusy(err))
 	}
-	wctx := ctx
-	if r.Wait > 0 {
-		var cancel context.CancelFunc
-		wctx, cancel = context.WithTimeout(ctx, r.Wait)
-		defer cancel()
-	}
 	poll := r.Poll
 	if poll <= 0 {
 		poll = DefaultWaitPoll
 	}
-	l, err = r.Leases.Claim(wctx, keys, r.Holder, choose, poll)
-	if err != nil && wctx.Err() != nil && ctx.Err() == nil {
-		return nil, nil, fmt.Errorf("gave up waiting for devices after %s", r.Wait)
-	}
-	return choice, l, unwrapBusy(err)
+	l, err = r.Leases.Claim(wctx, keys, need, choose, poll)
+	return choice, l, r.explain(ctx, err)
 }
 
-// withHeld marks the devices other jobs lease in a copy of req.
-func withHeld(req selector.Request, keys []string, holders map[string]lease.Holder) selector.Request {
+// explain turns Claim's error into the one the user sees: the selector's
+// message for busy devices, and, when the wait ran out (not ctx), what it
+// waited for.
+func (r Reservation) explain(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	var le *lease.LockedError
+	switch {
+	case ctx.Err() != nil:
+		return err
+	case errors.As(err, &le) && r.Wait == 0:
+		return fmt.Errorf("%w (--wait=DURATION waits for it longer)", err)
+	case errors.As(err, &le):
+		return fmt.Errorf("gave up waiting for devices after %s: %w", r.Wait, err)
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("gave up waiting for devices after %s", r.Wait)
+	}
+	return unwrapBusy(err)
+}
+
+// withHeld marks the devices other jobs lease, and those whose lease file
+// cannot be used, in a copy of req.
+func withHeld(req selector.Request, keys []string, holders map[string]lease.State) selector.Request {
 	req.Held = map[int]string{}
 	for i, k := range keys {
-		if h, ok := holders[k]; ok {
-			req.Held[i] = DescribeHolder(h)
+		if s, ok := holders[k]; ok {
+			req.Held[i] = DescribeHolder(s)
 		}
 	}
 	return req
@@ -132,13 +164,15 @@ func unwrapBusy(err error) error {
 	return err
 }
 
-// DescribeHolder says who holds a lease in a few words, on one line:
-// errors are one line, and a holder's command may be a multi-line
-// python -c.
-func DescribeHolder(h lease.Holder) string {
-	cmd := strings.Join(strings.Fields(h.Command), " ")
-	if r := []rune(cmd); len(r) > 60 {
-		cmd = string(r[:57]) + "..."
+// DescribeHolder says in a few words, on one line, why a device cannot
+// be leased: "leased by pid 42 (alice: amdrun -n 2 train.py), started
+// 15:04:05", or "unusable lease file" when a bad file sits at its path
+// (the warning printed once names the path and its owner). Errors are one
+// line, and a holder's command may be a multi-line python -c or hold
+// terminal escapes: lease.Holder.String escapes and cuts it.
+func DescribeHolder(s lease.State) string {
+	if s.Fault != nil {
+		return "unusable lease file"
 	}
-	return fmt.Sprintf("leased by %s pid %d since %s: %s", h.User, h.PID, h.Start.Format("15:04:05"), cmd)
+	return "leased by " + s.Holder.String()
 }

@@ -1,87 +1,146 @@
 // Package lease keeps amdrun jobs that share a node from using the same
 // GPU. A lease on a device is an exclusive flock(2) on a file named after
-// the device key in a shared directory (DefaultDir). The kernel drops the
-// lock the instant its holder exits, however it exits, so there are no
-// stale leases and no clean-up step: a lease file whose lock is free is not
-// held, whatever it contains. The JSON written into a lease file is for
-// people (and for Held); it never decides who holds a device.
+// the device key in a lease directory (DefaultDir). The kernel drops the
+// lock the instant the last descriptor of its open file is closed,
+// however its holders exit, so there are no stale leases and no clean-up
+// step: a lease file whose lock is free is not held. Nothing is written
+// into lease files; who holds one comes from the kernel (the lock's pid in
+// /proc/locks, that process's uid and command line in /proc).
 //
-// Choosing devices is serialised by a node-wide lock (Dir.Lock) and jobs
-// that wait for devices are served first come, first served through a
-// ticket queue (Dir.Enqueue). Dir.Claim puts the three together.
+// How far the guarantees reach depends on who can change the directory
+// (Dir.Mode, Dir.Degraded). A root-prepared directory (Init, `amdrun
+// lease init`) belongs to root, is writable by nobody else, and holds a
+// lock file per device made once by root; jobs lock them through
+// read-only descriptors, so no user can remove or replace a lease file
+// and no job can take a device another holds. In a directory that other
+// users can write (the degraded mode) leases keep apart jobs that do not
+// attack each other, but a user who owns a lease file can delete it and
+// so take a device another job holds.
+//
+// Every path is resolved once, component by component, without following
+// symlinks a user other than root or the directory's owner could have
+// planted; every later operation works relative to the directory's
+// descriptor. A bad file at one device's lease path makes only that
+// device unavailable (State.Fault). Choosing devices is serialised by a
+// node-wide lock (Dir.Lock) whose waits end with their context, and jobs
+// waiting for devices are served first come, first served through a
+// ticket queue (Dir.Enqueue) that a stalled or fake ticket can delay by
+// at most Patience. Dir.Claim puts the three together.
 package lease
 
 import (
 	"errors"
 	"fmt"
-	"os"
 	"os/user"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // DefaultDir is the lease directory every amdrun job on a node shares
 // unless --lease-dir or AMDRUN_LEASE_DIR says otherwise.
 const DefaultDir = "/run/lock/amdrun"
 
+// Patience is how long a waiter defers to an older ticket in the queue
+// once enough devices are free for that ticket: a real waiter takes them
+// within a poll or two, so a ticket still waiting after Patience is
+// stalled or fake and is passed over.
+const Patience = 3 * time.Second
+
+// nodeLock is the name of the node-wide selection lock and queueDir
+// that of the waiting queue; FileName never gives either (a leading dot
+// is escaped, and every name ends in .lock).
+const (
+	nodeLock = ".lock"
+	queueDir = "queue"
+)
+
 // Sentinel errors; the errors this package returns wrap them.
 var (
 	// ErrBusy: a device is leased by a live process, or (from a Chooser)
 	// no acceptable set of devices is free right now.
 	ErrBusy = errors.New("device is leased by another process")
-	// ErrUnsafe: a path in the lease directory is a symlink, or is not the
-	// kind of file it must be; it is never followed nor written.
+	// ErrUnsafe: a path is a symlink that is not followed, or is not the
+	// kind of file it must be, or cannot be read; it is never followed nor
+	// written.
 	ErrUnsafe = errors.New("unsafe path")
+	// ErrLocked: the node lock stayed held by another process until the
+	// wait for it ended.
+	ErrLocked = errors.New("node lock held")
 	// ErrBadKey: a device key cannot be made into a lease file name.
 	ErrBadKey = errors.New("bad device key")
 	// ErrNotSupported: leases need Linux flock semantics.
 	ErrNotSupported = errors.New("device leases are not supported on this system")
 )
 
-// maxInfo bounds how much of a lease file Held reads.
-const maxInfo = 64 << 10
+// Mode says who can change a lease directory.
+type Mode int
 
-// Holder describes the process holding a lease. Acquire writes it as JSON
-// into each lease file; Held reads it back. A zero field is unknown.
-type Holder struct {
-	PID     int       `json:"pid"`
-	User    string    `json:"user,omitempty"`
-	UID     int       `json:"uid"`
-	Start   time.Time `json:"start"`             // when the lease was taken
-	Command string    `json:"command,omitempty"` // the holder's command line
-	Devices []string  `json:"devices,omitempty"` // every key the holder leased together
-	Host    string    `json:"host,omitempty"`
-}
+const (
+	// Shared: users other than the owner may write the directory
+	// (01777, like /tmp): the degraded mode.
+	Shared Mode = iota
+	// Owned: only the directory's owner (Dir.Owner) can create or remove
+	// lease files; other users lock the owner's files read-only. Owned by
+	// root, it is the root-prepared directory Init makes.
+	Owned
+)
 
-// CurrentHolder describes this process holding devices, starting now.
-func CurrentHolder(devices []string) Holder {
-	h := Holder{
-		PID:     os.Getpid(),
-		UID:     os.Geteuid(),
-		Start:   time.Now(),
-		Command: strings.Join(os.Args, " "),
-		Devices: append([]string(nil), devices...),
+func (m Mode) String() string {
+	if m == Owned {
+		return "owned"
 	}
-	h.User = userName(h.UID)
-	h.Host, _ = os.Hostname()
-	return h
+	return "shared"
 }
 
-// String is a one-line description for messages: "pid 42 (alice: amdrun -n 2 train.py)".
+// Options tell Open how to treat the directory.
+type Options struct {
+	// Warn receives one line per problem: the degraded mode when the
+	// directory is opened, each unusable lease file (once per Dir). Nil
+	// drops them.
+	Warn func(format string, args ...any)
+	// Create makes the directory when it is missing: mode 01777 (sticky,
+	// world-writable: the degraded mode), parents 0755. Without it a
+	// missing directory holds no lease and nothing can be leased in it.
+	Create bool
+}
+
+// Holder describes the process holding a lease, as the kernel knows it.
+// Command and User are printable: control characters are escaped and
+// long values cut (Printable). A zero field is unknown.
+type Holder struct {
+	PID  int    `json:"pid"`
+	UID  int    `json:"uid"` // -1: unknown
+	User string `json:"user,omitempty"`
+	// Start is when the holding process started (zero: unknown).
+	Start   time.Time `json:"start,omitzero"`
+	Command string    `json:"command,omitempty"`
+	// Gone: the process that took the lock has exited; descriptors it
+	// handed to the job's processes keep the lease.
+	Gone bool `json:"gone,omitempty"`
+}
+
+// String is a one-line description for messages:
+// "pid 42 (alice: amdrun -n 2 train.py), started 15:04:05".
 func (h Holder) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "pid %d", h.PID)
+	if h.PID <= 0 {
+		b.WriteString("an unknown process")
+	} else {
+		fmt.Fprintf(&b, "pid %d", h.PID)
+	}
 	who := h.User
-	if who == "" && (h.UID != 0 || h.PID != 0) {
+	if who == "" && h.UID >= 0 && h.PID > 0 && !h.Gone {
 		who = "uid " + strconv.Itoa(h.UID)
 	}
-	cmd := h.Command
-	if len(cmd) > 80 {
-		cmd = cmd[:77] + "..."
-	}
+	cmd := Printable(strings.Join(strings.Fields(h.Command), " "), 60)
 	switch {
+	case h.Gone:
+		b.WriteString(" (exited; the job's processes keep the lease)")
 	case who != "" && cmd != "":
 		fmt.Fprintf(&b, " (%s: %s)", who, cmd)
 	case who != "":
@@ -89,47 +148,71 @@ func (h Holder) String() string {
 	case cmd != "":
 		fmt.Fprintf(&b, " (%s)", cmd)
 	}
-	if h.Host != "" {
-		if hn, _ := os.Hostname(); hn != h.Host {
-			fmt.Fprintf(&b, " on %s", h.Host)
-		}
+	if !h.Start.IsZero() {
+		b.WriteString(", started " + h.Start.Format("15:04:05"))
 	}
 	return b.String()
 }
 
-func userName(uid int) string {
-	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
-		return u.Username
-	}
-	return ""
-}
-
-// Dir is an open lease directory. Its methods are safe for concurrent use;
-// the locks they take belong to the open file, so two leases taken through
-// one Dir in one process still exclude each other.
+// Dir is an open lease directory. Its methods are safe for concurrent
+// use; the locks they take belong to open files, so two leases taken
+// through one Dir in one process still exclude each other.
 type Dir struct {
-	path string
-	warn func(string, ...any)
-	euid int
+	path     string
+	fd       int // the directory, O_RDONLY; -1: it does not exist (Open without Create)
+	dev, ino uint64
+	mode     Mode
+	owner    int
+	euid     int
+	degraded string
+	warn     func(string, ...any)
+
+	mu     sync.Mutex
+	warned map[string]bool
 }
 
-// Path returns the directory's path.
+// Path returns the directory's path as given to Open, cleaned.
 func (d *Dir) Path() string { return d.path }
 
-func (d *Dir) warnf(format string, args ...any) {
-	if d.warn != nil {
+// Mode says who can change the directory.
+func (d *Dir) Mode() Mode { return d.mode }
+
+// Owner is the uid that owns the directory (-1 when it does not exist).
+func (d *Dir) Owner() int { return d.owner }
+
+// Degraded says, in one line, which guarantee does not hold for this
+// process's jobs in this directory and why; "" when no other user can
+// take a device this process leases here (a root-prepared directory, or
+// one only this user can change, reached through directories only root
+// or its owner can change).
+func (d *Dir) Degraded() string { return d.degraded }
+
+// warnOnce passes a warning on, once per key per Dir: a --wait loop asks
+// Held many times.
+func (d *Dir) warnOnce(key, format string, args ...any) {
+	if d.warn == nil {
+		return
+	}
+	d.mu.Lock()
+	if d.warned == nil {
+		d.warned = map[string]bool{}
+	}
+	seen := d.warned[key]
+	d.warned[key] = true
+	d.mu.Unlock()
+	if !seen {
 		d.warn(format, args...)
 	}
 }
 
 // Lease is a set of devices held by this process until Release (or until
-// the process exits). Keep it reachable for the life of the job.
+// every descriptor of its lock files is closed, at the latest when the
+// process and the children it handed them to exit).
 type Lease struct {
 	dir  *Dir
 	keys []string
 	mu   sync.Mutex
 	fds  []int
-	own  []bool // whether we wrote the holder info into fds[i]
 }
 
 // Keys returns the leased device keys, in the order given to Acquire.
@@ -139,15 +222,76 @@ func (l *Lease) Keys() []string { return append([]string(nil), l.keys...) }
 // jobs waiting for devices. It stays in the queue until Done or until the
 // process exits.
 type Ticket struct {
-	dir  *Dir
-	name string
+	dir         *Dir
+	name        string
+	need, total int
+	// patience is Patience; tests shorten it.
+	patience time.Duration
+
 	mu   sync.Mutex
-	fd   int
+	qfd  int // the queue directory
+	fd   int // the ticket, locked; -1 after Done
+	able map[string]time.Time
 }
 
 // Name returns the ticket's file name in DIR/queue; names sort in
 // arrival order.
 func (t *Ticket) Name() string { return t.name }
+
+// State is what Held reports for a device that cannot be leased now.
+type State struct {
+	// Holder is the process holding the lease; meaningful when Fault is
+	// nil.
+	Holder Holder `json:"holder"`
+	// Fault, when set, says why the device's lease file cannot be used (a
+	// symlink, FIFO, directory or unreadable file planted at its path, or
+	// a lock file the directory's owner has not made). It wraps ErrUnsafe
+	// or fs.ErrNotExist; the device cannot be leased until it is fixed.
+	Fault error `json:"-"`
+}
+
+// String describes why the device cannot be leased, in a few words.
+func (s State) String() string {
+	if s.Fault != nil {
+		return "unusable: " + s.Fault.Error()
+	}
+	return "leased by " + s.Holder.String()
+}
+
+// InitReport says what Init did.
+type InitReport struct {
+	// Path is the lease directory.
+	Path string
+	// MovedAside is where an unsafe file or directory found at Path was
+	// moved; "" when there was none.
+	MovedAside string
+	// Made lists the lock files created (".lock" is the node lock); Kept
+	// counts those that were already there.
+	Made []string
+	Kept int
+}
+
+// LockedError says that the node lock stayed held by another process
+// until the wait for it ended. It wraps ErrLocked and the context's error.
+type LockedError struct {
+	Path   string
+	Holder Holder
+	Waited time.Duration
+	Err    error
+}
+
+func (e *LockedError) Error() string {
+	return fmt.Sprintf("lease: the node lock %s stayed held by %s for all of %s", e.Path, e.Holder, e.Waited.Round(100*time.Millisecond))
+}
+
+// Unwrap returns ErrLocked and the context's error.
+func (e *LockedError) Unwrap() []error { return []error{ErrLocked, e.Err} }
+
+// Chooser picks the device keys to lease, given the ones that cannot be
+// leased now (as Held returns them). When no acceptable set is free it
+// returns an error wrapping ErrBusy, and Claim waits or fails; any other
+// error stops Claim.
+type Chooser func(held map[string]State) ([]string, error)
 
 // FileName returns the lease file name for a device key: bytes other than
 // ASCII letters, digits, '-', '_', ':' and '.' are written %XX, as is a
@@ -246,7 +390,94 @@ func checkKeys(keys []string) ([]string, error) {
 	return names, nil
 }
 
-// Chooser picks the device keys to lease, given the ones held now (as
-// Held returns them). When no acceptable set is free it returns an error
-// wrapping ErrBusy, and Claim waits or fails; any other error stops Claim.
-type Chooser func(held map[string]Holder) ([]string, error)
+// Printable makes s safe to print on a terminal, on one line, in at most
+// max runes (max <= 0: no limit): control characters (C0, DEL, C1), the
+// bidirectional overrides that reorder what a terminal shows, and bytes
+// that are not UTF-8 are written as Go escapes (\x1b, \u202e), and a
+// longer result is cut with "...". Whatever another user puts in its
+// command line reaches people only through it.
+func Printable(s string, max int) string {
+	var pieces []string
+	n := 0
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		var piece string
+		switch {
+		case r == utf8.RuneError && size == 1:
+			piece = fmt.Sprintf(`\x%02x`, s[i])
+		case r < 0x80 && unicode.IsControl(r):
+			piece = fmt.Sprintf(`\x%02x`, r)
+		case unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) || r == '\u2028' || r == '\u2029':
+			piece = fmt.Sprintf(`\u%04x`, r)
+		default:
+			piece = s[i : i+size]
+		}
+		pieces = append(pieces, piece)
+		n += utf8.RuneCountInString(piece)
+		i += size
+	}
+	if max <= 0 || n <= max {
+		return strings.Join(pieces, "")
+	}
+	// Cut between pieces, so that an escape is never left half written.
+	var b strings.Builder
+	room := max - 3
+	for _, p := range pieces {
+		c := utf8.RuneCountInString(p)
+		if c > room {
+			break
+		}
+		b.WriteString(p)
+		room -= c
+	}
+	b.WriteString("...")
+	return b.String()
+}
+
+// userName is the login name of uid, printable, or "" when unknown.
+func userName(uid int) string {
+	if uid < 0 {
+		return ""
+	}
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+		return Printable(u.Username, 32)
+	}
+	return ""
+}
+
+// ownerName says who uid is: "alice (uid 1001)" or "uid 1001".
+func ownerName(uid int) string {
+	if n := userName(uid); n != "" {
+		return fmt.Sprintf("%s (uid %d)", n, uid)
+	}
+	return "uid " + strconv.Itoa(uid)
+}
+
+// TmpfilesLines returns systemd-tmpfiles.d(5) lines that make path a
+// root-prepared lease directory for keys at boot, as Init would (without
+// Init's checks of what is there: at boot /run is empty).
+func TmpfilesLines(path string, keys []string) ([]string, error) {
+	names, err := checkKeys(keys)
+	if err != nil {
+		return nil, err
+	}
+	if !filepath.IsAbs(path) {
+		return nil, fmt.Errorf("lease: tmpfiles.d needs an absolute path, not %q", path)
+	}
+	path = filepath.Clean(path)
+	if strings.ContainsFunc(path, func(r rune) bool { return r <= ' ' || r == '"' || r == '\'' || r == '\\' || r == 0x7f }) {
+		return nil, errors.New("lease: tmpfiles.d lines cannot name a path with spaces, quotes, backslashes or control characters")
+	}
+	// '%' starts a specifier in tmpfiles.d: FileName writes it for
+	// escaped bytes, so it is doubled.
+	esc := func(p string) string { return strings.ReplaceAll(p, "%", "%%") }
+	lines := []string{
+		fmt.Sprintf("d %s 0755 root root -", esc(path)),
+		fmt.Sprintf("f %s 0644 root root -", esc(filepath.Join(path, nodeLock))),
+		fmt.Sprintf("d %s 1777 root root -", esc(filepath.Join(path, queueDir))),
+	}
+	for _, n := range names {
+		lines = append(lines, fmt.Sprintf("f %s 0644 root root -", esc(filepath.Join(path, n))))
+	}
+	return lines, nil
+}

@@ -1,17 +1,12 @@
 package lease
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -19,135 +14,393 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Open opens the lease directory at path, creating it (and its parents)
-// when missing with mode 01777 (sticky and world-writable, like /tmp) so
-// that every user of the node shares it. It refuses a path that is a
-// symlink or not a directory, or a directory this process cannot write;
-// it warns (through warn, which may be nil) when the directory is
-// world-writable but not sticky, since then any user can delete another's
-// lease files.
-func Open(path string, warn func(string, ...any)) (*Dir, error) {
-	return openDir(path, fs.ModeSticky|0o777, false, warn)
-}
-
-// OpenDefault is Open with fall-backs for when path cannot be used (no
-// /run/lock, a read-only file system): it warns and tries
-// $XDG_RUNTIME_DIR/amdrun, then os.TempDir()/amdrun-<euid>. Those are
-// private to this user (mode 0700, and they must be owned by this user),
-// so jobs of other users will not see the leases taken there; the warning
-// says so. It returns the first error when nothing works.
-func OpenDefault(path string, warn func(string, ...any)) (*Dir, error) {
-	d, err := Open(path, warn)
-	if err == nil {
-		return d, nil
-	}
-	var alts []string
-	if x := os.Getenv("XDG_RUNTIME_DIR"); x != "" && filepath.IsAbs(x) {
-		alts = append(alts, filepath.Join(x, "amdrun"))
-	}
-	alts = append(alts, filepath.Join(os.TempDir(), "amdrun-"+strconv.Itoa(os.Geteuid())))
-	for _, alt := range alts {
-		d, aerr := openDir(alt, 0o700, true, warn)
-		if aerr == nil {
-			if warn != nil {
-				warn("%v; using %s instead: jobs of other users will not see these leases", err, alt)
-			}
-			return d, nil
-		}
-		if warn != nil {
-			warn("%v", aerr)
-		}
-	}
-	return nil, err
-}
-
-func openDir(path string, mode os.FileMode, mustOwn bool, warn func(string, ...any)) (*Dir, error) {
+// Open opens the lease directory at path (relative paths are taken from
+// the working directory). It resolves the path once, a component at a
+// time, each opened relative to the one before with O_NOFOLLOW: a symlink
+// on the way is followed only where it sits in a directory that nobody
+// but root and this user can change, and the lease directory itself must
+// not be a symlink. Everything after works relative to the descriptor of
+// the directory it found, so swapping a component for a symlink later
+// cannot send a lease file elsewhere.
+//
+// With o.Create a missing directory is made (01777; parents 0755). The
+// mode (Owned or Shared) and what this process cannot rely on
+// (Degraded, warned once through o.Warn) come from the directory's owner
+// and permissions and from who can change the directories above it.
+func Open(path string, o Options) (*Dir, error) {
 	if path == "" {
 		return nil, fmt.Errorf("lease: empty lease directory path")
 	}
-	path = filepath.Clean(path)
-	fi, err := os.Lstat(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		if perr := os.MkdirAll(filepath.Dir(path), 0o755); perr != nil {
-			return nil, fmt.Errorf("lease: cannot create lease directory: %w", perr)
-		}
-		err = os.Mkdir(path, mode.Perm())
-		if err == nil {
-			// Mkdir's mode went through the umask and cannot set the sticky bit.
-			if cerr := os.Chmod(path, mode); cerr != nil {
-				return nil, fmt.Errorf("lease: %w", cerr)
-			}
-		} else if !errors.Is(err, fs.ErrExist) { // another job may have just made it
-			return nil, fmt.Errorf("lease: cannot create lease directory: %w", err)
-		}
-		fi, err = os.Lstat(path)
+	clean := filepath.Clean(path)
+	euid := os.Geteuid()
+	w, err := walk(clean, o.Create, 0o777)
+	if errors.Is(err, fs.ErrNotExist) && !o.Create {
+		return &Dir{path: clean, fd: -1, owner: -1, euid: euid, warn: o.Warn}, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("lease: %w", err)
+		return nil, err
 	}
-	if fi.Mode()&fs.ModeSymlink != 0 {
-		return nil, fmt.Errorf("lease: %s: %w: lease directory is a symlink", path, ErrUnsafe)
+	if w.created && int(w.st.Uid) == euid {
+		// Mkdir's mode went through the umask and cannot set the sticky bit.
+		if err := unix.Fchmod(w.fd, 0o1777); err != nil {
+			w.close()
+			return nil, fmt.Errorf("lease: %w", &fs.PathError{Op: "chmod", Path: clean, Err: err})
+		}
+		_ = unix.Fstat(w.fd, &w.st)
 	}
-	if !fi.IsDir() {
-		return nil, fmt.Errorf("lease: %s: %w: lease directory is not a directory", path, ErrUnsafe)
+	d := &Dir{
+		path: clean, fd: w.fd, dev: w.st.Dev, ino: w.st.Ino,
+		owner: int(w.st.Uid), euid: euid, warn: o.Warn,
 	}
-	var st unix.Stat_t
-	if err := unix.Lstat(path, &st); err != nil {
-		return nil, fmt.Errorf("lease: %w", &fs.PathError{Op: "lstat", Path: path, Err: err})
+	unix.Close(w.parent)
+	perm := w.st.Mode & 0o7777
+	switch {
+	case perm&0o022 != 0:
+		d.mode = Shared
+		d.degraded = fmt.Sprintf("lease directory %s is not root-prepared (degraded mode: writable by other users, owner %s): another user can take a device a job holds; ask root to run 'amdrun lease init'",
+			clean, ownerName(d.owner))
+		if perm&0o002 != 0 && perm&unix.S_ISVTX == 0 {
+			d.degraded += fmt.Sprintf(" (and chmod 1777 %s: without the sticky bit any user can delete any lease file)", clean)
+		}
+	default:
+		d.mode = Owned
+		switch {
+		case d.owner != 0 && d.owner != euid:
+			d.degraded = fmt.Sprintf("lease directory %s belongs to %s, who can take devices other users' jobs hold there; ask root to run 'amdrun lease init'",
+				clean, ownerName(d.owner))
+		case w.unsafeAt != "":
+			d.degraded = fmt.Sprintf("the way to lease directory %s can be changed by %s (%s): another user can swap it; use a directory whose parents only root can change",
+				clean, ownerName(w.unsafeBy), w.unsafeAt)
+		}
 	}
-	euid := os.Geteuid()
-	if mustOwn && int(st.Uid) != euid {
-		return nil, fmt.Errorf("lease: %s: %w: private lease directory is owned by uid %d, not %d", path, ErrUnsafe, st.Uid, euid)
-	}
-	if err := unix.Access(path, unix.W_OK|unix.X_OK); err != nil {
-		return nil, fmt.Errorf("lease: %s: cannot write lease directory: %w", path, err)
-	}
-	d := &Dir{path: path, warn: warn, euid: euid}
-	if fi.Mode().Perm()&0o002 != 0 && fi.Mode()&fs.ModeSticky == 0 {
-		d.warnf("lease: %s is world-writable but not sticky: any user can delete lease files (chmod 1777 it)", path)
+	if d.degraded != "" && d.warn != nil {
+		d.warn("%s", d.degraded)
 	}
 	return d, nil
 }
 
-// openFile opens path without following a symlink, without blocking (a
-// FIFO planted there) and without handing the fd to children. It creates
-// the file (0644) when create is set, and falls back to a plain open and
-// then a read-only one when permissions refuse: flock works on a
-// read-only fd. It fails, wrapping ErrUnsafe, unless path is a regular
-// file. writable reports an fd opened for writing.
-func openFile(path string, create bool) (fd int, writable bool, st unix.Stat_t, err error) {
-	const base = unix.O_NOFOLLOW | unix.O_CLOEXEC | unix.O_NONBLOCK | unix.O_NOCTTY
-	flags := []int{unix.O_RDWR, unix.O_RDONLY}
-	if create {
-		// O_CREAT on another user's file in a sticky directory is refused
-		// by fs.protected_regular, hence the retry without it.
-		flags = []int{unix.O_RDWR | unix.O_CREAT, unix.O_RDWR, unix.O_RDONLY}
+// Close closes the directory's descriptor. Leases and tickets taken
+// through it stay valid.
+func (d *Dir) Close() error {
+	if d.fd < 0 {
+		return nil
 	}
-	for _, f := range flags {
-		fd, err = unix.Open(path, base|f, 0o644)
-		if err == nil {
-			writable = f&unix.O_RDWR != 0
-			break
-		}
-		if err != unix.EACCES && err != unix.EPERM {
-			break
-		}
-	}
+	err := unix.Close(d.fd)
+	d.fd = -1
+	return err
+}
+
+// mayCreate reports whether this process may make a missing lease file:
+// in a shared directory anyone may; in an owned one only its owner and
+// root (another user's job would find its own file replaced).
+func (d *Dir) mayCreate() bool {
+	return d.mode == Shared || d.euid == 0 || d.euid == d.owner
+}
+
+// walked is the end of a path walk.
+type walked struct {
+	fd      int // the directory, O_RDONLY|O_DIRECTORY
+	parent  int // its parent, O_PATH
+	st      unix.Stat_t
+	created bool
+	// unsafeAt names a directory on the way that a user other than root
+	// and the final directory's owner can change (unsafeBy); "" if none.
+	unsafeAt string
+	unsafeBy int
+}
+
+func (w *walked) close() {
+	unix.Close(w.fd)
+	unix.Close(w.parent)
+}
+
+// step is one directory on the way down.
+type step struct {
+	fd   int // O_PATH
+	st   unix.Stat_t
+	path string
+}
+
+// maxSymlinks bounds the symlinks one walk follows, as the kernel's 40.
+const maxSymlinks = 40
+
+// walk opens the directory at path (absolute, or relative to the working
+// directory), one component at a time with O_NOFOLLOW. A symlink on the
+// way is followed only when the directory holding it is changeable by
+// nobody but root and this user (safeLinkDir); the last component is
+// never one. With create, missing directories are made: the last with
+// mode leafPerm, the others 0755. A missing component without create
+// gives an error wrapping fs.ErrNotExist; a symlink or non-directory that
+// is refused, one wrapping ErrUnsafe.
+func walk(path string, create bool, leafPerm uint32) (*walked, error) {
+	abs, err := filepath.Abs(path)
 	if err != nil {
-		if err == unix.ELOOP {
-			return -1, false, st, fmt.Errorf("lease: %s: %w: is a symlink", path, ErrUnsafe)
+		return nil, fmt.Errorf("lease: %w", err)
+	}
+	parts := splitPath(abs)
+	if len(parts) == 0 {
+		return nil, fmt.Errorf("lease: %w: / cannot be a lease directory", ErrUnsafe)
+	}
+	rootFD, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("lease: %w", &fs.PathError{Op: "open", Path: "/", Err: err})
+	}
+	root := step{fd: rootFD, path: "/"}
+	if err := unix.Fstat(rootFD, &root.st); err != nil {
+		unix.Close(rootFD)
+		return nil, fmt.Errorf("lease: %w", &fs.PathError{Op: "stat", Path: "/", Err: err})
+	}
+	stack := []step{root}
+	closeAll := func() {
+		for _, s := range stack {
+			unix.Close(s.fd)
 		}
-		return -1, false, st, fmt.Errorf("lease: %w", &fs.PathError{Op: "open", Path: path, Err: err})
 	}
-	if err = unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
-		return -1, false, st, fmt.Errorf("lease: %w", &fs.PathError{Op: "fstat", Path: path, Err: err})
+	created, links := false, 0
+	for len(parts) > 0 {
+		name := parts[0]
+		parts = parts[1:]
+		last := len(parts) == 0
+		top := stack[len(stack)-1]
+		if name == ".." {
+			if len(stack) > 1 {
+				unix.Close(top.fd)
+				stack = stack[:len(stack)-1]
+			}
+			continue
+		}
+		p := filepath.Join(top.path, name)
+		const flags = unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+		fd, err := unix.Openat(top.fd, name, flags, 0)
+		if err == unix.ENOENT && create {
+			perm := uint32(0o755)
+			if last {
+				perm = leafPerm
+			}
+			merr := unix.Mkdirat(top.fd, name, perm)
+			if merr != nil && merr != unix.EEXIST { // another job may have just made it
+				closeAll()
+				return nil, fmt.Errorf("lease: cannot create lease directory: %w", &fs.PathError{Op: "mkdir", Path: p, Err: merr})
+			}
+			created = created || (merr == nil && last)
+			fd, err = unix.Openat(top.fd, name, flags, 0)
+		}
+		if err == unix.ENOTDIR || err == unix.ELOOP {
+			var lst unix.Stat_t
+			if unix.Fstatat(top.fd, name, &lst, unix.AT_SYMLINK_NOFOLLOW) == nil && lst.Mode&unix.S_IFMT == unix.S_IFLNK {
+				if last {
+					closeAll()
+					return nil, fmt.Errorf("lease: %s: %w: lease directory is a symlink (owned by %s)", p, ErrUnsafe, ownerName(int(lst.Uid)))
+				}
+				if !safeLinkDir(&top.st, &lst) {
+					closeAll()
+					return nil, fmt.Errorf("lease: %s: %w: a symlink in %s, which %s can change: not followed",
+						p, ErrUnsafe, top.path, ownerName(int(top.st.Uid)))
+				}
+				if links++; links > maxSymlinks {
+					closeAll()
+					return nil, fmt.Errorf("lease: %w", &fs.PathError{Op: "open", Path: abs, Err: unix.ELOOP})
+				}
+				target, rerr := readlinkat(top.fd, name)
+				if rerr != nil {
+					closeAll()
+					return nil, fmt.Errorf("lease: %w", &fs.PathError{Op: "readlink", Path: p, Err: rerr})
+				}
+				parts = append(splitPath(target), parts...)
+				if strings.HasPrefix(target, "/") {
+					for _, s := range stack[1:] {
+						unix.Close(s.fd)
+					}
+					stack = stack[:1]
+				}
+				continue
+			}
+			closeAll()
+			return nil, fmt.Errorf("lease: %s: %w: not a directory", p, ErrUnsafe)
+		}
+		if err != nil {
+			closeAll()
+			if err == unix.ENOENT {
+				return nil, fmt.Errorf("lease: %w", &fs.PathError{Op: "open", Path: p, Err: fs.ErrNotExist})
+			}
+			return nil, fmt.Errorf("lease: %w", &fs.PathError{Op: "open", Path: p, Err: err})
+		}
+		s := step{fd: fd, path: p}
+		if err := unix.Fstat(fd, &s.st); err != nil {
+			unix.Close(fd)
+			closeAll()
+			return nil, fmt.Errorf("lease: %w", &fs.PathError{Op: "stat", Path: p, Err: err})
+		}
+		stack = append(stack, s)
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		unix.Close(fd)
-		return -1, false, st, fmt.Errorf("lease: %s: %w: not a regular file", path, ErrUnsafe)
+	if len(stack) < 2 {
+		closeAll()
+		return nil, fmt.Errorf("lease: %w: / cannot be a lease directory", ErrUnsafe)
 	}
-	return fd, writable, st, nil
+	final := stack[len(stack)-1]
+	// O_PATH cannot list the directory: open it for reading, through the
+	// descriptor, not the path.
+	fd, err := unix.Openat(final.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		closeAll()
+		return nil, fmt.Errorf("lease: %w", &fs.PathError{Op: "open", Path: final.path, Err: err})
+	}
+	w := &walked{fd: fd, st: final.st, created: created}
+	owner := final.st.Uid
+	for _, s := range stack[:len(stack)-1] {
+		if !steady(&s.st, owner) && w.unsafeAt == "" {
+			w.unsafeAt, w.unsafeBy = s.path, int(s.st.Uid)
+		}
+	}
+	w.parent = stack[len(stack)-2].fd
+	for _, s := range stack {
+		if s.fd != w.parent {
+			unix.Close(s.fd)
+		}
+	}
+	return w, nil
+}
+
+// steady reports whether only root and owner can rename or replace the
+// entries of the directory st: it belongs to one of them and is not
+// writable by others, or is sticky (like /tmp), where users may remove
+// only their own entries.
+func steady(st *unix.Stat_t, owner uint32) bool {
+	if st.Uid != 0 && st.Uid != owner {
+		return false
+	}
+	return st.Mode&0o022 == 0 || st.Mode&unix.S_ISVTX != 0
+}
+
+// safeLinkDir reports whether a symlink (link) in the directory dir may be
+// followed: only root and this user can have put it there.
+func safeLinkDir(dir, link *unix.Stat_t) bool {
+	me := uint32(os.Geteuid())
+	if dir.Uid != 0 && dir.Uid != me {
+		return false
+	}
+	if dir.Mode&0o022 == 0 {
+		return true
+	}
+	return dir.Mode&unix.S_ISVTX != 0 && (link.Uid == 0 || link.Uid == me)
+}
+
+func splitPath(p string) []string {
+	var out []string
+	for _, s := range strings.Split(p, "/") {
+		if s != "" && s != "." {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func readlinkat(dirfd int, name string) (string, error) {
+	for size := 256; size <= 1<<16; size *= 2 {
+		buf := make([]byte, size)
+		n, err := unix.Readlinkat(dirfd, name, buf)
+		if err != nil {
+			return "", err
+		}
+		if n < size {
+			return string(buf[:n]), nil
+		}
+	}
+	return "", unix.ENAMETOOLONG
+}
+
+// fileKind names a file type that cannot be a lease file; "" for a
+// regular file.
+func fileKind(mode uint32) string {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return ""
+	case unix.S_IFLNK:
+		return "a symlink"
+	case unix.S_IFIFO:
+		return "a FIFO"
+	case unix.S_IFDIR:
+		return "a directory"
+	case unix.S_IFSOCK:
+		return "a socket"
+	case unix.S_IFCHR, unix.S_IFBLK:
+		return "a device node"
+	}
+	return "not a regular file"
+}
+
+// lockFile opens DIR/name for locking: read-only (flock works on any
+// descriptor, so a root-made 0644 file serves every user), without
+// following a symlink, without blocking on a FIFO, and only when it is a
+// regular file with one link. A missing one is made (0644, whatever the
+// umask, so other users' jobs can lock it too) when create is set, else
+// the error wraps fs.ErrNotExist. Anything else at that path gives an
+// error wrapping ErrUnsafe that names the path, what it is and its owner.
+func (d *Dir) lockFile(name string, create bool) (int, unix.Stat_t, error) {
+	path := filepath.Join(d.path, name)
+	var st unix.Stat_t
+	if d.fd < 0 {
+		return -1, st, fmt.Errorf("lease: %w", &fs.PathError{Op: "open", Path: d.path, Err: fs.ErrNotExist})
+	}
+	for range 5 {
+		err := unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+		if err == unix.ENOENT {
+			if !create {
+				return -1, st, fmt.Errorf("lease: %w", &fs.PathError{Op: "open", Path: path, Err: fs.ErrNotExist})
+			}
+			fd, err := unix.Openat(d.fd, name, unix.O_RDONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NOCTTY, 0o644)
+			if err == unix.EEXIST {
+				continue
+			}
+			if err != nil {
+				return -1, st, fmt.Errorf("lease: %w: cannot create %s: %w", ErrUnsafe, path, err)
+			}
+			_ = unix.Fchmod(fd, 0o644)
+			if err := unix.Fstat(fd, &st); err != nil {
+				unix.Close(fd)
+				return -1, st, fmt.Errorf("lease: %w", &fs.PathError{Op: "stat", Path: path, Err: err})
+			}
+			return fd, st, nil
+		}
+		if err != nil {
+			return -1, st, fmt.Errorf("lease: %w", &fs.PathError{Op: "stat", Path: path, Err: err})
+		}
+		if kind := fileKind(st.Mode); kind != "" {
+			return -1, st, fmt.Errorf("lease: %s: %w: %s owned by %s", path, ErrUnsafe, kind, ownerName(int(st.Uid)))
+		}
+		if st.Nlink != 1 {
+			return -1, st, fmt.Errorf("lease: %s: %w: a file with %d links owned by %s", path, ErrUnsafe, st.Nlink, ownerName(int(st.Uid)))
+		}
+		fd, err := unix.Openat(d.fd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+		if err == unix.ENOENT || err == unix.ELOOP {
+			continue // replaced between the look and the open
+		}
+		if err == unix.EACCES {
+			return -1, st, fmt.Errorf("lease: %s: %w: cannot be read (mode %04o, owned by %s)", path, ErrUnsafe, st.Mode&0o7777, ownerName(int(st.Uid)))
+		}
+		if err != nil {
+			return -1, st, fmt.Errorf("lease: %w", &fs.PathError{Op: "open", Path: path, Err: err})
+		}
+		var fst unix.Stat_t
+		if err := unix.Fstat(fd, &fst); err != nil || fst.Dev != st.Dev || fst.Ino != st.Ino {
+			unix.Close(fd)
+			continue
+		}
+		return fd, fst, nil
+	}
+	return -1, st, fmt.Errorf("lease: %s: %w: keeps being replaced", path, ErrUnsafe)
+}
+
+// stillNamed reports whether name in the directory still is the file open
+// as st: the owner of a lease file (or of a shared directory) may unlink
+// it between our open and our lock, and a lock on an unlinked file
+// protects nothing.
+func (d *Dir) stillNamed(name string, st *unix.Stat_t) bool {
+	var now unix.Stat_t
+	if err := unix.Fstatat(d.fd, name, &now, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return false
+	}
+	return now.Dev == st.Dev && now.Ino == st.Ino
 }
 
 // flockNB takes how|LOCK_NB, retrying EINTR. It reports false when
@@ -167,54 +420,63 @@ func flockNB(fd, how int) (bool, error) {
 	}
 }
 
-// samePath reports whether path still names the file open as st: the
-// owner of a file may unlink it between our open and our lock, and a lock
-// on an unlinked file protects nothing.
-func samePath(path string, st *unix.Stat_t) bool {
-	var now unix.Stat_t
-	if err := unix.Lstat(path, &now); err != nil {
-		return false
-	}
-	return now.Dev == st.Dev && now.Ino == st.Ino
-}
+// probeRetries is how many more times a lock found taken is tried, a
+// millisecond apart, before it counts as held: Held in other processes
+// takes each lock for a few microseconds to see whether it is free.
+const probeRetries = 3
 
-// lockPath opens (creating) path and takes an exclusive lock, without
-// waiting. ok is false when another process holds it.
-func lockPath(path string) (fd int, writable bool, st unix.Stat_t, ok bool, err error) {
+// lockName opens (creating when create) DIR/name and takes an exclusive
+// lock on it without waiting. ok is false when another process holds it.
+func (d *Dir) lockName(name string, create bool) (fd int, ok bool, err error) {
 	for range 5 {
-		fd, writable, st, err = openFile(path, true)
+		fd, st, err := d.lockFile(name, create)
 		if err != nil {
-			return -1, false, st, false, err
+			return -1, false, err
 		}
-		ok, err = flockNB(fd, unix.LOCK_EX)
+		got := false
+		for try := 0; ; try++ {
+			got, err = flockNB(fd, unix.LOCK_EX)
+			if err != nil || got || try == probeRetries {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
 		if err != nil {
 			unix.Close(fd)
-			return -1, false, st, false, fmt.Errorf("lease: flock %s: %w", path, err)
+			return -1, false, fmt.Errorf("lease: flock %s: %w", filepath.Join(d.path, name), err)
 		}
-		if !ok {
+		if !got {
 			unix.Close(fd)
-			return -1, false, st, false, nil
+			return -1, false, nil
 		}
-		if samePath(path, &st) {
-			return fd, writable, st, true, nil
+		if d.stillNamed(name, &st) {
+			return fd, true, nil
 		}
 		unix.Close(fd) // replaced under us: lock the new file
 	}
-	return -1, false, st, false, fmt.Errorf("lease: %s keeps being replaced", path)
+	return -1, false, fmt.Errorf("lease: %s: %w: keeps being replaced", filepath.Join(d.path, name), ErrUnsafe)
 }
 
 // Lock takes the node-wide selection lock (DIR/.lock), waiting until it
-// is free or ctx is done (then it returns an error wrapping ctx.Err()).
-// Hold it only while choosing and acquiring devices: call unlock (safe
-// to call twice) right after Acquire.
+// is free or ctx is done; then it returns a *LockedError naming the
+// holder. Hold it only while choosing and acquiring devices: call unlock
+// (safe to call twice) right after Acquire. The lock only spares jobs
+// that choose at once a wasted attempt (the device locks alone keep
+// devices apart), so when DIR/.lock cannot be used (a bad file there, or
+// a root-prepared directory without one) Lock warns once and returns an
+// unlock that does nothing.
 func (d *Dir) Lock(ctx context.Context) (unlock func(), err error) {
-	path := filepath.Join(d.path, ".lock")
+	if d.fd < 0 {
+		return nil, fmt.Errorf("lease: lease directory %s does not exist", d.path)
+	}
+	start := time.Now()
 	// flock(2) cannot be interrupted by ctx, so poll with a short backoff.
 	wait := time.Millisecond
 	for {
-		fd, _, _, ok, err := lockPath(path)
+		fd, ok, err := d.lockName(nodeLock, d.mayCreate())
 		if err != nil {
-			return nil, err
+			d.warnOnce(nodeLock, "%v; choosing devices without the node lock (jobs still never share a device)", err)
+			return func() {}, nil
 		}
 		if ok {
 			var once sync.Once
@@ -224,150 +486,107 @@ func (d *Dir) Lock(ctx context.Context) (unlock func(), err error) {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, fmt.Errorf("lease: waiting for the node lock %s: %w", path, ctx.Err())
+			return nil, &LockedError{Path: filepath.Join(d.path, nodeLock), Holder: d.holderOf(nodeLock), Waited: time.Since(start), Err: ctx.Err()}
 		case <-t.C:
 		}
 		wait = min(2*wait, 20*time.Millisecond)
 	}
 }
 
-// Held reports which of keys are leased by a live process now, with what
-// their lease files say about the holder. A lease file whose lock is free
-// is not held, whatever its content. When the content is missing or
-// stale (another user's file, which the holder could not write), the
-// Holder comes from the kernel's lock table and /proc instead. A key that
-// is held may be taken by nobody else; Held itself takes no lasting lock.
-func (d *Dir) Held(keys []string) (map[string]Holder, error) {
+// holderOf says who holds the lock on DIR/name now.
+func (d *Dir) holderOf(name string) Holder {
+	fd, st, err := d.lockFile(name, false)
+	if err != nil {
+		return Holder{UID: -1}
+	}
+	unix.Close(fd)
+	return lockHolder(readProcLocks(), &st)
+}
+
+// fault records that key's lease file cannot be used: one warning per
+// path, and the State that makes the device unavailable.
+func (d *Dir) fault(key string, err error) State {
+	d.warnOnce("key:"+key, "%v; device %s cannot be leased until that is fixed", err, key)
+	return State{Fault: err}
+}
+
+// Held reports which of keys cannot be leased now: those leased by a live
+// process, with the holder as the kernel knows it, and those whose lease
+// file cannot be used (State.Fault, with one warning per path). A lease
+// file whose lock is free is not held. Held takes no lasting lock, and a
+// bad file at one key's path affects only that key. An error is returned
+// only for keys that cannot be lease file names.
+func (d *Dir) Held(keys []string) (map[string]State, error) {
 	names, err := checkKeys(keys)
 	if err != nil {
 		return nil, err
 	}
-	held := make(map[string]Holder)
-	var locks []procLock
-	var locksRead bool
+	held := make(map[string]State)
+	if d.fd < 0 {
+		return held, nil
+	}
+	type taken struct {
+		key string
+		fd  int
+		st  unix.Stat_t
+	}
+	var busy []taken
 	for i, key := range keys {
-		path := filepath.Join(d.path, names[i])
-		fd, _, st, err := openFile(path, false)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
+		fd, st, err := d.lockFile(names[i], false)
 		if err != nil {
-			return nil, err
-		}
-		// A shared probe: two probes never conflict with each other, and it
-		// is dropped with the close below.
-		free, err := flockNB(fd, unix.LOCK_SH)
-		if err != nil || free {
-			unix.Close(fd)
-			if err != nil {
-				return nil, fmt.Errorf("lease: flock %s: %w", path, err)
+			if errors.Is(err, fs.ErrNotExist) && d.mayCreate() {
+				continue // made on first use
 			}
+			if errors.Is(err, fs.ErrNotExist) {
+				err = fmt.Errorf("lease: %s: %w: no lease file (the directory's owner makes them: amdrun lease init)", filepath.Join(d.path, names[i]), ErrUnsafe)
+			}
+			held[key] = d.fault(key, err)
 			continue
 		}
-		h, hok := readHolder(fd)
-		unix.Close(fd)
-		if !locksRead {
-			locks, locksRead = readProcLocks(), true
+		// An exclusive probe, so that a shared lock held on a lease file
+		// (which would make every Acquire of it fail) counts as held too.
+		free, err := flockNB(fd, unix.LOCK_EX)
+		if err != nil {
+			unix.Close(fd)
+			held[key] = d.fault(key, fmt.Errorf("lease: flock %s: %w", filepath.Join(d.path, names[i]), err))
+			continue
 		}
-		kpid := lockPID(locks, &st)
-		if !hok || (kpid > 0 && h.PID != kpid) {
-			h = procHolder(kpid, key)
+		if free {
+			unix.Close(fd) // drops the probe
+			continue
 		}
-		held[key] = h
+		busy = append(busy, taken{key, fd, st})
+	}
+	for try := 0; try < probeRetries && len(busy) > 0; try++ {
+		time.Sleep(time.Millisecond)
+		still := busy[:0]
+		for _, b := range busy {
+			if free, err := flockNB(b.fd, unix.LOCK_EX); err == nil && free {
+				unix.Close(b.fd)
+				continue
+			}
+			still = append(still, b)
+		}
+		busy = still
+	}
+	if len(busy) > 0 {
+		locks := readProcLocks()
+		for _, b := range busy {
+			held[b.key] = State{Holder: lockHolder(locks, &b.st)}
+			unix.Close(b.fd)
+		}
 	}
 	return held, nil
-}
-
-func readHolder(fd int) (Holder, bool) {
-	buf := make([]byte, maxInfo)
-	n, err := unix.Pread(fd, buf, 0)
-	if err != nil || n <= 0 {
-		return Holder{}, false
-	}
-	var h Holder
-	if json.Unmarshal(buf[:n], &h) != nil || h.PID <= 0 {
-		return Holder{}, false
-	}
-	return h, true
-}
-
-// procHolder describes pid from /proc, for a lease file whose content
-// does not name its holder.
-func procHolder(pid int, key string) Holder {
-	h := Holder{PID: pid, Devices: []string{key}}
-	if pid <= 0 {
-		return h
-	}
-	dir := "/proc/" + strconv.Itoa(pid)
-	var st unix.Stat_t
-	if unix.Stat(dir, &st) == nil {
-		h.UID = int(st.Uid)
-		h.User = userName(h.UID)
-	}
-	if b, err := os.ReadFile(dir + "/cmdline"); err == nil {
-		h.Command = strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))
-	}
-	return h
-}
-
-type procLock struct {
-	pid               int
-	major, minor, ino uint64
-}
-
-// readProcLocks reads the exclusive flock locks of /proc/locks, lines like
-// "1: FLOCK  ADVISORY  WRITE 8705 fe:00:9978714 0 EOF". Blocked waiters
-// ("1: -> FLOCK ...") hold nothing and are skipped.
-func readProcLocks() []procLock {
-	b, err := os.ReadFile("/proc/locks")
-	if err != nil {
-		return nil
-	}
-	var out []procLock
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) < 6 || f[1] != "FLOCK" || f[3] != "WRITE" {
-			continue
-		}
-		pid, err := strconv.Atoi(f[4])
-		if err != nil {
-			continue
-		}
-		id := strings.Split(f[5], ":")
-		if len(id) != 3 {
-			continue
-		}
-		maj, err1 := strconv.ParseUint(id[0], 16, 32)
-		mnr, err2 := strconv.ParseUint(id[1], 16, 32)
-		ino, err3 := strconv.ParseUint(id[2], 10, 64)
-		if err1 != nil || err2 != nil || err3 != nil {
-			continue
-		}
-		out = append(out, procLock{pid: pid, major: maj, minor: mnr, ino: ino})
-	}
-	return out
-}
-
-func lockPID(locks []procLock, st *unix.Stat_t) int {
-	for _, l := range locks {
-		if l.ino == st.Ino && l.major == uint64(unix.Major(st.Dev)) && l.minor == uint64(unix.Minor(st.Dev)) {
-			return l.pid
-		}
-	}
-	return 0
 }
 
 // Acquire leases every one of keys, or none: it takes an exclusive
 // non-blocking flock on DIR/<FileName(key)> for each, and on the first
 // that is held it lets go of the others and returns an error wrapping
-// ErrBusy that names the key and its holder. A symlink or other
-// non-regular file at a lease path gives an error wrapping ErrUnsafe that
-// names the path. After locking, it writes info as JSON into each lease
-// file this user owns (info.Devices defaults to keys); another user's
-// stale file is locked read-only and left as it is. Call it under Lock so
-// that choosing and acquiring are one step.
-func (d *Dir) Acquire(keys []string, info Holder) (*Lease, error) {
+// ErrBusy that names the key and its holder. A lease file that cannot be
+// used gives an error wrapping ErrUnsafe that names its path. Nothing is
+// written. Call it under Lock so that choosing and acquiring are one
+// step.
+func (d *Dir) Acquire(keys []string) (*Lease, error) {
 	if len(keys) == 0 {
 		return nil, fmt.Errorf("lease: %w: no device keys to lease", ErrBadKey)
 	}
@@ -375,275 +594,111 @@ func (d *Dir) Acquire(keys []string, info Holder) (*Lease, error) {
 	if err != nil {
 		return nil, err
 	}
-	if info.Devices == nil {
-		info.Devices = append([]string(nil), keys...)
-	}
-	blob, err := json.MarshalIndent(info, "", "  ")
-	if err != nil {
-		return nil, fmt.Errorf("lease: %w", err)
-	}
-	blob = append(blob, '\n')
 	l := &Lease{dir: d, keys: append([]string(nil), keys...)}
 	for i, key := range keys {
-		path := filepath.Join(d.path, names[i])
-		var (
-			fd       int
-			writable bool
-			st       unix.Stat_t
-			ok       bool
-		)
-		// A Held probe in another process holds a shared lock for a few
-		// microseconds; retry briefly rather than report a false busy.
-		for try := 0; ; try++ {
-			fd, writable, st, ok, err = lockPath(path)
-			if err != nil || ok || try == 3 {
-				break
-			}
-			time.Sleep(time.Millisecond)
-		}
+		fd, ok, err := d.lockName(names[i], d.mayCreate())
 		if err != nil {
 			l.Release()
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("lease: %s: %w: no lease file (the directory's owner makes them: amdrun lease init)", filepath.Join(d.path, names[i]), ErrUnsafe)
+			}
 			return nil, err
 		}
 		if !ok {
 			l.Release()
-			h, _ := d.Held([]string{key})
-			if hh, found := h[key]; found {
-				return nil, fmt.Errorf("lease: %s: %w: held by %s", key, ErrBusy, hh)
+			if h, _ := d.Held([]string{key}); h[key].Fault == nil && h[key].Holder.PID != 0 {
+				return nil, fmt.Errorf("lease: %s: %w: held by %s", key, ErrBusy, h[key].Holder)
 			}
 			return nil, fmt.Errorf("lease: %s: %w", key, ErrBusy)
 		}
-		own := writable && int(st.Uid) == d.euid && st.Nlink == 1
-		if writable && int(st.Uid) == d.euid && st.Nlink != 1 {
-			// A hard link planted at the lease path: writing would change a
-			// file elsewhere.
-			d.warnf("lease: %s has %d links; not writing holder info into it", path, st.Nlink)
-		}
-		if own {
-			if err := writeInfo(fd, blob); err != nil {
-				d.warnf("lease: writing holder info to %s: %v", path, err)
-			}
-		}
 		l.fds = append(l.fds, fd)
-		l.own = append(l.own, own)
 	}
 	return l, nil
 }
 
-func writeInfo(fd int, blob []byte) error {
-	if err := unix.Ftruncate(fd, 0); err != nil {
-		return err
-	}
-	for off := 0; off < len(blob); {
-		n, err := unix.Pwrite(fd, blob[off:], int64(off))
-		if err != nil {
-			return err
-		}
-		off += n
-	}
-	return nil
-}
-
-// Release gives the devices back. The lease files stay in place (removing
-// a lock file races with a process that has just opened it); the holder
-// info this process wrote is cleared. Calling it again does nothing.
+// Release gives the devices back: it closes this process's lock
+// descriptors (a duplicate handed to another process keeps the lock until
+// that one is closed too). The lease files stay in place: removing a lock
+// file races with a process that has just opened it. Calling it again
+// does nothing.
 func (l *Lease) Release() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var first error
 	for i, fd := range l.fds {
-		if l.own[i] {
-			_ = unix.Ftruncate(fd, 0) // still locked: nobody else writes it
-		}
 		if err := unix.Close(fd); err != nil && first == nil {
 			first = fmt.Errorf("lease: release %s: %w", l.keys[i], err)
 		}
 	}
-	l.fds, l.own = nil, nil
+	l.fds = nil
 	return first
 }
 
-// List reports every device leased in the directory now, by key.
-func (d *Dir) List() (map[string]Holder, error) {
-	ents, err := os.ReadDir(d.path)
+// names lists the entries of the directory open as dirfd, through a
+// descriptor of its own (a shared one would share the read offset).
+func names(dirfd int, path string) ([]string, error) {
+	fd, err := unix.Openat(dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("lease: %w", &fs.PathError{Op: "open", Path: path, Err: err})
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	n, err := f.Readdirnames(-1)
 	if err != nil {
 		return nil, fmt.Errorf("lease: %w", err)
 	}
+	return n, nil
+}
+
+// List reports every device that cannot be leased in the directory now
+// (as Held), by key, for every lease file name in it.
+func (d *Dir) List() (map[string]State, error) {
+	if d.fd < 0 {
+		return map[string]State{}, nil
+	}
+	ents, err := names(d.fd, d.path)
+	if err != nil {
+		return nil, err
+	}
 	var keys []string
-	for _, e := range ents {
-		if k, ok := KeyFromFileName(e.Name()); ok && e.Type().IsRegular() {
+	for _, n := range ents {
+		if k, ok := KeyFromFileName(n); ok {
 			keys = append(keys, k)
 		}
 	}
 	return d.Held(keys)
 }
 
-const queueDir = "queue"
-
-// Enqueue joins the waiting queue in DIR/queue: it creates and locks a
-// ticket file named <monotonic ns>-<pid>.lock. The ticket is locked before
-// it gets its final name, so a ticket that can be seen unlocked belongs to
-// a dead waiter. Call Done when the wait is over.
-func (d *Dir) Enqueue() (*Ticket, error) {
-	qd := filepath.Join(d.path, queueDir)
-	if err := os.Mkdir(qd, 0o777); err == nil {
-		if err := os.Chmod(qd, fs.ModeSticky|0o777); err != nil {
-			return nil, fmt.Errorf("lease: %w", err)
-		}
-	} else if !errors.Is(err, fs.ErrExist) {
-		return nil, fmt.Errorf("lease: %w", err)
-	}
-	fi, err := os.Lstat(qd)
-	if err != nil {
-		return nil, fmt.Errorf("lease: %w", err)
-	}
-	if !fi.IsDir() {
-		return nil, fmt.Errorf("lease: %s: %w: queue is not a directory", qd, ErrUnsafe)
-	}
-	pid := os.Getpid()
-	for range 10 {
-		tmp := filepath.Join(qd, fmt.Sprintf(".tmp-%d-%d", pid, time.Now().UnixNano()))
-		fd, err := unix.Open(tmp, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
-		if err != nil {
-			return nil, fmt.Errorf("lease: %w", &fs.PathError{Op: "create", Path: tmp, Err: err})
-		}
-		if ok, err := flockNB(fd, unix.LOCK_EX); !ok || err != nil {
-			unix.Close(fd)
-			unix.Unlink(tmp)
-			return nil, fmt.Errorf("lease: cannot lock new ticket %s: %v", tmp, err)
-		}
-		var ts unix.Timespec
-		// CLOCK_MONOTONIC is one clock for every process on the node and
-		// never jumps back, unlike the wall clock.
-		if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
-			unix.Close(fd)
-			unix.Unlink(tmp)
-			return nil, fmt.Errorf("lease: %w", err)
-		}
-		name := fmt.Sprintf("%020d-%010d.lock", ts.Nano(), pid)
-		err = unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, filepath.Join(qd, name), unix.RENAME_NOREPLACE)
-		if err == unix.EINVAL || err == unix.ENOSYS { // file system without RENAME_NOREPLACE
-			err = unix.Link(tmp, filepath.Join(qd, name))
-			if err == nil {
-				unix.Unlink(tmp)
-			}
-		}
-		if err == nil {
-			return &Ticket{dir: d, name: name, fd: fd}, nil
-		}
-		unix.Close(fd)
-		unix.Unlink(tmp)
-		if err != unix.EEXIST {
-			return nil, fmt.Errorf("lease: %w", &fs.PathError{Op: "rename", Path: tmp, Err: err})
-		}
-	}
-	return nil, fmt.Errorf("lease: cannot name a ticket in %s", qd)
-}
-
-func ticketName(n string) bool {
-	if len(n) != 20+1+10+5 || !strings.HasSuffix(n, ".lock") || n[20] != '-' {
-		return false
-	}
-	for i, c := range n[:31] {
-		if i != 20 && (c < '0' || c > '9') {
-			return false
-		}
-	}
-	return true
-}
-
-// First reports whether no older live ticket is in the queue, that is,
-// whether it is this ticket's turn to try to acquire. It removes tickets
-// of dead waiters it comes across (when it may) and ignores anything in
-// the queue that is not a ticket. After Done it returns an error.
-func (t *Ticket) First() (bool, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.fd < 0 {
-		return false, fmt.Errorf("lease: ticket %s is done", t.name)
-	}
-	qd := filepath.Join(t.dir.path, queueDir)
-	ents, err := os.ReadDir(qd)
-	if err != nil {
-		return false, fmt.Errorf("lease: %w", err)
-	}
-	var older []string
-	for _, e := range ents {
-		n := e.Name()
-		if ticketName(n) && n < t.name {
-			older = append(older, n)
-		} else if strings.HasPrefix(n, ".tmp-") {
-			removeStaleTemp(filepath.Join(qd, n))
-		}
-	}
-	slices.Sort(older)
-	for _, n := range older {
-		path := filepath.Join(qd, n)
-		fd, _, _, err := openFile(path, false)
-		if err != nil {
-			continue // gone, or not a ticket: neither is a live waiter
-		}
-		free, err := flockNB(fd, unix.LOCK_SH)
-		if err == nil && free {
-			// Its waiter is dead: tidy up. A ticket is locked before it is
-			// named, so nobody can be about to lock this one.
-			_ = unix.Unlink(path)
-		}
-		unix.Close(fd)
-		if err == nil && !free {
-			return false, nil
-		}
-	}
-	return true, nil
-}
-
-// removeStaleTemp removes a ticket left half-made by a waiter that died
-// between creating and naming it; only minutes-old ones, so as not to race
-// a waiter that is naming it right now.
-func removeStaleTemp(path string) {
+// inPlace checks that the directory's path still leads to the directory
+// this Dir has open: `amdrun lease init` moves an unsafe directory aside,
+// and a job that opened the old one must not lease there.
+func (d *Dir) inPlace() error {
 	var st unix.Stat_t
-	if unix.Lstat(path, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return
+	if err := unix.Stat(d.path, &st); err != nil || st.Dev != d.dev || st.Ino != d.ino {
+		return fmt.Errorf("lease: lease directory %s was replaced while this job was choosing devices (by amdrun lease init?); run the job again", d.path)
 	}
-	if time.Since(time.Unix(st.Mtim.Unix())) < time.Minute {
-		return
-	}
-	fd, _, _, err := openFile(path, false)
-	if err != nil {
-		return
-	}
-	if free, err := flockNB(fd, unix.LOCK_SH); err == nil && free {
-		_ = unix.Unlink(path)
-	}
-	unix.Close(fd)
-}
-
-// Done leaves the queue. Calling it again does nothing.
-func (t *Ticket) Done() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.fd < 0 {
-		return
-	}
-	// Unlink while still locked, so nobody sees the file free and alive.
-	_ = unix.Unlink(filepath.Join(t.dir.path, queueDir, t.name))
-	unix.Close(t.fd)
-	t.fd = -1
+	return nil
 }
 
 // Claim leases the devices choose picks, under the node lock. Held is
 // asked about all (every key that might be chosen). With poll <= 0 it
 // tries once and returns choose's ErrBusy error when nothing fits. With
-// poll > 0 it waits its turn in the queue, first come first served, and
-// retries every poll until it gets a lease or ctx is done (then it returns
-// an error wrapping ctx.Err()). info.Devices defaults to the chosen keys.
-func (d *Dir) Claim(ctx context.Context, all []string, info Holder, choose Chooser, poll time.Duration) (*Lease, error) {
+// poll > 0 it waits its turn in the queue (need is how many devices this
+// job wants, which the queue shows to later waiters), first come first
+// served, and retries every poll until it gets a lease or ctx is done
+// (then it returns an error wrapping ctx.Err()). When the queue cannot
+// be used (see Enqueue) it warns once and waits without it, in no
+// particular order.
+func (d *Dir) Claim(ctx context.Context, all []string, need int, choose Chooser, poll time.Duration) (*Lease, error) {
 	try := func() (*Lease, error) {
 		unlock, err := d.Lock(ctx)
 		if err != nil {
 			return nil, err
 		}
 		defer unlock()
+		if err := d.inPlace(); err != nil {
+			return nil, err
+		}
 		held, err := d.Held(all)
 		if err != nil {
 			return nil, err
@@ -652,20 +707,28 @@ func (d *Dir) Claim(ctx context.Context, all []string, info Holder, choose Choos
 		if err != nil {
 			return nil, err
 		}
-		return d.Acquire(keys, info)
+		return d.Acquire(keys)
 	}
 	if poll <= 0 {
 		return try()
 	}
-	t, err := d.Enqueue()
+	t, err := d.Enqueue(need, len(all))
 	if err != nil {
-		return nil, err
+		d.warnOnce("queue", "%v; waiting without first-come-first-served order", err)
+		t = nil
+	} else {
+		defer t.Done()
 	}
-	defer t.Done()
 	for {
-		first, err := t.First()
-		if err != nil {
-			return nil, err
+		first := true
+		if t != nil {
+			held, err := d.Held(all)
+			if err != nil {
+				return nil, err
+			}
+			if first, err = t.First(len(all) - len(held)); err != nil {
+				return nil, err
+			}
 		}
 		if first {
 			l, err := try()

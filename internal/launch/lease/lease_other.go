@@ -9,14 +9,17 @@ import (
 )
 
 // Open fails: leases need Linux flock semantics.
-func Open(path string, warn func(string, ...any)) (*Dir, error) {
+func Open(path string, o Options) (*Dir, error) {
 	return nil, fmt.Errorf("lease: %w", ErrNotSupported)
 }
 
-// OpenDefault fails: leases need Linux flock semantics.
-func OpenDefault(path string, warn func(string, ...any)) (*Dir, error) {
+// Init fails: leases need Linux flock semantics.
+func Init(path string, keys []string) (*InitReport, error) {
 	return nil, fmt.Errorf("lease: %w", ErrNotSupported)
 }
+
+// Close does nothing: no directory can be opened on this system.
+func (d *Dir) Close() error { return nil }
 
 // Lock fails: leases need Linux flock semantics.
 func (d *Dir) Lock(ctx context.Context) (unlock func(), err error) {
@@ -24,12 +27,12 @@ func (d *Dir) Lock(ctx context.Context) (unlock func(), err error) {
 }
 
 // Held fails: leases need Linux flock semantics.
-func (d *Dir) Held(keys []string) (map[string]Holder, error) {
+func (d *Dir) Held(keys []string) (map[string]State, error) {
 	return nil, fmt.Errorf("lease: %w", ErrNotSupported)
 }
 
 // Acquire fails: leases need Linux flock semantics.
-func (d *Dir) Acquire(keys []string, info Holder) (*Lease, error) {
+func (d *Dir) Acquire(keys []string) (*Lease, error) {
 	return nil, fmt.Errorf("lease: %w", ErrNotSupported)
 }
 
@@ -37,17 +40,17 @@ func (d *Dir) Acquire(keys []string, info Holder) (*Lease, error) {
 func (l *Lease) Release() error { return nil }
 
 // List fails: leases need Linux flock semantics.
-func (d *Dir) List() (map[string]Holder, error) {
+func (d *Dir) List() (map[string]State, error) {
 	return nil, fmt.Errorf("lease: %w", ErrNotSupported)
 }
 
 // Enqueue fails: leases need Linux flock semantics.
-func (d *Dir) Enqueue() (*Ticket, error) {
+func (d *Dir) Enqueue(need, total int) (*Ticket, error) {
 	return nil, fmt.Errorf("lease: %w", ErrNotSupported)
 }
 
 // First fails: leases need Linux flock semantics.
-func (t *Ticket) First() (bool, error) {
+func (t *Ticket) First(free int) (bool, error) {
 	return false, fmt.Errorf("lease: %w", ErrNotSupported)
 }
 
@@ -55,6 +58,6 @@ func (t *Ticket) First() (bool, error) {
 func (t *Ticket) Done() {}
 
 // Claim fails: leases need Linux flock semantics.
-func (d *Dir) Claim(ctx context.Context, all []string, info Holder, choose Chooser, poll time.Duration) (*Lease, error) {
+func (d *Dir) Claim(ctx context.Context, all []string, need int, choose Chooser, poll time.Duration) (*Lease, error) {
 	return nil, fmt.Errorf("lease: %w", ErrNotSupported)
 }

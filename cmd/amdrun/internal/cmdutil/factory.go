@@ -76,21 +76,25 @@ func (f *Factory) SysfsRoot() string {
 }
 
 // LeaseDir is the lease directory a command's --lease-dir flag value
-// names: flag, else $AMDRUN_LEASE_DIR; "" means lease.DefaultDir (with
-// the fallbacks OpenLeases applies to it).
+// names: flag, else $AMDRUN_LEASE_DIR, else lease.DefaultDir. There is no
+// fallback to a private directory: jobs of users who fell back to
+// different directories would not see each other's leases.
 func (f *Factory) LeaseDir(flag string) string {
 	if flag != "" {
 		return flag
 	}
-	return f.Getenv("AMDRUN_LEASE_DIR")
+	if d := f.Getenv("AMDRUN_LEASE_DIR"); d != "" {
+		return d
+	}
+	return lease.DefaultDir
 }
 
-// OpenLeases opens the lease directory LeaseDir(flag) resolves to.
-func (f *Factory) OpenLeases(flag string) (*lease.Dir, error) {
-	if dir := f.LeaseDir(flag); dir != "" {
-		return lease.Open(dir, f.Warn)
-	}
-	return lease.OpenDefault(lease.DefaultDir, f.Warn)
+// OpenLeases opens the lease directory LeaseDir(flag) resolves to,
+// warning through f.Warn when it is in the degraded mode or a lease file
+// in it cannot be used. create makes a missing directory (jobs); without
+// it (ps, dry runs) a missing directory holds no lease.
+func (f *Factory) OpenLeases(flag string, create bool) (*lease.Dir, error) {
+	return lease.Open(f.LeaseDir(flag), lease.Options{Warn: f.Warn, Create: create})
 }
 
 // Python is the interpreter a command's --python flag value names: flag,

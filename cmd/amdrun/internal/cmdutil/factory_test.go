@@ -16,13 +16,13 @@ func TestFactoryResolves(t *testing.T) {
 		sysfs, leaseDir, python      string
 		timeout                      time.Duration
 	}{
-		{name: "defaults", sysfs: "/", python: "python3", timeout: 30 * time.Second},
+		{name: "defaults", sysfs: "/", leaseDir: "/run/lock/amdrun", python: "python3", timeout: 30 * time.Second},
 		{name: "environment",
 			env:   []string{"AMDRUN_SYSFS_ROOT=/cap", "AMDRUN_LEASE_DIR=/l", "PYTHON_EXEC=/py", "AMDRUN_TOOL_TIMEOUT=90s"},
 			sysfs: "/cap", leaseDir: "/l", python: "/py", timeout: 90 * time.Second},
 		{name: "the last assignment wins",
 			env:   []string{"PYTHON_EXEC=/a", "AMDRUN_SYSFS_ROOT=/x", "PYTHON_EXEC=/b", "AMDRUN_SYSFS_ROOT=/y", "AMDRUN_TOOL_TIMEOUT=1s", "AMDRUN_TOOL_TIMEOUT=junk"},
-			sysfs: "/y", python: "/b", timeout: 30 * time.Second},
+			sysfs: "/y", leaseDir: "/run/lock/amdrun", python: "/b", timeout: 30 * time.Second},
 		{name: "flags win",
 			env:       []string{"AMDRUN_SYSFS_ROOT=/cap", "AMDRUN_LEASE_DIR=/l", "PYTHON_EXEC=/py"},
 			sysfsFlag: "/f", leaseFlag: "/fl", pyFlag: "/fp",

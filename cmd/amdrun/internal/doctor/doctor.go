@@ -73,7 +73,9 @@ Exits 0 when no check fails.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Root = f.SysfsRoot()
 			opts.Python = f.Python(opts.Python)
-			opts.Leases = func() (*lease.Dir, error) { return f.OpenLeases(leaseDir) }
+			// The lease check reports the degraded mode itself: no warning
+			// lines, and a missing directory is not made.
+			opts.Leases = func() (*lease.Dir, error) { return lease.Open(f.LeaseDir(leaseDir), lease.Options{}) }
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -253,25 +255,55 @@ func iommuCheck(root string, v topology.Vendor) Check {
 }
 
 func leaseCheck(o *Options, m *topology.Model) Check {
+	const initAdvice = "ask root to run 'amdrun lease init' (README: Shared nodes)"
 	d, err := o.Leases()
 	if err != nil {
-		return Check{"leases", Warn, err.Error(), "set --lease-dir or AMDRUN_LEASE_DIR to a directory every user can write"}
+		return Check{"leases", Warn, err.Error(), initAdvice + ", or set --lease-dir or AMDRUN_LEASE_DIR to a directory every user of the node shares"}
+	}
+	defer d.Close()
+	if d.Owner() < 0 {
+		return Check{"leases", Warn, d.Path() + " does not exist yet: the first job makes it writable by every user (degraded mode)", initAdvice}
 	}
 	keys := m.Keys()
 	held, err := d.Held(keys)
 	if err != nil {
 		return Check{"leases", Warn, err.Error(), ""}
 	}
-	if len(held) == 0 {
-		return Check{"leases", OK, "no device leased (" + d.Path() + ")", ""}
-	}
-	var parts []string
+	var leased, faults []string
 	for i, k := range keys {
-		if h, ok := held[k]; ok {
-			parts = append(parts, fmt.Sprintf("GPU %d by %s pid %d", i, h.User, h.PID))
+		s, ok := held[k]
+		switch {
+		case !ok:
+		case s.Fault != nil:
+			faults = append(faults, fmt.Sprintf("GPU %d unusable (%s)", i, lease.Printable(s.Fault.Error(), 200)))
+		default:
+			who := s.Holder.User
+			if who == "" {
+				who = "an unknown user"
+			}
+			leased = append(leased, fmt.Sprintf("GPU %d by %s pid %d", i, who, s.Holder.PID))
 		}
 	}
-	return Check{"leases", OK, strings.Join(parts, ", "), "amdrun ps shows them"}
+	mode := "root-prepared"
+	if d.Owner() != 0 || d.Mode() != lease.Owned {
+		mode = fmt.Sprintf("%s, owner uid %d", d.Mode(), d.Owner())
+	}
+	detail := fmt.Sprintf("%s (%s)", d.Path(), mode)
+	if len(leased) == 0 {
+		detail += ": no device leased"
+	} else {
+		detail += ": " + strings.Join(leased, ", ")
+	}
+	switch {
+	case d.Degraded() != "":
+		return Check{"leases", Warn, d.Degraded() + "; " + detail, initAdvice}
+	case len(faults) > 0:
+		return Check{"leases", Warn, detail + "; " + strings.Join(faults, "; "),
+			"the owner of each file named removes it (or root does); until then that device is left out"}
+	case len(leased) > 0:
+		return Check{"leases", OK, detail, "amdrun ps shows them"}
+	}
+	return Check{"leases", OK, detail, ""}
 }
 
 // torchProbe prints torch's version and how many devices it sees.

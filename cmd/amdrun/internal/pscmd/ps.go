@@ -39,13 +39,15 @@ func NewCmdPs(f *cmdutil.Factory, runF func(context.Context, *Options) error) *c
 		Use:   "ps",
 		Short: "Show which devices are leased by amdrun jobs, busy, or free",
 		Long: `Show every device of this node and its state: leased (held by a running
-amdrun job: pid, user, start time, command), busy (another process has memory
-on it or runs on it, as the vendor tool or KFD reports), or free. Piped, the
+amdrun job: pid, user, start time and command, as the kernel reports them),
+unusable (a file that is not a lease file sits at its lease path: the warning
+names it and its owner), busy (another process has memory on it or runs on it,
+as the vendor tool or KFD reports), or free. Piped, the
 same columns are tab-separated under the same header line; --json gives every
 field. On a machine without a GPU it says so in one line and exits 0.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.Leases = func() (*lease.Dir, error) { return f.OpenLeases(dir) }
+			opts.Leases = func() (*lease.Dir, error) { return f.OpenLeases(dir, false) }
 			opts.SourceAuto = (f.Topo.Source == "" || f.Topo.Source == "auto") && f.Topo.File == ""
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -60,19 +62,23 @@ field. On a machine without a GPU it says so in one line and exits 0.`,
 
 // Row is one device's state.
 type Row struct {
-	Device   int           `json:"device"`
-	Key      string        `json:"key"`
-	Name     string        `json:"name,omitempty"`
-	State    string        `json:"state"` // "leased", "busy", "free"
+	Device int    `json:"device"`
+	Key    string `json:"key"`
+	Name   string `json:"name,omitempty"`
+	// State is "leased", "unusable" (a bad file at its lease path), "busy"
+	// or "free".
+	State    string        `json:"state"`
 	Busy     bool          `json:"busy"`
 	Why      string        `json:"busy_reason,omitempty"`
 	MemUsed  int64         `json:"mem_used_mib,omitempty"`
 	Holder   *lease.Holder `json:"holder,omitempty"`
+	Fault    string        `json:"fault,omitempty"`
 	NUMANode int           `json:"numa_node"`
 }
 
-// Rows computes the state of every device.
-func Rows(m *topology.Model, holders map[string]lease.Holder) []Row {
+// Rows computes the state of every device from the model and what
+// lease.Dir.Held reports.
+func Rows(m *topology.Model, held map[string]lease.State) []Row {
 	rows := make([]Row, len(m.Devices))
 	keys := m.Keys()
 	for i, d := range m.Devices {
@@ -80,13 +86,42 @@ func Rows(m *topology.Model, holders map[string]lease.Holder) []Row {
 		if d.Busy {
 			r.State = "busy"
 		}
-		if h, ok := holders[r.Key]; ok {
-			h := h
-			r.Holder, r.State = &h, "leased"
+		if s, ok := held[r.Key]; ok {
+			if s.Fault != nil {
+				r.State, r.Fault = "unusable", lease.Printable(s.Fault.Error(), 300)
+			} else {
+				h := s.Holder
+				r.Holder, r.State = &h, "leased"
+			}
 		}
 		rows[i] = r
 	}
 	return rows
+}
+
+// detail describes a holder for the table: everything in it comes from
+// the kernel, and the command is escaped and cut again here, whoever
+// built the Holder.
+func detail(h *lease.Holder) string {
+	if h.PID <= 0 {
+		return "held by a process this node does not show"
+	}
+	d := fmt.Sprintf("pid %d", h.PID)
+	switch {
+	case h.Gone:
+		return d + " (exited; the job's processes keep the lease)"
+	case h.User != "":
+		d += ", user " + lease.Printable(h.User, 32)
+	case h.UID >= 0:
+		d += fmt.Sprintf(", uid %d", h.UID)
+	}
+	if !h.Start.IsZero() {
+		d += ", started " + h.Start.Format("2006-01-02 15:04:05")
+	}
+	if h.Command != "" {
+		d += ": " + lease.Printable(h.Command, 120)
+	}
+	return d
 }
 
 // Run prints the table: aligned for a terminal, tab-separated with the
@@ -108,14 +143,18 @@ func Run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	keys := m.Keys()
-	holders, err := d.Held(keys)
+	defer d.Close()
+	held, err := d.Held(m.Keys())
 	if err != nil {
 		return err
 	}
-	rows := Rows(m, holders)
+	rows := Rows(m, held)
 	if opts.JSON {
-		return printJSON(opts, map[string]any{"source": m.Source, "lease_dir": d.Path(), "devices": rows})
+		out := map[string]any{"source": m.Source, "lease_dir": d.Path(), "lease_mode": d.Mode().String(), "devices": rows}
+		if why := d.Degraded(); why != "" {
+			out["degraded"] = why
+		}
+		return printJSON(opts, out)
 	}
 	var w io.Writer = opts.IO.Out
 	var tw *tabwriter.Writer
@@ -125,12 +164,14 @@ func Run(ctx context.Context, opts *Options) error {
 	}
 	fmt.Fprintln(w, "GPU\tKEY\tNUMA\tSTATE\tDETAIL")
 	for _, r := range rows {
-		detail := "-"
+		text := "-"
 		switch {
 		case r.Holder != nil:
-			detail = fmt.Sprintf("pid %d, user %s, since %s: %s", r.Holder.PID, r.Holder.User, r.Holder.Start.Format("2006-01-02 15:04:05"), r.Holder.Command)
+			text = detail(r.Holder)
+		case r.Fault != "":
+			text = r.Fault
 		case r.Busy:
-			detail = r.Why
+			text = r.Why
 		}
 		numa := "-"
 		if r.NUMANode >= 0 {
@@ -138,8 +179,8 @@ func Run(ctx context.Context, opts *Options) error {
 		}
 		// One line per device, one cell per column, whatever the
 		// holder's command holds.
-		detail = strings.Join(strings.Fields(detail), " ")
-		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\n", r.Device, r.Key, numa, r.State, detail)
+		text = strings.Join(strings.Fields(text), " ")
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\n", r.Device, r.Key, numa, r.State, text)
 	}
 	if tw != nil {
 		return tw.Flush()

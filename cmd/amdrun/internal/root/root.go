@@ -13,6 +13,7 @@ import (
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/benchcmd"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/doctor"
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/leasecmd"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/pscmd"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/runcmd"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/topocmd"
@@ -64,6 +65,7 @@ func NewCmdRoot(f *cmdutil.Factory) *cobra.Command {
 	cmd.AddCommand(pscmd.NewCmdPs(f, nil))
 	cmd.AddCommand(benchcmd.NewCmdBench(f, nil))
 	cmd.AddCommand(doctor.NewCmdDoctor(f, nil))
+	cmd.AddCommand(leasecmd.NewCmdLease(f, nil))
 	// cobra adds `completion` itself; make an unknown shell a usage error
 	// instead of a help page and exit 0.
 	cmd.InitDefaultCompletionCmd()

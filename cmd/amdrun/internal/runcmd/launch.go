@@ -206,8 +206,6 @@ func place(ctx context.Context, o *Options, env []string) (*placement, error) {
 		if err != nil {
 			return nil, err
 		}
-		res.Holder = lease.CurrentHolder(nil)
-		res.Holder.Command = "amdrun " + strings.Join(o.Args, " ")
 	}
 	choice, held, err := launch.Reserve(ctx, res)
 	if err != nil {

@@ -216,7 +216,8 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 				opts.SourceAuto = false
 			}
 			opts.Root = f.SysfsRoot()
-			opts.Leases = func() (*lease.Dir, error) { return f.OpenLeases(leaseDir) }
+			// A dry run takes no lease: it must not make the directory either.
+			opts.Leases = func() (*lease.Dir, error) { return f.OpenLeases(leaseDir, !opts.DryRun) }
 			if err := applyPET(cmd.Flags(), f.Env(), r.pet); err != nil {
 				return err
 			}

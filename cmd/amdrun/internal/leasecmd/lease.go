@@ -1,0 +1,107 @@
+// Package leasecmd is `amdrun lease`: `amdrun lease init` prepares the
+// node's lease directory as root, so that no user can take a device
+// another user's job holds (README: Shared nodes).
+package leasecmd
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
+	"github.com/amdrun/amdrun/internal/launch/lease"
+	"github.com/amdrun/amdrun/internal/topology"
+	"github.com/spf13/cobra"
+)
+
+// InitOptions are the inputs of `amdrun lease init`.
+type InitOptions struct {
+	IO       *iostreams.IOStreams
+	Topology func(context.Context) (*topology.Model, error)
+	// Dir is the lease directory to prepare, resolved (Factory.LeaseDir).
+	Dir string
+	// Tmpfiles prints systemd-tmpfiles.d lines instead of preparing.
+	Tmpfiles bool
+}
+
+// NewCmdLease returns `amdrun lease` with its `init` subcommand; runF
+// replaces init's run function in tests.
+func NewCmdLease(f *cmdutil.Factory, runF func(context.Context, *InitOptions) error) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "lease",
+		Short: "Manage the node's device lease directory",
+		Args:  cobra.NoArgs,
+	}
+	opts := &InitOptions{IO: f.IOStreams, Topology: f.Topology}
+	var dir string
+	initCmd := &cobra.Command{
+		Use:   "init",
+		Short: "Prepare the lease directory as root, so that no user can take another's devices",
+		Long: `Make the lease directory root-prepared: owned by root and writable by nobody
+else, with a lock file per device of this node made once by root (jobs lock
+them through read-only descriptors), the node lock and the waiting queue.
+There no user can remove or replace a lease file, so no job can take a device
+another job holds. Run it as root once per boot (/run is emptied at boot), or
+install its systemd-tmpfiles.d lines (--tmpfiles). It is safe to run again. A
+directory another user made or can write is moved aside unless a device is
+leased in it now.`,
+		Example: `  sudo amdrun lease init
+  sudo amdrun lease init --lease-dir /srv/amdrun/leases
+  amdrun lease init --tmpfiles | sudo tee /etc/tmpfiles.d/amdrun-devices.conf`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Dir = f.LeaseDir(dir)
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return RunInit(cmd.Context(), opts)
+		},
+	}
+	initCmd.Flags().StringVar(&dir, "lease-dir", "", "lease directory to prepare (default $AMDRUN_LEASE_DIR, else /run/lock/amdrun)")
+	initCmd.Flags().BoolVar(&opts.Tmpfiles, "tmpfiles", false, "print systemd-tmpfiles.d lines that prepare it at boot, instead of preparing it")
+	cmd.AddCommand(initCmd)
+	return cmd
+}
+
+// RunInit prepares the directory (lease.Init) for the devices of this
+// node, or prints the tmpfiles.d lines that would.
+func RunInit(ctx context.Context, o *InitOptions) error {
+	m, err := o.Topology(ctx)
+	if err != nil {
+		return err
+	}
+	keys := m.Keys()
+	if o.Tmpfiles {
+		lines, err := lease.TmpfilesLines(o.Dir, keys)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(o.IO.Out, "# amdrun lease init --tmpfiles: the lease directory for the %d devices of this node\n", len(keys))
+		for _, l := range lines {
+			fmt.Fprintln(o.IO.Out, l)
+		}
+		return nil
+	}
+	rep, err := lease.Init(o.Dir, keys)
+	if err != nil {
+		return err
+	}
+	if rep.MovedAside != "" {
+		fmt.Fprintf(o.IO.ErrOut, "amdrun: moved what was at %s aside to %s: root did not own it, or other users could write it\n", rep.Path, rep.MovedAside)
+	}
+	fmt.Fprintf(o.IO.Out, "%s is root-prepared: node lock, queue, %d device lock files (%d new)\n",
+		rep.Path, len(keys), countDevices(rep.Made))
+	return nil
+}
+
+// countDevices counts the device lock files among made (not the node
+// lock).
+func countDevices(made []string) int {
+	n := 0
+	for _, m := range made {
+		if _, ok := lease.KeyFromFileName(m); ok {
+			n++
+		}
+	}
+	return n
+}
