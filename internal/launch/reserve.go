@@ -38,6 +38,9 @@ type Reservation struct {
 	Wait time.Duration
 	// Poll is how often a queued job looks again; 0 means DefaultWaitPoll.
 	Poll time.Duration
+	// LockWait bounds the wait for the node lock when Wait is 0; 0 means
+	// NodeLockWait.
+	LockWait time.Duration
 	// Queued, when set, is called once with the reason when the job
 	// starts waiting.
 	Queued func(want int, why error)
@@ -97,8 +100,12 @@ func Reserve(ctx context.Context, r Reservation) (*selector.Choice, *lease.Lease
 	}
 	fctx := wctx
 	if r.Wait == 0 {
+		lockWait := r.LockWait
+		if lockWait <= 0 {
+			lockWait = NodeLockWait
+		}
 		var cancel context.CancelFunc
-		fctx, cancel = context.WithTimeout(ctx, NodeLockWait)
+		fctx, cancel = context.WithTimeout(ctx, lockWait)
 		defer cancel()
 	}
 	l, err := r.Leases.Claim(fctx, keys, need, choose, 0)

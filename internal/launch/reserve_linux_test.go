@@ -8,11 +8,13 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/amdrun/amdrun/internal/launch/lease"
 	"github.com/amdrun/amdrun/internal/selector"
+	"github.com/amdrun/amdrun/internal/testutil"
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
@@ -22,31 +24,32 @@ import (
 
 func leaseDir(t *testing.T) *lease.Dir {
 	t.Helper()
-	d, err := lease.Open(filepath.Join(t.TempDir(), "leases"), nil)
+	d, err := lease.Open(filepath.Join(t.TempDir(), "leases"), lease.Options{Create: true})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { d.Close() })
 	return d
 }
 
 func reservation(m *topology.Model, d *lease.Dir, n int) Reservation {
-	return Reservation{Model: m, Request: selector.Request{N: n}, Policy: selector.Tree, Leases: d,
-		Holder: lease.Holder{PID: 1, User: "test", Command: "amdrun test"}}
+	return Reservation{Model: m, Request: selector.Request{N: n}, Policy: selector.Tree, Leases: d}
 }
 
 // holdOther leases keys through a second open of the directory, as another job.
 func holdOther(t *testing.T, d *lease.Dir, m *topology.Model, devs ...int) *lease.Lease {
 	t.Helper()
-	other, err := lease.Open(d.Path(), nil)
+	other, err := lease.Open(d.Path(), lease.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { other.Close() })
 	keys := m.Keys()
 	var ks []string
 	for _, i := range devs {
 		ks = append(ks, keys[i])
 	}
-	l, err := other.Acquire(ks, lease.Holder{PID: 4242, User: "alice", Command: "python train.py", Start: time.Now()})
+	l, err := other.Acquire(ks)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,9 +130,8 @@ func TestReserveBusyFailsAtOnceNamingTheHolder(t *testing.T) {
 	if !errors.As(err, &ne) || l != nil {
 		t.Fatalf("err %v, lease %v: want *selector.NotEnoughError", err, l)
 	}
-	// The holder is this test process (the kernel's word, not the JSON
-	// the holder wrote).
-	if len(ne.Held) != 7 || !strings.Contains(ne.Held[0], fmt.Sprintf("pid %d ", os.Getpid())) {
+	// The holder is this test process, as the kernel says.
+	if len(ne.Held) != 7 || !strings.HasPrefix(ne.Held[0], fmt.Sprintf("leased by pid %d (", os.Getpid())) {
 		t.Errorf("held %v", ne.Held)
 	}
 	if queued || time.Since(start) > 2*time.Second {
@@ -138,6 +140,7 @@ func TestReserveBusyFailsAtOnceNamingTheHolder(t *testing.T) {
 }
 
 func TestReserveWaitsUntilFreed(t *testing.T) {
+	testutil.EndToEnd(t) // real time
 	m, d := seedNode(t), leaseDir(t)
 	other := holdOther(t, d, m, 0, 1, 2, 3, 4, 5, 6)
 	var queued atomic.Int32
@@ -161,6 +164,7 @@ func TestReserveWaitsUntilFreed(t *testing.T) {
 }
 
 func TestReserveWaitGivesUp(t *testing.T) {
+	testutil.EndToEnd(t) // real time
 	m, d := seedNode(t), leaseDir(t)
 	other := holdOther(t, d, m, 0, 1, 2, 3, 4, 5, 6, 7)
 	defer other.Release()
@@ -189,10 +193,85 @@ func TestReserveImpossibleRequestDoesNotWait(t *testing.T) {
 }
 
 func TestDescribeHolderIsOneShortLine(t *testing.T) {
-	h := lease.Holder{PID: 7, User: "bob", Start: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
+	h := lease.Holder{PID: 7, User: "bob", Start: time.Date(2026, 1, 2, 3, 4, 5, 0, time.Local),
 		Command: "python -c 'import x\nprint(1)'" + strings.Repeat(" --flag", 20)}
-	s := DescribeHolder(h)
-	if strings.Contains(s, "\n") || len([]rune(s)) > 120 || !strings.HasPrefix(s, "leased by bob pid 7 since 03:04:05: python -c 'import x print(1)'") {
+	s := DescribeHolder(lease.State{Holder: h})
+	if strings.Contains(s, "\n") || len([]rune(s)) > 120 || !strings.HasPrefix(s, "leased by pid 7 (bob: python -c 'import x print(1)'") ||
+		!strings.HasSuffix(s, "...), started 03:04:05") {
 		t.Errorf("%q", s)
+	}
+	// Nothing is made up for what is unknown: no "since 00:00:00".
+	if s := DescribeHolder(lease.State{Holder: lease.Holder{PID: 9, UID: -1}}); s != "leased by pid 9" {
+		t.Errorf("unknown holder: %q", s)
+	}
+	if s := DescribeHolder(lease.State{Fault: lease.ErrUnsafe}); s != "unusable lease file" {
+		t.Errorf("fault: %q", s)
+	}
+}
+
+// TestReserveNodeLockDeadline: a node lock another process keeps held
+// makes a job without --wait fail after LockWait, and one with --wait
+// give up at its deadline; both name the holder.
+func TestReserveNodeLockDeadline(t *testing.T) {
+	testutil.EndToEnd(t) // real time
+	m, d := seedNode(t), leaseDir(t)
+	other, err := lease.Open(d.Path(), lease.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	unlock, err := other.Lock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	holder := fmt.Sprintf("stayed held by pid %d (", os.Getpid())
+
+	r := reservation(m, d, 1)
+	r.LockWait = 100 * time.Millisecond
+	start := time.Now()
+	_, l, err := Reserve(context.Background(), r)
+	el := time.Since(start)
+	if !errors.Is(err, lease.ErrLocked) || l != nil || !strings.Contains(err.Error(), holder) || !strings.Contains(err.Error(), "--wait=DURATION") {
+		t.Fatalf("err %v, want the node lock and its holder named", err)
+	}
+	if el < 100*time.Millisecond || el > 2*time.Second {
+		t.Errorf("failed after %v, want about 100ms", el)
+	}
+
+	r = reservation(m, d, 1)
+	r.Wait = 150 * time.Millisecond
+	start = time.Now()
+	_, _, err = Reserve(context.Background(), r)
+	el = time.Since(start)
+	if err == nil || !strings.HasPrefix(err.Error(), "gave up waiting for devices after 150ms: lease: the node lock ") || !strings.Contains(err.Error(), holder) {
+		t.Fatalf("err %v", err)
+	}
+	if el > 2*time.Second {
+		t.Errorf("--wait=150ms gave up after %v", el)
+	}
+}
+
+// TestReserveSkipsUnusableLeaseFile: a FIFO at one device's lease path
+// leaves that device out; the others are chosen as usual.
+func TestReserveSkipsUnusableLeaseFile(t *testing.T) {
+	m, d := seedNode(t), leaseDir(t)
+	keys := m.Keys()
+	name, _ := lease.FileName(keys[0])
+	if err := syscall.Mkfifo(filepath.Join(d.Path(), name), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	c, l, err := Reserve(context.Background(), reservation(m, d, 7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	if c.Devices[0] == 0 || len(c.Devices) != 7 {
+		t.Errorf("chose %v with device 0's lease file a FIFO", c.Devices)
+	}
+	_, _, err = Reserve(context.Background(), reservation(m, d, 1))
+	var ne *selector.NotEnoughError
+	if !errors.As(err, &ne) || ne.Held[0] != "unusable lease file" {
+		t.Errorf("err %v: want device 0 listed as unusable", err)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/amdrun/amdrun/internal/testutil"
 	"io"
 	"io/fs"
 	"os"
@@ -18,6 +17,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/amdrun/amdrun/internal/testutil"
 )
 
 // The test binary re-executes itself as the other jobs of the node; the
@@ -36,7 +39,7 @@ func runChild(mode string) int {
 		fmt.Fprintf(os.Stderr, "child %s: "+format+"\n", append([]any{mode}, args...)...)
 		return 2
 	}
-	d, err := Open(os.Getenv("LEASE_DIR"), nil)
+	d, err := Open(os.Getenv("LEASE_DIR"), Options{})
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -45,7 +48,7 @@ func runChild(mode string) int {
 	case "hold":
 		// Lease LEASE_KEYS, say "ready", and keep the lease until stdin ends
 		// (or a SIGKILL).
-		l, err := d.Acquire(keys, CurrentHolder(keys))
+		l, err := d.Acquire(keys)
 		if err != nil {
 			return fail("%v", err)
 		}
@@ -54,7 +57,7 @@ func runChild(mode string) int {
 		l.Release()
 	case "ticket":
 		// Take a ticket, say "ready", and keep it until stdin ends.
-		tk, err := d.Enqueue()
+		tk, err := d.Enqueue(1, 8)
 		if err != nil {
 			return fail("%v", err)
 		}
@@ -90,7 +93,7 @@ func runWorker(d *Dir, keys []string) int {
 	if n == 0 {
 		n = 2
 	}
-	choose := func(held map[string]Holder) ([]string, error) {
+	choose := func(held map[string]State) ([]string, error) {
 		var free []string
 		for _, k := range keys {
 			if _, ok := held[k]; !ok {
@@ -104,7 +107,7 @@ func runWorker(d *Dir, keys []string) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	l, err := d.Claim(ctx, keys, CurrentHolder(nil), choose, time.Duration(poll)*time.Millisecond)
+	l, err := d.Claim(ctx, keys, n, choose, time.Duration(poll)*time.Millisecond)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		return 2
@@ -178,16 +181,42 @@ func startHolder(t *testing.T, mode, dir string, keys []string) (*exec.Cmd, io.W
 	return cmd, stdin
 }
 
-func openTemp(t *testing.T) (*Dir, []string) {
+// warnings collects what a Dir warns.
+type warnings []string
+
+func (w *warnings) warn(f string, a ...any) { *w = append(*w, fmt.Sprintf(f, a...)) }
+
+// openIn opens (creating) the lease directory path, collecting warnings.
+func openIn(t *testing.T, path string) (*Dir, *warnings) {
 	t.Helper()
-	var warns []string
-	d, err := Open(filepath.Join(t.TempDir(), "leases"), func(f string, a ...any) {
-		warns = append(warns, fmt.Sprintf(f, a...))
-	})
+	w := &warnings{}
+	d, err := Open(path, Options{Warn: w.warn, Create: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return d, warns
+	t.Cleanup(func() { d.Close() })
+	return d, w
+}
+
+// openTemp opens a new shared (01777) lease directory.
+func openTemp(t *testing.T) (*Dir, *warnings) {
+	t.Helper()
+	return openIn(t, filepath.Join(t.TempDir(), "leases"))
+}
+
+// openOwned opens a new lease directory owned by this user, mode 0755:
+// no warning, this user's jobs make the lock files.
+func openOwned(t *testing.T) *Dir {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "leases")
+	if err := os.Mkdir(path, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d, w := openIn(t, path)
+	if len(*w) != 0 || d.Mode() != Owned || d.Degraded() != "" {
+		t.Fatalf("own 0755 directory: mode %v, degraded %q, warnings %q", d.Mode(), d.Degraded(), *w)
+	}
+	return d
 }
 
 func keysN(n int) []string {
@@ -198,14 +227,13 @@ func keysN(n int) []string {
 	return keys
 }
 
+// Step 1: opening the directory.
+
 func TestOpenCreatesSharedDir(t *testing.T) {
 	old := syscall.Umask(0o022)
 	defer syscall.Umask(old)
 	path := filepath.Join(t.TempDir(), "run", "lock", "amdrun")
-	d, err := Open(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, w := openIn(t, path)
 	if d.Path() != path {
 		t.Errorf("Path() = %q, want %q", d.Path(), path)
 	}
@@ -216,10 +244,63 @@ func TestOpenCreatesSharedDir(t *testing.T) {
 	if got := fi.Mode() & (fs.ModePerm | fs.ModeSticky); got != fs.ModeSticky|0o777 {
 		t.Errorf("mode = %v, want sticky 0777 (01777)", got)
 	}
-	// Opening again (another job) works and does not warn.
-	var warned []string
-	if _, err := Open(path, func(f string, a ...any) { warned = append(warned, fmt.Sprintf(f, a...)) }); err != nil || len(warned) > 0 {
-		t.Errorf("second Open: %v, warnings %q", err, warned)
+	// Every user can write it: the degraded mode, said once, on one line.
+	if d.Mode() != Shared || len(*w) != 1 || !strings.Contains((*w)[0], "not root-prepared (degraded mode") ||
+		!strings.Contains((*w)[0], "amdrun lease init") || strings.Contains((*w)[0], "\n") || (*w)[0] != d.Degraded() {
+		t.Errorf("mode %v, warnings %q", d.Mode(), *w)
+	}
+}
+
+func TestOpenModes(t *testing.T) {
+	base := t.TempDir()
+	mk := func(name string, perm os.FileMode) string {
+		p := filepath.Join(base, name)
+		if err := os.Mkdir(p, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, perm); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tt := range []struct {
+		name     string
+		perm     os.FileMode
+		mode     Mode
+		degraded []string
+	}{
+		{"private", 0o755, Owned, nil},
+		{"sticky", 0o777 | fs.ModeSticky, Shared, []string{"not root-prepared"}},
+		{"not-sticky", 0o777, Shared, []string{"not root-prepared", "without the sticky bit any user can delete any lease file"}},
+		{"group-writable", 0o775, Shared, []string{"not root-prepared"}},
+	} {
+		d, w := openIn(t, mk(tt.name, tt.perm))
+		if d.Mode() != tt.mode || d.Owner() != os.Geteuid() {
+			t.Errorf("%s: mode %v owner %d, want %v owned by us", tt.name, d.Mode(), d.Owner(), tt.mode)
+		}
+		for _, want := range tt.degraded {
+			if !strings.Contains(d.Degraded(), want) {
+				t.Errorf("%s: Degraded() = %q, want it to say %q", tt.name, d.Degraded(), want)
+			}
+		}
+		if len(tt.degraded) == 0 && (d.Degraded() != "" || len(*w) != 0) {
+			t.Errorf("%s: Degraded() = %q, warnings %q; want none", tt.name, d.Degraded(), *w)
+		}
+	}
+	// A missing directory, not created: nothing held, nothing made.
+	missing := filepath.Join(base, "missing")
+	d, err := Open(missing, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held, err := d.Held(keysN(2)); err != nil || len(held) != 0 {
+		t.Errorf("Held in a missing directory = %v, %v", held, err)
+	}
+	if _, err := os.Lstat(missing); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Open without Create made %s: %v", missing, err)
+	}
+	if _, err := d.Acquire(keysN(1)); err == nil {
+		t.Error("Acquire in a missing directory did not fail")
 	}
 }
 
@@ -237,278 +318,305 @@ func TestOpenRefuses(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	me := ownerName(os.Geteuid())
 	tests := []struct {
 		path, want string
 	}{
-		{link, link + ": unsafe path: lease directory is a symlink"},
-		{file, file + ": unsafe path: lease directory is not a directory"},
+		{link, link + ": unsafe path: lease directory is a symlink (owned by " + me + ")"},
+		{file, file + ": unsafe path: not a directory"},
+		{filepath.Join(file, "x"), file + ": unsafe path: not a directory"},
 		{"", "lease: empty lease directory path"},
+		{"/", "/ cannot be a lease directory"},
 	}
 	for _, tt := range tests {
-		_, err := Open(tt.path, nil)
+		_, err := Open(tt.path, Options{Create: true})
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("Open(%q) = %v, want error containing %q", tt.path, err, tt.want)
 		}
 	}
 }
 
-func TestOpenWarnsNotSticky(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "l")
-	if err := os.Mkdir(path, 0o777); err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(path, 0o777)
-	var warned []string
-	if _, err := Open(path, func(f string, a ...any) { warned = append(warned, fmt.Sprintf(f, a...)) }); err != nil {
-		t.Fatal(err)
-	}
-	if len(warned) != 1 || !strings.Contains(warned[0], "world-writable but not sticky") {
-		t.Errorf("warnings = %q, want one about the sticky bit", warned)
-	}
-}
-
-func TestOpenDefaultFallsBack(t *testing.T) {
+// TestOpenSymlinkOnTheWay: a symlink above the lease directory is
+// followed where only this user (or root) can have put it, and refused in
+// a directory other users can write.
+func TestOpenSymlinkOnTheWay(t *testing.T) {
 	base := t.TempDir()
-	notDir := filepath.Join(base, "file")
-	if err := os.WriteFile(notDir, nil, 0o644); err != nil {
+	real := filepath.Join(base, "real")
+	if err := os.MkdirAll(filepath.Join(real, "leases"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	xdg := filepath.Join(base, "xdg")
-	os.Mkdir(xdg, 0o700)
-	t.Setenv("XDG_RUNTIME_DIR", xdg)
-	var warned []string
-	d, err := OpenDefault(notDir, func(f string, a ...any) { warned = append(warned, fmt.Sprintf(f, a...)) })
+	if err := os.Symlink("real", filepath.Join(base, "safe")); err != nil {
+		t.Fatal(err)
+	}
+	d, err := Open(filepath.Join(base, "safe", "leases"), Options{})
 	if err != nil {
+		t.Fatalf("symlink in our own 0700 directory: %v", err)
+	}
+	var st unix.Stat_t
+	unix.Stat(filepath.Join(real, "leases"), &st)
+	if d.ino != st.Ino {
+		t.Error("did not open the symlink's target")
+	}
+	d.Close()
+	// The same symlink in a world-writable, non-sticky directory: anyone
+	// could have swapped it.
+	open := filepath.Join(base, "open")
+	os.Mkdir(open, 0o777)
+	os.Chmod(open, 0o777)
+	if err := os.Symlink(real, filepath.Join(open, "l")); err != nil {
 		t.Fatal(err)
 	}
-	if want := filepath.Join(xdg, "amdrun"); d.Path() != want {
-		t.Errorf("Path() = %q, want %q", d.Path(), want)
+	_, err = Open(filepath.Join(open, "l", "leases"), Options{})
+	if !errors.Is(err, ErrUnsafe) || !strings.Contains(err.Error(), "a symlink in "+open) || !strings.Contains(err.Error(), "not followed") {
+		t.Errorf("symlink in a world-writable directory: %v", err)
 	}
-	if fi, err := os.Stat(d.Path()); err != nil || fi.Mode().Perm() != 0o700 {
-		t.Errorf("fallback dir: %v, %v; want mode 0700", fi.Mode(), err)
+	// ".." in a symlink's target is resolved on the way, as the kernel does.
+	if err := os.Symlink("../real", filepath.Join(real, "up")); err != nil {
+		t.Fatal(err)
 	}
-	if len(warned) != 1 || !strings.Contains(warned[0], "using "+d.Path()) || !strings.Contains(warned[0], "not a directory") {
-		t.Errorf("warnings = %q", warned)
-	}
-	if _, err := d.Acquire([]string{"gpu0"}, CurrentHolder(nil)); err != nil {
-		t.Errorf("Acquire in fallback dir: %v", err)
+	if d, err := Open(filepath.Join(real, "up", "leases"), Options{}); err != nil || d.ino != st.Ino {
+		t.Errorf("symlink with ..: %v", err)
 	}
 }
 
-// TestHolderRoundTrip: Held, in another process, reports who holds a
-// device and what they leased with it.
-func TestHolderRoundTrip(t *testing.T) {
-	testutil.EndToEnd(t)
-	d, _ := openTemp(t)
+// TestOpenUnsteadyParent: a lease directory owned by this user inside a
+// directory another user owns is degraded: that user can swap it.
+func TestOpenUnsteadyParent(t *testing.T) {
+	testutil.RequireRoot(t)
+	base := t.TempDir()
+	parent := filepath.Join(base, "theirs")
+	if err := os.Mkdir(parent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(parent, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	leases := filepath.Join(parent, "leases")
+	if err := os.Mkdir(leases, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d, w := openIn(t, leases)
+	if d.Mode() != Owned || !strings.Contains(d.Degraded(), "can be changed by "+ownerName(65534)+" ("+parent+")") || len(*w) != 1 {
+		t.Errorf("mode %v, degraded %q, warnings %q", d.Mode(), d.Degraded(), *w)
+	}
+	// A directory another user owns and nobody else can write: that user
+	// can take devices other users' jobs hold there.
+	os.Chown(parent, 0, 0)
+	os.Chown(leases, 65534, 65534)
+	d, _ = openIn(t, leases)
+	if !strings.Contains(d.Degraded(), "belongs to "+ownerName(65534)) {
+		t.Errorf("degraded %q", d.Degraded())
+	}
+}
+
+// Step 2: a lease file, and what is not one.
+
+// TestAcquireHeldRelease: in one process, two opens of the directory
+// exclude each other as two jobs would; Held names the holder as the
+// kernel knows it; Release frees at once; the files stay and are empty.
+func TestAcquireHeldRelease(t *testing.T) {
+	d := openOwned(t)
+	other, _ := openIn(t, d.Path())
 	keys := keysN(3)
-	before := time.Now()
-	cmd, _ := startHolder(t, "hold", d.Path(), keys[:2])
-	held, err := d.Held(keys)
+	l, err := d.Acquire(keys[:2])
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(held) != 2 {
-		t.Fatalf("Held = %v, want keys %v", held, keys[:2])
+	held, err := other.Held(keys)
+	if err != nil || len(held) != 2 {
+		t.Fatalf("Held = %v, %v; want %q", held, err, keys[:2])
 	}
-	hn, _ := os.Hostname()
+	cmdline, _ := os.ReadFile("/proc/self/cmdline")
+	wantCmd := Printable(strings.TrimSpace(strings.ReplaceAll(string(cmdline), "\x00", " ")), 200)
 	for _, k := range keys[:2] {
-		h := held[k]
-		if h.PID != cmd.Process.Pid || h.UID != os.Geteuid() || h.User != userName(os.Geteuid()) || h.Host != hn {
-			t.Errorf("Held[%s] = %+v, want pid %d uid %d host %s", k, h, cmd.Process.Pid, os.Geteuid(), hn)
+		h := held[k].Holder
+		if held[k].Fault != nil || h.PID != os.Getpid() || h.UID != os.Getuid() || h.User != userName(os.Getuid()) || h.Command != wantCmd {
+			t.Errorf("Held[%s] = %+v, want this process (pid %d, uid %d, %q)", k, held[k], os.Getpid(), os.Getuid(), wantCmd)
 		}
-		if !slices.Equal(h.Devices, keys[:2]) {
-			t.Errorf("Held[%s].Devices = %q, want %q", k, h.Devices, keys[:2])
-		}
-		if !strings.HasPrefix(h.Command, os.Args[0]+" -test.run=^$") {
-			t.Errorf("Held[%s].Command = %q, want the child's command line", k, h.Command)
-		}
-		if h.Start.Before(before.Add(-time.Second)) || h.Start.After(time.Now()) {
-			t.Errorf("Held[%s].Start = %v, not within the test", k, h.Start)
+		if h.Start.IsZero() || h.Start.After(time.Now()) || time.Since(h.Start) > time.Hour {
+			t.Errorf("Held[%s].Start = %v, want this process's start", k, h.Start)
 		}
 	}
-	// The file itself is JSON for people.
-	b, err := os.ReadFile(filepath.Join(d.Path(), "0000:0c:00.0.lock"))
-	if err != nil || !strings.Contains(string(b), fmt.Sprintf(`"pid": %d`, cmd.Process.Pid)) {
-		t.Errorf("lease file = %q, %v", b, err)
+	// All or nothing, and the error names the holder.
+	_, err = other.Acquire(keys[1:])
+	want := fmt.Sprintf("lease: %s: device is leased by another process: held by pid %d (", keys[1], os.Getpid())
+	if !errors.Is(err, ErrBusy) || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("Acquire of a held key: %v, want prefix %q", err, want)
 	}
-	// List finds the same, and only the held ones.
-	all, err := d.List()
-	if err != nil || len(all) != 2 || all[keys[0]].PID != cmd.Process.Pid {
+	if held, _ := other.Held(keys[2:]); len(held) != 0 {
+		t.Errorf("a failed Acquire left %v held", held)
+	}
+	l.Release()
+	l.Release() // twice is fine
+	if held, _ := other.Held(keys); len(held) != 0 {
+		t.Errorf("after Release Held = %v", held)
+	}
+	for _, k := range keys[:2] {
+		fi, err := os.Stat(filepath.Join(d.Path(), k+".lock"))
+		if err != nil || fi.Size() != 0 || fi.Mode().Perm() != 0o644 {
+			t.Errorf("lease file %s: %v, %v; want an empty 0644 file left in place", k, fi, err)
+		}
+	}
+	all, err := other.List()
+	if err != nil || len(all) != 0 {
 		t.Errorf("List() = %v, %v", all, err)
 	}
 }
 
-// TestSIGKILLFreesLease: a holder killed with SIGKILL frees its devices at
-// once, with no clean-up, though its file and its content stay behind.
-func TestSIGKILLFreesLease(t *testing.T) {
-	testutil.EndToEnd(t)
-	d, _ := openTemp(t)
-	keys := keysN(3)
-	cmd, _ := startHolder(t, "hold", d.Path(), keys[:2])
-
-	// Busy while it lives: all or nothing, and the error names the holder.
-	_, err := d.Acquire(keys[1:], CurrentHolder(nil))
-	if !errors.Is(err, ErrBusy) {
-		t.Fatalf("Acquire of a held key: %v, want ErrBusy", err)
-	}
-	want := fmt.Sprintf("lease: %s: device is leased by another process: held by pid %d (", keys[1], cmd.Process.Pid)
-	if !strings.HasPrefix(err.Error(), want) {
-		t.Errorf("error = %q, want prefix %q", err, want)
-	}
-	if held, _ := d.Held(keys[2:]); len(held) != 0 {
-		t.Errorf("a failed Acquire left %v held", held)
-	}
-
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+// TestSharedLockCountsAsHeld: a shared lock kept on a lease file (which
+// would make every Acquire of it fail) shows the device as held, so it is
+// left out instead of chosen and failed on.
+func TestSharedLockCountsAsHeld(t *testing.T) {
+	d := openOwned(t)
+	l, err := d.Acquire([]string{"gpu0"}) // makes the file
+	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Wait()
-	held, err := d.Held(keys)
-	if err != nil || len(held) != 0 {
-		t.Fatalf("after SIGKILL Held = %v, %v; want none", held, err)
-	}
-	if b, _ := os.ReadFile(filepath.Join(d.Path(), "0000:0c:00.0.lock")); !strings.Contains(string(b), `"pid"`) {
-		t.Errorf("stale content %q should be there (and ignored)", b)
-	}
-	l, err := d.Acquire(keys, CurrentHolder(nil))
-	if err != nil {
-		t.Fatalf("Acquire after SIGKILL: %v", err)
-	}
-	held, _ = d.Held(keys)
-	if len(held) != 3 || held[keys[0]].PID != os.Getpid() {
-		t.Errorf("Held = %v, want all 3 by us", held)
-	}
 	l.Release()
-	l.Release() // twice is fine
-	if held, _ := d.Held(keys); len(held) != 0 {
-		t.Errorf("after Release Held = %v", held)
+	fd, err := unix.Open(filepath.Join(d.Path(), "gpu0.lock"), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if b, _ := os.ReadFile(filepath.Join(d.Path(), "0000:0c:00.0.lock")); len(b) != 0 {
-		t.Errorf("Release left holder info %q", b)
+	defer unix.Close(fd)
+	if err := unix.Flock(fd, unix.LOCK_SH); err != nil {
+		t.Fatal(err)
+	}
+	held, _ := d.Held([]string{"gpu0", "gpu1"})
+	if s, ok := held["gpu0"]; !ok || s.Holder.PID != os.Getpid() || len(held) != 1 {
+		t.Errorf("Held = %v, want gpu0 held (shared) by us", held)
+	}
+	if _, err := d.Acquire([]string{"gpu0"}); !errors.Is(err, ErrBusy) {
+		t.Errorf("Acquire = %v, want ErrBusy", err)
 	}
 }
 
-// TestSymlinkRefused: a symlink planted at a lease path is never followed:
-// a clear error names the path and the target keeps its content and mtime.
-func TestSymlinkRefused(t *testing.T) {
-	d, _ := openTemp(t)
+// TestFaultsStayLocal: whatever is planted at one device's lease path (a
+// symlink to a file elsewhere, a dangling one, a FIFO, a directory, a
+// hard link), only that device is unavailable: Held reports it with one
+// warning naming the path and its owner, the other devices are leased as
+// usual, nothing is followed, written or blocked on.
+func TestFaultsStayLocal(t *testing.T) {
+	d, w := openTemp(t)
+	*w = nil
 	outside := t.TempDir()
 	target := filepath.Join(outside, "precious")
 	if err := os.WriteFile(target, []byte("precious\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	mtime := time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)
-	if err := os.Chtimes(target, mtime, mtime); err != nil {
-		t.Fatal(err)
+	os.Chtimes(target, mtime, mtime)
+	p := func(k string) string { return filepath.Join(d.Path(), k+".lock") }
+	plant := map[string]func() error{
+		"gpu0": func() error { return os.Symlink(target, p("gpu0")) },
+		"gpu1": func() error { return os.Symlink(filepath.Join(outside, "absent"), p("gpu1")) },
+		"gpu2": func() error { return syscall.Mkfifo(p("gpu2"), 0o666) },
+		"gpu3": func() error { return os.Mkdir(p("gpu3"), 0o755) },
+		"gpu4": func() error { return os.Link(target, p("gpu4")) },
 	}
-	absent := filepath.Join(outside, "absent")
-	planted := map[string]string{"gpu0.lock": target, "gpu1.lock": absent, ".lock": target}
-	for name, to := range planted {
-		if err := os.Symlink(to, filepath.Join(d.Path(), name)); err != nil {
+	kinds := map[string]string{"gpu0": "a symlink", "gpu1": "a symlink", "gpu2": "a FIFO", "gpu3": "a directory", "gpu4": "a file with 2 links"}
+	for _, f := range plant {
+		if err := f(); err != nil {
 			t.Fatal(err)
 		}
 	}
-
-	for _, keys := range [][]string{{"gpu2", "gpu0"}, {"gpu1"}} {
-		_, err := d.Acquire(keys, CurrentHolder(nil))
-		path := filepath.Join(d.Path(), keys[len(keys)-1]+".lock")
-		want := "lease: " + path + ": unsafe path: is a symlink"
-		if !errors.Is(err, ErrUnsafe) || err.Error() != want {
-			t.Errorf("Acquire(%q) = %v, want %q", keys, err, want)
+	keys := []string{"gpu0", "gpu1", "gpu2", "gpu3", "gpu4", "gpu5", "gpu6"}
+	for range 3 { // a --wait loop asks again and again: still one warning each
+		held, err := d.Held(keys)
+		if err != nil {
+			t.Fatalf("Held: %v", err)
+		}
+		if len(held) != 5 {
+			t.Fatalf("Held = %v, want the 5 planted keys", held)
+		}
+		for k, kind := range kinds {
+			want := fmt.Sprintf("lease: %s: unsafe path: %s owned by %s", p(k), kind, ownerName(os.Geteuid()))
+			if f := held[k].Fault; !errors.Is(f, ErrUnsafe) || f.Error() != want {
+				t.Errorf("Held[%s].Fault = %v, want %q", k, f, want)
+			}
 		}
 	}
-	if held, _ := d.Held([]string{"gpu2"}); len(held) != 0 {
-		t.Errorf("gpu2 left held after a failed Acquire: %v", held)
+	if len(*w) != 5 {
+		t.Errorf("%d warnings, want one per planted path: %q", len(*w), *w)
 	}
-	if _, err := d.Held([]string{"gpu0"}); !errors.Is(err, ErrUnsafe) {
-		t.Errorf("Held on a symlink: %v, want ErrUnsafe", err)
+	for _, line := range *w {
+		if !strings.Contains(line, d.Path()) || !strings.Contains(line, "owned by") || !strings.Contains(line, "cannot be leased") {
+			t.Errorf("warning %q should name the path, its owner and the device", line)
+		}
 	}
-	if _, err := d.Lock(context.Background()); !errors.Is(err, ErrUnsafe) {
-		t.Errorf("Lock with a symlinked .lock: %v, want ErrUnsafe", err)
-	}
-
-	fi, err := os.Stat(target)
+	// The others are leased as usual; a planted one is refused by name.
+	l, err := d.Acquire([]string{"gpu5", "gpu6"})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("Acquire of the untouched devices: %v", err)
 	}
+	l.Release()
+	for k := range plant {
+		if _, err := d.Acquire([]string{"gpu5", k}); !errors.Is(err, ErrUnsafe) || !strings.Contains(err.Error(), p(k)) {
+			t.Errorf("Acquire(%s) = %v, want ErrUnsafe naming %s", k, err, p(k))
+		}
+	}
+	if held, _ := d.Held([]string{"gpu5"}); len(held) != 0 {
+		t.Errorf("gpu5 left held after a failed Acquire: %v", held)
+	}
+	fi, _ := os.Stat(target)
 	if b, _ := os.ReadFile(target); string(b) != "precious\n" || !fi.ModTime().Equal(mtime) {
 		t.Errorf("target changed: %q, mtime %v", b, fi.ModTime())
 	}
-	if _, err := os.Lstat(absent); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Lstat(filepath.Join(outside, "absent")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("dangling symlink target was created: %v", err)
 	}
 }
 
-// TestFIFORefused: a FIFO at a lease path neither blocks nor is used.
-func TestFIFORefused(t *testing.T) {
-	d, _ := openTemp(t)
-	if err := syscall.Mkfifo(filepath.Join(d.Path(), "gpu0.lock"), 0o666); err != nil {
-		t.Fatal(err)
-	}
-	_, err := d.Acquire([]string{"gpu0"}, CurrentHolder(nil))
-	if !errors.Is(err, ErrUnsafe) || !strings.HasSuffix(err.Error(), "gpu0.lock: unsafe path: not a regular file") {
-		t.Errorf("Acquire on a FIFO: %v", err)
-	}
-}
-
-// TestHardLinkNotWritten: a hard link to a file elsewhere, planted at a
-// lease path, is locked but never written.
-func TestHardLinkNotWritten(t *testing.T) {
-	d, _ := openTemp(t)
-	var warned []string
-	d.warn = func(f string, a ...any) { warned = append(warned, fmt.Sprintf(f, a...)) }
-	target := filepath.Join(t.TempDir(), "mine")
-	os.WriteFile(target, []byte("keep me\n"), 0o644)
-	if err := os.Link(target, filepath.Join(d.Path(), "gpu0.lock")); err != nil {
-		t.Skip("cannot hard-link:", err)
-	}
-	l, err := d.Acquire([]string{"gpu0"}, CurrentHolder(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	held, _ := d.Held([]string{"gpu0"})
-	if held["gpu0"].PID != os.Getpid() {
-		t.Errorf("Held = %v, want us (from the kernel's lock table)", held)
-	}
-	l.Release()
-	if b, _ := os.ReadFile(target); string(b) != "keep me\n" {
-		t.Errorf("target changed to %q", b)
-	}
-	if len(warned) != 1 || !strings.Contains(warned[0], "has 2 links") {
-		t.Errorf("warnings = %q", warned)
-	}
-}
-
-// TestOtherUsersStaleFile: another user's lease file, left by a dead job,
-// is leased without writing to it.
-func TestOtherUsersStaleFile(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to make a file of another user")
-	}
+// TestOtherUsersUnreadableFile: another user's 0600 file at a lease path
+// is a fault for a user who cannot read it, and leased (never written) by
+// root, who can.
+func TestOtherUsersUnreadableFile(t *testing.T) {
+	testutil.RequireRoot(t)
 	d, _ := openTemp(t)
 	path := filepath.Join(d.Path(), "gpu0.lock")
-	os.WriteFile(path, []byte("stale junk\n"), 0o644)
+	os.WriteFile(path, []byte("junk\n"), 0o600)
 	if err := os.Chown(path, 65534, 65534); err != nil {
 		t.Fatal(err)
 	}
-	l, err := d.Acquire([]string{"gpu0"}, CurrentHolder(nil))
+	l, err := d.Acquire([]string{"gpu0"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	held, _ := d.Held([]string{"gpu0"})
-	if h := held["gpu0"]; h.PID != os.Getpid() || h.UID != os.Geteuid() || !slices.Equal(h.Devices, []string{"gpu0"}) {
-		t.Errorf("Held = %+v, want us, from the kernel's lock table and /proc", h)
+	held, _ := openTempSame(t, d).Held([]string{"gpu0"})
+	if h := held["gpu0"].Holder; h.PID != os.Getpid() || h.UID != 0 {
+		t.Errorf("Held = %+v, want us", held["gpu0"])
 	}
 	l.Release()
-	if b, _ := os.ReadFile(path); string(b) != "stale junk\n" {
+	if b, _ := os.ReadFile(path); string(b) != "junk\n" {
 		t.Errorf("another user's file was written: %q", b)
+	}
+}
+
+func openTempSame(t *testing.T, d *Dir) *Dir {
+	t.Helper()
+	o, _ := openIn(t, d.Path())
+	return o
+}
+
+// TestCreatedFilesReadableByAll: a lease file made under a strict umask is
+// 0644 all the same, or other users' jobs could not lock it.
+func TestCreatedFilesReadableByAll(t *testing.T) {
+	old := syscall.Umask(0o077)
+	defer syscall.Umask(old)
+	d, _ := openTemp(t)
+	l, err := d.Acquire([]string{"gpu0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Release()
+	if fi, err := os.Stat(filepath.Join(d.Path(), "gpu0.lock")); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Errorf("lease file mode %v, %v; want 0644", fi.Mode(), err)
 	}
 }
 
 func TestAcquireBadKeys(t *testing.T) {
 	d, _ := openTemp(t)
 	for _, keys := range [][]string{nil, {"gpu0", "gpu0"}, {""}} {
-		if _, err := d.Acquire(keys, Holder{}); !errors.Is(err, ErrBadKey) {
+		if _, err := d.Acquire(keys); !errors.Is(err, ErrBadKey) {
 			t.Errorf("Acquire(%q) = %v, want ErrBadKey", keys, err)
 		}
 	}
@@ -517,58 +625,90 @@ func TestAcquireBadKeys(t *testing.T) {
 	}
 }
 
-func TestLockWaitsForContext(t *testing.T) {
-	d, _ := openTemp(t)
+// Step 3: the node lock.
+
+func TestLockEndsWithContextNamingHolder(t *testing.T) {
+	d := openOwned(t)
+	other, _ := openIn(t, d.Path())
 	unlock, err := d.Lock(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	if _, err := d.Lock(ctx); !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("second Lock = %v, want DeadlineExceeded", err)
+	_, err = other.Lock(ctx)
+	var le *LockedError
+	if !errors.As(err, &le) || !errors.Is(err, ErrLocked) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("second Lock = %v, want a *LockedError", err)
+	}
+	if le.Holder.PID != os.Getpid() || le.Path != filepath.Join(d.Path(), ".lock") || le.Waited < 50*time.Millisecond {
+		t.Errorf("LockedError %+v", le)
+	}
+	if !strings.HasPrefix(err.Error(), fmt.Sprintf("lease: the node lock %s/.lock stayed held by pid %d (", d.Path(), os.Getpid())) {
+		t.Errorf("message %q", err)
 	}
 	unlock()
 	unlock()
-	unlock2, err := d.Lock(context.Background())
+	unlock2, err := other.Lock(context.Background())
 	if err != nil {
 		t.Fatalf("Lock after unlock: %v", err)
 	}
 	unlock2()
 }
 
+// TestLockFaultDoesNotStopJobs: a bad file at the node lock's path costs
+// one warning; choosing goes on without it (the device locks alone keep
+// devices apart).
+func TestLockFaultDoesNotStopJobs(t *testing.T) {
+	d, w := openTemp(t)
+	*w = nil
+	if err := syscall.Mkfifo(filepath.Join(d.Path(), ".lock"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		unlock, err := d.Lock(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		unlock()
+	}
+	if len(*w) != 1 || !strings.Contains((*w)[0], "a FIFO") || !strings.Contains((*w)[0], "without the node lock") {
+		t.Errorf("warnings %q", *w)
+	}
+}
+
+// Step 4: the queue.
+
 func TestQueueInProcess(t *testing.T) {
 	d, _ := openTemp(t)
 	var tk [3]*Ticket
 	for i := range tk {
 		var err error
-		if tk[i], err = d.Enqueue(); err != nil {
+		if tk[i], err = d.Enqueue(2, 8); err != nil {
 			t.Fatal(err)
 		}
 	}
-	first := func() [3]bool {
+	first := func(free int) [3]bool {
 		var f [3]bool
 		for i, x := range tk {
-			f[i], _ = x.First()
+			f[i], _ = x.First(free)
 		}
 		return f
 	}
-	if got := first(); got != [3]bool{true, false, false} {
-		t.Fatalf("First() = %v, want only the oldest", got)
+	// Nothing free: the older ones wait for devices, as we do.
+	if got := first(0); got != [3]bool{true, false, false} {
+		t.Fatalf("First(0) = %v, want only the oldest", got)
 	}
 	tk[0].Done()
 	tk[0].Done()
-	if _, err := tk[0].First(); err == nil {
+	if _, err := tk[0].First(8); err == nil {
 		t.Error("First after Done: no error")
 	}
-	if f, _ := tk[1].First(); !f {
-		t.Error("second ticket not first after the oldest is done")
-	}
-	if f, _ := tk[2].First(); f {
-		t.Error("third ticket first while the second waits")
+	if got := first(0); got != [3]bool{false, true, false} {
+		t.Errorf("after the oldest is done: %v", got)
 	}
 	tk[1].Done()
-	if f, _ := tk[2].First(); !f {
+	if f, _ := tk[2].First(0); !f {
 		t.Error("third ticket not first at the end")
 	}
 	tk[2].Done()
@@ -576,6 +716,359 @@ func TestQueueInProcess(t *testing.T) {
 	if len(ents) != 0 {
 		t.Errorf("queue left %d files", len(ents))
 	}
+	if fi, err := os.Stat(filepath.Join(d.Path(), "queue")); err != nil || fi.Mode()&(fs.ModeSticky|fs.ModePerm) != fs.ModeSticky|0o777 {
+		t.Errorf("queue directory %v, %v; want 01777", fi.Mode(), err)
+	}
+}
+
+// TestQueuePatience: an older ticket keeps its turn while it could be
+// waiting for devices; once enough are free for it, it has its patience to
+// take them, and is passed over after.
+func TestQueuePatience(t *testing.T) {
+	d, _ := openTemp(t)
+	old, err := d.Enqueue(4, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Done()
+	mine, err := d.Enqueue(2, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mine.Done()
+	mine.patience = time.Hour
+	for _, free := range []int{0, 3, 3} {
+		if f, _ := mine.First(free); f {
+			t.Errorf("First(%d) with an older ticket needing 4: true", free)
+		}
+	}
+	// 4 free: its chance. With an hour's patience we keep waiting ...
+	for range 2 {
+		if f, _ := mine.First(4); f {
+			t.Error("passed over an older ticket within its patience")
+		}
+	}
+	// ... with none, the second look finds it still there: passed over.
+	mine.patience = 0
+	mine.able = nil
+	if f, _ := mine.First(4); f {
+		t.Error("first look passed over an older ticket")
+	}
+	if f, _ := mine.First(4); !f {
+		t.Error("a ticket that let 4 free devices go by for its patience still blocks")
+	}
+	// Fewer free again: it waits for devices, its turn is back.
+	if f, _ := mine.First(3); f {
+		t.Error("older ticket waiting for devices was passed over")
+	}
+}
+
+// TestQueueIgnoresNonTickets: files in the queue that amdrun did not
+// write (no need, a need larger than the node, a symlink, a FIFO) block
+// nobody.
+func TestQueueIgnoresNonTickets(t *testing.T) {
+	d, _ := openTemp(t)
+	mine, err := d.Enqueue(1, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mine.Done()
+	q := filepath.Join(d.Path(), "queue")
+	hold := func(name, content string) {
+		p := filepath.Join(q, name)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { unix.Close(fd) })
+		if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hold("00000000000000000001-0000000001.lock", "")
+	hold("00000000000000000002-0000000001.lock", `{"need":9}`)
+	hold("00000000000000000003-0000000001.lock", `{"need":"all"}`)
+	os.Symlink("/etc/passwd", filepath.Join(q, "00000000000000000004-0000000001.lock"))
+	syscall.Mkfifo(filepath.Join(q, "00000000000000000005-0000000001.lock"), 0o666)
+	if f, err := mine.First(0); !f || err != nil {
+		t.Errorf("First = %v, %v: files that are not tickets blocked the queue", f, err)
+	}
+}
+
+// TestQueueUnusable: a queue that is not a directory, or that this user
+// cannot write, makes Enqueue fail (Claim then waits without it).
+func TestQueueUnusable(t *testing.T) {
+	d, _ := openTemp(t)
+	q := filepath.Join(d.Path(), "queue")
+	if err := os.Symlink(t.TempDir(), q); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Enqueue(1, 8); !errors.Is(err, ErrUnsafe) || !strings.Contains(err.Error(), "a symlink owned by") {
+		t.Errorf("Enqueue with a symlinked queue: %v", err)
+	}
+}
+
+// Step 5: Claim puts them together.
+
+// TestClaimWaitsWithoutQueue: with the queue unusable, a waiting Claim
+// still gets its devices when they are freed.
+func TestClaimWaitsWithoutQueue(t *testing.T) {
+	testutil.EndToEnd(t) // real time
+	d, w := openTemp(t)
+	*w = nil
+	os.WriteFile(filepath.Join(d.Path(), "queue"), nil, 0o644)
+	other, _ := openIn(t, d.Path())
+	keys := keysN(2)
+	l, err := other.Acquire(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(50*time.Millisecond, func() { l.Release() })
+	choose := func(held map[string]State) ([]string, error) {
+		if len(held) > 0 {
+			return nil, ErrBusy
+		}
+		return keys, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got, err := d.Claim(ctx, keys, 2, choose, 5*time.Millisecond)
+	if err != nil {
+		t.Fatalf("Claim: %v", err)
+	}
+	got.Release()
+	if len(*w) != 1 || !strings.Contains((*w)[0], "waiting without first-come-first-served order") {
+		t.Errorf("warnings %q", *w)
+	}
+}
+
+// TestClaimRefusesMovedDirectory: a job whose directory was moved aside
+// (lease init) while it chose does not lease in the old one.
+func TestClaimRefusesMovedDirectory(t *testing.T) {
+	d, _ := openTemp(t)
+	if err := os.Rename(d.Path(), d.Path()+".old"); err != nil {
+		t.Fatal(err)
+	}
+	os.Mkdir(d.Path(), 0o755)
+	_, err := d.Claim(context.Background(), keysN(1), 1, func(map[string]State) ([]string, error) { return keysN(1), nil }, 0)
+	if err == nil || !strings.Contains(err.Error(), "was replaced") {
+		t.Errorf("Claim in a moved directory: %v", err)
+	}
+}
+
+// Step 6: root prepares the directory.
+
+func TestInit(t *testing.T) {
+	testutil.RequireRoot(t)
+	old := syscall.Umask(0o077)
+	defer syscall.Umask(old)
+	path := filepath.Join(t.TempDir(), "run", "lock", "amdrun")
+	keys := []string{"gpu0", "0000:0c:00.0"}
+	rep, err := Init(path, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{".lock", "gpu0.lock", "0000:0c:00.0.lock"}; !slices.Equal(rep.Made, want) || rep.Kept != 0 || rep.MovedAside != "" {
+		t.Errorf("report %+v, want made %q", rep, want)
+	}
+	check := func(name string, mode fs.FileMode) {
+		t.Helper()
+		var st unix.Stat_t
+		if err := unix.Lstat(filepath.Join(path, name), &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Uid != 0 || fs.FileMode(st.Mode&0o777) != mode.Perm() || (st.Mode&unix.S_ISVTX != 0) != (mode&fs.ModeSticky != 0) {
+			t.Errorf("%s: uid %d mode %o, want root's %v", name, st.Uid, st.Mode&0o7777, mode)
+		}
+	}
+	check(".", 0o755)
+	check(".lock", 0o644)
+	check("gpu0.lock", 0o644)
+	check("0000:0c:00.0.lock", 0o644)
+	check("queue", fs.ModeSticky|0o777)
+	d, w := openIn(t, path)
+	if d.Mode() != Owned || d.Owner() != 0 || d.Degraded() != "" || len(*w) != 0 {
+		t.Errorf("mode %v owner %d degraded %q warnings %q", d.Mode(), d.Owner(), d.Degraded(), *w)
+	}
+	// Again, with one more device: kept, one made.
+	rep, err = Init(path, append(keys, "gpu1"))
+	if err != nil || !slices.Equal(rep.Made, []string{"gpu1.lock"}) || rep.Kept != 3 {
+		t.Errorf("second Init: %+v, %v", rep, err)
+	}
+}
+
+// TestInitMovesAsideUnsafe: a directory other users could write (or own)
+// is moved aside, unless a device is leased in it now.
+func TestInitMovesAsideUnsafe(t *testing.T) {
+	testutil.RequireRoot(t)
+	base := t.TempDir()
+	path := filepath.Join(base, "amdrun")
+	d, _ := openIn(t, path) // 01777, as a user's first job would make it
+	l, err := d.Acquire([]string{"gpu3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Init(path, []string{"gpu3"})
+	if err == nil || !strings.Contains(err.Error(), "has devices leased now (gpu3 by pid "+strconv.Itoa(os.Getpid())) {
+		t.Fatalf("Init over a directory with a live lease: %v", err)
+	}
+	l.Release()
+	rep, err := Init(path, []string{"gpu3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(rep.MovedAside, path+".untrusted-") {
+		t.Errorf("moved aside to %q", rep.MovedAside)
+	}
+	if _, err := os.Stat(filepath.Join(rep.MovedAside, "gpu3.lock")); err != nil {
+		t.Errorf("the old directory was not kept aside: %v", err)
+	}
+	// A symlink there is moved aside too (never followed).
+	os.Rename(path, path+".real")
+	os.Symlink(path+".real", path)
+	if rep, err := Init(path, []string{"gpu3"}); err != nil || rep.MovedAside == "" {
+		t.Errorf("Init over a symlink: %+v, %v", rep, err)
+	}
+	if fi, err := os.Lstat(path); err != nil || !fi.IsDir() {
+		t.Errorf("after Init over a symlink: %v, %v", fi, err)
+	}
+}
+
+func TestInitRefuses(t *testing.T) {
+	testutil.RequireRoot(t)
+	base := t.TempDir()
+	open := filepath.Join(base, "open")
+	os.Mkdir(open, 0o777)
+	os.Chmod(open, 0o777)
+	if _, err := Init(filepath.Join(open, "amdrun"), nil); !errors.Is(err, ErrUnsafe) || !strings.Contains(err.Error(), "can change "+open) {
+		t.Errorf("Init under a world-writable non-sticky directory: %v", err)
+	}
+	if _, err := Init(filepath.Join(base, "x"), []string{""}); !errors.Is(err, ErrBadKey) {
+		t.Errorf("bad key: %v", err)
+	}
+}
+
+// TestRenameExchangeRace: whatever a user who owns the parent of the
+// lease directory swaps in and out (the directory and a symlink to a
+// directory of root's, exchanged in a loop), root's leases go into the
+// directory the path named when it was opened, never through the symlink.
+func TestRenameExchangeRace(t *testing.T) {
+	testutil.RequireRoot(t)
+	base := t.TempDir()
+	parent := filepath.Join(base, "p")
+	os.Mkdir(parent, 0o755)
+	victim := filepath.Join(base, "victim")
+	os.Mkdir(victim, 0o755)
+	os.Mkdir(filepath.Join(parent, "leases"), 0o777)
+	if err := os.Symlink(victim, filepath.Join(parent, "swap")); err != nil {
+		t.Fatal(err)
+	}
+	// The parent and what is in it belong to another user.
+	for _, p := range []string{parent, filepath.Join(parent, "leases")} {
+		os.Chown(p, 65534, 65534)
+	}
+	os.Lchown(filepath.Join(parent, "swap"), 65534, 65534)
+	pfd, err := unix.Open(parent, unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(pfd)
+	stop := make(chan struct{})
+	done := make(chan int)
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-stop:
+				done <- n
+				return
+			default:
+			}
+			if unix.Renameat2(pfd, "leases", pfd, "swap", unix.RENAME_EXCHANGE) == nil {
+				n++
+			}
+		}
+	}()
+	const rounds = 500
+	ok, refused := 0, 0
+	for i := range rounds {
+		d, err := Open(filepath.Join(parent, "leases"), Options{Create: true})
+		if err != nil {
+			if !errors.Is(err, ErrUnsafe) {
+				t.Errorf("round %d: %v", i, err)
+			}
+			refused++
+			continue
+		}
+		l, err := d.Acquire([]string{fmt.Sprintf("gpu%d", i%8)})
+		if err == nil {
+			ok++
+			l.Release()
+		}
+		d.Close()
+	}
+	close(stop)
+	swaps := <-done
+	ents, _ := os.ReadDir(victim)
+	if len(ents) != 0 {
+		t.Errorf("root made %d files in the symlink's target: %v", len(ents), ents)
+	}
+	t.Logf("%d rounds against %d exchanges: %d leased in the real directory, %d refused (a symlink at the path)", rounds, swaps, ok, refused)
+	if swaps == 0 || ok == 0 {
+		t.Errorf("the race did not run: %d swaps, %d leases", swaps, ok)
+	}
+}
+
+// Across processes.
+
+// TestHolderFromKernel: Held, in another process, reports the child that
+// holds a device, from the kernel: its pid, uid and command line.
+func TestHolderFromKernel(t *testing.T) {
+	testutil.EndToEnd(t)
+	d, _ := openTemp(t)
+	keys := keysN(3)
+	cmd, _ := startHolder(t, "hold", d.Path(), keys[:2])
+	held, err := d.Held(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(held) != 2 {
+		t.Fatalf("Held = %v, want keys %v", held, keys[:2])
+	}
+	for _, k := range keys[:2] {
+		h := held[k].Holder
+		if h.PID != cmd.Process.Pid || h.UID != os.Getuid() || !strings.HasPrefix(h.Command, os.Args[0]+" -test.run=^$") {
+			t.Errorf("Held[%s] = %+v, want pid %d with the child's command line", k, h, cmd.Process.Pid)
+		}
+	}
+}
+
+// TestSIGKILLFreesLease: a holder killed with SIGKILL frees its devices at
+// once, with no clean-up.
+func TestSIGKILLFreesLease(t *testing.T) {
+	testutil.EndToEnd(t)
+	d, _ := openTemp(t)
+	keys := keysN(3)
+	cmd, _ := startHolder(t, "hold", d.Path(), keys[:2])
+	if _, err := d.Acquire(keys[1:]); !errors.Is(err, ErrBusy) {
+		t.Fatalf("Acquire of a held key: %v, want ErrBusy", err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	held, err := d.Held(keys)
+	if err != nil || len(held) != 0 {
+		t.Fatalf("after SIGKILL Held = %v, %v; want none", held, err)
+	}
+	l, err := d.Acquire(keys)
+	if err != nil {
+		t.Fatalf("Acquire after SIGKILL: %v", err)
+	}
+	l.Release()
 }
 
 // TestQueueDeadWaiterIgnored: a waiter that dies keeps nobody waiting, and
@@ -584,17 +1077,17 @@ func TestQueueDeadWaiterIgnored(t *testing.T) {
 	testutil.EndToEnd(t)
 	d, _ := openTemp(t)
 	cmd, _ := startHolder(t, "ticket", d.Path(), nil)
-	mine, err := d.Enqueue()
+	mine, err := d.Enqueue(1, 8)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer mine.Done()
-	if f, _ := mine.First(); f {
+	if f, _ := mine.First(0); f {
 		t.Fatal("first while an older live waiter exists")
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	if f, err := mine.First(); !f || err != nil {
+	if f, err := mine.First(0); !f || err != nil {
 		t.Fatalf("First() = %v, %v after the older waiter died", f, err)
 	}
 	ents, _ := os.ReadDir(filepath.Join(d.Path(), "queue"))
@@ -609,7 +1102,7 @@ func TestQueueFirstComeFirstServed(t *testing.T) {
 	testutil.EndToEnd(t)
 	d, _ := openTemp(t)
 	keys := keysN(8)
-	l, err := d.Acquire(keys, CurrentHolder(nil))
+	l, err := d.Acquire(keys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -666,9 +1159,6 @@ func waitFor(t *testing.T, cond func() bool) {
 // up, never share a device, run 4 at a time, and all finish.
 func TestConcurrentJobs(t *testing.T) {
 	testutil.EndToEnd(t)
-	if testing.Short() {
-		t.Skip("takes a few seconds")
-	}
 	d, _ := openTemp(t)
 	keys := keysN(8)
 	mark := t.TempDir()

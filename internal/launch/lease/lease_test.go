@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/amdrun/amdrun/internal/testutil"
 )
@@ -69,12 +71,71 @@ func TestKeyFromFileNameRejects(t *testing.T) {
 }
 
 func TestHolderString(t *testing.T) {
-	h := Holder{PID: 42, User: "alice", Command: "amdrun -n 2 train.py"}
-	if got, want := h.String(), "pid 42 (alice: amdrun -n 2 train.py)"; got != want {
-		t.Errorf("String() = %q, want %q", got, want)
+	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.Local)
+	for _, tt := range []struct {
+		h    Holder
+		want string
+	}{
+		{Holder{PID: 42, User: "alice", Command: "amdrun -n 2 train.py", Start: start}, "pid 42 (alice: amdrun -n 2 train.py), started 03:04:05"},
+		{Holder{PID: 7, UID: 1000}, "pid 7 (uid 1000)"},
+		{Holder{PID: 7, UID: -1}, "pid 7"},
+		{Holder{PID: 7, UID: -1, Gone: true}, "pid 7 (exited; the job's processes keep the lease)"},
+		{Holder{UID: -1}, "an unknown process"},
+		// What another user put in its command line reaches people escaped.
+		{Holder{PID: 9, User: "mallory", Command: "x\x1b]0;pwned\x07\x1b[2J\nrm"}, `pid 9 (mallory: x\x1b]0;pwned\x07\x1b[2J rm)`},
+	} {
+		if got := tt.h.String(); got != tt.want {
+			t.Errorf("%+v.String() = %q, want %q", tt.h, got, tt.want)
+		}
 	}
-	if got, want := (Holder{PID: 7, UID: 1000}).String(), "pid 7 (uid 1000)"; got != want {
-		t.Errorf("String() = %q, want %q", got, want)
+}
+
+func TestPrintable(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		max  int
+		want string
+	}{
+		{"amdrun -n 2 train.py", 0, "amdrun -n 2 train.py"},
+		{"\x1b[2J\x07\r\t\x7f", 0, `\x1b[2J\x07\x0d\x09\x7f`},
+		{"\u009b31m", 0, `\u009b31m`},             // C1 CSI
+		{"evil\u202egnp.exe", 0, `evil\u202egnp.exe`}, // right-to-left override
+		{"a\xffb", 0, `a\xffb`},                   // not UTF-8
+		{"héllo wörld", 0, "héllo wörld"},
+		{"abcdefghij", 8, "abcde..."},
+		{"abcdefgh", 8, "abcdefgh"},
+		{"ab\x1bcdefgh", 8, `ab...`}, // an escape is never cut in half
+		{strings.Repeat("x", 10000), 200, strings.Repeat("x", 197) + "..."},
+	} {
+		got := Printable(tt.in, tt.max)
+		if got != tt.want {
+			t.Errorf("Printable(%q, %d) = %q, want %q", tt.in, tt.max, got, tt.want)
+		}
+		if tt.max > 0 && len([]rune(got)) > tt.max {
+			t.Errorf("Printable(%q, %d) = %q is longer than %d", tt.in, tt.max, got, tt.max)
+		}
+	}
+}
+
+func TestTmpfilesLines(t *testing.T) {
+	got, err := TmpfilesLines("/run/lock/amdrun", []string{"0000:0c:00.0", "gpu 1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"d /run/lock/amdrun 0755 root root -",
+		"f /run/lock/amdrun/.lock 0644 root root -",
+		"d /run/lock/amdrun/queue 1777 root root -",
+		"f /run/lock/amdrun/0000:0c:00.0.lock 0644 root root -",
+		"f /run/lock/amdrun/gpu%%201.lock 0644 root root -", // % is a tmpfiles specifier
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	for _, bad := range []string{"relative/dir", "/with space", "/quote\"d"} {
+		if _, err := TmpfilesLines(bad, nil); err == nil {
+			t.Errorf("TmpfilesLines(%q) did not fail", bad)
+		}
 	}
 }
 

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
@@ -59,7 +61,7 @@ func options(t *testing.T, edit func(*doctor.Options)) (*doctor.Options, *bytes.
 			"proc/sys/kernel/numa_balancing": "0\n",
 			"proc/cmdline":                   "BOOT_IMAGE=/vmlinuz root=/dev/sda1 iommu=pt quiet\n",
 		}),
-		Leases: func() (*lease.Dir, error) { return lease.Open(leaseDir, nil) },
+		Leases: func() (*lease.Dir, error) { return lease.Open(leaseDir, lease.Options{}) },
 		Run:    torch("2.11.0 cuda 2\n", nil),
 		Python: "python3",
 	}
@@ -342,23 +344,25 @@ func TestRunJSON(t *testing.T) {
 }
 
 func TestLeaseCheckHeld(t *testing.T) {
-	dir := t.TempDir()
-	d, err := lease.Open(dir, nil)
+	dir := t.TempDir() // this user's, 0700: nobody else can change it
+	d, err := lease.Open(dir, lease.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := d.Acquire([]string{"gpu3"}, lease.CurrentHolder([]string{"gpu3"}))
+	defer d.Close()
+	l, err := d.Acquire([]string{"gpu3"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Release()
 	o, _ := options(t, func(o *doctor.Options) {
-		o.Leases = func() (*lease.Dir, error) { return lease.Open(dir, nil) }
+		o.Leases = func() (*lease.Dir, error) { return lease.Open(dir, lease.Options{}) }
 	})
 	c := check(t, doctor.Checks(context.Background(), o), "leases")
-	want := fmt.Sprintf("GPU 3 by %s pid %d", lease.CurrentHolder(nil).User, os.Getpid())
-	if c.Status != doctor.OK || c.Detail != want {
-		t.Errorf("leases: %+v, want OK %q", c, want)
+	me, _ := user.Current()
+	want := fmt.Sprintf("GPU 3 by %s pid %d", me.Username, os.Getpid())
+	if c.Status != doctor.OK || !strings.HasPrefix(c.Detail, dir+" (") || !strings.HasSuffix(c.Detail, ": "+want) {
+		t.Errorf("leases: %+v, want OK ending %q", c, want)
 	}
 
 	// A lease directory that cannot be used is a warning, not a failure.
@@ -366,8 +370,52 @@ func TestLeaseCheckHeld(t *testing.T) {
 		o.Leases = func() (*lease.Dir, error) { return nil, errors.New("lease: /run/lock/amdrun: permission denied") }
 	})
 	c = check(t, doctor.Checks(context.Background(), o), "leases")
-	if c.Status != doctor.Warn || !strings.Contains(c.Advice, "--lease-dir") {
-		t.Errorf("unusable lease dir: %+v, want WARN with advice naming --lease-dir", c)
+	if c.Status != doctor.Warn || !strings.Contains(c.Advice, "--lease-dir") || !strings.Contains(c.Advice, "amdrun lease init") {
+		t.Errorf("unusable lease dir: %+v, want WARN with advice naming lease init and --lease-dir", c)
+	}
+}
+
+// TestLeaseCheckDegraded: a lease directory every user can write is a
+// WARN that says what it cannot promise; a bad file at one lease path is
+// a WARN naming the device.
+func TestLeaseCheckDegraded(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "shared")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o1777)
+	o, _ := options(t, func(o *doctor.Options) {
+		o.Leases = func() (*lease.Dir, error) { return lease.Open(dir, lease.Options{}) }
+	})
+	c := check(t, doctor.Checks(context.Background(), o), "leases")
+	if c.Status != doctor.Warn || !strings.Contains(c.Detail, "not root-prepared (degraded mode") ||
+		!strings.Contains(c.Detail, "another user can take a device") || !strings.Contains(c.Advice, "amdrun lease init") {
+		t.Errorf("shared lease dir: %+v, want WARN saying what it cannot promise", c)
+	}
+
+	own := t.TempDir()
+	if err := syscall.Mkfifo(filepath.Join(own, "gpu5.lock"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o, _ = options(t, func(o *doctor.Options) {
+		o.Leases = func() (*lease.Dir, error) { return lease.Open(own, lease.Options{}) }
+	})
+	c = check(t, doctor.Checks(context.Background(), o), "leases")
+	if c.Status != doctor.Warn || !strings.Contains(c.Detail, "GPU 5 unusable (lease: "+filepath.Join(own, "gpu5.lock")+": unsafe path: a FIFO owned by ") {
+		t.Errorf("FIFO at a lease path: %+v", c)
+	}
+
+	// Not made yet: a WARN, and doctor does not make it.
+	missing := filepath.Join(t.TempDir(), "missing")
+	o, _ = options(t, func(o *doctor.Options) {
+		o.Leases = func() (*lease.Dir, error) { return lease.Open(missing, lease.Options{}) }
+	})
+	c = check(t, doctor.Checks(context.Background(), o), "leases")
+	if c.Status != doctor.Warn || !strings.Contains(c.Detail, "does not exist yet") {
+		t.Errorf("missing lease dir: %+v", c)
+	}
+	if _, err := os.Stat(missing); err == nil {
+		t.Error("doctor made the lease directory")
 	}
 }
 

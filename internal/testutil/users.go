@@ -1,0 +1,146 @@
+package testutil
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// RequireRootEnv, set to 1 (as CI does), turns RequireRoot's skip into a
+// failure: the tests that play other local users must run there.
+const RequireRootEnv = "AMDRUN_REQUIRE_ROOT"
+
+// RequireRoot skips t unless it runs as root, or fails it when
+// AMDRUN_REQUIRE_ROOT=1.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if os.Getenv(RequireRootEnv) == "1" {
+		t.Fatalf("needs root (to create throwaway users), and %s=1 says it must run", RequireRootEnv)
+	}
+	t.Skipf("needs root to create throwaway users (CI runs it as root with %s=1)", RequireRootEnv)
+}
+
+// User is a throwaway local account made for one test.
+type User struct {
+	Name     string
+	UID, GID int
+}
+
+// NewUser creates a local account with its own group and no home
+// (useradd) and removes both when the test ends (userdel). It needs
+// root (RequireRoot). Stop every process started as the user before the
+// test ends: userdel refuses a user who still runs one.
+func NewUser(t testing.TB) User {
+	t.Helper()
+	RequireRoot(t)
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	name := "amdt" + hex.EncodeToString(b[:])
+	// useradd locks /etc/passwd; test binaries of other packages may hold
+	// it for a moment.
+	var out []byte
+	var err error
+	for try := 0; try < 20; try++ {
+		out, err = exec.Command("useradd", "--no-create-home", "--user-group", "--shell", "/usr/sbin/nologin", name).CombinedOutput()
+		if err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("useradd %s: %v\n%s", name, err, out)
+	}
+	t.Cleanup(func() {
+		for try := 0; try < 20; try++ {
+			out, err := exec.Command("userdel", name).CombinedOutput()
+			if err == nil {
+				break
+			}
+			if try == 19 {
+				t.Errorf("userdel %s: %v\n%s", name, err, out)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		// userdel removes the user's own group when it is empty; make sure.
+		_ = exec.Command("groupdel", name).Run()
+	})
+	u, err := user.Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid, err1 := strconv.Atoi(u.Uid)
+	gid, err2 := strconv.Atoi(u.Gid)
+	if err := errors.Join(err1, err2); err != nil {
+		t.Fatal(err)
+	}
+	return User{Name: name, UID: uid, GID: gid}
+}
+
+// Command returns a command that runs name with args as u, with u's
+// group and no supplementary groups (setpriv from util-linux: argv is
+// passed as is, never through a shell). Its working directory is /,
+// which every user can reach; its environment is the test's.
+func (u User) Command(name string, args ...string) *exec.Cmd {
+	argv := append([]string{"--reuid", strconv.Itoa(u.UID), "--regid", strconv.Itoa(u.GID), "--clear-groups", "--", name}, args...)
+	cmd := exec.Command("setpriv", argv...)
+	cmd.Dir = "/"
+	return cmd
+}
+
+// SharedDir returns a new directory under the system's temporary
+// directory with mode perm (chmod'ed, so the umask does not matter),
+// reachable by every user unlike t.TempDir's; it is removed when the test
+// ends.
+func SharedDir(t testing.TB, perm os.FileMode) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "amdrun-shared-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, perm); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// PublicCopy copies the executable at path into a new SharedDir, mode
+// 0755, so that other users can run it (a test binary lives in a private
+// build directory), and returns the copy's path.
+func PublicCopy(t testing.TB, path string) string {
+	t.Helper()
+	src, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	dst := filepath.Join(SharedDir(t, 0o755), filepath.Base(path))
+	f, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(f, src); err != nil {
+		f.Close()
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dst, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
