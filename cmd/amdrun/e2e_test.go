@@ -65,7 +65,13 @@ func cleanEnv(t *testing.T, extra ...string) []string {
 		}
 		env = append(env, kv)
 	}
-	env = append(env, "AMDRUN_LEASE_DIR="+filepath.Join(t.TempDir(), "leases"))
+	// A lease directory of this user's that nobody else can change: no
+	// degraded-mode warning (the tests of shared directories make theirs).
+	leases := filepath.Join(t.TempDir(), "leases")
+	if err := os.Mkdir(leases, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env = append(env, "AMDRUN_LEASE_DIR="+leases)
 	return append(env, extra...)
 }
 
