@@ -10,6 +10,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -101,17 +102,18 @@ func (u User) Command(name string, args ...string) *exec.Cmd {
 }
 
 // SharedDir returns a new directory under the system's temporary
-// directory with mode perm (chmod'ed, so the umask does not matter),
+// directory with mode perm, as chmod(2) takes it (0o1777 is sticky; the
+// umask does not matter),
 // reachable by every user unlike t.TempDir's; it is removed when the test
 // ends.
-func SharedDir(t testing.TB, perm os.FileMode) string {
+func SharedDir(t testing.TB, perm uint32) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "amdrun-shared-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, perm); err != nil {
+	if err := syscall.Chmod(dir, uint32(perm)); err != nil {
 		t.Fatal(err)
 	}
 	return dir

@@ -281,7 +281,7 @@ type LockedError struct {
 }
 
 func (e *LockedError) Error() string {
-	return fmt.Sprintf("lease: the node lock %s stayed held by %s for all of %s", e.Path, e.Holder, e.Waited.Round(100*time.Millisecond))
+	return fmt.Sprintf("lease: the node lock %s stayed held by %s (waited %s)", e.Path, e.Holder, e.Waited.Round(100*time.Millisecond))
 }
 
 // Unwrap returns ErrLocked and the context's error.

@@ -671,11 +671,12 @@ func (d *Dir) List() (map[string]State, error) {
 
 // inPlace checks that the directory's path still leads to the directory
 // this Dir has open: `amdrun lease init` moves an unsafe directory aside,
-// and a job that opened the old one must not lease there.
+// and a job that opened the old one must not lease there, where jobs
+// that open the path now would not see its leases.
 func (d *Dir) inPlace() error {
 	var st unix.Stat_t
 	if err := unix.Stat(d.path, &st); err != nil || st.Dev != d.dev || st.Ino != d.ino {
-		return fmt.Errorf("lease: lease directory %s was replaced while this job was choosing devices (by amdrun lease init?); run the job again", d.path)
+		return fmt.Errorf("lease: lease directory %s was moved or replaced while this job chose devices; run the job again", d.path)
 	}
 	return nil
 }

@@ -854,7 +854,7 @@ func TestClaimRefusesMovedDirectory(t *testing.T) {
 	}
 	os.Mkdir(d.Path(), 0o755)
 	_, err := d.Claim(context.Background(), keysN(1), 1, func(map[string]State) ([]string, error) { return keysN(1), nil }, 0)
-	if err == nil || !strings.Contains(err.Error(), "was replaced") {
+	if err == nil || !strings.Contains(err.Error(), "was moved or replaced") {
 		t.Errorf("Claim in a moved directory: %v", err)
 	}
 }

@@ -98,9 +98,9 @@ func TestPrintable(t *testing.T) {
 	}{
 		{"amdrun -n 2 train.py", 0, "amdrun -n 2 train.py"},
 		{"\x1b[2J\x07\r\t\x7f", 0, `\x1b[2J\x07\x0d\x09\x7f`},
-		{"\u009b31m", 0, `\u009b31m`},             // C1 CSI
+		{"\u009b31m", 0, `\u009b31m`},                 // C1 CSI
 		{"evil\u202egnp.exe", 0, `evil\u202egnp.exe`}, // right-to-left override
-		{"a\xffb", 0, `a\xffb`},                   // not UTF-8
+		{"a\xffb", 0, `a\xffb`},                       // not UTF-8
 		{"héllo wörld", 0, "héllo wörld"},
 		{"abcdefghij", 8, "abcde..."},
 		{"abcdefgh", 8, "abcdefgh"},

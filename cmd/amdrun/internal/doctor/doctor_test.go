@@ -383,7 +383,7 @@ func TestLeaseCheckDegraded(t *testing.T) {
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	os.Chmod(dir, 0o1777)
+	syscall.Chmod(dir, 0o1777)
 	o, _ := options(t, func(o *doctor.Options) {
 		o.Leases = func() (*lease.Dir, error) { return lease.Open(dir, lease.Options{}) }
 	})

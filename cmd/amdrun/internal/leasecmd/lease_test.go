@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
@@ -76,7 +77,7 @@ func TestRunInit(t *testing.T) {
 	// Over a directory every user can write: moved aside, said on stderr.
 	other := filepath.Join(t.TempDir(), "shared")
 	os.Mkdir(other, 0o777)
-	os.Chmod(other, 0o1777)
+	syscall.Chmod(other, 0o1777)
 	out.Reset()
 	o.Dir = other
 	if err := leasecmd.RunInit(context.Background(), o); err != nil {

@@ -1,0 +1,788 @@
+package main_test
+
+// The attacks of issue 14, each played end to end as local users would
+// play them on a shared node: root and two throwaway accounts (useradd),
+// the real amdrun binary, and util-linux (setpriv, flock) for what the
+// attacker runs. Every test needs root (testutil.RequireRoot); CI runs
+// them with AMDRUN_REQUIRE_ROOT=1.
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/amdrun/amdrun/internal/testutil"
+)
+
+// helperEnv makes the test binary a helper instead of running tests
+// (TestMain): "exchange" swaps two names in a loop, "split" plays the
+// fallback-split attack inside a private mount namespace.
+const helperEnv = "AMDRUN_E2E_HELPER"
+
+func runHelper(mode string, args []string) int {
+	switch mode {
+	case "exchange":
+		// exchange DIR A B: renameat2(RENAME_EXCHANGE) A and B in DIR until
+		// killed, as fast as it can.
+		fd, err := unix.Open(args[0], unix.O_PATH|unix.O_DIRECTORY, 0)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "exchange:", err)
+			return 2
+		}
+		fmt.Println("ready")
+		for {
+			_ = unix.Renameat2(fd, args[1], fd, args[2], unix.RENAME_EXCHANGE)
+		}
+	case "split":
+		return splitHelper()
+	}
+	fmt.Fprintln(os.Stderr, "unknown helper", mode)
+	return 2
+}
+
+// shared is a node as several users see it: the amdrun binary and the
+// saved topology readable by everyone, and an environment for their jobs.
+type shared struct {
+	t    *testing.T
+	topo string
+	env  []string
+}
+
+func newShared(t *testing.T) *shared {
+	t.Helper()
+	testutil.EndToEnd(t)
+	testutil.RequireRoot(t)
+	pub := testutil.SharedDir(t, 0o755)
+	topo := filepath.Join(pub, "node.json")
+	b, err := os.ReadFile(savedTopology(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(topo, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := cleanEnv(t, "OMP_NUM_THREADS=1")
+	// Nothing of root's home: another user's amdrun must not warn about
+	// a bench cache it cannot read.
+	env = setEnv(env, "XDG_CACHE_HOME", filepath.Join(pub, "no-cache"))
+	return &shared{t: t, topo: topo, env: env}
+}
+
+// envFor is the environment of a job using the lease directory dir.
+func (s *shared) envFor(dir string) []string { return setEnv(s.env, "AMDRUN_LEASE_DIR", dir) }
+
+// asUser returns the command that runs amdrun with args as u (nil: root).
+func asUser(u *testutil.User, args ...string) *exec.Cmd {
+	if u == nil {
+		return exec.Command(amdrunBin, args...)
+	}
+	return u.Command(amdrunBin, args...)
+}
+
+// run runs amdrun as u with env and args, killing it after limit: a hang
+// is a finding, not a stuck test.
+func (s *shared) run(u *testutil.User, env []string, limit time.Duration, args ...string) (result, time.Duration) {
+	s.t.Helper()
+	cmd := asUser(u, append([]string{"--topology", s.topo}, args...)...)
+	cmd.Env = env
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	timer := time.AfterFunc(limit, func() { cmd.Process.Kill() })
+	start := time.Now()
+	err := cmd.Wait()
+	took := time.Since(start)
+	timer.Stop()
+	r := result{stdout: out.String(), stderr: errb.String()}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		r.code = ee.ExitCode()
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
+			s.t.Errorf("amdrun %v hung: killed after %s\n%s", args, limit, r.stderr)
+		}
+	} else if err != nil {
+		s.t.Fatal(err)
+	}
+	if strings.Contains(r.stderr, "goroutine ") || strings.Contains(r.stderr, "panic:") {
+		s.t.Errorf("amdrun %v printed a Go stack trace:\n%s", args, r.stderr)
+	}
+	return r, took
+}
+
+// start starts amdrun as u in the background (killed at the end of the
+// test) and returns its command.
+func (s *shared) start(u *testutil.User, env []string, args ...string) (*exec.Cmd, *bytes.Buffer) {
+	s.t.Helper()
+	cmd := asUser(u, append([]string{"--topology", s.topo}, args...)...)
+	cmd.Env = env
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd, &errb
+}
+
+// waitLeased waits until ps, run by root, shows n devices leased in dir.
+func (s *shared) waitLeased(dir string, n int, job *exec.Cmd, jobErr *bytes.Buffer) {
+	s.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		r, _ := s.run(nil, s.envFor(dir), 20*time.Second, "ps")
+		leased := 0
+		for _, st := range devState(s.t, r) {
+			if st == "leased" {
+				leased++
+			}
+		}
+		if leased == n {
+			return
+		}
+		if job.ProcessState != nil || time.Now().After(deadline) {
+			s.t.Fatalf("the holding job did not lease %d devices (ps shows %d)\n%s", n, leased, jobErr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// sh runs a plain program as u and returns its error.
+func sh(u testutil.User, name string, args ...string) error {
+	out, err := u.Command(name, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s %v: %w: %s", name, args, err, out)
+	}
+	return nil
+}
+
+// oneLine checks that stderr holds exactly one line not a warning, and
+// returns it.
+func oneError(t *testing.T, r result) string {
+	t.Helper()
+	var errs []string
+	for _, l := range strings.Split(strings.TrimSpace(r.stderr), "\n") {
+		if !strings.HasPrefix(l, "amdrun: warning: ") {
+			errs = append(errs, l)
+		}
+	}
+	if len(errs) != 1 || !strings.HasPrefix(errs[0], "amdrun: ") {
+		t.Fatalf("want one error line after any warnings, got:\n%s", r.stderr)
+	}
+	return errs[0]
+}
+
+// rootPrepared makes a lease directory with `amdrun lease init`, as root.
+func (s *shared) rootPrepared(dir string) {
+	s.t.Helper()
+	r, _ := s.run(nil, s.env, 20*time.Second, "lease", "init", "--lease-dir", dir)
+	if r.code != 0 {
+		s.t.Fatalf("amdrun lease init: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+// TestAttackSteal: user V's job holds all 8 devices; user A, who ran
+// jobs there before, tries to take them. In a root-prepared directory A
+// can neither delete, replace nor add a lease file, and A's job is told
+// the devices are V's, by the kernel's word. Also when A made the default
+// directory first: lease init moves A's directory aside.
+func TestAttackSteal(t *testing.T) {
+	s := newShared(t)
+	v, a := testutil.NewUser(t), testutil.NewUser(t)
+	for _, first := range []bool{false, true} {
+		t.Run(map[bool]string{false: "root-prepared", true: "attacker-made-it-first"}[first], func(t *testing.T) {
+			base := testutil.SharedDir(t, 0o1777) // like /run/lock
+			dir := filepath.Join(base, "amdrun")
+			if first {
+				if err := sh(a, "mkdir", "-m", "1777", dir); err != nil {
+					t.Fatal(err)
+				}
+				// Without lease init, every job is told what it cannot rely on.
+				r, _ := s.run(&v, s.envFor(dir), 30*time.Second, "--ngpus", "1", "--no-python", "/bin/true")
+				if r.code != 0 || !strings.Contains(r.stderr, "amdrun: warning: lease directory "+dir+" is not root-prepared (degraded mode") ||
+					!strings.Contains(r.stderr, a.Name) {
+					t.Fatalf("job in A's directory: exit %d, want the degraded-mode warning naming %s:\n%s", r.code, a.Name, r.stderr)
+				}
+			}
+			s.rootPrepared(dir)
+			job, jobErr := s.start(&v, s.envFor(dir), "--ngpus", "8", "--no-python", "/bin/sleep", "60")
+			s.waitLeased(dir, 8, job, jobErr)
+			if jobErr.Len() != 0 {
+				t.Errorf("V's job in the root-prepared directory warned:\n%s", jobErr)
+			}
+			lock := filepath.Join(dir, "gpu0.lock")
+			for _, try := range [][]string{
+				{"rm", "-f", lock},
+				{"mv", lock, filepath.Join(dir, "x")},
+				{"ln", "-s", "/etc/shadow", filepath.Join(dir, "gpu9.lock")},
+				{"mkfifo", filepath.Join(dir, "gpu9.lock")},
+				{"rm", "-rf", filepath.Join(dir, "queue")},
+			} {
+				if err := sh(a, try[0], try[1:]...); err == nil {
+					t.Errorf("user A could %v in the root-prepared directory", try)
+				}
+			}
+			if fi, err := os.Lstat(lock); err != nil || !fi.Mode().IsRegular() {
+				t.Fatalf("%s: %v", lock, err)
+			}
+			r, _ := s.run(&a, s.envFor(dir), 30*time.Second, "--ngpus", "2", "--no-python", "/bin/true")
+			line := oneError(t, r)
+			want := fmt.Sprintf("held: 0-7 (leased by pid %d (%s: ", job.Process.Pid, v.Name)
+			if r.code != 1 || !strings.Contains(line, want) || strings.Contains(r.stderr, "warning") {
+				t.Errorf("A's job: exit %d, want 1 with %q and no warning:\n%s", r.code, want, r.stderr)
+			}
+			r, _ = s.run(&a, s.envFor(dir), 30*time.Second, "ps")
+			for d, st := range devState(t, r) {
+				if st != "leased" {
+					t.Errorf("A's ps: device %d %s, want leased", d, st)
+				}
+			}
+			if !strings.Contains(r.stdout, fmt.Sprintf("\tleased\t%s:%d\t", v.Name, job.Process.Pid)) {
+				t.Errorf("A's ps does not name V's job:\n%s", r.stdout)
+			}
+		})
+	}
+}
+
+// TestAttackPlantedFile: in a directory every user can write (the
+// degraded mode), user A plants one thing at device 3's lease path. Only
+// device 3 is affected: V's jobs on other devices, ps and --wait work,
+// with one warning naming the path and A, and nothing is followed.
+func TestAttackPlantedFile(t *testing.T) {
+	s := newShared(t)
+	v, a := testutil.NewUser(t), testutil.NewUser(t)
+	shadow, _ := os.ReadFile("/etc/shadow")
+	kinds := []struct {
+		name  string
+		plant [][]string
+		what  string
+	}{
+		{"symlink-to-etc-shadow", [][]string{{"ln", "-s", "/etc/shadow", "@"}}, "a symlink owned by " + a.Name},
+		{"fifo", [][]string{{"mkfifo", "@"}}, "a FIFO owned by " + a.Name},
+		{"directory", [][]string{{"mkdir", "@"}}, "a directory owned by " + a.Name},
+		{"another-users-0600-file", [][]string{{"touch", "@"}, {"chmod", "600", "@"}}, "cannot be read (mode 0600, owned by " + a.Name},
+	}
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			dir := filepath.Join(testutil.SharedDir(t, 0o755), "amdrun")
+			if err := os.Mkdir(dir, 0o777); err != nil {
+				t.Fatal(err)
+			}
+			syscall.Chmod(dir, 0o1777) // root's, every user's: as /run/lock/amdrun after root's first job
+			planted := filepath.Join(dir, "gpu3.lock")
+			for _, argv := range k.plant {
+				argv = slices.Clone(argv)
+				argv[len(argv)-1] = planted
+				if err := sh(a, argv[0], argv[1:]...); err != nil {
+					t.Fatal(err)
+				}
+			}
+			env := s.envFor(dir)
+			r, took := s.run(&v, env, 30*time.Second, "--devices", "0", "--no-python", "/bin/true")
+			if r.code != 0 {
+				t.Fatalf("--devices 0 with %s at %s: exit %d\n%s", k.name, planted, r.code, r.stderr)
+			}
+			var faults []string
+			for _, l := range strings.Split(r.stderr, "\n") {
+				if strings.Contains(l, "gpu3") {
+					faults = append(faults, l)
+				}
+			}
+			if len(faults) != 1 || !strings.Contains(faults[0], planted) || !strings.Contains(faults[0], k.what) {
+				t.Errorf("want one warning naming %s and %q, got:\n%s", planted, k.what, r.stderr)
+			}
+			t.Logf("--devices 0 took %v", took)
+			p := dryRunAs(t, s, &v, env, "--ngpus", "7")
+			if slices.Contains(p.Devices, 3) || len(p.Devices) != 7 {
+				t.Errorf("--ngpus 7 chose %v", p.Devices)
+			}
+			r, _ = s.run(&v, env, 30*time.Second, "ps")
+			st := devState(t, r)
+			for d := range 8 {
+				want := map[bool]string{true: "unusable", false: "free"}[d == 3]
+				if st[d] != want {
+					t.Errorf("ps: device %d %q, want %q", d, st[d], want)
+				}
+			}
+			r, _ = s.run(&v, env, 30*time.Second, "--wait=20s", "--ngpus", "2", "--no-python", "/bin/true")
+			if r.code != 0 {
+				t.Errorf("--wait --ngpus 2: exit %d\n%s", r.code, r.stderr)
+			}
+			if b, _ := os.ReadFile("/etc/shadow"); !bytes.Equal(b, shadow) {
+				t.Error("/etc/shadow changed")
+			}
+		})
+	}
+}
+
+// dryRunAs is dryRun as user u.
+func dryRunAs(t *testing.T, s *shared, u *testutil.User, env []string, args ...string) dryPlan {
+	t.Helper()
+	r, _ := s.run(u, env, 30*time.Second, append([]string{"--dry-run", "--json"}, append(args, "x.py")...)...)
+	if r.code != 0 {
+		t.Fatalf("dry run %v: exit %d\n%s", args, r.code, r.stderr)
+	}
+	var p dryPlan
+	if err := json.Unmarshal([]byte(r.stdout), &p); err != nil {
+		t.Fatalf("dry-run JSON: %v\n%s", err, r.stdout)
+	}
+	return p
+}
+
+// holdFile has user u hold an exclusive flock on dir/name for two
+// minutes (util-linux flock, the attacker's tool, run in dir so that its
+// command line starts short), returning once it holds it. extra
+// (NAME=VALUE words) lands in flock's own command line, which ps shows;
+// env(1) takes them before the program it runs.
+func holdFile(t *testing.T, u testutil.User, dir, name string, extra ...string) *exec.Cmd {
+	t.Helper()
+	argv := append(append([]string{"--exclusive", name, "/usr/bin/env"}, extra...), "/bin/sleep", "120")
+	cmd := u.Command("flock", argv...)
+	cmd.Dir = dir
+	// flock forks the command, which keeps the lock too: one process
+	// group to stop them both (userdel refuses a user who runs anything).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() })
+	path := filepath.Join(dir, name)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		if err == nil {
+			e := unix.Flock(fd, unix.LOCK_SH|unix.LOCK_NB)
+			unix.Close(fd)
+			if e == unix.EWOULDBLOCK {
+				return cmd
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("flock on %s not taken", path)
+		}
+	}
+}
+
+// TestAttackNodeLockHold: user A keeps the node lock of a root-prepared
+// directory (flock works on a read-only descriptor, so anyone can).
+// Every job still ends: --wait=1s after about a second, no --wait within
+// a few seconds, each naming A's process.
+func TestAttackNodeLockHold(t *testing.T) {
+	s := newShared(t)
+	v, a := testutil.NewUser(t), testutil.NewUser(t)
+	dir := filepath.Join(testutil.SharedDir(t, 0o755), "amdrun")
+	s.rootPrepared(dir)
+	holder := holdFile(t, a, dir, ".lock")
+	who := fmt.Sprintf("stayed held by pid %d (%s: flock --exclusive .lock /usr/bin/env /bin/sleep 120), started ", holder.Process.Pid, a.Name)
+	for _, tt := range []struct {
+		args     []string
+		min, max time.Duration
+		prefix   string
+	}{
+		{[]string{"--wait=1s"}, time.Second, 5 * time.Second, "amdrun: gave up waiting for devices after 1s: lease: the node lock "},
+		{nil, 3 * time.Second, 8 * time.Second, "amdrun: lease: the node lock "},
+	} {
+		args := append(slices.Clone(tt.args), "--ngpus", "2", "--no-python", "/bin/true")
+		r, took := s.run(&v, s.envFor(dir), 30*time.Second, args...)
+		line := oneError(t, r)
+		if r.code != 1 || !strings.HasPrefix(line, tt.prefix) || !strings.Contains(line, who) {
+			t.Errorf("%v: exit %d, want 1 with %q naming %q:\n%s", tt.args, r.code, tt.prefix, who, r.stderr)
+		}
+		if took < tt.min || took > tt.max {
+			t.Errorf("%v: ended after %v, want between %v and %v", tt.args, took, tt.min, tt.max)
+		}
+		t.Logf("%v: failed after %v: %s", tt.args, took.Round(time.Millisecond), line)
+	}
+	// ps does not need the node lock.
+	if r, took := s.run(&v, s.envFor(dir), 30*time.Second, "ps"); r.code != 0 || took > 3*time.Second {
+		t.Errorf("ps while the node lock is held: exit %d after %v", r.code, took)
+	}
+}
+
+// TestAttackQueue: user A breaks the waiting queue: a 0755 queue/ of A's
+// in a shared directory, or a fake ticket, oldest of all, kept locked in
+// a root-prepared one. V's --wait job still starts once devices are free
+// (after at most lease.Patience for the fake ticket).
+func TestAttackQueue(t *testing.T) {
+	s := newShared(t)
+	v, a := testutil.NewUser(t), testutil.NewUser(t)
+	for _, attack := range []string{"queue-0755-of-another-user", "fake-ticket"} {
+		t.Run(attack, func(t *testing.T) {
+			dir := filepath.Join(testutil.SharedDir(t, 0o755), "amdrun")
+			if attack == "fake-ticket" {
+				s.rootPrepared(dir)
+				ticket := filepath.Join(dir, "queue", "00000000000000000001-0000000001.lock")
+				if err := sh(a, "touch", ticket); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(ticket, []byte(`{"need":1}`), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				holdFile(t, a, filepath.Dir(ticket), filepath.Base(ticket))
+			} else {
+				os.Mkdir(dir, 0o777)
+				syscall.Chmod(dir, 0o1777)
+				if err := sh(a, "mkdir", "-m", "755", filepath.Join(dir, "queue")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Root's job holds all 8 for 2 seconds: V has to queue.
+			job, jobErr := s.start(nil, s.envFor(dir), "--ngpus", "8", "--no-python", "/bin/sleep", "2")
+			s.waitLeased(dir, 8, job, jobErr)
+			r, took := s.run(&v, s.envFor(dir), 40*time.Second, "--wait=30s", "--ngpus", "2", "--no-python", "/bin/true")
+			if r.code != 0 {
+				t.Fatalf("--wait=30s: exit %d after %v\n%s", r.code, took, r.stderr)
+			}
+			t.Logf("--wait job started and ended %v after joining the queue", took.Round(time.Millisecond))
+			if took > 15*time.Second {
+				t.Errorf("--wait job took %v: starved", took)
+			}
+		})
+	}
+}
+
+// TestAttackFallbackSplit: a symlink planted at /run/lock/amdrun (here
+// in a private mount namespace with its own /run) must not send users to
+// private directories where both get every device: amdrun refuses it.
+func TestAttackFallbackSplit(t *testing.T) {
+	s := newShared(t)
+	v, a := testutil.NewUser(t), testutil.NewUser(t)
+	target := testutil.SharedDir(t, 0o755)
+	if err := os.Chown(target, a.UID, a.GID); err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self, "-test.run=^$")
+	env := setEnv(s.env, "AMDRUN_LEASE_DIR", "")
+	env = setEnv(env, "TMPDIR", testutil.SharedDir(t, 0o1777)) // where the old fallback went
+	cmd.Env = append(env, helperEnv+"=split", "SPLIT_BIN="+amdrunBin, "SPLIT_TOPO="+s.topo, "SPLIT_TARGET="+target,
+		fmt.Sprintf("SPLIT_V=%d:%d", v.UID, v.GID), fmt.Sprintf("SPLIT_A=%d:%d", a.UID, a.GID))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("split helper: %v\n%s", err, out)
+	}
+	var res splitResult
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("split helper printed %q: %v", out, err)
+	}
+	if res.VRunning && res.ACode == 0 {
+		t.Fatalf("both users' jobs got all 8 devices at once\nV: %s\nA: %s", res.VStderr, res.AStderr)
+	}
+	for who, e := range map[string]string{"V": res.VStderr, "A": res.AStderr} {
+		if !strings.Contains(e, "/run/lock/amdrun: unsafe path: lease directory is a symlink (owned by "+a.Name) {
+			t.Errorf("%s's job should refuse the symlink, naming its owner:\n%s", who, e)
+		}
+	}
+}
+
+type splitResult struct {
+	VRunning         bool
+	VStderr, AStderr string
+	ACode            int
+}
+
+// splitHelper runs in a new mount namespace as root: a tmpfs /run with
+// /run/lock (01777) holding A's symlink amdrun -> SPLIT_TARGET; V starts
+// a job on all 8 devices and, a second later, A runs one too.
+func splitHelper() int {
+	fail := func(err error) int { fmt.Fprintln(os.Stderr, "split:", err); return 2 }
+	if err := unix.Mount("tmpfs", "/run", "tmpfs", 0, "mode=0755"); err != nil {
+		return fail(err)
+	}
+	if err := os.Mkdir("/run/lock", 0o777); err != nil {
+		return fail(err)
+	}
+	syscall.Chmod("/run/lock", 0o1777)
+	ids := func(env string) (int, int) {
+		u, g, _ := strings.Cut(os.Getenv(env), ":")
+		uid, _ := strconv.Atoi(u)
+		gid, _ := strconv.Atoi(g)
+		return uid, gid
+	}
+	vu, vg := ids("SPLIT_V")
+	au, ag := ids("SPLIT_A")
+	if err := os.Symlink(os.Getenv("SPLIT_TARGET"), "/run/lock/amdrun"); err != nil {
+		return fail(err)
+	}
+	os.Lchown("/run/lock/amdrun", au, ag)
+	as := func(uid, gid int, args ...string) *exec.Cmd {
+		argv := append([]string{"--reuid", strconv.Itoa(uid), "--regid", strconv.Itoa(gid), "--clear-groups", "--", os.Getenv("SPLIT_BIN"),
+			"--topology", os.Getenv("SPLIT_TOPO")}, args...)
+		c := exec.Command("setpriv", argv...)
+		c.Dir = "/"
+		return c
+	}
+	var res splitResult
+	vjob := as(vu, vg, "--ngpus", "8", "--no-python", "/bin/sleep", "5")
+	var verr bytes.Buffer
+	vjob.Stderr = &verr
+	if err := vjob.Start(); err != nil {
+		return fail(err)
+	}
+	exited := make(chan struct{})
+	go func() { vjob.Wait(); close(exited) }()
+	select {
+	case <-exited:
+	case <-time.After(time.Second):
+		res.VRunning = true
+	}
+	ajob := as(au, ag, "--ngpus", "8", "--no-python", "/bin/true")
+	var aerr bytes.Buffer
+	ajob.Stderr = &aerr
+	err := ajob.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		res.ACode = ee.ExitCode()
+	} else if err != nil {
+		return fail(err)
+	}
+	vjob.Process.Kill()
+	<-exited
+	res.VStderr, res.AStderr = verr.String(), aerr.String()
+	json.NewEncoder(os.Stdout).Encode(res)
+	return 0
+}
+
+// TestAttackRenameExchange: user A owns the parent of --lease-dir and
+// swaps, in a loop (renameat2 RENAME_EXCHANGE), the lease directory (or
+// its parent) with a symlink to a directory of root's. Root's amdrun, run
+// a few hundred times meanwhile, never makes a file there.
+func TestAttackRenameExchange(t *testing.T) {
+	s := newShared(t)
+	a := testutil.NewUser(t)
+	helper := testutil.PublicCopy(t, os.Args[0])
+	const runs = 150
+	for _, level := range []string{"lease-dir", "parent"} {
+		t.Run(level, func(t *testing.T) {
+			base := testutil.SharedDir(t, 0o755)
+			victim := filepath.Join(base, "victim") // root's
+			if err := os.MkdirAll(filepath.Join(victim, "leases"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			owned := filepath.Join(base, "attacker")
+			var leaseDir, swapIn string
+			if level == "lease-dir" {
+				// attacker/leases <-> attacker/swap -> victim
+				leaseDir, swapIn = filepath.Join(owned, "leases"), owned
+				os.MkdirAll(leaseDir, 0o777)
+				os.Symlink(victim, filepath.Join(owned, "swap"))
+			} else {
+				// attacker/leases/.. swapped: attacker/p <-> attacker/swap -> victim
+				leaseDir, swapIn = filepath.Join(owned, "leases", "leases"), owned
+				os.MkdirAll(leaseDir, 0o777)
+				os.Symlink(victim, filepath.Join(owned, "swap"))
+			}
+			filepath.WalkDir(owned, func(p string, d fs.DirEntry, err error) error {
+				if err == nil {
+					os.Lchown(p, a.UID, a.GID)
+				}
+				return nil
+			})
+			ex := a.Command(helper, "-test.run=^$")
+			ex.Args = append(ex.Args, swapIn, "leases", "swap")
+			ex.Env = append(os.Environ(), helperEnv+"=exchange")
+			stdout, _ := ex.StdoutPipe()
+			if err := ex.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { ex.Process.Kill(); ex.Wait() })
+			buf := make([]byte, 6)
+			if n, _ := stdout.Read(buf); string(buf[:n]) != "ready\n" {
+				t.Fatalf("exchanger: %q", buf[:n])
+			}
+			ok, refused := 0, 0
+			for i := range runs {
+				r, _ := s.run(nil, s.envFor(leaseDir), 30*time.Second, "--ngpus", "1", "--no-python", "/bin/true")
+				switch r.code {
+				case 0:
+					ok++
+				case 1:
+					refused++
+					line := oneError(t, r)
+					if !strings.Contains(line, "unsafe path") && !strings.Contains(line, "was moved or replaced") {
+						t.Errorf("run %d: %s", i, line)
+					}
+				default:
+					t.Errorf("run %d: exit %d\n%s", i, r.code, r.stderr)
+				}
+			}
+			var made []string
+			filepath.WalkDir(victim, func(p string, d fs.DirEntry, err error) error {
+				if err == nil && p != victim && p != filepath.Join(victim, "leases") {
+					made = append(made, p)
+				}
+				return nil
+			})
+			t.Logf("%d runs of root's amdrun against the exchange loop: %d leased, %d refused; files made in root's directory: %d", runs, ok, refused, len(made))
+			if len(made) > 0 {
+				t.Errorf("root's amdrun made files through the swapped symlink: %q", made)
+			}
+			if ok == 0 || refused == 0 {
+				t.Errorf("the race did not bite both ways: %d leased, %d refused", ok, refused)
+			}
+		})
+	}
+}
+
+// TestAttackForgedHolderAndEscapes: user A holds device 0 in a shared
+// directory, having written into its own lease file that the holder is
+// root's pid 1, with terminal escapes and a 5000-byte word in the
+// command line of the holding process. ps and errors name A's real
+// process, escaped and cut.
+func TestAttackForgedHolderAndEscapes(t *testing.T) {
+	s := newShared(t)
+	v, a := testutil.NewUser(t), testutil.NewUser(t)
+	dir := filepath.Join(testutil.SharedDir(t, 0o755), "amdrun")
+	os.Mkdir(dir, 0o777)
+	syscall.Chmod(dir, 0o1777)
+	lock := filepath.Join(dir, "gpu0.lock")
+	if err := sh(a, "touch", lock); err != nil {
+		t.Fatal(err)
+	}
+	forged := `{"pid": 1, "user": "root", "uid": 0, "start": "2020-01-01T00:00:00Z", "command": "/sbin/init"}`
+	if err := os.WriteFile(lock, []byte(forged), 0o644); err != nil { // A's file keeps A as owner
+		t.Fatal(err)
+	}
+	escapes := "X=\x1b]0;pwned\x07\x1b[2J\u009b31m\u202eevil"
+	long := "Y=" + strings.Repeat("z", 5000)
+	holder := holdFile(t, a, dir, "gpu0.lock", escapes, long)
+
+	r, _ := s.run(&v, s.envFor(dir), 30*time.Second, "ps")
+	if want := fmt.Sprintf("0\tgpu0\tleased\t%s:%d\t", a.Name, holder.Process.Pid); !strings.Contains(r.stdout, want) {
+		t.Errorf("ps: want %q (A's flock process), got:\n%s", want, r.stdout)
+	}
+	r, _ = s.run(&v, s.envFor(dir), 30*time.Second, "ps", "--json")
+	var ps struct {
+		Devices []struct {
+			Holder *struct {
+				PID     int    `json:"pid"`
+				UID     int    `json:"uid"`
+				User    string `json:"user"`
+				Command string `json:"command"`
+			} `json:"holder"`
+		} `json:"devices"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &ps); err != nil {
+		t.Fatalf("ps --json: %v\n%s", err, r.stdout)
+	}
+	h := ps.Devices[0].Holder
+	if h == nil || h.PID != holder.Process.Pid || h.UID != a.UID || h.User != a.Name {
+		t.Fatalf("ps --json holder %+v, want A's flock (pid %d, uid %d)", h, holder.Process.Pid, a.UID)
+	}
+	if !strings.Contains(h.Command, `X=\x1b]0;pwned\x07\x1b[2J\u009b31m\u202eevil`) || len([]rune(h.Command)) > 200 || controls(h.Command) {
+		t.Errorf("ps --json command %q: want the escapes written out and at most 200 runes", h.Command)
+	}
+	r, _ = s.run(&v, s.envFor(dir), 30*time.Second, "--devices", "0", "--no-python", "/bin/true")
+	line := oneError(t, r)
+	if r.code != 1 || !strings.Contains(line, fmt.Sprintf("leased by pid %d (%s: flock --exclusive gpu0.lock /usr/bin/env X=\\x1b]0;pwned", holder.Process.Pid, a.Name)) {
+		t.Errorf("error %q should name A's process, escaped", line)
+	}
+	if controls(strings.ReplaceAll(r.stderr, "\n", "")) || len(line) > 400 {
+		t.Errorf("stderr holds raw control characters or a %d-byte line: %q", len(line), r.stderr)
+	}
+	if strings.Contains(r.stderr, "pid 1 ") || strings.Contains(r.stderr, "(root") || strings.Contains(r.stderr, "/sbin/init") || strings.Contains(r.stderr, "00:00:00") {
+		t.Errorf("the forged holder was believed:\n%s", r.stderr)
+	}
+}
+
+// controls reports C0, DEL or C1 control characters in s.
+func controls(s string) bool {
+	return strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || (r >= 0x7f && r <= 0x9f) })
+}
+
+// TestAttackTopologyInputs: a saved topology that is /dev/zero or a FIFO
+// fails at once, on one line.
+func TestAttackTopologyInputs(t *testing.T) {
+	testutil.EndToEnd(t)
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/dev/zero", fifo} {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		cmd := exec.CommandContext(ctx, amdrunBin, "--topology", path, "topo")
+		cmd.Env = cleanEnv(t)
+		var errb bytes.Buffer
+		cmd.Stderr = &errb
+		start := time.Now()
+		err := cmd.Run()
+		took := time.Since(start)
+		cancel()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 || took > 2*time.Second {
+			t.Errorf("--topology %s: %v after %v, want exit 1 at once", path, err, took)
+		}
+		if want := "amdrun: topology file " + path + ": not a regular file\n"; errb.String() != want {
+			t.Errorf("--topology %s: stderr %q, want %q", path, errb.String(), want)
+		}
+	}
+}
+
+// TestAttackLogDirSymlink: user A plants rank0.stderr -> a file of
+// root's in a log directory A owns and every user can write; root's job
+// with --log-dir there must not follow it.
+func TestAttackLogDirSymlink(t *testing.T) {
+	s := newShared(t)
+	a := testutil.NewUser(t)
+	private := testutil.SharedDir(t, 0o700)
+	precious := filepath.Join(private, "precious")
+	if err := os.WriteFile(precious, []byte("root's data\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before := sha256.Sum256([]byte("root's data\n"))
+	// A's own directory, 0777 and not sticky: fs.protected_symlinks
+	// (which guards only sticky world-writable directories) does not stop
+	// root from following A's symlink there.
+	logs := filepath.Join(testutil.SharedDir(t, 0o755), "logs")
+	if err := os.Mkdir(logs, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(logs, 0o777)
+	os.Chown(logs, a.UID, a.GID)
+	if err := sh(a, "ln", "-s", precious, filepath.Join(logs, "rank0.stderr")); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := s.run(nil, s.env, 30*time.Second, "--log-dir", logs, "--ngpus", "1", "--no-python", pythonPath(), "-c",
+		"import sys; sys.stderr.write('from rank 0\\n')")
+	b, _ := os.ReadFile(precious)
+	if sha256.Sum256(b) != before {
+		t.Skipf("issue 14/15: --log-dir follows a planted symlink (root's file now holds %q); the --log-dir hardening (O_NOFOLLOW|O_CREAT|O_EXCL in a fresh per-run subdirectory) lands with torchrun's log layout", b)
+	}
+	if r.code != 0 {
+		t.Errorf("job with --log-dir: exit %d\n%s", r.code, r.stderr)
+	}
+	if fi, err := os.Lstat(filepath.Join(logs, "rank0.stderr")); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		t.Errorf("the planted symlink was replaced: %v", err)
+	}
+	found := false
+	filepath.WalkDir(logs, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if b, _ := os.ReadFile(p); strings.Contains(string(b), "from rank 0") {
+				found = true
+			}
+		}
+		return nil
+	})
+	if !found {
+		t.Error("rank 0's stderr is in no file under the log directory")
+	}
+}
