@@ -334,15 +334,9 @@ func TestAttackPlantedFile(t *testing.T) {
 // dryRunAs is dryRun as user u.
 func dryRunAs(t *testing.T, s *shared, u *testutil.User, env []string, args ...string) dryPlan {
 	t.Helper()
-	r, _ := s.run(u, env, 30*time.Second, append([]string{"--dry-run", "--json"}, append(args, "x.py")...)...)
-	if r.code != 0 {
-		t.Fatalf("dry run %v: exit %d\n%s", args, r.code, r.stderr)
-	}
-	var p dryPlan
-	if err := json.Unmarshal([]byte(r.stdout), &p); err != nil {
-		t.Fatalf("dry-run JSON: %v\n%s", err, r.stdout)
-	}
-	return p
+	args = append(slices.Clone(args), "x.py")
+	r, _ := s.run(u, env, 30*time.Second, append([]string{"--dry-run", "--json"}, args...)...)
+	return planOf(t, r, args)
 }
 
 // holdFile has user u hold an exclusive flock on dir/name for two

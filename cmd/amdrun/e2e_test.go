@@ -136,7 +136,12 @@ type dryPlan struct {
 
 func dryRun(t *testing.T, env []string, args ...string) dryPlan {
 	t.Helper()
-	r := runAmdrun(t, env, append([]string{"--dry-run", "--json"}, args...)...)
+	return planOf(t, runAmdrun(t, env, append([]string{"--dry-run", "--json"}, args...)...), args)
+}
+
+// planOf reads the plan that `amdrun --dry-run --json args` printed.
+func planOf(t *testing.T, r result, args []string) dryPlan {
+	t.Helper()
 	if r.code != 0 {
 		t.Fatalf("amdrun --dry-run --json %v: exit %d\n%s", args, r.code, r.stderr)
 	}
