@@ -15,6 +15,8 @@ NG=$(nvidia-smi -L | wc -l)
 mkdir -p "$OUT/capture" "$OUT/logs"
 here=$(cd "$(dirname "$0")/.." && pwd)
 export AMDRUN_LEASE_DIR="$OUT/leases"
+# The root-prepared lease directory (README: Shared nodes), when run as root.
+if [ "$(id -u)" = 0 ]; then "$AMDRUN" lease init; fi
 summary="$OUT/summary.tsv"
 : > "$summary"
 say() { printf '%s\n' "$*" | tee -a "$OUT/proof.log"; }
