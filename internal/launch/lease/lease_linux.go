@@ -571,8 +571,15 @@ func (d *Dir) Held(keys []string) (map[string]State, error) {
 	}
 	if len(busy) > 0 {
 		locks := readProcLocks()
+		byPID := map[int]Holder{} // one job holds many devices: read /proc once
 		for _, b := range busy {
-			held[b.key] = State{Holder: lockHolder(locks, &b.st)}
+			pid := lockPID(locks, &b.st)
+			h, ok := byPID[pid]
+			if !ok {
+				h = procHolder(pid)
+				byPID[pid] = h
+			}
+			held[b.key] = State{Holder: h}
 			unix.Close(b.fd)
 		}
 	}

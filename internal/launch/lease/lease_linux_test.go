@@ -1227,3 +1227,37 @@ func TestConcurrentJobs(t *testing.T) {
 		t.Errorf("left behind: held %v, %d tickets", held, countTickets(d))
 	}
 }
+
+// BenchmarkHeld: what a job pays to look at 8 devices, all free or all
+// held by another open of the directory (held ones are looked at again
+// after probeRetries milliseconds, so that another job's probe is not
+// taken for a lease).
+func BenchmarkHeld(b *testing.B) {
+	keys := keysN(8)
+	for _, held := range []bool{false, true} {
+		b.Run(map[bool]string{false: "free", true: "held"}[held], func(b *testing.B) {
+			d, err := Open(filepath.Join(b.TempDir(), "leases"), Options{Create: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer d.Close()
+			if held {
+				other, _ := Open(d.Path(), Options{})
+				defer other.Close()
+				l, err := other.Acquire(keys)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer l.Release()
+			} else {
+				l, _ := d.Acquire(keys) // make the files
+				l.Release()
+			}
+			for b.Loop() {
+				if h, err := d.Held(keys); err != nil || (len(h) == 8) != held {
+					b.Fatalf("Held = %v, %v", h, err)
+				}
+			}
+		})
+	}
+}

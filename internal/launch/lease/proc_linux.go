@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -168,13 +169,20 @@ func startTime(stat []byte, boot time.Time) time.Time {
 	return boot.Add(time.Duration(ticks) * (time.Second / userHZ))
 }
 
-// bootTime is the "btime" of /proc/stat.
+var (
+	bootOnce sync.Once
+	boot     time.Time
+	bootOK   bool
+)
+
+// bootTime is the "btime" of /proc/stat, read once.
 func bootTime() (time.Time, bool) {
-	b, err := readProcFile("/proc/stat", 1<<20)
-	if err != nil {
-		return time.Time{}, false
-	}
-	return parseBootTime(b)
+	bootOnce.Do(func() {
+		if b, err := readProcFile("/proc/stat", 1<<20); err == nil {
+			boot, bootOK = parseBootTime(b)
+		}
+	})
+	return boot, bootOK
 }
 
 func parseBootTime(b []byte) (time.Time, bool) {
