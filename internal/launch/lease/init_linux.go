@@ -12,6 +12,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// CanInit says why this process cannot run Init (nil when it can): only
+// root can make a directory no user can change.
+func CanInit() error {
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("lease: lease init must run as root: the lease directory and its lock files must belong to root, so that no user can remove them")
+	}
+	return nil
+}
+
 // initLockWait bounds how long Init waits for the node lock of a
 // directory it replaces.
 const initLockWait = 3 * time.Second
@@ -28,8 +37,8 @@ const initLockWait = 3 * time.Second
 // nothing and its error names the holders, since jobs in the old and the
 // new directory would not see each other's leases.
 func Init(path string, keys []string) (*InitReport, error) {
-	if os.Geteuid() != 0 {
-		return nil, fmt.Errorf("lease: lease init must run as root: the lease directory and its lock files must belong to root, so that no user can remove them")
+	if err := CanInit(); err != nil {
+		return nil, err
 	}
 	if path == "" {
 		return nil, fmt.Errorf("lease: empty lease directory path")

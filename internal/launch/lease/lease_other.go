@@ -18,6 +18,11 @@ func Init(path string, keys []string) (*InitReport, error) {
 	return nil, fmt.Errorf("lease: %w", ErrNotSupported)
 }
 
+// CanInit fails: leases need Linux flock semantics.
+func CanInit() error {
+	return fmt.Errorf("lease: %w", ErrNotSupported)
+}
+
 // Close does nothing: no directory can be opened on this system.
 func (d *Dir) Close() error { return nil }
 

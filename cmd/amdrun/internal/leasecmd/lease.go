@@ -66,6 +66,12 @@ leased in it now.`,
 // RunInit prepares the directory (lease.Init) for the devices of this
 // node, or prints the tmpfiles.d lines that would.
 func RunInit(ctx context.Context, o *InitOptions) error {
+	if !o.Tmpfiles {
+		// Before discovery: a user learns at once that this is root's job.
+		if err := lease.CanInit(); err != nil {
+			return err
+		}
+	}
 	m, err := o.Topology(ctx)
 	if err != nil {
 		return err
