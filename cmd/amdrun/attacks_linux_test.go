@@ -30,9 +30,15 @@ import (
 )
 
 // helperEnv makes the test binary a helper instead of running tests
-// (TestMain): "exchange" swaps two names in a loop, "split" plays the
-// fallback-split attack inside a private mount namespace.
+// (before TestMain): "exchange" swaps two names in a loop, "split" plays
+// the fallback-split attack inside a private mount namespace.
 const helperEnv = "AMDRUN_E2E_HELPER"
+
+func init() {
+	if mode := os.Getenv(helperEnv); mode != "" {
+		os.Exit(runHelper(mode, os.Args[2:]))
+	}
+}
 
 func runHelper(mode string, args []string) int {
 	switch mode {
