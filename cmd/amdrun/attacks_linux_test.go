@@ -259,7 +259,7 @@ func TestAttackSteal(t *testing.T) {
 					t.Errorf("A's ps: device %d %s, want leased", d, st)
 				}
 			}
-			if !strings.Contains(r.stdout, fmt.Sprintf("\tleased\t%s:%d\t", v.Name, job.Process.Pid)) {
+			if !strings.Contains(r.stdout, fmt.Sprintf("\tleased\tpid %d, user %s, started ", job.Process.Pid, v.Name)) {
 				t.Errorf("A's ps does not name V's job:\n%s", r.stdout)
 			}
 		})
@@ -667,7 +667,7 @@ func TestAttackForgedHolderAndEscapes(t *testing.T) {
 	holder := holdFile(t, a, dir, "gpu0.lock", escapes, long)
 
 	r, _ := s.run(&v, s.envFor(dir), 30*time.Second, "ps")
-	if want := fmt.Sprintf("0\tgpu0\tleased\t%s:%d\t", a.Name, holder.Process.Pid); !strings.Contains(r.stdout, want) {
+	if want := fmt.Sprintf("0\tgpu0\t0\tleased\tpid %d, user %s, started ", holder.Process.Pid, a.Name); !strings.Contains(r.stdout, want) {
 		t.Errorf("ps: want %q (A's flock process), got:\n%s", want, r.stdout)
 	}
 	r, _ = s.run(&v, s.envFor(dir), 30*time.Second, "ps", "--json")
