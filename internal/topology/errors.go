@@ -29,7 +29,8 @@ var (
 )
 
 // ParseError is malformed input from a source. Line is 1-based (0 when
-// the error is about the whole input); Column is 0-based.
+// the error is about the whole input); Column is 0-based, and 0 also when
+// the error is about the whole line.
 type ParseError struct {
 	Source string // "rocm-smi --showtopo", "kfd nodes/3/properties", ...
 	Line   int
@@ -37,8 +38,14 @@ type ParseError struct {
 	Err    error
 }
 
+// Error prints "source: line L, column C: err", with the column counted
+// from 1 as editors do (Column+1); the column is left out when Column is
+// 0 (the start of the line, or unknown) and the line when Line is 0.
 func (e *ParseError) Error() string {
-	if e.Line > 0 {
+	switch {
+	case e.Line > 0 && e.Column > 0:
+		return fmt.Sprintf("%s: line %d, column %d: %v", e.Source, e.Line, e.Column+1, e.Err)
+	case e.Line > 0:
 		return fmt.Sprintf("%s: line %d: %v", e.Source, e.Line, e.Err)
 	}
 	return fmt.Sprintf("%s: %v", e.Source, e.Err)

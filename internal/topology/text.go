@@ -2,7 +2,11 @@ package topology
 
 import (
 	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
 	"io"
+	"strings"
 )
 
 // Helpers shared by the text parsers of the source packages.
@@ -45,10 +49,130 @@ func SplitFields(line string) []Field {
 	return out
 }
 
-// NewScanner returns a line scanner that accepts lines up to 1 MiB (tool
-// output can have long lines; a longer one is an error, not a hang).
+// MaxLineLength is the longest line a LineReader accepts. Tool output can
+// have long lines (a 256-GPU matrix row); a longer one is an error, not a
+// hang or an unbounded allocation.
+const MaxLineLength = 1 << 20
+
+// NewScanner returns a line scanner that accepts lines up to
+// MaxLineLength.
 func NewScanner(r io.Reader) *bufio.Scanner {
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	sc.Buffer(make([]byte, 64*1024), MaxLineLength)
 	return sc
+}
+
+// LineReader is the skeleton every text parser reads its input through,
+// as encoding/csv's Reader is for CSV records: Next steps to the next
+// line, Text gives it without its line end ("\n" or "\r\n"), Line counts
+// lines from 1, and Errorf makes the *ParseError of the current line.
+//
+//	lr := topology.NewLineReader(r, "rocm_bandwidth_test")
+//	for lr.Next() {
+//		if bad(lr.Text()) {
+//			return lr.Errorf(col, topology.ErrSyntax, "%q", lr.Text())
+//		}
+//	}
+//	if err := lr.Err(); err != nil { ... }
+type LineReader struct {
+	// Source names the input in the errors the reader makes
+	// ("rocm-smi --showtopo").
+	Source string
+
+	sc           *bufio.Scanner
+	line         int
+	text         string
+	unterminated bool
+	lastCut      bool // the split function saw a last line without '\n'
+}
+
+// NewLineReader returns a LineReader over r whose errors name source.
+func NewLineReader(r io.Reader, source string) *LineReader {
+	lr := &LineReader{Source: source, sc: NewScanner(r)}
+	lr.sc.Split(lr.split)
+	return lr
+}
+
+// split is bufio.ScanLines that also notes a last line with no newline
+// (a cut-off output), which ScanLines does not tell apart.
+func (lr *LineReader) split(data []byte, atEOF bool) (int, []byte, error) {
+	adv, tok, err := bufio.ScanLines(data, atEOF)
+	if atEOF && tok != nil && bytes.IndexByte(data[:adv], '\n') < 0 {
+		lr.lastCut = true
+	}
+	return adv, tok, err
+}
+
+// Next advances to the next line and reports whether there is one. It
+// returns false at the end of the input and on a read error (see Err).
+func (lr *LineReader) Next() bool {
+	if !lr.sc.Scan() {
+		lr.text = ""
+		return false
+	}
+	lr.line++
+	lr.text = strings.TrimRight(lr.sc.Text(), "\r")
+	lr.unterminated = lr.lastCut
+	return true
+}
+
+// Text returns the current line without its line end.
+func (lr *LineReader) Text() string { return lr.text }
+
+// Line returns the 1-based number of the current line (0 before the
+// first Next; after the last, the number of lines read).
+func (lr *LineReader) Line() int { return lr.line }
+
+// Terminated reports whether the current line ended with a newline; only
+// the last line of an output cut short does not.
+func (lr *LineReader) Terminated() bool { return !lr.unterminated }
+
+// Err returns what stopped Next other than the end of input: a line
+// longer than MaxLineLength gives a *ParseError wrapping ErrSyntax at the
+// line after the last one read; a failing reader, its error prefixed with
+// Source. It returns nil after a clean end.
+func (lr *LineReader) Err() error {
+	err := lr.sc.Err()
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, bufio.ErrTooLong):
+		return &ParseError{Source: lr.Source, Line: lr.line + 1,
+			Err: fmt.Errorf("%w: line longer than %d bytes", ErrSyntax, MaxLineLength)}
+	}
+	return fmt.Errorf("%s: %w", lr.Source, err)
+}
+
+// Errorf returns a *ParseError at the current line and the 0-based column
+// col. Its Err wraps sentinel, followed by ": " and the formatted detail
+// when format is not "".
+func (lr *LineReader) Errorf(col int, sentinel error, format string, args ...any) error {
+	return lr.ErrorAt(lr.line, col, sentinel, format, args...)
+}
+
+// ErrorAt is Errorf at another line (0: the whole input).
+func (lr *LineReader) ErrorAt(line, col int, sentinel error, format string, args ...any) error {
+	return NewParseError(lr.Source, line, col, sentinel, format, args...)
+}
+
+// NewParseError returns a *ParseError for source at line (1-based, 0 for
+// the whole input) and column (0-based) whose Err wraps sentinel,
+// followed by ": " and the formatted detail when format is not "".
+func NewParseError(source string, line, col int, sentinel error, format string, args ...any) *ParseError {
+	err := sentinel
+	if format != "" {
+		err = fmt.Errorf("%w: %s", sentinel, fmt.Sprintf(format, args...))
+	}
+	return &ParseError{Source: source, Line: line, Column: col, Err: err}
+}
+
+// ReadLines reads all of r through a LineReader and returns its lines,
+// line k+1 at index k, for parsers that need to look ahead.
+func ReadLines(r io.Reader, source string) ([]string, error) {
+	lr := NewLineReader(r, source)
+	var out []string
+	for lr.Next() {
+		out = append(out, lr.Text())
+	}
+	return out, lr.Err()
 }

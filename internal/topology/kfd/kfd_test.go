@@ -371,7 +371,7 @@ func TestReadHoles(t *testing.T) {
 		}, source: "kfd nodes/2/io_links/0/properties", sent: topology.ErrSyntax, msg: "no node_to"},
 		{name: "non-numeric value", edit: func(m fstest.MapFS) {
 			m["nodes/1/properties"] = f("cpu_cores_count 0\nsimd_count many\n")
-		}, source: "kfd nodes/1/properties", sent: topology.ErrBadNumber, msg: "kfd nodes/1/properties: line 2: not a number"},
+		}, source: "kfd nodes/1/properties", sent: topology.ErrBadNumber, msg: "kfd nodes/1/properties: line 2, column 12: not a number"},
 		{name: "no GPU", edit: func(m fstest.MapFS) {
 			for k := range m {
 				if !strings.HasPrefix(k, "nodes/0/") {

@@ -60,15 +60,15 @@ func TestParseNVLinkStatusErrors(t *testing.T) {
 		msg  string
 	}{
 		{"link before GPU", "\t Link 0: 26.562 GB/s\n", &topology.ParseError{Source: SourceNVLink, Line: 1, Column: 2, Err: topology.ErrSyntax},
-			"nvidia-smi nvlink -s: line 1: malformed input: link line before any GPU line"},
+			"nvidia-smi nvlink -s: line 1, column 3: malformed input: link line before any GPU line"},
 		{"bad speed", "GPU 0: NVIDIA H200 (UUID: GPU-1)\n\t Link 0: fast\n", &topology.ParseError{Source: SourceNVLink, Line: 2, Column: 10, Err: topology.ErrBadNumber},
-			`nvidia-smi nvlink -s: line 2: not a number: GPU 0 link 0 speed "fast"`},
+			`nvidia-smi nvlink -s: line 2, column 11: not a number: GPU 0 link 0 speed "fast"`},
 		{"infinite speed", "GPU 0: X\n\t Link 0: 1e400 GB/s\n", &topology.ParseError{Source: SourceNVLink, Line: 2, Column: 10, Err: topology.ErrBadNumber},
-			`nvidia-smi nvlink -s: line 2: not a number: GPU 0 link 0 speed "1e400 GB/s"`},
+			`nvidia-smi nvlink -s: line 2, column 11: not a number: GPU 0 link 0 speed "1e400 GB/s"`},
 		{"other tool", "GPU[0]\t\t: (Topology) Numa Node: 0\n", &topology.ParseError{Source: SourceNVLink, Line: 1, Column: 0, Err: topology.ErrSyntax},
 			`nvidia-smi nvlink -s: line 1: malformed input: unexpected line "GPU[0]\t\t: (Topology) Numa Node: 0"`},
 		{"link twice", "GPU 0: X\n\t Link 0: <inactive>\n\t Link 0: <inactive>\n", &topology.ParseError{Source: SourceNVLink, Line: 3, Column: 2, Err: topology.ErrSyntax},
-			"nvidia-smi nvlink -s: line 3: malformed input: GPU 0 link 0 listed twice"},
+			"nvidia-smi nvlink -s: line 3, column 3: malformed input: GPU 0 link 0 listed twice"},
 		{"GPU twice", "GPU 0: X\nGPU 0: X\n", &topology.ParseError{Source: SourceNVLink, Line: 2, Column: 0, Err: topology.ErrSyntax},
 			"nvidia-smi nvlink -s: line 2: malformed input: GPU 0 listed twice"},
 	}
@@ -126,11 +126,11 @@ func TestParseQueryGPUErrors(t *testing.T) {
 		{"bad index", "x, 00000000:18:00.0, GPU-1, H100, 1, 0, 0, 550\n", &topology.ParseError{Source: SourceQueryGPU, Line: 1, Err: topology.ErrBadNumber},
 			`nvidia-smi --query-gpu: line 1: not a number: index "x"`},
 		{"bad bus id", "0, 18:00.0, GPU-1, H100, 1, 0, 0, 550\n", &topology.ParseError{Source: SourceQueryGPU, Line: 1, Column: 3, Err: topology.ErrSyntax},
-			`nvidia-smi --query-gpu: line 1: malformed input: pci.bus_id "18:00.0"`},
+			`nvidia-smi --query-gpu: line 1, column 4: malformed input: pci.bus_id "18:00.0"`},
 		{"bad memory", "0, 00000000:18:00.0, GPU-1, H100, lots, 0, 0, 550\n", &topology.ParseError{Source: SourceQueryGPU, Line: 1, Column: 34, Err: topology.ErrBadNumber},
-			`nvidia-smi --query-gpu: line 1: not a number: memory.total "lots"`},
+			`nvidia-smi --query-gpu: line 1, column 35: not a number: memory.total "lots"`},
 		{"utilisation over 100", "0, 00000000:18:00.0, GPU-1, H100, 1, 0, 101, 550\n", &topology.ParseError{Source: SourceQueryGPU, Line: 1, Column: 40, Err: topology.ErrBadNumber},
-			`nvidia-smi --query-gpu: line 1: not a number: utilization.gpu "101"`},
+			`nvidia-smi --query-gpu: line 1, column 41: not a number: utilization.gpu "101"`},
 		{"index twice", "0, [N/A], GPU-1, H100, 1, 0, 0, 550\n0, [N/A], GPU-2, H100, 1, 0, 0, 550\n", &topology.ParseError{Source: SourceQueryGPU, Line: 2, Err: topology.ErrSyntax},
 			"nvidia-smi --query-gpu: line 2: malformed input: GPU index 0 listed twice"},
 	}
@@ -174,7 +174,7 @@ func TestParseComputeApps(t *testing.T) {
 		{"two fields", "00000000:1B:00.0, 7\n", &topology.ParseError{Source: SourceComputeApps, Line: 1, Err: topology.ErrSyntax},
 			"nvidia-smi --query-compute-apps: line 1: malformed input: 2 fields, want 3 (" + ComputeAppsFields + ")"},
 		{"bad pid", "00000000:1B:00.0, -7, 1\n", &topology.ParseError{Source: SourceComputeApps, Line: 1, Column: 18, Err: topology.ErrBadNumber},
-			`nvidia-smi --query-compute-apps: line 1: not a number: pid "-7"`},
+			`nvidia-smi --query-compute-apps: line 1, column 19: not a number: pid "-7"`},
 		{"bad bus id", "\n00000000:1G:00.0, 7, 1\n", &topology.ParseError{Source: SourceComputeApps, Line: 2, Err: topology.ErrSyntax},
 			`nvidia-smi --query-compute-apps: line 2: malformed input: gpu_bus_id "00000000:1G:00.0"`},
 	}

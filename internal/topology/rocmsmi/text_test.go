@@ -378,7 +378,7 @@ func TestParseTextErrors(t *testing.T) {
 			in:   bw + "GPU1   50000-50000  N/A\n",
 			want: &topology.ParseError{Source: "rocm-smi --shownodesbw", Line: 7, Column: 23,
 				Err: wrap(topology.ErrNotSquare, "2 cells in row GPU1 for 3 columns")},
-			msg: "rocm-smi --shownodesbw: line 7: matrix is not square: 2 cells in row GPU1 for 3 columns",
+			msg: "rocm-smi --shownodesbw: line 7, column 24: matrix is not square: 2 cells in row GPU1 for 3 columns",
 		},
 		{
 			name: "fewer rows than columns",
@@ -409,7 +409,7 @@ func TestParseTextErrors(t *testing.T) {
 			in:   "==== Link Type between two GPUs ====\n       GPU0    GPU1\nGPU0   0       NVLINK\nGPU1   NVLINK  0\n",
 			want: &topology.ParseError{Source: "rocm-smi --showtopo", Line: 3, Column: 15,
 				Err: wrap(topology.ErrUnknownLinkType, `"NVLINK"`)},
-			msg: `rocm-smi --showtopo: line 3: unknown link type: "NVLINK"`,
+			msg: `rocm-smi --showtopo: line 3, column 16: unknown link type: "NVLINK"`,
 		},
 		{
 			name: "more rows than columns",

@@ -1,0 +1,99 @@
+package topology
+
+import (
+	"errors"
+	"io"
+	"reflect"
+	"strings"
+	"testing"
+	"testing/iotest"
+)
+
+func TestParseErrorMessage(t *testing.T) {
+	tests := []struct {
+		err  *ParseError
+		want string
+	}{
+		{&ParseError{Source: "rocm-smi", Err: ErrNoDevices}, "rocm-smi: no GPU devices found"},
+		{&ParseError{Source: "rocm-smi", Line: 3, Err: ErrSyntax}, "rocm-smi: line 3: malformed input"},
+		// Column is 0-based in the struct, printed 1-based as editors count.
+		{&ParseError{Source: "rocm-smi", Line: 3, Column: 7, Err: ErrBadNumber}, "rocm-smi: line 3, column 8: not a number"},
+		// A column without a line says nothing useful.
+		{&ParseError{Source: "rocm-smi", Column: 7, Err: ErrSyntax}, "rocm-smi: malformed input"},
+	}
+	for _, tt := range tests {
+		if got := tt.err.Error(); got != tt.want {
+			t.Errorf("%#v: %q, want %q", tt.err, got, tt.want)
+		}
+	}
+}
+
+func TestLineReader(t *testing.T) {
+	type line struct {
+		n          int
+		text       string
+		terminated bool
+	}
+	tests := []struct {
+		name string
+		in   string
+		want []line
+	}{
+		{"empty", "", nil},
+		{"lf", "a\nb\n", []line{{1, "a", true}, {2, "b", true}}},
+		{"crlf and blank", "a\r\n\r\nc\r\n", []line{{1, "a", true}, {2, "", true}, {3, "c", true}}},
+		{"cut short", "a\nbc", []line{{1, "a", true}, {2, "bc", false}}},
+		{"cut short after cr", "a\r\nb\r", []line{{1, "a", true}, {2, "b", false}}},
+	}
+	for _, tt := range tests {
+		lr := NewLineReader(strings.NewReader(tt.in), "tool")
+		var got []line
+		for lr.Next() {
+			got = append(got, line{lr.Line(), lr.Text(), lr.Terminated()})
+		}
+		if err := lr.Err(); err != nil {
+			t.Errorf("%s: %v", tt.name, err)
+		}
+		if !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("%s: got %+v, want %+v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestLineReaderErrors(t *testing.T) {
+	lr := NewLineReader(strings.NewReader("ok\n"+strings.Repeat("x", MaxLineLength+1)+"\n"), "tool")
+	for lr.Next() {
+	}
+	want := &ParseError{Source: "tool", Line: 2, Err: ErrSyntax}
+	var pe *ParseError
+	if err := lr.Err(); !errors.As(err, &pe) || pe.Line != want.Line || pe.Source != want.Source || !errors.Is(err, ErrSyntax) {
+		t.Errorf("long line: %v, want %v", err, want)
+	}
+
+	lr = NewLineReader(iotest.ErrReader(io.ErrUnexpectedEOF), "tool")
+	if lr.Next() {
+		t.Fatal("a line from a failing reader")
+	}
+	if err := lr.Err(); err == nil || err.Error() != "tool: unexpected EOF" || !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("read error: %v", err)
+	}
+
+	lr = NewLineReader(strings.NewReader("a\nb\n"), "tool")
+	lr.Next()
+	lr.Next()
+	err := lr.Errorf(4, ErrBadNumber, "cell %q", "x")
+	if !reflect.DeepEqual(err, &ParseError{Source: "tool", Line: 2, Column: 4, Err: err.(*ParseError).Err}) ||
+		err.Error() != `tool: line 2, column 5: not a number: cell "x"` || !errors.Is(err, ErrBadNumber) {
+		t.Errorf("Errorf: %#v %q", err, err)
+	}
+	if err := lr.ErrorAt(0, 0, ErrNoDevices, ""); err.Error() != "tool: no GPU devices found" {
+		t.Errorf("ErrorAt: %q", err)
+	}
+}
+
+func TestReadLines(t *testing.T) {
+	got, err := ReadLines(strings.NewReader("a\r\n\nb"), "tool")
+	if err != nil || !reflect.DeepEqual(got, []string{"a", "", "b"}) {
+		t.Errorf("got %q %v", got, err)
+	}
+}
