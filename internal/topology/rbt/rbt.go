@@ -10,8 +10,6 @@
 package rbt
 
 import (
-	"bufio"
-	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -129,8 +127,6 @@ func (r *Result) Host() []HostFigure {
 	return out
 }
 
-var splitFields = topology.SplitFields
-
 // matrixKind classifies a title line: "uni", "bi", "other" (access,
 // distance) or "" (not a title).
 func matrixKind(t string) string {
@@ -170,174 +166,204 @@ func validLabel(s string) bool {
 // ErrBadNumber, ErrTruncated (a device list but no bandwidth matrix),
 // ErrWrongTool (neither) or ErrNoDevices (empty input).
 func Parse(r io.Reader) (*Result, error) {
-	perr := func(line, col int, err error) error {
-		return &topology.ParseError{Source: Source, Line: line, Column: col, Err: err}
-	}
-	res := &Result{}
-	byLabel := map[string]int{}
-	listed := false // a Device: list was read
-	var (
-		kind     string  // current matrix kind, "" outside
-		title    string  // its title
-		cols     []int   // agent indexes of its columns
-		cur      *Matrix // where its cells go (nil for access/distance)
-		rowsSeen map[int]bool
-		lineNo   int
-		sawText  bool
-		matrices int
-	)
-	agentFor := func(label string) (int, bool) {
-		if i, ok := byLabel[label]; ok {
-			return i, true
-		}
-		if listed {
-			return 0, false
-		}
-		if len(res.Agents) >= MaxAgents {
-			return 0, false
-		}
-		a := Agent{ID: -1, Label: label}
-		if rest, ok := strings.CutPrefix(strings.ToLower(label), "cpu"); ok {
-			a.Ordinal, _ = strconv.Atoi(rest)
-		} else {
-			a.GPU = true
-			a.Ordinal, _ = strconv.Atoi(label)
-		}
-		byLabel[label] = len(res.Agents)
-		res.Agents = append(res.Agents, a)
-		return byLabel[label], true
-	}
-	sc := topology.NewScanner(r)
-	for sc.Scan() {
-		lineNo++
-		line := strings.TrimRight(sc.Text(), "\r")
-		t := strings.TrimSpace(line)
-		if t == "" {
-			continue
-		}
-		sawText = true
-		if strings.Trim(t, ".") == "" {
-			continue // progress dots
-		}
-		if rest, ok := strings.CutPrefix(t, "Device:"); ok {
-			if err := addDevice(res, byLabel, rest); err != nil {
-				col := len(line) - len(strings.TrimLeft(line, " \t"))
-				return nil, perr(lineNo, col, err)
-			}
-			listed = true
-			kind = ""
-			continue
-		}
-		if v, ok := strings.CutPrefix(t, "RocmBandwidthTest Version:"); ok {
-			res.Version = strings.TrimSpace(v)
-			continue
-		}
-		if k := matrixKind(t); k != "" {
-			kind, title, cols, cur = k, t, nil, nil
-			rowsSeen = map[int]bool{}
-			switch k {
-			case "uni":
-				if res.Uni != nil {
-					return nil, perr(lineNo, 0, fmt.Errorf("%w: second %q matrix", topology.ErrSyntax, t))
-				}
-				res.Uni = &Matrix{Title: t, cells: map[[2]int]float64{}}
-				cur = res.Uni
-			case "bi":
-				if res.Bi != nil {
-					return nil, perr(lineNo, 0, fmt.Errorf("%w: second %q matrix", topology.ErrSyntax, t))
-				}
-				res.Bi = &Matrix{Title: t, cells: map[[2]int]float64{}}
-				cur = res.Bi
-			}
-			matrices++
-			continue
-		}
-		if kind == "" {
-			continue // other text: Launch Command, notes
-		}
-		fs := splitFields(line)
-		if cols == nil {
-			if fs[0].S != "D/D" {
-				return nil, perr(lineNo, fs[0].Col, fmt.Errorf("%w: %s: header must start with D/D", topology.ErrSyntax, title))
-			}
-			if len(fs) == 1 {
-				return nil, perr(lineNo, len(line), fmt.Errorf("%w: %s: header names no device", topology.ErrSyntax, title))
-			}
-			if len(fs)-1 > MaxAgents {
-				return nil, perr(lineNo, fs[MaxAgents+1].Col, fmt.Errorf("%w: more than %d devices", topology.ErrSyntax, MaxAgents))
-			}
-			seen := map[int]bool{}
-			cols = []int{}
-			for _, f := range fs[1:] {
-				i, ok := -1, validLabel(f.S)
-				if ok {
-					i, ok = agentFor(f.S)
-				}
-				if !ok {
-					return nil, perr(lineNo, f.Col, fmt.Errorf("%w: %s: unknown device %q", topology.ErrSyntax, title, f.S))
-				}
-				if seen[i] {
-					return nil, perr(lineNo, f.Col, fmt.Errorf("%w: %s: device %q twice", topology.ErrSyntax, title, f.S))
-				}
-				seen[i] = true
-				cols = append(cols, i)
-			}
-			continue
-		}
-		if !validLabel(fs[0].S) {
-			kind = "" // the matrix ended; this is other text
-			continue
-		}
-		row, ok := agentFor(fs[0].S)
-		if !ok {
-			return nil, perr(lineNo, fs[0].Col, fmt.Errorf("%w: %s: unknown device %q", topology.ErrSyntax, title, fs[0].S))
-		}
-		if rowsSeen[row] {
-			return nil, perr(lineNo, fs[0].Col, fmt.Errorf("%w: %s: row %q twice", topology.ErrSyntax, title, fs[0].S))
-		}
-		rowsSeen[row] = true
-		if len(fs)-1 != len(cols) {
-			col := len(line)
-			if len(fs)-1 > len(cols) {
-				col = fs[len(cols)+1].Col
-			}
-			return nil, perr(lineNo, col, fmt.Errorf("%w: %s: row %s has %d cells, want %d", topology.ErrNotSquare, title, fs[0].S, len(fs)-1, len(cols)))
-		}
-		for j, f := range fs[1:] {
-			if strings.EqualFold(f.S, "N/A") {
-				continue
-			}
-			v, err := strconv.ParseFloat(f.S, 64)
-			if err != nil || v < 0 || v > 1e7 || v != v {
-				return nil, perr(lineNo, f.Col, fmt.Errorf("%w: %s: %q", topology.ErrBadNumber, title, f.S))
-			}
-			if cur != nil {
-				cur.cells[[2]int{row, cols[j]}] = v
-			}
+	p := &parser{lr: topology.NewLineReader(r, Source), res: &Result{}, byLabel: map[string]int{}}
+	for p.lr.Next() {
+		if err := p.line(p.lr.Text()); err != nil {
+			return nil, err
 		}
 	}
-	if err := sc.Err(); err != nil {
-		if errors.Is(err, bufio.ErrTooLong) {
-			return nil, perr(lineNo+1, 0, fmt.Errorf("%w: line too long", topology.ErrSyntax))
+	if err := p.lr.Err(); err != nil {
+		return nil, err
+	}
+	return p.finish()
+}
+
+// parser holds what Parse has read so far.
+type parser struct {
+	lr       *topology.LineReader
+	res      *Result
+	byLabel  map[string]int // matrix label -> index into res.Agents
+	listed   bool           // a "Device:" list was read
+	table    *table         // the matrix being read, nil outside one
+	sawText  bool
+	matrices int
+}
+
+// table is the matrix Parse is in.
+type table struct {
+	kind  string  // see matrixKind
+	title string  // as printed
+	cols  []int   // agent indexes of its columns; nil before the header
+	dst   *Matrix // where its cells go; nil for access and distance
+	rows  map[int]bool
+}
+
+// line reads one line of input.
+func (p *parser) line(line string) error {
+	t := strings.TrimSpace(line)
+	if t == "" {
+		return nil
+	}
+	p.sawText = true
+	if strings.Trim(t, ".") == "" {
+		return nil // progress dots
+	}
+	if rest, ok := strings.CutPrefix(t, "Device:"); ok {
+		if err := p.device(rest); err != nil {
+			return p.lr.Errorf(len(line)-len(strings.TrimLeft(line, " \t")), err, "")
 		}
-		return nil, fmt.Errorf("%s: %w", Source, err)
+		p.listed, p.table = true, nil
+		return nil
+	}
+	if v, ok := strings.CutPrefix(t, "RocmBandwidthTest Version:"); ok {
+		p.res.Version = strings.TrimSpace(v)
+		return nil
+	}
+	if k := matrixKind(t); k != "" {
+		return p.startTable(k, t)
 	}
 	switch {
-	case !sawText:
-		return nil, perr(0, 0, topology.ErrNoDevices)
-	case res.Uni == nil && res.Bi == nil && (listed || matrices > 0):
-		return nil, perr(0, 0, fmt.Errorf("%w: no copy bandwidth matrix", topology.ErrTruncated))
+	case p.table == nil:
+		return nil // other text: Launch Command, notes
+	case p.table.cols == nil:
+		return p.header(line)
+	}
+	return p.row(line)
+}
+
+// startTable begins a matrix of kind k titled title.
+func (p *parser) startTable(k, title string) error {
+	p.table = &table{kind: k, title: title, rows: map[int]bool{}}
+	p.matrices++
+	var slot **Matrix
+	switch k {
+	case "uni":
+		slot = &p.res.Uni
+	case "bi":
+		slot = &p.res.Bi
+	default:
+		return nil
+	}
+	if *slot != nil {
+		return p.lr.Errorf(0, topology.ErrSyntax, "second %q matrix", title)
+	}
+	*slot = &Matrix{Title: title, cells: map[[2]int]float64{}}
+	p.table.dst = *slot
+	return nil
+}
+
+// header reads a matrix's "D/D 0 1 ..." line.
+func (p *parser) header(line string) error {
+	tb := p.table
+	fs := topology.SplitFields(line)
+	if fs[0].S != "D/D" {
+		return p.lr.Errorf(fs[0].Col, topology.ErrSyntax, "%s: header must start with D/D", tb.title)
+	}
+	if len(fs) == 1 {
+		return p.lr.Errorf(len(line), topology.ErrSyntax, "%s: header names no device", tb.title)
+	}
+	if len(fs)-1 > MaxAgents {
+		return p.lr.Errorf(fs[MaxAgents+1].Col, topology.ErrSyntax, "more than %d devices", MaxAgents)
+	}
+	seen := map[int]bool{}
+	tb.cols = []int{}
+	for _, f := range fs[1:] {
+		i, ok := p.agent(f.S)
+		if !ok {
+			return p.lr.Errorf(f.Col, topology.ErrSyntax, "%s: unknown device %q", tb.title, f.S)
+		}
+		if seen[i] {
+			return p.lr.Errorf(f.Col, topology.ErrSyntax, "%s: device %q twice", tb.title, f.S)
+		}
+		seen[i] = true
+		tb.cols = append(tb.cols, i)
+	}
+	return nil
+}
+
+// row reads one matrix row; a line that is not one ends the matrix.
+func (p *parser) row(line string) error {
+	tb := p.table
+	fs := topology.SplitFields(line)
+	if !validLabel(fs[0].S) {
+		p.table = nil // the matrix ended; this is other text
+		return nil
+	}
+	row, ok := p.agent(fs[0].S)
+	if !ok {
+		return p.lr.Errorf(fs[0].Col, topology.ErrSyntax, "%s: unknown device %q", tb.title, fs[0].S)
+	}
+	if tb.rows[row] {
+		return p.lr.Errorf(fs[0].Col, topology.ErrSyntax, "%s: row %q twice", tb.title, fs[0].S)
+	}
+	tb.rows[row] = true
+	if len(fs)-1 != len(tb.cols) {
+		col := len(line)
+		if len(fs)-1 > len(tb.cols) {
+			col = fs[len(tb.cols)+1].Col
+		}
+		return p.lr.Errorf(col, topology.ErrNotSquare, "%s: row %s has %d cells, want %d", tb.title, fs[0].S, len(fs)-1, len(tb.cols))
+	}
+	for j, f := range fs[1:] {
+		if strings.EqualFold(f.S, "N/A") {
+			continue
+		}
+		v, err := strconv.ParseFloat(f.S, 64)
+		if err != nil || v < 0 || v > 1e7 || v != v {
+			return p.lr.Errorf(f.Col, topology.ErrBadNumber, "%s: %q", tb.title, f.S)
+		}
+		if tb.dst != nil {
+			tb.dst.cells[[2]int{row, tb.cols[j]}] = v
+		}
+	}
+	return nil
+}
+
+// agent returns the index into res.Agents of the agent a matrix labels
+// label. Without a device list, a new label adds an agent: "cpuN" a CPU,
+// a number a GPU. ok is false for a label that names no agent.
+func (p *parser) agent(label string) (int, bool) {
+	if !validLabel(label) {
+		return 0, false
+	}
+	if i, ok := p.byLabel[label]; ok {
+		return i, true
+	}
+	if p.listed || len(p.res.Agents) >= MaxAgents {
+		return 0, false
+	}
+	a := Agent{ID: -1, Label: label}
+	if rest, ok := strings.CutPrefix(strings.ToLower(label), "cpu"); ok {
+		a.Ordinal, _ = strconv.Atoi(rest)
+	} else {
+		a.GPU = true
+		a.Ordinal, _ = strconv.Atoi(label)
+	}
+	p.byLabel[label] = len(p.res.Agents)
+	p.res.Agents = append(p.res.Agents, a)
+	return p.byLabel[label], true
+}
+
+// finish checks what the whole input gave.
+func (p *parser) finish() (*Result, error) {
+	res := p.res
+	switch {
+	case !p.sawText:
+		return nil, p.lr.ErrorAt(0, 0, topology.ErrNoDevices, "")
+	case res.Uni == nil && res.Bi == nil && (p.listed || p.matrices > 0):
+		return nil, p.lr.ErrorAt(0, 0, topology.ErrTruncated, "no copy bandwidth matrix")
 	case res.Uni == nil && res.Bi == nil:
-		return nil, perr(0, 0, fmt.Errorf("%w: no rocm_bandwidth_test device list or matrix", topology.ErrWrongTool))
+		return nil, p.lr.ErrorAt(0, 0, topology.ErrWrongTool, "no rocm_bandwidth_test device list or matrix")
 	}
 	if len(res.GPUs()) == 0 {
-		return nil, perr(0, 0, topology.ErrNoDevices)
+		return nil, p.lr.ErrorAt(0, 0, topology.ErrNoDevices, "")
 	}
 	return res, nil
 }
 
-// addDevice parses the rest of a "Device: N,  name,  GPU-uuid,  bus" line.
-func addDevice(res *Result, byLabel map[string]int, rest string) error {
+// device parses the rest of a "Device: N,  name,  GPU-uuid,  bus" line.
+func (p *parser) device(rest string) error {
+	res, byLabel := p.res, p.byLabel
 	parts := strings.Split(rest, ",")
 	for i := range parts {
 		parts[i] = strings.TrimSpace(parts[i])
