@@ -162,14 +162,11 @@ func setIdentity(g *GPU, key string, v any) error {
 // Keys it does not know are ignored; newer versions' HIP_ID is used.
 // Malformed input gives a *topology.ParseError.
 func ParseList(r io.Reader) ([]GPU, error) {
-	const src = SourceList
+	lr := topology.NewLineReader(r, SourceList)
 	var out []GPU
-	lineNo := 0
 	sawText := false
-	sc := newScanner(r)
-	for sc.Scan() {
-		lineNo++
-		line := strings.TrimRight(sc.Text(), "\r")
+	for lr.Next() {
+		line := lr.Text()
 		t := strings.TrimSpace(line)
 		if t == "" {
 			continue
@@ -182,10 +179,10 @@ func ParseList(r io.Reader) ([]GPU, error) {
 		if keyName(key) == "GPU" && ok {
 			n, err := strconv.Atoi(val)
 			if err != nil || n < 0 || n >= 1<<20 {
-				return nil, &topology.ParseError{Source: src, Line: lineNo, Column: valCol, Err: fmt.Errorf("%w: GPU %q", topology.ErrBadNumber, val)}
+				return nil, lr.Errorf(valCol, topology.ErrBadNumber, "GPU %q", val)
 			}
 			if len(out) >= MaxGPUs {
-				return nil, &topology.ParseError{Source: src, Line: lineNo, Err: fmt.Errorf("%w: more than %d GPUs", topology.ErrSyntax, MaxGPUs)}
+				return nil, lr.Errorf(0, topology.ErrSyntax, "more than %d GPUs", MaxGPUs)
 			}
 			out = append(out, NewGPU(n))
 			continue
@@ -194,20 +191,20 @@ func ParseList(r io.Reader) ([]GPU, error) {
 			continue // banner or warning before the first GPU
 		}
 		if !ok {
-			return nil, &topology.ParseError{Source: src, Line: lineNo, Column: col, Err: fmt.Errorf("%w: %q is not KEY: value", topology.ErrSyntax, t)}
+			return nil, lr.Errorf(col, topology.ErrSyntax, "%q is not KEY: value", t)
 		}
 		if err := setIdentity(&out[len(out)-1], key, val); err != nil {
-			return nil, &topology.ParseError{Source: src, Line: lineNo, Column: valCol, Err: err}
+			return nil, lr.Errorf(valCol, err, "")
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return nil, scanErr(src, lineNo, err)
+	if err := lr.Err(); err != nil {
+		return nil, err
 	}
 	if len(out) == 0 {
 		if !sawText {
-			return nil, &topology.ParseError{Source: src, Err: topology.ErrNoDevices}
+			return nil, lr.ErrorAt(0, 0, topology.ErrNoDevices, "")
 		}
-		return nil, &topology.ParseError{Source: src, Err: fmt.Errorf("%w: no \"GPU: N\" line", topology.ErrWrongTool)}
+		return nil, lr.ErrorAt(0, 0, topology.ErrWrongTool, "no \"GPU: N\" line")
 	}
 	return out, nil
 }

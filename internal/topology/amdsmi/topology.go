@@ -1,8 +1,6 @@
 package amdsmi
 
 import (
-	"bufio"
-	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -70,19 +68,6 @@ func newTopology(n int) *Topology {
 // field is one whitespace-separated token and its column.
 type field = topology.Field
 
-var splitFields = topology.SplitFields
-
-// newScanner returns a line scanner that accepts lines up to 1 MiB.
-func newScanner(r io.Reader) *bufio.Scanner { return topology.NewScanner(r) }
-
-// scanErr turns a scanner failure after line n into an error.
-func scanErr(src string, n int, err error) error {
-	if errors.Is(err, bufio.ErrTooLong) {
-		return &topology.ParseError{Source: src, Line: n + 1, Err: fmt.Errorf("%w: line too long", topology.ErrSyntax)}
-	}
-	return fmt.Errorf("%s: %w", src, err)
-}
-
 // tableTitle reports whether s is a table title such as "WEIGHT TABLE:"
 // and returns it without the colon.
 func tableTitle(s string) (string, bool) {
@@ -105,131 +90,144 @@ func tableTitle(s string) (string, bool) {
 // wrapping ErrSyntax, ErrNotSquare, ErrBadNumber, ErrUnknownLinkType,
 // ErrTruncated, ErrWrongTool (no table at all) or ErrNoDevices (empty input).
 func ParseTopology(r io.Reader) (*Topology, error) {
-	const src = SourceTopology
-	perr := func(line, col int, err error) error {
-		return &topology.ParseError{Source: src, Line: line, Column: col, Err: err}
+	p := &topoParser{lr: topology.NewLineReader(r, SourceTopology)}
+	for p.lr.Next() {
+		if err := p.line(p.lr.Text()); err != nil {
+			return nil, err
+		}
 	}
-	var (
-		t          *Topology
-		table      string // current table title, "" outside tables
-		wantHeader bool
-		rows       int
-		legend     bool
-		sawText    bool
-		n          int
-		lineNo     int
-	)
-	truncated := func(line int) error {
-		if table == "" {
-			return nil
-		}
-		if wantHeader {
-			return perr(line, 0, fmt.Errorf("%w: %s has no header", topology.ErrTruncated, table))
-		}
-		if rows < n {
-			return perr(line, 0, fmt.Errorf("%w: %s has %d of %d rows", topology.ErrTruncated, table, rows, n))
-		}
-		return nil
-	}
-	sc := newScanner(r)
-	for sc.Scan() {
-		lineNo++
-		line := strings.TrimRight(sc.Text(), "\r")
-		trimmed := strings.TrimSpace(line)
-		if trimmed == "" {
-			continue
-		}
-		sawText = true
-		if title, ok := tableTitle(trimmed); ok {
-			if err := truncated(lineNo); err != nil {
-				return nil, err
-			}
-			table, wantHeader, rows, legend = title, true, 0, false
-			continue
-		}
-		if strings.HasPrefix(trimmed, "Legend") && strings.HasSuffix(trimmed, ":") {
-			if err := truncated(lineNo); err != nil {
-				return nil, err
-			}
-			table, legend = "", true
-			continue
-		}
-		if legend || table == "" {
-			continue
-		}
-		fs := splitFields(line)
-		if wantHeader {
-			bdfs := make([]string, len(fs))
-			for i, f := range fs {
-				b, ok := normBDF(f.S)
-				if !ok {
-					return nil, perr(lineNo, f.Col, fmt.Errorf("%w: %s header: %q is not a PCI address", topology.ErrSyntax, table, f.S))
-				}
-				bdfs[i] = b
-			}
-			if len(bdfs) > MaxGPUs {
-				return nil, perr(lineNo, fs[MaxGPUs].Col, fmt.Errorf("%w: more than %d GPUs", topology.ErrSyntax, MaxGPUs))
-			}
-			if t == nil {
-				seen := map[string]bool{}
-				for i, b := range bdfs {
-					if seen[b] {
-						return nil, perr(lineNo, fs[i].Col, fmt.Errorf("%w: %s header: %s appears twice", topology.ErrSyntax, table, b))
-					}
-					seen[b] = true
-				}
-				n = len(bdfs)
-				t = newTopology(n)
-				copy(t.BDFs, bdfs)
-			} else {
-				if len(bdfs) != n {
-					return nil, perr(lineNo, 0, fmt.Errorf("%w: %s has %d columns, the first table %d", topology.ErrNotSquare, table, len(bdfs), n))
-				}
-				for i, b := range bdfs {
-					if b != t.BDFs[i] {
-						return nil, perr(lineNo, fs[i].Col, fmt.Errorf("%w: %s column %d is %s, the first table has %s", topology.ErrSyntax, table, i, b, t.BDFs[i]))
-					}
-				}
-			}
-			wantHeader, rows = false, 0
-			continue
-		}
-		if rows == n {
-			return nil, perr(lineNo, 0, fmt.Errorf("%w: %s has more than %d rows", topology.ErrNotSquare, table, n))
-		}
-		if len(fs) != n+1 {
-			col := len(line)
-			if len(fs) > n+1 {
-				col = fs[n+1].Col
-			}
-			return nil, perr(lineNo, col, fmt.Errorf("%w: %s row has %d cells, want %d", topology.ErrNotSquare, table, len(fs)-1, n))
-		}
-		if b, ok := normBDF(fs[0].S); !ok || b != t.BDFs[rows] {
-			return nil, perr(lineNo, fs[0].Col, fmt.Errorf("%w: %s row %d is labelled %q, want %s", topology.ErrSyntax, table, rows, fs[0].S, t.BDFs[rows]))
-		}
-		for j, f := range fs[1:] {
-			if err := setCell(&t.Pairs[rows][j], table, f.S); err != nil {
-				return nil, perr(lineNo, f.Col, fmt.Errorf("%s: %w", table, err))
-			}
-		}
-		rows++
-	}
-	if err := sc.Err(); err != nil {
-		return nil, scanErr(src, lineNo, err)
-	}
-	if err := truncated(lineNo); err != nil {
+	if err := p.lr.Err(); err != nil {
 		return nil, err
 	}
-	if t == nil {
-		if !sawText {
-			return nil, perr(0, 0, topology.ErrNoDevices)
+	if err := p.endTable(); err != nil {
+		return nil, err
+	}
+	switch {
+	case p.t == nil && !p.sawText:
+		return nil, p.lr.ErrorAt(0, 0, topology.ErrNoDevices, "")
+	case p.t == nil:
+		return nil, p.lr.ErrorAt(0, 0, topology.ErrWrongTool, "no amd-smi topology table")
+	case len(p.t.GPUs) == 0:
+		return nil, p.lr.ErrorAt(0, 0, topology.ErrNoDevices, "")
+	}
+	return p.t, nil
+}
+
+// topoParser holds what ParseTopology has read so far.
+type topoParser struct {
+	lr         *topology.LineReader
+	t          *Topology // nil until the first table header
+	table      string    // current table title, "" outside tables
+	wantHeader bool      // the current table's header line is next
+	rows       int       // rows read of the current table
+	legend     bool      // in the Legend, which ends the tables
+	sawText    bool
+}
+
+// line reads one line of input.
+func (p *topoParser) line(line string) error {
+	trimmed := strings.TrimSpace(line)
+	if trimmed == "" {
+		return nil
+	}
+	p.sawText = true
+	if title, ok := tableTitle(trimmed); ok {
+		if err := p.endTable(); err != nil {
+			return err
 		}
-		return nil, perr(0, 0, fmt.Errorf("%w: no amd-smi topology table", topology.ErrWrongTool))
+		p.table, p.wantHeader, p.rows, p.legend = title, true, 0, false
+		return nil
 	}
-	if n == 0 {
-		return nil, perr(0, 0, topology.ErrNoDevices)
+	if strings.HasPrefix(trimmed, "Legend") && strings.HasSuffix(trimmed, ":") {
+		if err := p.endTable(); err != nil {
+			return err
+		}
+		p.table, p.legend = "", true
+		return nil
 	}
-	return t, nil
+	if p.legend || p.table == "" {
+		return nil
+	}
+	if p.wantHeader {
+		return p.header(topology.SplitFields(line))
+	}
+	return p.row(line, topology.SplitFields(line))
+}
+
+// endTable checks that the table being read, if any, is complete.
+func (p *topoParser) endTable() error {
+	switch {
+	case p.table == "":
+		return nil
+	case p.wantHeader:
+		return p.lr.Errorf(0, topology.ErrTruncated, "%s has no header", p.table)
+	case p.rows < len(p.t.GPUs):
+		return p.lr.Errorf(0, topology.ErrTruncated, "%s has %d of %d rows", p.table, p.rows, len(p.t.GPUs))
+	}
+	return nil
+}
+
+// header reads a table's column header of BDFs. The first table fixes
+// the GPUs; every later one must repeat them in the same order.
+func (p *topoParser) header(fs []field) error {
+	bdfs := make([]string, len(fs))
+	for i, f := range fs {
+		b, ok := normBDF(f.S)
+		if !ok {
+			return p.lr.Errorf(f.Col, topology.ErrSyntax, "%s header: %q is not a PCI address", p.table, f.S)
+		}
+		bdfs[i] = b
+	}
+	if len(bdfs) > MaxGPUs {
+		return p.lr.Errorf(fs[MaxGPUs].Col, topology.ErrSyntax, "more than %d GPUs", MaxGPUs)
+	}
+	p.wantHeader, p.rows = false, 0
+	if p.t == nil {
+		seen := map[string]bool{}
+		for i, b := range bdfs {
+			if seen[b] {
+				return p.lr.Errorf(fs[i].Col, topology.ErrSyntax, "%s header: %s appears twice", p.table, b)
+			}
+			seen[b] = true
+		}
+		p.t = newTopology(len(bdfs))
+		copy(p.t.BDFs, bdfs)
+		return nil
+	}
+	if len(bdfs) != len(p.t.BDFs) {
+		return p.lr.Errorf(0, topology.ErrNotSquare, "%s has %d columns, the first table %d", p.table, len(bdfs), len(p.t.BDFs))
+	}
+	for i, b := range bdfs {
+		if b != p.t.BDFs[i] {
+			return p.lr.Errorf(fs[i].Col, topology.ErrSyntax, "%s column %d is %s, the first table has %s", p.table, i, b, p.t.BDFs[i])
+		}
+	}
+	return nil
+}
+
+// row reads one table row: its BDF label and one cell per column.
+func (p *topoParser) row(line string, fs []field) error {
+	n := len(p.t.GPUs)
+	if p.rows == n {
+		return p.lr.Errorf(0, topology.ErrNotSquare, "%s has more than %d rows", p.table, n)
+	}
+	if len(fs) != n+1 {
+		col := len(line)
+		if len(fs) > n+1 {
+			col = fs[n+1].Col
+		}
+		return p.lr.Errorf(col, topology.ErrNotSquare, "%s row has %d cells, want %d", p.table, len(fs)-1, n)
+	}
+	if b, ok := normBDF(fs[0].S); !ok || b != p.t.BDFs[p.rows] {
+		return p.lr.Errorf(fs[0].Col, topology.ErrSyntax, "%s row %d is labelled %q, want %s", p.table, p.rows, fs[0].S, p.t.BDFs[p.rows])
+	}
+	for j, f := range fs[1:] {
+		if err := setCell(&p.t.Pairs[p.rows][j], p.table, f.S); err != nil {
+			return &topology.ParseError{Source: p.lr.Source, Line: p.lr.Line(), Column: f.Col, Err: fmt.Errorf("%s: %w", p.table, err)}
+		}
+	}
+	p.rows++
+	return nil
 }
 
 // setCell stores one table cell into p; tables it does not know are

@@ -41,7 +41,7 @@ func boxCells(line string) []cell {
 
 // cellFields splits a cell into fields with columns in the whole line.
 func cellFields(c cell) []field {
-	fs := splitFields(c.S)
+	fs := topology.SplitFields(c.S)
 	for i := range fs {
 		fs[i].Col += c.Col
 	}
@@ -61,133 +61,154 @@ func cellFields(c cell) []field {
 // tolerated. Input without GPU rows (an older amd-smi printing its help)
 // gives a *topology.ParseError wrapping ErrWrongTool.
 func ParseDefault(r io.Reader) (*Summary, error) {
-	const src = SourceDefault
-	perr := func(line, col int, err error) error {
-		return &topology.ParseError{Source: src, Line: line, Column: col, Err: err}
+	p := &defaultParser{lr: topology.NewLineReader(r, SourceDefault), s: &Summary{}, procs: map[int]int{}}
+	for p.lr.Next() {
+		if err := p.line(p.lr.Text()); err != nil {
+			return nil, err
+		}
 	}
-	s := &Summary{}
-	var (
-		idHeader  []string // names of the second row's first-cell columns
-		pending   bool     // a BDF row was read, its second row is next
-		inProcs   bool
-		procsSeen bool
-		procs     = map[int]int{}
-		lineNo    int
-		sawText   bool
-	)
-	sc := newScanner(r)
-	for sc.Scan() {
-		lineNo++
-		line := strings.TrimRight(sc.Text(), "\r")
-		t := strings.TrimSpace(line)
-		if t == "" {
-			continue
-		}
-		sawText = true
-		if s.Version == "" {
-			if i := strings.Index(t, "AMD-SMI "); i >= 0 {
-				if f := strings.Fields(t[i+len("AMD-SMI "):]); len(f) > 0 {
-					s.Version = f[0]
-				}
-			}
-		}
-		cs := boxCells(line)
-		if len(cs) == 0 {
-			continue
-		}
-		first := cellFields(cs[0])
-		if strings.Contains(cs[0].S, "Processes:") {
-			inProcs, procsSeen, pending = true, true, false
-			continue
-		}
-		if len(first) == 0 || strings.HasPrefix(first[0].S, "=") || strings.HasPrefix(first[0].S, "-") {
-			continue
-		}
-		if inProcs {
-			// "GPU  PID  Process Name ..." rows; the header and the
-			// "No running processes found" line are not numbers.
-			if len(first) < 2 {
-				continue
-			}
-			g, err1 := strconv.Atoi(first[0].S)
-			_, err2 := strconv.Atoi(first[1].S)
-			if err1 != nil || err2 != nil || g < 0 || g >= 1<<20 {
-				continue
-			}
-			procs[g]++
-			continue
-		}
-		if first[0].S == "GPU" && len(first) >= 2 && !pending {
-			idHeader = idHeader[:0]
-			for _, f := range first {
-				idHeader = append(idHeader, f.S)
-			}
-			continue
-		}
-		if bdf, ok := normBDF(first[0].S); ok && !pending {
-			if len(s.GPUs) >= MaxGPUs {
-				return nil, perr(lineNo, first[0].Col, fmt.Errorf("%w: more than %d GPUs", topology.ErrSyntax, MaxGPUs))
-			}
-			g := NewGPU(len(s.GPUs))
-			g.BDF = bdf
-			g.Name = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(cs[0].S), first[0].S))
-			if g.Name == "N/A" {
-				g.Name = ""
-			}
-			s.GPUs = append(s.GPUs, g)
-			pending = true
-			continue
-		}
-		if !pending {
-			continue // header rows
-		}
-		pending = false
-		g := &s.GPUs[len(s.GPUs)-1]
-		names := idHeader
-		if len(names) == 0 {
-			names = []string{"GPU", "HIP-ID", "OAM-ID", "Partition-Mode"}
-		}
-		if len(first) != len(names) {
-			return nil, perr(lineNo, cs[0].Col, fmt.Errorf("%w: %d fields under %d columns %s", topology.ErrSyntax, len(first), len(names), strings.Join(names, " ")))
-		}
-		for i, f := range first {
-			switch keyName(names[i]) {
-			case "GPU":
-				n, err := strconv.Atoi(f.S)
-				if err != nil || n < 0 || n >= 1<<20 {
-					return nil, perr(lineNo, f.Col, fmt.Errorf("%w: GPU %q", topology.ErrBadNumber, f.S))
-				}
-				g.Index = n
-			default:
-				if err := setIdentity(g, names[i], f.S); err != nil {
-					return nil, perr(lineNo, f.Col, err)
-				}
-			}
-		}
-		if len(cs) > 1 {
-			if used, total, col, ok := memUsage(cs[1]); ok {
-				if used < 0 || total < 0 {
-					return nil, perr(lineNo, col, fmt.Errorf("%w: memory usage", topology.ErrBadNumber))
-				}
-				g.MemUsedMiB, g.MemTotalMiB = used, total
+	if err := p.lr.Err(); err != nil {
+		return nil, err
+	}
+	return p.finish()
+}
+
+// defaultParser holds what ParseDefault has read so far.
+type defaultParser struct {
+	lr        *topology.LineReader
+	s         *Summary
+	idHeader  []string // names of the second row's first-cell columns
+	pending   bool     // a BDF row was read, its second row is next
+	inProcs   bool     // in the Processes box
+	procsSeen bool
+	procs     map[int]int // amd-smi GPU index -> processes listed
+	sawText   bool
+}
+
+// line reads one line of input.
+func (p *defaultParser) line(line string) error {
+	t := strings.TrimSpace(line)
+	if t == "" {
+		return nil
+	}
+	p.sawText = true
+	if p.s.Version == "" {
+		if i := strings.Index(t, "AMD-SMI "); i >= 0 {
+			if f := strings.Fields(t[i+len("AMD-SMI "):]); len(f) > 0 {
+				p.s.Version = f[0]
 			}
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return nil, scanErr(src, lineNo, err)
+	cs := boxCells(line)
+	if len(cs) == 0 {
+		return nil
 	}
-	if pending {
-		return nil, perr(lineNo, 0, fmt.Errorf("%w: GPU %s has no second row", topology.ErrTruncated, s.GPUs[len(s.GPUs)-1].BDF))
+	first := cellFields(cs[0])
+	switch {
+	case strings.Contains(cs[0].S, "Processes:"):
+		p.inProcs, p.procsSeen, p.pending = true, true, false
+		return nil
+	case len(first) == 0 || strings.HasPrefix(first[0].S, "=") || strings.HasPrefix(first[0].S, "-"):
+		return nil // rules
+	case p.inProcs:
+		p.process(first)
+		return nil
+	case p.pending:
+		p.pending = false
+		return p.idRow(cs, first)
+	case first[0].S == "GPU" && len(first) >= 2:
+		p.idHeader = p.idHeader[:0]
+		for _, f := range first {
+			p.idHeader = append(p.idHeader, f.S)
+		}
+		return nil
+	}
+	if bdf, ok := normBDF(first[0].S); ok {
+		return p.bdfRow(cs[0], first[0], bdf)
+	}
+	return nil // header rows
+}
+
+// process counts one "GPU  PID  Process Name ..." row of the Processes
+// box; its header and "No running processes found" are not numbers.
+func (p *defaultParser) process(first []field) {
+	if len(first) < 2 {
+		return
+	}
+	g, err1 := strconv.Atoi(first[0].S)
+	_, err2 := strconv.Atoi(first[1].S)
+	if err1 != nil || err2 != nil || g < 0 || g >= 1<<20 {
+		return
+	}
+	p.procs[g]++
+}
+
+// bdfRow reads a GPU's first row: "| 0000:0d:00.0    AMD Instinct MI355X |".
+func (p *defaultParser) bdfRow(c cell, bdfField field, bdf string) error {
+	if len(p.s.GPUs) >= MaxGPUs {
+		return p.lr.Errorf(bdfField.Col, topology.ErrSyntax, "more than %d GPUs", MaxGPUs)
+	}
+	g := NewGPU(len(p.s.GPUs))
+	g.BDF = bdf
+	g.Name = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(c.S), bdfField.S))
+	if g.Name == "N/A" {
+		g.Name = ""
+	}
+	p.s.GPUs = append(p.s.GPUs, g)
+	p.pending = true
+	return nil
+}
+
+// idRow reads a GPU's second row, "|   0       1       7        SPX/NPS1 |
+// ... 283/294896 MB |", whose first cell the second header row names.
+func (p *defaultParser) idRow(cs []cell, first []field) error {
+	g := &p.s.GPUs[len(p.s.GPUs)-1]
+	names := p.idHeader
+	if len(names) == 0 {
+		names = []string{"GPU", "HIP-ID", "OAM-ID", "Partition-Mode"}
+	}
+	if len(first) != len(names) {
+		return p.lr.Errorf(cs[0].Col, topology.ErrSyntax, "%d fields under %d columns %s", len(first), len(names), strings.Join(names, " "))
+	}
+	for i, f := range first {
+		if keyName(names[i]) != "GPU" {
+			if err := setIdentity(g, names[i], f.S); err != nil {
+				return p.lr.Errorf(f.Col, err, "")
+			}
+			continue
+		}
+		n, err := strconv.Atoi(f.S)
+		if err != nil || n < 0 || n >= 1<<20 {
+			return p.lr.Errorf(f.Col, topology.ErrBadNumber, "GPU %q", f.S)
+		}
+		g.Index = n
+	}
+	if len(cs) > 1 {
+		if used, total, col, ok := memUsage(cs[1]); ok {
+			if used < 0 || total < 0 {
+				return p.lr.Errorf(col, topology.ErrBadNumber, "memory usage")
+			}
+			g.MemUsedMiB, g.MemTotalMiB = used, total
+		}
+	}
+	return nil
+}
+
+// finish checks what the whole input gave and counts processes.
+func (p *defaultParser) finish() (*Summary, error) {
+	s := p.s
+	if p.pending {
+		return nil, p.lr.Errorf(0, topology.ErrTruncated, "GPU %s has no second row", s.GPUs[len(s.GPUs)-1].BDF)
 	}
 	if len(s.GPUs) == 0 {
-		if !sawText {
-			return nil, perr(0, 0, topology.ErrNoDevices)
+		if !p.sawText {
+			return nil, p.lr.ErrorAt(0, 0, topology.ErrNoDevices, "")
 		}
-		return nil, perr(0, 0, fmt.Errorf("%w: no amd-smi GPU table", topology.ErrWrongTool))
+		return nil, p.lr.ErrorAt(0, 0, topology.ErrWrongTool, "no amd-smi GPU table")
 	}
-	if procsSeen {
+	if p.procsSeen {
 		for i := range s.GPUs {
-			s.GPUs[i].Processes = procs[s.GPUs[i].Index]
+			s.GPUs[i].Processes = p.procs[s.GPUs[i].Index]
 		}
 	}
 	return s, nil
