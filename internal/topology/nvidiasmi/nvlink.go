@@ -1,8 +1,6 @@
 package nvidiasmi
 
 import (
-	"bufio"
-	"fmt"
 	"io"
 	"math"
 	"regexp"
@@ -82,19 +80,12 @@ var (
 // before any GPU, a repeated GPU or link) or ErrBadNumber (a speed that
 // is not "<number> GB/s").
 func ParseNVLinkStatus(r io.Reader) (*NVLinkStatus, error) {
-	perr := func(line, col int, err error, format string, args ...any) error {
-		return &topology.ParseError{Source: SourceNVLink, Line: line, Column: col,
-			Err: fmt.Errorf("%w: "+format, append([]any{err}, args...)...)}
-	}
+	lr := topology.NewLineReader(r, SourceNVLink)
 	st := &NVLinkStatus{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
 	seen := map[int]bool{}
 	var seenLink map[int]bool
-	lineNo := 0
-	for sc.Scan() {
-		lineNo++
-		line := strings.TrimRight(sc.Text(), "\r")
+	for lr.Next() {
+		line := lr.Text()
 		text := strings.TrimSpace(line)
 		col := strings.Index(line, text)
 		if text == "" {
@@ -103,10 +94,10 @@ func ParseNVLinkStatus(r io.Reader) (*NVLinkStatus, error) {
 		if mm := nvlGPULine.FindStringSubmatch(text); mm != nil {
 			idx, err := strconv.Atoi(mm[1])
 			if err != nil || idx > 1<<20 {
-				return nil, perr(lineNo, col+4, topology.ErrBadNumber, "GPU index %q", clip(mm[1]))
+				return nil, lr.Errorf(col+4, topology.ErrBadNumber, "GPU index %q", clip(mm[1]))
 			}
 			if seen[idx] {
-				return nil, perr(lineNo, col, topology.ErrSyntax, "GPU %d listed twice", idx)
+				return nil, lr.Errorf(col, topology.ErrSyntax, "GPU %d listed twice", idx)
 			}
 			seen[idx] = true
 			g := NVLinkGPU{Index: idx, Name: strings.TrimSpace(mm[2])}
@@ -119,18 +110,18 @@ func ParseNVLinkStatus(r io.Reader) (*NVLinkStatus, error) {
 		}
 		mm := nvlLinkLine.FindStringSubmatch(text)
 		if mm == nil {
-			return nil, perr(lineNo, col, topology.ErrSyntax, "unexpected line %q", clip(text))
+			return nil, lr.Errorf(col, topology.ErrSyntax, "unexpected line %q", clip(text))
 		}
 		if len(st.GPUs) == 0 {
-			return nil, perr(lineNo, col, topology.ErrSyntax, "link line before any GPU line")
+			return nil, lr.Errorf(col, topology.ErrSyntax, "link line before any GPU line")
 		}
 		n, err := strconv.Atoi(mm[1])
 		if err != nil || n > 1<<16 {
-			return nil, perr(lineNo, col+5, topology.ErrBadNumber, "link number %q", clip(mm[1]))
+			return nil, lr.Errorf(col+5, topology.ErrBadNumber, "link number %q", clip(mm[1]))
 		}
 		g := &st.GPUs[len(st.GPUs)-1]
 		if seenLink[n] {
-			return nil, perr(lineNo, col, topology.ErrSyntax, "GPU %d link %d listed twice", g.Index, n)
+			return nil, lr.Errorf(col, topology.ErrSyntax, "GPU %d link %d listed twice", g.Index, n)
 		}
 		seenLink[n] = true
 		val := strings.TrimSpace(mm[2])
@@ -139,7 +130,7 @@ func ParseNVLinkStatus(r io.Reader) (*NVLinkStatus, error) {
 		if val != "<inactive>" {
 			sm := nvlSpeed.FindStringSubmatch(val)
 			if sm == nil {
-				return nil, perr(lineNo, valCol, topology.ErrBadNumber, "GPU %d link %d speed %q", g.Index, n, clip(val))
+				return nil, lr.Errorf(valCol, topology.ErrBadNumber, "GPU %d link %d speed %q", g.Index, n, clip(val))
 			}
 			f, _ := strconv.ParseFloat(sm[1], 64)
 			if sm[2] == "GB/s" {
@@ -150,8 +141,8 @@ func ParseNVLinkStatus(r io.Reader) (*NVLinkStatus, error) {
 		}
 		g.Links = append(g.Links, l)
 	}
-	if err := sc.Err(); err != nil {
-		return nil, perr(lineNo+1, 0, topology.ErrSyntax, "%v", err)
+	if err := lr.Err(); err != nil {
+		return nil, err
 	}
 	return st, nil
 }

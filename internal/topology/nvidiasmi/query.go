@@ -1,7 +1,6 @@
 package nvidiasmi
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"math"
@@ -75,13 +74,10 @@ type csvRow struct {
 // with the column of each value. Blank lines are skipped; a first line
 // starting with header (when --format lacks noheader) is skipped too.
 func readCSV(r io.Reader, source, header string) ([]csvRow, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
+	lr := topology.NewLineReader(r, source)
 	var rows []csvRow
-	lineNo := 0
-	for sc.Scan() {
-		lineNo++
-		line := strings.TrimRight(sc.Text(), "\r")
+	for lr.Next() {
+		line := lr.Text()
 		if strings.TrimSpace(line) == "" {
 			continue
 		}
@@ -99,10 +95,10 @@ func readCSV(r io.Reader, source, header string) ([]csvRow, error) {
 			vals = append(vals, field{strings.TrimSpace(part), start + lead})
 			start = i + 1
 		}
-		rows = append(rows, csvRow{lineNo, vals})
+		rows = append(rows, csvRow{lr.Line(), vals})
 	}
-	if err := sc.Err(); err != nil {
-		return nil, &topology.ParseError{Source: source, Line: lineNo + 1, Err: fmt.Errorf("%w: %v", topology.ErrSyntax, err)}
+	if err := lr.Err(); err != nil {
+		return nil, err
 	}
 	return rows, nil
 }
@@ -167,33 +163,29 @@ func ParseQueryGPU(r io.Reader) ([]GPU, error) {
 	if err != nil {
 		return nil, err
 	}
-	perr := func(line, col int, err error, format string, args ...any) error {
-		return &topology.ParseError{Source: SourceQueryGPU, Line: line, Column: col,
-			Err: fmt.Errorf("%w: "+format, append([]any{err}, args...)...)}
-	}
 	var out []GPU
 	seen := map[int]bool{}
 	for _, row := range rows {
 		v := row.values
 		if len(v) == 1 && strings.HasPrefix(v[0].text, "No devices were found") {
-			return nil, perr(row.line, v[0].col, topology.ErrNoDevices, "%s", v[0].text)
+			return nil, topology.NewParseError(SourceQueryGPU, row.line, v[0].col, topology.ErrNoDevices, "%s", v[0].text)
 		}
 		if len(v) != 7 && len(v) != 8 {
-			return nil, perr(row.line, 0, topology.ErrSyntax, "%d fields, want 8 (%s)", len(v), QueryGPUFields)
+			return nil, topology.NewParseError(SourceQueryGPU, row.line, 0, topology.ErrSyntax, "%d fields, want 8 (%s)", len(v), QueryGPUFields)
 		}
 		idx, err := strconv.Atoi(v[0].text)
 		if err != nil || idx < 0 || idx > 1<<16 {
-			return nil, perr(row.line, v[0].col, topology.ErrBadNumber, "index %q", clip(v[0].text))
+			return nil, topology.NewParseError(SourceQueryGPU, row.line, v[0].col, topology.ErrBadNumber, "index %q", clip(v[0].text))
 		}
 		if seen[idx] {
-			return nil, perr(row.line, v[0].col, topology.ErrSyntax, "GPU index %d listed twice", idx)
+			return nil, topology.NewParseError(SourceQueryGPU, row.line, v[0].col, topology.ErrSyntax, "GPU index %d listed twice", idx)
 		}
 		seen[idx] = true
 		g := GPU{Index: idx}
 		if !unknownValue(v[1].text) {
 			pci, ok := NormalizePCI(v[1].text)
 			if !ok {
-				return nil, perr(row.line, v[1].col, topology.ErrSyntax, "pci.bus_id %q", clip(v[1].text))
+				return nil, topology.NewParseError(SourceQueryGPU, row.line, v[1].col, topology.ErrSyntax, "pci.bus_id %q", clip(v[1].text))
 			}
 			g.PCIAddress = pci
 		}
@@ -205,15 +197,15 @@ func ParseQueryGPU(r io.Reader) ([]GPU, error) {
 		}
 		var ok bool
 		if g.MemTotalMiB, ok = parseMiB(v[4].text); !ok {
-			return nil, perr(row.line, v[4].col, topology.ErrBadNumber, "memory.total %q", clip(v[4].text))
+			return nil, topology.NewParseError(SourceQueryGPU, row.line, v[4].col, topology.ErrBadNumber, "memory.total %q", clip(v[4].text))
 		}
 		if g.MemUsedMiB, ok = parseMiB(v[5].text); !ok {
-			return nil, perr(row.line, v[5].col, topology.ErrBadNumber, "memory.used %q", clip(v[5].text))
+			return nil, topology.NewParseError(SourceQueryGPU, row.line, v[5].col, topology.ErrBadNumber, "memory.used %q", clip(v[5].text))
 		}
 		if u := v[6].text; !unknownValue(u) {
 			f, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(u, "%")), 64)
 			if err != nil || math.IsNaN(f) || f < 0 || f > 100 {
-				return nil, perr(row.line, v[6].col, topology.ErrBadNumber, "utilization.gpu %q", clip(u))
+				return nil, topology.NewParseError(SourceQueryGPU, row.line, v[6].col, topology.ErrBadNumber, "utilization.gpu %q", clip(u))
 			}
 			g.UtilPercent = f
 		}
@@ -244,10 +236,6 @@ func ParseComputeApps(r io.Reader) ([]ComputeApp, error) {
 	if err != nil {
 		return nil, err
 	}
-	perr := func(line, col int, err error, format string, args ...any) error {
-		return &topology.ParseError{Source: SourceComputeApps, Line: line, Column: col,
-			Err: fmt.Errorf("%w: "+format, append([]any{err}, args...)...)}
-	}
 	var out []ComputeApp
 	for _, row := range rows {
 		v := row.values
@@ -255,19 +243,19 @@ func ParseComputeApps(r io.Reader) ([]ComputeApp, error) {
 			continue
 		}
 		if len(v) != 3 {
-			return nil, perr(row.line, 0, topology.ErrSyntax, "%d fields, want 3 (%s)", len(v), ComputeAppsFields)
+			return nil, topology.NewParseError(SourceComputeApps, row.line, 0, topology.ErrSyntax, "%d fields, want 3 (%s)", len(v), ComputeAppsFields)
 		}
 		pci, ok := NormalizePCI(v[0].text)
 		if !ok {
-			return nil, perr(row.line, v[0].col, topology.ErrSyntax, "gpu_bus_id %q", clip(v[0].text))
+			return nil, topology.NewParseError(SourceComputeApps, row.line, v[0].col, topology.ErrSyntax, "gpu_bus_id %q", clip(v[0].text))
 		}
 		pid, err := strconv.Atoi(v[1].text)
 		if err != nil || pid < 0 || pid > 1<<31 {
-			return nil, perr(row.line, v[1].col, topology.ErrBadNumber, "pid %q", clip(v[1].text))
+			return nil, topology.NewParseError(SourceComputeApps, row.line, v[1].col, topology.ErrBadNumber, "pid %q", clip(v[1].text))
 		}
 		mem, ok := parseMiB(v[2].text)
 		if !ok {
-			return nil, perr(row.line, v[2].col, topology.ErrBadNumber, "used_memory %q", clip(v[2].text))
+			return nil, topology.NewParseError(SourceComputeApps, row.line, v[2].col, topology.ErrBadNumber, "used_memory %q", clip(v[2].text))
 		}
 		out = append(out, ComputeApp{PCIAddress: pci, PID: pid, UsedMemMiB: mem})
 	}

@@ -7,7 +7,6 @@
 package nvidiasmi
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"regexp"
@@ -170,125 +169,142 @@ type matrix struct {
 // readMatrix reads a header row, then rows up to a blank line, a Legend
 // block or the end of input. source names the ParseErrors.
 func readMatrix(r io.Reader, source string) (*matrix, error) {
-	perr := func(line, col int, err error, format string, args ...any) error {
-		if format != "" {
-			err = fmt.Errorf("%w: "+format, append([]any{err}, args...)...)
+	mr := &matrixReader{lr: topology.NewLineReader(r, source)}
+	for mr.lr.Next() {
+		line := ansiSGR.ReplaceAllString(mr.lr.Text(), "")
+		mr.lastLen = len(line)
+		done, err := mr.line(line)
+		if err != nil {
+			return nil, err
 		}
-		return &topology.ParseError{Source: source, Line: line, Column: col, Err: err}
-	}
-	br := bufio.NewReader(r)
-	var (
-		m        *matrix
-		cols     []field // device columns of the header
-		gpuCol   []int   // position in cols of GPUk
-		lineNo   int
-		lastLen  int
-		complete bool
-	)
-	for {
-		raw, rerr := br.ReadString('\n')
-		if rerr != nil && rerr != io.EOF {
-			return nil, perr(lineNo, 0, rerr, "")
-		}
-		if raw == "" && rerr == io.EOF {
+		if done {
 			break
 		}
-		lineNo++
-		hadNewline := strings.HasSuffix(raw, "\n")
-		line := strings.TrimRight(raw, "\r\n")
-		line = ansiSGR.ReplaceAllString(line, "")
-		lastLen = len(line)
-		trimmed := strings.TrimSpace(line)
+	}
+	if err := mr.lr.Err(); err != nil {
+		return nil, err
+	}
+	return mr.finish()
+}
 
-		if m == nil { // looking for the header
-			if trimmed == "" {
-				continue
-			}
-			hdr := headerFields(line)
-			m = &matrix{}
-			inTail := false
-			for _, f := range hdr {
-				switch {
-				case isAffinityColumn(f.text):
-					inTail = true
-					m.tail = append(m.tail, f.text)
-				case inTail:
-					// An affinity column this parser does not know;
-					// keep its place so the cells after it line up.
-					m.tail = append(m.tail, f.text)
-				default:
-					cols = append(cols, f)
-				}
-			}
-			for j, c := range cols {
-				if !gpuLabel.MatchString(c.text) {
-					continue
-				}
-				if want := fmt.Sprintf("GPU%d", len(gpuCol)); c.text != want {
-					return nil, perr(lineNo, c.col, topology.ErrSyntax, "column %s where %s was expected", c.text, want)
-				}
-				gpuCol = append(gpuCol, j)
-			}
-			if len(gpuCol) == 0 {
-				return nil, perr(lineNo, 0, topology.ErrWrongTool, "first line %q is not a GPU matrix header", clip(trimmed))
-			}
-			m.nGPU = len(gpuCol)
+// matrixReader holds what readMatrix has read so far.
+type matrixReader struct {
+	lr       *topology.LineReader
+	m        *matrix // nil until the header is read
+	cols     []field // device columns of the header
+	gpuCol   []int   // position in cols of GPUk
+	lastLen  int     // length of the last line read
+	complete bool    // a blank line or Legend ended the matrix
+}
+
+// errorf makes the ParseError of the current line.
+func (mr *matrixReader) errorf(col int, sentinel error, format string, args ...any) error {
+	return mr.lr.Errorf(col, sentinel, format, args...)
+}
+
+// line reads one line (ANSI escapes removed); done says the matrix ended.
+func (mr *matrixReader) line(line string) (done bool, err error) {
+	trimmed := strings.TrimSpace(line)
+	if mr.m == nil {
+		if trimmed == "" {
+			return false, nil
+		}
+		return false, mr.header(line, trimmed)
+	}
+	if trimmed == "" || strings.HasPrefix(trimmed, "Legend:") || strings.HasPrefix(trimmed, "NIC Legend:") {
+		mr.complete = true
+		return true, nil
+	}
+	return false, mr.row(line)
+}
+
+// header reads the column header: device columns, then affinity columns.
+func (mr *matrixReader) header(line, trimmed string) error {
+	m := &matrix{}
+	inTail := false
+	for _, f := range headerFields(line) {
+		switch {
+		case isAffinityColumn(f.text):
+			inTail = true
+			m.tail = append(m.tail, f.text)
+		case inTail:
+			// An affinity column this parser does not know; keep its
+			// place so the cells after it line up.
+			m.tail = append(m.tail, f.text)
+		default:
+			mr.cols = append(mr.cols, f)
+		}
+	}
+	for j, c := range mr.cols {
+		if !gpuLabel.MatchString(c.text) {
 			continue
 		}
+		if want := fmt.Sprintf("GPU%d", len(mr.gpuCol)); c.text != want {
+			return mr.errorf(c.col, topology.ErrSyntax, "column %s where %s was expected", c.text, want)
+		}
+		mr.gpuCol = append(mr.gpuCol, j)
+	}
+	if len(mr.gpuCol) == 0 {
+		return mr.errorf(0, topology.ErrWrongTool, "first line %q is not a GPU matrix header", clip(trimmed))
+	}
+	m.nGPU = len(mr.gpuCol)
+	mr.m = m
+	return nil
+}
 
-		if trimmed == "" || strings.HasPrefix(trimmed, "Legend:") || strings.HasPrefix(trimmed, "NIC Legend:") {
-			complete = true
-			break
-		}
-		tabbed := strings.Contains(line, "\t")
-		var fs []field
-		if tabbed {
-			fs = tabFields(line)
-		} else {
-			fs = spaceFields(line)
-		}
-		label := fs[0]
-		if !gpuLabel.MatchString(label.text) {
-			continue // a NIC row (NICn, mlx5_n, ...): not ours
-		}
-		k := len(m.cells)
-		if k >= m.nGPU {
-			return nil, perr(lineNo, label.col, topology.ErrNotSquare, "row %s but the header has %d GPU columns", label.text, m.nGPU)
-		}
-		if want := fmt.Sprintf("GPU%d", k); label.text != want {
-			return nil, perr(lineNo, label.col, topology.ErrNotSquare, "row %s where %s was expected", label.text, want)
-		}
-		body := fs[1:]
-		if len(body) < len(cols) {
-			err := topology.ErrNotSquare
-			if !hadNewline && rerr == io.EOF {
-				err = topology.ErrTruncated
-			}
-			return nil, perr(lineNo, len(line), err, "row %s has %d cells, the header has %d columns", label.text, len(body), len(cols))
-		}
-		row := make([]field, m.nGPU)
-		for g, j := range gpuCol {
-			row[g] = body[j]
-		}
-		tail, err := alignTail(body[len(cols):], len(m.tail), tabbed)
-		if err != nil {
-			return nil, perr(lineNo, body[len(cols)].col, topology.ErrSyntax, "row %s: %v", label.text, err)
-		}
-		m.cells = append(m.cells, row)
-		m.tails = append(m.tails, tail)
-		m.rowLine = append(m.rowLine, lineNo)
-		if rerr == io.EOF {
-			break
-		}
+// row reads one matrix row; NIC rows are skipped.
+func (mr *matrixReader) row(line string) error {
+	m := mr.m
+	tabbed := strings.Contains(line, "\t")
+	var fs []field
+	if tabbed {
+		fs = tabFields(line)
+	} else {
+		fs = spaceFields(line)
 	}
-	if m == nil {
-		return nil, perr(0, 0, topology.ErrNoDevices, "")
+	label := fs[0]
+	if !gpuLabel.MatchString(label.text) {
+		return nil // a NIC row (NICn, mlx5_n, ...): not ours
 	}
-	if len(m.cells) < m.nGPU {
-		if complete {
-			return nil, perr(lineNo, 0, topology.ErrNotSquare, "%d GPU rows, the header has %d GPU columns", len(m.cells), m.nGPU)
+	k := len(m.cells)
+	if k >= m.nGPU {
+		return mr.errorf(label.col, topology.ErrNotSquare, "row %s but the header has %d GPU columns", label.text, m.nGPU)
+	}
+	if want := fmt.Sprintf("GPU%d", k); label.text != want {
+		return mr.errorf(label.col, topology.ErrNotSquare, "row %s where %s was expected", label.text, want)
+	}
+	body := fs[1:]
+	if len(body) < len(mr.cols) {
+		err := topology.ErrNotSquare
+		if !mr.lr.Terminated() {
+			err = topology.ErrTruncated
 		}
-		return nil, perr(lineNo, lastLen, topology.ErrTruncated, "%d of %d GPU rows", len(m.cells), m.nGPU)
+		return mr.errorf(len(line), err, "row %s has %d cells, the header has %d columns", label.text, len(body), len(mr.cols))
+	}
+	row := make([]field, m.nGPU)
+	for g, j := range mr.gpuCol {
+		row[g] = body[j]
+	}
+	tail, err := alignTail(body[len(mr.cols):], len(m.tail), tabbed)
+	if err != nil {
+		return mr.errorf(body[len(mr.cols)].col, topology.ErrSyntax, "row %s: %v", label.text, err)
+	}
+	m.cells = append(m.cells, row)
+	m.tails = append(m.tails, tail)
+	m.rowLine = append(m.rowLine, mr.lr.Line())
+	return nil
+}
+
+// finish checks that every GPU column has its row.
+func (mr *matrixReader) finish() (*matrix, error) {
+	m := mr.m
+	switch {
+	case m == nil:
+		return nil, mr.lr.ErrorAt(0, 0, topology.ErrNoDevices, "")
+	case len(m.cells) < m.nGPU && mr.complete:
+		return nil, mr.errorf(0, topology.ErrNotSquare, "%d GPU rows, the header has %d GPU columns", len(m.cells), m.nGPU)
+	case len(m.cells) < m.nGPU:
+		return nil, mr.errorf(mr.lastLen, topology.ErrTruncated, "%d of %d GPU rows", len(m.cells), m.nGPU)
 	}
 	return m, nil
 }
@@ -355,20 +371,16 @@ func ParseTopo(r io.Reader) (*Topo, error) {
 	if err != nil {
 		return nil, err
 	}
-	perr := func(line, col int, err error, format string, args ...any) error {
-		return &topology.ParseError{Source: SourceTopo, Line: line, Column: col,
-			Err: fmt.Errorf("%w: "+format, append([]any{err}, args...)...)}
-	}
 	t := &Topo{GPUs: make([]TopoGPU, m.nGPU), Cells: make([][]string, m.nGPU)}
 	for i := 0; i < m.nGPU; i++ {
 		line := m.rowLine[i]
 		t.Cells[i] = make([]string, m.nGPU)
 		for j, c := range m.cells[i] {
 			if err := checkTopoCell(c.text, i == j); err != nil {
-				return nil, perr(line, c.col, err, "GPU%d/GPU%d cell %q", i, j, clip(c.text))
+				return nil, topology.NewParseError(SourceTopo, line, c.col, err, "GPU%d/GPU%d cell %q", i, j, clip(c.text))
 			}
 			if j < i && c.text != t.Cells[j][i] {
-				return nil, perr(line, c.col, topology.ErrSyntax, "GPU%d/GPU%d cell %q differs from GPU%d/GPU%d cell %q", i, j, c.text, j, i, t.Cells[j][i])
+				return nil, topology.NewParseError(SourceTopo, line, c.col, topology.ErrSyntax, "GPU%d/GPU%d cell %q differs from GPU%d/GPU%d cell %q", i, j, c.text, j, i, t.Cells[j][i])
 			}
 			t.Cells[i][j] = c.text
 		}
@@ -382,13 +394,13 @@ func ParseTopo(r io.Reader) (*Topo, error) {
 				}
 				cpus, err := topology.ParseCPUList(c.text)
 				if err != nil {
-					return nil, perr(line, c.col, topology.ErrSyntax, "GPU%d CPU Affinity: %v", i, err)
+					return nil, topology.NewParseError(SourceTopo, line, c.col, topology.ErrSyntax, "GPU%d CPU Affinity: %v", i, err)
 				}
 				g.CPUAffinity = cpus
 			case colNUMA, colGPUNUMA:
 				n, err := numaCell(c.text)
 				if err != nil {
-					return nil, perr(line, c.col, topology.ErrBadNumber, "GPU%d %s %q", i, name, clip(c.text))
+					return nil, topology.NewParseError(SourceTopo, line, c.col, topology.ErrBadNumber, "GPU%d %s %q", i, name, clip(c.text))
 				}
 				if name == colNUMA {
 					g.NUMAAffinity = n
