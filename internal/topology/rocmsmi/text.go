@@ -1,7 +1,6 @@
 package rocmsmi
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"regexp"
@@ -140,17 +139,15 @@ func (p *textParser) errAt(src string, i, col int, err error) error {
 // (ErrTruncated), or input with no rocm-smi section at all
 // (ErrWrongTool, Line 0).
 func ParseText(rd io.Reader) (*Report, error) {
-	data, err := io.ReadAll(rd)
+	lines, err := topology.ReadLines(rd, Source)
 	if err != nil {
-		return nil, fmt.Errorf("rocm-smi: %w", err)
+		return nil, err
 	}
-	data = bytes.TrimSuffix(data, []byte("\n"))
-	lines := strings.Split(string(data), "\n")
 	for i, l := range lines {
 		if !utf8.ValidString(l) {
 			l = strings.ToValidUTF8(l, "\uFFFD")
 		}
-		lines[i] = strings.TrimRightFunc(strings.TrimSuffix(l, "\r"), unicode.IsSpace)
+		lines[i] = strings.TrimRightFunc(l, unicode.IsSpace)
 	}
 	p := &textParser{r: NewReport(), lines: lines, last: -1}
 	for i := len(lines) - 1; i >= 0; i-- {
