@@ -299,19 +299,25 @@ func TestReadRootLevels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, fsys := range map[string]fs.FS{
-		"nodes":       os.DirFS(base),
-		"topology":    fixture(t, "topo-mi300-cpx"),
-		"inside tree": os.DirFS(testutil.KFD(t, "topo-mi300-cpx", "topology")),
-		"live":        live,
+	// The MI210 tree has 8 GPUs, the MI300X CPX tree 63 partitions; each
+	// layout must find exactly its tree's count.
+	for _, tt := range []struct {
+		name string
+		fsys fs.FS
+		want int
+	}{
+		{"nodes", os.DirFS(base), 8},
+		{"topology", fixture(t, "topo-mi300-cpx"), 63},
+		{"inside tree", os.DirFS(testutil.KFD(t, "topo-mi300-cpx", "topology")), 63},
+		{"live", live, 8},
 	} {
-		m, err := Read(fsys, nil)
+		m, err := Read(tt.fsys, nil)
 		if err != nil {
-			t.Errorf("%s: %v", name, err)
+			t.Errorf("%s: %v", tt.name, err)
 			continue
 		}
-		if m.N() != 8 && m.N() != 63 {
-			t.Errorf("%s: %d devices", name, m.N())
+		if m.N() != tt.want {
+			t.Errorf("%s: %d devices, want %d", tt.name, m.N(), tt.want)
 		}
 	}
 }

@@ -296,61 +296,105 @@ func loadGPU(fsys fs.FS, n *node, warn topology.Warner) error {
 
 // build turns the loaded nodes into a finished model.
 func build(fsys fs.FS, dir string, nodes []*node, warn topology.Warner) (*topology.Model, error) {
-	byID := make(map[int]*node, len(nodes))
-	devOf := map[int]int{}  // KFD node id -> device index
-	cpuOrd := map[int]int{} // KFD CPU node id -> position among CPU nodes
-	var gpus []*node
-	flagsSeen := false
+	b := &builder{dir: dir, warn: warn, byID: make(map[int]*node, len(nodes)),
+		devOf: map[int]int{}, cpuOrd: map[int]int{}, best: map[[2]int]candidate{}}
+	b.classify(nodes)
+	if len(b.gpus) == 0 {
+		return nil, &topology.ParseError{Source: "kfd " + dir, Err: topology.ErrNoDevices}
+	}
+	b.m = &topology.Model{Source: "sysfs", Vendor: topology.VendorAMD, NUMANodes: hostNUMA(fsys, warn)}
+	b.mapNUMA()
+	b.devices()
+	for i, n := range b.gpus {
+		if err := b.gpuLinks(i, n); err != nil {
+			return nil, err
+		}
+	}
+	b.m.Links = b.links()
+	warnDuplicateKeys(b.m, warn)
+	if err := b.m.Finish(); err != nil {
+		return nil, fmt.Errorf("kfd: %w", err)
+	}
+	return b.m, nil
+}
+
+// builder holds what build knows about the tree while it makes the model.
+type builder struct {
+	dir       string
+	warn      topology.Warner
+	byID      map[int]*node // KFD node id -> node
+	devOf     map[int]int   // KFD GPU node id -> device index
+	cpuOrd    map[int]int   // KFD CPU node id -> position among CPU nodes
+	gpus      []*node       // GPU nodes in device order
+	flagsSeen bool          // some GPU link has non-zero flags
+	// numaWithCPUs is the ids of the host NUMA nodes that have CPUs, the
+	// k-th for the k-th KFD CPU node; nil to number them by KFD order.
+	numaWithCPUs []int
+	m            *topology.Model
+	best         map[[2]int]candidate // the best link found per device pair
+}
+
+// candidate is a link between two GPUs and its rank (see gpuLink).
+type candidate struct {
+	l    topology.Link
+	rank int
+}
+
+// classify sorts the nodes into GPUs and CPUs.
+func (b *builder) classify(nodes []*node) {
 	for _, n := range nodes {
-		byID[n.id] = n
+		b.byID[n.id] = n
 		switch {
 		case n.hidden:
 			// Links to it are dropped below like links to other
 			// non-devices: for this process the GPU does not exist.
 		case n.gpu:
-			devOf[n.id] = len(gpus)
-			gpus = append(gpus, n)
+			b.devOf[n.id] = len(b.gpus)
+			b.gpus = append(b.gpus, n)
 			for _, l := range n.links {
 				if l.props["flags"] != 0 {
-					flagsSeen = true
+					b.flagsSeen = true
 				}
 			}
 		case n.props["cpu_cores_count"] > 0:
-			cpuOrd[n.id] = len(cpuOrd)
+			b.cpuOrd[n.id] = len(b.cpuOrd)
 		default:
-			warn.Warn("kfd: %s: node has neither CPU cores nor SIMDs; ignored", n.dir)
+			b.warn.Warn("kfd: %s: node has neither CPU cores nor SIMDs; ignored", n.dir)
 		}
 	}
-	if len(gpus) == 0 {
-		return nil, &topology.ParseError{Source: "kfd " + dir, Err: topology.ErrNoDevices}
-	}
+}
 
-	// KFD makes one CPU node per online NUMA node that has CPUs, in NUMA
-	// order (kfd_create_vcrat_image_cpu), so the k-th CPU node is the k-th
-	// such NUMA node.
-	host := hostNUMA(fsys, warn)
-	var withCPUs []int
+// mapNUMA matches KFD CPU nodes to host NUMA nodes. KFD makes one CPU
+// node per online NUMA node that has CPUs, in NUMA order
+// (kfd_create_vcrat_image_cpu), so the k-th CPU node is the k-th such
+// NUMA node.
+func (b *builder) mapNUMA() {
+	host := b.m.NUMANodes
 	for _, h := range host {
 		if len(h.CPUs) > 0 {
-			withCPUs = append(withCPUs, h.ID)
+			b.numaWithCPUs = append(b.numaWithCPUs, h.ID)
 		}
 	}
-	if len(host) > 0 && len(withCPUs) != len(cpuOrd) {
-		warn.Warn("kfd: %d KFD CPU nodes but %d NUMA nodes with CPUs; numbering NUMA nodes by KFD order", len(cpuOrd), len(withCPUs))
-		withCPUs = nil
+	if len(host) > 0 && len(b.numaWithCPUs) != len(b.cpuOrd) {
+		b.warn.Warn("kfd: %d KFD CPU nodes but %d NUMA nodes with CPUs; numbering NUMA nodes by KFD order", len(b.cpuOrd), len(b.numaWithCPUs))
+		b.numaWithCPUs = nil
 	}
-	numaOf := func(cpuNode int) int {
-		k := cpuOrd[cpuNode]
-		if withCPUs != nil {
-			return withCPUs[k]
-		}
-		return k
-	}
+}
 
-	m := &topology.Model{Source: "sysfs", Vendor: topology.VendorAMD, NUMANodes: host}
-	m.Devices = make([]topology.Device, len(gpus))
-	for i, n := range gpus {
-		d := &m.Devices[i]
+// numaOf returns the NUMA node of a KFD CPU node.
+func (b *builder) numaOf(cpuNode int) int {
+	k := b.cpuOrd[cpuNode]
+	if b.numaWithCPUs != nil {
+		return b.numaWithCPUs[k]
+	}
+	return k
+}
+
+// devices makes one device per GPU node, in KFD order.
+func (b *builder) devices() {
+	b.m.Devices = make([]topology.Device, len(b.gpus))
+	for i, n := range b.gpus {
+		d := &b.m.Devices[i]
 		*d = topology.Device{Index: i, RuntimeIndex: i, Vendor: topology.VendorAMD, NUMANode: -1,
 			Name: deviceName(n), MemTotalMiB: int64(n.mem >> 20)}
 		loc, dom := n.props["location_id"], n.props["domain"]
@@ -364,109 +408,127 @@ func build(fsys fs.FS, dir string, nodes []*node, warn topology.Warner) (*topolo
 			d.Hive = fmt.Sprintf("0x%x", h)
 		}
 	}
-	setPartitions(m, gpus)
+	setPartitions(b.m, b.gpus)
+}
 
-	type cand struct {
-		l    topology.Link
-		rank int
-	}
-	best := map[[2]int]cand{}
-	for i, n := range gpus {
-		cpuLink := -1 // NUMA node of the first PCIe (else any) link to a CPU node
-		cpuLinkPCIe := false
-		for _, l := range n.links {
-			to, ok := l.props["node_to"]
-			if !ok {
-				return nil, &topology.ParseError{Source: "kfd " + l.path,
-					Err: fmt.Errorf("%w: no node_to", topology.ErrSyntax)}
+// gpuLinks reads the links of GPU node n (device i): the first PCIe (else
+// any) link to a CPU node gives the device's NUMA node, and each link to
+// another GPU is a candidate for the pair.
+func (b *builder) gpuLinks(i int, n *node) error {
+	cpuLink := -1 // NUMA node of the chosen link to a CPU node
+	cpuLinkPCIe := false
+	for _, l := range n.links {
+		tn, err := b.target(n, l)
+		if err != nil {
+			return err
+		}
+		if _, isCPU := b.cpuOrd[tn.id]; isCPU {
+			pcie := l.props["type"] == linkTypePCIe
+			if cpuLink < 0 || (pcie && !cpuLinkPCIe) {
+				cpuLink, cpuLinkPCIe = b.numaOf(tn.id), pcie
 			}
-			tn, ok := byID[int(min(to, 1<<30))]
-			if !ok {
-				return nil, &topology.ParseError{Source: "kfd " + l.path,
-					Err: fmt.Errorf("%w: node_to %d: no such node in %s", topology.ErrSyntax, to, dir)}
-			}
-			if from, ok := l.props["node_from"]; ok && from != uint64(n.id) {
-				warn.Warn("kfd: %s: node_from %d in node %d's directory", l.path, from, n.id)
-			}
-			typ := l.props["type"]
-			if _, isCPU := cpuOrd[tn.id]; isCPU {
-				pcie := typ == linkTypePCIe
-				if cpuLink < 0 || (pcie && !cpuLinkPCIe) {
-					cpuLink, cpuLinkPCIe = numaOf(tn.id), pcie
-				}
-				continue
-			}
-			j, isGPU := devOf[tn.id]
-			if !isGPU || j == i {
-				continue
-			}
-			if flagsSeen && !l.p2p && l.props["flags"]&flagEnabled == 0 {
-				warn.Warn("kfd: %s: link from node %d to node %d is disabled (flags %d); the pair uses the host path",
-					l.path, n.id, tn.id, l.props["flags"])
-				continue
-			}
-			w := int(min(l.props["weight"], 1<<30))
-			lk := topology.Link{A: i, B: j, Weight: w,
-				MinBandwidth: int64(min(l.props["min_bandwidth"], 1<<40)),
-				MaxBandwidth: int64(min(l.props["max_bandwidth"], 1<<40))}
-			var rank int
-			switch typ {
-			case linkTypeXGMI:
-				lk.Type, lk.Level, lk.Direct = topology.LinkXGMI, "XGMI", true
-				lk.Hops = max(1, w/xgmiHopWeight)
-				rank = 4
-			case linkTypePCIe:
-				lk.Type, lk.Level, lk.Hops = topology.LinkPCIe, topology.LevelPHB, 2
-				rank = 2
-			default:
-				warn.Warn("kfd: %s: unknown link type %d between GPU nodes %d and %d; ignored", l.path, typ, n.id, tn.id)
-				continue
-			}
-			if l.p2p {
-				rank--
-			}
-			if lk.MaxBandwidth > 0 && lk.MinBandwidth > lk.MaxBandwidth {
-				warn.Warn("kfd: %s: min_bandwidth %d above max_bandwidth %d; using max", l.path, lk.MinBandwidth, lk.MaxBandwidth)
-				lk.MinBandwidth = lk.MaxBandwidth
-			}
+			continue
+		}
+		j, isGPU := b.devOf[tn.id]
+		if !isGPU || j == i {
+			continue
+		}
+		if c, ok := b.gpuLink(i, j, n, tn, l); ok {
 			k := [2]int{min(i, j), max(i, j)}
-			if c, ok := best[k]; ok && !better(lk, rank, c.l, c.rank) {
-				continue
+			if have, ok := b.best[k]; !ok || better(c.l, c.rank, have.l, have.rank) {
+				b.best[k] = c
 			}
-			best[k] = cand{lk, rank}
-		}
-		if cpuLink >= 0 {
-			m.Devices[i].NUMANode = cpuLink
-		} else {
-			warn.Warn("kfd: %s: GPU node has no link to a CPU node; NUMA node unknown", n.dir)
 		}
 	}
-	keys := make([][2]int, 0, len(best))
-	for k := range best {
+	if cpuLink >= 0 {
+		b.m.Devices[i].NUMANode = cpuLink
+	} else {
+		b.warn.Warn("kfd: %s: GPU node has no link to a CPU node; NUMA node unknown", n.dir)
+	}
+	return nil
+}
+
+// target returns the node link l of node n leads to; a link without
+// node_to or to a node that does not exist is an error naming its path.
+func (b *builder) target(n *node, l kfdLink) (*node, error) {
+	to, ok := l.props["node_to"]
+	if !ok {
+		return nil, &topology.ParseError{Source: "kfd " + l.path,
+			Err: fmt.Errorf("%w: no node_to", topology.ErrSyntax)}
+	}
+	tn, ok := b.byID[int(min(to, 1<<30))]
+	if !ok {
+		return nil, &topology.ParseError{Source: "kfd " + l.path,
+			Err: fmt.Errorf("%w: node_to %d: no such node in %s", topology.ErrSyntax, to, b.dir)}
+	}
+	if from, ok := l.props["node_from"]; ok && from != uint64(n.id) {
+		b.warn.Warn("kfd: %s: node_from %d in node %d's directory", l.path, from, n.id)
+	}
+	return tn, nil
+}
+
+// gpuLink turns link l from GPU node n (device i) to GPU node tn (device
+// j) into a candidate. Rank orders the kinds: an XGMI io_link 4, a p2p
+// XGMI path 3, a PCIe io_link 2, a p2p PCIe path 1. ok is false for a
+// disabled io_link or an unknown type (both warned).
+func (b *builder) gpuLink(i, j int, n, tn *node, l kfdLink) (candidate, bool) {
+	if b.flagsSeen && !l.p2p && l.props["flags"]&flagEnabled == 0 {
+		b.warn.Warn("kfd: %s: link from node %d to node %d is disabled (flags %d); the pair uses the host path",
+			l.path, n.id, tn.id, l.props["flags"])
+		return candidate{}, false
+	}
+	w := int(min(l.props["weight"], 1<<30))
+	lk := topology.Link{A: i, B: j, Weight: w,
+		MinBandwidth: int64(min(l.props["min_bandwidth"], 1<<40)),
+		MaxBandwidth: int64(min(l.props["max_bandwidth"], 1<<40))}
+	var rank int
+	switch typ := l.props["type"]; typ {
+	case linkTypeXGMI:
+		lk.Type, lk.Level, lk.Direct = topology.LinkXGMI, "XGMI", true
+		lk.Hops = max(1, w/xgmiHopWeight)
+		rank = 4
+	case linkTypePCIe:
+		lk.Type, lk.Level, lk.Hops = topology.LinkPCIe, topology.LevelPHB, 2
+		rank = 2
+	default:
+		b.warn.Warn("kfd: %s: unknown link type %d between GPU nodes %d and %d; ignored", l.path, typ, n.id, tn.id)
+		return candidate{}, false
+	}
+	if l.p2p {
+		rank--
+	}
+	if lk.MaxBandwidth > 0 && lk.MinBandwidth > lk.MaxBandwidth {
+		b.warn.Warn("kfd: %s: min_bandwidth %d above max_bandwidth %d; using max", l.path, lk.MinBandwidth, lk.MaxBandwidth)
+		lk.MinBandwidth = lk.MaxBandwidth
+	}
+	return candidate{lk, rank}, true
+}
+
+// links returns the best link of each pair, ordered by pair; a PCIe path
+// between devices on different NUMA nodes crosses sockets (SYS).
+func (b *builder) links() []topology.Link {
+	keys := make([][2]int, 0, len(b.best))
+	for k := range b.best {
 		keys = append(keys, k)
 	}
-	sort.Slice(keys, func(a, b int) bool {
-		if keys[a][0] != keys[b][0] {
-			return keys[a][0] < keys[b][0]
+	sort.Slice(keys, func(x, y int) bool {
+		if keys[x][0] != keys[y][0] {
+			return keys[x][0] < keys[y][0]
 		}
-		return keys[a][1] < keys[b][1]
+		return keys[x][1] < keys[y][1]
 	})
-	m.Links = make([]topology.Link, 0, len(keys))
+	out := make([]topology.Link, 0, len(keys))
 	for _, k := range keys {
-		l := best[k].l
+		l := b.best[k].l
 		if l.Type == topology.LinkPCIe {
-			na, nb := m.Devices[l.A].NUMANode, m.Devices[l.B].NUMANode
+			na, nb := b.m.Devices[l.A].NUMANode, b.m.Devices[l.B].NUMANode
 			if na >= 0 && nb >= 0 && na != nb {
 				l.Level, l.Hops = topology.LevelSYS, 3
 			}
 		}
-		m.Links = append(m.Links, l)
+		out = append(out, l)
 	}
-	warnDuplicateKeys(m, warn)
-	if err := m.Finish(); err != nil {
-		return nil, fmt.Errorf("kfd: %w", err)
-	}
-	return m, nil
+	return out
 }
 
 // better says whether link a (of the given rank) should replace b.
