@@ -68,12 +68,12 @@ func NewScanner(r io.Reader) *bufio.Scanner {
 // lines from 1, and Errorf makes the *ParseError of the current line.
 //
 //	lr := topology.NewLineReader(r, "rocm_bandwidth_test")
-//	for lr.Next() {
-//		if bad(lr.Text()) {
-//			return lr.Errorf(col, topology.ErrSyntax, "%q", lr.Text())
+//	err := lr.ForEach(func(line string) error {
+//		if bad(line) {
+//			return lr.Errorf(col, topology.ErrSyntax, "%q", line)
 //		}
-//	}
-//	if err := lr.Err(); err != nil { ... }
+//		return nil
+//	})
 type LineReader struct {
 	// Source names the input in the errors the reader makes
 	// ("rocm-smi --showtopo").
@@ -114,6 +114,17 @@ func (lr *LineReader) Next() bool {
 	lr.text = strings.TrimRight(lr.sc.Text(), "\r")
 	lr.unterminated = lr.lastCut
 	return true
+}
+
+// ForEach calls f with each remaining line in turn (Line and Errorf refer
+// to it during the call) and returns the first error f returns, else Err.
+func (lr *LineReader) ForEach(f func(line string) error) error {
+	for lr.Next() {
+		if err := f(lr.text); err != nil {
+			return err
+		}
+	}
+	return lr.Err()
 }
 
 // Text returns the current line without its line end.

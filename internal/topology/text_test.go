@@ -97,3 +97,22 @@ func TestReadLines(t *testing.T) {
 		t.Errorf("got %q %v", got, err)
 	}
 }
+
+func TestLineReaderForEach(t *testing.T) {
+	lr := NewLineReader(strings.NewReader("a\nb\nc\n"), "tool")
+	var seen []string
+	err := lr.ForEach(func(line string) error {
+		seen = append(seen, line)
+		if line == "b" {
+			return lr.Errorf(0, ErrSyntax, "stop")
+		}
+		return nil
+	})
+	if err == nil || err.Error() != "tool: line 2: malformed input: stop" || !reflect.DeepEqual(seen, []string{"a", "b"}) {
+		t.Errorf("ForEach: %v after %q", err, seen)
+	}
+	lr = NewLineReader(strings.NewReader("a\nb"), "tool")
+	if err := lr.ForEach(func(string) error { return nil }); err != nil || lr.Line() != 2 {
+		t.Errorf("ForEach to the end: %v at line %d", err, lr.Line())
+	}
+}

@@ -91,12 +91,7 @@ func tableTitle(s string) (string, bool) {
 // ErrTruncated, ErrWrongTool (no table at all) or ErrNoDevices (empty input).
 func ParseTopology(r io.Reader) (*Topology, error) {
 	p := &topoParser{lr: topology.NewLineReader(r, SourceTopology)}
-	for p.lr.Next() {
-		if err := p.line(p.lr.Text()); err != nil {
-			return nil, err
-		}
-	}
-	if err := p.lr.Err(); err != nil {
+	if err := p.lr.ForEach(p.line); err != nil {
 		return nil, err
 	}
 	if err := p.endTable(); err != nil {

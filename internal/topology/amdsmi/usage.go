@@ -62,12 +62,7 @@ func cellFields(c cell) []field {
 // gives a *topology.ParseError wrapping ErrWrongTool.
 func ParseDefault(r io.Reader) (*Summary, error) {
 	p := &defaultParser{lr: topology.NewLineReader(r, SourceDefault), s: &Summary{}, procs: map[int]int{}}
-	for p.lr.Next() {
-		if err := p.line(p.lr.Text()); err != nil {
-			return nil, err
-		}
-	}
-	if err := p.lr.Err(); err != nil {
+	if err := p.lr.ForEach(p.line); err != nil {
 		return nil, err
 	}
 	return p.finish()

@@ -167,12 +167,7 @@ func validLabel(s string) bool {
 // ErrWrongTool (neither) or ErrNoDevices (empty input).
 func Parse(r io.Reader) (*Result, error) {
 	p := &parser{lr: topology.NewLineReader(r, Source), res: &Result{}, byLabel: map[string]int{}}
-	for p.lr.Next() {
-		if err := p.line(p.lr.Text()); err != nil {
-			return nil, err
-		}
-	}
-	if err := p.lr.Err(); err != nil {
+	if err := p.lr.ForEach(p.line); err != nil {
 		return nil, err
 	}
 	return p.finish()
