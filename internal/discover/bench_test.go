@@ -11,7 +11,7 @@ import (
 
 // liveRoot lays out a sysfs root as a live system has it: the MI300X CPX
 // KFD tree (63 partitions) under sys/class/kfd/kfd/topology and the
-// two-node host tree under sys/devices/system/node and proc.
+// two-node host tree under sys/devices/system/node.
 func liveRoot(tb testing.TB) string {
 	tb.Helper()
 	root := tb.TempDir()
@@ -19,7 +19,6 @@ func liveRoot(tb testing.TB) string {
 	links := map[string]string{
 		"sys/class/kfd/kfd/topology": testutil.KFD(tb, "topo-mi300-cpx", "topology"),
 		"sys/devices/system/node":    filepath.Join(host, "sys", "devices", "system", "node"),
-		"proc":                       filepath.Join(host, "proc"),
 	}
 	for at, target := range links {
 		p := filepath.Join(root, at)

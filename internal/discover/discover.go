@@ -142,8 +142,9 @@ func one(ctx context.Context, src string, o Options) (*topology.Model, error) {
 	return m, nil
 }
 
-// attachHost gives the model the host's NUMA nodes (ghw) and, for devices
-// whose source did not say, their NUMA node from PCI sysfs.
+// attachHost gives the model the host's NUMA nodes and, for devices whose
+// source did not say, their NUMA node from PCI sysfs, both read under
+// o.SysfsRoot (package host).
 func attachHost(m *topology.Model, o Options) {
 	nodes, err := host.NUMANodes(o.SysfsRoot)
 	if errors.Is(err, fs.ErrNotExist) {

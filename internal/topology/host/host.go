@@ -1,6 +1,7 @@
-// Package host reads the host's NUMA layout: its NUMA nodes with their
-// CPUs (through github.com/jaypipes/ghw, on Linux) and the NUMA node and
-// local CPUs of one PCI device (from sysfs, through an fs.FS).
+// Package host reads the host's NUMA layout from sysfs, through an fs.FS
+// rooted where the caller chooses: its NUMA nodes with their online CPUs
+// (ReadNUMA) and the NUMA node and local CPUs of one PCI device
+// (DeviceNUMA).
 package host
 
 import (

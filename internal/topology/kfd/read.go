@@ -22,6 +22,7 @@ import (
 	"sync/atomic"
 
 	"github.com/amdrun/amdrun/internal/topology"
+	"github.com/amdrun/amdrun/internal/topology/host"
 )
 
 // ErrNoKFD is wrapped by Read and ReadProcs when the root holds no KFD
@@ -602,38 +603,16 @@ func warnDuplicateKeys(m *topology.Model, warn topology.Warner) {
 	}
 }
 
-// hostNUMA reads sys/devices/system/node/node*/cpulist under fsys, sorted
-// by id; nil when the directory is missing or unreadable (with a warning
-// for a bad list).
+// hostNUMA reads the host's NUMA nodes under fsys (host.ReadNUMA); nil
+// when the tree has none (a captured KFD tree) or, with a warning, when
+// they do not read.
 func hostNUMA(fsys fs.FS, warn topology.Warner) []topology.NUMANode {
-	const dir = "sys/devices/system/node"
-	ents, err := fs.ReadDir(fsys, dir)
+	nodes, err := host.ReadNUMA(fsys)
 	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			warn.Warn("kfd: %v", err)
+		}
 		return nil
 	}
-	var out []topology.NUMANode
-	for _, e := range ents {
-		rest, ok := strings.CutPrefix(e.Name(), "node")
-		if !ok {
-			continue
-		}
-		id, err := strconv.Atoi(rest)
-		if err != nil || id < 0 {
-			continue
-		}
-		p := path.Join(dir, e.Name(), "cpulist")
-		s, _, err := readSmall(fsys, p)
-		if err != nil {
-			warn.Warn("%v", err)
-			return nil
-		}
-		cpus, err := topology.ParseCPUList(s)
-		if err != nil {
-			warn.Warn("kfd: %s: %v", p, err)
-			return nil
-		}
-		out = append(out, topology.NUMANode{ID: id, CPUs: cpus})
-	}
-	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
-	return out
+	return nodes
 }
