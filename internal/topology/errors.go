@@ -26,7 +26,16 @@ var (
 	ErrInvalidModel = errors.New("invalid topology")
 	// ErrToolNotFound: the program is not installed (not on PATH).
 	ErrToolNotFound = errors.New("not found on PATH")
+	// ErrInconsistent: parts of the input, or the outputs of two calls to
+	// one tool, contradict each other (a swapped matrix column, a
+	// diagonal that is not a device's own, a GPU one call lists and
+	// another does not).
+	ErrInconsistent = errors.New("inconsistent input")
 )
+
+// ErrEmpty is an input with nothing but white space: the tool printed
+// nothing. It wraps ErrNoDevices, so errors.Is finds either.
+var ErrEmpty = fmt.Errorf("empty output: %w", ErrNoDevices)
 
 // ParseError is malformed input from a source. Line is 1-based (0 when
 // the error is about the whole input); Column is 0-based, and 0 also when

@@ -128,6 +128,9 @@ type Link struct {
 	Assumed bool `json:"bandwidth_assumed,omitempty"`
 	// Measured says the bandwidth was measured (rocm_bandwidth_test, amdrun bench).
 	Measured bool `json:"measured,omitempty"`
+	// P2P says whether the devices can copy peer to peer; the zero value
+	// (unknown, left out of JSON) counts as available. See Model.BW.
+	P2P P2P `json:"p2p,omitempty"`
 }
 
 // NUMANode is a host NUMA node and its logical CPUs.
@@ -187,9 +190,15 @@ func (m *Model) Link(a, b int) *Link {
 }
 
 // BW returns the max bandwidth in MB/s between a and b, the figure
-// selection scores with; 0 for a == b or unknown indices.
+// selection scores with; 0 for a == b or unknown indices. For a pair
+// without peer-to-peer access (P2PUnavailable) it is the host-staged
+// figure (HostStaged), below any pair that can copy directly over the
+// same path.
 func (m *Model) BW(a, b int) int64 {
 	if l := m.Link(a, b); l != nil {
+		if l.P2P == P2PUnavailable {
+			return HostStaged(l.MaxBandwidth, m.HostBandwidth)
+		}
 		return l.MaxBandwidth
 	}
 	return 0

@@ -21,16 +21,24 @@ var ErrMismatch = errors.New("GPUs do not match the topology")
 // model with the figures r measured, in MB/s (GB/s x 1000): the two
 // unidirectional figures when printed, else half the bidirectional one.
 // MinBandwidth and MaxBandwidth become the lower and higher of the two
-// directions. Such links are marked Measured and not Assumed, and
-// m.Bandwidth becomes "measured". Links with no figure keep their
-// theoretical value (with a warning).
+// directions. Such links are marked Measured and not Assumed, P2P
+// available, and m.Bandwidth becomes "measured".
+//
+// A pair the run shows without peer-to-peer access (Result.P2P: the
+// access matrix says so, or every matrix has N/A for it, as on PCIe
+// boards without large BAR) keeps its theoretical link and is marked
+// P2PUnavailable, which selection counts as host-staged (Model.BW); one
+// warning lists such pairs. Pairs with no figure for another reason keep
+// their theoretical value, also with one warning.
 //
 // GPU agents are matched to devices by PCI bus, device and function when
-// every agent and every device has an address, else by order. Apply
-// returns an error wrapping ErrMismatch when the counts differ or an
-// address is not in the model, ErrNoPeerFigures when r has no
-// GPU-to-GPU figure, and the model's Validate error should the result be
-// invalid. m is not changed when an error is returned.
+// every agent and every device has an address, else the k-th GPU agent
+// (HIP's k-th device) to the device whose RuntimeIndex is k when the
+// runtime indices are 0..N-1, else by order. Apply returns an error
+// wrapping ErrMismatch when the counts differ or an address is not in
+// the model, ErrNoPeerFigures when r says nothing about any GPU pair,
+// and the model's Validate error should the result be invalid. m is not
+// changed when an error is returned.
 func Apply(m *topology.Model, r *Result, warn topology.Warner) error {
 	if m == nil || r == nil {
 		return fmt.Errorf("%s: nil model or result", Source)
@@ -43,66 +51,89 @@ func Apply(m *topology.Model, r *Result, warn topology.Warner) error {
 	if err != nil {
 		return err
 	}
-	type figure struct {
+	type update struct {
 		a, b     int
 		min, max int64
+		p2p      topology.P2P
 	}
-	var figs []figure
+	var ups []update
+	var noP2P, noFigure []string
 	for x := 0; x < len(gpus); x++ {
 		for y := x + 1; y < len(gpus); y++ {
-			gx, gy := gpus[x], gpus[y]
-			var dirs []float64
-			if v, ok := r.Uni.At(gx, gy); ok && v > 0 {
-				dirs = append(dirs, v)
-			}
-			if v, ok := r.Uni.At(gy, gx); ok && v > 0 {
-				dirs = append(dirs, v)
-			}
-			if len(dirs) == 0 {
-				if v, ok := r.Bi.At(gx, gy); ok && v > 0 {
-					dirs = append(dirs, v/2)
-				}
-				if v, ok := r.Bi.At(gy, gx); ok && v > 0 {
-					dirs = append(dirs, v/2)
-				}
-			}
 			a, b := dev[x], dev[y]
-			if len(dirs) == 0 {
-				warn.Warn("%s: no figure for GPU %d-%d; keeping the theoretical bandwidth", Source, a, b)
-				continue
+			pair := fmt.Sprintf("%d-%d", min(a, b), max(a, b))
+			lo, hi, ok := r.pairFigures(gpus[x], gpus[y])
+			switch p2p := r.P2P(gpus[x], gpus[y]); {
+			case ok:
+				ups = append(ups, update{a: a, b: b, min: lo, max: hi, p2p: topology.P2PAvailable})
+			case p2p == topology.P2PUnavailable:
+				ups = append(ups, update{a: a, b: b, p2p: p2p})
+				noP2P = append(noP2P, pair)
+			default:
+				noFigure = append(noFigure, pair)
 			}
-			lo, hi := dirs[0], dirs[0]
-			for _, d := range dirs[1:] {
-				lo, hi = math.Min(lo, d), math.Max(hi, d)
-			}
-			f := figure{a: a, b: b, min: mbps(lo), max: mbps(hi)}
-			if f.min <= 0 {
-				f.min = 1
-			}
-			if f.max < f.min {
-				f.max = f.min
-			}
-			figs = append(figs, f)
 		}
 	}
-	if len(figs) == 0 && len(gpus) > 1 {
+	if len(ups) == 0 && len(gpus) > 1 {
 		return fmt.Errorf("%s: %w", Source, ErrNoPeerFigures)
 	}
-	for _, f := range figs {
-		if m.Link(f.a, f.b) == nil {
-			return fmt.Errorf("%s: %w: no link %d-%d in the topology", Source, topology.ErrInvalidModel, f.a, f.b)
+	for _, u := range ups {
+		if m.Link(u.a, u.b) == nil {
+			return fmt.Errorf("%s: %w: no link %d-%d in the topology", Source, topology.ErrInvalidModel, u.a, u.b)
 		}
 	}
-	for _, f := range figs {
-		l := m.Link(f.a, f.b)
-		l.MinBandwidth, l.MaxBandwidth = f.min, f.max
-		l.Measured, l.Assumed = true, false
+	if len(noP2P) > 0 {
+		warn.Warn("%s: no peer-to-peer access between GPU %s; copies between them go through host memory (theoretical links kept, marked in amdrun topo)", Source, strings.Join(noP2P, ", "))
 	}
-	m.Bandwidth = "measured"
+	if len(noFigure) > 0 {
+		warn.Warn("%s: no figure for GPU %s; keeping the theoretical bandwidth", Source, strings.Join(noFigure, ", "))
+	}
+	measured := false
+	for _, u := range ups {
+		l := m.Link(u.a, u.b)
+		l.P2P = u.p2p
+		if u.p2p == topology.P2PAvailable {
+			l.MinBandwidth, l.MaxBandwidth = u.min, u.max
+			l.Measured, l.Assumed = true, false
+			measured = true
+		}
+	}
+	if measured {
+		m.Bandwidth = "measured"
+	}
 	if err := m.Validate(); err != nil {
 		return fmt.Errorf("%s: %w", Source, err)
 	}
 	return nil
+}
+
+// pairFigures returns the lower and higher copy bandwidth in MB/s
+// between GPU agents x and y: the unidirectional figures of both
+// directions, else half the bidirectional ones; ok is false when the run
+// has none.
+func (r *Result) pairFigures(x, y int) (lo, hi int64, ok bool) {
+	var dirs []float64
+	for _, k := range [][2]int{{x, y}, {y, x}} {
+		if v, ok := r.Uni.At(k[0], k[1]); ok && v > 0 {
+			dirs = append(dirs, v)
+		}
+	}
+	if len(dirs) == 0 {
+		for _, k := range [][2]int{{x, y}, {y, x}} {
+			if v, ok := r.Bi.At(k[0], k[1]); ok && v > 0 {
+				dirs = append(dirs, v/2)
+			}
+		}
+	}
+	if len(dirs) == 0 {
+		return 0, 0, false
+	}
+	l, h := dirs[0], dirs[0]
+	for _, d := range dirs[1:] {
+		l, h = math.Min(l, d), math.Max(h, d)
+	}
+	lo, hi = max(mbps(l), 1), mbps(h)
+	return lo, max(hi, lo), true
 }
 
 // mbps converts GB/s to whole MB/s.
@@ -111,10 +142,7 @@ func mbps(gbs float64) int64 { return int64(math.Round(gbs * 1000)) }
 // matchDevices returns, for each GPU agent in order, the model device it
 // measured.
 func matchDevices(m *topology.Model, r *Result, gpus []int, warn topology.Warner) ([]int, error) {
-	order := make([]int, len(gpus))
-	for i := range order {
-		order[i] = i
-	}
+	order := runtimeOrder(m)
 	byAddr := map[[3]uint64]int{}
 	for i, d := range m.Devices {
 		if d.PCIAddress == "" {
@@ -154,4 +182,23 @@ func matchDevices(m *topology.Model, r *Result, gpus []int, warn topology.Warner
 		return nil, fmt.Errorf("%s: %w: GPU bus %s not in the topology", Source, ErrMismatch, strings.Join(missing, ", "))
 	}
 	return out, nil
+}
+
+// runtimeOrder maps the k-th GPU agent to the device HIP numbers k (the
+// tool enumerates GPUs in HIP's order) when the model's runtime indices
+// are exactly 0..N-1, and to device k otherwise.
+func runtimeOrder(m *topology.Model) []int {
+	order := make([]int, m.N())
+	seen := make([]bool, m.N())
+	for i, d := range m.Devices {
+		if d.RuntimeIndex < 0 || d.RuntimeIndex >= m.N() || seen[d.RuntimeIndex] {
+			for k := range order {
+				order[k] = k
+			}
+			return order
+		}
+		seen[d.RuntimeIndex] = true
+		order[d.RuntimeIndex] = i
+	}
+	return order
 }

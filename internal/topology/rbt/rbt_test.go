@@ -33,8 +33,8 @@ func parse(t *testing.T, b []byte) *Result {
 	return r
 }
 
-// cell returns the figure between the devices labelled from and to.
-func cell(t *testing.T, r *Result, m *Matrix, from, to string) float64 {
+// figure returns the figure between the devices labelled from and to.
+func figure(t *testing.T, r *Result, m *Matrix, from, to string) float64 {
 	t.Helper()
 	idx := map[string]int{}
 	for i, a := range r.Agents {
@@ -59,10 +59,10 @@ func TestArcher2(t *testing.T) {
 	if a := r.Agents[2]; a.GPU || a.Ordinal != 2 || a.Name != "AMD EPYC 7543P 32-Core Processor" {
 		t.Fatalf("agent 2 = %+v", a)
 	}
-	if v := cell(t, r, r.Uni, "4", "5"); v != 42.239 {
+	if v := figure(t, r, r.Uni, "4", "5"); v != 42.239 {
 		t.Errorf("uni 4->5 = %v", v)
 	}
-	if v := cell(t, r, r.Bi, "6", "7"); v != 80.896 {
+	if v := figure(t, r, r.Bi, "6", "7"); v != 80.896 {
 		t.Errorf("bi 6-7 = %v", v)
 	}
 	if _, ok := r.Uni.At(0, 1); ok {
@@ -82,7 +82,7 @@ func TestRedactedExcerpt(t *testing.T) {
 	if len(r.Agents) != 10 || len(r.GPUs()) != 8 || r.Uni != nil {
 		t.Fatalf("%d agents, %d GPUs, uni %v", len(r.Agents), len(r.GPUs()), r.Uni)
 	}
-	if v := cell(t, r, r.Bi, "0", "cpu0"); v != 47.763 {
+	if v := figure(t, r, r.Bi, "0", "cpu0"); v != 47.763 {
 		t.Errorf("GPU 0 to cpu0 = %v", v)
 	}
 	var got HostFigure
@@ -178,10 +178,10 @@ func TestHandMade(t *testing.T) {
 	if r.Version != "2.6.0" || len(r.Agents) != 6 || len(r.GPUs()) != 4 || r.Uni == nil || r.Bi == nil {
 		t.Fatalf("version %q, %d agents", r.Version, len(r.Agents))
 	}
-	if v := cell(t, r, r.Uni, "2", "3"); v != 49.215 {
+	if v := figure(t, r, r.Uni, "2", "3"); v != 49.215 {
 		t.Errorf("uni 2->3 = %v", v)
 	}
-	if v := cell(t, r, r.Bi, "3", "2"); v != 96.612 {
+	if v := figure(t, r, r.Bi, "3", "2"); v != 96.612 {
 		t.Errorf("bi 3-2 = %v", v)
 	}
 	m := model(t, 4, []string{"0000:c1:00.0", "0000:c5:00.0", "0000:81:00.0", "0000:85:00.0"})
@@ -224,7 +224,7 @@ func TestParseErrors(t *testing.T) {
 		in   string
 		want *topology.ParseError
 	}{
-		{"empty", "\n\n", &topology.ParseError{Source: Source, Err: topology.ErrNoDevices}},
+		{"empty", "\n\n", &topology.ParseError{Source: Source, Err: topology.ErrEmpty}},
 		{"other tool", "rocm-smi --showtopo\n", &topology.ParseError{Source: Source, Err: fmt.Errorf("%w: no rocm_bandwidth_test device list or matrix", topology.ErrWrongTool)}},
 		{"no matrix", "Device: 0,  CPU\nDevice: 1,  ,  GPU-1,  03:0.0\n", &topology.ParseError{Source: Source, Err: fmt.Errorf("%w: no copy bandwidth matrix", topology.ErrTruncated)}},
 		{"bad device", "  Device: x,  CPU\n", &topology.ParseError{Source: Source, Line: 1, Column: 2, Err: fmt.Errorf("%w: device number %q", topology.ErrBadNumber, "x")}},
