@@ -167,9 +167,12 @@ func (n *fakeNode) serveAmdSmiMI300X() {
 // and the bare (concise table) run; the identity run and --version fail.
 func (n *fakeNode) serveRocmSmiSeed() {
 	n.t.Helper()
-	seed := testutil.Testdata(n.t, "rocm-smi", "mi250-seed-collapsed.txt")
-	n.serve("rocm-smi", seed, rocmsmi.TopoArgs...)
-	n.serve("rocm-smi", seed, rocmsmi.ConciseArgs...)
+	// The seed document's copy stops before rocm-smi's closing banner;
+	// amdrun refuses output without it (cut short), so the fake prints it.
+	seed := string(testutil.ReadFile(n.t, testutil.Testdata(n.t, "rocm-smi", "mi250-seed-collapsed.txt"))) +
+		"=========================== End of ROCm SMI Log ============================\n"
+	n.serveText("rocm-smi", seed, rocmsmi.TopoArgs...)
+	n.serveText("rocm-smi", seed, rocmsmi.ConciseArgs...)
 }
 
 // topoJSON runs `amdrun topo --json ARGS...` and decodes the model.

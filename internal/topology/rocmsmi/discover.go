@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/amdrun/amdrun/internal/topology"
 )
@@ -46,11 +47,17 @@ var (
 // *topology.ParseError when its output is malformed. Failures of the
 // other runs are warnings, and the model is built without what they
 // would have added. ctx cancellation stops between runs.
+//
+// Outputs must be whole and agree: one without its "End of ROCm SMI
+// Log" banner (cut short) is refused with topology.ErrTruncated, and two
+// runs that list different GPUs, or give one GPU different PCI buses or
+// NUMA nodes, with topology.ErrInconsistent naming both runs.
 func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*topology.Model, error) {
 	if run == nil {
 		return nil, errors.New("rocm-smi: no runner")
 	}
-	out, err := run(ctx, Tool, TopoArgs...)
+	args := TopoArgs
+	out, err := run(ctx, Tool, args...)
 	if err != nil {
 		// Only an old rocm-smi refusing the flag (argparse: exit status 2)
 		// is worth a retry; a timeout or a driver error would repeat.
@@ -59,30 +66,37 @@ func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*
 			return nil, err
 		}
 		warn.Warn("rocm-smi: %v; retrying without --shownodesbw", err)
-		out, err = run(ctx, Tool, TopoFallbackArgs...)
+		args = TopoFallbackArgs
+		out, err = run(ctx, Tool, args...)
 		if err != nil {
 			return nil, err
 		}
 	}
-	rep, err := ParseText(bytes.NewReader(out))
+	rep, err := parseWhole(out, args)
 	if err != nil {
 		return nil, err
 	}
-	for _, args := range [][]string{InfoArgs, ConciseArgs} {
+	for _, more := range [][]string{InfoArgs, ConciseArgs} {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("rocm-smi: %w", err)
 		}
-		out, err := run(ctx, Tool, args...)
+		out, err := run(ctx, Tool, more...)
 		if err != nil {
 			warn.Warn("rocm-smi: %v; continuing without it", err)
 			continue
 		}
-		more, err := ParseText(bytes.NewReader(out))
+		r, err := ParseText(bytes.NewReader(out))
 		if err != nil {
 			warn.Warn("%v; ignoring that output", err)
 			continue
 		}
-		rep.Merge(more)
+		if err := whole(r, more); err != nil {
+			return nil, err
+		}
+		if err := rep.Agree(r, command(args), command(more)); err != nil {
+			return nil, err
+		}
+		rep.Merge(r)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("rocm-smi: %w", err)
@@ -91,6 +105,30 @@ func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*
 		rep.Version = v
 	}
 	return rep.Model(warn)
+}
+
+// command is the command line of a rocm-smi run, for messages.
+func command(args []string) string {
+	return strings.Join(append([]string{Tool}, args...), " ")
+}
+
+// parseWhole parses the output of the run with args and checks it is whole.
+func parseWhole(out []byte, args []string) (*Report, error) {
+	r, err := ParseText(bytes.NewReader(out))
+	if err != nil {
+		return nil, err
+	}
+	return r, whole(r, args)
+}
+
+// whole refuses an output without its "End of ROCm SMI Log" banner: cut
+// short, it can describe fewer GPUs than the node has without a sign.
+func whole(r *Report, args []string) error {
+	if r.Ended {
+		return nil
+	}
+	return &topology.ParseError{Source: command(args),
+		Err: fmt.Errorf("%w: no \"End of ROCm SMI Log\" line, the output was cut short", topology.ErrTruncated)}
 }
 
 // Version runs rocm-smi --version through run and returns rocm-smi's own

@@ -1,6 +1,7 @@
 package rocmsmi
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -32,13 +33,18 @@ func (f *fakeRunner) run(_ context.Context, name string, args ...string) ([]byte
 	return nil, &topology.ToolError{Tool: name, Args: args, ExitCode: 2, Stderr: "rocm-smi: error: unrecognized arguments"}
 }
 
+// endOfLog is the banner that ends every whole rocm-smi output.
+const endOfLog = "================================== End of ROCm SMI Log ===================================\n"
+
 func TestDiscoverMI250(t *testing.T) {
+	// The MI250 captures were cut by their publisher before the end
+	// banner; rocm-smi prints it, so the fake runs do too.
 	read := func(names ...string) []byte {
 		var b []byte
 		for _, n := range names {
 			b = append(b, testutil.ReadFile(t, public(t, n))...)
 		}
-		return b
+		return append(b, endOfLog...)
 	}
 	f := &fakeRunner{out: map[string][]byte{
 		"rocm-smi --showtopo --shownodesbw": read("rocm-smi-shownodesbw-mi250-8gcd.txt", "rocm-smi-showtoponuma-mi250-8gcd-2numa.txt"),
@@ -122,6 +128,67 @@ func TestDiscoverErrors(t *testing.T) {
 			t.Errorf("err %v after calls %q", err, f.calls)
 		}
 	})
+}
+
+// An output cut short, or two runs that disagree about the GPUs, is
+// refused with one line: a NUMA section cut after its 4th GPU of 8 once
+// gave a 4-GPU model, or 8 GPUs with NUMA unknown for 4, silently.
+func TestDiscoverRefusesPartialOutput(t *testing.T) {
+	topo := testutil.ReadFile(t, public(t, "rocm-smi-showtopo-mi308x-8gpu.txt"))
+	concise := testutil.ReadFile(t, public(t, "rocm-smi-concise-mi308x-8gpu.txt"))
+	numa := bytes.Index(topo, []byte("GPU[4]"))
+	end := bytes.LastIndex(topo, []byte("\n=")) + 1 // the End of ROCm SMI Log banner
+	for _, tc := range []struct {
+		name       string
+		topo, more []byte
+		want       string
+		sentinel   error
+	}{
+		{"no end banner", topo[:end], concise,
+			`rocm-smi --showtopo --shownodesbw: input ends early: no "End of ROCm SMI Log" line, the output was cut short`, topology.ErrTruncated},
+		{"numa section cut after GPU 3, banner added", append(append([]byte{}, topo[:numa]...), endOfLog...), concise,
+			`rocm-smi: inconsistent input: the "hops between two gpus" section lists GPU 0-7 (8) but the "numa nodes" section lists GPU 0-3 (4); is the output cut short?`, topology.ErrInconsistent},
+		{"concise lists fewer GPUs", topo, bytes.Replace(concise, []byte("\n7 "), []byte("\nx "), 1),
+			"", nil}, // a malformed concise run only warns
+		{"concise cut short", topo, concise[:bytes.Index(concise, []byte("\n4 "))+1],
+			`rocm-smi: input ends early: no "End of ROCm SMI Log" line, the output was cut short`, topology.ErrTruncated},
+		{"concise lists 4 of 8", topo, append(concise[:bytes.Index(concise, []byte("\n4 "))+1], endOfLog...),
+			"rocm-smi: inconsistent input: `rocm-smi --showtopo --shownodesbw` lists GPU 0-7 (8) but `rocm-smi` lists GPU 0-3 (4); was one output cut short?", topology.ErrInconsistent},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeRunner{out: map[string][]byte{"rocm-smi --showtopo --shownodesbw": tc.topo, "rocm-smi": tc.more}}
+			_, err := Discover(context.Background(), f.run, nil)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("err = %v", err)
+				}
+				return
+			}
+			if err == nil || err.Error() != tc.want || !errors.Is(err, tc.sentinel) {
+				t.Fatalf("err = %v\nwant %s", err, tc.want)
+			}
+		})
+	}
+}
+
+// Two runs that put one GPU on different PCI buses or NUMA nodes are
+// refused, naming both runs.
+func TestReportsAgree(t *testing.T) {
+	a, b := NewReport(), NewReport()
+	a.device(0).PCIBus, b.device(0).PCIBus = "0000:0c:00.0", "0000:22:00.0"
+	if err := a.Agree(b, "rocm-smi --showbus", "rocm-smi --showallinfo"); err == nil ||
+		err.Error() != "rocm-smi: inconsistent input: GPU[0] is at 0000:0c:00.0 in `rocm-smi --showbus` but at 0000:22:00.0 in `rocm-smi --showallinfo`" {
+		t.Errorf("PCI: %v", err)
+	}
+	b.device(0).PCIBus = ""
+	a.device(1).NUMANode, b.device(1).NUMANode = 0, 1
+	if err := a.Agree(b, "x", "y"); err == nil || !errors.Is(err, topology.ErrInconsistent) || !strings.Contains(err.Error(), "GPU[1] is on NUMA node 0 in `x` but 1 in `y`") {
+		t.Errorf("NUMA: %v", err)
+	}
+	b.device(1).NUMANode = 0
+	if err := a.Agree(b, "x", "y"); err != nil {
+		t.Errorf("agreeing reports: %v", err)
+	}
 }
 
 func TestVersion(t *testing.T) {

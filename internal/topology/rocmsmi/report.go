@@ -11,6 +11,7 @@ package rocmsmi
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/amdrun/amdrun/internal/topology"
 )
@@ -46,6 +47,12 @@ type Report struct {
 	// matrix, a link type that disagrees with the bandwidth table). Model
 	// passes them to its Warner.
 	Notes []string
+	// Ended says the output ended with the "End of ROCm SMI Log" banner,
+	// as every complete rocm-smi run but --version does.
+	Ended bool
+	// Listed holds, per section (banner title, lower case), the GPU
+	// indices it printed a row or line for, ascending.
+	Listed map[string][]int
 }
 
 // DeviceInfo is what rocm-smi said about one GPU. Integer fields hold
@@ -141,6 +148,104 @@ func (r *Report) pair(a, b int) *Pair {
 	return p
 }
 
+// list records that the section titled title printed GPUs idx.
+func (r *Report) list(title string, idx ...int) {
+	if r.Listed == nil {
+		r.Listed = map[string][]int{}
+	}
+	for _, i := range idx {
+		l := r.Listed[title]
+		k := sort.SearchInts(l, i)
+		if k < len(l) && l[k] == i {
+			continue
+		}
+		r.Listed[title] = append(l[:k], append([]int{i}, l[k:]...)...)
+	}
+}
+
+// listsAgree checks that every section printed the same GPUs: a section
+// that stops short (output cut off, a tool that died half way) would
+// otherwise leave GPUs out of the model or their facts unknown.
+func (r *Report) listsAgree() error {
+	titles := make([]string, 0, len(r.Listed))
+	for t := range r.Listed {
+		titles = append(titles, t)
+	}
+	sort.Strings(titles)
+	for _, t := range titles[min(1, len(titles)):] {
+		if a, b := r.Listed[titles[0]], r.Listed[t]; !equalInts(a, b) {
+			return fmt.Errorf("%w: the %q section lists %s but the %q section lists %s; is the output cut short?",
+				topology.ErrInconsistent, titles[0], gpuList(a), t, gpuList(b))
+		}
+	}
+	return nil
+}
+
+// Agree checks that two reports, parsed from the outputs of two calls to
+// rocm-smi named name and otherName, describe the same GPUs: the same
+// indices, and no GPU whose PCI bus or NUMA node the two give
+// differently. It returns an error wrapping topology.ErrInconsistent
+// naming both calls.
+func (r *Report) Agree(other *Report, name, otherName string) error {
+	a, b := r.listed(), other.listed()
+	if len(a) > 0 && len(b) > 0 && !equalInts(a, b) {
+		return fmt.Errorf("rocm-smi: %w: `%s` lists %s but `%s` lists %s; was one output cut short?",
+			topology.ErrInconsistent, name, gpuList(a), otherName, gpuList(b))
+	}
+	for _, i := range sortedKeys(r.Devices) {
+		x, y := r.Devices[i], other.Devices[i]
+		switch {
+		case y == nil:
+		case x.PCIBus != "" && y.PCIBus != "" && x.PCIBus != y.PCIBus:
+			return fmt.Errorf("rocm-smi: %w: GPU[%d] is at %s in `%s` but at %s in `%s`", topology.ErrInconsistent, i, x.PCIBus, name, y.PCIBus, otherName)
+		case x.NUMANode != Unknown && y.NUMANode != Unknown && x.NUMANode != y.NUMANode:
+			return fmt.Errorf("rocm-smi: %w: GPU[%d] is on NUMA node %d in `%s` but %d in `%s`", topology.ErrInconsistent, i, x.NUMANode, name, y.NUMANode, otherName)
+		case x.NUMAAffinity != Unknown && y.NUMAAffinity != Unknown && x.NUMAAffinity != y.NUMAAffinity:
+			return fmt.Errorf("rocm-smi: %w: GPU[%d] has NUMA affinity %d in `%s` but %d in `%s`", topology.ErrInconsistent, i, x.NUMAAffinity, name, y.NUMAAffinity, otherName)
+		}
+	}
+	return nil
+}
+
+// listed returns the GPUs the report's sections printed (they agree, see
+// listsAgree), or nil.
+func (r *Report) listed() []int {
+	for _, l := range r.Listed {
+		return l
+	}
+	return nil
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// gpuList prints ascending indices compactly: "GPU 0-3, 6 (5 GPUs)".
+func gpuList(idx []int) string {
+	var parts []string
+	for i := 0; i < len(idx); {
+		j := i
+		for j+1 < len(idx) && idx[j+1] == idx[j]+1 {
+			j++
+		}
+		if j > i {
+			parts = append(parts, fmt.Sprintf("%d-%d", idx[i], idx[j]))
+		} else {
+			parts = append(parts, fmt.Sprint(idx[i]))
+		}
+		i = j + 1
+	}
+	return fmt.Sprintf("GPU %s (%d)", strings.Join(parts, ", "), len(idx))
+}
+
 func (r *Report) addSection(s string) {
 	for _, have := range r.Sections {
 		if have == s {
@@ -221,6 +326,10 @@ func (r *Report) Merge(other *Report) {
 		r.DriverVersion = other.DriverVersion
 	}
 	r.Notes = append(r.Notes, other.Notes...)
+	r.Ended = r.Ended || other.Ended
+	for t, l := range other.Listed {
+		r.list(t, l...)
+	}
 }
 
 // indices returns every GPU index the report mentions, ascending.
@@ -281,6 +390,7 @@ func (r *Report) Model(warn topology.Warner) (*topology.Model, error) {
 	m.Devices = make([]topology.Device, len(idx))
 	pkg, part := -1, 0
 	prevConcise := false
+	var numaDiffers []string
 	for p, i := range idx {
 		d := topology.Device{Index: p, RuntimeIndex: i, Vendor: topology.VendorAMD, NUMANode: -1}
 		info := r.Devices[i]
@@ -292,7 +402,7 @@ func (r *Report) Model(warn topology.Warner) (*topology.Model, error) {
 		case info.NUMAAffinity >= 0:
 			d.NUMANode = info.NUMAAffinity
 			if info.NUMANode >= 0 && info.NUMANode != info.NUMAAffinity {
-				warn.Warn("rocm-smi: GPU[%d]: Numa Node %d differs from Numa Affinity %d; using the affinity", i, info.NUMANode, info.NUMAAffinity)
+				numaDiffers = append(numaDiffers, fmt.Sprintf("GPU[%d] %d vs %d", i, info.NUMANode, info.NUMAAffinity))
 			}
 		case info.NUMANode >= 0:
 			d.NUMANode = info.NUMANode
@@ -320,6 +430,9 @@ func (r *Report) Model(warn topology.Warner) (*topology.Model, error) {
 		}
 		prevConcise = info.InConcise
 		m.Devices[p] = d
+	}
+	if len(numaDiffers) > 0 {
+		warn.Warn("rocm-smi: Numa Node differs from Numa Affinity for %s; using the affinity", clipList(numaDiffers, 6))
 	}
 	for a := 0; a < len(idx); a++ {
 		for b := a + 1; b < len(idx); b++ {

@@ -33,26 +33,29 @@ type sectionInfo struct {
 	flag string
 	// source names the section in errors ("rocm-smi --showtopo").
 	source string
+	// title is the banner's title, lower case ("weight between two gpus");
+	// parse sets it.
+	title string
 }
 
 // sections maps a banner title (lower case, single spaces) to its section.
 var sections = map[string]sectionInfo{
 	"rocm system management interface":    {kind: kindHeader},
 	"end of rocm smi log":                 {kind: kindHeader},
-	"weight between two gpus":             {kindWeight, "--showtopo", "rocm-smi --showtopo"},
-	"hops between two gpus":               {kindHops, "--showtopo", "rocm-smi --showtopo"},
-	"link type between two gpus":          {kindType, "--showtopo", "rocm-smi --showtopo"},
-	"link accessibility between two gpus": {kindAccess, "--showtopoaccess", "rocm-smi --showtopoaccess"},
-	"numa nodes":                          {kindKnownKV, "--showtoponuma", "rocm-smi --showtoponuma"},
-	"bandwidth":                           {kindBW, "--shownodesbw", "rocm-smi --shownodesbw"},
-	"concise info":                        {kindConcise, "concise", "rocm-smi concise table"},
-	"% time gpu is busy":                  {kindKnownKV, "--showuse", "rocm-smi --showuse"},
-	"current memory use":                  {kindKnownKV, "--showmemuse", "rocm-smi --showmemuse"},
-	"memory usage (bytes)":                {kindKnownKV, "--showmeminfo", "rocm-smi --showmeminfo"},
-	"pci bus id":                          {kindKnownKV, "--showbus", "rocm-smi --showbus"},
-	"unique id":                           {kindKnownKV, "--showuniqueid", "rocm-smi --showuniqueid"},
-	"product info":                        {kindKnownKV, "--showproductname", "rocm-smi --showproductname"},
-	"version of system component":         {kindKnownKV, "--showdriverversion", "rocm-smi --showdriverversion"},
+	"weight between two gpus":             {kind: kindWeight, flag: "--showtopo", source: "rocm-smi --showtopo"},
+	"hops between two gpus":               {kind: kindHops, flag: "--showtopo", source: "rocm-smi --showtopo"},
+	"link type between two gpus":          {kind: kindType, flag: "--showtopo", source: "rocm-smi --showtopo"},
+	"link accessibility between two gpus": {kind: kindAccess, flag: "--showtopoaccess", source: "rocm-smi --showtopoaccess"},
+	"numa nodes":                          {kind: kindKnownKV, flag: "--showtoponuma", source: "rocm-smi --showtoponuma"},
+	"bandwidth":                           {kind: kindBW, flag: "--shownodesbw", source: "rocm-smi --shownodesbw"},
+	"concise info":                        {kind: kindConcise, flag: "concise", source: "rocm-smi concise table"},
+	"% time gpu is busy":                  {kind: kindKnownKV, flag: "--showuse", source: "rocm-smi --showuse"},
+	"current memory use":                  {kind: kindKnownKV, flag: "--showmemuse", source: "rocm-smi --showmemuse"},
+	"memory usage (bytes)":                {kind: kindKnownKV, flag: "--showmeminfo", source: "rocm-smi --showmeminfo"},
+	"pci bus id":                          {kind: kindKnownKV, flag: "--showbus", source: "rocm-smi --showbus"},
+	"unique id":                           {kind: kindKnownKV, flag: "--showuniqueid", source: "rocm-smi --showuniqueid"},
+	"product info":                        {kind: kindKnownKV, flag: "--showproductname", source: "rocm-smi --showproductname"},
+	"version of system component":         {kind: kindKnownKV, flag: "--showdriverversion", source: "rocm-smi --showdriverversion"},
 }
 
 var (
@@ -116,6 +119,10 @@ type textParser struct {
 	// last is the index of the last non-blank line.
 	last int
 	seen bool
+	// Oddities met while parsing, reported once per kind (see odd).
+	toolLines []string // tool error lines inside a section
+	retitled  []string // sections whose matrix holds link types
+	xxxx      []string // GPU pairs whose cells read XXXX
 }
 
 func (p *textParser) errAt(src string, i, col int, err error) error {
@@ -132,12 +139,24 @@ func (p *textParser) errAt(src string, i, col int, err error) error {
 // GPU[0] and GPU 0 labels are accepted; sections it does not know are
 // skipped.
 //
+// Broken-but-real output is read where it can be (rocm-smi on MI300 in a
+// partition mode, rocm_smi_lib 6.1.0 changelog): tool error lines inside
+// a section are skipped, a matrix is recognised by its content (link
+// types under the "Weight between two GPUs" title are read as link
+// types), and XXXX cells (unreadable) leave the pair unknown, so the
+// model assumes it talks through the host and marks it assumed. Each
+// kind of oddity becomes one note (Report.Notes), not one per line.
+//
 // Malformed input is a *topology.ParseError naming the section and line:
 // a matrix whose rows and columns disagree (topology.ErrNotSquare), a
 // non-numeric cell (ErrBadNumber), an unknown link type
-// (ErrUnknownLinkType), a table cut off by the end of input
-// (ErrTruncated), or input with no rocm-smi section at all
-// (ErrWrongTool, Line 0).
+// (ErrUnknownLinkType), a Weight or Hops matrix whose diagonal is not 0
+// or that is not symmetric (ErrInconsistent), sections of one output
+// listing different GPUs (ErrInconsistent, Line 0), a table cut off by
+// the end of input (ErrTruncated), empty input (topology.ErrEmpty) or
+// input with no rocm-smi section at all (ErrWrongTool, Line 0). Whether
+// the output ended with its "End of ROCm SMI Log" banner is
+// Report.Ended; Discover refuses one that did not.
 func ParseText(rd io.Reader) (*Report, error) {
 	lines, err := topology.ReadLines(rd, Source)
 	if err != nil {
@@ -156,13 +175,41 @@ func ParseText(rd io.Reader) (*Report, error) {
 			break
 		}
 	}
+	if p.last < 0 {
+		return nil, &topology.ParseError{Source: Source, Err: topology.ErrEmpty}
+	}
 	if err := p.parse(); err != nil {
 		return nil, err
 	}
 	if !p.seen {
 		return nil, &topology.ParseError{Source: Source, Err: fmt.Errorf("%w: no rocm-smi section found", topology.ErrWrongTool)}
 	}
+	if err := p.r.listsAgree(); err != nil {
+		return nil, &topology.ParseError{Source: Source, Err: err}
+	}
+	p.odd()
 	return p.r, nil
+}
+
+// odd turns the oddities met into one note per kind.
+func (p *textParser) odd() {
+	if len(p.toolLines) > 0 {
+		p.r.note("rocm-smi: skipped %d tool error line(s) inside its tables (first: %q)", len(p.toolLines), p.toolLines[0])
+	}
+	if len(p.retitled) > 0 {
+		p.r.note("rocm-smi: the %s section holds link types, not numbers (rocm-smi on a partitioned MI300); read as link types", strings.Join(p.retitled, ", "))
+	}
+	if len(p.xxxx) > 0 {
+		p.r.note("rocm-smi: %d GPU pair(s) read XXXX (unreadable): %s; their links are unknown and assumed through the host (marked * in amdrun topo)", len(p.xxxx), clipList(p.xxxx, 8))
+	}
+}
+
+// clipList joins the first n items of s, saying how many more there are.
+func clipList(s []string, n int) string {
+	if len(s) <= n {
+		return strings.Join(s, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(s[:n], ", "), len(s)-n)
 }
 
 func (p *textParser) parse() error {
@@ -176,11 +223,15 @@ func (p *textParser) parse() error {
 				cur = sectionInfo{kind: kindOther, source: Source}
 				continue
 			}
+			if title == "end of rocm smi log" {
+				p.r.Ended = true
+			}
 			info, known := sections[title]
 			if !known {
 				cur = sectionInfo{kind: kindOther, source: Source}
 				continue
 			}
+			info.title = title
 			p.seen = true
 			if info.flag != "" {
 				p.r.addSection(info.flag)
@@ -218,6 +269,11 @@ func (p *textParser) plainLine(i int, t string, cur sectionInfo) error {
 			ns, ne = m[4], m[5]
 		}
 		num := line[ns:ne]
+		if cur.kind == kindKnownKV {
+			if idx, err := parseIndex(num); err == nil {
+				p.r.list(cur.title, idx)
+			}
+		}
 		rest := line[m[1]:]
 		k := keyEnd(rest)
 		if k < 0 {
@@ -330,37 +386,35 @@ func parseCell(kind sectionKind, s string, diag bool) (cell, error) {
 }
 
 // matrix parses a GPU x GPU table whose column header is at or after line
-// i; it returns the index of the first line after the table.
+// i; it returns the index of the first line after the table. Lines
+// before the header that are not one (tool error lines) are skipped and
+// noted; a banner before any header means the section has no table.
 func (p *textParser) matrix(i int, sec sectionInfo) (int, error) {
-	for i < len(p.lines) && (strings.TrimSpace(p.lines[i]) == "" || logLine(strings.TrimSpace(p.lines[i]))) {
-		i++
+	for ; i < len(p.lines); i++ {
+		t := strings.TrimSpace(p.lines[i])
+		if t == "" {
+			continue
+		}
+		if _, banner := bannerTitle(t); banner {
+			return i, nil // nothing readable in this section
+		}
+		if gpuLabel.MatchString(fields(t)[0].s) {
+			break
+		}
+		if !logLine(t) || strings.HasPrefix(t, "ERROR:") {
+			p.toolLines = append(p.toolLines, t)
+		}
 	}
 	if i >= len(p.lines) {
 		return i, p.errAt(sec.source, len(p.lines)-1, 0, fmt.Errorf("%w: no table after the section title", topology.ErrTruncated))
 	}
-	head := fields(p.lines[i])
-	if len(head) > maxDevices {
-		return i, p.errAt(sec.source, i, head[maxDevices].col, fmt.Errorf("%w: more than %d columns", topology.ErrSyntax, maxDevices))
-	}
-	cols := make([]int, len(head))
-	seenCol := map[int]bool{}
-	for c, tk := range head {
-		m := gpuLabel.FindStringSubmatch(tk.s)
-		if m == nil {
-			return i, p.errAt(sec.source, i, tk.col, fmt.Errorf("%w: column header %q is not GPUn", topology.ErrSyntax, tk.s))
-		}
-		n, err := parseIndex(m[1])
-		if err != nil {
-			return i, p.errAt(sec.source, i, tk.col, err)
-		}
-		if seenCol[n] {
-			return i, p.errAt(sec.source, i, tk.col, fmt.Errorf("%w: column %s twice", topology.ErrSyntax, tk.s))
-		}
-		seenCol[n] = true
-		cols[c] = n
+	cols, err := p.matrixHeader(i, sec)
+	if err != nil {
+		return i, err
 	}
 	n := len(cols)
-	grid := make([]cell, n*n)
+	rows := make([][]token, n)
+	rowLine := make([]int, n)
 	for r := 0; r < n; r++ {
 		i++
 		for i < len(p.lines) && logLine(strings.TrimSpace(p.lines[i])) {
@@ -383,13 +437,7 @@ func (p *textParser) matrix(i int, sec sectionInfo) (int, error) {
 			}
 			return i, p.errAt(sec.source, i, col, fmt.Errorf("%w: %d cells in row %s for %d columns", topology.ErrNotSquare, len(toks)-1, toks[0].s, n))
 		}
-		for c := 0; c < n; c++ {
-			v, err := parseCell(sec.kind, toks[c+1].s, c == r)
-			if err != nil {
-				return i, p.errAt(sec.source, i, toks[c+1].col, err)
-			}
-			grid[r*n+c] = v
-		}
+		rows[r], rowLine[r] = toks[1:], i
 	}
 	i++
 	for j := i; j < len(p.lines); j++ {
@@ -402,8 +450,95 @@ func (p *textParser) matrix(i int, sec sectionInfo) (int, error) {
 		}
 		break
 	}
+	if (sec.kind == kindWeight || sec.kind == kindHops) && holdsLinkTypes(rows) {
+		// rocm-smi on a partitioned MI300 prints link types under the
+		// Weight title (rocm_smi_lib 6.1.0 changelog, known issue 3).
+		p.retitled = append(p.retitled, fmt.Sprintf("%q", sec.title))
+		sec.kind = kindType
+	}
+	grid := make([]cell, n*n)
+	for r := 0; r < n; r++ {
+		for c, tk := range rows[r] {
+			v, err := parseCell(sec.kind, tk.s, c == r)
+			if err != nil {
+				return i, p.errAt(sec.source, rowLine[r], tk.col, err)
+			}
+			if tk.s == "XXXX" && r < c {
+				p.xxxx = append(p.xxxx, fmt.Sprintf("GPU%d-GPU%d", cols[r], cols[c]))
+			}
+			grid[r*n+c] = v
+		}
+	}
+	if sec.kind == kindWeight || sec.kind == kindHops {
+		if err := p.checkSymmetric(sec, cols, rows, rowLine, grid); err != nil {
+			return i, err
+		}
+	}
+	p.r.list(sec.title, cols...)
 	p.commit(sec, cols, grid)
 	return i, nil
+}
+
+// matrixHeader reads the column header at line i: GPUn labels only.
+func (p *textParser) matrixHeader(i int, sec sectionInfo) ([]int, error) {
+	head := fields(p.lines[i])
+	if len(head) > maxDevices {
+		return nil, p.errAt(sec.source, i, head[maxDevices].col, fmt.Errorf("%w: more than %d columns", topology.ErrSyntax, maxDevices))
+	}
+	cols := make([]int, len(head))
+	seenCol := map[int]bool{}
+	for c, tk := range head {
+		m := gpuLabel.FindStringSubmatch(tk.s)
+		if m == nil {
+			return nil, p.errAt(sec.source, i, tk.col, fmt.Errorf("%w: column header %q is not GPUn", topology.ErrSyntax, tk.s))
+		}
+		n, err := parseIndex(m[1])
+		if err != nil {
+			return nil, p.errAt(sec.source, i, tk.col, err)
+		}
+		if seenCol[n] {
+			return nil, p.errAt(sec.source, i, tk.col, fmt.Errorf("%w: column %s twice", topology.ErrSyntax, tk.s))
+		}
+		seenCol[n] = true
+		cols[c] = n
+	}
+	return cols, nil
+}
+
+// holdsLinkTypes says whether a matrix's cells name link types.
+func holdsLinkTypes(rows [][]token) bool {
+	for r, row := range rows {
+		for c, tk := range row {
+			if u := strings.ToUpper(tk.s); c != r && (u == "XGMI" || u == "PCIE") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// checkSymmetric refuses a Weight or Hops matrix whose diagonal is not 0
+// or whose two halves disagree: a row out of place would otherwise turn
+// a pair into another link silently.
+func (p *textParser) checkSymmetric(sec sectionInfo, cols []int, rows [][]token, rowLine []int, grid []cell) error {
+	n := len(cols)
+	what := "weight"
+	if sec.kind == kindHops {
+		what = "hops"
+	}
+	for r := 0; r < n; r++ {
+		if d := grid[r*n+r]; d.ok && d.a != 0 {
+			return p.errAt(sec.source, rowLine[r], rows[r][r].col, fmt.Errorf("%w: GPU%d's %s to itself is %d, not 0; a row or column is out of place", topology.ErrInconsistent, cols[r], what, d.a))
+		}
+		for c := 0; c < r; c++ {
+			lo, up := grid[r*n+c], grid[c*n+r]
+			if lo.ok && up.ok && lo.a != up.a {
+				return p.errAt(sec.source, rowLine[r], rows[r][c].col, fmt.Errorf("%w: GPU%d-GPU%d %s is %d but GPU%d-GPU%d is %d; a row or column is out of place",
+					topology.ErrInconsistent, cols[r], cols[c], what, lo.a, cols[c], cols[r], up.a))
+			}
+		}
+	}
+	return nil
 }
 
 // commit stores a parsed matrix, reading the upper triangle and noting
@@ -519,6 +654,7 @@ func (p *textParser) concise(i int, sec sectionInfo) (int, error) {
 		util, vram, capTok := toks[n-1], toks[n-2], toks[n-3]
 		d := p.r.device(idx)
 		d.InConcise = true
+		p.r.list(sec.title, idx)
 		if !unknownValue(util.s) {
 			if d.UtilPercent, err = parsePercent(util.s); err != nil {
 				return i, p.errAt(sec.source, i, util.col, err)

@@ -33,6 +33,7 @@ func TestPublicFixtures(t *testing.T) {
 		"rocm-smi-showtopo-mi210-4gpu-xgmi-nps4-archer2.txt":            4,
 		"rocm-smi-showtopo-mi300a-4apu.txt":                             4,
 		"rocm-smi-showtopo-mi308x-8gpu.txt":                             8,
+		"rocm-smi-showtopo-mi300x-tpx-broken-12-partitions.txt":         12,
 		"rocm-smi-showtopoaccess-2gpu-rocm-release-notes.txt":           2,
 		"rocm-smi-showtoponuma-mi250-8gcd-2numa.txt":                    8,
 		"rocm-smi-showuse-mi210-4gpu-archer2.txt":                       4,
@@ -324,23 +325,74 @@ func TestVersionLine(t *testing.T) {
 	}
 }
 
-// Asymmetric matrices and conflicting sources are warnings, not errors.
+// An asymmetric link type or bandwidth matrix is a warning, not an error.
 func TestNotes(t *testing.T) {
-	in := "==== Weight between two GPUs ====\n" +
+	in := "==== Link Type between two GPUs ====\n" +
 		"       GPU0  GPU1\n" +
-		"GPU0   0     15\n" +
-		"GPU1   30    0\n"
+		"GPU0   0     XGMI\n" +
+		"GPU1   PCIE  0\n"
 	r, err := ParseText(strings.NewReader(in))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, warns := mustModel(t, r)
-	want := "rocm-smi --showtopo: GPU0-GPU1 reads 15 but GPU1-GPU0 reads 30; using the first"
+	want := "rocm-smi --showtopo: GPU0-GPU1 reads XGMI but GPU1-GPU0 reads PCIE; using the first"
 	if len(warns) == 0 || warns[0] != want {
 		t.Errorf("warnings %q, want first %q", warns, want)
 	}
-	if r.Pairs[[2]int{0, 1}].Weight != 15 {
-		t.Errorf("weight %d", r.Pairs[[2]int{0, 1}].Weight)
+	if r.Pairs[[2]int{0, 1}].Type != "XGMI" {
+		t.Errorf("type %q", r.Pairs[[2]int{0, 1}].Type)
+	}
+}
+
+// A Weight or Hops matrix is symmetric with 0 on its diagonal: one row out
+// of place (here GPU1's cells shifted) turned a pair into a host link and
+// gave a weight of 0; now it is refused with one line.
+func TestWeightHopsChecked(t *testing.T) {
+	for _, tc := range []struct{ name, in, msg string }{
+		{"asymmetric weight", "==== Weight between two GPUs ====\n       GPU0  GPU1\nGPU0   0     15\nGPU1   30    0\n",
+			"rocm-smi --showtopo: line 4, column 8: inconsistent input: GPU1-GPU0 weight is 30 but GPU0-GPU1 is 15; a row or column is out of place"},
+		{"shifted row", "==== Hops between two GPUs ====\n       GPU0  GPU1  GPU2\nGPU0   0     1     3\nGPU1   0     1     3\nGPU2   3     3     0\n",
+			"rocm-smi --showtopo: line 4, column 14: inconsistent input: GPU1's hops to itself is 1, not 0; a row or column is out of place"},
+		{"diagonal not 0", "==== Weight between two GPUs ====\n       GPU0  GPU1\nGPU0   15    0\nGPU1   0     15\n",
+			"rocm-smi --showtopo: line 3, column 8: inconsistent input: GPU0's weight to itself is 15, not 0; a row or column is out of place"},
+	} {
+		_, err := ParseText(strings.NewReader(tc.in))
+		if err == nil || err.Error() != tc.msg || !errors.Is(err, topology.ErrInconsistent) {
+			t.Errorf("%s: %v\nwant %s", tc.name, err, tc.msg)
+		}
+	}
+}
+
+// rocm-smi on an MI300 in TPX mode (rocm_smi_lib 6.1.0 changelog): tool
+// error lines inside the Weight section, link types under the Weight
+// title, XXXX for unreadable cells. What is readable is read, each kind
+// of oddity is one warning, and XXXX pairs are assumed (marked *), not
+// read as host links silently.
+func TestBrokenMI300Partitions(t *testing.T) {
+	r := mustReport(t, "rocm-smi-showtopo-mi300x-tpx-broken-12-partitions.txt")
+	m, warns := mustModel(t, r)
+	if m.N() != 12 {
+		t.Fatalf("%d devices", m.N())
+	}
+	want := []string{
+		`rocm-smi: skipped 2 tool error line(s) inside its tables (first: "get_link_weight_topology, Not supported on the given system")`,
+		`rocm-smi: the "weight between two gpus" section holds link types, not numbers (rocm-smi on a partitioned MI300); read as link types`,
+		"rocm-smi: 12 GPU pair(s) read XXXX (unreadable): GPU1-GPU2, GPU1-GPU3, GPU1-GPU4, GPU2-GPU3, GPU2-GPU4, GPU3-GPU4, GPU5-GPU6, GPU5-GPU7 and 4 more; their links are unknown and assumed through the host (marked * in amdrun topo)",
+		"rocm-smi: Numa Node differs from Numa Affinity for GPU[2] 0 vs 1, GPU[3] 0 vs 2, GPU[4] 0 vs 3, GPU[6] 0 vs 1, GPU[7] 0 vs 2, GPU[8] 0 vs 3; using the affinity",
+	}
+	if !reflect.DeepEqual(warns, want) {
+		t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(warns, "\n"), strings.Join(want, "\n"))
+	}
+	wantLink(t, m, 0, 1, topology.LinkXGMI, true, topology.XGMILinkBandwidth, topology.XGMILinkBandwidth)
+	if l := m.Link(0, 1); !l.Assumed {
+		t.Errorf("XGMI link without a figure not marked assumed: %+v", *l)
+	}
+	if l := m.Link(1, 2); l.Type != topology.LinkPCIe || l.Direct || !l.Assumed {
+		t.Errorf("XXXX pair 1-2 = %+v, want an assumed host link", *l)
+	}
+	if got := numaOf(m); !reflect.DeepEqual(got, []int{0, 0, 1, 2, 3, 0, 1, 2, 3, 1, 2, 3}) {
+		t.Errorf("NUMA %v", got)
 	}
 }
 
@@ -443,8 +495,14 @@ func TestParseTextErrors(t *testing.T) {
 		},
 		{
 			name: "empty",
-			in:   "",
-			want: &topology.ParseError{Source: "rocm-smi", Err: wrap(topology.ErrWrongTool, "no rocm-smi section found")},
+			in:   "\n \n",
+			want: &topology.ParseError{Source: "rocm-smi", Err: topology.ErrEmpty},
+			msg:  "rocm-smi: empty output: no GPU devices found",
+		},
+		{
+			name: "numa section cut short",
+			in:   "==== Weight between two GPUs ====\n       GPU0  GPU1\nGPU0   0     15\nGPU1   15    0\n==== Numa Nodes ====\nGPU[0] : (Topology) Numa Node: 0\n",
+			want: &topology.ParseError{Source: "rocm-smi", Err: wrap(topology.ErrInconsistent, `the "numa nodes" section lists GPU 0 (1) but the "weight between two gpus" section lists GPU 0-1 (2); is the output cut short?`)},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
