@@ -299,6 +299,58 @@ func TestDiscoverOldAmdSmi(t *testing.T) {
 	}
 }
 
+// A failed optional call is one warning that names the call once (it
+// read "amd-smi : amd-smi: no GPU devices found"), and empty output says
+// it is empty.
+func TestDiscoverWarningNamesCallOnce(t *testing.T) {
+	var calls, warnings []string
+	warn := func(format string, args ...any) { warnings = append(warnings, fmt.Sprintf(format, args...)) }
+	inner := fakeRun(t, map[string]string{
+		"amd-smi topology":       "mi300x-8gpu-spx-topology.txt",
+		"amd-smi list --json":    "mi300x-8gpu-spx-list.json",
+		"amd-smi process --json": "mi300x-8gpu-spx-process.json",
+	}, &calls)
+	run := func(ctx context.Context, name string, args ...string) ([]byte, error) {
+		if len(args) == 0 {
+			return []byte("\n"), nil // a bare amd-smi that printed nothing
+		}
+		return inner(ctx, name, args...)
+	}
+	if _, err := Discover(context.Background(), run, warn); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"amd-smi: empty output: no GPU devices found; continuing without it",
+		"amd-smi metric --mem-usage --json: exit status 2: amd-smi: error: invalid choice; continuing without it",
+	}
+	if !reflect.DeepEqual(warnings, want) {
+		t.Errorf("warnings %q\nwant %q", warnings, want)
+	}
+}
+
+// The calls to amd-smi must describe the same GPUs: a default table that
+// lists 7 of the topology's 8 (cut short) is refused, naming both.
+func TestDiscoverCallsAgree(t *testing.T) {
+	deflt := mine(t, "mi300x-8gpu-spx-default.txt")
+	i := bytes.Index(deflt, []byte("| 0000:df:00.0"))
+	j := i + bytes.Index(deflt[i:], []byte("\n"))
+	j += bytes.Index(deflt[j+1:], []byte("\n")) + 1 // the GPU's second row
+	cut := append(append([]byte{}, deflt[:i]...), deflt[j+1:]...)
+	var calls []string
+	inner := fakeRun(t, map[string]string{"amd-smi topology": "mi300x-8gpu-spx-topology.txt"}, &calls)
+	run := func(ctx context.Context, name string, args ...string) ([]byte, error) {
+		if len(args) == 0 {
+			return cut, nil
+		}
+		return inner(ctx, name, args...)
+	}
+	_, err := Discover(context.Background(), run, nil)
+	want := "amd-smi: inconsistent input: `amd-smi topology` lists 8 GPU(s), `amd-smi` 7; only `amd-smi topology` has 0000:df:00.0"
+	if err == nil || err.Error() != want || !errors.Is(err, topology.ErrInconsistent) {
+		t.Fatalf("err = %v\nwant %s", err, want)
+	}
+}
+
 func TestDiscoverToolMissing(t *testing.T) {
 	run := func(ctx context.Context, name string, args ...string) ([]byte, error) {
 		return nil, fmt.Errorf("%s: %w", name, topology.ErrToolNotFound)
@@ -316,7 +368,7 @@ func TestParseErrors(t *testing.T) {
 		in    string
 		want  *topology.ParseError
 	}{
-		{"empty", text, "", &topology.ParseError{Source: SourceTopology, Err: topology.ErrNoDevices}},
+		{"empty", text, "", &topology.ParseError{Source: SourceTopology, Err: topology.ErrEmpty}},
 		{"help text", text, "usage: amd-smi [-h]\n", &topology.ParseError{Source: SourceTopology, Err: fmt.Errorf("%w: no amd-smi topology table", topology.ErrWrongTool)}},
 		{"bad weight", text, hdr + "0000:0c:00.0 0            x5\n", &topology.ParseError{Source: SourceTopology, Line: 3, Column: 26, Err: fmt.Errorf("WEIGHT TABLE: %w", fmt.Errorf("%w: %q", topology.ErrBadNumber, "x5"))}},
 		{"short row", text, hdr + "0000:0c:00.0 0\n", &topology.ParseError{Source: SourceTopology, Line: 3, Column: 14, Err: fmt.Errorf("%w: WEIGHT TABLE row has 1 cells, want 2", topology.ErrNotSquare)}},

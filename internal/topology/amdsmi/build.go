@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/amdrun/amdrun/internal/topology"
@@ -186,7 +187,10 @@ var (
 //
 // A failure of the first command is returned as run gave it (an error
 // wrapping topology.ErrToolNotFound, or a *topology.ToolError); failures
-// of the others go to warn. A cancelled ctx stops Discover with ctx.Err().
+// of the others go to warn, in one line each. The default table and the
+// list must name the same GPUs (PCI addresses) as the topology, or
+// Discover fails with an error wrapping topology.ErrInconsistent naming
+// both commands. A cancelled ctx stops Discover with ctx.Err().
 func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*topology.Model, error) {
 	out, err := run(ctx, "amd-smi", argsTopology...)
 	if err != nil {
@@ -207,12 +211,17 @@ func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
+			if errors.Is(err, topology.ErrInconsistent) {
+				return err
+			}
 			var pe *topology.ParseError
 			if errors.As(err, &pe) && errors.Is(err, topology.ErrWrongTool) && len(args) == 0 {
 				warn.Warn("amd-smi: no default table (amd-smi older than 25?); HIP-IDs unknown")
 				return nil
 			}
-			warn.Warn("amd-smi %s: %v", strings.Join(args, " "), err)
+			// The error names the call already ("amd-smi list --json:
+			// exit status 2: ...", "amd-smi: empty output: ...").
+			warn.Warn("%v; continuing without it", err)
 		}
 		return nil
 	}
@@ -223,6 +232,9 @@ func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*
 			return err
 		}
 		version, gpus = s.Version, s.GPUs
+		if err := agreeBDFs(SourceTopology, t.BDFs, SourceDefault, s.GPUs); err != nil {
+			return err
+		}
 		for _, g := range gpus {
 			haveProcs = haveProcs || g.Processes >= 0
 			haveMem = haveMem || g.MemTotalMiB > 0
@@ -234,6 +246,9 @@ func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*
 	if err := optional(argsList, func(b []byte) error {
 		list, err := ParseListJSON(bytes.NewReader(b))
 		if err != nil {
+			return err
+		}
+		if err := agreeBDFs(SourceTopology, t.BDFs, SourceListJSON, list); err != nil {
 			return err
 		}
 		gpus = mergeGPUs(gpus, list)
@@ -281,6 +296,65 @@ func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*
 	}
 	m.SourceVersion = version
 	return m, nil
+}
+
+// agreeBDFs checks that two calls list the same GPUs (by PCI address):
+// one that lists fewer was cut short, one that lists others describes
+// another set of devices. gpus without any BDF (old amd-smi) are not
+// compared. The error wraps topology.ErrInconsistent and names both
+// calls.
+func agreeBDFs(name string, bdfs []string, otherName string, gpus []GPU) error {
+	var other []string
+	for _, g := range gpus {
+		if g.BDF != "" {
+			other = append(other, g.BDF)
+		}
+	}
+	if len(bdfs) == 0 || len(other) == 0 {
+		return nil
+	}
+	a, b := bdfSet(bdfs), bdfSet(other)
+	onlyA, onlyB := minus(a, b), minus(b, a)
+	if len(onlyA) == 0 && len(onlyB) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("`%s` lists %d GPU(s), `%s` %d", name, len(a), otherName, len(b))
+	if len(onlyA) > 0 {
+		msg += fmt.Sprintf("; only `%s` has %s", name, strings.Join(onlyA, ", "))
+	}
+	if len(onlyB) > 0 {
+		msg += fmt.Sprintf("; only `%s` has %s", otherName, strings.Join(onlyB, ", "))
+	}
+	return fmt.Errorf("amd-smi: %w: %s", topology.ErrInconsistent, msg)
+}
+
+// bdfSet returns the distinct addresses, sorted.
+func bdfSet(s []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, b := range s {
+		if !seen[b] {
+			seen[b] = true
+			out = append(out, b)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// minus returns the elements of a not in b.
+func minus(a, b []string) []string {
+	in := map[string]bool{}
+	for _, x := range b {
+		in[x] = true
+	}
+	var out []string
+	for _, x := range a {
+		if !in[x] {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 // mergeGPUs fills base's unknown fields from extra, matching by BDF, else

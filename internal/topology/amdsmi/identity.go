@@ -202,7 +202,7 @@ func ParseList(r io.Reader) ([]GPU, error) {
 	}
 	if len(out) == 0 {
 		if !sawText {
-			return nil, lr.ErrorAt(0, 0, topology.ErrNoDevices, "")
+			return nil, lr.ErrorAt(0, 0, topology.ErrEmpty, "")
 		}
 		return nil, lr.ErrorAt(0, 0, topology.ErrWrongTool, "no \"GPU: N\" line")
 	}

@@ -42,7 +42,7 @@ func decodeJSON(src string, r io.Reader) (any, error) {
 	body := data[start:]
 	if len(bytes.TrimSpace(body)) == 0 {
 		if len(bytes.TrimSpace(data)) == 0 {
-			return nil, &topology.ParseError{Source: src, Err: topology.ErrNoDevices}
+			return nil, &topology.ParseError{Source: src, Err: topology.ErrEmpty}
 		}
 		return nil, &topology.ParseError{Source: src, Err: fmt.Errorf("%w: no JSON document", topology.ErrWrongTool)}
 	}

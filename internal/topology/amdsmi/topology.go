@@ -99,7 +99,7 @@ func ParseTopology(r io.Reader) (*Topology, error) {
 	}
 	switch {
 	case p.t == nil && !p.sawText:
-		return nil, p.lr.ErrorAt(0, 0, topology.ErrNoDevices, "")
+		return nil, p.lr.ErrorAt(0, 0, topology.ErrEmpty, "")
 	case p.t == nil:
 		return nil, p.lr.ErrorAt(0, 0, topology.ErrWrongTool, "no amd-smi topology table")
 	case len(p.t.GPUs) == 0:

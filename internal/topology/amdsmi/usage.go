@@ -197,7 +197,7 @@ func (p *defaultParser) finish() (*Summary, error) {
 	}
 	if len(s.GPUs) == 0 {
 		if !p.sawText {
-			return nil, p.lr.ErrorAt(0, 0, topology.ErrNoDevices, "")
+			return nil, p.lr.ErrorAt(0, 0, topology.ErrEmpty, "")
 		}
 		return nil, p.lr.ErrorAt(0, 0, topology.ErrWrongTool, "no amd-smi GPU table")
 	}

@@ -209,7 +209,8 @@ var (
 //	nvidia-smi nvlink -s
 //
 // and passing their output to the parsers and Build. The driver version
-// becomes SourceVersion. A failing or unreadable `nvlink -s` only warns
+// becomes SourceVersion. topo -m and --query-gpu must list as many GPUs,
+// or Discover fails with an error wrapping topology.ErrInconsistent. A failing or unreadable `nvlink -s` only warns
 // (NVLink bandwidths are then assumed); any other failure is returned as
 // run gave it (wrapping ErrToolNotFound, or a *topology.ToolError), and
 // malformed output as the parser's *topology.ParseError.
@@ -240,6 +241,12 @@ func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*
 	gpus, err := ParseQueryGPU(bytes.NewReader(outs[1]))
 	if err != nil {
 		return nil, err
+	}
+	if len(gpus) != len(topo.GPUs) {
+		// One of the two outputs is cut short, or they describe different
+		// devices; Build would otherwise leave GPUs out or half known.
+		return nil, fmt.Errorf("nvidia-smi: %w: `nvidia-smi topo -m` lists %d GPUs but `nvidia-smi --query-gpu` %d",
+			topology.ErrInconsistent, len(topo.GPUs), len(gpus))
 	}
 	apps, err := ParseComputeApps(bytes.NewReader(outs[2]))
 	if err != nil {

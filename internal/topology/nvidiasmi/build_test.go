@@ -263,3 +263,47 @@ func TestBuild(t *testing.T) {
 		})
 	}
 }
+
+// replace answers argv with out and every other call as run does.
+func replace(run topology.Runner, argv string, out []byte) topology.Runner {
+	return func(ctx context.Context, name string, args ...string) ([]byte, error) {
+		if strings.Join(append([]string{name}, args...), " ") == argv {
+			return out, nil
+		}
+		return run(ctx, name, args...)
+	}
+}
+
+// On PCIe-only GPUs `nvidia-smi nvlink -s` says all links are inactive:
+// that means no NVLink, not malformed output, and is no warning.
+func TestDiscoverNVLinkInactive(t *testing.T) {
+	run, _ := fakeRunner(t, "pcie-l40s-8gpu-2socket", nil)
+	run = replace(run, "nvidia-smi nvlink -s", []byte("NVML: Unable to retrieve NVLink information as all links are inActive\n"))
+	var warns []string
+	m, err := Discover(context.Background(), run, func(f string, a ...any) { warns = append(warns, fmt.Sprintf(f, a...)) })
+	if err != nil || len(warns) != 0 {
+		t.Fatalf("err %v, warnings %q", err, warns)
+	}
+	if m.N() != 8 {
+		t.Errorf("%d devices", m.N())
+	}
+	st, err := ParseNVLinkStatus(strings.NewReader("\nNVML: Unable to retrieve NVLink information as all links are inActive\n"))
+	if err != nil || len(st.GPUs) != 0 {
+		t.Errorf("ParseNVLinkStatus: %+v, %v", st, err)
+	}
+}
+
+// topo -m and --query-gpu must list as many GPUs: one cut short is
+// refused with one line naming both calls.
+func TestDiscoverCallsAgree(t *testing.T) {
+	const qgpu = "nvidia-smi --query-gpu=" + QueryGPUFields + " --format=csv,noheader,nounits"
+	full := handmade(t, "pcie-l40s-8gpu-2socket", "query-gpu")
+	lines := strings.SplitAfter(string(full), "\n")
+	run, _ := fakeRunner(t, "pcie-l40s-8gpu-2socket", nil)
+	run = replace(run, qgpu, []byte(strings.Join(lines[:7], "")))
+	_, err := Discover(context.Background(), run, nil)
+	want := "nvidia-smi: inconsistent input: `nvidia-smi topo -m` lists 8 GPUs but `nvidia-smi --query-gpu` 7"
+	if err == nil || err.Error() != want || !errors.Is(err, topology.ErrInconsistent) {
+		t.Fatalf("err = %v\nwant %s", err, want)
+	}
+}

@@ -74,8 +74,9 @@ var (
 //		 Link 1: <inactive>
 //
 // Speeds may be in GB/s (as printed) or MB/s; blank lines are skipped.
-// Empty input (a GPU without NVLink prints nothing) gives a status with no
-// GPUs. Errors are *topology.ParseError with Source SourceNVLink, wrapping
+// Empty input (a GPU without NVLink prints nothing) and nvidia-smi's
+// "NVML: Unable to retrieve NVLink information as all links are inActive"
+// (PCIe-only GPUs) give a status with no GPUs. Errors are *topology.ParseError with Source SourceNVLink, wrapping
 // ErrSyntax (a line that is neither a GPU nor a Link line, a Link line
 // before any GPU, a repeated GPU or link) or ErrBadNumber (a speed that
 // is not "<number> GB/s").
@@ -89,6 +90,11 @@ func ParseNVLinkStatus(r io.Reader) (*NVLinkStatus, error) {
 		text := strings.TrimSpace(line)
 		col := strings.Index(line, text)
 		if text == "" {
+			continue
+		}
+		if allInactive(text) {
+			// A GPU without active NVLinks (PCIe boards): "no NVLink",
+			// not malformed output.
 			continue
 		}
 		if mm := nvlGPULine.FindStringSubmatch(text); mm != nil {
@@ -145,4 +151,12 @@ func ParseNVLinkStatus(r io.Reader) (*NVLinkStatus, error) {
 		return nil, err
 	}
 	return st, nil
+}
+
+// allInactive says whether t is the line nvidia-smi prints for GPUs
+// without active NVLinks: "NVML: Unable to retrieve NVLink information as
+// all links are inActive" (capitalised so by the driver).
+func allInactive(t string) bool {
+	l := strings.ToLower(t)
+	return strings.HasPrefix(l, "nvml:") && strings.Contains(l, "all links are inactive")
 }

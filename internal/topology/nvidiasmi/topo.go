@@ -300,7 +300,7 @@ func (mr *matrixReader) finish() (*matrix, error) {
 	m := mr.m
 	switch {
 	case m == nil:
-		return nil, mr.lr.ErrorAt(0, 0, topology.ErrNoDevices, "")
+		return nil, mr.lr.ErrorAt(0, 0, topology.ErrEmpty, "")
 	case len(m.cells) < m.nGPU && mr.complete:
 		return nil, mr.errorf(0, topology.ErrNotSquare, "%d GPU rows, the header has %d GPU columns", len(m.cells), m.nGPU)
 	case len(m.cells) < m.nGPU:
@@ -360,7 +360,7 @@ func alignTail(cells []field, n int, tabbed bool) ([]field, error) {
 // CRLF line ends and a missing final newline.
 //
 // Errors are *topology.ParseError with Source SourceTopo, wrapping
-// ErrNoDevices (empty input), ErrWrongTool (the first line is not a GPU
+// ErrEmpty (empty input), ErrWrongTool (the first line is not a GPU
 // matrix header, or the cells are `topo -p2p` statuses), ErrNotSquare
 // (GPU rows and columns disagree), ErrTruncated (input ends inside the
 // matrix), ErrUnknownLinkType (a cell other than X, NV#, PIX, PXB, PHB,

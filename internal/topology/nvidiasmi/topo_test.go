@@ -251,10 +251,10 @@ func TestParseTopoErrors(t *testing.T) {
 		want *topology.ParseError
 		msg  string
 	}{
-		{"empty", "", &topology.ParseError{Source: SourceTopo, Line: 0, Column: 0, Err: topology.ErrNoDevices},
-			"nvidia-smi topo -m: no GPU devices found"},
-		{"blank lines only", "\n\n  \n", &topology.ParseError{Source: SourceTopo, Line: 0, Column: 0, Err: topology.ErrNoDevices},
-			"nvidia-smi topo -m: no GPU devices found"},
+		{"empty", "", &topology.ParseError{Source: SourceTopo, Line: 0, Column: 0, Err: topology.ErrEmpty},
+			"nvidia-smi topo -m: empty output: no GPU devices found"},
+		{"blank lines only", "\n\n  \n", &topology.ParseError{Source: SourceTopo, Line: 0, Column: 0, Err: topology.ErrEmpty},
+			"nvidia-smi topo -m: empty output: no GPU devices found"},
 		{"rocm-smi output", string(public(t, "rocm-smi-showtopo-mi308x-8gpu.txt")),
 			&topology.ParseError{Source: SourceTopo, Line: 1, Column: 0, Err: topology.ErrWrongTool},
 			`nvidia-smi topo -m: line 1: not this tool's output: first line "============================ ROCm System..." is not a GPU matrix header`},
