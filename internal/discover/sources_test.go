@@ -2,6 +2,7 @@ package discover
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"testing"
 
@@ -92,5 +93,33 @@ func TestSelectionFollowsMeasurement(t *testing.T) {
 	}
 	if meas.Bandwidth != "measured" {
 		t.Errorf("model bandwidth %q, want measured (what --explain reports)", meas.Bandwidth)
+	}
+}
+
+// TestSelectionPrefersP2P: on a PCIe board where every pair is PHB, a
+// pair without peer-to-peer access (its copies go through host memory)
+// is passed over for one that copies directly, where equal links would
+// pick the lowest indices.
+func TestSelectionPrefersP2P(t *testing.T) {
+	m := &topology.Model{Source: "test", Vendor: topology.VendorAMD}
+	for i := 0; i < 3; i++ {
+		m.Devices = append(m.Devices, topology.Device{Index: i, RuntimeIndex: i, NUMANode: 0})
+	}
+	if err := m.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	pick := func() []int {
+		c, err := selector.Select(m, selector.Request{N: 2}, selector.NewTreePolicy())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Devices
+	}
+	if got := pick(); fmt.Sprint(got) != "[0 1]" {
+		t.Fatalf("equal links: chose %v, want [0 1]", got)
+	}
+	m.Link(0, 1).P2P = topology.P2PUnavailable
+	if got := pick(); fmt.Sprint(got) != "[0 2]" {
+		t.Errorf("0-1 without P2P: chose %v, want [0 2]", got)
 	}
 }

@@ -99,6 +99,9 @@ func cell(m *topology.Model, a, b int) string {
 	if l.Assumed {
 		bw += "*"
 	}
+	if l.P2P == topology.P2PUnavailable {
+		bw += " noP2P"
+	}
 	return label + " " + bw
 }
 
@@ -139,13 +142,19 @@ func writeMatrix(w io.Writer, m *topology.Model) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	legend(w)
+	legend(w, m)
 	return nil
 }
 
-func legend(w io.Writer) {
+func legend(w io.Writer, m *topology.Model) {
 	fmt.Fprintln(w, "\nCells: link type and max bandwidth in GB/s; * = assumed (the source gave no figure).")
 	fmt.Fprintln(w, "XGMI = AMD Infinity Fabric, NV# = # NVLinks, PIX/PXB = PCIe switch, PHB = through the host bridge, NODE = across host bridges, SYS = across NUMA nodes.")
+	for _, l := range m.Links {
+		if l.P2P == topology.P2PUnavailable {
+			fmt.Fprintln(w, "noP2P = no peer-to-peer access: copies go through host memory; selection counts them at half the host path.")
+			break
+		}
+	}
 }
 
 // writePackages shows a large node package by package: each package's
@@ -184,7 +193,7 @@ func writePackages(w io.Writer, m *topology.Model) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	legend(w)
+	legend(w, m)
 	return nil
 }
 

@@ -127,6 +127,27 @@ func TestRunTable(t *testing.T) {
 	}
 }
 
+// A pair without peer-to-peer access is marked in the table (with a
+// legend line) and in the TSV.
+func TestRunNoP2P(t *testing.T) {
+	m := exampleModel(t)
+	m.Link(0, 3).P2P = topology.P2PUnavailable
+	out := run(t, m, true, false)
+	row0 := strings.Fields(strings.Split(out, "\n")[3])
+	if want := []string{"PHB", "32*", "noP2P"}; !reflect.DeepEqual(row0[6:9], want) {
+		t.Errorf("GPU0 row %q, want GPU3's cell %q", row0, want)
+	}
+	if !strings.Contains(out, "noP2P = no peer-to-peer access: copies go through host memory") {
+		t.Errorf("no legend for noP2P:\n%s", out)
+	}
+	if strings.Contains(run(t, exampleModel(t), true, false), "noP2P") {
+		t.Error("noP2P shown for a model without such pairs")
+	}
+	if tsv := run(t, m, false, false); !strings.Contains(tsv, "\tPHB 32* noP2P\t") {
+		t.Errorf("TSV:\n%s", tsv)
+	}
+}
+
 func TestRunTSV(t *testing.T) {
 	out := run(t, exampleModel(t), false, false)
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
