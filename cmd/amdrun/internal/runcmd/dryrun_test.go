@@ -52,6 +52,26 @@ func dryRun(t *testing.T, f *cmdutil.Factory, leaseDir string, args ...string) e
 	return cmd.ExecuteContext(context.Background())
 }
 
+// The header gives the chosen devices' NUMA nodes, not the count of the
+// host's: here the GPUs sit on 4 nodes while this host lists 1 (it said
+// "1 NUMA nodes").
+func TestPlanHeaderNUMA(t *testing.T) {
+	f, out, _ := exampleFactory(t, func(m *topology.Model) {
+		for i := range m.Devices {
+			m.Devices[i].NUMANode = i / 2
+		}
+		m.SetNUMANodes([]topology.NUMANode{{ID: 0, CPUs: []int{0, 1}}})
+	})
+	f.IOStreams.SetStdoutTTY(true)
+	if err := dryRun(t, f, t.TempDir(), "--dry-run", "--explain", "-n", "8", "train.py"); err != nil {
+		t.Fatal(err)
+	}
+	want := "Topology: example (seed MI250 node): 8 devices; chosen devices on 4 NUMA nodes (0-3)\n"
+	if !strings.Contains(out.String(), want) {
+		t.Errorf("output lacks %q:\n%s", want, out.String())
+	}
+}
+
 func TestRunDryRunTTY(t *testing.T) {
 	tests := []struct {
 		name string
@@ -65,7 +85,7 @@ func TestRunDryRunTTY(t *testing.T) {
 			name: "four devices",
 			args: []string{"--dry-run", "-n", "4", "train.py", "--lr", "3e-4"},
 			want: []string{
-				"Topology: example (seed MI250 node): 8 devices",
+				"Topology: example (seed MI250 node): 8 devices; chosen devices on 2 NUMA nodes (0-1)\n",
 				"Policy:   tree, score bottleneck 100000 MB/s",
 				"Devices:  0,1,6,7\n",
 				"CUDA_VISIBLE_DEVICES=0,1,6,7 HIP_VISIBLE_DEVICES=0,1,6,7",

@@ -57,7 +57,7 @@ func printPlan(w io.Writer, m *topology.Model, c *selector.Choice, p *launch.Pla
 	if c == nil {
 		fmt.Fprintf(w, "Topology: none: %d CPU rank(s), no GPU\n", len(p.Ranks))
 	} else {
-		fmt.Fprintf(w, "Topology: %s\n", m.String())
+		fmt.Fprintf(w, "Topology: %s: %d devices%s\n", m.Source, m.N(), chosenNUMA(m, c.Devices))
 		fmt.Fprintf(w, "Policy:   %s, score %s\n", c.Policy, c.Score.String())
 		fmt.Fprintf(w, "Devices:  %s\n", topology.JoinInts(c.Devices))
 		if sharedVisible(p) {
@@ -85,6 +85,37 @@ func printPlan(w io.Writer, m *topology.Model, c *selector.Choice, p *launch.Pla
 		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\n", r.Rank, r.LocalRank, r.DeviceLabel(), numa, cpus, quoteArgv(r.Argv))
 	}
 	tw.Flush()
+}
+
+// chosenNUMA says which NUMA nodes the chosen devices sit on. It is the
+// devices' own nodes, not the count of this host's nodes: planning from
+// a saved topology, or in a container that sees one node, the two differ.
+func chosenNUMA(m *topology.Model, devices []int) string {
+	var nodes []int
+	unknown := 0
+	seen := map[int]bool{}
+	for _, d := range devices {
+		n := m.Devices[d].NUMANode
+		switch {
+		case n < 0:
+			unknown++
+		case !seen[n]:
+			seen[n] = true
+			nodes = append(nodes, n)
+		}
+	}
+	s := ""
+	switch len(nodes) {
+	case 0:
+	case 1:
+		s = fmt.Sprintf("; chosen devices on NUMA node %d", nodes[0])
+	default:
+		s = fmt.Sprintf("; chosen devices on %d NUMA nodes (%s)", len(nodes), topology.FormatCPUList(nodes))
+	}
+	if unknown > 0 {
+		s += fmt.Sprintf("; NUMA node unknown for %d", unknown)
+	}
+	return s
 }
 
 // quoteArgv shows argv for people; it is never run by a shell.
