@@ -2,9 +2,11 @@ package amdsmi
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/amdrun/amdrun/internal/testutil"
@@ -101,6 +103,35 @@ func FuzzIdentity(f *testing.F) {
 		}
 		if err := m.Validate(); err != nil {
 			t.Fatal(err)
+		}
+	})
+}
+
+// FuzzDiscover feeds Discover the topology, the default table and the
+// list at once, so that the checks between calls (the same GPUs in each)
+// meet arbitrary outputs: nothing may panic, an error is one line, and a
+// model must validate.
+func FuzzDiscover(f *testing.F) {
+	read := func(name string) []byte { return testutil.ReadFile(f, testutil.Testdata(f, "amd-smi", name)) }
+	f.Add(read("mi300x-8gpu-spx-topology.txt"), read("mi300x-8gpu-spx-default.txt"), read("mi300x-8gpu-spx-list.json"))
+	f.Add(testutil.ReadFile(f, testutil.Public(f, "amd-smi-topology-mi355x-8gpu-xgmi.txt")), testutil.ReadFile(f, testutil.Public(f, "amd-smi-default-mi355x-8gpu.txt")), []byte("[]"))
+	f.Fuzz(func(t *testing.T, topo, deflt, list []byte) {
+		outs := map[string][]byte{"topology": topo, "": deflt, "list --json": list}
+		run := func(_ context.Context, name string, args ...string) ([]byte, error) {
+			if b, ok := outs[strings.Join(args, " ")]; ok {
+				return b, nil
+			}
+			return nil, &topology.ToolError{Tool: name, Args: args, ExitCode: 2}
+		}
+		m, err := Discover(context.Background(), run, nil)
+		if err != nil {
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("error spans lines: %q", err)
+			}
+			return
+		}
+		if err := m.Validate(); err != nil {
+			t.Fatalf("model does not validate: %v", err)
 		}
 	})
 }

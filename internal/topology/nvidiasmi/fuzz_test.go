@@ -2,8 +2,10 @@ package nvidiasmi
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/amdrun/amdrun/internal/testutil"
@@ -89,6 +91,7 @@ func FuzzParseP2P(f *testing.F) {
 func FuzzParseNVLinkStatus(f *testing.F) {
 	seed(f, "no-such-fixture-*", "nvlink-s")
 	f.Add([]byte("GPU 0: Tesla V100 (UUID: GPU-1)\n\t Link 0: 25.781 GB/s\n\t Link 1: <inactive>\n"))
+	f.Add([]byte("NVML: Unable to retrieve NVLink information as all links are inActive\n"))
 	topo := fuzzTopo(f, "hgx-h100-8gpu")
 	f.Fuzz(func(t *testing.T, data []byte) {
 		st, err := ParseNVLinkStatus(bytes.NewReader(data))
@@ -133,5 +136,40 @@ func FuzzParseComputeApps(f *testing.F) {
 			return
 		}
 		mustBuild(t, topo, nil, gpus, apps)
+	})
+}
+
+// FuzzDiscover feeds Discover topo -m, --query-gpu and nvlink -s at once,
+// so that the check between calls (as many GPUs in each) and the reading
+// of inactive NVLinks meet arbitrary outputs: nothing may panic, an
+// error is one line, and a model must validate.
+func FuzzDiscover(f *testing.F) {
+	for _, m := range machines {
+		f.Add(handmade(f, m, "topo-m"), handmade(f, m, "query-gpu"), handmade(f, m, "nvlink-s"))
+	}
+	f.Add(handmade(f, "pcie-l40s-8gpu-2socket", "topo-m"), handmade(f, "pcie-l40s-8gpu-2socket", "query-gpu"),
+		[]byte("NVML: Unable to retrieve NVLink information as all links are inActive\n"))
+	f.Fuzz(func(t *testing.T, topo, query, nvlink []byte) {
+		run := func(_ context.Context, name string, args ...string) ([]byte, error) {
+			switch strings.Join(args, " ") {
+			case strings.Join(argsTopo, " "):
+				return topo, nil
+			case strings.Join(argsQueryGPU, " "):
+				return query, nil
+			case strings.Join(argsNVLink, " "):
+				return nvlink, nil
+			}
+			return nil, nil // no compute apps
+		}
+		m, err := Discover(context.Background(), run, nil)
+		if err != nil {
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("error spans lines: %q", err)
+			}
+			return
+		}
+		if err := m.Validate(); err != nil {
+			t.Fatalf("model does not validate: %v", err)
+		}
 	})
 }

@@ -312,7 +312,15 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("host figure %+v", h)
 			}
 		}
-		n := len(r.GPUs())
+		g := r.GPUs()
+		for x := range g {
+			for y := range g {
+				if p := r.P2P(g[x], g[y]); p < topology.P2PUnknown || p > topology.P2PUnavailable {
+					t.Fatalf("P2P(%d, %d) = %d", g[x], g[y], p)
+				}
+			}
+		}
+		n := len(g)
 		if n == 0 || n > 64 {
 			return
 		}
@@ -327,6 +335,8 @@ func FuzzParse(f *testing.F) {
 			if err := m.Validate(); err != nil {
 				t.Fatal(err)
 			}
+		} else if strings.Contains(err.Error(), "\n") {
+			t.Fatalf("error spans lines: %q", err)
 		}
 	})
 }

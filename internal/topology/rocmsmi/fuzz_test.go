@@ -2,11 +2,13 @@ package rocmsmi
 
 import (
 	"bytes"
+	"context"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/amdrun/amdrun/internal/testutil"
+	"github.com/amdrun/amdrun/internal/topology"
 )
 
 // seeds adds every shared capture and hand-made fixture whose name ends in
@@ -71,5 +73,41 @@ func FuzzParseJSON(f *testing.F) {
 			return
 		}
 		check(t, r)
+	})
+}
+
+// FuzzDiscover feeds Discover three outputs at once (the topology run,
+// the identity run and the concise table), so that the checks between
+// calls (same GPUs, same buses and NUMA nodes, whole outputs) meet
+// arbitrary pairs: nothing may panic, an error is one line, and a model
+// must validate.
+func FuzzDiscover(f *testing.F) {
+	read := func(name string) []byte { return testutil.ReadFile(f, testutil.Public(f, name)) }
+	topo, concise := read("rocm-smi-showtopo-mi308x-8gpu.txt"), read("rocm-smi-concise-mi308x-8gpu.txt")
+	f.Add(topo, read("rocm-smi-u-showmeminfo-vram-mi308x-8gpu.txt"), concise)
+	f.Add(read("rocm-smi-showtopo-mi300x-tpx-broken-12-partitions.txt"), []byte{}, concise)
+	f.Add(testutil.ReadFile(f, testutil.Testdata(f, "rocm-smi", "mi210-8gpu-2hive-showtopo-nodesbw.txt")), read("rocm-smi-showuse-mi210-4gpu-archer2.txt"), read("rocm-smi-concise-legacy-mi210-4gpu-archer2.txt"))
+	f.Fuzz(func(t *testing.T, topo, info, concise []byte) {
+		outs := map[string][]byte{
+			strings.Join(append([]string{Tool}, TopoArgs...), " "): topo,
+			strings.Join(append([]string{Tool}, InfoArgs...), " "): info,
+			Tool: concise,
+		}
+		run := func(_ context.Context, name string, args ...string) ([]byte, error) {
+			if b, ok := outs[strings.Join(append([]string{name}, args...), " ")]; ok {
+				return b, nil
+			}
+			return nil, &topology.ToolError{Tool: name, Args: args, ExitCode: 2}
+		}
+		m, err := Discover(context.Background(), run, nil)
+		if err != nil {
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("error spans lines: %q", err)
+			}
+			return
+		}
+		if err := m.Validate(); err != nil {
+			t.Fatalf("model does not validate: %v", err)
+		}
 	})
 }
