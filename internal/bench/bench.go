@@ -51,9 +51,12 @@ type Result struct {
 	D2D [][]float64 `json:"d2d_mb_s"`
 	// H2D maps a NUMA node id to the host-to-device MB/s per device (same
 	// order as Devices), measured with the probe bound to that node.
-	H2D     map[int][]float64 `json:"h2d_mb_s,omitempty"`
-	SizeMiB int               `json:"size_mib"`
-	Iters   int               `json:"iters"`
+	H2D map[int][]float64 `json:"h2d_mb_s,omitempty"`
+	// NoP2P lists the pairs (positions in Devices, lower first) measured
+	// without peer-to-peer access: their copies go through host memory.
+	NoP2P   [][2]int `json:"no_p2p,omitempty"`
+	SizeMiB int      `json:"size_mib"`
+	Iters   int      `json:"iters"`
 }
 
 // Line is one line of probe output.
@@ -188,7 +191,14 @@ func Apply(m *topology.Model, r *Result) error {
 			l := m.Link(a, b)
 			l.MinBandwidth, l.MaxBandwidth = int64(lo), int64(hi)
 			l.Measured, l.Assumed = true, false
+			l.P2P = topology.P2PAvailable
 		}
+	}
+	for _, p := range r.NoP2P {
+		if p[0] < 0 || p[1] < 0 || p[0] >= len(r.Devices) || p[1] >= len(r.Devices) || p[0] == p[1] {
+			return fmt.Errorf("bench: pair %d-%d without P2P is not among the %d measured devices", p[0], p[1], len(r.Devices))
+		}
+		m.Link(r.Devices[p[0]], r.Devices[p[1]]).P2P = topology.P2PUnavailable
 	}
 	m.Bandwidth = "measured"
 	return m.Validate()
@@ -310,40 +320,53 @@ func (r *Result) NUMAIDs() []int {
 	return ids
 }
 
-// FromModel turns the measured links of m (after rbt.Apply, say) into a
-// Result for the cache: D2D[i][j] and D2D[j][i] are the link's max and min
-// bandwidth (what Apply puts back; the direction of each is not kept).
-// Pairs without a measurement stay 0 and are not applied later.
-func FromModel(m *topology.Model, host string) *Result {
-	n := m.N()
-	r := &Result{Host: host, MeasuredAt: time.Now().UTC(), Keys: make([]string, n), Devices: make([]int, n), D2D: make([][]float64, n)}
-	keys := m.Keys()
-	for i := range m.Devices {
-		r.Keys[i], r.Devices[i] = keys[i], i
-		r.D2D[i] = make([]float64, n)
-	}
-	for _, l := range m.Links {
-		if l.Measured {
-			r.D2D[l.A][l.B], r.D2D[l.B][l.A] = float64(l.MaxBandwidth), float64(l.MinBandwidth)
-		}
-	}
-	return r
-}
-
-// MeasureWithTool runs a measuring tool (rocm_bandwidth_test) with no
-// time limit (a full run takes minutes), applies its peak copy matrices
-// to m and returns them as a Result for host, to cache like the probe's.
-func MeasureWithTool(ctx context.Context, m *topology.Model, tool, host string) (*Result, error) {
-	out, err := discover.RunTool(ctx, 0, tool)
-	if err != nil {
-		return nil, err
-	}
+// FromRBT turns rocm_bandwidth_test output into a Result for the devices
+// of m, to cache like the probe's: D2D[i][j] is the copy from device i to
+// device j, as the tool's matrices give it (row: source), and NoP2P the
+// pairs the run shows without peer-to-peer access. m is not changed. It
+// fails with the parser's error, or rbt's when the run's GPUs do not
+// match m's devices or it says nothing about any GPU pair.
+func FromRBT(m *topology.Model, out []byte, host string, warn topology.Warner) (*Result, error) {
 	res, err := rbt.Parse(bytes.NewReader(out))
 	if err != nil {
 		return nil, err
 	}
-	if err := rbt.Apply(m, res, nil); err != nil {
+	c, err := res.Copies(m, warn)
+	if err != nil {
 		return nil, err
 	}
-	return FromModel(m, host), nil
+	n := m.N()
+	r := &Result{Host: host, MeasuredAt: time.Now().UTC(), Keys: m.Keys(), Devices: make([]int, n), D2D: c.MBps}
+	known := false
+	var noP2P []string
+	for a := 0; a < n; a++ {
+		r.Devices[a] = a
+		for b := a + 1; b < n; b++ {
+			switch {
+			case c.MBps[a][b] > 0 || c.MBps[b][a] > 0:
+				known = true
+			case c.P2P[a][b] == topology.P2PUnavailable:
+				known = true
+				r.NoP2P = append(r.NoP2P, [2]int{a, b})
+				noP2P = append(noP2P, fmt.Sprintf("%d-%d", a, b))
+			}
+		}
+	}
+	if !known && n > 1 {
+		return nil, fmt.Errorf("%s: %w", rbt.Source, rbt.ErrNoPeerFigures)
+	}
+	if len(noP2P) > 0 {
+		warn.Warn("%s: no peer-to-peer access between GPU %s; copies between them go through host memory", rbt.Source, strings.Join(noP2P, ", "))
+	}
+	return r, nil
+}
+
+// MeasureWithTool runs a measuring tool (rocm_bandwidth_test) with no
+// time limit (a full run takes minutes) and returns FromRBT of its output.
+func MeasureWithTool(ctx context.Context, m *topology.Model, tool, host string, warn topology.Warner) (*Result, error) {
+	out, err := discover.RunTool(ctx, 0, tool)
+	if err != nil {
+		return nil, err
+	}
+	return FromRBT(m, out, host, warn)
 }

@@ -40,14 +40,7 @@ var ErrMismatch = errors.New("GPUs do not match the topology")
 // and the model's Validate error should the result be invalid. m is not
 // changed when an error is returned.
 func Apply(m *topology.Model, r *Result, warn topology.Warner) error {
-	if m == nil || r == nil {
-		return fmt.Errorf("%s: nil model or result", Source)
-	}
-	gpus := r.GPUs()
-	if len(gpus) != m.N() {
-		return fmt.Errorf("%s: %w: %d GPU agents, %d devices in the topology", Source, ErrMismatch, len(gpus), m.N())
-	}
-	dev, err := matchDevices(m, r, gpus, warn)
+	c, err := r.Copies(m, warn)
 	if err != nil {
 		return err
 	}
@@ -58,23 +51,23 @@ func Apply(m *topology.Model, r *Result, warn topology.Warner) error {
 	}
 	var ups []update
 	var noP2P, noFigure []string
-	for x := 0; x < len(gpus); x++ {
-		for y := x + 1; y < len(gpus); y++ {
-			a, b := dev[x], dev[y]
-			pair := fmt.Sprintf("%d-%d", min(a, b), max(a, b))
-			lo, hi, ok := r.pairFigures(gpus[x], gpus[y])
-			switch p2p := r.P2P(gpus[x], gpus[y]); {
+	n := m.N()
+	for a := 0; a < n; a++ {
+		for b := a + 1; b < n; b++ {
+			pair := fmt.Sprintf("%d-%d", a, b)
+			lo, hi, ok := c.pair(a, b)
+			switch {
 			case ok:
 				ups = append(ups, update{a: a, b: b, min: lo, max: hi, p2p: topology.P2PAvailable})
-			case p2p == topology.P2PUnavailable:
-				ups = append(ups, update{a: a, b: b, p2p: p2p})
+			case c.P2P[a][b] == topology.P2PUnavailable:
+				ups = append(ups, update{a: a, b: b, p2p: topology.P2PUnavailable})
 				noP2P = append(noP2P, pair)
 			default:
 				noFigure = append(noFigure, pair)
 			}
 		}
 	}
-	if len(ups) == 0 && len(gpus) > 1 {
+	if len(ups) == 0 && n > 1 {
 		return fmt.Errorf("%s: %w", Source, ErrNoPeerFigures)
 	}
 	for _, u := range ups {
@@ -107,33 +100,86 @@ func Apply(m *topology.Model, r *Result, warn topology.Warner) error {
 	return nil
 }
 
-// pairFigures returns the lower and higher copy bandwidth in MB/s
-// between GPU agents x and y: the unidirectional figures of both
-// directions, else half the bidirectional ones; ok is false when the run
-// has none.
-func (r *Result) pairFigures(x, y int) (lo, hi int64, ok bool) {
-	var dirs []float64
-	for _, k := range [][2]int{{x, y}, {y, x}} {
-		if v, ok := r.Uni.At(k[0], k[1]); ok && v > 0 {
-			dirs = append(dirs, v)
+// Copies is what a run measured between the devices of a model.
+type Copies struct {
+	// MBps[a][b] is the copy bandwidth in MB/s from device a to device b
+	// (the row is the copy's source, as in the tool's matrices): the
+	// unidirectional figures when the run has one for the pair, else
+	// half the bidirectional one; 0 where it has none and on the
+	// diagonal.
+	MBps [][]float64
+	// P2P[a][b] is the pair's peer-to-peer access (Result.P2P), unknown on
+	// the diagonal.
+	P2P [][]topology.P2P
+}
+
+// Copies matches r's GPU agents to the devices of m (see Apply) and
+// returns what r measured between them. It fails like Apply when the
+// GPUs do not match (ErrMismatch); m is not changed.
+func (r *Result) Copies(m *topology.Model, warn topology.Warner) (*Copies, error) {
+	if m == nil || r == nil {
+		return nil, fmt.Errorf("%s: nil model or result", Source)
+	}
+	gpus := r.GPUs()
+	if len(gpus) != m.N() {
+		return nil, fmt.Errorf("%s: %w: %d GPU agents, %d devices in the topology", Source, ErrMismatch, len(gpus), m.N())
+	}
+	dev, err := matchDevices(m, r, gpus, warn)
+	if err != nil {
+		return nil, err
+	}
+	n := m.N()
+	c := &Copies{MBps: make([][]float64, n), P2P: make([][]topology.P2P, n)}
+	for a := range c.MBps {
+		c.MBps[a], c.P2P[a] = make([]float64, n), make([]topology.P2P, n)
+	}
+	for x := range gpus {
+		for y := range gpus {
+			if x == y {
+				continue
+			}
+			a, b := dev[x], dev[y]
+			c.P2P[a][b] = r.P2P(gpus[x], gpus[y])
+			c.MBps[a][b] = r.copyFigure(gpus[x], gpus[y])
 		}
 	}
-	if len(dirs) == 0 {
-		for _, k := range [][2]int{{x, y}, {y, x}} {
-			if v, ok := r.Bi.At(k[0], k[1]); ok && v > 0 {
-				dirs = append(dirs, v/2)
-			}
+	return c, nil
+}
+
+// copyFigure is the MB/s of a copy from GPU agent x to y: the
+// unidirectional figure when the run printed one for the pair (either
+// way), else half the bidirectional one; 0 when it has neither.
+func (r *Result) copyFigure(x, y int) float64 {
+	_, there := r.Uni.At(x, y)
+	_, back := r.Uni.At(y, x)
+	var v float64
+	if there || back {
+		v, _ = r.Uni.At(x, y)
+	} else if b, ok := r.Bi.At(x, y); ok {
+		v = b / 2
+	} else if b, ok := r.Bi.At(y, x); ok {
+		v = b / 2
+	}
+	if v <= 0 {
+		return 0
+	}
+	return float64(max(mbps(v), 1)) // a figure below 0.5 MB/s is still one
+}
+
+// pair returns the lower and higher figure of the two directions between
+// devices a and b that have one; ok is false when neither has.
+func (c *Copies) pair(a, b int) (lo, hi int64, ok bool) {
+	var dirs []int64
+	for _, v := range []float64{c.MBps[a][b], c.MBps[b][a]} {
+		if v > 0 {
+			dirs = append(dirs, int64(v))
 		}
 	}
 	if len(dirs) == 0 {
 		return 0, 0, false
 	}
-	l, h := dirs[0], dirs[0]
-	for _, d := range dirs[1:] {
-		l, h = math.Min(l, d), math.Max(h, d)
-	}
-	lo, hi = max(mbps(l), 1), mbps(h)
-	return lo, max(hi, lo), true
+	lo, hi = min(dirs[0], dirs[len(dirs)-1]), max(dirs[0], dirs[len(dirs)-1])
+	return max(lo, 1), max(hi, 1), true
 }
 
 // mbps converts GB/s to whole MB/s.

@@ -40,11 +40,16 @@ type Options struct {
 	// Tool, when set, is a measuring tool to run instead of the PyTorch
 	// probe: "rocm_bandwidth_test".
 	Tool string
+	// MeasureTool runs Tool and reads its figures for m's devices without
+	// changing m; nil means bench.MeasureWithTool.
+	MeasureTool func(ctx context.Context, m *topology.Model, tool, host string, warn topology.Warner) (*bench.Result, error)
+	// Warn receives the tool's recoverable oddities; nil drops them.
+	Warn topology.Warner
 }
 
 // NewCmdBench returns `amdrun bench`.
 func NewCmdBench(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IOStreams, Topology: f.Topology, HostNUMA: f.HostNUMA, Env: f.Env, Getenv: f.Getenv, Executable: f.Executable}
+	opts := &Options{IO: f.IOStreams, Topology: f.Topology, HostNUMA: f.HostNUMA, Env: f.Env, Getenv: f.Getenv, Executable: f.Executable, Warn: f.Warn}
 	var devices string
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -96,11 +101,16 @@ func Run(ctx context.Context, o *Options) error {
 	}
 	host, _ := os.Hostname()
 	if o.Tool != "" {
-		if _, err := exec.LookPath(o.Tool); err != nil {
-			return fmt.Errorf("%s: %w", o.Tool, topology.ErrToolNotFound)
+		measure := o.MeasureTool
+		if measure == nil {
+			if _, err := exec.LookPath(o.Tool); err != nil {
+				return fmt.Errorf("%s: %w", o.Tool, topology.ErrToolNotFound)
+			}
+			measure = bench.MeasureWithTool
 		}
 		fmt.Fprintf(o.IO.ErrOut, "amdrun bench: running %s (this takes a few minutes)\n", o.Tool)
-		r, err := bench.MeasureWithTool(ctx, m, o.Tool, host)
+		// m keeps its theoretical links: the table's last column shows them.
+		r, err := measure(ctx, m, o.Tool, host, o.Warn)
 		if err != nil {
 			return err
 		}
@@ -152,7 +162,11 @@ func printResult(o *Options, m *topology.Model, r *bench.Result, path string) {
 	if r.SizeMiB > 0 {
 		fmt.Fprintf(w, "Device-to-device copy bandwidth, GB/s (row: from, column: to; %d MiB x %d)\n", r.SizeMiB, r.Iters)
 	} else {
-		fmt.Fprintln(w, "Device-to-device peak copy bandwidth, GB/s, from rocm_bandwidth_test (faster direction above the diagonal)")
+		fmt.Fprintln(w, "Device-to-device peak copy bandwidth, GB/s (row: from, column: to; rocm_bandwidth_test)")
+	}
+	noP2P := map[[2]int]bool{}
+	for _, p := range r.NoP2P {
+		noP2P[p], noP2P[[2]int{p[1], p[0]}] = true, true
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprint(tw, "\t")
@@ -168,7 +182,14 @@ func printResult(o *Options, m *topology.Model, r *bench.Result, path string) {
 				fmt.Fprint(tw, "X\t")
 				continue
 			}
-			fmt.Fprintf(tw, "%.1f\t", r.D2D[i][j]/1000)
+			switch {
+			case noP2P[[2]int{i, j}]:
+				fmt.Fprint(tw, "noP2P\t")
+			case r.D2D[i][j] <= 0:
+				fmt.Fprint(tw, "-\t")
+			default:
+				fmt.Fprintf(tw, "%.1f\t", r.D2D[i][j]/1000)
+			}
 			if l := m.Link(a, b); l != nil && j > i {
 				theo = append(theo, fmt.Sprintf("%d-%d %g", a, b, float64(l.MaxBandwidth)/1000))
 			}
@@ -176,6 +197,9 @@ func printResult(o *Options, m *topology.Model, r *bench.Result, path string) {
 		fmt.Fprintln(tw, strings.Join(theo, ", "))
 	}
 	tw.Flush()
+	if len(r.NoP2P) > 0 {
+		fmt.Fprintln(w, "noP2P = no peer-to-peer access: copies go through host memory.")
+	}
 	if len(r.H2D) > 0 {
 		fmt.Fprintln(w, "\nHost-to-device copy bandwidth, GB/s (row: NUMA node the probe was bound to)")
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

@@ -10,7 +10,9 @@ import (
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/benchcmd"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
+	"github.com/amdrun/amdrun/internal/bench"
 	"github.com/amdrun/amdrun/internal/discover"
+	"github.com/amdrun/amdrun/internal/testutil"
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
@@ -148,5 +150,44 @@ func TestRunErrorsBeforeMeasuring(t *testing.T) {
 				t.Errorf("printed %q", out)
 			}
 		})
+	}
+}
+
+// `bench --tool rocm_bandwidth_test` shows the measured figures row =
+// from, column = to, and the topology's own figures in the
+// "theoretical" column (it showed the measured ones there).
+func TestRunToolTable(t *testing.T) {
+	out := testutil.ReadFile(t, testutil.Public(t, "rocm-bandwidth-test-v2.5.1-radeon-vii-rx6900xt.txt"))
+	model := func(context.Context) (*topology.Model, error) {
+		m := &topology.Model{Source: "test", Devices: []topology.Device{
+			{Index: 0, NUMANode: -1, PCIAddress: "0000:0d:00.0"}, {Index: 1, RuntimeIndex: 1, NUMANode: -1, PCIAddress: "0000:10:00.0"}}}
+		return m, m.Finish()
+	}
+	ios, _, stdout, _ := iostreams.Test()
+	cache := t.TempDir()
+	o := &benchcmd.Options{
+		IO: ios, Topology: model, SizeMiB: 1, Iters: 1, Tool: "rocm_bandwidth_test",
+		Getenv: func(k string) string {
+			if k == "XDG_CACHE_HOME" {
+				return cache
+			}
+			return ""
+		},
+		MeasureTool: func(_ context.Context, m *topology.Model, _, host string, warn topology.Warner) (*bench.Result, error) {
+			return bench.FromRBT(m, out, host, warn)
+		},
+	}
+	if err := benchcmd.Run(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(stdout.String(), "\n")
+	if !strings.HasPrefix(lines[0], "Device-to-device peak copy bandwidth, GB/s (row: from, column: to; rocm_bandwidth_test)") {
+		t.Errorf("title %q", lines[0])
+	}
+	if got := strings.Fields(lines[2]); !reflect.DeepEqual(got, []string{"GPU0", "X", "47.1", "0-1", "32"}) {
+		t.Errorf("GPU0 row %q, want 47.1 measured to GPU1 and the theoretical PHB 32", got)
+	}
+	if got := strings.Fields(lines[3]); !reflect.DeepEqual(got, []string{"GPU1", "81.6", "X"}) {
+		t.Errorf("GPU1 row %q", got)
 	}
 }
