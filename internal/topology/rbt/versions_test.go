@@ -119,6 +119,13 @@ func TestApplyWithoutP2P(t *testing.T) {
 func TestApplyRadeonVIIRX6900(t *testing.T) {
 	r := parse(t, public(t, "rocm-bandwidth-test-v2.5.1-radeon-vii-rx6900xt.txt"))
 	m := pcieModel(t, "0000:0d:00.0", "0000:10:00.0")
+	c, err := r.Copies(m, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MBps[0][1] != 47080 || c.MBps[1][0] != 81621 || c.P2P[0][1] != topology.P2PAvailable {
+		t.Errorf("copies %v, P2P %v", c.MBps, c.P2P)
+	}
 	if err := Apply(m, r, nil); err != nil {
 		t.Fatal(err)
 	}
