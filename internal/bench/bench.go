@@ -361,12 +361,34 @@ func FromRBT(m *topology.Model, out []byte, host string, warn topology.Warner) (
 	return r, nil
 }
 
+// RBTNextArgs are the arguments rocm-bandwidth-test 7.x (the plugin-based
+// RBT-NG) needs to print copy matrices: its TransferBench plugin's p2p
+// run. Without arguments it prints its help, where 1.x-2.x ran every copy.
+var RBTNextArgs = []string{"plugin", "--run", "tb", "p2p"}
+
 // MeasureWithTool runs a measuring tool (rocm_bandwidth_test) with no
 // time limit (a full run takes minutes) and returns FromRBT of its output.
+// When the bare run fails or prints no matrix (rocm-bandwidth-test 7.x
+// prints its help), it runs the tool again with RBTNextArgs.
 func MeasureWithTool(ctx context.Context, m *topology.Model, tool, host string, warn topology.Warner) (*Result, error) {
-	out, err := discover.RunTool(ctx, 0, tool)
-	if err != nil {
-		return nil, err
+	return measureTool(func(args ...string) ([]byte, error) { return discover.RunTool(ctx, 0, tool, args...) }, m, host, warn)
+}
+
+// measureTool is MeasureWithTool with the tool run by run.
+func measureTool(run func(args ...string) ([]byte, error), m *topology.Model, host string, warn topology.Warner) (*Result, error) {
+	out, err := run()
+	if err == nil {
+		r, perr := FromRBT(m, out, host, warn)
+		if !errors.Is(perr, topology.ErrWrongTool) {
+			return r, perr
+		}
 	}
-	return FromRBT(m, out, host, warn)
+	next, nerr := run(RBTNextArgs...)
+	if nerr != nil {
+		if err != nil {
+			return nil, err // an old tool that failed: its own error says why
+		}
+		return nil, nerr
+	}
+	return FromRBT(m, next, host, warn)
 }

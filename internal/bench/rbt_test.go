@@ -99,3 +99,42 @@ func TestFromRBTWithoutP2P(t *testing.T) {
 		t.Errorf("excerpt: %v", err)
 	}
 }
+
+// rocm-bandwidth-test 7.x prints its help when run bare; bench then runs
+// its TransferBench plugin's p2p test and reads those tables.
+func TestMeasureToolRBTNext(t *testing.T) {
+	tb := testutil.ReadFile(t, testutil.Public(t, "rocm-bandwidth-test-tb-p2p-transferbench-v1.50-2cpu-8gpu.txt"))
+	m := &topology.Model{Source: "test"}
+	for i := 0; i < 8; i++ {
+		m.Devices = append(m.Devices, topology.Device{Index: i, RuntimeIndex: i, NUMANode: -1})
+	}
+	if err := m.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	var calls []string
+	run := func(args ...string) ([]byte, error) {
+		calls = append(calls, strings.Join(args, " "))
+		if len(args) == 0 {
+			return []byte("Usage: rocm_bandwidth_test [OPTIONS] [SUBCOMMAND]\n"), nil
+		}
+		return tb, nil
+	}
+	r, err := measureTool(run, m, "node1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(calls, "|") != "|plugin --run tb p2p" || r.D2D[0][1] != 64580 || r.D2D[1][0] != 66520 {
+		t.Errorf("calls %q, d2d[0][1] %v, [1][0] %v", calls, r.D2D[0][1], r.D2D[1][0])
+	}
+
+	// An old tool that fails keeps its own error.
+	boom := errors.New("rocm_bandwidth_test: exit status 1: hsa_init failed")
+	if _, err := measureTool(func(args ...string) ([]byte, error) {
+		if len(args) == 0 {
+			return nil, boom
+		}
+		return nil, errors.New("unknown option plugin")
+	}, m, "node1", nil); err != boom {
+		t.Errorf("err = %v, want the bare run's", err)
+	}
+}
