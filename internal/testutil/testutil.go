@@ -190,3 +190,19 @@ func EndToEnd(t testing.TB) {
 		t.Skip("end-to-end test: skipped with -short (make test runs it)")
 	}
 }
+
+// CheckOutcome is the fuzz targets' check of one run: an error must be
+// one line (amdrun prints errors as one line), and without an error the
+// result must pass validate (its Validate method).
+func CheckOutcome(t testing.TB, err error, validate func() error) {
+	t.Helper()
+	if err != nil {
+		if strings.Contains(err.Error(), "\n") {
+			t.Fatalf("error spans lines: %q", err)
+		}
+		return
+	}
+	if err := validate(); err != nil {
+		t.Fatalf("result does not validate: %v", err)
+	}
+}

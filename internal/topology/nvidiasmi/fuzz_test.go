@@ -162,14 +162,6 @@ func FuzzDiscover(f *testing.F) {
 			return nil, nil // no compute apps
 		}
 		m, err := Discover(context.Background(), run, nil)
-		if err != nil {
-			if strings.Contains(err.Error(), "\n") {
-				t.Fatalf("error spans lines: %q", err)
-			}
-			return
-		}
-		if err := m.Validate(); err != nil {
-			t.Fatalf("model does not validate: %v", err)
-		}
+		testutil.CheckOutcome(t, err, func() error { return m.Validate() })
 	})
 }

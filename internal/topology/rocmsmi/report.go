@@ -10,6 +10,7 @@ package rocmsmi
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -173,7 +174,7 @@ func (r *Report) listsAgree() error {
 	}
 	sort.Strings(titles)
 	for _, t := range titles[min(1, len(titles)):] {
-		if a, b := r.Listed[titles[0]], r.Listed[t]; !equalInts(a, b) {
+		if a, b := r.Listed[titles[0]], r.Listed[t]; !slices.Equal(a, b) {
 			return fmt.Errorf("%w: the %q section lists %s but the %q section lists %s; is the output cut short?",
 				topology.ErrInconsistent, titles[0], gpuList(a), t, gpuList(b))
 		}
@@ -188,7 +189,7 @@ func (r *Report) listsAgree() error {
 // naming both calls.
 func (r *Report) Agree(other *Report, name, otherName string) error {
 	a, b := r.listed(), other.listed()
-	if len(a) > 0 && len(b) > 0 && !equalInts(a, b) {
+	if len(a) > 0 && len(b) > 0 && !slices.Equal(a, b) {
 		return fmt.Errorf("rocm-smi: %w: `%s` lists %s but `%s` lists %s; was one output cut short?",
 			topology.ErrInconsistent, name, gpuList(a), otherName, gpuList(b))
 	}
@@ -214,18 +215,6 @@ func (r *Report) listed() []int {
 		return l
 	}
 	return nil
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // gpuList prints ascending indices compactly: "GPU 0-3, 6 (5 GPUs)".
