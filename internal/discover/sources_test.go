@@ -109,7 +109,7 @@ func TestSelectionPrefersP2P(t *testing.T) {
 		t.Fatal(err)
 	}
 	pick := func() []int {
-		c, err := selector.Select(m, selector.Request{N: 2}, selector.NewTreePolicy())
+		c, err := selector.Select(m, selector.Request{N: 2}, selector.Tree)
 		if err != nil {
 			t.Fatal(err)
 		}

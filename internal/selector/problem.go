@@ -50,9 +50,9 @@ func newProblem(m *topology.Model, cands []int, pol Policy, size int, r rules) *
 	for i, d := range cands {
 		for j := i + 1; j < n; j++ {
 			l := m.Link(d, cands[j])
-			b := l.MaxBandwidth
+			b := m.BW(d, cands[j]) // host-staged for a pair without peer-to-peer access
 			if l.Measured && levels != nil {
-				b = levels[b]
+				b = levels[l.MaxBandwidth]
 			}
 			p.bw[i*n+j], p.bw[j*n+i] = b, b
 			if !r.noLocality {
