@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -32,11 +33,18 @@ const (
 	envFailRank = "AMDRUN_TEST_FAILRANK" // the rank that fails
 	envIgnore   = "AMDRUN_TEST_IGNORE"   // "TERM", "INT": signals a hanging worker ignores
 	envLauncher = "AMDRUN_TEST_LAUNCHER" // run as a mini amdrun (dir)
+	envMark     = "AMDRUN_TEST_MARK"     // inherited by every process of a job: how tests find them
+	envEscape   = "AMDRUN_TEST_ESCAPE"   // "1": a hanging worker first leaves escapees (see escape)
+	envContain  = "AMDRUN_TEST_CONTAIN"  // the mini launcher's containment
+	envHold     = "AMDRUN_TEST_HOLD"     // a file the mini launcher locks and holds for its job
 )
 
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == ShimArg {
 		os.Exit(ShimMain(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == KeeperArg {
+		os.Exit(KeeperMain(os.Args[2:]))
 	}
 	if mode := os.Getenv(envWorker); mode != "" {
 		os.Exit(fakeWorker(mode))
@@ -141,16 +149,101 @@ func fakeWorker(mode string) int {
 		os.WriteFile(filepath.Join(dir, fmt.Sprintf("orphan%d", rank)), []byte(strconv.Itoa(c.Process.Pid)), 0o644)
 		return 0
 	case "sleeper":
+		if name := os.Getenv("AMDRUN_TEST_NAME"); name != "" {
+			os.WriteFile(filepath.Join(dir, name), nil, 0o644)
+		}
 		time.Sleep(60 * time.Second)
 		return 0
+	case "forker":
+		// The first half of a double fork: start a sleeper in a session
+		// of its own and exit, leaving it to be reparented.
+		if _, err := startSleeper(os.Getenv("AMDRUN_TEST_NAME"), true); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		return 0
+	case "escape":
+		// Leave behind what a real job leaves: a child in this process
+		// group, one in a session of its own, and a double-forked one;
+		// then exit 0.
+		if err := escape(rank, dir); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		return 0
+	case "interrupt":
+		// SIGINT handler: rank 1 takes 1.5 s (a checkpoint), rank 0 none;
+		// both then write rankN.handled and exit 130.
+		ch := make(chan os.Signal, 1)
+		signal.Notify(ch, syscall.SIGINT)
+		fmt.Println("ready")
+		<-ch
+		if rank == 1 {
+			time.Sleep(1500 * time.Millisecond)
+		}
+		os.WriteFile(filepath.Join(dir, fmt.Sprintf("rank%d.handled", rank)), nil, 0o644)
+		return 130
 	}
 	fmt.Fprintln(os.Stderr, "unknown worker mode", mode)
 	return 2
 }
 
+// startSleeper starts the test binary as a sleeper that writes DIR/name
+// once running; setsid puts it in a session of its own.
+func startSleeper(name string, setsid bool) (int, error) {
+	c := exec.Command(os.Args[0])
+	c.Env = append(withoutEnv(os.Environ(), envWorker), envWorker+"=sleeper", "AMDRUN_TEST_NAME="+name)
+	c.SysProcAttr = &syscall.SysProcAttr{Setsid: setsid}
+	if err := c.Start(); err != nil {
+		return 0, err
+	}
+	return c.Process.Pid, nil
+}
+
+// escape leaves three processes behind, wherever a job's processes go: a
+// sleeper in this process group, one in a session of its own, and one
+// double-forked (its parent exited); it returns once all three run
+// (rankN.escapee{0,1,2} exist).
+func escape(rank int, dir string) error {
+	names := make([]string, 3)
+	for i := range names {
+		names[i] = fmt.Sprintf("rank%d.escapee%d", rank, i)
+	}
+	if _, err := startSleeper(names[0], false); err != nil {
+		return err
+	}
+	if _, err := startSleeper(names[1], true); err != nil {
+		return err
+	}
+	c := exec.Command(os.Args[0])
+	c.Env = append(withoutEnv(os.Environ(), envWorker), envWorker+"=forker", "AMDRUN_TEST_NAME="+names[2])
+	if err := c.Run(); err != nil {
+		return fmt.Errorf("forker: %w", err)
+	}
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		n := 0
+		for _, name := range names {
+			if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+				n++
+			}
+		}
+		if n == len(names) {
+			return nil
+		}
+	}
+	return errors.New("escapees did not start")
+}
+
 // hang announces "ready" once its handlers are in place and waits for a
-// signal; on SIGTERM it writes rankN.sigterm and dies of SIGTERM.
+// signal; on SIGTERM it writes rankN.sigterm and dies of SIGTERM. With
+// envEscape=1 it first leaves escapees (see escape).
 func hang(rank int, dir string) int {
+	if os.Getenv(envEscape) == "1" {
+		if err := escape(rank, dir); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
 	ignore := os.Getenv(envIgnore)
 	if strings.Contains(ignore, "TERM") {
 		signal.Ignore(syscall.SIGTERM)
@@ -202,15 +295,36 @@ func waitPeers(rank int, dir string) {
 }
 
 // miniLauncher is a whole amdrun in small: it runs two hanging workers
-// (one through the bind shim) and prints "pid RANK PID" for each.
+// (one through the bind shim), contained as envContain says, holding the
+// file envHold names locked (as a device lease), and prints "pid RANK PID"
+// for each.
 func miniLauncher(dir string) int {
 	self, _ := os.Executable()
 	env := append(os.Environ(), envWorker+"=hang", envDir+"="+dir)
-	env = withoutEnv(env, envLauncher)
+	env = withoutEnv(withoutEnv(withoutEnv(env, envLauncher), envContain), envHold)
 	cpus, err := allowedNow()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
+	}
+	contain := ContainAuto
+	if c := os.Getenv(envContain); c != "" {
+		if contain, err = ParseContainment(c); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	var hold []*os.File
+	if path := os.Getenv(envHold); path != "" {
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+		if err == nil {
+			err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		hold = append(hold, f)
 	}
 	devs := []topology.Device{{Index: 0, NUMANode: 0}, {Index: 1, RuntimeIndex: 1, NUMANode: -1}}
 	p, err := NewPlan(Spec{Devices: devs, HostNUMA: []topology.NUMANode{{ID: 0, CPUs: cpus}}, AllowedCPUs: cpus,
@@ -219,9 +333,8 @@ func miniLauncher(dir string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	code, err := Run(context.Background(), p, RunOptions{Prefix: true, Self: self, OnStart: func(rank, pid int) {
-		fmt.Printf("pid %d %d\n", rank, pid)
-	}})
+	code, err := Run(context.Background(), p, RunOptions{Prefix: true, Self: self, Contain: contain, Hold: hold,
+		OnStart: func(rank, pid int) { fmt.Printf("pid %d %d\n", rank, pid) }})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 	}

@@ -45,15 +45,25 @@ type RunOptions struct {
 	// MaxRestarts is how often a failed group is restarted; zero means the
 	// plan's MaxRestarts.
 	MaxRestarts int
-	// Self is the amdrun binary that runs the bind shim (os.Executable());
-	// "" means os.Executable(), looked up only if a rank is bound.
+	// Self is the amdrun binary that runs each rank's guard and bind shim
+	// (and the keeper of the job's PID namespace); "" means
+	// os.Executable().
 	Self string
+	// Contain is how the job is contained (see Containment); the zero
+	// value, ContainAuto, is the strongest permitted here.
+	Contain Containment
+	// Hold are files kept open until every process of the job is gone,
+	// however the job ends, even if amdrun is killed: the device leases'
+	// lock files, whose flock the kernel keeps while any holder has them
+	// open. The processes that watch over the job (the keeper, or each
+	// rank's guard) hold duplicates; Run does not close these.
+	Hold []*os.File
 	// Signals, when set, replaces the signals Run would otherwise receive
 	// itself through signal.Notify (SIGINT, SIGTERM, SIGHUP, SIGQUIT,
 	// SIGUSR1, SIGUSR2). Tests inject signals through it.
 	Signals <-chan os.Signal
 	// OnStart, when set, is called with each worker's global rank and pid
-	// right after it starts.
+	// (as this process sees it) right after it starts.
 	OnStart func(rank, pid int)
 	// Redirects says which streams of each local rank go only to its log
 	// files and not to the console (torchrun's -r/--redirects); Tee which

@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -26,29 +27,41 @@ const drainTimeout = 2 * time.Second
 var forwarded = []os.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2}
 
 // Run starts the plan's workers and supervises them until every one has
-// exited and been reaped. Each worker runs in its own process group, dies
-// with amdrun (Pdeathsig SIGKILL) and gets exactly its Rank's argv and
-// env, with stdin from /dev/null; a bound rank starts through the bind
-// shim (Self ShimArg ...).
+// exited and been reaped, and every process they started is gone. Each
+// worker runs under its guard (see Containment: amdrun re-executed from
+// Self, which also binds a bound rank), in its own process group, and
+// gets exactly its Rank's argv and env, with stdin from /dev/null. The
+// job is contained as o.Contain says; nothing it starts outlives it, even
+// when amdrun is killed with SIGKILL.
 //
 // The first worker that exits non-zero makes Run send SIGTERM to every
 // other group and SIGKILL after Grace; a failure summary then goes to
-// Stderr, and, while restarts are left, the whole group starts again with
-// TORCHELASTIC_RESTART_COUNT one higher. SIGINT, SIGTERM, SIGHUP,
-// SIGQUIT, SIGUSR1 and SIGUSR2 are forwarded to every group (no other
-// signal, even when Signals delivers it; a signal the process started
-// with ignored, as under nohup, stays ignored); the first four also end
-// the run (SIGKILL after Grace, no restart; one that comes while a failed
-// group is down prevents its restart) and a second SIGINT kills at once.
-// Cancelling ctx acts like SIGTERM. Every worker's command is looked up
-// before the first one starts.
+// Stderr (and to LogDir/amdrun.log), and, while restarts are left, the
+// whole group starts again with TORCHELASTIC_RESTART_COUNT one higher.
+// SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 are forwarded to
+// every group (no other signal, even when Signals delivers it; a signal
+// the process started with ignored, as under nohup, stays ignored); the
+// first four also end the run: every rank gets the whole Grace to finish
+// its handler before SIGKILL, and a rank that then dies of a signal or
+// exits 130, 143 or 128+the signal is counted as stopped, not failed (it
+// sends nobody SIGTERM). No restart follows, and one that comes while a
+// failed group is down prevents its restart; a second SIGINT kills at
+// once. Cancelling ctx acts like SIGTERM. Every worker's command is
+// looked up before the first one starts.
+//
+// A console that goes away (EPIPE on Stdout or Stderr, SIGPIPE) does not
+// stop the job: the workers' output is still drained (into LogDir when
+// set) and Run keeps supervising to the end. For that, Run makes the
+// process catch SIGPIPE from then on (writes to a closed pipe return
+// EPIPE instead of killing it).
 //
 // exitCode is 0 when every worker succeeded, else the first failing
 // worker's exit code, or 128+signal for a worker killed by a signal, or
 // 128+signal for a run ended by a signal that no worker failed from. err
 // is non-nil only when Run itself failed (a worker could not start: code
 // 127 when the command is not found, 126 otherwise; a log file could not
-// be created) or ctx ended the run (ctx.Err()).
+// be created; the containment asked for is not permitted) or ctx ended
+// the run (ctx.Err()).
 func Run(ctx context.Context, p *Plan, o RunOptions) (exitCode int, err error) {
 	if p == nil || len(p.Ranks) == 0 {
 		return 1, errors.New("launch: empty plan")
@@ -65,18 +78,25 @@ func Run(ctx context.Context, p *Plan, o RunOptions) (exitCode int, err error) {
 	if o.MaxRestarts == 0 {
 		o.MaxRestarts = p.MaxRestarts
 	}
-	for _, r := range p.Ranks {
-		if r.Bound() && o.Self == "" {
-			if o.Self, err = os.Executable(); err != nil {
-				return 1, fmt.Errorf("launch: bind shim: %w", err)
-			}
+	if o.Self == "" {
+		if o.Self, err = os.Executable(); err != nil {
+			return 1, fmt.Errorf("launch: rank guard: %w", err)
 		}
 	}
+	// Never stopped: a write to a closed console after Run (a warning, an
+	// error line) must not turn the job's exit code into 141 either.
+	signal.Notify(make(chan os.Signal, 1), unix.SIGPIPE)
 	s := &supervisor{plan: p, o: o, con: &console{}}
 	if err := s.openLogs(); err != nil {
 		return 1, err
 	}
 	defer s.closeLogs()
+	if err := s.contain(); err != nil {
+		return 1, err
+	}
+	// After every worker: the keeper empties the namespace of whatever is
+	// left and only then lets go of the held files.
+	defer s.uncontain()
 	if o.Signals != nil {
 		s.sigs = o.Signals
 	} else {
@@ -100,7 +120,35 @@ func Run(ctx context.Context, p *Plan, o RunOptions) (exitCode int, err error) {
 		if s.endingPending() {
 			return code, nil
 		}
-		fmt.Fprintf(o.Stderr, "amdrun: restarting the worker group (restart %d of %d)\n", attempt+1, o.MaxRestarts)
+		s.note(fmt.Sprintf("amdrun: restarting the worker group (restart %d of %d)\n", attempt+1, o.MaxRestarts))
+	}
+}
+
+// contain sets up the job-wide containment o.Contain asks for: the keeper
+// of a PID namespace, when permitted (or required).
+func (s *supervisor) contain() error {
+	switch s.o.Contain {
+	case ContainAuto, ContainPIDNamespace:
+		k, err := startKeeper(s.o.Self, s.o.Hold)
+		if err == nil {
+			s.keeper = k
+			return nil
+		}
+		if s.o.Contain == ContainPIDNamespace {
+			return fmt.Errorf("launch: cannot contain the job in a PID namespace: %w", err)
+		}
+		return nil // the guards alone: ContainSubreaper
+	case ContainSubreaper:
+		return nil
+	}
+	return fmt.Errorf("launch: unknown containment %q", string(s.o.Contain))
+}
+
+// uncontain ends the job-wide containment, waiting until the job's
+// namespace is empty.
+func (s *supervisor) uncontain() {
+	if s.keeper != nil {
+		s.keeper.close()
 	}
 }
 
@@ -125,6 +173,8 @@ type supervisor struct {
 	con         *console
 	sigs        <-chan os.Signal
 	logs        []io.WriteCloser // 2 per rank: stdout, stderr; nil without LogDir
+	notes       io.WriteCloser   // LogDir/amdrun.log; nil without LogDir
+	keeper      *keeper          // the job's PID namespace; nil: guards only
 	ints        int              // SIGINTs received
 	interrupted syscall.Signal   // the first ending signal received, 0 if none
 }
@@ -132,22 +182,30 @@ type supervisor struct {
 // worker is one started rank of an attempt.
 type worker struct {
 	r       *Rank
-	pid     int
+	pid     int // the rank's pid as amdrun sees it (its guard's if unknown)
 	started time.Time
 	exited  bool
 	at      time.Time
 	code    int            // exit code or 128+signal
 	sig     syscall.Signal // killing signal, 0 if it exited
-	stopped bool           // exited after amdrun began stopping the group
+	stopped bool           // ended by the stop amdrun began (endedByStop)
 	tail    *tail
 	pipes   []*os.File // read ends, for drain deadlines
 	pumps   chan struct{}
+	// ctl is the guard's control pipe: a signal number sends that signal
+	// to the rank's process group.
+	ctl   *os.File
+	ready chan int // the rank's pid, once its guard reported it
 }
 
 type exitEvent struct {
 	w     *worker
-	state *os.ProcessState
-	at    time.Time
+	state *os.ProcessState // the guard's
+	// status is the rank's own, as its guard reported it; valid when
+	// reported is set (a guard that died without reporting has none).
+	status   syscall.WaitStatus
+	reported bool
+	at       time.Time
 }
 
 // group is one attempt's workers and the shutdown state.
@@ -157,12 +215,13 @@ type group struct {
 	killAt   <-chan time.Time
 }
 
-// signal sends sig to the process group of every worker still running.
+// signal sends sig to the process group of every worker still running,
+// through its guard: the guard knows when the rank is gone, so a group id
+// that is no longer the rank's is never signalled.
 func (g *group) signal(sig syscall.Signal) {
 	for _, w := range g.workers {
 		if !w.exited {
-			// The negative pid reaches the worker's own children too.
-			_ = unix.Kill(-w.pid, sig)
+			_, _ = w.ctl.Write([]byte{byte(sig)})
 		}
 	}
 }
@@ -204,6 +263,12 @@ func (s *supervisor) openLogs() error {
 			s.logs = append(s.logs, f)
 		}
 	}
+	f, err := os.Create(filepath.Join(s.o.LogDir, "amdrun.log"))
+	if err != nil {
+		s.closeLogs()
+		return fmt.Errorf("launch: log dir: %w", err)
+	}
+	s.notes = f
 	return nil
 }
 
@@ -212,6 +277,20 @@ func (s *supervisor) closeLogs() {
 		_ = f.Close()
 	}
 	s.logs = nil
+	if s.notes != nil {
+		_ = s.notes.Close()
+		s.notes = nil
+	}
+}
+
+// note writes one of amdrun's own messages (a restart, a failure summary)
+// to Stderr and to LogDir/amdrun.log: the log keeps it when the console
+// is gone.
+func (s *supervisor) note(msg string) {
+	s.con.write(s.o.Stderr, []byte(msg))
+	if s.notes != nil {
+		_, _ = io.WriteString(s.notes, msg)
+	}
 }
 
 // attempt runs the group once and returns its exit code.
@@ -224,11 +303,10 @@ func (s *supervisor) attempt(ctx context.Context, attempt int) (int, error) {
 	for i := range s.plan.Ranks {
 		r := &s.plan.Ranks[i]
 		env := withEnv(r.Env, "TORCHELASTIC_RESTART_COUNT", strconv.Itoa(attempt))
-		path, args, err := s.command(r, env)
-		if err != nil {
+		if err := s.lookup(r, env); err != nil {
 			return execFailureCode(err), fmt.Errorf("launch: rank %d: %w", r.Rank, err)
 		}
-		cmds[i] = command{path: path, args: args, env: env}
+		cmds[i] = command{path: s.o.Self, args: guardArgv(s.o.Self, r, s.holdCount()), env: env}
 	}
 	var startErr error
 	startCode := 0
@@ -240,6 +318,10 @@ func (s *supervisor) attempt(ctx context.Context, attempt int) (int, error) {
 			break
 		}
 		g.workers = append(g.workers, w)
+	}
+	// The guards start their ranks in parallel; each reports its rank's pid.
+	for _, w := range g.workers {
+		w.pid = <-w.ready
 		if s.o.OnStart != nil {
 			s.o.OnStart(w.r.Rank, w.pid)
 		}
@@ -256,26 +338,23 @@ func (s *supervisor) attempt(ctx context.Context, attempt int) (int, error) {
 		case ev := <-exits:
 			w := ev.w
 			w.exited, w.at = true, ev.at
-			// Whatever the rank left in its process group (dataloader
-			// workers, a shell's children) goes with it, at once: a group
-			// id is not reused while members remain, and pids are handed
-			// out cyclically, so the id still names this group now.
-			_ = unix.Kill(-w.pid, unix.SIGKILL)
-			w.code, w.sig = exitStatus(ev.state)
-			// Stopped by amdrun: it died of a signal while the group was
-			// being stopped. A rank that exits with a code of its own then
-			// failed by itself.
-			w.stopped = g.stopping && w.sig != 0
+			// The guard is gone, and with it everything the rank left.
+			_ = w.ctl.Close()
+			w.code, w.sig = exitStatus(ev)
+			w.stopped = s.endedByStop(g, w)
 			for _, f := range w.pipes {
 				_ = f.SetReadDeadline(time.Now().Add(drainTimeout))
 			}
-			if w.code != 0 {
-				if first == nil {
-					first = w
-				}
-				if root == nil && !g.stopping {
-					root = w
-				}
+			if w.code == 0 {
+				break
+			}
+			if first == nil {
+				first = w
+			}
+			// Fail fast, once: while the group is being stopped every rank
+			// already has its signal and its grace.
+			if !g.stopping {
+				root = w
 				g.stop(unix.SIGTERM, s.o.Grace)
 			}
 		case sig := <-s.sigs:
@@ -305,6 +384,19 @@ func (s *supervisor) attempt(ctx context.Context, attempt int) (int, error) {
 		return first.code, ctxErr
 	}
 	return 0, ctxErr
+}
+
+// endedByStop says whether w's end is the stop amdrun began (a failed
+// rank's SIGTERM, a forwarded signal, the SIGKILL after the grace), not a
+// failure of its own: while the group is being stopped, it died of a
+// signal, or exited 130 or 143 (how a handler for SIGINT or SIGTERM says
+// "interrupted") or 128+the signal amdrun forwarded.
+func (s *supervisor) endedByStop(g *group, w *worker) bool {
+	if !g.stopping {
+		return false
+	}
+	return w.sig != 0 || w.code == 128+int(unix.SIGINT) || w.code == 128+int(unix.SIGTERM) ||
+		(s.interrupted != 0 && w.code == 128+int(s.interrupted))
 }
 
 // endingPending takes the signals received while no group runs and says
@@ -353,76 +445,140 @@ func (s *supervisor) onSignal(g *group, sig os.Signal) {
 	// Signals channel) is amdrun's own business, never the workers'.
 }
 
-// start starts one rank from a goroutine locked to its OS thread for the
-// life of the child: Pdeathsig fires when the thread that forked the
-// child exits, not the process (golang/go#27505).
+// holdCount is how many held files each guard keeps: all of them when
+// the guards alone contain the job, none when the keeper holds them.
+func (s *supervisor) holdCount() int {
+	if s.keeper != nil {
+		return 0
+	}
+	return len(s.o.Hold)
+}
+
+// start starts one rank's guard, in the job's namespaces when there are
+// some, and returns once the guard runs; w.ready then gives the rank's
+// pid. The guard's protocol is ShimMain's.
 func (s *supervisor) start(r *Rank, c command, exits chan<- exitEvent) (*worker, error) {
+	var files []*os.File // the child's ends, closed here once it started
+	closeAll := func(fs ...*os.File) {
+		for _, f := range fs {
+			f.Close()
+		}
+	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
-		outR.Close()
-		outW.Close()
+		closeAll(outR, outW)
 		return nil, err
 	}
-	cmd := &exec.Cmd{
-		Path:   c.path,
-		Args:   c.args,
-		Env:    c.env,
-		Stdout: outW,
-		Stderr: errW,
-		SysProcAttr: &syscall.SysProcAttr{
-			Setpgid:   true,
-			Pdeathsig: syscall.SIGKILL,
-		},
+	ctlR, ctlW, err := os.Pipe()
+	if err != nil {
+		closeAll(outR, outW, errR, errW)
+		return nil, err
 	}
-	w := &worker{r: r, tail: &tail{}, pipes: []*os.File{outR, errR}, pumps: make(chan struct{})}
+	repR, repW, err := os.Pipe()
+	if err != nil {
+		closeAll(outR, outW, errR, errW, ctlR, ctlW)
+		return nil, err
+	}
+	files = append(files, outW, errW, ctlR, repW)
+	extra := []*os.File{ctlR, repW} // fds 3 and 4
+	if s.keeper == nil {
+		extra = append(extra, s.o.Hold...) // fds 5 and up
+	}
+	cmd := &exec.Cmd{
+		Path:       c.path,
+		Args:       c.args,
+		Env:        c.env,
+		Stdout:     outW,
+		Stderr:     errW,
+		ExtraFiles: extra,
+		// Its own group: a signal to amdrun's process group (kill -9 %1
+		// in a shell) must leave the guard to clean up. No parent-death
+		// signal: the guard learns of amdrun's death from its control
+		// pipe, and must live on to sweep.
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+	}
+	w := &worker{r: r, tail: &tail{}, pipes: []*os.File{outR, errR}, pumps: make(chan struct{}),
+		ctl: ctlW, ready: make(chan int, 1)}
 	started := make(chan error, 1)
 	go func() {
-		// Never unlocked: the thread ends with this goroutine, after the
-		// child has been reaped.
-		runtime.LockOSThread()
+		if k := s.keeper; k != nil {
+			// Never unlocked: the thread has joined the job's namespaces
+			// and ends with this goroutine.
+			runtime.LockOSThread()
+			if err := k.join(); err != nil {
+				started <- err
+				return
+			}
+			cmd.Dir = k.cwd
+		}
 		if err := cmd.Start(); err != nil {
 			started <- err
 			return
 		}
 		started <- nil
-		_ = cmd.Wait() // the status is in ProcessState
-		exits <- exitEvent{w: w, state: cmd.ProcessState, at: time.Now()}
+		// The rest runs where /proc is amdrun's, not on this thread.
+		go s.watch(w, cmd, ctlW, repR, exits)
 	}()
 	err = <-started
-	outW.Close()
-	errW.Close()
+	closeAll(files...)
 	if err != nil {
-		outR.Close()
-		errR.Close()
+		closeAll(outR, errR, ctlW, repR)
 		return nil, err
 	}
-	w.pid, w.started = cmd.Process.Pid, time.Now()
+	w.started = time.Now()
 	s.pump(w, outR, errR)
 	return w, nil
 }
 
-// command is how one rank is started.
+// watch follows one started guard: it learns the rank's pid from the
+// guard's report (found in amdrun's namespace), lets the guard go on,
+// waits for it to exit and sends the rank's end to exits.
+func (s *supervisor) watch(w *worker, cmd *exec.Cmd, ctlW, repR *os.File, exits chan<- exitEvent) {
+	defer repR.Close()
+	rep := bufio.NewReader(repR)
+	pid := cmd.Process.Pid // the guard's, until it names the rank
+	if line, err := rep.ReadString('\n'); err == nil {
+		var n int
+		if _, err := fmt.Sscanf(line, "pid %d", &n); err == nil && n > 0 {
+			if s.keeper != nil {
+				// The rank cannot be reaped before the answer below, so
+				// it is still there to be found, even if it has exited.
+				n = hostPID(pid, n)
+			}
+			if n > 0 {
+				pid = n
+			}
+			_, _ = ctlW.Write([]byte{0})
+		}
+	}
+	w.ready <- pid
+	_ = cmd.Wait()
+	ev := exitEvent{w: w, state: cmd.ProcessState}
+	if line, err := rep.ReadString('\n'); err == nil {
+		var st uint32
+		if _, err := fmt.Sscanf(line, "status %d", &st); err == nil {
+			ev.status, ev.reported = syscall.WaitStatus(st), true
+		}
+	}
+	ev.at = time.Now()
+	exits <- ev
+}
+
+// command is how one rank's guard is started.
 type command struct {
 	path      string
 	args, env []string
 }
 
-// command is the path and argv that start r: the worker itself, or the
-// bind shim around it.
-func (s *supervisor) command(r *Rank, env []string) (string, []string, error) {
-	if !r.Bound() {
-		pathVar, _ := LookupEnv(env, "PATH")
-		p, err := lookPath(r.Argv[0], pathVar)
-		if err != nil {
-			return "", nil, err
-		}
-		return p, r.Argv, nil
-	}
-	return s.o.Self, ShimArgv(s.o.Self, r.CPUs, r.Mems, r.MemPolicy, r.Argv), nil
+// lookup finds r's command on the PATH of env, as the guard will.
+func (s *supervisor) lookup(r *Rank, env []string) error {
+	pathVar, _ := LookupEnv(env, "PATH")
+	_, err := lookPath(r.Argv[0], pathVar)
+	return err
 }
 
 // pump starts copying the worker's output; w.pumps closes when both
@@ -452,16 +608,24 @@ func (s *supervisor) pump(w *worker, outR, errR *os.File) {
 	go func() { errs.pump(errR); <-half; close(w.pumps) }()
 }
 
-// exitStatus is the shell's view of a wait status: the exit code, or
-// 128+signal with the signal.
-func exitStatus(ps *os.ProcessState) (int, syscall.Signal) {
-	if ps == nil {
-		return 1, 0
+// exitStatus is the shell's view of a rank's end: the exit code, or
+// 128+signal with the signal. It is the rank's own status as its guard
+// reported it, or else the guard's.
+func exitStatus(ev exitEvent) (int, syscall.Signal) {
+	ws := ev.status
+	if !ev.reported {
+		if ev.state == nil {
+			return 1, 0
+		}
+		var ok bool
+		if ws, ok = ev.state.Sys().(syscall.WaitStatus); !ok {
+			return ev.state.ExitCode(), 0
+		}
 	}
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+	if ws.Signaled() {
 		return 128 + int(ws.Signal()), ws.Signal()
 	}
-	return ps.ExitCode(), 0
+	return ws.ExitStatus(), 0
 }
 
 // summary writes the failed workers of an attempt to Stderr, the root
@@ -513,5 +677,5 @@ func (s *supervisor) summary(g *group, root *worker, attempt int) {
 			}
 		}
 	}
-	s.con.write(s.o.Stderr, []byte(b.String()))
+	s.note(b.String())
 }

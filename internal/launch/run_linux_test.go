@@ -17,14 +17,11 @@ import (
 	"reflect"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/amdrun/amdrun/internal/topology"
 )
@@ -462,12 +459,14 @@ func TestRunStartFailures(t *testing.T) {
 	}
 	assertGone(t, pm.all())
 
-	// Through the shim, the missing command is the worker's failure.
+	// A bound rank's command is looked up before anything starts too.
 	p.Ranks[1].CPUs = []int{0}
 	var errb syncBuffer
-	code, err = Run(context.Background(), p, RunOptions{Stdout: newBuf(0), Stderr: &errb, Grace: 5 * time.Second, Self: self(t)})
-	if code != 127 || err != nil || !strings.Contains(errb.String(), "amdrun bind: no-such-amdrun-worker: executable file not found in PATH") {
-		t.Errorf("Run = %d, %v, want 127 from the shim; stderr:\n%s", code, err, errb.String())
+	started := 0
+	code, err = Run(context.Background(), p, RunOptions{Stdout: newBuf(0), Stderr: &errb, Grace: 5 * time.Second, Self: self(t),
+		OnStart: func(int, int) { started++ }})
+	if code != 127 || err == nil || !strings.Contains(err.Error(), "launch: rank 1: no-such-amdrun-worker: executable file not found in PATH") || started != 0 {
+		t.Errorf("Run = %d, %v, %d started, want 127, a not-found error and none started; stderr:\n%s", code, err, started, errb.String())
 	}
 
 	// A CPU the process may not use fails the bind, clearly.
@@ -477,67 +476,6 @@ func TestRunStartFailures(t *testing.T) {
 	code, _ = Run(context.Background(), p, RunOptions{Stdout: newBuf(0), Stderr: &errb, Grace: 5 * time.Second, Self: self(t)})
 	if code != 1 || !strings.Contains(errb.String(), "amdrun bind: sched_setaffinity cpus 1023: invalid argument") {
 		t.Errorf("Run = %d; stderr:\n%s", code, errb.String())
-	}
-}
-
-// TestKillLauncherLeavesNoWorker SIGKILLs a whole launcher (the test
-// binary as a mini amdrun) and checks its workers die with it.
-func TestKillLauncherLeavesNoWorker(t *testing.T) {
-	testutil.EndToEnd(t)
-	// Orphans come to us, so that they can be reaped and not linger as
-	// zombies that kill(pid, 0) still finds.
-	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(withoutEnv(os.Environ(), envWorker), envLauncher+"="+t.TempDir())
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr syncBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pm := map[int]int{}
-	ready := 0
-	sc := bufio.NewScanner(stdout)
-	deadline := time.AfterFunc(20*time.Second, func() { cmd.Process.Kill() })
-	for ready < 2 && sc.Scan() {
-		var rank, pid int
-		if _, err := fmt.Sscanf(sc.Text(), "pid %d %d", &rank, &pid); err == nil {
-			pm[rank] = pid
-		}
-		if strings.HasSuffix(sc.Text(), "]: ready") {
-			ready++
-		}
-	}
-	deadline.Stop()
-	if ready < 2 || len(pm) != 2 {
-		cmd.Process.Kill()
-		cmd.Wait()
-		t.Fatalf("launcher: %d ready, pids %v; stderr:\n%s", ready, pm, stderr.String())
-	}
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	cmd.Wait()
-	for rank, pid := range pm {
-		gone := false
-		for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-			var ws unix.WaitStatus
-			unix.Wait4(pid, &ws, unix.WNOHANG, nil) // reap it if it came to us
-			if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) {
-				gone = true
-				break
-			}
-		}
-		if !gone {
-			syscall.Kill(pid, syscall.SIGKILL)
-			t.Errorf("rank %d (pid %d) outlived the SIGKILLed launcher", rank, pid)
-		}
 	}
 }
 
@@ -808,35 +746,4 @@ func TestRunNoRestartAfterSignal(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "restart1.rank0")); err == nil {
 		t.Error("the group was restarted after the context was cancelled")
 	}
-}
-
-// TestRunLeavesNoGrandchild: a rank that exits 0 but leaves a child in its
-// process group (a dataloader worker, say): Run kills what is left of
-// each rank's group when the group ends, so nothing outlives amdrun.
-func TestRunLeavesNoGrandchild(t *testing.T) {
-	testutil.EndToEnd(t)
-	p, dir := workerPlan(t, 2, "orphan")
-	code, err := Run(context.Background(), p, RunOptions{Stdout: newBuf(0), Stderr: newBuf(0), Grace: time.Second})
-	if code != 0 || err != nil {
-		t.Fatalf("Run = %d, %v", code, err)
-	}
-	pm := map[int]int{}
-	for r := 0; r < 2; r++ {
-		b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("orphan%d", r)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		pid, _ := strconv.Atoi(string(b))
-		pm[r] = pid
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for _, pid := range pm {
-		for syscall.Kill(pid, 0) == nil && time.Now().Before(deadline) {
-			// killed; waiting for init (or a subreaper) to reap it
-			var st syscall.WaitStatus
-			syscall.Wait4(pid, &st, syscall.WNOHANG, nil)
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-	assertGone(t, pm)
 }

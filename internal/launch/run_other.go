@@ -19,3 +19,16 @@ func ShimMain(args []string) int {
 	fmt.Fprintln(os.Stderr, ErrNotSupported)
 	return 1
 }
+
+// KeeperMain is only supported on Linux; elsewhere it reports
+// ErrNotSupported and returns 1.
+func KeeperMain(args []string) int {
+	fmt.Fprintln(os.Stderr, ErrNotSupported)
+	return 1
+}
+
+// ProbeContainment is only supported on Linux; elsewhere it returns
+// ErrNotSupported.
+func ProbeContainment(self string) (Containment, error) {
+	return ContainAuto, ErrNotSupported
+}

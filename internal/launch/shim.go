@@ -3,6 +3,7 @@ package launch
 import (
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/amdrun/amdrun/internal/topology"
 )
@@ -11,11 +12,17 @@ import (
 type shimArgs struct {
 	cpus, mems []int
 	policy     MemPolicy
-	argv       []string
+	// guard: stay as the rank's guard (see Containment) instead of
+	// replacing this process with it; hold files from fd 5 on are kept
+	// open until the rank and all it left are gone.
+	guard bool
+	hold  int
+	argv  []string
 }
 
-// parseShimArgs parses "--cpus LIST --mems LIST --mempolicy P -- argv...";
-// every flag is optional, "--" and a command are not.
+// parseShimArgs parses "--cpus LIST --mems LIST --mempolicy P [--guard
+// --hold N] -- argv..."; every flag is optional, "--" and a command are
+// not.
 func parseShimArgs(args []string) (*shimArgs, error) {
 	sa := &shimArgs{policy: MemNone}
 	for i := 0; i < len(args); i++ {
@@ -26,6 +33,10 @@ func parseShimArgs(args []string) (*shimArgs, error) {
 				return nil, errors.New("no command after --")
 			}
 			return sa, nil
+		}
+		if a == "--guard" {
+			sa.guard = true
+			continue
 		}
 		if i+1 >= len(args) {
 			return nil, fmt.Errorf("%s: missing value", a)
@@ -40,6 +51,11 @@ func parseShimArgs(args []string) (*shimArgs, error) {
 			sa.mems, err = topology.ParseCPUList(v)
 		case "--mempolicy":
 			sa.policy, err = ParseMemPolicy(v)
+		case "--hold":
+			sa.hold, err = strconv.Atoi(v)
+			if err == nil && sa.hold < 0 {
+				err = errors.New("negative")
+			}
 		default:
 			return nil, fmt.Errorf("unknown argument %q", a)
 		}
@@ -59,4 +75,19 @@ func ShimArgv(self string, cpus, mems []int, pol MemPolicy, argv []string) []str
 		"--mempolicy", string(pol),
 		"--"}
 	return append(args, argv...)
+}
+
+// guardArgv is the argv of rank r's guard: the shim, binding when the
+// rank is bound, that stays to watch over the rank, holding hold files
+// (fds 5 and up) open.
+func guardArgv(self string, r *Rank, hold int) []string {
+	args := []string{self, ShimArg}
+	if r.Bound() {
+		args = append(args,
+			"--cpus", topology.FormatCPUList(r.CPUs),
+			"--mems", topology.FormatCPUList(r.Mems),
+			"--mempolicy", string(r.MemPolicy))
+	}
+	args = append(args, "--guard", "--hold", strconv.Itoa(hold), "--")
+	return append(args, r.Argv...)
 }

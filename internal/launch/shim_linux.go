@@ -1,9 +1,12 @@
 package launch
 
 import (
+	"bufio"
 	"fmt"
 	"os"
+	"os/signal"
 	"runtime"
+	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -19,20 +22,43 @@ const (
 )
 
 // ShimMain is the bind shim: args are what follows ShimArg on the command
-// line, "--cpus LIST --mems LIST --mempolicy bind|preferred|none -- argv...".
-// It binds the calling thread (sched_setaffinity, set_mempolicy; both
-// survive execve) and replaces the process with argv, found on PATH, with
-// the process's environment. It returns only on failure: 2 for bad
-// arguments, 1 when binding fails, 127 when the command is not found and
-// 126 when it cannot be executed, after a one-line message on stderr.
+// line, "--cpus LIST --mems LIST --mempolicy bind|preferred|none [--guard
+// --hold N] -- argv...". It binds the calling thread (sched_setaffinity,
+// set_mempolicy; both survive fork and execve) and replaces the process
+// with argv, found on PATH, with the process's environment. It returns
+// only on failure: 2 for bad arguments, 1 when binding fails, 127 when the
+// command is not found and 126 when it cannot be executed, after a
+// one-line message on stderr.
+//
+// With --guard it stays, as the rank's guard (see Containment): fd 3 is
+// its control pipe from amdrun, fd 4 its report pipe to amdrun, and N
+// files from fd 5 on are kept open until it exits. It starts argv as its
+// child, in a process group of its own, and writes "pid PID\n" to the
+// report pipe; it reaps nothing until amdrun answers with a 0 byte (so
+// that amdrun can still find the rank's pid in its own namespace). A
+// byte n > 0 on the control pipe sends signal n to the rank's process
+// group. When the rank exits, it SIGKILLs whatever the rank left, its
+// process group and every other descendant, reaps them, writes "status
+// WAITSTATUS\n" and exits with the rank's code (128+signal when it was
+// killed). When the control pipe closes first (amdrun died), it does the
+// same without waiting for the rank.
 func ShimMain(args []string) int {
-	// Affinity and memory policy are per thread; the exec must happen on
-	// the thread that was bound.
+	// Affinity and memory policy are per thread; the exec (or the fork of
+	// the rank) must happen on the thread that was bound.
 	runtime.LockOSThread()
 	sa, err := parseShimArgs(args)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "amdrun bind: %v\n", err)
 		return 2
+	}
+	if sa.guard {
+		// Before anything can fail: the pipes and held files must not
+		// reach the rank, and a signal meant for amdrun (pkill amdrun)
+		// must not take the guard away while its rank runs.
+		for fd := 3; fd < 5+sa.hold; fd++ {
+			unix.CloseOnExec(fd)
+		}
+		signal.Notify(make(chan os.Signal, 1), guardIgnored...)
 	}
 	if len(sa.cpus) > 0 {
 		var set unix.CPUSet
@@ -58,6 +84,9 @@ func ShimMain(args []string) int {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "amdrun bind: %v\n", err)
 		return execFailureCode(err)
+	}
+	if sa.guard {
+		return guard(path, sa)
 	}
 	err = unix.Exec(path, sa.argv, os.Environ())
 	fmt.Fprintf(os.Stderr, "amdrun bind: exec %s: %v\n", path, err)
@@ -87,4 +116,88 @@ func setMempolicy(p MemPolicy, nodes []int) error {
 		return errno
 	}
 	return nil
+}
+
+// guardIgnored are the signals a guard and a keeper catch and drop: those
+// amdrun forwards to the ranks itself, and SIGPIPE.
+var guardIgnored = []os.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGPIPE}
+
+// guard starts the rank (path, sa.argv) and watches over it; see
+// ShimMain. It runs on the locked, bound thread.
+func guard(path string, sa *shimArgs) int {
+	ctl, report := os.NewFile(3, "control"), os.NewFile(4, "report")
+	// Orphans of the rank's tree come to us, wherever they went.
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		fmt.Fprintf(os.Stderr, "amdrun guard: prctl PR_SET_CHILD_SUBREAPER: %v\n", err)
+		return 1
+	}
+	chld := make(chan os.Signal, 1)
+	signal.Notify(chld, unix.SIGCHLD)
+	pid, err := syscall.ForkExec(path, sa.argv, &syscall.ProcAttr{
+		Env:   os.Environ(),
+		Files: []uintptr{0, 1, 2},
+		Sys: &syscall.SysProcAttr{
+			// The rank's own group: amdrun's signals reach its children too.
+			Setpgid: true,
+			// Should the guard itself be killed, the rank goes with it.
+			// This thread lives as long as the guard (golang/go#27505).
+			Pdeathsig: syscall.SIGKILL,
+		},
+	})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "amdrun bind: exec %s: %v\n", path, err)
+		return execFailureCode(err)
+	}
+	fmt.Fprintf(report, "pid %d\n", pid)
+	cmds := make(chan byte, 64)
+	go func() {
+		r := bufio.NewReader(ctl)
+		for {
+			b, err := r.ReadByte()
+			if err != nil {
+				close(cmds)
+				return
+			}
+			cmds <- b
+		}
+	}()
+	var (
+		acked  bool
+		done   bool
+		status unix.WaitStatus
+	)
+	onReap := func(p int, ws unix.WaitStatus) {
+		if p == pid {
+			done, status = true, ws
+		}
+	}
+	for !done {
+		select {
+		case b, ok := <-cmds:
+			switch {
+			case !ok: // amdrun is gone: so is the job
+				_ = unix.Kill(-pid, unix.SIGKILL)
+				sweep(nil)
+				return 1
+			case b == 0:
+				acked = true
+				reapAll(onReap)
+			default:
+				_ = unix.Kill(-pid, unix.Signal(b))
+			}
+		case <-chld:
+			if acked {
+				reapAll(onReap)
+			}
+		}
+	}
+	// What the rank left in its group goes at once; then everything else
+	// it started, wherever it went.
+	_ = unix.Kill(-pid, unix.SIGKILL)
+	sweep(nil)
+	fmt.Fprintf(report, "status %d\n", uint32(status))
+	if status.Signaled() {
+		return 128 + int(status.Signal())
+	}
+	return status.ExitStatus()
 }

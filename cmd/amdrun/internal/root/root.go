@@ -91,6 +91,10 @@ func Main(version string) int {
 		// The re-executed bind shim: bind this process, then exec the rank.
 		return launch.ShimMain(os.Args[2:])
 	}
+	if len(os.Args) > 1 && os.Args[1] == launch.KeeperArg {
+		// The init of a job's PID namespace (see launch.Containment).
+		return launch.KeeperMain(os.Args[2:])
+	}
 	f := cmdutil.New(version)
 	cmd := NewCmdRoot(f)
 	cmd.SetArgs(os.Args[1:])

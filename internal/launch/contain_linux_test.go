@@ -1,0 +1,316 @@
+//go:build linux
+
+package launch
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/amdrun/amdrun/internal/testutil"
+)
+
+// marked lists the live processes whose environment holds envMark=mark:
+// every process of a job a test started, however deep, wherever it went
+// (a zombie's environment reads empty, so the dead are left out).
+func marked(mark string) []int {
+	want := []byte(envMark + "=" + mark + "\x00")
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err == nil && strings.Contains(string(b), string(want)) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// newMark is a mark no other test's processes carry.
+func newMark(t *testing.T) string {
+	return fmt.Sprintf("%s-%d-%d", t.Name(), os.Getpid(), time.Now().UnixNano())
+}
+
+// containModes are the containments to test on this machine: the guards
+// alone always, a PID namespace when permitted here (as root).
+func containModes(t *testing.T) []Containment {
+	t.Helper()
+	modes := []Containment{ContainSubreaper}
+	if c, err := ProbeContainment(self(t)); c == ContainPIDNamespace {
+		modes = append(modes, c)
+	} else {
+		t.Logf("not testing %s: %v", ContainPIDNamespace, err)
+	}
+	return modes
+}
+
+func TestParseContainment(t *testing.T) {
+	for in, want := range map[string]Containment{"auto": ContainAuto, "Subreaper": ContainSubreaper, " pid-namespace": ContainPIDNamespace} {
+		if got, err := ParseContainment(in); got != want || err != nil {
+			t.Errorf("ParseContainment(%q) = %q, %v, want %q", in, got, err, want)
+		}
+	}
+	if _, err := ParseContainment("cgroup"); err == nil || err.Error() != `contain: unknown mode "cgroup" (valid: auto, pid-namespace, subreaper)` {
+		t.Errorf("ParseContainment(cgroup) error = %v", err)
+	}
+	if ContainAuto.String() != "auto" || ContainSubreaper.String() != "subreaper" {
+		t.Errorf("String: %s, %s", ContainAuto, ContainSubreaper)
+	}
+}
+
+func TestGuardArgvParses(t *testing.T) {
+	bound := &Rank{CPUs: []int{0, 1, 2}, Mems: []int{0}, MemPolicy: MemBind, Argv: []string{"python3", "-u", "t.py", "--", "--guard"}}
+	sa, err := parseShimArgs(guardArgv("/bin/amdrun", bound, 2)[2:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &shimArgs{cpus: []int{0, 1, 2}, mems: []int{0}, policy: MemBind, guard: true, hold: 2, argv: bound.Argv}
+	if !reflect.DeepEqual(sa, want) {
+		t.Errorf("bound: %+v, want %+v", sa, want)
+	}
+	sa, err = parseShimArgs(guardArgv("/bin/amdrun", &Rank{Argv: []string{"./a.out"}}, 0)[2:])
+	if err != nil || !sa.guard || sa.cpus != nil || sa.policy != MemNone || !reflect.DeepEqual(sa.argv, []string{"./a.out"}) {
+		t.Errorf("unbound: %+v, %v", sa, err)
+	}
+	if _, err := parseShimArgs([]string{"--hold", "-1", "--", "x"}); err == nil {
+		t.Error("--hold -1 accepted")
+	}
+}
+
+func TestProcParsers(t *testing.T) {
+	for line, want := range map[string]int{
+		"42 (python3) S 7 42 42 0 -1":       7,
+		"43 (a b) c)) R 1 43 43 0 -1":       1,
+		"44 (pt_main_thread) Z 4242 1 1 0 ": 4242,
+	} {
+		if got, ok := statParent([]byte(line)); !ok || got != want {
+			t.Errorf("statParent(%q) = %d, %v, want %d", line, got, ok, want)
+		}
+	}
+	if _, ok := statParent([]byte("garbage")); ok {
+		t.Error("statParent(garbage) ok")
+	}
+	if s := statState([]byte("44 (x) y) Z 1")); s != 'Z' {
+		t.Errorf("statState = %q", s)
+	}
+	status := "Name:\tpython3\nTgid:\t9156\nNSpid:\t9156\t12\nPPid:\t1\n"
+	if got := innermostPID([]byte(status)); got != 12 {
+		t.Errorf("innermostPID = %d, want 12", got)
+	}
+	if got := innermostPID([]byte("Name:\tx\nNSpid:\t77\n")); got != 77 {
+		t.Errorf("innermostPID, one namespace = %d, want 77", got)
+	}
+	if got := innermostPID([]byte("Name:\tx\n")); got != 0 {
+		t.Errorf("innermostPID, no NSpid = %d, want 0", got)
+	}
+}
+
+// TestRunSweepsWhatRanksLeave: ranks that exit 0 leaving a child in their
+// process group, one in a session of its own and a double-forked one:
+// when Run returns, none of them is left, in every containment.
+func TestRunSweepsWhatRanksLeave(t *testing.T) {
+	testutil.EndToEnd(t)
+	for _, mode := range containModes(t) {
+		t.Run(mode.String(), func(t *testing.T) {
+			mark := newMark(t)
+			p, dir := workerPlan(t, 2, "escape", envMark+"="+mark)
+			code, err := Run(context.Background(), p, RunOptions{Stdout: newBuf(0), Stderr: newBuf(0), Contain: mode})
+			left := marked(mark)
+			if code != 0 || err != nil {
+				t.Fatalf("Run = %d, %v", code, err)
+			}
+			files, _ := filepath.Glob(filepath.Join(dir, "rank*.escapee*"))
+			if len(files) != 6 {
+				t.Fatalf("%d escapees started, want 6: %v", len(files), files)
+			}
+			if len(left) > 0 {
+				for _, pid := range left {
+					syscall.Kill(pid, syscall.SIGKILL)
+				}
+				t.Errorf("%d process(es) of the job outlived Run: %v", len(left), left)
+			}
+		})
+	}
+}
+
+// TestKillLauncherLeavesNothing SIGKILLs a whole launcher (the test
+// binary as a mini amdrun) whose ranks left escapees: within a second
+// nothing of the job is left, and the file it held locked (as a device
+// lease) stays locked until the last of them is gone.
+func TestKillLauncherLeavesNothing(t *testing.T) {
+	testutil.EndToEnd(t)
+	for _, mode := range containModes(t) {
+		t.Run(mode.String(), func(t *testing.T) {
+			mark := newMark(t)
+			dir := t.TempDir()
+			lock := filepath.Join(dir, "lease.lock")
+			cmd := exec.Command(os.Args[0])
+			cmd.Env = append(withoutEnv(os.Environ(), envWorker), envLauncher+"="+dir, envMark+"="+mark,
+				envEscape+"=1", envContain+"="+mode.String(), envHold+"="+lock)
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var stderr syncBuffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			pm := map[int]int{}
+			ready := 0
+			sc := bufio.NewScanner(stdout)
+			deadline := time.AfterFunc(30*time.Second, func() { cmd.Process.Kill() })
+			for ready < 2 && sc.Scan() {
+				var rank, pid int
+				if _, err := fmt.Sscanf(sc.Text(), "pid %d %d", &rank, &pid); err == nil {
+					pm[rank] = pid
+				}
+				if strings.HasSuffix(sc.Text(), "]: ready") {
+					ready++
+				}
+			}
+			deadline.Stop()
+			if ready < 2 || len(pm) != 2 {
+				cmd.Process.Kill()
+				cmd.Wait()
+				t.Fatalf("launcher: %d ready, pids %v; stderr:\n%s", ready, pm, stderr.String())
+			}
+			// The pids reported are the ranks' own, as this process sees
+			// them (not their guards', not those inside a namespace).
+			for rank, pid := range pm {
+				cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+				environ, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+				if strings.Contains(string(cmdline), ShimArg) || !strings.Contains(string(environ), fmt.Sprintf("\x00RANK=%d\x00", rank)) {
+					t.Errorf("pid %d reported for rank %d is not that rank: %q", pid, rank, cmdline)
+				}
+			}
+			// 2 ranks, 2 guards, 6 escapees (and a keeper).
+			if n := len(marked(mark)); n < 10 {
+				t.Fatalf("%d processes of the job before the kill, want at least 10", n)
+			}
+			killed := time.Now()
+			cmd.Process.Signal(syscall.SIGKILL)
+			cmd.Wait()
+			f, err := os.Open(lock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			for {
+				left := marked(mark)
+				free := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil
+				if free && len(marked(mark)) > 0 {
+					t.Errorf("the held lock was free while %d process(es) of the job lived", len(marked(mark)))
+				}
+				if len(left) == 0 {
+					t.Logf("clean %v after the SIGKILL; lock free: %v", time.Since(killed).Round(time.Millisecond), free)
+					break
+				}
+				if time.Since(killed) > time.Second {
+					for _, pid := range left {
+						syscall.Kill(pid, syscall.SIGKILL)
+					}
+					t.Fatalf("%d process(es) of the job outlived the SIGKILLed launcher by 1 s: %v", len(left), left)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			// The lock goes once the last holder is gone, and with it
+			// the job: not even a zombie rank is left by then.
+			for end := time.Now().Add(time.Second); unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil; time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(end) {
+					t.Fatal("the held lock was still taken 1 s after the job was gone")
+				}
+			}
+			for rank, pid := range pm {
+				if err := unix.Kill(pid, 0); !errors.Is(err, unix.ESRCH) {
+					t.Errorf("rank %d (pid %d) still exists once the lock is free: %v", rank, pid, err)
+				}
+			}
+		})
+	}
+}
+
+// TestRunInterruptGivesEveryRankItsGrace: after a forwarded SIGINT, a
+// rank that exits 130 at once is stopped, not failed: the other rank's
+// 1.5 s handler still runs to its end.
+func TestRunInterruptGivesEveryRankItsGrace(t *testing.T) {
+	testutil.EndToEnd(t)
+	p, dir := workerPlan(t, 2, "interrupt")
+	sigs := make(chan os.Signal, 4)
+	out := newBuf(2)
+	errb := newBuf(0)
+	done := make(chan int)
+	go func() {
+		code, _ := Run(context.Background(), p, RunOptions{Stdout: out, Stderr: errb, Signals: sigs, Grace: 10 * time.Second})
+		done <- code
+	}()
+	<-out.ready
+	sigs <- syscall.SIGINT
+	select {
+	case code := <-done:
+		if code != 130 {
+			t.Errorf("Run = %d, want 130", code)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return after SIGINT")
+	}
+	for r := 0; r < 2; r++ {
+		if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("rank%d.handled", r))); err != nil {
+			t.Errorf("rank %d's SIGINT handler did not complete: %v", r, err)
+		}
+	}
+	if s := errb.String(); !strings.Contains(s, "0 of 2 ranks failed, 2 stopped by amdrun") || strings.Contains(s, "root cause") {
+		t.Errorf("summary:\n%s", s)
+	}
+}
+
+// TestRunClosedConsole: a console that went away (every write fails with
+// EPIPE) does not stop the job: the ranks' output still reaches the log
+// files, the exit code is the job's, and the summary is in amdrun.log.
+func TestRunClosedConsole(t *testing.T) {
+	testutil.EndToEnd(t)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	defer w.Close()
+	p, _ := workerPlan(t, 2, "lines")
+	logs := t.TempDir()
+	code, err := Run(context.Background(), p, RunOptions{Stdout: w, Stderr: w, LogDir: logs, Prefix: true})
+	if code != 0 || err != nil {
+		t.Fatalf("Run = %d, %v", code, err)
+	}
+	for rank := 0; rank < 2; rank++ {
+		b, _ := os.ReadFile(filepath.Join(logs, fmt.Sprintf("rank%d.stdout", rank)))
+		if n := strings.Count(string(b), "\n"); n != 200 {
+			t.Errorf("rank%d.stdout has %d lines, want 200", rank, n)
+		}
+	}
+
+	p, _ = workerPlan(t, 2, "fail", envFailRank+"=1")
+	code, err = Run(context.Background(), p, RunOptions{Stdout: w, Stderr: w, LogDir: logs, Grace: 5 * time.Second})
+	if code != 3 || err != nil {
+		t.Fatalf("failing job: Run = %d, %v, want 3", code, err)
+	}
+	b, _ := os.ReadFile(filepath.Join(logs, "amdrun.log"))
+	if !strings.Contains(string(b), "amdrun: 1 of 2 ranks failed") || !strings.Contains(string(b), "rank 1 error line 14") {
+		t.Errorf("amdrun.log:\n%s", b)
+	}
+}
