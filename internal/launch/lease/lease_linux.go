@@ -641,6 +641,34 @@ func (l *Lease) Release() error {
 	return first
 }
 
+// Files returns a duplicate of each of the lease's lock file descriptors
+// (close-on-exec, as *os.File), for handing to the processes that watch
+// over the job (issue 13: the devices must stay leased while anything the
+// job started still runs, even after amdrun itself is killed). A
+// duplicate shares the open file description, and flock(2) locks belong
+// to that, so the lock stays held until Release and the closing of every
+// duplicate, whoever holds it. The caller closes them. It fails after
+// Release.
+func (l *Lease) Files() ([]*os.File, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fds == nil {
+		return nil, errors.New("lease: released")
+	}
+	out := make([]*os.File, 0, len(l.fds))
+	for i, fd := range l.fds {
+		dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+		if err != nil {
+			for _, f := range out {
+				f.Close()
+			}
+			return nil, fmt.Errorf("lease: %s: %w", l.keys[i], err)
+		}
+		out = append(out, os.NewFile(uintptr(dup), l.keys[i]))
+	}
+	return out, nil
+}
+
 // names lists the entries of the directory open as dirfd, through a
 // descriptor of its own (a shared one would share the read offset).
 func names(dirfd int, path string) ([]string, error) {

@@ -463,6 +463,40 @@ func TestAcquireHeldRelease(t *testing.T) {
 	}
 }
 
+// TestFilesOutliveRelease: the duplicates Files hands out keep the
+// devices leased after Release, until the last of them is closed.
+func TestFilesOutliveRelease(t *testing.T) {
+	d := openOwned(t)
+	keys := keysN(2)
+	l, err := d.Acquire(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := l.Files()
+	if err != nil || len(files) != 2 {
+		t.Fatalf("Files() = %v, %v", files, err)
+	}
+	if err := l.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Files(); err == nil {
+		t.Error("Files() after Release did not fail")
+	}
+	if _, err := d.Acquire(keys[1:]); !errors.Is(err, ErrBusy) {
+		t.Fatalf("Acquire while a duplicate is open = %v, want ErrBusy", err)
+	}
+	files[0].Close()
+	if _, err := d.Acquire(keys[1:]); !errors.Is(err, ErrBusy) {
+		t.Fatalf("Acquire while the other key's duplicate is open = %v, want ErrBusy", err)
+	}
+	files[1].Close()
+	l2, err := d.Acquire(keys)
+	if err != nil {
+		t.Fatalf("Acquire after every duplicate was closed: %v", err)
+	}
+	l2.Release()
+}
+
 // TestSharedLockCountsAsHeld: a shared lock kept on a lease file (which
 // would make every Acquire of it fail) shows the device as held, so it is
 // left out instead of chosen and failed on.

@@ -5,6 +5,7 @@ package lease
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 )
 
@@ -43,6 +44,11 @@ func (d *Dir) Acquire(keys []string) (*Lease, error) {
 
 // Release does nothing: no lease can be taken on this system.
 func (l *Lease) Release() error { return nil }
+
+// Files fails: no lease can be taken on this system.
+func (l *Lease) Files() ([]*os.File, error) {
+	return nil, fmt.Errorf("lease: %w", ErrNotSupported)
+}
 
 // List fails: leases need Linux flock semantics.
 func (d *Dir) List() (map[string]State, error) {

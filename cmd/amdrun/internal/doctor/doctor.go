@@ -54,11 +54,21 @@ type Options struct {
 	// Python is the interpreter to check, resolved (Factory.Python).
 	Python string
 	JSON   bool
+	// Containment probes how a job would be contained here (see
+	// launch.ProbeContainment); nil leaves the check out.
+	Containment func() (launch.Containment, error)
 }
 
 // NewCmdDoctor returns `amdrun doctor`.
 func NewCmdDoctor(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IOStreams, Topology: f.Topology, Env: f.Env, Run: f.Run, HostNUMA: f.HostNUMA}
+	opts := &Options{IO: f.IOStreams, Topology: f.Topology, Env: f.Env, Run: f.Run, HostNUMA: f.HostNUMA,
+		Containment: func() (launch.Containment, error) {
+			self, err := f.Executable()
+			if err != nil {
+				return launch.ContainSubreaper, err
+			}
+			return launch.ProbeContainment(self)
+		}}
 	var leaseDir string
 	cmd := &cobra.Command{
 		Use:   "doctor",
@@ -66,8 +76,9 @@ func NewCmdDoctor(f *cmdutil.Factory, runF func(context.Context, *Options) error
 		Long: `Check the topology source and its version, the devices and busy ones,
 visible-device variables already set (and whether ROCR and HIP conflict),
 NUMA balancing, NUMA nodes and where each device sits, the IOMMU mode
-(AMD advises iommu=pt for Instinct GPUs), leases held by amdrun jobs, and
-whether python3 and torch are found and which devices torch sees.
+(AMD advises iommu=pt for Instinct GPUs), leases held by amdrun jobs, how
+a job is contained (so that nothing it starts outlives it), and whether
+python3 and torch are found and which devices torch sees.
 Exits 0 when no check fails.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -137,8 +148,26 @@ func Checks(ctx context.Context, o *Options) []Check {
 		out = append(out, iommuCheck(o.Root, m.Vendor))
 		out = append(out, leaseCheck(o, m))
 	}
+	if o.Containment != nil {
+		out = append(out, containmentCheck(o.Containment))
+	}
 	out = append(out, torchCheck(ctx, o))
 	return out
+}
+
+// containmentCheck says how `amdrun --contain auto` contains a job here.
+func containmentCheck(probe func() (launch.Containment, error)) Check {
+	c, err := probe()
+	switch {
+	case c == launch.ContainPIDNamespace:
+		return Check{"containment", OK, "pid-namespace: each job gets its own PID namespace, emptied when amdrun ends, however it ends", ""}
+	case c == launch.ContainSubreaper && err != nil:
+		return Check{"containment", OK, "subreaper: a guard per rank kills what the rank leaves (" + err.Error() + ")",
+			"weaker than a PID namespace: a guard that is itself SIGKILLed (OOM killer, pkill -9 amdrun) leaves its rank's children running; run amdrun as root for one"}
+	case c == launch.ContainSubreaper:
+		return Check{"containment", OK, "subreaper: a guard per rank kills what the rank leaves", ""}
+	}
+	return Check{"containment", Warn, fmt.Sprintf("cannot tell: %v", err), ""}
 }
 
 func devicesCheck(m *topology.Model) Check {

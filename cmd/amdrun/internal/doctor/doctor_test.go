@@ -17,6 +17,7 @@ import (
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/doctor"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
 	"github.com/amdrun/amdrun/internal/discover"
+	"github.com/amdrun/amdrun/internal/launch"
 	"github.com/amdrun/amdrun/internal/launch/lease"
 	"github.com/amdrun/amdrun/internal/topology"
 )
@@ -44,6 +45,11 @@ func torch(out string, err error) topology.Runner {
 	}
 }
 
+// contained answers the containment probe with c and err.
+func contained(c launch.Containment, err error) func() (launch.Containment, error) {
+	return func() (launch.Containment, error) { return c, err }
+}
+
 // options are doctor Options on the example model, a healthy root, no
 // visible-device variables, an empty lease directory and a torch that
 // sees 2 devices; edit changes them.
@@ -61,9 +67,10 @@ func options(t *testing.T, edit func(*doctor.Options)) (*doctor.Options, *bytes.
 			"proc/sys/kernel/numa_balancing": "0\n",
 			"proc/cmdline":                   "BOOT_IMAGE=/vmlinuz root=/dev/sda1 iommu=pt quiet\n",
 		}),
-		Leases: func() (*lease.Dir, error) { return lease.Open(leaseDir, lease.Options{}) },
-		Run:    torch("2.11.0 cuda 2\n", nil),
-		Python: "python3",
+		Leases:      func() (*lease.Dir, error) { return lease.Open(leaseDir, lease.Options{}) },
+		Run:         torch("2.11.0 cuda 2\n", nil),
+		Python:      "python3",
+		Containment: contained(launch.ContainPIDNamespace, nil),
 	}
 	if edit != nil {
 		edit(o)
@@ -99,6 +106,23 @@ func TestChecks(t *testing.T) {
 			},
 			detail: []string{"on (kernel.numa_balancing = 1)"},
 			advice: []string{"--numa-balancing off"},
+		},
+		{
+			name: "pid namespace", check: "containment", status: doctor.OK,
+			detail: []string{"pid-namespace: each job gets its own PID namespace"},
+		},
+		{
+			name: "subreaper, not root", check: "containment", status: doctor.OK,
+			edit: func(o *doctor.Options) {
+				o.Containment = contained(launch.ContainSubreaper, errors.New("creating a PID namespace is not permitted (it needs CAP_SYS_ADMIN: run as root)"))
+			},
+			detail: []string{"subreaper: a guard per rank", "not permitted"},
+			advice: []string{"weaker than a PID namespace", "pkill -9 amdrun", "root"},
+		},
+		{
+			name: "containment unknown", check: "containment", status: doctor.Warn,
+			edit:   func(o *doctor.Options) { o.Containment = contained(launch.ContainAuto, launch.ErrNotSupported) },
+			detail: []string{"cannot tell", "only supported on Linux"},
 		},
 		{
 			name: "numa balancing off", check: "NUMA balancing", status: doctor.OK,
@@ -263,6 +287,7 @@ func TestRun(t *testing.T) {
 		"[OK  ] topology source        example (seed MI250 node)\n",
 		"[OK  ] NUMA balancing         off (kernel.numa_balancing = 0)\n",
 		"[OK  ] IOMMU                  iommu=pt\n",
+		"[OK  ] containment            pid-namespace: ",
 		"[OK  ] python + torch         python3: torch 2.11.0 (cuda build) sees 2 device(s)\n",
 	} {
 		if !strings.Contains(out.String(), want) {
@@ -330,9 +355,9 @@ func TestRunJSON(t *testing.T) {
 		if got.OK == fail {
 			t.Errorf("fail=%v: ok = %v", fail, got.OK)
 		}
-		want := 8
+		want := 9
 		if fail {
-			want = 4 // topology, visible, balancing, torch
+			want = 5 // topology, visible, balancing, containment, torch
 		}
 		if len(got.Checks) != want {
 			t.Errorf("fail=%v: %d checks, want %d: %+v", fail, len(got.Checks), want, got.Checks)

@@ -63,6 +63,7 @@ type parsed struct {
 	Mem           launch.MemPolicy
 	Wait          time.Duration
 	NUMABalancing numabalance.Mode
+	Contain       launch.Containment
 	NNodes        int
 	NodeRank      int
 	MasterAddr    string
@@ -75,7 +76,7 @@ func view(o *runcmd.Options) parsed {
 	p := parsed{
 		NGPUs: o.NGPUs, Devices: o.Devices, Exclude: o.Exclude, Order: o.Order, SearchBudget: o.SearchBudget,
 		Module: o.Module, NoPython: o.NoPython, Bind: o.Bind, Mem: o.Mem, Wait: o.Wait,
-		NUMABalancing: o.NUMABalancing, NNodes: o.NNodes, NodeRank: o.NodeRank,
+		NUMABalancing: o.NUMABalancing, Contain: o.Contain, NNodes: o.NNodes, NodeRank: o.NodeRank,
 		MasterAddr: o.MasterAddr, MasterPort: o.MasterPort, DryRun: o.DryRun, Args: o.Args,
 	}
 	p.Policy = o.Policy.Name()
@@ -200,6 +201,11 @@ func TestNewCmdRunFlags(t *testing.T) {
 			}),
 		},
 		{
+			name: "contain in a subreaper only",
+			args: []string{"--contain", "subreaper", "t.py"},
+			want: with(defaults("t.py"), func(p *parsed) { p.Contain = launch.ContainSubreaper }),
+		},
+		{
 			name: "dry run needs no script",
 			args: []string{"--dry-run", "-n", "2"},
 			want: with(defaults(), func(p *parsed) { p.DryRun, p.NGPUs = true, 2 }),
@@ -248,6 +254,7 @@ func TestNewCmdRunFlagErrors(t *testing.T) {
 		{"bad numa balancing", []string{"--numa-balancing", "maybe", "t.py"}, []string{"--numa-balancing", `"maybe"`}},
 		{"bad bind", []string{"--bind", "socket", "t.py"}, []string{"--bind", `"socket"`}},
 		{"bad mem policy", []string{"--mem-policy", "interleave", "t.py"}, []string{"--mem-policy", `"interleave"`}},
+		{"bad contain", []string{"--contain", "cgroup", "t.py"}, []string{"--contain", `"cgroup"`, "auto, pid-namespace, subreaper"}},
 		{"bad order", []string{"--order", "random", "t.py"}, []string{"--order", `"random"`}},
 		{"zero search budget", []string{"--search-budget", "0s", "t.py"}, []string{"--search-budget", "positive", "0s"}},
 		{"negative search budget", []string{"--search-budget", "-1s", "t.py"}, []string{"--search-budget", "-1s"}},

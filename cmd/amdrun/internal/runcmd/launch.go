@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
@@ -107,6 +108,19 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return fmt.Errorf("cannot find amdrun's own binary for binding: %w", err)
 	}
+	var hold []*os.File
+	if pl.held != nil {
+		// The processes that watch over the job keep these open, so the
+		// devices stay leased while anything of the job runs (issue 13).
+		if hold, err = pl.held.Files(); err != nil {
+			return err
+		}
+		defer func() {
+			for _, f := range hold {
+				f.Close()
+			}
+		}()
+	}
 	ro := launch.RunOptions{
 		Stdout: o.IO.Out, Stderr: o.IO.ErrOut,
 		Prefix:      !o.NoPrefix && len(run.Ranks) > 1,
@@ -117,6 +131,8 @@ func Run(ctx context.Context, o *Options) error {
 		Self:        self,
 		Redirects:   o.Redirects,
 		Tee:         o.Tee,
+		Contain:     o.Contain,
+		Hold:        hold,
 	}
 	if o.Launcher == "torchrun" {
 		// torchrun got --log_dir, -r, -t and --local_ranks_filter itself:

@@ -77,6 +77,9 @@ type Options struct {
 	Mem         launch.MemPolicy
 	Grace       time.Duration
 	MaxRestarts int
+	// Contain is how the job's processes are kept from outliving it
+	// (--contain; ContainAuto: the strongest permitted).
+	Contain     launch.Containment
 	NoPrefix    bool
 	LogDir      string
 	RanksFilter []int
@@ -128,10 +131,10 @@ type Options struct {
 
 // raw holds flag values that need parsing in validation.
 type raw struct {
-	devices, exclude, policy, order, bind, mem, ranksFilter, wait, numaBalancing string
-	nnodes, grace                                                                string
-	rdzvBackend, rdzvEndpoint, rdzvID, rdzvConf                                  string
-	torchrun                                                                     torchrunFlags
+	devices, exclude, policy, order, bind, mem, ranksFilter, wait, numaBalancing, contain string
+	nnodes, grace                                                                         string
+	rdzvBackend, rdzvEndpoint, rdzvID, rdzvConf                                           string
+	torchrun                                                                              torchrunFlags
 	// pet maps the flags set from PET_* variables to the variable.
 	pet map[string]string
 }
@@ -259,6 +262,7 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 	fl.StringVar(&r.mem, "mem-policy", "bind", "memory policy with --bind numa/exclusive: bind, preferred or none")
 	fl.StringVar(&r.grace, "grace", "10s", "after a rank fails, time the others get between SIGTERM and SIGKILL, with a unit (0: SIGKILL at once)")
 	fl.IntVar(&opts.MaxRestarts, "max-restarts", 0, "restart the whole group this many times after a failure")
+	fl.StringVar(&r.contain, "contain", "auto", "how nothing the job starts outlives it: auto, pid-namespace (needs root) or subreaper (see amdrun doctor)")
 	fl.BoolVar(&opts.NoPrefix, "no-prefix", false, "do not prefix output lines with [rankN]:")
 	fl.StringVar(&opts.LogDir, "log-dir", "", "also write each rank's output to `DIR`/rankN.stdout and DIR/rankN.stderr")
 	fl.StringVar(&r.ranksFilter, "local-ranks-filter", "", "show only these local ranks' output on the console, e.g. 0 or 0,3")
@@ -318,6 +322,9 @@ func validate(cmd *cobra.Command, o *Options, r *raw) error {
 		if o.RanksFilter, err = parseIndexList(r.label("local-ranks-filter"), r.ranksFilter, true); err != nil {
 			return err
 		}
+	}
+	if o.Contain, err = launch.ParseContainment(r.contain); err != nil {
+		return &cmdutil.FlagError{Err: fmt.Errorf("--contain: %w", err)}
 	}
 	if o.NUMABalancing, err = numabalance.ParseMode(r.numaBalancing); err != nil {
 		return cmdutil.FlagErrorf("--numa-balancing: want off, on or keep, got %q", r.numaBalancing)
