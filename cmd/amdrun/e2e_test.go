@@ -228,21 +228,20 @@ open(os.path.join(sys.argv[1], "pid%s" % os.environ["RANK"]), "w").write(str(os.
 time.sleep(60)
 `), 0o644)
 	cmd := exec.Command(amdrunBin, "--source", "example", "--ngpus", "2", "--python", pythonPath(), script, dir)
-	cmd.Env = cleanEnv(t)
+	env, mark := newMark(t, cleanEnv(t))
+	cmd.Env = env
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	pids := waitPids(t, dir, 2)
+	defer killMarked(mark)
+	waitPids(t, dir, 2)
 	cmd.Process.Kill() // SIGKILL: amdrun cannot clean up itself
 	cmd.Wait()
-	deadline := time.Now().Add(5 * time.Second)
-	for _, pid := range pids {
-		for syscall.Kill(pid, 0) == nil {
-			if time.Now().After(deadline) {
-				t.Fatalf("worker pid %d still alive after amdrun was SIGKILLed", pid)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+	// The pids the workers wrote are their own, maybe in a PID namespace
+	// of the job's: they are found by their mark instead.
+	var left []int
+	if !waitFor(5*time.Second, func() bool { left = marked(mark); return len(left) == 0 }) {
+		t.Fatalf("still alive after amdrun was SIGKILLed: %s", describe(left))
 	}
 }
 
@@ -294,7 +293,9 @@ open(os.path.join(sys.argv[1], "pid%s" % os.environ["RANK"]), "w").write(str(os.
 time.sleep(60)
 `), 0o644)
 	start := time.Now()
-	r := runAmdrun(t, cleanEnv(t), "--source", "example", "--ngpus", "3", "--grace", "2s", "--python", pythonPath(), script, dir)
+	env, mark := newMark(t, cleanEnv(t))
+	defer killMarked(mark)
+	r := runAmdrun(t, env, "--source", "example", "--ngpus", "3", "--grace", "2s", "--python", pythonPath(), script, dir)
 	if r.code != 3 {
 		t.Fatalf("exit %d, want the failing rank's 3\n%s", r.code, r.stderr)
 	}
@@ -304,10 +305,8 @@ time.sleep(60)
 	if !strings.Contains(r.stderr, "rank 1 gives up") || !strings.Contains(r.stderr, "root cause") {
 		t.Fatalf("failure summary should show rank 1's stderr and mark the root cause:\n%s", r.stderr)
 	}
-	for _, pid := range readPids(dir) {
-		if syscall.Kill(pid, 0) == nil {
-			t.Errorf("worker %d still alive after amdrun exited", pid)
-		}
+	if left := marked(mark); len(left) > 0 {
+		t.Errorf("still alive after amdrun exited: %s", describe(left))
 	}
 }
 

@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -38,6 +39,10 @@ const (
 	// other descendants.
 	ContainSubreaper Containment = "subreaper"
 )
+
+// ErrContainment is wrapped by Run's error when the containment asked for
+// (ContainPIDNamespace) is not permitted here.
+var ErrContainment = errors.New("cannot contain the job in a PID namespace")
 
 // ParseContainment parses "auto", "pid-namespace" or "subreaper" (any
 // case). Another value gives an error that lists the valid ones.

@@ -19,10 +19,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// sweepPoll is how long a sweep waits between rounds of SIGKILL: a
-// process forked while the previous round was being sent, or one in an
-// uninterruptible sleep, is caught by a later round.
-const sweepPoll = time.Millisecond
+// sweepPoll is how long a sweep waits at most between rounds of SIGKILL
+// (a child's death starts the next round at once): a process forked
+// while the previous round was being sent, or one in an uninterruptible
+// sleep, is caught by a later round. Short rounds back to back would
+// only take CPU from the dying.
+const sweepPoll = 5 * time.Millisecond
 
 // keeper is the init of a job's PID namespace, as amdrun sees it.
 type keeper struct {
@@ -261,7 +263,7 @@ func KeeperMain(args []string) int {
 		case <-chld:
 			reapAll(nil)
 		case <-gone:
-			emptyNamespace()
+			emptyNamespace(chld)
 			return 0
 		}
 	}
@@ -273,7 +275,7 @@ func KeeperMain(args []string) int {
 // whose parent is outside the namespace (the guard of a rank, once amdrun
 // is dead, belongs to amdrun's reaper) holds nothing any more and is that
 // parent's to reap; waiting for it could wait for ever.
-func emptyNamespace() {
+func emptyNamespace(chld <-chan os.Signal) {
 	for {
 		err := unix.Kill(-1, unix.SIGKILL)
 		reapAll(nil)
@@ -284,7 +286,17 @@ func emptyNamespace() {
 			reapAll(nil) // those that died since are ours to reap
 			return
 		}
-		time.Sleep(sweepPoll)
+		nextRound(chld)
+	}
+}
+
+// nextRound waits until a child has died or sweepPoll has passed.
+func nextRound(chld <-chan os.Signal) {
+	t := time.NewTimer(sweepPoll)
+	defer t.Stop()
+	select {
+	case <-chld:
+	case <-t.C:
 	}
 }
 
@@ -334,13 +346,14 @@ func reapAll(f func(pid int, ws unix.WaitStatus)) (none bool) {
 
 // sweep SIGKILLs every descendant of this process and reaps them, round
 // after round, until this process has no child left; f gets each reaped
-// child. This process must be a subreaper, so that the children of a
-// killed process come to it and are caught by the next round.
+// child, and chld must get this process's SIGCHLD. This process must be
+// a subreaper, so that the children of a killed process come to it and
+// are caught by the next round.
 //
 // A pid read from /proc is killed a moment later; it cannot name another
 // process by then unless the kernel handed out every other pid in between
 // (pids are allocated cyclically), so no unrelated process is hit.
-func sweep(f func(pid int, ws unix.WaitStatus)) {
+func sweep(f func(pid int, ws unix.WaitStatus), chld <-chan os.Signal) {
 	self := os.Getpid()
 	for {
 		for _, p := range descendants(self) {
@@ -349,7 +362,7 @@ func sweep(f func(pid int, ws unix.WaitStatus)) {
 		if reapAll(f) {
 			return
 		}
-		time.Sleep(sweepPoll)
+		nextRound(chld)
 	}
 }
 

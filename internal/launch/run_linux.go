@@ -135,7 +135,7 @@ func (s *supervisor) contain() error {
 			return nil
 		}
 		if s.o.Contain == ContainPIDNamespace {
-			return fmt.Errorf("launch: cannot contain the job in a PID namespace: %w", err)
+			return fmt.Errorf("launch: %w: %w", ErrContainment, err)
 		}
 		return nil // the guards alone: ContainSubreaper
 	case ContainSubreaper:

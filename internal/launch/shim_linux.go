@@ -177,7 +177,7 @@ func guard(path string, sa *shimArgs) int {
 			switch {
 			case !ok: // amdrun is gone: so is the job
 				_ = unix.Kill(-pid, unix.SIGKILL)
-				sweep(nil)
+				sweep(nil, chld)
 				return 1
 			case b == 0:
 				acked = true
@@ -194,7 +194,7 @@ func guard(path string, sa *shimArgs) int {
 	// What the rank left in its group goes at once; then everything else
 	// it started, wherever it went.
 	_ = unix.Kill(-pid, unix.SIGKILL)
-	sweep(nil)
+	sweep(nil, chld)
 	fmt.Fprintf(report, "status %d\n", uint32(status))
 	if status.Signaled() {
 		return 128 + int(status.Signal())

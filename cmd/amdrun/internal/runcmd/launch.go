@@ -140,6 +140,9 @@ func Run(ctx context.Context, o *Options) error {
 		ro.LogDir, ro.RanksFilter, ro.Redirects, ro.Tee = "", nil, launch.Streams{}, launch.Streams{}
 	}
 	code, err := launch.Run(ctx, run, ro)
+	if errors.Is(err, launch.ErrContainment) {
+		return fmt.Errorf("--contain %s: %w (--contain auto falls back to subreaper)", o.Contain, err)
+	}
 	if err != nil {
 		return err
 	}
