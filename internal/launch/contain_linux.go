@@ -247,7 +247,7 @@ func KeeperMain(args []string) int {
 	}
 	// Signals meant for amdrun (pkill amdrun, a terminal's) must not end
 	// the keeper: amdrun forwards what the ranks should get.
-	signal.Notify(make(chan os.Signal, 1), guardIgnored...)
+	dropSignals()
 	chld := make(chan os.Signal, 1)
 	signal.Notify(chld, unix.SIGCHLD)
 	status := os.NewFile(4, "status")

@@ -17,6 +17,7 @@ import (
 	"reflect"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -612,7 +613,12 @@ func TestRunKeepsIgnoredSIGHUP(t *testing.T) {
 	deadline := time.AfterFunc(30*time.Second, func() { cmd.Process.Kill() })
 	defer deadline.Stop()
 	sc := bufio.NewScanner(stdout)
+	var ranks []int
 	for ready := 0; ready < 2 && sc.Scan(); {
+		var rank, pid int
+		if _, err := fmt.Sscanf(sc.Text(), "pid %d %d", &rank, &pid); err == nil {
+			ranks = append(ranks, pid)
+		}
 		if strings.HasSuffix(sc.Text(), "]: ready") {
 			ready++
 		}
@@ -621,6 +627,20 @@ func TestRunKeepsIgnoredSIGHUP(t *testing.T) {
 		for sc.Scan() {
 		}
 	}()
+	// The ranks inherit the ignored SIGHUP, through their guards, as
+	// nohup means.
+	for _, pid := range ranks {
+		st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		var ign uint64
+		for _, l := range strings.Split(string(st), "\n") {
+			if v, ok := strings.CutPrefix(l, "SigIgn:"); ok {
+				ign, _ = strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			}
+		}
+		if ign&(1<<(syscall.SIGHUP-1)) == 0 {
+			t.Errorf("rank pid %d does not ignore SIGHUP (SigIgn %x)", pid, ign)
+		}
+	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {

@@ -58,7 +58,7 @@ func ShimMain(args []string) int {
 		for fd := 3; fd < 5+sa.hold; fd++ {
 			unix.CloseOnExec(fd)
 		}
-		signal.Notify(make(chan os.Signal, 1), guardIgnored...)
+		dropSignals()
 	}
 	if len(sa.cpus) > 0 {
 		var set unix.CPUSet
@@ -118,9 +118,19 @@ func setMempolicy(p MemPolicy, nodes []int) error {
 	return nil
 }
 
-// guardIgnored are the signals a guard and a keeper catch and drop: those
-// amdrun forwards to the ranks itself, and SIGPIPE.
-var guardIgnored = []os.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGPIPE}
+// dropSignals makes this process (a guard, a keeper) catch and drop the
+// signals amdrun forwards to the ranks itself, and SIGPIPE. One it was
+// started with ignored stays ignored, so that the rank inherits that too,
+// as a rank of amdrun under nohup always did.
+func dropSignals() {
+	var sigs []os.Signal
+	for _, sig := range []os.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGPIPE} {
+		if !signal.Ignored(sig) {
+			sigs = append(sigs, sig)
+		}
+	}
+	signal.Notify(make(chan os.Signal, 1), sigs...)
+}
 
 // guard starts the rank (path, sa.argv) and watches over it; see
 // ShimMain. It runs on the locked, bound thread.
