@@ -49,24 +49,8 @@ func newMark(t *testing.T, env []string) ([]string, string) {
 	return setEnv(env, envMark, mark), mark
 }
 
-// marked lists the live processes carrying mark (a zombie's environment
-// reads empty: the dead are left out).
-func marked(mark string) []int {
-	want := "\x00" + envMark + "=" + mark + "\x00"
-	ents, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err == nil && strings.Contains("\x00"+string(b), want) {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
+// marked lists the live processes carrying mark.
+func marked(mark string) []int { return testutil.WithEnv(envMark + "=" + mark) }
 
 // killMarked SIGKILLs what is left of a job (test clean-up).
 func killMarked(mark string) {

@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,25 +21,8 @@ import (
 	"github.com/amdrun/amdrun/internal/testutil"
 )
 
-// marked lists the live processes whose environment holds envMark=mark:
-// every process of a job a test started, however deep, wherever it went
-// (a zombie's environment reads empty, so the dead are left out).
-func marked(mark string) []int {
-	want := []byte(envMark + "=" + mark + "\x00")
-	ents, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err == nil && strings.Contains(string(b), string(want)) {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
+// marked lists the live processes of the job marked with mark.
+func marked(mark string) []int { return testutil.WithEnv(envMark + "=" + mark) }
 
 // newMark is a mark no other test's processes carry.
 func newMark(t *testing.T) string {
@@ -58,6 +40,47 @@ func containModes(t *testing.T) []Containment {
 		t.Logf("not testing %s: %v", ContainPIDNamespace, err)
 	}
 	return modes
+}
+
+// startLauncher starts cmd, the test binary as a mini launcher, reads its
+// output until both workers are ready and returns their pids by rank, and
+// its stderr; the rest of its output is drained. The test fails when the
+// launcher does not get there within 30 s.
+func startLauncher(t *testing.T, cmd *exec.Cmd) (map[int]int, *syncBuffer) {
+	t.Helper()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pm := map[int]int{}
+	ready := 0
+	sc := bufio.NewScanner(stdout)
+	deadline := time.AfterFunc(30*time.Second, func() { cmd.Process.Kill() })
+	for ready < 2 && sc.Scan() {
+		var rank, pid int
+		if _, err := fmt.Sscanf(sc.Text(), "pid %d %d", &rank, &pid); err == nil {
+			pm[rank] = pid
+		}
+		if strings.HasSuffix(sc.Text(), "]: ready") {
+			ready++
+		}
+	}
+	deadline.Stop()
+	go func() {
+		for sc.Scan() {
+		}
+	}()
+	if ready < 2 || len(pm) != 2 {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("launcher: %d ready, pids %v; stderr:\n%s", ready, pm, stderr.String())
+	}
+	return pm, stderr
 }
 
 func TestParseContainment(t *testing.T) {
@@ -163,34 +186,7 @@ func TestKillLauncherLeavesNothing(t *testing.T) {
 			cmd := exec.Command(os.Args[0])
 			cmd.Env = append(withoutEnv(os.Environ(), envWorker), envLauncher+"="+dir, envMark+"="+mark,
 				envEscape+"=1", envContain+"="+mode.String(), envHold+"="+lock)
-			stdout, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var stderr syncBuffer
-			cmd.Stderr = &stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			pm := map[int]int{}
-			ready := 0
-			sc := bufio.NewScanner(stdout)
-			deadline := time.AfterFunc(30*time.Second, func() { cmd.Process.Kill() })
-			for ready < 2 && sc.Scan() {
-				var rank, pid int
-				if _, err := fmt.Sscanf(sc.Text(), "pid %d %d", &rank, &pid); err == nil {
-					pm[rank] = pid
-				}
-				if strings.HasSuffix(sc.Text(), "]: ready") {
-					ready++
-				}
-			}
-			deadline.Stop()
-			if ready < 2 || len(pm) != 2 {
-				cmd.Process.Kill()
-				cmd.Wait()
-				t.Fatalf("launcher: %d ready, pids %v; stderr:\n%s", ready, pm, stderr.String())
-			}
+			pm, _ := startLauncher(t, cmd)
 			// The pids reported are the ranks' own, as this process sees
 			// them (not their guards', not those inside a namespace).
 			for rank, pid := range pm {
@@ -252,23 +248,9 @@ func TestKillLauncherLeavesNothing(t *testing.T) {
 func TestRunInterruptGivesEveryRankItsGrace(t *testing.T) {
 	testutil.EndToEnd(t)
 	p, dir := workerPlan(t, 2, "interrupt")
-	sigs := make(chan os.Signal, 4)
-	out := newBuf(2)
 	errb := newBuf(0)
-	done := make(chan int)
-	go func() {
-		code, _ := Run(context.Background(), p, RunOptions{Stdout: out, Stderr: errb, Signals: sigs, Grace: 10 * time.Second})
-		done <- code
-	}()
-	<-out.ready
-	sigs <- syscall.SIGINT
-	select {
-	case code := <-done:
-		if code != 130 {
-			t.Errorf("Run = %d, want 130", code)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("Run did not return after SIGINT")
+	if code := runAndSignal(t, p, RunOptions{Stderr: errb, Grace: 10 * time.Second}, 2, syscall.SIGINT); code != 130 {
+		t.Errorf("Run = %d, want 130", code)
 	}
 	for r := 0; r < 2; r++ {
 		if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("rank%d.handled", r))); err != nil {

@@ -289,15 +289,16 @@ func TestRunWorkerKilledBySignal(t *testing.T) {
 	}
 }
 
-func TestRunForwardsSIGTERM(t *testing.T) {
-	testutil.EndToEnd(t)
-	p, dir := workerPlan(t, 3, "hang")
+// runAndSignal runs p with o (Stdout and Signals set here) until its n
+// workers are ready, sends sig and returns Run's exit code.
+func runAndSignal(t *testing.T, p *Plan, o RunOptions, n int, sig os.Signal) int {
+	t.Helper()
 	sigs := make(chan os.Signal, 4)
-	out := newBuf(3)
-	var pm pids
+	out := newBuf(n)
+	o.Stdout, o.Signals = out, sigs
 	done := make(chan int)
 	go func() {
-		code, _ := Run(context.Background(), p, RunOptions{Stdout: out, Stderr: newBuf(0), Signals: sigs, Grace: 20 * time.Second, OnStart: pm.record})
+		code, _ := Run(context.Background(), p, o)
 		done <- code
 	}()
 	select {
@@ -305,14 +306,22 @@ func TestRunForwardsSIGTERM(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("workers never became ready")
 	}
-	sigs <- syscall.SIGTERM
+	sigs <- sig
 	select {
 	case code := <-done:
-		if code != 143 {
-			t.Errorf("Run = %d, want 143", code)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("Run did not return after SIGTERM")
+		return code
+	case <-time.After(20 * time.Second):
+		t.Fatalf("Run did not return after %v", sig)
+	}
+	return 0
+}
+
+func TestRunForwardsSIGTERM(t *testing.T) {
+	testutil.EndToEnd(t)
+	p, dir := workerPlan(t, 3, "hang")
+	var pm pids
+	if code := runAndSignal(t, p, RunOptions{Stderr: newBuf(0), Grace: 20 * time.Second, OnStart: pm.record}, 3, syscall.SIGTERM); code != 143 {
+		t.Errorf("Run = %d, want 143", code)
 	}
 	for r := 0; r < 3; r++ {
 		if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("rank%d.sigterm", r))); err != nil {
@@ -601,35 +610,10 @@ func TestRunKeepsIgnoredSIGHUP(t *testing.T) {
 	testutil.EndToEnd(t)
 	cmd := exec.Command("/bin/sh", "-c", `trap '' HUP; exec "$0"`, os.Args[0])
 	cmd.Env = append(withoutEnv(os.Environ(), envWorker), envLauncher+"="+t.TempDir())
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr syncBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.AfterFunc(30*time.Second, func() { cmd.Process.Kill() })
-	defer deadline.Stop()
-	sc := bufio.NewScanner(stdout)
-	var ranks []int
-	for ready := 0; ready < 2 && sc.Scan(); {
-		var rank, pid int
-		if _, err := fmt.Sscanf(sc.Text(), "pid %d %d", &rank, &pid); err == nil {
-			ranks = append(ranks, pid)
-		}
-		if strings.HasSuffix(sc.Text(), "]: ready") {
-			ready++
-		}
-	}
-	go func() { // keep the pipe drained
-		for sc.Scan() {
-		}
-	}()
+	pm, stderr := startLauncher(t, cmd)
 	// The ranks inherit the ignored SIGHUP, through their guards, as
 	// nohup means.
-	for _, pid := range ranks {
+	for _, pid := range pm {
 		st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 		var ign uint64
 		for _, l := range strings.Split(string(st), "\n") {
@@ -654,7 +638,7 @@ func TestRunKeepsIgnoredSIGHUP(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	err = <-exited
+	err := <-exited
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 143 {
 		t.Errorf("launcher after SIGTERM: %v, want exit status 143; stderr:\n%s", err, stderr.String())

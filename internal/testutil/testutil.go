@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -205,4 +206,27 @@ func CheckOutcome(t testing.TB, err error, validate func() error) {
 	if err := validate(); err != nil {
 		t.Fatalf("result does not validate: %v", err)
 	}
+}
+
+// WithEnv lists the live processes whose environment holds the entry kv
+// ("KEY=VALUE"): a test gives every process of a job it starts such a
+// mark, inherited however deep, and finds them all with it, whatever PID
+// namespace they run in (pids they report themselves may be a
+// namespace's). A zombie's environment reads empty, so the dead are left
+// out; so is the calling process.
+func WithEnv(kv string) []int {
+	want := "\x00" + kv + "\x00"
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err == nil && strings.Contains("\x00"+string(b), want) {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
