@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -356,11 +355,13 @@ func reapAll(f func(pid int, ws unix.WaitStatus)) (none bool) {
 func sweep(f func(pid int, ws unix.WaitStatus), chld <-chan os.Signal) {
 	self := os.Getpid()
 	for {
-		for _, p := range descendants(self) {
-			_ = unix.Kill(p, unix.SIGKILL)
-		}
+		// No child left means no descendant left (it would hang under
+		// one): the usual end, found without reading /proc.
 		if reapAll(f) {
 			return
+		}
+		for _, p := range descendants(self) {
+			_ = unix.Kill(p, unix.SIGKILL)
 		}
 		nextRound(chld)
 	}
@@ -400,10 +401,13 @@ func haveChildrenFiles() bool { return childrenFiles() }
 // child belongs to the thread that forked it, or, reparented, to any
 // thread of its new parent.
 func childrenOf(pid int) []int {
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	dir := fmt.Sprintf("/proc/%d/task/", pid)
+	// Not filepath.Glob: it would list every task's directory to match
+	// one name.
+	tasks, _ := os.ReadDir(dir)
 	var out []int
 	for _, t := range tasks {
-		b, err := os.ReadFile(t)
+		b, err := os.ReadFile(dir + t.Name() + "/children")
 		if err != nil {
 			continue
 		}
