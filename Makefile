@@ -5,6 +5,7 @@ BIN       ?= bin/amdrun
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X main.version=$(VERSION)
 FUZZTIME  ?= 30s
+CONTAIN_PROOF_OUT ?= /tmp/amdrun-contain-proof
 PKGS      := ./...
 
 .PHONY: build demo test short race darwin vet lint fmt-check fuzz bench placement-report gpu-proof slurm-e2e clean
@@ -77,6 +78,12 @@ placement-report:
 # all-reduce and launch time against torchrun, busy avoidance, fail-fast.
 gpu-proof: build
 	bench/gpu-proof.sh $(BIN)
+
+# On a node with 2 NVIDIA GPUs and PyTorch: SIGKILL of amdrun mid-epoch,
+# time until nothing of the job is left, a queued job gets both GPUs
+# (issue 13). CONTAIN_PROOF_FLAGS=--cpu checks the script on any machine.
+contain-proof: build
+	bench/contain-proof.sh $(BIN) $(CONTAIN_PROOF_OUT) $(CONTAIN_PROOF_FLAGS)
 
 clean:
 	rm -rf bin

@@ -46,11 +46,47 @@ summary="$OUT/summary.tsv"
 say() { printf '%s\n' "$*" | tee -a "$OUT/proof.log"; }
 now_ns() { date +%s%N; }
 
-# job_procs MARK: how many live processes carry AMDRUN_PROOF_MARK=MARK in
-# their environment (every process of the job inherits it, whatever PID
-# namespace it is in; a zombie's environment reads empty).
+# marked MARK: the pids of the live processes that carry
+# AMDRUN_PROOF_MARK=MARK in their environment (every process of the job
+# inherits it, whatever PID namespace it is in; the environment of a
+# process that has begun to exit reads empty).
+marked() {
+  grep -lsFxz "AMDRUN_PROOF_MARK=$1" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3
+}
+
+# snapshot PID...: "PID STARTTIME" for each, to follow them across pid reuse.
+snapshot() {
+  local pid stat
+  for pid in "$@"; do
+    { stat=$(< "/proc/$pid/stat"); } 2>/dev/null || continue
+    set -- ${stat##*) }
+    echo "$pid ${20}"
+  done
+}
+
+# holding SNAPSHOT-FILE: the pids of it that are not gone: running, or
+# exiting but still holding memory or open files (a killed process with
+# much memory takes a while to free it; its device memory goes when its
+# device files close). A zombie, or a process that has let go of
+# everything and only waits to be reaped, is gone.
+holding() {
+  local pid start stat fds
+  while read -r pid start; do
+    { stat=$(< "/proc/$pid/stat"); } 2>/dev/null || continue
+    set -- ${stat##*) }
+    [ "${20}" = "$start" ] || continue
+    case $1 in Z | X) continue ;; esac
+    fds=$(shopt -s nullglob; f=(/proc/"$pid"/fd/*); echo ${#f[@]})
+    if (( ($7 & 4) != 0 && ${22} == 0 && fds == 0 )); then
+      continue
+    fi
+    echo "$pid"
+  done < "$1"
+}
+
+# job_procs MARK SNAPSHOT-FILE: how many processes of the job are not gone.
 job_procs() {
-  grep -lsFxz "AMDRUN_PROOF_MARK=$1" /proc/[0-9]*/environ 2>/dev/null | wc -l
+  { marked "$1"; holding "$2"; } | sort -u | wc -l
 }
 
 # compute_apps: how many compute apps nvidia-smi lists (0 with --cpu).
@@ -91,7 +127,8 @@ for try in $(seq 1 "$TRIES"); do
     echo "$try fail" >> "$OUT/tries.txt"
     continue
   fi
-  before=$(job_procs "$mark")
+  snapshot $(marked "$mark") > "$d/snapshot"
+  before=$(wc -l < "$d/snapshot")
   # The queued job discovers the node once, while the GPUs still hold the
   # killed job's memory: --allow-busy, or it would count them busy.
   "$AMDRUN" "${SRC[@]}" "${DEVS[@]}" --ngpus 2 --wait=300s --allow-busy --python "$PY" \
@@ -105,7 +142,7 @@ for try in $(seq 1 "$TRIES"); do
   kill -KILL "$apid"
   last_seen=$t0 t_procs= t_apps= procs=$before apps=
   while :; do
-    procs=$(job_procs "$mark")
+    procs=$(job_procs "$mark" "$d/snapshot")
     apps=$(compute_apps)
     t=$(now_ns)
     [ "$procs" -gt 0 ] && last_seen=$t
@@ -115,8 +152,12 @@ for try in $(seq 1 "$TRIES"); do
     [ $(( (t - t0) / 1000000 )) -ge "$GIVE_UP_MS" ] && break
     sleep 0.05 # POLL_MS
   done
-  [ "$procs" -gt 0 ] && say "try $try: $procs process(es) of the job left after ${GIVE_UP_MS} ms" && \
-    grep -lsFxz "AMDRUN_PROOF_MARK=$mark" /proc/[0-9]*/environ | sed 's,/environ,/cmdline,' | xargs -r cat | tr '\0' ' ' >> "$OUT/proof.log"
+  if [ "$procs" -gt 0 ]; then
+    say "try $try: $procs process(es) of the job left after ${GIVE_UP_MS} ms:"
+    for pid in $({ marked "$mark"; holding "$d/snapshot"; } | sort -u); do
+      say "  $pid $(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null)"
+    done
+  fi
   wait "$bpid"; bcode=$?
   # The queued job: both GPUs, started after the last process was seen,
   # no compute app at its start.

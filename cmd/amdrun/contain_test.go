@@ -183,7 +183,7 @@ func killOnce(t *testing.T, topo, leases, kind string, cred *syscall.Credential)
 		return cmd
 	}
 	aErr := newSyncBuf()
-	a := start(aErr, "--topology", topo, "--ngpus", "8", "--python", "/usr/bin/python3", script, dir, kind)
+	a := start(aErr, "--topology", topo, "--ngpus", "8", "--python", pythonPath(), script, dir, kind)
 	aDone := make(chan struct{})
 	go func() { a.Wait(); close(aDone) }()
 	t.Cleanup(func() { a.Process.Kill(); <-aDone; killMarked(mark) })
@@ -205,7 +205,7 @@ func killOnce(t *testing.T, topo, leases, kind string, cred *syscall.Credential)
 	}
 	bEnv := setEnv(env, envMark, mark+"-queued")
 	bErr := newSyncBuf()
-	b := exec.Command(amdrunBin, "--topology", topo, "--ngpus", "8", "--wait=60s", "--python", "/usr/bin/python3", check, dir)
+	b := exec.Command(amdrunBin, "--topology", topo, "--ngpus", "8", "--wait=60s", "--python", pythonPath(), check, dir)
 	b.Env, b.Stderr = bEnv, bErr
 	if cred != nil {
 		b.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
@@ -221,11 +221,12 @@ func killOnce(t *testing.T, topo, leases, kind string, cred *syscall.Credential)
 		t.Fatalf("the second job did not queue; stderr:\n%s", bErr)
 	}
 
+	before := testutil.Snapshot(marked(mark))
 	killed := time.Now()
 	a.Process.Signal(syscall.SIGKILL)
 	<-aDone
 	var left []int
-	gone := waitFor(cleanWithin, func() bool { left = marked(mark); return len(left) == 0 })
+	gone := waitFor(cleanWithin, func() bool { left = testutil.Left(envMark+"="+mark, before); return len(left) == 0 })
 	clean := time.Since(killed)
 	if !gone {
 		t.Fatalf("%d process(es) of the job outlived the SIGKILLed amdrun by %v: %s", len(left), cleanWithin, describe(left))

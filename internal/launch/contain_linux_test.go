@@ -200,6 +200,7 @@ func TestKillLauncherLeavesNothing(t *testing.T) {
 			if n := len(marked(mark)); n < 10 {
 				t.Fatalf("%d processes of the job before the kill, want at least 10", n)
 			}
+			before := testutil.Snapshot(marked(mark))
 			killed := time.Now()
 			cmd.Process.Signal(syscall.SIGKILL)
 			cmd.Wait()
@@ -209,10 +210,10 @@ func TestKillLauncherLeavesNothing(t *testing.T) {
 			}
 			defer f.Close()
 			for {
-				left := marked(mark)
+				left := testutil.Left(envMark+"="+mark, before)
 				free := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil
-				if free && len(marked(mark)) > 0 {
-					t.Errorf("the held lock was free while %d process(es) of the job lived", len(marked(mark)))
+				if now := testutil.Left(envMark+"="+mark, before); free && len(now) > 0 {
+					t.Errorf("the held lock was free while %d process(es) of the job lived", len(now))
 				}
 				if len(left) == 0 {
 					t.Logf("clean %v after the SIGKILL; lock free: %v", time.Since(killed).Round(time.Millisecond), free)

@@ -230,3 +230,90 @@ func WithEnv(kv string) []int {
 	}
 	return out
 }
+
+// Left lists the processes of a job not yet gone: those carrying the
+// environment entry kv (WithEnv), and those of before that still hold
+// something (Holding).
+func Left(kv string, before []Proc) []int {
+	seen := map[int]bool{}
+	var out []int
+	for _, pid := range append(WithEnv(kv), Holding(before)...) {
+		if !seen[pid] {
+			seen[pid] = true
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// Proc names a process across pid reuse: its pid and its start time
+// (field 22 of /proc/PID/stat).
+type Proc struct {
+	PID   int
+	Start string
+}
+
+// Snapshot names the processes pids (those that still exist).
+func Snapshot(pids []int) []Proc {
+	var out []Proc
+	for _, pid := range pids {
+		if st, ok := readStat(pid); ok {
+			out = append(out, Proc{PID: pid, Start: st.start})
+		}
+	}
+	return out
+}
+
+// pfExiting is the kernel's PF_EXITING task flag: the process is in
+// exit(2) and runs no more code of its own.
+const pfExiting = 0x4
+
+// Holding lists those of procs that are not gone yet: still running, or
+// exiting but still holding open files (device memory is given back when
+// the device file closes) or memory. A SIGKILLed process with much memory
+// can take a while to free it after its environment already reads empty
+// (WithEnv no longer sees it); a process that has closed everything and
+// only waits to be reaped (a zombie, or an init waiting for its
+// namespace's last zombies) is gone.
+func Holding(procs []Proc) []int {
+	var out []int
+	for _, p := range procs {
+		st, ok := readStat(p.PID)
+		if !ok || st.start != p.Start || st.state == "Z" || st.state == "X" {
+			continue
+		}
+		if st.flags&pfExiting != 0 && st.rss == 0 {
+			if fds, err := os.ReadDir("/proc/" + strconv.Itoa(p.PID) + "/fd"); err != nil || len(fds) == 0 {
+				continue
+			}
+		}
+		out = append(out, p.PID)
+	}
+	return out
+}
+
+type procStat struct {
+	state, start string
+	flags, rss   uint64
+}
+
+// readStat reads a process's state, flags, resident pages and start time
+// from /proc/PID/stat, whose comm field may hold spaces and parentheses.
+func readStat(pid int) (procStat, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return procStat{}, false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return procStat{}, false
+	}
+	// Fields counted from 3 (state): flags is field 9, starttime 22, rss 24.
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 22 {
+		return procStat{}, false
+	}
+	flags, _ := strconv.ParseUint(f[6], 10, 64)
+	rss, _ := strconv.ParseUint(f[21], 10, 64)
+	return procStat{state: f[0], start: f[19], flags: flags, rss: rss}, true
+}
