@@ -129,9 +129,9 @@ for try in $(seq 1 "$TRIES"); do
   fi
   snapshot $(marked "$mark") > "$d/snapshot"
   before=$(wc -l < "$d/snapshot")
-  # The queued job discovers the node once, while the GPUs still hold the
-  # killed job's memory: --allow-busy, or it would count them busy.
-  "$AMDRUN" "${SRC[@]}" "${DEVS[@]}" --ngpus 2 --wait=300s --allow-busy --python "$PY" \
+  # The queued job first sees the GPUs busy with the running job's memory;
+  # when that job's leases go it discovers them again (no --allow-busy).
+  "$AMDRUN" "${SRC[@]}" "${DEVS[@]}" --ngpus 2 --wait=300s --python "$PY" \
     "$here/bench/contain_check.py" "$d" $CPU > "$d/queued.log" 2>&1 &
   bpid=$!
   if ! wait_for 60 grep -q "waiting for" "$d/queued.log"; then

@@ -44,6 +44,12 @@ type Reservation struct {
 	// Queued, when set, is called once with the reason when the job
 	// starts waiting.
 	Queued func(want int, why error)
+	// Refresh, when set, discovers the node again. A queued job calls it
+	// when a device another job leased becomes free, and takes the fresh
+	// busy state of the devices: at start a leased device is usually busy
+	// with that job's memory, which is gone once its lease is (the lease
+	// lives until the job's last process does).
+	Refresh func(context.Context) (*topology.Model, error)
 }
 
 // Reserve chooses the devices and leases them: selection runs under the
@@ -57,8 +63,9 @@ type Reservation struct {
 //
 // When not enough devices are free the error is the selector's
 // *selector.NotEnoughError, listing what is free, leased and busy. Busy
-// state is the one discovered at start: a queued job waits for other
-// amdrun jobs' leases, not for other programs to leave a device.
+// state is the one discovered at start, refreshed (with Refresh) when a
+// leased device becomes free: a queued job waits for other amdrun jobs'
+// leases, not for other programs to leave a device.
 func Reserve(ctx context.Context, r Reservation) (*selector.Choice, *lease.Lease, error) {
 	if r.Leases == nil {
 		c, err := selector.Select(r.Model, r.Request, r.Policy)
@@ -74,7 +81,15 @@ func Reserve(ctx context.Context, r Reservation) (*selector.Choice, *lease.Lease
 		return c, nil, err
 	}
 	var choice *selector.Choice
+	var heldBefore map[string]bool // keys leased at the last look
 	choose := func(holders map[string]lease.State) ([]string, error) {
+		if r.Refresh != nil && freed(heldBefore, holders) {
+			r.refreshBusy(ctx, keys)
+		}
+		heldBefore = map[string]bool{}
+		for k := range holders {
+			heldBefore[k] = true
+		}
 		c, err := selector.Select(r.Model, withHeld(r.Request, keys, holders), r.Policy)
 		var ne *selector.NotEnoughError
 		if errors.As(err, &ne) && len(ne.Held) > 0 {
@@ -126,6 +141,37 @@ func Reserve(ctx context.Context, r Reservation) (*selector.Choice, *lease.Lease
 	}
 	l, err = r.Leases.Claim(wctx, keys, need, choose, poll)
 	return choice, l, r.explain(ctx, err)
+}
+
+// freed says whether a key leased before is not leased now.
+func freed(before map[string]bool, now map[string]lease.State) bool {
+	for k := range before {
+		if _, ok := now[k]; !ok {
+			return true
+		}
+	}
+	return false
+}
+
+// refreshBusy copies the busy state of a fresh discovery into the model,
+// device by device (matched by key). A failed discovery keeps the old
+// state: the job still waits correctly for leases.
+func (r Reservation) refreshBusy(ctx context.Context, keys []string) {
+	fresh, err := r.Refresh(ctx)
+	if err != nil {
+		return
+	}
+	byKey := map[string]topology.Device{}
+	for i, k := range fresh.Keys() {
+		byKey[k] = fresh.Devices[i]
+	}
+	for i, k := range keys {
+		if d, ok := byKey[k]; ok {
+			m := &r.Model.Devices[i]
+			m.Busy, m.BusyReason, m.Processes = d.Busy, d.BusyReason, d.Processes
+			m.MemUsedMiB, m.MemUsedPct, m.UtilPercent = d.MemUsedMiB, d.MemUsedPct, d.UtilPercent
+		}
+	}
 }
 
 // explain turns Claim's error into the one the user sees: the selector's

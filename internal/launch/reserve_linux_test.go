@@ -275,3 +275,45 @@ func TestReserveSkipsUnusableLeaseFile(t *testing.T) {
 		t.Errorf("err %v: want device 0 listed as unusable", err)
 	}
 }
+
+// TestReserveRefreshesBusyWhenALeaseFrees is the queued job behind a job
+// that held every device and had memory on six of them: when its leases
+// go (its last process is gone, and its memory with it) the busy state
+// seen at start is stale. With Refresh the queued job sees the devices
+// idle again and takes the best four; without, it could only fail.
+func TestReserveRefreshesBusyWhenALeaseFrees(t *testing.T) {
+	for _, refresh := range []bool{true, false} {
+		t.Run(fmt.Sprintf("refresh=%v", refresh), func(t *testing.T) {
+			m, d := seedNode(t), leaseDir(t)
+			for i := 0; i < 6; i++ {
+				m.Devices[i].Busy, m.Devices[i].BusyReason = true, "1 process(es)"
+			}
+			other := holdOther(t, d, m, 0, 1, 2, 3, 4, 5, 6, 7)
+			r := reservation(m, d, 4)
+			r.Wait, r.Poll = 10*time.Second, 10*time.Millisecond
+			var calls atomic.Int32
+			if refresh {
+				r.Refresh = func(context.Context) (*topology.Model, error) {
+					calls.Add(1)
+					return seedNode(t), nil // every device idle now
+				}
+			}
+			time.AfterFunc(100*time.Millisecond, func() { other.Release() })
+			c, l, err := Reserve(context.Background(), r)
+			if !refresh {
+				var ne *selector.NotEnoughError
+				if !errors.As(err, &ne) || len(ne.Busy) != 6 {
+					t.Fatalf("without Refresh: err %v, want not enough with 6 busy", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Release()
+			if topology.JoinInts(c.Devices) != "0,1,6,7" || calls.Load() != 1 {
+				t.Errorf("chose %v after %d refreshes, want 0,1,6,7 after one", c.Devices, calls.Load())
+			}
+		})
+	}
+}

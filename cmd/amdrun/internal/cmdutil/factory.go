@@ -118,14 +118,22 @@ func (f *Factory) ToolTimeout() time.Duration {
 // Topology discovers the node once, with the root's topology flags.
 func (f *Factory) Topology(ctx context.Context) (*topology.Model, error) {
 	f.once.Do(func() {
-		f.model, f.err = f.Discover(ctx, discover.Options{
-			Source: f.Topo.Source, SysfsRoot: f.SysfsRoot(), File: f.Topo.File, Run: f.Run, Warn: f.Warn,
-		})
+		f.model, f.err = f.Discover(ctx, f.discoverOptions(f.Warn))
 		if f.err == nil {
 			f.err = f.applyMeasured(f.model)
 		}
 	})
 	return f.model, f.err
+}
+
+// Rediscover discovers the node again, for its busy state now: no cache,
+// no measured bandwidth, no warnings (the first discovery gave them).
+func (f *Factory) Rediscover(ctx context.Context) (*topology.Model, error) {
+	return f.Discover(ctx, f.discoverOptions(nil))
+}
+
+func (f *Factory) discoverOptions(warn topology.Warner) discover.Options {
+	return discover.Options{Source: f.Topo.Source, SysfsRoot: f.SysfsRoot(), File: f.Topo.File, Run: f.Run, Warn: warn}
 }
 
 // New returns the Factory of the real process.

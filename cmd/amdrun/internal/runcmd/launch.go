@@ -212,7 +212,7 @@ func place(ctx context.Context, o *Options, env []string) (*placement, error) {
 		return nil, fmt.Errorf("--devices %s names none of the devices the environment leaves visible (%s)",
 			topology.FormatCPUList(o.Devices), topology.FormatCPUList(mask.Candidates()))
 	}
-	res := launch.Reservation{Model: m, Request: req, Policy: o.Policy, DryRun: o.DryRun, Wait: o.Wait,
+	res := launch.Reservation{Model: m, Request: req, Policy: o.Policy, DryRun: o.DryRun, Wait: o.Wait, Refresh: o.Rediscover,
 		Queued: func(want int, why error) {
 			fmt.Fprintf(o.IO.ErrOut, "amdrun: waiting for %d free device(s) (queued, first come first served): %v\n", want, userError(why))
 		},
