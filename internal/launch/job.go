@@ -11,6 +11,9 @@ import (
 // Job is a chosen set of devices and what to run on it: the input of
 // PlanJob. Zero values are documented per field.
 type Job struct {
+	// TorchVersion is the workers' torch version, "" when unknown (see
+	// Spec.TorchVersion and TorchVersionProbe).
+	TorchVersion string
 	// Model is the node the devices were chosen on; nil only for CPU
 	// ranks.
 	Model *topology.Model
@@ -109,6 +112,7 @@ func PlanJob(j Job) (*Plan, error) {
 		Role:             j.Role,
 		VirtualLocalRank: j.VirtualLocalRank,
 		MaxRestarts:      j.MaxRestarts,
+		TorchVersion:     j.TorchVersion,
 	}
 	if len(chosen) > 0 {
 		vendor := j.Model.Vendor

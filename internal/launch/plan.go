@@ -88,8 +88,10 @@ var RankVars = []string{
 
 // asyncErrorVars are the two names torch reads for NCCL's asynchronous
 // error handling: TORCH_NCCL_ASYNC_ERROR_HANDLING since torch 2.2, the
-// other before (torch 1.13 reads only NCCL_ASYNC_ERROR_HANDLING). A plan
-// sets both to 1 unless the user set either.
+// other before (torch 1.13 reads only NCCL_ASYNC_ERROR_HANDLING; 2.2 and
+// later warn on every rank that it is deprecated). A plan sets the new
+// name to 1 unless the user set either, and the old one too when the
+// workers' torch is older than 2.2 (Spec.TorchVersion).
 var asyncErrorVars = []string{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING"}
 
 // DefaultRole is ROLE_NAME when Spec.Role is empty, as torchrun's --role.
@@ -97,6 +99,9 @@ const DefaultRole = "default"
 
 // Spec is everything NewPlan needs. Zero values are documented per field.
 type Spec struct {
+	// TorchVersion is the version of torch the workers import ("" when
+	// unknown): below 2.2 the plan also sets NCCL_ASYNC_ERROR_HANDLING.
+	TorchVersion string
 	// Devices are the chosen devices in rank order: local rank i runs on
 	// Devices[i*k : (i+1)*k], k being DevicesPerRank. No device twice.
 	// Empty only for CPU ranks (CPURanks).
@@ -372,8 +377,9 @@ func NewPlan(s Spec) (*Plan, error) {
 			"TORCHELASTIC_USE_AGENT_STORE": "False",
 		}
 		if !asyncSet {
-			for _, k := range asyncErrorVars {
-				set[k] = "1"
+			set[asyncErrorVars[0]] = "1"
+			if legacyAsyncName(s.TorchVersion) {
+				set[asyncErrorVars[1]] = "1"
 			}
 		}
 		if !ompSet {

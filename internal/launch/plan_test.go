@@ -30,7 +30,7 @@ func baseSpec() Spec {
 		Bind:       BindNUMA, Mem: MemBind,
 		NNodes: 2, NodeRank: 1,
 		MasterAddr: "10.0.0.1", MasterPort: 29400,
-		RunID: "job7", MaxRestarts: 2,
+		RunID: "job7", MaxRestarts: 2, TorchVersion: "1.13.1",
 	}
 }
 
@@ -281,23 +281,27 @@ func TestShimArgs(t *testing.T) {
 // value is the only one torch sees).
 func TestPlanAsyncErrorHandling(t *testing.T) {
 	for _, tc := range []struct {
+		version    string
 		env        []string
 		torch, old string // "" = unset
 	}{
-		{nil, "1", "1"},
-		{[]string{"TORCH_NCCL_ASYNC_ERROR_HANDLING=3"}, "3", ""},
-		{[]string{"NCCL_ASYNC_ERROR_HANDLING=0"}, "", "0"},
+		{"", nil, "1", ""},             // unknown torch: current torch warns on the old name
+		{"2.11.0+cu130", nil, "1", ""}, // reads the new name only
+		{"2.1.2", nil, "1", "1"},       // reads the old name only
+		{"1.13.1", nil, "1", "1"},      // Debian's
+		{"1.13.1", []string{"TORCH_NCCL_ASYNC_ERROR_HANDLING=3"}, "3", ""},
+		{"", []string{"NCCL_ASYNC_ERROR_HANDLING=0"}, "", "0"},
 	} {
 		s := baseSpec()
-		s.Env = tc.env
+		s.Env, s.TorchVersion = tc.env, tc.version
 		p, err := NewPlan(s)
 		if err != nil {
 			t.Fatal(err)
 		}
 		env := EnvMap(p.Ranks[0].Env)
 		if env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] != tc.torch || env["NCCL_ASYNC_ERROR_HANDLING"] != tc.old {
-			t.Errorf("user env %q: TORCH_NCCL_ASYNC_ERROR_HANDLING=%q NCCL_ASYNC_ERROR_HANDLING=%q, want %q and %q",
-				tc.env, env["TORCH_NCCL_ASYNC_ERROR_HANDLING"], env["NCCL_ASYNC_ERROR_HANDLING"], tc.torch, tc.old)
+			t.Errorf("torch %q, user env %q: TORCH_NCCL_ASYNC_ERROR_HANDLING=%q NCCL_ASYNC_ERROR_HANDLING=%q, want %q and %q",
+				tc.version, tc.env, env["TORCH_NCCL_ASYNC_ERROR_HANDLING"], env["NCCL_ASYNC_ERROR_HANDLING"], tc.torch, tc.old)
 		}
 	}
 }
@@ -424,5 +428,16 @@ func TestPlanCPURanks(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestParseTorchVersion(t *testing.T) {
+	for out, want := range map[string]string{
+		"2.11.0+cu130\n": "2.11.0+cu130", "1.13.1": "1.13.1", "2.2.0a0+git": "2.2.0a0+git",
+		"": "", "Traceback": "", "2": "", "x.y": "",
+	} {
+		if got := ParseTorchVersion([]byte(out)); got != want {
+			t.Errorf("%q: %q, want %q", out, got, want)
+		}
 	}
 }

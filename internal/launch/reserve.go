@@ -14,6 +14,16 @@ import (
 // DefaultWaitPoll is how often a job queued for devices looks again.
 const DefaultWaitPoll = 200 * time.Millisecond
 
+// SettleTime is how long a queued job keeps waiting for a device whose
+// lease was just released but which its fresh discovery still shows busy:
+// the driver frees a dead job's memory (and drops it from its process
+// list) a little after the processes are gone; 90 ms on the H200 machine.
+const SettleTime = 10 * time.Second
+
+// refreshEvery spaces the discoveries of a job waiting for a device to
+// settle: each runs the vendor tool.
+const refreshEvery = 500 * time.Millisecond
+
 // NodeLockWait bounds how long a job that does not --wait waits for the
 // node lock: another job holds it for milliseconds, so a lock held for
 // seconds is stuck or held on purpose, and the job fails naming the
@@ -50,6 +60,9 @@ type Reservation struct {
 	// with that job's memory, which is gone once its lease is (the lease
 	// lives until the job's last process does).
 	Refresh func(context.Context) (*topology.Model, error)
+	// Settle bounds the wait for a released device to stop being busy;
+	// 0 means SettleTime.
+	Settle time.Duration
 }
 
 // Reserve chooses the devices and leases them: selection runs under the
@@ -81,16 +94,13 @@ func Reserve(ctx context.Context, r Reservation) (*selector.Choice, *lease.Lease
 		return c, nil, err
 	}
 	var choice *selector.Choice
-	var heldBefore map[string]bool // keys leased at the last look
+	st := settle{keys: keys}
 	choose := func(holders map[string]lease.State) ([]string, error) {
-		if r.Refresh != nil && freed(heldBefore, holders) {
-			r.refreshBusy(ctx, keys)
+		req := withHeld(r.Request, keys, holders)
+		if r.Refresh != nil {
+			st.look(ctx, r, holders, time.Now(), req.Held)
 		}
-		heldBefore = map[string]bool{}
-		for k := range holders {
-			heldBefore[k] = true
-		}
-		c, err := selector.Select(r.Model, withHeld(r.Request, keys, holders), r.Policy)
+		c, err := selector.Select(r.Model, req, r.Policy)
 		var ne *selector.NotEnoughError
 		if errors.As(err, &ne) && len(ne.Held) > 0 {
 			// Enough devices exist, but other jobs hold some: worth waiting.
@@ -143,14 +153,51 @@ func Reserve(ctx context.Context, r Reservation) (*selector.Choice, *lease.Lease
 	return choice, l, r.explain(ctx, err)
 }
 
-// freed says whether a key leased before is not leased now.
-func freed(before map[string]bool, now map[string]lease.State) bool {
-	for k := range before {
-		if _, ok := now[k]; !ok {
-			return true
+// settle follows, for a queued job, the devices other jobs release: a
+// device leased at the last look and free now was busy with the leaving
+// job's memory, so the node is discovered again; one still busy then is
+// waited for as if leased, for up to SettleTime, with a discovery every
+// refreshEvery.
+type settle struct {
+	keys        []string
+	heldBefore  map[string]bool
+	since       map[int]time.Time // device -> when its lease went
+	lastRefresh time.Time
+}
+
+// look updates the model's busy state as needed and marks in held the
+// devices still settling.
+func (s *settle) look(ctx context.Context, r Reservation, holders map[string]lease.State, now time.Time, held map[int]string) {
+	if s.since == nil {
+		s.since = map[int]time.Time{}
+	}
+	newly := false
+	for i, k := range s.keys {
+		if _, leased := holders[k]; s.heldBefore[k] && !leased {
+			s.since[i], newly = now, true
 		}
 	}
-	return false
+	s.heldBefore = map[string]bool{}
+	for k := range holders {
+		s.heldBefore[k] = true
+	}
+	if newly || (len(s.since) > 0 && now.Sub(s.lastRefresh) >= refreshEvery) {
+		r.refreshBusy(ctx, s.keys)
+		s.lastRefresh = now
+	}
+	for i, t0 := range s.since {
+		settleTime := r.Settle
+		if settleTime <= 0 {
+			settleTime = SettleTime
+		}
+		if !r.Model.Devices[i].Busy || now.Sub(t0) > settleTime {
+			delete(s.since, i)
+			continue
+		}
+		if _, ok := held[i]; !ok {
+			held[i] = "released by another job, its memory not yet freed"
+		}
+	}
 }
 
 // refreshBusy copies the busy state of a fresh discovery into the model,

@@ -317,3 +317,56 @@ func TestReserveRefreshesBusyWhenALeaseFrees(t *testing.T) {
 		})
 	}
 }
+
+// TestReserveWaitsForReleasedMemory: the leaving job's lease goes when its
+// last process does, but the driver shows its memory (and process) for a
+// moment longer. The queued job keeps waiting for those devices, looking
+// again, instead of failing on a busy state a few ms old; a device that
+// stays busy past Settle is busy.
+func TestReserveWaitsForReleasedMemory(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		busyLooks int32 // discoveries that still show 0-5 busy
+		want      string
+	}{
+		{"memory freed after two looks", 2, "0,1,6,7"},
+		{"memory never freed", 1 << 30, "not enough"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			busy := func(m *topology.Model) *topology.Model {
+				for i := 0; i < 6; i++ {
+					m.Devices[i].Busy, m.Devices[i].BusyReason = true, "1 process(es)"
+				}
+				return m
+			}
+			m, d := busy(seedNode(t)), leaseDir(t)
+			other := holdOther(t, d, m, 0, 1, 2, 3, 4, 5, 6, 7)
+			r := reservation(m, d, 4)
+			r.Wait, r.Poll, r.Settle = 20*time.Second, 10*time.Millisecond, 1500*time.Millisecond
+			var looks atomic.Int32
+			r.Refresh = func(context.Context) (*topology.Model, error) {
+				if looks.Add(1) <= tc.busyLooks {
+					return busy(seedNode(t)), nil
+				}
+				return seedNode(t), nil
+			}
+			time.AfterFunc(50*time.Millisecond, func() { other.Release() })
+			start := time.Now()
+			c, l, err := Reserve(context.Background(), r)
+			if tc.want == "not enough" {
+				var ne *selector.NotEnoughError
+				if !errors.As(err, &ne) || time.Since(start) < 1500*time.Millisecond {
+					t.Fatalf("err %v after %v: want not enough, after Settle", err, time.Since(start))
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("%v (after %d looks)", err, looks.Load())
+			}
+			defer l.Release()
+			if topology.JoinInts(c.Devices) != tc.want || looks.Load() != 3 {
+				t.Errorf("chose %v after %d looks, want %s after 3", c.Devices, looks.Load(), tc.want)
+			}
+		})
+	}
+}

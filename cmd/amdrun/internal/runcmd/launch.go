@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
 	"github.com/amdrun/amdrun/internal/discover"
@@ -15,6 +16,29 @@ import (
 	"github.com/amdrun/amdrun/internal/selector"
 	"github.com/amdrun/amdrun/internal/topology"
 )
+
+// torchVersion asks the worker's interpreter which torch it would import
+// (launch.TorchVersionProbe: its start-up, not torch's import), in the
+// background; "" when the workers are not python, or it cannot say.
+func torchVersion(ctx context.Context, o *Options) <-chan string {
+	ch := make(chan string, 1)
+	if o.NoPython || o.Run == nil || len(o.Args) == 0 {
+		ch <- ""
+		return ch
+	}
+	go func() {
+		// An interpreter that takes seconds to start must not hold the job.
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		out, err := o.Run(ctx, o.Python, "-c", launch.TorchVersionProbe)
+		if err != nil {
+			ch <- ""
+			return
+		}
+		ch <- launch.ParseTorchVersion(out)
+	}()
+	return ch
+}
 
 // canLaunch is launch.Supported; tests of other systems' behaviour set it.
 var canLaunch = launch.Supported
@@ -31,6 +55,7 @@ func Run(ctx context.Context, o *Options) error {
 		return err
 	}
 	env := o.Env()
+	torch := torchVersion(ctx, o) // runs while the node is discovered
 	pl, err := place(ctx, o, env)
 	if err != nil {
 		return err
@@ -58,7 +83,7 @@ func Run(ctx context.Context, o *Options) error {
 		Argv: workerArgv(o), Env: env, HostNUMA: hostNUMA,
 		Bind: o.Bind, Mem: o.Mem, NNodes: o.NNodes, NodeRank: o.NodeRank, MasterAddr: o.MasterAddr,
 		MasterPort: o.MasterPort, MaxRestarts: o.MaxRestarts, RunID: o.RunID, Role: o.Role,
-		VirtualLocalRank: o.VirtualLocalRank,
+		VirtualLocalRank: o.VirtualLocalRank, TorchVersion: <-torch,
 	})
 	if err != nil {
 		return err

@@ -26,6 +26,9 @@ import (
 type Options struct {
 	IO       *iostreams.IOStreams
 	Topology func(context.Context) (*topology.Model, error)
+	// Run runs a program to its end (the torch version probe); nil: the
+	// workers' torch version is unknown.
+	Run topology.Runner
 	// Rediscover discovers the node again (a queued job's fresh view of
 	// busy devices); nil: the first discovery's state is kept.
 	Rediscover func(context.Context) (*topology.Model, error)
@@ -202,7 +205,7 @@ const example = `  amdrun --ngpus 4 train.py --lr 3e-4
 // NewCmdRun returns the root launch command; runF replaces Run in tests.
 func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{
-		IO: f.IOStreams, Topology: f.Topology, Rediscover: f.Rediscover, Env: f.Env, Executable: f.Executable,
+		IO: f.IOStreams, Topology: f.Topology, Rediscover: f.Rediscover, Run: f.Run, Env: f.Env, Executable: f.Executable,
 		Warn: f.Warn, Now: f.Now, HostNUMA: f.HostNUMA, NumCPU: runtime.NumCPU,
 	}
 	r := raw{pet: map[string]string{}}
