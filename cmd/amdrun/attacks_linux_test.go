@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -134,21 +135,46 @@ func (s *shared) run(u *testutil.User, env []string, limit time.Duration, args .
 
 // start starts amdrun as u in the background (killed at the end of the
 // test) and returns its command.
-func (s *shared) start(u *testutil.User, env []string, args ...string) (*exec.Cmd, *bytes.Buffer) {
+// lockedBuffer is a job's stderr, written by exec's copying goroutine
+// while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Len()
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func (s *shared) start(u *testutil.User, env []string, args ...string) (*exec.Cmd, *lockedBuffer) {
 	s.t.Helper()
 	cmd := asUser(u, append([]string{"--topology", s.topo}, args...)...)
 	cmd.Env = env
-	var errb bytes.Buffer
-	cmd.Stderr = &errb
+	errb := &lockedBuffer{}
+	cmd.Stderr = errb
 	if err := cmd.Start(); err != nil {
 		s.t.Fatal(err)
 	}
 	s.t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	return cmd, &errb
+	return cmd, errb
 }
 
 // waitLeased waits until ps, run by root, shows n devices leased in dir.
-func (s *shared) waitLeased(dir string, n int, job *exec.Cmd, jobErr *bytes.Buffer) {
+func (s *shared) waitLeased(dir string, n int, job *exec.Cmd, jobErr *lockedBuffer) {
 	s.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
