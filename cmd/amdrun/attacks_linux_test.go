@@ -20,7 +20,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -135,36 +134,11 @@ func (s *shared) run(u *testutil.User, env []string, limit time.Duration, args .
 
 // start starts amdrun as u in the background (killed at the end of the
 // test) and returns its command.
-// lockedBuffer is a job's stderr, written by exec's copying goroutine
-// while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) Len() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Len()
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func (s *shared) start(u *testutil.User, env []string, args ...string) (*exec.Cmd, *lockedBuffer) {
+func (s *shared) start(u *testutil.User, env []string, args ...string) (*exec.Cmd, *syncBuf) {
 	s.t.Helper()
 	cmd := asUser(u, append([]string{"--topology", s.topo}, args...)...)
 	cmd.Env = env
-	errb := &lockedBuffer{}
+	errb := newSyncBuf()
 	cmd.Stderr = errb
 	if err := cmd.Start(); err != nil {
 		s.t.Fatal(err)
@@ -174,7 +148,7 @@ func (s *shared) start(u *testutil.User, env []string, args ...string) (*exec.Cm
 }
 
 // waitLeased waits until ps, run by root, shows n devices leased in dir.
-func (s *shared) waitLeased(dir string, n int, job *exec.Cmd, jobErr *lockedBuffer) {
+func (s *shared) waitLeased(dir string, n int, job *exec.Cmd, jobErr *syncBuf) {
 	s.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
