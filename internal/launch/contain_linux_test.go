@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"reflect"
 	"strings"
 	"syscall"
@@ -275,24 +276,26 @@ func TestRunClosedConsole(t *testing.T) {
 	r.Close()
 	defer w.Close()
 	p, _ := workerPlan(t, 2, "lines")
+	p.RunID = "first"
 	logs := t.TempDir()
 	code, err := Run(context.Background(), p, RunOptions{Stdout: w, Stderr: w, LogDir: logs, Prefix: true})
 	if code != 0 || err != nil {
 		t.Fatalf("Run = %d, %v", code, err)
 	}
 	for rank := 0; rank < 2; rank++ {
-		b, _ := os.ReadFile(filepath.Join(logs, fmt.Sprintf("rank%d.stdout", rank)))
+		b, _ := os.ReadFile(filepath.Join(runDir(t, logs, "first"), "attempt_0", strconv.Itoa(rank), "stdout.log"))
 		if n := strings.Count(string(b), "\n"); n != 200 {
-			t.Errorf("rank%d.stdout has %d lines, want 200", rank, n)
+			t.Errorf("rank %d's stdout.log has %d lines, want 200", rank, n)
 		}
 	}
 
 	p, _ = workerPlan(t, 2, "fail", envFailRank+"=1")
+	p.RunID = "second"
 	code, err = Run(context.Background(), p, RunOptions{Stdout: w, Stderr: w, LogDir: logs, Grace: 5 * time.Second})
 	if code != 3 || err != nil {
 		t.Fatalf("failing job: Run = %d, %v, want 3", code, err)
 	}
-	b, _ := os.ReadFile(filepath.Join(logs, "amdrun.log"))
+	b, _ := os.ReadFile(filepath.Join(runDir(t, logs, "second"), "amdrun.log"))
 	if !strings.Contains(string(b), "amdrun: 1 of 2 ranks failed") || !strings.Contains(string(b), "rank 1 error line 14") {
 		t.Errorf("amdrun.log:\n%s", b)
 	}

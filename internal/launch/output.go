@@ -1,8 +1,7 @@
 package launch
 
 import (
-	"bufio"
-	"errors"
+	"bytes"
 	"io"
 	"os"
 	"sync"
@@ -33,13 +32,19 @@ type tail struct {
 	lines []string
 }
 
-func (t *tail) add(line []byte) {
+// add keeps one piece of a stream (see stream.pump). A piece that a lone
+// carriage return ends is a progress bar redrawn in place, not a line:
+// it is not kept.
+func (t *tail) add(piece []byte) {
+	if piece[len(piece)-1] == '\r' {
+		return
+	}
+	for len(piece) > 0 && (piece[len(piece)-1] == '\n' || piece[len(piece)-1] == '\r') {
+		piece = piece[:len(piece)-1]
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for len(line) > 0 && (line[len(line)-1] == '\n' || line[len(line)-1] == '\r') {
-		line = line[:len(line)-1]
-	}
-	t.lines = append(t.lines, string(line))
+	t.lines = append(t.lines, string(piece))
 	if len(t.lines) > tailLines {
 		t.lines = t.lines[len(t.lines)-tailLines:]
 	}
@@ -51,57 +56,138 @@ func (t *tail) get() []string {
 	return append([]string(nil), t.lines...)
 }
 
-// stream copies one worker pipe, line by line, to the console (with an
-// optional prefix), a log file and a tail.
+// stream copies one worker pipe to the console (with an optional
+// prefix), a log file and a tail.
 type stream struct {
 	con    *console
 	out    io.Writer // console destination; nil: not shown
 	prefix string    // "" for none
-	log    io.Writer // nil: no log file
-	tail   *tail     // nil: not kept
+	// raw shows the bytes on the console as they come, partial lines
+	// included (a prompt, a progress bar): for the only rank shown,
+	// unprefixed, whose lines cannot interleave with another's.
+	raw  bool
+	log  io.Writer // nil: no log file
+	tail *tail     // nil: not kept
 }
 
 // pump reads r until EOF or error (a read deadline ends it) and closes r.
+//
+// The log file gets every byte as it is read. The console and the tail
+// get pieces: a line ended by a newline; a piece ended by a lone carriage
+// return (a progress bar that redraws itself, as tqdm's), shown at once
+// rather than when a newline finally comes; maxLine bytes of a longer
+// line; and the stream's last bytes. Text after a carriage return that
+// no newline has ended yet (tqdm writes "\r" and then the bar) is drawn
+// again, whole, each time more of it arrives, ending with a carriage
+// return so that the next drawing replaces it. In raw mode the console
+// gets the bytes as read instead.
 func (s *stream) pump(r *os.File) {
 	defer r.Close()
-	br := bufio.NewReaderSize(r, maxLine)
-	buf := make([]byte, 0, 256)
+	buf := make([]byte, maxLine)
+	n := 0           // buf[:n] is the line not complete yet
+	afterCR := false // a lone carriage return ended the last piece
+	drawn := -1      // buf[:drawn] is on the console already (redraw); -1: nothing
+	lastByte := byte('\n')
 	for {
-		line, err := br.ReadSlice('\n')
-		last := err != nil && !errors.Is(err, bufio.ErrBufferFull)
-		if len(line) > 0 {
-			s.emit(line, last, &buf)
+		m, err := r.Read(buf[n:])
+		if m > 0 {
+			chunk := buf[n : n+m]
+			if s.log != nil {
+				_, _ = s.log.Write(chunk)
+			}
+			if s.raw && s.out != nil {
+				s.con.write(s.out, chunk)
+				lastByte = chunk[m-1]
+			}
+			n += m
+			done := 0
+			for done < n {
+				end := pieceEnd(buf[done:n])
+				if end < 0 {
+					break
+				}
+				// A bar redrawn already and now ended by its carriage
+				// return needs no second drawing.
+				shown := done == 0 && drawn == end-1 && buf[end-1] == '\r'
+				s.emit(buf[done:done+end], afterCR, shown)
+				afterCR = buf[done+end-1] == '\r'
+				done += end
+			}
+			if done > 0 {
+				drawn = -1
+			}
+			n = copy(buf, buf[done:n])
+			switch {
+			case n == len(buf): // a line longer than maxLine: its first piece
+				s.emit(buf[:n], afterCR, false)
+				afterCR, n, drawn = false, 0, -1
+			case n > 0 && afterCR && !s.raw && s.out != nil:
+				s.redraw(buf[:n])
+				drawn = n
+			}
 		}
-		if last {
+		if err != nil {
+			if n > 0 {
+				s.emit(buf[:n], afterCR, false)
+			}
+			if s.raw && s.out != nil && lastByte != '\n' && lastByte != '\r' {
+				s.con.write(s.out, []byte{'\n'}) // as emit ends a last line
+			}
 			return
 		}
 	}
 }
 
-// emit writes one line, or one piece of a longer line, or (last) the
-// stream's final bytes. On the console a prefixed piece and a final line
-// are always ended with a newline, so that the next rank's output starts
-// a line of its own; the log file gets the bytes unchanged.
-func (s *stream) emit(line []byte, last bool, buf *[]byte) {
-	if s.log != nil {
-		_, _ = s.log.Write(line)
+// pieceEnd is the length of the first complete piece of b: through its
+// first newline, or through a carriage return not followed by a newline
+// (a lone one at the end of what has been read counts: the bar is shown
+// now, not when the next write comes); -1 when b holds no complete piece.
+func pieceEnd(b []byte) int {
+	i := bytes.IndexAny(b, "\r\n")
+	switch {
+	case i < 0:
+		return -1
+	case b[i] == '\r' && i+1 < len(b) && b[i+1] == '\n':
+		return i + 2
 	}
+	return i + 1
+}
+
+// emit writes one piece (see pump) to the tail and, unless raw or shown
+// already, to the console. On the console a prefixed piece and the
+// stream's last bytes are always ended (with a newline, unless a carriage
+// return ends them), so that the next rank's output starts a line of its
+// own; the console is thus always at the start of a line between pieces,
+// and a carriage return alone has nothing to do there.
+func (s *stream) emit(piece []byte, afterCR, shown bool) {
 	if s.tail != nil {
-		s.tail.add(line)
+		s.tail.add(piece)
 	}
-	if s.out == nil {
+	if s.out == nil || s.raw || shown || (len(piece) == 1 && piece[0] == '\r') {
 		return
 	}
-	ended := line[len(line)-1] == '\n'
-	if s.prefix == "" && (ended || !last) {
-		s.con.write(s.out, line)
+	last := piece[len(piece)-1]
+	ended := last == '\n' || last == '\r'
+	if s.prefix == "" && ended {
+		s.con.write(s.out, piece)
 		return
 	}
-	b := append((*buf)[:0], s.prefix...)
-	b = append(b, line...)
+	b := make([]byte, 0, len(s.prefix)+len(piece)+1)
+	if !(afterCR && len(piece) == 1 && last == '\n') { // the newline after a bar ends it, unprefixed
+		b = append(b, s.prefix...)
+	}
+	b = append(b, piece...)
 	if !ended {
 		b = append(b, '\n')
 	}
-	*buf = b
 	s.con.write(s.out, b)
+}
+
+// redraw shows the text that follows a carriage return so far (a
+// progress bar), prefixed, and returns the cursor to the line's start.
+func (s *stream) redraw(partial []byte) {
+	b := make([]byte, 0, len(s.prefix)+len(partial)+1)
+	b = append(b, s.prefix...)
+	b = append(b, partial...)
+	s.con.write(s.out, append(b, '\r'))
 }

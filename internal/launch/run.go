@@ -29,15 +29,24 @@ var ErrNotSupported = errors.New("launch: running workers is only supported on L
 type RunOptions struct {
 	// Stdout and Stderr receive the workers' output and amdrun's own
 	// messages (restarts, failure summary); nil means os.Stdout/os.Stderr.
+	// When one is a terminal (an *os.File), an unprefixed rank's stream
+	// that goes to no log file is handed that terminal itself (see Run).
 	Stdout, Stderr io.Writer
+	// Stdin is local rank 0's standard input; nil means /dev/null. The
+	// other ranks always read /dev/null.
+	Stdin *os.File
 	// Prefix starts every console line with "[rankN]: " (the global rank).
-	// Lines of different ranks never interleave mid-line either way.
+	// Lines of different ranks that amdrun copies never interleave
+	// mid-line either way.
 	Prefix bool
-	// LogDir, when set, also receives DIR/rankN.stdout and rankN.stderr
-	// (truncated at the start of Run, appended to across restarts).
+	// LogDir, when set, receives torchrun's log layout (see Redirects):
+	// a fresh LogDir/<Plan.RunID>_<8 random characters>/ per Run, with
+	// attempt_<k>/<local rank>/stdout.log, stderr.log and error.json (a
+	// copy of what the rank recorded) per attempt, and amdrun.log.
+	// Nothing there is ever overwritten and no link is followed.
 	LogDir string
 	// RanksFilter lists the local ranks whose output reaches the console;
-	// nil means all. Log files always get everything.
+	// nil means all. It does not change what the log files get.
 	RanksFilter []int
 	// Grace is the time between SIGTERM and SIGKILL; zero sends SIGKILL
 	// right after SIGTERM.
@@ -67,11 +76,10 @@ type RunOptions struct {
 	OnStart func(rank, pid int)
 	// Redirects says which streams of each local rank go only to its log
 	// files and not to the console (torchrun's -r/--redirects); Tee which
-	// go to both (-t/--tee). The zero value covers no stream. The log
-	// layout they write is torchrun's:
-	// LogDir/<Plan.RunID>/attempt_<k>/<local rank>/stdout.log|stderr.log.
-	// Run does not honour them yet (the run-time half of issue 15): the
-	// launcher refuses them before calling Run.
+	// go to both (-t/--tee); a stream in neither goes to the console
+	// only. When both are zero, LogDir gets every stream, as Tee StdAll.
+	// Without LogDir, either writes the layout into a fresh temporary
+	// directory that Run keeps and names on Stderr (as torchrun does).
 	Redirects, Tee Streams
 }
 

@@ -9,10 +9,11 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -30,13 +31,23 @@ var forwarded = []os.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT
 // exited and been reaped, and every process they started is gone. Each
 // worker runs under its guard (see Containment: amdrun re-executed from
 // Self, which also binds a bound rank), in its own process group, and
-// gets exactly its Rank's argv and env, with stdin from /dev/null. The
-// job is contained as o.Contain says; nothing it starts outlives it, even
-// when amdrun is killed with SIGKILL.
+// gets exactly its Rank's argv and env, plus TORCHELASTIC_RESTART_COUNT
+// (the attempt) and TORCHELASTIC_ERROR_FILE (a fresh file per rank and
+// attempt in a private directory Run removes at the end; a copy goes to
+// the log directory). Local rank 0 reads o.Stdin, unless that is the
+// terminal amdrun runs in the background of; the others read /dev/null.
+// A rank whose output is not prefixed writes straight to Stdout or Stderr
+// when that is a terminal and the stream goes to no log file; such a rank
+// runs in a session of its own, so that it reads and writes the terminal
+// free of job control, while Ctrl-C still reaches amdrun, which forwards
+// it. The job is contained as o.Contain says; nothing it starts outlives
+// it, even when amdrun is killed with SIGKILL.
 //
 // The first worker that exits non-zero makes Run send SIGTERM to every
 // other group and SIGKILL after Grace; a failure summary then goes to
-// Stderr (and to LogDir/amdrun.log), and, while restarts are left, the
+// Stderr (and to amdrun.log in the log directory): each failed rank with
+// the exception it recorded in its error file (torch's @record), else the
+// last lines of its stderr. While restarts are left, the
 // whole group starts again with TORCHELASTIC_RESTART_COUNT one higher.
 // SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 are forwarded to
 // every group (no other signal, even when Signals delivers it; a signal
@@ -86,11 +97,17 @@ func Run(ctx context.Context, p *Plan, o RunOptions) (exitCode int, err error) {
 	// Never stopped: a write to a closed console after Run (a warning, an
 	// error line) must not turn the job's exit code into 141 either.
 	signal.Notify(make(chan os.Signal, 1), unix.SIGPIPE)
-	s := &supervisor{plan: p, o: o, con: &console{}}
+	s := &supervisor{plan: p, o: o, con: &console{}, stdin: handedStdin(o.Stdin),
+		term: [2]*os.File{terminal(o.Stdout), terminal(o.Stderr)}}
+	for _, r := range p.Ranks {
+		if s.showsRank(r.LocalRank) {
+			s.shown++
+		}
+	}
+	defer s.closeLogs()
 	if err := s.openLogs(); err != nil {
 		return 1, err
 	}
-	defer s.closeLogs()
 	if err := s.contain(); err != nil {
 		return 1, err
 	}
@@ -122,6 +139,37 @@ func Run(ctx context.Context, p *Plan, o RunOptions) (exitCode int, err error) {
 		}
 		s.note(fmt.Sprintf("amdrun: restarting the worker group (restart %d of %d)\n", attempt+1, o.MaxRestarts))
 	}
+}
+
+// terminal returns w when it is a terminal, else nil.
+func terminal(w io.Writer) *os.File {
+	f, ok := w.(*os.File)
+	if !ok || f == nil {
+		return nil
+	}
+	if _, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS); err != nil {
+		return nil
+	}
+	return f
+}
+
+// handedStdin is the standard input local rank 0 gets: f, unless f is
+// amdrun's controlling terminal and amdrun runs in the background of it
+// (`amdrun ... &`): reading it there would take the shell's input (the
+// rank has a session of its own, out of the terminal's job control), so
+// the rank reads /dev/null (nil) instead.
+func handedStdin(f *os.File) *os.File {
+	if f == nil {
+		return nil
+	}
+	fg, err := unix.IoctlGetInt(int(f.Fd()), unix.TIOCGPGRP)
+	if err != nil {
+		return f // not a terminal, or not amdrun's controlling one
+	}
+	if fg != unix.Getpgrp() {
+		return nil
+	}
+	return f
 }
 
 // contain sets up the job-wide containment o.Contain asks for: the keeper
@@ -172,11 +220,15 @@ type supervisor struct {
 	o           RunOptions
 	con         *console
 	sigs        <-chan os.Signal
-	logs        []io.WriteCloser // 2 per rank: stdout, stderr; nil without LogDir
-	notes       io.WriteCloser   // LogDir/amdrun.log; nil without LogDir
-	keeper      *keeper          // the job's PID namespace; nil: guards only
-	ints        int              // SIGINTs received
-	interrupted syscall.Signal   // the first ending signal received, 0 if none
+	job         *jobDir        // the run's log directory; nil without logs
+	errs        *errorDir      // the ranks' error files
+	notes       io.WriteCloser // amdrun.log in the run's log directory; nil without logs
+	keeper      *keeper        // the job's PID namespace; nil: guards only
+	stdin       *os.File       // local rank 0's standard input; nil: /dev/null
+	term        [2]*os.File    // Stdout, Stderr when they are terminals
+	shown       int            // how many ranks the console shows
+	ints        int            // SIGINTs received
+	interrupted syscall.Signal // the first ending signal received, 0 if none
 }
 
 // worker is one started rank of an attempt.
@@ -190,6 +242,9 @@ type worker struct {
 	sig     syscall.Signal // killing signal, 0 if it exited
 	stopped bool           // ended by the stop amdrun began (endedByStop)
 	tail    *tail
+	logs    []*os.File // its log files this attempt
+	rec     *RankError // what it recorded in its error file; nil if nothing
+	recAt   string     // where that file is kept; "" when nowhere
 	pipes   []*os.File // read ends, for drain deadlines
 	pumps   chan struct{}
 	// ctl is the guard's control pipe: a signal number sends that signal
@@ -246,41 +301,80 @@ func (g *group) running() int {
 	return n
 }
 
+// openLogs makes the ranks' error file directory and, when there are
+// logs (--log-dir; -r or -t without it write to a fresh temporary
+// directory that is kept, as torchrun's), the run's log directory with
+// amdrun.log.
 func (s *supervisor) openLogs() error {
-	if s.o.LogDir == "" {
-		return nil
+	var err error
+	if s.errs, err = newErrorDir(); err != nil {
+		return err
 	}
-	if err := os.MkdirAll(s.o.LogDir, 0o755); err != nil {
-		return fmt.Errorf("launch: log dir: %w", err)
-	}
-	for _, r := range s.plan.Ranks {
-		for _, ext := range []string{"stdout", "stderr"} {
-			f, err := os.Create(filepath.Join(s.o.LogDir, fmt.Sprintf("rank%d.%s", r.Rank, ext)))
-			if err != nil {
-				s.closeLogs()
-				return fmt.Errorf("launch: log dir: %w", err)
-			}
-			s.logs = append(s.logs, f)
+	base := s.o.LogDir
+	if base == "" && (!s.o.Redirects.IsZero() || !s.o.Tee.IsZero()) {
+		if base, err = os.MkdirTemp("", "amdrun-logs-"); err != nil {
+			return fmt.Errorf("launch: log dir: %w", err)
 		}
 	}
-	f, err := os.Create(filepath.Join(s.o.LogDir, "amdrun.log"))
+	if base == "" {
+		return nil
+	}
+	if s.job, err = openJobDir(base, s.plan.RunID); err != nil {
+		return err
+	}
+	f, err := s.job.create("amdrun.log")
 	if err != nil {
-		s.closeLogs()
-		return fmt.Errorf("launch: log dir: %w", err)
+		return err
 	}
 	s.notes = f
+	if s.o.LogDir == "" {
+		s.note(fmt.Sprintf("amdrun: the ranks' log files are in %s (-r/-t without --log-dir)\n", s.job.path))
+	}
 	return nil
 }
 
 func (s *supervisor) closeLogs() {
-	for _, f := range s.logs {
-		_ = f.Close()
-	}
-	s.logs = nil
 	if s.notes != nil {
 		_ = s.notes.Close()
 		s.notes = nil
 	}
+	if s.job != nil {
+		s.job.close()
+		s.job = nil
+	}
+	if s.errs != nil {
+		s.errs.remove()
+		s.errs = nil
+	}
+}
+
+// streams says which streams of local rank lr go to its log files, and
+// which to the console: torchrun's -r (log only) and -t (log and
+// console); without either, --log-dir keeps every stream in its file and
+// on the console. A stream in no log goes to the console alone, unless
+// RanksFilter leaves the rank out.
+func (s *supervisor) streams(lr int) (logged, console Std) {
+	console = StdAll
+	if s.job != nil {
+		red, tee := s.o.Redirects.For(lr), s.o.Tee.For(lr)
+		if s.o.Redirects.IsZero() && s.o.Tee.IsZero() {
+			tee = StdAll
+		}
+		logged = red | tee
+		console = StdAll &^ (red &^ tee)
+	}
+	if !s.showsRank(lr) {
+		console = StdNone
+	}
+	return logged, console
+}
+
+// showsRank says whether RanksFilter lets local rank lr reach the console.
+func (s *supervisor) showsRank(lr int) bool {
+	if s.o.RanksFilter == nil {
+		return true
+	}
+	return slices.Contains(s.o.RanksFilter, lr)
 }
 
 // note writes one of amdrun's own messages (a restart, a failure summary)
@@ -303,15 +397,50 @@ func (s *supervisor) attempt(ctx context.Context, attempt int) (int, error) {
 	for i := range s.plan.Ranks {
 		r := &s.plan.Ranks[i]
 		env := withEnv(r.Env, "TORCHELASTIC_RESTART_COUNT", strconv.Itoa(attempt))
+		env = withEnv(env, EnvErrorFile, s.errs.path(attempt, r.LocalRank))
 		if err := s.lookup(r, env); err != nil {
 			return execFailureCode(err), fmt.Errorf("launch: rank %d: %w", r.Rank, err)
 		}
 		cmds[i] = command{path: s.o.Self, args: guardArgv(s.o.Self, r, s.holdCount()), env: env}
 	}
+	// The log files too: one that cannot be made fails the attempt before
+	// anything runs.
+	var ad *attemptDir
+	logs := make([][2]*os.File, len(s.plan.Ranks))
+	if s.job != nil {
+		lrs := make([]int, len(s.plan.Ranks))
+		for i, r := range s.plan.Ranks {
+			lrs[i] = r.LocalRank
+		}
+		var err error
+		if ad, err = s.job.attempt(attempt, lrs); err != nil {
+			return 1, err
+		}
+		defer ad.close()
+		defer func() {
+			for _, l := range logs {
+				for _, f := range l {
+					if f != nil {
+						f.Close()
+					}
+				}
+			}
+		}()
+		for i, r := range s.plan.Ranks {
+			logged, _ := s.streams(r.LocalRank)
+			for k, name := range []string{"stdout.log", "stderr.log"} {
+				if logged&stdOf(k) != 0 {
+					if logs[i][k], err = ad.create(r.LocalRank, name); err != nil {
+						return 1, err
+					}
+				}
+			}
+		}
+	}
 	var startErr error
 	startCode := 0
 	for i := range s.plan.Ranks {
-		w, err := s.start(&s.plan.Ranks[i], cmds[i], exits)
+		w, err := s.start(&s.plan.Ranks[i], cmds[i], logs[i], exits)
 		if err != nil {
 			startErr = fmt.Errorf("launch: rank %d: %w", s.plan.Ranks[i].Rank, err)
 			startCode = execFailureCode(err)
@@ -369,6 +498,7 @@ func (s *supervisor) attempt(ctx context.Context, attempt int) (int, error) {
 	}
 	for _, w := range g.workers {
 		<-w.pumps
+		s.collect(w, attempt, ad)
 	}
 	if first != nil {
 		s.summary(g, root, attempt)
@@ -456,34 +586,54 @@ func (s *supervisor) holdCount() int {
 
 // start starts one rank's guard, in the job's namespaces when there are
 // some, and returns once the guard runs; w.ready then gives the rank's
-// pid. The guard's protocol is ShimMain's.
-func (s *supervisor) start(r *Rank, c command, exits chan<- exitEvent) (*worker, error) {
+// pid. The guard's protocol is ShimMain's. logs are the rank's stdout and
+// stderr log files (nil: none).
+//
+// A stream of an unprefixed rank that the console shows and no log file
+// takes goes straight to Stdout or Stderr when that is a terminal, so
+// that the rank sees a terminal there (tqdm, pdb, isatty); its guard then
+// gives it a session of its own (see ShimMain). Every other stream is a
+// pipe that amdrun copies. Local rank 0 reads the standard input amdrun
+// hands on (s.stdin); the others read /dev/null.
+func (s *supervisor) start(r *Rank, c command, logs [2]*os.File, exits chan<- exitEvent) (*worker, error) {
 	var files []*os.File // the child's ends, closed here once it started
 	closeAll := func(fs ...*os.File) {
 		for _, f := range fs {
-			f.Close()
+			if f != nil {
+				f.Close()
+			}
 		}
 	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		closeAll(outR, outW)
-		return nil, err
+	logged, console := s.streams(r.LocalRank)
+	var reads, child [2]*os.File // read ends (nil: straight to the terminal), the child's ends
+	for k := range child {
+		if t := s.term[k]; t != nil && !s.o.Prefix && console&stdOf(k) != 0 && logged&stdOf(k) == 0 {
+			child[k] = t
+			continue
+		}
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			closeAll(reads[:]...)
+			closeAll(files...)
+			return nil, err
+		}
+		reads[k], child[k] = pr, pw
+		files = append(files, pw)
 	}
 	ctlR, ctlW, err := os.Pipe()
 	if err != nil {
-		closeAll(outR, outW, errR, errW)
+		closeAll(reads[:]...)
+		closeAll(files...)
 		return nil, err
 	}
 	repR, repW, err := os.Pipe()
 	if err != nil {
-		closeAll(outR, outW, errR, errW, ctlR, ctlW)
+		closeAll(reads[:]...)
+		closeAll(files...)
+		closeAll(ctlR, ctlW)
 		return nil, err
 	}
-	files = append(files, outW, errW, ctlR, repW)
+	files = append(files, ctlR, repW)
 	extra := []*os.File{ctlR, repW} // fds 3 and 4
 	if s.keeper == nil {
 		extra = append(extra, s.o.Hold...) // fds 5 and up
@@ -492,8 +642,8 @@ func (s *supervisor) start(r *Rank, c command, exits chan<- exitEvent) (*worker,
 		Path:       c.path,
 		Args:       c.args,
 		Env:        c.env,
-		Stdout:     outW,
-		Stderr:     errW,
+		Stdout:     child[0],
+		Stderr:     child[1],
 		ExtraFiles: extra,
 		// Its own group: a signal to amdrun's process group (kill -9 %1
 		// in a shell) must leave the guard to clean up. No parent-death
@@ -501,8 +651,15 @@ func (s *supervisor) start(r *Rank, c command, exits chan<- exitEvent) (*worker,
 		// pipe, and must live on to sweep.
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
-	w := &worker{r: r, tail: &tail{}, pipes: []*os.File{outR, errR}, pumps: make(chan struct{}),
-		ctl: ctlW, ready: make(chan int, 1)}
+	if r.LocalRank == 0 && s.stdin != nil {
+		cmd.Stdin = s.stdin
+	}
+	w := &worker{r: r, tail: &tail{}, pumps: make(chan struct{}), ctl: ctlW, ready: make(chan int, 1)}
+	for _, f := range reads {
+		if f != nil {
+			w.pipes = append(w.pipes, f)
+		}
+	}
 	started := make(chan error, 1)
 	go func() {
 		if k := s.keeper; k != nil {
@@ -526,11 +683,12 @@ func (s *supervisor) start(r *Rank, c command, exits chan<- exitEvent) (*worker,
 	err = <-started
 	closeAll(files...)
 	if err != nil {
-		closeAll(outR, errR, ctlW, repR)
+		closeAll(reads[:]...)
+		closeAll(ctlW, repR)
 		return nil, err
 	}
 	w.started = time.Now()
-	s.pump(w, outR, errR)
+	s.pump(w, reads, logs, console)
 	return w, nil
 }
 
@@ -581,31 +739,59 @@ func (s *supervisor) lookup(r *Rank, env []string) error {
 	return err
 }
 
-// pump starts copying the worker's output; w.pumps closes when both
-// streams are done.
-func (s *supervisor) pump(w *worker, outR, errR *os.File) {
-	show := s.o.RanksFilter == nil
-	for _, lr := range s.o.RanksFilter {
-		show = show || lr == w.r.LocalRank
-	}
+// pump starts copying the worker's piped streams (reads; nil for one
+// that goes straight to the terminal) to the console (the streams in
+// console), its log files and its stderr tail; w.pumps closes when they
+// are done.
+func (s *supervisor) pump(w *worker, reads, logs [2]*os.File, console Std) {
 	prefix := ""
 	if s.o.Prefix {
 		prefix = fmt.Sprintf("[rank%d]: ", w.r.Rank)
 	}
-	mk := func(dst io.Writer, k int, t *tail) *stream {
-		st := &stream{con: s.con, prefix: prefix, tail: t}
-		if show {
-			st.out = dst
+	dst := [2]io.Writer{s.o.Stdout, s.o.Stderr}
+	var wg sync.WaitGroup
+	for k, r := range reads {
+		if r == nil {
+			continue
 		}
-		if s.logs != nil {
-			st.log = s.logs[2*w.r.LocalRank+k]
+		st := &stream{con: s.con, prefix: prefix, raw: !s.o.Prefix && s.shown == 1}
+		if console&stdOf(k) != 0 {
+			st.out = dst[k]
 		}
-		return st
+		if logs[k] != nil {
+			st.log = logs[k]
+		}
+		if k == 1 {
+			st.tail = w.tail
+		}
+		wg.Add(1)
+		go func() { st.pump(r); wg.Done() }()
 	}
-	out, errs := mk(s.o.Stdout, 0, nil), mk(s.o.Stderr, 1, w.tail)
-	half := make(chan struct{})
-	go func() { out.pump(outR); close(half) }()
-	go func() { errs.pump(errR); <-half; close(w.pumps) }()
+	go func() { wg.Wait(); close(w.pumps) }()
+}
+
+// stdOf is the Std of stream k: 0 stdout, 1 stderr.
+func stdOf(k int) Std { return Std(1 << k) }
+
+// collect reads what local rank w.r.LocalRank recorded in its error file
+// in attempt k, keeps a copy in its log directory (ad; nil: none) and
+// parses it for the failure summary.
+func (s *supervisor) collect(w *worker, k int, ad *attemptDir) {
+	b := s.errs.read(k, w.r.LocalRank)
+	if b == nil {
+		return
+	}
+	if ad != nil {
+		if f, err := ad.create(w.r.LocalRank, "error.json"); err == nil {
+			if _, err := f.Write(b); err == nil {
+				w.recAt = f.Name()
+			}
+			f.Close()
+		}
+	}
+	if rec, err := ParseErrorFile(b); err == nil {
+		w.rec = rec
+	}
 }
 
 // exitStatus is the shell's view of a rank's end: the exit code, or
@@ -668,9 +854,20 @@ func (s *supervisor) summary(g *group, root *worker, attempt int) {
 		case w.stopped:
 			note = " (stopped by amdrun)"
 		}
-		fmt.Fprintf(&b, "  rank %d (local rank %d, device %d, pid %d): %s at %s%s\n",
-			w.r.Rank, w.r.LocalRank, w.r.Device.Index, w.pid, how, w.at.Format("2006-01-02T15:04:05.000Z07:00"), note)
-		if lines := w.tail.get(); len(lines) > 0 {
+		fmt.Fprintf(&b, "  rank %d (local rank %d, %s, pid %d): %s at %s%s\n",
+			w.r.Rank, w.r.LocalRank, devicesOf(w.r), w.pid, how, w.at.Format("2006-01-02T15:04:05.000Z07:00"), note)
+		if w.rec != nil {
+			// What the rank recorded is its own account of the failure:
+			// stderr may end with anything (atexit hooks, other threads).
+			if w.recAt != "" {
+				fmt.Fprintf(&b, "    exception recorded in %s:\n", w.recAt)
+			} else {
+				fmt.Fprintf(&b, "    exception recorded by the rank (%s):\n", EnvErrorFile)
+			}
+			for _, l := range w.rec.Lines() {
+				fmt.Fprintf(&b, "      %s\n", l)
+			}
+		} else if lines := w.tail.get(); len(lines) > 0 {
 			fmt.Fprintf(&b, "    last %d stderr line(s):\n", len(lines))
 			for _, l := range lines {
 				fmt.Fprintf(&b, "      %s\n", l)
@@ -678,4 +875,16 @@ func (s *supervisor) summary(g *group, root *worker, attempt int) {
 		}
 	}
 	s.note(b.String())
+}
+
+// devicesOf names a rank's devices in a message: "device 3", "devices
+// 0,1,6,7", or "cpu" for a rank without a device.
+func devicesOf(r *Rank) string {
+	switch len(r.Devices) {
+	case 0:
+		return r.DeviceLabel()
+	case 1:
+		return "device " + r.DeviceLabel()
+	}
+	return "devices " + r.DeviceLabel()
 }

@@ -105,6 +105,17 @@ func workerPlan(t *testing.T, n int, mode string, extraEnv ...string) (*Plan, st
 	return p, dir
 }
 
+// runDir is the one run directory of runID in the log directory base:
+// torchrun's <run id>_XXXXXXXX.
+func runDir(t *testing.T, base, runID string) string {
+	t.Helper()
+	m, _ := filepath.Glob(filepath.Join(base, runID+"_????????"))
+	if len(m) != 1 {
+		t.Fatalf("run directories of %s in %s: %v, want one", runID, base, m)
+	}
+	return m[0]
+}
+
 func self(t *testing.T) string {
 	t.Helper()
 	s, err := os.Executable()
@@ -188,8 +199,13 @@ func TestRunPassesArgvEnvAndBinds(t *testing.T) {
 				if !reflect.DeepEqual(got.Args, argv) {
 					t.Errorf("rank %d argv %q, want %q", r.Rank, got.Args, argv)
 				}
-				if !reflect.DeepEqual(got.Env, r.Env) {
+				// The plan's env and the rank's error file (issue 15), nothing else.
+				errFile := Getenv(got.Env, EnvErrorFile)
+				if !reflect.DeepEqual(withEnv(r.Env, EnvErrorFile, errFile), got.Env) {
 					t.Errorf("rank %d env differs from the plan:\n got %q\nwant %q", r.Rank, got.Env, r.Env)
+				}
+				if !strings.HasSuffix(errFile, fmt.Sprintf("/attempt_0.rank_%d.json", r.LocalRank)) {
+					t.Errorf("rank %d: %s=%q", r.Rank, EnvErrorFile, errFile)
 				}
 				wantCPUs := topology.FormatCPUList(allowed)
 				wantPol, wantMask := 0, uint64(0) // MPOL_DEFAULT
@@ -433,17 +449,18 @@ func TestRunOutputPrefixFilterAndLogs(t *testing.T) {
 		t.Errorf("stderr %q", errb.String())
 	}
 	for r := 0; r < 3; r++ {
-		b, err := os.ReadFile(filepath.Join(logDir, fmt.Sprintf("rank%d.stdout", r)))
+		dir := filepath.Join(runDir(t, logDir, p.RunID), "attempt_0", strconv.Itoa(r))
+		b, err := os.ReadFile(filepath.Join(dir, "stdout.log"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
 		if len(lines) != 200 || !strings.HasPrefix(lines[199], fmt.Sprintf("rank %d line 199 ", r)) {
-			t.Errorf("rank%d.stdout: %d lines, last %q", r, len(lines), lines[len(lines)-1])
+			t.Errorf("rank %d stdout.log: %d lines, last %q", r, len(lines), lines[len(lines)-1])
 		}
-		b, _ = os.ReadFile(filepath.Join(logDir, fmt.Sprintf("rank%d.stderr", r)))
+		b, _ = os.ReadFile(filepath.Join(dir, "stderr.log"))
 		if string(b) != fmt.Sprintf("rank %d done", r) {
-			t.Errorf("rank%d.stderr = %q", r, b)
+			t.Errorf("rank %d stderr.log = %q", r, b)
 		}
 	}
 
@@ -689,8 +706,9 @@ func TestRunMissingCommand(t *testing.T) {
 	}
 }
 
-// TestRunLogDirUnusable: a log dir that cannot be made or written fails
-// Run before any worker starts, with one line naming the path.
+// TestRunLogDirUnusable: a log dir that cannot be made or used fails Run
+// before any worker starts, with one line naming the path: a path under
+// a file, and a symbolic link (never followed, issue 14).
 func TestRunLogDirUnusable(t *testing.T) {
 	testutil.EndToEnd(t)
 	p, _ := workerPlan(t, 2, "hang")
@@ -698,16 +716,20 @@ func TestRunLogDirUnusable(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	blocked := t.TempDir()
-	if err := os.Mkdir(filepath.Join(blocked, "rank1.stderr"), 0o755); err != nil {
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(t.TempDir(), link); err != nil {
 		t.Fatal(err)
 	}
-	for _, dir := range []string{filepath.Join(file, "logs"), blocked} {
+	for _, tc := range []struct{ dir, want string }{
+		{filepath.Join(file, "logs"), "not a directory"},
+		{link, link + " is a symbolic link"},
+	} {
 		started := 0
-		code, err := Run(context.Background(), p, RunOptions{Stdout: newBuf(0), Stderr: newBuf(0), LogDir: dir,
+		code, err := Run(context.Background(), p, RunOptions{Stdout: newBuf(0), Stderr: newBuf(0), LogDir: tc.dir, Grace: time.Second,
 			OnStart: func(int, int) { started++ }})
-		if code != 1 || err == nil || !strings.HasPrefix(err.Error(), "launch: log dir: ") || strings.Contains(err.Error(), "\n") || started != 0 {
-			t.Errorf("%s: Run = %d, %v, %d started", dir, code, err, started)
+		if code != 1 || err == nil || !strings.HasPrefix(err.Error(), "launch: log dir: ") || !strings.Contains(err.Error(), tc.want) ||
+			strings.Contains(err.Error(), "\n") || started != 0 {
+			t.Errorf("%s: Run = %d, %v, %d started; want 1 and one line with %q", tc.dir, code, err, started, tc.want)
 		}
 	}
 }

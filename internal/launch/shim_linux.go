@@ -33,7 +33,8 @@ const (
 // With --guard it stays, as the rank's guard (see Containment): fd 3 is
 // its control pipe from amdrun, fd 4 its report pipe to amdrun, and N
 // files from fd 5 on are kept open until it exits. It starts argv as its
-// child, in a process group of its own, and writes "pid PID\n" to the
+// child, in a process group of its own (a session of its own when one of
+// its standard streams is a terminal), and writes "pid PID\n" to the
 // report pipe; it reaps nothing until amdrun answers with a 0 byte (so
 // that amdrun can still find the rank's pid in its own namespace). A
 // byte n > 0 on the control pipe sends signal n to the rank's process
@@ -143,16 +144,25 @@ func guard(path string, sa *shimArgs) int {
 	}
 	chld := make(chan os.Signal, 1)
 	signal.Notify(chld, unix.SIGCHLD)
+	sys := &syscall.SysProcAttr{
+		// The rank's own group: amdrun's signals reach its children too.
+		Setpgid: true,
+		// Should the guard itself be killed, the rank goes with it.
+		// This thread lives as long as the guard (golang/go#27505).
+		Pdeathsig: syscall.SIGKILL,
+	}
+	if onTerminal() {
+		// A session of its own (and so a group of its own, as above): the
+		// terminal is not its controlling one, so reading or writing it
+		// never stops the rank (SIGTTIN, SIGTTOU with stty tostop), as
+		// it would from a background group of amdrun's session; amdrun
+		// stays in the foreground and forwards Ctrl-C (issue 15).
+		sys.Setpgid, sys.Setsid = false, true
+	}
 	pid, err := syscall.ForkExec(path, sa.argv, &syscall.ProcAttr{
 		Env:   os.Environ(),
 		Files: []uintptr{0, 1, 2},
-		Sys: &syscall.SysProcAttr{
-			// The rank's own group: amdrun's signals reach its children too.
-			Setpgid: true,
-			// Should the guard itself be killed, the rank goes with it.
-			// This thread lives as long as the guard (golang/go#27505).
-			Pdeathsig: syscall.SIGKILL,
-		},
+		Sys:   sys,
 	})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "amdrun bind: exec %s: %v\n", path, err)
@@ -210,4 +220,15 @@ func guard(path string, sa *shimArgs) int {
 		return 128 + int(status.Signal())
 	}
 	return status.ExitStatus()
+}
+
+// onTerminal says whether one of this process's standard streams is a
+// terminal: amdrun hands a rank its terminal (see Run).
+func onTerminal() bool {
+	for fd := 0; fd < 3; fd++ {
+		if _, err := unix.IoctlGetTermios(fd, unix.TCGETS); err == nil {
+			return true
+		}
+	}
+	return false
 }

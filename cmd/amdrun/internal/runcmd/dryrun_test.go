@@ -311,16 +311,6 @@ func TestRunDryRunErrors(t *testing.T) {
 			args: []string{"--dry-run", "-n", "5", "t.py"},
 			want: []string{"--ngpus 5: only 4 available"},
 		},
-		{
-			name: "redirects are not done by amdrun's launcher yet",
-			args: []string{"--dry-run", "-n", "2", "-r", "3", "t.py"},
-			want: []string{"-r/--redirects is not supported yet"},
-		},
-		{
-			name: "nor tee",
-			args: []string{"--dry-run", "-n", "2", "--tee", "0:1", "t.py"},
-			want: []string{"-t/--tee is not supported yet"},
-		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -50,9 +51,6 @@ var canLaunch = launch.Supported
 func Run(ctx context.Context, o *Options) error {
 	if !o.DryRun && !canLaunch {
 		return fmt.Errorf("starting ranks needs Linux; on this system amdrun only plans (add --dry-run, e.g. with --topology node.json saved by 'amdrun topo --json' on the node)")
-	}
-	if err := notYet(o); err != nil {
-		return err
 	}
 	env := o.Env()
 	torch := torchVersion(ctx, o) // runs while the node is discovered
@@ -146,24 +144,8 @@ func Run(ctx context.Context, o *Options) error {
 			}
 		}()
 	}
-	ro := launch.RunOptions{
-		Stdout: o.IO.Out, Stderr: o.IO.ErrOut,
-		Prefix:      !o.NoPrefix && len(run.Ranks) > 1,
-		LogDir:      o.LogDir,
-		RanksFilter: o.RanksFilter,
-		Grace:       o.Grace,
-		MaxRestarts: restarts,
-		Self:        self,
-		Redirects:   o.Redirects,
-		Tee:         o.Tee,
-		Contain:     o.Contain,
-		Hold:        hold,
-	}
-	if o.Launcher == "torchrun" {
-		// torchrun got --log_dir, -r, -t and --local_ranks_filter itself:
-		// its one process is not filtered or logged by amdrun.
-		ro.LogDir, ro.RanksFilter, ro.Redirects, ro.Tee = "", nil, launch.Streams{}, launch.Streams{}
-	}
+	ro := runOptions(o, run)
+	ro.MaxRestarts, ro.Self, ro.Hold = restarts, self, hold
 	code, err := launch.Run(ctx, run, ro)
 	if errors.Is(err, launch.ErrContainment) {
 		return fmt.Errorf("--contain %s: %w (--contain auto falls back to subreaper)", o.Contain, err)
@@ -177,19 +159,36 @@ func Run(ctx context.Context, o *Options) error {
 	return nil
 }
 
-// notYet refuses, in one line, what amdrun parses but its own launcher
-// does not do yet (torchrun does it with --launcher torchrun).
-func notYet(o *Options) error {
-	if o.Launcher != "amdrun" {
-		return nil
+// runOptions is how launch.Run runs the ranks of run: output, input,
+// logs, and the grace and containment the flags ask for.
+func runOptions(o *Options, run *launch.Plan) launch.RunOptions {
+	ro := launch.RunOptions{
+		Stdout: o.IO.Out, Stderr: o.IO.ErrOut,
+		LogDir:      o.LogDir,
+		RanksFilter: o.RanksFilter,
+		Grace:       o.Grace,
+		Redirects:   o.Redirects,
+		Tee:         o.Tee,
+		Contain:     o.Contain,
 	}
-	switch {
-	case !o.Redirects.IsZero():
-		return fmt.Errorf("-r/--redirects is not supported yet (--log-dir writes every rank's output to files and the console; or use --launcher torchrun)")
-	case !o.Tee.IsZero():
-		return fmt.Errorf("-t/--tee is not supported yet (--log-dir writes every rank's output to files and the console, as --tee 3; or use --launcher torchrun)")
+	if in, ok := o.IO.In.(*os.File); ok {
+		ro.Stdin = in
 	}
-	return nil
+	if o.Launcher == "torchrun" {
+		// torchrun got --log_dir, -r, -t and --local_ranks_filter itself:
+		// its one process is not filtered or logged by amdrun.
+		ro.LogDir, ro.RanksFilter, ro.Redirects, ro.Tee = "", nil, launch.Streams{}, launch.Streams{}
+	}
+	// Prefixes tell ranks apart: with one rank on the console there is
+	// nothing to tell, and its output can be the terminal itself (issue 15).
+	shown := 0
+	for _, r := range run.Ranks {
+		if ro.RanksFilter == nil || slices.Contains(ro.RanksFilter, r.LocalRank) {
+			shown++
+		}
+	}
+	ro.Prefix = !o.NoPrefix && shown > 1
+	return ro
 }
 
 // placement is where a job's ranks run: devices chosen on a model (and

@@ -270,7 +270,7 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 	fl.IntVar(&opts.MaxRestarts, "max-restarts", 0, "restart the whole group this many times after a failure")
 	fl.StringVar(&r.contain, "contain", "auto", "how nothing the job starts outlives it: auto, pid-namespace (needs root) or subreaper (see amdrun doctor)")
 	fl.BoolVar(&opts.NoPrefix, "no-prefix", false, "do not prefix output lines with [rankN]:")
-	fl.StringVar(&opts.LogDir, "log-dir", "", "also write each rank's output to `DIR`/rankN.stdout and DIR/rankN.stderr")
+	fl.StringVar(&opts.LogDir, "log-dir", "", "write each rank's output and error file to `DIR`/RUNID_XXXXXXXX/attempt_K/LOCAL_RANK/{stdout.log,stderr.log,error.json}, as torchrun (every stream, unless -r/-t choose)")
 	fl.StringVar(&r.ranksFilter, "local-ranks-filter", "", "show only these local ranks' output on the console, e.g. 0 or 0,3")
 	fl.StringVar(&r.nnodes, "nnodes", "1", "number of nodes (one amdrun per node); MIN:MAX with --launcher torchrun")
 	fl.IntVar(&opts.NodeRank, "node-rank", 0, "this node's rank, 0 to nnodes-1")

@@ -1,0 +1,172 @@
+package launch
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/amdrun/amdrun/internal/launch/lease"
+)
+
+// EnvErrorFile is the variable that tells a rank where to record its
+// exception: torch's @record decorator
+// (torch.distributed.elastic.multiprocessing.errors) writes the uncaught
+// exception there as JSON before the rank exits. Run sets it per rank and
+// attempt, as torchrun does.
+const EnvErrorFile = "TORCHELASTIC_ERROR_FILE"
+
+// maxErrorFile bounds how much of an error file is read: a real one is a
+// few KiB (a message and one formatted traceback).
+const maxErrorFile = 1 << 20
+
+// errorFrames is how many frames of the recorded traceback a failure
+// summary shows, the innermost last.
+const errorFrames = 3
+
+// ErrErrorFile is wrapped by ParseErrorFile's errors: the bytes are not
+// an error file torch writes.
+var ErrErrorFile = errors.New("not a torch error file")
+
+// RankError is the exception a rank recorded in its error file.
+type RankError struct {
+	// Message is "Type: message", as torch writes it; it may hold several
+	// lines.
+	Message string
+	// Frames are the innermost frames of the recorded traceback (at most
+	// errorFrames), outermost first, each its lines as Python formats
+	// them ("File \"x.py\", line 3, in main" and the source line), without
+	// their indentation; nil when the file has no traceback. Frames of
+	// torch's @record wrapper are left out.
+	Frames [][]string
+	// Timestamp is when the exception was recorded, in seconds since the
+	// epoch; 0 when the file does not say.
+	Timestamp int64
+}
+
+// ParseErrorFile reads an error file in either format torch writes (torch
+// 1.13 to the current release, errors/error_handler.py and
+// errors/__init__.py): {"message": {"message": M, "extraInfo":
+// {"py_callstack": TRACEBACK, "timestamp": "T"}, "errorCode": N}}, or the
+// newer {"message": M, "timestamp": T}. Anything else is an error
+// wrapping ErrErrorFile.
+func ParseErrorFile(b []byte) (*RankError, error) {
+	var top struct {
+		Message   json.RawMessage `json:"message"`
+		Timestamp json.RawMessage `json:"timestamp"`
+	}
+	if err := json.Unmarshal(b, &top); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrErrorFile, err)
+	}
+	var re RankError
+	var msg string
+	if err := json.Unmarshal(top.Message, &msg); err == nil {
+		re.Message = msg
+		re.Timestamp = timestamp(top.Timestamp)
+	} else {
+		var inner struct {
+			Message   *string `json:"message"`
+			ExtraInfo struct {
+				PyCallstack string          `json:"py_callstack"`
+				Timestamp   json.RawMessage `json:"timestamp"`
+			} `json:"extraInfo"`
+		}
+		if err := json.Unmarshal(top.Message, &inner); err != nil || inner.Message == nil {
+			return nil, fmt.Errorf("%w: no message", ErrErrorFile)
+		}
+		re.Message = *inner.Message
+		re.Frames = lastFrames(inner.ExtraInfo.PyCallstack, errorFrames)
+		re.Timestamp = timestamp(inner.ExtraInfo.Timestamp)
+	}
+	if strings.TrimSpace(re.Message) == "" {
+		return nil, fmt.Errorf("%w: empty message", ErrErrorFile)
+	}
+	return &re, nil
+}
+
+// timestamp reads torch's timestamp, a number or a string of one; 0 if
+// it is neither.
+func timestamp(raw json.RawMessage) int64 {
+	var n int64
+	if json.Unmarshal(raw, &n) == nil {
+		return n
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		fmt.Sscanf(s, "%d", &n)
+	}
+	return n
+}
+
+// recordWrapper is in the file name of the frame torch's @record adds
+// around the decorated function: it tells the user nothing.
+const recordWrapper = "torch/distributed/elastic/multiprocessing/errors/"
+
+// lastFrames returns the innermost n frames of the last traceback in tb
+// (traceback.format_exc() text: an exception raised while handling
+// another prints each traceback in turn, the one that ended the rank
+// last), outermost first. Lines of only ^ and ~ (Python 3.11's markers)
+// are dropped.
+func lastFrames(tb string, n int) [][]string {
+	var frames [][]string
+	for _, line := range strings.Split(tb, "\n") {
+		switch {
+		case strings.HasPrefix(line, "Traceback (most recent call last):"):
+			frames = nil // a later traceback replaces an earlier one
+		case strings.HasPrefix(line, "  File "), strings.HasPrefix(line, "  [Previous line repeated"):
+			frames = append(frames, []string{strings.TrimSpace(line)})
+		case strings.HasPrefix(line, "    ") && len(frames) > 0:
+			if t := strings.TrimSpace(line); strings.Trim(t, "^~ ") != "" {
+				f := frames[len(frames)-1]
+				frames[len(frames)-1] = append(f, t)
+			}
+		}
+	}
+	kept := frames[:0]
+	for _, f := range frames {
+		if !strings.Contains(f[0], recordWrapper) {
+			kept = append(kept, f)
+		}
+	}
+	if len(kept) > n {
+		kept = kept[len(kept)-n:]
+	}
+	if len(kept) == 0 {
+		return nil
+	}
+	return kept
+}
+
+// maxErrorLines and maxErrorWidth bound what a summary prints of a
+// recorded message.
+const (
+	maxErrorLines = 10
+	maxErrorWidth = 300
+)
+
+// Lines is the exception as a failure summary shows it: the message (at
+// most maxErrorLines lines), then the frames, indented, each line made
+// printable (control characters escaped, cut at maxErrorWidth).
+func (e *RankError) Lines() []string {
+	msg := strings.Split(strings.TrimRight(e.Message, "\n"), "\n")
+	if len(msg) > maxErrorLines {
+		msg = append(msg[:maxErrorLines], fmt.Sprintf("... (%d more lines)", len(msg)-maxErrorLines))
+	}
+	var out []string
+	for _, l := range msg {
+		out = append(out, lease.Printable(l, maxErrorWidth))
+	}
+	if len(e.Frames) > 0 {
+		out = append(out, fmt.Sprintf("traceback, innermost %d frame(s):", len(e.Frames)))
+		for _, f := range e.Frames {
+			for i, l := range f {
+				indent := "  "
+				if i > 0 {
+					indent = "    "
+				}
+				out = append(out, indent+lease.Printable(l, maxErrorWidth))
+			}
+		}
+	}
+	return out
+}

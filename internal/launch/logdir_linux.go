@@ -1,0 +1,224 @@
+package launch
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// jobDir is one run's directory of logs, torchrun's layout:
+// BASE/<run id>_<8 random characters>/attempt_<k>/<local rank>/
+// stdout.log, stderr.log, error.json, and amdrun's own amdrun.log at its
+// top. BASE (--log-dir) may be shared with other users, even world
+// writable: the run's directory is made fresh (mkdirat, never an existing
+// one), and everything in it is made and opened relative to descriptors,
+// never through a path and never following a link, and created
+// exclusively (O_EXCL), so that nothing planted there is followed or
+// overwritten (issue 14).
+type jobDir struct {
+	path string   // BASE/<name>, for messages
+	dir  *os.File // the run's directory
+}
+
+// runDirName is the run directory's name for runID: torchrun's
+// (tempfile.mkdtemp(prefix=run_id + "_")), with anything but letters,
+// digits, '.', '-' and '_' in the run id (a user's --rdzv-id) replaced by
+// '_', so that it stays one name inside BASE.
+func runDirName(runID string) string {
+	if runID == "" {
+		runID = DefaultRunID
+	}
+	if len(runID) > 200 {
+		runID = runID[:200]
+	}
+	b := []byte(runID)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_') {
+			b[i] = '_'
+		}
+	}
+	// Python's tempfile draws its 8 characters from these.
+	const chars = "abcdefghijklmnopqrstuvwxyz0123456789_"
+	var r [8]byte
+	_, _ = rand.Read(r[:])
+	for i := range r {
+		r[i] = chars[int(r[i])%len(chars)]
+	}
+	return string(b) + "_" + string(r[:])
+}
+
+// openJobDir makes BASE (base, with its parents, as torchrun does) when
+// it does not exist and a fresh run directory in it for runID. BASE
+// itself must not be a symbolic link. Errors are one line naming the
+// path.
+func openJobDir(base, runID string) (*jobDir, error) {
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		return nil, fmt.Errorf("launch: log dir: %w", err)
+	}
+	fd, err := unix.Open(base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if fi, lerr := os.Lstat(base); lerr == nil && fi.Mode()&os.ModeSymlink != 0 {
+			return nil, fmt.Errorf("launch: log dir: %s is a symbolic link (amdrun follows none in its log directory: give the directory it points to)", base)
+		}
+		return nil, fmt.Errorf("launch: log dir: %w", &os.PathError{Op: "open", Path: base, Err: err})
+	}
+	parent := os.NewFile(uintptr(fd), base)
+	defer parent.Close()
+	for tries := 0; ; tries++ {
+		name := runDirName(runID)
+		// 0700 as torchrun's mkdtemp: the job's output is its owner's.
+		d, err := makeDir(parent, name, 0o700)
+		if errors.Is(err, unix.EEXIST) && tries < 100 {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("launch: log dir: %w", err)
+		}
+		return &jobDir{path: d.Name(), dir: d}, nil
+	}
+}
+
+// makeDir makes the directory name in parent with mkdirat and opens it:
+// it fails when name exists, whatever it is, and when what it opens is
+// not the directory it made (a link, or a directory of another owner put
+// there in between by someone who may write to parent).
+func makeDir(parent *os.File, name string, perm uint32) (*os.File, error) {
+	path := filepath.Join(parent.Name(), name)
+	if err := unix.Mkdirat(int(parent.Fd()), name, perm); err != nil {
+		return nil, &os.PathError{Op: "mkdir", Path: path, Err: err}
+	}
+	fd, err := unix.Openat(int(parent.Fd()), name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	d := os.NewFile(uintptr(fd), path)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || int(st.Uid) != os.Geteuid() {
+		d.Close()
+		return nil, fmt.Errorf("%s was replaced after amdrun made it", path)
+	}
+	return d, nil
+}
+
+// createIn creates the file name in dir for writing: exclusively (an
+// existing file, or a link, there is an error, never followed or
+// truncated).
+func createIn(dir *os.File, name string) (*os.File, error) {
+	path := filepath.Join(dir.Name(), name)
+	fd, err := unix.Openat(int(dir.Fd()), name,
+		unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		return nil, &os.PathError{Op: "create", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// create makes a file at the run directory's top (amdrun.log).
+func (d *jobDir) create(name string) (*os.File, error) {
+	f, err := createIn(d.dir, name)
+	if err != nil {
+		return nil, fmt.Errorf("launch: log dir: %w", err)
+	}
+	return f, nil
+}
+
+func (d *jobDir) close() { d.dir.Close() }
+
+// attemptDir is one attempt's directory, attempt_<k>, and a directory per
+// local rank in it.
+type attemptDir struct {
+	ranks map[int]*os.File
+}
+
+// attempt makes attempt_<k> and a directory for each local rank in it.
+func (d *jobDir) attempt(k int, localRanks []int) (*attemptDir, error) {
+	ad, err := makeDir(d.dir, "attempt_"+strconv.Itoa(k), 0o755)
+	if err != nil {
+		return nil, fmt.Errorf("launch: log dir: %w", err)
+	}
+	defer ad.Close()
+	a := &attemptDir{ranks: map[int]*os.File{}}
+	for _, lr := range localRanks {
+		rd, err := makeDir(ad, strconv.Itoa(lr), 0o755)
+		if err != nil {
+			a.close()
+			return nil, fmt.Errorf("launch: log dir: %w", err)
+		}
+		a.ranks[lr] = rd
+	}
+	return a, nil
+}
+
+// create makes the file name (stdout.log, stderr.log, error.json) in
+// local rank lr's directory.
+func (a *attemptDir) create(lr int, name string) (*os.File, error) {
+	f, err := createIn(a.ranks[lr], name)
+	if err != nil {
+		return nil, fmt.Errorf("launch: log dir: %w", err)
+	}
+	return f, nil
+}
+
+// path is where the file name of local rank lr is, for messages.
+func (a *attemptDir) path(lr int, name string) string {
+	return filepath.Join(a.ranks[lr].Name(), name)
+}
+
+func (a *attemptDir) close() {
+	for _, f := range a.ranks {
+		f.Close()
+	}
+}
+
+// errorDir is the private directory of the ranks' error files
+// (TORCHELASTIC_ERROR_FILE): a fresh one of amdrun's own under the
+// system's temporary directory, removed at the end. A rank writes its
+// error file through a path, following links as torch's open() does, so
+// the path must not cross a directory another user could change (a
+// shared --log-dir could be renamed by its owner); amdrun copies each
+// error file into the log directory itself.
+type errorDir struct {
+	dir string
+}
+
+func newErrorDir() (*errorDir, error) {
+	dir, err := os.MkdirTemp("", "amdrun-errors-")
+	if err != nil {
+		return nil, fmt.Errorf("launch: error files: %w", err)
+	}
+	return &errorDir{dir: dir}, nil
+}
+
+// path is local rank lr's error file in attempt k.
+func (e *errorDir) path(k, lr int) string {
+	return filepath.Join(e.dir, fmt.Sprintf("attempt_%d.rank_%d.json", k, lr))
+}
+
+// read returns what local rank lr recorded in attempt k; nil when it
+// recorded nothing (no file, not a regular file, or empty). At most
+// maxErrorFile bytes are read.
+func (e *errorDir) read(k, lr int) []byte {
+	fd, err := unix.Open(e.path(k, lr), unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	f := os.NewFile(uintptr(fd), e.path(k, lr))
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, maxErrorFile))
+	if len(strings.TrimSpace(string(b))) == 0 {
+		return nil
+	}
+	return b
+}
+
+func (e *errorDir) remove() { _ = os.RemoveAll(e.dir) }
