@@ -737,9 +737,12 @@ func TestAttackTopologyInputs(t *testing.T) {
 	}
 }
 
-// TestAttackLogDirSymlink: user A plants rank0.stderr -> a file of
-// root's in a log directory A owns and every user can write; root's job
-// with --log-dir there must not follow it.
+// TestAttackLogDirSymlink: user A plants links in a log directory A owns
+// and every user can write: the names amdrun once used (rank0.stderr,
+// amdrun.log) pointing at a file of root's, and a run directory named
+// after the job's --rdzv-id pointing at a directory of root's. Root's job
+// with --log-dir there follows none of them and writes nothing outside
+// its own fresh run directory (issue 14).
 func TestAttackLogDirSymlink(t *testing.T) {
 	s := newShared(t)
 	a := testutil.NewUser(t)
@@ -758,31 +761,32 @@ func TestAttackLogDirSymlink(t *testing.T) {
 	}
 	os.Chmod(logs, 0o777)
 	os.Chown(logs, a.UID, a.GID)
-	if err := sh(a, "ln", "-s", precious, filepath.Join(logs, "rank0.stderr")); err != nil {
-		t.Fatal(err)
+	for name, target := range map[string]string{"rank0.stderr": precious, "amdrun.log": precious, "job1": private} {
+		if err := sh(a, "ln", "-s", target, filepath.Join(logs, name)); err != nil {
+			t.Fatal(err)
+		}
 	}
-	r, _ := s.run(nil, s.env, 30*time.Second, "--log-dir", logs, "--ngpus", "1", "--no-python", pythonPath(), "-c",
+	r, _ := s.run(nil, s.env, 30*time.Second, "--log-dir", logs, "--rdzv-id", "job1", "--ngpus", "1", "--no-python", pythonPath(), "-c",
 		"import sys; sys.stderr.write('from rank 0\\n')")
-	b, _ := os.ReadFile(precious)
-	if sha256.Sum256(b) != before {
-		t.Skipf("issue 14/15: --log-dir follows a planted symlink (root's file now holds %q); the --log-dir hardening (O_NOFOLLOW|O_CREAT|O_EXCL in a fresh per-run subdirectory) lands with torchrun's log layout", b)
+	if b, _ := os.ReadFile(precious); sha256.Sum256(b) != before {
+		t.Fatalf("--log-dir followed a planted symlink: root's file now holds %q", b)
+	}
+	if ents, _ := os.ReadDir(private); len(ents) != 1 {
+		t.Errorf("root's private directory holds %d entries, want only precious", len(ents))
 	}
 	if r.code != 0 {
 		t.Errorf("job with --log-dir: exit %d\n%s", r.code, r.stderr)
 	}
-	if fi, err := os.Lstat(filepath.Join(logs, "rank0.stderr")); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
-		t.Errorf("the planted symlink was replaced: %v", err)
-	}
-	found := false
-	filepath.WalkDir(logs, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.Type().IsRegular() {
-			if b, _ := os.ReadFile(p); strings.Contains(string(b), "from rank 0") {
-				found = true
-			}
+	for _, name := range []string{"rank0.stderr", "amdrun.log", "job1"} {
+		if fi, err := os.Lstat(filepath.Join(logs, name)); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			t.Errorf("the planted symlink %s was replaced: %v", name, err)
 		}
-		return nil
-	})
-	if !found {
-		t.Error("rank 0's stderr is in no file under the log directory")
+	}
+	m, _ := filepath.Glob(filepath.Join(logs, "job1_????????", "attempt_0", "0", "stderr.log"))
+	if len(m) != 1 {
+		t.Fatalf("no job1_XXXXXXXX/attempt_0/0/stderr.log in the log directory: %v", m)
+	}
+	if b, _ := os.ReadFile(m[0]); string(b) != "from rank 0\n" {
+		t.Errorf("%s = %q", m[0], b)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -190,6 +191,74 @@ func fakeWorker(mode string) int {
 		}
 		os.WriteFile(filepath.Join(dir, fmt.Sprintf("rank%d.handled", rank)), nil, 0o644)
 		return 130
+	case "record":
+		// What torch's @record does with an uncaught exception (the
+		// failing rank), then noise from an atexit hook.
+		if !fail {
+			return hang(rank, dir)
+		}
+		waitPeers(rank, dir)
+		rec := `{"message": {"message": "ValueError: loss is nan", "extraInfo": {"py_callstack": ` +
+			`"Traceback (most recent call last):\n  File \"train.py\", line 9, in main\n    step()\n` +
+			`  File \"train.py\", line 4, in step\n    raise ValueError(\"loss is nan\")\nValueError: loss is nan\n", ` +
+			`"timestamp": "1796058334"}}}`
+		os.WriteFile(filepath.Join(dir, fmt.Sprintf("rank%d.errfile", rank)), []byte(os.Getenv(EnvErrorFile)), 0o644)
+		if err := os.WriteFile(os.Getenv(EnvErrorFile), []byte(rec), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		for i := 0; i < 12; i++ {
+			fmt.Fprintf(os.Stderr, "atexit noise %d\n", i)
+		}
+		return 1
+	case "stdin":
+		// Copies its standard input to rankN.stdin.
+		b, err := io.ReadAll(os.Stdin)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		os.WriteFile(filepath.Join(dir, fmt.Sprintf("rank%d.stdin", rank)), b, 0o644)
+		return 0
+	case "tty":
+		// Says which of its streams are terminals, and whether it leads a
+		// session of its own, in rankN.tty; then draws a progress bar
+		// and ends it with a newline once DIR/go exists.
+		var b strings.Builder
+		for fd := 0; fd < 3; fd++ {
+			_, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+			fmt.Fprintf(&b, "%d:%v ", fd, err == nil)
+		}
+		sid, _ := unix.Getsid(0)
+		fmt.Fprintf(&b, "session-leader:%v", sid == os.Getpid())
+		os.WriteFile(filepath.Join(dir, fmt.Sprintf("rank%d.tty", rank)), []byte(b.String()), 0o644)
+		os.Stdout.WriteString("\rprogress 1/3")
+		for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+			if _, err := os.Stat(filepath.Join(dir, "go")); err == nil {
+				break
+			}
+		}
+		os.Stdout.WriteString("\rprogress 3/3\n")
+		return 0
+	case "attempts":
+		// Says which attempt it is on stdout and stderr; rank 0 fails
+		// the first attempt.
+		count := os.Getenv("TORCHELASTIC_RESTART_COUNT")
+		fmt.Printf("out of rank %d attempt %s\n", rank, count)
+		fmt.Fprintf(os.Stderr, "err of rank %d attempt %s\n", rank, count)
+		os.WriteFile(filepath.Join(dir, fmt.Sprintf("attempt%s.rank%d", count, rank)), nil, 0o644)
+		if fail && count == "0" {
+			// Not before the others have written theirs.
+			n, _ := strconv.Atoi(os.Getenv("LOCAL_WORLD_SIZE"))
+			for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+				m, _ := filepath.Glob(filepath.Join(dir, "attempt0.rank*"))
+				if len(m) == n {
+					break
+				}
+			}
+			return 1
+		}
+		return 0
 	}
 	fmt.Fprintln(os.Stderr, "unknown worker mode", mode)
 	return 2

@@ -160,7 +160,8 @@ func pieceEnd(b []byte) int {
 // own; the console is thus always at the start of a line between pieces,
 // and a carriage return alone has nothing to do there.
 func (s *stream) emit(piece []byte, afterCR, shown bool) {
-	if s.tail != nil {
+	barEnd := afterCR && len(piece) == 1 && piece[0] == '\n' // the newline after a bar
+	if s.tail != nil && !barEnd {
 		s.tail.add(piece)
 	}
 	if s.out == nil || s.raw || shown || (len(piece) == 1 && piece[0] == '\r') {
@@ -173,7 +174,7 @@ func (s *stream) emit(piece []byte, afterCR, shown bool) {
 		return
 	}
 	b := make([]byte, 0, len(s.prefix)+len(piece)+1)
-	if !(afterCR && len(piece) == 1 && last == '\n') { // the newline after a bar ends it, unprefixed
+	if !barEnd { // the newline after a bar ends it, unprefixed
 		b = append(b, s.prefix...)
 	}
 	b = append(b, piece...)
