@@ -392,7 +392,7 @@ if rank == "0":
 	logs := filepath.Join(dir, "logs")
 	env, mark := newMark(t, cleanEnv(t))
 	cmd := exec.Command("bash", "-c", `"$0" "$@" | head -1; exit "${PIPESTATUS[0]}"`,
-		amdrunBin, "--source", "example", "--ngpus", "2", "--log-dir", logs, "--python", pythonPath(), script, dir)
+		amdrunBin, "--source", "example", "--ngpus", "2", "--log-dir", logs, "--rdzv-id", "closed", "--python", pythonPath(), script, dir)
 	cmd.Env = env
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -415,15 +415,15 @@ if rank == "0":
 		if _, err := os.Stat(filepath.Join(dir, "done"+rank)); err != nil {
 			t.Errorf("rank %s did not finish its work: %v", rank, err)
 		}
-		b, _ := os.ReadFile(filepath.Join(logs, "rank"+rank+".stdout"))
+		b, _ := os.ReadFile(filepath.Join(runLogs(t, logs, "closed"), "attempt_0", rank, "stdout.log"))
 		if n := strings.Count(string(b), "\n"); n != 2001 {
-			t.Errorf("rank%s.stdout has %d lines, want 2001", rank, n)
+			t.Errorf("rank %s's stdout.log has %d lines, want 2001", rank, n)
 		}
 	}
 	if !strings.Contains(stderr.String(), "amdrun: 1 of 2 ranks failed") {
 		t.Errorf("no summary on stderr:\n%s", stderr.String())
 	}
-	if b, _ := os.ReadFile(filepath.Join(logs, "amdrun.log")); !strings.Contains(string(b), "amdrun: 1 of 2 ranks failed") {
+	if b, _ := os.ReadFile(filepath.Join(runLogs(t, logs, "closed"), "amdrun.log")); !strings.Contains(string(b), "amdrun: 1 of 2 ranks failed") {
 		t.Errorf("no summary in amdrun.log:\n%s", b)
 	}
 	if left := marked(mark); len(left) > 0 {

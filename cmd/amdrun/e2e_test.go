@@ -310,6 +310,17 @@ time.sleep(60)
 	}
 }
 
+// runLogs is the one run directory of runID in the log directory base:
+// torchrun's <run id>_XXXXXXXX.
+func runLogs(t *testing.T, base, runID string) string {
+	t.Helper()
+	m, _ := filepath.Glob(filepath.Join(base, runID+"_????????"))
+	if len(m) != 1 {
+		t.Fatalf("run directories of %s in %s: %v, want one", runID, base, m)
+	}
+	return m[0]
+}
+
 func pythonPath() string {
 	if _, err := os.Stat("/usr/bin/python3"); err == nil {
 		return "/usr/bin/python3"
