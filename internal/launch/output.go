@@ -26,10 +26,13 @@ func (c *console) write(w io.Writer, b []byte) {
 	_, _ = w.Write(b) // a console that fails must not stop the workers
 }
 
-// tail keeps the last lines of a stream.
+// tail keeps the last lines of a stream, in a ring whose slots are
+// reused: keeping a line costs no allocation once the ring is warm.
 type tail struct {
-	mu    sync.Mutex
-	lines []string
+	mu   sync.Mutex
+	ring [tailLines][]byte
+	next int // the slot the next line takes
+	n    int // lines kept, up to tailLines
 }
 
 // add keeps one piece of a stream (see stream.pump). A piece that a lone
@@ -44,16 +47,20 @@ func (t *tail) add(piece []byte) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.lines = append(t.lines, string(piece))
-	if len(t.lines) > tailLines {
-		t.lines = t.lines[len(t.lines)-tailLines:]
-	}
+	t.ring[t.next] = append(t.ring[t.next][:0], piece...)
+	t.next = (t.next + 1) % tailLines
+	t.n = min(t.n+1, tailLines)
 }
 
+// get returns the lines kept, oldest first.
 func (t *tail) get() []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return append([]string(nil), t.lines...)
+	out := make([]string, 0, t.n)
+	for i := t.n; i > 0; i-- {
+		out = append(out, string(t.ring[(t.next-i+tailLines)%tailLines]))
+	}
+	return out
 }
 
 // stream copies one worker pipe to the console (with an optional
@@ -68,6 +75,7 @@ type stream struct {
 	raw  bool
 	log  io.Writer // nil: no log file
 	tail *tail     // nil: not kept
+	buf  []byte    // what goes to the console, reused
 }
 
 // pump reads r until EOF or error (a read deadline ends it) and closes r.
@@ -143,14 +151,22 @@ func (s *stream) pump(r *os.File) {
 // (a lone one at the end of what has been read counts: the bar is shown
 // now, not when the next write comes); -1 when b holds no complete piece.
 func pieceEnd(b []byte) int {
-	i := bytes.IndexAny(b, "\r\n")
-	switch {
-	case i < 0:
-		return -1
-	case b[i] == '\r' && i+1 < len(b) && b[i+1] == '\n':
-		return i + 2
+	// Two IndexByte scans (vectorised) beat one IndexAny (a byte loop)
+	// several times over on ordinary lines.
+	nl := bytes.IndexByte(b, '\n')
+	upTo := b
+	if nl >= 0 {
+		upTo = b[:nl]
 	}
-	return i + 1
+	switch cr := bytes.IndexByte(upTo, '\r'); {
+	case cr >= 0 && cr+1 == nl:
+		return nl + 1 // "\r\n" ends a line
+	case cr >= 0:
+		return cr + 1
+	case nl >= 0:
+		return nl + 1
+	}
+	return -1
 }
 
 // emit writes one piece (see pump) to the tail and, unless raw or shown
@@ -173,7 +189,7 @@ func (s *stream) emit(piece []byte, afterCR, shown bool) {
 		s.con.write(s.out, piece)
 		return
 	}
-	b := make([]byte, 0, len(s.prefix)+len(piece)+1)
+	b := s.buf[:0]
 	if !barEnd { // the newline after a bar ends it, unprefixed
 		b = append(b, s.prefix...)
 	}
@@ -181,14 +197,15 @@ func (s *stream) emit(piece []byte, afterCR, shown bool) {
 	if !ended {
 		b = append(b, '\n')
 	}
+	s.buf = b
 	s.con.write(s.out, b)
 }
 
 // redraw shows the text that follows a carriage return so far (a
 // progress bar), prefixed, and returns the cursor to the line's start.
 func (s *stream) redraw(partial []byte) {
-	b := make([]byte, 0, len(s.prefix)+len(partial)+1)
-	b = append(b, s.prefix...)
+	b := append(s.buf[:0], s.prefix...)
 	b = append(b, partial...)
-	s.con.write(s.out, append(b, '\r'))
+	s.buf = append(b, '\r')
+	s.con.write(s.out, s.buf)
 }

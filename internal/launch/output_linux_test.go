@@ -1,6 +1,8 @@
 package launch
 
 import (
+	"bytes"
+	"io"
 	"os"
 	"reflect"
 	"strings"
@@ -137,5 +139,29 @@ func TestPieceEnd(t *testing.T) {
 		if got := pieceEnd([]byte(in)); got != want {
 			t.Errorf("pieceEnd(%q) = %d, want %d", in, got, want)
 		}
+	}
+}
+
+// BenchmarkStreamPump copies 16 MiB of 80-byte lines through a pipe to a
+// prefixed console, a log and a tail: the cost amdrun adds to a chatty
+// rank's output.
+func BenchmarkStreamPump(b *testing.B) {
+	line := []byte(strings.Repeat("x", 79) + "\n")
+	chunk := bytes.Repeat(line, 64<<10/len(line))
+	const total = 16 << 20
+	b.SetBytes(total)
+	for b.Loop() {
+		r, w, err := os.Pipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		st := &stream{con: &console{}, out: io.Discard, prefix: "[rank3]: ", log: io.Discard, tail: &tail{}}
+		done := make(chan struct{})
+		go func() { st.pump(r); close(done) }()
+		for n := 0; n < total; n += len(chunk) {
+			w.Write(chunk)
+		}
+		w.Close()
+		<-done
 	}
 }
