@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/amdrun/amdrun/internal/testutil"
+	"github.com/amdrun/amdrun/internal/topology"
 )
 
 // TestRunSummaryShowsRecordedException: a rank that records its exception
@@ -296,4 +297,45 @@ func TestRunRedirectsAndTee(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(kept, "attempt_0", "1", "stdout.log")); string(b) != "out of rank 1 attempt 0\n" {
 		t.Errorf("kept stdout.log: %q, %v", b, err)
 	}
+}
+
+// TestRunSummaryNamesDevices: the summary names a rank's devices as the
+// plan does: all of a multi-device rank's, "cpu" for a CPU rank (not
+// device -1).
+func TestRunSummaryNamesDevices(t *testing.T) {
+	testutil.EndToEnd(t)
+	dir := t.TempDir()
+	env := append(os.Environ(), envWorker+"=fail", envDir+"="+dir, envFailRank+"=1", "OMP_NUM_THREADS=1")
+	devs := []topology.Device{{Index: 0, NUMANode: -1}, {Index: 1, RuntimeIndex: 1, NUMANode: -1},
+		{Index: 6, RuntimeIndex: 6, NUMANode: -1}, {Index: 7, RuntimeIndex: 7, NUMANode: -1}}
+	for _, tc := range []struct {
+		spec Spec
+		want string
+	}{
+		{Spec{Devices: devs, DevicesPerRank: 2}, "  rank 1 (local rank 1, devices 6,7, pid "},
+		{Spec{CPURanks: 2}, "  rank 1 (local rank 1, cpu, pid "},
+	} {
+		tc.spec.Argv, tc.spec.Env = []string{os.Args[0]}, env
+		p, err := NewPlan(tc.spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range must(filepath.Glob(filepath.Join(dir, "rank*"))) {
+			os.Remove(f)
+		}
+		errb := newBuf(0)
+		if code, err := Run(context.Background(), p, RunOptions{Stdout: newBuf(0), Stderr: errb, Grace: 5 * time.Second}); code != 3 || err != nil {
+			t.Fatalf("Run = %d, %v", code, err)
+		}
+		if !strings.Contains(errb.String(), tc.want) {
+			t.Errorf("summary lacks %q:\n%s", tc.want, errb.String())
+		}
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
