@@ -242,7 +242,6 @@ type worker struct {
 	sig     syscall.Signal // killing signal, 0 if it exited
 	stopped bool           // ended by the stop amdrun began (endedByStop)
 	tail    *tail
-	logs    []*os.File // its log files this attempt
 	rec     *RankError // what it recorded in its error file; nil if nothing
 	recAt   string     // where that file is kept; "" when nowhere
 	pipes   []*os.File // read ends, for drain deadlines
