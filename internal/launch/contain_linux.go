@@ -97,9 +97,10 @@ func nsInode(kind string) (uint64, error) {
 }
 
 // startKeeper starts self as the keeper, the init of new PID and mount
-// namespaces for the job, keeping hold open until the namespace is empty.
-// It fails when namespaces are not permitted here.
-func startKeeper(self string, hold []*os.File) (*keeper, error) {
+// namespaces for the job, keeping hold open until the namespace is empty
+// and then, should amdrun be gone, removing errDir (the ranks' error
+// files; "" for none). It fails when namespaces are not permitted here.
+func startKeeper(self string, hold []*os.File, errDir string) (*keeper, error) {
 	if err := notChrooted(); err != nil {
 		return nil, err
 	}
@@ -120,7 +121,7 @@ func startKeeper(self string, hold []*os.File) (*keeper, error) {
 	defer statR.Close()
 	cmd := &exec.Cmd{
 		Path: self,
-		Args: []string{self, KeeperArg, "--parent-mnt", strconv.FormatUint(mnt, 10)},
+		Args: []string{self, KeeperArg, "--parent-mnt", strconv.FormatUint(mnt, 10), "--errors", errDir},
 		// fd 3: lifeline, fd 4: status, fd 5...: held files.
 		ExtraFiles: append([]*os.File{lifeR, statW}, hold...),
 		SysProcAttr: &syscall.SysProcAttr{
@@ -196,7 +197,8 @@ func (k *keeper) close() {
 }
 
 // KeeperMain is the keeper, the init (pid 1) of a job's PID namespace:
-// args are what follows KeeperArg, "--parent-mnt INODE [--probe]". It
+// args are what follows KeeperArg, "--parent-mnt INODE [--probe]
+// [--errors DIR]". It
 // makes the mount namespace it was started in a slave of its parent's (so
 // that nothing mounted here shows outside) and mounts a /proc of the new
 // PID namespace, so that a rank's pid and /proc/self agree. With --probe
@@ -204,10 +206,13 @@ func (k *keeper) close() {
 // 4 where it writes "ok" once set up (or the reason it failed), and fds 5
 // and up are files it keeps open. It reaps the orphans that come to it
 // and, when the lifeline's other end closes, SIGKILLs every process of
-// the namespace, over and over, until none is left, and exits 0.
+// the namespace, over and over, until none is left, removes DIR (the
+// ranks' error files, which amdrun, if it is still there, has read and
+// removes anyway) and exits 0.
 func KeeperMain(args []string) int {
 	probe := false
 	var parentMnt uint64
+	var errDir string
 	for i := 0; i < len(args); i++ {
 		switch args[i] {
 		case "--probe":
@@ -215,6 +220,11 @@ func KeeperMain(args []string) int {
 		case "--parent-mnt":
 			if i+1 < len(args) {
 				parentMnt, _ = strconv.ParseUint(args[i+1], 10, 64)
+				i++
+			}
+		case "--errors":
+			if i+1 < len(args) {
+				errDir = args[i+1]
 				i++
 			}
 		}
@@ -263,6 +273,7 @@ func KeeperMain(args []string) int {
 			reapAll(nil)
 		case <-gone:
 			emptyNamespace(chld)
+			removeErrorDir(errDir)
 			return 0
 		}
 	}

@@ -184,9 +184,10 @@ func TestKillLauncherLeavesNothing(t *testing.T) {
 			mark := newMark(t)
 			dir := t.TempDir()
 			lock := filepath.Join(dir, "lease.lock")
+			tmp := t.TempDir() // where the launcher makes the ranks' error file directory
 			cmd := exec.Command(os.Args[0])
 			cmd.Env = append(withoutEnv(os.Environ(), envWorker), envLauncher+"="+dir, envMark+"="+mark,
-				envEscape+"=1", envContain+"="+mode.String(), envHold+"="+lock)
+				envEscape+"=1", envContain+"="+mode.String(), envHold+"="+lock, "TMPDIR="+tmp)
 			pm, _ := startLauncher(t, cmd)
 			// The pids reported are the ranks' own, as this process sees
 			// them (not their guards', not those inside a namespace).
@@ -218,6 +219,10 @@ func TestKillLauncherLeavesNothing(t *testing.T) {
 				}
 				if len(left) == 0 {
 					t.Logf("clean %v after the SIGKILL; lock free: %v", time.Since(killed).Round(time.Millisecond), free)
+					// Nor a file: the ranks' error files went with them.
+					if m, _ := filepath.Glob(filepath.Join(tmp, "*")); len(m) > 0 {
+						t.Errorf("left in TMPDIR: %v", m)
+					}
 					break
 				}
 				if time.Since(killed) > time.Second {

@@ -188,8 +188,12 @@ type errorDir struct {
 	dir string
 }
 
+// errorDirPrefix starts the name of every errorDir: what the guards and
+// the keeper check before they remove one.
+const errorDirPrefix = "amdrun-errors-"
+
 func newErrorDir() (*errorDir, error) {
-	dir, err := os.MkdirTemp("", "amdrun-errors-")
+	dir, err := os.MkdirTemp("", errorDirPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("launch: error files: %w", err)
 	}
@@ -222,3 +226,12 @@ func (e *errorDir) read(k, lr int) []byte {
 }
 
 func (e *errorDir) remove() { _ = os.RemoveAll(e.dir) }
+
+// removeErrorDir removes an errorDir that amdrun may have left behind (it
+// was killed): dir, when it names one. The guards and the keeper call it
+// once the job is gone.
+func removeErrorDir(dir string) {
+	if dir != "" && strings.HasPrefix(filepath.Base(dir), errorDirPrefix) {
+		_ = os.RemoveAll(dir)
+	}
+}

@@ -177,7 +177,7 @@ func handedStdin(f *os.File) *os.File {
 func (s *supervisor) contain() error {
 	switch s.o.Contain {
 	case ContainAuto, ContainPIDNamespace:
-		k, err := startKeeper(s.o.Self, s.o.Hold)
+		k, err := startKeeper(s.o.Self, s.o.Hold, s.errs.dir)
 		if err == nil {
 			s.keeper = k
 			return nil
@@ -777,6 +777,9 @@ func stdOf(k int) Std { return Std(1 << k) }
 // parses it for the failure summary.
 func (s *supervisor) collect(w *worker, k int, ad *attemptDir) {
 	b := s.errs.read(k, w.r.LocalRank)
+	// Read once: the directory stays empty, for the guards and the keeper
+	// to remove should amdrun die.
+	_ = os.Remove(s.errs.path(k, w.r.LocalRank))
 	if b == nil {
 		return
 	}

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
+	"strings"
 	"syscall"
 	"unsafe"
 
@@ -42,7 +44,8 @@ const (
 // process group and every other descendant, reaps them, writes "status
 // WAITSTATUS\n" and exits with the rank's code (128+signal when it was
 // killed). When the control pipe closes first (amdrun died), it does the
-// same without waiting for the rank.
+// same without waiting for the rank, and removes the rank's error file
+// (TORCHELASTIC_ERROR_FILE) and, once empty, its directory.
 func ShimMain(args []string) int {
 	// Affinity and memory policy are per thread; the exec (or the fork of
 	// the rank) must happen on the thread that was bound.
@@ -198,6 +201,7 @@ func guard(path string, sa *shimArgs) int {
 			case !ok: // amdrun is gone: so is the job
 				_ = unix.Kill(-pid, unix.SIGKILL)
 				sweep(nil, chld)
+				abandonErrorFile()
 				return 1
 			case b == 0:
 				acked = true
@@ -231,4 +235,17 @@ func onTerminal() bool {
 		}
 	}
 	return false
+}
+
+// abandonErrorFile removes the rank's error file, which amdrun, gone,
+// will not read, and its directory once no other rank's is left in it
+// (rmdir fails while one is): the last guard leaves nothing behind.
+func abandonErrorFile() {
+	f := os.Getenv(EnvErrorFile)
+	dir := filepath.Dir(f)
+	if f == "" || !strings.HasPrefix(filepath.Base(dir), errorDirPrefix) {
+		return
+	}
+	_ = os.Remove(f)
+	_ = unix.Rmdir(dir)
 }
