@@ -269,6 +269,31 @@ func TestPdbInARank(t *testing.T) {
 	}
 }
 
+// TestBackgroundAmdrunLeavesTheTerminalInput: amdrun started in the
+// background of its terminal (`amdrun ... &` under an interactive shell's
+// job control) hands rank 0 /dev/null, not the terminal whose input is
+// the shell's.
+func TestBackgroundAmdrunLeavesTheTerminalInput(t *testing.T) {
+	testutil.EndToEnd(t)
+	p := openPty(t)
+	env, mark := newMark(t, cleanEnv(t))
+	defer killMarked(mark)
+	// bash with job control (set -m) puts the background job in a group
+	// of its own, not the terminal's foreground, and leaves its stdin.
+	cmd := exec.Command("bash", "-c", `set -m; "$0" "$@" & wait $!`, amdrunBin, "--source", "example", "-n", "1",
+		"--no-python", "sh", "-c", `if [ -t 0 ]; then echo "rank stdin: terminal"; else echo "rank stdin: not a terminal"; fi`)
+	cmd.Env = env
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = p.tty, p.tty, p.tty
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p.waitFor(t, "rank stdin: ")
+	if code := exitCode(t, cmd); code != 0 || !strings.Contains(p.shown(), "rank stdin: not a terminal") {
+		t.Errorf("exit %d; terminal:\n%s", code, p.shown())
+	}
+}
+
 // TestStdinReachesRankZero is `echo hi | amdrun -n 1 --no-python cat`;
 // with two ranks only rank 0 reads it, the other reads /dev/null.
 func TestStdinReachesRankZero(t *testing.T) {
