@@ -206,25 +206,27 @@ if read line; then echo "read: $line"; fi
 // TestRankGetsTheTerminal: amdrun -n 1 in a terminal (a pty the test
 // opens, amdrun in its foreground) hands the rank the terminal: [ -t 1 ]
 // holds, a tqdm-like "\r" bar shows before its newline, and the rank
-// reads what is typed (no SIGTTIN stops it). With prefixes (-n 2), rank
-// 0 still reads the terminal and its bar still shows before the newline,
-// prefixed (issue 15).
+// reads what is typed (no SIGTTIN stops it), in the job's PID namespace
+// (as root) or not. With prefixes (-n 2), rank 0 still reads the
+// terminal and its bar still shows before the newline, prefixed (issue
+// 15).
 func TestRankGetsTheTerminal(t *testing.T) {
 	testutil.EndToEnd(t)
 	for _, tc := range []struct {
-		n           string
+		n, contain  string
 		bar         string
 		outTerminal bool
 	}{
-		{"1", "\rprogress 1/3", true},
-		{"2", "[rank0]: progress 1/3\r", false},
+		{"1", "auto", "\rprogress 1/3", true},
+		{"1", "subreaper", "\rprogress 1/3", true},
+		{"2", "auto", "[rank0]: progress 1/3\r", false},
 	} {
-		t.Run("n="+tc.n, func(t *testing.T) {
+		t.Run("n="+tc.n+"/contain="+tc.contain, func(t *testing.T) {
 			p := openPty(t)
 			dir := t.TempDir()
 			env, mark := newMark(t, cleanEnv(t))
 			defer killMarked(mark)
-			cmd := p.start(t, env, "--source", "example", "-n", tc.n, "--no-python", "sh", "-c", ttyRank, "sh", dir)
+			cmd := p.start(t, env, "--source", "example", "-n", tc.n, "--contain", tc.contain, "--no-python", "sh", "-c", ttyRank, "sh", dir)
 			p.waitFor(t, tc.bar)
 			if strings.Contains(p.shown(), "progress 3/3") {
 				t.Fatal("the bar showed only with its newline")
