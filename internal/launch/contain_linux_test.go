@@ -62,7 +62,9 @@ func startLauncher(t *testing.T, cmd *exec.Cmd) (map[int]int, *syncBuffer) {
 	ready := 0
 	sc := bufio.NewScanner(stdout)
 	deadline := time.AfterFunc(30*time.Second, func() { cmd.Process.Kill() })
-	for ready < 2 && sc.Scan() {
+	// The ranks may say "ready" before Run reports their pids (OnStart
+	// comes once every guard has named its rank): wait for both.
+	for (ready < 2 || len(pm) < 2) && sc.Scan() {
 		var rank, pid int
 		if _, err := fmt.Sscanf(sc.Text(), "pid %d %d", &rank, &pid); err == nil {
 			pm[rank] = pid
