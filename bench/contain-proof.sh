@@ -14,7 +14,7 @@
 #           with torch on the CPU and nvidia-smi is not asked (to check this
 #           script's own logic on any machine)
 # env: TRIES (default 5); PYTHON, the interpreter with torch (default
-#      python3 on PATH)
+#      python3 on PATH); NG, the ranks and GPUs of each job (default 2)
 set -uo pipefail
 
 CPU=
@@ -29,11 +29,12 @@ fi
 AMDRUN=$(realpath "${args[0]}")
 OUT=${args[1]:-${OUT:-/tmp/amdrun-contain-proof}}
 TRIES=${TRIES:-5}
+NG=${NG:-2}
 PY=${PYTHON:-$(command -v python3)}
 here=$(cd "$(dirname "$0")/.." && pwd)
 SRC=() DEVS=()
 # On the example topology's 8 devices, two of them stand for the node's 2.
-[ -n "$CPU" ] && SRC=(--source example) DEVS=(--devices 0,1)
+[ -n "$CPU" ] && SRC=(--source example) DEVS=(--devices "0-$((NG - 1))")
 POLL_MS=50
 GIVE_UP_MS=10000
 
@@ -112,13 +113,13 @@ for try in $(seq 1 "$TRIES"); do
   d="$OUT/try$try"
   rm -rf "$d"; mkdir -p "$d"
   mark="contain-proof-$$-$try-$(now_ns)"
-  AMDRUN_PROOF_MARK=$mark "$AMDRUN" "${SRC[@]}" "${DEVS[@]}" --ngpus 2 --python "$PY" \
+  AMDRUN_PROOF_MARK=$mark "$AMDRUN" "${SRC[@]}" "${DEVS[@]}" --ngpus "$NG" --python "$PY" \
     "$here/bench/contain_job.py" "$d" $CPU > "$d/job.log" 2>&1 &
   apid=$!
   disown "$apid" # no "Killed" notice from the shell
   ready() {
     kill -0 "$apid" 2>/dev/null || return 0
-    [ -e "$d/ready-0" ] && [ -e "$d/ready-1" ] && [ "$(ls "$d" | grep -c '^worker-')" -ge 8 ]
+    [ "$(ls "$d" | grep -c '^ready-')" -ge "$NG" ] && [ "$(ls "$d" | grep -c '^worker-')" -ge $((4 * NG)) ]
   }
   if ! wait_for 600 ready || ! kill -0 "$apid" 2>/dev/null; then
     say "try $try: the job did not get ready; see $d/job.log"
@@ -131,7 +132,7 @@ for try in $(seq 1 "$TRIES"); do
   before=$(wc -l < "$d/snapshot")
   # The queued job first sees the GPUs busy with the running job's memory;
   # when that job's leases go it discovers them again (no --allow-busy).
-  "$AMDRUN" "${SRC[@]}" "${DEVS[@]}" --ngpus 2 --wait=300s --python "$PY" \
+  "$AMDRUN" "${SRC[@]}" "${DEVS[@]}" --ngpus "$NG" --wait=300s --python "$PY" \
     "$here/bench/contain_check.py" "$d" $CPU > "$d/queued.log" 2>&1 &
   bpid=$!
   if ! wait_for 60 grep -q "waiting for" "$d/queued.log"; then
@@ -161,12 +162,12 @@ for try in $(seq 1 "$TRIES"); do
   wait "$bpid"; bcode=$?
   # The queued job: both GPUs, started after the last process was seen,
   # no compute app at its start.
-  read -r got after apps0 < <("$PY" - "$d" "$last_seen" <<'PY'
+  read -r got after apps0 < <("$PY" - "$d" "$last_seen" "$NG" <<'PY'
 import glob, json, sys
-d, last_seen = sys.argv[1], int(sys.argv[2]) / 1e9
+d, last_seen, ng = sys.argv[1], int(sys.argv[2]) / 1e9, int(sys.argv[3])
 rs = [json.load(open(f)) for f in glob.glob(d + "/queued-*.json")]
 devs = sorted({v for r in rs for v in r["visible"].split(",") if v})
-after = len(rs) == 2 and all(r["start"] > last_seen for r in rs)
+after = len(rs) == ng and all(r["start"] > last_seen for r in rs)
 apps = [r["apps"] for r in rs if r["apps"] is not None]
 print(",".join(devs) or "-", "yes" if after else "no", max(apps) if apps else "n/a")
 PY
@@ -175,9 +176,9 @@ PY
   echo "$try ok $before ${t_procs:--} ${t_apps:--} $procs $bcode $got $after $apps0" >> "$OUT/tries.txt"
 done
 
-"$PY" - "$OUT/tries.txt" "$summary" "$TRIES" "${CPU:-gpu}" <<'PY'
+"$PY" - "$OUT/tries.txt" "$summary" "$TRIES" "${CPU:-gpu}" "$NG" <<'PY'
 import statistics, sys
-path, summary, tries, mode = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+path, summary, tries, mode, ng = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
 rows = [l.split() for l in open(path)] if tries else []
 ok = [r for r in rows if r[1] == "ok"]
 def ms(i):
@@ -192,7 +193,7 @@ out = [
     ("time to no job process", ms(3)),
     ("time to no compute app", ms(4) if mode != "--cpu" else "n/a (--cpu)"),
     ("time to clean (both)", "median %d ms %s" % (statistics.median(both), both) if both else "n/a"),
-    ("queued job got both GPUs", "%d/%d (devices %s)" % (sum(r[6] == "0" and len(r[7].split(",")) == 2 for r in ok), len(ok), sorted({r[7] for r in ok}))),
+    ("queued job got all %d GPUs" % ng, "%d/%d (devices %s)" % (sum(r[6] == "0" and len(r[7].split(",")) == ng for r in ok), len(ok), sorted({r[7] for r in ok}))),
     ("queued job started after the last process", "%d/%d; compute apps at its start: %s" % (sum(r[8] == "yes" for r in ok), len(ok), [r[9] for r in ok])),
 ]
 with open(summary, "a") as f:
