@@ -166,11 +166,6 @@ func (a *attemptDir) create(lr int, name string) (*os.File, error) {
 	return f, nil
 }
 
-// path is where the file name of local rank lr is, for messages.
-func (a *attemptDir) path(lr int, name string) string {
-	return filepath.Join(a.ranks[lr].Name(), name)
-}
-
 func (a *attemptDir) close() {
 	for _, f := range a.ranks {
 		f.Close()

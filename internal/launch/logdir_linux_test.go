@@ -39,13 +39,14 @@ func TestJobDirLayout(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The summary names a copied error file by this name.
+		if want := filepath.Join(d.path, "attempt_0", "1", "stdout.log"); f.Name() != want {
+			t.Errorf("file named %s, want %s", f.Name(), want)
+		}
 		f.WriteString("hello\n")
 		f.Close()
 		if b, _ := os.ReadFile(filepath.Join(d.path, "attempt_0", "1", "stdout.log")); string(b) != "hello\n" {
 			t.Errorf("attempt_0/1/stdout.log = %q", b)
-		}
-		if a.path(1, "error.json") != filepath.Join(d.path, "attempt_0", "1", "error.json") {
-			t.Errorf("path %s", a.path(1, "error.json"))
 		}
 		if _, err := a.create(1, "stdout.log"); !errors.Is(err, unix.EEXIST) {
 			t.Errorf("created stdout.log twice: %v", err)

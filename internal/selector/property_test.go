@@ -265,6 +265,10 @@ func bruteTop(m *topology.Model, cands []int, size, k int, pol Policy, cls []cla
 	return t.e
 }
 
+// intersect keeps the members of s that o holds too (only the brute
+// force needs it).
+func (s *bitset) intersect(o *bitset) { forWords(s, o, func(a, b uint64) uint64 { return a & b }) }
+
 func canonical(mask bitset, cls []class, twinBefore []int) bool {
 	counts := make([]int, len(cls))
 	for i, c := range cls {

@@ -52,7 +52,6 @@ func Open(path string, o Options) (*Dir, error) {
 		path: clean, fd: w.fd, dev: w.st.Dev, ino: w.st.Ino,
 		owner: int(w.st.Uid), euid: euid, warn: o.Warn,
 	}
-	unix.Close(w.parent)
 	perm := w.st.Mode & 0o7777
 	switch {
 	case perm&0o022 != 0:
@@ -100,7 +99,6 @@ func (d *Dir) mayCreate() bool {
 // walked is the end of a path walk.
 type walked struct {
 	fd      int // the directory, O_RDONLY|O_DIRECTORY
-	parent  int // its parent, O_PATH
 	st      unix.Stat_t
 	created bool
 	// unsafeAt names a directory on the way that a user other than root
@@ -109,10 +107,7 @@ type walked struct {
 	unsafeBy int
 }
 
-func (w *walked) close() {
-	unix.Close(w.fd)
-	unix.Close(w.parent)
-}
+func (w *walked) close() { unix.Close(w.fd) }
 
 // step is one directory on the way down.
 type step struct {
@@ -252,12 +247,7 @@ func walk(path string, create bool, leafPerm uint32) (*walked, error) {
 			w.unsafeAt, w.unsafeBy = s.path, int(s.st.Uid)
 		}
 	}
-	w.parent = stack[len(stack)-2].fd
-	for _, s := range stack {
-		if s.fd != w.parent {
-			unix.Close(s.fd)
-		}
-	}
+	closeAll()
 	return w, nil
 }
 
