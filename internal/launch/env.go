@@ -22,12 +22,14 @@ func Getenv(env []string, key string) string {
 	return v
 }
 
-// EnvMap returns env as a map, the last assignment of a key winning.
+// EnvMap returns env as a map by LookupEnv's rule: the last assignment
+// of a key wins, and an entry without '=' sets nothing.
 func EnvMap(env []string) map[string]string {
 	m := make(map[string]string, len(env))
 	for _, kv := range env {
-		k, v, _ := strings.Cut(kv, "=")
-		m[k] = v
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
 	}
 	return m
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/amdrun/amdrun/internal/launch"
 )
 
 // Port range of Job.MasterPort: BasePort + jobid % PortSpan, so 20000 to
@@ -92,7 +94,7 @@ func FromEnv(env []string) (*Job, error) {
 // run): scontrol when run is not nil and succeeds, ParseHostlist
 // otherwise.
 func FromEnvWith(env []string, run func(name string, args ...string) ([]byte, error)) (*Job, error) {
-	vars := envMap(env)
+	vars := launch.EnvMap(env)
 	id := vars["SLURM_JOB_ID"]
 	if id == "" {
 		return nil, nil
@@ -286,18 +288,6 @@ func orList(names []string) string {
 		return names[0]
 	}
 	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
-}
-
-// envMap turns KEY=VALUE entries into a map; a later entry wins, as in
-// os/exec. Entries without '=' are ignored.
-func envMap(env []string) map[string]string {
-	m := make(map[string]string, len(env))
-	for _, kv := range env {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			m[k] = v
-		}
-	}
-	return m
 }
 
 // envInt parses a non-negative decimal variable. Slurm writes bare
