@@ -179,7 +179,7 @@ func (e *NotEnoughError) Error() string {
 	}
 	var parts []string
 	if len(e.Free) > 0 {
-		parts = append(parts, "free: "+joinInts(e.Free))
+		parts = append(parts, "free: "+topology.JoinInts(e.Free))
 	}
 	if len(e.Busy) > 0 {
 		parts = append(parts, "busy: "+joinReasons(e.Busy))
@@ -188,7 +188,7 @@ func (e *NotEnoughError) Error() string {
 		parts = append(parts, "held: "+joinReasons(e.Held))
 	}
 	if len(e.Excluded) > 0 {
-		parts = append(parts, "excluded: "+joinInts(e.Excluded))
+		parts = append(parts, "excluded: "+topology.JoinInts(e.Excluded))
 	}
 	if len(parts) > 0 {
 		b.WriteString(" (" + strings.Join(parts, "; ") + ")")
@@ -197,14 +197,6 @@ func (e *NotEnoughError) Error() string {
 		b.WriteString("; busy devices count with --allow-busy")
 	}
 	return b.String()
-}
-
-func joinInts(xs []int) string {
-	s := make([]string, len(xs))
-	for i, x := range xs {
-		s[i] = fmt.Sprint(x)
-	}
-	return strings.Join(s, ",")
 }
 
 // joinReasons lists devices with their reasons, devices that share a
