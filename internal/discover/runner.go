@@ -79,9 +79,11 @@ func RunTool(ctx context.Context, timeout time.Duration, name string, args ...st
 	// Past the limit the tool is killed (stop): left alone it would block
 	// on a full pipe until the timeout.
 	stdout := &limitedBuffer{max: MaxToolOutput, onOver: stop}
-	var stderr limitedBuffer
-	stderr.max = 1 << 20
-	cmd.Stdout, cmd.Stderr = stdout, &stderr
+	// Stderr is kept for messages only: past maxToolStderr it is dropped,
+	// not refused (a refused write would end the copy, and Wait would
+	// report a tool that succeeded after many warnings as failed).
+	stderr := &limitedBuffer{max: maxToolStderr, truncate: true}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
 	// A tool is often a script whose children keep the output pipes open:
 	// kill the whole group, and stop waiting for the pipes soon after.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -105,22 +107,31 @@ func RunTool(ctx context.Context, timeout time.Duration, name string, args ...st
 	return stdout.Bytes(), nil
 }
 
-// limitedBuffer keeps at most max bytes; a write past it fails. The
-// buffer is a field, not embedded: an embedded bytes.Buffer would lend
-// its ReadFrom to io.Copy, which would then bypass Write and the limit.
+// maxToolStderr bounds how much of a tool's standard error is kept.
+const maxToolStderr = 1 << 20
+
+// limitedBuffer keeps at most max bytes; a write past it fails, or, with
+// truncate, keeps what fits and drops the rest. The buffer is a field,
+// not embedded: an embedded bytes.Buffer would lend its ReadFrom to
+// io.Copy, which would then bypass Write and the limit.
 type limitedBuffer struct {
-	buf    bytes.Buffer
-	max    int
-	over   bool
-	onOver func() // called once, at the first write past max
+	buf      bytes.Buffer
+	max      int
+	truncate bool
+	over     bool
+	onOver   func() // called once, at the first write past max
 }
 
 func (b *limitedBuffer) Write(p []byte) (int, error) {
-	if b.buf.Len()+len(p) > b.max {
+	if room := b.max - b.buf.Len(); len(p) > room {
 		if !b.over && b.onOver != nil {
 			b.onOver()
 		}
 		b.over = true
+		if b.truncate {
+			b.buf.Write(p[:max(room, 0)])
+			return len(p), nil
+		}
 		return 0, ErrTooLarge
 	}
 	return b.buf.Write(p)
