@@ -282,6 +282,7 @@ func TestReserveSkipsUnusableLeaseFile(t *testing.T) {
 // seen at start is stale. With Refresh the queued job sees the devices
 // idle again and takes the best four; without, it could only fail.
 func TestReserveRefreshesBusyWhenALeaseFrees(t *testing.T) {
+	testutil.EndToEnd(t) // real time: a lease released on a timer, Settle
 	for _, refresh := range []bool{true, false} {
 		t.Run(fmt.Sprintf("refresh=%v", refresh), func(t *testing.T) {
 			m, d := seedNode(t), leaseDir(t)
@@ -324,6 +325,7 @@ func TestReserveRefreshesBusyWhenALeaseFrees(t *testing.T) {
 // again, instead of failing on a busy state a few ms old; a device that
 // stays busy past Settle is busy.
 func TestReserveWaitsForReleasedMemory(t *testing.T) {
+	testutil.EndToEnd(t) // real time: a lease released on a timer, Settle
 	for _, tc := range []struct {
 		name      string
 		busyLooks int32 // discoveries that still show 0-5 busy
