@@ -18,8 +18,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/amdrun/amdrun/internal/discover"
-	"github.com/amdrun/amdrun/internal/topology/rbt"
 	"io"
 	"os"
 	"os/exec"
@@ -28,7 +26,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/amdrun/amdrun/internal/discover"
 	"github.com/amdrun/amdrun/internal/topology"
+	"github.com/amdrun/amdrun/internal/topology/rbt"
 )
 
 //go:embed probe.py

@@ -223,8 +223,9 @@ func (e *errorDir) read(k, lr int) []byte {
 func (e *errorDir) remove() { _ = os.RemoveAll(e.dir) }
 
 // removeErrorDir removes an errorDir that amdrun may have left behind (it
-// was killed): dir, when it names one. The guards and the keeper call it
-// once the job is gone.
+// was killed): dir, when it names one. The keeper calls it once the job's
+// namespace is empty; a guard removes only its rank's file and, when that
+// was the last, the directory (abandonErrorFile).
 func removeErrorDir(dir string) {
 	if dir != "" && strings.HasPrefix(filepath.Base(dir), errorDirPrefix) {
 		_ = os.RemoveAll(dir)

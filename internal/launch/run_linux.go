@@ -94,9 +94,7 @@ func Run(ctx context.Context, p *Plan, o RunOptions) (exitCode int, err error) {
 			return 1, fmt.Errorf("launch: rank guard: %w", err)
 		}
 	}
-	// Never stopped: a write to a closed console after Run (a warning, an
-	// error line) must not turn the job's exit code into 141 either.
-	signal.Notify(make(chan os.Signal, 1), unix.SIGPIPE)
+	catchSIGPIPE()
 	s := &supervisor{plan: p, o: o, con: &console{}, stdin: handedStdin(o.Stdin),
 		term: [2]*os.File{terminal(o.Stdout), terminal(o.Stderr)}}
 	for _, r := range p.Ranks {
@@ -140,6 +138,12 @@ func Run(ctx context.Context, p *Plan, o RunOptions) (exitCode int, err error) {
 		s.note(fmt.Sprintf("amdrun: restarting the worker group (restart %d of %d)\n", attempt+1, o.MaxRestarts))
 	}
 }
+
+// catchSIGPIPE makes the process catch SIGPIPE for good, once however
+// often Run is called: a write to a closed console, even after Run (a
+// warning, an error line), then fails with EPIPE instead of turning the
+// job's exit code into 141.
+var catchSIGPIPE = sync.OnceFunc(func() { signal.Notify(make(chan os.Signal, 1), unix.SIGPIPE) })
 
 // terminal returns w when it is a terminal, else nil.
 func terminal(w io.Writer) *os.File {
