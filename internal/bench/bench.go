@@ -154,7 +154,7 @@ func Load(path string, keys []string) (*Result, error) {
 	}
 	var r Result
 	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("bench cache %s: %w", path, err)
+		return nil, topology.JSONError("bench cache "+path, b, err)
 	}
 	if strings.Join(r.Keys, "\n") != strings.Join(keys, "\n") {
 		return nil, nil // the devices changed: the measurement is stale

@@ -139,6 +139,12 @@ func TestCacheRoundTripAndInvalidation(t *testing.T) {
 	if _, err := Load(path, keys); err == nil || !strings.Contains(err.Error(), path) {
 		t.Errorf("corrupt cache: %v", err)
 	}
+	// A hand-edited cache with a value of the wrong kind is named by its
+	// JSON key, not by Go's field and type names.
+	os.WriteFile(path, []byte(`{"keys": "0000:0c:00.0"}`), 0o644)
+	if _, err := Load(path, keys); err == nil || !strings.HasSuffix(err.Error(), "keys: a string where an array belongs") || strings.Contains(err.Error(), "Go ") {
+		t.Errorf("cache of the wrong shape: %v", err)
+	}
 	d, err := CacheDir(func(k string) string { return map[string]string{"HOME": "/home/u"}[k] })
 	if err != nil || d != filepath.Join("/home/u", ".cache", "amdrun") {
 		t.Errorf("CacheDir = %q, %v", d, err)

@@ -2,8 +2,10 @@ package topology
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"reflect"
 )
 
 // WriteJSON writes a finished model as indented JSON, the format
@@ -23,11 +25,7 @@ func ReadJSON(r io.Reader) (*Model, error) {
 	}
 	var m Model
 	if err := json.Unmarshal(data, &m); err != nil {
-		pe := &ParseError{Source: "topology file", Err: fmt.Errorf("%w: %v", ErrSyntax, err)}
-		if se, ok := err.(*json.SyntaxError); ok {
-			pe.Line, pe.Column = LineCol(data, se.Offset)
-		}
-		return nil, pe
+		return nil, JSONError("topology file", data, err)
 	}
 	if len(m.Devices) == 0 {
 		return nil, &ParseError{Source: "topology file", Err: ErrNoDevices}
@@ -39,4 +37,72 @@ func ReadJSON(r io.Reader) (*Model, error) {
 		return nil, &ParseError{Source: "topology file", Err: err}
 	}
 	return &m, nil
+}
+
+// JSONError is the *ParseError for a failed decoding of data (the whole
+// input of source; nil when unknown) by encoding/json: Err wraps
+// ErrSyntax with JSONProblem's wording, and Line and Column point at the
+// offending byte when err says where it is.
+func JSONError(source string, data []byte, err error) *ParseError {
+	pe := &ParseError{Source: source, Err: fmt.Errorf("%w: %s", ErrSyntax, JSONProblem(err))}
+	off := int64(-1)
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		off = se.Offset - 1 // Offset counts the offending byte
+	case errors.As(err, &te):
+		off = te.Offset - 1 // and here the value's last byte
+	}
+	if data != nil && off >= 0 {
+		pe.Line, pe.Column = LineCol(data, off)
+	}
+	return pe
+}
+
+// JSONProblem words an encoding/json error for people: a value of the
+// wrong kind is named by its JSON path and kinds ("devices.index: a
+// string where a whole number belongs"), never by the Go types it was
+// to fill, which the user cannot change; a syntax error keeps its text.
+func JSONProblem(err error) string {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return se.Error()
+		}
+		return err.Error()
+	}
+	got := te.Value // "string", "number", "number 1.5", "array", "object", "bool"
+	switch {
+	case got == "array", got == "object":
+		got = "an " + got
+	case got == "bool":
+		got = "true or false"
+	default:
+		got = "a " + got
+	}
+	want := "another kind of value"
+	if te.Type != nil {
+		switch te.Type.Kind() {
+		case reflect.Map, reflect.Struct:
+			want = "an object"
+		case reflect.Slice, reflect.Array:
+			want = "an array"
+		case reflect.String:
+			want = "a string"
+		case reflect.Bool:
+			want = "true or false"
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+			want = "a whole number"
+		case reflect.Float32, reflect.Float64:
+			want = "a number"
+		}
+	}
+	msg := got + " where " + want + " belongs"
+	if te.Field != "" {
+		msg = te.Field + ": " + msg
+	}
+	return msg
 }

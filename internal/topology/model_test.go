@@ -170,7 +170,8 @@ func TestReadJSONErrors(t *testing.T) {
 		in   string
 		want *ParseError
 	}{
-		{"{\n \"devices\": [\n  {\"index\": 0,}\n ]}", &ParseError{Source: "topology file", Line: 3, Column: 15}},
+		// The column is the offending '}' (0-based 14, printed 15).
+		{"{\n \"devices\": [\n  {\"index\": 0,}\n ]}", &ParseError{Source: "topology file", Line: 3, Column: 14}},
 		{`{"devices": []}`, &ParseError{Source: "topology file", Err: ErrNoDevices}},
 	} {
 		_, err := ReadJSON(strings.NewReader(tc.in))
@@ -180,6 +181,19 @@ func TestReadJSONErrors(t *testing.T) {
 		}
 		if tc.want.Err != nil && !errors.Is(err, tc.want.Err) {
 			t.Errorf("ReadJSON(%q) = %v, want %v", tc.in, err, tc.want.Err)
+		}
+	}
+	// A value of the wrong kind is named by its JSON path, not by the Go
+	// types it was to fill ("Go struct field Device.devices.index of type
+	// int" before).
+	for in, want := range map[string]string{
+		`{"devices":[{"index":"a"}]}`: "topology file: line 1, column 24: malformed input: devices.index: a string where a whole number belongs",
+		`{"devices":"x"}`:             "topology file: line 1, column 14: malformed input: devices: a string where an array belongs",
+		`[1]`:                         "topology file: line 1: malformed input: an array where an object belongs",
+	} {
+		_, err := ReadJSON(strings.NewReader(in))
+		if err == nil || err.Error() != want || !errors.Is(err, ErrSyntax) {
+			t.Errorf("ReadJSON(%s) = %v\nwant %s", in, err, want)
 		}
 	}
 	_, err := ReadJSON(strings.NewReader(`{"devices":[{"index":0},{"index":1,"runtime_index":1}],"links":[{"a":0,"b":1,"type":"warp"}]}`))

@@ -50,20 +50,12 @@ func decodeJSON(src string, r io.Reader) (any, error) {
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
-		pe := &topology.ParseError{Source: src, Err: fmt.Errorf("%w: %v", topology.ErrSyntax, err)}
-		var off int64 = -1
-		switch e := err.(type) {
-		case *json.SyntaxError:
-			off = e.Offset
-		case *json.UnmarshalTypeError:
-			off = e.Offset
-		}
+		pe := topology.JSONError(src, body, err)
 		if err == io.ErrUnexpectedEOF {
-			off = int64(len(body))
+			pe.Line, pe.Column = topology.LineCol(body, int64(len(body)))
 			pe.Err = fmt.Errorf("%w: JSON document ends early", topology.ErrTruncated)
 		}
-		if off >= 0 {
-			pe.Line, pe.Column = topology.LineCol(body, off)
+		if pe.Line > 0 {
 			pe.Line += skipped
 		}
 		return nil, pe

@@ -3,6 +3,7 @@ package rocmsmi
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"regexp"
@@ -41,14 +42,10 @@ func ParseJSON(rd io.Reader) (*Report, error) {
 	}
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(data, &top); err != nil {
-		pe := &topology.ParseError{Source: jsonSource, Err: fmt.Errorf("%w: %v", topology.ErrSyntax, err)}
-		var se *json.SyntaxError
+		pe := topology.JSONError(jsonSource, data, err)
 		var te *json.UnmarshalTypeError
-		switch {
-		case asErr(err, &se):
-			// Offset counts the offending byte; the column points at it.
-			pe.Line, pe.Column = topology.LineCol(data, max(se.Offset-1, 0))
-		case asErr(err, &te):
+		if errors.As(err, &te) {
+			pe.Line, pe.Column = 0, 0
 			pe.Err = fmt.Errorf("%w: top level is a JSON %s, not an object", topology.ErrWrongTool, te.Value)
 		}
 		return nil, pe
@@ -172,7 +169,7 @@ func (r *Report) systemValue(what string, a, b int, v string) error {
 func stringObject(raw json.RawMessage) (map[string]string, error) {
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &obj); err != nil {
-		return nil, err
+		return nil, errors.New(topology.JSONProblem(err))
 	}
 	out := make(map[string]string, len(obj))
 	for k, v := range obj {
@@ -181,7 +178,7 @@ func stringObject(raw json.RawMessage) (map[string]string, error) {
 		switch {
 		case len(v) > 0 && v[0] == '"':
 			if err := json.Unmarshal(v, &s); err != nil {
-				return nil, err
+				return nil, errors.New(topology.JSONProblem(err))
 			}
 		case len(v) > 0 && (v[0] == '{' || v[0] == '['):
 			continue
@@ -191,12 +188,4 @@ func stringObject(raw json.RawMessage) (map[string]string, error) {
 		out[k] = s
 	}
 	return out, nil
-}
-
-func asErr[T error](err error, target *T) bool {
-	t, ok := err.(T)
-	if ok {
-		*target = t
-	}
-	return ok
 }

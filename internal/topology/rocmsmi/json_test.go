@@ -87,6 +87,10 @@ func TestParseJSONErrors(t *testing.T) {
 				Err: wrap(topology.ErrSyntax, "invalid character '}' looking for beginning of value")}},
 		{"array (amd-smi)", `[{"gpu": 0}]`,
 			&topology.ParseError{Source: "rocm-smi --json", Err: wrap(topology.ErrWrongTool, "top level is a JSON array, not an object")}},
+		// Named by the JSON key and kinds, not "Go value of type
+		// map[string]json.RawMessage".
+		{"card not an object", `{"card0": 5}`,
+			&topology.ParseError{Source: "rocm-smi --json", Err: wrap(topology.ErrSyntax, "card0: a number where an object belongs")}},
 		{"no cards", `{"gpu": 0}`,
 			&topology.ParseError{Source: "rocm-smi --json", Err: wrap(topology.ErrWrongTool, "no cardN or system object")}},
 		{"bad weight", `{"system": {"(Topology) Weight between DRM devices 0 and 1": "heavy"}}`,
