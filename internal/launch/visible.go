@@ -258,7 +258,7 @@ func (m *Mask) Allows(i int) bool {
 func (m *Mask) Check(chosen []topology.Device) error {
 	for _, d := range chosen {
 		if !m.Allows(d.Index) {
-			return fmt.Errorf("launch: %w: device %d is not in the visible set %v", ErrMask, d.Index, m.cands)
+			return fmt.Errorf("launch: %w: device %d is not in the visible set %s", ErrMask, d.Index, topology.JoinInts(m.cands))
 		}
 	}
 	return nil

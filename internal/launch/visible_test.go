@@ -206,7 +206,7 @@ func TestMaskCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Check(pick(amd, 4, 1)); err == nil || !strings.Contains(err.Error(), "device 1 is not in the visible set [4 5]") {
+	if err := m.Check(pick(amd, 4, 1)); err == nil || !strings.Contains(err.Error(), "device 1 is not in the visible set 4,5") {
 		t.Errorf("Check = %v, want device 1 not visible", err)
 	}
 	var nilMask *Mask
