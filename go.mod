@@ -1,13 +1,11 @@
 module github.com/amdrun/amdrun
 
-go 1.26.8
+go 1.24.0
 
 require (
 	github.com/spf13/cobra v1.10.2
-	golang.org/x/sys v0.50.0
+	github.com/spf13/pflag v1.0.9
+	golang.org/x/sys v0.41.0
 )
 
-require (
-	github.com/inconshreveable/mousetrap v1.1.0 // indirect
-	github.com/spf13/pflag v1.0.9 // indirect
-)
+require github.com/inconshreveable/mousetrap v1.1.0 // indirect

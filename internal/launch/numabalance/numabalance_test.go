@@ -299,11 +299,13 @@ func TestRestoreConcurrent(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	for range 8 {
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			if err := restore(); err != nil {
 				t.Error(err)
 			}
-		})
+		}()
 	}
 	wg.Wait()
 	if writes != 2 { // one for Apply, one for restore

@@ -86,7 +86,9 @@ func NewCmdRoot(f *cmdutil.Factory) *cobra.Command {
 
 // Main runs amdrun with os.Args and returns the exit status. It is the only
 // caller of the command tree; main() only passes its result to os.Exit.
-func Main(version string) int {
+// stampedVersion is the version the build stamped into main ("" when none;
+// version.FromBuild says what is reported then).
+func Main(stampedVersion string) int {
 	if len(os.Args) > 1 && os.Args[1] == launch.ShimArg {
 		// The re-executed bind shim: bind this process, then exec the rank.
 		return launch.ShimMain(os.Args[2:])
@@ -95,7 +97,7 @@ func Main(version string) int {
 		// The init of a job's PID namespace (see launch.Containment).
 		return launch.KeeperMain(os.Args[2:])
 	}
-	f := cmdutil.New(version)
+	f := cmdutil.New(version.Current(stampedVersion))
 	cmd := NewCmdRoot(f)
 	cmd.SetArgs(os.Args[1:])
 	err := cmd.ExecuteContext(context.Background())

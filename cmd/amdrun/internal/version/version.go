@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime"
+	"runtime/debug"
 
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
 	"github.com/spf13/cobra"
@@ -16,6 +17,55 @@ type Info struct {
 	Go      string `json:"go"`
 	OS      string `json:"os"`
 	Arch    string `json:"arch"`
+}
+
+// FromBuild is the version a binary reports: stamped, when the build set
+// one (-ldflags "-X main.version=..." in make build and make dist);
+// otherwise the module version the go command recorded (go install
+// github.com/amdrun/amdrun/cmd/amdrun@v1.2.3 records v1.2.3; Go 1.24 and
+// later also stamp a pseudo-version such as
+// v0.0.0-20261201214500-86aa27d1b2c3+dirty when building in a checkout);
+// otherwise the VCS revision and whether the tree was modified
+// ("devel 86aa27d1b2c3-dirty"); "dev" only when the build recorded none
+// of these (-buildvcs=false outside a module version, or no build info).
+func FromBuild(stamped string, bi *debug.BuildInfo) string {
+	if stamped != "" {
+		return stamped
+	}
+	if bi == nil {
+		return "dev"
+	}
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	var rev, modified string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			modified = s.Value
+		}
+	}
+	if rev == "" {
+		return "dev"
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if modified == "true" {
+		rev += "-dirty"
+	}
+	return "devel " + rev
+}
+
+// Current is FromBuild of the running binary's own build info.
+func Current(stamped string) string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		bi = nil
+	}
+	return FromBuild(stamped, bi)
 }
 
 // Of returns the Info of this binary, built as version v.
