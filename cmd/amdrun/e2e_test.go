@@ -65,7 +65,7 @@ func cleanEnv(t *testing.T, extra ...string) []string {
 		k, _, _ := strings.Cut(kv, "=")
 		switch k {
 		case "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "AMDRUN_LEASE_DIR",
-			"AMDRUN_SYSFS_ROOT", "SLURM_JOB_ID", "OMP_NUM_THREADS":
+			"AMDRUN_SYSFS_ROOT", "SLURM_JOB_ID", "OMP_NUM_THREADS", "VIRTUAL_ENV", "CONDA_PREFIX":
 			continue
 		}
 		env = append(env, kv)

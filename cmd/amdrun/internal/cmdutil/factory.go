@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -97,16 +98,35 @@ func (f *Factory) OpenLeases(flag string, create bool) (*lease.Dir, error) {
 	return lease.Open(f.LeaseDir(flag), lease.Options{Warn: f.Warn, Create: create})
 }
 
-// Python is the interpreter a command's --python flag value names: flag,
-// else $PYTHON_EXEC, else python3 (looked up on PATH when run).
+// Python is the interpreter a command's --python flag value names
+// (PythonFrom says which rule chose it).
 func (f *Factory) Python(flag string) string {
+	p, _ := f.PythonFrom(flag)
+	return p
+}
+
+// PythonFrom is the one rule for the interpreter ranks, doctor and bench
+// run (issue 22), with the rule that chose it: the --python flag value,
+// else $PYTHON_EXEC, else the active virtual environment's
+// ($VIRTUAL_ENV/bin/python), else the active conda environment's
+// ($CONDA_PREFIX/bin/python), else python3 looked up on PATH when run.
+// The environments come before PATH because a user who activated one
+// means its interpreter even when a pyenv shim or another python3 comes
+// first on PATH; torchrun would run its own (the environment's).
+func (f *Factory) PythonFrom(flag string) (path, from string) {
 	if flag != "" {
-		return flag
+		return flag, "--python"
 	}
 	if p := f.Getenv("PYTHON_EXEC"); p != "" {
-		return p
+		return p, "$PYTHON_EXEC"
 	}
-	return "python3"
+	if d := f.Getenv("VIRTUAL_ENV"); d != "" {
+		return filepath.Join(d, "bin", "python"), "$VIRTUAL_ENV"
+	}
+	if d := f.Getenv("CONDA_PREFIX"); d != "" {
+		return filepath.Join(d, "bin", "python"), "$CONDA_PREFIX"
+	}
+	return "python3", "PATH"
 }
 
 // ToolTimeout bounds a vendor tool run: $AMDRUN_TOOL_TIMEOUT, else

@@ -46,3 +46,31 @@ func TestFactoryResolves(t *testing.T) {
 		})
 	}
 }
+
+// TestPythonFrom has one case per step of the interpreter rule and checks
+// each step beats the ones after it.
+func TestPythonFrom(t *testing.T) {
+	all := []string{"PYTHON_EXEC=/opt/py/bin/python3.12", "VIRTUAL_ENV=/home/u/venv", "CONDA_PREFIX=/opt/conda/envs/t"}
+	for _, tc := range []struct {
+		name       string
+		env        []string
+		flag       string
+		path, from string
+	}{
+		{"--python beats everything", all, "/usr/bin/python3", "/usr/bin/python3", "--python"},
+		{"$PYTHON_EXEC beats the environments", all, "", "/opt/py/bin/python3.12", "$PYTHON_EXEC"},
+		{"$VIRTUAL_ENV beats conda", all[1:], "", "/home/u/venv/bin/python", "$VIRTUAL_ENV"},
+		{"$CONDA_PREFIX beats PATH", all[2:], "", "/opt/conda/envs/t/bin/python", "$CONDA_PREFIX"},
+		{"python3 on PATH last", nil, "", "python3", "PATH"},
+		{"empty variables do not count", []string{"PYTHON_EXEC=", "VIRTUAL_ENV=", "CONDA_PREFIX="}, "", "python3", "PATH"},
+	} {
+		f := &Factory{Env: func() []string { return tc.env }}
+		path, from := f.PythonFrom(tc.flag)
+		if path != tc.path || from != tc.from {
+			t.Errorf("%s: PythonFrom(%q) = %q, %q; want %q, %q", tc.name, tc.flag, path, from, tc.path, tc.from)
+		}
+		if got := f.Python(tc.flag); got != tc.path {
+			t.Errorf("%s: Python = %q, want %q", tc.name, got, tc.path)
+		}
+	}
+}

@@ -51,9 +51,13 @@ type Options struct {
 	Run topology.Runner
 	// HostNUMA returns this host's NUMA nodes.
 	HostNUMA func() ([]topology.NUMANode, error)
-	// Python is the interpreter to check, resolved (Factory.Python).
-	Python string
-	JSON   bool
+	// Python is the interpreter to check, resolved (Factory.PythonFrom);
+	// PythonFrom names the rule that chose it ("" leaves it unsaid).
+	Python, PythonFrom string
+	JSON               bool
+	// Self is the running amdrun's path, for the PATH check; nil leaves
+	// the check out.
+	Self func() (string, error)
 	// Containment probes how a job would be contained here (see
 	// launch.ProbeContainment); nil leaves the check out.
 	Containment func() (launch.Containment, error)
@@ -61,7 +65,7 @@ type Options struct {
 
 // NewCmdDoctor returns `amdrun doctor`.
 func NewCmdDoctor(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IOStreams, Topology: f.Topology, Env: f.Env, Run: f.Run, HostNUMA: f.HostNUMA,
+	opts := &Options{IO: f.IOStreams, Topology: f.Topology, Env: f.Env, Run: f.Run, HostNUMA: f.HostNUMA, Self: f.Executable,
 		Containment: func() (launch.Containment, error) {
 			self, err := f.Executable()
 			if err != nil {
@@ -83,7 +87,7 @@ Exits 0 when no check fails.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Root = f.SysfsRoot()
-			opts.Python = f.Python(opts.Python)
+			opts.Python, opts.PythonFrom = f.PythonFrom(opts.Python)
 			// The lease check reports the degraded mode itself: no warning
 			// lines, and a missing directory is not made.
 			opts.Leases = func() (*lease.Dir, error) { return lease.Open(f.LeaseDir(leaseDir), lease.Options{}) }
@@ -94,7 +98,7 @@ Exits 0 when no check fails.`,
 		},
 	}
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the checks as JSON")
-	cmd.Flags().StringVar(&opts.Python, "python", "", "Python interpreter to check (default $PYTHON_EXEC, else python3)")
+	cmd.Flags().StringVar(&opts.Python, "python", "", "Python interpreter to check (default $PYTHON_EXEC, else $VIRTUAL_ENV/bin/python, $CONDA_PREFIX/bin/python, else python3)")
 	cmd.Flags().StringVar(&leaseDir, "lease-dir", "", "lease directory (default $AMDRUN_LEASE_DIR, else /run/lock/amdrun)")
 	return cmd
 }
@@ -151,8 +155,47 @@ func Checks(ctx context.Context, o *Options) []Check {
 	if o.Containment != nil {
 		out = append(out, containmentCheck(o.Containment))
 	}
+	if o.Self != nil {
+		out = append(out, pathCheck(launch.Getenv(o.Env(), "PATH"), o.Self))
+	}
 	out = append(out, torchCheck(ctx, o))
 	return out
+}
+
+// pathCheck warns when the amdrun a shell would run is another program:
+// optimum-amd's `pip install optimum[amd]` installs a console script also
+// named amdrun (issue 22).
+func pathCheck(path string, self func() (string, error)) Check {
+	me, err := self()
+	if err != nil {
+		return Check{"amdrun on PATH", Warn, fmt.Sprintf("cannot tell which amdrun runs: %v", err), ""}
+	}
+	first := firstOnPath(path, "amdrun")
+	if first == "" {
+		return Check{"amdrun on PATH", OK, me + " (not on PATH)", ""}
+	}
+	a, errA := os.Stat(first)
+	b, errB := os.Stat(me)
+	if errA == nil && errB == nil && os.SameFile(a, b) {
+		return Check{"amdrun on PATH", OK, first, ""}
+	}
+	return Check{"amdrun on PATH", Warn, fmt.Sprintf("%s comes first on PATH, not this amdrun (%s)", first, me),
+		"optimum-amd (pip install optimum[amd]) installs a script also called amdrun; '" + first + " version' prints 'amdrun VERSION (goN, OS/ARCH)' only for this one; put " + filepath.Dir(me) + " earlier on PATH or call it by its path"}
+}
+
+// firstOnPath is the first executable regular file named name in the
+// directories of path, as a shell finds it ("" when none).
+func firstOnPath(path, name string) string {
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, name)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0 {
+			return p
+		}
+	}
+	return ""
 }
 
 // containmentCheck says how `amdrun --contain auto` contains a job here.
@@ -343,7 +386,10 @@ print(torch.__version__, "hip" if hip else ("cuda" if torch.version.cuda else "c
 
 func torchCheck(ctx context.Context, o *Options) Check {
 	py := o.Python
-	out, err := o.Run(ctx, py, "-c", torchProbe)
+	if o.PythonFrom != "" {
+		py += " (" + o.PythonFrom + ")"
+	}
+	out, err := o.Run(ctx, o.Python, "-c", torchProbe)
 	if err != nil {
 		why := err.Error()
 		var te *topology.ToolError

@@ -483,3 +483,59 @@ func TestNewCmdDoctor(t *testing.T) {
 		})
 	}
 }
+
+// TestPathCheck: an executable called amdrun earlier on PATH than the
+// running one (optimum-amd's console script) is warned about, with both
+// paths; the running one first, or not on PATH, is OK.
+func TestPathCheck(t *testing.T) {
+	dir := t.TempDir()
+	exe := func(p string) string {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("#!/bin/sh\necho optimum\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	venv := exe(filepath.Join(dir, "venv", "bin", "amdrun"))
+	ours := exe(filepath.Join(dir, "go", "bin", "amdrun"))
+	notExec := filepath.Join(dir, "noexec", "amdrun")
+	exe(notExec)
+	if err := os.Chmod(notExec, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		path   string
+		status doctor.Status
+		detail string
+	}{
+		{"another amdrun first", filepath.Dir(venv) + ":" + filepath.Dir(ours), doctor.Warn, venv + " comes first on PATH, not this amdrun (" + ours + ")"},
+		{"this one first", filepath.Dir(ours) + ":" + filepath.Dir(venv), doctor.OK, ours},
+		{"a file that is not executable is skipped", filepath.Dir(notExec) + ":" + filepath.Dir(ours), doctor.OK, ours},
+		{"not on PATH", "/nonexistent", doctor.OK, ours + " (not on PATH)"},
+	} {
+		o, _ := options(t, func(o *doctor.Options) {
+			o.Env = func() []string { return []string{"PATH=" + tc.path} }
+			o.Self = func() (string, error) { return ours, nil }
+		})
+		c := check(t, doctor.Checks(context.Background(), o), "amdrun on PATH")
+		if c.Status != tc.status || c.Detail != tc.detail {
+			t.Errorf("%s: %s %q, want %s %q", tc.name, c.Status, c.Detail, tc.status, tc.detail)
+		}
+		if tc.status == doctor.Warn && !strings.Contains(c.Advice, "optimum") {
+			t.Errorf("%s: advice %q does not name optimum-amd", tc.name, c.Advice)
+		}
+	}
+}
+
+// TestTorchCheckNamesTheRule: the python + torch line says which rule
+// chose the interpreter.
+func TestTorchCheckNamesTheRule(t *testing.T) {
+	o, _ := options(t, func(o *doctor.Options) { o.Python, o.PythonFrom = "/home/u/venv/bin/python", "$VIRTUAL_ENV" })
+	c := check(t, doctor.Checks(context.Background(), o), "python + torch")
+	if want := "/home/u/venv/bin/python ($VIRTUAL_ENV): torch 2.11.0 (cuda build) sees 2 device(s)"; c.Detail != want {
+		t.Errorf("detail %q, want %q", c.Detail, want)
+	}
+}

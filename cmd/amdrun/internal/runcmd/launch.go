@@ -76,12 +76,13 @@ func Run(ctx context.Context, o *Options) error {
 		o.Warn.Warn("cannot read this host's NUMA nodes, ranks are not bound: %v", err)
 		hostNUMA = nil
 	}
+	tv := <-torch
 	plan, err := launch.PlanJob(launch.Job{
 		Model: m, Chosen: chosen, DevicesPerRank: perRank, CPURanks: pl.cpuRanks, Mask: mask,
 		Argv: workerArgv(o), Env: env, HostNUMA: hostNUMA,
 		Bind: o.Bind, Mem: o.Mem, NNodes: o.NNodes, NodeRank: o.NodeRank, MasterAddr: o.MasterAddr,
 		MasterPort: o.MasterPort, MaxRestarts: o.MaxRestarts, RunID: o.RunID, Role: o.Role,
-		VirtualLocalRank: o.VirtualLocalRank, TorchVersion: <-torch,
+		VirtualLocalRank: o.VirtualLocalRank, TorchVersion: tv,
 	})
 	if err != nil {
 		return err
@@ -109,6 +110,7 @@ func Run(ctx context.Context, o *Options) error {
 		if o.JSON {
 			return printJSON(o, m, choice, plan)
 		}
+		printPython(o.IO.Out, o, tv)
 		printPlan(o.IO.Out, m, choice, plan)
 		if o.Explain && choice != nil {
 			printExplain(o.IO.Out, m, choice)

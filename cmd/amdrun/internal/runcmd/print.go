@@ -52,6 +52,23 @@ func rankNUMA(r launch.Rank) []int {
 	return nodes
 }
 
+// printPython names the ranks' interpreter, the rule that chose it and the
+// torch it would import (issue 22); nothing with --no-python.
+func printPython(w io.Writer, o *Options, torchVersion string) {
+	if o.NoPython {
+		return
+	}
+	torch := "torch " + torchVersion
+	if torchVersion == "" {
+		torch = "no torch found"
+	}
+	from := ""
+	if o.PythonFrom != "" {
+		from = " (" + o.PythonFrom + ")"
+	}
+	fmt.Fprintf(w, "Python:   %s%s: %s\n", o.Python, from, torch)
+}
+
 func printPlan(w io.Writer, m *topology.Model, c *selector.Choice, p *launch.Plan) {
 	r0 := launch.EnvMap(p.Ranks[0].Env)
 	if c == nil {

@@ -75,9 +75,10 @@ type Options struct {
 
 	Module   bool
 	NoPython bool
-	// Python is the interpreter, resolved: --python, else $PYTHON_EXEC,
-	// else python3.
-	Python string
+	// Python is the interpreter, resolved by Factory.PythonFrom (--python,
+	// $PYTHON_EXEC, $VIRTUAL_ENV, $CONDA_PREFIX, python3 on PATH);
+	// PythonFrom names the rule that chose it ("" in tests that set Python).
+	Python, PythonFrom string
 
 	Bind        launch.BindMode
 	Mem         launch.MemPolicy
@@ -239,7 +240,7 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 			if err := validate(cmd, opts, &r); err != nil {
 				return err
 			}
-			opts.Python = f.Python(opts.Python)
+			opts.Python, opts.PythonFrom = f.PythonFrom(opts.Python)
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -263,7 +264,7 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 	fl.BoolVar(&opts.JSON, "json", false, "with --dry-run: print the plan as JSON")
 	fl.BoolVarP(&opts.Module, "module", "m", false, "run SCRIPT as a Python module (python -m MODULE)")
 	fl.BoolVar(&opts.NoPython, "no-python", false, "run SCRIPT directly as a program, not through Python")
-	fl.StringVar(&opts.Python, "python", "", "Python interpreter (default $PYTHON_EXEC, else python3 on PATH)")
+	fl.StringVar(&opts.Python, "python", "", "Python interpreter (default $PYTHON_EXEC, else the active environment's: $VIRTUAL_ENV/bin/python, $CONDA_PREFIX/bin/python; else python3 on PATH)")
 	fl.StringVar(&r.bind, "bind", "", "CPU/memory binding per rank: numa, exclusive or none (default numa when the host has more than one NUMA node, else none)")
 	fl.StringVar(&r.mem, "mem-policy", "bind", "memory policy with --bind numa/exclusive: bind, preferred or none")
 	fl.StringVar(&r.grace, "grace", "10s", "after a rank fails, time the others get between SIGTERM and SIGKILL, with a unit (0: SIGKILL at once)")
