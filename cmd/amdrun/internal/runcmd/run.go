@@ -13,6 +13,7 @@ import (
 
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
+	"github.com/amdrun/amdrun/internal/job"
 	"github.com/amdrun/amdrun/internal/launch"
 	"github.com/amdrun/amdrun/internal/launch/lease"
 	"github.com/amdrun/amdrun/internal/launch/numabalance"
@@ -22,117 +23,18 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// Options are the inputs of a launch; flags bind into them.
+// Options are the launch command's inputs: the pipeline's job.Options,
+// which the flags bind into, and what only the command reads.
 type Options struct {
-	IO       *iostreams.IOStreams
-	Topology func(context.Context) (*topology.Model, error)
-	// Run runs a program to its end (the torch version probe); nil: the
-	// workers' torch version is unknown.
-	Run topology.Runner
-	// Rediscover discovers the node again (a queued job's fresh view of
-	// busy devices); nil: the first discovery's state is kept.
-	Rediscover func(context.Context) (*topology.Model, error)
-	Env        func() []string
-	Executable func() (string, error)
-	Warn       topology.Warner
-	// HostNUMA returns this host's NUMA nodes (for binding; a saved
-	// topology may describe another machine).
-	HostNUMA func() ([]topology.NUMANode, error)
-	Now      func() time.Time
-	// SourceAuto says the topology source was left to auto-detection (so a
-	// dry run on a machine without GPUs may plan on the bundled example).
-	SourceAuto bool
+	IO *iostreams.IOStreams
+	job.Options
+	Now func() time.Time
 
-	// NGPUs is the number of devices on this node (--ngpus); 0 means
-	// every free device.
-	NGPUs int
-	// NProc is the number of ranks on this node (--nproc-per-node N); 0
-	// means one rank per device. With NGPUs > 0 each rank gets
-	// NGPUs/NProc devices.
-	NProc int
-	// NProcKind is --nproc-per-node's word, "gpu", "auto" or "cpu", or ""
-	// for a number or none: gpu and auto mean one rank per free device;
-	// auto without a GPU, and cpu, one CPU rank per CPU amdrun may use.
-	NProcKind string
-	// CPUOnly runs CPU ranks without looking for a GPU (--ngpus 0 with
-	// --nproc-per-node N, or --nproc-per-node cpu).
-	CPUOnly bool
-	// NumCPU is the number of CPUs amdrun may use (runtime.NumCPU).
-	NumCPU func() int
-
-	Devices   []int // --devices, parsed; nil = all
-	Exclude   []int
-	AllowBusy bool
-	Policy    selector.Policy
-	Order     selector.Order
-	// SearchBudget bounds the device search (--search-budget); past it
-	// the best set found is taken and --explain says how far from proven.
-	SearchBudget time.Duration
-
-	DryRun  bool
-	Explain bool
-	JSON    bool
-
-	Module   bool
-	NoPython bool
-	// Python is the interpreter, resolved: --python, else $PYTHON_EXEC,
-	// else python3.
-	Python string
-
-	Bind        launch.BindMode
-	Mem         launch.MemPolicy
-	Grace       time.Duration
-	MaxRestarts int
-	// Contain is how the job's processes are kept from outliving it
-	// (--contain; ContainAuto: the strongest permitted).
-	Contain     launch.Containment
-	NoPrefix    bool
-	LogDir      string
-	RanksFilter []int
-	// Redirects and Tee are torchrun's -r/--redirects and -t/--tee: the
-	// streams of each local rank written only to the log directory, or
-	// to it and the console. Zero: none.
-	Redirects, Tee launch.Streams
-	// Role is ROLE_NAME (--role); "" means launch.DefaultRole.
-	Role string
-	// RunID is TORCHELASTIC_RUN_ID (--rdzv-id with --launcher amdrun); ""
-	// means a fresh one.
-	RunID string
-	// VirtualLocalRank gives each rank only its own devices and
-	// LOCAL_RANK=0 (--virtual-local-rank).
-	VirtualLocalRank bool
-	// TorchrunArgs are torchrun's flags the user gave that --launcher
-	// torchrun passes on (underscore spellings).
-	TorchrunArgs []string
-
-	NNodes int
-	// Launcher is "amdrun" (amdrun starts and supervises the ranks) or
-	// "torchrun" (amdrun chooses devices, then runs torchrun with them).
-	Launcher string
-	// ElasticNNodes is a torchrun --nnodes MIN:MAX range ("" = NNodes).
-	ElasticNNodes string
-	// Rdzv holds torchrun's --rdzv-* settings by name (backend,
-	// endpoint, id, conf), passed on with --launcher torchrun.
-	Rdzv       map[string]string
-	NodeRank   int
-	MasterAddr string
-	MasterPort int
-
-	// NUMABalancing is off, on or keep (set kernel.numa_balancing for the job).
-	NUMABalancing numabalance.Mode
-	// Root is the directory /proc and /sys are read under.
-	Root string
+	// DryRun prints the plan (job.Preview) instead of running it; JSON
+	// prints it as job.Document.
+	DryRun, JSON bool
 	// Slurm is the allocation amdrun runs in, or nil.
 	Slurm *slurm.Job
-
-	// Leases opens the node's lease directory (--lease-dir, resolved by
-	// the Factory).
-	Leases  func() (*lease.Dir, error)
-	NoLease bool
-	Wait    time.Duration // 0 = do not wait; <0 = wait forever
-
-	// Args are SCRIPT ARGS... (or MODULE ARGS..., or CMD ARGS...).
-	Args []string
 }
 
 // raw holds flag values that need parsing in validation.
@@ -204,9 +106,11 @@ const example = `  amdrun --ngpus 4 train.py --lr 3e-4
 
 // NewCmdRun returns the root launch command; runF replaces Run in tests.
 func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{
-		IO: f.IOStreams, Topology: f.Topology, Rediscover: f.Rediscover, Run: f.Run, Env: f.Env, Executable: f.Executable,
-		Warn: f.Warn, Now: f.Now, HostNUMA: f.HostNUMA, NumCPU: runtime.NumCPU,
+	opts := &Options{IO: f.IOStreams, Now: f.Now}
+	opts.Deps = job.Deps{
+		Stdout: f.IOStreams.Out, Stderr: f.IOStreams.ErrOut, Stdin: f.IOStreams.In,
+		Topology: f.Topology, Rediscover: f.Rediscover, Run: f.Run, Env: f.Env, Executable: f.Executable,
+		Warn: f.Warn, HostNUMA: f.HostNUMA, NumCPU: runtime.NumCPU,
 	}
 	r := raw{pet: map[string]string{}}
 	var leaseDir string
@@ -226,7 +130,7 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 			}
 			opts.Root = f.SysfsRoot()
 			// A dry run takes no lease: it must not make the directory either.
-			opts.Leases = func() (*lease.Dir, error) { return f.OpenLeases(leaseDir, !opts.DryRun) }
+			opts.Leases = func(create bool) (*lease.Dir, error) { return f.OpenLeases(leaseDir, create) }
 			if err := applyPET(cmd.Flags(), f.Env(), r.pet); err != nil {
 				return err
 			}
@@ -602,18 +506,27 @@ func parseIndexList(flag, s string, given bool) ([]int, error) {
 	return l, nil
 }
 
-// workerArgv is the command each rank runs; nil without a script (a dry
-// run shows the plan anyway).
-func workerArgv(o *Options) []string {
-	if len(o.Args) == 0 {
+// Run runs the launch: the plan printed (--dry-run, job.Preview) or the
+// job run to its end (job.Run), its first failing rank's exit status
+// returned as an ExitCodeError.
+func Run(ctx context.Context, o *Options) error {
+	if o.DryRun {
+		p, err := job.Preview(ctx, &o.Options)
+		if err != nil {
+			return err
+		}
+		if o.JSON {
+			return p.WriteJSON(o.IO.Out)
+		}
+		p.WriteText(o.IO.Out, o.Explain)
 		return nil
 	}
-	if o.NoPython {
-		return append([]string(nil), o.Args...)
+	code, err := job.Run(ctx, &o.Options)
+	if err != nil {
+		return err
 	}
-	argv := []string{o.Python, "-u"}
-	if o.Module {
-		argv = append(argv, "-m")
+	if code != 0 {
+		return &cmdutil.ExitCodeError{Code: code}
 	}
-	return append(argv, o.Args...)
+	return nil
 }
