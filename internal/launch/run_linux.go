@@ -24,8 +24,22 @@ import (
 // exited: a child it left behind may hold the pipe open.
 const drainTimeout = 2 * time.Second
 
-// forwarded are the signals Run receives and passes to every worker group.
-var forwarded = []os.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2}
+// forwarded are ForwardedSignals as signals.
+var forwarded = signalsNamed(ForwardedSignals)
+
+// signalsNamed are the signals of names ("SIGINT", ...); a name the
+// kernel does not know is a bug in the list, and panics at start.
+func signalsNamed(names []string) []os.Signal {
+	out := make([]os.Signal, len(names))
+	for i, n := range names {
+		sig := unix.SignalNum(n)
+		if sig == 0 {
+			panic("launch: unknown signal " + n)
+		}
+		out[i] = sig
+	}
+	return out
+}
 
 // Run starts the plan's workers and supervises them until every one has
 // exited and been reaped, and every process they started is gone. Each
@@ -49,7 +63,7 @@ var forwarded = []os.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT
 // the exception it recorded in its error file (torch's @record), else the
 // last lines of its stderr. While restarts are left, the
 // whole group starts again with TORCHELASTIC_RESTART_COUNT one higher.
-// SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 are forwarded to
+// ForwardedSignals are forwarded to
 // every group (no other signal, even when Signals delivers it; a signal
 // the process started with ignored, as under nohup, stays ignored); the
 // first four also end the run: every rank gets the whole Grace to finish

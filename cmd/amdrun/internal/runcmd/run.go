@@ -159,20 +159,20 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 	fl.StringVar(&r.devices, "devices", "", "only choose among these device indices, e.g. 0,2,4-7")
 	fl.StringVar(&r.exclude, "exclude", "", "never choose these device indices, e.g. 3 or 0-1")
 	fl.BoolVar(&opts.AllowBusy, "allow-busy", false, "allow devices another process is using")
-	fl.StringVar(&r.policy, "policy", "tree", "selection policy: tree or ring")
+	cmdutil.StringEnumFlag(cmd, &r.policy, policyFlag, "tree", "selection policy: %s")
 	fl.DurationVar(&opts.SearchBudget, "search-budget", selector.DefaultBudget, "most time the device search may take; past it the best set found is used (--explain says how far from proven)")
-	fl.StringVar(&r.order, "order", "index", "rank order: index (ascending device index) or links (consecutive ranks share the fastest links)")
+	cmdutil.StringEnumFlag(cmd, &r.order, orderFlag, "index", "rank order: %s")
 	fl.BoolVar(&opts.DryRun, "dry-run", false, "print the plan (devices, per-rank NUMA node, CPUs and command) and exit without starting anything")
 	fl.BoolVar(&opts.Explain, "explain", false, "explain the choice: score terms, the next best sets, and the naive first-N pick")
 	fl.BoolVar(&opts.JSON, "json", false, "with --dry-run: print the plan as JSON")
 	fl.BoolVarP(&opts.Module, "module", "m", false, "run SCRIPT as a Python module (python -m MODULE)")
 	fl.BoolVar(&opts.NoPython, "no-python", false, "run SCRIPT directly as a program, not through Python")
 	fl.StringVar(&opts.Python, "python", "", "Python interpreter (default $PYTHON_EXEC, else python3 on PATH)")
-	fl.StringVar(&r.bind, "bind", "", "CPU/memory binding per rank: numa, exclusive or none (default numa when the host has more than one NUMA node, else none)")
-	fl.StringVar(&r.mem, "mem-policy", "bind", "memory policy with --bind numa/exclusive: bind, preferred or none")
+	cmdutil.StringEnumFlag(cmd, &r.bind, bindFlag, "", "CPU/memory binding per rank: %s (default numa when the host has more than one NUMA node, else none)")
+	cmdutil.StringEnumFlag(cmd, &r.mem, memFlag, "bind", "memory policy with --bind numa/exclusive: %s")
 	fl.StringVar(&r.grace, "grace", "10s", "after a rank fails, time the others get between SIGTERM and SIGKILL, with a unit (0: SIGKILL at once)")
 	fl.IntVar(&opts.MaxRestarts, "max-restarts", 0, "restart the whole group this many times after a failure")
-	fl.StringVar(&r.contain, "contain", "auto", "how nothing the job starts outlives it: auto, pid-namespace (needs root) or subreaper (see amdrun doctor)")
+	cmdutil.StringEnumFlag(cmd, &r.contain, containFlag, "auto", "how nothing the job starts outlives it: %s")
 	fl.BoolVar(&opts.NoPrefix, "no-prefix", false, "do not prefix output lines with [rankN]:")
 	fl.StringVar(&opts.LogDir, "log-dir", "", "write each rank's output and error file to `DIR`/RUNID_XXXXXXXX/attempt_K/LOCAL_RANK/{stdout.log,stderr.log,error.json}, as torchrun (every stream, unless -r/-t choose)")
 	fl.StringVar(&r.ranksFilter, "local-ranks-filter", "", "show only these local ranks' output on the console, e.g. 0 or 0,3")
@@ -180,12 +180,12 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 	fl.IntVar(&opts.NodeRank, "node-rank", 0, "this node's rank, 0 to nnodes-1")
 	fl.StringVar(&opts.MasterAddr, "master-addr", "127.0.0.1", "address of the node that hosts rank 0's store")
 	fl.IntVar(&opts.MasterPort, "master-port", 0, "port of rank 0's store (default: a free port on one node)")
-	fl.StringVar(&r.numaBalancing, "numa-balancing", "keep", "set kernel.numa_balancing for the job and restore it after: off, on or keep")
+	cmdutil.StringEnumFlag(cmd, &r.numaBalancing, numaBalancingFlag, "keep", "set kernel.numa_balancing for the job and restore it after: %s")
 	fl.StringVar(&leaseDir, "lease-dir", "", "directory of device leases shared by every amdrun on the node (default $AMDRUN_LEASE_DIR, else /run/lock/amdrun)")
 	fl.BoolVar(&opts.NoLease, "no-lease", false, "do not take or respect device leases")
 	fl.StringVar(&r.wait, "wait", "", "when not enough devices are free, wait for them (optionally at most DURATION, e.g. --wait=10m)")
 	fl.Lookup("wait").NoOptDefVal = "forever"
-	fl.StringVar(&opts.Launcher, "launcher", "amdrun", "who starts the ranks: amdrun, or torchrun (amdrun chooses devices, then runs torchrun for elastic jobs)")
+	cmdutil.StringEnumFlag(cmd, &opts.Launcher, launcherFlag, "amdrun", "who starts the ranks: %s")
 	fl.StringVar(&r.rdzvBackend, "rdzv-backend", "", "static (amdrun's; the default), or c10d/etcd on one node; other rendezvous need --launcher torchrun")
 	fl.StringVar(&r.rdzvEndpoint, "rdzv-endpoint", "", "with --rdzv-backend static: HOST:PORT of rank 0's store (as --master-addr/--master-port); else passed to torchrun")
 	fl.StringVar(&r.rdzvID, "rdzv-id", "", "the job's id: TORCHELASTIC_RUN_ID (default: a fresh one)")
@@ -212,21 +212,21 @@ func validate(cmd *cobra.Command, o *Options, r *raw) error {
 		return err
 	}
 	if o.Policy, err = selector.PolicyByName(r.policy); err != nil {
-		return cmdutil.FlagErrorf("--policy: want %s, got %q", strings.Join(selector.PolicyNames, " or "), r.policy)
+		return policyFlag.Err(r.policy)
 	}
 	if o.SearchBudget <= 0 {
 		return cmdutil.FlagErrorf("--search-budget must be positive, got %s", o.SearchBudget)
 	}
 	if o.Order, err = selector.ParseOrder(r.order); err != nil {
-		return cmdutil.FlagErrorf("--order: want index or links, got %q", r.order)
+		return orderFlag.Err(r.order)
 	}
 	if r.bind != "" {
 		if o.Bind, err = launch.ParseBindMode(r.bind); err != nil {
-			return cmdutil.FlagErrorf("--bind: want numa, exclusive or none, got %q", r.bind)
+			return bindFlag.Err(r.bind)
 		}
 	}
 	if o.Mem, err = launch.ParseMemPolicy(r.mem); err != nil {
-		return cmdutil.FlagErrorf("--mem-policy: want bind, preferred or none, got %q", r.mem)
+		return memFlag.Err(r.mem)
 	}
 	if strings.TrimSpace(r.ranksFilter) != "" {
 		if o.RanksFilter, err = parseIndexList(r.label("local-ranks-filter"), r.ranksFilter, true); err != nil {
@@ -234,10 +234,10 @@ func validate(cmd *cobra.Command, o *Options, r *raw) error {
 		}
 	}
 	if o.Contain, err = launch.ParseContainment(r.contain); err != nil {
-		return &cmdutil.FlagError{Err: fmt.Errorf("--contain: %w", err)}
+		return containFlag.Err(r.contain)
 	}
 	if o.NUMABalancing, err = numabalance.ParseMode(r.numaBalancing); err != nil {
-		return cmdutil.FlagErrorf("--numa-balancing: want off, on or keep, got %q", r.numaBalancing)
+		return numaBalancingFlag.Err(r.numaBalancing)
 	}
 	if err := validateTorchrun(cmd, o, &r.torchrun, r.label); err != nil {
 		return err
@@ -398,7 +398,7 @@ func validateRendezvous(cmd *cobra.Command, o *Options, r *raw) error {
 			return cmdutil.FlagErrorf("--launcher torchrun shows every worker all the devices: several devices per rank need --launcher amdrun (or --nproc-per-node 1)")
 		}
 	default:
-		return cmdutil.FlagErrorf("--launcher: want amdrun or torchrun, got %q", o.Launcher)
+		return launcherFlag.Err(o.Launcher)
 	}
 	return nil
 }
