@@ -154,49 +154,50 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 	cmd.SetGlobalNormalizationFunc(normalizeFlag)
 	fl := cmd.Flags()
 	fl.SetInterspersed(false) // flags after SCRIPT belong to the script
-	fl.IntVarP(&opts.NGPUs, "ngpus", "n", 0, "number of GPUs on this node, one rank each unless --nproc-per-node says otherwise (default and 0: every free device; in a multi-node Slurm step, the GPUs Slurm gave each node)")
-	fl.StringVar(&r.torchrun.nproc, "nproc-per-node", "", "ranks on this node: N, gpu (one per free device), auto (gpu, else one per CPU) or cpu (one per CPU, no GPU); with --ngpus, each rank gets ngpus/N devices (default: one rank per device)")
-	fl.StringVar(&r.devices, "devices", "", "only choose among these device indices, e.g. 0,2,4-7")
-	fl.StringVar(&r.exclude, "exclude", "", "never choose these device indices, e.g. 3 or 0-1")
-	fl.BoolVar(&opts.AllowBusy, "allow-busy", false, "allow devices another process is using")
-	cmdutil.StringEnumFlag(cmd, &r.policy, policyFlag, "tree", "selection policy: %s")
-	fl.DurationVar(&opts.SearchBudget, "search-budget", selector.DefaultBudget, "most time the device search may take; past it the best set found is used (--explain says how far from proven)")
-	cmdutil.StringEnumFlag(cmd, &r.order, orderFlag, "index", "rank order: %s")
-	fl.BoolVar(&opts.DryRun, "dry-run", false, "print the plan (devices, per-rank NUMA node, CPUs and command) and exit without starting anything")
-	fl.BoolVar(&opts.Explain, "explain", false, "explain the choice: score terms, the next best sets, and the naive first-N pick")
-	fl.BoolVar(&opts.JSON, "json", false, "with --dry-run: print the plan as JSON")
-	fl.BoolVarP(&opts.Module, "module", "m", false, "run SCRIPT as a Python module (python -m MODULE)")
-	fl.BoolVar(&opts.NoPython, "no-python", false, "run SCRIPT directly as a program, not through Python")
-	fl.StringVar(&opts.Python, "python", "", "Python interpreter (default $PYTHON_EXEC, else python3 on PATH)")
-	cmdutil.StringEnumFlag(cmd, &r.bind, bindFlag, "", "CPU/memory binding per rank: %s (default numa when the host has more than one NUMA node, else none)")
-	cmdutil.StringEnumFlag(cmd, &r.mem, memFlag, "bind", "memory policy with --bind numa/exclusive: %s")
-	fl.StringVar(&r.grace, "grace", "10s", "after a rank fails, time the others get between SIGTERM and SIGKILL, with a unit (0: SIGKILL at once)")
-	fl.IntVar(&opts.MaxRestarts, "max-restarts", 0, "restart the whole group this many times after a failure")
-	cmdutil.StringEnumFlag(cmd, &r.contain, containFlag, "auto", "how nothing the job starts outlives it: %s")
-	fl.BoolVar(&opts.NoPrefix, "no-prefix", false, "do not prefix output lines with [rankN]:")
-	fl.StringVar(&opts.LogDir, "log-dir", "", "write each rank's output and error file to `DIR`/RUNID_XXXXXXXX/attempt_K/LOCAL_RANK/{stdout.log,stderr.log,error.json}, as torchrun (every stream, unless -r/-t choose)")
-	fl.StringVar(&r.ranksFilter, "local-ranks-filter", "", "show only these local ranks' output on the console, e.g. 0 or 0,3")
-	fl.StringVar(&r.nnodes, "nnodes", "1", "number of nodes (one amdrun per node); MIN:MAX with --launcher torchrun")
-	fl.IntVar(&opts.NodeRank, "node-rank", 0, "this node's rank, 0 to nnodes-1")
-	fl.StringVar(&opts.MasterAddr, "master-addr", "127.0.0.1", "address of the node that hosts rank 0's store")
-	fl.IntVar(&opts.MasterPort, "master-port", 0, "port of rank 0's store (default: a free port on one node)")
-	cmdutil.StringEnumFlag(cmd, &r.numaBalancing, numaBalancingFlag, "keep", "set kernel.numa_balancing for the job and restore it after: %s")
-	fl.StringVar(&leaseDir, "lease-dir", "", "directory of device leases shared by every amdrun on the node (default $AMDRUN_LEASE_DIR, else /run/lock/amdrun)")
-	fl.BoolVar(&opts.NoLease, "no-lease", false, "do not take or respect device leases")
-	fl.StringVar(&r.wait, "wait", "", "when not enough devices are free, wait for them (optionally at most DURATION, e.g. --wait=10m)")
-	fl.Lookup("wait").NoOptDefVal = "forever"
-	cmdutil.StringEnumFlag(cmd, &opts.Launcher, launcherFlag, "amdrun", "who starts the ranks: %s")
-	fl.StringVar(&r.rdzvBackend, "rdzv-backend", "", "static (amdrun's; the default), or c10d/etcd on one node; other rendezvous need --launcher torchrun")
-	fl.StringVar(&r.rdzvEndpoint, "rdzv-endpoint", "", "with --rdzv-backend static: HOST:PORT of rank 0's store (as --master-addr/--master-port); else passed to torchrun")
-	fl.StringVar(&r.rdzvID, "rdzv-id", "", "the job's id: TORCHELASTIC_RUN_ID (default: a fresh one)")
-	fl.StringVar(&r.rdzvConf, "rdzv-conf", "", "with --launcher torchrun: passed to torchrun")
+	addDeviceFlags(cmd, opts, &r)
+	addRankFlags(cmd, opts, &r)
+	addJobFlags(cmd, opts, &r, &leaseDir)
 	addTorchrunFlags(fl, opts, &r.torchrun)
 	fl.SortFlags = false
 	registerCompletions(cmd)
 	return cmd
 }
 
+// validate turns the flags' raw values into Options and refuses what
+// cannot run, in one line each: the words and lists first, then
+// torchrun's flags, the wait, the rendezvous, this node's place in the
+// job, and the command.
 func validate(cmd *cobra.Command, o *Options, r *raw) error {
+	if err := parseValues(cmd, o, r); err != nil {
+		return err
+	}
+	if err := validateTorchrun(cmd, o, &r.torchrun, r.label); err != nil {
+		return err
+	}
+	if o.CPUOnly && (o.Devices != nil || o.Exclude != nil) {
+		return cmdutil.FlagErrorf("--devices and --exclude choose GPUs: they do not apply to CPU ranks (--ngpus 0 or --nproc-per-node cpu)")
+	}
+	if err := parseWait(o, r); err != nil {
+		return err
+	}
+	if o.Grace < 0 {
+		return cmdutil.FlagErrorf("--grace must not be negative")
+	}
+	if o.MaxRestarts < 0 {
+		return cmdutil.FlagErrorf("%s must not be negative", r.label("max-restarts"))
+	}
+	if err := validateRendezvous(cmd, o, r); err != nil {
+		return err
+	}
+	if err := validateNodes(cmd, o, r); err != nil {
+		return err
+	}
+	return validateCommand(cmd, o, r)
+}
+
+// parseValues parses the flags whose values are words, lists and
+// durations.
+func parseValues(cmd *cobra.Command, o *Options, r *raw) error {
 	var err error
 	changed := cmd.Flags().Changed
 	if o.NGPUs < 0 {
@@ -239,12 +240,11 @@ func validate(cmd *cobra.Command, o *Options, r *raw) error {
 	if o.NUMABalancing, err = numabalance.ParseMode(r.numaBalancing); err != nil {
 		return numaBalancingFlag.Err(r.numaBalancing)
 	}
-	if err := validateTorchrun(cmd, o, &r.torchrun, r.label); err != nil {
-		return err
-	}
-	if o.CPUOnly && (o.Devices != nil || o.Exclude != nil) {
-		return cmdutil.FlagErrorf("--devices and --exclude choose GPUs: they do not apply to CPU ranks (--ngpus 0 or --nproc-per-node cpu)")
-	}
+	return nil
+}
+
+// parseWait reads --wait: absent, bare (forever) or a positive duration.
+func parseWait(o *Options, r *raw) error {
 	switch r.wait {
 	case "":
 	case "forever":
@@ -264,15 +264,12 @@ func validate(cmd *cobra.Command, o *Options, r *raw) error {
 		}
 		o.Wait = d
 	}
-	if o.Grace < 0 {
-		return cmdutil.FlagErrorf("--grace must not be negative")
-	}
-	if o.MaxRestarts < 0 {
-		return cmdutil.FlagErrorf("%s must not be negative", r.label("max-restarts"))
-	}
-	if err := validateRendezvous(cmd, o, r); err != nil {
-		return err
-	}
+	return nil
+}
+
+// validateNodes checks this node's place in the job: the node count and
+// rank, and the master every node must agree on.
+func validateNodes(cmd *cobra.Command, o *Options, r *raw) error {
 	if o.NNodes < 1 {
 		return cmdutil.FlagErrorf("%s must be at least 1, got %d", r.label("nnodes"), o.NNodes)
 	}
@@ -285,10 +282,17 @@ func validate(cmd *cobra.Command, o *Options, r *raw) error {
 	if o.NNodes > 1 && o.MasterPort == 0 && o.Launcher == "amdrun" {
 		return cmdutil.FlagErrorf("--nnodes %d needs --master-port (every node must use the same port)", o.NNodes)
 	}
-	if o.NNodes > 1 && o.Launcher == "amdrun" && o.Slurm == nil && !changed("master-addr") {
+	if o.NNodes > 1 && o.Launcher == "amdrun" && o.Slurm == nil && !cmd.Flags().Changed("master-addr") {
 		return cmdutil.FlagErrorf("--nnodes %d needs --master-addr: the address of node 0, the same on every node", o.NNodes)
 	}
-	if changed("python") && strings.TrimSpace(o.Python) == "" {
+	return nil
+}
+
+// validateCommand checks what the ranks run and what is shown: the
+// interpreter, the local ranks filter, the rank count several nodes need,
+// and the script.
+func validateCommand(cmd *cobra.Command, o *Options, r *raw) error {
+	if cmd.Flags().Changed("python") && strings.TrimSpace(o.Python) == "" {
 		return cmdutil.FlagErrorf("--python: empty interpreter path")
 	}
 	if n := o.ranksKnown(); n > 0 {
@@ -529,4 +533,55 @@ func Run(ctx context.Context, o *Options) error {
 		return &cmdutil.ExitCodeError{Code: code}
 	}
 	return nil
+}
+
+// addDeviceFlags declares the flags that choose the devices and what a dry run prints.
+func addDeviceFlags(cmd *cobra.Command, opts *Options, r *raw) {
+	fl := cmd.Flags()
+	fl.IntVarP(&opts.NGPUs, "ngpus", "n", 0, "number of GPUs on this node, one rank each unless --nproc-per-node says otherwise (default and 0: every free device; in a multi-node Slurm step, the GPUs Slurm gave each node)")
+	fl.StringVar(&r.torchrun.nproc, "nproc-per-node", "", "ranks on this node: N, gpu (one per free device), auto (gpu, else one per CPU) or cpu (one per CPU, no GPU); with --ngpus, each rank gets ngpus/N devices (default: one rank per device)")
+	fl.StringVar(&r.devices, "devices", "", "only choose among these device indices, e.g. 0,2,4-7")
+	fl.StringVar(&r.exclude, "exclude", "", "never choose these device indices, e.g. 3 or 0-1")
+	fl.BoolVar(&opts.AllowBusy, "allow-busy", false, "allow devices another process is using")
+	cmdutil.StringEnumFlag(cmd, &r.policy, policyFlag, "tree", "selection policy: %s")
+	fl.DurationVar(&opts.SearchBudget, "search-budget", selector.DefaultBudget, "most time the device search may take; past it the best set found is used (--explain says how far from proven)")
+	cmdutil.StringEnumFlag(cmd, &r.order, orderFlag, "index", "rank order: %s")
+	fl.BoolVar(&opts.DryRun, "dry-run", false, "print the plan (devices, per-rank NUMA node, CPUs and command) and exit without starting anything")
+	fl.BoolVar(&opts.Explain, "explain", false, "explain the choice: score terms, the next best sets, and the naive first-N pick")
+	fl.BoolVar(&opts.JSON, "json", false, "with --dry-run: print the plan as JSON")
+}
+
+// addRankFlags declares the flags of what each rank runs, its binding, and how the ranks are supervised.
+func addRankFlags(cmd *cobra.Command, opts *Options, r *raw) {
+	fl := cmd.Flags()
+	fl.BoolVarP(&opts.Module, "module", "m", false, "run SCRIPT as a Python module (python -m MODULE)")
+	fl.BoolVar(&opts.NoPython, "no-python", false, "run SCRIPT directly as a program, not through Python")
+	fl.StringVar(&opts.Python, "python", "", "Python interpreter (default $PYTHON_EXEC, else python3 on PATH)")
+	cmdutil.StringEnumFlag(cmd, &r.bind, bindFlag, "", "CPU/memory binding per rank: %s (default numa when the host has more than one NUMA node, else none)")
+	cmdutil.StringEnumFlag(cmd, &r.mem, memFlag, "bind", "memory policy with --bind numa/exclusive: %s")
+	fl.StringVar(&r.grace, "grace", "10s", "after a rank fails, time the others get between SIGTERM and SIGKILL, with a unit (0: SIGKILL at once)")
+	fl.IntVar(&opts.MaxRestarts, "max-restarts", 0, "restart the whole group this many times after a failure")
+	cmdutil.StringEnumFlag(cmd, &r.contain, containFlag, "auto", "how nothing the job starts outlives it: %s")
+	fl.BoolVar(&opts.NoPrefix, "no-prefix", false, "do not prefix output lines with [rankN]:")
+	fl.StringVar(&opts.LogDir, "log-dir", "", "write each rank's output and error file to `DIR`/RUNID_XXXXXXXX/attempt_K/LOCAL_RANK/{stdout.log,stderr.log,error.json}, as torchrun (every stream, unless -r/-t choose)")
+	fl.StringVar(&r.ranksFilter, "local-ranks-filter", "", "show only these local ranks' output on the console, e.g. 0 or 0,3")
+}
+
+// addJobFlags declares the flags that place this node in the job: nodes, the master, NUMA balancing, leases, the launcher and the rendezvous.
+func addJobFlags(cmd *cobra.Command, opts *Options, r *raw, leaseDir *string) {
+	fl := cmd.Flags()
+	fl.StringVar(&r.nnodes, "nnodes", "1", "number of nodes (one amdrun per node); MIN:MAX with --launcher torchrun")
+	fl.IntVar(&opts.NodeRank, "node-rank", 0, "this node's rank, 0 to nnodes-1")
+	fl.StringVar(&opts.MasterAddr, "master-addr", "127.0.0.1", "address of the node that hosts rank 0's store")
+	fl.IntVar(&opts.MasterPort, "master-port", 0, "port of rank 0's store (default: a free port on one node)")
+	cmdutil.StringEnumFlag(cmd, &r.numaBalancing, numaBalancingFlag, "keep", "set kernel.numa_balancing for the job and restore it after: %s")
+	fl.StringVar(leaseDir, "lease-dir", "", "directory of device leases shared by every amdrun on the node (default $AMDRUN_LEASE_DIR, else /run/lock/amdrun)")
+	fl.BoolVar(&opts.NoLease, "no-lease", false, "do not take or respect device leases")
+	fl.StringVar(&r.wait, "wait", "", "when not enough devices are free, wait for them (optionally at most DURATION, e.g. --wait=10m)")
+	fl.Lookup("wait").NoOptDefVal = "forever"
+	cmdutil.StringEnumFlag(cmd, &opts.Launcher, launcherFlag, "amdrun", "who starts the ranks: %s")
+	fl.StringVar(&r.rdzvBackend, "rdzv-backend", "", "static (amdrun's; the default), or c10d/etcd on one node; other rendezvous need --launcher torchrun")
+	fl.StringVar(&r.rdzvEndpoint, "rdzv-endpoint", "", "with --rdzv-backend static: HOST:PORT of rank 0's store (as --master-addr/--master-port); else passed to torchrun")
+	fl.StringVar(&r.rdzvID, "rdzv-id", "", "the job's id: TORCHELASTIC_RUN_ID (default: a fresh one)")
+	fl.StringVar(&r.rdzvConf, "rdzv-conf", "", "with --launcher torchrun: passed to torchrun")
 }
