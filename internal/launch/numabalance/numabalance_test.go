@@ -10,21 +10,16 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/amdrun/amdrun/internal/testutil"
 )
 
 // fakeRoot makes <tmp>/proc/sys/kernel/numa_balancing holding content and
 // returns the root and the file's path.
 func fakeRoot(t *testing.T, content string) (root, path string) {
 	t.Helper()
-	root = t.TempDir()
-	path = filepath.Join(root, Path)
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return root, path
+	root = testutil.FakeRoot(t, map[string]string{Path: content})
+	return root, filepath.Join(root, Path)
 }
 
 func content(t *testing.T, path string) string {
