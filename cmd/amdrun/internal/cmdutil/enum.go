@@ -2,7 +2,6 @@ package cmdutil
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -39,14 +38,6 @@ func (e *Enum) Err(got string) error {
 	return FlagErrorf("--%s: want %s, got %q", e.Name, JoinOr(e.Values()), got)
 }
 
-// Check is Err(v) unless v is one of the words, else nil.
-func (e *Enum) Check(v string) error {
-	if slices.Contains(e.Values(), v) {
-		return nil
-	}
-	return e.Err(v)
-}
-
 // help is the words as the flag's help lists them: "numa, exclusive or
 // none", each followed by its meaning in parentheses where it has one.
 func (e *Enum) help() string {
@@ -63,8 +54,8 @@ func (e *Enum) help() string {
 // StringEnumFlag declares the flag e on cmd, bound to p with default def.
 // usage holds one %s, where the words go; completion offers the words and
 // no file names. The value is checked where the command validates its
-// flags (e.Check), so that an error can name a PET_* variable or be
-// reported with the other flag errors.
+// flags (its package parses it, e.Err is the error), so that it is
+// reported in order with the other flag errors.
 func StringEnumFlag(cmd *cobra.Command, p *string, e *Enum, def, usage string) {
 	cmd.Flags().StringVar(p, e.Name, def, fmt.Sprintf(usage, e.help()))
 	RegisterValues(cmd, e.Name, e.Values())

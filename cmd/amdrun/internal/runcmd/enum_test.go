@@ -56,7 +56,10 @@ func TestEnumFlagsDeclaredOnce(t *testing.T) {
 		if got, _ := complete(cmd, nil, ""); !reflect.DeepEqual(got, e.Values()) {
 			t.Errorf("--%s completes %q, want %q", e.Name, got, e.Values())
 		}
-		err := e.Check("bogus")
+		if parse("bogus") == nil {
+			t.Fatalf("--%s: its package takes bogus", e.Name)
+		}
+		err := e.Err("bogus")
 		var fe *cmdutil.FlagError
 		want := "--" + e.Name + ": want " + cmdutil.JoinOr(e.Values()) + `, got "bogus"`
 		if !errors.As(err, &fe) || err.Error() != want {
