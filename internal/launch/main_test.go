@@ -106,6 +106,14 @@ func fakeWorker(mode string) int {
 			return 3
 		}
 		return hang(rank, dir)
+	case "nomodule":
+		if fail {
+			fmt.Fprintln(os.Stderr, "Traceback (most recent call last):")
+			fmt.Fprintln(os.Stderr, "  File \"/w/train.py\", line 1, in <module>")
+			fmt.Fprintln(os.Stderr, "ModuleNotFoundError: No module named 'torch'")
+			return 1
+		}
+		return hang(rank, dir)
 	case "selfkill":
 		if fail {
 			waitPeers(rank, dir)

@@ -929,7 +929,23 @@ func (s *supervisor) summary(g *group, root *worker, attempt int) {
 			}
 		}
 	}
+	b.WriteString(interpreterHint(failed))
 	s.note(b.String())
+}
+
+// interpreterHint names the ranks' program when a failed rank's stderr
+// ends in Python's own words for a missing module or script: the
+// interpreter was likely not the one meant (issue 22: a python3 without
+// torch first on PATH); "" otherwise.
+func interpreterHint(failed []*worker) string {
+	for _, w := range failed {
+		for _, l := range w.tail.get() {
+			if strings.HasPrefix(l, "ModuleNotFoundError: ") || strings.Contains(l, ": can't open file ") {
+				return fmt.Sprintf("  the ranks ran %s, which could not import a module or open the script: pick another interpreter with --python PATH (or $PYTHON_EXEC)\n", w.r.Argv[0])
+			}
+		}
+	}
+	return ""
 }
 
 // devicesOf names a rank's devices in a message: "device 3", "devices

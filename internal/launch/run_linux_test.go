@@ -233,6 +233,24 @@ func TestRunPassesArgvEnvAndBinds(t *testing.T) {
 	}
 }
 
+// TestRunSummaryNamesTheInterpreter: a rank that dies of Python's
+// ModuleNotFoundError gets a summary naming the program the ranks ran and
+// the flag that picks another (issue 22); TestRunFailFast's summary,
+// another failure, has no such line.
+func TestRunSummaryNamesTheInterpreter(t *testing.T) {
+	testutil.EndToEnd(t)
+	p, _ := workerPlan(t, 2, "nomodule", envFailRank+"=1")
+	var out, errb syncBuffer
+	code, err := Run(context.Background(), p, RunOptions{Stdout: &out, Stderr: &errb, Grace: 20 * time.Second})
+	if code != 1 || err != nil {
+		t.Fatalf("Run = %d, %v, want 1, nil", code, err)
+	}
+	want := "  the ranks ran " + os.Args[0] + ", which could not import a module or open the script: pick another interpreter with --python PATH (or $PYTHON_EXEC)\n"
+	if !strings.Contains(errb.String(), want) {
+		t.Errorf("summary lacks %q:\n%s", want, errb.String())
+	}
+}
+
 func TestRunFailFast(t *testing.T) {
 	testutil.EndToEnd(t)
 	p, dir := workerPlan(t, 3, "fail", envFailRank+"=1")
@@ -266,6 +284,9 @@ func TestRunFailFast(t *testing.T) {
 		if !strings.Contains(sum, want) {
 			t.Errorf("summary lacks %q:\n%s", want, sum)
 		}
+	}
+	if strings.Contains(sum, "could not import a module") {
+		t.Errorf("summary blames the interpreter for another failure:\n%s", sum)
 	}
 	if strings.Contains(sum[strings.Index(sum, "amdrun: "):], "error line 4\n") {
 		t.Errorf("summary shows more than 10 lines:\n%s", sum)
