@@ -17,6 +17,9 @@ func (b *classSearch) upper(c, r, lvl int) (key, int) {
 		u[kFirst], lvl = b.bottleneckUB(c, r, lvl)
 		u[kTotal] = b.pairSumUB(&b.total, c, r)
 		if b.p.policy == Ring {
+			if b.size >= 3 && b.p.top > 0 {
+				u[kFirst] = min(u[kFirst], b.p.top)
+			}
 			// The min cut is at most the smallest degree, which is at
 			// most the mean degree, 2 total / size.
 			u[kCut] = min(b.degreeUB(c, r), 2*u[kTotal]/int64(b.size))

@@ -224,7 +224,7 @@ const hamStates = 1 << 18
 // longer than one device). A dynamic program over how many runs each
 // class has had settles it; decided is false when that program would
 // exceed hamStates.
-func (g *classGraph) hamAt(present, take []int, size int, t int64) (ok, decided bool) {
+func (g *classGraph) hamAt(bud *budget, present, take []int, size int, t int64) (ok, decided bool) {
 	if len(present) == 1 {
 		return g.link(present[0], present[0]) >= t, true
 	}
@@ -289,6 +289,7 @@ func (g *classGraph) hamAt(present, take []int, size int, t int64) (ok, decided 
 			}
 		}
 	}
+	bud.spend(1 + int64(states*np)/1024)
 	reach := make([]uint64, states) // bitmask of the last class
 	reach[radix[0]] = 1             // one run of the start class
 	for s := 0; s < states; s++ {

@@ -30,6 +30,7 @@ type problem struct {
 	busy   bitset  // busy candidates
 	load   []int64 // hundredths of a percent of utilisation plus memory use
 	nNUMA  int
+	bud    *budget // the work Select may still spend
 
 	// evaluated remembers evalSet's answers by set: the naive set and
 	// the seeds are scored once though Select needs them twice.
@@ -39,12 +40,16 @@ type problem struct {
 	ham  []uint32
 	vals []int64
 	sw   []int64
+	cyc  cycleSearch // scratch of hamSearch
+	tg   []bitset    // scratch of thresholdGraph
+	top  int64       // ring policy, 3 or more devices: ringTop, a bound of every set's ring
 }
 
 func newProblem(m *topology.Model, cands []int, pol Policy, size int, r rules) *problem {
 	n := len(cands)
 	p := &problem{policy: pol, rules: r, n: n, size: size, idx: cands, bw: make([]int64, n*n),
-		loc: make([]int64, n*n), deg: make([]int64, n), numa: make([]int, n), load: make([]int64, n)}
+		loc: make([]int64, n*n), deg: make([]int64, n), numa: make([]int, n), load: make([]int64, n),
+		bud: unlimited()}
 	levels := measuredLevels(m)
 	ids := map[int]int{}
 	for i, d := range cands {
@@ -235,6 +240,7 @@ func (p *problem) minCut(vs []int) int64 {
 	if k < 2 {
 		return 0
 	}
+	p.bud.spend(1 + int64(k*k*k)/1024)
 	if cap(p.sw) < k*k {
 		p.sw = make([]int64, k*k)
 	}

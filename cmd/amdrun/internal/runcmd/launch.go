@@ -230,7 +230,7 @@ func place(ctx context.Context, o *Options, env []string) (*placement, error) {
 	}
 	req := selector.Request{
 		N: o.NGPUs, Devices: mask.Narrow(o.Devices), Exclude: o.Exclude,
-		AllowBusy: o.AllowBusy, Order: o.Order, Budget: o.SearchBudget,
+		AllowBusy: o.AllowBusy, Order: o.Order, Work: o.SearchWork, Budget: o.SearchBudget,
 	}
 	if o.Devices != nil && mask.Candidates() != nil && len(req.Devices) == 0 {
 		return nil, fmt.Errorf("--devices %s names none of the devices the environment leaves visible (%s)",

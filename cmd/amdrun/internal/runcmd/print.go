@@ -136,7 +136,7 @@ func printExplain(w io.Writer, m *topology.Model, c *selector.Choice) {
 	if c.Exact {
 		fmt.Fprintf(w, ", exact search, %d sets examined", c.Considered)
 	} else {
-		fmt.Fprintf(w, ", best found within --search-budget, not proven: %s", gapString(c))
+		fmt.Fprintf(w, ", best found within %s, not proven: %s", cappedFlag(c), gapString(c))
 	}
 	fmt.Fprintln(w, "):")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -268,6 +268,9 @@ type jsonGap struct {
 	Bound    float64 `json:"bound"`
 	Unit     string  `json:"unit,omitempty"`
 	Relative float64 `json:"relative"`
+	// CappedBy is what stopped the search: "work" (--search-work),
+	// "time" (--search-budget) or absent (a ring's cycle search).
+	CappedBy string `json:"capped_by,omitempty"`
 }
 
 func jsonGapOf(c *selector.Choice) *jsonGap {
@@ -275,7 +278,20 @@ func jsonGapOf(c *selector.Choice) *jsonGap {
 		return nil
 	}
 	t, _ := c.Score.Term(c.GapTerm)
-	return &jsonGap{Term: c.GapTerm, Bound: c.Bound, Unit: t.Unit, Relative: c.Gap}
+	return &jsonGap{Term: c.GapTerm, Bound: c.Bound, Unit: t.Unit, Relative: c.Gap, CappedBy: c.CappedBy}
+}
+
+// cappedFlag names what stopped an unproven search: the work budget,
+// the time cap (then the answer depends on the machine's load), or the
+// ring's own cycle search.
+func cappedFlag(c *selector.Choice) string {
+	switch c.CappedBy {
+	case selector.CappedByWork:
+		return "--search-work"
+	case selector.CappedByTime:
+		return "the --search-budget time cap (the answer depends on the machine's load)"
+	}
+	return "the ring search's step cap"
 }
 
 func printJSON(o *Options, m *topology.Model, c *selector.Choice, p *launch.Plan) error {
