@@ -17,10 +17,10 @@ type classSearch struct {
 	levels   []int64 // distinct class-level bandwidths, ascending
 	size     int     // devices per set
 	top      *topK
-	stopped  bool // the budget ran out
-	open     key  // the highest bound of what is unexplored or unsettled
-	hasOpen  bool // open holds a bound
-	nodes    int  // search nodes visited
+	stopped  bool  // the budget ran out
+	open     key   // the highest bound of what is unexplored or unsettled
+	hasOpen  bool  // open holds a bound
+	nodes    int   // search nodes visited
 	nodeCost int64 // work charged per node (see budget.go)
 
 	// What the classes from c on can still give, indexed by c (the first
@@ -132,7 +132,7 @@ func (p *problem) newClassSearch(cls []class, k int) *classSearch {
 	g := newClassGraph(p, cls)
 	nc := g.nc
 	b := &classSearch{classGraph: g, p: p, size: p.size,
-		top: &topK{k: k, e: make([]entry, 0, k)},
+		top:  &topK{k: k, e: make([]entry, 0, k)},
 		take: make([]int, nc), numaCount: make([]int, p.nNUMA),
 		total: newPairSums(g.bw, cls), locality: newPairSums(g.loc, cls)}
 	for c := range cls {
