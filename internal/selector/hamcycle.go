@@ -16,6 +16,7 @@ type cycleSearch struct {
 	path   []int
 	start  int
 	steps  int
+	most   int  // the step cap: cycleSteps, or less when the budget is nearly spent
 	failed bool // the step cap was reached
 
 	disc, low, parent []int // biconnected's walk
@@ -31,8 +32,8 @@ type cycleSearch struct {
 // path whose free devices cannot close it (one with fewer than two usable
 // links, or free devices the end cannot reach). It returns the cycle as
 // local indices from vs's first device, and decided false when it reached
-// cycleSteps first. The steps are charged to the budget.
-func (p *problem) hamSearch(vs []int, t int64) (cycle []int, ok, decided bool) {
+// most steps first. The steps are charged to the budget.
+func (p *problem) hamSearch(vs []int, t int64, most int) (cycle []int, ok, decided bool) {
 	k := len(vs)
 	cs := &p.cyc
 	cs.k = k
@@ -64,6 +65,7 @@ func (p *problem) hamSearch(vs []int, t int64) (cycle []int, ok, decided bool) {
 	}
 	cs.path = append(cs.path[:0], start)
 	cs.start, cs.steps, cs.failed = start, 0, false
+	cs.most = most
 	free := firstN(k)
 	free.remove(start)
 	found := cs.extend(&free)
@@ -91,7 +93,7 @@ func (p *problem) hamSearch(vs []int, t int64) (cycle []int, ok, decided bool) {
 // extend tries to complete the path (cs.path, ending at its last device)
 // into a Hamiltonian cycle through the free devices.
 func (cs *cycleSearch) extend(free *bitset) bool {
-	if cs.steps++; cs.steps > cycleSteps {
+	if cs.steps++; cs.steps > cs.most {
 		cs.failed = true
 		return false
 	}

@@ -40,7 +40,10 @@ func (p *problem) ringOrder(vs []int, t int64) []int {
 	if c := p.findCycle(vs, t); c != nil {
 		return c
 	}
-	if c, ok, _ := p.hamSearch(vs, t); ok {
+	// Once per Select: more steps than a bound may take. A ring value
+	// settled without a cycle in hand (Dirac's condition, the class
+	// test) needs one here.
+	if c, ok, _ := p.hamSearch(vs, t, 1<<20); ok {
 		return c
 	}
 	return p.classOrder(vs)

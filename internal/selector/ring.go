@@ -61,7 +61,7 @@ func (p *problem) ringSearch(g *classGraph, present, take, vs []int) ringRange {
 			ok, decided = true, true
 		}
 		if !decided {
-			_, ok, decided = p.hamSearch(vs, vals[mid])
+			_, ok, decided = p.hamSearch(vs, vals[mid], int(min(cycleSteps, 1+p.bud.left()*128/int64(len(vs)))))
 		}
 		switch {
 		case ok:

@@ -173,6 +173,7 @@ func (p *problem) cycleOfLength(t int64) []int {
 	core := twoCore(adj, firstN(p.n))
 	size := p.size
 	steps := 0
+	most := int(min(seedSteps, 1+p.bud.left()*128/int64(p.n)))
 	defer func() { p.bud.spend(1 + int64(steps*p.n)/128) }()
 	dist := make([]int, p.n)
 	path := make([]int, 0, size)
@@ -193,7 +194,7 @@ func (p *problem) cycleOfLength(t int64) []int {
 		free.remove(s)
 		var dfs func() bool
 		dfs = func() bool {
-			if steps++; steps > seedSteps {
+			if steps++; steps > most {
 				return false
 			}
 			end := path[len(path)-1]
@@ -234,7 +235,7 @@ func (p *problem) cycleOfLength(t int64) []int {
 				}
 				path = path[:len(path)-1]
 				free.add(v)
-				if steps > seedSteps {
+				if steps > most {
 					return false
 				}
 			}
@@ -245,7 +246,7 @@ func (p *problem) cycleOfLength(t int64) []int {
 			slices.Sort(out)
 			return out
 		}
-		if steps > seedSteps {
+		if steps > most {
 			return nil
 		}
 	}
