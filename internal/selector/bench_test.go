@@ -177,14 +177,18 @@ func BenchmarkPluginSizes(b *testing.B) {
 			b.Fatal(err)
 		}
 		for _, n := range tc.sizes {
-			b.Run(fmt.Sprintf("%s/N=%d", tc.name, n), func(b *testing.B) {
-				b.ReportAllocs()
-				for b.Loop() {
-					if _, err := Select(m, Request{N: n}, Tree); err != nil {
-						b.Fatal(err)
+			// one answer, as the plugin gives, and amdrun's default five
+			// runner-ups on top (what --explain lists)
+			for _, alt := range []int{-1, 0} {
+				b.Run(fmt.Sprintf("%s/N=%d/alternatives=%d", tc.name, n, max(alt, 0)+5*boolInt(alt == 0)), func(b *testing.B) {
+					b.ReportAllocs()
+					for b.Loop() {
+						if _, err := Select(m, Request{N: n, Alternatives: alt}, Tree); err != nil {
+							b.Fatal(err)
+						}
 					}
-				}
-			})
+				})
+			}
 		}
 	}
 }
