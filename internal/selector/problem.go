@@ -70,21 +70,49 @@ func newProblem(m *topology.Model, cands []int, pol Policy, size int, r rules) *
 		bud: unlimited(), scr: newScratch(n)}
 	levels := measuredLevels(m)
 	ids := map[int]int{}
+	// Pairs come from the model's links, one lookup each (issue 25: three
+	// lookups per pair were most of a small node's Select); a pair
+	// without a link has bandwidth 0 and locality SYS, as Model.BW and
+	// Model.Locality say.
+	pos := make([]int, len(m.Devices))
+	for i := range pos {
+		pos[i] = -1
+	}
 	for i, d := range cands {
-		for j := i + 1; j < n; j++ {
-			l := m.Link(d, cands[j])
-			b := m.BW(d, cands[j]) // host-staged for a pair without peer-to-peer access
-			if l.Measured && levels != nil {
-				b = levels[l.MaxBandwidth]
-			}
-			p.bw[i*n+j], p.bw[j*n+i] = b, b
-			if !r.noLocality {
-				lc := int64(m.Locality(d, cands[j]))
-				p.loc[i*n+j], p.loc[j*n+i] = lc, lc
-				p.deg[i] += lc
-				p.deg[j] += lc
+		pos[d] = i
+	}
+	if !r.noLocality {
+		sys := int64(topology.LocalitySYS)
+		for i := range p.loc {
+			if i/n != i%n {
+				p.loc[i] = sys
 			}
 		}
+	}
+	for li := range m.Links {
+		l := &m.Links[li]
+		i, j := pos[l.A], pos[l.B]
+		if i < 0 || j < 0 || i == j || m.Link(l.A, l.B) != l {
+			continue
+		}
+		b := m.BW(l.A, l.B) // host-staged for a pair without peer-to-peer access
+		if l.Measured && levels != nil {
+			b = levels[l.MaxBandwidth]
+		}
+		p.bw[i*n+j], p.bw[j*n+i] = b, b
+		if !r.noLocality {
+			lc := int64(m.Locality(l.A, l.B))
+			p.loc[i*n+j], p.loc[j*n+i] = lc, lc
+		}
+	}
+	for i := 0; i < n; i++ {
+		for j := 0; j < n; j++ {
+			if j != i {
+				p.deg[i] += p.loc[i*n+j]
+			}
+		}
+	}
+	for i, d := range cands {
 		dev := &m.Devices[d]
 		id, ok := ids[dev.NUMANode]
 		if !ok {
