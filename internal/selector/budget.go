@@ -16,10 +16,11 @@ import "time"
 // was chosen on the inputs where the search always runs to the budget
 // (all-distinct links): at 10,000 units the slowest of them, a ring of
 // 54 of 64 devices, took 62 ms wall on a 2-core machine at load 5.7
-// (BenchmarkDistinct), and the ring of 8-48 of 64 is as good as at
-// 60,000 units. Every real topology in testdata needs at most 1,491
-// units (a 64-partition CPX ring; the slowest, 12.6 ms of CPU time), so
-// its answer is proven well inside the budget (docs/performance.md).
+// (BenchmarkDistinct; 45 ms of CPU time), and the ring of 8-48 of 64 is
+// as good as at 60,000 units. Every real topology in testdata needs at
+// most 6,336 units (the KFD MI300X CPX ring of 57; the slowest, 12.6 ms
+// of CPU time), so its answer is proven inside the budget
+// (TestRealTopologiesExactAtDefaultWork; docs/performance.md).
 const DefaultWork = 10000
 
 // DefaultBudget is the wall-clock safety cap when Request.Budget is 0.

@@ -261,3 +261,39 @@ func TestSameAnswerUnderLoad(t *testing.T) {
 		}
 	}
 }
+
+// Issue 25: at the default work budget every real topology in testdata
+// is solved exactly by both policies for every N, with room to spare
+// (the work spent is deterministic: 6,336 units at most, the KFD CPX
+// ring of 57), and a ring's order reaches its reported ring.
+func TestRealTopologiesExactAtDefaultWork(t *testing.T) {
+	tops, _ := realTopologies(t)
+	most, mostAt := 0, ""
+	for _, top := range tops {
+		for _, p := range []Policy{Tree, Ring} {
+			for n := 1; n <= len(top.m.Devices); n++ {
+				if testing.Short() && n%5 != 0 {
+					continue
+				}
+				ch, err := Select(top.m, Request{N: n, Budget: time.Hour}, p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ch.Work > most {
+					most, mostAt = ch.Work, fmt.Sprintf("%s %s N=%d", top.name, p, n)
+				}
+				if !ch.Exact {
+					t.Errorf("%s %s N=%d: not exact (gap %.3f on %s, capped by %q, %d units)", top.name, p, n, ch.Gap, ch.GapTerm, ch.CappedBy, ch.Work)
+				}
+				// (measured figures are compared in levels, not as measured)
+				if p == Ring && n >= 3 && top.m.Bandwidth != "measured" && ringBottleneckOf(top.m.BW, ch.Ring) != int64(ch.Score.Terms[0].Value) {
+					t.Errorf("%s N=%d: ring %v does not reach %s", top.name, n, ch.Ring, ch.Score)
+				}
+			}
+		}
+	}
+	if 4*most > 3*DefaultWork {
+		t.Errorf("%s spends %d units, more than three quarters of DefaultWork (%d)", mostAt, most, DefaultWork)
+	}
+	t.Logf("%d real topologies, at most %d units spent (%s)", len(tops), most, mostAt)
+}

@@ -22,7 +22,10 @@ func (p *problem) seeds(b *classSearch) [][]int {
 	t, _ := b.bottleneckUB(0, p.size, len(b.levels)-1)
 	if p.policy == Ring {
 		out = append(out, p.greedy(0, true))
-		if p.size >= 3 {
+		// The cycle search is for nodes where few devices are
+		// interchangeable (the classes of a partitioned node settle its
+		// rings far cheaper).
+		if p.size >= 3 && len(b.cls) > p.n/2 {
 			if s := p.ringSeed(min(t, p.top)); s != nil {
 				out = append(out, s)
 			}
