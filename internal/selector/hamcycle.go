@@ -116,8 +116,10 @@ func (cs *cycleSearch) extend(free *bitset) bool {
 			if d < 2 {
 				return false
 			}
-			if d == 2 && nb.has(end) {
-				// u's only other way in is through the end: it is next
+			if d == 2 && nb.has(end) && end != cs.start {
+				// u's only other way in is through the end, which has one
+				// free side left (the path's first device still has two):
+				// it is next
 				if forced >= 0 {
 					return false
 				}

@@ -1,7 +1,7 @@
 package selector
 
 // seeds returns sets to offer before the branch-and-bound starts, so that
-// it prunes from the first node and, when the deadline cuts it short, the
+// it prunes from the first node and, when the budget cuts it short, the
 // answer is a good set rather than the first one reached: the naive
 // first devices (Select reports their score anyway), then for the ring a
 // greedy ring-minded set and a set found by a cycle search (ringSeed),
