@@ -260,7 +260,7 @@ func TestNewCmdRunFlagErrors(t *testing.T) {
 		{"bad numa balancing", []string{"--numa-balancing", "maybe", "t.py"}, []string{"--numa-balancing", `"maybe"`}},
 		{"bad bind", []string{"--bind", "socket", "t.py"}, []string{"--bind", `"socket"`}},
 		{"bad mem policy", []string{"--mem-policy", "interleave", "t.py"}, []string{"--mem-policy", `"interleave"`}},
-		{"bad contain", []string{"--contain", "cgroup", "t.py"}, []string{"--contain", `"cgroup"`, "auto, pid-namespace, subreaper"}},
+		{"bad contain", []string{"--contain", "cgroup", "t.py"}, []string{"--contain", `"cgroup"`, "auto, pid-namespace or subreaper"}},
 		{"bad order", []string{"--order", "random", "t.py"}, []string{"--order", `"random"`}},
 		{"zero search budget", []string{"--search-budget", "0s", "t.py"}, []string{"--search-budget", "positive", "0s"}},
 		{"negative search budget", []string{"--search-budget", "-1s", "t.py"}, []string{"--search-budget", "-1s"}},
