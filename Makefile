@@ -54,7 +54,9 @@ darwin:
 
 # Release files under DIST: static, reproducible binaries (CGO off,
 # -trimpath, no build id, no VCS stamp: the bytes depend only on the
-# source, VERSION and the Go toolchain), shell completions and SHA256SUMS.
+# source, VERSION and the Go toolchain), shell completions, man pages
+# (cobra's generator, cmd/amdrun/internal/genman, dated by the commit)
+# and SHA256SUMS.
 # darwin/arm64 plans only (--dry-run). dist-check builds twice and
 # compares.
 DIST       ?= dist
@@ -70,7 +72,9 @@ dist:
 	$$host completion bash > $(DIST)/completions/amdrun.bash && \
 	$$host completion zsh > $(DIST)/completions/_amdrun && \
 	$$host completion fish > $(DIST)/completions/amdrun.fish
-	cd $(DIST) && sha256sum amdrun-* completions/* > SHA256SUMS
+	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 0) AMDRUN_VERSION=$(VERSION) \
+	  $(GO) run ./cmd/amdrun/internal/genman $(DIST)/man/man1
+	cd $(DIST) && sha256sum amdrun-* completions/* man/man1/* > SHA256SUMS
 
 # make dist twice must give the same bytes; both Linux binaries static.
 dist-check:
