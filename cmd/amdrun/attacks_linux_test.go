@@ -207,7 +207,9 @@ func (s *shared) rootPrepared(dir string) {
 // jobs there before, tries to take them. In a root-prepared directory A
 // can neither delete, replace nor add a lease file, and A's job is told
 // the devices are V's, by the kernel's word. Also when A made the default
-// directory first: lease init moves A's directory aside.
+// directory first: lease init refuses A's directory, naming A and its
+// mode, and changes nothing in it; root removes it and runs lease init
+// again.
 func TestAttackSteal(t *testing.T) {
 	s := newShared(t)
 	v, a := testutil.NewUser(t), testutil.NewUser(t)
@@ -224,6 +226,18 @@ func TestAttackSteal(t *testing.T) {
 				if r.code != 0 || !strings.Contains(r.stderr, "amdrun: warning: lease directory "+dir+" is not root-prepared (degraded mode") ||
 					!strings.Contains(r.stderr, a.Name) {
 					t.Fatalf("job in A's directory: exit %d, want the degraded-mode warning naming %s:\n%s", r.code, a.Name, r.stderr)
+				}
+				before := testutil.Tree(t, base)
+				r, _ = s.run(nil, s.env, 20*time.Second, "lease", "init", "--lease-dir", dir)
+				line := oneError(t, r)
+				if want := fmt.Sprintf("amdrun: lease: %s: unsafe path: a directory owned by %s (uid %d), mode 1777, that lease init did not make", dir, a.Name, a.UID); r.code == 0 || !strings.HasPrefix(line, want) {
+					t.Errorf("lease init over A's directory: exit %d, want %q:\n%s", r.code, want, r.stderr)
+				}
+				if after := testutil.Tree(t, base); after != before {
+					t.Errorf("lease init changed A's directory:\nbefore\n%s\nafter\n%s", before, after)
+				}
+				if err := os.RemoveAll(dir); err != nil {
+					t.Fatal(err)
 				}
 			}
 			s.rootPrepared(dir)
@@ -263,6 +277,35 @@ func TestAttackSteal(t *testing.T) {
 				t.Errorf("A's ps does not name V's job:\n%s", r.stdout)
 			}
 		})
+	}
+}
+
+// TestAttackLeaseInitStandIns: a mistyped --lease-dir (a stand-in for
+// /etc/passwd, a directory of root's unrelated files) is refused in one
+// line and left exactly as it was (issue 26: lease init moved
+// /etc/passwd aside and put a lease directory in its place).
+func TestAttackLeaseInitStandIns(t *testing.T) {
+	s := newShared(t)
+	base := testutil.SharedDir(t, 0o755)
+	passwd := filepath.Join(base, "passwd")
+	if err := os.WriteFile(passwd, []byte("root:x:0:0:root:/root:/bin/bash\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	etc := filepath.Join(base, "etc")
+	os.Mkdir(etc, 0o755)
+	os.WriteFile(filepath.Join(etc, "hosts"), []byte("127.0.0.1 localhost\n"), 0o644)
+	for _, c := range []struct{ path, want string }{
+		{passwd, "a regular file owned by root (uid 0), mode 0644, that lease init did not make; lease init changes nothing there"},
+		{etc, "a directory owned by root (uid 0), mode 0755, that lease init did not make: it holds files lease init does not make (hosts)"},
+	} {
+		before := testutil.Tree(t, base)
+		r, _ := s.run(nil, s.env, 20*time.Second, "lease", "init", "--lease-dir", c.path)
+		if line := oneError(t, r); r.code == 0 || !strings.HasPrefix(line, "amdrun: lease: "+c.path+": unsafe path: "+c.want) {
+			t.Errorf("lease init --lease-dir %s: exit %d, want %q:\n%s", c.path, r.code, c.want, r.stderr)
+		}
+		if after := testutil.Tree(t, base); after != before {
+			t.Errorf("lease init --lease-dir %s changed what it did not make:\nbefore\n%s\nafter\n%s", c.path, before, after)
+		}
 	}
 }
 

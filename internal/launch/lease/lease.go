@@ -262,9 +262,9 @@ func (s State) String() string {
 type InitReport struct {
 	// Path is the lease directory.
 	Path string
-	// MovedAside is where an unsafe file or directory found at Path was
-	// moved; "" when there was none.
-	MovedAside string
+	// Created says that Init made the directory; false when it adopted
+	// one it had made before.
+	Created bool
 	// Made lists the lock files created (".lock" is the node lock); Kept
 	// counts those that were already there.
 	Made []string
