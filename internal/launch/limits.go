@@ -31,6 +31,9 @@ func RankLimit() (n int, why string) {
 		if room := (int64(rl.Cur) - 16) / procsPerRank; room < int64(n) {
 			n = max(int(room), 0)
 			why = fmt.Sprintf("ulimit -u %d leaves room for %d ranks with their guards", rl.Cur, n)
+			if n == 0 {
+				why = fmt.Sprintf("ulimit -u %d leaves no room for a rank and its guard", rl.Cur)
+			}
 		}
 	}
 	return n, why

@@ -94,6 +94,9 @@ func Run(ctx context.Context, p *Plan, o RunOptions) (exitCode int, err error) {
 			return 1, fmt.Errorf("launch: rank guard: %w", err)
 		}
 	}
+	if err := checkProcessRoom(len(p.Ranks)); err != nil {
+		return 1, err
+	}
 	catchSIGPIPE()
 	s := &supervisor{plan: p, o: o, con: &console{}, stdin: handedStdin(o.Stdin),
 		term: [2]*os.File{terminal(o.Stdout), terminal(o.Stderr)}}
@@ -445,7 +448,7 @@ func (s *supervisor) attempt(ctx context.Context, attempt int) (int, error) {
 	for i := range s.plan.Ranks {
 		w, err := s.start(&s.plan.Ranks[i], cmds[i], logs[i], exits)
 		if err != nil {
-			startErr = fmt.Errorf("launch: rank %d: %w", s.plan.Ranks[i].Rank, err)
+			startErr = fmt.Errorf("launch: rank %d: %w%s", s.plan.Ranks[i].Rank, err, limitHint(err))
 			startCode = execFailureCode(err)
 			break
 		}
@@ -504,7 +507,7 @@ func (s *supervisor) attempt(ctx context.Context, attempt int) (int, error) {
 		s.collect(w, attempt, ad)
 	}
 	if first != nil {
-		s.summary(g, root, attempt)
+		s.summary(g, root, attempt, len(s.plan.Ranks)-len(g.workers))
 	}
 	switch {
 	case startErr != nil:
@@ -820,9 +823,23 @@ func exitStatus(ev exitEvent) (int, syscall.Signal) {
 	return ws.ExitStatus(), 0
 }
 
+// limitHint names the resource limit behind a failed start, for the
+// error: fork and clone fail with EAGAIN at the process limit, opening
+// pipes and logs with EMFILE at the descriptor limit (issue 26).
+func limitHint(err error) string {
+	switch {
+	case errors.Is(err, unix.EAGAIN):
+		return " (the process limit: ulimit -u)"
+	case errors.Is(err, unix.EMFILE), errors.Is(err, unix.ENFILE):
+		return " (the open file limit: ulimit -n)"
+	}
+	return ""
+}
+
 // summary writes the failed workers of an attempt to Stderr, the root
-// cause first.
-func (s *supervisor) summary(g *group, root *worker, attempt int) {
+// cause first. notStarted counts the ranks a failed start left unstarted
+// (they are neither failed nor stopped).
+func (s *supervisor) summary(g *group, root *worker, attempt, notStarted int) {
 	var failed []*worker
 	if root != nil {
 		failed = append(failed, root)
@@ -839,7 +856,15 @@ func (s *supervisor) summary(g *group, root *worker, attempt int) {
 		}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "amdrun: %d of %d ranks failed", len(failed)-stopped, len(s.plan.Ranks))
+	switch n := len(s.plan.Ranks); {
+	case notStarted == 0:
+		fmt.Fprintf(&b, "amdrun: %d of %d ranks failed", len(failed)-stopped, n)
+	case len(failed) == stopped:
+		// Not "0 of 8 ranks failed": the start did (issue 26).
+		fmt.Fprintf(&b, "amdrun: %d of %d ranks could not start", notStarted, n)
+	default:
+		fmt.Fprintf(&b, "amdrun: %d of %d ranks failed, %d could not start", len(failed)-stopped, n, notStarted)
+	}
 	if stopped > 0 {
 		fmt.Fprintf(&b, ", %d stopped by amdrun", stopped)
 	}
