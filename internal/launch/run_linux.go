@@ -105,10 +105,12 @@ func Run(ctx context.Context, p *Plan, o RunOptions) (exitCode int, err error) {
 			s.shown++
 		}
 	}
+	s.faults = &logFaults{say: func(m string) { s.con.write(s.o.Stderr, []byte(m)) }}
 	defer s.closeLogs()
 	if err := s.openLogs(); err != nil {
 		return 1, err
 	}
+	defer s.faults.summary() // before closeLogs: the last word on the console
 	if err := s.contain(); err != nil {
 		return 1, err
 	}
@@ -230,6 +232,7 @@ type supervisor struct {
 	job         *jobDir        // the run's log directory; nil without logs
 	errs        *errorDir      // the ranks' error files
 	notes       io.WriteCloser // amdrun.log in the run's log directory; nil without logs
+	faults      *logFaults     // the log files whose writes failed
 	keeper      *keeper        // the job's PID namespace; nil: guards only
 	stdin       *os.File       // local rank 0's standard input; nil: /dev/null
 	term        [2]*os.File    // Stdout, Stderr when they are terminals
@@ -332,7 +335,7 @@ func (s *supervisor) openLogs() error {
 	if err != nil {
 		return err
 	}
-	s.notes = f
+	s.notes = s.faults.wrap(f)
 	if s.o.LogDir == "" {
 		s.note(fmt.Sprintf("amdrun: the ranks' log files are in %s (-r/-t without --log-dir)\n", s.job.path))
 	}
@@ -765,7 +768,7 @@ func (s *supervisor) pump(w *worker, reads, logs [2]*os.File, console Std) {
 			st.out = dst[k]
 		}
 		if logs[k] != nil {
-			st.log = logs[k]
+			st.log = s.faults.wrap(logs[k])
 		}
 		if k == 1 {
 			st.tail = w.tail
