@@ -833,3 +833,35 @@ func TestAttackLogDirSymlink(t *testing.T) {
 		t.Errorf("%s = %q", m[0], b)
 	}
 }
+
+// TestAttackErrorFileTMPDIR: root's job with TMPDIR owned by user A (who
+// could rename amdrun-errors-* and put a link or a forged file in its
+// place) keeps its ranks' error files out of A's directory: the rank's
+// TORCHELASTIC_ERROR_FILE is elsewhere, and nothing of root's is left in
+// A's TMPDIR (issue 26: root's exception text landed in A's directory,
+// and A's forged text was printed as the rank's).
+func TestAttackErrorFileTMPDIR(t *testing.T) {
+	s := newShared(t)
+	a := testutil.NewUser(t)
+	tmp := filepath.Join(testutil.SharedDir(t, 0o1777), "a-tmp")
+	if err := sh(a, "mkdir", "-m", "0777", tmp); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(testutil.SharedDir(t, 0o755), "leases")
+	env := setEnv(s.envFor(dir), "TMPDIR", tmp)
+	r, _ := s.run(nil, env, 30*time.Second, "--ngpus", "0", "--nproc-per-node", "1", "--no-python", "/bin/sh", "-c", `echo "ef=$TORCHELASTIC_ERROR_FILE"; echo '{"message": "root secret"}' > "$TORCHELASTIC_ERROR_FILE"; exit 1`)
+	i := strings.Index(r.stdout, "ef=")
+	if r.code != 1 || i < 0 {
+		t.Fatalf("exit %d, stdout %q:\n%s", r.code, r.stdout, r.stderr)
+	}
+	ef := strings.TrimSpace(r.stdout[i+3:])
+	if ef == "" || strings.HasPrefix(ef, tmp+"/") {
+		t.Errorf("the rank's error file %q is in A's TMPDIR %s", ef, tmp)
+	}
+	if ents, _ := os.ReadDir(tmp); len(ents) != 0 {
+		t.Errorf("root's job left %d entries in A's TMPDIR", len(ents))
+	}
+	if !strings.Contains(r.stderr, "root secret") {
+		t.Errorf("the summary lost the rank's own exception:\n%s", r.stderr)
+	}
+}
