@@ -24,8 +24,22 @@ import (
 // exited: a child it left behind may hold the pipe open.
 const drainTimeout = 2 * time.Second
 
-// forwarded are the signals Run receives and passes to every worker group.
-var forwarded = []os.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2}
+// forwarded are ForwardedSignals as signals.
+var forwarded = signalsNamed(ForwardedSignals)
+
+// signalsNamed are the signals of names ("SIGINT", ...); a name the
+// kernel does not know is a bug in the list, and panics at start.
+func signalsNamed(names []string) []os.Signal {
+	out := make([]os.Signal, len(names))
+	for i, n := range names {
+		sig := unix.SignalNum(n)
+		if sig == 0 {
+			panic("launch: unknown signal " + n)
+		}
+		out[i] = sig
+	}
+	return out
+}
 
 // Run starts the plan's workers and supervises them until every one has
 // exited and been reaped, and every process they started is gone. Each
@@ -49,7 +63,7 @@ var forwarded = []os.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT
 // the exception it recorded in its error file (torch's @record), else the
 // last lines of its stderr. While restarts are left, the
 // whole group starts again with TORCHELASTIC_RESTART_COUNT one higher.
-// SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 are forwarded to
+// ForwardedSignals are forwarded to
 // every group (no other signal, even when Signals delivers it; a signal
 // the process started with ignored, as under nohup, stays ignored); the
 // first four also end the run: every rank gets the whole Grace to finish
@@ -398,54 +412,102 @@ func (s *supervisor) note(msg string) {
 
 // attempt runs the group once and returns its exit code.
 func (s *supervisor) attempt(ctx context.Context, attempt int) (int, error) {
+	cmds, code, err := s.commands(attempt)
+	if err != nil {
+		return code, err
+	}
+	ad, logs, closeLogs, err := s.attemptLogs(attempt)
+	defer closeLogs()
+	if err != nil {
+		return 1, err
+	}
 	g := &group{}
 	exits := make(chan exitEvent, len(s.plan.Ranks))
-	// Every command is looked up before any worker starts: a missing one
-	// is one clear error, not a group started only to be stopped.
+	startCode, startErr := s.startGroup(g, cmds, logs, exits)
+	root, first, ctxErr := s.supervise(ctx, g, exits)
+	for _, w := range g.workers {
+		<-w.pumps
+		s.collect(w, attempt, ad)
+	}
+	if first != nil {
+		s.summary(g, root, attempt, len(s.plan.Ranks)-len(g.workers))
+	}
+	switch {
+	case startErr != nil:
+		return startCode, startErr
+	case root != nil:
+		return root.code, ctxErr
+	case s.interrupted != 0:
+		return 128 + int(s.interrupted), ctxErr
+	case first != nil:
+		return first.code, ctxErr
+	}
+	return 0, ctxErr
+}
+
+// commands are the guards' commands of attempt, one per rank. Every
+// command is looked up before any worker starts: a missing one is one
+// clear error (with the shell's exit code), not a group started only to
+// be stopped.
+func (s *supervisor) commands(attempt int) ([]command, int, error) {
 	cmds := make([]command, len(s.plan.Ranks))
 	for i := range s.plan.Ranks {
 		r := &s.plan.Ranks[i]
 		env := withEnv(r.Env, "TORCHELASTIC_RESTART_COUNT", strconv.Itoa(attempt))
 		env = withEnv(env, EnvErrorFile, s.errs.path(attempt, r.LocalRank))
 		if err := s.lookup(r, env); err != nil {
-			return execFailureCode(err), fmt.Errorf("launch: rank %d: %w", r.Rank, err)
+			return nil, execFailureCode(err), fmt.Errorf("launch: rank %d: %w", r.Rank, err)
 		}
 		cmds[i] = command{path: s.o.Self, args: guardArgv(s.o.Self, r, s.holdCount()), env: env}
 	}
-	// The log files too: one that cannot be made fails the attempt before
-	// anything runs.
-	var ad *attemptDir
-	logs := make([][2]*os.File, len(s.plan.Ranks))
-	if s.job != nil {
-		lrs := make([]int, len(s.plan.Ranks))
-		for i, r := range s.plan.Ranks {
-			lrs[i] = r.LocalRank
-		}
-		var err error
-		if ad, err = s.job.attempt(attempt, lrs); err != nil {
-			return 1, err
-		}
-		defer ad.close()
-		defer func() {
-			for _, l := range logs {
-				for _, f := range l {
-					if f != nil {
-						f.Close()
-					}
+	return cmds, 0, nil
+}
+
+// attemptLogs makes attempt's log directory and each rank's log files (the
+// streams that go to files), so that one that cannot be made fails the
+// attempt before anything runs. Without a log layout all are nil. done
+// closes them; it is set even on error.
+func (s *supervisor) attemptLogs(attempt int) (ad *attemptDir, logs [][2]*os.File, done func(), err error) {
+	logs = make([][2]*os.File, len(s.plan.Ranks))
+	done = func() {}
+	if s.job == nil {
+		return nil, logs, done, nil
+	}
+	lrs := make([]int, len(s.plan.Ranks))
+	for i, r := range s.plan.Ranks {
+		lrs[i] = r.LocalRank
+	}
+	if ad, err = s.job.attempt(attempt, lrs); err != nil {
+		return nil, logs, done, err
+	}
+	done = func() {
+		for _, l := range logs {
+			for _, f := range l {
+				if f != nil {
+					f.Close()
 				}
 			}
-		}()
-		for i, r := range s.plan.Ranks {
-			logged, _ := s.streams(r.LocalRank)
-			for k, name := range []string{"stdout.log", "stderr.log"} {
-				if logged&stdOf(k) != 0 {
-					if logs[i][k], err = ad.create(r.LocalRank, name); err != nil {
-						return 1, err
-					}
+		}
+		ad.close()
+	}
+	for i, r := range s.plan.Ranks {
+		logged, _ := s.streams(r.LocalRank)
+		for k, name := range []string{"stdout.log", "stderr.log"} {
+			if logged&stdOf(k) != 0 {
+				if logs[i][k], err = ad.create(r.LocalRank, name); err != nil {
+					return ad, logs, done, err
 				}
 			}
 		}
 	}
+	return ad, logs, done, nil
+}
+
+// startGroup starts every rank's guard into g and waits for each to
+// report its rank's pid (the guards start their ranks in parallel). A
+// rank that cannot start stops the ones started; its error and exit code
+// are returned.
+func (s *supervisor) startGroup(g *group, cmds []command, logs [][2]*os.File, exits chan exitEvent) (int, error) {
 	var startErr error
 	startCode := 0
 	for i := range s.plan.Ranks {
@@ -457,7 +519,6 @@ func (s *supervisor) attempt(ctx context.Context, attempt int) (int, error) {
 		}
 		g.workers = append(g.workers, w)
 	}
-	// The guards start their ranks in parallel; each reports its rank's pid.
 	for _, w := range g.workers {
 		w.pid = <-w.ready
 		if s.o.OnStart != nil {
@@ -467,10 +528,15 @@ func (s *supervisor) attempt(ctx context.Context, attempt int) (int, error) {
 	if startErr != nil {
 		g.stop(unix.SIGTERM, s.o.Grace)
 	}
-	var root *worker
-	var first *worker
+	return startCode, startErr
+}
+
+// supervise watches g until no worker runs: it records each exit, stops
+// the group at the first failure (root) or when ctx ends, forwards
+// signals and sends SIGKILL when the grace is over. first is the first
+// worker that failed, stopped or not.
+func (s *supervisor) supervise(ctx context.Context, g *group, exits chan exitEvent) (root, first *worker, ctxErr error) {
 	done := ctx.Done()
-	var ctxErr error
 	for g.running() > 0 {
 		select {
 		case ev := <-exits:
@@ -505,24 +571,7 @@ func (s *supervisor) attempt(ctx context.Context, attempt int) (int, error) {
 			g.signal(unix.SIGKILL)
 		}
 	}
-	for _, w := range g.workers {
-		<-w.pumps
-		s.collect(w, attempt, ad)
-	}
-	if first != nil {
-		s.summary(g, root, attempt, len(s.plan.Ranks)-len(g.workers))
-	}
-	switch {
-	case startErr != nil:
-		return startCode, startErr
-	case root != nil:
-		return root.code, ctxErr
-	case s.interrupted != 0:
-		return 128 + int(s.interrupted), ctxErr
-	case first != nil:
-		return first.code, ctxErr
-	}
-	return 0, ctxErr
+	return root, first, ctxErr
 }
 
 // endedByStop says whether w's end is the stop amdrun began (a failed

@@ -72,7 +72,10 @@ func TestPlanHeaderNUMA(t *testing.T) {
 	}
 }
 
-func TestRunDryRunTTY(t *testing.T) {
+// TestRunDryRunText: the text plan, on a terminal and on a pipe. The
+// plan has no terminal branch (scripts read --json), so both must print
+// the same bytes; a difference creeping in fails here.
+func TestRunDryRunText(t *testing.T) {
 	tests := []struct {
 		name string
 		env  []string
@@ -163,6 +166,19 @@ func TestRunDryRunTTY(t *testing.T) {
 			f.IOStreams.SetStdoutTTY(true)
 			if err := dryRun(t, f, t.TempDir(), tt.args...); err != nil {
 				t.Fatalf("%q: %v", tt.args, err)
+			}
+			piped, pipedOut, _ := exampleFactory(t, nil, tt.env...)
+			piped.IOStreams.SetStdoutTTY(false)
+			if err := dryRun(t, piped, t.TempDir(), tt.args...); err != nil {
+				t.Fatalf("%q piped: %v", tt.args, err)
+			}
+			if !f.IOStreams.IsStdoutTTY() || piped.IOStreams.IsStdoutTTY() {
+				t.Fatal("iostreams.Test did not take the terminal setting")
+			}
+			// The plan's MASTER_PORT is fixed by the flags or free: compare
+			// without it where the flags leave it free.
+			if a, b := withoutPort(out.String()), withoutPort(pipedOut.String()); a != b {
+				t.Errorf("%q: a terminal gets\n%s\na pipe gets\n%s", tt.args, a, b)
 			}
 			for _, w := range tt.want {
 				if !strings.Contains(out.String(), w) {
@@ -444,4 +460,19 @@ func TestRunNoGPU(t *testing.T) {
 	if err := dryRun(t, f, t.TempDir(), "--dry-run", "-n", "2", "t.py"); !errors.Is(err, discover.ErrNoGPU) {
 		t.Errorf("--source sysfs: error %v, want ErrNoGPU", err)
 	}
+}
+
+// withoutPort blanks the port of a plan's "Master:" line.
+func withoutPort(plan string) string {
+	lines := strings.Split(plan, "\n")
+	for i, l := range lines {
+		if rest, ok := strings.CutPrefix(l, "Master:   "); ok {
+			if host, after, ok := strings.Cut(rest, " "); ok {
+				if j := strings.LastIndex(host, ":"); j >= 0 {
+					lines[i] = "Master:   " + host[:j] + ":PORT " + after
+				}
+			}
+		}
+	}
+	return strings.Join(lines, "\n")
 }
