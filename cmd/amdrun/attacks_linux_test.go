@@ -464,19 +464,22 @@ func TestAttackNodeLockHold(t *testing.T) {
 func TestAttackQueue(t *testing.T) {
 	s := newShared(t)
 	v, a := testutil.NewUser(t), testutil.NewUser(t)
-	for _, attack := range []string{"queue-0755-of-another-user", "fake-ticket"} {
+	for _, attack := range []string{"queue-0755-of-another-user", "fake-ticket", "ten-fake-tickets"} {
 		t.Run(attack, func(t *testing.T) {
 			dir := filepath.Join(testutil.SharedDir(t, 0o755), "amdrun")
-			if attack == "fake-ticket" {
+			if fakes := map[string]int{"fake-ticket": 1, "ten-fake-tickets": 10}[attack]; fakes > 0 {
 				s.rootPrepared(dir)
-				ticket := filepath.Join(dir, "queue", "00000000000000000001-0000000001.lock")
-				if err := sh(a, "touch", ticket); err != nil {
-					t.Fatal(err)
+				// Issue 26: each fake ticket cost a waiter about 3 s (10: 32 s).
+				for i := 1; i <= fakes; i++ {
+					ticket := filepath.Join(dir, "queue", fmt.Sprintf("%020d-%010d.lock", i, i))
+					if err := sh(a, "touch", ticket); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.WriteFile(ticket, []byte(`{"need":1}`), 0o644); err != nil {
+						t.Fatal(err)
+					}
+					holdFile(t, a, filepath.Dir(ticket), filepath.Base(ticket))
 				}
-				if err := os.WriteFile(ticket, []byte(`{"need":1}`), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				holdFile(t, a, filepath.Dir(ticket), filepath.Base(ticket))
 			} else {
 				os.Mkdir(dir, 0o777)
 				syscall.Chmod(dir, 0o1777)

@@ -231,7 +231,9 @@ type Ticket struct {
 	mu   sync.Mutex
 	qfd  int // the queue directory
 	fd   int // the ticket, locked; -1 after Done
-	able map[string]time.Time
+	// waitFrom is when this waiter first deferred to an older ticket
+	// that had enough free devices; zero until then.
+	waitFrom time.Time
 }
 
 // Name returns the ticket's file name in DIR/queue; names sort in

@@ -786,7 +786,7 @@ func TestQueuePatience(t *testing.T) {
 	}
 	// ... with none, the second look finds it still there: passed over.
 	mine.patience = 0
-	mine.able = nil
+	mine.waitFrom = time.Time{}
 	if f, _ := mine.First(4); f {
 		t.Error("first look passed over an older ticket")
 	}
@@ -796,6 +796,34 @@ func TestQueuePatience(t *testing.T) {
 	// Fewer free again: it waits for devices, its turn is back.
 	if f, _ := mine.First(3); f {
 		t.Error("older ticket waiting for devices was passed over")
+	}
+}
+
+// TestQueuePatienceIsPerWaiter: behind 10 older tickets that let free
+// devices go by (fakes kept locked), a waiter waits out one patience, not
+// one per ticket (issue 26: 10 fake tickets delayed a victim 32 s, about
+// 3 s each, as each ticket's timer started only when it was reached).
+func TestQueuePatienceIsPerWaiter(t *testing.T) {
+	d, _ := openTemp(t)
+	for range 10 {
+		fake, err := d.Enqueue(1, 8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer fake.Done()
+	}
+	mine, err := d.Enqueue(2, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mine.Done()
+	mine.patience = time.Millisecond
+	if f, _ := mine.First(8); f {
+		t.Fatal("the first look passed over the older tickets")
+	}
+	time.Sleep(2 * mine.patience) // the patience is spent: a wait proving a positive
+	if f, _ := mine.First(8); !f {
+		t.Error("after one patience the waiter still defers to tickets that let 8 free devices go by")
 	}
 }
 

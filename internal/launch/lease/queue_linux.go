@@ -160,34 +160,27 @@ func (t *Ticket) First(free int) (bool, error) {
 	}
 	slices.Sort(older)
 	now := time.Now()
-	if t.able == nil {
-		t.able = map[string]time.Time{}
-	}
-	for n := range t.able {
-		if _, ok := slices.BinarySearch(older, n); !ok {
-			delete(t.able, n)
-		}
-	}
 	for _, n := range older {
 		need, live := t.probe(n)
 		if !live || need < 1 || need > t.total {
-			delete(t.able, n)
 			continue
 		}
 		if need > free {
-			delete(t.able, n) // it waits for devices, as we do: its turn first
+			return false, nil // it waits for devices, as we do: its turn first
+		}
+		// Enough devices are free for it. The patience is this waiter's,
+		// whatever the number of tickets ahead (issue 26: a timer per
+		// ticket, started only when it was reached, let 10 fake tickets
+		// delay a waiter 32 s): it starts the first time this waiter
+		// defers to a ticket that could take free devices, and once it is
+		// spent every such ticket is passed over as stalled or fake.
+		if t.waitFrom.IsZero() {
+			t.waitFrom = now
 			return false, nil
 		}
-		since, seen := t.able[n]
-		if !seen {
-			t.able[n] = now
+		if now.Sub(t.waitFrom) < t.patience {
 			return false, nil
 		}
-		if now.Sub(since) < t.patience {
-			return false, nil
-		}
-		// Enough devices have been free for it for the whole patience and it
-		// did not take them: stalled or fake. Pass it over.
 	}
 	return true, nil
 }
