@@ -228,9 +228,9 @@ type Ticket struct {
 	// patience is Patience; tests shorten it.
 	patience time.Duration
 
-	mu   sync.Mutex
-	qfd  int // the queue directory
-	fd   int // the ticket, locked; -1 after Done
+	mu  sync.Mutex
+	qfd int // the queue directory
+	fd  int // the ticket, locked; -1 after Done
 	// waitFrom is when this waiter first deferred to an older ticket
 	// that had enough free devices; zero until then.
 	waitFrom time.Time
