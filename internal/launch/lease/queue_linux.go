@@ -19,9 +19,10 @@ import (
 // devices the waiter wants. Anyone can make a file there, so a ticket
 // counts only while it is locked, and only for as long as it could
 // plausibly be waiting: a waiter defers to an older ticket while fewer
-// than its need of devices are free, and for Patience once enough are; a
-// ticket that has let enough free devices go by for Patience is stalled
-// or fake and is passed over.
+// than its need of devices are free, and for Patience in all (one clock
+// per waiter, however many tickets are ahead) once enough are; after that
+// a ticket that lets enough free devices go by is stalled or fake and is
+// passed over.
 
 // maxTicket bounds what is read of a ticket.
 const maxTicket = 64
@@ -136,7 +137,8 @@ func ticketName(n string) bool {
 // First reports whether it is this ticket's turn to try to acquire,
 // given how many devices are free now (neither held nor unusable). It
 // defers to an older live ticket while that ticket's need exceeds free,
-// and for the ticket's patience (Patience) once it does not; tickets of
+// and, once it does not, for the ticket's patience (Patience), counted
+// once for all the tickets ahead from its first such deference; tickets of
 // dead waiters are removed (when this user may), and files that are not
 // tickets amdrun wrote (a need that is not 1 to total) are ignored.
 // After Done it returns an error.
