@@ -103,9 +103,14 @@ type Selection struct {
 	Policy selector.Policy
 	// Order is the rank order of the chosen devices (--order).
 	Order selector.Order
-	// SearchBudget bounds the device search (--search-budget); past it
-	// the best set found is taken and --explain says how far from proven.
-	// Zero means selector.DefaultBudget.
+	// SearchWork bounds the device search by work (--search-work); past
+	// it the best set found is taken and --explain says how far from
+	// proven. The answer depends on it, never on the machine's load.
+	// Zero means selector.DefaultWork.
+	SearchWork int
+	// SearchBudget is the search's wall-clock safety cap
+	// (--search-budget); --explain and --json say when it fired. Zero
+	// means selector.DefaultBudget.
 	SearchBudget time.Duration
 	// NoLease neither takes nor respects device leases.
 	NoLease bool

@@ -164,7 +164,7 @@ func (pl *Plan) WriteExplain(w io.Writer) {
 	if c.Exact {
 		fmt.Fprintf(w, ", exact search, %d sets examined", c.Considered)
 	} else {
-		fmt.Fprintf(w, ", best found within --search-budget, not proven: %s", gapString(c))
+		fmt.Fprintf(w, ", best found within %s, not proven: %s", cappedFlag(c), gapString(c))
 	}
 	fmt.Fprintln(w, "):")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -247,4 +247,17 @@ func decidedBy(chosen selector.Score, alt selector.Candidate) string {
 		return fmt.Sprintf("%s; decided by %s: %g vs %g %s", prefix, t.Name, t.Natural(), a.Natural(), t.Unit)
 	}
 	return fmt.Sprintf("ties with %s on every term; the lowest device indices win", topology.JoinInts(alt.Devices))
+}
+
+// cappedFlag names what stopped an unproven search: the work budget,
+// the time cap (then the answer depends on the machine's load), or the
+// ring's own cycle search.
+func cappedFlag(c *selector.Choice) string {
+	switch c.CappedBy {
+	case selector.CappedByWork:
+		return "--search-work"
+	case selector.CappedByTime:
+		return "the --search-budget time cap (the answer depends on the machine's load)"
+	}
+	return "the ring search's step cap"
 }

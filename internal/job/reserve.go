@@ -91,7 +91,7 @@ func reservation(o *Options, m *topology.Model, mask *launch.Mask, dryRun bool) 
 	}
 	req := selector.Request{
 		N: o.NGPUs, Devices: mask.Narrow(o.Devices), Exclude: o.Exclude,
-		AllowBusy: o.AllowBusy, Order: o.Order, Budget: budget,
+		AllowBusy: o.AllowBusy, Order: o.Order, Work: o.SearchWork, Budget: budget,
 	}
 	if o.Devices != nil && mask.Candidates() != nil && len(req.Devices) == 0 {
 		return launch.Reservation{}, fmt.Errorf("--devices %s names none of the devices the environment leaves visible (%s)",

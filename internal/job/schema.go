@@ -95,6 +95,9 @@ type Gap struct {
 	Bound    float64 `json:"bound"`
 	Unit     string  `json:"unit,omitempty"`
 	Relative float64 `json:"relative"`
+	// CappedBy is what stopped the search: "work" (--search-work),
+	// "time" (--search-budget) or absent (a ring's cycle search).
+	CappedBy string `json:"capped_by,omitempty"`
 }
 
 func terms(s selector.Score) []Term {
@@ -114,7 +117,7 @@ func gapOf(c *selector.Choice) *Gap {
 		return nil
 	}
 	t, _ := c.Score.Term(c.GapTerm)
-	return &Gap{Term: c.GapTerm, Bound: c.Bound, Unit: t.Unit, Relative: c.Gap}
+	return &Gap{Term: c.GapTerm, Bound: c.Bound, Unit: t.Unit, Relative: c.Gap, CappedBy: c.CappedBy}
 }
 
 // Document returns the plan's JSON form.

@@ -90,7 +90,8 @@ best fit (leave other jobs whole packages, switches and NUMA nodes), least
 load, lowest indices. Pairs without a direct link count at the host PCIe
 bandwidth (32 GB/s on one NUMA node, 16 GB/s across two); measured
 bandwidths are compared in levels 2.5% apart. The search stops at
---search-budget with the best set found.
+--search-work with the best set found (a work count, so the same request
+gets the same devices on a busy node; --search-budget is a time cap on top).
 
 Exit status: the first failing rank's exit code (128+signal if it was
 killed); 2 for a usage error; 1 when amdrun itself fails (not enough free
@@ -214,6 +215,9 @@ func parseValues(cmd *cobra.Command, o *Options, r *raw) error {
 	}
 	if o.Policy, err = selector.PolicyByName(r.policy); err != nil {
 		return policyFlag.Err(r.policy)
+	}
+	if o.SearchWork <= 0 {
+		return cmdutil.FlagErrorf("--search-work must be positive, got %d", o.SearchWork)
 	}
 	if o.SearchBudget <= 0 {
 		return cmdutil.FlagErrorf("--search-budget must be positive, got %s", o.SearchBudget)
@@ -544,7 +548,8 @@ func addDeviceFlags(cmd *cobra.Command, opts *Options, r *raw) {
 	fl.StringVar(&r.exclude, "exclude", "", "never choose these device indices, e.g. 3 or 0-1")
 	fl.BoolVar(&opts.AllowBusy, "allow-busy", false, "allow devices another process is using")
 	cmdutil.StringEnumFlag(cmd, &r.policy, policyFlag, "tree", "selection policy: %s")
-	fl.DurationVar(&opts.SearchBudget, "search-budget", selector.DefaultBudget, "most time the device search may take; past it the best set found is used (--explain says how far from proven)")
+	fl.IntVar(&opts.SearchWork, "search-work", selector.DefaultWork, "most work (about a thousand search steps a unit) the device search may spend; past it the best set found is used (--explain says how far from proven); the answer depends on it, not on the machine's load")
+	fl.DurationVar(&opts.SearchBudget, "search-budget", selector.DefaultBudget, "wall-clock safety cap of the device search; if it fires before --search-work, the set found so far is used and --explain says so")
 	cmdutil.StringEnumFlag(cmd, &r.order, orderFlag, "index", "rank order: %s")
 	fl.BoolVar(&opts.DryRun, "dry-run", false, "print the plan (devices, per-rank NUMA node, CPUs and command) and exit without starting anything")
 	fl.BoolVar(&opts.Explain, "explain", false, "explain the choice: score terms, the next best sets, and the naive first-N pick")
