@@ -170,6 +170,7 @@ func runOptions(o *Options, run *launch.Plan) launch.RunOptions {
 		Redirects:   o.Redirects,
 		Tee:         o.Tee,
 		Contain:     o.Contain,
+		Forward:     o.Forward, PrefixTemplate: o.PrefixTemplate,
 	}
 	if in, ok := o.IO.In.(*os.File); ok {
 		ro.Stdin = in

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -101,6 +102,12 @@ type Options struct {
 	// VirtualLocalRank gives each rank only its own devices and
 	// LOCAL_RANK=0 (--virtual-local-rank).
 	VirtualLocalRank bool
+	// Forward are the signals passed to the ranks (--signals-to-handle);
+	// nil means launch.DefaultSignals.
+	Forward []os.Signal
+	// PrefixTemplate is torchrun's TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE
+	// for the ranks' console prefixes; "" means "[rankN]: ".
+	PrefixTemplate string
 	// TorchrunArgs are torchrun's flags the user gave that --launcher
 	// torchrun passes on (underscore spellings).
 	TorchrunArgs []string
@@ -378,12 +385,7 @@ func validate(cmd *cobra.Command, o *Options, r *raw) error {
 	if o.MasterPort < 0 || o.MasterPort > 65535 {
 		return cmdutil.FlagErrorf("%s must be in 1..65535, got %d", r.label("master-port"), o.MasterPort)
 	}
-	if o.NNodes > 1 && o.MasterPort == 0 && o.Launcher == "amdrun" {
-		return cmdutil.FlagErrorf("--nnodes %d needs --master-port (every node must use the same port)", o.NNodes)
-	}
-	if o.NNodes > 1 && o.Launcher == "amdrun" && o.Slurm == nil && !changed("master-addr") {
-		return cmdutil.FlagErrorf("--nnodes %d needs --master-addr: the address of node 0, the same on every node", o.NNodes)
-	}
+	multiNodeDefaults(o, changed)
 	if changed("python") && strings.TrimSpace(o.Python) == "" {
 		return cmdutil.FlagErrorf("--python: empty interpreter path")
 	}
@@ -479,6 +481,11 @@ func validateRendezvous(cmd *cobra.Command, o *Options, r *raw) error {
 			// ranks as torchrun's rendezvous would.
 		}
 		o.RunID = rdzv["id"]
+		if c, ok := rdzv["conf"]; ok && o.NNodes == 1 {
+			if err := rdzvConfOneNode(o, r.label("rdzv-conf"), c); err != nil {
+				return err
+			}
+		}
 	case "torchrun":
 		for _, f := range []string{"python", "no-prefix", "bind"} {
 			if changed(f) {
