@@ -240,6 +240,22 @@ func fakeWorker(mode string) int {
 		}
 		os.Stdout.WriteString("\rprogress 3/3\n")
 		return 0
+	case "prompt":
+		// Rank 0 asks "continue? " without a newline, as input() does,
+		// and ends the line with "yes" once DIR/go exists; the others
+		// wait for it silently.
+		if rank == 0 {
+			os.Stdout.WriteString("continue? ")
+		}
+		for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+			if _, err := os.Stat(filepath.Join(dir, "go")); err == nil {
+				break
+			}
+		}
+		if rank == 0 {
+			os.Stdout.WriteString("yes\n")
+		}
+		return 0
 	case "attempts":
 		// Says which attempt it is on stdout and stderr; rank 0 fails
 		// the first attempt.
