@@ -240,6 +240,19 @@ func fakeWorker(mode string) int {
 		}
 		os.Stdout.WriteString("\rprogress 3/3\n")
 		return 0
+	case "kbint":
+		// What Python prints when Ctrl-C ends a script: a traceback that
+		// ends with KeyboardInterrupt, then exit 130.
+		ch := make(chan os.Signal, 1)
+		signal.Notify(ch, syscall.SIGINT)
+		fmt.Println("ready")
+		<-ch
+		fmt.Fprint(os.Stderr, "Traceback (most recent call last):\n")
+		for i := 0; i < 8; i++ {
+			fmt.Fprintf(os.Stderr, "  File \"train.py\", line %d, in step\n    loss.backward()\n", 10+i)
+		}
+		fmt.Fprint(os.Stderr, "KeyboardInterrupt\n")
+		return 130
 	case "prompt":
 		// Rank 0 asks "continue? " without a newline, as input() does,
 		// and ends the line with "yes" once DIR/go exists; the others

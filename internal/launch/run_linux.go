@@ -876,6 +876,8 @@ func (s *supervisor) summary(g *group, root *worker, attempt int) {
 			for _, l := range w.rec.Lines() {
 				fmt.Fprintf(&b, "      %s\n", l)
 			}
+		} else if ki, ok := interruptLine(w.tail.get()); ok && s.interrupted != 0 {
+			fmt.Fprintf(&b, "    %s (traceback not repeated here)\n", ki)
 		} else if lines := w.tail.get(); len(lines) > 0 {
 			fmt.Fprintf(&b, "    last %d stderr line(s):\n", len(lines))
 			for _, l := range lines {
