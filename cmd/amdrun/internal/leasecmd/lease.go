@@ -1,6 +1,6 @@
 // Package leasecmd is `amdrun lease`: `amdrun lease init` prepares the
 // node's lease directory as root, so that no user can take a device
-// another user's job holds (README: Shared nodes).
+// another user's job holds (docs/shared-nodes.md).
 package leasecmd
 
 import (
