@@ -98,7 +98,7 @@ func Run(ctx context.Context, o *Options) error {
 		run = launch.TorchrunPlan(plan, launch.Torchrun{
 			UserEnv: env, NNodes: nnodes, NodeRank: o.NodeRank, MasterAddr: o.MasterAddr,
 			MasterPort: o.MasterPort, Rdzv: o.Rdzv, MaxRestarts: o.MaxRestarts,
-			Module: o.Module, NoPython: o.NoPython, Extra: o.TorchrunArgs, Args: o.Args,
+			Module: o.Module, NoPython: o.NoPython, Extra: o.TorchrunArgs, Args: o.Args, Agent: agentArgv(o),
 		})
 		restarts = 0 // torchrun restarts its workers itself
 	}

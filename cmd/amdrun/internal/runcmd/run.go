@@ -113,6 +113,10 @@ type Options struct {
 	TorchrunArgs []string
 
 	NNodes int
+	// Agent says the job goes to torch's elastic agent because its
+	// rendezvous needs it (c10d/etcd on several nodes, or --nnodes
+	// MIN:MAX), not because --launcher torchrun asked.
+	Agent bool
 	// Launcher is "amdrun" (amdrun starts and supervises the ranks) or
 	// "torchrun" (amdrun chooses devices, then runs torchrun with them).
 	Launcher string
@@ -456,8 +460,8 @@ func validateRendezvous(cmd *cobra.Command, o *Options, r *raw) error {
 	}
 	switch o.Launcher {
 	case "amdrun":
-		if o.ElasticNNodes != "" {
-			return cmdutil.FlagErrorf("%s %s: a range of nodes needs --launcher torchrun (elastic rendezvous is torchrun's job)", r.label("nnodes"), o.ElasticNNodes)
+		if handToAgent(o, rdzv) {
+			return validateRendezvous(cmd, o, r)
 		}
 		switch backend := rdzv["backend"]; backend {
 		case "", "static":
@@ -474,9 +478,6 @@ func validateRendezvous(cmd *cobra.Command, o *Options, r *raw) error {
 				o.MasterAddr, o.MasterPort = host, port
 			}
 		default:
-			if o.NNodes > 1 {
-				return cmdutil.FlagErrorf("%s %s on %d nodes needs --launcher torchrun (amdrun's own ranks meet at --master-addr:--master-port)", r.label("rdzv-backend"), backend, o.NNodes)
-			}
 			// One node: amdrun's own store on a free local port serves the
 			// ranks as torchrun's rendezvous would.
 		}
@@ -488,7 +489,7 @@ func validateRendezvous(cmd *cobra.Command, o *Options, r *raw) error {
 		}
 	case "torchrun":
 		for _, f := range []string{"python", "no-prefix", "bind"} {
-			if changed(f) {
+			if changed(f) && !(o.Agent && f == "python") { // the agent runs with --python
 				return cmdutil.FlagErrorf("--%s does not apply with --launcher torchrun (torchrun starts the ranks: give torchrun's own options through its environment or use --launcher amdrun)", f)
 			}
 		}

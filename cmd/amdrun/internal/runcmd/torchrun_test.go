@@ -49,7 +49,9 @@ func torchrunCases() []torchrunCase {
 		{args: []string{"--nnodes", "1:1"}, check: func(o *runcmd.Options) string {
 			return eq("NNodes, ElasticNNodes", []any{o.NNodes, o.ElasticNNodes}, []any{1, ""})
 		}},
-		{args: []string{"--nnodes", "2:4"}, err: "--nnodes 2:4: a range of nodes needs --launcher torchrun"},
+		{args: []string{"--nnodes", "2:4"}, check: func(o *runcmd.Options) string {
+			return eq("Launcher, Agent, ElasticNNodes, NProc", []any{o.Launcher, o.Agent, o.ElasticNNodes, o.NProc}, []any{"torchrun", true, "2:4", 1})
+		}, warn: "--nnodes 2:4: amdrun chooses and leases this node's devices, torch's elastic agent (python -m torch.distributed.run) runs the rendezvous and restarts"},
 		{args: []string{"--nproc-per-node", "4"}, check: func(o *runcmd.Options) string {
 			return eq("NProc, NGPUs", []int{o.NProc, o.NGPUs}, []int{4, 4})
 		}},
@@ -59,7 +61,10 @@ func torchrunCases() []torchrunCase {
 		{args: []string{"--nproc-per-node", "xpu"}, err: "not Intel XPUs"},
 		{args: []string{"--nproc-per-node", "0"}, err: `--nproc-per-node: want a number of ranks (at least 1), gpu, auto or cpu, got "0"`},
 		{args: []string{"--rdzv-backend", "c10d"}, check: func(o *runcmd.Options) string { return eq("Rdzv", len(o.Rdzv), 0) }},
-		{args: []string{"--rdzv-backend", "c10d", "--nnodes", "2", "--master-addr", "n0", "--master-port", "1", "-n", "1"}, err: "--rdzv-backend c10d on 2 nodes needs --launcher torchrun"},
+		{args: []string{"--rdzv-backend", "c10d", "--rdzv-endpoint", "n0:29400", "--nnodes", "2", "-n", "2"}, check: func(o *runcmd.Options) string {
+			return eq("Launcher, Agent, Rdzv, NGPUs", []any{o.Launcher, o.Agent, o.Rdzv, o.NGPUs},
+				[]any{"torchrun", true, map[string]string{"backend": "c10d", "endpoint": "n0:29400"}, 2})
+		}, warn: "--rdzv-backend c10d on several nodes: amdrun chooses and leases"},
 		{args: []string{"--rdzv-endpoint", "10.0.0.1:29600"}, check: func(o *runcmd.Options) string {
 			return eq("master", fmt.Sprintf("%s:%d", o.MasterAddr, o.MasterPort), "10.0.0.1:29600")
 		}},
