@@ -17,7 +17,7 @@ import (
 // prompt showed only once the line was ended.
 func TestRunShowsPartialPrompt(t *testing.T) {
 	testutil.EndToEnd(t)
-	m, tty := openPTY(t)
+	m, tty := testutil.OpenPTY(t)
 	scr := readScreen(m)
 	p, dir := workerPlan(t, 2, "prompt")
 	done := make(chan error, 1)

@@ -11,9 +11,24 @@ import (
 )
 
 // DefaultSignals are the signals Run forwards when RunOptions.Forward is
-// nil: torchrun's default --signals-to-handle (SIGTERM, SIGINT, SIGHUP,
-// SIGQUIT) and the two Slurm sends before preemption (SIGUSR1, SIGUSR2).
-var DefaultSignals = []os.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2}
+// nil (ForwardedSignals): torchrun's default --signals-to-handle
+// (SIGTERM, SIGINT, SIGHUP, SIGQUIT) and the two Slurm sends before
+// preemption (SIGUSR1, SIGUSR2).
+var DefaultSignals = signalsNamed(ForwardedSignals)
+
+// signalsNamed are the signals of names ("SIGINT", ...); a name the
+// kernel does not know is a bug in the list, and panics at start.
+func signalsNamed(names []string) []os.Signal {
+	out := make([]os.Signal, len(names))
+	for i, n := range names {
+		sig := unix.SignalNum(n)
+		if sig == 0 {
+			panic("launch: unknown signal " + n)
+		}
+		out[i] = sig
+	}
+	return out
+}
 
 // unforwardable are signals that cannot be caught (SIGKILL, SIGSTOP) or
 // that the Go runtime or amdrun's supervision needs (SIGCHLD, SIGURG,

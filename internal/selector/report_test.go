@@ -191,7 +191,7 @@ func optimum(t testing.TB, m *topology.Model, k int) (tree, ring int64, ringExac
 			}
 		}
 	}
-	ch, err := Select(m, Request{N: k, Budget: 30e9}, Ring)
+	ch, err := Select(m, Request{N: k, Work: 1 << 30, Budget: 30e9}, Ring)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,12 +24,3 @@ func handToAgent(o *Options, rdzv map[string]string) bool {
 	o.Warn.Warn("%s: amdrun chooses and leases this node's devices, torch's elastic agent (python -m torch.distributed.run) runs the rendezvous and restarts; ranks are not bound to NUMA nodes under the agent", what)
 	return true
 }
-
-// agentArgv is the command that runs torch's agent: the workers' own
-// interpreter for a job handed over by handToAgent, else torchrun.
-func agentArgv(o *Options) []string {
-	if !o.Agent {
-		return nil
-	}
-	return []string{o.Python, "-m", "torch.distributed.run"}
-}
