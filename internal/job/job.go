@@ -104,8 +104,18 @@ func torchrunSettings(o *Options, env []string) launch.Torchrun {
 	return launch.Torchrun{
 		UserEnv: env, NNodes: nnodes, NodeRank: o.NodeRank, MasterAddr: o.MasterAddr,
 		MasterPort: o.MasterPort, Rdzv: o.Rdzv, MaxRestarts: o.MaxRestarts,
-		Module: o.Module, NoPython: o.NoPython, Extra: o.TorchrunArgs, Args: o.Args,
+		Module: o.Module, NoPython: o.NoPython, Extra: o.TorchrunArgs, Args: o.Args, Agent: agentArgv(o),
 	}
+}
+
+// agentArgv is the command that runs torch's agent: the workers' own
+// interpreter for a job amdrun hands over (Options.Agent), else nil
+// (the torchrun on PATH).
+func agentArgv(o *Options) []string {
+	if !o.Agent {
+		return nil
+	}
+	return []string{o.Python, "-m", "torch.distributed.run"}
 }
 
 // supervise runs p under launch.Run with the lease's lock files held by
@@ -149,6 +159,7 @@ func runOptions(o *Options, p *Plan) launch.RunOptions {
 		Tee:         o.Tee,
 		Contain:     o.Contain,
 		MaxRestarts: o.MaxRestarts,
+		Forward:     o.Forward, PrefixTemplate: o.PrefixTemplate,
 	}
 	if in, ok := o.Stdin.(*os.File); ok {
 		ro.Stdin = in

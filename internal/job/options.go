@@ -15,6 +15,7 @@ package job
 import (
 	"context"
 	"io"
+	"os"
 	"time"
 
 	"github.com/amdrun/amdrun/internal/launch"
@@ -168,6 +169,11 @@ type Planning struct {
 	// TorchrunArgs are torchrun's flags passed on with Launcher
 	// "torchrun" (underscore spellings).
 	TorchrunArgs []string
+	// Agent says the job goes to torch's elastic agent, python -m
+	// torch.distributed.run of Python, because its rendezvous needs it
+	// (c10d/etcd on several nodes, or --nnodes MIN:MAX); false with
+	// Launcher "torchrun" runs the torchrun on PATH.
+	Agent bool
 }
 
 // Supervision is how the ranks are run, watched and ended.
@@ -175,6 +181,12 @@ type Supervision struct {
 	// Grace is the time between SIGTERM and SIGKILL after a failure (0:
 	// SIGKILL at once).
 	Grace time.Duration
+	// Forward are the signals passed to the ranks (--signals-to-handle);
+	// nil means launch.DefaultSignals.
+	Forward []os.Signal
+	// PrefixTemplate is torchrun's TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE
+	// for the ranks' console prefixes; "" means "[rankN]: ".
+	PrefixTemplate string
 	// Contain is how the job's processes are kept from outliving it
 	// (ContainAuto: the strongest permitted).
 	Contain launch.Containment

@@ -242,6 +242,35 @@ func fakeWorker(mode string) int {
 		}
 		os.Stdout.WriteString("\rprogress 3/3\n")
 		return 0
+	case "kbint":
+		// What Python prints when Ctrl-C ends a script: a traceback that
+		// ends with KeyboardInterrupt, then exit 130.
+		ch := make(chan os.Signal, 1)
+		signal.Notify(ch, syscall.SIGINT)
+		fmt.Println("ready")
+		<-ch
+		fmt.Fprint(os.Stderr, "Traceback (most recent call last):\n")
+		for i := 0; i < 8; i++ {
+			fmt.Fprintf(os.Stderr, "  File \"train.py\", line %d, in step\n    loss.backward()\n", 10+i)
+		}
+		fmt.Fprint(os.Stderr, "KeyboardInterrupt\n")
+		return 130
+	case "prompt":
+		// Rank 0 asks "continue? " without a newline, as input() does,
+		// and ends the line with "yes" once DIR/go exists; the others
+		// wait for it silently.
+		if rank == 0 {
+			os.Stdout.WriteString("continue? ")
+		}
+		for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+			if _, err := os.Stat(filepath.Join(dir, "go")); err == nil {
+				break
+			}
+		}
+		if rank == 0 {
+			os.Stdout.WriteString("yes\n")
+		}
+		return 0
 	case "attempts":
 		// Says which attempt it is on stdout and stderr; rank 0 fails
 		// the first attempt.

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"time"
 )
 
 // maxLine is the longest line written in one piece; a longer line is cut
@@ -18,11 +19,16 @@ const tailLines = 10
 // of different ranks never interleave mid-line.
 type console struct {
 	mu sync.Mutex
+	// open is the stream whose partial line the console shows, not ended
+	// yet (see partialAfter), written to openW; nil: at a line's start.
+	open  *stream
+	openW io.Writer
 }
 
 func (c *console) write(w io.Writer, b []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.endOpen(nil)
 	_, _ = w.Write(b) // a console that fails must not stop the workers
 }
 
@@ -76,6 +82,14 @@ type stream struct {
 	log  io.Writer // nil: no log file
 	tail *tail     // nil: not kept
 	buf  []byte    // what goes to the console, reused
+
+	// mu guards the partial line shared with the timer that shows it
+	// (see partialAfter): pending is the line read so far, shownPart how
+	// much of it the console shows.
+	mu        sync.Mutex
+	pending   []byte
+	shownPart int
+	timer     *time.Timer
 }
 
 // pump reads r until EOF or error (a read deadline ends it) and closes r.
@@ -98,6 +112,7 @@ func (s *stream) pump(r *os.File) {
 	lastByte := byte('\n')
 	for {
 		m, err := r.Read(buf[n:])
+		s.mu.Lock()
 		if m > 0 {
 			chunk := buf[n : n+m]
 			if s.log != nil {
@@ -132,17 +147,22 @@ func (s *stream) pump(r *os.File) {
 			case n > 0 && afterCR && !s.raw && s.out != nil:
 				s.redraw(buf[:n])
 				drawn = n
+			case n > 0 && !s.raw && s.out != nil:
+				s.armPartial(buf[:n])
 			}
 		}
 		if err != nil {
+			s.stopPartial()
 			if n > 0 {
 				s.emit(buf[:n], afterCR, false)
 			}
 			if s.raw && s.out != nil && lastByte != '\n' && lastByte != '\r' {
 				s.con.write(s.out, []byte{'\n'}) // as emit ends a last line
 			}
+			s.mu.Unlock()
 			return
 		}
+		s.mu.Unlock()
 	}
 }
 
@@ -185,6 +205,16 @@ func (s *stream) emit(piece []byte, afterCR, shown bool) {
 	}
 	last := piece[len(piece)-1]
 	ended := last == '\n' || last == '\r'
+	if s.shownPart > 0 {
+		// The console shows the line's beginning already (a prompt).
+		var end []byte
+		if !ended {
+			end = []byte{'\n'}
+		}
+		s.con.finishPartial(s, s.out, piece[min(s.shownPart, len(piece)):], end)
+		s.shownPart = 0
+		return
+	}
 	if s.prefix == "" && ended {
 		s.con.write(s.out, piece)
 		return

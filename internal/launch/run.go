@@ -77,6 +77,16 @@ type RunOptions struct {
 	// itself through signal.Notify (ForwardedSignals). Tests inject
 	// signals through it.
 	Signals <-chan os.Signal
+	// Forward are the signals Run catches and passes to every group
+	// (torchrun's --signals-to-handle); nil means DefaultSignals. SIGINT,
+	// SIGTERM, SIGHUP and SIGQUIT stop the run, any other is only passed
+	// on. A signal not in Forward is not caught: it does to amdrun what
+	// it does to any process.
+	Forward []os.Signal
+	// PrefixTemplate, when set with Prefix, is the prefix of each rank's
+	// console lines, torchrun's TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE
+	// (see PrefixFromTemplate); "" means "[rankN]: ".
+	PrefixTemplate string
 	// OnStart, when set, is called with each worker's global rank and pid
 	// (as this process sees it) right after it starts.
 	OnStart func(rank, pid int)

@@ -24,23 +24,6 @@ import (
 // exited: a child it left behind may hold the pipe open.
 const drainTimeout = 2 * time.Second
 
-// forwarded are ForwardedSignals as signals.
-var forwarded = signalsNamed(ForwardedSignals)
-
-// signalsNamed are the signals of names ("SIGINT", ...); a name the
-// kernel does not know is a bug in the list, and panics at start.
-func signalsNamed(names []string) []os.Signal {
-	out := make([]os.Signal, len(names))
-	for i, n := range names {
-		sig := unix.SignalNum(n)
-		if sig == 0 {
-			panic("launch: unknown signal " + n)
-		}
-		out[i] = sig
-	}
-	return out
-}
-
 // Run starts the plan's workers and supervises them until every one has
 // exited and been reaped, and every process they started is gone. Each
 // worker runs under its guard (see Containment: amdrun re-executed from
@@ -63,8 +46,9 @@ func signalsNamed(names []string) []os.Signal {
 // the exception it recorded in its error file (torch's @record), else the
 // last lines of its stderr. While restarts are left, the
 // whole group starts again with TORCHELASTIC_RESTART_COUNT one higher.
-// ForwardedSignals are forwarded to
-// every group (no other signal, even when Signals delivers it; a signal
+// The signals of RunOptions.Forward (by default SIGINT, SIGTERM, SIGHUP,
+// SIGQUIT, SIGUSR1 and SIGUSR2) are forwarded to every group (no other
+// signal, even when Signals delivers it; a signal
 // the process started with ignored, as under nohup, stays ignored); the
 // first four also end the run: every rank gets the whole Grace to finish
 // its handler before SIGKILL, and a rank that then dies of a signal or
@@ -137,7 +121,7 @@ func Run(ctx context.Context, p *Plan, o RunOptions) (exitCode int, err error) {
 		// Large buffer: signal.Notify drops signals when the channel is
 		// full, and a burst (terminal ^C repeated) must not be lost.
 		ch := make(chan os.Signal, 128)
-		signal.Notify(ch, notified()...)
+		signal.Notify(ch, notified(o.forward())...)
 		defer signal.Stop(ch)
 		s.sigs = ch
 	}
@@ -226,7 +210,7 @@ func (s *supervisor) uncontain() {
 // notified are the forwarded signals that are not ignored: a signal the
 // process was started with ignored (nohup's SIGHUP) stays ignored, as
 // signal.Notify would otherwise install a handler for it.
-func notified() []os.Signal {
+func notified(forwarded []os.Signal) []os.Signal {
 	var out []os.Signal
 	for _, sig := range forwarded {
 		if !signal.Ignored(sig) {
@@ -610,7 +594,7 @@ func (s *supervisor) endingPending() bool {
 // a second SIGINT kills at once.
 func (s *supervisor) onSignal(g *group, sig os.Signal) {
 	ss, ok := sig.(syscall.Signal)
-	if !ok {
+	if !ok || !slices.Contains(s.o.forward(), sig) {
 		return
 	}
 	switch ss {
@@ -626,11 +610,12 @@ func (s *supervisor) onSignal(g *group, sig os.Signal) {
 			}
 		}
 		g.stop(ss, s.o.Grace)
-	case unix.SIGUSR1, unix.SIGUSR2:
+	default:
 		g.signal(ss)
 	}
-	// Anything else (SIGCHLD, SIGURG, SIGWINCH from a caller's catch-all
-	// Signals channel) is amdrun's own business, never the workers'.
+	// A signal not in Forward (SIGCHLD, SIGURG, SIGWINCH from a caller's
+	// catch-all Signals channel) is amdrun's own business, never the
+	// workers'.
 }
 
 // holdCount is how many held files each guard keeps: all of them when
@@ -805,6 +790,10 @@ func (s *supervisor) pump(w *worker, reads, logs [2]*os.File, console Std) {
 	prefix := ""
 	if s.o.Prefix {
 		prefix = fmt.Sprintf("[rank%d]: ", w.r.Rank)
+		if s.o.PrefixTemplate != "" {
+			role, _ := LookupEnv(w.r.Env, "ROLE_NAME")
+			prefix = PrefixFromTemplate(s.o.PrefixTemplate, role, w.r.Rank, w.r.LocalRank)
+		}
 	}
 	dst := [2]io.Writer{s.o.Stdout, s.o.Stderr}
 	var wg sync.WaitGroup
@@ -950,6 +939,8 @@ func (s *supervisor) summary(g *group, root *worker, attempt, notStarted int) {
 			for _, l := range w.rec.Lines() {
 				fmt.Fprintf(&b, "      %s\n", l)
 			}
+		} else if ki, ok := interruptLine(w.tail.get()); ok && s.interrupted != 0 {
+			fmt.Fprintf(&b, "    %s (traceback not repeated here)\n", ki)
 		} else if lines := w.tail.get(); len(lines) > 0 {
 			fmt.Fprintf(&b, "    last %d stderr line(s):\n", len(lines))
 			for _, l := range lines {

@@ -33,6 +33,10 @@ type Torchrun struct {
 	Extra []string
 	// Args are SCRIPT ARGS..., as the user gave them.
 	Args []string
+	// Agent is the command that runs torch's elastic agent; nil means
+	// ["torchrun"]. amdrun hands a c10d/etcd or elastic job to
+	// [python, -m, torch.distributed.run] of the workers' interpreter.
+	Agent []string
 }
 
 // rdzvNames are torchrun's rendezvous settings, in the order they are
@@ -60,7 +64,11 @@ func TorchrunPlan(p *Plan, t Torchrun) *Plan {
 	// Underscore spellings: torchrun accepts them from torch 1.9 to the
 	// current release; the hyphenated ones only since torch 2.0 (1.13's
 	// argparse rejects --nproc-per-node).
-	argv := []string{"torchrun", "--nproc_per_node", strconv.Itoa(len(p.Ranks)), "--nnodes", t.NNodes}
+	argv := append([]string{}, t.Agent...)
+	if len(argv) == 0 {
+		argv = []string{"torchrun"}
+	}
+	argv = append(argv, "--nproc_per_node", strconv.Itoa(len(p.Ranks)), "--nnodes", t.NNodes)
 	if len(t.Rdzv) == 0 {
 		if t.NNodes == "1" {
 			argv = append(argv, "--standalone")

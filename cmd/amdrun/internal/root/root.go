@@ -99,8 +99,13 @@ func Main(stampedVersion string) int {
 	}
 	f := cmdutil.New(version.Current(stampedVersion))
 	cmd := NewCmdRoot(f)
-	cmd.SetArgs(os.Args[1:])
-	err := cmd.ExecuteContext(context.Background())
+	// torchrun's argparse takes --nproc_per_nod for --nproc_per_node.
+	args, err := runcmd.ExpandAbbrev(cmd, os.Args[1:])
+	if err != nil {
+		return exitCode(f, cmd, err)
+	}
+	cmd.SetArgs(args)
+	err = cmd.ExecuteContext(context.Background())
 	return exitCode(f, cmd, err)
 }
 

@@ -248,8 +248,6 @@ func TestNewCmdRunFlagErrors(t *testing.T) {
 		{"empty devices", []string{"--devices", "", "t.py"}, []string{"--devices", "empty"}},
 		{"malformed exclude", []string{"--exclude", "a", "t.py"}, []string{"--exclude", `"a"`}},
 		{"node rank not below nnodes", []string{"--nnodes", "2", "--node-rank", "2", "--master-port", "29500", "-n", "1", "t.py"}, []string{"--node-rank", "0..1", "got 2"}},
-		{"nnodes without master port", []string{"--nnodes", "2", "-n", "1", "t.py"}, []string{"--master-port", "--nnodes 2"}},
-		{"nnodes without master addr", []string{"--nnodes", "2", "--master-port", "29500", "-n", "2", "t.py"}, []string{"--master-addr", "--nnodes 2"}},
 		{"nnodes without ngpus", []string{"--nnodes", "2", "--master-addr", "node0", "--master-port", "29500", "t.py"}, []string{"--ngpus", "--nnodes 2"}},
 		{"module with no-python", []string{"-m", "--no-python", "x"}, []string{"--no-python", "--module"}},
 		{"json without dry-run", []string{"--json", "t.py"}, []string{"--json", "--dry-run"}},

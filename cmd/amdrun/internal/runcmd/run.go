@@ -283,12 +283,7 @@ func validateNodes(cmd *cobra.Command, o *Options, r *raw) error {
 	if o.MasterPort < 0 || o.MasterPort > 65535 {
 		return cmdutil.FlagErrorf("%s must be in 1..65535, got %d", r.label("master-port"), o.MasterPort)
 	}
-	if o.NNodes > 1 && o.MasterPort == 0 && o.Launcher == "amdrun" {
-		return cmdutil.FlagErrorf("--nnodes %d needs --master-port (every node must use the same port)", o.NNodes)
-	}
-	if o.NNodes > 1 && o.Launcher == "amdrun" && o.Slurm == nil && !cmd.Flags().Changed("master-addr") {
-		return cmdutil.FlagErrorf("--nnodes %d needs --master-addr: the address of node 0, the same on every node", o.NNodes)
-	}
+	multiNodeDefaults(o, cmd.Flags().Changed)
 	return nil
 }
 
@@ -366,8 +361,8 @@ func validateRendezvous(cmd *cobra.Command, o *Options, r *raw) error {
 	}
 	switch o.Launcher {
 	case "amdrun":
-		if o.ElasticNNodes != "" {
-			return cmdutil.FlagErrorf("%s %s: a range of nodes needs --launcher torchrun (elastic rendezvous is torchrun's job)", r.label("nnodes"), o.ElasticNNodes)
+		if handToAgent(o, rdzv) {
+			return validateRendezvous(cmd, o, r)
 		}
 		switch backend := rdzv["backend"]; backend {
 		case "", "static":
@@ -384,16 +379,18 @@ func validateRendezvous(cmd *cobra.Command, o *Options, r *raw) error {
 				o.MasterAddr, o.MasterPort = host, port
 			}
 		default:
-			if o.NNodes > 1 {
-				return cmdutil.FlagErrorf("%s %s on %d nodes needs --launcher torchrun (amdrun's own ranks meet at --master-addr:--master-port)", r.label("rdzv-backend"), backend, o.NNodes)
-			}
 			// One node: amdrun's own store on a free local port serves the
 			// ranks as torchrun's rendezvous would.
 		}
 		o.RunID = rdzv["id"]
+		if c, ok := rdzv["conf"]; ok && o.NNodes == 1 {
+			if err := rdzvConfOneNode(o, r.label("rdzv-conf"), c); err != nil {
+				return err
+			}
+		}
 	case "torchrun":
 		for _, f := range []string{"python", "no-prefix", "bind"} {
-			if changed(f) {
+			if changed(f) && !(o.Agent && f == "python") { // the agent runs with --python
 				return cmdutil.FlagErrorf("--%s does not apply with --launcher torchrun (torchrun starts the ranks: give torchrun's own options through its environment or use --launcher amdrun)", f)
 			}
 		}

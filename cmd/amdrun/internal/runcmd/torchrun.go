@@ -1,6 +1,7 @@
 package runcmd
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -105,24 +106,23 @@ func addTorchrunFlags(fl *pflag.FlagSet, o *Options, t *torchrunFlags) {
 	fl.StringVarP(&t.tee, "tee", "t", "", "streams of each rank written to --log-dir and the console (values as --redirects)")
 	fl.IntVar(&t.shutdownTimeout, "shutdown-timeout", 0, "seconds between SIGTERM and SIGKILL (torchrun's name for --grace)")
 	fl.StringVar(&t.numaBinding, "numa-binding", "", "torchrun's binding: node (= --bind numa) or exclusive (= --bind exclusive)")
-	fl.StringVar(&t.signals, "signals-to-handle", "", "signals forwarded to the ranks; amdrun always forwards "+strings.Join(launch.ForwardedSignals, ",")+", so a subset of these")
+	fl.StringVar(&t.signals, "signals-to-handle", "", "signals forwarded to the ranks, e.g. SIGTERM,SIGINT,SIGUSR1 (default SIGINT,SIGTERM,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2); INT, TERM, HUP and QUIT also stop the job")
 	fl.StringVar(&t.monitorInterval, "monitor-interval", "", "accepted for torchrun: amdrun sees a rank exit at once, there is nothing to poll")
 	fl.StringVar(&t.startMethod, "start-method", "", "accepted for torchrun (spawn, fork or forkserver): ranks are programs, started the same way under each")
-	fl.StringVar(&t.eventLogHandler, "event-log-handler", "", "with --launcher torchrun: passed to torchrun (amdrun records no torchelastic events)")
-	fl.StringVar(&t.localAdr, "local-addr", "", "with --launcher torchrun: passed to torchrun (its rendezvous address of this node)")
-	fl.StringVar(&t.logsSpecs, "logs-specs", "", "with --launcher torchrun: passed to torchrun (a torchrun.logs_specs entry point)")
-	fl.StringVar(&t.dupOut, "duplicate-stdout-filters", "", "with --launcher torchrun: passed to torchrun")
-	fl.StringVar(&t.dupErr, "duplicate-stderr-filters", "", "with --launcher torchrun: passed to torchrun")
+	fl.StringVar(&t.eventLogHandler, "event-log-handler", "", "passed to torch's agent when it runs the job (amdrun records no torchelastic events)")
+	fl.StringVar(&t.localAdr, "local-addr", "", "passed to torch's agent when it runs the job (its rendezvous address of this node)")
+	fl.StringVar(&t.logsSpecs, "logs-specs", "", "passed to torch's agent when it runs the job (a torchrun.logs_specs entry point)")
+	fl.StringVar(&t.dupOut, "duplicate-stdout-filters", "", "passed to torch's agent when it runs the job")
+	fl.StringVar(&t.dupErr, "duplicate-stderr-filters", "", "passed to torch's agent when it runs the job")
 }
 
-// torchrunOnly are torchrun's flags amdrun can only pass to torchrun:
-// with --launcher amdrun they are refused, with the reason.
-var torchrunOnly = map[string]string{
+// noEffect says why a torchrun option that only torch's agent uses
+// changes nothing when amdrun starts the ranks itself.
+var noEffect = map[string]string{
 	"local-addr":               "it is the address torchrun's rendezvous publishes for this node; amdrun's ranks meet at --master-addr",
-	"logs-specs":               "it names a Python plugin of torchrun's",
-	"duplicate-stdout-filters": "amdrun does not copy filtered lines to another file",
-	"duplicate-stderr-filters": "amdrun does not copy filtered lines to another file",
-	"rdzv-conf":                "it configures torchrun's rendezvous",
+	"logs-specs":               "it names a Python plugin of torchrun's; --log-dir keeps torchrun's default layout",
+	"duplicate-stdout-filters": "amdrun does not copy matching lines to another file; every line is in the ranks' stdout.log under --log-dir",
+	"duplicate-stderr-filters": "amdrun does not copy matching lines to another file; every line is in the ranks' stderr.log under --log-dir",
 }
 
 // validateTorchrun turns torchrun's flags into Options: each has
@@ -165,6 +165,9 @@ func validateTorchrun(cmd *cobra.Command, o *Options, t *torchrunFlags, label fu
 		}
 		o.Grace = time.Duration(t.shutdownTimeout) * time.Second
 	}
+	if err := torchrunEnv(o, changed); err != nil {
+		return err
+	}
 	if changed("numa-binding") {
 		var b launch.BindMode
 		switch t.numaBinding {
@@ -183,27 +186,24 @@ func validateTorchrun(cmd *cobra.Command, o *Options, t *torchrunFlags, label fu
 		o.Bind = b
 	}
 	if changed("signals-to-handle") {
-		for _, s := range strings.Split(t.signals, ",") {
-			s = strings.ToUpper(strings.TrimSpace(s))
-			if !strings.HasPrefix(s, "SIG") {
-				s = "SIG" + s
-			}
-			if !slices.Contains(launch.ForwardedSignals, s) {
-				return cmdutil.FlagErrorf("%s: amdrun forwards %s to the ranks, not %s", label("signals-to-handle"), strings.Join(launch.ForwardedSignals, ", "), s)
-			}
+		sigs, err := launch.ParseSignals(t.signals)
+		if err != nil {
+			return cmdutil.FlagErrorf("%s: %v", label("signals-to-handle"), err)
 		}
+		o.Forward = sigs
 	}
 	if o.Launcher == "torchrun" {
 		return nil
 	}
-	// --launcher amdrun from here: amdrun's own meaning, or a refusal.
-	for _, name := range []string{"local-addr", "logs-specs", "duplicate-stdout-filters", "duplicate-stderr-filters", "rdzv-conf"} {
+	// --launcher amdrun from here: amdrun's own meaning, or a note that
+	// the option changes nothing (never a refusal: torchrun runs the line).
+	for _, name := range []string{"local-addr", "logs-specs", "duplicate-stdout-filters", "duplicate-stderr-filters"} {
 		if changed(name) {
-			return cmdutil.FlagErrorf("%s needs --launcher torchrun: %s", label(name), torchrunOnly[name])
+			o.Warn.Warn("%s does nothing under amdrun: %s", label(name), noEffect[name])
 		}
 	}
 	if changed("event-log-handler") && t.eventLogHandler != "null" {
-		return cmdutil.FlagErrorf("%s %s needs --launcher torchrun: amdrun records no torchelastic events", label("event-log-handler"), t.eventLogHandler)
+		o.Warn.Warn("%s %s does nothing under amdrun: it records no torchelastic events", label("event-log-handler"), t.eventLogHandler)
 	}
 	return nil
 }
@@ -268,4 +268,111 @@ func torchrunArgs(cmd *cobra.Command, o *Options, t *torchrunFlags) []string {
 		out = append(out, "--virtual_local_rank")
 	}
 	return out
+}
+
+// torchrunEnv reads the variables torch's agent reads besides PET_*:
+// TORCH_ELASTIC_SHUTDOWN_TIMEOUT, the grace in seconds when neither
+// --shutdown-timeout nor --grace is given, and
+// TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE, the ranks' console prefix.
+func torchrunEnv(o *Options, changed func(string) bool) error {
+	env := o.Env()
+	if v, ok := launch.LookupEnv(env, "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"); ok && !changed("shutdown-timeout") && !changed("grace") {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 0 {
+			return cmdutil.FlagErrorf("TORCH_ELASTIC_SHUTDOWN_TIMEOUT=%q: want a whole number of seconds, as torchrun reads it", v)
+		}
+		o.Grace = time.Duration(n) * time.Second
+	}
+	if v, ok := launch.LookupEnv(env, "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"); ok && v != "" {
+		o.PrefixTemplate = v
+	}
+	return nil
+}
+
+// TorchrunMasterPort is torchrun's --master-port default, which every
+// node of a static multi-node job then agrees on.
+const TorchrunMasterPort = 29500
+
+// multiNodeDefaults gives a static multi-node job torchrun's defaults
+// where the flags leave them out: --master-port 29500 (one node keeps a
+// free port, so that two jobs there cannot collide) and --master-addr
+// 127.0.0.1, which only works when every node runs on this machine, and
+// a warning says so.
+func multiNodeDefaults(o *Options, changed func(string) bool) {
+	if o.NNodes <= 1 || o.Launcher != "amdrun" {
+		return
+	}
+	if o.MasterPort == 0 {
+		o.MasterPort = TorchrunMasterPort
+	}
+	if o.Slurm == nil && !changed("master-addr") {
+		o.Warn.Warn("--nnodes %d without --master-addr: the nodes meet at %s:%d, as with torchrun, so every node must run on this machine", o.NNodes, o.MasterAddr, o.MasterPort)
+	}
+}
+
+// rdzvTimeouts are the --rdzv-conf keys of torch's rendezvous handlers
+// that are timeouts in whole seconds (RendezvousParameters.get_as_int).
+var rdzvTimeouts = []string{"join_timeout", "read_timeout", "last_call_timeout", "close_timeout", "timeout"}
+
+// ParseRdzvConf reads --rdzv-conf as torchrun's _parse_rendezvous_config
+// does: KEY=VALUE pairs separated by commas, spaces around each trimmed,
+// the last of a key winning; an empty key or value is an error, and so
+// is a timeout key whose value is not a whole number of seconds.
+func ParseRdzvConf(s string) (map[string]string, []string, error) {
+	conf := map[string]string{}
+	var keys []string
+	if strings.TrimSpace(s) == "" {
+		return conf, nil, nil
+	}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, _ := strings.Cut(kv, "=")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if k == "" {
+			return nil, nil, fmt.Errorf("want KEY=VALUE,...,KEY=VALUE, got %q", s)
+		}
+		if v == "" {
+			return nil, nil, fmt.Errorf("%s has no value", k)
+		}
+		if slices.Contains(rdzvTimeouts, k) {
+			if n, err := strconv.Atoi(v); err != nil || n <= 0 {
+				return nil, nil, fmt.Errorf("%s=%s: want a whole number of seconds", k, v)
+			}
+		}
+		if _, seen := conf[k]; !seen {
+			keys = append(keys, k)
+		}
+		conf[k] = v
+	}
+	return conf, keys, nil
+}
+
+// rdzvConfOneNode reads --rdzv-conf for a job amdrun runs itself on one
+// node and says, in one line, what its keys do there: the timeouts bound
+// waits for other nodes, which one node does not have (amdrun starts its
+// ranks together, so they hold at once); any other key configures a
+// rendezvous backend amdrun does not run.
+func rdzvConfOneNode(o *Options, label, conf string) error {
+	_, keys, err := ParseRdzvConf(conf)
+	if err != nil {
+		return cmdutil.FlagErrorf("%s: %v", label, err)
+	}
+	var met, none []string
+	for _, k := range keys {
+		if slices.Contains(rdzvTimeouts, k) {
+			met = append(met, k)
+		} else {
+			none = append(none, k)
+		}
+	}
+	var parts []string
+	if len(met) > 0 {
+		parts = append(parts, strings.Join(met, ", ")+" hold at once (one node: amdrun starts its ranks together, no node waits for another)")
+	}
+	if len(none) > 0 {
+		parts = append(parts, strings.Join(none, ", ")+" do nothing (amdrun runs no rendezvous backend on one node)")
+	}
+	if len(parts) > 0 {
+		o.Warn.Warn("%s: %s", label, strings.Join(parts, "; "))
+	}
+	return nil
 }

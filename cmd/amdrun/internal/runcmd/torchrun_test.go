@@ -34,6 +34,7 @@ type torchrunCase struct {
 	args  []string
 	check func(o *runcmd.Options) string // "" when right
 	err   string
+	warn  string // what the one warning says, if any
 }
 
 func torchrunCases() []torchrunCase {
@@ -48,7 +49,9 @@ func torchrunCases() []torchrunCase {
 		{args: []string{"--nnodes", "1:1"}, check: func(o *runcmd.Options) string {
 			return eq("NNodes, ElasticNNodes", []any{o.NNodes, o.ElasticNNodes}, []any{1, ""})
 		}},
-		{args: []string{"--nnodes", "2:4"}, err: "--nnodes 2:4: a range of nodes needs --launcher torchrun"},
+		{args: []string{"--nnodes", "2:4"}, check: func(o *runcmd.Options) string {
+			return eq("Launcher, Agent, ElasticNNodes, NProc", []any{o.Launcher, o.Agent, o.ElasticNNodes, o.NProc}, []any{"torchrun", true, "2:4", 1})
+		}, warn: "--nnodes 2:4: amdrun chooses and leases this node's devices, torch's elastic agent (python -m torch.distributed.run) runs the rendezvous and restarts"},
 		{args: []string{"--nproc-per-node", "4"}, check: func(o *runcmd.Options) string {
 			return eq("NProc, NGPUs", []int{o.NProc, o.NGPUs}, []int{4, 4})
 		}},
@@ -58,7 +61,10 @@ func torchrunCases() []torchrunCase {
 		{args: []string{"--nproc-per-node", "xpu"}, err: "not Intel XPUs"},
 		{args: []string{"--nproc-per-node", "0"}, err: `--nproc-per-node: want a number of ranks (at least 1), gpu, auto or cpu, got "0"`},
 		{args: []string{"--rdzv-backend", "c10d"}, check: func(o *runcmd.Options) string { return eq("Rdzv", len(o.Rdzv), 0) }},
-		{args: []string{"--rdzv-backend", "c10d", "--nnodes", "2", "--master-addr", "n0", "--master-port", "1", "-n", "1"}, err: "--rdzv-backend c10d on 2 nodes needs --launcher torchrun"},
+		{args: []string{"--rdzv-backend", "c10d", "--rdzv-endpoint", "n0:29400", "--nnodes", "2", "-n", "2"}, check: func(o *runcmd.Options) string {
+			return eq("Launcher, Agent, Rdzv, NGPUs", []any{o.Launcher, o.Agent, o.Rdzv, o.NGPUs},
+				[]any{"torchrun", true, map[string]string{"backend": "c10d", "endpoint": "n0:29400"}, 2})
+		}, warn: "--rdzv-backend c10d on several nodes: amdrun chooses and leases"},
 		{args: []string{"--rdzv-endpoint", "10.0.0.1:29600"}, check: func(o *runcmd.Options) string {
 			return eq("master", fmt.Sprintf("%s:%d", o.MasterAddr, o.MasterPort), "10.0.0.1:29600")
 		}},
@@ -67,7 +73,11 @@ func torchrunCases() []torchrunCase {
 		}},
 		{args: []string{"--rdzv-endpoint", "node0"}, err: `--rdzv-endpoint: want HOST:PORT, got "node0"`},
 		{args: []string{"--rdzv-id", "job5"}, check: func(o *runcmd.Options) string { return eq("RunID", o.RunID, "job5") }},
-		{args: []string{"--rdzv-conf", "join_timeout=60"}, err: "--rdzv-conf needs --launcher torchrun"},
+		{args: []string{"--rdzv-conf", "join_timeout=60"}, check: func(o *runcmd.Options) string { return "" }, warn: "--rdzv-conf: join_timeout hold at once"},
+		{args: []string{"--rdzv-conf", "timeout=9, is_host=1"}, check: func(o *runcmd.Options) string { return "" }, warn: "timeout hold at once (one node: amdrun starts its ranks together, no node waits for another); is_host do nothing"},
+		{args: []string{"--rdzv-conf", "read_timeout=soon"}, err: "--rdzv-conf: read_timeout=soon: want a whole number of seconds"},
+		{args: []string{"--rdzv-conf", "=5"}, err: `--rdzv-conf: want KEY=VALUE,...,KEY=VALUE, got "=5"`},
+		{args: []string{"--rdzv-conf", "is_host"}, err: "--rdzv-conf: is_host has no value"},
 		{args: append([]string{"--rdzv-conf", "join_timeout=60", "--rdzv-id", "j"}, tr...), check: func(o *runcmd.Options) string {
 			return eq("Rdzv", o.Rdzv, map[string]string{"conf": "join_timeout=60", "id": "j"})
 		}},
@@ -81,7 +91,7 @@ func torchrunCases() []torchrunCase {
 		{args: []string{"--start-method", "forkserver"}, check: func(o *runcmd.Options) string { return "" }},
 		{args: []string{"--start-method", "thread"}, err: `--start-method: want spawn, fork or forkserver, got "thread"`},
 		{args: []string{"--event-log-handler", "null"}, check: func(o *runcmd.Options) string { return "" }},
-		{args: []string{"--event-log-handler", "console"}, err: "--event-log-handler console needs --launcher torchrun"},
+		{args: []string{"--event-log-handler", "console"}, check: func(o *runcmd.Options) string { return "" }, warn: "--event-log-handler console does nothing under amdrun"},
 		{args: []string{"--role", "trainer"}, check: func(o *runcmd.Options) string { return eq("Role", o.Role, "trainer") }},
 		{args: []string{"-m"}, check: func(o *runcmd.Options) string { return eq("Module", o.Module, true) }},
 		{args: []string{"--module"}, check: func(o *runcmd.Options) string { return eq("Module", o.Module, true) }},
@@ -101,21 +111,28 @@ func torchrunCases() []torchrunCase {
 			return eq("Tee", o.Tee, launch.Streams{PerRank: map[int]launch.Std{0: launch.StdErr}})
 		}},
 		{args: []string{"--local-ranks-filter", "0,1", "-n", "2"}, check: func(o *runcmd.Options) string { return eq("RanksFilter", o.RanksFilter, []int{0, 1}) }},
-		{args: []string{"--duplicate-stdout-filters", "loss"}, err: "--duplicate-stdout-filters needs --launcher torchrun"},
-		{args: []string{"--duplicate-stderr-filters", "Error"}, err: "--duplicate-stderr-filters needs --launcher torchrun"},
+		{args: []string{"--duplicate-stdout-filters", "loss"}, check: func(o *runcmd.Options) string { return "" }, warn: "--duplicate-stdout-filters does nothing under amdrun"},
+		{args: []string{"--duplicate-stderr-filters", "Error"}, check: func(o *runcmd.Options) string { return "" }, warn: "--duplicate-stderr-filters does nothing under amdrun"},
 		{args: []string{"--node-rank", "1", "--nnodes", "2", "--master-addr", "n0", "--master-port", "29500", "-n", "8"}, check: func(o *runcmd.Options) string {
 			return eq("NodeRank, NNodes, master", []any{o.NodeRank, o.NNodes, o.MasterAddr, o.MasterPort}, []any{1, 2, "n0", 29500})
 		}},
 		{args: []string{"--master-addr", "10.1.1.1"}, check: func(o *runcmd.Options) string { return eq("MasterAddr", o.MasterAddr, "10.1.1.1") }},
 		{args: []string{"--master-port", "29501"}, check: func(o *runcmd.Options) string { return eq("MasterPort", o.MasterPort, 29501) }},
-		{args: []string{"--local-addr", "10.0.0.2"}, err: "--local-addr needs --launcher torchrun"},
-		{args: []string{"--logs-specs", "mine"}, err: "--logs-specs needs --launcher torchrun"},
+		{args: []string{"--local-addr", "10.0.0.2"}, check: func(o *runcmd.Options) string { return "" }, warn: "--local-addr does nothing under amdrun"},
+		{args: []string{"--logs-specs", "mine"}, check: func(o *runcmd.Options) string { return "" }, warn: "--logs-specs does nothing under amdrun"},
 		{args: []string{"--numa-binding", "node"}, check: func(o *runcmd.Options) string { return eq("Bind", o.Bind, launch.BindNUMA) }},
 		{args: []string{"--numa-binding", "exclusive"}, check: func(o *runcmd.Options) string { return eq("Bind", o.Bind, launch.BindExclusive) }},
 		{args: []string{"--numa-binding", "socket"}, err: "--numa-binding socket is not supported"},
 		{args: []string{"--numa-binding", "node", "--bind", "none"}, err: "--numa-binding node and --bind none disagree"},
-		{args: []string{"--signals-to-handle", "SIGTERM,SIGINT,SIGUSR1"}, check: func(o *runcmd.Options) string { return "" }},
-		{args: []string{"--signals-to-handle", "SIGTERM,SIGCONT"}, err: "--signals-to-handle: amdrun forwards SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 to the ranks, not SIGCONT"},
+		{args: []string{"--signals-to-handle", "SIGTERM,SIGINT,SIGUSR1"}, check: func(o *runcmd.Options) string {
+			return eq("Forward", launch.SignalNames(o.Forward), "SIGTERM,SIGINT,SIGUSR1")
+		}},
+		{args: []string{"--signals-to-handle", "term, cont,SIGTERM"}, check: func(o *runcmd.Options) string {
+			return eq("Forward", launch.SignalNames(o.Forward), "SIGTERM,SIGCONT")
+		}},
+		{args: []string{"--signals-to-handle", "SIGTERM,SIGNOPE"}, err: "--signals-to-handle: SIGNOPE is not a signal"},
+		{args: []string{"--signals-to-handle", "SIGKILL"}, err: "--signals-to-handle: SIGKILL cannot be forwarded"},
+		{args: []string{"--signals-to-handle", " , "}, err: "--signals-to-handle: empty list of signals"},
 		{args: []string{"--shutdown-timeout", "5"}, check: func(o *runcmd.Options) string { return eq("Grace", o.Grace, 5*time.Second) }},
 		{args: []string{"--shutdown-timeout", "5", "--grace", "3s"}, err: "--shutdown-timeout and --grace say the same thing"},
 		{args: []string{"--virtual-local-rank"}, check: func(o *runcmd.Options) string { return eq("VirtualLocalRank", o.VirtualLocalRank, true) }},
@@ -154,7 +171,12 @@ func TestTorchrunFlags(t *testing.T) {
 				fed[strings.ReplaceAll(a, "_", "-")] = true
 			}
 			f := newFactory(t)
+			var warned []string
+			f.Warn = func(format string, a ...any) { warned = append(warned, fmt.Sprintf(format, a...)) }
 			o, err := parse(t, f, append(args, "t.py")...)
+			if tc.warn != "" && (len(warned) != 1 || !strings.Contains(warned[0], tc.warn)) {
+				t.Errorf("%q: warnings %q, want one containing %q", args, warned, tc.warn)
+			}
 			if tc.err != "" {
 				var fe *cmdutil.FlagError
 				if err == nil || !strings.Contains(err.Error(), tc.err) || !errors.As(err, &fe) || strings.Contains(err.Error(), "\n") {
@@ -211,7 +233,14 @@ func TestTorchrunPETVariables(t *testing.T) {
 		{env: []string{"PET_STANDALONE=yes"}, err: `PET_STANDALONE="yes": want a number (0 off, 1 on)`},
 		{env: []string{"PET_MAX_RESTARTS=many"}, err: `PET_MAX_RESTARTS="many"`},
 		{env: []string{"PET_NPROC_PER_NODE=lots"}, err: `PET_NPROC_PER_NODE: want a number of ranks`},
-		{env: []string{"PET_LOCAL_ADDR=a"}, err: "PET_LOCAL_ADDR needs --launcher torchrun"},
+		{env: []string{"PET_LOCAL_ADDR=a"}, check: func(o *runcmd.Options) bool { return true }},
+		{env: []string{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT=42"}, check: func(o *runcmd.Options) bool { return o.Grace == 42*time.Second }},
+		{env: []string{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT=42"}, args: []string{"--shutdown-timeout", "3"}, check: func(o *runcmd.Options) bool { return o.Grace == 3*time.Second }},
+		{env: []string{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT=42"}, args: []string{"--grace", "2s"}, check: func(o *runcmd.Options) bool { return o.Grace == 2*time.Second }},
+		{env: []string{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT=soon"}, err: `TORCH_ELASTIC_SHUTDOWN_TIMEOUT="soon": want a whole number of seconds`},
+		{env: []string{"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE=[$role_name$rank]: "}, check: func(o *runcmd.Options) bool {
+			return o.PrefixTemplate == "[$role_name$rank]: "
+		}},
 	} {
 		f := newFactory(t, tc.env...)
 		o, err := parse(t, f, append(tc.args, "t.py")...)

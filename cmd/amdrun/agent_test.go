@@ -1,0 +1,104 @@
+package main_test
+
+// Jobs amdrun hands to torch's own elastic agent (issue 23): a c10d
+// rendezvous on several nodes, an elastic --nnodes MIN:MAX.
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/amdrun/amdrun/internal/testutil"
+)
+
+// patchedPython writes an interpreter wrapper for the tests only: run as
+// `-m torch.distributed.run` it starts Debian's torch 1.13 agent with
+// its one-function Python 3.11 fix (Std.from_str: iterating an IntFlag
+// skips the zero and combined members there, so torchrun's default -r 0
+// fails); anything else is the interpreter itself. The product never
+// carries this.
+func patchedPython(t *testing.T, py string) string {
+	t.Helper()
+	dir := t.TempDir()
+	fix := `import re, sys
+from torch.distributed.elastic.multiprocessing import api
+def _from_str(vm):
+    if re.fullmatch(r"\d", vm):
+        return api.Std(int(vm))
+    return {int(m.group(1)): api.Std(int(m.group(2))) for m in re.finditer(r"(\d):(\d)", vm)}
+api.Std.from_str = staticmethod(_from_str)
+from torch.distributed.run import main
+sys.argv[0] = "torchrun"
+main()
+`
+	if err := os.WriteFile(filepath.Join(dir, "agent_fix.py"), []byte(fix), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wrapper := fmt.Sprintf("#!/bin/sh\nif [ \"$1\" = -m ] && [ \"$2\" = torch.distributed.run ]; then shift 2; exec %s %s \"$@\"; fi\nexec %s \"$@\"\n",
+		py, filepath.Join(dir, "agent_fix.py"), py)
+	p := filepath.Join(dir, "python3")
+	if err := os.WriteFile(p, []byte(wrapper), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestC10dTwoNodesRunThroughAgent: a torchrun line for two nodes with a
+// c10d rendezvous, unchanged, run as two amdruns ("nodes" on this host);
+// each hands its node to torch's agent, one line says so, and the gloo
+// job of two ranks all-reduces across them, each rank seeing the device
+// amdrun chose for its node.
+func TestC10dTwoNodesRunThroughAgent(t *testing.T) {
+	testutil.EndToEnd(t)
+	py := patchedPython(t, needTorch(t))
+	script := checkScript(t)
+	out := t.TempDir()
+	ep := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	var wg sync.WaitGroup
+	res := make([]result, 2)
+	errs := make([]error, 2)
+	for node := 0; node < 2; node++ {
+		env := setEnv(cleanEnv(t, "OMP_NUM_THREADS=1"), "PYTHON_EXEC", py)
+		args := []string{"--source", "example", "--no-lease", "--nnodes", "2", "--nproc_per_node", "1",
+			"--rdzv_backend", "c10d", "--rdzv_endpoint", ep, "--rdzv_id", "agent2", script, out}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res[node], errs[node] = runJob(env, args...)
+		}()
+	}
+	wg.Wait()
+	for node, r := range res {
+		if errs[node] != nil || r.code != 0 {
+			t.Fatalf("node %d: exit %d, %v\n%s", node, r.code, errs[node], r.stderr)
+		}
+		if !strings.Contains(r.stderr, "torch's elastic agent (python -m torch.distributed.run) runs the rendezvous") {
+			t.Errorf("node %d: no line says the agent runs the job:\n%s", node, r.stderr)
+		}
+	}
+	for i, rr := range readReports(t, out, 2, res[0]) {
+		if rr.CUDAVisible == nil || *rr.CUDAVisible == "" || rr.LocalRank != 0 || rr.RunID != "agent2" {
+			t.Errorf("rank %d: CUDA_VISIBLE_DEVICES %v LOCAL_RANK %d run id %q; want amdrun's device, 0, agent2", i, rr.CUDAVisible, rr.LocalRank, rr.RunID)
+		}
+	}
+}
+
+// TestElasticRangeRunsThroughAgent: --nnodes 1:2 on one node (the agent
+// waits out its last call and runs with the one node it has).
+func TestElasticRangeRunsThroughAgent(t *testing.T) {
+	testutil.EndToEnd(t)
+	py := patchedPython(t, needTorch(t))
+	out := t.TempDir()
+	env := setEnv(cleanEnv(t, "OMP_NUM_THREADS=1"), "PYTHON_EXEC", py)
+	args := []string{"--source", "example", "--no-lease", "--nnodes", "1:2", "--nproc-per-node", "2",
+		"--rdzv-backend", "c10d", "--rdzv-endpoint", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		"--rdzv-conf", "last_call_timeout=1", "--max-restarts", "1", checkScript(t), out}
+	r := runAmdrun(t, env, args...)
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	readReports(t, out, 2, r)
+}

@@ -1,0 +1,64 @@
+package launch
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/amdrun/amdrun/internal/testutil"
+)
+
+// TestRunShowsPartialPrompt: with two prefixed ranks on a terminal, rank
+// 0's prompt without a newline (input("continue? ")) shows while the rank
+// still waits for its answer, prefixed once; the rest of the line, when
+// it comes, continues it without a second prefix (issue 23). Before, the
+// prompt showed only once the line was ended.
+func TestRunShowsPartialPrompt(t *testing.T) {
+	testutil.EndToEnd(t)
+	m, tty := testutil.OpenPTY(t)
+	scr := readScreen(m)
+	p, dir := workerPlan(t, 2, "prompt")
+	done := make(chan error, 1)
+	go func() {
+		code, err := Run(context.Background(), p, RunOptions{Stdout: tty, Stderr: tty, Prefix: true})
+		if err == nil && code != 0 {
+			err = os.ErrInvalid
+		}
+		done <- err
+	}()
+	// The rank is still waiting for DIR/go: nothing has ended its line.
+	scr.waitFor(t, "[rank0]: continue? ")
+	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	scr.waitFor(t, "[rank0]: continue? yes\r\n")
+	if n := strings.Count(scr.buf.String(), "[rank0]:"); n != 1 {
+		t.Errorf("rank 0's line is prefixed %d times: %q", n, scr.buf.String())
+	}
+}
+
+// TestPartialLineEndedByAnotherRank: a partial line another rank's line
+// interrupts is ended first, and its continuation is prefixed again, so
+// that no line holds two ranks' text.
+func TestPartialLineEndedByAnotherRank(t *testing.T) {
+	con := &console{}
+	out := newBuf(0)
+	a := &stream{con: con, out: out, prefix: "[rank0]: "}
+	b := &stream{con: con, out: out, prefix: "[rank1]: "}
+	a.mu.Lock()
+	a.armPartial([]byte("continue? "))
+	a.mu.Unlock()
+	a.showPending()
+	b.emit([]byte("loss 1.0\n"), false, false)
+	a.mu.Lock()
+	a.stopPartial()
+	a.emit([]byte("continue? yes\n"), false, false)
+	a.mu.Unlock()
+	want := "[rank0]: continue? \n[rank1]: loss 1.0\n[rank0]: yes\n"
+	if got := out.String(); got != want {
+		t.Errorf("console %q, want %q", got, want)
+	}
+}

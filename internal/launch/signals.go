@@ -1,0 +1,138 @@
+package launch
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// DefaultSignals are the signals Run forwards when RunOptions.Forward is
+// nil (ForwardedSignals): torchrun's default --signals-to-handle
+// (SIGTERM, SIGINT, SIGHUP, SIGQUIT) and the two Slurm sends before
+// preemption (SIGUSR1, SIGUSR2).
+var DefaultSignals = signalsNamed(ForwardedSignals)
+
+// signalsNamed are the signals of names ("SIGINT", ...); a name the
+// kernel does not know is a bug in the list, and panics at start.
+func signalsNamed(names []string) []os.Signal {
+	out := make([]os.Signal, len(names))
+	for i, n := range names {
+		sig := unix.SignalNum(n)
+		if sig == 0 {
+			panic("launch: unknown signal " + n)
+		}
+		out[i] = sig
+	}
+	return out
+}
+
+// unforwardable are signals that cannot be caught (SIGKILL, SIGSTOP) or
+// that the Go runtime or amdrun's supervision needs (SIGCHLD, SIGURG,
+// SIGPIPE, SIGSEGV...): torchrun's signal.signal fails on the first two,
+// and forwarding the others would break amdrun.
+var unforwardable = []syscall.Signal{unix.SIGKILL, unix.SIGSTOP, unix.SIGCHLD, unix.SIGURG, unix.SIGPIPE,
+	unix.SIGSEGV, unix.SIGBUS, unix.SIGFPE, unix.SIGILL, unix.SIGTRAP, unix.SIGABRT, unix.SIGPROF}
+
+// ParseSignals reads torchrun's --signals-to-handle: a comma-separated
+// list of signal names, with or without "SIG", any case ("SIGTERM,usr1").
+// A name that is not a signal, a signal amdrun cannot forward and an
+// empty list are errors.
+func ParseSignals(list string) ([]os.Signal, error) {
+	var out []os.Signal
+	for _, name := range strings.Split(list, ",") {
+		name = strings.ToUpper(strings.TrimSpace(name))
+		if name == "" {
+			continue
+		}
+		if !strings.HasPrefix(name, "SIG") {
+			name = "SIG" + name
+		}
+		sig := unix.SignalNum(name)
+		if sig == 0 {
+			return nil, fmt.Errorf("%s is not a signal", name)
+		}
+		if slices.Contains(unforwardable, sig) {
+			return nil, fmt.Errorf("%s cannot be forwarded (it cannot be caught, or amdrun itself needs it)", name)
+		}
+		if !slices.Contains(out, os.Signal(sig)) {
+			out = append(out, sig)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("empty list of signals")
+	}
+	return out, nil
+}
+
+// SignalNames names sigs as torchrun's --signals-to-handle does
+// ("SIGINT,SIGTERM").
+func SignalNames(sigs []os.Signal) string {
+	names := make([]string, 0, len(sigs))
+	for _, s := range sigs {
+		if ss, ok := s.(syscall.Signal); ok {
+			names = append(names, unix.SignalName(ss))
+		}
+	}
+	return strings.Join(names, ",")
+}
+
+// PrefixFromTemplate expands torchrun's TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE
+// for one rank as Python's string.Template.safe_substitute does: $role_name,
+// $rank and $local_rank (also as ${name}) are replaced, $$ is a dollar,
+// and anything else is kept as written.
+func PrefixFromTemplate(tmpl, role string, rank, localRank int) string {
+	vars := map[string]string{"role_name": role, "rank": fmt.Sprint(rank), "local_rank": fmt.Sprint(localRank)}
+	var b strings.Builder
+	for i := 0; i < len(tmpl); i++ {
+		c := tmpl[i]
+		if c != '$' || i+1 == len(tmpl) {
+			b.WriteByte(c)
+			continue
+		}
+		rest := tmpl[i+1:]
+		switch {
+		case rest[0] == '$':
+			b.WriteByte('$')
+			i++
+			continue
+		case rest[0] == '{':
+			if end := strings.IndexByte(rest, '}'); end > 0 {
+				if v, ok := vars[rest[1:end]]; ok {
+					b.WriteString(v)
+					i += end + 1
+					continue
+				}
+			}
+		default:
+			n := 0
+			for n < len(rest) && isIdentByte(rest[n], n) {
+				n++
+			}
+			if v, ok := vars[rest[:n]]; ok && n > 0 {
+				b.WriteString(v)
+				i += n
+				continue
+			}
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+// isIdentByte says whether c may be byte i of a Python identifier
+// (string.Template's default idpattern, ASCII only).
+func isIdentByte(c byte, i int) bool {
+	return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (i > 0 && c >= '0' && c <= '9')
+}
+
+// forward is o.Forward, or DefaultSignals when it is nil.
+func (o *RunOptions) forward() []os.Signal {
+	if o.Forward == nil {
+		return DefaultSignals
+	}
+	return o.Forward
+}
