@@ -62,7 +62,7 @@ fuzz:
 
 # As root, with Debian's slurmctld, slurmd and slurm-client and
 # python3-torch: a private two-node Slurm cluster in network namespaces
-# runs examples/slurm/allreduce.sbatch (README, "Slurm"). Fails, rather
+# runs examples/slurm/allreduce.sbatch (docs/multinode.md, "Slurm"). Fails, rather
 # than skips, when something it needs is missing.
 slurm-e2e:
 	AMDRUN_REQUIRE_SLURM=1 AMDRUN_REQUIRE_TORCH=1 $(GO) test -count=1 -run '^TestRealSlurm' -v ./cmd/amdrun/
@@ -72,7 +72,7 @@ bench:
 
 # For every real topology in testdata and every k: the sets of amdrun's
 # policies against the brute-force optimum, a naive launcher, optimum-amd's
-# amdrun, go-gpuallocator and the ROCm device plugin (summary in README).
+# amdrun, go-gpuallocator and the ROCm device plugin (summary in docs/performance.md).
 placement-report:
 	$(GO) test -c -o bin/selector.test ./internal/selector
 	bin/selector.test -test.run '^TestPlacementReport$$' -placement-report

@@ -15,7 +15,7 @@ NG=$(nvidia-smi -L | wc -l)
 mkdir -p "$OUT/capture" "$OUT/logs"
 here=$(cd "$(dirname "$0")/.." && pwd)
 export AMDRUN_LEASE_DIR="$OUT/leases"
-# The root-prepared lease directory (README: Shared nodes), when run as root.
+# The root-prepared lease directory (docs/shared-nodes.md), when run as root.
 if [ "$(id -u)" = 0 ]; then "$AMDRUN" lease init; fi
 summary="$OUT/summary.tsv"
 : > "$summary"

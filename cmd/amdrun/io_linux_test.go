@@ -18,8 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/amdrun/amdrun/internal/testutil"
 )
 
@@ -114,21 +112,7 @@ type pty struct {
 
 func openPty(t *testing.T) *pty {
 	t.Helper()
-	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		t.Skipf("no pseudo-terminal: %v", err)
-	}
-	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatal(err)
-	}
-	n, err := unix.IoctlGetUint32(int(m.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tty, err := os.OpenFile("/dev/pts/"+strconv.Itoa(int(n)), os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, tty := testutil.OpenPTY(t)
 	p := &pty{master: m, tty: tty, done: make(chan struct{})}
 	go func() {
 		b := make([]byte, 4096)
@@ -143,7 +127,6 @@ func openPty(t *testing.T) *pty {
 			}
 		}
 	}()
-	t.Cleanup(func() { tty.Close(); m.Close() })
 	return p
 }
 

@@ -1,5 +1,5 @@
 // Command amdrun launches multi-GPU PyTorch jobs on the best-connected
-// free set of GPUs of a node. See README.md.
+// free set of GPUs of a node. See README.md and docs/.
 package main
 
 import (

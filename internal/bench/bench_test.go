@@ -17,33 +17,35 @@ import (
 // TestMain lets the test binary stand in for the Python probe: with
 // FAKE_PROBE set it prints probe lines for FAKE_PROBE_N devices.
 func TestMain(m *testing.M) {
-	if mode := os.Getenv("FAKE_PROBE"); mode != "" {
-		var n int
-		fmt.Sscan(os.Getenv("FAKE_PROBE_N"), &n)
-		switch mode {
-		case "d2d":
-			fmt.Printf(`{"kind":"plan","pairs":%d,"devices":%d}`+"\n", n*(n-1), n)
-			for a := 0; a < n; a++ {
-				for b := 0; b < n; b++ {
-					if a != b {
-						fmt.Printf(`{"kind":"d2d","a":%d,"b":%d,"mbps":%d}`+"\n", a, b, 1000*(a+1)+b)
-					}
+	testutil.Main(m, testutil.Role{Env: "FAKE_PROBE", Run: func(mode string, _ []string) int { return fakeProbe(mode) }})
+}
+
+// fakeProbe prints what the Python probe would in mode.
+func fakeProbe(mode string) int {
+	var n int
+	fmt.Sscan(os.Getenv("FAKE_PROBE_N"), &n)
+	switch mode {
+	case "d2d":
+		fmt.Printf(`{"kind":"plan","pairs":%d,"devices":%d}`+"\n", n*(n-1), n)
+		for a := 0; a < n; a++ {
+			for b := 0; b < n; b++ {
+				if a != b {
+					fmt.Printf(`{"kind":"d2d","a":%d,"b":%d,"mbps":%d}`+"\n", a, b, 1000*(a+1)+b)
 				}
 			}
-		case "h2d":
-			fmt.Printf(`{"kind":"plan","pairs":%d,"devices":%d}`+"\n", n, n)
-			for b := 0; b < n; b++ {
-				fmt.Printf(`{"kind":"h2d","dev":%d,"mbps":%d}`+"\n", b, 50000+b)
-			}
-		case "fail":
-			fmt.Fprintln(os.Stderr, "Traceback ...\nRuntimeError: CUDA out of memory")
-			os.Exit(1)
-		case "garbage":
-			fmt.Println("this is not json")
 		}
-		os.Exit(0)
+	case "h2d":
+		fmt.Printf(`{"kind":"plan","pairs":%d,"devices":%d}`+"\n", n, n)
+		for b := 0; b < n; b++ {
+			fmt.Printf(`{"kind":"h2d","dev":%d,"mbps":%d}`+"\n", b, 50000+b)
+		}
+	case "fail":
+		fmt.Fprintln(os.Stderr, "Traceback ...\nRuntimeError: CUDA out of memory")
+		return 1
+	case "garbage":
+		fmt.Println("this is not json")
 	}
-	os.Exit(m.Run())
+	return 0
 }
 
 func fakeStep(t *testing.T, mode string, n, numa int) Step {

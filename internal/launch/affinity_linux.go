@@ -2,10 +2,10 @@ package launch
 
 import "golang.org/x/sys/unix"
 
-// ownCPUs returns the CPUs this process may run on (sched_getaffinity),
+// OwnCPUs returns the CPUs this process may run on (sched_getaffinity),
 // which a cgroup, taskset or a Slurm step may have narrowed; nil when the
 // kernel does not say.
-func ownCPUs() []int {
+func OwnCPUs() []int {
 	var cs unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &cs); err != nil {
 		return nil

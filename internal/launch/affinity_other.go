@@ -2,6 +2,6 @@
 
 package launch
 
-// ownCPUs is unknown off Linux: nil means every CPU of the host's NUMA
+// OwnCPUs is unknown off Linux: nil means every CPU of the host's NUMA
 // nodes (a plan made here describes another machine anyway).
-func ownCPUs() []int { return nil }
+func OwnCPUs() []int { return nil }

@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/amdrun/amdrun/internal/testutil"
 	"github.com/amdrun/amdrun/internal/topology"
 )
@@ -96,28 +94,6 @@ func TestRunStdinToRankZero(t *testing.T) {
 	}
 }
 
-// openPTY opens a pseudo-terminal: its master end, and the terminal.
-func openPTY(t *testing.T) (master, tty *os.File) {
-	t.Helper()
-	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		t.Skipf("no pseudo-terminal: %v", err)
-	}
-	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatal(err)
-	}
-	n, err := unix.IoctlGetUint32(int(m.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := os.OpenFile("/dev/pts/"+strconv.Itoa(int(n)), os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close(); s.Close() })
-	return m, s
-}
-
 // screen collects what a terminal's master end reads.
 type screen struct {
 	buf  syncBuffer
@@ -163,7 +139,7 @@ func TestRunTerminal(t *testing.T) {
 		{"prefixed", 2, true, false, "0:false 1:false 2:false session-leader:false", "[rank0]: progress 1/3\r", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m, tty := openPTY(t)
+			m, tty := testutil.OpenPTY(t)
 			scr := readScreen(m)
 			p, dir := workerPlan(t, tc.ranks, "tty")
 			o := RunOptions{Stdout: tty, Stderr: tty, Prefix: tc.prefix}

@@ -1,11 +1,9 @@
 package launch
 
 import (
-	"errors"
 	"github.com/amdrun/amdrun/internal/discover"
 	"github.com/amdrun/amdrun/internal/topology"
 	"reflect"
-	"strconv"
 	"strings"
 	"testing"
 )
@@ -38,83 +36,6 @@ func TestPlanSetsOnlyRankVars(t *testing.T) {
 			}
 		}
 	}
-}
-
-func TestPlanJob(t *testing.T) {
-	m := seedNode(t)
-	// Two NUMA nodes made of the CPUs this test may run on, so that PlanJob's
-	// own affinity leaves both bindable.
-	own := ownCPUs()
-	if len(own) < 2 {
-		t.Skipf("needs 2 CPUs to make 2 NUMA nodes of, has %v", own)
-	}
-	host := []topology.NUMANode{{ID: 0, CPUs: own[:len(own)/2]}, {ID: 1, CPUs: own[len(own)/2:]}}
-	t.Run("defaults: free port, numa binding on a 2-node host, argv -", func(t *testing.T) {
-		p, err := PlanJob(Job{Model: m, Chosen: []int{6, 7}, HostNUMA: host})
-		if err != nil {
-			t.Fatal(err)
-		}
-		env := EnvMap(p.Ranks[0].Env)
-		port, _ := strconv.Atoi(env["MASTER_PORT"])
-		if port <= 0 || port == DefaultMasterPort {
-			t.Errorf("MASTER_PORT %q: want a free port chosen now", env["MASTER_PORT"])
-		}
-		if p.Bind != BindNUMA || p.Ranks[1].NUMANode != 1 {
-			t.Errorf("bind %s, rank 1 on node %d: want numa, node 1 (device 7's)", p.Bind, p.Ranks[1].NUMANode)
-		}
-		if !reflect.DeepEqual(p.Ranks[0].Argv, []string{"-"}) || env["HIP_VISIBLE_DEVICES"] != "6,7" {
-			t.Errorf("argv %q visible %q", p.Ranks[0].Argv, env["HIP_VISIBLE_DEVICES"])
-		}
-		if !strings.HasPrefix(env["TORCHELASTIC_RUN_ID"], "amdrun-") || len(env["TORCHELASTIC_RUN_ID"]) != len("amdrun-")+12 {
-			t.Errorf("run id %q", env["TORCHELASTIC_RUN_ID"])
-		}
-	})
-	t.Run("one NUMA node: not bound", func(t *testing.T) {
-		p, err := PlanJob(Job{Model: m, Chosen: []int{0}, HostNUMA: host[:1], MasterPort: 1234, Argv: []string{"x"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p.Bind != BindNone || p.Ranks[0].CPUs != nil || EnvMap(p.Ranks[0].Env)["MASTER_PORT"] != "1234" {
-			t.Errorf("bind %s cpus %v env %v", p.Bind, p.Ranks[0].CPUs, p.Ranks[0].Env)
-		}
-	})
-	t.Run("4 devices for 1 rank under the user's mask: one process sees them all, in the user's tokens", func(t *testing.T) {
-		mask, err := ParseMask([]string{"CUDA_VISIBLE_DEVICES=7,6,1,0"}, m.Devices)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := PlanJob(Job{Model: m, Chosen: []int{0, 1, 6, 7}, DevicesPerRank: 4, Mask: mask, HostNUMA: host, MasterPort: 1,
-			RunID: "job9", Role: "server"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		env := EnvMap(p.Ranks[0].Env)
-		if len(p.Ranks) != 1 || env["CUDA_VISIBLE_DEVICES"] != "0,1,6,7" || env["WORLD_SIZE"] != "1" {
-			t.Errorf("%d ranks, CUDA_VISIBLE_DEVICES %q, WORLD_SIZE %s; want 1 rank seeing 0,1,6,7", len(p.Ranks), env["CUDA_VISIBLE_DEVICES"], env["WORLD_SIZE"])
-		}
-		if !reflect.DeepEqual(p.Ranks[0].NUMANodes, []int{0, 1}) || env["TORCHELASTIC_RUN_ID"] != "job9" || env["ROLE_NAME"] != "server" || p.RunID != "job9" {
-			t.Errorf("NUMA nodes %v, run id %q/%q, role %q", p.Ranks[0].NUMANodes, env["TORCHELASTIC_RUN_ID"], p.RunID, env["ROLE_NAME"])
-		}
-	})
-	t.Run("CPU ranks need no model", func(t *testing.T) {
-		p, err := PlanJob(Job{CPURanks: 3, HostNUMA: host, MasterPort: 1, Argv: []string{"x"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(p.Ranks) != 3 || p.Bind != BindNUMA || p.Ranks[2].NUMANode != 1 || p.Ranks[0].NUMANode != 0 {
-			t.Errorf("%d ranks, bind %s, nodes %d..%d; want 3 ranks spread over nodes 0 and 1", len(p.Ranks), p.Bind, p.Ranks[0].NUMANode, p.Ranks[2].NUMANode)
-		}
-	})
-	t.Run("a choice outside the user's mask is refused", func(t *testing.T) {
-		mask, err := ParseMask([]string{"HIP_VISIBLE_DEVICES=0,1"}, m.Devices)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = PlanJob(Job{Model: m, Chosen: []int{2}, Mask: mask, MasterPort: 1})
-		if !errors.Is(err, ErrMask) {
-			t.Errorf("err %v, want ErrMask", err)
-		}
-	})
 }
 
 func TestMaskNarrow(t *testing.T) {

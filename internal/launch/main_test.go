@@ -22,6 +22,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/amdrun/amdrun/internal/testutil"
 	"github.com/amdrun/amdrun/internal/topology"
 
 	"testing"
@@ -48,19 +49,12 @@ func TestMain(m *testing.M) {
 	if os.Getenv("GORACE") == "" {
 		os.Setenv("GORACE", "atexit_sleep_ms=0")
 	}
-	if len(os.Args) > 1 && os.Args[1] == ShimArg {
-		os.Exit(ShimMain(os.Args[2:]))
-	}
-	if len(os.Args) > 1 && os.Args[1] == KeeperArg {
-		os.Exit(KeeperMain(os.Args[2:]))
-	}
-	if mode := os.Getenv(envWorker); mode != "" {
-		os.Exit(fakeWorker(mode))
-	}
-	if dir := os.Getenv(envLauncher); dir != "" {
-		os.Exit(miniLauncher(dir))
-	}
-	os.Exit(m.Run())
+	testutil.Main(m,
+		testutil.Role{Arg: ShimArg, Run: func(_ string, args []string) int { return ShimMain(args) }},
+		testutil.Role{Arg: KeeperArg, Run: func(_ string, args []string) int { return KeeperMain(args) }},
+		testutil.Role{Env: envWorker, Run: func(mode string, _ []string) int { return fakeWorker(mode) }},
+		testutil.Role{Env: envLauncher, Run: func(dir string, _ []string) int { return miniLauncher(dir) }},
+	)
 }
 
 // report is what a "report" worker writes about itself.

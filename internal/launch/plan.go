@@ -235,182 +235,214 @@ var cpuDevice = topology.Device{Index: -1, RuntimeIndex: -1, NUMANode: -1}
 // divide, an unknown bind mode or memory policy, or node numbers out of
 // range.
 func NewPlan(s Spec) (*Plan, error) {
-	switch {
-	case len(s.Devices) == 0 && s.CPURanks <= 0:
-		return nil, fmt.Errorf("launch: %w: no devices", ErrSpec)
-	case len(s.Devices) > 0 && s.CPURanks != 0:
-		return nil, fmt.Errorf("launch: %w: %d devices and %d CPU ranks: a plan has one or the other", ErrSpec, len(s.Devices), s.CPURanks)
+	v, err := resolveSpec(s)
+	if err != nil {
+		return nil, err
 	}
-	if len(s.Argv) == 0 || s.Argv[0] == "" {
-		return nil, fmt.Errorf("launch: %w: no worker command", ErrSpec)
-	}
-	seen := map[int]bool{}
-	for _, d := range s.Devices {
-		if seen[d.Index] {
-			return nil, fmt.Errorf("launch: %w: device %d chosen twice", ErrSpec, d.Index)
-		}
-		seen[d.Index] = true
-	}
-	per := s.DevicesPerRank
-	if per == 0 {
-		per = 1
-	}
-	if per < 0 || len(s.Devices)%per != 0 {
-		return nil, fmt.Errorf("launch: %w: %d devices do not split into ranks of %d", ErrSpec, len(s.Devices), s.DevicesPerRank)
-	}
-	nproc := s.CPURanks
-	if len(s.Devices) > 0 {
-		nproc = len(s.Devices) / per
-	}
-	if s.RankVisibleEnv != nil && len(s.RankVisibleEnv) != nproc {
-		return nil, fmt.Errorf("launch: %w: visible devices for %d ranks, the plan has %d", ErrSpec, len(s.RankVisibleEnv), nproc)
-	}
-	bind, mem := s.Bind, s.Mem
-	if bind == "" {
-		bind = BindNone
-	}
-	if mem == "" {
-		mem = MemNone
-	}
-	if _, err := ParseBindMode(string(bind)); err != nil {
-		return nil, fmt.Errorf("launch: %w: %v", ErrSpec, err)
-	}
-	if _, err := ParseMemPolicy(string(mem)); err != nil {
-		return nil, fmt.Errorf("launch: %w: %v", ErrSpec, err)
-	}
-	nnodes := s.NNodes
-	if nnodes == 0 {
-		nnodes = 1
-	}
-	if nnodes < 0 || s.NodeRank < 0 || s.NodeRank >= nnodes {
-		return nil, fmt.Errorf("launch: %w: node rank %d outside %d node(s)", ErrSpec, s.NodeRank, nnodes)
-	}
-	if s.MaxRestarts < 0 {
-		return nil, fmt.Errorf("launch: %w: max restarts %d is negative", ErrSpec, s.MaxRestarts)
-	}
-	port := s.MasterPort
-	if port == 0 {
-		port = DefaultMasterPort
-	}
-	if port < 0 || port > 65535 {
-		return nil, fmt.Errorf("launch: %w: master port %d outside 1-65535", ErrSpec, s.MasterPort)
-	}
-	addr := s.MasterAddr
-	if addr == "" {
-		addr = DefaultMasterAddr
-	}
-	runID := s.RunID
-	if runID == "" {
-		runID = DefaultRunID
-	}
-	role := s.Role
-	if role == "" {
-		role = DefaultRole
-	}
-
-	p := &Plan{WorldSize: nnodes * nproc, MaxRestarts: s.MaxRestarts, Bind: bind, Mem: mem, RunID: runID}
-	groups := make([][]topology.Device, nproc)
+	p := &Plan{WorldSize: v.nnodes * v.nproc, MaxRestarts: s.MaxRestarts, Bind: v.bind, Mem: v.mem, RunID: v.runID}
+	groups := make([][]topology.Device, v.nproc)
 	for lr := range groups {
 		if len(s.Devices) > 0 {
-			groups[lr] = s.Devices[lr*per : (lr+1)*per]
+			groups[lr] = s.Devices[lr*v.per : (lr+1)*v.per]
 		}
 	}
 	var homes []home
 	if len(s.Devices) > 0 {
 		homes = deviceHomes(groups)
 	} else {
-		homes = cpuHomes(nproc, s.HostNUMA, s.AllowedCPUs, bind)
+		homes = cpuHomes(v.nproc, s.HostNUMA, s.AllowedCPUs, v.bind)
 	}
-	binds := bindRanks(homes, s.HostNUMA, s.AllowedCPUs, bind, &p.Warnings)
+	binds := bindRanks(homes, s.HostNUMA, s.AllowedCPUs, v.bind, &p.Warnings)
 	allowed := allowedCPUs(s.HostNUMA, s.AllowedCPUs)
 
 	_, ompSet := LookupEnv(s.Env, "OMP_NUM_THREADS")
+	var omp []int // each rank's OMP_NUM_THREADS, when amdrun sets it
+	for lr, devs := range groups {
+		r := newRank(s, v, lr, devs, binds[lr])
+		set := rankVars(s, v, p, r)
+		if !ompSet {
+			n := ompThreads(binds[lr], binds, len(allowed), v.nproc)
+			set["OMP_NUM_THREADS"] = strconv.Itoa(n)
+			omp = append(omp, n)
+		}
+		r.Env = mergeEnv(s.Env, set)
+		p.Ranks = append(p.Ranks, r)
+	}
+	if len(omp) > 0 {
+		p.Warnings = append(p.Warnings, ompWarning(p.Ranks, omp))
+	}
+	return p, nil
+}
+
+// resolved are a Spec's settings with their defaults filled in.
+type resolved struct {
+	per, nproc, nnodes, port int
+	bind                     BindMode
+	mem                      MemPolicy
+	addr, runID, role        string
+}
+
+// resolveSpec checks s and fills in its defaults; an impossible Spec is
+// ErrSpec.
+func resolveSpec(s Spec) (resolved, error) {
+	v := resolved{per: s.DevicesPerRank, nnodes: s.NNodes, port: s.MasterPort, bind: s.Bind, mem: s.Mem,
+		addr: s.MasterAddr, runID: s.RunID, role: s.Role}
+	if err := checkRanks(s); err != nil {
+		return v, err
+	}
+	if v.per == 0 {
+		v.per = 1
+	}
+	if v.per < 0 || len(s.Devices)%v.per != 0 {
+		return v, fmt.Errorf("launch: %w: %d devices do not split into ranks of %d", ErrSpec, len(s.Devices), s.DevicesPerRank)
+	}
+	v.nproc = s.CPURanks
+	if len(s.Devices) > 0 {
+		v.nproc = len(s.Devices) / v.per
+	}
+	if s.RankVisibleEnv != nil && len(s.RankVisibleEnv) != v.nproc {
+		return v, fmt.Errorf("launch: %w: visible devices for %d ranks, the plan has %d", ErrSpec, len(s.RankVisibleEnv), v.nproc)
+	}
+	v.bind, v.mem = or(v.bind, BindNone), or(v.mem, MemNone)
+	if _, err := ParseBindMode(string(v.bind)); err != nil {
+		return v, fmt.Errorf("launch: %w: %v", ErrSpec, err)
+	}
+	if _, err := ParseMemPolicy(string(v.mem)); err != nil {
+		return v, fmt.Errorf("launch: %w: %v", ErrSpec, err)
+	}
+	v.nnodes = or(v.nnodes, 1)
+	if v.nnodes < 0 || s.NodeRank < 0 || s.NodeRank >= v.nnodes {
+		return v, fmt.Errorf("launch: %w: node rank %d outside %d node(s)", ErrSpec, s.NodeRank, v.nnodes)
+	}
+	if s.MaxRestarts < 0 {
+		return v, fmt.Errorf("launch: %w: max restarts %d is negative", ErrSpec, s.MaxRestarts)
+	}
+	v.port = or(v.port, DefaultMasterPort)
+	if v.port < 0 || v.port > 65535 {
+		return v, fmt.Errorf("launch: %w: master port %d outside 1-65535", ErrSpec, s.MasterPort)
+	}
+	v.addr, v.runID, v.role = or(v.addr, DefaultMasterAddr), or(v.runID, DefaultRunID), or(v.role, DefaultRole)
+	return v, nil
+}
+
+// checkRanks refuses a Spec without ranks, with both devices and CPU
+// ranks, without a command, or with a device chosen twice.
+func checkRanks(s Spec) error {
+	switch {
+	case len(s.Devices) == 0 && s.CPURanks <= 0:
+		return fmt.Errorf("launch: %w: no devices", ErrSpec)
+	case len(s.Devices) > 0 && s.CPURanks != 0:
+		return fmt.Errorf("launch: %w: %d devices and %d CPU ranks: a plan has one or the other", ErrSpec, len(s.Devices), s.CPURanks)
+	}
+	if len(s.Argv) == 0 || s.Argv[0] == "" {
+		return fmt.Errorf("launch: %w: no worker command", ErrSpec)
+	}
+	seen := map[int]bool{}
+	for _, d := range s.Devices {
+		if seen[d.Index] {
+			return fmt.Errorf("launch: %w: device %d chosen twice", ErrSpec, d.Index)
+		}
+		seen[d.Index] = true
+	}
+	return nil
+}
+
+// or is v, or def when v is the zero value.
+func or[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// newRank is local rank lr with its devices and binding; its Env is set
+// by the caller.
+func newRank(s Spec, v resolved, lr int, devs []topology.Device, b binding) Rank {
+	r := Rank{
+		Rank:      s.NodeRank*v.nproc + lr,
+		LocalRank: lr,
+		Devices:   devs,
+		Device:    cpuDevice,
+		NUMANodes: b.nodes,
+		NUMANode:  -1,
+		CPUs:      b.cpus,
+		MemPolicy: MemNone,
+		Argv:      append([]string(nil), s.Argv...),
+	}
+	if len(devs) > 0 {
+		r.Device = devs[0]
+	}
+	if len(b.nodes) > 0 {
+		r.NUMANode = b.nodes[0]
+		if v.mem != MemNone {
+			r.Mems, r.MemPolicy = append([]int(nil), b.nodes...), v.mem
+		}
+	}
+	return r
+}
+
+// rankVars are the variables the plan sets for rank r (the torchrun
+// contract, the async error handling unless the user set it, and the
+// rank's visible devices), all but OMP_NUM_THREADS.
+func rankVars(s Spec, v resolved, p *Plan, r Rank) map[string]string {
+	localRank := r.LocalRank
+	if s.VirtualLocalRank {
+		localRank = 0
+	}
+	set := map[string]string{
+		"RANK":                         strconv.Itoa(r.Rank),
+		"LOCAL_RANK":                   strconv.Itoa(localRank),
+		"WORLD_SIZE":                   strconv.Itoa(p.WorldSize),
+		"LOCAL_WORLD_SIZE":             strconv.Itoa(v.nproc),
+		"GROUP_RANK":                   strconv.Itoa(s.NodeRank),
+		"GROUP_WORLD_SIZE":             strconv.Itoa(v.nnodes),
+		"ROLE_NAME":                    v.role,
+		"ROLE_RANK":                    strconv.Itoa(r.Rank),
+		"ROLE_WORLD_SIZE":              strconv.Itoa(p.WorldSize),
+		"MASTER_ADDR":                  v.addr,
+		"MASTER_PORT":                  strconv.Itoa(v.port),
+		"TORCHELASTIC_RUN_ID":          v.runID,
+		"TORCHELASTIC_RESTART_COUNT":   "0",
+		"TORCHELASTIC_MAX_RESTARTS":    strconv.Itoa(s.MaxRestarts),
+		"TORCHELASTIC_USE_AGENT_STORE": "False",
+	}
 	asyncSet := false
 	for _, k := range asyncErrorVars {
 		if _, ok := LookupEnv(s.Env, k); ok {
 			asyncSet = true
 		}
 	}
-	var ompNotes []string
-	ompValues := map[int]bool{}
-	for lr, devs := range groups {
-		b := binds[lr]
-		r := Rank{
-			Rank:      s.NodeRank*nproc + lr,
-			LocalRank: lr,
-			Devices:   devs,
-			Device:    cpuDevice,
-			NUMANodes: b.nodes,
-			NUMANode:  -1,
-			CPUs:      b.cpus,
-			MemPolicy: MemNone,
-			Argv:      append([]string(nil), s.Argv...),
+	if !asyncSet {
+		set[asyncErrorVars[0]] = "1"
+		if legacyAsyncName(s.TorchVersion) {
+			set[asyncErrorVars[1]] = "1"
 		}
-		if len(devs) > 0 {
-			r.Device = devs[0]
-		}
-		if len(b.nodes) > 0 {
-			r.NUMANode = b.nodes[0]
-			if mem != MemNone {
-				r.Mems, r.MemPolicy = append([]int(nil), b.nodes...), mem
-			}
-		}
-		localRank := lr
-		if s.VirtualLocalRank {
-			localRank = 0
-		}
-		set := map[string]string{
-			"RANK":                         strconv.Itoa(r.Rank),
-			"LOCAL_RANK":                   strconv.Itoa(localRank),
-			"WORLD_SIZE":                   strconv.Itoa(p.WorldSize),
-			"LOCAL_WORLD_SIZE":             strconv.Itoa(nproc),
-			"GROUP_RANK":                   strconv.Itoa(s.NodeRank),
-			"GROUP_WORLD_SIZE":             strconv.Itoa(nnodes),
-			"ROLE_NAME":                    role,
-			"ROLE_RANK":                    strconv.Itoa(r.Rank),
-			"ROLE_WORLD_SIZE":              strconv.Itoa(p.WorldSize),
-			"MASTER_ADDR":                  addr,
-			"MASTER_PORT":                  strconv.Itoa(port),
-			"TORCHELASTIC_RUN_ID":          runID,
-			"TORCHELASTIC_RESTART_COUNT":   "0",
-			"TORCHELASTIC_MAX_RESTARTS":    strconv.Itoa(s.MaxRestarts),
-			"TORCHELASTIC_USE_AGENT_STORE": "False",
-		}
-		if !asyncSet {
-			set[asyncErrorVars[0]] = "1"
-			if legacyAsyncName(s.TorchVersion) {
-				set[asyncErrorVars[1]] = "1"
-			}
-		}
-		if !ompSet {
-			n := ompThreads(b, binds, len(allowed), nproc)
-			set["OMP_NUM_THREADS"] = strconv.Itoa(n)
-			ompNotes = append(ompNotes, fmt.Sprintf("rank %d: %d", r.Rank, n))
-			ompValues[n] = true
-		}
+	}
+	if len(r.Devices) > 0 {
 		visible := s.VisibleEnv
 		if s.RankVisibleEnv != nil {
-			visible = s.RankVisibleEnv[lr]
+			visible = s.RankVisibleEnv[r.LocalRank]
 		}
-		if len(devs) > 0 {
-			for k, v := range visible {
-				set[k] = v
-			}
+		for k, val := range visible {
+			set[k] = val
 		}
-		r.Env = mergeEnv(s.Env, set)
-		p.Ranks = append(p.Ranks, r)
 	}
-	if len(ompNotes) > 0 {
-		detail := strings.Join(ompNotes, ", ")
-		if len(ompValues) == 1 {
-			for n := range ompValues {
-				detail = fmt.Sprintf("%d for every rank", n)
-			}
-		}
-		p.Warnings = append(p.Warnings, "OMP_NUM_THREADS is not set: setting it per rank to its share of its CPUs ("+
-			detail+"); set it to override")
+	return set
+}
+
+// ompWarning says which OMP_NUM_THREADS amdrun set for each rank (omp,
+// by local rank): "1 for every rank" when they agree.
+func ompWarning(ranks []Rank, omp []int) string {
+	notes := make([]string, len(omp))
+	for i, n := range omp {
+		notes[i] = fmt.Sprintf("rank %d: %d", ranks[i].Rank, n)
 	}
-	return p, nil
+	detail := strings.Join(notes, ", ")
+	if !slices.ContainsFunc(omp, func(n int) bool { return n != omp[0] }) {
+		detail = fmt.Sprintf("%d for every rank", omp[0])
+	}
+	return "OMP_NUM_THREADS is not set: setting it per rank to its share of its CPUs (" + detail + "); set it to override"
 }
 
 // home is where a rank belongs on the host: the NUMA nodes of its

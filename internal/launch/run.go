@@ -25,6 +25,12 @@ const DefaultGrace = 10 * time.Second
 // Linux.
 var ErrNotSupported = errors.New("launch: running workers is only supported on Linux")
 
+// ForwardedSignals names the signals Run receives and passes to every
+// worker group (and each guard catches for it), in the order amdrun lists
+// them; --signals-to-handle accepts a subset. It is the one list: Run's
+// signal.Notify set is made from it.
+var ForwardedSignals = []string{"SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2"}
+
 // RunOptions controls Run. The zero value is usable.
 type RunOptions struct {
 	// Stdout and Stderr receive the workers' output and amdrun's own
@@ -68,8 +74,8 @@ type RunOptions struct {
 	// rank's guard) hold duplicates; Run does not close these.
 	Hold []*os.File
 	// Signals, when set, replaces the signals Run would otherwise receive
-	// itself through signal.Notify (SIGINT, SIGTERM, SIGHUP, SIGQUIT,
-	// SIGUSR1, SIGUSR2). Tests inject signals through it.
+	// itself through signal.Notify (ForwardedSignals). Tests inject
+	// signals through it.
 	Signals <-chan os.Signal
 	// OnStart, when set, is called with each worker's global rank and pid
 	// (as this process sees it) right after it starts.

@@ -24,8 +24,22 @@ import (
 // exited: a child it left behind may hold the pipe open.
 const drainTimeout = 2 * time.Second
 
-// forwarded are the signals Run receives and passes to every worker group.
-var forwarded = []os.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2}
+// forwarded are ForwardedSignals as signals.
+var forwarded = signalsNamed(ForwardedSignals)
+
+// signalsNamed are the signals of names ("SIGINT", ...); a name the
+// kernel does not know is a bug in the list, and panics at start.
+func signalsNamed(names []string) []os.Signal {
+	out := make([]os.Signal, len(names))
+	for i, n := range names {
+		sig := unix.SignalNum(n)
+		if sig == 0 {
+			panic("launch: unknown signal " + n)
+		}
+		out[i] = sig
+	}
+	return out
+}
 
 // Run starts the plan's workers and supervises them until every one has
 // exited and been reaped, and every process they started is gone. Each
@@ -49,7 +63,7 @@ var forwarded = []os.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT
 // the exception it recorded in its error file (torch's @record), else the
 // last lines of its stderr. While restarts are left, the
 // whole group starts again with TORCHELASTIC_RESTART_COUNT one higher.
-// SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 are forwarded to
+// ForwardedSignals are forwarded to
 // every group (no other signal, even when Signals delivers it; a signal
 // the process started with ignored, as under nohup, stays ignored); the
 // first four also end the run: every rank gets the whole Grace to finish
@@ -94,6 +108,9 @@ func Run(ctx context.Context, p *Plan, o RunOptions) (exitCode int, err error) {
 			return 1, fmt.Errorf("launch: rank guard: %w", err)
 		}
 	}
+	if err := checkProcessRoom(len(p.Ranks)); err != nil {
+		return 1, err
+	}
 	catchSIGPIPE()
 	s := &supervisor{plan: p, o: o, con: &console{}, stdin: handedStdin(o.Stdin),
 		term: [2]*os.File{terminal(o.Stdout), terminal(o.Stderr)}}
@@ -102,10 +119,12 @@ func Run(ctx context.Context, p *Plan, o RunOptions) (exitCode int, err error) {
 			s.shown++
 		}
 	}
+	s.faults = &logFaults{say: func(m string) { s.con.write(s.o.Stderr, []byte(m)) }}
 	defer s.closeLogs()
 	if err := s.openLogs(); err != nil {
 		return 1, err
 	}
+	defer s.faults.summary() // before closeLogs: the last word on the console
 	if err := s.contain(); err != nil {
 		return 1, err
 	}
@@ -227,6 +246,7 @@ type supervisor struct {
 	job         *jobDir        // the run's log directory; nil without logs
 	errs        *errorDir      // the ranks' error files
 	notes       io.WriteCloser // amdrun.log in the run's log directory; nil without logs
+	faults      *logFaults     // the log files whose writes failed
 	keeper      *keeper        // the job's PID namespace; nil: guards only
 	stdin       *os.File       // local rank 0's standard input; nil: /dev/null
 	term        [2]*os.File    // Stdout, Stderr when they are terminals
@@ -329,7 +349,7 @@ func (s *supervisor) openLogs() error {
 	if err != nil {
 		return err
 	}
-	s.notes = f
+	s.notes = s.faults.wrap(f)
 	if s.o.LogDir == "" {
 		s.note(fmt.Sprintf("amdrun: the ranks' log files are in %s (-r/-t without --log-dir)\n", s.job.path))
 	}
@@ -392,66 +412,113 @@ func (s *supervisor) note(msg string) {
 
 // attempt runs the group once and returns its exit code.
 func (s *supervisor) attempt(ctx context.Context, attempt int) (int, error) {
+	cmds, code, err := s.commands(attempt)
+	if err != nil {
+		return code, err
+	}
+	ad, logs, closeLogs, err := s.attemptLogs(attempt)
+	defer closeLogs()
+	if err != nil {
+		return 1, err
+	}
 	g := &group{}
 	exits := make(chan exitEvent, len(s.plan.Ranks))
-	// Every command is looked up before any worker starts: a missing one
-	// is one clear error, not a group started only to be stopped.
+	startCode, startErr := s.startGroup(g, cmds, logs, exits)
+	root, first, ctxErr := s.supervise(ctx, g, exits)
+	for _, w := range g.workers {
+		<-w.pumps
+		s.collect(w, attempt, ad)
+	}
+	if first != nil {
+		s.summary(g, root, attempt, len(s.plan.Ranks)-len(g.workers))
+	}
+	switch {
+	case startErr != nil:
+		return startCode, startErr
+	case root != nil:
+		return root.code, ctxErr
+	case s.interrupted != 0:
+		return 128 + int(s.interrupted), ctxErr
+	case first != nil:
+		return first.code, ctxErr
+	}
+	return 0, ctxErr
+}
+
+// commands are the guards' commands of attempt, one per rank. Every
+// command is looked up before any worker starts: a missing one is one
+// clear error (with the shell's exit code), not a group started only to
+// be stopped.
+func (s *supervisor) commands(attempt int) ([]command, int, error) {
 	cmds := make([]command, len(s.plan.Ranks))
 	for i := range s.plan.Ranks {
 		r := &s.plan.Ranks[i]
 		env := withEnv(r.Env, "TORCHELASTIC_RESTART_COUNT", strconv.Itoa(attempt))
 		env = withEnv(env, EnvErrorFile, s.errs.path(attempt, r.LocalRank))
 		if err := s.lookup(r, env); err != nil {
-			return execFailureCode(err), fmt.Errorf("launch: rank %d: %w", r.Rank, err)
+			return nil, execFailureCode(err), fmt.Errorf("launch: rank %d: %w", r.Rank, err)
 		}
 		cmds[i] = command{path: s.o.Self, args: guardArgv(s.o.Self, r, s.holdCount()), env: env}
 	}
-	// The log files too: one that cannot be made fails the attempt before
-	// anything runs.
-	var ad *attemptDir
-	logs := make([][2]*os.File, len(s.plan.Ranks))
-	if s.job != nil {
-		lrs := make([]int, len(s.plan.Ranks))
-		for i, r := range s.plan.Ranks {
-			lrs[i] = r.LocalRank
-		}
-		var err error
-		if ad, err = s.job.attempt(attempt, lrs); err != nil {
-			return 1, err
-		}
-		defer ad.close()
-		defer func() {
-			for _, l := range logs {
-				for _, f := range l {
-					if f != nil {
-						f.Close()
-					}
+	return cmds, 0, nil
+}
+
+// attemptLogs makes attempt's log directory and each rank's log files (the
+// streams that go to files), so that one that cannot be made fails the
+// attempt before anything runs. Without a log layout all are nil. done
+// closes them; it is set even on error.
+func (s *supervisor) attemptLogs(attempt int) (ad *attemptDir, logs [][2]*os.File, done func(), err error) {
+	logs = make([][2]*os.File, len(s.plan.Ranks))
+	done = func() {}
+	if s.job == nil {
+		return nil, logs, done, nil
+	}
+	lrs := make([]int, len(s.plan.Ranks))
+	for i, r := range s.plan.Ranks {
+		lrs[i] = r.LocalRank
+	}
+	if ad, err = s.job.attempt(attempt, lrs); err != nil {
+		return nil, logs, done, err
+	}
+	done = func() {
+		for _, l := range logs {
+			for _, f := range l {
+				if f != nil {
+					f.Close()
 				}
 			}
-		}()
-		for i, r := range s.plan.Ranks {
-			logged, _ := s.streams(r.LocalRank)
-			for k, name := range []string{"stdout.log", "stderr.log"} {
-				if logged&stdOf(k) != 0 {
-					if logs[i][k], err = ad.create(r.LocalRank, name); err != nil {
-						return 1, err
-					}
+		}
+		ad.close()
+	}
+	for i, r := range s.plan.Ranks {
+		logged, _ := s.streams(r.LocalRank)
+		for k, name := range []string{"stdout.log", "stderr.log"} {
+			if logged&stdOf(k) != 0 {
+				if logs[i][k], err = ad.create(r.LocalRank, name); err != nil {
+					return ad, logs, done, err
 				}
 			}
 		}
 	}
+	return ad, logs, done, nil
+}
+
+// startGroup starts every rank's guard into g and waits for each to
+// report its rank's pid (the guards start their ranks in parallel). A
+// rank that cannot start stops the ones started; its error and exit code
+// are returned.
+func (s *supervisor) startGroup(g *group, cmds []command, logs [][2]*os.File, exits chan exitEvent) (int, error) {
 	var startErr error
 	startCode := 0
 	for i := range s.plan.Ranks {
 		w, err := s.start(&s.plan.Ranks[i], cmds[i], logs[i], exits)
 		if err != nil {
-			startErr = fmt.Errorf("launch: rank %d: %w", s.plan.Ranks[i].Rank, err)
+			startErr = fmt.Errorf("launch: rank %d: %w%s", s.plan.Ranks[i].Rank, err, limitHint(err))
 			startCode = execFailureCode(err)
 			break
 		}
 		g.workers = append(g.workers, w)
 	}
-	// The guards start their ranks in parallel; each reports its rank's pid.
 	for _, w := range g.workers {
 		w.pid = <-w.ready
 		if s.o.OnStart != nil {
@@ -461,10 +528,15 @@ func (s *supervisor) attempt(ctx context.Context, attempt int) (int, error) {
 	if startErr != nil {
 		g.stop(unix.SIGTERM, s.o.Grace)
 	}
-	var root *worker
-	var first *worker
+	return startCode, startErr
+}
+
+// supervise watches g until no worker runs: it records each exit, stops
+// the group at the first failure (root) or when ctx ends, forwards
+// signals and sends SIGKILL when the grace is over. first is the first
+// worker that failed, stopped or not.
+func (s *supervisor) supervise(ctx context.Context, g *group, exits chan exitEvent) (root, first *worker, ctxErr error) {
 	done := ctx.Done()
-	var ctxErr error
 	for g.running() > 0 {
 		select {
 		case ev := <-exits:
@@ -499,24 +571,7 @@ func (s *supervisor) attempt(ctx context.Context, attempt int) (int, error) {
 			g.signal(unix.SIGKILL)
 		}
 	}
-	for _, w := range g.workers {
-		<-w.pumps
-		s.collect(w, attempt, ad)
-	}
-	if first != nil {
-		s.summary(g, root, attempt)
-	}
-	switch {
-	case startErr != nil:
-		return startCode, startErr
-	case root != nil:
-		return root.code, ctxErr
-	case s.interrupted != 0:
-		return 128 + int(s.interrupted), ctxErr
-	case first != nil:
-		return first.code, ctxErr
-	}
-	return 0, ctxErr
+	return root, first, ctxErr
 }
 
 // endedByStop says whether w's end is the stop amdrun began (a failed
@@ -762,7 +817,7 @@ func (s *supervisor) pump(w *worker, reads, logs [2]*os.File, console Std) {
 			st.out = dst[k]
 		}
 		if logs[k] != nil {
-			st.log = logs[k]
+			st.log = s.faults.wrap(logs[k])
 		}
 		if k == 1 {
 			st.tail = w.tail
@@ -820,9 +875,23 @@ func exitStatus(ev exitEvent) (int, syscall.Signal) {
 	return ws.ExitStatus(), 0
 }
 
+// limitHint names the resource limit behind a failed start, for the
+// error: fork and clone fail with EAGAIN at the process limit, opening
+// pipes and logs with EMFILE at the descriptor limit (issue 26).
+func limitHint(err error) string {
+	switch {
+	case errors.Is(err, unix.EAGAIN):
+		return " (the process limit: ulimit -u)"
+	case errors.Is(err, unix.EMFILE), errors.Is(err, unix.ENFILE):
+		return " (the open file limit: ulimit -n)"
+	}
+	return ""
+}
+
 // summary writes the failed workers of an attempt to Stderr, the root
-// cause first.
-func (s *supervisor) summary(g *group, root *worker, attempt int) {
+// cause first. notStarted counts the ranks a failed start left unstarted
+// (they are neither failed nor stopped).
+func (s *supervisor) summary(g *group, root *worker, attempt, notStarted int) {
 	var failed []*worker
 	if root != nil {
 		failed = append(failed, root)
@@ -839,7 +908,15 @@ func (s *supervisor) summary(g *group, root *worker, attempt int) {
 		}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "amdrun: %d of %d ranks failed", len(failed)-stopped, len(s.plan.Ranks))
+	switch n := len(s.plan.Ranks); {
+	case notStarted == 0:
+		fmt.Fprintf(&b, "amdrun: %d of %d ranks failed", len(failed)-stopped, n)
+	case len(failed) == stopped:
+		// Not "0 of 8 ranks failed": the start did (issue 26).
+		fmt.Fprintf(&b, "amdrun: %d of %d ranks could not start", notStarted, n)
+	default:
+		fmt.Fprintf(&b, "amdrun: %d of %d ranks failed, %d could not start", len(failed)-stopped, n, notStarted)
+	}
 	if stopped > 0 {
 		fmt.Fprintf(&b, ", %d stopped by amdrun", stopped)
 	}

@@ -128,7 +128,7 @@ func setMempolicy(p MemPolicy, nodes []int) error {
 // as a rank of amdrun under nohup always did.
 func dropSignals() {
 	var sigs []os.Signal
-	for _, sig := range []os.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGPIPE} {
+	for _, sig := range append(append([]os.Signal(nil), forwarded...), unix.SIGPIPE) {
 		if !signal.Ignored(sig) {
 			sigs = append(sigs, sig)
 		}

@@ -5,6 +5,9 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/amdrun/amdrun/internal/testutil"
+	"github.com/amdrun/amdrun/internal/topology/kfd"
 )
 
 // newDGX16Node is a 16-GPU node shaped like an NVSwitch-less HGX pair of
@@ -100,8 +103,8 @@ func BenchmarkNoisyCPX(b *testing.B) {
 				for b.Loop() {
 					for n := 1; n <= parts; n++ {
 						start := time.Now()
-						// a budget the search never needs: a loaded machine
-						// must not turn the measurement into a failure
+						// the time cap off: a loaded machine must not turn
+						// the measurement into a failure
 						ch, err := Select(m, Request{N: n, Budget: time.Minute}, pol)
 						if err != nil || !ch.Exact {
 							b.Fatalf("N=%d: %v exact %v", n, err, ch != nil && ch.Exact)
@@ -148,6 +151,42 @@ func BenchmarkDistinct(b *testing.B) {
 						gap = ch.Gap
 					}
 					b.ReportMetric(100*gap, "gap-%")
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkPluginSizes is the ROCm device plugin's own test sizes
+// (ROCm/k8s-device-plugin internal/pkg/allocator/besteffort_policy_test.go:
+// MI308 4/8/16 of 32 partitions, CPX 8/56/62 of 63, MI210 2/4 of 8) on the
+// same KFD trees, each Select from a read model (the plugin reads its
+// topology once, in Init). bench/rocm-plugin.sh runs it interleaved with
+// the plugin's Allocate (issue 25).
+func BenchmarkPluginSizes(b *testing.B) {
+	for _, tc := range []struct {
+		name, tree string
+		sizes      []int
+	}{
+		{"mi308-32", "topology-parsing-mi308", []int{4, 8, 16}},
+		{"cpx-63", "topo-mi300-cpx", []int{8, 56, 62}},
+		{"mi210-8", "topo-mi210-xgmi-pcie", []int{2, 4}},
+	} {
+		m, err := kfd.Read(kfd.DirFS(testutil.KFD(b, tc.tree)), nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, n := range tc.sizes {
+			// one answer, as the plugin gives, and amdrun's default five
+			// runner-ups on top (what --explain lists)
+			for _, alt := range []int{-1, 0} {
+				b.Run(fmt.Sprintf("%s/N=%d/alternatives=%d", tc.name, n, max(alt, 0)+5*boolInt(alt == 0)), func(b *testing.B) {
+					b.ReportAllocs()
+					for b.Loop() {
+						if _, err := Select(m, Request{N: n, Alternatives: alt}, Tree); err != nil {
+							b.Fatal(err)
+						}
+					}
 				})
 			}
 		}

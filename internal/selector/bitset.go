@@ -14,6 +14,7 @@ func (s *bitset) remove(i int)     { s[i>>6] &^= 1 << uint(i&63) }
 func (s bitset) has(i int) bool    { return s[i>>6]>>uint(i&63)&1 == 1 }
 func (s *bitset) or(o *bitset)     { forWords(s, o, func(a, b uint64) uint64 { return a | b }) }
 func (s *bitset) andNot(o *bitset) { forWords(s, o, func(a, b uint64) uint64 { return a &^ b }) }
+func (s *bitset) and(o *bitset)    { forWords(s, o, func(a, b uint64) uint64 { return a & b }) }
 
 func forWords(s, o *bitset, f func(a, b uint64) uint64) {
 	for w := range s {

@@ -17,6 +17,9 @@ func (b *classSearch) upper(c, r, lvl int) (key, int) {
 		u[kFirst], lvl = b.bottleneckUB(c, r, lvl)
 		u[kTotal] = b.pairSumUB(&b.total, c, r)
 		if b.p.policy == Ring {
+			if b.size >= 3 && b.p.top > 0 {
+				u[kFirst] = min(u[kFirst], b.p.top)
+			}
 			// The min cut is at most the smallest degree, which is at
 			// most the mean degree, 2 total / size.
 			u[kCut] = min(b.degreeUB(c, r), 2*u[kTotal]/int64(b.size))
@@ -38,7 +41,8 @@ func (b *classSearch) upper(c, r, lvl int) (key, int) {
 // decided, plus as few more as can hold the rest.
 func (b *classSearch) numaLB(c, r int) int {
 	rest := r
-	var capBy [MaxCandidates]int
+	capBy := b.p.scr.a[:b.p.nNUMA]
+	clear(capBy)
 	for d := c; d < b.nc; d++ {
 		capBy[b.cls[d].numa] += len(b.cls[d].members)
 	}
@@ -50,9 +54,8 @@ func (b *classSearch) numaLB(c, r int) int {
 		}
 	}
 	if rest > 0 {
-		var csArr [MaxCandidates]int
-		cs := csArr[:0]
-		for _, k := range capBy[:b.p.nNUMA] {
+		cs := b.p.scr.b[:0]
+		for _, k := range capBy {
 			if k > 0 {
 				cs = append(cs, k)
 			}
@@ -93,8 +96,7 @@ func (b *classSearch) bottleneckUB(c, r, lvl int) (int64, int) {
 }
 
 func (b *classSearch) connectable(c0, r int, t int64) bool {
-	var parent [MaxCandidates]int
-	var capc [MaxCandidates]int
+	parent, capc := b.p.scr.c, b.p.scr.d // set below for every active class
 	find := func(x int) int {
 		for parent[x] != x {
 			parent[x] = parent[parent[x]]
@@ -179,7 +181,7 @@ func (b *classSearch) connectable(c0, r int, t int64) bool {
 // set and half of the heaviest r-1 partners it can find among the
 // classes not yet decided, the devices taken greedily.
 func (b *classSearch) pairSumUB(s *pairSums, c, r int) int64 {
-	var gs [MaxCandidates]capped
+	gs := b.p.scr.caps
 	n := 0
 	for d := c; d < b.nc; d++ {
 		need := r - 1
@@ -259,10 +261,9 @@ func (b *classSearch) degreeUB(c0, r int) int64 {
 		cand[i].c, cand[i].deg = c, deg
 	}
 	ub := int64(math.MaxInt64)
-	var ls [MaxCandidates]capped
 	for _, cd := range cand[:n] {
 		// plus the r best links to classes not yet decided
-		list := ls[:0]
+		list := b.p.scr.caps[:0]
 		for d := c0; d < b.nc; d++ {
 			list = append(list, capped{b.link(cd.c, d), len(b.cls[d].members)})
 		}

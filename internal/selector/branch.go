@@ -3,26 +3,25 @@ package selector
 import (
 	"cmp"
 	"slices"
-	"time"
 )
 
 // classSearch is the branch-and-bound over how many members each class
 // gives to the set: it decides the classes in order, the class at depth c
 // taking from as many of its members as fit down to none, and cuts every
 // subtree whose upper bound (bounds.go) cannot enter the list of the best
-// sets found. When the deadline passes it stops and keeps, as open, the
-// bound of everything it did not explore.
+// sets found. When the budget (p.bud) is spent it stops and keeps, as
+// open, the bound of everything it did not explore.
 type classSearch struct {
 	classGraph
 	p        *problem
 	levels   []int64 // distinct class-level bandwidths, ascending
 	size     int     // devices per set
 	top      *topK
-	deadline time.Time
-	timedOut bool
-	open     key  // the highest bound of what is unexplored or unsettled
-	hasOpen  bool // open holds a bound
-	nodes    int  // search nodes visited
+	stopped  bool  // the budget ran out
+	open     key   // the highest bound of what is unexplored or unsettled
+	hasOpen  bool  // open holds a bound
+	nodes    int   // search nodes visited
+	nodeCost int64 // work charged per node (see budget.go)
 
 	// What the classes from c on can still give, indexed by c (the first
 	// undecided class); index nc is the empty rest.
@@ -100,20 +99,21 @@ func (s *pairSums) decide(c, t, sign, nc int) {
 	}
 }
 
-func (p *problem) branchAndBound(k int, deadline time.Time) result {
-	b := p.newClassSearch(p.buildClasses(firstN(p.n)), k, deadline)
-	start := time.Now()
+func (p *problem) branchAndBound(k int) result {
+	if p.policy == Ring && p.size >= 3 {
+		p.top = p.ringTop()
+	}
+	b := p.newClassSearch(p.buildClasses(firstN(p.n)), k)
 	offered := 0
 	for _, s := range p.seeds(b) {
-		if offered > 0 && time.Now().After(deadline) {
+		if offered > 0 && p.bud.spent() {
 			break // the naive set is offered: the search has an answer
 		}
 		b.offer(s)
 		offered++
 	}
-	// Keep the time of one set's scoring in hand for what Select does
-	// after the search (the ring order of the answer).
-	b.deadline = deadline.Add(-time.Since(start) / time.Duration(offered))
+	// A spent budget stops the search at its root, which keeps the root's
+	// bound open.
 	b.dfs(0, p.size, len(b.levels)-1)
 	return b.result()
 }
@@ -128,11 +128,11 @@ func (b *classSearch) result() result {
 	return res
 }
 
-func (p *problem) newClassSearch(cls []class, k int, deadline time.Time) *classSearch {
+func (p *problem) newClassSearch(cls []class, k int) *classSearch {
 	g := newClassGraph(p, cls)
 	nc := g.nc
 	b := &classSearch{classGraph: g, p: p, size: p.size,
-		top: &topK{k: k, e: make([]entry, 0, k)}, deadline: deadline,
+		top:  &topK{k: k, e: make([]entry, 0, k)},
 		take: make([]int, nc), numaCount: make([]int, p.nNUMA),
 		total: newPairSums(g.bw, cls), locality: newPairSums(g.loc, cls)}
 	for c := range cls {
@@ -167,6 +167,7 @@ func (p *problem) newClassSearch(cls []class, k int, deadline time.Time) *classS
 		b.lowLoadFrom[c] = lowestSums(loads)
 		b.lowDegFrom[c] = lowestSums(degs)
 	}
+	b.nodeCost = 1 + int64(nc*nc)/256
 	b.present = make([]int, 0, nc)
 	b.active = make([]int, 0, nc)
 	b.twinBefore = b.twins()
@@ -222,6 +223,7 @@ func lowestSums(vals []int64) []int64 {
 func (b *classSearch) dfs(c, r, lvl int) {
 	if r == 0 {
 		b.nodes++
+		b.p.bud.spend(1)
 		b.leaf()
 		return
 	}
@@ -229,9 +231,10 @@ func (b *classSearch) dfs(c, r, lvl int) {
 		return
 	}
 	b.nodes++
+	b.p.bud.spend(b.nodeCost)
 	u, lvl := b.upper(c, r, lvl)
-	if time.Now().After(b.deadline) {
-		b.timedOut = true
+	if b.p.bud.spent() {
+		b.stopped = true
 		b.keepOpen(u)
 		return
 	}
@@ -258,11 +261,11 @@ func (b *classSearch) dfs(c, r, lvl int) {
 		b.decide(c, t, +1)
 		b.dfs(c+1, r-t, lvl)
 		b.decide(c, t, -1)
-		if b.timedOut {
+		if b.stopped {
 			if t > lo {
 				// The branches not tried stay open, under this node's
 				// bound (bounding each would cost a bound per level on
-				// the way out, past the deadline).
+				// the way out, past the budget).
 				b.keepOpen(u)
 			}
 			return

@@ -86,11 +86,12 @@ type classGraph struct {
 	nc  int     // number of classes
 	bw  []int64 // nc*nc; bw[c*nc+c] is class c's internal bandwidth
 	loc []int64 // nc*nc locality ranks, the same way
+	scr *scratch
 }
 
 func newClassGraph(p *problem, cls []class) classGraph {
 	nc := len(cls)
-	g := classGraph{cls: cls, nc: nc, bw: make([]int64, nc*nc), loc: make([]int64, nc*nc)}
+	g := classGraph{cls: cls, nc: nc, bw: make([]int64, nc*nc), loc: make([]int64, nc*nc), scr: p.scr}
 	for c := range cls {
 		for d := range cls {
 			a, b := cls[c].members[0], cls[d].members[0]
@@ -136,8 +137,8 @@ func (g *classGraph) treeOf(present, take []int) int64 {
 	bn := int64(math.MaxInt64)
 	// Prim over present classes.
 	if len(present) > 1 {
-		var best [MaxCandidates]int64
-		var in [MaxCandidates]bool
+		best, in := g.scr.x[:len(present)], g.scr.f[:len(present)]
+		clear(in)
 		for i := 1; i < len(present); i++ {
 			best[i] = g.link(present[0], present[i])
 		}
@@ -224,7 +225,7 @@ const hamStates = 1 << 18
 // longer than one device). A dynamic program over how many runs each
 // class has had settles it; decided is false when that program would
 // exceed hamStates.
-func (g *classGraph) hamAt(present, take []int, size int, t int64) (ok, decided bool) {
+func (g *classGraph) hamAt(bud *budget, present, take []int, size int, t int64) (ok, decided bool) {
 	if len(present) == 1 {
 		return g.link(present[0], present[0]) >= t, true
 	}
@@ -289,6 +290,7 @@ func (g *classGraph) hamAt(present, take []int, size int, t int64) (ok, decided 
 			}
 		}
 	}
+	bud.spend(1 + int64(states*np)/1024)
 	reach := make([]uint64, states) // bitmask of the last class
 	reach[radix[0]] = 1             // one run of the start class
 	for s := 0; s < states; s++ {

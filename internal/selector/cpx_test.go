@@ -86,8 +86,8 @@ func TestCPXHeldAndAlternatives(t *testing.T) {
 func TestCPXRing(t *testing.T) {
 	m := newMI300XCPXNode(t)
 	for _, n := range []int{3, 8, 9, 20, 63} {
-		// a generous budget: the machine running the tests may be loaded
-		ch, err := Select(m, Request{N: n, Budget: 10 * time.Second}, Ring)
+		// the default work budget; the time cap off so that load cannot cut it
+		ch, err := Select(m, Request{N: n, Budget: time.Hour}, Ring)
 		if err != nil {
 			t.Fatalf("N=%d: %v", n, err)
 		}
@@ -110,8 +110,8 @@ func ringBottleneckOf(bw func(a, b int) int64, ring []int) int64 {
 	return min(b, bw(ring[len(ring)-1], ring[0]))
 }
 
-// A node with many distinct devices and a tiny budget: the ring search
-// stops early, says so and reports a gap to its upper bound.
+// A node with many distinct devices and a small work budget: the ring
+// search stops early, says so and reports a gap to its upper bound.
 func TestRingBudget(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	levels := []int64{0, 25000, 50000, 75000, 100000, 150000, 200000}
@@ -126,15 +126,11 @@ func TestRingBudget(t *testing.T) {
 		}
 	}
 	m := newFlatNode(t, 40, func(a, b int) int64 { return bw[a][b] }, func(i int) int { return i % 2 })
-	start := time.Now()
-	ch, err := Select(m, Request{N: 12, Budget: 5 * time.Millisecond}, Ring)
+	ch, err := Select(m, Request{N: 12, Work: 300, Budget: time.Hour}, Ring)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if took := time.Since(start); took > 2*time.Second {
-		t.Errorf("took %v with a 5ms budget", took)
-	}
-	if ch.Exact || ch.Gap < 0 || ch.Gap >= 1 {
+	if ch.Exact || ch.CappedBy != CappedByWork || ch.Gap < 0 || ch.Gap >= 1 {
 		t.Errorf("exact %v gap %v", ch.Exact, ch.Gap)
 	}
 	if len(ch.Devices) != 12 || len(ch.Ring) != 12 {

@@ -30,6 +30,8 @@ type problem struct {
 	busy   bitset  // busy candidates
 	load   []int64 // hundredths of a percent of utilisation plus memory use
 	nNUMA  int
+	bud    *budget // the work Select may still spend
+	scr    *scratch
 
 	// evaluated remembers evalSet's answers by set: the naive set and
 	// the seeds are scored once though Select needs them twice.
@@ -39,29 +41,78 @@ type problem struct {
 	ham  []uint32
 	vals []int64
 	sw   []int64
+	cyc  cycleSearch // scratch of hamSearch
+	tg   []bitset    // scratch of thresholdGraph
+	top  int64       // ring policy, 3 or more devices: ringTop, a bound of every set's ring
+}
+
+// scratch is working memory sized to the candidates, made once per
+// problem and reused by every bound and score (issue 25: zeroing arrays
+// sized for 256 devices on every call was 22% of Select on small nodes).
+// Each routine names the slices it uses; none of them calls another
+// that uses the same ones.
+type scratch struct {
+	a, b, c, d []int
+	x, y       []int64
+	f, g       []bool
+	caps       []capped
+}
+
+func newScratch(n int) *scratch {
+	return &scratch{a: make([]int, n), b: make([]int, n), c: make([]int, n), d: make([]int, n),
+		x: make([]int64, n), y: make([]int64, n), f: make([]bool, n), g: make([]bool, n), caps: make([]capped, n)}
 }
 
 func newProblem(m *topology.Model, cands []int, pol Policy, size int, r rules) *problem {
 	n := len(cands)
 	p := &problem{policy: pol, rules: r, n: n, size: size, idx: cands, bw: make([]int64, n*n),
-		loc: make([]int64, n*n), deg: make([]int64, n), numa: make([]int, n), load: make([]int64, n)}
+		loc: make([]int64, n*n), deg: make([]int64, n), numa: make([]int, n), load: make([]int64, n),
+		bud: unlimited(), scr: newScratch(n)}
 	levels := measuredLevels(m)
 	ids := map[int]int{}
+	// Pairs come from the model's links, one lookup each (issue 25: three
+	// lookups per pair were most of a small node's Select); a pair
+	// without a link has bandwidth 0 and locality SYS, as Model.BW and
+	// Model.Locality say.
+	pos := make([]int, len(m.Devices))
+	for i := range pos {
+		pos[i] = -1
+	}
 	for i, d := range cands {
-		for j := i + 1; j < n; j++ {
-			l := m.Link(d, cands[j])
-			b := m.BW(d, cands[j]) // host-staged for a pair without peer-to-peer access
-			if l.Measured && levels != nil {
-				b = levels[l.MaxBandwidth]
-			}
-			p.bw[i*n+j], p.bw[j*n+i] = b, b
-			if !r.noLocality {
-				lc := int64(m.Locality(d, cands[j]))
-				p.loc[i*n+j], p.loc[j*n+i] = lc, lc
-				p.deg[i] += lc
-				p.deg[j] += lc
+		pos[d] = i
+	}
+	if !r.noLocality {
+		sys := int64(topology.LocalitySYS)
+		for i := range p.loc {
+			if i/n != i%n {
+				p.loc[i] = sys
 			}
 		}
+	}
+	for li := range m.Links {
+		l := &m.Links[li]
+		i, j := pos[l.A], pos[l.B]
+		if i < 0 || j < 0 || i == j || m.Link(l.A, l.B) != l {
+			continue
+		}
+		b := m.BW(l.A, l.B) // host-staged for a pair without peer-to-peer access
+		if l.Measured && levels != nil {
+			b = levels[l.MaxBandwidth]
+		}
+		p.bw[i*n+j], p.bw[j*n+i] = b, b
+		if !r.noLocality {
+			lc := int64(m.Locality(l.A, l.B))
+			p.loc[i*n+j], p.loc[j*n+i] = lc, lc
+		}
+	}
+	for i := 0; i < n; i++ {
+		for j := 0; j < n; j++ {
+			if j != i {
+				p.deg[i] += p.loc[i*n+j]
+			}
+		}
+	}
+	for i, d := range cands {
 		dev := &m.Devices[d]
 		id, ok := ids[dev.NUMANode]
 		if !ok {
@@ -173,8 +224,8 @@ func (p *problem) treeBottleneck(vs []int) int64 {
 	if k < 2 {
 		return 0
 	}
-	var best [MaxCandidates]int64
-	var in [MaxCandidates]bool
+	best, in := p.scr.x[:k], p.scr.f[:k]
+	clear(in)
 	n := p.n
 	row := vs[0] * n
 	for i := 1; i < k; i++ {
@@ -217,7 +268,8 @@ func (p *problem) pairSum(w []int64, vs []int) int64 {
 
 // numaCount is the number of distinct NUMA nodes of vs.
 func (p *problem) numaCount(vs []int) int64 {
-	var seen [MaxCandidates]bool
+	seen := p.scr.g[:p.nNUMA]
+	clear(seen)
 	c := int64(0)
 	for _, v := range vs {
 		if !seen[p.numa[v]] {
@@ -235,6 +287,7 @@ func (p *problem) minCut(vs []int) int64 {
 	if k < 2 {
 		return 0
 	}
+	p.bud.spend(1 + int64(k*k*k)/1024)
 	if cap(p.sw) < k*k {
 		p.sw = make([]int64, k*k)
 	}
@@ -244,19 +297,18 @@ func (p *problem) minCut(vs []int) int64 {
 			w[i*k+j] = p.bw[a*p.n+b]
 		}
 	}
-	return stoerWagner(w, k)
+	return stoerWagner(w, k, p.scr)
 }
 
 // stoerWagner returns the global min cut of the k-vertex graph with
-// symmetric weights w (k*k, destroyed).
-func stoerWagner(w []int64, k int) int64 {
-	var act [MaxCandidates]int
+// symmetric weights w (k*k, destroyed), in scr's a, y and f.
+func stoerWagner(w []int64, k int, scr *scratch) int64 {
+	act := scr.a[:k]
 	for i := 0; i < k; i++ {
 		act[i] = i
 	}
 	best := int64(math.MaxInt64)
-	var wsum [MaxCandidates]int64
-	var added [MaxCandidates]bool
+	wsum, added := scr.y[:k], scr.f[:k]
 	for nv := k; nv > 1; nv-- {
 		for i := 0; i < nv; i++ {
 			wsum[i], added[i] = 0, false

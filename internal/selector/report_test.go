@@ -191,7 +191,7 @@ func optimum(t testing.TB, m *topology.Model, k int) (tree, ring int64, ringExac
 			}
 		}
 	}
-	ch, err := Select(m, Request{N: k, Budget: 30e9}, Ring)
+	ch, err := Select(m, Request{N: k, Work: 1 << 30, Budget: 30e9}, Ring)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +285,7 @@ func (s *shortfall) String() string {
 // bandwidth against the brute-force optimum (issue #16). amdrun must
 // reach the optimum of its policy on every theoretical topology (measured
 // ones: within a level, 10%). With -placement-report it prints the whole
-// table and the summary the README shows (make placement-report).
+// table and the summary docs/performance.md shows (make placement-report).
 func TestPlacementReport(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the placement report parses every capture and brute-forces every k (make placement-report)")

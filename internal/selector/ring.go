@@ -40,10 +40,12 @@ func (p *problem) ringOf(vs []int) ringRange {
 // devices, which takes take[c] members of each class of g in present.
 // It binary-searches the set's link values below the degree bound: a
 // threshold is settled by the class-level test (g.hamAt) or, when that
-// is too large, by finding a cycle (findCycle); a threshold neither
-// settles counts as not reached but leaves hi above lo. The work is
-// bounded by the class test's state cap and the heuristic's rotation cap,
-// so the answer never depends on a clock.
+// is too large, by finding a cycle (findCycle) or, failing that, by the
+// exact cycle search (hamSearch); a threshold none settles (the exact
+// search reached its step cap) counts as not reached but leaves hi above
+// lo. The work is bounded by the class test's state cap, the heuristic's
+// rotation cap and the exact search's step cap, and charged to the
+// budget, so the answer never depends on a clock.
 func (p *problem) ringSearch(g *classGraph, present, take, vs []int) ringRange {
 	// vs is the set the classes describe; findCycle works on it.
 	vals := g.linkValues(present, take, g.ringUpper(present, take))
@@ -51,11 +53,15 @@ func (p *problem) ringSearch(g *classGraph, present, take, vs []int) ringRange {
 	// over it exists.
 	lo, hi := 0, len(vals)-1
 	firstNo := len(vals) // lowest index settled as unreachable
-	for lo < hi {
+	for lo < hi && !p.bud.spent() {
 		mid := (lo + hi + 1) / 2
-		ok, decided := g.hamAt(present, take, len(vs), vals[mid])
+		p.bud.spend(1)
+		ok, decided := g.hamAt(p.bud, present, take, len(vs), vals[mid])
 		if !decided && p.findCycle(vs, vals[mid]) != nil {
 			ok, decided = true, true
+		}
+		if !decided {
+			_, ok, decided = p.hamSearch(vs, vals[mid], int(min(cycleSteps, 1+p.bud.left()*128/int64(len(vs)))))
 		}
 		switch {
 		case ok:
@@ -109,6 +115,7 @@ func (p *problem) ringBottleneck(vs []int, ub int64) int64 {
 // start at vs[0] and visit exactly {vs[0]} ∪ S (S over vs[1:]).
 func (p *problem) hamCycle(vs []int, t int64) bool {
 	k := len(vs)
+	p.bud.spend(1 + int64(k)<<uint(k-1)>>10)
 	var adj [enumLimit]uint32
 	for i, a := range vs {
 		row := a * p.n
@@ -146,6 +153,8 @@ func (p *problem) hamCycle(vs []int, t int64) bool {
 // such links or the rotations run out (8 per device): nil proves nothing.
 func (p *problem) findCycle(vs []int, t int64) []int {
 	k := len(vs)
+	rotations := 0
+	defer func() { p.bud.spend(1 + int64(k*k+rotations*k)/1024) }()
 	link := func(a, b int) bool { return p.bw[vs[a]*p.n+vs[b]] >= t }
 	adj := make([][]int, k)
 	for a := 0; a < k; a++ {
@@ -181,7 +190,7 @@ func (p *problem) findCycle(vs []int, t int64) []int {
 		}
 	}
 	visit(0)
-	for rotations := 0; ; {
+	for {
 		end := path[len(path)-1]
 		next := -1
 		for _, b := range adj[end] {

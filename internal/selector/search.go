@@ -1,9 +1,6 @@
 package selector
 
-import (
-	"math/bits"
-	"time"
-)
+import "math/bits"
 
 // enumLimit is the most candidates searched by plain enumeration of all
 // subsets (C(16,8) = 12,870 sets).
@@ -60,25 +57,31 @@ func (t *topK) offer(e entry) {
 
 // result is what a search found: the best sets, best first, and whether
 // the first is proven best; when not, bound is the highest key anything
-// left unexplored or unsettled could have.
+// left unexplored or unsettled could have. capped says which budget
+// stopped the search ("" when none did).
 type result struct {
 	top        []entry
 	exact      bool
 	bound      key
 	considered int
+	capped     string
 }
 
-// search finds the k best sets of p.size candidates, stopping at the
-// deadline.
-func (p *problem) search(k int, deadline time.Time) result {
+// search finds the k best sets of p.size candidates within the budget
+// p.bud.
+func (p *problem) search(k int) result {
+	var res result
 	if p.n <= enumLimit {
-		return p.enumerate(k, deadline)
+		res = p.enumerate(k)
+	} else {
+		res = p.branchAndBound(k)
 	}
-	return p.branchAndBound(k, deadline)
+	res.capped = p.bud.capped
+	return res
 }
 
 // enumerate scores every subset of p.size of the (at most 16) candidates.
-func (p *problem) enumerate(k int, deadline time.Time) result {
+func (p *problem) enumerate(k int) result {
 	t := &topK{k: k, e: make([]entry, 0, k)}
 	n, r := p.n, p.size
 	var buf [enumLimit]int
@@ -86,9 +89,10 @@ func (p *problem) enumerate(k int, deadline time.Time) result {
 	last := uint64(1)<<uint(n) - 1
 	for mask := uint64(1)<<uint(r) - 1; mask <= last; {
 		count++
-		if count&63 == 0 && time.Now().After(deadline) {
+		p.bud.spend(1)
+		if p.bud.spent() {
 			// The rest is unexplored: bound it by the whole problem.
-			b := p.newClassSearch(p.buildClasses(firstN(n)), 1, deadline)
+			b := p.newClassSearch(p.buildClasses(firstN(n)), 1)
 			u, _ := b.upper(0, r, len(b.levels)-1)
 			res := result{top: t.e, considered: count}
 			if len(t.e) == 0 || u.cmp(t.e[0].key) > 0 {

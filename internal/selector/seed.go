@@ -1,11 +1,12 @@
 package selector
 
 // seeds returns sets to offer before the branch-and-bound starts, so that
-// it prunes from the first node and, when the deadline cuts it short, the
+// it prunes from the first node and, when the budget cuts it short, the
 // answer is a good set rather than the first one reached: the naive
 // first devices (Select reports their score anyway), then for the ring a
-// greedy ring-minded set, and a greedy set grown inside the best
-// connected group. Past the deadline only the first is offered.
+// greedy ring-minded set and a set found by a cycle search (ringSeed),
+// and a greedy set grown inside the best connected group. Once the budget
+// is spent only the first is offered.
 func (p *problem) seeds(b *classSearch) [][]int {
 	var out [][]int
 	naive := make([]int, p.size)
@@ -18,10 +19,18 @@ func (p *problem) seeds(b *classSearch) [][]int {
 	}
 	// The tree bottleneck's bound at the root is exact: some component
 	// over links >= t holds the set.
+	t, _ := b.bottleneckUB(0, p.size, len(b.levels)-1)
 	if p.policy == Ring {
 		out = append(out, p.greedy(0, true))
+		// The cycle search is for nodes where few devices are
+		// interchangeable (the classes of a partitioned node settle its
+		// rings far cheaper).
+		if p.size >= 3 && len(b.cls) > p.n/2 {
+			if s := p.ringSeed(min(t, p.top)); s != nil {
+				out = append(out, s)
+			}
+		}
 	}
-	t, _ := b.bottleneckUB(0, p.size, len(b.levels)-1)
 	return append(out, p.greedy(t, false))
 }
 
@@ -33,6 +42,7 @@ func (p *problem) seeds(b *classSearch) [][]int {
 // device with the most bandwidth to the candidates that reach it at >= t.
 func (p *problem) greedy(t int64, ring bool) []int {
 	n := p.n
+	p.bud.spend(1 + int64(n*n+n*p.size)/1024)
 	in := make([]bool, n)
 	sum := make([]int64, n)     // bandwidth to the set
 	loc := make([]int64, n)     // locality to the set

@@ -2,9 +2,12 @@
 //
 // It is a pure function of a finished *topology.Model, a Request and a
 // Policy: it runs no program, reads no environment and opens no path.
-// Every exact answer (Choice.Exact) is deterministic; ties go to the
-// lexicographically smallest set of device indices. An answer cut short
-// by the time budget depends on how far the search got.
+// Its answer is deterministic: ties go to the lexicographically smallest
+// set of device indices, and the search is bounded by counted work
+// (Request.Work), not time, so one input gives one answer on any machine
+// under any load. Only the wall-clock safety cap (Request.Budget), when
+// it fires first, makes an answer depend on the machine
+// (Choice.CappedBy says so).
 //
 // Search is exact: with up to 16 candidates it enumerates every subset;
 // beyond that it collapses interchangeable devices (identical links and
@@ -12,7 +15,7 @@
 // the CPX partitions of one GPU) into classes and runs a branch-and-bound
 // over how many devices each class gives. Measured bandwidths are
 // compared in levels (see quantize.go) so that noise does not break the
-// classes. Only when the time budget runs out (hundreds of devices with
+// classes. Only when the work budget runs out (hundreds of devices with
 // all-distinct links) is the answer the best found, with Choice.Exact
 // false and the proven gap to the upper bound in Choice.Gap.
 package selector
@@ -42,13 +45,6 @@ var (
 // DefaultAlternatives is how many runner-up sets a Choice lists when
 // Request.Alternatives is 0.
 const DefaultAlternatives = 5
-
-// DefaultBudget bounds the time Select spends when Request.Budget is 0.
-// On real nodes the search ends far sooner (every real topology in
-// testdata is solved exactly in a few milliseconds); the budget caps
-// pathological inputs such as hundreds of devices with all-distinct
-// links.
-const DefaultBudget = 200 * time.Millisecond
 
 // MaxCandidates is the most candidate devices Select handles.
 const MaxCandidates = 256
@@ -105,9 +101,15 @@ type Request struct {
 	Held map[int]string
 	// Order is the rank order of Choice.Devices (zero: by index).
 	Order Order
-	// Budget bounds the time Select spends, for either policy; zero
-	// means DefaultBudget. When it runs out Select returns the best set
-	// found, Choice.Exact false.
+	// Work bounds the work Select spends (see DefaultWork), for either
+	// policy; zero means DefaultWork. When it runs out Select returns the
+	// best set found, Choice.Exact false and Choice.CappedBy "work". The
+	// answer depends on the input and Work alone, never on the machine.
+	Work int
+	// Budget is a wall-clock safety cap; zero means DefaultBudget. The
+	// work budget ends the search first on any machine that is not
+	// overloaded; when the cap fires instead, Choice.CappedBy is "time"
+	// and the answer depends on how far the search got.
 	Budget time.Duration
 	// Alternatives is how many runner-up sets to report; 0 means
 	// DefaultAlternatives and a negative number means none.
@@ -144,9 +146,17 @@ type Choice struct {
 	Gap     float64
 	GapTerm string
 	Bound   float64
+	// CappedBy says which budget stopped the search before it proved its
+	// answer: CappedByWork (Request.Work), CappedByTime (the safety cap,
+	// Request.Budget), or "" when the search ran to its end (an answer
+	// that is then not exact holds a ring whose cycle search hit its own
+	// cap; Gap says by how much it may fall short).
+	CappedBy string
 	// Considered counts the sets (enumeration) or search nodes
 	// (branch-and-bound) examined.
 	Considered int
+	// Work is the work the search spent, in the units of Request.Work.
+	Work int
 }
 
 // Candidate is a set of devices, sorted by index, with its score.
@@ -264,12 +274,17 @@ func selectBy(m *topology.Model, req Request, p Policy, r rules) (*Choice, error
 	if k < 0 {
 		k = 0
 	}
-	budget := req.Budget
-	if budget <= 0 {
-		budget = DefaultBudget
+	limit := req.Budget
+	if limit <= 0 {
+		limit = DefaultBudget
+	}
+	work := req.Work
+	if work <= 0 {
+		work = DefaultWork
 	}
 	pr := newProblem(m, cands, p, n, r)
-	res := pr.search(k+1, start.Add(budget))
+	pr.bud = &budget{limit: int64(work), deadline: start.Add(limit)}
+	res := pr.search(k + 1)
 	naive := firstN(n).list()
 	if len(res.top) == 0 {
 		// The budget ran out before any set was scored (it never does: the
@@ -283,11 +298,17 @@ func selectBy(m *topology.Model, req Request, p Policy, r rules) (*Choice, error
 		Score:      pr.score(best.key),
 		Exact:      res.exact,
 		Considered: res.considered,
+		Work:       int(pr.bud.work),
+	}
+	if !res.exact {
+		ch.CappedBy = res.capped
 	}
 	if !res.exact {
 		ch.GapTerm, ch.Bound, ch.Gap = pr.gap(best.key, res.bound)
 	}
 	local := best.mask.list()
+	// What follows is not the search: it spends nothing of the budget.
+	pr.bud = unlimited()
 	if p == Ring && n >= 3 {
 		ch.Ring = pr.global(pr.ringOrder(local, best.key[kFirst]))
 	}

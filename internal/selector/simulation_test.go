@@ -172,7 +172,7 @@ func simulate(t testing.TB, m *topology.Model, rule placeRule, jobs int, seed ui
 // 8-device jobs on three nodes under each rule (issue #16: best fit on
 // shared nodes). amdrun must give jobs at least the bottleneck the old
 // rule gave, and both more than first free. With -v it prints the table
-// the README shows.
+// docs/shared-nodes.md shows.
 func TestJobStreamSimulation(t *testing.T) {
 	jobs, streams := 2000, uint64(5)
 	if testing.Short() {

@@ -77,19 +77,10 @@ func file(root string) string {
 	return filepath.Join(root, Path)
 }
 
-// Read returns the current value of <root>/proc/sys/kernel/numa_balancing
-// with surrounding space removed: "0" (off), "1" (on), "2" or "3"
-// (memory tiering modes on newer kernels). A missing file gives an error
-// wrapping ErrNotSupported; content that is not a decimal number is an
-// error too.
-func Read(root string) (string, error) {
-	raw, err := readRaw(file(root))
-	if err != nil {
-		return "", err
-	}
-	return strings.TrimSpace(string(raw)), nil
-}
-
+// readRaw reads <root>/proc/sys/kernel/numa_balancing as it is: "0"
+// (off), "1" (on), "2" or "3" (memory tiering modes on newer kernels),
+// with its newline. A missing file gives an error wrapping
+// ErrNotSupported; content that is not a decimal number is an error too.
 func readRaw(path string) ([]byte, error) {
 	raw, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {

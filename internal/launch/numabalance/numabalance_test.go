@@ -10,21 +10,16 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/amdrun/amdrun/internal/testutil"
 )
 
 // fakeRoot makes <tmp>/proc/sys/kernel/numa_balancing holding content and
 // returns the root and the file's path.
 func fakeRoot(t *testing.T, content string) (root, path string) {
 	t.Helper()
-	root = t.TempDir()
-	path = filepath.Join(root, Path)
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return root, path
+	root = testutil.FakeRoot(t, map[string]string{Path: content})
+	return root, filepath.Join(root, Path)
 }
 
 func content(t *testing.T, path string) string {
@@ -67,27 +62,30 @@ func TestParseMode(t *testing.T) {
 	}
 }
 
-func TestRead(t *testing.T) {
-	tests := []struct{ content, want string }{
-		{"1\n", "1"},
-		{"0\n", "0"},
-		{"2\n", "2"},
-		{"3", "3"},
-	}
-	for _, tt := range tests {
-		root, _ := fakeRoot(t, tt.content)
-		got, err := Read(root)
-		if err != nil || got != tt.want {
-			t.Errorf("Read(%q) = %q, %v; want %q", tt.content, got, err, tt.want)
+// TestApplyReadsEveryValue: every value the kernel writes is read (and
+// put back byte for byte by restore).
+func TestApplyReadsEveryValue(t *testing.T) {
+	for _, before := range []string{"1\n", "0\n", "2\n", "3"} {
+		root, path := fakeRoot(t, before)
+		restore, err := Apply(root, Off)
+		if err != nil {
+			t.Errorf("Apply(off) on %q: %v", before, err)
+			continue
+		}
+		if err := restore(); err != nil {
+			t.Fatal(err)
+		}
+		if got := content(t, path); got != before {
+			t.Errorf("restored %q, want %q", got, before)
 		}
 	}
 }
 
 func TestReadErrors(t *testing.T) {
 	root := t.TempDir()
-	_, err := Read(root)
+	_, err := Apply(root, Off)
 	if !errors.Is(err, ErrNotSupported) {
-		t.Fatalf("Read(no file) = %v, want ErrNotSupported", err)
+		t.Fatalf("Apply(no file) = %v, want ErrNotSupported", err)
 	}
 	wantPrefix := "numa balancing not supported by this kernel (open " + filepath.Join(root, Path) + ": no such file or directory)"
 	if err.Error() != wantPrefix {
@@ -95,10 +93,10 @@ func TestReadErrors(t *testing.T) {
 	}
 
 	root, path := fakeRoot(t, "yes\n")
-	_, err = Read(root)
+	_, err = Apply(root, Off)
 	want := "numa balancing: " + path + `: unexpected value "yes"`
 	if err == nil || err.Error() != want {
-		t.Errorf("Read(garbage) = %v, want %s", err, want)
+		t.Errorf("Apply(garbage) = %v, want %s", err, want)
 	}
 }
 

@@ -284,7 +284,7 @@ func iommuCheck(root string, v topology.Vendor) Check {
 }
 
 func leaseCheck(o *Options, m *topology.Model) Check {
-	const initAdvice = "ask root to run 'amdrun lease init' (README: Shared nodes)"
+	const initAdvice = "ask root to run 'amdrun lease init' (docs/shared-nodes.md)"
 	d, err := o.Leases()
 	if err != nil {
 		return Check{"leases", Warn, err.Error(), initAdvice + ", or set --lease-dir or AMDRUN_LEASE_DIR to a directory every user of the node shares"}

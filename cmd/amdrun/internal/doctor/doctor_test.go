@@ -19,24 +19,9 @@ import (
 	"github.com/amdrun/amdrun/internal/discover"
 	"github.com/amdrun/amdrun/internal/launch"
 	"github.com/amdrun/amdrun/internal/launch/lease"
+	"github.com/amdrun/amdrun/internal/testutil"
 	"github.com/amdrun/amdrun/internal/topology"
 )
-
-// fakeRoot makes a root directory with the given files (path -> content).
-func fakeRoot(t *testing.T, files map[string]string) string {
-	t.Helper()
-	root := t.TempDir()
-	for name, content := range files {
-		p := filepath.Join(root, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return root
-}
 
 // torch answers the torch probe with out.
 func torch(out string, err error) topology.Runner {
@@ -63,7 +48,7 @@ func options(t *testing.T, edit func(*doctor.Options)) (*doctor.Options, *bytes.
 			return discover.Example()
 		},
 		Env: func() []string { return []string{"HOME=/home/u"} },
-		Root: fakeRoot(t, map[string]string{
+		Root: testutil.FakeRoot(t, map[string]string{
 			"proc/sys/kernel/numa_balancing": "0\n",
 			"proc/cmdline":                   "BOOT_IMAGE=/vmlinuz root=/dev/sda1 iommu=pt quiet\n",
 		}),
@@ -102,7 +87,7 @@ func TestChecks(t *testing.T) {
 		{
 			name: "numa balancing on", check: "NUMA balancing", status: doctor.Warn,
 			edit: func(o *doctor.Options) {
-				o.Root = fakeRoot(t, map[string]string{"proc/sys/kernel/numa_balancing": "1\n", "proc/cmdline": "iommu=pt"})
+				o.Root = testutil.FakeRoot(t, map[string]string{"proc/sys/kernel/numa_balancing": "1\n", "proc/cmdline": "iommu=pt"})
 			},
 			detail: []string{"on (kernel.numa_balancing = 1)"},
 			advice: []string{"--numa-balancing off"},
@@ -130,13 +115,13 @@ func TestChecks(t *testing.T) {
 		},
 		{
 			name: "numa balancing not supported", check: "NUMA balancing", status: doctor.OK,
-			edit:   func(o *doctor.Options) { o.Root = fakeRoot(t, map[string]string{"proc/cmdline": "iommu=pt"}) },
+			edit:   func(o *doctor.Options) { o.Root = testutil.FakeRoot(t, map[string]string{"proc/cmdline": "iommu=pt"}) },
 			detail: []string{"not supported"},
 		},
 		{
 			name: "AMD without iommu=pt", check: "IOMMU", status: doctor.Warn,
 			edit: func(o *doctor.Options) {
-				o.Root = fakeRoot(t, map[string]string{"proc/cmdline": "root=/dev/sda1 amd_iommu=on quiet\n"})
+				o.Root = testutil.FakeRoot(t, map[string]string{"proc/cmdline": "root=/dev/sda1 amd_iommu=on quiet\n"})
 			},
 			detail: []string{"amd_iommu=on"},
 			advice: []string{"iommu=pt"},
@@ -144,7 +129,7 @@ func TestChecks(t *testing.T) {
 		{
 			name: "AMD with no iommu option", check: "IOMMU", status: doctor.Warn,
 			edit: func(o *doctor.Options) {
-				o.Root = fakeRoot(t, map[string]string{"proc/cmdline": "root=/dev/sda1 quiet\n"})
+				o.Root = testutil.FakeRoot(t, map[string]string{"proc/cmdline": "root=/dev/sda1 quiet\n"})
 			},
 			detail: []string{"default"},
 		},
@@ -155,7 +140,7 @@ func TestChecks(t *testing.T) {
 		{
 			name: "NVIDIA without iommu=pt", check: "IOMMU", status: doctor.OK,
 			edit: func(o *doctor.Options) {
-				o.Root = fakeRoot(t, map[string]string{"proc/cmdline": "root=/dev/sda1\n"})
+				o.Root = testutil.FakeRoot(t, map[string]string{"proc/cmdline": "root=/dev/sda1\n"})
 				o.Topology = func(context.Context) (*topology.Model, error) {
 					m, err := discover.Example()
 					if err == nil {
@@ -297,7 +282,7 @@ func TestRun(t *testing.T) {
 
 	// Warnings print their advice on the next line and still exit 0.
 	o, out = options(t, func(o *doctor.Options) {
-		o.Root = fakeRoot(t, map[string]string{"proc/sys/kernel/numa_balancing": "1", "proc/cmdline": "iommu=pt"})
+		o.Root = testutil.FakeRoot(t, map[string]string{"proc/sys/kernel/numa_balancing": "1", "proc/cmdline": "iommu=pt"})
 	})
 	if err := doctor.Run(context.Background(), o); err != nil {
 		t.Fatalf("warnings only: %v", err)

@@ -36,8 +36,8 @@ func NewCmdRoot(f *cmdutil.Factory) *cobra.Command {
 	pf.StringVar(&f.Topo.SysfsRoot, "sysfs-root", "", "read sysfs (and /proc) under `DIR` (default $AMDRUN_SYSFS_ROOT, else /)")
 	pf.StringVar(&f.Topo.Bandwidth, "bandwidth", "auto", "bandwidth for selection: auto (measured when amdrun bench has a result for these devices), measured, theoretical")
 	pf.StringVar(&f.Topo.File, "topology", "", "read the topology from `FILE`, saved with 'amdrun topo --json' (here or on another machine)")
-	runcmd.RegisterValues(cmd, "source", discover.Sources)
-	runcmd.RegisterValues(cmd, "bandwidth", []string{"auto", "measured", "theoretical"})
+	cmdutil.RegisterValues(cmd, "source", discover.Sources)
+	cmdutil.RegisterValues(cmd, "bandwidth", []string{"auto", "measured", "theoretical"})
 	cmd.PersistentPreRunE = func(c *cobra.Command, args []string) error {
 		if err := discover.ValidSource(f.Topo.Source); err != nil {
 			return &cmdutil.FlagError{Err: fmt.Errorf("--source: %w", err)}

@@ -72,7 +72,10 @@ func TestPlanHeaderNUMA(t *testing.T) {
 	}
 }
 
-func TestRunDryRunTTY(t *testing.T) {
+// TestRunDryRunText: the text plan, on a terminal and on a pipe. The
+// plan has no terminal branch (scripts read --json), so both must print
+// the same bytes; a difference creeping in fails here.
+func TestRunDryRunText(t *testing.T) {
 	tests := []struct {
 		name string
 		env  []string
@@ -134,8 +137,14 @@ func TestRunDryRunTTY(t *testing.T) {
 		},
 		{
 			name:   "explain says how far from proven a cut-short search is",
+			args:   []string{"--dry-run", "--explain", "-n", "4", "--search-work", "10", "train.py"},
+			want:   []string{"best found within --search-work, not proven: bottleneck within 50.0% of its upper bound 100000 MB/s"},
+			absent: []string{"exact search"},
+		},
+		{
+			name:   "explain says when the time cap cut the search short",
 			args:   []string{"--dry-run", "--explain", "-n", "4", "--search-budget", "1ns", "train.py"},
-			want:   []string{"best found within --search-budget, not proven: total within ", "% of its upper bound "},
+			want:   []string{"best found within the --search-budget time cap (the answer depends on the machine's load), not proven: "},
 			absent: []string{"exact search"},
 		},
 		{
@@ -163,6 +172,19 @@ func TestRunDryRunTTY(t *testing.T) {
 			f.IOStreams.SetStdoutTTY(true)
 			if err := dryRun(t, f, t.TempDir(), tt.args...); err != nil {
 				t.Fatalf("%q: %v", tt.args, err)
+			}
+			piped, pipedOut, _ := exampleFactory(t, nil, tt.env...)
+			piped.IOStreams.SetStdoutTTY(false)
+			if err := dryRun(t, piped, t.TempDir(), tt.args...); err != nil {
+				t.Fatalf("%q piped: %v", tt.args, err)
+			}
+			if !f.IOStreams.IsStdoutTTY() || piped.IOStreams.IsStdoutTTY() {
+				t.Fatal("iostreams.Test did not take the terminal setting")
+			}
+			// The plan's MASTER_PORT is fixed by the flags or free: compare
+			// without it where the flags leave it free.
+			if a, b := withoutPort(out.String()), withoutPort(pipedOut.String()); a != b {
+				t.Errorf("%q: a terminal gets\n%s\na pipe gets\n%s", tt.args, a, b)
 			}
 			for _, w := range tt.want {
 				if !strings.Contains(out.String(), w) {
@@ -203,19 +225,21 @@ type jsonPlan struct {
 		Bound    float64 `json:"bound"`
 		Unit     string  `json:"unit"`
 		Relative float64 `json:"relative"`
+		CappedBy string  `json:"capped_by"`
 	} `json:"gap"`
 }
 
-// --search-budget reaches the search; when it cuts the search short the
-// JSON says so and gives the proven gap; when the search ends, exact and
-// no gap.
+// --search-work and --search-budget reach the search; when one cuts the
+// search short the JSON says so, names it and gives the proven gap; when
+// the search ends, exact and no gap.
 func TestRunDryRunJSONGap(t *testing.T) {
 	for _, tc := range []struct {
-		budget string
-		exact  bool
-	}{{"1ns", false}, {"10s", true}} {
+		flag, budget string
+		exact        bool
+		cappedBy     string
+	}{{"--search-work", "10", false, "work"}, {"--search-budget", "1ns", false, "time"}, {"--search-budget", "10s", true, ""}} {
 		f, out, _ := exampleFactory(t, nil)
-		err := dryRun(t, f, t.TempDir(), "--dry-run", "--json", "-n", "4", "--search-budget", tc.budget, "train.py")
+		err := dryRun(t, f, t.TempDir(), "--dry-run", "--json", "-n", "4", tc.flag, tc.budget, "train.py")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -226,7 +250,7 @@ func TestRunDryRunJSONGap(t *testing.T) {
 		if p.Exact != tc.exact || (p.Gap == nil) != tc.exact {
 			t.Fatalf("--search-budget %s: exact %v gap %+v", tc.budget, p.Exact, p.Gap)
 		}
-		if g := p.Gap; g != nil && (g.Term != "total" || g.Unit != "MB/s" || g.Relative <= 0 || g.Relative >= 1 || g.Bound <= 0) {
+		if g := p.Gap; g != nil && ((g.Term != "total" && g.Term != "bottleneck") || g.Unit != "MB/s" || g.Relative <= 0 || g.Relative >= 1 || g.Bound <= 0 || g.CappedBy != tc.cappedBy) {
 			t.Errorf("--search-budget %s: gap %+v", tc.budget, *g)
 		}
 	}
@@ -444,4 +468,19 @@ func TestRunNoGPU(t *testing.T) {
 	if err := dryRun(t, f, t.TempDir(), "--dry-run", "-n", "2", "t.py"); !errors.Is(err, discover.ErrNoGPU) {
 		t.Errorf("--source sysfs: error %v, want ErrNoGPU", err)
 	}
+}
+
+// withoutPort blanks the port of a plan's "Master:" line.
+func withoutPort(plan string) string {
+	lines := strings.Split(plan, "\n")
+	for i, l := range lines {
+		if rest, ok := strings.CutPrefix(l, "Master:   "); ok {
+			if host, after, ok := strings.Cut(rest, " "); ok {
+				if j := strings.LastIndex(host, ":"); j >= 0 {
+					lines[i] = "Master:   " + host[:j] + ":PORT " + after
+				}
+			}
+		}
+	}
+	return strings.Join(lines, "\n")
 }

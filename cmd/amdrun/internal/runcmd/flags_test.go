@@ -57,6 +57,7 @@ type parsed struct {
 	Policy        string
 	Order         selector.Order
 	SearchBudget  time.Duration
+	SearchWork    int
 	Module        bool
 	NoPython      bool
 	Bind          launch.BindMode
@@ -74,7 +75,7 @@ type parsed struct {
 
 func view(o *runcmd.Options) parsed {
 	p := parsed{
-		NGPUs: o.NGPUs, Devices: o.Devices, Exclude: o.Exclude, Order: o.Order, SearchBudget: o.SearchBudget,
+		NGPUs: o.NGPUs, Devices: o.Devices, Exclude: o.Exclude, Order: o.Order, SearchBudget: o.SearchBudget, SearchWork: o.SearchWork,
 		Module: o.Module, NoPython: o.NoPython, Bind: o.Bind, Mem: o.Mem, Wait: o.Wait,
 		NUMABalancing: o.NUMABalancing, Contain: o.Contain, NNodes: o.NNodes, NodeRank: o.NodeRank,
 		MasterAddr: o.MasterAddr, MasterPort: o.MasterPort, DryRun: o.DryRun, Args: o.Args,
@@ -89,7 +90,7 @@ func view(o *runcmd.Options) parsed {
 // defaults are the parsed values of `amdrun SCRIPT` with no flags.
 func defaults(args ...string) parsed {
 	return parsed{
-		Policy: "tree", Order: selector.OrderIndex, SearchBudget: selector.DefaultBudget, Mem: launch.MemBind,
+		Policy: "tree", Order: selector.OrderIndex, SearchBudget: selector.DefaultBudget, SearchWork: selector.DefaultWork, Mem: launch.MemBind,
 		NUMABalancing: numabalance.Keep, NNodes: 1, MasterAddr: "127.0.0.1", Args: args,
 	}
 }
@@ -162,6 +163,11 @@ func TestNewCmdRunFlags(t *testing.T) {
 			name: "search budget",
 			args: []string{"--search-budget", "50ms", "t.py"},
 			want: with(defaults("t.py"), func(p *parsed) { p.SearchBudget = 50 * time.Millisecond }),
+		},
+		{
+			name: "search work",
+			args: []string{"--search-work", "500", "t.py"},
+			want: with(defaults("t.py"), func(p *parsed) { p.SearchWork = 500 }),
 		},
 		{
 			name: "links order",
@@ -254,10 +260,12 @@ func TestNewCmdRunFlagErrors(t *testing.T) {
 		{"bad numa balancing", []string{"--numa-balancing", "maybe", "t.py"}, []string{"--numa-balancing", `"maybe"`}},
 		{"bad bind", []string{"--bind", "socket", "t.py"}, []string{"--bind", `"socket"`}},
 		{"bad mem policy", []string{"--mem-policy", "interleave", "t.py"}, []string{"--mem-policy", `"interleave"`}},
-		{"bad contain", []string{"--contain", "cgroup", "t.py"}, []string{"--contain", `"cgroup"`, "auto, pid-namespace, subreaper"}},
+		{"bad contain", []string{"--contain", "cgroup", "t.py"}, []string{"--contain", `"cgroup"`, "auto, pid-namespace or subreaper"}},
 		{"bad order", []string{"--order", "random", "t.py"}, []string{"--order", `"random"`}},
+		{"nproc past the node's bound", []string{"--ngpus", "0", "--nproc-per-node", "1000000", "t.py"}, []string{"--nproc-per-node 1000000", "more ranks than this node can run: at most ", "per CPU"}},
 		{"zero search budget", []string{"--search-budget", "0s", "t.py"}, []string{"--search-budget", "positive", "0s"}},
 		{"negative search budget", []string{"--search-budget", "-1s", "t.py"}, []string{"--search-budget", "-1s"}},
+		{"zero search work", []string{"--search-work", "0", "t.py"}, []string{"--search-work", "positive", "0"}},
 		{"bad ranks filter", []string{"--local-ranks-filter", "x", "t.py"}, []string{"--local-ranks-filter"}},
 		{"negative grace", []string{"--grace", "-1s", "t.py"}, []string{"--grace"}},
 		{"grace without a unit", []string{"--grace", "5", "t.py"}, []string{"--grace 5: add a unit, e.g. 5s or 5m"}},

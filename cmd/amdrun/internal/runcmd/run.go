@@ -13,6 +13,7 @@ import (
 
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
+	"github.com/amdrun/amdrun/internal/job"
 	"github.com/amdrun/amdrun/internal/launch"
 	"github.com/amdrun/amdrun/internal/launch/lease"
 	"github.com/amdrun/amdrun/internal/launch/numabalance"
@@ -22,117 +23,18 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// Options are the inputs of a launch; flags bind into them.
+// Options are the launch command's inputs: the pipeline's job.Options,
+// which the flags bind into, and what only the command reads.
 type Options struct {
-	IO       *iostreams.IOStreams
-	Topology func(context.Context) (*topology.Model, error)
-	// Run runs a program to its end (the torch version probe); nil: the
-	// workers' torch version is unknown.
-	Run topology.Runner
-	// Rediscover discovers the node again (a queued job's fresh view of
-	// busy devices); nil: the first discovery's state is kept.
-	Rediscover func(context.Context) (*topology.Model, error)
-	Env        func() []string
-	Executable func() (string, error)
-	Warn       topology.Warner
-	// HostNUMA returns this host's NUMA nodes (for binding; a saved
-	// topology may describe another machine).
-	HostNUMA func() ([]topology.NUMANode, error)
-	Now      func() time.Time
-	// SourceAuto says the topology source was left to auto-detection (so a
-	// dry run on a machine without GPUs may plan on the bundled example).
-	SourceAuto bool
+	IO *iostreams.IOStreams
+	job.Options
+	Now func() time.Time
 
-	// NGPUs is the number of devices on this node (--ngpus); 0 means
-	// every free device.
-	NGPUs int
-	// NProc is the number of ranks on this node (--nproc-per-node N); 0
-	// means one rank per device. With NGPUs > 0 each rank gets
-	// NGPUs/NProc devices.
-	NProc int
-	// NProcKind is --nproc-per-node's word, "gpu", "auto" or "cpu", or ""
-	// for a number or none: gpu and auto mean one rank per free device;
-	// auto without a GPU, and cpu, one CPU rank per CPU amdrun may use.
-	NProcKind string
-	// CPUOnly runs CPU ranks without looking for a GPU (--ngpus 0 with
-	// --nproc-per-node N, or --nproc-per-node cpu).
-	CPUOnly bool
-	// NumCPU is the number of CPUs amdrun may use (runtime.NumCPU).
-	NumCPU func() int
-
-	Devices   []int // --devices, parsed; nil = all
-	Exclude   []int
-	AllowBusy bool
-	Policy    selector.Policy
-	Order     selector.Order
-	// SearchBudget bounds the device search (--search-budget); past it
-	// the best set found is taken and --explain says how far from proven.
-	SearchBudget time.Duration
-
-	DryRun  bool
-	Explain bool
-	JSON    bool
-
-	Module   bool
-	NoPython bool
-	// Python is the interpreter, resolved: --python, else $PYTHON_EXEC,
-	// else python3.
-	Python string
-
-	Bind        launch.BindMode
-	Mem         launch.MemPolicy
-	Grace       time.Duration
-	MaxRestarts int
-	// Contain is how the job's processes are kept from outliving it
-	// (--contain; ContainAuto: the strongest permitted).
-	Contain     launch.Containment
-	NoPrefix    bool
-	LogDir      string
-	RanksFilter []int
-	// Redirects and Tee are torchrun's -r/--redirects and -t/--tee: the
-	// streams of each local rank written only to the log directory, or
-	// to it and the console. Zero: none.
-	Redirects, Tee launch.Streams
-	// Role is ROLE_NAME (--role); "" means launch.DefaultRole.
-	Role string
-	// RunID is TORCHELASTIC_RUN_ID (--rdzv-id with --launcher amdrun); ""
-	// means a fresh one.
-	RunID string
-	// VirtualLocalRank gives each rank only its own devices and
-	// LOCAL_RANK=0 (--virtual-local-rank).
-	VirtualLocalRank bool
-	// TorchrunArgs are torchrun's flags the user gave that --launcher
-	// torchrun passes on (underscore spellings).
-	TorchrunArgs []string
-
-	NNodes int
-	// Launcher is "amdrun" (amdrun starts and supervises the ranks) or
-	// "torchrun" (amdrun chooses devices, then runs torchrun with them).
-	Launcher string
-	// ElasticNNodes is a torchrun --nnodes MIN:MAX range ("" = NNodes).
-	ElasticNNodes string
-	// Rdzv holds torchrun's --rdzv-* settings by name (backend,
-	// endpoint, id, conf), passed on with --launcher torchrun.
-	Rdzv       map[string]string
-	NodeRank   int
-	MasterAddr string
-	MasterPort int
-
-	// NUMABalancing is off, on or keep (set kernel.numa_balancing for the job).
-	NUMABalancing numabalance.Mode
-	// Root is the directory /proc and /sys are read under.
-	Root string
+	// DryRun prints the plan (job.Preview) instead of running it; JSON
+	// prints it as job.Document.
+	DryRun, JSON bool
 	// Slurm is the allocation amdrun runs in, or nil.
 	Slurm *slurm.Job
-
-	// Leases opens the node's lease directory (--lease-dir, resolved by
-	// the Factory).
-	Leases  func() (*lease.Dir, error)
-	NoLease bool
-	Wait    time.Duration // 0 = do not wait; <0 = wait forever
-
-	// Args are SCRIPT ARGS... (or MODULE ARGS..., or CMD ARGS...).
-	Args []string
 }
 
 // raw holds flag values that need parsing in validation.
@@ -188,7 +90,8 @@ best fit (leave other jobs whole packages, switches and NUMA nodes), least
 load, lowest indices. Pairs without a direct link count at the host PCIe
 bandwidth (32 GB/s on one NUMA node, 16 GB/s across two); measured
 bandwidths are compared in levels 2.5% apart. The search stops at
---search-budget with the best set found.
+--search-work with the best set found (a work count, so the same request
+gets the same devices on a busy node; --search-budget is a time cap on top).
 
 Exit status: the first failing rank's exit code (128+signal if it was
 killed); 2 for a usage error; 1 when amdrun itself fails (not enough free
@@ -204,9 +107,11 @@ const example = `  amdrun --ngpus 4 train.py --lr 3e-4
 
 // NewCmdRun returns the root launch command; runF replaces Run in tests.
 func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{
-		IO: f.IOStreams, Topology: f.Topology, Rediscover: f.Rediscover, Run: f.Run, Env: f.Env, Executable: f.Executable,
-		Warn: f.Warn, Now: f.Now, HostNUMA: f.HostNUMA, NumCPU: runtime.NumCPU,
+	opts := &Options{IO: f.IOStreams, Now: f.Now}
+	opts.Deps = job.Deps{
+		Stdout: f.IOStreams.Out, Stderr: f.IOStreams.ErrOut, Stdin: f.IOStreams.In,
+		Topology: f.Topology, Rediscover: f.Rediscover, Run: f.Run, Env: f.Env, Executable: f.Executable,
+		Warn: f.Warn, HostNUMA: f.HostNUMA, NumCPU: runtime.NumCPU,
 	}
 	r := raw{pet: map[string]string{}}
 	var leaseDir string
@@ -226,7 +131,7 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 			}
 			opts.Root = f.SysfsRoot()
 			// A dry run takes no lease: it must not make the directory either.
-			opts.Leases = func() (*lease.Dir, error) { return f.OpenLeases(leaseDir, !opts.DryRun) }
+			opts.Leases = func(create bool) (*lease.Dir, error) { return f.OpenLeases(leaseDir, create) }
 			if err := applyPET(cmd.Flags(), f.Env(), r.pet); err != nil {
 				return err
 			}
@@ -250,49 +155,50 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 	cmd.SetGlobalNormalizationFunc(normalizeFlag)
 	fl := cmd.Flags()
 	fl.SetInterspersed(false) // flags after SCRIPT belong to the script
-	fl.IntVarP(&opts.NGPUs, "ngpus", "n", 0, "number of GPUs on this node, one rank each unless --nproc-per-node says otherwise (default and 0: every free device; in a multi-node Slurm step, the GPUs Slurm gave each node)")
-	fl.StringVar(&r.torchrun.nproc, "nproc-per-node", "", "ranks on this node: N, gpu (one per free device), auto (gpu, else one per CPU) or cpu (one per CPU, no GPU); with --ngpus, each rank gets ngpus/N devices (default: one rank per device)")
-	fl.StringVar(&r.devices, "devices", "", "only choose among these device indices, e.g. 0,2,4-7")
-	fl.StringVar(&r.exclude, "exclude", "", "never choose these device indices, e.g. 3 or 0-1")
-	fl.BoolVar(&opts.AllowBusy, "allow-busy", false, "allow devices another process is using")
-	fl.StringVar(&r.policy, "policy", "tree", "selection policy: tree or ring")
-	fl.DurationVar(&opts.SearchBudget, "search-budget", selector.DefaultBudget, "most time the device search may take; past it the best set found is used (--explain says how far from proven)")
-	fl.StringVar(&r.order, "order", "index", "rank order: index (ascending device index) or links (consecutive ranks share the fastest links)")
-	fl.BoolVar(&opts.DryRun, "dry-run", false, "print the plan (devices, per-rank NUMA node, CPUs and command) and exit without starting anything")
-	fl.BoolVar(&opts.Explain, "explain", false, "explain the choice: score terms, the next best sets, and the naive first-N pick")
-	fl.BoolVar(&opts.JSON, "json", false, "with --dry-run: print the plan as JSON")
-	fl.BoolVarP(&opts.Module, "module", "m", false, "run SCRIPT as a Python module (python -m MODULE)")
-	fl.BoolVar(&opts.NoPython, "no-python", false, "run SCRIPT directly as a program, not through Python")
-	fl.StringVar(&opts.Python, "python", "", "Python interpreter (default $PYTHON_EXEC, else python3 on PATH)")
-	fl.StringVar(&r.bind, "bind", "", "CPU/memory binding per rank: numa, exclusive or none (default numa when the host has more than one NUMA node, else none)")
-	fl.StringVar(&r.mem, "mem-policy", "bind", "memory policy with --bind numa/exclusive: bind, preferred or none")
-	fl.StringVar(&r.grace, "grace", "10s", "after a rank fails, time the others get between SIGTERM and SIGKILL, with a unit (0: SIGKILL at once)")
-	fl.IntVar(&opts.MaxRestarts, "max-restarts", 0, "restart the whole group this many times after a failure")
-	fl.StringVar(&r.contain, "contain", "auto", "how nothing the job starts outlives it: auto, pid-namespace (needs root) or subreaper (see amdrun doctor)")
-	fl.BoolVar(&opts.NoPrefix, "no-prefix", false, "do not prefix output lines with [rankN]:")
-	fl.StringVar(&opts.LogDir, "log-dir", "", "write each rank's output and error file to `DIR`/RUNID_XXXXXXXX/attempt_K/LOCAL_RANK/{stdout.log,stderr.log,error.json}, as torchrun (every stream, unless -r/-t choose)")
-	fl.StringVar(&r.ranksFilter, "local-ranks-filter", "", "show only these local ranks' output on the console, e.g. 0 or 0,3")
-	fl.StringVar(&r.nnodes, "nnodes", "1", "number of nodes (one amdrun per node); MIN:MAX with --launcher torchrun")
-	fl.IntVar(&opts.NodeRank, "node-rank", 0, "this node's rank, 0 to nnodes-1")
-	fl.StringVar(&opts.MasterAddr, "master-addr", "127.0.0.1", "address of the node that hosts rank 0's store")
-	fl.IntVar(&opts.MasterPort, "master-port", 0, "port of rank 0's store (default: a free port on one node)")
-	fl.StringVar(&r.numaBalancing, "numa-balancing", "keep", "set kernel.numa_balancing for the job and restore it after: off, on or keep")
-	fl.StringVar(&leaseDir, "lease-dir", "", "directory of device leases shared by every amdrun on the node (default $AMDRUN_LEASE_DIR, else /run/lock/amdrun)")
-	fl.BoolVar(&opts.NoLease, "no-lease", false, "do not take or respect device leases")
-	fl.StringVar(&r.wait, "wait", "", "when not enough devices are free, wait for them (optionally at most DURATION, e.g. --wait=10m)")
-	fl.Lookup("wait").NoOptDefVal = "forever"
-	fl.StringVar(&opts.Launcher, "launcher", "amdrun", "who starts the ranks: amdrun, or torchrun (amdrun chooses devices, then runs torchrun for elastic jobs)")
-	fl.StringVar(&r.rdzvBackend, "rdzv-backend", "", "static (amdrun's; the default), or c10d/etcd on one node; other rendezvous need --launcher torchrun")
-	fl.StringVar(&r.rdzvEndpoint, "rdzv-endpoint", "", "with --rdzv-backend static: HOST:PORT of rank 0's store (as --master-addr/--master-port); else passed to torchrun")
-	fl.StringVar(&r.rdzvID, "rdzv-id", "", "the job's id: TORCHELASTIC_RUN_ID (default: a fresh one)")
-	fl.StringVar(&r.rdzvConf, "rdzv-conf", "", "with --launcher torchrun: passed to torchrun")
+	addDeviceFlags(cmd, opts, &r)
+	addRankFlags(cmd, opts, &r)
+	addJobFlags(cmd, opts, &r, &leaseDir)
 	addTorchrunFlags(fl, opts, &r.torchrun)
 	fl.SortFlags = false
 	registerCompletions(cmd)
 	return cmd
 }
 
+// validate turns the flags' raw values into Options and refuses what
+// cannot run, in one line each: the words and lists first, then
+// torchrun's flags, the wait, the rendezvous, this node's place in the
+// job, and the command.
 func validate(cmd *cobra.Command, o *Options, r *raw) error {
+	if err := parseValues(cmd, o, r); err != nil {
+		return err
+	}
+	if err := validateTorchrun(cmd, o, &r.torchrun, r.label); err != nil {
+		return err
+	}
+	if o.CPUOnly && (o.Devices != nil || o.Exclude != nil) {
+		return cmdutil.FlagErrorf("--devices and --exclude choose GPUs: they do not apply to CPU ranks (--ngpus 0 or --nproc-per-node cpu)")
+	}
+	if err := parseWait(o, r); err != nil {
+		return err
+	}
+	if o.Grace < 0 {
+		return cmdutil.FlagErrorf("--grace must not be negative")
+	}
+	if o.MaxRestarts < 0 {
+		return cmdutil.FlagErrorf("%s must not be negative", r.label("max-restarts"))
+	}
+	if err := validateRendezvous(cmd, o, r); err != nil {
+		return err
+	}
+	if err := validateNodes(cmd, o, r); err != nil {
+		return err
+	}
+	return validateCommand(cmd, o, r)
+}
+
+// parseValues parses the flags whose values are words, lists and
+// durations.
+func parseValues(cmd *cobra.Command, o *Options, r *raw) error {
 	var err error
 	changed := cmd.Flags().Changed
 	if o.NGPUs < 0 {
@@ -308,21 +214,24 @@ func validate(cmd *cobra.Command, o *Options, r *raw) error {
 		return err
 	}
 	if o.Policy, err = selector.PolicyByName(r.policy); err != nil {
-		return cmdutil.FlagErrorf("--policy: want %s, got %q", strings.Join(selector.PolicyNames, " or "), r.policy)
+		return policyFlag.Err(r.policy)
+	}
+	if o.SearchWork <= 0 {
+		return cmdutil.FlagErrorf("--search-work must be positive, got %d", o.SearchWork)
 	}
 	if o.SearchBudget <= 0 {
 		return cmdutil.FlagErrorf("--search-budget must be positive, got %s", o.SearchBudget)
 	}
 	if o.Order, err = selector.ParseOrder(r.order); err != nil {
-		return cmdutil.FlagErrorf("--order: want index or links, got %q", r.order)
+		return orderFlag.Err(r.order)
 	}
 	if r.bind != "" {
 		if o.Bind, err = launch.ParseBindMode(r.bind); err != nil {
-			return cmdutil.FlagErrorf("--bind: want numa, exclusive or none, got %q", r.bind)
+			return bindFlag.Err(r.bind)
 		}
 	}
 	if o.Mem, err = launch.ParseMemPolicy(r.mem); err != nil {
-		return cmdutil.FlagErrorf("--mem-policy: want bind, preferred or none, got %q", r.mem)
+		return memFlag.Err(r.mem)
 	}
 	if strings.TrimSpace(r.ranksFilter) != "" {
 		if o.RanksFilter, err = parseIndexList(r.label("local-ranks-filter"), r.ranksFilter, true); err != nil {
@@ -330,17 +239,16 @@ func validate(cmd *cobra.Command, o *Options, r *raw) error {
 		}
 	}
 	if o.Contain, err = launch.ParseContainment(r.contain); err != nil {
-		return &cmdutil.FlagError{Err: fmt.Errorf("--contain: %w", err)}
+		return containFlag.Err(r.contain)
 	}
 	if o.NUMABalancing, err = numabalance.ParseMode(r.numaBalancing); err != nil {
-		return cmdutil.FlagErrorf("--numa-balancing: want off, on or keep, got %q", r.numaBalancing)
+		return numaBalancingFlag.Err(r.numaBalancing)
 	}
-	if err := validateTorchrun(cmd, o, &r.torchrun, r.label); err != nil {
-		return err
-	}
-	if o.CPUOnly && (o.Devices != nil || o.Exclude != nil) {
-		return cmdutil.FlagErrorf("--devices and --exclude choose GPUs: they do not apply to CPU ranks (--ngpus 0 or --nproc-per-node cpu)")
-	}
+	return nil
+}
+
+// parseWait reads --wait: absent, bare (forever) or a positive duration.
+func parseWait(o *Options, r *raw) error {
 	switch r.wait {
 	case "":
 	case "forever":
@@ -360,15 +268,12 @@ func validate(cmd *cobra.Command, o *Options, r *raw) error {
 		}
 		o.Wait = d
 	}
-	if o.Grace < 0 {
-		return cmdutil.FlagErrorf("--grace must not be negative")
-	}
-	if o.MaxRestarts < 0 {
-		return cmdutil.FlagErrorf("%s must not be negative", r.label("max-restarts"))
-	}
-	if err := validateRendezvous(cmd, o, r); err != nil {
-		return err
-	}
+	return nil
+}
+
+// validateNodes checks this node's place in the job: the node count and
+// rank, and the master every node must agree on.
+func validateNodes(cmd *cobra.Command, o *Options, r *raw) error {
 	if o.NNodes < 1 {
 		return cmdutil.FlagErrorf("%s must be at least 1, got %d", r.label("nnodes"), o.NNodes)
 	}
@@ -381,10 +286,17 @@ func validate(cmd *cobra.Command, o *Options, r *raw) error {
 	if o.NNodes > 1 && o.MasterPort == 0 && o.Launcher == "amdrun" {
 		return cmdutil.FlagErrorf("--nnodes %d needs --master-port (every node must use the same port)", o.NNodes)
 	}
-	if o.NNodes > 1 && o.Launcher == "amdrun" && o.Slurm == nil && !changed("master-addr") {
+	if o.NNodes > 1 && o.Launcher == "amdrun" && o.Slurm == nil && !cmd.Flags().Changed("master-addr") {
 		return cmdutil.FlagErrorf("--nnodes %d needs --master-addr: the address of node 0, the same on every node", o.NNodes)
 	}
-	if changed("python") && strings.TrimSpace(o.Python) == "" {
+	return nil
+}
+
+// validateCommand checks what the ranks run and what is shown: the
+// interpreter, the local ranks filter, the rank count several nodes need,
+// and the script.
+func validateCommand(cmd *cobra.Command, o *Options, r *raw) error {
+	if cmd.Flags().Changed("python") && strings.TrimSpace(o.Python) == "" {
 		return cmdutil.FlagErrorf("--python: empty interpreter path")
 	}
 	if n := o.ranksKnown(); n > 0 {
@@ -494,7 +406,7 @@ func validateRendezvous(cmd *cobra.Command, o *Options, r *raw) error {
 			return cmdutil.FlagErrorf("--launcher torchrun shows every worker all the devices: several devices per rank need --launcher amdrun (or --nproc-per-node 1)")
 		}
 	default:
-		return cmdutil.FlagErrorf("--launcher: want amdrun or torchrun, got %q", o.Launcher)
+		return launcherFlag.Err(o.Launcher)
 	}
 	return nil
 }
@@ -602,18 +514,79 @@ func parseIndexList(flag, s string, given bool) ([]int, error) {
 	return l, nil
 }
 
-// workerArgv is the command each rank runs; nil without a script (a dry
-// run shows the plan anyway).
-func workerArgv(o *Options) []string {
-	if len(o.Args) == 0 {
+// Run runs the launch: the plan printed (--dry-run, job.Preview) or the
+// job run to its end (job.Run), its first failing rank's exit status
+// returned as an ExitCodeError.
+func Run(ctx context.Context, o *Options) error {
+	if o.DryRun {
+		p, err := job.Preview(ctx, &o.Options)
+		if err != nil {
+			return err
+		}
+		if o.JSON {
+			return p.WriteJSON(o.IO.Out)
+		}
+		p.WriteText(o.IO.Out, o.Explain)
 		return nil
 	}
-	if o.NoPython {
-		return append([]string(nil), o.Args...)
+	code, err := job.Run(ctx, &o.Options)
+	if err != nil {
+		return err
 	}
-	argv := []string{o.Python, "-u"}
-	if o.Module {
-		argv = append(argv, "-m")
+	if code != 0 {
+		return &cmdutil.ExitCodeError{Code: code}
 	}
-	return append(argv, o.Args...)
+	return nil
+}
+
+// addDeviceFlags declares the flags that choose the devices and what a dry run prints.
+func addDeviceFlags(cmd *cobra.Command, opts *Options, r *raw) {
+	fl := cmd.Flags()
+	fl.IntVarP(&opts.NGPUs, "ngpus", "n", 0, "number of GPUs on this node, one rank each unless --nproc-per-node says otherwise (default and 0: every free device; in a multi-node Slurm step, the GPUs Slurm gave each node)")
+	fl.StringVar(&r.torchrun.nproc, "nproc-per-node", "", "ranks on this node: N, gpu (one per free device), auto (gpu, else one per CPU) or cpu (one per CPU, no GPU); with --ngpus, each rank gets ngpus/N devices (default: one rank per device)")
+	fl.StringVar(&r.devices, "devices", "", "only choose among these device indices, e.g. 0,2,4-7")
+	fl.StringVar(&r.exclude, "exclude", "", "never choose these device indices, e.g. 3 or 0-1")
+	fl.BoolVar(&opts.AllowBusy, "allow-busy", false, "allow devices another process is using")
+	cmdutil.StringEnumFlag(cmd, &r.policy, policyFlag, "tree", "selection policy: %s")
+	fl.IntVar(&opts.SearchWork, "search-work", selector.DefaultWork, "most work (about a thousand search steps a unit) the device search may spend; past it the best set found is used (--explain says how far from proven); the answer depends on it, not on the machine's load")
+	fl.DurationVar(&opts.SearchBudget, "search-budget", selector.DefaultBudget, "wall-clock safety cap of the device search; if it fires before --search-work, the set found so far is used and --explain says so")
+	cmdutil.StringEnumFlag(cmd, &r.order, orderFlag, "index", "rank order: %s")
+	fl.BoolVar(&opts.DryRun, "dry-run", false, "print the plan (devices, per-rank NUMA node, CPUs and command) and exit without starting anything")
+	fl.BoolVar(&opts.Explain, "explain", false, "explain the choice: score terms, the next best sets, and the naive first-N pick")
+	fl.BoolVar(&opts.JSON, "json", false, "with --dry-run: print the plan as JSON")
+}
+
+// addRankFlags declares the flags of what each rank runs, its binding, and how the ranks are supervised.
+func addRankFlags(cmd *cobra.Command, opts *Options, r *raw) {
+	fl := cmd.Flags()
+	fl.BoolVarP(&opts.Module, "module", "m", false, "run SCRIPT as a Python module (python -m MODULE)")
+	fl.BoolVar(&opts.NoPython, "no-python", false, "run SCRIPT directly as a program, not through Python")
+	fl.StringVar(&opts.Python, "python", "", "Python interpreter (default $PYTHON_EXEC, else python3 on PATH)")
+	cmdutil.StringEnumFlag(cmd, &r.bind, bindFlag, "", "CPU/memory binding per rank: %s (default numa when the host has more than one NUMA node, else none)")
+	cmdutil.StringEnumFlag(cmd, &r.mem, memFlag, "bind", "memory policy with --bind numa/exclusive: %s")
+	fl.StringVar(&r.grace, "grace", "10s", "after a rank fails, time the others get between SIGTERM and SIGKILL, with a unit (0: SIGKILL at once)")
+	fl.IntVar(&opts.MaxRestarts, "max-restarts", 0, "restart the whole group this many times after a failure")
+	cmdutil.StringEnumFlag(cmd, &r.contain, containFlag, "auto", "how nothing the job starts outlives it: %s")
+	fl.BoolVar(&opts.NoPrefix, "no-prefix", false, "do not prefix output lines with [rankN]:")
+	fl.StringVar(&opts.LogDir, "log-dir", "", "write each rank's output and error file to `DIR`/RUNID_XXXXXXXX/attempt_K/LOCAL_RANK/{stdout.log,stderr.log,error.json}, as torchrun (every stream, unless -r/-t choose)")
+	fl.StringVar(&r.ranksFilter, "local-ranks-filter", "", "show only these local ranks' output on the console, e.g. 0 or 0,3")
+}
+
+// addJobFlags declares the flags that place this node in the job: nodes, the master, NUMA balancing, leases, the launcher and the rendezvous.
+func addJobFlags(cmd *cobra.Command, opts *Options, r *raw, leaseDir *string) {
+	fl := cmd.Flags()
+	fl.StringVar(&r.nnodes, "nnodes", "1", "number of nodes (one amdrun per node); MIN:MAX with --launcher torchrun")
+	fl.IntVar(&opts.NodeRank, "node-rank", 0, "this node's rank, 0 to nnodes-1")
+	fl.StringVar(&opts.MasterAddr, "master-addr", "127.0.0.1", "address of the node that hosts rank 0's store")
+	fl.IntVar(&opts.MasterPort, "master-port", 0, "port of rank 0's store (default: a free port on one node)")
+	cmdutil.StringEnumFlag(cmd, &r.numaBalancing, numaBalancingFlag, "keep", "set kernel.numa_balancing for the job and restore it after: %s")
+	fl.StringVar(leaseDir, "lease-dir", "", "directory of device leases shared by every amdrun on the node (default $AMDRUN_LEASE_DIR, else /run/lock/amdrun)")
+	fl.BoolVar(&opts.NoLease, "no-lease", false, "do not take or respect device leases")
+	fl.StringVar(&r.wait, "wait", "", "when not enough devices are free, wait for them (optionally at most DURATION, e.g. --wait=10m)")
+	fl.Lookup("wait").NoOptDefVal = "forever"
+	cmdutil.StringEnumFlag(cmd, &opts.Launcher, launcherFlag, "amdrun", "who starts the ranks: %s")
+	fl.StringVar(&r.rdzvBackend, "rdzv-backend", "", "static (amdrun's; the default), or c10d/etcd on one node; other rendezvous need --launcher torchrun")
+	fl.StringVar(&r.rdzvEndpoint, "rdzv-endpoint", "", "with --rdzv-backend static: HOST:PORT of rank 0's store (as --master-addr/--master-port); else passed to torchrun")
+	fl.StringVar(&r.rdzvID, "rdzv-id", "", "the job's id: TORCHELASTIC_RUN_ID (default: a fresh one)")
+	fl.StringVar(&r.rdzvConf, "rdzv-conf", "", "with --launcher torchrun: passed to torchrun")
 }

@@ -105,7 +105,7 @@ func addTorchrunFlags(fl *pflag.FlagSet, o *Options, t *torchrunFlags) {
 	fl.StringVarP(&t.tee, "tee", "t", "", "streams of each rank written to --log-dir and the console (values as --redirects)")
 	fl.IntVar(&t.shutdownTimeout, "shutdown-timeout", 0, "seconds between SIGTERM and SIGKILL (torchrun's name for --grace)")
 	fl.StringVar(&t.numaBinding, "numa-binding", "", "torchrun's binding: node (= --bind numa) or exclusive (= --bind exclusive)")
-	fl.StringVar(&t.signals, "signals-to-handle", "", "signals forwarded to the ranks; amdrun always forwards SIGINT,SIGTERM,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2, so a subset of these")
+	fl.StringVar(&t.signals, "signals-to-handle", "", "signals forwarded to the ranks; amdrun always forwards "+strings.Join(launch.ForwardedSignals, ",")+", so a subset of these")
 	fl.StringVar(&t.monitorInterval, "monitor-interval", "", "accepted for torchrun: amdrun sees a rank exit at once, there is nothing to poll")
 	fl.StringVar(&t.startMethod, "start-method", "", "accepted for torchrun (spawn, fork or forkserver): ranks are programs, started the same way under each")
 	fl.StringVar(&t.eventLogHandler, "event-log-handler", "", "with --launcher torchrun: passed to torchrun (amdrun records no torchelastic events)")
@@ -114,10 +114,6 @@ func addTorchrunFlags(fl *pflag.FlagSet, o *Options, t *torchrunFlags) {
 	fl.StringVar(&t.dupOut, "duplicate-stdout-filters", "", "with --launcher torchrun: passed to torchrun")
 	fl.StringVar(&t.dupErr, "duplicate-stderr-filters", "", "with --launcher torchrun: passed to torchrun")
 }
-
-// forwardedSignals are the signals amdrun's supervisor forwards to every
-// rank (launch.Run).
-var forwardedSignals = []string{"SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2"}
 
 // torchrunOnly are torchrun's flags amdrun can only pass to torchrun:
 // with --launcher amdrun they are refused, with the reason.
@@ -192,8 +188,8 @@ func validateTorchrun(cmd *cobra.Command, o *Options, t *torchrunFlags, label fu
 			if !strings.HasPrefix(s, "SIG") {
 				s = "SIG" + s
 			}
-			if !slices.Contains(forwardedSignals, s) {
-				return cmdutil.FlagErrorf("%s: amdrun forwards %s to the ranks, not %s", label("signals-to-handle"), strings.Join(forwardedSignals, ", "), s)
+			if !slices.Contains(launch.ForwardedSignals, s) {
+				return cmdutil.FlagErrorf("%s: amdrun forwards %s to the ranks, not %s", label("signals-to-handle"), strings.Join(launch.ForwardedSignals, ", "), s)
 			}
 		}
 	}
@@ -234,6 +230,9 @@ func parseNProc(cmd *cobra.Command, o *Options, v string, label func(string) str
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 {
 		return cmdutil.FlagErrorf("%s: want a number of ranks (at least 1), gpu, auto or cpu, got %q", label("nproc-per-node"), v)
+	}
+	if most, why := launch.RankLimit(); n > most {
+		return cmdutil.FlagErrorf("%s %d: more ranks than this node can run: at most %d (%s)", label("nproc-per-node"), n, most, why)
 	}
 	o.NProc = n
 	switch {

@@ -1,4 +1,4 @@
-package runcmd
+package job
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
+	"bytes"
 	"github.com/amdrun/amdrun/internal/discover"
 	"github.com/amdrun/amdrun/internal/launch/lease"
 	"github.com/amdrun/amdrun/internal/selector"
@@ -21,30 +21,29 @@ import (
 func TestOtherSystemsPlanButDoNotLaunch(t *testing.T) {
 	defer func(b bool) { canLaunch = b }(canLaunch)
 	canLaunch = false
-	newOpts := func() *Options {
-		ios, _, _, _ := iostreams.Test()
-		return &Options{
-			IO:         ios,
+	var out bytes.Buffer
+	o := &Options{
+		Deps: Deps{
+			Stdout: &out, Stderr: &out,
 			Topology:   func(context.Context) (*topology.Model, error) { return discover.Example() },
 			Env:        func() []string { return nil },
 			Executable: func() (string, error) { return "", errors.New("must not be called") },
 			HostNUMA:   func() ([]topology.NUMANode, error) { return nil, nil },
-			Now:        time.Now,
-			Leases:     func() (*lease.Dir, error) { return nil, fmt.Errorf("lease: %w", lease.ErrNotSupported) },
-			NGPUs:      4, Policy: selector.Tree, Python: "python3", Args: []string{"train.py"},
-			NNodes: 1, MasterAddr: "127.0.0.1",
-		}
+			Warn:       func(format string, args ...any) { t.Logf(format, args...) },
+			Leases:     func(bool) (*lease.Dir, error) { return nil, fmt.Errorf("lease: %w", lease.ErrNotSupported) },
+		},
+		Selection: Selection{NGPUs: 4, Policy: selector.Tree, SearchBudget: time.Second},
+		Planning:  Planning{Python: "python3", Args: []string{"train.py"}, NNodes: 1, MasterAddr: "127.0.0.1"},
 	}
-	o := newOpts()
-	o.DryRun = true
-	if err := Run(context.Background(), o); err != nil {
+	p, err := Preview(context.Background(), o)
+	if err != nil {
 		t.Fatalf("dry run: %v", err)
 	}
-	if out := o.IO.Out.(interface{ String() string }).String(); !strings.Contains(out, "Devices:  0,1,6,7") {
-		t.Errorf("dry run printed %q", out)
+	p.WriteText(&out, false)
+	if !strings.Contains(out.String(), "Devices:  0,1,6,7") {
+		t.Errorf("dry run printed %q", out.String())
 	}
-	o = newOpts()
-	err := Run(context.Background(), o)
+	_, err = Run(context.Background(), o)
 	if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "needs Linux") {
 		t.Errorf("launch: %v, want one line saying it needs Linux", err)
 	}

@@ -1,7 +1,6 @@
-package runcmd
+package job
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -52,7 +51,28 @@ func rankNUMA(r launch.Rank) []int {
 	return nodes
 }
 
-func printPlan(w io.Writer, m *topology.Model, c *selector.Choice, p *launch.Plan) {
+// WriteText writes the plan for people: the topology, the policy and
+// score, the devices and what each rank sees, then a table of ranks
+// (their devices, NUMA nodes, CPUs and command); with explain, why the
+// devices were chosen (WriteExplain). With torchrun it starts with the
+// torchrun command line.
+func (pl *Plan) WriteText(w io.Writer, explain bool) {
+	pl.writeLauncher(w)
+	pl.writeRanks(w)
+	if explain && pl.Choice != nil {
+		pl.WriteExplain(w)
+	}
+}
+
+// writeLauncher names the torchrun command that starts the ranks.
+func (pl *Plan) writeLauncher(w io.Writer) {
+	if pl.Torchrun {
+		fmt.Fprintf(w, "Launcher: %s\n", quoteArgv(pl.Run.Ranks[0].Argv))
+	}
+}
+
+func (pl *Plan) writeRanks(w io.Writer) {
+	m, c, p := pl.Model, pl.Choice, pl.Ranks
 	r0 := launch.EnvMap(p.Ranks[0].Env)
 	if c == nil {
 		fmt.Fprintf(w, "Topology: none: %d CPU rank(s), no GPU\n", len(p.Ranks))
@@ -131,12 +151,20 @@ func quoteArgv(argv []string) string {
 	return strings.Join(out, " ")
 }
 
-func printExplain(w io.Writer, m *topology.Model, c *selector.Choice) {
+// WriteExplain says why the devices were chosen: the chosen set, the
+// next best and the naive first-N pick with their scores, the ring, the
+// term that decided, and the gain over the naive pick. It writes nothing
+// for CPU ranks.
+func (pl *Plan) WriteExplain(w io.Writer) {
+	m, c := pl.Model, pl.Choice
+	if c == nil {
+		return
+	}
 	fmt.Fprintf(w, "\nWhy %s (policy %s, bandwidth %s", topology.JoinInts(c.Devices), c.Policy, m.Bandwidth)
 	if c.Exact {
 		fmt.Fprintf(w, ", exact search, %d sets examined", c.Considered)
 	} else {
-		fmt.Fprintf(w, ", best found within --search-budget, not proven: %s", gapString(c))
+		fmt.Fprintf(w, ", best found within %s, not proven: %s", cappedFlag(c), gapString(c))
 	}
 	fmt.Fprintln(w, "):")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -174,7 +202,7 @@ func printExplain(w io.Writer, m *topology.Model, c *selector.Choice) {
 // gapString says how far from proven an inexact choice is: "total within
 // 3.2% of its upper bound 1234000 MB/s".
 func gapString(c *selector.Choice) string {
-	g := jsonGapOf(c)
+	g := gapOf(c)
 	if g == nil {
 		return "no bound"
 	}
@@ -199,128 +227,6 @@ func ringString(m *topology.Model, ring []int) string {
 	return b.String()
 }
 
-type jsonRank struct {
-	Rank      int `json:"rank"`
-	LocalRank int `json:"local_rank"`
-	// Device is the rank's first device, -1 for a CPU rank; Devices all
-	// of them ([] for a CPU rank).
-	Device  int   `json:"device"`
-	Devices []int `json:"devices"`
-	// NUMANode is the first of the rank's devices' NUMA nodes (a CPU
-	// rank's: the one it is bound to), -1 if none.
-	NUMANode int               `json:"numa_node"`
-	CPUs     []int             `json:"cpus"`
-	Mems     []int             `json:"mems,omitempty"`
-	Argv     []string          `json:"argv"`
-	Env      map[string]string `json:"env"`
-}
-
-type jsonCandidate struct {
-	Devices []int      `json:"devices"`
-	Score   []jsonTerm `json:"score"`
-}
-
-// jsonTerm is a score term as people read it (selector stores terms where
-// smaller is better negated).
-type jsonTerm struct {
-	Name  string  `json:"name"`
-	Value float64 `json:"value"`
-	Unit  string  `json:"unit,omitempty"`
-}
-
-func jsonTerms(s selector.Score) []jsonTerm {
-	out := make([]jsonTerm, len(s.Terms))
-	for i, t := range s.Terms {
-		v := t.Natural()
-		if v == 0 {
-			v = 0 // not -0, the negation of a smaller-is-better 0
-		}
-		out[i] = jsonTerm{t.Name, v, t.Unit}
-	}
-	return out
-}
-
-type jsonPlan struct {
-	Source    string `json:"source"`
-	Policy    string `json:"policy"`
-	Bandwidth string `json:"bandwidth"`
-	// CPU says the ranks have no device (no GPU found, or --ngpus 0).
-	CPU     bool  `json:"cpu,omitempty"`
-	Devices []int `json:"devices"`
-	// VisibleDevices is rank 0's list; each rank's env has its own.
-	VisibleDevices string          `json:"visible_devices"`
-	Score          []jsonTerm      `json:"score"`
-	Exact          bool            `json:"exact"`
-	Gap            *jsonGap        `json:"gap,omitempty"`
-	Ring           []int           `json:"ring,omitempty"`
-	Alternatives   []jsonCandidate `json:"alternatives,omitempty"`
-	Naive          *jsonCandidate  `json:"naive,omitempty"`
-	WorldSize      int             `json:"world_size"`
-	Ranks          []jsonRank      `json:"ranks"`
-	Warnings       []string        `json:"warnings,omitempty"`
-}
-
-// jsonGap is the proven gap of an inexact choice: the first score term a
-// set the search left unsettled might beat, the most it could reach
-// there, and the chosen set's relative shortfall from that.
-type jsonGap struct {
-	Term     string  `json:"term"`
-	Bound    float64 `json:"bound"`
-	Unit     string  `json:"unit,omitempty"`
-	Relative float64 `json:"relative"`
-}
-
-func jsonGapOf(c *selector.Choice) *jsonGap {
-	if c.Exact || c.GapTerm == "" {
-		return nil
-	}
-	t, _ := c.Score.Term(c.GapTerm)
-	return &jsonGap{Term: c.GapTerm, Bound: c.Bound, Unit: t.Unit, Relative: c.Gap}
-}
-
-func printJSON(o *Options, m *topology.Model, c *selector.Choice, p *launch.Plan) error {
-	out := jsonPlan{
-		Devices: []int{}, Score: []jsonTerm{}, VisibleDevices: visibleString(p.Ranks[0]),
-		WorldSize: p.WorldSize, Warnings: p.Warnings, CPU: c == nil, Source: "none",
-	}
-	if c != nil {
-		out.Source, out.Policy, out.Bandwidth = m.Source, c.Policy, m.Bandwidth
-		out.Devices, out.Score, out.Exact, out.Ring = c.Devices, jsonTerms(c.Score), c.Exact, c.Ring
-		out.Gap = jsonGapOf(c)
-		for _, a := range c.Alternatives {
-			out.Alternatives = append(out.Alternatives, jsonCandidate{a.Devices, jsonTerms(a.Score)})
-		}
-		if c.Naive != nil {
-			out.Naive = &jsonCandidate{c.Naive.Devices, jsonTerms(c.Naive.Score)}
-		}
-	}
-	for _, r := range p.Ranks {
-		env := launch.EnvMap(r.Env)
-		shown := map[string]string{}
-		for _, k := range launch.RankVars {
-			if v, ok := env[k]; ok {
-				shown[k] = v
-			}
-		}
-		cpus := r.CPUs
-		if cpus == nil {
-			cpus = []int{}
-		}
-		devs := []int{}
-		for _, d := range r.Devices {
-			devs = append(devs, d.Index)
-		}
-		numa := -1
-		if nodes := rankNUMA(r); len(nodes) > 0 {
-			numa = nodes[0]
-		}
-		out.Ranks = append(out.Ranks, jsonRank{r.Rank, r.LocalRank, r.Device.Index, devs, numa, cpus, r.Mems, r.Argv, shown})
-	}
-	enc := json.NewEncoder(o.IO.Out)
-	enc.SetIndent("", "  ")
-	return enc.Encode(out)
-}
-
 // decidedBy says which score term put the chosen set ahead of the runner-up:
 // "links tie with 0,1,2,4 (bottleneck, total); decided by numa: 1 vs 2".
 func decidedBy(chosen selector.Score, alt selector.Candidate) string {
@@ -341,4 +247,17 @@ func decidedBy(chosen selector.Score, alt selector.Candidate) string {
 		return fmt.Sprintf("%s; decided by %s: %g vs %g %s", prefix, t.Name, t.Natural(), a.Natural(), t.Unit)
 	}
 	return fmt.Sprintf("ties with %s on every term; the lowest device indices win", topology.JoinInts(alt.Devices))
+}
+
+// cappedFlag names what stopped an unproven search: the work budget,
+// the time cap (then the answer depends on the machine's load), or the
+// ring's own cycle search.
+func cappedFlag(c *selector.Choice) string {
+	switch c.CappedBy {
+	case selector.CappedByWork:
+		return "--search-work"
+	case selector.CappedByTime:
+		return "the --search-budget time cap (the answer depends on the machine's load)"
+	}
+	return "the ring search's step cap"
 }

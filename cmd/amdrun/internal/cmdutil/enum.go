@@ -1,0 +1,84 @@
+package cmdutil
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// Word is one value an Enum flag takes, with what it means ("" when the
+// word says it).
+type Word struct {
+	Name, Help string
+}
+
+// Enum is a flag that takes one of a few words. Its help, its shell
+// completion and its error for any other word all come from the one
+// declaration (cli/cli's StringEnumFlag is the model), so the words are
+// written once.
+type Enum struct {
+	// Name is the flag without "--".
+	Name  string
+	Words []Word
+}
+
+// Values are the enum's words.
+func (e *Enum) Values() []string {
+	out := make([]string, len(e.Words))
+	for i, w := range e.Words {
+		out[i] = w.Name
+	}
+	return out
+}
+
+// Err is the error for a word the flag does not take:
+// `--policy: want tree or ring, got "x"`, a usage error.
+func (e *Enum) Err(got string) error {
+	return FlagErrorf("--%s: want %s, got %q", e.Name, JoinOr(e.Values()), got)
+}
+
+// help is the words as the flag's help lists them: "numa, exclusive or
+// none", each followed by its meaning in parentheses where it has one.
+func (e *Enum) help() string {
+	parts := make([]string, len(e.Words))
+	for i, w := range e.Words {
+		parts[i] = w.Name
+		if w.Help != "" {
+			parts[i] += " (" + w.Help + ")"
+		}
+	}
+	return JoinOr(parts)
+}
+
+// StringEnumFlag declares the flag e on cmd, bound to p with default def.
+// usage holds one %s, where the words go; completion offers the words and
+// no file names. The value is checked where the command validates its
+// flags (its package parses it, e.Err is the error), so that it is
+// reported in order with the other flag errors.
+func StringEnumFlag(cmd *cobra.Command, p *string, e *Enum, def, usage string) {
+	cmd.Flags().StringVar(p, e.Name, def, fmt.Sprintf(usage, e.help()))
+	RegisterValues(cmd, e.Name, e.Values())
+}
+
+// RegisterValues makes shell completion offer vals for cmd's flag name
+// (and nothing else: no file names).
+func RegisterValues(cmd *cobra.Command, name string, vals []string) {
+	vals = append([]string(nil), vals...)
+	// The flag is defined on cmd; an error would be a typo in the name.
+	_ = cmd.RegisterFlagCompletionFunc(name, func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return vals, cobra.ShellCompDirectiveNoFileComp
+	})
+}
+
+// JoinOr lists words as a sentence does: "a", "a or b", "a, b or c".
+func JoinOr(words []string) string {
+	switch n := len(words); n {
+	case 0:
+		return ""
+	case 1:
+		return words[0]
+	default:
+		return strings.Join(words[:n-1], ", ") + " or " + words[n-1]
+	}
+}

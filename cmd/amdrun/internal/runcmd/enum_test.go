@@ -1,0 +1,77 @@
+package runcmd
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
+	"github.com/amdrun/amdrun/internal/launch"
+	"github.com/amdrun/amdrun/internal/launch/numabalance"
+	"github.com/amdrun/amdrun/internal/selector"
+)
+
+// TestEnumFlagsDeclaredOnce: every word an enum flag declares is one its
+// package parses, the help lists exactly those words, completion offers
+// exactly them, and any other word gets the enum's one error line.
+func TestEnumFlagsDeclaredOnce(t *testing.T) {
+	parsers := map[*cmdutil.Enum]func(string) error{
+		policyFlag:        func(s string) error { _, err := selector.PolicyByName(s); return err },
+		orderFlag:         func(s string) error { _, err := selector.ParseOrder(s); return err },
+		bindFlag:          func(s string) error { _, err := launch.ParseBindMode(s); return err },
+		memFlag:           func(s string) error { _, err := launch.ParseMemPolicy(s); return err },
+		containFlag:       func(s string) error { _, err := launch.ParseContainment(s); return err },
+		numaBalancingFlag: func(s string) error { _, err := numabalance.ParseMode(s); return err },
+		launcherFlag: func(s string) error {
+			if s != "amdrun" && s != "torchrun" {
+				return errors.New("not a launcher")
+			}
+			return nil
+		},
+	}
+	ios, _, _, _ := iostreams.Test()
+	cmd := NewCmdRun(&cmdutil.Factory{IOStreams: ios}, nil)
+	for e, parse := range parsers {
+		for _, v := range e.Values() {
+			if err := parse(v); err != nil {
+				t.Errorf("--%s %s is declared but its package refuses it: %v", e.Name, v, err)
+			}
+		}
+		f := cmd.Flags().Lookup(e.Name)
+		if f == nil {
+			t.Fatalf("--%s is declared as an enum but not a flag", e.Name)
+		}
+		for _, v := range e.Values() {
+			if !strings.Contains(f.Usage, v) {
+				t.Errorf("--%s help %q lacks %q", e.Name, f.Usage, v)
+			}
+		}
+		complete, ok := cmd.GetFlagCompletionFunc(e.Name)
+		if !ok {
+			t.Errorf("--%s has no completion", e.Name)
+			continue
+		}
+		if got, _ := complete(cmd, nil, ""); !reflect.DeepEqual(got, e.Values()) {
+			t.Errorf("--%s completes %q, want %q", e.Name, got, e.Values())
+		}
+		if parse("bogus") == nil {
+			t.Fatalf("--%s: its package takes bogus", e.Name)
+		}
+		err := e.Err("bogus")
+		var fe *cmdutil.FlagError
+		want := "--" + e.Name + ": want " + cmdutil.JoinOr(e.Values()) + `, got "bogus"`
+		if !errors.As(err, &fe) || err.Error() != want {
+			t.Errorf("--%s bogus: %v, want the usage error %q", e.Name, err, want)
+		}
+	}
+	for name := range completionOnly {
+		if _, ok := cmd.GetFlagCompletionFunc(name); !ok {
+			t.Errorf("--%s has no completion", name)
+		}
+	}
+	if got := cmd.Flags().Lookup("contain").Usage; got != "how nothing the job starts outlives it: auto, pid-namespace (needs root) or subreaper (see amdrun doctor)" {
+		t.Errorf("--contain help %q", got)
+	}
+}

@@ -1,0 +1,169 @@
+package job
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+
+	"github.com/amdrun/amdrun/internal/launch"
+	"github.com/amdrun/amdrun/internal/launch/numabalance"
+)
+
+// canLaunch is launch.Supported; tests of other systems' behaviour set it.
+var canLaunch = launch.Supported
+
+// ErrNeedsLinux is Run's error on a system where ranks cannot be started.
+var ErrNeedsLinux = errors.New("starting ranks needs Linux; on this system amdrun only plans (add --dry-run, e.g. with --topology node.json saved by 'amdrun topo --json' on the node)")
+
+// Preview discovers the node, chooses the devices (respecting leases,
+// taking none) and plans the ranks, without starting anything: what
+// `amdrun --dry-run` shows.
+func Preview(ctx context.Context, o *Options) (*Plan, error) {
+	p, err := prepare(ctx, o, true)
+	if err != nil {
+		return nil, err
+	}
+	p.release()
+	return p, nil
+}
+
+// Run launches the job and supervises it to its end: it reserves and
+// plans as Preview does (taking the devices' lease), applies NUMA
+// balancing, and runs the ranks (or torchrun) under launch.Run, the
+// lease held until the job's last process is gone. code is the first
+// failing rank's exit status (0 when every rank succeeded); err is
+// amdrun's own failure.
+func Run(ctx context.Context, o *Options) (code int, err error) {
+	if !canLaunch {
+		return 0, ErrNeedsLinux
+	}
+	p, err := prepare(ctx, o, false)
+	if err != nil {
+		return 0, err
+	}
+	defer p.release()
+	if o.Explain && p.Choice != nil {
+		p.WriteExplain(o.Stderr)
+	}
+	restore, err := numabalance.Apply(o.Root, o.NUMABalancing)
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		if err := restore(); err != nil {
+			o.Warn.Warn("%v", err)
+		}
+	}()
+	return supervise(ctx, o, p)
+}
+
+// prepare is the pipeline up to the plan: the torch probe (in the
+// background while the node is discovered), the placement (devices and
+// their lease, or CPU ranks) and the plan of every rank. Its Plan holds
+// the lease, if any, until release.
+func prepare(ctx context.Context, o *Options, dryRun bool) (*Plan, error) {
+	env := o.Env()
+	torch := torchVersion(ctx, o) // runs while the node is discovered
+	pl, err := place(ctx, o, env, dryRun)
+	if err != nil {
+		return nil, err
+	}
+	hostNUMA, err := o.HostNUMA()
+	if err != nil {
+		o.Warn.Warn("cannot read this host's NUMA nodes, ranks are not bound: %v", err)
+		hostNUMA = nil
+	}
+	ranks, err := planRanks(o, pl, env, hostNUMA, <-torch)
+	if err != nil {
+		pl.release()
+		return nil, err
+	}
+	for _, w := range ranks.Warnings {
+		o.Warn.Warn("%s", w)
+	}
+	p := &Plan{Model: pl.model, Choice: pl.choice, Ranks: ranks, Run: ranks, held: pl.held}
+	if o.Launcher == "torchrun" {
+		p.Run = launch.TorchrunPlan(ranks, torchrunSettings(o, env))
+		p.Torchrun = true
+	}
+	return p, nil
+}
+
+// torchrunSettings hands this node's plan to torchrun.
+func torchrunSettings(o *Options, env []string) launch.Torchrun {
+	nnodes := fmt.Sprint(max(1, o.NNodes))
+	if o.ElasticNNodes != "" {
+		nnodes = o.ElasticNNodes
+	}
+	return launch.Torchrun{
+		UserEnv: env, NNodes: nnodes, NodeRank: o.NodeRank, MasterAddr: o.MasterAddr,
+		MasterPort: o.MasterPort, Rdzv: o.Rdzv, MaxRestarts: o.MaxRestarts,
+		Module: o.Module, NoPython: o.NoPython, Extra: o.TorchrunArgs, Args: o.Args,
+	}
+}
+
+// supervise runs p under launch.Run with the lease's lock files held by
+// the processes that watch over the job.
+func supervise(ctx context.Context, o *Options, p *Plan) (int, error) {
+	self, err := o.Executable()
+	if err != nil {
+		return 0, fmt.Errorf("cannot find amdrun's own binary for binding: %w", err)
+	}
+	var hold []*os.File
+	if p.held != nil {
+		// The processes that watch over the job keep these open, so the
+		// devices stay leased while anything of the job runs (issue 13).
+		if hold, err = p.held.Files(); err != nil {
+			return 0, err
+		}
+		defer func() {
+			for _, f := range hold {
+				f.Close()
+			}
+		}()
+	}
+	ro := runOptions(o, p)
+	ro.Self, ro.Hold = self, hold
+	code, err := launch.Run(ctx, p.Run, ro)
+	if errors.Is(err, launch.ErrContainment) {
+		return 0, fmt.Errorf("--contain %s: %w (--contain auto falls back to subreaper)", o.Contain, err)
+	}
+	return code, err
+}
+
+// runOptions is how launch.Run runs p: output, input, logs, and the
+// grace and containment asked for.
+func runOptions(o *Options, p *Plan) launch.RunOptions {
+	ro := launch.RunOptions{
+		Stdout: o.Stdout, Stderr: o.Stderr,
+		LogDir:      o.LogDir,
+		RanksFilter: o.RanksFilter,
+		Grace:       o.Grace,
+		Redirects:   o.Redirects,
+		Tee:         o.Tee,
+		Contain:     o.Contain,
+		MaxRestarts: o.MaxRestarts,
+	}
+	if in, ok := o.Stdin.(*os.File); ok {
+		ro.Stdin = in
+	}
+	if p.Torchrun {
+		// torchrun got --log_dir, -r, -t, --local_ranks_filter and
+		// --max_restarts itself: its one process is not filtered, logged
+		// or restarted by amdrun.
+		ro.LogDir, ro.RanksFilter, ro.Redirects, ro.Tee = "", nil, launch.Streams{}, launch.Streams{}
+		ro.MaxRestarts = 0
+	}
+	// Prefixes tell ranks apart: with one rank on the console there is
+	// nothing to tell, and its output can be the terminal itself (issue 15).
+	shown := 0
+	for _, r := range p.Run.Ranks {
+		if ro.RanksFilter == nil || slices.Contains(ro.RanksFilter, r.LocalRank) {
+			shown++
+		}
+	}
+	ro.Prefix = !o.NoPrefix && shown > 1
+	return ro
+}

@@ -1,0 +1,196 @@
+// Package job is amdrun's launch pipeline in one place: discover the node,
+// reserve devices (select and lease, or CPU ranks where there is no GPU),
+// plan the ranks, and supervise them to the end, with the torch version
+// probe, NUMA balancing and the lease hold that go with a launch.
+//
+// Preview stops after the plan and returns it as a Plan, whose JSON form
+// (Document) is the `amdrun --dry-run --json` contract; Run goes on and
+// supervises. Both take one Options, grouped by the stage that reads each
+// setting (Selection, Planning, Supervision). The command line binds its
+// flags into those fields; nothing copies them into another struct of
+// settings before the package that uses them (selector.Request,
+// launch.Spec, launch.RunOptions).
+package job
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/amdrun/amdrun/internal/launch"
+	"github.com/amdrun/amdrun/internal/launch/lease"
+	"github.com/amdrun/amdrun/internal/launch/numabalance"
+	"github.com/amdrun/amdrun/internal/selector"
+	"github.com/amdrun/amdrun/internal/topology"
+)
+
+// Options are everything a launch needs: its dependencies (the node, the
+// environment, the output) and its settings, one struct per stage. The
+// stages are embedded, so a setting is named the same everywhere
+// (o.NGPUs, o.Bind, o.Grace).
+type Options struct {
+	Deps
+	Selection
+	Planning
+	Supervision
+
+	// Explain prints why the devices were chosen: with Preview, Plan's
+	// WriteText does; with Run, to Stderr before the ranks start.
+	Explain bool
+}
+
+// Deps are what a launch reads and writes outside itself. Nil funcs are
+// documented per field; Stdout, Stderr and Topology must be set.
+type Deps struct {
+	// Stdout and Stderr receive the ranks' output and amdrun's messages.
+	Stdout, Stderr io.Writer
+	// Stdin is local rank 0's input when it is an *os.File; anything else
+	// (nil included) gives every rank /dev/null.
+	Stdin io.Reader
+	// Topology discovers the node (once; later calls may return the same
+	// model).
+	Topology func(context.Context) (*topology.Model, error)
+	// Rediscover discovers the node again (a queued job's fresh view of
+	// busy devices); nil: the first discovery's state is kept.
+	Rediscover func(context.Context) (*topology.Model, error)
+	// Run runs a program to its end (the torch version probe); nil: the
+	// workers' torch version is unknown.
+	Run topology.Runner
+	// Env is amdrun's environment, passed on to every rank.
+	Env func() []string
+	// Executable is amdrun's own binary (the guards and bind shims run
+	// it); only Run calls it.
+	Executable func() (string, error)
+	// Warn prints a warning line; it must be set.
+	Warn topology.Warner
+	// HostNUMA returns this host's NUMA nodes (for binding; a saved
+	// topology may describe another machine).
+	HostNUMA func() ([]topology.NUMANode, error)
+	// NumCPU is the number of CPUs amdrun may use (runtime.NumCPU); it
+	// sizes CPU ranks for --nproc-per-node cpu and auto.
+	NumCPU func() int
+	// Leases opens the node's lease directory, making it when create is
+	// set (Preview never creates it).
+	Leases func(create bool) (*lease.Dir, error)
+}
+
+// Selection is how devices are chosen and reserved.
+type Selection struct {
+	// SourceAuto says the topology source was left to auto-detection (so
+	// a node without GPUs runs CPU ranks instead of failing).
+	SourceAuto bool
+	// NGPUs is the number of devices on this node (--ngpus); 0 means
+	// every free device.
+	NGPUs int
+	// NProc is the number of ranks on this node (--nproc-per-node N); 0
+	// means one rank per device. With NGPUs > 0 each rank gets
+	// NGPUs/NProc devices.
+	NProc int
+	// NProcKind is --nproc-per-node's word, "gpu", "auto" or "cpu", or ""
+	// for a number or none: gpu and auto mean one rank per free device;
+	// auto without a GPU, and cpu, one CPU rank per CPU amdrun may use.
+	NProcKind string
+	// CPUOnly runs CPU ranks without looking for a GPU (--ngpus 0 with
+	// --nproc-per-node N, or --nproc-per-node cpu).
+	CPUOnly bool
+	// Devices are the only devices to choose among (--devices); nil: all.
+	Devices []int
+	// Exclude are devices never chosen (--exclude); nil: none.
+	Exclude []int
+	// AllowBusy lets busy devices be chosen.
+	AllowBusy bool
+	// Policy scores a set (--policy).
+	Policy selector.Policy
+	// Order is the rank order of the chosen devices (--order).
+	Order selector.Order
+	// SearchWork bounds the device search by work (--search-work); past
+	// it the best set found is taken and --explain says how far from
+	// proven. The answer depends on it, never on the machine's load.
+	// Zero means selector.DefaultWork.
+	SearchWork int
+	// SearchBudget is the search's wall-clock safety cap
+	// (--search-budget); --explain and --json say when it fired. Zero
+	// means selector.DefaultBudget.
+	SearchBudget time.Duration
+	// NoLease neither takes nor respects device leases.
+	NoLease bool
+	// Wait is how long to wait for enough free devices: 0 not at all, <0
+	// forever.
+	Wait time.Duration
+}
+
+// Planning is what each rank runs and how it is placed in the job.
+type Planning struct {
+	// Args are SCRIPT ARGS... (or MODULE ARGS..., or CMD ARGS...); empty
+	// only for a preview, whose command then reads "-".
+	Args []string
+	// Module runs Args[0] as a Python module (python -m).
+	Module bool
+	// NoPython runs Args as a program, not through Python.
+	NoPython bool
+	// Python is the workers' interpreter, resolved (--python,
+	// $PYTHON_EXEC, python3).
+	Python string
+
+	// Bind is the binding; "" means BindNUMA on a host with more than one
+	// NUMA node, else BindNone.
+	Bind launch.BindMode
+	// Mem is the memory policy of bound ranks ("" means MemNone).
+	Mem launch.MemPolicy
+	// NNodes, NodeRank, MasterAddr and MasterPort place this node in the
+	// job; NNodes 0 means 1, MasterPort 0 a free port on this host.
+	NNodes, NodeRank int
+	MasterAddr       string
+	MasterPort       int
+	// MaxRestarts is how often the whole group is restarted after a
+	// failure (0: never); with Launcher "torchrun", torchrun's
+	// --max-restarts.
+	MaxRestarts int
+	// RunID is TORCHELASTIC_RUN_ID; "" means a fresh launch.NewRunID.
+	RunID string
+	// Role is ROLE_NAME; "" means launch.DefaultRole.
+	Role string
+	// VirtualLocalRank gives each rank only its own devices and
+	// LOCAL_RANK=0.
+	VirtualLocalRank bool
+
+	// Launcher is "torchrun" to hand the planned node to torchrun (amdrun
+	// chose the devices and holds their lease); anything else, amdrun
+	// starts the ranks itself.
+	Launcher string
+	// ElasticNNodes is a torchrun --nnodes MIN:MAX range ("" = NNodes).
+	ElasticNNodes string
+	// Rdzv holds torchrun's --rdzv-* settings by name (backend, endpoint,
+	// id, conf), passed on with Launcher "torchrun".
+	Rdzv map[string]string
+	// TorchrunArgs are torchrun's flags passed on with Launcher
+	// "torchrun" (underscore spellings).
+	TorchrunArgs []string
+}
+
+// Supervision is how the ranks are run, watched and ended.
+type Supervision struct {
+	// Grace is the time between SIGTERM and SIGKILL after a failure (0:
+	// SIGKILL at once).
+	Grace time.Duration
+	// Contain is how the job's processes are kept from outliving it
+	// (ContainAuto: the strongest permitted).
+	Contain launch.Containment
+	// NoPrefix leaves output lines without "[rankN]: " even when several
+	// ranks share the console.
+	NoPrefix bool
+	// LogDir receives torchrun's log layout; "" means a temporary one
+	// only when Redirects or Tee ask for files.
+	LogDir string
+	// RanksFilter lists the local ranks shown on the console; nil: all.
+	RanksFilter []int
+	// Redirects and Tee are torchrun's -r/--redirects and -t/--tee.
+	// Zero: none.
+	Redirects, Tee launch.Streams
+	// NUMABalancing sets kernel.numa_balancing for the job and restores it
+	// after (numabalance.Keep: leave it).
+	NUMABalancing numabalance.Mode
+	// Root is the directory /proc and /sys are read (and written, for
+	// NUMABalancing) under, as numabalance.Apply takes it.
+	Root string
+}

@@ -1,0 +1,114 @@
+package job
+
+import (
+	"fmt"
+
+	"github.com/amdrun/amdrun/internal/launch"
+	"github.com/amdrun/amdrun/internal/launch/lease"
+	"github.com/amdrun/amdrun/internal/selector"
+	"github.com/amdrun/amdrun/internal/topology"
+)
+
+// Plan is a planned job: the devices chosen and why, and every rank's
+// command, environment and CPUs. WriteText, WriteExplain and WriteJSON
+// render it; Document is its JSON form, the `--dry-run --json` contract.
+type Plan struct {
+	// Model is the node the devices were chosen on; nil for CPU ranks.
+	Model *topology.Model
+	// Choice is the selector's choice with its score, alternatives and
+	// the naive pick; nil for CPU ranks.
+	Choice *selector.Choice
+	// Ranks is the plan of every rank as amdrun would start them.
+	Ranks *launch.Plan
+	// Run is what is started: Ranks, or with Torchrun, the one torchrun
+	// process that starts them.
+	Run *launch.Plan
+	// Torchrun says Run hands the node to torchrun (--launcher torchrun).
+	Torchrun bool
+
+	held *lease.Lease // the devices' lease, until release
+}
+
+// release lets go of the plan's lease, if it holds one.
+func (p *Plan) release() {
+	if p.held != nil {
+		p.held.Release()
+		p.held = nil
+	}
+}
+
+// planRanks turns a placement into the plan of every rank: it checks the
+// choice against the mask, picks a free port when none is given, resolves
+// the default binding, reads the CPUs this process may use and makes a
+// run id; the rest is launch.NewPlan's.
+func planRanks(o *Options, pl *placement, env []string, hostNUMA []topology.NUMANode, torch string) (*launch.Plan, error) {
+	var chosen []topology.Device
+	if pl.choice != nil {
+		for _, d := range pl.choice.Devices {
+			chosen = append(chosen, pl.model.Devices[d])
+		}
+	}
+	if err := pl.mask.Check(chosen); err != nil { // a nil mask narrows nothing
+		return nil, err
+	}
+	port := o.MasterPort
+	if port == 0 {
+		p, err := launch.FreePort()
+		if err != nil {
+			return nil, fmt.Errorf("cannot find a free port for MASTER_PORT (give --master-port): %w", err)
+		}
+		port = p
+	}
+	bind := o.Bind
+	if bind == "" {
+		bind = launch.BindNone
+		if len(hostNUMA) > 1 {
+			bind = launch.BindNUMA
+		}
+	}
+	runID := o.RunID
+	if runID == "" {
+		runID = launch.NewRunID()
+	}
+	per := 1
+	if o.NProc > 0 && len(chosen) > o.NProc {
+		per = len(chosen) / o.NProc
+	}
+	s := launch.Spec{
+		Devices: chosen, DevicesPerRank: per, CPURanks: pl.cpuRanks,
+		HostNUMA: hostNUMA, AllowedCPUs: launch.OwnCPUs(),
+		Argv: workerArgv(o), Env: env, Bind: bind, Mem: o.Mem,
+		NNodes: o.NNodes, NodeRank: o.NodeRank, MasterAddr: o.MasterAddr, MasterPort: port,
+		RunID: runID, Role: o.Role, VirtualLocalRank: o.VirtualLocalRank,
+		MaxRestarts: o.MaxRestarts, TorchVersion: torch,
+	}
+	if len(chosen) > 0 {
+		vendor := pl.model.Vendor
+		if per > 1 || o.VirtualLocalRank {
+			// Each rank sees its own devices only (a rank with several
+			// devices has no LOCAL_RANK-th one to pick among all).
+			for k := 0; k+per <= len(chosen); k += per {
+				s.RankVisibleEnv = append(s.RankVisibleEnv, pl.mask.Env(chosen[k:k+per], vendor))
+			}
+		} else {
+			s.VisibleEnv = pl.mask.Env(chosen, vendor)
+		}
+	}
+	return launch.NewPlan(s)
+}
+
+// workerArgv is the command each rank runs; "-" without a script (a
+// preview shows the plan anyway).
+func workerArgv(o *Options) []string {
+	if len(o.Args) == 0 {
+		return []string{"-"}
+	}
+	if o.NoPython {
+		return append([]string(nil), o.Args...)
+	}
+	argv := []string{o.Python, "-u"}
+	if o.Module {
+		argv = append(argv, "-m")
+	}
+	return append(argv, o.Args...)
+}

@@ -1,0 +1,176 @@
+package job
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/amdrun/amdrun/internal/discover"
+	"github.com/amdrun/amdrun/internal/launch"
+	"github.com/amdrun/amdrun/internal/launch/lease"
+	"github.com/amdrun/amdrun/internal/selector"
+	"github.com/amdrun/amdrun/internal/topology"
+)
+
+// placement is where a job's ranks run: devices chosen on a model (and
+// their lease), or CPU ranks on a node without GPUs.
+type placement struct {
+	model    *topology.Model
+	mask     *launch.Mask
+	choice   *selector.Choice
+	held     *lease.Lease
+	cpuRanks int
+}
+
+func (p *placement) release() {
+	if p.held != nil {
+		p.held.Release()
+	}
+}
+
+// place finds the ranks' devices: it discovers the node, chooses and
+// leases the devices; or, when the options ask for CPU ranks or the node
+// has no GPU (the source left to auto-detection), it plans CPU ranks and
+// says so in one line. A dry run respects leases and takes none.
+func place(ctx context.Context, o *Options, env []string, dryRun bool) (*placement, error) {
+	if o.CPUOnly {
+		return &placement{cpuRanks: o.cpuRanks()}, nil
+	}
+	m, err := o.Topology(ctx)
+	if err != nil {
+		return cpuFallback(o, err)
+	}
+	mask, err := launch.ParseMask(env, m.Devices)
+	if err != nil {
+		return nil, err
+	}
+	res, err := reservation(o, m, mask, dryRun)
+	if err != nil {
+		return nil, err
+	}
+	choice, held, err := launch.Reserve(ctx, res)
+	if err != nil {
+		return nil, userError(err)
+	}
+	if o.NProc > 0 && len(choice.Devices)%o.NProc != 0 {
+		// Every free device (--ngpus 0 with --nproc-per-node gpu/auto
+		// never gets here): cannot happen, but a plan must not be wrong.
+		if held != nil {
+			held.Release()
+		}
+		return nil, fmt.Errorf("%d devices do not split over %d ranks", len(choice.Devices), o.NProc)
+	}
+	return &placement{model: m, mask: mask, choice: choice, held: held}, nil
+}
+
+// cpuFallback is the placement when discovery failed with err: CPU ranks
+// where the source was left to auto-detection and found no GPU (unless
+// the options name GPUs), else err.
+func cpuFallback(o *Options, err error) (*placement, error) {
+	if !o.SourceAuto || !errors.Is(err, discover.ErrNoGPU) {
+		return nil, err
+	}
+	switch {
+	case o.NProcKind == "gpu":
+		return nil, fmt.Errorf("--nproc-per-node gpu: %w", err)
+	case o.Devices != nil || o.Exclude != nil:
+		return nil, fmt.Errorf("--devices/--exclude name GPUs: %w", err)
+	}
+	n := o.cpuRanks()
+	o.Warn.Warn("no GPU found on this machine: running %d CPU rank(s) (use the gloo backend; --source example plans on the bundled example topology)", n)
+	return &placement{cpuRanks: n}, nil
+}
+
+// reservation is what launch.Reserve is asked on model m under mask.
+func reservation(o *Options, m *topology.Model, mask *launch.Mask, dryRun bool) (launch.Reservation, error) {
+	budget := o.SearchBudget
+	if budget == 0 {
+		budget = selector.DefaultBudget
+	}
+	req := selector.Request{
+		N: o.NGPUs, Devices: mask.Narrow(o.Devices), Exclude: o.Exclude,
+		AllowBusy: o.AllowBusy, Order: o.Order, Work: o.SearchWork, Budget: budget,
+	}
+	if o.Devices != nil && mask.Candidates() != nil && len(req.Devices) == 0 {
+		return launch.Reservation{}, fmt.Errorf("--devices %s names none of the devices the environment leaves visible (%s)",
+			topology.FormatCPUList(o.Devices), topology.FormatCPUList(mask.Candidates()))
+	}
+	res := launch.Reservation{Model: m, Request: req, Policy: o.Policy, DryRun: dryRun, Wait: o.Wait, Refresh: o.Rediscover,
+		Queued: func(want int, why error) {
+			fmt.Fprintf(o.Stderr, "amdrun: waiting for %d free device(s) (queued, first come first served): %v\n", want, userError(why))
+		},
+	}
+	if o.NoLease {
+		return res, nil
+	}
+	var err error
+	res.Leases, err = o.Leases(!dryRun)
+	if errors.Is(err, lease.ErrNotSupported) && dryRun {
+		err = nil // planning on a system without flock leases: none to respect
+	}
+	return res, err
+}
+
+// cpuRanks is the number of CPU ranks: NProc, else one per CPU for cpu
+// and auto (as torchrun's os.cpu_count(), but the CPUs amdrun may use),
+// else NGPUs, else 1 (torchrun's default).
+func (o *Options) cpuRanks() int {
+	switch {
+	case o.NProc > 0:
+		return o.NProc
+	case o.NProcKind == "cpu" || o.NProcKind == "auto":
+		return max(1, o.NumCPU())
+	case o.NGPUs > 0:
+		return o.NGPUs
+	}
+	return 1
+}
+
+// userError rewrites the selector's errors, which name its package and
+// its terms, in the flags the user can change.
+func userError(err error) error {
+	var ne *selector.NotEnoughError
+	if !errors.As(err, &ne) {
+		return err
+	}
+	msg := strings.TrimPrefix(ne.Error(), "selector: ")
+	if ne.Requested > 0 {
+		msg = strings.TrimPrefix(msg, fmt.Sprintf("%d devices requested, ", ne.Requested))
+		msg = fmt.Sprintf("--ngpus %d: only %s", ne.Requested, msg)
+	}
+	return &reworded{msg: msg, err: err}
+}
+
+// reworded is an error shown with another message.
+type reworded struct {
+	msg string
+	err error
+}
+
+func (e *reworded) Error() string { return e.msg }
+func (e *reworded) Unwrap() error { return e.err }
+
+// torchVersion asks the worker's interpreter which torch it would import
+// (launch.TorchVersionProbe: its start-up, not torch's import), in the
+// background; "" when the workers are not python, or it cannot say.
+func torchVersion(ctx context.Context, o *Options) <-chan string {
+	ch := make(chan string, 1)
+	if o.NoPython || o.Run == nil || len(o.Args) == 0 {
+		ch <- ""
+		return ch
+	}
+	go func() {
+		// An interpreter that takes seconds to start must not hold the job.
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		out, err := o.Run(ctx, o.Python, "-c", launch.TorchVersionProbe)
+		if err != nil {
+			ch <- ""
+			return
+		}
+		ch <- launch.ParseTorchVersion(out)
+	}()
+	return ch
+}

@@ -1,0 +1,68 @@
+package job
+
+import (
+	"os"
+	"testing"
+
+	"bytes"
+	"github.com/amdrun/amdrun/internal/launch"
+)
+
+// TestRunOptions: prefixes only where more than one rank reaches the
+// console (a rank alone there may get the terminal itself, issue 15);
+// amdrun's stdin goes on when it is a file; torchrun gets the log flags
+// itself.
+func TestRunOptions(t *testing.T) {
+	plan := func(n int, torchrun bool) *Plan {
+		p := &launch.Plan{}
+		for i := range n {
+			p.Ranks = append(p.Ranks, launch.Rank{Rank: i, LocalRank: i})
+		}
+		return &Plan{Ranks: p, Run: p, Torchrun: torchrun}
+	}
+	tee := launch.Streams{All: launch.StdErr}
+	tests := []struct {
+		name     string
+		o        Supervision
+		torchrun bool
+		ranks    int
+		prefix   bool
+	}{
+		{"one rank", Supervision{}, false, 1, false},
+		{"four ranks", Supervision{}, false, 4, true},
+		{"--no-prefix", Supervision{NoPrefix: true}, false, 4, false},
+		{"filter to one rank", Supervision{RanksFilter: []int{2}}, false, 4, false},
+		{"filter to two ranks", Supervision{RanksFilter: []int{0, 2}}, false, 4, true},
+		{"filter to a rank not on this node", Supervision{RanksFilter: []int{0, 7}}, false, 4, false},
+		{"torchrun's one process", Supervision{RanksFilter: []int{0, 1}}, true, 1, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := Options{Supervision: tt.o, Planning: Planning{MaxRestarts: 2}}
+			o.Stdin = new(bytes.Buffer)
+			o.LogDir, o.Tee = "/l", tee
+			ro := runOptions(&o, plan(tt.ranks, tt.torchrun))
+			if ro.Prefix != tt.prefix {
+				t.Errorf("Prefix %v, want %v", ro.Prefix, tt.prefix)
+			}
+			if ro.Stdin != nil {
+				t.Errorf("Stdin %v from a buffer", ro.Stdin)
+			}
+			if tt.torchrun {
+				if ro.LogDir != "" || ro.RanksFilter != nil || !ro.Tee.IsZero() || ro.MaxRestarts != 0 {
+					t.Errorf("torchrun's options kept: %+v", ro)
+				}
+			} else if ro.LogDir != "/l" || ro.Tee.String() != "2" || ro.MaxRestarts != 2 {
+				t.Errorf("log options lost: %+v", ro)
+			}
+		})
+	}
+	f, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if ro := runOptions(&Options{Deps: Deps{Stdin: f}}, plan(1, false)); ro.Stdin != f {
+		t.Errorf("Stdin %v, want amdrun's", ro.Stdin)
+	}
+}

@@ -1,0 +1,281 @@
+package selector
+
+import (
+	"math/bits"
+	"slices"
+)
+
+// seedSteps caps the steps of one threshold's cycle search in ringSeed.
+const seedSteps = 2000
+
+// ringSeed looks for a set of p.size candidates with a high ring: the
+// largest link value t (by binary search over the candidates' link
+// values at most ub) at which cycleOfLength finds a cycle of exactly
+// p.size devices over links >= t. It returns the set (sorted local
+// indices) or nil. The branch-and-bound classes of an all-distinct node
+// are single devices and its bound rarely prunes, so without this seed
+// the ring of a large set was the greedy one (issue 25: 1-13% below the
+// optimum on 32-256 all-distinct devices).
+func (p *problem) ringSeed(ub int64) []int {
+	all := firstN(p.n).list()
+	vals := p.linkValues(nil, all, ub)
+	var best []int
+	// The seed may spend a quarter of the budget; the search needs the
+	// rest.
+	stop := p.bud.work + (p.bud.limit-p.bud.work)/4
+	lo, hi := 0, len(vals)-1
+	for lo <= hi && p.bud.work < stop && !p.bud.spent() {
+		mid := (lo + hi) / 2
+		c := p.cycleOfLength(vals[mid])
+		if c == nil {
+			c = p.denseCycle(vals[mid])
+		}
+		if c != nil {
+			best, lo = c, mid+1
+		} else {
+			hi = mid - 1
+		}
+	}
+	return best
+}
+
+// denseCycle looks for a ring of p.size candidates over links >= t in a
+// dense part of that graph: the largest connected part of its 2-core,
+// peeled down to p.size devices by removing the device with the fewest
+// links in what is left (the highest index of those), then findCycle.
+// nil proves nothing.
+func (p *problem) denseCycle(t int64) []int {
+	adj := p.thresholdGraph(t)
+	set := twoCore(adj, firstN(p.n))
+	var part bitset
+	for rest := set; rest != (bitset{}); {
+		pt := reach(adj, rest.lowest(), rest)
+		if pt.count() > part.count() {
+			part = pt
+		}
+		rest.andNot(&pt)
+	}
+	if part.count() < p.size {
+		return nil
+	}
+	for part.count() > p.size {
+		worst, wd := -1, 0
+		for _, v := range part.list() {
+			nb := adj[v]
+			nb.and(&part)
+			if d := nb.count(); worst < 0 || d <= wd {
+				worst, wd = v, d
+			}
+		}
+		part.remove(worst)
+	}
+	p.bud.spend(1 + int64(p.n*p.n)/1024)
+	vs := part.list()
+	if p.findCycle(vs, t) == nil {
+		return nil
+	}
+	return vs
+}
+
+// ringTop bounds the ring of every set of p.size (3 or more)
+// candidates: the largest link value t at which the 2-core of the graph
+// of links >= t (what is left after removing devices with fewer than two
+// links, repeatedly) has a connected part of at least p.size devices; a
+// ring lies in one.
+func (p *problem) ringTop() int64 {
+	all := firstN(p.n).list()
+	vals := p.linkValues(nil, all, 1<<62)
+	t, _ := largestFeasible(vals, func(t int64) bool {
+		adj := p.thresholdGraph(t)
+		core := twoCore(adj, firstN(p.n))
+		return largestPart(adj, core) >= p.size
+	})
+	return t
+}
+
+// thresholdGraph is the candidates' graph of links >= t, as adjacency
+// bitsets (the problem's scratch, valid until the next call).
+func (p *problem) thresholdGraph(t int64) []bitset {
+	n := p.n
+	if cap(p.tg) < n {
+		p.tg = make([]bitset, n)
+	}
+	adj := p.tg[:n]
+	for a := 0; a < n; a++ {
+		adj[a] = bitset{}
+		row := p.bw[a*n : (a+1)*n]
+		for b, w := range row {
+			if b != a && w >= t {
+				adj[a].add(b)
+			}
+		}
+	}
+	p.bud.spend(1 + int64(n*n)/1024)
+	return adj
+}
+
+// twoCore removes from set, repeatedly, the devices with fewer than two
+// neighbours in it.
+func twoCore(adj []bitset, set bitset) bitset {
+	for changed := true; changed; {
+		changed = false
+		for _, v := range set.list() {
+			nb := adj[v]
+			nb.and(&set)
+			if nb.count() < 2 {
+				set.remove(v)
+				changed = true
+			}
+		}
+	}
+	return set
+}
+
+// largestPart is the size of the largest connected part of set.
+func largestPart(adj []bitset, set bitset) int {
+	best := 0
+	for set != (bitset{}) {
+		part := reach(adj, set.lowest(), set)
+		best = max(best, part.count())
+		set.andNot(&part)
+	}
+	return best
+}
+
+// reach is the part of set connected to v (v in set).
+func reach(adj []bitset, v int, set bitset) bitset {
+	var seen bitset
+	seen.add(v)
+	frontier := seen
+	for frontier != (bitset{}) {
+		var next bitset
+		for w := range frontier {
+			for x := frontier[w]; x != 0; x &= x - 1 {
+				next.or(&adj[w*64+bits.TrailingZeros64(x)])
+			}
+		}
+		next.and(&set)
+		next.andNot(&seen)
+		seen.or(&next)
+		frontier = next
+	}
+	return seen
+}
+
+// cycleOfLength looks for a cycle of exactly p.size candidates over links
+// >= t: inside each connected part of the 2-core, from each start device
+// (the cycle's lowest), a depth-first path search over higher devices
+// that prunes a path whose end cannot gather enough devices or get back
+// to the start in the steps left. It gives up after seedSteps steps; nil
+// proves nothing.
+func (p *problem) cycleOfLength(t int64) []int {
+	adj := p.thresholdGraph(t)
+	core := twoCore(adj, firstN(p.n))
+	size := p.size
+	steps := 0
+	most := int(min(seedSteps, 1+p.bud.left()*128/int64(p.n)))
+	defer func() { p.bud.spend(1 + int64(steps*p.n)/128) }()
+	dist := make([]int, p.n)
+	path := make([]int, 0, size)
+	opts := make([][]int, size) // opts[d]: the choices at path length d
+	for _, s := range core.list() {
+		// the devices the cycle may use: s and higher ones of the core
+		allowed := core
+		for v := 0; v < s; v++ {
+			allowed.remove(v)
+		}
+		part := reach(adj, s, allowed)
+		if part.count() < size {
+			continue
+		}
+		bfsDist(adj, s, part, dist)
+		path = append(path[:0], s)
+		free := part
+		free.remove(s)
+		var dfs func() bool
+		dfs = func() bool {
+			if steps++; steps > most {
+				return false
+			}
+			end := path[len(path)-1]
+			if len(path) == size {
+				return adj[end].has(s)
+			}
+			left := size - len(path) // devices still to add
+			nb := adj[end]
+			nb.and(&free)
+			// the next devices: from each, the start is at most left
+			// links away
+			o := opts[len(path)][:0]
+			for w := range nb {
+				for x := nb[w]; x != 0; x &= x - 1 {
+					if v := w*64 + bits.TrailingZeros64(x); dist[v] <= left {
+						o = append(o, v)
+					}
+				}
+			}
+			opts[len(path)] = o
+			// fewest free neighbours first (Warnsdorff)
+			slices.SortFunc(o, func(a, b int) int {
+				x, y := adj[a], adj[b]
+				x.and(&free)
+				y.and(&free)
+				return x.count() - y.count()
+			})
+			for _, v := range o {
+				free.remove(v)
+				path = append(path, v)
+				// v must still reach left-1 free devices
+				r := free
+				r.add(v)
+				if left == 1 || reach(adj, v, r).count() > left-1 {
+					if dfs() {
+						return true
+					}
+				}
+				path = path[:len(path)-1]
+				free.add(v)
+				if steps > most {
+					return false
+				}
+			}
+			return false
+		}
+		if dfs() {
+			out := slices.Clone(path)
+			slices.Sort(out)
+			return out
+		}
+		if steps > most {
+			return nil
+		}
+	}
+	return nil
+}
+
+// bfsDist fills dist[v] with the number of links from s to v inside set
+// (len(dist) + 1 for those it cannot reach).
+func bfsDist(adj []bitset, s int, set bitset, dist []int) {
+	for i := range dist {
+		dist[i] = len(dist) + 1
+	}
+	dist[s] = 0
+	var seen bitset
+	seen.add(s)
+	frontier := seen
+	for d := 1; frontier != (bitset{}); d++ {
+		var next bitset
+		for w := range frontier {
+			for x := frontier[w]; x != 0; x &= x - 1 {
+				next.or(&adj[w*64+bits.TrailingZeros64(x)])
+			}
+		}
+		next.and(&set)
+		next.andNot(&seen)
+		for _, v := range next.list() {
+			dist[v] = d
+		}
+		seen.or(&next)
+		frontier = next
+	}
+}

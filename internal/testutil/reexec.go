@@ -1,0 +1,37 @@
+package testutil
+
+import (
+	"os"
+	"testing"
+)
+
+// Role is a program a test binary stands in for when it re-executes
+// itself (a fake worker, a vendor tool's probe, amdrun's guard): Env
+// selects it when that variable is set, Arg when it is os.Args[1].
+type Role struct {
+	// Env is the selecting variable; Run gets its value. "": not by env.
+	Env string
+	// Arg is the selecting first argument; Run gets the arguments after
+	// it. "": not by argument.
+	Arg string
+	// Run is the role's main; its result is the exit status.
+	Run func(value string, args []string) int
+}
+
+// Main is a test binary's one re-exec dispatcher: it runs the first of
+// roles that the process's arguments or environment select, and exits
+// with its status; without one it runs the tests (m.Run). Roles are tried
+// in order, arguments before environment within a role.
+func Main(m *testing.M, roles ...Role) {
+	for _, r := range roles {
+		if r.Arg != "" && len(os.Args) > 1 && os.Args[1] == r.Arg {
+			os.Exit(r.Run(r.Arg, os.Args[2:]))
+		}
+		if r.Env != "" {
+			if v := os.Getenv(r.Env); v != "" {
+				os.Exit(r.Run(v, os.Args[1:]))
+			}
+		}
+	}
+	os.Exit(m.Run())
+}
