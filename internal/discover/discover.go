@@ -144,7 +144,8 @@ func one(ctx context.Context, src string, o Options) (*topology.Model, error) {
 
 // attachHost gives the model the host's NUMA nodes and, for devices whose
 // source did not say, their NUMA node from PCI sysfs, both read under
-// o.SysfsRoot (package host).
+// o.SysfsRoot (package host), and warns about device CPU lists outside
+// the host's possible CPUs.
 func attachHost(m *topology.Model, o Options) {
 	nodes, err := host.NUMANodes(o.SysfsRoot)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -157,6 +158,9 @@ func attachHost(m *topology.Model, o Options) {
 		return
 	}
 	var fsys fs.FS = os.DirFS(o.SysfsRoot)
+	if possible, err := host.PossibleCPUs(fsys); err == nil {
+		topology.CheckDeviceCPUs(m, possible, o.Warn)
+	}
 	for i := range m.Devices {
 		d := &m.Devices[i]
 		if d.NUMANode >= 0 || d.PCIAddress == "" {

@@ -81,3 +81,35 @@ func JoinInts(xs []int) string {
 	}
 	return b.String()
 }
+
+// CheckDeviceCPUs warns, once per device, about device CPU lists that
+// name CPUs outside possible, the host's possible CPUs (a live read's
+// /sys/devices/system/cpu/possible). The lists are kept: the binding
+// step intersects them with the CPUs amdrun may use, and a list a tool
+// printed wrong (cells run together gave a 1,615-CPU list on a 224-CPU
+// host, issue 24) is then visible instead of silent. It returns the
+// number of devices warned about.
+func CheckDeviceCPUs(m *Model, possible []int, warn Warner) int {
+	if len(possible) == 0 {
+		return 0
+	}
+	ok := make(map[int]bool, len(possible))
+	for _, c := range possible {
+		ok[c] = true
+	}
+	n := 0
+	for _, d := range m.Devices {
+		var out []int
+		for _, c := range d.CPUs {
+			if !ok[c] {
+				out = append(out, c)
+			}
+		}
+		if len(out) > 0 {
+			n++
+			warn.Warn("%s: device %d lists CPUs %s that this host does not have (possible CPUs %s); the list is kept as the tool printed it",
+				m.Source, d.Index, FormatCPUList(out), FormatCPUList(possible))
+		}
+	}
+	return n
+}

@@ -58,3 +58,13 @@ func DeviceNUMA(fsys fs.FS, pciAddress string) (node int, cpus []int, err error)
 	}
 	return node, cpus, nil
 }
+
+// PossibleCPUs reads sys/devices/system/cpu/possible under fsys: the CPUs
+// the kernel can ever bring online.
+func PossibleCPUs(fsys fs.FS) ([]int, error) {
+	b, err := fs.ReadFile(fsys, "sys/devices/system/cpu/possible")
+	if err != nil {
+		return nil, err
+	}
+	return topology.ParseCPUList(string(b))
+}

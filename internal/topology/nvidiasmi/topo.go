@@ -42,13 +42,18 @@ type TopoGPU struct {
 	// CPUAffinity is the "CPU Affinity" cell as a CPU list; nil when the
 	// cell is empty, N/A or the column is missing.
 	CPUAffinity []int
-	// NUMAAffinity is the "NUMA Affinity" cell; -1 when N/A, empty or the
-	// column is missing (drivers before ~r450 print only CPU Affinity).
+	// NUMAAffinity is the first node of the "NUMA Affinity" cell; -1 when
+	// N/A, empty or the column is missing (drivers before ~r450 print only
+	// CPU Affinity).
 	NUMAAffinity int
 	// GPUNUMAID is the "GPU NUMA ID" cell (the NUMA node of the GPU's own
 	// memory on coherent systems such as Grace Hopper); -1 when N/A,
 	// empty or missing.
 	GPUNUMAID int
+	// NUMANodes is every node of the "NUMA Affinity" cell, sorted: Grace
+	// nodes print a node list ("0,3-9,11-17", issue 24); nil when
+	// NUMAAffinity is -1.
+	NUMANodes []int
 }
 
 // Affinity column names nvidia-smi prints after the device columns.
@@ -62,7 +67,69 @@ var (
 	ansiSGR  = regexp.MustCompile("\x1b\\[[0-9;]*m")
 	gpuLabel = regexp.MustCompile(`^GPU(\d+)$`)
 	nvCell   = regexp.MustCompile(`^NV(\d+)$`)
+	// devLabels matches a header cell that is several device labels run
+	// together: nvidia-smi drops the separator after some labels on
+	// 16-NIC nodes ("NIC11NIC12", vllm-project/vllm#31594).
+	devLabels = regexp.MustCompile(`^(?:(?:GPU|NIC)\d+){2,}$`)
+	devLabel  = regexp.MustCompile(`(?:GPU|NIC)\d+`)
 )
+
+// cellWords are the device cells of `topo -m` and `topo -p2p` other than
+// NV#, for splitting merged cells.
+var cellWords = []string{"NODE", "SYS", "SOC", "PIX", "PXB", "PHB", "CNS", "GNS", "TNS", "NS", "OK", "U", "X"}
+
+// knownCell says whether s is a device cell of either matrix; which one
+// it belongs to is checked later, where the error can say which tool.
+func knownCell(s string) bool {
+	if _, _, ok := linkKind(s); ok {
+		return true
+	}
+	return s == "X" || p2pStatus[s]
+}
+
+// splitMerged splits a cell that is several known device cells run
+// together, as nvidia-smi prints them when it drops the separator after
+// a 3-character cell in the NIC columns of 16-NIC nodes ("SYSSYS",
+// "PXBNODE"; sgl-project/sglang#8120). It returns nil when s is not such
+// a run. Each part begins at the byte offset it has in s.
+func splitMerged(s string) []field {
+	if s == "" {
+		return nil
+	}
+	if knownCell(s) {
+		return []field{{s, 0}}
+	}
+	try := func(n int) []field {
+		rest := splitMerged(s[n:])
+		if rest == nil {
+			return nil
+		}
+		out := []field{{s[:n], 0}}
+		for _, f := range rest {
+			out = append(out, field{f.text, f.col + n})
+		}
+		return out
+	}
+	if strings.HasPrefix(s, "NV") {
+		n := 2
+		for n < len(s) && s[n] >= '0' && s[n] <= '9' {
+			n++
+		}
+		if n > 2 && knownCell(s[:n]) && n < len(s) {
+			if out := try(n); out != nil {
+				return out
+			}
+		}
+	}
+	for _, w := range cellWords {
+		if len(w) < len(s) && strings.HasPrefix(s, w) {
+			if out := try(len(w)); out != nil {
+				return out
+			}
+		}
+	}
+	return nil
+}
 
 // p2pStatus holds the cells of `nvidia-smi topo -p2p` (see ParseP2P).
 var p2pStatus = map[string]bool{"OK": true, "CNS": true, "GNS": true, "TNS": true, "NS": true, "U": true}
@@ -120,7 +187,7 @@ func headerFields(s string) []field {
 				out = append(out, f)
 			}
 		}
-		return out
+		return splitLabels(out)
 	}
 	words := spaceFields(s)
 	var out []field
@@ -147,6 +214,22 @@ func headerFields(s string) []field {
 		}
 		if !joined {
 			out = append(out, words[i])
+		}
+	}
+	return splitLabels(out)
+}
+
+// splitLabels splits header cells that are device labels run together
+// ("NIC11NIC12") into one field per label.
+func splitLabels(fs []field) []field {
+	var out []field
+	for _, f := range fs {
+		if !devLabels.MatchString(f.text) {
+			out = append(out, f)
+			continue
+		}
+		for _, loc := range devLabel.FindAllStringIndex(f.text, -1) {
+			out = append(out, field{f.text[loc[0]:loc[1]], f.col + loc[0]})
 		}
 	}
 	return out
@@ -273,26 +356,85 @@ func (mr *matrixReader) row(line string) error {
 	if want := fmt.Sprintf("GPU%d", k); label.text != want {
 		return mr.errorf(label.col, topology.ErrNotSquare, "row %s where %s was expected", label.text, want)
 	}
-	body := fs[1:]
+	body, err := mr.splitDeviceCells(label.text, fs[1:])
+	if err != nil {
+		return err
+	}
 	if len(body) < len(mr.cols) {
-		err := topology.ErrNotSquare
-		if !mr.lr.Terminated() {
-			err = topology.ErrTruncated
-		}
-		return mr.errorf(len(line), err, "row %s has %d cells, the header has %d columns", label.text, len(body), len(mr.cols))
+		return mr.cut(line, "row %s has %d cells, the header has %d columns", label.text, len(body), len(mr.cols))
+	}
+	rest := body[len(mr.cols):]
+	if len(m.tail) > 0 && !anyText(rest) {
+		// A row cut after its matrix cells: its affinity would be
+		// silently unknown (issue 24); refused as any other cut row.
+		return mr.cut(line, "row %s ends after its device cells; the header has %s", label.text, strings.Join(m.tail, ", "))
+	}
+	if !mr.lr.Terminated() {
+		// nvidia-smi ends the matrix with a newline and its Legend; a GPU
+		// row without one was cut, maybe inside its last cell ("0-5" of
+		// "0-55"), which no check of the cell could tell.
+		return mr.cut(line, "the input ends in row %s; its last cell may be cut short", label.text)
 	}
 	row := make([]field, m.nGPU)
 	for g, j := range mr.gpuCol {
 		row[g] = body[j]
 	}
-	tail, err := alignTail(body[len(mr.cols):], len(m.tail), tabbed)
+	tail, err := alignTail(rest, m.tail, tabbed)
 	if err != nil {
-		return mr.errorf(body[len(mr.cols)].col, topology.ErrSyntax, "row %s: %v", label.text, err)
+		return mr.errorf(rest[0].col, topology.ErrSyntax, "row %s: %v", label.text, err)
 	}
 	m.cells = append(m.cells, row)
 	m.tails = append(m.tails, tail)
 	m.rowLine = append(m.rowLine, mr.lr.Line())
 	return nil
+}
+
+// cut makes the error of a row with cells missing: ErrTruncated when the
+// input ends inside the row, else ErrNotSquare.
+func (mr *matrixReader) cut(line, format string, args ...any) error {
+	err := topology.ErrNotSquare
+	if !mr.lr.Terminated() {
+		err = topology.ErrTruncated
+	}
+	return mr.errorf(len(line), err, format, args...)
+}
+
+// anyText says whether any of the cells is non-empty.
+func anyText(fs []field) bool {
+	for _, f := range fs {
+		if f.text != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// splitDeviceCells checks every cell under a device column (GPU and NIC
+// alike) against the cells nvidia-smi prints, splitting cells run
+// together ("SYSSYS") into their parts, so that a missing separator can
+// never shift the cells after it into the wrong columns (issue 24). A
+// cell that is neither known nor a run of known cells refuses the row,
+// naming its column.
+func (mr *matrixReader) splitDeviceCells(label string, cells []field) ([]field, error) {
+	out := make([]field, 0, len(cells)+2)
+	for i, c := range cells {
+		if len(out) >= len(mr.cols) {
+			return append(out, cells[i:]...), nil
+		}
+		parts := splitMerged(c.text)
+		if parts == nil {
+			if i == len(cells)-1 && !mr.lr.Terminated() {
+				// The input ends inside this cell ("NV" of "NV18").
+				return nil, mr.cut(mr.lr.Text(), "row %s has %d cells, the header has %d columns", label, len(out)+1, len(mr.cols))
+			}
+			col := mr.cols[len(out)].text
+			return nil, mr.errorf(c.col, topology.ErrUnknownLinkType, "%s/%s cell %q", label, col, clip(c.text))
+		}
+		for _, p := range parts {
+			out = append(out, field{p.text, c.col + p.col})
+		}
+	}
+	return out, nil
 }
 
 // finish checks that every GPU column has its row.
@@ -316,7 +458,8 @@ func (mr *matrixReader) finish() (*matrix, error) {
 // cell. With tabs expanded, empty cells are invisible, so fewer cells are
 // aligned to the right: the cell that goes missing in real output is an
 // empty CPU Affinity (NUMA columns print N/A instead).
-func alignTail(cells []field, n int, tabbed bool) ([]field, error) {
+func alignTail(cells []field, names []string, tabbed bool) ([]field, error) {
+	n := len(names)
 	cells = append([]field(nil), cells...)
 	if tabbed {
 		for len(cells) > n && cells[len(cells)-1].text == "" {
@@ -347,7 +490,21 @@ func alignTail(cells []field, n int, tabbed bool) ([]field, error) {
 		return nil, fmt.Errorf("%d cells after the device columns, the header has %d", len(cells), n)
 	}
 	out := make([]field, n-len(cells), n)
-	return append(out, cells...), nil
+	out = append(out, cells...)
+	// Right-aligning is right only when the cell that went missing is
+	// an empty CPU Affinity; a CPU list shifted into NUMA Affinity would
+	// read as a list of nodes (issue 24), so a NUMA cell that is not a
+	// single node or N/A, with the CPU cell missing, is refused.
+	if len(cells) < n {
+		for k, name := range names {
+			if name == colNUMA && out[k].text != "" && out[k].text != "N/A" {
+				if _, err := strconv.Atoi(out[k].text); err != nil {
+					return nil, fmt.Errorf("%d cells for %d affinity columns and %s %q: cannot tell which cell is missing", len(cells), n, colNUMA, clip(out[k].text))
+				}
+			}
+		}
+	}
+	return out, nil
 }
 
 // ParseTopo parses `nvidia-smi topo -m` or `nvidia-smi topo -mp`: a header
@@ -357,7 +514,13 @@ func alignTail(cells []field, n int, tabbed bool) ([]field, error) {
 // which are ignored, as are NIC rows and columns. It accepts real tabs or
 // tabs expanded to spaces, ANSI SGR escapes (drivers since ~r550 underline
 // the header even into a pipe), a header with or without its leading tab,
-// CRLF line ends and a missing final newline.
+// CRLF line ends and a missing final newline after the last GPU row's
+// newline (a GPU row that is the unterminated last line was cut, so it is
+// refused). Every cell under a device column, GPU or NIC, must be one
+// nvidia-smi prints; cells run together by a missing separator ("SYSSYS",
+// "PXBNODE", printed on 16-NIC nodes) are split, never shifted, and a GPU
+// row without its affinity cells is refused as cut. NUMA Affinity may be
+// one node or, on Grace nodes, a node list (TopoGPU.NUMANodes).
 //
 // Errors are *topology.ParseError with Source SourceTopo, wrapping
 // ErrEmpty (empty input), ErrWrongTool (the first line is not a GPU
@@ -397,16 +560,20 @@ func ParseTopo(r io.Reader) (*Topo, error) {
 					return nil, topology.NewParseError(SourceTopo, line, c.col, topology.ErrSyntax, "GPU%d CPU Affinity: %v", i, err)
 				}
 				g.CPUAffinity = cpus
-			case colNUMA, colGPUNUMA:
+			case colNUMA:
+				nodes, err := numaList(c.text)
+				if err != nil {
+					return nil, topology.NewParseError(SourceTopo, line, c.col, topology.ErrBadNumber, "GPU%d %s %q", i, name, clip(c.text))
+				}
+				if len(nodes) > 0 {
+					g.NUMAAffinity, g.NUMANodes = nodes[0], nodes
+				}
+			case colGPUNUMA:
 				n, err := numaCell(c.text)
 				if err != nil {
 					return nil, topology.NewParseError(SourceTopo, line, c.col, topology.ErrBadNumber, "GPU%d %s %q", i, name, clip(c.text))
 				}
-				if name == colNUMA {
-					g.NUMAAffinity = n
-				} else {
-					g.GPUNUMAID = n
-				}
+				g.GPUNUMAID = n
 			}
 		}
 		t.GPUs[i] = g
@@ -442,6 +609,25 @@ func numaCell(s string) (int, error) {
 		return 0, topology.ErrBadNumber
 	}
 	return n, nil
+}
+
+// maxNUMANode bounds a NUMA node number (Linux allows at most 1024 nodes).
+const maxNUMANode = 1 << 12
+
+// numaList reads a NUMA Affinity cell: a node ("0"), a node list as Grace
+// nodes print it ("0,3-9,11-17"), or nil for N/A or empty.
+func numaList(s string) ([]int, error) {
+	if s == "" || s == "N/A" {
+		return nil, nil
+	}
+	if strings.ContainsAny(s, " \t") {
+		return nil, topology.ErrBadNumber
+	}
+	nodes, err := topology.ParseCPUList(s)
+	if err != nil || len(nodes) == 0 || nodes[len(nodes)-1] > maxNUMANode {
+		return nil, topology.ErrBadNumber
+	}
+	return nodes, nil
 }
 
 // maxNVLinks bounds the NV# count: an NVSwitch H100/H200 has 18 links,
