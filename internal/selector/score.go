@@ -98,11 +98,9 @@ const (
 	kCut             // ring: global min cut; tree: 0
 	kTotal           // total pairwise bandwidth
 	kLocality        // summed locality rank of every pair (topology.Locality)
-	kNUMA            // -NUMA nodes
-	kBusy            // -busy devices
-	kSplit           // -locality between the set and the candidates it leaves free
-	kLoad            // -load, hundredths of a percent of utilisation plus memory use
-	keyLen
+	// then the tie-break terms, from kTies on, one per row of defaultTies
+	// (terms.go)
+	keyLen = kTies + nTies
 )
 
 func (a key) cmp(b key) int {
@@ -117,45 +115,44 @@ func (a key) cmp(b key) int {
 	return 0
 }
 
-// slotTerms describes the slots as Terms, by policy; slots a policy does
-// not rank by are absent.
-func (p Policy) slotTerms() []slotTerm {
-	common := []slotTerm{
-		{kLocality, "locality", "", false, true},
-		{kNUMA, "numa", "nodes", true, false},
-		{kBusy, "busy", "devices", true, false},
-		{kSplit, "split", "", true, false},
-		{kLoad, "load", "%", true, false},
-	}
+// slotTerms describes the slots as Terms: the policy's own, locality,
+// then the tie-breaks; slots a policy does not rank by are absent.
+func (p *problem) slotTerms() []slotTerm {
 	var own []slotTerm
-	if p == Ring {
-		own = []slotTerm{{kFirst, "ring", "MB/s", false, true}, {kCut, "mincut", "MB/s", false, true}, {kTotal, "total", "MB/s", false, true}}
+	if p.policy == Ring {
+		own = []slotTerm{{kFirst, "ring", "MB/s", false, true, 0}, {kCut, "mincut", "MB/s", false, true, 0}, {kTotal, "total", "MB/s", false, true, 0}}
 	} else {
-		own = []slotTerm{{kFirst, "bottleneck", "MB/s", false, true}, {kTotal, "total", "MB/s", false, true}}
+		own = []slotTerm{{kFirst, "bottleneck", "MB/s", false, true, 0}, {kTotal, "total", "MB/s", false, true, 0}}
 	}
-	return append(own, common...)
+	own = append(own, slotTerm{kLocality, "locality", "", false, true, 0})
+	for i, t := range p.ties {
+		own = append(own, slotTerm{kTies + i, t.name, t.unit, t.less, false, t.div})
+	}
+	return own
 }
 
 // slotTerm is one slot of a key shown as a Term. pairs marks the terms
-// of pairs of devices, absent from the score of a single device.
+// of pairs of devices, absent from the score of a single device; the
+// Term shows the slot divided by div (0: as is).
 type slotTerm struct {
 	slot  int
 	name  string
 	unit  string
 	less  bool
 	pairs bool
+	div   int64
 }
 
 // score turns a key into the exported form.
 func (p *problem) score(k key) Score {
 	var t []Term
-	for _, st := range p.policy.slotTerms() {
+	for _, st := range p.slotTerms() {
 		if st.pairs && p.size < 2 {
 			continue
 		}
 		v := float64(k[st.slot])
-		if st.slot == kLoad {
-			v /= 100
+		if st.div > 1 {
+			v /= float64(st.div)
 		}
 		t = append(t, Term{Name: st.name, Value: v, Unit: st.unit, Less: st.less})
 	}
