@@ -3,6 +3,7 @@ package selector
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -115,16 +116,11 @@ func (a key) cmp(b key) int {
 	return 0
 }
 
-// slotTerms describes the slots as Terms: the policy's own, locality,
-// then the tie-breaks; slots a policy does not rank by are absent.
+// slotTerms describes the slots as Terms: the policy's pair terms
+// (pairTerms), then the tie-breaks; slots a policy does not rank by are
+// absent.
 func (p *problem) slotTerms() []slotTerm {
-	var own []slotTerm
-	if p.policy == Ring {
-		own = []slotTerm{{kFirst, "ring", "MB/s", false, true, 0}, {kCut, "mincut", "MB/s", false, true, 0}, {kTotal, "total", "MB/s", false, true, 0}}
-	} else {
-		own = []slotTerm{{kFirst, "bottleneck", "MB/s", false, true, 0}, {kTotal, "total", "MB/s", false, true, 0}}
-	}
-	own = append(own, slotTerm{kLocality, "locality", "", false, true, 0})
+	own := slices.Clone(pairTerms[p.policy])
 	for i, t := range p.ties {
 		own = append(own, slotTerm{kTies + i, t.name, t.unit, t.less, false, t.div})
 	}

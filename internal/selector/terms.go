@@ -34,6 +34,18 @@ type tieTerm struct {
 	// being interchangeable under it.
 }
 
+// pairTerms are the terms of pairs of devices each policy ranks by, in
+// ranking order, as the Score names them; evalSet, offerEnum,
+// classSearch.leaf and classSearch.upper compute them (they share work
+// between terms, and the ring's may be inexact, so they are no rows of a
+// table of functions).
+var pairTerms = [...][]slotTerm{
+	Tree: {{kFirst, "bottleneck", "MB/s", false, true, 0}, {kTotal, "total", "MB/s", false, true, 0},
+		{kLocality, "locality", "", false, true, 0}},
+	Ring: {{kFirst, "ring", "MB/s", false, true, 0}, {kCut, "mincut", "MB/s", false, true, 0},
+		{kTotal, "total", "MB/s", false, true, 0}, {kLocality, "locality", "", false, true, 0}},
+}
+
 // kTies is the first tie-break slot of a key.
 const kTies = kLocality + 1
 
