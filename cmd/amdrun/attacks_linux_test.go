@@ -207,7 +207,9 @@ func (s *shared) rootPrepared(dir string) {
 // jobs there before, tries to take them. In a root-prepared directory A
 // can neither delete, replace nor add a lease file, and A's job is told
 // the devices are V's, by the kernel's word. Also when A made the default
-// directory first: lease init moves A's directory aside.
+// directory first: lease init refuses A's directory, naming A and its
+// mode, and changes nothing in it; root removes it and runs lease init
+// again.
 func TestAttackSteal(t *testing.T) {
 	s := newShared(t)
 	v, a := testutil.NewUser(t), testutil.NewUser(t)
@@ -224,6 +226,18 @@ func TestAttackSteal(t *testing.T) {
 				if r.code != 0 || !strings.Contains(r.stderr, "amdrun: warning: lease directory "+dir+" is not root-prepared (degraded mode") ||
 					!strings.Contains(r.stderr, a.Name) {
 					t.Fatalf("job in A's directory: exit %d, want the degraded-mode warning naming %s:\n%s", r.code, a.Name, r.stderr)
+				}
+				before := testutil.Tree(t, base)
+				r, _ = s.run(nil, s.env, 20*time.Second, "lease", "init", "--lease-dir", dir)
+				line := oneError(t, r)
+				if want := fmt.Sprintf("amdrun: lease: %s: unsafe path: a directory owned by %s (uid %d), mode 1777, that lease init did not make", dir, a.Name, a.UID); r.code == 0 || !strings.HasPrefix(line, want) {
+					t.Errorf("lease init over A's directory: exit %d, want %q:\n%s", r.code, want, r.stderr)
+				}
+				if after := testutil.Tree(t, base); after != before {
+					t.Errorf("lease init changed A's directory:\nbefore\n%s\nafter\n%s", before, after)
+				}
+				if err := os.RemoveAll(dir); err != nil {
+					t.Fatal(err)
 				}
 			}
 			s.rootPrepared(dir)
@@ -263,6 +277,35 @@ func TestAttackSteal(t *testing.T) {
 				t.Errorf("A's ps does not name V's job:\n%s", r.stdout)
 			}
 		})
+	}
+}
+
+// TestAttackLeaseInitStandIns: a mistyped --lease-dir (a stand-in for
+// /etc/passwd, a directory of root's unrelated files) is refused in one
+// line and left exactly as it was (issue 26: lease init moved
+// /etc/passwd aside and put a lease directory in its place).
+func TestAttackLeaseInitStandIns(t *testing.T) {
+	s := newShared(t)
+	base := testutil.SharedDir(t, 0o755)
+	passwd := filepath.Join(base, "passwd")
+	if err := os.WriteFile(passwd, []byte("root:x:0:0:root:/root:/bin/bash\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	etc := filepath.Join(base, "etc")
+	os.Mkdir(etc, 0o755)
+	os.WriteFile(filepath.Join(etc, "hosts"), []byte("127.0.0.1 localhost\n"), 0o644)
+	for _, c := range []struct{ path, want string }{
+		{passwd, "a regular file owned by root (uid 0), mode 0644, that lease init did not make; lease init changes nothing there"},
+		{etc, "a directory owned by root (uid 0), mode 0755, that lease init did not make: it holds files lease init does not make (hosts)"},
+	} {
+		before := testutil.Tree(t, base)
+		r, _ := s.run(nil, s.env, 20*time.Second, "lease", "init", "--lease-dir", c.path)
+		if line := oneError(t, r); r.code == 0 || !strings.HasPrefix(line, "amdrun: lease: "+c.path+": unsafe path: "+c.want) {
+			t.Errorf("lease init --lease-dir %s: exit %d, want %q:\n%s", c.path, r.code, c.want, r.stderr)
+		}
+		if after := testutil.Tree(t, base); after != before {
+			t.Errorf("lease init --lease-dir %s changed what it did not make:\nbefore\n%s\nafter\n%s", c.path, before, after)
+		}
 	}
 }
 
@@ -421,19 +464,22 @@ func TestAttackNodeLockHold(t *testing.T) {
 func TestAttackQueue(t *testing.T) {
 	s := newShared(t)
 	v, a := testutil.NewUser(t), testutil.NewUser(t)
-	for _, attack := range []string{"queue-0755-of-another-user", "fake-ticket"} {
+	for _, attack := range []string{"queue-0755-of-another-user", "fake-ticket", "ten-fake-tickets"} {
 		t.Run(attack, func(t *testing.T) {
 			dir := filepath.Join(testutil.SharedDir(t, 0o755), "amdrun")
-			if attack == "fake-ticket" {
+			if fakes := map[string]int{"fake-ticket": 1, "ten-fake-tickets": 10}[attack]; fakes > 0 {
 				s.rootPrepared(dir)
-				ticket := filepath.Join(dir, "queue", "00000000000000000001-0000000001.lock")
-				if err := sh(a, "touch", ticket); err != nil {
-					t.Fatal(err)
+				// Issue 26: each fake ticket cost a waiter about 3 s (10: 32 s).
+				for i := 1; i <= fakes; i++ {
+					ticket := filepath.Join(dir, "queue", fmt.Sprintf("%020d-%010d.lock", i, i))
+					if err := sh(a, "touch", ticket); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.WriteFile(ticket, []byte(`{"need":1}`), 0o644); err != nil {
+						t.Fatal(err)
+					}
+					holdFile(t, a, filepath.Dir(ticket), filepath.Base(ticket))
 				}
-				if err := os.WriteFile(ticket, []byte(`{"need":1}`), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				holdFile(t, a, filepath.Dir(ticket), filepath.Base(ticket))
 			} else {
 				os.Mkdir(dir, 0o777)
 				syscall.Chmod(dir, 0o1777)
@@ -788,5 +834,37 @@ func TestAttackLogDirSymlink(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(m[0]); string(b) != "from rank 0\n" {
 		t.Errorf("%s = %q", m[0], b)
+	}
+}
+
+// TestAttackErrorFileTMPDIR: root's job with TMPDIR owned by user A (who
+// could rename amdrun-errors-* and put a link or a forged file in its
+// place) keeps its ranks' error files out of A's directory: the rank's
+// TORCHELASTIC_ERROR_FILE is elsewhere, and nothing of root's is left in
+// A's TMPDIR (issue 26: root's exception text landed in A's directory,
+// and A's forged text was printed as the rank's).
+func TestAttackErrorFileTMPDIR(t *testing.T) {
+	s := newShared(t)
+	a := testutil.NewUser(t)
+	tmp := filepath.Join(testutil.SharedDir(t, 0o1777), "a-tmp")
+	if err := sh(a, "mkdir", "-m", "0777", tmp); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(testutil.SharedDir(t, 0o755), "leases")
+	env := setEnv(s.envFor(dir), "TMPDIR", tmp)
+	r, _ := s.run(nil, env, 30*time.Second, "--ngpus", "0", "--nproc-per-node", "1", "--no-python", "/bin/sh", "-c", `echo "ef=$TORCHELASTIC_ERROR_FILE"; echo '{"message": "root secret"}' > "$TORCHELASTIC_ERROR_FILE"; exit 1`)
+	i := strings.Index(r.stdout, "ef=")
+	if r.code != 1 || i < 0 {
+		t.Fatalf("exit %d, stdout %q:\n%s", r.code, r.stdout, r.stderr)
+	}
+	ef := strings.TrimSpace(r.stdout[i+3:])
+	if ef == "" || strings.HasPrefix(ef, tmp+"/") {
+		t.Errorf("the rank's error file %q is in A's TMPDIR %s", ef, tmp)
+	}
+	if ents, _ := os.ReadDir(tmp); len(ents) != 0 {
+		t.Errorf("root's job left %d entries in A's TMPDIR", len(ents))
+	}
+	if !strings.Contains(r.stderr, "root secret") {
+		t.Errorf("the summary lost the rank's own exception:\n%s", r.stderr)
 	}
 }

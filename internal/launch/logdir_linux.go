@@ -188,11 +188,47 @@ type errorDir struct {
 const errorDirPrefix = "amdrun-errors-"
 
 func newErrorDir() (*errorDir, error) {
-	dir, err := os.MkdirTemp("", errorDirPrefix)
+	dir, err := os.MkdirTemp(errorDirBase(), errorDirPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("launch: error files: %w", err)
 	}
 	return &errorDir{dir: dir}, nil
+}
+
+// errorDirBase is where the error file directory goes: $TMPDIR when no
+// other user can rename what is in it (each directory from / down, links
+// resolved, belongs to root or this user and is not writable by others,
+// or is sticky like /tmp), else /tmp. Issue 26: in a TMPDIR another user
+// owns, that user swapped amdrun-errors-* for a link, so root's rank wrote
+// its exception into the attacker's directory, and a forged file there
+// was printed as "exception recorded by the rank".
+func errorDirBase() string {
+	if t := os.TempDir(); safeBase(t) {
+		return t
+	}
+	return "/tmp"
+}
+
+// safeBase reports whether nobody but root and this user can rename or
+// replace the entries of dir or of a directory above it.
+func safeBase(dir string) bool {
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil || !filepath.IsAbs(real) {
+		return false
+	}
+	me := uint32(os.Geteuid())
+	for p := real; ; p = filepath.Dir(p) {
+		var st unix.Stat_t
+		if unix.Lstat(p, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			return false
+		}
+		if (st.Uid != 0 && st.Uid != me) || (st.Mode&0o022 != 0 && st.Mode&unix.S_ISVTX == 0) {
+			return false
+		}
+		if p == "/" {
+			return true
+		}
+	}
 }
 
 // path is local rank lr's error file in attempt k.

@@ -108,6 +108,9 @@ func Run(ctx context.Context, p *Plan, o RunOptions) (exitCode int, err error) {
 			return 1, fmt.Errorf("launch: rank guard: %w", err)
 		}
 	}
+	if err := checkProcessRoom(len(p.Ranks)); err != nil {
+		return 1, err
+	}
 	catchSIGPIPE()
 	s := &supervisor{plan: p, o: o, con: &console{}, stdin: handedStdin(o.Stdin),
 		term: [2]*os.File{terminal(o.Stdout), terminal(o.Stderr)}}
@@ -116,10 +119,12 @@ func Run(ctx context.Context, p *Plan, o RunOptions) (exitCode int, err error) {
 			s.shown++
 		}
 	}
+	s.faults = &logFaults{say: func(m string) { s.con.write(s.o.Stderr, []byte(m)) }}
 	defer s.closeLogs()
 	if err := s.openLogs(); err != nil {
 		return 1, err
 	}
+	defer s.faults.summary() // before closeLogs: the last word on the console
 	if err := s.contain(); err != nil {
 		return 1, err
 	}
@@ -241,6 +246,7 @@ type supervisor struct {
 	job         *jobDir        // the run's log directory; nil without logs
 	errs        *errorDir      // the ranks' error files
 	notes       io.WriteCloser // amdrun.log in the run's log directory; nil without logs
+	faults      *logFaults     // the log files whose writes failed
 	keeper      *keeper        // the job's PID namespace; nil: guards only
 	stdin       *os.File       // local rank 0's standard input; nil: /dev/null
 	term        [2]*os.File    // Stdout, Stderr when they are terminals
@@ -343,7 +349,7 @@ func (s *supervisor) openLogs() error {
 	if err != nil {
 		return err
 	}
-	s.notes = f
+	s.notes = s.faults.wrap(f)
 	if s.o.LogDir == "" {
 		s.note(fmt.Sprintf("amdrun: the ranks' log files are in %s (-r/-t without --log-dir)\n", s.job.path))
 	}
@@ -424,7 +430,7 @@ func (s *supervisor) attempt(ctx context.Context, attempt int) (int, error) {
 		s.collect(w, attempt, ad)
 	}
 	if first != nil {
-		s.summary(g, root, attempt)
+		s.summary(g, root, attempt, len(s.plan.Ranks)-len(g.workers))
 	}
 	switch {
 	case startErr != nil:
@@ -507,7 +513,7 @@ func (s *supervisor) startGroup(g *group, cmds []command, logs [][2]*os.File, ex
 	for i := range s.plan.Ranks {
 		w, err := s.start(&s.plan.Ranks[i], cmds[i], logs[i], exits)
 		if err != nil {
-			startErr = fmt.Errorf("launch: rank %d: %w", s.plan.Ranks[i].Rank, err)
+			startErr = fmt.Errorf("launch: rank %d: %w%s", s.plan.Ranks[i].Rank, err, limitHint(err))
 			startCode = execFailureCode(err)
 			break
 		}
@@ -811,7 +817,7 @@ func (s *supervisor) pump(w *worker, reads, logs [2]*os.File, console Std) {
 			st.out = dst[k]
 		}
 		if logs[k] != nil {
-			st.log = logs[k]
+			st.log = s.faults.wrap(logs[k])
 		}
 		if k == 1 {
 			st.tail = w.tail
@@ -869,9 +875,23 @@ func exitStatus(ev exitEvent) (int, syscall.Signal) {
 	return ws.ExitStatus(), 0
 }
 
+// limitHint names the resource limit behind a failed start, for the
+// error: fork and clone fail with EAGAIN at the process limit, opening
+// pipes and logs with EMFILE at the descriptor limit (issue 26).
+func limitHint(err error) string {
+	switch {
+	case errors.Is(err, unix.EAGAIN):
+		return " (the process limit: ulimit -u)"
+	case errors.Is(err, unix.EMFILE), errors.Is(err, unix.ENFILE):
+		return " (the open file limit: ulimit -n)"
+	}
+	return ""
+}
+
 // summary writes the failed workers of an attempt to Stderr, the root
-// cause first.
-func (s *supervisor) summary(g *group, root *worker, attempt int) {
+// cause first. notStarted counts the ranks a failed start left unstarted
+// (they are neither failed nor stopped).
+func (s *supervisor) summary(g *group, root *worker, attempt, notStarted int) {
 	var failed []*worker
 	if root != nil {
 		failed = append(failed, root)
@@ -888,7 +908,15 @@ func (s *supervisor) summary(g *group, root *worker, attempt int) {
 		}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "amdrun: %d of %d ranks failed", len(failed)-stopped, len(s.plan.Ranks))
+	switch n := len(s.plan.Ranks); {
+	case notStarted == 0:
+		fmt.Fprintf(&b, "amdrun: %d of %d ranks failed", len(failed)-stopped, n)
+	case len(failed) == stopped:
+		// Not "0 of 8 ranks failed": the start did (issue 26).
+		fmt.Fprintf(&b, "amdrun: %d of %d ranks could not start", notStarted, n)
+	default:
+		fmt.Fprintf(&b, "amdrun: %d of %d ranks failed, %d could not start", len(failed)-stopped, n, notStarted)
+	}
 	if stopped > 0 {
 		fmt.Fprintf(&b, ", %d stopped by amdrun", stopped)
 	}

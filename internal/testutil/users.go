@@ -4,12 +4,15 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -145,4 +148,41 @@ func PublicCopy(t testing.TB, path string) string {
 		t.Fatal(err)
 	}
 	return dst
+}
+
+// Tree describes what is at path and below it, one line per entry
+// (relative name, type and mode, owner, inode, size, and a regular
+// file's bytes), without following links: two equal Trees mean nothing
+// there was moved, renamed, changed or added.
+func Tree(t testing.TB, path string) string {
+	t.Helper()
+	var b strings.Builder
+	err := filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) && p == path {
+				b.WriteString("(nothing)\n")
+				return nil
+			}
+			return err
+		}
+		var st syscall.Stat_t
+		if err := syscall.Lstat(p, &st); err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(path, p)
+		fmt.Fprintf(&b, "%s %o uid %d ino %d size %d", rel, st.Mode, st.Uid, st.Ino, st.Size)
+		if d.Type().IsRegular() {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(&b, " %q", data)
+		}
+		b.WriteByte('\n')
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
 }

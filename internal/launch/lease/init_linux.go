@@ -1,13 +1,12 @@
 package lease
 
 import (
-	"context"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -21,21 +20,23 @@ func CanInit() error {
 	return nil
 }
 
-// initLockWait bounds how long Init waits for the node lock of a
-// directory it replaces.
-const initLockWait = 3 * time.Second
-
 // Init makes path a root-prepared lease directory: owned by root, mode
-// 0755, holding the node lock (.lock) and a lock file per key (root's,
-// 0644, locked by jobs through read-only descriptors) and the queue
-// (01777). It must run as root, and the directories above path must be
-// changeable only by root (parents are made 0755 when missing). It is
-// safe to run again: what is there and right is kept, missing lock files
-// are made. Anything else at path (a directory another user owns or can
-// write, a symlink, a file) is moved aside to path.untrusted-<time> and
-// reported, unless a device is leased there now: then Init changes
-// nothing and its error names the holders, since jobs in the old and the
-// new directory would not see each other's leases.
+// 0755, holding its marker (.amdrun-lease-dir), the node lock (.lock), a
+// lock file per key (root's, 0644, locked by jobs through read-only
+// descriptors) and the queue (01777). It must run as root, and the
+// directories above path must be changeable only by root (parents are
+// made 0755 when missing).
+//
+// Init only builds (issue 26: it used to move whatever sat at path
+// aside, /etc/passwd included). It makes the directory when nothing is
+// at path, and adopts one it made before: root's, not writable by
+// others, holding its marker, or holding nothing but the entries Init
+// and `lease init --tmpfiles` make (the node lock, lock files, queue),
+// or empty. Anything else (a file, a symlink, a directory another user
+// owns or can write, a directory with other entries) is refused with an
+// error wrapping ErrUnsafe that names the path, its owner, its mode and
+// what to do; Init then has changed nothing at path. It is safe to run
+// again: what is there and right is kept, missing lock files are made.
 func Init(path string, keys []string) (*InitReport, error) {
 	if err := CanInit(); err != nil {
 		return nil, err
@@ -69,32 +70,44 @@ func Init(path string, keys []string) (*InitReport, error) {
 			abs, ErrUnsafe, ownerName(by), at)
 	}
 	rep := &InitReport{Path: abs}
-	var st unix.Stat_t
-	err = unix.Fstatat(w.fd, base, &st, unix.AT_SYMLINK_NOFOLLOW)
-	switch {
-	case err == unix.ENOENT:
-	case err != nil:
-		return nil, fmt.Errorf("lease: %w", &fs.PathError{Op: "stat", Path: abs, Err: err})
-	case st.Mode&unix.S_IFMT == unix.S_IFDIR && st.Uid == 0 && st.Mode&0o022 == 0:
-		// Root's already: keep it and what it holds.
-	default:
-		if rep.MovedAside, err = moveAside(w.fd, parent, base, &st); err != nil {
-			return nil, err
-		}
-	}
-	if err := unix.Mkdirat(w.fd, base, 0o755); err != nil && err != unix.EEXIST {
+	if err := unix.Mkdirat(w.fd, base, 0o755); err == nil {
+		rep.Created = true
+	} else if err != unix.EEXIST {
 		return nil, fmt.Errorf("lease: %w", &fs.PathError{Op: "mkdir", Path: abs, Err: err})
 	}
-	dfd, err := unix.Openat(w.fd, base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	// Opened without following a link, then judged through the
+	// descriptor: what is judged is what gets the lock files.
+	dfd, err := unix.Openat(w.fd, base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("lease: %w", &fs.PathError{Op: "open", Path: abs, Err: err})
+		var st unix.Stat_t
+		if serr := unix.Fstatat(w.fd, base, &st, unix.AT_SYMLINK_NOFOLLOW); serr != nil {
+			return nil, fmt.Errorf("lease: %w", &fs.PathError{Op: "open", Path: abs, Err: err})
+		}
+		return nil, notOurs(abs, &st, "")
 	}
 	defer unix.Close(dfd)
-	if err := unix.Fstat(dfd, &st); err != nil || st.Uid != 0 {
+	var st unix.Stat_t
+	if err := unix.Fstat(dfd, &st); err != nil {
+		return nil, fmt.Errorf("lease: %w", &fs.PathError{Op: "stat", Path: abs, Err: err})
+	}
+	if !rep.Created {
+		if st.Uid != 0 {
+			return nil, notOurs(abs, &st, "")
+		}
+		if why, err := adoptable(dfd, abs, &st); err != nil {
+			return nil, err
+		} else if why != "" {
+			return nil, notOurs(abs, &st, why)
+		}
+	}
+	if st.Uid != 0 {
 		return nil, fmt.Errorf("lease: %s: %w: not root's directory after making it", abs, ErrUnsafe)
 	}
 	if err := unix.Fchmod(dfd, 0o755); err != nil {
 		return nil, fmt.Errorf("lease: %w", &fs.PathError{Op: "chmod", Path: abs, Err: err})
+	}
+	if _, err := ensureLockFile(dfd, filepath.Join(abs, initMarker), initMarker); err != nil {
+		return nil, err
 	}
 	for _, n := range append([]string{nodeLock}, names...) {
 		made, err := ensureLockFile(dfd, filepath.Join(abs, n), n)
@@ -113,56 +126,55 @@ func Init(path string, keys []string) (*InitReport, error) {
 	return rep, nil
 }
 
-// moveAside renames what is at base (st) in the parent directory pfd out
-// of the way, refusing when a device is leased in it now. For a
-// directory it holds that directory's node lock across the check and the
-// rename, so that no job leases there in between (a job that takes the
-// lock after the rename finds its directory moved: Dir.inPlace).
-func moveAside(pfd int, parent, base string, st *unix.Stat_t) (string, error) {
-	path := filepath.Join(parent, base)
-	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
-		old, err := Open(path, Options{})
-		if err != nil {
-			return "", fmt.Errorf("lease: cannot look into %s before moving it aside: %w", path, err)
-		}
-		defer old.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), initLockWait)
-		unlock, err := old.Lock(ctx)
-		cancel()
-		if err != nil {
-			return "", fmt.Errorf("lease: %s is in use: %w", path, err)
-		}
-		defer unlock()
-		held, err := old.List()
-		if err != nil {
-			return "", err
-		}
-		var live []string
-		for k, s := range held {
-			if s.Fault == nil {
-				live = append(live, fmt.Sprintf("%s by %s", k, s.Holder))
-			}
-		}
-		if len(live) > 0 {
-			return "", fmt.Errorf("lease: %s (owned by %s) has devices leased now (%s): moving it aside would let new jobs take them; run lease init again when they end",
-				path, ownerName(int(st.Uid)), strings.Join(live, "; "))
+// initMarker is the file by which Init knows a directory as one it made.
+const initMarker = ".amdrun-lease-dir"
+
+// adoptable says why the directory open as dfd (st) is not one Init made
+// and may fill; "" when it is (see Init).
+func adoptable(dfd int, path string, st *unix.Stat_t) (string, error) {
+	if st.Mode&0o022 != 0 {
+		return "other users can write it", nil
+	}
+	ents, err := names(dfd, path)
+	if err != nil {
+		return "", err
+	}
+	var foreign []string
+	for _, n := range ents {
+		_, isKey := KeyFromFileName(n)
+		if n != initMarker && n != nodeLock && n != queueDir && !isKey {
+			foreign = append(foreign, n)
 		}
 	}
-	stamp := time.Now().Format("20060102T150405")
-	for i := 0; ; i++ {
-		aside := base + ".untrusted-" + stamp
-		if i > 0 {
-			aside += fmt.Sprintf("-%d", i)
+	if len(foreign) > 0 {
+		slices.Sort(foreign)
+		more := ""
+		if len(foreign) > 3 {
+			more = fmt.Sprintf(" and %d more", len(foreign)-3)
+			foreign = foreign[:3]
 		}
-		err := unix.Renameat2(pfd, base, pfd, aside, unix.RENAME_NOREPLACE)
-		if err == unix.EEXIST && i < 100 {
-			continue
-		}
-		if err != nil {
-			return "", fmt.Errorf("lease: cannot move %s aside: %w", path, err)
-		}
-		return filepath.Join(parent, aside), nil
+		return fmt.Sprintf("it holds files lease init does not make (%s%s)", strings.Join(foreign, ", "), more), nil
 	}
+	return "", nil
+}
+
+// notOurs is Init's refusal of what it found at path (st): what it is,
+// whose, its mode, why (may be ""), and what to do.
+func notOurs(path string, st *unix.Stat_t, why string) error {
+	kind := fileKind(st.Mode)
+	if kind == "" {
+		kind = "a regular file"
+	}
+	if why != "" {
+		why = ": " + why
+	}
+	todo := "choose another --lease-dir, or remove or move it yourself if nothing needs it"
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR && st.Mode&0o002 != 0 {
+		// Most likely the directory a job made in the degraded mode.
+		todo = "if it is the directory jobs made before lease init (degraded mode), remove it once `amdrun ps` shows no lease in it, then run lease init again"
+	}
+	return fmt.Errorf("lease: %s: %w: %s owned by %s, mode %04o, that lease init did not make%s; lease init changes nothing there: %s",
+		path, ErrUnsafe, kind, ownerName(int(st.Uid)), st.Mode&0o7777, why, todo)
 }
 
 // ensureLockFile makes name in the root-owned directory dfd a root-owned

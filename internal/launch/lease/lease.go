@@ -228,10 +228,12 @@ type Ticket struct {
 	// patience is Patience; tests shorten it.
 	patience time.Duration
 
-	mu   sync.Mutex
-	qfd  int // the queue directory
-	fd   int // the ticket, locked; -1 after Done
-	able map[string]time.Time
+	mu  sync.Mutex
+	qfd int // the queue directory
+	fd  int // the ticket, locked; -1 after Done
+	// waitFrom is when this waiter first deferred to an older ticket
+	// that had enough free devices; zero until then.
+	waitFrom time.Time
 }
 
 // Name returns the ticket's file name in DIR/queue; names sort in
@@ -262,9 +264,9 @@ func (s State) String() string {
 type InitReport struct {
 	// Path is the lease directory.
 	Path string
-	// MovedAside is where an unsafe file or directory found at Path was
-	// moved; "" when there was none.
-	MovedAside string
+	// Created says that Init made the directory; false when it adopted
+	// one it had made before.
+	Created bool
 	// Made lists the lock files created (".lock" is the node lock); Kept
 	// counts those that were already there.
 	Made []string

@@ -695,7 +695,8 @@ func (d *Dir) List() (map[string]State, error) {
 }
 
 // inPlace checks that the directory's path still leads to the directory
-// this Dir has open: `amdrun lease init` moves an unsafe directory aside,
+// this Dir has open: root may move or replace a directory (say, one a job
+// made in the degraded mode, before running `amdrun lease init`),
 // and a job that opened the old one must not lease there, where jobs
 // that open the path now would not see its leases.
 func (d *Dir) inPlace() error {

@@ -786,7 +786,7 @@ func TestQueuePatience(t *testing.T) {
 	}
 	// ... with none, the second look finds it still there: passed over.
 	mine.patience = 0
-	mine.able = nil
+	mine.waitFrom = time.Time{}
 	if f, _ := mine.First(4); f {
 		t.Error("first look passed over an older ticket")
 	}
@@ -796,6 +796,34 @@ func TestQueuePatience(t *testing.T) {
 	// Fewer free again: it waits for devices, its turn is back.
 	if f, _ := mine.First(3); f {
 		t.Error("older ticket waiting for devices was passed over")
+	}
+}
+
+// TestQueuePatienceIsPerWaiter: behind 10 older tickets that let free
+// devices go by (fakes kept locked), a waiter waits out one patience, not
+// one per ticket (issue 26: 10 fake tickets delayed a victim 32 s, about
+// 3 s each, as each ticket's timer started only when it was reached).
+func TestQueuePatienceIsPerWaiter(t *testing.T) {
+	d, _ := openTemp(t)
+	for range 10 {
+		fake, err := d.Enqueue(1, 8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer fake.Done()
+	}
+	mine, err := d.Enqueue(2, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mine.Done()
+	mine.patience = time.Millisecond
+	if f, _ := mine.First(8); f {
+		t.Fatal("the first look passed over the older tickets")
+	}
+	time.Sleep(2 * mine.patience) // the patience is spent: a wait proving a positive
+	if f, _ := mine.First(8); !f {
+		t.Error("after one patience the waiter still defers to tickets that let 8 free devices go by")
 	}
 }
 
@@ -907,7 +935,7 @@ func TestInit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{".lock", "gpu0.lock", "0000:0c:00.0.lock"}; !slices.Equal(rep.Made, want) || rep.Kept != 0 || rep.MovedAside != "" {
+	if want := []string{".lock", "gpu0.lock", "0000:0c:00.0.lock"}; !slices.Equal(rep.Made, want) || rep.Kept != 0 || !rep.Created {
 		t.Errorf("report %+v, want made %q", rep, want)
 	}
 	check := func(name string, mode fs.FileMode) {
@@ -936,41 +964,114 @@ func TestInit(t *testing.T) {
 	}
 }
 
-// TestInitMovesAsideUnsafe: a directory other users could write (or own)
-// is moved aside, unless a device is leased in it now.
-func TestInitMovesAsideUnsafe(t *testing.T) {
+// TestInitOnlyBuilds: lease init refuses, in one line naming the path,
+// its owner and mode, everything at the path it did not make, and leaves
+// it exactly as it was (issue 26: it moved /etc/passwd aside and added
+// lock files to a directory of unrelated files). Stand-ins only.
+func TestInitOnlyBuilds(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, c := range []struct {
+		name, want string
+		make       func(path string) error
+	}{
+		{"root's 0644 file", "a regular file owned by root (uid 0), mode 0644", func(p string) error {
+			return os.WriteFile(p, []byte("root:x:0:0:root:/root:/bin/bash\n"), 0o644)
+		}},
+		{"root's 1777 directory", "a directory owned by root (uid 0), mode 1777, that lease init did not make: other users can write it", func(p string) error {
+			return mkdirMode(p, 0o1777)
+		}},
+		{"root's 0775 directory", "a directory owned by root (uid 0), mode 0775, that lease init did not make: other users can write it", func(p string) error {
+			return mkdirMode(p, 0o775)
+		}},
+		{"root's 0755 directory of other files", "mode 0755, that lease init did not make: it holds files lease init does not make (hosts, passwd)", func(p string) error {
+			if err := mkdirMode(p, 0o755); err != nil {
+				return err
+			}
+			os.WriteFile(filepath.Join(p, "passwd"), []byte("x"), 0o644)
+			return os.WriteFile(filepath.Join(p, "hosts"), []byte("y"), 0o644)
+		}},
+		{"another user's directory", "(uid 65534), mode 0755, that lease init did not make;", func(p string) error {
+			if err := mkdirMode(p, 0o755); err != nil {
+				return err
+			}
+			return os.Chown(p, 65534, 65534)
+		}},
+		{"a symlink to root's lease directory", "a symlink owned by root (uid 0)", func(p string) error {
+			real := p + ".real"
+			if _, err := Init(real, []string{"gpu0"}); err != nil {
+				return err
+			}
+			return os.Symlink(real, p)
+		}},
+		{"a FIFO", "a FIFO owned by root (uid 0), mode 0600", func(p string) error { return unix.Mkfifo(p, 0o600) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			base := t.TempDir()
+			path := filepath.Join(base, "amdrun")
+			if err := c.make(path); err != nil {
+				t.Fatal(err)
+			}
+			before := testutil.Tree(t, base)
+			rep, err := Init(path, []string{"gpu0", "gpu1"})
+			if !errors.Is(err, ErrUnsafe) || !strings.HasPrefix(err.Error(), "lease: "+path+": ") || strings.Contains(err.Error(), "\n") ||
+				!strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "lease init changes nothing there: ") {
+				t.Errorf("Init: %+v, %v; want one line with %q", rep, err, c.want)
+			}
+			if after := testutil.Tree(t, base); after != before {
+				t.Errorf("Init changed what it did not make:\nbefore\n%s\nafter\n%s", before, after)
+			}
+		})
+	}
+}
+
+// TestInitAdopts: lease init fills a directory it made before (its
+// marker), one made by its tmpfiles.d lines (only its own entries) and
+// an empty one of root's, and keeps what is there.
+func TestInitAdopts(t *testing.T) {
 	testutil.RequireRoot(t)
 	base := t.TempDir()
-	path := filepath.Join(base, "amdrun")
-	d, _ := openIn(t, path) // 01777, as a user's first job would make it
-	l, err := d.Acquire([]string{"gpu3"})
-	if err != nil {
+	mine := filepath.Join(base, "mine")
+	if _, err := Init(mine, []string{"gpu0"}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = Init(path, []string{"gpu3"})
-	if err == nil || !strings.Contains(err.Error(), "has devices leased now (gpu3 by pid "+strconv.Itoa(os.Getpid())) {
-		t.Fatalf("Init over a directory with a live lease: %v", err)
-	}
-	l.Release()
-	rep, err := Init(path, []string{"gpu3"})
-	if err != nil {
+	if _, err := os.Stat(filepath.Join(mine, initMarker)); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(rep.MovedAside, path+".untrusted-") {
-		t.Errorf("moved aside to %q", rep.MovedAside)
+	tmpfiles := filepath.Join(base, "tmpfiles")
+	mkdirMode(tmpfiles, 0o755)
+	os.WriteFile(filepath.Join(tmpfiles, nodeLock), nil, 0o644)
+	os.WriteFile(filepath.Join(tmpfiles, "gpu0.lock"), nil, 0o644)
+	mkdirMode(filepath.Join(tmpfiles, queueDir), 0o1777)
+	empty := filepath.Join(base, "empty")
+	mkdirMode(empty, 0o755)
+	for _, p := range []string{mine, tmpfiles, empty} {
+		lockIno := func() uint64 {
+			var st unix.Stat_t
+			if unix.Stat(filepath.Join(p, "gpu0.lock"), &st) != nil {
+				return 0
+			}
+			return st.Ino
+		}
+		ino := lockIno()
+		rep, err := Init(p, []string{"gpu0", "gpu1"})
+		if err != nil || rep.Created {
+			t.Errorf("Init over %s: %+v, %v", p, rep, err)
+			continue
+		}
+		if ino != 0 && lockIno() != ino {
+			t.Errorf("%s: gpu0.lock was replaced", p)
+		}
+		if _, err := os.Stat(filepath.Join(p, "gpu1.lock")); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
 	}
-	if _, err := os.Stat(filepath.Join(rep.MovedAside, "gpu3.lock")); err != nil {
-		t.Errorf("the old directory was not kept aside: %v", err)
+}
+
+func mkdirMode(p string, mode uint32) error {
+	if err := os.Mkdir(p, 0o700); err != nil {
+		return err
 	}
-	// A symlink there is moved aside too (never followed).
-	os.Rename(path, path+".real")
-	os.Symlink(path+".real", path)
-	if rep, err := Init(path, []string{"gpu3"}); err != nil || rep.MovedAside == "" {
-		t.Errorf("Init over a symlink: %+v, %v", rep, err)
-	}
-	if fi, err := os.Lstat(path); err != nil || !fi.IsDir() {
-		t.Errorf("after Init over a symlink: %v, %v", fi, err)
-	}
+	return unix.Chmod(p, mode)
 }
 
 func TestInitRefuses(t *testing.T) {

@@ -19,9 +19,10 @@ import (
 // devices the waiter wants. Anyone can make a file there, so a ticket
 // counts only while it is locked, and only for as long as it could
 // plausibly be waiting: a waiter defers to an older ticket while fewer
-// than its need of devices are free, and for Patience once enough are; a
-// ticket that has let enough free devices go by for Patience is stalled
-// or fake and is passed over.
+// than its need of devices are free, and for Patience in all (one clock
+// per waiter, however many tickets are ahead) once enough are; after that
+// a ticket that lets enough free devices go by is stalled or fake and is
+// passed over.
 
 // maxTicket bounds what is read of a ticket.
 const maxTicket = 64
@@ -136,7 +137,8 @@ func ticketName(n string) bool {
 // First reports whether it is this ticket's turn to try to acquire,
 // given how many devices are free now (neither held nor unusable). It
 // defers to an older live ticket while that ticket's need exceeds free,
-// and for the ticket's patience (Patience) once it does not; tickets of
+// and, once it does not, for the ticket's patience (Patience), counted
+// once for all the tickets ahead from its first such deference; tickets of
 // dead waiters are removed (when this user may), and files that are not
 // tickets amdrun wrote (a need that is not 1 to total) are ignored.
 // After Done it returns an error.
@@ -160,34 +162,27 @@ func (t *Ticket) First(free int) (bool, error) {
 	}
 	slices.Sort(older)
 	now := time.Now()
-	if t.able == nil {
-		t.able = map[string]time.Time{}
-	}
-	for n := range t.able {
-		if _, ok := slices.BinarySearch(older, n); !ok {
-			delete(t.able, n)
-		}
-	}
 	for _, n := range older {
 		need, live := t.probe(n)
 		if !live || need < 1 || need > t.total {
-			delete(t.able, n)
 			continue
 		}
 		if need > free {
-			delete(t.able, n) // it waits for devices, as we do: its turn first
+			return false, nil // it waits for devices, as we do: its turn first
+		}
+		// Enough devices are free for it. The patience is this waiter's,
+		// whatever the number of tickets ahead (issue 26: a timer per
+		// ticket, started only when it was reached, let 10 fake tickets
+		// delay a waiter 32 s): it starts the first time this waiter
+		// defers to a ticket that could take free devices, and once it is
+		// spent every such ticket is passed over as stalled or fake.
+		if t.waitFrom.IsZero() {
+			t.waitFrom = now
 			return false, nil
 		}
-		since, seen := t.able[n]
-		if !seen {
-			t.able[n] = now
+		if now.Sub(t.waitFrom) < t.patience {
 			return false, nil
 		}
-		if now.Sub(since) < t.patience {
-			return false, nil
-		}
-		// Enough devices have been free for it for the whole patience and it
-		// did not take them: stalled or fake. Pass it over.
 	}
 	return true, nil
 }

@@ -42,9 +42,11 @@ else, with a lock file per device of this node made once by root (jobs lock
 them through read-only descriptors), the node lock and the waiting queue.
 There no user can remove or replace a lease file, so no job can take a device
 another job holds. Run it as root once per boot (/run is emptied at boot), or
-install its systemd-tmpfiles.d lines (--tmpfiles). It is safe to run again. A
-directory another user made or can write is moved aside unless a device is
-leased in it now.`,
+install its systemd-tmpfiles.d lines (--tmpfiles). It is safe to run again: it
+only builds. It makes the directory when nothing is there and adopts one it
+made before; anything else at the path (a file, a link, a directory another
+user owns or can write, or one holding other files) is refused, named with its
+owner and mode, and left as it is.`,
 		Example: `  sudo amdrun lease init
   sudo amdrun lease init --lease-dir /srv/amdrun/leases
   amdrun lease init --tmpfiles | sudo tee /etc/tmpfiles.d/amdrun-devices.conf`,
@@ -91,9 +93,6 @@ func RunInit(ctx context.Context, o *InitOptions) error {
 	rep, err := lease.Init(o.Dir, keys)
 	if err != nil {
 		return err
-	}
-	if rep.MovedAside != "" {
-		fmt.Fprintf(o.IO.ErrOut, "amdrun: moved what was at %s aside to %s: root did not own it, or other users could write it\n", rep.Path, rep.MovedAside)
 	}
 	fmt.Fprintf(o.IO.Out, "%s is root-prepared: node lock, queue, %d device lock files (%d new)\n",
 		rep.Path, len(keys), countDevices(rep.Made))

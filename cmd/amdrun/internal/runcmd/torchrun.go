@@ -231,6 +231,9 @@ func parseNProc(cmd *cobra.Command, o *Options, v string, label func(string) str
 	if err != nil || n < 1 {
 		return cmdutil.FlagErrorf("%s: want a number of ranks (at least 1), gpu, auto or cpu, got %q", label("nproc-per-node"), v)
 	}
+	if most, why := launch.RankLimit(); n > most {
+		return cmdutil.FlagErrorf("%s %d: more ranks than this node can run: at most %d (%s)", label("nproc-per-node"), n, most, why)
+	}
 	o.NProc = n
 	switch {
 	case !ngpusGiven:

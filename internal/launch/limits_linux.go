@@ -1,0 +1,74 @@
+package launch
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// threadsPerRank is how many of the user's tasks (processes and threads:
+// RLIMIT_NPROC counts both) a rank costs while it starts: the rank, its
+// guard (a Go process of a few threads) and the bind shim; measured at 5
+// to 7 under ulimit -u, with room to spare.
+const threadsPerRank = 8
+
+// threadsOwn is what amdrun itself may still add while it supervises.
+const threadsOwn = 8
+
+// checkProcessRoom refuses a job of ranks ranks when the process limit
+// (ulimit -u) does not leave room for its ranks, guards and threads
+// beside everything the user runs now. The Go runtime cannot recover
+// from a thread it fails to create (`fatal error: newosproc`, a 341-line
+// stack under ulimit -u 10, issue 26), so the room is checked before
+// anything starts. Root, and a limit of unlimited, are not checked.
+func checkProcessRoom(ranks int) error {
+	var rl unix.Rlimit
+	if os.Geteuid() == 0 || unix.Getrlimit(unix.RLIMIT_NPROC, &rl) != nil || rl.Cur == unix.RLIM_INFINITY {
+		return nil
+	}
+	used := userTasks(os.Getuid())
+	need := threadsOwn + threadsPerRank*ranks
+	if used+need <= int(rl.Cur) {
+		return nil
+	}
+	return fmt.Errorf("launch: the process limit (ulimit -u %d) is too low for %d rank(s): this user runs %d processes and threads, and the ranks with their guards need about %d more; raise ulimit -u or run fewer ranks",
+		rl.Cur, ranks, used, need)
+}
+
+// userTasks counts the tasks (threads of every process) whose real uid
+// is uid, as the kernel counts them against RLIMIT_NPROC.
+func userTasks(uid int) int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	want := []byte(strconv.Itoa(uid))
+	n := 0
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/status")
+		if err != nil {
+			continue
+		}
+		var real []byte
+		threads := 0
+		for _, l := range bytes.Split(b, []byte("\n")) {
+			if v, ok := bytes.CutPrefix(l, []byte("Uid:")); ok {
+				if f := bytes.Fields(v); len(f) > 0 {
+					real = f[0]
+				}
+			} else if v, ok := bytes.CutPrefix(l, []byte("Threads:")); ok {
+				threads, _ = strconv.Atoi(string(bytes.TrimSpace(v)))
+			}
+		}
+		if bytes.Equal(real, want) {
+			n += max(threads, 1)
+		}
+	}
+	return n
+}

@@ -1,0 +1,88 @@
+package launch
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+)
+
+// logFaults tracks the log files of a run whose writes failed (a full
+// filesystem, an I/O error): each fault is said once on the console when
+// it happens, and once more at the end with what was lost, so that
+// incomplete logs are never taken for whole ones (issue 26: --log-dir on
+// a full filesystem silently truncated stdout.log and left stderr.log
+// and amdrun.log empty). A failing log never stops the job nor changes
+// its exit code.
+type logFaults struct {
+	say func(string) // the console, not amdrun.log (which may be the file that fails)
+
+	mu     sync.Mutex
+	failed []*faultyLog
+}
+
+// wrap returns f as a log whose faults t reports; nil for nil.
+func (t *logFaults) wrap(f *os.File) *faultyLog {
+	if f == nil {
+		return nil
+	}
+	return &faultyLog{f: f, t: t}
+}
+
+// summary says, once the run is over, which logs are incomplete and how
+// much of each was lost; nothing when none is.
+func (t *logFaults) summary() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.failed) == 0 {
+		return
+	}
+	var parts []string
+	for _, l := range t.failed {
+		l.mu.Lock()
+		parts = append(parts, fmt.Sprintf("%s (%d bytes lost: %v)", l.f.Name(), l.lost, l.err))
+		l.mu.Unlock()
+	}
+	t.say(fmt.Sprintf("amdrun: the logs are incomplete: %s\n", strings.Join(parts, "; ")))
+}
+
+// faultyLog is a log file that counts what it could not write. After its
+// first failed write it writes nothing more (a file that has lost a
+// piece is incomplete whatever follows) and counts every byte as lost.
+type faultyLog struct {
+	f *os.File
+	t *logFaults
+
+	mu   sync.Mutex
+	err  error
+	lost int64
+}
+
+// Write writes b to the file; it reports success whatever happens, as a
+// log must not stop the output it copies.
+func (l *faultyLog) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		l.lost += int64(len(b))
+		return len(b), nil
+	}
+	n, err := l.f.Write(b)
+	if err != nil {
+		l.err, l.lost = err, int64(len(b)-n)
+		if pe, ok := err.(*os.PathError); ok {
+			l.err = pe.Err
+		}
+		l.t.mu.Lock()
+		l.t.failed = append(l.t.failed, l)
+		l.t.mu.Unlock()
+		l.t.say(fmt.Sprintf("amdrun: warning: writing %s failed: %v: the rest of it is lost (the job goes on)\n", l.f.Name(), l.err))
+	}
+	return len(b), nil
+}
+
+// Close closes the file.
+func (l *faultyLog) Close() error { return l.f.Close() }
+
+var _ io.WriteCloser = (*faultyLog)(nil)
