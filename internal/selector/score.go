@@ -3,7 +3,6 @@ package selector
 import (
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 )
 
@@ -116,41 +115,31 @@ func (a key) cmp(b key) int {
 	return 0
 }
 
-// slotTerms describes the slots as Terms: the policy's pair terms
-// (pairTerms), then the tie-breaks; slots a policy does not rank by are
-// absent.
-func (p *problem) slotTerms() []slotTerm {
-	own := slices.Clone(pairTerms[p.policy])
-	for i, t := range p.ties {
-		own = append(own, slotTerm{kTies + i, t.name, t.unit, t.less, false, t.div})
-	}
-	return own
-}
-
-// slotTerm is one slot of a key shown as a Term. pairs marks the terms
-// of pairs of devices, absent from the score of a single device; the
-// Term shows the slot divided by div (0: as is).
+// slotTerm is one slot of a key shown as a Term.
 type slotTerm struct {
-	slot  int
-	name  string
-	unit  string
-	less  bool
-	pairs bool
-	div   int64
+	slot int
+	name string
+	unit string
+	less bool
 }
 
-// score turns a key into the exported form.
+// score turns a key into the exported form: the policy's pair terms
+// (pairTerms), then the tie-breaks (p.ties); slots a policy does not
+// rank by are absent.
 func (p *problem) score(k key) Score {
-	var t []Term
-	for _, st := range p.slotTerms() {
-		if st.pairs && p.size < 2 {
-			continue
+	pair := pairTerms[p.policy]
+	t := make([]Term, 0, len(pair)+len(p.ties))
+	if p.size >= 2 {
+		for _, st := range pair {
+			t = append(t, Term{Name: st.name, Value: float64(k[st.slot]), Unit: st.unit, Less: st.less})
 		}
-		v := float64(k[st.slot])
-		if st.div > 1 {
-			v /= float64(st.div)
+	}
+	for i, tt := range p.ties {
+		v := float64(k[kTies+i])
+		if tt.div > 1 {
+			v /= float64(tt.div)
 		}
-		t = append(t, Term{Name: st.name, Value: v, Unit: st.unit, Less: st.less})
+		t = append(t, Term{Name: tt.name, Value: v, Unit: tt.unit, Less: tt.less})
 	}
 	return Score{Terms: t}
 }

@@ -16,17 +16,19 @@ type tieTerm struct {
 	less bool  // smaller is better: the slot holds the negated figure
 	div  int64 // the Score shows the slot divided by div (0 or 1: as is)
 
-	// set is the term's value for the set vs (sorted local indices); k
-	// holds the set's pair terms (total, locality).
-	set func(p *problem, vs []int, k *key) int64
-	// decided is its value for the members the search has decided; k
-	// holds their pair terms.
-	decided func(b *classSearch, k *key) int64
+	// set is the term's value for the set vs (sorted local indices),
+	// given the set's summed locality. The functions take that figure,
+	// not the key: a key passed to a function value escapes to the heap,
+	// one allocation per scored set (16 devices, N=4: twice the time).
+	set func(p *problem, vs []int, locality int64) int64
+	// decided is its value for the members the search has decided, of
+	// summed locality locality.
+	decided func(b *classSearch, locality int64) int64
 	// bound is at least its value for every set in the subtree where
 	// classes < c are decided and r more members come from classes c
-	// and later; u holds the bounds of the pair terms. The search is
+	// and later, locality bounding their summed locality. The search is
 	// exact only while it never underestimates.
-	bound func(b *classSearch, c, r int, u *key) int64
+	bound func(b *classSearch, c, r int, locality int64) int64
 
 	// A term must be the same for every member of a class of
 	// interchangeable devices (classes.go groups by NUMA node, busy and
@@ -35,15 +37,15 @@ type tieTerm struct {
 }
 
 // pairTerms are the terms of pairs of devices each policy ranks by, in
-// ranking order, as the Score names them; evalSet, offerEnum,
+// ranking order, as the Score names them (absent from the score of a
+// single device); evalSet, offerEnum,
 // classSearch.leaf and classSearch.upper compute them (they share work
 // between terms, and the ring's may be inexact, so they are no rows of a
 // table of functions).
 var pairTerms = [...][]slotTerm{
-	Tree: {{kFirst, "bottleneck", "MB/s", false, true, 0}, {kTotal, "total", "MB/s", false, true, 0},
-		{kLocality, "locality", "", false, true, 0}},
-	Ring: {{kFirst, "ring", "MB/s", false, true, 0}, {kCut, "mincut", "MB/s", false, true, 0},
-		{kTotal, "total", "MB/s", false, true, 0}, {kLocality, "locality", "", false, true, 0}},
+	Tree: {{kFirst, "bottleneck", "MB/s", false}, {kTotal, "total", "MB/s", false}, {kLocality, "locality", "", false}},
+	Ring: {{kFirst, "ring", "MB/s", false}, {kCut, "mincut", "MB/s", false}, {kTotal, "total", "MB/s", false},
+		{kLocality, "locality", "", false}},
 }
 
 // kTies is the first tie-break slot of a key.
@@ -58,12 +60,12 @@ const nTies = 4
 // nodes, fewest busy devices, least split, least load.
 var defaultTies = [nTies]tieTerm{
 	{name: "numa", unit: "nodes", less: true,
-		set:     func(p *problem, vs []int, _ *key) int64 { return -p.numaCount(vs) },
-		decided: func(b *classSearch, _ *key) int64 { return -int64(b.numaNodes) },
-		bound:   func(b *classSearch, c, r int, _ *key) int64 { return -int64(b.numaLB(c, r)) },
+		set:     func(p *problem, vs []int, _ int64) int64 { return -p.numaCount(vs) },
+		decided: func(b *classSearch, _ int64) int64 { return -int64(b.numaNodes) },
+		bound:   func(b *classSearch, c, r int, _ int64) int64 { return -int64(b.numaLB(c, r)) },
 	},
 	{name: "busy", unit: "devices", less: true,
-		set: func(p *problem, vs []int, _ *key) int64 {
+		set: func(p *problem, vs []int, _ int64) int64 {
 			var n int64
 			for _, v := range vs {
 				if p.busy.has(v) {
@@ -72,14 +74,14 @@ var defaultTies = [nTies]tieTerm{
 			}
 			return -n
 		},
-		decided: func(b *classSearch, _ *key) int64 { return -int64(b.busyCount) },
+		decided: func(b *classSearch, _ int64) int64 { return -int64(b.busyCount) },
 		// the members past the idle ones are busy
-		bound: func(b *classSearch, c, r int, _ *key) int64 { return -int64(b.busyCount + max(0, r-b.idleFrom[c])) },
+		bound: func(b *classSearch, c, r int, _ int64) int64 { return -int64(b.busyCount + max(0, r-b.idleFrom[c])) },
 	},
 	// split = (summed locality degrees) - 2 locality: the locality
 	// between the set and the candidates it leaves free, negated.
 	{name: "split", less: true,
-		set: func(p *problem, vs []int, k *key) int64 {
+		set: func(p *problem, vs []int, locality int64) int64 {
 			if p.rules.noSplit {
 				return 0
 			}
@@ -87,33 +89,33 @@ var defaultTies = [nTies]tieTerm{
 			for _, v := range vs {
 				deg += p.deg[v]
 			}
-			return 2*k[kLocality] - deg
+			return 2*locality - deg
 		},
-		decided: func(b *classSearch, k *key) int64 {
+		decided: func(b *classSearch, locality int64) int64 {
 			if b.p.rules.noSplit {
 				return 0
 			}
-			return 2*k[kLocality] - b.degSum
+			return 2*locality - b.degSum
 		},
 		// the most locality, the least degree
-		bound: func(b *classSearch, c, r int, u *key) int64 {
+		bound: func(b *classSearch, c, r int, locality int64) int64 {
 			if b.p.rules.noSplit {
 				return 0
 			}
-			return 2*u[kLocality] - (b.degSum + b.lowDegFrom[c][r])
+			return 2*locality - (b.degSum + b.lowDegFrom[c][r])
 		},
 	},
 	// load: hundredths of a percent of utilisation plus memory use
 	{name: "load", unit: "%", less: true, div: 100,
-		set: func(p *problem, vs []int, _ *key) int64 {
+		set: func(p *problem, vs []int, _ int64) int64 {
 			var l int64
 			for _, v := range vs {
 				l += p.load[v]
 			}
 			return -l
 		},
-		decided: func(b *classSearch, _ *key) int64 { return -b.loadSum },
-		bound:   func(b *classSearch, c, r int, _ *key) int64 { return -(b.loadSum + b.lowLoadFrom[c][r]) },
+		decided: func(b *classSearch, _ int64) int64 { return -b.loadSum },
+		bound:   func(b *classSearch, c, r int, _ int64) int64 { return -(b.loadSum + b.lowLoadFrom[c][r]) },
 	},
 }
 
@@ -121,7 +123,7 @@ var defaultTies = [nTies]tieTerm{
 // must be set.
 func (p *problem) tieBreaks(k *key, vs []int) {
 	for i := range p.ties {
-		k[kTies+i] = p.ties[i].set(p, vs, k)
+		k[kTies+i] = p.ties[i].set(p, vs, k[kLocality])
 	}
 }
 
@@ -131,7 +133,7 @@ func (b *classSearch) tieKey(k *key) {
 	k[kLocality] = b.locality.sum
 	ties := b.p.ties
 	for i := range ties {
-		k[kTies+i] = ties[i].decided(b, k)
+		k[kTies+i] = ties[i].decided(b, k[kLocality])
 	}
 }
 
@@ -140,6 +142,6 @@ func (b *classSearch) tieKey(k *key) {
 func (b *classSearch) tieBounds(u *key, c, r int) {
 	ties := b.p.ties
 	for i := range ties {
-		u[kTies+i] = ties[i].bound(b, c, r, u)
+		u[kTies+i] = ties[i].bound(b, c, r, u[kLocality])
 	}
 }

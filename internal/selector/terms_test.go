@@ -15,12 +15,12 @@ func crowdTies() []tieTerm {
 	ties := defaultTies
 	i := tieSlot("busy") - kTies
 	ties[i] = tieTerm{name: "crowd", unit: "devices",
-		set: func(p *problem, vs []int, k *key) int64 {
-			return -defaultTies[i].set(p, vs, k)
+		set: func(p *problem, vs []int, locality int64) int64 {
+			return -defaultTies[i].set(p, vs, locality)
 		},
-		decided: func(b *classSearch, _ *key) int64 { return int64(b.busyCount) },
+		decided: func(b *classSearch, _ int64) int64 { return int64(b.busyCount) },
 		// every busy member of classes c.. that r can take
-		bound: func(b *classSearch, c, r int, _ *key) int64 {
+		bound: func(b *classSearch, c, r int, _ int64) int64 {
 			return int64(b.busyCount + min(r, b.capFrom[c]-b.idleFrom[c]))
 		},
 	}
