@@ -26,14 +26,7 @@ func (b *classSearch) upper(c, r, lvl int) (key, int) {
 		}
 		u[kLocality] = b.pairSumUB(&b.locality, c, r)
 	}
-	u[kNUMA] = -int64(b.numaLB(c, r))
-	u[kBusy] = -int64(b.busyCount + max(0, r-b.idleFrom[c]))
-	u[kLoad] = -(b.loadSum + b.lowLoadFrom[c][r])
-	if !b.p.rules.noSplit {
-		// split = (summed locality degrees) - 2 locality: the most
-		// locality, the least degree
-		u[kSplit] = 2*u[kLocality] - (b.degSum + b.lowDegFrom[c][r])
-	}
+	b.tieBounds(&u, c, r)
 	return u, lvl
 }
 

@@ -331,18 +331,6 @@ func (b *classSearch) lexMin(c, r int) bitset {
 	return mask
 }
 
-// tieKey fills the slots of k that follow from the decided set's sums.
-func (b *classSearch) tieKey(k *key) {
-	k[kTotal] = b.total.sum
-	k[kLocality] = b.locality.sum
-	k[kNUMA] = -int64(b.numaNodes)
-	k[kBusy] = -int64(b.busyCount)
-	k[kLoad] = -b.loadSum
-	if !b.p.rules.noSplit {
-		k[kSplit] = 2*b.locality.sum - b.degSum
-	}
-}
-
 func (b *classSearch) presentClasses() []int {
 	present := b.present[:0]
 	for c := 0; c < b.nc; c++ {

@@ -13,6 +13,9 @@ import (
 type rules struct {
 	noLocality bool
 	noSplit    bool
+	// ties replaces the tie-break table (tests); nil is defaultTies. At
+	// most len(defaultTies) rows: the key has that many slots.
+	ties []tieTerm
 }
 
 // problem is a selection problem over candidates renumbered 0..n-1 in
@@ -20,15 +23,16 @@ type rules struct {
 type problem struct {
 	policy Policy
 	rules  rules
-	n      int     // candidates
-	size   int     // devices wanted
-	idx    []int   // local -> device index
-	bw     []int64 // n*n, 0 on the diagonal; measured figures as levels
-	loc    []int64 // n*n locality rank (topology.Locality), 0 on the diagonal
-	deg    []int64 // deg[u]: u's locality to every other candidate, summed
-	numa   []int   // local -> dense NUMA id (unknown -1 is an id too)
-	busy   bitset  // busy candidates
-	load   []int64 // hundredths of a percent of utilisation plus memory use
+	ties   []tieTerm // the tie-break terms, in ranking order (terms.go)
+	n      int       // candidates
+	size   int       // devices wanted
+	idx    []int     // local -> device index
+	bw     []int64   // n*n, 0 on the diagonal; measured figures as levels
+	loc    []int64   // n*n locality rank (topology.Locality), 0 on the diagonal
+	deg    []int64   // deg[u]: u's locality to every other candidate, summed
+	numa   []int     // local -> dense NUMA id (unknown -1 is an id too)
+	busy   bitset    // busy candidates
+	load   []int64   // hundredths of a percent of utilisation plus memory use
 	nNUMA  int
 	bud    *budget // the work Select may still spend
 	scr    *scratch
@@ -67,7 +71,10 @@ func newProblem(m *topology.Model, cands []int, pol Policy, size int, r rules) *
 	n := len(cands)
 	p := &problem{policy: pol, rules: r, n: n, size: size, idx: cands, bw: make([]int64, n*n),
 		loc: make([]int64, n*n), deg: make([]int64, n), numa: make([]int, n), load: make([]int64, n),
-		bud: unlimited(), scr: newScratch(n)}
+		bud: unlimited(), scr: newScratch(n), ties: defaultTies[:]}
+	if r.ties != nil {
+		p.ties = r.ties[:min(len(r.ties), len(defaultTies))]
+	}
 	levels := measuredLevels(m)
 	ids := map[int]int{}
 	// Pairs come from the model's links, one lookup each (issue 25: three
@@ -193,25 +200,6 @@ type evaluation struct {
 func (p *problem) evalList(vs []int) key {
 	k, _, _ := p.evalSet(vs)
 	return k
-}
-
-// tieBreaks fills the terms after locality, which need no pair of
-// devices: fewest NUMA nodes, fewest busy devices, least split, least
-// load. k[kLocality] must be set.
-func (p *problem) tieBreaks(k *key, vs []int) {
-	k[kNUMA] = -p.numaCount(vs)
-	var busy, load, deg int64
-	for _, v := range vs {
-		if p.busy.has(v) {
-			busy++
-		}
-		load += p.load[v]
-		deg += p.deg[v]
-	}
-	k[kBusy], k[kLoad] = -busy, -load
-	if !p.rules.noSplit {
-		k[kSplit] = 2*k[kLocality] - deg
-	}
 }
 
 // --- pair -> set scoring on local index lists ---------------------------

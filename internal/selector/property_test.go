@@ -123,6 +123,19 @@ func cubeMeshNode(t testing.TB, r *rand.Rand) *topology.Model {
 	return m
 }
 
+// The tie-break slots bruteKey fills, found by the names in the table
+// (terms.go): bruteKey computes each term its own way.
+var kNUMA, kBusy, kSplit, kLoad = tieSlot("numa"), tieSlot("busy"), tieSlot("split"), tieSlot("load")
+
+func tieSlot(name string) int {
+	for i, t := range defaultTies {
+		if t.name == name {
+			return kTies + i
+		}
+	}
+	panic("no tie-break term " + name)
+}
+
 // bruteKey scores a set with straightforward, independent algorithms;
 // pool is every candidate (the set's split is its bandwidth to the rest).
 func bruteKey(m *topology.Model, set, pool []int, pol Policy) key {

@@ -98,11 +98,9 @@ const (
 	kCut             // ring: global min cut; tree: 0
 	kTotal           // total pairwise bandwidth
 	kLocality        // summed locality rank of every pair (topology.Locality)
-	kNUMA            // -NUMA nodes
-	kBusy            // -busy devices
-	kSplit           // -locality between the set and the candidates it leaves free
-	kLoad            // -load, hundredths of a percent of utilisation plus memory use
-	keyLen
+	// then the tie-break terms, from kTies on, one per row of defaultTies
+	// (terms.go)
+	keyLen = kTies + nTies
 )
 
 func (a key) cmp(b key) int {
@@ -117,47 +115,31 @@ func (a key) cmp(b key) int {
 	return 0
 }
 
-// slotTerms describes the slots as Terms, by policy; slots a policy does
-// not rank by are absent.
-func (p Policy) slotTerms() []slotTerm {
-	common := []slotTerm{
-		{kLocality, "locality", "", false, true},
-		{kNUMA, "numa", "nodes", true, false},
-		{kBusy, "busy", "devices", true, false},
-		{kSplit, "split", "", true, false},
-		{kLoad, "load", "%", true, false},
-	}
-	var own []slotTerm
-	if p == Ring {
-		own = []slotTerm{{kFirst, "ring", "MB/s", false, true}, {kCut, "mincut", "MB/s", false, true}, {kTotal, "total", "MB/s", false, true}}
-	} else {
-		own = []slotTerm{{kFirst, "bottleneck", "MB/s", false, true}, {kTotal, "total", "MB/s", false, true}}
-	}
-	return append(own, common...)
-}
-
-// slotTerm is one slot of a key shown as a Term. pairs marks the terms
-// of pairs of devices, absent from the score of a single device.
+// slotTerm is one slot of a key shown as a Term.
 type slotTerm struct {
-	slot  int
-	name  string
-	unit  string
-	less  bool
-	pairs bool
+	slot int
+	name string
+	unit string
+	less bool
 }
 
-// score turns a key into the exported form.
+// score turns a key into the exported form: the policy's pair terms
+// (pairTerms), then the tie-breaks (p.ties); slots a policy does not
+// rank by are absent.
 func (p *problem) score(k key) Score {
-	var t []Term
-	for _, st := range p.policy.slotTerms() {
-		if st.pairs && p.size < 2 {
-			continue
+	pair := pairTerms[p.policy]
+	t := make([]Term, 0, len(pair)+len(p.ties))
+	if p.size >= 2 {
+		for _, st := range pair {
+			t = append(t, Term{Name: st.name, Value: float64(k[st.slot]), Unit: st.unit, Less: st.less})
 		}
-		v := float64(k[st.slot])
-		if st.slot == kLoad {
-			v /= 100
+	}
+	for i, tt := range p.ties {
+		v := float64(k[kTies+i])
+		if tt.div > 1 {
+			v /= float64(tt.div)
 		}
-		t = append(t, Term{Name: st.name, Value: v, Unit: st.unit, Less: st.less})
+		t = append(t, Term{Name: tt.name, Value: v, Unit: tt.unit, Less: tt.less})
 	}
 	return Score{Terms: t}
 }

@@ -149,10 +149,25 @@ func (p *problem) offerEnum(t *topK, vs []int, mask uint64) {
 		}
 		k[kTotal] = p.pairSum(p.bw, vs)
 		k[kLocality] = p.pairSum(p.loc, vs)
+		// Below the worst on the pair terms, no tie-break lifts it.
+		if t.full() && pairPrefixBelow(&k, &t.e[len(t.e)-1].key) {
+			return
+		}
 	}
 	p.tieBreaks(&k, vs)
 	e.key = k
 	t.offer(e)
+}
+
+// pairPrefixBelow says a's pair terms (the slots before kTies) rank
+// strictly below b's.
+func pairPrefixBelow(a, b *key) bool {
+	for i := 0; i < kTies; i++ {
+		if a[i] != b[i] {
+			return a[i] < b[i]
+		}
+	}
+	return false
 }
 
 // minDegree is the smallest weighted degree of a device of vs.
