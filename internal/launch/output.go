@@ -138,10 +138,16 @@ func (s *stream) pump(r *os.File) {
 			}
 			if done > 0 {
 				drawn = -1
+				// The pending line is ended (and shown): its timer must
+				// not show it again later, from a buf that now holds
+				// other bytes (found on the venv wheel check: Python's
+				// unbuffered print writes a line in several pieces).
+				s.stopPartial()
 			}
 			n = copy(buf, buf[done:n])
 			switch {
 			case n == len(buf): // a line longer than maxLine: its first piece
+				s.stopPartial()
 				s.emit(buf[:n], afterCR, false)
 				afterCR, n, drawn = false, 0, -1
 			case n > 0 && afterCR && !s.raw && s.out != nil:

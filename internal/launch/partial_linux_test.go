@@ -62,3 +62,40 @@ func TestPartialLineEndedByAnotherRank(t *testing.T) {
 		t.Errorf("console %q, want %q", got, want)
 	}
 }
+
+// TestEndedLineIsNotShownAgain: a line that arrives in two reads ("rank 0
+// prefix" then " /usr sum 2.0\n", as Python's unbuffered print writes it)
+// leaves no partial pending once it is ended, so the timer cannot show
+// its stale beginning a second time. Before, it did ("[rank0]: rank 0
+// prefix /usr sum 2.0", then "[rank0]: rank 0 prefix" 100 ms later).
+func TestEndedLineIsNotShownAgain(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := newBuf(0)
+	s := &stream{con: &console{}, out: out, prefix: "[rank0]: "}
+	done := make(chan struct{})
+	go func() { s.pump(r); close(done) }()
+	w.Write([]byte("rank 0 prefix"))
+	// The first read has been taken in as a partial line.
+	for pending := 0; pending == 0; {
+		s.mu.Lock()
+		pending = len(s.pending)
+		s.mu.Unlock()
+	}
+	w.Write([]byte(" /usr sum 2.0\n"))
+	for !strings.Contains(out.String(), "sum 2.0\n") {
+	}
+	s.mu.Lock()
+	left := len(s.pending)
+	s.mu.Unlock()
+	w.Close()
+	<-done
+	if left != 0 {
+		t.Errorf("%d bytes of an ended line still pending for the timer", left)
+	}
+	if n := strings.Count(out.String(), "rank 0 prefix"); n != 1 {
+		t.Errorf("the line shows %d times: %q", n, out.String())
+	}
+}
