@@ -8,7 +8,7 @@ FUZZTIME  ?= 30s
 CONTAIN_PROOF_OUT ?= /tmp/amdrun-contain-proof
 PKGS      := ./...
 
-.PHONY: dist dist-check min-go build demo test short race darwin vet lint fmt-check fuzz bench placement-report gpu-proof slurm-e2e clean
+.PHONY: dist dist-check wheel wheel-check deb deb-check min-go build demo test short race darwin vet lint fmt-check fuzz bench placement-report gpu-proof slurm-e2e clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/amdrun
@@ -84,6 +84,26 @@ dist-check:
 	for a in amd64 arm64; do file $(DIST).1/amdrun-linux-$$a | grep -q 'statically linked' || { file $(DIST).1/amdrun-linux-$$a; exit 1; }; done
 	$(DIST).1/amdrun-linux-amd64 version
 	rm -rf $(DIST).2
+
+# manylinux x86_64 and aarch64 wheels of the dist binaries (offline, with
+# Debian's python3-setuptools and python3-wheel; see docs/install.md);
+# wheel-check installs the x86_64 one into a fresh venv and runs a 2-rank
+# gloo job from it without --python.
+wheel: dist
+	sh packaging/wheel/build.sh $(DIST) $(VERSION)
+
+wheel-check: wheel
+	sh packaging/wheel/check.sh $(DIST)
+
+# Debian packages (amd64 and arm64) of the dist files: binary, man pages,
+# completions, tmpfiles.d snippet and amdrun-lease-init.service;
+# deb-check (root) installs the amd64 one, checks it and removes it.
+deb: dist
+	sh packaging/deb/build.sh $(DIST) $(VERSION) amd64
+	sh packaging/deb/build.sh $(DIST) $(VERSION) arm64
+
+deb-check: deb
+	sh packaging/deb/check.sh $$(ls $(DIST)/amdrun_*_amd64.deb)
 
 # go.mod's go line is the oldest Go that builds amdrun and its tests
 # (1.24: the benchmarks use testing.B.Loop; golang.org/x/sys is held at
