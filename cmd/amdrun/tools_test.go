@@ -299,9 +299,8 @@ func TestNvidiaSmiBusyGPULeftOut(t *testing.T) {
 	if r.code != 1 {
 		t.Fatalf("--ngpus 2 with GPU 1 busy: exit %d, want 1\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	if strings.Count(r.stderr, "\n") != 1 {
-		t.Errorf("want exactly one stderr line, got:\n%s", r.stderr)
-	}
+	// oneErrorLine: warnings may come first (the capture's CPU lists, of a
+	// 64-CPU host, are outside this machine's possible CPUs: issue 24).
 	if line := oneErrorLine(t, r); !strings.Contains(line, "busy: 1") || !strings.Contains(line, "--allow-busy") {
 		t.Errorf("error %q should name device 1 as busy and point at --allow-busy", line)
 	}
