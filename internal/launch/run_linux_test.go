@@ -664,13 +664,7 @@ func TestRunForwardsOnlyTheDocumentedSignals(t *testing.T) {
 	sigs <- syscall.SIGWINCH
 	sigs <- syscall.SIGUSR1
 	for r := 0; r < 2; r++ {
-		f := filepath.Join(dir, fmt.Sprintf("rank%d.SIGUSR1", r))
-		for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-			if _, err := os.Stat(f); err == nil {
-				break
-			}
-		}
-		if _, err := os.Stat(f); err != nil {
+		if err := waitRankSignal(dir, r, "SIGUSR1"); err != nil {
 			t.Errorf("rank %d got no SIGUSR1: %v", r, err)
 		}
 	}
@@ -846,4 +840,17 @@ func TestRunNoRestartAfterSignal(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "restart1.rank0")); err == nil {
 		t.Error("the group was restarted after the context was cancelled")
 	}
+}
+
+// waitRankSignal waits (up to 10 s) for the file the fake worker of rank
+// r writes when it receives sig, and returns the last Stat error.
+func waitRankSignal(dir string, r int, sig string) error {
+	f := filepath.Join(dir, fmt.Sprintf("rank%d.%s", r, sig))
+	var err error
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if _, err = os.Stat(f); err == nil {
+			return nil
+		}
+	}
+	return err
 }

@@ -35,13 +35,7 @@ func TestRunForwardsExactlyTheListedSignals(t *testing.T) {
 	sigs <- syscall.SIGUSR1
 	sigs <- syscall.SIGWINCH
 	for r := 0; r < 2; r++ {
-		f := filepath.Join(dir, fmt.Sprintf("rank%d.SIGWINCH", r))
-		for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-			if _, err := os.Stat(f); err == nil {
-				break
-			}
-		}
-		if _, err := os.Stat(f); err != nil {
+		if err := waitRankSignal(dir, r, "SIGWINCH"); err != nil {
 			t.Errorf("rank %d got no SIGWINCH: %v", r, err)
 		}
 		if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("rank%d.SIGUSR1", r))); err == nil {
