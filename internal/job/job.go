@@ -76,7 +76,8 @@ func prepare(ctx context.Context, o *Options, dryRun bool) (*Plan, error) {
 		hostNUMA = nil
 	}
 	tv := <-torch
-	ranks, err := planRanks(o, pl, env, hostNUMA, tv)
+	cl := &cpuLeaser{ctx: ctx, o: o, dryRun: dryRun}
+	ranks, err := planRanks(o, pl, env, hostNUMA, tv, cl)
 	if err != nil {
 		pl.release()
 		return nil, err
@@ -84,7 +85,7 @@ func prepare(ctx context.Context, o *Options, dryRun bool) (*Plan, error) {
 	for _, w := range ranks.Warnings {
 		o.Warn.Warn("%s", w)
 	}
-	p := &Plan{Model: pl.model, Choice: pl.choice, Ranks: ranks, Run: ranks, held: pl.held}
+	p := &Plan{Model: pl.model, Choice: pl.choice, Ranks: ranks, Run: ranks, held: pl.held, cpuHeld: cl.held}
 	if !o.NoPython {
 		p.Python, p.PythonFrom, p.TorchVersion = o.Python, o.PythonFrom, tv
 	}
@@ -132,6 +133,18 @@ func supervise(ctx context.Context, o *Options, p *Plan) (int, error) {
 		if hold, err = p.held.Files(); err != nil {
 			return 0, err
 		}
+	}
+	if p.cpuHeld != nil {
+		more, err := p.cpuHeld.Files()
+		if err != nil {
+			for _, f := range hold {
+				f.Close()
+			}
+			return 0, err
+		}
+		hold = append(hold, more...)
+	}
+	if hold != nil {
 		defer func() {
 			for _, f := range hold {
 				f.Close()

@@ -72,3 +72,6 @@ func (t *Ticket) Done() {}
 func (d *Dir) Claim(ctx context.Context, all []string, need int, choose Chooser, poll time.Duration) (*Lease, error) {
 	return nil, fmt.Errorf("lease: %w", ErrNotSupported)
 }
+
+// cpuFilesMade does nothing: no directory can be opened on this system.
+func (d *Dir) cpuFilesMade(cpus []int) error { return nil }

@@ -111,7 +111,7 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 	opts.Deps = job.Deps{
 		Stdout: f.IOStreams.Out, Stderr: f.IOStreams.ErrOut, Stdin: f.IOStreams.In,
 		Topology: f.Topology, Rediscover: f.Rediscover, Run: f.Run, Env: f.Env, Executable: f.Executable,
-		Warn: f.Warn, HostNUMA: f.HostNUMA, NumCPU: runtime.NumCPU,
+		Warn: f.Warn, HostNUMA: f.HostNUMA, HostCPUGroups: f.HostCPUGroups, OwnCPUs: f.OwnCPUs, NumCPU: runtime.NumCPU,
 	}
 	r := raw{pet: map[string]string{}}
 	var leaseDir string

@@ -105,7 +105,7 @@ func addTorchrunFlags(fl *pflag.FlagSet, o *Options, t *torchrunFlags) {
 	fl.StringVarP(&t.redirects, "redirects", "r", "", "streams of each rank written only to --log-dir: 0 none, 1 stdout, 2 stderr, 3 both, or per local rank, e.g. 0:3,1:0")
 	fl.StringVarP(&t.tee, "tee", "t", "", "streams of each rank written to --log-dir and the console (values as --redirects)")
 	fl.IntVar(&t.shutdownTimeout, "shutdown-timeout", 0, "seconds between SIGTERM and SIGKILL (torchrun's name for --grace)")
-	fl.StringVar(&t.numaBinding, "numa-binding", "", "torchrun's binding: node (= --bind numa) or exclusive (= --bind exclusive)")
+	fl.StringVar(&t.numaBinding, "numa-binding", "", "torchrun's binding: node (= --bind numa), socket, exclusive or core-complex (= --bind of that name)")
 	fl.StringVar(&t.signals, "signals-to-handle", "", "signals forwarded to the ranks, e.g. SIGTERM,SIGINT,SIGUSR1 (default SIGINT,SIGTERM,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2); INT, TERM, HUP and QUIT also stop the job")
 	fl.StringVar(&t.monitorInterval, "monitor-interval", "", "accepted for torchrun: amdrun sees a rank exit at once, there is nothing to poll")
 	fl.StringVar(&t.startMethod, "start-method", "", "accepted for torchrun (spawn, fork or forkserver): ranks are programs, started the same way under each")
@@ -173,10 +173,8 @@ func validateTorchrun(cmd *cobra.Command, o *Options, t *torchrunFlags, label fu
 		switch t.numaBinding {
 		case "node":
 			b = launch.BindNUMA
-		case "exclusive":
-			b = launch.BindExclusive
-		case "socket", "core-complex":
-			return cmdutil.FlagErrorf("%s %s is not supported: amdrun binds to NUMA nodes (node, exclusive; or --bind)", label("numa-binding"), t.numaBinding)
+		case "exclusive", "socket", "core-complex":
+			b = launch.BindMode(t.numaBinding)
 		default:
 			return cmdutil.FlagErrorf("%s: want node, socket, exclusive or core-complex, got %q", label("numa-binding"), t.numaBinding)
 		}
