@@ -42,7 +42,9 @@ func NewCmdPs(f *cmdutil.Factory, runF func(context.Context, *Options) error) *c
 amdrun job: pid, user, start time and command, as the kernel reports them),
 unusable (a file that is not a lease file sits at its lease path: the warning
 names it and its owner), busy (another process has memory on it or runs on it,
-as the vendor tool or KFD reports), or free. Piped, the
+as the vendor tool or KFD reports), or free. Then the CPUs amdrun jobs
+lease (ranks bound with --bind exclusive or core-complex), one line per
+job. Piped, the
 same columns are tab-separated under the same header line; --json gives every
 field. On a machine without a GPU it says so in one line and exits 0.`,
 		Args: cobra.NoArgs,
@@ -130,11 +132,18 @@ func detail(h *lease.Holder) string {
 func Run(ctx context.Context, opts *Options) error {
 	m, err := opts.Topology(ctx)
 	if errors.Is(err, discover.ErrNoGPU) && opts.SourceAuto {
-		if opts.JSON {
-			return printJSON(opts, map[string]any{"source": "none", "devices": []Row{}})
+		// CPU ranks lease CPUs on a machine without a GPU too.
+		cpus, lerr := cpuLeases(opts)
+		if lerr != nil {
+			return lerr
 		}
-		_, err = fmt.Fprintln(opts.IO.Out, err) // "no GPU found (what each source said)"
-		return err
+		if opts.JSON {
+			return printJSON(opts, map[string]any{"source": "none", "devices": []Row{}, "cpus": cpus})
+		}
+		if _, err = fmt.Fprintln(opts.IO.Out, err); err != nil { // "no GPU found (what each source said)"
+			return err
+		}
+		return printCPUs(opts, cpus)
 	}
 	if err != nil {
 		return err
@@ -149,8 +158,13 @@ func Run(ctx context.Context, opts *Options) error {
 		return err
 	}
 	rows := Rows(m, held)
+	cpuHeld, err := d.ListCPUs()
+	if err != nil {
+		return err
+	}
+	cpus := lease.GroupCPUs(cpuHeld)
 	if opts.JSON {
-		out := map[string]any{"source": m.Source, "lease_dir": d.Path(), "lease_mode": d.Mode().String(), "devices": rows}
+		out := map[string]any{"source": m.Source, "lease_dir": d.Path(), "lease_mode": d.Mode().String(), "devices": rows, "cpus": cpus}
 		if why := d.Degraded(); why != "" {
 			out["degraded"] = why
 		}
@@ -181,6 +195,48 @@ func Run(ctx context.Context, opts *Options) error {
 		// holder's command holds.
 		text = strings.Join(strings.Fields(text), " ")
 		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\n", r.Device, r.Key, numa, r.State, text)
+	}
+	if tw != nil {
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	return printCPUs(opts, cpus)
+}
+
+// cpuLeases are the CPU leases of the lease directory, by holder.
+func cpuLeases(opts *Options) ([]lease.CPUHolding, error) {
+	d, err := opts.Leases()
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	held, err := d.ListCPUs()
+	if err != nil {
+		return nil, err
+	}
+	return lease.GroupCPUs(held), nil
+}
+
+// printCPUs prints the CPU leases under their own header, nothing when
+// there are none: aligned for a terminal, tab-separated for a pipe.
+func printCPUs(opts *Options, cpus []lease.CPUHolding) error {
+	if len(cpus) == 0 {
+		return nil
+	}
+	var w io.Writer = opts.IO.Out
+	var tw *tabwriter.Writer
+	if opts.IO.IsStdoutTTY() {
+		tw = tabwriter.NewWriter(opts.IO.Out, 0, 0, 2, ' ', 0)
+		w = tw
+	}
+	fmt.Fprintln(w, "CPUS\tSTATE\tDETAIL")
+	for _, c := range cpus {
+		state, text := "leased", detail(&c.Holder)
+		if c.Fault != "" {
+			state, text = "unusable", c.Fault
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\n", topology.FormatCPUList(c.CPUs), state, strings.Join(strings.Fields(text), " "))
 	}
 	if tw != nil {
 		return tw.Flush()
