@@ -90,14 +90,16 @@ func prepare(ctx context.Context, o *Options, dryRun bool) (*Plan, error) {
 		p.Python, p.PythonFrom, p.TorchVersion = o.Python, o.PythonFrom, tv
 	}
 	if o.Launcher == "torchrun" {
-		p.Run = launch.TorchrunPlan(ranks, torchrunSettings(o, env))
+		p.Run = launch.TorchrunPlan(ranks, torchrunSettings(o, env, ranks))
 		p.Torchrun = true
 	}
 	return p, nil
 }
 
-// torchrunSettings hands this node's plan to torchrun.
-func torchrunSettings(o *Options, env []string) launch.Torchrun {
+// torchrunSettings hands this node's plan to torchrun. Under torch's own
+// agent (Options.Agent) bound ranks stay bound: the agent starts each
+// worker through amdrun's bind shim (launch.Torchrun.Shim).
+func torchrunSettings(o *Options, env []string, ranks *launch.Plan) launch.Torchrun {
 	nnodes := fmt.Sprint(max(1, o.NNodes))
 	if o.ElasticNNodes != "" {
 		nnodes = o.ElasticNNodes
@@ -106,7 +108,24 @@ func torchrunSettings(o *Options, env []string) launch.Torchrun {
 		UserEnv: env, NNodes: nnodes, NodeRank: o.NodeRank, MasterAddr: o.MasterAddr,
 		MasterPort: o.MasterPort, Rdzv: o.Rdzv, MaxRestarts: o.MaxRestarts,
 		Module: o.Module, NoPython: o.NoPython, Extra: o.TorchrunArgs, Args: o.Args, Agent: agentArgv(o),
+		Shim: agentShim(o, ranks),
 	}
+}
+
+// agentShim is the bind shim the agent starts each worker through, nil
+// when the job is not the agent's or no rank is bound. Without amdrun's
+// own path the workers run unbound, and one line says so.
+func agentShim(o *Options, ranks *launch.Plan) []string {
+	local := launch.LocalShimArgs(ranks)
+	if !o.Agent || local == nil {
+		return nil
+	}
+	self, err := o.Executable()
+	if err != nil {
+		o.Warn.Warn("cannot find amdrun's own binary, the agent's workers are not bound: %v", err)
+		return nil
+	}
+	return append([]string{self, launch.ShimArg}, local...)
 }
 
 // agentArgv is the command that runs torch's agent: the workers' own

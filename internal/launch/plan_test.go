@@ -234,7 +234,7 @@ func TestPlanErrors(t *testing.T) {
 }
 
 func TestParseModes(t *testing.T) {
-	for in, want := range map[string]BindMode{"numa": BindNUMA, "Exclusive": BindExclusive, " none ": BindNone} {
+	for in, want := range map[string]BindMode{"numa": BindNUMA, "Exclusive": BindExclusive, " none ": BindNone, "socket": BindSocket, "Core-Complex": BindCoreComplex} {
 		if got, err := ParseBindMode(in); err != nil || got != want {
 			t.Errorf("ParseBindMode(%q) = %q, %v", in, got, err)
 		}
@@ -244,7 +244,7 @@ func TestParseModes(t *testing.T) {
 			t.Errorf("ParseMemPolicy(%q) = %q, %v", in, got, err)
 		}
 	}
-	if _, err := ParseBindMode("cores"); err == nil || err.Error() != `bind: unknown mode "cores" (valid: numa, exclusive, none)` {
+	if _, err := ParseBindMode("cores"); err == nil || err.Error() != `bind: unknown mode "cores" (valid: numa, exclusive, socket, core-complex, none)` {
 		t.Errorf("ParseBindMode(cores) error %v", err)
 	}
 	if _, err := ParseMemPolicy(""); err == nil || err.Error() != `mem policy: unknown policy "" (valid: bind, preferred, none)` {

@@ -390,7 +390,8 @@ func validateRendezvous(cmd *cobra.Command, o *Options, r *raw) error {
 		}
 	case "torchrun":
 		for _, f := range []string{"python", "no-prefix", "bind"} {
-			if changed(f) && !(o.Agent && f == "python") { // the agent runs with --python
+			// The agent runs with --python, and its workers bound as --bind says.
+			if changed(f) && !(o.Agent && (f == "python" || f == "bind")) {
 				return cmdutil.FlagErrorf("--%s does not apply with --launcher torchrun (torchrun starts the ranks: give torchrun's own options through its environment or use --launcher amdrun)", f)
 			}
 		}

@@ -255,7 +255,9 @@ func torchrunArgs(cmd *cobra.Command, o *Options, t *torchrunFlags) []string {
 	for _, name := range []string{"role", "monitor-interval", "start-method", "event-log-handler", "log-dir",
 		"redirects", "tee", "local-ranks-filter", "local-addr", "logs-specs", "numa-binding",
 		"signals-to-handle", "shutdown-timeout", "duplicate-stdout-filters", "duplicate-stderr-filters"} {
-		if f := fl.Lookup(name); f.Changed {
+		// Under torch's agent amdrun binds each worker itself (its bind
+		// shim is the agent's entrypoint): the agent must not bind too.
+		if f := fl.Lookup(name); f.Changed && !(o.Agent && name == "numa-binding") {
 			out = append(out, "--"+strings.ReplaceAll(name, "-", "_"), f.Value.String())
 		}
 	}
