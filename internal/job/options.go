@@ -21,6 +21,7 @@ import (
 	"github.com/amdrun/amdrun/internal/launch"
 	"github.com/amdrun/amdrun/internal/launch/lease"
 	"github.com/amdrun/amdrun/internal/launch/numabalance"
+	"github.com/amdrun/amdrun/internal/launch/slurm"
 	"github.com/amdrun/amdrun/internal/selector"
 	"github.com/amdrun/amdrun/internal/topology"
 )
@@ -145,6 +146,9 @@ type Planning struct {
 	NNodes, NodeRank int
 	MasterAddr       string
 	MasterPort       int
+	// Slurm is the Slurm allocation amdrun runs in (Resolve reads it from
+	// the environment and fills the four fields above from it), or nil.
+	Slurm *slurm.Job
 	// MaxRestarts is how often the whole group is restarted after a
 	// failure (0: never); with Launcher "torchrun", torchrun's
 	// --max-restarts.
