@@ -151,7 +151,8 @@ type Planning struct {
 	Slurm *slurm.Job
 	// MaxRestarts is how often the whole group is restarted after a
 	// failure (0: never); with Launcher "torchrun", torchrun's
-	// --max-restarts.
+	// --max-restarts. It goes to launch.Spec, and from the plan to
+	// launch.Run and torchrun's command line.
 	MaxRestarts int
 	// RunID is TORCHELASTIC_RUN_ID; "" means a fresh launch.NewRunID.
 	RunID string

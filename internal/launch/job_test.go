@@ -69,24 +69,29 @@ func TestTorchrunPlan(t *testing.T) {
 	}
 	user := []string{"PATH=/usr/bin", "OMP_NUM_THREADS=3"}
 	for _, tc := range []struct {
-		name string
-		t    Torchrun
-		want string
+		name     string
+		t        Torchrun
+		restarts int // the ranks' plan's MaxRestarts
+		want     string
 	}{
-		{"standalone", Torchrun{NNodes: "1", Args: []string{"train.py", "--lr", "1"}},
+		{"standalone", Torchrun{NNodes: "1", Args: []string{"train.py", "--lr", "1"}}, 0,
 			"torchrun --nproc_per_node 4 --nnodes 1 --standalone train.py --lr 1"},
-		{"static multi-node", Torchrun{NNodes: "2", NodeRank: 1, MasterAddr: "n0", MasterPort: 29400, NoPython: true, Args: []string{"./a.out"}},
+		{"static multi-node", Torchrun{NNodes: "2", NodeRank: 1, MasterAddr: "n0", MasterPort: 29400, NoPython: true, Args: []string{"./a.out"}}, 0,
 			"torchrun --nproc_per_node 4 --nnodes 2 --node_rank 1 --master_addr n0 --master_port 29400 --no_python ./a.out"},
-		{"elastic", Torchrun{NNodes: "1:4", MaxRestarts: 3, Module: true, Args: []string{"pkg.mod"},
+		{"elastic", Torchrun{NNodes: "1:4", Module: true, Args: []string{"pkg.mod"},
 			Rdzv:  map[string]string{"id": "j", "backend": "c10d", "endpoint": "n0:29400"},
-			Extra: []string{"--role", "r", "-t", "3"}},
+			Extra: []string{"--role", "r", "-t", "3"}}, 3,
 			"torchrun --nproc_per_node 4 --nnodes 1:4 --rdzv_backend c10d --rdzv_endpoint n0:29400 --rdzv_id j --max_restarts 3 --role r -t 3 -m pkg.mod"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.t.UserEnv = user
+			p.MaxRestarts = tc.restarts
 			tp := TorchrunPlan(p, tc.t)
 			if len(tp.Ranks) != 1 || strings.Join(tp.Ranks[0].Argv, " ") != tc.want {
 				t.Fatalf("argv %q\nwant %q", tp.Ranks[0].Argv, tc.want)
+			}
+			if tp.MaxRestarts != 0 {
+				t.Errorf("torchrun's process is restarted %d times by amdrun: torchrun restarts its ranks", tp.MaxRestarts)
 			}
 			env := EnvMap(tp.Ranks[0].Env)
 			for _, k := range []string{"RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_PORT", "TORCHELASTIC_RUN_ID"} {

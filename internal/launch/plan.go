@@ -156,7 +156,9 @@ type Spec struct {
 	// --virtual-local-rank; each rank should then see only its own
 	// devices (RankVisibleEnv), so that device 0 is its own.
 	VirtualLocalRank bool
-	// MaxRestarts is how often a failed group is restarted (>= 0).
+	// MaxRestarts is how often a failed group is restarted (>= 0; 0:
+	// never). It is the one place the setting is given: the plan keeps it
+	// (TORCHELASTIC_MAX_RESTARTS, and Run's restarts).
 	MaxRestarts int
 }
 
@@ -169,7 +171,9 @@ type Plan struct {
 	Warnings []string
 	// WorldSize is NNodes * len(Ranks).
 	WorldSize int
-	// MaxRestarts is the Spec's MaxRestarts.
+	// MaxRestarts is how often Run restarts a failed group: the Spec's
+	// MaxRestarts, which the ranks see as TORCHELASTIC_MAX_RESTARTS; 0
+	// never.
 	MaxRestarts int
 	// Bind and Mem are the Spec's modes after defaults.
 	Bind BindMode

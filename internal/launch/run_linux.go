@@ -84,9 +84,6 @@ func Run(ctx context.Context, p *Plan, o RunOptions) (exitCode int, err error) {
 	if o.Grace < 0 {
 		o.Grace = 0
 	}
-	if o.MaxRestarts == 0 {
-		o.MaxRestarts = p.MaxRestarts
-	}
 	if o.Self == "" {
 		if o.Self, err = os.Executable(); err != nil {
 			return 1, fmt.Errorf("launch: rank guard: %w", err)
@@ -127,7 +124,7 @@ func Run(ctx context.Context, p *Plan, o RunOptions) (exitCode int, err error) {
 	}
 	for attempt := 0; ; attempt++ {
 		code, err := s.attempt(ctx, attempt)
-		if err != nil || code == 0 || s.interrupted != 0 || attempt >= o.MaxRestarts {
+		if err != nil || code == 0 || s.interrupted != 0 || attempt >= p.MaxRestarts {
 			return code, err
 		}
 		// What came while no worker ran (the failed group's summary)
@@ -138,7 +135,7 @@ func Run(ctx context.Context, p *Plan, o RunOptions) (exitCode int, err error) {
 		if s.endingPending() {
 			return code, nil
 		}
-		s.note(fmt.Sprintf("amdrun: restarting the worker group (restart %d of %d)\n", attempt+1, o.MaxRestarts))
+		s.note(fmt.Sprintf("amdrun: restarting the worker group (restart %d of %d)\n", attempt+1, p.MaxRestarts))
 	}
 }
 
@@ -909,7 +906,7 @@ func (s *supervisor) summary(g *group, root *worker, attempt, notStarted int) {
 	if stopped > 0 {
 		fmt.Fprintf(&b, ", %d stopped by amdrun", stopped)
 	}
-	fmt.Fprintf(&b, " (attempt %d of %d)", attempt+1, s.o.MaxRestarts+1)
+	fmt.Fprintf(&b, " (attempt %d of %d)", attempt+1, s.plan.MaxRestarts+1)
 	if s.interrupted != 0 {
 		fmt.Fprintf(&b, ", stopped by %s", unix.SignalName(s.interrupted))
 	}

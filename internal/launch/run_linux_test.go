@@ -412,8 +412,9 @@ func TestRunContextCancel(t *testing.T) {
 func TestRunRestarts(t *testing.T) {
 	testutil.EndToEnd(t)
 	p, dir := workerPlan(t, 2, "restart", envFailRank+"=0")
+	p.MaxRestarts = 3
 	var errb syncBuffer
-	code, err := Run(context.Background(), p, RunOptions{Stdout: newBuf(0), Stderr: &errb, MaxRestarts: 3, Grace: 5 * time.Second})
+	code, err := Run(context.Background(), p, RunOptions{Stdout: newBuf(0), Stderr: &errb, Grace: 5 * time.Second})
 	if code != 0 || err != nil {
 		t.Fatalf("Run = %d, %v, want 0 after 2 restarts; stderr:\n%s", code, err, errb.String())
 	}
@@ -431,8 +432,7 @@ func TestRunRestarts(t *testing.T) {
 		}
 	}
 
-	// Restarts spent: the last failure's code comes back; the plan's
-	// MaxRestarts applies when the options leave it zero.
+	// Restarts spent: the last failure's code comes back.
 	p, dir = workerPlan(t, 1, "restart", envFailRank+"=0", "AMDRUN_TEST_ALWAYS=1")
 	p.MaxRestarts = 1
 	code, err = Run(context.Background(), p, RunOptions{Stdout: newBuf(0), Stderr: newBuf(0)})
@@ -811,13 +811,14 @@ func (h *hookWriter) Write(p []byte) (int, error) {
 func TestRunNoRestartAfterSignal(t *testing.T) {
 	testutil.EndToEnd(t)
 	p, dir := workerPlan(t, 1, "restart", envFailRank+"=0", "AMDRUN_TEST_ALWAYS=1")
+	p.MaxRestarts = 2
 	sigs := make(chan os.Signal, 4)
 	errb := &hookWriter{hook: func(b []byte) {
 		if bytes.Contains(b, []byte("ranks failed")) {
 			sigs <- syscall.SIGTERM
 		}
 	}}
-	code, err := Run(context.Background(), p, RunOptions{Stdout: newBuf(0), Stderr: errb, Signals: sigs, MaxRestarts: 2, Grace: 5 * time.Second})
+	code, err := Run(context.Background(), p, RunOptions{Stdout: newBuf(0), Stderr: errb, Signals: sigs, Grace: 5 * time.Second})
 	if code != 1 || err != nil {
 		t.Errorf("Run = %d, %v, want the failure's 1", code, err)
 	}
@@ -827,13 +828,14 @@ func TestRunNoRestartAfterSignal(t *testing.T) {
 
 	// A context cancelled while the group was down starts nothing either.
 	p, dir = workerPlan(t, 1, "restart", envFailRank+"=0", "AMDRUN_TEST_ALWAYS=1")
+	p.MaxRestarts = 2
 	ctx, cancel := context.WithCancel(context.Background())
 	errb = &hookWriter{hook: func(b []byte) {
 		if bytes.Contains(b, []byte("ranks failed")) {
 			cancel()
 		}
 	}}
-	code, err = Run(ctx, p, RunOptions{Stdout: newBuf(0), Stderr: errb, Signals: make(chan os.Signal), MaxRestarts: 2})
+	code, err = Run(ctx, p, RunOptions{Stdout: newBuf(0), Stderr: errb, Signals: make(chan os.Signal)})
 	if code != 1 || !errors.Is(err, context.Canceled) {
 		t.Errorf("Run = %d, %v, want 1, context canceled", code, err)
 	}

@@ -24,8 +24,6 @@ type Torchrun struct {
 	// "endpoint", "id", "conf" for --rdzv_backend ...), passed through in
 	// that order.
 	Rdzv map[string]string
-	// MaxRestarts is torchrun's --max-restarts (0: not passed).
-	MaxRestarts int
 	// Module and NoPython choose torchrun's -m / --no-python.
 	Module, NoPython bool
 	// Extra are more torchrun flags, already in the spelling every
@@ -44,7 +42,9 @@ type Torchrun struct {
 var rdzvNames = []string{"backend", "endpoint", "id", "conf"}
 
 // TorchrunPlan replaces p's ranks with one process: torchrun with the
-// chosen devices visible and --nproc_per_node len(p.Ranks). Its env is
+// chosen devices visible, --nproc_per_node len(p.Ranks) and p's
+// MaxRestarts as --max_restarts (torchrun restarts the ranks: the plan
+// returned has MaxRestarts 0, so Run starts torchrun once). Its env is
 // rank 0's without the rank contract (RankVars other than the
 // visible-device ones), except what the user set. It is pure.
 func TorchrunPlan(p *Plan, t Torchrun) *Plan {
@@ -82,8 +82,8 @@ func TorchrunPlan(p *Plan, t Torchrun) *Plan {
 			argv = append(argv, "--rdzv_"+k, v)
 		}
 	}
-	if t.MaxRestarts > 0 {
-		argv = append(argv, "--max_restarts", strconv.Itoa(t.MaxRestarts))
+	if p.MaxRestarts > 0 {
+		argv = append(argv, "--max_restarts", strconv.Itoa(p.MaxRestarts))
 	}
 	argv = append(argv, t.Extra...)
 	switch {
