@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/amdrun/amdrun/internal/envlist"
 	"github.com/amdrun/amdrun/internal/launch"
 )
 
@@ -54,7 +55,7 @@ func PET(env []string) []PETSetting {
 	var out []PETSetting
 	for _, name := range petFlags {
 		key := petName(name)
-		if v, ok := launch.LookupEnv(env, key); ok {
+		if v, ok := envlist.Lookup(env, key); ok {
 			out = append(out, PETSetting{Flag: name, Var: key, Value: v})
 		}
 	}
@@ -249,14 +250,14 @@ func torchrunArgs(l *CommandLine) []string {
 // TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE, the ranks' console prefix.
 func (o *Options) torchrunEnv(changed func(string) bool) error {
 	env := o.Env()
-	if v, ok := launch.LookupEnv(env, "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"); ok && !changed("shutdown-timeout") && !changed("grace") {
+	if v, ok := envlist.Lookup(env, "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"); ok && !changed("shutdown-timeout") && !changed("grace") {
 		n, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil || n < 0 {
 			return usageErrorf("TORCH_ELASTIC_SHUTDOWN_TIMEOUT=%q: want a whole number of seconds, as torchrun reads it", v)
 		}
 		o.Grace = time.Duration(n) * time.Second
 	}
-	if v, ok := launch.LookupEnv(env, "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"); ok && v != "" {
+	if v, ok := envlist.Lookup(env, "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"); ok && v != "" {
 		o.PrefixTemplate = v
 	}
 	return nil

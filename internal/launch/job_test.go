@@ -1,11 +1,13 @@
 package launch
 
 import (
-	"github.com/amdrun/amdrun/internal/discover"
-	"github.com/amdrun/amdrun/internal/topology"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/amdrun/amdrun/internal/discover"
+	"github.com/amdrun/amdrun/internal/envlist"
+	"github.com/amdrun/amdrun/internal/topology"
 )
 
 // seedNode is the bundled example: the seed MI250 node (best pair 0,1).
@@ -30,7 +32,7 @@ func TestPlanSetsOnlyRankVars(t *testing.T) {
 		known[k] = true
 	}
 	for _, r := range p.Ranks {
-		for k := range EnvMap(r.Env) {
+		for k := range envlist.Map(r.Env) {
 			if !known[k] {
 				t.Errorf("rank %d: the plan sets %s, which RankVars does not list (dry runs would hide it)", r.Rank, k)
 			}
@@ -93,7 +95,7 @@ func TestTorchrunPlan(t *testing.T) {
 			if tp.MaxRestarts != 0 {
 				t.Errorf("torchrun's process is restarted %d times by amdrun: torchrun restarts its ranks", tp.MaxRestarts)
 			}
-			env := EnvMap(tp.Ranks[0].Env)
+			env := envlist.Map(tp.Ranks[0].Env)
 			for _, k := range []string{"RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_PORT", "TORCHELASTIC_RUN_ID"} {
 				if _, ok := env[k]; ok {
 					t.Errorf("torchrun's environment has %s: torchrun sets it per worker", k)

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/amdrun/amdrun/internal/envlist"
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
@@ -259,7 +260,7 @@ func NewPlan(s Spec) (*Plan, error) {
 	binds := bindRanks(homes, s.HostNUMA, s.AllowedCPUs, v.bind, &p.Warnings)
 	allowed := allowedCPUs(s.HostNUMA, s.AllowedCPUs)
 
-	_, ompSet := LookupEnv(s.Env, "OMP_NUM_THREADS")
+	_, ompSet := envlist.Lookup(s.Env, "OMP_NUM_THREADS")
 	var omp []int // each rank's OMP_NUM_THREADS, when amdrun sets it
 	for lr, devs := range groups {
 		r := newRank(s, v, lr, devs, binds[lr])
@@ -413,7 +414,7 @@ func rankVars(s Spec, v resolved, p *Plan, r Rank) map[string]string {
 	}
 	asyncSet := false
 	for _, k := range asyncErrorVars {
-		if _, ok := LookupEnv(s.Env, k); ok {
+		if _, ok := envlist.Lookup(s.Env, k); ok {
 			asyncSet = true
 		}
 	}

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/amdrun/amdrun/internal/envlist"
 )
 
 // drainTimeout bounds how long output is still read after a worker has
@@ -774,7 +776,7 @@ type command struct {
 
 // lookup finds r's command on the PATH of env, as the guard will.
 func (s *supervisor) lookup(r *Rank, env []string) error {
-	pathVar, _ := LookupEnv(env, "PATH")
+	pathVar, _ := envlist.Lookup(env, "PATH")
 	_, err := lookPath(r.Argv[0], pathVar)
 	return err
 }
@@ -788,7 +790,7 @@ func (s *supervisor) pump(w *worker, reads, logs [2]*os.File, console Std) {
 	if s.o.Prefix {
 		prefix = fmt.Sprintf("[rank%d]: ", w.r.Rank)
 		if s.o.PrefixTemplate != "" {
-			role, _ := LookupEnv(w.r.Env, "ROLE_NAME")
+			role, _ := envlist.Lookup(w.r.Env, "ROLE_NAME")
 			prefix = PrefixFromTemplate(s.o.PrefixTemplate, role, w.r.Rank, w.r.LocalRank)
 		}
 	}

@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/amdrun/amdrun/internal/envlist"
 	"github.com/amdrun/amdrun/internal/testutil"
 	"github.com/amdrun/amdrun/internal/topology"
 )
@@ -202,7 +203,7 @@ func TestRunPassesArgvEnvAndBinds(t *testing.T) {
 					t.Errorf("rank %d argv %q, want %q", r.Rank, got.Args, argv)
 				}
 				// The plan's env and the rank's error file (issue 15), nothing else.
-				errFile := Getenv(got.Env, EnvErrorFile)
+				errFile := envlist.Get(got.Env, EnvErrorFile)
 				if !reflect.DeepEqual(withEnv(r.Env, EnvErrorFile, errFile), got.Env) {
 					t.Errorf("rank %d env differs from the plan:\n got %q\nwant %q", r.Rank, got.Env, r.Env)
 				}
@@ -225,7 +226,7 @@ func TestRunPassesArgvEnvAndBinds(t *testing.T) {
 					t.Errorf("rank %d mempolicy %d mask %#x, want %d %#x", r.Rank, got.Policy, got.PolicyMask, wantPol, wantMask)
 				}
 			}
-			e := EnvMap(p.Ranks[1].Env)
+			e := envlist.Map(p.Ranks[1].Env)
 			if e["NCCL_NVLS_ENABLE"] != "0" || e["WEIRD"] != "a=b c" || e["HIP_VISIBLE_DEVICES"] != "0,1,3,2" || e["LOCAL_RANK"] != "1" {
 				t.Errorf("plan env lost something: %v", e)
 			}

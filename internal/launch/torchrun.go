@@ -3,6 +3,8 @@ package launch
 import (
 	"strconv"
 	"strings"
+
+	"github.com/amdrun/amdrun/internal/envlist"
 )
 
 // Torchrun says how to hand a planned node over to torchrun (elastic
@@ -56,7 +58,7 @@ func TorchrunPlan(p *Plan, t Torchrun) *Plan {
 	var env []string
 	for _, kv := range r0.Env {
 		k, _, _ := strings.Cut(kv, "=")
-		if _, userSet := LookupEnv(t.UserEnv, k); own[k] && !userSet {
+		if _, userSet := envlist.Lookup(t.UserEnv, k); own[k] && !userSet {
 			continue
 		}
 		env = append(env, kv)

@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/amdrun/amdrun/internal/printable"
 	"github.com/amdrun/amdrun/internal/testutil"
 )
 
@@ -427,7 +428,7 @@ func TestAcquireHeldRelease(t *testing.T) {
 		t.Fatalf("Held = %v, %v; want %q", held, err, keys[:2])
 	}
 	cmdline, _ := os.ReadFile("/proc/self/cmdline")
-	wantCmd := Printable(strings.TrimSpace(strings.ReplaceAll(string(cmdline), "\x00", " ")), 200)
+	wantCmd := printable.String(strings.TrimSpace(strings.ReplaceAll(string(cmdline), "\x00", " ")), 200)
 	for _, k := range keys[:2] {
 		h := held[k].Holder
 		if held[k].Fault != nil || h.PID != os.Getpid() || h.UID != os.Getuid() || h.User != userName(os.Getuid()) || h.Command != wantCmd {
