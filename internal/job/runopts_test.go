@@ -52,7 +52,7 @@ func TestRunOptions(t *testing.T) {
 				if ro.LogDir != "" || ro.RanksFilter != nil || !ro.Tee.IsZero() {
 					t.Errorf("torchrun's options kept: %+v", ro)
 				}
-			} else if ro.LogDir != "/l" || ro.Tee.String() != "2" {
+			} else if ro.LogDir != "/l" || ro.Tee.All != tee.All {
 				t.Errorf("log options lost: %+v", ro)
 			}
 		})

@@ -215,9 +215,6 @@ type Lease struct {
 	fds  []int
 }
 
-// Keys returns the leased device keys, in the order given to Acquire.
-func (l *Lease) Keys() []string { return append([]string(nil), l.keys...) }
-
 // Ticket is a place in the directory's first-come-first-served queue of
 // jobs waiting for devices. It stays in the queue until Done or until the
 // process exits.
@@ -236,10 +233,6 @@ type Ticket struct {
 	waitFrom time.Time
 }
 
-// Name returns the ticket's file name in DIR/queue; names sort in
-// arrival order.
-func (t *Ticket) Name() string { return t.name }
-
 // State is what Held reports for a device that cannot be leased now.
 type State struct {
 	// Holder is the process holding the lease; meaningful when Fault is
@@ -250,14 +243,6 @@ type State struct {
 	// a lock file the directory's owner has not made). It wraps ErrUnsafe
 	// or fs.ErrNotExist; the device cannot be leased until it is fixed.
 	Fault error `json:"-"`
-}
-
-// String describes why the device cannot be leased, in a few words.
-func (s State) String() string {
-	if s.Fault != nil {
-		return "unusable: " + s.Fault.Error()
-	}
-	return "leased by " + s.Holder.String()
 }
 
 // InitReport says what Init did.
