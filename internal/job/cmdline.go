@@ -34,10 +34,15 @@ type CommandLine struct {
 	// no rank count.
 	DryRun bool
 
+	// The raw values of --devices, --exclude, --policy, --order, --bind,
+	// --mem-policy, --local-ranks-filter, --wait ("forever" when given
+	// bare), --numa-balancing, --contain, --nnodes, --grace and the
+	// --rdzv-* flags, as given ("" when not).
 	Devices, Exclude, Policy, Order, Bind, Mem, RanksFilter, Wait, NUMABalancing, Contain string
 	NNodes, Grace                                                                         string
 	RdzvBackend, RdzvEndpoint, RdzvID, RdzvConf                                           string
-	Torchrun                                                                              TorchrunFlags
+	// Torchrun are the values of torchrun's own flags.
+	Torchrun TorchrunFlags
 }
 
 // label names flag as the user gave it: --flag, or the PET_* variable it

@@ -9,7 +9,14 @@
 // setting (Selection, Planning, Supervision). The command line binds its
 // flags into those fields; nothing copies them into another struct of
 // settings before the package that uses them (selector.Request,
-// launch.Spec, launch.RunOptions).
+// reserve.Options, launch.Spec, launch.RunOptions).
+//
+// The package also gives the launch command line its meaning, so that the
+// command only declares flags: Options.Resolve reads a CommandLine (the
+// flags' raw values) into Options with torchrun's semantics where a flag
+// is torchrun's (PET_* variables, --standalone, --rdzv-*, the hand-off to
+// torch's agent) and refuses what cannot run in one line (UsageError,
+// WordError); ExpandAbbrev expands argparse-style abbreviations.
 package job
 
 import (

@@ -63,7 +63,12 @@ func PET(env []string) []PETSetting {
 }
 
 // TorchrunFlags are the values of torchrun's flags that amdrun keeps as
-// given until Resolve.
+// given until Resolve: --nproc-per-node, --standalone,
+// --monitor-interval, --start-method, --event-log-handler, --local-addr,
+// --logs-specs, --numa-binding, --signals-to-handle, --shutdown-timeout,
+// --run-path, --virtual-local-rank, -r/--redirects, -t/--tee and
+// --duplicate-std{out,err}-filters, in that order; the zero value of
+// each is the flag not given.
 type TorchrunFlags struct {
 	NProc                                   string
 	Standalone                              bool

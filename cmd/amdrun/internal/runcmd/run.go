@@ -108,7 +108,8 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 			if err := applyPET(cmd.Flags(), f.Env(), l.PET); err != nil {
 				return err
 			}
-			l.Changed, l.Value, l.DryRun = cmd.Flags().Changed, func(n string) string { return cmd.Flags().Lookup(n).Value.String() }, opts.DryRun
+			l.Changed, l.DryRun = cmd.Flags().Changed, opts.DryRun
+			l.Value = func(name string) string { return cmd.Flags().Lookup(name).Value.String() }
 			if err := opts.Resolve(cmd.Context(), l); err != nil {
 				return usageError(err)
 			}
