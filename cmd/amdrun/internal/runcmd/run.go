@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"runtime"
-	"time"
 
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
@@ -22,7 +21,6 @@ import (
 type Options struct {
 	IO *iostreams.IOStreams
 	job.Options
-	Now func() time.Time
 
 	// DryRun prints the plan (job.Preview) instead of running it; JSON
 	// prints it as job.Document.
@@ -80,7 +78,7 @@ const example = `  amdrun --ngpus 4 train.py --lr 3e-4
 
 // NewCmdRun returns the root launch command; runF replaces Run in tests.
 func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IOStreams, Now: f.Now}
+	opts := &Options{IO: f.IOStreams}
 	opts.Deps = job.Deps{
 		Stdout: f.IOStreams.Out, Stderr: f.IOStreams.ErrOut, Stdin: f.IOStreams.In,
 		Topology: f.Topology, Rediscover: f.Rediscover, Run: f.Run, Env: f.Env, Executable: f.Executable,
