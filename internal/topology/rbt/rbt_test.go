@@ -2,6 +2,7 @@ package rbt
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -170,6 +171,45 @@ func TestApplyMismatch(t *testing.T) {
 	}
 	if m.Link(0, 1).Measured {
 		t.Fatal("model changed on error")
+	}
+}
+
+// TestApplyLeavesModelOnError holds Apply to its doc: on error the model
+// is unchanged, byte for byte in its JSON form. The models break an
+// invariant Validate checks after the figures are in (before, Apply had
+// already written the measured links when Validate refused).
+func TestApplyLeavesModelOnError(t *testing.T) {
+	r := parse(t, public(t, "rocm-bandwidth-test-mi210-4gpu-epyc7543p-archer2.txt"))
+	addrs := []string{"0000:09:00.0", "0000:49:00.0", "0000:87:00.0", "0000:c9:00.0"}
+	for _, tc := range []struct {
+		name    string
+		breakIt func(m *topology.Model)
+		want    error
+	}{
+		{"duplicate NUMA node", func(m *topology.Model) {
+			m.NUMANodes = []topology.NUMANode{{ID: 0, CPUs: []int{0}}, {ID: 0, CPUs: []int{1}}}
+		}, topology.ErrInvalidModel},
+		{"device CPU out of range", func(m *topology.Model) { m.Devices[2].CPUs = []int{-5} }, topology.ErrInvalidModel},
+		{"bus not in the topology", func(m *topology.Model) { m.Devices[3].PCIAddress = "0000:ca:00.0" }, ErrMismatch},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := model(t, 4, addrs)
+			tc.breakIt(m)
+			before, err := json.Marshal(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := Apply(m, r, nil); !errors.Is(err, tc.want) {
+				t.Fatalf("err = %v, want %v", err, tc.want)
+			}
+			after, err := json.Marshal(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(before, after) {
+				t.Errorf("model changed on error:\nbefore %s\nafter  %s", before, after)
+			}
+		})
 	}
 }
 
