@@ -144,7 +144,7 @@ type NUMANode struct {
 // unordered pair of devices has exactly one Link.
 type Model struct {
 	// Source names what filled the model: "sysfs", "rocm-smi", "amd-smi",
-	// "nvidia-smi", "file", possibly with a detail ("rocm-smi --json").
+	// "nvidia-smi", "file", possibly with a detail.
 	Source        string `json:"source"`
 	SourceVersion string `json:"source_version,omitempty"`
 	Vendor        Vendor `json:"vendor,omitempty"`

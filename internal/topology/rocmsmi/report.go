@@ -1,8 +1,8 @@
-// Package rocmsmi turns rocm-smi output (text or --json) into amdrun's
-// topology model.
+// Package rocmsmi turns rocm-smi's text output into amdrun's topology
+// model.
 //
-// ParseText and ParseJSON are pure: they read an io.Reader and return a
-// Report of what the output said. Reports from several rocm-smi runs are
+// ParseText is pure: it reads an io.Reader and returns a Report of what
+// the output said. Reports from several rocm-smi runs are
 // combined with Merge, and Model builds a finished, validated
 // topology.Model. Discover runs rocm-smi through an injected Runner and
 // does all three.

@@ -21,11 +21,6 @@ func TestPublicFixtures(t *testing.T) {
 		"rocm-smi-concise-legacy-mi210-4gpu-archer2.txt":                4,
 		"rocm-smi-concise-mi300x-4gpu-sriov.txt":                        4,
 		"rocm-smi-concise-mi308x-8gpu.txt":                              8,
-		"rocm-smi-json-alltopo-mi100-4gpu-pcie-rocm602.json":            4,
-		"rocm-smi-json-alltopo-mi100-6gpu-pcie-rocm571.json":            6,
-		"rocm-smi-json-alltopo-mi50-card0-8dev-topology.json":           8,
-		"rocm-smi-json-rx6700xt-rocm430-numa-affinity-4294967295.json":  1,
-		"rocm-smi-json-rx6700xt-rocm612.json":                           1,
 		"rocm-smi-showallinfo-mi300x-4gpu-sriov.txt":                    4,
 		"rocm-smi-shownodesbw-8gpu-fullmesh-xgmi.txt":                   8,
 		"rocm-smi-shownodesbw-8gpu-partial-xgmi-rocm-release-notes.txt": 8,
@@ -595,4 +590,16 @@ func wrap(sentinel error, detail string) error {
 
 func wrapKey(key string, err error) error {
 	return fmt.Errorf("%s: %w", key, err)
+}
+
+func TestModelNoDevices(t *testing.T) {
+	r, err := ParseText(strings.NewReader("==== ROCm System Management Interface ====\nERROR: No DRM devices available. Exiting\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.Model(nil)
+	want := &topology.ParseError{Source: "rocm-smi", Err: topology.ErrNoDevices}
+	if !reflect.DeepEqual(err, want) {
+		t.Errorf("err = %v, want %v", err, want)
+	}
 }
