@@ -191,14 +191,3 @@ func NewParseError(source string, line, col int, err error, format string, args 
 	}
 	return &ParseError{Source: source, Line: line, Column: col, Err: err}
 }
-
-// ReadLines reads all of r through a LineReader and returns its lines,
-// line k+1 at index k, for parsers that need to look ahead.
-func ReadLines(r io.Reader, source string) ([]string, error) {
-	lr := NewLineReader(r, source)
-	var out []string
-	for lr.Next() {
-		out = append(out, lr.Text())
-	}
-	return out, lr.Err()
-}

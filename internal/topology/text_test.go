@@ -92,10 +92,14 @@ func TestLineReaderErrors(t *testing.T) {
 	}
 }
 
-func TestReadLines(t *testing.T) {
-	got, err := ReadLines(strings.NewReader("a\r\n\nb"), "tool")
-	if err != nil || !reflect.DeepEqual(got, []string{"a", "", "b"}) {
-		t.Errorf("got %q %v", got, err)
+func TestLineReaderLineEnds(t *testing.T) {
+	lr := NewLineReader(strings.NewReader("a\r\n\nb"), "tool")
+	var got []string
+	for lr.Next() {
+		got = append(got, lr.Text())
+	}
+	if err := lr.Err(); err != nil || !reflect.DeepEqual(got, []string{"a", "", "b"}) || lr.Terminated() {
+		t.Errorf("got %q %v, last line terminated %v", got, err, lr.Terminated())
 	}
 }
 

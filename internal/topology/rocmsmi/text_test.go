@@ -588,10 +588,6 @@ func wrap(sentinel error, detail string) error {
 	return fmt.Errorf("%w: %s", sentinel, detail)
 }
 
-func wrapKey(key string, err error) error {
-	return fmt.Errorf("%s: %w", key, err)
-}
-
 func TestModelNoDevices(t *testing.T) {
 	r, err := ParseText(strings.NewReader("==== ROCm System Management Interface ====\nERROR: No DRM devices available. Exiting\n"))
 	if err != nil {
