@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/amdrun/amdrun/internal/printable"
 )
 
 // CPU leases. The CPUs of ranks bound exclusive or core-complex are
@@ -71,16 +73,6 @@ func (d *Dir) AcquireCPUs(cpus []int) (*Lease, error) {
 	return d.Acquire(CPUKeys(cpus))
 }
 
-// ListCPUs reports, by CPU, every CPU lease of the directory that is
-// held now (or whose file cannot be used).
-func (d *Dir) ListCPUs() (map[int]State, error) {
-	all, err := d.List()
-	if err != nil {
-		return nil, err
-	}
-	return byCPU(all), nil
-}
-
 // byCPU keeps the CPU keys of held, by CPU.
 func byCPU(held map[string]State) map[int]State {
 	out := map[int]State{}
@@ -114,7 +106,7 @@ func GroupCPUs(held map[int]State) []CPUHolding {
 	for _, c := range cpus {
 		s := held[c]
 		if s.Fault != nil {
-			out = append(out, CPUHolding{CPUs: []int{c}, Holder: s.Holder, Fault: Printable(s.Fault.Error(), 300)})
+			out = append(out, CPUHolding{CPUs: []int{c}, Holder: s.Holder, Fault: printable.String(s.Fault.Error(), 300)})
 			continue
 		}
 		i, ok := byPID[s.Holder.PID]

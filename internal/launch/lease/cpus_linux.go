@@ -24,3 +24,29 @@ func (d *Dir) cpuFilesMade(cpus []int) error {
 	}
 	return nil
 }
+
+// ListCPUs reports, by CPU, every CPU lease of the directory that is
+// held now (or whose file cannot be used): Held over the CPU lease files
+// it holds.
+func (d *Dir) ListCPUs() (map[int]State, error) {
+	if d.fd < 0 {
+		return map[int]State{}, nil
+	}
+	ents, err := names(d.fd, d.path)
+	if err != nil {
+		return nil, err
+	}
+	var keys []string
+	for _, n := range ents {
+		if k, ok := KeyFromFileName(n); ok {
+			if _, isCPU := CPUOfKey(k); isCPU {
+				keys = append(keys, k)
+			}
+		}
+	}
+	held, err := d.Held(keys)
+	if err != nil {
+		return nil, err
+	}
+	return byCPU(held), nil
+}
