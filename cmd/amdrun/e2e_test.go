@@ -204,7 +204,7 @@ func TestBadInputOneLineNonZero(t *testing.T) {
 		{"unknown source", []string{"--source", "magic", "topo"}, 2, "magic"},
 		{"unknown flag", []string{"--frobnicate", "x.py"}, 2, "frobnicate"},
 		{"missing script", []string{"--source", "example", "--ngpus", "2"}, 2, "SCRIPT"},
-		{"bad bind", []string{"--source", "example", "--bind", "socket", "--dry-run", "x.py"}, 2, "socket"},
+		{"bad bind", []string{"--source", "example", "--bind", "ccd", "--dry-run", "x.py"}, 2, "ccd"},
 		{"missing topology file", []string{"--topology", "/nonexistent/node.json", "topo"}, 1, "/nonexistent/node.json"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
