@@ -159,7 +159,11 @@ func (r *Report) systemValue(what string, a, b int, v string) error {
 		if u != "XGMI" && u != "PCIE" {
 			return fmt.Errorf("%w: %q", topology.ErrUnknownLinkType, v)
 		}
-		p.Type = u
+		if p.Type != "" && p.Type != u {
+			p.TypeOther = u // both directions given; Model decides
+		} else {
+			p.Type = u
+		}
 	}
 	return nil
 }
