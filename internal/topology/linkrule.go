@@ -23,18 +23,16 @@ const (
 	TypePCIE = "PCIE"
 )
 
-// xgmiMaxHopWeight is the highest weight per hop a pair of GPUs on one
-// XGMI fabric shows (15 per XGMI hop; 13 between partitions of one GPU);
-// pcieMinHopWeight the lowest a PCIe route shows (20 per segment).
+// Weight bounds. The lightest PCIe path between two GPUs is two
+// segments through one CPU (20 + 20 = 40); across sockets the CPU-CPU
+// segment adds 10 or more (52 on the MI100 node of rocm_smi_lib#108). An
+// XGMI fabric weighs 15 per physical hop (30, 45 for GPUs two or three
+// apart; 41 between MI300X GPUs in CPX mode), so weight alone decides
+// only outside 40-51.
 const (
-	xgmiMaxHopWeight = 16
-	pcieMinHopWeight = 20
-	// pcieMinWeight is the lightest PCIe path between two GPUs: two
-	// segments through one CPU (20 + 20). xgmiMaxWeight is the heaviest
-	// XGMI weight seen below it (41 between MI300X GPUs in CPX mode is
-	// above it, which is why weight alone decides only below 40).
-	pcieMinWeight = 52
-	xgmiMaxWeight = 39
+	pcieMinWeight      = 40 // no PCIe GPU-GPU path is lighter
+	xgmiMaxWeightAlone = 39 // with hops unknown, at most this is XGMI
+	pcieMinWeightAlone = 52 // with hops unknown, at least this is PCIe
 )
 
 // InferLinkType says what a pair's weight and hops alone make of its
@@ -42,34 +40,23 @@ const (
 // unknown, or contradicting each other). weight and hops at or below 0
 // are unknown (amd-smi on MI355X prints weight 0 for every pair).
 //
-//   - hops 1 is an XGMI fabric, hops 2 or more a route through the host;
-//   - with both known, the weight per hop must agree: at most 16 for
-//     XGMI, at least 20 for PCIe;
-//   - with only the weight, below 40 is XGMI and 52 or more PCIe.
+//   - hops 1 is one XGMI fabric, unless the weight is that of a PCIe
+//     route across sockets (52 or more);
+//   - hops 2 or more is a route through the host, unless the weight is
+//     below any PCIe path's (40);
+//   - with only the weight, up to 39 is XGMI and 52 or more PCIe.
 func InferLinkType(weight, hops int) string {
-	byHops := ""
+	w := weight > 0
 	switch {
-	case hops == 1:
-		byHops = TypeXGMI
-	case hops >= 2:
-		byHops = TypePCIE
-	}
-	if weight <= 0 {
-		return byHops
-	}
-	if hops <= 0 {
-		switch {
-		case weight <= xgmiMaxWeight:
-			return TypeXGMI
-		case weight >= pcieMinWeight:
-			return TypePCIE
-		}
-		return ""
-	}
-	switch {
-	case byHops == TypeXGMI && weight <= xgmiMaxHopWeight*hops:
+	case hops == 1 && (!w || weight < pcieMinWeightAlone):
 		return TypeXGMI
-	case byHops == TypePCIE && weight >= pcieMinHopWeight*hops:
+	case hops >= 2 && (!w || weight >= pcieMinWeight):
+		return TypePCIE
+	case hops > 0 || !w:
+		return ""
+	case weight <= xgmiMaxWeightAlone:
+		return TypeXGMI
+	case weight >= pcieMinWeightAlone:
 		return TypePCIE
 	}
 	return ""

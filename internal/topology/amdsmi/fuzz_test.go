@@ -77,7 +77,6 @@ func FuzzIdentity(f *testing.F) {
 			gpus = append(gpus, s.GPUs...)
 		}
 		for _, p := range []func() ([]GPU, error){
-			func() ([]GPU, error) { return ParseList(bytes.NewReader(data)) },
 			func() ([]GPU, error) { return ParseListJSON(bytes.NewReader(data)) },
 		} {
 			g, err := p()
