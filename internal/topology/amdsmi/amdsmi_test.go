@@ -400,6 +400,25 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
+// The old `topology --json` schema names no BDFs: with a default table
+// that does, Discover (its fallback reader) takes identities by index
+// rather than calling the two inconsistent; it compared "" with the
+// table's addresses.
+func TestDiscoverOldJSONSchemaWithDefaultTable(t *testing.T) {
+	var calls, warns []string
+	run := fakeRun(t, map[string]string{
+		"amd-smi topology --json": "public:amd-smi-topology-json-legacy-format-2gpu-pcie.json",
+		"amd-smi":                 "public:amd-smi-default-mi300x-dpx-excerpt-3dev-rocm-amdsmi132.txt",
+	}, &calls)
+	m, err := Discover(context.Background(), run, collect(&warns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.N() != 2 || m.Devices[1].PCIAddress != "0000:05:00.1" {
+		t.Fatalf("devices %+v", m.Devices)
+	}
+}
+
 // unwrapAll returns the innermost error (the sentinel).
 func unwrapAll(err error) error {
 	for {

@@ -431,19 +431,25 @@ func (d *discovery) use() error {
 
 // agreeBDFs checks that two calls list the same GPUs (by PCI address):
 // one that lists fewer was cut short, one that lists others describes
-// another set of devices. gpus without any BDF (old amd-smi) are not
-// compared. The error wraps topology.ErrInconsistent and names both
+// another set of devices. Lists without any BDF (old amd-smi, the old
+// topology --json schema) are not compared. The error wraps topology.ErrInconsistent and names both
 // calls.
 func agreeBDFs(name string, bdfs []string, otherName string, gpus []GPU) error {
-	var other []string
+	var mine, other []string
+	for _, b := range bdfs {
+		if b != "" {
+			mine = append(mine, b)
+		}
+	}
 	for _, g := range gpus {
 		if g.BDF != "" {
 			other = append(other, g.BDF)
 		}
 	}
-	if len(bdfs) == 0 || len(other) == 0 {
-		return nil
+	if len(mine) == 0 || len(other) == 0 {
+		return nil // the old topology --json schema gives no BDFs
 	}
+	bdfs = mine
 	a, b := bdfSet(bdfs), bdfSet(other)
 	onlyA, onlyB := minus(a, b), minus(b, a)
 	if len(onlyA) == 0 && len(onlyB) == 0 {
