@@ -1,9 +1,9 @@
 package selector
 
 import (
+	"cmp"
 	"math"
 	"slices"
-	"sort"
 )
 
 // class is a group of interchangeable candidates: the same link and
@@ -25,6 +25,19 @@ type class struct {
 // buildClasses groups the candidates in pool into classes, ordered by
 // their lowest index.
 func (p *problem) buildClasses(pool bitset) []class {
+	var cls []class
+	if p.group != nil && pool == firstN(p.n) {
+		cls = p.groupClasses()
+	} else {
+		cls = p.matchClasses(pool)
+	}
+	p.finishClasses(cls)
+	return cls
+}
+
+// matchClasses groups pool's devices by comparing each with one member
+// of every class found so far.
+func (p *problem) matchClasses(pool bitset) []class {
 	var cls []class
 	var rep []int
 	n := p.n
@@ -55,25 +68,66 @@ func (p *problem) buildClasses(pool bitset) []class {
 		}
 		cls[found].members = append(cls[found].members, v)
 	}
+	return cls
+}
+
+// finishClasses sets each class's internal link, member order and
+// first-member tables.
+func (p *problem) finishClasses(cls []class) {
+	n := p.n
+	total := len(cls)
+	for c := range cls {
+		total += len(cls[c].members)
+	}
+	// one backing array each for every class's tables
+	masks, loads := make([]bitset, total), make([]int64, total)
 	for c := range cls {
 		cl := &cls[c]
 		if len(cl.members) > 1 {
 			cl.inner = p.bw[cl.members[0]*n+cl.members[1]]
 		}
-		sort.SliceStable(cl.members, func(i, j int) bool {
-			a, b := cl.members[i], cl.members[j]
+		slices.SortFunc(cl.members, func(a, b int) int {
 			if p.load[a] != p.load[b] {
-				return p.load[a] < p.load[b]
+				return cmp.Compare(p.load[a], p.load[b])
 			}
-			return a < b
+			return cmp.Compare(a, b)
 		})
-		cl.firstMask = make([]bitset, len(cl.members)+1)
-		cl.firstLoad = make([]int64, len(cl.members)+1)
+		k := len(cl.members) + 1
+		cl.firstMask, cl.firstLoad = masks[:k:k], loads[:k:k]
+		masks, loads = masks[k:], loads[k:]
 		for i, v := range cl.members {
 			cl.firstMask[i+1] = cl.firstMask[i]
 			cl.firstMask[i+1].add(v)
 			cl.firstLoad[i+1] = cl.firstLoad[i] + p.load[v]
 		}
+	}
+}
+
+// groupClasses is buildClasses over every candidate when they are all
+// the devices: the prepared link groups split by NUMA node and busy
+// state, in the same order (by lowest member).
+func (p *problem) groupClasses() []class {
+	var cls []class
+	first := make([]int, p.n) // the class of a group's first member, by group
+	for v := 0; v < p.n; v++ {
+		g := p.group[v]
+		found := -1
+		if g != v {
+			for c := first[g]; c < len(cls); c++ {
+				if r := cls[c].members[0]; p.group[r] == g && p.numa[r] == p.numa[v] && p.busy.has(r) == p.busy.has(v) {
+					found = c
+					break
+				}
+			}
+		}
+		if found < 0 {
+			if g == v {
+				first[g] = len(cls)
+			}
+			cls = append(cls, class{numa: p.numa[v], busy: p.busy.has(v), deg: p.deg[v]})
+			found = len(cls) - 1
+		}
+		cls[found].members = append(cls[found].members, v)
 	}
 	return cls
 }
