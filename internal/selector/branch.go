@@ -120,18 +120,39 @@ func (p *problem) branchAndBound(k int) result {
 		p.top = p.ringTop()
 	}
 	b := p.searchOn(p.rootTables(), k)
-	offered := 0
+	b.offer(firstN(p.size).list()) // the naive set: the search has an answer
+	if k == 1 && b.rootSettled() {
+		return b.result()
+	}
 	for _, s := range p.seeds(b) {
-		if offered > 0 && p.bud.spent() {
-			break // the naive set is offered: the search has an answer
+		if p.bud.spent() {
+			break
 		}
 		b.offer(s)
-		offered++
 	}
 	// A spent budget stops the search at its root, which keeps the root's
 	// bound open.
 	b.dfs(0, p.size, len(b.levels)-1)
 	return b.result()
+}
+
+// rootSettled is the search's first node when one set is wanted and the
+// naive set is listed: when the bound of every set ranks none above it
+// (no higher key, and no set as good that is lexicographically smaller),
+// the search is over, the seeds not needed (the plugin's test sizes:
+// 4 of 32 MI308 partitions, 8 of 63 CPX, where a GPU's first partitions
+// are the answer). It charges the node as dfs does.
+func (b *classSearch) rootSettled() bool {
+	b.nodes++
+	b.p.bud.spend(b.nodeCost)
+	u, _ := b.upper(0, b.size, len(b.levels)-1)
+	if b.p.bud.spent() {
+		b.nodes-- // dfs visits the root again
+		return false
+	}
+	w := b.top.worst()
+	c := u.cmp(w.key)
+	return c < 0 || (c == 0 && !better(entry{key: u, mask: b.lexMin(0, b.size)}, w))
 }
 
 // rootTables are the class tables of every candidate: the Prepared's,

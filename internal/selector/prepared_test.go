@@ -135,3 +135,74 @@ func members(cls []class) [][]int {
 	}
 	return out
 }
+
+// greedyStart finds on the classes the start the device-by-device walk
+// finds: the lowest device with the most bandwidth over links >= t to
+// the others, among those whose component over such links holds size
+// devices.
+func TestGreedyStartIsTheDeviceWalk(t *testing.T) {
+	nodes := append(preparedNodes(t), realTopology{"distinct 40", newDistinctNode(t, 40, 3)})
+	r := rand.New(rand.NewPCG(25, 4))
+	for _, top := range nodes {
+		m := cloneModel(top.m)
+		for i := range m.Devices {
+			m.Devices[i].NUMANode = r.IntN(2) // classes split by NUMA node too
+		}
+		p := Prepare(m).newProblem(firstN(len(m.Devices)).list(), Tree, 1, rules{})
+		g := newClassGraph(p, p.buildClasses(firstN(p.n)))
+		levels := append([]int64{0}, slices.Sorted(slices.Values(p.bw))...)
+		for _, size := range []int{1, 2, 3, p.n / 2, p.n} {
+			for _, lt := range []int{0, len(levels) / 3, len(levels) / 2, len(levels) - 1} {
+				th := levels[lt]
+				if got, want := greedyStart(&g, size, th), startByDevices(p, size, th); got != want {
+					t.Errorf("%s size %d t %d: start %d, device walk %d", top.name, size, th, got, want)
+				}
+			}
+		}
+	}
+}
+
+// startByDevices is greedyStart device by device, as greedy did it
+// before issue 25: union-find over every pair.
+func startByDevices(p *problem, size int, t int64) int {
+	n := p.n
+	comp := make([]int, n)
+	for a := range comp {
+		comp[a] = a
+	}
+	find := func(a int) int {
+		for comp[a] != a {
+			a = comp[a]
+		}
+		return a
+	}
+	for a := 0; a < n; a++ {
+		for b := a + 1; b < n; b++ {
+			if p.bw[a*n+b] >= t {
+				if x, y := find(a), find(b); x != y {
+					comp[y] = x
+				}
+			}
+		}
+	}
+	compSize := make([]int, n)
+	for a := 0; a < n; a++ {
+		compSize[find(a)]++
+	}
+	start, startSum := 0, int64(-1)
+	for a := 0; a < n; a++ {
+		if compSize[find(a)] < size {
+			continue
+		}
+		var s int64
+		for b := 0; b < n; b++ {
+			if w := p.bw[a*n+b]; b != a && w >= t {
+				s += w
+			}
+		}
+		if s > startSum {
+			start, startSum = a, s
+		}
+	}
+	return start
+}
