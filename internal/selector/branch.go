@@ -22,6 +22,12 @@ type classSearch struct {
 	hasOpen bool // open holds a bound
 	nodes   int  // search nodes visited
 
+	// cut[c] is the least locality a member of class c keeps to
+	// candidates outside a set of size devices; lowCutFrom[c][r] the r
+	// lowest cuts of classes c.., summed (cutTables)
+	cut        []int64
+	lowCutFrom [][]int64
+
 	// The partial set: classes before the current depth are decided.
 	take      []int    // take[c]: members class c gives
 	total     pairSums // bandwidth of the decided pairs, and towards them
@@ -32,6 +38,7 @@ type classSearch struct {
 	busyCount int      // busy decided members
 	loadSum   int64    // load of the decided members
 	degSum    int64    // deg (locality to every candidate) of the decided members
+	cutSum    int64    // cut of the decided members
 	present   []int    // scratch: the classes a leaf takes from
 	active    []int    // scratch for connectable
 }
@@ -207,12 +214,47 @@ func (p *problem) searchOn(t *classTables, k int) *classSearch {
 	g := t.graph
 	g.scr = p.scr
 	nc := g.nc
-	return &classSearch{classGraph: g, classTables: t, p: p, size: p.size,
+	ints, sets := make([]int, 3*nc+p.nNUMA), make([]int64, 2*nc)
+	b := &classSearch{classGraph: g, classTables: t, p: p, size: p.size,
 		top:  &topK{k: k, e: make([]entry, 0, k)},
-		take: make([]int, nc), numaCount: make([]int, p.nNUMA),
-		total:    pairSums{w: g.bw, partners: t.totalPartners, toSet: make([]int64, nc)},
-		locality: pairSums{w: g.loc, partners: t.localityPartners, toSet: make([]int64, nc)},
-		present:  make([]int, 0, nc), active: make([]int, 0, nc)}
+		take: ints[:nc:nc], numaCount: ints[3*nc:],
+		total:    pairSums{w: g.bw, partners: t.totalPartners, toSet: sets[:nc:nc]},
+		locality: pairSums{w: g.loc, partners: t.localityPartners, toSet: sets[nc:]},
+		present:  ints[nc : nc : 2*nc], active: ints[2*nc : 2*nc : 3*nc]}
+	b.cutTables()
+	return b
+}
+
+// cutTables fill cut and lowCutFrom for sets of b.size devices: a
+// member of class c keeps at least cut[c] of its locality outside the
+// set, its degree less its size-1 highest locality links (what the
+// split term counts, bounds.go).
+func (b *classSearch) cutTables() {
+	nc := b.nc
+	all := make([]int64, nc, nc+(nc+1)*(b.p.n+1))
+	b.cut = all[:nc:nc]
+	for c := range b.cls {
+		need, top := int64(b.size-1), int64(0)
+		for _, pt := range b.locality.partners[c] {
+			if need <= 0 {
+				break
+			}
+			take := min(need, int64(pt.count))
+			top += take * pt.w
+			need -= take
+		}
+		b.cut[c] = b.cls[c].deg - top
+	}
+	sums := all[nc:]
+	cuts := b.p.scr.x[:0] // the cuts of classes c.., ascending
+	b.lowCutFrom = make([][]int64, nc+1)
+	b.lowCutFrom[nc], sums = lowestSums(sums, cuts)
+	for c := nc - 1; c >= 0; c-- {
+		for range b.cls[c].members {
+			cuts = insertSorted(cuts, b.cut[c])
+		}
+		b.lowCutFrom[c], sums = lowestSums(sums, cuts)
+	}
 }
 
 func (p *problem) newClassTables(cls []class) *classTables {
@@ -400,6 +442,7 @@ func (b *classSearch) decide(c, t, sign int) {
 	b.busyCount += sign * boolInt(cl.busy) * t
 	b.loadSum += int64(sign) * cl.firstLoad[t]
 	b.degSum += int64(sign*t) * cl.deg
+	b.cutSum += int64(sign*t) * b.cut[c]
 }
 
 func boolInt(x bool) int {
@@ -475,7 +518,7 @@ func (b *classSearch) leaf() {
 // form (each class giving its first members, as the search would) and
 // offers it.
 func (b *classSearch) offer(vs []int) {
-	count := make(map[int]int)
+	count := make([]int, b.nc)
 	for _, v := range vs {
 		for c := range b.cls {
 			if slices.Contains(b.cls[c].members, v) {

@@ -66,8 +66,9 @@ type scratch struct {
 }
 
 func newScratch(n int) *scratch {
-	return &scratch{a: make([]int, n), b: make([]int, n), c: make([]int, n), d: make([]int, n),
-		x: make([]int64, n), y: make([]int64, n), f: make([]bool, n), g: make([]bool, n), caps: make([]capped, n)}
+	ints, i64s, bools := make([]int, 4*n), make([]int64, 2*n), make([]bool, 2*n)
+	return &scratch{a: ints[:n:n], b: ints[n : 2*n : 2*n], c: ints[2*n : 3*n : 3*n], d: ints[3*n:],
+		x: i64s[:n:n], y: i64s[n:], f: bools[:n:n], g: bools[n:], caps: make([]capped, n)}
 }
 
 func newProblem(m *topology.Model, cands []int, pol Policy, size int, r rules) *problem {

@@ -373,7 +373,7 @@ func candidates(m *topology.Model, req Request) ([]int, error) {
 		return nil, fmt.Errorf("selector: %w: unknown order %d", ErrBadRequest, int(req.Order))
 	}
 	allowed := allowedSet(m, req)
-	var out []int
+	out := make([]int, 0, len(m.Devices))
 	for i := range m.Devices {
 		if !allowed[i] {
 			continue
