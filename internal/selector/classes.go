@@ -283,7 +283,19 @@ func (g *classGraph) hamAt(bud *budget, present, take []int, size int, t int64) 
 	if len(present) == 1 {
 		return g.link(present[0], present[0]) >= t, true
 	}
-	// degrees and Dirac's condition
+	if ok, decided := g.hamByDegrees(present, take, size, t); decided {
+		return ok, true
+	}
+	if !g.connectedAt(present, t) {
+		return false, true
+	}
+	return g.hamByRuns(bud, present, take, t)
+}
+
+// hamByDegrees decides what the degrees decide: a device with fewer than
+// two links >= t has no cycle; with every degree at least size/2 there
+// is one (Dirac's condition).
+func (g *classGraph) hamByDegrees(present, take []int, size int, t int64) (ok, decided bool) {
 	minDeg := math.MaxInt
 	for _, c := range present {
 		deg := 0
@@ -300,11 +312,12 @@ func (g *classGraph) hamAt(bud *budget, present, take []int, size int, t int64) 
 		}
 		minDeg = min(minDeg, deg)
 	}
-	if 2*minDeg >= size {
-		return true, true
-	}
+	return 2*minDeg >= size, 2*minDeg >= size
+}
+
+// connectedAt says the present classes are connected over links >= t.
+func (g *classGraph) connectedAt(present []int, t int64) bool {
 	np := len(present)
-	// connectivity over classes
 	seen := make([]bool, np)
 	seen[0] = true
 	stack := []int{0}
@@ -320,11 +333,17 @@ func (g *classGraph) hamAt(bud *budget, present, take []int, size int, t int64) 
 			}
 		}
 	}
-	if reached != np {
-		return false, true
-	}
-	// DP over run counts: radix hi_c+1 per present class. The state cap
-	// also keeps np below 64, the width of the masks below.
+	return reached == np
+}
+
+// hamByRuns is the dynamic programme over how many runs (maximal
+// stretches of one class) of each present class a cycle has used, the
+// bitmask of classes a run may end with at each count; undecided when
+// the table would pass hamStates.
+func (g *classGraph) hamByRuns(bud *budget, present, take []int, t int64) (ok, decided bool) {
+	np := len(present)
+	// radix hi_c+1 per present class. The state cap also keeps np below
+	// 64, the width of the masks below.
 	hi := make([]int, np)
 	radix := make([]int, np)
 	states := 1
@@ -348,11 +367,7 @@ func (g *classGraph) hamAt(bud *budget, present, take []int, size int, t int64) 
 	reach := make([]uint64, states) // bitmask of the last class
 	reach[radix[0]] = 1             // one run of the start class
 	for s := 0; s < states; s++ {
-		last := reach[s]
-		if last == 0 {
-			continue
-		}
-		for l := last; l != 0; l &= l - 1 {
+		for l := reach[s]; l != 0; l &= l - 1 {
 			a := trailingZeros(l)
 			for nx := adj[a]; nx != 0; nx &= nx - 1 {
 				j := trailingZeros(nx)
