@@ -120,6 +120,9 @@ func TestTorchrunCorpus(t *testing.T) {
 	}
 	for _, c := range lines {
 		t.Run(c.id, func(t *testing.T) {
+			// Two lines at a time on a 2-core machine (go test -parallel
+			// is GOMAXPROCS): torchrun's start is one core importing torch.
+			t.Parallel()
 			args := func() []string {
 				f := strings.Fields(c.run)
 				if f[0] != "torchrun" {
