@@ -622,27 +622,21 @@ func holdsLinkTypes(rows [][]topology.Field) bool {
 }
 
 // checkSymmetric refuses a Weight or Hops matrix whose diagonal is not 0
-// or whose two halves disagree: a row out of place would otherwise turn
-// a pair into another link silently.
+// or whose two halves disagree (topology.CheckCountMatrix, the check
+// amd-smi's tables get too): a row out of place would otherwise turn a
+// pair into another link silently.
 func (p *textParser) checkSymmetric(sec sectionInfo, cols []int, rows [][]topology.Field, rowLine []int, grid []cell) error {
 	n := len(cols)
 	what := "weight"
 	if sec.kind == kindHops {
 		what = "hops"
 	}
-	for r := 0; r < n; r++ {
-		if d := grid[r*n+r]; d.ok && d.a != 0 {
-			return errAt(sec.source, rowLine[r], rows[r][r].Col, topology.ErrInconsistent, "GPU%d's %s to itself is %d, not 0; a row or column is out of place", cols[r], what, d.a)
-		}
-		for c := 0; c < r; c++ {
-			lo, up := grid[r*n+c], grid[c*n+r]
-			if lo.ok && up.ok && lo.a != up.a {
-				return errAt(sec.source, rowLine[r], rows[r][c].Col, topology.ErrInconsistent, "GPU%d-GPU%d %s is %d but GPU%d-GPU%d is %d; a row or column is out of place",
-					cols[r], cols[c], what, lo.a, cols[c], cols[r], up.a)
-			}
-		}
+	f := topology.CheckCountMatrix(n, func(r, c int) (int64, bool) { return grid[r*n+c].a, grid[r*n+c].ok })
+	if f == nil {
+		return nil
 	}
-	return nil
+	label := func(i int) string { return fmt.Sprintf("GPU%d", cols[i]) }
+	return errAt(sec.source, rowLine[f.Row], rows[f.Row][f.Col].Col, topology.ErrInconsistent, "%s", f.Describe(label, what))
 }
 
 // commit stores a parsed matrix, reading the upper triangle and noting
@@ -655,6 +649,14 @@ func (p *textParser) commit(sec sectionInfo, cols []int, grid []cell) {
 			v := up
 			if !up.ok {
 				v = lo
+			}
+			if up.ok && lo.ok && up != lo && sec.kind == kindType {
+				// Which reading is right is for topology.ResolveLinkType
+				// to decide in Model, by weight and hops, never by the
+				// order of the rows (issue 24).
+				pr := p.r.pair(cols[a], cols[b])
+				pr.Type, pr.TypeOther = up.s, lo.s
+				continue
 			}
 			if up.ok && lo.ok && up != lo {
 				p.r.note("%s: GPU%d-GPU%d reads %s but GPU%d-GPU%d reads %s; using the first",
