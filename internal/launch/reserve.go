@@ -53,7 +53,9 @@ type Reservation struct {
 	LockWait time.Duration
 	// Queued, when set, is called once with the reason when the job
 	// starts waiting.
-	Queued func(want int, why error)
+	// ahead lists the jobs waiting in the queue before it, oldest first,
+	// as the kernel vouches for them (lease.Dir.Queue).
+	Queued func(want int, why error, ahead []lease.Waiting)
 	// Refresh, when set, discovers the node again. A queued job calls it
 	// when a device another job leased becomes free, and takes the fresh
 	// busy state of the devices: at start a leased device is usually busy
@@ -143,7 +145,7 @@ func Reserve(ctx context.Context, r Reservation) (*selector.Choice, *lease.Lease
 		if errors.As(err, &ne) {
 			want = ne.Requested
 		}
-		r.Queued(want, unwrapBusy(err))
+		r.Queued(want, unwrapBusy(err), r.Leases.Queue(len(keys)))
 	}
 	poll := r.Poll
 	if poll <= 0 {

@@ -565,8 +565,14 @@ func (d *Dir) Held(keys []string) (map[string]State, error) {
 		for _, b := range busy {
 			pid := lockPID(locks, &b.st)
 			h, ok := byPID[pid]
+			if ok && h.Locker != 0 && h.PID > 0 {
+				// Another process was found holding what pid took: most
+				// likely it holds this one too; the kernel says.
+				budget := maxFdinfo
+				ok, _ = holds(h.PID, &b.st, &budget)
+			}
 			if !ok {
-				h = procHolder(pid)
+				h = resolveHolder(pid, &b.st)
 				byPID[pid] = h
 			}
 			held[b.key] = State{Holder: h}
@@ -712,63 +718,78 @@ func (d *Dir) inPlace() error {
 // tries once and returns choose's ErrBusy error when nothing fits. With
 // poll > 0 it waits its turn in the queue (need is how many devices this
 // job wants, which the queue shows to later waiters), first come first
-// served, and retries every poll until it gets a lease or ctx is done
-// (then it returns an error wrapping ctx.Err()). When the queue cannot
-// be used (see Enqueue) it warns once and waits without it, in no
-// particular order.
+// served by the queue's rule (queue.go), and retries every poll until it
+// gets a lease or ctx is done (then it returns an error wrapping
+// ctx.Err()). When this user already has MaxTicketsPerUser jobs waiting
+// it fails at once with an error wrapping ErrQueueFull; when the queue
+// cannot be used otherwise (see Enqueue) it warns once and waits without
+// it, in no particular order.
 func (d *Dir) Claim(ctx context.Context, all []string, need int, choose Chooser, poll time.Duration) (*Lease, error) {
-	try := func() (*Lease, error) {
-		unlock, err := d.Lock(ctx)
-		if err != nil {
-			return nil, err
-		}
-		defer unlock()
-		if err := d.inPlace(); err != nil {
-			return nil, err
-		}
-		held, err := d.Held(all)
-		if err != nil {
-			return nil, err
-		}
-		keys, err := choose(held)
-		if err != nil {
-			return nil, err
-		}
-		return d.Acquire(keys)
-	}
 	if poll <= 0 {
-		return try()
+		return d.claimOnce(ctx, all, choose, nil)
 	}
 	t, err := d.Enqueue(need, len(all))
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrQueueFull):
+		return nil, err
+	case err != nil:
 		d.warnOnce("queue", "%v; waiting without first-come-first-served order", err)
 		t = nil
-	} else {
+	default:
 		defer t.Done()
 	}
 	for {
-		first := true
-		if t != nil {
-			held, err := d.Held(all)
-			if err != nil {
-				return nil, err
-			}
-			if first, err = t.First(len(all) - len(held)); err != nil {
-				return nil, err
-			}
-		}
-		if first {
-			l, err := try()
-			if err == nil || !errors.Is(err, ErrBusy) {
-				return l, err
-			}
+		l, err := d.claimOnce(ctx, all, choose, t)
+		if err == nil || !errors.Is(err, ErrBusy) {
+			return l, err
 		}
 		tm := time.NewTimer(poll)
 		select {
 		case <-ctx.Done():
 			tm.Stop()
+			if by := t.HeldBy(); by != nil {
+				return nil, fmt.Errorf("lease: waiting for devices, behind %s: %w", by, ctx.Err())
+			}
 			return nil, fmt.Errorf("lease: waiting for devices: %w", ctx.Err())
 		case <-tm.C:
 		}
 	}
+}
+
+// errNotYourTurn: the queue holds this waiter back (Ticket.HeldBy says
+// behind whom); it waits as for busy devices.
+var errNotYourTurn = fmt.Errorf("%w: an older job in the queue goes first", ErrBusy)
+
+// claimOnce is one try under the node lock: what is free is read, the
+// queue asked (when t is set) with that count, and choose's devices
+// leased, all before the lock is let go, so that no job starts ahead of
+// an older one on a count that has changed since (a small job backfills
+// only on devices a larger one could not use at that moment).
+func (d *Dir) claimOnce(ctx context.Context, all []string, choose Chooser, t *Ticket) (*Lease, error) {
+	unlock, err := d.Lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if err := d.inPlace(); err != nil {
+		return nil, err
+	}
+	held, err := d.Held(all)
+	if err != nil {
+		return nil, err
+	}
+	if t != nil {
+		first, err := t.First(len(all) - len(held))
+		if err != nil {
+			return nil, err
+		}
+		if !first {
+			return nil, errNotYourTurn
+		}
+	}
+	keys, err := choose(held)
+	if err != nil {
+		return nil, err
+	}
+	return d.Acquire(keys)
 }
