@@ -139,6 +139,9 @@ func Reserve(ctx context.Context, r Reservation) (*selector.Choice, *lease.Lease
 	if err == nil || r.Wait == 0 || !errors.Is(err, lease.ErrBusy) {
 		return choice, l, r.explain(ctx, err)
 	}
+	if err := r.Leases.QueueRoom(len(keys)); err != nil {
+		return nil, nil, err // this user's queue is full: no waiting
+	}
 	if r.Queued != nil {
 		want := r.Request.N
 		var ne *selector.NotEnoughError
@@ -239,6 +242,10 @@ func (r Reservation) explain(ctx context.Context, err error) error {
 	case errors.As(err, &le):
 		return fmt.Errorf("gave up waiting for devices after %s: %w", r.Wait, err)
 	case errors.Is(err, context.DeadlineExceeded):
+		var we *lease.WaitError
+		if errors.As(err, &we) && we.Behind != nil {
+			return fmt.Errorf("gave up waiting for devices after %s, behind %s in the queue", r.Wait, we.Behind)
+		}
 		return fmt.Errorf("gave up waiting for devices after %s", r.Wait)
 	}
 	return unwrapBusy(err)

@@ -156,7 +156,8 @@ func (h Holder) String() string {
 	if !h.Start.IsZero() {
 		b.WriteString(", started " + h.Start.Format("15:04:05"))
 	}
-	if n := h.Note(); n != "" && !h.Gone {
+	// Unverified is said by ps, not in every message naming a holder.
+	if n := h.Note(); n != "" && !h.Gone && !h.Unverified {
 		b.WriteString(" [" + n + "]")
 	}
 	return b.String()
@@ -318,6 +319,24 @@ func (e *LockedError) Error() string {
 
 // Unwrap returns ErrLocked and the context's error.
 func (e *LockedError) Unwrap() []error { return []error{ErrLocked, e.Err} }
+
+// WaitError says that the wait for devices ended (with its context)
+// while the job waited in the queue; Behind is the ticket that held it
+// back at the last look (nil: none did; devices were busy).
+type WaitError struct {
+	Behind *Waiting
+	Err    error
+}
+
+func (e *WaitError) Error() string {
+	if e.Behind != nil {
+		return fmt.Sprintf("lease: waiting for devices, behind %s: %v", e.Behind, e.Err)
+	}
+	return fmt.Sprintf("lease: waiting for devices: %v", e.Err)
+}
+
+// Unwrap returns the context's error.
+func (e *WaitError) Unwrap() error { return e.Err }
 
 // Chooser picks the device keys to lease, given the ones that cannot be
 // leased now (as Held returns them). When no acceptable set is free it

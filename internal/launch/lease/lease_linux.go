@@ -747,10 +747,7 @@ func (d *Dir) Claim(ctx context.Context, all []string, need int, choose Chooser,
 		select {
 		case <-ctx.Done():
 			tm.Stop()
-			if by := t.HeldBy(); by != nil {
-				return nil, fmt.Errorf("lease: waiting for devices, behind %s: %w", by, ctx.Err())
-			}
-			return nil, fmt.Errorf("lease: waiting for devices: %w", ctx.Err())
+			return nil, &WaitError{Behind: t.HeldBy(), Err: ctx.Err()}
 		case <-tm.C:
 		}
 	}
@@ -759,6 +756,17 @@ func (d *Dir) Claim(ctx context.Context, all []string, need int, choose Chooser,
 // errNotYourTurn: the queue holds this waiter back (Ticket.HeldBy says
 // behind whom); it waits as for busy devices.
 var errNotYourTurn = fmt.Errorf("%w: an older job in the queue goes first", ErrBusy)
+
+// newcomer applies the queue's rule to a job that is not in the queue
+// (it does not wait, or has not joined yet), as if it came last: it
+// waits for nobody that could start now (it would not wait long enough
+// for a patience), but it does not start ahead of a ticket that has
+// waited Backfill and keeps its place, so a large request is not starved
+// by jobs that never queue.
+func (d *Dir) newcomer(free, total int) (bool, *Waiting) {
+	c := clock{spent: Patience}
+	return rule{Patience, Backfill}.turn(d.Queue(total), free, time.Now(), &c)
+}
 
 // claimOnce is one try under the node lock: what is free is read, the
 // queue asked (when t is set) with that count, and choose's devices
@@ -778,14 +786,17 @@ func (d *Dir) claimOnce(ctx context.Context, all []string, choose Chooser, t *Ti
 	if err != nil {
 		return nil, err
 	}
+	free := len(all) - len(held)
 	if t != nil {
-		first, err := t.First(len(all) - len(held))
+		first, err := t.First(free)
 		if err != nil {
 			return nil, err
 		}
 		if !first {
 			return nil, errNotYourTurn
 		}
+	} else if ok, by := d.newcomer(free, len(all)); !ok {
+		return nil, fmt.Errorf("lease: %w: a job waiting longer than %s keeps its place in the queue: %s", ErrBusy, Backfill, by)
 	}
 	keys, err := choose(held)
 	if err != nil {

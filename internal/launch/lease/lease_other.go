@@ -68,6 +68,9 @@ func (t *Ticket) First(free int) (bool, error) {
 // HeldBy is nil: no ticket can be taken on this system.
 func (t *Ticket) HeldBy() *Waiting { return nil }
 
+// QueueRoom is nil: there is no queue on this system.
+func (d *Dir) QueueRoom(total int) error { return nil }
+
 // Queue is empty: no ticket can be taken on this system.
 func (d *Dir) Queue(total int) []Waiting { return nil }
 

@@ -112,15 +112,8 @@ func (d *Dir) Enqueue(need, total int) (*Ticket, error) {
 // join checks the user's limit, then makes and locks the ticket.
 func (t *Ticket) join() error {
 	qpath := filepath.Join(t.dir.path, queueDir)
-	mine := 0
-	for _, w := range t.scan() {
-		if w.UID == t.dir.euid {
-			mine++
-		}
-	}
-	if mine >= t.perUser {
-		return fmt.Errorf("lease: %w: %s already has %d jobs waiting for devices here (at most %d per user); wait for one to start, or stop one",
-			ErrQueueFull, ownerName(t.dir.euid), mine, t.perUser)
+	if err := t.room(); err != nil {
+		return err
 	}
 	start, err := selfStart()
 	if err != nil {
@@ -289,6 +282,38 @@ func (t *Ticket) Done() {
 	unix.Close(t.fd)
 	unix.Close(t.qfd)
 	t.fd, t.qfd = -1, -1
+}
+
+// QueueRoom reports whether this user may join the queue now: an error
+// wrapping ErrQueueFull when it already has MaxTicketsPerUser tickets
+// waiting (see Enqueue), else nil (also when there is no queue).
+func (d *Dir) QueueRoom(total int) error {
+	if d.fd < 0 {
+		return nil
+	}
+	qfd, err := unix.Openat(d.fd, queueDir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	defer unix.Close(qfd)
+	t := &Ticket{dir: d, total: total, perUser: MaxTicketsPerUser, qfd: qfd, fd: -1, pid: os.Getpid()}
+	return t.room()
+}
+
+// room is the user's limit: an error wrapping ErrQueueFull when it is
+// reached.
+func (t *Ticket) room() error {
+	mine := 0
+	for _, w := range t.scan() {
+		if w.UID == t.dir.euid {
+			mine++
+		}
+	}
+	if mine >= t.perUser {
+		return fmt.Errorf("lease: %w: %s already has %d jobs waiting for devices here (at most %d per user); wait for one to start, or stop one",
+			ErrQueueFull, ownerName(t.dir.euid), mine, t.perUser)
+	}
+	return nil
 }
 
 // Queue lists the tickets waiting in the directory's queue that the
