@@ -219,13 +219,22 @@ func (t *Ticket) ticketOf(pid int, inos []uint64, dev uint64) (Waiting, bool) {
 	}
 	buf := make([]byte, maxTicket)
 	k, _ := unix.Pread(fd, buf, 0)
+	need, ok := parseTicket(buf[:max(k, 0)], t.total)
+	if !ok {
+		return Waiting{}, false // not a ticket amdrun wrote for this node
+	}
+	return Waiting{PID: pid, UID: uid, User: userName(uid), Need: need, Since: time.Unix(fst.Ctim.Unix())}, true
+}
+
+// parseTicket reads a ticket's {"need":N}; ok only for 1 <= N <= total.
+func parseTicket(b []byte, total int) (int, bool) {
 	var c struct {
 		Need int `json:"need"`
 	}
-	if k <= 0 || json.Unmarshal(buf[:k], &c) != nil || c.Need < 1 || c.Need > t.total {
-		return Waiting{}, false // not a ticket amdrun wrote for this node
+	if len(b) == 0 || json.Unmarshal(b, &c) != nil || c.Need < 1 || c.Need > total {
+		return 0, false
 	}
-	return Waiting{PID: pid, UID: uid, User: userName(uid), Need: c.Need, Since: time.Unix(fst.Ctim.Unix())}, true
+	return c.Need, true
 }
 
 // ahead is the counting tickets older than this one, oldest first.
