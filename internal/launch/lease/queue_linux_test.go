@@ -404,3 +404,69 @@ func mustName(t *testing.T, key string) string {
 	}
 	return n
 }
+
+// TestHolderRecycledPIDEndToEnd plays issue 26's case: a job's lease
+// left with a descriptor handed to an outside process, the job's process
+// exited, and its pid went to an unrelated process of another user
+// (forced through /proc/sys/kernel/ns_last_pid). /proc/locks still names
+// that pid; the holder reported is the outside process, never the
+// unrelated one.
+func TestHolderRecycledPIDEndToEnd(t *testing.T) {
+	testutil.EndToEnd(t)
+	u := testutil.NewUser(t)
+	d, _ := openTemp(t)
+	keys := keysN(1)
+	cmd := child(t, "handoff", d.Path(), keys)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sleeper, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil {
+		t.Fatalf("handoff printed %q", out)
+	}
+	t.Cleanup(func() { syscall.Kill(sleeper, syscall.SIGKILL) })
+	gone := cmd.Process.Pid
+	var reuser *exec.Cmd
+	for try := 0; try < 50 && reuser == nil; try++ {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", gone)); err == nil {
+			break // another process took the pid already: that will do
+		}
+		if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(gone-1)), 0); err != nil {
+			t.Skipf("cannot steer pids: %v", err)
+		}
+		c := u.Command("/bin/sleep", "120")
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if c.Process.Pid == gone {
+			reuser = c
+		} else {
+			c.Process.Kill()
+			c.Wait()
+		}
+	}
+	if reuser != nil {
+		defer func() { reuser.Process.Kill(); reuser.Wait() }()
+	}
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d", gone)); err != nil {
+		t.Skipf("pid %d was not given to another process in 50 tries", gone)
+	}
+	fd, st, err := d.lockFile(mustName(t, keys[0]), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(fd)
+	if pid := lockPID(readProcLocks(), &st); pid != gone {
+		t.Fatalf("/proc/locks names pid %d, want %d (the exited locker)", pid, gone)
+	}
+	held, err := d.Held(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := held[keys[0]].Holder
+	if h.PID != sleeper || h.Locker != gone || !h.Outside || h.UID != os.Getuid() {
+		t.Errorf("holder %+v: want the sleeper %d that holds it (taken by %d), not pid %d's new process", h, sleeper, gone, gone)
+	}
+	t.Logf("pid %d reused (by %s: %v); holder reported: %s", gone, u.Name, reuser != nil, h)
+}
