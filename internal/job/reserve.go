@@ -130,8 +130,8 @@ func reservation(o *Options, m *topology.Model, mask *launch.Mask, dryRun bool) 
 			topology.FormatCPUList(o.Devices), topology.FormatCPUList(mask.Candidates()))
 	}
 	res := reserve.Options{Model: m, Request: req, Policy: o.Policy, DryRun: dryRun, Wait: o.Wait, Refresh: o.Rediscover,
-		Queued: func(want int, why error) {
-			fmt.Fprintf(o.Stderr, "amdrun: waiting for %d free device(s) (queued, first come first served): %v\n", want, userError(why))
+		Queued: func(want int, why error, ahead []lease.Waiting) {
+			fmt.Fprintf(o.Stderr, "amdrun: waiting for %d free device(s) (queued, %s): %v\n", want, queueAhead(ahead), userError(why))
 		},
 	}
 	if o.NoLease {
@@ -205,4 +205,22 @@ func torchVersion(ctx context.Context, o *Options) <-chan string {
 		ch <- launch.ParseTorchVersion(out)
 	}()
 	return ch
+}
+
+// queueAhead says who waits before a job that joins the queue: "first in
+// the queue", or "behind 2 jobs: alice (pid 42): 8 device(s) since
+// 15:04:05; ...", at most three named.
+func queueAhead(ahead []lease.Waiting) string {
+	if len(ahead) == 0 {
+		return "first in the queue"
+	}
+	var names []string
+	for i, w := range ahead {
+		if i == 3 {
+			names = append(names, fmt.Sprintf("and %d more", len(ahead)-3))
+			break
+		}
+		names = append(names, w.String())
+	}
+	return fmt.Sprintf("behind %d job(s): %s", len(ahead), strings.Join(names, "; "))
 }
