@@ -277,12 +277,13 @@ func (o *Options) resolveRendezvous(l *CommandLine) error {
 		return o.ownRendezvous(l, rdzv)
 	case "torchrun":
 		for _, f := range []string{"python", "no-prefix", "bind"} {
-			if l.Changed(f) && !(o.Agent && f == "python") { // the agent runs with --python
+			// The agent runs with --python, and its workers bound as --bind says.
+			if l.Changed(f) && !(o.Agent && (f == "python" || f == "bind")) {
 				return usageErrorf("--%s does not apply with --launcher torchrun (torchrun starts the ranks: give torchrun's own options through its environment or use --launcher amdrun)", f)
 			}
 		}
 		o.Rdzv = rdzv
-		o.TorchrunArgs = torchrunArgs(l)
+		o.TorchrunArgs = torchrunArgs(l, o.Agent)
 		if o.ranksKnown() == 0 && !o.CPUOnly && !l.DryRun {
 			return usageErrorf("--launcher torchrun needs --ngpus or --nproc-per-node N")
 		}

@@ -75,6 +75,13 @@ type Deps struct {
 	// HostNUMA returns this host's NUMA nodes (for binding; a saved
 	// topology may describe another machine).
 	HostNUMA func() ([]topology.NUMANode, error)
+	// HostCPUGroups returns the sockets and level-3 caches of the CPUs of
+	// nodes (for --bind socket and core-complex, the only callers: the
+	// read costs milliseconds per hundred CPUs); nil means unknown.
+	HostCPUGroups func(nodes []topology.NUMANode) (*topology.CPUGroups, error)
+	// OwnCPUs returns the CPUs amdrun may use (sched_getaffinity); nil
+	// means launch.OwnCPUs. Tests planning on a captured host set it.
+	OwnCPUs func() []int
 	// NumCPU is the number of CPUs amdrun may use (runtime.NumCPU); it
 	// sizes CPU ranks for --nproc-per-node cpu and auto.
 	NumCPU func() int

@@ -18,6 +18,10 @@ type shimArgs struct {
 	guard bool
 	hold  int
 	argv  []string
+	// localCPUs and localMems are every local rank's lists
+	// (--local-cpus, --local-mems: see shim_local.go); nil when not
+	// given.
+	localCPUs, localMems [][]int
 }
 
 // parseShimArgs parses "--cpus LIST --mems LIST --mempolicy P [--guard
@@ -49,6 +53,10 @@ func parseShimArgs(args []string) (*shimArgs, error) {
 			sa.cpus, err = topology.ParseCPUList(v)
 		case "--mems":
 			sa.mems, err = topology.ParseCPUList(v)
+		case "--local-cpus":
+			sa.localCPUs, err = parseLocalLists(v)
+		case "--local-mems":
+			sa.localMems, err = parseLocalLists(v)
 		case "--mempolicy":
 			sa.policy, err = ParseMemPolicy(v)
 		case "--hold":

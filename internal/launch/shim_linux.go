@@ -51,6 +51,10 @@ func ShimMain(args []string) int {
 	// the rank) must happen on the thread that was bound.
 	runtime.LockOSThread()
 	sa, err := parseShimArgs(args)
+	if err == nil {
+		lr, ok := os.LookupEnv("LOCAL_RANK")
+		err = pickLocalRank(sa, lr, ok)
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "amdrun bind: %v\n", err)
 		return 2

@@ -256,7 +256,7 @@ func TestNewCmdRunFlagErrors(t *testing.T) {
 		{"wait duration without =", []string{"--wait", "30s", "t.py"}, []string{"--wait", "--wait=30s"}},
 		{"zero wait", []string{"--wait=0s", "t.py"}, []string{"--wait", `"0s"`}},
 		{"bad numa balancing", []string{"--numa-balancing", "maybe", "t.py"}, []string{"--numa-balancing", `"maybe"`}},
-		{"bad bind", []string{"--bind", "socket", "t.py"}, []string{"--bind", `"socket"`}},
+		{"bad bind", []string{"--bind", "ccd", "t.py"}, []string{"--bind", `"ccd"`}},
 		{"bad mem policy", []string{"--mem-policy", "interleave", "t.py"}, []string{"--mem-policy", `"interleave"`}},
 		{"bad contain", []string{"--contain", "cgroup", "t.py"}, []string{"--contain", `"cgroup"`, "auto, pid-namespace or subreaper"}},
 		{"bad order", []string{"--order", "random", "t.py"}, []string{"--order", `"random"`}},
