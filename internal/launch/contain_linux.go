@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -42,29 +41,82 @@ type keeper struct {
 // ProbeContainment reports the containment Run chooses by default on this
 // node (for `amdrun doctor`): ContainPIDNamespace when self (amdrun's
 // binary) can be started as the init of new PID and mount namespaces and
-// mount a /proc there, else ContainSubreaper with the reason.
+// mount a /proc there, else ContainUserNamespace when it can do so in a
+// user namespace of its own, else ContainSubreaper with the reason.
 func ProbeContainment(self string) (Containment, error) {
-	if err := notChrooted(); err != nil {
+	if err := probeNamespaces(self, false); err == nil {
+		return ContainPIDNamespace, nil
+	}
+	if err := probeNamespaces(self, true); err != nil {
 		return ContainSubreaper, err
+	}
+	return ContainUserNamespace, nil
+}
+
+// probeNamespaces starts self as a keeper that only sets up its
+// namespaces (PID and mount, and a user namespace with userns) and
+// reports whether that worked.
+func probeNamespaces(self string, userns bool) error {
+	if err := notChrooted(); err != nil {
+		return err
 	}
 	mnt, err := nsInode("mnt")
 	if err != nil {
-		return ContainSubreaper, err
+		return err
 	}
 	cmd := exec.Command(self, KeeperArg, "--probe", "--parent-mnt", strconv.FormatUint(mnt, 10))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWPID | unix.CLONE_NEWNS}
+	if userns {
+		cmd.SysProcAttr = userNamespaceAttr()
+	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
-		return ContainSubreaper, nsError(err, stderr.String())
+		if userns {
+			return userNamespaceError(err, stderr.String())
+		}
+		return nsError(err, stderr.String())
 	}
-	return ContainPIDNamespace, nil
+	return nil
+}
+
+// userNamespaceAttr starts a process as the init of a new user, PID and
+// mount namespace in which it is this process's own user and group (the
+// one mapping an unprivileged process may write, setgroups denied) and
+// keeps CAP_SYS_ADMIN across its exec, for mounting its /proc only.
+func userNamespaceAttr() *syscall.SysProcAttr {
+	uid, gid := os.Getuid(), os.Getgid()
+	return &syscall.SysProcAttr{
+		Cloneflags:                 unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNS,
+		UidMappings:                []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}},
+		GidMappings:                []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}},
+		GidMappingsEnableSetgroups: false,
+		AmbientCaps:                []uintptr{unix.CAP_SYS_ADMIN},
+	}
+}
+
+// userNamespaceError words a failure to start a process in a user
+// namespace of its own, naming the kernel's settings that forbid it.
+func userNamespaceError(err error, stderr string) error {
+	if s := strings.TrimSpace(stderr); s != "" {
+		return errors.New(s)
+	}
+	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EINVAL) {
+		var why []string
+		for _, f := range []string{"/proc/sys/kernel/unprivileged_userns_clone", "/proc/sys/user/max_user_namespaces", "/proc/sys/kernel/apparmor_restrict_unprivileged_userns"} {
+			if b, err := os.ReadFile(f); err == nil {
+				why = append(why, fmt.Sprintf("%s = %s", strings.TrimPrefix(f, "/proc/sys/"), strings.TrimSpace(string(b))))
+			}
+		}
+		return fmt.Errorf("creating a user namespace is not permitted (%v; %s)", err, strings.Join(why, ", "))
+	}
+	return err
 }
 
 // nsError words a failure to start a namespace's keeper.
 func nsError(err error, stderr string) error {
 	if errors.Is(err, unix.EPERM) {
-		return errors.New("creating a PID namespace is not permitted (it needs CAP_SYS_ADMIN: run as root)")
+		return errors.New("creating a PID namespace is not permitted (it needs CAP_SYS_ADMIN: run as root, or let the kernel permit user namespaces)")
 	}
 	if s := strings.TrimSpace(stderr); s != "" {
 		return errors.New(s)
@@ -122,7 +174,7 @@ func startKeeper(self string, hold []*os.File, errDir string) (*keeper, error) {
 	cmd := &exec.Cmd{
 		Path: self,
 		Args: []string{self, KeeperArg, "--parent-mnt", strconv.FormatUint(mnt, 10), "--errors", errDir},
-		// fd 3: lifeline, fd 4: status, fd 5...: held files.
+		// keeperLifeFD, keeperStatusFD, then the held files.
 		ExtraFiles: append([]*os.File{lifeR, statW}, hold...),
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags: unix.CLONE_NEWPID | unix.CLONE_NEWNS,
@@ -141,12 +193,9 @@ func startKeeper(self string, hold []*os.File, errDir string) (*keeper, error) {
 	k := &keeper{cmd: cmd, lifeline: lifeW, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(k.done) }()
 	status, _ := bufio.NewReader(statR).ReadString('\n')
-	if status = strings.TrimSpace(status); status != "ok" {
+	if err := decodeKeeperStatus(status); err != nil {
 		k.close()
-		if status == "" {
-			status = "the keeper exited before it was ready"
-		}
-		return nil, errors.New(status)
+		return nil, err
 	}
 	dir := fmt.Sprintf("/proc/%d/ns/", cmd.Process.Pid)
 	if k.pidNS, err = os.Open(dir + "pid"); err == nil {
@@ -181,6 +230,13 @@ func (k *keeper) join() error {
 	return nil
 }
 
+// sweepOrphans has the keeper kill the processes that came to it, ranks
+// whose guard died and all they started: in the job's namespace only the
+// keeper is a reaper besides the guards, which are amdrun's children.
+func (k *keeper) sweepOrphans() {
+	_, _ = k.lifeline.Write([]byte{keeperSweep})
+}
+
 // close tells the keeper the job is over and waits until it has emptied
 // the namespace and exited. Calling it again does nothing more.
 func (k *keeper) close() {
@@ -198,21 +254,81 @@ func (k *keeper) close() {
 
 // KeeperMain is the keeper, the init (pid 1) of a job's PID namespace:
 // args are what follows KeeperArg, "--parent-mnt INODE [--probe]
-// [--errors DIR]". It
-// makes the mount namespace it was started in a slave of its parent's (so
-// that nothing mounted here shows outside) and mounts a /proc of the new
-// PID namespace, so that a rank's pid and /proc/self agree. With --probe
-// it exits there: 0 when that worked. Otherwise fd 3 is its lifeline, fd
-// 4 where it writes "ok" once set up (or the reason it failed), and fds 5
-// and up are files it keeps open. It reaps the orphans that come to it
-// and, when the lifeline's other end closes, SIGKILLs every process of
-// the namespace, over and over, until none is left, removes DIR (the
-// ranks' error files, which amdrun, if it is still there, has read and
-// removes anyway) and exits 0.
+// [--errors DIR]". It makes the mount namespace it was started in a slave
+// of its parent's (so that nothing mounted here shows outside) and mounts
+// a /proc of the new PID namespace, so that a rank's pid and /proc/self
+// agree. With --probe it exits there: 0 when that worked. Otherwise it
+// speaks the protocol of proto_linux.go: it reports its set-up on
+// keeperStatusFD and keeps the files from keeperHoldFD on open; it is not
+// dumpable; it reaps the orphans that come to it and kills them (and all
+// they started) on keeperSweep; when its lifeline closes, it SIGKILLs
+// every process of the namespace, over and over, until none is left,
+// removes DIR (the ranks' error files, which amdrun, if it is still
+// there, has read and removes anyway) and exits 0.
 func KeeperMain(args []string) int {
-	probe := false
-	var parentMnt uint64
-	var errDir string
+	probe, parentMnt, errDir := keeperArgs(args)
+	fail := func(err error) int {
+		if probe {
+			fmt.Fprintf(os.Stderr, "%v\n", err)
+		} else {
+			_, _ = os.NewFile(keeperStatusFD, "status").Write(encodeKeeperStatus(err))
+		}
+		return 1
+	}
+	if !probe {
+		for fd := keeperLifeFD; fd <= keeperStatusFD; fd++ {
+			unix.CloseOnExec(fd)
+		}
+		if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+			return fail(fmt.Errorf("keeper: prctl PR_SET_DUMPABLE: %w", err))
+		}
+	}
+	if err := nsSetup(parentMnt); err != nil {
+		return fail(err)
+	}
+	if probe {
+		return 0
+	}
+	// Signals meant for amdrun (pkill amdrun, a terminal's) must not end
+	// the keeper: amdrun forwards what the ranks should get.
+	dropSignals()
+	chld := make(chan os.Signal, 1)
+	signal.Notify(chld, unix.SIGCHLD)
+	status := os.NewFile(keeperStatusFD, "status")
+	_, _ = status.Write(encodeKeeperStatus(nil))
+	status.Close()
+	cmds := make(chan byte, 16)
+	go func() {
+		r := bufio.NewReader(os.NewFile(keeperLifeFD, "lifeline"))
+		for {
+			b, err := r.ReadByte()
+			if err != nil {
+				close(cmds)
+				return
+			}
+			cmds <- b
+		}
+	}()
+	for {
+		select {
+		case <-chld:
+			reapAll(nil)
+		case b, open := <-cmds:
+			if open {
+				if b == keeperSweep {
+					sweep(nil, chld)
+				}
+				continue
+			}
+			emptyNamespace(chld)
+			removeErrorDir(errDir)
+			return 0
+		}
+	}
+}
+
+// keeperArgs parses the keeper's command line (see KeeperMain).
+func keeperArgs(args []string) (probe bool, parentMnt uint64, errDir string) {
 	for i := 0; i < len(args); i++ {
 		switch args[i] {
 		case "--probe":
@@ -229,54 +345,28 @@ func KeeperMain(args []string) int {
 			}
 		}
 	}
-	fail := func(err error) int {
-		if probe {
-			fmt.Fprintf(os.Stderr, "%v\n", err)
-		} else {
-			fmt.Fprintf(os.NewFile(4, "status"), "%v\n", err)
-		}
-		return 1
-	}
-	// Both checks keep a keeper started by hand from mounting over the
-	// host's /proc.
+	return probe, parentMnt, errDir
+}
+
+// nsSetup makes the calling process, which must be the init of a new PID
+// namespace in a mount namespace other than parentMnt (amdrun's), the
+// owner of a /proc of its own: its mounts become a slave of the parent's
+// and a /proc of the PID namespace is mounted. Both checks keep a keeper
+// or guard started by hand from mounting over the host's /proc.
+func nsSetup(parentMnt uint64) error {
 	if os.Getpid() != 1 {
-		return fail(errors.New("keeper: not the init of a new PID namespace"))
+		return errors.New("keeper: not the init of a new PID namespace")
 	}
 	if mnt, err := nsInode("mnt"); err != nil || mnt == parentMnt || parentMnt == 0 {
-		return fail(errors.New("keeper: not in a mount namespace of its own"))
+		return errors.New("keeper: not in a mount namespace of its own")
 	}
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
-		return fail(fmt.Errorf("making the job's mounts private: %w", err))
+		return fmt.Errorf("making the job's mounts private: %w", err)
 	}
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-		return fail(fmt.Errorf("mounting /proc for the job's PID namespace: %w", err))
+		return fmt.Errorf("mounting /proc for the job's PID namespace: %w", err)
 	}
-	if probe {
-		return 0
-	}
-	// Signals meant for amdrun (pkill amdrun, a terminal's) must not end
-	// the keeper: amdrun forwards what the ranks should get.
-	dropSignals()
-	chld := make(chan os.Signal, 1)
-	signal.Notify(chld, unix.SIGCHLD)
-	status := os.NewFile(4, "status")
-	fmt.Fprintln(status, "ok")
-	status.Close()
-	gone := make(chan struct{})
-	go func() {
-		_, _ = io.Copy(io.Discard, os.NewFile(3, "lifeline"))
-		close(gone)
-	}()
-	for {
-		select {
-		case <-chld:
-			reapAll(nil)
-		case <-gone:
-			emptyNamespace(chld)
-			removeErrorDir(errDir)
-			return 0
-		}
-	}
+	return nil
 }
 
 // emptyNamespace SIGKILLs every other process of the caller's PID

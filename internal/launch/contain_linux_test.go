@@ -31,14 +31,20 @@ func newMark(t *testing.T) string {
 }
 
 // containModes are the containments to test on this machine: the guards
-// alone always, a PID namespace when permitted here (as root).
+// alone always, a PID namespace when permitted here (as root), a user
+// namespace per rank when the kernel permits one.
 func containModes(t *testing.T) []Containment {
 	t.Helper()
 	modes := []Containment{ContainSubreaper}
-	if c, err := ProbeContainment(self(t)); c == ContainPIDNamespace {
-		modes = append(modes, c)
+	if err := probeNamespaces(self(t), false); err == nil {
+		modes = append(modes, ContainPIDNamespace)
 	} else {
 		t.Logf("not testing %s: %v", ContainPIDNamespace, err)
+	}
+	if err := probeNamespaces(self(t), true); err == nil {
+		modes = append(modes, ContainUserNamespace)
+	} else {
+		t.Logf("not testing %s: %v", ContainUserNamespace, err)
 	}
 	return modes
 }
@@ -92,7 +98,7 @@ func TestParseContainment(t *testing.T) {
 			t.Errorf("ParseContainment(%q) = %q, %v, want %q", in, got, err, want)
 		}
 	}
-	if _, err := ParseContainment("cgroup"); err == nil || err.Error() != `contain: unknown mode "cgroup" (valid: auto, pid-namespace, subreaper)` {
+	if _, err := ParseContainment("cgroup"); err == nil || err.Error() != `contain: unknown mode "cgroup" (valid: auto, pid-namespace, user-namespace, subreaper)` {
 		t.Errorf("ParseContainment(cgroup) error = %v", err)
 	}
 	if ContainAuto.String() != "auto" || ContainSubreaper.String() != "subreaper" {
@@ -102,7 +108,7 @@ func TestParseContainment(t *testing.T) {
 
 func TestGuardArgvParses(t *testing.T) {
 	bound := &Rank{CPUs: []int{0, 1, 2}, Mems: []int{0}, MemPolicy: MemBind, Argv: []string{"python3", "-u", "t.py", "--", "--guard"}}
-	sa, err := parseShimArgs(guardArgv("/bin/amdrun", bound, 2)[2:])
+	sa, err := parseShimArgs(guardArgv("/bin/amdrun", bound, 2, 0)[2:])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,9 +116,13 @@ func TestGuardArgvParses(t *testing.T) {
 	if !reflect.DeepEqual(sa, want) {
 		t.Errorf("bound: %+v, want %+v", sa, want)
 	}
-	sa, err = parseShimArgs(guardArgv("/bin/amdrun", &Rank{Argv: []string{"./a.out"}}, 0)[2:])
-	if err != nil || !sa.guard || sa.cpus != nil || sa.policy != MemNone || !reflect.DeepEqual(sa.argv, []string{"./a.out"}) {
+	sa, err = parseShimArgs(guardArgv("/bin/amdrun", &Rank{Argv: []string{"./a.out"}}, 0, 0)[2:])
+	if err != nil || !sa.guard || sa.userns || sa.cpus != nil || sa.policy != MemNone || !reflect.DeepEqual(sa.argv, []string{"./a.out"}) {
 		t.Errorf("unbound: %+v, %v", sa, err)
+	}
+	sa, err = parseShimArgs(guardArgv("/bin/amdrun", &Rank{Argv: []string{"./a.out"}}, 1, 4026531841)[2:])
+	if err != nil || !sa.guard || !sa.userns || sa.parentMnt != 4026531841 || sa.hold != 1 {
+		t.Errorf("user namespace: %+v, %v", sa, err)
 	}
 	if _, err := parseShimArgs([]string{"--hold", "-1", "--", "x"}); err == nil {
 		t.Error("--hold -1 accepted")
@@ -221,6 +231,16 @@ func TestKillLauncherLeavesNothing(t *testing.T) {
 				}
 				if len(left) == 0 {
 					t.Logf("clean %v after the SIGKILL; lock free: %v", time.Since(killed).Round(time.Millisecond), free)
+					if mode == ContainUserNamespace {
+						// The guards died with the launcher: the next
+						// run removes the error file directory.
+						t.Setenv("TMPDIR", tmp)
+						next, err := newErrorDir()
+						if err != nil {
+							t.Fatal(err)
+						}
+						next.remove()
+					}
 					// Nor a file: the ranks' error files went with them.
 					if m, _ := filepath.Glob(filepath.Join(tmp, "*")); len(m) > 0 {
 						t.Errorf("left in TMPDIR: %v", m)

@@ -17,12 +17,17 @@ type shimArgs struct {
 	// open until the rank and all it left are gone.
 	guard bool
 	hold  int
-	argv  []string
+	// userns (with guard): the guard is the init of a user, PID and mount
+	// namespace of its own (ContainUserNamespace); parentMnt is the inode
+	// of amdrun's mount namespace, which the guard's must differ from.
+	userns    bool
+	parentMnt uint64
+	argv      []string
 }
 
 // parseShimArgs parses "--cpus LIST --mems LIST --mempolicy P [--guard
-// --hold N] -- argv..."; every flag is optional, "--" and a command are
-// not.
+// --hold N [--userns INODE]] -- argv..."; every flag is optional, "--"
+// and a command are not.
 func parseShimArgs(args []string) (*shimArgs, error) {
 	sa := &shimArgs{policy: MemNone}
 	for i := 0; i < len(args); i++ {
@@ -51,6 +56,9 @@ func parseShimArgs(args []string) (*shimArgs, error) {
 			sa.mems, err = topology.ParseCPUList(v)
 		case "--mempolicy":
 			sa.policy, err = ParseMemPolicy(v)
+		case "--userns":
+			sa.userns = true
+			sa.parentMnt, err = strconv.ParseUint(v, 10, 64)
 		case "--hold":
 			sa.hold, err = strconv.Atoi(v)
 			if err == nil && sa.hold < 0 {
@@ -79,8 +87,9 @@ func ShimArgv(self string, cpus, mems []int, pol MemPolicy, argv []string) []str
 
 // guardArgv is the argv of rank r's guard: the shim, binding when the
 // rank is bound, that stays to watch over the rank, holding hold files
-// (fds 5 and up) open.
-func guardArgv(self string, r *Rank, hold int) []string {
+// (guardHoldFD and up) open; with userns (an inode, 0 for none) it is the
+// init of its own namespaces (ContainUserNamespace).
+func guardArgv(self string, r *Rank, hold int, userns uint64) []string {
 	args := []string{self, ShimArg}
 	if r.Bound() {
 		args = append(args,
@@ -88,6 +97,10 @@ func guardArgv(self string, r *Rank, hold int) []string {
 			"--mems", topology.FormatCPUList(r.Mems),
 			"--mempolicy", string(r.MemPolicy))
 	}
-	args = append(args, "--guard", "--hold", strconv.Itoa(hold), "--")
+	args = append(args, "--guard", "--hold", strconv.Itoa(hold))
+	if userns != 0 {
+		args = append(args, "--userns", strconv.FormatUint(userns, 10))
+	}
+	args = append(args, "--")
 	return append(args, r.Argv...)
 }
