@@ -327,3 +327,54 @@ func TestRunClosedConsole(t *testing.T) {
 		t.Errorf("amdrun.log:\n%s", b)
 	}
 }
+
+// TestRankThatShedsItsGuard (issue 26, class 3): a rank clears its
+// parent-death signal, leaves three escapees and SIGKILLs its guard. In
+// every containment, when Run returns (and so before the caller lets the
+// lease go) no process of the job is left, and the summary does not say
+// the rank died of SIGKILL: that was its guard, and the rank lived on.
+// Where the guard is its namespace's init the kill does not even land.
+func TestRankThatShedsItsGuard(t *testing.T) {
+	testutil.EndToEnd(t)
+	for _, mode := range containModes(t) {
+		t.Run(mode.String(), func(t *testing.T) {
+			mark := newMark(t)
+			p, dir := workerPlan(t, 1, "shed", envMark+"="+mark)
+			out, errb := newBuf(0), newBuf(0)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			code, err := Run(ctx, p, RunOptions{Stdout: out, Stderr: errb, Contain: mode})
+			left := marked(mark)
+			for _, pid := range left {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+			if err != nil {
+				t.Fatalf("Run = %d, %v\n%s", code, err, errb)
+			}
+			if files, _ := filepath.Glob(filepath.Join(dir, "rank0.escapee*")); len(files) != 3 {
+				t.Fatalf("%d escapees started, want 3\nstdout:\n%s\nstderr:\n%s", len(files), out, errb)
+			}
+			if len(left) > 0 {
+				t.Errorf("%d process(es) of the job outlived Run: %v", len(left), left)
+			}
+			summary := errb.String()
+			if code == 0 || !strings.Contains(summary, "1 of 1 ranks failed") {
+				t.Errorf("exit %d; summary:\n%s", code, summary)
+			}
+			if strings.Contains(summary, "signal SIGKILL") {
+				t.Errorf("the summary says the rank died of SIGKILL while it lived:\n%s", summary)
+			}
+			switch mode {
+			case ContainUserNamespace:
+				if !strings.Contains(out.String(), "shed: the guard is this namespace's init") || !strings.Contains(summary, "exit code 3") {
+					t.Errorf("the rank could kill its guard:\nstdout:\n%s\nstderr:\n%s", out, summary)
+				}
+			default:
+				if !strings.Contains(summary, "was killed by SIGKILL; amdrun ") {
+					t.Errorf("the summary does not say the guard was killed and what amdrun did:\n%s", summary)
+				}
+			}
+			t.Logf("summary: %s", summary)
+		})
+	}
+}
