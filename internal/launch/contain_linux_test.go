@@ -378,3 +378,88 @@ func TestRankThatShedsItsGuard(t *testing.T) {
 		})
 	}
 }
+
+// TestStoppedGuardsDoNotKeepTheJob (issue 26, class 3): a process of the
+// same user SIGSTOPs every guard over and over while the launcher is
+// SIGKILLed. Where the guards are namespace inits (parent-death signal)
+// or the keeper empties the namespace, nothing of the job outlives the
+// launcher by more than a second, stopped or not. With the guards alone,
+// the job lives as long as its guards are kept stopped (the documented
+// limit of that mode), and is gone within a second once they run again.
+func TestStoppedGuardsDoNotKeepTheJob(t *testing.T) {
+	testutil.EndToEnd(t)
+	for _, mode := range containModes(t) {
+		t.Run(mode.String(), func(t *testing.T) {
+			mark := newMark(t)
+			dir := t.TempDir()
+			cmd := exec.Command(os.Args[0])
+			cmd.Env = append(withoutEnv(os.Environ(), envWorker), envLauncher+"="+dir, envMark+"="+mark,
+				envEscape+"=1", envContain+"="+mode.String(), "TMPDIR="+t.TempDir())
+			startLauncher(t, cmd)
+			var guards []int
+			for _, pid := range marked(mark) {
+				cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+				if strings.Contains(string(cmdline), ShimArg) {
+					guards = append(guards, pid)
+				}
+			}
+			if len(guards) != 2 {
+				t.Fatalf("%d guards found, want 2", len(guards))
+			}
+			stop := make(chan struct{})
+			stopped := make(chan struct{})
+			go func() {
+				defer close(stopped)
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					for _, g := range guards {
+						_ = unix.Kill(g, unix.SIGSTOP)
+					}
+					time.Sleep(50 * time.Microsecond)
+				}
+			}()
+			before := testutil.Snapshot(marked(mark))
+			killed := time.Now()
+			cmd.Process.Signal(syscall.SIGKILL)
+			cmd.Wait()
+			gone := func(bound time.Duration) bool {
+				for end := time.Now().Add(bound); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+					if len(testutil.Left(envMark+"="+mark, before)) == 0 {
+						return true
+					}
+				}
+				return false
+			}
+			if mode != ContainSubreaper {
+				ok := gone(time.Second)
+				close(stop)
+				<-stopped
+				if !ok {
+					left := testutil.Left(envMark+"="+mark, before)
+					for _, pid := range left {
+						syscall.Kill(pid, syscall.SIGKILL)
+					}
+					t.Fatalf("%d process(es) of the job outlived the SIGKILLed launcher by 1 s with its guards stopped: %v", len(left), left)
+				}
+				t.Logf("clean %v after the SIGKILL, guards stopped all along", time.Since(killed).Round(time.Millisecond))
+				return
+			}
+			close(stop)
+			<-stopped
+			for _, g := range guards {
+				_ = unix.Kill(g, unix.SIGCONT)
+			}
+			if !gone(time.Second) {
+				left := testutil.Left(envMark+"="+mark, before)
+				for _, pid := range left {
+					syscall.Kill(pid, syscall.SIGKILL)
+				}
+				t.Fatalf("%d process(es) of the job left 1 s after the guards ran again: %v", len(left), left)
+			}
+		})
+	}
+}

@@ -205,4 +205,3 @@ func safeBase(dir string) bool {
 		}
 	}
 }
-
