@@ -43,14 +43,18 @@ type keeper struct {
 // binary) can be started as the init of new PID and mount namespaces and
 // mount a /proc there, else ContainUserNamespace when it can do so in a
 // user namespace of its own, else ContainSubreaper with the reason.
+//
+// With ContainUserNamespace the error says why the job gets no PID
+// namespace of its own; with ContainSubreaper, why neither.
 func ProbeContainment(self string) (Containment, error) {
-	if err := probeNamespaces(self, false); err == nil {
+	pidErr := probeNamespaces(self, false)
+	if pidErr == nil {
 		return ContainPIDNamespace, nil
 	}
 	if err := probeNamespaces(self, true); err != nil {
-		return ContainSubreaper, err
+		return ContainSubreaper, fmt.Errorf("%w; %w", pidErr, err)
 	}
-	return ContainUserNamespace, nil
+	return ContainUserNamespace, pidErr
 }
 
 // probeNamespaces starts self as a keeper that only sets up its
