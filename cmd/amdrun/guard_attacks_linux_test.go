@@ -4,12 +4,16 @@ package main_test
 // would on a shared node (root-only: CI runs them as root).
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/amdrun/amdrun/internal/testutil"
 )
@@ -151,4 +155,152 @@ func userNamespaces(t *testing.T, u testutil.User) bool {
 	t.Helper()
 	err := u.Command("unshare", "--user", "--pid", "--mount", "--fork", "--map-current-user", "--mount-proc", "true").Run()
 	return err == nil
+}
+
+// hangScript is the rank of TestAttackGuardPtraceAndStop: it leaves a
+// child in a session of its own, runs DIR/ptrace.py on its guard (its
+// parent) into DIR/inside, writes DIR/ready and sleeps.
+const hangScript = `import os, subprocess, sys, time
+d = sys.argv[1]
+if os.fork() == 0:
+    os.setsid()
+    time.sleep(1000)
+    os._exit(0)
+out = subprocess.run([sys.executable, os.path.join(d, "ptrace.py"), str(os.getppid())], capture_output=True, text=True)
+with open(os.path.join(d, "inside"), "w") as f:
+    f.write(out.stdout + out.stderr)
+open(os.path.join(d, "ready"), "w").close()
+time.sleep(1000)
+`
+
+// ptraceScript tries PTRACE_ATTACH on the pid it is given and prints
+// "attach PID: 0" or "attach PID: errno N"; when it attached, it detaches.
+const ptraceScript = `import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+PTRACE_ATTACH, PTRACE_DETACH = 16, 17
+pid = int(sys.argv[1])
+if libc.ptrace(PTRACE_ATTACH, pid, None, None) == 0:
+    import os
+    os.waitpid(pid, 0x40000000)  # __WALL
+    libc.ptrace(PTRACE_DETACH, pid, None, None)
+    print("attach %d: 0" % pid)
+else:
+    print("attach %d: errno %d" % (pid, ctypes.get_errno()))
+`
+
+// stopScript SIGSTOPs the pids it is given every 50 µs until killed.
+const stopScript = `import os, signal, sys, time
+pids = [int(p) for p in sys.argv[1:]]
+print("stopping", flush=True)
+while True:
+    for p in pids:
+        try:
+            os.kill(p, signal.SIGSTOP)
+        except OSError:
+            pass
+    time.sleep(0.00005)
+`
+
+// TestAttackGuardPtraceAndStop: the job's own rank tries to
+// PTRACE_ATTACH its guard (refused in every mode: the guard is not
+// dumpable, and in a user namespace the rank has no capability there);
+// with the guards alone, so does another process of user V outside the
+// job (refused; attaching the rank itself works, which shows the attempt
+// is a real one). In a user namespace per rank the namespace is V's, and
+// the kernel gives its owner every capability in it: a process of V
+// outside the job can ptrace the guard (the limit docs/supervision.md
+// states). Then another process of V SIGSTOPs the guard every 50 µs
+// while amdrun is SIGKILLed: under auto containment nothing of the job
+// outlives amdrun by more than cleanWithin (issue 26: 6-15 processes
+// lived on for 20 s and more). With the guards alone the stop part is
+// the documented limit of that mode and is not played here
+// (internal/launch's TestStoppedGuardsDoNotKeepTheJob plays it).
+func TestAttackGuardPtraceAndStop(t *testing.T) {
+	s := newShared(t)
+	v := testutil.NewUser(t)
+	for _, mode := range []string{"auto", "subreaper"} {
+		t.Run(mode, func(t *testing.T) {
+			dir := testutil.SharedDir(t, 0o1777)
+			for name, body := range map[string]string{"hang.py": hangScript, "ptrace.py": ptraceScript, "stop.py": stopScript} {
+				os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644)
+			}
+			leases := filepath.Join(testutil.SharedDir(t, 0o755), "amdrun")
+			s.rootPrepared(leases)
+			env, mark := newMark(t, s.envFor(leases))
+			j := s.job(&v, env, "--contain", mode, "--devices", "0", "--no-python", "/usr/bin/python3", filepath.Join(dir, "hang.py"), dir)
+			t.Cleanup(func() { killMarked(mark) })
+			if !waitFor(60*time.Second, func() bool { _, err := os.Stat(filepath.Join(dir, "ready")); return err == nil }) {
+				t.Fatalf("the rank did not start; stderr:\n%s", j.stderr)
+			}
+			var guard, rank int
+			for _, pid := range marked(mark) {
+				cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+				switch {
+				case strings.Contains(string(cmdline), "__amdrun_bind"):
+					guard = pid
+				case strings.Contains(string(cmdline), "hang.py") && rank == 0:
+					if ppid, _ := parentPID(pid); ppid == guard || guard == 0 {
+						rank = pid
+					}
+				}
+			}
+			if guard == 0 || rank == 0 {
+				t.Fatalf("guard %d, rank %d among %s", guard, rank, describe(marked(mark)))
+			}
+			ptrace := func(pid int) string {
+				out, err := v.Command("/usr/bin/python3", filepath.Join(dir, "ptrace.py"), strconv.Itoa(pid)).CombinedOutput()
+				if err != nil {
+					t.Fatalf("ptrace.py: %v\n%s", err, out)
+				}
+				return strings.TrimSpace(string(out))
+			}
+			inside, _ := os.ReadFile(filepath.Join(dir, "inside"))
+			if got := strings.TrimSpace(string(inside)); !strings.HasPrefix(got, "attach ") || !strings.HasSuffix(got, fmt.Sprintf(": errno %d", unix.EPERM)) {
+				t.Errorf("PTRACE_ATTACH of the guard by its own rank: %q, want EPERM (%d)", got, unix.EPERM)
+			}
+			if got, want := ptrace(rank), fmt.Sprintf("attach %d: 0", rank); got != want {
+				t.Errorf("PTRACE_ATTACH of the rank by its user: %q, want %q (the attempt is not a real one)", got, want)
+			}
+			if mode == "subreaper" {
+				if got, want := ptrace(guard), fmt.Sprintf("attach %d: errno %d", guard, unix.EPERM); got != want {
+					t.Errorf("PTRACE_ATTACH of the guard by its user: %q, want %q", got, want)
+				}
+				return
+			}
+			stop := v.Command("/usr/bin/python3", filepath.Join(dir, "stop.py"), strconv.Itoa(guard))
+			stopOut := newSyncBuf()
+			stop.Stdout = stopOut
+			if err := stop.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { stop.Process.Kill(); stop.Wait() }()
+			if !waitFor(20*time.Second, func() bool { return strings.Contains(stopOut.String(), "stopping") }) {
+				t.Fatal("stop.py did not start")
+			}
+			before := testutil.Snapshot(marked(mark))
+			killed := time.Now()
+			j.cmd.Process.Signal(unix.SIGKILL)
+			<-j.done
+			var left []int
+			if !waitFor(cleanWithin, func() bool { left = testutil.Left(envMark+"="+mark, before); return len(left) == 0 }) {
+				t.Fatalf("%d process(es) of the job outlived the SIGKILLed amdrun by %v with its guard kept stopped: %s", len(left), cleanWithin, describe(left))
+			}
+			t.Logf("clean %v after amdrun's SIGKILL, the guard stopped every 50 µs", time.Since(killed).Round(time.Millisecond))
+		})
+	}
+}
+
+// parentPID reads pid's parent from /proc/PID/stat.
+func parentPID(pid int) (int, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 {
+		return 0, fmt.Errorf("/proc/%d/stat: short", pid)
+	}
+	return strconv.Atoi(f[1])
 }
