@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -303,4 +304,101 @@ func parentPID(pid int) (int, error) {
 		return 0, fmt.Errorf("/proc/%d/stat: short", pid)
 	}
 	return strconv.Atoi(f[1])
+}
+
+// TestAttackErrorDirLinks (issue 26, class 5): in a TMPDIR root may use
+// (root's, sticky), user A plants 64 links named like amdrun's error
+// file directory (amdrun-errors-*) into a directory of A's holding a
+// forged error file. Root's failing rank records its own exception: it
+// lands in a directory of amdrun's own (random name, 0700), nothing is
+// written into A's directory, the summary shows the rank's text and never
+// A's, and no amdrun-errors-* directory of root's is left. Then runs
+// whose amdrun is SIGKILLed (root's: the keeper cleans up; V's, a user
+// namespace per rank or the guards alone) leave none behind once the
+// next run of the same user has started.
+func TestAttackErrorDirLinks(t *testing.T) {
+	s := newShared(t)
+	a, v := testutil.NewUser(t), testutil.NewUser(t)
+	tmp := testutil.SharedDir(t, 0o1777)
+	trap := filepath.Join(testutil.SharedDir(t, 0o1777), "a-trap")
+	if err := sh(a, "mkdir", "-m", "0777", trap); err != nil {
+		t.Fatal(err)
+	}
+	forged := `{"message": "ForgedError: A wrote this"}`
+	for i := 0; i < 64; i++ {
+		name := fmt.Sprintf("%s%016x", "amdrun-errors-", i)
+		if err := sh(a, "ln", "-s", trap, filepath.Join(tmp, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sh(a, "sh", "-c", `printf '%s' "$1" > "$2"`, "sh", forged, filepath.Join(trap, "attempt_0.rank_0.json")); err != nil {
+		t.Fatal(err)
+	}
+	leases := filepath.Join(testutil.SharedDir(t, 0o755), "leases")
+	env := setEnv(s.envFor(leases), "TMPDIR", tmp)
+	r, _ := s.run(nil, env, 30*time.Second, "--ngpus", "0", "--nproc-per-node", "1", "--no-python", "/bin/sh", "-c",
+		`echo "ef=$TORCHELASTIC_ERROR_FILE"; ls -ld "$(dirname "$TORCHELASTIC_ERROR_FILE")"; echo '{"message": "RootError: the rank wrote this"}' > "$TORCHELASTIC_ERROR_FILE"; exit 1`)
+	if r.code != 1 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stdout, "drwx------ ") {
+		t.Errorf("the error file directory is not 0700:\n%s", r.stdout)
+	}
+	if !strings.Contains(r.stderr, "RootError: the rank wrote this") || strings.Contains(r.stderr, "ForgedError") {
+		t.Errorf("the summary does not show the rank's own exception, or shows A's:\n%s", r.stderr)
+	}
+	if ents, _ := os.ReadDir(trap); len(ents) != 1 {
+		t.Errorf("root's job wrote into A's directory: %d entries", len(ents))
+	}
+	errorDirs := func(uid int) []string {
+		var out []string
+		ents, _ := os.ReadDir(tmp)
+		for _, e := range ents {
+			fi, err := os.Lstat(filepath.Join(tmp, e.Name()))
+			if err == nil && fi.IsDir() && strings.HasPrefix(e.Name(), "amdrun-errors-") && int(fi.Sys().(*syscall.Stat_t).Uid) == uid {
+				out = append(out, e.Name())
+			}
+		}
+		return out
+	}
+	if left := errorDirs(0); len(left) > 0 {
+		t.Errorf("root's run left %v", left)
+	}
+
+	// Sabotaged runs: amdrun SIGKILLed while its rank runs.
+	for _, c := range []struct {
+		name string
+		u    *testutil.User
+		mode string
+	}{{"root", nil, "auto"}, {"user-auto", &v, "auto"}, {"user-subreaper", &v, "subreaper"}} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := testutil.SharedDir(t, 0o1777)
+			env, mark := newMark(t, env)
+			j := s.job(c.u, env, "--contain", c.mode, "--ngpus", "0", "--nproc-per-node", "2", "--no-python", "/bin/sh", "-c", `touch "$0/ready$RANK"; exec sleep 1000`, dir)
+			t.Cleanup(func() { killMarked(mark) })
+			if !waitFor(30*time.Second, func() bool { m, _ := filepath.Glob(filepath.Join(dir, "ready*")); return len(m) == 2 }) {
+				t.Fatalf("the ranks did not start; stderr:\n%s", j.stderr)
+			}
+			j.cmd.Process.Signal(syscall.SIGKILL)
+			<-j.done
+			if !waitFor(cleanWithin, func() bool { return len(marked(mark)) == 0 }) {
+				t.Fatalf("the job outlived amdrun: %s", describe(marked(mark)))
+			}
+			uid := 0
+			if c.u != nil {
+				uid = c.u.UID
+			}
+			// The next run of the same user.
+			r, _ := s.run(c.u, env, 30*time.Second, "--ngpus", "0", "--nproc-per-node", "1", "--no-python", "/bin/true")
+			if r.code != 0 {
+				t.Fatalf("the next run: exit %d\n%s", r.code, r.stderr)
+			}
+			if left := errorDirs(uid); len(left) > 0 {
+				t.Errorf("left after a SIGKILLed run and the next one: %v", left)
+			}
+		})
+	}
+	if ents, _ := os.ReadDir(trap); len(ents) != 1 {
+		t.Errorf("a job wrote into A's directory: %d entries", len(ents))
+	}
 }
