@@ -108,7 +108,7 @@ func TestParseContainment(t *testing.T) {
 
 func TestGuardArgvParses(t *testing.T) {
 	bound := &Rank{CPUs: []int{0, 1, 2}, Mems: []int{0}, MemPolicy: MemBind, Argv: []string{"python3", "-u", "t.py", "--", "--guard"}}
-	sa, err := parseShimArgs(guardArgv("/bin/amdrun", bound, 2, 0)[2:])
+	sa, err := parseShimArgs(guardArgv("/bin/amdrun", bound, 2)[2:])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,13 +116,9 @@ func TestGuardArgvParses(t *testing.T) {
 	if !reflect.DeepEqual(sa, want) {
 		t.Errorf("bound: %+v, want %+v", sa, want)
 	}
-	sa, err = parseShimArgs(guardArgv("/bin/amdrun", &Rank{Argv: []string{"./a.out"}}, 0, 0)[2:])
-	if err != nil || !sa.guard || sa.userns || sa.cpus != nil || sa.policy != MemNone || !reflect.DeepEqual(sa.argv, []string{"./a.out"}) {
+	sa, err = parseShimArgs(guardArgv("/bin/amdrun", &Rank{Argv: []string{"./a.out"}}, 0)[2:])
+	if err != nil || !sa.guard || sa.cpus != nil || sa.policy != MemNone || !reflect.DeepEqual(sa.argv, []string{"./a.out"}) {
 		t.Errorf("unbound: %+v, %v", sa, err)
-	}
-	sa, err = parseShimArgs(guardArgv("/bin/amdrun", &Rank{Argv: []string{"./a.out"}}, 1, 4026531841)[2:])
-	if err != nil || !sa.guard || !sa.userns || sa.parentMnt != 4026531841 || sa.hold != 1 {
-		t.Errorf("user namespace: %+v, %v", sa, err)
 	}
 	if _, err := parseShimArgs([]string{"--hold", "-1", "--", "x"}); err == nil {
 		t.Error("--hold -1 accepted")
@@ -333,7 +329,6 @@ func TestRunClosedConsole(t *testing.T) {
 // every containment, when Run returns (and so before the caller lets the
 // lease go) no process of the job is left, and the summary does not say
 // the rank died of SIGKILL: that was its guard, and the rank lived on.
-// Where the guard is its namespace's init the kill does not even land.
 func TestRankThatShedsItsGuard(t *testing.T) {
 	testutil.EndToEnd(t)
 	for _, mode := range containModes(t) {
@@ -364,15 +359,8 @@ func TestRankThatShedsItsGuard(t *testing.T) {
 			if strings.Contains(summary, "signal SIGKILL") {
 				t.Errorf("the summary says the rank died of SIGKILL while it lived:\n%s", summary)
 			}
-			switch mode {
-			case ContainUserNamespace:
-				if !strings.Contains(out.String(), "shed: the guard is this namespace's init") || !strings.Contains(summary, "exit code 3") {
-					t.Errorf("the rank could kill its guard:\nstdout:\n%s\nstderr:\n%s", out, summary)
-				}
-			default:
-				if !strings.Contains(summary, "was killed by SIGKILL; amdrun ") {
-					t.Errorf("the summary does not say the guard was killed and what amdrun did:\n%s", summary)
-				}
+			if !strings.Contains(summary, "its guard (pid ") || !strings.Contains(summary, "kill the rank and all it started") && !strings.Contains(summary, "killed the rank and all it started") {
+				t.Errorf("the summary does not say the guard ended and what was done about the rank:\n%s", summary)
 			}
 			t.Logf("summary: %s", summary)
 		})

@@ -27,6 +27,12 @@ package launch
 //	  status (pipe, read end) <-- keeperStatusFD -  one line: "ok", or why
 //	                                               the keeper could not
 //	                                               set up
+//	  requests (socket) <-------> keeperReqFD --->  ContainUserNamespace:
+//	        startRequest{argv, env, dir} + the guard's descriptors
+//	        (SCM_RIGHTS: stdin or none, stdout, stderr, control, report)
+//	        -> startReply{pid} (the guard's pid in the namespace) or
+//	           startReply{error}; the keeper forks the guard, which is
+//	           then amdrun's to talk to over its own pipes
 //	  held files ---------------- keeperHoldFD.. -> kept open until the
 //	                                               namespace is empty
 //
@@ -37,6 +43,7 @@ package launch
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -59,7 +66,8 @@ const (
 const (
 	keeperLifeFD   = 3
 	keeperStatusFD = 4
-	keeperHoldFD   = 5
+	keeperReqFD    = 5
+	keeperHoldFD   = 6
 )
 
 // ctlAck is the control byte that tells a guard amdrun knows its rank's
@@ -184,4 +192,82 @@ func decodeKeeperStatus(line string) error {
 		return errors.New("the keeper exited before it was ready")
 	}
 	return errors.New(line)
+}
+
+// startRequest asks the keeper of a user namespace (ContainUserNamespace)
+// to start a guard: amdrun cannot start processes in a user namespace it
+// is not in (setns into one needs a single-threaded process), so the
+// keeper, its init, forks them. The guard's descriptors travel with it.
+type startRequest struct {
+	Argv  []string `json:"argv"`
+	Env   []string `json:"env"`
+	Dir   string   `json:"dir"`
+	Stdin bool     `json:"stdin"` // the first descriptor is its stdin (else /dev/null)
+}
+
+// startReply is the keeper's answer: the guard's pid in the namespace,
+// or why it could not start it.
+type startReply struct {
+	Pid   int    `json:"pid,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+// maxStartMsg bounds a request (an environment of a few hundred KiB at
+// most) and is the buffer both sides read into.
+const maxStartMsg = 1 << 20
+
+// startFDs is how many descriptors come with a request: stdout, stderr,
+// control, report, and stdin first when it has one.
+func (r startRequest) startFDs() int {
+	if r.Stdin {
+		return 5
+	}
+	return 4
+}
+
+func (r startRequest) encode() ([]byte, error) {
+	b, err := json.Marshal(r)
+	if err == nil && len(b) > maxStartMsg {
+		err = fmt.Errorf("start request of %d bytes (at most %d)", len(b), maxStartMsg)
+	}
+	return b, err
+}
+
+// decodeStartRequest parses a request; one without a command or with an
+// empty entry in it is an error.
+func decodeStartRequest(b []byte) (startRequest, error) {
+	var r startRequest
+	if err := json.Unmarshal(b, &r); err != nil {
+		return startRequest{}, fmt.Errorf("start request: %w", err)
+	}
+	if len(r.Argv) == 0 || r.Argv[0] == "" {
+		return startRequest{}, errors.New("start request: no command")
+	}
+	for _, s := range append(append([]string(nil), r.Argv...), append(r.Env, r.Dir)...) {
+		if strings.IndexByte(s, 0) >= 0 {
+			return startRequest{}, errors.New("start request: a NUL byte in an argument")
+		}
+	}
+	return r, nil
+}
+
+func (r startReply) encode() []byte {
+	b, _ := json.Marshal(r)
+	return b
+}
+
+// decodeStartReply parses the keeper's answer into the guard's pid in the
+// namespace, or the error it gave.
+func decodeStartReply(b []byte) (int, error) {
+	var r startReply
+	if err := json.Unmarshal(b, &r); err != nil {
+		return 0, fmt.Errorf("keeper: bad reply: %w", err)
+	}
+	switch {
+	case r.Error != "":
+		return 0, errors.New(r.Error)
+	case r.Pid <= 0:
+		return 0, errors.New("keeper: reply without a pid")
+	}
+	return r.Pid, nil
 }

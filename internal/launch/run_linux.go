@@ -181,12 +181,13 @@ func handedStdin(f *os.File) *os.File {
 }
 
 // contain sets up the containment o.Contain asks for (see Containment):
-// the keeper of a PID namespace, or the namespaces of each guard, when
-// permitted (or required), else amdrun as a subreaper for the guards.
+// the keeper of the job's namespaces when permitted (or required): PID
+// and mount namespaces as root, a user namespace too where the kernel
+// permits one; else amdrun as a subreaper for the guards.
 func (s *supervisor) contain() error {
 	switch s.o.Contain {
 	case ContainAuto, ContainPIDNamespace:
-		k, err := startKeeper(s.o.Self, s.o.Hold, s.errs.dir)
+		k, err := startKeeper(s.o.Self, s.o.Hold, s.errs.dir, false, nil)
 		if err == nil {
 			s.keeper, s.mode = k, ContainPIDNamespace
 			return nil
@@ -194,12 +195,12 @@ func (s *supervisor) contain() error {
 		if s.o.Contain == ContainPIDNamespace {
 			return fmt.Errorf("launch: %w: %w", ErrContainment, err)
 		}
-		if s.userNamespaces() == nil {
+		if s.userNamespace() == nil {
 			return nil
 		}
 		return s.subreaper()
 	case ContainUserNamespace:
-		if err := s.userNamespaces(); err != nil {
+		if err := s.userNamespace(); err != nil {
 			return fmt.Errorf("launch: %w: %w", ErrContainment, err)
 		}
 		return nil
@@ -209,32 +210,18 @@ func (s *supervisor) contain() error {
 	return fmt.Errorf("launch: unknown containment %q", string(s.o.Contain))
 }
 
-// userNamespaces chooses ContainUserNamespace when the kernel permits it
-// here (probed once per process), and starts the thread the guards are
-// forked from: their parent-death signal fires when that thread ends
-// (golang/go#27505), so it must live as long as amdrun.
-func (s *supervisor) userNamespaces() error {
-	if err := userNamespacesPermitted(s.o.Self); err != nil {
-		return err
-	}
-	mnt, err := nsInode("mnt")
+// userNamespace starts the keeper of a user, PID and mount namespace for
+// the job (ContainUserNamespace), from the forker's thread: the keeper's
+// parent-death signal fires when that thread ends (golang/go#27505), so
+// it must live as long as amdrun.
+func (s *supervisor) userNamespace() error {
+	k, err := startKeeper(s.o.Self, s.o.Hold, s.errs.dir, true, newForker())
 	if err != nil {
 		return err
 	}
-	s.mode, s.parentMnt, s.forker = ContainUserNamespace, mnt, newForker()
+	s.keeper, s.mode = k, ContainUserNamespace
 	return nil
 }
-
-// userNamespacesPermitted probes, once per process, whether self can be
-// the init of a user namespace of its own.
-var userNamespacesPermitted = func() func(self string) error {
-	var once sync.Once
-	var err error
-	return func(self string) error {
-		once.Do(func() { err = probeNamespaces(self, true) })
-		return err
-	}
-}()
 
 // subreaper chooses ContainSubreaper: amdrun becomes a child subreaper
 // for the job's run, so that a rank whose guard dies comes to amdrun, to
@@ -347,8 +334,6 @@ type supervisor struct {
 	faults         *logFaults     // the log files whose writes failed
 	keeper         *keeper        // the job's PID namespace; nil: none
 	mode           Containment    // the containment chosen (not ContainAuto)
-	parentMnt      uint64         // amdrun's mount namespace (ContainUserNamespace)
-	forker         *forker        // the thread guards are forked from (ContainUserNamespace)
 	reaping        bool           // amdrun is the job's subreaper (ContainSubreaper)
 	unsetSubreaper bool           // it was not one before
 	notJob         map[int]bool   // amdrun's children from before the job (ContainSubreaper)
@@ -566,11 +551,7 @@ func (s *supervisor) commands(attempt int) ([]command, int, error) {
 		if err := s.lookup(r, env); err != nil {
 			return nil, execFailureCode(err), fmt.Errorf("launch: rank %d: %w", r.Rank, err)
 		}
-		var userns uint64
-		if s.mode == ContainUserNamespace {
-			userns = s.parentMnt
-		}
-		cmds[i] = command{path: s.o.Self, args: guardArgv(s.o.Self, r, s.holdCount(), userns), env: env}
+		cmds[i] = command{path: s.o.Self, args: guardArgv(s.o.Self, r, s.holdCount()), env: env}
 	}
 	return cmds, 0, nil
 }
@@ -782,15 +763,17 @@ func (s *supervisor) start(r *Rank, c command, logs [2]*os.File, exits chan<- ex
 			w.pipes = append(w.pipes, f)
 		}
 	}
-	err = s.launchGuard(cmd)
+	kept, err := s.launchGuard(cmd)
 	closeFiles(p.theirs...)
 	if err != nil {
 		closeFiles(p.reads[:]...)
 		closeFiles(p.ctlW, p.repR)
 		return nil, err
 	}
-	w.guard = cmd.Process.Pid
-	go s.watch(w, cmd, p.ctlW, p.repR, exits)
+	if kept == 0 {
+		w.guard = cmd.Process.Pid
+	}
+	go s.watch(w, cmd, kept, p.ctlW, p.repR, exits)
 	w.started = time.Now()
 	s.pump(w, p.reads, logs, console)
 	return w, nil
@@ -858,27 +841,18 @@ func (s *supervisor) guardCmd(r *Rank, c command, p *guardFiles) *exec.Cmd {
 	if s.keeper == nil {
 		extra = append(extra, s.o.Hold...)
 	}
-	// Its own group: a signal to amdrun's process group (kill -9 %1 in a
-	// shell) must leave the guard to clean up. No parent-death signal: the
-	// guard learns of amdrun's death from its control pipe, and must live
-	// on to sweep.
-	sys := &syscall.SysProcAttr{Setpgid: true}
-	if s.mode == ContainUserNamespace {
-		// The init of its rank's namespaces: the kernel kills them all
-		// when it dies, so it need not outlive amdrun. Its parent-death
-		// signal kills it even while another process of the user keeps it
-		// stopped (issue 26).
-		sys = userNamespaceAttr()
-		sys.Setpgid, sys.Pdeathsig = true, syscall.SIGKILL
-	}
 	cmd := &exec.Cmd{
-		Path:        c.path,
-		Args:        c.args,
-		Env:         c.env,
-		Stdout:      p.child[0],
-		Stderr:      p.child[1],
-		ExtraFiles:  extra,
-		SysProcAttr: sys,
+		Path:       c.path,
+		Args:       c.args,
+		Env:        c.env,
+		Stdout:     p.child[0],
+		Stderr:     p.child[1],
+		ExtraFiles: extra,
+		// Its own group: a signal to amdrun's process group (kill -9 %1
+		// in a shell) must leave the guard to clean up. No parent-death
+		// signal: the guard learns of amdrun's death from its control
+		// pipe, and must live on to sweep.
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
 	if r.LocalRank == 0 && s.stdin != nil {
 		cmd.Stdin = s.stdin
@@ -887,13 +861,23 @@ func (s *supervisor) guardCmd(r *Rank, c command, p *guardFiles) *exec.Cmd {
 }
 
 // launchGuard starts a guard's command: from a thread that joined the
-// job's namespaces (ContainPIDNamespace), from the forker's thread
-// (ContainUserNamespace: its parent-death signal is the thread's), or
-// from any thread.
-func (s *supervisor) launchGuard(cmd *exec.Cmd) error {
+// job's namespaces (ContainPIDNamespace), or through the keeper, which
+// forks it in the job's user namespace and returns its pid there
+// (ContainUserNamespace: amdrun cannot enter that namespace), or from any
+// thread. kept is that pid; 0 when cmd was started here.
+func (s *supervisor) launchGuard(cmd *exec.Cmd) (kept int, err error) {
+	k := s.keeper
 	switch {
-	case s.keeper != nil:
-		k := s.keeper
+	case k != nil && k.userns:
+		var files []*os.File
+		stdin, _ := cmd.Stdin.(*os.File)
+		if stdin != nil {
+			files = append(files, stdin)
+		}
+		files = append(files, cmd.Stdout.(*os.File), cmd.Stderr.(*os.File))
+		files = append(files, cmd.ExtraFiles...)
+		return k.startGuard(cmd.Args, cmd.Env, k.cwd, stdin != nil, files)
+	case k != nil:
 		started := make(chan error, 1)
 		go func() {
 			// Never unlocked: the thread has joined the job's namespaces
@@ -906,11 +890,9 @@ func (s *supervisor) launchGuard(cmd *exec.Cmd) error {
 			cmd.Dir = k.cwd
 			started <- cmd.Start()
 		}()
-		return <-started
-	case s.forker != nil:
-		return s.forker.do(cmd.Start)
+		return 0, <-started
 	}
-	return cmd.Start()
+	return 0, cmd.Start()
 }
 
 // forker is a goroutine locked to its thread for good, which starts the
@@ -939,17 +921,22 @@ func (f *forker) do(start func() error) error {
 
 // watch follows one started guard: it learns the rank's pid from the
 // guard's report (found in amdrun's namespace), lets the guard go on,
-// waits for it to exit and sends the rank's end to exits.
-func (s *supervisor) watch(w *worker, cmd *exec.Cmd, ctlW, repR *os.File, exits chan<- exitEvent) {
+// waits for it to end and sends the rank's end to exits. kept is the
+// guard's pid in the job's namespace when the keeper started it (cmd did
+// not run then): its end is its report pipe's.
+func (s *supervisor) watch(w *worker, cmd *exec.Cmd, kept int, ctlW, repR *os.File, exits chan<- exitEvent) {
 	defer repR.Close()
 	rep := bufio.NewReader(repR)
-	pid := cmd.Process.Pid // the guard's, until it names the rank
+	if kept != 0 {
+		w.guard = hostPID(s.keeper.cmd.Process.Pid, kept)
+	}
+	pid := w.guard // until it names the rank
 	if m, err := readReport(rep); err == nil && m.Kind == msgPid {
 		n := m.Pid
-		if s.mode == ContainPIDNamespace || s.mode == ContainUserNamespace {
+		if s.keeper != nil {
 			// The rank cannot be reaped before the answer below, so it is
 			// still there to be found, even if it has exited.
-			n = hostPID(pid, n)
+			n = hostPID(w.guard, n)
 		}
 		if n > 0 {
 			pid = n
@@ -957,10 +944,20 @@ func (s *supervisor) watch(w *worker, cmd *exec.Cmd, ctlW, repR *os.File, exits 
 		_, _ = ctlW.Write([]byte{ctlAck})
 	}
 	w.ready <- pid
-	_ = cmd.Wait()
-	ev := exitEvent{w: w, state: cmd.ProcessState}
-	if m, err := readReport(rep); err == nil && m.Kind == msgStatus {
-		ev.status, ev.reported = m.Status, true
+	ev := exitEvent{w: w}
+	if kept == 0 {
+		_ = cmd.Wait()
+		ev.state = cmd.ProcessState
+	}
+	// A guard reports the rank's end last; EOF (its end) otherwise.
+	for {
+		m, err := readReport(rep)
+		if err != nil {
+			break
+		}
+		if m.Kind == msgStatus {
+			ev.status, ev.reported = m.Status, true
+		}
 	}
 	ev.at = time.Now()
 	exits <- ev
@@ -979,7 +976,7 @@ func (s *supervisor) guardLost(g *group, w *worker, ev exitEvent) {
 	var what string
 	switch {
 	case s.mode == ContainUserNamespace:
-		what = "the kernel killed the rank and every process of its namespace with it"
+		what = "the keeper killed the rank and all it started"
 	case s.keeper != nil:
 		s.keeper.sweepOrphans()
 		what = "amdrun had the keeper kill the rank and all it started"

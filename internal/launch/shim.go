@@ -17,17 +17,12 @@ type shimArgs struct {
 	// open until the rank and all it left are gone.
 	guard bool
 	hold  int
-	// userns (with guard): the guard is the init of a user, PID and mount
-	// namespace of its own (ContainUserNamespace); parentMnt is the inode
-	// of amdrun's mount namespace, which the guard's must differ from.
-	userns    bool
-	parentMnt uint64
-	argv      []string
+	argv  []string
 }
 
 // parseShimArgs parses "--cpus LIST --mems LIST --mempolicy P [--guard
-// --hold N [--userns INODE]] -- argv..."; every flag is optional, "--"
-// and a command are not.
+// --hold N] -- argv..."; every flag is optional, "--" and a command are
+// not.
 func parseShimArgs(args []string) (*shimArgs, error) {
 	sa := &shimArgs{policy: MemNone}
 	for i := 0; i < len(args); i++ {
@@ -56,9 +51,6 @@ func parseShimArgs(args []string) (*shimArgs, error) {
 			sa.mems, err = topology.ParseCPUList(v)
 		case "--mempolicy":
 			sa.policy, err = ParseMemPolicy(v)
-		case "--userns":
-			sa.userns = true
-			sa.parentMnt, err = strconv.ParseUint(v, 10, 64)
 		case "--hold":
 			sa.hold, err = strconv.Atoi(v)
 			if err == nil && sa.hold < 0 {
@@ -87,9 +79,8 @@ func ShimArgv(self string, cpus, mems []int, pol MemPolicy, argv []string) []str
 
 // guardArgv is the argv of rank r's guard: the shim, binding when the
 // rank is bound, that stays to watch over the rank, holding hold files
-// (guardHoldFD and up) open; with userns (an inode, 0 for none) it is the
-// init of its own namespaces (ContainUserNamespace).
-func guardArgv(self string, r *Rank, hold int, userns uint64) []string {
+// (guardHoldFD and up) open.
+func guardArgv(self string, r *Rank, hold int) []string {
 	args := []string{self, ShimArg}
 	if r.Bound() {
 		args = append(args,
@@ -97,10 +88,6 @@ func guardArgv(self string, r *Rank, hold int, userns uint64) []string {
 			"--mems", topology.FormatCPUList(r.Mems),
 			"--mempolicy", string(r.MemPolicy))
 	}
-	args = append(args, "--guard", "--hold", strconv.Itoa(hold))
-	if userns != 0 {
-		args = append(args, "--userns", strconv.FormatUint(userns, 10))
-	}
-	args = append(args, "--")
+	args = append(args, "--guard", "--hold", strconv.Itoa(hold), "--")
 	return append(args, r.Argv...)
 }

@@ -24,7 +24,7 @@ const (
 
 // ShimMain is the bind shim: args are what follows ShimArg on the command
 // line, "--cpus LIST --mems LIST --mempolicy bind|preferred|none [--guard
-// --hold N [--userns INODE]] -- argv...". It binds the calling thread
+// --hold N] -- argv...". It binds the calling thread
 // (sched_setaffinity, set_mempolicy; both survive fork and execve) and
 // replaces the process with argv, found on PATH, with the process's
 // environment. It returns only on failure: 2 for bad arguments, 1 when
@@ -46,10 +46,7 @@ const (
 // (128+signal when it was killed). When the control pipe closes first
 // (amdrun died), it does the same without waiting for the rank, and
 // removes the rank's error file (TORCHELASTIC_ERROR_FILE) and, once
-// empty, its directory. With --userns it is the init of its own user, PID
-// and mount namespaces: it mounts the namespace's /proc, drops the
-// capabilities it was given for that, and kills the whole namespace at
-// the end.
+// empty, its directory.
 func ShimMain(args []string) int {
 	// Affinity and memory policy are per thread; the exec (or the fork of
 	// the rank) must happen on the thread that was bound.
@@ -86,8 +83,7 @@ func ShimMain(args []string) int {
 // held files must not reach the rank, a signal meant for amdrun (pkill
 // amdrun) must not take the guard away while its rank runs, and no
 // process of the same user may ptrace it (issue 26: one that froze the
-// guard's threads kept the job alive past amdrun's death). With --userns
-// it sets up its namespaces.
+// guard's threads kept the job alive past amdrun's death).
 func guardSetup(sa *shimArgs) error {
 	for fd := guardCtlFD; fd < guardHoldFD+sa.hold; fd++ {
 		unix.CloseOnExec(fd)
@@ -95,17 +91,6 @@ func guardSetup(sa *shimArgs) error {
 	dropSignals()
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fmt.Errorf("prctl PR_SET_DUMPABLE: %w", err)
-	}
-	if !sa.userns {
-		return nil
-	}
-	if err := nsSetup(sa.parentMnt); err != nil {
-		return err
-	}
-	// The rank gets no capability: CAP_SYS_ADMIN was raised only to mount
-	// /proc.
-	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
-		return fmt.Errorf("prctl PR_CAP_AMBIENT_CLEAR_ALL: %w", err)
 	}
 	return nil
 }
@@ -193,11 +178,7 @@ func guard(path string, sa *shimArgs) int {
 	// What the rank left in its group goes at once; then everything else
 	// it started, wherever it went.
 	_ = unix.Kill(-pid, unix.SIGKILL)
-	if sa.userns {
-		emptyNamespace(chld)
-	} else {
-		sweep(nil, chld)
-	}
+	sweep(nil, chld)
 	if !ok { // amdrun is gone: so is the job
 		abandonErrorFile()
 		return 1
