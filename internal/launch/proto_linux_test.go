@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"io"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
@@ -91,6 +92,82 @@ func FuzzDecodeReport(f *testing.F) {
 		}
 		if got := string(m.encode()); got != strings.TrimSuffix(line, "\n")+"\n" {
 			t.Errorf("decodeReport(%q) = %+v, which encodes as %q", line, m, got)
+		}
+	})
+}
+
+func TestStartRequestRoundTrip(t *testing.T) {
+	for _, r := range []startRequest{
+		{Argv: []string{"/bin/amdrun", "__amdrun_bind", "--guard", "--hold", "0", "--", "python3", "t.py"}, Env: []string{"RANK=0", "X=a b\tc"}, Dir: "/home/u/w", Stdin: true},
+		{Argv: []string{"/x"}},
+	} {
+		b, err := r.encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := decodeStartRequest(b)
+		if err != nil || !reflect.DeepEqual(got, r) {
+			t.Errorf("decode(encode(%+v)) = %+v, %v", r, got, err)
+		}
+		if r.startFDs() != map[bool]int{true: 5, false: 4}[r.Stdin] {
+			t.Errorf("%+v: %d descriptors", r, r.startFDs())
+		}
+	}
+	for _, b := range []string{``, `{}`, `{"argv": []}`, `{"argv": [""]}`, `{"argv": ["a\u0000b"]}`, `{"argv": ["a"], "env": ["X=\u0000"]}`, `[1]`, `{"argv": "x"}`} {
+		if r, err := decodeStartRequest([]byte(b)); err == nil {
+			t.Errorf("decodeStartRequest(%q) = %+v, want an error", b, r)
+		}
+	}
+	if _, err := (startRequest{Argv: []string{"x"}, Env: []string{strings.Repeat("y", maxStartMsg)}}).encode(); err == nil {
+		t.Error("a request over maxStartMsg encodes")
+	}
+	for _, c := range []struct {
+		r    startReply
+		pid  int
+		fail string
+	}{{startReply{Pid: 7}, 7, ""}, {startReply{Error: "fork/exec /x: no such file or directory"}, 0, "fork/exec /x: no such file or directory"}, {startReply{}, 0, "keeper: reply without a pid"}} {
+		pid, err := decodeStartReply(c.r.encode())
+		if pid != c.pid || (err == nil) != (c.fail == "") || (err != nil && err.Error() != c.fail) {
+			t.Errorf("decodeStartReply(%+v) = %d, %v", c.r, pid, err)
+		}
+	}
+}
+
+// FuzzDecodeStartRequest: no message panics; one that decodes has a
+// command and encodes again to a message that decodes the same.
+func FuzzDecodeStartRequest(f *testing.F) {
+	for _, s := range []string{`{"argv":["/bin/amdrun"],"env":["A=1"],"dir":"/","stdin":true}`, `{}`, `{"argv":[""]}`, `null`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := decodeStartRequest(b)
+		if err != nil {
+			return
+		}
+		if len(r.Argv) == 0 || r.Argv[0] == "" {
+			t.Fatalf("decoded %q without a command", b)
+		}
+		enc, err := r.encode()
+		if err != nil {
+			return // too large once re-encoded (escapes)
+		}
+		again, err := decodeStartRequest(enc)
+		if err != nil || !reflect.DeepEqual(again, r) {
+			t.Errorf("%q: decoded %+v, again %+v, %v", b, r, again, err)
+		}
+	})
+}
+
+// FuzzDecodeStartReply: no reply panics, and a pid comes only without an
+// error and positive.
+func FuzzDecodeStartReply(f *testing.F) {
+	for _, s := range []string{`{"pid":3}`, `{"error":"x"}`, `{}`, `{"pid":-1}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		pid, err := decodeStartReply(b)
+		if (err == nil) != (pid > 0) {
+			t.Errorf("%q: pid %d, err %v", b, pid, err)
 		}
 	})
 }
