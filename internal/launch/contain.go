@@ -31,12 +31,15 @@ import (
 //     killed the kernel kills them all. A rank whose guard is killed
 //     comes to the keeper, which amdrun has kill it.
 //   - ContainUserNamespace (unprivileged, where the kernel permits user
-//     namespaces): each guard is the init of a user, PID and mount
-//     namespace of its rank's own. The rank cannot signal it (the kernel
-//     drops SIGKILL and SIGSTOP sent to a namespace's init from inside),
-//     and whatever kills the guard makes the kernel kill every process of
-//     the namespace. The guard has a parent-death signal: when amdrun
-//     dies, even a stopped guard is killed, and its namespace with it.
+//     namespaces): the same for the job inside a user namespace of its
+//     own, whose keeper starts the guards (amdrun, multithreaded, cannot
+//     enter a user namespace). The job cannot signal the keeper (the
+//     kernel drops SIGKILL and SIGSTOP sent to a namespace's init from
+//     inside), a rank whose guard dies comes to the keeper, which kills
+//     it at once, and the keeper has a parent-death signal: when amdrun
+//     dies, even a stopped keeper is killed, and the namespace with it.
+//     Another process of the user outside the job can ptrace the keeper
+//     and the guards: the namespace is the user's.
 //   - ContainSubreaper (guards only, where neither is permitted): amdrun
 //     is itself a subreaper while the job runs, so a rank whose guard was
 //     killed comes to amdrun, which kills it and all it started before it
@@ -55,8 +58,8 @@ const (
 	// ContainPIDNamespace runs the job in its own PID and mount
 	// namespaces, with a keeper as their init, plus the per-rank guards.
 	ContainPIDNamespace Containment = "pid-namespace"
-	// ContainUserNamespace runs each rank's guard as the init of a user,
-	// PID and mount namespace of the rank's own.
+	// ContainUserNamespace runs the job in its own user, PID and mount
+	// namespaces, with a keeper as their init, plus the per-rank guards.
 	ContainUserNamespace Containment = "user-namespace"
 	// ContainSubreaper runs each rank under its guard only, with amdrun a
 	// subreaper for the guards that die.

@@ -125,7 +125,7 @@ func userNamespaceError(err error, stderr string) error {
 // nsError words a failure to start a namespace's keeper.
 func nsError(err error, stderr string) error {
 	if errors.Is(err, unix.EPERM) {
-		return errors.New("creating a PID namespace is not permitted (it needs CAP_SYS_ADMIN: run as root, or let the kernel permit user namespaces)")
+		return errors.New("creating a PID namespace is not permitted (it needs CAP_SYS_ADMIN: run as root)")
 	}
 	if s := strings.TrimSpace(stderr); s != "" {
 		return errors.New(s)

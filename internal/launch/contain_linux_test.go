@@ -32,7 +32,7 @@ func newMark(t *testing.T) string {
 
 // containModes are the containments to test on this machine: the guards
 // alone always, a PID namespace when permitted here (as root), a user
-// namespace per rank when the kernel permits one.
+// namespace too when the kernel permits one.
 func containModes(t *testing.T) []Containment {
 	t.Helper()
 	modes := []Containment{ContainSubreaper}

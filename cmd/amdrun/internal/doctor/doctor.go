@@ -216,9 +216,10 @@ func containmentChecks(probe func() (launch.Containment, error)) []Check {
 		}
 	case launch.ContainUserNamespace:
 		return []Check{
-			{"containment", OK, "user-namespace: each rank runs in a user and PID namespace of its own, whose init is its guard" + why, ""},
-			{"guards", OK, "not dumpable (no ptrace by the job's user); a rank cannot signal its guard, and whatever kills a guard (amdrun's death too, stopped or not) kills its rank's namespace", ""},
-			{"lease hold", OK, "released once every rank's namespace is empty", ""},
+			{"containment", OK, "user-namespace: each job gets its own user and PID namespace, emptied when amdrun ends, however it ends", ""},
+			{"guards", OK, "not dumpable (no ptrace by the job); a rank whose guard is killed comes to the keeper, which kills it and all it started; the job cannot signal the keeper",
+				"another process of the same user, outside the job, can ptrace the guards (the namespace is the user's)"},
+			{"lease hold", OK, "released once the job's namespace is empty", ""},
 		}
 	case launch.ContainSubreaper:
 		return []Check{

@@ -116,17 +116,18 @@ func TestChecks(t *testing.T) {
 			edit: func(o *doctor.Options) {
 				o.Containment = contained(launch.ContainUserNamespace, errors.New("creating a PID namespace is not permitted (it needs CAP_SYS_ADMIN: run as root, or let the kernel permit user namespaces)"))
 			},
-			detail: []string{"user-namespace: each rank runs in a user and PID namespace of its own", "CAP_SYS_ADMIN"},
+			detail: []string{"user-namespace: each job gets its own user and PID namespace"},
 		},
 		{
 			name: "user namespace guards", check: "guards", status: doctor.OK,
 			edit:   func(o *doctor.Options) { o.Containment = contained(launch.ContainUserNamespace, nil) },
-			detail: []string{"not dumpable", "cannot signal its guard", "kills its rank's namespace"},
+			detail: []string{"not dumpable", "comes to the keeper, which kills it", "cannot signal the keeper"},
+			advice: []string{"outside the job, can ptrace"},
 		},
 		{
 			name: "user namespace lease", check: "lease hold", status: doctor.OK,
 			edit:   func(o *doctor.Options) { o.Containment = contained(launch.ContainUserNamespace, nil) },
-			detail: []string{"once every rank's namespace is empty"},
+			detail: []string{"once the job's namespace is empty"},
 		},
 		{
 			name: "pid namespace lease", check: "lease hold", status: doctor.OK,
