@@ -28,13 +28,13 @@ func ReadJSON(r io.Reader) (*Model, error) {
 		return nil, JSONError("topology file", data, err)
 	}
 	if len(m.Devices) == 0 {
-		return nil, &ParseError{Source: "topology file", Err: ErrNoDevices}
+		return nil, NewParseError("topology file", 0, 0, ErrNoDevices, "")
 	}
 	if m.Source == "" {
 		m.Source = "file"
 	}
 	if err := m.Finish(); err != nil {
-		return nil, &ParseError{Source: "topology file", Err: err}
+		return nil, NewParseError("topology file", 0, 0, err, "")
 	}
 	return &m, nil
 }
@@ -44,7 +44,6 @@ func ReadJSON(r io.Reader) (*Model, error) {
 // ErrSyntax with JSONProblem's wording, and Line and Column point at the
 // offending byte when err says where it is.
 func JSONError(source string, data []byte, err error) *ParseError {
-	pe := &ParseError{Source: source, Err: fmt.Errorf("%w: %s", ErrSyntax, JSONProblem(err))}
 	off := int64(-1)
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError
@@ -54,10 +53,11 @@ func JSONError(source string, data []byte, err error) *ParseError {
 	case errors.As(err, &te):
 		off = te.Offset - 1 // and here the value's last byte
 	}
+	line, col := 0, 0
 	if data != nil && off >= 0 {
-		pe.Line, pe.Column = LineCol(data, off)
+		line, col = LineCol(data, off)
 	}
-	return pe
+	return NewParseError(source, line, col, ErrSyntax, "%s", JSONProblem(err))
 }
 
 // JSONProblem words an encoding/json error for people: a value of the

@@ -25,7 +25,10 @@ func LineCol(data []byte, off int64) (int, int) {
 	return line, col
 }
 
-// Field is one whitespace-separated token of a line and its 0-based column.
+// Field is a token of a line and the 0-based byte column it starts at:
+// a whitespace-separated word (SplitFields), a tab- or '|'-separated
+// table cell, a matrix cell. Every text parser names a token this way,
+// so a token's column is the ParseError's Column without conversion.
 type Field struct {
 	S   string
 	Col int
@@ -148,31 +151,24 @@ func (lr *LineReader) Err() error {
 	case err == nil:
 		return nil
 	case errors.Is(err, bufio.ErrTooLong):
-		return &ParseError{Source: lr.Source, Line: lr.line + 1,
-			Err: fmt.Errorf("%w: line longer than %d bytes", ErrSyntax, MaxLineLength)}
+		return NewParseError(lr.Source, lr.line+1, 0, ErrSyntax, "line longer than %d bytes", MaxLineLength)
 	}
 	return fmt.Errorf("%s: %w", lr.Source, err)
 }
 
-// Errorf returns a *ParseError at the current line and the 0-based column
-// col. Its Err wraps sentinel, followed by ": " and the formatted detail
-// when format is not "".
-func (lr *LineReader) Errorf(col int, sentinel error, format string, args ...any) error {
-	return lr.ErrorAt(lr.line, col, sentinel, format, args...)
+// Errorf is NewParseError at the reader's Source and current line.
+func (lr *LineReader) Errorf(col int, err error, format string, args ...any) error {
+	return NewParseError(lr.Source, lr.line, col, err, format, args...)
 }
 
-// ErrorAt is Errorf at another line (0: the whole input).
-func (lr *LineReader) ErrorAt(line, col int, sentinel error, format string, args ...any) error {
-	return NewParseError(lr.Source, line, col, sentinel, format, args...)
-}
-
-// NewParseError returns a *ParseError for source at line (1-based, 0 for
-// the whole input) and column (0-based) whose Err wraps sentinel,
-// followed by ": " and the formatted detail when format is not "".
-func NewParseError(source string, line, col int, sentinel error, format string, args ...any) *ParseError {
-	err := sentinel
+// NewParseError is the one way a *ParseError is made (LineReader.Errorf
+// calls it): source at line (1-based, 0 for the whole input) and column
+// (0-based), whose Err is err, followed by ": " and the formatted detail
+// when format is not "" (err stays reachable through errors.Is: it is
+// usually a sentinel, or a sentinel already wrapped with context).
+func NewParseError(source string, line, col int, err error, format string, args ...any) *ParseError {
 	if format != "" {
-		err = fmt.Errorf("%w: %s", sentinel, fmt.Sprintf(format, args...))
+		err = fmt.Errorf("%w: %s", err, fmt.Sprintf(format, args...))
 	}
 	return &ParseError{Source: source, Line: line, Column: col, Err: err}
 }

@@ -86,8 +86,8 @@ func TestLineReaderErrors(t *testing.T) {
 		err.Error() != `tool: line 2, column 5: not a number: cell "x"` || !errors.Is(err, ErrBadNumber) {
 		t.Errorf("Errorf: %#v %q", err, err)
 	}
-	if err := lr.ErrorAt(0, 0, ErrNoDevices, ""); err.Error() != "tool: no GPU devices found" {
-		t.Errorf("ErrorAt: %q", err)
+	if err := NewParseError(lr.Source, 0, 0, ErrNoDevices, ""); err.Error() != "tool: no GPU devices found" {
+		t.Errorf("NewParseError: %q", err)
 	}
 }
 

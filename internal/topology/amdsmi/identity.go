@@ -202,9 +202,9 @@ func ParseList(r io.Reader) ([]GPU, error) {
 	}
 	if len(out) == 0 {
 		if !sawText {
-			return nil, lr.ErrorAt(0, 0, topology.ErrEmpty, "")
+			return nil, topology.NewParseError(lr.Source, 0, 0, topology.ErrEmpty, "")
 		}
-		return nil, lr.ErrorAt(0, 0, topology.ErrWrongTool, "no \"GPU: N\" line")
+		return nil, topology.NewParseError(lr.Source, 0, 0, topology.ErrWrongTool, "no \"GPU: N\" line")
 	}
 	return out, nil
 }

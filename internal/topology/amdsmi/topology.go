@@ -65,9 +65,6 @@ func newTopology(n int) *Topology {
 	return t
 }
 
-// field is one whitespace-separated token and its column.
-type field = topology.Field
-
 // tableTitle reports whether s is a table title such as "WEIGHT TABLE:"
 // and returns it without the colon.
 func tableTitle(s string) (string, bool) {
@@ -99,11 +96,11 @@ func ParseTopology(r io.Reader) (*Topology, error) {
 	}
 	switch {
 	case p.t == nil && !p.sawText:
-		return nil, p.lr.ErrorAt(0, 0, topology.ErrEmpty, "")
+		return nil, topology.NewParseError(p.lr.Source, 0, 0, topology.ErrEmpty, "")
 	case p.t == nil:
-		return nil, p.lr.ErrorAt(0, 0, topology.ErrWrongTool, "no amd-smi topology table")
+		return nil, topology.NewParseError(p.lr.Source, 0, 0, topology.ErrWrongTool, "no amd-smi topology table")
 	case len(p.t.GPUs) == 0:
-		return nil, p.lr.ErrorAt(0, 0, topology.ErrNoDevices, "")
+		return nil, topology.NewParseError(p.lr.Source, 0, 0, topology.ErrNoDevices, "")
 	}
 	return p.t, nil
 }
@@ -164,7 +161,7 @@ func (p *topoParser) endTable() error {
 
 // header reads a table's column header of BDFs. The first table fixes
 // the GPUs; every later one must repeat them in the same order.
-func (p *topoParser) header(fs []field) error {
+func (p *topoParser) header(fs []topology.Field) error {
 	bdfs := make([]string, len(fs))
 	for i, f := range fs {
 		b, ok := normBDF(f.S)
@@ -201,7 +198,7 @@ func (p *topoParser) header(fs []field) error {
 }
 
 // row reads one table row: its BDF label and one cell per column.
-func (p *topoParser) row(line string, fs []field) error {
+func (p *topoParser) row(line string, fs []topology.Field) error {
 	n := len(p.t.GPUs)
 	if p.rows == n {
 		return p.lr.Errorf(0, topology.ErrNotSquare, "%s has more than %d rows", p.table, n)

@@ -21,18 +21,16 @@ type Summary struct {
 	GPUs []GPU
 }
 
-// cell is a '|'-separated part of a box-table line and its column.
-type cell = topology.Field
-
-func boxCells(line string) []cell {
-	var out []cell
+// boxCells splits a box-table line at '|' into its cells and their columns.
+func boxCells(line string) []topology.Field {
+	var out []topology.Field
 	start := -1
 	for i := 0; i < len(line); i++ {
 		if line[i] != '|' {
 			continue
 		}
 		if start >= 0 {
-			out = append(out, cell{S: line[start:i], Col: start})
+			out = append(out, topology.Field{S: line[start:i], Col: start})
 		}
 		start = i + 1
 	}
@@ -40,7 +38,7 @@ func boxCells(line string) []cell {
 }
 
 // cellFields splits a cell into fields with columns in the whole line.
-func cellFields(c cell) []field {
+func cellFields(c topology.Field) []topology.Field {
 	fs := topology.SplitFields(c.S)
 	for i := range fs {
 		fs[i].Col += c.Col
@@ -126,7 +124,7 @@ func (p *defaultParser) line(line string) error {
 
 // process counts one "GPU  PID  Process Name ..." row of the Processes
 // box; its header and "No running processes found" are not numbers.
-func (p *defaultParser) process(first []field) {
+func (p *defaultParser) process(first []topology.Field) {
 	if len(first) < 2 {
 		return
 	}
@@ -139,7 +137,7 @@ func (p *defaultParser) process(first []field) {
 }
 
 // bdfRow reads a GPU's first row: "| 0000:0d:00.0    AMD Instinct MI355X |".
-func (p *defaultParser) bdfRow(c cell, bdfField field, bdf string) error {
+func (p *defaultParser) bdfRow(c topology.Field, bdfField topology.Field, bdf string) error {
 	if len(p.s.GPUs) >= MaxGPUs {
 		return p.lr.Errorf(bdfField.Col, topology.ErrSyntax, "more than %d GPUs", MaxGPUs)
 	}
@@ -156,7 +154,7 @@ func (p *defaultParser) bdfRow(c cell, bdfField field, bdf string) error {
 
 // idRow reads a GPU's second row, "|   0       1       7        SPX/NPS1 |
 // ... 283/294896 MB |", whose first cell the second header row names.
-func (p *defaultParser) idRow(cs []cell, first []field) error {
+func (p *defaultParser) idRow(cs []topology.Field, first []topology.Field) error {
 	g := &p.s.GPUs[len(p.s.GPUs)-1]
 	names := p.idHeader
 	if len(names) == 0 {
@@ -197,9 +195,9 @@ func (p *defaultParser) finish() (*Summary, error) {
 	}
 	if len(s.GPUs) == 0 {
 		if !p.sawText {
-			return nil, p.lr.ErrorAt(0, 0, topology.ErrEmpty, "")
+			return nil, topology.NewParseError(p.lr.Source, 0, 0, topology.ErrEmpty, "")
 		}
-		return nil, p.lr.ErrorAt(0, 0, topology.ErrWrongTool, "no amd-smi GPU table")
+		return nil, topology.NewParseError(p.lr.Source, 0, 0, topology.ErrWrongTool, "no amd-smi GPU table")
 	}
 	if p.procsSeen {
 		for i := range s.GPUs {
@@ -211,7 +209,7 @@ func (p *defaultParser) finish() (*Summary, error) {
 
 // memUsage finds "used/total MB" in a cell; the figures are -1 when a
 // number does not parse.
-func memUsage(c cell) (used, total int64, col int, ok bool) {
+func memUsage(c topology.Field) (used, total int64, col int, ok bool) {
 	fs := cellFields(c)
 	for i := 0; i+1 < len(fs); i++ {
 		unit := strings.ToUpper(fs[i+1].S)

@@ -40,8 +40,7 @@ func DeviceNUMA(fsys fs.FS, pciAddress string) (node int, cpus []int, err error)
 	s := strings.TrimSpace(string(data))
 	node, err = strconv.Atoi(s)
 	if err != nil || node < -1 {
-		return -1, nil, &topology.ParseError{Source: "host " + p, Line: 1,
-			Err: fmt.Errorf("%w: numa_node %q", topology.ErrBadNumber, s)}
+		return -1, nil, topology.NewParseError("host "+p, 1, 0, topology.ErrBadNumber, "numa_node %q", s)
 	}
 	p = path.Join(dir, "local_cpulist")
 	data, err = fs.ReadFile(fsys, p)
@@ -53,8 +52,7 @@ func DeviceNUMA(fsys fs.FS, pciAddress string) (node int, cpus []int, err error)
 	}
 	cpus, err = topology.ParseCPUList(string(data))
 	if err != nil {
-		return -1, nil, &topology.ParseError{Source: "host " + p, Line: 1,
-			Err: fmt.Errorf("%w: %v", topology.ErrSyntax, err)}
+		return -1, nil, topology.NewParseError("host "+p, 1, 0, topology.ErrSyntax, "%v", err)
 	}
 	return node, cpus, nil
 }

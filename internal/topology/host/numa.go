@@ -54,8 +54,7 @@ func ReadNUMA(fsys fs.FS) ([]topology.NUMANode, error) {
 		}
 		cpus, err := topology.ParseCPUList(string(data))
 		if err != nil {
-			return nil, &topology.ParseError{Source: "host " + p, Line: 1,
-				Err: fmt.Errorf("%w: %v", topology.ErrSyntax, err)}
+			return nil, topology.NewParseError("host "+p, 1, 0, topology.ErrSyntax, "%v", err)
 		}
 		if cpus == nil {
 			cpus = []int{}

@@ -49,7 +49,7 @@ func gpuIDs(fsys fs.FS, dir string) ([]uint64, error) {
 		}
 		g, err := strconv.ParseUint(s, 10, 32)
 		if err != nil {
-			return nil, &topology.ParseError{Source: "kfd " + p, Line: 1, Err: fmt.Errorf("%w: %q", topology.ErrBadNumber, s)}
+			return nil, topology.NewParseError("kfd "+p, 1, 0, topology.ErrBadNumber, "%q", s)
 		}
 		out = append(out, g)
 	}
@@ -212,7 +212,7 @@ func readUint(fsys fs.FS, p string) (n uint64, found bool, err error) {
 	}
 	n, perr := strconv.ParseUint(s, 10, 64)
 	if perr != nil {
-		return 0, false, &topology.ParseError{Source: "kfd " + p, Line: 1, Err: fmt.Errorf("%w: %q", topology.ErrBadNumber, s)}
+		return 0, false, topology.NewParseError("kfd "+p, 1, 0, topology.ErrBadNumber, "%q", s)
 	}
 	return n, true, nil
 }

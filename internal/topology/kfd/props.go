@@ -27,7 +27,7 @@ func (p Props) Get(key string) (uint64, bool) {
 func ParseProperties(r io.Reader, source string) (Props, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
-		return nil, &topology.ParseError{Source: source, Err: fmt.Errorf("%w: %v", topology.ErrTruncated, err)}
+		return nil, topology.NewParseError(source, 0, 0, topology.ErrTruncated, "%v", err)
 	}
 	return parseProps(data, source)
 }
@@ -46,19 +46,17 @@ func parseProps(data []byte, source string) (Props, error) {
 		}
 		key, val, col, err := splitLine(text)
 		if err != nil {
-			return nil, &topology.ParseError{Source: source, Line: line, Column: col, Err: err}
+			return nil, topology.NewParseError(source, line, col, err, "")
 		}
 		if key == "" {
 			continue
 		}
 		if _, dup := p[key]; dup {
-			return nil, &topology.ParseError{Source: source, Line: line, Column: 0,
-				Err: fmt.Errorf("%w: key %q given twice", topology.ErrSyntax, key)}
+			return nil, topology.NewParseError(source, line, 0, topology.ErrSyntax, "key %q given twice", key)
 		}
 		v, ok := parseUint(val)
 		if !ok {
-			return nil, &topology.ParseError{Source: source, Line: line, Column: col,
-				Err: fmt.Errorf("%w: %s %q", topology.ErrBadNumber, key, val)}
+			return nil, topology.NewParseError(source, line, col, topology.ErrBadNumber, "%s %q", key, val)
 		}
 		p[key] = v
 	}

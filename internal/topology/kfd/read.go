@@ -301,7 +301,7 @@ func build(fsys fs.FS, dir string, nodes []*node, warn topology.Warner) (*topolo
 		devOf: map[int]int{}, cpuOrd: map[int]int{}, best: map[[2]int]candidate{}}
 	b.classify(nodes)
 	if len(b.gpus) == 0 {
-		return nil, &topology.ParseError{Source: "kfd " + dir, Err: topology.ErrNoDevices}
+		return nil, topology.NewParseError("kfd "+dir, 0, 0, topology.ErrNoDevices, "")
 	}
 	b.m = &topology.Model{Source: "sysfs", Vendor: topology.VendorAMD, NUMANodes: hostNUMA(fsys, warn)}
 	b.mapNUMA()
@@ -454,13 +454,11 @@ func (b *builder) gpuLinks(i int, n *node) error {
 func (b *builder) target(n *node, l kfdLink) (*node, error) {
 	to, ok := l.props["node_to"]
 	if !ok {
-		return nil, &topology.ParseError{Source: "kfd " + l.path,
-			Err: fmt.Errorf("%w: no node_to", topology.ErrSyntax)}
+		return nil, topology.NewParseError("kfd "+l.path, 0, 0, topology.ErrSyntax, "no node_to")
 	}
 	tn, ok := b.byID[int(min(to, 1<<30))]
 	if !ok {
-		return nil, &topology.ParseError{Source: "kfd " + l.path,
-			Err: fmt.Errorf("%w: node_to %d: no such node in %s", topology.ErrSyntax, to, b.dir)}
+		return nil, topology.NewParseError("kfd "+l.path, 0, 0, topology.ErrSyntax, "node_to %d: no such node in %s", to, b.dir)
 	}
 	if from, ok := l.props["node_from"]; ok && from != uint64(n.id) {
 		b.warn.Warn("kfd: %s: node_from %d in node %d's directory", l.path, from, n.id)

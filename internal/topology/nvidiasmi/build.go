@@ -83,15 +83,15 @@ func link(a, b int, cell string, speed int64) (topology.Link, bool) {
 // not validate.
 func Build(topo *Topo, nvlink *NVLinkStatus, gpus []GPU, apps []ComputeApp, warn topology.Warner) (*topology.Model, error) {
 	if topo == nil || len(topo.GPUs) == 0 {
-		return nil, &topology.ParseError{Source: Source, Err: topology.ErrNoDevices}
+		return nil, topology.NewParseError(Source, 0, 0, topology.ErrNoDevices, "")
 	}
 	n := len(topo.GPUs)
 	if len(topo.Cells) != n {
-		return nil, &topology.ParseError{Source: Source, Err: fmt.Errorf("%w: %d GPUs, %d matrix rows", topology.ErrNotSquare, n, len(topo.Cells))}
+		return nil, topology.NewParseError(Source, 0, 0, topology.ErrNotSquare, "%d GPUs, %d matrix rows", n, len(topo.Cells))
 	}
 	for a, row := range topo.Cells {
 		if len(row) != n {
-			return nil, &topology.ParseError{Source: Source, Err: fmt.Errorf("%w: row GPU%d has %d cells, want %d", topology.ErrNotSquare, a, len(row), n)}
+			return nil, topology.NewParseError(Source, 0, 0, topology.ErrNotSquare, "row GPU%d has %d cells, want %d", a, len(row), n)
 		}
 	}
 	m := &topology.Model{Source: Source, Vendor: topology.VendorNVIDIA, Bandwidth: "theoretical"}
@@ -163,7 +163,7 @@ func Build(topo *Topo, nvlink *NVLinkStatus, gpus []GPU, apps []ComputeApp, warn
 			speed := pairSpeed(speeds[a], speeds[b])
 			l, ok := link(a, b, topo.Cells[a][b], speed)
 			if !ok {
-				return nil, &topology.ParseError{Source: Source, Err: fmt.Errorf("%w: GPU%d/GPU%d cell %q", topology.ErrUnknownLinkType, a, b, clip(topo.Cells[a][b]))}
+				return nil, topology.NewParseError(Source, 0, 0, topology.ErrUnknownLinkType, "GPU%d/GPU%d cell %q", a, b, clip(topo.Cells[a][b]))
 			}
 			if l.Type == topology.LinkNVLink && speed == 0 && nvlink != nil && !warnedSpeed {
 				warnedSpeed = true
@@ -173,7 +173,7 @@ func Build(topo *Topo, nvlink *NVLinkStatus, gpus []GPU, apps []ComputeApp, warn
 		}
 	}
 	if err := m.Finish(); err != nil {
-		return nil, &topology.ParseError{Source: Source, Err: err}
+		return nil, topology.NewParseError(Source, 0, 0, err, "")
 	}
 	return m, nil
 }

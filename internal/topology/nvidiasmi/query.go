@@ -67,7 +67,7 @@ func unknownValue(s string) bool {
 // csvRow is one line of nvidia-smi CSV and its 1-based line number.
 type csvRow struct {
 	line   int
-	values []field
+	values []topology.Field
 }
 
 // readCSV reads nvidia-smi CSV: comma-separated values, each trimmed,
@@ -84,7 +84,7 @@ func readCSV(r io.Reader, source, header string) ([]csvRow, error) {
 		if len(rows) == 0 && strings.HasPrefix(strings.TrimSpace(line), header) {
 			continue
 		}
-		var vals []field
+		var vals []topology.Field
 		start := 0
 		for i := 0; i <= len(line); i++ {
 			if i < len(line) && line[i] != ',' {
@@ -92,7 +92,7 @@ func readCSV(r io.Reader, source, header string) ([]csvRow, error) {
 			}
 			part := line[start:i]
 			lead := len(part) - len(strings.TrimLeft(part, " \t"))
-			vals = append(vals, field{strings.TrimSpace(part), start + lead})
+			vals = append(vals, topology.Field{S: strings.TrimSpace(part), Col: start + lead})
 			start = i + 1
 		}
 		rows = append(rows, csvRow{lr.Line(), vals})
@@ -167,55 +167,55 @@ func ParseQueryGPU(r io.Reader) ([]GPU, error) {
 	seen := map[int]bool{}
 	for _, row := range rows {
 		v := row.values
-		if len(v) == 1 && strings.HasPrefix(v[0].text, "No devices were found") {
-			return nil, topology.NewParseError(SourceQueryGPU, row.line, v[0].col, topology.ErrNoDevices, "%s", v[0].text)
+		if len(v) == 1 && strings.HasPrefix(v[0].S, "No devices were found") {
+			return nil, topology.NewParseError(SourceQueryGPU, row.line, v[0].Col, topology.ErrNoDevices, "%s", v[0].S)
 		}
 		if len(v) != 7 && len(v) != 8 {
 			return nil, topology.NewParseError(SourceQueryGPU, row.line, 0, topology.ErrSyntax, "%d fields, want 8 (%s)", len(v), QueryGPUFields)
 		}
-		idx, err := strconv.Atoi(v[0].text)
+		idx, err := strconv.Atoi(v[0].S)
 		if err != nil || idx < 0 || idx > 1<<16 {
-			return nil, topology.NewParseError(SourceQueryGPU, row.line, v[0].col, topology.ErrBadNumber, "index %q", clip(v[0].text))
+			return nil, topology.NewParseError(SourceQueryGPU, row.line, v[0].Col, topology.ErrBadNumber, "index %q", clip(v[0].S))
 		}
 		if seen[idx] {
-			return nil, topology.NewParseError(SourceQueryGPU, row.line, v[0].col, topology.ErrSyntax, "GPU index %d listed twice", idx)
+			return nil, topology.NewParseError(SourceQueryGPU, row.line, v[0].Col, topology.ErrSyntax, "GPU index %d listed twice", idx)
 		}
 		seen[idx] = true
 		g := GPU{Index: idx}
-		if !unknownValue(v[1].text) {
-			pci, ok := NormalizePCI(v[1].text)
+		if !unknownValue(v[1].S) {
+			pci, ok := NormalizePCI(v[1].S)
 			if !ok {
-				return nil, topology.NewParseError(SourceQueryGPU, row.line, v[1].col, topology.ErrSyntax, "pci.bus_id %q", clip(v[1].text))
+				return nil, topology.NewParseError(SourceQueryGPU, row.line, v[1].Col, topology.ErrSyntax, "pci.bus_id %q", clip(v[1].S))
 			}
 			g.PCIAddress = pci
 		}
-		if !unknownValue(v[2].text) {
-			g.UUID = v[2].text
+		if !unknownValue(v[2].S) {
+			g.UUID = v[2].S
 		}
-		if !unknownValue(v[3].text) {
-			g.Name = v[3].text
+		if !unknownValue(v[3].S) {
+			g.Name = v[3].S
 		}
 		var ok bool
-		if g.MemTotalMiB, ok = parseMiB(v[4].text); !ok {
-			return nil, topology.NewParseError(SourceQueryGPU, row.line, v[4].col, topology.ErrBadNumber, "memory.total %q", clip(v[4].text))
+		if g.MemTotalMiB, ok = parseMiB(v[4].S); !ok {
+			return nil, topology.NewParseError(SourceQueryGPU, row.line, v[4].Col, topology.ErrBadNumber, "memory.total %q", clip(v[4].S))
 		}
-		if g.MemUsedMiB, ok = parseMiB(v[5].text); !ok {
-			return nil, topology.NewParseError(SourceQueryGPU, row.line, v[5].col, topology.ErrBadNumber, "memory.used %q", clip(v[5].text))
+		if g.MemUsedMiB, ok = parseMiB(v[5].S); !ok {
+			return nil, topology.NewParseError(SourceQueryGPU, row.line, v[5].Col, topology.ErrBadNumber, "memory.used %q", clip(v[5].S))
 		}
-		if u := v[6].text; !unknownValue(u) {
+		if u := v[6].S; !unknownValue(u) {
 			f, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(u, "%")), 64)
 			if err != nil || math.IsNaN(f) || f < 0 || f > 100 {
-				return nil, topology.NewParseError(SourceQueryGPU, row.line, v[6].col, topology.ErrBadNumber, "utilization.gpu %q", clip(u))
+				return nil, topology.NewParseError(SourceQueryGPU, row.line, v[6].Col, topology.ErrBadNumber, "utilization.gpu %q", clip(u))
 			}
 			g.UtilPercent = f
 		}
-		if len(v) == 8 && !unknownValue(v[7].text) {
-			g.DriverVersion = v[7].text
+		if len(v) == 8 && !unknownValue(v[7].S) {
+			g.DriverVersion = v[7].S
 		}
 		out = append(out, g)
 	}
 	if len(out) == 0 {
-		return nil, &topology.ParseError{Source: SourceQueryGPU, Err: topology.ErrNoDevices}
+		return nil, topology.NewParseError(SourceQueryGPU, 0, 0, topology.ErrNoDevices, "")
 	}
 	return out, nil
 }
@@ -239,23 +239,23 @@ func ParseComputeApps(r io.Reader) ([]ComputeApp, error) {
 	var out []ComputeApp
 	for _, row := range rows {
 		v := row.values
-		if len(v) == 1 && strings.HasPrefix(v[0].text, "No running processes found") {
+		if len(v) == 1 && strings.HasPrefix(v[0].S, "No running processes found") {
 			continue
 		}
 		if len(v) != 3 {
 			return nil, topology.NewParseError(SourceComputeApps, row.line, 0, topology.ErrSyntax, "%d fields, want 3 (%s)", len(v), ComputeAppsFields)
 		}
-		pci, ok := NormalizePCI(v[0].text)
+		pci, ok := NormalizePCI(v[0].S)
 		if !ok {
-			return nil, topology.NewParseError(SourceComputeApps, row.line, v[0].col, topology.ErrSyntax, "gpu_bus_id %q", clip(v[0].text))
+			return nil, topology.NewParseError(SourceComputeApps, row.line, v[0].Col, topology.ErrSyntax, "gpu_bus_id %q", clip(v[0].S))
 		}
-		pid, err := strconv.Atoi(v[1].text)
+		pid, err := strconv.Atoi(v[1].S)
 		if err != nil || pid < 0 || pid > 1<<31 {
-			return nil, topology.NewParseError(SourceComputeApps, row.line, v[1].col, topology.ErrBadNumber, "pid %q", clip(v[1].text))
+			return nil, topology.NewParseError(SourceComputeApps, row.line, v[1].Col, topology.ErrBadNumber, "pid %q", clip(v[1].S))
 		}
-		mem, ok := parseMiB(v[2].text)
+		mem, ok := parseMiB(v[2].S)
 		if !ok {
-			return nil, topology.NewParseError(SourceComputeApps, row.line, v[2].col, topology.ErrBadNumber, "used_memory %q", clip(v[2].text))
+			return nil, topology.NewParseError(SourceComputeApps, row.line, v[2].Col, topology.ErrBadNumber, "used_memory %q", clip(v[2].S))
 		}
 		out = append(out, ComputeApp{PCIAddress: pci, PID: pid, UsedMemMiB: mem})
 	}

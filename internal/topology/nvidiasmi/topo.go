@@ -92,21 +92,21 @@ func knownCell(s string) bool {
 // a 3-character cell in the NIC columns of 16-NIC nodes ("SYSSYS",
 // "PXBNODE"; sgl-project/sglang#8120). It returns nil when s is not such
 // a run. Each part begins at the byte offset it has in s.
-func splitMerged(s string) []field {
+func splitMerged(s string) []topology.Field {
 	if s == "" {
 		return nil
 	}
 	if knownCell(s) {
-		return []field{{s, 0}}
+		return []topology.Field{{S: s, Col: 0}}
 	}
-	try := func(n int) []field {
+	try := func(n int) []topology.Field {
 		rest := splitMerged(s[n:])
 		if rest == nil {
 			return nil
 		}
-		out := []field{{s[:n], 0}}
+		out := []topology.Field{{S: s[:n], Col: 0}}
 		for _, f := range rest {
-			out = append(out, field{f.text, f.col + n})
+			out = append(out, topology.Field{S: f.S, Col: f.Col + n})
 		}
 		return out
 	}
@@ -134,16 +134,10 @@ func splitMerged(s string) []field {
 // p2pStatus holds the cells of `nvidia-smi topo -p2p` (see ParseP2P).
 var p2pStatus = map[string]bool{"OK": true, "CNS": true, "GNS": true, "TNS": true, "NS": true, "U": true}
 
-// field is one cell of a line and the 0-based byte column it starts at.
-type field struct {
-	text string
-	col  int
-}
-
 // tabFields splits a line at tabs, trimming spaces around each cell (the
 // self cell is " X "). Empty cells are kept: they carry meaning.
-func tabFields(s string) []field {
-	var out []field
+func tabFields(s string) []topology.Field {
+	var out []topology.Field
 	start := 0
 	for i := 0; i <= len(s); i++ {
 		if i < len(s) && s[i] != '\t' {
@@ -151,7 +145,7 @@ func tabFields(s string) []field {
 		}
 		part := s[start:i]
 		lead := len(part) - len(strings.TrimLeft(part, " "))
-		out = append(out, field{strings.TrimSpace(part), start + lead})
+		out = append(out, topology.Field{S: strings.TrimSpace(part), Col: start + lead})
 		start = i + 1
 	}
 	return out
@@ -159,8 +153,8 @@ func tabFields(s string) []field {
 
 // spaceFields splits a line whose tabs were expanded to spaces (as most
 // pasted copies are) at runs of blanks.
-func spaceFields(s string) []field {
-	var out []field
+func spaceFields(s string) []topology.Field {
+	var out []topology.Field
 	for i := 0; i < len(s); {
 		if s[i] == ' ' || s[i] == '\t' || s[i] == '\r' {
 			i++
@@ -170,7 +164,7 @@ func spaceFields(s string) []field {
 		for j < len(s) && s[j] != ' ' && s[j] != '\t' && s[j] != '\r' {
 			j++
 		}
-		out = append(out, field{s[i:j], i})
+		out = append(out, topology.Field{S: s[i:j], Col: i})
 		i = j
 	}
 	return out
@@ -179,18 +173,18 @@ func spaceFields(s string) []field {
 // headerFields splits the header row into column names. With tabs the
 // names are the tab-separated cells; with expanded tabs the words of the
 // known affinity columns are joined again.
-func headerFields(s string) []field {
+func headerFields(s string) []topology.Field {
 	if strings.Contains(s, "\t") {
-		var out []field
+		var out []topology.Field
 		for _, f := range tabFields(s) {
-			if f.text != "" {
+			if f.S != "" {
 				out = append(out, f)
 			}
 		}
 		return splitLabels(out)
 	}
 	words := spaceFields(s)
-	var out []field
+	var out []topology.Field
 	for i := 0; i < len(words); i++ {
 		joined := false
 		for _, name := range []string{colCPU, colNUMA, colGPUNUMA} {
@@ -200,13 +194,13 @@ func headerFields(s string) []field {
 			}
 			ok := true
 			for k, p := range parts {
-				if words[i+k].text != p {
+				if words[i+k].S != p {
 					ok = false
 					break
 				}
 			}
 			if ok {
-				out = append(out, field{name, words[i].col})
+				out = append(out, topology.Field{S: name, Col: words[i].Col})
 				i += len(parts) - 1
 				joined = true
 				break
@@ -221,15 +215,15 @@ func headerFields(s string) []field {
 
 // splitLabels splits header cells that are device labels run together
 // ("NIC11NIC12") into one field per label.
-func splitLabels(fs []field) []field {
-	var out []field
+func splitLabels(fs []topology.Field) []topology.Field {
+	var out []topology.Field
 	for _, f := range fs {
-		if !devLabels.MatchString(f.text) {
+		if !devLabels.MatchString(f.S) {
 			out = append(out, f)
 			continue
 		}
-		for _, loc := range devLabel.FindAllStringIndex(f.text, -1) {
-			out = append(out, field{f.text[loc[0]:loc[1]], f.col + loc[0]})
+		for _, loc := range devLabel.FindAllStringIndex(f.S, -1) {
+			out = append(out, topology.Field{S: f.S[loc[0]:loc[1]], Col: f.Col + loc[0]})
 		}
 	}
 	return out
@@ -243,10 +237,10 @@ func isAffinityColumn(name string) bool {
 // GPU rows only, with their matrix cells and affinity cells.
 type matrix struct {
 	nGPU    int
-	tail    []string  // affinity column names, in header order
-	cells   [][]field // cells[i][j]: row GPUi, column GPUj
-	tails   [][]field // tails[i]: row GPUi's affinity cells, one per tail name
-	rowLine []int     // line number of each GPU row
+	tail    []string           // affinity column names, in header order
+	cells   [][]topology.Field // cells[i][j]: row GPUi, column GPUj
+	tails   [][]topology.Field // tails[i]: row GPUi's affinity cells, one per tail name
+	rowLine []int              // line number of each GPU row
 }
 
 // readMatrix reads a header row, then rows up to a blank line, a Legend
@@ -273,11 +267,11 @@ func readMatrix(r io.Reader, source string) (*matrix, error) {
 // matrixReader holds what readMatrix has read so far.
 type matrixReader struct {
 	lr       *topology.LineReader
-	m        *matrix // nil until the header is read
-	cols     []field // device columns of the header
-	gpuCol   []int   // position in cols of GPUk
-	lastLen  int     // length of the last line read
-	complete bool    // a blank line or Legend ended the matrix
+	m        *matrix          // nil until the header is read
+	cols     []topology.Field // device columns of the header
+	gpuCol   []int            // position in cols of GPUk
+	lastLen  int              // length of the last line read
+	complete bool             // a blank line or Legend ended the matrix
 }
 
 // errorf makes the ParseError of the current line.
@@ -307,23 +301,23 @@ func (mr *matrixReader) header(line, trimmed string) error {
 	inTail := false
 	for _, f := range headerFields(line) {
 		switch {
-		case isAffinityColumn(f.text):
+		case isAffinityColumn(f.S):
 			inTail = true
-			m.tail = append(m.tail, f.text)
+			m.tail = append(m.tail, f.S)
 		case inTail:
 			// An affinity column this parser does not know; keep its
 			// place so the cells after it line up.
-			m.tail = append(m.tail, f.text)
+			m.tail = append(m.tail, f.S)
 		default:
 			mr.cols = append(mr.cols, f)
 		}
 	}
 	for j, c := range mr.cols {
-		if !gpuLabel.MatchString(c.text) {
+		if !gpuLabel.MatchString(c.S) {
 			continue
 		}
-		if want := fmt.Sprintf("GPU%d", len(mr.gpuCol)); c.text != want {
-			return mr.errorf(c.col, topology.ErrSyntax, "column %s where %s was expected", c.text, want)
+		if want := fmt.Sprintf("GPU%d", len(mr.gpuCol)); c.S != want {
+			return mr.errorf(c.Col, topology.ErrSyntax, "column %s where %s was expected", c.S, want)
 		}
 		mr.gpuCol = append(mr.gpuCol, j)
 	}
@@ -339,49 +333,49 @@ func (mr *matrixReader) header(line, trimmed string) error {
 func (mr *matrixReader) row(line string) error {
 	m := mr.m
 	tabbed := strings.Contains(line, "\t")
-	var fs []field
+	var fs []topology.Field
 	if tabbed {
 		fs = tabFields(line)
 	} else {
 		fs = spaceFields(line)
 	}
 	label := fs[0]
-	if !gpuLabel.MatchString(label.text) {
+	if !gpuLabel.MatchString(label.S) {
 		return nil // a NIC row (NICn, mlx5_n, ...): not ours
 	}
 	k := len(m.cells)
 	if k >= m.nGPU {
-		return mr.errorf(label.col, topology.ErrNotSquare, "row %s but the header has %d GPU columns", label.text, m.nGPU)
+		return mr.errorf(label.Col, topology.ErrNotSquare, "row %s but the header has %d GPU columns", label.S, m.nGPU)
 	}
-	if want := fmt.Sprintf("GPU%d", k); label.text != want {
-		return mr.errorf(label.col, topology.ErrNotSquare, "row %s where %s was expected", label.text, want)
+	if want := fmt.Sprintf("GPU%d", k); label.S != want {
+		return mr.errorf(label.Col, topology.ErrNotSquare, "row %s where %s was expected", label.S, want)
 	}
-	body, err := mr.splitDeviceCells(label.text, fs[1:])
+	body, err := mr.splitDeviceCells(label.S, fs[1:])
 	if err != nil {
 		return err
 	}
 	if len(body) < len(mr.cols) {
-		return mr.cut(line, "row %s has %d cells, the header has %d columns", label.text, len(body), len(mr.cols))
+		return mr.cut(line, "row %s has %d cells, the header has %d columns", label.S, len(body), len(mr.cols))
 	}
 	rest := body[len(mr.cols):]
 	if len(m.tail) > 0 && !anyText(rest) {
 		// A row cut after its matrix cells: its affinity would be
 		// silently unknown (issue 24); refused as any other cut row.
-		return mr.cut(line, "row %s ends after its device cells; the header has %s", label.text, strings.Join(m.tail, ", "))
+		return mr.cut(line, "row %s ends after its device cells; the header has %s", label.S, strings.Join(m.tail, ", "))
 	}
 	if !mr.lr.Terminated() {
 		// nvidia-smi ends the matrix with a newline and its Legend; a GPU
 		// row without one was cut, maybe inside its last cell ("0-5" of
 		// "0-55"), which no check of the cell could tell.
-		return mr.cut(line, "the input ends in row %s; its last cell may be cut short", label.text)
+		return mr.cut(line, "the input ends in row %s; its last cell may be cut short", label.S)
 	}
-	row := make([]field, m.nGPU)
+	row := make([]topology.Field, m.nGPU)
 	for g, j := range mr.gpuCol {
 		row[g] = body[j]
 	}
 	tail, err := alignTail(rest, m.tail, tabbed)
 	if err != nil {
-		return mr.errorf(rest[0].col, topology.ErrSyntax, "row %s: %v", label.text, err)
+		return mr.errorf(rest[0].Col, topology.ErrSyntax, "row %s: %v", label.S, err)
 	}
 	m.cells = append(m.cells, row)
 	m.tails = append(m.tails, tail)
@@ -400,9 +394,9 @@ func (mr *matrixReader) cut(line, format string, args ...any) error {
 }
 
 // anyText says whether any of the cells is non-empty.
-func anyText(fs []field) bool {
+func anyText(fs []topology.Field) bool {
 	for _, f := range fs {
-		if f.text != "" {
+		if f.S != "" {
 			return true
 		}
 	}
@@ -415,23 +409,23 @@ func anyText(fs []field) bool {
 // never shift the cells after it into the wrong columns (issue 24). A
 // cell that is neither known nor a run of known cells refuses the row,
 // naming its column.
-func (mr *matrixReader) splitDeviceCells(label string, cells []field) ([]field, error) {
-	out := make([]field, 0, len(cells)+2)
+func (mr *matrixReader) splitDeviceCells(label string, cells []topology.Field) ([]topology.Field, error) {
+	out := make([]topology.Field, 0, len(cells)+2)
 	for i, c := range cells {
 		if len(out) >= len(mr.cols) {
 			return append(out, cells[i:]...), nil
 		}
-		parts := splitMerged(c.text)
+		parts := splitMerged(c.S)
 		if parts == nil {
 			if i == len(cells)-1 && !mr.lr.Terminated() {
 				// The input ends inside this cell ("NV" of "NV18").
 				return nil, mr.cut(mr.lr.Text(), "row %s has %d cells, the header has %d columns", label, len(out)+1, len(mr.cols))
 			}
-			col := mr.cols[len(out)].text
-			return nil, mr.errorf(c.col, topology.ErrUnknownLinkType, "%s/%s cell %q", label, col, clip(c.text))
+			col := mr.cols[len(out)].S
+			return nil, mr.errorf(c.Col, topology.ErrUnknownLinkType, "%s/%s cell %q", label, col, clip(c.S))
 		}
 		for _, p := range parts {
-			out = append(out, field{p.text, c.col + p.col})
+			out = append(out, topology.Field{S: p.S, Col: c.Col + p.Col})
 		}
 	}
 	return out, nil
@@ -442,7 +436,7 @@ func (mr *matrixReader) finish() (*matrix, error) {
 	m := mr.m
 	switch {
 	case m == nil:
-		return nil, mr.lr.ErrorAt(0, 0, topology.ErrEmpty, "")
+		return nil, topology.NewParseError(mr.lr.Source, 0, 0, topology.ErrEmpty, "")
 	case len(m.cells) < m.nGPU && mr.complete:
 		return nil, mr.errorf(0, topology.ErrNotSquare, "%d GPU rows, the header has %d GPU columns", len(m.cells), m.nGPU)
 	case len(m.cells) < m.nGPU:
@@ -458,17 +452,17 @@ func (mr *matrixReader) finish() (*matrix, error) {
 // cell. With tabs expanded, empty cells are invisible, so fewer cells are
 // aligned to the right: the cell that goes missing in real output is an
 // empty CPU Affinity (NUMA columns print N/A instead).
-func alignTail(cells []field, names []string, tabbed bool) ([]field, error) {
+func alignTail(cells []topology.Field, names []string, tabbed bool) ([]topology.Field, error) {
 	n := len(names)
-	cells = append([]field(nil), cells...)
+	cells = append([]topology.Field(nil), cells...)
 	if tabbed {
-		for len(cells) > n && cells[len(cells)-1].text == "" {
+		for len(cells) > n && cells[len(cells)-1].S == "" {
 			cells = cells[:len(cells)-1]
 		}
 		for len(cells) > n {
 			drop := -1
 			for i := len(cells) - 2; i >= 0; i-- {
-				if cells[i].text == "" && cells[i+1].text != "" {
+				if cells[i].S == "" && cells[i+1].S != "" {
 					drop = i
 					break
 				}
@@ -482,14 +476,14 @@ func alignTail(cells []field, names []string, tabbed bool) ([]field, error) {
 			return nil, fmt.Errorf("%d cells after the device columns, the header has %d", len(cells), n)
 		}
 		for len(cells) < n {
-			cells = append(cells, field{})
+			cells = append(cells, topology.Field{})
 		}
 		return cells, nil
 	}
 	if len(cells) > n {
 		return nil, fmt.Errorf("%d cells after the device columns, the header has %d", len(cells), n)
 	}
-	out := make([]field, n-len(cells), n)
+	out := make([]topology.Field, n-len(cells), n)
 	out = append(out, cells...)
 	// Right-aligning is right only when the cell that went missing is
 	// an empty CPU Affinity; a CPU list shifted into NUMA Affinity would
@@ -497,9 +491,9 @@ func alignTail(cells []field, names []string, tabbed bool) ([]field, error) {
 	// single node or N/A, with the CPU cell missing, is refused.
 	if len(cells) < n {
 		for k, name := range names {
-			if name == colNUMA && out[k].text != "" && out[k].text != "N/A" {
-				if _, err := strconv.Atoi(out[k].text); err != nil {
-					return nil, fmt.Errorf("%d cells for %d affinity columns and %s %q: cannot tell which cell is missing", len(cells), n, colNUMA, clip(out[k].text))
+			if name == colNUMA && out[k].S != "" && out[k].S != "N/A" {
+				if _, err := strconv.Atoi(out[k].S); err != nil {
+					return nil, fmt.Errorf("%d cells for %d affinity columns and %s %q: cannot tell which cell is missing", len(cells), n, colNUMA, clip(out[k].S))
 				}
 			}
 		}
@@ -539,39 +533,39 @@ func ParseTopo(r io.Reader) (*Topo, error) {
 		line := m.rowLine[i]
 		t.Cells[i] = make([]string, m.nGPU)
 		for j, c := range m.cells[i] {
-			if err := checkTopoCell(c.text, i == j); err != nil {
-				return nil, topology.NewParseError(SourceTopo, line, c.col, err, "GPU%d/GPU%d cell %q", i, j, clip(c.text))
+			if err := checkTopoCell(c.S, i == j); err != nil {
+				return nil, topology.NewParseError(SourceTopo, line, c.Col, err, "GPU%d/GPU%d cell %q", i, j, clip(c.S))
 			}
-			if j < i && c.text != t.Cells[j][i] {
-				return nil, topology.NewParseError(SourceTopo, line, c.col, topology.ErrSyntax, "GPU%d/GPU%d cell %q differs from GPU%d/GPU%d cell %q", i, j, c.text, j, i, t.Cells[j][i])
+			if j < i && c.S != t.Cells[j][i] {
+				return nil, topology.NewParseError(SourceTopo, line, c.Col, topology.ErrSyntax, "GPU%d/GPU%d cell %q differs from GPU%d/GPU%d cell %q", i, j, c.S, j, i, t.Cells[j][i])
 			}
-			t.Cells[i][j] = c.text
+			t.Cells[i][j] = c.S
 		}
 		g := TopoGPU{NUMAAffinity: -1, GPUNUMAID: -1}
 		for k, name := range m.tail {
 			c := m.tails[i][k]
 			switch name {
 			case colCPU:
-				if c.text == "" || c.text == "N/A" {
+				if c.S == "" || c.S == "N/A" {
 					continue
 				}
-				cpus, err := topology.ParseCPUList(c.text)
+				cpus, err := topology.ParseCPUList(c.S)
 				if err != nil {
-					return nil, topology.NewParseError(SourceTopo, line, c.col, topology.ErrSyntax, "GPU%d CPU Affinity: %v", i, err)
+					return nil, topology.NewParseError(SourceTopo, line, c.Col, topology.ErrSyntax, "GPU%d CPU Affinity: %v", i, err)
 				}
 				g.CPUAffinity = cpus
 			case colNUMA:
-				nodes, err := numaList(c.text)
+				nodes, err := numaList(c.S)
 				if err != nil {
-					return nil, topology.NewParseError(SourceTopo, line, c.col, topology.ErrBadNumber, "GPU%d %s %q", i, name, clip(c.text))
+					return nil, topology.NewParseError(SourceTopo, line, c.Col, topology.ErrBadNumber, "GPU%d %s %q", i, name, clip(c.S))
 				}
 				if len(nodes) > 0 {
 					g.NUMAAffinity, g.NUMANodes = nodes[0], nodes
 				}
 			case colGPUNUMA:
-				n, err := numaCell(c.text)
+				n, err := numaCell(c.S)
 				if err != nil {
-					return nil, topology.NewParseError(SourceTopo, line, c.col, topology.ErrBadNumber, "GPU%d %s %q", i, name, clip(c.text))
+					return nil, topology.NewParseError(SourceTopo, line, c.Col, topology.ErrBadNumber, "GPU%d %s %q", i, name, clip(c.S))
 				}
 				g.GPUNUMAID = n
 			}
@@ -681,19 +675,18 @@ func ParseP2P(r io.Reader) (*P2P, error) {
 		for j, c := range m.cells[i] {
 			var bad error
 			switch {
-			case i == j && c.text != "X":
+			case i == j && c.S != "X":
 				bad = fmt.Errorf("%w: diagonal cell is not X", topology.ErrSyntax)
-			case i != j && !p2pStatus[c.text]:
+			case i != j && !p2pStatus[c.S]:
 				bad = topology.ErrUnknownLinkType
-				if _, _, ok := linkKind(c.text); ok {
+				if _, _, ok := linkKind(c.S); ok {
 					bad = fmt.Errorf("%w: this is `nvidia-smi topo -m` output, not `topo -p2p`", topology.ErrWrongTool)
 				}
 			}
 			if bad != nil {
-				return nil, &topology.ParseError{Source: SourceP2P, Line: m.rowLine[i], Column: c.col,
-					Err: fmt.Errorf("%w: GPU%d/GPU%d cell %q", bad, i, j, clip(c.text))}
+				return nil, topology.NewParseError(SourceP2P, m.rowLine[i], c.Col, bad, "GPU%d/GPU%d cell %q", i, j, clip(c.S))
 			}
-			p.Status[i][j] = c.text
+			p.Status[i][j] = c.S
 		}
 	}
 	return p, nil

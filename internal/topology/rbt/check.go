@@ -32,8 +32,7 @@ func (r *Result) check() error {
 		return bad[i].c.col < bad[j].c.col
 	})
 	b := bad[0]
-	return &topology.ParseError{Source: Source, Line: b.c.line, Column: b.c.col,
-		Err: fmt.Errorf("%w: %s", topology.ErrInconsistent, b.msg)}
+	return topology.NewParseError(Source, b.c.line, b.c.col, topology.ErrInconsistent, "%s", b.msg)
 }
 
 // inconsistency is one broken rule and the cell that shows it.

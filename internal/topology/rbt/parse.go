@@ -396,11 +396,11 @@ func (p *parser) finish() (*Result, error) {
 	res := p.res
 	switch {
 	case !p.sawText:
-		return nil, p.lr.ErrorAt(0, 0, topology.ErrEmpty, "")
+		return nil, topology.NewParseError(p.lr.Source, 0, 0, topology.ErrEmpty, "")
 	case res.Uni == nil && res.Bi == nil && (p.listed || p.matrices > 0):
-		return nil, p.lr.ErrorAt(0, 0, topology.ErrTruncated, "no copy bandwidth matrix")
+		return nil, topology.NewParseError(p.lr.Source, 0, 0, topology.ErrTruncated, "no copy bandwidth matrix")
 	case res.Uni == nil && res.Bi == nil:
-		return nil, p.lr.ErrorAt(0, 0, topology.ErrWrongTool, "no rocm_bandwidth_test device list or matrix")
+		return nil, topology.NewParseError(p.lr.Source, 0, 0, topology.ErrWrongTool, "no rocm_bandwidth_test device list or matrix")
 	}
 	if p.listed && !p.marked {
 		// rocm_bandwidth_test 1.x prints only names: a GPU is an agent
@@ -412,7 +412,7 @@ func (p *parser) finish() (*Result, error) {
 	}
 	res.number()
 	if len(res.GPUs()) == 0 {
-		return nil, p.lr.ErrorAt(0, 0, topology.ErrNoDevices, "")
+		return nil, topology.NewParseError(p.lr.Source, 0, 0, topology.ErrNoDevices, "")
 	}
 	if err := res.check(); err != nil {
 		return nil, err

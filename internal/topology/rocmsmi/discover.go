@@ -127,8 +127,7 @@ func whole(r *Report, args []string) error {
 	if r.Ended {
 		return nil
 	}
-	return &topology.ParseError{Source: command(args),
-		Err: fmt.Errorf("%w: no \"End of ROCm SMI Log\" line, the output was cut short", topology.ErrTruncated)}
+	return topology.NewParseError(command(args), 0, 0, topology.ErrTruncated, "no \"End of ROCm SMI Log\" line, the output was cut short")
 }
 
 // Version runs rocm-smi --version through run and returns rocm-smi's own
@@ -144,7 +143,7 @@ func Version(ctx context.Context, run topology.Runner) (string, error) {
 		return "", err
 	}
 	if rep.Version == "" {
-		return "", &topology.ParseError{Source: "rocm-smi --version", Err: fmt.Errorf("%w: no ROCM-SMI version line", topology.ErrSyntax)}
+		return "", topology.NewParseError("rocm-smi --version", 0, 0, topology.ErrSyntax, "no ROCM-SMI version line")
 	}
 	return rep.Version, nil
 }

@@ -63,7 +63,7 @@ func ParseJSON(rd io.Reader) (*Report, error) {
 			known = true
 			obj, err := stringObject(raw)
 			if err != nil {
-				return nil, &topology.ParseError{Source: jsonSource, Err: fmt.Errorf("%w: system: %v", topology.ErrSyntax, err)}
+				return nil, topology.NewParseError(jsonSource, 0, 0, topology.ErrSyntax, "system: %v", err)
 			}
 			if err := r.systemKeys(obj); err != nil {
 				return nil, err
@@ -77,11 +77,11 @@ func ParseJSON(rd io.Reader) (*Report, error) {
 		known = true
 		idx, err := parseIndex(m[1])
 		if err != nil {
-			return nil, &topology.ParseError{Source: jsonSource, Err: fmt.Errorf("%s: %w", k, err)}
+			return nil, topology.NewParseError(jsonSource, 0, 0, fmt.Errorf("%s: %w", k, err), "")
 		}
 		obj, err := stringObject(raw)
 		if err != nil {
-			return nil, &topology.ParseError{Source: jsonSource, Err: fmt.Errorf("%w: %s: %v", topology.ErrSyntax, k, err)}
+			return nil, topology.NewParseError(jsonSource, 0, 0, topology.ErrSyntax, "%s: %v", k, err)
 		}
 		d := r.device(idx)
 		ck := make([]string, 0, len(obj))
@@ -92,12 +92,12 @@ func ParseJSON(rd io.Reader) (*Report, error) {
 		sort.Strings(ck)
 		for _, key := range ck {
 			if err := applyKey(d, key, obj[key]); err != nil {
-				return nil, &topology.ParseError{Source: jsonSource, Err: fmt.Errorf("%s %q: %w", k, key, err)}
+				return nil, topology.NewParseError(jsonSource, 0, 0, fmt.Errorf("%s %q: %w", k, key, err), "")
 			}
 		}
 	}
 	if !known {
-		return nil, &topology.ParseError{Source: jsonSource, Err: fmt.Errorf("%w: no cardN or system object", topology.ErrWrongTool)}
+		return nil, topology.NewParseError(jsonSource, 0, 0, topology.ErrWrongTool, "no cardN or system object")
 	}
 	r.addSection("--json")
 	return r, nil
@@ -131,7 +131,7 @@ func (r *Report) systemKeys(obj map[string]string) error {
 			}
 		}
 		if err != nil {
-			return &topology.ParseError{Source: jsonSource, Err: fmt.Errorf("system %q: %w", k, err)}
+			return topology.NewParseError(jsonSource, 0, 0, fmt.Errorf("system %q: %w", k, err), "")
 		}
 	}
 	return nil

@@ -366,7 +366,7 @@ func (r *Report) Model(warn topology.Warner) (*topology.Model, error) {
 	}
 	idx := r.indices()
 	if len(idx) == 0 {
-		return nil, &topology.ParseError{Source: Source, Err: topology.ErrNoDevices}
+		return nil, topology.NewParseError(Source, 0, 0, topology.ErrNoDevices, "")
 	}
 	pos := make(map[int]int, len(idx))
 	for p, i := range idx {

@@ -65,31 +65,32 @@ var (
 	gpuLabel = regexp.MustCompile(`^GPU(\d+)$`)
 )
 
-// token is one whitespace-separated field of a line.
-type token struct {
-	s    string
-	col  int // byte offset, 0-based
-	rcol int // rune offset, for column alignment with multi-byte cells (°C)
-}
-
-func fields(line string) []token {
-	var out []token
-	start, rstart, r := -1, 0, 0
+// fields splits line at runs of Unicode white space (rocm-smi's tables
+// are padded with spaces, tabs and, in some captures, other spaces),
+// keeping each token's byte column.
+func fields(line string) []topology.Field {
+	var out []topology.Field
+	start := -1
 	for i, c := range line {
 		if unicode.IsSpace(c) {
 			if start >= 0 {
-				out = append(out, token{line[start:i], start, rstart})
+				out = append(out, topology.Field{S: line[start:i], Col: start})
 				start = -1
 			}
 		} else if start < 0 {
-			start, rstart = i, r
+			start = i
 		}
-		r++
 	}
 	if start >= 0 {
-		out = append(out, token{line[start:], start, rstart})
+		out = append(out, topology.Field{S: line[start:], Col: start})
 	}
 	return out
+}
+
+// runeCol is the rune offset of tk in line, for aligning columns whose
+// cells hold multi-byte characters (°C).
+func runeCol(line string, tk topology.Field) int {
+	return utf8.RuneCountInString(line[:tk.Col])
 }
 
 // bannerTitle reports whether t (a trimmed line) is a "==== Title ===="
@@ -126,7 +127,7 @@ type textParser struct {
 }
 
 func (p *textParser) errAt(src string, i, col int, err error) error {
-	return &topology.ParseError{Source: src, Line: i + 1, Column: col, Err: err}
+	return topology.NewParseError(src, i+1, col, err, "")
 }
 
 // ParseText parses the text output of one or more rocm-smi runs: any mix
@@ -176,16 +177,16 @@ func ParseText(rd io.Reader) (*Report, error) {
 		}
 	}
 	if p.last < 0 {
-		return nil, &topology.ParseError{Source: Source, Err: topology.ErrEmpty}
+		return nil, topology.NewParseError(Source, 0, 0, topology.ErrEmpty, "")
 	}
 	if err := p.parse(); err != nil {
 		return nil, err
 	}
 	if !p.seen {
-		return nil, &topology.ParseError{Source: Source, Err: fmt.Errorf("%w: no rocm-smi section found", topology.ErrWrongTool)}
+		return nil, topology.NewParseError(Source, 0, 0, topology.ErrWrongTool, "no rocm-smi section found")
 	}
 	if err := p.r.listsAgree(); err != nil {
-		return nil, &topology.ParseError{Source: Source, Err: err}
+		return nil, topology.NewParseError(Source, 0, 0, err, "")
 	}
 	p.odd()
 	return p.r, nil
@@ -398,7 +399,7 @@ func (p *textParser) matrix(i int, sec sectionInfo) (int, error) {
 		if _, banner := bannerTitle(t); banner {
 			return i, nil // nothing readable in this section
 		}
-		if gpuLabel.MatchString(fields(t)[0].s) {
+		if gpuLabel.MatchString(fields(t)[0].S) {
 			break
 		}
 		if !logLine(t) || strings.HasPrefix(t, "ERROR:") {
@@ -413,7 +414,7 @@ func (p *textParser) matrix(i int, sec sectionInfo) (int, error) {
 		return i, err
 	}
 	n := len(cols)
-	rows := make([][]token, n)
+	rows := make([][]topology.Field, n)
 	rowLine := make([]int, n)
 	for r := 0; r < n; r++ {
 		i++
@@ -424,18 +425,18 @@ func (p *textParser) matrix(i int, sec sectionInfo) (int, error) {
 			return i, p.errAt(sec.source, max(p.last, 0), 0, fmt.Errorf("%w: %d of %d rows", topology.ErrTruncated, r, n))
 		}
 		toks := fields(p.lines[i])
-		if len(toks) == 0 || !gpuLabel.MatchString(toks[0].s) {
+		if len(toks) == 0 || !gpuLabel.MatchString(toks[0].S) {
 			return i, p.errAt(sec.source, i, 0, fmt.Errorf("%w: %d rows for %d columns", topology.ErrNotSquare, r, n))
 		}
-		if want := fmt.Sprintf("GPU%d", cols[r]); toks[0].s != want {
-			return i, p.errAt(sec.source, i, 0, fmt.Errorf("%w: row %s where %s expected", topology.ErrNotSquare, toks[0].s, want))
+		if want := fmt.Sprintf("GPU%d", cols[r]); toks[0].S != want {
+			return i, p.errAt(sec.source, i, 0, fmt.Errorf("%w: row %s where %s expected", topology.ErrNotSquare, toks[0].S, want))
 		}
 		if len(toks)-1 != n {
 			col := len(p.lines[i])
 			if len(toks)-1 > n {
-				col = toks[n+1].col
+				col = toks[n+1].Col
 			}
-			return i, p.errAt(sec.source, i, col, fmt.Errorf("%w: %d cells in row %s for %d columns", topology.ErrNotSquare, len(toks)-1, toks[0].s, n))
+			return i, p.errAt(sec.source, i, col, fmt.Errorf("%w: %d cells in row %s for %d columns", topology.ErrNotSquare, len(toks)-1, toks[0].S, n))
 		}
 		rows[r], rowLine[r] = toks[1:], i
 	}
@@ -445,7 +446,7 @@ func (p *textParser) matrix(i int, sec sectionInfo) (int, error) {
 		if t == "" || logLine(t) {
 			continue
 		}
-		if toks := fields(t); gpuLabel.MatchString(toks[0].s) {
+		if toks := fields(t); gpuLabel.MatchString(toks[0].S) {
 			return j, p.errAt(sec.source, j, 0, fmt.Errorf("%w: more rows than the %d columns", topology.ErrNotSquare, n))
 		}
 		break
@@ -459,11 +460,11 @@ func (p *textParser) matrix(i int, sec sectionInfo) (int, error) {
 	grid := make([]cell, n*n)
 	for r := 0; r < n; r++ {
 		for c, tk := range rows[r] {
-			v, err := parseCell(sec.kind, tk.s, c == r)
+			v, err := parseCell(sec.kind, tk.S, c == r)
 			if err != nil {
-				return i, p.errAt(sec.source, rowLine[r], tk.col, err)
+				return i, p.errAt(sec.source, rowLine[r], tk.Col, err)
 			}
-			if tk.s == "XXXX" && r < c {
+			if tk.S == "XXXX" && r < c {
 				p.xxxx = append(p.xxxx, fmt.Sprintf("GPU%d-GPU%d", cols[r], cols[c]))
 			}
 			grid[r*n+c] = v
@@ -483,21 +484,21 @@ func (p *textParser) matrix(i int, sec sectionInfo) (int, error) {
 func (p *textParser) matrixHeader(i int, sec sectionInfo) ([]int, error) {
 	head := fields(p.lines[i])
 	if len(head) > maxDevices {
-		return nil, p.errAt(sec.source, i, head[maxDevices].col, fmt.Errorf("%w: more than %d columns", topology.ErrSyntax, maxDevices))
+		return nil, p.errAt(sec.source, i, head[maxDevices].Col, fmt.Errorf("%w: more than %d columns", topology.ErrSyntax, maxDevices))
 	}
 	cols := make([]int, len(head))
 	seenCol := map[int]bool{}
 	for c, tk := range head {
-		m := gpuLabel.FindStringSubmatch(tk.s)
+		m := gpuLabel.FindStringSubmatch(tk.S)
 		if m == nil {
-			return nil, p.errAt(sec.source, i, tk.col, fmt.Errorf("%w: column header %q is not GPUn", topology.ErrSyntax, tk.s))
+			return nil, p.errAt(sec.source, i, tk.Col, fmt.Errorf("%w: column header %q is not GPUn", topology.ErrSyntax, tk.S))
 		}
 		n, err := parseIndex(m[1])
 		if err != nil {
-			return nil, p.errAt(sec.source, i, tk.col, err)
+			return nil, p.errAt(sec.source, i, tk.Col, err)
 		}
 		if seenCol[n] {
-			return nil, p.errAt(sec.source, i, tk.col, fmt.Errorf("%w: column %s twice", topology.ErrSyntax, tk.s))
+			return nil, p.errAt(sec.source, i, tk.Col, fmt.Errorf("%w: column %s twice", topology.ErrSyntax, tk.S))
 		}
 		seenCol[n] = true
 		cols[c] = n
@@ -506,10 +507,10 @@ func (p *textParser) matrixHeader(i int, sec sectionInfo) ([]int, error) {
 }
 
 // holdsLinkTypes says whether a matrix's cells name link types.
-func holdsLinkTypes(rows [][]token) bool {
+func holdsLinkTypes(rows [][]topology.Field) bool {
 	for r, row := range rows {
 		for c, tk := range row {
-			if u := strings.ToUpper(tk.s); c != r && (u == "XGMI" || u == "PCIE") {
+			if u := strings.ToUpper(tk.S); c != r && (u == "XGMI" || u == "PCIE") {
 				return true
 			}
 		}
@@ -520,7 +521,7 @@ func holdsLinkTypes(rows [][]token) bool {
 // checkSymmetric refuses a Weight or Hops matrix whose diagonal is not 0
 // or whose two halves disagree: a row out of place would otherwise turn
 // a pair into another link silently.
-func (p *textParser) checkSymmetric(sec sectionInfo, cols []int, rows [][]token, rowLine []int, grid []cell) error {
+func (p *textParser) checkSymmetric(sec sectionInfo, cols []int, rows [][]topology.Field, rowLine []int, grid []cell) error {
 	n := len(cols)
 	what := "weight"
 	if sec.kind == kindHops {
@@ -528,12 +529,12 @@ func (p *textParser) checkSymmetric(sec sectionInfo, cols []int, rows [][]token,
 	}
 	for r := 0; r < n; r++ {
 		if d := grid[r*n+r]; d.ok && d.a != 0 {
-			return p.errAt(sec.source, rowLine[r], rows[r][r].col, fmt.Errorf("%w: GPU%d's %s to itself is %d, not 0; a row or column is out of place", topology.ErrInconsistent, cols[r], what, d.a))
+			return p.errAt(sec.source, rowLine[r], rows[r][r].Col, fmt.Errorf("%w: GPU%d's %s to itself is %d, not 0; a row or column is out of place", topology.ErrInconsistent, cols[r], what, d.a))
 		}
 		for c := 0; c < r; c++ {
 			lo, up := grid[r*n+c], grid[c*n+r]
 			if lo.ok && up.ok && lo.a != up.a {
-				return p.errAt(sec.source, rowLine[r], rows[r][c].col, fmt.Errorf("%w: GPU%d-GPU%d %s is %d but GPU%d-GPU%d is %d; a row or column is out of place",
+				return p.errAt(sec.source, rowLine[r], rows[r][c].Col, fmt.Errorf("%w: GPU%d-GPU%d %s is %d but GPU%d-GPU%d is %d; a row or column is out of place",
 					topology.ErrInconsistent, cols[r], cols[c], what, lo.a, cols[c], cols[r], up.a))
 			}
 		}
@@ -600,9 +601,9 @@ func (p *textParser) concise(i int, sec sectionInfo) (int, error) {
 		return i, p.errAt(sec.source, len(p.lines)-1, 0, fmt.Errorf("%w: no table after the section title", topology.ErrTruncated))
 	}
 	head := fields(p.lines[i])
-	gen1 := head[0].s == "GPU"
-	if !gen1 && head[0].s != "Device" {
-		return i, p.errAt(sec.source, i, head[0].col, fmt.Errorf("%w: concise header starts with %q, not GPU or Device", topology.ErrSyntax, head[0].s))
+	gen1 := head[0].S == "GPU"
+	if !gen1 && head[0].S != "Device" {
+		return i, p.errAt(sec.source, i, head[0].Col, fmt.Errorf("%w: concise header starts with %q, not GPU or Device", topology.ErrSyntax, head[0].S))
 	}
 	// Column of the power reading: by position among the header's
 	// columns in the single-token ROCm 5.x layout (which survives
@@ -610,11 +611,11 @@ func (p *textParser) concise(i int, sec sectionInfo) (int, error) {
 	// cells hold spaces ("[0x74a1 : 0x00]", "NPS1, SPX").
 	powerIdx, powerRune, ncols := -1, -1, 0
 	for _, tk := range head {
-		if strings.HasPrefix(tk.s, "(") {
+		if strings.HasPrefix(tk.S, "(") {
 			continue // "Temp (DieEdge)" is one column
 		}
-		if tk.s == "AvgPwr" || tk.s == "Power" {
-			powerIdx, powerRune = ncols, tk.rcol
+		if tk.S == "AvgPwr" || tk.S == "Power" {
+			powerIdx, powerRune = ncols, runeCol(p.lines[i], tk)
 		}
 		ncols++
 	}
@@ -643,9 +644,9 @@ func (p *textParser) concise(i int, sec sectionInfo) (int, error) {
 			continue
 		}
 		toks := fields(line)
-		idx, err := parseIndex(toks[0].s)
+		idx, err := parseIndex(toks[0].S)
 		if err != nil {
-			return i, p.errAt(sec.source, i, 0, fmt.Errorf("%w: concise row %q does not start with a GPU index", topology.ErrSyntax, toks[0].s))
+			return i, p.errAt(sec.source, i, 0, fmt.Errorf("%w: concise row %q does not start with a GPU index", topology.ErrSyntax, toks[0].S))
 		}
 		if len(toks) < 4 {
 			return i, p.errAt(sec.source, i, len(line), fmt.Errorf("%w: concise row has %d fields", topology.ErrSyntax, len(toks)))
@@ -655,30 +656,30 @@ func (p *textParser) concise(i int, sec sectionInfo) (int, error) {
 		d := p.r.device(idx)
 		d.InConcise = true
 		p.r.list(sec.title, idx)
-		if !unknownValue(util.s) {
-			if d.UtilPercent, err = parsePercent(util.s); err != nil {
-				return i, p.errAt(sec.source, i, util.col, err)
+		if !unknownValue(util.S) {
+			if d.UtilPercent, err = parsePercent(util.S); err != nil {
+				return i, p.errAt(sec.source, i, util.Col, err)
 			}
 		}
-		if !unknownValue(vram.s) {
-			if d.MemUsedPct, err = parsePercent(vram.s); err != nil {
-				return i, p.errAt(sec.source, i, vram.col, err)
+		if !unknownValue(vram.S) {
+			if d.MemUsedPct, err = parsePercent(vram.S); err != nil {
+				return i, p.errAt(sec.source, i, vram.Col, err)
 			}
 		}
 		pwrCap := -1.0
-		if !unknownValue(capTok.s) {
-			pwrCap, err = strconv.ParseFloat(strings.TrimSuffix(capTok.s, "W"), 64)
+		if !unknownValue(capTok.S) {
+			pwrCap, err = strconv.ParseFloat(strings.TrimSuffix(capTok.S, "W"), 64)
 			if err != nil || pwrCap < 0 {
-				return i, p.errAt(sec.source, i, capTok.col, fmt.Errorf("%w: power cap %q", topology.ErrBadNumber, capTok.s))
+				return i, p.errAt(sec.source, i, capTok.Col, fmt.Errorf("%w: power cap %q", topology.ErrBadNumber, capTok.S))
 			}
 		}
 		power := ""
 		if gen1 && powerIdx >= 0 && n == ncols {
-			power = toks[powerIdx].s
+			power = toks[powerIdx].S
 		} else if !gen1 && powerRune >= 0 {
 			for _, tk := range toks {
-				if tk.rcol == powerRune {
-					power = tk.s
+				if runeCol(line, tk) == powerRune {
+					power = tk.S
 				}
 			}
 		}
