@@ -422,7 +422,7 @@ func keeperLoop(chld <-chan os.Signal, userns bool) {
 // Reaping them (the next SIGCHLD) brings their own children, and the
 // next round.
 func killOrphans(guards map[int]bool) {
-	for _, c := range childrenOf(os.Getpid()) {
+	for _, c := range childrenNow(os.Getpid()) {
 		if guards[c] {
 			continue
 		}
@@ -658,6 +658,14 @@ func sweep(f func(pid int, ws unix.WaitStatus), chld <-chan os.Signal) {
 		}
 		nextRound(chld)
 	}
+}
+
+// childrenNow lists pid's children, from /proc.
+func childrenNow(pid int) []int {
+	if haveChildrenFiles() {
+		return childrenOf(pid)
+	}
+	return processTree()[pid]
 }
 
 // descendants lists every descendant of pid, parents before children,

@@ -241,7 +241,7 @@ func (s *supervisor) subreaper() error {
 	}
 	s.reaping = true
 	s.notJob = map[int]bool{}
-	for _, c := range childrenOf(os.Getpid()) {
+	for _, c := range childrenNow(os.Getpid()) {
 		s.notJob[c] = true
 	}
 	return nil
@@ -280,7 +280,7 @@ func (s *supervisor) sweepOrphans(live map[int]bool) int {
 	killed := map[int]bool{}
 	for {
 		var orphans []int
-		for _, c := range childrenOf(os.Getpid()) {
+		for _, c := range childrenNow(os.Getpid()) {
 			if !live[c] && !s.notJob[c] {
 				orphans = append(orphans, c)
 			}
