@@ -11,12 +11,14 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
+
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
 	"github.com/amdrun/amdrun/internal/discover"
 	"github.com/amdrun/amdrun/internal/launch/lease"
+	"github.com/amdrun/amdrun/internal/printable"
 	"github.com/amdrun/amdrun/internal/topology"
-	"github.com/spf13/cobra"
 )
 
 // Options are the inputs of `amdrun ps`.
@@ -88,7 +90,7 @@ func Rows(m *topology.Model, held map[string]lease.State) []Row {
 		}
 		if s, ok := held[r.Key]; ok {
 			if s.Fault != nil {
-				r.State, r.Fault = "unusable", lease.Printable(s.Fault.Error(), 300)
+				r.State, r.Fault = "unusable", printable.String(s.Fault.Error(), 300)
 			} else {
 				h := s.Holder
 				r.Holder, r.State = &h, "leased"
@@ -111,7 +113,7 @@ func detail(h *lease.Holder) string {
 	case h.Gone:
 		return d + " (exited; the job's processes keep the lease)"
 	case h.User != "":
-		d += ", user " + lease.Printable(h.User, 32)
+		d += ", user " + printable.String(h.User, 32)
 	case h.UID >= 0:
 		d += fmt.Sprintf(", uid %d", h.UID)
 	}
@@ -119,7 +121,7 @@ func detail(h *lease.Holder) string {
 		d += ", started " + h.Start.Format("2006-01-02 15:04:05")
 	}
 	if h.Command != "" {
-		d += ": " + lease.Printable(h.Command, 120)
+		d += ": " + printable.String(h.Command, 120)
 	}
 	return d
 }
