@@ -76,7 +76,8 @@ func prepare(ctx context.Context, o *Options, dryRun bool) (*Plan, error) {
 		hostNUMA = nil
 	}
 	tv := <-torch
-	ranks, err := planRanks(o, pl, env, hostNUMA, tv)
+	cl := &cpuLeaser{ctx: ctx, o: o, dryRun: dryRun}
+	ranks, err := planRanks(o, pl, env, hostNUMA, tv, cl)
 	if err != nil {
 		pl.release()
 		return nil, err
@@ -84,28 +85,47 @@ func prepare(ctx context.Context, o *Options, dryRun bool) (*Plan, error) {
 	for _, w := range ranks.Warnings {
 		o.Warn.Warn("%s", w)
 	}
-	p := &Plan{Model: pl.model, Choice: pl.choice, Ranks: ranks, Run: ranks, held: pl.held}
+	p := &Plan{Model: pl.model, Choice: pl.choice, Ranks: ranks, Run: ranks, held: pl.held, cpuHeld: cl.held}
 	if !o.NoPython {
 		p.Python, p.PythonFrom, p.TorchVersion = o.Python, o.PythonFrom, tv
 	}
 	if o.Launcher == "torchrun" {
-		p.Run = launch.TorchrunPlan(ranks, torchrunSettings(o, env))
+		p.Run = launch.TorchrunPlan(ranks, torchrunSettings(o, env, ranks))
 		p.Torchrun = true
 	}
 	return p, nil
 }
 
-// torchrunSettings hands this node's plan to torchrun.
-func torchrunSettings(o *Options, env []string) launch.Torchrun {
+// torchrunSettings hands this node's plan to torchrun. Under torch's own
+// agent (Options.Agent) bound ranks stay bound: the agent starts each
+// worker through amdrun's bind shim (launch.Torchrun.Shim).
+func torchrunSettings(o *Options, env []string, ranks *launch.Plan) launch.Torchrun {
 	nnodes := fmt.Sprint(max(1, o.NNodes))
 	if o.ElasticNNodes != "" {
 		nnodes = o.ElasticNNodes
 	}
 	return launch.Torchrun{
 		UserEnv: env, NNodes: nnodes, NodeRank: o.NodeRank, MasterAddr: o.MasterAddr,
-		MasterPort: o.MasterPort, Rdzv: o.Rdzv, MaxRestarts: o.MaxRestarts,
+		MasterPort: o.MasterPort, Rdzv: o.Rdzv,
 		Module: o.Module, NoPython: o.NoPython, Extra: o.TorchrunArgs, Args: o.Args, Agent: agentArgv(o),
+		Shim: agentShim(o, ranks),
 	}
+}
+
+// agentShim is the bind shim the agent starts each worker through, nil
+// when the job is not the agent's or no rank is bound. Without amdrun's
+// own path the workers run unbound, and one line says so.
+func agentShim(o *Options, ranks *launch.Plan) []string {
+	local := launch.LocalShimArgs(ranks)
+	if !o.Agent || local == nil {
+		return nil
+	}
+	self, err := o.Executable()
+	if err != nil {
+		o.Warn.Warn("cannot find amdrun's own binary, the agent's workers are not bound: %v", err)
+		return nil
+	}
+	return append([]string{self, launch.ShimArg}, local...)
 }
 
 // agentArgv is the command that runs torch's agent: the workers' own
@@ -132,6 +152,18 @@ func supervise(ctx context.Context, o *Options, p *Plan) (int, error) {
 		if hold, err = p.held.Files(); err != nil {
 			return 0, err
 		}
+	}
+	if p.cpuHeld != nil {
+		more, err := p.cpuHeld.Files()
+		if err != nil {
+			for _, f := range hold {
+				f.Close()
+			}
+			return 0, err
+		}
+		hold = append(hold, more...)
+	}
+	if hold != nil {
 		defer func() {
 			for _, f := range hold {
 				f.Close()
@@ -158,18 +190,16 @@ func runOptions(o *Options, p *Plan) launch.RunOptions {
 		Redirects:   o.Redirects,
 		Tee:         o.Tee,
 		Contain:     o.Contain,
-		MaxRestarts: o.MaxRestarts,
 		Forward:     o.Forward, PrefixTemplate: o.PrefixTemplate,
 	}
 	if in, ok := o.Stdin.(*os.File); ok {
 		ro.Stdin = in
 	}
 	if p.Torchrun {
-		// torchrun got --log_dir, -r, -t, --local_ranks_filter and
-		// --max_restarts itself: its one process is not filtered, logged
-		// or restarted by amdrun.
+		// torchrun got --log_dir, -r, -t and --local_ranks_filter itself:
+		// its one process is not filtered or logged by amdrun (nor
+		// restarted: the torchrun plan's MaxRestarts is 0).
 		ro.LogDir, ro.RanksFilter, ro.Redirects, ro.Tee = "", nil, launch.Streams{}, launch.Streams{}
-		ro.MaxRestarts = 0
 	}
 	// Prefixes tell ranks apart: with one rank on the console there is
 	// nothing to tell, and its output can be the terminal itself (issue 15).

@@ -9,7 +9,14 @@
 // setting (Selection, Planning, Supervision). The command line binds its
 // flags into those fields; nothing copies them into another struct of
 // settings before the package that uses them (selector.Request,
-// launch.Spec, launch.RunOptions).
+// reserve.Options, launch.Spec, launch.RunOptions).
+//
+// The package also gives the launch command line its meaning, so that the
+// command only declares flags: Options.Resolve reads a CommandLine (the
+// flags' raw values) into Options with torchrun's semantics where a flag
+// is torchrun's (PET_* variables, --standalone, --rdzv-*, the hand-off to
+// torch's agent) and refuses what cannot run in one line (UsageError,
+// WordError); ExpandAbbrev expands argparse-style abbreviations.
 package job
 
 import (
@@ -21,6 +28,7 @@ import (
 	"github.com/amdrun/amdrun/internal/launch"
 	"github.com/amdrun/amdrun/internal/launch/lease"
 	"github.com/amdrun/amdrun/internal/launch/numabalance"
+	"github.com/amdrun/amdrun/internal/launch/slurm"
 	"github.com/amdrun/amdrun/internal/selector"
 	"github.com/amdrun/amdrun/internal/topology"
 )
@@ -67,6 +75,13 @@ type Deps struct {
 	// HostNUMA returns this host's NUMA nodes (for binding; a saved
 	// topology may describe another machine).
 	HostNUMA func() ([]topology.NUMANode, error)
+	// HostCPUGroups returns the sockets and level-3 caches of the CPUs of
+	// nodes (for --bind socket and core-complex, the only callers: the
+	// read costs milliseconds per hundred CPUs); nil means unknown.
+	HostCPUGroups func(nodes []topology.NUMANode) (*topology.CPUGroups, error)
+	// OwnCPUs returns the CPUs amdrun may use (sched_getaffinity); nil
+	// means launch.OwnCPUs. Tests planning on a captured host set it.
+	OwnCPUs func() []int
 	// NumCPU is the number of CPUs amdrun may use (runtime.NumCPU); it
 	// sizes CPU ranks for --nproc-per-node cpu and auto.
 	NumCPU func() int
@@ -94,6 +109,14 @@ type Selection struct {
 	// CPUOnly runs CPU ranks without looking for a GPU (--ngpus 0 with
 	// --nproc-per-node N, or --nproc-per-node cpu).
 	CPUOnly bool
+	// Grant is the GPUs the Slurm task was granted on this node (nil:
+	// outside Slurm). A grant bounds the devices chosen among, whatever
+	// the visible-device variables say; and a task granted GPUs that
+	// finds none fails, unless NoGPUOK.
+	Grant *slurm.Grant
+	// NoGPUOK lets a task granted GPUs run CPU ranks when it finds none
+	// (an explicit --ngpus 0).
+	NoGPUOK bool
 	// Devices are the only devices to choose among (--devices); nil: all.
 	Devices []int
 	// Exclude are devices never chosen (--exclude); nil: none.
@@ -145,9 +168,13 @@ type Planning struct {
 	NNodes, NodeRank int
 	MasterAddr       string
 	MasterPort       int
+	// Slurm is the Slurm allocation amdrun runs in (Resolve reads it from
+	// the environment and fills the four fields above from it), or nil.
+	Slurm *slurm.Job
 	// MaxRestarts is how often the whole group is restarted after a
 	// failure (0: never); with Launcher "torchrun", torchrun's
-	// --max-restarts.
+	// --max-restarts. It goes to launch.Spec, and from the plan to
+	// launch.Run and torchrun's command line.
 	MaxRestarts int
 	// RunID is TORCHELASTIC_RUN_ID; "" means a fresh launch.NewRunID.
 	RunID string

@@ -3,6 +3,8 @@ package launch
 import (
 	"strconv"
 	"strings"
+
+	"github.com/amdrun/amdrun/internal/envlist"
 )
 
 // Torchrun says how to hand a planned node over to torchrun (elastic
@@ -24,8 +26,6 @@ type Torchrun struct {
 	// "endpoint", "id", "conf" for --rdzv_backend ...), passed through in
 	// that order.
 	Rdzv map[string]string
-	// MaxRestarts is torchrun's --max-restarts (0: not passed).
-	MaxRestarts int
 	// Module and NoPython choose torchrun's -m / --no-python.
 	Module, NoPython bool
 	// Extra are more torchrun flags, already in the spelling every
@@ -33,6 +33,12 @@ type Torchrun struct {
 	Extra []string
 	// Args are SCRIPT ARGS..., as the user gave them.
 	Args []string
+	// Shim, when set, is amdrun's bind shim with every local rank's
+	// binding ([self, ShimArg, LocalShimArgs(p)...]): torchrun runs it as
+	// a --no_python entrypoint, and it binds each worker by its
+	// LOCAL_RANK and execs the rank's command (the plan's argv, which
+	// then replaces Module, NoPython and Args).
+	Shim []string
 	// Agent is the command that runs torch's elastic agent; nil means
 	// ["torchrun"]. amdrun hands a c10d/etcd or elastic job to
 	// [python, -m, torch.distributed.run] of the workers' interpreter.
@@ -44,7 +50,9 @@ type Torchrun struct {
 var rdzvNames = []string{"backend", "endpoint", "id", "conf"}
 
 // TorchrunPlan replaces p's ranks with one process: torchrun with the
-// chosen devices visible and --nproc_per_node len(p.Ranks). Its env is
+// chosen devices visible, --nproc_per_node len(p.Ranks) and p's
+// MaxRestarts as --max_restarts (torchrun restarts the ranks: the plan
+// returned has MaxRestarts 0, so Run starts torchrun once). Its env is
 // rank 0's without the rank contract (RankVars other than the
 // visible-device ones), except what the user set. It is pure.
 func TorchrunPlan(p *Plan, t Torchrun) *Plan {
@@ -56,7 +64,7 @@ func TorchrunPlan(p *Plan, t Torchrun) *Plan {
 	var env []string
 	for _, kv := range r0.Env {
 		k, _, _ := strings.Cut(kv, "=")
-		if _, userSet := LookupEnv(t.UserEnv, k); own[k] && !userSet {
+		if _, userSet := envlist.Lookup(t.UserEnv, k); own[k] && !userSet {
 			continue
 		}
 		env = append(env, kv)
@@ -82,17 +90,22 @@ func TorchrunPlan(p *Plan, t Torchrun) *Plan {
 			argv = append(argv, "--rdzv_"+k, v)
 		}
 	}
-	if t.MaxRestarts > 0 {
-		argv = append(argv, "--max_restarts", strconv.Itoa(t.MaxRestarts))
+	if p.MaxRestarts > 0 {
+		argv = append(argv, "--max_restarts", strconv.Itoa(p.MaxRestarts))
 	}
 	argv = append(argv, t.Extra...)
 	switch {
+	case len(t.Shim) > 0:
+		argv = append(append(argv, "--no_python"), t.Shim...)
+		argv = append(append(argv, "--"), r0.Argv...)
 	case t.NoPython:
 		argv = append(argv, "--no_python")
 	case t.Module:
 		argv = append(argv, "-m")
 	}
-	argv = append(argv, t.Args...)
+	if len(t.Shim) == 0 {
+		argv = append(argv, t.Args...)
+	}
 	one := r0
 	one.Argv, one.Env, one.CPUs, one.Mems, one.MemPolicy = argv, env, nil, nil, MemNone
 	return &Plan{Ranks: []Rank{one}, WorldSize: p.WorldSize, Bind: BindNone, Mem: MemNone}

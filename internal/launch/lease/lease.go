@@ -37,19 +37,13 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode"
-	"unicode/utf8"
+
+	"github.com/amdrun/amdrun/internal/printable"
 )
 
 // DefaultDir is the lease directory every amdrun job on a node shares
 // unless --lease-dir or AMDRUN_LEASE_DIR says otherwise.
 const DefaultDir = "/run/lock/amdrun"
-
-// Patience is how long a waiter defers to an older ticket in the queue
-// once enough devices are free for that ticket: a real waiter takes them
-// within a poll or two, so a ticket still waiting after Patience is
-// stalled or fake and is passed over.
-const Patience = 3 * time.Second
 
 // nodeLock is the name of the node-wide selection lock and queueDir
 // that of the waiting queue; FileName never gives either (a leading dot
@@ -111,7 +105,7 @@ type Options struct {
 
 // Holder describes the process holding a lease, as the kernel knows it.
 // Command and User are printable: control characters are escaped and
-// long values cut (Printable). A zero field is unknown.
+// long values cut (printable.String). A zero field is unknown.
 type Holder struct {
 	PID  int    `json:"pid"`
 	UID  int    `json:"uid"` // -1: unknown
@@ -119,9 +113,20 @@ type Holder struct {
 	// Start is when the holding process started (zero: unknown).
 	Start   time.Time `json:"start,omitzero"`
 	Command string    `json:"command,omitempty"`
-	// Gone: the process that took the lock has exited; descriptors it
-	// handed to the job's processes keep the lease.
+	// Gone: the process that took the lock has exited, and no process
+	// this one may look at holds it (descriptors it handed on keep it).
 	Gone bool `json:"gone,omitempty"`
+	// Locker is the pid that took the lock (as /proc/locks says) when
+	// the holder described is another process, or when no holder could be
+	// found although the locker is alive (PID 0); 0 when PID took it.
+	Locker int `json:"locker,omitempty"`
+	// Outside: the holder does not run amdrun: the lease left the job
+	// with a descriptor handed to another process.
+	Outside bool `json:"outside,omitempty"`
+	// Unverified: /proc does not let this process check that PID holds
+	// the lock (another user's process, without root): PID is the process
+	// that took it, which may have handed it on since.
+	Unverified bool `json:"unverified,omitempty"`
 }
 
 // String is a one-line description for messages:
@@ -137,7 +142,7 @@ func (h Holder) String() string {
 	if who == "" && h.UID >= 0 && h.PID > 0 && !h.Gone {
 		who = "uid " + strconv.Itoa(h.UID)
 	}
-	cmd := Printable(strings.Join(strings.Fields(h.Command), " "), 60)
+	cmd := printable.String(strings.Join(strings.Fields(h.Command), " "), 60)
 	switch {
 	case h.Gone:
 		b.WriteString(" (exited; the job's processes keep the lease)")
@@ -151,7 +156,29 @@ func (h Holder) String() string {
 	if !h.Start.IsZero() {
 		b.WriteString(", started " + h.Start.Format("15:04:05"))
 	}
+	// Unverified is said by ps, not in every message naming a holder.
+	if n := h.Note(); n != "" && !h.Gone && !h.Unverified {
+		b.WriteString(" [" + n + "]")
+	}
 	return b.String()
+}
+
+// Note says how far the kernel vouches for the holder described, in a
+// few words; "" for the process that took the lock and still holds it.
+func (h Holder) Note() string {
+	switch {
+	case h.PID <= 0 && h.Locker > 0:
+		return fmt.Sprintf("pid %d took it and holds it no more; the process it went to is not visible to this user", h.Locker)
+	case h.Gone:
+		return "exited; the job's processes keep the lease"
+	case h.Outside:
+		return fmt.Sprintf("outside the job: not an amdrun process; pid %d took the lease", h.Locker)
+	case h.Locker > 0:
+		return fmt.Sprintf("amdrun's, keeping the lease pid %d took", h.Locker)
+	case h.Unverified:
+		return "the pid that took it, as /proc/locks says; only root can check that it still holds it"
+	}
+	return ""
 }
 
 // Dir is an open lease directory. Its methods are safe for concurrent
@@ -215,30 +242,28 @@ type Lease struct {
 	fds  []int
 }
 
-// Keys returns the leased device keys, in the order given to Acquire.
-func (l *Lease) Keys() []string { return append([]string(nil), l.keys...) }
-
-// Ticket is a place in the directory's first-come-first-served queue of
-// jobs waiting for devices. It stays in the queue until Done or until the
-// process exits.
+// Ticket is a place in the directory's queue of jobs waiting for
+// devices (see Enqueue and the rule in queue.go). It stays in the queue
+// until Done or until the process exits.
 type Ticket struct {
 	dir         *Dir
 	name        string
 	need, total int
-	// patience is Patience; tests shorten it.
-	patience time.Duration
+	pid         int
+	since       time.Time // when it joined: the file's inode change time
+	// rule is Patience and Backfill, perUser MaxTicketsPerUser; tests
+	// shorten them.
+	rule    rule
+	perUser int
+	now     func() time.Time
 
-	mu  sync.Mutex
-	qfd int // the queue directory
-	fd  int // the ticket, locked; -1 after Done
-	// waitFrom is when this waiter first deferred to an older ticket
-	// that had enough free devices; zero until then.
-	waitFrom time.Time
+	mu     sync.Mutex
+	qfd    int // the queue directory
+	fd     int // the ticket, locked; -1 after Done
+	clock  clock
+	heldBy *Waiting
+	stats  scanStats
 }
-
-// Name returns the ticket's file name in DIR/queue; names sort in
-// arrival order.
-func (t *Ticket) Name() string { return t.name }
 
 // State is what Held reports for a device that cannot be leased now.
 type State struct {
@@ -250,14 +275,6 @@ type State struct {
 	// a lock file the directory's owner has not made). It wraps ErrUnsafe
 	// or fs.ErrNotExist; the device cannot be leased until it is fixed.
 	Fault error `json:"-"`
-}
-
-// String describes why the device cannot be leased, in a few words.
-func (s State) String() string {
-	if s.Fault != nil {
-		return "unusable: " + s.Fault.Error()
-	}
-	return "leased by " + s.Holder.String()
 }
 
 // InitReport says what Init did.
@@ -288,6 +305,24 @@ func (e *LockedError) Error() string {
 
 // Unwrap returns ErrLocked and the context's error.
 func (e *LockedError) Unwrap() []error { return []error{ErrLocked, e.Err} }
+
+// WaitError says that the wait for devices ended (with its context)
+// while the job waited in the queue; Behind is the ticket that held it
+// back at the last look (nil: none did; devices were busy).
+type WaitError struct {
+	Behind *Waiting
+	Err    error
+}
+
+func (e *WaitError) Error() string {
+	if e.Behind != nil {
+		return fmt.Sprintf("lease: waiting for devices, behind %s: %v", e.Behind, e.Err)
+	}
+	return fmt.Sprintf("lease: waiting for devices: %v", e.Err)
+}
+
+// Unwrap returns the context's error.
+func (e *WaitError) Unwrap() error { return e.Err }
 
 // Chooser picks the device keys to lease, given the ones that cannot be
 // leased now (as Held returns them). When no acceptable set is free it
@@ -392,57 +427,13 @@ func checkKeys(keys []string) ([]string, error) {
 	return names, nil
 }
 
-// Printable makes s safe to print on a terminal, on one line, in at most
-// max runes (max <= 0: no limit): control characters (C0, DEL, C1), the
-// bidirectional overrides that reorder what a terminal shows, and bytes
-// that are not UTF-8 are written as Go escapes (\x1b, \u202e), and a
-// longer result is cut with "...". Whatever another user puts in its
-// command line reaches people only through it.
-func Printable(s string, max int) string {
-	var pieces []string
-	n := 0
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		var piece string
-		switch {
-		case r == utf8.RuneError && size == 1:
-			piece = fmt.Sprintf(`\x%02x`, s[i])
-		case r < 0x80 && unicode.IsControl(r):
-			piece = fmt.Sprintf(`\x%02x`, r)
-		case unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) || r == '\u2028' || r == '\u2029':
-			piece = fmt.Sprintf(`\u%04x`, r)
-		default:
-			piece = s[i : i+size]
-		}
-		pieces = append(pieces, piece)
-		n += utf8.RuneCountInString(piece)
-		i += size
-	}
-	if max <= 0 || n <= max {
-		return strings.Join(pieces, "")
-	}
-	// Cut between pieces, so that an escape is never left half written.
-	var b strings.Builder
-	room := max - 3
-	for _, p := range pieces {
-		c := utf8.RuneCountInString(p)
-		if c > room {
-			break
-		}
-		b.WriteString(p)
-		room -= c
-	}
-	b.WriteString("...")
-	return b.String()
-}
-
 // userName is the login name of uid, printable, or "" when unknown.
 func userName(uid int) string {
 	if uid < 0 {
 		return ""
 	}
 	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
-		return Printable(u.Username, 32)
+		return printable.String(u.Username, 32)
 	}
 	return ""
 }

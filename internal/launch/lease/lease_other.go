@@ -65,10 +65,27 @@ func (t *Ticket) First(free int) (bool, error) {
 	return false, fmt.Errorf("lease: %w", ErrNotSupported)
 }
 
+// HeldBy is nil: no ticket can be taken on this system.
+func (t *Ticket) HeldBy() *Waiting { return nil }
+
+// QueueRoom is nil: there is no queue on this system.
+func (d *Dir) QueueRoom(total int) error { return nil }
+
+// Queue is empty: no ticket can be taken on this system.
+func (d *Dir) Queue(total int) []Waiting { return nil }
+
 // Done does nothing: no ticket can be taken on this system.
 func (t *Ticket) Done() {}
 
 // Claim fails: leases need Linux flock semantics.
 func (d *Dir) Claim(ctx context.Context, all []string, need int, choose Chooser, poll time.Duration) (*Lease, error) {
+	return nil, fmt.Errorf("lease: %w", ErrNotSupported)
+}
+
+// cpuFilesMade does nothing: no directory can be opened on this system.
+func (d *Dir) cpuFilesMade(cpus []int) error { return nil }
+
+// ListCPUs fails: leases need Linux flock semantics.
+func (d *Dir) ListCPUs() (map[int]State, error) {
 	return nil, fmt.Errorf("lease: %w", ErrNotSupported)
 }

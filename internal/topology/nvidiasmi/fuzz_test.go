@@ -85,6 +85,24 @@ func FuzzParseP2P(f *testing.F) {
 				t.Fatalf("row %d = %q", i, row)
 			}
 		}
+		// What Discover does with it: mark a model of as many GPUs.
+		n := len(p.Status)
+		if n == 0 || n > topology.MaxDevices {
+			return
+		}
+		m := &topology.Model{Source: Source}
+		for i := 0; i < n; i++ {
+			m.Devices = append(m.Devices, topology.Device{Index: i, RuntimeIndex: i, NUMANode: -1})
+		}
+		if err := m.Finish(); err != nil {
+			t.Fatal(err)
+		}
+		if err := markP2P(m, p); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Validate(); err != nil {
+			t.Fatalf("marked model does not validate: %v", err)
+		}
 	})
 }
 
@@ -145,11 +163,11 @@ func FuzzParseComputeApps(f *testing.F) {
 // error is one line, and a model must validate.
 func FuzzDiscover(f *testing.F) {
 	for _, m := range machines {
-		f.Add(handmade(f, m, "topo-m"), handmade(f, m, "query-gpu"), handmade(f, m, "nvlink-s"))
+		f.Add(handmade(f, m, "topo-m"), handmade(f, m, "query-gpu"), handmade(f, m, "nvlink-s"), handmade(f, m, "topo-p2p-r"))
 	}
 	f.Add(handmade(f, "pcie-l40s-8gpu-2socket", "topo-m"), handmade(f, "pcie-l40s-8gpu-2socket", "query-gpu"),
-		[]byte("NVML: Unable to retrieve NVLink information as all links are inActive\n"))
-	f.Fuzz(func(t *testing.T, topo, query, nvlink []byte) {
+		[]byte("NVML: Unable to retrieve NVLink information as all links are inActive\n"), []byte{})
+	f.Fuzz(func(t *testing.T, topo, query, nvlink, p2p []byte) {
 		run := func(_ context.Context, name string, args ...string) ([]byte, error) {
 			switch strings.Join(args, " ") {
 			case strings.Join(argsTopo, " "):
@@ -158,6 +176,8 @@ func FuzzDiscover(f *testing.F) {
 				return query, nil
 			case strings.Join(argsNVLink, " "):
 				return nvlink, nil
+			case strings.Join(argsP2P, " "):
+				return p2p, nil
 			}
 			return nil, nil // no compute apps
 		}

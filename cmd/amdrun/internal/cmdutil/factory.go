@@ -11,7 +11,7 @@ import (
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
 	"github.com/amdrun/amdrun/internal/bench"
 	"github.com/amdrun/amdrun/internal/discover"
-	"github.com/amdrun/amdrun/internal/launch"
+	"github.com/amdrun/amdrun/internal/envlist"
 	"github.com/amdrun/amdrun/internal/launch/lease"
 	"github.com/amdrun/amdrun/internal/topology"
 	"github.com/amdrun/amdrun/internal/topology/host"
@@ -46,6 +46,12 @@ type Factory struct {
 
 	// HostNUMA returns this host's NUMA nodes; tests replace it.
 	HostNUMA func() ([]topology.NUMANode, error)
+	// HostCPUGroups returns the sockets and level-3 caches of the CPUs
+	// of nodes; tests replace it.
+	HostCPUGroups func(nodes []topology.NUMANode) (*topology.CPUGroups, error)
+	// OwnCPUs returns the CPUs amdrun may use; nil means its own
+	// affinity (tests planning on a captured host set it).
+	OwnCPUs func() []int
 
 	// Run runs external programs (vendor tools, python); tests replace it.
 	Run topology.Runner
@@ -59,9 +65,9 @@ type Factory struct {
 }
 
 // Getenv looks key up in Env; the last assignment wins, as for a program
-// exec'd with that environment (launch.LookupEnv is the one rule).
+// exec'd with that environment (envlist.Lookup is the one rule).
 func (f *Factory) Getenv(key string) string {
-	return launch.Getenv(f.Env(), key)
+	return envlist.Get(f.Env(), key)
 }
 
 // SysfsRoot is the directory sysfs and /proc are read under:
@@ -172,6 +178,9 @@ func New(version string) *Factory {
 	}
 	f.HostNUMA = func() ([]topology.NUMANode, error) {
 		return host.NUMANodes(f.SysfsRoot())
+	}
+	f.HostCPUGroups = func(nodes []topology.NUMANode) (*topology.CPUGroups, error) {
+		return host.CPUGroups(f.SysfsRoot(), nodes)
 	}
 	f.Warn = func(format string, args ...any) {
 		Warnf(io, format, args...)

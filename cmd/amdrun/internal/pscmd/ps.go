@@ -11,12 +11,15 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
+
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
 	"github.com/amdrun/amdrun/internal/discover"
 	"github.com/amdrun/amdrun/internal/launch/lease"
 	"github.com/amdrun/amdrun/internal/topology"
-	"github.com/spf13/cobra"
+
+	"github.com/amdrun/amdrun/internal/printable"
 )
 
 // Options are the inputs of `amdrun ps`.
@@ -42,9 +45,13 @@ func NewCmdPs(f *cmdutil.Factory, runF func(context.Context, *Options) error) *c
 amdrun job: pid, user, start time and command, as the kernel reports them),
 unusable (a file that is not a lease file sits at its lease path: the warning
 names it and its owner), busy (another process has memory on it or runs on it,
-as the vendor tool or KFD reports), or free. Piped, the
-same columns are tab-separated under the same header line; --json gives every
-field. On a machine without a GPU it says so in one line and exits 0.`,
+as the vendor tool or KFD reports), or free. Then the CPUs amdrun jobs
+lease (ranks bound with --bind exclusive or core-complex), one line per
+job. On a terminal, the jobs waiting for devices (--wait) follow, oldest
+first: user, pid, devices asked for and since when, for the tickets the
+kernel vouches for. Piped, the device columns are tab-separated under the
+same header line; --json gives every field, the CPUs and the queue too. On
+a machine without a GPU it says so in one line and exits 0.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Leases = func() (*lease.Dir, error) { return f.OpenLeases(dir, false) }
@@ -88,7 +95,7 @@ func Rows(m *topology.Model, held map[string]lease.State) []Row {
 		}
 		if s, ok := held[r.Key]; ok {
 			if s.Fault != nil {
-				r.State, r.Fault = "unusable", lease.Printable(s.Fault.Error(), 300)
+				r.State, r.Fault = "unusable", printable.String(s.Fault.Error(), 300)
 			} else {
 				h := s.Holder
 				r.Holder, r.State = &h, "leased"
@@ -104,6 +111,9 @@ func Rows(m *topology.Model, held map[string]lease.State) []Row {
 // built the Holder.
 func detail(h *lease.Holder) string {
 	if h.PID <= 0 {
+		if h.Locker > 0 {
+			return "held by a process this user cannot see (" + h.Note() + ")"
+		}
 		return "held by a process this node does not show"
 	}
 	d := fmt.Sprintf("pid %d", h.PID)
@@ -111,7 +121,7 @@ func detail(h *lease.Holder) string {
 	case h.Gone:
 		return d + " (exited; the job's processes keep the lease)"
 	case h.User != "":
-		d += ", user " + lease.Printable(h.User, 32)
+		d += ", user " + printable.String(h.User, 32)
 	case h.UID >= 0:
 		d += fmt.Sprintf(", uid %d", h.UID)
 	}
@@ -119,7 +129,10 @@ func detail(h *lease.Holder) string {
 		d += ", started " + h.Start.Format("2006-01-02 15:04:05")
 	}
 	if h.Command != "" {
-		d += ": " + lease.Printable(h.Command, 120)
+		d += ": " + printable.String(h.Command, 120)
+	}
+	if n := h.Note(); n != "" {
+		d += " [" + n + "]"
 	}
 	return d
 }
@@ -130,11 +143,18 @@ func detail(h *lease.Holder) string {
 func Run(ctx context.Context, opts *Options) error {
 	m, err := opts.Topology(ctx)
 	if errors.Is(err, discover.ErrNoGPU) && opts.SourceAuto {
-		if opts.JSON {
-			return printJSON(opts, map[string]any{"source": "none", "devices": []Row{}})
+		// CPU ranks lease CPUs on a machine without a GPU too.
+		cpus, lerr := cpuLeases(opts)
+		if lerr != nil {
+			return lerr
 		}
-		_, err = fmt.Fprintln(opts.IO.Out, err) // "no GPU found (what each source said)"
-		return err
+		if opts.JSON {
+			return printJSON(opts, map[string]any{"source": "none", "devices": []Row{}, "cpus": cpus})
+		}
+		if _, err = fmt.Fprintln(opts.IO.Out, err); err != nil { // "no GPU found (what each source said)"
+			return err
+		}
+		return printCPUs(opts, cpus)
 	}
 	if err != nil {
 		return err
@@ -149,8 +169,17 @@ func Run(ctx context.Context, opts *Options) error {
 		return err
 	}
 	rows := Rows(m, held)
+	queue := d.Queue(len(m.Keys()))
+	if queue == nil {
+		queue = []lease.Waiting{}
+	}
+	cpuHeld, err := d.ListCPUs()
+	if err != nil {
+		return err
+	}
+	cpus := lease.GroupCPUs(cpuHeld)
 	if opts.JSON {
-		out := map[string]any{"source": m.Source, "lease_dir": d.Path(), "lease_mode": d.Mode().String(), "devices": rows}
+		out := map[string]any{"source": m.Source, "lease_dir": d.Path(), "lease_mode": d.Mode().String(), "devices": rows, "cpus": cpus, "queue": queue}
 		if why := d.Degraded(); why != "" {
 			out["degraded"] = why
 		}
@@ -183,9 +212,77 @@ func Run(ctx context.Context, opts *Options) error {
 		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\n", r.Device, r.Key, numa, r.State, text)
 	}
 	if tw != nil {
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if err := printCPUs(opts, cpus); err != nil {
+		return err
+	}
+	if tw == nil {
+		// Piped, the output stays tables of tab-separated columns; --json
+		// lists the queue.
+		return nil
+	}
+	return printQueue(opts.IO.Out, queue)
+}
+
+// cpuLeases are the CPU leases of the lease directory, by holder.
+func cpuLeases(opts *Options) ([]lease.CPUHolding, error) {
+	d, err := opts.Leases()
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	held, err := d.ListCPUs()
+	if err != nil {
+		return nil, err
+	}
+	return lease.GroupCPUs(held), nil
+}
+
+// printCPUs prints the CPU leases under their own header, nothing when
+// there are none: aligned for a terminal, tab-separated for a pipe.
+func printCPUs(opts *Options, cpus []lease.CPUHolding) error {
+	if len(cpus) == 0 {
+		return nil
+	}
+	var w io.Writer = opts.IO.Out
+	var tw *tabwriter.Writer
+	if opts.IO.IsStdoutTTY() {
+		tw = tabwriter.NewWriter(opts.IO.Out, 0, 0, 2, ' ', 0)
+		w = tw
+	}
+	fmt.Fprintln(w, "CPUS\tSTATE\tDETAIL")
+	for _, c := range cpus {
+		state, text := "leased", detail(&c.Holder)
+		if c.Fault != "" {
+			state, text = "unusable", c.Fault
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\n", topology.FormatCPUList(c.CPUs), state, strings.Join(strings.Fields(text), " "))
+	}
+	if tw != nil {
 		return tw.Flush()
 	}
 	return nil
+}
+
+// printQueue lists, for people, the jobs waiting in the queue, oldest
+// first, as the kernel vouches for them.
+func printQueue(out io.Writer, queue []lease.Waiting) error {
+	if len(queue) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "\nQUEUE\tUSER\tPID\tDEVICES\tSINCE\n")
+	for i, w := range queue {
+		who := w.User
+		if who == "" {
+			who = fmt.Sprintf("uid %d", w.UID)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%s\n", i+1, printable.String(who, 32), w.PID, w.Need, w.Since.Format("2006-01-02 15:04:05"))
+	}
+	return tw.Flush()
 }
 
 func printJSON(opts *Options, v any) error {

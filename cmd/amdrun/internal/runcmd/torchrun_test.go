@@ -3,8 +3,10 @@ package runcmd_test
 import (
 	"errors"
 	"fmt"
+	"os"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -122,13 +124,16 @@ func torchrunCases() []torchrunCase {
 		{args: []string{"--logs-specs", "mine"}, check: func(o *runcmd.Options) string { return "" }, warn: "--logs-specs does nothing under amdrun"},
 		{args: []string{"--numa-binding", "node"}, check: func(o *runcmd.Options) string { return eq("Bind", o.Bind, launch.BindNUMA) }},
 		{args: []string{"--numa-binding", "exclusive"}, check: func(o *runcmd.Options) string { return eq("Bind", o.Bind, launch.BindExclusive) }},
-		{args: []string{"--numa-binding", "socket"}, err: "--numa-binding socket is not supported"},
+		{args: []string{"--numa-binding", "socket"}, check: func(o *runcmd.Options) string { return eq("Bind", o.Bind, launch.BindSocket) }},
+		{args: []string{"--numa_binding", "core-complex"}, check: func(o *runcmd.Options) string { return eq("Bind", o.Bind, launch.BindCoreComplex) }},
+		{args: []string{"--numa-binding", "core-complex", "--bind", "core-complex"}, check: func(o *runcmd.Options) string { return eq("Bind", o.Bind, launch.BindCoreComplex) }},
+		{args: []string{"--numa-binding", "ccd"}, err: "--numa-binding: want node, socket, exclusive or core-complex, got \"ccd\""},
 		{args: []string{"--numa-binding", "node", "--bind", "none"}, err: "--numa-binding node and --bind none disagree"},
 		{args: []string{"--signals-to-handle", "SIGTERM,SIGINT,SIGUSR1"}, check: func(o *runcmd.Options) string {
-			return eq("Forward", launch.SignalNames(o.Forward), "SIGTERM,SIGINT,SIGUSR1")
+			return eq("Forward", o.Forward, []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1})
 		}},
 		{args: []string{"--signals-to-handle", "term, cont,SIGTERM"}, check: func(o *runcmd.Options) string {
-			return eq("Forward", launch.SignalNames(o.Forward), "SIGTERM,SIGCONT")
+			return eq("Forward", o.Forward, []os.Signal{syscall.SIGTERM, syscall.SIGCONT})
 		}},
 		{args: []string{"--signals-to-handle", "SIGTERM,SIGNOPE"}, err: "--signals-to-handle: SIGNOPE is not a signal"},
 		{args: []string{"--signals-to-handle", "SIGKILL"}, err: "--signals-to-handle: SIGKILL cannot be forwarded"},

@@ -1,0 +1,122 @@
+package job
+
+import (
+	"slices"
+	"strings"
+)
+
+// torchrunNames are the long options of torchrun (torch/distributed/run.py
+// of the current release), hyphenated: an abbreviation that could be
+// one of them or one of amdrun's own flags means torchrun's, as the line
+// was written for torchrun.
+var torchrunNames = append([]string{"logs-specs", "numa-binding"}, petFlags...)
+
+// Flag is a command's flag as ExpandAbbrev sees it.
+type Flag struct {
+	// Name is the long name (hyphenated), Shorthand the one-letter name
+	// or "".
+	Name, Shorthand string
+	// Bare says the flag takes no value after it (a boolean, or a flag
+	// with a value of its own when given bare, as --wait).
+	Bare bool
+}
+
+// ExpandAbbrev rewrites each unambiguous prefix of a long flag of flags
+// (before SCRIPT or "--") into the flag's full name, as torchrun's
+// argparse accepts abbreviations (--nproc_per_nod 2 is --nproc-per-node
+// 2). A prefix of several flags is a *UsageError naming them, unless
+// exactly one of them is torchrun's. A name that is no flag's prefix is
+// left for the command to refuse. It stops at the first argument that is
+// not a flag (SCRIPT, or a subcommand). The first of flags with a name
+// counts.
+func ExpandAbbrev(flags []Flag, args []string) ([]string, error) {
+	var names []string
+	byName := map[string]Flag{}
+	for _, f := range flags {
+		if _, ok := byName[f.Name]; !ok {
+			names = append(names, f.Name)
+			byName[f.Name] = f
+		}
+	}
+	short := func(c byte) (Flag, bool) {
+		for _, f := range byName {
+			if f.Shorthand == string(c) {
+				return f, true
+			}
+		}
+		return Flag{}, false
+	}
+	out := slices.Clone(args)
+	for i := 0; i < len(out); i++ {
+		a := out[i]
+		if a == "--" || a == "-" || !strings.HasPrefix(a, "-") {
+			break
+		}
+		if !strings.HasPrefix(a, "--") {
+			// -n 4, -mr3: a shorthand that takes a value takes the rest of
+			// the argument, or the next one.
+			for j := 1; j < len(a); j++ {
+				f, ok := short(a[j])
+				if !ok {
+					break
+				}
+				if !f.Bare {
+					if j == len(a)-1 {
+						i++
+					}
+					break
+				}
+			}
+			continue
+		}
+		name, _, hasValue := strings.Cut(a[2:], "=")
+		norm := strings.ReplaceAll(name, "_", "-")
+		f, ok := byName[norm]
+		if !ok {
+			full, err := matchPrefix(names, norm, name)
+			if err != nil {
+				return nil, err
+			}
+			if full == "" {
+				continue // not a flag: the command says so
+			}
+			f = byName[full]
+			out[i] = "--" + full + a[2+len(name):]
+		}
+		if !hasValue && !f.Bare {
+			i++ // the flag's value
+		}
+	}
+	return out, nil
+}
+
+// matchPrefix is the one flag of names that norm (a hyphenated name) is
+// a prefix of, "" for none; given is the name as written, for the error.
+func matchPrefix(names []string, norm, given string) (string, error) {
+	if norm == "" {
+		return "", nil
+	}
+	var cands []string
+	for _, n := range names {
+		if strings.HasPrefix(n, norm) {
+			cands = append(cands, n)
+		}
+	}
+	if len(cands) > 1 {
+		var tr []string
+		for _, c := range cands {
+			if slices.Contains(torchrunNames, c) {
+				tr = append(tr, c)
+			}
+		}
+		if len(tr) == 1 {
+			return tr[0], nil
+		}
+		slices.Sort(cands)
+		return "", usageErrorf("ambiguous option: --%s could match --%s", given, strings.Join(cands, ", --"))
+	}
+	if len(cands) == 0 {
+		return "", nil
+	}
+	return cands[0], nil
+}

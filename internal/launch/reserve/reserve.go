@@ -1,0 +1,295 @@
+// Package reserve chooses a job's devices and leases them, as one step:
+// the selection runs under the node-wide lock of the lease directory
+// (internal/launch/lease), leaving out what other jobs lease, and the
+// chosen set is leased before the lock is let go; with a wait it queues,
+// first come first served, and gives a device another job just released
+// time to settle (its memory freed). It owns that protocol only: scoring
+// is internal/selector's, the lease files are lease's, and what runs on
+// the devices is internal/launch's.
+package reserve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/amdrun/amdrun/internal/launch/lease"
+	"github.com/amdrun/amdrun/internal/selector"
+	"github.com/amdrun/amdrun/internal/topology"
+)
+
+// DefaultWaitPoll is how often a job queued for devices looks again.
+const DefaultWaitPoll = 200 * time.Millisecond
+
+// SettleTime is how long a queued job keeps waiting for a device whose
+// lease was just released but which its fresh discovery still shows busy:
+// the driver frees a dead job's memory (and drops it from its process
+// list) a little after the processes are gone; 90 ms on the H200 machine.
+const SettleTime = 10 * time.Second
+
+// refreshEvery spaces the discoveries of a job waiting for a device to
+// settle: each runs the vendor tool.
+const refreshEvery = 500 * time.Millisecond
+
+// NodeLockWait bounds how long a job that does not --wait waits for the
+// node lock: another job holds it for milliseconds, so a lock held for
+// seconds is stuck or held on purpose, and the job fails naming the
+// holder instead of hanging.
+const NodeLockWait = 3 * time.Second
+
+// Options is what Devices needs: the node, the request and how to
+// treat other jobs' leases. Zero values are documented per field.
+type Options struct {
+	Model   *topology.Model
+	Request selector.Request
+	// Policy ranks the sets; the zero value is selector.Tree.
+	Policy selector.Policy
+	// Leases is the node's lease directory; nil means no leases are taken
+	// or respected (--no-lease).
+	Leases *lease.Dir
+	// DryRun selects among the devices no one leases but takes no lease.
+	DryRun bool
+	// Wait is how long to wait for devices other jobs hold and for the
+	// node lock, in all: 0 waits for nothing but NodeLockWait for the node
+	// lock, < 0 waits without limit.
+	Wait time.Duration
+	// Poll is how often a queued job looks again; 0 means DefaultWaitPoll.
+	Poll time.Duration
+	// LockWait bounds the wait for the node lock when Wait is 0; 0 means
+	// NodeLockWait.
+	LockWait time.Duration
+	// Queued, when set, is called once with the reason when the job
+	// starts waiting.
+	// ahead lists the jobs waiting in the queue before it, oldest first,
+	// as the kernel vouches for them (lease.Dir.Queue).
+	Queued func(want int, why error, ahead []lease.Waiting)
+	// Refresh, when set, discovers the node again. A queued job calls it
+	// when a device another job leased becomes free, and takes the fresh
+	// busy state of the devices: at start a leased device is usually busy
+	// with that job's memory, which is gone once its lease is (the lease
+	// lives until the job's last process does).
+	Refresh func(context.Context) (*topology.Model, error)
+	// Settle bounds the wait for a released device to stop being busy;
+	// 0 means SettleTime.
+	Settle time.Duration
+}
+
+// Devices chooses the devices and leases them: selection runs under the
+// node-wide lock, leaving out devices other jobs lease (and devices whose
+// lease file cannot be used), and the lease on the chosen set is taken
+// before the lock is released, so that two jobs never get one device.
+// With Wait it queues, first come first served, until enough devices are
+// free; every wait (for the node lock too) ends at Wait. The returned
+// lease is nil with DryRun or without Leases; the caller releases it when
+// the job ends.
+//
+// When not enough devices are free the error is the selector's
+// *selector.NotEnoughError, listing what is free, leased and busy. Busy
+// state is the one discovered at start, refreshed (with Refresh) when a
+// leased device becomes free: a queued job waits for other amdrun jobs'
+// leases, not for other programs to leave a device.
+func Devices(ctx context.Context, r Options) (*selector.Choice, *lease.Lease, error) {
+	if r.Leases == nil {
+		c, err := selector.Select(r.Model, r.Request, r.Policy)
+		return c, nil, err
+	}
+	keys := r.Model.Keys()
+	if r.DryRun {
+		holders, err := r.Leases.Held(keys)
+		if err != nil {
+			return nil, nil, err
+		}
+		c, err := selector.Select(r.Model, withHeld(r.Request, keys, holders), r.Policy)
+		return c, nil, err
+	}
+	var choice *selector.Choice
+	st := settle{keys: keys}
+	choose := func(holders map[string]lease.State) ([]string, error) {
+		req := withHeld(r.Request, keys, holders)
+		if r.Refresh != nil {
+			st.look(ctx, r, holders, time.Now(), req.Held)
+		}
+		c, err := selector.Select(r.Model, req, r.Policy)
+		var ne *selector.NotEnoughError
+		if errors.As(err, &ne) && len(ne.Held) > 0 {
+			// Enough devices exist, but other jobs hold some: worth waiting.
+			return nil, fmt.Errorf("%w: %w", lease.ErrBusy, err)
+		}
+		if err != nil {
+			return nil, err
+		}
+		choice = c
+		chosen := make([]string, len(c.Devices))
+		for i, dev := range c.Devices {
+			chosen[i] = keys[dev]
+		}
+		return chosen, nil
+	}
+	need := max(r.Request.N, 1)
+	wctx := ctx
+	if r.Wait > 0 {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, r.Wait)
+		defer cancel()
+	}
+	fctx := wctx
+	if r.Wait == 0 {
+		lockWait := r.LockWait
+		if lockWait <= 0 {
+			lockWait = NodeLockWait
+		}
+		var cancel context.CancelFunc
+		fctx, cancel = context.WithTimeout(ctx, lockWait)
+		defer cancel()
+	}
+	l, err := r.Leases.Claim(fctx, keys, need, choose, 0)
+	if err == nil || r.Wait == 0 || !errors.Is(err, lease.ErrBusy) {
+		return choice, l, r.explain(ctx, err)
+	}
+	if err := r.Leases.QueueRoom(len(keys)); err != nil {
+		return nil, nil, err // this user's queue is full: no waiting
+	}
+	if r.Queued != nil {
+		want := r.Request.N
+		var ne *selector.NotEnoughError
+		if errors.As(err, &ne) {
+			want = ne.Requested
+		}
+		r.Queued(want, unwrapBusy(err), r.Leases.Queue(len(keys)))
+	}
+	poll := r.Poll
+	if poll <= 0 {
+		poll = DefaultWaitPoll
+	}
+	l, err = r.Leases.Claim(wctx, keys, need, choose, poll)
+	return choice, l, r.explain(ctx, err)
+}
+
+// settle follows, for a queued job, the devices other jobs release: a
+// device leased at the last look and free now was busy with the leaving
+// job's memory, so the node is discovered again; one still busy then is
+// waited for as if leased, for up to SettleTime, with a discovery every
+// refreshEvery.
+type settle struct {
+	keys        []string
+	heldBefore  map[string]bool
+	since       map[int]time.Time // device -> when its lease went
+	lastRefresh time.Time
+}
+
+// look updates the model's busy state as needed and marks in held the
+// devices still settling.
+func (s *settle) look(ctx context.Context, r Options, holders map[string]lease.State, now time.Time, held map[int]string) {
+	if s.since == nil {
+		s.since = map[int]time.Time{}
+	}
+	newly := false
+	for i, k := range s.keys {
+		if _, leased := holders[k]; s.heldBefore[k] && !leased {
+			s.since[i], newly = now, true
+		}
+	}
+	s.heldBefore = map[string]bool{}
+	for k := range holders {
+		s.heldBefore[k] = true
+	}
+	if newly || (len(s.since) > 0 && now.Sub(s.lastRefresh) >= refreshEvery) {
+		r.refreshBusy(ctx, s.keys)
+		s.lastRefresh = now
+	}
+	for i, t0 := range s.since {
+		settleTime := r.Settle
+		if settleTime <= 0 {
+			settleTime = SettleTime
+		}
+		if !r.Model.Devices[i].Busy || now.Sub(t0) > settleTime {
+			delete(s.since, i)
+			continue
+		}
+		if _, ok := held[i]; !ok {
+			held[i] = "released by another job, its memory not yet freed"
+		}
+	}
+}
+
+// refreshBusy copies the busy state of a fresh discovery into the model,
+// device by device (matched by key). A failed discovery keeps the old
+// state: the job still waits correctly for leases.
+func (r Options) refreshBusy(ctx context.Context, keys []string) {
+	fresh, err := r.Refresh(ctx)
+	if err != nil {
+		return
+	}
+	byKey := map[string]topology.Device{}
+	for i, k := range fresh.Keys() {
+		byKey[k] = fresh.Devices[i]
+	}
+	for i, k := range keys {
+		if d, ok := byKey[k]; ok {
+			m := &r.Model.Devices[i]
+			m.Busy, m.BusyReason, m.Processes = d.Busy, d.BusyReason, d.Processes
+			m.MemUsedMiB, m.MemUsedPct, m.UtilPercent = d.MemUsedMiB, d.MemUsedPct, d.UtilPercent
+		}
+	}
+}
+
+// explain turns Claim's error into the one the user sees: the selector's
+// message for busy devices, and, when the wait ran out (not ctx), what it
+// waited for.
+func (r Options) explain(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	var le *lease.LockedError
+	switch {
+	case ctx.Err() != nil:
+		return err
+	case errors.As(err, &le) && r.Wait == 0:
+		return fmt.Errorf("%w (--wait=DURATION waits for it longer)", err)
+	case errors.As(err, &le):
+		return fmt.Errorf("gave up waiting for devices after %s: %w", r.Wait, err)
+	case errors.Is(err, context.DeadlineExceeded):
+		var we *lease.WaitError
+		if errors.As(err, &we) && we.Behind != nil {
+			return fmt.Errorf("gave up waiting for devices after %s, behind %s in the queue", r.Wait, we.Behind)
+		}
+		return fmt.Errorf("gave up waiting for devices after %s", r.Wait)
+	}
+	return unwrapBusy(err)
+}
+
+// withHeld marks the devices other jobs lease, and those whose lease file
+// cannot be used, in a copy of req.
+func withHeld(req selector.Request, keys []string, holders map[string]lease.State) selector.Request {
+	req.Held = map[int]string{}
+	for i, k := range keys {
+		if s, ok := holders[k]; ok {
+			req.Held[i] = DescribeHolder(s)
+		}
+	}
+	return req
+}
+
+// unwrapBusy drops the lease.ErrBusy wrapper the chooser adds, so the
+// user sees the selector's message.
+func unwrapBusy(err error) error {
+	var ne *selector.NotEnoughError
+	if errors.As(err, &ne) {
+		return ne
+	}
+	return err
+}
+
+// DescribeHolder says in a few words, on one line, why a device cannot
+// be leased: "leased by pid 42 (alice: amdrun -n 2 train.py), started
+// 15:04:05", or "unusable lease file" when a bad file sits at its path
+// (the warning printed once names the path and its owner). Errors are one
+// line, and a holder's command may be a multi-line python -c or hold
+// terminal escapes: lease.Holder.String escapes and cuts it.
+func DescribeHolder(s lease.State) string {
+	if s.Fault != nil {
+		return "unusable lease file"
+	}
+	return "leased by " + s.Holder.String()
+}
