@@ -159,7 +159,7 @@ func ParseListJSON(r io.Reader) ([]GPU, error) {
 		return nil, err
 	}
 	if len(objs) == 0 {
-		return nil, &topology.ParseError{Source: src, Err: topology.ErrNoDevices}
+		return nil, topology.NewParseError(src, 0, 0, topology.ErrNoDevices, "")
 	}
 	out := make([]GPU, 0, len(objs))
 	for i, o := range objs {
@@ -170,7 +170,7 @@ func ParseListJSON(r io.Reader) ([]GPU, error) {
 		g := NewGPU(idx)
 		for _, k := range sortedKeys(o) {
 			if err := setIdentity(&g, k, o[k]); err != nil {
-				return nil, &topology.ParseError{Source: src, Err: fmt.Errorf("gpu %d: %s: %w", idx, k, err)}
+				return nil, topology.NewParseError(src, 0, 0, fmt.Errorf("gpu %d: %s: %w", idx, k, err), "")
 			}
 		}
 		out = append(out, g)

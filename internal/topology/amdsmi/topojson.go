@@ -30,7 +30,7 @@ func ParseTopologyJSON(r io.Reader) (*Topology, error) {
 		return nil, err
 	}
 	if len(objs) == 0 {
-		return nil, &topology.ParseError{Source: SourceTopologyJSON, Err: topology.ErrNoDevices}
+		return nil, topology.NewParseError(SourceTopologyJSON, 0, 0, topology.ErrNoDevices, "")
 	}
 	t, pos, byBDF, err := jsonRows(objs)
 	if err != nil {
@@ -58,7 +58,7 @@ func ParseTopologyJSON(r io.Reader) (*Topology, error) {
 
 // jsonErr makes err a *topology.ParseError of the JSON topology.
 func jsonErr(err error) error {
-	return &topology.ParseError{Source: SourceTopologyJSON, Err: err}
+	return topology.NewParseError(SourceTopologyJSON, 0, 0, err, "")
 }
 
 // jsonRows reads each object's gpu index and bdf into a new Topology,

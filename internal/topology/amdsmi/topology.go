@@ -292,7 +292,7 @@ func (p *topoParser) row(line string, fs []topology.Field) error {
 	pos := rowPos{line: p.lr.Line(), cols: make([]int, n)}
 	for j, f := range fs[1:] {
 		if err := setCell(&p.t.Pairs[p.rows][j], p.table, f.S); err != nil {
-			return &topology.ParseError{Source: p.lr.Source, Line: p.lr.Line(), Column: f.Col, Err: fmt.Errorf("%s: %w", p.table, err)}
+			return topology.NewParseError(p.lr.Source, p.lr.Line(), f.Col, fmt.Errorf("%s: %w", p.table, err), "")
 		}
 		pos.cols[j] = f.Col
 	}

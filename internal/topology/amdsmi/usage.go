@@ -283,7 +283,7 @@ func ParseProcessJSON(r io.Reader) (map[int]int, error) {
 			if _, isStr := pl.(string); isStr {
 				continue
 			}
-			return nil, &topology.ParseError{Source: src, Err: fmt.Errorf("%w: gpu %d: process_list is not a list", topology.ErrSyntax, g)}
+			return nil, topology.NewParseError(src, 0, 0, topology.ErrSyntax, "gpu %d: process_list is not a list", g)
 		}
 		for _, e := range arr {
 			p, ok := e.(map[string]any)
@@ -330,7 +330,7 @@ func ParseMemUsageJSON(r io.Reader) (map[int]Memory, error) {
 		used, okU, err1 := miB(mu["used_vram"])
 		total, okT, err2 := miB(mu["total_vram"])
 		if err1 != nil || err2 != nil {
-			return nil, &topology.ParseError{Source: src, Err: fmt.Errorf("gpu %d: %w", g, firstErr(err1, err2))}
+			return nil, topology.NewParseError(src, 0, 0, fmt.Errorf("gpu %d: %w", g, firstErr(err1, err2)), "")
 		}
 		if okU && okT {
 			out[g] = Memory{UsedMiB: used, TotalMiB: total}
