@@ -8,7 +8,7 @@ FUZZTIME  ?= 30s
 CONTAIN_PROOF_OUT ?= /tmp/amdrun-contain-proof
 PKGS      := ./...
 
-.PHONY: dist dist-check wheel wheel-check deb deb-check min-go build demo test short race darwin vet lint fmt-check fuzz bench placement-report gpu-proof slurm-e2e agent-e2e clean
+.PHONY: deadcode dist dist-check wheel wheel-check deb deb-check min-go build demo test short race darwin vet lint fmt-check fuzz bench placement-report gpu-proof slurm-e2e agent-e2e clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/amdrun
@@ -33,6 +33,18 @@ vet:
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 lint:
 	$(GO) run $(STATICCHECK) ./...
+
+# Unreachable functions, by golang.org/x/tools/cmd/deadcode at a pinned
+# version (through the Go module proxy). With -test the tests count as
+# callers, and any function unreachable even so fails the target; the
+# second list, for information, is the non-test code that only tests
+# reach (internal/testutil, which is all test support, left out).
+DEADCODE ?= golang.org/x/tools/cmd/deadcode@v0.38.0
+deadcode:
+	@out=$$($(GO) run $(DEADCODE) -test ./...) || exit 1; \
+	if [ -n "$$out" ]; then echo "$$out"; echo "deadcode: unreachable even from the tests"; exit 1; fi
+	@echo "deadcode -test: none. Reached only from tests:"
+	@$(GO) run $(DEADCODE) ./... | grep -v '^internal/testutil/' || true
 
 # Everything: unit tests and the end-to-end tier (real torch jobs, network
 # namespaces, leases across processes, other users).

@@ -31,6 +31,7 @@ var (
 	nvNVLinkArgs   = []string{"nvlink", "-s"}
 	nvQueryArgs    = []string{"--query-gpu=" + nvidiasmi.QueryGPUFields, "--format=csv,noheader,nounits"}
 	nvAppsArgs     = []string{"--query-compute-apps=" + nvidiasmi.ComputeAppsFields, "--format=csv,noheader,nounits"}
+	nvP2PArgs      = []string{"topo", "-p2p", "r"}
 	amdTopoArgs    = []string{"topology"}
 	amdDefaultArgs = []string{}
 	amdListArgs    = []string{"list", "--json"}
@@ -142,7 +143,9 @@ func (n *fakeNode) serveText(tool, text string, args ...string) {
 	}
 }
 
-// serveNvidia serves the four nvidia-smi captures testdata/nvidia-smi/<machine>.*.
+// serveNvidia serves the nvidia-smi captures testdata/nvidia-smi/<machine>.*:
+// four always, and topo -p2p r where the machine has one (without it the
+// fake exits 2 and Discover warns that peer access is unknown).
 func (n *fakeNode) serveNvidia(machine string) {
 	n.t.Helper()
 	src := func(what string) string { return testutil.Testdata(n.t, "nvidia-smi", machine+"."+what+".txt") }
@@ -150,6 +153,14 @@ func (n *fakeNode) serveNvidia(machine string) {
 	n.serve("nvidia-smi", src("nvlink-s"), nvNVLinkArgs...)
 	n.serve("nvidia-smi", src("query-gpu"), nvQueryArgs...)
 	n.serve("nvidia-smi", src("compute-apps"), nvAppsArgs...)
+	if p := src("topo-p2p-r"); fileExists(p) {
+		n.serve("nvidia-smi", p, nvP2PArgs...)
+	}
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 // serveAmdSmiMI300X serves the hand-made MI300X SPX amd-smi captures.
@@ -282,6 +293,50 @@ func TestNvidiaSmiRealH200Capture(t *testing.T) {
 	m, _ = topoJSON(t, n.env, "--source", "auto", "--sysfs-root", t.TempDir())
 	if m.Source != "nvidia-smi" || len(m.Devices) != 2 {
 		t.Errorf("--source auto: source %q, %d devices; want nvidia-smi's 2", m.Source, len(m.Devices))
+	}
+}
+
+// TestNvidiaSmiP2PRefusedPairAvoided: `nvidia-smi topo -p2p r` refusing
+// peer access between the PIX pair 0-1 (NS) makes amdrun topo mark it
+// noP2P ("p2p": false) and selection take the other PIX pair on the
+// socket; with every pair OK it takes 0-1, the lowest indices.
+func TestNvidiaSmiP2PRefusedPairAvoided(t *testing.T) {
+	testutil.EndToEnd(t)
+	n := newFakeNode(t)
+	n.serveNvidia("pcie-l40s-8gpu-2socket")
+	if p := dryRun(t, n.env, "--source", "nvidia-smi", "--ngpus", "2", "x.py"); p.VisibleDevices != "0,1" {
+		t.Fatalf("every pair OK: --ngpus 2 chose %q, want 0,1", p.VisibleDevices)
+	}
+
+	n = newFakeNode(t)
+	n.serveNvidia("pcie-l40s-8gpu-2socket")
+	p2p := string(testutil.ReadFile(t, testutil.Testdata(t, "nvidia-smi", "pcie-l40s-8gpu-2socket.topo-p2p-r.txt")))
+	p2p = strings.Replace(p2p, " GPU0\tX\tOK\t", " GPU0\tX\tNS\t", 1)
+	p2p = strings.Replace(p2p, " GPU1\tOK\tX\t", " GPU1\tNS\tX\t", 1)
+	if err := os.Remove(filepath.Join(n.dir, "nvidia-smi", fakeKey(nvP2PArgs))); err != nil {
+		t.Fatal(err)
+	}
+	n.serveText("nvidia-smi", p2p, nvP2PArgs...)
+
+	m, r := topoJSON(t, n.env, "--source", "nvidia-smi")
+	if strings.Contains(r.stderr, "peer") {
+		t.Errorf("a p2p matrix that reads should not warn: %s", r.stderr)
+	}
+	if l := link(t, m, 0, 1); l.P2P != topology.P2PUnavailable || l.Level != "PIX" {
+		t.Errorf("link 0-1 %s p2p %v; want PIX, unavailable", l.Level, l.P2P)
+	}
+	if l := link(t, m, 2, 3); l.P2P != topology.P2PAvailable {
+		t.Errorf("link 2-3 p2p %v; want available", l.P2P)
+	}
+	if l := link(t, m, 3, 4); l.P2P != topology.P2PUnavailable || l.Level != "SYS" {
+		t.Errorf("link 3-4 %s p2p %v; want SYS, unavailable (CNS across the sockets)", l.Level, l.P2P)
+	}
+	text := runAmdrun(t, n.env, "topo", "--source", "nvidia-smi")
+	if text.code != 0 || !strings.Contains(text.stdout, "\tPIX 32* noP2P\t") || strings.Count(text.stdout, "PIX 32* noP2P") != 2 {
+		t.Errorf("amdrun topo should mark the pairs without peer access:\n%s%s", text.stdout, text.stderr)
+	}
+	if p := dryRun(t, n.env, "--source", "nvidia-smi", "--ngpus", "2", "x.py"); p.VisibleDevices != "2,3" {
+		t.Errorf("0-1 without peer access: --ngpus 2 chose %q, want 2,3", p.VisibleDevices)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/amdrun/amdrun/internal/envlist"
 	"github.com/amdrun/amdrun/internal/launch"
 	"github.com/amdrun/amdrun/internal/topology"
 )
@@ -30,7 +31,7 @@ func TestSteps(t *testing.T) {
 		!reflect.DeepEqual(d2d.Argv[3:], []string{"d2d", "64", "3"}) {
 		t.Errorf("d2d step %q", d2d.Argv)
 	}
-	env := launch.EnvMap(d2d.Env)
+	env := envlist.Map(d2d.Env)
 	if env["A"] != "1" || env["HIP_VISIBLE_DEVICES"] != "2,1" || env["CUDA_VISIBLE_DEVICES"] != "2,1" {
 		t.Errorf("env %v: want the runtime indices 2,1 visible and A kept", env)
 	}

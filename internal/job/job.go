@@ -103,7 +103,7 @@ func torchrunSettings(o *Options, env []string) launch.Torchrun {
 	}
 	return launch.Torchrun{
 		UserEnv: env, NNodes: nnodes, NodeRank: o.NodeRank, MasterAddr: o.MasterAddr,
-		MasterPort: o.MasterPort, Rdzv: o.Rdzv, MaxRestarts: o.MaxRestarts,
+		MasterPort: o.MasterPort, Rdzv: o.Rdzv,
 		Module: o.Module, NoPython: o.NoPython, Extra: o.TorchrunArgs, Args: o.Args, Agent: agentArgv(o),
 	}
 }
@@ -158,18 +158,16 @@ func runOptions(o *Options, p *Plan) launch.RunOptions {
 		Redirects:   o.Redirects,
 		Tee:         o.Tee,
 		Contain:     o.Contain,
-		MaxRestarts: o.MaxRestarts,
 		Forward:     o.Forward, PrefixTemplate: o.PrefixTemplate,
 	}
 	if in, ok := o.Stdin.(*os.File); ok {
 		ro.Stdin = in
 	}
 	if p.Torchrun {
-		// torchrun got --log_dir, -r, -t, --local_ranks_filter and
-		// --max_restarts itself: its one process is not filtered, logged
-		// or restarted by amdrun.
+		// torchrun got --log_dir, -r, -t and --local_ranks_filter itself:
+		// its one process is not filtered or logged by amdrun (nor
+		// restarted: the torchrun plan's MaxRestarts is 0).
 		ro.LogDir, ro.RanksFilter, ro.Redirects, ro.Tee = "", nil, launch.Streams{}, launch.Streams{}
-		ro.MaxRestarts = 0
 	}
 	// Prefixes tell ranks apart: with one rank on the console there is
 	// nothing to tell, and its output can be the terminal itself (issue 15).

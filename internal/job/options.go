@@ -9,7 +9,14 @@
 // setting (Selection, Planning, Supervision). The command line binds its
 // flags into those fields; nothing copies them into another struct of
 // settings before the package that uses them (selector.Request,
-// launch.Spec, launch.RunOptions).
+// reserve.Options, launch.Spec, launch.RunOptions).
+//
+// The package also gives the launch command line its meaning, so that the
+// command only declares flags: Options.Resolve reads a CommandLine (the
+// flags' raw values) into Options with torchrun's semantics where a flag
+// is torchrun's (PET_* variables, --standalone, --rdzv-*, the hand-off to
+// torch's agent) and refuses what cannot run in one line (UsageError,
+// WordError); ExpandAbbrev expands argparse-style abbreviations.
 package job
 
 import (
@@ -21,6 +28,7 @@ import (
 	"github.com/amdrun/amdrun/internal/launch"
 	"github.com/amdrun/amdrun/internal/launch/lease"
 	"github.com/amdrun/amdrun/internal/launch/numabalance"
+	"github.com/amdrun/amdrun/internal/launch/slurm"
 	"github.com/amdrun/amdrun/internal/selector"
 	"github.com/amdrun/amdrun/internal/topology"
 )
@@ -145,9 +153,13 @@ type Planning struct {
 	NNodes, NodeRank int
 	MasterAddr       string
 	MasterPort       int
+	// Slurm is the Slurm allocation amdrun runs in (Resolve reads it from
+	// the environment and fills the four fields above from it), or nil.
+	Slurm *slurm.Job
 	// MaxRestarts is how often the whole group is restarted after a
 	// failure (0: never); with Launcher "torchrun", torchrun's
-	// --max-restarts.
+	// --max-restarts. It goes to launch.Spec, and from the plan to
+	// launch.Run and torchrun's command line.
 	MaxRestarts int
 	// RunID is TORCHELASTIC_RUN_ID; "" means a fresh launch.NewRunID.
 	RunID string

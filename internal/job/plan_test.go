@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/amdrun/amdrun/internal/discover"
+	"github.com/amdrun/amdrun/internal/envlist"
 	"github.com/amdrun/amdrun/internal/launch"
 	"github.com/amdrun/amdrun/internal/selector"
 	"github.com/amdrun/amdrun/internal/topology"
@@ -53,7 +54,7 @@ func TestPlanRanks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		env := launch.EnvMap(p.Ranks[0].Env)
+		env := envlist.Map(p.Ranks[0].Env)
 		port, _ := strconv.Atoi(env["MASTER_PORT"])
 		if port <= 0 || port == launch.DefaultMasterPort {
 			t.Errorf("MASTER_PORT %q: want a free port chosen now", env["MASTER_PORT"])
@@ -74,7 +75,7 @@ func TestPlanRanks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p.Bind != launch.BindNone || p.Ranks[0].CPUs != nil || launch.EnvMap(p.Ranks[0].Env)["MASTER_PORT"] != "1234" {
+		if p.Bind != launch.BindNone || p.Ranks[0].CPUs != nil || envlist.Map(p.Ranks[0].Env)["MASTER_PORT"] != "1234" {
 			t.Errorf("bind %s cpus %v env %v", p.Bind, p.Ranks[0].CPUs, p.Ranks[0].Env)
 		}
 		if want := []string{"py", "-u", "-m", "x", "-v"}; !reflect.DeepEqual(p.Ranks[0].Argv, want) {
@@ -88,7 +89,7 @@ func TestPlanRanks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		env := launch.EnvMap(p.Ranks[0].Env)
+		env := envlist.Map(p.Ranks[0].Env)
 		if len(p.Ranks) != 1 || env["CUDA_VISIBLE_DEVICES"] != "0,1,6,7" || env["WORLD_SIZE"] != "1" {
 			t.Errorf("%d ranks, CUDA_VISIBLE_DEVICES %q, WORLD_SIZE %s; want 1 rank seeing 0,1,6,7", len(p.Ranks), env["CUDA_VISIBLE_DEVICES"], env["WORLD_SIZE"])
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/amdrun/amdrun/internal/envlist"
 	"github.com/amdrun/amdrun/internal/launch"
 	"github.com/amdrun/amdrun/internal/selector"
 	"github.com/amdrun/amdrun/internal/topology"
@@ -15,7 +16,7 @@ import (
 // visibleString is the visible-device list of rank 0 ("" for CPU ranks);
 // with one list per rank, each rank's own.
 func visibleString(r launch.Rank) string {
-	env := launch.EnvMap(r.Env)
+	env := envlist.Map(r.Env)
 	if len(r.Devices) == 0 {
 		return ""
 	}
@@ -91,7 +92,7 @@ func (pl *Plan) writePython(w io.Writer) {
 
 func (pl *Plan) writeRanks(w io.Writer) {
 	m, c, p := pl.Model, pl.Choice, pl.Ranks
-	r0 := launch.EnvMap(p.Ranks[0].Env)
+	r0 := envlist.Map(p.Ranks[0].Env)
 	if c == nil {
 		fmt.Fprintf(w, "Topology: none: %d CPU rank(s), no GPU\n", len(p.Ranks))
 	} else {

@@ -10,6 +10,7 @@ import (
 	"github.com/amdrun/amdrun/internal/discover"
 	"github.com/amdrun/amdrun/internal/launch"
 	"github.com/amdrun/amdrun/internal/launch/lease"
+	"github.com/amdrun/amdrun/internal/launch/reserve"
 	"github.com/amdrun/amdrun/internal/selector"
 	"github.com/amdrun/amdrun/internal/topology"
 )
@@ -50,7 +51,7 @@ func place(ctx context.Context, o *Options, env []string, dryRun bool) (*placeme
 	if err != nil {
 		return nil, err
 	}
-	choice, held, err := launch.Reserve(ctx, res)
+	choice, held, err := reserve.Devices(ctx, res)
 	if err != nil {
 		return nil, userError(err)
 	}
@@ -83,8 +84,8 @@ func cpuFallback(o *Options, err error) (*placement, error) {
 	return &placement{cpuRanks: n}, nil
 }
 
-// reservation is what launch.Reserve is asked on model m under mask.
-func reservation(o *Options, m *topology.Model, mask *launch.Mask, dryRun bool) (launch.Reservation, error) {
+// reservation is what reserve.Devices is asked on model m under mask.
+func reservation(o *Options, m *topology.Model, mask *launch.Mask, dryRun bool) (reserve.Options, error) {
 	budget := o.SearchBudget
 	if budget == 0 {
 		budget = selector.DefaultBudget
@@ -94,10 +95,10 @@ func reservation(o *Options, m *topology.Model, mask *launch.Mask, dryRun bool) 
 		AllowBusy: o.AllowBusy, Order: o.Order, Work: o.SearchWork, Budget: budget,
 	}
 	if o.Devices != nil && mask.Candidates() != nil && len(req.Devices) == 0 {
-		return launch.Reservation{}, fmt.Errorf("--devices %s names none of the devices the environment leaves visible (%s)",
+		return reserve.Options{}, fmt.Errorf("--devices %s names none of the devices the environment leaves visible (%s)",
 			topology.FormatCPUList(o.Devices), topology.FormatCPUList(mask.Candidates()))
 	}
-	res := launch.Reservation{Model: m, Request: req, Policy: o.Policy, DryRun: dryRun, Wait: o.Wait, Refresh: o.Rediscover,
+	res := reserve.Options{Model: m, Request: req, Policy: o.Policy, DryRun: dryRun, Wait: o.Wait, Refresh: o.Rediscover,
 		Queued: func(want int, why error, ahead []lease.Waiting) {
 			fmt.Fprintf(o.Stderr, "amdrun: waiting for %d free device(s) (queued, %s): %v\n", want, queueAhead(ahead), userError(why))
 		},

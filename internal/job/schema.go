@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 
+	"github.com/amdrun/amdrun/internal/envlist"
 	"github.com/amdrun/amdrun/internal/launch"
 	"github.com/amdrun/amdrun/internal/selector"
 )
@@ -145,7 +146,7 @@ func (pl *Plan) Document() Document {
 }
 
 func rankDoc(r launch.Rank) Rank {
-	env := launch.EnvMap(r.Env)
+	env := envlist.Map(r.Env)
 	shown := map[string]string{}
 	for _, k := range launch.RankVars {
 		if v, ok := env[k]; ok {

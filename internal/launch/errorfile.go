@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/amdrun/amdrun/internal/launch/lease"
+	"github.com/amdrun/amdrun/internal/printable"
 )
 
 // EnvErrorFile is the variable that tells a rank where to record its
@@ -154,7 +154,7 @@ func (e *RankError) Lines() []string {
 	}
 	var out []string
 	for _, l := range msg {
-		out = append(out, lease.Printable(l, maxErrorWidth))
+		out = append(out, printable.String(l, maxErrorWidth))
 	}
 	if len(e.Frames) > 0 {
 		out = append(out, fmt.Sprintf("traceback, innermost %d frame(s):", len(e.Frames)))
@@ -164,7 +164,7 @@ func (e *RankError) Lines() []string {
 				if i > 0 {
 					indent = "    "
 				}
-				out = append(out, indent+lease.Printable(l, maxErrorWidth))
+				out = append(out, indent+printable.String(l, maxErrorWidth))
 			}
 		}
 	}

@@ -183,7 +183,7 @@ func TestRunLogLayoutAcrossRestarts(t *testing.T) {
 	testutil.EndToEnd(t)
 	logs := t.TempDir()
 	p, dir := workerPlan(t, 2, "attempts", envFailRank+"=0")
-	p.RunID = "job"
+	p.RunID, p.MaxRestarts = "job", 1
 	var first string
 	for run := 0; run < 2; run++ {
 		marks, _ := filepath.Glob(filepath.Join(dir, "attempt*"))
@@ -191,7 +191,7 @@ func TestRunLogLayoutAcrossRestarts(t *testing.T) {
 			os.Remove(m)
 		}
 		errb := newBuf(0)
-		code, err := Run(context.Background(), p, RunOptions{Stdout: newBuf(0), Stderr: errb, LogDir: logs, MaxRestarts: 1, Prefix: true})
+		code, err := Run(context.Background(), p, RunOptions{Stdout: newBuf(0), Stderr: errb, LogDir: logs, Prefix: true})
 		if code != 0 || err != nil {
 			t.Fatalf("run %d: Run = %d, %v; stderr:\n%s", run, code, err, errb.String())
 		}

@@ -1,11 +1,13 @@
 package launch
 
 import (
-	"github.com/amdrun/amdrun/internal/discover"
-	"github.com/amdrun/amdrun/internal/topology"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/amdrun/amdrun/internal/discover"
+	"github.com/amdrun/amdrun/internal/envlist"
+	"github.com/amdrun/amdrun/internal/topology"
 )
 
 // seedNode is the bundled example: the seed MI250 node (best pair 0,1).
@@ -30,7 +32,7 @@ func TestPlanSetsOnlyRankVars(t *testing.T) {
 		known[k] = true
 	}
 	for _, r := range p.Ranks {
-		for k := range EnvMap(r.Env) {
+		for k := range envlist.Map(r.Env) {
 			if !known[k] {
 				t.Errorf("rank %d: the plan sets %s, which RankVars does not list (dry runs would hide it)", r.Rank, k)
 			}
@@ -69,26 +71,31 @@ func TestTorchrunPlan(t *testing.T) {
 	}
 	user := []string{"PATH=/usr/bin", "OMP_NUM_THREADS=3"}
 	for _, tc := range []struct {
-		name string
-		t    Torchrun
-		want string
+		name     string
+		t        Torchrun
+		restarts int // the ranks' plan's MaxRestarts
+		want     string
 	}{
-		{"standalone", Torchrun{NNodes: "1", Args: []string{"train.py", "--lr", "1"}},
+		{"standalone", Torchrun{NNodes: "1", Args: []string{"train.py", "--lr", "1"}}, 0,
 			"torchrun --nproc_per_node 4 --nnodes 1 --standalone train.py --lr 1"},
-		{"static multi-node", Torchrun{NNodes: "2", NodeRank: 1, MasterAddr: "n0", MasterPort: 29400, NoPython: true, Args: []string{"./a.out"}},
+		{"static multi-node", Torchrun{NNodes: "2", NodeRank: 1, MasterAddr: "n0", MasterPort: 29400, NoPython: true, Args: []string{"./a.out"}}, 0,
 			"torchrun --nproc_per_node 4 --nnodes 2 --node_rank 1 --master_addr n0 --master_port 29400 --no_python ./a.out"},
-		{"elastic", Torchrun{NNodes: "1:4", MaxRestarts: 3, Module: true, Args: []string{"pkg.mod"},
+		{"elastic", Torchrun{NNodes: "1:4", Module: true, Args: []string{"pkg.mod"},
 			Rdzv:  map[string]string{"id": "j", "backend": "c10d", "endpoint": "n0:29400"},
-			Extra: []string{"--role", "r", "-t", "3"}},
+			Extra: []string{"--role", "r", "-t", "3"}}, 3,
 			"torchrun --nproc_per_node 4 --nnodes 1:4 --rdzv_backend c10d --rdzv_endpoint n0:29400 --rdzv_id j --max_restarts 3 --role r -t 3 -m pkg.mod"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.t.UserEnv = user
+			p.MaxRestarts = tc.restarts
 			tp := TorchrunPlan(p, tc.t)
 			if len(tp.Ranks) != 1 || strings.Join(tp.Ranks[0].Argv, " ") != tc.want {
 				t.Fatalf("argv %q\nwant %q", tp.Ranks[0].Argv, tc.want)
 			}
-			env := EnvMap(tp.Ranks[0].Env)
+			if tp.MaxRestarts != 0 {
+				t.Errorf("torchrun's process is restarted %d times by amdrun: torchrun restarts its ranks", tp.MaxRestarts)
+			}
+			env := envlist.Map(tp.Ranks[0].Env)
 			for _, k := range []string{"RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_PORT", "TORCHELASTIC_RUN_ID"} {
 				if _, ok := env[k]; ok {
 					t.Errorf("torchrun's environment has %s: torchrun sets it per worker", k)

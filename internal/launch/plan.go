@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/amdrun/amdrun/internal/envlist"
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
@@ -156,7 +157,9 @@ type Spec struct {
 	// --virtual-local-rank; each rank should then see only its own
 	// devices (RankVisibleEnv), so that device 0 is its own.
 	VirtualLocalRank bool
-	// MaxRestarts is how often a failed group is restarted (>= 0).
+	// MaxRestarts is how often a failed group is restarted (>= 0; 0:
+	// never). It is the one place the setting is given: the plan keeps it
+	// (TORCHELASTIC_MAX_RESTARTS, and Run's restarts).
 	MaxRestarts int
 }
 
@@ -169,7 +172,9 @@ type Plan struct {
 	Warnings []string
 	// WorldSize is NNodes * len(Ranks).
 	WorldSize int
-	// MaxRestarts is the Spec's MaxRestarts.
+	// MaxRestarts is how often Run restarts a failed group: the Spec's
+	// MaxRestarts, which the ranks see as TORCHELASTIC_MAX_RESTARTS; 0
+	// never.
 	MaxRestarts int
 	// Bind and Mem are the Spec's modes after defaults.
 	Bind BindMode
@@ -255,7 +260,7 @@ func NewPlan(s Spec) (*Plan, error) {
 	binds := bindRanks(homes, s.HostNUMA, s.AllowedCPUs, v.bind, &p.Warnings)
 	allowed := allowedCPUs(s.HostNUMA, s.AllowedCPUs)
 
-	_, ompSet := LookupEnv(s.Env, "OMP_NUM_THREADS")
+	_, ompSet := envlist.Lookup(s.Env, "OMP_NUM_THREADS")
 	var omp []int // each rank's OMP_NUM_THREADS, when amdrun sets it
 	for lr, devs := range groups {
 		r := newRank(s, v, lr, devs, binds[lr])
@@ -409,7 +414,7 @@ func rankVars(s Spec, v resolved, p *Plan, r Rank) map[string]string {
 	}
 	asyncSet := false
 	for _, k := range asyncErrorVars {
-		if _, ok := LookupEnv(s.Env, k); ok {
+		if _, ok := envlist.Lookup(s.Env, k); ok {
 			asyncSet = true
 		}
 	}

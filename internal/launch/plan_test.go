@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/amdrun/amdrun/internal/envlist"
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
@@ -54,7 +55,7 @@ func TestPlanEnv(t *testing.T) {
 		"HIP_VISIBLE_DEVICES":       "4,5,0,1", "CUDA_VISIBLE_DEVICES": "4,5,0,1",
 		"PATH": "/usr/bin", "NCCL_NVLS_ENABLE": "0", "HOME": "/root",
 	}
-	if got := EnvMap(r.Env); !reflect.DeepEqual(got, want) {
+	if got := envlist.Map(r.Env); !reflect.DeepEqual(got, want) {
 		t.Errorf("rank 6 env:\n got %v\nwant %v", got, want)
 	}
 	if r.Rank != 6 || r.LocalRank != 2 || r.Device.Index != 0 {
@@ -84,7 +85,7 @@ func TestPlanEnvUserSettingsKept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := EnvMap(p.Ranks[3].Env)
+	got := envlist.Map(p.Ranks[3].Env)
 	for k, v := range map[string]string{"OMP_NUM_THREADS": "7", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "3",
 		"RANK": "3", "WORLD_SIZE": "4", "GROUP_WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
 		"MASTER_PORT": "29500", "TORCHELASTIC_RUN_ID": "none"} {
@@ -175,7 +176,7 @@ func TestPlanBinding(t *testing.T) {
 				if r.NUMANode != w.node || topology.FormatCPUList(r.CPUs) != w.cpus || !reflect.DeepEqual(r.Mems, w.mems) {
 					t.Errorf("rank %d: node %d cpus %q mems %v, want %d %q %v", i, r.NUMANode, topology.FormatCPUList(r.CPUs), r.Mems, w.node, w.cpus, w.mems)
 				}
-				if got := EnvMap(r.Env)["OMP_NUM_THREADS"]; got != w.omp {
+				if got := envlist.Map(r.Env)["OMP_NUM_THREADS"]; got != w.omp {
 					t.Errorf("rank %d: OMP_NUM_THREADS=%s, want %s", i, got, w.omp)
 				}
 				if r.Bound() != (w.cpus != "") {
@@ -298,7 +299,7 @@ func TestPlanAsyncErrorHandling(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		env := EnvMap(p.Ranks[0].Env)
+		env := envlist.Map(p.Ranks[0].Env)
 		if env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] != tc.torch || env["NCCL_ASYNC_ERROR_HANDLING"] != tc.old {
 			t.Errorf("torch %q, user env %q: TORCH_NCCL_ASYNC_ERROR_HANDLING=%q NCCL_ASYNC_ERROR_HANDLING=%q, want %q and %q",
 				tc.version, tc.env, env["TORCH_NCCL_ASYNC_ERROR_HANDLING"], env["NCCL_ASYNC_ERROR_HANDLING"], tc.torch, tc.old)
@@ -335,7 +336,7 @@ func TestPlanDevicesPerRank(t *testing.T) {
 		{"3,4", "3,4", "0-31", []int{0, 1}, "1"},
 	} {
 		r := p.Ranks[i]
-		env := EnvMap(r.Env)
+		env := envlist.Map(r.Env)
 		if r.DeviceLabel() != want.label || env["HIP_VISIBLE_DEVICES"] != want.visible || env["CUDA_VISIBLE_DEVICES"] != want.visible {
 			t.Errorf("rank %d: devices %s, visible %q/%q; want %s and %q", i, r.DeviceLabel(), env["HIP_VISIBLE_DEVICES"], env["CUDA_VISIBLE_DEVICES"], want.label, want.visible)
 		}
@@ -353,7 +354,7 @@ func TestPlanDevicesPerRank(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(p.Ranks) != 1 || p.Ranks[0].DeviceLabel() != "0,1,3,4" || EnvMap(p.Ranks[0].Env)["HIP_VISIBLE_DEVICES"] != "0,1,3,4" {
+	if len(p.Ranks) != 1 || p.Ranks[0].DeviceLabel() != "0,1,3,4" || envlist.Map(p.Ranks[0].Env)["HIP_VISIBLE_DEVICES"] != "0,1,3,4" {
 		t.Errorf("one rank with 4 devices: %d ranks, devices %s", len(p.Ranks), p.Ranks[0].DeviceLabel())
 	}
 }
@@ -372,7 +373,7 @@ func TestPlanVirtualLocalRank(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, vis := range []string{"2", "5"} {
-		env := EnvMap(p.Ranks[i].Env)
+		env := envlist.Map(p.Ranks[i].Env)
 		if env["LOCAL_RANK"] != "0" || env["RANK"] != fmt.Sprint(i) || env["CUDA_VISIBLE_DEVICES"] != vis {
 			t.Errorf("rank %d: LOCAL_RANK %s RANK %s CUDA_VISIBLE_DEVICES %s; want 0, %d, %s", i, env["LOCAL_RANK"], env["RANK"], env["CUDA_VISIBLE_DEVICES"], i, vis)
 		}
@@ -410,7 +411,7 @@ func TestPlanCPURanks(t *testing.T) {
 				t.Fatalf("%d ranks, world %d; want %d", len(p.Ranks), p.WorldSize, tc.n)
 			}
 			for i, r := range p.Ranks {
-				env := EnvMap(r.Env)
+				env := envlist.Map(r.Env)
 				if r.DeviceLabel() != "cpu" || r.Device.Index != -1 || len(r.Devices) != 0 {
 					t.Errorf("rank %d: devices %s (index %d)", i, r.DeviceLabel(), r.Device.Index)
 				}

@@ -57,9 +57,6 @@ type RunOptions struct {
 	// Grace is the time between SIGTERM and SIGKILL; zero sends SIGKILL
 	// right after SIGTERM.
 	Grace time.Duration
-	// MaxRestarts is how often a failed group is restarted; zero means the
-	// plan's MaxRestarts.
-	MaxRestarts int
 	// Self is the amdrun binary that runs each rank's guard and bind shim
 	// (and the keeper of the job's PID namespace); "" means
 	// os.Executable().

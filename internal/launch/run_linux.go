@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/amdrun/amdrun/internal/envlist"
 )
 
 // drainTimeout bounds how long output is still read after a worker has
@@ -84,9 +86,6 @@ func Run(ctx context.Context, p *Plan, o RunOptions) (exitCode int, err error) {
 	if o.Grace < 0 {
 		o.Grace = 0
 	}
-	if o.MaxRestarts == 0 {
-		o.MaxRestarts = p.MaxRestarts
-	}
 	if o.Self == "" {
 		if o.Self, err = os.Executable(); err != nil {
 			return 1, fmt.Errorf("launch: rank guard: %w", err)
@@ -127,7 +126,7 @@ func Run(ctx context.Context, p *Plan, o RunOptions) (exitCode int, err error) {
 	}
 	for attempt := 0; ; attempt++ {
 		code, err := s.attempt(ctx, attempt)
-		if err != nil || code == 0 || s.interrupted != 0 || attempt >= o.MaxRestarts {
+		if err != nil || code == 0 || s.interrupted != 0 || attempt >= p.MaxRestarts {
 			return code, err
 		}
 		// What came while no worker ran (the failed group's summary)
@@ -138,7 +137,7 @@ func Run(ctx context.Context, p *Plan, o RunOptions) (exitCode int, err error) {
 		if s.endingPending() {
 			return code, nil
 		}
-		s.note(fmt.Sprintf("amdrun: restarting the worker group (restart %d of %d)\n", attempt+1, o.MaxRestarts))
+		s.note(fmt.Sprintf("amdrun: restarting the worker group (restart %d of %d)\n", attempt+1, p.MaxRestarts))
 	}
 }
 
@@ -777,7 +776,7 @@ type command struct {
 
 // lookup finds r's command on the PATH of env, as the guard will.
 func (s *supervisor) lookup(r *Rank, env []string) error {
-	pathVar, _ := LookupEnv(env, "PATH")
+	pathVar, _ := envlist.Lookup(env, "PATH")
 	_, err := lookPath(r.Argv[0], pathVar)
 	return err
 }
@@ -791,7 +790,7 @@ func (s *supervisor) pump(w *worker, reads, logs [2]*os.File, console Std) {
 	if s.o.Prefix {
 		prefix = fmt.Sprintf("[rank%d]: ", w.r.Rank)
 		if s.o.PrefixTemplate != "" {
-			role, _ := LookupEnv(w.r.Env, "ROLE_NAME")
+			role, _ := envlist.Lookup(w.r.Env, "ROLE_NAME")
 			prefix = PrefixFromTemplate(s.o.PrefixTemplate, role, w.r.Rank, w.r.LocalRank)
 		}
 	}
@@ -909,7 +908,7 @@ func (s *supervisor) summary(g *group, root *worker, attempt, notStarted int) {
 	if stopped > 0 {
 		fmt.Fprintf(&b, ", %d stopped by amdrun", stopped)
 	}
-	fmt.Fprintf(&b, " (attempt %d of %d)", attempt+1, s.o.MaxRestarts+1)
+	fmt.Fprintf(&b, " (attempt %d of %d)", attempt+1, s.plan.MaxRestarts+1)
 	if s.interrupted != 0 {
 		fmt.Fprintf(&b, ", stopped by %s", unix.SignalName(s.interrupted))
 	}

@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/amdrun/amdrun/internal/envlist"
 	"github.com/amdrun/amdrun/internal/testutil"
 	"github.com/amdrun/amdrun/internal/topology"
 )
@@ -202,7 +203,7 @@ func TestRunPassesArgvEnvAndBinds(t *testing.T) {
 					t.Errorf("rank %d argv %q, want %q", r.Rank, got.Args, argv)
 				}
 				// The plan's env and the rank's error file (issue 15), nothing else.
-				errFile := Getenv(got.Env, EnvErrorFile)
+				errFile := envlist.Get(got.Env, EnvErrorFile)
 				if !reflect.DeepEqual(withEnv(r.Env, EnvErrorFile, errFile), got.Env) {
 					t.Errorf("rank %d env differs from the plan:\n got %q\nwant %q", r.Rank, got.Env, r.Env)
 				}
@@ -225,7 +226,7 @@ func TestRunPassesArgvEnvAndBinds(t *testing.T) {
 					t.Errorf("rank %d mempolicy %d mask %#x, want %d %#x", r.Rank, got.Policy, got.PolicyMask, wantPol, wantMask)
 				}
 			}
-			e := EnvMap(p.Ranks[1].Env)
+			e := envlist.Map(p.Ranks[1].Env)
 			if e["NCCL_NVLS_ENABLE"] != "0" || e["WEIRD"] != "a=b c" || e["HIP_VISIBLE_DEVICES"] != "0,1,3,2" || e["LOCAL_RANK"] != "1" {
 				t.Errorf("plan env lost something: %v", e)
 			}
@@ -412,8 +413,9 @@ func TestRunContextCancel(t *testing.T) {
 func TestRunRestarts(t *testing.T) {
 	testutil.EndToEnd(t)
 	p, dir := workerPlan(t, 2, "restart", envFailRank+"=0")
+	p.MaxRestarts = 3
 	var errb syncBuffer
-	code, err := Run(context.Background(), p, RunOptions{Stdout: newBuf(0), Stderr: &errb, MaxRestarts: 3, Grace: 5 * time.Second})
+	code, err := Run(context.Background(), p, RunOptions{Stdout: newBuf(0), Stderr: &errb, Grace: 5 * time.Second})
 	if code != 0 || err != nil {
 		t.Fatalf("Run = %d, %v, want 0 after 2 restarts; stderr:\n%s", code, err, errb.String())
 	}
@@ -431,8 +433,7 @@ func TestRunRestarts(t *testing.T) {
 		}
 	}
 
-	// Restarts spent: the last failure's code comes back; the plan's
-	// MaxRestarts applies when the options leave it zero.
+	// Restarts spent: the last failure's code comes back.
 	p, dir = workerPlan(t, 1, "restart", envFailRank+"=0", "AMDRUN_TEST_ALWAYS=1")
 	p.MaxRestarts = 1
 	code, err = Run(context.Background(), p, RunOptions{Stdout: newBuf(0), Stderr: newBuf(0)})
@@ -811,13 +812,14 @@ func (h *hookWriter) Write(p []byte) (int, error) {
 func TestRunNoRestartAfterSignal(t *testing.T) {
 	testutil.EndToEnd(t)
 	p, dir := workerPlan(t, 1, "restart", envFailRank+"=0", "AMDRUN_TEST_ALWAYS=1")
+	p.MaxRestarts = 2
 	sigs := make(chan os.Signal, 4)
 	errb := &hookWriter{hook: func(b []byte) {
 		if bytes.Contains(b, []byte("ranks failed")) {
 			sigs <- syscall.SIGTERM
 		}
 	}}
-	code, err := Run(context.Background(), p, RunOptions{Stdout: newBuf(0), Stderr: errb, Signals: sigs, MaxRestarts: 2, Grace: 5 * time.Second})
+	code, err := Run(context.Background(), p, RunOptions{Stdout: newBuf(0), Stderr: errb, Signals: sigs, Grace: 5 * time.Second})
 	if code != 1 || err != nil {
 		t.Errorf("Run = %d, %v, want the failure's 1", code, err)
 	}
@@ -827,13 +829,14 @@ func TestRunNoRestartAfterSignal(t *testing.T) {
 
 	// A context cancelled while the group was down starts nothing either.
 	p, dir = workerPlan(t, 1, "restart", envFailRank+"=0", "AMDRUN_TEST_ALWAYS=1")
+	p.MaxRestarts = 2
 	ctx, cancel := context.WithCancel(context.Background())
 	errb = &hookWriter{hook: func(b []byte) {
 		if bytes.Contains(b, []byte("ranks failed")) {
 			cancel()
 		}
 	}}
-	code, err = Run(ctx, p, RunOptions{Stdout: newBuf(0), Stderr: errb, Signals: make(chan os.Signal), MaxRestarts: 2})
+	code, err = Run(ctx, p, RunOptions{Stdout: newBuf(0), Stderr: errb, Signals: make(chan os.Signal)})
 	if code != 1 || !errors.Is(err, context.Canceled) {
 		t.Errorf("Run = %d, %v, want 1, context canceled", code, err)
 	}

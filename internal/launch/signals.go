@@ -68,18 +68,6 @@ func ParseSignals(list string) ([]os.Signal, error) {
 	return out, nil
 }
 
-// SignalNames names sigs as torchrun's --signals-to-handle does
-// ("SIGINT,SIGTERM").
-func SignalNames(sigs []os.Signal) string {
-	names := make([]string, 0, len(sigs))
-	for _, s := range sigs {
-		if ss, ok := s.(syscall.Signal); ok {
-			names = append(names, unix.SignalName(ss))
-		}
-	}
-	return strings.Join(names, ",")
-}
-
 // PrefixFromTemplate expands torchrun's TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE
 // for one rank as Python's string.Template.safe_substitute does: $role_name,
 // $rank and $local_rank (also as ${name}) are replaced, $$ is a dollar,

@@ -3,7 +3,6 @@ package launch
 import (
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 )
@@ -91,21 +90,4 @@ func (s Streams) IsZero() bool {
 		}
 	}
 	return s.All == StdNone
-}
-
-// String is s in ParseStreams's syntax (per-rank pairs in rank order).
-func (s Streams) String() string {
-	if s.PerRank == nil {
-		return strconv.Itoa(int(s.All))
-	}
-	ranks := make([]int, 0, len(s.PerRank))
-	for lr := range s.PerRank {
-		ranks = append(ranks, lr)
-	}
-	sort.Ints(ranks)
-	parts := make([]string, len(ranks))
-	for i, lr := range ranks {
-		parts[i] = fmt.Sprintf("%d:%d", lr, s.PerRank[lr])
-	}
-	return strings.Join(parts, ",")
 }

@@ -3,6 +3,8 @@ package launch
 import (
 	"strconv"
 	"strings"
+
+	"github.com/amdrun/amdrun/internal/envlist"
 )
 
 // Torchrun says how to hand a planned node over to torchrun (elastic
@@ -24,8 +26,6 @@ type Torchrun struct {
 	// "endpoint", "id", "conf" for --rdzv_backend ...), passed through in
 	// that order.
 	Rdzv map[string]string
-	// MaxRestarts is torchrun's --max-restarts (0: not passed).
-	MaxRestarts int
 	// Module and NoPython choose torchrun's -m / --no-python.
 	Module, NoPython bool
 	// Extra are more torchrun flags, already in the spelling every
@@ -44,7 +44,9 @@ type Torchrun struct {
 var rdzvNames = []string{"backend", "endpoint", "id", "conf"}
 
 // TorchrunPlan replaces p's ranks with one process: torchrun with the
-// chosen devices visible and --nproc_per_node len(p.Ranks). Its env is
+// chosen devices visible, --nproc_per_node len(p.Ranks) and p's
+// MaxRestarts as --max_restarts (torchrun restarts the ranks: the plan
+// returned has MaxRestarts 0, so Run starts torchrun once). Its env is
 // rank 0's without the rank contract (RankVars other than the
 // visible-device ones), except what the user set. It is pure.
 func TorchrunPlan(p *Plan, t Torchrun) *Plan {
@@ -56,7 +58,7 @@ func TorchrunPlan(p *Plan, t Torchrun) *Plan {
 	var env []string
 	for _, kv := range r0.Env {
 		k, _, _ := strings.Cut(kv, "=")
-		if _, userSet := LookupEnv(t.UserEnv, k); own[k] && !userSet {
+		if _, userSet := envlist.Lookup(t.UserEnv, k); own[k] && !userSet {
 			continue
 		}
 		env = append(env, kv)
@@ -82,8 +84,8 @@ func TorchrunPlan(p *Plan, t Torchrun) *Plan {
 			argv = append(argv, "--rdzv_"+k, v)
 		}
 	}
-	if t.MaxRestarts > 0 {
-		argv = append(argv, "--max_restarts", strconv.Itoa(t.MaxRestarts))
+	if p.MaxRestarts > 0 {
+		argv = append(argv, "--max_restarts", strconv.Itoa(p.MaxRestarts))
 	}
 	argv = append(argv, t.Extra...)
 	switch {

@@ -37,7 +37,9 @@ var rbtBase = map[string]string{
 }
 
 // realTopologies parses every capture in testdata/public that some
-// parser reads as a model, and the KFD trees (parsed counts them), and
+// parser reads as a model, the models saved in testdata/models (read as
+// --topology reads a file: five public rocm-smi --json captures whose
+// parser issue 21 removed), and the KFD trees (parsed counts them), and
 // returns those where pairs differ (in the others, such as a fully
 // meshed MI300X or one GPU, every set is as good as any).
 func realTopologies(t testing.TB) (tops []realTopology, parsed int) {
@@ -45,15 +47,29 @@ func realTopologies(t testing.TB) (tops []realTopology, parsed int) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	models, err := filepath.Glob(testutil.Testdata(t, "models", "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One list in name order, as when the captures were all in public/.
+	files = append(files, models...)
+	sort.Slice(files, func(i, j int) bool { return filepath.Base(files[i]) < filepath.Base(files[j]) })
+	saved := map[string]string{}
+	for _, f := range models {
+		saved[filepath.Base(f)] = f
+	}
 	parse := func(name string) *topology.Model {
+		if p, ok := saved[name]; ok {
+			m, err := topology.ReadJSON(bytes.NewReader(testutil.ReadFile(t, p)))
+			if err != nil {
+				t.Fatalf("%s: %v", p, err)
+			}
+			return m
+		}
 		data := testutil.ReadFile(t, testutil.Public(t, name))
 		r := bytes.NewReader(data)
 		var m *topology.Model
 		switch {
-		case strings.HasPrefix(name, "rocm-smi-") && strings.HasSuffix(name, ".json"):
-			if rep, err := rocmsmi.ParseJSON(r); err == nil {
-				m, _ = rep.Model(nil)
-			}
 		case strings.HasPrefix(name, "rocm-smi-"):
 			if rep, err := rocmsmi.ParseText(r); err == nil {
 				m, _ = rep.Model(nil)

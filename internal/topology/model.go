@@ -144,7 +144,7 @@ type NUMANode struct {
 // unordered pair of devices has exactly one Link.
 type Model struct {
 	// Source names what filled the model: "sysfs", "rocm-smi", "amd-smi",
-	// "nvidia-smi", "file", possibly with a detail ("rocm-smi --json").
+	// "nvidia-smi", "file", possibly with a detail.
 	Source        string `json:"source"`
 	SourceVersion string `json:"source_version,omitempty"`
 	Vendor        Vendor `json:"vendor,omitempty"`
@@ -254,6 +254,26 @@ func (m *Model) Finish() error {
 	if m.Bandwidth == "" {
 		m.Bandwidth = "theoretical"
 	}
+	seen, err := m.finishLinks()
+	if err != nil {
+		return err
+	}
+	m.addHostLinks(seen)
+	sort.Slice(m.Links, func(i, j int) bool {
+		if m.Links[i].A != m.Links[j].A {
+			return m.Links[i].A < m.Links[j].A
+		}
+		return m.Links[i].B < m.Links[j].B
+	})
+	m.finishDevices()
+	m.index()
+	return m.Validate()
+}
+
+// finishLinks orders, checks and completes the links the source gave
+// (NUMA rule, assumed bandwidths) and returns the pairs they cover.
+func (m *Model) finishLinks() (map[[2]int]bool, error) {
+	n := len(m.Devices)
 	seen := make(map[[2]int]bool, len(m.Links))
 	for i := range m.Links {
 		l := &m.Links[i]
@@ -261,14 +281,14 @@ func (m *Model) Finish() error {
 			l.A, l.B = l.B, l.A
 		}
 		if l.A < 0 || l.B >= n || l.A == l.B {
-			return fmt.Errorf("%w: link %d-%d outside devices 0-%d", ErrInvalidModel, l.A, l.B, n-1)
+			return nil, fmt.Errorf("%w: link %d-%d outside devices 0-%d", ErrInvalidModel, l.A, l.B, n-1)
 		}
 		if l.MaxBandwidth < 0 || l.MinBandwidth < 0 {
-			return fmt.Errorf("%w: link %d-%d has negative bandwidth %d-%d MB/s", ErrInvalidModel, l.A, l.B, l.MinBandwidth, l.MaxBandwidth)
+			return nil, fmt.Errorf("%w: link %d-%d has negative bandwidth %d-%d MB/s", ErrInvalidModel, l.A, l.B, l.MinBandwidth, l.MaxBandwidth)
 		}
 		k := [2]int{l.A, l.B}
 		if seen[k] {
-			return fmt.Errorf("%w: two links for pair %d-%d", ErrInvalidModel, l.A, l.B)
+			return nil, fmt.Errorf("%w: two links for pair %d-%d", ErrInvalidModel, l.A, l.B)
 		}
 		seen[k] = true
 		if l.MaxBandwidth <= 0 {
@@ -285,6 +305,12 @@ func (m *Model) Finish() error {
 			l.MinBandwidth = l.MaxBandwidth
 		}
 	}
+	return seen, nil
+}
+
+// addHostLinks adds a host link for every pair not in seen.
+func (m *Model) addHostLinks(seen map[[2]int]bool) {
+	n := len(m.Devices)
 	for a := 0; a < n; a++ {
 		for b := a + 1; b < n; b++ {
 			if seen[[2]int{a, b}] {
@@ -295,12 +321,11 @@ func (m *Model) Finish() error {
 			m.Links = append(m.Links, h)
 		}
 	}
-	sort.Slice(m.Links, func(i, j int) bool {
-		if m.Links[i].A != m.Links[j].A {
-			return m.Links[i].A < m.Links[j].A
-		}
-		return m.Links[i].B < m.Links[j].B
-	})
+}
+
+// finishDevices gives devices their NUMA node's CPUs when they list
+// none, their memory use in percent, and BusyRule's verdict.
+func (m *Model) finishDevices() {
 	for i := range m.Devices {
 		d := &m.Devices[i]
 		if len(d.CPUs) == 0 && d.NUMANode >= 0 {
@@ -317,8 +342,6 @@ func (m *Model) Finish() error {
 			}
 		}
 	}
-	m.index()
-	return m.Validate()
 }
 
 // HostLink is the link of a pair with no direct connection: PCIe through

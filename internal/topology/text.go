@@ -87,6 +87,8 @@ type LineReader struct {
 	text         string
 	unterminated bool
 	lastCut      bool // the split function saw a last line without '\n'
+	has          bool // Next returned the current line
+	again        bool // Unread: Next returns the current line again
 }
 
 // NewLineReader returns a LineReader over r whose errors name source.
@@ -109,14 +111,31 @@ func (lr *LineReader) split(data []byte, atEOF bool) (int, []byte, error) {
 // Next advances to the next line and reports whether there is one. It
 // returns false at the end of the input and on a read error (see Err).
 func (lr *LineReader) Next() bool {
+	if lr.again {
+		lr.again = false
+		lr.line++
+		return true
+	}
 	if !lr.sc.Scan() {
-		lr.text = ""
+		lr.text, lr.has = "", false
 		return false
 	}
 	lr.line++
-	lr.text = strings.TrimRight(lr.sc.Text(), "\r")
+	lr.text, lr.has = strings.TrimRight(lr.sc.Text(), "\r"), true
 	lr.unterminated = lr.lastCut
 	return true
+}
+
+// Unread hands the current line back, for a parser that reads one line
+// past the end of a table: the next Next returns it again, with its
+// number. Until then Line is the number of the line before it. Only one
+// line can be handed back; Unread at the end of input or twice in a row
+// does nothing.
+func (lr *LineReader) Unread() {
+	if lr.has && !lr.again {
+		lr.again = true
+		lr.line--
+	}
 }
 
 // ForEach calls f with each remaining line in turn (Line and Errorf refer
@@ -171,15 +190,4 @@ func NewParseError(source string, line, col int, err error, format string, args 
 		err = fmt.Errorf("%w: %s", err, fmt.Sprintf(format, args...))
 	}
 	return &ParseError{Source: source, Line: line, Column: col, Err: err}
-}
-
-// ReadLines reads all of r through a LineReader and returns its lines,
-// line k+1 at index k, for parsers that need to look ahead.
-func ReadLines(r io.Reader, source string) ([]string, error) {
-	lr := NewLineReader(r, source)
-	var out []string
-	for lr.Next() {
-		out = append(out, lr.Text())
-	}
-	return out, lr.Err()
 }

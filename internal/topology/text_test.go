@@ -2,6 +2,7 @@ package topology
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"reflect"
 	"strings"
@@ -91,10 +92,14 @@ func TestLineReaderErrors(t *testing.T) {
 	}
 }
 
-func TestReadLines(t *testing.T) {
-	got, err := ReadLines(strings.NewReader("a\r\n\nb"), "tool")
-	if err != nil || !reflect.DeepEqual(got, []string{"a", "", "b"}) {
-		t.Errorf("got %q %v", got, err)
+func TestLineReaderLineEnds(t *testing.T) {
+	lr := NewLineReader(strings.NewReader("a\r\n\nb"), "tool")
+	var got []string
+	for lr.Next() {
+		got = append(got, lr.Text())
+	}
+	if err := lr.Err(); err != nil || !reflect.DeepEqual(got, []string{"a", "", "b"}) || lr.Terminated() {
+		t.Errorf("got %q %v, last line terminated %v", got, err, lr.Terminated())
 	}
 }
 
@@ -114,5 +119,29 @@ func TestLineReaderForEach(t *testing.T) {
 	lr = NewLineReader(strings.NewReader("a\nb"), "tool")
 	if err := lr.ForEach(func(string) error { return nil }); err != nil || lr.Line() != 2 {
 		t.Errorf("ForEach to the end: %v at line %d", err, lr.Line())
+	}
+}
+
+func TestLineReaderUnread(t *testing.T) {
+	lr := NewLineReader(strings.NewReader("a\nb\nc"), "tool")
+	var got []string
+	unread := map[string]bool{}
+	for lr.Next() {
+		got = append(got, fmt.Sprintf("%d:%s", lr.Line(), lr.Text()))
+		if !unread[lr.Text()] {
+			unread[lr.Text()] = true
+			lr.Unread()
+			lr.Unread() // a second one in a row does nothing
+			if want := len(unread) - 1; lr.Line() != want {
+				t.Fatalf("after Unread, Line = %d, want %d", lr.Line(), want)
+			}
+		}
+	}
+	if want := []string{"1:a", "1:a", "2:b", "2:b", "3:c", "3:c"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("lines %q, want %q", got, want)
+	}
+	lr.Unread() // at the end of input: nothing to hand back
+	if lr.Next() || lr.Line() != 3 {
+		t.Errorf("Unread after the end gave a line (Line %d)", lr.Line())
 	}
 }

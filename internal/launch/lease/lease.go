@@ -37,8 +37,8 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode"
-	"unicode/utf8"
+
+	"github.com/amdrun/amdrun/internal/printable"
 )
 
 // DefaultDir is the lease directory every amdrun job on a node shares
@@ -105,7 +105,7 @@ type Options struct {
 
 // Holder describes the process holding a lease, as the kernel knows it.
 // Command and User are printable: control characters are escaped and
-// long values cut (Printable). A zero field is unknown.
+// long values cut (printable.String). A zero field is unknown.
 type Holder struct {
 	PID  int    `json:"pid"`
 	UID  int    `json:"uid"` // -1: unknown
@@ -142,7 +142,7 @@ func (h Holder) String() string {
 	if who == "" && h.UID >= 0 && h.PID > 0 && !h.Gone {
 		who = "uid " + strconv.Itoa(h.UID)
 	}
-	cmd := Printable(strings.Join(strings.Fields(h.Command), " "), 60)
+	cmd := printable.String(strings.Join(strings.Fields(h.Command), " "), 60)
 	switch {
 	case h.Gone:
 		b.WriteString(" (exited; the job's processes keep the lease)")
@@ -242,9 +242,6 @@ type Lease struct {
 	fds  []int
 }
 
-// Keys returns the leased device keys, in the order given to Acquire.
-func (l *Lease) Keys() []string { return append([]string(nil), l.keys...) }
-
 // Ticket is a place in the directory's queue of jobs waiting for
 // devices (see Enqueue and the rule in queue.go). It stays in the queue
 // until Done or until the process exits.
@@ -268,9 +265,6 @@ type Ticket struct {
 	stats  scanStats
 }
 
-// Name returns the ticket's file name in DIR/queue.
-func (t *Ticket) Name() string { return t.name }
-
 // State is what Held reports for a device that cannot be leased now.
 type State struct {
 	// Holder is the process holding the lease; meaningful when Fault is
@@ -281,14 +275,6 @@ type State struct {
 	// a lock file the directory's owner has not made). It wraps ErrUnsafe
 	// or fs.ErrNotExist; the device cannot be leased until it is fixed.
 	Fault error `json:"-"`
-}
-
-// String describes why the device cannot be leased, in a few words.
-func (s State) String() string {
-	if s.Fault != nil {
-		return "unusable: " + s.Fault.Error()
-	}
-	return "leased by " + s.Holder.String()
 }
 
 // InitReport says what Init did.
@@ -441,57 +427,13 @@ func checkKeys(keys []string) ([]string, error) {
 	return names, nil
 }
 
-// Printable makes s safe to print on a terminal, on one line, in at most
-// max runes (max <= 0: no limit): control characters (C0, DEL, C1), the
-// bidirectional overrides that reorder what a terminal shows, and bytes
-// that are not UTF-8 are written as Go escapes (\x1b, \u202e), and a
-// longer result is cut with "...". Whatever another user puts in its
-// command line reaches people only through it.
-func Printable(s string, max int) string {
-	var pieces []string
-	n := 0
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		var piece string
-		switch {
-		case r == utf8.RuneError && size == 1:
-			piece = fmt.Sprintf(`\x%02x`, s[i])
-		case r < 0x80 && unicode.IsControl(r):
-			piece = fmt.Sprintf(`\x%02x`, r)
-		case unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) || r == '\u2028' || r == '\u2029':
-			piece = fmt.Sprintf(`\u%04x`, r)
-		default:
-			piece = s[i : i+size]
-		}
-		pieces = append(pieces, piece)
-		n += utf8.RuneCountInString(piece)
-		i += size
-	}
-	if max <= 0 || n <= max {
-		return strings.Join(pieces, "")
-	}
-	// Cut between pieces, so that an escape is never left half written.
-	var b strings.Builder
-	room := max - 3
-	for _, p := range pieces {
-		c := utf8.RuneCountInString(p)
-		if c > room {
-			break
-		}
-		b.WriteString(p)
-		room -= c
-	}
-	b.WriteString("...")
-	return b.String()
-}
-
 // userName is the login name of uid, printable, or "" when unknown.
 func userName(uid int) string {
 	if uid < 0 {
 		return ""
 	}
 	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
-		return Printable(u.Username, 32)
+		return printable.String(u.Username, 32)
 	}
 	return ""
 }

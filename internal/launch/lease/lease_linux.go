@@ -731,25 +731,6 @@ func names(dirfd int, path string) ([]string, error) {
 	return n, nil
 }
 
-// List reports every device that cannot be leased in the directory now
-// (as Held), by key, for every lease file name in it.
-func (d *Dir) List() (map[string]State, error) {
-	if d.fd < 0 {
-		return map[string]State{}, nil
-	}
-	ents, err := names(d.fd, d.path)
-	if err != nil {
-		return nil, err
-	}
-	var keys []string
-	for _, n := range ents {
-		if k, ok := KeyFromFileName(n); ok {
-			keys = append(keys, k)
-		}
-	}
-	return d.Held(keys)
-}
-
 // inPlace checks that the directory's path still leads to the directory
 // this Dir has open: root may move or replace a directory (say, one a job
 // made in the degraded mode, before running `amdrun lease init`),

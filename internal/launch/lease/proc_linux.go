@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/amdrun/amdrun/internal/printable"
 )
 
 // Who holds a lease comes from the kernel: /proc/locks gives the pid that
@@ -258,7 +260,7 @@ func procHolder(pid int) Holder {
 		h.User = userName(uid)
 	}
 	if b, err := readProcFile(dir+"/cmdline", maxProcFile); err == nil {
-		h.Command = Printable(strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " ")), 200)
+		h.Command = printable.String(strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " ")), 200)
 	}
 	if b, err := readProcFile(dir+"/stat", 64<<10); err == nil {
 		if bt, ok := bootTime(); ok {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/amdrun/amdrun/internal/printable"
 )
 
 // The queue's rule, apart from the files that carry it (queue_linux.go),
@@ -71,7 +73,7 @@ func (w Waiting) String() string {
 	if who == "" {
 		who = fmt.Sprintf("uid %d", w.UID)
 	}
-	return fmt.Sprintf("%s (pid %d): %d device(s) since %s", Printable(who, 32), w.PID, w.Need, w.Since.Format("15:04:05"))
+	return fmt.Sprintf("%s (pid %d): %d device(s) since %s", printable.String(who, 32), w.PID, w.Need, w.Since.Format("15:04:05"))
 }
 
 // before orders tickets by arrival, then pid.

@@ -138,11 +138,11 @@ func TestQueueTicketFile(t *testing.T) {
 	}
 	start, _ := selfStart()
 	want := fmt.Sprintf("%d-%d-%d.lock", os.Geteuid(), os.Getpid(), start)
-	p := filepath.Join(d.Path(), "queue", tk.Name())
+	p := filepath.Join(d.Path(), "queue", tk.name)
 	b, err := os.ReadFile(p)
 	fi, _ := os.Stat(p)
-	if tk.Name() != want || err != nil || string(b) != "{\"need\":3}\n" || fi.Mode().Perm() != 0o644 {
-		t.Errorf("ticket %s (%v) holds %q, mode %v; want %s holding need 3, 0644", tk.Name(), err, b, fi.Mode(), want)
+	if tk.name != want || err != nil || string(b) != "{\"need\":3}\n" || fi.Mode().Perm() != 0o644 {
+		t.Errorf("ticket %s (%v) holds %q, mode %v; want %s holding need 3, 0644", tk.name, err, b, fi.Mode(), want)
 	}
 	fd, _ := unix.Open(p, unix.O_RDONLY, 0)
 	if e := unix.Flock(fd, unix.LOCK_SH|unix.LOCK_NB); e != unix.EWOULDBLOCK {

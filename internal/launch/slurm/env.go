@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/amdrun/amdrun/internal/launch"
+	"github.com/amdrun/amdrun/internal/envlist"
 )
 
 // Port range of Job.MasterPort: BasePort + jobid % PortSpan, so 20000 to
@@ -94,7 +94,7 @@ func FromEnv(env []string) (*Job, error) {
 // run): scontrol when run is not nil and succeeds, ParseHostlist
 // otherwise.
 func FromEnvWith(env []string, run func(name string, args ...string) ([]byte, error)) (*Job, error) {
-	vars := launch.EnvMap(env)
+	vars := envlist.Map(env)
 	id := vars["SLURM_JOB_ID"]
 	if id == "" {
 		return nil, nil

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/amdrun/amdrun/internal/launch"
+	"github.com/amdrun/amdrun/internal/envlist"
 	"github.com/amdrun/amdrun/internal/testutil"
 )
 
@@ -106,7 +106,7 @@ func FuzzFromEnv(f *testing.F) {
 		"SLURM_HET_SIZE", "SLURM_JOB_NODELIST_HET_GROUP_0"}
 	files, _ := os.ReadDir(testutil.Testdata(f, "slurm", "env"))
 	for _, e := range files {
-		vars := launch.EnvMap(readEnv(f, e.Name()))
+		vars := envlist.Map(readEnv(f, e.Name()))
 		var vals []string
 		for _, k := range keys {
 			vals = append(vals, vars[k])

@@ -13,7 +13,7 @@ import (
 	"github.com/amdrun/amdrun/internal/testutil"
 )
 
-func FuzzParseProperties(f *testing.F) {
+func FuzzParseProps(f *testing.F) {
 	for _, tree := range []string{"topo-mi210-xgmi-pcie", "topology-parsing-mi308", "topology-parsing"} {
 		root := testutil.KFD(f, tree)
 		fsys := os.DirFS(root)
@@ -32,7 +32,7 @@ func FuzzParseProperties(f *testing.F) {
 	f.Add([]byte("type 2\ntype 2\n"))
 	f.Add([]byte(" \r\n\tkey\t1 \r"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		p, err := ParseProperties(bytes.NewReader(data), "fuzz")
+		p, err := parseProps(data, "fuzz")
 		if err != nil {
 			if strings.Contains(err.Error(), "\n") {
 				t.Fatalf("multi-line error %q", err)

@@ -27,7 +27,7 @@ func collect(ws *[]string) topology.Warner {
 	return func(format string, args ...any) { *ws = append(*ws, fmt.Sprintf(format, args...)) }
 }
 
-func TestParseProperties(t *testing.T) {
+func TestParseProps(t *testing.T) {
 	tests := []struct {
 		name    string
 		in      string
@@ -59,7 +59,7 @@ func TestParseProperties(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := ParseProperties(strings.NewReader(tt.in), "src")
+			got, err := parseProps([]byte(tt.in), "src")
 			if tt.wantErr == nil {
 				if err != nil {
 					t.Fatalf("error %v", err)
@@ -87,20 +87,15 @@ func TestParseProperties(t *testing.T) {
 	}
 }
 
-func TestParsePropertiesFixture(t *testing.T) {
+func TestParsePropsFixture(t *testing.T) {
 	p := testutil.KFD(t, "topo-mi210-xgmi-pcie", "nodes", "2", "properties")
-	f, err := os.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	props, err := ParseProperties(f, p)
+	props, err := parseProps(testutil.ReadFile(t, p), p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for k, want := range map[string]uint64{"simd_count": 416, "location_id": 25344, "gfx_target_version": 90010,
 		"hive_id": 12609507387757274807, "unique_id": 1801979520617338022, "max_engine_clk_ccompute": 2450} {
-		if got, ok := props.Get(k); !ok || got != want {
+		if got, ok := props[k]; !ok || got != want {
 			t.Errorf("%s = %d, %v; want %d", k, got, ok, want)
 		}
 	}

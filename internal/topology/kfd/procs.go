@@ -87,83 +87,123 @@ func ReadProcs(fsys fs.FS, m *topology.Model) error {
 	if fi, err := fs.Stat(fsys, pdir); err != nil || !fi.IsDir() {
 		return nil // no process has opened /dev/kfd (or a capture without proc/)
 	}
-	gids, err := gpuIDs(fsys, dir)
+	devOf, err := gpuDevices(fsys, dir, m.N())
 	if err != nil {
 		return err
-	}
-	if len(gids) != m.N() {
-		return fmt.Errorf("kfd: %s has %d GPU nodes but the model has %d devices", dir, len(gids), m.N())
-	}
-	devOf := make(map[uint64]int, len(gids))
-	for i, g := range gids {
-		devOf[g] = i
 	}
 	pids, err := numericEntries(fsys, pdir, nil)
 	if err != nil {
 		return err
 	}
-	use := make([]map[int]*procUse, m.N())
-	get := func(dev, pid int) *procUse {
-		if use[dev] == nil {
-			use[dev] = map[int]*procUse{}
-		}
-		u := use[dev][pid]
-		if u == nil {
-			u = &procUse{pid: pid}
-			use[dev][pid] = u
-		}
-		return u
-	}
+	w := &procWalk{fsys: fsys, devOf: devOf, use: make([]map[int]*procUse, m.N())}
 	for _, pid := range pids {
-		pd := path.Join(pdir, strconv.Itoa(pid))
-		ents, err := fs.ReadDir(fsys, pd)
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				continue // the process exited
-			}
-			return fmt.Errorf("kfd: %w", err)
-		}
-		for _, e := range ents {
-			g, ok := strings.CutPrefix(e.Name(), "vram_")
-			if !ok {
-				continue
-			}
-			gid, err := strconv.ParseUint(g, 10, 32)
-			if err != nil {
-				continue
-			}
-			dev, ok := devOf[gid]
-			if !ok {
-				continue // a GPU outside this model (hidden by the cgroup)
-			}
-			n, found, err := readUint(fsys, path.Join(pd, e.Name()))
-			if err != nil {
-				return err
-			}
-			if found && n > 0 {
-				get(dev, pid).bytes += n
-			}
-		}
-		qd := path.Join(pd, "queues")
-		qids, err := numericEntries(fsys, qd, nil)
-		if err != nil {
+		if err := w.process(path.Join(pdir, strconv.Itoa(pid)), pid); err != nil {
 			return err
 		}
-		for _, q := range qids {
-			gid, found, err := readUint(fsys, path.Join(qd, strconv.Itoa(q), "gpuid"))
-			if err != nil {
-				return err
-			}
-			if dev, ok := devOf[gid]; found && ok {
-				get(dev, pid).queues++
-			}
-		}
 	}
-	for i, u := range use {
+	for i, u := range w.use {
 		if len(u) == 0 {
 			continue
 		}
 		markBusy(&m.Devices[i], u)
+	}
+	return nil
+}
+
+// gpuDevices maps the gpu_id of each GPU node under dir to its device
+// index in a model of n devices Read built from the same tree.
+func gpuDevices(fsys fs.FS, dir string, n int) (map[uint64]int, error) {
+	gids, err := gpuIDs(fsys, dir)
+	if err != nil {
+		return nil, err
+	}
+	if len(gids) != n {
+		return nil, fmt.Errorf("kfd: %s has %d GPU nodes but the model has %d devices", dir, len(gids), n)
+	}
+	devOf := make(map[uint64]int, len(gids))
+	for i, g := range gids {
+		devOf[g] = i
+	}
+	return devOf, nil
+}
+
+// procWalk gathers what each process uses on each device.
+type procWalk struct {
+	fsys  fs.FS
+	devOf map[uint64]int     // gpu_id -> device index
+	use   []map[int]*procUse // per device: pid -> use
+}
+
+// get returns the use of device dev by pid, made on first use.
+func (w *procWalk) get(dev, pid int) *procUse {
+	if w.use[dev] == nil {
+		w.use[dev] = map[int]*procUse{}
+	}
+	u := w.use[dev][pid]
+	if u == nil {
+		u = &procUse{pid: pid}
+		w.use[dev][pid] = u
+	}
+	return u
+}
+
+// process adds the VRAM and compute queues of the process whose proc
+// directory is pd; one that exited meanwhile is skipped.
+func (w *procWalk) process(pd string, pid int) error {
+	ents, err := fs.ReadDir(w.fsys, pd)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // the process exited
+		}
+		return fmt.Errorf("kfd: %w", err)
+	}
+	if err := w.vram(pd, pid, ents); err != nil {
+		return err
+	}
+	return w.queues(pd, pid)
+}
+
+// vram adds the bytes each vram_<gpu_id> file of the process holds.
+func (w *procWalk) vram(pd string, pid int, ents []fs.DirEntry) error {
+	for _, e := range ents {
+		g, ok := strings.CutPrefix(e.Name(), "vram_")
+		if !ok {
+			continue
+		}
+		gid, err := strconv.ParseUint(g, 10, 32)
+		if err != nil {
+			continue
+		}
+		dev, ok := w.devOf[gid]
+		if !ok {
+			continue // a GPU outside this model (hidden by the cgroup)
+		}
+		n, found, err := readUint(w.fsys, path.Join(pd, e.Name()))
+		if err != nil {
+			return err
+		}
+		if found && n > 0 {
+			w.get(dev, pid).bytes += n
+		}
+	}
+	return nil
+}
+
+// queues counts the process's compute queues on the GPU each names.
+func (w *procWalk) queues(pd string, pid int) error {
+	qd := path.Join(pd, "queues")
+	qids, err := numericEntries(w.fsys, qd, nil)
+	if err != nil {
+		return err
+	}
+	for _, q := range qids {
+		gid, found, err := readUint(w.fsys, path.Join(qd, strconv.Itoa(q), "gpuid"))
+		if err != nil {
+			return err
+		}
+		if dev, ok := w.devOf[gid]; found && ok {
+			w.get(dev, pid).queues++
+		}
 	}
 	return nil
 }

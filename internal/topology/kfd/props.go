@@ -3,7 +3,6 @@ package kfd
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/amdrun/amdrun/internal/topology"
@@ -12,27 +11,12 @@ import (
 // Props is one KFD `properties` file: key to unsigned value.
 type Props map[string]uint64
 
-// Get returns the value of key and whether the file has it.
-func (p Props) Get(key string) (uint64, bool) {
-	v, ok := p[key]
-	return v, ok
-}
-
-// ParseProperties reads a KFD `properties` file (node, io_link, p2p_link
-// or mem_bank): one "key value" line each, the value an unsigned decimal
+// parseProps reads a KFD `properties` file (node, io_link, p2p_link or
+// mem_bank): one "key value" line each, the value an unsigned decimal
 // number, as the kernel prints them. Blank lines are skipped. A line with
 // another shape, a key used twice or a value that is not a number gives a
 // *topology.ParseError naming source and the 1-based line, wrapping
-// topology.ErrSyntax or topology.ErrBadNumber. It opens nothing itself.
-func ParseProperties(r io.Reader, source string) (Props, error) {
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return nil, topology.NewParseError(source, 0, 0, topology.ErrTruncated, "%v", err)
-	}
-	return parseProps(data, source)
-}
-
-// parseProps is ParseProperties on a file already read.
+// topology.ErrSyntax or topology.ErrBadNumber.
 func parseProps(data []byte, source string) (Props, error) {
 	p := make(Props, 16) // a link file has 13 keys
 	line := 0

@@ -82,20 +82,47 @@ func link(a, b int, cell string, speed int64) (topology.Link, bool) {
 // Source on an unknown cell (ErrUnknownLinkType) or when the model does
 // not validate.
 func Build(topo *Topo, nvlink *NVLinkStatus, gpus []GPU, apps []ComputeApp, warn topology.Warner) (*topology.Model, error) {
+	if err := checkSquare(topo); err != nil {
+		return nil, err
+	}
+	m := &topology.Model{Source: Source, Vendor: topology.VendorNVIDIA, Bandwidth: "theoretical"}
+	m.Devices, m.SourceVersion = devices(topo, gpus, warn)
+	countApps(m, apps, warn)
+	m.NUMANodes = numaNodes(m.Devices)
+	links, err := links(topo, nvlink, warn)
+	if err != nil {
+		return nil, err
+	}
+	m.Links = links
+	if err := m.Finish(); err != nil {
+		return nil, topology.NewParseError(Source, 0, 0, err, "")
+	}
+	return m, nil
+}
+
+// checkSquare refuses a topo with no GPU or whose matrix is not one row
+// and one cell per GPU.
+func checkSquare(topo *Topo) error {
 	if topo == nil || len(topo.GPUs) == 0 {
-		return nil, topology.NewParseError(Source, 0, 0, topology.ErrNoDevices, "")
+		return topology.NewParseError(Source, 0, 0, topology.ErrNoDevices, "")
 	}
 	n := len(topo.GPUs)
 	if len(topo.Cells) != n {
-		return nil, topology.NewParseError(Source, 0, 0, topology.ErrNotSquare, "%d GPUs, %d matrix rows", n, len(topo.Cells))
+		return topology.NewParseError(Source, 0, 0, topology.ErrNotSquare, "%d GPUs, %d matrix rows", n, len(topo.Cells))
 	}
 	for a, row := range topo.Cells {
 		if len(row) != n {
-			return nil, topology.NewParseError(Source, 0, 0, topology.ErrNotSquare, "row GPU%d has %d cells, want %d", a, len(row), n)
+			return topology.NewParseError(Source, 0, 0, topology.ErrNotSquare, "row GPU%d has %d cells, want %d", a, len(row), n)
 		}
 	}
-	m := &topology.Model{Source: Source, Vendor: topology.VendorNVIDIA, Bandwidth: "theoretical"}
+	return nil
+}
 
+// devices makes one device per topo -m GPU, with its NUMA node and CPUs
+// and what gpus says about the GPU of its index; version is the first
+// driver version gpus gives.
+func devices(topo *Topo, gpus []GPU, warn topology.Warner) (devs []topology.Device, version string) {
+	n := len(topo.GPUs)
 	byIndex := map[int]*GPU{}
 	for i := range gpus {
 		g := &gpus[i]
@@ -103,12 +130,10 @@ func Build(topo *Topo, nvlink *NVLinkStatus, gpus []GPU, apps []ComputeApp, warn
 		if g.Index >= n {
 			warn.Warn("nvidia-smi: --query-gpu lists GPU %d, topo -m only GPU0-GPU%d", g.Index, n-1)
 		}
-		if m.SourceVersion == "" && g.DriverVersion != "" {
-			m.SourceVersion = g.DriverVersion
+		if version == "" && g.DriverVersion != "" {
+			version = g.DriverVersion
 		}
 	}
-	byPCI := map[string]int{}
-	numaCPUs := map[int][]int{}
 	for i, tg := range topo.GPUs {
 		d := topology.Device{Index: i, RuntimeIndex: i, Vendor: topology.VendorNVIDIA, NUMANode: -1}
 		switch {
@@ -118,19 +143,24 @@ func Build(topo *Topo, nvlink *NVLinkStatus, gpus []GPU, apps []ComputeApp, warn
 			d.NUMANode = tg.GPUNUMAID
 		}
 		d.CPUs = append([]int(nil), tg.CPUAffinity...)
-		if d.NUMANode >= 0 {
-			numaCPUs[d.NUMANode] = append(numaCPUs[d.NUMANode], tg.CPUAffinity...)
-		}
 		if g := byIndex[i]; g != nil {
 			d.Name, d.PCIAddress, d.UniqueID = g.Name, g.PCIAddress, g.UUID
 			d.MemTotalMiB, d.MemUsedMiB, d.UtilPercent = g.MemTotalMiB, g.MemUsedMiB, g.UtilPercent
-			if g.PCIAddress != "" {
-				byPCI[g.PCIAddress] = i
-			}
 		} else if gpus != nil {
 			warn.Warn("nvidia-smi: GPU%d of topo -m is missing from --query-gpu", i)
 		}
-		m.Devices = append(m.Devices, d)
+		devs = append(devs, d)
+	}
+	return devs, version
+}
+
+// countApps counts each compute app on the device of its bus id.
+func countApps(m *topology.Model, apps []ComputeApp, warn topology.Warner) {
+	byPCI := map[string]int{}
+	for i, d := range m.Devices {
+		if d.PCIAddress != "" {
+			byPCI[d.PCIAddress] = i
+		}
 	}
 	for _, a := range apps {
 		i, ok := byPCI[a.PCIAddress]
@@ -140,23 +170,41 @@ func Build(topo *Topo, nvlink *NVLinkStatus, gpus []GPU, apps []ComputeApp, warn
 		}
 		m.Devices[i].Processes++
 	}
+}
 
+// numaNodes lists the NUMA nodes the devices name, each with the union
+// of its devices' CPUs, by id.
+func numaNodes(devs []topology.Device) []topology.NUMANode {
+	numaCPUs := map[int][]int{}
+	for _, d := range devs {
+		if d.NUMANode >= 0 {
+			numaCPUs[d.NUMANode] = append(numaCPUs[d.NUMANode], d.CPUs...)
+		}
+	}
 	ids := make([]int, 0, len(numaCPUs))
 	for id := range numaCPUs {
 		ids = append(ids, id)
 	}
 	sort.Ints(ids)
+	var out []topology.NUMANode
 	for _, id := range ids {
 		cpus, _ := topology.ParseCPUList(topology.FormatCPUList(numaCPUs[id]))
-		m.NUMANodes = append(m.NUMANodes, topology.NUMANode{ID: id, CPUs: cpus})
+		out = append(out, topology.NUMANode{ID: id, CPUs: cpus})
 	}
+	return out
+}
 
+// links makes the link of every GPU pair from its topo -m cell, NVLink
+// bonds at the pair's link speed from nvlink.
+func links(topo *Topo, nvlink *NVLinkStatus, warn topology.Warner) ([]topology.Link, error) {
+	n := len(topo.GPUs)
 	speeds := make([]int64, n)
 	for i := range speeds {
 		if g := nvlink.GPU(i); g != nil {
 			speeds[i] = g.LinkSpeed()
 		}
 	}
+	var out []topology.Link
 	warnedSpeed := false
 	for a := 0; a < n; a++ {
 		for b := a + 1; b < n; b++ {
@@ -169,13 +217,10 @@ func Build(topo *Topo, nvlink *NVLinkStatus, gpus []GPU, apps []ComputeApp, warn
 				warnedSpeed = true
 				warn.Warn("nvidia-smi: nvlink -s gives no active link speed for GPU%d/GPU%d; assuming %d MB/s per link", a, b, topology.NVLinkBandwidth)
 			}
-			m.Links = append(m.Links, l)
+			out = append(out, l)
 		}
 	}
-	if err := m.Finish(); err != nil {
-		return nil, topology.NewParseError(Source, 0, 0, err, "")
-	}
-	return m, nil
+	return out, nil
 }
 
 // pairSpeed is the per-link speed two GPUs share: the slower known one.
@@ -195,6 +240,7 @@ func pairSpeed(a, b int64) int64 {
 var (
 	argsTopo        = []string{"topo", "-m"}
 	argsNVLink      = []string{"nvlink", "-s"}
+	argsP2P         = []string{"topo", "-p2p", "r"}
 	argsQueryGPU    = []string{"--query-gpu=" + QueryGPUFields, "--format=csv,noheader,nounits"}
 	argsComputeApps = []string{"--query-compute-apps=" + ComputeAppsFields, "--format=csv,noheader,nounits"}
 )
@@ -207,17 +253,21 @@ var (
 //	nvidia-smi --query-gpu=index,pci.bus_id,uuid,name,memory.total,memory.used,utilization.gpu,driver_version --format=csv,noheader,nounits
 //	nvidia-smi --query-compute-apps=gpu_bus_id,pid,used_memory --format=csv,noheader,nounits
 //	nvidia-smi nvlink -s
+//	nvidia-smi topo -p2p r
 //
 // and passing their output to the parsers and Build. The driver version
 // becomes SourceVersion. topo -m and --query-gpu must list as many GPUs,
-// or Discover fails with an error wrapping topology.ErrInconsistent. A failing or unreadable `nvlink -s` only warns
-// (NVLink bandwidths are then assumed); any other failure is returned as
-// run gave it (wrapping ErrToolNotFound, or a *topology.ToolError), and
-// malformed output as the parser's *topology.ParseError.
+// or Discover fails with an error wrapping topology.ErrInconsistent.
+// topo -p2p r marks each pair's peer-to-peer access (see markP2P). A
+// failing or unreadable `nvlink -s` or `topo -p2p r` only warns (NVLink
+// bandwidths are then assumed; peer access stays unknown, which counts
+// as available); any other failure is returned as run gave it (wrapping
+// ErrToolNotFound, or a *topology.ToolError), and malformed output as
+// the parser's *topology.ParseError.
 func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*topology.Model, error) {
-	// The four calls are independent and each costs tens of milliseconds
+	// The five calls are independent and each costs tens of milliseconds
 	// of driver time: run them at once (launch latency is a feature).
-	argvs := [][]string{argsTopo, argsQueryGPU, argsComputeApps, argsNVLink}
+	argvs := [][]string{argsTopo, argsQueryGPU, argsComputeApps, argsNVLink, argsP2P}
 	outs := make([][]byte, len(argvs))
 	errs := make([]error, len(argvs))
 	var wg sync.WaitGroup
@@ -254,7 +304,7 @@ func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*
 	}
 	var nvl *NVLinkStatus
 	if err := errs[3]; err != nil {
-		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		if cancelled(err) {
 			return nil, err
 		}
 		warn.Warn("nvidia-smi: nvlink -s failed, assuming NVLink bandwidths: %v", err)
@@ -262,5 +312,59 @@ func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*
 		warn.Warn("nvidia-smi: assuming NVLink bandwidths: %v", err)
 		nvl = nil
 	}
-	return Build(topo, nvl, gpus, apps, warn)
+	m, err := Build(topo, nvl, gpus, apps, warn)
+	if err != nil {
+		return nil, err
+	}
+	if err := errs[4]; err != nil {
+		if cancelled(err) {
+			return nil, err
+		}
+		warn.Warn("nvidia-smi: topo -p2p r failed, peer-to-peer access unknown: %v", err)
+		return m, nil
+	}
+	p2p, err := ParseP2P(bytes.NewReader(outs[4]))
+	if err == nil {
+		err = markP2P(m, p2p)
+	}
+	if err != nil {
+		warn.Warn("nvidia-smi: peer-to-peer access unknown: %v", err)
+	}
+	return m, nil
 }
+
+// cancelled says whether err is the context's end, which no warning
+// should swallow.
+func cancelled(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// markP2P sets the P2P of each link of m, a model Build made from the
+// same nvidia-smi, from `nvidia-smi topo -p2p r`: P2PUnavailable when
+// either direction's cell refuses peer access (CNS, GNS, TNS, NS), as
+// rocm_bandwidth_test's N/A does on AMD (selection then counts the pair
+// host-staged, and amdrun topo marks it noP2P); P2PAvailable when both
+// read OK; unknown for U. A matrix of another size than m's is an error
+// wrapping topology.ErrInconsistent, and m is left as it was.
+func markP2P(m *topology.Model, p *P2P) error {
+	n := m.N()
+	if len(p.Status) != n {
+		return fmt.Errorf("%s: %w: %d GPUs, `nvidia-smi topo -m` %d", SourceP2P, topology.ErrInconsistent, len(p.Status), n)
+	}
+	for a := 0; a < n; a++ {
+		for b := a + 1; b < n; b++ {
+			there, back := p.Status[a][b], p.Status[b][a]
+			switch {
+			case p2pRefused[there] || p2pRefused[back]:
+				m.Link(a, b).P2P = topology.P2PUnavailable
+			case there == "OK" && back == "OK":
+				m.Link(a, b).P2P = topology.P2PAvailable
+			}
+		}
+	}
+	return nil
+}
+
+// p2pRefused are the topo -p2p cells that say a pair cannot copy peer to
+// peer: chipset, GPU or topology not supported, or not supported.
+var p2pRefused = map[string]bool{"CNS": true, "GNS": true, "TNS": true, "NS": true}

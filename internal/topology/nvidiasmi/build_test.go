@@ -26,8 +26,9 @@ var machines = []string{"hgx-h100-8gpu", "pcie-l40s-8gpu-2socket", "h200-2gpu-nv
 // Discover documents; fail maps an argv to the error it returns instead.
 func fakeRunner(t *testing.T, machine string, fail map[string]error) (topology.Runner, *[]string) {
 	files := map[string]string{
-		"nvidia-smi topo -m":   "topo-m",
-		"nvidia-smi nvlink -s": "nvlink-s",
+		"nvidia-smi topo -m":     "topo-m",
+		"nvidia-smi nvlink -s":   "nvlink-s",
+		"nvidia-smi topo -p2p r": "topo-p2p-r",
 		"nvidia-smi --query-gpu=index,pci.bus_id,uuid,name,memory.total,memory.used,utilization.gpu,driver_version --format=csv,noheader,nounits": "query-gpu",
 		"nvidia-smi --query-compute-apps=gpu_bus_id,pid,used_memory --format=csv,noheader,nounits":                                                "compute-apps",
 	}
@@ -101,6 +102,7 @@ func TestDiscoverHGXH100(t *testing.T) {
 		"nvidia-smi --query-gpu=" + QueryGPUFields + " --format=csv,noheader,nounits",
 		"nvidia-smi --query-compute-apps=" + ComputeAppsFields + " --format=csv,noheader,nounits",
 		"nvidia-smi nvlink -s",
+		"nvidia-smi topo -p2p r",
 	}
 	sort.Strings(wantCalls)
 	if !reflect.DeepEqual(*calls, wantCalls) {
@@ -136,7 +138,15 @@ func TestDiscoverPCIe(t *testing.T) {
 	wantLink(t, m, 0, 1, topology.LinkPCIe, "PIX", 0, true, 1)
 	wantLink(t, m, 0, 2, topology.LinkPCIe, "PXB", 0, true, 2)
 	wantLink(t, m, 3, 4, topology.LinkPCIe, "SYS", 0, false, 4)
-	if m.BW(0, 1) != topology.DefaultHostBandwidth || m.BW(3, 4) != topology.DefaultHostBandwidth/2 {
+	// topo -p2p r: OK within a socket, CNS across: the SYS pair 3-4 has
+	// no peer access and counts host-staged, below its SYS path.
+	if p := m.Link(0, 1).P2P; p != topology.P2PAvailable {
+		t.Errorf("0-1 P2P %v, want available (OK both ways)", p)
+	}
+	if p := m.Link(3, 4).P2P; p != topology.P2PUnavailable {
+		t.Errorf("3-4 P2P %v, want unavailable (CNS)", p)
+	}
+	if m.BW(0, 1) != topology.DefaultHostBandwidth || m.BW(3, 4) != topology.HostStaged(topology.DefaultHostBandwidth/2, 0) || m.BW(3, 4) >= topology.DefaultHostBandwidth/2 {
 		t.Errorf("BW(0,1) = %d, BW(3,4) = %d", m.BW(0, 1), m.BW(3, 4))
 	}
 	if got := numaOf(m); !reflect.DeepEqual(got, []int{0, 0, 0, 0, 1, 1, 1, 1}) {
@@ -202,7 +212,7 @@ func TestDiscoverFailures(t *testing.T) {
 	}
 	notFound := fmt.Errorf("nvidia-smi: %w", topology.ErrToolNotFound)
 	run, calls := fakeRunner(t, "h200-2gpu-nv18", map[string]error{"nvidia-smi topo -m": notFound})
-	if _, err := Discover(context.Background(), run, nil); !errors.Is(err, topology.ErrToolNotFound) || len(*calls) != 4 {
+	if _, err := Discover(context.Background(), run, nil); !errors.Is(err, topology.ErrToolNotFound) || len(*calls) != 5 {
 		t.Errorf("missing tool: err = %v after %d calls", err, len(*calls))
 	}
 }
@@ -305,5 +315,89 @@ func TestDiscoverCallsAgree(t *testing.T) {
 	want := "nvidia-smi: inconsistent input: `nvidia-smi topo -m` lists 8 GPUs but `nvidia-smi --query-gpu` 7"
 	if err == nil || err.Error() != want || !errors.Is(err, topology.ErrInconsistent) {
 		t.Fatalf("err = %v\nwant %s", err, want)
+	}
+}
+
+// TestDiscoverP2PFailures: a failing or unreadable `topo -p2p r` only
+// warns, and the model is the one Build makes, peer access unknown.
+func TestDiscoverP2PFailures(t *testing.T) {
+	p2pErr := &topology.ToolError{Tool: "nvidia-smi", Args: []string{"topo", "-p2p", "r"}, ExitCode: 2, Stderr: "Invalid combination of input arguments.\n"}
+	for _, tc := range []struct {
+		name string
+		run  func(t *testing.T) topology.Runner
+		warn string
+	}{
+		{"tool fails", func(t *testing.T) topology.Runner {
+			run, _ := fakeRunner(t, "pcie-l40s-8gpu-2socket", map[string]error{"nvidia-smi topo -p2p r": p2pErr})
+			return run
+		}, "nvidia-smi: topo -p2p r failed, peer-to-peer access unknown: nvidia-smi topo -p2p r: exit status 2: Invalid combination of input arguments."},
+		{"topo -m output", func(t *testing.T) topology.Runner {
+			run, _ := fakeRunner(t, "pcie-l40s-8gpu-2socket", nil)
+			return replace(run, "nvidia-smi topo -p2p r", handmade(t, "pcie-l40s-8gpu-2socket", "topo-m"))
+		}, "nvidia-smi: peer-to-peer access unknown: nvidia-smi topo -p2p: line 2, column 10: not this tool's output: this is `nvidia-smi topo -m` output, not `topo -p2p`: GPU0/GPU1 cell \"PIX\""},
+		{"another machine's matrix", func(t *testing.T) topology.Runner {
+			run, _ := fakeRunner(t, "pcie-l40s-8gpu-2socket", nil)
+			return replace(run, "nvidia-smi topo -p2p r", public(t, "nvidia-smi-topo-p2p-r-l4-2gpu-cns.txt"))
+		}, "nvidia-smi: peer-to-peer access unknown: nvidia-smi topo -p2p: inconsistent input: 2 GPUs, `nvidia-smi topo -m` 8"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var warns []string
+			m, err := Discover(context.Background(), tc.run(t), func(f string, a ...any) { warns = append(warns, fmt.Sprintf(f, a...)) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(warns) != 1 || warns[0] != tc.warn {
+				t.Errorf("warnings %q, want [%q]", warns, tc.warn)
+			}
+			for _, l := range m.Links {
+				if l.P2P != topology.P2PUnknown {
+					t.Fatalf("link %d-%d P2P %v, want unknown", l.A, l.B, l.P2P)
+				}
+			}
+		})
+	}
+}
+
+// TestMarkP2P: a refusal either way marks the pair unavailable, OK both
+// ways available, U (or OK one way and U the other) leaves it unknown.
+func TestMarkP2P(t *testing.T) {
+	topo, err := ParseTopo(bytes.NewReader(handmade(t, "pcie-l40s-8gpu-2socket", "topo-m")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := Build(topo, nil, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A 3-GPU corner of the 8: GPU0-1 GNS one way only, 0-2 U, 1-2 OK;
+	// the other GPUs are OK, with TNS and NS between 5 and 6, 6 and 7.
+	cells := map[[2]int]string{{0, 1}: "GNS", {1, 0}: "OK", {0, 2}: "U", {2, 0}: "OK", {5, 6}: "TNS", {6, 5}: "TNS", {7, 6}: "NS", {6, 7}: "OK"}
+	p := &P2P{Status: make([][]string, 8)}
+	for i := range p.Status {
+		p.Status[i] = make([]string, 8)
+		for j := range p.Status[i] {
+			switch c, ok := cells[[2]int{i, j}]; {
+			case i == j:
+				p.Status[i][j] = "X"
+			case ok:
+				p.Status[i][j] = c
+			default:
+				p.Status[i][j] = "OK"
+			}
+		}
+	}
+	if err := markP2P(m, p); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		a, b int
+		want topology.P2P
+	}{{0, 1, topology.P2PUnavailable}, {0, 2, topology.P2PUnknown}, {1, 2, topology.P2PAvailable}, {5, 6, topology.P2PUnavailable}, {6, 7, topology.P2PUnavailable}, {3, 4, topology.P2PAvailable}} {
+		if got := m.Link(tc.a, tc.b).P2P; got != tc.want {
+			t.Errorf("%d-%d P2P %v, want %v", tc.a, tc.b, got, tc.want)
+		}
+	}
+	if err := m.Validate(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -85,6 +85,24 @@ func FuzzParseP2P(f *testing.F) {
 				t.Fatalf("row %d = %q", i, row)
 			}
 		}
+		// What Discover does with it: mark a model of as many GPUs.
+		n := len(p.Status)
+		if n == 0 || n > topology.MaxDevices {
+			return
+		}
+		m := &topology.Model{Source: Source}
+		for i := 0; i < n; i++ {
+			m.Devices = append(m.Devices, topology.Device{Index: i, RuntimeIndex: i, NUMANode: -1})
+		}
+		if err := m.Finish(); err != nil {
+			t.Fatal(err)
+		}
+		if err := markP2P(m, p); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Validate(); err != nil {
+			t.Fatalf("marked model does not validate: %v", err)
+		}
 	})
 }
 

@@ -654,11 +654,6 @@ type P2P struct {
 	Status [][]string
 }
 
-// OK says whether GPUs a and b can use peer-to-peer transfers.
-func (p *P2P) OK(a, b int) bool {
-	return a >= 0 && b >= 0 && a < len(p.Status) && b < len(p.Status) && p.Status[a][b] == "OK"
-}
-
 // ParseP2P parses `nvidia-smi topo -p2p r` (or w, n, a, p): the same
 // matrix layout as topo -m, with status cells and the self cell "X", rows
 // possibly indented by a space. Errors are *topology.ParseError with

@@ -378,15 +378,24 @@ func TestParseP2P(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(p.Status) != 8 || !p.OK(0, 7) || !p.OK(5, 2) || p.OK(3, 3) || p.Status[4][4] != "X" {
+	if len(p.Status) != 8 || p.Status[0][7] != "OK" || p.Status[5][2] != "OK" || p.Status[4][4] != "X" {
 		t.Errorf("h100 p2p = %v", p.Status)
 	}
 	p, err = ParseP2P(bytes.NewReader(public(t, "nvidia-smi-topo-p2p-r-l4-2gpu-cns.txt")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.OK(0, 1) || p.Status[1][0] != "CNS" {
+	if p.Status[0][1] != "CNS" || p.Status[1][0] != "CNS" {
 		t.Errorf("l4 p2p = %v", p.Status)
+	}
+	// Captured on the lent H200 (driver 580.159.04): the header wrapped in
+	// ANSI underline escapes, rows indented by a space, cells tab-ended.
+	p, err = ParseP2P(bytes.NewReader(testutil.ReadFile(t, testutil.Testdata(t, "nvidia-smi", "h200x1-real.topo-p2p-r.txt"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(p.Status, [][]string{{"X"}}) {
+		t.Errorf("h200 p2p = %q", p.Status)
 	}
 	_, err = ParseP2P(bytes.NewReader(public(t, "nvidia-smi-topo-m-2gpu-nv2-ml-engineering.txt")))
 	checkParseError(t, nil, err, &topology.ParseError{Source: SourceP2P, Line: 2, Column: 16, Err: topology.ErrWrongTool},

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/amdrun/amdrun/internal/topology"
@@ -75,15 +76,21 @@ func Apply(m *topology.Model, r *Result, warn topology.Warner) error {
 			return fmt.Errorf("%s: %w: no link %d-%d in the topology", Source, topology.ErrInvalidModel, u.a, u.b)
 		}
 	}
-	if len(noP2P) > 0 {
-		warn.Warn("%s: no peer-to-peer access between GPU %s; copies between them go through host memory (theoretical links kept, marked in amdrun topo)", Source, strings.Join(noP2P, ", "))
-	}
-	if len(noFigure) > 0 {
-		warn.Warn("%s: no figure for GPU %s; keeping the theoretical bandwidth", Source, strings.Join(noFigure, ", "))
-	}
-	measured := false
+	// Apply works on a copy of the links and validates it before it
+	// changes m, so that m is left as it was on error, as promised above.
+	byPair := make(map[[2]int]update, len(ups))
 	for _, u := range ups {
-		l := m.Link(u.a, u.b)
+		byPair[[2]int{u.a, u.b}] = u
+	}
+	next := *m
+	next.Links = slices.Clone(m.Links)
+	measured := false
+	for i := range next.Links {
+		l := &next.Links[i]
+		u, ok := byPair[[2]int{min(l.A, l.B), max(l.A, l.B)}]
+		if !ok {
+			continue
+		}
 		l.P2P = u.p2p
 		if u.p2p == topology.P2PAvailable {
 			l.MinBandwidth, l.MaxBandwidth = u.min, u.max
@@ -92,11 +99,18 @@ func Apply(m *topology.Model, r *Result, warn topology.Warner) error {
 		}
 	}
 	if measured {
-		m.Bandwidth = "measured"
+		next.Bandwidth = "measured"
 	}
-	if err := m.Validate(); err != nil {
+	if err := next.Validate(); err != nil {
 		return fmt.Errorf("%s: %w", Source, err)
 	}
+	if len(noP2P) > 0 {
+		warn.Warn("%s: no peer-to-peer access between GPU %s; copies between them go through host memory (theoretical links kept, marked in amdrun topo)", Source, strings.Join(noP2P, ", "))
+	}
+	if len(noFigure) > 0 {
+		warn.Warn("%s: no figure for GPU %s; keeping the theoretical bandwidth", Source, strings.Join(noFigure, ", "))
+	}
+	m.Links, m.Bandwidth = next.Links, next.Bandwidth
 	return nil
 }
 

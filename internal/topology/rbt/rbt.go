@@ -123,46 +123,6 @@ func (r *Result) GPUs() []int {
 	return out
 }
 
-// HostFigure is the measured copy bandwidth between one CPU agent (a
-// NUMA node) and one GPU, in GB/s; 0 means not measured.
-type HostFigure struct {
-	// CPU is the CPU agent's ordinal (its NUMA node), GPU the GPU's
-	// ordinal among GPU agents.
-	CPU, GPU int
-	// HostToDevice and DeviceToHost are unidirectional figures.
-	HostToDevice, DeviceToHost float64
-	// Bidirectional is the bidirectional figure.
-	Bidirectional float64
-}
-
-// Host returns the host-device figures for every CPU-GPU pair that has
-// at least one, ordered by CPU and then GPU.
-func (r *Result) Host() []HostFigure {
-	var out []HostFigure
-	for c, ca := range r.Agents {
-		if ca.GPU {
-			continue
-		}
-		for g, ga := range r.Agents {
-			if !ga.GPU {
-				continue
-			}
-			f := HostFigure{CPU: ca.Ordinal, GPU: ga.Ordinal}
-			f.HostToDevice, _ = r.Uni.At(c, g)
-			f.DeviceToHost, _ = r.Uni.At(g, c)
-			if v, ok := r.Bi.At(c, g); ok {
-				f.Bidirectional = v
-			} else if v, ok := r.Bi.At(g, c); ok {
-				f.Bidirectional = v
-			}
-			if f.HostToDevice > 0 || f.DeviceToHost > 0 || f.Bidirectional > 0 {
-				out = append(out, f)
-			}
-		}
-	}
-	return out
-}
-
 // isPCI reports whether s looks like "c9:0.0" or "0000:c9:00.0".
 func isPCI(s string) bool {
 	_, ok := parsePCI(s)

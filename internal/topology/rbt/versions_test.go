@@ -151,7 +151,7 @@ func TestApplyTransferBench(t *testing.T) {
 	if l := m.Link(0, 6); l.MinBandwidth != 47460 || l.MaxBandwidth != 47580 {
 		t.Errorf("link 0-6 %+v", *l)
 	}
-	host := r.Host()
+	host := hostFigures(r)
 	if len(host) != 16 || host[0] != (HostFigure{CPU: 0, GPU: 0, HostToDevice: 17.32, DeviceToHost: 23.83, Bidirectional: 40.96}) {
 		t.Errorf("host figures %d, first %+v", len(host), host[0])
 	}

@@ -65,17 +65,6 @@ func FuzzParseText(f *testing.F) {
 	})
 }
 
-func FuzzParseJSON(f *testing.F) {
-	seeds(f, ".json")
-	f.Fuzz(func(t *testing.T, data []byte) {
-		r, err := ParseJSON(bytes.NewReader(data))
-		if err != nil {
-			return
-		}
-		check(t, r)
-	})
-}
-
 // FuzzDiscover feeds Discover three outputs at once (the topology run,
 // the identity run and the concise table), so that the checks between
 // calls (same GPUs, same buses and NUMA nodes, whole outputs) meet

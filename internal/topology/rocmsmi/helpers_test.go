@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/amdrun/amdrun/internal/testutil"
@@ -17,14 +16,10 @@ func public(t testing.TB, name string) string {
 	return testutil.Public(t, name)
 }
 
-// parseFile parses a fixture with ParseJSON (.json) or ParseText.
+// parseFile parses a fixture with ParseText.
 func parseFile(t testing.TB, path string) (*Report, error) {
 	t.Helper()
-	b := testutil.ReadFile(t, path)
-	if strings.HasSuffix(path, ".json") {
-		return ParseJSON(bytes.NewReader(b))
-	}
-	return ParseText(bytes.NewReader(b))
+	return ParseText(bytes.NewReader(testutil.ReadFile(t, path)))
 }
 
 // mustReport parses fixtures (public names or testdata paths) and merges them.

@@ -1,8 +1,8 @@
-// Package rocmsmi turns rocm-smi output (text or --json) into amdrun's
-// topology model.
+// Package rocmsmi turns rocm-smi's text output into amdrun's topology
+// model.
 //
-// ParseText and ParseJSON are pure: they read an io.Reader and return a
-// Report of what the output said. Reports from several rocm-smi runs are
+// ParseText is pure: it reads an io.Reader and returns a Report of what
+// the output said. Reports from several rocm-smi runs are
 // combined with Merge, and Model builds a finished, validated
 // topology.Model. Discover runs rocm-smi through an injected Runner and
 // does all three.
@@ -95,6 +95,10 @@ type Pair struct {
 	Hops   int
 	// Type is the link type as printed, upper case ("XGMI", "PCIE"), or "".
 	Type string
+	// TypeOther is the other reading of the link type when the two
+	// directions of the pair disagree, else "". Model resolves the two
+	// with topology.ResolveLinkType.
+	TypeOther string
 	// MinBandwidth and MaxBandwidth are --shownodesbw's min-max cell in MB/s;
 	// 0 and 0 mean "not connected directly".
 	MinBandwidth int64
@@ -299,7 +303,7 @@ func (r *Report) Merge(other *Report) {
 			p.Hops = o.Hops
 		}
 		if o.Type != "" {
-			p.Type = o.Type
+			p.Type, p.TypeOther = o.Type, o.TypeOther
 		}
 		if o.MaxBandwidth != Unknown {
 			p.MinBandwidth, p.MaxBandwidth = o.MinBandwidth, o.MaxBandwidth
@@ -368,15 +372,26 @@ func (r *Report) Model(warn topology.Warner) (*topology.Model, error) {
 	if len(idx) == 0 {
 		return nil, topology.NewParseError(Source, 0, 0, topology.ErrNoDevices, "")
 	}
-	pos := make(map[int]int, len(idx))
-	for p, i := range idx {
-		pos[i] = p
-	}
 	if idx[len(idx)-1] != len(idx)-1 {
 		warn.Warn("rocm-smi: GPU indices %v are not 0-%d; devices are renumbered by position", idx, len(idx)-1)
 	}
 	m := &topology.Model{Source: Source, SourceVersion: r.Version, Vendor: topology.VendorAMD}
-	m.Devices = make([]topology.Device, len(idx))
+	m.Devices = r.devices(idx, warn)
+	m.Links = r.links(idx, warn)
+	if len(idx) > 1 && len(m.Links) == 0 {
+		warn.Warn("rocm-smi: no topology in the output; assuming every pair talks through the host")
+	}
+	if err := m.Finish(); err != nil {
+		return nil, fmt.Errorf("rocm-smi: %w", err)
+	}
+	return m, nil
+}
+
+// devices makes the device at position p of the GPU of index idx[p]: its
+// identity, NUMA node (the affinity where Numa Node differs, with one
+// warning), use, and package (see Model).
+func (r *Report) devices(idx []int, warn topology.Warner) []topology.Device {
+	devs := make([]topology.Device, len(idx))
 	pkg, part := -1, 0
 	prevConcise := false
 	var numaDiffers []string
@@ -407,22 +422,29 @@ func (r *Report) Model(warn topology.Warner) (*topology.Model, error) {
 		}
 		switch {
 		case info.SecondDie && prevConcise && p > 0:
-			if m.Devices[p-1].Package == "" {
+			if devs[p-1].Package == "" {
 				pkg++
 				part = 0
-				m.Devices[p-1].Package = fmt.Sprintf("pkg%d", pkg)
+				devs[p-1].Package = fmt.Sprintf("pkg%d", pkg)
 			}
 			part++
-			d.Package, d.Partition = m.Devices[p-1].Package, part
+			d.Package, d.Partition = devs[p-1].Package, part
 		case info.SecondDie:
 			warn.Warn("rocm-smi: GPU[%d] reports no power of its own but has no device before it in the concise table", i)
 		}
 		prevConcise = info.InConcise
-		m.Devices[p] = d
+		devs[p] = d
 	}
 	if len(numaDiffers) > 0 {
 		warn.Warn("rocm-smi: Numa Node differs from Numa Affinity for %s; using the affinity", clipList(numaDiffers, 6))
 	}
+	return devs
+}
+
+// links makes the link of each pair of positions the report describes
+// usably (see link); Finish adds host links for the others.
+func (r *Report) links(idx []int, warn topology.Warner) []topology.Link {
+	var out []topology.Link
 	for a := 0; a < len(idx); a++ {
 		for b := a + 1; b < len(idx); b++ {
 			pr := r.Pairs[[2]int{idx[a], idx[b]}]
@@ -431,22 +453,23 @@ func (r *Report) Model(warn topology.Warner) (*topology.Model, error) {
 			}
 			if l, ok := r.link(pr, idx[a], idx[b], warn); ok {
 				l.A, l.B = a, b
-				m.Links = append(m.Links, l)
+				out = append(out, l)
 			}
 		}
 	}
-	if len(idx) > 1 && len(m.Links) == 0 {
-		warn.Warn("rocm-smi: no topology in the output; assuming every pair talks through the host")
-	}
-	if err := m.Finish(); err != nil {
-		return nil, fmt.Errorf("rocm-smi: %w", err)
-	}
-	return m, nil
+	return out
 }
 
 // link turns one pair into a link; ok is false when the pair says nothing
 // usable (Finish then adds a host link).
 func (r *Report) link(p *Pair, a, b int, warn topology.Warner) (topology.Link, bool) {
+	if p.TypeOther != "" {
+		typ, note := topology.ResolveLinkType(p.Type, p.TypeOther, p.Weight, p.Hops)
+		warn.Warn("rocm-smi: GPU%d-GPU%d: %s", a, b, note)
+		q := *p
+		q.Type, q.TypeOther = typ, ""
+		p = &q
+	}
 	l := topology.Link{Weight: max(p.Weight, 0), Hops: max(p.Hops, 0)}
 	haveBW := p.MaxBandwidth != Unknown
 	zeroBW := haveBW && p.MaxBandwidth == 0

@@ -114,20 +114,54 @@ func logLine(t string) bool {
 	return false
 }
 
+// textParser reads rocm-smi's text through the shared topology.LineReader,
+// one line at a time: parse handles the lines outside tables and hands
+// each table to matrix or concise, which read its lines themselves and
+// give back (LineReader.Unread) the line after it when that line belongs
+// to parse.
 type textParser struct {
-	r     *Report
-	lines []string
-	// last is the index of the last non-blank line.
-	last int
-	seen bool
+	r  *Report
+	lr *topology.LineReader
+	// lastFull is the number of the last line read that is not blank (0:
+	// none yet); a table the input cuts off is reported there.
+	lastFull int
+	seen     bool
 	// Oddities met while parsing, reported once per kind (see odd).
 	toolLines []string // tool error lines inside a section
 	retitled  []string // sections whose matrix holds link types
 	xxxx      []string // GPU pairs whose cells read XXXX
 }
 
-func (p *textParser) errAt(src string, i, col int, err error) error {
-	return topology.NewParseError(src, i+1, col, err, "")
+// otherSection is where lines outside any known section belong.
+var otherSection = sectionInfo{kind: kindOther, source: Source}
+
+// errAt is the *topology.ParseError of section source at line (1-based)
+// and col: err followed by the formatted detail, if any.
+func errAt(source string, line, col int, err error, format string, args ...any) error {
+	return topology.NewParseError(source, line, col, err, format, args...)
+}
+
+// errHere is errAt at the line just read.
+func (p *textParser) errHere(source string, col int, err error, format string, args ...any) error {
+	return errAt(source, p.lr.Line(), col, err, format, args...)
+}
+
+// next reads the next line, made valid UTF-8 and without trailing white
+// space; ok is false at the end of the input (or a read error, which
+// ParseText reports).
+func (p *textParser) next() (line string, ok bool) {
+	if !p.lr.Next() {
+		return "", false
+	}
+	line = p.lr.Text()
+	if !utf8.ValidString(line) {
+		line = strings.ToValidUTF8(line, "\uFFFD")
+	}
+	line = strings.TrimRightFunc(line, unicode.IsSpace)
+	if line != "" && strings.TrimSpace(line) != "" {
+		p.lastFull = p.lr.Line()
+	}
+	return line, true
 }
 
 // ParseText parses the text output of one or more rocm-smi runs: any mix
@@ -159,28 +193,18 @@ func (p *textParser) errAt(src string, i, col int, err error) error {
 // the output ended with its "End of ROCm SMI Log" banner is
 // Report.Ended; Discover refuses one that did not.
 func ParseText(rd io.Reader) (*Report, error) {
-	lines, err := topology.ReadLines(rd, Source)
+	p := &textParser{r: NewReport(), lr: topology.NewLineReader(rd, Source)}
+	err := p.parse()
+	if rerr := p.lr.Err(); rerr != nil {
+		// A failing reader or an over-long line: what parse took for the
+		// end of the input was not.
+		return nil, rerr
+	}
 	if err != nil {
 		return nil, err
 	}
-	for i, l := range lines {
-		if !utf8.ValidString(l) {
-			l = strings.ToValidUTF8(l, "\uFFFD")
-		}
-		lines[i] = strings.TrimRightFunc(l, unicode.IsSpace)
-	}
-	p := &textParser{r: NewReport(), lines: lines, last: -1}
-	for i := len(lines) - 1; i >= 0; i-- {
-		if strings.TrimSpace(lines[i]) != "" {
-			p.last = i
-			break
-		}
-	}
-	if p.last < 0 {
+	if p.lastFull == 0 {
 		return nil, topology.NewParseError(Source, 0, 0, topology.ErrEmpty, "")
-	}
-	if err := p.parse(); err != nil {
-		return nil, err
 	}
 	if !p.seen {
 		return nil, topology.NewParseError(Source, 0, 0, topology.ErrWrongTool, "no rocm-smi section found")
@@ -213,57 +237,58 @@ func clipList(s []string, n int) string {
 	return fmt.Sprintf("%s and %d more", strings.Join(s[:n], ", "), len(s)-n)
 }
 
+// parse reads the input to its end: banners open sections, tables are
+// read by the section's parser, other lines by plainLine.
 func (p *textParser) parse() error {
-	cur := sectionInfo{kind: kindOther, source: Source}
-	for i := 0; i < len(p.lines); {
-		line := p.lines[i]
+	cur := otherSection
+	for {
+		line, ok := p.next()
+		if !ok {
+			return nil
+		}
 		t := strings.TrimSpace(line)
-		if title, ok := bannerTitle(t); ok {
-			i++
-			if title == "" {
-				cur = sectionInfo{kind: kindOther, source: Source}
-				continue
-			}
-			if title == "end of rocm smi log" {
-				p.r.Ended = true
-			}
-			info, known := sections[title]
-			if !known {
-				cur = sectionInfo{kind: kindOther, source: Source}
-				continue
-			}
-			info.title = title
-			p.seen = true
-			if info.flag != "" {
-				p.r.addSection(info.flag)
-			}
-			cur = info
-			var err error
-			switch info.kind {
-			case kindWeight, kindHops, kindType, kindAccess, kindBW:
-				i, err = p.matrix(i, info)
-				cur = sectionInfo{kind: kindOther, source: Source}
-			case kindConcise:
-				i, err = p.concise(i, info)
-				cur = sectionInfo{kind: kindOther, source: Source}
-			}
-			if err != nil {
+		title, banner := bannerTitle(t)
+		if !banner {
+			if err := p.plainLine(line, t, cur); err != nil {
 				return err
 			}
 			continue
 		}
-		if err := p.plainLine(i, t, cur); err != nil {
+		var err error
+		if cur, err = p.section(title); err != nil {
 			return err
 		}
-		i++
 	}
-	return nil
+}
+
+// section opens the section of a banner's title: it records it, reads
+// its table if it has one, and returns the section the plain lines after
+// it belong to.
+func (p *textParser) section(title string) (sectionInfo, error) {
+	if title == "end of rocm smi log" {
+		p.r.Ended = true
+	}
+	info, known := sections[title]
+	if title == "" || !known {
+		return otherSection, nil
+	}
+	info.title = title
+	p.seen = true
+	if info.flag != "" {
+		p.r.addSection(info.flag)
+	}
+	switch info.kind {
+	case kindWeight, kindHops, kindType, kindAccess, kindBW:
+		return otherSection, p.matrix(info)
+	case kindConcise:
+		return otherSection, p.concise(info)
+	}
+	return info, nil
 }
 
 // plainLine handles a line outside tables: GPU key/value lines, the
 // driver and rocm-smi version lines; anything else is skipped.
-func (p *textParser) plainLine(i int, t string, cur sectionInfo) error {
-	line := p.lines[i]
+func (p *textParser) plainLine(line, t string, cur sectionInfo) error {
 	if m := kvLine.FindStringSubmatchIndex(line); m != nil {
 		ns, ne := m[2], m[3]
 		if ns < 0 {
@@ -287,12 +312,12 @@ func (p *textParser) plainLine(i int, t string, cur sectionInfo) error {
 		}
 		idx, err := parseIndex(num)
 		if err != nil {
-			return p.errAt(cur.source, i, ns, err)
+			return p.errHere(cur.source, ns, err, "")
 		}
 		p.seen = true
 		vcol := m[1] + k + 1 + (len(value) - len(strings.TrimLeftFunc(value, unicode.IsSpace)))
 		if err := applyKey(p.r.device(idx), key, value); err != nil {
-			return p.errAt(cur.source, i, vcol, err)
+			return p.errHere(cur.source, vcol, err, "")
 		}
 		return nil
 	}
@@ -386,70 +411,24 @@ func parseCell(kind sectionKind, s string, diag bool) (cell, error) {
 	return cell{}, nil
 }
 
-// matrix parses a GPU x GPU table whose column header is at or after line
-// i; it returns the index of the first line after the table. Lines
-// before the header that are not one (tool error lines) are skipped and
-// noted; a banner before any header means the section has no table.
-func (p *textParser) matrix(i int, sec sectionInfo) (int, error) {
-	for ; i < len(p.lines); i++ {
-		t := strings.TrimSpace(p.lines[i])
-		if t == "" {
-			continue
-		}
-		if _, banner := bannerTitle(t); banner {
-			return i, nil // nothing readable in this section
-		}
-		if gpuLabel.MatchString(fields(t)[0].S) {
-			break
-		}
-		if !logLine(t) || strings.HasPrefix(t, "ERROR:") {
-			p.toolLines = append(p.toolLines, t)
-		}
+// matrix parses the GPU x GPU table of section sec, which starts at or
+// after the next line, in its steps: the column header, one row per
+// column, a check that no row follows, then the cells.
+func (p *textParser) matrix(sec sectionInfo) error {
+	head, ok, err := p.matrixStart(sec)
+	if !ok || err != nil {
+		return err
 	}
-	if i >= len(p.lines) {
-		return i, p.errAt(sec.source, len(p.lines)-1, 0, fmt.Errorf("%w: no table after the section title", topology.ErrTruncated))
-	}
-	cols, err := p.matrixHeader(i, sec)
+	cols, err := p.matrixHeader(sec, head)
 	if err != nil {
-		return i, err
+		return err
 	}
-	n := len(cols)
-	rows := make([][]topology.Field, n)
-	rowLine := make([]int, n)
-	for r := 0; r < n; r++ {
-		i++
-		for i < len(p.lines) && logLine(strings.TrimSpace(p.lines[i])) {
-			i++
-		}
-		if i > p.last {
-			return i, p.errAt(sec.source, max(p.last, 0), 0, fmt.Errorf("%w: %d of %d rows", topology.ErrTruncated, r, n))
-		}
-		toks := fields(p.lines[i])
-		if len(toks) == 0 || !gpuLabel.MatchString(toks[0].S) {
-			return i, p.errAt(sec.source, i, 0, fmt.Errorf("%w: %d rows for %d columns", topology.ErrNotSquare, r, n))
-		}
-		if want := fmt.Sprintf("GPU%d", cols[r]); toks[0].S != want {
-			return i, p.errAt(sec.source, i, 0, fmt.Errorf("%w: row %s where %s expected", topology.ErrNotSquare, toks[0].S, want))
-		}
-		if len(toks)-1 != n {
-			col := len(p.lines[i])
-			if len(toks)-1 > n {
-				col = toks[n+1].Col
-			}
-			return i, p.errAt(sec.source, i, col, fmt.Errorf("%w: %d cells in row %s for %d columns", topology.ErrNotSquare, len(toks)-1, toks[0].S, n))
-		}
-		rows[r], rowLine[r] = toks[1:], i
+	rows, rowLine, err := p.matrixRows(sec, cols)
+	if err != nil {
+		return err
 	}
-	i++
-	for j := i; j < len(p.lines); j++ {
-		t := strings.TrimSpace(p.lines[j])
-		if t == "" || logLine(t) {
-			continue
-		}
-		if toks := fields(t); gpuLabel.MatchString(toks[0].S) {
-			return j, p.errAt(sec.source, j, 0, fmt.Errorf("%w: more rows than the %d columns", topology.ErrNotSquare, n))
-		}
-		break
+	if err := p.matrixEnd(sec, len(cols)); err != nil {
+		return err
 	}
 	if (sec.kind == kindWeight || sec.kind == kindHops) && holdsLinkTypes(rows) {
 		// rocm-smi on a partitioned MI300 prints link types under the
@@ -457,12 +436,169 @@ func (p *textParser) matrix(i int, sec sectionInfo) (int, error) {
 		p.retitled = append(p.retitled, fmt.Sprintf("%q", sec.title))
 		sec.kind = kindType
 	}
+	grid, err := p.matrixCells(sec, cols, rows, rowLine)
+	if err != nil {
+		return err
+	}
+	if sec.kind == kindWeight || sec.kind == kindHops {
+		if err := p.checkSymmetric(sec, cols, rows, rowLine, grid); err != nil {
+			return err
+		}
+	}
+	p.r.list(sec.title, cols...)
+	p.commit(sec, cols, grid)
+	return nil
+}
+
+// matrixStart reads up to the column header of a matrix section and
+// returns it. Lines before it that are not one (tool error lines) are
+// skipped and noted; a banner before any header means the section has no
+// table (ok is false, and the banner is handed back to parse).
+func (p *textParser) matrixStart(sec sectionInfo) (head string, ok bool, err error) {
+	for {
+		line, more := p.next()
+		if !more {
+			return "", false, p.errHere(sec.source, 0, topology.ErrTruncated, "no table after the section title")
+		}
+		t := strings.TrimSpace(line)
+		if t == "" {
+			continue
+		}
+		if _, banner := bannerTitle(t); banner {
+			p.lr.Unread()
+			return "", false, nil // nothing readable in this section
+		}
+		if gpuLabel.MatchString(fields(t)[0].S) {
+			return line, true, nil
+		}
+		if !logLine(t) || strings.HasPrefix(t, "ERROR:") {
+			p.toolLines = append(p.toolLines, t)
+		}
+	}
+}
+
+// matrixHeader reads the column header just read: GPUn labels only.
+func (p *textParser) matrixHeader(sec sectionInfo, line string) ([]int, error) {
+	head := fields(line)
+	if len(head) > maxDevices {
+		return nil, p.errHere(sec.source, head[maxDevices].Col, topology.ErrSyntax, "more than %d columns", maxDevices)
+	}
+	cols := make([]int, len(head))
+	seenCol := map[int]bool{}
+	for c, tk := range head {
+		m := gpuLabel.FindStringSubmatch(tk.S)
+		if m == nil {
+			return nil, p.errHere(sec.source, tk.Col, topology.ErrSyntax, "column header %q is not GPUn", tk.S)
+		}
+		n, err := parseIndex(m[1])
+		if err != nil {
+			return nil, p.errHere(sec.source, tk.Col, err, "")
+		}
+		if seenCol[n] {
+			return nil, p.errHere(sec.source, tk.Col, topology.ErrSyntax, "column %s twice", tk.S)
+		}
+		seenCol[n] = true
+		cols[c] = n
+	}
+	return cols, nil
+}
+
+// matrixRows reads one row per column, in the header's order, and
+// returns each row's cells and line number.
+func (p *textParser) matrixRows(sec sectionInfo, cols []int) ([][]topology.Field, []int, error) {
+	n := len(cols)
+	rows := make([][]topology.Field, n)
+	rowLine := make([]int, n)
+	for r := 0; r < n; r++ {
+		line, err := p.matrixRowLine(sec, r, n)
+		if err != nil {
+			return nil, nil, err
+		}
+		toks := fields(line)
+		if !gpuLabel.MatchString(toks[0].S) {
+			return nil, nil, p.errHere(sec.source, 0, topology.ErrNotSquare, "%d rows for %d columns", r, n)
+		}
+		if want := fmt.Sprintf("GPU%d", cols[r]); toks[0].S != want {
+			return nil, nil, p.errHere(sec.source, 0, topology.ErrNotSquare, "row %s where %s expected", toks[0].S, want)
+		}
+		if len(toks)-1 != n {
+			col := len(line)
+			if len(toks)-1 > n {
+				col = toks[n+1].Col
+			}
+			return nil, nil, p.errHere(sec.source, col, topology.ErrNotSquare, "%d cells in row %s for %d columns", len(toks)-1, toks[0].S, n)
+		}
+		rows[r], rowLine[r] = toks[1:], p.lr.Line()
+	}
+	return rows, rowLine, nil
+}
+
+// matrixRowLine reads the line of row r of n, past log lines. A blank
+// line ends the table too early (ErrNotSquare there), unless only blank
+// lines follow it: then, as at the end of input, the output was cut off
+// (ErrTruncated at its last line that is not blank).
+func (p *textParser) matrixRowLine(sec sectionInfo, r, n int) (string, error) {
+	cut := func() error {
+		return errAt(sec.source, p.lastFull, 0, topology.ErrTruncated, "%d of %d rows", r, n)
+	}
+	for {
+		line, ok := p.next()
+		if !ok {
+			return "", cut()
+		}
+		t := strings.TrimSpace(line)
+		if logLine(t) {
+			continue
+		}
+		if t != "" {
+			return line, nil
+		}
+		blank := p.lr.Line()
+		for {
+			line, ok := p.next()
+			if !ok {
+				return "", cut()
+			}
+			if strings.TrimSpace(line) != "" {
+				return "", errAt(sec.source, blank, 0, topology.ErrNotSquare, "%d rows for %d columns", r, n)
+			}
+		}
+	}
+}
+
+// matrixEnd refuses a GPU row after the table's last one (past blank and
+// log lines, which it hands to plainLine as parse would); it gives any
+// other line back to parse.
+func (p *textParser) matrixEnd(sec sectionInfo, n int) error {
+	for {
+		line, ok := p.next()
+		if !ok {
+			return nil
+		}
+		t := strings.TrimSpace(line)
+		if t == "" || logLine(t) {
+			if err := p.plainLine(line, t, otherSection); err != nil {
+				return err
+			}
+			continue
+		}
+		if gpuLabel.MatchString(fields(t)[0].S) {
+			return p.errHere(sec.source, 0, topology.ErrNotSquare, "more rows than the %d columns", n)
+		}
+		p.lr.Unread()
+		return nil
+	}
+}
+
+// matrixCells parses every cell of the rows read, noting XXXX pairs.
+func (p *textParser) matrixCells(sec sectionInfo, cols []int, rows [][]topology.Field, rowLine []int) ([]cell, error) {
+	n := len(cols)
 	grid := make([]cell, n*n)
 	for r := 0; r < n; r++ {
 		for c, tk := range rows[r] {
 			v, err := parseCell(sec.kind, tk.S, c == r)
 			if err != nil {
-				return i, p.errAt(sec.source, rowLine[r], tk.Col, err)
+				return nil, errAt(sec.source, rowLine[r], tk.Col, err, "")
 			}
 			if tk.S == "XXXX" && r < c {
 				p.xxxx = append(p.xxxx, fmt.Sprintf("GPU%d-GPU%d", cols[r], cols[c]))
@@ -470,40 +606,7 @@ func (p *textParser) matrix(i int, sec sectionInfo) (int, error) {
 			grid[r*n+c] = v
 		}
 	}
-	if sec.kind == kindWeight || sec.kind == kindHops {
-		if err := p.checkSymmetric(sec, cols, rows, rowLine, grid); err != nil {
-			return i, err
-		}
-	}
-	p.r.list(sec.title, cols...)
-	p.commit(sec, cols, grid)
-	return i, nil
-}
-
-// matrixHeader reads the column header at line i: GPUn labels only.
-func (p *textParser) matrixHeader(i int, sec sectionInfo) ([]int, error) {
-	head := fields(p.lines[i])
-	if len(head) > maxDevices {
-		return nil, p.errAt(sec.source, i, head[maxDevices].Col, fmt.Errorf("%w: more than %d columns", topology.ErrSyntax, maxDevices))
-	}
-	cols := make([]int, len(head))
-	seenCol := map[int]bool{}
-	for c, tk := range head {
-		m := gpuLabel.FindStringSubmatch(tk.S)
-		if m == nil {
-			return nil, p.errAt(sec.source, i, tk.Col, fmt.Errorf("%w: column header %q is not GPUn", topology.ErrSyntax, tk.S))
-		}
-		n, err := parseIndex(m[1])
-		if err != nil {
-			return nil, p.errAt(sec.source, i, tk.Col, err)
-		}
-		if seenCol[n] {
-			return nil, p.errAt(sec.source, i, tk.Col, fmt.Errorf("%w: column %s twice", topology.ErrSyntax, tk.S))
-		}
-		seenCol[n] = true
-		cols[c] = n
-	}
-	return cols, nil
+	return grid, nil
 }
 
 // holdsLinkTypes says whether a matrix's cells name link types.
@@ -519,27 +622,21 @@ func holdsLinkTypes(rows [][]topology.Field) bool {
 }
 
 // checkSymmetric refuses a Weight or Hops matrix whose diagonal is not 0
-// or whose two halves disagree: a row out of place would otherwise turn
-// a pair into another link silently.
+// or whose two halves disagree (topology.CheckCountMatrix, the check
+// amd-smi's tables get too): a row out of place would otherwise turn a
+// pair into another link silently.
 func (p *textParser) checkSymmetric(sec sectionInfo, cols []int, rows [][]topology.Field, rowLine []int, grid []cell) error {
 	n := len(cols)
 	what := "weight"
 	if sec.kind == kindHops {
 		what = "hops"
 	}
-	for r := 0; r < n; r++ {
-		if d := grid[r*n+r]; d.ok && d.a != 0 {
-			return p.errAt(sec.source, rowLine[r], rows[r][r].Col, fmt.Errorf("%w: GPU%d's %s to itself is %d, not 0; a row or column is out of place", topology.ErrInconsistent, cols[r], what, d.a))
-		}
-		for c := 0; c < r; c++ {
-			lo, up := grid[r*n+c], grid[c*n+r]
-			if lo.ok && up.ok && lo.a != up.a {
-				return p.errAt(sec.source, rowLine[r], rows[r][c].Col, fmt.Errorf("%w: GPU%d-GPU%d %s is %d but GPU%d-GPU%d is %d; a row or column is out of place",
-					topology.ErrInconsistent, cols[r], cols[c], what, lo.a, cols[c], cols[r], up.a))
-			}
-		}
+	f := topology.CheckCountMatrix(n, func(r, c int) (int64, bool) { return grid[r*n+c].a, grid[r*n+c].ok })
+	if f == nil {
+		return nil
 	}
-	return nil
+	label := func(i int) string { return fmt.Sprintf("GPU%d", cols[i]) }
+	return errAt(sec.source, rowLine[f.Row], rows[f.Row][f.Col].Col, topology.ErrInconsistent, "%s", f.Describe(label, what))
 }
 
 // commit stores a parsed matrix, reading the upper triangle and noting
@@ -552,6 +649,14 @@ func (p *textParser) commit(sec sectionInfo, cols []int, grid []cell) {
 			v := up
 			if !up.ok {
 				v = lo
+			}
+			if up.ok && lo.ok && up != lo && sec.kind == kindType {
+				// Which reading is right is for topology.ResolveLinkType
+				// to decide in Model, by weight and hops, never by the
+				// order of the rows (issue 24).
+				pr := p.r.pair(cols[a], cols[b])
+				pr.Type, pr.TypeOther = up.s, lo.s
+				continue
 			}
 			if up.ok && lo.ok && up != lo {
 				p.r.note("%s: GPU%d-GPU%d reads %s but GPU%d-GPU%d reads %s; using the first",
@@ -591,104 +696,152 @@ func cellString(kind sectionKind, c cell) string {
 	return strconv.FormatInt(c.a, 10)
 }
 
-// concise parses the concise table (plain rocm-smi) whose header is at or
-// after line i, and returns the index of the first line after it.
-func (p *textParser) concise(i int, sec sectionInfo) (int, error) {
-	for i < len(p.lines) && (strings.TrimSpace(p.lines[i]) == "" || logLine(strings.TrimSpace(p.lines[i]))) {
-		i++
-	}
-	if i >= len(p.lines) {
-		return i, p.errAt(sec.source, len(p.lines)-1, 0, fmt.Errorf("%w: no table after the section title", topology.ErrTruncated))
-	}
-	head := fields(p.lines[i])
-	gen1 := head[0].S == "GPU"
-	if !gen1 && head[0].S != "Device" {
-		return i, p.errAt(sec.source, i, head[0].Col, fmt.Errorf("%w: concise header starts with %q, not GPU or Device", topology.ErrSyntax, head[0].S))
-	}
+// conciseTable is the layout of a concise table, read from its header,
+// and the rows read so far.
+type conciseTable struct {
+	sec sectionInfo
+	// gen1: the ROCm 5.x header, one row starting "GPU"; later ones start
+	// "Device" and may take two rows per GPU.
+	gen1 bool
 	// Column of the power reading: by position among the header's
-	// columns in the single-token ROCm 5.x layout (which survives
-	// whitespace being collapsed), by alignment in the 6.x layouts whose
-	// cells hold spaces ("[0x74a1 : 0x00]", "NPS1, SPX").
-	powerIdx, powerRune, ncols := -1, -1, 0
-	for _, tk := range head {
-		if strings.HasPrefix(tk.S, "(") {
-			continue // "Temp (DieEdge)" is one column
-		}
-		if tk.S == "AvgPwr" || tk.S == "Power" {
-			powerIdx, powerRune = ncols, runeCol(p.lines[i], tk)
-		}
-		ncols++
+	// columns (powerIdx of ncols) in the single-token ROCm 5.x layout,
+	// which survives whitespace being collapsed; by alignment (powerRune,
+	// a rune column) in the 6.x layouts whose cells hold spaces
+	// ("[0x74a1 : 0x00]", "NPS1, SPX"). -1: no power column.
+	powerIdx, powerRune, ncols int
+	rows                       int
+	prev                       *DeviceInfo // the GPU of the last row
+}
+
+// concise parses the concise table (plain rocm-smi) whose header is at or
+// after the next line, up to the banner after it or the end of input.
+func (p *textParser) concise(sec sectionInfo) error {
+	tb, err := p.conciseHeader(sec)
+	if err != nil {
+		return err
 	}
-	i++
-	rows := 0
-	var prev *DeviceInfo
-	for ; i < len(p.lines); i++ {
-		line := p.lines[i]
+	for {
+		line, ok := p.next()
+		if !ok {
+			break
+		}
 		t := strings.TrimSpace(line)
 		if title, ok := bannerTitle(t); ok {
 			if title != "" {
-				return i, nil
+				p.lr.Unread() // the next section's
+				return nil
 			}
-			if rows == 0 && !gen1 {
+			if tb.rows == 0 && !tb.gen1 {
 				continue // the rule under a two-row header
 			}
-			return i + 1, nil
+			return nil // the rule under the table
 		}
 		if t == "" || logLine(t) {
 			continue
 		}
 		if line[0] == ' ' || line[0] == '\t' {
-			if rows > 0 && prev != nil && !gen1 && prev.Name == "" {
-				prev.Name = t // the second row of a ROCm 6.0/6.1 entry
+			if tb.rows > 0 && tb.prev != nil && !tb.gen1 && tb.prev.Name == "" {
+				tb.prev.Name = t // the second row of a ROCm 6.0/6.1 entry
 			}
 			continue
 		}
-		toks := fields(line)
-		idx, err := parseIndex(toks[0].S)
-		if err != nil {
-			return i, p.errAt(sec.source, i, 0, fmt.Errorf("%w: concise row %q does not start with a GPU index", topology.ErrSyntax, toks[0].S))
+		if err := p.conciseRow(tb, line); err != nil {
+			return err
 		}
-		if len(toks) < 4 {
-			return i, p.errAt(sec.source, i, len(line), fmt.Errorf("%w: concise row has %d fields", topology.ErrSyntax, len(toks)))
-		}
-		n := len(toks)
-		util, vram, capTok := toks[n-1], toks[n-2], toks[n-3]
-		d := p.r.device(idx)
-		d.InConcise = true
-		p.r.list(sec.title, idx)
-		if !unknownValue(util.S) {
-			if d.UtilPercent, err = parsePercent(util.S); err != nil {
-				return i, p.errAt(sec.source, i, util.Col, err)
-			}
-		}
-		if !unknownValue(vram.S) {
-			if d.MemUsedPct, err = parsePercent(vram.S); err != nil {
-				return i, p.errAt(sec.source, i, vram.Col, err)
-			}
-		}
-		pwrCap := -1.0
-		if !unknownValue(capTok.S) {
-			pwrCap, err = strconv.ParseFloat(strings.TrimSuffix(capTok.S, "W"), 64)
-			if err != nil || pwrCap < 0 {
-				return i, p.errAt(sec.source, i, capTok.Col, fmt.Errorf("%w: power cap %q", topology.ErrBadNumber, capTok.S))
-			}
-		}
-		power := ""
-		if gen1 && powerIdx >= 0 && n == ncols {
-			power = toks[powerIdx].S
-		} else if !gen1 && powerRune >= 0 {
-			for _, tk := range toks {
-				if runeCol(line, tk) == powerRune {
-					power = tk.S
-				}
-			}
-		}
-		d.SecondDie = rows > 0 && power == "N/A" && pwrCap == 0
-		prev = d
-		rows++
 	}
-	if rows == 0 {
-		return i, p.errAt(sec.source, max(p.last, 0), 0, fmt.Errorf("%w: concise table has no rows", topology.ErrTruncated))
+	if tb.rows == 0 {
+		return errAt(sec.source, p.lastFull, 0, topology.ErrTruncated, "concise table has no rows")
 	}
-	return i, nil
+	return nil
+}
+
+// conciseHeader reads the concise table's header (past blank and log
+// lines) and finds its power column.
+func (p *textParser) conciseHeader(sec sectionInfo) (*conciseTable, error) {
+	var line string
+	for {
+		l, ok := p.next()
+		if !ok {
+			return nil, p.errHere(sec.source, 0, topology.ErrTruncated, "no table after the section title")
+		}
+		if t := strings.TrimSpace(l); t != "" && !logLine(t) {
+			line = l
+			break
+		}
+	}
+	head := fields(line)
+	tb := &conciseTable{sec: sec, gen1: head[0].S == "GPU", powerIdx: -1, powerRune: -1}
+	if !tb.gen1 && head[0].S != "Device" {
+		return nil, p.errHere(sec.source, head[0].Col, topology.ErrSyntax, "concise header starts with %q, not GPU or Device", head[0].S)
+	}
+	for _, tk := range head {
+		if strings.HasPrefix(tk.S, "(") {
+			continue // "Temp (DieEdge)" is one column
+		}
+		if tk.S == "AvgPwr" || tk.S == "Power" {
+			tb.powerIdx, tb.powerRune = tb.ncols, runeCol(line, tk)
+		}
+		tb.ncols++
+	}
+	return tb, nil
+}
+
+// conciseRow reads one GPU's row: its index, GPU and VRAM use, power cap
+// and, to tell the second die of a dual-die card, its power reading.
+func (p *textParser) conciseRow(tb *conciseTable, line string) error {
+	src := tb.sec.source
+	toks := fields(line)
+	idx, err := parseIndex(toks[0].S)
+	if err != nil {
+		return p.errHere(src, 0, topology.ErrSyntax, "concise row %q does not start with a GPU index", toks[0].S)
+	}
+	if len(toks) < 4 {
+		return p.errHere(src, len(line), topology.ErrSyntax, "concise row has %d fields", len(toks))
+	}
+	n := len(toks)
+	util, vram, capTok := toks[n-1], toks[n-2], toks[n-3]
+	d := p.r.device(idx)
+	d.InConcise = true
+	p.r.list(tb.sec.title, idx)
+	if !unknownValue(util.S) {
+		if d.UtilPercent, err = parsePercent(util.S); err != nil {
+			return p.errHere(src, util.Col, err, "")
+		}
+	}
+	if !unknownValue(vram.S) {
+		if d.MemUsedPct, err = parsePercent(vram.S); err != nil {
+			return p.errHere(src, vram.Col, err, "")
+		}
+	}
+	pwrCap := -1.0
+	if !unknownValue(capTok.S) {
+		pwrCap, err = strconv.ParseFloat(strings.TrimSuffix(capTok.S, "W"), 64)
+		if err != nil || pwrCap < 0 {
+			return p.errHere(src, capTok.Col, topology.ErrBadNumber, "power cap %q", capTok.S)
+		}
+	}
+	d.SecondDie = tb.rows > 0 && tb.power(line, toks) == "N/A" && pwrCap == 0
+	tb.prev = d
+	tb.rows++
+	return nil
+}
+
+// power returns the power reading of a row ("" when the table has no
+// power column or the row none under it).
+func (tb *conciseTable) power(line string, toks []topology.Field) string {
+	if tb.gen1 {
+		if tb.powerIdx >= 0 && len(toks) == tb.ncols {
+			return toks[tb.powerIdx].S
+		}
+		return ""
+	}
+	power := ""
+	if tb.powerRune >= 0 {
+		for _, tk := range toks {
+			if runeCol(line, tk) == tb.powerRune {
+				power = tk.S
+			}
+		}
+	}
+	return power
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
 	"github.com/amdrun/amdrun/internal/bench"
 	"github.com/amdrun/amdrun/internal/discover"
-	"github.com/amdrun/amdrun/internal/launch"
+	"github.com/amdrun/amdrun/internal/envlist"
 	"github.com/amdrun/amdrun/internal/launch/lease"
 	"github.com/amdrun/amdrun/internal/topology"
 	"github.com/amdrun/amdrun/internal/topology/host"
@@ -59,9 +59,9 @@ type Factory struct {
 }
 
 // Getenv looks key up in Env; the last assignment wins, as for a program
-// exec'd with that environment (launch.LookupEnv is the one rule).
+// exec'd with that environment (envlist.Lookup is the one rule).
 func (f *Factory) Getenv(key string) string {
-	return launch.Getenv(f.Env(), key)
+	return envlist.Get(f.Env(), key)
 }
 
 // SysfsRoot is the directory sysfs and /proc are read under:

@@ -13,12 +13,15 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/spf13/cobra"
+
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
+	"github.com/amdrun/amdrun/internal/envlist"
 	"github.com/amdrun/amdrun/internal/launch"
 	"github.com/amdrun/amdrun/internal/launch/lease"
+	"github.com/amdrun/amdrun/internal/printable"
 	"github.com/amdrun/amdrun/internal/topology"
-	"github.com/spf13/cobra"
 )
 
 // Status of one check.
@@ -156,7 +159,7 @@ func Checks(ctx context.Context, o *Options) []Check {
 		out = append(out, containmentCheck(o.Containment))
 	}
 	if o.Self != nil {
-		out = append(out, pathCheck(launch.Getenv(o.Env(), "PATH"), o.Self))
+		out = append(out, pathCheck(envlist.Get(o.Env(), "PATH"), o.Self))
 	}
 	out = append(out, torchCheck(ctx, o))
 	return out
@@ -347,7 +350,7 @@ func leaseCheck(o *Options, m *topology.Model) Check {
 		switch {
 		case !ok:
 		case s.Fault != nil:
-			faults = append(faults, fmt.Sprintf("GPU %d unusable (%s)", i, lease.Printable(s.Fault.Error(), 200)))
+			faults = append(faults, fmt.Sprintf("GPU %d unusable (%s)", i, printable.String(s.Fault.Error(), 200)))
 		default:
 			who := s.Holder.User
 			if who == "" {

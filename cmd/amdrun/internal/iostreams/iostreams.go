@@ -28,9 +28,6 @@ func (s *IOStreams) IsStderrTTY() bool { return s.stderrTTY }
 // SetStdoutTTY overrides terminal detection (tests).
 func (s *IOStreams) SetStdoutTTY(v bool) { s.stdoutTTY = v }
 
-// SetStderrTTY overrides terminal detection (tests).
-func (s *IOStreams) SetStderrTTY(v bool) { s.stderrTTY = v }
-
 // System returns the process's own streams.
 func System() *IOStreams {
 	return &IOStreams{

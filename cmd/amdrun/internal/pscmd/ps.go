@@ -11,12 +11,14 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
+
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
 	"github.com/amdrun/amdrun/internal/discover"
 	"github.com/amdrun/amdrun/internal/launch/lease"
+	"github.com/amdrun/amdrun/internal/printable"
 	"github.com/amdrun/amdrun/internal/topology"
-	"github.com/spf13/cobra"
 )
 
 // Options are the inputs of `amdrun ps`.
@@ -90,7 +92,7 @@ func Rows(m *topology.Model, held map[string]lease.State) []Row {
 		}
 		if s, ok := held[r.Key]; ok {
 			if s.Fault != nil {
-				r.State, r.Fault = "unusable", lease.Printable(s.Fault.Error(), 300)
+				r.State, r.Fault = "unusable", printable.String(s.Fault.Error(), 300)
 			} else {
 				h := s.Holder
 				r.Holder, r.State = &h, "leased"
@@ -116,7 +118,7 @@ func detail(h *lease.Holder) string {
 	case h.Gone:
 		return d + " (exited; the job's processes keep the lease)"
 	case h.User != "":
-		d += ", user " + lease.Printable(h.User, 32)
+		d += ", user " + printable.String(h.User, 32)
 	case h.UID >= 0:
 		d += fmt.Sprintf(", uid %d", h.UID)
 	}
@@ -124,7 +126,7 @@ func detail(h *lease.Holder) string {
 		d += ", started " + h.Start.Format("2006-01-02 15:04:05")
 	}
 	if h.Command != "" {
-		d += ": " + lease.Printable(h.Command, 120)
+		d += ": " + printable.String(h.Command, 120)
 	}
 	if n := h.Note(); n != "" {
 		d += " [" + n + "]"
@@ -217,7 +219,7 @@ func printQueue(out io.Writer, queue []lease.Waiting) error {
 		if who == "" {
 			who = fmt.Sprintf("uid %d", w.UID)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%s\n", i+1, lease.Printable(who, 32), w.PID, w.Need, w.Since.Format("2006-01-02 15:04:05"))
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%s\n", i+1, printable.String(who, 32), w.PID, w.Need, w.Since.Format("2006-01-02 15:04:05"))
 	}
 	return tw.Flush()
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/pscmd"
 	"github.com/amdrun/amdrun/internal/discover"
 	"github.com/amdrun/amdrun/internal/launch/lease"
+	"github.com/amdrun/amdrun/internal/printable"
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
@@ -87,7 +88,7 @@ func self(t *testing.T) (name, cmd string) {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile("/proc/self/cmdline")
-	return me.Username, lease.Printable(strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " ")), 120)
+	return me.Username, printable.String(strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " ")), 120)
 }
 
 // runPs runs `amdrun ps` through its command with args.
@@ -205,7 +206,7 @@ func TestRunJSON(t *testing.T) {
 	}
 	h := got.Devices[3].Holder
 	b, _ := os.ReadFile("/proc/self/cmdline")
-	command := lease.Printable(strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " ")), 200)
+	command := printable.String(strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " ")), 200)
 	if h == nil || h.PID != os.Getpid() || h.UID != os.Getuid() || h.Command != command {
 		t.Errorf("device 3 holder %+v, want this process (pid %d) with its command", h, os.Getpid())
 	}

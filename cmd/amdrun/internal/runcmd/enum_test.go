@@ -1,6 +1,7 @@
 package runcmd
 
 import (
+	"context"
 	"errors"
 	"reflect"
 	"strings"
@@ -73,5 +74,30 @@ func TestEnumFlagsDeclaredOnce(t *testing.T) {
 	}
 	if got := cmd.Flags().Lookup("contain").Usage; got != "how nothing the job starts outlives it: auto, pid-namespace (needs root) or subreaper (see amdrun doctor)" {
 		t.Errorf("--contain help %q", got)
+	}
+}
+
+// TestEnumWordErrorsFromTheCommand: every enum flag given a word it does
+// not take fails, through the command and job's Resolve, with exactly
+// its declaration's error (job names the flag in a WordError; a name the
+// enums do not know would give job's own wording instead).
+func TestEnumWordErrorsFromTheCommand(t *testing.T) {
+	for _, e := range enums {
+		ios, _, _, _ := iostreams.Test()
+		f := &cmdutil.Factory{IOStreams: ios, Env: func() []string { return nil },
+			Warn: func(string, ...any) {}}
+		cmd := NewCmdRun(f, func(context.Context, *Options) error {
+			t.Errorf("--%s bogus ran", e.Name)
+			return nil
+		})
+		cmd.SetArgs([]string{"--" + e.Name, "bogus", "t.py"})
+		err := cmd.Execute()
+		var fe *cmdutil.FlagError
+		if want := e.Err("bogus"); !errors.As(err, &fe) || err.Error() != want.Error() {
+			t.Errorf("--%s bogus: %v, want %q", e.Name, err, want)
+		}
+	}
+	if len(enums) != 7 {
+		t.Errorf("%d enum flags by name, want the 7 declared", len(enums))
 	}
 }

@@ -27,6 +27,17 @@ var (
 	}}
 )
 
+// enums are the enum flags by name, for job's WordErrors.
+var enums = byName(policyFlag, orderFlag, bindFlag, memFlag, containFlag, numaBalancingFlag, launcherFlag)
+
+func byName(es ...*cmdutil.Enum) map[string]*cmdutil.Enum {
+	m := map[string]*cmdutil.Enum{}
+	for _, e := range es {
+		m[e.Name] = e
+	}
+	return m
+}
+
 // completionOnly are the words completion offers for flags that take
 // other values too (a number of ranks, a stream list) or that torchrun.go
 // checks itself.

@@ -3,8 +3,10 @@ package runcmd_test
 import (
 	"errors"
 	"fmt"
+	"os"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -125,10 +127,10 @@ func torchrunCases() []torchrunCase {
 		{args: []string{"--numa-binding", "socket"}, err: "--numa-binding socket is not supported"},
 		{args: []string{"--numa-binding", "node", "--bind", "none"}, err: "--numa-binding node and --bind none disagree"},
 		{args: []string{"--signals-to-handle", "SIGTERM,SIGINT,SIGUSR1"}, check: func(o *runcmd.Options) string {
-			return eq("Forward", launch.SignalNames(o.Forward), "SIGTERM,SIGINT,SIGUSR1")
+			return eq("Forward", o.Forward, []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1})
 		}},
 		{args: []string{"--signals-to-handle", "term, cont,SIGTERM"}, check: func(o *runcmd.Options) string {
-			return eq("Forward", launch.SignalNames(o.Forward), "SIGTERM,SIGCONT")
+			return eq("Forward", o.Forward, []os.Signal{syscall.SIGTERM, syscall.SIGCONT})
 		}},
 		{args: []string{"--signals-to-handle", "SIGTERM,SIGNOPE"}, err: "--signals-to-handle: SIGNOPE is not a signal"},
 		{args: []string{"--signals-to-handle", "SIGKILL"}, err: "--signals-to-handle: SIGKILL cannot be forwarded"},

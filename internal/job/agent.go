@@ -1,4 +1,4 @@
-package runcmd
+package job
 
 // handToAgent decides whether a job amdrun was asked to run itself goes
 // to torch's own elastic agent instead: an elastic --nnodes MIN:MAX, or
@@ -7,7 +7,7 @@ package runcmd
 // then runs `python -m torch.distributed.run` of the workers'
 // interpreter with them, and one line says so. It reports whether it
 // switched o to the agent.
-func handToAgent(o *Options, rdzv map[string]string) bool {
+func (o *Options) handToAgent(rdzv map[string]string) bool {
 	backend := rdzv["backend"]
 	static := backend == "" || backend == "static"
 	if o.ElasticNNodes == "" && (static || o.NNodes <= 1) {

@@ -1,4 +1,12 @@
-package launch
+// Package reserve chooses a job's devices and leases them, as one step:
+// the selection runs under the node-wide lock of the lease directory
+// (internal/launch/lease), leaving out what other jobs lease, and the
+// chosen set is leased before the lock is let go; with a wait it queues,
+// first come first served, and gives a device another job just released
+// time to settle (its memory freed). It owns that protocol only: scoring
+// is internal/selector's, the lease files are lease's, and what runs on
+// the devices is internal/launch's.
+package reserve
 
 import (
 	"context"
@@ -30,9 +38,9 @@ const refreshEvery = 500 * time.Millisecond
 // holder instead of hanging.
 const NodeLockWait = 3 * time.Second
 
-// Reservation is what Reserve needs: the node, the request and how to
+// Options is what Devices needs: the node, the request and how to
 // treat other jobs' leases. Zero values are documented per field.
-type Reservation struct {
+type Options struct {
 	Model   *topology.Model
 	Request selector.Request
 	// Policy ranks the sets; the zero value is selector.Tree.
@@ -67,7 +75,7 @@ type Reservation struct {
 	Settle time.Duration
 }
 
-// Reserve chooses the devices and leases them: selection runs under the
+// Devices chooses the devices and leases them: selection runs under the
 // node-wide lock, leaving out devices other jobs lease (and devices whose
 // lease file cannot be used), and the lease on the chosen set is taken
 // before the lock is released, so that two jobs never get one device.
@@ -81,7 +89,7 @@ type Reservation struct {
 // state is the one discovered at start, refreshed (with Refresh) when a
 // leased device becomes free: a queued job waits for other amdrun jobs'
 // leases, not for other programs to leave a device.
-func Reserve(ctx context.Context, r Reservation) (*selector.Choice, *lease.Lease, error) {
+func Devices(ctx context.Context, r Options) (*selector.Choice, *lease.Lease, error) {
 	if r.Leases == nil {
 		c, err := selector.Select(r.Model, r.Request, r.Policy)
 		return c, nil, err
@@ -172,7 +180,7 @@ type settle struct {
 
 // look updates the model's busy state as needed and marks in held the
 // devices still settling.
-func (s *settle) look(ctx context.Context, r Reservation, holders map[string]lease.State, now time.Time, held map[int]string) {
+func (s *settle) look(ctx context.Context, r Options, holders map[string]lease.State, now time.Time, held map[int]string) {
 	if s.since == nil {
 		s.since = map[int]time.Time{}
 	}
@@ -208,7 +216,7 @@ func (s *settle) look(ctx context.Context, r Reservation, holders map[string]lea
 // refreshBusy copies the busy state of a fresh discovery into the model,
 // device by device (matched by key). A failed discovery keeps the old
 // state: the job still waits correctly for leases.
-func (r Reservation) refreshBusy(ctx context.Context, keys []string) {
+func (r Options) refreshBusy(ctx context.Context, keys []string) {
 	fresh, err := r.Refresh(ctx)
 	if err != nil {
 		return
@@ -229,7 +237,7 @@ func (r Reservation) refreshBusy(ctx context.Context, keys []string) {
 // explain turns Claim's error into the one the user sees: the selector's
 // message for busy devices, and, when the wait ran out (not ctx), what it
 // waited for.
-func (r Reservation) explain(ctx context.Context, err error) error {
+func (r Options) explain(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
 	}

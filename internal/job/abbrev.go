@@ -1,12 +1,8 @@
-package runcmd
+package job
 
 import (
 	"slices"
 	"strings"
-
-	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
-	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 )
 
 // torchrunNames are the long options of torchrun (torch/distributed/run.py
@@ -15,33 +11,40 @@ import (
 // was written for torchrun.
 var torchrunNames = append([]string{"logs-specs", "numa-binding"}, petFlags...)
 
-// ExpandAbbrev rewrites each unambiguous prefix of a long flag of cmd
-// (its own and persistent flags, before SCRIPT or "--") into the flag's
-// full name, as torchrun's argparse accepts abbreviations
-// (--nproc_per_nod 2 is --nproc-per-node 2). A prefix of several flags
-// is an error naming them, unless exactly one of them is torchrun's. A
-// name that is no flag's prefix is left for cobra to refuse. It stops at
-// the first argument that is not a flag (SCRIPT, or a subcommand).
-func ExpandAbbrev(cmd *cobra.Command, args []string) ([]string, error) {
-	cmd.InitDefaultHelpFlag()
-	cmd.InitDefaultVersionFlag()
+// Flag is a command's flag as ExpandAbbrev sees it.
+type Flag struct {
+	// Name is the long name (hyphenated), Shorthand the one-letter name
+	// or "".
+	Name, Shorthand string
+	// Bare says the flag takes no value after it (a boolean, or a flag
+	// with a value of its own when given bare, as --wait).
+	Bare bool
+}
+
+// ExpandAbbrev rewrites each unambiguous prefix of a long flag of flags
+// (before SCRIPT or "--") into the flag's full name, as torchrun's
+// argparse accepts abbreviations (--nproc_per_nod 2 is --nproc-per-node
+// 2). A prefix of several flags is a *UsageError naming them, unless
+// exactly one of them is torchrun's. A name that is no flag's prefix is
+// left for the command to refuse. It stops at the first argument that is
+// not a flag (SCRIPT, or a subcommand). The first of flags with a name
+// counts.
+func ExpandAbbrev(flags []Flag, args []string) ([]string, error) {
 	var names []string
-	byName := map[string]*pflag.Flag{}
-	add := func(f *pflag.Flag) {
+	byName := map[string]Flag{}
+	for _, f := range flags {
 		if _, ok := byName[f.Name]; !ok {
 			names = append(names, f.Name)
 			byName[f.Name] = f
 		}
 	}
-	cmd.Flags().VisitAll(add)
-	cmd.PersistentFlags().VisitAll(add)
-	short := func(c byte) *pflag.Flag {
+	short := func(c byte) (Flag, bool) {
 		for _, f := range byName {
 			if f.Shorthand == string(c) {
-				return f
+				return f, true
 			}
 		}
-		return nil
+		return Flag{}, false
 	}
 	out := slices.Clone(args)
 	for i := 0; i < len(out); i++ {
@@ -53,11 +56,11 @@ func ExpandAbbrev(cmd *cobra.Command, args []string) ([]string, error) {
 			// -n 4, -mr3: a shorthand that takes a value takes the rest of
 			// the argument, or the next one.
 			for j := 1; j < len(a); j++ {
-				f := short(a[j])
-				if f == nil {
+				f, ok := short(a[j])
+				if !ok {
 					break
 				}
-				if f.NoOptDefVal == "" {
+				if !f.Bare {
 					if j == len(a)-1 {
 						i++
 					}
@@ -75,12 +78,12 @@ func ExpandAbbrev(cmd *cobra.Command, args []string) ([]string, error) {
 				return nil, err
 			}
 			if full == "" {
-				continue // not a flag: cobra says so
+				continue // not a flag: the command says so
 			}
 			f = byName[full]
 			out[i] = "--" + full + a[2+len(name):]
 		}
-		if !hasValue && f.NoOptDefVal == "" {
+		if !hasValue && !f.Bare {
 			i++ // the flag's value
 		}
 	}
@@ -110,7 +113,7 @@ func matchPrefix(names []string, norm, given string) (string, error) {
 			return tr[0], nil
 		}
 		slices.Sort(cands)
-		return "", cmdutil.FlagErrorf("ambiguous option: --%s could match --%s", given, strings.Join(cands, ", --"))
+		return "", usageErrorf("ambiguous option: --%s could match --%s", given, strings.Join(cands, ", --"))
 	}
 	if len(cands) == 0 {
 		return "", nil

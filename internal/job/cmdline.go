@@ -1,0 +1,431 @@
+package job
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/amdrun/amdrun/internal/launch"
+	"github.com/amdrun/amdrun/internal/launch/numabalance"
+	"github.com/amdrun/amdrun/internal/launch/slurm"
+	"github.com/amdrun/amdrun/internal/selector"
+	"github.com/amdrun/amdrun/internal/topology"
+)
+
+// CommandLine is the launch command line as given: the values of the
+// flags that are read only when the whole line is known (words, lists,
+// durations, torchrun's options), which flags were given and where they
+// came from. The command binds its flags into it and into Options, then
+// calls Options.Resolve.
+type CommandLine struct {
+	// Changed says whether a flag (its name without "--") was given, on
+	// the command line or by a PET_* variable; it must be set.
+	Changed func(flag string) bool
+	// Value is a given flag's value as text (what torchrun is passed with
+	// --launcher torchrun); it must be set.
+	Value func(flag string) string
+	// PET maps the flags set from PET_* variables to the variable, so
+	// that errors name it.
+	PET map[string]string
+	// DryRun says the plan is only shown: --launcher torchrun then needs
+	// no rank count.
+	DryRun bool
+
+	// The raw values of --devices, --exclude, --policy, --order, --bind,
+	// --mem-policy, --local-ranks-filter, --wait ("forever" when given
+	// bare), --numa-balancing, --contain, --nnodes, --grace and the
+	// --rdzv-* flags, as given ("" when not).
+	Devices, Exclude, Policy, Order, Bind, Mem, RanksFilter, Wait, NUMABalancing, Contain string
+	NNodes, Grace                                                                         string
+	RdzvBackend, RdzvEndpoint, RdzvID, RdzvConf                                           string
+	// Torchrun are the values of torchrun's own flags.
+	Torchrun TorchrunFlags
+}
+
+// label names flag as the user gave it: --flag, or the PET_* variable it
+// came from.
+func (l *CommandLine) label(flag string) string {
+	if v, ok := l.PET[flag]; ok {
+		return v
+	}
+	return "--" + flag
+}
+
+// UsageError is a misuse of the command line, in one line: the command
+// shows it with a pointer to --help and exits with its usage status.
+type UsageError struct{ msg string }
+
+func (e *UsageError) Error() string { return e.msg }
+
+func usageErrorf(format string, args ...any) error {
+	return &UsageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// WordError is a usage error of a flag that takes one of a few words and
+// got another; the command's one declaration of the flag's words
+// (cmdutil.Enum) words the error.
+type WordError struct {
+	// Flag is the flag without "--"; Got the word given.
+	Flag, Got string
+}
+
+func (e *WordError) Error() string { return fmt.Sprintf("--%s: unknown value %q", e.Flag, e.Got) }
+
+// Resolve reads the command line l into o and refuses what cannot run,
+// in one line each (a *UsageError or *WordError, or the Slurm
+// allocation's own error): --nnodes, the Slurm allocation amdrun runs in,
+// the words and lists, torchrun's flags, the wait, the rendezvous, this
+// node's place in the job and the command.
+func (o *Options) Resolve(ctx context.Context, l *CommandLine) error {
+	if err := o.parseNNodes(l); err != nil {
+		return err
+	}
+	if err := o.fromSlurm(ctx, l.Changed); err != nil {
+		return err
+	}
+	if err := o.parseValues(l); err != nil {
+		return err
+	}
+	if err := o.resolveTorchrun(l); err != nil {
+		return err
+	}
+	if o.CPUOnly && (o.Devices != nil || o.Exclude != nil) {
+		return usageErrorf("--devices and --exclude choose GPUs: they do not apply to CPU ranks (--ngpus 0 or --nproc-per-node cpu)")
+	}
+	if err := o.parseWait(l.Wait); err != nil {
+		return err
+	}
+	if o.Grace < 0 {
+		return usageErrorf("--grace must not be negative")
+	}
+	if o.MaxRestarts < 0 {
+		return usageErrorf("%s must not be negative", l.label("max-restarts"))
+	}
+	if err := o.resolveRendezvous(l); err != nil {
+		return err
+	}
+	if err := o.checkNodes(l); err != nil {
+		return err
+	}
+	return o.checkCommand(l)
+}
+
+// parseValues parses the flags whose values are words, lists and
+// durations.
+func (o *Options) parseValues(l *CommandLine) error {
+	var err error
+	if o.NGPUs < 0 {
+		return usageErrorf("--ngpus must be at least 0 (0 means every free device), got %d", o.NGPUs)
+	}
+	if o.Grace, err = parseDuration("--grace", l.Grace); err != nil {
+		return err
+	}
+	if o.Devices, err = parseIndexList("--devices", l.Devices, l.Changed("devices")); err != nil {
+		return err
+	}
+	if o.Exclude, err = parseIndexList("--exclude", l.Exclude, l.Changed("exclude")); err != nil {
+		return err
+	}
+	if o.Policy, err = selector.PolicyByName(l.Policy); err != nil {
+		return &WordError{Flag: "policy", Got: l.Policy}
+	}
+	if o.SearchWork <= 0 {
+		return usageErrorf("--search-work must be positive, got %d", o.SearchWork)
+	}
+	if o.SearchBudget <= 0 {
+		return usageErrorf("--search-budget must be positive, got %s", o.SearchBudget)
+	}
+	if o.Order, err = selector.ParseOrder(l.Order); err != nil {
+		return &WordError{Flag: "order", Got: l.Order}
+	}
+	if l.Bind != "" {
+		if o.Bind, err = launch.ParseBindMode(l.Bind); err != nil {
+			return &WordError{Flag: "bind", Got: l.Bind}
+		}
+	}
+	if o.Mem, err = launch.ParseMemPolicy(l.Mem); err != nil {
+		return &WordError{Flag: "mem-policy", Got: l.Mem}
+	}
+	if strings.TrimSpace(l.RanksFilter) != "" {
+		if o.RanksFilter, err = parseIndexList(l.label("local-ranks-filter"), l.RanksFilter, true); err != nil {
+			return err
+		}
+	}
+	if o.Contain, err = launch.ParseContainment(l.Contain); err != nil {
+		return &WordError{Flag: "contain", Got: l.Contain}
+	}
+	if o.NUMABalancing, err = numabalance.ParseMode(l.NUMABalancing); err != nil {
+		return &WordError{Flag: "numa-balancing", Got: l.NUMABalancing}
+	}
+	return nil
+}
+
+// parseWait reads --wait: absent, bare (forever) or a positive duration.
+func (o *Options) parseWait(wait string) error {
+	switch wait {
+	case "":
+	case "forever":
+		o.Wait = -1
+		if len(o.Args) > 0 {
+			if _, err := time.ParseDuration(o.Args[0]); err == nil {
+				return usageErrorf("--wait %s: write --wait=%s (with =) for a timeout; %q would be taken as the script", o.Args[0], o.Args[0], o.Args[0])
+			}
+		}
+	default:
+		d, err := parseDuration("--wait", wait)
+		if err != nil {
+			return err
+		}
+		if d <= 0 {
+			return usageErrorf("--wait: want a duration such as 30s or 10m, got %q", wait)
+		}
+		o.Wait = d
+	}
+	return nil
+}
+
+// checkNodes checks this node's place in the job: the node count and
+// rank, and the master every node must agree on.
+func (o *Options) checkNodes(l *CommandLine) error {
+	if o.NNodes < 1 {
+		return usageErrorf("%s must be at least 1, got %d", l.label("nnodes"), o.NNodes)
+	}
+	if o.NodeRank < 0 || o.NodeRank >= o.NNodes {
+		return usageErrorf("%s must be in 0..%d, got %d", l.label("node-rank"), o.NNodes-1, o.NodeRank)
+	}
+	if o.MasterPort < 0 || o.MasterPort > 65535 {
+		return usageErrorf("%s must be in 1..65535, got %d", l.label("master-port"), o.MasterPort)
+	}
+	o.multiNodeDefaults(l.Changed)
+	return nil
+}
+
+// checkCommand checks what the ranks run: the interpreter, the local
+// ranks filter, the rank count several nodes need, and how the script is
+// run.
+func (o *Options) checkCommand(l *CommandLine) error {
+	if l.Changed("python") && strings.TrimSpace(o.Python) == "" {
+		return usageErrorf("--python: empty interpreter path")
+	}
+	if n := o.ranksKnown(); n > 0 {
+		for _, lr := range o.RanksFilter {
+			if lr >= n {
+				return usageErrorf("%s: local rank %d does not exist with %d rank(s) (0-%d)", l.label("local-ranks-filter"), lr, n, n-1)
+			}
+		}
+	}
+	if o.NNodes > 1 && o.ranksKnown() == 0 && !o.CPUOnly {
+		return usageErrorf("--nnodes %d needs --ngpus or --nproc-per-node N: every node must run the same number of ranks", o.NNodes)
+	}
+	if o.Module && o.NoPython {
+		return usageErrorf("%s and %s cannot be used together", l.label("module"), l.label("no-python"))
+	}
+	return nil
+}
+
+// ranksKnown is the number of ranks on this node when the flags fix it,
+// else 0 (one per free device, or one per CPU).
+func (o *Options) ranksKnown() int {
+	switch {
+	case o.NProc > 0:
+		return o.NProc
+	case o.NProcKind == "" && o.NGPUs > 0:
+		return o.NGPUs
+	case o.NProcKind != "" && o.NGPUs > 0 && o.NProcKind != "cpu":
+		return o.NGPUs
+	}
+	return 0
+}
+
+// resolveRendezvous reads --standalone and the --rdzv-* flags: with
+// --launcher torchrun they are passed on; with amdrun's own launcher the
+// static backend's endpoint is the master's address, --rdzv-id is the
+// run id, and a rendezvous service on more than one node goes to torch's
+// agent.
+func (o *Options) resolveRendezvous(l *CommandLine) error {
+	rdzv := map[string]string{}
+	for k, v := range map[string]string{"backend": l.RdzvBackend, "endpoint": l.RdzvEndpoint, "id": l.RdzvID, "conf": l.RdzvConf} {
+		if v != "" {
+			rdzv[k] = v
+		}
+	}
+	if l.Torchrun.Standalone {
+		if o.NNodes != 1 || o.ElasticNNodes != "" {
+			return usageErrorf("%s runs one node: it cannot be used with %s %s", l.label("standalone"), l.label("nnodes"), l.NNodes)
+		}
+		// As torchrun: standalone picks its own rendezvous; say what is
+		// dropped instead of dropping it silently.
+		var dropped []string
+		for _, name := range []string{"master-addr", "master-port", "rdzv-backend", "rdzv-endpoint", "rdzv-id", "rdzv-conf"} {
+			if l.Changed(name) {
+				dropped = append(dropped, l.label(name))
+			}
+		}
+		if len(dropped) > 0 {
+			o.Warn.Warn("%s: ignoring %s (a standalone job rendezvouses on a free local port, as with torchrun)", l.label("standalone"), strings.Join(dropped, ", "))
+		}
+		o.MasterAddr, o.MasterPort, rdzv = launch.DefaultMasterAddr, 0, map[string]string{}
+	}
+	switch o.Launcher {
+	case "amdrun":
+		if o.handToAgent(rdzv) {
+			return o.resolveRendezvous(l)
+		}
+		return o.ownRendezvous(l, rdzv)
+	case "torchrun":
+		for _, f := range []string{"python", "no-prefix", "bind"} {
+			if l.Changed(f) && !(o.Agent && f == "python") { // the agent runs with --python
+				return usageErrorf("--%s does not apply with --launcher torchrun (torchrun starts the ranks: give torchrun's own options through its environment or use --launcher amdrun)", f)
+			}
+		}
+		o.Rdzv = rdzv
+		o.TorchrunArgs = torchrunArgs(l)
+		if o.ranksKnown() == 0 && !o.CPUOnly && !l.DryRun {
+			return usageErrorf("--launcher torchrun needs --ngpus or --nproc-per-node N")
+		}
+		if o.NProc > 1 && o.NGPUs > o.NProc {
+			return usageErrorf("--launcher torchrun shows every worker all the devices: several devices per rank need --launcher amdrun (or --nproc-per-node 1)")
+		}
+	default:
+		return &WordError{Flag: "launcher", Got: o.Launcher}
+	}
+	return nil
+}
+
+// ownRendezvous reads the rendezvous flags of a job amdrun runs itself:
+// a static backend's endpoint is the master, --rdzv-id the run id, and
+// --rdzv-conf on one node is explained.
+func (o *Options) ownRendezvous(l *CommandLine, rdzv map[string]string) error {
+	switch backend := rdzv["backend"]; backend {
+	case "", "static":
+		if ep, ok := rdzv["endpoint"]; ok {
+			// torchrun: a static rendezvous's endpoint is the master.
+			host, port, err := splitHostPort(ep)
+			if err != nil {
+				return usageErrorf("%s: want HOST:PORT, got %q", l.label("rdzv-endpoint"), ep)
+			}
+			if (l.Changed("master-addr") && l.PET["master-addr"] == "" && o.MasterAddr != host) ||
+				(l.Changed("master-port") && l.PET["master-port"] == "" && o.MasterPort != port) {
+				return usageErrorf("%s %s and --master-addr/--master-port %s:%d disagree: give one", l.label("rdzv-endpoint"), ep, o.MasterAddr, o.MasterPort)
+			}
+			o.MasterAddr, o.MasterPort = host, port
+		}
+	default:
+		// One node: amdrun's own store on a free local port serves the
+		// ranks as torchrun's rendezvous would.
+	}
+	o.RunID = rdzv["id"]
+	if c, ok := rdzv["conf"]; ok && o.NNodes == 1 {
+		return o.rdzvConfOneNode(l.label("rdzv-conf"), c)
+	}
+	return nil
+}
+
+// splitHostPort splits HOST:PORT (an IPv6 host in brackets) with a port
+// in 1..65535.
+func splitHostPort(s string) (string, int, error) {
+	host, p, err := net.SplitHostPort(s)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < 1 || port > 65535 || host == "" {
+		return "", 0, fmt.Errorf("bad port %q", p)
+	}
+	return host, port, nil
+}
+
+// parseDuration parses a duration flag; a bare number gets an error that
+// says to add a unit.
+func parseDuration(flag, s string) (time.Duration, error) {
+	d, err := time.ParseDuration(strings.TrimSpace(s))
+	if err == nil {
+		return d, nil
+	}
+	if _, nerr := strconv.ParseFloat(strings.TrimSpace(s), 64); nerr == nil && s != "0" {
+		return 0, usageErrorf("%s %s: add a unit, e.g. %ss or %sm", flag, s, s, s)
+	}
+	return 0, usageErrorf("%s: want a duration such as 30s or 10m, got %q", flag, s)
+}
+
+// parseNNodes reads --nnodes: a count, or MIN:MAX for torchrun's elastic
+// rendezvous.
+func (o *Options) parseNNodes(l *CommandLine) error {
+	if strings.Contains(l.NNodes, ":") {
+		lo, hi, _ := strings.Cut(l.NNodes, ":")
+		a, err1 := strconv.Atoi(lo)
+		b, err2 := strconv.Atoi(hi)
+		if err1 != nil || err2 != nil || a < 1 || b < a {
+			return usageErrorf("%s: want N or MIN:MAX with 1 <= MIN <= MAX, got %q", l.label("nnodes"), l.NNodes)
+		}
+		if a == b { // torchrun's default "1:1" is one node, not a range
+			o.NNodes = a
+			return nil
+		}
+		o.ElasticNNodes, o.NNodes = l.NNodes, 1
+		return nil
+	}
+	n, err := strconv.Atoi(l.NNodes)
+	if err != nil {
+		return usageErrorf("%s: want a number of nodes, got %q", l.label("nnodes"), l.NNodes)
+	}
+	o.NNodes = n
+	return nil
+}
+
+// fromSlurm reads the Slurm allocation amdrun runs in (SLURM_JOB_ID set)
+// and fills --nnodes, --node-rank, --master-addr and --master-port from it
+// (and --ngpus on several nodes, when Slurm gave every node's task the
+// same number of GPUs) where the user did not give them: explicit flags
+// win. A step amdrun cannot run one per node is refused in one line.
+func (o *Options) fromSlurm(ctx context.Context, changed func(string) bool) error {
+	run := func(name string, args ...string) ([]byte, error) {
+		if o.Run == nil {
+			return nil, fmt.Errorf("cannot run %s here", name)
+		}
+		return o.Run(ctx, name, args...)
+	}
+	job, err := slurm.FromEnvWith(o.Env(), run)
+	if err != nil || job == nil {
+		return err
+	}
+	o.Slurm = job
+	if changed("nnodes") && o.NNodes != job.NNodes {
+		// The user runs a job of another shape inside the allocation (e.g.
+		// one node's own job): Slurm's ranks and master do not apply.
+		return nil
+	}
+	if err := job.Launchable(); err != nil {
+		return err
+	}
+	s := slurm.Merge(slurm.Settings{NNodes: o.NNodes, NodeRank: o.NodeRank, MasterAddr: o.MasterAddr, MasterPort: o.MasterPort},
+		changed, job)
+	o.NNodes, o.NodeRank, o.MasterAddr, o.MasterPort = s.NNodes, s.NodeRank, s.MasterAddr, s.MasterPort
+	if o.NNodes > 1 && !changed("ngpus") && job.NodeGPUs > 0 {
+		o.NGPUs = job.NodeGPUs
+	}
+	if o.NNodes == 1 && !changed("master-port") && !changed("master-addr") {
+		// One node: a free local port, so that two jobs of one
+		// allocation on one node do not collide on the job's port.
+		o.MasterAddr, o.MasterPort = "127.0.0.1", 0
+	}
+	return nil
+}
+
+// parseIndexList parses "0,2,4-7" into device indices.
+func parseIndexList(flag, s string, given bool) ([]int, error) {
+	if !given {
+		return nil, nil
+	}
+	if strings.TrimSpace(s) == "" {
+		return nil, usageErrorf("%s: empty device list", flag)
+	}
+	l, err := topology.ParseCPUList(s)
+	if err != nil {
+		return nil, usageErrorf("%s: want indices like 0,2,4-7, got %q", flag, s)
+	}
+	return l, nil
+}

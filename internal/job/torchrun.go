@@ -1,0 +1,357 @@
+package job
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/amdrun/amdrun/internal/envlist"
+	"github.com/amdrun/amdrun/internal/launch"
+)
+
+// torchrun's command line, as torch/distributed/run.py declares it in
+// torch 1.13 (underscore spellings only) and in the current release
+// (hyphenated spellings with underscore aliases, plus --local-addr,
+// --local-ranks-filter, --logs-specs, --event-log-handler,
+// --numa-binding, --signals-to-handle, --shutdown-timeout,
+// --virtual-local-rank and --duplicate-std{out,err}-filters). amdrun
+// takes every one of them, in either spelling: normalizeFlag turns "_"
+// into "-", and torchrun's PET_* variables are read as torchrun reads
+// them (applyPET).
+
+// petFlags are the flags torchrun also reads from the environment:
+// PET_<NAME> (its argparse actions env and check_env, keyed by the
+// flag's underscore name). A flag given on the command line wins.
+// --logs-specs and --numa-binding have no variable in torchrun either.
+var petFlags = []string{
+	"nnodes", "nproc-per-node", "rdzv-backend", "rdzv-endpoint", "rdzv-id", "rdzv-conf", "standalone",
+	"max-restarts", "monitor-interval", "start-method", "event-log-handler", "role", "module", "no-python",
+	"run-path", "log-dir", "redirects", "tee", "local-ranks-filter", "duplicate-stdout-filters",
+	"duplicate-stderr-filters", "node-rank", "master-addr", "master-port", "local-addr",
+	"signals-to-handle", "shutdown-timeout", "virtual-local-rank",
+}
+
+// petName is the variable torchrun reads for flag name.
+func petName(name string) string {
+	return "PET_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+// PETSetting is a flag's value from torchrun's environment.
+type PETSetting struct {
+	// Flag is the flag's name; Var the variable (PET_NPROC_PER_NODE);
+	// Value its value, as set.
+	Flag, Var, Value string
+}
+
+// PET are the values the PET_* variables of env give torchrun's flags, in
+// petFlags' order, the last assignment of each winning. The command sets
+// each flag the command line left alone from it (a boolean flag's
+// variable is a number, true when not 0, as torchrun's check_env reads
+// it).
+func PET(env []string) []PETSetting {
+	var out []PETSetting
+	for _, name := range petFlags {
+		key := petName(name)
+		if v, ok := envlist.Lookup(env, key); ok {
+			out = append(out, PETSetting{Flag: name, Var: key, Value: v})
+		}
+	}
+	return out
+}
+
+// TorchrunFlags are the values of torchrun's flags that amdrun keeps as
+// given until Resolve: --nproc-per-node, --standalone,
+// --monitor-interval, --start-method, --event-log-handler, --local-addr,
+// --logs-specs, --numa-binding, --signals-to-handle, --shutdown-timeout,
+// --run-path, --virtual-local-rank, -r/--redirects, -t/--tee and
+// --duplicate-std{out,err}-filters, in that order; the zero value of
+// each is the flag not given.
+type TorchrunFlags struct {
+	NProc                                   string
+	Standalone                              bool
+	MonitorInterval                         string
+	StartMethod, EventLogHandler, LocalAddr string
+	LogsSpecs, NUMABinding, Signals         string
+	ShutdownTimeout                         int
+	RunPath, VirtualLocalRank               bool
+	Redirects, Tee                          string
+	DupOut, DupErr                          string
+}
+
+// noEffect says why a torchrun option that only torch's agent uses
+// changes nothing when amdrun starts the ranks itself.
+var noEffect = map[string]string{
+	"local-addr":               "it is the address torchrun's rendezvous publishes for this node; amdrun's ranks meet at --master-addr",
+	"logs-specs":               "it names a Python plugin of torchrun's; --log-dir keeps torchrun's default layout",
+	"duplicate-stdout-filters": "amdrun does not copy matching lines to another file; every line is in the ranks' stdout.log under --log-dir",
+	"duplicate-stderr-filters": "amdrun does not copy matching lines to another file; every line is in the ranks' stderr.log under --log-dir",
+}
+
+// resolveTorchrun turns torchrun's flags into Options: each has
+// torchrun's meaning where amdrun has one and a one-line error where it
+// cannot honour it. Errors name a flag as the user gave it (the flag, or
+// the PET_* variable it came from).
+func (o *Options) resolveTorchrun(l *CommandLine) error {
+	t, changed, label := &l.Torchrun, l.Changed, l.label
+	if err := o.parseNProc(l); err != nil {
+		return err
+	}
+	if t.RunPath && o.Module {
+		return usageErrorf("%s and %s cannot be used together", label("run-path"), label("module"))
+	}
+	if t.RunPath {
+		o.NoPython = false // torchrun: --run-path takes precedence over --no-python
+	}
+	o.VirtualLocalRank = t.VirtualLocalRank
+	var err error
+	if o.Redirects, err = launch.ParseStreams(t.Redirects); err != nil {
+		return usageErrorf("%s: %v", label("redirects"), err)
+	}
+	if o.Tee, err = launch.ParseStreams(t.Tee); err != nil {
+		return usageErrorf("%s: %v", label("tee"), err)
+	}
+	if changed("monitor-interval") {
+		if v, err := strconv.ParseFloat(t.MonitorInterval, 64); err != nil || v < 0 || math.IsInf(v, 0) {
+			return usageErrorf("%s: want a number of seconds, got %q", label("monitor-interval"), t.MonitorInterval)
+		}
+	}
+	if changed("start-method") && !slices.Contains([]string{"spawn", "fork", "forkserver"}, t.StartMethod) {
+		return usageErrorf("%s: want spawn, fork or forkserver, got %q", label("start-method"), t.StartMethod)
+	}
+	if changed("shutdown-timeout") {
+		if changed("grace") {
+			return usageErrorf("%s and --grace say the same thing: give one", label("shutdown-timeout"))
+		}
+		if t.ShutdownTimeout < 0 {
+			return usageErrorf("%s must not be negative, got %d", label("shutdown-timeout"), t.ShutdownTimeout)
+		}
+		o.Grace = time.Duration(t.ShutdownTimeout) * time.Second
+	}
+	if err := o.torchrunEnv(changed); err != nil {
+		return err
+	}
+	if err := o.parseNUMABinding(l); err != nil {
+		return err
+	}
+	if changed("signals-to-handle") {
+		sigs, err := launch.ParseSignals(t.Signals)
+		if err != nil {
+			return usageErrorf("%s: %v", label("signals-to-handle"), err)
+		}
+		o.Forward = sigs
+	}
+	if o.Launcher != "torchrun" {
+		o.noteAgentOnly(l)
+	}
+	return nil
+}
+
+// noteAgentOnly says, one line each, which of torchrun's options given
+// change nothing when amdrun starts the ranks (never a refusal: torchrun
+// runs the line).
+func (o *Options) noteAgentOnly(l *CommandLine) {
+	changed, label := l.Changed, l.label
+	for _, name := range []string{"local-addr", "logs-specs", "duplicate-stdout-filters", "duplicate-stderr-filters"} {
+		if changed(name) {
+			o.Warn.Warn("%s does nothing under amdrun: %s", label(name), noEffect[name])
+		}
+	}
+	if changed("event-log-handler") && l.Torchrun.EventLogHandler != "null" {
+		o.Warn.Warn("%s %s does nothing under amdrun: it records no torchelastic events", label("event-log-handler"), l.Torchrun.EventLogHandler)
+	}
+}
+
+// parseNUMABinding reads torchrun's --numa-binding as amdrun's --bind.
+func (o *Options) parseNUMABinding(l *CommandLine) error {
+	t, changed, label := &l.Torchrun, l.Changed, l.label
+	if changed("numa-binding") {
+		var b launch.BindMode
+		switch t.NUMABinding {
+		case "node":
+			b = launch.BindNUMA
+		case "exclusive":
+			b = launch.BindExclusive
+		case "socket", "core-complex":
+			return usageErrorf("%s %s is not supported: amdrun binds to NUMA nodes (node, exclusive; or --bind)", label("numa-binding"), t.NUMABinding)
+		default:
+			return usageErrorf("%s: want node, socket, exclusive or core-complex, got %q", label("numa-binding"), t.NUMABinding)
+		}
+		if changed("bind") && o.Bind != b {
+			return usageErrorf("%s %s and --bind %s disagree: give one", label("numa-binding"), t.NUMABinding, o.Bind)
+		}
+		o.Bind = b
+	}
+	return nil
+}
+
+// parseNProc reads --nproc-per-node (a number of ranks, or gpu, auto,
+// cpu) together with --ngpus (a number of devices).
+func (o *Options) parseNProc(l *CommandLine) error {
+	ngpusGiven, label := l.Changed("ngpus"), l.label
+	v := strings.TrimSpace(l.Torchrun.NProc)
+	switch v {
+	case "":
+		return nil
+	case "gpu", "auto":
+		o.NProcKind = v
+		return nil
+	case "cpu":
+		if ngpusGiven && o.NGPUs > 0 {
+			return usageErrorf("%s cpu runs ranks without GPUs: it cannot be used with --ngpus %d", label("nproc-per-node"), o.NGPUs)
+		}
+		o.NProcKind, o.CPUOnly = v, true
+		return nil
+	case "xpu":
+		return usageErrorf("%s xpu: amdrun runs on AMD and NVIDIA GPUs, not Intel XPUs", label("nproc-per-node"))
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return usageErrorf("%s: want a number of ranks (at least 1), gpu, auto or cpu, got %q", label("nproc-per-node"), v)
+	}
+	if most, why := launch.RankLimit(); n > most {
+		return usageErrorf("%s %d: more ranks than this node can run: at most %d (%s)", label("nproc-per-node"), n, most, why)
+	}
+	o.NProc = n
+	switch {
+	case !ngpusGiven:
+		o.NGPUs = n
+	case o.NGPUs == 0:
+		o.CPUOnly = true // --ngpus 0 --nproc-per-node N: N CPU ranks
+	case o.NGPUs%n != 0:
+		return usageErrorf("--ngpus %d does not split over %s %d ranks: each rank gets ngpus/nproc devices", o.NGPUs, label("nproc-per-node"), n)
+	}
+	return nil
+}
+
+// torchrunArgs are the flags passed on to torchrun with --launcher
+// torchrun, in the underscore spelling that every torchrun from torch
+// 1.13 to the current release accepts, for those the user gave. Flags
+// torchrun has only in newer releases are passed as well: an older
+// torchrun says it does not know them.
+func torchrunArgs(l *CommandLine) []string {
+	var out []string
+	for _, name := range []string{"role", "monitor-interval", "start-method", "event-log-handler", "log-dir",
+		"redirects", "tee", "local-ranks-filter", "local-addr", "logs-specs", "numa-binding",
+		"signals-to-handle", "shutdown-timeout", "duplicate-stdout-filters", "duplicate-stderr-filters"} {
+		if l.Changed(name) {
+			out = append(out, "--"+strings.ReplaceAll(name, "-", "_"), l.Value(name))
+		}
+	}
+	if l.Torchrun.RunPath {
+		out = append(out, "--run_path")
+	}
+	if l.Torchrun.VirtualLocalRank {
+		out = append(out, "--virtual_local_rank")
+	}
+	return out
+}
+
+// torchrunEnv reads the variables torch's agent reads besides PET_*:
+// TORCH_ELASTIC_SHUTDOWN_TIMEOUT, the grace in seconds when neither
+// --shutdown-timeout nor --grace is given, and
+// TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE, the ranks' console prefix.
+func (o *Options) torchrunEnv(changed func(string) bool) error {
+	env := o.Env()
+	if v, ok := envlist.Lookup(env, "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"); ok && !changed("shutdown-timeout") && !changed("grace") {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 0 {
+			return usageErrorf("TORCH_ELASTIC_SHUTDOWN_TIMEOUT=%q: want a whole number of seconds, as torchrun reads it", v)
+		}
+		o.Grace = time.Duration(n) * time.Second
+	}
+	if v, ok := envlist.Lookup(env, "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"); ok && v != "" {
+		o.PrefixTemplate = v
+	}
+	return nil
+}
+
+// TorchrunMasterPort is torchrun's --master-port default, which every
+// node of a static multi-node job then agrees on.
+const TorchrunMasterPort = 29500
+
+// multiNodeDefaults gives a static multi-node job torchrun's defaults
+// where the flags leave them out: --master-port 29500 (one node keeps a
+// free port, so that two jobs there cannot collide) and --master-addr
+// 127.0.0.1, which only works when every node runs on this machine, and
+// a warning says so.
+func (o *Options) multiNodeDefaults(changed func(string) bool) {
+	if o.NNodes <= 1 || o.Launcher != "amdrun" {
+		return
+	}
+	if o.MasterPort == 0 {
+		o.MasterPort = TorchrunMasterPort
+	}
+	if o.Slurm == nil && !changed("master-addr") {
+		o.Warn.Warn("--nnodes %d without --master-addr: the nodes meet at %s:%d, as with torchrun, so every node must run on this machine", o.NNodes, o.MasterAddr, o.MasterPort)
+	}
+}
+
+// rdzvTimeouts are the --rdzv-conf keys of torch's rendezvous handlers
+// that are timeouts in whole seconds (RendezvousParameters.get_as_int).
+var rdzvTimeouts = []string{"join_timeout", "read_timeout", "last_call_timeout", "close_timeout", "timeout"}
+
+// ParseRdzvConf reads --rdzv-conf as torchrun's _parse_rendezvous_config
+// does: KEY=VALUE pairs separated by commas, spaces around each trimmed,
+// the last of a key winning; an empty key or value is an error, and so
+// is a timeout key whose value is not a whole number of seconds.
+func ParseRdzvConf(s string) (map[string]string, []string, error) {
+	conf := map[string]string{}
+	var keys []string
+	if strings.TrimSpace(s) == "" {
+		return conf, nil, nil
+	}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, _ := strings.Cut(kv, "=")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if k == "" {
+			return nil, nil, fmt.Errorf("want KEY=VALUE,...,KEY=VALUE, got %q", s)
+		}
+		if v == "" {
+			return nil, nil, fmt.Errorf("%s has no value", k)
+		}
+		if slices.Contains(rdzvTimeouts, k) {
+			if n, err := strconv.Atoi(v); err != nil || n <= 0 {
+				return nil, nil, fmt.Errorf("%s=%s: want a whole number of seconds", k, v)
+			}
+		}
+		if _, seen := conf[k]; !seen {
+			keys = append(keys, k)
+		}
+		conf[k] = v
+	}
+	return conf, keys, nil
+}
+
+// rdzvConfOneNode reads --rdzv-conf for a job amdrun runs itself on one
+// node and says, in one line, what its keys do there: the timeouts bound
+// waits for other nodes, which one node does not have (amdrun starts its
+// ranks together, so they hold at once); any other key configures a
+// rendezvous backend amdrun does not run.
+func (o *Options) rdzvConfOneNode(label, conf string) error {
+	_, keys, err := ParseRdzvConf(conf)
+	if err != nil {
+		return usageErrorf("%s: %v", label, err)
+	}
+	var met, none []string
+	for _, k := range keys {
+		if slices.Contains(rdzvTimeouts, k) {
+			met = append(met, k)
+		} else {
+			none = append(none, k)
+		}
+	}
+	var parts []string
+	if len(met) > 0 {
+		parts = append(parts, strings.Join(met, ", ")+" hold at once (one node: amdrun starts its ranks together, no node waits for another)")
+	}
+	if len(none) > 0 {
+		parts = append(parts, strings.Join(none, ", ")+" do nothing (amdrun runs no rendezvous backend on one node)")
+	}
+	if len(parts) > 0 {
+		o.Warn.Warn("%s: %s", label, strings.Join(parts, "; "))
+	}
+	return nil
+}
