@@ -238,7 +238,7 @@ func TestQueueProperty(t *testing.T) {
 				}
 			}
 			all := counting(queue, len(jobs)) // every waiter, by arrival
-			counted := counting(queue, 2)       // what others see of them
+			counted := counting(queue, 2)     // what others see of them
 			for _, w := range all {
 				j := byPID[w.PID]
 				if j.fake {
