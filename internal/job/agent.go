@@ -21,6 +21,6 @@ func (o *Options) handToAgent(rdzv map[string]string) bool {
 	if o.ElasticNNodes == "" {
 		what = "--rdzv-backend " + backend + " on several nodes"
 	}
-	o.Warn.Warn("%s: amdrun chooses and leases this node's devices, torch's elastic agent (python -m torch.distributed.run) runs the rendezvous and restarts; ranks are not bound to NUMA nodes under the agent", what)
+	o.Warn.Warn("%s: amdrun chooses and leases this node's devices, torch's elastic agent (python -m torch.distributed.run) runs the rendezvous and restarts; each worker is bound as amdrun plans it (amdrun's bind shim picks its CPUs by LOCAL_RANK)", what)
 	return true
 }

@@ -277,12 +277,13 @@ func (o *Options) resolveRendezvous(l *CommandLine) error {
 		return o.ownRendezvous(l, rdzv)
 	case "torchrun":
 		for _, f := range []string{"python", "no-prefix", "bind"} {
-			if l.Changed(f) && !(o.Agent && f == "python") { // the agent runs with --python
+			// The agent runs with --python, and its workers bound as --bind says.
+			if l.Changed(f) && !(o.Agent && (f == "python" || f == "bind")) {
 				return usageErrorf("--%s does not apply with --launcher torchrun (torchrun starts the ranks: give torchrun's own options through its environment or use --launcher amdrun)", f)
 			}
 		}
 		o.Rdzv = rdzv
-		o.TorchrunArgs = torchrunArgs(l)
+		o.TorchrunArgs = torchrunArgs(l, o.Agent)
 		if o.ranksKnown() == 0 && !o.CPUOnly && !l.DryRun {
 			return usageErrorf("--launcher torchrun needs --ngpus or --nproc-per-node N")
 		}
@@ -393,6 +394,10 @@ func (o *Options) fromSlurm(ctx context.Context, changed func(string) bool) erro
 		return err
 	}
 	o.Slurm = job
+	// The task's GPU grant bounds the devices whatever the job's shape
+	// (issue 24); only an explicit --ngpus 0 may run CPU ranks in a task
+	// granted GPUs that finds none.
+	o.Grant, o.NoGPUOK = job.Grant, changed("ngpus") && o.NGPUs == 0
 	if changed("nnodes") && o.NNodes != job.NNodes {
 		// The user runs a job of another shape inside the allocation (e.g.
 		// one node's own job): Slurm's ranks and master do not apply.

@@ -76,7 +76,8 @@ func prepare(ctx context.Context, o *Options, dryRun bool) (*Plan, error) {
 		hostNUMA = nil
 	}
 	tv := <-torch
-	ranks, err := planRanks(o, pl, env, hostNUMA, tv)
+	cl := &cpuLeaser{ctx: ctx, o: o, dryRun: dryRun}
+	ranks, err := planRanks(o, pl, env, hostNUMA, tv, cl)
 	if err != nil {
 		pl.release()
 		return nil, err
@@ -84,19 +85,21 @@ func prepare(ctx context.Context, o *Options, dryRun bool) (*Plan, error) {
 	for _, w := range ranks.Warnings {
 		o.Warn.Warn("%s", w)
 	}
-	p := &Plan{Model: pl.model, Choice: pl.choice, Ranks: ranks, Run: ranks, held: pl.held}
+	p := &Plan{Model: pl.model, Choice: pl.choice, Ranks: ranks, Run: ranks, held: pl.held, cpuHeld: cl.held}
 	if !o.NoPython {
 		p.Python, p.PythonFrom, p.TorchVersion = o.Python, o.PythonFrom, tv
 	}
 	if o.Launcher == "torchrun" {
-		p.Run = launch.TorchrunPlan(ranks, torchrunSettings(o, env))
+		p.Run = launch.TorchrunPlan(ranks, torchrunSettings(o, env, ranks))
 		p.Torchrun = true
 	}
 	return p, nil
 }
 
-// torchrunSettings hands this node's plan to torchrun.
-func torchrunSettings(o *Options, env []string) launch.Torchrun {
+// torchrunSettings hands this node's plan to torchrun. Under torch's own
+// agent (Options.Agent) bound ranks stay bound: the agent starts each
+// worker through amdrun's bind shim (launch.Torchrun.Shim).
+func torchrunSettings(o *Options, env []string, ranks *launch.Plan) launch.Torchrun {
 	nnodes := fmt.Sprint(max(1, o.NNodes))
 	if o.ElasticNNodes != "" {
 		nnodes = o.ElasticNNodes
@@ -105,7 +108,24 @@ func torchrunSettings(o *Options, env []string) launch.Torchrun {
 		UserEnv: env, NNodes: nnodes, NodeRank: o.NodeRank, MasterAddr: o.MasterAddr,
 		MasterPort: o.MasterPort, Rdzv: o.Rdzv,
 		Module: o.Module, NoPython: o.NoPython, Extra: o.TorchrunArgs, Args: o.Args, Agent: agentArgv(o),
+		Shim: agentShim(o, ranks),
 	}
+}
+
+// agentShim is the bind shim the agent starts each worker through, nil
+// when the job is not the agent's or no rank is bound. Without amdrun's
+// own path the workers run unbound, and one line says so.
+func agentShim(o *Options, ranks *launch.Plan) []string {
+	local := launch.LocalShimArgs(ranks)
+	if !o.Agent || local == nil {
+		return nil
+	}
+	self, err := o.Executable()
+	if err != nil {
+		o.Warn.Warn("cannot find amdrun's own binary, the agent's workers are not bound: %v", err)
+		return nil
+	}
+	return append([]string{self, launch.ShimArg}, local...)
 }
 
 // agentArgv is the command that runs torch's agent: the workers' own
@@ -132,6 +152,18 @@ func supervise(ctx context.Context, o *Options, p *Plan) (int, error) {
 		if hold, err = p.held.Files(); err != nil {
 			return 0, err
 		}
+	}
+	if p.cpuHeld != nil {
+		more, err := p.cpuHeld.Files()
+		if err != nil {
+			for _, f := range hold {
+				f.Close()
+			}
+			return 0, err
+		}
+		hold = append(hold, more...)
+	}
+	if hold != nil {
 		defer func() {
 			for _, f := range hold {
 				f.Close()

@@ -75,6 +75,13 @@ type Deps struct {
 	// HostNUMA returns this host's NUMA nodes (for binding; a saved
 	// topology may describe another machine).
 	HostNUMA func() ([]topology.NUMANode, error)
+	// HostCPUGroups returns the sockets and level-3 caches of the CPUs of
+	// nodes (for --bind socket and core-complex, the only callers: the
+	// read costs milliseconds per hundred CPUs); nil means unknown.
+	HostCPUGroups func(nodes []topology.NUMANode) (*topology.CPUGroups, error)
+	// OwnCPUs returns the CPUs amdrun may use (sched_getaffinity); nil
+	// means launch.OwnCPUs. Tests planning on a captured host set it.
+	OwnCPUs func() []int
 	// NumCPU is the number of CPUs amdrun may use (runtime.NumCPU); it
 	// sizes CPU ranks for --nproc-per-node cpu and auto.
 	NumCPU func() int
@@ -102,6 +109,14 @@ type Selection struct {
 	// CPUOnly runs CPU ranks without looking for a GPU (--ngpus 0 with
 	// --nproc-per-node N, or --nproc-per-node cpu).
 	CPUOnly bool
+	// Grant is the GPUs the Slurm task was granted on this node (nil:
+	// outside Slurm). A grant bounds the devices chosen among, whatever
+	// the visible-device variables say; and a task granted GPUs that
+	// finds none fails, unless NoGPUOK.
+	Grant *slurm.Grant
+	// NoGPUOK lets a task granted GPUs run CPU ranks when it finds none
+	// (an explicit --ngpus 0).
+	NoGPUOK bool
 	// Devices are the only devices to choose among (--devices); nil: all.
 	Devices []int
 	// Exclude are devices never chosen (--exclude); nil: none.

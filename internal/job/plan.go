@@ -30,7 +30,8 @@ type Plan struct {
 	// none was found).
 	Python, PythonFrom, TorchVersion string
 
-	held *lease.Lease // the devices' lease, until release
+	held    *lease.Lease // the devices' lease, until release
+	cpuHeld *lease.Lease // the CPUs' lease (exclusive, core-complex), until release
 }
 
 // release lets go of the plan's lease, if it holds one.
@@ -39,13 +40,17 @@ func (p *Plan) release() {
 		p.held.Release()
 		p.held = nil
 	}
+	if p.cpuHeld != nil {
+		p.cpuHeld.Release()
+		p.cpuHeld = nil
+	}
 }
 
 // planRanks turns a placement into the plan of every rank: it checks the
 // choice against the mask, picks a free port when none is given, resolves
 // the default binding, reads the CPUs this process may use and makes a
 // run id; the rest is launch.NewPlan's.
-func planRanks(o *Options, pl *placement, env []string, hostNUMA []topology.NUMANode, torch string) (*launch.Plan, error) {
+func planRanks(o *Options, pl *placement, env []string, hostNUMA []topology.NUMANode, torch string, cl *cpuLeaser) (*launch.Plan, error) {
 	var chosen []topology.Device
 	if pl.choice != nil {
 		for _, d := range pl.choice.Devices {
@@ -80,7 +85,7 @@ func planRanks(o *Options, pl *placement, env []string, hostNUMA []topology.NUMA
 	}
 	s := launch.Spec{
 		Devices: chosen, DevicesPerRank: per, CPURanks: pl.cpuRanks,
-		HostNUMA: hostNUMA, AllowedCPUs: launch.OwnCPUs(),
+		HostNUMA: hostNUMA, AllowedCPUs: ownCPUs(o),
 		Argv: workerArgv(o), Env: env, Bind: bind, Mem: o.Mem,
 		NNodes: o.NNodes, NodeRank: o.NodeRank, MasterAddr: o.MasterAddr, MasterPort: port,
 		RunID: runID, Role: o.Role, VirtualLocalRank: o.VirtualLocalRank,
@@ -98,7 +103,8 @@ func planRanks(o *Options, pl *placement, env []string, hostNUMA []topology.NUMA
 			s.VisibleEnv = pl.mask.Env(chosen, vendor)
 		}
 	}
-	return launch.NewPlan(s)
+	s.Bind, s.CPUGroups = cpuGroups(o, s.Bind, hostNUMA)
+	return cl.plan(s)
 }
 
 // workerArgv is the command each rank runs; "-" without a script (a
@@ -115,4 +121,12 @@ func workerArgv(o *Options) []string {
 		argv = append(argv, "-m")
 	}
 	return append(argv, o.Args...)
+}
+
+// ownCPUs are the CPUs amdrun may use.
+func ownCPUs(o *Options) []int {
+	if o.OwnCPUs != nil {
+		return o.OwnCPUs()
+	}
+	return launch.OwnCPUs()
 }

@@ -50,7 +50,7 @@ func TestPlanRanks(t *testing.T) {
 	}
 	host := []topology.NUMANode{{ID: 0, CPUs: own[:len(own)/2]}, {ID: 1, CPUs: own[len(own)/2:]}}
 	t.Run("defaults: free port, numa binding on a 2-node host, argv -", func(t *testing.T) {
-		p, err := planRanks(&Options{}, chose(t, exampleMask(t), 6, 7), nil, host, "")
+		p, err := planRanks(&Options{}, chose(t, exampleMask(t), 6, 7), nil, host, "", &cpuLeaser{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -71,7 +71,7 @@ func TestPlanRanks(t *testing.T) {
 	})
 	t.Run("one NUMA node: not bound; the script through python", func(t *testing.T) {
 		o := &Options{Planning: Planning{MasterPort: 1234, Python: "py", Module: true, Args: []string{"x", "-v"}}}
-		p, err := planRanks(o, chose(t, exampleMask(t), 0), nil, host[:1], "")
+		p, err := planRanks(o, chose(t, exampleMask(t), 0), nil, host[:1], "", &cpuLeaser{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,7 +85,7 @@ func TestPlanRanks(t *testing.T) {
 	t.Run("4 devices for 1 rank under the user's mask: one process sees them all, in the user's tokens", func(t *testing.T) {
 		mask := exampleMask(t, "CUDA_VISIBLE_DEVICES=7,6,1,0")
 		o := &Options{Selection: Selection{NProc: 1}, Planning: Planning{MasterPort: 1, RunID: "job9", Role: "server"}}
-		p, err := planRanks(o, chose(t, mask, 0, 1, 6, 7), nil, host, "")
+		p, err := planRanks(o, chose(t, mask, 0, 1, 6, 7), nil, host, "", &cpuLeaser{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,7 +99,7 @@ func TestPlanRanks(t *testing.T) {
 	})
 	t.Run("CPU ranks need no model", func(t *testing.T) {
 		o := &Options{Planning: Planning{MasterPort: 1, Args: []string{"x"}, NoPython: true}}
-		p, err := planRanks(o, &placement{cpuRanks: 3}, nil, host, "")
+		p, err := planRanks(o, &placement{cpuRanks: 3}, nil, host, "", &cpuLeaser{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -108,7 +108,7 @@ func TestPlanRanks(t *testing.T) {
 		}
 	})
 	t.Run("a choice outside the user's mask is refused", func(t *testing.T) {
-		_, err := planRanks(&Options{Planning: Planning{MasterPort: 1}}, chose(t, exampleMask(t, "HIP_VISIBLE_DEVICES=0,1"), 2), nil, nil, "")
+		_, err := planRanks(&Options{Planning: Planning{MasterPort: 1}}, chose(t, exampleMask(t, "HIP_VISIBLE_DEVICES=0,1"), 2), nil, nil, "", &cpuLeaser{})
 		if !errors.Is(err, launch.ErrMask) {
 			t.Errorf("err %v, want ErrMask", err)
 		}

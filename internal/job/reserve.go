@@ -47,6 +47,9 @@ func place(ctx context.Context, o *Options, env []string, dryRun bool) (*placeme
 	if err != nil {
 		return nil, err
 	}
+	if mask, err = o.grantMask(m, mask); err != nil {
+		return nil, err
+	}
 	res, err := reservation(o, m, mask, dryRun)
 	if err != nil {
 		return nil, err
@@ -73,6 +76,12 @@ func cpuFallback(o *Options, err error) (*placement, error) {
 	if !o.SourceAuto || !errors.Is(err, discover.ErrNoGPU) {
 		return nil, err
 	}
+	if o.Grant.Granted() && !o.NoGPUOK {
+		// Slurm gave this task GPUs: running on CPUs instead would waste
+		// them and hide the fault (a missing driver or tool, a container
+		// without the devices).
+		return nil, fmt.Errorf("slurm granted this task GPUs (%s) but amdrun finds none: %w (--ngpus 0 runs CPU ranks instead)", o.Grant, err)
+	}
 	switch {
 	case o.NProcKind == "gpu":
 		return nil, fmt.Errorf("--nproc-per-node gpu: %w", err)
@@ -82,6 +91,28 @@ func cpuFallback(o *Options, err error) (*placement, error) {
 	n := o.cpuRanks()
 	o.Warn.Warn("no GPU found on this machine: running %d CPU rank(s) (use the gloo backend; --source example plans on the bundled example topology)", n)
 	return &placement{cpuRanks: n}, nil
+}
+
+// grantMask bounds mask by the GPUs Slurm granted the task (o.Grant),
+// renumbered to the runtime's ordinals on m; devices the user's own
+// visible-device list names outside the grant are left out with one
+// warning.
+func (o *Options) grantMask(m *topology.Model, mask *launch.Mask) (*launch.Mask, error) {
+	if !o.Grant.Granted() {
+		return mask, nil
+	}
+	allowed, err := o.Grant.Devices(m.Devices, mask.Candidates() != nil, o.Warn.Warn)
+	if err != nil {
+		return nil, err
+	}
+	out, dropped, err := mask.Within(allowed, o.Grant.String())
+	if err != nil {
+		return nil, err
+	}
+	if len(dropped) > 0 {
+		o.Warn.Warn("devices %s are visible but not granted to this task (%s): left out", topology.FormatCPUList(dropped), o.Grant)
+	}
+	return out, nil
 }
 
 // reservation is what reserve.Devices is asked on model m under mask.

@@ -172,10 +172,8 @@ func (o *Options) parseNUMABinding(l *CommandLine) error {
 		switch t.NUMABinding {
 		case "node":
 			b = launch.BindNUMA
-		case "exclusive":
-			b = launch.BindExclusive
-		case "socket", "core-complex":
-			return usageErrorf("%s %s is not supported: amdrun binds to NUMA nodes (node, exclusive; or --bind)", label("numa-binding"), t.NUMABinding)
+		case "exclusive", "socket", "core-complex":
+			b = launch.BindMode(t.NUMABinding)
 		default:
 			return usageErrorf("%s: want node, socket, exclusive or core-complex, got %q", label("numa-binding"), t.NUMABinding)
 		}
@@ -231,12 +229,15 @@ func (o *Options) parseNProc(l *CommandLine) error {
 // 1.13 to the current release accepts, for those the user gave. Flags
 // torchrun has only in newer releases are passed as well: an older
 // torchrun says it does not know them.
-func torchrunArgs(l *CommandLine) []string {
+// Under torch's agent (agent) amdrun binds each worker itself (its bind
+// shim is the agent's entrypoint): --numa-binding is not passed, or the
+// agent would bind them too.
+func torchrunArgs(l *CommandLine, agent bool) []string {
 	var out []string
 	for _, name := range []string{"role", "monitor-interval", "start-method", "event-log-handler", "log-dir",
 		"redirects", "tee", "local-ranks-filter", "local-addr", "logs-specs", "numa-binding",
 		"signals-to-handle", "shutdown-timeout", "duplicate-stdout-filters", "duplicate-stderr-filters"} {
-		if l.Changed(name) {
+		if l.Changed(name) && !(agent && name == "numa-binding") {
 			out = append(out, "--"+strings.ReplaceAll(name, "-", "_"), l.Value(name))
 		}
 	}

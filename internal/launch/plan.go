@@ -24,6 +24,13 @@ const (
 	BindNUMA BindMode = "numa"
 	// BindExclusive splits each NUMA node's CPUs among the ranks on it.
 	BindExclusive BindMode = "exclusive"
+	// BindSocket binds a rank to every NUMA node of its device's socket
+	// (torchrun's --numa-binding socket).
+	BindSocket BindMode = "socket"
+	// BindCoreComplex gives each rank the CPUs of one level-3 cache of
+	// its device's NUMA node, a different one per rank (one CCD of an
+	// AMD EPYC; torchrun's --numa-binding core-complex).
+	BindCoreComplex BindMode = "core-complex"
 	// BindNone leaves ranks on every CPU amdrun may use.
 	BindNone BindMode = "none"
 )
@@ -44,15 +51,22 @@ const (
 // ErrSpec is wrapped by every error of NewPlan: a Spec that cannot be run.
 var ErrSpec = errors.New("invalid launch spec")
 
-// ParseBindMode parses "numa", "exclusive" or "none" (any case). Another
-// value gives an error that lists the valid ones.
+// BindModes are the bind modes, in the order help lists them.
+var BindModes = []BindMode{BindNUMA, BindExclusive, BindSocket, BindCoreComplex, BindNone}
+
+// ParseBindMode parses one of BindModes (any case). Another value gives
+// an error that lists the valid ones.
 func ParseBindMode(s string) (BindMode, error) {
-	switch m := BindMode(strings.ToLower(strings.TrimSpace(s))); m {
-	case BindNUMA, BindExclusive, BindNone:
+	m := BindMode(strings.ToLower(strings.TrimSpace(s)))
+	if slices.Contains(BindModes, m) {
 		return m, nil
 	}
-	return "", fmt.Errorf("bind: unknown mode %q (valid: numa, exclusive, none)", s)
+	return "", fmt.Errorf("bind: unknown mode %q (valid: numa, exclusive, socket, core-complex, none)", s)
 }
+
+// LeasesCPUs says whether ranks bound so hold CPUs of their own, which
+// other amdrun jobs on the node must not use (CPU leases).
+func (m BindMode) LeasesCPUs() bool { return m == BindExclusive || m == BindCoreComplex }
 
 // ParseMemPolicy parses "bind", "preferred" or "none" (any case). Another
 // value gives an error that lists the valid ones.
@@ -122,6 +136,15 @@ type Spec struct {
 	// AllowedCPUs are the CPUs amdrun itself may use (sched_getaffinity);
 	// nil means every CPU of HostNUMA.
 	AllowedCPUs []int
+	// CPUGroups are the host's sockets and level-3 caches, which
+	// BindSocket and BindCoreComplex need; nil: unknown (those modes then
+	// bind to NUMA nodes and warn).
+	CPUGroups *topology.CPUGroups
+	// BusyCPUs are CPUs other amdrun jobs lease (their exclusive or
+	// core-complex ranks'); BindExclusive and BindCoreComplex leave them
+	// out, and when too few are left the job binds as BindNUMA, with one
+	// warning. Nil: none.
+	BusyCPUs []int
 	// Argv is the worker command, already resolved (python -u script
 	// args...). It is passed as given, never through a shell.
 	Argv []string
@@ -176,12 +199,16 @@ type Plan struct {
 	// MaxRestarts, which the ranks see as TORCHELASTIC_MAX_RESTARTS; 0
 	// never.
 	MaxRestarts int
-	// Bind and Mem are the Spec's modes after defaults.
+	// Bind and Mem are the Spec's modes after defaults (Bind BindNUMA
+	// when BusyCPUs left too few CPUs for the mode asked).
 	Bind BindMode
 	Mem  MemPolicy
 	// RunID is the ranks' TORCHELASTIC_RUN_ID (the Spec's, after the
 	// default); "" in a plan not made by NewPlan.
 	RunID string
+	// LeaseCPUs are the CPUs the job must lease so that no other amdrun
+	// job uses them: every rank's, when Bind LeasesCPUs; nil otherwise.
+	LeaseCPUs []int
 }
 
 // Rank is one worker of a plan.
@@ -257,7 +284,14 @@ func NewPlan(s Spec) (*Plan, error) {
 	} else {
 		homes = cpuHomes(v.nproc, s.HostNUMA, s.AllowedCPUs, v.bind)
 	}
-	binds := bindRanks(homes, s.HostNUMA, s.AllowedCPUs, v.bind, &p.Warnings)
+	binds, bound := bindRanks(homes, s, v.bind, &p.Warnings)
+	p.Bind = bound
+	if bound.LeasesCPUs() {
+		for _, b := range binds {
+			p.LeaseCPUs = append(p.LeaseCPUs, b.cpus...)
+		}
+		p.LeaseCPUs = allowedCPUs(nil, p.LeaseCPUs)
+	}
 	allowed := allowedCPUs(s.HostNUMA, s.AllowedCPUs)
 
 	_, ompSet := envlist.Lookup(s.Env, "OMP_NUM_THREADS")
@@ -515,17 +549,20 @@ type binding struct {
 	cpus  []int // nil: unbound
 }
 
-// bindRanks computes each rank's binding and appends warnings.
-func bindRanks(homes []home, host []topology.NUMANode, allowedList []int, mode BindMode, warn *[]string) []binding {
+// bindRanks computes each rank's binding and appends warnings; it
+// returns the mode the ranks are bound in: mode, or BindNUMA when CPUs
+// other jobs lease (s.BusyCPUs) left too few for mode.
+func bindRanks(homes []home, s Spec, mode BindMode, warn *[]string) ([]binding, BindMode) {
 	out := make([]binding, len(homes))
 	if mode == BindNone {
-		return out
+		return out, mode
 	}
+	host := s.HostNUMA
 	if len(host) == 0 {
 		*warn = append(*warn, fmt.Sprintf("bind %s: the host's NUMA nodes are unknown: ranks are not bound", mode))
-		return out
+		return out, mode
 	}
-	allowed := allowedCPUs(host, allowedList)
+	allowed := allowedCPUs(host, s.AllowedCPUs)
 	byID := map[int]topology.NUMANode{}
 	for _, n := range host {
 		byID[n.ID] = n
@@ -566,26 +603,166 @@ func bindRanks(homes []home, host []topology.NUMANode, allowedList []int, mode B
 	if len(empty) > 0 {
 		*warn = append(*warn, "bind: amdrun may use none of the CPUs of the NUMA node of local rank(s) "+strings.Join(empty, ", ")+": they are not bound")
 	}
-	if mode != BindExclusive {
-		return out
+	if (mode == BindSocket || mode == BindCoreComplex) && s.CPUGroups == nil {
+		*warn = append(*warn, fmt.Sprintf("bind %s: the host's sockets and caches are unknown: ranks are bound to their NUMA nodes", mode))
+		return out, BindNUMA
 	}
 	sort.Slice(keys, func(i, j int) bool {
 		return slices.Compare(out[onNodes[keys[i]][0]].nodes, out[onNodes[keys[j]][0]].nodes) < 0
 	})
-	var shared []string
-	for _, key := range keys {
-		ranks := onNodes[key]
-		cpus := out[ranks[0]].cpus
-		k := len(ranks)
-		if k > len(cpus) {
-			shared = append(shared, fmt.Sprintf("NUMA node %s (%d ranks, %d CPUs)", key, k, len(cpus)))
+	switch mode {
+	case BindSocket:
+		bindSockets(out, host, allowed, s.CPUGroups)
+	case BindExclusive, BindCoreComplex:
+		split, unit, one := splitExclusive, "CPUs", "a CPU"
+		if mode == BindCoreComplex {
+			split, unit, one = splitComplexes(s.CPUGroups), "core complexes", "a core complex"
 		}
-		for j, lr := range ranks {
-			out[lr].cpus = chunk(cpus, j, k)
+		parts, short, notes := splitAll(out, keys, onNodes, s.BusyCPUs, split, unit)
+		if short != "" {
+			*warn = append(*warn, fmt.Sprintf("bind %s: other amdrun jobs lease CPUs of %s: ranks share their NUMA nodes' CPUs (bind numa)", mode, short))
+			return out, BindNUMA
+		}
+		for lr, cpus := range parts {
+			out[lr].cpus = cpus
+		}
+		if len(notes) > 0 {
+			*warn = append(*warn, fmt.Sprintf("bind %s: more ranks than %s on %s: some ranks share %s", mode, unit, strings.Join(notes, ", "), one))
 		}
 	}
-	if len(shared) > 0 {
-		*warn = append(*warn, "bind exclusive: more ranks than CPUs on "+strings.Join(shared, ", ")+": some ranks share a CPU")
+	return out, mode
+}
+
+// bindSockets widens each bound rank to every NUMA node of its CPUs'
+// sockets, with those nodes' allowed CPUs.
+func bindSockets(out []binding, host []topology.NUMANode, allowed []int, g *topology.CPUGroups) {
+	for lr, b := range out {
+		if b.cpus == nil {
+			continue
+		}
+		var sock []int
+		for _, c := range b.cpus {
+			if i := g.SocketOf(c); i >= 0 && !slices.Contains(sock, i) {
+				sock = append(sock, i)
+			}
+		}
+		var cpus []int
+		for _, i := range sock {
+			cpus = append(cpus, g.Sockets[i]...)
+		}
+		var nodes []int
+		for _, n := range host {
+			if len(intersect(n.CPUs, cpus)) > 0 {
+				nodes = append(nodes, n.ID)
+			}
+		}
+		slices.Sort(nodes)
+		if cpus = intersect(allowedCPUs(nil, cpus), allowed); len(cpus) > 0 {
+			out[lr] = binding{nodes: nodes, cpus: cpus}
+		}
+	}
+}
+
+// splitter divides the free CPUs of one NUMA node set (cpus, ascending,
+// busy ones removed; all are the node set's allowed CPUs) among k ranks.
+// It returns each rank's part, or ok false when busy CPUs leave too few,
+// and how many units (CPUs, caches) the node set has: with fewer than k,
+// ranks share them even when nothing is busy.
+type splitter func(all, free []int, k int) (parts [][]int, ok bool, units int)
+
+// splitExclusive gives each of k ranks a contiguous share of the free
+// CPUs.
+func splitExclusive(all, free []int, k int) ([][]int, bool, int) {
+	if k > len(all) {
+		parts := make([][]int, k)
+		for j := range parts {
+			parts[j] = chunk(all, j, k)
+		}
+		return parts, len(free) == len(all), len(all)
+	}
+	if k > len(free) {
+		return nil, false, len(all)
+	}
+	parts := make([][]int, k)
+	for j := range parts {
+		parts[j] = chunk(free, j, k)
+	}
+	return parts, true, len(all)
+}
+
+// splitComplexes gives each of k ranks the CPUs of one level-3 cache of
+// g that no other job uses, a different one each, in CPU order.
+func splitComplexes(g *topology.CPUGroups) splitter {
+	return func(all, free []int, k int) ([][]int, bool, int) {
+		var units, freeUnits [][]int
+		for _, l3 := range g.L3 {
+			u := intersect(l3, all)
+			if len(u) == 0 {
+				continue
+			}
+			units = append(units, u)
+			if len(intersect(u, free)) == len(u) {
+				freeUnits = append(freeUnits, u)
+			}
+		}
+		if len(units) == 0 {
+			units = [][]int{all} // no cache listed here: the node is one unit
+			if len(free) == len(all) {
+				freeUnits = units
+			}
+		}
+		parts := make([][]int, k)
+		if k > len(units) {
+			for j := range parts {
+				parts[j] = units[j%len(units)]
+			}
+			return parts, len(freeUnits) == len(units), len(units)
+		}
+		if k > len(freeUnits) {
+			return nil, false, len(units)
+		}
+		for j := range parts {
+			parts[j] = append([]int(nil), freeUnits[j]...)
+		}
+		return parts, true, len(units)
+	}
+}
+
+// splitAll runs split on each node set's ranks; short names the first
+// node set where busy CPUs left too few (the whole job then falls back),
+// notes those whose ranks share units.
+func splitAll(out []binding, keys []string, onNodes map[string][]int, busy []int, split splitter, unit string) (parts map[int][]int, short string, notes []string) {
+	parts = map[int][]int{}
+	for _, key := range keys {
+		ranks := onNodes[key]
+		all := out[ranks[0]].cpus
+		free := without(all, busy)
+		got, ok, units := split(all, free, len(ranks))
+		if !ok {
+			return nil, fmt.Sprintf("NUMA node %s (%s of its CPUs %s; %d ranks here)", key,
+				topology.FormatCPUList(intersect(all, busy)), topology.FormatCPUList(all), len(ranks)), nil
+		}
+		if len(ranks) > units {
+			notes = append(notes, fmt.Sprintf("NUMA node %s (%d ranks, %d %s)", key, len(ranks), units, unit))
+		}
+		for j, lr := range ranks {
+			parts[lr] = got[j]
+		}
+	}
+	return parts, "", notes
+}
+
+// without returns the CPUs of sorted a that are not in b.
+func without(a, b []int) []int {
+	drop := map[int]bool{}
+	for _, c := range b {
+		drop[c] = true
+	}
+	var out []int
+	for _, c := range a {
+		if !drop[c] {
+			out = append(out, c)
+		}
 	}
 	return out
 }

@@ -217,7 +217,7 @@ func TestPlanErrors(t *testing.T) {
 		{"no command", func(s *Spec) { s.Argv = nil }, "no worker command"},
 		{"device twice", func(s *Spec) { s.Devices = append(s.Devices, s.Devices[0]) }, "device 4 chosen twice"},
 		{"node rank", func(s *Spec) { s.NodeRank = 2 }, "node rank 2 outside 2 node(s)"},
-		{"bind", func(s *Spec) { s.Bind = "socket" }, `bind: unknown mode "socket" (valid: numa, exclusive, none)`},
+		{"bind", func(s *Spec) { s.Bind = "ccd" }, `bind: unknown mode "ccd" (valid: numa, exclusive, socket, core-complex, none)`},
 		{"mem", func(s *Spec) { s.Mem = "interleave" }, `unknown policy "interleave" (valid: bind, preferred, none)`},
 		{"port", func(s *Spec) { s.MasterPort = 70000 }, "master port 70000 outside 1-65535"},
 		{"restarts", func(s *Spec) { s.MaxRestarts = -1 }, "max restarts -1 is negative"},
@@ -235,7 +235,7 @@ func TestPlanErrors(t *testing.T) {
 }
 
 func TestParseModes(t *testing.T) {
-	for in, want := range map[string]BindMode{"numa": BindNUMA, "Exclusive": BindExclusive, " none ": BindNone} {
+	for in, want := range map[string]BindMode{"numa": BindNUMA, "Exclusive": BindExclusive, " none ": BindNone, "socket": BindSocket, "Core-Complex": BindCoreComplex} {
 		if got, err := ParseBindMode(in); err != nil || got != want {
 			t.Errorf("ParseBindMode(%q) = %q, %v", in, got, err)
 		}
@@ -245,7 +245,7 @@ func TestParseModes(t *testing.T) {
 			t.Errorf("ParseMemPolicy(%q) = %q, %v", in, got, err)
 		}
 	}
-	if _, err := ParseBindMode("cores"); err == nil || err.Error() != `bind: unknown mode "cores" (valid: numa, exclusive, none)` {
+	if _, err := ParseBindMode("cores"); err == nil || err.Error() != `bind: unknown mode "cores" (valid: numa, exclusive, socket, core-complex, none)` {
 		t.Errorf("ParseBindMode(cores) error %v", err)
 	}
 	if _, err := ParseMemPolicy(""); err == nil || err.Error() != `mem policy: unknown policy "" (valid: bind, preferred, none)` {

@@ -18,6 +18,10 @@ type shimArgs struct {
 	guard bool
 	hold  int
 	argv  []string
+	// localCPUs and localMems are every local rank's lists
+	// (--local-cpus, --local-mems: see shim_local.go); nil when not
+	// given.
+	localCPUs, localMems [][]int
 }
 
 // parseShimArgs parses "--cpus LIST --mems LIST --mempolicy P [--guard
@@ -49,6 +53,10 @@ func parseShimArgs(args []string) (*shimArgs, error) {
 			sa.cpus, err = topology.ParseCPUList(v)
 		case "--mems":
 			sa.mems, err = topology.ParseCPUList(v)
+		case "--local-cpus":
+			sa.localCPUs, err = parseLocalLists(v)
+		case "--local-mems":
+			sa.localMems, err = parseLocalLists(v)
 		case "--mempolicy":
 			sa.policy, err = ParseMemPolicy(v)
 		case "--hold":
@@ -79,7 +87,7 @@ func ShimArgv(self string, cpus, mems []int, pol MemPolicy, argv []string) []str
 
 // guardArgv is the argv of rank r's guard: the shim, binding when the
 // rank is bound, that stays to watch over the rank, holding hold files
-// (fds 5 and up) open.
+// (guardHoldFD and up) open.
 func guardArgv(self string, r *Rank, hold int) []string {
 	args := []string{self, ShimArg}
 	if r.Bound() {

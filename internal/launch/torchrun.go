@@ -33,6 +33,12 @@ type Torchrun struct {
 	Extra []string
 	// Args are SCRIPT ARGS..., as the user gave them.
 	Args []string
+	// Shim, when set, is amdrun's bind shim with every local rank's
+	// binding ([self, ShimArg, LocalShimArgs(p)...]): torchrun runs it as
+	// a --no_python entrypoint, and it binds each worker by its
+	// LOCAL_RANK and execs the rank's command (the plan's argv, which
+	// then replaces Module, NoPython and Args).
+	Shim []string
 	// Agent is the command that runs torch's elastic agent; nil means
 	// ["torchrun"]. amdrun hands a c10d/etcd or elastic job to
 	// [python, -m, torch.distributed.run] of the workers' interpreter.
@@ -89,12 +95,17 @@ func TorchrunPlan(p *Plan, t Torchrun) *Plan {
 	}
 	argv = append(argv, t.Extra...)
 	switch {
+	case len(t.Shim) > 0:
+		argv = append(append(argv, "--no_python"), t.Shim...)
+		argv = append(append(argv, "--"), r0.Argv...)
 	case t.NoPython:
 		argv = append(argv, "--no_python")
 	case t.Module:
 		argv = append(argv, "-m")
 	}
-	argv = append(argv, t.Args...)
+	if len(t.Shim) == 0 {
+		argv = append(argv, t.Args...)
+	}
 	one := r0
 	one.Argv, one.Env, one.CPUs, one.Mems, one.MemPolicy = argv, env, nil, nil, MemNone
 	return &Plan{Ranks: []Rank{one}, WorldSize: p.WorldSize, Bind: BindNone, Mem: MemNone}

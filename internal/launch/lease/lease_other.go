@@ -81,3 +81,11 @@ func (t *Ticket) Done() {}
 func (d *Dir) Claim(ctx context.Context, all []string, need int, choose Chooser, poll time.Duration) (*Lease, error) {
 	return nil, fmt.Errorf("lease: %w", ErrNotSupported)
 }
+
+// cpuFilesMade does nothing: no directory can be opened on this system.
+func (d *Dir) cpuFilesMade(cpus []int) error { return nil }
+
+// ListCPUs fails: leases need Linux flock semantics.
+func (d *Dir) ListCPUs() (map[int]State, error) {
+	return nil, fmt.Errorf("lease: %w", ErrNotSupported)
+}

@@ -22,3 +22,24 @@ func BenchmarkNUMANodes(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCPUGroups is what --bind socket and core-complex add to a
+// launch (ghw's cpu and memory packages), beside BenchmarkNUMANodes.
+func BenchmarkCPUGroups(b *testing.B) {
+	for _, tt := range []struct{ name, root string }{
+		{"epyc-2p", testutil.Testdata(b, "host", "epyc-2p")},
+		{"live", "/"},
+	} {
+		nodes, err := NUMANodes(tt.root)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(tt.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := CPUGroups(tt.root, nodes); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

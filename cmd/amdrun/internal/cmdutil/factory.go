@@ -46,6 +46,12 @@ type Factory struct {
 
 	// HostNUMA returns this host's NUMA nodes; tests replace it.
 	HostNUMA func() ([]topology.NUMANode, error)
+	// HostCPUGroups returns the sockets and level-3 caches of the CPUs
+	// of nodes; tests replace it.
+	HostCPUGroups func(nodes []topology.NUMANode) (*topology.CPUGroups, error)
+	// OwnCPUs returns the CPUs amdrun may use; nil means its own
+	// affinity (tests planning on a captured host set it).
+	OwnCPUs func() []int
 
 	// Run runs external programs (vendor tools, python); tests replace it.
 	Run topology.Runner
@@ -172,6 +178,9 @@ func New(version string) *Factory {
 	}
 	f.HostNUMA = func() ([]topology.NUMANode, error) {
 		return host.NUMANodes(f.SysfsRoot())
+	}
+	f.HostCPUGroups = func(nodes []topology.NUMANode) (*topology.CPUGroups, error) {
+		return host.CPUGroups(f.SysfsRoot(), nodes)
 	}
 	f.Warn = func(format string, args ...any) {
 		Warnf(io, format, args...)

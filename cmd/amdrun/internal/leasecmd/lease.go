@@ -22,6 +22,10 @@ type InitOptions struct {
 	Dir string
 	// Tmpfiles prints systemd-tmpfiles.d lines instead of preparing.
 	Tmpfiles bool
+	// HostNUMA returns the host's NUMA nodes, whose CPUs get a CPU lock
+	// file each (CPU leases: --bind exclusive, core-complex); nil or an
+	// error: none.
+	HostNUMA func() ([]topology.NUMANode, error)
 }
 
 // NewCmdLease returns `amdrun lease` with its `init` subcommand; runF
@@ -32,13 +36,13 @@ func NewCmdLease(f *cmdutil.Factory, runF func(context.Context, *InitOptions) er
 		Short: "Manage the node's device lease directory",
 		Args:  cobra.NoArgs,
 	}
-	opts := &InitOptions{IO: f.IOStreams, Topology: f.Topology}
+	opts := &InitOptions{IO: f.IOStreams, Topology: f.Topology, HostNUMA: f.HostNUMA}
 	var dir string
 	initCmd := &cobra.Command{
 		Use:   "init",
 		Short: "Prepare the lease directory as root, so that no user can take another's devices",
 		Long: `Make the lease directory root-prepared: owned by root and writable by nobody
-else, with a lock file per device of this node made once by root (jobs lock
+else, with a lock file per device and per CPU of this node made once by root (jobs lock
 them through read-only descriptors), the node lock and the waiting queue.
 There no user can remove or replace a lease file, so no job can take a device
 another job holds. Run it as root once per boot (/run is emptied at boot), or
@@ -79,12 +83,14 @@ func RunInit(ctx context.Context, o *InitOptions) error {
 		return err
 	}
 	keys := m.Keys()
+	cpus := hostCPUs(o)
+	keys = append(keys, lease.CPUKeys(cpus)...)
 	if o.Tmpfiles {
 		lines, err := lease.TmpfilesLines(o.Dir, keys)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(o.IO.Out, "# amdrun lease init --tmpfiles: the lease directory for the %d devices of this node\n", len(keys))
+		fmt.Fprintf(o.IO.Out, "# amdrun lease init --tmpfiles: the lease directory for the %d devices and %d CPUs of this node\n", len(keys)-len(cpus), len(cpus))
 		for _, l := range lines {
 			fmt.Fprintln(o.IO.Out, l)
 		}
@@ -94,19 +100,40 @@ func RunInit(ctx context.Context, o *InitOptions) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(o.IO.Out, "%s is root-prepared: node lock, queue, %d device lock files (%d new)\n",
-		rep.Path, len(keys), countDevices(rep.Made))
+	devs, newCPUs := countMade(rep.Made)
+	fmt.Fprintf(o.IO.Out, "%s is root-prepared: node lock, queue, %d device lock files (%d new), %d CPU lock files (%d new)\n",
+		rep.Path, len(keys)-len(cpus), devs, len(cpus), newCPUs)
 	return nil
 }
 
-// countDevices counts the device lock files among made (not the node
-// lock).
-func countDevices(made []string) int {
-	n := 0
+// hostCPUs are the CPUs of the host's NUMA nodes; none when they cannot
+// be read.
+func hostCPUs(o *InitOptions) []int {
+	if o.HostNUMA == nil {
+		return nil
+	}
+	nodes, err := o.HostNUMA()
+	if err != nil {
+		return nil
+	}
+	var cpus []int
+	for _, n := range nodes {
+		cpus = append(cpus, n.CPUs...)
+	}
+	return cpus
+}
+
+// countMade counts the device and the CPU lock files among made (not
+// the node lock).
+func countMade(made []string) (devices, cpus int) {
 	for _, m := range made {
-		if _, ok := lease.KeyFromFileName(m); ok {
-			n++
+		if k, ok := lease.KeyFromFileName(m); ok {
+			if _, isCPU := lease.CPUOfKey(k); isCPU {
+				cpus++
+			} else {
+				devices++
+			}
 		}
 	}
-	return n
+	return devices, cpus
 }

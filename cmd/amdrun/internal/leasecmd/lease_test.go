@@ -67,12 +67,20 @@ func TestRunInit(t *testing.T) {
 	testutil.RequireRoot(t)
 	ios, _, out, errOut := iostreams.Test()
 	dir := filepath.Join(t.TempDir(), "leases")
-	o := &leasecmd.InitOptions{IO: ios, Topology: example, Dir: dir}
+	o := &leasecmd.InitOptions{IO: ios, Topology: example, Dir: dir, HostNUMA: func() ([]topology.NUMANode, error) {
+		return []topology.NUMANode{{ID: 0, CPUs: []int{0, 1}}, {ID: 1, CPUs: []int{2, 3}}}, nil
+	}}
 	if err := leasecmd.RunInit(context.Background(), o); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := out.String(), dir+" is root-prepared: node lock, queue, 8 device lock files (8 new)\n"; got != want || errOut.Len() != 0 {
+	if got, want := out.String(), dir+" is root-prepared: node lock, queue, 8 device lock files (8 new), 4 CPU lock files (4 new)\n"; got != want || errOut.Len() != 0 {
 		t.Errorf("stdout %q stderr %q, want %q", got, errOut, want)
+	}
+	// A CPU lease file per CPU, for jobs that may not make one there.
+	for _, c := range []string{"0", "3"} {
+		if _, err := os.Stat(filepath.Join(dir, "cpu:"+c+".lock")); err != nil {
+			t.Errorf("no CPU lease file: %v", err)
+		}
 	}
 	// Over a directory every user can write: refused, left as it is.
 	other := filepath.Join(t.TempDir(), "shared")

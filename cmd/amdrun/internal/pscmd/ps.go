@@ -17,8 +17,9 @@ import (
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
 	"github.com/amdrun/amdrun/internal/discover"
 	"github.com/amdrun/amdrun/internal/launch/lease"
-	"github.com/amdrun/amdrun/internal/printable"
 	"github.com/amdrun/amdrun/internal/topology"
+
+	"github.com/amdrun/amdrun/internal/printable"
 )
 
 // Options are the inputs of `amdrun ps`.
@@ -44,11 +45,13 @@ func NewCmdPs(f *cmdutil.Factory, runF func(context.Context, *Options) error) *c
 amdrun job: pid, user, start time and command, as the kernel reports them),
 unusable (a file that is not a lease file sits at its lease path: the warning
 names it and its owner), busy (another process has memory on it or runs on it,
-as the vendor tool or KFD reports), or free. On a terminal, the jobs
-waiting for devices (--wait) follow, oldest first: user, pid, devices asked
-for and since when, for the tickets the kernel vouches for. Piped, the
-device columns are tab-separated under the same header line; --json gives
-every field, the queue too. On a machine without a GPU it says so in one line and exits 0.`,
+as the vendor tool or KFD reports), or free. Then the CPUs amdrun jobs
+lease (ranks bound with --bind exclusive or core-complex), one line per
+job. On a terminal, the jobs waiting for devices (--wait) follow, oldest
+first: user, pid, devices asked for and since when, for the tickets the
+kernel vouches for. Piped, the device columns are tab-separated under the
+same header line; --json gives every field, the CPUs and the queue too. On
+a machine without a GPU it says so in one line and exits 0.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Leases = func() (*lease.Dir, error) { return f.OpenLeases(dir, false) }
@@ -140,11 +143,18 @@ func detail(h *lease.Holder) string {
 func Run(ctx context.Context, opts *Options) error {
 	m, err := opts.Topology(ctx)
 	if errors.Is(err, discover.ErrNoGPU) && opts.SourceAuto {
-		if opts.JSON {
-			return printJSON(opts, map[string]any{"source": "none", "devices": []Row{}})
+		// CPU ranks lease CPUs on a machine without a GPU too.
+		cpus, lerr := cpuLeases(opts)
+		if lerr != nil {
+			return lerr
 		}
-		_, err = fmt.Fprintln(opts.IO.Out, err) // "no GPU found (what each source said)"
-		return err
+		if opts.JSON {
+			return printJSON(opts, map[string]any{"source": "none", "devices": []Row{}, "cpus": cpus})
+		}
+		if _, err = fmt.Fprintln(opts.IO.Out, err); err != nil { // "no GPU found (what each source said)"
+			return err
+		}
+		return printCPUs(opts, cpus)
 	}
 	if err != nil {
 		return err
@@ -163,8 +173,13 @@ func Run(ctx context.Context, opts *Options) error {
 	if queue == nil {
 		queue = []lease.Waiting{}
 	}
+	cpuHeld, err := d.ListCPUs()
+	if err != nil {
+		return err
+	}
+	cpus := lease.GroupCPUs(cpuHeld)
 	if opts.JSON {
-		out := map[string]any{"source": m.Source, "lease_dir": d.Path(), "lease_mode": d.Mode().String(), "devices": rows, "queue": queue}
+		out := map[string]any{"source": m.Source, "lease_dir": d.Path(), "lease_mode": d.Mode().String(), "devices": rows, "cpus": cpus, "queue": queue}
 		if why := d.Degraded(); why != "" {
 			out["degraded"] = why
 		}
@@ -196,14 +211,60 @@ func Run(ctx context.Context, opts *Options) error {
 		text = strings.Join(strings.Fields(text), " ")
 		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\n", r.Device, r.Key, numa, r.State, text)
 	}
-	if tw == nil {
-		// Piped, the output stays one table; --json lists the queue.
-		return nil
+	if tw != nil {
+		if err := tw.Flush(); err != nil {
+			return err
+		}
 	}
-	if err := tw.Flush(); err != nil {
+	if err := printCPUs(opts, cpus); err != nil {
 		return err
 	}
+	if tw == nil {
+		// Piped, the output stays tables of tab-separated columns; --json
+		// lists the queue.
+		return nil
+	}
 	return printQueue(opts.IO.Out, queue)
+}
+
+// cpuLeases are the CPU leases of the lease directory, by holder.
+func cpuLeases(opts *Options) ([]lease.CPUHolding, error) {
+	d, err := opts.Leases()
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	held, err := d.ListCPUs()
+	if err != nil {
+		return nil, err
+	}
+	return lease.GroupCPUs(held), nil
+}
+
+// printCPUs prints the CPU leases under their own header, nothing when
+// there are none: aligned for a terminal, tab-separated for a pipe.
+func printCPUs(opts *Options, cpus []lease.CPUHolding) error {
+	if len(cpus) == 0 {
+		return nil
+	}
+	var w io.Writer = opts.IO.Out
+	var tw *tabwriter.Writer
+	if opts.IO.IsStdoutTTY() {
+		tw = tabwriter.NewWriter(opts.IO.Out, 0, 0, 2, ' ', 0)
+		w = tw
+	}
+	fmt.Fprintln(w, "CPUS\tSTATE\tDETAIL")
+	for _, c := range cpus {
+		state, text := "leased", detail(&c.Holder)
+		if c.Fault != "" {
+			state, text = "unusable", c.Fault
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\n", topology.FormatCPUList(c.CPUs), state, strings.Join(strings.Fields(text), " "))
+	}
+	if tw != nil {
+		return tw.Flush()
+	}
+	return nil
 }
 
 // printQueue lists, for people, the jobs waiting in the queue, oldest

@@ -264,12 +264,13 @@ func TestRunErrors(t *testing.T) {
 // error.
 func TestRunNoGPU(t *testing.T) {
 	noGPU := fmt.Errorf("%w (sysfs: no GPU node)", discover.ErrNoGPU)
+	dir := t.TempDir()
 	for _, asJSON := range []bool{false, true} {
 		ios, _, out, _ := iostreams.Test()
 		err := pscmd.Run(context.Background(), &pscmd.Options{
 			IO: ios, SourceAuto: true, JSON: asJSON,
 			Topology: func(context.Context) (*topology.Model, error) { return nil, noGPU },
-			Leases:   func() (*lease.Dir, error) { t.Error("leases opened without devices"); return nil, nil },
+			Leases:   func() (*lease.Dir, error) { return lease.Open(dir, lease.Options{}) },
 		})
 		if err != nil {
 			t.Fatalf("json %v: %v", asJSON, err)
@@ -285,8 +286,43 @@ func TestRunNoGPU(t *testing.T) {
 			t.Errorf("output %q, want one line saying there is no GPU", out)
 		}
 	}
+	// CPU ranks lease CPUs on a machine without a GPU too: ps shows them.
+	d, err := lease.Open(dir, lease.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	held, err := d.AcquireCPUs([]int{3, 4, 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release()
+	for _, asJSON := range []bool{false, true} {
+		ios, _, out, _ := iostreams.Test()
+		err = pscmd.Run(context.Background(), &pscmd.Options{
+			IO: ios, SourceAuto: true, JSON: asJSON,
+			Topology: func(context.Context) (*topology.Model, error) { return nil, noGPU },
+			Leases:   func() (*lease.Dir, error) { return lease.Open(dir, lease.Options{}) },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if asJSON {
+			var got struct {
+				CPUs []lease.CPUHolding `json:"cpus"`
+			}
+			if err := json.Unmarshal(out.Bytes(), &got); err != nil || len(got.CPUs) != 1 || fmt.Sprint(got.CPUs[0].CPUs) != "[3 4 6]" || got.CPUs[0].Holder.PID != os.Getpid() {
+				t.Errorf("JSON %s (%v): want CPUs 3,4,6 held by pid %d", out, err, os.Getpid())
+			}
+			continue
+		}
+		want := fmt.Sprintf("no GPU found (sysfs: no GPU node)\nCPUS\tSTATE\tDETAIL\n3-4,6\tleased\tpid %d, ", os.Getpid())
+		if !strings.HasPrefix(out.String(), want) || strings.Count(out.String(), "\n") != 3 {
+			t.Errorf("output %q, want it to start %q and have 3 lines", out, want)
+		}
+	}
 	ios, _, _, _ := iostreams.Test()
-	err := pscmd.Run(context.Background(), &pscmd.Options{
+	err = pscmd.Run(context.Background(), &pscmd.Options{
 		IO:       ios,
 		Topology: func(context.Context) (*topology.Model, error) { return nil, noGPU },
 	})

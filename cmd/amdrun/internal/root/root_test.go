@@ -204,7 +204,7 @@ func TestCompletionOfFlagValues(t *testing.T) {
 	for flag, want := range map[string][]string{
 		"--policy":     {"tree", "ring"},
 		"--source":     {"auto", "sysfs", "amd-smi", "rocm-smi", "nvidia-smi", "file", "example"},
-		"--bind":       {"numa", "exclusive", "none"},
+		"--bind":       {"numa", "exclusive", "socket", "core-complex", "none"},
 		"--order":      {"index", "links"},
 		"--mem-policy": {"bind", "preferred", "none"},
 		"--bandwidth":  {"auto", "measured", "theoretical"},

@@ -16,10 +16,17 @@ var (
 		{Name: "index", Help: "ascending device index"},
 		{Name: "links", Help: "consecutive ranks share the fastest links"},
 	}}
-	bindFlag    = &cmdutil.Enum{Name: "bind", Words: words("numa", "exclusive", "none")}
+	bindFlag = &cmdutil.Enum{Name: "bind", Words: []cmdutil.Word{
+		{Name: "numa", Help: "the device's NUMA node"},
+		{Name: "exclusive", Help: "a share of the node's CPUs per rank, leased"},
+		{Name: "socket", Help: "every NUMA node of the device's socket"},
+		{Name: "core-complex", Help: "one L3 cache's CPUs per rank, leased"},
+		{Name: "none"},
+	}}
 	memFlag     = &cmdutil.Enum{Name: "mem-policy", Words: words("bind", "preferred", "none")}
 	containFlag = &cmdutil.Enum{Name: "contain", Words: []cmdutil.Word{
-		{Name: "auto"}, {Name: "pid-namespace", Help: "needs root"}, {Name: "subreaper", Help: "see amdrun doctor"},
+		{Name: "auto"}, {Name: "pid-namespace", Help: "needs root"},
+		{Name: "user-namespace", Help: "where the kernel permits user namespaces"}, {Name: "subreaper", Help: "see amdrun doctor"},
 	}}
 	numaBalancingFlag = &cmdutil.Enum{Name: "numa-balancing", Words: words("off", "on", "keep")}
 	launcherFlag      = &cmdutil.Enum{Name: "launcher", Words: []cmdutil.Word{
@@ -44,7 +51,7 @@ func byName(es ...*cmdutil.Enum) map[string]*cmdutil.Enum {
 var completionOnly = map[string][]string{
 	"nproc-per-node": {"gpu", "auto", "cpu"},
 	"start-method":   {"spawn", "fork", "forkserver"},
-	"numa-binding":   {"node", "exclusive"},
+	"numa-binding":   {"node", "socket", "exclusive", "core-complex"},
 	"rdzv-backend":   {"static", "c10d"},
 	"redirects":      {"0", "1", "2", "3"},
 	"tee":            {"0", "1", "2", "3"},

@@ -86,7 +86,7 @@ func addTorchrunFlags(fl *pflag.FlagSet, o *Options, t *job.TorchrunFlags) {
 	fl.StringVarP(&t.Redirects, "redirects", "r", "", "streams of each rank written only to --log-dir: 0 none, 1 stdout, 2 stderr, 3 both, or per local rank, e.g. 0:3,1:0")
 	fl.StringVarP(&t.Tee, "tee", "t", "", "streams of each rank written to --log-dir and the console (values as --redirects)")
 	fl.IntVar(&t.ShutdownTimeout, "shutdown-timeout", 0, "seconds between SIGTERM and SIGKILL (torchrun's name for --grace)")
-	fl.StringVar(&t.NUMABinding, "numa-binding", "", "torchrun's binding: node (= --bind numa) or exclusive (= --bind exclusive)")
+	fl.StringVar(&t.NUMABinding, "numa-binding", "", "torchrun's binding: node (= --bind numa), socket, exclusive or core-complex (= --bind of that name)")
 	fl.StringVar(&t.Signals, "signals-to-handle", "", "signals forwarded to the ranks, e.g. SIGTERM,SIGINT,SIGUSR1 (default SIGINT,SIGTERM,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2); INT, TERM, HUP and QUIT also stop the job")
 	fl.StringVar(&t.MonitorInterval, "monitor-interval", "", "accepted for torchrun: amdrun sees a rank exit at once, there is nothing to poll")
 	fl.StringVar(&t.StartMethod, "start-method", "", "accepted for torchrun (spawn, fork or forkserver): ranks are programs, started the same way under each")

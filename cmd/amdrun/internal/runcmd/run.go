@@ -82,7 +82,7 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 	opts.Deps = job.Deps{
 		Stdout: f.IOStreams.Out, Stderr: f.IOStreams.ErrOut, Stdin: f.IOStreams.In,
 		Topology: f.Topology, Rediscover: f.Rediscover, Run: f.Run, Env: f.Env, Executable: f.Executable,
-		Warn: f.Warn, HostNUMA: f.HostNUMA, NumCPU: runtime.NumCPU,
+		Warn: f.Warn, HostNUMA: f.HostNUMA, HostCPUGroups: f.HostCPUGroups, OwnCPUs: f.OwnCPUs, NumCPU: runtime.NumCPU,
 	}
 	l := &job.CommandLine{PET: map[string]string{}}
 	var leaseDir string

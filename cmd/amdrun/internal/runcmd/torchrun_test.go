@@ -124,7 +124,10 @@ func torchrunCases() []torchrunCase {
 		{args: []string{"--logs-specs", "mine"}, check: func(o *runcmd.Options) string { return "" }, warn: "--logs-specs does nothing under amdrun"},
 		{args: []string{"--numa-binding", "node"}, check: func(o *runcmd.Options) string { return eq("Bind", o.Bind, launch.BindNUMA) }},
 		{args: []string{"--numa-binding", "exclusive"}, check: func(o *runcmd.Options) string { return eq("Bind", o.Bind, launch.BindExclusive) }},
-		{args: []string{"--numa-binding", "socket"}, err: "--numa-binding socket is not supported"},
+		{args: []string{"--numa-binding", "socket"}, check: func(o *runcmd.Options) string { return eq("Bind", o.Bind, launch.BindSocket) }},
+		{args: []string{"--numa_binding", "core-complex"}, check: func(o *runcmd.Options) string { return eq("Bind", o.Bind, launch.BindCoreComplex) }},
+		{args: []string{"--numa-binding", "core-complex", "--bind", "core-complex"}, check: func(o *runcmd.Options) string { return eq("Bind", o.Bind, launch.BindCoreComplex) }},
+		{args: []string{"--numa-binding", "ccd"}, err: "--numa-binding: want node, socket, exclusive or core-complex, got \"ccd\""},
 		{args: []string{"--numa-binding", "node", "--bind", "none"}, err: "--numa-binding node and --bind none disagree"},
 		{args: []string{"--signals-to-handle", "SIGTERM,SIGINT,SIGUSR1"}, check: func(o *runcmd.Options) string {
 			return eq("Forward", o.Forward, []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1})

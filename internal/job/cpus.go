@@ -1,0 +1,82 @@
+package job
+
+import (
+	"context"
+	"errors"
+	"slices"
+
+	"github.com/amdrun/amdrun/internal/launch"
+	"github.com/amdrun/amdrun/internal/launch/lease"
+	"github.com/amdrun/amdrun/internal/topology"
+)
+
+// cpuGroups reads the host's sockets and caches when bind needs them
+// (socket, core-complex: the only modes that pay for the read). When
+// they cannot be read it says so in one line and binds to NUMA nodes.
+func cpuGroups(o *Options, bind launch.BindMode, nodes []topology.NUMANode) (launch.BindMode, *topology.CPUGroups) {
+	if bind != launch.BindSocket && bind != launch.BindCoreComplex || len(nodes) == 0 || o.HostCPUGroups == nil {
+		return bind, nil
+	}
+	g, err := o.HostCPUGroups(nodes)
+	if err != nil {
+		o.Warn.Warn("bind %s: cannot read this host's sockets and caches, ranks are bound to their NUMA nodes: %v", bind, err)
+		return launch.BindNUMA, nil
+	}
+	return bind, g
+}
+
+// cpuLeaser makes a job's plan with its CPU lease: ranks bound exclusive
+// or core-complex get CPUs no other amdrun job on the node leases, and
+// lease them, so that two jobs never share a CPU. The node lock makes
+// reading the other jobs' leases, planning and leasing one step. A dry
+// run respects leases and takes none; --no-lease, or a system without
+// leases, plans without them.
+type cpuLeaser struct {
+	ctx    context.Context
+	o      *Options
+	dryRun bool
+	held   *lease.Lease // the CPUs leased, after plan
+}
+
+// plan is launch.NewPlan(s) around the CPUs other jobs lease.
+func (c *cpuLeaser) plan(s launch.Spec) (*launch.Plan, error) {
+	if !s.Bind.LeasesCPUs() || c.o.NoLease || c.o.Leases == nil {
+		return launch.NewPlan(s)
+	}
+	dir, err := c.o.Leases(!c.dryRun)
+	if err != nil {
+		if !errors.Is(err, lease.ErrNotSupported) {
+			c.o.Warn.Warn("bind %s: CPUs are not leased (other amdrun jobs may bind to them): %v", s.Bind, err)
+		}
+		return launch.NewPlan(s)
+	}
+	defer dir.Close()
+	unlock, err := dir.Lock(c.ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	cpus := s.AllowedCPUs
+	if cpus == nil {
+		for _, n := range s.HostNUMA {
+			cpus = append(cpus, n.CPUs...)
+		}
+	}
+	held, err := dir.HeldCPUs(cpus)
+	if err != nil {
+		c.o.Warn.Warn("bind %s: CPUs are not leased (other amdrun jobs may bind to them): %v", s.Bind, err)
+		return launch.NewPlan(s)
+	}
+	for cpu := range held {
+		s.BusyCPUs = append(s.BusyCPUs, cpu)
+	}
+	slices.Sort(s.BusyCPUs)
+	p, err := launch.NewPlan(s)
+	if err != nil || c.dryRun || len(p.LeaseCPUs) == 0 {
+		return p, err
+	}
+	if c.held, err = dir.AcquireCPUs(p.LeaseCPUs); err != nil {
+		return nil, err
+	}
+	return p, nil
+}

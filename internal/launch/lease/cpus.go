@@ -1,0 +1,121 @@
+package lease
+
+import (
+	"errors"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/amdrun/amdrun/internal/printable"
+)
+
+// CPU leases. The CPUs of ranks bound exclusive or core-complex are
+// leased like devices, so that two amdrun jobs on one node never bind
+// ranks to the same CPU: one lease file per CPU, key "cpu:N", taken under
+// the node lock and held by the job's watchers until its last process is
+// gone (Lease.Files), like a device's.
+
+// cpuKeyPrefix starts every CPU key; device keys never do
+// (topology.Device.Key is a PCI address, a unique id in hex, or gpuN).
+const cpuKeyPrefix = "cpu:"
+
+// ErrNoCPUFiles: a root-prepared lease directory without CPU lease files
+// (made before amdrun leased CPUs; `amdrun lease init` adds them).
+var ErrNoCPUFiles = errors.New("the lease directory has no CPU lease files (amdrun lease init makes them)")
+
+// CPUKey is the lease key of host CPU c.
+func CPUKey(c int) string { return cpuKeyPrefix + strconv.Itoa(c) }
+
+// CPUOfKey returns the CPU of a CPU lease key, and false for any other
+// key.
+func CPUOfKey(key string) (int, bool) {
+	rest, ok := strings.CutPrefix(key, cpuKeyPrefix)
+	if !ok {
+		return 0, false
+	}
+	c, err := strconv.Atoi(rest)
+	if err != nil || c < 0 || strconv.Itoa(c) != rest {
+		return 0, false
+	}
+	return c, true
+}
+
+// CPUKeys are the lease keys of cpus, in order.
+func CPUKeys(cpus []int) []string {
+	keys := make([]string, len(cpus))
+	for i, c := range cpus {
+		keys[i] = CPUKey(c)
+	}
+	return keys
+}
+
+// HeldCPUs returns, by CPU, those of cpus that cannot be leased now (as
+// Held: leased by another process, or a bad lease file). In a
+// root-prepared directory without CPU lease files it returns an error
+// wrapping ErrNoCPUFiles (and warns about no file).
+func (d *Dir) HeldCPUs(cpus []int) (map[int]State, error) {
+	if err := d.cpuFilesMade(cpus); err != nil {
+		return nil, err
+	}
+	held, err := d.Held(CPUKeys(cpus))
+	if err != nil {
+		return nil, err
+	}
+	return byCPU(held), nil
+}
+
+// AcquireCPUs leases every one of cpus, or none (see Acquire); call it
+// under Lock, after HeldCPUs.
+func (d *Dir) AcquireCPUs(cpus []int) (*Lease, error) {
+	if err := d.cpuFilesMade(cpus); err != nil {
+		return nil, err
+	}
+	return d.Acquire(CPUKeys(cpus))
+}
+
+// byCPU keeps the CPU keys of held, by CPU.
+func byCPU(held map[string]State) map[int]State {
+	out := map[int]State{}
+	for k, s := range held {
+		if c, ok := CPUOfKey(k); ok {
+			out[c] = s
+		}
+	}
+	return out
+}
+
+// CPUHolding is the CPUs one holder leases.
+type CPUHolding struct {
+	CPUs   []int  `json:"cpus"`
+	Holder Holder `json:"holder"`
+	// Fault is set instead of Holder for CPUs whose lease file cannot
+	// be used.
+	Fault string `json:"fault,omitempty"`
+}
+
+// GroupCPUs groups ListCPUs' answer by holder (process id; faults
+// apart), in order of first CPU.
+func GroupCPUs(held map[int]State) []CPUHolding {
+	byPID := map[int]int{}
+	var out []CPUHolding
+	cpus := make([]int, 0, len(held))
+	for c := range held {
+		cpus = append(cpus, c)
+	}
+	sort.Ints(cpus)
+	for _, c := range cpus {
+		s := held[c]
+		if s.Fault != nil {
+			out = append(out, CPUHolding{CPUs: []int{c}, Holder: s.Holder, Fault: printable.String(s.Fault.Error(), 300)})
+			continue
+		}
+		i, ok := byPID[s.Holder.PID]
+		if !ok {
+			i = len(out)
+			byPID[s.Holder.PID] = i
+			out = append(out, CPUHolding{Holder: s.Holder})
+		}
+		out[i].CPUs = append(out[i].CPUs, c)
+	}
+	return out
+}

@@ -1,0 +1,28 @@
+package topology
+
+// CPUGroups are the host's CPUs grouped beyond NUMA nodes, for binding a
+// rank to its device's socket or to one core complex (the CPUs that
+// share a last-level cache: one CCD of an AMD EPYC).
+type CPUGroups struct {
+	// Sockets are the online CPUs of each physical package, ascending,
+	// in package id order.
+	Sockets [][]int `json:"sockets"`
+	// L3 are the online CPUs sharing each level-3 cache, ascending, in
+	// order of their first CPU. A cache that spans NUMA nodes (Intel's
+	// sub-NUMA clustering) is listed once per node, with that node's
+	// CPUs.
+	L3 [][]int `json:"l3"`
+}
+
+// SocketOf returns the index in Sockets of the socket holding CPU c, or
+// -1.
+func (g *CPUGroups) SocketOf(c int) int {
+	for i, s := range g.Sockets {
+		for _, x := range s {
+			if x == c {
+				return i
+			}
+		}
+	}
+	return -1
+}
