@@ -5,7 +5,8 @@
 // however its holders exit, so there are no stale leases and no clean-up
 // step: a lease file whose lock is free is not held. Nothing is written
 // into lease files; who holds one comes from the kernel (the lock's pid in
-// /proc/locks, that process's uid and command line in /proc).
+// /proc/locks, checked against the lock lines of /proc/<pid>/fdinfo, which
+// name who holds it now, and that process's uid and command line in /proc).
 //
 // How far the guarantees reach depends on who can change the directory
 // (Dir.Mode, Dir.Degraded). A root-prepared directory (Init, `amdrun

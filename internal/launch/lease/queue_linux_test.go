@@ -470,3 +470,44 @@ func TestHolderRecycledPIDEndToEnd(t *testing.T) {
 	}
 	t.Logf("pid %d reused (by %s: %v); holder reported: %s", gone, u.Name, reuser != nil, h)
 }
+
+// BenchmarkQueueFirst is one waiter's look at the queue (First) behind one
+// live ticket, with an empty queue directory and with 20,000 junk files
+// in it: the two cost the same, as nobody lists the directory.
+func BenchmarkQueueFirst(b *testing.B) {
+	for _, junk := range []int{0, 20000} {
+		b.Run(fmt.Sprintf("junk=%d", junk), func(b *testing.B) {
+			dir := filepath.Join(b.TempDir(), "leases")
+			d, err := Open(dir, Options{Create: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer d.Close()
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), childEnv+"=fake", "LEASE_DIR="+dir, "LEASE_NAME={uid}-{pid}-{start}.lock", `LEASE_CONTENT={"need":1}`)
+			stdin, _ := cmd.StdinPipe()
+			out, _ := cmd.StdoutPipe()
+			if err := cmd.Start(); err != nil {
+				b.Fatal(err)
+			}
+			defer func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() }()
+			if line, _ := bufio.NewReader(out).ReadString('\n'); line != "ready\n" {
+				b.Fatalf("fake: %q", line)
+			}
+			for i := range junk {
+				os.WriteFile(filepath.Join(dir, "queue", fmt.Sprintf("%d-%d-%d.lock", os.Geteuid(), 1+i%4000, i)), []byte(`{"need":1}`), 0o644)
+			}
+			tk, err := d.Enqueue(1, 8)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer tk.Done()
+			b.ResetTimer()
+			for range b.N {
+				if ok, _ := tk.First(0); !ok {
+					b.Fatal("a 1-device ticket with 0 free held the waiter within Backfill")
+				}
+			}
+		})
+	}
+}
