@@ -185,6 +185,23 @@ func Run(ctx context.Context, opts *Options) error {
 		}
 		return printJSON(opts, out)
 	}
+	if err := printDevices(opts, rows); err != nil {
+		return err
+	}
+	if err := printCPUs(opts, cpus); err != nil {
+		return err
+	}
+	if !opts.IO.IsStdoutTTY() {
+		// Piped, the output stays tables of tab-separated columns; --json
+		// lists the queue.
+		return nil
+	}
+	return printQueue(opts.IO.Out, queue)
+}
+
+// printDevices prints one line per device: aligned for a terminal,
+// tab-separated for a pipe.
+func printDevices(opts *Options, rows []Row) error {
 	var w io.Writer = opts.IO.Out
 	var tw *tabwriter.Writer
 	if opts.IO.IsStdoutTTY() {
@@ -216,15 +233,7 @@ func Run(ctx context.Context, opts *Options) error {
 			return err
 		}
 	}
-	if err := printCPUs(opts, cpus); err != nil {
-		return err
-	}
-	if tw == nil {
-		// Piped, the output stays tables of tab-separated columns; --json
-		// lists the queue.
-		return nil
-	}
-	return printQueue(opts.IO.Out, queue)
+	return nil
 }
 
 // cpuLeases are the CPU leases of the lease directory, by holder.
