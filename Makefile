@@ -49,7 +49,7 @@ deadcode:
 # Everything: unit tests and the end-to-end tier (real torch jobs, network
 # namespaces, leases across processes, other users).
 test: fmt-check vet
-	$(GO) test -count=1 $(PKGS)
+	$(GO) test -count=1 -timeout 30m $(PKGS)
 
 # The unit tier: no child processes, well under 20 s on 2 cores.
 short:

@@ -7,6 +7,7 @@ package main_test
 // them with AMDRUN_REQUIRE_ROOT=1.
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -457,39 +458,124 @@ func TestAttackNodeLockHold(t *testing.T) {
 	}
 }
 
+// fakeTicket is what user A runs to hold a ticket in DIR/queue that no
+// job stands behind: a file named as amdrun names its tickets (uid, pid,
+// start time), asking for need devices, locked until the test ends.
+const fakeTicket = `import fcntl, os, sys, time
+st = open("/proc/self/stat").read()
+start = st[st.rindex(")") + 2:].split()[19]
+p = os.path.join(sys.argv[1], "%d-%d-%s.lock" % (os.geteuid(), os.getpid(), start))
+fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+os.write(fd, ('{"need":%s}' % sys.argv[2]).encode())
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("ready", flush=True)
+time.sleep(120)
+`
+
+// holdTickets has u hold n fake tickets for need devices in the queue of
+// the lease directory dir, returning once all are held.
+func holdTickets(t *testing.T, u testutil.User, dir string, n, need int) {
+	t.Helper()
+	for range n {
+		cmd := u.Command("/usr/bin/python3", "-c", fakeTicket, filepath.Join(dir, "queue"), strconv.Itoa(need))
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var errb bytes.Buffer
+		cmd.Stderr = &errb
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() })
+		if line, err := bufio.NewReader(out).ReadString('\n'); line != "ready\n" {
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			cmd.Wait()
+			t.Fatalf("fake ticket: %q, %v\n%s", line, err, errb.String())
+		}
+	}
+}
+
+// queueOf is the queue ps --json shows for dir, as root.
+func (s *shared) queueOf(dir string) []struct {
+	PID  int    `json:"pid"`
+	User string `json:"user"`
+	Need int    `json:"need"`
+} {
+	s.t.Helper()
+	r, _ := s.run(nil, s.envFor(dir), 20*time.Second, "ps", "--json")
+	var ps struct {
+		Queue []struct {
+			PID  int    `json:"pid"`
+			User string `json:"user"`
+			Need int    `json:"need"`
+		} `json:"queue"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &ps); err != nil {
+		s.t.Fatalf("ps --json: %v\n%s", err, r.stdout)
+	}
+	return ps.Queue
+}
+
 // TestAttackQueue: user A breaks the waiting queue: a 0755 queue/ of A's
-// in a shared directory, or a fake ticket, oldest of all, kept locked in
-// a root-prepared one. V's --wait job still starts once devices are free
-// (after at most lease.Patience for the fake ticket).
+// in a shared directory; in a root-prepared one, a ticket of the old
+// format, ten fake tickets kept locked (issue 26: 32 s, about 3 s each),
+// one fake ticket for all 8 devices while 7 are free (issue 26: a
+// 2-device job waited out its whole deadline), 20,000 junk files. V's
+// --wait job still starts: behind fakes after one patience (3 s) at
+// most once devices are free, past the 8-device fake at once; and V's
+// wait message and ps name A's tickets.
 func TestAttackQueue(t *testing.T) {
 	s := newShared(t)
 	v, a := testutil.NewUser(t), testutil.NewUser(t)
-	for _, attack := range []string{"queue-0755-of-another-user", "fake-ticket", "ten-fake-tickets"} {
+	for _, attack := range []string{"queue-0755-of-another-user", "old-format-ticket", "ten-fake-tickets", "fake-8-device-ticket", "junk"} {
 		t.Run(attack, func(t *testing.T) {
 			dir := filepath.Join(testutil.SharedDir(t, 0o755), "amdrun")
-			if fakes := map[string]int{"fake-ticket": 1, "ten-fake-tickets": 10}[attack]; fakes > 0 {
-				s.rootPrepared(dir)
-				// Issue 26: each fake ticket cost a waiter about 3 s (10: 32 s).
-				for i := 1; i <= fakes; i++ {
-					ticket := filepath.Join(dir, "queue", fmt.Sprintf("%020d-%010d.lock", i, i))
-					if err := sh(a, "touch", ticket); err != nil {
-						t.Fatal(err)
-					}
-					if err := os.WriteFile(ticket, []byte(`{"need":1}`), 0o644); err != nil {
-						t.Fatal(err)
-					}
-					holdFile(t, a, filepath.Dir(ticket), filepath.Base(ticket))
-				}
-			} else {
+			holding := 8
+			switch attack {
+			case "queue-0755-of-another-user":
 				os.Mkdir(dir, 0o777)
 				syscall.Chmod(dir, 0o1777)
 				if err := sh(a, "mkdir", "-m", "755", filepath.Join(dir, "queue")); err != nil {
 					t.Fatal(err)
 				}
+			case "old-format-ticket":
+				s.rootPrepared(dir)
+				ticket := filepath.Join(dir, "queue", fmt.Sprintf("%020d-%010d.lock", 1, 1))
+				if err := sh(a, "touch", ticket); err != nil {
+					t.Fatal(err)
+				}
+				holdFile(t, a, filepath.Dir(ticket), filepath.Base(ticket))
+			case "ten-fake-tickets":
+				s.rootPrepared(dir)
+				holdTickets(t, a, dir, 10, 1)
+			case "fake-8-device-ticket":
+				s.rootPrepared(dir)
+				holdTickets(t, a, dir, 1, 8)
+				holding = 1
+			case "junk":
+				s.rootPrepared(dir)
+				if err := sh(a, "/usr/bin/python3", "-c", "import sys\nfor i in range(20000): open('%s/%d-%d-%d.lock' % (sys.argv[1], int(sys.argv[2]), i, i), 'w').write('{\"need\":1}')",
+					filepath.Join(dir, "queue"), strconv.Itoa(a.UID)); err != nil {
+					t.Fatal(err)
+				}
+				holdTickets(t, a, dir, 1, 1)
 			}
-			// Root's job holds all 8 for 2 seconds: V has to queue.
-			job, jobErr := s.start(nil, s.envFor(dir), "--ngpus", "8", "--no-python", "/bin/sleep", "2")
-			s.waitLeased(dir, 8, job, jobErr)
+			// Root's jobs hold all 8 devices, 8 - holding of them for 2
+			// seconds, the others for the whole test: V has to queue.
+			job, jobErr := s.start(nil, s.envFor(dir), "--ngpus", strconv.Itoa(holding), "--no-python", "/bin/sleep", map[bool]string{true: "2", false: "120"}[holding == 8])
+			s.waitLeased(dir, holding, job, jobErr)
+			if holding < 8 {
+				short, shortErr := s.start(nil, s.envFor(dir), "--ngpus", strconv.Itoa(8-holding), "--no-python", "/bin/sleep", "2")
+				s.waitLeased(dir, 8, short, shortErr)
+			}
+			if strings.Contains(attack, "fake") || attack == "junk" {
+				q := s.queueOf(dir)
+				if want := map[string]int{"ten-fake-tickets": 10, "fake-8-device-ticket": 1, "junk": 1}[attack]; len(q) != want || q[0].User != a.Name {
+					t.Errorf("ps --json queue = %+v, want %d tickets of %s", q, want, a.Name)
+				}
+			}
 			r, took := s.run(&v, s.envFor(dir), 40*time.Second, "--wait=30s", "--ngpus", "2", "--no-python", "/bin/true")
 			if r.code != 0 {
 				t.Fatalf("--wait=30s: exit %d after %v\n%s", r.code, took, r.stderr)
@@ -498,7 +584,29 @@ func TestAttackQueue(t *testing.T) {
 			if took > 15*time.Second {
 				t.Errorf("--wait job took %v: starved", took)
 			}
+			if holding < 8 && job.ProcessState != nil {
+				t.Errorf("the holding job ended before V's job: backfill not shown")
+			}
+			if strings.Contains(attack, "fake") && !strings.Contains(r.stderr, "behind ") || strings.Contains(attack, "fake") && !strings.Contains(r.stderr, a.Name+" (pid ") {
+				t.Errorf("V's wait message does not name A's tickets ahead:\n%s", r.stderr)
+			}
 		})
+	}
+}
+
+// TestAttackQueueLimit: a user with MaxTicketsPerUser (16) tickets in the
+// queue is refused another --wait job, in one line naming the limit.
+func TestAttackQueueLimit(t *testing.T) {
+	s := newShared(t)
+	a := testutil.NewUser(t)
+	dir := filepath.Join(testutil.SharedDir(t, 0o755), "amdrun")
+	s.rootPrepared(dir)
+	holdTickets(t, a, dir, 16, 1)
+	job, jobErr := s.start(nil, s.envFor(dir), "--ngpus", "8", "--no-python", "/bin/sleep", "120")
+	s.waitLeased(dir, 8, job, jobErr)
+	r, _ := s.run(&a, s.envFor(dir), 40*time.Second, "--wait=30s", "--ngpus", "2", "--no-python", "/bin/true")
+	if line := oneError(t, r); r.code == 0 || !strings.Contains(line, "at most 16 per user") || !strings.Contains(line, a.Name) {
+		t.Errorf("a 17th ticket: exit %d, %q; want a refusal naming the limit and the user", r.code, line)
 	}
 }
 

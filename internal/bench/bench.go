@@ -224,82 +224,99 @@ func RunSteps(ctx context.Context, steps []Step, r *Result, progress Progress, s
 	for i := range r.D2D {
 		r.D2D[i] = make([]float64, n)
 	}
-	total := 0
+	c := stepCounter{total: 0, start: time.Now(), progress: progress}
 	for _, s := range steps {
 		if s.Mode == "d2d" {
-			total += n * (n - 1)
+			c.total += n * (n - 1)
 		} else {
-			total += n
+			c.total += n
 		}
 	}
-	start, done := time.Now(), 0
 	for _, s := range steps {
-		cmd := exec.CommandContext(ctx, s.Argv[0], s.Argv[1:]...)
-		cmd.Env = s.Env
-		var errBuf bytes.Buffer
-		cmd.Stderr = io.MultiWriter(&errBuf, stderrOrDiscard(stderr))
-		out, err := cmd.StdoutPipe()
-		if err != nil {
+		if err := runStep(ctx, s, r, &c, stderr); err != nil {
 			return err
-		}
-		if err := cmd.Start(); err != nil {
-			return fmt.Errorf("bench: start %s: %w", s.Argv[0], err)
-		}
-		sc := bufio.NewScanner(out)
-		var perr error
-		for sc.Scan() {
-			l, err := ParseLine(sc.Bytes())
-			if err != nil {
-				perr = err
-				break
-			}
-			switch l.Kind {
-			case "plan":
-				if l.Devices != n {
-					perr = fmt.Errorf("bench: torch sees %d devices, amdrun made %d visible", l.Devices, n)
-				}
-			case "d2d":
-				if l.A >= n || l.B >= n {
-					perr = fmt.Errorf("bench probe: device %d/%d out of range", l.A, l.B)
-					break
-				}
-				r.D2D[l.A][l.B] = l.MBps
-				done++
-			case "h2d":
-				if l.Dev >= n {
-					perr = fmt.Errorf("bench probe: device %d out of range", l.Dev)
-					break
-				}
-				if r.H2D == nil {
-					r.H2D = map[int][]float64{}
-				}
-				if r.H2D[s.NUMA] == nil {
-					r.H2D[s.NUMA] = make([]float64, n)
-				}
-				r.H2D[s.NUMA][l.Dev] = l.MBps
-				done++
-			}
-			if perr != nil {
-				break
-			}
-			if progress != nil {
-				progress(done, total, time.Since(start))
-			}
-		}
-		if perr != nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			return perr
-		}
-		if err := cmd.Wait(); err != nil {
-			msg := strings.TrimSpace(errBuf.String())
-			if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
-				msg = msg[i+1:]
-			}
-			return fmt.Errorf("bench: probe (%s) failed: %v: %s", s.Mode, err, msg)
 		}
 	}
 	r.MeasuredAt = time.Now().UTC()
+	return nil
+}
+
+// stepCounter counts the figures measured for RunSteps's progress.
+type stepCounter struct {
+	done, total int
+	start       time.Time
+	progress    Progress
+}
+
+// runStep runs one probe step, recording its lines into r.
+func runStep(ctx context.Context, s Step, r *Result, c *stepCounter, stderr io.Writer) error {
+	cmd := exec.CommandContext(ctx, s.Argv[0], s.Argv[1:]...)
+	cmd.Env = s.Env
+	var errBuf bytes.Buffer
+	cmd.Stderr = io.MultiWriter(&errBuf, stderrOrDiscard(stderr))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("bench: start %s: %w", s.Argv[0], err)
+	}
+	sc := bufio.NewScanner(out)
+	var perr error
+	for sc.Scan() {
+		var l Line
+		if l, perr = ParseLine(sc.Bytes()); perr != nil {
+			break
+		}
+		if perr = record(l, s, r, c); perr != nil {
+			break
+		}
+		if c.progress != nil {
+			c.progress(c.done, c.total, time.Since(c.start))
+		}
+	}
+	if perr != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return perr
+	}
+	if err := cmd.Wait(); err != nil {
+		msg := strings.TrimSpace(errBuf.String())
+		if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
+			msg = msg[i+1:]
+		}
+		return fmt.Errorf("bench: probe (%s) failed: %v: %s", s.Mode, err, msg)
+	}
+	return nil
+}
+
+// record files one probe line of step s into r.
+func record(l Line, s Step, r *Result, c *stepCounter) error {
+	n := len(r.Devices)
+	switch l.Kind {
+	case "plan":
+		if l.Devices != n {
+			return fmt.Errorf("bench: torch sees %d devices, amdrun made %d visible", l.Devices, n)
+		}
+	case "d2d":
+		if l.A >= n || l.B >= n {
+			return fmt.Errorf("bench probe: device %d/%d out of range", l.A, l.B)
+		}
+		r.D2D[l.A][l.B] = l.MBps
+		c.done++
+	case "h2d":
+		if l.Dev >= n {
+			return fmt.Errorf("bench probe: device %d out of range", l.Dev)
+		}
+		if r.H2D == nil {
+			r.H2D = map[int][]float64{}
+		}
+		if r.H2D[s.NUMA] == nil {
+			r.H2D[s.NUMA] = make([]float64, n)
+		}
+		r.H2D[s.NUMA][l.Dev] = l.MBps
+		c.done++
+	}
 	return nil
 }
 

@@ -394,6 +394,10 @@ func (o *Options) fromSlurm(ctx context.Context, changed func(string) bool) erro
 		return err
 	}
 	o.Slurm = job
+	// The task's GPU grant bounds the devices whatever the job's shape
+	// (issue 24); only an explicit --ngpus 0 may run CPU ranks in a task
+	// granted GPUs that finds none.
+	o.Grant, o.NoGPUOK = job.Grant, changed("ngpus") && o.NGPUs == 0
 	if changed("nnodes") && o.NNodes != job.NNodes {
 		// The user runs a job of another shape inside the allocation (e.g.
 		// one node's own job): Slurm's ranks and master do not apply.

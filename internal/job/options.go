@@ -109,6 +109,14 @@ type Selection struct {
 	// CPUOnly runs CPU ranks without looking for a GPU (--ngpus 0 with
 	// --nproc-per-node N, or --nproc-per-node cpu).
 	CPUOnly bool
+	// Grant is the GPUs the Slurm task was granted on this node (nil:
+	// outside Slurm). A grant bounds the devices chosen among, whatever
+	// the visible-device variables say; and a task granted GPUs that
+	// finds none fails, unless NoGPUOK.
+	Grant *slurm.Grant
+	// NoGPUOK lets a task granted GPUs run CPU ranks when it finds none
+	// (an explicit --ngpus 0).
+	NoGPUOK bool
 	// Devices are the only devices to choose among (--devices); nil: all.
 	Devices []int
 	// Exclude are devices never chosen (--exclude); nil: none.

@@ -47,6 +47,9 @@ func place(ctx context.Context, o *Options, env []string, dryRun bool) (*placeme
 	if err != nil {
 		return nil, err
 	}
+	if mask, err = o.grantMask(m, mask); err != nil {
+		return nil, err
+	}
 	res, err := reservation(o, m, mask, dryRun)
 	if err != nil {
 		return nil, err
@@ -73,6 +76,12 @@ func cpuFallback(o *Options, err error) (*placement, error) {
 	if !o.SourceAuto || !errors.Is(err, discover.ErrNoGPU) {
 		return nil, err
 	}
+	if o.Grant.Granted() && !o.NoGPUOK {
+		// Slurm gave this task GPUs: running on CPUs instead would waste
+		// them and hide the fault (a missing driver or tool, a container
+		// without the devices).
+		return nil, fmt.Errorf("slurm granted this task GPUs (%s) but amdrun finds none: %w (--ngpus 0 runs CPU ranks instead)", o.Grant, err)
+	}
 	switch {
 	case o.NProcKind == "gpu":
 		return nil, fmt.Errorf("--nproc-per-node gpu: %w", err)
@@ -82,6 +91,28 @@ func cpuFallback(o *Options, err error) (*placement, error) {
 	n := o.cpuRanks()
 	o.Warn.Warn("no GPU found on this machine: running %d CPU rank(s) (use the gloo backend; --source example plans on the bundled example topology)", n)
 	return &placement{cpuRanks: n}, nil
+}
+
+// grantMask bounds mask by the GPUs Slurm granted the task (o.Grant),
+// renumbered to the runtime's ordinals on m; devices the user's own
+// visible-device list names outside the grant are left out with one
+// warning.
+func (o *Options) grantMask(m *topology.Model, mask *launch.Mask) (*launch.Mask, error) {
+	if !o.Grant.Granted() {
+		return mask, nil
+	}
+	allowed, err := o.Grant.Devices(m.Devices, mask.Candidates() != nil, o.Warn.Warn)
+	if err != nil {
+		return nil, err
+	}
+	out, dropped, err := mask.Within(allowed, o.Grant.String())
+	if err != nil {
+		return nil, err
+	}
+	if len(dropped) > 0 {
+		o.Warn.Warn("devices %s are visible but not granted to this task (%s): left out", topology.FormatCPUList(dropped), o.Grant)
+	}
+	return out, nil
 }
 
 // reservation is what reserve.Devices is asked on model m under mask.
@@ -99,8 +130,8 @@ func reservation(o *Options, m *topology.Model, mask *launch.Mask, dryRun bool) 
 			topology.FormatCPUList(o.Devices), topology.FormatCPUList(mask.Candidates()))
 	}
 	res := reserve.Options{Model: m, Request: req, Policy: o.Policy, DryRun: dryRun, Wait: o.Wait, Refresh: o.Rediscover,
-		Queued: func(want int, why error) {
-			fmt.Fprintf(o.Stderr, "amdrun: waiting for %d free device(s) (queued, first come first served): %v\n", want, userError(why))
+		Queued: func(want int, why error, ahead []lease.Waiting) {
+			fmt.Fprintf(o.Stderr, "amdrun: waiting for %d free device(s) (queued, %s): %v\n", want, queueAhead(ahead), userError(why))
 		},
 	}
 	if o.NoLease {
@@ -174,4 +205,22 @@ func torchVersion(ctx context.Context, o *Options) <-chan string {
 		ch <- launch.ParseTorchVersion(out)
 	}()
 	return ch
+}
+
+// queueAhead says who waits before a job that joins the queue: "first in
+// the queue", or "behind 2 jobs: alice (pid 42): 8 device(s) since
+// 15:04:05; ...", at most three named.
+func queueAhead(ahead []lease.Waiting) string {
+	if len(ahead) == 0 {
+		return "first in the queue"
+	}
+	var names []string
+	for i, w := range ahead {
+		if i == 3 {
+			names = append(names, fmt.Sprintf("and %d more", len(ahead)-3))
+			break
+		}
+		names = append(names, w.String())
+	}
+	return fmt.Sprintf("behind %d job(s): %s", len(ahead), strings.Join(names, "; "))
 }

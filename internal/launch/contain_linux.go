@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -37,28 +36,90 @@ type keeper struct {
 	// the thread to its root, and the ranks must start where amdrun runs.
 	cwd  string
 	done chan struct{}
+	// userns: the keeper is the init of a user namespace too
+	// (ContainUserNamespace) and starts the guards itself over req.
+	userns bool
+	req    *os.File
+	mu     sync.Mutex // one request at a time on req
 }
 
 // ProbeContainment reports the containment Run chooses by default on this
 // node (for `amdrun doctor`): ContainPIDNamespace when self (amdrun's
 // binary) can be started as the init of new PID and mount namespaces and
-// mount a /proc there, else ContainSubreaper with the reason.
+// mount a /proc there, else ContainUserNamespace when it can do so in a
+// user namespace of its own, else ContainSubreaper with the reason.
+//
+// With ContainUserNamespace the error says why the job gets no PID
+// namespace of its own; with ContainSubreaper, why neither.
 func ProbeContainment(self string) (Containment, error) {
+	pidErr := probeNamespaces(self, false)
+	if pidErr == nil {
+		return ContainPIDNamespace, nil
+	}
+	if err := probeNamespaces(self, true); err != nil {
+		return ContainSubreaper, fmt.Errorf("%w; %w", pidErr, err)
+	}
+	return ContainUserNamespace, pidErr
+}
+
+// probeNamespaces starts self as a keeper that only sets up its
+// namespaces (PID and mount, and a user namespace with userns) and
+// reports whether that worked.
+func probeNamespaces(self string, userns bool) error {
 	if err := notChrooted(); err != nil {
-		return ContainSubreaper, err
+		return err
 	}
 	mnt, err := nsInode("mnt")
 	if err != nil {
-		return ContainSubreaper, err
+		return err
 	}
 	cmd := exec.Command(self, KeeperArg, "--probe", "--parent-mnt", strconv.FormatUint(mnt, 10))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWPID | unix.CLONE_NEWNS}
+	if userns {
+		cmd.SysProcAttr = userNamespaceAttr()
+	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
-		return ContainSubreaper, nsError(err, stderr.String())
+		if userns {
+			return userNamespaceError(err, stderr.String())
+		}
+		return nsError(err, stderr.String())
 	}
-	return ContainPIDNamespace, nil
+	return nil
+}
+
+// userNamespaceAttr starts a process as the init of a new user, PID and
+// mount namespace in which it is this process's own user and group (the
+// one mapping an unprivileged process may write, setgroups denied) and
+// keeps CAP_SYS_ADMIN across its exec, for mounting its /proc only.
+func userNamespaceAttr() *syscall.SysProcAttr {
+	uid, gid := os.Getuid(), os.Getgid()
+	return &syscall.SysProcAttr{
+		Cloneflags:                 unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNS,
+		UidMappings:                []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}},
+		GidMappings:                []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}},
+		GidMappingsEnableSetgroups: false,
+		AmbientCaps:                []uintptr{unix.CAP_SYS_ADMIN},
+	}
+}
+
+// userNamespaceError words a failure to start a process in a user
+// namespace of its own, naming the kernel's settings that forbid it.
+func userNamespaceError(err error, stderr string) error {
+	if s := strings.TrimSpace(stderr); s != "" {
+		return errors.New(s)
+	}
+	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EINVAL) {
+		var why []string
+		for _, f := range []string{"/proc/sys/kernel/unprivileged_userns_clone", "/proc/sys/user/max_user_namespaces", "/proc/sys/kernel/apparmor_restrict_unprivileged_userns"} {
+			if b, err := os.ReadFile(f); err == nil {
+				why = append(why, fmt.Sprintf("%s = %s", strings.TrimPrefix(f, "/proc/sys/"), strings.TrimSpace(string(b))))
+			}
+		}
+		return fmt.Errorf("creating a user namespace is not permitted (%v; %s)", err, strings.Join(why, ", "))
+	}
+	return err
 }
 
 // nsError words a failure to start a namespace's keeper.
@@ -97,10 +158,12 @@ func nsInode(kind string) (uint64, error) {
 }
 
 // startKeeper starts self as the keeper, the init of new PID and mount
-// namespaces for the job, keeping hold open until the namespace is empty
-// and then, should amdrun be gone, removing errDir (the ranks' error
-// files; "" for none). It fails when namespaces are not permitted here.
-func startKeeper(self string, hold []*os.File, errDir string) (*keeper, error) {
+// namespaces for the job (and of a user namespace with userns, started
+// from f's thread: its parent-death signal fires when amdrun dies),
+// keeping hold open until the namespace is empty and then, should amdrun
+// be gone, removing errDir (the ranks' error files; "" for none). It
+// fails when namespaces are not permitted here.
+func startKeeper(self string, hold []*os.File, errDir string, userns bool, f *forker) (*keeper, error) {
 	if err := notChrooted(); err != nil {
 		return nil, err
 	}
@@ -108,45 +171,56 @@ func startKeeper(self string, hold []*os.File, errDir string) (*keeper, error) {
 	if err != nil {
 		return nil, err
 	}
-	lifeR, lifeW, err := os.Pipe()
+	var p [3][2]*os.File // lifeline, status, requests: amdrun's end first
+	if p[0][1], p[0][0], err = os.Pipe(); err == nil {
+		if p[1][0], p[1][1], err = os.Pipe(); err == nil {
+			p[2][0], p[2][1], err = socketPair()
+		}
+	}
+	theirs := []*os.File{p[0][1], p[1][1], p[2][1]} // keeperLifeFD, keeperStatusFD, keeperReqFD
+	defer closeFiles(theirs...)
+	defer closeFiles(p[1][0])
 	if err != nil {
+		closeFiles(p[0][0], p[2][0])
 		return nil, err
 	}
-	statR, statW, err := os.Pipe()
-	if err != nil {
-		lifeR.Close()
-		lifeW.Close()
-		return nil, err
+	args := []string{self, KeeperArg, "--parent-mnt", strconv.FormatUint(mnt, 10), "--errors", errDir}
+	// Its own group: a signal to amdrun's process group (kill -9 %1 in a
+	// shell) must leave it to clean up.
+	sys := &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWPID | unix.CLONE_NEWNS, Setpgid: true}
+	if userns {
+		args = append(args, "--userns")
+		sys = userNamespaceAttr()
+		// Killed with amdrun, even while another process of the user keeps
+		// it stopped; the kernel then kills the whole namespace.
+		sys.Setpgid, sys.Pdeathsig = true, syscall.SIGKILL
 	}
-	defer statR.Close()
-	cmd := &exec.Cmd{
-		Path: self,
-		Args: []string{self, KeeperArg, "--parent-mnt", strconv.FormatUint(mnt, 10), "--errors", errDir},
-		// fd 3: lifeline, fd 4: status, fd 5...: held files.
-		ExtraFiles: append([]*os.File{lifeR, statW}, hold...),
-		SysProcAttr: &syscall.SysProcAttr{
-			Cloneflags: unix.CLONE_NEWPID | unix.CLONE_NEWNS,
-			// Its own group: a signal to amdrun's process group (kill -9
-			// %1 in a shell) must leave it to clean up.
-			Setpgid: true,
-		},
+	cmd := &exec.Cmd{Path: self, Args: args, ExtraFiles: append(theirs, hold...), SysProcAttr: sys}
+	if userns {
+		err = f.do(cmd.Start)
+	} else {
+		err = cmd.Start()
 	}
-	err = cmd.Start()
-	lifeR.Close()
-	statW.Close()
 	if err != nil {
-		lifeW.Close()
+		closeFiles(p[0][0], p[2][0])
+		if userns {
+			return nil, userNamespaceError(err, "")
+		}
 		return nil, nsError(err, "")
 	}
-	k := &keeper{cmd: cmd, lifeline: lifeW, done: make(chan struct{})}
+	k := &keeper{cmd: cmd, lifeline: p[0][0], req: p[2][0], userns: userns, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(k.done) }()
-	status, _ := bufio.NewReader(statR).ReadString('\n')
-	if status = strings.TrimSpace(status); status != "ok" {
+	closeFiles(theirs...)
+	status, _ := bufio.NewReader(p[1][0]).ReadString('\n')
+	if err := decodeKeeperStatus(status); err != nil {
 		k.close()
-		if status == "" {
-			status = "the keeper exited before it was ready"
-		}
-		return nil, errors.New(status)
+		return nil, err
+	}
+	// Without a working directory (it was removed) the ranks start at the
+	// namespace's root.
+	k.cwd, _ = os.Getwd()
+	if userns {
+		return k, nil
 	}
 	dir := fmt.Sprintf("/proc/%d/ns/", cmd.Process.Pid)
 	if k.pidNS, err = os.Open(dir + "pid"); err == nil {
@@ -156,10 +230,43 @@ func startKeeper(self string, hold []*os.File, errDir string) (*keeper, error) {
 		k.close()
 		return nil, err
 	}
-	// Without a working directory (it was removed) the ranks start at the
-	// namespace's root.
-	k.cwd, _ = os.Getwd()
 	return k, nil
+}
+
+// socketPair is a connected pair of Unix sequenced-packet sockets (each
+// write one message), close-on-exec.
+func socketPair() (*os.File, *os.File, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	return os.NewFile(uintptr(fds[0]), "keeper requests"), os.NewFile(uintptr(fds[1]), "keeper requests"), nil
+}
+
+// startGuard has the keeper start a guard (ContainUserNamespace) with
+// argv and env in dir, its descriptors being files (stdin first when
+// stdin is set, then stdout, stderr, control and report); it returns the
+// guard's pid in the job's namespace.
+func (k *keeper) startGuard(argv, env []string, dir string, stdin bool, files []*os.File) (int, error) {
+	b, err := startRequest{Argv: argv, Env: env, Dir: dir, Stdin: stdin}.encode()
+	if err != nil {
+		return 0, err
+	}
+	fds := make([]int, len(files))
+	for i, f := range files {
+		fds[i] = int(f.Fd())
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if err := unix.Sendmsg(int(k.req.Fd()), b, unix.UnixRights(fds...), nil, 0); err != nil {
+		return 0, fmt.Errorf("keeper: %w", err)
+	}
+	buf := make([]byte, 4096)
+	n, _, _, _, err := unix.Recvmsg(int(k.req.Fd()), buf, nil, 0)
+	if err != nil || n == 0 {
+		return 0, fmt.Errorf("keeper: no reply (%v)", err)
+	}
+	return decodeStartReply(buf[:n])
 }
 
 // join moves the calling thread into the job's namespaces, so that the
@@ -181,11 +288,19 @@ func (k *keeper) join() error {
 	return nil
 }
 
+// sweepOrphans has the keeper kill the processes that came to it, ranks
+// whose guard died and all they started: in the job's namespace only the
+// keeper is a reaper besides the guards, which are amdrun's children.
+func (k *keeper) sweepOrphans() {
+	_, _ = k.lifeline.Write([]byte{keeperSweep})
+}
+
 // close tells the keeper the job is over and waits until it has emptied
 // the namespace and exited. Calling it again does nothing more.
 func (k *keeper) close() {
 	k.lifeline.Close()
 	<-k.done
+	k.req.Close()
 	if k.pidNS != nil {
 		k.pidNS.Close()
 		k.pidNS = nil
@@ -198,85 +313,252 @@ func (k *keeper) close() {
 
 // KeeperMain is the keeper, the init (pid 1) of a job's PID namespace:
 // args are what follows KeeperArg, "--parent-mnt INODE [--probe]
-// [--errors DIR]". It
-// makes the mount namespace it was started in a slave of its parent's (so
-// that nothing mounted here shows outside) and mounts a /proc of the new
-// PID namespace, so that a rank's pid and /proc/self agree. With --probe
-// it exits there: 0 when that worked. Otherwise fd 3 is its lifeline, fd
-// 4 where it writes "ok" once set up (or the reason it failed), and fds 5
-// and up are files it keeps open. It reaps the orphans that come to it
-// and, when the lifeline's other end closes, SIGKILLs every process of
-// the namespace, over and over, until none is left, removes DIR (the
-// ranks' error files, which amdrun, if it is still there, has read and
-// removes anyway) and exits 0.
+// [--errors DIR] [--userns]". It makes the mount namespace it was started
+// in a slave of its parent's (so that nothing mounted here shows outside)
+// and mounts a /proc of the new PID namespace, so that a rank's pid and
+// /proc/self agree. With --probe it exits there: 0 when that worked.
+// Otherwise it speaks the protocol of proto_linux.go: it reports its
+// set-up on keeperStatusFD and keeps the files from keeperHoldFD on open;
+// it is not dumpable; it reaps the orphans that come to it and kills them
+// (and all they started) on keeperSweep. With --userns (the init of a
+// user namespace too) it drops the capability it was given to mount
+// /proc, starts the guards amdrun asks for on keeperReqFD, and kills at
+// once every other process that comes to it (a rank whose guard died).
+// When its lifeline closes, it SIGKILLs every process of the namespace,
+// over and over, until none is left, removes DIR (the ranks' error files,
+// which amdrun, if it is still there, has read and removes anyway) and
+// exits 0.
 func KeeperMain(args []string) int {
-	probe := false
-	var parentMnt uint64
-	var errDir string
-	for i := 0; i < len(args); i++ {
-		switch args[i] {
-		case "--probe":
-			probe = true
-		case "--parent-mnt":
-			if i+1 < len(args) {
-				parentMnt, _ = strconv.ParseUint(args[i+1], 10, 64)
-				i++
-			}
-		case "--errors":
-			if i+1 < len(args) {
-				errDir = args[i+1]
-				i++
-			}
-		}
-	}
+	ka := keeperArgs(args)
 	fail := func(err error) int {
-		if probe {
+		if ka.probe {
 			fmt.Fprintf(os.Stderr, "%v\n", err)
 		} else {
-			fmt.Fprintf(os.NewFile(4, "status"), "%v\n", err)
+			_, _ = os.NewFile(keeperStatusFD, "status").Write(encodeKeeperStatus(err))
 		}
 		return 1
 	}
-	// Both checks keep a keeper started by hand from mounting over the
-	// host's /proc.
-	if os.Getpid() != 1 {
-		return fail(errors.New("keeper: not the init of a new PID namespace"))
+	if !ka.probe {
+		for fd := keeperLifeFD; fd <= keeperReqFD; fd++ {
+			unix.CloseOnExec(fd)
+		}
+		if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+			return fail(fmt.Errorf("keeper: prctl PR_SET_DUMPABLE: %w", err))
+		}
 	}
-	if mnt, err := nsInode("mnt"); err != nil || mnt == parentMnt || parentMnt == 0 {
-		return fail(errors.New("keeper: not in a mount namespace of its own"))
+	if err := nsSetup(ka.parentMnt); err != nil {
+		return fail(err)
 	}
-	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
-		return fail(fmt.Errorf("making the job's mounts private: %w", err))
-	}
-	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-		return fail(fmt.Errorf("mounting /proc for the job's PID namespace: %w", err))
-	}
-	if probe {
+	if ka.probe {
 		return 0
+	}
+	if ka.userns {
+		// The guards and ranks get no capability.
+		if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+			return fail(fmt.Errorf("keeper: prctl PR_CAP_AMBIENT_CLEAR_ALL: %w", err))
+		}
 	}
 	// Signals meant for amdrun (pkill amdrun, a terminal's) must not end
 	// the keeper: amdrun forwards what the ranks should get.
 	dropSignals()
 	chld := make(chan os.Signal, 1)
 	signal.Notify(chld, unix.SIGCHLD)
-	status := os.NewFile(4, "status")
-	fmt.Fprintln(status, "ok")
+	status := os.NewFile(keeperStatusFD, "status")
+	_, _ = status.Write(encodeKeeperStatus(nil))
 	status.Close()
-	gone := make(chan struct{})
+	keeperLoop(chld, ka.userns)
+	removeErrorDir(ka.errDir)
+	return 0
+}
+
+// keeperLoop serves the lifeline (and, with userns, the guards' start
+// requests) until the lifeline closes, then empties the namespace.
+func keeperLoop(chld <-chan os.Signal, userns bool) {
+	cmds := make(chan byte, 16)
 	go func() {
-		_, _ = io.Copy(io.Discard, os.NewFile(3, "lifeline"))
-		close(gone)
+		r := bufio.NewReader(os.NewFile(keeperLifeFD, "lifeline"))
+		for {
+			b, err := r.ReadByte()
+			if err != nil {
+				close(cmds)
+				return
+			}
+			cmds <- b
+		}
 	}()
+	reqs := make(chan keeperReq)
+	if userns {
+		go readStartRequests(reqs)
+	}
+	guards := map[int]bool{}
 	for {
 		select {
 		case <-chld:
-			reapAll(nil)
-		case <-gone:
+			reapAll(func(pid int, _ unix.WaitStatus) { delete(guards, pid) })
+			if userns {
+				killOrphans(guards)
+			}
+		case r := <-reqs:
+			pid, err := r.start()
+			if err == nil {
+				guards[pid] = true
+			}
+			r.reply(pid, err)
+		case b, open := <-cmds:
+			if open {
+				if b == keeperSweep {
+					sweep(nil, chld)
+				}
+				continue
+			}
 			emptyNamespace(chld)
-			removeErrorDir(errDir)
-			return 0
+			return
 		}
 	}
+}
+
+// killOrphans SIGKILLs every child of the keeper that is not one of its
+// guards, and all they started: a process whose guard died came here.
+// Reaping them (the next SIGCHLD) brings their own children, and the
+// next round.
+func killOrphans(guards map[int]bool) {
+	for _, c := range childrenNow(os.Getpid()) {
+		if guards[c] {
+			continue
+		}
+		for _, d := range descendants(c) {
+			_ = unix.Kill(d, unix.SIGKILL)
+		}
+		_ = unix.Kill(c, unix.SIGKILL)
+	}
+}
+
+// keeperReq is one start request as the keeper received it.
+type keeperReq struct {
+	r   startRequest
+	fds []int
+}
+
+// readStartRequests reads start requests from keeperReqFD and hands them
+// to reqs until amdrun closes its end.
+func readStartRequests(reqs chan<- keeperReq) {
+	buf := make([]byte, maxStartMsg)
+	oob := make([]byte, unix.CmsgSpace(5*4))
+	for {
+		n, oobn, _, _, err := unix.Recvmsg(keeperReqFD, buf, oob, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n == 0 {
+			return
+		}
+		var fds []int
+		if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
+			for _, m := range msgs {
+				if got, err := unix.ParseUnixRights(&m); err == nil {
+					fds = append(fds, got...)
+				}
+			}
+		}
+		r, err := decodeStartRequest(buf[:n])
+		if err == nil && len(fds) != r.startFDs() {
+			err = fmt.Errorf("start request with %d descriptors, want %d", len(fds), r.startFDs())
+		}
+		if err != nil {
+			closeFDs(fds)
+			keeperReq{}.reply(0, err)
+			continue
+		}
+		reqs <- keeperReq{r: r, fds: fds}
+	}
+}
+
+// start forks the guard the request asks for, in a process group of its
+// own, and closes the descriptors that came with it.
+func (q keeperReq) start() (int, error) {
+	defer closeFDs(q.fds)
+	files := q.fds
+	if !q.r.Stdin {
+		null, err := unix.Open(os.DevNull, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return 0, err
+		}
+		defer unix.Close(null)
+		files = append([]int{null}, q.fds...)
+	}
+	attr := &syscall.ProcAttr{Dir: q.r.Dir, Env: q.r.Env, Sys: &syscall.SysProcAttr{Setpgid: true}}
+	for _, fd := range files {
+		attr.Files = append(attr.Files, uintptr(fd))
+	}
+	return syscall.ForkExec(q.r.Argv[0], q.r.Argv, attr)
+}
+
+// reply answers a start request with the guard's pid or the error.
+func (keeperReq) reply(pid int, err error) {
+	r := startReply{Pid: pid}
+	if err != nil {
+		r = startReply{Error: err.Error()}
+	}
+	_, _ = unix.Write(keeperReqFD, r.encode())
+}
+
+// closeFDs closes raw descriptors.
+func closeFDs(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+}
+
+// keeperOpts is the keeper's command line.
+type keeperOpts struct {
+	probe, userns bool
+	parentMnt     uint64
+	errDir        string
+}
+
+// keeperArgs parses the keeper's command line (see KeeperMain).
+func keeperArgs(args []string) keeperOpts {
+	var o keeperOpts
+	for i := 0; i < len(args); i++ {
+		switch args[i] {
+		case "--probe":
+			o.probe = true
+		case "--userns":
+			o.userns = true
+		case "--parent-mnt":
+			if i+1 < len(args) {
+				o.parentMnt, _ = strconv.ParseUint(args[i+1], 10, 64)
+				i++
+			}
+		case "--errors":
+			if i+1 < len(args) {
+				o.errDir = args[i+1]
+				i++
+			}
+		}
+	}
+	return o
+}
+
+// nsSetup makes the calling process, which must be the init of a new PID
+// namespace in a mount namespace other than parentMnt (amdrun's), the
+// owner of a /proc of its own: its mounts become a slave of the parent's
+// and a /proc of the PID namespace is mounted. Both checks keep a keeper
+// or guard started by hand from mounting over the host's /proc.
+func nsSetup(parentMnt uint64) error {
+	if os.Getpid() != 1 {
+		return errors.New("keeper: not the init of a new PID namespace")
+	}
+	if mnt, err := nsInode("mnt"); err != nil || mnt == parentMnt || parentMnt == 0 {
+		return errors.New("keeper: not in a mount namespace of its own")
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
+		return fmt.Errorf("making the job's mounts private: %w", err)
+	}
+	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("mounting /proc for the job's PID namespace: %w", err)
+	}
+	return nil
 }
 
 // emptyNamespace SIGKILLs every other process of the caller's PID
@@ -376,6 +658,14 @@ func sweep(f func(pid int, ws unix.WaitStatus), chld <-chan os.Signal) {
 		}
 		nextRound(chld)
 	}
+}
+
+// childrenNow lists pid's children, from /proc.
+func childrenNow(pid int) []int {
+	if haveChildrenFiles() {
+		return childrenOf(pid)
+	}
+	return processTree()[pid]
 }
 
 // descendants lists every descendant of pid, parents before children,

@@ -31,14 +31,20 @@ func newMark(t *testing.T) string {
 }
 
 // containModes are the containments to test on this machine: the guards
-// alone always, a PID namespace when permitted here (as root).
+// alone always, a PID namespace when permitted here (as root), a user
+// namespace too when the kernel permits one.
 func containModes(t *testing.T) []Containment {
 	t.Helper()
 	modes := []Containment{ContainSubreaper}
-	if c, err := ProbeContainment(self(t)); c == ContainPIDNamespace {
-		modes = append(modes, c)
+	if err := probeNamespaces(self(t), false); err == nil {
+		modes = append(modes, ContainPIDNamespace)
 	} else {
 		t.Logf("not testing %s: %v", ContainPIDNamespace, err)
+	}
+	if err := probeNamespaces(self(t), true); err == nil {
+		modes = append(modes, ContainUserNamespace)
+	} else {
+		t.Logf("not testing %s: %v", ContainUserNamespace, err)
 	}
 	return modes
 }
@@ -92,7 +98,7 @@ func TestParseContainment(t *testing.T) {
 			t.Errorf("ParseContainment(%q) = %q, %v, want %q", in, got, err, want)
 		}
 	}
-	if _, err := ParseContainment("cgroup"); err == nil || err.Error() != `contain: unknown mode "cgroup" (valid: auto, pid-namespace, subreaper)` {
+	if _, err := ParseContainment("cgroup"); err == nil || err.Error() != `contain: unknown mode "cgroup" (valid: auto, pid-namespace, user-namespace, subreaper)` {
 		t.Errorf("ParseContainment(cgroup) error = %v", err)
 	}
 	if ContainAuto.String() != "auto" || ContainSubreaper.String() != "subreaper" {
@@ -221,6 +227,16 @@ func TestKillLauncherLeavesNothing(t *testing.T) {
 				}
 				if len(left) == 0 {
 					t.Logf("clean %v after the SIGKILL; lock free: %v", time.Since(killed).Round(time.Millisecond), free)
+					if mode == ContainUserNamespace {
+						// The guards died with the launcher: the next
+						// run removes the error file directory.
+						t.Setenv("TMPDIR", tmp)
+						next, err := newErrorDir()
+						if err != nil {
+							t.Fatal(err)
+						}
+						next.remove()
+					}
 					// Nor a file: the ranks' error files went with them.
 					if m, _ := filepath.Glob(filepath.Join(tmp, "*")); len(m) > 0 {
 						t.Errorf("left in TMPDIR: %v", m)
@@ -305,5 +321,133 @@ func TestRunClosedConsole(t *testing.T) {
 	b, _ := os.ReadFile(filepath.Join(runDir(t, logs, "second"), "amdrun.log"))
 	if !strings.Contains(string(b), "amdrun: 1 of 2 ranks failed") || !strings.Contains(string(b), "rank 1 error line 14") {
 		t.Errorf("amdrun.log:\n%s", b)
+	}
+}
+
+// TestRankThatShedsItsGuard (issue 26, class 3): a rank clears its
+// parent-death signal, leaves three escapees and SIGKILLs its guard. In
+// every containment, when Run returns (and so before the caller lets the
+// lease go) no process of the job is left, and the summary does not say
+// the rank died of SIGKILL: that was its guard, and the rank lived on.
+func TestRankThatShedsItsGuard(t *testing.T) {
+	testutil.EndToEnd(t)
+	for _, mode := range containModes(t) {
+		t.Run(mode.String(), func(t *testing.T) {
+			mark := newMark(t)
+			p, dir := workerPlan(t, 1, "shed", envMark+"="+mark)
+			out, errb := newBuf(0), newBuf(0)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			code, err := Run(ctx, p, RunOptions{Stdout: out, Stderr: errb, Contain: mode})
+			left := marked(mark)
+			for _, pid := range left {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+			if err != nil {
+				t.Fatalf("Run = %d, %v\n%s", code, err, errb)
+			}
+			if files, _ := filepath.Glob(filepath.Join(dir, "rank0.escapee*")); len(files) != 3 {
+				t.Fatalf("%d escapees started, want 3\nstdout:\n%s\nstderr:\n%s", len(files), out, errb)
+			}
+			if len(left) > 0 {
+				t.Errorf("%d process(es) of the job outlived Run: %v", len(left), left)
+			}
+			summary := errb.String()
+			if code == 0 || !strings.Contains(summary, "1 of 1 ranks failed") {
+				t.Errorf("exit %d; summary:\n%s", code, summary)
+			}
+			if strings.Contains(summary, "signal SIGKILL") {
+				t.Errorf("the summary says the rank died of SIGKILL while it lived:\n%s", summary)
+			}
+			if !strings.Contains(summary, "its guard (pid ") || !strings.Contains(summary, "kill the rank and all it started") && !strings.Contains(summary, "killed the rank and all it started") {
+				t.Errorf("the summary does not say the guard ended and what was done about the rank:\n%s", summary)
+			}
+			t.Logf("summary: %s", summary)
+		})
+	}
+}
+
+// TestStoppedGuardsDoNotKeepTheJob (issue 26, class 3): a process of the
+// same user SIGSTOPs every guard over and over while the launcher is
+// SIGKILLed. Where the guards are namespace inits (parent-death signal)
+// or the keeper empties the namespace, nothing of the job outlives the
+// launcher by more than a second, stopped or not. With the guards alone,
+// the job lives as long as its guards are kept stopped (the documented
+// limit of that mode), and is gone within a second once they run again.
+func TestStoppedGuardsDoNotKeepTheJob(t *testing.T) {
+	testutil.EndToEnd(t)
+	for _, mode := range containModes(t) {
+		t.Run(mode.String(), func(t *testing.T) {
+			mark := newMark(t)
+			dir := t.TempDir()
+			cmd := exec.Command(os.Args[0])
+			cmd.Env = append(withoutEnv(os.Environ(), envWorker), envLauncher+"="+dir, envMark+"="+mark,
+				envEscape+"=1", envContain+"="+mode.String(), "TMPDIR="+t.TempDir())
+			startLauncher(t, cmd)
+			var guards []int
+			for _, pid := range marked(mark) {
+				cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+				if strings.Contains(string(cmdline), ShimArg) {
+					guards = append(guards, pid)
+				}
+			}
+			if len(guards) != 2 {
+				t.Fatalf("%d guards found, want 2", len(guards))
+			}
+			stop := make(chan struct{})
+			stopped := make(chan struct{})
+			go func() {
+				defer close(stopped)
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					for _, g := range guards {
+						_ = unix.Kill(g, unix.SIGSTOP)
+					}
+					time.Sleep(50 * time.Microsecond)
+				}
+			}()
+			before := testutil.Snapshot(marked(mark))
+			killed := time.Now()
+			cmd.Process.Signal(syscall.SIGKILL)
+			cmd.Wait()
+			gone := func(bound time.Duration) bool {
+				for end := time.Now().Add(bound); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+					if len(testutil.Left(envMark+"="+mark, before)) == 0 {
+						return true
+					}
+				}
+				return false
+			}
+			if mode != ContainSubreaper {
+				ok := gone(time.Second)
+				close(stop)
+				<-stopped
+				if !ok {
+					left := testutil.Left(envMark+"="+mark, before)
+					for _, pid := range left {
+						syscall.Kill(pid, syscall.SIGKILL)
+					}
+					t.Fatalf("%d process(es) of the job outlived the SIGKILLed launcher by 1 s with its guards stopped: %v", len(left), left)
+				}
+				t.Logf("clean %v after the SIGKILL, guards stopped all along", time.Since(killed).Round(time.Millisecond))
+				return
+			}
+			close(stop)
+			<-stopped
+			for _, g := range guards {
+				_ = unix.Kill(g, unix.SIGCONT)
+			}
+			if !gone(time.Second) {
+				left := testutil.Left(envMark+"="+mark, before)
+				for _, pid := range left {
+					syscall.Kill(pid, syscall.SIGKILL)
+				}
+				t.Fatalf("%d process(es) of the job left 1 s after the guards ran again: %v", len(left), left)
+			}
+		})
 	}
 }

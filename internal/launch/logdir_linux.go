@@ -4,11 +4,9 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -172,29 +170,6 @@ func (a *attemptDir) close() {
 	}
 }
 
-// errorDir is the private directory of the ranks' error files
-// (TORCHELASTIC_ERROR_FILE): a fresh one of amdrun's own under the
-// system's temporary directory, removed at the end. A rank writes its
-// error file through a path, following links as torch's open() does, so
-// the path must not cross a directory another user could change (a
-// shared --log-dir could be renamed by its owner); amdrun copies each
-// error file into the log directory itself.
-type errorDir struct {
-	dir string
-}
-
-// errorDirPrefix starts the name of every errorDir: what the guards and
-// the keeper check before they remove one.
-const errorDirPrefix = "amdrun-errors-"
-
-func newErrorDir() (*errorDir, error) {
-	dir, err := os.MkdirTemp(errorDirBase(), errorDirPrefix)
-	if err != nil {
-		return nil, fmt.Errorf("launch: error files: %w", err)
-	}
-	return &errorDir{dir: dir}, nil
-}
-
 // errorDirBase is where the error file directory goes: $TMPDIR when no
 // other user can rename what is in it (each directory from / down, links
 // resolved, belongs to root or this user and is not writable by others,
@@ -228,42 +203,5 @@ func safeBase(dir string) bool {
 		if p == "/" {
 			return true
 		}
-	}
-}
-
-// path is local rank lr's error file in attempt k.
-func (e *errorDir) path(k, lr int) string {
-	return filepath.Join(e.dir, fmt.Sprintf("attempt_%d.rank_%d.json", k, lr))
-}
-
-// read returns what local rank lr recorded in attempt k; nil when it
-// recorded nothing (no file, not a regular file, or empty). At most
-// maxErrorFile bytes are read.
-func (e *errorDir) read(k, lr int) []byte {
-	fd, err := unix.Open(e.path(k, lr), unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil
-	}
-	f := os.NewFile(uintptr(fd), e.path(k, lr))
-	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return nil
-	}
-	b, _ := io.ReadAll(io.LimitReader(f, maxErrorFile))
-	if len(strings.TrimSpace(string(b))) == 0 {
-		return nil
-	}
-	return b
-}
-
-func (e *errorDir) remove() { _ = os.RemoveAll(e.dir) }
-
-// removeErrorDir removes an errorDir that amdrun may have left behind (it
-// was killed): dir, when it names one. The keeper calls it once the job's
-// namespace is empty; a guard removes only its rank's file and, when that
-// was the last, the directory (abandonErrorFile).
-func removeErrorDir(dir string) {
-	if dir != "" && strings.HasPrefix(filepath.Base(dir), errorDirPrefix) {
-		_ = os.RemoveAll(dir)
 	}
 }

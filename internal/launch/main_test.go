@@ -181,6 +181,21 @@ func fakeWorker(mode string) int {
 			return 1
 		}
 		return 0
+	case "shed":
+		// Issue 26: a rank that clears its parent-death signal, leaves
+		// escapees, SIGKILLs its guard and hangs, to be killed.
+		if err := unix.Prctl(unix.PR_SET_PDEATHSIG, 0, 0, 0, 0); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		if err := escape(rank, dir); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		guard := os.Getppid()
+		err := unix.Kill(guard, unix.SIGKILL)
+		fmt.Printf("shed: kill %d: %v\n", guard, err)
+		return hang(rank, dir)
 	case "interrupt":
 		// SIGINT handler: rank 1 takes 1.5 s (a checkpoint), rank 0 none;
 		// both then write rankN.handled and exit 130.

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -178,31 +179,131 @@ func handedStdin(f *os.File) *os.File {
 	return f
 }
 
-// contain sets up the job-wide containment o.Contain asks for: the keeper
-// of a PID namespace, when permitted (or required).
+// contain sets up the containment o.Contain asks for (see Containment):
+// the keeper of the job's namespaces when permitted (or required): PID
+// and mount namespaces as root, a user namespace too where the kernel
+// permits one; else amdrun as a subreaper for the guards.
 func (s *supervisor) contain() error {
 	switch s.o.Contain {
 	case ContainAuto, ContainPIDNamespace:
-		k, err := startKeeper(s.o.Self, s.o.Hold, s.errs.dir)
+		k, err := startKeeper(s.o.Self, s.o.Hold, s.errs.dir, false, nil)
 		if err == nil {
-			s.keeper = k
+			s.keeper, s.mode = k, ContainPIDNamespace
 			return nil
 		}
 		if s.o.Contain == ContainPIDNamespace {
 			return fmt.Errorf("launch: %w: %w", ErrContainment, err)
 		}
-		return nil // the guards alone: ContainSubreaper
-	case ContainSubreaper:
+		if s.userNamespace() == nil {
+			return nil
+		}
+		return s.subreaper()
+	case ContainUserNamespace:
+		if err := s.userNamespace(); err != nil {
+			return fmt.Errorf("launch: %w: %w", ErrContainment, err)
+		}
 		return nil
+	case ContainSubreaper:
+		return s.subreaper()
 	}
 	return fmt.Errorf("launch: unknown containment %q", string(s.o.Contain))
 }
 
-// uncontain ends the job-wide containment, waiting until the job's
-// namespace is empty.
+// userNamespace starts the keeper of a user, PID and mount namespace for
+// the job (ContainUserNamespace), from the forker's thread: the keeper's
+// parent-death signal fires when that thread ends (golang/go#27505), so
+// it must live as long as amdrun.
+func (s *supervisor) userNamespace() error {
+	k, err := startKeeper(s.o.Self, s.o.Hold, s.errs.dir, true, newForker())
+	if err != nil {
+		return err
+	}
+	s.keeper, s.mode = k, ContainUserNamespace
+	return nil
+}
+
+// subreaper chooses ContainSubreaper: amdrun becomes a child subreaper
+// for the job's run, so that a rank whose guard dies comes to amdrun, to
+// be killed (sweepOrphans). The children amdrun has now are not the
+// job's.
+func (s *supervisor) subreaper() error {
+	s.mode = ContainSubreaper
+	was, err := isSubreaper()
+	if err != nil {
+		return nil // the guards alone, as before issue 26
+	}
+	if !was {
+		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+			return nil
+		}
+		s.unsetSubreaper = true
+	}
+	s.reaping = true
+	s.notJob = map[int]bool{}
+	for _, c := range childrenNow(os.Getpid()) {
+		s.notJob[c] = true
+	}
+	return nil
+}
+
+// isSubreaper says whether this process is a child subreaper already.
+func isSubreaper() (bool, error) {
+	var v int32
+	if err := unix.Prctl(unix.PR_GET_CHILD_SUBREAPER, uintptr(unsafe.Pointer(&v)), 0, 0, 0); err != nil {
+		return false, err
+	}
+	return v != 0, nil
+}
+
+// uncontain ends the containment: it waits until the job's namespace is
+// empty, or, as the subreaper, kills and reaps whatever of the job came to
+// amdrun. Only then does Run return and the caller let the lease go.
 func (s *supervisor) uncontain() {
 	if s.keeper != nil {
 		s.keeper.close()
+	}
+	if s.reaping {
+		s.sweepOrphans(nil)
+		if s.unsetSubreaper {
+			_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+		}
+	}
+}
+
+// sweepOrphans kills, as the subreaper, every process that came to amdrun
+// from a guard that died (amdrun's children but the guards in live and
+// those it had before the job) and everything they started, round after
+// round until none is left, and reaps them. It returns how many it
+// killed.
+func (s *supervisor) sweepOrphans(live map[int]bool) int {
+	killed := map[int]bool{}
+	for {
+		var orphans []int
+		for _, c := range childrenNow(os.Getpid()) {
+			if !live[c] && !s.notJob[c] {
+				orphans = append(orphans, c)
+			}
+		}
+		if len(orphans) == 0 {
+			return len(killed)
+		}
+		for _, o := range orphans {
+			for _, d := range descendants(o) {
+				killed[d] = true
+				_ = unix.Kill(d, unix.SIGKILL)
+			}
+			killed[o] = true
+			_ = unix.Kill(o, unix.SIGKILL)
+		}
+		for _, o := range orphans {
+			// Its own pid: the guards' exec.Cmds wait for theirs.
+			var ws unix.WaitStatus
+			for {
+				if _, err := unix.Wait4(o, &ws, 0, nil); err != unix.EINTR {
+					break
+				}
+			}
+		}
 	}
 }
 
@@ -222,20 +323,24 @@ func notified(forwarded []os.Signal) []os.Signal {
 // supervisor is the state of one Run. Only Run's goroutine touches it,
 // except the fields the wait goroutines send over channels.
 type supervisor struct {
-	plan        *Plan
-	o           RunOptions
-	con         *console
-	sigs        <-chan os.Signal
-	job         *jobDir        // the run's log directory; nil without logs
-	errs        *errorDir      // the ranks' error files
-	notes       io.WriteCloser // amdrun.log in the run's log directory; nil without logs
-	faults      *logFaults     // the log files whose writes failed
-	keeper      *keeper        // the job's PID namespace; nil: guards only
-	stdin       *os.File       // local rank 0's standard input; nil: /dev/null
-	term        [2]*os.File    // Stdout, Stderr when they are terminals
-	shown       int            // how many ranks the console shows
-	ints        int            // SIGINTs received
-	interrupted syscall.Signal // the first ending signal received, 0 if none
+	plan           *Plan
+	o              RunOptions
+	con            *console
+	sigs           <-chan os.Signal
+	job            *jobDir        // the run's log directory; nil without logs
+	errs           *errorDir      // the ranks' error files
+	notes          io.WriteCloser // amdrun.log in the run's log directory; nil without logs
+	faults         *logFaults     // the log files whose writes failed
+	keeper         *keeper        // the job's PID namespace; nil: none
+	mode           Containment    // the containment chosen (not ContainAuto)
+	reaping        bool           // amdrun is the job's subreaper (ContainSubreaper)
+	unsetSubreaper bool           // it was not one before
+	notJob         map[int]bool   // amdrun's children from before the job (ContainSubreaper)
+	stdin          *os.File       // local rank 0's standard input; nil: /dev/null
+	term           [2]*os.File    // Stdout, Stderr when they are terminals
+	shown          int            // how many ranks the console shows
+	ints           int            // SIGINTs received
+	interrupted    syscall.Signal // the first ending signal received, 0 if none
 }
 
 // worker is one started rank of an attempt.
@@ -257,6 +362,10 @@ type worker struct {
 	// to the rank's process group.
 	ctl   *os.File
 	ready chan int // the rank's pid, once its guard reported it
+	guard int      // the guard's pid
+	// lost is set when the guard ended without reporting its rank's end
+	// (it was killed): how it ended, and what amdrun did about the rank.
+	lost string
 }
 
 type exitEvent struct {
@@ -528,6 +637,9 @@ func (s *supervisor) supervise(ctx context.Context, g *group, exits chan exitEve
 			// The guard is gone, and with it everything the rank left.
 			_ = w.ctl.Close()
 			w.code, w.sig = exitStatus(ev)
+			if !ev.reported {
+				s.guardLost(g, w, ev)
+			}
 			w.stopped = s.endedByStop(g, w)
 			for _, f := range w.pipes {
 				_ = f.SetReadDeadline(time.Now().Add(drainTimeout))
@@ -628,8 +740,8 @@ func (s *supervisor) holdCount() int {
 
 // start starts one rank's guard, in the job's namespaces when there are
 // some, and returns once the guard runs; w.ready then gives the rank's
-// pid. The guard's protocol is ShimMain's. logs are the rank's stdout and
-// stderr log files (nil: none).
+// pid. The guard's protocol is in proto_linux.go. logs are the rank's
+// stdout and stderr log files (nil: none).
 //
 // A stream of an unprefixed rank that the console shows and no log file
 // takes goes straight to Stdout or Stderr when that is a terminal, so
@@ -638,54 +750,102 @@ func (s *supervisor) holdCount() int {
 // pipe that amdrun copies. Local rank 0 reads the standard input amdrun
 // hands on (s.stdin); the others read /dev/null.
 func (s *supervisor) start(r *Rank, c command, logs [2]*os.File, exits chan<- exitEvent) (*worker, error) {
-	var files []*os.File // the child's ends, closed here once it started
-	closeAll := func(fs ...*os.File) {
-		for _, f := range fs {
-			if f != nil {
-				f.Close()
-			}
+	logged, console := s.streams(r.LocalRank)
+	p, err := s.guardPipes(logged, console)
+	if err != nil {
+		return nil, err
+	}
+	cmd := s.guardCmd(r, c, p)
+	w := &worker{r: r, tail: &tail{}, pumps: make(chan struct{}), ctl: p.ctlW, ready: make(chan int, 1)}
+	for _, f := range p.reads {
+		if f != nil {
+			w.pipes = append(w.pipes, f)
 		}
 	}
-	logged, console := s.streams(r.LocalRank)
-	var reads, child [2]*os.File // read ends (nil: straight to the terminal), the child's ends
-	for k := range child {
+	kept, err := s.launchGuard(cmd)
+	closeFiles(p.theirs...)
+	if err != nil {
+		closeFiles(p.reads[:]...)
+		closeFiles(p.ctlW, p.repR)
+		return nil, err
+	}
+	if kept == 0 {
+		w.guard = cmd.Process.Pid
+	}
+	go s.watch(w, cmd, kept, p.ctlW, p.repR, exits)
+	w.started = time.Now()
+	s.pump(w, p.reads, logs, console)
+	return w, nil
+}
+
+// guardFiles are the pipes of one guard: the read ends of its rank's
+// piped streams (nil: straight to the terminal), the rank's stdout and
+// stderr, the control and report pipes, and theirs, the guard's ends that
+// amdrun closes once it started.
+type guardFiles struct {
+	reads, child [2]*os.File
+	ctlR, ctlW   *os.File
+	repR, repW   *os.File
+	theirs       []*os.File
+}
+
+// closeFiles closes every file of fs that is set.
+func closeFiles(fs ...*os.File) {
+	for _, f := range fs {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// guardPipes makes a guard's pipes (see start); on error none is left
+// open.
+func (s *supervisor) guardPipes(logged, console Std) (*guardFiles, error) {
+	p := &guardFiles{}
+	fail := func(err error) (*guardFiles, error) {
+		closeFiles(p.reads[:]...)
+		closeFiles(p.theirs...)
+		closeFiles(p.ctlW, p.repR)
+		return nil, err
+	}
+	for k := range p.child {
 		if t := s.term[k]; t != nil && !s.o.Prefix && console&stdOf(k) != 0 && logged&stdOf(k) == 0 {
-			child[k] = t
+			p.child[k] = t
 			continue
 		}
 		pr, pw, err := os.Pipe()
 		if err != nil {
-			closeAll(reads[:]...)
-			closeAll(files...)
-			return nil, err
+			return fail(err)
 		}
-		reads[k], child[k] = pr, pw
-		files = append(files, pw)
+		p.reads[k], p.child[k] = pr, pw
+		p.theirs = append(p.theirs, pw)
 	}
-	ctlR, ctlW, err := os.Pipe()
-	if err != nil {
-		closeAll(reads[:]...)
-		closeAll(files...)
-		return nil, err
+	var err error
+	if p.ctlR, p.ctlW, err = os.Pipe(); err != nil {
+		return fail(err)
 	}
-	repR, repW, err := os.Pipe()
-	if err != nil {
-		closeAll(reads[:]...)
-		closeAll(files...)
-		closeAll(ctlR, ctlW)
-		return nil, err
+	p.theirs = append(p.theirs, p.ctlR)
+	if p.repR, p.repW, err = os.Pipe(); err != nil {
+		return fail(err)
 	}
-	files = append(files, ctlR, repW)
-	extra := []*os.File{ctlR, repW} // fds 3 and 4
+	p.theirs = append(p.theirs, p.repW)
+	return p, nil
+}
+
+// guardCmd is the command that starts r's guard with its files: the
+// control and report pipes at guardCtlFD and guardReportFD, then, unless
+// the keeper holds them, the held files.
+func (s *supervisor) guardCmd(r *Rank, c command, p *guardFiles) *exec.Cmd {
+	extra := []*os.File{p.ctlR, p.repW}
 	if s.keeper == nil {
-		extra = append(extra, s.o.Hold...) // fds 5 and up
+		extra = append(extra, s.o.Hold...)
 	}
 	cmd := &exec.Cmd{
 		Path:       c.path,
 		Args:       c.args,
 		Env:        c.env,
-		Stdout:     child[0],
-		Stderr:     child[1],
+		Stdout:     p.child[0],
+		Stderr:     p.child[1],
 		ExtraFiles: extra,
 		// Its own group: a signal to amdrun's process group (kill -9 %1
 		// in a shell) must leave the guard to clean up. No parent-death
@@ -696,15 +856,29 @@ func (s *supervisor) start(r *Rank, c command, logs [2]*os.File, exits chan<- ex
 	if r.LocalRank == 0 && s.stdin != nil {
 		cmd.Stdin = s.stdin
 	}
-	w := &worker{r: r, tail: &tail{}, pumps: make(chan struct{}), ctl: ctlW, ready: make(chan int, 1)}
-	for _, f := range reads {
-		if f != nil {
-			w.pipes = append(w.pipes, f)
+	return cmd
+}
+
+// launchGuard starts a guard's command: from a thread that joined the
+// job's namespaces (ContainPIDNamespace), or through the keeper, which
+// forks it in the job's user namespace and returns its pid there
+// (ContainUserNamespace: amdrun cannot enter that namespace), or from any
+// thread. kept is that pid; 0 when cmd was started here.
+func (s *supervisor) launchGuard(cmd *exec.Cmd) (kept int, err error) {
+	k := s.keeper
+	switch {
+	case k != nil && k.userns:
+		var files []*os.File
+		stdin, _ := cmd.Stdin.(*os.File)
+		if stdin != nil {
+			files = append(files, stdin)
 		}
-	}
-	started := make(chan error, 1)
-	go func() {
-		if k := s.keeper; k != nil {
+		files = append(files, cmd.Stdout.(*os.File), cmd.Stderr.(*os.File))
+		files = append(files, cmd.ExtraFiles...)
+		return k.startGuard(cmd.Args, cmd.Env, k.cwd, stdin != nil, files)
+	case k != nil:
+		started := make(chan error, 1)
+		go func() {
 			// Never unlocked: the thread has joined the job's namespaces
 			// and ends with this goroutine.
 			runtime.LockOSThread()
@@ -713,59 +887,110 @@ func (s *supervisor) start(r *Rank, c command, logs [2]*os.File, exits chan<- ex
 				return
 			}
 			cmd.Dir = k.cwd
-		}
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		// The rest runs where /proc is amdrun's, not on this thread.
-		go s.watch(w, cmd, ctlW, repR, exits)
-	}()
-	err = <-started
-	closeAll(files...)
-	if err != nil {
-		closeAll(reads[:]...)
-		closeAll(ctlW, repR)
-		return nil, err
+			started <- cmd.Start()
+		}()
+		return 0, <-started
 	}
-	w.started = time.Now()
-	s.pump(w, reads, logs, console)
-	return w, nil
+	return 0, cmd.Start()
+}
+
+// forker is a goroutine locked to its thread for good, which starts the
+// processes given to it: a parent-death signal is sent when the thread
+// that forked the child ends (golang/go#27505), and this one never does.
+type forker struct{ jobs chan func() }
+
+// newForker returns the process's forker, started on first use.
+var newForker = sync.OnceValue(func() *forker {
+	f := &forker{jobs: make(chan func())}
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread lives as long as amdrun
+		for job := range f.jobs {
+			job()
+		}
+	}()
+	return f
+})
+
+// do runs start on the forker's thread.
+func (f *forker) do(start func() error) error {
+	errc := make(chan error, 1)
+	f.jobs <- func() { errc <- start() }
+	return <-errc
 }
 
 // watch follows one started guard: it learns the rank's pid from the
 // guard's report (found in amdrun's namespace), lets the guard go on,
-// waits for it to exit and sends the rank's end to exits.
-func (s *supervisor) watch(w *worker, cmd *exec.Cmd, ctlW, repR *os.File, exits chan<- exitEvent) {
+// waits for it to end and sends the rank's end to exits. kept is the
+// guard's pid in the job's namespace when the keeper started it (cmd did
+// not run then): its end is its report pipe's.
+func (s *supervisor) watch(w *worker, cmd *exec.Cmd, kept int, ctlW, repR *os.File, exits chan<- exitEvent) {
 	defer repR.Close()
 	rep := bufio.NewReader(repR)
-	pid := cmd.Process.Pid // the guard's, until it names the rank
-	if line, err := rep.ReadString('\n'); err == nil {
-		var n int
-		if _, err := fmt.Sscanf(line, "pid %d", &n); err == nil && n > 0 {
-			if s.keeper != nil {
-				// The rank cannot be reaped before the answer below, so
-				// it is still there to be found, even if it has exited.
-				n = hostPID(pid, n)
-			}
-			if n > 0 {
-				pid = n
-			}
-			_, _ = ctlW.Write([]byte{0})
+	if kept != 0 {
+		w.guard = hostPID(s.keeper.cmd.Process.Pid, kept)
+	}
+	pid := w.guard // until it names the rank
+	if m, err := readReport(rep); err == nil && m.Kind == msgPid {
+		n := m.Pid
+		if s.keeper != nil {
+			// The rank cannot be reaped before the answer below, so it is
+			// still there to be found, even if it has exited.
+			n = hostPID(w.guard, n)
 		}
+		if n > 0 {
+			pid = n
+		}
+		_, _ = ctlW.Write([]byte{ctlAck})
 	}
 	w.ready <- pid
-	_ = cmd.Wait()
-	ev := exitEvent{w: w, state: cmd.ProcessState}
-	if line, err := rep.ReadString('\n'); err == nil {
-		var st uint32
-		if _, err := fmt.Sscanf(line, "status %d", &st); err == nil {
-			ev.status, ev.reported = syscall.WaitStatus(st), true
+	ev := exitEvent{w: w}
+	if kept == 0 {
+		_ = cmd.Wait()
+		ev.state = cmd.ProcessState
+	}
+	// A guard reports the rank's end last; EOF (its end) otherwise.
+	for {
+		m, err := readReport(rep)
+		if err != nil {
+			break
+		}
+		if m.Kind == msgStatus {
+			ev.status, ev.reported = m.Status, true
 		}
 	}
 	ev.at = time.Now()
 	exits <- ev
+}
+
+// guardLost handles a guard that ended without reporting its rank's end
+// (something killed it): the rank may live on, so it is killed with all
+// it started, as the mode allows, and w.lost says what happened.
+func (s *supervisor) guardLost(g *group, w *worker, ev exitEvent) {
+	how := "ended without reporting its rank's end"
+	if ev.state != nil {
+		if ws, ok := ev.state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			how = "was killed by " + unix.SignalName(ws.Signal())
+		}
+	}
+	var what string
+	switch {
+	case s.mode == ContainUserNamespace:
+		what = "the keeper killed the rank and all it started"
+	case s.keeper != nil:
+		s.keeper.sweepOrphans()
+		what = "amdrun had the keeper kill the rank and all it started"
+	case s.reaping:
+		live := map[int]bool{}
+		for _, o := range g.workers {
+			if !o.exited {
+				live[o.guard] = true
+			}
+		}
+		what = fmt.Sprintf("amdrun killed the rank and all it started (%d processes)", s.sweepOrphans(live))
+	default:
+		what = "the rank's processes may live on (amdrun could not be their subreaper)"
+	}
+	w.lost = fmt.Sprintf("its guard (pid %d) %s; %s", w.guard, how, what)
 }
 
 // command is how one rank's guard is started.
@@ -826,7 +1051,7 @@ func (s *supervisor) collect(w *worker, k int, ad *attemptDir) {
 	b := s.errs.read(k, w.r.LocalRank)
 	// Read once: the directory stays empty, for the guards and the keeper
 	// to remove should amdrun die.
-	_ = os.Remove(s.errs.path(k, w.r.LocalRank))
+	s.errs.drop(k, w.r.LocalRank)
 	if b == nil {
 		return
 	}
@@ -915,7 +1140,12 @@ func (s *supervisor) summary(g *group, root *worker, attempt, notStarted int) {
 	b.WriteString("\n")
 	for _, w := range failed {
 		how := fmt.Sprintf("exit code %d", w.code)
-		if w.sig != 0 {
+		switch {
+		case w.lost != "":
+			// Not "signal SIGKILL": that was the guard's end, and the
+			// rank was alive then (issue 26).
+			how = fmt.Sprintf("%s (exit code %d)", w.lost, w.code)
+		case w.sig != 0:
 			how = fmt.Sprintf("signal %s (exit code %d)", unix.SignalName(w.sig), w.code)
 		}
 		note := ""

@@ -557,8 +557,11 @@ func BenchmarkLaunch(b *testing.B) {
 	}
 	selfPath, _ := os.Executable()
 	modes := []Containment{ContainSubreaper}
-	if c, _ := ProbeContainment(selfPath); c == ContainPIDNamespace {
-		modes = append(modes, c)
+	if probeNamespaces(selfPath, false) == nil {
+		modes = append(modes, ContainPIDNamespace)
+	}
+	if probeNamespaces(selfPath, true) == nil {
+		modes = append(modes, ContainUserNamespace)
 	}
 	for _, n := range []int{1, 2, 8} {
 		for _, mode := range modes {

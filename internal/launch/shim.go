@@ -87,7 +87,7 @@ func ShimArgv(self string, cpus, mems []int, pol MemPolicy, argv []string) []str
 
 // guardArgv is the argv of rank r's guard: the shim, binding when the
 // rank is bound, that stays to watch over the rank, holding hold files
-// (fds 5 and up) open.
+// (guardHoldFD and up) open.
 func guardArgv(self string, r *Rank, hold int) []string {
 	args := []string{self, ShimArg}
 	if r.Bound() {

@@ -7,7 +7,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"syscall"
 	"unsafe"
 
@@ -25,27 +24,29 @@ const (
 
 // ShimMain is the bind shim: args are what follows ShimArg on the command
 // line, "--cpus LIST --mems LIST --mempolicy bind|preferred|none [--guard
-// --hold N] -- argv...". It binds the calling thread (sched_setaffinity,
-// set_mempolicy; both survive fork and execve) and replaces the process
-// with argv, found on PATH, with the process's environment. It returns
-// only on failure: 2 for bad arguments, 1 when binding fails, 127 when the
-// command is not found and 126 when it cannot be executed, after a
-// one-line message on stderr.
+// --hold N] -- argv...". It binds the calling thread
+// (sched_setaffinity, set_mempolicy; both survive fork and execve) and
+// replaces the process with argv, found on PATH, with the process's
+// environment. It returns only on failure: 2 for bad arguments, 1 when
+// binding fails, 127 when the command is not found and 126 when it cannot
+// be executed, after a one-line message on stderr.
 //
-// With --guard it stays, as the rank's guard (see Containment): fd 3 is
-// its control pipe from amdrun, fd 4 its report pipe to amdrun, and N
-// files from fd 5 on are kept open until it exits. It starts argv as its
-// child, in a process group of its own (a session of its own when one of
-// its standard streams is a terminal), and writes "pid PID\n" to the
-// report pipe; it reaps nothing until amdrun answers with a 0 byte (so
-// that amdrun can still find the rank's pid in its own namespace). A
-// byte n > 0 on the control pipe sends signal n to the rank's process
-// group. When the rank exits, it SIGKILLs whatever the rank left, its
-// process group and every other descendant, reaps them, writes "status
-// WAITSTATUS\n" and exits with the rank's code (128+signal when it was
-// killed). When the control pipe closes first (amdrun died), it does the
-// same without waiting for the rank, and removes the rank's error file
-// (TORCHELASTIC_ERROR_FILE) and, once empty, its directory.
+// With --guard it stays, as the rank's guard (see Containment and the
+// protocol in proto_linux.go): guardCtlFD is its control pipe from
+// amdrun, guardReportFD its report pipe to amdrun, and N files from
+// guardHoldFD on are kept open until it exits. It makes itself not
+// dumpable, so that no process of the same user can ptrace it. It starts
+// argv as its child, in a process group of its own (a session of its own
+// when one of its standard streams is a terminal), and reports msgPid; it
+// reaps nothing until amdrun answers with ctlAck (so that amdrun can
+// still find the rank's pid in its own namespace). A ctlSignal sends its
+// signal to the rank's process group. When the rank exits, it SIGKILLs
+// whatever the rank left, its process group and every other descendant,
+// reaps them, reports msgStatus and exits with the rank's code
+// (128+signal when it was killed). When the control pipe closes first
+// (amdrun died), it does the same without waiting for the rank, and
+// removes the rank's error file (TORCHELASTIC_ERROR_FILE) and, once
+// empty, its directory.
 func ShimMain(args []string) int {
 	// Affinity and memory policy are per thread; the exec (or the fork of
 	// the rank) must happen on the thread that was bound.
@@ -60,33 +61,14 @@ func ShimMain(args []string) int {
 		return 2
 	}
 	if sa.guard {
-		// Before anything can fail: the pipes and held files must not
-		// reach the rank, and a signal meant for amdrun (pkill amdrun)
-		// must not take the guard away while its rank runs.
-		for fd := 3; fd < 5+sa.hold; fd++ {
-			unix.CloseOnExec(fd)
-		}
-		dropSignals()
-	}
-	if len(sa.cpus) > 0 {
-		var set unix.CPUSet
-		for _, c := range sa.cpus {
-			if c >= len(set)*64 {
-				fmt.Fprintf(os.Stderr, "amdrun bind: cpu %d is beyond the %d CPUs supported\n", c, len(set)*64)
-				return 1
-			}
-			set.Set(c)
-		}
-		if err := unix.SchedSetaffinity(0, &set); err != nil {
-			fmt.Fprintf(os.Stderr, "amdrun bind: sched_setaffinity cpus %s: %v\n", topology.FormatCPUList(sa.cpus), err)
+		if err := guardSetup(sa); err != nil {
+			fmt.Fprintf(os.Stderr, "amdrun guard: %v\n", err)
 			return 1
 		}
 	}
-	if len(sa.mems) > 0 && sa.policy != MemNone {
-		if err := setMempolicy(sa.policy, sa.mems); err != nil {
-			fmt.Fprintf(os.Stderr, "amdrun bind: set_mempolicy %s nodes %s: %v\n", sa.policy, topology.FormatCPUList(sa.mems), err)
-			return 1
-		}
+	if err := bind(sa); err != nil {
+		fmt.Fprintf(os.Stderr, "amdrun bind: %v\n", err)
+		return 1
 	}
 	path, err := lookPath(sa.argv[0], os.Getenv("PATH"))
 	if err != nil {
@@ -99,6 +81,45 @@ func ShimMain(args []string) int {
 	err = unix.Exec(path, sa.argv, os.Environ())
 	fmt.Fprintf(os.Stderr, "amdrun bind: exec %s: %v\n", path, err)
 	return execFailureCode(err)
+}
+
+// guardSetup is what a guard does before anything can fail: the pipes and
+// held files must not reach the rank, a signal meant for amdrun (pkill
+// amdrun) must not take the guard away while its rank runs, and no
+// process of the same user may ptrace it (issue 26: one that froze the
+// guard's threads kept the job alive past amdrun's death).
+func guardSetup(sa *shimArgs) error {
+	for fd := guardCtlFD; fd < guardHoldFD+sa.hold; fd++ {
+		unix.CloseOnExec(fd)
+	}
+	dropSignals()
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl PR_SET_DUMPABLE: %w", err)
+	}
+	return nil
+}
+
+// bind sets the calling thread's CPU affinity and memory policy as sa
+// says.
+func bind(sa *shimArgs) error {
+	if len(sa.cpus) > 0 {
+		var set unix.CPUSet
+		for _, c := range sa.cpus {
+			if c >= len(set)*64 {
+				return fmt.Errorf("cpu %d is beyond the %d CPUs supported", c, len(set)*64)
+			}
+			set.Set(c)
+		}
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			return fmt.Errorf("sched_setaffinity cpus %s: %w", topology.FormatCPUList(sa.cpus), err)
+		}
+	}
+	if len(sa.mems) > 0 && sa.policy != MemNone {
+		if err := setMempolicy(sa.policy, sa.mems); err != nil {
+			return fmt.Errorf("set_mempolicy %s nodes %s: %w", sa.policy, topology.FormatCPUList(sa.mems), err)
+		}
+	}
+	return nil
 }
 
 // setMempolicy sets the calling thread's memory policy to nodes.
@@ -143,7 +164,7 @@ func dropSignals() {
 // guard starts the rank (path, sa.argv) and watches over it; see
 // ShimMain. It runs on the locked, bound thread.
 func guard(path string, sa *shimArgs) int {
-	ctl, report := os.NewFile(3, "control"), os.NewFile(4, "report")
+	ctl, rep := os.NewFile(guardCtlFD, "control"), os.NewFile(guardReportFD, "report")
 	// Orphans of the rank's tree come to us, wherever they went.
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		fmt.Fprintf(os.Stderr, "amdrun guard: prctl PR_SET_CHILD_SUBREAPER: %v\n", err)
@@ -151,6 +172,31 @@ func guard(path string, sa *shimArgs) int {
 	}
 	chld := make(chan os.Signal, 1)
 	signal.Notify(chld, unix.SIGCHLD)
+	pid, err := startRank(path, sa.argv)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "amdrun bind: exec %s: %v\n", path, err)
+		return execFailureCode(err)
+	}
+	_ = sendReport(rep, guardMsg{Kind: msgPid, Pid: pid})
+	status, ok := watchRank(pid, ctl, chld)
+	// What the rank left in its group goes at once; then everything else
+	// it started, wherever it went.
+	_ = unix.Kill(-pid, unix.SIGKILL)
+	sweep(nil, chld)
+	if !ok { // amdrun is gone: so is the job
+		abandonErrorFile()
+		return 1
+	}
+	_ = sendReport(rep, guardMsg{Kind: msgStatus, Status: syscall.WaitStatus(status)})
+	if status.Signaled() {
+		return 128 + int(status.Signal())
+	}
+	return status.ExitStatus()
+}
+
+// startRank starts the rank as the guard's child, in a process group (or
+// a session) of its own, with a parent-death signal.
+func startRank(path string, argv []string) (int, error) {
 	sys := &syscall.SysProcAttr{
 		// The rank's own group: amdrun's signals reach its children too.
 		Setpgid: true,
@@ -166,16 +212,17 @@ func guard(path string, sa *shimArgs) int {
 		// stays in the foreground and forwards Ctrl-C (issue 15).
 		sys.Setpgid, sys.Setsid = false, true
 	}
-	pid, err := syscall.ForkExec(path, sa.argv, &syscall.ProcAttr{
+	return syscall.ForkExec(path, argv, &syscall.ProcAttr{
 		Env:   os.Environ(),
 		Files: []uintptr{0, 1, 2},
 		Sys:   sys,
 	})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "amdrun bind: exec %s: %v\n", path, err)
-		return execFailureCode(err)
-	}
-	fmt.Fprintf(report, "pid %d\n", pid)
+}
+
+// watchRank relays amdrun's control bytes to the rank (pid) until it
+// exits, and returns its wait status; ok is false when the control pipe
+// closed first (amdrun is gone).
+func watchRank(pid int, ctl *os.File, chld <-chan os.Signal) (status unix.WaitStatus, ok bool) {
 	cmds := make(chan byte, 64)
 	go func() {
 		r := bufio.NewReader(ctl)
@@ -188,11 +235,7 @@ func guard(path string, sa *shimArgs) int {
 			cmds <- b
 		}
 	}()
-	var (
-		acked  bool
-		done   bool
-		status unix.WaitStatus
-	)
+	acked, done := false, false
 	onReap := func(p int, ws unix.WaitStatus) {
 		if p == pid {
 			done, status = true, ws
@@ -200,18 +243,15 @@ func guard(path string, sa *shimArgs) int {
 	}
 	for !done {
 		select {
-		case b, ok := <-cmds:
-			switch {
-			case !ok: // amdrun is gone: so is the job
-				_ = unix.Kill(-pid, unix.SIGKILL)
-				sweep(nil, chld)
-				abandonErrorFile()
-				return 1
-			case b == 0:
+		case b, open := <-cmds:
+			if !open {
+				return 0, false
+			}
+			if ack, sig := ctlDecode(b); ack {
 				acked = true
 				reapAll(onReap)
-			default:
-				_ = unix.Kill(-pid, unix.Signal(b))
+			} else {
+				_ = unix.Kill(-pid, sig)
 			}
 		case <-chld:
 			if acked {
@@ -219,15 +259,7 @@ func guard(path string, sa *shimArgs) int {
 			}
 		}
 	}
-	// What the rank left in its group goes at once; then everything else
-	// it started, wherever it went.
-	_ = unix.Kill(-pid, unix.SIGKILL)
-	sweep(nil, chld)
-	fmt.Fprintf(report, "status %d\n", uint32(status))
-	if status.Signaled() {
-		return 128 + int(status.Signal())
-	}
-	return status.ExitStatus()
+	return status, true
 }
 
 // onTerminal says whether one of this process's standard streams is a
@@ -241,15 +273,13 @@ func onTerminal() bool {
 	return false
 }
 
-// abandonErrorFile removes the rank's error file, which amdrun, gone,
-// will not read, and its directory once no other rank's is left in it
-// (rmdir fails while one is): the last guard leaves nothing behind.
+// abandonErrorFile removes the ranks' error files, which amdrun, gone,
+// will not read, and their directory once only its owner file is left:
+// the guards leave nothing behind.
 func abandonErrorFile() {
 	f := os.Getenv(EnvErrorFile)
-	dir := filepath.Dir(f)
-	if f == "" || !strings.HasPrefix(filepath.Base(dir), errorDirPrefix) {
+	if f == "" {
 		return
 	}
-	_ = os.Remove(f)
-	_ = unix.Rmdir(dir)
+	removeErrorDirPath(filepath.Dir(f), false)
 }

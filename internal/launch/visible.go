@@ -220,6 +220,48 @@ func (m *Mask) Candidates() []int {
 	return append([]int(nil), m.cands...)
 }
 
+// Within returns the mask narrowed to allowed (device indices, such as
+// the GPUs a scheduler granted; nil bounds nothing), and the devices the
+// user's own list left visible outside allowed, which are dropped. The
+// user's tokens are kept for the devices that stay. When the two leave
+// no device in common it returns an error wrapping ErrMask that names
+// what allowed is.
+func (m *Mask) Within(allowed []int, what string) (*Mask, []int, error) {
+	if allowed == nil {
+		return m, nil, nil
+	}
+	out := &Mask{}
+	if m != nil {
+		*out = *m
+	}
+	if out.cands == nil {
+		out.cands = sortedCopy(allowed)
+		return out, nil, nil
+	}
+	in := map[int]bool{}
+	for _, i := range allowed {
+		in[i] = true
+	}
+	var keep, dropped []int
+	for _, c := range out.cands {
+		if in[c] {
+			keep = append(keep, c)
+		} else {
+			dropped = append(dropped, c)
+		}
+	}
+	if len(keep) == 0 {
+		name := out.visVar
+		if name == "" {
+			name = EnvROCRVisible
+		}
+		return nil, nil, fmt.Errorf("launch: %w: %s leaves devices %s visible, none of which %s grants",
+			ErrMask, name, topology.JoinInts(out.cands), what)
+	}
+	out.cands = keep
+	return out, dropped, nil
+}
+
 // Narrow returns the devices of list (indices, nil meaning every device)
 // that the mask leaves visible, in list's order; nil when neither list
 // nor the mask restricts anything.

@@ -13,15 +13,43 @@ import (
 // open, the bound of everything it did not explore.
 type classSearch struct {
 	classGraph
-	p        *problem
-	levels   []int64 // distinct class-level bandwidths, ascending
-	size     int     // devices per set
-	top      *topK
-	stopped  bool  // the budget ran out
-	open     key   // the highest bound of what is unexplored or unsettled
-	hasOpen  bool  // open holds a bound
-	nodes    int   // search nodes visited
-	nodeCost int64 // work charged per node (see budget.go)
+	*classTables
+	p       *problem
+	size    int // devices per set
+	top     *topK
+	stopped bool // the budget ran out
+	open    key  // the highest bound of what is unexplored or unsettled
+	hasOpen bool // open holds a bound
+	nodes   int  // search nodes visited
+
+	// cut[c] is the least locality a member of class c keeps to
+	// candidates outside a set of size devices; lowCutFrom[c][r] the r
+	// lowest cuts of classes c.., summed (cutTables)
+	cut        []int64
+	lowCutFrom [][]int64
+
+	// The partial set: classes before the current depth are decided.
+	take      []int    // take[c]: members class c gives
+	total     pairSums // bandwidth of the decided pairs, and towards them
+	locality  pairSums // locality of the decided pairs, and towards them
+	setMask   bitset   // the decided members
+	numaCount []int    // numaCount[id]: decided members on NUMA node id
+	numaNodes int      // NUMA nodes with a decided member
+	busyCount int      // busy decided members
+	loadSum   int64    // load of the decided members
+	degSum    int64    // deg (locality to every candidate) of the decided members
+	cutSum    int64    // cut of the decided members
+	present   []int    // scratch: the classes a leaf takes from
+	active    []int    // scratch for connectable
+}
+
+// classTables are what a class search reads and never writes: they
+// follow from the classes alone, so a Prepared keeps them for the next
+// request on the same devices in the same state (rootTables).
+type classTables struct {
+	graph    classGraph // the classes, without scratch
+	levels   []int64    // distinct class-level bandwidths, ascending
+	nodeCost int64      // work charged per node (see budget.go)
 
 	// What the classes from c on can still give, indexed by c (the first
 	// undecided class); index nc is the empty rest.
@@ -35,18 +63,8 @@ type classSearch struct {
 	// a whole (see twins), or -1.
 	twinBefore []int
 
-	// The partial set: classes before the current depth are decided.
-	take      []int    // take[c]: members class c gives
-	total     pairSums // bandwidth of the decided pairs, and towards them
-	locality  pairSums // locality of the decided pairs, and towards them
-	setMask   bitset   // the decided members
-	numaCount []int    // numaCount[id]: decided members on NUMA node id
-	numaNodes int      // NUMA nodes with a decided member
-	busyCount int      // busy decided members
-	loadSum   int64    // load of the decided members
-	degSum    int64    // deg (locality to every candidate) of the decided members
-	present   []int    // scratch: the classes a leaf takes from
-	active    []int    // scratch for connectable
+	// the partners lists of the total's and the locality's pairSums
+	totalPartners, localityPartners [][]partner
 }
 
 // pairSums follows a sum over pairs of decided devices of a class-level
@@ -67,27 +85,32 @@ type partner struct {
 	w            int64
 }
 
-func newPairSums(w []int64, cls []class) pairSums {
+// partnersOf lists, for each class, the classes its members can pair
+// with under the class-level weights w (pairSums.partners).
+func partnersOf(w []int64, cls []class) [][]partner {
 	nc := len(cls)
-	s := pairSums{w: w, partners: make([][]partner, nc), toSet: make([]int64, nc)}
+	out := make([][]partner, nc)
+	all := make([]partner, 0, nc*nc) // every class's list, one after another
 	for d := range cls {
+		out[d] = all[len(all) : len(all) : len(all)+nc]
 		for e := range cls {
 			count := len(cls[e].members)
 			if e == d {
 				count--
 			}
 			if count > 0 {
-				s.partners[d] = append(s.partners[d], partner{e, count, w[d*nc+e]})
+				out[d] = append(out[d], partner{e, count, w[d*nc+e]})
 			}
 		}
-		slices.SortFunc(s.partners[d], func(a, b partner) int {
+		slices.SortFunc(out[d], func(a, b partner) int {
 			if c := cmp.Compare(b.w, a.w); c != 0 {
 				return c
 			}
 			return cmp.Compare(a.class, b.class)
 		})
+		all = all[:len(all)+len(out[d])]
 	}
-	return s
+	return out
 }
 
 // decide adds (sign +1) or removes (-1) t members of class c.
@@ -103,19 +126,73 @@ func (p *problem) branchAndBound(k int) result {
 	if p.policy == Ring && p.size >= 3 {
 		p.top = p.ringTop()
 	}
-	b := p.newClassSearch(p.buildClasses(firstN(p.n)), k)
-	offered := 0
+	b := p.searchOn(p.rootTables(), k)
+	b.offer(firstN(p.size).list()) // the naive set: the search has an answer
+	if k == 1 && b.rootSettled() {
+		return b.result()
+	}
 	for _, s := range p.seeds(b) {
-		if offered > 0 && p.bud.spent() {
-			break // the naive set is offered: the search has an answer
+		if p.bud.spent() {
+			break
 		}
 		b.offer(s)
-		offered++
 	}
 	// A spent budget stops the search at its root, which keeps the root's
 	// bound open.
 	b.dfs(0, p.size, len(b.levels)-1)
 	return b.result()
+}
+
+// rootSettled is the search's first node when one set is wanted and the
+// naive set is listed: when the bound of every set ranks none above it
+// (no higher key, and no set as good that is lexicographically smaller),
+// the search is over, the seeds not needed (the plugin's test sizes:
+// 4 of 32 MI308 partitions, 8 of 63 CPX, where a GPU's first partitions
+// are the answer). It charges the node as dfs does.
+func (b *classSearch) rootSettled() bool {
+	b.nodes++
+	b.p.bud.spend(b.nodeCost)
+	u, _ := b.upper(0, b.size, len(b.levels)-1)
+	if b.p.bud.spent() {
+		b.nodes-- // dfs visits the root again
+		return false
+	}
+	w := b.top.worst()
+	c := u.cmp(w.key)
+	return c < 0 || (c == 0 && !better(entry{key: u, mask: b.lexMin(0, b.size)}, w))
+}
+
+// rootTables are the class tables of every candidate: the Prepared's,
+// when it holds them for the same devices in the same state (every
+// device a candidate, the same NUMA nodes, busy devices, loads and
+// rules), else built and kept there for the next request.
+func (p *problem) rootTables() *classTables {
+	pp := p.prep
+	if pp == nil || p.group == nil {
+		return p.newClassTables(p.buildClasses(firstN(p.n)))
+	}
+	pp.mu.Lock()
+	r := pp.root
+	pp.mu.Unlock()
+	if r != nil && r.noLocality == p.rules.noLocality && r.busy == p.busy &&
+		slices.Equal(r.numa, p.numa) && slices.Equal(r.load, p.load) {
+		return r.tables
+	}
+	t := p.newClassTables(p.buildClasses(firstN(p.n)))
+	pp.mu.Lock()
+	pp.root = &rootState{numa: p.numa, busy: p.busy, load: p.load, noLocality: p.rules.noLocality, tables: t}
+	pp.mu.Unlock()
+	return t
+}
+
+// rootState is the state of the devices a Prepared's kept tables were
+// built for.
+type rootState struct {
+	numa       []int
+	busy       bitset
+	load       []int64
+	noLocality bool
+	tables     *classTables
 }
 
 func (b *classSearch) result() result {
@@ -129,49 +206,102 @@ func (b *classSearch) result() result {
 }
 
 func (p *problem) newClassSearch(cls []class, k int) *classSearch {
-	g := newClassGraph(p, cls)
+	return p.searchOn(p.newClassTables(cls), k)
+}
+
+// searchOn starts a search over the tables t, which it does not write.
+func (p *problem) searchOn(t *classTables, k int) *classSearch {
+	g := t.graph
+	g.scr = p.scr
 	nc := g.nc
-	b := &classSearch{classGraph: g, p: p, size: p.size,
+	ints, sets := make([]int, 3*nc+p.nNUMA), make([]int64, 2*nc)
+	b := &classSearch{classGraph: g, classTables: t, p: p, size: p.size,
 		top:  &topK{k: k, e: make([]entry, 0, k)},
-		take: make([]int, nc), numaCount: make([]int, p.nNUMA),
-		total: newPairSums(g.bw, cls), locality: newPairSums(g.loc, cls)}
+		take: ints[:nc:nc], numaCount: ints[3*nc:],
+		total:    pairSums{w: g.bw, partners: t.totalPartners, toSet: sets[:nc:nc]},
+		locality: pairSums{w: g.loc, partners: t.localityPartners, toSet: sets[nc:]},
+		present:  ints[nc : nc : 2*nc], active: ints[2*nc : 2*nc : 3*nc]}
+	b.cutTables()
+	return b
+}
+
+// cutTables fill cut and lowCutFrom for sets of b.size devices: a
+// member of class c keeps at least cut[c] of its locality outside the
+// set, its degree less its size-1 highest locality links (what the
+// split term counts, bounds.go).
+func (b *classSearch) cutTables() {
+	nc := b.nc
+	all := make([]int64, nc, nc+(nc+1)*(b.p.n+1))
+	b.cut = all[:nc:nc]
+	for c := range b.cls {
+		need, top := int64(b.size-1), int64(0)
+		for _, pt := range b.locality.partners[c] {
+			if need <= 0 {
+				break
+			}
+			take := min(need, int64(pt.count))
+			top += take * pt.w
+			need -= take
+		}
+		b.cut[c] = b.cls[c].deg - top
+	}
+	sums := all[nc:]
+	cuts := b.p.scr.x[:0] // the cuts of classes c.., ascending
+	b.lowCutFrom = make([][]int64, nc+1)
+	b.lowCutFrom[nc], sums = lowestSums(sums, cuts)
+	for c := nc - 1; c >= 0; c-- {
+		for range b.cls[c].members {
+			cuts = insertSorted(cuts, b.cut[c])
+		}
+		b.lowCutFrom[c], sums = lowestSums(sums, cuts)
+	}
+}
+
+func (p *problem) newClassTables(cls []class) *classTables {
+	g := newClassGraph(p, cls)
+	g.scr = nil
+	nc := g.nc
+	t := &classTables{graph: g, totalPartners: partnersOf(g.bw, cls), localityPartners: partnersOf(g.loc, cls)}
+	t.levels = make([]int64, 0, nc*nc)
 	for c := range cls {
 		for d := range cls {
 			if c != d || len(cls[c].members) > 1 {
-				b.levels = append(b.levels, b.link(c, d))
+				t.levels = append(t.levels, g.link(c, d))
 			}
 		}
 	}
-	slices.Sort(b.levels)
-	b.levels = slices.Compact(b.levels)
-	b.capFrom = make([]int, nc+1)
-	b.idleFrom = make([]int, nc+1)
-	b.poolFrom = make([]bitset, nc+1)
-	var loads, degs []int64
-	b.lowLoadFrom = make([][]int64, nc+1)
-	b.lowDegFrom = make([][]int64, nc+1)
-	b.lowLoadFrom[nc], b.lowDegFrom[nc] = []int64{0}, []int64{0}
+	slices.Sort(t.levels)
+	t.levels = slices.Compact(t.levels)
+	t.capFrom = make([]int, nc+1)
+	t.idleFrom = make([]int, nc+1)
+	t.poolFrom = make([]bitset, nc+1)
+	// the loads and degrees of classes c.., kept sorted, and one backing
+	// array for every c's sums
+	loads, degs := make([]int64, 0, p.n), make([]int64, 0, p.n)
+	sums := make([]int64, 0, 2*((nc+1)+p.n*(nc+1)))
+	t.lowLoadFrom = make([][]int64, nc+1)
+	t.lowDegFrom = make([][]int64, nc+1)
+	t.lowLoadFrom[nc], sums = lowestSums(sums, loads)
+	t.lowDegFrom[nc], sums = lowestSums(sums, degs)
 	for c := nc - 1; c >= 0; c-- {
 		cl := &cls[c]
-		b.capFrom[c] = b.capFrom[c+1] + len(cl.members)
-		b.idleFrom[c] = b.idleFrom[c+1]
+		t.capFrom[c] = t.capFrom[c+1] + len(cl.members)
+		t.idleFrom[c] = t.idleFrom[c+1]
 		if !cl.busy {
-			b.idleFrom[c] += len(cl.members)
+			t.idleFrom[c] += len(cl.members)
 		}
-		b.poolFrom[c] = b.poolFrom[c+1]
-		b.poolFrom[c].or(&cl.firstMask[len(cl.members)])
+		t.poolFrom[c] = t.poolFrom[c+1]
+		t.poolFrom[c].or(&cl.firstMask[len(cl.members)])
 		for _, v := range cl.members {
-			loads = append(loads, p.load[v])
-			degs = append(degs, cl.deg)
+			loads = insertSorted(loads, p.load[v])
+			degs = insertSorted(degs, cl.deg)
 		}
-		b.lowLoadFrom[c] = lowestSums(loads)
-		b.lowDegFrom[c] = lowestSums(degs)
+		t.lowLoadFrom[c], sums = lowestSums(sums, loads)
+		t.lowDegFrom[c], sums = lowestSums(sums, degs)
 	}
-	b.nodeCost = 1 + int64(nc*nc)/256
-	b.present = make([]int, 0, nc)
-	b.active = make([]int, 0, nc)
-	b.twinBefore = b.twins()
-	return b
+	t.nodeCost = 1 + int64(nc*nc)/256
+	t.twinBefore = twins(&g)
+	return t
 }
 
 // twins finds, for each class, the nearest lower class it could swap
@@ -179,7 +309,7 @@ func (p *problem) newClassSearch(cls []class, k int) *classSearch {
 // locality and member loads, NUMA node, busy state and degree, and the
 // same link and locality to every third class (the partitioned GPUs of
 // one NUMA node, say). -1 when there is none.
-func (b *classSearch) twins() []int {
+func twins(b *classGraph) []int {
 	nc := b.nc
 	out := make([]int, nc)
 	for c := range out {
@@ -193,7 +323,7 @@ func (b *classSearch) twins() []int {
 	return out
 }
 
-func (b *classSearch) twin(e, c int) bool {
+func (b *classGraph) twin(e, c int) bool {
 	ce, cc := &b.cls[e], &b.cls[c]
 	if len(ce.members) != len(cc.members) || ce.numa != cc.numa || ce.busy != cc.busy || ce.deg != cc.deg ||
 		b.link(e, e) != b.link(c, c) || b.loc[e*b.nc+e] != b.loc[c*b.nc+c] || !slices.Equal(ce.firstLoad, cc.firstLoad) {
@@ -207,15 +337,21 @@ func (b *classSearch) twin(e, c int) bool {
 	return true
 }
 
-// lowestSums returns s with s[r] the sum of the r lowest of vals.
-func lowestSums(vals []int64) []int64 {
-	v := slices.Clone(vals)
-	slices.Sort(v)
-	s := make([]int64, len(v)+1)
-	for i, x := range v {
-		s[i+1] = s[i] + x
+// lowestSums appends to buf s with s[r] the sum of the r lowest of the
+// ascending vals, and returns s and buf.
+func lowestSums(buf, sorted []int64) (s, rest []int64) {
+	start := len(buf)
+	buf = append(buf, 0)
+	for i, x := range sorted {
+		buf = append(buf, buf[start+i]+x)
 	}
-	return s
+	return buf[start:len(buf):len(buf)], buf
+}
+
+// insertSorted inserts x into the ascending vals.
+func insertSorted(vals []int64, x int64) []int64 {
+	i, _ := slices.BinarySearch(vals, x)
+	return slices.Insert(vals, i, x)
 }
 
 // dfs explores the sets that take r more devices from classes c and on;
@@ -306,6 +442,7 @@ func (b *classSearch) decide(c, t, sign int) {
 	b.busyCount += sign * boolInt(cl.busy) * t
 	b.loadSum += int64(sign) * cl.firstLoad[t]
 	b.degSum += int64(sign*t) * cl.deg
+	b.cutSum += int64(sign*t) * b.cut[c]
 }
 
 func boolInt(x bool) int {
@@ -381,7 +518,7 @@ func (b *classSearch) leaf() {
 // form (each class giving its first members, as the search would) and
 // offers it.
 func (b *classSearch) offer(vs []int) {
-	count := make(map[int]int)
+	count := make([]int, b.nc)
 	for _, v := range vs {
 		for c := range b.cls {
 			if slices.Contains(b.cls[c].members, v) {

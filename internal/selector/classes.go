@@ -1,9 +1,9 @@
 package selector
 
 import (
+	"cmp"
 	"math"
 	"slices"
-	"sort"
 )
 
 // class is a group of interchangeable candidates: the same link and
@@ -25,6 +25,19 @@ type class struct {
 // buildClasses groups the candidates in pool into classes, ordered by
 // their lowest index.
 func (p *problem) buildClasses(pool bitset) []class {
+	var cls []class
+	if p.group != nil && pool == firstN(p.n) {
+		cls = p.groupClasses()
+	} else {
+		cls = p.matchClasses(pool)
+	}
+	p.finishClasses(cls)
+	return cls
+}
+
+// matchClasses groups pool's devices by comparing each with one member
+// of every class found so far.
+func (p *problem) matchClasses(pool bitset) []class {
 	var cls []class
 	var rep []int
 	n := p.n
@@ -55,25 +68,66 @@ func (p *problem) buildClasses(pool bitset) []class {
 		}
 		cls[found].members = append(cls[found].members, v)
 	}
+	return cls
+}
+
+// finishClasses sets each class's internal link, member order and
+// first-member tables.
+func (p *problem) finishClasses(cls []class) {
+	n := p.n
+	total := len(cls)
+	for c := range cls {
+		total += len(cls[c].members)
+	}
+	// one backing array each for every class's tables
+	masks, loads := make([]bitset, total), make([]int64, total)
 	for c := range cls {
 		cl := &cls[c]
 		if len(cl.members) > 1 {
 			cl.inner = p.bw[cl.members[0]*n+cl.members[1]]
 		}
-		sort.SliceStable(cl.members, func(i, j int) bool {
-			a, b := cl.members[i], cl.members[j]
+		slices.SortFunc(cl.members, func(a, b int) int {
 			if p.load[a] != p.load[b] {
-				return p.load[a] < p.load[b]
+				return cmp.Compare(p.load[a], p.load[b])
 			}
-			return a < b
+			return cmp.Compare(a, b)
 		})
-		cl.firstMask = make([]bitset, len(cl.members)+1)
-		cl.firstLoad = make([]int64, len(cl.members)+1)
+		k := len(cl.members) + 1
+		cl.firstMask, cl.firstLoad = masks[:k:k], loads[:k:k]
+		masks, loads = masks[k:], loads[k:]
 		for i, v := range cl.members {
 			cl.firstMask[i+1] = cl.firstMask[i]
 			cl.firstMask[i+1].add(v)
 			cl.firstLoad[i+1] = cl.firstLoad[i] + p.load[v]
 		}
+	}
+}
+
+// groupClasses is buildClasses over every candidate when they are all
+// the devices: the prepared link groups split by NUMA node and busy
+// state, in the same order (by lowest member).
+func (p *problem) groupClasses() []class {
+	var cls []class
+	first := make([]int, p.n) // the class of a group's first member, by group
+	for v := 0; v < p.n; v++ {
+		g := p.group[v]
+		found := -1
+		if g != v {
+			for c := first[g]; c < len(cls); c++ {
+				if r := cls[c].members[0]; p.group[r] == g && p.numa[r] == p.numa[v] && p.busy.has(r) == p.busy.has(v) {
+					found = c
+					break
+				}
+			}
+		}
+		if found < 0 {
+			if g == v {
+				first[g] = len(cls)
+			}
+			cls = append(cls, class{numa: p.numa[v], busy: p.busy.has(v), deg: p.deg[v]})
+			found = len(cls) - 1
+		}
+		cls[found].members = append(cls[found].members, v)
 	}
 	return cls
 }
@@ -229,7 +283,19 @@ func (g *classGraph) hamAt(bud *budget, present, take []int, size int, t int64) 
 	if len(present) == 1 {
 		return g.link(present[0], present[0]) >= t, true
 	}
-	// degrees and Dirac's condition
+	if ok, decided := g.hamByDegrees(present, take, size, t); decided {
+		return ok, true
+	}
+	if !g.connectedAt(present, t) {
+		return false, true
+	}
+	return g.hamByRuns(bud, present, take, t)
+}
+
+// hamByDegrees decides what the degrees decide: a device with fewer than
+// two links >= t has no cycle; with every degree at least size/2 there
+// is one (Dirac's condition).
+func (g *classGraph) hamByDegrees(present, take []int, size int, t int64) (ok, decided bool) {
 	minDeg := math.MaxInt
 	for _, c := range present {
 		deg := 0
@@ -246,11 +312,12 @@ func (g *classGraph) hamAt(bud *budget, present, take []int, size int, t int64) 
 		}
 		minDeg = min(minDeg, deg)
 	}
-	if 2*minDeg >= size {
-		return true, true
-	}
+	return 2*minDeg >= size, 2*minDeg >= size
+}
+
+// connectedAt says the present classes are connected over links >= t.
+func (g *classGraph) connectedAt(present []int, t int64) bool {
 	np := len(present)
-	// connectivity over classes
 	seen := make([]bool, np)
 	seen[0] = true
 	stack := []int{0}
@@ -266,11 +333,17 @@ func (g *classGraph) hamAt(bud *budget, present, take []int, size int, t int64) 
 			}
 		}
 	}
-	if reached != np {
-		return false, true
-	}
-	// DP over run counts: radix hi_c+1 per present class. The state cap
-	// also keeps np below 64, the width of the masks below.
+	return reached == np
+}
+
+// hamByRuns is the dynamic programme over how many runs (maximal
+// stretches of one class) of each present class a cycle has used, the
+// bitmask of classes a run may end with at each count; undecided when
+// the table would pass hamStates.
+func (g *classGraph) hamByRuns(bud *budget, present, take []int, t int64) (ok, decided bool) {
+	np := len(present)
+	// radix hi_c+1 per present class. The state cap also keeps np below
+	// 64, the width of the masks below.
 	hi := make([]int, np)
 	radix := make([]int, np)
 	states := 1
@@ -294,11 +367,7 @@ func (g *classGraph) hamAt(bud *budget, present, take []int, size int, t int64) 
 	reach := make([]uint64, states) // bitmask of the last class
 	reach[radix[0]] = 1             // one run of the start class
 	for s := 0; s < states; s++ {
-		last := reach[s]
-		if last == 0 {
-			continue
-		}
-		for l := last; l != 0; l &= l - 1 {
+		for l := reach[s]; l != 0; l &= l - 1 {
 			a := trailingZeros(l)
 			for nx := adj[a]; nx != 0; nx &= nx - 1 {
 				j := trailingZeros(nx)

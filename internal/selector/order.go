@@ -134,65 +134,91 @@ func (p *problem) hamPath(vs []int, t int64) bool {
 // in the order of the path (or, with cycle, the ring from vs[0]) whose
 // links are all >= t with the largest total, smallest sequence first.
 func (p *problem) bestSequence(vs []int, t int64, cycle bool) []int {
-	k := len(vs)
-	w := func(i, j int) int64 {
+	q := sequenceTable{k: len(vs), cycle: cycle, w: func(i, j int) int64 {
 		if b := p.bw[vs[i]*p.n+vs[j]]; b >= t {
 			return b
 		}
 		return -1
+	}}
+	q.fill()
+	return q.walk(vs)
+}
+
+// sequenceTable is bestSequence's table: h[S*k+v] is the best total of
+// a path that starts at v and covers S (v in S); with cycle, S excludes
+// position 0 and the path must end next to 0, the closing link counted.
+// -1: none. w is the link between two positions, -1 below t.
+type sequenceTable struct {
+	k     int
+	cycle bool
+	w     func(i, j int) int64
+	full  uint32
+	h     []int64
+}
+
+func (q *sequenceTable) fill() {
+	k := q.k
+	q.full = uint32(1)<<uint(k) - 1
+	if q.cycle {
+		q.full &^= 1
 	}
-	// h[S*k+v]: best total of a path that starts at v and covers S
-	// (v in S); with cycle, S excludes position 0 and the path must end
-	// next to 0, the closing link counted. -1: none.
-	full := uint32(1)<<uint(k) - 1
-	if cycle {
-		full &^= 1
+	q.h = make([]int64, (int(q.full)+1)*k)
+	for i := range q.h {
+		q.h[i] = -1
 	}
-	h := make([]int64, (int(full)+1)*k)
-	for i := range h {
-		h[i] = -1
-	}
-	for s := uint32(1); s <= full; s++ {
-		if s&full != s {
+	for s := uint32(1); s <= q.full; s++ {
+		if s&q.full != s {
 			continue
 		}
 		for r := s; r != 0; r &= r - 1 {
 			v := bits.TrailingZeros32(r)
-			rest := s &^ (1 << uint(v))
-			best := int64(-1)
-			if rest == 0 {
-				if !cycle {
-					best = 0
-				} else if c := w(v, 0); c >= 0 {
-					best = c
-				}
-			} else {
-				for q := rest; q != 0; q &= q - 1 {
-					u := bits.TrailingZeros32(q)
-					if e, g := w(v, u), h[int(rest)*k+u]; e >= 0 && g >= 0 && e+g > best {
-						best = e + g
-					}
-				}
-			}
-			h[int(s)*k+v] = best
+			q.h[int(s)*k+v] = q.best(s, v)
 		}
 	}
+}
+
+// best is the best total of a path from v covering s, from the entries
+// of s without v.
+func (q *sequenceTable) best(s uint32, v int) int64 {
+	rest := s &^ (1 << uint(v))
+	best := int64(-1)
+	if rest == 0 {
+		if !q.cycle {
+			best = 0
+		} else if c := q.w(v, 0); c >= 0 {
+			best = c
+		}
+		return best
+	}
+	for r := rest; r != 0; r &= r - 1 {
+		u := bits.TrailingZeros32(r)
+		if e, g := q.w(v, u), q.h[int(rest)*q.k+u]; e >= 0 && g >= 0 && e+g > best {
+			best = e + g
+		}
+	}
+	return best
+}
+
+// walk follows the table from the best total back to a sequence, the
+// smallest position first at every step.
+func (q *sequenceTable) walk(vs []int) []int {
+	k, h := q.k, q.h
 	var out []int
-	s := full
+	s := q.full
 	target := int64(-1)
 	prev := -1
-	if cycle {
+	if q.cycle {
 		out = append(out, vs[0])
 		prev = 0
-		for q := s; q != 0; q &= q - 1 {
-			u := bits.TrailingZeros32(q)
-			if e, g := w(0, u), h[int(s)*k+u]; e >= 0 && g >= 0 && e+g > target {
+		for r := s; r != 0; r &= r - 1 {
+			u := bits.TrailingZeros32(r)
+			if e, g := q.w(0, u), h[int(s)*k+u]; e >= 0 && g >= 0 && e+g > target {
 				target = e + g
 			}
 		}
 	} else {
-		for q := s; q != 0; q &= q - 1 {
-			if g := h[int(s)*k+bits.TrailingZeros32(q)]; g > target {
+		for r := s; r != 0; r &= r - 1 {
+			if g := h[int(s)*k+bits.TrailingZeros32(r)]; g > target {
 				target = g
 			}
 		}
@@ -202,8 +228,8 @@ func (p *problem) bestSequence(vs []int, t int64, cycle bool) []int {
 	}
 	for s != 0 {
 		next := -1
-		for q := s; q != 0; q &= q - 1 {
-			u := bits.TrailingZeros32(q)
+		for r := s; r != 0; r &= r - 1 {
+			u := bits.TrailingZeros32(r)
 			g := h[int(s)*k+u]
 			if g < 0 {
 				continue
@@ -215,7 +241,7 @@ func (p *problem) bestSequence(vs []int, t int64, cycle bool) []int {
 				}
 				continue
 			}
-			if e := w(prev, u); e >= 0 && e+g == target {
+			if e := q.w(prev, u); e >= 0 && e+g == target {
 				next = u
 				break
 			}

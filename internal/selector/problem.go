@@ -3,6 +3,7 @@ package selector
 import (
 	"math"
 	"slices"
+	"sync"
 
 	"github.com/amdrun/amdrun/internal/topology"
 )
@@ -34,7 +35,9 @@ type problem struct {
 	busy   bitset    // busy candidates
 	load   []int64   // hundredths of a percent of utilisation plus memory use
 	nNUMA  int
-	bud    *budget // the work Select may still spend
+	group  []int     // Prepared.group when every device is a candidate, else nil
+	prep   *Prepared // where the problem came from
+	bud    *budget   // the work Select may still spend
 	scr    *scratch
 
 	// evaluated remembers evalSet's answers by set: the naive set and
@@ -63,68 +66,59 @@ type scratch struct {
 }
 
 func newScratch(n int) *scratch {
-	return &scratch{a: make([]int, n), b: make([]int, n), c: make([]int, n), d: make([]int, n),
-		x: make([]int64, n), y: make([]int64, n), f: make([]bool, n), g: make([]bool, n), caps: make([]capped, n)}
+	ints, i64s, bools := make([]int, 4*n), make([]int64, 2*n), make([]bool, 2*n)
+	return &scratch{a: ints[:n:n], b: ints[n : 2*n : 2*n], c: ints[2*n : 3*n : 3*n], d: ints[3*n:],
+		x: i64s[:n:n], y: i64s[n:], f: bools[:n:n], g: bools[n:], caps: make([]capped, n)}
 }
 
 func newProblem(m *topology.Model, cands []int, pol Policy, size int, r rules) *problem {
+	return Prepare(m).newProblem(cands, pol, size, r)
+}
+
+// newProblem copies the candidates' pairs out of the prepared matrices.
+func (pp *Prepared) newProblem(cands []int, pol Policy, size int, r rules) *problem {
+	m := pp.m
 	n := len(cands)
-	p := &problem{policy: pol, rules: r, n: n, size: size, idx: cands, bw: make([]int64, n*n),
-		loc: make([]int64, n*n), deg: make([]int64, n), numa: make([]int, n), load: make([]int64, n),
+	p := &problem{policy: pol, rules: r, n: n, size: size, idx: cands, numa: make([]int, n), load: make([]int64, n), prep: pp,
 		bud: unlimited(), scr: newScratch(n), ties: defaultTies[:]}
 	if r.ties != nil {
 		p.ties = r.ties[:min(len(r.ties), len(defaultTies))]
 	}
-	levels := measuredLevels(m)
-	ids := map[int]int{}
-	// Pairs come from the model's links, one lookup each (issue 25: three
-	// lookups per pair were most of a small node's Select); a pair
-	// without a link has bandwidth 0 and locality SYS, as Model.BW and
-	// Model.Locality say.
-	pos := make([]int, len(m.Devices))
-	for i := range pos {
-		pos[i] = -1
+	nd := pp.nd
+	if n != nd {
+		p.bw = make([]int64, n*n)
 	}
-	for i, d := range cands {
-		pos[d] = i
+	if n != nd || r.noLocality {
+		p.loc, p.deg = make([]int64, n*n), make([]int64, n)
 	}
-	if !r.noLocality {
-		sys := int64(topology.LocalitySYS)
-		for i := range p.loc {
-			if i/n != i%n {
-				p.loc[i] = sys
-			}
-		}
-	}
-	for li := range m.Links {
-		l := &m.Links[li]
-		i, j := pos[l.A], pos[l.B]
-		if i < 0 || j < 0 || i == j || m.Link(l.A, l.B) != l {
-			continue
-		}
-		b := m.BW(l.A, l.B) // host-staged for a pair without peer-to-peer access
-		if l.Measured && levels != nil {
-			b = levels[l.MaxBandwidth]
-		}
-		p.bw[i*n+j], p.bw[j*n+i] = b, b
+	if n == nd {
+		// every device is a candidate: the prepared matrices serve as
+		// they are (nothing writes them)
+		p.bw, p.group = pp.bw, pp.group
 		if !r.noLocality {
-			lc := int64(m.Locality(l.A, l.B))
-			p.loc[i*n+j], p.loc[j*n+i] = lc, lc
+			p.loc, p.deg = pp.loc, pp.deg
 		}
-	}
-	for i := 0; i < n; i++ {
-		for j := 0; j < n; j++ {
-			if j != i {
-				p.deg[i] += p.loc[i*n+j]
+	} else {
+		for i, a := range cands {
+			copy2(p.bw[i*n:i*n+n], pp.bw[a*nd:a*nd+nd], cands)
+			if !r.noLocality {
+				copy2(p.loc[i*n:i*n+n], pp.loc[a*nd:a*nd+nd], cands)
+				var d int64
+				for _, v := range p.loc[i*n : i*n+n] {
+					d += v
+				}
+				p.deg[i] = d
 			}
 		}
 	}
+	var idBuf [8]int
+	ids := idBuf[:0]
 	for i, d := range cands {
 		dev := &m.Devices[d]
-		id, ok := ids[dev.NUMANode]
-		if !ok {
+		id := slices.Index(ids, dev.NUMANode)
+		if id < 0 {
 			id = len(ids)
-			ids[dev.NUMANode] = id
+			ids = append(ids, dev.NUMANode)
 		}
 		p.numa[i] = id
 		if dev.Busy {
@@ -134,6 +128,119 @@ func newProblem(m *topology.Model, cands []int, pol Policy, size int, r rules) *
 	}
 	p.nNUMA = len(ids)
 	return p
+}
+
+// copy2 sets dst[i] = row[cands[i]].
+func copy2(dst, row []int64, cands []int) {
+	for i, c := range cands {
+		dst[i] = row[c]
+	}
+}
+
+// Prepared is a model read once for many selections, as the ROCm device
+// plugin's Init reads its topology and weighs every pair once: the
+// bandwidth (measured figures as levels) and locality of every pair of
+// devices. Its Select reads each device's state (busy, load, NUMA node)
+// from the model at every call, so those may change between calls; the
+// model's devices and links must not (prepare it again when they do).
+type Prepared struct {
+	m       *topology.Model
+	nd      int
+	bw, loc []int64 // nd*nd; 0 on the diagonal
+	deg     []int64 // deg[u]: u's locality to every other device, summed
+	// group[u] is the lowest device with u's links and locality to
+	// every third device: buildClasses's relation before NUMA node and
+	// busy state, over every device.
+	group []int
+
+	mu   sync.Mutex
+	root *rootState // the last request's class tables (rootTables)
+}
+
+// Prepare weighs every pair of m's devices. A nil or empty model gives a
+// Prepared whose Select fails as Select does.
+func Prepare(m *topology.Model) *Prepared {
+	pp := &Prepared{m: m}
+	if m == nil {
+		return pp
+	}
+	nd := len(m.Devices)
+	pp.nd = nd
+	pp.bw, pp.loc = make([]int64, nd*nd), make([]int64, nd*nd)
+	levels := measuredLevels(m)
+	// Pairs come from the model's links, one lookup each (issue 25: three
+	// lookups per pair were most of a small node's Select); a pair
+	// without a link has bandwidth 0 and locality SYS, as Model.BW and
+	// Model.Locality say.
+	sys := int64(topology.LocalitySYS)
+	for i := 0; i < nd; i++ {
+		row := pp.loc[i*nd : i*nd+nd]
+		for j := range row {
+			if j != i {
+				row[j] = sys
+			}
+		}
+	}
+	for li := range m.Links {
+		l := &m.Links[li]
+		a, b := l.A, l.B
+		if a < 0 || b < 0 || a >= nd || b >= nd || a == b || m.Link(a, b) != l {
+			continue
+		}
+		w := m.BW(a, b) // host-staged for a pair without peer-to-peer access
+		if l.Measured && levels != nil {
+			w = levels[l.MaxBandwidth]
+		}
+		pp.bw[a*nd+b], pp.bw[b*nd+a] = w, w
+		lc := int64(m.Locality(a, b))
+		pp.loc[a*nd+b], pp.loc[b*nd+a] = lc, lc
+	}
+	pp.deg = make([]int64, nd)
+	for i := range pp.deg {
+		for _, v := range pp.loc[i*nd : i*nd+nd] {
+			pp.deg[i] += v
+		}
+	}
+	pp.group = linkGroups(pp.bw, pp.loc, nd)
+	return pp
+}
+
+// linkGroups gives each of the n devices the lowest device whose links
+// and locality to every third device equal its own. The relation is an
+// equivalence (buildClasses), so each device is compared with one
+// device of each group found so far, the previous device's first.
+func linkGroups(bw, loc []int64, n int) []int {
+	group := make([]int, n)
+	var reps []int
+	for v := 0; v < n; v++ {
+		group[v] = v
+		if v > 0 && sameLinks(bw, loc, n, group[v-1], v) {
+			group[v] = group[v-1]
+			continue
+		}
+		for _, r := range reps {
+			if sameLinks(bw, loc, n, r, v) {
+				group[v] = r
+				break
+			}
+		}
+		if group[v] == v {
+			reps = append(reps, v)
+		}
+	}
+	return group
+}
+
+// sameLinks says r and v have the same link and locality to every third
+// device.
+func sameLinks(bw, loc []int64, n, r, v int) bool {
+	rr, rv := r*n, v*n
+	for u := 0; u < n; u++ {
+		if u != r && u != v && (bw[rr+u] != bw[rv+u] || loc[rr+u] != loc[rv+u]) {
+			return false
+		}
+	}
+	return true
 }
 
 // loadOf is the device's utilisation plus memory use, in hundredths of a

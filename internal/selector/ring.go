@@ -153,104 +153,135 @@ func (p *problem) hamCycle(vs []int, t int64) bool {
 // such links or the rotations run out (8 per device): nil proves nothing.
 func (p *problem) findCycle(vs []int, t int64) []int {
 	k := len(vs)
-	rotations := 0
-	defer func() { p.bud.spend(1 + int64(k*k+rotations*k)/1024) }()
-	link := func(a, b int) bool { return p.bw[vs[a]*p.n+vs[b]] >= t }
-	adj := make([][]int, k)
-	for a := 0; a < k; a++ {
-		for b := 0; b < k; b++ {
-			if a != b && link(a, b) {
-				adj[a] = append(adj[a], b)
-			}
-		}
-		if len(adj[a]) < 2 {
-			return nil
-		}
+	s := posa{link: func(a, b int) bool { return p.bw[vs[a]*p.n+vs[b]] >= t }}
+	defer func() { p.bud.spend(1 + int64(k*k+s.rotations*k)/1024) }()
+	if !s.init(k) {
+		return nil
 	}
-	pos := make([]int, k) // position on the path, -1 when not on it
-	free := make([]int, k)
-	for a := range pos {
-		pos[a] = -1
-		free[a] = len(adj[a])
-	}
-	path := make([]int, 0, k)
-	visit := func(a int) {
-		pos[a] = len(path)
-		path = append(path, a)
-		for _, b := range adj[a] {
-			free[b]--
-		}
-	}
-	reverseFrom := func(i int) {
-		for l, r := i, len(path)-1; l < r; l, r = l+1, r-1 {
-			path[l], path[r] = path[r], path[l]
-		}
-		for j := i; j < len(path); j++ {
-			pos[path[j]] = j
-		}
-	}
-	visit(0)
+	s.visit(0)
 	for {
-		end := path[len(path)-1]
-		next := -1
-		for _, b := range adj[end] {
-			if pos[b] < 0 && (next < 0 || free[b] < free[next]) {
-				next = b
-			}
-		}
-		if next >= 0 {
-			visit(next)
+		end := s.path[len(s.path)-1]
+		if next := s.extension(end); next >= 0 {
+			s.visit(next)
 			continue
 		}
-		if len(path) == k {
-			if link(end, path[0]) {
-				break
-			}
-			// Close through a crossing: path[i] next to the end and
-			// path[i+1] next to the start give the cycle
-			// path[0..i], end, ..., path[i+1].
-			closed := false
-			for i := 1; i < k-2; i++ {
-				if link(path[i], end) && link(path[i+1], path[0]) {
-					reverseFrom(i + 1)
-					closed = true
-					break
-				}
-			}
-			if closed {
-				break
-			}
+		if len(s.path) == k && s.close(end) {
+			break
 		}
-		if rotations >= 8*k {
+		if s.rotations >= 8*k || !s.rotate(end) {
 			return nil
 		}
-		rotations++
-		// Rotate: for a neighbour path[j] of the end, reversing
-		// path[j+1..] makes path[j+1] the end. Prefer a new end that can
-		// extend (or, on a full path, close); cycle through the others so
-		// that repeated rotations explore.
-		var opts [2][]int
-		for _, b := range adj[end] {
-			j := pos[b]
-			if j >= len(path)-2 {
-				continue
-			}
-			ne := path[j+1]
-			good := free[ne] > 0 || (len(path) == k && link(ne, path[0]))
-			opts[boolInt(!good)] = append(opts[boolInt(!good)], j)
-		}
-		pick := opts[0]
-		if len(pick) == 0 {
-			pick = opts[1]
-		}
-		if len(pick) == 0 {
-			return nil
-		}
-		reverseFrom(pick[rotations%len(pick)] + 1)
 	}
 	out := make([]int, k)
-	for i, a := range path {
+	for i, a := range s.path {
 		out[i] = vs[a]
 	}
 	return out
+}
+
+// posa is findCycle's path over devices 0..k-1 (positions in vs).
+type posa struct {
+	link      func(a, b int) bool
+	adj       [][]int
+	pos       []int // position on the path, -1 when not on it
+	free      []int // neighbours not on the path
+	path      []int
+	rotations int
+}
+
+// init lists the links; false when a device has fewer than two.
+func (s *posa) init(k int) bool {
+	s.adj = make([][]int, k)
+	for a := 0; a < k; a++ {
+		for b := 0; b < k; b++ {
+			if a != b && s.link(a, b) {
+				s.adj[a] = append(s.adj[a], b)
+			}
+		}
+		if len(s.adj[a]) < 2 {
+			return false
+		}
+	}
+	s.pos, s.free = make([]int, k), make([]int, k)
+	for a := range s.pos {
+		s.pos[a] = -1
+		s.free[a] = len(s.adj[a])
+	}
+	s.path = make([]int, 0, k)
+	return true
+}
+
+func (s *posa) visit(a int) {
+	s.pos[a] = len(s.path)
+	s.path = append(s.path, a)
+	for _, b := range s.adj[a] {
+		s.free[b]--
+	}
+}
+
+// reverseFrom reverses path[i..].
+func (s *posa) reverseFrom(i int) {
+	for l, r := i, len(s.path)-1; l < r; l, r = l+1, r-1 {
+		s.path[l], s.path[r] = s.path[r], s.path[l]
+	}
+	for j := i; j < len(s.path); j++ {
+		s.pos[s.path[j]] = j
+	}
+}
+
+// extension is the end's neighbour off the path with the fewest free
+// neighbours (Warnsdorff), or -1.
+func (s *posa) extension(end int) int {
+	next := -1
+	for _, b := range s.adj[end] {
+		if s.pos[b] < 0 && (next < 0 || s.free[b] < s.free[next]) {
+			next = b
+		}
+	}
+	return next
+}
+
+// close makes the full path a cycle: directly, or through a crossing
+// (path[i] next to the end and path[i+1] next to the start give the
+// cycle path[0..i], end, ..., path[i+1]).
+func (s *posa) close(end int) bool {
+	k := len(s.path)
+	if s.link(end, s.path[0]) {
+		return true
+	}
+	for i := 1; i < k-2; i++ {
+		if s.link(s.path[i], end) && s.link(s.path[i+1], s.path[0]) {
+			s.reverseFrom(i + 1)
+			return true
+		}
+	}
+	return false
+}
+
+// rotate: for a neighbour path[j] of the end, reversing path[j+1..]
+// makes path[j+1] the end. It prefers a new end that can extend (or, on
+// a full path, close) and cycles through the others so that repeated
+// rotations explore; false when there is no rotation.
+func (s *posa) rotate(end int) bool {
+	s.rotations++
+	full := len(s.path) == len(s.pos)
+	var opts [2][]int
+	for _, b := range s.adj[end] {
+		j := s.pos[b]
+		if j >= len(s.path)-2 {
+			continue
+		}
+		ne := s.path[j+1]
+		good := s.free[ne] > 0 || (full && s.link(ne, s.path[0]))
+		opts[boolInt(!good)] = append(opts[boolInt(!good)], j)
+	}
+	pick := opts[0]
+	if len(pick) == 0 {
+		pick = opts[1]
+	}
+	if len(pick) == 0 {
+		return false
+	}
+	s.reverseFrom(pick[s.rotations%len(pick)] + 1)
+	return true
 }

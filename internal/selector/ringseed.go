@@ -172,12 +172,9 @@ func (p *problem) cycleOfLength(t int64) []int {
 	adj := p.thresholdGraph(t)
 	core := twoCore(adj, firstN(p.n))
 	size := p.size
-	steps := 0
-	most := int(min(seedSteps, 1+p.bud.left()*128/int64(p.n)))
-	defer func() { p.bud.spend(1 + int64(steps*p.n)/128) }()
-	dist := make([]int, p.n)
-	path := make([]int, 0, size)
-	opts := make([][]int, size) // opts[d]: the choices at path length d
+	c := cycleWalk{adj: adj, size: size, most: int(min(seedSteps, 1+p.bud.left()*128/int64(p.n))),
+		dist: make([]int, p.n), path: make([]int, 0, size), opts: make([][]int, size)}
+	defer func() { p.bud.spend(1 + int64(c.steps*p.n)/128) }()
 	for _, s := range core.list() {
 		// the devices the cycle may use: s and higher ones of the core
 		allowed := core
@@ -188,69 +185,84 @@ func (p *problem) cycleOfLength(t int64) []int {
 		if part.count() < size {
 			continue
 		}
-		bfsDist(adj, s, part, dist)
-		path = append(path[:0], s)
-		free := part
-		free.remove(s)
-		var dfs func() bool
-		dfs = func() bool {
-			if steps++; steps > most {
-				return false
-			}
-			end := path[len(path)-1]
-			if len(path) == size {
-				return adj[end].has(s)
-			}
-			left := size - len(path) // devices still to add
-			nb := adj[end]
-			nb.and(&free)
-			// the next devices: from each, the start is at most left
-			// links away
-			o := opts[len(path)][:0]
-			for w := range nb {
-				for x := nb[w]; x != 0; x &= x - 1 {
-					if v := w*64 + bits.TrailingZeros64(x); dist[v] <= left {
-						o = append(o, v)
-					}
-				}
-			}
-			opts[len(path)] = o
-			// fewest free neighbours first (Warnsdorff)
-			slices.SortFunc(o, func(a, b int) int {
-				x, y := adj[a], adj[b]
-				x.and(&free)
-				y.and(&free)
-				return x.count() - y.count()
-			})
-			for _, v := range o {
-				free.remove(v)
-				path = append(path, v)
-				// v must still reach left-1 free devices
-				r := free
-				r.add(v)
-				if left == 1 || reach(adj, v, r).count() > left-1 {
-					if dfs() {
-						return true
-					}
-				}
-				path = path[:len(path)-1]
-				free.add(v)
-				if steps > most {
-					return false
-				}
-			}
-			return false
-		}
-		if dfs() {
-			out := slices.Clone(path)
+		bfsDist(adj, s, part, c.dist)
+		c.start, c.path = s, append(c.path[:0], s)
+		c.free = part
+		c.free.remove(s)
+		if c.dfs() {
+			out := slices.Clone(c.path)
 			slices.Sort(out)
 			return out
 		}
-		if steps > most {
+		if c.steps > c.most {
 			return nil
 		}
 	}
 	return nil
+}
+
+// cycleWalk is cycleOfLength's depth-first search for a cycle of size
+// devices from start over adj, at most most steps.
+type cycleWalk struct {
+	adj         []bitset
+	size, start int
+	steps, most int
+	dist        []int // links to the start
+	path        []int
+	free        bitset  // devices of the start's part not on the path
+	opts        [][]int // opts[d]: the choices at path length d
+}
+
+func (c *cycleWalk) dfs() bool {
+	if c.steps++; c.steps > c.most {
+		return false
+	}
+	end := c.path[len(c.path)-1]
+	if len(c.path) == c.size {
+		return c.adj[end].has(c.start)
+	}
+	left := c.size - len(c.path) // devices still to add
+	for _, v := range c.next(end, left) {
+		c.free.remove(v)
+		c.path = append(c.path, v)
+		// v must still reach left-1 free devices
+		r := c.free
+		r.add(v)
+		if left == 1 || reach(c.adj, v, r).count() > left-1 {
+			if c.dfs() {
+				return true
+			}
+		}
+		c.path = c.path[:len(c.path)-1]
+		c.free.add(v)
+		if c.steps > c.most {
+			return false
+		}
+	}
+	return false
+}
+
+// next lists the end's free neighbours from which the start is at most
+// left links away, fewest free neighbours first (Warnsdorff).
+func (c *cycleWalk) next(end, left int) []int {
+	nb := c.adj[end]
+	nb.and(&c.free)
+	o := c.opts[len(c.path)][:0]
+	for w := range nb {
+		for x := nb[w]; x != 0; x &= x - 1 {
+			if v := w*64 + bits.TrailingZeros64(x); c.dist[v] <= left {
+				o = append(o, v)
+			}
+		}
+	}
+	c.opts[len(c.path)] = o
+	slices.SortFunc(o, func(a, b int) int {
+		x, y := c.adj[a], c.adj[b]
+		x.and(&c.free)
+		y.and(&c.free)
+		return x.count() - y.count()
+	})
+	return o
 }
 
 // bfsDist fills dist[v] with the number of links from s to v inside set

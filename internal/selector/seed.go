@@ -1,19 +1,16 @@
 package selector
 
-// seeds returns sets to offer before the branch-and-bound starts, so that
-// it prunes from the first node and, when the budget cuts it short, the
-// answer is a good set rather than the first one reached: the naive
-// first devices (Select reports their score anyway), then for the ring a
-// greedy ring-minded set and a set found by a cycle search (ringSeed),
-// and a greedy set grown inside the best connected group. Once the budget
-// is spent only the first is offered.
+import "slices"
+
+// seeds returns sets to offer, after the naive first devices (Select
+// reports their score anyway), before the branch-and-bound starts, so
+// that it prunes from the first node and, when the budget cuts it short,
+// the answer is a good set rather than the first one reached: for the
+// ring a greedy ring-minded set and a set found by a cycle search
+// (ringSeed), and a greedy set grown inside the best connected group.
+// Once the budget is spent none is offered.
 func (p *problem) seeds(b *classSearch) [][]int {
 	var out [][]int
-	naive := make([]int, p.size)
-	for i := range naive {
-		naive[i] = i
-	}
-	out = append(out, naive)
 	if p.size < 2 {
 		return out
 	}
@@ -21,7 +18,7 @@ func (p *problem) seeds(b *classSearch) [][]int {
 	// over links >= t holds the set.
 	t, _ := b.bottleneckUB(0, p.size, len(b.levels)-1)
 	if p.policy == Ring {
-		out = append(out, p.greedy(0, true))
+		out = append(out, p.greedy(&b.classGraph, 0, true))
 		// The cycle search is for nodes where few devices are
 		// interchangeable (the classes of a partitioned node settle its
 		// rings far cheaper).
@@ -31,7 +28,7 @@ func (p *problem) seeds(b *classSearch) [][]int {
 			}
 		}
 	}
-	return append(out, p.greedy(t, false))
+	return append(out, p.greedy(&b.classGraph, t, false))
 }
 
 // greedy grows a set of p.size devices one at a time. For the tree
@@ -39,53 +36,15 @@ func (p *problem) seeds(b *classSearch) [][]int {
 // brings the most bandwidth to it; for the ring it brings the best
 // second-best link (a ring needs two), then the most bandwidth. Ties go to
 // more locality, less split, then the lowest index. The start is the
-// device with the most bandwidth to the candidates that reach it at >= t.
-func (p *problem) greedy(t int64, ring bool) []int {
+// device with the most bandwidth to the candidates that reach it at >= t
+// (greedyStart, on g, the classes of every candidate).
+func (p *problem) greedy(g *classGraph, t int64, ring bool) []int {
 	n := p.n
 	p.bud.spend(1 + int64(n*n+n*p.size)/1024)
 	in := make([]bool, n)
 	sum := make([]int64, n)     // bandwidth to the set
 	loc := make([]int64, n)     // locality to the set
 	best := make([][2]int64, n) // the best two links to the set
-	// components over links >= t: the start must lie in one that can
-	// hold the set
-	comp := make([]int, n)
-	for a := range comp {
-		comp[a] = a
-	}
-	find := func(a int) int {
-		for comp[a] != a {
-			comp[a] = comp[comp[a]]
-			a = comp[a]
-		}
-		return a
-	}
-	for a := 0; a < n; a++ {
-		for b := a + 1; b < n; b++ {
-			if p.bw[a*n+b] >= t {
-				comp[find(b)] = find(a)
-			}
-		}
-	}
-	compSize := make([]int, n)
-	for a := 0; a < n; a++ {
-		compSize[find(a)]++
-	}
-	start, startSum := 0, int64(-1)
-	for a := 0; a < n; a++ {
-		if compSize[find(a)] < p.size {
-			continue
-		}
-		var s int64
-		for b := 0; b < n; b++ {
-			if w := p.bw[a*n+b]; b != a && w >= t {
-				s += w
-			}
-		}
-		if s > startSum {
-			start, startSum = a, s
-		}
-	}
 	set := make([]int, 0, p.size)
 	add := func(a int) {
 		in[a] = true
@@ -102,7 +61,7 @@ func (p *problem) greedy(t int64, ring bool) []int {
 			}
 		}
 	}
-	add(start)
+	add(greedyStart(g, p.size, t))
 	for len(set) < p.size {
 		next := -1
 		var nk [4]int64
@@ -133,4 +92,61 @@ func (p *problem) greedy(t int64, ring bool) []int {
 		add(next)
 	}
 	return set
+}
+
+// greedyStart is the lowest device with the most bandwidth, over links
+// >= t, to the other candidates, among those whose component over such
+// links holds size devices (device 0 when none does). Members of a class
+// are alike in both, so it looks at classes: their components over
+// links >= t, where a class whose members link to no other class at
+// >= t is one component if its members link to each other at >= t, and
+// each member its own otherwise.
+func greedyStart(g *classGraph, size int, t int64) int {
+	nc := g.nc
+	parent, capc := g.scr.c[:nc], g.scr.d[:nc]
+	find := func(x int) int {
+		for parent[x] != x {
+			parent[x] = parent[parent[x]]
+			x = parent[x]
+		}
+		return x
+	}
+	linked := g.scr.f[:nc] // a link >= t to another class
+	for c := range parent {
+		parent[c], capc[c], linked[c] = c, len(g.cls[c].members), false
+	}
+	for c := 0; c < nc; c++ {
+		for d := c + 1; d < nc; d++ {
+			if g.link(c, d) >= t {
+				linked[c], linked[d] = true, true
+				if x, y := find(c), find(d); x != y {
+					parent[y] = x
+					capc[x] += capc[y]
+				}
+			}
+		}
+	}
+	start, startSum := 0, int64(-1)
+	for c := 0; c < nc; c++ {
+		cl := &g.cls[c]
+		inner := len(cl.members) > 1 && g.link(c, c) >= t
+		if comp := capc[find(c)]; (!linked[c] && !inner && 1 < size) || comp < size {
+			continue
+		}
+		var s int64
+		for d := 0; d < nc; d++ {
+			if w := g.link(c, d); w >= t && (d != c || inner) {
+				others := len(g.cls[d].members)
+				if d == c {
+					others--
+				}
+				s += int64(others) * w
+			}
+		}
+		first := slices.Min(cl.members)
+		if s > startSum { // classes go by their lowest member
+			start, startSum = first, s
+		}
+	}
+	return start
 }

@@ -245,8 +245,19 @@ func Select(m *topology.Model, req Request, p Policy) (*Choice, error) {
 	return selectBy(m, req, p, rules{})
 }
 
+// Select is Select on the prepared model: the same answer, without
+// weighing the pairs again.
+func (pp *Prepared) Select(req Request, p Policy) (*Choice, error) {
+	return pp.selectBy(req, p, rules{})
+}
+
 func selectBy(m *topology.Model, req Request, p Policy, r rules) (*Choice, error) {
+	return Prepare(m).selectBy(req, p, r)
+}
+
+func (pp *Prepared) selectBy(req Request, p Policy, r rules) (*Choice, error) {
 	start := time.Now()
+	m := pp.m
 	if !p.valid() {
 		return nil, fmt.Errorf("selector: %w: unknown policy %d", ErrBadRequest, int(p))
 	}
@@ -282,7 +293,7 @@ func selectBy(m *topology.Model, req Request, p Policy, r rules) (*Choice, error
 	if work <= 0 {
 		work = DefaultWork
 	}
-	pr := newProblem(m, cands, p, n, r)
+	pr := pp.newProblem(cands, p, n, r)
 	pr.bud = &budget{limit: int64(work), deadline: start.Add(limit)}
 	res := pr.search(k + 1)
 	naive := firstN(n).list()
@@ -362,7 +373,7 @@ func candidates(m *topology.Model, req Request) ([]int, error) {
 		return nil, fmt.Errorf("selector: %w: unknown order %d", ErrBadRequest, int(req.Order))
 	}
 	allowed := allowedSet(m, req)
-	var out []int
+	out := make([]int, 0, len(m.Devices))
 	for i := range m.Devices {
 		if !allowed[i] {
 			continue

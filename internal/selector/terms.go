@@ -97,12 +97,13 @@ var defaultTies = [nTies]tieTerm{
 			}
 			return 2*locality - b.degSum
 		},
-		// the most locality, the least degree
+		// the most locality, the least degree; and split is minus the
+		// locality each member keeps outside the set, at least its cut
 		bound: func(b *classSearch, c, r int, locality int64) int64 {
 			if b.p.rules.noSplit {
 				return 0
 			}
-			return 2*locality - (b.degSum + b.lowDegFrom[c][r])
+			return min(2*locality-(b.degSum+b.lowDegFrom[c][r]), -(b.cutSum + b.lowCutFrom[c][r]))
 		},
 	},
 	// load: hundredths of a percent of utilisation plus memory use

@@ -52,6 +52,28 @@ func Init(path string, keys []string) (*InitReport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lease: %w", err)
 	}
+	parent, err := openInitParent(abs)
+	if err != nil {
+		return nil, err
+	}
+	defer parent.close()
+	rep := &InitReport{Path: abs}
+	dfd, err := openOrMake(parent.fd, abs, rep)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(dfd)
+	if err := fill(dfd, abs, names, rep); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+// openInitParent opens the directory that is to hold the lease
+// directory abs (making missing parents 0755), and refuses one that a
+// user other than root could change: that user could swap the lease
+// directory.
+func openInitParent(abs string) (*walked, error) {
 	parent, base := filepath.Dir(abs), filepath.Base(abs)
 	if base == "/" || base == "." || base == ".." {
 		return nil, fmt.Errorf("lease: %s: %w: not a directory name", abs, ErrUnsafe)
@@ -60,59 +82,83 @@ func Init(path string, keys []string) (*InitReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer w.close()
 	if !steady(&w.st, 0) || w.st.Uid != 0 || w.unsafeAt != "" {
 		at, by := parent, int(w.st.Uid)
 		if w.unsafeAt != "" {
 			at, by = w.unsafeAt, w.unsafeBy
 		}
+		w.close()
 		return nil, fmt.Errorf("lease: %s: %w: %s can change %s, and so swap the lease directory; choose a directory whose parents only root can change",
 			abs, ErrUnsafe, ownerName(by), at)
 	}
-	rep := &InitReport{Path: abs}
-	if err := unix.Mkdirat(w.fd, base, 0o755); err == nil {
+	return w, nil
+}
+
+// openOrMake makes the lease directory abs in pfd when nothing is there
+// (rep.Created), or opens what is there, without following a link, and
+// judges it through the descriptor (what is judged is what gets the lock
+// files): anything Init did not make is refused, changing nothing.
+func openOrMake(pfd int, abs string, rep *InitReport) (int, error) {
+	base := filepath.Base(abs)
+	if err := unix.Mkdirat(pfd, base, 0o755); err == nil {
 		rep.Created = true
 	} else if err != unix.EEXIST {
-		return nil, fmt.Errorf("lease: %w", &fs.PathError{Op: "mkdir", Path: abs, Err: err})
+		return -1, fmt.Errorf("lease: %w", &fs.PathError{Op: "mkdir", Path: abs, Err: err})
 	}
-	// Opened without following a link, then judged through the
-	// descriptor: what is judged is what gets the lock files.
-	dfd, err := unix.Openat(w.fd, base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	dfd, err := unix.Openat(pfd, base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		var st unix.Stat_t
-		if serr := unix.Fstatat(w.fd, base, &st, unix.AT_SYMLINK_NOFOLLOW); serr != nil {
-			return nil, fmt.Errorf("lease: %w", &fs.PathError{Op: "open", Path: abs, Err: err})
+		if serr := unix.Fstatat(pfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); serr != nil {
+			return -1, fmt.Errorf("lease: %w", &fs.PathError{Op: "open", Path: abs, Err: err})
 		}
-		return nil, notOurs(abs, &st, "")
+		return -1, notOurs(abs, &st, "")
 	}
-	defer unix.Close(dfd)
+	if err := judge(dfd, abs, rep.Created); err != nil {
+		unix.Close(dfd)
+		return -1, err
+	}
+	return dfd, nil
+}
+
+// judge says whether the directory open as dfd is root's and, unless
+// Init just made it, one it may adopt.
+func judge(dfd int, abs string, created bool) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(dfd, &st); err != nil {
-		return nil, fmt.Errorf("lease: %w", &fs.PathError{Op: "stat", Path: abs, Err: err})
+		return fmt.Errorf("lease: %w", &fs.PathError{Op: "stat", Path: abs, Err: err})
 	}
-	if !rep.Created {
-		if st.Uid != 0 {
-			return nil, notOurs(abs, &st, "")
-		}
-		if why, err := adoptable(dfd, abs, &st); err != nil {
-			return nil, err
-		} else if why != "" {
-			return nil, notOurs(abs, &st, why)
-		}
+	if st.Uid != 0 && !created {
+		return notOurs(abs, &st, "")
 	}
 	if st.Uid != 0 {
-		return nil, fmt.Errorf("lease: %s: %w: not root's directory after making it", abs, ErrUnsafe)
+		return fmt.Errorf("lease: %s: %w: not root's directory after making it", abs, ErrUnsafe)
 	}
+	if created {
+		return nil
+	}
+	why, err := adoptable(dfd, abs, &st)
+	if err != nil {
+		return err
+	}
+	if why != "" {
+		return notOurs(abs, &st, why)
+	}
+	return nil
+}
+
+// fill gives the directory dfd (root's, Init's) its mode, marker, node
+// lock, a lock file per name and the queue, keeping what is right.
+func fill(dfd int, abs string, names []string, rep *InitReport) error {
 	if err := unix.Fchmod(dfd, 0o755); err != nil {
-		return nil, fmt.Errorf("lease: %w", &fs.PathError{Op: "chmod", Path: abs, Err: err})
+		return fmt.Errorf("lease: %w", &fs.PathError{Op: "chmod", Path: abs, Err: err})
 	}
 	if _, err := ensureLockFile(dfd, filepath.Join(abs, initMarker), initMarker); err != nil {
-		return nil, err
+		return err
 	}
 	for _, n := range append([]string{nodeLock}, names...) {
 		made, err := ensureLockFile(dfd, filepath.Join(abs, n), n)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if made {
 			rep.Made = append(rep.Made, n)
@@ -120,10 +166,7 @@ func Init(path string, keys []string) (*InitReport, error) {
 			rep.Kept++
 		}
 	}
-	if err := ensureQueue(dfd, filepath.Join(abs, queueDir)); err != nil {
-		return nil, err
-	}
-	return rep, nil
+	return ensureQueue(dfd, filepath.Join(abs, queueDir))
 }
 
 // initMarker is the file by which Init knows a directory as one it made.

@@ -5,7 +5,8 @@
 // however its holders exit, so there are no stale leases and no clean-up
 // step: a lease file whose lock is free is not held. Nothing is written
 // into lease files; who holds one comes from the kernel (the lock's pid in
-// /proc/locks, that process's uid and command line in /proc).
+// /proc/locks, checked against the lock lines of /proc/<pid>/fdinfo, which
+// name who holds it now, and that process's uid and command line in /proc).
 //
 // How far the guarantees reach depends on who can change the directory
 // (Dir.Mode, Dir.Degraded). A root-prepared directory (Init, `amdrun
@@ -44,12 +45,6 @@ import (
 // DefaultDir is the lease directory every amdrun job on a node shares
 // unless --lease-dir or AMDRUN_LEASE_DIR says otherwise.
 const DefaultDir = "/run/lock/amdrun"
-
-// Patience is how long a waiter defers to an older ticket in the queue
-// once enough devices are free for that ticket: a real waiter takes them
-// within a poll or two, so a ticket still waiting after Patience is
-// stalled or fake and is passed over.
-const Patience = 3 * time.Second
 
 // nodeLock is the name of the node-wide selection lock and queueDir
 // that of the waiting queue; FileName never gives either (a leading dot
@@ -119,9 +114,20 @@ type Holder struct {
 	// Start is when the holding process started (zero: unknown).
 	Start   time.Time `json:"start,omitzero"`
 	Command string    `json:"command,omitempty"`
-	// Gone: the process that took the lock has exited; descriptors it
-	// handed to the job's processes keep the lease.
+	// Gone: the process that took the lock has exited, and no process
+	// this one may look at holds it (descriptors it handed on keep it).
 	Gone bool `json:"gone,omitempty"`
+	// Locker is the pid that took the lock (as /proc/locks says) when
+	// the holder described is another process, or when no holder could be
+	// found although the locker is alive (PID 0); 0 when PID took it.
+	Locker int `json:"locker,omitempty"`
+	// Outside: the holder does not run amdrun: the lease left the job
+	// with a descriptor handed to another process.
+	Outside bool `json:"outside,omitempty"`
+	// Unverified: /proc does not let this process check that PID holds
+	// the lock (another user's process, without root): PID is the process
+	// that took it, which may have handed it on since.
+	Unverified bool `json:"unverified,omitempty"`
 }
 
 // String is a one-line description for messages:
@@ -151,7 +157,29 @@ func (h Holder) String() string {
 	if !h.Start.IsZero() {
 		b.WriteString(", started " + h.Start.Format("15:04:05"))
 	}
+	// Unverified is said by ps, not in every message naming a holder.
+	if n := h.Note(); n != "" && !h.Gone && !h.Unverified {
+		b.WriteString(" [" + n + "]")
+	}
 	return b.String()
+}
+
+// Note says how far the kernel vouches for the holder described, in a
+// few words; "" for the process that took the lock and still holds it.
+func (h Holder) Note() string {
+	switch {
+	case h.PID <= 0 && h.Locker > 0:
+		return fmt.Sprintf("pid %d took it and holds it no more; the process it went to is not visible to this user", h.Locker)
+	case h.Gone:
+		return "exited; the job's processes keep the lease"
+	case h.Outside:
+		return fmt.Sprintf("outside the job: not an amdrun process; pid %d took the lease", h.Locker)
+	case h.Locker > 0:
+		return fmt.Sprintf("amdrun's, keeping the lease pid %d took", h.Locker)
+	case h.Unverified:
+		return "the pid that took it, as /proc/locks says; only root can check that it still holds it"
+	}
+	return ""
 }
 
 // Dir is an open lease directory. Its methods are safe for concurrent
@@ -215,22 +243,27 @@ type Lease struct {
 	fds  []int
 }
 
-// Ticket is a place in the directory's first-come-first-served queue of
-// jobs waiting for devices. It stays in the queue until Done or until the
-// process exits.
+// Ticket is a place in the directory's queue of jobs waiting for
+// devices (see Enqueue and the rule in queue.go). It stays in the queue
+// until Done or until the process exits.
 type Ticket struct {
 	dir         *Dir
 	name        string
 	need, total int
-	// patience is Patience; tests shorten it.
-	patience time.Duration
+	pid         int
+	since       time.Time // when it joined: the file's inode change time
+	// rule is Patience and Backfill, perUser MaxTicketsPerUser; tests
+	// shorten them.
+	rule    rule
+	perUser int
+	now     func() time.Time
 
-	mu  sync.Mutex
-	qfd int // the queue directory
-	fd  int // the ticket, locked; -1 after Done
-	// waitFrom is when this waiter first deferred to an older ticket
-	// that had enough free devices; zero until then.
-	waitFrom time.Time
+	mu     sync.Mutex
+	qfd    int // the queue directory
+	fd     int // the ticket, locked; -1 after Done
+	clock  clock
+	heldBy *Waiting
+	stats  scanStats
 }
 
 // State is what Held reports for a device that cannot be leased now.
@@ -273,6 +306,24 @@ func (e *LockedError) Error() string {
 
 // Unwrap returns ErrLocked and the context's error.
 func (e *LockedError) Unwrap() []error { return []error{ErrLocked, e.Err} }
+
+// WaitError says that the wait for devices ended (with its context)
+// while the job waited in the queue; Behind is the ticket that held it
+// back at the last look (nil: none did; devices were busy).
+type WaitError struct {
+	Behind *Waiting
+	Err    error
+}
+
+func (e *WaitError) Error() string {
+	if e.Behind != nil {
+		return fmt.Sprintf("lease: waiting for devices, behind %s: %v", e.Behind, e.Err)
+	}
+	return fmt.Sprintf("lease: waiting for devices: %v", e.Err)
+}
+
+// Unwrap returns the context's error.
+func (e *WaitError) Unwrap() error { return e.Err }
 
 // Chooser picks the device keys to lease, given the ones that cannot be
 // leased now (as Held returns them). When no acceptable set is free it

@@ -132,123 +132,173 @@ func walk(path string, create bool, leafPerm uint32) (*walked, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lease: %w", err)
 	}
-	parts := splitPath(abs)
-	if len(parts) == 0 {
+	w := &walker{abs: abs, parts: splitPath(abs), create: create, leafPerm: leafPerm}
+	if len(w.parts) == 0 {
 		return nil, fmt.Errorf("lease: %w: / cannot be a lease directory", ErrUnsafe)
 	}
-	rootFD, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	defer w.close() // the one clean-up: every descriptor on the way
+	if err := w.start(); err != nil {
+		return nil, err
+	}
+	for len(w.parts) > 0 {
+		if err := w.next(); err != nil {
+			return nil, err
+		}
+	}
+	return w.finish()
+}
+
+// walker is the state of one walk: the directories opened so far (the
+// stack, "/" first, each O_PATH), the components still to go, and what
+// was made or followed.
+type walker struct {
+	abs      string
+	parts    []string
+	stack    []step
+	create   bool
+	leafPerm uint32
+	created  bool
+	links    int
+}
+
+// close closes every directory on the stack.
+func (w *walker) close() {
+	for _, s := range w.stack {
+		unix.Close(s.fd)
+	}
+	w.stack = nil
+}
+
+// push opens nothing: it keeps fd (already open) as the next directory.
+func (w *walker) push(fd int, path string) error {
+	s := step{fd: fd, path: path}
+	if err := unix.Fstat(fd, &s.st); err != nil {
+		unix.Close(fd)
+		return fmt.Errorf("lease: %w", &fs.PathError{Op: "stat", Path: path, Err: err})
+	}
+	w.stack = append(w.stack, s)
+	return nil
+}
+
+// popTo leaves n directories on the stack.
+func (w *walker) popTo(n int) {
+	for _, s := range w.stack[n:] {
+		unix.Close(s.fd)
+	}
+	w.stack = w.stack[:n]
+}
+
+func (w *walker) start() error {
+	fd, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("lease: %w", &fs.PathError{Op: "open", Path: "/", Err: err})
+		return fmt.Errorf("lease: %w", &fs.PathError{Op: "open", Path: "/", Err: err})
 	}
-	root := step{fd: rootFD, path: "/"}
-	if err := unix.Fstat(rootFD, &root.st); err != nil {
-		unix.Close(rootFD)
-		return nil, fmt.Errorf("lease: %w", &fs.PathError{Op: "stat", Path: "/", Err: err})
+	return w.push(fd, "/")
+}
+
+// next takes one component: "..", a directory (made when missing and
+// create), or a symlink to follow.
+func (w *walker) next() error {
+	name := w.parts[0]
+	w.parts = w.parts[1:]
+	last := len(w.parts) == 0
+	top := w.stack[len(w.stack)-1]
+	if name == ".." {
+		if len(w.stack) > 1 {
+			w.popTo(len(w.stack) - 1)
+		}
+		return nil
 	}
-	stack := []step{root}
-	closeAll := func() {
-		for _, s := range stack {
-			unix.Close(s.fd)
-		}
+	p := filepath.Join(top.path, name)
+	fd, err := w.open(top, name, p, last)
+	switch {
+	case err == unix.ENOTDIR || err == unix.ELOOP:
+		return w.symlink(top, name, p, last)
+	case err == unix.ENOENT:
+		return fmt.Errorf("lease: %w", &fs.PathError{Op: "open", Path: p, Err: fs.ErrNotExist})
+	case err != nil:
+		return err
 	}
-	created, links := false, 0
-	for len(parts) > 0 {
-		name := parts[0]
-		parts = parts[1:]
-		last := len(parts) == 0
-		top := stack[len(stack)-1]
-		if name == ".." {
-			if len(stack) > 1 {
-				unix.Close(top.fd)
-				stack = stack[:len(stack)-1]
-			}
-			continue
+	return w.push(fd, p)
+}
+
+// open opens the directory name in top, making it first when missing and
+// create. It returns the raw errno for the caller to judge, or a wrapped
+// error when making it failed.
+func (w *walker) open(top step, name, p string, last bool) (int, error) {
+	const flags = unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	fd, err := unix.Openat(top.fd, name, flags, 0)
+	if err != unix.ENOENT || !w.create {
+		if err != nil && err != unix.ENOENT && err != unix.ENOTDIR && err != unix.ELOOP {
+			return -1, fmt.Errorf("lease: %w", &fs.PathError{Op: "open", Path: p, Err: err})
 		}
-		p := filepath.Join(top.path, name)
-		const flags = unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
-		fd, err := unix.Openat(top.fd, name, flags, 0)
-		if err == unix.ENOENT && create {
-			perm := uint32(0o755)
-			if last {
-				perm = leafPerm
-			}
-			merr := unix.Mkdirat(top.fd, name, perm)
-			if merr != nil && merr != unix.EEXIST { // another job may have just made it
-				closeAll()
-				return nil, fmt.Errorf("lease: cannot create lease directory: %w", &fs.PathError{Op: "mkdir", Path: p, Err: merr})
-			}
-			created = created || (merr == nil && last)
-			fd, err = unix.Openat(top.fd, name, flags, 0)
-		}
-		if err == unix.ENOTDIR || err == unix.ELOOP {
-			var lst unix.Stat_t
-			if unix.Fstatat(top.fd, name, &lst, unix.AT_SYMLINK_NOFOLLOW) == nil && lst.Mode&unix.S_IFMT == unix.S_IFLNK {
-				if last {
-					closeAll()
-					return nil, fmt.Errorf("lease: %s: %w: lease directory is a symlink (owned by %s)", p, ErrUnsafe, ownerName(int(lst.Uid)))
-				}
-				if !safeLinkDir(&top.st, &lst) {
-					closeAll()
-					return nil, fmt.Errorf("lease: %s: %w: a symlink in %s, which %s can change: not followed",
-						p, ErrUnsafe, top.path, ownerName(int(top.st.Uid)))
-				}
-				if links++; links > maxSymlinks {
-					closeAll()
-					return nil, fmt.Errorf("lease: %w", &fs.PathError{Op: "open", Path: abs, Err: unix.ELOOP})
-				}
-				target, rerr := readlinkat(top.fd, name)
-				if rerr != nil {
-					closeAll()
-					return nil, fmt.Errorf("lease: %w", &fs.PathError{Op: "readlink", Path: p, Err: rerr})
-				}
-				parts = append(splitPath(target), parts...)
-				if strings.HasPrefix(target, "/") {
-					for _, s := range stack[1:] {
-						unix.Close(s.fd)
-					}
-					stack = stack[:1]
-				}
-				continue
-			}
-			closeAll()
-			return nil, fmt.Errorf("lease: %s: %w: not a directory", p, ErrUnsafe)
-		}
-		if err != nil {
-			closeAll()
-			if err == unix.ENOENT {
-				return nil, fmt.Errorf("lease: %w", &fs.PathError{Op: "open", Path: p, Err: fs.ErrNotExist})
-			}
-			return nil, fmt.Errorf("lease: %w", &fs.PathError{Op: "open", Path: p, Err: err})
-		}
-		s := step{fd: fd, path: p}
-		if err := unix.Fstat(fd, &s.st); err != nil {
-			unix.Close(fd)
-			closeAll()
-			return nil, fmt.Errorf("lease: %w", &fs.PathError{Op: "stat", Path: p, Err: err})
-		}
-		stack = append(stack, s)
+		return fd, err
 	}
-	if len(stack) < 2 {
-		closeAll()
+	perm := uint32(0o755)
+	if last {
+		perm = w.leafPerm
+	}
+	merr := unix.Mkdirat(top.fd, name, perm)
+	if merr != nil && merr != unix.EEXIST { // another job may have just made it
+		return -1, fmt.Errorf("lease: cannot create lease directory: %w", &fs.PathError{Op: "mkdir", Path: p, Err: merr})
+	}
+	w.created = w.created || (merr == nil && last)
+	fd, err = unix.Openat(top.fd, name, flags, 0)
+	if err != nil && err != unix.ENOENT && err != unix.ENOTDIR && err != unix.ELOOP {
+		return -1, fmt.Errorf("lease: %w", &fs.PathError{Op: "open", Path: p, Err: err})
+	}
+	return fd, err
+}
+
+// symlink judges what sits at name in top that is not a directory: a
+// symlink it may follow (its target's components go first), else an
+// error.
+func (w *walker) symlink(top step, name, p string, last bool) error {
+	var lst unix.Stat_t
+	if unix.Fstatat(top.fd, name, &lst, unix.AT_SYMLINK_NOFOLLOW) != nil || lst.Mode&unix.S_IFMT != unix.S_IFLNK {
+		return fmt.Errorf("lease: %s: %w: not a directory", p, ErrUnsafe)
+	}
+	if last {
+		return fmt.Errorf("lease: %s: %w: lease directory is a symlink (owned by %s)", p, ErrUnsafe, ownerName(int(lst.Uid)))
+	}
+	if !safeLinkDir(&top.st, &lst) {
+		return fmt.Errorf("lease: %s: %w: a symlink in %s, which %s can change: not followed",
+			p, ErrUnsafe, top.path, ownerName(int(top.st.Uid)))
+	}
+	if w.links++; w.links > maxSymlinks {
+		return fmt.Errorf("lease: %w", &fs.PathError{Op: "open", Path: w.abs, Err: unix.ELOOP})
+	}
+	target, err := readlinkat(top.fd, name)
+	if err != nil {
+		return fmt.Errorf("lease: %w", &fs.PathError{Op: "readlink", Path: p, Err: err})
+	}
+	w.parts = append(splitPath(target), w.parts...)
+	if strings.HasPrefix(target, "/") {
+		w.popTo(1)
+	}
+	return nil
+}
+
+// finish opens the last directory for reading (O_PATH cannot list it),
+// through its descriptor, not its path, and notes the first directory on
+// the way that others could change.
+func (w *walker) finish() (*walked, error) {
+	if len(w.stack) < 2 {
 		return nil, fmt.Errorf("lease: %w: / cannot be a lease directory", ErrUnsafe)
 	}
-	final := stack[len(stack)-1]
-	// O_PATH cannot list the directory: open it for reading, through the
-	// descriptor, not the path.
+	final := w.stack[len(w.stack)-1]
 	fd, err := unix.Openat(final.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		closeAll()
 		return nil, fmt.Errorf("lease: %w", &fs.PathError{Op: "open", Path: final.path, Err: err})
 	}
-	w := &walked{fd: fd, st: final.st, created: created}
-	owner := final.st.Uid
-	for _, s := range stack[:len(stack)-1] {
-		if !steady(&s.st, owner) && w.unsafeAt == "" {
-			w.unsafeAt, w.unsafeBy = s.path, int(s.st.Uid)
+	out := &walked{fd: fd, st: final.st, created: w.created}
+	for _, s := range w.stack[:len(w.stack)-1] {
+		if !steady(&s.st, final.st.Uid) {
+			out.unsafeAt, out.unsafeBy = s.path, int(s.st.Uid)
+			break
 		}
 	}
-	closeAll()
-	return w, nil
+	return out, nil
 }
 
 // steady reports whether only root and owner can rename or replace the
@@ -565,8 +615,14 @@ func (d *Dir) Held(keys []string) (map[string]State, error) {
 		for _, b := range busy {
 			pid := lockPID(locks, &b.st)
 			h, ok := byPID[pid]
+			if ok && h.Locker != 0 && h.PID > 0 {
+				// Another process was found holding what pid took: most
+				// likely it holds this one too; the kernel says.
+				budget := maxFdinfo
+				ok, _ = holds(h.PID, &b.st, &budget)
+			}
 			if !ok {
-				h = procHolder(pid)
+				h = resolveHolder(pid, &b.st)
 				byPID[pid] = h
 			}
 			held[b.key] = State{Holder: h}
@@ -693,63 +749,89 @@ func (d *Dir) inPlace() error {
 // tries once and returns choose's ErrBusy error when nothing fits. With
 // poll > 0 it waits its turn in the queue (need is how many devices this
 // job wants, which the queue shows to later waiters), first come first
-// served, and retries every poll until it gets a lease or ctx is done
-// (then it returns an error wrapping ctx.Err()). When the queue cannot
-// be used (see Enqueue) it warns once and waits without it, in no
-// particular order.
+// served by the queue's rule (queue.go), and retries every poll until it
+// gets a lease or ctx is done (then it returns an error wrapping
+// ctx.Err()). When this user already has MaxTicketsPerUser jobs waiting
+// it fails at once with an error wrapping ErrQueueFull; when the queue
+// cannot be used otherwise (see Enqueue) it warns once and waits without
+// it, in no particular order.
 func (d *Dir) Claim(ctx context.Context, all []string, need int, choose Chooser, poll time.Duration) (*Lease, error) {
-	try := func() (*Lease, error) {
-		unlock, err := d.Lock(ctx)
-		if err != nil {
-			return nil, err
-		}
-		defer unlock()
-		if err := d.inPlace(); err != nil {
-			return nil, err
-		}
-		held, err := d.Held(all)
-		if err != nil {
-			return nil, err
-		}
-		keys, err := choose(held)
-		if err != nil {
-			return nil, err
-		}
-		return d.Acquire(keys)
-	}
 	if poll <= 0 {
-		return try()
+		return d.claimOnce(ctx, all, choose, nil)
 	}
 	t, err := d.Enqueue(need, len(all))
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrQueueFull):
+		return nil, err
+	case err != nil:
 		d.warnOnce("queue", "%v; waiting without first-come-first-served order", err)
 		t = nil
-	} else {
+	default:
 		defer t.Done()
 	}
 	for {
-		first := true
-		if t != nil {
-			held, err := d.Held(all)
-			if err != nil {
-				return nil, err
-			}
-			if first, err = t.First(len(all) - len(held)); err != nil {
-				return nil, err
-			}
-		}
-		if first {
-			l, err := try()
-			if err == nil || !errors.Is(err, ErrBusy) {
-				return l, err
-			}
+		l, err := d.claimOnce(ctx, all, choose, t)
+		if err == nil || !errors.Is(err, ErrBusy) {
+			return l, err
 		}
 		tm := time.NewTimer(poll)
 		select {
 		case <-ctx.Done():
 			tm.Stop()
-			return nil, fmt.Errorf("lease: waiting for devices: %w", ctx.Err())
+			return nil, &WaitError{Behind: t.HeldBy(), Err: ctx.Err()}
 		case <-tm.C:
 		}
 	}
+}
+
+// errNotYourTurn: the queue holds this waiter back (Ticket.HeldBy says
+// behind whom); it waits as for busy devices.
+var errNotYourTurn = fmt.Errorf("%w: an older job in the queue goes first", ErrBusy)
+
+// newcomer applies the queue's rule to a job that is not in the queue
+// (it does not wait, or has not joined yet), as if it came last: it
+// waits for nobody that could start now (it would not wait long enough
+// for a patience), but it does not start ahead of a ticket that has
+// waited Backfill and keeps its place, so a large request is not starved
+// by jobs that never queue.
+func (d *Dir) newcomer(free, total int) (bool, *Waiting) {
+	c := clock{spent: Patience}
+	return rule{Patience, Backfill}.turn(d.Queue(total), free, time.Now(), &c)
+}
+
+// claimOnce is one try under the node lock: what is free is read, the
+// queue asked (when t is set) with that count, and choose's devices
+// leased, all before the lock is let go, so that no job starts ahead of
+// an older one on a count that has changed since (a small job backfills
+// only on devices a larger one could not use at that moment).
+func (d *Dir) claimOnce(ctx context.Context, all []string, choose Chooser, t *Ticket) (*Lease, error) {
+	unlock, err := d.Lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if err := d.inPlace(); err != nil {
+		return nil, err
+	}
+	held, err := d.Held(all)
+	if err != nil {
+		return nil, err
+	}
+	free := len(all) - len(held)
+	if t != nil {
+		first, err := t.First(free)
+		if err != nil {
+			return nil, err
+		}
+		if !first {
+			return nil, errNotYourTurn
+		}
+	} else if ok, by := d.newcomer(free, len(all)); !ok {
+		return nil, fmt.Errorf("lease: %w: a job waiting longer than %s keeps its place in the queue: %s", ErrBusy, Backfill, by)
+	}
+	keys, err := choose(held)
+	if err != nil {
+		return nil, err
+	}
+	return d.Acquire(keys)
 }

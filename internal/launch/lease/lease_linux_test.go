@@ -57,14 +57,25 @@ func runChild(mode string) int {
 		io.Copy(io.Discard, os.Stdin)
 		l.Release()
 	case "ticket":
-		// Take a ticket, say "ready", and keep it until stdin ends.
-		tk, err := d.Enqueue(1, 8)
+		// Take a ticket for LEASE_N devices (1 when unset), say "ready",
+		// and keep it until stdin ends: a waiter that never takes devices.
+		n, _ := strconv.Atoi(os.Getenv("LEASE_N"))
+		tk, err := d.Enqueue(max(n, 1), 8)
 		if err != nil {
 			return fail("%v", err)
 		}
 		fmt.Println("ready")
 		io.Copy(io.Discard, os.Stdin)
 		tk.Done()
+	case "fake":
+		// Make and lock a file in the queue named by LEASE_NAME, where
+		// {uid}, {pid} and {start} are this process's, holding
+		// LEASE_CONTENT; say "ready" and keep it until stdin ends.
+		return runFake(d)
+	case "handoff":
+		// Lease LEASE_KEYS, hand the lock files to /bin/sleep (an outside
+		// process, ExtraFiles), print its pid, and exit at once.
+		return runHandoff(d, keys)
 	case "worker":
 		return runWorker(d, keys)
 	default:
@@ -716,153 +727,6 @@ func TestLockFaultDoesNotStopJobs(t *testing.T) {
 
 // Step 4: the queue.
 
-func TestQueueInProcess(t *testing.T) {
-	d, _ := openTemp(t)
-	var tk [3]*Ticket
-	for i := range tk {
-		var err error
-		if tk[i], err = d.Enqueue(2, 8); err != nil {
-			t.Fatal(err)
-		}
-	}
-	first := func(free int) [3]bool {
-		var f [3]bool
-		for i, x := range tk {
-			f[i], _ = x.First(free)
-		}
-		return f
-	}
-	// Nothing free: the older ones wait for devices, as we do.
-	if got := first(0); got != [3]bool{true, false, false} {
-		t.Fatalf("First(0) = %v, want only the oldest", got)
-	}
-	tk[0].Done()
-	tk[0].Done()
-	if _, err := tk[0].First(8); err == nil {
-		t.Error("First after Done: no error")
-	}
-	if got := first(0); got != [3]bool{false, true, false} {
-		t.Errorf("after the oldest is done: %v", got)
-	}
-	tk[1].Done()
-	if f, _ := tk[2].First(0); !f {
-		t.Error("third ticket not first at the end")
-	}
-	tk[2].Done()
-	ents, _ := os.ReadDir(filepath.Join(d.Path(), "queue"))
-	if len(ents) != 0 {
-		t.Errorf("queue left %d files", len(ents))
-	}
-	if fi, err := os.Stat(filepath.Join(d.Path(), "queue")); err != nil || fi.Mode()&(fs.ModeSticky|fs.ModePerm) != fs.ModeSticky|0o777 {
-		t.Errorf("queue directory %v, %v; want 01777", fi.Mode(), err)
-	}
-}
-
-// TestQueuePatience: an older ticket keeps its turn while it could be
-// waiting for devices; once enough are free for it, it has its patience to
-// take them, and is passed over after.
-func TestQueuePatience(t *testing.T) {
-	d, _ := openTemp(t)
-	old, err := d.Enqueue(4, 8)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer old.Done()
-	mine, err := d.Enqueue(2, 8)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mine.Done()
-	mine.patience = time.Hour
-	for _, free := range []int{0, 3, 3} {
-		if f, _ := mine.First(free); f {
-			t.Errorf("First(%d) with an older ticket needing 4: true", free)
-		}
-	}
-	// 4 free: its chance. With an hour's patience we keep waiting ...
-	for range 2 {
-		if f, _ := mine.First(4); f {
-			t.Error("passed over an older ticket within its patience")
-		}
-	}
-	// ... with none, the second look finds it still there: passed over.
-	mine.patience = 0
-	mine.waitFrom = time.Time{}
-	if f, _ := mine.First(4); f {
-		t.Error("first look passed over an older ticket")
-	}
-	if f, _ := mine.First(4); !f {
-		t.Error("a ticket that let 4 free devices go by for its patience still blocks")
-	}
-	// Fewer free again: it waits for devices, its turn is back.
-	if f, _ := mine.First(3); f {
-		t.Error("older ticket waiting for devices was passed over")
-	}
-}
-
-// TestQueuePatienceIsPerWaiter: behind 10 older tickets that let free
-// devices go by (fakes kept locked), a waiter waits out one patience, not
-// one per ticket (issue 26: 10 fake tickets delayed a victim 32 s, about
-// 3 s each, as each ticket's timer started only when it was reached).
-func TestQueuePatienceIsPerWaiter(t *testing.T) {
-	d, _ := openTemp(t)
-	for range 10 {
-		fake, err := d.Enqueue(1, 8)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer fake.Done()
-	}
-	mine, err := d.Enqueue(2, 8)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mine.Done()
-	mine.patience = time.Millisecond
-	if f, _ := mine.First(8); f {
-		t.Fatal("the first look passed over the older tickets")
-	}
-	time.Sleep(2 * mine.patience) // the patience is spent: a wait proving a positive
-	if f, _ := mine.First(8); !f {
-		t.Error("after one patience the waiter still defers to tickets that let 8 free devices go by")
-	}
-}
-
-// TestQueueIgnoresNonTickets: files in the queue that amdrun did not
-// write (no need, a need larger than the node, a symlink, a FIFO) block
-// nobody.
-func TestQueueIgnoresNonTickets(t *testing.T) {
-	d, _ := openTemp(t)
-	mine, err := d.Enqueue(1, 8)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mine.Done()
-	q := filepath.Join(d.Path(), "queue")
-	hold := func(name, content string) {
-		p := filepath.Join(q, name)
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { unix.Close(fd) })
-		if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
-			t.Fatal(err)
-		}
-	}
-	hold("00000000000000000001-0000000001.lock", "")
-	hold("00000000000000000002-0000000001.lock", `{"need":9}`)
-	hold("00000000000000000003-0000000001.lock", `{"need":"all"}`)
-	os.Symlink("/etc/passwd", filepath.Join(q, "00000000000000000004-0000000001.lock"))
-	syscall.Mkfifo(filepath.Join(q, "00000000000000000005-0000000001.lock"), 0o666)
-	if f, err := mine.First(0); !f || err != nil {
-		t.Errorf("First = %v, %v: files that are not tickets blocked the queue", f, err)
-	}
-}
-
 // TestQueueUnusable: a queue that is not a directory, or that this user
 // cannot write, makes Enqueue fail (Claim then waits without it).
 func TestQueueUnusable(t *testing.T) {
@@ -1209,31 +1073,6 @@ func TestSIGKILLFreesLease(t *testing.T) {
 	l.Release()
 }
 
-// TestQueueDeadWaiterIgnored: a waiter that dies keeps nobody waiting, and
-// its ticket is tidied away.
-func TestQueueDeadWaiterIgnored(t *testing.T) {
-	testutil.EndToEnd(t)
-	d, _ := openTemp(t)
-	cmd, _ := startHolder(t, "ticket", d.Path(), nil)
-	mine, err := d.Enqueue(1, 8)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mine.Done()
-	if f, _ := mine.First(0); f {
-		t.Fatal("first while an older live waiter exists")
-	}
-	cmd.Process.Signal(syscall.SIGKILL)
-	cmd.Wait()
-	if f, err := mine.First(0); !f || err != nil {
-		t.Fatalf("First() = %v, %v after the older waiter died", f, err)
-	}
-	ents, _ := os.ReadDir(filepath.Join(d.Path(), "queue"))
-	if len(ents) != 1 || ents[0].Name() != mine.name {
-		t.Errorf("queue holds %v, want only %s", ents, mine.name)
-	}
-}
-
 // TestQueueFirstComeFirstServed: waiters that each need every device are
 // served in the order they joined the queue.
 func TestQueueFirstComeFirstServed(t *testing.T) {
@@ -1270,16 +1109,7 @@ func TestQueueFirstComeFirstServed(t *testing.T) {
 	}
 }
 
-func countTickets(d *Dir) int {
-	ents, _ := os.ReadDir(filepath.Join(d.Path(), "queue"))
-	n := 0
-	for _, e := range ents {
-		if ticketName(e.Name()) {
-			n++
-		}
-	}
-	return n
-}
+func countTickets(d *Dir) int { return len(d.Queue(8)) }
 
 // waitFor polls cond (a condition on the file system, not a guess at
 // timing) for up to 20 s.

@@ -65,6 +65,15 @@ func (t *Ticket) First(free int) (bool, error) {
 	return false, fmt.Errorf("lease: %w", ErrNotSupported)
 }
 
+// HeldBy is nil: no ticket can be taken on this system.
+func (t *Ticket) HeldBy() *Waiting { return nil }
+
+// QueueRoom is nil: there is no queue on this system.
+func (d *Dir) QueueRoom(total int) error { return nil }
+
+// Queue is empty: no ticket can be taken on this system.
+func (d *Dir) Queue(total int) []Waiting { return nil }
+
 // Done does nothing: no ticket can be taken on this system.
 func (t *Ticket) Done() {}
 

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -99,7 +101,144 @@ func lockPID(locks []procLock, st *unix.Stat_t) int {
 }
 
 func lockHolder(locks []procLock, st *unix.Stat_t) Holder {
-	return procHolder(lockPID(locks, st))
+	return resolveHolder(lockPID(locks, st), st)
+}
+
+// The pid /proc/locks gives is the process that took the lock, not the
+// one holding it now: a flock belongs to an open file, which the taker
+// may have handed on (to the job's watchers, or, through pidfd_getfd or
+// a unix socket, to a process outside the job; issue 26) and which
+// outlives it, while its pid is reused by an unrelated process. The
+// kernel says who holds the lock now in /proc/<pid>/fdinfo/<fd>: a
+// "lock:" line, in the format of /proc/locks, appears on every
+// descriptor of the open file that holds it (Linux 4.1 and later; seen on
+// 5.x and 6.x), and on no other. Reading another user's fdinfo needs
+// root (ptrace read access), so a process sees who holds a lock only for
+// its own processes, root for all.
+
+// lockLine reports whether an fdinfo text holds a lock line for the file
+// st (FLOCK, granted).
+func lockLine(fdinfo []byte, st *unix.Stat_t) bool {
+	for _, line := range strings.Split(string(fdinfo), "\n") {
+		rest, ok := strings.CutPrefix(line, "lock:")
+		if !ok {
+			continue
+		}
+		for _, l := range parseProcLocks([]byte(strings.TrimSpace(rest))) {
+			if l.ino == st.Ino && l.major == uint64(unix.Major(st.Dev)) && l.minor == uint64(unix.Minor(st.Dev)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// holds reports whether process pid has a descriptor whose open file
+// holds the lock on st; readable is false when /proc does not let this
+// process look (another user's process, or gone).
+func holds(pid int, st *unix.Stat_t, budget *int) (held, readable bool) {
+	dir := "/proc/" + strconv.Itoa(pid) + "/fdinfo"
+	f, err := os.Open(dir)
+	if err != nil {
+		return false, false
+	}
+	fds, err := f.Readdirnames(-1)
+	f.Close()
+	if err != nil {
+		return false, false
+	}
+	for _, fd := range fds {
+		if *budget--; *budget < 0 {
+			return false, true
+		}
+		b, err := readProcFile(dir+"/"+fd, 64<<10)
+		if err == nil && lockLine(b, st) {
+			return true, true
+		}
+	}
+	return false, true
+}
+
+// maxFdinfo bounds the descriptors one look for a lock's holders reads.
+const maxFdinfo = 200000
+
+// resolveHolder says who holds the lock on st, which /proc/locks says
+// locker took: the locker when it still holds it; else a process that
+// does (every process whose descriptors this process may read is
+// searched), with Locker set and Outside when it does not run amdrun;
+// else the locker, marked Gone when it exited, or Unverified when /proc
+// does not let this process check it. A pid the locker's number was
+// given to again is never named: the kernel says it holds nothing.
+func resolveHolder(locker int, st *unix.Stat_t) Holder {
+	if locker <= 0 {
+		return Holder{PID: locker, UID: -1}
+	}
+	budget := maxFdinfo
+	held, readable := holds(locker, st, &budget)
+	if held {
+		return procHolder(locker)
+	}
+	if h, ok := searchHolder(st, locker, &budget); ok {
+		return h
+	}
+	h := procHolder(locker)
+	switch {
+	case h.Gone:
+	case readable:
+		// Alive, readable and holding nothing: it handed the lock on (or
+		// its number was reused) to a process this one cannot see.
+		return Holder{PID: 0, UID: -1, Locker: locker}
+	default:
+		h.Unverified = true
+	}
+	return h
+}
+
+// searchHolder looks through /proc for a process holding the lock on st.
+func searchHolder(st *unix.Stat_t, locker int, budget *int) (Holder, bool) {
+	f, err := os.Open("/proc")
+	if err != nil {
+		return Holder{}, false
+	}
+	ents, err := f.Readdirnames(-1)
+	f.Close()
+	if err != nil {
+		return Holder{}, false
+	}
+	var pids []int
+	for _, e := range ents {
+		if pid, err := strconv.Atoi(e); err == nil && pid != locker {
+			pids = append(pids, pid)
+		}
+	}
+	slices.Sort(pids)
+	for _, pid := range pids {
+		if *budget <= 0 {
+			break
+		}
+		if held, _ := holds(pid, st, budget); held {
+			h := procHolder(pid)
+			h.Locker = locker
+			h.Outside = !isAmdrun(pid)
+			return h, true
+		}
+	}
+	return Holder{}, false
+}
+
+// isAmdrun reports whether pid runs an amdrun binary (the job's guard or
+// keeper keep its leases after the launcher is gone): its executable is
+// this one, or is named amdrun.
+func isAmdrun(pid int) bool {
+	exe, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
+	if err != nil {
+		return false
+	}
+	if filepath.Base(strings.TrimSuffix(exe, " (deleted)")) == "amdrun" {
+		return true
+	}
+	var a, b unix.Stat_t
+	return unix.Stat("/proc/"+strconv.Itoa(pid)+"/exe", &a) == nil && unix.Stat("/proc/self/exe", &b) == nil && a.Dev == b.Dev && a.Ino == b.Ino
 }
 
 // procHolder describes pid from /proc: its real uid, its command line
@@ -131,15 +270,27 @@ func procHolder(pid int) Holder {
 	return h
 }
 
+// statusEUID is the effective uid on the "Uid:" line of
+// /proc/<pid>/status: the owner of the files the process makes.
+func statusEUID(b []byte) (int, bool) {
+	return statusField(b, 1)
+}
+
 // statusUID is the real uid on the "Uid:" line of /proc/<pid>/status.
 func statusUID(b []byte) (int, bool) {
+	return statusField(b, 0)
+}
+
+// statusField is the i-th uid on the "Uid:" line of /proc/<pid>/status
+// (real, effective, saved, file system).
+func statusField(b []byte, i int) (int, bool) {
 	for _, line := range strings.Split(string(b), "\n") {
 		if rest, ok := strings.CutPrefix(line, "Uid:"); ok {
 			f := strings.Fields(rest)
-			if len(f) == 0 {
+			if len(f) <= i {
 				return 0, false
 			}
-			uid, err := strconv.Atoi(f[0])
+			uid, err := strconv.Atoi(f[i])
 			return uid, err == nil && uid >= 0
 		}
 	}
@@ -150,22 +301,28 @@ func statusUID(b []byte) (int, bool) {
 // every Linux ABI amdrun builds for (sysconf(_SC_CLK_TCK) needs cgo).
 const userHZ = 100
 
-// startTime reads field 22 of /proc/<pid>/stat (clock ticks after boot)
-// as a wall-clock time; zero when it cannot. The command name (field 2)
-// may hold spaces and parentheses, so fields are counted after the last
-// ')'.
-func startTime(stat []byte, boot time.Time) time.Time {
+// startTicks reads field 22 of /proc/<pid>/stat: when the process
+// started, in clock ticks after boot. The command name (field 2) may hold
+// spaces and parentheses, so fields are counted after the last ')'.
+func startTicks(stat []byte) (uint64, bool) {
 	i := bytes.LastIndexByte(stat, ')')
 	if i < 0 {
-		return time.Time{}
+		return 0, false
 	}
 	f := strings.Fields(string(stat[i+1:]))
 	// f[0] is field 3 (state): field 22 is f[19].
 	if len(f) < 20 {
-		return time.Time{}
+		return 0, false
 	}
 	ticks, err := strconv.ParseUint(f[19], 10, 64)
-	if err != nil {
+	return ticks, err == nil
+}
+
+// startTime is startTicks as a wall-clock time; zero when it cannot be
+// read.
+func startTime(stat []byte, boot time.Time) time.Time {
+	ticks, ok := startTicks(stat)
+	if !ok {
 		return time.Time{}
 	}
 	return boot.Add(time.Duration(ticks) * (time.Second / userHZ))

@@ -77,3 +77,74 @@ func TestProcHolderSelf(t *testing.T) {
 		t.Errorf("procHolder(no such pid) = %+v", h)
 	}
 }
+
+// fdinfoCapture is /proc/PID/fdinfo/3 of util-linux flock(1) holding
+// flock -x on a file, captured on the development VM (Linux 6.18): the
+// "lock:" line is in /proc/locks' format.
+const fdinfoCapture = "pos:\t0\nflags:\t0100000\nmnt_id:\t27\nino:\t9977906\nlock:\t1: FLOCK  ADVISORY  WRITE 1001 fe:00:9977906 0 EOF\n"
+
+func TestLockLine(t *testing.T) {
+	st := unix.Stat_t{Dev: unix.Mkdev(0xfe, 0), Ino: 9977906}
+	if !lockLine([]byte(fdinfoCapture), &st) {
+		t.Error("the captured fdinfo's lock line not found")
+	}
+	other := st
+	other.Ino++
+	if lockLine([]byte(fdinfoCapture), &other) {
+		t.Error("a lock line for another inode matched")
+	}
+	noLock := strings.SplitN(fdinfoCapture, "lock:", 2)[0]
+	if lockLine([]byte(noLock), &st) {
+		t.Error("matched an fdinfo without a lock line")
+	}
+	posix := strings.Replace(fdinfoCapture, "FLOCK ", "POSIX ", 1)
+	if lockLine([]byte(posix), &st) {
+		t.Error("an fcntl lock counted as the lease's flock")
+	}
+}
+
+func TestParseTicket(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		need int
+		ok   bool
+	}{
+		{"{\"need\":2}\n", 2, true}, {`{"need":8}`, 8, true}, {`{"need":9}`, 0, false},
+		{`{"need":0}`, 0, false}, {`{"need":-1}`, 0, false}, {`{"need":"all"}`, 0, false},
+		{``, 0, false}, {`{}`, 0, false}, {`{"need":2`, 0, false},
+	} {
+		if need, ok := parseTicket([]byte(c.in), 8); need != c.need || ok != c.ok {
+			t.Errorf("parseTicket(%q) = %d, %v; want %d, %v", c.in, need, ok, c.need, c.ok)
+		}
+	}
+}
+
+// FuzzProcFiles: the readers of what the kernel and other users write
+// (/proc/locks, fdinfo, status, stat, tickets) never panic, and what
+// they accept is in range.
+func FuzzProcFiles(f *testing.F) {
+	f.Add([]byte(fdinfoCapture))
+	f.Add([]byte("1: FLOCK  ADVISORY  WRITE 8705 fe:00:9978714 0 EOF\n1: -> FLOCK  ADVISORY  WRITE 1 fe:00:1 0 EOF\n"))
+	f.Add([]byte("Name:\tx\nUid:\t1000\t1001\t1001\t1001\n"))
+	f.Add([]byte("42 (a) b) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 1234 20\n"))
+	f.Add([]byte(`{"need":3}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for _, l := range parseProcLocks(b) {
+			if l.major > 0xffffffff || l.minor > 0xffffffff {
+				t.Errorf("device number out of range: %+v", l)
+			}
+		}
+		st := unix.Stat_t{Dev: unix.Mkdev(0xfe, 0), Ino: 9977906}
+		_ = lockLine(b, &st)
+		if uid, ok := statusEUID(b); ok && uid < 0 {
+			t.Errorf("negative uid %d", uid)
+		}
+		if uid, ok := statusUID(b); ok && uid < 0 {
+			t.Errorf("negative uid %d", uid)
+		}
+		_, _ = startTicks(b)
+		if need, ok := parseTicket(b, 8); ok && (need < 1 || need > 8) {
+			t.Errorf("need %d accepted", need)
+		}
+	})
+}

@@ -7,22 +7,31 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
+	"strconv"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// The queue is DIR/queue, a sticky directory every user can write. A
-// ticket is a file named <CLOCK_MONOTONIC ns>-<pid>.lock, locked by its
-// waiter for as long as it waits and holding {"need":N}, the number of
-// devices the waiter wants. Anyone can make a file there, so a ticket
-// counts only while it is locked, and only for as long as it could
-// plausibly be waiting: a waiter defers to an older ticket while fewer
-// than its need of devices are free, and for Patience in all (one clock
-// per waiter, however many tickets are ahead) once enough are; after that
-// a ticket that lets enough free devices go by is stalled or fake and is
-// passed over.
+// The queue is DIR/queue, a sticky directory every user can write, so
+// nothing in it is believed for being there. A ticket is a file named
+// <uid>-<pid>-<start>.lock, made by the waiting process itself (owner
+// uid, process pid, start time in clock ticks after boot as in field 22
+// of /proc/<pid>/stat), holding {"need":N}, and write-locked by that
+// process with flock(2) for as long as it waits.
+//
+// Waiters never list the directory (issue 26: 20,000 junk files made
+// every waiter burn 3.5 s of CPU per 10 s): they read /proc/locks, where
+// the kernel lists every lock with the pid that took it, and for each
+// process holding a write lock on the queue's file system they look up
+// the one name that process's ticket would have, made from what the
+// kernel says of it (its effective uid and start time). A ticket counts
+// when that file is a regular file owned by that uid, with one link, and
+// it is that process's lock that holds it. So a file nobody holds locked
+// costs nothing; a ticket outlives its waiter only while a process it
+// handed the descriptor to runs, and even then not under a recycled pid
+// (the start time is in the name); and a user's tickets are at most as
+// many as processes that user runs, of which MaxTicketsPerUser count.
 
 // maxTicket bounds what is read of a ticket.
 const maxTicket = 64
@@ -57,189 +66,217 @@ func (d *Dir) openQueue() (int, error) {
 	return qfd, nil
 }
 
+// ticketFile is the name of the ticket of the process pid of user uid
+// that started start clock ticks after boot.
+func ticketFile(uid, pid int, start uint64) string {
+	return fmt.Sprintf("%d-%d-%d.lock", uid, pid, start)
+}
+
+// selfStart is this process's start time in clock ticks after boot.
+func selfStart() (uint64, error) {
+	b, err := readProcFile("/proc/self/stat", 64<<10)
+	if err != nil {
+		return 0, err
+	}
+	t, ok := startTicks(b)
+	if !ok {
+		return 0, fmt.Errorf("cannot read the start time in /proc/self/stat")
+	}
+	return t, nil
+}
+
 // Enqueue joins the waiting queue in DIR/queue for need of total devices:
-// it creates, fills and locks a ticket file, and only then gives it its
-// final name, so a ticket that can be seen unlocked belongs to a dead
-// waiter. Call Done when the wait is over. It fails when the queue cannot
-// be used (not a directory, or one this user cannot write, such as a
-// 0755 queue another user made); waiting can go on without it.
+// it creates this process's ticket (one per process), fills it and locks
+// it. Call Done when the wait is over. It fails with an error wrapping
+// ErrQueueFull when this user already has MaxTicketsPerUser tickets
+// there (the job should not wait), and with another error when the queue
+// cannot be used (not a directory, one this user cannot write, such as a
+// 0755 queue another user made, or /proc/locks cannot be read): waiting
+// can go on without it.
 func (d *Dir) Enqueue(need, total int) (*Ticket, error) {
+	if _, err := os.Stat("/proc/locks"); err != nil {
+		return nil, fmt.Errorf("lease: the queue needs /proc/locks: %w", err)
+	}
 	qfd, err := d.openQueue()
 	if err != nil {
 		return nil, err
 	}
-	qpath := filepath.Join(d.path, queueDir)
-	pid := os.Getpid()
-	blob := fmt.Appendf(nil, "{\"need\":%d}\n", need)
-	for range 10 {
-		tmp := fmt.Sprintf(".tmp-%d-%d", pid, time.Now().UnixNano())
-		fd, err := unix.Openat(qfd, tmp, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
-		if err != nil {
-			unix.Close(qfd)
-			return nil, fmt.Errorf("lease: cannot join the queue: %w", &fs.PathError{Op: "create", Path: filepath.Join(qpath, tmp), Err: err})
-		}
-		drop := func() {
-			unix.Close(fd)
-			_ = unix.Unlinkat(qfd, tmp, 0)
-		}
-		// Readable by every waiter whatever the umask: an unreadable ticket
-		// is ignored.
-		_ = unix.Fchmod(fd, 0o644)
-		if _, err := unix.Pwrite(fd, blob, 0); err != nil {
-			drop()
-			unix.Close(qfd)
-			return nil, fmt.Errorf("lease: cannot join the queue: %w", err)
-		}
-		if ok, err := flockNB(fd, unix.LOCK_EX); !ok || err != nil {
-			drop() // someone opened and locked our new file: take another
-			continue
-		}
-		var ts unix.Timespec
-		// CLOCK_MONOTONIC is one clock for every process on the node and
-		// never jumps back, unlike the wall clock.
-		if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
-			drop()
-			unix.Close(qfd)
-			return nil, fmt.Errorf("lease: %w", err)
-		}
-		name := fmt.Sprintf("%020d-%010d.lock", ts.Nano(), pid)
-		err = unix.Renameat2(qfd, tmp, qfd, name, unix.RENAME_NOREPLACE)
-		if err == unix.EINVAL || err == unix.ENOSYS { // file system without RENAME_NOREPLACE
-			if err = unix.Linkat(qfd, tmp, qfd, name, 0); err == nil {
-				_ = unix.Unlinkat(qfd, tmp, 0)
-			}
-		}
-		if err == nil {
-			return &Ticket{dir: d, name: name, need: need, total: total, patience: Patience, qfd: qfd, fd: fd}, nil
-		}
-		drop()
-		if err != unix.EEXIST {
-			unix.Close(qfd)
-			return nil, fmt.Errorf("lease: cannot join the queue: %w", &fs.PathError{Op: "rename", Path: filepath.Join(qpath, tmp), Err: err})
-		}
+	t := &Ticket{dir: d, need: need, total: total, rule: rule{Patience, Backfill}, perUser: MaxTicketsPerUser, now: time.Now, qfd: qfd, fd: -1, pid: os.Getpid()}
+	if err := t.join(); err != nil {
+		unix.Close(qfd)
+		return nil, err
 	}
-	unix.Close(qfd)
-	return nil, fmt.Errorf("lease: cannot name a ticket in %s", qpath)
+	return t, nil
 }
 
-func ticketName(n string) bool {
-	if len(n) != 20+1+10+5 || !strings.HasSuffix(n, ".lock") || n[20] != '-' {
-		return false
+// join checks the user's limit, then makes and locks the ticket.
+func (t *Ticket) join() error {
+	qpath := filepath.Join(t.dir.path, queueDir)
+	if err := t.room(); err != nil {
+		return err
 	}
-	for i, c := range n[:31] {
-		if i != 20 && (c < '0' || c > '9') {
-			return false
+	start, err := selfStart()
+	if err != nil {
+		return fmt.Errorf("lease: cannot join the queue: %w", err)
+	}
+	name := ticketFile(t.dir.euid, t.pid, start)
+	fd, err := unix.Openat(t.qfd, name, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+	if err == unix.EEXIST {
+		var st unix.Stat_t
+		_ = unix.Fstatat(t.qfd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+		if int(st.Uid) == t.dir.euid {
+			return fmt.Errorf("lease: this process already waits in the queue (%s)", filepath.Join(qpath, name))
+		}
+		return fmt.Errorf("lease: cannot join the queue: %s already exists, %s owned by %s", filepath.Join(qpath, name), fileKindOr(st.Mode), ownerName(int(st.Uid)))
+	}
+	if err != nil {
+		return fmt.Errorf("lease: cannot join the queue: %w", &fs.PathError{Op: "create", Path: filepath.Join(qpath, name), Err: err})
+	}
+	// Readable by every waiter whatever the umask: an unreadable ticket
+	// does not count.
+	_ = unix.Fchmod(fd, 0o644)
+	blob := fmt.Appendf(nil, "{\"need\":%d}\n", t.need)
+	var st unix.Stat_t
+	_, werr := unix.Pwrite(fd, blob, 0)
+	ok, lerr := flockNB(fd, unix.LOCK_EX)
+	if werr != nil || lerr != nil || !ok || unix.Fstat(fd, &st) != nil {
+		unix.Close(fd)
+		_ = unix.Unlinkat(t.qfd, name, 0)
+		return fmt.Errorf("lease: cannot join the queue: %s: write %v, lock %v", filepath.Join(qpath, name), werr, lerr)
+	}
+	t.name, t.fd = name, fd
+	t.since = time.Unix(st.Ctim.Unix())
+	return nil
+}
+
+func fileKindOr(mode uint32) string {
+	if k := fileKind(mode); k != "" {
+		return k
+	}
+	return "a regular file"
+}
+
+// scan finds the tickets the kernel vouches for (see the top of this
+// file), this process's own excluded, in no order.
+func (t *Ticket) scan() []Waiting {
+	var qst unix.Stat_t
+	if unix.Fstat(t.qfd, &qst) != nil {
+		return nil
+	}
+	locks := readProcLocks()
+	inodes := map[int][]uint64{} // pid -> write-locked inodes on the queue's file system
+	for _, l := range locks {
+		if l.write && l.pid > 0 && l.pid != t.pid && l.major == uint64(unix.Major(qst.Dev)) && l.minor == uint64(unix.Minor(qst.Dev)) {
+			inodes[l.pid] = append(inodes[l.pid], l.ino)
 		}
 	}
-	return true
+	t.stats = scanStats{}
+	var out []Waiting
+	for pid, inos := range inodes {
+		t.stats.pids++
+		if w, ok := t.ticketOf(pid, inos, qst.Dev); ok {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// ticketOf looks up the ticket of process pid, which holds write locks
+// on inos: the one name its ticket would have.
+func (t *Ticket) ticketOf(pid int, inos []uint64, dev uint64) (Waiting, bool) {
+	dir := "/proc/" + strconv.Itoa(pid)
+	status, err := readProcFile(dir+"/status", 64<<10)
+	if err != nil {
+		return Waiting{}, false
+	}
+	uid, ok := statusEUID(status)
+	if !ok {
+		return Waiting{}, false
+	}
+	stat, err := readProcFile(dir+"/stat", 64<<10)
+	if err != nil {
+		return Waiting{}, false
+	}
+	start, ok := startTicks(stat)
+	if !ok {
+		return Waiting{}, false
+	}
+	name := ticketFile(uid, pid, start)
+	t.stats.lookups++
+	var st unix.Stat_t
+	if unix.Fstatat(t.qfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil ||
+		st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != uid || st.Nlink != 1 || st.Dev != dev || !slices.Contains(inos, st.Ino) {
+		return Waiting{}, false
+	}
+	fd, err := unix.Openat(t.qfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	if err != nil {
+		return Waiting{}, false
+	}
+	defer unix.Close(fd)
+	var fst unix.Stat_t
+	if unix.Fstat(fd, &fst) != nil || fst.Ino != st.Ino || fst.Dev != st.Dev {
+		return Waiting{}, false
+	}
+	buf := make([]byte, maxTicket)
+	k, _ := unix.Pread(fd, buf, 0)
+	need, ok := parseTicket(buf[:max(k, 0)], t.total)
+	if !ok {
+		return Waiting{}, false // not a ticket amdrun wrote for this node
+	}
+	return Waiting{PID: pid, UID: uid, User: userName(uid), Need: need, Since: time.Unix(fst.Ctim.Unix())}, true
+}
+
+// parseTicket reads a ticket's {"need":N}; ok only for 1 <= N <= total.
+func parseTicket(b []byte, total int) (int, bool) {
+	var c struct {
+		Need int `json:"need"`
+	}
+	if len(b) == 0 || json.Unmarshal(b, &c) != nil || c.Need < 1 || c.Need > total {
+		return 0, false
+	}
+	return c.Need, true
+}
+
+// ahead is the counting tickets older than this one, oldest first.
+func (t *Ticket) ahead() []Waiting {
+	me := Waiting{PID: t.pid, Since: t.since}
+	var out []Waiting
+	for _, w := range counting(t.scan(), t.perUser) {
+		if w.before(me) {
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 // First reports whether it is this ticket's turn to try to acquire,
-// given how many devices are free now (neither held nor unusable). It
-// defers to an older live ticket while that ticket's need exceeds free,
-// and, once it does not, for the ticket's patience (Patience), counted
-// once for all the tickets ahead from its first such deference; tickets of
-// dead waiters are removed (when this user may), and files that are not
-// tickets amdrun wrote (a need that is not 1 to total) are ignored.
-// After Done it returns an error.
+// given how many devices are free now (neither held nor unusable), by
+// the queue's rule (queue.go) over the tickets ahead of it that the
+// kernel vouches for. After Done it returns an error.
 func (t *Ticket) First(free int) (bool, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.fd < 0 {
 		return false, fmt.Errorf("lease: ticket %s is done", t.name)
 	}
-	ents, err := names(t.qfd, filepath.Join(t.dir.path, queueDir))
-	if err != nil {
-		return false, err
+	ok, by := t.rule.turn(t.ahead(), free, t.now(), &t.clock)
+	t.heldBy = nil
+	if by != nil {
+		w := *by
+		t.heldBy = &w
 	}
-	var older []string
-	for _, n := range ents {
-		if ticketName(n) && n < t.name {
-			older = append(older, n)
-		} else if strings.HasPrefix(n, ".tmp-") {
-			t.removeStaleTemp(n)
-		}
-	}
-	slices.Sort(older)
-	now := time.Now()
-	for _, n := range older {
-		need, live := t.probe(n)
-		if !live || need < 1 || need > t.total {
-			continue
-		}
-		if need > free {
-			return false, nil // it waits for devices, as we do: its turn first
-		}
-		// Enough devices are free for it. The patience is this waiter's,
-		// whatever the number of tickets ahead (issue 26: a timer per
-		// ticket, started only when it was reached, let 10 fake tickets
-		// delay a waiter 32 s): it starts the first time this waiter
-		// defers to a ticket that could take free devices, and once it is
-		// spent every such ticket is passed over as stalled or fake.
-		if t.waitFrom.IsZero() {
-			t.waitFrom = now
-			return false, nil
-		}
-		if now.Sub(t.waitFrom) < t.patience {
-			return false, nil
-		}
-	}
-	return true, nil
+	return ok, nil
 }
 
-// probe reports whether the ticket n is held by a live waiter and the
-// need it declares (0 when it declares none). A ticket found unlocked
-// belongs to a dead waiter and is removed when this user may.
-func (t *Ticket) probe(n string) (need int, live bool) {
-	fd, err := unix.Openat(t.qfd, n, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
-	if err != nil {
-		return 0, false // gone, unreadable or a symlink: not a waiter we can weigh
+// HeldBy is the ticket the last First deferred to; nil if none (or t is
+// nil).
+func (t *Ticket) HeldBy() *Waiting {
+	if t == nil {
+		return nil
 	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return 0, false
-	}
-	free, err := flockNB(fd, unix.LOCK_SH)
-	if err != nil {
-		return 0, false
-	}
-	if free {
-		// A ticket is locked before it is named, so nobody can be about to
-		// lock this one: its waiter is dead. Tidy up.
-		_ = unix.Unlinkat(t.qfd, n, 0)
-		return 0, false
-	}
-	buf := make([]byte, maxTicket)
-	k, _ := unix.Pread(fd, buf, 0)
-	var c struct {
-		Need int `json:"need"`
-	}
-	if k <= 0 || json.Unmarshal(buf[:k], &c) != nil {
-		return 0, true
-	}
-	return c.Need, true
-}
-
-// removeStaleTemp removes a ticket left half-made by a waiter that died
-// between creating and naming it; only minutes-old ones, so as not to race
-// a waiter that is naming it right now.
-func (t *Ticket) removeStaleTemp(n string) {
-	var st unix.Stat_t
-	if unix.Fstatat(t.qfd, n, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return
-	}
-	if time.Since(time.Unix(st.Mtim.Unix())) < time.Minute {
-		return
-	}
-	fd, err := unix.Openat(t.qfd, n, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return
-	}
-	if free, err := flockNB(fd, unix.LOCK_SH); err == nil && free {
-		_ = unix.Unlinkat(t.qfd, n, 0)
-	}
-	unix.Close(fd)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.heldBy
 }
 
 // Done leaves the queue. Calling it again does nothing.
@@ -254,4 +291,53 @@ func (t *Ticket) Done() {
 	unix.Close(t.fd)
 	unix.Close(t.qfd)
 	t.fd, t.qfd = -1, -1
+}
+
+// QueueRoom reports whether this user may join the queue now: an error
+// wrapping ErrQueueFull when it already has MaxTicketsPerUser tickets
+// waiting (see Enqueue), else nil (also when there is no queue).
+func (d *Dir) QueueRoom(total int) error {
+	if d.fd < 0 {
+		return nil
+	}
+	qfd, err := unix.Openat(d.fd, queueDir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	defer unix.Close(qfd)
+	t := &Ticket{dir: d, total: total, perUser: MaxTicketsPerUser, qfd: qfd, fd: -1, pid: os.Getpid()}
+	return t.room()
+}
+
+// room is the user's limit: an error wrapping ErrQueueFull when it is
+// reached.
+func (t *Ticket) room() error {
+	mine := 0
+	for _, w := range t.scan() {
+		if w.UID == t.dir.euid {
+			mine++
+		}
+	}
+	if mine >= t.perUser {
+		return fmt.Errorf("lease: %w: %s already has %d jobs waiting for devices here (at most %d per user); wait for one to start, or stop one",
+			ErrQueueFull, ownerName(t.dir.euid), mine, t.perUser)
+	}
+	return nil
+}
+
+// Queue lists the tickets waiting in the directory's queue that the
+// kernel vouches for and that count, oldest first (see Enqueue); none
+// when there is no queue.
+func (d *Dir) Queue(total int) []Waiting {
+	if d.fd < 0 {
+		return nil
+	}
+	const flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	qfd, err := unix.Openat(d.fd, queueDir, flags, 0)
+	if err != nil {
+		return nil
+	}
+	defer unix.Close(qfd)
+	t := &Ticket{dir: d, total: total, qfd: qfd, fd: -1}
+	return counting(t.scan(), MaxTicketsPerUser)
 }

@@ -61,7 +61,9 @@ type Options struct {
 	LockWait time.Duration
 	// Queued, when set, is called once with the reason when the job
 	// starts waiting.
-	Queued func(want int, why error)
+	// ahead lists the jobs waiting in the queue before it, oldest first,
+	// as the kernel vouches for them (lease.Dir.Queue).
+	Queued func(want int, why error, ahead []lease.Waiting)
 	// Refresh, when set, discovers the node again. A queued job calls it
 	// when a device another job leased becomes free, and takes the fresh
 	// busy state of the devices: at start a leased device is usually busy
@@ -145,13 +147,16 @@ func Devices(ctx context.Context, r Options) (*selector.Choice, *lease.Lease, er
 	if err == nil || r.Wait == 0 || !errors.Is(err, lease.ErrBusy) {
 		return choice, l, r.explain(ctx, err)
 	}
+	if err := r.Leases.QueueRoom(len(keys)); err != nil {
+		return nil, nil, err // this user's queue is full: no waiting
+	}
 	if r.Queued != nil {
 		want := r.Request.N
 		var ne *selector.NotEnoughError
 		if errors.As(err, &ne) {
 			want = ne.Requested
 		}
-		r.Queued(want, unwrapBusy(err))
+		r.Queued(want, unwrapBusy(err), r.Leases.Queue(len(keys)))
 	}
 	poll := r.Poll
 	if poll <= 0 {
@@ -245,6 +250,10 @@ func (r Options) explain(ctx context.Context, err error) error {
 	case errors.As(err, &le):
 		return fmt.Errorf("gave up waiting for devices after %s: %w", r.Wait, err)
 	case errors.Is(err, context.DeadlineExceeded):
+		var we *lease.WaitError
+		if errors.As(err, &we) && we.Behind != nil {
+			return fmt.Errorf("gave up waiting for devices after %s, behind %s in the queue", r.Wait, we.Behind)
+		}
 		return fmt.Errorf("gave up waiting for devices after %s", r.Wait)
 	}
 	return unwrapBusy(err)

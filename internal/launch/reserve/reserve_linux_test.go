@@ -136,7 +136,7 @@ func TestReserveBusyFailsAtOnceNamingTheHolder(t *testing.T) {
 	defer other.Release()
 	queued := false
 	r := reservation(m, d, 2)
-	r.Queued = func(int, error) { queued = true }
+	r.Queued = func(int, error, []lease.Waiting) { queued = true }
 	start := time.Now()
 	_, l, err := Devices(context.Background(), r)
 	var ne *selector.NotEnoughError
@@ -159,7 +159,7 @@ func TestReserveWaitsUntilFreed(t *testing.T) {
 	var queued atomic.Int32
 	r := reservation(m, d, 2)
 	r.Wait, r.Poll = 10*time.Second, 10*time.Millisecond
-	r.Queued = func(want int, why error) {
+	r.Queued = func(want int, why error, _ []lease.Waiting) {
 		queued.Add(1)
 		if want != 2 || !strings.Contains(why.Error(), "held: 0-6 (leased by") {
 			t.Errorf("queued for %d: %v", want, why)
@@ -197,7 +197,7 @@ func TestReserveImpossibleRequestDoesNotWait(t *testing.T) {
 	m, d := seedNode(t), leaseDir(t)
 	r := reservation(m, d, 9) // the node has 8: waiting cannot help
 	r.Wait = time.Hour
-	r.Queued = func(int, error) { t.Error("queued for a request no release can satisfy") }
+	r.Queued = func(int, error, []lease.Waiting) { t.Error("queued for a request no release can satisfy") }
 	_, _, err := Devices(context.Background(), r)
 	var ne *selector.NotEnoughError
 	if !errors.As(err, &ne) {

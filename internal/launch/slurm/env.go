@@ -18,7 +18,7 @@ const (
 	PortSpan = 20000
 )
 
-// ErrEnv is wrapped by every error of FromEnv: Slurm variables that are
+// ErrEnv is wrapped by every error of FromEnvWith: Slurm variables that are
 // missing, not numbers, or that contradict each other.
 var ErrEnv = errors.New("inconsistent slurm environment")
 
@@ -61,12 +61,15 @@ type Job struct {
 	// 0 when unset.
 	GPUsOnNode int
 	// NodeGPUs is the number of GPUs Slurm bound to this task (the
-	// entries of SLURM_STEP_GPUS, outside a step of SLURM_JOB_GPUS) when
+	// entries of Grant.IDs: SLURM_STEP_GPUS, outside a step SLURM_JOB_GPUS) when
 	// the job asked for GPUs per node or per task (SLURM_GPUS_PER_NODE,
 	// SLURM_GPUS_PER_TASK or a gpu:per_task SLURMD_TRES_BIND), so that
 	// every node of the step got as many. 0 otherwise (no GPUs, or
 	// --gpus=N, which Slurm may spread unevenly).
 	NodeGPUs int
+	// Grant is the GPUs Slurm granted this task on this node; never nil
+	// (an empty Grant when none were).
+	Grant *Grant
 
 	// nodeIDSet, tasks and het feed Launchable.
 	nodeIDSet bool
@@ -75,24 +78,18 @@ type Job struct {
 	het       string // "" unless the step spans components of a heterogeneous job
 }
 
-// FromEnv reads the Slurm allocation from env (KEY=VALUE entries, as
+// FromEnvWith reads the Slurm allocation from env (KEY=VALUE entries, as
 // os.Environ returns; a later entry overrides an earlier one). Outside an
 // allocation (SLURM_JOB_ID unset or empty) it returns nil, nil. The node
-// list is expanded with ParseHostlist; use FromEnvWith to ask scontrol.
+// list is expanded with Hostnames(list, run): scontrol when run is not
+// nil and succeeds, ParseHostlist otherwise.
 //
 // Inside an allocation a missing node list, a value that is not a
-// number, a node count that disagrees with the node list, or a node id
-// outside 0..nnodes-1 is an error wrapping ErrEnv that names the
-// variable. Shapes amdrun cannot run (see Job.Launchable) are not errors
-// here: a caller that ignores Slurm's shape (an explicit --nnodes) may
-// still run.
-func FromEnv(env []string) (*Job, error) {
-	return FromEnvWith(env, nil)
-}
-
-// FromEnvWith is FromEnv, expanding the node list with Hostnames(list,
-// run): scontrol when run is not nil and succeeds, ParseHostlist
-// otherwise.
+// number, a node count that disagrees with the node list, a node id
+// outside 0..nnodes-1, or a GPU list that is not GPU numbers is an error
+// wrapping ErrEnv that names the variable. Shapes amdrun cannot run (see
+// Job.Launchable) are not errors here: a caller that ignores Slurm's
+// shape (an explicit --nnodes) may still run.
 func FromEnvWith(env []string, run func(name string, args ...string) ([]byte, error)) (*Job, error) {
 	vars := envlist.Map(env)
 	id := vars["SLURM_JOB_ID"]
@@ -105,8 +102,24 @@ func FromEnvWith(env []string, run func(name string, args ...string) ([]byte, er
 	}
 	j := &Job{JobID: id, MasterPort: BasePort + jobID%PortSpan}
 	j.StepID = first(vars, "SLURM_STEP_ID", "SLURM_STEPID")
+	for _, step := range []func(map[string]string) error{
+		func(vars map[string]string) error { return j.readNodes(vars, run) },
+		j.readNodeID,
+		j.readGPUs,
+		j.readTasks,
+	} {
+		if err := step(vars); err != nil {
+			return nil, err
+		}
+	}
+	j.het = hetSpan(vars)
+	return j, nil
+}
 
-	// The step's variables inside a step, the job's outside.
+// readNodes reads the node list (Hosts, MasterAddr) and checks the node
+// count against it (NNodes): the step's variables inside a step, the
+// job's outside.
+func (j *Job) readNodes(vars map[string]string, run func(name string, args ...string) ([]byte, error)) error {
 	listVars := []string{"SLURM_JOB_NODELIST", "SLURM_NODELIST"}
 	countVars := []string{"SLURM_JOB_NUM_NODES", "SLURM_NNODES"}
 	if j.StepID != "" {
@@ -121,13 +134,13 @@ func FromEnvWith(env []string, run func(name string, args ...string) ([]byte, er
 		}
 	}
 	if list == "" {
-		return nil, fmt.Errorf("slurm: SLURM_JOB_ID=%s is set but %s are not: %w", id, orList(listVars), ErrEnv)
+		return fmt.Errorf("slurm: SLURM_JOB_ID=%s is set but %s are not: %w", j.JobID, orList(listVars), ErrEnv)
 	}
+	var err error
 	if j.Hosts, err = Hostnames(list, run); err != nil {
-		return nil, fmt.Errorf("slurm: %s: %w", listVar, err)
+		return fmt.Errorf("slurm: %s: %w", listVar, err)
 	}
 	j.MasterAddr = j.Hosts[0]
-
 	j.NNodes = len(j.Hosts)
 	for _, name := range countVars {
 		v, ok := vars[name]
@@ -136,48 +149,72 @@ func FromEnvWith(env []string, run func(name string, args ...string) ([]byte, er
 		}
 		n, err := envInt(name, v)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if n < 1 {
-			return nil, fmt.Errorf("slurm: %s=%s: want at least 1 node: %w", name, v, ErrEnv)
+			return fmt.Errorf("slurm: %s=%s: want at least 1 node: %w", name, v, ErrEnv)
 		}
 		if n != len(j.Hosts) {
-			return nil, fmt.Errorf("slurm: %s=%d but %s=%s names %d hosts: %w", name, n, listVar, list, len(j.Hosts), ErrEnv)
+			return fmt.Errorf("slurm: %s=%d but %s=%s names %d hosts: %w", name, n, listVar, list, len(j.Hosts), ErrEnv)
 		}
-		break
+		return nil
 	}
+	return nil
+}
 
-	if v, ok := vars["SLURM_NODEID"]; ok {
-		if j.NodeRank, err = envInt("SLURM_NODEID", v); err != nil {
-			return nil, err
-		}
-		if j.NodeRank >= j.NNodes {
-			return nil, fmt.Errorf("slurm: SLURM_NODEID=%d is not below the node count %d: %w", j.NodeRank, j.NNodes, ErrEnv)
-		}
-		j.nodeIDSet = true
+// readNodeID reads SLURM_NODEID into NodeRank, which must be below NNodes.
+func (j *Job) readNodeID(vars map[string]string) error {
+	v, ok := vars["SLURM_NODEID"]
+	if !ok {
+		return nil
 	}
+	var err error
+	if j.NodeRank, err = envInt("SLURM_NODEID", v); err != nil {
+		return err
+	}
+	if j.NodeRank >= j.NNodes {
+		return fmt.Errorf("slurm: SLURM_NODEID=%d is not below the node count %d: %w", j.NodeRank, j.NNodes, ErrEnv)
+	}
+	j.nodeIDSet = true
+	return nil
+}
 
-	if v, ok := vars["SLURM_GPUS_ON_NODE"]; ok {
-		if j.GPUsOnNode, err = envInt("SLURM_GPUS_ON_NODE", v); err != nil {
-			return nil, err
-		}
+// readGPUs reads the task's GPU grant (Grant, GPUsOnNode) and, when the
+// job asked for GPUs per node or per task (SLURM_GPUS_PER_NODE,
+// SLURM_GPUS_PER_TASK or a gpu:per_task SLURMD_TRES_BIND), so that every
+// node of the step got as many, NodeGPUs.
+func (j *Job) readGPUs(vars map[string]string) error {
+	g, err := readGrant(vars, j.StepID != "")
+	if err != nil {
+		return err
 	}
-	if j.NodeGPUs, err = nodeGPUs(vars, j.StepID != ""); err != nil {
-		return nil, err
+	j.Grant, j.GPUsOnNode = g, g.Count
+	perTask := vars["SLURM_GPUS_PER_TASK"] != "" || strings.Contains(vars["SLURMD_TRES_BIND"], "gpu:per_task")
+	if vars["SLURM_GPUS_PER_NODE"] != "" || perTask {
+		j.NodeGPUs = len(g.IDs)
 	}
-	if j.StepID != "" {
-		if v, ok := vars["SLURM_STEP_NUM_TASKS"]; ok {
-			if j.tasks, err = envInt("SLURM_STEP_NUM_TASKS", v); err != nil {
-				return nil, err
-			}
-			j.tasksVar = "SLURM_STEP_NUM_TASKS=" + v
-			if per := vars["SLURM_STEP_TASKS_PER_NODE"]; per != "" {
-				j.tasksVar = "SLURM_STEP_TASKS_PER_NODE=" + per
-			}
-		}
+	return nil
+}
+
+// readTasks reads the step's task count, which Launchable compares with
+// its node count.
+func (j *Job) readTasks(vars map[string]string) error {
+	if j.StepID == "" {
+		return nil
 	}
-	j.het = hetSpan(vars)
-	return j, nil
+	v, ok := vars["SLURM_STEP_NUM_TASKS"]
+	if !ok {
+		return nil
+	}
+	var err error
+	if j.tasks, err = envInt("SLURM_STEP_NUM_TASKS", v); err != nil {
+		return err
+	}
+	j.tasksVar = "SLURM_STEP_NUM_TASKS=" + v
+	if per := vars["SLURM_STEP_TASKS_PER_NODE"]; per != "" {
+		j.tasksVar = "SLURM_STEP_TASKS_PER_NODE=" + per
+	}
+	return nil
 }
 
 // Launchable returns nil when one amdrun per node can run the job as
@@ -202,31 +239,6 @@ func (j *Job) Launchable() error {
 		return fmt.Errorf("slurm: %w: SLURM_NODEID is not set in a %d-node step; start amdrun with srun, one task per node", ErrShape, j.NNodes)
 	}
 	return nil
-}
-
-// nodeGPUs counts the GPUs Slurm bound to this task when the job asked
-// for them per node or per task; see Job.NodeGPUs.
-func nodeGPUs(vars map[string]string, step bool) (int, error) {
-	perTask := vars["SLURM_GPUS_PER_TASK"] != "" || strings.Contains(vars["SLURMD_TRES_BIND"], "gpu:per_task")
-	if vars["SLURM_GPUS_PER_NODE"] == "" && !perTask {
-		return 0, nil
-	}
-	name := "SLURM_JOB_GPUS"
-	if step {
-		name = "SLURM_STEP_GPUS"
-	}
-	list := strings.TrimSpace(vars[name])
-	if list == "" {
-		return 0, nil
-	}
-	n := 0
-	for _, f := range strings.Split(list, ",") {
-		if _, err := envInt(name, f); err != nil {
-			return 0, fmt.Errorf("slurm: %s=%q: want GPU indices such as 0,1: %w", name, list, ErrEnv)
-		}
-		n++
-	}
-	return n, nil
 }
 
 // hetSpan describes a step that spans several components of a

@@ -66,9 +66,12 @@ func TestFromEnv(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := FromEnv(tt.env)
+			got, err := FromEnvWith(tt.env, nil)
 			if err != nil {
 				t.Fatalf("FromEnv: %v", err)
+			}
+			if tt.want != nil {
+				tt.want.Grant = &Grant{Count: tt.want.GPUsOnNode}
 			}
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("FromEnv =\n %+v\nwant\n %+v", got, tt.want)
@@ -119,7 +122,7 @@ func TestFromEnvErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := FromEnv(tt.env)
+			got, err := FromEnvWith(tt.env, nil)
 			if err == nil {
 				t.Fatalf("FromEnv = %+v, want error %s", got, tt.want)
 			}

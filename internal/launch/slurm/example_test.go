@@ -17,9 +17,9 @@ func ExampleParseHostlist() {
 }
 
 func ExampleMerge() {
-	job, _ := slurm.FromEnv([]string{
+	job, _ := slurm.FromEnvWith([]string{
 		"SLURM_JOB_ID=4242", "SLURM_JOB_NUM_NODES=2", "SLURM_NODEID=1", "SLURM_JOB_NODELIST=gpu[07-08]",
-	})
+	}, nil)
 	flags := slurm.Settings{NNodes: 1, MasterAddr: "127.0.0.1", MasterPort: 29500}
 	changed := func(name string) bool { return name == slurm.FlagMasterPort } // --master-port 29500 given
 	fmt.Printf("%+v\n", slurm.Merge(flags, changed, job))

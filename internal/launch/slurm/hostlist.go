@@ -68,11 +68,7 @@ type hostlistParser struct {
 
 // fail builds the error for offset col of the (untrimmed) input.
 func (p *hostlistParser) fail(col int, err error) error {
-	return &topology.ParseError{
-		Source: "slurm hostlist " + quoteShort(p.src),
-		Column: col,
-		Err:    fmt.Errorf("column %d: %w", col, err),
-	}
+	return topology.NewParseError("slurm hostlist "+quoteShort(p.src), 0, col, fmt.Errorf("column %d: %w", col, err), "")
 }
 
 // quoteShort quotes s for an error message, cutting it so that one bad

@@ -74,7 +74,7 @@ func TestFromEnvRealSteps(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
-			j, err := FromEnv(readEnv(t, tt.file))
+			j, err := FromEnvWith(readEnv(t, tt.file), nil)
 			if err != nil {
 				t.Fatalf("FromEnv: %v", err)
 			}
@@ -103,7 +103,7 @@ func TestFromEnvRealSteps(t *testing.T) {
 func FuzzFromEnv(f *testing.F) {
 	keys := []string{"SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_STEP_NUM_NODES",
 		"SLURM_JOB_NUM_NODES", "SLURM_NODEID", "SLURM_STEP_NUM_TASKS", "SLURM_STEP_GPUS", "SLURM_GPUS_PER_NODE",
-		"SLURM_HET_SIZE", "SLURM_JOB_NODELIST_HET_GROUP_0"}
+		"SLURM_HET_SIZE", "SLURM_JOB_NODELIST_HET_GROUP_0", "SLURM_JOB_GPUS", "GPU_DEVICE_ORDINAL", "SLURM_GPUS_ON_NODE"}
 	files, _ := os.ReadDir(testutil.Testdata(f, "slurm", "env"))
 	for _, e := range files {
 		vars := envlist.Map(readEnv(f, e.Name()))
@@ -121,7 +121,7 @@ func FuzzFromEnv(f *testing.F) {
 				env = append(env, k+"="+vals[i])
 			}
 		}
-		j, err := FromEnv(env)
+		j, err := FromEnvWith(env, nil)
 		if err != nil {
 			if strings.Contains(err.Error(), "\n") {
 				t.Fatalf("error of several lines: %q", err)
@@ -132,7 +132,8 @@ func FuzzFromEnv(f *testing.F) {
 			return
 		}
 		if j.NNodes != len(j.Hosts) || j.NNodes < 1 || j.NodeRank < 0 || j.NodeRank >= j.NNodes ||
-			j.MasterAddr != j.Hosts[0] || j.MasterPort < BasePort || j.MasterPort >= BasePort+PortSpan {
+			j.MasterAddr != j.Hosts[0] || j.MasterPort < BasePort || j.MasterPort >= BasePort+PortSpan ||
+			j.Grant == nil || j.NodeGPUs > len(j.Grant.IDs) {
 			t.Fatalf("inconsistent job %+v from %q", j, env)
 		}
 		if err := j.Launchable(); err != nil && (!errors.Is(err, ErrShape) || strings.Contains(err.Error(), "\n")) {

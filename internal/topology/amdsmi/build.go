@@ -18,12 +18,19 @@ import (
 // gpus may be nil or partial; each row takes the GPU with the same BDF,
 // else the same amd-smi index. RuntimeIndex is the HIP-ID when every
 // device has a distinct one, otherwise the amd-smi GPU index (with a
-// warning when only some are known). XGMI pairs become direct links whose
+// warning when only some are known). Rows that share a PCI bus and
+// device are partitions of one GPU: one Package (the bus and device),
+// numbered by PCI function. XGMI pairs become direct links whose
 // bandwidth is the NUMA BW maximum; a 0 or missing figure is left 0 so
 // that topology.Finish assumes one for the type. PCIE pairs become
-// non-direct links. Weight and hops are kept (0 when not reported). Pairs
-// of unknown type are left to Finish, which links them through the host.
-// Errors wrap topology.ErrNoDevices or topology.ErrInvalidModel.
+// non-direct links. Weight and hops are kept (weight 0 when not
+// reported, hops 1 for XGMI and 2 for PCIe). A
+// pair whose two readings of the type disagree is decided by
+// topology.ResolveLinkType, with one warning. Tables of WantTables the
+// output left out give one warning naming them and what was assumed
+// (without LINK TYPE, types inferred from weight and hops); pairs whose
+// type stays unknown are left to Finish, which links them through the
+// host. Errors wrap topology.ErrNoDevices or topology.ErrInvalidModel.
 func Build(t *Topology, gpus []GPU, warn topology.Warner) (*topology.Model, error) {
 	if t == nil || len(t.GPUs) == 0 {
 		return nil, fmt.Errorf("amd-smi: %w", topology.ErrNoDevices)
@@ -32,19 +39,66 @@ func Build(t *Topology, gpus []GPU, warn topology.Warner) (*topology.Model, erro
 	if len(t.BDFs) != n || len(t.Pairs) != n {
 		return nil, fmt.Errorf("amd-smi: %w: topology rows disagree", topology.ErrInvalidModel)
 	}
+	warnMissing(t, warn)
+	infos := identities(t, gpus, warn)
+	m := &topology.Model{Source: "amd-smi", Vendor: topology.VendorAMD, Bandwidth: "theoretical"}
+	m.Devices = devices(infos, useHIPIDs(infos, warn))
+	for a := 0; a < n; a++ {
+		for b := a + 1; b < n; b++ {
+			if l, ok := pairLink(t, a, b, warn); ok {
+				m.Links = append(m.Links, l)
+			}
+		}
+	}
+	if err := m.Finish(); err != nil {
+		return nil, fmt.Errorf("amd-smi: %w", err)
+	}
+	return m, nil
+}
+
+// warnMissing warns once about the tables of WantTables that t lacks,
+// naming what Build assumes for each.
+func warnMissing(t *Topology, warn topology.Warner) {
+	if len(t.GPUs) < 2 {
+		return
+	}
+	var missing, assumed []string
+	for _, table := range WantTables {
+		if t.has(table) {
+			continue
+		}
+		missing = append(missing, strings.TrimSuffix(table, " TABLE"))
+		switch table {
+		case "ACCESS TABLE":
+			assumed = append(assumed, "peer access as the link allows")
+		case "WEIGHT TABLE":
+			assumed = append(assumed, "weights 0")
+		case "HOPS TABLE":
+			assumed = append(assumed, "hops by link type")
+		case "LINK TYPE TABLE":
+			assumed = append(assumed, "link types from weight and hops (a pair they do not decide goes through the host)")
+		case "NUMA BW TABLE":
+			assumed = append(assumed, "bandwidths by link type")
+		}
+	}
+	if len(missing) > 0 {
+		warn.Warn("amd-smi: %s has no %s table; assuming %s", SourceTopology, strings.Join(missing, ", "), strings.Join(assumed, "; "))
+	}
+}
+
+// identities gives each row its GPU of gpus: the one with the same BDF,
+// else the same amd-smi index (unless that one names another address).
+func identities(t *Topology, gpus []GPU, warn topology.Warner) []GPU {
 	byBDF, byIndex := map[string]int{}, map[int]int{}
 	for i, g := range gpus {
-		if g.BDF != "" {
-			if _, dup := byBDF[g.BDF]; !dup {
-				byBDF[g.BDF] = i
-			}
+		if _, dup := byBDF[g.BDF]; g.BDF != "" && !dup {
+			byBDF[g.BDF] = i
 		}
 		if _, dup := byIndex[g.Index]; !dup {
 			byIndex[g.Index] = i
 		}
 	}
-	m := &topology.Model{Source: "amd-smi", Vendor: topology.VendorAMD, Bandwidth: "theoretical"}
-	infos := make([]GPU, n)
+	infos := make([]GPU, len(t.GPUs))
 	for i := range infos {
 		info := NewGPU(t.GPUs[i])
 		info.BDF = t.BDFs[i]
@@ -64,30 +118,46 @@ func Build(t *Topology, gpus []GPU, warn topology.Warner) (*topology.Model, erro
 		}
 		infos[i] = info
 	}
-	useHIP := true
-	seenHIP := map[int]bool{}
+	return infos
+}
+
+// useHIPIDs reports whether every device has a distinct HIP-ID, warning
+// when only some are known or one repeats.
+func useHIPIDs(infos []GPU, warn topology.Warner) bool {
+	use := true
+	seen := map[int]bool{}
 	known := 0
 	for _, g := range infos {
-		if g.HIPID >= 0 {
-			known++
-			if seenHIP[g.HIPID] {
-				useHIP = false
-			}
-			seenHIP[g.HIPID] = true
-		} else {
-			useHIP = false
+		if g.HIPID < 0 {
+			use = false
+			continue
 		}
+		known++
+		if seen[g.HIPID] {
+			use = false
+		}
+		seen[g.HIPID] = true
 	}
-	if !useHIP && known > 0 {
-		warn.Warn("amd-smi: HIP-IDs known for %d of %d GPUs or repeated; using amd-smi GPU indices as runtime indices", known, n)
+	if !use && known > 0 {
+		warn.Warn("amd-smi: HIP-IDs known for %d of %d GPUs or repeated; using amd-smi GPU indices as runtime indices", known, len(infos))
 	}
-	// Partitions of one GPU share bus and device and differ in function.
-	slot := map[string]int{}
+	return use
+}
+
+// devices makes the model's devices. Partitions of one GPU share bus and
+// device and differ in function: they are one Package, numbered from 0
+// in function order as the KFD source numbers them by location_id.
+func devices(infos []GPU, useHIP bool) []topology.Device {
+	slots := map[string][]string{}
 	for _, g := range infos {
-		if g.BDF != "" {
-			slot[g.BDF[:len(g.BDF)-2]]++
+		if s := slotOf(g.BDF); s != "" {
+			slots[s] = append(slots[s], g.BDF)
 		}
 	}
+	for _, fs := range slots {
+		sort.Strings(fs)
+	}
+	out := make([]topology.Device, 0, len(infos))
 	for i, g := range infos {
 		d := topology.Device{
 			Index:        i,
@@ -102,8 +172,9 @@ func Build(t *Topology, gpus []GPU, warn topology.Warner) (*topology.Model, erro
 		if useHIP {
 			d.RuntimeIndex = g.HIPID
 		}
-		if g.BDF != "" && slot[g.BDF[:len(g.BDF)-2]] > 1 {
-			d.Package = g.BDF[:len(g.BDF)-2]
+		if fs := slots[slotOf(g.BDF)]; len(fs) > 1 {
+			d.Package = slotOf(g.BDF)
+			d.Partition = sort.SearchStrings(fs, g.BDF)
 		}
 		if g.MemUsedMiB >= 0 && g.MemTotalMiB > 0 {
 			d.MemUsedMiB, d.MemTotalMiB = g.MemUsedMiB, g.MemTotalMiB
@@ -111,56 +182,54 @@ func Build(t *Topology, gpus []GPU, warn topology.Warner) (*topology.Model, erro
 		if g.Processes > 0 {
 			d.Processes = g.Processes
 		}
-		m.Devices = append(m.Devices, d)
+		out = append(out, d)
 	}
-	for a := 0; a < n; a++ {
-		for b := a + 1; b < n; b++ {
-			if l, ok := pairLink(t, a, b, warn); ok {
-				m.Links = append(m.Links, l)
-			}
-		}
-	}
-	if err := m.Finish(); err != nil {
-		return nil, fmt.Errorf("amd-smi: %w", err)
-	}
-	return m, nil
+	return out
 }
 
 // pairLink makes the link between rows a < b from both directions'
 // reports; ok is false when the type is unknown.
 func pairLink(t *Topology, a, b int, warn topology.Warner) (topology.Link, bool) {
 	p, q := t.Pairs[a][b], t.Pairs[b][a]
-	typ := p.Type
-	if typ == "" || typ == "SELF" {
-		typ = q.Type
-	}
-	if p.Type != "" && q.Type != "" && p.Type != q.Type {
-		warn.Warn("amd-smi: GPU %d-%d link type %s one way, %s the other; using %s", t.GPUs[a], t.GPUs[b], p.Type, q.Type, typ)
-	}
-	pick := func(x, y int) int {
+	known := func(x, y int) int {
 		if x < 0 {
 			x = y
 		}
-		if x < 0 {
-			return 0
-		}
-		return x
+		return x // WEIGHT and HOPS are symmetric (check), so x == y when both are known
 	}
-	l := topology.Link{A: a, B: b, Level: typ, Weight: pick(p.Weight, q.Weight), Hops: pick(p.Hops, q.Hops)}
-	l.MinBandwidth, l.MaxBandwidth = p.MinBW, p.MaxBW
-	if l.MaxBandwidth == 0 {
-		l.MinBandwidth, l.MaxBandwidth = q.MinBW, q.MaxBW
+	weight, hops := known(p.Weight, q.Weight), known(p.Hops, q.Hops)
+	typ, note := topology.ResolveLinkType(p.Type, q.Type, weight, hops)
+	if note != "" {
+		warn.Warn("amd-smi: %s-%s: %s", t.label(a), t.label(b), note)
+	}
+	if typ == "" && !t.has("LINK TYPE TABLE") {
+		typ = topology.InferLinkType(weight, hops) // warnMissing said so
+	}
+	l := topology.Link{A: a, B: b, Level: typ, Weight: max(weight, 0), Hops: max(hops, 0)}
+	// Two readings of the bandwidth: the lower known one, whichever row
+	// gave it.
+	lo := p
+	if q.MaxBW > 0 && (p.MaxBW == 0 || q.MaxBW < p.MaxBW) {
+		lo = q
+	}
+	l.MinBandwidth, l.MaxBandwidth = lo.MinBW, lo.MaxBW
+	if p.MaxBW > 0 && q.MaxBW > 0 && (p.MinBW != q.MinBW || p.MaxBW != q.MaxBW) {
+		warn.Warn("amd-smi: %s-%s: NUMA BW %d-%d one way and %d-%d the other; using %d-%d",
+			t.label(a), t.label(b), p.MinBW, p.MaxBW, q.MinBW, q.MaxBW, lo.MinBW, lo.MaxBW)
 	}
 	switch typ {
-	case "XGMI":
+	case topology.TypeXGMI:
 		l.Type, l.Direct = topology.LinkXGMI, true
-	case "PCIE":
+	case topology.TypePCIE:
 		l.Type = topology.LinkPCIe
 	default:
-		if typ == "SELF" {
-			warn.Warn("amd-smi: GPU %d-%d reported as SELF; treating as a host link", t.GPUs[a], t.GPUs[b])
-		}
 		return topology.Link{}, false
+	}
+	if hops < 0 {
+		// Hops not reported: amd-smi's own meaning of the type (1 on an
+		// XGMI fabric, 2 through one CPU socket), as rocm-smi's reader
+		// assumes.
+		l.Hops = map[string]int{topology.TypeXGMI: 1, topology.TypePCIE: 2}[typ]
 	}
 	return l, true
 }
@@ -169,150 +238,218 @@ func pairLink(t *Topology, a, b int, warn topology.Warner) (topology.Link, bool)
 // add identity and use and may fail (older amd-smi versions print help
 // for a bare `amd-smi`), which only warns.
 var (
-	argsTopology = []string{"topology"}
-	argsDefault  = []string{}
-	argsList     = []string{"list", "--json"}
-	argsProcess  = []string{"process", "--json"}
-	argsMemUsage = []string{"metric", "--mem-usage", "--json"}
+	argsTopology     = []string{"topology"}
+	argsTopologyJSON = []string{"topology", "--json"}
+	argsDefault      = []string{}
+	argsList         = []string{"list", "--json"}
+	argsProcess      = []string{"process", "--json"}
+	argsMemUsage     = []string{"metric", "--mem-usage", "--json"}
 )
 
 // Discover runs amd-smi through run and builds a finished model. It runs,
 // as argv:
 //
 //	amd-smi topology                          (required)
+//	amd-smi topology --json                   (only when the text has no tables or the call fails)
 //	amd-smi                                   (BDF, HIP-ID, partition mode, memory, processes)
 //	amd-smi list --json                       (UUID, partition id, HIP-ID on newer versions)
 //	amd-smi process --json                    (only when the default table gave no process box)
 //	amd-smi metric --mem-usage --json         (only when it gave no memory figures)
 //
 // A failure of the first command is returned as run gave it (an error
-// wrapping topology.ErrToolNotFound, or a *topology.ToolError); failures
-// of the others go to warn, in one line each. The default table and the
-// list must name the same GPUs (PCI addresses) as the topology, or
-// Discover fails with an error wrapping topology.ErrInconsistent naming
-// both commands. A cancelled ctx stops Discover with ctx.Err().
+// wrapping topology.ErrToolNotFound, or a *topology.ToolError), unless
+// the JSON form answers; failures of the others go to warn, in one line
+// each. The default table and the list must name the same GPUs (PCI
+// addresses) as the topology, or their partitions (JoinPartitions, with
+// one warning); otherwise Discover fails with an error wrapping
+// topology.ErrInconsistent naming both commands. A cancelled ctx stops
+// Discover with ctx.Err().
 func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*topology.Model, error) {
-	out, err := run(ctx, "amd-smi", argsTopology...)
+	d := &discovery{ctx: ctx, run: run, warn: warn}
+	t, err := d.topology()
 	if err != nil {
 		return nil, err
 	}
-	t, err := ParseTopology(bytes.NewReader(out))
+	d.t, d.physical = t, len(t.BDFs)
+	if err := d.identity(); err != nil {
+		return nil, err
+	}
+	if err := d.use(); err != nil {
+		return nil, err
+	}
+	m, err := Build(d.t, d.gpus, warn)
 	if err != nil {
 		return nil, err
 	}
-	var gpus []GPU
-	version := ""
-	optional := func(args []string, parse func([]byte) error) error {
-		out, err := run(ctx, "amd-smi", args...)
-		if err == nil {
-			err = parse(out)
+	m.SourceVersion = d.version
+	return m, nil
+}
+
+// discovery is one run of Discover: what the calls so far gave.
+type discovery struct {
+	ctx                context.Context
+	run                topology.Runner
+	warn               topology.Warner
+	t                  *Topology
+	physical           int // rows of `amd-smi topology` before any join
+	gpus               []GPU
+	version            string
+	haveProcs, haveMem bool
+}
+
+// topology runs `amd-smi topology`, falling back to its --json form when
+// the call fails or prints no table (an amd-smi whose text form breaks);
+// a text output that is cut or inconsistent is refused, not replaced.
+func (d *discovery) topology() (*Topology, error) {
+	out, err := d.run(d.ctx, "amd-smi", argsTopology...)
+	var t *Topology
+	if err == nil {
+		t, err = ParseTopology(bytes.NewReader(out))
+	}
+	var te *topology.ToolError
+	if err == nil || d.ctx.Err() != nil || !(errors.As(err, &te) || errors.Is(err, topology.ErrWrongTool)) {
+		return t, err
+	}
+	jout, jerr := d.run(d.ctx, "amd-smi", argsTopologyJSON...)
+	if jerr == nil {
+		var jt *Topology
+		if jt, jerr = ParseTopologyJSON(bytes.NewReader(jout)); jerr == nil {
+			d.warn.Warn("%v; read `%s` instead", err, strings.Join(append([]string{"amd-smi"}, argsTopologyJSON...), " "))
+			return jt, nil
 		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			if errors.Is(err, topology.ErrInconsistent) {
-				return err
-			}
-			var pe *topology.ParseError
-			if errors.As(err, &pe) && errors.Is(err, topology.ErrWrongTool) && len(args) == 0 {
-				warn.Warn("amd-smi: no default table (amd-smi older than 25?); HIP-IDs unknown")
-				return nil
-			}
-			// The error names the call already ("amd-smi list --json:
-			// exit status 2: ...", "amd-smi: empty output: ...").
-			warn.Warn("%v; continuing without it", err)
-		}
+	}
+	return nil, err
+}
+
+// optional runs one of the calls that may fail: its failure is one
+// warning, except a cancelled ctx and an inconsistency, which stop
+// Discover.
+func (d *discovery) optional(args []string, parse func([]byte) error) error {
+	out, err := d.run(d.ctx, "amd-smi", args...)
+	if err == nil {
+		err = parse(out)
+	}
+	switch {
+	case err == nil:
+		return nil
+	case d.ctx.Err() != nil:
+		return d.ctx.Err()
+	case errors.Is(err, topology.ErrInconsistent):
+		return err
+	}
+	var pe *topology.ParseError
+	if errors.As(err, &pe) && errors.Is(err, topology.ErrWrongTool) && len(args) == 0 {
+		d.warn.Warn("amd-smi: no default table (amd-smi older than 25?); HIP-IDs unknown")
 		return nil
 	}
-	haveProcs, haveMem := false, false
-	if err := optional(argsDefault, func(b []byte) error {
+	// The error names the call already ("amd-smi list --json: exit
+	// status 2: ...", "amd-smi: empty output: ...").
+	d.warn.Warn("%v; continuing without it", err)
+	return nil
+}
+
+// join checks that a device list names the topology's GPUs, joining
+// partitions of them into the topology.
+func (d *discovery) join(src string, gpus []GPU) error {
+	if j, ok := JoinPartitions(d.t, gpus); ok {
+		d.t = j
+		d.warn.Warn("%s", joinNote(d.physical, j, src))
+		return nil
+	}
+	return agreeBDFs(SourceTopology, d.t.BDFs, src, gpus)
+}
+
+// identity runs the default table and the list.
+func (d *discovery) identity() error {
+	if err := d.optional(argsDefault, func(b []byte) error {
 		s, err := ParseDefault(bytes.NewReader(b))
 		if err != nil {
 			return err
 		}
-		version, gpus = s.Version, s.GPUs
-		if err := agreeBDFs(SourceTopology, t.BDFs, SourceDefault, s.GPUs); err != nil {
+		if err := d.join(SourceDefault, s.GPUs); err != nil {
 			return err
 		}
-		for _, g := range gpus {
-			haveProcs = haveProcs || g.Processes >= 0
-			haveMem = haveMem || g.MemTotalMiB > 0
+		d.version, d.gpus = s.Version, s.GPUs
+		for _, g := range d.gpus {
+			d.haveProcs = d.haveProcs || g.Processes >= 0
+			d.haveMem = d.haveMem || g.MemTotalMiB > 0
 		}
 		return nil
 	}); err != nil {
-		return nil, err
+		return err
 	}
-	if err := optional(argsList, func(b []byte) error {
+	return d.optional(argsList, func(b []byte) error {
 		list, err := ParseListJSON(bytes.NewReader(b))
 		if err != nil {
 			return err
 		}
-		if err := agreeBDFs(SourceTopology, t.BDFs, SourceListJSON, list); err != nil {
+		if err := d.join(SourceListJSON, list); err != nil {
 			return err
 		}
-		gpus = mergeGPUs(gpus, list)
+		d.gpus = mergeGPUs(d.gpus, list)
 		return nil
-	}); err != nil {
-		return nil, err
-	}
-	if !haveProcs {
-		if err := optional(argsProcess, func(b []byte) error {
+	})
+}
+
+// use runs the process and memory calls the default table did not make
+// needless.
+func (d *discovery) use() error {
+	if !d.haveProcs {
+		if err := d.optional(argsProcess, func(b []byte) error {
 			procs, err := ParseProcessJSON(bytes.NewReader(b))
 			if err != nil {
 				return err
 			}
-			gpus = ensureGPUs(gpus, t)
-			for i := range gpus {
-				if c, ok := procs[gpus[i].Index]; ok {
-					gpus[i].Processes = c
+			d.gpus = ensureGPUs(d.gpus, d.t)
+			for i := range d.gpus {
+				if c, ok := procs[d.gpus[i].Index]; ok {
+					d.gpus[i].Processes = c
 				}
 			}
 			return nil
 		}); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	if !haveMem {
-		if err := optional(argsMemUsage, func(b []byte) error {
-			mem, err := ParseMemUsageJSON(bytes.NewReader(b))
-			if err != nil {
-				return err
-			}
-			gpus = ensureGPUs(gpus, t)
-			for i := range gpus {
-				if mu, ok := mem[gpus[i].Index]; ok {
-					gpus[i].MemUsedMiB, gpus[i].MemTotalMiB = mu.UsedMiB, mu.TotalMiB
-				}
-			}
-			return nil
-		}); err != nil {
-			return nil, err
+	if d.haveMem {
+		return nil
+	}
+	return d.optional(argsMemUsage, func(b []byte) error {
+		mem, err := ParseMemUsageJSON(bytes.NewReader(b))
+		if err != nil {
+			return err
 		}
-	}
-	m, err := Build(t, gpus, warn)
-	if err != nil {
-		return nil, err
-	}
-	m.SourceVersion = version
-	return m, nil
+		d.gpus = ensureGPUs(d.gpus, d.t)
+		for i := range d.gpus {
+			if mu, ok := mem[d.gpus[i].Index]; ok {
+				d.gpus[i].MemUsedMiB, d.gpus[i].MemTotalMiB = mu.UsedMiB, mu.TotalMiB
+			}
+		}
+		return nil
+	})
 }
 
 // agreeBDFs checks that two calls list the same GPUs (by PCI address):
 // one that lists fewer was cut short, one that lists others describes
-// another set of devices. gpus without any BDF (old amd-smi) are not
-// compared. The error wraps topology.ErrInconsistent and names both
+// another set of devices. Lists without any BDF (old amd-smi, the old
+// topology --json schema) are not compared. The error wraps topology.ErrInconsistent and names both
 // calls.
 func agreeBDFs(name string, bdfs []string, otherName string, gpus []GPU) error {
-	var other []string
+	var mine, other []string
+	for _, b := range bdfs {
+		if b != "" {
+			mine = append(mine, b)
+		}
+	}
 	for _, g := range gpus {
 		if g.BDF != "" {
 			other = append(other, g.BDF)
 		}
 	}
-	if len(bdfs) == 0 || len(other) == 0 {
-		return nil
+	if len(mine) == 0 || len(other) == 0 {
+		return nil // the old topology --json schema gives no BDFs
 	}
+	bdfs = mine
 	a, b := bdfSet(bdfs), bdfSet(other)
 	onlyA, onlyB := minus(a, b), minus(b, a)
 	if len(onlyA) == 0 && len(onlyB) == 0 {

@@ -10,13 +10,16 @@
 //     tables (ParseTopology);
 //   - `amd-smi topology --json`: the old per-GPU schema with gpu_N maps and
 //     the newer schema with a links array, any field subset
-//     (ParseTopologyJSON);
-//   - `amd-smi list` and `amd-smi list --json` (ParseList, ParseListJSON);
+//     (ParseTopologyJSON), which Discover reads when the text form fails
+//     or prints no table;
+//   - `amd-smi list --json` (ParseListJSON);
 //   - the default `amd-smi` box table, which alone gives the HIP-ID
 //     (ParseDefault);
 //   - `amd-smi process --json` and `amd-smi metric --mem-usage --json`
 //     (ParseProcessJSON, ParseMemUsageJSON).
 //
-// Build joins the parsed pieces into a finished model, and Discover runs
-// the tool through an injected topology.Runner.
+// Build joins the parsed pieces into a finished model, JoinPartitions
+// joins a topology of physical GPUs with a device list of their
+// partitions (MI300X in DPX/CPX mode), and Discover runs the tool through
+// an injected topology.Runner.
 package amdsmi

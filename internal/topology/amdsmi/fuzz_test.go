@@ -77,7 +77,6 @@ func FuzzIdentity(f *testing.F) {
 			gpus = append(gpus, s.GPUs...)
 		}
 		for _, p := range []func() ([]GPU, error){
-			func() ([]GPU, error) { return ParseList(bytes.NewReader(data)) },
 			func() ([]GPU, error) { return ParseListJSON(bytes.NewReader(data)) },
 		} {
 			g, err := p()
@@ -115,6 +114,7 @@ func FuzzDiscover(f *testing.F) {
 	read := func(name string) []byte { return testutil.ReadFile(f, testutil.Testdata(f, "amd-smi", name)) }
 	f.Add(read("mi300x-8gpu-spx-topology.txt"), read("mi300x-8gpu-spx-default.txt"), read("mi300x-8gpu-spx-list.json"))
 	f.Add(testutil.ReadFile(f, testutil.Public(f, "amd-smi-topology-mi355x-8gpu-xgmi.txt")), testutil.ReadFile(f, testutil.Public(f, "amd-smi-default-mi355x-8gpu.txt")), []byte("[]"))
+	f.Add(testutil.ReadFile(f, testutil.Public(f, "amd-smi-topology-mi300x-8gpu-xgmi.txt")), testutil.ReadFile(f, testutil.Public(f, "amd-smi-default-mi300x-dpx-16dev-derived.txt")), []byte("[]"))
 	f.Fuzz(func(t *testing.T, topo, deflt, list []byte) {
 		outs := map[string][]byte{"topology": topo, "": deflt, "list --json": list}
 		run := func(_ context.Context, name string, args ...string) ([]byte, error) {
@@ -125,5 +125,65 @@ func FuzzDiscover(f *testing.F) {
 		}
 		m, err := Discover(context.Background(), run, nil)
 		testutil.CheckOutcome(t, err, func() error { return m.Validate() })
+	})
+}
+
+// FuzzJoinPartitions joins arbitrary default tables to the real MI300X
+// topology (and arbitrary topologies to the DPX table): a join gives one
+// row per listed device, each with its GPU's links, partitions of one
+// GPU linked by XGMI, and a model that validates; a refusal leaves the
+// topology as it was.
+func FuzzJoinPartitions(f *testing.F) {
+	pub := func(name string) []byte { return testutil.ReadFile(f, testutil.Public(f, name)) }
+	topo := pub("amd-smi-topology-mi300x-8gpu-xgmi.txt")
+	// Not the 64-device CPX table: at 30 ms an exec it would take the fuzzer's time.
+	for _, d := range []string{"amd-smi-default-mi300x-dpx-16dev-derived.txt", "amd-smi-default-mi300x-dpx-excerpt-3dev-rocm-amdsmi132.txt", "amd-smi-default-mi355x-8gpu.txt"} {
+		f.Add(topo, pub(d))
+	}
+	f.Fuzz(func(t *testing.T, topo, deflt []byte) {
+		tp, err := ParseTopology(bytes.NewReader(topo))
+		if err != nil {
+			checkErr(t, err)
+			return
+		}
+		s, err := ParseDefault(bytes.NewReader(deflt))
+		if err != nil {
+			checkErr(t, err)
+			return
+		}
+		j, ok := JoinPartitions(tp, s.GPUs)
+		if !ok {
+			if j != tp {
+				t.Fatal("a refused join changed the topology")
+			}
+			return
+		}
+		if len(j.BDFs) != len(s.GPUs) || !j.Partitions {
+			t.Fatalf("%d rows for %d devices", len(j.BDFs), len(s.GPUs))
+		}
+		row := map[string]int{}
+		for i, b := range tp.BDFs {
+			row[slotOf(b)] = i
+		}
+		for a := range j.BDFs {
+			for b := range j.BDFs {
+				pa, pb := row[slotOf(j.BDFs[a])], row[slotOf(j.BDFs[b])]
+				switch {
+				case a != b && pa == pb:
+					if j.Pairs[a][b].Type != topology.TypeXGMI {
+						t.Fatalf("partitions %d and %d of one GPU: %+v", a, b, j.Pairs[a][b])
+					}
+				case pa != pb && j.Pairs[a][b] != tp.Pairs[pa][pb]:
+					t.Fatalf("pair %d-%d %+v, its GPUs' %+v", a, b, j.Pairs[a][b], tp.Pairs[pa][pb])
+				}
+			}
+		}
+		m, err := Build(j, s.GPUs, nil)
+		if err != nil {
+			t.Fatalf("joined but did not build: %v", err)
+		}
+		if err := m.Validate(); err != nil {
+			t.Fatal(err)
+		}
 	})
 }

@@ -3,7 +3,6 @@ package amdsmi
 import (
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 
 	"github.com/amdrun/amdrun/internal/topology"
@@ -150,65 +149,6 @@ func setIdentity(g *GPU, key string, v any) error {
 	return nil
 }
 
-// ParseList parses the text of `amd-smi list`:
-//
-//	GPU: 0
-//	    BDF: 0000:0c:00.0
-//	    UUID: 8aff74a1-0000-1000-80e9-8a4c9b2d1e01
-//	    KFD_ID: 45412
-//	    NODE_ID: 2
-//	    PARTITION_ID: 0
-//
-// Keys it does not know are ignored; newer versions' HIP_ID is used.
-// Malformed input gives a *topology.ParseError.
-func ParseList(r io.Reader) ([]GPU, error) {
-	lr := topology.NewLineReader(r, SourceList)
-	var out []GPU
-	sawText := false
-	for lr.Next() {
-		line := lr.Text()
-		t := strings.TrimSpace(line)
-		if t == "" {
-			continue
-		}
-		sawText = true
-		key, val, ok := strings.Cut(t, ":")
-		col := len(line) - len(strings.TrimLeft(line, " \t"))
-		valCol := col + len(key) + 1 + (len(val) - len(strings.TrimLeft(val, " \t")))
-		val = strings.TrimSpace(val)
-		if keyName(key) == "GPU" && ok {
-			n, err := strconv.Atoi(val)
-			if err != nil || n < 0 || n >= 1<<20 {
-				return nil, lr.Errorf(valCol, topology.ErrBadNumber, "GPU %q", val)
-			}
-			if len(out) >= MaxGPUs {
-				return nil, lr.Errorf(0, topology.ErrSyntax, "more than %d GPUs", MaxGPUs)
-			}
-			out = append(out, NewGPU(n))
-			continue
-		}
-		if len(out) == 0 {
-			continue // banner or warning before the first GPU
-		}
-		if !ok {
-			return nil, lr.Errorf(col, topology.ErrSyntax, "%q is not KEY: value", t)
-		}
-		if err := setIdentity(&out[len(out)-1], key, val); err != nil {
-			return nil, lr.Errorf(valCol, err, "")
-		}
-	}
-	if err := lr.Err(); err != nil {
-		return nil, err
-	}
-	if len(out) == 0 {
-		if !sawText {
-			return nil, topology.NewParseError(lr.Source, 0, 0, topology.ErrEmpty, "")
-		}
-		return nil, topology.NewParseError(lr.Source, 0, 0, topology.ErrWrongTool, "no \"GPU: N\" line")
-	}
-	return out, nil
-}
-
 // ParseListJSON parses `amd-smi list --json`: a list of objects with
 // "gpu", "bdf", "uuid", "kfd_id", "node_id", "partition_id" and, in newer
 // versions, "hip_id" (also accepted under a {"gpu_data": [...]} wrapper).
@@ -219,7 +159,7 @@ func ParseListJSON(r io.Reader) ([]GPU, error) {
 		return nil, err
 	}
 	if len(objs) == 0 {
-		return nil, &topology.ParseError{Source: src, Err: topology.ErrNoDevices}
+		return nil, topology.NewParseError(src, 0, 0, topology.ErrNoDevices, "")
 	}
 	out := make([]GPU, 0, len(objs))
 	for i, o := range objs {
@@ -230,7 +170,7 @@ func ParseListJSON(r io.Reader) ([]GPU, error) {
 		g := NewGPU(idx)
 		for _, k := range sortedKeys(o) {
 			if err := setIdentity(&g, k, o[k]); err != nil {
-				return nil, &topology.ParseError{Source: src, Err: fmt.Errorf("gpu %d: %s: %w", idx, k, err)}
+				return nil, topology.NewParseError(src, 0, 0, fmt.Errorf("gpu %d: %s: %w", idx, k, err), "")
 			}
 		}
 		out = append(out, g)

@@ -42,9 +42,9 @@ func decodeJSON(src string, r io.Reader) (any, error) {
 	body := data[start:]
 	if len(bytes.TrimSpace(body)) == 0 {
 		if len(bytes.TrimSpace(data)) == 0 {
-			return nil, &topology.ParseError{Source: src, Err: topology.ErrEmpty}
+			return nil, topology.NewParseError(src, 0, 0, topology.ErrEmpty, "")
 		}
-		return nil, &topology.ParseError{Source: src, Err: fmt.Errorf("%w: no JSON document", topology.ErrWrongTool)}
+		return nil, topology.NewParseError(src, 0, 0, topology.ErrWrongTool, "no JSON document")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
@@ -63,7 +63,7 @@ func decodeJSON(src string, r io.Reader) (any, error) {
 	if dec.More() {
 		off := dec.InputOffset()
 		l, c := topology.LineCol(body, off)
-		return nil, &topology.ParseError{Source: src, Line: l + skipped, Column: c, Err: fmt.Errorf("%w: text after the JSON document", topology.ErrSyntax)}
+		return nil, topology.NewParseError(src, l+skipped, c, topology.ErrSyntax, "text after the JSON document")
 	}
 	return v, nil
 }
@@ -84,24 +84,24 @@ func gpuList(src string, v any) ([]map[string]any, error) {
 			}
 		}
 		if arr == nil {
-			return nil, &topology.ParseError{Source: src, Err: fmt.Errorf("%w: object without a GPU list", topology.ErrWrongTool)}
+			return nil, topology.NewParseError(src, 0, 0, topology.ErrWrongTool, "object without a GPU list")
 		}
 		v = arr
 	}
 	arr, ok := v.([]any)
 	if !ok {
-		return nil, &topology.ParseError{Source: src, Err: fmt.Errorf("%w: top level is not a list", topology.ErrWrongTool)}
+		return nil, topology.NewParseError(src, 0, 0, topology.ErrWrongTool, "top level is not a list")
 	}
 	out := make([]map[string]any, 0, len(arr))
 	for i, e := range arr {
 		m, ok := e.(map[string]any)
 		if !ok {
-			return nil, &topology.ParseError{Source: src, Err: fmt.Errorf("%w: element %d is not an object", topology.ErrSyntax, i)}
+			return nil, topology.NewParseError(src, 0, 0, topology.ErrSyntax, "element %d is not an object", i)
 		}
 		out = append(out, m)
 	}
 	if len(out) > MaxGPUs {
-		return nil, &topology.ParseError{Source: src, Err: fmt.Errorf("%w: more than %d GPUs", topology.ErrSyntax, MaxGPUs)}
+		return nil, topology.NewParseError(src, 0, 0, topology.ErrSyntax, "more than %d GPUs", MaxGPUs)
 	}
 	return out, nil
 }
@@ -169,11 +169,11 @@ func lookup(m map[string]any, keys ...string) (any, bool) {
 func gpuIndex(src string, i int, m map[string]any) (int, error) {
 	v, has := m["gpu"]
 	if !has {
-		return 0, &topology.ParseError{Source: src, Err: fmt.Errorf("%w: element %d has no \"gpu\"", topology.ErrSyntax, i)}
+		return 0, topology.NewParseError(src, 0, 0, topology.ErrSyntax, "element %d has no \"gpu\"", i)
 	}
 	n, ok, err := jsonInt(v)
 	if err != nil || !ok || n < 0 || n >= 1<<20 {
-		return 0, &topology.ParseError{Source: src, Err: fmt.Errorf("%w: element %d: gpu %v", topology.ErrBadNumber, i, v)}
+		return 0, topology.NewParseError(src, 0, 0, topology.ErrBadNumber, "element %d: gpu %v", i, v)
 	}
 	return int(n), nil
 }

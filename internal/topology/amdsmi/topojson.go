@@ -25,108 +25,156 @@ import (
 // not reported. Rows keep the tool's order. Errors are *topology.ParseError
 // values; only JSON syntax errors carry a line.
 func ParseTopologyJSON(r io.Reader) (*Topology, error) {
-	const src = SourceTopologyJSON
-	objs, err := decodeGPUs(src, r)
+	objs, err := decodeGPUs(SourceTopologyJSON, r)
 	if err != nil {
 		return nil, err
 	}
 	if len(objs) == 0 {
-		return nil, &topology.ParseError{Source: src, Err: topology.ErrNoDevices}
+		return nil, topology.NewParseError(SourceTopologyJSON, 0, 0, topology.ErrNoDevices, "")
 	}
-	perr := func(format string, args ...any) error {
-		return &topology.ParseError{Source: src, Err: fmt.Errorf(format, args...)}
+	t, pos, byBDF, err := jsonRows(objs)
+	if err != nil {
+		return nil, err
 	}
-	t := newTopology(len(objs))
-	pos := map[int]int{}
 	for i, o := range objs {
-		g, err := gpuIndex(src, i, o)
+		g := t.GPUs[i]
+		if links, has := o["links"]; has {
+			err = jsonLinks(t, i, links, pos, byBDF)
+		} else if known, e := jsonOldSchema(t, i, o, pos); e != nil {
+			err = e
+		} else if known == 0 && len(objs) > 1 {
+			err = fmt.Errorf("%w: gpu %d has neither links nor link tables", topology.ErrWrongTool, g)
+		}
 		if err != nil {
-			return nil, err
+			return nil, jsonErr(err)
+		}
+	}
+	t.Tables = jsonTables(t)
+	if f := t.check(); f != nil {
+		return nil, jsonErr(fmt.Errorf("%w: %s: %s", topology.ErrInconsistent, f.table, f.msg))
+	}
+	return t, nil
+}
+
+// jsonErr makes err a *topology.ParseError of the JSON topology.
+func jsonErr(err error) error {
+	return topology.NewParseError(SourceTopologyJSON, 0, 0, err, "")
+}
+
+// jsonRows reads each object's gpu index and bdf into a new Topology,
+// and returns the row of each index and of each bdf.
+func jsonRows(objs []map[string]any) (*Topology, map[int]int, map[string]int, error) {
+	t := newTopology(len(objs))
+	pos, byBDF := map[int]int{}, map[string]int{}
+	for i, o := range objs {
+		g, err := gpuIndex(SourceTopologyJSON, i, o)
+		if err != nil {
+			return nil, nil, nil, err
 		}
 		if _, dup := pos[g]; dup {
-			return nil, perr("%w: gpu %d listed twice", topology.ErrSyntax, g)
+			return nil, nil, nil, jsonErr(fmt.Errorf("%w: gpu %d listed twice", topology.ErrSyntax, g))
 		}
 		pos[g] = i
 		t.GPUs[i] = g
 		if s := jsonString(o["bdf"]); s != "" {
 			b, ok := normBDF(s)
 			if !ok {
-				return nil, perr("%w: gpu %d: bdf %q", topology.ErrSyntax, g, s)
+				return nil, nil, nil, jsonErr(fmt.Errorf("%w: gpu %d: bdf %q", topology.ErrSyntax, g, s))
 			}
-			t.BDFs[i] = b
+			if _, dup := byBDF[b]; dup {
+				return nil, nil, nil, jsonErr(fmt.Errorf("%w: bdf %s listed twice", topology.ErrSyntax, b))
+			}
+			t.BDFs[i], byBDF[b] = b, i
 		}
 	}
-	byBDF := map[string]int{}
-	for i, b := range t.BDFs {
-		if b == "" {
-			continue
-		}
-		if _, dup := byBDF[b]; dup {
-			return nil, perr("%w: bdf %s listed twice", topology.ErrSyntax, b)
-		}
-		byBDF[b] = i
+	return t, pos, byBDF, nil
+}
+
+// jsonLinks reads row i's links array (the new schema).
+func jsonLinks(t *Topology, i int, links any, pos map[int]int, byBDF map[string]int) error {
+	g := t.GPUs[i]
+	arr, ok := links.([]any)
+	if !ok && links != nil {
+		return fmt.Errorf("%w: gpu %d: links is not a list", topology.ErrSyntax, g)
 	}
-	for i, o := range objs {
-		g := t.GPUs[i]
-		if links, has := o["links"]; has {
-			arr, ok := links.([]any)
-			if !ok && links != nil {
-				return nil, perr("%w: gpu %d: links is not a list", topology.ErrSyntax, g)
-			}
-			for k, e := range arr {
-				l, ok := e.(map[string]any)
-				if !ok {
-					return nil, perr("%w: gpu %d: links[%d] is not an object", topology.ErrSyntax, g, k)
-				}
-				j, err := linkTarget(l, pos, byBDF)
-				if err != nil {
-					return nil, perr("gpu %d: links[%d]: %w", g, k, err)
-				}
-				if err := setJSONPair(&t.Pairs[i][j], l, "link_status", "weight", "num_hops", "link_type", "bandwidth"); err != nil {
-					return nil, perr("gpu %d: links[%d]: %w", g, k, err)
-				}
-			}
+	for k, e := range arr {
+		l, ok := e.(map[string]any)
+		if !ok {
+			return fmt.Errorf("%w: gpu %d: links[%d] is not an object", topology.ErrSyntax, g, k)
+		}
+		j, err := linkTarget(l, pos, byBDF)
+		if err != nil {
+			return fmt.Errorf("gpu %d: links[%d]: %w", g, k, err)
+		}
+		if err := setJSONPair(&t.Pairs[i][j], l, "link_status", "weight", "num_hops", "link_type", "bandwidth"); err != nil {
+			return fmt.Errorf("gpu %d: links[%d]: %w", g, k, err)
+		}
+	}
+	return nil
+}
+
+// jsonOldSchema reads row i's per-property maps keyed "gpu_N" (the old
+// schema) and returns how many it found.
+func jsonOldSchema(t *Topology, i int, o map[string]any, pos map[int]int) (int, error) {
+	g := t.GPUs[i]
+	known := 0
+	for _, kv := range oldSchemaKeys {
+		key, as := kv[0], kv[1]
+		mv, has := o[key]
+		if !has {
 			continue
 		}
-		// Old schema: one map per property, keyed "gpu_N".
-		known := 0
-		for _, kv := range oldSchemaKeys {
-			key, as := kv[0], kv[1]
-			mv, has := o[key]
-			if !has {
+		mm, ok := mv.(map[string]any)
+		if !ok {
+			return known, fmt.Errorf("%w: gpu %d: %s is not an object", topology.ErrSyntax, g, key)
+		}
+		known++
+		names := make([]string, 0, len(mm))
+		for name := range mm {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			num, ok := strings.CutPrefix(name, "gpu_")
+			idx, err := strconv.Atoi(num)
+			if !ok || err != nil {
+				return known, fmt.Errorf("%w: gpu %d: %s key %q is not gpu_N", topology.ErrSyntax, g, key, name)
+			}
+			j, ok := pos[idx]
+			if !ok {
+				return known, fmt.Errorf("%w: gpu %d: %s names unknown gpu %d", topology.ErrSyntax, g, key, idx)
+			}
+			if err := setJSONPair(&t.Pairs[i][j], map[string]any{as: mm[name]}, as); err != nil {
+				return known, fmt.Errorf("gpu %d: %s %s: %w", g, key, name, err)
+			}
+		}
+	}
+	return known, nil
+}
+
+// jsonTables names the text tables whose figures the JSON gave for some
+// pair (a field every link leaves N/A counts as missing).
+func jsonTables(t *Topology) []string {
+	var access, weight, hops, typ, bw bool
+	for i := range t.Pairs {
+		for j, p := range t.Pairs[i] {
+			if i == j {
 				continue
 			}
-			mm, ok := mv.(map[string]any)
-			if !ok {
-				return nil, perr("%w: gpu %d: %s is not an object", topology.ErrSyntax, g, key)
-			}
-			known++
-			names := make([]string, 0, len(mm))
-			for name := range mm {
-				names = append(names, name)
-			}
-			sort.Strings(names)
-			for _, name := range names {
-				val := mm[name]
-				num, ok := strings.CutPrefix(name, "gpu_")
-				idx, err := strconv.Atoi(num)
-				if !ok || err != nil {
-					return nil, perr("%w: gpu %d: %s key %q is not gpu_N", topology.ErrSyntax, g, key, name)
-				}
-				j, ok := pos[idx]
-				if !ok {
-					return nil, perr("%w: gpu %d: %s names unknown gpu %d", topology.ErrSyntax, g, key, idx)
-				}
-				if err := setJSONPair(&t.Pairs[i][j], map[string]any{as: val}, as); err != nil {
-					return nil, perr("gpu %d: %s %s: %w", g, key, name, err)
-				}
-			}
-		}
-		if known == 0 && len(objs) > 1 {
-			return nil, perr("%w: gpu %d has neither links nor link tables", topology.ErrWrongTool, g)
+			access = access || p.Access != ""
+			weight = weight || p.Weight >= 0
+			hops = hops || p.Hops >= 0
+			typ = typ || p.Type != ""
+			bw = bw || p.MaxBW > 0
 		}
 	}
-	return t, nil
+	var out []string
+	for k, ok := range []bool{access, weight, hops, typ, bw} {
+		if ok {
+			out = append(out, WantTables[k])
+		}
+	}
+	return out
 }
 
 // oldSchemaKeys maps the old schema's per-property maps to link fields,

@@ -13,7 +13,6 @@ import (
 const (
 	SourceTopology     = "amd-smi topology"
 	SourceTopologyJSON = "amd-smi topology --json"
-	SourceList         = "amd-smi list"
 	SourceListJSON     = "amd-smi list --json"
 	SourceDefault      = "amd-smi"
 	SourceProcessJSON  = "amd-smi process --json"
@@ -51,6 +50,30 @@ type Topology struct {
 	BDFs []string
 	// Pairs[i][j] describes the path from row i to row j.
 	Pairs [][]Pair
+	// Tables names the tables the output held, in order, as the text
+	// titles them ("WEIGHT TABLE", "LINK TYPE TABLE"); for --json, the
+	// table each link field stands for. Build warns about the ones of
+	// WantTables missing, naming what it assumed instead.
+	Tables []string
+	// Partitions says the rows were joined from a topology of physical
+	// GPUs and a device list of partitions (see JoinPartitions): rows
+	// that share a PCI bus and device are partitions of one GPU.
+	Partitions bool
+}
+
+// WantTables are the tables every `amd-smi topology` prints (ROCm 6.1
+// and later); the newer ones (CACHE COHERANCY, ATOMICS, DMA,
+// BI-DIRECTIONAL) are not needed for a model.
+var WantTables = []string{"ACCESS TABLE", "WEIGHT TABLE", "HOPS TABLE", "LINK TYPE TABLE", "NUMA BW TABLE"}
+
+// has reports whether the output held the table.
+func (t *Topology) has(table string) bool {
+	for _, s := range t.Tables {
+		if s == table {
+			return true
+		}
+	}
+	return false
 }
 
 func newTopology(n int) *Topology {
@@ -82,12 +105,19 @@ func tableTitle(s string) (string, bool) {
 // ParseTopology parses the text output of `amd-smi topology`. Every table
 // must have the same BDF columns and one row per column; tables the parser
 // does not use (CACHE COHERANCY, ATOMICS, DMA, BI-DIRECTIONAL, ones added
-// later) are checked for shape and skipped, as is the Legend. Text outside
-// tables (warnings) is ignored. Malformed input gives a *topology.ParseError
-// wrapping ErrSyntax, ErrNotSquare, ErrBadNumber, ErrUnknownLinkType,
-// ErrTruncated, ErrWrongTool (no table at all) or ErrNoDevices (empty input).
+// later) are checked for shape and skipped, as is the Legend. Text before
+// the first table (warnings) is ignored; a line inside or right after a
+// table that is not one of its rows (a marker such as "[output
+// truncated]") is an error that quotes it. The WEIGHT and HOPS tables
+// must be symmetric with 0 on the diagonal, and LINK TYPE must say SELF
+// (or N/A) exactly on the diagonal, else a row or column is out of place
+// (ErrInconsistent, at the cell). Malformed input gives a
+// *topology.ParseError wrapping ErrSyntax, ErrNotSquare, ErrBadNumber,
+// ErrUnknownLinkType, ErrTruncated, ErrInconsistent, ErrWrongTool (no
+// table at all) or ErrNoDevices (empty input). Tables left out are not an
+// error here: Topology.Tables lists those found, and Build warns.
 func ParseTopology(r io.Reader) (*Topology, error) {
-	p := &topoParser{lr: topology.NewLineReader(r, SourceTopology)}
+	p := &topoParser{lr: topology.NewLineReader(r, SourceTopology), at: map[string][]rowPos{}}
 	if err := p.lr.ForEach(p.line); err != nil {
 		return nil, err
 	}
@@ -102,7 +132,17 @@ func ParseTopology(r io.Reader) (*Topology, error) {
 	case len(p.t.GPUs) == 0:
 		return nil, topology.NewParseError(p.lr.Source, 0, 0, topology.ErrNoDevices, "")
 	}
+	if f := p.t.check(); f != nil {
+		pos := p.at[f.table][f.row]
+		return nil, topology.NewParseError(p.lr.Source, pos.line, pos.cols[f.col], topology.ErrInconsistent, "%s: %s", f.table, f.msg)
+	}
 	return p.t, nil
+}
+
+// rowPos is where a table row was read: its line and each cell's column.
+type rowPos struct {
+	line int
+	cols []int
 }
 
 // topoParser holds what ParseTopology has read so far.
@@ -114,6 +154,7 @@ type topoParser struct {
 	rows       int       // rows read of the current table
 	legend     bool      // in the Legend, which ends the tables
 	sawText    bool
+	at         map[string][]rowPos // per table, where each row was read
 }
 
 // line reads one line of input.
@@ -126,6 +167,9 @@ func (p *topoParser) line(line string) error {
 	if title, ok := tableTitle(trimmed); ok {
 		if err := p.endTable(); err != nil {
 			return err
+		}
+		if p.t != nil && p.t.has(title) {
+			return p.lr.Errorf(0, topology.ErrSyntax, "%s appears twice", title)
 		}
 		p.table, p.wantHeader, p.rows, p.legend = title, true, 0, false
 		return nil
@@ -140,10 +184,40 @@ func (p *topoParser) line(line string) error {
 	if p.legend || p.table == "" {
 		return nil
 	}
+	fs := topology.SplitFields(line)
 	if p.wantHeader {
-		return p.header(topology.SplitFields(line))
+		return p.header(fs)
 	}
-	return p.row(line, topology.SplitFields(line))
+	if _, ok := normBDF(fs[0].S); !ok {
+		return p.stray(trimmed)
+	}
+	return p.row(line, fs)
+}
+
+// stray refuses a line inside or right after a table that is not one of
+// its rows, quoting it: a publisher's "[output truncated]", a tool
+// message between tables, a row whose label was cut. Before, such a line
+// after the last row read as a row ("has more than 8 rows").
+func (p *topoParser) stray(line string) error {
+	if len(line) > 60 {
+		line = line[:60] + "..."
+	}
+	sentinel := topology.ErrSyntax
+	if marker(line) {
+		sentinel = topology.ErrTruncated
+	}
+	if n := len(p.t.GPUs); p.rows < n {
+		return p.lr.Errorf(0, sentinel, "%s has %d of %d rows, then %q", p.table, p.rows, n, line)
+	}
+	return p.lr.Errorf(0, sentinel, "%q after the %s, where a table title or the end was expected", line, p.table)
+}
+
+// marker reports whether a line is an editor's mark that output was left
+// out ("[output truncated]", "...", "<snip>").
+func marker(s string) bool {
+	l := strings.ToLower(s)
+	return strings.Contains(l, "truncat") || strings.Contains(l, "snip") || strings.Contains(l, "omitted") ||
+		strings.Trim(l, ".… []()<>") == ""
 }
 
 // endTable checks that the table being read, if any, is complete.
@@ -184,6 +258,7 @@ func (p *topoParser) header(fs []topology.Field) error {
 		}
 		p.t = newTopology(len(bdfs))
 		copy(p.t.BDFs, bdfs)
+		p.t.Tables = append(p.t.Tables, p.table)
 		return nil
 	}
 	if len(bdfs) != len(p.t.BDFs) {
@@ -194,6 +269,7 @@ func (p *topoParser) header(fs []topology.Field) error {
 			return p.lr.Errorf(fs[i].Col, topology.ErrSyntax, "%s column %d is %s, the first table has %s", p.table, i, b, p.t.BDFs[i])
 		}
 	}
+	p.t.Tables = append(p.t.Tables, p.table)
 	return nil
 }
 
@@ -213,11 +289,14 @@ func (p *topoParser) row(line string, fs []topology.Field) error {
 	if b, ok := normBDF(fs[0].S); !ok || b != p.t.BDFs[p.rows] {
 		return p.lr.Errorf(fs[0].Col, topology.ErrSyntax, "%s row %d is labelled %q, want %s", p.table, p.rows, fs[0].S, p.t.BDFs[p.rows])
 	}
+	pos := rowPos{line: p.lr.Line(), cols: make([]int, n)}
 	for j, f := range fs[1:] {
 		if err := setCell(&p.t.Pairs[p.rows][j], p.table, f.S); err != nil {
-			return &topology.ParseError{Source: p.lr.Source, Line: p.lr.Line(), Column: f.Col, Err: fmt.Errorf("%s: %w", p.table, err)}
+			return topology.NewParseError(p.lr.Source, p.lr.Line(), f.Col, fmt.Errorf("%s: %w", p.table, err), "")
 		}
+		pos.cols[j] = f.Col
 	}
+	p.at[p.table] = append(p.at[p.table], pos)
 	p.rows++
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/amdrun/amdrun/internal/topology"
 )
@@ -76,6 +77,7 @@ type defaultParser struct {
 	procsSeen bool
 	procs     map[int]int // amd-smi GPU index -> processes listed
 	sawText   bool
+	boxWidth  int // characters from the box's left edge to its right
 }
 
 // line reads one line of input.
@@ -91,6 +93,9 @@ func (p *defaultParser) line(line string) error {
 				p.s.Version = f[0]
 			}
 		}
+	}
+	if err := p.width(t); err != nil {
+		return err
 	}
 	cs := boxCells(line)
 	if len(cs) == 0 {
@@ -120,6 +125,24 @@ func (p *defaultParser) line(line string) error {
 		return p.bdfRow(cs[0], first[0], bdf)
 	}
 	return nil // header rows
+}
+
+// width checks that a box line is as wide as the box's first line: the
+// box has fixed columns, so two cells run together ("283/196592MB",
+// "AMD InstinctMI300X") make a line narrower, and a cell would be read
+// into another silently.
+func (p *defaultParser) width(t string) error {
+	if len(t) < 2 || !strings.ContainsRune("|+", rune(t[0])) || !strings.ContainsRune("|+", rune(t[len(t)-1])) {
+		return nil
+	}
+	w := utf8.RuneCountInString(t)
+	switch {
+	case p.boxWidth == 0:
+		p.boxWidth = w
+	case w != p.boxWidth:
+		return p.lr.Errorf(0, topology.ErrSyntax, "box line %d characters wide, the box %d: cells run together or a line is cut", w, p.boxWidth)
+	}
+	return nil
 }
 
 // process counts one "GPU  PID  Process Name ..." row of the Processes
@@ -260,7 +283,7 @@ func ParseProcessJSON(r io.Reader) (map[int]int, error) {
 			if _, isStr := pl.(string); isStr {
 				continue
 			}
-			return nil, &topology.ParseError{Source: src, Err: fmt.Errorf("%w: gpu %d: process_list is not a list", topology.ErrSyntax, g)}
+			return nil, topology.NewParseError(src, 0, 0, topology.ErrSyntax, "gpu %d: process_list is not a list", g)
 		}
 		for _, e := range arr {
 			p, ok := e.(map[string]any)
@@ -307,7 +330,7 @@ func ParseMemUsageJSON(r io.Reader) (map[int]Memory, error) {
 		used, okU, err1 := miB(mu["used_vram"])
 		total, okT, err2 := miB(mu["total_vram"])
 		if err1 != nil || err2 != nil {
-			return nil, &topology.ParseError{Source: src, Err: fmt.Errorf("gpu %d: %w", g, firstErr(err1, err2))}
+			return nil, topology.NewParseError(src, 0, 0, fmt.Errorf("gpu %d: %w", g, firstErr(err1, err2)), "")
 		}
 		if okU && okT {
 			out[g] = Memory{UsedMiB: used, TotalMiB: total}

@@ -266,7 +266,10 @@ var (
 // the parser's *topology.ParseError.
 func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*topology.Model, error) {
 	// The five calls are independent and each costs tens of milliseconds
-	// of driver time: run them at once (launch latency is a feature).
+	// of driver time: run them at once (launch latency is a feature). On
+	// the lent 1 x H200 (driver 580.159.04, 2026-12-02, 9 interleaved
+	// rounds) topo -p2p r alone took 21.9 ms (median); the four other
+	// calls at once 50.2 ms, all five at once 51.4 ms.
 	argvs := [][]string{argsTopo, argsQueryGPU, argsComputeApps, argsNVLink, argsP2P}
 	outs := make([][]byte, len(argvs))
 	errs := make([]error, len(argvs))

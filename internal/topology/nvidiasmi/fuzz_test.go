@@ -163,11 +163,11 @@ func FuzzParseComputeApps(f *testing.F) {
 // error is one line, and a model must validate.
 func FuzzDiscover(f *testing.F) {
 	for _, m := range machines {
-		f.Add(handmade(f, m, "topo-m"), handmade(f, m, "query-gpu"), handmade(f, m, "nvlink-s"))
+		f.Add(handmade(f, m, "topo-m"), handmade(f, m, "query-gpu"), handmade(f, m, "nvlink-s"), handmade(f, m, "topo-p2p-r"))
 	}
 	f.Add(handmade(f, "pcie-l40s-8gpu-2socket", "topo-m"), handmade(f, "pcie-l40s-8gpu-2socket", "query-gpu"),
-		[]byte("NVML: Unable to retrieve NVLink information as all links are inActive\n"))
-	f.Fuzz(func(t *testing.T, topo, query, nvlink []byte) {
+		[]byte("NVML: Unable to retrieve NVLink information as all links are inActive\n"), []byte{})
+	f.Fuzz(func(t *testing.T, topo, query, nvlink, p2p []byte) {
 		run := func(_ context.Context, name string, args ...string) ([]byte, error) {
 			switch strings.Join(args, " ") {
 			case strings.Join(argsTopo, " "):
@@ -176,6 +176,8 @@ func FuzzDiscover(f *testing.F) {
 				return query, nil
 			case strings.Join(argsNVLink, " "):
 				return nvlink, nil
+			case strings.Join(argsP2P, " "):
+				return p2p, nil
 			}
 			return nil, nil // no compute apps
 		}

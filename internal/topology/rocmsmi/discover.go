@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/amdrun/amdrun/internal/topology"
@@ -76,6 +77,7 @@ func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*
 	if err != nil {
 		return nil, err
 	}
+	missing(rep, args, warn)
 	for _, more := range [][]string{InfoArgs, ConciseArgs} {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("rocm-smi: %w", err)
@@ -105,6 +107,32 @@ func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*
 		rep.Version = v
 	}
 	return rep.Model(warn)
+}
+
+// showtopoTitles are the sections rocm-smi --showtopo prints.
+var showtopoTitles = []string{"weight between two gpus", "hops between two gpus", "link type between two gpus", "numa nodes"}
+
+// missing warns about each --showtopo section the output of the run with
+// args lacks when it has one of the three matrices only --showtopo
+// prints (Numa Nodes is --showtoponuma's too): a title damaged past
+// recognition, or a section cut out, would otherwise leave its facts out
+// without a word.
+func missing(r *Report, args []string, warn topology.Warner) {
+	if !slices.Contains(args, "--showtopo") {
+		return
+	}
+	var lack []string
+	matrices := 0
+	for i, t := range showtopoTitles {
+		if _, ok := r.Listed[t]; !ok {
+			lack = append(lack, fmt.Sprintf("%q", t))
+		} else if i < 3 {
+			matrices++
+		}
+	}
+	if len(lack) > 0 && matrices > 0 {
+		warn.Warn("rocm-smi: `%s` printed no %s section; continuing without it", command(args), strings.Join(lack, ", "))
+	}
 }
 
 // command is the command line of a rocm-smi run, for messages.

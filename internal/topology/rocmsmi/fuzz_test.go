@@ -50,6 +50,10 @@ func check(t *testing.T, r *Report) {
 
 func FuzzParseText(f *testing.F) {
 	seeds(f, ".txt")
+	// Damaged titles (issue 24): run together, two on a line, escapes.
+	f.Add([]byte("=== Weightbetween two GPUs ===\n  GPU0 GPU1\nGPU0 0 15\nGPU1 15 0\n" +
+		"=== Hops between two GPUs ==== Link Type between two GPUs ===\n\x1b[1m=== Numa Nodes ===\x1b[0m\n" +
+		"GPU 0 : (Topology) Numa Node: 0\n  GPU0 GPU1\n=== End of ROCm SMI Log ===\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r, err := ParseText(bytes.NewReader(data))
 		if err != nil {

@@ -95,6 +95,10 @@ type Pair struct {
 	Hops   int
 	// Type is the link type as printed, upper case ("XGMI", "PCIE"), or "".
 	Type string
+	// TypeOther is the other reading of the link type when the two
+	// directions of the pair disagree, else "". Model resolves the two
+	// with topology.ResolveLinkType.
+	TypeOther string
 	// MinBandwidth and MaxBandwidth are --shownodesbw's min-max cell in MB/s;
 	// 0 and 0 mean "not connected directly".
 	MinBandwidth int64
@@ -299,7 +303,7 @@ func (r *Report) Merge(other *Report) {
 			p.Hops = o.Hops
 		}
 		if o.Type != "" {
-			p.Type = o.Type
+			p.Type, p.TypeOther = o.Type, o.TypeOther
 		}
 		if o.MaxBandwidth != Unknown {
 			p.MinBandwidth, p.MaxBandwidth = o.MinBandwidth, o.MaxBandwidth
@@ -459,6 +463,13 @@ func (r *Report) links(idx []int, warn topology.Warner) []topology.Link {
 // link turns one pair into a link; ok is false when the pair says nothing
 // usable (Finish then adds a host link).
 func (r *Report) link(p *Pair, a, b int, warn topology.Warner) (topology.Link, bool) {
+	if p.TypeOther != "" {
+		typ, note := topology.ResolveLinkType(p.Type, p.TypeOther, p.Weight, p.Hops)
+		warn.Warn("rocm-smi: GPU%d-GPU%d: %s", a, b, note)
+		q := *p
+		q.Type, q.TypeOther = typ, ""
+		p = &q
+	}
 	l := topology.Link{Weight: max(p.Weight, 0), Hops: max(p.Hops, 0)}
 	haveBW := p.MaxBandwidth != Unknown
 	zeroBW := haveBW && p.MaxBandwidth == 0

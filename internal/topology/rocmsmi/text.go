@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"unicode"
@@ -58,11 +59,25 @@ var sections = map[string]sectionInfo{
 	"version of system component":         {kind: kindKnownKV, flag: "--showdriverversion", source: "rocm-smi --showdriverversion"},
 }
 
+// sectionTitles are the keys of sections, sorted, for notes that do not
+// change from run to run.
+var sectionTitles = func() []string {
+	ts := make([]string, 0, len(sections))
+	for t := range sections {
+		ts = append(ts, t)
+	}
+	sort.Strings(ts)
+	return ts
+}()
+
 var (
 	// kvLine matches "GPU[0]\t\t: key: value" and "GPU 0          : key: value".
 	kvLine = regexp.MustCompile(`^GPU(?:\s*\[\s*(\d+)\s*\]|\s+(\d+))\s*:`)
 	// gpuLabel matches a matrix row or column label.
 	gpuLabel = regexp.MustCompile(`^GPU(\d+)$`)
+	// ansiCode matches a terminal escape sequence (CSI "\x1b[1m", or a
+	// lone ESC).
+	ansiCode = regexp.MustCompile("\x1b(?:\\[[0-9;?]*[ -/]*[@-~])?")
 )
 
 // fields splits line at runs of Unicode white space (rocm-smi's tables
@@ -130,6 +145,7 @@ type textParser struct {
 	toolLines []string // tool error lines inside a section
 	retitled  []string // sections whose matrix holds link types
 	xxxx      []string // GPU pairs whose cells read XXXX
+	escaped   []int    // lines that held terminal escape codes
 }
 
 // otherSection is where lines outside any known section belong.
@@ -157,6 +173,12 @@ func (p *textParser) next() (line string, ok bool) {
 	if !utf8.ValidString(line) {
 		line = strings.ToValidUTF8(line, "\uFFFD")
 	}
+	if strings.ContainsRune(line, '\x1b') {
+		// A terminal's colours or bold (rocm-smi run through a pty, or a
+		// capture pasted from one): read without them, and say so.
+		line = ansiCode.ReplaceAllString(line, "")
+		p.escaped = append(p.escaped, p.lr.Line())
+	}
 	line = strings.TrimRightFunc(line, unicode.IsSpace)
 	if line != "" && strings.TrimSpace(line) != "" {
 		p.lastFull = p.lr.Line()
@@ -172,7 +194,11 @@ func (p *textParser) next() (line string, ok bool) {
 // --showproductname, --showallinfo and --version, in any order. Banners
 // of any width, WARNING lines, tabs or spaces, trailing spaces and both
 // GPU[0] and GPU 0 labels are accepted; sections it does not know are
-// skipped.
+// skipped. A damaged title is not (issue 24): a known title with its
+// words run together is read as its section, two titles on one line or a
+// known title inside other text are skipped, each with a note naming the
+// line; so are a matrix title with no table under it and a GPU table
+// with no title; terminal escape codes are removed, with one note.
 //
 // Broken-but-real output is read where it can be (rocm-smi on MI300 in a
 // partition mode, rocm_smi_lib 6.1.0 changelog): tool error lines inside
@@ -224,6 +250,9 @@ func (p *textParser) odd() {
 	if len(p.retitled) > 0 {
 		p.r.note("rocm-smi: the %s section holds link types, not numbers (rocm-smi on a partitioned MI300); read as link types", strings.Join(p.retitled, ", "))
 	}
+	if len(p.escaped) > 0 {
+		p.r.note("rocm-smi: %d line(s) held terminal escape codes (first: line %d); read without them", len(p.escaped), p.escaped[0])
+	}
 	if len(p.xxxx) > 0 {
 		p.r.note("rocm-smi: %d GPU pair(s) read XXXX (unreadable): %s; their links are unknown and assumed through the host (marked * in amdrun topo)", len(p.xxxx), clipList(p.xxxx, 8))
 	}
@@ -269,8 +298,17 @@ func (p *textParser) section(title string) (sectionInfo, error) {
 		p.r.Ended = true
 	}
 	info, known := sections[title]
-	if title == "" || !known {
+	if title == "" {
 		return otherSection, nil
+	}
+	if !known {
+		var damaged bool
+		if info, title, damaged = p.damagedTitle(title); !damaged {
+			return otherSection, nil // a section amdrun does not read
+		}
+		if info.kind == kindOther {
+			return otherSection, nil // damaged past reading; noted
+		}
 	}
 	info.title = title
 	p.seen = true
@@ -286,9 +324,45 @@ func (p *textParser) section(title string) (sectionInfo, error) {
 	return info, nil
 }
 
+// squash is a title without its spaces: cells run together
+// ("weightbetween two gpus") still name their section.
+func squash(title string) string { return strings.ReplaceAll(title, " ", "") }
+
+// damagedTitle looks at a banner title that is not a known section's: a
+// known title with its words run together is read as that section, with
+// a note naming the line; one holding banner characters (two titles on
+// one line) or a known title inside other text is noted and skipped.
+// damaged is false for the title of a section amdrun does not read,
+// which is skipped without a word (--showallinfo prints dozens).
+func (p *textParser) damagedTitle(title string) (info sectionInfo, known string, damaged bool) {
+	line := p.lr.Line()
+	sq := squash(title)
+	for _, t := range sectionTitles {
+		if inf := sections[t]; squash(t) == sq {
+			p.r.note("rocm-smi: line %d: section title %q is damaged; read as %q", line, title, t)
+			return inf, t, true
+		}
+	}
+	if strings.Contains(title, "=") {
+		p.r.note("rocm-smi: line %d: banner %q holds more than one section title; its section is skipped", line, title)
+		return otherSection, title, true
+	}
+	for _, t := range sectionTitles {
+		if strings.Contains(sq, squash(t)) {
+			p.r.note("rocm-smi: line %d: section title %q holds %q and other text; its section is skipped", line, title, t)
+			return otherSection, title, true
+		}
+	}
+	return otherSection, title, false
+}
+
 // plainLine handles a line outside tables: GPU key/value lines, the
 // driver and rocm-smi version lines; anything else is skipped.
 func (p *textParser) plainLine(line, t string, cur sectionInfo) error {
+	if matrixHead(t) {
+		p.r.note("rocm-smi: line %d: a GPU table with no section title above it; skipped", p.lr.Line())
+		return nil
+	}
 	if m := kvLine.FindStringSubmatchIndex(line); m != nil {
 		ns, ne := m[2], m[3]
 		if ns < 0 {
@@ -334,6 +408,18 @@ func (p *textParser) plainLine(line, t string, cur sectionInfo) error {
 		p.r.DriverVersion = strings.TrimSpace(t[len("driver version:"):])
 	}
 	return nil
+}
+
+// matrixHead reports whether t is a matrix's column header: GPUn labels
+// only.
+func matrixHead(t string) bool {
+	fs := fields(t)
+	for _, f := range fs {
+		if !gpuLabel.MatchString(f.S) {
+			return false
+		}
+	}
+	return len(fs) > 0
 }
 
 // keyEnd returns the index of the colon ending the key in "key: value"
@@ -465,6 +551,7 @@ func (p *textParser) matrixStart(sec sectionInfo) (head string, ok bool, err err
 			continue
 		}
 		if _, banner := bannerTitle(t); banner {
+			p.r.note("rocm-smi: the %q section has no table (the next section title is at line %d); is the output damaged?", sec.title, p.lr.Line())
 			p.lr.Unread()
 			return "", false, nil // nothing readable in this section
 		}
@@ -622,27 +709,21 @@ func holdsLinkTypes(rows [][]topology.Field) bool {
 }
 
 // checkSymmetric refuses a Weight or Hops matrix whose diagonal is not 0
-// or whose two halves disagree: a row out of place would otherwise turn
-// a pair into another link silently.
+// or whose two halves disagree (topology.CheckCountMatrix, the check
+// amd-smi's tables get too): a row out of place would otherwise turn a
+// pair into another link silently.
 func (p *textParser) checkSymmetric(sec sectionInfo, cols []int, rows [][]topology.Field, rowLine []int, grid []cell) error {
 	n := len(cols)
 	what := "weight"
 	if sec.kind == kindHops {
 		what = "hops"
 	}
-	for r := 0; r < n; r++ {
-		if d := grid[r*n+r]; d.ok && d.a != 0 {
-			return errAt(sec.source, rowLine[r], rows[r][r].Col, topology.ErrInconsistent, "GPU%d's %s to itself is %d, not 0; a row or column is out of place", cols[r], what, d.a)
-		}
-		for c := 0; c < r; c++ {
-			lo, up := grid[r*n+c], grid[c*n+r]
-			if lo.ok && up.ok && lo.a != up.a {
-				return errAt(sec.source, rowLine[r], rows[r][c].Col, topology.ErrInconsistent, "GPU%d-GPU%d %s is %d but GPU%d-GPU%d is %d; a row or column is out of place",
-					cols[r], cols[c], what, lo.a, cols[c], cols[r], up.a)
-			}
-		}
+	f := topology.CheckCountMatrix(n, func(r, c int) (int64, bool) { return grid[r*n+c].a, grid[r*n+c].ok })
+	if f == nil {
+		return nil
 	}
-	return nil
+	label := func(i int) string { return fmt.Sprintf("GPU%d", cols[i]) }
+	return errAt(sec.source, rowLine[f.Row], rows[f.Row][f.Col].Col, topology.ErrInconsistent, "%s", f.Describe(label, what))
 }
 
 // commit stores a parsed matrix, reading the upper triangle and noting
@@ -655,6 +736,14 @@ func (p *textParser) commit(sec sectionInfo, cols []int, grid []cell) {
 			v := up
 			if !up.ok {
 				v = lo
+			}
+			if up.ok && lo.ok && up != lo && sec.kind == kindType {
+				// Which reading is right is for topology.ResolveLinkType
+				// to decide in Model, by weight and hops, never by the
+				// order of the rows (issue 24).
+				pr := p.r.pair(cols[a], cols[b])
+				pr.Type, pr.TypeOther = up.s, lo.s
+				continue
 			}
 			if up.ok && lo.ok && up != lo {
 				p.r.note("%s: GPU%d-GPU%d reads %s but GPU%d-GPU%d reads %s; using the first",

@@ -320,23 +320,87 @@ func TestVersionLine(t *testing.T) {
 	}
 }
 
-// An asymmetric link type or bandwidth matrix is a warning, not an error.
+// An asymmetric link type matrix is a warning, not an error; with no
+// weight or hops to decide, the pair is PCIe, whichever row says XGMI.
 func TestNotes(t *testing.T) {
-	in := "==== Link Type between two GPUs ====\n" +
-		"       GPU0  GPU1\n" +
-		"GPU0   0     XGMI\n" +
-		"GPU1   PCIE  0\n"
-	r, err := ParseText(strings.NewReader(in))
-	if err != nil {
-		t.Fatal(err)
+	for _, rows := range [][2]string{{"0     XGMI", "PCIE  0"}, {"0     PCIE", "XGMI  0"}} {
+		in := "==== Link Type between two GPUs ====\n" +
+			"       GPU0  GPU1\n" +
+			"GPU0   " + rows[0] + "\n" +
+			"GPU1   " + rows[1] + "\n"
+		r, err := ParseText(strings.NewReader(in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, warns := mustModel(t, r)
+		want := "rocm-smi: GPU0-GPU1: link type PCIE one way and XGMI the other, and no weight or hops; assuming PCIE"
+		if len(warns) == 0 || warns[0] != want {
+			t.Errorf("warnings %q, want first %q", warns, want)
+		}
+		if l := m.Link(0, 1); l.Type != topology.LinkPCIe || l.Direct {
+			t.Errorf("rows %q: link %+v, want PCIe", rows, *l)
+		}
 	}
-	_, warns := mustModel(t, r)
-	want := "rocm-smi --showtopo: GPU0-GPU1 reads XGMI but GPU1-GPU0 reads PCIE; using the first"
-	if len(warns) == 0 || warns[0] != want {
-		t.Errorf("warnings %q, want first %q", warns, want)
+}
+
+// The 4 x MI100 case of issue 24: GPU0-GPU1 reads XGMI one way and PCIE
+// the other, and its weight 72 and hops 3 say PCIe. Either row order
+// gives PCIe with one warning; before the shared rule the first reading
+// won (XGMI at 50 GB/s in one order, PCIe in the other).
+func TestLinkTypeConflictMI100BothOrders(t *testing.T) {
+	matrix := func(title string, cell func(r, c int) string) string {
+		s := "==== " + title + " ====\n       GPU0  GPU1  GPU2  GPU3\n"
+		for r := 0; r < 4; r++ {
+			s += fmt.Sprintf("GPU%d", r)
+			for c := 0; c < 4; c++ {
+				s += "   " + cell(r, c)
+			}
+			s += "\n"
+		}
+		return s
 	}
-	if r.Pairs[[2]int{0, 1}].Type != "XGMI" {
-		t.Errorf("type %q", r.Pairs[[2]int{0, 1}].Type)
+	count := func(v string) func(r, c int) string {
+		return func(r, c int) string {
+			if r == c {
+				return "0"
+			}
+			return v
+		}
+	}
+	for _, xgmiAt := range [][2]int{{0, 1}, {1, 0}} {
+		in := matrix("Weight between two GPUs", count("72")) +
+			matrix("Hops between two GPUs", count("3")) +
+			matrix("Link Type between two GPUs", func(r, c int) string {
+				switch {
+				case r == c:
+					return "0"
+				case r == xgmiAt[0] && c == xgmiAt[1]:
+					return "XGMI"
+				}
+				return "PCIE"
+			})
+		r, err := ParseText(strings.NewReader(in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, warns := mustModel(t, r)
+		l := m.Link(0, 1)
+		if l.Type != topology.LinkPCIe || l.Direct || l.MaxBandwidth >= topology.XGMILinkBandwidth {
+			t.Errorf("XGMI at row %d: link %+v, want PCIe", xgmiAt[0], *l)
+		}
+		want := "rocm-smi: GPU0-GPU1: link type PCIE one way and XGMI the other; weight 72 and hops 3 say PCIE"
+		n := 0
+		for _, w := range warns {
+			if strings.Contains(w, "link type") {
+				n++
+				if w != want {
+					t.Errorf("warning %q, want %q", w, want)
+				}
+			}
+		}
+		if n != 1 {
+			t.Errorf("XGMI at row %d: %d link-type warnings in %q, want 1", xgmiAt[0], n, warns)
+		}
 	}
 }
 

@@ -156,7 +156,7 @@ func Checks(ctx context.Context, o *Options) []Check {
 		out = append(out, leaseCheck(o, m))
 	}
 	if o.Containment != nil {
-		out = append(out, containmentCheck(o.Containment))
+		out = append(out, containmentChecks(o.Containment)...)
 	}
 	if o.Self != nil {
 		out = append(out, pathCheck(envlist.Get(o.Env(), "PATH"), o.Self))
@@ -201,19 +201,38 @@ func firstOnPath(path, name string) string {
 	return ""
 }
 
-// containmentCheck says how `amdrun --contain auto` contains a job here.
-func containmentCheck(probe func() (launch.Containment, error)) Check {
+// containmentChecks say how `amdrun --contain auto` contains a job here,
+// one line each: the mode, what the job can do to its guards, and when
+// the lease goes (docs/supervision.md).
+func containmentChecks(probe func() (launch.Containment, error)) []Check {
 	c, err := probe()
-	switch {
-	case c == launch.ContainPIDNamespace:
-		return Check{"containment", OK, "pid-namespace: each job gets its own PID namespace, emptied when amdrun ends, however it ends", ""}
-	case c == launch.ContainSubreaper && err != nil:
-		return Check{"containment", OK, "subreaper: a guard per rank kills what the rank leaves (" + err.Error() + ")",
-			"weaker than a PID namespace: a guard that is itself SIGKILLed (OOM killer, pkill -9 amdrun) leaves its rank's children running; run amdrun as root for one"}
-	case c == launch.ContainSubreaper:
-		return Check{"containment", OK, "subreaper: a guard per rank kills what the rank leaves", ""}
+	why := ""
+	if err != nil {
+		why = " (" + err.Error() + ")"
 	}
-	return Check{"containment", Warn, fmt.Sprintf("cannot tell: %v", err), ""}
+	switch c {
+	case launch.ContainPIDNamespace:
+		return []Check{
+			{"containment", OK, "pid-namespace: each job gets its own PID namespace, emptied when amdrun ends, however it ends", ""},
+			{"guards", OK, "not dumpable (no ptrace by the job's user); a rank whose guard is killed comes to the keeper, which kills it and all it started", ""},
+			{"lease hold", OK, "released once the job's namespace is empty", ""},
+		}
+	case launch.ContainUserNamespace:
+		return []Check{
+			{"containment", OK, "user-namespace: each job gets its own user and PID namespace, emptied when amdrun ends, however it ends", ""},
+			{"guards", OK, "not dumpable (no ptrace by the job); a rank whose guard is killed comes to the keeper, which kills it and all it started; the job cannot signal the keeper",
+				"another process of the same user, outside the job, can ptrace the guards (the namespace is the user's)"},
+			{"lease hold", OK, "released once the job's namespace is empty", ""},
+		}
+	case launch.ContainSubreaper:
+		return []Check{
+			{"containment", OK, "subreaper: a guard per rank kills what the rank leaves" + why,
+				"weaker than a namespace: a process of the same user that kills or stops both amdrun and a guard frees that guard's rank; run as root, or let the kernel permit user namespaces"},
+			{"guards", OK, "not dumpable (no ptrace by the job's user); a rank whose guard is killed comes to amdrun, which kills it and all it started while amdrun runs", ""},
+			{"lease hold", OK, "released once amdrun has killed and reaped every process of the job that came to it", ""},
+		}
+	}
+	return []Check{{"containment", Warn, fmt.Sprintf("cannot tell: %v", err), ""}}
 }
 
 func devicesCheck(m *topology.Model) Check {

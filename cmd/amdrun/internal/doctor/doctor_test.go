@@ -102,7 +102,36 @@ func TestChecks(t *testing.T) {
 				o.Containment = contained(launch.ContainSubreaper, errors.New("creating a PID namespace is not permitted (it needs CAP_SYS_ADMIN: run as root)"))
 			},
 			detail: []string{"subreaper: a guard per rank", "not permitted"},
-			advice: []string{"weaker than a PID namespace", "pkill -9 amdrun", "root"},
+			advice: []string{"weaker than a namespace", "kills or stops both amdrun and a guard", "root", "user namespaces"},
+		},
+		{
+			name: "subreaper guards", check: "guards", status: doctor.OK,
+			edit: func(o *doctor.Options) {
+				o.Containment = contained(launch.ContainSubreaper, errors.New("creating a user namespace is not permitted"))
+			},
+			detail: []string{"not dumpable", "comes to amdrun, which kills it"},
+		},
+		{
+			name: "user namespace", check: "containment", status: doctor.OK,
+			edit: func(o *doctor.Options) {
+				o.Containment = contained(launch.ContainUserNamespace, errors.New("creating a PID namespace is not permitted (it needs CAP_SYS_ADMIN: run as root, or let the kernel permit user namespaces)"))
+			},
+			detail: []string{"user-namespace: each job gets its own user and PID namespace"},
+		},
+		{
+			name: "user namespace guards", check: "guards", status: doctor.OK,
+			edit:   func(o *doctor.Options) { o.Containment = contained(launch.ContainUserNamespace, nil) },
+			detail: []string{"not dumpable", "comes to the keeper, which kills it", "cannot signal the keeper"},
+			advice: []string{"outside the job, can ptrace"},
+		},
+		{
+			name: "user namespace lease", check: "lease hold", status: doctor.OK,
+			edit:   func(o *doctor.Options) { o.Containment = contained(launch.ContainUserNamespace, nil) },
+			detail: []string{"once the job's namespace is empty"},
+		},
+		{
+			name: "pid namespace lease", check: "lease hold", status: doctor.OK,
+			detail: []string{"once the job's namespace is empty"},
 		},
 		{
 			name: "containment unknown", check: "containment", status: doctor.Warn,
@@ -340,9 +369,9 @@ func TestRunJSON(t *testing.T) {
 		if got.OK == fail {
 			t.Errorf("fail=%v: ok = %v", fail, got.OK)
 		}
-		want := 9
+		want := 11
 		if fail {
-			want = 5 // topology, visible, balancing, containment, torch
+			want = 7 // topology, visible, balancing, containment (3 lines), torch
 		}
 		if len(got.Checks) != want {
 			t.Errorf("fail=%v: %d checks, want %d: %+v", fail, len(got.Checks), want, got.Checks)

@@ -17,8 +17,9 @@ import (
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
 	"github.com/amdrun/amdrun/internal/discover"
 	"github.com/amdrun/amdrun/internal/launch/lease"
-	"github.com/amdrun/amdrun/internal/printable"
 	"github.com/amdrun/amdrun/internal/topology"
+
+	"github.com/amdrun/amdrun/internal/printable"
 )
 
 // Options are the inputs of `amdrun ps`.
@@ -46,9 +47,11 @@ unusable (a file that is not a lease file sits at its lease path: the warning
 names it and its owner), busy (another process has memory on it or runs on it,
 as the vendor tool or KFD reports), or free. Then the CPUs amdrun jobs
 lease (ranks bound with --bind exclusive or core-complex), one line per
-job. Piped, the
-same columns are tab-separated under the same header line; --json gives every
-field. On a machine without a GPU it says so in one line and exits 0.`,
+job. On a terminal, the jobs waiting for devices (--wait) follow, oldest
+first: user, pid, devices asked for and since when, for the tickets the
+kernel vouches for. Piped, the device columns are tab-separated under the
+same header line; --json gives every field, the CPUs and the queue too. On
+a machine without a GPU it says so in one line and exits 0.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Leases = func() (*lease.Dir, error) { return f.OpenLeases(dir, false) }
@@ -108,6 +111,9 @@ func Rows(m *topology.Model, held map[string]lease.State) []Row {
 // built the Holder.
 func detail(h *lease.Holder) string {
 	if h.PID <= 0 {
+		if h.Locker > 0 {
+			return "held by a process this user cannot see (" + h.Note() + ")"
+		}
 		return "held by a process this node does not show"
 	}
 	d := fmt.Sprintf("pid %d", h.PID)
@@ -124,6 +130,9 @@ func detail(h *lease.Holder) string {
 	}
 	if h.Command != "" {
 		d += ": " + printable.String(h.Command, 120)
+	}
+	if n := h.Note(); n != "" {
+		d += " [" + n + "]"
 	}
 	return d
 }
@@ -160,18 +169,39 @@ func Run(ctx context.Context, opts *Options) error {
 		return err
 	}
 	rows := Rows(m, held)
+	queue := d.Queue(len(m.Keys()))
+	if queue == nil {
+		queue = []lease.Waiting{}
+	}
 	cpuHeld, err := d.ListCPUs()
 	if err != nil {
 		return err
 	}
 	cpus := lease.GroupCPUs(cpuHeld)
 	if opts.JSON {
-		out := map[string]any{"source": m.Source, "lease_dir": d.Path(), "lease_mode": d.Mode().String(), "devices": rows, "cpus": cpus}
+		out := map[string]any{"source": m.Source, "lease_dir": d.Path(), "lease_mode": d.Mode().String(), "devices": rows, "cpus": cpus, "queue": queue}
 		if why := d.Degraded(); why != "" {
 			out["degraded"] = why
 		}
 		return printJSON(opts, out)
 	}
+	if err := printDevices(opts, rows); err != nil {
+		return err
+	}
+	if err := printCPUs(opts, cpus); err != nil {
+		return err
+	}
+	if !opts.IO.IsStdoutTTY() {
+		// Piped, the output stays tables of tab-separated columns; --json
+		// lists the queue.
+		return nil
+	}
+	return printQueue(opts.IO.Out, queue)
+}
+
+// printDevices prints one line per device: aligned for a terminal,
+// tab-separated for a pipe.
+func printDevices(opts *Options, rows []Row) error {
 	var w io.Writer = opts.IO.Out
 	var tw *tabwriter.Writer
 	if opts.IO.IsStdoutTTY() {
@@ -203,7 +233,7 @@ func Run(ctx context.Context, opts *Options) error {
 			return err
 		}
 	}
-	return printCPUs(opts, cpus)
+	return nil
 }
 
 // cpuLeases are the CPU leases of the lease directory, by holder.
@@ -244,6 +274,24 @@ func printCPUs(opts *Options, cpus []lease.CPUHolding) error {
 		return tw.Flush()
 	}
 	return nil
+}
+
+// printQueue lists, for people, the jobs waiting in the queue, oldest
+// first, as the kernel vouches for them.
+func printQueue(out io.Writer, queue []lease.Waiting) error {
+	if len(queue) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "\nQUEUE\tUSER\tPID\tDEVICES\tSINCE\n")
+	for i, w := range queue {
+		who := w.User
+		if who == "" {
+			who = fmt.Sprintf("uid %d", w.UID)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%s\n", i+1, printable.String(who, 32), w.PID, w.Need, w.Since.Format("2006-01-02 15:04:05"))
+	}
+	return tw.Flush()
 }
 
 func printJSON(opts *Options, v any) error {

@@ -72,7 +72,7 @@ func TestEnumFlagsDeclaredOnce(t *testing.T) {
 			t.Errorf("--%s has no completion", name)
 		}
 	}
-	if got := cmd.Flags().Lookup("contain").Usage; got != "how nothing the job starts outlives it: auto, pid-namespace (needs root) or subreaper (see amdrun doctor)" {
+	if got := cmd.Flags().Lookup("contain").Usage; got != "how nothing the job starts outlives it: auto, pid-namespace (needs root), user-namespace (where the kernel permits user namespaces) or subreaper (see amdrun doctor)" {
 		t.Errorf("--contain help %q", got)
 	}
 }

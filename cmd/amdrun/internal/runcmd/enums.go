@@ -25,7 +25,8 @@ var (
 	}}
 	memFlag     = &cmdutil.Enum{Name: "mem-policy", Words: words("bind", "preferred", "none")}
 	containFlag = &cmdutil.Enum{Name: "contain", Words: []cmdutil.Word{
-		{Name: "auto"}, {Name: "pid-namespace", Help: "needs root"}, {Name: "subreaper", Help: "see amdrun doctor"},
+		{Name: "auto"}, {Name: "pid-namespace", Help: "needs root"},
+		{Name: "user-namespace", Help: "where the kernel permits user namespaces"}, {Name: "subreaper", Help: "see amdrun doctor"},
 	}}
 	numaBalancingFlag = &cmdutil.Enum{Name: "numa-balancing", Words: words("off", "on", "keep")}
 	launcherFlag      = &cmdutil.Enum{Name: "launcher", Words: []cmdutil.Word{

@@ -258,7 +258,7 @@ func TestNewCmdRunFlagErrors(t *testing.T) {
 		{"bad numa balancing", []string{"--numa-balancing", "maybe", "t.py"}, []string{"--numa-balancing", `"maybe"`}},
 		{"bad bind", []string{"--bind", "ccd", "t.py"}, []string{"--bind", `"ccd"`}},
 		{"bad mem policy", []string{"--mem-policy", "interleave", "t.py"}, []string{"--mem-policy", `"interleave"`}},
-		{"bad contain", []string{"--contain", "cgroup", "t.py"}, []string{"--contain", `"cgroup"`, "auto, pid-namespace or subreaper"}},
+		{"bad contain", []string{"--contain", "cgroup", "t.py"}, []string{"--contain", `"cgroup"`, "auto, pid-namespace, user-namespace or subreaper"}},
 		{"bad order", []string{"--order", "random", "t.py"}, []string{"--order", `"random"`}},
 		{"nproc past the node's bound", []string{"--ngpus", "0", "--nproc-per-node", "1000000", "t.py"}, []string{"--nproc-per-node 1000000", "more ranks than this node can run: at most ", "per CPU"}},
 		{"zero search budget", []string{"--search-budget", "0s", "t.py"}, []string{"--search-budget", "positive", "0s"}},

@@ -1,0 +1,88 @@
+package job
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/amdrun/amdrun/internal/discover"
+	"github.com/amdrun/amdrun/internal/launch"
+	"github.com/amdrun/amdrun/internal/launch/slurm"
+)
+
+// TestGrantBoundsCandidates: the GPUs Slurm granted bound the devices
+// chosen among, with or without a visible-device variable (issue 24:
+// with none, a 1-GPU step chose among all the node's devices).
+func TestGrantBoundsCandidates(t *testing.T) {
+	m, err := discover.Example() // 8 devices
+	if err != nil {
+		t.Fatal(err)
+	}
+	seven := &slurm.Grant{IDs: []int{7}, IDsVar: "SLURM_STEP_GPUS=7", Count: 1}
+	tests := []struct {
+		name string
+		env  []string
+		want []int
+		warn string
+		err  string
+	}{
+		{name: "no visible-device variable", want: []int{7}},
+		{name: "the same list", env: []string{"CUDA_VISIBLE_DEVICES=7"}, want: []int{7}},
+		{name: "a wider list", env: []string{"HIP_VISIBLE_DEVICES=0,7"}, want: []int{7},
+			warn: "devices 0 are visible but not granted to this task (SLURM_STEP_GPUS=7): left out"},
+		{name: "a list outside the grant", env: []string{"CUDA_VISIBLE_DEVICES=0"},
+			err: "launch: bad visible-device list: CUDA_VISIBLE_DEVICES leaves devices 0 visible, none of which SLURM_STEP_GPUS=7 grants"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var warned []string
+			o := &Options{}
+			o.Grant = seven
+			o.Warn = func(format string, args ...any) { warned = append(warned, fmt.Sprintf(format, args...)) }
+			mask, err := launch.ParseMask(tt.env, m.Devices)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := o.grantMask(m, mask)
+			if tt.err != "" {
+				if err == nil || err.Error() != tt.err || !errors.Is(err, launch.ErrMask) {
+					t.Fatalf("grantMask = %v; want error %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil || !slices.Equal(got.Candidates(), tt.want) {
+				t.Fatalf("candidates %v, %v; want %v", got.Candidates(), err, tt.want)
+			}
+			if (tt.warn == "") != (len(warned) == 0) || (tt.warn != "" && warned[0] != tt.warn) {
+				t.Errorf("warned %q; want %q", warned, tt.warn)
+			}
+		})
+	}
+}
+
+// TestGrantedTaskWithoutGPU: a task Slurm granted GPUs that finds none
+// fails in one line, unless --ngpus 0 (NoGPUOK) asks for CPU ranks.
+// Before issue 24 it ran one CPU rank with a warning and exited 0.
+func TestGrantedTaskWithoutGPU(t *testing.T) {
+	noGPU := fmt.Errorf("%w (no KFD topology)", discover.ErrNoGPU)
+	var warned []string
+	o := &Options{}
+	o.SourceAuto, o.Grant = true, &slurm.Grant{IDs: []int{7}, IDsVar: "SLURM_STEP_GPUS=7", Count: 1}
+	o.Warn = func(format string, args ...any) { warned = append(warned, fmt.Sprintf(format, args...)) }
+	p, err := cpuFallback(o, noGPU)
+	if err == nil || p != nil || strings.Contains(err.Error(), "\n") || !errors.Is(err, discover.ErrNoGPU) ||
+		!strings.HasPrefix(err.Error(), "slurm granted this task GPUs (SLURM_STEP_GPUS=7) but amdrun finds none: ") ||
+		!strings.HasSuffix(err.Error(), "(--ngpus 0 runs CPU ranks instead)") {
+		t.Fatalf("cpuFallback = %+v, %v; want one line naming the grant and --ngpus 0", p, err)
+	}
+	o.NoGPUOK = true
+	if p, err := cpuFallback(o, noGPU); err != nil || p.cpuRanks != 1 || len(warned) != 1 {
+		t.Errorf("with --ngpus 0: %+v, %v, warned %q; want one CPU rank and the no-GPU warning", p, err, warned)
+	}
+	o.NoGPUOK, o.Grant = false, &slurm.Grant{}
+	if p, err := cpuFallback(o, noGPU); err != nil || p.cpuRanks != 1 {
+		t.Errorf("nothing granted: %+v, %v; want one CPU rank", p, err)
+	}
+}

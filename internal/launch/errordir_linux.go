@@ -1,0 +1,299 @@
+package launch
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// errorDir is the private directory of the ranks' error files
+// (TORCHELASTIC_ERROR_FILE): a fresh one of amdrun's own, mode 0700 with
+// a random name (mkdirat: never one that was there, nor a link planted
+// under its name), in errorDirBase, removed at the end. A rank writes its
+// error file through a path, following links as torch's open() does, so
+// the path must not cross a directory another user could change (a
+// shared --log-dir could be renamed by its owner); amdrun copies each
+// error file into the log directory itself.
+//
+// amdrun reads and removes what is in it only relative to the descriptor
+// it opened when it made it (openat, O_NOFOLLOW), only regular files of
+// this user, and only the names it gives out (attempt_K.rank_L.json) and
+// its owner file, which says which amdrun made it (pid and start time).
+// However the job ends, the directory goes: amdrun removes it; when amdrun
+// was killed, the last guard (ContainSubreaper) or the keeper
+// (ContainPIDNamespace) removes it, and in ContainUserNamespace, whose
+// guards die with amdrun, the next amdrun run of the same user removes
+// every one whose amdrun is gone (removeStaleErrorDirs).
+type errorDir struct {
+	dir string   // its path, for the ranks
+	fd  *os.File // the directory amdrun made
+}
+
+// errorDirPrefix starts the name of every errorDir: what the guards and
+// the keeper check before they remove one.
+const errorDirPrefix = "amdrun-errors-"
+
+// errorOwnerFile is the file in an errorDir that names the amdrun that
+// made it: "PID STARTTIME\n", the start time in clock ticks since boot
+// (/proc/PID/stat field 22), so that a reused pid is not taken for it.
+const errorOwnerFile = ".amdrun-owner"
+
+// errorFileName matches the names errorDir.path gives out.
+var errorFileName = regexp.MustCompile(`^attempt_[0-9]+\.rank_[0-9]+\.json$`)
+
+func newErrorDir() (*errorDir, error) {
+	base := errorDirBase()
+	bfd, err := unix.Open(base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("launch: error files: %s: %w", base, err)
+	}
+	defer unix.Close(bfd)
+	removeStaleErrorDirs(bfd)
+	owner, err := ownerLine(os.Getpid())
+	if err != nil {
+		return nil, fmt.Errorf("launch: error files: %w", err)
+	}
+	for try := 0; ; try++ {
+		var b [8]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, fmt.Errorf("launch: error files: %w", err)
+		}
+		name := errorDirPrefix + hex.EncodeToString(b[:])
+		err := unix.Mkdirat(bfd, name, 0o700)
+		if errors.Is(err, unix.EEXIST) && try < 100 {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("launch: error files: mkdir %s: %w", filepath.Join(base, name), err)
+		}
+		fd, err := openOwnDir(bfd, name)
+		if err == nil {
+			// The umask may have taken bits away; it never adds any.
+			err = unix.Fchmod(fd, 0o700)
+		}
+		if err == nil {
+			err = writeAt(fd, errorOwnerFile, owner)
+		}
+		if err != nil {
+			if fd >= 0 {
+				unix.Close(fd)
+			}
+			_ = unix.Unlinkat(bfd, name, unix.AT_REMOVEDIR)
+			return nil, fmt.Errorf("launch: error files: %s: %w", filepath.Join(base, name), err)
+		}
+		return &errorDir{dir: filepath.Join(base, name), fd: os.NewFile(uintptr(fd), filepath.Join(base, name))}, nil
+	}
+}
+
+// openOwnDir opens the directory name in dirfd, never through a link,
+// and only when it belongs to this user; -1 and an error otherwise.
+func openOwnDir(dirfd int, name string) (int, error) {
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Uid != uint32(os.Geteuid()) {
+		unix.Close(fd)
+		return -1, fmt.Errorf("%s is not this user's", name)
+	}
+	return fd, nil
+}
+
+// writeAt creates name in dirfd (exclusively, never through a link) with
+// b in it.
+func writeAt(dirfd int, name string, b []byte) error {
+	fd, err := unix.Openat(dirfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return err
+	}
+	f := os.NewFile(uintptr(fd), name)
+	_, err = f.Write(b)
+	return errors.Join(err, f.Close())
+}
+
+// ownerLine is errorOwnerFile's content for pid.
+func ownerLine(pid int) ([]byte, error) {
+	start, err := startTime(pid)
+	if err != nil {
+		return nil, err
+	}
+	return []byte(fmt.Sprintf("%d %d\n", pid, start)), nil
+}
+
+// startTime is pid's start time in clock ticks since boot, from
+// /proc/PID/stat.
+func startTime(pid int) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command", pid)
+	}
+	// After the command: state is field 3, starttime field 22.
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	return strconv.ParseUint(f[19], 10, 64)
+}
+
+// ownerGone says whether the owner line b names an amdrun that no longer
+// runs; a line it cannot read is not proof of that.
+func ownerGone(b []byte) bool {
+	var pid int
+	var start uint64
+	if n, err := fmt.Sscanf(string(b), "%d %d\n", &pid, &start); n != 2 || err != nil || pid <= 0 {
+		return false
+	}
+	now, err := startTime(pid)
+	return err != nil || now != start
+}
+
+// removeStaleErrorDirs removes, from the directory dirfd, the errorDirs
+// of this user whose amdrun is gone (killed before it could remove them):
+// a directory of this user (not a link), with an owner file that names no
+// living process.
+func removeStaleErrorDirs(dirfd int) {
+	d, err := unix.Openat(dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	f := os.NewFile(uintptr(d), ".")
+	names, _ := f.Readdirnames(-1)
+	f.Close()
+	for _, name := range names {
+		if !strings.HasPrefix(name, errorDirPrefix) {
+			continue
+		}
+		fd, err := openOwnDir(dirfd, name)
+		if err != nil {
+			continue
+		}
+		owner := readAt(fd, errorOwnerFile, 64)
+		if owner != nil && ownerGone(owner) {
+			emptyErrorDir(fd, true)
+			_ = unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR)
+		}
+		unix.Close(fd)
+	}
+}
+
+// readAt reads at most limit bytes of the regular file name in dirfd,
+// this user's, never through a link; nil when there is none such or it
+// is blank.
+func readAt(dirfd int, name string, limit int64) []byte {
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Uid != uint32(os.Geteuid()) {
+		return nil
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, limit))
+	if len(strings.TrimSpace(string(b))) == 0 {
+		return nil
+	}
+	return b
+}
+
+// emptyErrorDir removes from the errorDir dirfd the error files it gave
+// out and, with owner, its owner file; nothing else. It reports whether
+// only the owner file is left (or nothing).
+func emptyErrorDir(dirfd int, owner bool) (onlyOwner bool) {
+	d, err := unix.Openat(dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	f := os.NewFile(uintptr(d), ".")
+	names, _ := f.Readdirnames(-1)
+	f.Close()
+	onlyOwner = true
+	for _, name := range names {
+		switch {
+		case errorFileName.MatchString(name), owner && name == errorOwnerFile:
+			if err := unix.Unlinkat(dirfd, name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+				onlyOwner = false
+			}
+		case name != errorOwnerFile:
+			onlyOwner = false
+		}
+	}
+	return onlyOwner
+}
+
+// removeErrorDirPath removes the errorDir at path (its name must be one
+// newErrorDir gives): its error files, then, with all (amdrun, the
+// keeper) or once only the owner file is left (a guard: the others may
+// still need theirs), the owner file and the directory.
+func removeErrorDirPath(path string, all bool) {
+	base, name := filepath.Split(path)
+	if path == "" || !strings.HasPrefix(name, errorDirPrefix) {
+		return
+	}
+	bfd, err := unix.Open(base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(bfd)
+	fd, err := openOwnDir(bfd, name)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	if emptyErrorDir(fd, all) && !all {
+		_ = unix.Unlinkat(fd, errorOwnerFile, 0)
+	}
+	_ = unix.Unlinkat(bfd, name, unix.AT_REMOVEDIR)
+}
+
+// path is local rank lr's error file in attempt k, as the rank is told.
+func (e *errorDir) path(k, lr int) string {
+	return filepath.Join(e.dir, errorFile(k, lr))
+}
+
+// errorFile is the name of local rank lr's error file in attempt k.
+func errorFile(k, lr int) string { return fmt.Sprintf("attempt_%d.rank_%d.json", k, lr) }
+
+// read returns what local rank lr recorded in attempt k; nil when it
+// recorded nothing (no file, not a regular file of this user, or empty).
+// At most maxErrorFile bytes are read.
+func (e *errorDir) read(k, lr int) []byte {
+	return readAt(int(e.fd.Fd()), errorFile(k, lr), maxErrorFile)
+}
+
+// drop removes local rank lr's error file of attempt k, once read.
+func (e *errorDir) drop(k, lr int) {
+	_ = unix.Unlinkat(int(e.fd.Fd()), errorFile(k, lr), 0)
+}
+
+// remove removes the directory and the files amdrun gave out in it.
+func (e *errorDir) remove() {
+	emptyErrorDir(int(e.fd.Fd()), true)
+	e.fd.Close()
+	base, name := filepath.Split(e.dir)
+	if bfd, err := unix.Open(base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
+		_ = unix.Unlinkat(bfd, name, unix.AT_REMOVEDIR)
+		unix.Close(bfd)
+	}
+}
+
+// removeErrorDir removes an errorDir that amdrun may have left behind (it
+// was killed): dir, when it names one. The keeper calls it once the job's
+// namespace is empty.
+func removeErrorDir(dir string) { removeErrorDirPath(dir, true) }

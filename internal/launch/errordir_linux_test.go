@@ -1,0 +1,100 @@
+package launch
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// TestStaleErrorDirs: a run removes the error file directories of this
+// user whose amdrun is gone (killed before it could), and nothing else:
+// not one whose amdrun lives, not one without an owner file, not a link
+// named like one (nor what it points to), not a file amdrun did not give
+// out.
+func TestStaleErrorDirs(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	dead := exec.Command("/bin/true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	mk := func(name, owner string, files ...string) string {
+		dir := filepath.Join(tmp, name)
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if owner != "" {
+			os.WriteFile(filepath.Join(dir, errorOwnerFile), []byte(owner), 0o600)
+		}
+		for _, f := range files {
+			os.WriteFile(filepath.Join(dir, f), []byte(`{"message": "X: y"}`), 0o600)
+		}
+		return dir
+	}
+	gone := fmt.Sprintf("%d 1\n", dead.Process.Pid)
+	stale := mk(errorDirPrefix+"stale", gone, "attempt_0.rank_0.json", "attempt_3.rank_12.json")
+	extra := mk(errorDirPrefix+"extra", gone, "attempt_0.rank_0.json", "notes.txt")
+	unproven := mk(errorDirPrefix+"unproven", "", "attempt_0.rank_0.json")
+	live, err := newErrorDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.remove()
+	target := mk("elsewhere", gone, "attempt_0.rank_0.json")
+	os.Symlink(target, filepath.Join(tmp, errorDirPrefix+"link"))
+
+	next, err := newErrorDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.remove()
+	exists := func(p string) bool { _, err := os.Lstat(p); return err == nil }
+	if exists(stale) {
+		t.Errorf("%s (its amdrun gone) was kept", stale)
+	}
+	if !exists(filepath.Join(extra, "notes.txt")) || exists(filepath.Join(extra, "attempt_0.rank_0.json")) {
+		t.Errorf("%s: want only notes.txt kept", extra)
+	}
+	for _, p := range []string{filepath.Join(unproven, "attempt_0.rank_0.json"), filepath.Join(live.dir, errorOwnerFile),
+		filepath.Join(target, "attempt_0.rank_0.json"), filepath.Join(tmp, errorDirPrefix+"link")} {
+		if !exists(p) {
+			t.Errorf("%s was removed", p)
+		}
+	}
+	if fi, err := os.Stat(next.dir); err != nil || fi.Mode().Perm() != 0o700 || !exists(filepath.Join(next.dir, errorOwnerFile)) {
+		t.Errorf("the new directory: %v, %v", fi, err)
+	}
+	if owner, _ := os.ReadFile(filepath.Join(next.dir, errorOwnerFile)); ownerGone(owner) {
+		t.Errorf("the new directory's owner %q reads as gone", owner)
+	}
+	if !ownerGone([]byte(gone)) || ownerGone([]byte("junk")) || ownerGone(nil) {
+		t.Error("ownerGone")
+	}
+}
+
+// TestErrorDirReadsOnlyItsOwn: a rank's error file is read through the
+// directory amdrun made, whatever its path now names: after the
+// directory is swapped for a link to another, amdrun still reads its own.
+func TestErrorDirReadsOnlyItsOwn(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	e, err := newErrorDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.remove()
+	os.WriteFile(e.path(0, 0), []byte(`{"message": "Own: text"}`), 0o600)
+	forged := t.TempDir()
+	os.WriteFile(filepath.Join(forged, errorFile(0, 0)), []byte(`{"message": "Forged: text"}`), 0o600)
+	moved := e.dir + ".moved"
+	if err := os.Rename(e.dir, moved); err != nil {
+		t.Fatal(err)
+	}
+	os.Symlink(forged, e.dir)
+	if b := e.read(0, 0); string(b) != `{"message": "Own: text"}` {
+		t.Errorf("read %q, want the file in amdrun's own directory", b)
+	}
+	os.Remove(e.dir)
+	os.Rename(moved, e.dir)
+}

@@ -1,0 +1,155 @@
+package lease
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/amdrun/amdrun/internal/printable"
+)
+
+// The queue's rule, apart from the files that carry it (queue_linux.go),
+// so that it can be tested on its own (TestQueueProperty).
+//
+// Tickets are served in the order they joined (Waiting.Since, then pid).
+// Only tickets the kernel vouches for count (a live process that locked a
+// file named after its own uid, pid and start time), and only a user's
+// first MaxTicketsPerUser of them. A waiter W, looking at the tickets
+// ahead of it, oldest first, with free devices free now:
+//
+//   - a ticket T that could start now (T.Need <= free) is waited for:
+//     a live waiter takes the devices within a poll or two. W has one
+//     patience (Patience): the time, in all, it spends waiting so, from
+//     one look to the next; once it is spent, W passes over every ticket
+//     that lets free devices go by, however many there are (issue 26: a
+//     clock per ticket let 10 fake tickets delay a waiter 32 s).
+//   - a ticket T that could not start now (T.Need > free) holds nothing
+//     back while it is younger than Backfill: W may start ahead of it on
+//     devices T could not use now anyway (backfill; issue 26: one fake
+//     8-device ticket kept a 2-device job waiting with 7 free).
+//   - once T has waited Backfill, it keeps its place: W waits behind it
+//     until T could start (and then for W's patience at most, if T does
+//     not take the devices). So a large request is never starved: after
+//     Backfill no later ticket starts ahead of it, and it starts once the
+//     jobs running then (and older tickets) have ended.
+//
+// W may try when no ticket ahead holds it back.
+
+// Patience is how long, in all, a waiter defers to older tickets that
+// could take the devices free now: a real waiter takes them within a
+// poll or two, so tickets still waiting after Patience are stalled or
+// fake and are passed over.
+const Patience = 3 * time.Second
+
+// Backfill is how long a ticket that asks for more devices than are free
+// lets later tickets start ahead of it on the free ones; after it, they
+// wait behind it, so that it is not starved.
+const Backfill = 2 * time.Minute
+
+// MaxTicketsPerUser is how many tickets of one user count in the queue;
+// Enqueue refuses more (ErrQueueFull), and waiters ignore any beyond it.
+const MaxTicketsPerUser = 16
+
+// ErrQueueFull: this user already has MaxTicketsPerUser tickets waiting.
+var ErrQueueFull = errors.New("too many jobs of this user waiting in the queue")
+
+// Waiting is a ticket in the queue as the kernel vouches for it: the
+// live process that holds its lock, that process's user, the number of
+// devices it asked for, and when it joined (the ticket file's inode
+// change time, which only the kernel sets).
+type Waiting struct {
+	PID   int       `json:"pid"`
+	UID   int       `json:"uid"`
+	User  string    `json:"user,omitempty"`
+	Need  int       `json:"need"`
+	Since time.Time `json:"since"`
+}
+
+// String is "alice (pid 42): 8 device(s) since 15:04:05".
+func (w Waiting) String() string {
+	who := w.User
+	if who == "" {
+		who = fmt.Sprintf("uid %d", w.UID)
+	}
+	return fmt.Sprintf("%s (pid %d): %d device(s) since %s", printable.String(who, 32), w.PID, w.Need, w.Since.Format("15:04:05"))
+}
+
+// before orders tickets by arrival, then pid.
+func (w Waiting) before(o Waiting) bool {
+	if c := w.Since.Compare(o.Since); c != 0 {
+		return c < 0
+	}
+	return w.PID < o.PID
+}
+
+// counting sorts tickets by arrival and keeps each user's first perUser.
+func counting(all []Waiting, perUser int) []Waiting {
+	s := slices.Clone(all)
+	slices.SortFunc(s, func(a, b Waiting) int {
+		if c := a.Since.Compare(b.Since); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.PID, b.PID)
+	})
+	seen := map[int]int{}
+	out := s[:0]
+	for _, w := range s {
+		if seen[w.UID]++; seen[w.UID] <= perUser {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// scanStats counts the work of one look at the queue, for tests: the
+// processes holding locks on the queue's file system whose ticket name
+// was looked up, and the names looked up.
+type scanStats struct {
+	pids, lookups int
+}
+
+// rule is the queue's timing: Patience and Backfill, shortened in tests.
+type rule struct {
+	patience, backfill time.Duration
+}
+
+// clock is one waiter's patience: how long, in all, it has deferred to
+// tickets that could start. A look that defers so counts the time since
+// the waiter's previous look, whatever that one found: a waiter is never
+// held longer than its patience plus one poll by tickets that let free
+// devices go by (TestQueueProperty).
+type clock struct {
+	spent time.Duration
+	last  time.Time // the previous look; zero before the first
+}
+
+// turn applies the rule for one waiter: ahead are the counting tickets
+// older than it, oldest first; free is how many devices are free now; c
+// is the waiter's patience. It reports whether the waiter may try now,
+// and else the ticket that holds it back.
+func (r rule) turn(ahead []Waiting, free int, now time.Time, c *clock) (bool, *Waiting) {
+	prev := c.last
+	c.last = now
+	for i := range ahead {
+		t := &ahead[i]
+		if t.Need > free {
+			if now.Sub(t.Since) >= r.backfill {
+				return false, t // waited long enough: it keeps its place
+			}
+			continue // backfill: it could not use the free devices now
+		}
+		if c.spent >= r.patience {
+			continue // patience spent: t let free devices go by; passed over
+		}
+		if !prev.IsZero() {
+			c.spent += now.Sub(prev)
+		}
+		if c.spent >= r.patience {
+			continue
+		}
+		return false, t
+	}
+	return true, nil
+}

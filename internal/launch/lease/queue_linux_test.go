@@ -1,0 +1,513 @@
+package lease
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/amdrun/amdrun/internal/testutil"
+)
+
+// runFake is the "fake" child: a process that makes a file in the queue
+// by hand and keeps it locked, as an attacker would.
+func runFake(d *Dir) int {
+	if qfd, err := d.openQueue(); err == nil {
+		unix.Close(qfd)
+	}
+	start, err := selfStart()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fake:", err)
+		return 2
+	}
+	name := os.Getenv("LEASE_NAME")
+	name = strings.ReplaceAll(name, "{uid}", strconv.Itoa(os.Geteuid()))
+	name = strings.ReplaceAll(name, "{pid}", strconv.Itoa(os.Getpid()))
+	name = strings.ReplaceAll(name, "{start}", strconv.FormatUint(start, 10))
+	p := filepath.Join(d.Path(), queueDir, name)
+	if err := os.WriteFile(p, []byte(os.Getenv("LEASE_CONTENT")), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, "fake:", err)
+		return 2
+	}
+	if owner := os.Getenv("LEASE_CHOWN"); owner != "" {
+		uid, _ := strconv.Atoi(owner)
+		if err := os.Lchown(p, uid, uid); err != nil {
+			fmt.Fprintln(os.Stderr, "fake:", err)
+			return 2
+		}
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fake:", err)
+		return 2
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		fmt.Fprintln(os.Stderr, "fake:", err)
+		return 2
+	}
+	fmt.Println("ready")
+	io.Copy(io.Discard, os.Stdin)
+	return 0
+}
+
+// runHandoff is the "handoff" child: it leases keys, hands duplicates of
+// the lock files to /bin/sleep (as a rank passing its guard's
+// descriptors to a daemon would, here through ExtraFiles), prints the
+// sleeper's pid and exits, leaving the lease with it.
+func runHandoff(d *Dir, keys []string) int {
+	l, err := d.Acquire(keys)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "handoff:", err)
+		return 2
+	}
+	files, err := l.Files()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "handoff:", err)
+		return 2
+	}
+	cmd := exec.Command("/bin/sleep", "120")
+	cmd.ExtraFiles = files
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "handoff:", err)
+		return 2
+	}
+	fmt.Println(cmd.Process.Pid)
+	return 0
+}
+
+// startChild starts a child in mode with env and returns it once it says
+// "ready"; closing its stdin ends it, the cleanup kills it anyway.
+func startChild(t *testing.T, mode, dir string, env ...string) *exec.Cmd {
+	t.Helper()
+	cmd := child(t, mode, dir, nil, env...)
+	if _, err := cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if line != "ready\n" {
+		t.Fatalf("child %s: got %q, %v; want ready", mode, line, err)
+	}
+	return cmd
+}
+
+// fakeClock is a Ticket's clock that tests move by hand.
+type fakeClock struct{ now time.Time }
+
+func (c *fakeClock) Now() time.Time      { return c.now }
+func (c *fakeClock) add(d time.Duration) { c.now = c.now.Add(d) }
+func withClock(tk *Ticket, c *fakeClock) { c.now = time.Now(); tk.now = c.Now }
+
+// heldByPID is the pid of the ticket the last First deferred to; 0: none.
+func heldByPID(tk *Ticket) int {
+	if w := tk.HeldBy(); w != nil {
+		return w.PID
+	}
+	return 0
+}
+
+// TestQueueTicketFile: a ticket is one file per process, named after the
+// waiter's uid, pid and start time, 0644, holding its need, locked; a
+// second Enqueue in the process is refused; Done removes it.
+func TestQueueTicketFile(t *testing.T) {
+	d, _ := openTemp(t)
+	tk, err := d.Enqueue(3, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start, _ := selfStart()
+	want := fmt.Sprintf("%d-%d-%d.lock", os.Geteuid(), os.Getpid(), start)
+	p := filepath.Join(d.Path(), "queue", tk.name)
+	b, err := os.ReadFile(p)
+	fi, _ := os.Stat(p)
+	if tk.name != want || err != nil || string(b) != "{\"need\":3}\n" || fi.Mode().Perm() != 0o644 {
+		t.Errorf("ticket %s (%v) holds %q, mode %v; want %s holding need 3, 0644", tk.name, err, b, fi.Mode(), want)
+	}
+	fd, _ := unix.Open(p, unix.O_RDONLY, 0)
+	if e := unix.Flock(fd, unix.LOCK_SH|unix.LOCK_NB); e != unix.EWOULDBLOCK {
+		t.Errorf("the ticket is not locked: flock %v", e)
+	}
+	unix.Close(fd)
+	if _, err := d.Enqueue(1, 8); err == nil || !strings.Contains(err.Error(), "already waits in the queue") {
+		t.Errorf("a second Enqueue in one process: %v", err)
+	}
+	tk.Done()
+	tk.Done()
+	if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Done left the ticket: %v", err)
+	}
+	if _, err := tk.First(8); err == nil {
+		t.Error("First after Done: no error")
+	}
+}
+
+// TestQueueFakeTicketsOnePatience: behind 10 live tickets that never take
+// the free devices, a waiter defers for one patience in all (issue 26:
+// about 3 s per ticket, 32 s behind 10), and says which ticket it waits
+// for.
+func TestQueueFakeTicketsOnePatience(t *testing.T) {
+	testutil.EndToEnd(t)
+	d, _ := openTemp(t)
+	var pids []int
+	for range 10 {
+		pids = append(pids, startChild(t, "ticket", d.Path()).Process.Pid)
+	}
+	tk, err := d.Enqueue(2, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tk.Done()
+	tk.perUser = 100 // all ten count (they are this user's)
+	var c fakeClock
+	withClock(tk, &c)
+	if n := len(tk.ahead()); n != 10 {
+		t.Fatalf("%d tickets ahead, want the 10 live ones", n)
+	}
+	for range 14 {
+		if ok, _ := tk.First(8); ok {
+			t.Fatal("passed over live tickets within the patience")
+		}
+		if by := tk.HeldBy(); by == nil || by.PID != pids[0] || by.Need != 1 {
+			t.Fatalf("held by %+v, want the oldest ticket, pid %d", by, pids[0])
+		}
+		c.add(200 * time.Millisecond)
+	}
+	c.add(200 * time.Millisecond) // 3 s in all
+	if ok, _ := tk.First(8); !ok {
+		t.Error("after one patience (3 s) the waiter still defers to 10 tickets that let 8 free devices go by")
+	}
+}
+
+// TestQueueBackfill: a live ticket asking for 8 devices, with 7 free,
+// does not hold back a waiter for 2 (issue 26: it waited out its whole
+// deadline) until it has waited Backfill; then it keeps its place until 8
+// are free, and has the waiter's patience to take them.
+func TestQueueBackfill(t *testing.T) {
+	testutil.EndToEnd(t)
+	d, _ := openTemp(t)
+	big := startChild(t, "ticket", d.Path(), "LEASE_N=8").Process.Pid
+	tk, err := d.Enqueue(2, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tk.Done()
+	var c fakeClock
+	withClock(tk, &c)
+	if ok, _ := tk.First(7); !ok {
+		t.Fatalf("an 8-device ticket with 7 free held back a 2-device waiter (by %+v)", tk.HeldBy())
+	}
+	c.add(Backfill)
+	if ok, _ := tk.First(7); ok || heldByPID(tk) != big {
+		t.Fatalf("after Backfill the 8-device ticket did not keep its place: %v, held by %+v", ok, tk.HeldBy())
+	}
+	if ok, _ := tk.First(8); ok {
+		t.Fatal("with 8 free the old ticket got no chance")
+	}
+	c.add(Patience)
+	if ok, _ := tk.First(8); !ok {
+		t.Errorf("an 8-device ticket that let 8 free devices go by for the patience still holds the waiter")
+	}
+}
+
+// TestQueueCountsOnlyWhatTheKernelVouchesFor: files locked in the queue
+// that are not a live process's own ticket count for nothing: a need the
+// node cannot have, no need, a name with another start time (what a
+// recycled pid would show) or another uid, a file owned by another user
+// than its locker; a dead waiter's ticket neither. The one real ticket
+// counts.
+func TestQueueCountsOnlyWhatTheKernelVouchesFor(t *testing.T) {
+	testutil.EndToEnd(t)
+	d, _ := openTemp(t)
+	ok := "{uid}-{pid}-{start}.lock"
+	fakes := [][]string{
+		{"LEASE_NAME=" + ok, `LEASE_CONTENT={"need":9}`},
+		{"LEASE_NAME=" + ok, `LEASE_CONTENT={"need":"all"}`},
+		{"LEASE_NAME={uid}-{pid}-1.lock", `LEASE_CONTENT={"need":1}`},
+		{"LEASE_NAME=4242-{pid}-{start}.lock", `LEASE_CONTENT={"need":1}`},
+		{"LEASE_NAME=00000000000000000001-{pid}.lock", `LEASE_CONTENT={"need":1}`},
+	}
+	if os.Geteuid() == 0 {
+		fakes = append(fakes, []string{"LEASE_NAME=" + ok, `LEASE_CONTENT={"need":1}`, "LEASE_CHOWN=4242"})
+	}
+	for _, env := range fakes {
+		startChild(t, "fake", d.Path(), env...)
+	}
+	dead := startChild(t, "ticket", d.Path())
+	real := startChild(t, "fake", d.Path(), "LEASE_NAME="+ok, `LEASE_CONTENT={"need":2}`)
+	q := d.Queue(8)
+	if len(q) != 2 || q[0].PID != dead.Process.Pid || q[1].PID != real.Process.Pid || q[1].Need != 2 || q[1].UID != os.Geteuid() {
+		t.Fatalf("Queue = %+v, want the two live tickets (pids %d, %d)", q, dead.Process.Pid, real.Process.Pid)
+	}
+	dead.Process.Kill()
+	dead.Wait()
+	if q := d.Queue(8); len(q) != 1 || q[0].PID != real.Process.Pid {
+		t.Errorf("after its waiter died: Queue = %+v, want only pid %d", q, real.Process.Pid)
+	}
+}
+
+// TestQueuePerUserLimit: a user with MaxTicketsPerUser tickets waiting
+// cannot take another; Claim refuses at once, naming the limit.
+func TestQueuePerUserLimit(t *testing.T) {
+	testutil.EndToEnd(t)
+	d, _ := openTemp(t)
+	for range MaxTicketsPerUser {
+		startChild(t, "ticket", d.Path())
+	}
+	_, err := d.Enqueue(1, 8)
+	if !errors.Is(err, ErrQueueFull) || !strings.Contains(err.Error(), fmt.Sprintf("already has %d jobs waiting", MaxTicketsPerUser)) {
+		t.Errorf("Enqueue beyond the limit: %v", err)
+	}
+	busy := func(map[string]State) ([]string, error) { return nil, ErrBusy }
+	if _, err := d.Claim(t.Context(), keysN(1), 1, busy, time.Millisecond); !errors.Is(err, ErrQueueFull) {
+		t.Errorf("Claim beyond the limit: %v, want ErrQueueFull at once", err)
+	}
+}
+
+// TestQueueJunkCostsNothing: 20,000 files in the queue, named like
+// tickets (of live processes too) but locked by nobody, cost a waiter
+// nothing: it looks up one name per process holding a write lock on the
+// queue's file system, however many files there are, and still finds
+// the one live ticket (issue 26: 20,000 junk files made every waiter
+// burn 3.5 s of CPU per 10 s).
+func TestQueueJunkCostsNothing(t *testing.T) {
+	testutil.EndToEnd(t)
+	d, _ := openTemp(t)
+	q := filepath.Join(d.Path(), "queue")
+	real := startChild(t, "fake", d.Path(), "LEASE_NAME={uid}-{pid}-{start}.lock", `LEASE_CONTENT={"need":1}`)
+	tk, err := d.Enqueue(1, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tk.Done()
+	uid := os.Geteuid()
+	for i := range 20000 {
+		name := fmt.Sprintf("%d-%d-%d.lock", uid, 1+i%4000, i)
+		if i%2 == 1 {
+			name = fmt.Sprintf("%020d-%010d.lock", i, i)
+		}
+		if err := os.WriteFile(filepath.Join(q, name), []byte(`{"need":1}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lockers := func() int {
+		var qst unix.Stat_t
+		unix.Stat(q, &qst)
+		pids := map[int]bool{}
+		for _, l := range readProcLocks() {
+			if l.write && l.pid > 0 && l.pid != os.Getpid() && l.major == uint64(unix.Major(qst.Dev)) && l.minor == uint64(unix.Minor(qst.Dev)) {
+				pids[l.pid] = true
+			}
+		}
+		return len(pids)
+	}
+	before := lockers()
+	ok, _ := tk.First(8)
+	after := lockers()
+	if ok || heldByPID(tk) != real.Process.Pid {
+		t.Errorf("First = %v, held by %+v: want the live ticket of pid %d", ok, tk.HeldBy(), real.Process.Pid)
+	}
+	if tk.stats.lookups > max(before, after) || tk.stats.pids > max(before, after) {
+		t.Errorf("one look read %d names for %d processes; %d processes hold write locks on the file system: junk was read", tk.stats.lookups, tk.stats.pids, max(before, after))
+	}
+	t.Logf("one look at a queue of 20,000 junk files: %d names looked up (%d-%d lock holders on the file system)", tk.stats.lookups, before, after)
+}
+
+// TestHolderHandedOutside: a lease whose descriptors were handed to a
+// process outside the job, which keeps them after the job that took it
+// exited, is reported with that process, as the kernel knows it, marked
+// outside the job (issue 26: ps said "exited; the job's processes keep
+// the lease", with no user).
+func TestHolderHandedOutside(t *testing.T) {
+	testutil.EndToEnd(t)
+	d, _ := openTemp(t)
+	keys := keysN(2)
+	cmd := child(t, "handoff", d.Path(), keys)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sleeper, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil {
+		t.Fatalf("handoff printed %q", out)
+	}
+	t.Cleanup(func() { syscall.Kill(sleeper, syscall.SIGKILL) })
+	held, err := d.Held(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		h := held[k].Holder
+		if h.PID != sleeper || h.Locker != cmd.Process.Pid || !h.Outside || h.UID != os.Getuid() || h.Command != "/bin/sleep 120" || h.Gone {
+			t.Errorf("Held[%s] = %+v, want the sleeper (pid %d, /bin/sleep 120) outside the job, taken by pid %d", k, h, sleeper, cmd.Process.Pid)
+		}
+		if s := h.String(); !strings.Contains(s, fmt.Sprintf("pid %d", sleeper)) || !strings.Contains(s, "outside the job") {
+			t.Errorf("described as %q", s)
+		}
+	}
+}
+
+// TestHolderNotARecycledPID: when the pid /proc/locks names holds no
+// descriptor of the lock (it exited and its number went to another
+// process, which is what a recycled pid looks like), the process that
+// does hold it is named, not that pid.
+func TestHolderNotARecycledPID(t *testing.T) {
+	testutil.EndToEnd(t)
+	d, _ := openTemp(t)
+	keys := keysN(1)
+	l, err := d.Acquire(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	other := exec.Command("/bin/sleep", "120") // alive, holding nothing
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { other.Process.Kill(); other.Wait() }()
+	fd, st, err := d.lockFile(mustName(t, keys[0]), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(fd)
+	recycled := []procLock{{pid: other.Process.Pid, write: true, major: uint64(unix.Major(st.Dev)), minor: uint64(unix.Minor(st.Dev)), ino: st.Ino}}
+	h := lockHolder(recycled, &st)
+	if h.PID != os.Getpid() || h.Locker != other.Process.Pid || strings.Contains(h.Command, "sleep") {
+		t.Errorf("holder %+v: want this process (pid %d), which holds the lock, not pid %d", h, os.Getpid(), other.Process.Pid)
+	}
+}
+
+func mustName(t *testing.T, key string) string {
+	n, err := FileName(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestHolderRecycledPIDEndToEnd plays issue 26's case: a job's lease
+// left with a descriptor handed to an outside process, the job's process
+// exited, and its pid went to an unrelated process of another user
+// (forced through /proc/sys/kernel/ns_last_pid). /proc/locks still names
+// that pid; the holder reported is the outside process, never the
+// unrelated one.
+func TestHolderRecycledPIDEndToEnd(t *testing.T) {
+	testutil.EndToEnd(t)
+	u := testutil.NewUser(t)
+	d, _ := openTemp(t)
+	keys := keysN(1)
+	cmd := child(t, "handoff", d.Path(), keys)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sleeper, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil {
+		t.Fatalf("handoff printed %q", out)
+	}
+	t.Cleanup(func() { syscall.Kill(sleeper, syscall.SIGKILL) })
+	gone := cmd.Process.Pid
+	var reuser *exec.Cmd
+	for try := 0; try < 50 && reuser == nil; try++ {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", gone)); err == nil {
+			break // another process took the pid already: that will do
+		}
+		if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(gone-1)), 0); err != nil {
+			t.Skipf("cannot steer pids: %v", err)
+		}
+		c := u.Command("/bin/sleep", "120")
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if c.Process.Pid == gone {
+			reuser = c
+		} else {
+			c.Process.Kill()
+			c.Wait()
+		}
+	}
+	if reuser != nil {
+		defer func() { reuser.Process.Kill(); reuser.Wait() }()
+	}
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d", gone)); err != nil {
+		t.Skipf("pid %d was not given to another process in 50 tries", gone)
+	}
+	fd, st, err := d.lockFile(mustName(t, keys[0]), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(fd)
+	if pid := lockPID(readProcLocks(), &st); pid != gone {
+		t.Fatalf("/proc/locks names pid %d, want %d (the exited locker)", pid, gone)
+	}
+	held, err := d.Held(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := held[keys[0]].Holder
+	if h.PID != sleeper || h.Locker != gone || !h.Outside || h.UID != os.Getuid() {
+		t.Errorf("holder %+v: want the sleeper %d that holds it (taken by %d), not pid %d's new process", h, sleeper, gone, gone)
+	}
+	t.Logf("pid %d reused (by %s: %v); holder reported: %s", gone, u.Name, reuser != nil, h)
+}
+
+// BenchmarkQueueFirst is one waiter's look at the queue (First) behind one
+// live ticket, with an empty queue directory and with 20,000 junk files
+// in it: the two cost the same, as nobody lists the directory.
+func BenchmarkQueueFirst(b *testing.B) {
+	for _, junk := range []int{0, 20000} {
+		b.Run(fmt.Sprintf("junk=%d", junk), func(b *testing.B) {
+			dir := filepath.Join(b.TempDir(), "leases")
+			d, err := Open(dir, Options{Create: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer d.Close()
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), childEnv+"=fake", "LEASE_DIR="+dir, "LEASE_NAME={uid}-{pid}-{start}.lock", `LEASE_CONTENT={"need":1}`)
+			stdin, _ := cmd.StdinPipe()
+			out, _ := cmd.StdoutPipe()
+			if err := cmd.Start(); err != nil {
+				b.Fatal(err)
+			}
+			defer func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() }()
+			if line, _ := bufio.NewReader(out).ReadString('\n'); line != "ready\n" {
+				b.Fatalf("fake: %q", line)
+			}
+			for i := range junk {
+				os.WriteFile(filepath.Join(dir, "queue", fmt.Sprintf("%d-%d-%d.lock", os.Geteuid(), 1+i%4000, i)), []byte(`{"need":1}`), 0o644)
+			}
+			tk, err := d.Enqueue(1, 8)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer tk.Done()
+			b.ResetTimer()
+			for range b.N {
+				if ok, _ := tk.First(0); !ok {
+					b.Fatal("a 1-device ticket with 0 free held the waiter within Backfill")
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,273 @@
+package launch
+
+// The protocol between amdrun and the processes it re-executes to contain
+// a job: each rank's guard (ShimMain --guard) and the job's keeper
+// (KeeperMain). Every descriptor and every message of it is named here,
+// and encoded and decoded here only (issue 21.3; runc's
+// libcontainer/sync.go is the model).
+//
+//	amdrun (supervisor)                         guard of rank r
+//	  ctl  (pipe, write end) ---- guardCtlFD ---->  control: one byte each
+//	        ctlAck: the rank's pid is known, reap from now on
+//	        ctlSignal(n): send signal n to the rank's process group
+//	        EOF (amdrun died): kill the rank's tree, exit
+//	  report (pipe, read end) <-- guardReportFD --  report: one line each
+//	        msgPid{pid}: the rank runs as pid (in the guard's namespace)
+//	        msgStatus{ws}: the rank ended with wait status ws, all it
+//	                       left is gone; the guard exits next
+//	        EOF without msgStatus: the guard died (see watch)
+//	  held files ---------------- guardHoldFD.. ->  kept open to the end
+//
+//	amdrun (supervisor)                         keeper of the job
+//	  lifeline (pipe, write end) - keeperLifeFD ->  lifeline: one byte each
+//	        keeperSweep: kill every orphan (a process whose guard
+//	                     died), it came to the keeper
+//	        EOF (the job is over, or amdrun died): empty the namespace,
+//	            remove the error directory, exit
+//	  status (pipe, read end) <-- keeperStatusFD -  one line: "ok", or why
+//	                                               the keeper could not
+//	                                               set up
+//	  requests (socket) <-------> keeperReqFD --->  ContainUserNamespace:
+//	        startRequest{argv, env, dir} + the guard's descriptors
+//	        (SCM_RIGHTS: stdin or none, stdout, stderr, control, report)
+//	        -> startReply{pid} (the guard's pid in the namespace) or
+//	           startReply{error}; the keeper forks the guard, which is
+//	           then amdrun's to talk to over its own pipes
+//	  held files ---------------- keeperHoldFD.. -> kept open until the
+//	                                               namespace is empty
+//
+// A guard reads only its control pipe and writes only its report pipe;
+// the keeper reads only its lifeline and writes its status once. Both
+// mark these descriptors close-on-exec before anything else, so that no
+// rank inherits them.
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// The descriptors a guard is started with (exec.Cmd.ExtraFiles start at
+// 3): its control pipe, its report pipe and the first of the files it
+// holds.
+const (
+	guardCtlFD    = 3
+	guardReportFD = 4
+	guardHoldFD   = 5
+)
+
+// The descriptors the keeper is started with: its lifeline, its status
+// pipe and the first of the files it holds.
+const (
+	keeperLifeFD   = 3
+	keeperStatusFD = 4
+	keeperReqFD    = 5
+	keeperHoldFD   = 6
+)
+
+// ctlAck is the control byte that tells a guard amdrun knows its rank's
+// pid; any other byte is a signal number (ctlSignal).
+const ctlAck byte = 0
+
+// keeperSweep is the lifeline byte that makes the keeper kill the
+// orphans that came to it (their guard died).
+const keeperSweep byte = 's'
+
+// ctlSignal is the control byte that asks a guard to send sig to its
+// rank's process group.
+func ctlSignal(sig syscall.Signal) byte { return byte(sig) }
+
+// ctlDecode reads a control byte: ack, or the signal to send.
+func ctlDecode(b byte) (ack bool, sig syscall.Signal) {
+	if b == ctlAck {
+		return true, 0
+	}
+	return false, syscall.Signal(b)
+}
+
+// reportKind tells the guard's report messages apart.
+type reportKind int
+
+const (
+	// msgPid: the rank started as Pid, a pid in the guard's namespace.
+	msgPid reportKind = iota + 1
+	// msgStatus: the rank ended with Status and nothing it left is alive.
+	msgStatus
+)
+
+// guardMsg is one message of a guard's report pipe.
+type guardMsg struct {
+	Kind   reportKind
+	Pid    int                // msgPid
+	Status syscall.WaitStatus // msgStatus
+}
+
+// errReport is wrapped by decodeReport's errors.
+var errReport = errors.New("guard report")
+
+// maxReportLine bounds a report line: a keyword and a number.
+const maxReportLine = 64
+
+// encode is the report's line, newline included.
+func (m guardMsg) encode() []byte {
+	switch m.Kind {
+	case msgPid:
+		return []byte("pid " + strconv.Itoa(m.Pid) + "\n")
+	case msgStatus:
+		return []byte("status " + strconv.FormatUint(uint64(uint32(m.Status)), 10) + "\n")
+	}
+	panic(fmt.Sprintf("launch: report kind %d", m.Kind))
+}
+
+// decodeReport parses one report line (without or with its newline). A
+// line that is not exactly what encode writes is an error.
+func decodeReport(line string) (guardMsg, error) {
+	line = strings.TrimSuffix(line, "\n")
+	if len(line) > maxReportLine {
+		return guardMsg{}, fmt.Errorf("%w: line of %d bytes", errReport, len(line))
+	}
+	key, val, ok := strings.Cut(line, " ")
+	if !ok {
+		return guardMsg{}, fmt.Errorf("%w: %q", errReport, line)
+	}
+	switch key {
+	case "pid":
+		n, err := strconv.Atoi(val)
+		if err != nil || n <= 0 || strconv.Itoa(n) != val {
+			return guardMsg{}, fmt.Errorf("%w: bad pid %q", errReport, val)
+		}
+		return guardMsg{Kind: msgPid, Pid: n}, nil
+	case "status":
+		n, err := strconv.ParseUint(val, 10, 32)
+		if err != nil || strconv.FormatUint(n, 10) != val {
+			return guardMsg{}, fmt.Errorf("%w: bad status %q", errReport, val)
+		}
+		return guardMsg{Kind: msgStatus, Status: syscall.WaitStatus(uint32(n))}, nil
+	}
+	return guardMsg{}, fmt.Errorf("%w: unknown message %q", errReport, key)
+}
+
+// sendReport writes m to a guard's report pipe.
+func sendReport(w io.Writer, m guardMsg) error {
+	_, err := w.Write(m.encode())
+	return err
+}
+
+// readReport reads the next message from a guard's report pipe; io.EOF
+// when the guard closed it (exited) without another.
+func readReport(r *bufio.Reader) (guardMsg, error) {
+	line, err := r.ReadString('\n')
+	if err != nil {
+		if line == "" || err != io.EOF {
+			return guardMsg{}, err
+		}
+		return guardMsg{}, fmt.Errorf("%w: line cut short: %q", errReport, line)
+	}
+	return decodeReport(line)
+}
+
+// keeperOK is the keeper's status line once it is set up.
+const keeperOK = "ok"
+
+// encodeKeeperStatus is the keeper's status line for err (nil: set up).
+func encodeKeeperStatus(err error) []byte {
+	if err == nil {
+		return []byte(keeperOK + "\n")
+	}
+	return []byte(strings.ReplaceAll(err.Error(), "\n", " ") + "\n")
+}
+
+// decodeKeeperStatus reads the keeper's status line: nil when it is set
+// up, else the reason it gave (or that it gave none).
+func decodeKeeperStatus(line string) error {
+	switch line = strings.TrimSpace(line); line {
+	case keeperOK:
+		return nil
+	case "":
+		return errors.New("the keeper exited before it was ready")
+	}
+	return errors.New(line)
+}
+
+// startRequest asks the keeper of a user namespace (ContainUserNamespace)
+// to start a guard: amdrun cannot start processes in a user namespace it
+// is not in (setns into one needs a single-threaded process), so the
+// keeper, its init, forks them. The guard's descriptors travel with it.
+type startRequest struct {
+	Argv  []string `json:"argv"`
+	Env   []string `json:"env"`
+	Dir   string   `json:"dir"`
+	Stdin bool     `json:"stdin"` // the first descriptor is its stdin (else /dev/null)
+}
+
+// startReply is the keeper's answer: the guard's pid in the namespace,
+// or why it could not start it.
+type startReply struct {
+	Pid   int    `json:"pid,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+// maxStartMsg bounds a request (an environment of a few hundred KiB at
+// most) and is the buffer both sides read into.
+const maxStartMsg = 1 << 20
+
+// startFDs is how many descriptors come with a request: stdout, stderr,
+// control, report, and stdin first when it has one.
+func (r startRequest) startFDs() int {
+	if r.Stdin {
+		return 5
+	}
+	return 4
+}
+
+func (r startRequest) encode() ([]byte, error) {
+	b, err := json.Marshal(r)
+	if err == nil && len(b) > maxStartMsg {
+		err = fmt.Errorf("start request of %d bytes (at most %d)", len(b), maxStartMsg)
+	}
+	return b, err
+}
+
+// decodeStartRequest parses a request; one without a command or with an
+// empty entry in it is an error.
+func decodeStartRequest(b []byte) (startRequest, error) {
+	var r startRequest
+	if err := json.Unmarshal(b, &r); err != nil {
+		return startRequest{}, fmt.Errorf("start request: %w", err)
+	}
+	if len(r.Argv) == 0 || r.Argv[0] == "" {
+		return startRequest{}, errors.New("start request: no command")
+	}
+	for _, s := range append(append([]string(nil), r.Argv...), append(r.Env, r.Dir)...) {
+		if strings.IndexByte(s, 0) >= 0 {
+			return startRequest{}, errors.New("start request: a NUL byte in an argument")
+		}
+	}
+	return r, nil
+}
+
+func (r startReply) encode() []byte {
+	b, _ := json.Marshal(r)
+	return b
+}
+
+// decodeStartReply parses the keeper's answer into the guard's pid in the
+// namespace, or the error it gave.
+func decodeStartReply(b []byte) (int, error) {
+	var r startReply
+	if err := json.Unmarshal(b, &r); err != nil {
+		return 0, fmt.Errorf("keeper: bad reply: %w", err)
+	}
+	switch {
+	case r.Error != "":
+		return 0, errors.New(r.Error)
+	case r.Pid <= 0:
+		return 0, errors.New("keeper: reply without a pid")
+	}
+	return r.Pid, nil
+}

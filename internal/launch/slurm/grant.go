@@ -1,0 +1,197 @@
+package slurm
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/amdrun/amdrun/internal/topology"
+)
+
+// ErrGrant is wrapped by Grant.Devices's errors: GPUs Slurm granted
+// that the node's devices cannot be matched to.
+var ErrGrant = errors.New("GPU grant does not match this node's devices")
+
+// Grant is the GPUs Slurm's gres/gpu plugin granted this task on this
+// node, as it writes them into the task's environment (gres_common.c,
+// Slurm 20.11 and later; see testdata/slurm/env):
+//
+//   - SLURM_STEP_GPUS in a job step, SLURM_JOB_GPUS outside one (a batch
+//     script or an salloc shell): the GPUs by Slurm's own numbering, the
+//     node's GPUs in gres.conf order, 0 to N-1, whatever the task can see;
+//   - GPU_DEVICE_ORDINAL, written with CUDA_VISIBLE_DEVICES and
+//     ROCR_VISIBLE_DEVICES: the same GPUs as the runtime numbers them,
+//     which under a device cgroup (ConstrainDevices=yes) is 0 to k-1
+//     (SLURM_STEP_GPUS=7 with GPU_DEVICE_ORDINAL=0) and otherwise
+//     Slurm's numbers again (SLURM_STEP_GPUS=5 with GPU_DEVICE_ORDINAL=5);
+//   - SLURM_GPUS_ON_NODE: how many.
+//
+// The zero Grant, and a nil *Grant, grant nothing.
+type Grant struct {
+	// IDs are SLURM_STEP_GPUS (in a step) or SLURM_JOB_GPUS, in the
+	// order written; nil when unset. IDsVar is NAME=VALUE for messages.
+	IDs    []int
+	IDsVar string
+	// Ordinals are GPU_DEVICE_ORDINAL; nil when unset. OrdinalsVar is
+	// NAME=VALUE for messages.
+	Ordinals    []int
+	OrdinalsVar string
+	// Count is SLURM_GPUS_ON_NODE; 0 when unset.
+	Count int
+}
+
+// Granted says whether Slurm granted this task any GPU.
+func (g *Grant) Granted() bool {
+	return g != nil && (len(g.IDs) > 0 || len(g.Ordinals) > 0 || g.Count > 0)
+}
+
+// String names the variables the grant was read from, for messages:
+// "SLURM_STEP_GPUS=7, GPU_DEVICE_ORDINAL=0".
+func (g *Grant) String() string {
+	if g == nil {
+		return ""
+	}
+	var parts []string
+	for _, s := range []string{g.IDsVar, g.OrdinalsVar} {
+		if s != "" {
+			parts = append(parts, s)
+		}
+	}
+	if len(parts) == 0 && g.Count > 0 {
+		parts = append(parts, "SLURM_GPUS_ON_NODE="+strconv.Itoa(g.Count))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Devices returns the indices (Device.Index) of the devices of devs the
+// grant names, ascending, or nil when the grant bounds nothing (no GPU
+// granted, or only a count that all of devs or the user's own
+// visible-device list, masked, already meets). devs are the devices
+// the topology source shows, numbered as the runtime numbers them
+// (RuntimeIndex). The grant is renumbered to those ordinals:
+//
+//   - GPU_DEVICE_ORDINAL, when set, already is (Slurm wrote it for this
+//     task's view of the node);
+//   - else Slurm's numbers are the runtime's when the node shows more
+//     devices than were granted (no device cgroup), and a cgroup's
+//     0..k-1 when it shows exactly as many (the cgroup hides the rest;
+//     the runtime numbers what is left in Slurm's order).
+//
+// warn, when not nil, is told of a view the grant contradicts without
+// making it wrong (a cgroup renumbered the GPUs but the source shows
+// them all). An entry that names no device of devs, or a count of GPUs
+// that does not say which of more devices, is an error wrapping
+// ErrGrant that names the variable.
+func (g *Grant) Devices(devs []topology.Device, masked bool, warn func(format string, args ...any)) ([]int, error) {
+	if !g.Granted() {
+		return nil, nil
+	}
+	n := len(devs)
+	var ordinals []int
+	var label string
+	switch {
+	case g.Ordinals != nil:
+		ordinals, label = g.Ordinals, g.OrdinalsVar
+		if warn != nil && len(g.IDs) == len(g.Ordinals) && !slices.Equal(g.IDs, g.Ordinals) && n > len(g.IDs) {
+			warn("%s renumbers %s (a device cgroup hides the node's other GPUs from the runtime), but the topology source shows all %d GPUs: NUMA binding and leases may describe other devices than the runtime uses",
+				g.OrdinalsVar, g.IDsVar, n)
+		}
+	case g.IDs != nil && n == len(g.IDs):
+		// Exactly the granted GPUs are visible: the runtime numbers
+		// them from 0, and all of devs are the grant.
+		all := make([]int, n)
+		for i := range all {
+			all[i] = i
+		}
+		return all, nil
+	case g.IDs != nil:
+		ordinals, label = g.IDs, g.IDsVar
+	default:
+		if masked || n <= g.Count {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("slurm: %w: SLURM_GPUS_ON_NODE=%d says how many GPUs this task was granted but not which of the node's %d (SLURM_STEP_GPUS, SLURM_JOB_GPUS and GPU_DEVICE_ORDINAL are unset): name them with CUDA_VISIBLE_DEVICES or --devices",
+			ErrGrant, g.Count, n)
+	}
+	byRuntime := make(map[int]int, n)
+	for i, d := range devs {
+		byRuntime[d.RuntimeIndex] = i
+	}
+	out := make([]int, 0, len(ordinals))
+	for _, o := range ordinals {
+		i, ok := byRuntime[o]
+		if !ok {
+			return nil, fmt.Errorf("slurm: %w: %s names GPU %d, but this node shows %d GPUs (runtime indices %s)",
+				ErrGrant, label, o, n, runtimeList(devs))
+		}
+		out = append(out, i)
+	}
+	return sortedUnique(out), nil
+}
+
+// readGrant reads the grant variables (see Grant): SLURM_STEP_GPUS in a
+// step, SLURM_JOB_GPUS outside one. An entry that is not a GPU number,
+// or a number written twice, is an error wrapping ErrEnv.
+func readGrant(vars map[string]string, step bool) (*Grant, error) {
+	g := &Grant{}
+	name := "SLURM_JOB_GPUS"
+	if step {
+		name = "SLURM_STEP_GPUS"
+	}
+	var err error
+	if g.IDs, g.IDsVar, err = gpuList(vars, name); err != nil {
+		return nil, err
+	}
+	if g.Ordinals, g.OrdinalsVar, err = gpuList(vars, "GPU_DEVICE_ORDINAL"); err != nil {
+		return nil, err
+	}
+	if v, ok := vars["SLURM_GPUS_ON_NODE"]; ok {
+		if g.Count, err = envInt("SLURM_GPUS_ON_NODE", v); err != nil {
+			return nil, err
+		}
+	}
+	return g, nil
+}
+
+// gpuList parses the comma-separated GPU numbers of variable name, as
+// Slurm writes them ("0,1,2,3"); nil when it is unset or empty.
+func gpuList(vars map[string]string, name string) ([]int, string, error) {
+	v := vars[name]
+	if strings.TrimSpace(v) == "" {
+		return nil, "", nil
+	}
+	var out []int
+	seen := map[int]bool{}
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 0 || n > maxGPU {
+			return nil, "", fmt.Errorf("slurm: %s=%q: want GPU indices such as 0,1: %w", name, v, ErrEnv)
+		}
+		if seen[n] {
+			return nil, "", fmt.Errorf("slurm: %s=%q names GPU %d twice: %w", name, v, n, ErrEnv)
+		}
+		seen[n] = true
+		out = append(out, n)
+	}
+	return out, name + "=" + v, nil
+}
+
+// maxGPU bounds a GPU number, so that a mangled value is refused rather
+// than matched against nothing: no node has 65,536 GPUs.
+const maxGPU = 1<<16 - 1
+
+func sortedUnique(a []int) []int {
+	out := append([]int{}, a...)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func runtimeList(devs []topology.Device) string {
+	idx := make([]int, len(devs))
+	for i, d := range devs {
+		idx[i] = d.RuntimeIndex
+	}
+	return topology.FormatCPUList(sortedUnique(idx))
+}

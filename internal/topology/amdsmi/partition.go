@@ -1,0 +1,106 @@
+package amdsmi
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/amdrun/amdrun/internal/topology"
+)
+
+// Partitioned MI300X (DPX, QPX, CPX) through amd-smi (issue 24). In these
+// modes each GPU shows as 2 to 8 logical devices, the further ones on the
+// next PCI functions of the GPU's address (0000:05:00.0, 0000:05:00.1,
+// ...). The default table and `amd-smi list` list every logical device
+// (16 or 64 on an 8-GPU node), while `amd-smi topology` on the same node
+// may list only the 8 physical GPUs. The KFD sysfs source reads such a
+// node as one device per partition, the partitions of one GPU one
+// Package; JoinPartitions gives the amd-smi reading the same shape.
+
+// slotOf returns the bus and device of a PCI address ("0000:05:00" of
+// "0000:05:00.1"), or "" when the address is not one.
+func slotOf(bdf string) string {
+	i := strings.LastIndexByte(bdf, '.')
+	if i < 0 {
+		return ""
+	}
+	return bdf[:i]
+}
+
+// JoinPartitions returns t with one row per device of gpus when gpus
+// lists the partitions of t's GPUs: every address of t is in gpus, and
+// every address of gpus not in t is a further PCI function of an address
+// of t (same bus and device). Each partition inherits its GPU's row and
+// column; partitions of one GPU are joined by an XGMI link of one hop
+// (they share the GPU's fabric), and rows follow gpus's order. It returns
+// t itself, and false, when gpus names exactly t's GPUs, names none by
+// address, or is not such a list (agreeBDFs then says how the two
+// differ).
+func JoinPartitions(t *Topology, gpus []GPU) (*Topology, bool) {
+	row := map[string]int{}
+	for i, b := range t.BDFs {
+		if b == "" {
+			return t, false
+		}
+		row[b] = i
+	}
+	bySlot := map[string]int{}
+	for i, b := range t.BDFs {
+		if _, dup := bySlot[slotOf(b)]; dup {
+			return t, false // t lists partitions itself
+		}
+		bySlot[slotOf(b)] = i
+	}
+	var logical []GPU
+	seen := map[string]bool{}
+	extra := false
+	for _, g := range gpus {
+		if g.BDF == "" || seen[g.BDF] {
+			return t, false
+		}
+		seen[g.BDF] = true
+		if _, in := row[g.BDF]; !in {
+			if _, ok := bySlot[slotOf(g.BDF)]; !ok {
+				return t, false
+			}
+			extra = true
+		}
+		logical = append(logical, g)
+	}
+	if !extra || len(logical) > MaxGPUs {
+		return t, false
+	}
+	for _, b := range t.BDFs {
+		if !seen[b] {
+			return t, false
+		}
+	}
+	sort.SliceStable(logical, func(a, b int) bool { return logical[a].Index < logical[b].Index })
+	n := len(logical)
+	j := newTopology(n)
+	j.Tables, j.Partitions = t.Tables, true
+	parent := make([]int, n)
+	for i, g := range logical {
+		j.GPUs[i], j.BDFs[i], parent[i] = g.Index, g.BDF, bySlot[slotOf(g.BDF)]
+	}
+	for a := 0; a < n; a++ {
+		for b := 0; b < n; b++ {
+			pa, pb := parent[a], parent[b]
+			switch {
+			case a == b:
+				j.Pairs[a][b] = t.Pairs[pa][pa]
+			case pa == pb:
+				j.Pairs[a][b] = Pair{Access: "ENABLED", Weight: -1, Hops: 1, Type: topology.TypeXGMI}
+			default:
+				j.Pairs[a][b] = t.Pairs[pa][pb]
+			}
+		}
+	}
+	return j, true
+}
+
+// joinNote is the one line Discover warns with when it joined partitions.
+func joinNote(physical int, t *Topology, other string) string {
+	return fmt.Sprintf("amd-smi: `%s` lists %d GPUs, `%s` %d partitions of them; each partition takes its GPU's links, and partitions of one GPU are one package joined by XGMI",
+		SourceTopology, physical, other, len(t.BDFs))
+}
