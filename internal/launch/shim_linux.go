@@ -79,7 +79,7 @@ func ShimMain(args []string) int {
 		return guard(path, sa)
 	}
 	err = unix.Exec(path, sa.argv, os.Environ())
-	fmt.Fprintf(os.Stderr, "amdrun bind: exec %s: %v\n", path, err)
+	fmt.Fprintf(os.Stderr, "amdrun bind: exec %s: %v%s\n", path, err, limitHint(err))
 	return execFailureCode(err)
 }
 
@@ -174,7 +174,7 @@ func guard(path string, sa *shimArgs) int {
 	signal.Notify(chld, unix.SIGCHLD)
 	pid, err := startRank(path, sa.argv)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "amdrun bind: exec %s: %v\n", path, err)
+		fmt.Fprintf(os.Stderr, "amdrun bind: exec %s: %v%s\n", path, err, limitHint(err))
 		return execFailureCode(err)
 	}
 	_ = sendReport(rep, guardMsg{Kind: msgPid, Pid: pid})
