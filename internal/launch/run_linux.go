@@ -392,7 +392,7 @@ type group struct {
 func (g *group) signal(sig syscall.Signal) {
 	for _, w := range g.workers {
 		if !w.exited {
-			_, _ = w.ctl.Write([]byte{byte(sig)})
+			_, _ = w.ctl.Write([]byte{ctlSignal(sig)})
 		}
 	}
 }
