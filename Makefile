@@ -8,7 +8,7 @@ FUZZTIME  ?= 30s
 CONTAIN_PROOF_OUT ?= /tmp/amdrun-contain-proof
 PKGS      := ./...
 
-.PHONY: deadcode dist dist-check wheel wheel-check deb deb-check min-go build demo test short race darwin vet lint fmt-check fuzz bench placement-report gpu-proof slurm-e2e agent-e2e clean
+.PHONY: deadcode dist dist-check wheel wheel-check deb deb-check min-go build demo test short race darwin vet lint fmt-check fuzz bench placement-report gpu-proof slurm-e2e clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/amdrun
@@ -140,11 +140,6 @@ fuzz:
 # than skips, when something it needs is missing.
 slurm-e2e:
 	AMDRUN_REQUIRE_SLURM=1 AMDRUN_REQUIRE_TORCH=1 $(GO) test -count=1 -run '^TestRealSlurm' -v ./cmd/amdrun/
-
-# Two c10d nodes on this host through torch's elastic agent (issue 23);
-# opt-in until the test runs in network namespaces.
-agent-e2e:
-	AMDRUN_AGENT_E2E=1 AMDRUN_REQUIRE_TORCH=1 $(GO) test -count=1 -run '^TestC10dTwoNodesRunThroughAgent$$' -v ./cmd/amdrun/
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./internal/...

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 
 	"github.com/amdrun/amdrun/internal/testutil"
@@ -44,53 +42,6 @@ main()
 		t.Fatal(err)
 	}
 	return p
-}
-
-// TestC10dTwoNodesRunThroughAgent: a torchrun line for two nodes with a
-// c10d rendezvous, unchanged, run as two amdruns ("nodes" on this host);
-// each hands its node to torch's agent, one line says so, and the gloo
-// job of two ranks all-reduces across them, each rank seeing the device
-// amdrun chose for its node.
-func TestC10dTwoNodesRunThroughAgent(t *testing.T) {
-	testutil.EndToEnd(t)
-	// Opt-in (make agent-e2e) until it runs in network namespaces: two
-	// agents on one host both claim the c10d store on 127.0.0.1, and in a
-	// fresh-clone CI run of 2026-12-01 the rendezvous hung until the
-	// 10 min test deadline (it passed in every run on the development VM).
-	if os.Getenv("AMDRUN_AGENT_E2E") == "" {
-		t.Skip("set AMDRUN_AGENT_E2E=1 (make agent-e2e): two c10d agents on one host can hang in torch 1.13's rendezvous")
-	}
-	py := patchedPython(t, needTorch(t))
-	script := checkScript(t)
-	out := t.TempDir()
-	ep := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	var wg sync.WaitGroup
-	res := make([]result, 2)
-	errs := make([]error, 2)
-	for node := 0; node < 2; node++ {
-		env := setEnv(cleanEnv(t, "OMP_NUM_THREADS=1"), "PYTHON_EXEC", py)
-		args := []string{"--source", "example", "--no-lease", "--nnodes", "2", "--nproc_per_node", "1",
-			"--rdzv_backend", "c10d", "--rdzv_endpoint", ep, "--rdzv_id", "agent2", script, out}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res[node], errs[node] = runJob(env, args...)
-		}()
-	}
-	wg.Wait()
-	for node, r := range res {
-		if errs[node] != nil || r.code != 0 {
-			t.Fatalf("node %d: exit %d, %v\n%s", node, r.code, errs[node], r.stderr)
-		}
-		if !strings.Contains(r.stderr, "torch's elastic agent (python -m torch.distributed.run) runs the rendezvous") {
-			t.Errorf("node %d: no line says the agent runs the job:\n%s", node, r.stderr)
-		}
-	}
-	for i, rr := range readReports(t, out, 2, res[0]) {
-		if rr.CUDAVisible == nil || *rr.CUDAVisible == "" || rr.LocalRank != 0 || rr.RunID != "agent2" {
-			t.Errorf("rank %d: CUDA_VISIBLE_DEVICES %v LOCAL_RANK %d run id %q; want amdrun's device, 0, agent2", i, rr.CUDAVisible, rr.LocalRank, rr.RunID)
-		}
-	}
 }
 
 // TestElasticRangeRunsThroughAgent: --nnodes 1:2 on one node (the agent
