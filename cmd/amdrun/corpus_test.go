@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -147,6 +149,14 @@ func TestTorchrunCorpus(t *testing.T) {
 				return
 			}
 			trArgs, amArgs := for113(args()), args()
+			if !strings.Contains(c.run, "{PORT}") {
+				// torchrun takes 29500 for a line without a port: one such
+				// line at a time, once the port is free (CI saw two lines
+				// run at once fail with "Address already in use").
+				defaultPort.Lock()
+				defer defaultPort.Unlock()
+				waitPortFree(t, 29500)
+			}
 			tr := runCorpus(t, base, append([]string{py, "-m", "torch.distributed.run"}, trArgs...))
 			am := runCorpus(t, base, append([]string{amdrunBin}, amArgs...))
 			t.Logf("%s (%s, from %s)\ntorchrun: exit %d, %d ranks; amdrun: exit %d, %d ranks",
@@ -168,6 +178,28 @@ func TestTorchrunCorpus(t *testing.T) {
 			checkPrefixes(t, "torchrun", tr, nil)
 			checkPrefixes(t, "amdrun", am, shownRanks(amArgs))
 		})
+	}
+}
+
+// defaultPort is held by a line whose torchrun run takes torchrun's
+// default port, 29500.
+var defaultPort sync.Mutex
+
+// waitPortFree waits until port can be bound on every address (another
+// test's job may still hold it), failing after a minute.
+func waitPortFree(t *testing.T, port int) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		l, err := net.Listen("tcp", fmt.Sprintf(":%d", port))
+		if err == nil {
+			l.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("port %d still in use after a minute: %v", port, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

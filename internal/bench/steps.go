@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/amdrun/amdrun/internal/launch"
+	"github.com/amdrun/amdrun/internal/launch/plan"
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
@@ -56,9 +57,9 @@ func Steps(m *topology.Model, s StepsSpec) ([]Step, []int, error) {
 		runtime[i] = fmt.Sprint(m.Devices[d].RuntimeIndex)
 	}
 	vis := strings.Join(runtime, ",")
-	env := append(append([]string(nil), s.Env...), launch.EnvCUDAVisible+"="+vis, launch.EnvHIPVisible+"="+vis)
+	env := append(append([]string(nil), s.Env...), plan.EnvCUDAVisible+"="+vis, plan.EnvHIPVisible+"="+vis)
 	if m.Vendor == topology.VendorNVIDIA {
-		env = append(env, launch.EnvCUDAOrder+"=PCI_BUS_ID")
+		env = append(env, plan.EnvCUDAOrder+"=PCI_BUS_ID")
 	}
 	probe := func(mode string) []string {
 		return []string{s.Python, "-c", Probe(), mode, fmt.Sprint(s.SizeMiB), fmt.Sprint(s.Iters)}
@@ -79,7 +80,7 @@ func Steps(m *topology.Model, s StepsSpec) ([]Step, []int, error) {
 		if len(n.CPUs) == 0 {
 			continue
 		}
-		argv := launch.ShimArgv(self, n.CPUs, []int{n.ID}, launch.MemBind, probe("h2d"))
+		argv := launch.ShimArgv(self, n.CPUs, []int{n.ID}, plan.MemBind, probe("h2d"))
 		steps = append(steps, Step{Argv: argv, Env: env, NUMA: n.ID, Mode: "h2d"})
 	}
 	return steps, devs, nil

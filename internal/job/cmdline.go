@@ -10,6 +10,7 @@ import (
 
 	"github.com/amdrun/amdrun/internal/launch"
 	"github.com/amdrun/amdrun/internal/launch/numabalance"
+	"github.com/amdrun/amdrun/internal/launch/plan"
 	"github.com/amdrun/amdrun/internal/launch/slurm"
 	"github.com/amdrun/amdrun/internal/selector"
 	"github.com/amdrun/amdrun/internal/topology"
@@ -142,11 +143,11 @@ func (o *Options) parseValues(l *CommandLine) error {
 		return &WordError{Flag: "order", Got: l.Order}
 	}
 	if l.Bind != "" {
-		if o.Bind, err = launch.ParseBindMode(l.Bind); err != nil {
+		if o.Bind, err = plan.ParseBindMode(l.Bind); err != nil {
 			return &WordError{Flag: "bind", Got: l.Bind}
 		}
 	}
-	if o.Mem, err = launch.ParseMemPolicy(l.Mem); err != nil {
+	if o.Mem, err = plan.ParseMemPolicy(l.Mem); err != nil {
 		return &WordError{Flag: "mem-policy", Got: l.Mem}
 	}
 	if strings.TrimSpace(l.RanksFilter) != "" {
@@ -267,7 +268,7 @@ func (o *Options) resolveRendezvous(l *CommandLine) error {
 		if len(dropped) > 0 {
 			o.Warn.Warn("%s: ignoring %s (a standalone job rendezvouses on a free local port, as with torchrun)", l.label("standalone"), strings.Join(dropped, ", "))
 		}
-		o.MasterAddr, o.MasterPort, rdzv = launch.DefaultMasterAddr, 0, map[string]string{}
+		o.MasterAddr, o.MasterPort, rdzv = plan.DefaultMasterAddr, 0, map[string]string{}
 	}
 	switch o.Launcher {
 	case "amdrun":

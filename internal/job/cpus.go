@@ -5,22 +5,22 @@ import (
 	"errors"
 	"slices"
 
-	"github.com/amdrun/amdrun/internal/launch"
 	"github.com/amdrun/amdrun/internal/launch/lease"
+	"github.com/amdrun/amdrun/internal/launch/plan"
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
 // cpuGroups reads the host's sockets and caches when bind needs them
 // (socket, core-complex: the only modes that pay for the read). When
 // they cannot be read it says so in one line and binds to NUMA nodes.
-func cpuGroups(o *Options, bind launch.BindMode, nodes []topology.NUMANode) (launch.BindMode, *topology.CPUGroups) {
-	if bind != launch.BindSocket && bind != launch.BindCoreComplex || len(nodes) == 0 || o.HostCPUGroups == nil {
+func cpuGroups(o *Options, bind plan.BindMode, nodes []topology.NUMANode) (plan.BindMode, *topology.CPUGroups) {
+	if bind != plan.BindSocket && bind != plan.BindCoreComplex || len(nodes) == 0 || o.HostCPUGroups == nil {
 		return bind, nil
 	}
 	g, err := o.HostCPUGroups(nodes)
 	if err != nil {
 		o.Warn.Warn("bind %s: cannot read this host's sockets and caches, ranks are bound to their NUMA nodes: %v", bind, err)
-		return launch.BindNUMA, nil
+		return plan.BindNUMA, nil
 	}
 	return bind, g
 }
@@ -38,17 +38,17 @@ type cpuLeaser struct {
 	held   *lease.Lease // the CPUs leased, after plan
 }
 
-// plan is launch.NewPlan(s) around the CPUs other jobs lease.
-func (c *cpuLeaser) plan(s launch.Spec) (*launch.Plan, error) {
+// plan is plan.NewPlan(s) around the CPUs other jobs lease.
+func (c *cpuLeaser) plan(s plan.Spec) (*plan.Plan, error) {
 	if !s.Bind.LeasesCPUs() || c.o.NoLease || c.o.Leases == nil {
-		return launch.NewPlan(s)
+		return plan.NewPlan(s)
 	}
 	dir, err := c.o.Leases(!c.dryRun)
 	if err != nil {
 		if !errors.Is(err, lease.ErrNotSupported) {
 			c.o.Warn.Warn("bind %s: CPUs are not leased (other amdrun jobs may bind to them): %v", s.Bind, err)
 		}
-		return launch.NewPlan(s)
+		return plan.NewPlan(s)
 	}
 	defer dir.Close()
 	unlock, err := dir.Lock(c.ctx)
@@ -65,13 +65,13 @@ func (c *cpuLeaser) plan(s launch.Spec) (*launch.Plan, error) {
 	held, err := dir.HeldCPUs(cpus)
 	if err != nil {
 		c.o.Warn.Warn("bind %s: CPUs are not leased (other amdrun jobs may bind to them): %v", s.Bind, err)
-		return launch.NewPlan(s)
+		return plan.NewPlan(s)
 	}
 	for cpu := range held {
 		s.BusyCPUs = append(s.BusyCPUs, cpu)
 	}
 	slices.Sort(s.BusyCPUs)
-	p, err := launch.NewPlan(s)
+	p, err := plan.NewPlan(s)
 	if err != nil || c.dryRun || len(p.LeaseCPUs) == 0 {
 		return p, err
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/amdrun/amdrun/internal/discover"
-	"github.com/amdrun/amdrun/internal/launch"
+	"github.com/amdrun/amdrun/internal/launch/plan"
 	"github.com/amdrun/amdrun/internal/launch/slurm"
 )
 
@@ -41,13 +41,13 @@ func TestGrantBoundsCandidates(t *testing.T) {
 			o := &Options{}
 			o.Grant = seven
 			o.Warn = func(format string, args ...any) { warned = append(warned, fmt.Sprintf(format, args...)) }
-			mask, err := launch.ParseMask(tt.env, m.Devices)
+			mask, err := plan.ParseMask(tt.env, m.Devices)
 			if err != nil {
 				t.Fatal(err)
 			}
 			got, err := o.grantMask(m, mask)
 			if tt.err != "" {
-				if err == nil || err.Error() != tt.err || !errors.Is(err, launch.ErrMask) {
+				if err == nil || err.Error() != tt.err || !errors.Is(err, plan.ErrMask) {
 					t.Fatalf("grantMask = %v; want error %q", err, tt.err)
 				}
 				return

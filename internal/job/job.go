@@ -9,6 +9,7 @@ import (
 
 	"github.com/amdrun/amdrun/internal/launch"
 	"github.com/amdrun/amdrun/internal/launch/numabalance"
+	"github.com/amdrun/amdrun/internal/launch/plan"
 )
 
 // canLaunch is launch.Supported; tests of other systems' behaviour set it.
@@ -90,7 +91,7 @@ func prepare(ctx context.Context, o *Options, dryRun bool) (*Plan, error) {
 		p.Python, p.PythonFrom, p.TorchVersion = o.Python, o.PythonFrom, tv
 	}
 	if o.Launcher == "torchrun" {
-		p.Run = launch.TorchrunPlan(ranks, torchrunSettings(o, env, ranks))
+		p.Run = plan.TorchrunPlan(ranks, torchrunSettings(o, env, ranks))
 		p.Torchrun = true
 	}
 	return p, nil
@@ -98,13 +99,13 @@ func prepare(ctx context.Context, o *Options, dryRun bool) (*Plan, error) {
 
 // torchrunSettings hands this node's plan to torchrun. Under torch's own
 // agent (Options.Agent) bound ranks stay bound: the agent starts each
-// worker through amdrun's bind shim (launch.Torchrun.Shim).
-func torchrunSettings(o *Options, env []string, ranks *launch.Plan) launch.Torchrun {
+// worker through amdrun's bind shim (plan.Torchrun.Shim).
+func torchrunSettings(o *Options, env []string, ranks *plan.Plan) plan.Torchrun {
 	nnodes := fmt.Sprint(max(1, o.NNodes))
 	if o.ElasticNNodes != "" {
 		nnodes = o.ElasticNNodes
 	}
-	return launch.Torchrun{
+	return plan.Torchrun{
 		UserEnv: env, NNodes: nnodes, NodeRank: o.NodeRank, MasterAddr: o.MasterAddr,
 		MasterPort: o.MasterPort, Rdzv: o.Rdzv,
 		Module: o.Module, NoPython: o.NoPython, Extra: o.TorchrunArgs, Args: o.Args, Agent: agentArgv(o),
@@ -115,7 +116,7 @@ func torchrunSettings(o *Options, env []string, ranks *launch.Plan) launch.Torch
 // agentShim is the bind shim the agent starts each worker through, nil
 // when the job is not the agent's or no rank is bound. Without amdrun's
 // own path the workers run unbound, and one line says so.
-func agentShim(o *Options, ranks *launch.Plan) []string {
+func agentShim(o *Options, ranks *plan.Plan) []string {
 	local := launch.LocalShimArgs(ranks)
 	if !o.Agent || local == nil {
 		return nil

@@ -9,7 +9,7 @@
 // setting (Selection, Planning, Supervision). The command line binds its
 // flags into those fields; nothing copies them into another struct of
 // settings before the package that uses them (selector.Request,
-// reserve.Options, launch.Spec, launch.RunOptions).
+// reserve.Options, plan.Spec, launch.RunOptions).
 //
 // The package also gives the launch command line its meaning, so that the
 // command only declares flags: Options.Resolve reads a CommandLine (the
@@ -28,6 +28,7 @@ import (
 	"github.com/amdrun/amdrun/internal/launch"
 	"github.com/amdrun/amdrun/internal/launch/lease"
 	"github.com/amdrun/amdrun/internal/launch/numabalance"
+	"github.com/amdrun/amdrun/internal/launch/plan"
 	"github.com/amdrun/amdrun/internal/launch/slurm"
 	"github.com/amdrun/amdrun/internal/selector"
 	"github.com/amdrun/amdrun/internal/topology"
@@ -160,9 +161,9 @@ type Planning struct {
 
 	// Bind is the binding; "" means BindNUMA on a host with more than one
 	// NUMA node, else BindNone.
-	Bind launch.BindMode
+	Bind plan.BindMode
 	// Mem is the memory policy of bound ranks ("" means MemNone).
-	Mem launch.MemPolicy
+	Mem plan.MemPolicy
 	// NNodes, NodeRank, MasterAddr and MasterPort place this node in the
 	// job; NNodes 0 means 1, MasterPort 0 a free port on this host.
 	NNodes, NodeRank int
@@ -173,12 +174,12 @@ type Planning struct {
 	Slurm *slurm.Job
 	// MaxRestarts is how often the whole group is restarted after a
 	// failure (0: never); with Launcher "torchrun", torchrun's
-	// --max-restarts. It goes to launch.Spec, and from the plan to
+	// --max-restarts. It goes to plan.Spec, and from the plan to
 	// launch.Run and torchrun's command line.
 	MaxRestarts int
-	// RunID is TORCHELASTIC_RUN_ID; "" means a fresh launch.NewRunID.
+	// RunID is TORCHELASTIC_RUN_ID; "" means a fresh plan.NewRunID.
 	RunID string
-	// Role is ROLE_NAME; "" means launch.DefaultRole.
+	// Role is ROLE_NAME; "" means plan.DefaultRole.
 	Role string
 	// VirtualLocalRank gives each rank only its own devices and
 	// LOCAL_RANK=0.

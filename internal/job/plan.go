@@ -5,6 +5,7 @@ import (
 
 	"github.com/amdrun/amdrun/internal/launch"
 	"github.com/amdrun/amdrun/internal/launch/lease"
+	"github.com/amdrun/amdrun/internal/launch/plan"
 	"github.com/amdrun/amdrun/internal/selector"
 	"github.com/amdrun/amdrun/internal/topology"
 )
@@ -19,10 +20,10 @@ type Plan struct {
 	// the naive pick; nil for CPU ranks.
 	Choice *selector.Choice
 	// Ranks is the plan of every rank as amdrun would start them.
-	Ranks *launch.Plan
+	Ranks *plan.Plan
 	// Run is what is started: Ranks, or with Torchrun, the one torchrun
 	// process that starts them.
-	Run *launch.Plan
+	Run *plan.Plan
 	// Torchrun says Run hands the node to torchrun (--launcher torchrun).
 	Torchrun bool
 	// Python is the ranks' interpreter ("" with NoPython), PythonFrom the
@@ -49,8 +50,8 @@ func (p *Plan) release() {
 // planRanks turns a placement into the plan of every rank: it checks the
 // choice against the mask, picks a free port when none is given, resolves
 // the default binding, reads the CPUs this process may use and makes a
-// run id; the rest is launch.NewPlan's.
-func planRanks(o *Options, pl *placement, env []string, hostNUMA []topology.NUMANode, torch string, cl *cpuLeaser) (*launch.Plan, error) {
+// run id; the rest is plan.NewPlan's.
+func planRanks(o *Options, pl *placement, env []string, hostNUMA []topology.NUMANode, torch string, cl *cpuLeaser) (*plan.Plan, error) {
 	var chosen []topology.Device
 	if pl.choice != nil {
 		for _, d := range pl.choice.Devices {
@@ -70,20 +71,20 @@ func planRanks(o *Options, pl *placement, env []string, hostNUMA []topology.NUMA
 	}
 	bind := o.Bind
 	if bind == "" {
-		bind = launch.BindNone
+		bind = plan.BindNone
 		if len(hostNUMA) > 1 {
-			bind = launch.BindNUMA
+			bind = plan.BindNUMA
 		}
 	}
 	runID := o.RunID
 	if runID == "" {
-		runID = launch.NewRunID()
+		runID = plan.NewRunID()
 	}
 	per := 1
 	if o.NProc > 0 && len(chosen) > o.NProc {
 		per = len(chosen) / o.NProc
 	}
-	s := launch.Spec{
+	s := plan.Spec{
 		Devices: chosen, DevicesPerRank: per, CPURanks: pl.cpuRanks,
 		HostNUMA: hostNUMA, AllowedCPUs: ownCPUs(o),
 		Argv: workerArgv(o), Env: env, Bind: bind, Mem: o.Mem,

@@ -10,12 +10,13 @@ import (
 	"github.com/amdrun/amdrun/internal/discover"
 	"github.com/amdrun/amdrun/internal/envlist"
 	"github.com/amdrun/amdrun/internal/launch"
+	"github.com/amdrun/amdrun/internal/launch/plan"
 	"github.com/amdrun/amdrun/internal/selector"
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
 // chose is a placement of devices on the bundled example under mask.
-func chose(t *testing.T, mask *launch.Mask, devices ...int) *placement {
+func chose(t *testing.T, mask *plan.Mask, devices ...int) *placement {
 	t.Helper()
 	m, err := discover.Example() // the seed MI250 node
 	if err != nil {
@@ -24,13 +25,13 @@ func chose(t *testing.T, mask *launch.Mask, devices ...int) *placement {
 	return &placement{model: m, mask: mask, choice: &selector.Choice{Devices: devices}}
 }
 
-func exampleMask(t *testing.T, env ...string) *launch.Mask {
+func exampleMask(t *testing.T, env ...string) *plan.Mask {
 	t.Helper()
 	m, err := discover.Example()
 	if err != nil {
 		t.Fatal(err)
 	}
-	mask, err := launch.ParseMask(env, m.Devices)
+	mask, err := plan.ParseMask(env, m.Devices)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,10 +57,10 @@ func TestPlanRanks(t *testing.T) {
 		}
 		env := envlist.Map(p.Ranks[0].Env)
 		port, _ := strconv.Atoi(env["MASTER_PORT"])
-		if port <= 0 || port == launch.DefaultMasterPort {
+		if port <= 0 || port == plan.DefaultMasterPort {
 			t.Errorf("MASTER_PORT %q: want a free port chosen now", env["MASTER_PORT"])
 		}
-		if p.Bind != launch.BindNUMA || p.Ranks[1].NUMANode != 1 {
+		if p.Bind != plan.BindNUMA || p.Ranks[1].NUMANode != 1 {
 			t.Errorf("bind %s, rank 1 on node %d: want numa, node 1 (device 7's)", p.Bind, p.Ranks[1].NUMANode)
 		}
 		if !reflect.DeepEqual(p.Ranks[0].Argv, []string{"-"}) || env["HIP_VISIBLE_DEVICES"] != "6,7" {
@@ -75,7 +76,7 @@ func TestPlanRanks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p.Bind != launch.BindNone || p.Ranks[0].CPUs != nil || envlist.Map(p.Ranks[0].Env)["MASTER_PORT"] != "1234" {
+		if p.Bind != plan.BindNone || p.Ranks[0].CPUs != nil || envlist.Map(p.Ranks[0].Env)["MASTER_PORT"] != "1234" {
 			t.Errorf("bind %s cpus %v env %v", p.Bind, p.Ranks[0].CPUs, p.Ranks[0].Env)
 		}
 		if want := []string{"py", "-u", "-m", "x", "-v"}; !reflect.DeepEqual(p.Ranks[0].Argv, want) {
@@ -103,13 +104,13 @@ func TestPlanRanks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(p.Ranks) != 3 || p.Bind != launch.BindNUMA || p.Ranks[2].NUMANode != 1 || p.Ranks[0].NUMANode != 0 {
+		if len(p.Ranks) != 3 || p.Bind != plan.BindNUMA || p.Ranks[2].NUMANode != 1 || p.Ranks[0].NUMANode != 0 {
 			t.Errorf("%d ranks, bind %s, nodes %d..%d; want 3 ranks spread over nodes 0 and 1", len(p.Ranks), p.Bind, p.Ranks[0].NUMANode, p.Ranks[2].NUMANode)
 		}
 	})
 	t.Run("a choice outside the user's mask is refused", func(t *testing.T) {
 		_, err := planRanks(&Options{Planning: Planning{MasterPort: 1}}, chose(t, exampleMask(t, "HIP_VISIBLE_DEVICES=0,1"), 2), nil, nil, "", &cpuLeaser{})
-		if !errors.Is(err, launch.ErrMask) {
+		if !errors.Is(err, plan.ErrMask) {
 			t.Errorf("err %v, want ErrMask", err)
 		}
 	})

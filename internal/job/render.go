@@ -8,26 +8,26 @@ import (
 	"text/tabwriter"
 
 	"github.com/amdrun/amdrun/internal/envlist"
-	"github.com/amdrun/amdrun/internal/launch"
+	"github.com/amdrun/amdrun/internal/launch/plan"
 	"github.com/amdrun/amdrun/internal/selector"
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
 // visibleString is the visible-device list of rank 0 ("" for CPU ranks);
 // with one list per rank, each rank's own.
-func visibleString(r launch.Rank) string {
+func visibleString(r plan.Rank) string {
 	env := envlist.Map(r.Env)
 	if len(r.Devices) == 0 {
 		return ""
 	}
-	if v, ok := env[launch.EnvCUDAVisible]; ok {
+	if v, ok := env[plan.EnvCUDAVisible]; ok {
 		return v
 	}
-	return env[launch.EnvHIPVisible]
+	return env[plan.EnvHIPVisible]
 }
 
 // sharedVisible says whether every rank sees the same devices.
-func sharedVisible(p *launch.Plan) bool {
+func sharedVisible(p *plan.Plan) bool {
 	for _, r := range p.Ranks[1:] {
 		if visibleString(r) != visibleString(p.Ranks[0]) {
 			return false
@@ -38,7 +38,7 @@ func sharedVisible(p *launch.Plan) bool {
 
 // rankNUMA names a rank's NUMA nodes: its devices', or those a CPU rank is
 // bound to; "-" when unknown.
-func rankNUMA(r launch.Rank) []int {
+func rankNUMA(r plan.Rank) []int {
 	if len(r.Devices) == 0 {
 		return r.NUMANodes
 	}
@@ -100,7 +100,7 @@ func (pl *Plan) writeRanks(w io.Writer) {
 		fmt.Fprintf(w, "Policy:   %s, score %s\n", c.Policy, c.Score.String())
 		fmt.Fprintf(w, "Devices:  %s\n", topology.JoinInts(c.Devices))
 		if sharedVisible(p) {
-			fmt.Fprintf(w, "Visible:  CUDA_VISIBLE_DEVICES=%s HIP_VISIBLE_DEVICES=%s\n", r0[launch.EnvCUDAVisible], r0[launch.EnvHIPVisible])
+			fmt.Fprintf(w, "Visible:  CUDA_VISIBLE_DEVICES=%s HIP_VISIBLE_DEVICES=%s\n", r0[plan.EnvCUDAVisible], r0[plan.EnvHIPVisible])
 		} else {
 			lists := make([]string, len(p.Ranks))
 			for i, r := range p.Ranks {

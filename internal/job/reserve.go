@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/amdrun/amdrun/internal/discover"
-	"github.com/amdrun/amdrun/internal/launch"
 	"github.com/amdrun/amdrun/internal/launch/lease"
+	"github.com/amdrun/amdrun/internal/launch/plan"
 	"github.com/amdrun/amdrun/internal/launch/reserve"
 	"github.com/amdrun/amdrun/internal/selector"
 	"github.com/amdrun/amdrun/internal/topology"
@@ -19,7 +19,7 @@ import (
 // their lease), or CPU ranks on a node without GPUs.
 type placement struct {
 	model    *topology.Model
-	mask     *launch.Mask
+	mask     *plan.Mask
 	choice   *selector.Choice
 	held     *lease.Lease
 	cpuRanks int
@@ -43,7 +43,7 @@ func place(ctx context.Context, o *Options, env []string, dryRun bool) (*placeme
 	if err != nil {
 		return cpuFallback(o, err)
 	}
-	mask, err := launch.ParseMask(env, m.Devices)
+	mask, err := plan.ParseMask(env, m.Devices)
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +97,7 @@ func cpuFallback(o *Options, err error) (*placement, error) {
 // renumbered to the runtime's ordinals on m; devices the user's own
 // visible-device list names outside the grant are left out with one
 // warning.
-func (o *Options) grantMask(m *topology.Model, mask *launch.Mask) (*launch.Mask, error) {
+func (o *Options) grantMask(m *topology.Model, mask *plan.Mask) (*plan.Mask, error) {
 	if !o.Grant.Granted() {
 		return mask, nil
 	}
@@ -116,7 +116,7 @@ func (o *Options) grantMask(m *topology.Model, mask *launch.Mask) (*launch.Mask,
 }
 
 // reservation is what reserve.Devices is asked on model m under mask.
-func reservation(o *Options, m *topology.Model, mask *launch.Mask, dryRun bool) (reserve.Options, error) {
+func reservation(o *Options, m *topology.Model, mask *plan.Mask, dryRun bool) (reserve.Options, error) {
 	budget := o.SearchBudget
 	if budget == 0 {
 		budget = selector.DefaultBudget
@@ -185,7 +185,7 @@ func (e *reworded) Error() string { return e.msg }
 func (e *reworded) Unwrap() error { return e.err }
 
 // torchVersion asks the worker's interpreter which torch it would import
-// (launch.TorchVersionProbe: its start-up, not torch's import), in the
+// (plan.TorchVersionProbe: its start-up, not torch's import), in the
 // background; "" when the workers are not python, or it cannot say.
 func torchVersion(ctx context.Context, o *Options) <-chan string {
 	ch := make(chan string, 1)
@@ -197,12 +197,12 @@ func torchVersion(ctx context.Context, o *Options) <-chan string {
 		// An interpreter that takes seconds to start must not hold the job.
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		out, err := o.Run(ctx, o.Python, "-c", launch.TorchVersionProbe)
+		out, err := o.Run(ctx, o.Python, "-c", plan.TorchVersionProbe)
 		if err != nil {
 			ch <- ""
 			return
 		}
-		ch <- launch.ParseTorchVersion(out)
+		ch <- plan.ParseTorchVersion(out)
 	}()
 	return ch
 }

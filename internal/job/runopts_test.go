@@ -6,6 +6,7 @@ import (
 
 	"bytes"
 	"github.com/amdrun/amdrun/internal/launch"
+	"github.com/amdrun/amdrun/internal/launch/plan"
 )
 
 // TestRunOptions: prefixes only where more than one rank reaches the
@@ -14,9 +15,9 @@ import (
 // itself.
 func TestRunOptions(t *testing.T) {
 	plan := func(n int, torchrun bool) *Plan {
-		p := &launch.Plan{}
+		p := &plan.Plan{}
 		for i := range n {
-			p.Ranks = append(p.Ranks, launch.Rank{Rank: i, LocalRank: i})
+			p.Ranks = append(p.Ranks, plan.Rank{Rank: i, LocalRank: i})
 		}
 		return &Plan{Ranks: p, Run: p, Torchrun: torchrun}
 	}

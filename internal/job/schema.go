@@ -5,7 +5,7 @@ import (
 	"io"
 
 	"github.com/amdrun/amdrun/internal/envlist"
-	"github.com/amdrun/amdrun/internal/launch"
+	"github.com/amdrun/amdrun/internal/launch/plan"
 	"github.com/amdrun/amdrun/internal/selector"
 )
 
@@ -67,7 +67,7 @@ type Rank struct {
 	Mems []int `json:"mems,omitempty"`
 	// Argv is the command the rank runs (never through a shell).
 	Argv []string `json:"argv"`
-	// Env holds the variables amdrun sets for the rank (launch.RankVars:
+	// Env holds the variables amdrun sets for the rank (plan.RankVars:
 	// RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, the visible devices,
 	// ...), not the environment it passes through.
 	Env map[string]string `json:"env"`
@@ -145,10 +145,10 @@ func (pl *Plan) Document() Document {
 	return out
 }
 
-func rankDoc(r launch.Rank) Rank {
+func rankDoc(r plan.Rank) Rank {
 	env := envlist.Map(r.Env)
 	shown := map[string]string{}
-	for _, k := range launch.RankVars {
+	for _, k := range plan.RankVars {
 		if v, ok := env[k]; ok {
 			shown[k] = v
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/amdrun/amdrun/internal/envlist"
 	"github.com/amdrun/amdrun/internal/launch"
+	"github.com/amdrun/amdrun/internal/launch/plan"
 )
 
 // torchrun's command line, as torch/distributed/run.py declares it in
@@ -168,12 +169,12 @@ func (o *Options) noteAgentOnly(l *CommandLine) {
 func (o *Options) parseNUMABinding(l *CommandLine) error {
 	t, changed, label := &l.Torchrun, l.Changed, l.label
 	if changed("numa-binding") {
-		var b launch.BindMode
+		var b plan.BindMode
 		switch t.NUMABinding {
 		case "node":
-			b = launch.BindNUMA
+			b = plan.BindNUMA
 		case "exclusive", "socket", "core-complex":
-			b = launch.BindMode(t.NUMABinding)
+			b = plan.BindMode(t.NUMABinding)
 		default:
 			return usageErrorf("%s: want node, socket, exclusive or core-complex, got %q", label("numa-binding"), t.NUMABinding)
 		}

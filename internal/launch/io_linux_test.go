@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/amdrun/amdrun/internal/launch/plan"
 	"github.com/amdrun/amdrun/internal/testutil"
 	"github.com/amdrun/amdrun/internal/topology"
 )
@@ -285,14 +286,14 @@ func TestRunSummaryNamesDevices(t *testing.T) {
 	devs := []topology.Device{{Index: 0, NUMANode: -1}, {Index: 1, RuntimeIndex: 1, NUMANode: -1},
 		{Index: 6, RuntimeIndex: 6, NUMANode: -1}, {Index: 7, RuntimeIndex: 7, NUMANode: -1}}
 	for _, tc := range []struct {
-		spec Spec
+		spec plan.Spec
 		want string
 	}{
-		{Spec{Devices: devs, DevicesPerRank: 2}, "  rank 1 (local rank 1, devices 6,7, pid "},
-		{Spec{CPURanks: 2}, "  rank 1 (local rank 1, cpu, pid "},
+		{plan.Spec{Devices: devs, DevicesPerRank: 2}, "  rank 1 (local rank 1, devices 6,7, pid "},
+		{plan.Spec{CPURanks: 2}, "  rank 1 (local rank 1, cpu, pid "},
 	} {
 		tc.spec.Argv, tc.spec.Env = []string{os.Args[0]}, env
-		p, err := NewPlan(tc.spec)
+		p, err := plan.NewPlan(tc.spec)
 		if err != nil {
 			t.Fatal(err)
 		}

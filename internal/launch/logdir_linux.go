@@ -9,6 +9,8 @@ import (
 	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/amdrun/amdrun/internal/launch/plan"
 )
 
 // jobDir is one run's directory of logs, torchrun's layout:
@@ -31,7 +33,7 @@ type jobDir struct {
 // '_', so that it stays one name inside BASE.
 func runDirName(runID string) string {
 	if runID == "" {
-		runID = DefaultRunID
+		runID = plan.DefaultRunID
 	}
 	if len(runID) > 200 {
 		runID = runID[:200]

@@ -22,6 +22,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/amdrun/amdrun/internal/launch/plan"
 	"github.com/amdrun/amdrun/internal/testutil"
 	"github.com/amdrun/amdrun/internal/topology"
 
@@ -449,8 +450,8 @@ func miniLauncher(dir string) int {
 		hold = append(hold, f)
 	}
 	devs := []topology.Device{{Index: 0, NUMANode: 0}, {Index: 1, RuntimeIndex: 1, NUMANode: -1}}
-	p, err := NewPlan(Spec{Devices: devs, HostNUMA: []topology.NUMANode{{ID: 0, CPUs: cpus}}, AllowedCPUs: cpus,
-		Argv: []string{self}, Env: env, Bind: BindNUMA, Mem: MemNone})
+	p, err := plan.NewPlan(plan.Spec{Devices: devs, HostNUMA: []topology.NUMANode{{ID: 0, CPUs: cpus}}, AllowedCPUs: cpus,
+		Argv: []string{self}, Env: env, Bind: plan.BindNUMA, Mem: plan.MemNone})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

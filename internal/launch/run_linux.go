@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/amdrun/amdrun/internal/envlist"
+	"github.com/amdrun/amdrun/internal/launch/plan"
 )
 
 // drainTimeout bounds how long output is still read after a worker has
@@ -74,7 +75,7 @@ const drainTimeout = 2 * time.Second
 // 127 when the command is not found, 126 otherwise; a log file could not
 // be created; the containment asked for is not permitted) or ctx ended
 // the run (ctx.Err()).
-func Run(ctx context.Context, p *Plan, o RunOptions) (exitCode int, err error) {
+func Run(ctx context.Context, p *plan.Plan, o RunOptions) (exitCode int, err error) {
 	if p == nil || len(p.Ranks) == 0 {
 		return 1, errors.New("launch: empty plan")
 	}
@@ -323,7 +324,7 @@ func notified(forwarded []os.Signal) []os.Signal {
 // supervisor is the state of one Run. Only Run's goroutine touches it,
 // except the fields the wait goroutines send over channels.
 type supervisor struct {
-	plan           *Plan
+	plan           *plan.Plan
 	o              RunOptions
 	con            *console
 	sigs           <-chan os.Signal
@@ -345,7 +346,7 @@ type supervisor struct {
 
 // worker is one started rank of an attempt.
 type worker struct {
-	r       *Rank
+	r       *plan.Rank
 	pid     int // the rank's pid as amdrun sees it (its guard's if unknown)
 	started time.Time
 	exited  bool
@@ -391,7 +392,7 @@ type group struct {
 func (g *group) signal(sig syscall.Signal) {
 	for _, w := range g.workers {
 		if !w.exited {
-			_, _ = w.ctl.Write([]byte{byte(sig)})
+			_, _ = w.ctl.Write([]byte{ctlSignal(sig)})
 		}
 	}
 }
@@ -545,8 +546,8 @@ func (s *supervisor) commands(attempt int) ([]command, int, error) {
 	cmds := make([]command, len(s.plan.Ranks))
 	for i := range s.plan.Ranks {
 		r := &s.plan.Ranks[i]
-		env := withEnv(r.Env, "TORCHELASTIC_RESTART_COUNT", strconv.Itoa(attempt))
-		env = withEnv(env, EnvErrorFile, s.errs.path(attempt, r.LocalRank))
+		env := plan.WithEnv(r.Env, "TORCHELASTIC_RESTART_COUNT", strconv.Itoa(attempt))
+		env = plan.WithEnv(env, EnvErrorFile, s.errs.path(attempt, r.LocalRank))
 		if err := s.lookup(r, env); err != nil {
 			return nil, execFailureCode(err), fmt.Errorf("launch: rank %d: %w", r.Rank, err)
 		}
@@ -749,7 +750,7 @@ func (s *supervisor) holdCount() int {
 // gives it a session of its own (see ShimMain). Every other stream is a
 // pipe that amdrun copies. Local rank 0 reads the standard input amdrun
 // hands on (s.stdin); the others read /dev/null.
-func (s *supervisor) start(r *Rank, c command, logs [2]*os.File, exits chan<- exitEvent) (*worker, error) {
+func (s *supervisor) start(r *plan.Rank, c command, logs [2]*os.File, exits chan<- exitEvent) (*worker, error) {
 	logged, console := s.streams(r.LocalRank)
 	p, err := s.guardPipes(logged, console)
 	if err != nil {
@@ -835,7 +836,7 @@ func (s *supervisor) guardPipes(logged, console Std) (*guardFiles, error) {
 // guardCmd is the command that starts r's guard with its files: the
 // control and report pipes at guardCtlFD and guardReportFD, then, unless
 // the keeper holds them, the held files.
-func (s *supervisor) guardCmd(r *Rank, c command, p *guardFiles) *exec.Cmd {
+func (s *supervisor) guardCmd(r *plan.Rank, c command, p *guardFiles) *exec.Cmd {
 	extra := []*os.File{p.ctlR, p.repW}
 	if s.keeper == nil {
 		extra = append(extra, s.o.Hold...)
@@ -1000,7 +1001,7 @@ type command struct {
 }
 
 // lookup finds r's command on the PATH of env, as the guard will.
-func (s *supervisor) lookup(r *Rank, env []string) error {
+func (s *supervisor) lookup(r *plan.Rank, env []string) error {
 	pathVar, _ := envlist.Lookup(env, "PATH")
 	_, err := lookPath(r.Argv[0], pathVar)
 	return err
@@ -1198,7 +1199,7 @@ func interpreterHint(failed []*worker) string {
 
 // devicesOf names a rank's devices in a message: "device 3", "devices
 // 0,1,6,7", or "cpu" for a rank without a device.
-func devicesOf(r *Rank) string {
+func devicesOf(r *plan.Rank) string {
 	switch len(r.Devices) {
 	case 0:
 		return r.DeviceLabel()

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/amdrun/amdrun/internal/envlist"
+	"github.com/amdrun/amdrun/internal/launch/plan"
 	"github.com/amdrun/amdrun/internal/testutil"
 	"github.com/amdrun/amdrun/internal/topology"
 )
@@ -93,7 +94,7 @@ func hostNUMA(t *testing.T) []topology.NUMANode {
 }
 
 // workerPlan is a plan of n fake workers in the given mode, unbound.
-func workerPlan(t *testing.T, n int, mode string, extraEnv ...string) (*Plan, string) {
+func workerPlan(t *testing.T, n int, mode string, extraEnv ...string) (*plan.Plan, string) {
 	t.Helper()
 	dir := t.TempDir()
 	devs := make([]topology.Device, n)
@@ -101,7 +102,7 @@ func workerPlan(t *testing.T, n int, mode string, extraEnv ...string) (*Plan, st
 		devs[i] = topology.Device{Index: i, RuntimeIndex: i, NUMANode: -1}
 	}
 	env := append(os.Environ(), envWorker+"="+mode, envDir+"="+dir, "OMP_NUM_THREADS=1")
-	p, err := NewPlan(Spec{Devices: devs, Argv: []string{os.Args[0]}, Env: append(env, extraEnv...)})
+	p, err := plan.NewPlan(plan.Spec{Devices: devs, Argv: []string{os.Args[0]}, Env: append(env, extraEnv...)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,10 +179,10 @@ func TestRunPassesArgvEnvAndBinds(t *testing.T) {
 		{Index: 3, RuntimeIndex: 3, NUMANode: last.ID},
 		{Index: 2, RuntimeIndex: 2, NUMANode: -1}, // unbound: started without the shim
 	}
-	for _, mem := range []MemPolicy{MemBind, MemPreferred} {
+	for _, mem := range []plan.MemPolicy{plan.MemBind, plan.MemPreferred} {
 		t.Run(string(mem), func(t *testing.T) {
-			p, err := NewPlan(Spec{Devices: devs, HostNUMA: host, AllowedCPUs: allowed, Argv: argv, Env: env,
-				VisibleEnv: (*Mask)(nil).Env(devs, topology.VendorAMD), Bind: BindExclusive, Mem: mem})
+			p, err := plan.NewPlan(plan.Spec{Devices: devs, HostNUMA: host, AllowedCPUs: allowed, Argv: argv, Env: env,
+				VisibleEnv: (*plan.Mask)(nil).Env(devs, topology.VendorAMD), Bind: plan.BindExclusive, Mem: mem})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -204,7 +205,7 @@ func TestRunPassesArgvEnvAndBinds(t *testing.T) {
 				}
 				// The plan's env and the rank's error file (issue 15), nothing else.
 				errFile := envlist.Get(got.Env, EnvErrorFile)
-				if !reflect.DeepEqual(withEnv(r.Env, EnvErrorFile, errFile), got.Env) {
+				if !reflect.DeepEqual(plan.WithEnv(r.Env, EnvErrorFile, errFile), got.Env) {
 					t.Errorf("rank %d env differs from the plan:\n got %q\nwant %q", r.Rank, got.Env, r.Env)
 				}
 				if !strings.HasSuffix(errFile, fmt.Sprintf("/attempt_0.rank_%d.json", r.LocalRank)) {
@@ -215,7 +216,7 @@ func TestRunPassesArgvEnvAndBinds(t *testing.T) {
 				if r.Bound() {
 					wantCPUs = topology.FormatCPUList(r.CPUs)
 					wantPol, wantMask = mpolBind, 1<<uint(r.NUMANode)
-					if mem == MemPreferred {
+					if mem == plan.MemPreferred {
 						wantPol = mpolPreferred
 					}
 				}
@@ -331,7 +332,7 @@ func TestRunWorkerKilledBySignal(t *testing.T) {
 
 // runAndSignal runs p with o (Stdout and Signals set here) until its n
 // workers are ready, sends sig and returns Run's exit code.
-func runAndSignal(t *testing.T, p *Plan, o RunOptions, n int, sig os.Signal) int {
+func runAndSignal(t *testing.T, p *plan.Plan, o RunOptions, n int, sig os.Signal) int {
 	t.Helper()
 	sigs := make(chan os.Signal, 4)
 	out := newBuf(n)
@@ -575,12 +576,12 @@ func BenchmarkLaunch(b *testing.B) {
 					for i := range devs {
 						devs[i] = topology.Device{Index: i, RuntimeIndex: i, NUMANode: 0}
 					}
-					bind := BindNone
+					bind := plan.BindNone
 					if bound {
-						bind = BindNUMA
+						bind = plan.BindNUMA
 					}
-					p, err := NewPlan(Spec{Devices: devs, HostNUMA: []topology.NUMANode{{ID: 0, CPUs: allowed}},
-						Argv: []string{selfPath}, Env: append(os.Environ(), envWorker+"=ready"), Bind: bind, Mem: MemBind})
+					p, err := plan.NewPlan(plan.Spec{Devices: devs, HostNUMA: []topology.NUMANode{{ID: 0, CPUs: allowed}},
+						Argv: []string{selfPath}, Env: append(os.Environ(), envWorker+"=ready"), Bind: bind, Mem: plan.MemBind})
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -6,10 +6,12 @@ import (
 	"context"
 	"fmt"
 	"os"
+
+	"github.com/amdrun/amdrun/internal/launch/plan"
 )
 
 // Run is only supported on Linux; elsewhere it returns ErrNotSupported.
-func Run(ctx context.Context, p *Plan, o RunOptions) (exitCode int, err error) {
+func Run(ctx context.Context, p *plan.Plan, o RunOptions) (exitCode int, err error) {
 	return 1, ErrNotSupported
 }
 

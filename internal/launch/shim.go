@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/amdrun/amdrun/internal/launch/plan"
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
 // shimArgs is a parsed shim command line.
 type shimArgs struct {
 	cpus, mems []int
-	policy     MemPolicy
+	policy     plan.MemPolicy
 	// guard: stay as the rank's guard (see Containment) instead of
 	// replacing this process with it; hold files from fd 5 on are kept
 	// open until the rank and all it left are gone.
@@ -28,7 +29,7 @@ type shimArgs struct {
 // --hold N] -- argv..."; every flag is optional, "--" and a command are
 // not.
 func parseShimArgs(args []string) (*shimArgs, error) {
-	sa := &shimArgs{policy: MemNone}
+	sa := &shimArgs{policy: plan.MemNone}
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if a == "--" {
@@ -58,7 +59,7 @@ func parseShimArgs(args []string) (*shimArgs, error) {
 		case "--local-mems":
 			sa.localMems, err = parseLocalLists(v)
 		case "--mempolicy":
-			sa.policy, err = ParseMemPolicy(v)
+			sa.policy, err = plan.ParseMemPolicy(v)
 		case "--hold":
 			sa.hold, err = strconv.Atoi(v)
 			if err == nil && sa.hold < 0 {
@@ -76,7 +77,7 @@ func parseShimArgs(args []string) (*shimArgs, error) {
 
 // ShimArgv is the argv that runs argv bound to cpus and mems (memory
 // policy pol) through amdrun's bind shim, self being amdrun's own path.
-func ShimArgv(self string, cpus, mems []int, pol MemPolicy, argv []string) []string {
+func ShimArgv(self string, cpus, mems []int, pol plan.MemPolicy, argv []string) []string {
 	args := []string{self, ShimArg,
 		"--cpus", topology.FormatCPUList(cpus),
 		"--mems", topology.FormatCPUList(mems),
@@ -88,7 +89,7 @@ func ShimArgv(self string, cpus, mems []int, pol MemPolicy, argv []string) []str
 // guardArgv is the argv of rank r's guard: the shim, binding when the
 // rank is bound, that stays to watch over the rank, holding hold files
 // (guardHoldFD and up) open.
-func guardArgv(self string, r *Rank, hold int) []string {
+func guardArgv(self string, r *plan.Rank, hold int) []string {
 	args := []string{self, ShimArg}
 	if r.Bound() {
 		args = append(args,

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/amdrun/amdrun/internal/launch/plan"
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
@@ -79,7 +80,7 @@ func ShimMain(args []string) int {
 		return guard(path, sa)
 	}
 	err = unix.Exec(path, sa.argv, os.Environ())
-	fmt.Fprintf(os.Stderr, "amdrun bind: exec %s: %v\n", path, err)
+	fmt.Fprintf(os.Stderr, "amdrun bind: exec %s: %v%s\n", path, err, limitHint(err))
 	return execFailureCode(err)
 }
 
@@ -114,7 +115,7 @@ func bind(sa *shimArgs) error {
 			return fmt.Errorf("sched_setaffinity cpus %s: %w", topology.FormatCPUList(sa.cpus), err)
 		}
 	}
-	if len(sa.mems) > 0 && sa.policy != MemNone {
+	if len(sa.mems) > 0 && sa.policy != plan.MemNone {
 		if err := setMempolicy(sa.policy, sa.mems); err != nil {
 			return fmt.Errorf("set_mempolicy %s nodes %s: %w", sa.policy, topology.FormatCPUList(sa.mems), err)
 		}
@@ -123,9 +124,9 @@ func bind(sa *shimArgs) error {
 }
 
 // setMempolicy sets the calling thread's memory policy to nodes.
-func setMempolicy(p MemPolicy, nodes []int) error {
+func setMempolicy(p plan.MemPolicy, nodes []int) error {
 	mode := mpolBind
-	if p == MemPreferred {
+	if p == plan.MemPreferred {
 		mode = mpolPreferred
 	}
 	top := 0
@@ -174,7 +175,7 @@ func guard(path string, sa *shimArgs) int {
 	signal.Notify(chld, unix.SIGCHLD)
 	pid, err := startRank(path, sa.argv)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "amdrun bind: exec %s: %v\n", path, err)
+		fmt.Fprintf(os.Stderr, "amdrun bind: exec %s: %v%s\n", path, err, limitHint(err))
 		return execFailureCode(err)
 	}
 	_ = sendReport(rep, guardMsg{Kind: msgPid, Pid: pid})

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/amdrun/amdrun/internal/launch/plan"
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
@@ -21,11 +22,11 @@ const localSep = "/"
 
 // LocalShimArgs are the shim flags that bind each local rank of p by
 // LOCAL_RANK; nil when no rank of p is bound.
-func LocalShimArgs(p *Plan) []string {
+func LocalShimArgs(p *plan.Plan) []string {
 	bound := false
 	cpus := make([]string, len(p.Ranks))
 	mems := make([]string, len(p.Ranks))
-	pol := MemNone
+	pol := plan.MemNone
 	for i, r := range p.Ranks {
 		bound = bound || r.Bound()
 		cpus[i], mems[i] = topology.FormatCPUList(r.CPUs), topology.FormatCPUList(r.Mems)

@@ -4,15 +4,17 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/amdrun/amdrun/internal/launch/plan"
 )
 
 func TestLocalShimArgs(t *testing.T) {
-	p := &Plan{Ranks: []Rank{{CPUs: []int{0, 1}, Mems: []int{0}, MemPolicy: MemPreferred}, {CPUs: []int{2}}, {}}}
+	p := &plan.Plan{Ranks: []plan.Rank{{CPUs: []int{0, 1}, Mems: []int{0}, MemPolicy: plan.MemPreferred}, {CPUs: []int{2}}, {}}}
 	want := []string{"--local-cpus", "0-1/2/", "--local-mems", "0//", "--mempolicy", "preferred"}
 	if got := LocalShimArgs(p); !reflect.DeepEqual(got, want) {
 		t.Errorf("got %q, want %q", got, want)
 	}
-	if got := LocalShimArgs(&Plan{Ranks: []Rank{{}, {}}}); got != nil {
+	if got := LocalShimArgs(&plan.Plan{Ranks: []plan.Rank{{}, {}}}); got != nil {
 		t.Errorf("unbound plan: %q, want nil", got)
 	}
 }
@@ -46,7 +48,7 @@ func TestPickLocalRank(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || !reflect.DeepEqual(sa.cpus, tt.cpus) || !reflect.DeepEqual(sa.mems, tt.mems) || sa.policy != MemBind {
+		if err != nil || !reflect.DeepEqual(sa.cpus, tt.cpus) || !reflect.DeepEqual(sa.mems, tt.mems) || sa.policy != plan.MemBind {
 			t.Errorf("LOCAL_RANK %s: cpus %v mems %v policy %s, %v; want %v %v bind", tt.lr, sa.cpus, sa.mems, sa.policy, err, tt.cpus, tt.mems)
 		}
 	}

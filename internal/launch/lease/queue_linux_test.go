@@ -112,6 +112,40 @@ func startChild(t *testing.T, mode, dir string, env ...string) *exec.Cmd {
 	return cmd
 }
 
+// laterTick returns once a file made now has a later inode change time
+// than every file in dir.
+func laterTick(t *testing.T, dir string) {
+	t.Helper()
+	ctime := func(fi os.FileInfo) time.Time {
+		st := fi.Sys().(*syscall.Stat_t)
+		return time.Unix(st.Ctim.Sec, st.Ctim.Nsec)
+	}
+	var newest time.Time
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if fi, err := e.Info(); err == nil && ctime(fi).After(newest) {
+			newest = ctime(fi)
+		}
+	}
+	probe := filepath.Join(t.TempDir(), "tick")
+	for {
+		if err := os.WriteFile(probe, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(probe)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ctime(fi).After(newest) {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // fakeClock is a Ticket's clock that tests move by hand.
 type fakeClock struct{ now time.Time }
 
@@ -173,6 +207,11 @@ func TestQueueFakeTicketsOnePatience(t *testing.T) {
 	for range 10 {
 		pids = append(pids, startChild(t, "ticket", d.Path()).Process.Pid)
 	}
+	// Tickets are ordered by inode change time, which the kernel keeps at
+	// its coarse clock's tick (a few ms); a ticket made in the same tick
+	// as the last child's goes by pid, and this process's is lower (CI
+	// saw 9 ahead). Join the queue in a later tick.
+	laterTick(t, filepath.Join(d.Path(), "queue"))
 	tk, err := d.Enqueue(2, 8)
 	if err != nil {
 		t.Fatal(err)

@@ -90,8 +90,12 @@ type Options struct {
 // leased device becomes free: a queued job waits for other amdrun jobs'
 // leases, not for other programs to leave a device.
 func Devices(ctx context.Context, r Options) (*selector.Choice, *lease.Lease, error) {
+	// The pairs are weighed once for every look of a queued job; the
+	// prepared model reads the devices' busy state afresh at each Select
+	// (refreshBusy updates it in place).
+	pp := selector.Prepare(r.Model)
 	if r.Leases == nil {
-		c, err := selector.Select(r.Model, r.Request, r.Policy)
+		c, err := pp.Select(r.Request, r.Policy)
 		return c, nil, err
 	}
 	keys := r.Model.Keys()
@@ -100,7 +104,7 @@ func Devices(ctx context.Context, r Options) (*selector.Choice, *lease.Lease, er
 		if err != nil {
 			return nil, nil, err
 		}
-		c, err := selector.Select(r.Model, withHeld(r.Request, keys, holders), r.Policy)
+		c, err := pp.Select(withHeld(r.Request, keys, holders), r.Policy)
 		return c, nil, err
 	}
 	var choice *selector.Choice
@@ -110,7 +114,7 @@ func Devices(ctx context.Context, r Options) (*selector.Choice, *lease.Lease, er
 		if r.Refresh != nil {
 			st.look(ctx, r, holders, time.Now(), req.Held)
 		}
-		c, err := selector.Select(r.Model, req, r.Policy)
+		c, err := pp.Select(req, r.Policy)
 		var ne *selector.NotEnoughError
 		if errors.As(err, &ne) && len(ne.Held) > 0 {
 			// Enough devices exist, but other jobs hold some: worth waiting.

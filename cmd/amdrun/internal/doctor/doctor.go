@@ -20,6 +20,7 @@ import (
 	"github.com/amdrun/amdrun/internal/envlist"
 	"github.com/amdrun/amdrun/internal/launch"
 	"github.com/amdrun/amdrun/internal/launch/lease"
+	"github.com/amdrun/amdrun/internal/launch/plan"
 	"github.com/amdrun/amdrun/internal/printable"
 	"github.com/amdrun/amdrun/internal/topology"
 )
@@ -304,7 +305,7 @@ func visibleCheck(env []string, m *topology.Model) Check {
 	_, hip := set["HIP_VISIBLE_DEVICES"]
 	if m != nil {
 		// The same check a launch makes: a mask that names no device fails.
-		if _, err := launch.ParseMask(env, m.Devices); err != nil {
+		if _, err := plan.ParseMask(env, m.Devices); err != nil {
 			return Check{"visible devices", Fail, detail + ": " + err.Error(),
 				"fix or unset these variables: every amdrun launch here refuses them"}
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
 	"github.com/amdrun/amdrun/internal/launch"
 	"github.com/amdrun/amdrun/internal/launch/numabalance"
+	"github.com/amdrun/amdrun/internal/launch/plan"
 	"github.com/amdrun/amdrun/internal/selector"
 )
 
@@ -21,8 +22,8 @@ func TestEnumFlagsDeclaredOnce(t *testing.T) {
 	parsers := map[*cmdutil.Enum]func(string) error{
 		policyFlag:        func(s string) error { _, err := selector.PolicyByName(s); return err },
 		orderFlag:         func(s string) error { _, err := selector.ParseOrder(s); return err },
-		bindFlag:          func(s string) error { _, err := launch.ParseBindMode(s); return err },
-		memFlag:           func(s string) error { _, err := launch.ParseMemPolicy(s); return err },
+		bindFlag:          func(s string) error { _, err := plan.ParseBindMode(s); return err },
+		memFlag:           func(s string) error { _, err := plan.ParseMemPolicy(s); return err },
 		containFlag:       func(s string) error { _, err := launch.ParseContainment(s); return err },
 		numaBalancingFlag: func(s string) error { _, err := numabalance.ParseMode(s); return err },
 		launcherFlag: func(s string) error {

@@ -15,6 +15,7 @@ import (
 	"github.com/amdrun/amdrun/internal/discover"
 	"github.com/amdrun/amdrun/internal/launch"
 	"github.com/amdrun/amdrun/internal/launch/numabalance"
+	"github.com/amdrun/amdrun/internal/launch/plan"
 	"github.com/amdrun/amdrun/internal/selector"
 	"github.com/amdrun/amdrun/internal/topology"
 )
@@ -60,8 +61,8 @@ type parsed struct {
 	SearchWork    int
 	Module        bool
 	NoPython      bool
-	Bind          launch.BindMode
-	Mem           launch.MemPolicy
+	Bind          plan.BindMode
+	Mem           plan.MemPolicy
 	Wait          time.Duration
 	NUMABalancing numabalance.Mode
 	Contain       launch.Containment
@@ -90,7 +91,7 @@ func view(o *runcmd.Options) parsed {
 // defaults are the parsed values of `amdrun SCRIPT` with no flags.
 func defaults(args ...string) parsed {
 	return parsed{
-		Policy: "tree", Order: selector.OrderIndex, SearchBudget: selector.DefaultBudget, SearchWork: selector.DefaultWork, Mem: launch.MemBind,
+		Policy: "tree", Order: selector.OrderIndex, SearchBudget: selector.DefaultBudget, SearchWork: selector.DefaultWork, Mem: plan.MemBind,
 		NUMABalancing: numabalance.Keep, NNodes: 1, MasterAddr: "127.0.0.1", Args: args,
 	}
 }
@@ -177,12 +178,12 @@ func TestNewCmdRunFlags(t *testing.T) {
 		{
 			name: "exclusive binding",
 			args: []string{"--bind", "exclusive", "t.py"},
-			want: with(defaults("t.py"), func(p *parsed) { p.Bind = launch.BindExclusive }),
+			want: with(defaults("t.py"), func(p *parsed) { p.Bind = plan.BindExclusive }),
 		},
 		{
 			name: "preferred memory policy",
 			args: []string{"--mem-policy", "preferred", "t.py"},
-			want: with(defaults("t.py"), func(p *parsed) { p.Mem = launch.MemPreferred }),
+			want: with(defaults("t.py"), func(p *parsed) { p.Mem = plan.MemPreferred }),
 		},
 		{
 			name: "wait forever",

@@ -13,6 +13,7 @@ import (
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/runcmd"
 	"github.com/amdrun/amdrun/internal/launch"
+	"github.com/amdrun/amdrun/internal/launch/plan"
 )
 
 // torchrunOptions are the options of torchrun as torch/distributed/run.py
@@ -122,11 +123,11 @@ func torchrunCases() []torchrunCase {
 		{args: []string{"--master-port", "29501"}, check: func(o *runcmd.Options) string { return eq("MasterPort", o.MasterPort, 29501) }},
 		{args: []string{"--local-addr", "10.0.0.2"}, check: func(o *runcmd.Options) string { return "" }, warn: "--local-addr does nothing under amdrun"},
 		{args: []string{"--logs-specs", "mine"}, check: func(o *runcmd.Options) string { return "" }, warn: "--logs-specs does nothing under amdrun"},
-		{args: []string{"--numa-binding", "node"}, check: func(o *runcmd.Options) string { return eq("Bind", o.Bind, launch.BindNUMA) }},
-		{args: []string{"--numa-binding", "exclusive"}, check: func(o *runcmd.Options) string { return eq("Bind", o.Bind, launch.BindExclusive) }},
-		{args: []string{"--numa-binding", "socket"}, check: func(o *runcmd.Options) string { return eq("Bind", o.Bind, launch.BindSocket) }},
-		{args: []string{"--numa_binding", "core-complex"}, check: func(o *runcmd.Options) string { return eq("Bind", o.Bind, launch.BindCoreComplex) }},
-		{args: []string{"--numa-binding", "core-complex", "--bind", "core-complex"}, check: func(o *runcmd.Options) string { return eq("Bind", o.Bind, launch.BindCoreComplex) }},
+		{args: []string{"--numa-binding", "node"}, check: func(o *runcmd.Options) string { return eq("Bind", o.Bind, plan.BindNUMA) }},
+		{args: []string{"--numa-binding", "exclusive"}, check: func(o *runcmd.Options) string { return eq("Bind", o.Bind, plan.BindExclusive) }},
+		{args: []string{"--numa-binding", "socket"}, check: func(o *runcmd.Options) string { return eq("Bind", o.Bind, plan.BindSocket) }},
+		{args: []string{"--numa_binding", "core-complex"}, check: func(o *runcmd.Options) string { return eq("Bind", o.Bind, plan.BindCoreComplex) }},
+		{args: []string{"--numa-binding", "core-complex", "--bind", "core-complex"}, check: func(o *runcmd.Options) string { return eq("Bind", o.Bind, plan.BindCoreComplex) }},
 		{args: []string{"--numa-binding", "ccd"}, err: "--numa-binding: want node, socket, exclusive or core-complex, got \"ccd\""},
 		{args: []string{"--numa-binding", "node", "--bind", "none"}, err: "--numa-binding node and --bind none disagree"},
 		{args: []string{"--signals-to-handle", "SIGTERM,SIGINT,SIGUSR1"}, check: func(o *runcmd.Options) string {

@@ -1,4 +1,4 @@
-package launch
+package plan
 
 import (
 	"reflect"
@@ -85,11 +85,13 @@ func TestTorchrunPlan(t *testing.T) {
 			Extra: []string{"--role", "r", "-t", "3"}}, 3,
 			"torchrun --nproc_per_node 4 --nnodes 1:4 --rdzv_backend c10d --rdzv_endpoint n0:29400 --rdzv_id j --max_restarts 3 --role r -t 3 -m pkg.mod"},
 		// Under the agent each worker starts through the bind shim, which
-		// picks its lists by LOCAL_RANK and execs the rank's own command.
+		// picks its lists by LOCAL_RANK and execs the rank's own command;
+		// the shim's argv is launch's (launch.LocalShimArgs, tested there),
+		// written out here so that the plan's tests need no supervision.
 		{"agent with per-rank binding", Torchrun{NNodes: "1:2", Module: true, Args: []string{"ignored"},
 			Rdzv: map[string]string{"backend": "c10d", "endpoint": "n0:1"},
-			Shim: append([]string{"/amdrun", ShimArg}, LocalShimArgs(p)...)}, 0,
-			"torchrun --nproc_per_node 4 --nnodes 1:2 --rdzv_backend c10d --rdzv_endpoint n0:1 --no_python /amdrun " + ShimArg +
+			Shim: []string{"/amdrun", "__amdrun_bind", "--local-cpus", "16-31/16-31/0-15/0-15", "--local-mems", "1/1/0/0", "--mempolicy", "bind"}}, 0,
+			"torchrun --nproc_per_node 4 --nnodes 1:2 --rdzv_backend c10d --rdzv_endpoint n0:1 --no_python /amdrun __amdrun_bind" +
 				" --local-cpus 16-31/16-31/0-15/0-15 --local-mems 1/1/0/0 --mempolicy bind -- python -u train.py --lr 0.1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,7 +1,17 @@
-// Package launch turns a choice of devices into a plan (pure: each
-// worker's argv, environment and CPU/NUMA binding) and runs a plan as a
-// supervised group of worker processes.
-package launch
+// Package plan turns a choice of devices into a launch plan: each
+// rank's RANK/LOCAL_RANK/WORLD_SIZE and rendezvous variables, the
+// visible-device lists (the user's CUDA/HIP/ROCR_VISIBLE_DEVICES mask
+// read, narrowed and written back: visible.go), the CPU/NUMA binding and
+// memory policy (--bind, --mem), and the one-process plan that hands the
+// ranks to torch's own agent (TorchrunPlan). It also holds the torch
+// version probe's script and parser and the run id.
+//
+// It is pure: it starts no process, opens no file and reads no
+// environment beyond what it is given (the devices, the host's NUMA
+// nodes and CPU caches, the environment list, the torch version), so a
+// dry run shows exactly what a launch will run. Running a plan is
+// package launch's.
+package plan
 
 import (
 	"errors"
@@ -182,7 +192,7 @@ type Spec struct {
 	VirtualLocalRank bool
 	// MaxRestarts is how often a failed group is restarted (>= 0; 0:
 	// never). It is the one place the setting is given: the plan keeps it
-	// (TORCHELASTIC_MAX_RESTARTS, and Run's restarts).
+	// (TORCHELASTIC_MAX_RESTARTS, and launch.Run's restarts).
 	MaxRestarts int
 }
 
@@ -195,7 +205,7 @@ type Plan struct {
 	Warnings []string
 	// WorldSize is NNodes * len(Ranks).
 	WorldSize int
-	// MaxRestarts is how often Run restarts a failed group: the Spec's
+	// MaxRestarts is how often launch.Run restarts a failed group: the Spec's
 	// MaxRestarts, which the ranks see as TORCHELASTIC_MAX_RESTARTS; 0
 	// never.
 	MaxRestarts int
@@ -873,7 +883,9 @@ func mergeEnv(base []string, set map[string]string) []string {
 	return out
 }
 
-// withEnv returns a copy of env with key set to val (see mergeEnv).
-func withEnv(env []string, key, val string) []string {
+// WithEnv returns a copy of env with key set to val, by the rule the plan
+// sets each rank's variables with (see mergeEnv); supervision sets the
+// per-attempt variables with it.
+func WithEnv(env []string, key, val string) []string {
 	return mergeEnv(env, map[string]string{key: val})
 }

@@ -1,4 +1,4 @@
-package launch
+package plan
 
 import (
 	"strconv"
@@ -34,7 +34,7 @@ type Torchrun struct {
 	// Args are SCRIPT ARGS..., as the user gave them.
 	Args []string
 	// Shim, when set, is amdrun's bind shim with every local rank's
-	// binding ([self, ShimArg, LocalShimArgs(p)...]): torchrun runs it as
+	// binding ([self, launch.ShimArg, launch.LocalShimArgs(p)...]): torchrun runs it as
 	// a --no_python entrypoint, and it binds each worker by its
 	// LOCAL_RANK and execs the rank's command (the plan's argv, which
 	// then replaces Module, NoPython and Args).
@@ -52,7 +52,7 @@ var rdzvNames = []string{"backend", "endpoint", "id", "conf"}
 // TorchrunPlan replaces p's ranks with one process: torchrun with the
 // chosen devices visible, --nproc_per_node len(p.Ranks) and p's
 // MaxRestarts as --max_restarts (torchrun restarts the ranks: the plan
-// returned has MaxRestarts 0, so Run starts torchrun once). Its env is
+// returned has MaxRestarts 0, so launch.Run starts torchrun once). Its env is
 // rank 0's without the rank contract (RankVars other than the
 // visible-device ones), except what the user set. It is pure.
 func TorchrunPlan(p *Plan, t Torchrun) *Plan {

@@ -1,4 +1,4 @@
-package launch
+package plan
 
 import (
 	"errors"
@@ -250,30 +250,6 @@ func TestParseModes(t *testing.T) {
 	}
 	if _, err := ParseMemPolicy(""); err == nil || err.Error() != `mem policy: unknown policy "" (valid: bind, preferred, none)` {
 		t.Errorf("ParseMemPolicy(\"\") error %v", err)
-	}
-}
-
-func TestShimArgs(t *testing.T) {
-	sa, err := parseShimArgs([]string{"--cpus", "0-3,8", "--mems", "1", "--mempolicy", "preferred", "--", "python", "--", "x y"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(sa.cpus, []int{0, 1, 2, 3, 8}) || !reflect.DeepEqual(sa.mems, []int{1}) || sa.policy != MemPreferred ||
-		!reflect.DeepEqual(sa.argv, []string{"python", "--", "x y"}) {
-		t.Errorf("parsed %+v", sa)
-	}
-	for args, want := range map[string]string{
-		"--cpus 0-1":           "missing -- before the command",
-		"--cpus x -- w":        "--cpus: cpu list",
-		"--mempolicy hot -- w": `unknown policy "hot"`,
-		"--nice 3 -- w":        `unknown argument "--nice"`,
-		"--cpus 1 --":          "no command after --",
-		"--mems":               "--mems: missing value",
-	} {
-		_, err := parseShimArgs(strings.Fields(args))
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("parseShimArgs(%s) error %v, want %q", args, err, want)
-		}
 	}
 }
 
