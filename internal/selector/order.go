@@ -37,6 +37,11 @@ func (p *problem) ringOrder(vs []int, t int64) []int {
 	case len(vs) <= enumLimit:
 		return p.cycleAt(vs, t)
 	}
+	if c := p.knownRing(vs); c != nil && p.cycleBottleneck(c) >= t {
+		// from the set's lowest device
+		at := slices.Index(c, slices.Min(c))
+		return append(slices.Clone(c[at:]), c[:at]...)
+	}
 	if c := p.findCycle(vs, t); c != nil {
 		return c
 	}

@@ -43,6 +43,9 @@ type problem struct {
 	// evaluated remembers evalSet's answers by set: the naive set and
 	// the seeds are scored once though Select needs them twice.
 	evaluated map[bitset]evaluation
+	// rings holds rings found outside the ring search (noteRing), by
+	// their set: a lower bound of the set's ring and its order.
+	rings map[bitset][]int
 
 	// scratch for scoring sets of up to 16 devices
 	ham  []uint32

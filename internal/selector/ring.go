@@ -2,6 +2,7 @@ package selector
 
 import (
 	"math/bits"
+	"slices"
 )
 
 // ringRange is what is known of the best ring (Hamiltonian cycle) through
@@ -52,6 +53,11 @@ func (p *problem) ringSearch(g *classGraph, present, take, vs []int) ringRange {
 	// vals[0] is the set's weakest link: the graph is complete, so a ring
 	// over it exists.
 	lo, hi := 0, len(vals)-1
+	if c := p.knownRing(vs); c != nil {
+		// a ring in hand: its weakest link is reached
+		i, _ := slices.BinarySearch(vals, p.cycleBottleneck(c))
+		lo = min(i, hi)
+	}
 	firstNo := len(vals) // lowest index settled as unreachable
 	for lo < hi && !p.bud.spent() {
 		mid := (lo + hi + 1) / 2
@@ -284,4 +290,36 @@ func (s *posa) rotate(end int) bool {
 	}
 	s.reverseFrom(pick[s.rotations%len(pick)] + 1)
 	return true
+}
+
+// noteRing records the ring c (local indices in ring order, more than 16
+// devices) found outside the ring search, so that scoring its set
+// starts from its bottleneck and ordering the set can return it.
+func (p *problem) noteRing(c []int) {
+	if len(c) <= enumLimit {
+		return
+	}
+	if p.rings == nil {
+		p.rings = map[bitset][]int{}
+	}
+	p.rings[setOf(c)] = c
+}
+
+// knownRing is the ring noteRing recorded for the set vs, or nil.
+func (p *problem) knownRing(vs []int) []int {
+	if p.rings == nil {
+		return nil
+	}
+	return p.rings[setOf(vs)]
+}
+
+// cycleBottleneck is the weakest link of the ring c.
+func (p *problem) cycleBottleneck(c []int) int64 {
+	b := int64(-1)
+	for j, v := range c {
+		if w := p.bw[v*p.n+c[(j+1)%len(c)]]; b < 0 || w < b {
+			b = w
+		}
+	}
+	return b
 }

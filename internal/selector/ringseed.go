@@ -11,8 +11,8 @@ const seedSteps = 2000
 // ringSeed looks for a set of p.size candidates with a high ring: the
 // largest link value t (by binary search over the candidates' link
 // values at most ub) at which cycleOfLength finds a cycle of exactly
-// p.size devices over links >= t. It returns the set (sorted local
-// indices) or nil. The branch-and-bound classes of an all-distinct node
+// p.size devices over links >= t. It returns the ring (local indices
+// in ring order) or nil. The branch-and-bound classes of an all-distinct node
 // are single devices and its bound rarely prunes, so without this seed
 // the ring of a large set was the greedy one (issue 25: 1-13% below the
 // optimum on 32-256 all-distinct devices).
@@ -42,8 +42,8 @@ func (p *problem) ringSeed(ub int64) []int {
 // denseCycle looks for a ring of p.size candidates over links >= t in a
 // dense part of that graph: the largest connected part of its 2-core,
 // peeled down to p.size devices by removing the device with the fewest
-// links in what is left (the highest index of those), then findCycle.
-// nil proves nothing.
+// links in what is left (the highest index of those), then findCycle:
+// the ring in order, or nil, which proves nothing.
 func (p *problem) denseCycle(t int64) []int {
 	adj := p.thresholdGraph(t)
 	set := twoCore(adj, firstN(p.n))
@@ -70,11 +70,7 @@ func (p *problem) denseCycle(t int64) []int {
 		part.remove(worst)
 	}
 	p.bud.spend(1 + int64(p.n*p.n)/1024)
-	vs := part.list()
-	if p.findCycle(vs, t) == nil {
-		return nil
-	}
-	return vs
+	return p.findCycle(part.list(), t)
 }
 
 // ringTop bounds the ring of every set of p.size (3 or more)
@@ -166,8 +162,8 @@ func reach(adj []bitset, v int, set bitset) bitset {
 // >= t: inside each connected part of the 2-core, from each start device
 // (the cycle's lowest), a depth-first path search over higher devices
 // that prunes a path whose end cannot gather enough devices or get back
-// to the start in the steps left. It gives up after seedSteps steps; nil
-// proves nothing.
+// to the start in the steps left. It returns the ring in order, or nil
+// after seedSteps steps, which proves nothing.
 func (p *problem) cycleOfLength(t int64) []int {
 	adj := p.thresholdGraph(t)
 	core := twoCore(adj, firstN(p.n))
@@ -190,9 +186,7 @@ func (p *problem) cycleOfLength(t int64) []int {
 		c.free = part
 		c.free.remove(s)
 		if c.dfs() {
-			out := slices.Clone(c.path)
-			slices.Sort(out)
-			return out
+			return slices.Clone(c.path)
 		}
 		if c.steps > c.most {
 			return nil

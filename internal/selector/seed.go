@@ -7,7 +7,7 @@ import "slices"
 // that it prunes from the first node and, when the budget cuts it short,
 // the answer is a good set rather than the first one reached: for the
 // ring a greedy ring-minded set and a set found by a cycle search
-// (ringSeed), and a greedy set grown inside the best connected group.
+// (ringSeed) and raised by local search (improveRing), and a greedy set grown inside the best connected group.
 // Once the budget is spent none is offered.
 func (p *problem) seeds(b *classSearch) [][]int {
 	var out [][]int
@@ -24,6 +24,8 @@ func (p *problem) seeds(b *classSearch) [][]int {
 		// rings far cheaper).
 		if p.size >= 3 && len(b.cls) > p.n/2 {
 			if s := p.ringSeed(min(t, p.top)); s != nil {
+				s = p.raiseRing(s, p.bud.work+p.bud.left()/3)
+				p.noteRing(s)
 				out = append(out, s)
 			}
 		}
