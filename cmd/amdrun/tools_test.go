@@ -4,7 +4,7 @@ package main_test
 // binary runs testdata/fake/fake-tool linked as rocm-smi, amd-smi and
 // nvidia-smi first on PATH, replaying saved captures keyed by the exact
 // argv each source's Discover passes; and the KFD sysfs trees of
-// shared/fixtures/kfd read in place with --sysfs-root.
+// testdata/kfd (unpacked by testutil.KFD) read in place with --sysfs-root.
 
 import (
 	"encoding/json"

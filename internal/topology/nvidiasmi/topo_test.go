@@ -13,7 +13,8 @@ import (
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
-// public returns a real fixture from shared/fixtures/public.
+// public returns a real fixture from testdata/public (copied there with
+// its provenance in testdata/SOURCES.md).
 func public(t testing.TB, name string) []byte {
 	t.Helper()
 	return testutil.ReadFile(t, testutil.Public(t, name))
