@@ -167,10 +167,11 @@ func child(t *testing.T, mode, dir string, keys []string, env ...string) *exec.C
 }
 
 // startHolder starts a child in mode ("hold" or "ticket") and returns once
-// it says "ready". Closing stdin ends it; the cleanup kills it anyway.
-func startHolder(t *testing.T, mode, dir string, keys []string) (*exec.Cmd, io.WriteCloser) {
+// it says "ready", with env added to its environment. Closing stdin ends
+// it; the cleanup kills it anyway.
+func startHolder(t *testing.T, mode, dir string, keys []string, env ...string) (*exec.Cmd, io.WriteCloser) {
 	t.Helper()
-	cmd := child(t, mode, dir, keys)
+	cmd := child(t, mode, dir, keys, env...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

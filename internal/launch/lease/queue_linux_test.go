@@ -90,25 +90,7 @@ func runHandoff(d *Dir, keys []string) int {
 // "ready"; closing its stdin ends it, the cleanup kills it anyway.
 func startChild(t *testing.T, mode, dir string, env ...string) *exec.Cmd {
 	t.Helper()
-	cmd := child(t, mode, dir, nil, env...)
-	if _, err := cmd.StdinPipe(); err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if line != "ready\n" {
-		t.Fatalf("child %s: got %q, %v; want ready", mode, line, err)
-	}
+	cmd, _ := startHolder(t, mode, dir, nil, env...)
 	return cmd
 }
 
