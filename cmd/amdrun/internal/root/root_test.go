@@ -5,12 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdtest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
-	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
 	"github.com/amdrun/amdrun/internal/discover"
 	"github.com/amdrun/amdrun/internal/selector"
 	"github.com/amdrun/amdrun/internal/topology"
@@ -21,7 +21,7 @@ import (
 // (or fails the test when probe is false), with env and test streams.
 func testFactory(t *testing.T, probe bool, env ...string) (*cmdutil.Factory, *bytes.Buffer, *bytes.Buffer) {
 	t.Helper()
-	ios, _, out, errOut := iostreams.Test()
+	ios, _, out, errOut := cmdtest.Streams()
 	f := &cmdutil.Factory{
 		IOStreams: ios,
 		Version:   "1.2.3",
@@ -86,7 +86,7 @@ func TestExitCode(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, out, errOut := iostreams.Test()
+			ios, _, out, errOut := cmdtest.Streams()
 			f := &cmdutil.Factory{IOStreams: ios}
 			if got := exitCode(f, &cobra.Command{}, tt.err); got != tt.code {
 				t.Errorf("exitCode(%v) = %d, want %d", tt.err, got, tt.code)

@@ -3,12 +3,12 @@ package runcmd
 import (
 	"context"
 	"errors"
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdtest"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
-	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
 	"github.com/amdrun/amdrun/internal/launch"
 	"github.com/amdrun/amdrun/internal/launch/numabalance"
 	"github.com/amdrun/amdrun/internal/launch/plan"
@@ -33,7 +33,7 @@ func TestEnumFlagsDeclaredOnce(t *testing.T) {
 			return nil
 		},
 	}
-	ios, _, _, _ := iostreams.Test()
+	ios, _, _, _ := cmdtest.Streams()
 	cmd := NewCmdRun(&cmdutil.Factory{IOStreams: ios}, nil)
 	for e, parse := range parsers {
 		for _, v := range e.Values() {
@@ -84,7 +84,7 @@ func TestEnumFlagsDeclaredOnce(t *testing.T) {
 // enums do not know would give job's own wording instead).
 func TestEnumWordErrorsFromTheCommand(t *testing.T) {
 	for _, e := range enums {
-		ios, _, _, _ := iostreams.Test()
+		ios, _, _, _ := cmdtest.Streams()
 		f := &cmdutil.Factory{IOStreams: ios, Env: func() []string { return nil },
 			Warn: func(string, ...any) {}}
 		cmd := NewCmdRun(f, func(context.Context, *Options) error {

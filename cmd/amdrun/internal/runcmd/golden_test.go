@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdtest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
 	"github.com/amdrun/amdrun/internal/discover"
 	"github.com/amdrun/amdrun/internal/testutil"
 	"github.com/amdrun/amdrun/internal/topology"
@@ -63,7 +63,7 @@ func TestDryRunJSONGolden(t *testing.T) {
 			name := strings.TrimSuffix(tc.golden, ".json") + "." + form
 			t.Run(name, func(t *testing.T) {
 				f := newFactory(t, tc.env...)
-				ios, _, out, _ := iostreams.Test()
+				ios, _, out, _ := cmdtest.Streams()
 				f.IOStreams = ios
 				f.Topo.Bandwidth = "theoretical"
 				// Binding keeps to the CPUs amdrun may use (its affinity): CPUs
