@@ -407,9 +407,7 @@ func (o *Options) fromSlurm(ctx context.Context, changed func(string) bool) erro
 	if err := job.Launchable(); err != nil {
 		return err
 	}
-	s := slurm.Merge(slurm.Settings{NNodes: o.NNodes, NodeRank: o.NodeRank, MasterAddr: o.MasterAddr, MasterPort: o.MasterPort},
-		changed, job)
-	o.NNodes, o.NodeRank, o.MasterAddr, o.MasterPort = s.NNodes, s.NodeRank, s.MasterAddr, s.MasterPort
+	o.Settings = slurm.Merge(o.Settings, changed, job)
 	if o.NNodes > 1 && !changed("ngpus") && job.NodeGPUs > 0 {
 		o.NGPUs = job.NodeGPUs
 	}
