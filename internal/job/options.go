@@ -9,7 +9,10 @@
 // setting (Selection, Planning, Supervision). The command line binds its
 // flags into those fields; nothing copies them into another struct of
 // settings before the package that uses them (selector.Request,
-// reserve.Options, plan.Spec, launch.RunOptions).
+// reserve.Options, plan.Spec, plan.Torchrun, launch.RunOptions), and the
+// settings several stages read are one embedded plan.Settings
+// (docs/architecture.md lists where each setting lives;
+// internal/archtest checks it).
 //
 // The package also gives the launch command line its meaning, so that the
 // command only declares flags: Options.Resolve reads a CommandLine (the
