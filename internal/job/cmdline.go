@@ -63,11 +63,26 @@ func usageErrorf(format string, args ...any) error {
 // got another; the command's one declaration of the flag's words
 // (cmdutil.Enum) words the error.
 type WordError struct {
-	// Flag is the flag without "--"; Got the word given.
-	Flag, Got string
+	// Flag is the flag without "--"; Got the word given; Label names the
+	// flag as the user gave it ("--flag", or the PET_* variable it came
+	// from; "" means "--" + Flag).
+	Flag, Got, Label string
 }
 
-func (e *WordError) Error() string { return fmt.Sprintf("--%s: unknown value %q", e.Flag, e.Got) }
+func (e *WordError) Error() string { return fmt.Sprintf("%s: unknown value %q", e.Named(), e.Got) }
+
+// Named is the flag as the user gave it.
+func (e *WordError) Named() string {
+	if e.Label != "" {
+		return e.Label
+	}
+	return "--" + e.Flag
+}
+
+// wordError is the WordError of flag, named as l's user gave it.
+func (l *CommandLine) wordError(flag, got string) error {
+	return &WordError{Flag: flag, Got: got, Label: l.label(flag)}
+}
 
 // Resolve reads the command line l into o and refuses what cannot run,
 // in one line each (a *UsageError or *WordError, or the Slurm

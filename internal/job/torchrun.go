@@ -63,6 +63,15 @@ func PET(env []string) []PETSetting {
 	return out
 }
 
+// StartMethods are the words of torchrun's --start-method (which change
+// nothing under amdrun: ranks are programs).
+var StartMethods = []string{"spawn", "fork", "forkserver"}
+
+// ForwardedSignals and StopSignals are launch's lists of the signals
+// forwarded by default and of those that also stop the job, for the help
+// of --signals-to-handle.
+var ForwardedSignals, StopSignals = launch.ForwardedSignals, launch.StopSignals
+
 // noEffect says why a torchrun option that only torch's agent uses
 // changes nothing when amdrun starts the ranks itself.
 var noEffect = map[string]string{
@@ -100,8 +109,8 @@ func (o *Options) resolveTorchrun(l *CommandLine) error {
 			return usageErrorf("%s: want a number of seconds, got %q", label("monitor-interval"), l.Value("monitor-interval"))
 		}
 	}
-	if changed("start-method") && !slices.Contains([]string{"spawn", "fork", "forkserver"}, l.Value("start-method")) {
-		return usageErrorf("%s: want spawn, fork or forkserver, got %q", label("start-method"), l.Value("start-method"))
+	if changed("start-method") && !slices.Contains(StartMethods, l.Value("start-method")) {
+		return l.wordError("start-method", l.Value("start-method"))
 	}
 	if changed("shutdown-timeout") {
 		if changed("grace") {
@@ -158,7 +167,7 @@ func (o *Options) parseNUMABinding(l *CommandLine) error {
 		case "exclusive", "socket", "core-complex":
 			b = plan.BindMode(l.Value("numa-binding"))
 		default:
-			return usageErrorf("%s: want node, socket, exclusive or core-complex, got %q", label("numa-binding"), l.Value("numa-binding"))
+			return l.wordError("numa-binding", l.Value("numa-binding"))
 		}
 		if changed("bind") && o.Bind != b {
 			return usageErrorf("%s %s and --bind %s disagree: give one", label("numa-binding"), l.Value("numa-binding"), o.Bind)
@@ -190,7 +199,7 @@ func (o *Options) parseNProc(l *CommandLine) error {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 {
-		return usageErrorf("%s: want a number of ranks (at least 1), gpu, auto or cpu, got %q", label("nproc-per-node"), v)
+		return l.wordError("nproc-per-node", v) // a number of ranks or a word
 	}
 	if most, why := launch.RankLimit(); n > most {
 		return usageErrorf("%s %d: more ranks than this node can run: at most %d (%s)", label("nproc-per-node"), n, most, why)

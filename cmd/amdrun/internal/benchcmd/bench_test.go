@@ -3,12 +3,12 @@ package benchcmd_test
 import (
 	"context"
 	"errors"
-	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdtest"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/benchcmd"
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdtest"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
 	"github.com/amdrun/amdrun/internal/bench"
 	"github.com/amdrun/amdrun/internal/discover"

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdtest"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdtest"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/doctor"
 	"github.com/amdrun/amdrun/internal/discover"

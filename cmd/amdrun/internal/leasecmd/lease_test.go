@@ -2,13 +2,13 @@ package leasecmd_test
 
 import (
 	"context"
-	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdtest"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdtest"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/leasecmd"
 	"github.com/amdrun/amdrun/internal/discover"

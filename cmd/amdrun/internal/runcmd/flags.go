@@ -1,6 +1,7 @@
 package runcmd
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -21,7 +22,7 @@ import (
 func addDeviceFlags(cmd *cobra.Command, opts *Options) {
 	fl := cmd.Flags()
 	fl.IntVarP(&opts.NGPUs, "ngpus", "n", 0, "number of GPUs on this node, one rank each unless --nproc-per-node says otherwise (default and 0: every free device; in a multi-node Slurm step, the GPUs Slurm gave each node)")
-	fl.String("nproc-per-node", "", "ranks on this node: N, gpu (one per free device), auto (gpu, else one per CPU) or cpu (one per CPU, no GPU); with --ngpus, each rank gets ngpus/N devices (default: one rank per device)")
+	cmdutil.StringEnumFlag(cmd, new(string), nprocFlag, "", "ranks on this node: N, %s; with --ngpus, each rank gets ngpus/N devices (default: one rank per device)")
 	fl.String("devices", "", "only choose among these device indices, e.g. 0,2,4-7")
 	fl.String("exclude", "", "never choose these device indices, e.g. 3 or 0-1")
 	fl.BoolVar(&opts.AllowBusy, "allow-busy", false, "allow devices another process is using")
@@ -84,7 +85,8 @@ func addJobFlags(cmd *cobra.Command, opts *Options, leaseDir *string) {
 // --master-addr, --master-port, --max-restarts, --module, --no-python,
 // --log-dir, --local-ranks-filter and --rdzv-* are declared with the
 // rest).
-func addTorchrunFlags(fl *pflag.FlagSet, o *Options) {
+func addTorchrunFlags(cmd *cobra.Command, o *Options) {
+	fl := cmd.Flags()
 	fl.Bool("standalone", false, "one node, rendezvous on a free local port (amdrun's default; as torchrun)")
 	fl.StringVar(&o.Role, "role", "", "ROLE_NAME of the ranks (default \"default\")")
 	fl.Bool("virtual-local-rank", false, "every rank sees only its own devices and gets LOCAL_RANK=0")
@@ -92,10 +94,11 @@ func addTorchrunFlags(fl *pflag.FlagSet, o *Options) {
 	fl.StringP("redirects", "r", "", "streams of each rank written only to --log-dir: 0 none, 1 stdout, 2 stderr, 3 both, or per local rank, e.g. 0:3,1:0")
 	fl.StringP("tee", "t", "", "streams of each rank written to --log-dir and the console (values as --redirects)")
 	fl.Int("shutdown-timeout", 0, "seconds between SIGTERM and SIGKILL (torchrun's name for --grace)")
-	fl.String("numa-binding", "", "torchrun's binding: node (= --bind numa), socket, exclusive or core-complex (= --bind of that name)")
-	fl.String("signals-to-handle", "", "signals forwarded to the ranks, e.g. SIGTERM,SIGINT,SIGUSR1 (default SIGINT,SIGTERM,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2); INT, TERM, HUP and QUIT also stop the job")
+	cmdutil.StringEnumFlag(cmd, new(string), numaBindingFlag, "", "torchrun's binding: %s (the others = --bind of that name)")
+	fl.String("signals-to-handle", "", fmt.Sprintf("signals forwarded to the ranks, e.g. SIGTERM,SIGINT,SIGUSR1 (default %s); %s also stop the job",
+		strings.Join(job.ForwardedSignals, ","), cmdutil.JoinAnd(job.StopSignals)))
 	fl.String("monitor-interval", "", "accepted for torchrun: amdrun sees a rank exit at once, there is nothing to poll")
-	fl.String("start-method", "", "accepted for torchrun (spawn, fork or forkserver): ranks are programs, started the same way under each")
+	cmdutil.StringEnumFlag(cmd, new(string), startMethodFlag, "", "accepted for torchrun (%s): ranks are programs, started the same way under each")
 	fl.String("event-log-handler", "", "passed to torch's agent when it runs the job (amdrun records no torchelastic events)")
 	fl.String("local-addr", "", "passed to torch's agent when it runs the job (its rendezvous address of this node)")
 	fl.String("logs-specs", "", "passed to torch's agent when it runs the job (a torchrun.logs_specs entry point)")

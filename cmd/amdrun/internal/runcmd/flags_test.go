@@ -3,13 +3,13 @@ package runcmd_test
 import (
 	"context"
 	"errors"
-	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdtest"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdtest"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/runcmd"
 	"github.com/amdrun/amdrun/internal/discover"

@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"context"
 	"flag"
-	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdtest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdtest"
 	"github.com/amdrun/amdrun/internal/discover"
 	"github.com/amdrun/amdrun/internal/testutil"
 	"github.com/amdrun/amdrun/internal/topology"

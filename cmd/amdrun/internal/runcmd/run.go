@@ -131,7 +131,7 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 	addDeviceFlags(cmd, opts)
 	addRankFlags(cmd, opts)
 	addJobFlags(cmd, opts, &leaseDir)
-	addTorchrunFlags(fl, opts)
+	addTorchrunFlags(cmd, opts)
 	fl.SortFlags = false
 	registerCompletions(cmd)
 	return cmd
@@ -144,7 +144,7 @@ func usageError(err error) error {
 	var we *job.WordError
 	if errors.As(err, &we) {
 		if e := enums[we.Flag]; e != nil {
-			return e.Err(we.Got)
+			return e.ErrAs(we.Named(), we.Got)
 		}
 	}
 	var ue *job.UsageError

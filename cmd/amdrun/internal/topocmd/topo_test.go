@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdtest"
 	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdtest"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/topocmd"
 	"github.com/amdrun/amdrun/internal/discover"
