@@ -26,22 +26,19 @@ const (
 )
 
 // PolicyNames lists the names PolicyByName accepts, default first, in
-// the order of the Policy constants.
-var PolicyNames = []string{"tree", "ring"}
+// the order of the Policy constants (the names of the table policies).
+var PolicyNames = policyNames()
 
-// Name is the policy's name as PolicyByName accepts it ("tree", "ring"),
-// or "Policy(N)" for a value that is not a policy.
-func (p Policy) Name() string {
+// String is the policy's name as PolicyByName accepts it ("tree",
+// "ring"), or "Policy(N)" for a value that is not a policy.
+func (p Policy) String() string {
 	if p.valid() {
-		return PolicyNames[p]
+		return p.rules().name
 	}
 	return fmt.Sprintf("Policy(%d)", int(p))
 }
 
-// String is Name.
-func (p Policy) String() string { return p.Name() }
-
-func (p Policy) valid() bool { return p >= 0 && int(p) < len(PolicyNames) }
+func (p Policy) valid() bool { return p >= 0 && int(p) < len(policies) }
 
 // PolicyByName returns the policy called name ("tree" or "ring"; "" is
 // tree). Any other name gives an error wrapping ErrUnknownPolicy that
@@ -51,10 +48,11 @@ func PolicyByName(name string) (Policy, error) {
 	if s == "" {
 		return Tree, nil
 	}
-	if i := slices.Index(PolicyNames, s); i >= 0 {
+	names := policyNames()
+	if i := slices.Index(names, s); i >= 0 {
 		return Policy(i), nil
 	}
-	return Tree, fmt.Errorf("selector: %w %q (valid: %s)", ErrUnknownPolicy, name, strings.Join(PolicyNames, ", "))
+	return Tree, fmt.Errorf("selector: %w %q (valid: %s)", ErrUnknownPolicy, name, strings.Join(names, ", "))
 }
 
 // Score scores a set of devices of a finished model the way

@@ -286,14 +286,7 @@ func (p *problem) evalSet(vs []int) (k key, exact bool, ringUB int64) {
 	}
 	exact = true
 	if len(vs) >= 2 {
-		switch p.policy {
-		case Ring:
-			r := p.ringOf(vs)
-			k[kFirst], exact, ringUB = r.lo, r.exact(), r.hi
-			k[kCut] = p.minCut(vs)
-		default:
-			k[kFirst] = p.treeBottleneck(vs)
-		}
+		k[kFirst], k[kCut], exact, ringUB = p.policy.rules().eval(p, vs)
 		k[kTotal] = p.pairSum(p.bw, vs)
 		k[kLocality] = p.pairSum(p.loc, vs)
 	}

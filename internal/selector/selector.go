@@ -305,7 +305,7 @@ func (pp *Prepared) selectBy(req Request, p Policy, r rules) (*Choice, error) {
 	}
 	best := res.top[0]
 	ch := &Choice{
-		Policy:     p.Name(),
+		Policy:     p.String(),
 		Score:      pr.score(best.key),
 		Exact:      res.exact,
 		Considered: res.considered,
@@ -320,8 +320,8 @@ func (pp *Prepared) selectBy(req Request, p Policy, r rules) (*Choice, error) {
 	local := best.mask.list()
 	// What follows is not the search: it spends nothing of the budget.
 	pr.bud = unlimited()
-	if p == Ring && n >= 3 {
-		ch.Ring = pr.global(pr.ringOrder(local, best.key[kFirst]))
+	if ring, ok := p.rules().ring(pr, local, best.key[kFirst]); ok {
+		ch.Ring = pr.global(ring)
 	}
 	if req.Order == OrderLinks {
 		ch.Devices = pr.global(pr.pathOrder(local))
