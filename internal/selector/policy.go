@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-
-	"github.com/amdrun/amdrun/internal/topology"
 )
 
 // Policy says which bandwidth terms rank a set of devices first; the
@@ -53,43 +51,4 @@ func PolicyByName(name string) (Policy, error) {
 		return Policy(i), nil
 	}
 	return Tree, fmt.Errorf("selector: %w %q (valid: %s)", ErrUnknownPolicy, name, strings.Join(names, ", "))
-}
-
-// Score scores a set of devices of a finished model the way
-// Select(m, req, p) ranks it: its split is its bandwidth to req's other
-// candidates. Duplicates and out-of-range indices are ignored; an empty
-// set, a malformed request or more than MaxCandidates devices in all
-// score the empty Score.
-func (p Policy) Score(m *topology.Model, req Request, devices []int) Score {
-	if !p.valid() || m == nil {
-		return Score{}
-	}
-	chosen := map[int]bool{}
-	for _, d := range devices {
-		if d >= 0 && d < len(m.Devices) {
-			chosen[d] = true
-		}
-	}
-	cands, err := candidates(m, req)
-	if err != nil || len(chosen) == 0 {
-		return Score{}
-	}
-	all := slices.Clone(cands)
-	for d := range chosen {
-		if !slices.Contains(cands, d) {
-			all = append(all, d)
-		}
-	}
-	slices.Sort(all)
-	if len(all) > MaxCandidates {
-		return Score{}
-	}
-	var set []int
-	for i, d := range all {
-		if chosen[d] {
-			set = append(set, i)
-		}
-	}
-	pr := newProblem(m, all, p, len(set), rules{})
-	return pr.score(pr.evalList(set))
 }

@@ -74,10 +74,6 @@ func newScratch(n int) *scratch {
 		x: i64s[:n:n], y: i64s[n:], f: bools[:n:n], g: bools[n:], caps: make([]capped, n)}
 }
 
-func newProblem(m *topology.Model, cands []int, pol Policy, size int, r rules) *problem {
-	return Prepare(m).newProblem(cands, pol, size, r)
-}
-
 // newProblem copies the candidates' pairs out of the prepared matrices.
 func (pp *Prepared) newProblem(cands []int, pol Policy, size int, r rules) *problem {
 	m := pp.m
