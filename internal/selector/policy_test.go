@@ -216,6 +216,7 @@ var cutRule = policyRule{
 // terms. A search that ignored the row (ranking by the tree bottleneck,
 // or bounding the cut by another policy's rule) would miss it.
 func TestThirdPolicyIsOneRow(t *testing.T) {
+	// The table is the package's: no test here runs in parallel.
 	saved := policies
 	policies = append(slices.Clip(policies), cutRule)
 	defer func() { policies = saved }()
