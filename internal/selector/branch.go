@@ -123,9 +123,7 @@ func (s *pairSums) decide(c, t, sign, nc int) {
 }
 
 func (p *problem) branchAndBound(k int) result {
-	if p.policy == Ring && p.size >= 3 {
-		p.top = p.ringTop()
-	}
+	p.policy.rules().prepare(p)
 	b := p.searchOn(p.rootTables(), k)
 	b.offer(firstN(p.size).list()) // the naive set: the search has an answer
 	if k == 1 && b.rootSettled() {
@@ -486,32 +484,39 @@ func (b *classSearch) leaf() {
 	b.tieKey(&k)
 	present := b.presentClasses()
 	if b.size >= 2 {
-		if p.policy == Ring {
-			vs := b.setMask.list()
-			var rr ringRange
-			if len(vs) <= enumLimit {
-				rr = p.ringOf(vs)
-			} else {
-				rr = p.ringSearch(&b.classGraph, present, b.take, vs)
-			}
-			k[kFirst] = rr.lo
-			// The smallest weighted degree bounds the min cut: skip
-			// Stoer-Wagner when even that cannot enter the list.
-			k[kCut] = b.minDegree(present, b.take)
-			if !rr.exact() {
-				open := k
-				open[kFirst] = rr.hi
-				b.keepOpen(open)
-			}
-			if b.top.full() && !better(entry{key: k, mask: b.setMask}, b.top.worst()) {
-				return
-			}
-			k[kCut] = p.minCut(vs)
-		} else {
-			k[kFirst] = b.treeOf(present, b.take)
+		var ok bool
+		if k[kFirst], k[kCut], ok = p.policy.rules().leaf(b, present, k); !ok {
+			return
 		}
 	}
 	b.top.offer(entry{key: k, mask: b.setMask})
+}
+
+// ringLeaf is the ring policy's leaf: the ring and the min cut of the
+// set, unless the ring and the smallest degree show it cannot enter the
+// list.
+func (b *classSearch) ringLeaf(present []int, k key) (first, cut int64, ok bool) {
+	p := b.p
+	vs := b.setMask.list()
+	var rr ringRange
+	if len(vs) <= enumLimit {
+		rr = p.ringOf(vs)
+	} else {
+		rr = p.ringSearch(&b.classGraph, present, b.take, vs)
+	}
+	k[kFirst] = rr.lo
+	// The smallest weighted degree bounds the min cut: skip Stoer-Wagner
+	// when even that cannot enter the list.
+	k[kCut] = b.minDegree(present, b.take)
+	if !rr.exact() {
+		open := k
+		open[kFirst] = rr.hi
+		b.keepOpen(open)
+	}
+	if b.top.full() && !better(entry{key: k, mask: b.setMask}, b.top.worst()) {
+		return 0, 0, false
+	}
+	return rr.lo, p.minCut(vs), true
 }
 
 // offer scores a set found outside the search (a seed) in its canonical

@@ -5,9 +5,10 @@ import "slices"
 // seeds returns sets to offer, after the naive first devices (Select
 // reports their score anyway), before the branch-and-bound starts, so
 // that it prunes from the first node and, when the budget cuts it short,
-// the answer is a good set rather than the first one reached: for the
-// ring a greedy ring-minded set and a set found by a cycle search
-// (ringSeed) and raised by local search (improveRing), and a greedy set grown inside the best connected group.
+// the answer is a good set rather than the first one reached: the
+// policy's own (policyRule.seeds; for the ring a greedy ring-minded set and a set found by a cycle search
+// (ringSeed) and raised by local search (improveRing)), then a greedy set
+// grown inside the best connected group.
 // Once the budget is spent none is offered.
 func (p *problem) seeds(b *classSearch) [][]int {
 	var out [][]int
@@ -17,20 +18,27 @@ func (p *problem) seeds(b *classSearch) [][]int {
 	// The tree bottleneck's bound at the root is exact: some component
 	// over links >= t holds the set.
 	t, _ := b.bottleneckUB(0, p.size, len(b.levels)-1)
-	if p.policy == Ring {
-		out = append(out, p.greedy(&b.classGraph, 0, true))
-		// The cycle search is for nodes where few devices are
-		// interchangeable (the classes of a partitioned node settle its
-		// rings far cheaper).
-		if p.size >= 3 && len(b.cls) > p.n/2 {
-			if s := p.ringSeed(min(t, p.top)); s != nil {
-				s = p.raiseRing(s, p.bud.work+p.bud.left()/3)
-				p.noteRing(s)
-				out = append(out, s)
-			}
+	out = p.policy.rules().seeds(p, b, t)
+	return append(out, p.greedy(&b.classGraph, t, false))
+}
+
+// ringSeeds are the ring policy's seeds: a greedy ring-minded set and,
+// where few devices are interchangeable, a cycle search's raised by
+// local search.
+func (p *problem) ringSeeds(b *classSearch, t int64) [][]int {
+	out := make([][]int, 1, 3) // and the greedy set seeds appends
+	out[0] = p.greedy(&b.classGraph, 0, true)
+	// The cycle search is for nodes where few devices are
+	// interchangeable (the classes of a partitioned node settle its rings
+	// far cheaper).
+	if p.size >= 3 && len(b.cls) > p.n/2 {
+		if s := p.ringSeed(min(t, p.top)); s != nil {
+			s = p.raiseRing(s, p.bud.work+p.bud.left()/3)
+			p.noteRing(s)
+			out = append(out, s)
 		}
 	}
-	return append(out, p.greedy(&b.classGraph, t, false))
+	return out
 }
 
 // greedy grows a set of p.size devices one at a time. For the tree

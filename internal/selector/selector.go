@@ -60,27 +60,31 @@ const (
 	OrderLinks
 )
 
-// String returns the name ParseOrder accepts.
+// orderNames are the Orders' names, indexed by Order.
+var orderNames = [...]string{OrderIndex: "index", OrderLinks: "links"}
+
+// String returns the name ParseOrder accepts ("index", "links"), or
+// "Order(N)" for a value that is not an Order.
 func (o Order) String() string {
-	switch o {
-	case OrderIndex:
-		return "index"
-	case OrderLinks:
-		return "links"
+	if o >= 0 && int(o) < len(orderNames) {
+		return orderNames[o]
 	}
 	return fmt.Sprintf("Order(%d)", int(o))
 }
 
-// ParseOrder parses "index" or "links". Any other name gives an error
-// wrapping ErrUnknownOrder that lists the valid names.
+// ParseOrder parses an Order's name ("" is OrderIndex). Any other name
+// gives an error wrapping ErrUnknownOrder that lists the valid names.
 func ParseOrder(s string) (Order, error) {
-	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "index", "":
+	name := strings.ToLower(strings.TrimSpace(s))
+	if name == "" {
 		return OrderIndex, nil
-	case "links":
-		return OrderLinks, nil
 	}
-	return 0, fmt.Errorf("selector: %w %q (valid: index, links)", ErrUnknownOrder, s)
+	for o := range Order(len(orderNames)) {
+		if o.String() == name {
+			return o, nil
+		}
+	}
+	return 0, fmt.Errorf("selector: %w %q (valid: %s)", ErrUnknownOrder, s, strings.Join(orderNames[:], ", "))
 }
 
 // Request says what to select.
@@ -236,23 +240,13 @@ func joinReasons(m map[int]string) string {
 	return strings.Join(s, ", ")
 }
 
-// Select chooses N devices of m under policy p. It returns an error
-// wrapping ErrBadRequest for a malformed request (p not a Policy
-// constant among them, more than MaxCandidates candidates), a
+// Select chooses N devices of the prepared model under policy p. It
+// returns an error wrapping ErrBadRequest for a malformed request (p not
+// a Policy constant among them, more than MaxCandidates candidates), a
 // *NotEnoughError when fewer than N candidates exist, and otherwise the
 // best set, its runner-ups and the naive set.
-func Select(m *topology.Model, req Request, p Policy) (*Choice, error) {
-	return selectBy(m, req, p, rules{})
-}
-
-// Select is Select on the prepared model: the same answer, without
-// weighing the pairs again.
 func (pp *Prepared) Select(req Request, p Policy) (*Choice, error) {
 	return pp.selectBy(req, p, rules{})
-}
-
-func selectBy(m *topology.Model, req Request, p Policy, r rules) (*Choice, error) {
-	return Prepare(m).selectBy(req, p, r)
 }
 
 func (pp *Prepared) selectBy(req Request, p Policy, r rules) (*Choice, error) {
@@ -305,7 +299,7 @@ func (pp *Prepared) selectBy(req Request, p Policy, r rules) (*Choice, error) {
 	}
 	best := res.top[0]
 	ch := &Choice{
-		Policy:     p.Name(),
+		Policy:     p.String(),
 		Score:      pr.score(best.key),
 		Exact:      res.exact,
 		Considered: res.considered,
@@ -320,8 +314,8 @@ func (pp *Prepared) selectBy(req Request, p Policy, r rules) (*Choice, error) {
 	local := best.mask.list()
 	// What follows is not the search: it spends nothing of the budget.
 	pr.bud = unlimited()
-	if p == Ring && n >= 3 {
-		ch.Ring = pr.global(pr.ringOrder(local, best.key[kFirst]))
+	if ring, ok := p.rules().ring(pr, local, best.key[kFirst]); ok {
+		ch.Ring = pr.global(ring)
 	}
 	if req.Order == OrderLinks {
 		ch.Devices = pr.global(pr.pathOrder(local))
