@@ -72,6 +72,10 @@ var StartMethods = []string{"spawn", "fork", "forkserver"}
 // of --signals-to-handle.
 var ForwardedSignals, StopSignals = launch.ForwardedSignals, launch.StopSignals
 
+// StreamNames are launch's values of -r/--redirects and -t/--tee (the
+// index) and what each covers, for the flags' help and completion.
+var StreamNames = launch.StreamNames
+
 // noEffect says why a torchrun option that only torch's agent uses
 // changes nothing when amdrun starts the ranks itself.
 var noEffect = map[string]string{

@@ -1,6 +1,9 @@
 package runcmd
 
 import (
+	"fmt"
+	"strconv"
+
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
 	"github.com/amdrun/amdrun/internal/job"
 	"github.com/amdrun/amdrun/internal/selector"
@@ -58,11 +61,30 @@ func byName(es ...*cmdutil.Enum) map[string]*cmdutil.Enum {
 
 // completionOnly are the words completion offers for flags whose values
 // are not a closed set: any rendezvous backend torchrun has, a stream
-// number or a list of them per local rank (launch.ParseStreams reads it).
+// number or a list of them per local rank (launch.ParseStreams reads it,
+// and its numbers are job.StreamNames' indices).
 var completionOnly = map[string][]string{
 	"rdzv-backend": {"static", "c10d"},
-	"redirects":    {"0", "1", "2", "3"},
-	"tee":          {"0", "1", "2", "3"},
+	"redirects":    streamNumbers(),
+	"tee":          streamNumbers(),
+}
+
+// streamNumbers are the values of -r and -t: "0" ... "3".
+func streamNumbers() []string {
+	out := make([]string, len(job.StreamNames))
+	for v := range job.StreamNames {
+		out[v] = strconv.Itoa(v)
+	}
+	return out
+}
+
+// streamHelp is "0 (none), 1 (stdout), 2 (stderr) or 3 (both)".
+func streamHelp() string {
+	parts := make([]string, len(job.StreamNames))
+	for v, n := range job.StreamNames {
+		parts[v] = fmt.Sprintf("%d (%s)", v, n)
+	}
+	return cmdutil.JoinOr(parts)
 }
 
 func words(names ...string) []cmdutil.Word {

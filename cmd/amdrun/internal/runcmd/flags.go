@@ -91,7 +91,7 @@ func addTorchrunFlags(cmd *cobra.Command, o *Options) {
 	fl.StringVar(&o.Role, "role", "", "ROLE_NAME of the ranks (default \"default\")")
 	fl.Bool("virtual-local-rank", false, "every rank sees only its own devices and gets LOCAL_RANK=0")
 	fl.Bool("run-path", false, "run SCRIPT with the Python interpreter even with --no-python (as torchrun's runpy.run_path)")
-	fl.StringP("redirects", "r", "", "streams of each rank written only to --log-dir: 0 none, 1 stdout, 2 stderr, 3 both, or per local rank, e.g. 0:3,1:0")
+	fl.StringP("redirects", "r", "", "streams of each rank written only to --log-dir: "+streamHelp()+", or per local rank, e.g. 0:3,1:0")
 	fl.StringP("tee", "t", "", "streams of each rank written to --log-dir and the console (values as --redirects)")
 	fl.Int("shutdown-timeout", 0, "seconds between SIGTERM and SIGKILL (torchrun's name for --grace)")
 	cmdutil.StringEnumFlag(cmd, new(string), numaBindingFlag, "", "torchrun's binding: %s (the others = --bind of that name)")
