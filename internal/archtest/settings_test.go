@@ -153,6 +153,14 @@ func TestNoSettingInThreeStructs(t *testing.T) {
 			}
 		}
 	}
+	// The command line's text stays in its flags (CommandLine.Value): a
+	// field of raw text there would be a copy of another type, which the
+	// name-and-type check below cannot see.
+	for _, f := range decl["job.CommandLine"] {
+		if !slices.Contains([]string{"Changed", "Value", "PET"}, f.name) {
+			t.Errorf("job.CommandLine.%s %s: a flag's text is read through CommandLine.Value, not copied into a field", f.name, f.typ)
+		}
+	}
 	for f, ss := range copies(decl) {
 		t.Errorf("%s %s is declared in %d structs on a setting's path: %s (embed one struct, or let the later stage read the earlier one's)",
 			f.name, f.typ, len(ss), strings.Join(ss, ", "))
