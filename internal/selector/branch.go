@@ -507,9 +507,14 @@ func (b *classSearch) leaf() {
 				return
 			}
 			k[kCut] = p.minCut(vs)
-		} else {
-			k[kFirst] = b.treeOf(present, b.take)
+			e := entry{key: k, mask: b.setMask}
+			if !rr.exact() {
+				e.ringHi = rr.hi
+			}
+			b.top.offer(e)
+			return
 		}
+		k[kFirst] = b.treeOf(present, b.take)
 	}
 	b.top.offer(entry{key: k, mask: b.setMask})
 }
@@ -533,10 +538,12 @@ func (b *classSearch) offer(vs []int) {
 	}
 	list := mask.list()
 	k, exact, ub := b.p.evalSet(list)
+	e := entry{key: k, mask: mask}
 	if !exact {
 		open := k
 		open[kFirst] = ub
 		b.keepOpen(open)
+		e.ringHi = ub
 	}
-	b.top.offer(entry{key: k, mask: mask})
+	b.top.offer(e)
 }

@@ -24,7 +24,7 @@ func (p *problem) seeds(b *classSearch) [][]int {
 		// rings far cheaper).
 		if p.size >= 3 && len(b.cls) > p.n/2 {
 			if s := p.ringSeed(min(t, p.top)); s != nil {
-				s = p.raiseRing(s, p.bud.work+p.bud.left()/3)
+				s = p.raiseRing(s, p.bud.work+p.bud.left()/3, false)
 				p.noteRing(s)
 				out = append(out, s)
 			}

@@ -304,6 +304,12 @@ func (pp *Prepared) selectBy(req Request, p Policy, r rules) (*Choice, error) {
 		res.exact = false
 	}
 	best := res.top[0]
+	capped := res.capped
+	local := best.mask.list()
+	var ring []int
+	if p == Ring && n > enumLimit {
+		ring = pr.reportRing(&best, &res, local, int64(work)/ringSettle)
+	}
 	ch := &Choice{
 		Policy:     p.Name(),
 		Score:      pr.score(best.key),
@@ -312,16 +318,18 @@ func (pp *Prepared) selectBy(req Request, p Policy, r rules) (*Choice, error) {
 		Work:       int(pr.bud.work),
 	}
 	if !res.exact {
-		ch.CappedBy = res.capped
+		ch.CappedBy = capped
 	}
 	if !res.exact {
 		ch.GapTerm, ch.Bound, ch.Gap = pr.gap(best.key, res.bound)
 	}
-	local := best.mask.list()
 	// What follows is not the search: it spends nothing of the budget.
 	pr.bud = unlimited()
 	if p == Ring && n >= 3 {
-		ch.Ring = pr.global(pr.ringOrder(local, best.key[kFirst]))
+		if ring == nil {
+			ring = pr.ringOrder(local, best.key[kFirst])
+		}
+		ch.Ring = pr.global(ring)
 	}
 	if req.Order == OrderLinks {
 		ch.Devices = pr.global(pr.pathOrder(local))
@@ -333,6 +341,52 @@ func (pp *Prepared) selectBy(req Request, p Policy, r rules) (*Choice, error) {
 	}
 	ch.Naive = &Candidate{Devices: pr.global(naive), Score: pr.score(pr.evalList(naive))}
 	return ch, nil
+}
+
+// ringSettle: settling the chosen set's ring (reportRing) may spend
+// 1/ringSettle of Request.Work on top of what the search spent.
+const ringSettle = 10
+
+// reportRing settles the ring of the chosen set best (local, more than
+// 16 devices) with at most extra more work (a time cap that fired
+// stays), and returns the ring Select reports: the
+// best ring found for the set by any path (the seed, local search, the
+// ring search, settleRing). The key's ring becomes that ring's
+// bottleneck, so the score is the ring of a cycle Select returns. When
+// the set's ring stays unsettled, the bound of what is unsettled keeps
+// its upper bound, so Exact is false and the gap says by how much the
+// set itself may fall short; a ring proven without a cycle in hand that
+// none found (it does not happen on any input tested) scores what the
+// ring returned reaches, not proven.
+func (p *problem) reportRing(best *entry, res *result, local []int, extra int64) []int {
+	if p.bud.capped == CappedByWork {
+		p.bud.capped = ""
+	}
+	p.bud.limit = p.bud.work + extra
+	lo := best.key[kFirst]
+	hi := max(lo, best.ringHi)
+	if hi == lo {
+		// settled: the order finds the ring (outside the budget)
+		return nil
+	}
+	ring, rr := p.settleRing(local, lo, hi)
+	if rr.lo < lo {
+		// the search proved lo, but no ring at lo is in hand
+		if res.exact || res.bound.cmp(best.key) < 0 {
+			res.bound = best.key
+		}
+		res.exact = false
+	}
+	best.key[kFirst] = rr.lo
+	if !rr.exact() {
+		open := best.key
+		open[kFirst] = rr.hi
+		if res.exact || open.cmp(res.bound) > 0 {
+			res.bound = open
+		}
+		res.exact = false
+	}
+	return ring
 }
 
 // gap compares the chosen key with the bound of what is unsettled: the
