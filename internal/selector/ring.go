@@ -137,6 +137,12 @@ func (p *problem) ringUpper(vs []int, tree int64) int64 {
 // bandwidth t such that a cycle exists over links of at least t.
 func (p *problem) ringBottleneck(vs []int, ub int64) int64 {
 	p.vals = p.linkValues(p.vals[:0], vs, ub)
+	if c := p.knownRing(vs); c != nil {
+		// a ring in hand reaches its weakest link: only the values above
+		// it are tested (a test of 16 devices is 513 units)
+		i, _ := slices.BinarySearch(p.vals, p.cycleBottleneck(c))
+		p.vals = p.vals[min(i, len(p.vals)-1):]
+	}
 	return atLeastWeakest(p.vals, func(t int64) bool { return p.hamCycle(vs, t) })
 }
 
@@ -316,13 +322,10 @@ func (s *posa) rotate(end int) bool {
 	return true
 }
 
-// noteRing records the ring c (local indices in ring order, more than 16
-// devices) found outside the ring search, so that scoring its set
-// starts from its bottleneck and ordering the set can return it.
+// noteRing records the ring c (local indices in ring order, 3 or more
+// devices), so that scoring its set starts from its bottleneck and
+// ordering a set of more than 16 can return it.
 func (p *problem) noteRing(c []int) {
-	if len(c) <= enumLimit {
-		return
-	}
 	if p.rings == nil {
 		p.rings = map[bitset][]int{}
 	}

@@ -1,6 +1,9 @@
 package selector
 
-import "slices"
+import (
+	"cmp"
+	"slices"
+)
 
 // seeds returns sets to offer, after the naive first devices (Select
 // reports their score anyway), before the branch-and-bound starts, so
@@ -18,17 +21,24 @@ func (p *problem) seeds(b *classSearch) [][]int {
 	// over links >= t holds the set.
 	t, _ := b.bottleneckUB(0, p.size, len(b.levels)-1)
 	if p.policy == Ring {
-		out = append(out, p.greedy(&b.classGraph, 0, true))
 		// The cycle search is for nodes where few devices are
 		// interchangeable (the classes of a partitioned node settle its
 		// rings far cheaper).
 		if p.size >= 3 && len(b.cls) > p.n/2 {
-			if s := p.ringSeed(min(t, p.top)); s != nil {
-				s = p.raiseRing(s, p.bud.work+p.bud.left()/3, false)
-				p.noteRing(s)
-				out = append(out, s)
+			// each start raised with an equal share of a third of what is
+			// left (what one does not use, the next may)
+			rings := p.ringSeed(min(t, p.top))
+			end := p.bud.work + p.bud.left()/3
+			for i, s := range rings {
+				rings[i] = p.raiseRing(s, p.bud.work+max(0, end-p.bud.work)/int64(len(rings)-i), false)
+				p.noteRing(rings[i])
 			}
+			// the best ring first: its set scores cheapest once the
+			// budget is spent
+			slices.SortStableFunc(rings, func(a, b []int) int { return cmp.Compare(p.cycleBottleneck(b), p.cycleBottleneck(a)) })
+			out = append(out, rings...)
 		}
+		out = append(out, p.greedy(&b.classGraph, 0, true))
 	}
 	return append(out, p.greedy(&b.classGraph, t, false))
 }
