@@ -103,7 +103,10 @@ type Request struct {
 	Order Order
 	// Work bounds the work Select spends (see DefaultWork), for either
 	// policy; zero means DefaultWork. When it runs out Select returns the
-	// best set found, Choice.Exact false and Choice.CappedBy "work". The
+	// best set found, Choice.Exact false and Choice.CappedBy "work". A
+	// ring policy search over more than 16 candidates may then spend up
+	// to Work/10 more settling the chosen set's ring, and scoring one
+	// last seed whose ring is in hand may overrun by one min cut. The
 	// answer depends on the input and Work alone, never on the machine.
 	Work int
 	// Budget is a wall-clock safety cap; zero means DefaultBudget. The
@@ -125,7 +128,9 @@ type Choice struct {
 	// Score is the chosen set's score.
 	Score Score
 	// Ring is, for the ring policy, the devices in the order of the best
-	// ring found (nil for other policies and for N < 3).
+	// ring found (nil for other policies and for N < 3); the score's
+	// ring is its weakest link. When it is not proven the set's best,
+	// Exact is false and the gap is on the ring.
 	Ring []int
 	// Alternatives are the next best sets, best first, each sorted by
 	// index (their scores may equal Score). Beyond 16 candidates they are
