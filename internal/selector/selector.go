@@ -352,35 +352,34 @@ func (pp *Prepared) selectBy(req Request, p Policy, r rules) (*Choice, error) {
 // 1/ringSettle of Request.Work on top of what the search spent.
 const ringSettle = 10
 
-// reportRing settles the ring of the chosen set best (local, more than
-// 16 devices) with at most extra more work (a time cap that fired
-// stays), and returns the ring Select reports: the
-// best ring found for the set by any path (the seed, local search, the
-// ring search, settleRing). The key's ring becomes that ring's
-// bottleneck, so the score is the ring of a cycle Select returns. When
-// the set's ring stays unsettled, the bound of what is unsettled keeps
-// its upper bound, so Exact is false and the gap says by how much the
-// set itself may fall short; a ring proven without a cycle in hand that
-// none found (it does not happen on any input tested) scores what the
-// ring returned reaches, not proven.
+// reportRing returns the ring Select reports for the chosen set best
+// (local, more than 16 devices): the best ring found for it by any path
+// (a seed, local search, the ring search), settled with at most extra
+// more work when the search left it a range (settleRing; a time cap that
+// fired stays), or found by ringOrder (outside the budget) when the
+// search proved it. The key's ring becomes that ring's weakest link, so
+// the score is the ring of a cycle Select returns. Where the set's best
+// ring stays unproven, or was proven without a ring in hand that the
+// order then failed to find (no input tested does that), the bound of
+// what is unsettled takes the set's upper bound: Exact is false and the
+// gap, on the ring, says by how much the set itself may fall short.
 func (p *problem) reportRing(best *entry, res *result, local []int, extra int64) []int {
-	if p.bud.capped == CappedByWork {
-		p.bud.capped = ""
-	}
-	p.bud.limit = p.bud.work + extra
 	lo := best.key[kFirst]
-	hi := max(lo, best.ringHi)
-	if hi == lo {
-		// settled: the order finds the ring (outside the budget)
-		return nil
-	}
-	ring, rr := p.settleRing(local, lo, hi)
-	if rr.lo < lo {
-		// the search proved lo, but no ring at lo is in hand
-		if res.exact || res.bound.cmp(best.key) < 0 {
-			res.bound = best.key
+	var ring []int
+	var rr ringRange
+	if hi := max(lo, best.ringHi); hi > lo {
+		if p.bud.capped == CappedByWork {
+			p.bud.capped = ""
 		}
-		res.exact = false
+		p.bud.limit = p.bud.work + extra
+		ring, rr = p.settleRing(local, lo, hi)
+	} else {
+		bud := p.bud
+		p.bud = unlimited()
+		ring = p.ringOrder(local, lo)
+		p.bud = bud
+		b := p.cycleBottleneck(ring)
+		rr = ringRange{b, max(b, lo)}
 	}
 	best.key[kFirst] = rr.lo
 	if !rr.exact() {
