@@ -60,27 +60,31 @@ const (
 	OrderLinks
 )
 
-// String returns the name ParseOrder accepts.
+// orderNames are the Orders' names, indexed by Order.
+var orderNames = [...]string{OrderIndex: "index", OrderLinks: "links"}
+
+// String returns the name ParseOrder accepts ("index", "links"), or
+// "Order(N)" for a value that is not an Order.
 func (o Order) String() string {
-	switch o {
-	case OrderIndex:
-		return "index"
-	case OrderLinks:
-		return "links"
+	if o >= 0 && int(o) < len(orderNames) {
+		return orderNames[o]
 	}
 	return fmt.Sprintf("Order(%d)", int(o))
 }
 
-// ParseOrder parses "index" or "links". Any other name gives an error
-// wrapping ErrUnknownOrder that lists the valid names.
+// ParseOrder parses an Order's name ("" is OrderIndex). Any other name
+// gives an error wrapping ErrUnknownOrder that lists the valid names.
 func ParseOrder(s string) (Order, error) {
-	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "index", "":
+	name := strings.ToLower(strings.TrimSpace(s))
+	if name == "" {
 		return OrderIndex, nil
-	case "links":
-		return OrderLinks, nil
 	}
-	return 0, fmt.Errorf("selector: %w %q (valid: index, links)", ErrUnknownOrder, s)
+	for o := range Order(len(orderNames)) {
+		if o.String() == name {
+			return o, nil
+		}
+	}
+	return 0, fmt.Errorf("selector: %w %q (valid: %s)", ErrUnknownOrder, s, strings.Join(orderNames[:], ", "))
 }
 
 // Request says what to select.
@@ -241,23 +245,13 @@ func joinReasons(m map[int]string) string {
 	return strings.Join(s, ", ")
 }
 
-// Select chooses N devices of m under policy p. It returns an error
-// wrapping ErrBadRequest for a malformed request (p not a Policy
-// constant among them, more than MaxCandidates candidates), a
+// Select chooses N devices of the prepared model under policy p. It
+// returns an error wrapping ErrBadRequest for a malformed request (p not
+// a Policy constant among them, more than MaxCandidates candidates), a
 // *NotEnoughError when fewer than N candidates exist, and otherwise the
 // best set, its runner-ups and the naive set.
-func Select(m *topology.Model, req Request, p Policy) (*Choice, error) {
-	return selectBy(m, req, p, rules{})
-}
-
-// Select is Select on the prepared model: the same answer, without
-// weighing the pairs again.
 func (pp *Prepared) Select(req Request, p Policy) (*Choice, error) {
 	return pp.selectBy(req, p, rules{})
-}
-
-func selectBy(m *topology.Model, req Request, p Policy, r rules) (*Choice, error) {
-	return Prepare(m).selectBy(req, p, r)
 }
 
 func (pp *Prepared) selectBy(req Request, p Policy, r rules) (*Choice, error) {
@@ -311,12 +305,11 @@ func (pp *Prepared) selectBy(req Request, p Policy, r rules) (*Choice, error) {
 	best := res.top[0]
 	capped := res.capped
 	local := best.mask.list()
-	var ring []int
-	if p == Ring && n > enumLimit {
-		ring = pr.reportRing(&best, &res, local, int64(work)/ringSettle)
-	}
+	// the policy's ring of the chosen set (it may settle the set's
+	// ring, which the score and the gap then show)
+	ring, hasRing := p.rules().ring(pr, &best, &res, local, int64(work)/ringSettle)
 	ch := &Choice{
-		Policy:     p.Name(),
+		Policy:     p.String(),
 		Score:      pr.score(best.key),
 		Exact:      res.exact,
 		Considered: res.considered,
@@ -330,10 +323,7 @@ func (pp *Prepared) selectBy(req Request, p Policy, r rules) (*Choice, error) {
 	}
 	// What follows is not the search: it spends nothing of the budget.
 	pr.bud = unlimited()
-	if p == Ring && n >= 3 {
-		if ring == nil {
-			ring = pr.ringOrder(local, best.key[kFirst])
-		}
+	if hasRing {
 		ch.Ring = pr.global(ring)
 	}
 	if req.Order == OrderLinks {
@@ -348,12 +338,13 @@ func (pp *Prepared) selectBy(req Request, p Policy, r rules) (*Choice, error) {
 	return ch, nil
 }
 
-// ringSettle: settling the chosen set's ring (reportRing) may spend
-// 1/ringSettle of Request.Work on top of what the search spent.
+// ringSettle: settling the chosen set's ring (reportRing, the ring
+// policy's policyRule.ring) may spend 1/ringSettle of Request.Work on
+// top of what the search spent.
 const ringSettle = 10
 
 // reportRing returns the ring Select reports for the chosen set best
-// (local, more than 16 devices): the best ring found for it by any path
+// (local, 3 or more devices): the best ring found for it by any path
 // (a seed, local search, the ring search), settled with at most extra
 // more work when the search left it a range (settleRing; a time cap that
 // fired stays), or found by ringOrder (outside the budget) when the
