@@ -6,10 +6,13 @@ import "math/bits"
 // subsets (C(16,8) = 12,870 sets).
 const enumLimit = 16
 
-// entry is a scored set of local indices.
+// entry is a scored set of local indices. ringHi, for the ring policy,
+// bounds the set's ring when its search left it unsettled (above
+// key[kFirst]); 0 when the ring is exact.
 type entry struct {
-	key  key
-	mask bitset
+	key    key
+	mask   bitset
+	ringHi int64
 }
 
 // better ranks a above b: higher key, then the lexicographically smaller

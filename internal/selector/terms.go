@@ -78,9 +78,12 @@ type policyRule struct {
 	// branch-and-bound starts, before the greedy set every policy offers;
 	// t is the root's bound of the tree bottleneck (problem.seeds).
 	seeds func(p *problem, b *classSearch, t int64) [][]int
-	// ring orders the chosen set vs, of first term first, along its ring
-	// for Choice.Ring; ok false when the policy has no ring for it.
-	ring func(p *problem, vs []int, first int64) (order []int, ok bool)
+	// ring orders the chosen set vs, the entry best of the search's
+	// result res, along its ring for Choice.Ring; ok false when the
+	// policy has no ring for it. It may spend up to extra more work
+	// settling the set's ring and then updates best's key and res's
+	// exactness and bound to what it found (reportRing).
+	ring func(p *problem, best *entry, res *result, vs []int, extra int64) (order []int, ok bool)
 }
 
 // policies are the policies, indexed by Policy, default first. Its names
@@ -102,7 +105,7 @@ var policies = []policyRule{
 		bound:   func(_ *classSearch, _, _ int, first, _ int64) (int64, int64) { return first, 0 },
 		prepare: func(*problem) {},
 		seeds:   func(*problem, *classSearch, int64) [][]int { return nil },
-		ring:    func(*problem, []int, int64) ([]int, bool) { return nil, false },
+		ring:    func(*problem, *entry, *result, []int, int64) ([]int, bool) { return nil, false },
 	},
 	Ring: {
 		name: "ring",
@@ -121,11 +124,11 @@ var policies = []policyRule{
 			}
 		},
 		seeds: (*problem).ringSeeds,
-		ring: func(p *problem, vs []int, first int64) ([]int, bool) {
+		ring: func(p *problem, best *entry, res *result, vs []int, extra int64) ([]int, bool) {
 			if p.size < 3 {
 				return nil, false
 			}
-			return p.ringOrder(vs, first), true
+			return p.reportRing(best, res, vs, extra), true
 		},
 	},
 }
