@@ -22,10 +22,12 @@ var overLong = map[string]struct {
 	lines int
 	why   string
 }{
-	// internal/selector is split on its own branch (issue 21: its ring
-	// search merged after the audit); remove these when it lands.
+	// internal/selector is worked on by its own branches (issue 21, issue
+	// 25's ring search), which this audit does not touch: these three grew
+	// past maxLines there. Remove each once it is split.
 	"internal/selector/ringlocal.go:improveRing": {85, "internal/selector's branch splits it"},
-	"internal/selector/ringlocal.go:liftWalk":    {83, "internal/selector's branch splits it"},
+	"internal/selector/ringlocal.go:liftWalk":    {85, "internal/selector's branch splits it"},
+	"internal/selector/selector.go:selectBy":     {83, "internal/selector's branch splits it"},
 }
 
 // moduleRoot is the repository root, two levels above this package.
