@@ -36,7 +36,14 @@ func (m *Model) Locality(a, b int) Locality {
 	if l == nil {
 		return LocalitySYS
 	}
-	da, db := &m.Devices[a], &m.Devices[b]
+	return m.LinkLocality(l)
+}
+
+// LinkLocality is Locality(l.A, l.B) for one of m's links, without
+// looking the pair up (the selector weighs every pair of a node from its
+// links).
+func (m *Model) LinkLocality(l *Link) Locality {
+	da, db := &m.Devices[l.A], &m.Devices[l.B]
 	switch {
 	case da.Package != "" && da.Package == db.Package:
 		return LocalityPackage
