@@ -178,7 +178,12 @@ func Prepare(m *topology.Model) *Prepared {
 	pp.nd = nd
 	mats := make([]int64, 2*nn+nd)
 	pp.bw, pp.loc, pp.deg = mats[:nn:nn], mats[nn:2*nn:2*nn], mats[2*nn:]
-	levels := measuredLevels(m)
+	// the devices' packages and hives as small ids, -1 for none, so that
+	// a pair compares two ints where Model.LinkLocality compares strings
+	ids := make([]int, 2*nd)
+	pkg, hive := ids[:nd:nd], ids[nd:]
+	intern(pkg, m.Devices, func(d *topology.Device) string { return d.Package })
+	intern(hive, m.Devices, func(d *topology.Device) string { return d.Hive })
 	// A pair without a link has bandwidth 0 and locality SYS, as
 	// Model.BW and Model.Locality say.
 	if sys := int64(topology.LocalitySYS); sys != 0 {
@@ -193,6 +198,7 @@ func Prepare(m *topology.Model) *Prepared {
 	}
 	// A finished model has one link a pair; were there two, the later
 	// one would win here as it does in Model.Link's index.
+	measured := false
 	for li := range m.Links {
 		l := &m.Links[li]
 		a, b := l.A, l.B
@@ -200,12 +206,21 @@ func Prepare(m *topology.Model) *Prepared {
 			continue
 		}
 		w := m.LinkBW(l) // host-staged for a pair without peer-to-peer access
-		if l.Measured && levels != nil {
-			w = levels[l.MaxBandwidth]
-		}
+		measured = measured || l.Measured
 		pp.bw[a*nd+b], pp.bw[b*nd+a] = w, w
-		lc := int64(m.LinkLocality(l))
+		lc := int64(l.Locality(pkg[a] >= 0 && pkg[a] == pkg[b], hive[a] >= 0 && hive[a] == hive[b]))
 		pp.loc[a*nd+b], pp.loc[b*nd+a] = lc, lc
+	}
+	if measured {
+		// measured figures count as their levels
+		levels := measuredLevels(m)
+		for li := range m.Links {
+			l := &m.Links[li]
+			a, b := l.A, l.B
+			if l.Measured && a >= 0 && b >= 0 && a < nd && b < nd && a != b {
+				pp.bw[a*nd+b], pp.bw[b*nd+a] = levels[l.MaxBandwidth], levels[l.MaxBandwidth]
+			}
+		}
 	}
 	for i := range pp.deg {
 		var d int64
@@ -216,6 +231,48 @@ func Prepare(m *topology.Model) *Prepared {
 	}
 	pp.group = linkGroups(pp.bw, pp.loc, nd)
 	return pp
+}
+
+// intern sets id[i] to a small id of key(&devs[i]), the same for the
+// same string, -1 for "". Devices of one package or hive mostly follow
+// one another, so the previous device's key is tried first; the first
+// few distinct keys are looked up in a list on the stack, the rest in a
+// map.
+func intern(id []int, devs []topology.Device, key func(*topology.Device) string) {
+	var few [16]string
+	var many map[string]int
+	n := 0 // distinct keys so far
+	prev := ""
+	for i := range devs {
+		k := key(&devs[i])
+		switch {
+		case k == "":
+			id[i] = -1
+		case i > 0 && k == prev:
+			id[i] = id[i-1]
+		default:
+			v := slices.Index(few[:min(n, len(few))], k)
+			if v < 0 && many != nil {
+				if w, ok := many[k]; ok {
+					v = w
+				}
+			}
+			if v < 0 {
+				v = n
+				if n < len(few) {
+					few[n] = k
+				} else {
+					if many == nil {
+						many = map[string]int{}
+					}
+					many[k] = n
+				}
+				n++
+			}
+			id[i] = v
+		}
+		prev = k
+	}
 }
 
 // linkGroups gives each of the n devices the lowest device whose links

@@ -44,10 +44,18 @@ func (m *Model) Locality(a, b int) Locality {
 // links).
 func (m *Model) LinkLocality(l *Link) Locality {
 	da, db := &m.Devices[l.A], &m.Devices[l.B]
+	return l.Locality(da.Package != "" && da.Package == db.Package, da.Hive != "" && da.Hive == db.Hive)
+}
+
+// Locality is the locality of link l between two devices that do or do
+// not share a package (the same known Device.Package) and a hive (the
+// same known Device.Hive): Model.Locality for a caller that compares
+// those once a device rather than once a pair.
+func (l *Link) Locality(samePackage, sameHive bool) Locality {
 	switch {
-	case da.Package != "" && da.Package == db.Package:
+	case samePackage:
 		return LocalityPackage
-	case l.Type != LinkPCIe && da.Hive != "" && da.Hive == db.Hive:
+	case l.Type != LinkPCIe && sameHive:
 		return LocalityHive
 	case l.Type != LinkPCIe:
 		return LocalityFabric
