@@ -69,9 +69,15 @@ type scratch struct {
 }
 
 func newScratch(n int) *scratch {
-	ints, i64s, bools := make([]int, 4*n), make([]int64, 2*n), make([]bool, 2*n)
-	return &scratch{a: ints[:n:n], b: ints[n : 2*n : 2*n], c: ints[2*n : 3*n : 3*n], d: ints[3*n:],
-		x: i64s[:n:n], y: i64s[n:], f: bools[:n:n], g: bools[n:], caps: make([]capped, n)}
+	return scratchIn(make([]int, 4*n), make([]int64, 2*n), n)
+}
+
+// scratchIn is a scratch for n candidates in the first 4n ints and 2n
+// int64s given.
+func scratchIn(ints []int, i64s []int64, n int) *scratch {
+	bools := make([]bool, 2*n)
+	return &scratch{a: ints[:n:n], b: ints[n : 2*n : 2*n], c: ints[2*n : 3*n : 3*n], d: ints[3*n : 4*n : 4*n],
+		x: i64s[:n:n], y: i64s[n : 2*n : 2*n], f: bools[:n:n], g: bools[n:], caps: make([]capped, n)}
 }
 
 func newProblem(m *topology.Model, cands []int, pol Policy, size int, r rules) *problem {
@@ -82,8 +88,11 @@ func newProblem(m *topology.Model, cands []int, pol Policy, size int, r rules) *
 func (pp *Prepared) newProblem(cands []int, pol Policy, size int, r rules) *problem {
 	m := pp.m
 	n := len(cands)
-	p := &problem{policy: pol, rules: r, n: n, size: size, idx: cands, numa: make([]int, n), load: make([]int64, n), prep: pp,
-		bud: unlimited(), scr: newScratch(n), ties: defaultTies[:]}
+	// the problem's per-candidate slices and its scratch, in one
+	// allocation of each type
+	ints, i64s := make([]int, 5*n), make([]int64, 3*n)
+	p := &problem{policy: pol, rules: r, n: n, size: size, idx: cands, numa: ints[4*n:], load: i64s[2*n:], prep: pp,
+		bud: unlimited(), scr: scratchIn(ints, i64s, n), ties: defaultTies[:]}
 	if r.ties != nil {
 		p.ties = r.ties[:min(len(r.ties), len(defaultTies))]
 	}
