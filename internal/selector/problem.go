@@ -311,15 +311,15 @@ func linkGroups(bw, loc []int64, n int) []int {
 }
 
 // sameLinks says r and v have the same link and locality to every third
-// device.
+// device: their rows are equal but at r and v.
 func sameLinks(bw, loc []int64, n, r, v int) bool {
-	rr, rv := r*n, v*n
-	for u := 0; u < n; u++ {
-		if u != r && u != v && (bw[rr+u] != bw[rv+u] || loc[rr+u] != loc[rv+u]) {
-			return false
-		}
-	}
-	return true
+	lo, hi := min(r, v), max(r, v)
+	return equalBut(bw[r*n:r*n+n], bw[v*n:v*n+n], lo, hi) && equalBut(loc[r*n:r*n+n], loc[v*n:v*n+n], lo, hi)
+}
+
+// equalBut says x and y (of one length) are equal but at lo < hi.
+func equalBut(x, y []int64, lo, hi int) bool {
+	return slices.Equal(x[:lo], y[:lo]) && slices.Equal(x[lo+1:hi], y[lo+1:hi]) && slices.Equal(x[hi+1:], y[hi+1:])
 }
 
 // loadOf is the device's utilisation plus memory use, in hundredths of a

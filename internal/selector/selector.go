@@ -372,10 +372,13 @@ func candidates(m *topology.Model, req Request) ([]int, error) {
 	if req.Order != OrderIndex && req.Order != OrderLinks {
 		return nil, fmt.Errorf("selector: %w: unknown order %d", ErrBadRequest, int(req.Order))
 	}
-	allowed := allowedSet(m, req)
+	var allowed []bool // nil: every device (no Devices, no Exclude)
+	if req.Devices != nil || len(req.Exclude) > 0 {
+		allowed = allowedSet(m, req)
+	}
 	out := make([]int, 0, len(m.Devices))
 	for i := range m.Devices {
-		if !allowed[i] {
+		if allowed != nil && !allowed[i] {
 			continue
 		}
 		if _, held := req.Held[i]; held {
