@@ -255,3 +255,22 @@ func TestPrepareWeighsAsTheModel(t *testing.T) {
 		}
 	}
 }
+
+// insertCopies is k insertSorted calls in one move.
+func TestInsertCopiesIsRepeatedInsert(t *testing.T) {
+	r := rand.New(rand.NewPCG(25, 6))
+	for range 200 {
+		var want []int64
+		got := make([]int64, 0, 4) // grows past its capacity too
+		for range 1 + r.IntN(8) {
+			x, k := int64(r.IntN(5)), r.IntN(4)
+			for range k {
+				want = insertSorted(want, x)
+			}
+			got = insertCopies(got, x, k)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("insertCopies %v, repeated insertSorted %v", got, want)
+		}
+	}
+}
