@@ -135,7 +135,8 @@ else
 	build "$B"
 fi
 
-raw="$W/raw.txt"
+raw="${RAW:-$W/raw.txt}" # RAW is written as the rounds go: a cut-short run keeps its lines
+: > "$raw"
 # plugin BENCH PATTERN ITERATIONS WHO / amdrun PATTERN ITERATIONS: one
 # binary's run appended to raw.txt
 plugin() {
@@ -159,5 +160,4 @@ for round in $(seq "$ROUNDS"); do
 	plugin BenchmarkPlugin 'Plugin$/cpx-63/N=(56|62)' 1x plugin
 	plugin BenchmarkPluginCold 'PluginCold/cpx-63/N=(56|62)' 1x plugin-cold
 done
-if [ -n "${RAW:-}" ]; then cp "$raw" "$RAW"; fi
 table "$raw" "$(nproc) CPUs; load average at the start $start_load, at the end $(load); $(head -2 "$B/BUILD" 2>/dev/null | tr '\n' ';')"
