@@ -16,18 +16,22 @@ func (b *classSearch) upper(c, r, lvl int) (key, int) {
 	if b.size >= 2 {
 		u[kFirst], lvl = b.bottleneckUB(c, r, lvl)
 		u[kTotal] = b.pairSumUB(&b.total, c, r)
-		if b.p.policy == Ring {
-			if b.size >= 3 && b.p.top > 0 {
-				u[kFirst] = min(u[kFirst], b.p.top)
-			}
-			// The min cut is at most the smallest degree, which is at
-			// most the mean degree, 2 total / size.
-			u[kCut] = min(b.degreeUB(c, r), 2*u[kTotal]/int64(b.size))
-		}
+		u[kFirst], u[kCut] = b.p.policy.rules().bound(b, c, r, u[kFirst], u[kTotal])
 		u[kLocality] = b.pairSumUB(&b.locality, c, r)
 	}
 	b.tieBounds(&u, c, r)
 	return u, lvl
+}
+
+// ringBound is the ring policy's bound of first (the tree bottleneck's
+// bound, and ringTop's) and of the min cut.
+func (b *classSearch) ringBound(c, r int, first, total int64) (int64, int64) {
+	if b.size >= 3 && b.p.top > 0 {
+		first = min(first, b.p.top)
+	}
+	// The min cut is at most the smallest degree, which is at most the
+	// mean degree, 2 total / size.
+	return first, min(b.degreeUB(c, r), 2*total/int64(b.size))
 }
 
 // numaLB is the fewest NUMA nodes a set of the subtree can span: those
