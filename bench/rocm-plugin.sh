@@ -126,6 +126,7 @@ if [ -n "${BUILD_ONLY:-}" ]; then
 	exit 0
 fi
 if [ -n "${BINS:-}" ]; then
+	[ -d "$BINS" ] || { echo "rocm-plugin.sh: BINS=$BINS is not a directory (make one with BUILD_ONLY=DIR)" >&2; exit 2; }
 	B=$(cd "$BINS" && pwd)
 	for f in plugin.test selector.test plugin/testdata amdrun/go.mod amdrun/testdata/kfd; do
 		[ -e "$B/$f" ] || { echo "rocm-plugin.sh: $B/$f missing (make DIR with BUILD_ONLY=DIR)" >&2; exit 2; }
