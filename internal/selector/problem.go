@@ -38,6 +38,7 @@ type problem struct {
 	group  []int     // Prepared.group when every device is a candidate, else nil
 	prep   *Prepared // where the problem came from
 	bud    *budget   // the work Select may still spend
+	own    budget    // where bud points unless a caller swaps it (no allocation a call)
 	scr    *scratch
 
 	// evaluated remembers evalSet's answers by set: the naive set and
@@ -88,7 +89,8 @@ func (pp *Prepared) newProblem(cands []int, pol Policy, size int, r rules) *prob
 	// allocation of each type
 	ints, i64s := make([]int, 5*n), make([]int64, 3*n)
 	p := &problem{policy: pol, rules: r, n: n, size: size, idx: cands, numa: ints[4*n:], load: i64s[2*n:], prep: pp,
-		bud: unlimited(), scr: scratchIn(ints, i64s, n), ties: defaultTies[:]}
+		own: budget{limit: unlimitedWork}, scr: scratchIn(ints, i64s, n), ties: defaultTies[:]}
+	p.bud = &p.own
 	if r.ties != nil {
 		p.ties = r.ties[:min(len(r.ties), len(defaultTies))]
 	}
