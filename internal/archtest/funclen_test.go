@@ -27,7 +27,6 @@ var overLong = map[string]struct {
 	// past maxLines there. Remove each once it is split.
 	"internal/selector/ringlocal.go:improveRing": {85, "internal/selector's branch splits it"},
 	"internal/selector/ringlocal.go:liftWalk":    {85, "internal/selector's branch splits it"},
-	"internal/selector/selector.go:selectBy":     {83, "internal/selector's branch splits it"},
 }
 
 // moduleRoot is the repository root, two levels above this package.

@@ -256,42 +256,11 @@ func (pp *Prepared) Select(req Request, p Policy) (*Choice, error) {
 
 func (pp *Prepared) selectBy(req Request, p Policy, r rules) (*Choice, error) {
 	start := time.Now()
-	m := pp.m
-	if !p.valid() {
-		return nil, fmt.Errorf("selector: %w: unknown policy %d", ErrBadRequest, int(p))
-	}
-	if m == nil || len(m.Devices) == 0 {
-		return nil, fmt.Errorf("selector: %w: empty topology", ErrBadRequest)
-	}
-	cands, err := candidates(m, req)
+	cands, n, err := pp.checkRequest(req, p)
 	if err != nil {
 		return nil, err
 	}
-	n := req.N
-	if n == 0 {
-		n = len(cands)
-	}
-	if n == 0 || n > len(cands) {
-		return nil, notEnough(m, req, n, cands)
-	}
-	if len(cands) > MaxCandidates {
-		return nil, fmt.Errorf("selector: %w: %d candidate devices, at most %d supported (narrow them with --devices or --exclude)", ErrBadRequest, len(cands), MaxCandidates)
-	}
-	k := req.Alternatives
-	if k == 0 {
-		k = DefaultAlternatives
-	}
-	if k < 0 {
-		k = 0
-	}
-	limit := req.Budget
-	if limit <= 0 {
-		limit = DefaultBudget
-	}
-	work := req.Work
-	if work <= 0 {
-		work = DefaultWork
-	}
+	k, limit, work := searchLimits(req)
 	pr := pp.newProblem(cands, p, n, r)
 	pr.own = budget{limit: int64(work), deadline: start.Add(limit)}
 	pr.bud = &pr.own
@@ -303,23 +272,73 @@ func (pp *Prepared) selectBy(req Request, p Policy, r rules) (*Choice, error) {
 		res.top = []entry{{key: pr.evalList(naive), mask: firstN(n)}}
 		res.exact = false
 	}
+	return pr.choice(req, &res, naive, work), nil
+}
+
+// checkRequest refuses a malformed request and returns the candidates
+// and the number of devices wanted (every candidate for N=0).
+func (pp *Prepared) checkRequest(req Request, p Policy) ([]int, int, error) {
+	m := pp.m
+	if !p.valid() {
+		return nil, 0, fmt.Errorf("selector: %w: unknown policy %d", ErrBadRequest, int(p))
+	}
+	if m == nil || len(m.Devices) == 0 {
+		return nil, 0, fmt.Errorf("selector: %w: empty topology", ErrBadRequest)
+	}
+	cands, err := candidates(m, req)
+	if err != nil {
+		return nil, 0, err
+	}
+	n := req.N
+	if n == 0 {
+		n = len(cands)
+	}
+	if n == 0 || n > len(cands) {
+		return nil, 0, notEnough(m, req, n, cands)
+	}
+	if len(cands) > MaxCandidates {
+		return nil, 0, fmt.Errorf("selector: %w: %d candidate devices, at most %d supported (narrow them with --devices or --exclude)", ErrBadRequest, len(cands), MaxCandidates)
+	}
+	return cands, n, nil
+}
+
+// searchLimits are the request's runner-ups, time cap and work budget,
+// each its default where the request leaves it zero.
+func searchLimits(req Request) (k int, limit time.Duration, work int) {
+	k = req.Alternatives
+	if k == 0 {
+		k = DefaultAlternatives
+	}
+	k = max(k, 0)
+	limit = req.Budget
+	if limit <= 0 {
+		limit = DefaultBudget
+	}
+	work = req.Work
+	if work <= 0 {
+		work = DefaultWork
+	}
+	return k, limit, work
+}
+
+// choice is the search's result as Select returns it: the best set (its
+// ring settled by the policy), the score, exactness and gap, the
+// runner-ups and the naive set.
+func (pr *problem) choice(req Request, res *result, naive []int, work int) *Choice {
 	best := res.top[0]
-	capped := res.capped
 	local := best.mask.list()
 	// the policy's ring of the chosen set (it may settle the set's
 	// ring, which the score and the gap then show)
-	ring, hasRing := p.rules().ring(pr, &best, &res, local, int64(work)/ringSettle)
+	ring, hasRing := pr.policy.rules().ring(pr, &best, res, local, int64(work)/ringSettle)
 	ch := &Choice{
-		Policy:     p.String(),
+		Policy:     pr.policy.String(),
 		Score:      pr.score(best.key),
 		Exact:      res.exact,
 		Considered: res.considered,
 		Work:       int(pr.bud.work),
 	}
 	if !res.exact {
-		ch.CappedBy = capped
-	}
-	if !res.exact {
+		ch.CappedBy = res.capped
 		ch.GapTerm, ch.Bound, ch.Gap = pr.gap(best.key, res.bound)
 	}
 	// What follows is not the search: it spends nothing of the budget.
@@ -337,7 +356,7 @@ func (pp *Prepared) selectBy(req Request, p Policy, r rules) (*Choice, error) {
 		ch.Alternatives = append(ch.Alternatives, Candidate{Devices: pr.global(e.mask.list()), Score: pr.score(e.key)})
 	}
 	ch.Naive = &Candidate{Devices: pr.global(naive), Score: pr.score(pr.evalList(naive))}
-	return ch, nil
+	return ch
 }
 
 // ringSettle: settling the chosen set's ring (reportRing, the ring
