@@ -15,11 +15,16 @@ func (b *classSearch) upper(c, r, lvl int) (key, int) {
 	var u key
 	if b.size >= 2 {
 		u[kFirst], lvl = b.bottleneckUB(c, r, lvl)
+		if b.p.policy == Ring && b.size >= 3 && b.p.top > 0 {
+			u[kFirst] = min(u[kFirst], b.p.top)
+		}
+	}
+	// every later term is bounded over the sets whose first term
+	// reaches u's
+	b.markReach(c, u[kFirst])
+	if b.size >= 2 {
 		u[kTotal] = b.pairSumUB(&b.total, c, r)
 		if b.p.policy == Ring {
-			if b.size >= 3 && b.p.top > 0 {
-				u[kFirst] = min(u[kFirst], b.p.top)
-			}
 			// The min cut is at most the smallest degree, which is at
 			// most the mean degree, 2 total / size.
 			u[kCut] = min(b.degreeUB(c, r), 2*u[kTotal]/int64(b.size))
@@ -30,14 +35,17 @@ func (b *classSearch) upper(c, r, lvl int) (key, int) {
 	return u, lvl
 }
 
-// numaLB is the fewest NUMA nodes a set of the subtree can span: those
-// decided, plus as few more as can hold the rest.
+// numaLB is the fewest NUMA nodes a set of the subtree whose first term
+// reaches the subtree's bound can span: those decided, plus as few more
+// as can hold the rest of the classes it can use (markReach).
 func (b *classSearch) numaLB(c, r int) int {
 	rest := r
 	capBy := b.p.scr.a[:b.p.nNUMA]
 	clear(capBy)
 	for d := c; d < b.nc; d++ {
-		capBy[b.cls[d].numa] += len(b.cls[d].members)
+		if b.reach[d] {
+			capBy[b.cls[d].numa] += len(b.cls[d].members)
+		}
 	}
 	nn := b.numaNodes
 	for id := 0; id < b.p.nNUMA; id++ {
@@ -88,15 +96,13 @@ func (b *classSearch) bottleneckUB(c, r, lvl int) (int64, int) {
 	return b.levels[lo], lo
 }
 
-func (b *classSearch) connectable(c0, r int, t int64) bool {
+// components joins, over links of at least t, the classes a set of the
+// subtree can use: the decided classes that give members (classes < c0)
+// and every class from c0 on. It leaves each active class's parent in
+// scr.c (find reads it) and each root's members in scr.d, and returns
+// the active classes.
+func (b *classSearch) components(c0 int, t int64) []int {
 	parent, capc := b.p.scr.c, b.p.scr.d // set below for every active class
-	find := func(x int) int {
-		for parent[x] != x {
-			parent[x] = parent[parent[x]]
-			x = parent[x]
-		}
-		return x
-	}
 	active := b.active[:0]
 	for c := 0; c < b.nc; c++ {
 		if (c < c0 && b.take[c] > 0) || c >= c0 {
@@ -113,7 +119,7 @@ func (b *classSearch) connectable(c0, r int, t int64) bool {
 		row := b.bw[c*b.nc : (c+1)*b.nc]
 		for _, d := range active[i+1:] {
 			if row[d] >= t {
-				x, y := find(c), find(d)
+				x, y := b.find(c), b.find(d)
 				if x != y {
 					parent[y] = x
 					capc[x] += capc[y]
@@ -121,6 +127,22 @@ func (b *classSearch) connectable(c0, r int, t int64) bool {
 			}
 		}
 	}
+	return active
+}
+
+// find is the root of class x in the components components left.
+func (b *classSearch) find(x int) int {
+	parent := b.p.scr.c
+	for parent[x] != x {
+		parent[x] = parent[parent[x]]
+		x = parent[x]
+	}
+	return x
+}
+
+func (b *classSearch) connectable(c0, r int, t int64) bool {
+	active := b.components(c0, t)
+	capc := b.p.scr.d
 	// Each decided class with two or more members needs a link >= t that
 	// can join them.
 	root := -1
@@ -140,7 +162,7 @@ func (b *classSearch) connectable(c0, r int, t int64) bool {
 				return false
 			}
 		}
-		if rc := find(c); root < 0 {
+		if rc := b.find(c); root < 0 {
 			root = rc
 		} else if rc != root {
 			return false
@@ -151,13 +173,13 @@ func (b *classSearch) connectable(c0, r int, t int64) bool {
 	}
 	// Nothing decided yet: some component must hold the whole set.
 	for _, c := range active {
-		rc := find(c)
+		rc := b.find(c)
 		if rc != c || capc[rc] < b.size {
 			continue
 		}
 		single := true
 		for _, d := range active {
-			if d != c && find(d) == rc {
+			if d != c && b.find(d) == rc {
 				single = false
 				break
 			}
@@ -169,21 +191,62 @@ func (b *classSearch) connectable(c0, r int, t int64) bool {
 	return false
 }
 
-// pairSumUB bounds a sum over pairs (total bandwidth, locality): the
-// decided pairs, plus for each added device its weight to the decided
-// set and half of the heaviest r-1 partners it can find among the
-// classes not yet decided, the devices taken greedily.
+// markReach sets reach[d], for each class d from c0 on, to whether a
+// member of d can be in a set of the subtree whose first term is at
+// least t. Such a set is connected over links >= t (a ring holds a
+// spanning path, so for the ring policy too), so its devices lie in one
+// component of the classes over those links: the decided classes' one,
+// or, with nothing decided, one that holds size devices. The sets it
+// leaves out rank below the subtree's bound on the first term, so the
+// pair sums need not count them (issue 25: on all-distinct devices the
+// component at the bottleneck is a small part of the candidates).
+func (b *classSearch) markReach(c0 int, t int64) {
+	if t <= 0 {
+		// every link is at least 0: one component
+		for d := c0; d < b.nc; d++ {
+			b.reach[d] = true
+		}
+		return
+	}
+	active := b.components(c0, t)
+	capc := b.p.scr.d
+	root := -1
+	for _, c := range active {
+		if c >= c0 {
+			break
+		}
+		root = b.find(c)
+		break
+	}
+	for d := c0; d < b.nc; d++ {
+		rd := b.find(d)
+		b.reach[d] = rd == root || (root < 0 && capc[rd] >= b.size)
+	}
+}
+
+// pairSumUB bounds a sum over pairs (total bandwidth, locality) in the
+// sets of the subtree whose first term reaches the subtree's bound on it
+// (the others rank below that bound whatever their sums): the decided
+// pairs, plus for each device that can be added (markReach) its weight
+// to the decided set and half of the heaviest r-1 partners it can find
+// among the other classes not yet decided that can be added, the r
+// devices taken greedily. Each pair of added devices counts half from
+// either end, at most its weight from each, so the sum never falls
+// below a set's.
 func (b *classSearch) pairSumUB(s *pairSums, c, r int) int64 {
 	gs := b.p.scr.caps
 	n := 0
 	for d := c; d < b.nc; d++ {
+		if !b.reach[d] {
+			continue
+		}
 		need := r - 1
 		var best int64
 		for _, p := range s.partners[d] {
 			if need == 0 {
 				break
 			}
-			if p.class < c {
+			if p.class < c || !b.reach[p.class] {
 				continue
 			}
 			take := min(need, p.count)

@@ -41,6 +41,7 @@ type classSearch struct {
 	cutSum    int64    // cut of the decided members
 	present   []int    // scratch: the classes a leaf takes from
 	active    []int    // scratch for connectable
+	reach     []bool   // reach[d]: class d can join a set of the subtree's best first term (markReach)
 }
 
 // classTables are what a class search reads and never writes: they
@@ -220,7 +221,7 @@ func (p *problem) searchOn(t *classTables, k int) *classSearch {
 		take: ints[:nc:nc], numaCount: ints[3*nc:],
 		total:    pairSums{w: g.bw, partners: t.totalPartners, toSet: sets[:nc:nc]},
 		locality: pairSums{w: g.loc, partners: t.localityPartners, toSet: sets[nc:]},
-		present:  ints[nc : nc : 2*nc], active: ints[2*nc : 2*nc : 3*nc]}
+		present:  ints[nc : nc : 2*nc], active: ints[2*nc : 2*nc : 3*nc], reach: make([]bool, nc)}
 	b.cutTables()
 	return b
 }
