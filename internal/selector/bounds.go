@@ -13,6 +13,7 @@ import (
 // the key lexicographically.
 func (b *classSearch) upper(c, r, lvl int) (key, int) {
 	var u key
+	b.joined = false // components are this node's from here on
 	if b.size >= 2 {
 		u[kFirst], lvl = b.bottleneckUB(c, r, lvl)
 		if b.p.policy == Ring && b.size >= 3 && b.p.top > 0 {
@@ -37,13 +38,13 @@ func (b *classSearch) upper(c, r, lvl int) (key, int) {
 
 // numaLB is the fewest NUMA nodes a set of the subtree whose first term
 // reaches the subtree's bound can span: those decided, plus as few more
-// as can hold the rest of the classes it can use (markReach).
+// as can hold the rest from the classes it can use (markReach).
 func (b *classSearch) numaLB(c, r int) int {
 	rest := r
 	capBy := b.p.scr.a[:b.p.nNUMA]
 	clear(capBy)
 	for d := c; d < b.nc; d++ {
-		if b.reach[d] {
+		if b.part[d] >= 0 {
 			capBy[b.cls[d].numa] += len(b.cls[d].members)
 		}
 	}
@@ -127,6 +128,7 @@ func (b *classSearch) components(c0 int, t int64) []int {
 			}
 		}
 	}
+	b.joined, b.joinedAt = true, t
 	return active
 }
 
@@ -191,72 +193,136 @@ func (b *classSearch) connectable(c0, r int, t int64) bool {
 	return false
 }
 
-// markReach sets reach[d], for each class d from c0 on, to whether a
-// member of d can be in a set of the subtree whose first term is at
-// least t. Such a set is connected over links >= t (a ring holds a
-// spanning path, so for the ring policy too), so its devices lie in one
-// component of the classes over those links: the decided classes' one,
-// or, with nothing decided, one that holds size devices. The sets it
-// leaves out rank below the subtree's bound on the first term, so the
-// pair sums need not count them (issue 25: on all-distinct devices the
-// component at the bottleneck is a small part of the candidates).
+// markReach sets part[d], for each class d from c0 on, to the part of
+// the candidates a member of d can join in a set of the subtree whose
+// first term is at least t, or -1 when it can join none; a part is
+// named by its lowest class from c0 on. Such a set is connected over
+// links >= t (a ring holds a spanning path, so for the ring policy too),
+// so its devices lie in one component of the classes over those links:
+// the decided classes' one, or, with nothing decided, one that holds
+// size devices. The sets it leaves out rank below the subtree's bound on
+// the first term, so the later terms need not count them (issue 25: on
+// all-distinct devices the components at the bottleneck hold a few of
+// the candidates).
 func (b *classSearch) markReach(c0 int, t int64) {
 	if t <= 0 {
-		// every link is at least 0: one component
+		// every link is at least 0: one part
 		for d := c0; d < b.nc; d++ {
-			b.reach[d] = true
+			b.part[d] = c0
 		}
 		return
 	}
-	active := b.components(c0, t)
-	capc := b.p.scr.d
+	if !b.joined || b.joinedAt != t {
+		b.components(c0, t)
+	}
+	capc, lead := b.p.scr.d, b.lead
 	root := -1
-	for _, c := range active {
-		if c >= c0 {
+	for c := 0; c < c0; c++ {
+		if b.take[c] > 0 {
+			root = b.find(c)
 			break
 		}
-		root = b.find(c)
-		break
 	}
 	for d := c0; d < b.nc; d++ {
-		rd := b.find(d)
-		b.reach[d] = rd == root || (root < 0 && capc[rd] >= b.size)
+		b.part[d] = -1
+		if rd := b.find(d); rd == root || (root < 0 && capc[rd] >= b.size) {
+			b.part[d] = rd
+			lead[rd] = -1
+		}
+	}
+	for d := c0; d < b.nc; d++ {
+		if rd := b.part[d]; rd >= 0 {
+			if lead[rd] < 0 {
+				lead[rd] = d
+			}
+			b.part[d] = lead[rd]
+		}
 	}
 }
 
 // pairSumUB bounds a sum over pairs (total bandwidth, locality) in the
-// sets of the subtree whose first term reaches the subtree's bound on it
-// (the others rank below that bound whatever their sums): the decided
-// pairs, plus for each device that can be added (markReach) its weight
-// to the decided set and half of the heaviest r-1 partners it can find
-// among the other classes not yet decided that can be added, the r
-// devices taken greedily. Each pair of added devices counts half from
-// either end, at most its weight from each, so the sum never falls
-// below a set's.
+// sets of the subtree whose first term reaches the subtree's bound on
+// it (the others rank below that bound whatever their sums): the most,
+// over the parts of the candidates such a set can use (markReach), of
+// partSumUB.
 func (b *classSearch) pairSumUB(s *pairSums, c, r int) int64 {
-	gs := b.p.scr.caps
-	n := 0
-	for d := c; d < b.nc; d++ {
-		if !b.reach[d] {
+	best, found := s.sum, false
+	for l := c; l < b.nc; l++ {
+		if b.part[l] == l {
+			if v, ok := b.partSumUB(s, c, l, r); ok && (!found || v > best) {
+				best, found = v, true
+			}
+		}
+	}
+	return best
+}
+
+// partSumUB bounds the sum over pairs of the sets that add r devices of
+// the part l's classes (from c on) to the decided members; U is the
+// decided members and the m devices of the part, q = m - r of them left
+// out. It is the smaller of two bounds, each never below a set's sum:
+//   - by what goes in: the decided pairs, plus for each added device its
+//     weight to the decided set and half its r-1 heaviest partners in
+//     the part (a pair of added devices counts half from either end, at
+//     most its weight from each), the r best devices taken;
+//   - by what stays out: the sum over U less, for each device left out,
+//     its weight to the rest of U less half its q-1 heaviest partners in
+//     the part (the pairs among those left out are subtracted twice and
+//     added back at most once), the q least taken. It is exact when one
+//     device is left out, as on a component one device larger than the
+//     set.
+//
+// ok is false when the part is too small for the set.
+func (b *classSearch) partSumUB(s *pairSums, c, l, r int) (ub int64, ok bool) {
+	m := 0
+	for d := l; d < b.nc; d++ {
+		if b.part[d] == l {
+			m += len(b.cls[d].members)
+		}
+	}
+	q := m - r
+	if q < 0 {
+		return 0, false
+	}
+	caps := b.p.scr.caps[:0]
+	var all2 int64 // twice the sum over the pairs of U
+	for d := l; d < b.nc; d++ {
+		if b.part[d] != l {
 			continue
 		}
-		need := r - 1
-		var best int64
+		needR, needQ := int64(r-1), int64(q-1)
+		var in, topR, topQ int64
 		for _, p := range s.partners[d] {
-			if need == 0 {
-				break
-			}
-			if p.class < c || !b.reach[p.class] {
+			if p.class < c || b.part[p.class] != l {
 				continue
 			}
-			take := min(need, p.count)
-			best += int64(take) * p.w
-			need -= take
+			cnt := int64(p.count)
+			in += cnt * p.w
+			if t := min(needR, cnt); t > 0 {
+				topR += t * p.w
+				needR -= t
+			}
+			if t := min(needQ, cnt); t > 0 {
+				topQ += t * p.w
+				needQ -= t
+			}
 		}
-		gs[n] = capped{v: 2*s.toSet[d] + best, cap: len(b.cls[d].members)}
-		n++
+		k := len(b.cls[d].members)
+		all2 += int64(k) * (2*s.toSet[d] + in)
+		caps = append(caps, capped{v: 2*s.toSet[d] + topR, cap: k})
+		// what a device left out takes away, kept for the second bound
+		b.outW[d] = 2*(s.toSet[d]+in) - topQ
 	}
-	return (2*s.sum + takeBest(gs[:n], r)) / 2
+	byIn := 2*s.sum + takeBest(caps, r)
+	caps = caps[:0]
+	for d := l; d < b.nc; d++ {
+		if b.part[d] == l {
+			// negated: takeBest takes the q least
+			caps = append(caps, capped{v: -b.outW[d], cap: len(b.cls[d].members)})
+		}
+	}
+	byOut := 2*s.sum + all2 + takeBest(caps, q)
+	return min(byIn, byOut) / 2, true
 }
 
 // capped is a value that up to cap devices can bring.

@@ -41,7 +41,15 @@ type classSearch struct {
 	cutSum    int64    // cut of the decided members
 	present   []int    // scratch: the classes a leaf takes from
 	active    []int    // scratch for connectable
-	reach     []bool   // reach[d]: class d can join a set of the subtree's best first term (markReach)
+	// part[d]: the part of the candidates class d can join in a set of
+	// the subtree's best first term, or -1 (markReach); lead is its
+	// scratch, outW partSumUB's
+	part, lead []int
+	outW       []int64
+	// joined says the scratch of components holds the current node's
+	// classes joined over links >= joinedAt
+	joined   bool
+	joinedAt int64
 }
 
 // classTables are what a class search reads and never writes: they
@@ -215,13 +223,13 @@ func (p *problem) searchOn(t *classTables, k int) *classSearch {
 	g := t.graph
 	g.scr = p.scr
 	nc := g.nc
-	ints, sets := make([]int, 3*nc+p.nNUMA), make([]int64, 2*nc)
+	ints, sets := make([]int, 5*nc+p.nNUMA), make([]int64, 3*nc)
 	b := &classSearch{classGraph: g, classTables: t, p: p, size: p.size,
 		top:  &topK{k: k, e: make([]entry, 0, k)},
-		take: ints[:nc:nc], numaCount: ints[3*nc:],
+		take: ints[:nc:nc], numaCount: ints[5*nc:], part: ints[3*nc : 4*nc : 4*nc], lead: ints[4*nc : 5*nc : 5*nc],
 		total:    pairSums{w: g.bw, partners: t.totalPartners, toSet: sets[:nc:nc]},
-		locality: pairSums{w: g.loc, partners: t.localityPartners, toSet: sets[nc:]},
-		present:  ints[nc : nc : 2*nc], active: ints[2*nc : 2*nc : 3*nc], reach: make([]bool, nc)}
+		locality: pairSums{w: g.loc, partners: t.localityPartners, toSet: sets[nc : 2*nc : 2*nc]}, outW: sets[2*nc:],
+		present: ints[nc : nc : 2*nc], active: ints[2*nc : 2*nc : 3*nc]}
 	b.cutTables()
 	return b
 }
