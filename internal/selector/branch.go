@@ -149,6 +149,11 @@ func (p *problem) branchAndBound(k int) result {
 	// A spent budget stops the search at its root, which keeps the root's
 	// bound open.
 	b.dfs(0, p.size, len(b.levels)-1)
+	if b.stopped && p.policy == Tree {
+		for _, s := range p.partSeeds(b) {
+			b.offer(s)
+		}
+	}
 	return b.result()
 }
 
