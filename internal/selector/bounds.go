@@ -9,8 +9,11 @@ import (
 // upper bounds the key of every set in the subtree where classes < c are
 // decided and r more devices come from classes c and later; levels[lvl]
 // is a known bound of the first term (the parent's), and the returned
-// index is this subtree's. Each term is bounded on its own, which bounds
-// the key lexicographically.
+// index is this subtree's. Each term is bounded on its own over the sets
+// that reach the bounds of the terms before it (a set below one of those
+// ranks below u whatever its later terms), which bounds the key
+// lexicographically; TestUpperBoundsEverySubtreeSet checks it against
+// every set of random subtrees.
 func (b *classSearch) upper(c, r, lvl int) (key, int) {
 	var u key
 	b.joined = false // components are this node's from here on
@@ -21,7 +24,7 @@ func (b *classSearch) upper(c, r, lvl int) (key, int) {
 		}
 	}
 	// every later term is bounded over the sets whose first term
-	// reaches u's
+	// reaches u's: those within a part markReach marks
 	b.markReach(c, u[kFirst])
 	if b.size >= 2 {
 		u[kTotal] = b.pairSumUB(&b.total, c, r)
@@ -132,7 +135,7 @@ func (b *classSearch) components(c0 int, t int64) []int {
 	return active
 }
 
-// find is the root of class x in the components components left.
+// find is the root of class x in what components joined.
 func (b *classSearch) find(x int) int {
 	parent := b.p.scr.c
 	for parent[x] != x {

@@ -283,7 +283,7 @@ func TestSameAnswerUnderLoad(t *testing.T) {
 
 // Issue 25: at the default work budget every real topology in testdata
 // is solved exactly by both policies for every N, with room to spare
-// (the work spent is deterministic: 6,336 units at most, the KFD CPX
+// (the work spent is deterministic: 6,327 units at most, the KFD CPX
 // ring of 57), and a ring's order reaches its reported ring.
 func TestRealTopologiesExactAtDefaultWork(t *testing.T) {
 	tops, _ := realTopologies(t)
