@@ -287,6 +287,10 @@ func (b *classSearch) partSumUB(s *pairSums, c, l, r int) (ub int64, ok bool) {
 	if q < 0 {
 		return 0, false
 	}
+	// The second bound subtracts from the whole part: it is the looser
+	// when more devices stay out than go in, and it needs every partner
+	// of every class, where the first needs only the r-1 heaviest.
+	out := q <= r
 	caps := b.p.scr.caps[:0]
 	var all2 int64 // twice the sum over the pairs of U
 	for d := l; d < b.nc; d++ {
@@ -296,6 +300,9 @@ func (b *classSearch) partSumUB(s *pairSums, c, l, r int) (ub int64, ok bool) {
 		needR, needQ := int64(r-1), int64(q-1)
 		var in, topR, topQ int64
 		for _, p := range s.partners[d] {
+			if !out && needR <= 0 {
+				break
+			}
 			if p.class < c || b.part[p.class] != l {
 				continue
 			}
@@ -317,6 +324,9 @@ func (b *classSearch) partSumUB(s *pairSums, c, l, r int) (ub int64, ok bool) {
 		b.outW[d] = 2*(s.toSet[d]+in) - topQ
 	}
 	byIn := 2*s.sum + takeBest(caps, r)
+	if !out {
+		return byIn / 2, true
+	}
 	caps = caps[:0]
 	for d := l; d < b.nc; d++ {
 		if b.part[d] == l {
