@@ -25,7 +25,7 @@ func (b *classSearch) upper(c, r, lvl int) (key, int) {
 	}
 	// every later term is bounded over the sets whose first term
 	// reaches u's: those within a part markReach marks
-	b.markReach(c, u[kFirst])
+	b.markReach(c, r, u[kFirst])
 	if b.size >= 2 {
 		u[kTotal] = b.pairSumUB(&b.total, c, r)
 		if b.p.policy == Ring {
@@ -103,7 +103,7 @@ func (b *classSearch) bottleneckUB(c, r, lvl int) (int64, int) {
 // components joins, over links of at least t, the classes a set of the
 // subtree can use: the decided classes that give members (classes < c0)
 // and every class from c0 on. It leaves each active class's parent in
-// scr.c (find reads it) and each root's members in scr.d, and returns
+// scr.c (findRoot reads it) and each root's members in scr.d, and returns
 // the active classes.
 func (b *classSearch) components(c0 int, t int64) []int {
 	parent, capc := b.p.scr.c, b.p.scr.d // set below for every active class
@@ -123,7 +123,7 @@ func (b *classSearch) components(c0 int, t int64) []int {
 		row := b.bw[c*b.nc : (c+1)*b.nc]
 		for _, d := range active[i+1:] {
 			if row[d] >= t {
-				x, y := b.find(c), b.find(d)
+				x, y := findRoot(parent, c), findRoot(parent, d)
 				if x != y {
 					parent[y] = x
 					capc[x] += capc[y]
@@ -131,13 +131,13 @@ func (b *classSearch) components(c0 int, t int64) []int {
 			}
 		}
 	}
-	b.joined, b.joinedAt = true, t
 	return active
 }
 
-// find is the root of class x in what components joined.
-func (b *classSearch) find(x int) int {
-	parent := b.p.scr.c
+// findRoot is the root of class x in the union-find forest parent (what
+// components joined is b.p.scr.c). A function of the slice, not a
+// method: the search calls it for every pair of classes at every node.
+func findRoot(parent []int, x int) int {
 	for parent[x] != x {
 		parent[x] = parent[parent[x]]
 		x = parent[x]
@@ -146,8 +146,18 @@ func (b *classSearch) find(x int) int {
 }
 
 func (b *classSearch) connectable(c0, r int, t int64) bool {
+	if !b.joinable(c0, t) {
+		return false
+	}
+	// kept for markReach, which needs the components at the bound
+	b.keepJoin(t)
+	return true
+}
+
+// joinable is connectable before keeping what components joined.
+func (b *classSearch) joinable(c0 int, t int64) bool {
 	active := b.components(c0, t)
-	capc := b.p.scr.d
+	parent, capc := b.p.scr.c, b.p.scr.d
 	// Each decided class with two or more members needs a link >= t that
 	// can join them.
 	root := -1
@@ -167,7 +177,7 @@ func (b *classSearch) connectable(c0, r int, t int64) bool {
 				return false
 			}
 		}
-		if rc := b.find(c); root < 0 {
+		if rc := findRoot(parent, c); root < 0 {
 			root = rc
 		} else if rc != root {
 			return false
@@ -178,13 +188,13 @@ func (b *classSearch) connectable(c0, r int, t int64) bool {
 	}
 	// Nothing decided yet: some component must hold the whole set.
 	for _, c := range active {
-		rc := b.find(c)
+		rc := findRoot(parent, c)
 		if rc != c || capc[rc] < b.size {
 			continue
 		}
 		single := true
 		for _, d := range active {
-			if d != c && b.find(d) == rc {
+			if d != c && findRoot(parent, d) == rc {
 				single = false
 				break
 			}
@@ -194,6 +204,13 @@ func (b *classSearch) connectable(c0, r int, t int64) bool {
 		}
 	}
 	return false
+}
+
+// keepJoin copies what components joined over links >= t.
+func (b *classSearch) keepJoin(t int64) {
+	copy(b.joinParent, b.p.scr.c[:b.nc])
+	copy(b.joinCap, b.p.scr.d[:b.nc])
+	b.joined, b.joinedAt = true, t
 }
 
 // markReach sets part[d], for each class d from c0 on, to the part of
@@ -206,37 +223,47 @@ func (b *classSearch) connectable(c0, r int, t int64) bool {
 // size devices. The sets it leaves out rank below the subtree's bound on
 // the first term, so the later terms need not count them (issue 25: on
 // all-distinct devices the components at the bottleneck hold a few of
-// the candidates).
-func (b *classSearch) markReach(c0 int, t int64) {
+// the candidates). partCap[l] is the part l's undecided members, where
+// r more come in.
+func (b *classSearch) markReach(c0, r int, t int64) {
 	if t <= 0 {
 		// every link is at least 0: one part
 		for d := c0; d < b.nc; d++ {
 			b.part[d] = c0
 		}
+		if c0 < b.nc {
+			b.partCap[c0] = b.capFrom[c0]
+		}
 		return
 	}
 	if !b.joined || b.joinedAt != t {
 		b.components(c0, t)
+		b.keepJoin(t)
 	}
-	capc, lead := b.p.scr.d, b.lead
+	parent, capc, lead := b.joinParent, b.joinCap, b.lead
 	root := -1
 	for c := 0; c < c0; c++ {
 		if b.take[c] > 0 {
-			root = b.find(c)
+			root = findRoot(parent, c)
 			break
 		}
 	}
 	for d := c0; d < b.nc; d++ {
 		b.part[d] = -1
-		if rd := b.find(d); rd == root || (root < 0 && capc[rd] >= b.size) {
+		if rd := findRoot(parent, d); rd == root || (root < 0 && capc[rd] >= b.size) {
 			b.part[d] = rd
 			lead[rd] = -1
 		}
+	}
+	decided := b.size - r // all in root's component
+	if root < 0 {
+		decided = 0
 	}
 	for d := c0; d < b.nc; d++ {
 		if rd := b.part[d]; rd >= 0 {
 			if lead[rd] < 0 {
 				lead[rd] = d
+				b.partCap[d] = capc[rd] - decided
 			}
 			b.part[d] = lead[rd]
 		}
@@ -277,13 +304,7 @@ func (b *classSearch) pairSumUB(s *pairSums, c, r int) int64 {
 //
 // ok is false when the part is too small for the set.
 func (b *classSearch) partSumUB(s *pairSums, c, l, r int) (ub int64, ok bool) {
-	m := 0
-	for d := l; d < b.nc; d++ {
-		if b.part[d] == l {
-			m += len(b.cls[d].members)
-		}
-	}
-	q := m - r
+	q := b.partCap[l] - r
 	if q < 0 {
 		return 0, false
 	}
@@ -322,6 +343,10 @@ func (b *classSearch) partSumUB(s *pairSums, c, l, r int) (ub int64, ok bool) {
 		caps = append(caps, capped{v: 2*s.toSet[d] + topR, cap: k})
 		// what a device left out takes away, kept for the second bound
 		b.outW[d] = 2*(s.toSet[d]+in) - topQ
+	}
+	if q == 0 {
+		// the whole part comes in: the sum over U is the set's
+		return (2*s.sum + all2) / 2, true
 	}
 	byIn := 2*s.sum + takeBest(caps, r)
 	if !out {

@@ -42,14 +42,16 @@ type classSearch struct {
 	present   []int    // scratch: the classes a leaf takes from
 	active    []int    // scratch for connectable
 	// part[d]: the part of the candidates class d can join in a set of
-	// the subtree's best first term, or -1 (markReach); lead is its
-	// scratch, outW partSumUB's
-	part, lead []int
-	outW       []int64
-	// joined says the scratch of components holds the current node's
-	// classes joined over links >= joinedAt
-	joined   bool
-	joinedAt int64
+	// the subtree's best first term, or -1 (markReach), partCap[l] the
+	// undecided members of part l; lead is markReach's scratch, outW
+	// partSumUB's
+	part, lead, partCap []int
+	outW                []int64
+	// joined says joinParent and joinCap hold the current node's
+	// classes joined over links >= joinedAt (keepJoin)
+	joined              bool
+	joinedAt            int64
+	joinParent, joinCap []int
 }
 
 // classTables are what a class search reads and never writes: they
@@ -228,10 +230,11 @@ func (p *problem) searchOn(t *classTables, k int) *classSearch {
 	g := t.graph
 	g.scr = p.scr
 	nc := g.nc
-	ints, sets := make([]int, 5*nc+p.nNUMA), make([]int64, 3*nc)
+	ints, sets := make([]int, 8*nc+p.nNUMA), make([]int64, 3*nc)
 	b := &classSearch{classGraph: g, classTables: t, p: p, size: p.size,
 		top:  &topK{k: k, e: make([]entry, 0, k)},
-		take: ints[:nc:nc], numaCount: ints[5*nc:], part: ints[3*nc : 4*nc : 4*nc], lead: ints[4*nc : 5*nc : 5*nc],
+		take: ints[:nc:nc], numaCount: ints[8*nc:], partCap: ints[7*nc : 8*nc : 8*nc], part: ints[3*nc : 4*nc : 4*nc], lead: ints[4*nc : 5*nc : 5*nc],
+		joinParent: ints[5*nc : 6*nc : 6*nc], joinCap: ints[6*nc : 7*nc : 7*nc],
 		total:    pairSums{w: g.bw, partners: t.totalPartners, toSet: sets[:nc:nc]},
 		locality: pairSums{w: g.loc, partners: t.localityPartners, toSet: sets[nc : 2*nc : 2*nc]}, outW: sets[2*nc:],
 		present: ints[nc : nc : 2*nc], active: ints[2*nc : 2*nc : 3*nc]}
