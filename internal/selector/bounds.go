@@ -226,8 +226,8 @@ func (b *classSearch) keepJoin(t int64) {
 // the candidates). partCap[l] is the part l's undecided members, where
 // r more come in.
 func (b *classSearch) markReach(c0, r int, t int64) {
-	if t <= 0 {
-		// every link is at least 0: one part
+	if t <= 0 || (len(b.levels) > 0 && t <= b.levels[0]) {
+		// every link is at least t: one part
 		for d := c0; d < b.nc; d++ {
 			b.part[d] = c0
 		}

@@ -231,13 +231,15 @@ func (p *problem) searchOn(t *classTables, k int) *classSearch {
 	g.scr = p.scr
 	nc := g.nc
 	ints, sets := make([]int, 8*nc+p.nNUMA), make([]int64, 3*nc)
+	slab := func(i int) []int { return ints[i*nc : (i+1)*nc : (i+1)*nc] } // the i-th nc ints
 	b := &classSearch{classGraph: g, classTables: t, p: p, size: p.size,
 		top:  &topK{k: k, e: make([]entry, 0, k)},
-		take: ints[:nc:nc], numaCount: ints[8*nc:], partCap: ints[7*nc : 8*nc : 8*nc], part: ints[3*nc : 4*nc : 4*nc], lead: ints[4*nc : 5*nc : 5*nc],
-		joinParent: ints[5*nc : 6*nc : 6*nc], joinCap: ints[6*nc : 7*nc : 7*nc],
-		total:    pairSums{w: g.bw, partners: t.totalPartners, toSet: sets[:nc:nc]},
-		locality: pairSums{w: g.loc, partners: t.localityPartners, toSet: sets[nc : 2*nc : 2*nc]}, outW: sets[2*nc:],
-		present: ints[nc : nc : 2*nc], active: ints[2*nc : 2*nc : 3*nc]}
+		take: slab(0), present: slab(1)[:0], active: slab(2)[:0],
+		part: slab(3), lead: slab(4), joinParent: slab(5), joinCap: slab(6), partCap: slab(7),
+		numaCount: ints[8*nc:],
+		total:     pairSums{w: g.bw, partners: t.totalPartners, toSet: sets[:nc:nc]},
+		locality:  pairSums{w: g.loc, partners: t.localityPartners, toSet: sets[nc : 2*nc : 2*nc]},
+		outW:      sets[2*nc:]}
 	b.cutTables()
 	return b
 }

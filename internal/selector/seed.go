@@ -149,11 +149,11 @@ func (a seedStart) before(b seedStart) bool {
 
 // partStarts is greedyStart's start in each component over links >= t
 // that holds size devices, at most seedParts of them, best first
-// (greedyStart's first; partSeeds grows sets from the others). Members of a class are
-// alike in both, so it looks at classes: their components over links
-// >= t, where a class whose members link to no other class at >= t is
-// one component if its members link to each other at >= t, and each
-// member its own otherwise.
+// (greedyStart's first; partSeeds grows sets from the others). Members
+// of a class are alike in both, so it looks at classes: their
+// components over links >= t, where a class whose members link to no
+// other class at >= t is one component if its members link to each
+// other at >= t, and each member its own otherwise.
 func partStarts(g *classGraph, size int, t int64) (starts [seedParts]seedStart, n int) {
 	nc := g.nc
 	parent, capc := g.scr.c[:nc], g.scr.d[:nc]
