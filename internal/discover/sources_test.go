@@ -65,7 +65,7 @@ func TestSelectionFollowsMeasurement(t *testing.T) {
 		return m
 	}
 	theo := load()
-	c, err := selector.Select(theo, selector.Request{N: 4}, selector.Tree)
+	c, err := selector.Prepare(theo).Select(selector.Request{N: 4}, selector.Tree)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestSelectionFollowsMeasurement(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range []int{2, 4, 7} {
-		c, err := selector.Select(meas, selector.Request{N: n}, selector.Tree)
+		c, err := selector.Prepare(meas).Select(selector.Request{N: n}, selector.Tree)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -109,7 +109,7 @@ func TestSelectionPrefersP2P(t *testing.T) {
 		t.Fatal(err)
 	}
 	pick := func() []int {
-		c, err := selector.Select(m, selector.Request{N: 2}, selector.Tree)
+		c, err := selector.Prepare(m).Select(selector.Request{N: 2}, selector.Tree)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -37,7 +37,7 @@ func BenchmarkMI250(b *testing.B) {
 	m := newMI250Node(b)
 	for _, pol := range []Policy{Tree, Ring} {
 		for n := 1; n <= 8; n++ {
-			b.Run(fmt.Sprintf("%s/N=%d", pol.Name(), n), func(b *testing.B) {
+			b.Run(fmt.Sprintf("%s/N=%d", pol.String(), n), func(b *testing.B) {
 				for b.Loop() {
 					if _, err := Select(m, Request{N: n}, pol); err != nil {
 						b.Fatal(err)
@@ -78,7 +78,7 @@ func Benchmark16Devices(b *testing.B) {
 	m := newFlatNode(b, 16, func(x, y int) int64 { return d.bw[x][y] }, func(i int) int { return i / 8 })
 	for _, pol := range []Policy{Tree, Ring} {
 		for _, n := range []int{4, 8} {
-			b.Run(fmt.Sprintf("%s/N=%d", pol.Name(), n), func(b *testing.B) {
+			b.Run(fmt.Sprintf("%s/N=%d", pol.String(), n), func(b *testing.B) {
 				for b.Loop() {
 					if _, err := Select(m, Request{N: n}, pol); err != nil {
 						b.Fatal(err)

@@ -17,26 +17,36 @@ import (
 func (b *classSearch) upper(c, r, lvl int) (key, int) {
 	var u key
 	b.joined = false // components are this node's from here on
+	rule := b.p.policy.rules()
 	if b.size >= 2 {
 		u[kFirst], lvl = b.bottleneckUB(c, r, lvl)
-		if b.p.policy == Ring && b.size >= 3 && b.p.top > 0 {
-			u[kFirst] = min(u[kFirst], b.p.top)
-		}
+		u[kFirst] = rule.first(b, c, r, u[kFirst])
 	}
 	// every later term is bounded over the sets whose first term
 	// reaches u's: those within a part markReach marks
 	b.markReach(c, r, u[kFirst])
 	if b.size >= 2 {
 		u[kTotal] = b.pairSumUB(&b.total, c, r)
-		if b.p.policy == Ring {
-			// The min cut is at most the smallest degree, which is at
-			// most the mean degree, 2 total / size.
-			u[kCut] = min(b.degreeUB(c, r), 2*u[kTotal]/int64(b.size))
-		}
+		u[kCut] = rule.cut(b, c, r, u[kTotal])
 		u[kLocality] = b.pairSumUB(&b.locality, c, r)
 	}
 	b.tieBounds(&u, c, r)
 	return u, lvl
+}
+
+// ringFirst is the ring policy's bound of its first term: the tree
+// bottleneck's bound, and ringTop's.
+func (b *classSearch) ringFirst(_, _ int, tree int64) int64 {
+	if b.size >= 3 && b.p.top > 0 {
+		return min(tree, b.p.top)
+	}
+	return tree
+}
+
+// ringCut is the ring policy's bound of the min cut: at most the
+// smallest degree, which is at most the mean degree, 2 total / size.
+func (b *classSearch) ringCut(c, r int, total int64) int64 {
+	return min(b.degreeUB(c, r), 2*total/int64(b.size))
 }
 
 // numaLB is the fewest NUMA nodes a set of the subtree whose first term

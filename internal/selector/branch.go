@@ -17,10 +17,11 @@ type classSearch struct {
 	p       *problem
 	size    int // devices per set
 	top     *topK
-	stopped bool // the budget ran out
-	open    key  // the highest bound of what is unexplored or unsettled
-	hasOpen bool // open holds a bound
-	nodes   int  // search nodes visited
+	stopped bool  // the budget ran out
+	open    key   // the highest bound of what is unexplored or unsettled
+	hasOpen bool  // open holds a bound
+	nodes   int   // search nodes visited
+	ringHi  int64 // the leaf's ring bound when its rule left it unsettled, else 0 (entry.ringHi)
 
 	// cut[c] is the least locality a member of class c keeps to
 	// candidates outside a set of size devices; lowCutFrom[c][r] the r
@@ -134,25 +135,31 @@ func (s *pairSums) decide(c, t, sign, nc int) {
 }
 
 func (p *problem) branchAndBound(k int) result {
-	if p.policy == Ring && p.size >= 3 {
-		p.top = p.ringTop()
-	}
+	p.policy.rules().prepare(p)
 	b := p.searchOn(p.rootTables(), k)
 	b.offer(firstN(p.size).list()) // the naive set: the search has an answer
 	if k == 1 && b.rootSettled() {
 		return b.result()
 	}
+	late := false
 	for _, s := range p.seeds(b) {
 		if p.bud.spent() {
-			break
+			// Once the budget is spent one seed more is scored: a ring in
+			// hand above every set listed (its ring search ends where it
+			// starts; its min cut is the cost).
+			c := p.knownRing(s)
+			if late || c == nil || (len(b.top.e) > 0 && p.cycleBottleneck(c) <= b.top.e[0].key[kFirst]) {
+				continue
+			}
+			late = true
 		}
 		b.offer(s)
 	}
 	// A spent budget stops the search at its root, which keeps the root's
 	// bound open.
 	b.dfs(0, p.size, len(b.levels)-1)
-	if b.stopped && p.policy == Tree {
-		for _, s := range p.partSeeds(b) {
+	if b.stopped {
+		for _, s := range p.policy.rules().cutShort(p, b) {
 			b.offer(s)
 		}
 	}
@@ -504,33 +511,42 @@ func (b *classSearch) leaf() {
 	var k key
 	b.tieKey(&k)
 	present := b.presentClasses()
+	b.ringHi = 0
 	if b.size >= 2 {
-		if p.policy == Ring {
-			vs := b.setMask.list()
-			var rr ringRange
-			if len(vs) <= enumLimit {
-				rr = p.ringOf(vs)
-			} else {
-				rr = p.ringSearch(&b.classGraph, present, b.take, vs)
-			}
-			k[kFirst] = rr.lo
-			// The smallest weighted degree bounds the min cut: skip
-			// Stoer-Wagner when even that cannot enter the list.
-			k[kCut] = b.minDegree(present, b.take)
-			if !rr.exact() {
-				open := k
-				open[kFirst] = rr.hi
-				b.keepOpen(open)
-			}
-			if b.top.full() && !better(entry{key: k, mask: b.setMask}, b.top.worst()) {
-				return
-			}
-			k[kCut] = p.minCut(vs)
-		} else {
-			k[kFirst] = b.treeOf(present, b.take)
+		var ok bool
+		if k[kFirst], k[kCut], ok = p.policy.rules().leaf(b, present, k); !ok {
+			return
 		}
 	}
-	b.top.offer(entry{key: k, mask: b.setMask})
+	b.top.offer(entry{key: k, mask: b.setMask, ringHi: b.ringHi})
+}
+
+// ringLeaf is the ring policy's leaf: the ring and the min cut of the
+// set, unless the ring and the smallest degree show it cannot enter the
+// list.
+func (b *classSearch) ringLeaf(present []int, k key) (first, cut int64, ok bool) {
+	p := b.p
+	vs := b.setMask.list()
+	var rr ringRange
+	if len(vs) <= enumLimit {
+		rr = p.ringOf(vs)
+	} else {
+		rr = p.ringSearch(&b.classGraph, present, b.take, vs)
+	}
+	k[kFirst] = rr.lo
+	// The smallest weighted degree bounds the min cut: skip Stoer-Wagner
+	// when even that cannot enter the list.
+	k[kCut] = b.minDegree(present, b.take)
+	if !rr.exact() {
+		open := k
+		open[kFirst] = rr.hi
+		b.keepOpen(open)
+		b.ringHi = rr.hi // for the entry (reportRing settles it if chosen)
+	}
+	if b.top.full() && !better(entry{key: k, mask: b.setMask}, b.top.worst()) {
+		return 0, 0, false
+	}
+	return rr.lo, p.minCut(vs), true
 }
 
 // offer scores a set found outside the search (a seed) in its canonical
@@ -552,10 +568,12 @@ func (b *classSearch) offer(vs []int) {
 	}
 	list := mask.list()
 	k, exact, ub := b.p.evalSet(list)
+	e := entry{key: k, mask: mask}
 	if !exact {
 		open := k
 		open[kFirst] = ub
 		b.keepOpen(open)
+		e.ringHi = ub
 	}
-	b.top.offer(entry{key: k, mask: mask})
+	b.top.offer(e)
 }

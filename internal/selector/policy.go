@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-
-	"github.com/amdrun/amdrun/internal/topology"
 )
 
 // Policy says which bandwidth terms rank a set of devices first; the
@@ -26,22 +24,19 @@ const (
 )
 
 // PolicyNames lists the names PolicyByName accepts, default first, in
-// the order of the Policy constants.
-var PolicyNames = []string{"tree", "ring"}
+// the order of the Policy constants (the names of the table policies).
+var PolicyNames = policyNames()
 
-// Name is the policy's name as PolicyByName accepts it ("tree", "ring"),
-// or "Policy(N)" for a value that is not a policy.
-func (p Policy) Name() string {
+// String is the policy's name as PolicyByName accepts it ("tree",
+// "ring"), or "Policy(N)" for a value that is not a policy.
+func (p Policy) String() string {
 	if p.valid() {
-		return PolicyNames[p]
+		return p.rules().name
 	}
 	return fmt.Sprintf("Policy(%d)", int(p))
 }
 
-// String is Name.
-func (p Policy) String() string { return p.Name() }
-
-func (p Policy) valid() bool { return p >= 0 && int(p) < len(PolicyNames) }
+func (p Policy) valid() bool { return p >= 0 && int(p) < len(policies) }
 
 // PolicyByName returns the policy called name ("tree" or "ring"; "" is
 // tree). Any other name gives an error wrapping ErrUnknownPolicy that
@@ -51,47 +46,9 @@ func PolicyByName(name string) (Policy, error) {
 	if s == "" {
 		return Tree, nil
 	}
-	if i := slices.Index(PolicyNames, s); i >= 0 {
+	names := policyNames()
+	if i := slices.Index(names, s); i >= 0 {
 		return Policy(i), nil
 	}
-	return Tree, fmt.Errorf("selector: %w %q (valid: %s)", ErrUnknownPolicy, name, strings.Join(PolicyNames, ", "))
-}
-
-// Score scores a set of devices of a finished model the way
-// Select(m, req, p) ranks it: its split is its bandwidth to req's other
-// candidates. Duplicates and out-of-range indices are ignored; an empty
-// set, a malformed request or more than MaxCandidates devices in all
-// score the empty Score.
-func (p Policy) Score(m *topology.Model, req Request, devices []int) Score {
-	if !p.valid() || m == nil {
-		return Score{}
-	}
-	chosen := map[int]bool{}
-	for _, d := range devices {
-		if d >= 0 && d < len(m.Devices) {
-			chosen[d] = true
-		}
-	}
-	cands, err := candidates(m, req)
-	if err != nil || len(chosen) == 0 {
-		return Score{}
-	}
-	all := slices.Clone(cands)
-	for d := range chosen {
-		if !slices.Contains(cands, d) {
-			all = append(all, d)
-		}
-	}
-	slices.Sort(all)
-	if len(all) > MaxCandidates {
-		return Score{}
-	}
-	var set []int
-	for i, d := range all {
-		if chosen[d] {
-			set = append(set, i)
-		}
-	}
-	pr := newProblem(m, all, p, len(set), rules{})
-	return pr.score(pr.evalList(set))
+	return Tree, fmt.Errorf("selector: %w %q (valid: %s)", ErrUnknownPolicy, name, strings.Join(names, ", "))
 }

@@ -74,10 +74,6 @@ func newScratch(n int) *scratch {
 		x: i64s[:n:n], y: i64s[n:], f: bools[:n:n], g: bools[n:], caps: make([]capped, n)}
 }
 
-func newProblem(m *topology.Model, cands []int, pol Policy, size int, r rules) *problem {
-	return Prepare(m).newProblem(cands, pol, size, r)
-}
-
 // newProblem copies the candidates' pairs out of the prepared matrices.
 func (pp *Prepared) newProblem(cands []int, pol Policy, size int, r rules) *problem {
 	m := pp.m
@@ -286,14 +282,7 @@ func (p *problem) evalSet(vs []int) (k key, exact bool, ringUB int64) {
 	}
 	exact = true
 	if len(vs) >= 2 {
-		switch p.policy {
-		case Ring:
-			r := p.ringOf(vs)
-			k[kFirst], exact, ringUB = r.lo, r.exact(), r.hi
-			k[kCut] = p.minCut(vs)
-		default:
-			k[kFirst] = p.treeBottleneck(vs)
-		}
+		k[kFirst], k[kCut], exact, ringUB = p.policy.rules().eval(p, vs)
 		k[kTotal] = p.pairSum(p.bw, vs)
 		k[kLocality] = p.pairSum(p.loc, vs)
 	}

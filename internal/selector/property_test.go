@@ -381,11 +381,11 @@ func TestSelectScoresMatchPolicyScore(t *testing.T) {
 				t.Fatal(err)
 			}
 			if s := p.Score(m, req, ch.Devices); s.Compare(ch.Score) != 0 {
-				t.Errorf("graph %d %s: Select %s, Score %s", g, p.Name(), ch.Score, s)
+				t.Errorf("graph %d %s: Select %s, Score %s", g, p.String(), ch.Score, s)
 			}
 			for _, a := range ch.Alternatives {
 				if a.Score.Compare(ch.Score) > 0 {
-					t.Errorf("graph %d %s: alternative %v beats the choice", g, p.Name(), a.Devices)
+					t.Errorf("graph %d %s: alternative %v beats the choice", g, p.String(), a.Devices)
 				}
 			}
 			if p == Ring && req.N >= 3 && ringBottleneckOf(m.BW, ch.Ring) != int64(ch.Score.Terms[0].Value) {

@@ -11,9 +11,10 @@ package selector
 // ring closed past it) and insert it or a device off the ring into
 // another link. Each pass looks at every pair of a device and a link
 // once and is charged to the budget, so the result depends on the input
-// alone. Issue 25: on 64 all-distinct devices the cycle search alone
-// left rings up to 4.4% below the bound.
-func (p *problem) improveRing(cyc []int) []int {
+// alone. With keep the set stays: only the moves within it (2-opt, an
+// end moved into another link). Issue 25: on 64 all-distinct devices the
+// cycle search alone left rings up to 4.4% below the bound.
+func (p *problem) improveRing(cyc []int, keep bool) []int {
 	k, n := len(cyc), p.n
 	if k < 5 {
 		return cyc
@@ -57,7 +58,7 @@ func (p *problem) improveRing(cyc []int) []int {
 			}
 		}
 		for y := 0; y < n; y++ {
-			if on[y] {
+			if on[y] || keep {
 				continue
 			}
 			try(min(w(at(i-1), y), w(y, e1)), ringMove{kind: moveSwap, d: 0, z: y})
@@ -75,7 +76,7 @@ func (p *problem) improveRing(cyc []int) []int {
 			for d := 1; d < k-1; d++ { // the link (at(pos+d), at(pos+d+1)) of the rest
 				a, bb := at(pos+d), at(pos+d+1)
 				for z := 0; z < n; z++ {
-					if !on[z] || z == at(pos) {
+					if (!on[z] && !keep) || z == at(pos) {
 						try(min(join, w(a, z), w(z, bb)), ringMove{kind: moveDropInsert, end: end, d: d, z: z})
 					}
 				}
@@ -176,8 +177,9 @@ func (p *problem) validRing(c []int, b int64) bool {
 // or sliding it onto a device off the ring (the other end dropped), the
 // ends taking turns, until the ends link or a crossing closes it. It
 // stops at the first threshold the walk does not close, or when the
-// work reaches stop or the budget is spent.
-func (p *problem) liftRing(c []int, stop int64) []int {
+// work reaches stop or the budget is spent. With keep the walk only
+// rotates: the set stays.
+func (p *problem) liftRing(c []int, stop int64, keep bool) []int {
 	k, n := len(c), p.n
 	if k < 4 {
 		return c
@@ -197,7 +199,7 @@ func (p *problem) liftRing(c []int, stop int64) []int {
 		}
 		closed := false
 		for try := 0; try < liftTries && !closed; try++ {
-			closed = p.liftWalk(c, path, pos, &opts, i, b, try, stop)
+			closed = p.liftWalk(c, path, pos, &opts, i, b, try, stop, keep)
 		}
 		if !closed || !p.validRing(path, b) {
 			break
@@ -210,7 +212,7 @@ func (p *problem) liftRing(c []int, stop int64) []int {
 // liftWalk is one walk of liftRing: path is c from the far end of its
 // weakest link (at i, value b); try varies the choices. It reports
 // whether path became a ring over links > b.
-func (p *problem) liftWalk(c, path, pos []int, optsp *[]int, i int, b int64, try int, stop int64) bool {
+func (p *problem) liftWalk(c, path, pos []int, optsp *[]int, i int, b int64, try int, stop int64, keep bool) bool {
 	k, n := len(c), p.n
 	w := func(a, b int) int64 { return p.bw[a*n+b] }
 	opts := *optsp
@@ -261,7 +263,9 @@ func (p *problem) liftWalk(c, path, pos []int, optsp *[]int, i int, b int64, try
 				continue
 			}
 			if j := pos[v]; j < 0 {
-				opts = append(opts, k+v)
+				if !keep {
+					opts = append(opts, k+v)
+				}
 			} else if j < k-2 {
 				opts = append(opts, j)
 			}
@@ -298,10 +302,11 @@ func (p *problem) liftWalk(c, path, pos []int, optsp *[]int, i int, b int64, try
 const liftTries = 4
 
 // raiseRing alternates improveRing and liftRing on the ring c while
-// either raises its bottleneck and the work stays under stop.
-func (p *problem) raiseRing(c []int, stop int64) []int {
+// either raises its bottleneck and the work stays under stop; with keep
+// the ring keeps its set.
+func (p *problem) raiseRing(c []int, stop int64, keep bool) []int {
 	for b := int64(-1); p.bud.work < stop && !p.bud.spent(); {
-		c = p.liftRing(p.improveRing(c), stop)
+		c = p.liftRing(p.improveRing(c, keep), stop, keep)
 		nb := p.cycleBottleneck(c)
 		if nb <= b {
 			break

@@ -14,11 +14,10 @@ import (
 // one connected part of the 2-core of that graph, so the largest t at
 // which such a part holds K devices bounds every K-set's ring. Before
 // the local search (improveRing, liftRing) the worst K was 4.4% below
-// it (K=31; K=54 2.2%); now the worst is 1.20% (K=49; the test allows
-// 1.25%). The issue asks
-// for 1% of the optimum: K=49, 60 and 61 are 1.0-1.2% below this bound,
-// which may be above their optimum (an exhaustive search did not settle
-// them in 50 M steps).
+// it (K=31; K=54 2.2%); with it and one seed 1.20% (K=49; K=60, 61
+// 1.1%); with three seeds raised and the chosen ring settled, 0.92%
+// (K=54). The issue asks for 1% of the optimum; the test asks 1% of this
+// bound, which is at least the optimum.
 func TestRingSweepNearBound(t *testing.T) {
 	const n = 64
 	m := newDistinctNode(t, n, 11)
@@ -45,7 +44,7 @@ func TestRingSweepNearBound(t *testing.T) {
 		if gap > worst {
 			worst, worstK = gap, k
 		}
-		if gap > 0.0125 {
+		if gap > 0.01 {
 			t.Errorf("K=%d: ring %d is %.2f%% below the bound %d", k, got, 100*gap, ub)
 		}
 	}

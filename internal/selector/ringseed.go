@@ -1,6 +1,7 @@
 package selector
 
 import (
+	"cmp"
 	"math/bits"
 	"slices"
 )
@@ -8,33 +9,80 @@ import (
 // seedSteps caps the steps of one threshold's cycle search in ringSeed.
 const seedSteps = 2000
 
-// ringSeed looks for a set of p.size candidates with a high ring: the
-// largest link value t (by binary search over the candidates' link
-// values at most ub) at which cycleOfLength finds a cycle of exactly
-// p.size devices over links >= t. It returns the ring (local indices
-// in ring order) or nil. The branch-and-bound classes of an all-distinct node
-// are single devices and its bound rarely prunes, so without this seed
-// the ring of a large set was the greedy one (issue 25: 1-13% below the
-// optimum on 32-256 all-distinct devices).
-func (p *problem) ringSeed(ub int64) []int {
+// ringSeed looks for sets of p.size candidates with a high ring and
+// returns up to three rings (local indices in ring order), each a start
+// for the local search (raiseRing): the ring at the largest link value t
+// (binary search over the candidates' link values at most ub) at which
+// denseCycle finds one; the same with cycleOfLength first and denseCycle
+// when it fails; and one above the best of those two, cycleOfLength
+// probing from the next value up (climbRing). Starts from different
+// searches raise to different rings: on 64 all-distinct devices the best
+// of the three was up to 0.8% above the one start seeded before. The
+// branch-and-bound classes of an all-distinct node are single devices and
+// its bound rarely prunes, so without this seed the ring of a large set
+// was the greedy one (issue 25: 1-13% below the optimum on 32-256
+// all-distinct devices). The searches may spend a quarter of the budget,
+// then a fifth and an eighth of what is left; the branch-and-bound needs
+// the rest.
+func (p *problem) ringSeed(ub int64) [][]int {
 	all := firstN(p.n).list()
 	vals := p.linkValues(nil, all, ub)
-	var best []int
-	// The seed may spend a quarter of the budget; the search needs the
-	// rest.
 	stop := p.bud.work + (p.bud.limit-p.bud.work)/4
-	lo, hi := 0, len(vals)-1
+	search := func(find func(int64) []int) (best []int) {
+		lo, hi := 0, len(vals)-1
+		for lo <= hi && p.bud.work < stop && !p.bud.spent() {
+			mid := (lo + hi) / 2
+			if c := find(vals[mid]); c != nil {
+				best, lo = c, mid+1
+			} else {
+				hi = mid - 1
+			}
+		}
+		return best
+	}
+	dense := search(p.denseCycle)
+	stop = max(stop, p.bud.work+(p.bud.limit-p.bud.work)/5)
+	deep := search(func(t int64) []int {
+		if c := p.cycleOfLength(t); c != nil {
+			return c
+		}
+		return p.denseCycle(t)
+	})
+	var out [][]int
+	for _, c := range [][]int{dense, deep} {
+		if c != nil {
+			out = append(out, c)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	best := slices.MaxFunc(out, func(a, b []int) int { return cmp.Compare(p.cycleBottleneck(a), p.cycleBottleneck(b)) })
+	stop = max(stop, p.bud.work+(p.bud.limit-p.bud.work)/8)
+	if c := p.climbRing(vals, p.cycleBottleneck(best), stop); c != nil {
+		out = append(out, c)
+	}
+	return out
+}
+
+// climbRing looks for a ring (cycleOfLength) over links >= the values
+// above b, from the lowest up in steps that double while it finds rings
+// and start again at one after a miss (a probe that finds none costs the
+// most), while the work is under stop. It returns the best ring found
+// or nil.
+func (p *problem) climbRing(vals []int64, b int64, stop int64) []int {
+	i, _ := slices.BinarySearch(vals, b+1)
+	var best []int
+	lo, hi, step := i, len(vals)-1, 1
 	for lo <= hi && p.bud.work < stop && !p.bud.spent() {
-		mid := (lo + hi) / 2
+		mid := min(lo+step-1, hi)
 		c := p.cycleOfLength(vals[mid])
 		if c == nil {
-			c = p.denseCycle(vals[mid])
+			hi, step = mid-1, 1
+			continue
 		}
-		if c != nil {
-			best, lo = c, mid+1
-		} else {
-			hi = mid - 1
-		}
+		j, _ := slices.BinarySearch(vals, p.cycleBottleneck(c))
+		best, lo, step = c, max(mid, j)+1, 2*step
 	}
 	return best
 }

@@ -124,10 +124,10 @@ type slotTerm struct {
 }
 
 // score turns a key into the exported form: the policy's pair terms
-// (pairTerms), then the tie-breaks (p.ties); slots a policy does not
+// (policyRule.pairs), then the tie-breaks (p.ties); slots a policy does not
 // rank by are absent.
 func (p *problem) score(k key) Score {
-	pair := pairTerms[p.policy]
+	pair := p.policy.rules().pairs
 	t := make([]Term, 0, len(pair)+len(p.ties))
 	if p.size >= 2 {
 		for _, st := range pair {

@@ -6,10 +6,13 @@ import "math/bits"
 // subsets (C(16,8) = 12,870 sets).
 const enumLimit = 16
 
-// entry is a scored set of local indices.
+// entry is a scored set of local indices. ringHi, for the ring policy,
+// bounds the set's ring when its search left it unsettled (above
+// key[kFirst]); 0 when the ring is exact.
 type entry struct {
-	key  key
-	mask bitset
+	key    key
+	mask   bitset
+	ringHi int64
 }
 
 // better ranks a above b: higher key, then the lexicographically smaller
@@ -124,28 +127,13 @@ func (p *problem) offerEnum(t *topK, vs []int, mask uint64) {
 	var k key
 	e := entry{mask: bitset{mask}}
 	if len(vs) >= 2 {
-		tree := p.treeBottleneck(vs)
-		if p.policy == Ring {
-			ub := p.ringUpper(vs, tree)
-			if t.full() && ub < t.worst().key[kFirst] {
-				return
-			}
-			k[kFirst] = p.ringOf(vs).lo
-			if t.full() && k[kFirst] < t.worst().key[kFirst] {
-				return
-			}
-			// The smallest weighted degree bounds the min cut: skip
-			// Stoer-Wagner when even that cannot enter the list.
-			k[kCut] = p.minDegree(vs)
-			if t.full() && k[kCut] < t.worst().key[kCut] && k[kFirst] == t.worst().key[kFirst] {
-				return
-			}
-			k[kCut] = p.minCut(vs)
-		} else {
-			if t.full() && tree < t.worst().key[kFirst] {
-				return
-			}
-			k[kFirst] = tree
+		var worst *key
+		if t.full() {
+			worst = &t.e[len(t.e)-1].key
+		}
+		var ok bool
+		if k[kFirst], k[kCut], ok = p.policy.rules().enum(p, worst, vs); !ok {
+			return
 		}
 		k[kTotal] = p.pairSum(p.bw, vs)
 		k[kLocality] = p.pairSum(p.loc, vs)
@@ -168,6 +156,26 @@ func pairPrefixBelow(a, b *key) bool {
 		}
 	}
 	return false
+}
+
+// ringEnum is the ring policy's enum: the ring and the min cut of vs,
+// skipping each as soon as its bound shows the set cannot enter the list
+// (worst its worst key, nil while not full).
+func (p *problem) ringEnum(worst *key, vs []int) (first, cut int64, ok bool) {
+	ub := p.ringUpper(vs, p.treeBottleneck(vs))
+	if worst != nil && ub < worst[kFirst] {
+		return 0, 0, false
+	}
+	first = p.ringOf(vs).lo
+	if worst != nil && first < worst[kFirst] {
+		return 0, 0, false
+	}
+	// The smallest weighted degree bounds the min cut: skip Stoer-Wagner
+	// when even that cannot enter the list.
+	if worst != nil && p.minDegree(vs) < worst[kCut] && first == worst[kFirst] {
+		return 0, 0, false
+	}
+	return first, p.minCut(vs), true
 }
 
 // minDegree is the smallest weighted degree of a device of vs.

@@ -1,14 +1,18 @@
 package selector
 
-import "slices"
+import (
+	"cmp"
+	"slices"
+)
 
 // seeds returns sets to offer, after the naive first devices (Select
 // reports their score anyway), before the branch-and-bound starts, so
 // that it prunes from the first node and, when the budget cuts it short,
-// the answer is a good set rather than the first one reached: for the
-// ring a greedy ring-minded set and a set found by a cycle search
-// (ringSeed) and raised by local search (improveRing), and a greedy set grown inside the best connected group.
-// Once the budget is spent none is offered.
+// the answer is a good set rather than the first one reached: the
+// policy's own (policyRule.seeds; for the ring, ringSeeds), then a greedy
+// set grown inside the best connected group. Once the budget is spent
+// none is offered but a ring in hand above every listed set
+// (branchAndBound).
 func (p *problem) seeds(b *classSearch) [][]int {
 	var out [][]int
 	if p.size < 2 {
@@ -17,19 +21,7 @@ func (p *problem) seeds(b *classSearch) [][]int {
 	// The tree bottleneck's bound at the root is exact: some component
 	// over links >= t holds the set.
 	t, _ := b.bottleneckUB(0, p.size, len(b.levels)-1)
-	if p.policy == Ring {
-		out = append(out, p.greedy(&b.classGraph, 0, true))
-		// The cycle search is for nodes where few devices are
-		// interchangeable (the classes of a partitioned node settle its
-		// rings far cheaper).
-		if p.size >= 3 && len(b.cls) > p.n/2 {
-			if s := p.ringSeed(min(t, p.top)); s != nil {
-				s = p.raiseRing(s, p.bud.work+p.bud.left()/3)
-				p.noteRing(s)
-				out = append(out, s)
-			}
-		}
-	}
+	out = p.policy.rules().seeds(p, b, t)
 	return append(out, p.greedy(&b.classGraph, t, false))
 }
 
@@ -51,6 +43,27 @@ func (p *problem) partSeeds(b *classSearch) [][]int {
 		out = append(out, p.greedyFrom(starts[i].dev, t, false))
 	}
 	return out
+}
+
+// ringSeeds are the ring policy's seeds: where few devices are
+// interchangeable (the classes of a partitioned node settle its rings
+// far cheaper), the rings of the cycle searches (ringSeed), each raised
+// by local search with an equal share of a third of what is left (what
+// one does not use, the next may), the best first (its set scores
+// cheapest once the budget is spent); then a greedy ring-minded set.
+func (p *problem) ringSeeds(b *classSearch, t int64) [][]int {
+	var out [][]int
+	if p.size >= 3 && len(b.cls) > p.n/2 {
+		rings := p.ringSeed(min(t, p.top))
+		end := p.bud.work + p.bud.left()/3
+		for i, s := range rings {
+			rings[i] = p.raiseRing(s, p.bud.work+max(0, end-p.bud.work)/int64(len(rings)-i), false)
+			p.noteRing(rings[i])
+		}
+		slices.SortStableFunc(rings, func(a, b []int) int { return cmp.Compare(p.cycleBottleneck(b), p.cycleBottleneck(a)) })
+		out = append(out, rings...)
+	}
+	return append(out, p.greedy(&b.classGraph, 0, true))
 }
 
 // greedy grows a set of p.size devices one at a time. For the tree

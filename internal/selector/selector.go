@@ -60,27 +60,31 @@ const (
 	OrderLinks
 )
 
-// String returns the name ParseOrder accepts.
+// orderNames are the Orders' names, indexed by Order.
+var orderNames = [...]string{OrderIndex: "index", OrderLinks: "links"}
+
+// String returns the name ParseOrder accepts ("index", "links"), or
+// "Order(N)" for a value that is not an Order.
 func (o Order) String() string {
-	switch o {
-	case OrderIndex:
-		return "index"
-	case OrderLinks:
-		return "links"
+	if o >= 0 && int(o) < len(orderNames) {
+		return orderNames[o]
 	}
 	return fmt.Sprintf("Order(%d)", int(o))
 }
 
-// ParseOrder parses "index" or "links". Any other name gives an error
-// wrapping ErrUnknownOrder that lists the valid names.
+// ParseOrder parses an Order's name ("" is OrderIndex). Any other name
+// gives an error wrapping ErrUnknownOrder that lists the valid names.
 func ParseOrder(s string) (Order, error) {
-	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "index", "":
+	name := strings.ToLower(strings.TrimSpace(s))
+	if name == "" {
 		return OrderIndex, nil
-	case "links":
-		return OrderLinks, nil
 	}
-	return 0, fmt.Errorf("selector: %w %q (valid: index, links)", ErrUnknownOrder, s)
+	for o := range Order(len(orderNames)) {
+		if o.String() == name {
+			return o, nil
+		}
+	}
+	return 0, fmt.Errorf("selector: %w %q (valid: %s)", ErrUnknownOrder, s, strings.Join(orderNames[:], ", "))
 }
 
 // Request says what to select.
@@ -103,7 +107,10 @@ type Request struct {
 	Order Order
 	// Work bounds the work Select spends (see DefaultWork), for either
 	// policy; zero means DefaultWork. When it runs out Select returns the
-	// best set found, Choice.Exact false and Choice.CappedBy "work". The
+	// best set found, Choice.Exact false and Choice.CappedBy "work". A
+	// ring policy search over more than 16 candidates may then spend up
+	// to Work/10 more settling the chosen set's ring, and scoring one
+	// last seed whose ring is in hand may overrun by one min cut. The
 	// answer depends on the input and Work alone, never on the machine.
 	Work int
 	// Budget is a wall-clock safety cap; zero means DefaultBudget. The
@@ -125,7 +132,9 @@ type Choice struct {
 	// Score is the chosen set's score.
 	Score Score
 	// Ring is, for the ring policy, the devices in the order of the best
-	// ring found (nil for other policies and for N < 3).
+	// ring found (nil for other policies and for N < 3); the score's
+	// ring is its weakest link. When it is not proven the set's best,
+	// Exact is false and the gap is on the ring.
 	Ring []int
 	// Alternatives are the next best sets, best first, each sorted by
 	// index (their scores may equal Score). Beyond 16 candidates they are
@@ -236,23 +245,13 @@ func joinReasons(m map[int]string) string {
 	return strings.Join(s, ", ")
 }
 
-// Select chooses N devices of m under policy p. It returns an error
-// wrapping ErrBadRequest for a malformed request (p not a Policy
-// constant among them, more than MaxCandidates candidates), a
+// Select chooses N devices of the prepared model under policy p. It
+// returns an error wrapping ErrBadRequest for a malformed request (p not
+// a Policy constant among them, more than MaxCandidates candidates), a
 // *NotEnoughError when fewer than N candidates exist, and otherwise the
 // best set, its runner-ups and the naive set.
-func Select(m *topology.Model, req Request, p Policy) (*Choice, error) {
-	return selectBy(m, req, p, rules{})
-}
-
-// Select is Select on the prepared model: the same answer, without
-// weighing the pairs again.
 func (pp *Prepared) Select(req Request, p Policy) (*Choice, error) {
 	return pp.selectBy(req, p, rules{})
-}
-
-func selectBy(m *topology.Model, req Request, p Policy, r rules) (*Choice, error) {
-	return Prepare(m).selectBy(req, p, r)
 }
 
 func (pp *Prepared) selectBy(req Request, p Policy, r rules) (*Choice, error) {
@@ -304,24 +303,28 @@ func (pp *Prepared) selectBy(req Request, p Policy, r rules) (*Choice, error) {
 		res.exact = false
 	}
 	best := res.top[0]
+	capped := res.capped
+	local := best.mask.list()
+	// the policy's ring of the chosen set (it may settle the set's
+	// ring, which the score and the gap then show)
+	ring, hasRing := p.rules().ring(pr, &best, &res, local, int64(work)/ringSettle)
 	ch := &Choice{
-		Policy:     p.Name(),
+		Policy:     p.String(),
 		Score:      pr.score(best.key),
 		Exact:      res.exact,
 		Considered: res.considered,
 		Work:       int(pr.bud.work),
 	}
 	if !res.exact {
-		ch.CappedBy = res.capped
+		ch.CappedBy = capped
 	}
 	if !res.exact {
 		ch.GapTerm, ch.Bound, ch.Gap = pr.gap(best.key, res.bound)
 	}
-	local := best.mask.list()
 	// What follows is not the search: it spends nothing of the budget.
 	pr.bud = unlimited()
-	if p == Ring && n >= 3 {
-		ch.Ring = pr.global(pr.ringOrder(local, best.key[kFirst]))
+	if hasRing {
+		ch.Ring = pr.global(ring)
 	}
 	if req.Order == OrderLinks {
 		ch.Devices = pr.global(pr.pathOrder(local))
@@ -333,6 +336,52 @@ func (pp *Prepared) selectBy(req Request, p Policy, r rules) (*Choice, error) {
 	}
 	ch.Naive = &Candidate{Devices: pr.global(naive), Score: pr.score(pr.evalList(naive))}
 	return ch, nil
+}
+
+// ringSettle: settling the chosen set's ring (reportRing, the ring
+// policy's policyRule.ring) may spend 1/ringSettle of Request.Work on
+// top of what the search spent.
+const ringSettle = 10
+
+// reportRing returns the ring Select reports for the chosen set best
+// (local, 3 or more devices): the best ring found for it by any path
+// (a seed, local search, the ring search), settled with at most extra
+// more work when the search left it a range (settleRing; a time cap that
+// fired stays), or found by ringOrder (outside the budget) when the
+// search proved it. The key's ring becomes that ring's weakest link, so
+// the score is the ring of a cycle Select returns. Where the set's best
+// ring stays unproven, or was proven without a ring in hand that the
+// order then failed to find (no input tested does that), the bound of
+// what is unsettled takes the set's upper bound: Exact is false and the
+// gap, on the ring, says by how much the set itself may fall short.
+func (p *problem) reportRing(best *entry, res *result, local []int, extra int64) []int {
+	lo := best.key[kFirst]
+	var ring []int
+	var rr ringRange
+	if hi := max(lo, best.ringHi); hi > lo {
+		if p.bud.capped == CappedByWork {
+			p.bud.capped = ""
+		}
+		p.bud.limit = p.bud.work + extra
+		ring, rr = p.settleRing(local, lo, hi)
+	} else {
+		bud := p.bud
+		p.bud = unlimited()
+		ring = p.ringOrder(local, lo)
+		p.bud = bud
+		b := p.cycleBottleneck(ring)
+		rr = ringRange{b, max(b, lo)}
+	}
+	best.key[kFirst] = rr.lo
+	if !rr.exact() {
+		open := best.key
+		open[kFirst] = rr.hi
+		if res.exact || open.cmp(res.bound) > 0 {
+			res.bound = open
+		}
+		res.exact = false
+	}
+	return ring
 }
 
 // gap compares the chosen key with the bound of what is unsettled: the

@@ -191,7 +191,7 @@ func TestSelectErrors(t *testing.T) {
 		t.Errorf("PolicyByName: %v", err)
 	}
 	for _, name := range []string{"tree", "ring"} {
-		if p, err := PolicyByName(name); err != nil || p.Name() != name {
+		if p, err := PolicyByName(name); err != nil || p.String() != name {
 			t.Errorf("PolicyByName(%q): %v %v", name, p, err)
 		}
 	}

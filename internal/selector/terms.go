@@ -36,16 +36,125 @@ type tieTerm struct {
 	// being interchangeable under it.
 }
 
-// pairTerms are the terms of pairs of devices each policy ranks by, in
-// ranking order, as the Score names them (absent from the score of a
-// single device); evalSet, offerEnum,
-// classSearch.leaf and classSearch.upper compute them (they share work
-// between terms, and the ring's may be inexact, so they are no rows of a
-// table of functions).
-var pairTerms = [...][]slotTerm{
-	Tree: {{kFirst, "bottleneck", "MB/s", false}, {kTotal, "total", "MB/s", false}, {kLocality, "locality", "", false}},
-	Ring: {{kFirst, "ring", "MB/s", false}, {kCut, "mincut", "MB/s", false}, {kTotal, "total", "MB/s", false},
-		{kLocality, "locality", "", false}},
+// policyRule is one policy, stated once (issue 21): its name, the pair
+// terms its Score shows, and the functions that fill its own slots of a
+// key (kFirst, kCut) wherever a set is scored or bounded, and that add
+// its own steps to a search. The search, the seeds, the bounds and the
+// scorer ask Policy.rules, never compare a Policy with a constant
+// (TestPolicyTableIsTheOnlyPlace), so a third policy is one more row of
+// policies.
+//
+// The functions return figures, not keys: a key passed by address to a
+// function value escapes to the heap, one allocation per scored set.
+type policyRule struct {
+	name string
+	// pairs are the terms of pairs of devices the policy ranks by, in
+	// ranking order, as the Score names them (absent from the score of a
+	// single device). Their values are computed by the functions below
+	// and, for total and locality, by the callers (they share work
+	// between terms, and the ring's may be inexact).
+	pairs []slotTerm
+
+	// eval scores a whole set vs of 2 or more devices (sorted local
+	// indices): first and cut; exact is false when first is only the
+	// best found, and then hi bounds it (evalSet).
+	eval func(p *problem, vs []int) (first, cut int64, exact bool, hi int64)
+	// enum is eval inside the enumeration of every set, which may stop
+	// as soon as the set cannot enter a full list whose worst key is
+	// worst (nil while the list is not full): ok false then
+	// (offerEnum).
+	enum func(p *problem, worst *key, vs []int) (first, cut int64, ok bool)
+	// leaf is eval for the branch-and-bound's leaf b.setMask, whose
+	// classes with members are present and whose other slots are in k;
+	// ok false when the set cannot enter b's list (classSearch.leaf).
+	leaf func(b *classSearch, present []int, k key) (first, cut int64, ok bool)
+	// first bounds the first term of every set of the subtree (c, r)
+	// (classSearch.upper), given tree, a bound of the widest spanning
+	// tree's bottleneck. A set's first term is never above its tree
+	// bottleneck (the later terms are bounded only over the sets
+	// connected over links >= the first's bound: markReach).
+	first func(b *classSearch, c, r int, tree int64) int64
+	// cut bounds the cut slot of every set of the subtree that reaches
+	// the first's bound, given total, one of their total bandwidth.
+	cut func(b *classSearch, c, r int, total int64) int64
+	// cutShort are the policy's sets to offer when the budget cut the
+	// branch-and-bound short (branchAndBound).
+	cutShort func(p *problem, b *classSearch) [][]int
+	// prepare runs before the branch-and-bound's first node.
+	prepare func(p *problem)
+	// seeds are the policy's own sets to offer before the
+	// branch-and-bound starts, before the greedy set every policy offers;
+	// t is the root's bound of the tree bottleneck (problem.seeds).
+	seeds func(p *problem, b *classSearch, t int64) [][]int
+	// ring orders the chosen set vs, the entry best of the search's
+	// result res, along its ring for Choice.Ring; ok false when the
+	// policy has no ring for it. It may spend up to extra more work
+	// settling the set's ring and then updates best's key and res's
+	// exactness and bound to what it found (reportRing).
+	ring func(p *problem, best *entry, res *result, vs []int, extra int64) (order []int, ok bool)
+}
+
+// policies are the policies, indexed by Policy, default first. Its names
+// are PolicyNames.
+var policies = []policyRule{
+	Tree: {
+		name:  "tree",
+		pairs: []slotTerm{{kFirst, "bottleneck", "MB/s", false}, {kTotal, "total", "MB/s", false}, {kLocality, "locality", "", false}},
+		eval: func(p *problem, vs []int) (int64, int64, bool, int64) {
+			return p.treeBottleneck(vs), 0, true, 0
+		},
+		enum: func(p *problem, worst *key, vs []int) (int64, int64, bool) {
+			tree := p.treeBottleneck(vs)
+			return tree, 0, worst == nil || tree >= worst[kFirst]
+		},
+		leaf: func(b *classSearch, present []int, _ key) (int64, int64, bool) {
+			return b.treeOf(present, b.take), 0, true
+		},
+		first:    func(_ *classSearch, _, _ int, tree int64) int64 { return tree },
+		cut:      func(*classSearch, int, int, int64) int64 { return 0 },
+		cutShort: (*problem).partSeeds,
+		prepare:  func(*problem) {},
+		seeds:    func(*problem, *classSearch, int64) [][]int { return nil },
+		ring:     func(*problem, *entry, *result, []int, int64) ([]int, bool) { return nil, false },
+	},
+	Ring: {
+		name: "ring",
+		pairs: []slotTerm{{kFirst, "ring", "MB/s", false}, {kCut, "mincut", "MB/s", false}, {kTotal, "total", "MB/s", false},
+			{kLocality, "locality", "", false}},
+		eval: func(p *problem, vs []int) (int64, int64, bool, int64) {
+			r := p.ringOf(vs)
+			return r.lo, p.minCut(vs), r.exact(), r.hi
+		},
+		enum:     (*problem).ringEnum,
+		leaf:     (*classSearch).ringLeaf,
+		first:    (*classSearch).ringFirst,
+		cut:      (*classSearch).ringCut,
+		cutShort: func(*problem, *classSearch) [][]int { return nil },
+		prepare: func(p *problem) {
+			if p.size >= 3 {
+				p.top = p.ringTop()
+			}
+		},
+		seeds: (*problem).ringSeeds,
+		ring: func(p *problem, best *entry, res *result, vs []int, extra int64) ([]int, bool) {
+			if p.size < 3 {
+				return nil, false
+			}
+			return p.reportRing(best, res, vs, extra), true
+		},
+	},
+}
+
+// rules are the policy's row of policies; p must be valid.
+func (p Policy) rules() *policyRule { return &policies[p] }
+
+// policyNames are the policies' names, in the order of the table.
+func policyNames() []string {
+	names := make([]string, len(policies))
+	for i := range policies {
+		names[i] = policies[i].name
+	}
+	return names
 }
 
 // kTies is the first tie-break slot of a key.

@@ -43,9 +43,7 @@ func TestUpperBoundsEverySubtreeSet(t *testing.T) {
 			for try := 0; try < 6; try++ {
 				size := 2 + r.IntN(n-1)
 				p := newProblem(m, pool, pol, size, rules{})
-				if pol == Ring && size >= 3 {
-					p.top = p.ringTop()
-				}
+				p.policy.rules().prepare(p) // as branchAndBound does (the ring's ringTop)
 				b := p.newClassSearch(p.buildClasses(firstN(n)), 1)
 				// decide the classes below c at random
 				c := r.IntN(b.nc + 1)

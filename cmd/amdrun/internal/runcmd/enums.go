@@ -13,8 +13,8 @@ import (
 var (
 	policyFlag = &cmdutil.Enum{Name: "policy", Words: words(selector.PolicyNames...)}
 	orderFlag  = &cmdutil.Enum{Name: "order", Words: []cmdutil.Word{
-		{Name: "index", Help: "ascending device index"},
-		{Name: "links", Help: "consecutive ranks share the fastest links"},
+		{Name: selector.OrderIndex.String(), Help: "ascending device index"},
+		{Name: selector.OrderLinks.String(), Help: "consecutive ranks share the fastest links"},
 	}}
 	bindFlag = &cmdutil.Enum{Name: "bind", Words: []cmdutil.Word{
 		{Name: "numa", Help: "the device's NUMA node"},

@@ -81,7 +81,7 @@ func view(o *runcmd.Options) parsed {
 		NUMABalancing: o.NUMABalancing, Contain: o.Contain, NNodes: o.NNodes, NodeRank: o.NodeRank,
 		MasterAddr: o.MasterAddr, MasterPort: o.MasterPort, DryRun: o.DryRun, Args: o.Args,
 	}
-	p.Policy = o.Policy.Name()
+	p.Policy = o.Policy.String()
 	if len(p.Args) == 0 {
 		p.Args = nil // cobra passes an empty slice
 	}

@@ -1,15 +1,22 @@
-package amdsmi
+package selector_test
+
+// The oracle of the choice on amd-smi captures lives here, beside the
+// selector, because it ranks every set with Policy.Score, which only the
+// selector's tests have (export_test.go); it builds its models through
+// amdsmi's exported API from the public captures, as Discover does.
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/amdrun/amdrun/internal/selector"
+	"github.com/amdrun/amdrun/internal/testutil"
 	"github.com/amdrun/amdrun/internal/topology"
+	"github.com/amdrun/amdrun/internal/topology/amdsmi"
 )
 
 // combos calls f with every k-subset of 0..n-1, ascending.
@@ -55,21 +62,20 @@ func oracle(m *topology.Model, p selector.Policy, req selector.Request) (selecto
 func TestChoiceOnNewCapturesIsOptimal(t *testing.T) {
 	discover := func(files map[string]string) func(t *testing.T) *topology.Model {
 		return func(t *testing.T) *topology.Model {
-			var calls []string
-			m, err := Discover(context.Background(), fakeRun(t, files, &calls), nil)
+			m, err := amdsmi.Discover(context.Background(), replay(t, files), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			return m
 		}
 	}
-	parsed := func(in func(t *testing.T) []byte) func(t *testing.T) *topology.Model {
+	parsed := func(in func(t *testing.T) string) func(t *testing.T) *topology.Model {
 		return func(t *testing.T) *topology.Model {
-			top, err := ParseTopology(bytes.NewReader(in(t)))
+			top, err := amdsmi.ParseTopology(strings.NewReader(in(t)))
 			if err != nil {
 				t.Fatal(err)
 			}
-			m, err := Build(top, nil, nil)
+			m, err := amdsmi.Build(top, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -82,14 +88,14 @@ func TestChoiceOnNewCapturesIsOptimal(t *testing.T) {
 		sizes []int
 	}
 	nodes := []node{
-		{"MI300X DPX (16 partitions)", discover(map[string]string{"amd-smi topology": "public:amd-smi-topology-mi300x-8gpu-xgmi.txt", "amd-smi": "public:amd-smi-default-mi300x-dpx-16dev-derived.txt"}), []int{2, 3, 4, 6, 8, 15}},
-		{"MI300X CPX (64 partitions)", discover(map[string]string{"amd-smi topology": "public:amd-smi-topology-mi300x-8gpu-xgmi.txt", "amd-smi": "public:amd-smi-default-mi300x-cpx-64dev-derived.txt"}), []int{2}},
-		{"MI100 XGMI at row 0", parsed(func(*testing.T) []byte { return []byte(mi100(0, 1)) }), []int{2, 3}},
-		{"MI100 XGMI at row 1", parsed(func(*testing.T) []byte { return []byte(mi100(1, 0)) }), []int{2, 3}},
+		{"MI300X DPX (16 partitions)", discover(map[string]string{"amd-smi topology": "amd-smi-topology-mi300x-8gpu-xgmi.txt", "amd-smi": "amd-smi-default-mi300x-dpx-16dev-derived.txt"}), []int{2, 3, 4, 6, 8, 15}},
+		{"MI300X CPX (64 partitions)", discover(map[string]string{"amd-smi topology": "amd-smi-topology-mi300x-8gpu-xgmi.txt", "amd-smi": "amd-smi-default-mi300x-cpx-64dev-derived.txt"}), []int{2}},
+		{"MI100 XGMI at row 0", parsed(func(*testing.T) string { return mi100(0, 1) }), []int{2, 3}},
+		{"MI100 XGMI at row 1", parsed(func(*testing.T) string { return mi100(1, 0) }), []int{2, 3}},
 	}
 	for _, table := range []string{"access", "weight", "hops", "link-type", "numa-bw"} {
 		f := "amd-smi-topology-mi300x-8gpu-no-" + table + "-table-derived.txt"
-		nodes = append(nodes, node{f, parsed(func(t *testing.T) []byte { return public(t, f) }), []int{2, 3, 4, 7}})
+		nodes = append(nodes, node{f, parsed(func(t *testing.T) string { return string(testutil.ReadFile(t, testutil.Public(t, f))) }), []int{2, 3, 4, 7}})
 	}
 	if !testing.Short() {
 		// 41,664 sets of 3 of 64 at Policy.Score's pace (about 0.3 ms a
@@ -106,7 +112,7 @@ func TestChoiceOnNewCapturesIsOptimal(t *testing.T) {
 						continue // the ring's brute force is the slow one
 					}
 					req := selector.Request{N: k, Budget: time.Hour}
-					ch, err := selector.Select(m, req, p)
+					ch, err := selector.Prepare(m).Select(req, p)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -129,4 +135,45 @@ func TestChoiceOnNewCapturesIsOptimal(t *testing.T) {
 	if checked == 0 {
 		t.Fatal("nothing checked")
 	}
+}
+
+// replay answers each amd-smi command of files (argv -> public capture)
+// with the capture, and any other with amd-smi's usage error.
+func replay(t *testing.T, files map[string]string) topology.Runner {
+	return func(ctx context.Context, name string, args ...string) ([]byte, error) {
+		f, ok := files[strings.Join(append([]string{name}, args...), " ")]
+		if !ok {
+			return nil, &topology.ToolError{Tool: name, Args: args, ExitCode: 2, Stderr: "amd-smi: error: invalid choice\n"}
+		}
+		return testutil.ReadFile(t, testutil.Public(t, f)), nil
+	}
+}
+
+// mi100 is a 4 x MI100 `amd-smi topology` whose pair 0-1 reads XGMI at
+// row xr, column xc and PCIE the other way, all weights 72 and hops 3
+// (the node of amdsmi's TestLinkTypeConflictMI100BothOrders).
+func mi100(xr, xc int) string {
+	bdfs := []string{"0000:83:00.0", "0000:a3:00.0", "0000:c3:00.0", "0000:e3:00.0"}
+	var b strings.Builder
+	for _, tb := range []struct {
+		title      string
+		self, cell string
+	}{{"WEIGHT TABLE", "0", "72"}, {"HOPS TABLE", "0", "3"}, {"LINK TYPE TABLE", "SELF", "PCIE"}} {
+		b.WriteString(tb.title + ":\n             " + strings.Join(bdfs, " ") + "\n")
+		for r := range bdfs {
+			b.WriteString(bdfs[r])
+			for c := range bdfs {
+				switch {
+				case r == c:
+					b.WriteString(" " + tb.self)
+				case tb.title == "LINK TYPE TABLE" && r == xr && c == xc:
+					b.WriteString(" XGMI")
+				default:
+					b.WriteString(" " + tb.cell)
+				}
+			}
+			b.WriteString("\n")
+		}
+	}
+	return b.String()
 }
