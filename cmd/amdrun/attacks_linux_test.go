@@ -31,14 +31,16 @@ import (
 )
 
 // helperEnv makes the test binary a helper instead of running tests
-// (before TestMain): "exchange" swaps two names in a loop, "split" plays
-// the fallback-split attack inside a private mount namespace.
+// (a role of TestMain's testutil.Dispatch): "exchange" swaps two names in
+// a loop, "split" plays the fallback-split attack inside a private mount
+// namespace. Its arguments follow the -test.run=^$ that keeps a helper
+// from running tests.
 const helperEnv = "AMDRUN_E2E_HELPER"
 
 func init() {
-	if mode := os.Getenv(helperEnv); mode != "" {
-		os.Exit(runHelper(mode, os.Args[2:]))
-	}
+	roles = append(roles, testutil.Role{Env: helperEnv, Run: func(mode string, args []string) int {
+		return runHelper(mode, args[1:])
+	}})
 }
 
 func runHelper(mode string, args []string) int {
@@ -638,8 +640,8 @@ func TestAttackFallbackSplit(t *testing.T) {
 	if err := json.Unmarshal(out, &res); err != nil {
 		t.Fatalf("split helper printed %q: %v", out, err)
 	}
-	if res.VRunning && res.ACode == 0 {
-		t.Fatalf("both users' jobs got all 8 devices at once\nV: %s\nA: %s", res.VStderr, res.AStderr)
+	if res.VCode == 0 && res.ACode == 0 {
+		t.Fatalf("both users' jobs ran on all 8 devices (each leased them in a directory of its own)\nV: %s\nA: %s", res.VStderr, res.AStderr)
 	}
 	for who, e := range map[string]string{"V": res.VStderr, "A": res.AStderr} {
 		if !strings.Contains(e, "/run/lock/amdrun: unsafe path: lease directory is a symlink (owned by "+a.Name) {
@@ -649,14 +651,13 @@ func TestAttackFallbackSplit(t *testing.T) {
 }
 
 type splitResult struct {
-	VRunning         bool
 	VStderr, AStderr string
-	ACode            int
+	VCode, ACode     int
 }
 
 // splitHelper runs in a new mount namespace as root: a tmpfs /run with
 // /run/lock (01777) holding A's symlink amdrun -> SPLIT_TARGET; V starts
-// a job on all 8 devices and, a second later, A runs one too.
+// a job on all 8 devices that lasts until A has run one too.
 func splitHelper() int {
 	fail := func(err error) int { fmt.Fprintln(os.Stderr, "split:", err); return 2 }
 	if err := unix.Mount("tmpfs", "/run", "tmpfs", 0, "mode=0755"); err != nil {
@@ -686,31 +687,36 @@ func splitHelper() int {
 		return c
 	}
 	var res splitResult
-	vjob := as(vu, vg, "--ngpus", "8", "--no-python", "/bin/sleep", "5")
+	// V's job lasts until A's has run: its rank 0 reads this pipe to
+	// its end (the other ranks read /dev/null and are done at once), so
+	// whether V got the devices is its exit status, not a timing.
+	vjob := as(vu, vg, "--ngpus", "8", "--no-python", "/bin/cat")
 	var verr bytes.Buffer
 	vjob.Stderr = &verr
-	if err := vjob.Start(); err != nil {
+	hold, err := vjob.StdinPipe()
+	if err != nil {
 		return fail(err)
 	}
-	exited := make(chan struct{})
-	go func() { vjob.Wait(); close(exited) }()
-	select {
-	case <-exited:
-	case <-time.After(time.Second):
-		res.VRunning = true
+	if err := vjob.Start(); err != nil {
+		return fail(err)
 	}
 	ajob := as(au, ag, "--ngpus", "8", "--no-python", "/bin/true")
 	var aerr bytes.Buffer
 	ajob.Stderr = &aerr
-	err := ajob.Run()
+	err = ajob.Run()
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		res.ACode = ee.ExitCode()
 	} else if err != nil {
 		return fail(err)
 	}
-	vjob.Process.Kill()
-	<-exited
+	hold.Close()
+	err = vjob.Wait()
+	if errors.As(err, &ee) {
+		res.VCode = ee.ExitCode()
+	} else if err != nil {
+		return fail(err)
+	}
 	res.VStderr, res.AStderr = verr.String(), aerr.String()
 	json.NewEncoder(os.Stdout).Encode(res)
 	return 0

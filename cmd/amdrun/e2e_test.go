@@ -22,7 +22,14 @@ import (
 
 var amdrunBin string
 
+// roles are what this test binary stands in for when re-executed (the
+// attacks' helpers, a node of the two-node tests): each _linux test file
+// adds its own, and TestMain dispatches them through testutil.Dispatch
+// before it builds amdrun.
+var roles []testutil.Role
+
 func TestMain(m *testing.M) {
+	testutil.Dispatch(roles...)
 	flag.Parse()
 	if testing.Short() {
 		// Every test here runs the built binary: the short tier skips

@@ -366,3 +366,25 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// TestTopoTerminalAndPipe: on a real terminal (a pseudo-terminal amdrun
+// detects itself, iostreams.System) `topo` prints its header and an
+// aligned table; piped, the same rows tab-separated under one header
+// line. Without the terminal branch both would be the piped form.
+func TestTopoTerminalAndPipe(t *testing.T) {
+	testutil.EndToEnd(t)
+	env := cleanEnv(t)
+	p := openPty(t)
+	if code := exitCode(t, p.start(t, env, "--source", "example", "topo")); code != 0 {
+		t.Fatalf("topo on a terminal: exit %d\n%s", code, p.shown())
+	}
+	p.waitFor(t, "GPU7  SYS 16*   SYS 16*")
+	shown := p.shown()
+	if !strings.HasPrefix(shown, "Source: example") || strings.Contains(shown, "\t") || !strings.Contains(shown, "      GPU0      GPU1") {
+		t.Errorf("topo on a terminal: want the source line and an aligned table, no tabs:\n%q", shown)
+	}
+	piped := runAmdrun(t, env, "--source", "example", "topo")
+	if !strings.HasPrefix(piped.stdout, "GPU\tGPU0\tGPU1\t") || strings.Contains(piped.stdout, "Source:") {
+		t.Errorf("topo piped: want tab-separated rows under one header line:\n%q", piped.stdout)
+	}
+}

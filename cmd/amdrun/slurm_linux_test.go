@@ -43,14 +43,11 @@ const (
 )
 
 func init() {
-	host := os.Getenv(envNodeHost)
-	if host == "" {
-		return
-	}
-	if err := becomeNode(host, os.Getenv(envNodeHosts), os.Getenv(envNodeLeases), os.Args[1:]); err != nil {
+	roles = append(roles, testutil.Role{Env: envNodeHost, Run: func(host string, argv []string) int {
+		err := becomeNode(host, os.Getenv(envNodeHosts), os.Getenv(envNodeLeases), argv)
 		fmt.Fprintf(os.Stderr, "node %s: %v\n", host, err)
-		os.Exit(1)
-	}
+		return 1
+	}})
 }
 
 func becomeNode(host, hosts, leases string, argv []string) error {

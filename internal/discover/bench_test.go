@@ -2,7 +2,6 @@ package discover
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -14,22 +13,11 @@ import (
 // two-node host tree under sys/devices/system/node.
 func liveRoot(tb testing.TB) string {
 	tb.Helper()
-	root := tb.TempDir()
 	host := testutil.Testdata(tb, "host", "two-node")
-	links := map[string]string{
+	return testutil.LinkRoot(tb, map[string]string{
 		"sys/class/kfd/kfd/topology": testutil.KFD(tb, "topo-mi300-cpx", "topology"),
 		"sys/devices/system/node":    filepath.Join(host, "sys", "devices", "system", "node"),
-	}
-	for at, target := range links {
-		p := filepath.Join(root, at)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			tb.Fatal(err)
-		}
-		if err := os.Symlink(target, p); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	return root
+	})
 }
 
 // BenchmarkDiscoverSysfs is discovery as `amdrun --source sysfs` does it

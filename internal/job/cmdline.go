@@ -16,35 +16,29 @@ import (
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
-// CommandLine is the launch command line as given: the values of the
-// flags that are read only when the whole line is known (words, lists,
-// durations, torchrun's options), which flags were given and where they
-// came from. The command binds its flags into it and into Options, then
-// calls Options.Resolve.
+// CommandLine is the launch command line as given: the text of the flags
+// that are read only when the whole line is known (words, lists,
+// durations, torchrun's options, through Value), which flags were given
+// and where they came from. The command binds its other flags into
+// Options, then calls Options.Resolve.
 type CommandLine struct {
 	// Changed says whether a flag (its name without "--") was given, on
 	// the command line or by a PET_* variable; it must be set.
 	Changed func(flag string) bool
-	// Value is a given flag's value as text (what torchrun is passed with
-	// --launcher torchrun); it must be set.
+	// Value is a flag's value as text, its default when not given (what
+	// Resolve parses, and what torchrun is passed with --launcher
+	// torchrun); it must be set.
 	Value func(flag string) string
 	// PET maps the flags set from PET_* variables to the variable, so
 	// that errors name it.
 	PET map[string]string
-	// DryRun says the plan is only shown: --launcher torchrun then needs
-	// no rank count.
-	DryRun bool
-
-	// The raw values of --devices, --exclude, --policy, --order, --bind,
-	// --mem-policy, --local-ranks-filter, --wait ("forever" when given
-	// bare), --numa-balancing, --contain, --nnodes, --grace and the
-	// --rdzv-* flags, as given ("" when not).
-	Devices, Exclude, Policy, Order, Bind, Mem, RanksFilter, Wait, NUMABalancing, Contain string
-	NNodes, Grace                                                                         string
-	RdzvBackend, RdzvEndpoint, RdzvID, RdzvConf                                           string
-	// Torchrun are the values of torchrun's own flags.
-	Torchrun TorchrunFlags
 }
+
+// The flags' text is read through Value, never copied into a struct: it
+// is the flag's until Resolve turns it into a setting of Options.
+
+// on says a boolean flag is set (its text "true").
+func (l *CommandLine) on(flag string) bool { return l.Value(flag) == "true" }
 
 // label names flag as the user gave it: --flag, or the PET_* variable it
 // came from.
@@ -69,11 +63,26 @@ func usageErrorf(format string, args ...any) error {
 // got another; the command's one declaration of the flag's words
 // (cmdutil.Enum) words the error.
 type WordError struct {
-	// Flag is the flag without "--"; Got the word given.
-	Flag, Got string
+	// Flag is the flag without "--"; Got the word given; Label names the
+	// flag as the user gave it ("--flag", or the PET_* variable it came
+	// from; "" means "--" + Flag).
+	Flag, Got, Label string
 }
 
-func (e *WordError) Error() string { return fmt.Sprintf("--%s: unknown value %q", e.Flag, e.Got) }
+func (e *WordError) Error() string { return fmt.Sprintf("%s: unknown value %q", e.Named(), e.Got) }
+
+// Named is the flag as the user gave it.
+func (e *WordError) Named() string {
+	if e.Label != "" {
+		return e.Label
+	}
+	return "--" + e.Flag
+}
+
+// wordError is the WordError of flag, named as l's user gave it.
+func (l *CommandLine) wordError(flag, got string) error {
+	return &WordError{Flag: flag, Got: got, Label: l.label(flag)}
+}
 
 // Resolve reads the command line l into o and refuses what cannot run,
 // in one line each (a *UsageError or *WordError, or the Slurm
@@ -96,7 +105,7 @@ func (o *Options) Resolve(ctx context.Context, l *CommandLine) error {
 	if o.CPUOnly && (o.Devices != nil || o.Exclude != nil) {
 		return usageErrorf("--devices and --exclude choose GPUs: they do not apply to CPU ranks (--ngpus 0 or --nproc-per-node cpu)")
 	}
-	if err := o.parseWait(l.Wait); err != nil {
+	if err := o.parseWait(l.Value("wait")); err != nil {
 		return err
 	}
 	if o.Grace < 0 {
@@ -121,17 +130,17 @@ func (o *Options) parseValues(l *CommandLine) error {
 	if o.NGPUs < 0 {
 		return usageErrorf("--ngpus must be at least 0 (0 means every free device), got %d", o.NGPUs)
 	}
-	if o.Grace, err = parseDuration("--grace", l.Grace); err != nil {
+	if o.Grace, err = parseDuration("--grace", l.Value("grace")); err != nil {
 		return err
 	}
-	if o.Devices, err = parseIndexList("--devices", l.Devices, l.Changed("devices")); err != nil {
+	if o.Devices, err = parseIndexList("--devices", l.Value("devices"), l.Changed("devices")); err != nil {
 		return err
 	}
-	if o.Exclude, err = parseIndexList("--exclude", l.Exclude, l.Changed("exclude")); err != nil {
+	if o.Exclude, err = parseIndexList("--exclude", l.Value("exclude"), l.Changed("exclude")); err != nil {
 		return err
 	}
-	if o.Policy, err = selector.PolicyByName(l.Policy); err != nil {
-		return &WordError{Flag: "policy", Got: l.Policy}
+	if o.Policy, err = selector.PolicyByName(l.Value("policy")); err != nil {
+		return &WordError{Flag: "policy", Got: l.Value("policy")}
 	}
 	if o.SearchWork <= 0 {
 		return usageErrorf("--search-work must be positive, got %d", o.SearchWork)
@@ -139,27 +148,27 @@ func (o *Options) parseValues(l *CommandLine) error {
 	if o.SearchBudget <= 0 {
 		return usageErrorf("--search-budget must be positive, got %s", o.SearchBudget)
 	}
-	if o.Order, err = selector.ParseOrder(l.Order); err != nil {
-		return &WordError{Flag: "order", Got: l.Order}
+	if o.Order, err = selector.ParseOrder(l.Value("order")); err != nil {
+		return &WordError{Flag: "order", Got: l.Value("order")}
 	}
-	if l.Bind != "" {
-		if o.Bind, err = plan.ParseBindMode(l.Bind); err != nil {
-			return &WordError{Flag: "bind", Got: l.Bind}
+	if l.Value("bind") != "" {
+		if o.Bind, err = plan.ParseBindMode(l.Value("bind")); err != nil {
+			return &WordError{Flag: "bind", Got: l.Value("bind")}
 		}
 	}
-	if o.Mem, err = plan.ParseMemPolicy(l.Mem); err != nil {
-		return &WordError{Flag: "mem-policy", Got: l.Mem}
+	if o.Mem, err = plan.ParseMemPolicy(l.Value("mem-policy")); err != nil {
+		return &WordError{Flag: "mem-policy", Got: l.Value("mem-policy")}
 	}
-	if strings.TrimSpace(l.RanksFilter) != "" {
-		if o.RanksFilter, err = parseIndexList(l.label("local-ranks-filter"), l.RanksFilter, true); err != nil {
+	if strings.TrimSpace(l.Value("local-ranks-filter")) != "" {
+		if o.RanksFilter, err = parseIndexList(l.label("local-ranks-filter"), l.Value("local-ranks-filter"), true); err != nil {
 			return err
 		}
 	}
-	if o.Contain, err = launch.ParseContainment(l.Contain); err != nil {
-		return &WordError{Flag: "contain", Got: l.Contain}
+	if o.Contain, err = launch.ParseContainment(l.Value("contain")); err != nil {
+		return &WordError{Flag: "contain", Got: l.Value("contain")}
 	}
-	if o.NUMABalancing, err = numabalance.ParseMode(l.NUMABalancing); err != nil {
-		return &WordError{Flag: "numa-balancing", Got: l.NUMABalancing}
+	if o.NUMABalancing, err = numabalance.ParseMode(l.Value("numa-balancing")); err != nil {
+		return &WordError{Flag: "numa-balancing", Got: l.Value("numa-balancing")}
 	}
 	return nil
 }
@@ -248,14 +257,14 @@ func (o *Options) ranksKnown() int {
 // agent.
 func (o *Options) resolveRendezvous(l *CommandLine) error {
 	rdzv := map[string]string{}
-	for k, v := range map[string]string{"backend": l.RdzvBackend, "endpoint": l.RdzvEndpoint, "id": l.RdzvID, "conf": l.RdzvConf} {
+	for k, v := range map[string]string{"backend": l.Value("rdzv-backend"), "endpoint": l.Value("rdzv-endpoint"), "id": l.Value("rdzv-id"), "conf": l.Value("rdzv-conf")} {
 		if v != "" {
 			rdzv[k] = v
 		}
 	}
-	if l.Torchrun.Standalone {
+	if l.on("standalone") {
 		if o.NNodes != 1 || o.ElasticNNodes != "" {
-			return usageErrorf("%s runs one node: it cannot be used with %s %s", l.label("standalone"), l.label("nnodes"), l.NNodes)
+			return usageErrorf("%s runs one node: it cannot be used with %s %s", l.label("standalone"), l.label("nnodes"), l.Value("nnodes"))
 		}
 		// As torchrun: standalone picks its own rendezvous; say what is
 		// dropped instead of dropping it silently.
@@ -285,7 +294,7 @@ func (o *Options) resolveRendezvous(l *CommandLine) error {
 		}
 		o.Rdzv = rdzv
 		o.TorchrunArgs = torchrunArgs(l, o.Agent)
-		if o.ranksKnown() == 0 && !o.CPUOnly && !l.DryRun {
+		if o.ranksKnown() == 0 && !o.CPUOnly && !l.on("dry-run") {
 			return usageErrorf("--launcher torchrun needs --ngpus or --nproc-per-node N")
 		}
 		if o.NProc > 1 && o.NGPUs > o.NProc {
@@ -356,23 +365,23 @@ func parseDuration(flag, s string) (time.Duration, error) {
 // parseNNodes reads --nnodes: a count, or MIN:MAX for torchrun's elastic
 // rendezvous.
 func (o *Options) parseNNodes(l *CommandLine) error {
-	if strings.Contains(l.NNodes, ":") {
-		lo, hi, _ := strings.Cut(l.NNodes, ":")
+	if strings.Contains(l.Value("nnodes"), ":") {
+		lo, hi, _ := strings.Cut(l.Value("nnodes"), ":")
 		a, err1 := strconv.Atoi(lo)
 		b, err2 := strconv.Atoi(hi)
 		if err1 != nil || err2 != nil || a < 1 || b < a {
-			return usageErrorf("%s: want N or MIN:MAX with 1 <= MIN <= MAX, got %q", l.label("nnodes"), l.NNodes)
+			return usageErrorf("%s: want N or MIN:MAX with 1 <= MIN <= MAX, got %q", l.label("nnodes"), l.Value("nnodes"))
 		}
 		if a == b { // torchrun's default "1:1" is one node, not a range
 			o.NNodes = a
 			return nil
 		}
-		o.ElasticNNodes, o.NNodes = l.NNodes, 1
+		o.ElasticNNodes, o.NNodes = l.Value("nnodes"), 1
 		return nil
 	}
-	n, err := strconv.Atoi(l.NNodes)
+	n, err := strconv.Atoi(l.Value("nnodes"))
 	if err != nil {
-		return usageErrorf("%s: want a number of nodes, got %q", l.label("nnodes"), l.NNodes)
+		return usageErrorf("%s: want a number of nodes, got %q", l.label("nnodes"), l.Value("nnodes"))
 	}
 	o.NNodes = n
 	return nil
@@ -407,9 +416,7 @@ func (o *Options) fromSlurm(ctx context.Context, changed func(string) bool) erro
 	if err := job.Launchable(); err != nil {
 		return err
 	}
-	s := slurm.Merge(slurm.Settings{NNodes: o.NNodes, NodeRank: o.NodeRank, MasterAddr: o.MasterAddr, MasterPort: o.MasterPort},
-		changed, job)
-	o.NNodes, o.NodeRank, o.MasterAddr, o.MasterPort = s.NNodes, s.NodeRank, s.MasterAddr, s.MasterPort
+	o.Settings = slurm.Merge(o.Settings, changed, job)
 	if o.NNodes > 1 && !changed("ngpus") && job.NodeGPUs > 0 {
 		o.NGPUs = job.NodeGPUs
 	}

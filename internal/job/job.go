@@ -101,13 +101,8 @@ func prepare(ctx context.Context, o *Options, dryRun bool) (*Plan, error) {
 // agent (Options.Agent) bound ranks stay bound: the agent starts each
 // worker through amdrun's bind shim (plan.Torchrun.Shim).
 func torchrunSettings(o *Options, env []string, ranks *plan.Plan) plan.Torchrun {
-	nnodes := fmt.Sprint(max(1, o.NNodes))
-	if o.ElasticNNodes != "" {
-		nnodes = o.ElasticNNodes
-	}
 	return plan.Torchrun{
-		UserEnv: env, NNodes: nnodes, NodeRank: o.NodeRank, MasterAddr: o.MasterAddr,
-		MasterPort: o.MasterPort, Rdzv: o.Rdzv,
+		UserEnv: env, Settings: o.Settings, ElasticNNodes: o.ElasticNNodes, Rdzv: o.Rdzv,
 		Module: o.Module, NoPython: o.NoPython, Extra: o.TorchrunArgs, Args: o.Args, Agent: agentArgv(o),
 		Shim: agentShim(o, ranks),
 	}

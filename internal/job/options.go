@@ -9,7 +9,10 @@
 // setting (Selection, Planning, Supervision). The command line binds its
 // flags into those fields; nothing copies them into another struct of
 // settings before the package that uses them (selector.Request,
-// reserve.Options, plan.Spec, launch.RunOptions).
+// reserve.Options, plan.Spec, plan.Torchrun, launch.RunOptions), and the
+// settings several stages read are one embedded plan.Settings
+// (docs/architecture.md lists where each setting lives;
+// internal/archtest checks it).
 //
 // The package also gives the launch command line its meaning, so that the
 // command only declares flags: Options.Resolve reads a CommandLine (the
@@ -164,27 +167,19 @@ type Planning struct {
 	Bind plan.BindMode
 	// Mem is the memory policy of bound ranks ("" means MemNone).
 	Mem plan.MemPolicy
-	// NNodes, NodeRank, MasterAddr and MasterPort place this node in the
-	// job; NNodes 0 means 1, MasterPort 0 a free port on this host.
-	NNodes, NodeRank int
-	MasterAddr       string
-	MasterPort       int
+	// Settings are the job's settings every rank shares, as plan
+	// declares them (embedded here and in plan.Spec, plan.Plan and
+	// plan.Torchrun, so each is declared once): NNodes, NodeRank,
+	// MasterAddr and MasterPort place this node in the job (NNodes 0
+	// means 1, MasterPort 0 a free port on this host); RunID ("" means a
+	// fresh plan.NewRunID), Role ("" means plan.DefaultRole),
+	// VirtualLocalRank and MaxRestarts (how often the whole group is
+	// restarted after a failure, 0: never; with Launcher "torchrun",
+	// torchrun's --max-restarts).
+	plan.Settings
 	// Slurm is the Slurm allocation amdrun runs in (Resolve reads it from
 	// the environment and fills the four fields above from it), or nil.
 	Slurm *slurm.Job
-	// MaxRestarts is how often the whole group is restarted after a
-	// failure (0: never); with Launcher "torchrun", torchrun's
-	// --max-restarts. It goes to plan.Spec, and from the plan to
-	// launch.Run and torchrun's command line.
-	MaxRestarts int
-	// RunID is TORCHELASTIC_RUN_ID; "" means a fresh plan.NewRunID.
-	RunID string
-	// Role is ROLE_NAME; "" means plan.DefaultRole.
-	Role string
-	// VirtualLocalRank gives each rank only its own devices and
-	// LOCAL_RANK=0.
-	VirtualLocalRank bool
-
 	// Launcher is "torchrun" to hand the planned node to torchrun (amdrun
 	// chose the devices and holds their lease); anything else, amdrun
 	// starts the ranks itself.

@@ -76,9 +76,10 @@ func planRanks(o *Options, pl *placement, env []string, hostNUMA []topology.NUMA
 			bind = plan.BindNUMA
 		}
 	}
-	runID := o.RunID
-	if runID == "" {
-		runID = plan.NewRunID()
+	settings := o.Settings
+	settings.MasterPort = port
+	if settings.RunID == "" {
+		settings.RunID = plan.NewRunID()
 	}
 	per := 1
 	if o.NProc > 0 && len(chosen) > o.NProc {
@@ -88,9 +89,7 @@ func planRanks(o *Options, pl *placement, env []string, hostNUMA []topology.NUMA
 		Devices: chosen, DevicesPerRank: per, CPURanks: pl.cpuRanks,
 		HostNUMA: hostNUMA, AllowedCPUs: ownCPUs(o),
 		Argv: workerArgv(o), Env: env, Bind: bind, Mem: o.Mem,
-		NNodes: o.NNodes, NodeRank: o.NodeRank, MasterAddr: o.MasterAddr, MasterPort: port,
-		RunID: runID, Role: o.Role, VirtualLocalRank: o.VirtualLocalRank,
-		MaxRestarts: o.MaxRestarts, TorchVersion: torch,
+		Settings: settings, TorchVersion: torch,
 	}
 	if len(chosen) > 0 {
 		vendor := pl.model.Vendor

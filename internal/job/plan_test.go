@@ -60,8 +60,8 @@ func TestPlanRanks(t *testing.T) {
 		if port <= 0 || port == plan.DefaultMasterPort {
 			t.Errorf("MASTER_PORT %q: want a free port chosen now", env["MASTER_PORT"])
 		}
-		if p.Bind != plan.BindNUMA || p.Ranks[1].NUMANode != 1 {
-			t.Errorf("bind %s, rank 1 on node %d: want numa, node 1 (device 7's)", p.Bind, p.Ranks[1].NUMANode)
+		if p.Bound != plan.BindNUMA || p.Ranks[1].NUMANode != 1 {
+			t.Errorf("bind %s, rank 1 on node %d: want numa, node 1 (device 7's)", p.Bound, p.Ranks[1].NUMANode)
 		}
 		if !reflect.DeepEqual(p.Ranks[0].Argv, []string{"-"}) || env["HIP_VISIBLE_DEVICES"] != "6,7" {
 			t.Errorf("argv %q visible %q", p.Ranks[0].Argv, env["HIP_VISIBLE_DEVICES"])
@@ -71,13 +71,13 @@ func TestPlanRanks(t *testing.T) {
 		}
 	})
 	t.Run("one NUMA node: not bound; the script through python", func(t *testing.T) {
-		o := &Options{Planning: Planning{MasterPort: 1234, Python: "py", Module: true, Args: []string{"x", "-v"}}}
+		o := &Options{Planning: Planning{Settings: plan.Settings{MasterPort: 1234}, Python: "py", Module: true, Args: []string{"x", "-v"}}}
 		p, err := planRanks(o, chose(t, exampleMask(t), 0), nil, host[:1], "", &cpuLeaser{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p.Bind != plan.BindNone || p.Ranks[0].CPUs != nil || envlist.Map(p.Ranks[0].Env)["MASTER_PORT"] != "1234" {
-			t.Errorf("bind %s cpus %v env %v", p.Bind, p.Ranks[0].CPUs, p.Ranks[0].Env)
+		if p.Bound != plan.BindNone || p.Ranks[0].CPUs != nil || envlist.Map(p.Ranks[0].Env)["MASTER_PORT"] != "1234" {
+			t.Errorf("bind %s cpus %v env %v", p.Bound, p.Ranks[0].CPUs, p.Ranks[0].Env)
 		}
 		if want := []string{"py", "-u", "-m", "x", "-v"}; !reflect.DeepEqual(p.Ranks[0].Argv, want) {
 			t.Errorf("argv %q, want %q", p.Ranks[0].Argv, want)
@@ -85,7 +85,7 @@ func TestPlanRanks(t *testing.T) {
 	})
 	t.Run("4 devices for 1 rank under the user's mask: one process sees them all, in the user's tokens", func(t *testing.T) {
 		mask := exampleMask(t, "CUDA_VISIBLE_DEVICES=7,6,1,0")
-		o := &Options{Selection: Selection{NProc: 1}, Planning: Planning{MasterPort: 1, RunID: "job9", Role: "server"}}
+		o := &Options{Selection: Selection{NProc: 1}, Planning: Planning{Settings: plan.Settings{MasterPort: 1, RunID: "job9", Role: "server"}}}
 		p, err := planRanks(o, chose(t, mask, 0, 1, 6, 7), nil, host, "", &cpuLeaser{})
 		if err != nil {
 			t.Fatal(err)
@@ -99,17 +99,17 @@ func TestPlanRanks(t *testing.T) {
 		}
 	})
 	t.Run("CPU ranks need no model", func(t *testing.T) {
-		o := &Options{Planning: Planning{MasterPort: 1, Args: []string{"x"}, NoPython: true}}
+		o := &Options{Planning: Planning{Settings: plan.Settings{MasterPort: 1}, Args: []string{"x"}, NoPython: true}}
 		p, err := planRanks(o, &placement{cpuRanks: 3}, nil, host, "", &cpuLeaser{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(p.Ranks) != 3 || p.Bind != plan.BindNUMA || p.Ranks[2].NUMANode != 1 || p.Ranks[0].NUMANode != 0 {
-			t.Errorf("%d ranks, bind %s, nodes %d..%d; want 3 ranks spread over nodes 0 and 1", len(p.Ranks), p.Bind, p.Ranks[0].NUMANode, p.Ranks[2].NUMANode)
+		if len(p.Ranks) != 3 || p.Bound != plan.BindNUMA || p.Ranks[2].NUMANode != 1 || p.Ranks[0].NUMANode != 0 {
+			t.Errorf("%d ranks, bind %s, nodes %d..%d; want 3 ranks spread over nodes 0 and 1", len(p.Ranks), p.Bound, p.Ranks[0].NUMANode, p.Ranks[2].NUMANode)
 		}
 	})
 	t.Run("a choice outside the user's mask is refused", func(t *testing.T) {
-		_, err := planRanks(&Options{Planning: Planning{MasterPort: 1}}, chose(t, exampleMask(t, "HIP_VISIBLE_DEVICES=0,1"), 2), nil, nil, "", &cpuLeaser{})
+		_, err := planRanks(&Options{Planning: Planning{Settings: plan.Settings{MasterPort: 1}}}, chose(t, exampleMask(t, "HIP_VISIBLE_DEVICES=0,1"), 2), nil, nil, "", &cpuLeaser{})
 		if !errors.Is(err, plan.ErrMask) {
 			t.Errorf("err %v, want ErrMask", err)
 		}

@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"github.com/amdrun/amdrun/internal/discover"
 	"github.com/amdrun/amdrun/internal/launch/lease"
+	"github.com/amdrun/amdrun/internal/launch/plan"
 	"github.com/amdrun/amdrun/internal/selector"
 	"github.com/amdrun/amdrun/internal/topology"
 )
@@ -33,7 +34,7 @@ func TestOtherSystemsPlanButDoNotLaunch(t *testing.T) {
 			Leases:     func(bool) (*lease.Dir, error) { return nil, fmt.Errorf("lease: %w", lease.ErrNotSupported) },
 		},
 		Selection: Selection{NGPUs: 4, Policy: selector.Tree, SearchBudget: time.Second},
-		Planning:  Planning{Python: "python3", Args: []string{"train.py"}, NNodes: 1, MasterAddr: "127.0.0.1"},
+		Planning:  Planning{Python: "python3", Args: []string{"train.py"}, Settings: plan.Settings{NNodes: 1, MasterAddr: "127.0.0.1"}},
 	}
 	p, err := Preview(context.Background(), o)
 	if err != nil {

@@ -63,24 +63,18 @@ func PET(env []string) []PETSetting {
 	return out
 }
 
-// TorchrunFlags are the values of torchrun's flags that amdrun keeps as
-// given until Resolve: --nproc-per-node, --standalone,
-// --monitor-interval, --start-method, --event-log-handler, --local-addr,
-// --logs-specs, --numa-binding, --signals-to-handle, --shutdown-timeout,
-// --run-path, --virtual-local-rank, -r/--redirects, -t/--tee and
-// --duplicate-std{out,err}-filters, in that order; the zero value of
-// each is the flag not given.
-type TorchrunFlags struct {
-	NProc                                   string
-	Standalone                              bool
-	MonitorInterval                         string
-	StartMethod, EventLogHandler, LocalAddr string
-	LogsSpecs, NUMABinding, Signals         string
-	ShutdownTimeout                         int
-	RunPath, VirtualLocalRank               bool
-	Redirects, Tee                          string
-	DupOut, DupErr                          string
-}
+// StartMethods are the words of torchrun's --start-method (which change
+// nothing under amdrun: ranks are programs).
+var StartMethods = []string{"spawn", "fork", "forkserver"}
+
+// ForwardedSignals and StopSignals are launch's lists of the signals
+// forwarded by default and of those that also stop the job, for the help
+// of --signals-to-handle.
+var ForwardedSignals, StopSignals = launch.ForwardedSignals, launch.StopSignals
+
+// StreamNames are launch's values of -r/--redirects and -t/--tee (the
+// index) and what each covers, for the flags' help and completion.
+var StreamNames = launch.StreamNames
 
 // noEffect says why a torchrun option that only torch's agent uses
 // changes nothing when amdrun starts the ranks itself.
@@ -96,40 +90,41 @@ var noEffect = map[string]string{
 // cannot honour it. Errors name a flag as the user gave it (the flag, or
 // the PET_* variable it came from).
 func (o *Options) resolveTorchrun(l *CommandLine) error {
-	t, changed, label := &l.Torchrun, l.Changed, l.label
+	changed, label := l.Changed, l.label
 	if err := o.parseNProc(l); err != nil {
 		return err
 	}
-	if t.RunPath && o.Module {
+	if l.on("run-path") && o.Module {
 		return usageErrorf("%s and %s cannot be used together", label("run-path"), label("module"))
 	}
-	if t.RunPath {
+	if l.on("run-path") {
 		o.NoPython = false // torchrun: --run-path takes precedence over --no-python
 	}
-	o.VirtualLocalRank = t.VirtualLocalRank
+	o.VirtualLocalRank = l.on("virtual-local-rank")
 	var err error
-	if o.Redirects, err = launch.ParseStreams(t.Redirects); err != nil {
+	if o.Redirects, err = launch.ParseStreams(l.Value("redirects")); err != nil {
 		return usageErrorf("%s: %v", label("redirects"), err)
 	}
-	if o.Tee, err = launch.ParseStreams(t.Tee); err != nil {
+	if o.Tee, err = launch.ParseStreams(l.Value("tee")); err != nil {
 		return usageErrorf("%s: %v", label("tee"), err)
 	}
 	if changed("monitor-interval") {
-		if v, err := strconv.ParseFloat(t.MonitorInterval, 64); err != nil || v < 0 || math.IsInf(v, 0) {
-			return usageErrorf("%s: want a number of seconds, got %q", label("monitor-interval"), t.MonitorInterval)
+		if v, err := strconv.ParseFloat(l.Value("monitor-interval"), 64); err != nil || v < 0 || math.IsInf(v, 0) {
+			return usageErrorf("%s: want a number of seconds, got %q", label("monitor-interval"), l.Value("monitor-interval"))
 		}
 	}
-	if changed("start-method") && !slices.Contains([]string{"spawn", "fork", "forkserver"}, t.StartMethod) {
-		return usageErrorf("%s: want spawn, fork or forkserver, got %q", label("start-method"), t.StartMethod)
+	if changed("start-method") && !slices.Contains(StartMethods, l.Value("start-method")) {
+		return l.wordError("start-method", l.Value("start-method"))
 	}
 	if changed("shutdown-timeout") {
 		if changed("grace") {
 			return usageErrorf("%s and --grace say the same thing: give one", label("shutdown-timeout"))
 		}
-		if t.ShutdownTimeout < 0 {
-			return usageErrorf("%s must not be negative, got %d", label("shutdown-timeout"), t.ShutdownTimeout)
+		secs, _ := strconv.Atoi(l.Value("shutdown-timeout")) // an int flag: pflag read it
+		if secs < 0 {
+			return usageErrorf("%s must not be negative, got %d", label("shutdown-timeout"), secs)
 		}
-		o.Grace = time.Duration(t.ShutdownTimeout) * time.Second
+		o.Grace = time.Duration(secs) * time.Second
 	}
 	if err := o.torchrunEnv(changed); err != nil {
 		return err
@@ -138,7 +133,7 @@ func (o *Options) resolveTorchrun(l *CommandLine) error {
 		return err
 	}
 	if changed("signals-to-handle") {
-		sigs, err := launch.ParseSignals(t.Signals)
+		sigs, err := launch.ParseSignals(l.Value("signals-to-handle"))
 		if err != nil {
 			return usageErrorf("%s: %v", label("signals-to-handle"), err)
 		}
@@ -160,26 +155,26 @@ func (o *Options) noteAgentOnly(l *CommandLine) {
 			o.Warn.Warn("%s does nothing under amdrun: %s", label(name), noEffect[name])
 		}
 	}
-	if changed("event-log-handler") && l.Torchrun.EventLogHandler != "null" {
-		o.Warn.Warn("%s %s does nothing under amdrun: it records no torchelastic events", label("event-log-handler"), l.Torchrun.EventLogHandler)
+	if changed("event-log-handler") && l.Value("event-log-handler") != "null" {
+		o.Warn.Warn("%s %s does nothing under amdrun: it records no torchelastic events", label("event-log-handler"), l.Value("event-log-handler"))
 	}
 }
 
 // parseNUMABinding reads torchrun's --numa-binding as amdrun's --bind.
 func (o *Options) parseNUMABinding(l *CommandLine) error {
-	t, changed, label := &l.Torchrun, l.Changed, l.label
+	changed, label := l.Changed, l.label
 	if changed("numa-binding") {
 		var b plan.BindMode
-		switch t.NUMABinding {
+		switch l.Value("numa-binding") {
 		case "node":
 			b = plan.BindNUMA
 		case "exclusive", "socket", "core-complex":
-			b = plan.BindMode(t.NUMABinding)
+			b = plan.BindMode(l.Value("numa-binding"))
 		default:
-			return usageErrorf("%s: want node, socket, exclusive or core-complex, got %q", label("numa-binding"), t.NUMABinding)
+			return l.wordError("numa-binding", l.Value("numa-binding"))
 		}
 		if changed("bind") && o.Bind != b {
-			return usageErrorf("%s %s and --bind %s disagree: give one", label("numa-binding"), t.NUMABinding, o.Bind)
+			return usageErrorf("%s %s and --bind %s disagree: give one", label("numa-binding"), l.Value("numa-binding"), o.Bind)
 		}
 		o.Bind = b
 	}
@@ -190,7 +185,7 @@ func (o *Options) parseNUMABinding(l *CommandLine) error {
 // cpu) together with --ngpus (a number of devices).
 func (o *Options) parseNProc(l *CommandLine) error {
 	ngpusGiven, label := l.Changed("ngpus"), l.label
-	v := strings.TrimSpace(l.Torchrun.NProc)
+	v := strings.TrimSpace(l.Value("nproc-per-node"))
 	switch v {
 	case "":
 		return nil
@@ -208,7 +203,7 @@ func (o *Options) parseNProc(l *CommandLine) error {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 {
-		return usageErrorf("%s: want a number of ranks (at least 1), gpu, auto or cpu, got %q", label("nproc-per-node"), v)
+		return l.wordError("nproc-per-node", v) // a number of ranks or a word
 	}
 	if most, why := launch.RankLimit(); n > most {
 		return usageErrorf("%s %d: more ranks than this node can run: at most %d (%s)", label("nproc-per-node"), n, most, why)
@@ -242,10 +237,10 @@ func torchrunArgs(l *CommandLine, agent bool) []string {
 			out = append(out, "--"+strings.ReplaceAll(name, "-", "_"), l.Value(name))
 		}
 	}
-	if l.Torchrun.RunPath {
+	if l.on("run-path") {
 		out = append(out, "--run_path")
 	}
-	if l.Torchrun.VirtualLocalRank {
+	if l.on("virtual-local-rank") {
 		out = append(out, "--virtual_local_rank")
 	}
 	return out

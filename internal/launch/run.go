@@ -31,6 +31,11 @@ var ErrNotSupported = errors.New("launch: running workers is only supported on L
 // signal.Notify set is made from it.
 var ForwardedSignals = []string{"SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2"}
 
+// StopSignals names the forwarded signals that also stop the run (the
+// others are only passed on); it is the one list, stopSignals is made
+// from it.
+var StopSignals = []string{"SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT"}
+
 // RunOptions controls Run. The zero value is usable.
 type RunOptions struct {
 	// Stdout and Stderr receive the workers' output and amdrun's own

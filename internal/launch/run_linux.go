@@ -689,8 +689,7 @@ func (s *supervisor) endingPending() bool {
 	for {
 		select {
 		case sig := <-s.sigs:
-			switch ss, _ := sig.(syscall.Signal); ss {
-			case unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT:
+			if ss, _ := sig.(syscall.Signal); slices.Contains(stopSignals, os.Signal(ss)) {
 				if s.interrupted == 0 {
 					s.interrupted = ss
 				}
@@ -709,8 +708,8 @@ func (s *supervisor) onSignal(g *group, sig os.Signal) {
 	if !ok || !slices.Contains(s.o.forward(), sig) {
 		return
 	}
-	switch ss {
-	case unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT:
+	switch {
+	case slices.Contains(stopSignals, os.Signal(ss)):
 		if s.interrupted == 0 {
 			s.interrupted = ss
 		}

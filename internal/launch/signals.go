@@ -16,6 +16,9 @@ import (
 // preemption (SIGUSR1, SIGUSR2).
 var DefaultSignals = signalsNamed(ForwardedSignals)
 
+// stopSignals are the signals of StopSignals.
+var stopSignals = signalsNamed(StopSignals)
+
 // signalsNamed are the signals of names ("SIGINT", ...); a name the
 // kernel does not know is a bug in the list, and panics at start.
 func signalsNamed(names []string) []os.Signal {

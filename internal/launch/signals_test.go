@@ -92,3 +92,24 @@ func signalNames(sigs []os.Signal) string {
 	}
 	return strings.Join(names, ",")
 }
+
+// TestSignalListsInDocs: docs/torchrun.md's --signals-to-handle row names
+// the one forwarded list and the one stopping list, in their order.
+func TestSignalListsInDocs(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/torchrun.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var row string
+	for _, l := range strings.Split(string(doc), "\n") {
+		if strings.HasPrefix(l, "| `--signals-to-handle") {
+			row = l
+		}
+	}
+	stop := strings.Join(StopSignals[:len(StopSignals)-1], ", ") + " and " + StopSignals[len(StopSignals)-1]
+	for _, want := range []string{"(default " + strings.Join(ForwardedSignals, ", ") + ")", "; " + stop + " also stop the job"} {
+		if !strings.Contains(row, want) {
+			t.Errorf("docs/torchrun.md's --signals-to-handle row lacks %q:\n%s", want, row)
+		}
+	}
+}

@@ -19,8 +19,23 @@ const (
 	StdAll  Std = StdOut | StdErr
 )
 
+// StreamNames say what each value of -r/--redirects and -t/--tee covers,
+// by value (0 none ... 3 both): the one list, which ParseStreams' error
+// and the flags' help and completion read.
+var StreamNames = []string{StdNone: "none", StdOut: "stdout", StdErr: "stderr", StdAll: "both"}
+
 // ErrStreams is wrapped by ParseStreams's errors.
-var ErrStreams = errors.New("want 0-3 (0 none, 1 stdout, 2 stderr, 3 both) or LOCAL_RANK:0-3 pairs such as 0:3,1:0")
+var ErrStreams = errors.New("want 0-3 (" + StreamValues() + ") or LOCAL_RANK:0-3 pairs such as 0:3,1:0")
+
+// StreamValues are StreamNames as a list of values: "0 none, 1 stdout,
+// 2 stderr, 3 both".
+func StreamValues() string {
+	parts := make([]string, len(StreamNames))
+	for v, n := range StreamNames {
+		parts[v] = fmt.Sprintf("%d %s", v, n)
+	}
+	return strings.Join(parts, ", ")
+}
 
 // Streams says which streams of each local rank a setting covers:
 // torchrun's -r/--redirects and -t/--tee values. The zero value covers

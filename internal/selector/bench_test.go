@@ -164,8 +164,10 @@ func BenchmarkDistinct(b *testing.B) {
 // answers each Allocate from them; amdrun's counterpart is Prepare, done
 // once, then Prepared.Select ("prepared"). "model" is Select on the read
 // model, which weighs the pairs at every call, as one amdrun command
-// does. bench/rocm-plugin.sh runs it interleaved with the plugin's
-// Allocate (issue 25).
+// does; "read+model" reads the KFD tree first (kfd.Read), all of one
+// amdrun command's selection from a cold start, the counterpart of the
+// plugin's Init and Allocate together, which reads the tree's io_links.
+// bench/rocm-plugin.sh runs it interleaved with the plugin (issue 25).
 func BenchmarkPluginSizes(b *testing.B) {
 	for _, tc := range []struct {
 		name, tree string
@@ -175,11 +177,19 @@ func BenchmarkPluginSizes(b *testing.B) {
 		{"cpx-63", "topo-mi300-cpx", []int{8, 56, 62}},
 		{"mi210-8", "topo-mi210-xgmi-pcie", []int{2, 4}},
 	} {
-		m, err := kfd.Read(kfd.DirFS(testutil.KFD(b, tc.tree)), nil)
+		dir := testutil.KFD(b, tc.tree)
+		m, err := kfd.Read(kfd.DirFS(dir), nil)
 		if err != nil {
 			b.Fatal(err)
 		}
 		pp := Prepare(m)
+		cold := func(r Request) (*Choice, error) {
+			m, err := kfd.Read(kfd.DirFS(dir), nil)
+			if err != nil {
+				return nil, err
+			}
+			return Select(m, r, Tree)
+		}
 		for _, n := range tc.sizes {
 			// one answer, as the plugin gives, and amdrun's default five
 			// runner-ups on top (what --explain lists)
@@ -191,6 +201,7 @@ func BenchmarkPluginSizes(b *testing.B) {
 				{"prepared", -1, func(r Request) (*Choice, error) { return pp.Select(r, Tree) }},
 				{"prepared+5", 0, func(r Request) (*Choice, error) { return pp.Select(r, Tree) }},
 				{"model", -1, func(r Request) (*Choice, error) { return Select(m, r, Tree) }},
+				{"read+model", -1, cold},
 			} {
 				b.Run(fmt.Sprintf("%s/N=%d/%s", tc.name, n, v.name), func(b *testing.B) {
 					b.ReportAllocs()

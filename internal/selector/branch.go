@@ -276,9 +276,7 @@ func (b *classSearch) cutTables() {
 	b.lowCutFrom = make([][]int64, nc+1)
 	b.lowCutFrom[nc], sums = lowestSums(sums, cuts)
 	for c := nc - 1; c >= 0; c-- {
-		for range b.cls[c].members {
-			cuts = insertSorted(cuts, b.cut[c])
-		}
+		cuts = insertCopies(cuts, b.cut[c], len(b.cls[c].members))
 		b.lowCutFrom[c], sums = lowestSums(sums, cuts)
 	}
 }
@@ -320,8 +318,8 @@ func (p *problem) newClassTables(cls []class) *classTables {
 		t.poolFrom[c].or(&cl.firstMask[len(cl.members)])
 		for _, v := range cl.members {
 			loads = insertSorted(loads, p.load[v])
-			degs = insertSorted(degs, cl.deg)
 		}
+		degs = insertCopies(degs, cl.deg, len(cl.members))
 		t.lowLoadFrom[c], sums = lowestSums(sums, loads)
 		t.lowDegFrom[c], sums = lowestSums(sums, degs)
 	}
@@ -378,6 +376,19 @@ func lowestSums(buf, sorted []int64) (s, rest []int64) {
 func insertSorted(vals []int64, x int64) []int64 {
 	i, _ := slices.BinarySearch(vals, x)
 	return slices.Insert(vals, i, x)
+}
+
+// insertCopies inserts k copies of x into the ascending vals, in one
+// move (the members of a class share their degree and cut).
+func insertCopies(vals []int64, x int64, k int) []int64 {
+	i, _ := slices.BinarySearch(vals, x)
+	n := len(vals)
+	vals = slices.Grow(vals, k)[:n+k]
+	copy(vals[i+k:], vals[i:n])
+	for j := i; j < i+k; j++ {
+		vals[j] = x
+	}
+	return vals
 }
 
 // dfs explores the sets that take r more devices from classes c and on;

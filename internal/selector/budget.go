@@ -69,4 +69,7 @@ func (b *budget) spent() bool {
 func (b *budget) left() int64 { return max(0, b.limit-b.work) }
 
 // unlimited is a budget that never runs out (tests and bounds).
-func unlimited() *budget { return &budget{limit: 1 << 62} }
+func unlimited() *budget { return &budget{limit: unlimitedWork} }
+
+// unlimitedWork is the limit of a budget that never runs out.
+const unlimitedWork = 1 << 62

@@ -105,16 +105,20 @@ func (p *problem) finishClasses(cls []class) {
 
 // groupClasses is buildClasses over every candidate when they are all
 // the devices: the prepared link groups split by NUMA node and busy
-// state, in the same order (by lowest member).
+// state, in the same order (by lowest member). It finds each device's
+// class first and then lays the members out in one array.
 func (p *problem) groupClasses() []class {
-	var cls []class
-	first := make([]int, p.n) // the class of a group's first member, by group
-	for v := 0; v < p.n; v++ {
+	n := p.n
+	buf := make([]int, 4*n)
+	// first[g]: the class of group g's first member; of[v]: v's class;
+	// rep[c], size[c]: class c's first member and size
+	first, of, rep, size := buf[:n:n], buf[n:2*n:2*n], buf[2*n:2*n:3*n], buf[3*n:]
+	for v := 0; v < n; v++ {
 		g := p.group[v]
 		found := -1
 		if g != v {
-			for c := first[g]; c < len(cls); c++ {
-				if r := cls[c].members[0]; p.group[r] == g && p.numa[r] == p.numa[v] && p.busy.has(r) == p.busy.has(v) {
+			for c := first[g]; c < len(rep); c++ {
+				if r := rep[c]; p.group[r] == g && p.numa[r] == p.numa[v] && p.busy.has(r) == p.busy.has(v) {
 					found = c
 					break
 				}
@@ -122,12 +126,22 @@ func (p *problem) groupClasses() []class {
 		}
 		if found < 0 {
 			if g == v {
-				first[g] = len(cls)
+				first[g] = len(rep)
 			}
-			cls = append(cls, class{numa: p.numa[v], busy: p.busy.has(v), deg: p.deg[v]})
-			found = len(cls) - 1
+			found = len(rep)
+			rep = append(rep, v)
 		}
-		cls[found].members = append(cls[found].members, v)
+		of[v] = found
+		size[found]++
+	}
+	cls := make([]class, len(rep))
+	members := buf[:n:n] // first is done with
+	for c, r := range rep {
+		cls[c] = class{members: members[:0:size[c]], numa: p.numa[r], busy: p.busy.has(r), deg: p.deg[r]}
+		members = members[size[c]:]
+	}
+	for v := 0; v < n; v++ {
+		cls[of[v]].members = append(cls[of[v]].members, v)
 	}
 	return cls
 }
@@ -145,7 +159,8 @@ type classGraph struct {
 
 func newClassGraph(p *problem, cls []class) classGraph {
 	nc := len(cls)
-	g := classGraph{cls: cls, nc: nc, bw: make([]int64, nc*nc), loc: make([]int64, nc*nc), scr: p.scr}
+	w := make([]int64, 2*nc*nc)
+	g := classGraph{cls: cls, nc: nc, bw: w[: nc*nc : nc*nc], loc: w[nc*nc:], scr: p.scr}
 	for c := range cls {
 		for d := range cls {
 			a, b := cls[c].members[0], cls[d].members[0]

@@ -206,3 +206,71 @@ func startByDevices(p *problem, size int, t int64) int {
 	}
 	return start
 }
+
+// Prepare weighs every pair from the model's links, once each: its
+// matrices hold what Model.BW and Model.Locality give pair by pair (the
+// measured figures as their levels), on the real nodes and on nodes whose
+// packages and hives are many (more than interning keeps on the stack),
+// unknown for some devices, or out of order.
+func TestPrepareWeighsAsTheModel(t *testing.T) {
+	nodes := preparedNodes(t)
+	r := rand.New(rand.NewPCG(25, 5))
+	for _, groups := range []int{3, 40} {
+		m := cloneModel(newDistinctNode(t, 48, uint64(groups)))
+		for i := range m.Devices {
+			d := &m.Devices[i]
+			if g := r.IntN(groups + 1); g < groups { // one in groups+1 unknown
+				d.Package = fmt.Sprintf("pkg-%d", g)
+			}
+			if g := r.IntN(groups + 1); g < groups {
+				d.Hive = fmt.Sprintf("hive-%d", g)
+			}
+		}
+		for i := range m.Links {
+			if l := &m.Links[i]; r.IntN(3) == 0 {
+				l.Type = topology.LinkPCIe
+				l.Level = []string{topology.LevelPIX, topology.LevelPXB, topology.LevelNODE, topology.LevelSYS, ""}[r.IntN(5)]
+			}
+		}
+		nodes = append(nodes, realTopology{fmt.Sprintf("48 devices, %d packages and hives", groups), m})
+	}
+	for _, top := range nodes {
+		m := top.m
+		pp := Prepare(m)
+		levels := measuredLevels(m)
+		nd := len(m.Devices)
+		for a := 0; a < nd; a++ {
+			for b := 0; b < nd; b++ {
+				w := m.BW(a, b)
+				if l := m.Link(a, b); l != nil && l.Measured {
+					w = levels[l.MaxBandwidth]
+				}
+				if got := pp.bw[a*nd+b]; got != w {
+					t.Fatalf("%s: pair %d-%d bandwidth %d, the model's %d", top.name, a, b, got, w)
+				}
+				if got, want := pp.loc[a*nd+b], int64(m.Locality(a, b)); got != want {
+					t.Fatalf("%s: pair %d-%d locality %d, the model's %d", top.name, a, b, got, want)
+				}
+			}
+		}
+	}
+}
+
+// insertCopies is k insertSorted calls in one move.
+func TestInsertCopiesIsRepeatedInsert(t *testing.T) {
+	r := rand.New(rand.NewPCG(25, 6))
+	for range 200 {
+		var want []int64
+		got := make([]int64, 0, 4) // grows past its capacity too
+		for range 1 + r.IntN(8) {
+			x, k := int64(r.IntN(5)), r.IntN(4)
+			for range k {
+				want = insertSorted(want, x)
+			}
+			got = insertCopies(got, x, k)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("insertCopies %v, repeated insertSorted %v", got, want)
+		}
+	}
+}

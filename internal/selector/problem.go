@@ -38,6 +38,7 @@ type problem struct {
 	group  []int     // Prepared.group when every device is a candidate, else nil
 	prep   *Prepared // where the problem came from
 	bud    *budget   // the work Select may still spend
+	own    budget    // where bud points unless a caller swaps it (no allocation a call)
 	scr    *scratch
 
 	// evaluated remembers evalSet's answers by set: the naive set and
@@ -69,17 +70,27 @@ type scratch struct {
 }
 
 func newScratch(n int) *scratch {
-	ints, i64s, bools := make([]int, 4*n), make([]int64, 2*n), make([]bool, 2*n)
-	return &scratch{a: ints[:n:n], b: ints[n : 2*n : 2*n], c: ints[2*n : 3*n : 3*n], d: ints[3*n:],
-		x: i64s[:n:n], y: i64s[n:], f: bools[:n:n], g: bools[n:], caps: make([]capped, n)}
+	return scratchIn(make([]int, 4*n), make([]int64, 2*n), n)
+}
+
+// scratchIn is a scratch for n candidates in the first 4n ints and 2n
+// int64s given.
+func scratchIn(ints []int, i64s []int64, n int) *scratch {
+	bools := make([]bool, 2*n)
+	return &scratch{a: ints[:n:n], b: ints[n : 2*n : 2*n], c: ints[2*n : 3*n : 3*n], d: ints[3*n : 4*n : 4*n],
+		x: i64s[:n:n], y: i64s[n : 2*n : 2*n], f: bools[:n:n], g: bools[n:], caps: make([]capped, n)}
 }
 
 // newProblem copies the candidates' pairs out of the prepared matrices.
 func (pp *Prepared) newProblem(cands []int, pol Policy, size int, r rules) *problem {
 	m := pp.m
 	n := len(cands)
-	p := &problem{policy: pol, rules: r, n: n, size: size, idx: cands, numa: make([]int, n), load: make([]int64, n), prep: pp,
-		bud: unlimited(), scr: newScratch(n), ties: defaultTies[:]}
+	// the problem's per-candidate slices and its scratch, in one
+	// allocation of each type
+	ints, i64s := make([]int, 5*n), make([]int64, 3*n)
+	p := &problem{policy: pol, rules: r, n: n, size: size, idx: cands, numa: ints[4*n:], load: i64s[2*n:], prep: pp,
+		own: budget{limit: unlimitedWork}, scr: scratchIn(ints, i64s, n), ties: defaultTies[:]}
+	p.bud = &p.own
 	if r.ties != nil {
 		p.ties = r.ties[:min(len(r.ties), len(defaultTies))]
 	}
@@ -158,50 +169,117 @@ type Prepared struct {
 
 // Prepare weighs every pair of m's devices. A nil or empty model gives a
 // Prepared whose Select fails as Select does.
+//
+// It is most of what one amdrun command spends in selection on a
+// partitioned node (1,024 pairs of 32 MI308 partitions, 3,969 of 63 CPX
+// ones), so it walks the model's links once, each weighed where it lies
+// (no pair lookups, issue 25), into one allocation for the matrices and
+// the groups.
 func Prepare(m *topology.Model) *Prepared {
 	pp := &Prepared{m: m}
 	if m == nil {
 		return pp
 	}
 	nd := len(m.Devices)
+	nn := nd * nd
 	pp.nd = nd
-	pp.bw, pp.loc = make([]int64, nd*nd), make([]int64, nd*nd)
-	levels := measuredLevels(m)
-	// Pairs come from the model's links, one lookup each (issue 25: three
-	// lookups per pair were most of a small node's Select); a pair
-	// without a link has bandwidth 0 and locality SYS, as Model.BW and
-	// Model.Locality say.
-	sys := int64(topology.LocalitySYS)
-	for i := 0; i < nd; i++ {
-		row := pp.loc[i*nd : i*nd+nd]
-		for j := range row {
-			if j != i {
-				row[j] = sys
+	mats := make([]int64, 2*nn+nd)
+	pp.bw, pp.loc, pp.deg = mats[:nn:nn], mats[nn:2*nn:2*nn], mats[2*nn:]
+	// the devices' packages and hives as small ids, -1 for none, so that
+	// a pair compares two ints where Model.LinkLocality compares strings
+	ids := make([]int, 2*nd)
+	pkg, hive := ids[:nd:nd], ids[nd:]
+	intern(pkg, m.Devices, func(d *topology.Device) string { return d.Package })
+	intern(hive, m.Devices, func(d *topology.Device) string { return d.Hive })
+	// A pair without a link has bandwidth 0 and locality SYS, as
+	// Model.BW and Model.Locality say.
+	if sys := int64(topology.LocalitySYS); sys != 0 {
+		for i := 0; i < nd; i++ {
+			row := pp.loc[i*nd : i*nd+nd]
+			for j := range row {
+				if j != i {
+					row[j] = sys
+				}
 			}
 		}
 	}
+	// A finished model has one link a pair; were there two, the later
+	// one would win here as it does in Model.Link's index.
+	measured := false
 	for li := range m.Links {
 		l := &m.Links[li]
 		a, b := l.A, l.B
-		if a < 0 || b < 0 || a >= nd || b >= nd || a == b || m.Link(a, b) != l {
+		if a < 0 || b < 0 || a >= nd || b >= nd || a == b {
 			continue
 		}
-		w := m.BW(a, b) // host-staged for a pair without peer-to-peer access
-		if l.Measured && levels != nil {
-			w = levels[l.MaxBandwidth]
-		}
+		w := m.LinkBW(l) // host-staged for a pair without peer-to-peer access
+		measured = measured || l.Measured
 		pp.bw[a*nd+b], pp.bw[b*nd+a] = w, w
-		lc := int64(m.Locality(a, b))
+		lc := int64(l.Locality(pkg[a] >= 0 && pkg[a] == pkg[b], hive[a] >= 0 && hive[a] == hive[b]))
 		pp.loc[a*nd+b], pp.loc[b*nd+a] = lc, lc
 	}
-	pp.deg = make([]int64, nd)
-	for i := range pp.deg {
-		for _, v := range pp.loc[i*nd : i*nd+nd] {
-			pp.deg[i] += v
+	if measured {
+		// measured figures count as their levels
+		levels := measuredLevels(m)
+		for li := range m.Links {
+			l := &m.Links[li]
+			a, b := l.A, l.B
+			if l.Measured && a >= 0 && b >= 0 && a < nd && b < nd && a != b {
+				pp.bw[a*nd+b], pp.bw[b*nd+a] = levels[l.MaxBandwidth], levels[l.MaxBandwidth]
+			}
 		}
+	}
+	for i := range pp.deg {
+		var d int64
+		for _, v := range pp.loc[i*nd : i*nd+nd] {
+			d += v
+		}
+		pp.deg[i] = d
 	}
 	pp.group = linkGroups(pp.bw, pp.loc, nd)
 	return pp
+}
+
+// intern sets id[i] to a small id of key(&devs[i]), the same for the
+// same string, -1 for "". Devices of one package or hive mostly follow
+// one another, so the previous device's key is tried first; the first
+// few distinct keys are looked up in a list on the stack, the rest in a
+// map.
+func intern(id []int, devs []topology.Device, key func(*topology.Device) string) {
+	var few [16]string
+	var many map[string]int
+	n := 0 // distinct keys so far
+	prev := ""
+	for i := range devs {
+		k := key(&devs[i])
+		switch {
+		case k == "":
+			id[i] = -1
+		case i > 0 && k == prev:
+			id[i] = id[i-1]
+		default:
+			v := slices.Index(few[:min(n, len(few))], k)
+			if v < 0 && many != nil {
+				if w, ok := many[k]; ok {
+					v = w
+				}
+			}
+			if v < 0 {
+				v = n
+				if n < len(few) {
+					few[n] = k
+				} else {
+					if many == nil {
+						many = map[string]int{}
+					}
+					many[k] = n
+				}
+				n++
+			}
+			id[i] = v
+		}
+		prev = k
+	}
 }
 
 // linkGroups gives each of the n devices the lowest device whose links
@@ -231,15 +309,15 @@ func linkGroups(bw, loc []int64, n int) []int {
 }
 
 // sameLinks says r and v have the same link and locality to every third
-// device.
+// device: their rows are equal but at r and v.
 func sameLinks(bw, loc []int64, n, r, v int) bool {
-	rr, rv := r*n, v*n
-	for u := 0; u < n; u++ {
-		if u != r && u != v && (bw[rr+u] != bw[rv+u] || loc[rr+u] != loc[rv+u]) {
-			return false
-		}
-	}
-	return true
+	lo, hi := min(r, v), max(r, v)
+	return equalBut(bw[r*n:r*n+n], bw[v*n:v*n+n], lo, hi) && equalBut(loc[r*n:r*n+n], loc[v*n:v*n+n], lo, hi)
+}
+
+// equalBut says x and y (of one length) are equal but at lo < hi.
+func equalBut(x, y []int64, lo, hi int) bool {
+	return slices.Equal(x[:lo], y[:lo]) && slices.Equal(x[lo+1:hi], y[lo+1:hi]) && slices.Equal(x[hi+1:], y[hi+1:])
 }
 
 // loadOf is the device's utilisation plus memory use, in hundredths of a

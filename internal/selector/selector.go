@@ -293,7 +293,8 @@ func (pp *Prepared) selectBy(req Request, p Policy, r rules) (*Choice, error) {
 		work = DefaultWork
 	}
 	pr := pp.newProblem(cands, p, n, r)
-	pr.bud = &budget{limit: int64(work), deadline: start.Add(limit)}
+	pr.own = budget{limit: int64(work), deadline: start.Add(limit)}
+	pr.bud = &pr.own
 	res := pr.search(k + 1)
 	naive := firstN(n).list()
 	if len(res.top) == 0 {
@@ -322,7 +323,8 @@ func (pp *Prepared) selectBy(req Request, p Policy, r rules) (*Choice, error) {
 		ch.GapTerm, ch.Bound, ch.Gap = pr.gap(best.key, res.bound)
 	}
 	// What follows is not the search: it spends nothing of the budget.
-	pr.bud = unlimited()
+	pr.own = budget{limit: unlimitedWork}
+	pr.bud = &pr.own
 	if hasRing {
 		ch.Ring = pr.global(ring)
 	}
@@ -421,10 +423,13 @@ func candidates(m *topology.Model, req Request) ([]int, error) {
 	if req.Order != OrderIndex && req.Order != OrderLinks {
 		return nil, fmt.Errorf("selector: %w: unknown order %d", ErrBadRequest, int(req.Order))
 	}
-	allowed := allowedSet(m, req)
+	var allowed []bool // nil: every device (no Devices, no Exclude)
+	if req.Devices != nil || len(req.Exclude) > 0 {
+		allowed = allowedSet(m, req)
+	}
 	out := make([]int, 0, len(m.Devices))
 	for i := range m.Devices {
-		if !allowed[i] {
+		if allowed != nil && !allowed[i] {
 			continue
 		}
 		if _, held := req.Held[i]; held {

@@ -23,6 +23,14 @@ type Role struct {
 // with its status; without one it runs the tests (m.Run). Roles are tried
 // in order, arguments before environment within a role.
 func Main(m *testing.M, roles ...Role) {
+	Dispatch(roles...)
+	os.Exit(m.Run())
+}
+
+// Dispatch is Main's dispatch for a TestMain that has set-up to do before
+// m.Run (building a binary a role must not wait for): it runs the first
+// role selected and exits with its status, or returns when none is.
+func Dispatch(roles ...Role) {
 	for _, r := range roles {
 		if r.Arg != "" && len(os.Args) > 1 && os.Args[1] == r.Arg {
 			os.Exit(r.Run(r.Arg, os.Args[2:]))
@@ -33,5 +41,4 @@ func Main(m *testing.M, roles ...Role) {
 			}
 		}
 	}
-	os.Exit(m.Run())
 }

@@ -36,11 +36,26 @@ func (m *Model) Locality(a, b int) Locality {
 	if l == nil {
 		return LocalitySYS
 	}
-	da, db := &m.Devices[a], &m.Devices[b]
+	return m.LinkLocality(l)
+}
+
+// LinkLocality is Locality(l.A, l.B) for one of m's links, without
+// looking the pair up (the selector weighs every pair of a node from its
+// links).
+func (m *Model) LinkLocality(l *Link) Locality {
+	da, db := &m.Devices[l.A], &m.Devices[l.B]
+	return l.Locality(da.Package != "" && da.Package == db.Package, da.Hive != "" && da.Hive == db.Hive)
+}
+
+// Locality is the locality of link l between two devices that do or do
+// not share a package (the same known Device.Package) and a hive (the
+// same known Device.Hive): Model.Locality for a caller that compares
+// those once a device rather than once a pair.
+func (l *Link) Locality(samePackage, sameHive bool) Locality {
 	switch {
-	case da.Package != "" && da.Package == db.Package:
+	case samePackage:
 		return LocalityPackage
-	case l.Type != LinkPCIe && da.Hive != "" && da.Hive == db.Hive:
+	case l.Type != LinkPCIe && sameHive:
 		return LocalityHive
 	case l.Type != LinkPCIe:
 		return LocalityFabric

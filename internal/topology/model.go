@@ -196,12 +196,18 @@ func (m *Model) Link(a, b int) *Link {
 // same path.
 func (m *Model) BW(a, b int) int64 {
 	if l := m.Link(a, b); l != nil {
-		if l.P2P == P2PUnavailable {
-			return HostStaged(l.MaxBandwidth, m.HostBandwidth)
-		}
-		return l.MaxBandwidth
+		return m.LinkBW(l)
 	}
 	return 0
+}
+
+// LinkBW is BW(l.A, l.B) for one of m's links, without looking the pair
+// up.
+func (m *Model) LinkBW(l *Link) int64 {
+	if l.P2P == P2PUnavailable {
+		return HostStaged(l.MaxBandwidth, m.HostBandwidth)
+	}
+	return l.MaxBandwidth
 }
 
 // NUMANode returns the host NUMA node with the given id, or nil.

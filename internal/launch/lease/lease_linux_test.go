@@ -29,10 +29,7 @@ import (
 const childEnv = "AMDRUN_LEASE_TEST_CHILD"
 
 func TestMain(m *testing.M) {
-	if mode := os.Getenv(childEnv); mode != "" {
-		os.Exit(runChild(mode))
-	}
-	os.Exit(m.Run())
+	testutil.Main(m, testutil.Role{Env: childEnv, Run: func(mode string, _ []string) int { return runChild(mode) }})
 }
 
 func runChild(mode string) int {

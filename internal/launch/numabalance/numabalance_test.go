@@ -14,9 +14,9 @@ import (
 	"github.com/amdrun/amdrun/internal/testutil"
 )
 
-// fakeRoot makes <tmp>/proc/sys/kernel/numa_balancing holding content and
+// balancingRoot is testutil.FakeRoot with <root>/proc/sys/kernel/numa_balancing holding content; it
 // returns the root and the file's path.
-func fakeRoot(t *testing.T, content string) (root, path string) {
+func balancingRoot(t *testing.T, content string) (root, path string) {
 	t.Helper()
 	root = testutil.FakeRoot(t, map[string]string{Path: content})
 	return root, filepath.Join(root, Path)
@@ -66,7 +66,7 @@ func TestParseMode(t *testing.T) {
 // put back byte for byte by restore).
 func TestApplyReadsEveryValue(t *testing.T) {
 	for _, before := range []string{"1\n", "0\n", "2\n", "3"} {
-		root, path := fakeRoot(t, before)
+		root, path := balancingRoot(t, before)
 		restore, err := Apply(root, Off)
 		if err != nil {
 			t.Errorf("Apply(off) on %q: %v", before, err)
@@ -92,7 +92,7 @@ func TestReadErrors(t *testing.T) {
 		t.Errorf("message\n got %s\nwant %s", err, wantPrefix)
 	}
 
-	root, path := fakeRoot(t, "yes\n")
+	root, path := balancingRoot(t, "yes\n")
 	_, err = Apply(root, Off)
 	want := "numa balancing: " + path + `: unexpected value "yes"`
 	if err == nil || err.Error() != want {
@@ -118,7 +118,7 @@ func TestApply(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			root, path := fakeRoot(t, tt.before)
+			root, path := balancingRoot(t, tt.before)
 			restore, err := Apply(root, tt.mode)
 			if err != nil {
 				t.Fatalf("Apply: %v", err)
@@ -147,7 +147,7 @@ func TestApply(t *testing.T) {
 }
 
 func TestApplyKeepTouchesNothing(t *testing.T) {
-	root, path := fakeRoot(t, "1\n")
+	root, path := balancingRoot(t, "1\n")
 	old := time.Now().Add(-time.Hour).Truncate(time.Second)
 	if err := os.Chtimes(path, old, old); err != nil {
 		t.Fatal(err)
@@ -189,7 +189,7 @@ func TestApplyMissingFile(t *testing.T) {
 }
 
 func TestApplyUnknownMode(t *testing.T) {
-	root, path := fakeRoot(t, "1\n")
+	root, path := balancingRoot(t, "1\n")
 	_, err := Apply(root, Mode("auto"))
 	if err == nil || err.Error() != `numa balancing: unknown mode "auto" (valid: off, on, keep)` {
 		t.Errorf("Apply(auto) = %v", err)
@@ -205,7 +205,7 @@ func TestApplyReadOnly(t *testing.T) {
 	if os.Geteuid() == 0 {
 		t.Skip("root may write a 0444 file; see TestApplyDenied")
 	}
-	root, path := fakeRoot(t, "1\n")
+	root, path := balancingRoot(t, "1\n")
 	if err := os.Chmod(path, 0o444); err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +231,7 @@ func TestApplyDenied(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			root, path := fakeRoot(t, "1\n")
+			root, path := balancingRoot(t, "1\n")
 			deny := func(name string, flag int, perm os.FileMode) (*os.File, error) {
 				if flag&(os.O_WRONLY|os.O_RDWR) != 0 {
 					return nil, &fs.PathError{Op: "open", Path: name, Err: tt.errno}
@@ -258,7 +258,7 @@ func TestApplyDenied(t *testing.T) {
 }
 
 func TestRestoreTwice(t *testing.T) {
-	root, path := fakeRoot(t, "1\n")
+	root, path := balancingRoot(t, "1\n")
 	restore, err := Apply(root, Off)
 	if err != nil {
 		t.Fatal(err)
@@ -282,7 +282,7 @@ func TestRestoreTwice(t *testing.T) {
 }
 
 func TestRestoreConcurrent(t *testing.T) {
-	root, path := fakeRoot(t, "1\n")
+	root, path := balancingRoot(t, "1\n")
 	writes := 0
 	var mu sync.Mutex
 	counting := func(name string, flag int, perm os.FileMode) (*os.File, error) {
@@ -315,7 +315,7 @@ func TestRestoreConcurrent(t *testing.T) {
 }
 
 func TestRestoreError(t *testing.T) {
-	root, path := fakeRoot(t, "1\n")
+	root, path := balancingRoot(t, "1\n")
 	restore, err := Apply(root, Off)
 	if err != nil {
 		t.Fatal(err)

@@ -76,11 +76,11 @@ func TestTorchrunPlan(t *testing.T) {
 		restarts int // the ranks' plan's MaxRestarts
 		want     string
 	}{
-		{"standalone", Torchrun{NNodes: "1", Args: []string{"train.py", "--lr", "1"}}, 0,
+		{"standalone", Torchrun{Settings: Settings{NNodes: 1}, Args: []string{"train.py", "--lr", "1"}}, 0,
 			"torchrun --nproc_per_node 4 --nnodes 1 --standalone train.py --lr 1"},
-		{"static multi-node", Torchrun{NNodes: "2", NodeRank: 1, MasterAddr: "n0", MasterPort: 29400, NoPython: true, Args: []string{"./a.out"}}, 0,
+		{"static multi-node", Torchrun{Settings: Settings{NNodes: 2, NodeRank: 1, MasterAddr: "n0", MasterPort: 29400}, NoPython: true, Args: []string{"./a.out"}}, 0,
 			"torchrun --nproc_per_node 4 --nnodes 2 --node_rank 1 --master_addr n0 --master_port 29400 --no_python ./a.out"},
-		{"elastic", Torchrun{NNodes: "1:4", Module: true, Args: []string{"pkg.mod"},
+		{"elastic", Torchrun{ElasticNNodes: "1:4", Module: true, Args: []string{"pkg.mod"},
 			Rdzv:  map[string]string{"id": "j", "backend": "c10d", "endpoint": "n0:29400"},
 			Extra: []string{"--role", "r", "-t", "3"}}, 3,
 			"torchrun --nproc_per_node 4 --nnodes 1:4 --rdzv_backend c10d --rdzv_endpoint n0:29400 --rdzv_id j --max_restarts 3 --role r -t 3 -m pkg.mod"},
@@ -88,7 +88,7 @@ func TestTorchrunPlan(t *testing.T) {
 		// picks its lists by LOCAL_RANK and execs the rank's own command;
 		// the shim's argv is launch's (launch.LocalShimArgs, tested there),
 		// written out here so that the plan's tests need no supervision.
-		{"agent with per-rank binding", Torchrun{NNodes: "1:2", Module: true, Args: []string{"ignored"},
+		{"agent with per-rank binding", Torchrun{ElasticNNodes: "1:2", Module: true, Args: []string{"ignored"},
 			Rdzv: map[string]string{"backend": "c10d", "endpoint": "n0:1"},
 			Shim: []string{"/amdrun", "__amdrun_bind", "--local-cpus", "16-31/16-31/0-15/0-15", "--local-mems", "1/1/0/0", "--mempolicy", "bind"}}, 0,
 			"torchrun --nproc_per_node 4 --nnodes 1:2 --rdzv_backend c10d --rdzv_endpoint n0:1 --no_python /amdrun __amdrun_bind" +
@@ -113,7 +113,7 @@ func TestTorchrunPlan(t *testing.T) {
 			if env["HIP_VISIBLE_DEVICES"] != "4,5,0,1" || env["OMP_NUM_THREADS"] != "3" || env["PATH"] != "/usr/bin" {
 				t.Errorf("lost the visible devices or the user's settings: %v", env)
 			}
-			if tp.Ranks[0].Bound() || tp.Bind != BindNone {
+			if tp.Ranks[0].Bound() || tp.Bound != BindNone {
 				t.Errorf("torchrun itself is bound: %+v", tp.Ranks[0])
 			}
 		})

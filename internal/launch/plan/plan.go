@@ -175,6 +175,17 @@ type Spec struct {
 	// Mem is the memory policy; "" means MemNone. It applies only to ranks
 	// that are bound to NUMA nodes.
 	Mem MemPolicy
+	// Settings are the job's settings that every rank shares.
+	Settings
+}
+
+// Settings are the job's settings that every rank of it shares: this
+// node's place in the job, its run id and role, the local rank each rank
+// is told and the restarts. They are declared here once: job.Options
+// holds them (its Planning embeds Settings), and Spec, Plan and Torchrun
+// embed them, so a setting is copied as one value, never field by field
+// into another struct (docs/architecture.md, "Where a setting lives").
+type Settings struct {
 	// NNodes is the number of nodes (0 means 1); NodeRank this node's
 	// number, 0 <= NodeRank < NNodes.
 	NNodes, NodeRank int
@@ -188,11 +199,12 @@ type Spec struct {
 	Role string
 	// VirtualLocalRank sets LOCAL_RANK=0 in every rank, as torchrun's
 	// --virtual-local-rank; each rank should then see only its own
-	// devices (RankVisibleEnv), so that device 0 is its own.
+	// devices (Spec.RankVisibleEnv), so that device 0 is its own.
 	VirtualLocalRank bool
 	// MaxRestarts is how often a failed group is restarted (>= 0; 0:
-	// never). It is the one place the setting is given: the plan keeps it
-	// (TORCHELASTIC_MAX_RESTARTS, and launch.Run's restarts).
+	// never): the ranks see it as TORCHELASTIC_MAX_RESTARTS, launch.Run
+	// restarts the group that often (Plan's), and TorchrunPlan passes it
+	// as --max_restarts.
 	MaxRestarts int
 }
 
@@ -205,17 +217,14 @@ type Plan struct {
 	Warnings []string
 	// WorldSize is NNodes * len(Ranks).
 	WorldSize int
-	// MaxRestarts is how often launch.Run restarts a failed group: the Spec's
-	// MaxRestarts, which the ranks see as TORCHELASTIC_MAX_RESTARTS; 0
-	// never.
-	MaxRestarts int
-	// Bind and Mem are the Spec's modes after defaults (Bind BindNUMA
-	// when BusyCPUs left too few CPUs for the mode asked).
-	Bind BindMode
-	Mem  MemPolicy
-	// RunID is the ranks' TORCHELASTIC_RUN_ID (the Spec's, after the
-	// default); "" in a plan not made by NewPlan.
-	RunID string
+	// Settings are the Spec's, RunID after its default ("" in a plan not
+	// made by NewPlan); launch.Run reads MaxRestarts (how often it
+	// restarts a failed group; 0 never) and RunID (the log layout's).
+	Settings
+	// Bound is the binding the ranks got: the Spec's Bind after its
+	// default, or BindNUMA where BusyCPUs left too few CPUs for the mode
+	// asked.
+	Bound BindMode
 	// LeaseCPUs are the CPUs the job must lease so that no other amdrun
 	// job uses them: every rank's, when Bind LeasesCPUs; nil otherwise.
 	LeaseCPUs []int
@@ -281,7 +290,8 @@ func NewPlan(s Spec) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Plan{WorldSize: v.nnodes * v.nproc, MaxRestarts: s.MaxRestarts, Bind: v.bind, Mem: v.mem, RunID: v.runID}
+	p := &Plan{WorldSize: v.nnodes * v.nproc, Settings: s.Settings, Bound: v.bind}
+	p.RunID = v.runID
 	groups := make([][]topology.Device, v.nproc)
 	for lr := range groups {
 		if len(s.Devices) > 0 {
@@ -295,7 +305,7 @@ func NewPlan(s Spec) (*Plan, error) {
 		homes = cpuHomes(v.nproc, s.HostNUMA, s.AllowedCPUs, v.bind)
 	}
 	binds, bound := bindRanks(homes, s, v.bind, &p.Warnings)
-	p.Bind = bound
+	p.Bound = bound
 	if bound.LeasesCPUs() {
 		for _, b := range binds {
 			p.LeaseCPUs = append(p.LeaseCPUs, b.cpus...)

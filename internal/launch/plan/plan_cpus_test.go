@@ -87,8 +87,8 @@ func TestPlanSocketAndCoreComplex(t *testing.T) {
 					t.Errorf("rank %d: mems %s, want %s", i, got, tt.mems[i])
 				}
 			}
-			if p.Bind != tt.bound || topology.FormatCPUList(p.LeaseCPUs) != tt.lease {
-				t.Errorf("bound %s, lease %q; want %s, %q", p.Bind, topology.FormatCPUList(p.LeaseCPUs), tt.bound, tt.lease)
+			if p.Bound != tt.bound || topology.FormatCPUList(p.LeaseCPUs) != tt.lease {
+				t.Errorf("bound %s, lease %q; want %s, %q", p.Bound, topology.FormatCPUList(p.LeaseCPUs), tt.bound, tt.lease)
 			}
 			var warns []string
 			for _, w := range p.Warnings {

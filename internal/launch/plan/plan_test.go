@@ -29,9 +29,9 @@ func baseSpec() Spec {
 		Env:        []string{"PATH=/usr/bin", "NCCL_NVLS_ENABLE=0", "HIP_VISIBLE_DEVICES=9", "HOME=/root"},
 		VisibleEnv: (*Mask)(nil).Env(pick(devs, 4, 5, 0, 1), topology.VendorAMD),
 		Bind:       BindNUMA, Mem: MemBind,
-		NNodes: 2, NodeRank: 1,
-		MasterAddr: "10.0.0.1", MasterPort: 29400,
-		RunID: "job7", MaxRestarts: 2, TorchVersion: "1.13.1",
+		Settings: Settings{NNodes: 2, NodeRank: 1, MasterAddr: "10.0.0.1", MasterPort: 29400,
+			RunID: "job7", MaxRestarts: 2},
+		TorchVersion: "1.13.1",
 	}
 }
 
@@ -291,7 +291,7 @@ func TestPlanDevicesPerRank(t *testing.T) {
 	chosen := pick(devs, 0, 1, 3, 4)
 	s := Spec{
 		Devices: chosen, DevicesPerRank: 2, HostNUMA: twoSocketHost(),
-		Argv: []string{"w"}, Bind: BindNUMA, Mem: MemBind, Role: "trainer",
+		Argv: []string{"w"}, Bind: BindNUMA, Mem: MemBind, Settings: Settings{Role: "trainer"},
 		RankVisibleEnv: []map[string]string{
 			(*Mask)(nil).Env(chosen[:2], topology.VendorAMD), (*Mask)(nil).Env(chosen[2:], topology.VendorAMD),
 		},
@@ -340,7 +340,7 @@ func TestPlanDevicesPerRank(t *testing.T) {
 func TestPlanVirtualLocalRank(t *testing.T) {
 	devs := pick(amdNode(), 2, 5)
 	p, err := NewPlan(Spec{
-		Devices: devs, Argv: []string{"w"}, VirtualLocalRank: true,
+		Devices: devs, Argv: []string{"w"}, Settings: Settings{VirtualLocalRank: true},
 		RankVisibleEnv: []map[string]string{
 			(*Mask)(nil).Env(devs[:1], topology.VendorAMD), (*Mask)(nil).Env(devs[1:], topology.VendorAMD),
 		},

@@ -15,13 +15,14 @@ type Torchrun struct {
 	// there are kept, the ones the plan set are dropped (torchrun sets
 	// them itself).
 	UserEnv []string
-	// NNodes is torchrun's --nnodes: a count or MIN:MAX.
-	NNodes string
-	// NodeRank, MasterAddr and MasterPort are used for a static
-	// multi-node job without rendezvous flags.
-	NodeRank   int
-	MasterAddr string
-	MasterPort int
+	// Settings are the job's settings as given (not the plan's: a
+	// MasterPort 0 stays 0). NNodes, NodeRank, MasterAddr and MasterPort
+	// are used for a static multi-node job without rendezvous flags;
+	// MaxRestarts is read from the plan.
+	Settings
+	// ElasticNNodes is torchrun's --nnodes MIN:MAX; "" means Settings'
+	// NNodes (0 meaning 1).
+	ElasticNNodes string
 	// Rdzv are torchrun's rendezvous settings by name ("backend",
 	// "endpoint", "id", "conf" for --rdzv_backend ...), passed through in
 	// that order.
@@ -76,9 +77,13 @@ func TorchrunPlan(p *Plan, t Torchrun) *Plan {
 	if len(argv) == 0 {
 		argv = []string{"torchrun"}
 	}
-	argv = append(argv, "--nproc_per_node", strconv.Itoa(len(p.Ranks)), "--nnodes", t.NNodes)
+	nnodes := t.ElasticNNodes
+	if nnodes == "" {
+		nnodes = strconv.Itoa(max(1, t.NNodes))
+	}
+	argv = append(argv, "--nproc_per_node", strconv.Itoa(len(p.Ranks)), "--nnodes", nnodes)
 	if len(t.Rdzv) == 0 {
-		if t.NNodes == "1" {
+		if nnodes == "1" {
 			argv = append(argv, "--standalone")
 		} else {
 			argv = append(argv, "--node_rank", strconv.Itoa(t.NodeRank), "--master_addr", t.MasterAddr,
@@ -108,5 +113,5 @@ func TorchrunPlan(p *Plan, t Torchrun) *Plan {
 	}
 	one := r0
 	one.Argv, one.Env, one.CPUs, one.Mems, one.MemPolicy = argv, env, nil, nil, MemNone
-	return &Plan{Ranks: []Rank{one}, WorldSize: p.WorldSize, Bind: BindNone, Mem: MemNone}
+	return &Plan{Ranks: []Rank{one}, WorldSize: p.WorldSize, Bound: BindNone}
 }

@@ -3,6 +3,7 @@ package slurm_test
 import (
 	"fmt"
 
+	"github.com/amdrun/amdrun/internal/launch/plan"
 	"github.com/amdrun/amdrun/internal/launch/slurm"
 )
 
@@ -20,9 +21,10 @@ func ExampleMerge() {
 	job, _ := slurm.FromEnvWith([]string{
 		"SLURM_JOB_ID=4242", "SLURM_JOB_NUM_NODES=2", "SLURM_NODEID=1", "SLURM_JOB_NODELIST=gpu[07-08]",
 	}, nil)
-	flags := slurm.Settings{NNodes: 1, MasterAddr: "127.0.0.1", MasterPort: 29500}
+	flags := plan.Settings{NNodes: 1, MasterAddr: "127.0.0.1", MasterPort: 29500}
 	changed := func(name string) bool { return name == slurm.FlagMasterPort } // --master-port 29500 given
-	fmt.Printf("%+v\n", slurm.Merge(flags, changed, job))
+	s := slurm.Merge(flags, changed, job)
+	fmt.Println(s.NNodes, s.NodeRank, s.MasterAddr, s.MasterPort)
 	// Output:
-	// {NNodes:2 NodeRank:1 MasterAddr:gpu07 MasterPort:29500}
+	// 2 1 gpu07 29500
 }

@@ -1,5 +1,7 @@
 package slurm
 
+import "github.com/amdrun/amdrun/internal/launch/plan"
+
 // Flag names Merge asks changed about: amdrun run's multi-node flags.
 const (
 	FlagNNodes     = "nnodes"
@@ -8,22 +10,16 @@ const (
 	FlagMasterPort = "master-port"
 )
 
-// Settings are the multi-node values that either come from flags or from
-// the Slurm allocation.
-type Settings struct {
-	NNodes     int
-	NodeRank   int
-	MasterAddr string
-	MasterPort int
-}
-
-// Merge applies the precedence rule: a flag the user set explicitly
+// Merge applies the precedence rule to the multi-node values of flags
+// (NNodes, NodeRank, MasterAddr, MasterPort), which either come from
+// flags or from the Slurm allocation: a flag the user set explicitly
 // (changed(name) is true, with the names FlagNNodes ...) keeps its value;
-// every other field takes the job's value. A nil job returns flags
+// every other of the four takes the job's value, and the rest of flags is
+// kept. A nil job returns flags
 // unchanged; a nil changed counts as no flag set. It does not check that
 // the result is consistent (a --nnodes that contradicts Slurm's node id):
 // the caller validates the merged settings as it validates flags.
-func Merge(flags Settings, changed func(name string) bool, job *Job) Settings {
+func Merge(flags plan.Settings, changed func(name string) bool, job *Job) plan.Settings {
 	if job == nil {
 		return flags
 	}

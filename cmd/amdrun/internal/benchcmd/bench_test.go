@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/benchcmd"
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdtest"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
-	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
 	"github.com/amdrun/amdrun/internal/bench"
 	"github.com/amdrun/amdrun/internal/discover"
 	"github.com/amdrun/amdrun/internal/testutil"
@@ -17,7 +17,7 @@ import (
 )
 
 func newFactory() *cmdutil.Factory {
-	ios, _, _, _ := iostreams.Test()
+	ios, _, _, _ := cmdtest.Streams()
 	return &cmdutil.Factory{IOStreams: ios, Env: func() []string { return nil }}
 }
 
@@ -127,7 +127,7 @@ func TestRunErrorsBeforeMeasuring(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, out, _ := iostreams.Test()
+			ios, _, out, _ := cmdtest.Streams()
 			o := &benchcmd.Options{
 				IO: ios, Topology: example, SizeMiB: 1, Iters: 1,
 				Env:      func() []string { return nil },
@@ -163,7 +163,7 @@ func TestRunToolTable(t *testing.T) {
 			{Index: 0, NUMANode: -1, PCIAddress: "0000:0d:00.0"}, {Index: 1, RuntimeIndex: 1, NUMANode: -1, PCIAddress: "0000:10:00.0"}}}
 		return m, m.Finish()
 	}
-	ios, _, stdout, _ := iostreams.Test()
+	ios, _, stdout, _ := cmdtest.Streams()
 	cache := t.TempDir()
 	o := &benchcmd.Options{
 		IO: ios, Topology: model, SizeMiB: 1, Iters: 1, Tool: "rocm_bandwidth_test",

@@ -21,6 +21,9 @@ type Enum struct {
 	// Name is the flag without "--".
 	Name  string
 	Words []Word
+	// Also names what else the flag takes ("a number of ranks"), for its
+	// error; "": only the words.
+	Also string
 }
 
 // Values are the enum's words.
@@ -35,7 +38,17 @@ func (e *Enum) Values() []string {
 // Err is the error for a word the flag does not take:
 // `--policy: want tree or ring, got "x"`, a usage error.
 func (e *Enum) Err(got string) error {
-	return FlagErrorf("--%s: want %s, got %q", e.Name, JoinOr(e.Values()), got)
+	return e.ErrAs("--"+e.Name, got)
+}
+
+// ErrAs is Err naming the flag as label (the PET_* variable it came
+// from, say).
+func (e *Enum) ErrAs(label, got string) error {
+	want := e.Values()
+	if e.Also != "" {
+		want = append([]string{e.Also}, want...)
+	}
+	return FlagErrorf("%s: want %s, got %q", label, JoinOr(want), got)
 }
 
 // help is the words as the flag's help lists them: "numa, exclusive or
@@ -61,6 +74,13 @@ func StringEnumFlag(cmd *cobra.Command, p *string, e *Enum, def, usage string) {
 	RegisterValues(cmd, e.Name, e.Values())
 }
 
+// PersistentStringEnumFlag is StringEnumFlag for a flag of cmd and its
+// subcommands.
+func PersistentStringEnumFlag(cmd *cobra.Command, p *string, e *Enum, def, usage string) {
+	cmd.PersistentFlags().StringVar(p, e.Name, def, fmt.Sprintf(usage, e.help()))
+	RegisterValues(cmd, e.Name, e.Values())
+}
+
 // RegisterValues makes shell completion offer vals for cmd's flag name
 // (and nothing else: no file names).
 func RegisterValues(cmd *cobra.Command, name string, vals []string) {
@@ -72,13 +92,18 @@ func RegisterValues(cmd *cobra.Command, name string, vals []string) {
 }
 
 // JoinOr lists words as a sentence does: "a", "a or b", "a, b or c".
-func JoinOr(words []string) string {
+func JoinOr(words []string) string { return join(words, " or ") }
+
+// JoinAnd is words as a list: "a, b and c".
+func JoinAnd(words []string) string { return join(words, " and ") }
+
+func join(words []string, last string) string {
 	switch n := len(words); n {
 	case 0:
 		return ""
 	case 1:
 		return words[0]
 	default:
-		return strings.Join(words[:n-1], ", ") + " or " + words[n-1]
+		return strings.Join(words[:n-1], ", ") + last + words[n-1]
 	}
 }

@@ -13,9 +13,9 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdtest"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/doctor"
-	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
 	"github.com/amdrun/amdrun/internal/discover"
 	"github.com/amdrun/amdrun/internal/launch"
 	"github.com/amdrun/amdrun/internal/launch/lease"
@@ -40,7 +40,7 @@ func contained(c launch.Containment, err error) func() (launch.Containment, erro
 // sees 2 devices; edit changes them.
 func options(t *testing.T, edit func(*doctor.Options)) (*doctor.Options, *bytes.Buffer) {
 	t.Helper()
-	ios, _, out, _ := iostreams.Test()
+	ios, _, out, _ := cmdtest.Streams()
 	leaseDir := t.TempDir()
 	o := &doctor.Options{
 		IO: ios,
@@ -478,7 +478,7 @@ func TestNewCmdDoctor(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, _, _ := iostreams.Test()
+			ios, _, _, _ := cmdtest.Streams()
 			f := &cmdutil.Factory{IOStreams: ios, Env: func() []string { return tt.env }}
 			f.Topo.SysfsRoot = tt.sysfsRoot
 			var got *doctor.Options

@@ -4,7 +4,6 @@
 package iostreams
 
 import (
-	"bytes"
 	"io"
 	"os"
 )
@@ -25,22 +24,16 @@ func (s *IOStreams) IsStdoutTTY() bool { return s.stdoutTTY }
 // IsStderrTTY says whether ErrOut is a terminal.
 func (s *IOStreams) IsStderrTTY() bool { return s.stderrTTY }
 
-// SetStdoutTTY overrides terminal detection (tests).
-func (s *IOStreams) SetStdoutTTY(v bool) { s.stdoutTTY = v }
-
-// System returns the process's own streams.
-func System() *IOStreams {
-	return &IOStreams{
-		In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr,
-		stdoutTTY: isTerminal(os.Stdout),
-		stderrTTY: isTerminal(os.Stderr),
-	}
+// New returns streams reading in and writing out and errOut, which are
+// terminals as stdoutTTY and stderrTTY say.
+func New(in io.Reader, out, errOut io.Writer, stdoutTTY, stderrTTY bool) *IOStreams {
+	return &IOStreams{In: in, Out: out, ErrOut: errOut, stdoutTTY: stdoutTTY, stderrTTY: stderrTTY}
 }
 
-// Test returns streams backed by buffers: in, out, errOut.
-func Test() (*IOStreams, *bytes.Buffer, *bytes.Buffer, *bytes.Buffer) {
-	in, out, errOut := &bytes.Buffer{}, &bytes.Buffer{}, &bytes.Buffer{}
-	return &IOStreams{In: in, Out: out, ErrOut: errOut}, in, out, errOut
+// System returns the process's own streams, a terminal where the kernel
+// says one is. (Tests build theirs with cmdtest.Streams.)
+func System() *IOStreams {
+	return New(os.Stdin, os.Stdout, os.Stderr, isTerminal(os.Stdout), isTerminal(os.Stderr))
 }
 
 // isTerminal reports whether f is a character device (a terminal).

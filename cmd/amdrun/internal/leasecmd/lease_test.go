@@ -8,8 +8,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdtest"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
-	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/leasecmd"
 	"github.com/amdrun/amdrun/internal/discover"
 	"github.com/amdrun/amdrun/internal/testutil"
@@ -30,7 +30,7 @@ func TestNewCmdLeaseInitFlags(t *testing.T) {
 		{"tmpfiles", nil, []string{"--tmpfiles"}, "/run/lock/amdrun", true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, _, _ := iostreams.Test()
+			ios, _, _, _ := cmdtest.Streams()
 			f := &cmdutil.Factory{IOStreams: ios, Env: func() []string { return tt.env }}
 			var got *leasecmd.InitOptions
 			cmd := leasecmd.NewCmdLease(f, func(_ context.Context, o *leasecmd.InitOptions) error {
@@ -51,7 +51,7 @@ func TestNewCmdLeaseInitFlags(t *testing.T) {
 func example(context.Context) (*topology.Model, error) { return discover.Example() }
 
 func TestRunInitTmpfiles(t *testing.T) {
-	ios, _, out, _ := iostreams.Test()
+	ios, _, out, _ := cmdtest.Streams()
 	err := leasecmd.RunInit(context.Background(), &leasecmd.InitOptions{IO: ios, Topology: example, Dir: "/run/lock/amdrun", Tmpfiles: true})
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +65,7 @@ func TestRunInitTmpfiles(t *testing.T) {
 
 func TestRunInit(t *testing.T) {
 	testutil.RequireRoot(t)
-	ios, _, out, errOut := iostreams.Test()
+	ios, _, out, errOut := cmdtest.Streams()
 	dir := filepath.Join(t.TempDir(), "leases")
 	o := &leasecmd.InitOptions{IO: ios, Topology: example, Dir: dir, HostNUMA: func() ([]topology.NUMANode, error) {
 		return []topology.NUMANode{{ID: 0, CPUs: []int{0, 1}}, {ID: 1, CPUs: []int{2, 3}}}, nil

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdtest"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
-	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/pscmd"
 	"github.com/amdrun/amdrun/internal/discover"
 	"github.com/amdrun/amdrun/internal/launch/lease"
@@ -94,8 +94,8 @@ func self(t *testing.T) (name, cmd string) {
 // runPs runs `amdrun ps` through its command with args.
 func runPs(t *testing.T, m *topology.Model, tty bool, args ...string) string {
 	t.Helper()
-	ios, _, out, _ := iostreams.Test()
-	ios.SetStdoutTTY(tty)
+	ios, _, out, _ := cmdtest.Streams()
+	cmdtest.SetStdoutTTY(ios, tty)
 	f := &cmdutil.Factory{
 		IOStreams: ios,
 		Env:       func() []string { return nil },
@@ -218,7 +218,7 @@ func TestRunJSON(t *testing.T) {
 func TestRunLeaseDirFromEnv(t *testing.T) {
 	m := exampleModel(t)
 	dir := holdDevice3(t, m)
-	ios, _, out, _ := iostreams.Test()
+	ios, _, out, _ := cmdtest.Streams()
 	f := &cmdutil.Factory{IOStreams: ios, Env: func() []string { return []string{"AMDRUN_LEASE_DIR=" + dir} }}
 	cmd := pscmd.NewCmdPs(f, func(ctx context.Context, o *pscmd.Options) error {
 		o.Topology = func(context.Context) (*topology.Model, error) { return m, nil }
@@ -234,7 +234,7 @@ func TestRunLeaseDirFromEnv(t *testing.T) {
 }
 
 func TestRunErrors(t *testing.T) {
-	ios, _, _, _ := iostreams.Test()
+	ios, _, _, _ := cmdtest.Streams()
 	m := exampleModel(t)
 	notDir := t.TempDir() + "/file"
 	if err := os.WriteFile(notDir, []byte("x"), 0o644); err != nil {
@@ -266,7 +266,7 @@ func TestRunNoGPU(t *testing.T) {
 	noGPU := fmt.Errorf("%w (sysfs: no GPU node)", discover.ErrNoGPU)
 	dir := t.TempDir()
 	for _, asJSON := range []bool{false, true} {
-		ios, _, out, _ := iostreams.Test()
+		ios, _, out, _ := cmdtest.Streams()
 		err := pscmd.Run(context.Background(), &pscmd.Options{
 			IO: ios, SourceAuto: true, JSON: asJSON,
 			Topology: func(context.Context) (*topology.Model, error) { return nil, noGPU },
@@ -298,7 +298,7 @@ func TestRunNoGPU(t *testing.T) {
 	}
 	defer held.Release()
 	for _, asJSON := range []bool{false, true} {
-		ios, _, out, _ := iostreams.Test()
+		ios, _, out, _ := cmdtest.Streams()
 		err = pscmd.Run(context.Background(), &pscmd.Options{
 			IO: ios, SourceAuto: true, JSON: asJSON,
 			Topology: func(context.Context) (*topology.Model, error) { return nil, noGPU },
@@ -321,7 +321,7 @@ func TestRunNoGPU(t *testing.T) {
 			t.Errorf("output %q, want it to start %q and have 3 lines", out, want)
 		}
 	}
-	ios, _, _, _ := iostreams.Test()
+	ios, _, _, _ := cmdtest.Streams()
 	err = pscmd.Run(context.Background(), &pscmd.Options{
 		IO:       ios,
 		Topology: func(context.Context) (*topology.Model, error) { return nil, noGPU },

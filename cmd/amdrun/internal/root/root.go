@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/benchcmd"
@@ -24,6 +25,29 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// The root's persistent flags that take one of a few words, each declared
+// once (help, completion and error): --source's words are discover's list,
+// which discover.ValidSource checks; --bandwidth's are the factory's
+// modes.
+var (
+	SourceFlag    = &cmdutil.Enum{Name: "source", Words: sourceWords()}
+	BandwidthFlag = &cmdutil.Enum{Name: "bandwidth", Words: []cmdutil.Word{
+		{Name: "auto", Help: "measured when amdrun bench has a result for these devices"}, {Name: "measured"}, {Name: "theoretical"},
+	}}
+)
+
+// sourceWords are discover.Sources, auto explained.
+func sourceWords() []cmdutil.Word {
+	out := make([]cmdutil.Word, len(discover.Sources))
+	for i, s := range discover.Sources {
+		out[i].Name = s
+		if s == "auto" {
+			out[i].Help = "KFD sysfs, then amd-smi, rocm-smi, nvidia-smi"
+		}
+	}
+	return out
+}
+
 // NewCmdRoot returns the root command (the launcher) with every
 // subcommand and the persistent topology flags.
 func NewCmdRoot(f *cmdutil.Factory) *cobra.Command {
@@ -32,12 +56,10 @@ func NewCmdRoot(f *cmdutil.Factory) *cobra.Command {
 	// --version prints what `amdrun version` prints.
 	cmd.SetVersionTemplate(version.Of(f.Version).Line() + "\n")
 	pf := cmd.PersistentFlags()
-	pf.StringVar(&f.Topo.Source, "source", "auto", "topology source: "+strings.Join(discover.Sources, ", ")+" (auto: KFD sysfs, then amd-smi, rocm-smi, nvidia-smi)")
+	cmdutil.PersistentStringEnumFlag(cmd, &f.Topo.Source, SourceFlag, "auto", "topology source: %s")
 	pf.StringVar(&f.Topo.SysfsRoot, "sysfs-root", "", "read sysfs (and /proc) under `DIR` (default $AMDRUN_SYSFS_ROOT, else /)")
-	pf.StringVar(&f.Topo.Bandwidth, "bandwidth", "auto", "bandwidth for selection: auto (measured when amdrun bench has a result for these devices), measured, theoretical")
+	cmdutil.PersistentStringEnumFlag(cmd, &f.Topo.Bandwidth, BandwidthFlag, "auto", "bandwidth for selection: %s")
 	pf.StringVar(&f.Topo.File, "topology", "", "read the topology from `FILE`, saved with 'amdrun topo --json' (here or on another machine)")
-	cmdutil.RegisterValues(cmd, "source", discover.Sources)
-	cmdutil.RegisterValues(cmd, "bandwidth", []string{"auto", "measured", "theoretical"})
 	cmd.PersistentPreRunE = func(c *cobra.Command, args []string) error {
 		if err := discover.ValidSource(f.Topo.Source); err != nil {
 			return &cmdutil.FlagError{Err: fmt.Errorf("--source: %w", err)}
@@ -48,10 +70,8 @@ func NewCmdRoot(f *cmdutil.Factory) *cobra.Command {
 		case f.Topo.File != "" && f.Topo.Source != "auto" && f.Topo.Source != "file" && f.Topo.Source != "":
 			return cmdutil.FlagErrorf("--topology reads a saved file: it cannot be used with --source %s", f.Topo.Source)
 		}
-		switch f.Topo.Bandwidth {
-		case "auto", "measured", "theoretical":
-		default:
-			return cmdutil.FlagErrorf("--bandwidth: want auto, measured or theoretical, got %q", f.Topo.Bandwidth)
+		if !slices.Contains(BandwidthFlag.Values(), f.Topo.Bandwidth) {
+			return BandwidthFlag.Err(f.Topo.Bandwidth)
 		}
 		return nil
 	}

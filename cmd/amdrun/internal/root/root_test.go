@@ -5,23 +5,26 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdtest"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
-	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
 	"github.com/amdrun/amdrun/internal/discover"
 	"github.com/amdrun/amdrun/internal/selector"
 	"github.com/amdrun/amdrun/internal/topology"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // testFactory returns a Factory whose discovery gives the bundled example
 // (or fails the test when probe is false), with env and test streams.
 func testFactory(t *testing.T, probe bool, env ...string) (*cmdutil.Factory, *bytes.Buffer, *bytes.Buffer) {
 	t.Helper()
-	ios, _, out, errOut := iostreams.Test()
+	ios, _, out, errOut := cmdtest.Streams()
 	f := &cmdutil.Factory{
 		IOStreams: ios,
 		Version:   "1.2.3",
@@ -86,7 +89,7 @@ func TestExitCode(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, out, errOut := iostreams.Test()
+			ios, _, out, errOut := cmdtest.Streams()
 			f := &cmdutil.Factory{IOStreams: ios}
 			if got := exitCode(f, &cobra.Command{}, tt.err); got != tt.code {
 				t.Errorf("exitCode(%v) = %d, want %d", tt.err, got, tt.code)
@@ -199,25 +202,56 @@ func TestVersionFlagAndCommandAgree(t *testing.T) {
 
 // TestCompletionOfFlagValues: shell completion offers the values of the
 // flags that take one of a few words (cobra's __complete is what the
-// completion scripts call).
+// completion scripts call), exactly the words docs/usage.md's table lists
+// for each, and every flag with completed words has a row there.
 func TestCompletionOfFlagValues(t *testing.T) {
-	for flag, want := range map[string][]string{
-		"--policy":     {"tree", "ring"},
-		"--source":     {"auto", "sysfs", "amd-smi", "rocm-smi", "nvidia-smi", "file", "example"},
-		"--bind":       {"numa", "exclusive", "socket", "core-complex", "none"},
-		"--order":      {"index", "links"},
-		"--mem-policy": {"bind", "preferred", "none"},
-		"--bandwidth":  {"auto", "measured", "theoretical"},
-		"--launcher":   {"amdrun", "torchrun"},
-	} {
+	doc, err := os.ReadFile("../../../../docs/usage.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile("^\\| (?:`-[a-z]`/)?`--([a-z-]+)` \\| (`[^|]*) \\|$")
+	word := regexp.MustCompile("`([^`]+)`")
+	table := map[string][]string{}
+	for _, line := range strings.Split(string(doc), "\n") {
+		if m := row.FindStringSubmatch(line); m != nil {
+			words, _, _ := strings.Cut(m[2], " (")
+			for _, w := range word.FindAllStringSubmatch(words, -1) {
+				table[m[1]] = append(table[m[1]], w[1])
+			}
+		}
+	}
+	if len(table) < 10 {
+		t.Fatalf("docs/usage.md: %d rows of the flag words table", len(table))
+	}
+	f, _, _ := testFactory(t, false)
+	cmd := NewCmdRoot(f)
+	completed := map[string]bool{}
+	for _, fs := range []*pflag.FlagSet{cmd.Flags(), cmd.PersistentFlags()} {
+		fs.VisitAll(func(fl *pflag.Flag) {
+			if _, ok := cmd.GetFlagCompletionFunc(fl.Name); ok {
+				completed[fl.Name] = true
+			}
+		})
+	}
+	for flag := range completed {
+		want, ok := table[flag]
+		if !ok {
+			t.Errorf("--%s completes words, but docs/usage.md's table has no row for it", flag)
+			continue
+		}
 		f, out, _ := testFactory(t, false)
-		if code := execute(f, "__complete", flag, ""); code != 0 {
-			t.Errorf("__complete %s: exit %d", flag, code)
+		if code := execute(f, "__complete", "--"+flag, ""); code != 0 {
+			t.Errorf("__complete --%s: exit %d", flag, code)
 		}
 		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 		got := lines[:len(lines)-1] // the last line is cobra's directive
 		if strings.Join(got, ",") != strings.Join(want, ",") || lines[len(lines)-1] != ":4" {
-			t.Errorf("__complete %s: %q, want %q and no file completion (:4)", flag, lines, want)
+			t.Errorf("__complete --%s: %q, want docs/usage.md's %q and no file completion (:4)", flag, lines, want)
+		}
+	}
+	for flag := range table {
+		if !completed[flag] {
+			t.Errorf("docs/usage.md lists words of --%s, which completes none", flag)
 		}
 	}
 	// A subcommand completes the root's persistent --source as well.

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdtest"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
-	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/runcmd"
 	"github.com/amdrun/amdrun/internal/discover"
 	"github.com/amdrun/amdrun/internal/launch/lease"
@@ -25,7 +25,7 @@ import (
 func exampleFactory(t *testing.T, edit func(*topology.Model), env ...string) (*cmdutil.Factory, *bytes.Buffer, *bytes.Buffer) {
 	t.Helper()
 	f := newFactory(t, env...)
-	ios, _, out, errOut := iostreams.Test()
+	ios, _, out, errOut := cmdtest.Streams()
 	f.IOStreams = ios
 	f.Topo.Bandwidth = "theoretical" // never read a bench cache
 	f.Discover = func(ctx context.Context, o discover.Options) (*topology.Model, error) {
@@ -62,7 +62,7 @@ func TestPlanHeaderNUMA(t *testing.T) {
 		}
 		m.SetNUMANodes([]topology.NUMANode{{ID: 0, CPUs: []int{0, 1}}})
 	})
-	f.IOStreams.SetStdoutTTY(true)
+	cmdtest.SetStdoutTTY(f.IOStreams, true)
 	if err := dryRun(t, f, t.TempDir(), "--dry-run", "--explain", "-n", "8", "train.py"); err != nil {
 		t.Fatal(err)
 	}
@@ -169,12 +169,12 @@ func TestRunDryRunText(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f, out, _ := exampleFactory(t, nil, tt.env...)
-			f.IOStreams.SetStdoutTTY(true)
+			cmdtest.SetStdoutTTY(f.IOStreams, true)
 			if err := dryRun(t, f, t.TempDir(), tt.args...); err != nil {
 				t.Fatalf("%q: %v", tt.args, err)
 			}
 			piped, pipedOut, _ := exampleFactory(t, nil, tt.env...)
-			piped.IOStreams.SetStdoutTTY(false)
+			cmdtest.SetStdoutTTY(piped.IOStreams, false)
 			if err := dryRun(t, piped, t.TempDir(), tt.args...); err != nil {
 				t.Fatalf("%q piped: %v", tt.args, err)
 			}
@@ -265,7 +265,7 @@ func TestRunDryRunJSONGap(t *testing.T) {
 
 func TestRunDryRunJSON(t *testing.T) {
 	f, out, _ := exampleFactory(t, nil, "CUDA_VISIBLE_DEVICES=4,5,6,7")
-	f.IOStreams.SetStdoutTTY(true) // --json wins over a terminal
+	cmdtest.SetStdoutTTY(f.IOStreams, true) // --json wins over a terminal
 	err := dryRun(t, f, t.TempDir(), "--dry-run", "--json", "--policy", "ring", "--master-port", "29512", "-n", "2", "train.py", "--lr", "3e-4")
 	if err != nil {
 		t.Fatal(err)

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdtest"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
-	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
 	"github.com/amdrun/amdrun/internal/launch"
 	"github.com/amdrun/amdrun/internal/launch/numabalance"
 	"github.com/amdrun/amdrun/internal/launch/plan"
@@ -32,8 +32,13 @@ func TestEnumFlagsDeclaredOnce(t *testing.T) {
 			}
 			return nil
 		},
+		// torchrun's word flags are parsed by job's Resolve: through the
+		// command.
+		nprocFlag:       resolves(t, "nproc-per-node"),
+		startMethodFlag: resolves(t, "start-method"),
+		numaBindingFlag: resolves(t, "numa-binding"),
 	}
-	ios, _, _, _ := iostreams.Test()
+	ios, _, _, _ := cmdtest.Streams()
 	cmd := NewCmdRun(&cmdutil.Factory{IOStreams: ios}, nil)
 	for e, parse := range parsers {
 		for _, v := range e.Values() {
@@ -63,7 +68,11 @@ func TestEnumFlagsDeclaredOnce(t *testing.T) {
 		}
 		err := e.Err("bogus")
 		var fe *cmdutil.FlagError
-		want := "--" + e.Name + ": want " + cmdutil.JoinOr(e.Values()) + `, got "bogus"`
+		words := e.Values()
+		if e.Also != "" {
+			words = append([]string{e.Also}, words...)
+		}
+		want := "--" + e.Name + ": want " + cmdutil.JoinOr(words) + `, got "bogus"`
 		if !errors.As(err, &fe) || err.Error() != want {
 			t.Errorf("--%s bogus: %v, want the usage error %q", e.Name, err, want)
 		}
@@ -84,7 +93,7 @@ func TestEnumFlagsDeclaredOnce(t *testing.T) {
 // enums do not know would give job's own wording instead).
 func TestEnumWordErrorsFromTheCommand(t *testing.T) {
 	for _, e := range enums {
-		ios, _, _, _ := iostreams.Test()
+		ios, _, _, _ := cmdtest.Streams()
 		f := &cmdutil.Factory{IOStreams: ios, Env: func() []string { return nil },
 			Warn: func(string, ...any) {}}
 		cmd := NewCmdRun(f, func(context.Context, *Options) error {
@@ -98,7 +107,31 @@ func TestEnumWordErrorsFromTheCommand(t *testing.T) {
 			t.Errorf("--%s bogus: %v, want %q", e.Name, err, want)
 		}
 	}
-	if len(enums) != 7 {
-		t.Errorf("%d enum flags by name, want the 7 declared", len(enums))
+	if len(enums) != 10 {
+		t.Errorf("%d enum flags by name, want the 10 declared", len(enums))
+	}
+}
+
+// resolves parses a word of flag as the command does (job's Resolve,
+// through a dry run's command line), for the flags job reads itself.
+func resolves(t *testing.T, flag string) func(string) error {
+	return func(word string) error {
+		ios, _, _, _ := cmdtest.Streams()
+		f := &cmdutil.Factory{IOStreams: ios, Env: func() []string { return nil }, Warn: func(string, ...any) {}}
+		cmd := NewCmdRun(f, func(context.Context, *Options) error { return nil })
+		cmd.SetArgs([]string{"--" + flag, word, "--dry-run", "t.py"})
+		return cmd.Execute()
+	}
+}
+
+// TestEnumWordErrorFromPET: a word flag set from its PET_* variable is
+// refused naming the variable, with the declaration's words.
+func TestEnumWordErrorFromPET(t *testing.T) {
+	ios, _, _, _ := cmdtest.Streams()
+	f := &cmdutil.Factory{IOStreams: ios, Env: func() []string { return []string{"PET_START_METHOD=bogus"} }, Warn: func(string, ...any) {}}
+	cmd := NewCmdRun(f, func(context.Context, *Options) error { t.Error("ran"); return nil })
+	cmd.SetArgs([]string{"t.py"})
+	if err, want := cmd.Execute(), `PET_START_METHOD: want spawn, fork or forkserver, got "bogus"`; err == nil || err.Error() != want {
+		t.Errorf("PET_START_METHOD=bogus: %v, want %q", err, want)
 	}
 }

@@ -1,7 +1,11 @@
 package runcmd
 
 import (
+	"fmt"
+	"strconv"
+
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
+	"github.com/amdrun/amdrun/internal/job"
 	"github.com/amdrun/amdrun/internal/selector"
 	"github.com/spf13/cobra"
 )
@@ -32,10 +36,20 @@ var (
 	launcherFlag      = &cmdutil.Enum{Name: "launcher", Words: []cmdutil.Word{
 		{Name: "amdrun"}, {Name: "torchrun", Help: "amdrun chooses devices, then runs torchrun for elastic jobs"},
 	}}
+	// torchrun's flags that take words: --nproc-per-node takes a number
+	// of ranks too.
+	nprocFlag = &cmdutil.Enum{Name: "nproc-per-node", Also: "a number of ranks (at least 1)", Words: []cmdutil.Word{
+		{Name: "gpu", Help: "one per free device"}, {Name: "auto", Help: "gpu, else one per CPU"}, {Name: "cpu", Help: "one per CPU, no GPU"},
+	}}
+	startMethodFlag = &cmdutil.Enum{Name: "start-method", Words: words(job.StartMethods...)}
+	numaBindingFlag = &cmdutil.Enum{Name: "numa-binding", Words: []cmdutil.Word{
+		{Name: "node", Help: "= --bind numa"}, {Name: "socket"}, {Name: "exclusive"}, {Name: "core-complex"},
+	}}
 )
 
 // enums are the enum flags by name, for job's WordErrors.
-var enums = byName(policyFlag, orderFlag, bindFlag, memFlag, containFlag, numaBalancingFlag, launcherFlag)
+var enums = byName(policyFlag, orderFlag, bindFlag, memFlag, containFlag, numaBalancingFlag, launcherFlag,
+	nprocFlag, startMethodFlag, numaBindingFlag)
 
 func byName(es ...*cmdutil.Enum) map[string]*cmdutil.Enum {
 	m := map[string]*cmdutil.Enum{}
@@ -45,16 +59,32 @@ func byName(es ...*cmdutil.Enum) map[string]*cmdutil.Enum {
 	return m
 }
 
-// completionOnly are the words completion offers for flags that take
-// other values too (a number of ranks, a stream list) or that torchrun.go
-// checks itself.
+// completionOnly are the words completion offers for flags whose values
+// are not a closed set: any rendezvous backend torchrun has, a stream
+// number or a list of them per local rank (launch.ParseStreams reads it,
+// and its numbers are job.StreamNames' indices).
 var completionOnly = map[string][]string{
-	"nproc-per-node": {"gpu", "auto", "cpu"},
-	"start-method":   {"spawn", "fork", "forkserver"},
-	"numa-binding":   {"node", "socket", "exclusive", "core-complex"},
-	"rdzv-backend":   {"static", "c10d"},
-	"redirects":      {"0", "1", "2", "3"},
-	"tee":            {"0", "1", "2", "3"},
+	"rdzv-backend": {"static", "c10d"},
+	"redirects":    streamNumbers(),
+	"tee":          streamNumbers(),
+}
+
+// streamNumbers are the values of -r and -t: "0" ... "3".
+func streamNumbers() []string {
+	out := make([]string, len(job.StreamNames))
+	for v := range job.StreamNames {
+		out[v] = strconv.Itoa(v)
+	}
+	return out
+}
+
+// streamHelp is "0 (none), 1 (stdout), 2 (stderr) or 3 (both)".
+func streamHelp() string {
+	parts := make([]string, len(job.StreamNames))
+	for v, n := range job.StreamNames {
+		parts[v] = fmt.Sprintf("%d (%s)", v, n)
+	}
+	return cmdutil.JoinOr(parts)
 }
 
 func words(names ...string) []cmdutil.Word {

@@ -1,6 +1,7 @@
 package runcmd
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -11,56 +12,62 @@ import (
 	"github.com/spf13/pflag"
 )
 
+// The flags bind into Options where the value is the setting (a number,
+// a path, a switch); a flag whose text job reads only once the whole line
+// is known (words, lists, durations, torchrun's options) keeps its text
+// in the flag itself, and Options.Resolve reads it through
+// job.CommandLine.Value, so that no struct holds a copy of it.
+
 // addDeviceFlags declares the flags that choose the devices and what a dry run prints.
-func addDeviceFlags(cmd *cobra.Command, opts *Options, r *job.CommandLine) {
+func addDeviceFlags(cmd *cobra.Command, opts *Options) {
 	fl := cmd.Flags()
 	fl.IntVarP(&opts.NGPUs, "ngpus", "n", 0, "number of GPUs on this node, one rank each unless --nproc-per-node says otherwise (default and 0: every free device; in a multi-node Slurm step, the GPUs Slurm gave each node)")
-	fl.StringVar(&r.Torchrun.NProc, "nproc-per-node", "", "ranks on this node: N, gpu (one per free device), auto (gpu, else one per CPU) or cpu (one per CPU, no GPU); with --ngpus, each rank gets ngpus/N devices (default: one rank per device)")
-	fl.StringVar(&r.Devices, "devices", "", "only choose among these device indices, e.g. 0,2,4-7")
-	fl.StringVar(&r.Exclude, "exclude", "", "never choose these device indices, e.g. 3 or 0-1")
+	cmdutil.StringEnumFlag(cmd, new(string), nprocFlag, "", "ranks on this node: N, %s; with --ngpus, each rank gets ngpus/N devices (default: one rank per device)")
+	fl.String("devices", "", "only choose among these device indices, e.g. 0,2,4-7")
+	fl.String("exclude", "", "never choose these device indices, e.g. 3 or 0-1")
 	fl.BoolVar(&opts.AllowBusy, "allow-busy", false, "allow devices another process is using")
-	cmdutil.StringEnumFlag(cmd, &r.Policy, policyFlag, "tree", "selection policy: %s")
+	cmdutil.StringEnumFlag(cmd, new(string), policyFlag, "tree", "selection policy: %s")
 	fl.IntVar(&opts.SearchWork, "search-work", selector.DefaultWork, "most work (about a thousand search steps a unit) the device search may spend; past it the best set found is used (--explain says how far from proven); the answer depends on it, not on the machine's load")
 	fl.DurationVar(&opts.SearchBudget, "search-budget", selector.DefaultBudget, "wall-clock safety cap of the device search; if it fires before --search-work, the set found so far is used and --explain says so")
-	cmdutil.StringEnumFlag(cmd, &r.Order, orderFlag, "index", "rank order: %s")
+	cmdutil.StringEnumFlag(cmd, new(string), orderFlag, "index", "rank order: %s")
 	fl.BoolVar(&opts.DryRun, "dry-run", false, "print the plan (devices, per-rank NUMA node, CPUs and command) and exit without starting anything")
 	fl.BoolVar(&opts.Explain, "explain", false, "explain the choice: score terms, the next best sets, and the naive first-N pick")
 	fl.BoolVar(&opts.JSON, "json", false, "with --dry-run: print the plan as JSON")
 }
 
 // addRankFlags declares the flags of what each rank runs, its binding, and how the ranks are supervised.
-func addRankFlags(cmd *cobra.Command, opts *Options, r *job.CommandLine) {
+func addRankFlags(cmd *cobra.Command, opts *Options) {
 	fl := cmd.Flags()
 	fl.BoolVarP(&opts.Module, "module", "m", false, "run SCRIPT as a Python module (python -m MODULE)")
 	fl.BoolVar(&opts.NoPython, "no-python", false, "run SCRIPT directly as a program, not through Python")
 	fl.StringVar(&opts.Python, "python", "", "Python interpreter (default $PYTHON_EXEC, else the active environment's: $VIRTUAL_ENV/bin/python, $CONDA_PREFIX/bin/python; else python3 on PATH)")
-	cmdutil.StringEnumFlag(cmd, &r.Bind, bindFlag, "", "CPU/memory binding per rank: %s (default numa when the host has more than one NUMA node, else none)")
-	cmdutil.StringEnumFlag(cmd, &r.Mem, memFlag, "bind", "memory policy with --bind numa/exclusive: %s")
-	fl.StringVar(&r.Grace, "grace", "10s", "after a rank fails, time the others get between SIGTERM and SIGKILL, with a unit (0: SIGKILL at once)")
+	cmdutil.StringEnumFlag(cmd, new(string), bindFlag, "", "CPU/memory binding per rank: %s (default numa when the host has more than one NUMA node, else none)")
+	cmdutil.StringEnumFlag(cmd, new(string), memFlag, "bind", "memory policy with --bind numa/exclusive: %s")
+	fl.String("grace", "10s", "after a rank fails, time the others get between SIGTERM and SIGKILL, with a unit (0: SIGKILL at once)")
 	fl.IntVar(&opts.MaxRestarts, "max-restarts", 0, "restart the whole group this many times after a failure")
-	cmdutil.StringEnumFlag(cmd, &r.Contain, containFlag, "auto", "how nothing the job starts outlives it: %s")
+	cmdutil.StringEnumFlag(cmd, new(string), containFlag, "auto", "how nothing the job starts outlives it: %s")
 	fl.BoolVar(&opts.NoPrefix, "no-prefix", false, "do not prefix output lines with [rankN]:")
 	fl.StringVar(&opts.LogDir, "log-dir", "", "write each rank's output and error file to `DIR`/RUNID_XXXXXXXX/attempt_K/LOCAL_RANK/{stdout.log,stderr.log,error.json}, as torchrun (every stream, unless -r/-t choose)")
-	fl.StringVar(&r.RanksFilter, "local-ranks-filter", "", "show only these local ranks' output on the console, e.g. 0 or 0,3")
+	fl.String("local-ranks-filter", "", "show only these local ranks' output on the console, e.g. 0 or 0,3")
 }
 
 // addJobFlags declares the flags that place this node in the job: nodes, the master, NUMA balancing, leases, the launcher and the rendezvous.
-func addJobFlags(cmd *cobra.Command, opts *Options, r *job.CommandLine, leaseDir *string) {
+func addJobFlags(cmd *cobra.Command, opts *Options, leaseDir *string) {
 	fl := cmd.Flags()
-	fl.StringVar(&r.NNodes, "nnodes", "1", "number of nodes (one amdrun per node); MIN:MAX with --launcher torchrun")
+	fl.String("nnodes", "1", "number of nodes (one amdrun per node); MIN:MAX with --launcher torchrun")
 	fl.IntVar(&opts.NodeRank, "node-rank", 0, "this node's rank, 0 to nnodes-1")
 	fl.StringVar(&opts.MasterAddr, "master-addr", "127.0.0.1", "address of the node that hosts rank 0's store")
 	fl.IntVar(&opts.MasterPort, "master-port", 0, "port of rank 0's store (default: a free port on one node)")
-	cmdutil.StringEnumFlag(cmd, &r.NUMABalancing, numaBalancingFlag, "keep", "set kernel.numa_balancing for the job and restore it after: %s")
+	cmdutil.StringEnumFlag(cmd, new(string), numaBalancingFlag, "keep", "set kernel.numa_balancing for the job and restore it after: %s")
 	fl.StringVar(leaseDir, "lease-dir", "", "directory of device leases shared by every amdrun on the node (default $AMDRUN_LEASE_DIR, else /run/lock/amdrun)")
 	fl.BoolVar(&opts.NoLease, "no-lease", false, "do not take or respect device leases")
-	fl.StringVar(&r.Wait, "wait", "", "when not enough devices are free, wait for them (optionally at most DURATION, e.g. --wait=10m)")
+	fl.String("wait", "", "when not enough devices are free, wait for them (optionally at most DURATION, e.g. --wait=10m)")
 	fl.Lookup("wait").NoOptDefVal = "forever"
 	cmdutil.StringEnumFlag(cmd, &opts.Launcher, launcherFlag, "amdrun", "who starts the ranks: %s")
-	fl.StringVar(&r.RdzvBackend, "rdzv-backend", "", "static (amdrun's; the default), or c10d/etcd on one node; other rendezvous need --launcher torchrun")
-	fl.StringVar(&r.RdzvEndpoint, "rdzv-endpoint", "", "with --rdzv-backend static: HOST:PORT of rank 0's store (as --master-addr/--master-port); else passed to torchrun")
-	fl.StringVar(&r.RdzvID, "rdzv-id", "", "the job's id: TORCHELASTIC_RUN_ID (default: a fresh one)")
-	fl.StringVar(&r.RdzvConf, "rdzv-conf", "", "with --launcher torchrun: passed to torchrun")
+	fl.String("rdzv-backend", "", "static (amdrun's; the default), or c10d/etcd on one node; other rendezvous need --launcher torchrun")
+	fl.String("rdzv-endpoint", "", "with --rdzv-backend static: HOST:PORT of rank 0's store (as --master-addr/--master-port); else passed to torchrun")
+	fl.String("rdzv-id", "", "the job's id: TORCHELASTIC_RUN_ID (default: a fresh one)")
+	fl.String("rdzv-conf", "", "with --launcher torchrun: passed to torchrun")
 }
 
 // torchrun's command line, as torch/distributed/run.py declares it in
@@ -78,23 +85,25 @@ func addJobFlags(cmd *cobra.Command, opts *Options, r *job.CommandLine, leaseDir
 // --master-addr, --master-port, --max-restarts, --module, --no-python,
 // --log-dir, --local-ranks-filter and --rdzv-* are declared with the
 // rest).
-func addTorchrunFlags(fl *pflag.FlagSet, o *Options, t *job.TorchrunFlags) {
-	fl.BoolVar(&t.Standalone, "standalone", false, "one node, rendezvous on a free local port (amdrun's default; as torchrun)")
+func addTorchrunFlags(cmd *cobra.Command, o *Options) {
+	fl := cmd.Flags()
+	fl.Bool("standalone", false, "one node, rendezvous on a free local port (amdrun's default; as torchrun)")
 	fl.StringVar(&o.Role, "role", "", "ROLE_NAME of the ranks (default \"default\")")
-	fl.BoolVar(&t.VirtualLocalRank, "virtual-local-rank", false, "every rank sees only its own devices and gets LOCAL_RANK=0")
-	fl.BoolVar(&t.RunPath, "run-path", false, "run SCRIPT with the Python interpreter even with --no-python (as torchrun's runpy.run_path)")
-	fl.StringVarP(&t.Redirects, "redirects", "r", "", "streams of each rank written only to --log-dir: 0 none, 1 stdout, 2 stderr, 3 both, or per local rank, e.g. 0:3,1:0")
-	fl.StringVarP(&t.Tee, "tee", "t", "", "streams of each rank written to --log-dir and the console (values as --redirects)")
-	fl.IntVar(&t.ShutdownTimeout, "shutdown-timeout", 0, "seconds between SIGTERM and SIGKILL (torchrun's name for --grace)")
-	fl.StringVar(&t.NUMABinding, "numa-binding", "", "torchrun's binding: node (= --bind numa), socket, exclusive or core-complex (= --bind of that name)")
-	fl.StringVar(&t.Signals, "signals-to-handle", "", "signals forwarded to the ranks, e.g. SIGTERM,SIGINT,SIGUSR1 (default SIGINT,SIGTERM,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2); INT, TERM, HUP and QUIT also stop the job")
-	fl.StringVar(&t.MonitorInterval, "monitor-interval", "", "accepted for torchrun: amdrun sees a rank exit at once, there is nothing to poll")
-	fl.StringVar(&t.StartMethod, "start-method", "", "accepted for torchrun (spawn, fork or forkserver): ranks are programs, started the same way under each")
-	fl.StringVar(&t.EventLogHandler, "event-log-handler", "", "passed to torch's agent when it runs the job (amdrun records no torchelastic events)")
-	fl.StringVar(&t.LocalAddr, "local-addr", "", "passed to torch's agent when it runs the job (its rendezvous address of this node)")
-	fl.StringVar(&t.LogsSpecs, "logs-specs", "", "passed to torch's agent when it runs the job (a torchrun.logs_specs entry point)")
-	fl.StringVar(&t.DupOut, "duplicate-stdout-filters", "", "passed to torch's agent when it runs the job")
-	fl.StringVar(&t.DupErr, "duplicate-stderr-filters", "", "passed to torch's agent when it runs the job")
+	fl.Bool("virtual-local-rank", false, "every rank sees only its own devices and gets LOCAL_RANK=0")
+	fl.Bool("run-path", false, "run SCRIPT with the Python interpreter even with --no-python (as torchrun's runpy.run_path)")
+	fl.StringP("redirects", "r", "", "streams of each rank written only to --log-dir: "+streamHelp()+", or per local rank, e.g. 0:3,1:0")
+	fl.StringP("tee", "t", "", "streams of each rank written to --log-dir and the console (values as --redirects)")
+	fl.Int("shutdown-timeout", 0, "seconds between SIGTERM and SIGKILL (torchrun's name for --grace)")
+	cmdutil.StringEnumFlag(cmd, new(string), numaBindingFlag, "", "torchrun's binding: %s (the others = --bind of that name)")
+	fl.String("signals-to-handle", "", fmt.Sprintf("signals forwarded to the ranks, e.g. SIGTERM,SIGINT,SIGUSR1 (default %s); %s also stop the job",
+		strings.Join(job.ForwardedSignals, ","), cmdutil.JoinAnd(job.StopSignals)))
+	fl.String("monitor-interval", "", "accepted for torchrun: amdrun sees a rank exit at once, there is nothing to poll")
+	cmdutil.StringEnumFlag(cmd, new(string), startMethodFlag, "", "accepted for torchrun (%s): ranks are programs, started the same way under each")
+	fl.String("event-log-handler", "", "passed to torch's agent when it runs the job (amdrun records no torchelastic events)")
+	fl.String("local-addr", "", "passed to torch's agent when it runs the job (its rendezvous address of this node)")
+	fl.String("logs-specs", "", "passed to torch's agent when it runs the job (a torchrun.logs_specs entry point)")
+	fl.String("duplicate-stdout-filters", "", "passed to torch's agent when it runs the job")
+	fl.String("duplicate-stderr-filters", "", "passed to torch's agent when it runs the job")
 }
 
 // normalizeFlag makes --nproc_per_node the same flag as

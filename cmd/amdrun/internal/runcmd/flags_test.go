@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdtest"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
-	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/runcmd"
 	"github.com/amdrun/amdrun/internal/discover"
 	"github.com/amdrun/amdrun/internal/launch"
@@ -29,7 +29,7 @@ var errNoTool = errors.New("fake runner: no programs in tests")
 // (flag tests) and one host NUMA node.
 func newFactory(t *testing.T, env ...string) *cmdutil.Factory {
 	t.Helper()
-	ios, _, _, _ := iostreams.Test()
+	ios, _, _, _ := cmdtest.Streams()
 	return &cmdutil.Factory{
 		IOStreams: ios,
 		Version:   "test",

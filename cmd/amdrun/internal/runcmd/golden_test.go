@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdtest"
 	"github.com/amdrun/amdrun/internal/discover"
 	"github.com/amdrun/amdrun/internal/testutil"
 	"github.com/amdrun/amdrun/internal/topology"
@@ -21,22 +21,11 @@ var update = flag.Bool("update", false, "rewrite testdata/dryrun/*.json from the
 // testdata/kfd) and the two-node host tree.
 func kfdRoot(t *testing.T, tree ...string) string {
 	t.Helper()
-	root := t.TempDir()
 	host := testutil.Testdata(t, "host", "two-node")
-	links := map[string]string{
+	return testutil.LinkRoot(t, map[string]string{
 		"sys/class/kfd/kfd/topology": testutil.KFD(t, tree[0], tree[1:]...),
 		"sys/devices/system/node":    filepath.Join(host, "sys", "devices", "system", "node"),
-	}
-	for at, target := range links {
-		p := filepath.Join(root, at)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink(target, p); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return root
+	})
 }
 
 // The --dry-run --json output is a public contract (scripts read it):
@@ -63,7 +52,7 @@ func TestDryRunJSONGolden(t *testing.T) {
 			name := strings.TrimSuffix(tc.golden, ".json") + "." + form
 			t.Run(name, func(t *testing.T) {
 				f := newFactory(t, tc.env...)
-				ios, _, out, _ := iostreams.Test()
+				ios, _, out, _ := cmdtest.Streams()
 				f.IOStreams = ios
 				f.Topo.Bandwidth = "theoretical"
 				// Binding keeps to the CPUs amdrun may use (its affinity): CPUs

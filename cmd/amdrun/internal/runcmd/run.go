@@ -106,7 +106,7 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 			if err := applyPET(cmd.Flags(), f.Env(), l.PET); err != nil {
 				return err
 			}
-			l.Changed, l.DryRun = cmd.Flags().Changed, opts.DryRun
+			l.Changed = cmd.Flags().Changed
 			l.Value = func(name string) string { return cmd.Flags().Lookup(name).Value.String() }
 			if err := opts.Resolve(cmd.Context(), l); err != nil {
 				return usageError(err)
@@ -128,10 +128,10 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 	cmd.SetGlobalNormalizationFunc(normalizeFlag)
 	fl := cmd.Flags()
 	fl.SetInterspersed(false) // flags after SCRIPT belong to the script
-	addDeviceFlags(cmd, opts, l)
-	addRankFlags(cmd, opts, l)
-	addJobFlags(cmd, opts, l, &leaseDir)
-	addTorchrunFlags(fl, opts, &l.Torchrun)
+	addDeviceFlags(cmd, opts)
+	addRankFlags(cmd, opts)
+	addJobFlags(cmd, opts, &leaseDir)
+	addTorchrunFlags(cmd, opts)
 	fl.SortFlags = false
 	registerCompletions(cmd)
 	return cmd
@@ -144,7 +144,7 @@ func usageError(err error) error {
 	var we *job.WordError
 	if errors.As(err, &we) {
 		if e := enums[we.Flag]; e != nil {
-			return e.Err(we.Got)
+			return e.ErrAs(we.Named(), we.Got)
 		}
 	}
 	var ue *job.UsageError

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdtest"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
-	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/topocmd"
 	"github.com/amdrun/amdrun/internal/discover"
 	"github.com/amdrun/amdrun/internal/topology"
@@ -48,7 +48,7 @@ func TestNewCmdTopoFlags(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ios, _, _, _ := iostreams.Test()
+			ios, _, _, _ := cmdtest.Streams()
 			f := &cmdutil.Factory{IOStreams: ios, Env: func() []string { return nil }}
 			var got *topocmd.Options
 			cmd := topocmd.NewCmdTopo(f, func(ctx context.Context, o *topocmd.Options) error {
@@ -78,8 +78,8 @@ func TestNewCmdTopoFlags(t *testing.T) {
 
 func run(t *testing.T, m *topology.Model, tty, json bool) string {
 	t.Helper()
-	ios, _, out, _ := iostreams.Test()
-	ios.SetStdoutTTY(tty)
+	ios, _, out, _ := cmdtest.Streams()
+	cmdtest.SetStdoutTTY(ios, tty)
 	err := topocmd.Run(context.Background(), &topocmd.Options{
 		IO:       ios,
 		Topology: func(context.Context) (*topology.Model, error) { return m, nil },
@@ -201,7 +201,7 @@ func TestRunJSONRoundTrip(t *testing.T) {
 }
 
 func TestRunErrors(t *testing.T) {
-	ios, _, out, _ := iostreams.Test()
+	ios, _, out, _ := cmdtest.Streams()
 	boom := errors.New("sysfs: no GPU found")
 	err := topocmd.Run(context.Background(), &topocmd.Options{
 		IO:       ios,
@@ -212,7 +212,7 @@ func TestRunErrors(t *testing.T) {
 	}
 
 	// --measured with a file that does not exist names the flag.
-	ios, _, out, _ = iostreams.Test()
+	ios, _, out, _ = cmdtest.Streams()
 	m := exampleModel(t)
 	f := &cmdutil.Factory{IOStreams: ios, Env: func() []string { return nil }}
 	cmd := topocmd.NewCmdTopo(f, func(ctx context.Context, o *topocmd.Options) error {
@@ -256,8 +256,8 @@ func TestRunTablePackages(t *testing.T) {
 	if err := m.Finish(); err != nil {
 		t.Fatal(err)
 	}
-	io, _, out, _ := iostreams.Test()
-	io.SetStdoutTTY(true)
+	io, _, out, _ := cmdtest.Streams()
+	cmdtest.SetStdoutTTY(io, true)
 	if err := topocmd.Run(context.Background(), &topocmd.Options{IO: io, Topology: func(context.Context) (*topology.Model, error) { return m, nil }}); err != nil {
 		t.Fatal(err)
 	}
