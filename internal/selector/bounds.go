@@ -9,39 +9,57 @@ import (
 // upper bounds the key of every set in the subtree where classes < c are
 // decided and r more devices come from classes c and later; levels[lvl]
 // is a known bound of the first term (the parent's), and the returned
-// index is this subtree's. Each term is bounded on its own, which bounds
-// the key lexicographically.
+// index is this subtree's. Each term is bounded on its own over the sets
+// that reach the bounds of the terms before it (a set below one of those
+// ranks below u whatever its later terms), which bounds the key
+// lexicographically; TestUpperBoundsEverySubtreeSet checks it against
+// every set of random subtrees.
 func (b *classSearch) upper(c, r, lvl int) (key, int) {
 	var u key
+	b.joined = false // components are this node's from here on
+	rule := b.p.policy.rules()
 	if b.size >= 2 {
 		u[kFirst], lvl = b.bottleneckUB(c, r, lvl)
+		u[kFirst] = rule.first(b, c, r, u[kFirst])
+	}
+	// every later term is bounded over the sets whose first term
+	// reaches u's: those within a part markReach marks
+	b.markReach(c, r, u[kFirst])
+	if b.size >= 2 {
 		u[kTotal] = b.pairSumUB(&b.total, c, r)
-		u[kFirst], u[kCut] = b.p.policy.rules().bound(b, c, r, u[kFirst], u[kTotal])
+		u[kCut] = rule.cut(b, c, r, u[kTotal])
 		u[kLocality] = b.pairSumUB(&b.locality, c, r)
 	}
 	b.tieBounds(&u, c, r)
 	return u, lvl
 }
 
-// ringBound is the ring policy's bound of first (the tree bottleneck's
-// bound, and ringTop's) and of the min cut.
-func (b *classSearch) ringBound(c, r int, first, total int64) (int64, int64) {
+// ringFirst is the ring policy's bound of its first term: the tree
+// bottleneck's bound, and ringTop's.
+func (b *classSearch) ringFirst(_, _ int, tree int64) int64 {
 	if b.size >= 3 && b.p.top > 0 {
-		first = min(first, b.p.top)
+		return min(tree, b.p.top)
 	}
-	// The min cut is at most the smallest degree, which is at most the
-	// mean degree, 2 total / size.
-	return first, min(b.degreeUB(c, r), 2*total/int64(b.size))
+	return tree
 }
 
-// numaLB is the fewest NUMA nodes a set of the subtree can span: those
-// decided, plus as few more as can hold the rest.
+// ringCut is the ring policy's bound of the min cut: at most the
+// smallest degree, which is at most the mean degree, 2 total / size.
+func (b *classSearch) ringCut(c, r int, total int64) int64 {
+	return min(b.degreeUB(c, r), 2*total/int64(b.size))
+}
+
+// numaLB is the fewest NUMA nodes a set of the subtree whose first term
+// reaches the subtree's bound can span: those decided, plus as few more
+// as can hold the rest from the classes it can use (markReach).
 func (b *classSearch) numaLB(c, r int) int {
 	rest := r
 	capBy := b.p.scr.a[:b.p.nNUMA]
 	clear(capBy)
 	for d := c; d < b.nc; d++ {
-		capBy[b.cls[d].numa] += len(b.cls[d].members)
+		if b.part[d] >= 0 {
+			capBy[b.cls[d].numa] += len(b.cls[d].members)
+		}
 	}
 	nn := b.numaNodes
 	for id := 0; id < b.p.nNUMA; id++ {
@@ -92,15 +110,13 @@ func (b *classSearch) bottleneckUB(c, r, lvl int) (int64, int) {
 	return b.levels[lo], lo
 }
 
-func (b *classSearch) connectable(c0, r int, t int64) bool {
+// components joins, over links of at least t, the classes a set of the
+// subtree can use: the decided classes that give members (classes < c0)
+// and every class from c0 on. It leaves each active class's parent in
+// scr.c (findRoot reads it) and each root's members in scr.d, and returns
+// the active classes.
+func (b *classSearch) components(c0 int, t int64) []int {
 	parent, capc := b.p.scr.c, b.p.scr.d // set below for every active class
-	find := func(x int) int {
-		for parent[x] != x {
-			parent[x] = parent[parent[x]]
-			x = parent[x]
-		}
-		return x
-	}
 	active := b.active[:0]
 	for c := 0; c < b.nc; c++ {
 		if (c < c0 && b.take[c] > 0) || c >= c0 {
@@ -117,7 +133,7 @@ func (b *classSearch) connectable(c0, r int, t int64) bool {
 		row := b.bw[c*b.nc : (c+1)*b.nc]
 		for _, d := range active[i+1:] {
 			if row[d] >= t {
-				x, y := find(c), find(d)
+				x, y := findRoot(parent, c), findRoot(parent, d)
 				if x != y {
 					parent[y] = x
 					capc[x] += capc[y]
@@ -125,6 +141,33 @@ func (b *classSearch) connectable(c0, r int, t int64) bool {
 			}
 		}
 	}
+	return active
+}
+
+// findRoot is the root of class x in the union-find forest parent (what
+// components joined is b.p.scr.c). A function of the slice, not a
+// method: the search calls it for every pair of classes at every node.
+func findRoot(parent []int, x int) int {
+	for parent[x] != x {
+		parent[x] = parent[parent[x]]
+		x = parent[x]
+	}
+	return x
+}
+
+func (b *classSearch) connectable(c0, r int, t int64) bool {
+	if !b.joinable(c0, t) {
+		return false
+	}
+	// kept for markReach, which needs the components at the bound
+	b.keepJoin(t)
+	return true
+}
+
+// joinable is connectable before keeping what components joined.
+func (b *classSearch) joinable(c0 int, t int64) bool {
+	active := b.components(c0, t)
+	parent, capc := b.p.scr.c, b.p.scr.d
 	// Each decided class with two or more members needs a link >= t that
 	// can join them.
 	root := -1
@@ -144,7 +187,7 @@ func (b *classSearch) connectable(c0, r int, t int64) bool {
 				return false
 			}
 		}
-		if rc := find(c); root < 0 {
+		if rc := findRoot(parent, c); root < 0 {
 			root = rc
 		} else if rc != root {
 			return false
@@ -155,13 +198,13 @@ func (b *classSearch) connectable(c0, r int, t int64) bool {
 	}
 	// Nothing decided yet: some component must hold the whole set.
 	for _, c := range active {
-		rc := find(c)
+		rc := findRoot(parent, c)
 		if rc != c || capc[rc] < b.size {
 			continue
 		}
 		single := true
 		for _, d := range active {
-			if d != c && find(d) == rc {
+			if d != c && findRoot(parent, d) == rc {
 				single = false
 				break
 			}
@@ -173,31 +216,161 @@ func (b *classSearch) connectable(c0, r int, t int64) bool {
 	return false
 }
 
-// pairSumUB bounds a sum over pairs (total bandwidth, locality): the
-// decided pairs, plus for each added device its weight to the decided
-// set and half of the heaviest r-1 partners it can find among the
-// classes not yet decided, the devices taken greedily.
+// keepJoin copies what components joined over links >= t.
+func (b *classSearch) keepJoin(t int64) {
+	copy(b.joinParent, b.p.scr.c[:b.nc])
+	copy(b.joinCap, b.p.scr.d[:b.nc])
+	b.joined, b.joinedAt = true, t
+}
+
+// markReach sets part[d], for each class d from c0 on, to the part of
+// the candidates a member of d can join in a set of the subtree whose
+// first term is at least t, or -1 when it can join none; a part is
+// named by its lowest class from c0 on. Such a set is connected over
+// links >= t (a ring holds a spanning path, so for the ring policy too),
+// so its devices lie in one component of the classes over those links:
+// the decided classes' one, or, with nothing decided, one that holds
+// size devices. The sets it leaves out rank below the subtree's bound on
+// the first term, so the later terms need not count them (issue 25: on
+// all-distinct devices the components at the bottleneck hold a few of
+// the candidates). partCap[l] is the part l's undecided members, where
+// r more come in.
+func (b *classSearch) markReach(c0, r int, t int64) {
+	if t <= 0 || (len(b.levels) > 0 && t <= b.levels[0]) {
+		// every link is at least t: one part
+		for d := c0; d < b.nc; d++ {
+			b.part[d] = c0
+		}
+		if c0 < b.nc {
+			b.partCap[c0] = b.capFrom[c0]
+		}
+		return
+	}
+	if !b.joined || b.joinedAt != t {
+		b.components(c0, t)
+		b.keepJoin(t)
+	}
+	parent, capc, lead := b.joinParent, b.joinCap, b.lead
+	root := -1
+	for c := 0; c < c0; c++ {
+		if b.take[c] > 0 {
+			root = findRoot(parent, c)
+			break
+		}
+	}
+	for d := c0; d < b.nc; d++ {
+		b.part[d] = -1
+		if rd := findRoot(parent, d); rd == root || (root < 0 && capc[rd] >= b.size) {
+			b.part[d] = rd
+			lead[rd] = -1
+		}
+	}
+	decided := b.size - r // all in root's component
+	if root < 0 {
+		decided = 0
+	}
+	for d := c0; d < b.nc; d++ {
+		if rd := b.part[d]; rd >= 0 {
+			if lead[rd] < 0 {
+				lead[rd] = d
+				b.partCap[d] = capc[rd] - decided
+			}
+			b.part[d] = lead[rd]
+		}
+	}
+}
+
+// pairSumUB bounds a sum over pairs (total bandwidth, locality) in the
+// sets of the subtree whose first term reaches the subtree's bound on
+// it (the others rank below that bound whatever their sums): the most,
+// over the parts of the candidates such a set can use (markReach), of
+// partSumUB.
 func (b *classSearch) pairSumUB(s *pairSums, c, r int) int64 {
-	gs := b.p.scr.caps
-	n := 0
-	for d := c; d < b.nc; d++ {
-		need := r - 1
-		var best int64
+	best, found := s.sum, false
+	for l := c; l < b.nc; l++ {
+		if b.part[l] == l {
+			if v, ok := b.partSumUB(s, c, l, r); ok && (!found || v > best) {
+				best, found = v, true
+			}
+		}
+	}
+	return best
+}
+
+// partSumUB bounds the sum over pairs of the sets that add r devices of
+// the part l's classes (from c on) to the decided members; U is the
+// decided members and the m devices of the part, q = m - r of them left
+// out. It is the smaller of two bounds, each never below a set's sum:
+//   - by what goes in: the decided pairs, plus for each added device its
+//     weight to the decided set and half its r-1 heaviest partners in
+//     the part (a pair of added devices counts half from either end, at
+//     most its weight from each), the r best devices taken;
+//   - by what stays out: the sum over U less, for each device left out,
+//     its weight to the rest of U less half its q-1 heaviest partners in
+//     the part (the pairs among those left out are subtracted twice and
+//     added back at most once), the q least taken. It is exact when one
+//     device is left out, as on a component one device larger than the
+//     set.
+//
+// ok is false when the part is too small for the set.
+func (b *classSearch) partSumUB(s *pairSums, c, l, r int) (ub int64, ok bool) {
+	q := b.partCap[l] - r
+	if q < 0 {
+		return 0, false
+	}
+	// The second bound subtracts from the whole part: it is the looser
+	// when more devices stay out than go in, and it needs every partner
+	// of every class, where the first needs only the r-1 heaviest.
+	out := q <= r
+	caps := b.p.scr.caps[:0]
+	var all2 int64 // twice the sum over the pairs of U
+	for d := l; d < b.nc; d++ {
+		if b.part[d] != l {
+			continue
+		}
+		needR, needQ := int64(r-1), int64(q-1)
+		var in, topR, topQ int64
 		for _, p := range s.partners[d] {
-			if need == 0 {
+			if !out && needR <= 0 {
 				break
 			}
-			if p.class < c {
+			if p.class < c || b.part[p.class] != l {
 				continue
 			}
-			take := min(need, p.count)
-			best += int64(take) * p.w
-			need -= take
+			cnt := int64(p.count)
+			in += cnt * p.w
+			if t := min(needR, cnt); t > 0 {
+				topR += t * p.w
+				needR -= t
+			}
+			if t := min(needQ, cnt); t > 0 {
+				topQ += t * p.w
+				needQ -= t
+			}
 		}
-		gs[n] = capped{v: 2*s.toSet[d] + best, cap: len(b.cls[d].members)}
-		n++
+		k := len(b.cls[d].members)
+		all2 += int64(k) * (2*s.toSet[d] + in)
+		caps = append(caps, capped{v: 2*s.toSet[d] + topR, cap: k})
+		// what a device left out takes away, kept for the second bound
+		b.outW[d] = 2*(s.toSet[d]+in) - topQ
 	}
-	return (2*s.sum + takeBest(gs[:n], r)) / 2
+	if q == 0 {
+		// the whole part comes in: the sum over U is the set's
+		return (2*s.sum + all2) / 2, true
+	}
+	byIn := 2*s.sum + takeBest(caps, r)
+	if !out {
+		return byIn / 2, true
+	}
+	caps = caps[:0]
+	for d := l; d < b.nc; d++ {
+		if b.part[d] == l {
+			// negated: takeBest takes the q least
+			caps = append(caps, capped{v: -b.outW[d], cap: len(b.cls[d].members)})
+		}
+	}
+	byOut := 2*s.sum + all2 + takeBest(caps, q)
+	return min(byIn, byOut) / 2, true
 }
 
 // capped is a value that up to cap devices can bring.

@@ -42,6 +42,17 @@ type classSearch struct {
 	cutSum    int64    // cut of the decided members
 	present   []int    // scratch: the classes a leaf takes from
 	active    []int    // scratch for connectable
+	// part[d]: the part of the candidates class d can join in a set of
+	// the subtree's best first term, or -1 (markReach), partCap[l] the
+	// undecided members of part l; lead is markReach's scratch, outW
+	// partSumUB's
+	part, lead, partCap []int
+	outW                []int64
+	// joined says joinParent and joinCap hold the current node's
+	// classes joined over links >= joinedAt (keepJoin)
+	joined              bool
+	joinedAt            int64
+	joinParent, joinCap []int
 }
 
 // classTables are what a class search reads and never writes: they
@@ -147,6 +158,11 @@ func (p *problem) branchAndBound(k int) result {
 	// A spent budget stops the search at its root, which keeps the root's
 	// bound open.
 	b.dfs(0, p.size, len(b.levels)-1)
+	if b.stopped {
+		for _, s := range p.policy.rules().cutShort(p, b) {
+			b.offer(s)
+		}
+	}
 	return b.result()
 }
 
@@ -221,13 +237,16 @@ func (p *problem) searchOn(t *classTables, k int) *classSearch {
 	g := t.graph
 	g.scr = p.scr
 	nc := g.nc
-	ints, sets := make([]int, 3*nc+p.nNUMA), make([]int64, 2*nc)
+	ints, sets := make([]int, 8*nc+p.nNUMA), make([]int64, 3*nc)
+	slab := func(i int) []int { return ints[i*nc : (i+1)*nc : (i+1)*nc] } // the i-th nc ints
 	b := &classSearch{classGraph: g, classTables: t, p: p, size: p.size,
 		top:  &topK{k: k, e: make([]entry, 0, k)},
-		take: ints[:nc:nc], numaCount: ints[3*nc:],
-		total:    pairSums{w: g.bw, partners: t.totalPartners, toSet: sets[:nc:nc]},
-		locality: pairSums{w: g.loc, partners: t.localityPartners, toSet: sets[nc:]},
-		present:  ints[nc : nc : 2*nc], active: ints[2*nc : 2*nc : 3*nc]}
+		take: slab(0), present: slab(1)[:0], active: slab(2)[:0],
+		part: slab(3), lead: slab(4), joinParent: slab(5), joinCap: slab(6), partCap: slab(7),
+		numaCount: ints[8*nc:],
+		total:     pairSums{w: g.bw, partners: t.totalPartners, toSet: sets[:nc:nc]},
+		locality:  pairSums{w: g.loc, partners: t.localityPartners, toSet: sets[nc : 2*nc : 2*nc]},
+		outW:      sets[2*nc:]}
 	b.cutTables()
 	return b
 }

@@ -18,7 +18,7 @@ import "time"
 // 54 of 64 devices, took 62 ms wall on a 2-core machine at load 5.7
 // (BenchmarkDistinct; 45 ms of CPU time), and the ring of 8-48 of 64 is
 // as good as at 60,000 units. Every real topology in testdata needs at
-// most 6,336 units (the KFD MI300X CPX ring of 57; the slowest, 12.6 ms
+// most 6,327 units (the KFD MI300X CPX ring of 57; the slowest, 12.6 ms
 // of CPU time), so its answer is proven inside the budget
 // (TestRealTopologiesExactAtDefaultWork; docs/performance.md).
 const DefaultWork = 10000

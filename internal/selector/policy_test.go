@@ -199,10 +199,12 @@ var cutRule = policyRule{
 	leaf: func(b *classSearch, _ []int, _ key) (int64, int64, bool) {
 		return 0, b.p.minCut(b.setMask.list()), true
 	},
+	first:    func(*classSearch, int, int, int64) int64 { return 0 },
+	cutShort: func(*problem, *classSearch) [][]int { return nil },
 	// as the ring's: the min cut is at most the smallest degree and the
 	// mean degree
-	bound: func(b *classSearch, c, r int, _, total int64) (int64, int64) {
-		return 0, min(b.degreeUB(c, r), 2*total/int64(b.size))
+	cut: func(b *classSearch, c, r int, total int64) int64 {
+		return min(b.degreeUB(c, r), 2*total/int64(b.size))
 	},
 	prepare: func(*problem) {},
 	seeds:   func(*problem, *classSearch, int64) [][]int { return nil },

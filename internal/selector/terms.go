@@ -68,10 +68,18 @@ type policyRule struct {
 	// classes with members are present and whose other slots are in k;
 	// ok false when the set cannot enter b's list (classSearch.leaf).
 	leaf func(b *classSearch, present []int, k key) (first, cut int64, ok bool)
-	// bound bounds first and cut for every set of the subtree (c, r)
-	// (classSearch.upper), given first, a bound of the widest spanning
-	// tree's bottleneck, and total, one of the total bandwidth.
-	bound func(b *classSearch, c, r int, first, total int64) (int64, int64)
+	// first bounds the first term of every set of the subtree (c, r)
+	// (classSearch.upper), given tree, a bound of the widest spanning
+	// tree's bottleneck. A set's first term is never above its tree
+	// bottleneck (the later terms are bounded only over the sets
+	// connected over links >= the first's bound: markReach).
+	first func(b *classSearch, c, r int, tree int64) int64
+	// cut bounds the cut slot of every set of the subtree that reaches
+	// the first's bound, given total, one of their total bandwidth.
+	cut func(b *classSearch, c, r int, total int64) int64
+	// cutShort are the policy's sets to offer when the budget cut the
+	// branch-and-bound short (branchAndBound).
+	cutShort func(p *problem, b *classSearch) [][]int
 	// prepare runs before the branch-and-bound's first node.
 	prepare func(p *problem)
 	// seeds are the policy's own sets to offer before the
@@ -102,10 +110,12 @@ var policies = []policyRule{
 		leaf: func(b *classSearch, present []int, _ key) (int64, int64, bool) {
 			return b.treeOf(present, b.take), 0, true
 		},
-		bound:   func(_ *classSearch, _, _ int, first, _ int64) (int64, int64) { return first, 0 },
-		prepare: func(*problem) {},
-		seeds:   func(*problem, *classSearch, int64) [][]int { return nil },
-		ring:    func(*problem, *entry, *result, []int, int64) ([]int, bool) { return nil, false },
+		first:    func(_ *classSearch, _, _ int, tree int64) int64 { return tree },
+		cut:      func(*classSearch, int, int, int64) int64 { return 0 },
+		cutShort: (*problem).partSeeds,
+		prepare:  func(*problem) {},
+		seeds:    func(*problem, *classSearch, int64) [][]int { return nil },
+		ring:     func(*problem, *entry, *result, []int, int64) ([]int, bool) { return nil, false },
 	},
 	Ring: {
 		name: "ring",
@@ -115,9 +125,11 @@ var policies = []policyRule{
 			r := p.ringOf(vs)
 			return r.lo, p.minCut(vs), r.exact(), r.hi
 		},
-		enum:  (*problem).ringEnum,
-		leaf:  (*classSearch).ringLeaf,
-		bound: (*classSearch).ringBound,
+		enum:     (*problem).ringEnum,
+		leaf:     (*classSearch).ringLeaf,
+		first:    (*classSearch).ringFirst,
+		cut:      (*classSearch).ringCut,
+		cutShort: func(*problem, *classSearch) [][]int { return nil },
 		prepare: func(p *problem) {
 			if p.size >= 3 {
 				p.top = p.ringTop()
