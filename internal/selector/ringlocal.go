@@ -34,54 +34,8 @@ func (p *problem) improveRing(cyc []int, keep bool) []int {
 				i, b = j, x
 			}
 		}
+		best, mv := p.bestRingMove(c, on, i, b, keep)
 		at := func(j int) int { return c[((j%k)+k)%k] }
-		e0, e1 := at(i), at(i+1) // the weakest link
-		best, mv := b, ringMove{}
-		try := func(score int64, m ringMove) {
-			if score > best {
-				best, mv = score, m
-			}
-		}
-		// 2-opt: links (e0,e1) and (at(i+d),at(i+d+1)) become
-		// (e0,at(i+d)) and (e1,at(i+d+1)), the stretch e1..at(i+d)
-		// reversed.
-		for d := 2; d < k-1; d++ {
-			try(min(w(e0, at(i+d)), w(e1, at(i+d+1))), ringMove{kind: moveReverse, d: d})
-		}
-		// a device y off the ring: swap an end for it, or insert it into
-		// the weakest link and drop the device of the ring whose
-		// neighbours link best.
-		dropAt, dropW := -1, int64(-1)
-		for d := 2; d < k; d++ { // at(i+d), d in 2..k-1, is neither end
-			if x := w(at(i+d-1), at(i+d+1)); x > dropW {
-				dropAt, dropW = d, x
-			}
-		}
-		for y := 0; y < n; y++ {
-			if on[y] || keep {
-				continue
-			}
-			try(min(w(at(i-1), y), w(y, e1)), ringMove{kind: moveSwap, d: 0, z: y})
-			try(min(w(e0, y), w(y, at(i+2))), ringMove{kind: moveSwap, d: 1, z: y})
-			try(min(w(e0, y), w(y, e1), dropW), ringMove{kind: moveInsertDrop, d: dropAt, z: y})
-		}
-		// drop an end (its neighbours joined) and insert it or a device
-		// off the ring into another link of what is left.
-		for end := 0; end < 2; end++ {
-			pos := i + end // the dropped device is at(pos)
-			join := w(at(pos-1), at(pos+1))
-			if join <= best {
-				continue
-			}
-			for d := 1; d < k-1; d++ { // the link (at(pos+d), at(pos+d+1)) of the rest
-				a, bb := at(pos+d), at(pos+d+1)
-				for z := 0; z < n; z++ {
-					if (!on[z] && !keep) || z == at(pos) {
-						try(min(join, w(a, z), w(z, bb)), ringMove{kind: moveDropInsert, end: end, d: d, z: z})
-					}
-				}
-			}
-		}
 		if best <= b {
 			break
 		}
@@ -98,6 +52,64 @@ func (p *problem) improveRing(cyc []int, keep bool) []int {
 		}
 	}
 	return c
+}
+
+// bestRingMove is improveRing's best move from ring c (on marks its
+// devices) whose weakest link, of bandwidth b, is (c[i], c[i+1]): the
+// strongest of the moves that improveRing's doc lists, and b with no
+// move when none beats it.
+func (p *problem) bestRingMove(c []int, on []bool, i int, b int64, keep bool) (int64, ringMove) {
+	k, n := len(c), p.n
+	w := func(a, b int) int64 { return p.bw[a*n+b] }
+	at := func(j int) int { return c[((j%k)+k)%k] }
+	e0, e1 := at(i), at(i+1) // the weakest link
+	best, mv := b, ringMove{}
+	try := func(score int64, m ringMove) {
+		if score > best {
+			best, mv = score, m
+		}
+	}
+	// 2-opt: links (e0,e1) and (at(i+d),at(i+d+1)) become
+	// (e0,at(i+d)) and (e1,at(i+d+1)), the stretch e1..at(i+d)
+	// reversed.
+	for d := 2; d < k-1; d++ {
+		try(min(w(e0, at(i+d)), w(e1, at(i+d+1))), ringMove{kind: moveReverse, d: d})
+	}
+	// a device y off the ring: swap an end for it, or insert it into
+	// the weakest link and drop the device of the ring whose
+	// neighbours link best.
+	dropAt, dropW := -1, int64(-1)
+	for d := 2; d < k; d++ { // at(i+d), d in 2..k-1, is neither end
+		if x := w(at(i+d-1), at(i+d+1)); x > dropW {
+			dropAt, dropW = d, x
+		}
+	}
+	for y := 0; y < n; y++ {
+		if on[y] || keep {
+			continue
+		}
+		try(min(w(at(i-1), y), w(y, e1)), ringMove{kind: moveSwap, d: 0, z: y})
+		try(min(w(e0, y), w(y, at(i+2))), ringMove{kind: moveSwap, d: 1, z: y})
+		try(min(w(e0, y), w(y, e1), dropW), ringMove{kind: moveInsertDrop, d: dropAt, z: y})
+	}
+	// drop an end (its neighbours joined) and insert it or a device
+	// off the ring into another link of what is left.
+	for end := 0; end < 2; end++ {
+		pos := i + end // the dropped device is at(pos)
+		join := w(at(pos-1), at(pos+1))
+		if join <= best {
+			continue
+		}
+		for d := 1; d < k-1; d++ { // the link (at(pos+d), at(pos+d+1)) of the rest
+			a, bb := at(pos+d), at(pos+d+1)
+			for z := 0; z < n; z++ {
+				if (!on[z] && !keep) || z == at(pos) {
+					try(min(join, w(a, z), w(z, bb)), ringMove{kind: moveDropInsert, end: end, d: d, z: z})
+				}
+			}
+		}
+	}
+	return best, mv
 }
 
 // ringMove is a move of improveRing, relative to the weakest link
@@ -213,11 +225,9 @@ func (p *problem) liftRing(c []int, stop int64, keep bool) []int {
 // weakest link (at i, value b); try varies the choices. It reports
 // whether path became a ring over links > b.
 func (p *problem) liftWalk(c, path, pos []int, optsp *[]int, i int, b int64, try int, stop int64, keep bool) bool {
-	k, n := len(c), p.n
-	w := func(a, b int) int64 { return p.bw[a*n+b] }
+	k := len(c)
 	opts := *optsp
 	defer func() { *optsp = opts }()
-	closed := false
 	p.bud.spend(1)
 	acc := 0
 	for j := range path {
@@ -229,73 +239,96 @@ func (p *problem) liftWalk(c, path, pos []int, optsp *[]int, i int, b int64, try
 	for j, v := range path {
 		pos[v] = j
 	}
-	reverse := func(from int) {
-		for l, r := from, k-1; l < r; l, r = l+1, r-1 {
-			path[l], path[r] = path[r], path[l]
-		}
-		for j := from; j < k; j++ {
-			pos[path[j]] = j
-		}
-	}
 	steps := 16 * k
-	for s := 0; s < steps && !closed; s++ {
-		end, start := path[k-1], path[0]
-		if w(end, start) > b {
-			closed = true
-			break
+	for s := 0; s < steps; s++ {
+		if p.closeWalk(path, pos, b) {
+			return true
 		}
-		for j := 1; j < k-2; j++ {
-			if w(path[j], end) > b && w(path[j+1], start) > b {
-				reverse(j + 1)
-				closed = true
-				break
-			}
-		}
-		if closed {
-			break
-		}
-		// options at the end: a rotation (a neighbour on the path,
-		// coded as its position) or a slide (a device off the path,
-		// coded as k + device)
-		opts = opts[:0]
-		for v := 0; v < n; v++ {
-			if v == end || w(end, v) <= b {
-				continue
-			}
-			if j := pos[v]; j < 0 {
-				if !keep {
-					opts = append(opts, k+v)
-				}
-			} else if j < k-2 {
-				opts = append(opts, j)
-			}
-		}
+		opts = p.walkOptions(opts[:0], path, pos, b, keep)
 		// a step looks at about 3k+n links (a unit is about 1024)
-		if acc += 3*k + n; acc >= 1024 {
+		if acc += 3*k + p.n; acc >= 1024 {
 			p.bud.spend(int64(acc / 1024))
 			acc %= 1024
 		}
 		if len(opts) > 0 {
 			o := opts[(s/2*(1+2*try)+try)%len(opts)]
 			if o < k {
-				reverse(o + 1)
+				reversePath(path, pos, o+1)
 			} else {
-				v := o - k
-				pos[path[0]] = -1
-				copy(path, path[1:])
-				path[k-1] = v
-				for j, u := range path {
-					pos[u] = j
-				}
+				slidePath(path, pos, o-k)
 			}
 		}
 		// the ends take turns
-		reverse(0)
+		reversePath(path, pos, 0)
 		if p.bud.work >= stop || p.bud.spent() {
 			break
 		}
 	}
-	return closed
+	return false
+}
+
+// closeWalk closes liftWalk's path into a ring over links > b where its
+// ends link so, or where a rotation makes them (path[j] linking the end
+// and path[j+1] the start: the stretch after j reversed), and reports
+// whether it did.
+func (p *problem) closeWalk(path, pos []int, b int64) bool {
+	k, n := len(path), p.n
+	w := func(a, b int) int64 { return p.bw[a*n+b] }
+	end, start := path[k-1], path[0]
+	if w(end, start) > b {
+		return true
+	}
+	for j := 1; j < k-2; j++ {
+		if w(path[j], end) > b && w(path[j+1], start) > b {
+			reversePath(path, pos, j+1)
+			return true
+		}
+	}
+	return false
+}
+
+// walkOptions appends the options at the path's end, its links > b: a
+// rotation (a neighbour on the path, coded as its position) or, unless
+// keep, a slide (a device off the path, coded as len(path) + device).
+func (p *problem) walkOptions(opts, path, pos []int, b int64, keep bool) []int {
+	k, n := len(path), p.n
+	end := path[k-1]
+	for v := 0; v < n; v++ {
+		if v == end || p.bw[end*n+v] <= b {
+			continue
+		}
+		if j := pos[v]; j < 0 {
+			if !keep {
+				opts = append(opts, k+v)
+			}
+		} else if j < k-2 {
+			opts = append(opts, j)
+		}
+	}
+	return opts
+}
+
+// reversePath reverses path from position from to its end, pos (a
+// device's position, -1 off the path) following.
+func reversePath(path, pos []int, from int) {
+	k := len(path)
+	for l, r := from, k-1; l < r; l, r = l+1, r-1 {
+		path[l], path[r] = path[r], path[l]
+	}
+	for j := from; j < k; j++ {
+		pos[path[j]] = j
+	}
+}
+
+// slidePath drops the path's start and appends v, a device off it.
+func slidePath(path, pos []int, v int) {
+	k := len(path)
+	pos[path[0]] = -1
+	copy(path, path[1:])
+	path[k-1] = v
+	for j, u := range path {
+		pos[u] = j
+	}
 }
 
 // liftTries is how many walks liftRing tries at one threshold.
