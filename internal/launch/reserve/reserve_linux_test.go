@@ -147,7 +147,10 @@ func TestReserveBusyFailsAtOnceNamingTheHolder(t *testing.T) {
 	if len(ne.Held) != 7 || !strings.HasPrefix(ne.Held[0], fmt.Sprintf("leased by pid %d (", os.Getpid())) {
 		t.Errorf("held %v", ne.Held)
 	}
-	if queued || time.Since(start) > 2*time.Second {
+	// Not queuing is what Queued says; the time only catches a wait that
+	// bypasses it (a queued reservation waits out its deadline, minutes),
+	// far above what a loaded machine adds.
+	if queued || time.Since(start) > 20*time.Second {
 		t.Errorf("without Wait it queued (%v) or took %v", queued, time.Since(start))
 	}
 }
