@@ -148,8 +148,8 @@ func TestReserveBusyFailsAtOnceNamingTheHolder(t *testing.T) {
 		t.Errorf("held %v", ne.Held)
 	}
 	// Not queuing is what Queued says; the time only catches a wait that
-	// bypasses it (a queued reservation waits out its deadline, minutes),
-	// far above what a loaded machine adds.
+	// bypasses it (a waiting reservation waits for devices this test frees
+	// only at its end), far above what a loaded machine adds.
 	if queued || time.Since(start) > 20*time.Second {
 		t.Errorf("without Wait it queued (%v) or took %v", queued, time.Since(start))
 	}
