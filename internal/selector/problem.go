@@ -69,10 +69,6 @@ type scratch struct {
 	caps       []capped
 }
 
-func newScratch(n int) *scratch {
-	return scratchIn(make([]int, 4*n), make([]int64, 2*n), n)
-}
-
 // scratchIn is a scratch for n candidates in the first 4n ints and 2n
 // int64s given.
 func scratchIn(ints []int, i64s []int64, n int) *scratch {

@@ -59,7 +59,7 @@ func TestStoerWagner(t *testing.T) {
 	for _, e := range edges {
 		w[e[0]*8+e[1]], w[e[1]*8+e[0]] = e[2], e[2]
 	}
-	if got := stoerWagner(w, 8, newScratch(8)); got != 4 {
+	if got := stoerWagner(w, 8, scratchIn(make([]int, 32), make([]int64, 16), 8)); got != 4 {
 		t.Errorf("min cut %d, want 4", got)
 	}
 }
