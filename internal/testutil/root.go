@@ -11,17 +11,7 @@ import (
 // when the test ends.
 func FakeRoot(t testing.TB, files map[string]string) string {
 	t.Helper()
-	root := t.TempDir()
-	for name, content := range files {
-		p := filepath.Join(root, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return root
+	return makeRoot(t, files, func(p, content string) error { return os.WriteFile(p, []byte(content), 0o644) })
 }
 
 // LinkRoot is FakeRoot of symbolic links: a root directory holding links,
@@ -29,13 +19,20 @@ func FakeRoot(t testing.TB, files map[string]string) string {
 // from testdata, unpacked once), removed when the test ends.
 func LinkRoot(t testing.TB, links map[string]string) string {
 	t.Helper()
+	return makeRoot(t, links, func(p, target string) error { return os.Symlink(target, p) })
+}
+
+// makeRoot makes each path of entries under a new temporary root, its
+// directories first, with create (the path, the entry's value).
+func makeRoot(t testing.TB, entries map[string]string, create func(p, v string) error) string {
+	t.Helper()
 	root := t.TempDir()
-	for at, target := range links {
+	for at, v := range entries {
 		p := filepath.Join(root, at)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.Symlink(target, p); err != nil {
+		if err := create(p, v); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -418,7 +418,7 @@ func TestLeaseCheckHeld(t *testing.T) {
 // WARN that says what it cannot promise; a bad file at one lease path is
 // a WARN naming the device.
 func TestLeaseCheckDegraded(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "shared")
+	dir := filepath.Join(t.TempDir(), "group")
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}

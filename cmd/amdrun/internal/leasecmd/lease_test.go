@@ -83,7 +83,7 @@ func TestRunInit(t *testing.T) {
 		}
 	}
 	// Over a directory every user can write: refused, left as it is.
-	other := filepath.Join(t.TempDir(), "shared")
+	other := filepath.Join(t.TempDir(), "group")
 	os.Mkdir(other, 0o777)
 	syscall.Chmod(other, 0o1777)
 	out.Reset()
