@@ -27,8 +27,11 @@ import (
 //
 // amdrun reads and removes what is in it only relative to the descriptor
 // it opened when it made it (openat, O_NOFOLLOW), only regular files of
-// this user, and only the names it gives out (attempt_K.rank_L.json) and
-// its owner file, which says which amdrun made it (pid and start time).
+// this user, and only the names it gives out (attempt_K.rank_L.json).
+// Its name says which amdrun made it (pid and start time, then the random
+// part), so that whatever is left of it says so: a guard killed between
+// emptying it and removing it leaves a directory that still names its
+// amdrun (an owner file inside, as before, did not: issue 26's CI run).
 // However the job ends, the directory goes: amdrun removes it; when amdrun
 // was killed, the last guard (ContainSubreaper) or the keeper
 // (ContainPIDNamespace) removes it, and in ContainUserNamespace, whose
@@ -43,9 +46,9 @@ type errorDir struct {
 // the keeper check before they remove one.
 const errorDirPrefix = "amdrun-errors-"
 
-// errorOwnerFile is the file in an errorDir that names the amdrun that
-// made it: "PID STARTTIME\n", the start time in clock ticks since boot
-// (/proc/PID/stat field 22), so that a reused pid is not taken for it.
+// errorOwnerFile is the file in which amdrun before 2026-12-03 named the
+// amdrun that made an errorDir ("PID STARTTIME\n"); such a directory left
+// behind is still recognised and removed.
 const errorOwnerFile = ".amdrun-owner"
 
 // errorFileName matches the names errorDir.path gives out.
@@ -59,7 +62,7 @@ func newErrorDir() (*errorDir, error) {
 	}
 	defer unix.Close(bfd)
 	removeStaleErrorDirs(bfd)
-	owner, err := ownerLine(os.Getpid())
+	start, err := startTime(os.Getpid())
 	if err != nil {
 		return nil, fmt.Errorf("launch: error files: %w", err)
 	}
@@ -68,7 +71,7 @@ func newErrorDir() (*errorDir, error) {
 		if _, err := rand.Read(b[:]); err != nil {
 			return nil, fmt.Errorf("launch: error files: %w", err)
 		}
-		name := errorDirPrefix + hex.EncodeToString(b[:])
+		name := errorDirName(os.Getpid(), start, hex.EncodeToString(b[:]))
 		err := unix.Mkdirat(bfd, name, 0o700)
 		if errors.Is(err, unix.EEXIST) && try < 100 {
 			continue
@@ -80,9 +83,6 @@ func newErrorDir() (*errorDir, error) {
 		if err == nil {
 			// The umask may have taken bits away; it never adds any.
 			err = unix.Fchmod(fd, 0o700)
-		}
-		if err == nil {
-			err = writeAt(fd, errorOwnerFile, owner)
 		}
 		if err != nil {
 			if fd >= 0 {
@@ -110,25 +110,27 @@ func openOwnDir(dirfd int, name string) (int, error) {
 	return fd, nil
 }
 
-// writeAt creates name in dirfd (exclusively, never through a link) with
-// b in it.
-func writeAt(dirfd int, name string, b []byte) error {
-	fd, err := unix.Openat(dirfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-	if err != nil {
-		return err
-	}
-	f := os.NewFile(uintptr(fd), name)
-	_, err = f.Write(b)
-	return errors.Join(err, f.Close())
+// errorDirName is the name of the errorDir the amdrun pid, started at
+// start (clock ticks since boot, /proc/PID/stat field 22, so that a
+// reused pid is not taken for it), makes with the random part r:
+// amdrun-errors-PID-START-R.
+func errorDirName(pid int, start uint64, r string) string {
+	return fmt.Sprintf("%s%d-%d-%s", errorDirPrefix, pid, start, r)
 }
 
-// ownerLine is errorOwnerFile's content for pid.
-func ownerLine(pid int) ([]byte, error) {
-	start, err := startTime(pid)
-	if err != nil {
-		return nil, err
+// dirOwner is the pid and start time an errorDir's name gives; ok false
+// for a name newErrorDir does not give.
+func dirOwner(name string) (pid int, start uint64, ok bool) {
+	f := strings.Split(strings.TrimPrefix(name, errorDirPrefix), "-")
+	if len(f) != 3 || !strings.HasPrefix(name, errorDirPrefix) {
+		return 0, 0, false
 	}
-	return []byte(fmt.Sprintf("%d %d\n", pid, start)), nil
+	pid, err := strconv.Atoi(f[0])
+	if err != nil || pid <= 0 {
+		return 0, 0, false
+	}
+	start, err = strconv.ParseUint(f[1], 10, 64)
+	return pid, start, err == nil
 }
 
 // startTime is pid's start time in clock ticks since boot, from
@@ -150,22 +152,32 @@ func startTime(pid int) (uint64, error) {
 	return strconv.ParseUint(f[19], 10, 64)
 }
 
-// ownerGone says whether the owner line b names an amdrun that no longer
-// runs; a line it cannot read is not proof of that.
-func ownerGone(b []byte) bool {
-	var pid int
-	var start uint64
-	if n, err := fmt.Sscanf(string(b), "%d %d\n", &pid, &start); n != 2 || err != nil || pid <= 0 {
-		return false
-	}
+// ownerGone says whether the amdrun pid, started at start, no longer runs.
+func ownerGone(pid int, start uint64) bool {
 	now, err := startTime(pid)
 	return err != nil || now != start
 }
 
+// staleErrorDir says whether the errorDir name, open as fd, is one whose
+// amdrun is gone: by its name, or (a directory an older amdrun left) by
+// its owner file; what cannot be read is not proof of that.
+func staleErrorDir(fd int, name string) bool {
+	if pid, start, ok := dirOwner(name); ok {
+		return ownerGone(pid, start)
+	}
+	var pid int
+	var start uint64
+	b := readAt(fd, errorOwnerFile, 64)
+	if n, err := fmt.Sscanf(string(b), "%d %d\n", &pid, &start); n != 2 || err != nil || pid <= 0 {
+		return false
+	}
+	return ownerGone(pid, start)
+}
+
 // removeStaleErrorDirs removes, from the directory dirfd, the errorDirs
 // of this user whose amdrun is gone (killed before it could remove them):
-// a directory of this user (not a link), with an owner file that names no
-// living process.
+// a directory of this user (not a link) whose name (or, left by an older
+// amdrun, whose owner file) names no living process.
 func removeStaleErrorDirs(dirfd int) {
 	d, err := unix.Openat(dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -182,9 +194,8 @@ func removeStaleErrorDirs(dirfd int) {
 		if err != nil {
 			continue
 		}
-		owner := readAt(fd, errorOwnerFile, 64)
-		if owner != nil && ownerGone(owner) {
-			emptyErrorDir(fd, true)
+		if staleErrorDir(fd, name) {
+			emptyErrorDir(fd)
 			_ = unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR)
 		}
 		unix.Close(fd)
@@ -213,35 +224,27 @@ func readAt(dirfd int, name string, limit int64) []byte {
 }
 
 // emptyErrorDir removes from the errorDir dirfd the error files it gave
-// out and, with owner, its owner file; nothing else. It reports whether
-// only the owner file is left (or nothing).
-func emptyErrorDir(dirfd int, owner bool) (onlyOwner bool) {
+// out and the owner file an older amdrun wrote; nothing else.
+func emptyErrorDir(dirfd int) {
 	d, err := unix.Openat(dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return false
+		return
 	}
 	f := os.NewFile(uintptr(d), ".")
 	names, _ := f.Readdirnames(-1)
 	f.Close()
-	onlyOwner = true
 	for _, name := range names {
-		switch {
-		case errorFileName.MatchString(name), owner && name == errorOwnerFile:
-			if err := unix.Unlinkat(dirfd, name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
-				onlyOwner = false
-			}
-		case name != errorOwnerFile:
-			onlyOwner = false
+		if errorFileName.MatchString(name) || name == errorOwnerFile {
+			_ = unix.Unlinkat(dirfd, name, 0)
 		}
 	}
-	return onlyOwner
 }
 
 // removeErrorDirPath removes the errorDir at path (its name must be one
-// newErrorDir gives): its error files, then, with all (amdrun, the
-// keeper) or once only the owner file is left (a guard: the others may
-// still need theirs), the owner file and the directory.
-func removeErrorDirPath(path string, all bool) {
+// newErrorDir gives), by a guard or the keeper once amdrun is gone: its
+// error files, then the directory, which is left when something else is
+// in it.
+func removeErrorDirPath(path string) {
 	base, name := filepath.Split(path)
 	if path == "" || !strings.HasPrefix(name, errorDirPrefix) {
 		return
@@ -256,9 +259,7 @@ func removeErrorDirPath(path string, all bool) {
 		return
 	}
 	defer unix.Close(fd)
-	if emptyErrorDir(fd, all) && !all {
-		_ = unix.Unlinkat(fd, errorOwnerFile, 0)
-	}
+	emptyErrorDir(fd)
 	_ = unix.Unlinkat(bfd, name, unix.AT_REMOVEDIR)
 }
 
@@ -284,7 +285,7 @@ func (e *errorDir) drop(k, lr int) {
 
 // remove removes the directory and the files amdrun gave out in it.
 func (e *errorDir) remove() {
-	emptyErrorDir(int(e.fd.Fd()), true)
+	emptyErrorDir(int(e.fd.Fd()))
 	e.fd.Close()
 	base, name := filepath.Split(e.dir)
 	if bfd, err := unix.Open(base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
@@ -296,4 +297,4 @@ func (e *errorDir) remove() {
 // removeErrorDir removes an errorDir that amdrun may have left behind (it
 // was killed): dir, when it names one. The keeper calls it once the job's
 // namespace is empty.
-func removeErrorDir(dir string) { removeErrorDirPath(dir, true) }
+func removeErrorDir(dir string) { removeErrorDirPath(dir) }

@@ -9,10 +9,12 @@ import (
 )
 
 // TestStaleErrorDirs: a run removes the error file directories of this
-// user whose amdrun is gone (killed before it could), and nothing else:
-// not one whose amdrun lives, not one without an owner file, not a link
-// named like one (nor what it points to), not a file amdrun did not give
-// out.
+// user whose amdrun is gone (killed before it could), by their name or,
+// left by an older amdrun, by their owner file, and nothing else: not one
+// whose amdrun lives, not one whose name and contents name no amdrun, not
+// a link named like one (nor what it points to), not a file amdrun did
+// not give out. A directory a guard emptied but was killed before it
+// removed (nothing in it) still goes: its name says whose it was.
 func TestStaleErrorDirs(t *testing.T) {
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
@@ -33,17 +35,21 @@ func TestStaleErrorDirs(t *testing.T) {
 		}
 		return dir
 	}
-	gone := fmt.Sprintf("%d 1\n", dead.Process.Pid)
-	stale := mk(errorDirPrefix+"stale", gone, "attempt_0.rank_0.json", "attempt_3.rank_12.json")
-	extra := mk(errorDirPrefix+"extra", gone, "attempt_0.rank_0.json", "notes.txt")
+	gonePid := dead.Process.Pid
+	gone := fmt.Sprintf("%d 1\n", gonePid)
+	stale := mk(errorDirName(gonePid, 1, "00ff"), "", "attempt_0.rank_0.json", "attempt_3.rank_12.json")
+	emptied := mk(errorDirName(gonePid, 1, "0a0b"), "")
+	older := mk(errorDirPrefix+"0123456789abcdef", gone, "attempt_0.rank_0.json")
+	extra := mk(errorDirName(gonePid, 1, "0c0d"), "", "attempt_0.rank_0.json", "notes.txt")
 	unproven := mk(errorDirPrefix+"unproven", "", "attempt_0.rank_0.json")
+	junk := mk(errorDirPrefix+"x-y-z", "junk", "attempt_0.rank_0.json")
 	live, err := newErrorDir()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer live.remove()
 	target := mk("elsewhere", gone, "attempt_0.rank_0.json")
-	os.Symlink(target, filepath.Join(tmp, errorDirPrefix+"link"))
+	os.Symlink(target, filepath.Join(tmp, errorDirName(gonePid, 1, "link")))
 
 	next, err := newErrorDir()
 	if err != nil {
@@ -51,26 +57,29 @@ func TestStaleErrorDirs(t *testing.T) {
 	}
 	defer next.remove()
 	exists := func(p string) bool { _, err := os.Lstat(p); return err == nil }
-	if exists(stale) {
-		t.Errorf("%s (its amdrun gone) was kept", stale)
+	for _, p := range []string{stale, emptied, older} {
+		if exists(p) {
+			t.Errorf("%s (its amdrun gone) was kept", p)
+		}
 	}
 	if !exists(filepath.Join(extra, "notes.txt")) || exists(filepath.Join(extra, "attempt_0.rank_0.json")) {
 		t.Errorf("%s: want only notes.txt kept", extra)
 	}
-	for _, p := range []string{filepath.Join(unproven, "attempt_0.rank_0.json"), filepath.Join(live.dir, errorOwnerFile),
-		filepath.Join(target, "attempt_0.rank_0.json"), filepath.Join(tmp, errorDirPrefix+"link")} {
+	for _, p := range []string{filepath.Join(unproven, "attempt_0.rank_0.json"), filepath.Join(junk, "attempt_0.rank_0.json"), live.dir,
+		filepath.Join(target, "attempt_0.rank_0.json"), filepath.Join(target, errorOwnerFile), filepath.Join(tmp, errorDirName(gonePid, 1, "link"))} {
 		if !exists(p) {
 			t.Errorf("%s was removed", p)
 		}
 	}
-	if fi, err := os.Stat(next.dir); err != nil || fi.Mode().Perm() != 0o700 || !exists(filepath.Join(next.dir, errorOwnerFile)) {
+	if fi, err := os.Stat(next.dir); err != nil || fi.Mode().Perm() != 0o700 {
 		t.Errorf("the new directory: %v, %v", fi, err)
 	}
-	if owner, _ := os.ReadFile(filepath.Join(next.dir, errorOwnerFile)); ownerGone(owner) {
-		t.Errorf("the new directory's owner %q reads as gone", owner)
+	pid, start, ok := dirOwner(filepath.Base(next.dir))
+	if !ok || pid != os.Getpid() || ownerGone(pid, start) {
+		t.Errorf("the new directory %s does not name this living amdrun (%d, %d, %v)", next.dir, pid, start, ok)
 	}
-	if !ownerGone([]byte(gone)) || ownerGone([]byte("junk")) || ownerGone(nil) {
-		t.Error("ownerGone")
+	if _, _, ok := dirOwner(errorDirPrefix + "0123456789abcdef"); ok {
+		t.Error("an older amdrun's name read as naming its owner")
 	}
 }
 

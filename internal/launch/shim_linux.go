@@ -275,12 +275,11 @@ func onTerminal() bool {
 }
 
 // abandonErrorFile removes the ranks' error files, which amdrun, gone,
-// will not read, and their directory once only its owner file is left:
-// the guards leave nothing behind.
+// will not read, and their directory: the guards leave nothing behind.
 func abandonErrorFile() {
 	f := os.Getenv(EnvErrorFile)
 	if f == "" {
 		return
 	}
-	removeErrorDirPath(filepath.Dir(f), false)
+	removeErrorDirPath(filepath.Dir(f))
 }
