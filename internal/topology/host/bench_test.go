@@ -24,7 +24,7 @@ func BenchmarkNUMANodes(b *testing.B) {
 }
 
 // BenchmarkCPUGroups is what --bind socket and core-complex add to a
-// launch (ghw's cpu and memory packages), beside BenchmarkNUMANodes.
+// launch (a few small sysfs files per CPU), beside BenchmarkNUMANodes.
 func BenchmarkCPUGroups(b *testing.B) {
 	for _, tt := range []struct{ name, root string }{
 		{"epyc-2p", testutil.Testdata(b, "host", "epyc-2p")},

@@ -3,6 +3,7 @@
 package host
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -73,10 +74,12 @@ func copyTree(t *testing.T) string {
 	return dst
 }
 
-// TestCPUGroupsRefusesHalfATree: what ghw only warns about (and answers
-// shorter) is an error here, as are CPUs without a socket and a node
+// TestCPUGroupsRefusesHalfATree: a file that is missing or does not parse
+// is an error naming it (where ghw, which read the tree before, only
+// warned and answered shorter), as are CPUs without a socket and a node
 // without a level-3 cache; an offline CPU (left out of its node's
-// cpulist) is left out of its groups.
+// cpulist) is left out of its groups; caches without an id (kernels
+// before 4.20) are told apart by their shared_cpu_list.
 func TestCPUGroupsRefusesHalfATree(t *testing.T) {
 	const sys = "sys/devices/system"
 	tests := []struct {
@@ -86,15 +89,7 @@ func TestCPUGroupsRefusesHalfATree(t *testing.T) {
 	}{
 		{"unreadable package id", func(root string) error {
 			return os.WriteFile(filepath.Join(root, sys, "cpu/cpu5/topology/physical_package_id"), []byte("x\n"), 0o644)
-		}, "failed to read int from file"},
-		{"CPU missing from cpuinfo", func(root string) error {
-			b, err := os.ReadFile(filepath.Join(root, "proc/cpuinfo"))
-			if err != nil {
-				return err
-			}
-			i := strings.Index(string(b), "processor\t: 16\n")
-			return os.WriteFile(filepath.Join(root, "proc/cpuinfo"), b[:i], 0o644)
-		}, "failed to find attributes for logical processor 16"},
+		}, `CPU 5 is in no socket: host sys/devices/system/cpu/cpu5/topology/physical_package_id: line 1: not a number: "x"`},
 		{"CPU missing from sys/devices/system/cpu", func(root string) error {
 			return os.RemoveAll(filepath.Join(root, sys, "cpu/cpu20"))
 		}, "CPU 20 is in no socket"},
@@ -108,7 +103,14 @@ func TestCPUGroupsRefusesHalfATree(t *testing.T) {
 		}, "no level-3 cache listed"},
 		{"unreadable cache level", func(root string) error {
 			return os.WriteFile(filepath.Join(root, sys, "node/node0/cpu1/cache/index3/level"), []byte("three\n"), 0o644)
-		}, "Unable to parse int"},
+		}, `node/node0/cpu1/cache/index3/level: line 1: not a number: "three"`},
+		{"unreadable cache id", func(root string) error {
+			return os.WriteFile(filepath.Join(root, sys, "node/node0/cpu1/cache/index3/id"), []byte("\n"), 0o644)
+		}, `node/node0/cpu1/cache/index3/id: line 1: not a number: ""`},
+		{"no cache id and no shared_cpu_list", func(root string) error {
+			idx := filepath.Join(root, sys, "node/node0/cpu1/cache/index3")
+			return errors.Join(os.Remove(filepath.Join(idx, "id")), os.Remove(filepath.Join(idx, "shared_cpu_list")))
+		}, "index3/shared_cpu_list: no such file"},
 	}
 	for _, tt := range tests {
 		root := copyTree(t)
@@ -139,6 +141,20 @@ func TestCPUGroupsRefusesHalfATree(t *testing.T) {
 	}
 	if want := []int{0, 1, 2}; !reflect.DeepEqual(g.L3[0], want) || g.SocketOf(3) != -1 {
 		t.Errorf("offline CPU 3: L3[0] %v (want %v), socket %d", g.L3[0], want, g.SocketOf(3))
+	}
+
+	root = copyTree(t)
+	ids, _ := filepath.Glob(filepath.Join(root, sys, "node/node*/cpu*/cache/index*/id"))
+	if len(ids) == 0 {
+		t.Fatal("the fixture has no cache ids")
+	}
+	for _, p := range ids {
+		if err := os.Remove(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if g, err := CPUGroups(root, nodes); err != nil || len(g.L3) != 8 || !reflect.DeepEqual(g.L3[1], span(4, 7)) {
+		t.Errorf("without cache ids: %+v, %v; want the 8 complexes by shared_cpu_list", g, err)
 	}
 }
 

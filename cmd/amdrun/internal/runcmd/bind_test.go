@@ -16,7 +16,7 @@ import (
 // TestDryRunBindingWords: every binding word, as torchrun's
 // --numa-binding and as --bind, planned on the two-socket EPYC tree
 // (testdata/host/epyc-2p: 4 NUMA nodes of 8 CPUs, 2 per socket, a core
-// complex per 4 CPUs, read through ghw), the 8 example devices on NUMA
+// complex per 4 CPUs, read by host.CPUGroups), the 8 example devices on NUMA
 // nodes 0 and 2 (4 each): the CPU list and memory nodes of each rank.
 func TestDryRunBindingWords(t *testing.T) {
 	root := testutil.Testdata(t, "host", "epyc-2p")
