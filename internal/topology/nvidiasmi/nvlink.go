@@ -3,7 +3,6 @@ package nvidiasmi
 import (
 	"io"
 	"math"
-	"regexp"
 	"strconv"
 	"strings"
 
@@ -61,10 +60,10 @@ func (s *NVLinkStatus) GPU(i int) *NVLinkGPU {
 }
 
 var (
-	nvlGPULine  = regexp.MustCompile(`^GPU (\d+): (.*)$`)
-	nvlUUID     = regexp.MustCompile(`^(.*?)\s*\(UUID: ([^)]*)\)$`)
-	nvlLinkLine = regexp.MustCompile(`^Link (\d+): (.*)$`)
-	nvlSpeed    = regexp.MustCompile(`^(\d{1,9}(?:\.\d{1,9})?) ?(GB/s|MB/s)$`)
+	nvlGPULine  = topology.LazyRegexp(`^GPU (\d+): (.*)$`)
+	nvlUUID     = topology.LazyRegexp(`^(.*?)\s*\(UUID: ([^)]*)\)$`)
+	nvlLinkLine = topology.LazyRegexp(`^Link (\d+): (.*)$`)
+	nvlSpeed    = topology.LazyRegexp(`^(\d{1,9}(?:\.\d{1,9})?) ?(GB/s|MB/s)$`)
 )
 
 // ParseNVLinkStatus parses `nvidia-smi nvlink -s`:
@@ -97,7 +96,7 @@ func ParseNVLinkStatus(r io.Reader) (*NVLinkStatus, error) {
 			// not malformed output.
 			continue
 		}
-		if mm := nvlGPULine.FindStringSubmatch(text); mm != nil {
+		if mm := nvlGPULine().FindStringSubmatch(text); mm != nil {
 			idx, err := strconv.Atoi(mm[1])
 			if err != nil || idx > 1<<20 {
 				return nil, lr.Errorf(col+4, topology.ErrBadNumber, "GPU index %q", clip(mm[1]))
@@ -107,14 +106,14 @@ func ParseNVLinkStatus(r io.Reader) (*NVLinkStatus, error) {
 			}
 			seen[idx] = true
 			g := NVLinkGPU{Index: idx, Name: strings.TrimSpace(mm[2])}
-			if um := nvlUUID.FindStringSubmatch(mm[2]); um != nil {
+			if um := nvlUUID().FindStringSubmatch(mm[2]); um != nil {
 				g.Name, g.UUID = strings.TrimSpace(um[1]), strings.TrimSpace(um[2])
 			}
 			st.GPUs = append(st.GPUs, g)
 			seenLink = map[int]bool{}
 			continue
 		}
-		mm := nvlLinkLine.FindStringSubmatch(text)
+		mm := nvlLinkLine().FindStringSubmatch(text)
 		if mm == nil {
 			return nil, lr.Errorf(col, topology.ErrSyntax, "unexpected line %q", clip(text))
 		}
@@ -134,7 +133,7 @@ func ParseNVLinkStatus(r io.Reader) (*NVLinkStatus, error) {
 		valCol := col + strings.Index(text, ": ") + 2
 		l := NVLink{Link: n}
 		if val != "<inactive>" {
-			sm := nvlSpeed.FindStringSubmatch(val)
+			sm := nvlSpeed().FindStringSubmatch(val)
 			if sm == nil {
 				return nil, lr.Errorf(valCol, topology.ErrBadNumber, "GPU %d link %d speed %q", g.Index, n, clip(val))
 			}

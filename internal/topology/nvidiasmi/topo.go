@@ -9,7 +9,6 @@ package nvidiasmi
 import (
 	"fmt"
 	"io"
-	"regexp"
 	"strconv"
 	"strings"
 
@@ -64,14 +63,14 @@ const (
 )
 
 var (
-	ansiSGR  = regexp.MustCompile("\x1b\\[[0-9;]*m")
-	gpuLabel = regexp.MustCompile(`^GPU(\d+)$`)
-	nvCell   = regexp.MustCompile(`^NV(\d+)$`)
+	ansiSGR  = topology.LazyRegexp("\x1b\\[[0-9;]*m")
+	gpuLabel = topology.LazyRegexp(`^GPU(\d+)$`)
+	nvCell   = topology.LazyRegexp(`^NV(\d+)$`)
 	// devLabels matches a header cell that is several device labels run
 	// together: nvidia-smi drops the separator after some labels on
 	// 16-NIC nodes ("NIC11NIC12", vllm-project/vllm#31594).
-	devLabels = regexp.MustCompile(`^(?:(?:GPU|NIC)\d+){2,}$`)
-	devLabel  = regexp.MustCompile(`(?:GPU|NIC)\d+`)
+	devLabels = topology.LazyRegexp(`^(?:(?:GPU|NIC)\d+){2,}$`)
+	devLabel  = topology.LazyRegexp(`(?:GPU|NIC)\d+`)
 )
 
 // cellWords are the device cells of `topo -m` and `topo -p2p` other than
@@ -218,11 +217,11 @@ func headerFields(s string) []topology.Field {
 func splitLabels(fs []topology.Field) []topology.Field {
 	var out []topology.Field
 	for _, f := range fs {
-		if !devLabels.MatchString(f.S) {
+		if !devLabels().MatchString(f.S) {
 			out = append(out, f)
 			continue
 		}
-		for _, loc := range devLabel.FindAllStringIndex(f.S, -1) {
+		for _, loc := range devLabel().FindAllStringIndex(f.S, -1) {
 			out = append(out, topology.Field{S: f.S[loc[0]:loc[1]], Col: f.Col + loc[0]})
 		}
 	}
@@ -248,7 +247,7 @@ type matrix struct {
 func readMatrix(r io.Reader, source string) (*matrix, error) {
 	mr := &matrixReader{lr: topology.NewLineReader(r, source)}
 	for mr.lr.Next() {
-		line := ansiSGR.ReplaceAllString(mr.lr.Text(), "")
+		line := ansiSGR().ReplaceAllString(mr.lr.Text(), "")
 		mr.lastLen = len(line)
 		done, err := mr.line(line)
 		if err != nil {
@@ -313,7 +312,7 @@ func (mr *matrixReader) header(line, trimmed string) error {
 		}
 	}
 	for j, c := range mr.cols {
-		if !gpuLabel.MatchString(c.S) {
+		if !gpuLabel().MatchString(c.S) {
 			continue
 		}
 		if want := fmt.Sprintf("GPU%d", len(mr.gpuCol)); c.S != want {
@@ -340,7 +339,7 @@ func (mr *matrixReader) row(line string) error {
 		fs = spaceFields(line)
 	}
 	label := fs[0]
-	if !gpuLabel.MatchString(label.S) {
+	if !gpuLabel().MatchString(label.S) {
 		return nil // a NIC row (NICn, mlx5_n, ...): not ours
 	}
 	k := len(m.cells)
@@ -635,7 +634,7 @@ func linkKind(s string) (topology.LinkType, int, bool) {
 	case topology.LevelPIX, topology.LevelPXB, topology.LevelPHB, topology.LevelNODE, topology.LevelSYS, "SOC":
 		return topology.LinkPCIe, 0, true
 	}
-	if mm := nvCell.FindStringSubmatch(s); mm != nil {
+	if mm := nvCell().FindStringSubmatch(s); mm != nil {
 		n, err := strconv.Atoi(mm[1])
 		if err == nil && n >= 1 && n <= maxNVLinks {
 			return topology.LinkNVLink, n, true

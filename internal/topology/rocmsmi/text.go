@@ -3,7 +3,6 @@ package rocmsmi
 import (
 	"fmt"
 	"io"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -72,12 +71,12 @@ var sectionTitles = func() []string {
 
 var (
 	// kvLine matches "GPU[0]\t\t: key: value" and "GPU 0          : key: value".
-	kvLine = regexp.MustCompile(`^GPU(?:\s*\[\s*(\d+)\s*\]|\s+(\d+))\s*:`)
+	kvLine = topology.LazyRegexp(`^GPU(?:\s*\[\s*(\d+)\s*\]|\s+(\d+))\s*:`)
 	// gpuLabel matches a matrix row or column label.
-	gpuLabel = regexp.MustCompile(`^GPU(\d+)$`)
+	gpuLabel = topology.LazyRegexp(`^GPU(\d+)$`)
 	// ansiCode matches a terminal escape sequence (CSI "\x1b[1m", or a
 	// lone ESC).
-	ansiCode = regexp.MustCompile("\x1b(?:\\[[0-9;?]*[ -/]*[@-~])?")
+	ansiCode = topology.LazyRegexp("\x1b(?:\\[[0-9;?]*[ -/]*[@-~])?")
 )
 
 // fields splits line at runs of Unicode white space (rocm-smi's tables
@@ -176,7 +175,7 @@ func (p *textParser) next() (line string, ok bool) {
 	if strings.ContainsRune(line, '\x1b') {
 		// A terminal's colours or bold (rocm-smi run through a pty, or a
 		// capture pasted from one): read without them, and say so.
-		line = ansiCode.ReplaceAllString(line, "")
+		line = ansiCode().ReplaceAllString(line, "")
 		p.escaped = append(p.escaped, p.lr.Line())
 	}
 	line = strings.TrimRightFunc(line, unicode.IsSpace)
@@ -363,7 +362,7 @@ func (p *textParser) plainLine(line, t string, cur sectionInfo) error {
 		p.r.note("rocm-smi: line %d: a GPU table with no section title above it; skipped", p.lr.Line())
 		return nil
 	}
-	if m := kvLine.FindStringSubmatchIndex(line); m != nil {
+	if m := kvLine().FindStringSubmatchIndex(line); m != nil {
 		ns, ne := m[2], m[3]
 		if ns < 0 {
 			ns, ne = m[4], m[5]
@@ -415,7 +414,7 @@ func (p *textParser) plainLine(line, t string, cur sectionInfo) error {
 func matrixHead(t string) bool {
 	fs := fields(t)
 	for _, f := range fs {
-		if !gpuLabel.MatchString(f.S) {
+		if !gpuLabel().MatchString(f.S) {
 			return false
 		}
 	}
@@ -555,7 +554,7 @@ func (p *textParser) matrixStart(sec sectionInfo) (head string, ok bool, err err
 			p.lr.Unread()
 			return "", false, nil // nothing readable in this section
 		}
-		if gpuLabel.MatchString(fields(t)[0].S) {
+		if gpuLabel().MatchString(fields(t)[0].S) {
 			return line, true, nil
 		}
 		if !logLine(t) || strings.HasPrefix(t, "ERROR:") {
@@ -573,7 +572,7 @@ func (p *textParser) matrixHeader(sec sectionInfo, line string) ([]int, error) {
 	cols := make([]int, len(head))
 	seenCol := map[int]bool{}
 	for c, tk := range head {
-		m := gpuLabel.FindStringSubmatch(tk.S)
+		m := gpuLabel().FindStringSubmatch(tk.S)
 		if m == nil {
 			return nil, p.errHere(sec.source, tk.Col, topology.ErrSyntax, "column header %q is not GPUn", tk.S)
 		}
@@ -602,7 +601,7 @@ func (p *textParser) matrixRows(sec sectionInfo, cols []int) ([][]topology.Field
 			return nil, nil, err
 		}
 		toks := fields(line)
-		if !gpuLabel.MatchString(toks[0].S) {
+		if !gpuLabel().MatchString(toks[0].S) {
 			return nil, nil, p.errHere(sec.source, 0, topology.ErrNotSquare, "%d rows for %d columns", r, n)
 		}
 		if want := fmt.Sprintf("GPU%d", cols[r]); toks[0].S != want {
@@ -669,7 +668,7 @@ func (p *textParser) matrixEnd(sec sectionInfo, n int) error {
 			}
 			continue
 		}
-		if gpuLabel.MatchString(fields(t)[0].S) {
+		if gpuLabel().MatchString(fields(t)[0].S) {
 			return p.errHere(sec.source, 0, topology.ErrNotSquare, "more rows than the %d columns", n)
 		}
 		p.lr.Unread()
