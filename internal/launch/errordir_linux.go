@@ -51,6 +51,9 @@ const errorDirPrefix = "amdrun-errors-"
 // behind is still recognised and removed.
 const errorOwnerFile = ".amdrun-owner"
 
+// randomPart matches the random part of an errorDir's name.
+var randomPart = regexp.MustCompile(`^[0-9a-f]{16}$`)
+
 // errorFileName matches the names errorDir.path gives out.
 var errorFileName = regexp.MustCompile(`^attempt_[0-9]+\.rank_[0-9]+\.json$`)
 
@@ -122,7 +125,7 @@ func errorDirName(pid int, start uint64, r string) string {
 // for a name newErrorDir does not give.
 func dirOwner(name string) (pid int, start uint64, ok bool) {
 	f := strings.Split(strings.TrimPrefix(name, errorDirPrefix), "-")
-	if len(f) != 3 || !strings.HasPrefix(name, errorDirPrefix) {
+	if len(f) != 3 || !strings.HasPrefix(name, errorDirPrefix) || !randomPart.MatchString(f[2]) {
 		return 0, 0, false
 	}
 	pid, err := strconv.Atoi(f[0])

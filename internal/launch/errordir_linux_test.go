@@ -37,10 +37,10 @@ func TestStaleErrorDirs(t *testing.T) {
 	}
 	gonePid := dead.Process.Pid
 	gone := fmt.Sprintf("%d 1\n", gonePid)
-	stale := mk(errorDirName(gonePid, 1, "00ff"), "", "attempt_0.rank_0.json", "attempt_3.rank_12.json")
-	emptied := mk(errorDirName(gonePid, 1, "0a0b"), "")
+	stale := mk(errorDirName(gonePid, 1, "00000000000000ff"), "", "attempt_0.rank_0.json", "attempt_3.rank_12.json")
+	emptied := mk(errorDirName(gonePid, 1, "0000000000000a0b"), "")
 	older := mk(errorDirPrefix+"0123456789abcdef", gone, "attempt_0.rank_0.json")
-	extra := mk(errorDirName(gonePid, 1, "0c0d"), "", "attempt_0.rank_0.json", "notes.txt")
+	extra := mk(errorDirName(gonePid, 1, "0000000000000c0d"), "", "attempt_0.rank_0.json", "notes.txt")
 	unproven := mk(errorDirPrefix+"unproven", "", "attempt_0.rank_0.json")
 	junk := mk(errorDirPrefix+"x-y-z", "junk", "attempt_0.rank_0.json")
 	live, err := newErrorDir()
@@ -49,7 +49,7 @@ func TestStaleErrorDirs(t *testing.T) {
 	}
 	defer live.remove()
 	target := mk("elsewhere", gone, "attempt_0.rank_0.json")
-	os.Symlink(target, filepath.Join(tmp, errorDirName(gonePid, 1, "link")))
+	os.Symlink(target, filepath.Join(tmp, errorDirName(gonePid, 1, "00000000000000aa")))
 
 	next, err := newErrorDir()
 	if err != nil {
@@ -66,7 +66,7 @@ func TestStaleErrorDirs(t *testing.T) {
 		t.Errorf("%s: want only notes.txt kept", extra)
 	}
 	for _, p := range []string{filepath.Join(unproven, "attempt_0.rank_0.json"), filepath.Join(junk, "attempt_0.rank_0.json"), live.dir,
-		filepath.Join(target, "attempt_0.rank_0.json"), filepath.Join(target, errorOwnerFile), filepath.Join(tmp, errorDirName(gonePid, 1, "link"))} {
+		filepath.Join(target, "attempt_0.rank_0.json"), filepath.Join(target, errorOwnerFile), filepath.Join(tmp, errorDirName(gonePid, 1, "00000000000000aa"))} {
 		if !exists(p) {
 			t.Errorf("%s was removed", p)
 		}
@@ -78,8 +78,10 @@ func TestStaleErrorDirs(t *testing.T) {
 	if !ok || pid != os.Getpid() || ownerGone(pid, start) {
 		t.Errorf("the new directory %s does not name this living amdrun (%d, %d, %v)", next.dir, pid, start, ok)
 	}
-	if _, _, ok := dirOwner(errorDirPrefix + "0123456789abcdef"); ok {
-		t.Error("an older amdrun's name read as naming its owner")
+	for _, name := range []string{errorDirPrefix + "0123456789abcdef", errorDirName(gonePid, 1, "mine"), errorDirName(gonePid, 1, "0123456789ABCDEF")} {
+		if _, _, ok := dirOwner(name); ok {
+			t.Errorf("%s, a name newErrorDir does not give, read as naming its amdrun", name)
+		}
 	}
 }
 
