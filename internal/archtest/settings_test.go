@@ -25,8 +25,8 @@ var pathStructs = map[string][]string{
 	"cmd/amdrun/internal/runcmd": {"Options"},
 	"internal/job":               {"CommandLine", "Options", "Deps", "Selection", "Planning", "Supervision", "Plan"},
 	"internal/selector":          {"Request"},
-	"internal/launch/reserve":    {"Options"},
-	"internal/launch/plan":       {"Settings", "Spec", "Plan", "Torchrun"},
+	"internal/reserve":           {"Options"},
+	"internal/plan":              {"Settings", "Spec", "Plan", "Torchrun"},
 	"internal/launch":            {"RunOptions"},
 }
 
@@ -171,12 +171,12 @@ func TestNoSettingInThreeStructs(t *testing.T) {
 // third struct (here --grace, in job.Supervision and launch.RunOptions,
 // planted into a new struct of plan's).
 func TestPlantedCopyFails(t *testing.T) {
-	planted := "internal/launch/plan\npackage plan\nimport \"time\"\ntype Spec2 struct{ Grace time.Duration }\n"
+	planted := "internal/plan\npackage plan\nimport \"time\"\ntype Spec2 struct{ Grace time.Duration }\n"
 	structs := map[string][]string{}
 	for d, ns := range pathStructs {
 		structs[d] = ns
 	}
-	structs["internal/launch/plan"] = append(slices.Clone(structs["internal/launch/plan"]), "Spec2")
+	structs["internal/plan"] = append(slices.Clone(structs["internal/plan"]), "Spec2")
 	got := copies(declared(t, moduleRoot, structs, planted))
 	want := []string{"job.Supervision", "launch.RunOptions", "plan.Spec2"}
 	if ss := got[field{"Grace", "time.Duration"}]; !slices.Equal(ss, want) || len(got) != 1 {

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"slices"
 
-	"github.com/amdrun/amdrun/internal/launch/lease"
-	"github.com/amdrun/amdrun/internal/launch/plan"
+	"github.com/amdrun/amdrun/internal/lease"
+	"github.com/amdrun/amdrun/internal/plan"
 	"github.com/amdrun/amdrun/internal/topology"
 )
 

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/amdrun/amdrun/internal/discover"
-	"github.com/amdrun/amdrun/internal/launch/plan"
-	"github.com/amdrun/amdrun/internal/launch/slurm"
+	"github.com/amdrun/amdrun/internal/plan"
+	"github.com/amdrun/amdrun/internal/slurm"
 )
 
 // TestGrantBoundsCandidates: the GPUs Slurm granted bound the devices

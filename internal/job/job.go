@@ -9,7 +9,7 @@ import (
 
 	"github.com/amdrun/amdrun/internal/launch"
 	"github.com/amdrun/amdrun/internal/launch/numabalance"
-	"github.com/amdrun/amdrun/internal/launch/plan"
+	"github.com/amdrun/amdrun/internal/plan"
 )
 
 // canLaunch is launch.Supported; tests of other systems' behaviour set it.

@@ -29,11 +29,11 @@ import (
 	"time"
 
 	"github.com/amdrun/amdrun/internal/launch"
-	"github.com/amdrun/amdrun/internal/launch/lease"
 	"github.com/amdrun/amdrun/internal/launch/numabalance"
-	"github.com/amdrun/amdrun/internal/launch/plan"
-	"github.com/amdrun/amdrun/internal/launch/slurm"
+	"github.com/amdrun/amdrun/internal/lease"
+	"github.com/amdrun/amdrun/internal/plan"
 	"github.com/amdrun/amdrun/internal/selector"
+	"github.com/amdrun/amdrun/internal/slurm"
 	"github.com/amdrun/amdrun/internal/topology"
 )
 

@@ -4,8 +4,8 @@ import (
 	"fmt"
 
 	"github.com/amdrun/amdrun/internal/launch"
-	"github.com/amdrun/amdrun/internal/launch/lease"
-	"github.com/amdrun/amdrun/internal/launch/plan"
+	"github.com/amdrun/amdrun/internal/lease"
+	"github.com/amdrun/amdrun/internal/plan"
 	"github.com/amdrun/amdrun/internal/selector"
 	"github.com/amdrun/amdrun/internal/topology"
 )

@@ -10,7 +10,7 @@ import (
 	"github.com/amdrun/amdrun/internal/discover"
 	"github.com/amdrun/amdrun/internal/envlist"
 	"github.com/amdrun/amdrun/internal/launch"
-	"github.com/amdrun/amdrun/internal/launch/plan"
+	"github.com/amdrun/amdrun/internal/plan"
 	"github.com/amdrun/amdrun/internal/selector"
 	"github.com/amdrun/amdrun/internal/topology"
 )

@@ -8,7 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/amdrun/amdrun/internal/envlist"
-	"github.com/amdrun/amdrun/internal/launch/plan"
+	"github.com/amdrun/amdrun/internal/plan"
 	"github.com/amdrun/amdrun/internal/selector"
 	"github.com/amdrun/amdrun/internal/topology"
 )

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/amdrun/amdrun/internal/discover"
-	"github.com/amdrun/amdrun/internal/launch/lease"
-	"github.com/amdrun/amdrun/internal/launch/plan"
-	"github.com/amdrun/amdrun/internal/launch/reserve"
+	"github.com/amdrun/amdrun/internal/lease"
+	"github.com/amdrun/amdrun/internal/plan"
+	"github.com/amdrun/amdrun/internal/reserve"
 	"github.com/amdrun/amdrun/internal/selector"
 	"github.com/amdrun/amdrun/internal/topology"
 )

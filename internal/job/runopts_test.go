@@ -6,7 +6,7 @@ import (
 
 	"bytes"
 	"github.com/amdrun/amdrun/internal/launch"
-	"github.com/amdrun/amdrun/internal/launch/plan"
+	"github.com/amdrun/amdrun/internal/plan"
 )
 
 // TestRunOptions: prefixes only where more than one rank reaches the

@@ -5,7 +5,7 @@ import (
 	"io"
 
 	"github.com/amdrun/amdrun/internal/envlist"
-	"github.com/amdrun/amdrun/internal/launch/plan"
+	"github.com/amdrun/amdrun/internal/plan"
 	"github.com/amdrun/amdrun/internal/selector"
 )
 

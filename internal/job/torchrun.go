@@ -10,7 +10,7 @@ import (
 
 	"github.com/amdrun/amdrun/internal/envlist"
 	"github.com/amdrun/amdrun/internal/launch"
-	"github.com/amdrun/amdrun/internal/launch/plan"
+	"github.com/amdrun/amdrun/internal/plan"
 )
 
 // torchrun's command line, as torch/distributed/run.py declares it in

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/amdrun/amdrun/internal/launch/plan"
+	"github.com/amdrun/amdrun/internal/plan"
 	"github.com/amdrun/amdrun/internal/testutil"
 	"github.com/amdrun/amdrun/internal/topology"
 )

@@ -21,7 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/amdrun/amdrun/internal/envlist"
-	"github.com/amdrun/amdrun/internal/launch/plan"
+	"github.com/amdrun/amdrun/internal/plan"
 )
 
 // drainTimeout bounds how long output is still read after a worker has

@@ -26,7 +26,7 @@ import (
 	"time"
 
 	"github.com/amdrun/amdrun/internal/envlist"
-	"github.com/amdrun/amdrun/internal/launch/plan"
+	"github.com/amdrun/amdrun/internal/plan"
 	"github.com/amdrun/amdrun/internal/testutil"
 	"github.com/amdrun/amdrun/internal/topology"
 )

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/amdrun/amdrun/internal/launch/plan"
+	"github.com/amdrun/amdrun/internal/plan"
 )
 
 // Run is only supported on Linux; elsewhere it returns ErrNotSupported.

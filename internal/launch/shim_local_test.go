@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/amdrun/amdrun/internal/launch/plan"
+	"github.com/amdrun/amdrun/internal/plan"
 )
 
 func TestLocalShimArgs(t *testing.T) {

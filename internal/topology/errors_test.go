@@ -11,7 +11,7 @@ import (
 // TestParseErrorsMadeOneWay holds the parsers to one way of making a
 // *ParseError (issue 21): NewParseError, or LineReader.Errorf, which calls
 // it. A struct literal outside errors.go and text.go is a second way:
-// in this package and those under it, or in internal/launch/slurm, whose
+// in this package and those under it, or in internal/slurm, whose
 // hostlist parser reports a *ParseError too.
 func TestParseErrorsMadeOneWay(t *testing.T) {
 	literal := regexp.MustCompile(`&(topology\.)?ParseError\{`)

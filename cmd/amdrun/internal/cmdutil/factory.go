@@ -12,7 +12,7 @@ import (
 	"github.com/amdrun/amdrun/internal/bench"
 	"github.com/amdrun/amdrun/internal/discover"
 	"github.com/amdrun/amdrun/internal/envlist"
-	"github.com/amdrun/amdrun/internal/launch/lease"
+	"github.com/amdrun/amdrun/internal/lease"
 	"github.com/amdrun/amdrun/internal/topology"
 	"github.com/amdrun/amdrun/internal/topology/host"
 )

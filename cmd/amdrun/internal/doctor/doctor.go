@@ -19,8 +19,8 @@ import (
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
 	"github.com/amdrun/amdrun/internal/envlist"
 	"github.com/amdrun/amdrun/internal/launch"
-	"github.com/amdrun/amdrun/internal/launch/lease"
-	"github.com/amdrun/amdrun/internal/launch/plan"
+	"github.com/amdrun/amdrun/internal/lease"
+	"github.com/amdrun/amdrun/internal/plan"
 	"github.com/amdrun/amdrun/internal/printable"
 	"github.com/amdrun/amdrun/internal/topology"
 )

@@ -18,7 +18,7 @@ import (
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/doctor"
 	"github.com/amdrun/amdrun/internal/discover"
 	"github.com/amdrun/amdrun/internal/launch"
-	"github.com/amdrun/amdrun/internal/launch/lease"
+	"github.com/amdrun/amdrun/internal/lease"
 	"github.com/amdrun/amdrun/internal/testutil"
 	"github.com/amdrun/amdrun/internal/topology"
 )

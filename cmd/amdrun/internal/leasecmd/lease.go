@@ -9,7 +9,7 @@ import (
 
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
-	"github.com/amdrun/amdrun/internal/launch/lease"
+	"github.com/amdrun/amdrun/internal/lease"
 	"github.com/amdrun/amdrun/internal/topology"
 	"github.com/spf13/cobra"
 )

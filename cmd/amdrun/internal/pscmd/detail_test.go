@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/amdrun/amdrun/internal/launch/lease"
+	"github.com/amdrun/amdrun/internal/lease"
 )
 
 // TestDetail: what the table shows of a holder is escaped and cut here

@@ -16,7 +16,7 @@ import (
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
 	"github.com/amdrun/amdrun/internal/discover"
-	"github.com/amdrun/amdrun/internal/launch/lease"
+	"github.com/amdrun/amdrun/internal/lease"
 	"github.com/amdrun/amdrun/internal/topology"
 
 	"github.com/amdrun/amdrun/internal/printable"

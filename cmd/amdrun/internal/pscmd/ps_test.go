@@ -15,7 +15,7 @@ import (
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/pscmd"
 	"github.com/amdrun/amdrun/internal/discover"
-	"github.com/amdrun/amdrun/internal/launch/lease"
+	"github.com/amdrun/amdrun/internal/lease"
 	"github.com/amdrun/amdrun/internal/printable"
 	"github.com/amdrun/amdrun/internal/topology"
 )

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/amdrun/amdrun/internal/launch/lease"
+	"github.com/amdrun/amdrun/internal/lease"
 	"github.com/amdrun/amdrun/internal/testutil"
 	"github.com/amdrun/amdrun/internal/topology"
 	"github.com/amdrun/amdrun/internal/topology/host"

@@ -11,7 +11,7 @@ import (
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
 	"github.com/amdrun/amdrun/internal/launch"
 	"github.com/amdrun/amdrun/internal/launch/numabalance"
-	"github.com/amdrun/amdrun/internal/launch/plan"
+	"github.com/amdrun/amdrun/internal/plan"
 	"github.com/amdrun/amdrun/internal/selector"
 )
 

@@ -12,7 +12,7 @@ import (
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
 	"github.com/amdrun/amdrun/internal/job"
-	"github.com/amdrun/amdrun/internal/launch/lease"
+	"github.com/amdrun/amdrun/internal/lease"
 	"github.com/spf13/cobra"
 )
 

@@ -13,7 +13,7 @@ import (
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/runcmd"
 	"github.com/amdrun/amdrun/internal/launch"
-	"github.com/amdrun/amdrun/internal/launch/plan"
+	"github.com/amdrun/amdrun/internal/plan"
 )
 
 // torchrunOptions are the options of torchrun as torch/distributed/run.py

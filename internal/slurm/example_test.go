@@ -3,8 +3,8 @@ package slurm_test
 import (
 	"fmt"
 
-	"github.com/amdrun/amdrun/internal/launch/plan"
-	"github.com/amdrun/amdrun/internal/launch/slurm"
+	"github.com/amdrun/amdrun/internal/plan"
+	"github.com/amdrun/amdrun/internal/slurm"
 )
 
 func ExampleParseHostlist() {

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/amdrun/amdrun/internal/discover"
-	"github.com/amdrun/amdrun/internal/launch/lease"
+	"github.com/amdrun/amdrun/internal/lease"
 	"github.com/amdrun/amdrun/internal/selector"
 	"github.com/amdrun/amdrun/internal/testutil"
 	"github.com/amdrun/amdrun/internal/topology"

@@ -3,7 +3,7 @@ package slurm
 import (
 	"testing"
 
-	"github.com/amdrun/amdrun/internal/launch/plan"
+	"github.com/amdrun/amdrun/internal/plan"
 )
 
 // st is the multi-node part of plan.Settings Merge reads.

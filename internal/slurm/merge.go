@@ -1,6 +1,6 @@
 package slurm
 
-import "github.com/amdrun/amdrun/internal/launch/plan"
+import "github.com/amdrun/amdrun/internal/plan"
 
 // Flag names Merge asks changed about: amdrun run's multi-node flags.
 const (

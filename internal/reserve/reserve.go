@@ -1,6 +1,6 @@
 // Package reserve chooses a job's devices and leases them, as one step:
 // the selection runs under the node-wide lock of the lease directory
-// (internal/launch/lease), leaving out what other jobs lease, and the
+// (internal/lease), leaving out what other jobs lease, and the
 // chosen set is leased before the lock is let go; with a wait it queues,
 // first come first served, and gives a device another job just released
 // time to settle (its memory freed). It owns that protocol only: scoring
@@ -14,7 +14,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/amdrun/amdrun/internal/launch/lease"
+	"github.com/amdrun/amdrun/internal/lease"
 	"github.com/amdrun/amdrun/internal/selector"
 	"github.com/amdrun/amdrun/internal/topology"
 )
