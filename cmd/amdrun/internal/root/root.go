@@ -75,9 +75,7 @@ func NewCmdRoot(f *cmdutil.Factory) *cobra.Command {
 		}
 		return nil
 	}
-	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return &cmdutil.FlagError{Err: err}
-	})
+	cmd.SetFlagErrorFunc(cmdutil.FlagParseError)
 	cmd.SetOut(f.IOStreams.Out)
 	cmd.SetErr(f.IOStreams.ErrOut)
 	cmd.AddCommand(topocmd.NewCmdTopo(f, nil))

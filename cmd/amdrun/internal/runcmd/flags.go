@@ -132,7 +132,7 @@ func applyPET(fl *pflag.FlagSet, env []string, from map[string]string) error {
 			v = strconv.FormatBool(n != 0)
 		}
 		if err := fl.Set(p.Flag, v); err != nil {
-			return cmdutil.FlagErrorf("%s=%q: %v", p.Var, v, err)
+			return cmdutil.ValueError(p.Var, err)
 		}
 		from[p.Flag] = p.Var
 	}

@@ -237,7 +237,7 @@ func TestTorchrunPETVariables(t *testing.T) {
 			return o.Grace == 7*time.Second && o.VirtualLocalRank
 		}},
 		{env: []string{"PET_STANDALONE=yes"}, err: `PET_STANDALONE="yes": want a number (0 off, 1 on)`},
-		{env: []string{"PET_MAX_RESTARTS=many"}, err: `PET_MAX_RESTARTS="many"`},
+		{env: []string{"PET_MAX_RESTARTS=many"}, err: `PET_MAX_RESTARTS: want a whole number, got "many"`},
 		{env: []string{"PET_NPROC_PER_NODE=lots"}, err: `PET_NPROC_PER_NODE: want a number of ranks`},
 		{env: []string{"PET_LOCAL_ADDR=a"}, check: func(o *runcmd.Options) bool { return true }},
 		{env: []string{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT=42"}, check: func(o *runcmd.Options) bool { return o.Grace == 42*time.Second }},

@@ -1,0 +1,107 @@
+package cmdutil
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// wants are what a flag of each pflag type takes, as its error says it.
+var wants = map[string]string{
+	"int": "a whole number", "int8": "a whole number", "int16": "a whole number", "int32": "a whole number", "int64": "a whole number",
+	"uint": "a whole number, 0 or more", "uint8": "a whole number, 0 or more", "uint16": "a whole number, 0 or more",
+	"uint32": "a whole number, 0 or more", "uint64": "a whole number, 0 or more", "count": "a whole number",
+	"float32": "a number", "float64": "a number",
+	"duration": "a duration such as 30s or 10m",
+	"bool":     "true or false",
+}
+
+// ValueError words err, pflag's error for a value its flag's type cannot
+// parse, as amdrun words every flag value error (--nproc-per-node's and
+// Enum.Err's): `--ngpus: want a whole number, got "abc"`, a FlagError.
+// label names the flag as the user gave it ("" means "--" + its name;
+// the PET_* variable it came from, say). Any other error is returned as
+// it is.
+func ValueError(label string, err error) error {
+	var ive *pflag.InvalidValueError
+	if !errors.As(err, &ive) {
+		return err
+	}
+	if label == "" {
+		label = "--" + ive.GetFlag().Name
+	}
+	want, ok := wants[ive.GetFlag().Value.Type()]
+	if !ok {
+		return FlagErrorf("%s: %v", label, errors.Unwrap(ive))
+	}
+	return FlagErrorf("%s: want %s, got %q", label, want, ive.GetValue())
+}
+
+// FlagParseError is the error of cobra's flag parsing of c as amdrun
+// reports it (the root's FlagErrorFunc): a value worded by ValueError,
+// an unknown flag with the nearest of c's flags suggested
+// (`unknown flag: --ngpux; did you mean --ngpus?`), a FlagError.
+func FlagParseError(c *cobra.Command, err error) error {
+	var ne *pflag.NotExistError
+	if errors.As(err, &ne) && ne.GetSpecifiedShortnames() == "" {
+		if near := nearestFlag(c, ne.GetSpecifiedName()); near != "" {
+			return FlagErrorf("%v; did you mean --%s?", err, near)
+		}
+	}
+	if ve := ValueError("", err); ve != err {
+		return ve
+	}
+	return &FlagError{Err: err}
+}
+
+// nearestFlag is the name of c's visible flag closest to name (as c
+// normalizes it: --nproc_per_nod3 is near --nproc-per-node), within
+// edit distance 2 (cobra's distance for commands), "" when none is.
+func nearestFlag(c *cobra.Command, name string) string {
+	best, bestD := "", 3
+	fs := c.Flags()
+	name = string(fs.GetNormalizeFunc()(fs, strings.ToLower(name)))
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Hidden || f.Deprecated != "" {
+			return
+		}
+		if d := editDistance(name, f.Name); d < bestD {
+			best, bestD = f.Name, d
+		}
+	})
+	return best
+}
+
+// editDistance is the Levenshtein distance of a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
+
+// Suggest is cobra's "did you mean" for a command: `unknown command
+// "tpo"; did you mean "amdrun topo"?` when name is within cobra's
+// suggestion distance of a subcommand of c, else nil.
+func Suggest(c *cobra.Command, name string) error {
+	s := c.SuggestionsFor(name)
+	if len(s) == 0 {
+		return nil
+	}
+	return FlagErrorf("unknown command %q; did you mean %q?", name, c.CommandPath()+" "+s[0])
+}
