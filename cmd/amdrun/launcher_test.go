@@ -33,9 +33,14 @@ sys.exit(7)
 			env[i] = "PATH=" + bin + ":" + kv[len("PATH="):]
 		}
 	}
+	// The script must be there: amdrun refuses a missing one (issue 31).
+	script := filepath.Join(bin, "train.py")
+	if err := os.WriteFile(script, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	r := runAmdrun(t, env, "--source", "example", "--launcher", "torchrun", "--ngpus", "4",
 		"--nnodes", "1:2", "--rdzv-backend", "c10d", "--rdzv-endpoint", "node0:29400", "--rdzv-id", "job7",
-		"--max-restarts", "2", "train.py", "--lr", "3e-4")
+		"--max-restarts", "2", script, "--lr", "3e-4")
 	if r.code != 7 {
 		t.Fatalf("exit %d, want torchrun's 7\n%s", r.code, r.stderr)
 	}
@@ -51,7 +56,7 @@ sys.exit(7)
 	if err := json.Unmarshal(b, &got); err != nil {
 		t.Fatalf("fake torchrun's record %q: %v", b, err)
 	}
-	want := "--nproc_per_node 4 --nnodes 1:2 --rdzv_backend c10d --rdzv_endpoint node0:29400 --rdzv_id job7 --max_restarts 2 train.py --lr 3e-4"
+	want := "--nproc_per_node 4 --nnodes 1:2 --rdzv_backend c10d --rdzv_endpoint node0:29400 --rdzv_id job7 --max_restarts 2 " + script + " --lr 3e-4"
 	if strings.Join(got.Argv, " ") != want {
 		t.Errorf("torchrun argv\n got %q\nwant %q", strings.Join(got.Argv, " "), want)
 	}

@@ -179,7 +179,11 @@ func TestReviewTorchrunLocalRanksFilterKeepsOutput(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := setEnv(cleanEnv(t, "OMP_NUM_THREADS=1"), "PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
-	r := runAmdrun(t, env, "--source", "example", "--launcher", "torchrun", "-n", "2", "--local-ranks-filter", "1", "t.py")
+	script := filepath.Join(bin, "t.py") // there: amdrun refuses a missing script (issue 31)
+	if err := os.WriteFile(script, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := runAmdrun(t, env, "--source", "example", "--launcher", "torchrun", "-n", "2", "--local-ranks-filter", "1", script)
 	if r.code == 0 && !strings.Contains(r.stdout, "torchrun-ran") {
 		t.Errorf("exit 0 and torchrun's output vanished (--local-ranks-filter 1 filtered torchrun as rank 0); want it passed to torchrun or refused")
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"slices"
 
@@ -18,9 +19,30 @@ var canLaunch = launch.Supported
 // ErrNeedsLinux is Run's error on a system where ranks cannot be started.
 var ErrNeedsLinux = errors.New("starting ranks needs Linux; on this system amdrun only plans (add --dry-run, e.g. with --topology node.json saved by 'amdrun topo --json' on the node)")
 
+// ErrNoScript is Run's error, before anything starts, for a SCRIPT that
+// is not there: "missing.py: no such file" (python would fail in every
+// rank, issue 31).
+var ErrNoScript = errors.New("no such file")
+
+// missingScript is the script the ranks would run with Python that is
+// not there (relative to the working directory, which the ranks
+// share), "" when there is none: a module (-m) and a program
+// (--no-python) are found by their own rules.
+func (o *Options) missingScript() string {
+	if len(o.Args) == 0 || o.Module || o.NoPython {
+		return ""
+	}
+	if _, err := os.Stat(o.Args[0]); errors.Is(err, fs.ErrNotExist) {
+		return o.Args[0]
+	}
+	return ""
+}
+
 // Preview discovers the node, chooses the devices (respecting leases,
 // taking none) and plans the ranks, without starting anything: what
-// `amdrun --dry-run` shows.
+// `amdrun --dry-run` shows. It does not look for SCRIPT: the plan may be
+// for another node (--topology), and Run refuses a missing one in one
+// line before anything starts.
 func Preview(ctx context.Context, o *Options) (*Plan, error) {
 	p, err := prepare(ctx, o, true)
 	if err != nil {
@@ -35,10 +57,13 @@ func Preview(ctx context.Context, o *Options) (*Plan, error) {
 // balancing, and runs the ranks (or torchrun) under launch.Run, the
 // lease held until the job's last process is gone. code is the first
 // failing rank's exit status (0 when every rank succeeded); err is
-// amdrun's own failure.
+// amdrun's own failure (ErrNoScript before anything starts).
 func Run(ctx context.Context, o *Options) (code int, err error) {
 	if !canLaunch {
 		return 0, ErrNeedsLinux
+	}
+	if s := o.missingScript(); s != "" {
+		return 0, fmt.Errorf("%s: %w", s, ErrNoScript)
 	}
 	p, err := prepare(ctx, o, false)
 	if err != nil {

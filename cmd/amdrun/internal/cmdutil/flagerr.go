@@ -2,6 +2,7 @@ package cmdutil
 
 import (
 	"errors"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -99,9 +100,16 @@ func editDistance(a, b string) int {
 // "tpo"; did you mean "amdrun topo"?` when name is within cobra's
 // suggestion distance of a subcommand of c, else nil.
 func Suggest(c *cobra.Command, name string) error {
+	if c.SuggestionsMinimumDistance <= 0 {
+		c.SuggestionsMinimumDistance = 2 // as cobra's own unknown-command error
+	}
 	s := c.SuggestionsFor(name)
 	if len(s) == 0 {
 		return nil
 	}
-	return FlagErrorf("unknown command %q; did you mean %q?", name, c.CommandPath()+" "+s[0])
+	// cobra lists them in command order: name the nearest (tpo: topo, not ps).
+	best := slices.MinFunc(s, func(a, b string) int {
+		return editDistance(strings.ToLower(name), a) - editDistance(strings.ToLower(name), b)
+	})
+	return FlagErrorf("unknown command %q; did you mean %q?", name, c.CommandPath()+" "+best)
 }

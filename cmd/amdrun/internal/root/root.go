@@ -20,6 +20,7 @@ import (
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/topocmd"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/version"
 	"github.com/amdrun/amdrun/internal/discover"
+	"github.com/amdrun/amdrun/internal/job"
 	"github.com/amdrun/amdrun/internal/launch"
 	"github.com/amdrun/amdrun/internal/selector"
 	"github.com/spf13/cobra"
@@ -158,7 +159,7 @@ func exitCode(f *cmdutil.Factory, cmd *cobra.Command, err error) int {
 var internalPrefix = regexp.MustCompile(`(^|: )(launch|selector): `)
 
 // usageErrors are errors of the request that exit with ExitUsage.
-var usageErrors = []error{selector.ErrBadRequest, selector.ErrUnknownPolicy}
+var usageErrors = []error{selector.ErrBadRequest, selector.ErrUnknownPolicy, job.ErrNoScript}
 
 // usageCode maps errors that are the user's request, not the machine's,
 // to ExitUsage (e.g. a device index that does not exist).

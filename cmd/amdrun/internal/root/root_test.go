@@ -268,3 +268,40 @@ func TestCompletionOfFlagValues(t *testing.T) {
 		t.Errorf("topo --source completion: %q", out)
 	}
 }
+
+// A SCRIPT that is not there (issue 31): a subcommand's near miss gets
+// cobra's did-you-mean, any other one line before anything is probed
+// or started; a file of a subcommand's near name is a script.
+func TestScriptNotThere(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	if err := os.WriteFile("ps.py", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile("tp", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	hint := "Run 'amdrun --help' for usage.\n"
+	tests := []struct {
+		args   []string
+		probe  bool
+		code   int
+		stderr string
+	}{
+		{[]string{"tpo"}, false, 2, "amdrun: unknown command \"tpo\"; did you mean \"amdrun topo\"?\n" + hint},
+		{[]string{"-n", "2", "docter", "--json"}, false, 2, "amdrun: unknown command \"docter\"; did you mean \"amdrun doctor\"?\n" + hint},
+		{[]string{"-n", "2", "missing.py"}, false, 2, "amdrun: missing.py: no such file\n"},
+		{[]string{"-n", "2", "--", "tpo"}, false, 2, "amdrun: tpo: no such file\n"},
+		{[]string{"-n", "2", "t.py", "--lr", "1"}, false, 2, "amdrun: t.py: no such file\n"},
+		{[]string{"--dry-run", "-n", "1", "t.py"}, true, 0, ""},
+		{[]string{"--dry-run", "-n", "1", "tp"}, true, 0, ""},
+		{[]string{"--dry-run", "-n", "1", "ps.py"}, true, 0, ""},
+	}
+	for _, tt := range tests {
+		f, out, errOut := testFactory(t, tt.probe, "AMDRUN_LEASE_DIR="+t.TempDir())
+		f.Topo.Bandwidth = "theoretical"
+		if code := execute(f, tt.args...); code != tt.code || errOut.String() != tt.stderr {
+			t.Errorf("amdrun %q: exit %d, stderr %q; want %d, %q\nstdout: %s", tt.args, code, errOut, tt.code, tt.stderr, out)
+		}
+	}
+}

@@ -7,7 +7,10 @@ package runcmd
 import (
 	"context"
 	"errors"
+	"io/fs"
+	"os"
 	"runtime"
+	"strings"
 
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
@@ -111,6 +114,9 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 			if err := opts.Resolve(cmd.Context(), l); err != nil {
 				return usageError(err)
 			}
+			if err := mistypedCommand(cmd, &opts.Options); err != nil {
+				return err
+			}
 			if opts.JSON && !opts.DryRun {
 				return cmdutil.FlagErrorf("--json needs --dry-run")
 			}
@@ -135,6 +141,21 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 	fl.SortFlags = false
 	registerCompletions(cmd)
 	return cmd
+}
+
+// mistypedCommand is the error for a SCRIPT that is not there but is
+// within cobra's suggestion distance of a subcommand (amdrun tpo: unknown
+// command "tpo"; did you mean "amdrun topo"?), nil for any other. A
+// SCRIPT after "--" is the user's word that it is one, and so is a path
+// (t.py is within cobra's distance of topo).
+func mistypedCommand(cmd *cobra.Command, o *job.Options) error {
+	if len(o.Args) == 0 || o.Module || o.NoPython || cmd.ArgsLenAtDash() == 0 || strings.ContainsAny(o.Args[0], "./") {
+		return nil
+	}
+	if _, err := os.Stat(o.Args[0]); !errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return cmdutil.Suggest(cmd, o.Args[0])
 }
 
 // usageError is err as the command reports it: job's usage errors as
