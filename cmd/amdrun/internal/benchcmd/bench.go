@@ -53,7 +53,7 @@ func NewCmdBench(f *cmdutil.Factory, runF func(context.Context, *Options) error)
 	var devices string
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure copy bandwidth between devices and from each NUMA node, for selection",
+		Short: "Measure copy bandwidth between devices and from each NUMA node",
 		Long: `Measure this node with a small PyTorch probe carried inside amdrun and run
 with your python3: device-to-device copy bandwidth for every ordered pair of
 devices, and host-to-device bandwidth from each NUMA node (the probe is bound

@@ -16,6 +16,22 @@ type IOStreams struct {
 
 	stdoutTTY bool
 	stderrTTY bool
+	// width is the columns of the terminal Out is, 0 when it is none or
+	// does not say.
+	width int
+}
+
+// DefaultWidth is the width help is wrapped to when Out is not a
+// terminal (torchrun's argparse wraps at 78).
+const DefaultWidth = 80
+
+// Width is the columns text for people is wrapped to: the terminal's
+// where Out is one that says, else DefaultWidth.
+func (s *IOStreams) Width() int {
+	if s.stdoutTTY && s.width > 0 {
+		return s.width
+	}
+	return DefaultWidth
 }
 
 // IsStdoutTTY says whether Out is a terminal.
@@ -33,7 +49,11 @@ func New(in io.Reader, out, errOut io.Writer, stdoutTTY, stderrTTY bool) *IOStre
 // System returns the process's own streams, a terminal where the kernel
 // says one is. (Tests build theirs with cmdtest.Streams.)
 func System() *IOStreams {
-	return New(os.Stdin, os.Stdout, os.Stderr, isTerminal(os.Stdout), isTerminal(os.Stderr))
+	s := New(os.Stdin, os.Stdout, os.Stderr, isTerminal(os.Stdout), isTerminal(os.Stderr))
+	if s.stdoutTTY {
+		s.width = terminalWidth(os.Stdout)
+	}
+	return s
 }
 
 // isTerminal reports whether f is a character device (a terminal).

@@ -40,7 +40,7 @@ func NewCmdLease(f *cmdutil.Factory, runF func(context.Context, *InitOptions) er
 	var dir string
 	initCmd := &cobra.Command{
 		Use:   "init",
-		Short: "Prepare the lease directory as root, so that no user can take another's devices",
+		Short: "Prepare the lease directory as root, so no user takes others' GPUs",
 		Long: `Make the lease directory root-prepared: owned by root and writable by nobody
 else, with a lock file per device and per CPU of this node made once by root (jobs lock
 them through read-only descriptors), the node lock and the waiting queue.

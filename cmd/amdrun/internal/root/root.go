@@ -77,6 +77,15 @@ func NewCmdRoot(f *cmdutil.Factory) *cobra.Command {
 		return nil
 	}
 	cmd.SetFlagErrorFunc(cmdutil.FlagParseError)
+	// Help wrapped to the terminal (80 columns for a pipe): the flags by
+	// pflag, a command's long text (its own or cobra's) by wrapLines.
+	width := f.IOStreams.Width()
+	cmd.SetUsageTemplate(strings.ReplaceAll(cmd.UsageTemplate(), ".FlagUsages", fmt.Sprintf(".FlagUsagesWrapped %d", width)))
+	help := cmd.HelpFunc()
+	cmd.SetHelpFunc(func(c *cobra.Command, args []string) {
+		c.Long = wrapLines(c.Long, width)
+		help(c, args)
+	})
 	cmd.SetOut(f.IOStreams.Out)
 	cmd.SetErr(f.IOStreams.ErrOut)
 	cmd.AddCommand(topocmd.NewCmdTopo(f, nil))
@@ -101,6 +110,30 @@ func NewCmdRoot(f *cmdutil.Factory) *cobra.Command {
 		}
 	}
 	return cmd
+}
+
+// wrapLines breaks each line of s wider than width at its last space
+// that fits (after a word wider than the line), the rest indented as the
+// line was.
+func wrapLines(s string, width int) string {
+	lines := strings.Split(s, "\n")
+	for i := 0; i < len(lines); i++ {
+		l := lines[i]
+		if len(l) <= width {
+			continue
+		}
+		indent := l[:len(l)-len(strings.TrimLeft(l, " "))]
+		cut := strings.LastIndexByte(l[:width+1], ' ')
+		if cut <= len(indent) { // a word wider than the line: after it
+			if cut = strings.IndexByte(l[width:], ' '); cut < 0 {
+				continue
+			}
+			cut += width
+		}
+		lines[i] = l[:cut]
+		lines = slices.Insert(lines, i+1, indent+l[cut+1:])
+	}
+	return strings.Join(lines, "\n")
 }
 
 // Main runs amdrun with os.Args and returns the exit status. It is the only

@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdtest"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
 	"github.com/amdrun/amdrun/internal/discover"
 	"github.com/amdrun/amdrun/internal/selector"
 	"github.com/amdrun/amdrun/internal/topology"
@@ -302,6 +304,51 @@ func TestScriptNotThere(t *testing.T) {
 		f.Topo.Bandwidth = "theoretical"
 		if code := execute(f, tt.args...); code != tt.code || errOut.String() != tt.stderr {
 			t.Errorf("amdrun %q: exit %d, stderr %q; want %d, %q\nstdout: %s", tt.args, code, errOut, tt.code, tt.stderr, out)
+		}
+	}
+}
+
+// Every command's --help fits 80 columns when stdout is not a terminal
+// (issue 31: 38 lines of amdrun --help were wider than 100; torchrun
+// wraps at 78).
+func TestHelpFitsWidth(t *testing.T) {
+	f, _, _ := testFactory(t, false)
+	var paths [][]string
+	var walk func(c *cobra.Command, path []string)
+	walk = func(c *cobra.Command, path []string) {
+		paths = append(paths, path)
+		for _, sub := range c.Commands() {
+			walk(sub, append(slices.Clone(path), sub.Name()))
+		}
+	}
+	walk(NewCmdRoot(f), nil)
+	if len(paths) < 10 {
+		t.Fatalf("%d commands, want amdrun's and cobra's", len(paths))
+	}
+	for _, p := range paths {
+		f, out, _ := testFactory(t, false)
+		if code := execute(f, append(p, "--help")...); code != 0 {
+			t.Errorf("amdrun %q --help: exit %d", p, code)
+		}
+		for _, l := range strings.Split(out.String(), "\n") {
+			if len(l) > iostreams.DefaultWidth {
+				t.Errorf("amdrun %q --help: a line of %d columns, want at most %d:\n%s", p, len(l), iostreams.DefaultWidth, l)
+			}
+		}
+	}
+}
+
+func TestWrapLines(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"short line\nanother", "short line\nanother"},
+		{"aaa bbb ccc ddd", "aaa bbb\nccc ddd"},
+		{"  aaa bbb ccc", "  aaa bbb\n  ccc"},
+		{"aaaaaaaaaaaa b", "aaaaaaaaaaaa\nb"},
+		{"aaaaaaaaaaaaaa", "aaaaaaaaaaaaaa"},
+	}
+	for _, tt := range tests {
+		if got := wrapLines(tt.in, 10); got != tt.want {
+			t.Errorf("wrapLines(%q, 10) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
 }

@@ -47,7 +47,7 @@ func addRankFlags(cmd *cobra.Command, opts *Options) {
 	fl.IntVar(&opts.MaxRestarts, "max-restarts", 0, "restart the whole group this many times after a failure")
 	cmdutil.StringEnumFlag(cmd, new(string), containFlag, "auto", "how nothing the job starts outlives it: %s")
 	fl.BoolVar(&opts.NoPrefix, "no-prefix", false, "do not prefix output lines with [rankN]:")
-	fl.StringVar(&opts.LogDir, "log-dir", "", "write each rank's output and error file to `DIR`/RUNID_XXXXXXXX/attempt_K/LOCAL_RANK/{stdout.log,stderr.log,error.json}, as torchrun (every stream, unless -r/-t choose)")
+	fl.StringVar(&opts.LogDir, "log-dir", "", "write each rank's stdout.log, stderr.log and error.json under `DIR`, as torchrun (in RUN/attempt_K/LOCAL_RANK, RUN being RUNID_XXXXXXXX; every stream, unless -r/-t choose)")
 	fl.String("local-ranks-filter", "", "show only these local ranks' output on the console, e.g. 0 or 0,3")
 }
 
@@ -96,7 +96,7 @@ func addTorchrunFlags(cmd *cobra.Command, o *Options) {
 	fl.Int("shutdown-timeout", 0, "seconds between SIGTERM and SIGKILL (torchrun's name for --grace)")
 	cmdutil.StringEnumFlag(cmd, new(string), numaBindingFlag, "", "torchrun's binding: %s (the others = --bind of that name)")
 	fl.String("signals-to-handle", "", fmt.Sprintf("signals forwarded to the ranks, e.g. SIGTERM,SIGINT,SIGUSR1 (default %s); %s also stop the job",
-		strings.Join(job.ForwardedSignals, ","), cmdutil.JoinAnd(job.StopSignals)))
+		strings.Join(job.ForwardedSignals, ", "), cmdutil.JoinAnd(job.StopSignals)))
 	fl.String("monitor-interval", "", "accepted for torchrun: amdrun sees a rank exit at once, there is nothing to poll")
 	cmdutil.StringEnumFlag(cmd, new(string), startMethodFlag, "", "accepted for torchrun (%s): ranks are programs, started the same way under each")
 	fl.String("event-log-handler", "", "passed to torch's agent when it runs the job (amdrun records no torchelastic events)")

@@ -75,7 +75,7 @@ const example = `  amdrun --ngpus 4 train.py --lr 3e-4
   amdrun -n 2 --policy ring examples/allreduce_check.py /tmp
   amdrun --ngpus 4 --dry-run --explain examples/allreduce.py
   amdrun --devices 0-3 --exclude 2 --no-python -- hostname
-  amdrun --ngpus 4 --nproc-per-node 1 --no-python vllm serve MODEL --tensor-parallel-size 4
+  amdrun -n 4 --nproc-per-node 1 --no-python vllm serve MODEL -tp 4
   amdrun --ngpus 0 --nproc-per-node 4 examples/allreduce_check.py /tmp
   amdrun --topology node.json --ngpus 8 --dry-run --json train.py`
 

@@ -33,7 +33,7 @@ func NewCmdTopo(f *cmdutil.Factory, runF func(context.Context, *Options) error) 
 	var measured string
 	cmd := &cobra.Command{
 		Use:   "topo",
-		Short: "Show the node's GPUs, the link between every pair, NUMA nodes and busy devices",
+		Short: "Show the GPUs, the links between them, NUMA nodes and busy devices",
 		Long: `Show the node's GPUs as amdrun sees them: for every pair the link type
 (XGMI, NVLink NV#, PCIe level PIX/PXB/PHB/NODE/SYS) and its bandwidth in GB/s,
 "*" marking a bandwidth amdrun assumed because the source gave none; for every
