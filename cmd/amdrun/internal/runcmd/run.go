@@ -58,6 +58,7 @@ Policies (--policy):
   ring  maximise the weakest link of the best ring through the set (for
         jobs dominated by ring all-reduce), then the set's minimum cut, then
         the total pairwise bandwidth.
+
 Then, for both: locality (same package > same hive > other XGMI/NVLink >
 PIX > PXB > PHB > NODE > SYS), fewest NUMA nodes, fewest busy devices,
 best fit (leave other jobs whole packages, switches and NUMA nodes), least
