@@ -55,7 +55,7 @@ func NewCmdBench(f *cmdutil.Factory, runF func(context.Context, *Options) error)
 		Use:   "bench",
 		Short: "Measure copy bandwidth between devices and from each NUMA node",
 		Long: `Measure this node with a small PyTorch probe carried inside amdrun and run
-with your python3: device-to-device copy bandwidth for every ordered pair of
+with your Python (as the ranks': see --python): device-to-device copy bandwidth for every ordered pair of
 devices, and host-to-device bandwidth from each NUMA node (the probe is bound
 to each node in turn). The result is cached under $XDG_CACHE_HOME/amdrun/,
 keyed by the devices' identities; selection then uses it (--bandwidth auto,
@@ -86,7 +86,7 @@ the default, or measured) and --explain says so.`,
 	fl.StringVar(&devices, "devices", "", "measure only these devices, e.g. 0-3")
 	fl.IntVar(&opts.SizeMiB, "size", 256, "copy size in MiB")
 	fl.IntVar(&opts.Iters, "iters", 10, "timed copies per figure")
-	fl.StringVar(&opts.Python, "python", "", "Python interpreter with torch (default $PYTHON_EXEC, else python3)")
+	fl.StringVar(&opts.Python, "python", "", "Python interpreter with torch (default $PYTHON_EXEC, else the active environment's: $VIRTUAL_ENV/bin/python, $CONDA_PREFIX/bin/python; else python3 on PATH)")
 	fl.BoolVar(&opts.JSON, "json", false, "print the result as JSON")
 	fl.BoolVar(&opts.NoH2D, "no-host", false, "skip the host-to-device measurement")
 	fl.StringVar(&opts.Tool, "tool", "", "measure with this tool instead of the PyTorch probe: rocm_bandwidth_test")

@@ -352,3 +352,47 @@ func TestWrapLines(t *testing.T) {
 		}
 	}
 }
+
+// Every --python help and docs/usage.md give the interpreter's whole
+// order, the one cmdutil.Factory.PythonFrom follows (issue 31: bench
+// --help and usage.md left the active environments out).
+func TestPythonOrderDocumented(t *testing.T) {
+	order := []string{"$PYTHON_EXEC", "$VIRTUAL_ENV", "$CONDA_PREFIX", "python3"}
+	inOrder := func(s string) bool {
+		at := 0
+		for _, w := range order {
+			i := strings.Index(s[at:], w)
+			if i < 0 {
+				return false
+			}
+			at += i + len(w)
+		}
+		return true
+	}
+	f, _, _ := testFactory(t, false)
+	n := 0
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if fl := c.LocalFlags().Lookup("python"); fl != nil {
+			n++
+			if !inOrder(fl.Usage) {
+				t.Errorf("amdrun %s --python: %q, want %v in that order", c.Name(), fl.Usage, order)
+			}
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(NewCmdRoot(f))
+	if n < 3 {
+		t.Errorf("%d commands with --python, want the launch, bench and doctor", n)
+	}
+	doc, err := os.ReadFile("../../../../docs/usage.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, worker, _ := strings.Cut(string(doc), "The worker command is")
+	if !inOrder(worker[:min(len(worker), 300)]) {
+		t.Errorf("docs/usage.md: the worker command's interpreter is not %v in that order", order)
+	}
+}
