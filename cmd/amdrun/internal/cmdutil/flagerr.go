@@ -9,14 +9,22 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// wants are what a flag of each pflag type takes, as its error says it.
-var wants = map[string]string{
-	"int": "a whole number", "int8": "a whole number", "int16": "a whole number", "int32": "a whole number", "int64": "a whole number",
-	"uint": "a whole number, 0 or more", "uint8": "a whole number, 0 or more", "uint16": "a whole number, 0 or more",
-	"uint32": "a whole number, 0 or more", "uint64": "a whole number, 0 or more", "count": "a whole number",
-	"float32": "a number", "float64": "a number",
-	"duration": "a duration such as 30s or 10m",
-	"bool":     "true or false",
+// want is what a flag of pflag's type typ takes, as its error says it
+// ("" when amdrun has no words for it).
+func want(typ string) string {
+	switch {
+	case strings.HasPrefix(typ, "int"), typ == "count":
+		return "a whole number"
+	case strings.HasPrefix(typ, "uint"):
+		return "a whole number, 0 or more"
+	case strings.HasPrefix(typ, "float"):
+		return "a number"
+	case typ == "duration":
+		return "a duration such as 30s or 10m"
+	case typ == "bool":
+		return "true or false"
+	}
+	return ""
 }
 
 // ValueError words err, pflag's error for a value its flag's type cannot
@@ -33,11 +41,11 @@ func ValueError(label string, err error) error {
 	if label == "" {
 		label = "--" + ive.GetFlag().Name
 	}
-	want, ok := wants[ive.GetFlag().Value.Type()]
-	if !ok {
+	w := want(ive.GetFlag().Value.Type())
+	if w == "" {
 		return FlagErrorf("%s: %v", label, errors.Unwrap(ive))
 	}
-	return FlagErrorf("%s: want %s, got %q", label, want, ive.GetValue())
+	return FlagErrorf("%s: want %s, got %q", label, w, ive.GetValue())
 }
 
 // FlagParseError is the error of cobra's flag parsing of c as amdrun

@@ -6,6 +6,8 @@ package iostreams
 import (
 	"io"
 	"os"
+
+	"golang.org/x/sys/unix"
 )
 
 // IOStreams holds a command's input and output streams.
@@ -60,4 +62,14 @@ func System() *IOStreams {
 func isTerminal(f *os.File) bool {
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// terminalWidth is the columns of the terminal f is, 0 when the kernel
+// does not say.
+func terminalWidth(f *os.File) int {
+	ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ)
+	if err != nil {
+		return 0
+	}
+	return int(ws.Col)
 }

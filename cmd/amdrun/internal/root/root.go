@@ -206,11 +206,11 @@ func usageCode(err error) int {
 }
 
 // isCobraUsage recognises cobra's own argument errors ("unknown command",
-// "accepts 0 arg(s)") which are not FlagErrors.
+// "accepts 0 arg(s)") which are not FlagErrors (its flag errors are,
+// through cmdutil.FlagParseError).
 func isCobraUsage(err error) bool {
 	s := err.Error()
-	return strings.HasPrefix(s, "unknown command") || strings.Contains(s, "arg(s), received") ||
-		strings.HasPrefix(s, "unknown flag") || strings.HasPrefix(s, "unknown shorthand flag")
+	return strings.HasPrefix(s, "unknown command") || strings.Contains(s, "arg(s), received")
 }
 
 // oneLine is an error as the user sees it: its first line (amdrun's
