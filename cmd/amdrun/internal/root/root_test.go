@@ -273,7 +273,8 @@ func TestCompletionOfFlagValues(t *testing.T) {
 
 // A SCRIPT that is not there (issue 31): a subcommand's near miss gets
 // cobra's did-you-mean, any other one line before anything is probed
-// or started; a file of a subcommand's near name is a script.
+// or started, on one node or several, under torchrun or torch's agent;
+// a file of a subcommand's near name is a script.
 func TestScriptNotThere(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)
@@ -295,6 +296,9 @@ func TestScriptNotThere(t *testing.T) {
 		{[]string{"-n", "2", "missing.py"}, false, 2, "amdrun: missing.py: no such file\n"},
 		{[]string{"-n", "2", "--", "tpo"}, false, 2, "amdrun: tpo: no such file\n"},
 		{[]string{"-n", "2", "t.py", "--lr", "1"}, false, 2, "amdrun: t.py: no such file\n"},
+		{[]string{"--nnodes", "2", "--node-rank", "1", "--master-addr", "10.0.0.1", "-n", "1", "t.py"}, false, 2, "amdrun: t.py: no such file\n"},
+		{[]string{"--launcher", "torchrun", "-n", "1", "t.py"}, false, 2, "amdrun: t.py: no such file\n"},
+		{[]string{"--nnodes", "1:2", "--rdzv-backend", "c10d", "--rdzv-endpoint", "10.0.0.1:29400", "-n", "1", "t.py"}, false, 2, "amdrun: t.py: no such file\n"},
 		{[]string{"--dry-run", "-n", "1", "t.py"}, true, 0, ""},
 		{[]string{"--dry-run", "-n", "1", "tp"}, true, 0, ""},
 		{[]string{"--dry-run", "-n", "1", "ps.py"}, true, 0, ""},
