@@ -255,7 +255,7 @@ func (o *Options) torchrunEnv(changed func(string) bool) error {
 	if v, ok := envlist.Lookup(env, "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"); ok && !changed("shutdown-timeout") && !changed("grace") {
 		n, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil || n < 0 {
-			return usageErrorf("TORCH_ELASTIC_SHUTDOWN_TIMEOUT=%q: want a whole number of seconds, as torchrun reads it", v)
+			return usageErrorf("TORCH_ELASTIC_SHUTDOWN_TIMEOUT: want a whole number of seconds (as torchrun reads it), got %q", v)
 		}
 		o.Grace = time.Duration(n) * time.Second
 	}

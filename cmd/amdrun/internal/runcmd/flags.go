@@ -127,7 +127,7 @@ func applyPET(fl *pflag.FlagSet, env []string, from map[string]string) error {
 		if f.Value.Type() == "bool" {
 			n, err := strconv.Atoi(strings.TrimSpace(v))
 			if err != nil {
-				return cmdutil.FlagErrorf("%s=%q: want a number (0 off, 1 on), as torchrun reads it", p.Var, v)
+				return cmdutil.FlagErrorf("%s: want a number (0 off, 1 on, as torchrun reads it), got %q", p.Var, v)
 			}
 			v = strconv.FormatBool(n != 0)
 		}

@@ -236,14 +236,14 @@ func TestTorchrunPETVariables(t *testing.T) {
 		{env: []string{"PET_SHUTDOWN_TIMEOUT=7", "PET_VIRTUAL_LOCAL_RANK=1"}, check: func(o *runcmd.Options) bool {
 			return o.Grace == 7*time.Second && o.VirtualLocalRank
 		}},
-		{env: []string{"PET_STANDALONE=yes"}, err: `PET_STANDALONE="yes": want a number (0 off, 1 on)`},
+		{env: []string{"PET_STANDALONE=yes"}, err: `PET_STANDALONE: want a number (0 off, 1 on, as torchrun reads it), got "yes"`},
 		{env: []string{"PET_MAX_RESTARTS=many"}, err: `PET_MAX_RESTARTS: want a whole number, got "many"`},
 		{env: []string{"PET_NPROC_PER_NODE=lots"}, err: `PET_NPROC_PER_NODE: want a number of ranks`},
 		{env: []string{"PET_LOCAL_ADDR=a"}, check: func(o *runcmd.Options) bool { return true }},
 		{env: []string{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT=42"}, check: func(o *runcmd.Options) bool { return o.Grace == 42*time.Second }},
 		{env: []string{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT=42"}, args: []string{"--shutdown-timeout", "3"}, check: func(o *runcmd.Options) bool { return o.Grace == 3*time.Second }},
 		{env: []string{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT=42"}, args: []string{"--grace", "2s"}, check: func(o *runcmd.Options) bool { return o.Grace == 2*time.Second }},
-		{env: []string{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT=soon"}, err: `TORCH_ELASTIC_SHUTDOWN_TIMEOUT="soon": want a whole number of seconds`},
+		{env: []string{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT=soon"}, err: `TORCH_ELASTIC_SHUTDOWN_TIMEOUT: want a whole number of seconds (as torchrun reads it), got "soon"`},
 		{env: []string{"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE=[$role_name$rank]: "}, check: func(o *runcmd.Options) bool {
 			return o.PrefixTemplate == "[$role_name$rank]: "
 		}},
