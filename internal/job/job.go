@@ -24,11 +24,11 @@ var ErrNeedsLinux = errors.New("starting ranks needs Linux; on this system amdru
 // rank, issue 31).
 var ErrNoScript = errors.New("no such file")
 
-// missingScript is the script the ranks would run with Python that is
+// MissingScript is the script the ranks would run with Python that is
 // not there (relative to the working directory, which the ranks
 // share), "" when there is none: a module (-m) and a program
 // (--no-python) are found by their own rules.
-func (o *Options) missingScript() string {
+func (o *Options) MissingScript() string {
 	if len(o.Args) == 0 || o.Module || o.NoPython {
 		return ""
 	}
@@ -62,7 +62,7 @@ func Run(ctx context.Context, o *Options) (code int, err error) {
 	if !canLaunch {
 		return 0, ErrNeedsLinux
 	}
-	if s := o.missingScript(); s != "" {
+	if s := o.MissingScript(); s != "" {
 		return 0, fmt.Errorf("%s: %w", s, ErrNoScript)
 	}
 	p, err := prepare(ctx, o, false)

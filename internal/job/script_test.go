@@ -38,8 +38,8 @@ func TestMissingScript(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			o := &Options{Planning: tt.p}
-			if got := o.missingScript(); got != tt.want {
-				t.Errorf("missingScript() = %q, want %q", got, tt.want)
+			if got := o.MissingScript(); got != tt.want {
+				t.Errorf("MissingScript() = %q, want %q", got, tt.want)
 			}
 		})
 	}

@@ -7,8 +7,6 @@ package runcmd
 import (
 	"context"
 	"errors"
-	"io/fs"
-	"os"
 	"runtime"
 	"strings"
 
@@ -150,13 +148,11 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 // SCRIPT after "--" is the user's word that it is one, and so is a path
 // (t.py is within cobra's distance of topo).
 func mistypedCommand(cmd *cobra.Command, o *job.Options) error {
-	if len(o.Args) == 0 || o.Module || o.NoPython || cmd.ArgsLenAtDash() == 0 || strings.ContainsAny(o.Args[0], "./") {
+	s := o.MissingScript()
+	if s == "" || cmd.ArgsLenAtDash() == 0 || strings.ContainsAny(s, "./") {
 		return nil
 	}
-	if _, err := os.Stat(o.Args[0]); !errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	return cmdutil.Suggest(cmd, o.Args[0])
+	return cmdutil.Suggest(cmd, s)
 }
 
 // usageError is err as the command reports it: job's usage errors as
