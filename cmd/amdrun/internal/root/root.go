@@ -119,19 +119,17 @@ func wrapLines(s string, width int) string {
 	lines := strings.Split(s, "\n")
 	for i := 0; i < len(lines); i++ {
 		l := lines[i]
-		if len(l) <= width {
-			continue
+		body := strings.TrimLeft(l, " ")
+		indent := l[:len(l)-len(body)]
+		if len(l) <= width || !strings.Contains(strings.TrimRight(body, " "), " ") {
+			continue // fits, or one word: nothing to break
 		}
-		indent := l[:len(l)-len(strings.TrimLeft(l, " "))]
 		cut := strings.LastIndexByte(l[:width+1], ' ')
 		if cut <= len(indent) { // a word wider than the line: after it
-			if cut = strings.IndexByte(l[width:], ' '); cut < 0 {
-				continue
-			}
-			cut += width
+			cut = len(indent) + strings.IndexByte(body, ' ')
 		}
 		lines[i] = l[:cut]
-		lines = slices.Insert(lines, i+1, indent+l[cut+1:])
+		lines = slices.Insert(lines, i+1, indent+strings.TrimLeft(l[cut+1:], " "))
 	}
 	return strings.Join(lines, "\n")
 }

@@ -400,3 +400,26 @@ func TestPythonOrderDocumented(t *testing.T) {
 		t.Errorf("docs/usage.md: the worker command's interpreter is not %v in that order", order)
 	}
 }
+
+// wrapLines keeps every word, in order, and makes every line fit unless
+// it is one word (after its indentation) wider than the width.
+func FuzzWrapLines(f *testing.F) {
+	f.Add("Ranks and devices: --ngpus is the number of devices, --nproc-per-node the number of ranks.", 80)
+	f.Add("      ", 3)
+	f.Add("  tree  (default) maximise the weakest link of the widest spanning tree", 30)
+	f.Add("a  b", 1)
+	f.Fuzz(func(t *testing.T, s string, width int) {
+		if width < 1 || width > 200 || strings.ContainsAny(s, "\t\r") {
+			return
+		}
+		got := wrapLines(s, width)
+		if !slices.Equal(strings.Fields(got), strings.Fields(s)) {
+			t.Fatalf("wrapLines(%q, %d) = %q: words changed", s, width, got)
+		}
+		for _, l := range strings.Split(got, "\n") {
+			if len(l) > width && strings.Contains(strings.TrimSpace(l), " ") {
+				t.Fatalf("wrapLines(%q, %d): line %q is wider and could break", s, width, l)
+			}
+		}
+	})
+}
