@@ -136,7 +136,7 @@ func one(ctx context.Context, src string, o Options) (*topology.Model, error) {
 	case "nvidia-smi":
 		m, err = nvidiasmi.Discover(ctx, o.Run, o.Warn)
 	case "pci":
-		m, err = pci.Read(o.SysfsRoot, nil, o.Warn)
+		m, err = pci.Read(o.SysfsRoot, o.Warn)
 	}
 	if err != nil {
 		return nil, err

@@ -56,9 +56,9 @@ func (n *Names) Product(vendor, device uint16) string {
 }
 
 // FillNames gives every device of m that has no name but a PCI address
-// its product name from the PCI tree under root (the vendor and device
-// ids of sys/bus/pci/devices/ADDR) and names; devices whose ids cannot be
-// read keep no name. names is loaded on first need when nil.
+// its product name: names' (Product) for the vendor and device ids of
+// sys/bus/pci/devices/ADDR under root. Devices whose ids cannot be read
+// keep no name. names is loaded (LoadNames) on first need when nil.
 func FillNames(m *topology.Model, root string, names *Names) {
 	fsys := os.DirFS(root)
 	loaded := names != nil

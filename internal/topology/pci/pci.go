@@ -41,10 +41,10 @@ const (
 
 // gpu is one GPU function found in the tree.
 type gpu struct {
-	addr           string
-	vendor, device uint16
-	numa           int
-	cpus           []int
+	addr   string
+	vendor uint32
+	numa   int
+	cpus   []int
 	// path runs from the host bridge ("pci0000:40") down to the device
 	// itself; nil when the tree could not be read.
 	path []string
@@ -53,11 +53,12 @@ type gpu struct {
 // Read finds the GPUs under root (the directory sysfs is read under, "/"
 // on a live node) and returns a finished model, devices in PCI address
 // order, the order CUDA (CUDA_DEVICE_ORDER=PCI_BUS_ID) and HIP number
-// them. names gives product names; nil loads the host's database
-// (LoadNames) once a GPU is found. A function
+// them. Devices have no name: parsing the PCI ID database costs 60-70 ms
+// of CPU, which a launch need not pay; FillNames gives them theirs where
+// they are shown (amdrun topo). A function
 // whose files cannot be read is left out with a warning; the error wraps
 // topology.ErrNoDevices when no GPU is found.
-func Read(root string, names *Names, warn topology.Warner) (*topology.Model, error) {
+func Read(root string, warn topology.Warner) (*topology.Model, error) {
 	dir := filepath.Join(root, filepath.FromSlash(devicesDir))
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -79,10 +80,7 @@ func Read(root string, names *Names, warn topology.Warner) (*topology.Model, err
 		return nil, topology.NewParseError(Source+" "+devicesDir, 0, 0, topology.ErrNoDevices, "")
 	}
 	sort.Slice(gpus, func(i, j int) bool { return gpus[i].addr < gpus[j].addr })
-	if names == nil {
-		names = LoadNames()
-	}
-	m := build(gpus, names)
+	m := build(gpus)
 	if err := m.Finish(); err != nil {
 		return nil, topology.NewParseError(Source, 0, 0, err, "")
 	}
@@ -91,7 +89,7 @@ func Read(root string, names *Names, warn topology.Warner) (*topology.Model, err
 }
 
 // build makes the unfinished model of gpus.
-func build(gpus []gpu, names *Names) *topology.Model {
+func build(gpus []gpu) *topology.Model {
 	m := &topology.Model{Source: Source, Bandwidth: "theoretical"}
 	for i, g := range gpus {
 		v := topology.VendorNVIDIA
@@ -104,7 +102,7 @@ func build(gpus []gpu, names *Names) *topology.Model {
 			m.Vendor = ""
 		}
 		m.Devices = append(m.Devices, topology.Device{
-			Index: i, RuntimeIndex: i, Vendor: v, Name: names.Product(g.vendor, g.device),
+			Index: i, RuntimeIndex: i, Vendor: v,
 			PCIAddress: g.addr, NUMANode: g.numa, CPUs: g.cpus,
 		})
 		for j := range i {
@@ -132,11 +130,7 @@ func readGPU(fsys fs.FS, dir, name string) (g gpu, ok bool, err error) {
 	if err != nil || (vendor != vendorAMD && vendor != vendorNVIDIA) {
 		return gpu{}, false, err
 	}
-	device, err := readHex(fsys, p+"/device")
-	if err != nil {
-		return gpu{}, false, err
-	}
-	g = gpu{addr: name, vendor: uint16(vendor), device: uint16(device), numa: -1}
+	g = gpu{addr: name, vendor: vendor, numa: -1}
 	if n, cpus, err := host.DeviceNUMA(fsys, name); err == nil {
 		g.numa, g.cpus = n, cpus
 	}

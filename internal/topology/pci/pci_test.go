@@ -40,7 +40,8 @@ func TestCapturedTrees(t *testing.T) {
 	} {
 		t.Run(c.tree, func(t *testing.T) {
 			var warns []string
-			m, err := Read(testutil.PCITree(t, c.tree), testNames(t), collect(&warns))
+			root := testutil.PCITree(t, c.tree)
+			m, err := Read(root, collect(&warns))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -48,6 +49,7 @@ func TestCapturedTrees(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			FillNames(m, root, testNames(t))
 			if m.N() != len(topo.GPUs) {
 				t.Fatalf("%d GPUs found, topo -m has %d", m.N(), len(topo.GPUs))
 			}
@@ -73,10 +75,15 @@ func TestCapturedTrees(t *testing.T) {
 
 // TestNumericNames: without a PCI ID database the name is the ids.
 func TestNumericNames(t *testing.T) {
-	m, err := Read(testutil.PCITree(t, "wrx90"), &Names{}, nil)
+	root := testutil.PCITree(t, "wrx90")
+	m, err := Read(root, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if m.Devices[0].Name != "" {
+		t.Errorf("Read named the device %q: names are FillNames'", m.Devices[0].Name)
+	}
+	FillNames(m, root, &Names{})
 	if got := m.Devices[0].Name; got != "10de:26b1" {
 		t.Errorf("name %q, want 10de:26b1", got)
 	}
@@ -93,10 +100,11 @@ func TestAMDAccelerator(t *testing.T) {
 	testutil.PCIFunction(t, root, "pci0000:00/0000:00:01.0", "1022", "1483", "0x060400", "0")
 	testutil.PCIFunction(t, root, "pci0000:00/0000:00:01.0/0000:01:00.0", "1002", "74a1", "0x120000", "0")
 	testutil.PCIFunction(t, root, "pci0000:00/0000:00:02.0", "1002", "164e", "0x030000", "0")
-	m, err := Read(root, testNames(t), nil)
+	m, err := Read(root, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	FillNames(m, root, testNames(t))
 	if m.N() != 2 || m.Vendor != topology.VendorAMD || m.Devices[0].Name != "1002:164e" || m.Devices[1].Name != "Aqua Vanjaram [Instinct MI300X]" {
 		t.Fatalf("got %d devices, vendor %s, names %q", m.N(), m.Vendor, []string{m.Devices[0].Name, m.Devices[1].Name})
 	}
@@ -113,7 +121,7 @@ func TestUnreadableFunction(t *testing.T) {
 		t.Fatal(err)
 	}
 	var warns []string
-	m, err := Read(root, &Names{}, collect(&warns))
+	m, err := Read(root, collect(&warns))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +137,7 @@ func TestNoGPU(t *testing.T) {
 	testutil.PCIFunction(t, root, "pci0000:00/0000:00:03.0", "15b3", "1021", "0x020000", "0")
 	testutil.PCIFunction(t, root, "pci0000:00/0000:00:05.0", "1a03", "2000", "0x030000", "0")
 	var warns []string
-	_, err := Read(root, &Names{}, collect(&warns))
+	_, err := Read(root, collect(&warns))
 	if !errors.Is(err, topology.ErrNoDevices) || len(warns) != 0 {
 		t.Errorf("err %v, warnings %q; want ErrNoDevices and none", err, warns)
 	}
@@ -143,7 +151,7 @@ func TestLiveSysfs(t *testing.T) {
 		t.Skipf("no PCI tree here: %v", err)
 	}
 	var warns []string
-	m, err := Read("/", &Names{}, collect(&warns))
+	m, err := Read("/", collect(&warns))
 	switch {
 	case errors.Is(err, topology.ErrNoDevices):
 		if len(warns) != 0 {
