@@ -4,6 +4,11 @@
 // (0x1002), their NUMA node, PCI address and product name, and the PCIe
 // distance between every pair from the tree of bridges, in the classes
 // nvidia-smi topo -m prints. NVLink and XGMI are invisible from PCI.
+//
+// The tree is read here rather than through ghw's pci package, which
+// drops every device when one function lacks a modalias file and cannot
+// list devices without the PCI ID database; names come from that
+// database (pcidb) where they are shown (FillNames).
 package pci
 
 import (
