@@ -213,22 +213,10 @@ func Level(a, b []string, na, nb int) string {
 }
 
 // validAddress reports whether s is a PCI address in sysfs's form,
-// "dddd:bb:dd.f" in lower-case hex (the domain may be longer than 4 digits).
+// "dddd:bb:dd.f" in lower-case hex (the domain may be longer).
 func validAddress(s string) bool {
-	dom, rest, ok := strings.Cut(s, ":")
-	if !ok || len(dom) < 4 || len(dom) > 8 || len(rest) != 7 || rest[2] != ':' || rest[5] != '.' {
-		return false
-	}
-	return isHex(dom) && isHex(rest[:2]) && isHex(rest[3:5]) && isHex(rest[6:])
-}
-
-func isHex(s string) bool {
-	for _, c := range []byte(s) {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
+	n, ok := topology.NormalizePCI(s)
+	return ok && n == s
 }
 
 // readHex reads a sysfs id file ("0x10de\n").
