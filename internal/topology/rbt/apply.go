@@ -204,7 +204,7 @@ func mbps(gbs float64) int64 { return int64(math.Round(gbs * 1000)) }
 // measured: by bus address when both sides have them all, else by order
 // (byOrder).
 func matchDevices(m *topology.Model, r *Result, gpus []int, warn topology.Warner) ([]int, error) {
-	byAddr := map[[3]uint64]int{}
+	byAddr := map[string]int{}
 	for i, d := range m.Devices {
 		k, ok := parsePCI(d.PCIAddress)
 		if !ok {
@@ -215,7 +215,7 @@ func matchDevices(m *topology.Model, r *Result, gpus []int, warn topology.Warner
 		}
 		byAddr[k] = i
 	}
-	keys := make([][3]uint64, len(gpus))
+	keys := make([]string, len(gpus))
 	for x, g := range gpus {
 		k, ok := parsePCI(r.Agents[g].PCI)
 		if !ok {
