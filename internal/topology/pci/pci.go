@@ -85,7 +85,7 @@ func Read(root string, warn topology.Warner) (*topology.Model, error) {
 		return nil, topology.NewParseError(Source+" "+devicesDir, 0, 0, topology.ErrNoDevices, "")
 	}
 	sort.Slice(gpus, func(i, j int) bool { return gpus[i].addr < gpus[j].addr })
-	m := build(gpus)
+	m := build(oneVendor(gpus, warn))
 	if err := m.Finish(); err != nil {
 		return nil, topology.NewParseError(Source, 0, 0, err, "")
 	}
@@ -93,21 +93,45 @@ func Read(root string, warn topology.Warner) (*topology.Model, error) {
 	return m, nil
 }
 
-// build makes the unfinished model of gpus.
-func build(gpus []gpu) *topology.Model {
-	m := &topology.Model{Source: Source, Bandwidth: "theoretical"}
-	for i, g := range gpus {
-		v := topology.VendorNVIDIA
+// oneVendor keeps the GPUs of one vendor, the one with more of them
+// (NVIDIA on a tie), with a warning when it leaves others out: CUDA and
+// HIP each number only their own vendor's devices, so a model of both
+// would give one of them wrong runtime indices (an AMD integrated GPU
+// beside NVIDIA cards).
+func oneVendor(gpus []gpu, warn topology.Warner) []gpu {
+	var nv, amd []gpu
+	for _, g := range gpus {
 		if g.vendor == vendorAMD {
-			v = topology.VendorAMD
+			amd = append(amd, g)
+		} else {
+			nv = append(nv, g)
 		}
-		if i == 0 {
-			m.Vendor = v
-		} else if m.Vendor != v {
-			m.Vendor = ""
-		}
+	}
+	if len(nv) == 0 || len(amd) == 0 {
+		return gpus
+	}
+	keep, kept, left, other := nv, "NVIDIA", amd, "AMD"
+	if len(amd) > len(nv) {
+		keep, kept, left, other = amd, "AMD", nv, "NVIDIA"
+	}
+	addrs := make([]string, len(left))
+	for i, g := range left {
+		addrs[i] = g.addr
+	}
+	warn.Warn("pci: %d %s and %d %s GPUs found; using the %s ones, leaving out %s (CUDA and HIP each number only their own vendor's devices)",
+		len(keep), kept, len(left), other, kept, strings.Join(addrs, ", "))
+	return keep
+}
+
+// build makes the unfinished model of gpus, all of one vendor.
+func build(gpus []gpu) *topology.Model {
+	m := &topology.Model{Source: Source, Bandwidth: "theoretical", Vendor: topology.VendorNVIDIA}
+	if gpus[0].vendor == vendorAMD {
+		m.Vendor = topology.VendorAMD
+	}
+	for i, g := range gpus {
 		m.Devices = append(m.Devices, topology.Device{
-			Index: i, RuntimeIndex: i, Vendor: v,
+			Index: i, RuntimeIndex: i, Vendor: m.Vendor,
 			PCIAddress: g.addr, NUMANode: g.numa, CPUs: g.cpus,
 		})
 		for j := range i {

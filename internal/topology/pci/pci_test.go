@@ -113,6 +113,25 @@ func TestAMDAccelerator(t *testing.T) {
 	}
 }
 
+// TestMixedVendors: an AMD integrated GPU beside two NVIDIA cards is left
+// out with one line naming it: CUDA numbers only the NVIDIA ones.
+func TestMixedVendors(t *testing.T) {
+	root := testutil.PCITree(t, "wrx90")
+	testutil.PCIFunction(t, root, "pci0000:00/0000:00:08.1/0000:0e:00.0", "1002", "164e", "0x030000", "-1")
+	var warns []string
+	m, err := Read(root, collect(&warns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.N() != 2 || m.Vendor != topology.VendorNVIDIA || m.Devices[0].PCIAddress != "0000:c1:00.0" {
+		t.Errorf("%d devices, vendor %s, first %s; want the 2 NVIDIA ones", m.N(), m.Vendor, m.Devices[0].PCIAddress)
+	}
+	want := "pci: 2 NVIDIA and 1 AMD GPUs found; using the NVIDIA ones, leaving out 0000:0e:00.0 (CUDA and HIP each number only their own vendor's devices)"
+	if len(warns) != 2 || warns[0] != want {
+		t.Errorf("warnings %q, want %q and the fabric note", warns, want)
+	}
+}
+
 // TestUnreadableFunction: a GPU whose class file is missing is left out
 // with a warning naming it; the others are found.
 func TestUnreadableFunction(t *testing.T) {
