@@ -51,7 +51,7 @@ type gpu struct {
 	numa   int
 	cpus   []int
 	// path runs from the host bridge ("pci0000:40") down to the device
-	// itself; nil when the tree could not be read.
+	// itself (BridgePath).
 	path []string
 }
 
@@ -60,8 +60,8 @@ type gpu struct {
 // order, the order CUDA (CUDA_DEVICE_ORDER=PCI_BUS_ID) and HIP number
 // them. Devices have no name: parsing the PCI ID database costs 60-70 ms
 // of CPU, which a launch need not pay; FillNames gives them theirs where
-// they are shown (amdrun topo). A function
-// whose files cannot be read is left out with a warning; the error wraps
+// they are shown (amdrun topo). A GPU-vendor function whose files cannot
+// be read is left out with a warning naming it; the error wraps
 // topology.ErrNoDevices when no GPU is found.
 func Read(root string, warn topology.Warner) (*topology.Model, error) {
 	dir := filepath.Join(root, filepath.FromSlash(devicesDir))
@@ -72,7 +72,7 @@ func Read(root string, warn topology.Warner) (*topology.Model, error) {
 	fsys := os.DirFS(root)
 	var gpus []gpu
 	for _, e := range entries {
-		g, ok, err := readGPU(fsys, dir, e.Name())
+		g, ok, err := readGPU(fsys, dir, e.Name(), warn)
 		if err != nil {
 			warn.Warn("pci: %s left out: %v", e.Name(), err)
 			continue
@@ -143,11 +143,16 @@ func build(gpus []gpu) *topology.Model {
 
 // readGPU reads the function name under dir; ok is false for a function
 // that is not a GPU of a known vendor.
-func readGPU(fsys fs.FS, dir, name string) (g gpu, ok bool, err error) {
+func readGPU(fsys fs.FS, dir, name string, warn topology.Warner) (g gpu, ok bool, err error) {
 	if !validAddress(name) {
 		return gpu{}, false, nil
 	}
 	p := path.Join(devicesDir, name)
+	// The vendor first: a function of another vendor is never a worry.
+	vendor, err := readHex(fsys, p+"/vendor")
+	if err != nil || (vendor != vendorAMD && vendor != vendorNVIDIA) {
+		return gpu{}, false, err
+	}
 	class, err := readHex(fsys, p+"/class")
 	if err != nil {
 		return gpu{}, false, err
@@ -155,13 +160,13 @@ func readGPU(fsys fs.FS, dir, name string) (g gpu, ok bool, err error) {
 	if c := class >> 16; c != classDisplay && c != classAccelerator {
 		return gpu{}, false, nil
 	}
-	vendor, err := readHex(fsys, p+"/vendor")
-	if err != nil || (vendor != vendorAMD && vendor != vendorNVIDIA) {
-		return gpu{}, false, err
-	}
 	g = gpu{addr: name, vendor: vendor, numa: -1}
-	if n, cpus, err := host.DeviceNUMA(fsys, name); err == nil {
+	n, cpus, err := host.DeviceNUMA(fsys, name)
+	switch {
+	case err == nil:
 		g.numa, g.cpus = n, cpus
+	case !errors.Is(err, fs.ErrNotExist): // a kernel without NUMA has no numa_node
+		warn.Warn("pci: %s: NUMA node unknown: %v", name, err)
 	}
 	link, err := os.Readlink(filepath.Join(dir, name))
 	if err != nil {

@@ -149,6 +149,23 @@ func TestUnreadableFunction(t *testing.T) {
 	}
 }
 
+// TestBadNUMANode: a numa_node that is not a number leaves the GPU's
+// NUMA node unknown with a warning naming it, never a silent -1.
+func TestBadNUMANode(t *testing.T) {
+	root := testutil.PCITree(t, "esc8000a-e12")
+	if err := os.WriteFile(root+"/sys/devices/pci0000:40/0000:40:01.1/0000:41:00.0/numa_node", []byte("zero\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var warns []string
+	m, err := Read(root, collect(&warns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Devices[1].NUMANode != -1 || len(warns) != 2 || !strings.HasPrefix(warns[0], "pci: 0000:41:00.0: NUMA node unknown: ") {
+		t.Errorf("NUMA %d, warnings %q; want -1 and one naming 0000:41:00.0", m.Devices[1].NUMANode, warns)
+	}
+}
+
 // TestNoGPU: a tree with only a network card and an ASPEED VGA finds no
 // GPU: ErrNoDevices, no warning.
 func TestNoGPU(t *testing.T) {
