@@ -550,8 +550,9 @@ func ParseTopo(r io.Reader) (*Topo, error) {
 }
 
 // affinity reads row i's affinity cells. A CPU Affinity beside an empty
-// NUMA Affinity is refused: nvidia-smi prints a node or N/A there, so the
-// two cells ran together ("0-31" and "0" read as CPUs "0-310"), and where
+// NUMA Affinity or GPU NUMA ID is refused: nvidia-smi prints a node or N/A
+// there, so two cells ran together ("0-31" and "0" read as CPUs "0-310"),
+// and where
 // the host's possible CPUs are unknown (a saved capture, a --sysfs-root
 // without cpu/possible) nothing else would tell (issue 34).
 func affinity(m *matrix, i int) (TopoGPU, error) {
@@ -588,23 +589,26 @@ func affinity(m *matrix, i int) (TopoGPU, error) {
 	return g, runTogether(m, i)
 }
 
-// runTogether refuses row i when its CPU Affinity is a list and its NUMA
-// Affinity column (when the header has one) is empty.
+// runTogether refuses row i when its CPU Affinity is a list and a NUMA
+// column of the header (NUMA Affinity, GPU NUMA ID) is empty in it:
+// nvidia-smi prints a node or N/A in those, so a cell was lost.
 func runTogether(m *matrix, i int) error {
-	var cpu, numa *topology.Field
+	var cpu *topology.Field
+	var empty []string
 	for k, name := range m.tail {
-		switch name {
-		case colCPU:
-			cpu = &m.tails[i][k]
-		case colNUMA:
-			numa = &m.tails[i][k]
+		c := &m.tails[i][k]
+		switch {
+		case name == colCPU:
+			cpu = c
+		case (name == colNUMA || name == colGPUNUMA) && c.S == "":
+			empty = append(empty, name)
 		}
 	}
-	if cpu == nil || numa == nil || numa.S != "" || cpu.S == "" || cpu.S == "N/A" {
+	if cpu == nil || len(empty) == 0 || cpu.S == "" || cpu.S == "N/A" {
 		return nil
 	}
 	return topology.NewParseError(SourceTopo, m.rowLine[i], cpu.Col, topology.ErrSyntax,
-		"GPU%d: CPU Affinity %q beside an empty NUMA Affinity: the two cells ran together (nvidia-smi prints a node or N/A there)", i, clip(cpu.S))
+		"GPU%d: CPU Affinity %q beside an empty %s: the cells ran together (nvidia-smi prints a node or N/A there)", i, clip(cpu.S), strings.Join(empty, " and "))
 }
 
 // checkTopoCell says whether a topo -m cell is known; self says it is on

@@ -308,7 +308,7 @@ func TestParseTopoErrors(t *testing.T) {
 		// possible CPUs are unknown.
 		{"CPU and NUMA cells run together", hdr + "GPU0\t X \tNV4\t0-70\nGPU1\tNV4\t X \t0-7\t0\n\nLegend:\n",
 			&topology.ParseError{Source: SourceTopo, Line: 2, Column: 13, Err: topology.ErrSyntax},
-			`nvidia-smi topo -m: line 2, column 14: malformed input: GPU0: CPU Affinity "0-70" beside an empty NUMA Affinity: the two cells ran together (nvidia-smi prints a node or N/A there)`},
+			`nvidia-smi topo -m: line 2, column 14: malformed input: GPU0: CPU Affinity "0-70" beside an empty NUMA Affinity: the cells ran together (nvidia-smi prints a node or N/A there)`},
 		{"GPU columns out of order", "\tGPU1\tGPU0\n",
 			&topology.ParseError{Source: SourceTopo, Line: 1, Column: 1, Err: topology.ErrSyntax},
 			"nvidia-smi topo -m: line 1, column 2: malformed input: column GPU1 where GPU0 was expected"},
@@ -423,7 +423,14 @@ func TestParseTopoRunTogetherAffinityReal(t *testing.T) {
 		t.Fatal("capture changed: GPU1's row not found")
 	}
 	_, err := ParseTopo(strings.NewReader(bad))
-	if !errors.Is(err, topology.ErrSyntax) || !strings.Contains(err.Error(), `line 3`) || !strings.Contains(err.Error(), `GPU1: CPU Affinity "0-310"`) {
+	if !errors.Is(err, topology.ErrSyntax) || !strings.Contains(err.Error(), `line 3`) || !strings.Contains(err.Error(), `GPU1: CPU Affinity "0-310" beside an empty NUMA Affinity`) {
 		t.Errorf("got %v, want a refusal naming GPU1's row (line 3)", err)
+	}
+	// The same without the empty cell nvidia-smi prints before GPU NUMA ID:
+	// N/A moves into NUMA Affinity and GPU NUMA ID is the empty one.
+	bad = strings.Replace(in, "GPU1\tNV18\t X \t0-31\t0\t\tN/A", "GPU1\tNV18\t X \t0-310\tN/A", 1)
+	_, err = ParseTopo(strings.NewReader(bad))
+	if !errors.Is(err, topology.ErrSyntax) || !strings.Contains(err.Error(), `GPU1: CPU Affinity "0-310" beside an empty GPU NUMA ID`) {
+		t.Errorf("got %v, want a refusal naming GPU1 and GPU NUMA ID", err)
 	}
 }
