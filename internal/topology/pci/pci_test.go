@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/amdrun/amdrun/internal/testutil"
 	"github.com/amdrun/amdrun/internal/topology"
@@ -266,6 +267,26 @@ func FuzzBridgePath(f *testing.F) {
 		case topology.LevelPIX, topology.LevelPXB, topology.LevelPHB, topology.LevelNODE, topology.LevelSYS:
 		default:
 			t.Fatalf("level %q", x)
+		}
+	})
+}
+
+// FuzzReadHex: any id file content is a number or an error naming the
+// file, never a panic; what it accepts reads back the same.
+func FuzzReadHex(f *testing.F) {
+	for _, s := range []string{"0x10de\n", "0x030000\n", "0x120000", "10de", "0x", "0xffffffffff", " 0x1002 \n"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		v, err := readHex(fstest.MapFS{"vendor": {Data: []byte(s)}}, "vendor")
+		if err != nil {
+			if !strings.Contains(err.Error(), "vendor") {
+				t.Fatalf("error %q does not name the file", err)
+			}
+			return
+		}
+		if got := fmt.Sprintf("%x", v); !strings.EqualFold(strings.TrimLeft(strings.TrimPrefix(strings.TrimSpace(s), "0x"), "0"), strings.TrimLeft(got, "0")) {
+			t.Fatalf("%q read as %s", s, got)
 		}
 	})
 }
