@@ -33,8 +33,11 @@ type Options struct {
 
 // NewCmdTopo returns `amdrun topo`; runF replaces the run function in tests.
 func NewCmdTopo(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IOStreams, Topology: f.Topology,
-		Names: func(m *topology.Model) { pci.FillNames(m, f.SysfsRoot(), nil) }}
+	opts := &Options{IO: f.IOStreams, Topology: f.Topology}
+	if f.Topo.File == "" && f.Topo.Source != "file" && f.Topo.Source != "example" {
+		// Only a node discovered here has its PCI tree here.
+		opts.Names = func(m *topology.Model) { pci.FillNames(m, f.SysfsRoot(), nil) }
+	}
 	var measured string
 	cmd := &cobra.Command{
 		Use:   "topo",

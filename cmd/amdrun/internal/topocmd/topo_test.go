@@ -300,4 +300,12 @@ func TestTopoNamesFromPCIDatabase(t *testing.T) {
 			t.Errorf("output lacks %s:\n%s", want, out)
 		}
 	}
+	// A saved topology is another node's: this PCI tree does not name it.
+	f.Topo.File = "node.json"
+	var got *topocmd.Options
+	cmd = topocmd.NewCmdTopo(f, func(_ context.Context, o *topocmd.Options) error { got = o; return nil })
+	cmd.SetArgs(nil)
+	if err := cmd.ExecuteContext(context.Background()); err != nil || got.Names != nil {
+		t.Errorf("--topology FILE: err %v, names filled from this node's PCI tree", err)
+	}
 }
