@@ -188,11 +188,10 @@ var errPath = errors.New("not a PCI device path")
 // must be a PCI address and the last must be addr.
 func BridgePath(link, addr string) ([]string, error) {
 	parts := strings.Split(filepath.ToSlash(link), "/")
-	start := -1
+	start := -1 // the last host bridge: a VMD domain nests one under a device
 	for i, p := range parts {
 		if strings.HasPrefix(p, "pci") && validAddress(strings.TrimPrefix(p, "pci")+":00.0") {
 			start = i
-			break
 		}
 	}
 	if start < 0 || len(parts)-start < 2 || parts[len(parts)-1] != addr {

@@ -235,6 +235,11 @@ func TestBridgePath(t *testing.T) {
 	if err != nil || strings.Join(got, "/") != "pci0000:40/0000:40:01.1/0000:41:00.0" {
 		t.Errorf("got %q, %v", got, err)
 	}
+	// Intel VMD nests a PCI domain under a device of another.
+	got, err = BridgePath("../../../devices/pci0000:00/0000:00:0e.0/pci10000:e0/10000:e0:1d.0/10000:e1:00.0", "10000:e1:00.0")
+	if err != nil || strings.Join(got, "/") != "pci10000:e0/10000:e0:1d.0/10000:e1:00.0" {
+		t.Errorf("VMD: got %q, %v", got, err)
+	}
 	for _, bad := range []string{
 		"../../../devices/pci0000:40/0000:40:01.1/0000:41:00.1", // another function
 		"../../../devices/platform/foo/0000:41:00.0",            // no host bridge
