@@ -248,7 +248,8 @@ func matchDevices(m *topology.Model, r *Result, gpus []int, warn topology.Warner
 // the run is some device's name), every GPU the run names must be matched
 // to a device of that name, else the order is not the run's and the
 // error wraps ErrMismatch. Names of different vocabularies ("gfx942" and
-// "AMD Instinct MI300X") are not compared.
+// "AMD Instinct MI300X") are not compared. A run of amdrun's own on this
+// node (Result.Here) is matched without the warning.
 func byOrder(m *topology.Model, r *Result, gpus []int, warn topology.Warner, why string) ([]int, error) {
 	order := runtimeOrder(m)
 	norm := func(s string) string { return strings.ToLower(strings.TrimSpace(s)) }
@@ -266,7 +267,9 @@ func byOrder(m *topology.Model, r *Result, gpus []int, warn topology.Warner, why
 			return nil, fmt.Errorf("%s: %w: %s, and matched by order its GPU %d (%q) would be device %d (%q)", Source, ErrMismatch, why, x, a, order[x], d)
 		}
 	}
-	warn.Warn("%s: %s; its %d GPUs are taken to be the topology's in HIP's device order", Source, why, len(gpus))
+	if !r.Here {
+		warn.Warn("%s: %s; its %d GPUs are taken to be the topology's in HIP's device order", Source, why, len(gpus))
+	}
 	return order, nil
 }
 

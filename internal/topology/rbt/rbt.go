@@ -111,6 +111,10 @@ type Result struct {
 	// TransferBench says the run is TransferBench's p2p tables
 	// (rocm-bandwidth-test 7.x), which also copy between CPUs.
 	TransferBench bool
+	// Here says amdrun ran the tool itself on the node the model was
+	// discovered on (amdrun bench), so matching its GPUs in HIP's order
+	// is no guess worth a warning. Parse leaves it false.
+	Here bool
 }
 
 // GPUs returns the indexes (into Agents) of the GPU agents, in order.
