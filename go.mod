@@ -3,6 +3,7 @@ module github.com/amdrun/amdrun
 go 1.24.0
 
 require (
+	github.com/jaypipes/pcidb v1.1.1
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.9
 	golang.org/x/sys v0.41.0

@@ -348,6 +348,7 @@ func FromRBT(m *topology.Model, out []byte, host string, warn topology.Warner) (
 	if err != nil {
 		return nil, err
 	}
+	res.Here = true // run here, by amdrun: HIP's order is the tool's
 	c, err := res.Copies(m, warn)
 	if err != nil {
 		return nil, err

@@ -16,12 +16,13 @@ import (
 	"github.com/amdrun/amdrun/internal/topology/host"
 	"github.com/amdrun/amdrun/internal/topology/kfd"
 	"github.com/amdrun/amdrun/internal/topology/nvidiasmi"
+	"github.com/amdrun/amdrun/internal/topology/pci"
 	"github.com/amdrun/amdrun/internal/topology/rocmsmi"
 )
 
 // Sources lists the values of --source, in the order auto tries the
 // discovering ones.
-var Sources = []string{"auto", "sysfs", "amd-smi", "rocm-smi", "nvidia-smi", "file", "example"}
+var Sources = []string{"auto", "sysfs", "amd-smi", "rocm-smi", "nvidia-smi", "pci", "file", "example"}
 
 // ErrUnknownSource is a --source value amdrun does not know.
 var ErrUnknownSource = errors.New("unknown source")
@@ -71,8 +72,8 @@ func Example() (*topology.Model, error) {
 }
 
 // Discover returns the node's finished topology from the chosen source.
-// Under "auto" it tries KFD sysfs, amd-smi, rocm-smi and nvidia-smi in
-// turn and takes the first that finds devices; when none does the error
+// Under "auto" it tries KFD sysfs, amd-smi, rocm-smi, nvidia-smi and the
+// PCI tree in turn and takes the first that finds devices; when none does the error
 // wraps ErrNoGPU and says what each source answered.
 func Discover(ctx context.Context, o Options) (*topology.Model, error) {
 	if err := ValidSource(o.Source); err != nil {
@@ -102,7 +103,7 @@ func Discover(ctx context.Context, o Options) (*topology.Model, error) {
 		return Example()
 	case "auto":
 		var tried []string
-		for _, s := range []string{"sysfs", "amd-smi", "rocm-smi", "nvidia-smi"} {
+		for _, s := range []string{"sysfs", "amd-smi", "rocm-smi", "nvidia-smi", "pci"} {
 			m, err := one(ctx, s, o)
 			if err == nil {
 				return m, nil
@@ -134,6 +135,8 @@ func one(ctx context.Context, src string, o Options) (*topology.Model, error) {
 		m, err = rocmsmi.Discover(ctx, o.Run, o.Warn)
 	case "nvidia-smi":
 		m, err = nvidiasmi.Discover(ctx, o.Run, o.Warn)
+	case "pci":
+		m, err = pci.Read(o.SysfsRoot, o.Warn)
 	}
 	if err != nil {
 		return nil, err

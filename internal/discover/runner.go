@@ -1,5 +1,5 @@
 // Package discover finds the node's topology: it picks a source (KFD
-// sysfs, amd-smi, rocm-smi, nvidia-smi, a saved file, the bundled
+// sysfs, amd-smi, rocm-smi, nvidia-smi, the PCI tree, a saved file, the bundled
 // example), runs vendor tools, and attaches the host's NUMA facts.
 //
 // It exists apart from internal/topology so that topology and its parsers

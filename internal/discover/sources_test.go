@@ -2,8 +2,10 @@ package discover
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/amdrun/amdrun/internal/selector"
@@ -11,6 +13,7 @@ import (
 	"github.com/amdrun/amdrun/internal/topology"
 	"github.com/amdrun/amdrun/internal/topology/amdsmi"
 	"github.com/amdrun/amdrun/internal/topology/kfd"
+	"github.com/amdrun/amdrun/internal/topology/pci"
 	"github.com/amdrun/amdrun/internal/topology/rbt"
 	"github.com/amdrun/amdrun/internal/topology/rocmsmi"
 )
@@ -121,5 +124,29 @@ func TestSelectionPrefersP2P(t *testing.T) {
 	m.Link(0, 1).P2P = topology.P2PUnavailable
 	if got := pick(); fmt.Sprint(got) != "[0 2]" {
 		t.Errorf("0-1 without P2P: chose %v, want [0 2]", got)
+	}
+}
+
+// TestAutoFallsBackToPCITree: on a node with no KFD and no vendor tool
+// (every tool is not on PATH) auto finds the GPUs in the PCI tree, with
+// the line saying what PCI cannot see, and --source pci does the same.
+func TestAutoFallsBackToPCITree(t *testing.T) {
+	root := testutil.PCITree(t, "esc8000a-e12")
+	noTool := func(ctx context.Context, name string, args ...string) ([]byte, error) {
+		return nil, fmt.Errorf("%s: %w", name, topology.ErrToolNotFound)
+	}
+	for _, src := range []string{"auto", "pci"} {
+		var warns []string
+		m, err := Discover(context.Background(), Options{Source: src, SysfsRoot: root, Run: noTool,
+			Warn: func(f string, a ...any) { warns = append(warns, fmt.Sprintf(f, a...)) }})
+		if err != nil {
+			t.Fatalf("--source %s: %v", src, err)
+		}
+		if m.Source != pci.Source || m.N() != 4 || m.Link(0, 2).Level != topology.LevelSYS {
+			t.Errorf("--source %s: source %q, %d GPUs, GPU0-GPU2 %s; want pci, 4, SYS", src, m.Source, m.N(), m.Link(0, 2).Level)
+		}
+		if !slices.Contains(warns, pci.FabricNote) {
+			t.Errorf("--source %s: warnings %q lack the fabric note", src, warns)
+		}
 	}
 }

@@ -47,3 +47,38 @@ func AssumedBandwidth(t LinkType, level string, count int, host int64) int64 {
 	}
 	return host
 }
+
+// Hops per PCIe level. No PCIe source gives a hop count; these order the
+// paths from closest to farthest: a single PCIe switch (PIX) is one hop,
+// several switches (PXB) or the host bridge (PHB) two, crossing host
+// bridges within a NUMA node (NODE) three, crossing the SMP interconnect
+// (SYS) four.
+const (
+	HopsPIX  = 1
+	HopsPXB  = 2
+	HopsPHB  = 2
+	HopsNODE = 3
+	HopsSYS  = 4
+)
+
+// PCIeLink is the link between devices a and b whose path is PCIe at
+// level, in nvidia-smi topo -m's words: PIX and PXB are peer to peer
+// through switches, Direct; PHB and NODE go through the host, not Direct;
+// anything else (SYS, "SOC", its pre-2017 name) is LevelSYS. The
+// bandwidth is left to Finish's assumption by level.
+func PCIeLink(a, b int, level string) Link {
+	l := Link{A: a, B: b, Type: LinkPCIe, Level: level}
+	switch level {
+	case LevelPIX:
+		l.Hops, l.Direct = HopsPIX, true
+	case LevelPXB:
+		l.Hops, l.Direct = HopsPXB, true
+	case LevelPHB:
+		l.Hops = HopsPHB
+	case LevelNODE:
+		l.Hops = HopsNODE
+	default:
+		l.Level, l.Hops = LevelSYS, HopsSYS
+	}
+	return l
+}

@@ -1,6 +1,6 @@
 // Package topology holds amdrun's one model of a node: its GPU devices, the
 // link between every pair of them, and the host's NUMA nodes. Sources (KFD
-// sysfs, amd-smi, rocm-smi, nvidia-smi, a saved JSON file) fill a Model;
+// sysfs, amd-smi, rocm-smi, nvidia-smi, the PCI tree, a saved JSON file) fill a Model;
 // the selector and the launcher only ever read one.
 //
 // The package is pure: it never runs a program, reads the environment or
@@ -144,7 +144,7 @@ type NUMANode struct {
 // unordered pair of devices has exactly one Link.
 type Model struct {
 	// Source names what filled the model: "sysfs", "rocm-smi", "amd-smi",
-	// "nvidia-smi", "file", possibly with a detail.
+	// "nvidia-smi", "pci", "file", possibly with a detail.
 	Source        string `json:"source"`
 	SourceVersion string `json:"source_version,omitempty"`
 	Vendor        Vendor `json:"vendor,omitempty"`

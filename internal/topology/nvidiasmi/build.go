@@ -14,19 +14,9 @@ import (
 // Source is the Model.Source of models built here.
 const Source = "nvidia-smi"
 
-// Hops per topo -m cell. nvidia-smi gives no hop count; these order the
-// paths from closest to farthest: an NVLink bond and a single PCIe bridge
-// (PIX) are one hop, several bridges (PXB) or the host bridge (PHB) two,
-// crossing host bridges within a NUMA node (NODE) three, crossing the SMP
-// interconnect (SYS, SOC) four.
-const (
-	HopsNVLink = 1
-	HopsPIX    = 1
-	HopsPXB    = 2
-	HopsPHB    = 2
-	HopsNODE   = 3
-	HopsSYS    = 4
-)
+// HopsNVLink is the hop count of an NVLink bond: one, like a single PCIe
+// bridge (topology.HopsPIX).
+const HopsNVLink = 1
 
 // link turns the topo -m cell of GPUs a and b into a Link. speed is the
 // per-link NVLink speed in MB/s, 0 when unknown (Finish then assumes
@@ -36,24 +26,13 @@ func link(a, b int, cell string, speed int64) (topology.Link, bool) {
 	if !ok {
 		return topology.Link{}, false
 	}
-	l := topology.Link{A: a, B: b, Type: typ, Level: cell}
-	switch {
-	case typ == topology.LinkNVLink:
-		l.Count, l.Hops, l.Direct = count, HopsNVLink, true
-		if speed > 0 {
-			l.MaxBandwidth = int64(count) * speed
-			l.MinBandwidth = l.MaxBandwidth
-		}
-	case cell == topology.LevelPIX:
-		l.Hops, l.Direct = HopsPIX, true
-	case cell == topology.LevelPXB:
-		l.Hops, l.Direct = HopsPXB, true
-	case cell == topology.LevelPHB:
-		l.Hops = HopsPHB
-	case cell == topology.LevelNODE:
-		l.Hops = HopsNODE
-	default: // SYS, and SOC, its pre-2017 name
-		l.Level, l.Hops = topology.LevelSYS, HopsSYS
+	if typ != topology.LinkNVLink {
+		return topology.PCIeLink(a, b, cell), true
+	}
+	l := topology.Link{A: a, B: b, Type: typ, Level: cell, Count: count, Hops: HopsNVLink, Direct: true}
+	if speed > 0 {
+		l.MaxBandwidth = int64(count) * speed
+		l.MinBandwidth = l.MaxBandwidth
 	}
 	return l, true
 }
@@ -74,8 +53,8 @@ func link(a, b int, cell string, speed int64) (topology.Link, bool) {
 // # times the slower of the two GPUs' link speeds from nvlink (left to
 // Finish's assumption when unknown); PIX and PXB are PCIe peer-to-peer
 // through switches, Direct; PHB, NODE and SYS (SOC is read as SYS) are
-// PCIe through the host, not Direct, bandwidth assumed by level. Hops
-// are the Hops* constants; Weight is left 0 (nvidia-smi has none).
+// PCIe through the host, not Direct, bandwidth assumed by level
+// (topology.PCIeLink). Hops are HopsNVLink and topology's Hops*; Weight is left 0 (nvidia-smi has none).
 //
 // Disagreements between the inputs (a GPU missing from gpus, an app on an
 // unknown bus id) go to warn. The error is an *topology.ParseError from

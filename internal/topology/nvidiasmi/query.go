@@ -1,7 +1,6 @@
 package nvidiasmi
 
 import (
-	"fmt"
 	"io"
 	"math"
 	"strconv"
@@ -103,33 +102,6 @@ func readCSV(r io.Reader, source, header string) ([]csvRow, error) {
 	return rows, nil
 }
 
-// NormalizePCI turns an nvidia-smi bus id ("00000000:18:00.0") into the
-// model's form ("0000:18:00.0": lower case, domain of at least 4 hex
-// digits). It reports false when s is not domain:bus:device.function.
-func NormalizePCI(s string) (string, bool) {
-	s = strings.ToLower(strings.TrimSpace(s))
-	dom, rest, ok := strings.Cut(s, ":")
-	if !ok {
-		return "", false
-	}
-	bus, rest, ok := strings.Cut(rest, ":")
-	if !ok {
-		return "", false
-	}
-	dev, fn, ok := strings.Cut(rest, ".")
-	if !ok {
-		return "", false
-	}
-	d, err1 := strconv.ParseUint(dom, 16, 32)
-	b, err2 := strconv.ParseUint(bus, 16, 8)
-	v, err3 := strconv.ParseUint(dev, 16, 8)
-	f, err4 := strconv.ParseUint(fn, 16, 8)
-	if err1 != nil || err2 != nil || err3 != nil || err4 != nil || len(dom) > 8 || len(bus) > 2 || len(dev) > 2 || len(fn) > 1 || v > 0x1f || f > 7 {
-		return "", false
-	}
-	return fmt.Sprintf("%04x:%02x:%02x.%x", d, b, v, f), true
-}
-
 // parseMiB reads a memory value in MiB ("81559", or "81559 MiB" when
 // nounits was left out); unknown values give 0.
 func parseMiB(s string) (int64, bool) {
@@ -183,7 +155,7 @@ func ParseQueryGPU(r io.Reader) ([]GPU, error) {
 		seen[idx] = true
 		g := GPU{Index: idx}
 		if !unknownValue(v[1].S) {
-			pci, ok := NormalizePCI(v[1].S)
+			pci, ok := topology.NormalizePCI(v[1].S)
 			if !ok {
 				return nil, topology.NewParseError(SourceQueryGPU, row.line, v[1].Col, topology.ErrSyntax, "pci.bus_id %q", clip(v[1].S))
 			}
@@ -245,7 +217,7 @@ func ParseComputeApps(r io.Reader) ([]ComputeApp, error) {
 		if len(v) != 3 {
 			return nil, topology.NewParseError(SourceComputeApps, row.line, 0, topology.ErrSyntax, "%d fields, want 3 (%s)", len(v), ComputeAppsFields)
 		}
-		pci, ok := NormalizePCI(v[0].S)
+		pci, ok := topology.NormalizePCI(v[0].S)
 		if !ok {
 			return nil, topology.NewParseError(SourceComputeApps, row.line, v[0].Col, topology.ErrSyntax, "gpu_bus_id %q", clip(v[0].S))
 		}

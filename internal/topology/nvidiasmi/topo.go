@@ -540,38 +540,75 @@ func ParseTopo(r io.Reader) (*Topo, error) {
 			}
 			t.Cells[i][j] = c.S
 		}
-		g := TopoGPU{NUMAAffinity: -1, GPUNUMAID: -1}
-		for k, name := range m.tail {
-			c := m.tails[i][k]
-			switch name {
-			case colCPU:
-				if c.S == "" || c.S == "N/A" {
-					continue
-				}
-				cpus, err := topology.ParseCPUList(c.S)
-				if err != nil {
-					return nil, topology.NewParseError(SourceTopo, line, c.Col, topology.ErrSyntax, "GPU%d CPU Affinity: %v", i, err)
-				}
-				g.CPUAffinity = cpus
-			case colNUMA:
-				nodes, err := numaList(c.S)
-				if err != nil {
-					return nil, topology.NewParseError(SourceTopo, line, c.Col, topology.ErrBadNumber, "GPU%d %s %q", i, name, clip(c.S))
-				}
-				if len(nodes) > 0 {
-					g.NUMAAffinity, g.NUMANodes = nodes[0], nodes
-				}
-			case colGPUNUMA:
-				n, err := numaCell(c.S)
-				if err != nil {
-					return nil, topology.NewParseError(SourceTopo, line, c.Col, topology.ErrBadNumber, "GPU%d %s %q", i, name, clip(c.S))
-				}
-				g.GPUNUMAID = n
-			}
+		g, err := affinity(m, i)
+		if err != nil {
+			return nil, err
 		}
 		t.GPUs[i] = g
 	}
 	return t, nil
+}
+
+// affinity reads row i's affinity cells. A CPU Affinity beside an empty
+// NUMA Affinity or GPU NUMA ID is refused: nvidia-smi prints a node or N/A
+// there, so two cells ran together ("0-31" and "0" read as CPUs "0-310"),
+// and where
+// the host's possible CPUs are unknown (a saved capture, a --sysfs-root
+// without cpu/possible) nothing else would tell (issue 34).
+func affinity(m *matrix, i int) (TopoGPU, error) {
+	line := m.rowLine[i]
+	g := TopoGPU{NUMAAffinity: -1, GPUNUMAID: -1}
+	for k, name := range m.tail {
+		c := m.tails[i][k]
+		switch name {
+		case colCPU:
+			if c.S == "" || c.S == "N/A" {
+				continue
+			}
+			cpus, err := topology.ParseCPUList(c.S)
+			if err != nil {
+				return g, topology.NewParseError(SourceTopo, line, c.Col, topology.ErrSyntax, "GPU%d CPU Affinity: %v", i, err)
+			}
+			g.CPUAffinity = cpus
+		case colNUMA:
+			nodes, err := numaList(c.S)
+			if err != nil {
+				return g, topology.NewParseError(SourceTopo, line, c.Col, topology.ErrBadNumber, "GPU%d %s %q", i, name, clip(c.S))
+			}
+			if len(nodes) > 0 {
+				g.NUMAAffinity, g.NUMANodes = nodes[0], nodes
+			}
+		case colGPUNUMA:
+			n, err := numaCell(c.S)
+			if err != nil {
+				return g, topology.NewParseError(SourceTopo, line, c.Col, topology.ErrBadNumber, "GPU%d %s %q", i, name, clip(c.S))
+			}
+			g.GPUNUMAID = n
+		}
+	}
+	return g, runTogether(m, i)
+}
+
+// runTogether refuses row i when its CPU Affinity is a list and a NUMA
+// column of the header (NUMA Affinity, GPU NUMA ID) is empty in it:
+// nvidia-smi prints a node or N/A in those, so a cell was lost.
+func runTogether(m *matrix, i int) error {
+	var cpu *topology.Field
+	var empty []string
+	for k, name := range m.tail {
+		c := &m.tails[i][k]
+		switch {
+		case name == colCPU:
+			cpu = c
+		case (name == colNUMA || name == colGPUNUMA) && c.S == "":
+			empty = append(empty, name)
+		}
+	}
+	if cpu == nil || len(empty) == 0 || cpu.S == "" || cpu.S == "N/A" {
+		return nil
+	}
+	return topology.NewParseError(SourceTopo, m.rowLine[i], cpu.Col, topology.ErrSyntax,
+		"GPU%d: CPU Affinity %q beside an empty %s: the cells ran together (nvidia-smi prints a node or N/A there)", i, clip(cpu.S), strings.Join(empty, " and "))
 }
 
 // checkTopoCell says whether a topo -m cell is known; self says it is on
@@ -641,49 +678,6 @@ func linkKind(s string) (topology.LinkType, int, bool) {
 		}
 	}
 	return "", 0, false
-}
-
-// P2P is `nvidia-smi topo -p2p <r|w|n|a|p>`: the peer-to-peer status of
-// every GPU pair.
-type P2P struct {
-	// Status[i][j] is the cell of row GPUi, column GPUj: "X" on the
-	// diagonal, else "OK", "CNS" (chipset not supported), "GNS" (GPU not
-	// supported), "TNS" (topology not supported), "NS" (not supported) or
-	// "U" (unknown).
-	Status [][]string
-}
-
-// ParseP2P parses `nvidia-smi topo -p2p r` (or w, n, a, p): the same
-// matrix layout as topo -m, with status cells and the self cell "X", rows
-// possibly indented by a space. Errors are *topology.ParseError with
-// Source SourceP2P, wrapping the sentinels ParseTopo uses; a topo -m
-// matrix gives ErrWrongTool.
-func ParseP2P(r io.Reader) (*P2P, error) {
-	m, err := readMatrix(r, SourceP2P)
-	if err != nil {
-		return nil, err
-	}
-	p := &P2P{Status: make([][]string, m.nGPU)}
-	for i := range m.cells {
-		p.Status[i] = make([]string, m.nGPU)
-		for j, c := range m.cells[i] {
-			var bad error
-			switch {
-			case i == j && c.S != "X":
-				bad = fmt.Errorf("%w: diagonal cell is not X", topology.ErrSyntax)
-			case i != j && !p2pStatus[c.S]:
-				bad = topology.ErrUnknownLinkType
-				if _, _, ok := linkKind(c.S); ok {
-					bad = fmt.Errorf("%w: this is `nvidia-smi topo -m` output, not `topo -p2p`", topology.ErrWrongTool)
-				}
-			}
-			if bad != nil {
-				return nil, topology.NewParseError(SourceP2P, m.rowLine[i], c.Col, bad, "GPU%d/GPU%d cell %q", i, j, clip(c.S))
-			}
-			p.Status[i][j] = c.S
-		}
-	}
-	return p, nil
 }
 
 // clip shortens s for an error message.

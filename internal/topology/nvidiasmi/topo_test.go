@@ -303,6 +303,12 @@ func TestParseTopoErrors(t *testing.T) {
 		{"too many affinity cells", hdr + "GPU0\t X \tNV4\t0-7\t0\t1\t2\nGPU1\tNV4\t X \t0-7\t0\n",
 			&topology.ParseError{Source: SourceTopo, Line: 2, Column: 13, Err: topology.ErrSyntax},
 			`nvidia-smi topo -m: line 2, column 14: malformed input: row GPU0: 4 cells after the device columns, the header has 2`},
+		// Issue 34: CPU Affinity "0-7" and NUMA Affinity "0" run together
+		// read as CPUs 0-70 with NUMA unknown, silent where the host's
+		// possible CPUs are unknown.
+		{"CPU and NUMA cells run together", hdr + "GPU0\t X \tNV4\t0-70\nGPU1\tNV4\t X \t0-7\t0\n\nLegend:\n",
+			&topology.ParseError{Source: SourceTopo, Line: 2, Column: 13, Err: topology.ErrSyntax},
+			`nvidia-smi topo -m: line 2, column 14: malformed input: GPU0: CPU Affinity "0-70" beside an empty NUMA Affinity: the cells ran together (nvidia-smi prints a node or N/A there)`},
 		{"GPU columns out of order", "\tGPU1\tGPU0\n",
 			&topology.ParseError{Source: SourceTopo, Line: 1, Column: 1, Err: topology.ErrSyntax},
 			"nvidia-smi topo -m: line 1, column 2: malformed input: column GPU1 where GPU0 was expected"},
@@ -401,4 +407,30 @@ func TestParseP2P(t *testing.T) {
 	_, err = ParseP2P(bytes.NewReader(public(t, "nvidia-smi-topo-m-2gpu-nv2-ml-engineering.txt")))
 	checkParseError(t, nil, err, &topology.ParseError{Source: SourceP2P, Line: 2, Column: 16, Err: topology.ErrWrongTool},
 		"nvidia-smi topo -p2p: line 2, column 17: not this tool's output: this is `nvidia-smi topo -m` output, not `topo -p2p`: GPU0/GPU1 cell \"NV2\"")
+}
+
+// TestParseTopoRunTogetherAffinityReal: the real 2 x H200 capture with
+// GPU1's CPU Affinity "0-31" and NUMA Affinity "0" run together
+// ("0-310\t\tN/A", the separator lost) is refused naming the row, where
+// it was read as CPUs 0-310 on an unknown NUMA node (issue 34).
+func TestParseTopoRunTogetherAffinityReal(t *testing.T) {
+	in := string(testutil.ReadFile(t, testutil.Testdata(t, "nvidia-smi", "h200x2-real.topo-m.txt")))
+	if _, err := ParseTopo(strings.NewReader(in)); err != nil {
+		t.Fatalf("the capture itself: %v", err)
+	}
+	bad := strings.Replace(in, "GPU1\tNV18\t X \t0-31\t0\t\tN/A", "GPU1\tNV18\t X \t0-310\t\tN/A", 1)
+	if bad == in {
+		t.Fatal("capture changed: GPU1's row not found")
+	}
+	_, err := ParseTopo(strings.NewReader(bad))
+	if !errors.Is(err, topology.ErrSyntax) || !strings.Contains(err.Error(), `line 3`) || !strings.Contains(err.Error(), `GPU1: CPU Affinity "0-310" beside an empty NUMA Affinity`) {
+		t.Errorf("got %v, want a refusal naming GPU1's row (line 3)", err)
+	}
+	// The same without the empty cell nvidia-smi prints before GPU NUMA ID:
+	// N/A moves into NUMA Affinity and GPU NUMA ID is the empty one.
+	bad = strings.Replace(in, "GPU1\tNV18\t X \t0-31\t0\t\tN/A", "GPU1\tNV18\t X \t0-310\tN/A", 1)
+	_, err = ParseTopo(strings.NewReader(bad))
+	if !errors.Is(err, topology.ErrSyntax) || !strings.Contains(err.Error(), `GPU1: CPU Affinity "0-310" beside an empty GPU NUMA ID`) {
+		t.Errorf("got %v, want a refusal naming GPU1 and GPU NUMA ID", err)
+	}
 }

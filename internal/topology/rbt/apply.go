@@ -33,11 +33,12 @@ var ErrMismatch = errors.New("GPUs do not match the topology")
 // their theoretical value, also with one warning.
 //
 // GPU agents are matched to devices by PCI bus, device and function when
-// every agent and every device has an address, else the k-th GPU agent
-// (HIP's k-th device) to the device whose RuntimeIndex is k when the
-// runtime indices are 0..N-1, else by order. Apply returns an error
-// wrapping ErrMismatch when the counts differ or an address is not in
-// the model, ErrNoPeerFigures when r says nothing about any GPU pair,
+// every agent and every device has an address, else, with one warning
+// saying so, the k-th GPU agent (HIP's k-th device) to the device whose
+// RuntimeIndex is k when the runtime indices are 0..N-1, else by order,
+// checked against the GPU names the run prints (byOrder). Apply returns
+// an error wrapping ErrMismatch when the counts differ, an address is
+// not in the model or the names contradict the order, ErrNoPeerFigures when r says nothing about any GPU pair,
 // and the model's Validate error should the result be invalid. m is not
 // changed when an error is returned.
 func Apply(m *topology.Model, r *Result, warn topology.Warner) error {
@@ -200,29 +201,25 @@ func (c *Copies) pair(a, b int) (lo, hi int64, ok bool) {
 func mbps(gbs float64) int64 { return int64(math.Round(gbs * 1000)) }
 
 // matchDevices returns, for each GPU agent in order, the model device it
-// measured.
+// measured: by bus address when both sides have them all, else by order
+// (byOrder).
 func matchDevices(m *topology.Model, r *Result, gpus []int, warn topology.Warner) ([]int, error) {
-	order := runtimeOrder(m)
-	byAddr := map[[3]uint64]int{}
+	byAddr := map[string]int{}
 	for i, d := range m.Devices {
-		if d.PCIAddress == "" {
-			return order, nil
-		}
 		k, ok := parsePCI(d.PCIAddress)
 		if !ok {
-			return order, nil
+			return byOrder(m, r, gpus, warn, "the topology's devices have no PCI address")
 		}
 		if _, dup := byAddr[k]; dup {
-			warn.Warn("%s: devices share PCI address %s; matching GPUs by order", Source, d.PCIAddress)
-			return order, nil
+			return byOrder(m, r, gpus, warn, "devices share PCI address "+d.PCIAddress)
 		}
 		byAddr[k] = i
 	}
-	keys := make([][3]uint64, len(gpus))
+	keys := make([]string, len(gpus))
 	for x, g := range gpus {
 		k, ok := parsePCI(r.Agents[g].PCI)
 		if !ok {
-			return order, nil
+			return byOrder(m, r, gpus, warn, "its device lines carry no bus address")
 		}
 		keys[x] = k
 	}
@@ -242,6 +239,38 @@ func matchDevices(m *topology.Model, r *Result, gpus []int, warn topology.Warner
 		return nil, fmt.Errorf("%s: %w: GPU bus %s not in the topology", Source, ErrMismatch, strings.Join(missing, ", "))
 	}
 	return out, nil
+}
+
+// byOrder matches the k-th GPU agent to the k-th device in HIP's order
+// (runtimeOrder), saying so in one line with why, after checking it
+// against what the run does tell besides the count: the GPU names. Where
+// the run's names and the model's are of one vocabulary (some GPU name of
+// the run is some device's name), every GPU the run names must be matched
+// to a device of that name, else the order is not the run's and the
+// error wraps ErrMismatch. Names of different vocabularies ("gfx942" and
+// "AMD Instinct MI300X") are not compared. A run of amdrun's own on this
+// node (Result.Here) is matched without the warning.
+func byOrder(m *topology.Model, r *Result, gpus []int, warn topology.Warner, why string) ([]int, error) {
+	order := runtimeOrder(m)
+	norm := func(s string) string { return strings.ToLower(strings.TrimSpace(s)) }
+	devNames := map[string]bool{}
+	for _, d := range m.Devices {
+		devNames[norm(d.Name)] = true
+	}
+	shared := false
+	for _, g := range gpus {
+		shared = shared || (norm(r.Agents[g].Name) != "" && devNames[norm(r.Agents[g].Name)])
+	}
+	for x, g := range gpus {
+		a, d := r.Agents[g].Name, m.Devices[order[x]].Name
+		if shared && norm(a) != "" && norm(a) != norm(d) {
+			return nil, fmt.Errorf("%s: %w: %s, and matched by order its GPU %d (%q) would be device %d (%q)", Source, ErrMismatch, why, x, a, order[x], d)
+		}
+	}
+	if !r.Here {
+		warn.Warn("%s: %s; its %d GPUs are taken to be the topology's in HIP's device order", Source, why, len(gpus))
+	}
+	return order, nil
 }
 
 // runtimeOrder maps the k-th GPU agent to the device HIP numbers k (the

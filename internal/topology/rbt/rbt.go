@@ -24,8 +24,9 @@
 package rbt
 
 import (
-	"strconv"
 	"strings"
+
+	"github.com/amdrun/amdrun/internal/topology"
 )
 
 // Source is the ParseError source of this package.
@@ -110,6 +111,10 @@ type Result struct {
 	// TransferBench says the run is TransferBench's p2p tables
 	// (rocm-bandwidth-test 7.x), which also copy between CPUs.
 	TransferBench bool
+	// Here says amdrun ran the tool itself on the node the model was
+	// discovered on (amdrun bench), so matching its GPUs in HIP's order
+	// is no guess worth a warning. Parse leaves it false.
+	Here bool
 }
 
 // GPUs returns the indexes (into Agents) of the GPU agents, in order.
@@ -129,29 +134,13 @@ func isPCI(s string) bool {
 	return ok
 }
 
-// parsePCI returns bus, device and function of "bb:d.f" or "dddd:bb:dd.f".
-func parsePCI(s string) ([3]uint64, bool) {
-	parts := strings.Split(s, ":")
-	if len(parts) == 3 {
-		parts = parts[1:]
+// parsePCI returns "bb:dd.f" of "bb:d.f" or "dddd:bb:dd.f" (the domain
+// left out: the tool prints none).
+func parsePCI(s string) (string, bool) {
+	if strings.Count(s, ":") == 1 {
+		s = "0:" + s
 	}
-	if len(parts) != 2 {
-		return [3]uint64{}, false
-	}
-	dev, fn, ok := strings.Cut(parts[1], ".")
-	if !ok {
-		return [3]uint64{}, false
-	}
-	var out [3]uint64
-	for i, p := range []string{parts[0], dev, fn} {
-		if p == "" || len(p) > 4 {
-			return [3]uint64{}, false
-		}
-		v, err := strconv.ParseUint(p, 16, 16)
-		if err != nil {
-			return [3]uint64{}, false
-		}
-		out[i] = v
-	}
-	return out, true
+	n, ok := topology.NormalizePCI(s)
+	_, bdf, _ := strings.Cut(n, ":")
+	return bdf, ok
 }

@@ -224,3 +224,39 @@ func TestInconsistent(t *testing.T) {
 		})
 	}
 }
+
+// TestApplyWithoutBusSaysSo: a run whose device lines carry no bus (the
+// 1.x layout) is matched by HIP's order with one line saying so, where it
+// was silent (issue 34); the names it prints are checked against the
+// model's when the two share a vocabulary: agreeing names are accepted,
+// a GPU matched to a device of another name refuses the run.
+func TestApplyWithoutBusSaysSo(t *testing.T) {
+	in := public(t, "rocm-bandwidth-test-v1.0.0-2x-rx480-no-p2p.txt")
+	var warns []string
+	m := pcieModel(t, "0000:03:00.0", "0000:04:00.0")
+	if err := Apply(m, parse(t, in), collect(&warns)); err != nil {
+		t.Fatal(err)
+	}
+	want := "rocm_bandwidth_test: its device lines carry no bus address; its 2 GPUs are taken to be the topology's in HIP's device order"
+	if len(warns) == 0 || warns[0] != want {
+		t.Errorf("warnings %q, want first %q", warns, want)
+	}
+
+	named := func(names ...string) *topology.Model {
+		m := pcieModel(t, "0000:03:00.0", "0000:04:00.0")
+		for i, n := range names {
+			m.Devices[i].Name = n
+		}
+		return m
+	}
+	if err := Apply(named("Device 67df", "Device 67df"), parse(t, in), nil); err != nil {
+		t.Errorf("names agree: %v", err)
+	}
+	if err := Apply(named("gfx803", "gfx803"), parse(t, in), nil); err != nil {
+		t.Errorf("names of another vocabulary are not compared: %v", err)
+	}
+	err := Apply(named("Device 67df", "Device 6fdf"), parse(t, in), nil)
+	if !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), `its GPU 1 ("Device 67df") would be device 1 ("Device 6fdf")`) {
+		t.Errorf("names disagree: %v, want ErrMismatch naming GPU 1", err)
+	}
+}

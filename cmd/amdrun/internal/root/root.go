@@ -43,7 +43,7 @@ func sourceWords() []cmdutil.Word {
 	for i, s := range discover.Sources {
 		out[i].Name = s
 		if s == "auto" {
-			out[i].Help = "KFD sysfs, then amd-smi, rocm-smi, nvidia-smi"
+			out[i].Help = "KFD sysfs, then amd-smi, rocm-smi, nvidia-smi, the PCI tree"
 		}
 	}
 	return out

@@ -12,6 +12,7 @@ import (
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
 	"github.com/amdrun/amdrun/internal/topology"
+	"github.com/amdrun/amdrun/internal/topology/pci"
 	"github.com/amdrun/amdrun/internal/topology/rbt"
 	"github.com/spf13/cobra"
 )
@@ -23,6 +24,9 @@ type Options struct {
 	// Measured, when set, is a rocm_bandwidth_test output file whose
 	// figures replace the theoretical bandwidths.
 	Measured func(*topology.Model) error
+	// Names, when set, gives devices the source left nameless a product
+	// name (the PCI ID database's, by the ids in the PCI tree).
+	Names func(*topology.Model)
 
 	JSON bool
 }
@@ -30,6 +34,10 @@ type Options struct {
 // NewCmdTopo returns `amdrun topo`; runF replaces the run function in tests.
 func NewCmdTopo(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IOStreams, Topology: f.Topology}
+	if f.Topo.File == "" && f.Topo.Source != "file" && f.Topo.Source != "example" {
+		// Only a node discovered here has its PCI tree here.
+		opts.Names = func(m *topology.Model) { pci.FillNames(m, f.SysfsRoot(), nil) }
+	}
 	var measured string
 	cmd := &cobra.Command{
 		Use:   "topo",
@@ -72,6 +80,9 @@ func Run(ctx context.Context, opts *Options) error {
 		if err := opts.Measured(m); err != nil {
 			return err
 		}
+	}
+	if opts.Names != nil {
+		opts.Names(m)
 	}
 	if opts.JSON {
 		return topology.WriteJSON(opts.IO.Out, m)

@@ -12,6 +12,7 @@ import (
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/topocmd"
 	"github.com/amdrun/amdrun/internal/discover"
+	"github.com/amdrun/amdrun/internal/testutil"
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
@@ -269,5 +270,42 @@ func TestRunTablePackages(t *testing.T) {
 	}
 	if strings.Contains(s, "GPU62  ") && strings.Contains(s, "GPU61\t") {
 		t.Errorf("a 63 x 63 matrix was printed")
+	}
+}
+
+// TestTopoNamesFromPCIDatabase: a device its source left nameless is
+// shown with the PCI ID database's product name for the ids in its PCI
+// tree (read under --sysfs-root); a name the source gave is kept.
+func TestTopoNamesFromPCIDatabase(t *testing.T) {
+	t.Setenv("PCIDB_PATH", testutil.Testdata(t, "pci", "pci.ids"))
+	m := &topology.Model{Source: "test", Devices: []topology.Device{
+		{Index: 0, RuntimeIndex: 0, PCIAddress: "0000:c1:00.0", NUMANode: -1},
+		{Index: 1, RuntimeIndex: 1, PCIAddress: "0000:c2:00.0", NUMANode: -1, Name: "NVIDIA RTX 6000 Ada Generation"},
+	}}
+	if err := m.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	ios, _, out, _ := cmdtest.Streams()
+	f := &cmdutil.Factory{IOStreams: ios, Env: func() []string { return nil },
+		Discover: func(context.Context, discover.Options) (*topology.Model, error) { return m, nil }}
+	f.Topo.SysfsRoot = testutil.PCITree(t, "wrx90")
+	cmd := topocmd.NewCmdTopo(f, nil)
+	cmd.SetArgs([]string{"--json"})
+	cmd.SetOut(ios.Out)
+	if err := cmd.ExecuteContext(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"name": "AD102GL [RTX 6000 Ada Generation]"`, `"name": "NVIDIA RTX 6000 Ada Generation"`} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %s:\n%s", want, out)
+		}
+	}
+	// A saved topology is another node's: this PCI tree does not name it.
+	f.Topo.File = "node.json"
+	var got *topocmd.Options
+	cmd = topocmd.NewCmdTopo(f, func(_ context.Context, o *topocmd.Options) error { got = o; return nil })
+	cmd.SetArgs(nil)
+	if err := cmd.ExecuteContext(context.Background()); err != nil || got.Names != nil {
+		t.Errorf("--topology FILE: err %v, names filled from this node's PCI tree", err)
 	}
 }

@@ -1,0 +1,84 @@
+package pci
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/amdrun/amdrun/internal/topology"
+	"github.com/jaypipes/pcidb"
+)
+
+// Names looks up product names in the PCI ID database (pci.ids, as
+// ghw's pcidb finds it: PCIDB_PATH, else the host's hwdata or misc
+// directory; never over the network). A nil or zero *Names gives the
+// numeric ids.
+type Names struct {
+	db *pcidb.PCIDB
+}
+
+// LoadNames reads the host's PCI ID database; nil when there is none
+// (a container without hwdata), and names are then the numeric ids.
+func LoadNames() *Names {
+	db, err := pcidb.New(noNetwork())
+	if err != nil {
+		return nil
+	}
+	return &Names{db: db}
+}
+
+// noNetwork keeps pcidb off the network even where the environment
+// (PCIDB_ENABLE_NETWORK_FETCH) allows it: discovery never downloads.
+func noNetwork() *pcidb.WithOption {
+	off := false
+	return &pcidb.WithOption{EnableNetworkFetch: &off}
+}
+
+// NamesFromFile reads a pci.ids file.
+func NamesFromFile(path string) (*Names, error) {
+	db, err := pcidb.New(pcidb.WithPath(path), noNetwork())
+	if err != nil {
+		return nil, fmt.Errorf("pci: %s: %w", path, err)
+	}
+	return &Names{db: db}, nil
+}
+
+// Product is the database's name of the product, "GH100 [H200 SXM
+// 141GB]", or the numeric ids "10de:2335" when the database does not
+// know it.
+func (n *Names) Product(vendor, device uint16) string {
+	id := fmt.Sprintf("%04x%04x", vendor, device)
+	if n != nil && n.db != nil {
+		if p := n.db.Products[id]; p != nil && p.Name != "" {
+			return p.Name
+		}
+	}
+	return id[:4] + ":" + id[4:]
+}
+
+// FillNames gives every device of m that has no name but a PCI address
+// its product name: names' (Product) for the vendor and device ids of
+// sys/bus/pci/devices/ADDR under root. Devices whose ids cannot be read
+// keep no name. names is loaded (LoadNames) on first need when nil.
+func FillNames(m *topology.Model, root string, names *Names) {
+	fsys := os.DirFS(root)
+	loaded := names != nil
+	for i := range m.Devices {
+		d := &m.Devices[i]
+		if d.Name != "" || !validAddress(d.PCIAddress) {
+			continue
+		}
+		p := devicesDir + "/" + d.PCIAddress
+		vendor, err := readHex(fsys, p+"/vendor")
+		if err != nil {
+			continue
+		}
+		device, err := readHex(fsys, p+"/device")
+		if err != nil {
+			continue
+		}
+		if !loaded {
+			names, loaded = LoadNames(), true
+		}
+		d.Name = names.Product(uint16(vendor), uint16(device))
+	}
+}

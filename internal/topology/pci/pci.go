@@ -1,0 +1,262 @@
+// Package pci finds GPUs in the PCI tree of sysfs (sys/bus/pci/devices)
+// when no vendor tool and no KFD is there: the display (class 0x03) and
+// processing-accelerator (0x12) functions of NVIDIA (0x10de) and AMD
+// (0x1002), their NUMA node, PCI address and product name, and the PCIe
+// distance between every pair from the tree of bridges, in the classes
+// nvidia-smi topo -m prints. NVLink and XGMI are invisible from PCI.
+//
+// The tree is read here rather than through ghw's pci package, which
+// drops every device when one function lacks a modalias file and cannot
+// list devices without the PCI ID database; names come from that
+// database (pcidb) where they are shown (FillNames).
+package pci
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/amdrun/amdrun/internal/topology"
+	"github.com/amdrun/amdrun/internal/topology/host"
+)
+
+// Source is the Model.Source of models built here.
+const Source = "pci"
+
+// FabricNote is the line Read warns with when it finds GPUs: what a PCI
+// model cannot know.
+const FabricNote = "pci: NVLink and XGMI links are invisible from the PCI tree; GPU pairs are placed by their PCIe distance only"
+
+// devicesDir is where sysfs lists every PCI function, relative to the root.
+const devicesDir = "sys/bus/pci/devices"
+
+// Known GPU vendors and classes.
+const (
+	vendorAMD        = 0x1002
+	vendorNVIDIA     = 0x10de
+	classDisplay     = 0x03
+	classAccelerator = 0x12
+)
+
+// gpu is one GPU function found in the tree.
+type gpu struct {
+	addr   string
+	vendor uint32
+	numa   int
+	cpus   []int
+	// path runs from the host bridge ("pci0000:40") down to the device
+	// itself (BridgePath).
+	path []string
+}
+
+// Read finds the GPUs under root (the directory sysfs is read under, "/"
+// on a live node) and returns a finished model, devices in PCI address
+// order, the order CUDA (CUDA_DEVICE_ORDER=PCI_BUS_ID) and HIP number
+// them. Devices have no name: parsing the PCI ID database costs 60-70 ms
+// of CPU, which a launch need not pay; FillNames gives them theirs where
+// they are shown (amdrun topo). A GPU-vendor function whose files cannot
+// be read is left out with a warning naming it; the error wraps
+// topology.ErrNoDevices when no GPU is found.
+func Read(root string, warn topology.Warner) (*topology.Model, error) {
+	dir := filepath.Join(root, filepath.FromSlash(devicesDir))
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("pci: %w", err)
+	}
+	fsys := os.DirFS(root)
+	var gpus []gpu
+	for _, e := range entries {
+		g, ok, err := readGPU(fsys, dir, e.Name(), warn)
+		if err != nil {
+			warn.Warn("pci: %s left out: %v", e.Name(), err)
+			continue
+		}
+		if ok {
+			gpus = append(gpus, g)
+		}
+	}
+	if len(gpus) == 0 {
+		return nil, topology.NewParseError(Source+" "+devicesDir, 0, 0, topology.ErrNoDevices, "")
+	}
+	sort.Slice(gpus, func(i, j int) bool { return gpus[i].addr < gpus[j].addr })
+	m := build(oneVendor(gpus, warn))
+	if err := m.Finish(); err != nil {
+		return nil, topology.NewParseError(Source, 0, 0, err, "")
+	}
+	warn.Warn("%s", FabricNote)
+	return m, nil
+}
+
+// oneVendor keeps the GPUs of one vendor, the one with more of them
+// (NVIDIA on a tie), with a warning when it leaves others out: CUDA and
+// HIP each number only their own vendor's devices, so a model of both
+// would give one of them wrong runtime indices (an AMD integrated GPU
+// beside NVIDIA cards).
+func oneVendor(gpus []gpu, warn topology.Warner) []gpu {
+	var nv, amd []gpu
+	for _, g := range gpus {
+		if g.vendor == vendorAMD {
+			amd = append(amd, g)
+		} else {
+			nv = append(nv, g)
+		}
+	}
+	if len(nv) == 0 || len(amd) == 0 {
+		return gpus
+	}
+	keep, kept, left, other := nv, "NVIDIA", amd, "AMD"
+	if len(amd) > len(nv) {
+		keep, kept, left, other = amd, "AMD", nv, "NVIDIA"
+	}
+	addrs := make([]string, len(left))
+	for i, g := range left {
+		addrs[i] = g.addr
+	}
+	warn.Warn("pci: %d %s and %d %s GPUs found; using the %s ones, leaving out %s (CUDA and HIP each number only their own vendor's devices)",
+		len(keep), kept, len(left), other, kept, strings.Join(addrs, ", "))
+	return keep
+}
+
+// build makes the unfinished model of gpus, all of one vendor.
+func build(gpus []gpu) *topology.Model {
+	m := &topology.Model{Source: Source, Bandwidth: "theoretical", Vendor: topology.VendorNVIDIA}
+	if gpus[0].vendor == vendorAMD {
+		m.Vendor = topology.VendorAMD
+	}
+	for i, g := range gpus {
+		m.Devices = append(m.Devices, topology.Device{
+			Index: i, RuntimeIndex: i, Vendor: m.Vendor,
+			PCIAddress: g.addr, NUMANode: g.numa, CPUs: g.cpus,
+		})
+		for j := range i {
+			m.Links = append(m.Links, topology.PCIeLink(j, i, Level(gpus[j].path, gpus[i].path, gpus[j].numa, gpus[i].numa)))
+		}
+	}
+	return m
+}
+
+// readGPU reads the function name under dir; ok is false for a function
+// that is not a GPU of a known vendor.
+func readGPU(fsys fs.FS, dir, name string, warn topology.Warner) (g gpu, ok bool, err error) {
+	if !validAddress(name) {
+		return gpu{}, false, nil
+	}
+	p := path.Join(devicesDir, name)
+	// The vendor first: a function of another vendor is never a worry.
+	vendor, err := readHex(fsys, p+"/vendor")
+	if err != nil || (vendor != vendorAMD && vendor != vendorNVIDIA) {
+		return gpu{}, false, err
+	}
+	class, err := readHex(fsys, p+"/class")
+	if err != nil {
+		return gpu{}, false, err
+	}
+	if c := class >> 16; c != classDisplay && c != classAccelerator {
+		return gpu{}, false, nil
+	}
+	g = gpu{addr: name, vendor: vendor, numa: -1}
+	n, cpus, err := host.DeviceNUMA(fsys, name)
+	switch {
+	case err == nil:
+		g.numa, g.cpus = n, cpus
+	case !errors.Is(err, fs.ErrNotExist): // a kernel without NUMA has no numa_node
+		warn.Warn("pci: %s: NUMA node unknown: %v", name, err)
+	}
+	link, err := os.Readlink(filepath.Join(dir, name))
+	if err != nil {
+		return gpu{}, false, err
+	}
+	if g.path, err = BridgePath(link, name); err != nil {
+		return gpu{}, false, err
+	}
+	return g, true, nil
+}
+
+// errPath is a sysfs link that does not lead through a host bridge.
+var errPath = errors.New("not a PCI device path")
+
+// BridgePath turns the target of a sys/bus/pci/devices link
+// ("../../../devices/pci0000:40/0000:40:01.1/0000:41:00.0") into the
+// path from the host bridge down to the device: ["pci0000:40",
+// "0000:40:01.1", "0000:41:00.0"]. Every element below the host bridge
+// must be a PCI address and the last must be addr.
+func BridgePath(link, addr string) ([]string, error) {
+	parts := strings.Split(filepath.ToSlash(link), "/")
+	start := -1 // the last host bridge: a VMD domain nests one under a device
+	for i, p := range parts {
+		if strings.HasPrefix(p, "pci") && validAddress(strings.TrimPrefix(p, "pci")+":00.0") {
+			start = i
+		}
+	}
+	if start < 0 || len(parts)-start < 2 || parts[len(parts)-1] != addr {
+		return nil, fmt.Errorf("%w: %q", errPath, link)
+	}
+	out := parts[start:]
+	for _, p := range out[1:] {
+		if !validAddress(p) {
+			return nil, fmt.Errorf("%w: %q", errPath, link)
+		}
+	}
+	return out, nil
+}
+
+// Level is the nvidia-smi topo -m class of the PCIe path between two
+// devices with host-bridge paths a and b (BridgePath) and NUMA nodes na
+// and nb: under different host bridges NODE when the NUMA nodes are the
+// same, else SYS; meeting at the host bridge PHB; meeting at a bridge
+// below it PIX when the path crosses one switch, PXB when it crosses
+// more. A switch is an upstream port with its downstream ports, so below
+// the meeting bridge every second bridge on a side is one more switch.
+// A nil path is SYS.
+func Level(a, b []string, na, nb int) string {
+	if len(a) < 2 || len(b) < 2 {
+		return topology.LevelSYS
+	}
+	if a[0] != b[0] {
+		if na == nb {
+			return topology.LevelNODE
+		}
+		return topology.LevelSYS
+	}
+	k := 1
+	for k < len(a)-1 && k < len(b)-1 && a[k] == b[k] {
+		k++
+	}
+	if k == 1 {
+		return topology.LevelPHB
+	}
+	// a[k:len(a)-1] are the bridges on a's side below the meeting bridge
+	// a[k-1]; the first is a downstream port of the meeting switch.
+	switches := 1 + max(0, len(a)-2-k)/2 + max(0, len(b)-2-k)/2
+	if switches == 1 {
+		return topology.LevelPIX
+	}
+	return topology.LevelPXB
+}
+
+// validAddress reports whether s is a PCI address in sysfs's form,
+// "dddd:bb:dd.f" in lower-case hex (the domain may be longer).
+func validAddress(s string) bool {
+	n, ok := topology.NormalizePCI(s)
+	return ok && n == s
+}
+
+// readHex reads a sysfs id file ("0x10de\n").
+func readHex(fsys fs.FS, name string) (uint32, error) {
+	b, err := fs.ReadFile(fsys, name)
+	if err != nil {
+		return 0, err
+	}
+	s := strings.TrimSpace(string(b))
+	v, err := strconv.ParseUint(strings.TrimPrefix(s, "0x"), 16, 32)
+	if err != nil || !strings.HasPrefix(s, "0x") {
+		return 0, topology.NewParseError(Source+" "+name, 1, 0, topology.ErrBadNumber, "%q", s)
+	}
+	return uint32(v), nil
+}

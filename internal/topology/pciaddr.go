@@ -1,0 +1,37 @@
+package topology
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// NormalizePCI turns a PCI address as tools print it (nvidia-smi's
+// "00000000:18:00.0", amd-smi's "0000:0C:00.0", sysfs's "0000:18:00.0")
+// into the model's form ("0000:18:00.0": lower case, domain of at least 4
+// hex digits). It reports false when s is not domain:bus:device.function
+// with a bus of at most 2, a device of at most 2 (up to 1f) and a function
+// of 1 (up to 7) hex digits.
+func NormalizePCI(s string) (string, bool) {
+	s = strings.ToLower(strings.TrimSpace(s))
+	dom, rest, ok := strings.Cut(s, ":")
+	if !ok {
+		return "", false
+	}
+	bus, rest, ok := strings.Cut(rest, ":")
+	if !ok {
+		return "", false
+	}
+	dev, fn, ok := strings.Cut(rest, ".")
+	if !ok {
+		return "", false
+	}
+	d, err1 := strconv.ParseUint(dom, 16, 32)
+	b, err2 := strconv.ParseUint(bus, 16, 8)
+	v, err3 := strconv.ParseUint(dev, 16, 8)
+	f, err4 := strconv.ParseUint(fn, 16, 8)
+	if err1 != nil || err2 != nil || err3 != nil || err4 != nil || len(dom) > 8 || len(bus) > 2 || len(dev) > 2 || len(fn) > 1 || v > 0x1f || f > 7 {
+		return "", false
+	}
+	return fmt.Sprintf("%04x:%02x:%02x.%x", d, b, v, f), true
+}
