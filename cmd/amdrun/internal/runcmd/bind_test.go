@@ -3,6 +3,8 @@ package runcmd_test
 import (
 	"encoding/json"
 	"fmt"
+	"io/fs"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -144,4 +146,60 @@ func bindWarnings(all []string) []string {
 		}
 	}
 	return out
+}
+
+// TestDryRunBindingWithoutCaches: on a host that lists no caches (a VM
+// without cpu*/cache, issue 31: the epyc-2p tree without its cache
+// directories), --bind socket still binds to sockets, which need only
+// physical_package_id, quietly; core-complex binds to the NUMA nodes,
+// with one line saying why.
+func TestDryRunBindingWithoutCaches(t *testing.T) {
+	src := testutil.Testdata(t, "host", "epyc-2p")
+	files := map[string]string{}
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || strings.Contains(p, "/cache/") {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		files[rel] = string(testutil.ReadFile(t, p))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := testutil.FakeRoot(t, files)
+	nodes, err := host.NUMANodes(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x4 := func(a, b string) []string { return []string{a, a, a, a, b, b, b, b} }
+	for _, tt := range []struct {
+		bind, warn string
+		cpus       []string
+	}{
+		{"socket", "", x4("0-15", "16-31")},
+		{"core-complex", "bind core-complex: ranks are bound to their NUMA nodes: NUMA node 0 under " + root +
+			": no level-3 cache listed for CPU(s) 0-7 (node/nodeN/cpuM/cache)", x4("0-7", "16-23")},
+	} {
+		f, out, errOut := exampleFactory(t, func(m *topology.Model) {
+			for i := range m.Devices {
+				m.Devices[i].NUMANode = i / 4 * 2
+			}
+			m.SetNUMANodes(nodes)
+		})
+		f.HostNUMA = func() ([]topology.NUMANode, error) { return nodes, nil }
+		f.HostCPUGroups = func(n []topology.NUMANode) (*topology.CPUGroups, error) { return host.CPUGroups(root, n) }
+		f.OwnCPUs = func() []int { return nil }
+		var warned []string
+		f.Warn = func(format string, a ...any) { warned = append(warned, fmt.Sprintf(format, a...)) }
+		if err := dryRun(t, f, t.TempDir(), "--dry-run", "--json", "-n", "8", "--order", "index", "--bind", tt.bind, "train.py"); err != nil {
+			t.Fatalf("%s: %v\n%s", tt.bind, err, errOut)
+		}
+		if cpus, _ := rankCPUs(t, out.Bytes()); !reflect.DeepEqual(cpus, tt.cpus) {
+			t.Errorf("%s: cpus %q, want %q", tt.bind, cpus, tt.cpus)
+		}
+		if got := bindWarnings(warned); tt.warn == "" && len(got) > 0 || tt.warn != "" && !reflect.DeepEqual(got, []string{tt.warn}) {
+			t.Errorf("%s: warnings %q, want %q", tt.bind, got, tt.warn)
+		}
+	}
 }
