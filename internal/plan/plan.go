@@ -667,6 +667,9 @@ func splitRanks(out []binding, homes []home, keys []string, onNodes map[string][
 		if len(notes) > 0 {
 			notes = []string{fmt.Sprintf("bind %s: more ranks than %s on %s: some ranks share %s", mode, unit, strings.Join(notes, ", "), one)}
 		}
+		if s.CPUsPerRank > 0 {
+			notes = append(notes, fmt.Sprintf("bind %s: --cpus-per-rank applies to GPU ranks on NUMA nodes with a CPU per GPU: the ranks split their nodes' CPUs", mode))
+		}
 	} else if len(notes) > 0 {
 		notes = []string{fmt.Sprintf("bind %s: --cpus-per-rank %d: the other CPUs of the ranks' NUMA nodes are leased or other devices' shares: %s", mode, s.CPUsPerRank, strings.Join(notes, ", "))}
 	}

@@ -49,6 +49,8 @@ func TestPlanFairShares(t *testing.T) {
 			warning: "bind exclusive: --cpus-per-rank 3: the other CPUs of the ranks' NUMA nodes are leased or other devices' shares: local rank 0 got 2"},
 		{name: "no free CPU: the node, shared", cpus: 2, gpus: 2, devs: dev(1), busy: []int{0, 1}, want: []string{"0-1"}, bound: BindNUMA,
 			warning: "bind exclusive: other amdrun jobs lease CPUs of NUMA node 0 (0-1 of its CPUs 0-1; local rank 0's share is 1): ranks share their NUMA nodes' CPUs (bind numa)"},
+		{name: "more GPUs than CPUs: no shares, no --cpus-per-rank", cpus: 2, gpus: 4, devs: dev(0, 1), perRank: 2, want: []string{"0", "1"},
+			warning: "bind exclusive: --cpus-per-rank applies to GPU ranks on NUMA nodes with a CPU per GPU: the ranks split their nodes' CPUs"},
 		{name: "core-complex, as many complexes as devices: a complex", cpus: 8, gpus: 2, devs: dev(1), bind: BindCoreComplex, want: []string{"0-3"}},
 		{name: "core-complex, fewer complexes than devices: the share", cpus: 8, gpus: 4, devs: dev(1), bind: BindCoreComplex, want: []string{"2-3"}},
 	}
