@@ -35,13 +35,7 @@ func TestExclusiveGPUJobsGetFairShares(t *testing.T) {
 		}
 		m["links"] = links
 	})
-	out := t.TempDir()
-	script := filepath.Join(out, "hold.py")
-	if err := os.WriteFile(script, []byte(holdRank), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	env := leaseEnv(t, filepath.Join(t.TempDir(), "leases"))
-	py := pythonPath()
+	out, script, env, py := holdSetup(t)
 	job := func(name string) []string {
 		return []string{"--topology", topo, "--ngpus", "1", "--numa-binding", "exclusive", "--no-python", py, script, out, name}
 	}

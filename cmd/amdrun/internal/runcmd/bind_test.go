@@ -1,6 +1,7 @@
 package runcmd_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
 	"github.com/amdrun/amdrun/internal/lease"
 	"github.com/amdrun/amdrun/internal/testutil"
 	"github.com/amdrun/amdrun/internal/topology"
@@ -40,17 +42,7 @@ func TestDryRunBindingWords(t *testing.T) {
 	}
 	for _, tt := range tests {
 		for _, flag := range [][]string{{"--numa-binding", tt.torchrun}, {"--bind", tt.bind}} {
-			f, out, errOut := exampleFactory(t, func(m *topology.Model) {
-				for i := range m.Devices {
-					m.Devices[i].NUMANode = i / 4 * 2
-				}
-				m.SetNUMANodes(nodes)
-			})
-			f.HostNUMA = func() ([]topology.NUMANode, error) { return nodes, nil }
-			f.HostCPUGroups = func(n []topology.NUMANode) (*topology.CPUGroups, error) { return host.CPUGroups(root, n) }
-			f.OwnCPUs = func() []int { return nil } // every CPU of the tree
-			var warned []string
-			f.Warn = func(format string, a ...any) { warned = append(warned, fmt.Sprintf(format, a...)) }
+			f, out, errOut, warned := epycFactory(t, root, nodes)
 			args := append([]string{"--dry-run", "--json", "-n", "8", "--order", "index", "--mem-policy", "bind"}, flag...)
 			if err := dryRun(t, f, t.TempDir(), append(args, "train.py")...); err != nil {
 				t.Fatalf("%v: %v\n%s", flag, err, errOut)
@@ -59,11 +51,31 @@ func TestDryRunBindingWords(t *testing.T) {
 			if !reflect.DeepEqual(cpus, tt.cpus) || !reflect.DeepEqual(mems, tt.mems) {
 				t.Errorf("%v: cpus %q mems %q\nwant cpus %q mems %q", flag, cpus, mems, tt.cpus, tt.mems)
 			}
-			if got := bindWarnings(warned); tt.warn == "" && len(got) > 0 || tt.warn != "" && !reflect.DeepEqual(got, []string{tt.warn}) {
+			if got := bindWarnings(*warned); tt.warn == "" && len(got) > 0 || tt.warn != "" && !reflect.DeepEqual(got, []string{tt.warn}) {
 				t.Errorf("%v: warnings %q, want %q", flag, got, tt.warn)
 			}
 		}
 	}
+}
+
+// epycFactory is exampleFactory with the 8 example devices on NUMA nodes
+// 0 and 2 (4 each) of the host tree at root (nodes read from it): its
+// sockets and caches through host.CPUGroups, every CPU of it allowed,
+// the warnings kept in warned.
+func epycFactory(t *testing.T, root string, nodes []topology.NUMANode) (f *cmdutil.Factory, out, errOut *bytes.Buffer, warned *[]string) {
+	t.Helper()
+	f, out, errOut = exampleFactory(t, func(m *topology.Model) {
+		for i := range m.Devices {
+			m.Devices[i].NUMANode = i / 4 * 2
+		}
+		m.SetNUMANodes(nodes)
+	})
+	f.HostNUMA = func() ([]topology.NUMANode, error) { return nodes, nil }
+	f.HostCPUGroups = func(n []topology.NUMANode) (*topology.CPUGroups, error) { return host.CPUGroups(root, n) }
+	f.OwnCPUs = func() []int { return nil }
+	warned = new([]string)
+	f.Warn = func(format string, a ...any) { *warned = append(*warned, fmt.Sprintf(format, a...)) }
+	return f, out, errOut, warned
 }
 
 // TestDryRunExclusiveAvoidsLeasedCPUs: CPUs another job leases are left
@@ -181,24 +193,14 @@ func TestDryRunBindingWithoutCaches(t *testing.T) {
 		{"core-complex", "bind core-complex: ranks are bound to their NUMA nodes: NUMA node 0 under " + root +
 			": no level-3 cache listed for CPU(s) 0-7 (node/nodeN/cpuM/cache)", x4("0-7", "16-23")},
 	} {
-		f, out, errOut := exampleFactory(t, func(m *topology.Model) {
-			for i := range m.Devices {
-				m.Devices[i].NUMANode = i / 4 * 2
-			}
-			m.SetNUMANodes(nodes)
-		})
-		f.HostNUMA = func() ([]topology.NUMANode, error) { return nodes, nil }
-		f.HostCPUGroups = func(n []topology.NUMANode) (*topology.CPUGroups, error) { return host.CPUGroups(root, n) }
-		f.OwnCPUs = func() []int { return nil }
-		var warned []string
-		f.Warn = func(format string, a ...any) { warned = append(warned, fmt.Sprintf(format, a...)) }
+		f, out, errOut, warned := epycFactory(t, root, nodes)
 		if err := dryRun(t, f, t.TempDir(), "--dry-run", "--json", "-n", "8", "--order", "index", "--bind", tt.bind, "train.py"); err != nil {
 			t.Fatalf("%s: %v\n%s", tt.bind, err, errOut)
 		}
 		if cpus, _ := rankCPUs(t, out.Bytes()); !reflect.DeepEqual(cpus, tt.cpus) {
 			t.Errorf("%s: cpus %q, want %q", tt.bind, cpus, tt.cpus)
 		}
-		if got := bindWarnings(warned); tt.warn == "" && len(got) > 0 || tt.warn != "" && !reflect.DeepEqual(got, []string{tt.warn}) {
+		if got := bindWarnings(*warned); tt.warn == "" && len(got) > 0 || tt.warn != "" && !reflect.DeepEqual(got, []string{tt.warn}) {
 			t.Errorf("%s: warnings %q, want %q", tt.bind, got, tt.warn)
 		}
 	}
