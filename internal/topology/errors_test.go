@@ -36,7 +36,7 @@ func TestParseErrorsMadeOneWay(t *testing.T) {
 		}
 		return nil
 	}
-	for _, root := range []string{".", filepath.Join("..", "launch", "slurm")} {
+	for _, root := range []string{".", filepath.Join("..", "slurm")} {
 		if err := filepath.WalkDir(root, check); err != nil {
 			t.Fatal(err)
 		}
