@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/amdrun/amdrun/internal/testutil"
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
@@ -17,6 +18,13 @@ import (
 // and one level-3 group, of CPUs of the node only, and a CPU left out of
 // the sockets or the caches is named in SocketsGap or L3Gap, one line.
 func FuzzCPUGroups(f *testing.F) {
+	// The epyc-2p tree's files for CPUs 0 and 4 (two core complexes).
+	epyc := func(p string) string {
+		return string(testutil.ReadFile(f, testutil.Testdata(f, "host", "epyc-2p", "sys/devices/system", p)))
+	}
+	f.Add(epyc("cpu/cpu0/topology/physical_package_id"), epyc("cpu/cpu4/topology/physical_package_id"),
+		epyc("node/node0/cpu0/cache/index3/level"), epyc("node/node0/cpu4/cache/index3/level"),
+		epyc("node/node0/cpu0/cache/index3/id"), epyc("node/node0/cpu4/cache/index3/id"), "")
 	f.Add("0\n", "1\n", "3\n", "3\n", "0\n", "0\n", "3\n")
 	f.Add("0\n", "0\n", "3\n", "3\n", "0\n", "1\n", "1\n")
 	f.Add("x", "0", "three", "3", "", "", "")
