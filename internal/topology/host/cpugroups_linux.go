@@ -37,19 +37,17 @@ func CPUGroups(root string, nodes []topology.NUMANode) (*topology.CPUGroups, err
 	if root == "" {
 		root = "/"
 	}
-	online := map[int]bool{}
+	var all []int
 	for _, n := range nodes {
-		for _, c := range n.CPUs {
-			online[c] = true
-		}
+		all = append(all, n.CPUs...)
 	}
 	g := &topology.CPUGroups{}
-	g.Sockets, g.SocketsGap = sockets(root, online)
+	g.Sockets, g.SocketsGap = sockets(root, all)
 	for _, n := range nodes {
 		if len(n.CPUs) == 0 {
 			continue
 		}
-		l3, why := nodeL3(root, n, online)
+		l3, why := nodeL3(root, n)
 		for _, cpus := range l3 {
 			if !slices.ContainsFunc(g.L3, func(s []int) bool { return slices.Equal(s, cpus) }) {
 				g.L3 = append(g.L3, cpus)
@@ -63,84 +61,77 @@ func CPUGroups(root string, nodes []topology.NUMANode) (*topology.CPUGroups, err
 	return g, nil
 }
 
-// sockets groups the online CPUs by the physical package ghw reads for
-// them; gap names the online CPUs in none, and why, or is "".
-func sockets(root string, online map[int]bool) (out [][]int, gap string) {
+// sockets groups cpus by the physical package ghw reads for them; gap
+// names the CPUs in none, and why, or is "".
+func sockets(root string, cpus []int) (out [][]int, gap string) {
 	rec, ctx := ghwContext(root)
 	var info *cpu.Info
 	err := safely(func() (err error) { info, err = cpu.New(ctx); return err })
 	in := map[int]bool{}
-	if err == nil {
-		for _, p := range info.Processors {
-			if p.ID < 0 { // ghw's answer for an unreadable physical_package_id
-				continue
-			}
-			var cpus []int
+	for i := 0; err == nil && i < len(info.Processors); i++ {
+		if p := info.Processors[i]; p.ID >= 0 { // -1: ghw could not read physical_package_id
+			var lps []int
 			for _, core := range p.Cores {
-				for _, c := range core.LogicalProcessors {
-					if online[c] && !in[c] {
-						in[c] = true
-						cpus = append(cpus, c)
-					}
-				}
+				lps = append(lps, core.LogicalProcessors...)
 			}
-			if len(cpus) > 0 {
-				slices.Sort(cpus)
-				out = append(out, cpus)
-			}
+			out = appendGroup(out, in, cpus, lps)
 		}
 	}
-	var lost []int
-	for c := range online {
-		if !in[c] {
-			lost = append(lost, c)
-		}
+	if lost := without(cpus, in); len(lost) > 0 {
+		gap = fmt.Sprintf("no socket read for CPU(s) %s under %s (cpu/cpuN/topology/physical_package_id, proc/cpuinfo)%s",
+			topology.FormatCPUList(lost), root, rec.why(err))
 	}
-	if len(lost) == 0 {
-		return out, ""
-	}
-	slices.Sort(lost)
-	return out, fmt.Sprintf("no socket read for CPU(s) %s under %s (cpu/cpuN/topology/physical_package_id, proc/cpuinfo)%s",
-		topology.FormatCPUList(lost), root, rec.why(err))
+	return out, gap
 }
 
-// nodeL3 groups node n's online CPUs by their level-3 cache, as ghw's
+// nodeL3 groups node n's CPUs by their level-3 cache, as ghw's
 // CachesForNode lists them; why says, when some CPUs are in none, which
-// and why (and then no group of the node is kept if ghw warned).
-func nodeL3(root string, n topology.NUMANode, online map[int]bool) (out [][]int, why string) {
+// and why (and no group of the node is kept if ghw warned).
+func nodeL3(root string, n topology.NUMANode) (out [][]int, why string) {
 	rec, ctx := ghwContext(root)
 	var caches []*memory.Cache
 	err := safely(func() (err error) { caches, err = memory.CachesForNode(ctx, n.ID); return err })
-	if err != nil || rec.first() != "" {
+	if err != nil || rec.first != "" {
 		return nil, "caches unreadable" + rec.why(err)
 	}
 	in := map[int]bool{}
 	for _, c := range caches {
-		if c.Level != 3 {
-			continue
-		}
-		var cpus []int
-		for _, lp := range c.LogicalProcessors {
-			if online[int(lp)] && slices.Contains(n.CPUs, int(lp)) {
-				in[int(lp)] = true
-				cpus = append(cpus, int(lp))
+		if c.Level == 3 {
+			lps := make([]int, len(c.LogicalProcessors))
+			for i, lp := range c.LogicalProcessors {
+				lps[i] = int(lp)
 			}
-		}
-		if len(cpus) > 0 {
-			slices.Sort(cpus)
-			out = append(out, cpus)
+			out = appendGroup(out, in, n.CPUs, lps)
 		}
 	}
-	var lost []int
-	for _, c := range n.CPUs {
-		if !in[c] {
-			lost = append(lost, c)
-		}
-	}
-	if len(lost) > 0 {
+	if lost := without(n.CPUs, in); len(lost) > 0 {
 		why = fmt.Sprintf("no level-3 cache listed for CPU(s) %s (node/nodeN/cpuM/cache)", topology.FormatCPUList(lost))
 	}
 	return out, why
+}
+
+// appendGroup appends to groups the CPUs of lps that are in cpus and in
+// no group yet (in marks them), sorted; nothing when there are none.
+func appendGroup(groups [][]int, in map[int]bool, cpus, lps []int) [][]int {
+	var g []int
+	for _, c := range lps {
+		if !in[c] && slices.Contains(cpus, c) {
+			in[c] = true
+			g = append(g, c)
+		}
+	}
+	if len(g) == 0 {
+		return groups
+	}
+	slices.Sort(g)
+	return append(groups, g)
+}
+
+// without is the CPUs of cpus not in in, sorted.
+func without(cpus []int, in map[int]bool) []int {
+	out := slices.DeleteFunc(slices.Clone(cpus), func(c int) bool { return in[c] })
+	slices.Sort(out)
+	return out
 }
 
 // ghwContext is a context for one ghw read chrooted at root, whose
@@ -162,37 +153,29 @@ func safely(read func() error) (err error) {
 	return read()
 }
 
-// warnRecorder is a slog.Handler that keeps ghw's warnings.
+// warnRecorder is a slog.Handler that keeps ghw's first warning.
 type warnRecorder struct {
-	mu   sync.Mutex
-	msgs []string
+	mu    sync.Mutex
+	first string
 }
 
 func (w *warnRecorder) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+func (w *warnRecorder) WithAttrs([]slog.Attr) slog.Handler           { return w }
+func (w *warnRecorder) WithGroup(string) slog.Handler                { return w }
 
 func (w *warnRecorder) Handle(_ context.Context, r slog.Record) error {
 	w.mu.Lock()
-	w.msgs = append(w.msgs, r.Message)
-	w.mu.Unlock()
-	return nil
-}
-
-func (w *warnRecorder) WithAttrs([]slog.Attr) slog.Handler { return w }
-func (w *warnRecorder) WithGroup(string) slog.Handler      { return w }
-
-func (w *warnRecorder) first() string {
-	w.mu.Lock()
 	defer w.mu.Unlock()
-	if len(w.msgs) == 0 {
-		return ""
+	if w.first == "" {
+		w.first = r.Message
 	}
-	return w.msgs[0]
+	return nil
 }
 
 // why is ": " and err, else ghw's first warning, on one printable line
 // (it may quote a file), or "".
 func (w *warnRecorder) why(err error) string {
-	m := w.first()
+	m := w.first
 	if err != nil {
 		m = err.Error()
 	}
