@@ -26,6 +26,18 @@ while not os.path.exists(os.path.join(out, "go")):
     time.sleep(0.02)
 `
 
+// holdSetup makes a directory out holding holdRank as script, and a
+// fresh lease directory in env; py runs the script.
+func holdSetup(t *testing.T) (out, script string, env []string, py string) {
+	t.Helper()
+	out = t.TempDir()
+	script = filepath.Join(out, "hold.py")
+	if err := os.WriteFile(script, []byte(holdRank), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return out, script, leaseEnv(t, filepath.Join(t.TempDir(), "leases")), pythonPath()
+}
+
 // pidOf finds the one process whose command line is argv.
 func pidOf(t *testing.T, argv []string) int {
 	t.Helper()
@@ -102,13 +114,7 @@ func TestExclusiveJobsNeverShareCPU(t *testing.T) {
 	if len(nodes) != 1 {
 		t.Skipf("needs one NUMA node holding CPUs 0 and 1, has %d", len(nodes))
 	}
-	out := t.TempDir()
-	script := filepath.Join(out, "hold.py")
-	if err := os.WriteFile(script, []byte(holdRank), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	env := leaseEnv(t, filepath.Join(t.TempDir(), "leases"))
-	py := pythonPath()
+	out, script, env, py := holdSetup(t)
 	job := func(name string) []string {
 		return []string{"--ngpus", "0", "--nproc-per-node", "1", "--numa-binding", "exclusive", "--no-python", py, script, out, name}
 	}

@@ -156,6 +156,9 @@ func (o *Options) parseValues(l *CommandLine) error {
 			return &WordError{Flag: "bind", Got: l.Value("bind")}
 		}
 	}
+	if o.CPUsPerRank < 0 {
+		return usageErrorf("--cpus-per-rank must be at least 1 (0: the rank's fair share), got %d", o.CPUsPerRank)
+	}
 	if o.Mem, err = plan.ParseMemPolicy(l.Value("mem-policy")); err != nil {
 		return &WordError{Flag: "mem-policy", Got: l.Value("mem-policy")}
 	}

@@ -12,14 +12,25 @@ import (
 
 // cpuGroups reads the host's sockets and caches when bind needs them
 // (socket, core-complex: the only modes that pay for the read). When
-// they cannot be read it says so in one line and binds to NUMA nodes.
+// what the mode needs cannot be read (sockets for socket, level-3
+// caches for core-complex) it says so in one line and binds to NUMA
+// nodes.
 func cpuGroups(o *Options, bind plan.BindMode, nodes []topology.NUMANode) (plan.BindMode, *topology.CPUGroups) {
 	if bind != plan.BindSocket && bind != plan.BindCoreComplex || len(nodes) == 0 || o.HostCPUGroups == nil {
 		return bind, nil
 	}
 	g, err := o.HostCPUGroups(nodes)
-	if err != nil {
-		o.Warn.Warn("bind %s: cannot read this host's sockets and caches, ranks are bound to their NUMA nodes: %v", bind, err)
+	gap := ""
+	switch {
+	case err != nil:
+		gap = err.Error()
+	case bind == plan.BindSocket:
+		gap = g.SocketsGap
+	default:
+		gap = g.L3Gap
+	}
+	if gap != "" {
+		o.Warn.Warn("bind %s: ranks are bound to their NUMA nodes: %s", bind, gap)
 		return plan.BindNUMA, nil
 	}
 	return bind, g

@@ -96,9 +96,11 @@ func prepare(ctx context.Context, o *Options, dryRun bool) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A host that does not tell its NUMA nodes (a container's partial
+	// sysfs) has its ranks unbound: quietly by default, with nothing for
+	// the user to do; with --bind, the plan says so in one line.
 	hostNUMA, err := o.HostNUMA()
 	if err != nil {
-		o.Warn.Warn("cannot read this host's NUMA nodes, ranks are not bound: %v", err)
 		hostNUMA = nil
 	}
 	tv := <-torch

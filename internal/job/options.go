@@ -167,6 +167,10 @@ type Planning struct {
 	Bind plan.BindMode
 	// Mem is the memory policy of bound ranks ("" means MemNone).
 	Mem plan.MemPolicy
+	// CPUsPerRank, above 0, is how many CPUs each exclusive or
+	// core-complex rank takes instead of its fair share (those beyond
+	// the share only if free).
+	CPUsPerRank int
 	// Settings are the job's settings every rank shares, as plan
 	// declares them (embedded here and in plan.Spec, plan.Plan and
 	// plan.Torchrun, so each is declared once): NNodes, NodeRank,

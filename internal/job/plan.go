@@ -2,6 +2,7 @@ package job
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/amdrun/amdrun/internal/launch"
 	"github.com/amdrun/amdrun/internal/lease"
@@ -85,8 +86,11 @@ func planRanks(o *Options, pl *placement, env []string, hostNUMA []topology.NUMA
 	if o.NProc > 0 && len(chosen) > o.NProc {
 		per = len(chosen) / o.NProc
 	}
+	if o.CPUsPerRank > 0 && !bind.LeasesCPUs() {
+		return nil, usageErrorf("--cpus-per-rank needs --bind exclusive or core-complex (CPUs of a rank's own), not %s", bind)
+	}
 	s := plan.Spec{
-		Devices: chosen, DevicesPerRank: per, CPURanks: pl.cpuRanks,
+		Devices: chosen, DevicesPerRank: per, CPURanks: pl.cpuRanks, NodeDevices: nodeDevices(pl.model), CPUsPerRank: o.CPUsPerRank,
 		HostNUMA: hostNUMA, AllowedCPUs: ownCPUs(o),
 		Argv: workerArgv(o), Env: env, Bind: bind, Mem: o.Mem,
 		Settings: settings, TorchVersion: torch,
@@ -105,6 +109,24 @@ func planRanks(o *Options, pl *placement, env []string, hostNUMA []topology.NUMA
 	}
 	s.Bind, s.CPUGroups = cpuGroups(o, s.Bind, hostNUMA)
 	return cl.plan(s)
+}
+
+// nodeDevices are the indices of the model's devices on each NUMA node
+// (nil without a model): each owns a fair share of its node's CPUs.
+func nodeDevices(m *topology.Model) map[int][]int {
+	if m == nil {
+		return nil
+	}
+	out := map[int][]int{}
+	for _, d := range m.Devices {
+		if d.NUMANode >= 0 {
+			out[d.NUMANode] = append(out[d.NUMANode], d.Index)
+		}
+	}
+	for _, idx := range out {
+		slices.Sort(idx)
+	}
+	return out
 }
 
 // workerArgv is the command each rank runs; "-" without a script (a

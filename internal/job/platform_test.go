@@ -49,3 +49,44 @@ func TestOtherSystemsPlanButDoNotLaunch(t *testing.T) {
 		t.Errorf("launch: %v, want one line saying it needs Linux", err)
 	}
 }
+
+// TestNoNUMANodesQuietUnlessBindAsked: a host that does not tell its
+// NUMA nodes (a container without sys/devices/system/node) plans unbound
+// ranks quietly by default (it warned on every job); --bind numa there
+// says in one line that it cannot bind.
+func TestNoNUMANodesQuietUnlessBindAsked(t *testing.T) {
+	for _, bind := range []plan.BindMode{"", plan.BindNUMA} {
+		var warned []string
+		o := &Options{
+			Deps: Deps{
+				Stdout: new(bytes.Buffer), Stderr: new(bytes.Buffer),
+				Topology: func(context.Context) (*topology.Model, error) { return discover.Example() },
+				Env:      func() []string { return []string{"OMP_NUM_THREADS=1"} },
+				HostNUMA: func() ([]topology.NUMANode, error) {
+					return nil, errors.New("host: open sys/devices/system/node: no such file or directory")
+				},
+				Warn:   func(format string, args ...any) { warned = append(warned, fmt.Sprintf(format, args...)) },
+				Leases: func(bool) (*lease.Dir, error) { return nil, fmt.Errorf("lease: %w", lease.ErrNotSupported) },
+			},
+			Selection: Selection{NGPUs: 1, Policy: selector.Tree, SearchBudget: time.Second},
+			Planning:  Planning{Python: "python3", Args: []string{"train.py"}, Bind: bind, Settings: plan.Settings{NNodes: 1, MasterAddr: "127.0.0.1"}},
+		}
+		if _, err := Preview(context.Background(), o); err != nil {
+			t.Fatal(err)
+		}
+		var numa []string
+		for _, w := range warned {
+			if strings.Contains(w, "NUMA nodes") {
+				numa = append(numa, w)
+			}
+		}
+		if want := 0; bind != "" {
+			want = 1
+			if len(numa) != want || numa[0] != "bind numa: the host's NUMA nodes are unknown: ranks are not bound" {
+				t.Errorf("--bind numa: warnings %q", warned)
+			}
+		} else if len(numa) != want {
+			t.Errorf("default binding: warnings %q, want none about NUMA nodes", warned)
+		}
+	}
+}

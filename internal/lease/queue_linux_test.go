@@ -94,46 +94,32 @@ func startChild(t *testing.T, mode, dir string, env ...string) *exec.Cmd {
 	return cmd
 }
 
-// laterTick returns once a file made now has a later inode change time
-// than every file in dir.
-func laterTick(t *testing.T, dir string) {
-	t.Helper()
-	ctime := func(fi os.FileInfo) time.Time {
-		st := fi.Sys().(*syscall.Stat_t)
-		return time.Unix(st.Ctim.Sec, st.Ctim.Nsec)
-	}
-	var newest time.Time
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		if fi, err := e.Info(); err == nil && ctime(fi).After(newest) {
-			newest = ctime(fi)
-		}
-	}
-	probe := filepath.Join(t.TempDir(), "tick")
-	for {
-		if err := os.WriteFile(probe, nil, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		fi, err := os.Stat(probe)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ctime(fi).After(newest) {
-			return
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // fakeClock is a Ticket's clock that tests move by hand.
 type fakeClock struct{ now time.Time }
 
 func (c *fakeClock) Now() time.Time      { return c.now }
 func (c *fakeClock) add(d time.Duration) { c.now = c.now.Add(d) }
 func withClock(tk *Ticket, c *fakeClock) { c.now = time.Now(); tk.now = c.Now }
+
+// joinAfter puts tk's ticket after pid's in the queue's order. Tickets
+// are ordered by inode change time, which the kernel keeps at its coarse
+// clock's tick, then by pid: a ticket made in the same tick as a child's
+// goes first, this process's pid being the lower (TestQueueBackfill
+// failed so under load). A test about the rule, not about ties, says
+// outright which ticket joined first.
+func joinAfter(t *testing.T, tk *Ticket, pid int) {
+	t.Helper()
+	for _, w := range tk.scan() {
+		if w.PID != pid {
+			continue
+		}
+		if !tk.since.After(w.Since) {
+			tk.since = w.Since.Add(time.Nanosecond)
+		}
+		return
+	}
+	t.Fatalf("no ticket of pid %d in the queue", pid)
+}
 
 // heldByPID is the pid of the ticket the last First deferred to; 0: none.
 func heldByPID(tk *Ticket) int {
@@ -189,17 +175,13 @@ func TestQueueFakeTicketsOnePatience(t *testing.T) {
 	for range 10 {
 		pids = append(pids, startChild(t, "ticket", d.Path()).Process.Pid)
 	}
-	// Tickets are ordered by inode change time, which the kernel keeps at
-	// its coarse clock's tick (a few ms); a ticket made in the same tick
-	// as the last child's goes by pid, and this process's is lower (CI
-	// saw 9 ahead). Join the queue in a later tick.
-	laterTick(t, filepath.Join(d.Path(), "queue"))
 	tk, err := d.Enqueue(2, 8)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tk.Done()
-	tk.perUser = 100 // all ten count (they are this user's)
+	joinAfter(t, tk, pids[len(pids)-1]) // CI saw 9 ahead: a tie with the last
+	tk.perUser = 100                    // all ten count (they are this user's)
 	var c fakeClock
 	withClock(tk, &c)
 	if n := len(tk.ahead()); n != 10 {
@@ -233,6 +215,7 @@ func TestQueueBackfill(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tk.Done()
+	joinAfter(t, tk, big)
 	var c fakeClock
 	withClock(tk, &c)
 	if ok, _ := tk.First(7); !ok {

@@ -155,6 +155,14 @@ type Spec struct {
 	// out, and when too few are left the job binds as BindNUMA, with one
 	// warning. Nil: none.
 	BusyCPUs []int
+	// NodeDevices are the indices of every device of the host (chosen
+	// or not) on each NUMA node, ascending: an exclusive rank's share of
+	// its node's CPUs is its devices' slots among them (share.go). Nil:
+	// each node set's free CPUs are split among the job's ranks on it.
+	NodeDevices map[int][]int
+	// CPUsPerRank, when above 0, is how many CPUs an exclusive rank
+	// takes instead of its share: those beyond it only if free.
+	CPUsPerRank int
 	// Argv is the worker command, already resolved (python -u script
 	// args...). It is passed as given, never through a shell.
 	Argv []string
@@ -510,6 +518,7 @@ func ompWarning(ranks []Rank, omp []int) string {
 type home struct {
 	nodes []int // ascending, distinct; may hold ids the host lacks (-1: unknown)
 	what  string
+	devs  []topology.Device // a device rank's devices
 }
 
 // deviceHomes is each rank's devices' NUMA nodes.
@@ -529,7 +538,7 @@ func deviceHomes(groups [][]topology.Device) []home {
 		if len(devs) > 1 {
 			noun = "devices"
 		}
-		out[lr] = home{nodes: nodes, what: fmt.Sprintf("%d (%s %s, NUMA node %s)", lr, noun, topology.JoinInts(idx), topology.JoinInts(nodes))}
+		out[lr] = home{nodes: nodes, what: fmt.Sprintf("%d (%s %s, NUMA node %s)", lr, noun, topology.JoinInts(idx), topology.JoinInts(nodes)), devs: devs}
 	}
 	return out
 }
@@ -634,23 +643,45 @@ func bindRanks(homes []home, s Spec, mode BindMode, warn *[]string) ([]binding, 
 	case BindSocket:
 		bindSockets(out, host, allowed, s.CPUGroups)
 	case BindExclusive, BindCoreComplex:
-		split, unit, one := splitExclusive, "CPUs", "a CPU"
-		if mode == BindCoreComplex {
-			split, unit, one = splitComplexes(s.CPUGroups), "core complexes", "a core complex"
-		}
-		parts, short, notes := splitAll(out, keys, onNodes, s.BusyCPUs, split, unit)
-		if short != "" {
-			*warn = append(*warn, fmt.Sprintf("bind %s: other amdrun jobs lease CPUs of %s: ranks share their NUMA nodes' CPUs (bind numa)", mode, short))
+		if !splitRanks(out, homes, keys, onNodes, s, mode, byID, allowed, warn) {
 			return out, BindNUMA
-		}
-		for lr, cpus := range parts {
-			out[lr].cpus = cpus
-		}
-		if len(notes) > 0 {
-			*warn = append(*warn, fmt.Sprintf("bind %s: more ranks than %s on %s: some ranks share %s", mode, unit, strings.Join(notes, ", "), one))
 		}
 	}
 	return out, mode
+}
+
+// splitRanks gives exclusive and core-complex ranks CPUs of their own:
+// their fair share (share.go) where the node's devices are known (and,
+// for core-complex, the node has fewer core complexes than devices),
+// else a part of their node set's free CPUs or complexes. It returns
+// false, with one warning, when leased CPUs left too few (the ranks
+// then share their nodes' CPUs).
+func splitRanks(out []binding, homes []home, keys []string, onNodes map[string][]int, s Spec, mode BindMode, byID map[int]topology.NUMANode, allowed []int, warn *[]string) bool {
+	split, unit, one := splitExclusive, "CPUs", "a CPU"
+	if mode == BindCoreComplex {
+		split, unit, one = splitComplexes(s.CPUGroups), "core complexes", "a core complex"
+	}
+	parts, shared, short, notes := shareAll(out, homes, s, byID, allowed)
+	if !shared || mode == BindCoreComplex && !fewerComplexes(s, homes, byID, allowed) {
+		parts, short, notes = splitAll(out, keys, onNodes, s.BusyCPUs, split, unit)
+		if len(notes) > 0 {
+			notes = []string{fmt.Sprintf("bind %s: more ranks than %s on %s: some ranks share %s", mode, unit, strings.Join(notes, ", "), one)}
+		}
+		if s.CPUsPerRank > 0 {
+			notes = append(notes, fmt.Sprintf("bind %s: --cpus-per-rank applies to GPU ranks on NUMA nodes with a CPU per GPU: the ranks split their nodes' CPUs", mode))
+		}
+	} else if len(notes) > 0 {
+		notes = []string{fmt.Sprintf("bind %s: --cpus-per-rank %d: the other CPUs of the ranks' NUMA nodes are leased or other devices' shares: %s", mode, s.CPUsPerRank, strings.Join(notes, ", "))}
+	}
+	if short != "" {
+		*warn = append(*warn, fmt.Sprintf("bind %s: other amdrun jobs lease CPUs of %s: ranks share their NUMA nodes' CPUs (bind numa)", mode, short))
+		return false
+	}
+	for lr, cpus := range parts {
+		out[lr].cpus = cpus
+	}
+	*warn = append(*warn, notes...)
+	return true
 }
 
 // bindSockets widens each bound rank to every NUMA node of its CPUs'

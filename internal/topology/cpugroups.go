@@ -12,6 +12,11 @@ type CPUGroups struct {
 	// sub-NUMA clustering) is listed once per node, with that node's
 	// CPUs.
 	L3 [][]int `json:"l3"`
+	// SocketsGap and L3Gap say, in one line, what the host did not tell
+	// when Sockets or L3 leave some of the CPUs read out ("" when they
+	// hold them all): a binding that needs the groups falls back.
+	SocketsGap string `json:"-"`
+	L3Gap      string `json:"-"`
 }
 
 // SocketOf returns the index in Sockets of the socket holding CPU c, or

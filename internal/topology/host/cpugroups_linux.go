@@ -3,22 +3,184 @@
 package host
 
 import (
+	"context"
 	"fmt"
-	"os"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
 
+	"github.com/jaypipes/ghw"
+	"github.com/jaypipes/ghw/pkg/cpu"
+	"github.com/jaypipes/ghw/pkg/memory"
+
+	"github.com/amdrun/amdrun/internal/printable"
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
-// CPUGroups returns the sockets and level-3 caches ReadCPUGroups reads
-// under the directory root ("/" on a live system; "" means "/", so that
-// --sysfs-root moves it with the rest).
+// CPUGroups reads the sockets and level-3 caches of the CPUs of nodes
+// (ReadNUMA's online CPUs; the others are left out) under the directory
+// root ("/" on a live system; "" means "/", so that --sysfs-root moves it
+// with the rest) through github.com/jaypipes/ghw, chrooted there: its cpu
+// package for each CPU's socket (cpu/cpuN/topology/physical_package_id,
+// with proc/cpuinfo), its memory package for the caches of each node
+// (node/nodeN/cpuM/cache/indexK: level, then id or shared_cpu_map).
+//
+// It answers what the tree tells and never refuses the host: a CPU whose
+// socket ghw cannot read is in no socket, and SocketsGap says which; a
+// node whose caches do not read whole (no cache directory, as on some
+// VMs, or a file ghw warns about or cannot parse) has no level-3 group,
+// and L3Gap says which CPUs and why. A group is never guessed: ghw's
+// warnings make a node's caches unknown rather than merged. The error is
+// for systems other than Linux only (cpugroups_other.go).
 func CPUGroups(root string, nodes []topology.NUMANode) (*topology.CPUGroups, error) {
 	if root == "" {
 		root = "/"
 	}
-	g, err := ReadCPUGroups(os.DirFS(root), nodes)
-	if err != nil {
-		return nil, fmt.Errorf("host: CPU topology under %s: %w", root, err)
+	var all []int
+	for _, n := range nodes {
+		all = append(all, n.CPUs...)
 	}
+	g := &topology.CPUGroups{}
+	g.Sockets, g.SocketsGap = sockets(root, all)
+	for _, n := range nodes {
+		if len(n.CPUs) == 0 {
+			continue
+		}
+		l3, why := nodeL3(root, n)
+		for _, cpus := range l3 {
+			if !slices.ContainsFunc(g.L3, func(s []int) bool { return slices.Equal(s, cpus) }) {
+				g.L3 = append(g.L3, cpus)
+			}
+		}
+		if why != "" && g.L3Gap == "" {
+			g.L3Gap = fmt.Sprintf("NUMA node %d under %s: %s", n.ID, root, why)
+		}
+	}
+	slices.SortFunc(g.L3, func(a, b []int) int { return a[0] - b[0] })
 	return g, nil
+}
+
+// sockets groups cpus by the physical package ghw reads for them; gap
+// names the CPUs in none, and why, or is "".
+func sockets(root string, cpus []int) (out [][]int, gap string) {
+	rec, ctx := ghwContext(root)
+	var info *cpu.Info
+	err := safely(func() (err error) { info, err = cpu.New(ctx); return err })
+	in := map[int]bool{}
+	for i := 0; err == nil && i < len(info.Processors); i++ {
+		if p := info.Processors[i]; p.ID >= 0 { // -1: ghw could not read physical_package_id
+			var lps []int
+			for _, core := range p.Cores {
+				lps = append(lps, core.LogicalProcessors...)
+			}
+			out = appendGroup(out, in, cpus, lps)
+		}
+	}
+	if lost := without(cpus, in); len(lost) > 0 {
+		gap = fmt.Sprintf("no socket read for CPU(s) %s under %s (cpu/cpuN/topology/physical_package_id, proc/cpuinfo)%s",
+			topology.FormatCPUList(lost), root, rec.why(err))
+	}
+	return out, gap
+}
+
+// nodeL3 groups node n's CPUs by their level-3 cache, as ghw's
+// CachesForNode lists them; why says, when some CPUs are in none, which
+// and why (and no group of the node is kept if ghw warned).
+func nodeL3(root string, n topology.NUMANode) (out [][]int, why string) {
+	rec, ctx := ghwContext(root)
+	var caches []*memory.Cache
+	err := safely(func() (err error) { caches, err = memory.CachesForNode(ctx, n.ID); return err })
+	if err != nil || rec.first != "" {
+		return nil, "caches unreadable" + rec.why(err)
+	}
+	in := map[int]bool{}
+	for _, c := range caches {
+		if c.Level == 3 {
+			lps := make([]int, len(c.LogicalProcessors))
+			for i, lp := range c.LogicalProcessors {
+				lps[i] = int(lp)
+			}
+			out = appendGroup(out, in, n.CPUs, lps)
+		}
+	}
+	if lost := without(n.CPUs, in); len(lost) > 0 {
+		why = fmt.Sprintf("no level-3 cache listed for CPU(s) %s (node/nodeN/cpuM/cache)", topology.FormatCPUList(lost))
+	}
+	return out, why
+}
+
+// appendGroup appends to groups the CPUs of lps that are in cpus and in
+// no group yet (in marks them), sorted; nothing when there are none.
+func appendGroup(groups [][]int, in map[int]bool, cpus, lps []int) [][]int {
+	var g []int
+	for _, c := range lps {
+		if !in[c] && slices.Contains(cpus, c) {
+			in[c] = true
+			g = append(g, c)
+		}
+	}
+	if len(g) == 0 {
+		return groups
+	}
+	slices.Sort(g)
+	return append(groups, g)
+}
+
+// without is the CPUs of cpus not in in, sorted.
+func without(cpus []int, in map[int]bool) []int {
+	out := slices.DeleteFunc(slices.Clone(cpus), func(c int) bool { return in[c] })
+	slices.Sort(out)
+	return out
+}
+
+// ghwContext is a context for one ghw read chrooted at root, whose
+// warnings rec keeps. It replaces ghw's environment-derived context, so
+// GHW_CHROOT and GHW_DISABLE_WARNINGS cannot move or hide the read.
+func ghwContext(root string) (*warnRecorder, context.Context) {
+	rec := &warnRecorder{}
+	return rec, ghw.WithLogger(slog.New(rec))(ghw.WithChroot(root)(context.Background()))
+}
+
+// safely runs read, turning a panic in ghw (it slices files it expects
+// to end in a newline) into an error.
+func safely(read func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("ghw failed: %v", r)
+		}
+	}()
+	return read()
+}
+
+// warnRecorder is a slog.Handler that keeps ghw's first warning.
+type warnRecorder struct {
+	mu    sync.Mutex
+	first string
+}
+
+func (w *warnRecorder) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+func (w *warnRecorder) WithAttrs([]slog.Attr) slog.Handler           { return w }
+func (w *warnRecorder) WithGroup(string) slog.Handler                { return w }
+
+func (w *warnRecorder) Handle(_ context.Context, r slog.Record) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.first == "" {
+		w.first = r.Message
+	}
+	return nil
+}
+
+// why is ": " and err, else ghw's first warning, on one printable line
+// (it may quote a file), or "".
+func (w *warnRecorder) why(err error) string {
+	m := w.first
+	if err != nil {
+		m = err.Error()
+	}
+	if m == "" {
+		return ""
+	}
+	return ": " + printable.String(strings.Join(strings.Fields(m), " "), 200)
 }

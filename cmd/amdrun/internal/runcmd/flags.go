@@ -43,6 +43,7 @@ func addRankFlags(cmd *cobra.Command, opts *Options) {
 	fl.StringVar(&opts.Python, "python", "", "Python interpreter (default $PYTHON_EXEC, else the active environment's: $VIRTUAL_ENV/bin/python, $CONDA_PREFIX/bin/python; else python3 on PATH)")
 	cmdutil.StringEnumFlag(cmd, new(string), bindFlag, "", "CPU/memory binding per rank: %s (default numa when the host has more than one NUMA node, else none)")
 	cmdutil.StringEnumFlag(cmd, new(string), memFlag, "bind", "memory policy with --bind numa/exclusive: %s")
+	fl.IntVar(&opts.CPUsPerRank, "cpus-per-rank", 0, "with --bind exclusive/core-complex: CPUs per rank instead of its share of its NUMA node (the node's CPUs divided by its GPUs); more only if free")
 	fl.String("grace", "10s", "after a rank fails, time the others get between SIGTERM and SIGKILL, with a unit (0: SIGKILL at once)")
 	fl.IntVar(&opts.MaxRestarts, "max-restarts", 0, "restart the whole group this many times after a failure")
 	cmdutil.StringEnumFlag(cmd, new(string), containFlag, "auto", "how nothing the job starts outlives it: %s")
