@@ -86,6 +86,9 @@ func prepare(ctx context.Context, o *Options, dryRun bool) (*Plan, error) {
 	for _, w := range ranks.Warnings {
 		o.Warn.Warn("%s", w)
 	}
+	if ranks.OMPNote != "" && !dryRun && !o.NoPython {
+		o.Warn.Warn("%s", ranks.OMPNote)
+	}
 	p := &Plan{Model: pl.model, Choice: pl.choice, Ranks: ranks, Run: ranks, held: pl.held, cpuHeld: cl.held}
 	if !o.NoPython {
 		p.Python, p.PythonFrom, p.TorchVersion = o.Python, o.PythonFrom, tv

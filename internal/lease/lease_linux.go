@@ -25,7 +25,7 @@ import (
 //
 // With o.Create a missing directory is made (01777; parents 0755). The
 // mode (Owned or Shared) and what this process cannot rely on
-// (Degraded, warned once through o.Warn) come from the directory's owner
+// (Degraded, warned through o.Warn when notice says so) come from the directory's owner
 // and permissions and from who can change the directories above it.
 func Open(path string, o Options) (*Dir, error) {
 	if path == "" {
@@ -72,7 +72,7 @@ func Open(path string, o Options) (*Dir, error) {
 				clean, ownerName(w.unsafeBy), w.unsafeAt)
 		}
 	}
-	if d.degraded != "" && d.warn != nil {
+	if d.degraded != "" && d.warn != nil && d.notice() {
 		d.warn("%s", d.degraded)
 	}
 	return d, nil
