@@ -880,7 +880,7 @@ func TestInitOnlyBuilds(t *testing.T) {
 		{"root's 0644 file", "a regular file owned by root (uid 0), mode 0644", func(p string) error {
 			return os.WriteFile(p, []byte("root:x:0:0:root:/root:/bin/bash\n"), 0o644)
 		}},
-		{"root's 1777 directory", "a directory owned by root (uid 0), mode 1777, that lease init did not make: other users can write it", func(p string) error {
+		{"root's empty 1777 directory", "a directory owned by root (uid 0), mode 1777, that lease init did not make: it holds neither amdrun's node lock nor a lease file", func(p string) error {
 			return mkdirMode(p, 0o1777)
 		}},
 		{"root's 0775 directory", "a directory owned by root (uid 0), mode 0775, that lease init did not make: other users can write it", func(p string) error {
