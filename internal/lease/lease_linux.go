@@ -65,7 +65,7 @@ func Open(path string, o Options) (*Dir, error) {
 		d.mode = Owned
 		switch {
 		case d.owner != 0 && d.owner != euid:
-			d.degraded = fmt.Sprintf("lease directory %s belongs to %s, who can take devices other users' jobs hold there; ask root to run 'amdrun lease init'",
+			d.degraded = fmt.Sprintf("lease directory %s belongs to %s, who can take devices other users' jobs hold there; use one root prepared: --lease-dir or AMDRUN_LEASE_DIR naming a path where root ran 'amdrun lease init'",
 				clean, ownerName(d.owner))
 		case w.unsafeAt != "":
 			d.degraded = fmt.Sprintf("the way to lease directory %s can be changed by %s (%s): another user can swap it; use a directory whose parents only root can change",
