@@ -190,6 +190,7 @@ func runOptions(o *Options, p *Plan) launch.RunOptions {
 		Tee:         o.Tee,
 		Contain:     o.Contain,
 		Forward:     o.Forward, PrefixTemplate: o.PrefixTemplate,
+		Quiet: o.Quiet,
 	}
 	if in, ok := o.Stdin.(*os.File); ok {
 		ro.Stdin = in

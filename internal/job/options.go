@@ -221,6 +221,8 @@ type Supervision struct {
 	// NoPrefix leaves output lines without "[rankN]: " even when several
 	// ranks share the console.
 	NoPrefix bool
+	// Quiet silences the warnings of the run itself (-q/--quiet).
+	Quiet bool
 	// LogDir receives torchrun's log layout; "" means a temporary one
 	// only when Redirects or Tee ask for files.
 	LogDir string
