@@ -65,7 +65,10 @@ func adoptDegraded(dfd int, abs string, st *unix.Stat_t, rep *InitReport) error 
 		a.restore(st)
 		return fmt.Errorf("lease: %w", &fs.PathError{Op: "chmod", Path: abs, Err: err})
 	}
-	// Entries added between the survey and the chmod.
+	if afterSeize != nil {
+		afterSeize(abs)
+	}
+	// Entries added or replaced between the survey and the chmod.
 	if why, err := a.survey(); err != nil || why != "" {
 		a.restore(st)
 		return refusal(abs, st, why, err)
@@ -82,6 +85,10 @@ func adoptDegraded(dfd int, abs string, st *unix.Stat_t, rep *InitReport) error 
 		ownerName(int(st.Uid)), st.Mode&0o7777, replaced, stale)
 	return nil
 }
+
+// afterSeize, when set (tests), runs when the directory has just become
+// root's, before it is surveyed again: what a user did a moment before.
+var afterSeize func(path string)
 
 // refusal is adoptDegraded's error: err, else why as notOurs says it.
 func refusal(abs string, st *unix.Stat_t, why string, err error) error {
@@ -116,7 +123,13 @@ func (a *adoption) survey() (why string, err error) {
 		return "", err
 	}
 	for _, n := range ents {
-		if _, ok := a.locked[n]; ok || (n == queueDir && a.queue != nil) {
+		if e, ok := a.locked[n]; ok || (n == queueDir && a.queue != nil) {
+			if !ok {
+				e = *a.queue
+			}
+			if !a.same(n, &e.st) {
+				return fmt.Sprintf("%s was replaced while lease init looked at it", n), nil
+			}
 			continue
 		}
 		if n == queueDir {
@@ -132,6 +145,12 @@ func (a *adoption) survey() (why string, err error) {
 		return "it holds neither amdrun's node lock nor a lease file", nil
 	}
 	return "", nil
+}
+
+// same says whether the entry n still is the file judged as st.
+func (a *adoption) same(n string, st *unix.Stat_t) bool {
+	var now unix.Stat_t
+	return unix.Fstatat(a.dfd, n, &now, unix.AT_SYMLINK_NOFOLLOW) == nil && now.Dev == st.Dev && now.Ino == st.Ino
 }
 
 // take judges and locks the entry n of the directory.
@@ -230,7 +249,7 @@ func (a *adoption) replaceOthers() (int, error) {
 		if mine && !notice {
 			continue
 		}
-		if err := unix.Unlinkat(a.dfd, name, 0); err != nil {
+		if err := unix.Unlinkat(a.dfd, name, 0); err != nil && err != unix.ENOENT {
 			return n, fmt.Errorf("lease: %w", &fs.PathError{Op: "remove", Path: filepath.Join(a.path, name), Err: err})
 		}
 		if notice {

@@ -171,3 +171,32 @@ func hold(t *testing.T, p string) func() {
 	}
 	return func() { f.Close() }
 }
+
+// TestInitAdoptRaces: what a user adds or replaces just before the
+// directory becomes root's is seen, and the directory gets its owner
+// and mode back.
+func TestInitAdoptRaces(t *testing.T) {
+	for name, race := range map[string]func(path string){
+		"a file added": func(p string) { os.WriteFile(filepath.Join(p, "notes.txt"), nil, 0o644) },
+		"a lock file replaced": func(p string) {
+			os.Remove(filepath.Join(p, "gpu1.lock"))
+			os.Symlink("/etc/passwd", filepath.Join(p, "gpu1.lock"))
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := degradedDir(t)
+			if err := os.Chown(path, nobody, nobody); err != nil {
+				t.Fatal(err)
+			}
+			before := statOf(t, path)
+			afterSeize = race
+			defer func() { afterSeize = nil }()
+			if _, err := Init(path, []string{"gpu0", "gpu1"}); !errors.Is(err, ErrUnsafe) || !strings.Contains(err.Error(), "lease init changes nothing there") {
+				t.Errorf("Init: %v, want a refusal", err)
+			}
+			if st := statOf(t, path); st.Uid != before.Uid || st.Mode != before.Mode {
+				t.Errorf("directory: uid %d mode %o, want its own back (uid %d mode %o)", st.Uid, st.Mode, before.Uid, before.Mode)
+			}
+		})
+	}
+}
