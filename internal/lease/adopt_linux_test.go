@@ -2,6 +2,7 @@ package lease
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -199,4 +200,20 @@ func TestInitAdoptRaces(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzIsTicketName: a name is a ticket's only when ticketFile gives it
+// back exactly (no sign, no leading zero, no trailing bytes).
+func FuzzIsTicketName(f *testing.F) {
+	for _, s := range []string{ticketFile(1000, 42, 123456), "0-1-2.lock", "+1-2-3.lock", "01-2-3.lock", "1-2-3.lock.x", "1-2.lock", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, n string) {
+		var uid, pid int
+		var start uint64
+		k, _ := fmt.Sscanf(n, "%d-%d-%d.lock", &uid, &pid, &start)
+		if isTicketName(n) != (k == 3 && ticketFile(uid, pid, start) == n) || isTicketName(n) && strings.ContainsAny(n, "+ /") {
+			t.Errorf("isTicketName(%q) = %v", n, isTicketName(n))
+		}
+	})
 }
