@@ -141,7 +141,8 @@ func TestTorchrunSpellingsRunGloo(t *testing.T) {
 
 // TestCPURanksWithoutGPU runs a real gloo job, no --dry-run, on a machine
 // without a GPU (no KFD tree, no vendor tool on PATH): CPU ranks with the
-// torchrun environment, one line saying no GPU was found; ps says the same
+// torchrun environment, one line saying no GPU was found where GPUs were
+// asked for (none for a count of ranks); ps says the same
 // and exits 0.
 func TestCPURanksWithoutGPU(t *testing.T) {
 	testutil.EndToEnd(t)
@@ -155,7 +156,9 @@ func TestCPURanksWithoutGPU(t *testing.T) {
 		ranks int
 		line  string
 	}{
-		{"no GPU found", []string{"--sysfs-root", noGPU, "--nproc-per-node", "3"}, 3, "amdrun: warning: no GPU found on this machine: running 3 CPU rank(s)"},
+		{"no GPU found, --ngpus 3", []string{"--sysfs-root", noGPU, "--ngpus", "3"}, 3, "amdrun: warning: no GPU found on this machine: running 3 CPU rank(s)"},
+		// A count of ranks, not of GPUs: CPU ranks without a word (issue 31).
+		{"no GPU found, --nproc-per-node 3", []string{"--sysfs-root", noGPU, "--nproc-per-node", "3"}, 3, ""},
 		{"--ngpus 0 on a node with GPUs", []string{"--source", "example", "--ngpus", "0", "--nproc-per-node", "2"}, 2, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -165,7 +168,7 @@ func TestCPURanksWithoutGPU(t *testing.T) {
 			if r.code != 0 {
 				t.Fatalf("amdrun %q: exit %d\n%s", args, r.code, r.stderr)
 			}
-			if tc.line != "" && (!strings.HasPrefix(r.stderr, tc.line) || strings.Count(r.stderr, "no GPU") != 1) {
+			if tc.line != "" && (!strings.HasPrefix(r.stderr, tc.line) || strings.Count(r.stderr, "no GPU") != 1) || tc.line == "" && strings.Contains(r.stderr, "no GPU") {
 				t.Errorf("stderr %q: want one line starting %q", r.stderr, tc.line)
 			}
 			for i, rr := range readReports(t, out, tc.ranks, r) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -85,4 +86,52 @@ func TestGrantedTaskWithoutGPU(t *testing.T) {
 	if p, err := cpuFallback(o, noGPU); err != nil || p.cpuRanks != 1 {
 		t.Errorf("nothing granted: %+v, %v; want one CPU rank", p, err)
 	}
+}
+
+// TestNoGPULineOnlyWhenGPUsAsked: without a GPU, CPU ranks are said in
+// one line only when the request means GPUs (--ngpus N, or no rank
+// count); a count of ranks runs on CPUs quietly, as torchrun (issue 31).
+func TestNoGPULineOnlyWhenGPUsAsked(t *testing.T) {
+	noGPU := fmt.Errorf("%w (no KFD topology)", discover.ErrNoGPU)
+	for _, tt := range []struct {
+		args   []string
+		ranks  int
+		warned bool
+	}{
+		{nil, 1, true},
+		{[]string{"--ngpus", "2"}, 2, true},
+		{[]string{"--ngpus", "2", "--nproc-per-node", "1"}, 1, true},
+		{[]string{"--nproc-per-node", "2"}, 2, false},
+		{[]string{"--nproc-per-node", "auto"}, 3, false},
+		{[]string{"--nproc-per-node", "auto", "--ngpus", "2"}, 3, true},
+	} {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			var warned []string
+			o := nprocOptions(t, tt.args...)
+			o.SourceAuto = true
+			o.NumCPU = func() int { return 3 }
+			o.Warn = func(format string, args ...any) { warned = append(warned, fmt.Sprintf(format, args...)) }
+			p, err := cpuFallback(o, noGPU)
+			if err != nil || p.cpuRanks != tt.ranks || (len(warned) == 1) != tt.warned || len(warned) > 1 {
+				t.Errorf("cpuFallback = %+v, %v, warned %q; want %d ranks, warned %v", p, err, warned, tt.ranks, tt.warned)
+			}
+		})
+	}
+}
+
+// nprocOptions are Options after --ngpus and --nproc-per-node in args
+// (flag, value pairs) were read.
+func nprocOptions(t *testing.T, args ...string) *Options {
+	t.Helper()
+	vals := map[string]string{}
+	for i := 0; i+1 < len(args); i += 2 {
+		vals[strings.TrimPrefix(args[i], "--")] = args[i+1]
+	}
+	o := &Options{}
+	o.NGPUs, _ = strconv.Atoi(vals["ngpus"])
+	l := &CommandLine{Changed: func(f string) bool { _, ok := vals[f]; return ok }, Value: func(f string) string { return vals[f] }}
+	if err := o.parseNProc(l); err != nil {
+		t.Fatal(err)
+	}
+	return o
 }

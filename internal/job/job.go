@@ -113,6 +113,9 @@ func prepare(ctx context.Context, o *Options, dryRun bool) (*Plan, error) {
 	for _, w := range ranks.Warnings {
 		o.Warn.Warn("%s", w)
 	}
+	if note := ompNote(o, dryRun, ranks.OMPNote); note != "" {
+		o.Warn.Warn("%s", note)
+	}
 	p := &Plan{Model: pl.model, Choice: pl.choice, Ranks: ranks, Run: ranks, held: pl.held, cpuHeld: cl.held}
 	if !o.NoPython {
 		p.Python, p.PythonFrom, p.TorchVersion = o.Python, o.PythonFrom, tv
@@ -122,6 +125,17 @@ func prepare(ctx context.Context, o *Options, dryRun bool) (*Plan, error) {
 		p.Torchrun = true
 	}
 	return p, nil
+}
+
+// ompNote is the plan's OMP_NUM_THREADS note (note) when it is worth a
+// line: amdrun's values reach Python ranks that run. Not in a dry run
+// (its plan shows them), not with --no-python, not under torchrun (which
+// sets its own, and says so). Issue 31: it came on every command.
+func ompNote(o *Options, dryRun bool, note string) string {
+	if dryRun || o.NoPython || o.Launcher == "torchrun" {
+		return ""
+	}
+	return note
 }
 
 // torchrunSettings hands this node's plan to torchrun. Under torch's own
@@ -214,6 +228,7 @@ func runOptions(o *Options, p *Plan) launch.RunOptions {
 		Tee:         o.Tee,
 		Contain:     o.Contain,
 		Forward:     o.Forward, PrefixTemplate: o.PrefixTemplate,
+		Quiet: o.Quiet,
 	}
 	if in, ok := o.Stdin.(*os.File); ok {
 		ro.Stdin = in

@@ -110,6 +110,11 @@ type Selection struct {
 	// for a number or none: gpu and auto mean one rank per free device;
 	// auto without a GPU, and cpu, one CPU rank per CPU amdrun may use.
 	NProcKind string
+	// RanksAsked says the request counts ranks, not GPUs: --nproc-per-node
+	// N or auto without --ngpus. Where no GPU is found they run on CPUs
+	// without a word, as torchrun's; --ngpus N or no count at all (one
+	// rank per device) get a line saying so (issue 31).
+	RanksAsked bool
 	// CPUOnly runs CPU ranks without looking for a GPU (--ngpus 0 with
 	// --nproc-per-node N, or --nproc-per-node cpu).
 	CPUOnly bool
@@ -220,6 +225,8 @@ type Supervision struct {
 	// NoPrefix leaves output lines without "[rankN]: " even when several
 	// ranks share the console.
 	NoPrefix bool
+	// Quiet silences the warnings of the run itself (-q/--quiet).
+	Quiet bool
 	// LogDir receives torchrun's log layout; "" means a temporary one
 	// only when Redirects or Tee ask for files.
 	LogDir string

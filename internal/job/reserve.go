@@ -89,7 +89,9 @@ func cpuFallback(o *Options, err error) (*placement, error) {
 		return nil, fmt.Errorf("--devices/--exclude name GPUs: %w", err)
 	}
 	n := o.cpuRanks()
-	o.Warn.Warn("no GPU found on this machine: running %d CPU rank(s) (use the gloo backend; --source example plans on the bundled example topology)", n)
+	if !o.RanksAsked {
+		o.Warn.Warn("no GPU found on this machine: running %d CPU rank(s) (use the gloo backend; --source example plans on the bundled example topology)", n)
+	}
 	return &placement{cpuRanks: n}, nil
 }
 

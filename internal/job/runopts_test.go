@@ -67,3 +67,27 @@ func TestRunOptions(t *testing.T) {
 		t.Errorf("Stdin %v, want amdrun's", ro.Stdin)
 	}
 }
+
+// TestOMPNote: the OMP_NUM_THREADS line only where amdrun's values reach
+// Python ranks that run (issue 31).
+func TestOMPNote(t *testing.T) {
+	const note = "OMP_NUM_THREADS is not set: ..."
+	for _, tt := range []struct {
+		name     string
+		dryRun   bool
+		noPython bool
+		launcher string
+		want     string
+	}{
+		{"python ranks", false, false, "amdrun", note},
+		{"dry run", true, false, "amdrun", ""},
+		{"--no-python", false, true, "amdrun", ""},
+		{"torchrun sets its own", false, false, "torchrun", ""},
+	} {
+		o := &Options{}
+		o.NoPython, o.Launcher = tt.noPython, tt.launcher
+		if got := ompNote(o, tt.dryRun, note); got != tt.want {
+			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}

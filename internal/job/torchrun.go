@@ -190,7 +190,7 @@ func (o *Options) parseNProc(l *CommandLine) error {
 	case "":
 		return nil
 	case "gpu", "auto":
-		o.NProcKind = v
+		o.NProcKind, o.RanksAsked = v, v == "auto" && !ngpusGiven
 		return nil
 	case "cpu":
 		if ngpusGiven && o.NGPUs > 0 {
@@ -208,7 +208,7 @@ func (o *Options) parseNProc(l *CommandLine) error {
 	if most, why := launch.RankLimit(); n > most {
 		return usageErrorf("%s %d: more ranks than this node can run: at most %d (%s)", label("nproc-per-node"), n, most, why)
 	}
-	o.NProc = n
+	o.NProc, o.RanksAsked = n, !ngpusGiven
 	switch {
 	case !ngpusGiven:
 		o.NGPUs = n

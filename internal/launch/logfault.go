@@ -16,7 +16,8 @@ import (
 // and amdrun.log empty). A failing log never stops the job nor changes
 // its exit code.
 type logFaults struct {
-	say func(string) // the console, not amdrun.log (which may be the file that fails)
+	say   func(string) // the console, not amdrun.log (which may be the file that fails)
+	quiet bool         // -q: a fault is said only in the summary, not as a warning
 
 	mu     sync.Mutex
 	failed []*faultyLog
@@ -77,7 +78,9 @@ func (l *faultyLog) Write(b []byte) (int, error) {
 		l.t.mu.Lock()
 		l.t.failed = append(l.t.failed, l)
 		l.t.mu.Unlock()
-		l.t.say(fmt.Sprintf("amdrun: warning: writing %s failed: %v: the rest of it is lost (the job goes on)\n", l.f.Name(), l.err))
+		if !l.t.quiet {
+			l.t.say(fmt.Sprintf("amdrun: warning: writing %s failed: %v: the rest of it is lost (the job goes on)\n", l.f.Name(), l.err))
+		}
 	}
 	return len(b), nil
 }

@@ -32,6 +32,15 @@ func TestFaultyLogSaysOnce(t *testing.T) {
 	}
 	quiet := &logFaults{say: func(m string) { t.Errorf("said %q with no fault", m) }}
 	quiet.summary()
+	// -q: the fault is said once, in the summary only (issue 31).
+	said = nil
+	tr = &logFaults{say: func(m string) { said = append(said, m) }, quiet: true}
+	l2 := tr.wrap(f)
+	l2.Write([]byte("x"))
+	tr.summary()
+	if len(said) != 1 || !strings.HasPrefix(said[0], "amdrun: the logs are incomplete: /dev/full") {
+		t.Errorf("-q: said %q, want only the summary", said)
+	}
 	if !strings.Contains(said[0], "/dev/full") {
 		t.Error("the warning does not name the file")
 	}

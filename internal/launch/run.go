@@ -99,6 +99,9 @@ type RunOptions struct {
 	// Without LogDir, either writes the layout into a fresh temporary
 	// directory that Run keeps and names on Stderr (as torchrun does).
 	Redirects, Tee Streams
+	// Quiet keeps Run's warnings off Stderr (-q); its errors and the
+	// end-of-run summary of lost log output still come.
+	Quiet bool
 }
 
 // execFailureCode is the exit status of a command that could not be run,

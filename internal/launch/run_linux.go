@@ -104,7 +104,7 @@ func Run(ctx context.Context, p *plan.Plan, o RunOptions) (exitCode int, err err
 			s.shown++
 		}
 	}
-	s.faults = &logFaults{say: func(m string) { s.con.write(s.o.Stderr, []byte(m)) }}
+	s.faults = &logFaults{say: func(m string) { s.con.write(s.o.Stderr, []byte(m)) }, quiet: o.Quiet}
 	defer s.closeLogs()
 	if err := s.openLogs(); err != nil {
 		return 1, err

@@ -32,9 +32,12 @@ func CanInit() error {
 // at path, and adopts one it made before: root's, not writable by
 // others, holding its marker, or holding nothing but the entries Init
 // and `lease init --tmpfiles` make (the node lock, lock files, queue),
-// or empty. Anything else (a file, a symlink, a directory another user
-// owns or can write, a directory with other entries) is refused with an
-// error wrapping ErrUnsafe that names the path, its owner, its mode and
+// or empty; and one jobs made in the degraded mode, when it holds only
+// what jobs make there and no job holds a lock in it (adoptDegraded;
+// InitReport.Adopted says what it did). Anything else (a file, a
+// symlink, a directory another user owns, a directory with other
+// entries) is refused with an error wrapping ErrUnsafe (ErrBusy for a
+// lock a job holds) that names the path, its owner, its mode and
 // what to do; Init then has changed nothing at path. It is safe to run
 // again: what is there and right is kept, missing lock files are made.
 func Init(path string, keys []string) (*InitReport, error) {
@@ -113,19 +116,30 @@ func openOrMake(pfd int, abs string, rep *InitReport) (int, error) {
 		}
 		return -1, notOurs(abs, &st, "")
 	}
-	if err := judge(dfd, abs, rep.Created); err != nil {
+	if err := judge(dfd, abs, rep); err != nil {
 		unix.Close(dfd)
 		return -1, err
+	}
+	var st, now unix.Stat_t
+	if rep.Adopted != "" && (unix.Fstat(dfd, &st) != nil || unix.Fstatat(pfd, base, &now, unix.AT_SYMLINK_NOFOLLOW) != nil || now.Dev != st.Dev || now.Ino != st.Ino) {
+		// Its owner renamed it before it became root's.
+		unix.Close(dfd)
+		return -1, fmt.Errorf("lease: %s: %w: the directory was moved while lease init adopted it; run lease init again", abs, ErrUnsafe)
 	}
 	return dfd, nil
 }
 
 // judge says whether the directory open as dfd is root's and, unless
-// Init just made it, one it may adopt.
-func judge(dfd int, abs string, created bool) error {
+// Init just made it, one it may adopt; one every user can write, as jobs
+// make it in the degraded mode, it adopts when adoptDegraded can.
+func judge(dfd int, abs string, rep *InitReport) error {
+	created := rep.Created
 	var st unix.Stat_t
 	if err := unix.Fstat(dfd, &st); err != nil {
 		return fmt.Errorf("lease: %w", &fs.PathError{Op: "stat", Path: abs, Err: err})
+	}
+	if !created && st.Mode&0o002 != 0 && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		return adoptDegraded(dfd, abs, &st, rep)
 	}
 	if st.Uid != 0 && !created {
 		return notOurs(abs, &st, "")
@@ -211,13 +225,8 @@ func notOurs(path string, st *unix.Stat_t, why string) error {
 	if why != "" {
 		why = ": " + why
 	}
-	todo := "choose another --lease-dir, or remove or move it yourself if nothing needs it"
-	if st.Mode&unix.S_IFMT == unix.S_IFDIR && st.Mode&0o002 != 0 {
-		// Most likely the directory a job made in the degraded mode.
-		todo = "if it is the directory jobs made before lease init (degraded mode), remove it once `amdrun ps` shows no lease in it, then run lease init again"
-	}
-	return fmt.Errorf("lease: %s: %w: %s owned by %s, mode %04o, that lease init did not make%s; lease init changes nothing there: %s",
-		path, ErrUnsafe, kind, ownerName(int(st.Uid)), st.Mode&0o7777, why, todo)
+	return fmt.Errorf("lease: %s: %w: %s owned by %s, mode %04o, that lease init did not make%s; lease init changes nothing there: choose another --lease-dir, or remove or move it yourself if nothing needs it",
+		path, ErrUnsafe, kind, ownerName(int(st.Uid)), st.Mode&0o7777, why)
 }
 
 // ensureLockFile makes name in the root-owned directory dfd a root-owned

@@ -289,6 +289,9 @@ type InitReport struct {
 	// counts those that were already there.
 	Made []string
 	Kept int
+	// Adopted says what Init did to take over the directory jobs made in
+	// the degraded mode; "" when it did not.
+	Adopted string
 }
 
 // LockedError says that the node lock stayed held by another process

@@ -25,7 +25,7 @@ import (
 //
 // With o.Create a missing directory is made (01777; parents 0755). The
 // mode (Owned or Shared) and what this process cannot rely on
-// (Degraded, warned once through o.Warn) come from the directory's owner
+// (Degraded, warned through o.Warn when notice says so) come from the directory's owner
 // and permissions and from who can change the directories above it.
 func Open(path string, o Options) (*Dir, error) {
 	if path == "" {
@@ -65,14 +65,14 @@ func Open(path string, o Options) (*Dir, error) {
 		d.mode = Owned
 		switch {
 		case d.owner != 0 && d.owner != euid:
-			d.degraded = fmt.Sprintf("lease directory %s belongs to %s, who can take devices other users' jobs hold there; ask root to run 'amdrun lease init'",
+			d.degraded = fmt.Sprintf("lease directory %s belongs to %s, who can take devices other users' jobs hold there; use one root prepared: --lease-dir or AMDRUN_LEASE_DIR naming a path where root ran 'amdrun lease init'",
 				clean, ownerName(d.owner))
 		case w.unsafeAt != "":
 			d.degraded = fmt.Sprintf("the way to lease directory %s can be changed by %s (%s): another user can swap it; use a directory whose parents only root can change",
 				clean, ownerName(w.unsafeBy), w.unsafeAt)
 		}
 	}
-	if d.degraded != "" && d.warn != nil {
+	if d.degraded != "" && d.warn != nil && d.notice() {
 		d.warn("%s", d.degraded)
 	}
 	return d, nil

@@ -223,6 +223,11 @@ type Plan struct {
 	// Warnings are things the user should know (unbound ranks, a default
 	// set on their behalf); each appears once.
 	Warnings []string
+	// OMPNote says which OMP_NUM_THREADS amdrun set for the ranks, when
+	// it set one for more than one rank (torchrun warns then too); ""
+	// when the user set it or the node runs one rank. It is not among
+	// Warnings: only a job that starts Python ranks prints it.
+	OMPNote string
 	// WorldSize is NNodes * len(Ranks).
 	WorldSize int
 	// Settings are the Spec's, RunID after its default ("" in a plan not
@@ -335,8 +340,8 @@ func NewPlan(s Spec) (*Plan, error) {
 		r.Env = mergeEnv(s.Env, set)
 		p.Ranks = append(p.Ranks, r)
 	}
-	if len(omp) > 0 {
-		p.Warnings = append(p.Warnings, ompWarning(p.Ranks, omp))
+	if len(omp) > 1 {
+		p.OMPNote = ompNote(p.Ranks, omp)
 	}
 	return p, nil
 }
@@ -498,9 +503,9 @@ func rankVars(s Spec, v resolved, p *Plan, r Rank) map[string]string {
 	return set
 }
 
-// ompWarning says which OMP_NUM_THREADS amdrun set for each rank (omp,
+// ompNote says which OMP_NUM_THREADS amdrun set for each rank (omp,
 // by local rank): "1 for every rank" when they agree.
-func ompWarning(ranks []Rank, omp []int) string {
+func ompNote(ranks []Rank, omp []int) string {
 	notes := make([]string, len(omp))
 	for i, n := range omp {
 		notes[i] = fmt.Sprintf("rank %d: %d", ranks[i].Rank, n)

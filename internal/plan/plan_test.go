@@ -72,8 +72,8 @@ func TestPlanEnv(t *testing.T) {
 	if !reflect.DeepEqual(r.Argv, []string{"python", "-u", "train.py", "--lr", "0.1"}) {
 		t.Errorf("argv %q", r.Argv)
 	}
-	if len(p.Warnings) != 1 || !strings.Contains(p.Warnings[0], "OMP_NUM_THREADS is not set") {
-		t.Errorf("warnings %q, want one about OMP_NUM_THREADS", p.Warnings)
+	if len(p.Warnings) != 0 || !strings.Contains(p.OMPNote, "OMP_NUM_THREADS is not set") {
+		t.Errorf("warnings %q, OMP note %q, want only the note about OMP_NUM_THREADS", p.Warnings, p.OMPNote)
 	}
 }
 
@@ -93,8 +93,8 @@ func TestPlanEnvUserSettingsKept(t *testing.T) {
 			t.Errorf("%s=%q, want %q", k, got[k], v)
 		}
 	}
-	if len(p.Warnings) != 0 {
-		t.Errorf("warnings %q, want none", p.Warnings)
+	if len(p.Warnings) != 0 || p.OMPNote != "" {
+		t.Errorf("warnings %q, OMP note %q, want none", p.Warnings, p.OMPNote)
 	}
 }
 
@@ -416,5 +416,23 @@ func TestParseTorchVersion(t *testing.T) {
 		if got := ParseTorchVersion([]byte(out)); got != want {
 			t.Errorf("%q: %q, want %q", out, got, want)
 		}
+	}
+}
+
+// TestPlanOMPNoteOnlyForSeveralRanks: amdrun sets OMP_NUM_THREADS for
+// one rank too, but says so only for more than one rank on the node, as
+// torchrun does (issue 31).
+func TestPlanOMPNoteOnlyForSeveralRanks(t *testing.T) {
+	s := baseSpec()
+	s.Devices = s.Devices[:1]
+	p, err := NewPlan(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := envlist.Map(p.Ranks[0].Env)["OMP_NUM_THREADS"]; got == "" {
+		t.Errorf("one rank: OMP_NUM_THREADS not set")
+	}
+	if p.OMPNote != "" || len(p.Warnings) != 0 {
+		t.Errorf("one rank: OMP note %q, warnings %q; want none", p.OMPNote, p.Warnings)
 	}
 }

@@ -231,7 +231,7 @@ func finish(o *Options, m *topology.Model, r *bench.Result) error {
 		err = bench.Save(path, r)
 	}
 	if err != nil {
-		fmt.Fprintf(o.IO.ErrOut, "amdrun: warning: result not cached: %v\n", err)
+		cmdutil.Warnf(o.IO, "result not cached: %v", err)
 	}
 	if o.JSON {
 		enc := json.NewEncoder(o.IO.Out)

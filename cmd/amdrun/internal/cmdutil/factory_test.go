@@ -1,8 +1,11 @@
 package cmdutil
 
 import (
+	"bytes"
 	"testing"
 	"time"
+
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
 )
 
 // TestFactoryResolves checks the one resolver every command uses: a flag
@@ -72,5 +75,18 @@ func TestPythonFrom(t *testing.T) {
 		if got := f.Python(tc.flag); got != tc.path {
 			t.Errorf("%s: Python = %q, want %q", tc.name, got, tc.path)
 		}
+	}
+}
+
+// TestWarnfQuiet: -q (IOStreams.Quiet) silences every warning, which
+// all go through Warnf (issue 31).
+func TestWarnfQuiet(t *testing.T) {
+	errOut := &bytes.Buffer{}
+	ios := iostreams.New(nil, nil, errOut, false, false)
+	Warnf(ios, "one %d\n", 1)
+	ios.Quiet = true
+	Warnf(ios, "two")
+	if got := errOut.String(); got != "amdrun: warning: one 1\n" {
+		t.Errorf("stderr %q, want only the first warning", got)
 	}
 }

@@ -15,6 +15,8 @@ type IOStreams struct {
 	In     io.Reader
 	Out    io.Writer
 	ErrOut io.Writer
+	// Quiet silences warnings (-q/--quiet); errors still print.
+	Quiet bool
 
 	stdoutTTY bool
 	stderrTTY bool

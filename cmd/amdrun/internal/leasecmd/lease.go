@@ -48,9 +48,11 @@ There no user can remove or replace a lease file, so no job can take a device
 another job holds. Run it as root once per boot (/run is emptied at boot), or
 install its systemd-tmpfiles.d lines (--tmpfiles). It is safe to run again: it
 only builds. It makes the directory when nothing is there and adopts one it
-made before; anything else at the path (a file, a link, a directory another
-user owns or can write, or one holding other files) is refused, named with its
-owner and mode, and left as it is.`,
+made before, or the one jobs made before it ran (the degraded mode) when that
+holds only amdrun's own files and no job runs or waits there: it becomes
+root's, and the files other users' jobs made are replaced by root's. Anything
+else at the path (a file, a link, a directory holding other files) is refused,
+named with its owner and mode, and left as it is.`,
 		Example: `  sudo amdrun lease init
   sudo amdrun lease init --lease-dir /srv/amdrun/leases
   amdrun lease init --tmpfiles | sudo tee /etc/tmpfiles.d/amdrun-devices.conf`,
@@ -99,6 +101,9 @@ func RunInit(ctx context.Context, o *InitOptions) error {
 	rep, err := lease.Init(o.Dir, keys)
 	if err != nil {
 		return err
+	}
+	if rep.Adopted != "" {
+		fmt.Fprintf(o.IO.Out, "%s: %s\n", rep.Path, rep.Adopted)
 	}
 	devs, newCPUs := countMade(rep.Made)
 	fmt.Fprintf(o.IO.Out, "%s is root-prepared: node lock, queue, %d device lock files (%d new), %d CPU lock files (%d new)\n",

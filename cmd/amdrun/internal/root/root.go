@@ -60,6 +60,7 @@ func NewCmdRoot(f *cmdutil.Factory) *cobra.Command {
 	cmdutil.PersistentStringEnumFlag(cmd, &f.Topo.Source, SourceFlag, "auto", "topology source: %s")
 	pf.StringVar(&f.Topo.SysfsRoot, "sysfs-root", "", "read sysfs (and /proc) under `DIR` (default $AMDRUN_SYSFS_ROOT, else /)")
 	cmdutil.PersistentStringEnumFlag(cmd, &f.Topo.Bandwidth, BandwidthFlag, "auto", "bandwidth for selection: %s")
+	pf.BoolVarP(&f.IOStreams.Quiet, "quiet", "q", false, "print no warnings (errors still print)")
 	pf.StringVar(&f.Topo.File, "topology", "", "read the topology from `FILE`, saved with 'amdrun topo --json' (here or on another machine)")
 	cmd.PersistentPreRunE = func(c *cobra.Command, args []string) error {
 		if err := discover.ValidSource(f.Topo.Source); err != nil {

@@ -102,7 +102,7 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 			if f.Topo.File != "" {
 				opts.SourceAuto = false
 			}
-			opts.Root = f.SysfsRoot()
+			opts.Root, opts.Quiet = f.SysfsRoot(), f.IOStreams.Quiet
 			// A dry run takes no lease: it must not make the directory either.
 			opts.Leases = func(create bool) (*lease.Dir, error) { return f.OpenLeases(leaseDir, create) }
 			if err := applyPET(cmd.Flags(), f.Env(), l.PET); err != nil {

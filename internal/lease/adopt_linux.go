@@ -1,0 +1,282 @@
+package lease
+
+import (
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// adoption is lease init taking over the directory jobs made in the
+// degraded mode (issue 31: lease init refused it, and the advice was to
+// remove it by hand). Everything it judged stays open and write-locked
+// until close, so that no job leases a device or queues meanwhile.
+type adoption struct {
+	dfd    int
+	path   string
+	locked map[string]lockedEntry // the directory's entries, by name
+	queue  *lockedEntry           // DIR/queue (fd: the directory), nil if none
+	queued map[string]int         // the queue's tickets, locked, by name
+	proof  bool                   // the node lock or a lease file is there
+}
+
+type lockedEntry struct {
+	fd int
+	st unix.Stat_t
+}
+
+func (a *adoption) close() {
+	for _, e := range a.locked {
+		unix.Close(e.fd)
+	}
+	for _, fd := range a.queued {
+		unix.Close(fd)
+	}
+	if a.queue != nil {
+		unix.Close(a.queue.fd)
+	}
+}
+
+// adoptDegraded makes root's the directory open as dfd (st: writable by
+// every user, as jobs make it in the degraded mode) when it can prove it
+// is amdrun's: it holds the node lock or a lease file, and nothing but
+// the empty lock files, notice markers and queue tickets amdrun makes,
+// none of them locked by a job. Then the directory becomes root's, 0755
+// (no other user can add, remove or rename anything in it), each file
+// another user made is replaced by root's (never changed in place), and a
+// queue another user made by root's, its stale tickets removed. What it
+// cannot prove is amdrun's is refused as notOurs, changing nothing; a
+// locked file, with an error wrapping ErrBusy naming its holder.
+func adoptDegraded(dfd int, abs string, st *unix.Stat_t, rep *InitReport) error {
+	a := &adoption{dfd: dfd, path: abs, locked: map[string]lockedEntry{}, queued: map[string]int{}}
+	defer a.close()
+	if hasACL(dfd) {
+		return notOurs(abs, st, "it carries an access control list, which amdrun never sets")
+	}
+	if why, err := a.survey(); err != nil || why != "" {
+		return refusal(abs, st, why, err)
+	}
+	if err := unix.Fchown(dfd, 0, 0); err != nil {
+		return fmt.Errorf("lease: %w", &fs.PathError{Op: "chown", Path: abs, Err: err})
+	}
+	if err := unix.Fchmod(dfd, 0o755); err != nil {
+		a.restore(st)
+		return fmt.Errorf("lease: %w", &fs.PathError{Op: "chmod", Path: abs, Err: err})
+	}
+	if afterSeize != nil {
+		afterSeize(abs)
+	}
+	// Entries added or replaced between the survey and the chmod.
+	if why, err := a.survey(); err != nil || why != "" {
+		a.restore(st)
+		return refusal(abs, st, why, err)
+	}
+	replaced, err := a.replaceOthers()
+	if err != nil {
+		return err
+	}
+	stale, err := a.replaceQueue()
+	if err != nil {
+		return err
+	}
+	rep.Adopted = fmt.Sprintf("adopted the directory jobs made in the degraded mode (owner %s, mode %04o): now root's, 0755; %d lock files other users made replaced by root's, %d stale queue tickets removed",
+		ownerName(int(st.Uid)), st.Mode&0o7777, replaced, stale)
+	return nil
+}
+
+// afterSeize, when set (tests), runs when the directory has just become
+// root's, before it is surveyed again: what a user did a moment before.
+var afterSeize func(path string)
+
+// refusal is adoptDegraded's error: err, else why as notOurs says it.
+func refusal(abs string, st *unix.Stat_t, why string, err error) error {
+	if err != nil {
+		return err
+	}
+	return notOurs(abs, st, why)
+}
+
+// hasACL says whether the file open as fd carries a POSIX ACL (or its
+// attributes cannot be listed).
+func hasACL(fd int) bool {
+	buf := make([]byte, 4096)
+	n, err := unix.Flistxattr(fd, buf)
+	if err == unix.ENOTSUP {
+		return false
+	}
+	return err != nil || strings.Contains(string(buf[:n]), "system.posix_acl_")
+}
+
+// restore gives the directory back its owner and mode.
+func (a *adoption) restore(st *unix.Stat_t) {
+	_ = unix.Fchown(a.dfd, int(st.Uid), int(st.Gid))
+	_ = unix.Fchmod(a.dfd, st.Mode&0o7777)
+}
+
+// survey judges and locks every entry not judged yet; why says what is
+// not amdrun's ("" when all is).
+func (a *adoption) survey() (why string, err error) {
+	ents, err := names(a.dfd, a.path)
+	if err != nil {
+		return "", err
+	}
+	for _, n := range ents {
+		if e, ok := a.locked[n]; ok || (n == queueDir && a.queue != nil) {
+			if !ok {
+				e = *a.queue
+			}
+			if !a.same(n, &e.st) {
+				return fmt.Sprintf("%s was replaced while lease init looked at it", n), nil
+			}
+			continue
+		}
+		if n == queueDir {
+			why, err = a.surveyQueue()
+		} else {
+			why, err = a.take(n)
+		}
+		if why != "" || err != nil {
+			return why, err
+		}
+	}
+	if !a.proof {
+		return "it holds neither amdrun's node lock nor a lease file", nil
+	}
+	return "", nil
+}
+
+// same says whether the entry n still is the file judged as st.
+func (a *adoption) same(n string, st *unix.Stat_t) bool {
+	var now unix.Stat_t
+	return unix.Fstatat(a.dfd, n, &now, unix.AT_SYMLINK_NOFOLLOW) == nil && now.Dev == st.Dev && now.Ino == st.Ino
+}
+
+// take judges and locks the entry n of the directory.
+func (a *adoption) take(n string) (why string, err error) {
+	_, isKey := KeyFromFileName(n)
+	if !isKey && n != nodeLock && n != initMarker && !strings.HasPrefix(n, noticePrefix) {
+		return fmt.Sprintf("it holds files amdrun does not make (%s)", n), nil
+	}
+	e, why, err := lockEntry(a.dfd, a.path, n, 0)
+	if why != "" || err != nil {
+		return why, err
+	}
+	a.locked[n] = e
+	a.proof = a.proof || isKey || n == nodeLock
+	return "", nil
+}
+
+// lockEntry opens the entry n of the directory dfd (path), without
+// following a link, and write-locks it: a regular file with one link of
+// at most limit bytes. why says what else it is; err wraps ErrBusy when a
+// process holds it locked.
+func lockEntry(dfd int, path, n string, limit int64) (e lockedEntry, why string, err error) {
+	full := filepath.Join(path, n)
+	fd, err := unix.Openat(dfd, n, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	if err != nil {
+		return e, fmt.Sprintf("%s cannot be opened as amdrun's file: %v", n, err), nil
+	}
+	e.fd = fd
+	if err := unix.Fstat(fd, &e.st); err != nil || fileKind(e.st.Mode) != "" || e.st.Nlink != 1 || e.st.Size > limit {
+		unix.Close(fd)
+		return e, fmt.Sprintf("%s is not a file amdrun makes (%s of %d bytes owned by %s)", n, fileKindOr(e.st.Mode), e.st.Size, ownerName(int(e.st.Uid))), nil
+	}
+	got, err := flockNB(fd, unix.LOCK_EX)
+	if err != nil || !got {
+		unix.Close(fd)
+		if err == nil {
+			err = &heldError{fmt.Sprintf("lease: %s is locked by %s, a job that runs or waits there; lease init changes nothing there: run it again once the job ends (amdrun ps lists the jobs)", full, lockHolder(readProcLocks(), &e.st))}
+		}
+		return e, "", err
+	}
+	return e, "", nil
+}
+
+// heldError is lockEntry's error for a file a process holds locked.
+type heldError struct{ msg string }
+
+func (e *heldError) Error() string { return e.msg }
+func (e *heldError) Unwrap() error { return ErrBusy }
+
+// surveyQueue judges DIR/queue and locks its tickets.
+func (a *adoption) surveyQueue() (why string, err error) {
+	qfd, err := unix.Openat(a.dfd, queueDir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Sprintf("%s is not amdrun's queue: %v", queueDir, err), nil
+	}
+	q := &lockedEntry{fd: qfd}
+	a.queue = q
+	if err := unix.Fstat(qfd, &q.st); err != nil {
+		return "", fmt.Errorf("lease: %w", &fs.PathError{Op: "stat", Path: filepath.Join(a.path, queueDir), Err: err})
+	}
+	qpath := filepath.Join(a.path, queueDir)
+	ents, err := names(qfd, qpath)
+	if err != nil {
+		return "", err
+	}
+	for _, n := range ents {
+		if !isTicketName(n) {
+			return fmt.Sprintf("its queue holds files amdrun does not make (%s)", n), nil
+		}
+		e, why, err := lockEntry(qfd, qpath, n, maxTicket)
+		if why != "" || err != nil {
+			return why, err
+		}
+		a.queued[n] = e.fd
+	}
+	return "", nil
+}
+
+// isTicketName says whether n is the name ticketFile gives.
+func isTicketName(n string) bool {
+	var uid, pid int
+	var start uint64
+	k, _ := fmt.Sscanf(n, "%d-%d-%d.lock", &uid, &pid, &start)
+	return k == 3 && ticketFile(uid, pid, start) == n
+}
+
+// replaceOthers replaces each lock file another user made (or not
+// root's 0644) by root's, and removes the notice markers: only root now
+// changes the directory, and what is unlinked is what was judged (held
+// open and locked). It counts the lock files replaced.
+func (a *adoption) replaceOthers() (int, error) {
+	n := 0
+	for name, e := range a.locked {
+		mine := e.st.Uid == 0 && e.st.Mode&0o7777 == 0o644
+		notice := strings.HasPrefix(name, noticePrefix)
+		if mine && !notice {
+			continue
+		}
+		if err := unix.Unlinkat(a.dfd, name, 0); err != nil && err != unix.ENOENT {
+			return n, fmt.Errorf("lease: %w", &fs.PathError{Op: "remove", Path: filepath.Join(a.path, name), Err: err})
+		}
+		if notice {
+			continue
+		}
+		if _, err := ensureLockFile(a.dfd, filepath.Join(a.path, name), name); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// replaceQueue removes a queue another user made, with its stale
+// tickets (fill makes root's); root's own queue is kept as it is.
+func (a *adoption) replaceQueue() (int, error) {
+	if a.queue == nil || a.queue.st.Uid == 0 {
+		return 0, nil
+	}
+	qpath := filepath.Join(a.path, queueDir)
+	for name := range a.queued {
+		if err := unix.Unlinkat(a.queue.fd, name, 0); err != nil {
+			return 0, fmt.Errorf("lease: %w", &fs.PathError{Op: "remove", Path: filepath.Join(qpath, name), Err: err})
+		}
+	}
+	if err := unix.Unlinkat(a.dfd, queueDir, unix.AT_REMOVEDIR); err != nil {
+		return 0, fmt.Errorf("lease: %s: %w: %w; lease init made the rest root's: remove what is in it and run lease init again", qpath, ErrUnsafe, err)
+	}
+	return len(a.queued), nil
+}
