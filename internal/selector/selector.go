@@ -106,7 +106,9 @@ type Request struct {
 	// Order is the rank order of Choice.Devices (zero: by index).
 	Order Order
 	// Work bounds the work Select spends (see DefaultWork), for either
-	// policy; zero means DefaultWork. When it runs out Select returns the
+	// policy, beyond 16 candidates (up to 16 every subset is scored
+	// whatever Work, and Choice.Work may exceed it); zero means
+	// DefaultWork. When it runs out Select returns the
 	// best set found, Choice.Exact false and Choice.CappedBy "work". A
 	// ring policy search over more than 16 candidates may then spend up
 	// to Work/10 more settling the chosen set's ring, and scoring one
