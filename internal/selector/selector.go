@@ -266,7 +266,7 @@ func (pp *Prepared) selectBy(req Request, p Policy, r rules) (*Choice, error) {
 	pr := pp.newProblem(cands, p, n, r)
 	pr.own = budget{limit: int64(work), deadline: start.Add(limit)}
 	pr.bud = &pr.own
-	res := pr.search(k + 1)
+	res := pr.search(1)
 	naive := firstN(n).list()
 	if len(res.top) == 0 {
 		// The budget ran out before any set was scored (it never does: the
@@ -274,7 +274,32 @@ func (pp *Prepared) selectBy(req Request, p Policy, r rules) (*Choice, error) {
 		res.top = []entry{{key: pr.evalList(naive), mask: firstN(n)}}
 		res.exact = false
 	}
-	return pr.choice(req, &res, naive, work), nil
+	chosen := res.top[0].mask
+	ch := pr.choice(req, &res, naive, work)
+	if k > 0 {
+		ch.Alternatives = pp.runnerUps(cands, p, n, r, k, chosen, limit, work)
+	}
+	return ch, nil
+}
+
+// runnerUps are the k best sets other than chosen, found by a search of
+// their own once the choice is made, so that asking for them never
+// changes the choice (issue 35: a search keeping k+1 sets prunes
+// differently from one keeping one, and where neither is proven they
+// may end on different sets). It spends work of its own, not counted in
+// Choice.Work.
+func (pp *Prepared) runnerUps(cands []int, p Policy, n int, r rules, k int, chosen bitset, limit time.Duration, work int) []Candidate {
+	pr := pp.newProblem(cands, p, n, r)
+	pr.own = budget{limit: int64(work), deadline: time.Now().Add(limit)}
+	pr.bud = &pr.own
+	res := pr.search(k + 1)
+	out := make([]Candidate, 0, k)
+	for _, e := range res.top {
+		if e.mask != chosen && len(out) < k {
+			out = append(out, Candidate{Devices: pr.global(e.mask.list()), Score: pr.score(e.key)})
+		}
+	}
+	return out
 }
 
 // checkRequest refuses a malformed request and returns the candidates
@@ -324,8 +349,8 @@ func searchLimits(req Request) (k int, limit time.Duration, work int) {
 }
 
 // choice is the search's result as Select returns it: the best set (its
-// ring settled by the policy), the score, exactness and gap, the
-// runner-ups and the naive set.
+// ring settled by the policy), the score, exactness and gap, and the
+// naive set.
 func (pr *problem) choice(req Request, res *result, naive []int, work int) *Choice {
 	best := res.top[0]
 	local := best.mask.list()
@@ -353,9 +378,6 @@ func (pr *problem) choice(req Request, res *result, naive []int, work int) *Choi
 		ch.Devices = pr.global(pr.pathOrder(local))
 	} else {
 		ch.Devices = pr.global(local)
-	}
-	for _, e := range res.top[1:] {
-		ch.Alternatives = append(ch.Alternatives, Candidate{Devices: pr.global(e.mask.list()), Score: pr.score(e.key)})
 	}
 	ch.Naive = &Candidate{Devices: pr.global(naive), Score: pr.score(pr.evalList(naive))}
 	return ch
