@@ -141,17 +141,9 @@ func (p *problem) branchAndBound(k int) result {
 	if k == 1 && b.rootSettled() {
 		return b.result()
 	}
-	late := false
 	for _, s := range p.seeds(b) {
 		if p.bud.spent() {
-			// Once the budget is spent one seed more is scored: a ring in
-			// hand above every set listed (its ring search ends where it
-			// starts; its min cut is the cost).
-			c := p.knownRing(s)
-			if late || c == nil || (len(b.top.e) > 0 && p.cycleBottleneck(c) <= b.top.e[0].key[kFirst]) {
-				continue
-			}
-			late = true
+			break
 		}
 		b.offer(s)
 	}

@@ -6,7 +6,8 @@ import "time"
 // looked at): a set scored by enumeration is one unit, a node of the
 // branch-and-bound 1 + nc²/256 (its bound looks at every pair of the nc
 // classes a few times), a ring test over k devices 2^(k-1)·k/1024 (the
-// subset table), a step of the exact cycle search k/128, a min cut
+// subset table), a cycle looked for beyond 16 devices (k² + k per
+// rotation)/1024, a min cut
 // k³/1024. Each costly routine charges what it did, so a unit costs about
 // the same time on every input. Counting work instead of time makes the
 // answer a function of the input alone (issue 25: with a time budget the

@@ -208,7 +208,7 @@ var cutRule = policyRule{
 	},
 	prepare: func(*problem) {},
 	seeds:   func(*problem, *classSearch, int64) [][]int { return nil },
-	ring:    func(*problem, *entry, *result, []int, int64) ([]int, bool) { return nil, false },
+	ring:    func(*problem, *entry, *result, []int) ([]int, bool) { return nil, false },
 }
 
 // Adding a policy is one row (cutRule) and nothing else: PolicyByName

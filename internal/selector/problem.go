@@ -52,9 +52,8 @@ type problem struct {
 	ham  []uint32
 	vals []int64
 	sw   []int64
-	cyc  cycleSearch // scratch of hamSearch
-	tg   []bitset    // scratch of thresholdGraph
-	top  int64       // ring policy, 3 or more devices: ringTop, a bound of every set's ring
+	tg   []bitset // scratch of thresholdGraph
+	top  int64    // ring policy, 3 or more devices: ringTop, a bound of every set's ring
 }
 
 // scratch is working memory sized to the candidates, made once per

@@ -1,7 +1,6 @@
 package selector
 
 import (
-	"cmp"
 	"slices"
 )
 
@@ -45,25 +44,9 @@ func (p *problem) partSeeds(b *classSearch) [][]int {
 	return out
 }
 
-// ringSeeds are the ring policy's seeds: where few devices are
-// interchangeable (the classes of a partitioned node settle its rings
-// far cheaper), the rings of the cycle searches (ringSeed), each raised
-// by local search with an equal share of a third of what is left (what
-// one does not use, the next may), the best first (its set scores
-// cheapest once the budget is spent); then a greedy ring-minded set.
-func (p *problem) ringSeeds(b *classSearch, t int64) [][]int {
-	var out [][]int
-	if p.size >= 3 && len(b.cls) > p.n/2 {
-		rings := p.ringSeed(min(t, p.top))
-		end := p.bud.work + p.bud.left()/3
-		for i, s := range rings {
-			rings[i] = p.raiseRing(s, p.bud.work+max(0, end-p.bud.work)/int64(len(rings)-i), false)
-			p.noteRing(rings[i])
-		}
-		slices.SortStableFunc(rings, func(a, b []int) int { return cmp.Compare(p.cycleBottleneck(b), p.cycleBottleneck(a)) })
-		out = append(out, rings...)
-	}
-	return append(out, p.greedy(&b.classGraph, 0, true))
+// ringSeeds are the ring policy's seeds: a greedy ring-minded set.
+func (p *problem) ringSeeds(b *classSearch, _ int64) [][]int {
+	return [][]int{p.greedy(&b.classGraph, 0, true)}
 }
 
 // greedy grows a set of p.size devices one at a time. For the tree

@@ -109,10 +109,7 @@ type Request struct {
 	// policy, beyond 16 candidates (up to 16 every subset is scored
 	// whatever Work, and Choice.Work may exceed it); zero means
 	// DefaultWork. When it runs out Select returns the
-	// best set found, Choice.Exact false and Choice.CappedBy "work". A
-	// ring policy search over more than 16 candidates may then spend up
-	// to Work/10 more settling the chosen set's ring, and scoring one
-	// last seed whose ring is in hand may overrun by one min cut. The
+	// best set found, Choice.Exact false and Choice.CappedBy "work". The
 	// answer depends on the input and Work alone, never on the machine.
 	Work int
 	// Budget is a wall-clock safety cap; zero means DefaultBudget. The
@@ -356,7 +353,7 @@ func (pr *problem) choice(req Request, res *result, naive []int, work int) *Choi
 	local := best.mask.list()
 	// the policy's ring of the chosen set (it may settle the set's
 	// ring, which the score and the gap then show)
-	ring, hasRing := pr.policy.rules().ring(pr, &best, res, local, int64(work)/ringSettle)
+	ring, hasRing := pr.policy.rules().ring(pr, &best, res, local)
 	ch := &Choice{
 		Policy:     pr.policy.String(),
 		Score:      pr.score(best.key),
@@ -383,40 +380,22 @@ func (pr *problem) choice(req Request, res *result, naive []int, work int) *Choi
 	return ch
 }
 
-// ringSettle: settling the chosen set's ring (reportRing, the ring
-// policy's policyRule.ring) may spend 1/ringSettle of Request.Work on
-// top of what the search spent.
-const ringSettle = 10
-
 // reportRing returns the ring Select reports for the chosen set best
-// (local, 3 or more devices): the best ring found for it by any path
-// (a seed, local search, the ring search), settled with at most extra
-// more work when the search left it a range (settleRing; a time cap that
-// fired stays), or found by ringOrder (outside the budget) when the
-// search proved it. The key's ring becomes that ring's weakest link, so
-// the score is the ring of a cycle Select returns. Where the set's best
-// ring stays unproven, or was proven without a ring in hand that the
-// order then failed to find (no input tested does that), the bound of
-// what is unsettled takes the set's upper bound: Exact is false and the
-// gap, on the ring, says by how much the set itself may fall short.
-func (p *problem) reportRing(best *entry, res *result, local []int, extra int64) []int {
+// (local, 3 or more devices): the best ring found for it (ringOrder:
+// the one the search holds, else one found at the set's ring score).
+// The key's ring becomes that ring's weakest link, so the score is the
+// ring of a cycle Select returns. Where the set's best ring stays
+// unproven (beyond 16 devices, a ring below its degree bound), the bound
+// of what is unsettled takes the set's upper bound: Exact is false and
+// the gap, on the ring, says by how much the set itself may fall short.
+func (p *problem) reportRing(best *entry, res *result, local []int) []int {
 	lo := best.key[kFirst]
-	var ring []int
-	var rr ringRange
-	if hi := max(lo, best.ringHi); hi > lo {
-		if p.bud.capped == CappedByWork {
-			p.bud.capped = ""
-		}
-		p.bud.limit = p.bud.work + extra
-		ring, rr = p.settleRing(local, lo, hi)
-	} else {
-		bud := p.bud
-		p.bud = unlimited()
-		ring = p.ringOrder(local, lo)
-		p.bud = bud
-		b := p.cycleBottleneck(ring)
-		rr = ringRange{b, max(b, lo)}
-	}
+	bud := p.bud
+	p.bud = unlimited()
+	ring := p.ringOrder(local, lo)
+	p.bud = bud
+	b := p.cycleBottleneck(ring)
+	rr := ringRange{b, max(b, lo, best.ringHi)}
 	best.key[kFirst] = rr.lo
 	if !rr.exact() {
 		open := best.key

@@ -88,10 +88,9 @@ type policyRule struct {
 	seeds func(p *problem, b *classSearch, t int64) [][]int
 	// ring orders the chosen set vs, the entry best of the search's
 	// result res, along its ring for Choice.Ring; ok false when the
-	// policy has no ring for it. It may spend up to extra more work
-	// settling the set's ring and then updates best's key and res's
-	// exactness and bound to what it found (reportRing).
-	ring func(p *problem, best *entry, res *result, vs []int, extra int64) (order []int, ok bool)
+	// policy has no ring for it. It updates best's key and res's
+	// exactness and bound to the ring it found (reportRing).
+	ring func(p *problem, best *entry, res *result, vs []int) (order []int, ok bool)
 }
 
 // policies are the policies, indexed by Policy, default first. Its names
@@ -115,7 +114,7 @@ var policies = []policyRule{
 		cutShort: (*problem).partSeeds,
 		prepare:  func(*problem) {},
 		seeds:    func(*problem, *classSearch, int64) [][]int { return nil },
-		ring:     func(*problem, *entry, *result, []int, int64) ([]int, bool) { return nil, false },
+		ring:     func(*problem, *entry, *result, []int) ([]int, bool) { return nil, false },
 	},
 	Ring: {
 		name: "ring",
@@ -136,11 +135,11 @@ var policies = []policyRule{
 			}
 		},
 		seeds: (*problem).ringSeeds,
-		ring: func(p *problem, best *entry, res *result, vs []int, extra int64) ([]int, bool) {
+		ring: func(p *problem, best *entry, res *result, vs []int) ([]int, bool) {
 			if p.size < 3 {
 				return nil, false
 			}
-			return p.reportRing(best, res, vs, extra), true
+			return p.reportRing(best, res, vs), true
 		},
 	},
 }
