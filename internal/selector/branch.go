@@ -529,6 +529,16 @@ func (b *classSearch) leaf() {
 // list.
 func (b *classSearch) ringLeaf(present []int, k key) (first, cut int64, ok bool) {
 	p := b.p
+	// The ring's degree bound and the smallest weighted degree bound the
+	// set's key: skip the ring search when even they cannot enter the
+	// list.
+	k[kCut] = b.minDegree(present, b.take)
+	if b.size >= 3 {
+		k[kFirst] = b.ringUpper(present, b.take)
+		if b.top.full() && !better(entry{key: k, mask: b.setMask}, b.top.worst()) {
+			return 0, 0, false
+		}
+	}
 	vs := b.setMask.list()
 	var rr ringRange
 	if len(vs) <= enumLimit {
@@ -537,15 +547,14 @@ func (b *classSearch) ringLeaf(present []int, k key) (first, cut int64, ok bool)
 		rr = p.ringSearch(&b.classGraph, present, b.take, vs)
 	}
 	k[kFirst] = rr.lo
-	// The smallest weighted degree bounds the min cut: skip Stoer-Wagner
-	// when even that cannot enter the list.
-	k[kCut] = b.minDegree(present, b.take)
 	if !rr.exact() {
 		open := k
 		open[kFirst] = rr.hi
 		b.keepOpen(open)
 		b.ringHi = rr.hi // for the entry (reportRing settles it if chosen)
 	}
+	// with the ring known, the smallest degree may still show that
+	// Stoer-Wagner is not needed
 	if b.top.full() && !better(entry{key: k, mask: b.setMask}, b.top.worst()) {
 		return 0, 0, false
 	}

@@ -52,6 +52,7 @@ func benchmarkRequests(t testing.TB) []struct {
 	for _, parts := range []int{63, 64} {
 		add(fmt.Sprintf("noisy cpx %d", parts), newMI300XCPXNodeOf(t, parts, 0.03, 7), both, every(parts)...)
 	}
+	add("tiered cpx 63", tieredCPX(t), both, every(63)...)
 	d := newDGX16Node(t)
 	add("16 devices", newFlatNode(t, 16, func(x, y int) int64 { return d.bw[x][y] }, func(i int) int { return i / 8 }), both, 4, 8)
 	add("distinct 64", newDistinctNode(t, 64, 11), []Policy{Ring}, 48, 54)
