@@ -150,11 +150,6 @@ func (p *problem) branchAndBound(k int) result {
 	// A spent budget stops the search at its root, which keeps the root's
 	// bound open.
 	b.dfs(0, p.size, len(b.levels)-1)
-	if b.stopped {
-		for _, s := range p.policy.rules().cutShort(p, b) {
-			b.offer(s)
-		}
-	}
 	return b.result()
 }
 

@@ -66,9 +66,6 @@ func (b *budget) spent() bool {
 	return false
 }
 
-// left is the work not yet spent (0 when none is left).
-func (b *budget) left() int64 { return max(0, b.limit-b.work) }
-
 // unlimited is a budget that never runs out (tests and bounds).
 func unlimited() *budget { return &budget{limit: unlimitedWork} }
 

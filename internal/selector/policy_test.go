@@ -199,8 +199,7 @@ var cutRule = policyRule{
 	leaf: func(b *classSearch, _ []int, _ key) (int64, int64, bool) {
 		return 0, b.p.minCut(b.setMask.list()), true
 	},
-	first:    func(*classSearch, int, int, int64) int64 { return 0 },
-	cutShort: func(*problem, *classSearch) [][]int { return nil },
+	first: func(*classSearch, int, int, int64) int64 { return 0 },
 	// as the ring's: the min cut is at most the smallest degree and the
 	// mean degree
 	cut: func(b *classSearch, c, r int, total int64) int64 {

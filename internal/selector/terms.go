@@ -77,9 +77,6 @@ type policyRule struct {
 	// cut bounds the cut slot of every set of the subtree that reaches
 	// the first's bound, given total, one of their total bandwidth.
 	cut func(b *classSearch, c, r int, total int64) int64
-	// cutShort are the policy's sets to offer when the budget cut the
-	// branch-and-bound short (branchAndBound).
-	cutShort func(p *problem, b *classSearch) [][]int
 	// prepare runs before the branch-and-bound's first node.
 	prepare func(p *problem)
 	// seeds are the policy's own sets to offer before the
@@ -109,12 +106,11 @@ var policies = []policyRule{
 		leaf: func(b *classSearch, present []int, _ key) (int64, int64, bool) {
 			return b.treeOf(present, b.take), 0, true
 		},
-		first:    func(_ *classSearch, _, _ int, tree int64) int64 { return tree },
-		cut:      func(*classSearch, int, int, int64) int64 { return 0 },
-		cutShort: (*problem).partSeeds,
-		prepare:  func(*problem) {},
-		seeds:    func(*problem, *classSearch, int64) [][]int { return nil },
-		ring:     func(*problem, *entry, *result, []int) ([]int, bool) { return nil, false },
+		first:   func(_ *classSearch, _, _ int, tree int64) int64 { return tree },
+		cut:     func(*classSearch, int, int, int64) int64 { return 0 },
+		prepare: func(*problem) {},
+		seeds:   func(*problem, *classSearch, int64) [][]int { return nil },
+		ring:    func(*problem, *entry, *result, []int) ([]int, bool) { return nil, false },
 	},
 	Ring: {
 		name: "ring",
@@ -124,11 +120,10 @@ var policies = []policyRule{
 			r := p.ringOf(vs)
 			return r.lo, p.minCut(vs), r.exact(), r.hi
 		},
-		enum:     (*problem).ringEnum,
-		leaf:     (*classSearch).ringLeaf,
-		first:    (*classSearch).ringFirst,
-		cut:      (*classSearch).ringCut,
-		cutShort: func(*problem, *classSearch) [][]int { return nil },
+		enum:  (*problem).ringEnum,
+		leaf:  (*classSearch).ringLeaf,
+		first: (*classSearch).ringFirst,
+		cut:   (*classSearch).ringCut,
 		prepare: func(p *problem) {
 			if p.size >= 3 {
 				p.top = p.ringTop()
