@@ -178,7 +178,7 @@ func (b *classSearch) rootSettled() bool {
 // rules), else built and kept there for the next request.
 func (p *problem) rootTables() *classTables {
 	pp := p.prep
-	if pp == nil || p.group == nil {
+	if pp == nil || p.n != pp.nd {
 		return p.newClassTables(p.buildClasses(firstN(p.n)))
 	}
 	pp.mu.Lock()

@@ -25,12 +25,7 @@ type class struct {
 // buildClasses groups the candidates in pool into classes, ordered by
 // their lowest index.
 func (p *problem) buildClasses(pool bitset) []class {
-	var cls []class
-	if p.group != nil && pool == firstN(p.n) {
-		cls = p.groupClasses()
-	} else {
-		cls = p.matchClasses(pool)
-	}
+	cls := p.matchClasses(pool)
 	p.finishClasses(cls)
 	return cls
 }
@@ -101,49 +96,6 @@ func (p *problem) finishClasses(cls []class) {
 			cl.firstLoad[i+1] = cl.firstLoad[i] + p.load[v]
 		}
 	}
-}
-
-// groupClasses is buildClasses over every candidate when they are all
-// the devices: the prepared link groups split by NUMA node and busy
-// state, in the same order (by lowest member). It finds each device's
-// class first and then lays the members out in one array.
-func (p *problem) groupClasses() []class {
-	n := p.n
-	buf := make([]int, 4*n)
-	// first[g]: the class of group g's first member; of[v]: v's class;
-	// rep[c], size[c]: class c's first member and size
-	first, of, rep, size := buf[:n:n], buf[n:2*n:2*n], buf[2*n:2*n:3*n], buf[3*n:]
-	for v := 0; v < n; v++ {
-		g := p.group[v]
-		found := -1
-		if g != v {
-			for c := first[g]; c < len(rep); c++ {
-				if r := rep[c]; p.group[r] == g && p.numa[r] == p.numa[v] && p.busy.has(r) == p.busy.has(v) {
-					found = c
-					break
-				}
-			}
-		}
-		if found < 0 {
-			if g == v {
-				first[g] = len(rep)
-			}
-			found = len(rep)
-			rep = append(rep, v)
-		}
-		of[v] = found
-		size[found]++
-	}
-	cls := make([]class, len(rep))
-	members := buf[:n:n] // first is done with
-	for c, r := range rep {
-		cls[c] = class{members: members[:0:size[c]], numa: p.numa[r], busy: p.busy.has(r), deg: p.deg[r]}
-		members = members[size[c]:]
-	}
-	for v := 0; v < n; v++ {
-		cls[of[v]].members = append(cls[of[v]].members, v)
-	}
-	return cls
 }
 
 // classGraph is the candidates seen class by class: the bandwidth and

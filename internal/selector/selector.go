@@ -21,6 +21,7 @@
 package selector
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -329,20 +330,8 @@ func (pp *Prepared) checkRequest(req Request, p Policy) ([]int, int, error) {
 // searchLimits are the request's runner-ups, time cap and work budget,
 // each its default where the request leaves it zero.
 func searchLimits(req Request) (k int, limit time.Duration, work int) {
-	k = req.Alternatives
-	if k == 0 {
-		k = DefaultAlternatives
-	}
-	k = max(k, 0)
-	limit = req.Budget
-	if limit <= 0 {
-		limit = DefaultBudget
-	}
-	work = req.Work
-	if work <= 0 {
-		work = DefaultWork
-	}
-	return k, limit, work
+	k = max(cmp.Or(req.Alternatives, DefaultAlternatives), 0)
+	return k, cmp.Or(max(req.Budget, 0), DefaultBudget), cmp.Or(max(req.Work, 0), DefaultWork)
 }
 
 // choice is the search's result as Select returns it: the best set (its
