@@ -34,30 +34,32 @@ func (p *problem) buildClasses(pool bitset) []class {
 // of every class found so far.
 func (p *problem) matchClasses(pool bitset) []class {
 	var cls []class
-	var rep []int
 	n := p.n
 	all := pool.list()
-	for _, v := range all {
-		found := -1
-		for c, r := range rep {
-			if p.numa[r] != p.numa[v] || p.busy.has(r) != p.busy.has(v) {
-				continue
-			}
-			same := true
-			rr, rv := r*n, v*n
-			for _, u := range all {
-				if u != r && u != v && (p.bw[rr+u] != p.bw[rv+u] || p.loc[rr+u] != p.loc[rv+u]) {
-					same = false
-					break
+	same := func(r, v int) bool {
+		if p.numa[r] != p.numa[v] || p.busy.has(r) != p.busy.has(v) {
+			return false
+		}
+		if len(all) == n { // rows equal but at r and v
+			lo, hi := min(r, v), max(r, v)
+			for _, x := range [][]int64{p.bw, p.loc} {
+				a, b := x[r*n:r*n+n], x[v*n:v*n+n]
+				if !slices.Equal(a[:lo], b[:lo]) || !slices.Equal(a[lo+1:hi], b[lo+1:hi]) || !slices.Equal(a[hi+1:], b[hi+1:]) {
+					return false
 				}
 			}
-			if same {
-				found = c
-				break
+			return true
+		}
+		for _, u := range all {
+			if u != r && u != v && (p.bw[r*n+u] != p.bw[v*n+u] || p.loc[r*n+u] != p.loc[v*n+u]) {
+				return false
 			}
 		}
+		return true
+	}
+	for _, v := range all {
+		found := slices.IndexFunc(cls, func(c class) bool { return same(c.members[0], v) })
 		if found < 0 {
-			rep = append(rep, v)
 			cls = append(cls, class{numa: p.numa[v], busy: p.busy.has(v), deg: p.deg[v]})
 			found = len(cls) - 1
 		}
