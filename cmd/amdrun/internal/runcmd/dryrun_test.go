@@ -231,15 +231,29 @@ type jsonPlan struct {
 
 // --search-work and --search-budget reach the search; when one cuts the
 // search short the JSON says so, names it and gives the proven gap; when
-// the search ends, exact and no gap.
+// the search ends, exact and no gap. Up to 16 candidates (the example's
+// 8) every subset is scored whatever --search-work (issue 35): the work
+// cap is shown on the KFD CPX tree's 63.
 func TestRunDryRunJSONGap(t *testing.T) {
 	for _, tc := range []struct {
 		flag, budget string
 		exact        bool
 		cappedBy     string
-	}{{"--search-work", "10", false, "work"}, {"--search-budget", "1ns", false, "time"}, {"--search-budget", "10s", true, ""}} {
+		kfd          bool
+	}{{"--search-work", "10", false, "work", true}, {"--search-work", "10", true, "", false},
+		{"--search-budget", "1ns", false, "time", false}, {"--search-budget", "10s", true, "", false}} {
 		f, out, _ := exampleFactory(t, nil)
-		err := dryRun(t, f, t.TempDir(), "--dry-run", "--json", "-n", "4", tc.flag, tc.budget, "train.py")
+		if tc.kfd {
+			root := kfdRoot(t, "topo-mi300-cpx", "topology")
+			f.Discover = func(ctx context.Context, o discover.Options) (*topology.Model, error) {
+				return discover.Discover(ctx, discover.Options{Source: "sysfs", SysfsRoot: root})
+			}
+		}
+		n := "4"
+		if tc.kfd {
+			n = "20"
+		}
+		err := dryRun(t, f, t.TempDir(), "--dry-run", "--json", "-n", n, tc.flag, tc.budget, "train.py")
 		if err != nil {
 			t.Fatal(err)
 		}
