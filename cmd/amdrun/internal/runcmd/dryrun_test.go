@@ -136,10 +136,11 @@ func TestRunDryRunText(t *testing.T) {
 			},
 		},
 		{
-			name:   "explain says how far from proven a cut-short search is",
+			// (TestRunDryRunJSONGap shows a search --search-work cuts short)
+			name:   "up to 16 candidates every set is scored whatever --search-work",
 			args:   []string{"--dry-run", "--explain", "-n", "4", "--search-work", "10", "train.py"},
-			want:   []string{"best found within --search-work, not proven: bottleneck within 50.0% of its upper bound 100000 MB/s"},
-			absent: []string{"exact search"},
+			want:   []string{"exact search, 70 sets examined"},
+			absent: []string{"not proven"},
 		},
 		{
 			name:   "explain says when the time cap cut the search short",
@@ -260,6 +261,16 @@ func TestRunDryRunJSONGap(t *testing.T) {
 		var p jsonPlan
 		if err := json.Unmarshal(out.Bytes(), &p); err != nil {
 			t.Fatalf("output is not JSON: %v\n%s", err, out)
+		}
+		if tc.cappedBy == "work" {
+			// --explain says how far from proven the cut-short search is
+			out.Reset()
+			if err := dryRun(t, f, t.TempDir(), "--dry-run", "--explain", "-n", n, tc.flag, tc.budget, "train.py"); err != nil {
+				t.Fatal(err)
+			}
+			if want := "best found within --search-work, not proven: total within "; !strings.Contains(out.String(), want) {
+				t.Errorf("--explain lacks %q:\n%s", want, out)
+			}
 		}
 		if p.Exact != tc.exact || (p.Gap == nil) != tc.exact {
 			t.Fatalf("--search-budget %s: exact %v gap %+v", tc.budget, p.Exact, p.Gap)
