@@ -135,3 +135,27 @@ func nprocOptions(t *testing.T, args ...string) *Options {
 	}
 	return o
 }
+
+// Issue 35: a launch asks the selector for runner-ups only when it prints
+// them (--explain, the dry run's text and --json); a plain launch asks
+// for none (Alternatives -1), so their search costs it nothing.
+func TestRunnerUpsOnlyWhenPrinted(t *testing.T) {
+	m, err := discover.Example()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		explain, dryRun bool
+		want            int
+	}{{false, false, -1}, {true, false, 0}, {false, true, 0}, {true, true, 0}} {
+		o := &Options{Explain: tc.explain}
+		o.NoLease = true
+		res, err := reservation(o, m, &plan.Mask{}, tc.dryRun)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Request.Alternatives != tc.want {
+			t.Errorf("explain %v, dry run %v: Alternatives %d, want %d", tc.explain, tc.dryRun, res.Request.Alternatives, tc.want)
+		}
+	}
+}

@@ -127,6 +127,9 @@ func reservation(o *Options, m *topology.Model, mask *plan.Mask, dryRun bool) (r
 		N: o.NGPUs, Devices: mask.Narrow(o.Devices), Exclude: o.Exclude,
 		AllowBusy: o.AllowBusy, Order: o.Order, Work: o.SearchWork, Budget: budget,
 	}
+	if !o.Explain && !dryRun {
+		req.Alternatives = -1 // only --explain and the dry run (text, --json) print runner-ups
+	}
 	if o.Devices != nil && mask.Candidates() != nil && len(req.Devices) == 0 {
 		return reserve.Options{}, fmt.Errorf("--devices %s names none of the devices the environment leaves visible (%s)",
 			topology.FormatCPUList(o.Devices), topology.FormatCPUList(mask.Candidates()))

@@ -127,6 +127,24 @@ func BenchmarkNoisyCPX(b *testing.B) {
 	}
 }
 
+// BenchmarkTieredCPX selects every N from 1 to 63 on the tiered CPX 63
+// (tieredCPX: the real KFD CPX tree, 25/50/100 GB/s between GPUs, ±3%),
+// each proven (TestTieredCPXExactEveryN).
+func BenchmarkTieredCPX(b *testing.B) {
+	m := tieredCPX(b)
+	for _, pol := range []Policy{Tree, Ring} {
+		b.Run(pol.String(), func(b *testing.B) {
+			for b.Loop() {
+				for n := 1; n <= 63; n++ {
+					if _, err := Select(m, Request{N: n, Alternatives: -1}, pol); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkDistinct is the worst case of each policy: 128 and 256
 // candidates whose links all differ (nothing interchangeable), N = 8 and
 // half of them; each selection runs to the default budget. n=64 with

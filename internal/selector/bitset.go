@@ -85,5 +85,3 @@ func lexLess(a, b *bitset) bool {
 	}
 	return false
 }
-
-func trailingZeros(x uint64) int { return bits.TrailingZeros64(x) }

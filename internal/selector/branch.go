@@ -141,28 +141,15 @@ func (p *problem) branchAndBound(k int) result {
 	if k == 1 && b.rootSettled() {
 		return b.result()
 	}
-	late := false
 	for _, s := range p.seeds(b) {
 		if p.bud.spent() {
-			// Once the budget is spent one seed more is scored: a ring in
-			// hand above every set listed (its ring search ends where it
-			// starts; its min cut is the cost).
-			c := p.knownRing(s)
-			if late || c == nil || (len(b.top.e) > 0 && p.cycleBottleneck(c) <= b.top.e[0].key[kFirst]) {
-				continue
-			}
-			late = true
+			break
 		}
 		b.offer(s)
 	}
 	// A spent budget stops the search at its root, which keeps the root's
 	// bound open.
 	b.dfs(0, p.size, len(b.levels)-1)
-	if b.stopped {
-		for _, s := range p.policy.rules().cutShort(p, b) {
-			b.offer(s)
-		}
-	}
 	return b.result()
 }
 
@@ -191,7 +178,7 @@ func (b *classSearch) rootSettled() bool {
 // rules), else built and kept there for the next request.
 func (p *problem) rootTables() *classTables {
 	pp := p.prep
-	if pp == nil || p.group == nil {
+	if pp == nil || p.n != pp.nd {
 		return p.newClassTables(p.buildClasses(firstN(p.n)))
 	}
 	pp.mu.Lock()
@@ -537,6 +524,16 @@ func (b *classSearch) leaf() {
 // list.
 func (b *classSearch) ringLeaf(present []int, k key) (first, cut int64, ok bool) {
 	p := b.p
+	// The ring's degree bound and the smallest weighted degree bound the
+	// set's key: skip the ring search when even they cannot enter the
+	// list.
+	k[kCut] = b.minDegree(present, b.take)
+	if b.size >= 3 {
+		k[kFirst] = b.ringUpper(present, b.take)
+		if b.top.full() && !better(entry{key: k, mask: b.setMask}, b.top.worst()) {
+			return 0, 0, false
+		}
+	}
 	vs := b.setMask.list()
 	var rr ringRange
 	if len(vs) <= enumLimit {
@@ -545,15 +542,14 @@ func (b *classSearch) ringLeaf(present []int, k key) (first, cut int64, ok bool)
 		rr = p.ringSearch(&b.classGraph, present, b.take, vs)
 	}
 	k[kFirst] = rr.lo
-	// The smallest weighted degree bounds the min cut: skip Stoer-Wagner
-	// when even that cannot enter the list.
-	k[kCut] = b.minDegree(present, b.take)
 	if !rr.exact() {
 		open := k
 		open[kFirst] = rr.hi
 		b.keepOpen(open)
 		b.ringHi = rr.hi // for the entry (reportRing settles it if chosen)
 	}
+	// with the ring known, the smallest degree may still show that
+	// Stoer-Wagner is not needed
 	if b.top.full() && !better(entry{key: k, mask: b.setMask}, b.top.worst()) {
 		return 0, 0, false
 	}

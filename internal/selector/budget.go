@@ -6,7 +6,8 @@ import "time"
 // looked at): a set scored by enumeration is one unit, a node of the
 // branch-and-bound 1 + nc²/256 (its bound looks at every pair of the nc
 // classes a few times), a ring test over k devices 2^(k-1)·k/1024 (the
-// subset table), a step of the exact cycle search k/128, a min cut
+// subset table), a cycle looked for beyond 16 devices (k² + k per
+// rotation)/1024, a min cut
 // k³/1024. Each costly routine charges what it did, so a unit costs about
 // the same time on every input. Counting work instead of time makes the
 // answer a function of the input alone (issue 25: with a time budget the
@@ -17,9 +18,11 @@ import "time"
 // (all-distinct links): at 10,000 units the slowest of them, a ring of
 // 54 of 64 devices, took 62 ms wall on a 2-core machine at load 5.7
 // (BenchmarkDistinct; 45 ms of CPU time), and the ring of 8-48 of 64 is
-// as good as at 60,000 units. Every real topology in testdata needs at
-// most 6,327 units (the KFD MI300X CPX ring of 57; the slowest, 12.6 ms
-// of CPU time), so its answer is proven inside the budget
+// as good as at 60,000 units (issue 25; issue 35 removed the ring's
+// local search and exact cycle search, which no real shape used). Every
+// real topology in testdata with more than 16 devices needs at most
+// 2,622 units (the KFD MI300X CPX ring of 49), so its answer is proven
+// inside the budget; up to 16 every subset is scored whatever the work
 // (TestRealTopologiesExactAtDefaultWork; docs/performance.md).
 const DefaultWork = 10000
 
@@ -64,9 +67,6 @@ func (b *budget) spent() bool {
 	}
 	return false
 }
-
-// left is the work not yet spent (0 when none is left).
-func (b *budget) left() int64 { return max(0, b.limit-b.work) }
 
 // unlimited is a budget that never runs out (tests and bounds).
 func unlimited() *budget { return &budget{limit: unlimitedWork} }

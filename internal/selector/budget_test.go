@@ -283,30 +283,31 @@ func TestSameAnswerUnderLoad(t *testing.T) {
 
 // Issue 25: at the default work budget every real topology in testdata
 // is solved exactly by both policies for every N, with room to spare
-// (the work spent is deterministic: 6,327 units at most, the KFD CPX
-// ring of 57), and a ring's order reaches its reported ring.
+// (the work spent is deterministic), and a ring's order reaches its
+// reported ring. Issue 35: the nodes are realNodes, listed by what they
+// are, the amd-smi DPX and CPX joins included.
 func TestRealTopologiesExactAtDefaultWork(t *testing.T) {
-	tops, _ := realTopologies(t)
 	most, mostAt := 0, ""
-	for _, top := range tops {
+	for _, nd := range realNodes {
+		m := nd.read(t)
 		for _, p := range []Policy{Tree, Ring} {
-			for n := 1; n <= len(top.m.Devices); n++ {
+			for n := 1; n <= len(m.Devices); n++ {
 				if testing.Short() && n%5 != 0 {
 					continue
 				}
-				ch, err := Select(top.m, Request{N: n, Budget: time.Hour}, p)
+				ch, err := Select(m, Request{N: n, Budget: time.Hour, Alternatives: -1}, p)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if ch.Work > most {
-					most, mostAt = ch.Work, fmt.Sprintf("%s %s N=%d", top.name, p, n)
+				if ch.Work > most && len(m.Devices) > enumLimit {
+					most, mostAt = ch.Work, fmt.Sprintf("%s %s N=%d", nd.what, p, n)
 				}
 				if !ch.Exact {
-					t.Errorf("%s %s N=%d: not exact (gap %.3f on %s, capped by %q, %d units)", top.name, p, n, ch.Gap, ch.GapTerm, ch.CappedBy, ch.Work)
+					t.Errorf("%s %s N=%d: not exact (gap %.3f on %s, capped by %q, %d units)", nd.what, p, n, ch.Gap, ch.GapTerm, ch.CappedBy, ch.Work)
 				}
 				// (measured figures are compared in levels, not as measured)
-				if p == Ring && n >= 3 && top.m.Bandwidth != "measured" && ringBottleneckOf(top.m.BW, ch.Ring) != int64(ch.Score.Terms[0].Value) {
-					t.Errorf("%s N=%d: ring %v does not reach %s", top.name, n, ch.Ring, ch.Score)
+				if p == Ring && n >= 3 && m.Bandwidth != "measured" && ringBottleneckOf(m.BW, ch.Ring) != int64(ch.Score.Terms[0].Value) {
+					t.Errorf("%s N=%d: ring %v does not reach %s", nd.what, n, ch.Ring, ch.Score)
 				}
 			}
 		}
@@ -314,5 +315,5 @@ func TestRealTopologiesExactAtDefaultWork(t *testing.T) {
 	if 4*most > 3*DefaultWork {
 		t.Errorf("%s spends %d units, more than three quarters of DefaultWork (%d)", mostAt, most, DefaultWork)
 	}
-	t.Logf("%d real topologies, at most %d units spent (%s)", len(tops), most, mostAt)
+	t.Logf("%d real nodes, beyond 16 devices at most %d units spent (%s)", len(realNodes), most, mostAt)
 }

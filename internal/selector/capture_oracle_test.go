@@ -62,7 +62,7 @@ func oracle(m *topology.Model, p selector.Policy, req selector.Request) (selecto
 func TestChoiceOnNewCapturesIsOptimal(t *testing.T) {
 	discover := func(files map[string]string) func(t *testing.T) *topology.Model {
 		return func(t *testing.T) *topology.Model {
-			m, err := amdsmi.Discover(context.Background(), replay(t, files), nil)
+			m, err := amdsmi.Discover(context.Background(), selector.Replay(t, files), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -134,18 +134,6 @@ func TestChoiceOnNewCapturesIsOptimal(t *testing.T) {
 	t.Logf("%d choices checked against brute force", checked)
 	if checked == 0 {
 		t.Fatal("nothing checked")
-	}
-}
-
-// replay answers each amd-smi command of files (argv -> public capture)
-// with the capture, and any other with amd-smi's usage error.
-func replay(t *testing.T, files map[string]string) topology.Runner {
-	return func(ctx context.Context, name string, args ...string) ([]byte, error) {
-		f, ok := files[strings.Join(append([]string{name}, args...), " ")]
-		if !ok {
-			return nil, &topology.ToolError{Tool: name, Args: args, ExitCode: 2, Stderr: "amd-smi: error: invalid choice\n"}
-		}
-		return testutil.ReadFile(t, testutil.Public(t, f)), nil
 	}
 }
 

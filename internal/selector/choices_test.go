@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -51,6 +52,7 @@ func benchmarkRequests(t testing.TB) []struct {
 	for _, parts := range []int{63, 64} {
 		add(fmt.Sprintf("noisy cpx %d", parts), newMI300XCPXNodeOf(t, parts, 0.03, 7), both, every(parts)...)
 	}
+	add("tiered cpx 63", tieredCPX(t), both, every(63)...)
 	d := newDGX16Node(t)
 	add("16 devices", newFlatNode(t, 16, func(x, y int) int64 { return d.bw[x][y] }, func(i int) int { return i / 8 }), both, 4, 8)
 	add("distinct 64", newDistinctNode(t, 64, 11), []Policy{Ring}, 48, 54)
@@ -106,5 +108,34 @@ func TestWriteChoices(t *testing.T) {
 	}
 	if err := w.Flush(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Issue 35: the choice never depends on whether runner-ups are asked:
+// every benchmark selection gives the same set, ring, score, proof and
+// work with none and with the default five, none of which is the set.
+func TestChoiceIndependentOfRunnerUps(t *testing.T) {
+	if testing.Short() {
+		t.Skip("every benchmark selection twice: not in -short")
+	}
+	for _, r := range benchmarkRequests(t) {
+		one, err := Select(r.m, Request{N: r.n, Budget: time.Hour, Alternatives: -1}, r.p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		five, err := Select(r.m, Request{N: r.n, Budget: time.Hour}, r.p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(one.Devices, five.Devices) || !slices.Equal(one.Ring, five.Ring) || one.Score.Compare(five.Score) != 0 ||
+			one.Exact != five.Exact || one.Gap != five.Gap || one.Work != five.Work || len(one.Alternatives) != 0 {
+			t.Errorf("%s %s N=%d: alone %v %s (exact %v, work %d); with runner-ups %v %s (exact %v, work %d)", r.name, r.p, r.n,
+				one.Devices, one.Score, one.Exact, one.Work, five.Devices, five.Score, five.Exact, five.Work)
+		}
+		for _, a := range five.Alternatives {
+			if slices.Equal(a.Devices, slices.Sorted(slices.Values(five.Devices))) {
+				t.Errorf("%s %s N=%d: the chosen set %v is listed as a runner-up", r.name, r.p, r.n, a.Devices)
+			}
+		}
 	}
 }

@@ -25,12 +25,7 @@ type class struct {
 // buildClasses groups the candidates in pool into classes, ordered by
 // their lowest index.
 func (p *problem) buildClasses(pool bitset) []class {
-	var cls []class
-	if p.group != nil && pool == firstN(p.n) {
-		cls = p.groupClasses()
-	} else {
-		cls = p.matchClasses(pool)
-	}
+	cls := p.matchClasses(pool)
 	p.finishClasses(cls)
 	return cls
 }
@@ -39,30 +34,32 @@ func (p *problem) buildClasses(pool bitset) []class {
 // of every class found so far.
 func (p *problem) matchClasses(pool bitset) []class {
 	var cls []class
-	var rep []int
 	n := p.n
 	all := pool.list()
-	for _, v := range all {
-		found := -1
-		for c, r := range rep {
-			if p.numa[r] != p.numa[v] || p.busy.has(r) != p.busy.has(v) {
-				continue
-			}
-			same := true
-			rr, rv := r*n, v*n
-			for _, u := range all {
-				if u != r && u != v && (p.bw[rr+u] != p.bw[rv+u] || p.loc[rr+u] != p.loc[rv+u]) {
-					same = false
-					break
+	same := func(r, v int) bool {
+		if p.numa[r] != p.numa[v] || p.busy.has(r) != p.busy.has(v) {
+			return false
+		}
+		if len(all) == n { // rows equal but at r and v
+			lo, hi := min(r, v), max(r, v)
+			for _, x := range [][]int64{p.bw, p.loc} {
+				a, b := x[r*n:r*n+n], x[v*n:v*n+n]
+				if !slices.Equal(a[:lo], b[:lo]) || !slices.Equal(a[lo+1:hi], b[lo+1:hi]) || !slices.Equal(a[hi+1:], b[hi+1:]) {
+					return false
 				}
 			}
-			if same {
-				found = c
-				break
+			return true
+		}
+		for _, u := range all {
+			if u != r && u != v && (p.bw[r*n+u] != p.bw[v*n+u] || p.loc[r*n+u] != p.loc[v*n+u]) {
+				return false
 			}
 		}
+		return true
+	}
+	for _, v := range all {
+		found := slices.IndexFunc(cls, func(c class) bool { return same(c.members[0], v) })
 		if found < 0 {
-			rep = append(rep, v)
 			cls = append(cls, class{numa: p.numa[v], busy: p.busy.has(v), deg: p.deg[v]})
 			found = len(cls) - 1
 		}
@@ -101,49 +98,6 @@ func (p *problem) finishClasses(cls []class) {
 			cl.firstLoad[i+1] = cl.firstLoad[i] + p.load[v]
 		}
 	}
-}
-
-// groupClasses is buildClasses over every candidate when they are all
-// the devices: the prepared link groups split by NUMA node and busy
-// state, in the same order (by lowest member). It finds each device's
-// class first and then lays the members out in one array.
-func (p *problem) groupClasses() []class {
-	n := p.n
-	buf := make([]int, 4*n)
-	// first[g]: the class of group g's first member; of[v]: v's class;
-	// rep[c], size[c]: class c's first member and size
-	first, of, rep, size := buf[:n:n], buf[n:2*n:2*n], buf[2*n:2*n:3*n], buf[3*n:]
-	for v := 0; v < n; v++ {
-		g := p.group[v]
-		found := -1
-		if g != v {
-			for c := first[g]; c < len(rep); c++ {
-				if r := rep[c]; p.group[r] == g && p.numa[r] == p.numa[v] && p.busy.has(r) == p.busy.has(v) {
-					found = c
-					break
-				}
-			}
-		}
-		if found < 0 {
-			if g == v {
-				first[g] = len(rep)
-			}
-			found = len(rep)
-			rep = append(rep, v)
-		}
-		of[v] = found
-		size[found]++
-	}
-	cls := make([]class, len(rep))
-	members := buf[:n:n] // first is done with
-	for c, r := range rep {
-		cls[c] = class{members: members[:0:size[c]], numa: p.numa[r], busy: p.busy.has(r), deg: p.deg[r]}
-		members = members[size[c]:]
-	}
-	for v := 0; v < n; v++ {
-		cls[of[v]].members = append(cls[of[v]].members, v)
-	}
-	return cls
 }
 
 // classGraph is the candidates seen class by class: the bandwidth and
@@ -282,137 +236,4 @@ func (g *classGraph) minDegree(present, take []int) int64 {
 		best = min(best, deg)
 	}
 	return best
-}
-
-// hamStates caps the state space of the class-level ring test.
-const hamStates = 1 << 18
-
-// hamAt decides whether the set (take[c] members of each class in
-// present, size in all) has a Hamiltonian cycle over links of at least t.
-// Members of a class are twins: a cycle visits a class in runs, each run
-// a path inside the class (which needs the class's own link >= t when
-// longer than one device). A dynamic program over how many runs each
-// class has had settles it; decided is false when that program would
-// exceed hamStates.
-func (g *classGraph) hamAt(bud *budget, present, take []int, size int, t int64) (ok, decided bool) {
-	if len(present) == 1 {
-		return g.link(present[0], present[0]) >= t, true
-	}
-	if ok, decided := g.hamByDegrees(present, take, size, t); decided {
-		return ok, true
-	}
-	if !g.connectedAt(present, t) {
-		return false, true
-	}
-	return g.hamByRuns(bud, present, take, t)
-}
-
-// hamByDegrees decides what the degrees decide: a device with fewer than
-// two links >= t has no cycle; with every degree at least size/2 there
-// is one (Dirac's condition).
-func (g *classGraph) hamByDegrees(present, take []int, size int, t int64) (ok, decided bool) {
-	minDeg := math.MaxInt
-	for _, c := range present {
-		deg := 0
-		if g.link(c, c) >= t {
-			deg += take[c] - 1
-		}
-		for _, d := range present {
-			if d != c && g.link(c, d) >= t {
-				deg += take[d]
-			}
-		}
-		if deg < 2 {
-			return false, true
-		}
-		minDeg = min(minDeg, deg)
-	}
-	return 2*minDeg >= size, 2*minDeg >= size
-}
-
-// connectedAt says the present classes are connected over links >= t.
-func (g *classGraph) connectedAt(present []int, t int64) bool {
-	np := len(present)
-	seen := make([]bool, np)
-	seen[0] = true
-	stack := []int{0}
-	reached := 1
-	for len(stack) > 0 {
-		i := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		for j, d := range present {
-			if !seen[j] && g.link(present[i], d) >= t {
-				seen[j] = true
-				reached++
-				stack = append(stack, j)
-			}
-		}
-	}
-	return reached == np
-}
-
-// hamByRuns is the dynamic programme over how many runs (maximal
-// stretches of one class) of each present class a cycle has used, the
-// bitmask of classes a run may end with at each count; undecided when
-// the table would pass hamStates.
-func (g *classGraph) hamByRuns(bud *budget, present, take []int, t int64) (ok, decided bool) {
-	np := len(present)
-	// radix hi_c+1 per present class. The state cap also keeps np below
-	// 64, the width of the masks below.
-	hi := make([]int, np)
-	radix := make([]int, np)
-	states := 1
-	for i, c := range present {
-		hi[i] = take[c]
-		radix[i] = states
-		if states > hamStates/(hi[i]+1)/np {
-			return false, false
-		}
-		states *= hi[i] + 1
-	}
-	adj := make([]uint64, np)
-	for i, c := range present {
-		for j, d := range present {
-			if i != j && g.link(c, d) >= t {
-				adj[i] |= 1 << uint(j)
-			}
-		}
-	}
-	bud.spend(1 + int64(states*np)/1024)
-	reach := make([]uint64, states) // bitmask of the last class
-	reach[radix[0]] = 1             // one run of the start class
-	for s := 0; s < states; s++ {
-		for l := reach[s]; l != 0; l &= l - 1 {
-			a := trailingZeros(l)
-			for nx := adj[a]; nx != 0; nx &= nx - 1 {
-				j := trailingZeros(nx)
-				if (s/radix[j])%(hi[j]+1) >= hi[j] {
-					continue
-				}
-				reach[s+radix[j]] |= 1 << uint(j)
-			}
-		}
-	}
-	// Accept end states: class c has exactly take[c] runs, or 1..take[c]
-	// runs when its own link allows runs longer than one device.
-	var rec func(i, s int) bool
-	rec = func(i, s int) bool {
-		if i == np {
-			return reach[s]&adj[0] != 0
-		}
-		c := present[i]
-		lo := hi[i]
-		if g.link(c, c) >= t {
-			lo = 1
-		}
-		for k := lo; k <= hi[i]; k++ {
-			if rec(i+1, s+k*radix[i]) {
-				return true
-			}
-		}
-		return false
-	}
-	// The cycle starts with a run of present[0] and closes back to it
-	// from another class; that first run counts among its runs.
-	return rec(0, 0), true
 }

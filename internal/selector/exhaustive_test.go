@@ -139,3 +139,48 @@ func TestTreeBottleneckByThresholding(t *testing.T) {
 		}
 	}
 }
+
+// newTwoIslandNode is a 16-GPU NVLink node of two islands of 8 fully
+// linked GPUs, hosts links between them: 150 GB/s inside an island,
+// 200 GB/s on 4 pairs of island 0-7 (total 4.40 TB/s) and on 8 pairs of
+// island 8-15 (4.60 TB/s), the fast pairs among 5 GPUs so that every
+// bottleneck, ring and min cut of an island is the same (issue 35).
+func newTwoIslandNode(t testing.TB) *topology.Model {
+	fast := map[[2]int]bool{}
+	for _, p := range [][2]int{{0, 1}, {0, 2}, {1, 2}, {2, 3}, {8, 9}, {8, 10}, {8, 11}, {9, 10}, {9, 11}, {10, 11}, {10, 12}, {11, 12}} {
+		fast[p] = true
+	}
+	return newFlatNode(t, 16, func(a, b int) int64 {
+		switch {
+		case a/8 != b/8:
+			return 0
+		case fast[[2]int{a, b}]:
+			return 200000
+		}
+		return 150000
+	}, func(i int) int { return i / 8 })
+}
+
+// Issue 35: with 16 candidates every subset is scored whatever the work
+// budget, so on two islands of 8 the default work (below C(16,8) =
+// 12,870 sets) proves the optimum at N = 7, 8, 9 under both policies,
+// the optimum the exhaustive scorer finds; at N=8 it is island 8-15.
+func TestSixteenDevicesExactAtDefaultWork(t *testing.T) {
+	m := newTwoIslandNode(t)
+	for _, pol := range []Policy{Tree, Ring} {
+		for _, size := range []int{7, 8, 9} {
+			ch, err := Select(m, Request{N: size, Budget: time.Hour}, pol)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pr := newProblem(m, firstN(16).list(), pol, size, rules{})
+			want := pr.score(bestByExhaustion(m, size, pol))
+			if !ch.Exact || ch.Score.Compare(want) != 0 {
+				t.Errorf("%s N=%d: %v %s (exact %v, gap %.3f), the optimum scores %s", pol, size, ch.Devices, ch.Score, ch.Exact, ch.Gap, want)
+			}
+			if size == 8 && !slices.Equal(ch.Devices, []int{8, 9, 10, 11, 12, 13, 14, 15}) {
+				t.Errorf("%s N=8: %v %s, want 8-15 (total 4.60 TB/s)", pol, ch.Devices, ch.Score)
+			}
+		}
+	}
+}

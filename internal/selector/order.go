@@ -28,8 +28,8 @@ func (p *problem) pathOrder(vs []int) []int {
 // ringOrder orders the set vs along a ring starting at its lowest
 // index: for up to 16 devices the best ring (its bottleneck, then its
 // total, then the lexicographically smallest sequence); beyond, a ring
-// over links of at least t (the set's ring score) found by findCycle or
-// the exact search, or class by class when neither finds one.
+// over links of at least t (the set's ring score) found by findCycle,
+// or class by class when it finds none.
 func (p *problem) ringOrder(vs []int, t int64) []int {
 	switch {
 	case len(vs) <= bestSequenceLimit:
@@ -43,12 +43,6 @@ func (p *problem) ringOrder(vs []int, t int64) []int {
 		return append(slices.Clone(c[at:]), c[:at]...)
 	}
 	if c := p.findCycle(vs, t); c != nil {
-		return c
-	}
-	// Once per Select: more steps than a bound may take. A ring value
-	// settled without a cycle in hand (Dirac's condition, the class
-	// test) needs one here.
-	if c, ok, _ := p.hamSearch(vs, t, 1<<20); ok {
 		return c
 	}
 	return p.classOrder(vs)

@@ -199,8 +199,7 @@ var cutRule = policyRule{
 	leaf: func(b *classSearch, _ []int, _ key) (int64, int64, bool) {
 		return 0, b.p.minCut(b.setMask.list()), true
 	},
-	first:    func(*classSearch, int, int, int64) int64 { return 0 },
-	cutShort: func(*problem, *classSearch) [][]int { return nil },
+	first: func(*classSearch, int, int, int64) int64 { return 0 },
 	// as the ring's: the min cut is at most the smallest degree and the
 	// mean degree
 	cut: func(b *classSearch, c, r int, total int64) int64 {
@@ -208,7 +207,7 @@ var cutRule = policyRule{
 	},
 	prepare: func(*problem) {},
 	seeds:   func(*problem, *classSearch, int64) [][]int { return nil },
-	ring:    func(*problem, *entry, *result, []int, int64) ([]int, bool) { return nil, false },
+	ring:    func(*problem, *entry, *result, []int) ([]int, bool) { return nil, false },
 }
 
 // Adding a policy is one row (cutRule) and nothing else: PolicyByName

@@ -101,41 +101,6 @@ func cloneModel(m *topology.Model) *topology.Model {
 	return &c
 }
 
-// groupClasses (the prepared link groups split by NUMA node and busy
-// state) gives the classes matchClasses finds by comparing links, in the
-// same order, whatever the NUMA nodes and busy devices.
-func TestGroupClassesAreMatchClasses(t *testing.T) {
-	r := rand.New(rand.NewPCG(25, 3))
-	for _, top := range preparedNodes(t) {
-		m := cloneModel(top.m)
-		for step := 0; step < 6; step++ {
-			if step > 0 {
-				for range 1 + r.IntN(4) {
-					d := &m.Devices[r.IntN(len(m.Devices))]
-					d.Busy = r.IntN(2) == 0
-					d.NUMANode = r.IntN(3)
-				}
-			}
-			p := Prepare(m).newProblem(firstN(len(m.Devices)).list(), Tree, 1, rules{})
-			if p.group == nil {
-				t.Fatalf("%s: every device a candidate, no link groups", top.name)
-			}
-			got, want := p.groupClasses(), p.matchClasses(firstN(p.n))
-			if fmt.Sprint(members(got)) != fmt.Sprint(members(want)) {
-				t.Errorf("%s step %d: link groups give %v, comparing links %v", top.name, step, members(got), members(want))
-			}
-		}
-	}
-}
-
-func members(cls []class) [][]int {
-	var out [][]int
-	for _, c := range cls {
-		out = append(out, c.members)
-	}
-	return out
-}
-
 // greedyStart finds on the classes the start the device-by-device walk
 // finds: the lowest device with the most bandwidth over links >= t to
 // the others, among those whose component over such links holds size

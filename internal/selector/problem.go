@@ -35,7 +35,6 @@ type problem struct {
 	busy   bitset    // busy candidates
 	load   []int64   // hundredths of a percent of utilisation plus memory use
 	nNUMA  int
-	group  []int     // Prepared.group when every device is a candidate, else nil
 	prep   *Prepared // where the problem came from
 	bud    *budget   // the work Select may still spend
 	own    budget    // where bud points unless a caller swaps it (no allocation a call)
@@ -52,9 +51,8 @@ type problem struct {
 	ham  []uint32
 	vals []int64
 	sw   []int64
-	cyc  cycleSearch // scratch of hamSearch
-	tg   []bitset    // scratch of thresholdGraph
-	top  int64       // ring policy, 3 or more devices: ringTop, a bound of every set's ring
+	tg   []bitset // scratch of thresholdGraph
+	top  int64    // ring policy, 3 or more devices: ringTop, a bound of every set's ring
 }
 
 // scratch is working memory sized to the candidates, made once per
@@ -100,7 +98,7 @@ func (pp *Prepared) newProblem(cands []int, pol Policy, size int, r rules) *prob
 	if n == nd {
 		// every device is a candidate: the prepared matrices serve as
 		// they are (nothing writes them)
-		p.bw, p.group = pp.bw, pp.group
+		p.bw = pp.bw
 		if !r.noLocality {
 			p.loc, p.deg = pp.loc, pp.deg
 		}
@@ -154,10 +152,6 @@ type Prepared struct {
 	nd      int
 	bw, loc []int64 // nd*nd; 0 on the diagonal
 	deg     []int64 // deg[u]: u's locality to every other device, summed
-	// group[u] is the lowest device with u's links and locality to
-	// every third device: buildClasses's relation before NUMA node and
-	// busy state, over every device.
-	group []int
 
 	mu   sync.Mutex
 	root *rootState // the last request's class tables (rootTables)
@@ -169,8 +163,7 @@ type Prepared struct {
 // It is most of what one amdrun command spends in selection on a
 // partitioned node (1,024 pairs of 32 MI308 partitions, 3,969 of 63 CPX
 // ones), so it walks the model's links once, each weighed where it lies
-// (no pair lookups, issue 25), into one allocation for the matrices and
-// the groups.
+// (no pair lookups, issue 25), into one allocation for the matrices.
 func Prepare(m *topology.Model) *Prepared {
 	pp := &Prepared{m: m}
 	if m == nil {
@@ -232,88 +225,28 @@ func Prepare(m *topology.Model) *Prepared {
 		}
 		pp.deg[i] = d
 	}
-	pp.group = linkGroups(pp.bw, pp.loc, nd)
 	return pp
 }
 
 // intern sets id[i] to a small id of key(&devs[i]), the same for the
 // same string, -1 for "". Devices of one package or hive mostly follow
-// one another, so the previous device's key is tried first; the first
-// few distinct keys are looked up in a list on the stack, the rest in a
-// map.
+// one another, so the previous device's key is tried first.
 func intern(id []int, devs []topology.Device, key func(*topology.Device) string) {
-	var few [16]string
-	var many map[string]int
-	n := 0 // distinct keys so far
-	prev := ""
+	ids := map[string]int{"": -1}
+	prev := "\x00"
 	for i := range devs {
 		k := key(&devs[i])
-		switch {
-		case k == "":
-			id[i] = -1
-		case i > 0 && k == prev:
+		if k == prev {
 			id[i] = id[i-1]
-		default:
-			v := slices.Index(few[:min(n, len(few))], k)
-			if v < 0 && many != nil {
-				if w, ok := many[k]; ok {
-					v = w
-				}
-			}
-			if v < 0 {
-				v = n
-				if n < len(few) {
-					few[n] = k
-				} else {
-					if many == nil {
-						many = map[string]int{}
-					}
-					many[k] = n
-				}
-				n++
-			}
-			id[i] = v
-		}
-		prev = k
-	}
-}
-
-// linkGroups gives each of the n devices the lowest device whose links
-// and locality to every third device equal its own. The relation is an
-// equivalence (buildClasses), so each device is compared with one
-// device of each group found so far, the previous device's first.
-func linkGroups(bw, loc []int64, n int) []int {
-	group := make([]int, n)
-	var reps []int
-	for v := 0; v < n; v++ {
-		group[v] = v
-		if v > 0 && sameLinks(bw, loc, n, group[v-1], v) {
-			group[v] = group[v-1]
 			continue
 		}
-		for _, r := range reps {
-			if sameLinks(bw, loc, n, r, v) {
-				group[v] = r
-				break
-			}
+		v, ok := ids[k]
+		if !ok {
+			v = len(ids) - 1
+			ids[k] = v
 		}
-		if group[v] == v {
-			reps = append(reps, v)
-		}
+		id[i], prev = v, k
 	}
-	return group
-}
-
-// sameLinks says r and v have the same link and locality to every third
-// device: their rows are equal but at r and v.
-func sameLinks(bw, loc []int64, n, r, v int) bool {
-	lo, hi := min(r, v), max(r, v)
-	return equalBut(bw[r*n:r*n+n], bw[v*n:v*n+n], lo, hi) && equalBut(loc[r*n:r*n+n], loc[v*n:v*n+n], lo, hi)
-}
-
-// equalBut says x and y (of one length) are equal but at lo < hi.
-func equalBut(x, y []int64, lo, hi int) bool {
-	return slices.Equal(x[:lo], y[:lo]) && slices.Equal(x[lo+1:hi], y[lo+1:hi]) && slices.Equal(x[hi+1:], y[hi+1:])
 }
 
 // loadOf is the device's utilisation plus memory use, in hundredths of a

@@ -54,71 +54,88 @@ func realTopologies(t testing.TB) (tops []realTopology, parsed int) {
 	// One list in name order, as when the captures were all in public/.
 	files = append(files, models...)
 	sort.Slice(files, func(i, j int) bool { return filepath.Base(files[i]) < filepath.Base(files[j]) })
-	saved := map[string]string{}
-	for _, f := range models {
-		saved[filepath.Base(f)] = f
-	}
-	parse := func(name string) *topology.Model {
-		if p, ok := saved[name]; ok {
-			m, err := topology.ReadJSON(bytes.NewReader(testutil.ReadFile(t, p)))
-			if err != nil {
-				t.Fatalf("%s: %v", p, err)
-			}
-			return m
-		}
-		data := testutil.ReadFile(t, testutil.Public(t, name))
-		r := bytes.NewReader(data)
-		var m *topology.Model
-		switch {
-		case strings.HasPrefix(name, "rocm-smi-"):
-			if rep, err := rocmsmi.ParseText(r); err == nil {
-				m, _ = rep.Model(nil)
-			}
-		case strings.HasPrefix(name, "amd-smi-topology-") && strings.HasSuffix(name, ".json"):
-			if topo, err := amdsmi.ParseTopologyJSON(r); err == nil {
-				m, _ = amdsmi.Build(topo, nil, nil)
-			}
-		case strings.HasPrefix(name, "amd-smi-topology-"):
-			if topo, err := amdsmi.ParseTopology(r); err == nil {
-				m, _ = amdsmi.Build(topo, nil, nil)
-			}
-		case strings.HasPrefix(name, "nvidia-smi-topo-m"):
-			if topo, err := nvidiasmi.ParseTopo(r); err == nil {
-				m, _ = nvidiasmi.Build(topo, nil, nil, nil, nil)
-			}
-		}
-		return m
-	}
 	for _, f := range files {
 		name := filepath.Base(f)
-		m := parse(name)
-		if base, ok := rbtBase[name]; ok {
-			if m = parse(base); m != nil {
-				res, err := rbt.Parse(bytes.NewReader(testutil.ReadFile(t, f)))
-				if err != nil || rbt.Apply(m, res, nil) != nil {
-					m = nil
-				}
-			}
-		}
+		m := parseCapture(t, name)
 		if m == nil {
 			continue
 		}
 		parsed++
 		if interesting(m) {
-			tops = append(tops, realTopology{strings.TrimSuffix(strings.TrimSuffix(name, ".txt"), ".json"), m})
+			tops = append(tops, realTopology{captureName(name), m})
 		}
 	}
 	for _, tree := range testutil.KFDTrees {
-		m, err := kfd.Read(kfd.DirFS(testutil.KFD(t, tree)), nil)
-		if err != nil {
-			t.Fatalf("kfd tree %s: %v", tree, err)
-		}
 		parsed++
-		if interesting(m) {
+		if m := readKFD(t, tree); interesting(m) {
 			tops = append(tops, realTopology{"kfd " + tree, m})
 		}
 	}
 	return tops, parsed
+}
+
+// captureName is a capture's file name without its extension.
+func captureName(file string) string {
+	return strings.TrimSuffix(strings.TrimSuffix(file, ".txt"), ".json")
+}
+
+// readKFD reads the KFD tree of testdata/kfd.
+func readKFD(t testing.TB, tree string) *topology.Model {
+	m, err := kfd.Read(kfd.DirFS(testutil.KFD(t, tree)), nil)
+	if err != nil {
+		t.Fatalf("kfd tree %s: %v", tree, err)
+	}
+	return m
+}
+
+// parseCapture reads the capture file name (testdata/models or
+// testdata/public) as its source's parser does, a rocm_bandwidth_test
+// capture applied to its machine's capture (rbtBase); nil when no parser
+// reads it as a model.
+func parseCapture(t testing.TB, name string) *topology.Model {
+	if base, ok := rbtBase[name]; ok {
+		m := parseCapture(t, base)
+		if m != nil {
+			res, err := rbt.Parse(bytes.NewReader(testutil.ReadFile(t, testutil.Public(t, name))))
+			if err != nil || rbt.Apply(m, res, nil) != nil {
+				return nil
+			}
+		}
+		return m
+	}
+	if saved := testutil.Testdata(t, "models", name); strings.HasSuffix(name, ".json") && fileExists(saved) {
+		m, err := topology.ReadJSON(bytes.NewReader(testutil.ReadFile(t, saved)))
+		if err != nil {
+			t.Fatalf("%s: %v", saved, err)
+		}
+		return m
+	}
+	r := bytes.NewReader(testutil.ReadFile(t, testutil.Public(t, name)))
+	var m *topology.Model
+	switch {
+	case strings.HasPrefix(name, "rocm-smi-"):
+		if rep, err := rocmsmi.ParseText(r); err == nil {
+			m, _ = rep.Model(nil)
+		}
+	case strings.HasPrefix(name, "amd-smi-topology-") && strings.HasSuffix(name, ".json"):
+		if topo, err := amdsmi.ParseTopologyJSON(r); err == nil {
+			m, _ = amdsmi.Build(topo, nil, nil)
+		}
+	case strings.HasPrefix(name, "amd-smi-topology-"):
+		if topo, err := amdsmi.ParseTopology(r); err == nil {
+			m, _ = amdsmi.Build(topo, nil, nil)
+		}
+	case strings.HasPrefix(name, "nvidia-smi-topo-m"):
+		if topo, err := nvidiasmi.ParseTopo(r); err == nil {
+			m, _ = nvidiasmi.Build(topo, nil, nil, nil, nil)
+		}
+	}
+	return m
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // interesting says whether m has at least two devices and two pairs that

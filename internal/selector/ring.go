@@ -39,19 +39,16 @@ func (p *problem) ringOf(vs []int) ringRange {
 
 // ringSearch bounds the best ring through the set vs of more than 16
 // devices, which takes take[c] members of each class of g in present.
-// It binary-searches the set's link values below the degree bound: a
-// threshold is settled by the class-level test (g.hamAt) or, when that
-// is too large, by finding a cycle (findCycle) or, failing that, by the
-// exact cycle search (hamSearch); a threshold none settles (the exact
-// search reached its step cap) counts as not reached but leaves hi above
-// lo. A cycle found reaches its own weakest link, which may lie above
-// the threshold it was looked for at; the best one is kept (noteRing),
-// so that the ring reported for the set is one amdrun holds. The work is
-// bounded by the class test's state cap, the heuristic's rotation cap
-// and the exact search's step cap, and charged to the budget, so the
-// answer never depends on a clock.
+// It binary-searches the set's link values below the degree bound for
+// the highest at which findCycle finds a ring. Beyond 16 devices a ring
+// is the best found: a threshold findCycle fails at is not proven out
+// of reach, so the range keeps the degree bound as its top (the gap
+// Select reports). A cycle found reaches its own weakest link, which
+// may lie above the threshold it was looked for at; the best one is
+// kept (noteRing), so that the ring reported for the set is one amdrun
+// holds. The work is bounded by the heuristic's rotation cap and
+// charged to the budget, so the answer never depends on a clock.
 func (p *problem) ringSearch(g *classGraph, present, take, vs []int) ringRange {
-	// vs is the set the classes describe; findCycle works on it.
 	vals := g.linkValues(present, take, g.ringUpper(present, take))
 	// vals[0] is the set's weakest link: the graph is complete, so a ring
 	// over it exists.
@@ -64,45 +61,27 @@ func (p *problem) ringSearch(g *classGraph, present, take, vs []int) ringRange {
 			return
 		}
 		i, _ := slices.BinarySearch(vals, p.cycleBottleneck(c))
-		i = min(i, len(vals)-1)
-		if i > lo {
-			lo = i
-		}
-		// a threshold left unsettled below it is reached after all
+		lo = max(lo, min(i, len(vals)-1))
 		hi = max(hi, lo)
 		if best == nil || p.cycleBottleneck(c) > p.cycleBottleneck(best) {
 			best = c
 		}
 	}
 	reached(known)
-	firstNo := len(vals) // lowest index settled as unreachable
 	for lo < hi && !p.bud.spent() {
 		mid := (lo + hi + 1) / 2
 		p.bud.spend(1)
-		ok, decided := g.hamAt(p.bud, present, take, len(vs), vals[mid])
-		var c []int
-		if !decided {
-			if c = p.findCycle(vs, vals[mid]); c != nil {
-				ok, decided = true, true
-			}
-		}
-		if !decided {
-			c, ok, decided = p.hamSearch(vs, vals[mid], int(min(cycleSteps, 1+p.bud.left()*128/int64(len(vs)))))
-		}
-		switch {
-		case ok:
+		if c := p.findCycle(vs, vals[mid]); c != nil {
 			lo = mid
 			reached(c)
-		case decided:
-			hi, firstNo = mid-1, mid
-		default:
+		} else {
 			hi = mid - 1
 		}
 	}
 	if best != nil && (known == nil || p.cycleBottleneck(best) > p.cycleBottleneck(known)) {
 		p.noteRing(best)
 	}
-	return ringRange{vals[lo], vals[firstNo-1]}
+	return ringRange{vals[lo], vals[len(vals)-1]}
 }
 
 // ringUpper bounds the best ring of vs: a ring contains a spanning path
@@ -349,55 +328,4 @@ func (p *problem) cycleBottleneck(c []int) int64 {
 		}
 	}
 	return b
-}
-
-// settleRing is the ring Select reports for the chosen set vs (sorted
-// local indices, more than 16 devices), whose search proved a ring of
-// bottleneck lo and none above hi: the best ring in hand (the one
-// noteRing kept, else one found at lo), raised within the set by local
-// search (improveRing and liftRing, the set kept) and checked by the
-// exact cycle search at the set's next link value above it, while the
-// budget lasts. It returns the ring from the set's lowest device and
-// the range now known: lo is the ring's weakest link, and hi falls to
-// lo once the exact search proves that no ring reaches the next value
-// (issue 25: the score of 59 of 64 all-distinct devices said 92622 MB/s
-// while the ring Select returned reached 92703).
-func (p *problem) settleRing(vs []int, lo, hi int64) ([]int, ringRange) {
-	c := p.knownRing(vs)
-	if c == nil || p.cycleBottleneck(c) < lo {
-		// a ring at lo, found as the order finds one: not the search's
-		// work
-		bud := p.bud
-		p.bud = unlimited()
-		c = p.ringOrder(vs, lo)
-		p.bud = bud
-	}
-	c = slices.Clone(c)
-	vals := p.linkValues(nil, vs, hi)
-	for b := p.cycleBottleneck(c); b < hi && !p.bud.spent(); b = p.cycleBottleneck(c) {
-		if r := p.raiseRing(c, p.bud.limit, true); p.cycleBottleneck(r) > b {
-			c = r
-			continue
-		}
-		i, _ := slices.BinarySearch(vals, b+1)
-		if i == len(vals) {
-			hi = b
-			break
-		}
-		steps := int(min(cycleSteps, 1+p.bud.left()*128/int64(len(vs))))
-		r, ok, decided := p.hamSearch(vs, vals[i], steps)
-		switch {
-		case ok:
-			c = r
-		case decided:
-			hi = b
-		}
-		if !ok {
-			break
-		}
-	}
-	at := slices.Index(c, slices.Min(c))
-	c = append(slices.Clone(c[at:]), c[:at]...)
-	b := p.cycleBottleneck(c)
-	return c, ringRange{b, max(b, hi)}
 }

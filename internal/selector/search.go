@@ -3,7 +3,9 @@ package selector
 import "math/bits"
 
 // enumLimit is the most candidates searched by plain enumeration of all
-// subsets (C(16,8) = 12,870 sets).
+// subsets (C(16,8) = 12,870 sets, 65,536 for every N together). The
+// enumeration runs to its end whatever the work budget (issue 35: the
+// default work is below C(16,8)); only the time cap stops it.
 const enumLimit = 16
 
 // entry is a scored set of local indices. ringHi, for the ring policy,
@@ -75,6 +77,7 @@ type result struct {
 func (p *problem) search(k int) result {
 	var res result
 	if p.n <= enumLimit {
+		p.bud.limit = unlimitedWork
 		res = p.enumerate(k)
 	} else {
 		res = p.branchAndBound(k)
@@ -94,7 +97,8 @@ func (p *problem) enumerate(k int) result {
 		count++
 		p.bud.spend(1)
 		if p.bud.spent() {
-			// The rest is unexplored: bound it by the whole problem.
+			// (the time cap fired) The rest is unexplored: bound it by
+			// the whole problem.
 			b := p.newClassSearch(p.buildClasses(firstN(n)), 1)
 			u, _ := b.upper(0, r, len(b.levels)-1)
 			res := result{top: t.e, considered: count}

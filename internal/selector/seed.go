@@ -1,7 +1,6 @@
 package selector
 
 import (
-	"cmp"
 	"slices"
 )
 
@@ -25,45 +24,9 @@ func (p *problem) seeds(b *classSearch) [][]int {
 	return append(out, p.greedy(&b.classGraph, t, false))
 }
 
-// partSeeds are the tree policy's sets for a search the budget cut
-// short: the seeds' greedy set grows inside the component, over links
-// >= the root's bound on the bottleneck, of the best start, and the
-// best set may lie in another (issue 25: 8 of 256 all-distinct devices,
-// where a component of 9 holds a set 5% above the best of the component
-// of 11 the first start lies in, and the search, which goes class by
-// class, never reaches it). One greedy set in each of the next few
-// components that hold the set (partStarts). A finished search needs
-// none (it found the best sets), so the answers of searches that finish
-// are the same with them or without.
-func (p *problem) partSeeds(b *classSearch) [][]int {
-	t, _ := b.bottleneckUB(0, p.size, len(b.levels)-1)
-	starts, n := partStarts(&b.classGraph, p.size, t)
-	var out [][]int
-	for i := 1; i < n; i++ {
-		out = append(out, p.greedyFrom(starts[i].dev, t, false))
-	}
-	return out
-}
-
-// ringSeeds are the ring policy's seeds: where few devices are
-// interchangeable (the classes of a partitioned node settle its rings
-// far cheaper), the rings of the cycle searches (ringSeed), each raised
-// by local search with an equal share of a third of what is left (what
-// one does not use, the next may), the best first (its set scores
-// cheapest once the budget is spent); then a greedy ring-minded set.
-func (p *problem) ringSeeds(b *classSearch, t int64) [][]int {
-	var out [][]int
-	if p.size >= 3 && len(b.cls) > p.n/2 {
-		rings := p.ringSeed(min(t, p.top))
-		end := p.bud.work + p.bud.left()/3
-		for i, s := range rings {
-			rings[i] = p.raiseRing(s, p.bud.work+max(0, end-p.bud.work)/int64(len(rings)-i), false)
-			p.noteRing(rings[i])
-		}
-		slices.SortStableFunc(rings, func(a, b []int) int { return cmp.Compare(p.cycleBottleneck(b), p.cycleBottleneck(a)) })
-		out = append(out, rings...)
-	}
-	return append(out, p.greedy(&b.classGraph, 0, true))
+// ringSeeds are the ring policy's seeds: a greedy ring-minded set.
+func (p *problem) ringSeeds(b *classSearch, _ int64) [][]int {
+	return [][]int{p.greedy(&b.classGraph, 0, true)}
 }
 
 // greedy grows a set of p.size devices one at a time. For the tree
@@ -134,40 +97,14 @@ func (p *problem) greedyFrom(start int, t int64, ring bool) []int {
 	return set
 }
 
-// seedParts is the most components over links >= the root's bound on
-// the bottleneck that the tree policy grows greedy sets in (partSeeds).
-const seedParts = 4
-
 // greedyStart is the lowest device with the most bandwidth, over links
 // >= t, to the other candidates, among those whose component over such
-// links holds size devices (device 0 when none does).
+// links holds size devices (device 0 when none does). Members of a class
+// are alike in both, so it looks at classes: their components over
+// links >= t, where a class whose members link to no other class at
+// >= t is one component if its members link to each other at >= t, and
+// each member its own otherwise.
 func greedyStart(g *classGraph, size int, t int64) int {
-	if starts, n := partStarts(g, size, t); n > 0 {
-		return starts[0].dev
-	}
-	return 0
-}
-
-// seedStart is a device a greedy set starts from and its bandwidth, over
-// links >= t, to the other candidates.
-type seedStart struct {
-	sum int64
-	dev int
-}
-
-// before ranks the start with more bandwidth first, then the lower device.
-func (a seedStart) before(b seedStart) bool {
-	return a.sum > b.sum || (a.sum == b.sum && a.dev < b.dev)
-}
-
-// partStarts is greedyStart's start in each component over links >= t
-// that holds size devices, at most seedParts of them, best first
-// (greedyStart's first; partSeeds grows sets from the others). Members
-// of a class are alike in both, so it looks at classes: their
-// components over links >= t, where a class whose members link to no
-// other class at >= t is one component if its members link to each
-// other at >= t, and each member its own otherwise.
-func partStarts(g *classGraph, size int, t int64) (starts [seedParts]seedStart, n int) {
 	nc := g.nc
 	parent, capc := g.scr.c[:nc], g.scr.d[:nc]
 	find := func(x int) int {
@@ -218,23 +155,11 @@ func partStarts(g *classGraph, size int, t int64) (starts [seedParts]seedStart, 
 			best[root], dev[root] = s, slices.Min(cl.members)
 		}
 	}
+	start, sum := 0, int64(-1)
 	for root := range best {
-		if best[root] < 0 {
-			continue
+		if best[root] > sum || (best[root] == sum && sum >= 0 && dev[root] < start) {
+			start, sum = dev[root], best[root]
 		}
-		e := seedStart{best[root], dev[root]}
-		i := n
-		if n < seedParts {
-			n++
-		} else if !e.before(starts[n-1]) {
-			continue
-		} else {
-			i = n - 1
-		}
-		for ; i > 0 && e.before(starts[i-1]); i-- {
-			starts[i] = starts[i-1]
-		}
-		starts[i] = e
 	}
-	return starts, n
+	return start
 }

@@ -21,6 +21,7 @@
 package selector
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -106,11 +107,10 @@ type Request struct {
 	// Order is the rank order of Choice.Devices (zero: by index).
 	Order Order
 	// Work bounds the work Select spends (see DefaultWork), for either
-	// policy; zero means DefaultWork. When it runs out Select returns the
-	// best set found, Choice.Exact false and Choice.CappedBy "work". A
-	// ring policy search over more than 16 candidates may then spend up
-	// to Work/10 more settling the chosen set's ring, and scoring one
-	// last seed whose ring is in hand may overrun by one min cut. The
+	// policy, beyond 16 candidates (up to 16 every subset is scored
+	// whatever Work, and Choice.Work may exceed it); zero means
+	// DefaultWork. When it runs out Select returns the
+	// best set found, Choice.Exact false and Choice.CappedBy "work". The
 	// answer depends on the input and Work alone, never on the machine.
 	Work int
 	// Budget is a wall-clock safety cap; zero means DefaultBudget. The
@@ -264,7 +264,7 @@ func (pp *Prepared) selectBy(req Request, p Policy, r rules) (*Choice, error) {
 	pr := pp.newProblem(cands, p, n, r)
 	pr.own = budget{limit: int64(work), deadline: start.Add(limit)}
 	pr.bud = &pr.own
-	res := pr.search(k + 1)
+	res := pr.search(1)
 	naive := firstN(n).list()
 	if len(res.top) == 0 {
 		// The budget ran out before any set was scored (it never does: the
@@ -272,7 +272,32 @@ func (pp *Prepared) selectBy(req Request, p Policy, r rules) (*Choice, error) {
 		res.top = []entry{{key: pr.evalList(naive), mask: firstN(n)}}
 		res.exact = false
 	}
-	return pr.choice(req, &res, naive, work), nil
+	chosen := res.top[0].mask
+	ch := pr.choice(req, &res, naive, work)
+	if k > 0 {
+		ch.Alternatives = pp.runnerUps(cands, p, n, r, k, chosen, limit, work)
+	}
+	return ch, nil
+}
+
+// runnerUps are the k best sets other than chosen, found by a search of
+// their own once the choice is made, so that asking for them never
+// changes the choice (issue 35: a search keeping k+1 sets prunes
+// differently from one keeping one, and where neither is proven they
+// may end on different sets). It spends work of its own, not counted in
+// Choice.Work.
+func (pp *Prepared) runnerUps(cands []int, p Policy, n int, r rules, k int, chosen bitset, limit time.Duration, work int) []Candidate {
+	pr := pp.newProblem(cands, p, n, r)
+	pr.own = budget{limit: int64(work), deadline: time.Now().Add(limit)}
+	pr.bud = &pr.own
+	res := pr.search(k + 1)
+	out := make([]Candidate, 0, k)
+	for _, e := range res.top {
+		if e.mask != chosen && len(out) < k {
+			out = append(out, Candidate{Devices: pr.global(e.mask.list()), Score: pr.score(e.key)})
+		}
+	}
+	return out
 }
 
 // checkRequest refuses a malformed request and returns the candidates
@@ -305,31 +330,19 @@ func (pp *Prepared) checkRequest(req Request, p Policy) ([]int, int, error) {
 // searchLimits are the request's runner-ups, time cap and work budget,
 // each its default where the request leaves it zero.
 func searchLimits(req Request) (k int, limit time.Duration, work int) {
-	k = req.Alternatives
-	if k == 0 {
-		k = DefaultAlternatives
-	}
-	k = max(k, 0)
-	limit = req.Budget
-	if limit <= 0 {
-		limit = DefaultBudget
-	}
-	work = req.Work
-	if work <= 0 {
-		work = DefaultWork
-	}
-	return k, limit, work
+	k = max(cmp.Or(req.Alternatives, DefaultAlternatives), 0)
+	return k, cmp.Or(max(req.Budget, 0), DefaultBudget), cmp.Or(max(req.Work, 0), DefaultWork)
 }
 
 // choice is the search's result as Select returns it: the best set (its
-// ring settled by the policy), the score, exactness and gap, the
-// runner-ups and the naive set.
+// ring settled by the policy), the score, exactness and gap, and the
+// naive set.
 func (pr *problem) choice(req Request, res *result, naive []int, work int) *Choice {
 	best := res.top[0]
 	local := best.mask.list()
 	// the policy's ring of the chosen set (it may settle the set's
 	// ring, which the score and the gap then show)
-	ring, hasRing := pr.policy.rules().ring(pr, &best, res, local, int64(work)/ringSettle)
+	ring, hasRing := pr.policy.rules().ring(pr, &best, res, local)
 	ch := &Choice{
 		Policy:     pr.policy.String(),
 		Score:      pr.score(best.key),
@@ -352,47 +365,26 @@ func (pr *problem) choice(req Request, res *result, naive []int, work int) *Choi
 	} else {
 		ch.Devices = pr.global(local)
 	}
-	for _, e := range res.top[1:] {
-		ch.Alternatives = append(ch.Alternatives, Candidate{Devices: pr.global(e.mask.list()), Score: pr.score(e.key)})
-	}
 	ch.Naive = &Candidate{Devices: pr.global(naive), Score: pr.score(pr.evalList(naive))}
 	return ch
 }
 
-// ringSettle: settling the chosen set's ring (reportRing, the ring
-// policy's policyRule.ring) may spend 1/ringSettle of Request.Work on
-// top of what the search spent.
-const ringSettle = 10
-
 // reportRing returns the ring Select reports for the chosen set best
-// (local, 3 or more devices): the best ring found for it by any path
-// (a seed, local search, the ring search), settled with at most extra
-// more work when the search left it a range (settleRing; a time cap that
-// fired stays), or found by ringOrder (outside the budget) when the
-// search proved it. The key's ring becomes that ring's weakest link, so
-// the score is the ring of a cycle Select returns. Where the set's best
-// ring stays unproven, or was proven without a ring in hand that the
-// order then failed to find (no input tested does that), the bound of
-// what is unsettled takes the set's upper bound: Exact is false and the
-// gap, on the ring, says by how much the set itself may fall short.
-func (p *problem) reportRing(best *entry, res *result, local []int, extra int64) []int {
+// (local, 3 or more devices): the best ring found for it (ringOrder:
+// the one the search holds, else one found at the set's ring score).
+// The key's ring becomes that ring's weakest link, so the score is the
+// ring of a cycle Select returns. Where the set's best ring stays
+// unproven (beyond 16 devices, a ring below its degree bound), the bound
+// of what is unsettled takes the set's upper bound: Exact is false and
+// the gap, on the ring, says by how much the set itself may fall short.
+func (p *problem) reportRing(best *entry, res *result, local []int) []int {
 	lo := best.key[kFirst]
-	var ring []int
-	var rr ringRange
-	if hi := max(lo, best.ringHi); hi > lo {
-		if p.bud.capped == CappedByWork {
-			p.bud.capped = ""
-		}
-		p.bud.limit = p.bud.work + extra
-		ring, rr = p.settleRing(local, lo, hi)
-	} else {
-		bud := p.bud
-		p.bud = unlimited()
-		ring = p.ringOrder(local, lo)
-		p.bud = bud
-		b := p.cycleBottleneck(ring)
-		rr = ringRange{b, max(b, lo)}
-	}
+	bud := p.bud
+	p.bud = unlimited()
+	ring := p.ringOrder(local, lo)
+	p.bud = bud
+	b := p.cycleBottleneck(ring)
+	rr := ringRange{b, max(b, lo, best.ringHi)}
 	best.key[kFirst] = rr.lo
 	if !rr.exact() {
 		open := best.key

@@ -77,9 +77,6 @@ type policyRule struct {
 	// cut bounds the cut slot of every set of the subtree that reaches
 	// the first's bound, given total, one of their total bandwidth.
 	cut func(b *classSearch, c, r int, total int64) int64
-	// cutShort are the policy's sets to offer when the budget cut the
-	// branch-and-bound short (branchAndBound).
-	cutShort func(p *problem, b *classSearch) [][]int
 	// prepare runs before the branch-and-bound's first node.
 	prepare func(p *problem)
 	// seeds are the policy's own sets to offer before the
@@ -88,10 +85,9 @@ type policyRule struct {
 	seeds func(p *problem, b *classSearch, t int64) [][]int
 	// ring orders the chosen set vs, the entry best of the search's
 	// result res, along its ring for Choice.Ring; ok false when the
-	// policy has no ring for it. It may spend up to extra more work
-	// settling the set's ring and then updates best's key and res's
-	// exactness and bound to what it found (reportRing).
-	ring func(p *problem, best *entry, res *result, vs []int, extra int64) (order []int, ok bool)
+	// policy has no ring for it. It updates best's key and res's
+	// exactness and bound to the ring it found (reportRing).
+	ring func(p *problem, best *entry, res *result, vs []int) (order []int, ok bool)
 }
 
 // policies are the policies, indexed by Policy, default first. Its names
@@ -110,12 +106,11 @@ var policies = []policyRule{
 		leaf: func(b *classSearch, present []int, _ key) (int64, int64, bool) {
 			return b.treeOf(present, b.take), 0, true
 		},
-		first:    func(_ *classSearch, _, _ int, tree int64) int64 { return tree },
-		cut:      func(*classSearch, int, int, int64) int64 { return 0 },
-		cutShort: (*problem).partSeeds,
-		prepare:  func(*problem) {},
-		seeds:    func(*problem, *classSearch, int64) [][]int { return nil },
-		ring:     func(*problem, *entry, *result, []int, int64) ([]int, bool) { return nil, false },
+		first:   func(_ *classSearch, _, _ int, tree int64) int64 { return tree },
+		cut:     func(*classSearch, int, int, int64) int64 { return 0 },
+		prepare: func(*problem) {},
+		seeds:   func(*problem, *classSearch, int64) [][]int { return nil },
+		ring:    func(*problem, *entry, *result, []int) ([]int, bool) { return nil, false },
 	},
 	Ring: {
 		name: "ring",
@@ -125,22 +120,21 @@ var policies = []policyRule{
 			r := p.ringOf(vs)
 			return r.lo, p.minCut(vs), r.exact(), r.hi
 		},
-		enum:     (*problem).ringEnum,
-		leaf:     (*classSearch).ringLeaf,
-		first:    (*classSearch).ringFirst,
-		cut:      (*classSearch).ringCut,
-		cutShort: func(*problem, *classSearch) [][]int { return nil },
+		enum:  (*problem).ringEnum,
+		leaf:  (*classSearch).ringLeaf,
+		first: (*classSearch).ringFirst,
+		cut:   (*classSearch).ringCut,
 		prepare: func(p *problem) {
 			if p.size >= 3 {
 				p.top = p.ringTop()
 			}
 		},
 		seeds: (*problem).ringSeeds,
-		ring: func(p *problem, best *entry, res *result, vs []int, extra int64) ([]int, bool) {
+		ring: func(p *problem, best *entry, res *result, vs []int) ([]int, bool) {
 			if p.size < 3 {
 				return nil, false
 			}
-			return p.reportRing(best, res, vs, extra), true
+			return p.reportRing(best, res, vs), true
 		},
 	},
 }

@@ -27,7 +27,7 @@ func addDeviceFlags(cmd *cobra.Command, opts *Options) {
 	fl.String("exclude", "", "never choose these device indices, e.g. 3 or 0-1")
 	fl.BoolVar(&opts.AllowBusy, "allow-busy", false, "allow devices another process is using")
 	cmdutil.StringEnumFlag(cmd, new(string), policyFlag, "tree", "selection policy: %s")
-	fl.IntVar(&opts.SearchWork, "search-work", selector.DefaultWork, "most work (about a thousand search steps a unit) the device search may spend; past it the best set found is used (--explain says how far from proven); the answer depends on it, not on the machine's load")
+	fl.IntVar(&opts.SearchWork, "search-work", selector.DefaultWork, "most work (about a thousand search steps a unit) the device search may spend beyond 16 candidates (up to 16 it scores every set); past it the best set found is used (--explain says how far from proven); the answer depends on it, not on the machine's load")
 	fl.DurationVar(&opts.SearchBudget, "search-budget", selector.DefaultBudget, "wall-clock safety cap of the device search; if it fires before --search-work, the set found so far is used and --explain says so")
 	cmdutil.StringEnumFlag(cmd, new(string), orderFlag, "index", "rank order: %s")
 	fl.BoolVar(&opts.DryRun, "dry-run", false, "print the plan (devices, per-rank NUMA node, CPUs and command) and exit without starting anything")

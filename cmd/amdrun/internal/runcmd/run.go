@@ -62,7 +62,8 @@ PIX > PXB > PHB > NODE > SYS), fewest NUMA nodes, fewest busy devices,
 best fit (leave other jobs whole packages, switches and NUMA nodes), least
 load, lowest indices. Pairs without a direct link count at the host PCIe
 bandwidth (32 GB/s on one NUMA node, 16 GB/s across two); measured
-bandwidths are compared in levels 2.5% apart. The search stops at
+bandwidths are compared in levels 2.5% apart. Up to 16 candidates every
+set is scored; beyond, the search stops at
 --search-work with the best set found (a work count, so the same request
 gets the same devices on a busy node; --search-budget is a time cap on top).
 
