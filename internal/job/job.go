@@ -187,6 +187,7 @@ func runOptions(o *Options, p *Plan) launch.RunOptions {
 		Tee:         o.Tee,
 		Contain:     o.Contain,
 		Forward:     o.Forward, PrefixTemplate: o.PrefixTemplate,
+		StallTimeout: o.StallTimeout, OnStall: o.OnStall,
 	}
 	if in, ok := o.Stdin.(*os.File); ok {
 		ro.Stdin = in

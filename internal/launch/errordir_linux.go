@@ -226,8 +226,10 @@ func readAt(dirfd int, name string, limit int64) []byte {
 	return b
 }
 
-// emptyErrorDir removes from the errorDir dirfd the error files it gave
-// out and the owner file an older amdrun wrote; nothing else.
+// emptyErrorDir removes from the errorDir dirfd the files amdrun gave
+// out (ownFile: error files, the stacks bootstrap and the ranks' stack
+// and heartbeat files, the control socket) and the owner file an older
+// amdrun wrote; nothing else.
 func emptyErrorDir(dirfd int) {
 	d, err := unix.Openat(dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -237,7 +239,7 @@ func emptyErrorDir(dirfd int) {
 	names, _ := f.Readdirnames(-1)
 	f.Close()
 	for _, name := range names {
-		if errorFileName.MatchString(name) || name == errorOwnerFile {
+		if ownFile(name) {
 			_ = unix.Unlinkat(dirfd, name, 0)
 		}
 	}

@@ -45,6 +45,8 @@ func addRankFlags(cmd *cobra.Command, opts *Options) {
 	cmdutil.StringEnumFlag(cmd, new(string), memFlag, "bind", "memory policy with --bind numa/exclusive: %s")
 	fl.String("grace", "10s", "after a rank fails, time the others get between SIGTERM and SIGKILL, with a unit (0: SIGKILL at once)")
 	fl.IntVar(&opts.MaxRestarts, "max-restarts", 0, "restart the whole group this many times after a failure")
+	fl.String("stall-timeout", "auto", "the job is stalled when for this long no rank writes output, touches $AMDRUN_HEARTBEAT or changes its stack (auto: 30m, off when amdrun's output is a terminal; off or 0: never)")
+	cmdutil.StringEnumFlag(cmd, new(string), onStallFlag, "report", "what a stall does after its report: %s")
 	cmdutil.StringEnumFlag(cmd, new(string), containFlag, "auto", "how nothing the job starts outlives it: %s")
 	fl.BoolVar(&opts.NoPrefix, "no-prefix", false, "do not prefix output lines with [rankN]:")
 	fl.StringVar(&opts.LogDir, "log-dir", "", "write each rank's output and error file to `DIR`/RUNID_XXXXXXXX/attempt_K/LOCAL_RANK/{stdout.log,stderr.log,error.json}, as torchrun (every stream, unless -r/-t choose)")
