@@ -85,7 +85,7 @@ type stream struct {
 	// seen, when set, gets the time (unix nanoseconds) of each read: the
 	// stall watch's "a rank wrote output".
 	seen *atomic.Int64
-	buf  []byte    // what goes to the console, reused
+	buf  []byte // what goes to the console, reused
 
 	// mu guards the partial line shared with the timer that shows it
 	// (see partialAfter): pending is the line read so far, shownPart how

@@ -36,7 +36,7 @@ var (
 	onStallFlag       = &cmdutil.Enum{Name: "on-stall", Words: []cmdutil.Word{
 		{Name: "report", Help: "and keep waiting"}, {Name: "stop", Help: "exit code 124"}, {Name: "restart", Help: "counts against --max-restarts"},
 	}}
-	launcherFlag      = &cmdutil.Enum{Name: "launcher", Words: []cmdutil.Word{
+	launcherFlag = &cmdutil.Enum{Name: "launcher", Words: []cmdutil.Word{
 		{Name: "amdrun"}, {Name: "torchrun", Help: "amdrun chooses devices, then runs torchrun for elastic jobs"},
 	}}
 	// torchrun's flags that take words: --nproc-per-node takes a number
