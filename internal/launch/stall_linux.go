@@ -31,7 +31,8 @@ func sampleEvery(timeout time.Duration) time.Duration {
 // watchStalls runs while an attempt's group does: every sampleEvery it
 // asks every rank for its stacks and sends a report to out when, for
 // StallTimeout, no rank wrote output, touched its heartbeat or changed
-// its stacks. It reports once per stall: again only after progress.
+// its stacks, and no rank was importing a module. It reports once per
+// stall: again only after progress.
 func (s *supervisor) watchStalls(stop <-chan struct{}, out chan<- stallReport) {
 	timeout := s.o.StallTimeout
 	tick := time.NewTicker(sampleEvery(timeout))
@@ -48,10 +49,13 @@ func (s *supervisor) watchStalls(stop <-chan struct{}, out chan<- stallReport) {
 		sample := s.stacks.take()
 		now := time.Now()
 		keys := map[int]string{}
+		loading := false
 		for _, r := range sample {
-			keys[r.Rank] = key(ParseDump(r.Dump))
+			ts := ParseDump(r.Dump)
+			keys[r.Rank] = key(ts)
+			loading = loading || importing(ts)
 		}
-		if last == nil || !maps.Equal(keys, last) {
+		if last == nil || loading || !maps.Equal(keys, last) {
 			progress = now
 		}
 		last = keys
@@ -75,6 +79,20 @@ func (s *supervisor) watchStalls(stop <-chan struct{}, out chan<- stallReport) {
 			}
 		}
 	}
+}
+
+// importing says whether a thread is importing a module: its innermost
+// frame is importlib's. Loading torch's C library is one call with no
+// Python frame changing and no output, which took over 5 s on a loaded
+// machine and takes minutes from a cold network filesystem: a rank that
+// loads is no stalled one.
+func importing(ts []Thread) bool {
+	for _, t := range ts {
+		if len(t) > 0 && strings.HasPrefix(t[0].File, "<frozen importlib") {
+			return true
+		}
+	}
+	return false
 }
 
 // onStall reports a stall on the console and in the log directory and
