@@ -8,7 +8,13 @@ package launch
 // stack goes to its own file, stacks.ATTEMPT.RANK.PID, when amdrun sends
 // it, written by faulthandler's C handler, so that a rank blocked in a
 // collective (no Python code running) answers too, and a handler that
-// was there before still runs (chain; not the default action, death). A forked child (a DataLoader
+// was there before still runs (chain; not the default action, death).
+// Only a thread of the bootstrap's own takes the signal (every other
+// thread blocks it): a signal that lands in a thread blocked in a system
+// call that is not restarted (poll, a connect with a timeout) makes it
+// fail with EINTR, which torch 1.13's TCPStore does not retry
+// ("RuntimeError: Interrupted system call" in init_process_group, seen
+// with the stall watch's sampling). A forked child (a DataLoader
 // worker) drops the registration; a child started afresh sees
 // AMDRUN_STACKS_RANK and registers nothing. The agent of a torchrun job
 // has no RANK: its workers, which do, register. Then it hands over to
@@ -22,7 +28,7 @@ def _amdrun_stacks():
     prefix, sig, rank = e.get("AMDRUN_STACKS"), e.get("AMDRUN_STACKS_SIGNAL"), e.get("RANK")
     if not prefix or not sig or not rank or not rank.isdigit() or e.get("AMDRUN_STACKS_RANK"):
         return
-    import faulthandler, signal
+    import faulthandler, signal, threading
     e["AMDRUN_STACKS_RANK"] = rank
     sig = int(sig)
     # Chained to a handler that was there; never to the default action,
@@ -30,8 +36,20 @@ def _amdrun_stacks():
     chain = signal.getsignal(sig) not in (signal.SIG_DFL, signal.SIG_IGN, None)
     f = open("%s.%s.%d" % (prefix, rank, os.getpid()), "ab", buffering=0)
     faulthandler.register(sig, file=f, all_threads=True, chain=chain)
+    # Only _amdrun_listen's thread takes the signal: every other thread,
+    # started from this one (which blocks it now) or from its threads,
+    # blocks it, so that no system call of the rank's own is interrupted
+    # (torch 1.13's TCPStore fails on EINTR).
+    signal.pthread_sigmask(signal.SIG_BLOCK, [sig])
+    def _amdrun_listen():
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
+        threading.Event().wait()
+    threading.Thread(target=_amdrun_listen, name="amdrun-stacks", daemon=True).start()
+    def child():
+        faulthandler.unregister(sig)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
     if hasattr(os, "register_at_fork"):
-        os.register_at_fork(after_in_child=lambda: faulthandler.unregister(sig))
+        os.register_at_fork(after_in_child=child)
 
 try:
     _amdrun_stacks()

@@ -50,8 +50,9 @@ type StackGroup struct {
 	NoAnswer bool
 }
 
-// ParseDump reads faulthandler's dump of every thread. Lines it does not
-// know ("  ...", a garbage collector note) are skipped; it never fails.
+// ParseDump reads faulthandler's dump of every thread, less the
+// bootstrap's own. Lines it does not know ("  ...", a garbage collector
+// note) are skipped; it never fails.
 func ParseDump(dump string) []Thread {
 	var out []Thread
 	cur := -1
@@ -67,8 +68,15 @@ func ParseDump(dump string) []Thread {
 			}
 		}
 	}
-	return out
+	// The thread that took the signal for amdrun is no thread of the rank's.
+	return slices.DeleteFunc(out, func(t Thread) bool {
+		return slices.ContainsFunc(t, func(f Frame) bool { return f.Func == listenFunc })
+	})
 }
+
+// listenFunc is the function of stackBootstrap's thread that takes the
+// signal.
+const listenFunc = "_amdrun_listen"
 
 // parseFrame reads `PATH", line N in FUNC`.
 func parseFrame(s string) (Frame, bool) {
