@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -53,8 +54,31 @@ type stacker struct {
 	mu      sync.Mutex
 	errs    *errorDir
 	attempt int
-	guards  []int // the attempt's guards, as amdrun sees them
-	ranks   []int // the global ranks expected to answer (none: a torchrun job's agent)
+	guards  []int          // the attempt's guards, as amdrun sees them
+	ranks   []int          // the global ranks expected to answer (none: a torchrun job's agent)
+	cpu     map[int]uint64 // each silent rank's CPU time at the last take, in ticks
+}
+
+// cpuGrew says whether pid used CPU since the last take saw it silent.
+func (st *stacker) cpuGrew(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	i := bytes.LastIndexByte(b, ')')
+	if err != nil || i < 0 {
+		return false
+	}
+	// After the command: utime and stime are fields 14 and 15.
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return false
+	}
+	u, _ := strconv.ParseUint(f[11], 10, 64)
+	k, _ := strconv.ParseUint(f[12], 10, 64)
+	if st.cpu == nil {
+		st.cpu = map[int]uint64{}
+	}
+	before, seen := st.cpu[pid]
+	st.cpu[pid] = u + k
+	return seen && u+k > before
 }
 
 // writeBootstrap puts the bootstrap into the errorDir.
@@ -121,9 +145,9 @@ func (st *stacker) targets() []target {
 	byNS := map[int]int{}
 	for _, g := range st.guards {
 		for _, p := range descendants(g) {
-			// Only a process that catches the signal: one that registered
-			// and then exec'd another program would die of it.
-			if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p)); err == nil && catches(b, StackSignal) {
+			// Only a process that blocks the signal (the bootstrap's):
+			// another would die of it.
+			if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p)); err == nil && blocks(b, StackSignal) {
 				byNS[innermostPID(b)] = p
 			}
 		}
@@ -146,11 +170,11 @@ func (st *stacker) targets() []target {
 	return out
 }
 
-// catches says whether the /proc/PID/status text says the process
-// catches sig (its SigCgt mask).
-func catches(status []byte, sig unix.Signal) bool {
+// blocks says whether the /proc/PID/status text says the process (its
+// main thread) blocks sig (its SigBlk mask).
+func blocks(status []byte, sig unix.Signal) bool {
 	for _, l := range strings.Split(string(status), "\n") {
-		if v, ok := strings.CutPrefix(l, "SigCgt:"); ok {
+		if v, ok := strings.CutPrefix(l, "SigBlk:"); ok {
 			mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
 			return err == nil && mask&(1<<(uint(sig)-1)) != 0
 		}
@@ -160,8 +184,10 @@ func catches(status []byte, sig unix.Signal) bool {
 
 // take signals every registered rank and returns what each wrote, one
 // entry per rank (the expected ones that did not answer with an empty
-// Dump), by rank.
-func (st *stacker) take() []RankStacks {
+// Dump), by rank. busy says a rank that did not answer used CPU since
+// the take before (it holds the GIL in C code: loading torch's library
+// took over 5 s on a loaded machine).
+func (st *stacker) take() (_ []RankStacks, busy bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	ts := st.targets()
@@ -184,6 +210,9 @@ func (st *stacker) take() []RankStacks {
 		if got[t.rank] == "" {
 			got[t.rank] = dumps[i]
 		}
+		if dumps[i] == "" {
+			busy = st.cpuGrew(t.pid) || busy
+		}
 	}
 	for _, r := range st.ranks {
 		if _, ok := got[r]; !ok {
@@ -195,7 +224,7 @@ func (st *stacker) take() []RankStacks {
 		out = append(out, RankStacks{Rank: r, Dump: d})
 	}
 	slices.SortFunc(out, func(a, b RankStacks) int { return a.Rank - b.Rank })
-	return out
+	return out, busy
 }
 
 // readDumps waits until each file holds a whole dump (not empty and

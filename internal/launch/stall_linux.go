@@ -31,7 +31,8 @@ func sampleEvery(timeout time.Duration) time.Duration {
 // watchStalls runs while an attempt's group does: every sampleEvery it
 // asks every rank for its stacks and sends a report to out when, for
 // StallTimeout, no rank wrote output, touched its heartbeat or changed
-// its stacks, and no rank was importing a module. It reports once per
+// its stacks, no rank was importing a module and no rank that could not
+// answer used CPU. It reports once per
 // stall: again only after progress.
 func (s *supervisor) watchStalls(stop <-chan struct{}, out chan<- stallReport) {
 	timeout := s.o.StallTimeout
@@ -46,7 +47,7 @@ func (s *supervisor) watchStalls(stop <-chan struct{}, out chan<- stallReport) {
 			return
 		case <-tick.C:
 		}
-		sample := s.stacks.take()
+		sample, busy := s.stacks.take()
 		now := time.Now()
 		keys := map[int]string{}
 		loading := false
@@ -55,7 +56,7 @@ func (s *supervisor) watchStalls(stop <-chan struct{}, out chan<- stallReport) {
 			keys[r.Rank] = key(ts)
 			loading = loading || importing(ts)
 		}
-		if last == nil || loading || !maps.Equal(keys, last) {
+		if last == nil || loading || busy || !maps.Equal(keys, last) {
 			progress = now
 		}
 		last = keys
@@ -170,7 +171,8 @@ func (s *supervisor) answerStacks(c *net.UnixConn) {
 		return
 	}
 	var b strings.Builder
-	_ = WriteStacks(&b, MergeStacks(s.stacks.take()))
+	sample, _ := s.stacks.take()
+	_ = WriteStacks(&b, MergeStacks(sample))
 	fmt.Fprintf(c, "ok\n%s", b.String())
 }
 
