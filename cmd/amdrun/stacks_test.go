@@ -309,3 +309,30 @@ func otherUser(t *testing.T) *syscall.Credential {
 	}
 	return nobody(t)
 }
+
+// TestStacksUnderTorchAgent: a job handed to torch's elastic agent (a
+// c10d rendezvous): the agent's workers, amdrun's grandchildren, answer
+// `amdrun stacks` as ranks 0-3.
+func TestStacksUnderTorchAgent(t *testing.T) {
+	testutil.EndToEnd(t)
+	py := patchedPython(t, needTorch(t))
+	dir := t.TempDir()
+	script := filepath.Join(dir, "stall.py")
+	if err := os.WriteFile(script, []byte(stallScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := cleanEnv(t, "OMP_NUM_THREADS=1", "MODE=wait", "GO="+filepath.Join(dir, "go"), "PYTHON_EXEC="+py)
+	j := startJob(t, env, "--source", "example", "--no-lease", "--ngpus", "0", "--nproc-per-node", "4",
+		"--rdzv-backend", "c10d", "--rdzv-endpoint", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--stall-timeout", "off", script)
+	j.when(t, "ready", 4, 3*time.Minute)
+	r := runAmdrun(t, os.Environ(), "stacks", strconv.Itoa(j.cmd.Process.Pid))
+	if r.code != 0 || !strings.Contains(r.stdout, "ranks 0-3 (4 of 4): in no collective, at "+script) {
+		t.Errorf("amdrun stacks: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code := j.wait(t, 2*time.Minute); code != 0 || strings.Count(j.text(), "sum 40.0") != 4 {
+		t.Errorf("exit code %d:\n%s", code, j.text())
+	}
+}
