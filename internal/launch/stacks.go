@@ -261,7 +261,7 @@ func ranksNoun(ranks []int) string {
 func (g StackGroup) Headline(total int) string {
 	h := fmt.Sprintf("%s (%d of %d)", ranksNoun(g.Ranks), len(g.Ranks), total)
 	if g.NoAnswer {
-		return h + " [odd]: wrote no stacks (not a Python rank, -E/-I, or stopped)"
+		return h + " [odd]: wrote no stacks (not a Python rank, -E/-I/-S, or stopped)"
 	}
 	if g.Odd {
 		h += " [odd]"

@@ -54,7 +54,7 @@ func TestMergeStacks(t *testing.T) {
 			[]string{"ranks 0,1 (2 of 2): in all_reduce, called at /tmp/stk/stall.py:13"}},
 		{"one silent", []RankStacks{{0, ar}, {1, ar}, {2, ar}, {3, ""}}, [][]int{{0, 1, 2}, {3}}, []bool{false, true}, []int{3},
 			[]string{"ranks 0-2 (3 of 4): in all_reduce, called at /tmp/stk/stall.py:13",
-				"rank 3 (1 of 4) [odd]: wrote no stacks (not a Python rank, -E/-I, or stopped)"}},
+				"rank 3 (1 of 4) [odd]: wrote no stacks (not a Python rank, -E/-I/-S, or stopped)"}},
 		{"halves", []RankStacks{{0, sl}, {1, ar}, {2, sl}, {3, ar}}, [][]int{{0, 2}, {1, 3}}, []bool{false, false}, []int{0, 2},
 			[]string{"ranks 0,2 (2 of 4): in no collective, at /tmp/stk/stall.py:12 in main",
 				"ranks 1,3 (2 of 4): in all_reduce, called at /tmp/stk/stall.py:13"}},
