@@ -1,7 +1,6 @@
 package launch
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -61,17 +60,11 @@ type stacker struct {
 
 // cpuGrew says whether pid used CPU since the last take saw it silent.
 func (st *stacker) cpuGrew(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	i := bytes.LastIndexByte(b, ')')
-	if err != nil || i < 0 {
+	f, err := statFields(pid)
+	if err != nil {
 		return false
 	}
-	// After the command: utime and stime are fields 14 and 15.
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 {
-		return false
-	}
-	u, _ := strconv.ParseUint(f[11], 10, 64)
+	u, _ := strconv.ParseUint(f[11], 10, 64) // utime and stime, fields 14 and 15
 	k, _ := strconv.ParseUint(f[12], 10, 64)
 	if st.cpu == nil {
 		st.cpu = map[int]uint64{}
