@@ -88,7 +88,7 @@ func codeFormats(t *testing.T) *formats {
 	t.Helper()
 	fm := &formats{}
 	add := func(s string) {
-		s = strings.TrimPrefix(strings.TrimPrefix(s, "amdrun: "), "warning: ")
+		s = strings.TrimPrefix(strings.TrimPrefix(strings.TrimRight(s, "\n"), "amdrun: "), "warning: ")
 		switch {
 		case len(verb.ReplaceAllString(s, "")) >= 12:
 			fm.whole = append(fm.whole, formatPattern(s, false))

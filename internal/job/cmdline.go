@@ -99,6 +99,9 @@ func (o *Options) Resolve(ctx context.Context, l *CommandLine) error {
 	if err := o.parseValues(l); err != nil {
 		return err
 	}
+	if err := o.parseStall(l); err != nil {
+		return err
+	}
 	if err := o.resolveTorchrun(l); err != nil {
 		return err
 	}
@@ -172,6 +175,29 @@ func (o *Options) parseValues(l *CommandLine) error {
 	}
 	if o.NUMABalancing, err = numabalance.ParseMode(l.Value("numa-balancing")); err != nil {
 		return &WordError{Flag: "numa-balancing", Got: l.Value("numa-balancing")}
+	}
+	return nil
+}
+
+// parseStall reads --stall-timeout (auto, off or 0, or a positive
+// duration) and --on-stall.
+func (o *Options) parseStall(l *CommandLine) error {
+	var err error
+	if o.OnStall, err = launch.ParseStallAction(l.Value("on-stall")); err != nil {
+		return &WordError{Flag: "on-stall", Got: l.Value("on-stall")}
+	}
+	switch v := strings.TrimSpace(l.Value("stall-timeout")); v {
+	case "auto", "":
+		o.StallTimeout = launch.StallAuto
+	case "off", "0":
+		o.StallTimeout = 0
+	default:
+		if o.StallTimeout, err = parseDuration("--stall-timeout", v); err != nil {
+			return err
+		}
+		if o.StallTimeout <= 0 {
+			return usageErrorf("--stall-timeout must be positive, off or auto, got %s", v)
+		}
 	}
 	return nil
 }

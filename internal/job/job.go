@@ -228,7 +228,8 @@ func runOptions(o *Options, p *Plan) launch.RunOptions {
 		Tee:         o.Tee,
 		Contain:     o.Contain,
 		Forward:     o.Forward, PrefixTemplate: o.PrefixTemplate,
-		Quiet: o.Quiet,
+		Quiet:        o.Quiet,
+		StallTimeout: o.StallTimeout, OnStall: o.OnStall,
 	}
 	if in, ok := o.Stdin.(*os.File); ok {
 		ro.Stdin = in

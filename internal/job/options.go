@@ -238,6 +238,10 @@ type Supervision struct {
 	// NUMABalancing sets kernel.numa_balancing for the job and restores it
 	// after (numabalance.Keep: leave it).
 	NUMABalancing numabalance.Mode
+	// StallTimeout is --stall-timeout (launch.RunOptions.StallTimeout: 0
+	// off, launch.StallAuto its default); OnStall is --on-stall.
+	StallTimeout time.Duration
+	OnStall      launch.StallAction
 	// Root is the directory /proc and /sys are read (and written, for
 	// NUMABalancing) under, as numabalance.Apply takes it.
 	Root string

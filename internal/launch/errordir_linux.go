@@ -139,20 +139,29 @@ func dirOwner(name string) (pid int, start uint64, ok bool) {
 // startTime is pid's start time in clock ticks since boot, from
 // /proc/PID/stat.
 func startTime(pid int) (uint64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	f, err := statFields(pid)
 	if err != nil {
 		return 0, err
 	}
+	return strconv.ParseUint(f[19], 10, 64) // starttime, field 22
+}
+
+// statFields are the fields of /proc/PID/stat after the command, the
+// state (field 3) first; at least 20 of them, else an error.
+func statFields(pid int) ([]string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil, err
+	}
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no command", pid)
+		return nil, fmt.Errorf("/proc/%d/stat: no command", pid)
 	}
-	// After the command: state is field 3, starttime field 22.
 	f := strings.Fields(string(b[i+1:]))
 	if len(f) < 20 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+		return nil, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
 	}
-	return strconv.ParseUint(f[19], 10, 64)
+	return f, nil
 }
 
 // ownerGone says whether the amdrun pid, started at start, no longer runs.
@@ -226,8 +235,10 @@ func readAt(dirfd int, name string, limit int64) []byte {
 	return b
 }
 
-// emptyErrorDir removes from the errorDir dirfd the error files it gave
-// out and the owner file an older amdrun wrote; nothing else.
+// emptyErrorDir removes from the errorDir dirfd the files amdrun gave
+// out (ownFile: error files, the stacks bootstrap and the ranks' stack
+// and heartbeat files, the control socket) and the owner file an older
+// amdrun wrote; nothing else.
 func emptyErrorDir(dirfd int) {
 	d, err := unix.Openat(dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -237,7 +248,7 @@ func emptyErrorDir(dirfd int) {
 	names, _ := f.Readdirnames(-1)
 	f.Close()
 	for _, name := range names {
-		if errorFileName.MatchString(name) || name == errorOwnerFile {
+		if ownFile(name) {
 			_ = unix.Unlinkat(dirfd, name, 0)
 		}
 	}

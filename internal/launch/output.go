@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -81,7 +82,10 @@ type stream struct {
 	raw  bool
 	log  io.Writer // nil: no log file
 	tail *tail     // nil: not kept
-	buf  []byte    // what goes to the console, reused
+	// seen, when set, gets the time (unix nanoseconds) of each read: the
+	// stall watch's "a rank wrote output".
+	seen *atomic.Int64
+	buf  []byte // what goes to the console, reused
 
 	// mu guards the partial line shared with the timer that shows it
 	// (see partialAfter): pending is the line read so far, shownPart how
@@ -114,6 +118,9 @@ func (s *stream) pump(r *os.File) {
 		m, err := r.Read(buf[n:])
 		s.mu.Lock()
 		if m > 0 {
+			if s.seen != nil {
+				s.seen.Store(time.Now().UnixNano())
+			}
 			chunk := buf[n : n+m]
 			if s.log != nil {
 				_, _ = s.log.Write(chunk)

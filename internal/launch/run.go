@@ -102,6 +102,57 @@ type RunOptions struct {
 	// Quiet keeps Run's warnings off Stderr (-q); its errors and the
 	// end-of-run summary of lost log output still come.
 	Quiet bool
+
+	// StallTimeout, when positive, is how long the job may go without
+	// progress (no rank writes output, touches its AMDRUN_HEARTBEAT file
+	// or changes its sampled stack) before it is stalled (see
+	// docs/supervision.md); 0 never; StallAuto: 30 minutes, unless Stdout
+	// or Stderr is a terminal (someone watches; a pdb prompt is no stall).
+	StallTimeout time.Duration
+	// OnStall is what a stall does beyond its report; the zero value,
+	// StallReport, only reports and keeps waiting.
+	OnStall StallAction
+}
+
+// StallAuto is RunOptions.StallTimeout's "30 minutes unless on a
+// terminal" (--stall-timeout's default).
+const StallAuto time.Duration = -1
+
+// DefaultStallTimeout is the stall timeout of a job no terminal watches:
+// longer than NCCL's 10-minute watchdog, so that torch's own timeout
+// fires first where it has one, and than a checkpoint write or a
+// compilation that prints nothing.
+const DefaultStallTimeout = 30 * time.Minute
+
+// StalledExitCode is Run's exit code for a job stopped because it
+// stalled (--on-stall stop, or restart with no restart left): timeout(1)'s,
+// apart from a crash's.
+const StalledExitCode = 124
+
+// StallAction is what Run does about a stalled job (--on-stall).
+type StallAction string
+
+// The stall actions; StallActions lists them.
+const (
+	StallReport  StallAction = "report"
+	StallStop    StallAction = "stop"
+	StallRestart StallAction = "restart"
+)
+
+// StallActions are the words of --on-stall, in the order the help lists them.
+var StallActions = []StallAction{StallReport, StallStop, StallRestart}
+
+// ParseStallAction reads a word of StallActions; "" is StallReport.
+func ParseStallAction(s string) (StallAction, error) {
+	if s == "" {
+		return StallReport, nil
+	}
+	for _, a := range StallActions {
+		if string(a) == s {
+			return a, nil
+		}
+	}
+	return "", fmt.Errorf("launch: unknown stall action %q", s)
 }
 
 // execFailureCode is the exit status of a command that could not be run,

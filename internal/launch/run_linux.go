@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -110,6 +111,17 @@ func Run(ctx context.Context, p *plan.Plan, o RunOptions) (exitCode int, err err
 		return 1, err
 	}
 	defer s.faults.summary() // before closeLogs: the last word on the console
+	if err := s.errs.writeBootstrap(); err != nil {
+		return 1, err
+	}
+	s.stacks = &stacker{errs: s.errs}
+	defer s.serveStacks()()
+	if s.o.StallTimeout == StallAuto {
+		s.o.StallTimeout = DefaultStallTimeout
+		if s.term[0] != nil || s.term[1] != nil {
+			s.o.StallTimeout = 0
+		}
+	}
 	if err := s.contain(); err != nil {
 		return 1, err
 	}
@@ -128,7 +140,8 @@ func Run(ctx context.Context, p *plan.Plan, o RunOptions) (exitCode int, err err
 	}
 	for attempt := 0; ; attempt++ {
 		code, err := s.attempt(ctx, attempt)
-		if err != nil || code == 0 || s.interrupted != 0 || attempt >= p.MaxRestarts {
+		if err != nil || code == 0 || s.interrupted != 0 || attempt >= p.MaxRestarts ||
+			(s.stall != nil && s.o.OnStall != StallRestart) {
 			return code, err
 		}
 		// What came while no worker ran (the failed group's summary)
@@ -342,6 +355,10 @@ type supervisor struct {
 	shown          int            // how many ranks the console shows
 	ints           int            // SIGINTs received
 	interrupted    syscall.Signal // the first ending signal received, 0 if none
+	stacks         *stacker       // asks the ranks for their stacks
+	activity       atomic.Int64   // when a rank last wrote output (unix nanoseconds)
+	stall          *stallReport   // the stall that ended this attempt; nil: none
+	stallFiles     int            // stall reports written to the log directory
 }
 
 // worker is one started rank of an attempt.
@@ -384,6 +401,8 @@ type group struct {
 	workers  []*worker
 	stopping bool
 	killAt   <-chan time.Time
+	attempt  int
+	stalls   chan stallReport // the stall watch's reports; nil: no watch
 }
 
 // signal sends sig to the process group of every worker still running,
@@ -514,9 +533,17 @@ func (s *supervisor) attempt(ctx context.Context, attempt int) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	g := &group{}
+	g := &group{attempt: attempt}
+	s.stall = nil
 	exits := make(chan exitEvent, len(s.plan.Ranks))
 	startCode, startErr := s.startGroup(g, cmds, logs, exits)
+	s.stacks.begin(attempt, g)
+	if s.o.StallTimeout > 0 && startErr == nil {
+		stop := make(chan struct{})
+		g.stalls = make(chan stallReport)
+		go s.watchStalls(stop, g.stalls)
+		defer close(stop)
+	}
 	root, first, ctxErr := s.supervise(ctx, g, exits)
 	for _, w := range g.workers {
 		<-w.pumps
@@ -528,6 +555,8 @@ func (s *supervisor) attempt(ctx context.Context, attempt int) (int, error) {
 	switch {
 	case startErr != nil:
 		return startCode, startErr
+	case s.stall != nil:
+		return StalledExitCode, ctxErr
 	case root != nil:
 		return root.code, ctxErr
 	case s.interrupted != 0:
@@ -548,6 +577,7 @@ func (s *supervisor) commands(attempt int) ([]command, int, error) {
 		r := &s.plan.Ranks[i]
 		env := plan.WithEnv(r.Env, "TORCHELASTIC_RESTART_COUNT", strconv.Itoa(attempt))
 		env = plan.WithEnv(env, EnvErrorFile, s.errs.path(attempt, r.LocalRank))
+		env = s.errs.stackEnv(env, attempt, r.Rank)
 		if err := s.lookup(r, env); err != nil {
 			return nil, execFailureCode(err), fmt.Errorf("launch: rank %d: %w", r.Rank, err)
 		}
@@ -659,6 +689,8 @@ func (s *supervisor) supervise(ctx context.Context, g *group, exits chan exitEve
 			}
 		case sig := <-s.sigs:
 			s.onSignal(g, sig)
+		case rep := <-g.stalls:
+			s.onStall(g, rep, g.attempt)
 		case <-done:
 			done, ctxErr = nil, ctx.Err()
 			g.stop(unix.SIGTERM, s.o.Grace)
@@ -1025,7 +1057,7 @@ func (s *supervisor) pump(w *worker, reads, logs [2]*os.File, console Std) {
 		if r == nil {
 			continue
 		}
-		st := &stream{con: s.con, prefix: prefix, raw: !s.o.Prefix && s.shown == 1}
+		st := &stream{con: s.con, prefix: prefix, raw: !s.o.Prefix && s.shown == 1, seen: &s.activity}
 		if console&stdOf(k) != 0 {
 			st.out = dst[k]
 		}
@@ -1122,6 +1154,8 @@ func (s *supervisor) summary(g *group, root *worker, attempt, notStarted int) {
 	}
 	var b strings.Builder
 	switch n := len(s.plan.Ranks); {
+	case s.stall != nil:
+		b.WriteString(s.stallLine(attempt))
 	case notStarted == 0:
 		fmt.Fprintf(&b, "amdrun: %d of %d ranks failed", len(failed)-stopped, n)
 	case len(failed) == stopped:
@@ -1130,10 +1164,12 @@ func (s *supervisor) summary(g *group, root *worker, attempt, notStarted int) {
 	default:
 		fmt.Fprintf(&b, "amdrun: %d of %d ranks failed, %d could not start", len(failed)-stopped, n, notStarted)
 	}
-	if stopped > 0 {
+	if stopped > 0 && s.stall == nil {
 		fmt.Fprintf(&b, ", %d stopped by amdrun", stopped)
 	}
-	fmt.Fprintf(&b, " (attempt %d of %d)", attempt+1, s.plan.MaxRestarts+1)
+	if s.stall == nil {
+		fmt.Fprintf(&b, " (attempt %d of %d)", attempt+1, s.plan.MaxRestarts+1)
+	}
 	if s.interrupted != 0 {
 		fmt.Fprintf(&b, ", stopped by %s", unix.SignalName(s.interrupted))
 	}

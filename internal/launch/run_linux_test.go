@@ -203,9 +203,16 @@ func TestRunPassesArgvEnvAndBinds(t *testing.T) {
 				if !reflect.DeepEqual(got.Args, argv) {
 					t.Errorf("rank %d argv %q, want %q", r.Rank, got.Args, argv)
 				}
-				// The plan's env and the rank's error file (issue 15), nothing else.
+				// The plan's env, the rank's error file (issue 15) and the
+				// stacks bootstrap's variables (issue 33), nothing else.
 				errFile := envlist.Get(got.Env, EnvErrorFile)
-				if !reflect.DeepEqual(plan.WithEnv(r.Env, EnvErrorFile, errFile), got.Env) {
+				want := plan.WithEnv(r.Env, EnvErrorFile, errFile)
+				dir := filepath.Dir(errFile)
+				want = plan.WithEnv(want, "PYTHONPATH", dir)
+				want = plan.WithEnv(want, "AMDRUN_STACKS", dir+"/stacks.0")
+				want = plan.WithEnv(want, "AMDRUN_STACKS_SIGNAL", "41")
+				want = plan.WithEnv(want, EnvHeartbeat, fmt.Sprintf("%s/heartbeat.0.%d", dir, r.Rank))
+				if !reflect.DeepEqual(want, got.Env) {
 					t.Errorf("rank %d env differs from the plan:\n got %q\nwant %q", r.Rank, got.Env, r.Env)
 				}
 				if !strings.HasSuffix(errFile, fmt.Sprintf("/attempt_0.rank_%d.json", r.LocalRank)) {

@@ -34,3 +34,12 @@ func KeeperMain(args []string) int {
 func ProbeContainment(self string) (Containment, error) {
 	return ContainAuto, ErrNotSupported
 }
+
+// Job is a running amdrun launch (Linux only).
+type Job struct{ PID, UID int }
+
+// FindJob is only supported on Linux.
+func FindJob(pid int) (Job, error) { return Job{}, ErrNotSupported }
+
+// AskStacks is only supported on Linux.
+func AskStacks(j Job) (string, error) { return "", ErrNotSupported }

@@ -17,6 +17,7 @@ import (
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/leasecmd"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/pscmd"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/runcmd"
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/stackscmd"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/topocmd"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/version"
 	"github.com/amdrun/amdrun/internal/discover"
@@ -92,6 +93,7 @@ func NewCmdRoot(f *cmdutil.Factory) *cobra.Command {
 	cmd.AddCommand(topocmd.NewCmdTopo(f, nil))
 	cmd.AddCommand(version.NewCmdVersion(f))
 	cmd.AddCommand(pscmd.NewCmdPs(f, nil))
+	cmd.AddCommand(stackscmd.NewCmdStacks(f, nil))
 	cmd.AddCommand(benchcmd.NewCmdBench(f, nil))
 	cmd.AddCommand(doctor.NewCmdDoctor(f, nil))
 	cmd.AddCommand(leasecmd.NewCmdLease(f, nil))

@@ -26,6 +26,7 @@ func TestEnumFlagsDeclaredOnce(t *testing.T) {
 		memFlag:           func(s string) error { _, err := plan.ParseMemPolicy(s); return err },
 		containFlag:       func(s string) error { _, err := launch.ParseContainment(s); return err },
 		numaBalancingFlag: func(s string) error { _, err := numabalance.ParseMode(s); return err },
+		onStallFlag:       func(s string) error { _, err := launch.ParseStallAction(s); return err },
 		launcherFlag: func(s string) error {
 			if s != "amdrun" && s != "torchrun" {
 				return errors.New("not a launcher")
@@ -107,8 +108,8 @@ func TestEnumWordErrorsFromTheCommand(t *testing.T) {
 			t.Errorf("--%s bogus: %v, want %q", e.Name, err, want)
 		}
 	}
-	if len(enums) != 10 {
-		t.Errorf("%d enum flags by name, want the 10 declared", len(enums))
+	if len(enums) != 11 {
+		t.Errorf("%d enum flags by name, want the 11 declared", len(enums))
 	}
 }
 

@@ -33,7 +33,10 @@ var (
 		{Name: "user-namespace", Help: "where the kernel permits user namespaces"}, {Name: "subreaper", Help: "see amdrun doctor"},
 	}}
 	numaBalancingFlag = &cmdutil.Enum{Name: "numa-balancing", Words: words("off", "on", "keep")}
-	launcherFlag      = &cmdutil.Enum{Name: "launcher", Words: []cmdutil.Word{
+	onStallFlag       = &cmdutil.Enum{Name: "on-stall", Words: []cmdutil.Word{
+		{Name: "report", Help: "and keep waiting"}, {Name: "stop", Help: "exit code 124"}, {Name: "restart", Help: "counts against --max-restarts"},
+	}}
+	launcherFlag = &cmdutil.Enum{Name: "launcher", Words: []cmdutil.Word{
 		{Name: "amdrun"}, {Name: "torchrun", Help: "amdrun chooses devices, then runs torchrun for elastic jobs"},
 	}}
 	// torchrun's flags that take words: --nproc-per-node takes a number
@@ -48,7 +51,7 @@ var (
 )
 
 // enums are the enum flags by name, for job's WordErrors.
-var enums = byName(policyFlag, orderFlag, bindFlag, memFlag, containFlag, numaBalancingFlag, launcherFlag,
+var enums = byName(policyFlag, orderFlag, bindFlag, memFlag, containFlag, numaBalancingFlag, launcherFlag, onStallFlag,
 	nprocFlag, startMethodFlag, numaBindingFlag)
 
 func byName(es ...*cmdutil.Enum) map[string]*cmdutil.Enum {

@@ -1,0 +1,68 @@
+// Package stackscmd is `amdrun stacks`: every rank's Python stacks of a
+// running job, merged.
+package stackscmd
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
+	"github.com/amdrun/amdrun/internal/launch"
+)
+
+// Options are the inputs of `amdrun stacks`.
+type Options struct {
+	IO *iostreams.IOStreams
+	// PID is the job's launching amdrun (as `amdrun ps` shows it); 0: the
+	// caller's only running job.
+	PID int
+	// Find and Ask are launch.FindJob and launch.AskStacks (tests replace them).
+	Find func(pid int) (launch.Job, error)
+	Ask  func(launch.Job) (string, error)
+}
+
+// NewCmdStacks returns `amdrun stacks`; runF replaces the run function in tests.
+func NewCmdStacks(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
+	opts := &Options{IO: f.IOStreams, Find: launch.FindJob, Ask: launch.AskStacks}
+	cmd := &cobra.Command{
+		Use:   "stacks [JOB]",
+		Short: "Print every rank's Python stacks of a running job, merged",
+		Long: `Print the Python stack of every thread of every rank of a running job without
+stopping it: ranks with the same stacks form one group, printed once with its
+rank list, the biggest group first; the odd groups are marked [odd]. JOB is the
+pid of the job's amdrun (as amdrun ps shows it); without it, your only running
+job. Only the job's owner and root can take its stacks.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				pid, err := strconv.Atoi(args[0])
+				if err != nil || pid <= 0 {
+					return cmdutil.FlagErrorf("JOB must be the pid of the job's amdrun, got %q", args[0])
+				}
+				opts.PID = pid
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return Run(opts)
+		},
+	}
+	return cmd
+}
+
+// Run finds the job, asks it for its stacks and prints them.
+func Run(opts *Options) error {
+	j, err := opts.Find(opts.PID)
+	if err != nil {
+		return fmt.Errorf("stacks: %w", err)
+	}
+	text, err := opts.Ask(j)
+	if err != nil {
+		return fmt.Errorf("stacks: %w", err)
+	}
+	_, err = fmt.Fprint(opts.IO.Out, text)
+	return err
+}

@@ -1,0 +1,60 @@
+package stackscmd_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdtest"
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/stackscmd"
+	"github.com/amdrun/amdrun/internal/launch"
+)
+
+func TestNewCmdStacksArgs(t *testing.T) {
+	tests := []struct {
+		args    []string
+		pid     int
+		wantErr string
+	}{
+		{nil, 0, ""},
+		{[]string{"4242"}, 4242, ""},
+		{[]string{"job"}, 0, `JOB must be the pid of the job's amdrun, got "job"`},
+		{[]string{"-3"}, 0, "unknown shorthand flag: '3' in -3"},
+		{[]string{"1", "2"}, 0, "accepts at most 1 arg(s), received 2"},
+	}
+	for _, tt := range tests {
+		ios, _, _, _ := cmdtest.Streams()
+		var got *stackscmd.Options
+		cmd := stackscmd.NewCmdStacks(&cmdutil.Factory{IOStreams: ios}, func(o *stackscmd.Options) error { got = o; return nil })
+		cmd.SetArgs(tt.args)
+		cmd.SilenceErrors, cmd.SilenceUsage = true, true
+		err := cmd.Execute()
+		switch {
+		case tt.wantErr != "":
+			if err == nil || err.Error() != tt.wantErr {
+				t.Errorf("%q: %v, want %q", tt.args, err, tt.wantErr)
+			}
+		case err != nil || got == nil || got.PID != tt.pid:
+			t.Errorf("%q: %v, options %+v", tt.args, err, got)
+		}
+	}
+}
+
+func TestRun(t *testing.T) {
+	ios, _, out, _ := cmdtest.Streams()
+	job := launch.Job{PID: 7, UID: 0}
+	opts := &stackscmd.Options{IO: ios, PID: 7,
+		Find: func(pid int) (launch.Job, error) { return job, nil },
+		Ask:  func(j launch.Job) (string, error) { return fmt.Sprintf("stacks of %d\n", j.PID), nil }}
+	if err := stackscmd.Run(opts); err != nil || out.String() != "stacks of 7\n" {
+		t.Errorf("Run: %v, printed %q", err, out.String())
+	}
+	opts.Find = func(int) (launch.Job, error) {
+		return launch.Job{}, fmt.Errorf("job 7 belongs to user bob: %w", launch.ErrNotOwner)
+	}
+	err := stackscmd.Run(opts)
+	if !errors.Is(err, launch.ErrNotOwner) || err.Error() != "stacks: job 7 belongs to user bob: only the job's owner or root can take its stacks" {
+		t.Errorf("another user's job: %v", err)
+	}
+}

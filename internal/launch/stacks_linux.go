@@ -1,0 +1,277 @@
+package launch
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/amdrun/amdrun/internal/envlist"
+	"github.com/amdrun/amdrun/internal/plan"
+)
+
+// StackSignal is the signal that makes a rank write its stacks:
+// SIGRTMIN+7 as glibc and Python number it (glibc keeps the first two
+// real-time signals for itself, so SIGRTMIN is 34), a real-time signal
+// no library of the Python/torch stack uses.
+const StackSignal = unix.Signal(34 + 7)
+
+// stackAnswerTimeout bounds the wait for the ranks' stacks: a rank that
+// is stopped, or not Python, does not answer.
+const stackAnswerTimeout = 700 * time.Millisecond
+
+// The names the bootstrap and the ranks are given in the job's private
+// directory (errorDir), which emptyErrorDir removes.
+const (
+	bootstrapFile = "sitecustomize.py"
+	// pycacheFile is a plain file where Python would make the bootstrap's
+	// __pycache__ directory: it then writes no bytecode there, and the
+	// directory stays one amdrun can empty.
+	pycacheFile = "__pycache__"
+	ctlSocket   = "ctl.sock"
+)
+
+// stackFileName matches stacks.ATTEMPT.RANK.PID and heartbeat.ATTEMPT.RANK.
+var stackFileName = regexp.MustCompile(`^(stacks\.[0-9]+\.[0-9]+\.[0-9]+|heartbeat\.[0-9]+\.[0-9]+)$`)
+
+// ownFile says whether name is one amdrun gives out in an errorDir.
+func ownFile(name string) bool {
+	return errorFileName.MatchString(name) || stackFileName.MatchString(name) ||
+		name == bootstrapFile || name == pycacheFile || name == ctlSocket || name == errorOwnerFile
+}
+
+// stacker asks the ranks of the running attempt for their stacks; the
+// stall watch and `amdrun stacks` (through the control socket) share it.
+type stacker struct {
+	mu      sync.Mutex
+	errs    *errorDir
+	attempt int
+	guards  []int          // the attempt's guards, as amdrun sees them
+	ranks   []int          // the global ranks expected to answer (none: a torchrun job's agent)
+	cpu     map[int]uint64 // each silent rank's CPU time at the last take, in ticks
+}
+
+// cpuGrew says whether pid used CPU since the last take saw it silent.
+func (st *stacker) cpuGrew(pid int) bool {
+	f, err := statFields(pid)
+	if err != nil {
+		return false
+	}
+	u, _ := strconv.ParseUint(f[11], 10, 64) // utime and stime, fields 14 and 15
+	k, _ := strconv.ParseUint(f[12], 10, 64)
+	if st.cpu == nil {
+		st.cpu = map[int]uint64{}
+	}
+	before, seen := st.cpu[pid]
+	st.cpu[pid] = u + k
+	return seen && u+k > before
+}
+
+// writeBootstrap puts the bootstrap into the errorDir.
+func (e *errorDir) writeBootstrap() error {
+	for _, n := range []struct{ name, text string }{{bootstrapFile, stackBootstrap}, {pycacheFile, ""}} {
+		f, err := createIn(e.fd, n.name)
+		if err != nil {
+			return fmt.Errorf("launch: stacks bootstrap: %w", err)
+		}
+		_, err = f.WriteString(n.text)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("launch: stacks bootstrap: %w", err)
+		}
+	}
+	return nil
+}
+
+// stackEnv adds to a rank's env what the bootstrap and the heartbeat
+// need: the errorDir first on PYTHONPATH, the stack files' prefix, the
+// signal, and AMDRUN_HEARTBEAT.
+func (e *errorDir) stackEnv(env []string, attempt, rank int) []string {
+	pp := e.dir
+	if old, ok := envlist.Lookup(env, "PYTHONPATH"); ok && old != "" {
+		pp += string(os.PathListSeparator) + old
+	}
+	env = plan.WithEnv(env, "PYTHONPATH", pp)
+	env = plan.WithEnv(env, "AMDRUN_STACKS", filepath.Join(e.dir, fmt.Sprintf("stacks.%d", attempt)))
+	env = plan.WithEnv(env, "AMDRUN_STACKS_SIGNAL", strconv.Itoa(int(StackSignal)))
+	return plan.WithEnv(env, EnvHeartbeat, filepath.Join(e.dir, heartbeatFile(attempt, rank)))
+}
+
+// EnvHeartbeat names the file each rank may touch to say it progresses.
+const EnvHeartbeat = "AMDRUN_HEARTBEAT"
+
+func heartbeatFile(attempt, rank int) string { return fmt.Sprintf("heartbeat.%d.%d", attempt, rank) }
+
+// begin points the stacker at attempt's guards.
+func (st *stacker) begin(attempt int, g *group) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.attempt, st.guards, st.ranks = attempt, nil, nil
+	for _, w := range g.workers {
+		st.guards = append(st.guards, w.guard)
+		if _, ok := envlist.Lookup(w.r.Env, "RANK"); ok {
+			st.ranks = append(st.ranks, w.r.Rank)
+		}
+	}
+}
+
+// target is one registered rank process: its stack file and pid.
+type target struct {
+	rank int
+	file string
+	pid  int // as amdrun sees it
+}
+
+// targets finds the attempt's registered rank processes that still run:
+// a stack file names the rank's pid in the job's namespace, matched to
+// amdrun's pid through the NSpid line of the guards' descendants.
+func (st *stacker) targets() []target {
+	byNS := map[int]int{}
+	for _, g := range st.guards {
+		for _, p := range descendants(g) {
+			// Only a process that blocks the signal (the bootstrap's):
+			// another would die of it.
+			if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p)); err == nil && blocks(b, StackSignal) {
+				byNS[innermostPID(b)] = p
+			}
+		}
+	}
+	names, _ := os.ReadDir(st.errs.dir)
+	prefix := fmt.Sprintf("stacks.%d.", st.attempt)
+	var out []target
+	for _, n := range names {
+		rest, ok := strings.CutPrefix(n.Name(), prefix)
+		rs, ps, ok2 := strings.Cut(rest, ".")
+		rank, err1 := strconv.Atoi(rs)
+		ns, err2 := strconv.Atoi(ps)
+		if !ok || !ok2 || err1 != nil || err2 != nil {
+			continue
+		}
+		if pid, live := byNS[ns]; live {
+			out = append(out, target{rank: rank, file: n.Name(), pid: pid})
+		}
+	}
+	return out
+}
+
+// blocks says whether the /proc/PID/status text says the process (its
+// main thread) blocks sig (its SigBlk mask).
+func blocks(status []byte, sig unix.Signal) bool {
+	for _, l := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(l, "SigBlk:"); ok {
+			mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return err == nil && mask&(1<<(uint(sig)-1)) != 0
+		}
+	}
+	return false
+}
+
+// take signals every registered rank and returns what each wrote, one
+// entry per rank (the expected ones that did not answer with an empty
+// Dump), by rank. busy says a rank that did not answer used CPU since
+// the take before (it holds the GIL in C code: loading torch's library
+// took over 5 s on a loaded machine).
+func (st *stacker) take() (_ []RankStacks, busy bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	ts := st.targets()
+	files := make([]*os.File, len(ts))
+	for i, t := range ts {
+		fd, err := unix.Openat(int(st.errs.fd.Fd()), t.file, unix.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue
+		}
+		files[i] = os.NewFile(uintptr(fd), t.file)
+		defer files[i].Close()
+		// The rank appends (O_APPEND): emptied, the file gets only this dump.
+		if unix.Ftruncate(fd, 0) == nil {
+			_ = unix.Kill(t.pid, StackSignal)
+		}
+	}
+	dumps := readDumps(files, time.Now().Add(stackAnswerTimeout))
+	got := map[int]string{}
+	for i, t := range ts {
+		if got[t.rank] == "" {
+			got[t.rank] = dumps[i]
+		}
+		if dumps[i] == "" {
+			busy = st.cpuGrew(t.pid) || busy
+		}
+	}
+	for _, r := range st.ranks {
+		if _, ok := got[r]; !ok {
+			got[r] = ""
+		}
+	}
+	out := make([]RankStacks, 0, len(got))
+	for r, d := range got {
+		out = append(out, RankStacks{Rank: r, Dump: d})
+	}
+	slices.SortFunc(out, func(a, b RankStacks) int { return a.Rank - b.Rank })
+	return out, busy
+}
+
+// readDumps waits until each file holds a whole dump (not empty and
+// unchanged for two polls: faulthandler writes it at once, in its signal
+// handler) or the deadline passes, and returns what each holds.
+func readDumps(files []*os.File, deadline time.Time) []string {
+	out := make([]string, len(files))
+	size := make([]int64, len(files))
+	done := make([]bool, len(files))
+	for left := len(files); left > 0 && time.Now().Before(deadline); {
+		time.Sleep(4 * time.Millisecond)
+		for i, f := range files {
+			if done[i] {
+				continue
+			}
+			var st unix.Stat_t
+			if f == nil || unix.Fstat(int(f.Fd()), &st) != nil {
+				done[i] = true
+				left--
+				continue
+			}
+			if st.Size > 0 && st.Size == size[i] {
+				done[i] = true
+				left--
+			}
+			size[i] = st.Size
+		}
+	}
+	for i, f := range files {
+		if f == nil || size[i] == 0 {
+			continue
+		}
+		b := make([]byte, min(size[i], 1<<20))
+		n, _ := f.ReadAt(b, 0)
+		out[i] = string(b[:n])
+	}
+	return out
+}
+
+// heartbeats is the latest time a rank of the attempt touched its
+// heartbeat file; zero when none did.
+func (st *stacker) heartbeats() time.Time {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	var last time.Time
+	names, _ := os.ReadDir(st.errs.dir)
+	prefix := fmt.Sprintf("heartbeat.%d.", st.attempt)
+	for _, n := range names {
+		if !strings.HasPrefix(n.Name(), prefix) {
+			continue
+		}
+		if fi, err := n.Info(); err == nil && fi.ModTime().After(last) {
+			last = fi.ModTime()
+		}
+	}
+	return last
+}

@@ -1,0 +1,193 @@
+package launch
+
+import (
+	"bufio"
+	"fmt"
+	"maps"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// stallReport is what the stall watch found: the merged stacks of the
+// last sample and how long nothing moved.
+type stallReport struct {
+	groups   []StackGroup
+	suspects []int
+	quiet    time.Duration
+}
+
+// sampleEvery is how often the stall watch samples the ranks' stacks for
+// a stall timeout: a twentieth of it (a stall is then found within 5%
+// of the timeout, plus one sample), at least 100 ms, at most a minute.
+func sampleEvery(timeout time.Duration) time.Duration {
+	return min(max(timeout/20, 100*time.Millisecond), time.Minute)
+}
+
+// watchStalls runs while an attempt's group does: every sampleEvery it
+// asks every rank for its stacks and sends a report to out when, for
+// StallTimeout, no rank wrote output, touched its heartbeat or changed
+// its stacks, no rank was importing a module and no rank that could not
+// answer used CPU. It reports once per
+// stall: again only after progress.
+func (s *supervisor) watchStalls(stop <-chan struct{}, out chan<- stallReport) {
+	timeout := s.o.StallTimeout
+	tick := time.NewTicker(sampleEvery(timeout))
+	defer tick.Stop()
+	progress := time.Now()
+	var last map[int]string
+	reported := false
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		sample, busy := s.stacks.take()
+		now := time.Now()
+		keys := map[int]string{}
+		loading := false
+		for _, r := range sample {
+			ts := ParseDump(r.Dump)
+			keys[r.Rank] = key(ts)
+			loading = loading || importing(ts)
+		}
+		if last == nil || loading || busy || !maps.Equal(keys, last) {
+			progress = now
+		}
+		last = keys
+		if a := time.Unix(0, s.activity.Load()); a.After(progress) {
+			progress = a
+		}
+		if hb := s.stacks.heartbeats(); hb.After(progress) {
+			progress = hb
+		}
+		if now.Sub(progress) < timeout {
+			reported = false
+			continue
+		}
+		if !reported {
+			reported = true
+			groups := MergeStacks(sample)
+			select {
+			case out <- stallReport{groups: groups, suspects: Suspects(groups), quiet: now.Sub(progress)}:
+			case <-stop:
+				return
+			}
+		}
+	}
+}
+
+// importing says whether a thread is importing a module: its innermost
+// frame is importlib's. Loading torch's C library is one call with no
+// Python frame changing and no output, which took over 5 s on a loaded
+// machine and takes minutes from a cold network filesystem: a rank that
+// loads is no stalled one.
+func importing(ts []Thread) bool {
+	for _, t := range ts {
+		if len(t) > 0 && strings.HasPrefix(t[0].File, "<frozen importlib") {
+			return true
+		}
+	}
+	return false
+}
+
+// onStall reports a stall on the console and in the log directory and
+// acts as OnStall says: stop or restart the group (the attempt then ends
+// as stalled), or only report.
+func (s *supervisor) onStall(g *group, rep stallReport, attempt int) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "amdrun: the job stalled: no rank wrote output, touched %s or changed its stack for %s", EnvHeartbeat, rep.quiet.Round(100*time.Millisecond))
+	if len(rep.suspects) > 0 {
+		fmt.Fprintf(&b, "; suspects: %s", ranksNoun(rep.suspects))
+	}
+	b.WriteString("\n")
+	_ = WriteStacks(&b, rep.groups)
+	switch s.o.OnStall {
+	case StallStop, StallRestart:
+		fmt.Fprintf(&b, "amdrun: stopping the worker group (--on-stall %s)\n", s.o.OnStall)
+	default:
+		b.WriteString("amdrun: the job keeps running (--on-stall report)\n")
+	}
+	s.note(b.String())
+	if s.job != nil {
+		s.stallFiles++
+		if f, err := s.job.create(fmt.Sprintf("stall_attempt_%d_%d.txt", attempt, s.stallFiles)); err == nil {
+			_, _ = f.WriteString(b.String())
+			f.Close()
+		}
+	}
+	if s.o.OnStall == StallStop || s.o.OnStall == StallRestart {
+		s.stall = &rep
+		g.stop(unix.SIGTERM, s.o.Grace)
+	}
+}
+
+// stallLine is the failure summary's headline for an attempt ended by a
+// stall.
+func (s *supervisor) stallLine(attempt int) string {
+	l := fmt.Sprintf("amdrun: stalled (attempt %d of %d): no progress for %s", attempt+1, s.plan.MaxRestarts+1, s.stall.quiet.Round(100*time.Millisecond))
+	if len(s.stall.suspects) > 0 {
+		l += "; suspects: " + ranksNoun(s.stall.suspects)
+	}
+	return l
+}
+
+// serveStacks answers `amdrun stacks` on the control socket in the
+// job's private directory (mode 0700: only this user, and root, reach
+// it) until the listener closes. A peer that is neither this user nor
+// root is refused all the same.
+func (s *supervisor) serveStacks() (stop func()) {
+	path := filepath.Join(s.errs.dir, ctlSocket)
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return func() {} // a path too long for a socket: no `amdrun stacks`
+	}
+	l.SetUnlinkOnClose(true)
+	go func() {
+		for {
+			c, err := l.AcceptUnix()
+			if err != nil {
+				return
+			}
+			go s.answerStacks(c)
+		}
+	}()
+	return func() { l.Close() }
+}
+
+func (s *supervisor) answerStacks(c *net.UnixConn) {
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if uid, ok := peerUID(c); !ok || (uid != os.Geteuid() && uid != 0) {
+		fmt.Fprintf(c, "error only the job's owner or root can take its stacks\n")
+		return
+	}
+	if l, err := bufio.NewReader(c).ReadString('\n'); err != nil || l != "stacks\n" {
+		return
+	}
+	var b strings.Builder
+	sample, _ := s.stacks.take()
+	_ = WriteStacks(&b, MergeStacks(sample))
+	fmt.Fprintf(c, "ok\n%s", b.String())
+}
+
+// peerUID is the uid of the process at the other end of c.
+func peerUID(c *net.UnixConn) (int, bool) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return 0, false
+	}
+	var cred *unix.Ucred
+	_ = raw.Control(func(fd uintptr) {
+		cred, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	})
+	if err != nil || cred == nil {
+		return 0, false
+	}
+	return int(cred.Uid), true
+}
