@@ -8,11 +8,13 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -233,6 +235,49 @@ func startKeeper(self string, hold []*os.File, errDir string, userns bool, f *fo
 	return k, nil
 }
 
+// lost says how the keeper ended, once it has or is ending (the guards
+// of its namespace die with it, a moment before it is reaped), and that
+// the kernel took the job with it; "" while it runs.
+func (k *keeper) lost() string {
+	pid := k.cmd.Process.Pid
+	select {
+	case <-k.done:
+	default:
+		if !exiting(pid) {
+			return ""
+		}
+		select {
+		case <-k.done:
+		case <-time.After(5 * time.Second):
+		}
+	}
+	how := "ended"
+	if st := k.cmd.ProcessState; st != nil {
+		how = "exited with code " + strconv.Itoa(st.ExitCode())
+		if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			how = "was killed by " + unix.SignalName(ws.Signal())
+		}
+	}
+	return fmt.Sprintf("the job's keeper (pid %d) %s, and the kernel killed every process of the job with it", pid, how)
+}
+
+// exiting says whether pid has begun to exit (PF_EXITING in the flags of
+// its /proc/PID/stat) or is gone.
+func exiting(pid int) bool {
+	const pfExiting = 0x4
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	i := bytes.LastIndexByte(b, ')')
+	f := strings.Fields(string(b[i+1:]))
+	if i < 0 || len(f) < 7 {
+		return false
+	}
+	flags, err := strconv.ParseUint(f[6], 10, 64)
+	return err == nil && flags&pfExiting != 0
+}
+
 // socketPair is a connected pair of Unix sequenced-packet sockets (each
 // write one message), close-on-exec.
 func socketPair() (*os.File, *os.File, error) {
@@ -338,9 +383,13 @@ func KeeperMain(args []string) int {
 		}
 		return 1
 	}
+	// The thread that mounts /proc, drops the capability and forks every
+	// guard: capabilities are a thread's (issue 36.2).
+	runtime.LockOSThread()
 	if !ka.probe {
-		for fd := keeperLifeFD; fd <= keeperReqFD; fd++ {
-			unix.CloseOnExec(fd)
+		// Its pipes and held files reach no guard (issue 36.1).
+		if err := cloexecFrom(keeperLifeFD); err != nil {
+			return fail(fmt.Errorf("keeper: %w", err))
 		}
 		if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 			return fail(fmt.Errorf("keeper: prctl PR_SET_DUMPABLE: %w", err))
@@ -353,14 +402,16 @@ func KeeperMain(args []string) int {
 		return 0
 	}
 	if ka.userns {
-		// The guards and ranks get no capability.
-		if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
-			return fail(fmt.Errorf("keeper: prctl PR_CAP_AMBIENT_CLEAR_ALL: %w", err))
+		if err := dropCaps(); err != nil {
+			return fail(fmt.Errorf("keeper: %w", err))
 		}
 	}
 	// Signals meant for amdrun (pkill amdrun, a terminal's) must not end
-	// the keeper: amdrun forwards what the ranks should get.
-	dropSignals()
+	// the keeper, nor any a rank sends it (issue 36.3): amdrun forwards
+	// what the ranks should get.
+	if err := keeperSignals(); err != nil {
+		return fail(fmt.Errorf("keeper: %w", err))
+	}
 	chld := make(chan os.Signal, 1)
 	signal.Notify(chld, unix.SIGCHLD)
 	status := os.NewFile(keeperStatusFD, "status")
@@ -369,6 +420,67 @@ func KeeperMain(args []string) int {
 	keeperLoop(chld, ka.userns)
 	removeErrorDir(ka.errDir)
 	return 0
+}
+
+// faultSignals are the signals the kernel sends a process for its own
+// faults, which Go's runtime turns into a crash even when os/signal
+// relays them: it tells a fault from a kill(2) by si_code alone, and a
+// sigqueue(3) from another process has one of its own (SI_QUEUE).
+var faultSignals = []unix.Signal{unix.SIGILL, unix.SIGTRAP, unix.SIGBUS, unix.SIGFPE, unix.SIGSEGV, unix.SIGSTKFLT, unix.SIGSYS}
+
+// keeperSignals makes the keeper deaf to every signal a rank can send it
+// (issue 36.3: `kill -SEGV 1` from a rank ended the keeper, and the job):
+// the fault signals are ignored (SIG_IGN: the kernel drops them when
+// another process sends them, and still kills the keeper for a fault of
+// its own, resetting the disposition first), every other one is caught
+// and dropped. The guards it forks start with the default dispositions
+// (Go's fork resets what its handlers caught; the fault signals are among
+// them), and one the keeper was started with ignored stays ignored for
+// them, as dropSignals keeps it.
+func keeperSignals() error {
+	var sigs []os.Signal
+	for n := 1; n < 65; n++ {
+		sig := unix.Signal(n)
+		if sig == unix.SIGKILL || sig == unix.SIGSTOP || (n >= 32 && n <= 34) || signal.Ignored(sig) {
+			continue // 32-34 are the C library's and Go's runtime's own
+		}
+		sigs = append(sigs, sig)
+	}
+	signal.Notify(make(chan os.Signal, 1), sigs...)
+	for _, sig := range faultSignals {
+		act := kernelSigaction{handler: 1} // SIG_IGN
+		if _, _, e := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&act)), 0, 8, 0, 0); e != 0 {
+			return fmt.Errorf("ignoring %s: %w", unix.SignalName(sig), e)
+		}
+	}
+	return nil
+}
+
+// kernelSigaction is struct sigaction as rt_sigaction(2) reads it (with
+// the sa_restorer of amd64 and arm64; where there is none, the zero
+// restorer is read as the empty mask that follows).
+type kernelSigaction struct {
+	handler, flags, restorer uintptr
+	mask                     uint64
+}
+
+// dropCaps empties every capability set of the calling thread (ambient,
+// inheritable, permitted and effective), so that nothing it forks holds
+// one: the keeper of a user namespace holds CAP_SYS_ADMIN there only to
+// mount its /proc, and with it a rank could unmount the job's /proc and
+// blind its guards (issue 36.2). Capabilities belong to a thread, not to
+// the process: the caller stays on this thread (runtime.LockOSThread) and
+// forks from it only.
+func dropCaps() error {
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl PR_CAP_AMBIENT_CLEAR_ALL: %w", err)
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var none [2]unix.CapUserData
+	if err := unix.Capset(&hdr, &none[0]); err != nil {
+		return fmt.Errorf("capset: %w", err)
+	}
+	return nil
 }
 
 // keeperLoop serves the lifeline (and, with userns, the guards' start
@@ -445,7 +557,9 @@ func readStartRequests(reqs chan<- keeperReq) {
 	buf := make([]byte, maxStartMsg)
 	oob := make([]byte, unix.CmsgSpace(5*4))
 	for {
-		n, oobn, _, _, err := unix.Recvmsg(keeperReqFD, buf, oob, 0)
+		// Close-on-exec at once: the next guard forked must not inherit
+		// another's pipes (issue 36.1).
+		n, oobn, _, _, err := unix.Recvmsg(keeperReqFD, buf, oob, unix.MSG_CMSG_CLOEXEC)
 		if err == unix.EINTR {
 			continue
 		}

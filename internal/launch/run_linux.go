@@ -974,6 +974,10 @@ func (s *supervisor) guardLost(g *group, w *worker, ev exitEvent) {
 	}
 	var what string
 	switch {
+	case s.keeper != nil && s.keeper.lost() != "":
+		// The guard died with the keeper: the job is gone (issue 36.3).
+		w.lost = s.keeper.lost()
+		return
 	case s.mode == ContainUserNamespace:
 		what = "the keeper killed the rank and all it started"
 	case s.keeper != nil:
