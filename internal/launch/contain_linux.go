@@ -193,9 +193,12 @@ func startKeeper(self string, hold []*os.File, errDir string, userns bool, f *fo
 	if userns {
 		args = append(args, "--userns")
 		sys = userNamespaceAttr()
-		// Killed with amdrun, even while another process of the user keeps
-		// it stopped; the kernel then kills the whole namespace.
-		sys.Setpgid, sys.Pdeathsig = true, syscall.SIGKILL
+		// No parent-death signal: killed with amdrun, the keeper would
+		// close the lease files before the kernel has emptied its
+		// namespace (do_exit closes files first), and for a moment a rank
+		// would run on devices no longer leased; its lifeline's EOF has it
+		// empty the namespace first (issue 36.1).
+		sys.Setpgid = true
 	}
 	cmd := &exec.Cmd{Path: self, Args: args, ExtraFiles: append(theirs, hold...), SysProcAttr: sys}
 	if userns {

@@ -1,0 +1,177 @@
+package main_test
+
+// Issue 36: what a rank holds of its supervisor, played as root and as a
+// throwaway user (shr...) in each containment this node permits
+// (root-only: CI runs them as root).
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/amdrun/amdrun/internal/testutil"
+)
+
+// containCase is one way a job is contained: as whom (nil: root) and in
+// which mode.
+type containCase struct {
+	name string
+	user *testutil.User
+	mode string
+}
+
+// containCases are root in a PID namespace, and a throwaway user in a
+// user namespace (where the kernel lets the user make one) and under the
+// guards alone.
+func containCases(t *testing.T) []containCase {
+	u := testutil.NewUserPrefixed(t, "shr")
+	cases := []containCase{{"root-pid-namespace", nil, "pid-namespace"}}
+	if userNamespaces(t, u) {
+		cases = append(cases, containCase{"user-user-namespace", &u, "user-namespace"})
+	} else {
+		t.Logf("%s may not make a user namespace here: user-namespace mode not played", u.Name)
+	}
+	return append(cases, containCase{"user-subreaper", &u, "subreaper"})
+}
+
+// rankLines are the lines of a job's output with their "[rankN]: "
+// prefixes taken off.
+func rankLines(out string) []string {
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if i := strings.Index(l, "]: "); strings.HasPrefix(l, "[rank") && i > 0 {
+			l = l[i+3:]
+		}
+		lines = append(lines, l)
+	}
+	return lines
+}
+
+// TestAttackRankInherits: every rank of a 2-rank job lists its own open
+// descriptors and its capability sets. In each mode it holds 0, 1 and 2
+// only, and as a user no capability in any set. Before issue 36 a rank
+// in user-namespace mode held gpu0.lock, gpu1.lock and two pipes of the
+// keeper's (with them it could release its job's lease, or end amdrun
+// with a forged status), and CAP_SYS_ADMIN in the job's namespace.
+func TestAttackRankInherits(t *testing.T) {
+	s := newShared(t)
+	for _, c := range containCases(t) {
+		t.Run(c.name, func(t *testing.T) {
+			leases := filepath.Join(testutil.SharedDir(t, 0o755), "amdrun")
+			s.rootPrepared(leases)
+			r, _ := s.run(c.user, s.envFor(leases), 60*time.Second, "--contain", c.mode, "-n", "2", "--devices", "0,1",
+				"--no-python", "/bin/sh", "-c", `ls /proc/$$/fd; grep '^Cap' /proc/self/status`)
+			if r.code != 0 {
+				t.Fatalf("amdrun exited %d\n%s%s", r.code, r.stdout, r.stderr)
+			}
+			fds := map[string]int{}
+			for _, l := range rankLines(r.stdout) {
+				if k, v, ok := strings.Cut(l, ":"); ok && strings.HasPrefix(k, "Cap") {
+					if k != "CapBnd" && c.user != nil && strings.Trim(v, " \t0") != "" {
+						t.Errorf("a rank of %s holds a capability: %s", c.name, l)
+					}
+					continue
+				}
+				fds[l]++
+			}
+			for fd, n := range fds {
+				if fd != "0" && fd != "1" && fd != "2" {
+					t.Errorf("%d rank(s) hold descriptor %s besides 0, 1 and 2:\n%s", n, fd, r.stdout)
+				}
+			}
+			if fds["0"] != 2 || fds["2"] != 2 {
+				t.Errorf("not both ranks listed their descriptors:\n%s", r.stdout)
+			}
+		})
+	}
+}
+
+// signalScript sends the keeper (pid 1 of the job's namespace) every
+// signal that ends a Go program by default, by kill(2) and, for the
+// fault signals, by sigqueue(3) (si_code SI_QUEUE, which Go's runtime
+// takes for a fault of its own), then says whether the keeper lives.
+const signalScript = `import ctypes, os, signal, time
+libc = ctypes.CDLL(None, use_errno=True)
+for s in ("SEGV", "ABRT", "SYS", "BUS", "FPE", "ILL", "TRAP", "QUIT", "TERM", "INT", "HUP", "USR1", "USR2", "ALRM", "PIPE", "XCPU"):
+    os.kill(1, getattr(signal, "SIG" + s))
+for s in ("SEGV", "ILL", "BUS", "FPE", "SYS", "ABRT"):
+    libc.sigqueue(1, getattr(signal, "SIG" + s), ctypes.c_void_p(0))
+time.sleep(0.5)
+os.kill(1, 0)
+print("keeper alive")
+`
+
+// TestAttackKillKeeper: a rank sends its keeper every signal that ends
+// a Go program (kill -SEGV 1 ended it before issue 36, and the job with
+// it, the summary blaming the guards); the keeper lives and the job ends
+// well. Then root SIGKILLs the keeper of a running job: the summary says
+// the keeper died, not that the guards did.
+func TestAttackKillKeeper(t *testing.T) {
+	s := newShared(t)
+	dir := testutil.SharedDir(t, 0o755)
+	script := filepath.Join(dir, "keepersig.py")
+	if err := os.WriteFile(script, []byte(signalScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range containCases(t) {
+		if c.mode == "subreaper" {
+			continue // no keeper
+		}
+		t.Run(c.name, func(t *testing.T) {
+			leases := filepath.Join(testutil.SharedDir(t, 0o755), "amdrun")
+			s.rootPrepared(leases)
+			r, _ := s.run(c.user, s.envFor(leases), 60*time.Second, "--contain", c.mode, "--devices", "0", "--no-python", "/usr/bin/python3", script)
+			if r.code != 0 || !strings.Contains(r.stdout, "keeper alive") {
+				t.Errorf("the rank's signals ended the keeper: amdrun exited %d\n%s%s", r.code, r.stdout, r.stderr)
+			}
+			env, mark := newMark(t, s.envFor(leases))
+			t.Cleanup(func() { killMarked(mark) })
+			j := s.job(c.user, env, "--contain", c.mode, "--devices", "0", "--no-python", "/bin/sleep", "60")
+			keeper := 0
+			if !waitFor(20*time.Second, func() bool { keeper = keeperOf(j.cmd.Process.Pid); return keeper > 0 && sleeping(mark) }) {
+				t.Fatalf("no keeper and rank came up; stderr:\n%s", j.stderr)
+			}
+			syscall.Kill(keeper, syscall.SIGKILL)
+			select {
+			case <-j.done:
+			case <-time.After(30 * time.Second):
+				t.Fatalf("amdrun did not end after its keeper was killed; stderr:\n%s", j.stderr)
+			}
+			if want := "the job's keeper (pid " + strconv.Itoa(keeper) + ") was killed by SIGKILL"; !strings.Contains(j.stderr.String(), want) {
+				t.Errorf("the summary does not say %q:\n%s", want, j.stderr)
+			}
+		})
+	}
+}
+
+// keeperOf finds the keeper among amdrun's children: 0 when it has none.
+func keeperOf(amdrun int) int {
+	kids, _ := filepath.Glob("/proc/" + strconv.Itoa(amdrun) + "/task/*/children")
+	var b []byte
+	for _, k := range kids {
+		c, _ := os.ReadFile(k)
+		b = append(append(b, c...), ' ')
+	}
+	for _, f := range strings.Fields(string(b)) {
+		cmdline, _ := os.ReadFile("/proc/" + f + "/cmdline")
+		if strings.Contains(string(cmdline), "__amdrun_keeper") {
+			n, _ := strconv.Atoi(f)
+			return n
+		}
+	}
+	return 0
+}
+
+// sleeping says whether a process of the job marked mark runs sleep.
+func sleeping(mark string) bool {
+	for _, p := range marked(mark) {
+		if comm, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/comm"); strings.TrimSpace(string(comm)) == "sleep" {
+			return true
+		}
+	}
+	return false
+}
