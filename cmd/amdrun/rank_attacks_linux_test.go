@@ -175,3 +175,38 @@ func sleeping(mark string) bool {
 	}
 	return false
 }
+
+// TestAttackLogDirLinkInParent: user A plants a link to a directory of
+// root's in A's 0777 directory; root's job with --log-dir A's/link/nologin
+// is refused in one line and makes nothing in root's directory (before
+// issue 36 root made it there: with /etc, /etc/nologin). A link in a
+// directory only root can change is still followed.
+func TestAttackLogDirLinkInParent(t *testing.T) {
+	s := newShared(t)
+	a := testutil.NewUserPrefixed(t, "shr")
+	private := testutil.SharedDir(t, 0o700)
+	trap := filepath.Join(testutil.SharedDir(t, 0o755), "a-0777")
+	if err := os.Mkdir(trap, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(trap, 0o777)
+	os.Chown(trap, a.UID, a.GID)
+	if err := sh(a, "ln", "-s", private, filepath.Join(trap, "link")); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := s.run(nil, s.env, 30*time.Second, "--log-dir", filepath.Join(trap, "link", "nologin"), "--ngpus", "0", "--nproc-per-node", "1", "--no-python", "/bin/true")
+	if ents, _ := os.ReadDir(private); len(ents) != 0 {
+		t.Errorf("root's job made %s in its private directory through A's link", ents[0].Name())
+	}
+	if line := oneError(t, r); r.code == 0 || !strings.Contains(line, "not followed") {
+		t.Errorf("exit %d, want a refusal naming the link:\n%s", r.code, r.stderr)
+	}
+	rootLink := filepath.Join(testutil.SharedDir(t, 0o755), "logs")
+	if err := os.Symlink(private, rootLink); err != nil {
+		t.Fatal(err)
+	}
+	r, _ = s.run(nil, s.env, 30*time.Second, "--log-dir", filepath.Join(rootLink, "job"), "--ngpus", "0", "--nproc-per-node", "1", "--no-python", "/bin/true")
+	if _, err := os.Stat(filepath.Join(private, "job")); r.code != 0 || err != nil {
+		t.Errorf("a link of root's in root's directory was not followed: exit %d, %v\n%s", r.code, err, r.stderr)
+	}
+}
