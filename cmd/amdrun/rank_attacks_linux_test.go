@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/amdrun/amdrun/internal/testutil"
 )
 
@@ -208,5 +210,48 @@ func TestAttackLogDirLinkInParent(t *testing.T) {
 	r, _ = s.run(nil, s.env, 30*time.Second, "--log-dir", filepath.Join(rootLink, "job"), "--ngpus", "0", "--nproc-per-node", "1", "--no-python", "/bin/true")
 	if _, err := os.Stat(filepath.Join(private, "job")); r.code != 0 || err != nil {
 		t.Errorf("a link of root's in root's directory was not followed: exit %d, %v\n%s", r.code, err, r.stderr)
+	}
+}
+
+// TestAttackQueuedSignals: a user's job queued behind another holding
+// every device gets SIGTERM, SIGINT, SIGHUP or SIGQUIT: it exits 128+n
+// with one line and leaves no ticket in queue/ (before issue 36 it died
+// as Go's runtime has it, leaving its ticket, and SIGQUIT printed a
+// goroutine dump).
+func TestAttackQueuedSignals(t *testing.T) {
+	s := newShared(t)
+	v := testutil.NewUserPrefixed(t, "shr")
+	leases := filepath.Join(testutil.SharedDir(t, 0o755), "amdrun")
+	s.rootPrepared(leases)
+	env, mark := newMark(t, s.envFor(leases))
+	t.Cleanup(func() { killMarked(mark) })
+	holder := s.job(&v, env, "--ngpus", "8", "--no-python", "/bin/sleep", "120")
+	s.waitLeased(leases, 8, holder.cmd, holder.stderr)
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT} {
+		j := s.job(&v, env, "--ngpus", "1", "--wait=120s", "--no-python", "/bin/true")
+		if !waitFor(30*time.Second, func() bool { return strings.Contains(j.stderr.String(), "amdrun: waiting for") }) {
+			t.Fatalf("the job did not queue; stderr:\n%s", j.stderr)
+		}
+		if n := len(s.queueOf(leases)); n != 1 {
+			t.Errorf("%d tickets while one job waits", n)
+		}
+		j.cmd.Process.Signal(sig)
+		select {
+		case <-j.done:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%v: the queued job did not end", sig)
+		}
+		lines := strings.Split(strings.TrimSpace(j.stderr.String()), "\n")
+		want := "amdrun: " + unix.SignalName(sig) + " while waiting for devices: left the queue"
+		if code := j.cmd.ProcessState.ExitCode(); code != 128+int(sig) || len(lines) != 2 || lines[1] != want {
+			t.Errorf("%v: exit %d, want %d and the line %q after the queued one:\n%s", sig, code, 128+int(sig), want, j.stderr)
+		}
+		if left := s.queueOf(leases); len(left) != 0 {
+			t.Errorf("%v: the queued job left %d ticket(s): %v", sig, len(left), left)
+		}
+		ents, _ := os.ReadDir(filepath.Join(leases, "queue"))
+		if len(ents) != 0 {
+			t.Errorf("%v: queue/ holds %d file(s) after the job left", sig, len(ents))
+		}
 	}
 }

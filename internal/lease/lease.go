@@ -264,6 +264,16 @@ type Ticket struct {
 	clock  clock
 	heldBy *Waiting
 	stats  scanStats
+	// seen is when this waiter first saw each ticket ahead locked (nil
+	// before its first look): a ticket counts its age from its lock, not
+	// from its file (issue 36.5).
+	seen map[ticketKey]time.Time
+}
+
+// ticketKey names one ticket: its waiter and its file.
+type ticketKey struct {
+	pid int
+	ino uint64
 }
 
 // State is what Held reports for a device that cannot be leased now.
