@@ -61,9 +61,19 @@ func runFake(d *Dir) int {
 		fmt.Fprintln(os.Stderr, "fake:", err)
 		return 2
 	}
+	if after := os.Getenv("LEASE_LOCK_AFTER"); after != "" {
+		// Made now, locked only once the file after exists.
+		fmt.Println("ready")
+		for _, err := os.Stat(after); err != nil; _, err = os.Stat(after) {
+			time.Sleep(time.Millisecond)
+		}
+	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
 		fmt.Fprintln(os.Stderr, "fake:", err)
 		return 2
+	}
+	if os.Getenv("LEASE_LOCK_AFTER") != "" {
+		os.WriteFile(os.Getenv("LEASE_LOCK_AFTER")+".locked", nil, 0o644)
 	}
 	fmt.Println("ready")
 	io.Copy(io.Discard, os.Stdin)
@@ -258,6 +268,44 @@ func TestQueueBackfill(t *testing.T) {
 	c.add(Patience)
 	if ok, _ := tk.First(8); !ok {
 		t.Errorf("an 8-device ticket that let 8 free devices go by for the patience still holds the waiter")
+	}
+}
+
+// TestQueueAgeFromLock: an 8-device ticket whose file was made before
+// the waiter joined but locked after its first look, older than Backfill
+// by its file, does not keep its place at once: the waiter dates it from
+// the look that first saw it locked (issue 36.5: a file made 125 s
+// before its lock kept its place at once, and the victim gave up after
+// 30 s instead of 3.4 s); it joined after the waiter, and stays behind
+// it. The waiter's clock runs ahead by Backfill, so the file looks that
+// old.
+func TestQueueAgeFromLock(t *testing.T) {
+	testutil.EndToEnd(t)
+	d, _ := openTemp(t)
+	lockAfter := filepath.Join(t.TempDir(), "go")
+	big := startChild(t, "fake", d.Path(), "LEASE_NAME={uid}-{pid}-{start}-{ino}.lock", `LEASE_CONTENT={"need":8}`, "LEASE_LOCK_AFTER="+lockAfter).Process.Pid
+	time.Sleep(1100 * time.Millisecond) // its file is the older by the second
+	tk, err := d.Enqueue(2, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tk.Done()
+	var c fakeClock
+	withClock(tk, &c)
+	if ok, _ := tk.First(7); !ok {
+		t.Fatal("an empty queue held the waiter back")
+	}
+	os.WriteFile(lockAfter, nil, 0o644)
+	for _, err := os.Stat(lockAfter + ".locked"); err != nil; _, err = os.Stat(lockAfter + ".locked") {
+		time.Sleep(time.Millisecond)
+	}
+	c.add(Backfill + time.Second)
+	if ok, _ := tk.First(7); !ok {
+		t.Errorf("a ticket locked after the waiter's first look kept its place at once (held by pid %d, the 8-device ticket is %d)", heldByPID(tk), big)
+	}
+	c.add(Backfill)
+	if ahead := tk.ahead(); len(ahead) != 0 {
+		t.Errorf("a ticket locked after the waiter joined is ahead of it: %v", ahead)
 	}
 }
 
