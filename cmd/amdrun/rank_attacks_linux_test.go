@@ -6,6 +6,7 @@ package main_test
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -254,4 +255,85 @@ func TestAttackQueuedSignals(t *testing.T) {
 			t.Errorf("%v: queue/ holds %d file(s) after the job left", sig, len(ents))
 		}
 	}
+}
+
+// plantScript is user A's watcher: as soon as a process named amdrun of
+// the uid it is given appears, it makes the file that process's ticket
+// would have had before issue 36 (<uid>-<pid>-<start>.lock, all public
+// in /proc) in the queue, prints its name and exits.
+const plantScript = `import os, sys, time
+q, uid = sys.argv[1], sys.argv[2]
+while True:
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            if open("/proc/%s/comm" % p).read().strip() != "amdrun":
+                continue
+            if "Uid:\t%s\t" % uid not in open("/proc/%s/status" % p).read():
+                continue
+            st = open("/proc/%s/stat" % p).read()
+        except OSError:
+            continue
+        start = st[st.rindex(")") + 2:].split()[19]
+        name = "%s-%s-%s.lock" % (uid, p, start)
+        open(os.path.join(q, name), "w").close()
+        print(name, flush=True)
+        sys.exit(0)
+    time.sleep(0.001)
+`
+
+// TestAttackQueuePlaces: queue places another user cannot take.
+// predicted-name: user A plants the ticket name V's job would take, as
+// soon as V's amdrun appears; V's job still queues in order (before
+// issue 36 its ticket could not be made: it waited without order, and a
+// later user went first 3 of 8 times). pid-namespace: a --wait job in a
+// PID namespace of its own, whose /proc hides the other jobs, is refused
+// in one line (before, it took itself for the first in the queue).
+func TestAttackQueuePlaces(t *testing.T) {
+	s := newShared(t)
+	a, v := testutil.NewUserPrefixed(t, "shr"), testutil.NewUserPrefixed(t, "shr")
+	leases := filepath.Join(testutil.SharedDir(t, 0o755), "amdrun")
+	s.rootPrepared(leases)
+	env, mark := newMark(t, s.envFor(leases))
+	t.Cleanup(func() { killMarked(mark) })
+	holder := s.job(nil, env, "--ngpus", "8", "--no-python", "/bin/sleep", "120")
+	s.waitLeased(leases, 8, holder.cmd, holder.stderr)
+	t.Run("predicted-name", func(t *testing.T) {
+		plant := a.Command("/usr/bin/python3", "-c", plantScript, filepath.Join(leases, "queue"), strconv.Itoa(v.UID))
+		planted := newSyncBuf()
+		plant.Stdout = planted
+		if err := plant.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { plant.Process.Kill(); plant.Wait() })
+		time.Sleep(200 * time.Millisecond) // its first look at /proc is done
+		j := s.job(&v, env, "--ngpus", "1", "--wait=60s", "--no-python", "/bin/true")
+		if !waitFor(30*time.Second, func() bool { return strings.Contains(j.stderr.String(), "amdrun: waiting for") }) {
+			t.Fatalf("V's job did not queue; stderr:\n%s", j.stderr)
+		}
+		if planted.String() == "" {
+			t.Skip("A's watcher did not plant a name before V's job queued")
+		}
+		if strings.Contains(j.stderr.String(), "first-come-first-served") {
+			t.Errorf("A's planted %s kept V's job out of the queue:\n%s", strings.TrimSpace(planted.String()), j.stderr)
+		}
+		found := false
+		for _, w := range s.queueOf(leases) {
+			found = found || w.PID == j.cmd.Process.Pid
+		}
+		if !found {
+			t.Errorf("ps does not show V's job (pid %d) in the queue", j.cmd.Process.Pid)
+		}
+		j.cmd.Process.Signal(syscall.SIGTERM)
+		<-j.done
+	})
+	t.Run("pid-namespace", func(t *testing.T) {
+		cmd := exec.Command("unshare", "--pid", "--fork", "--mount-proc", amdrunBin, "--topology", s.topo, "--ngpus", "1", "--wait=5s", "--no-python", "/bin/true")
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "PID namespace of its own") || strings.Contains(string(out), "first in the queue") {
+			t.Errorf("a --wait job in a PID namespace of its own: %v\n%s", err, out)
+		}
+	})
 }
