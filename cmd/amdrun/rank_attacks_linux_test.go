@@ -337,3 +337,34 @@ func TestAttackQueuePlaces(t *testing.T) {
 		}
 	})
 }
+
+// TestAttackLeaseInitChmod: lease init over a directory of root's that it
+// did not make (0700, holding only a 0600 .lock) changes no mode there
+// and says so in one line (before issue 36 it made them 0755 and 0644);
+// over one it made, it still repairs a mode.
+func TestAttackLeaseInitChmod(t *testing.T) {
+	s := newShared(t)
+	dir := filepath.Join(testutil.SharedDir(t, 0o755), "amdrun")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ".lock"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o700)
+	r, _ := s.run(nil, s.env, 20*time.Second, "lease", "init", "--lease-dir", dir)
+	mode := func(p string) os.FileMode { fi, _ := os.Stat(p); return fi.Mode().Perm() }
+	if mode(dir) != 0o700 || mode(filepath.Join(dir, ".lock")) != 0o600 {
+		t.Errorf("lease init changed modes it did not make: %v, .lock %v", mode(dir), mode(filepath.Join(dir, ".lock")))
+	}
+	if line := oneError(t, r); r.code == 0 || !strings.Contains(line, "lease init changes nothing there") {
+		t.Errorf("exit %d, want a refusal:\n%s", r.code, r.stderr)
+	}
+	made := filepath.Join(testutil.SharedDir(t, 0o755), "amdrun")
+	s.rootPrepared(made)
+	os.Chmod(made, 0o700)
+	s.rootPrepared(made)
+	if mode(made) != 0o755 {
+		t.Errorf("lease init did not repair the mode of its own directory: %v", mode(made))
+	}
+}
