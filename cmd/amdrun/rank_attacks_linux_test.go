@@ -368,3 +368,38 @@ func TestAttackLeaseInitChmod(t *testing.T) {
 		t.Errorf("lease init did not repair the mode of its own directory: %v", mode(made))
 	}
 }
+
+// TestAttackTMPDIRUnusable: a TMPDIR the job's user cannot make a
+// directory in (root's 0755 directory; a read-only file system) is passed
+// over for /tmp, as a missing one is (before issue 36 the job was refused
+// with "mkdir ...: permission denied" or "read-only file system").
+func TestAttackTMPDIRUnusable(t *testing.T) {
+	s := newShared(t)
+	v := testutil.NewUserPrefixed(t, "shr")
+	rootOnly := testutil.SharedDir(t, 0o755)
+	ro := testutil.SharedDir(t, 0o755)
+	cases := []struct {
+		name string
+		user *testutil.User
+		tmp  string
+	}{{"another-users", &v, rootOnly}}
+	if err := exec.Command("mount", "-t", "tmpfs", "-o", "ro,mode=1777", "shr-ro", ro).Run(); err == nil {
+		t.Cleanup(func() { exec.Command("umount", ro).Run() })
+		cases = append(cases, struct {
+			name string
+			user *testutil.User
+			tmp  string
+		}{"read-only", nil, ro})
+	} else {
+		t.Logf("no read-only tmpfs here (%v): that case not played", err)
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			env := setEnv(s.env, "TMPDIR", c.tmp)
+			r, _ := s.run(c.user, env, 30*time.Second, "--ngpus", "0", "--nproc-per-node", "1", "--no-python", "/bin/sh", "-c", `echo "$TORCHELASTIC_ERROR_FILE"`)
+			if r.code != 0 || !strings.HasPrefix(strings.TrimSpace(r.stdout), "/tmp/") {
+				t.Errorf("exit %d, error file %q, want one under /tmp\n%s", r.code, strings.TrimSpace(r.stdout), r.stderr)
+			}
+		})
+	}
+}

@@ -175,12 +175,16 @@ func (a *attemptDir) close() {
 // errorDirBase is where the error file directory goes: $TMPDIR when no
 // other user can rename what is in it (each directory from / down, links
 // resolved, belongs to root or this user and is not writable by others,
-// or is sticky like /tmp), else /tmp. Issue 26: in a TMPDIR another user
-// owns, that user swapped amdrun-errors-* for a link, so root's rank wrote
-// its exception into the attacker's directory, and a forged file there
-// was printed as "exception recorded by the rank".
+// or is sticky like /tmp) and this user may make a directory there, else
+// /tmp. Issue 26: in a TMPDIR another user owns, that user swapped
+// amdrun-errors-* for a link, so root's rank wrote its exception into the
+// attacker's directory, and a forged file there was printed as
+// "exception recorded by the rank".
 func errorDirBase() string {
-	if t := os.TempDir(); safeBase(t) {
+	// One this user cannot make a directory in (a read-only file system,
+	// another user's 0755 directory) is as good as a missing one (issue
+	// 36.6: it refused the job).
+	if t := os.TempDir(); safeBase(t) && unix.Access(t, unix.W_OK|unix.X_OK) == nil {
 		return t
 	}
 	return "/tmp"
