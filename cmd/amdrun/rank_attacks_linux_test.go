@@ -5,6 +5,7 @@ package main_test
 // (root-only: CI runs them as root).
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -401,5 +402,33 @@ func TestAttackTMPDIRUnusable(t *testing.T) {
 				t.Errorf("exit %d, error file %q, want one under /tmp\n%s", r.code, strings.TrimSpace(r.stdout), r.stderr)
 			}
 		})
+	}
+}
+
+// TestAttackTinyStack: a user's job under ulimit -s 16, run 12 times:
+// amdrun itself may not start (the kernel puts its arguments and
+// environment on that stack: SIGSEGV before main, nothing to report),
+// but every run that does start refuses in one line naming the limit,
+// and none runs or names a guard (before issue 36 a guard or the keeper
+// died of SIGSEGV now and then, the summary naming the guard).
+func TestAttackTinyStack(t *testing.T) {
+	s := newShared(t)
+	v := testutil.NewUserPrefixed(t, "shr")
+	said := 0
+	for range 12 {
+		cmd := v.Command("prlimit", "--stack=16384", amdrunBin, "--topology", s.topo, "--ngpus", "0", "--nproc-per-node", "2", "--no-python", "/bin/true")
+		cmd.Env = s.env
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && ee.ExitCode() == -1 && ee.Sys().(syscall.WaitStatus).Signal() == syscall.SIGSEGV {
+			continue // amdrun itself, before main
+		}
+		if err == nil || strings.Contains(string(out), "its guard (pid") || !strings.HasPrefix(string(out), "amdrun: the stack limit (ulimit -s 16) is too small") {
+			t.Fatalf("under ulimit -s 16: %v\n%s", err, out)
+		}
+		said++
+	}
+	if said == 0 {
+		t.Skip("amdrun itself never started under ulimit -s 16 here")
 	}
 }
