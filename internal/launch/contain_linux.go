@@ -160,12 +160,11 @@ func nsInode(kind string) (uint64, error) {
 }
 
 // startKeeper starts self as the keeper, the init of new PID and mount
-// namespaces for the job (and of a user namespace with userns, started
-// from f's thread: its parent-death signal fires when amdrun dies),
-// keeping hold open until the namespace is empty and then, should amdrun
-// be gone, removing errDir (the ranks' error files; "" for none). It
+// namespaces for the job (and of a user namespace with userns), keeping
+// hold open until the namespace is empty and then, should amdrun be
+// gone, removing errDir (the ranks' error files; "" for none). It
 // fails when namespaces are not permitted here.
-func startKeeper(self string, hold []*os.File, errDir string, userns bool, f *forker) (*keeper, error) {
+func startKeeper(self string, hold []*os.File, errDir string, userns bool) (*keeper, error) {
 	if err := notChrooted(); err != nil {
 		return nil, err
 	}
@@ -201,12 +200,7 @@ func startKeeper(self string, hold []*os.File, errDir string, userns bool, f *fo
 		sys.Setpgid = true
 	}
 	cmd := &exec.Cmd{Path: self, Args: args, ExtraFiles: append(theirs, hold...), SysProcAttr: sys}
-	if userns {
-		err = f.do(cmd.Start)
-	} else {
-		err = cmd.Start()
-	}
-	if err != nil {
+	if err = cmd.Start(); err != nil {
 		closeFiles(p[0][0], p[2][0])
 		if userns {
 			return nil, userNamespaceError(err, "")

@@ -187,7 +187,7 @@ func handedStdin(f *os.File) *os.File {
 func (s *supervisor) contain() error {
 	switch s.o.Contain {
 	case ContainAuto, ContainPIDNamespace:
-		k, err := startKeeper(s.o.Self, s.o.Hold, s.errs.dir, false, nil)
+		k, err := startKeeper(s.o.Self, s.o.Hold, s.errs.dir, false)
 		if err == nil {
 			s.keeper, s.mode = k, ContainPIDNamespace
 			return nil
@@ -211,11 +211,9 @@ func (s *supervisor) contain() error {
 }
 
 // userNamespace starts the keeper of a user, PID and mount namespace for
-// the job (ContainUserNamespace), from the forker's thread: the keeper's
-// parent-death signal fires when that thread ends (golang/go#27505), so
-// it must live as long as amdrun.
+// the job (ContainUserNamespace).
 func (s *supervisor) userNamespace() error {
-	k, err := startKeeper(s.o.Self, s.o.Hold, s.errs.dir, true, newForker())
+	k, err := startKeeper(s.o.Self, s.o.Hold, s.errs.dir, true)
 	if err != nil {
 		return err
 	}
@@ -892,30 +890,6 @@ func (s *supervisor) launchGuard(cmd *exec.Cmd) (kept int, err error) {
 		return 0, <-started
 	}
 	return 0, cmd.Start()
-}
-
-// forker is a goroutine locked to its thread for good, which starts the
-// processes given to it: a parent-death signal is sent when the thread
-// that forked the child ends (golang/go#27505), and this one never does.
-type forker struct{ jobs chan func() }
-
-// newForker returns the process's forker, started on first use.
-var newForker = sync.OnceValue(func() *forker {
-	f := &forker{jobs: make(chan func())}
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread lives as long as amdrun
-		for job := range f.jobs {
-			job()
-		}
-	}()
-	return f
-})
-
-// do runs start on the forker's thread.
-func (f *forker) do(start func() error) error {
-	errc := make(chan error, 1)
-	f.jobs <- func() { errc <- start() }
-	return <-errc
 }
 
 // watch follows one started guard: it learns the rank's pid from the
