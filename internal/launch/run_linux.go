@@ -227,6 +227,7 @@ func (s *supervisor) userNamespace() error {
 // job's.
 func (s *supervisor) subreaper() error {
 	s.mode = ContainSubreaper
+	s.guardsOnly()
 	was, err := isSubreaper()
 	if err != nil {
 		return nil // the guards alone, as before issue 26
@@ -244,6 +245,21 @@ func (s *supervisor) subreaper() error {
 	}
 	return nil
 }
+
+// guardsOnly is what amdrun does when the guards alone contain the job:
+// it makes itself not dumpable, so that no rank can ptrace it or copy its
+// lease descriptors with pidfd_getfd (issue 36.4), and, when it holds
+// device leases (other users' jobs may wait for them), says in one line
+// what a job can still do.
+func (s *supervisor) guardsOnly() {
+	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	if len(s.o.Hold) > 0 {
+		s.note(guardsOnlyNotice)
+	}
+}
+
+// guardsOnlyNotice is guardsOnly's line (docs/shared-nodes.md quotes it).
+const guardsOnlyNotice = "amdrun: notice: only the guards contain this job (no user namespace here): a rank that kills both its guard and amdrun, or stops amdrun and kills its guard, lives on after the lease is let go; root can permit user namespaces (see amdrun doctor)\n"
 
 // isSubreaper says whether this process is a child subreaper already.
 func isSubreaper() (bool, error) {
