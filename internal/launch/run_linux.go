@@ -259,7 +259,7 @@ func (s *supervisor) guardsOnly() {
 }
 
 // guardsOnlyNotice is guardsOnly's line (docs/shared-nodes.md quotes it).
-const guardsOnlyNotice = "amdrun: notice: only the guards contain this job (no user namespace here): a rank that kills both its guard and amdrun, or stops amdrun and kills its guard, lives on after the lease is let go; root can permit user namespaces (see amdrun doctor)\n"
+const guardsOnlyNotice = "amdrun: warning: only the guards contain this job (no user namespace here): a rank that kills both its guard and amdrun, or stops amdrun and kills its guard, lives on after the lease is let go; root can permit user namespaces (see amdrun doctor)\n"
 
 // isSubreaper says whether this process is a child subreaper already.
 func isSubreaper() (bool, error) {
