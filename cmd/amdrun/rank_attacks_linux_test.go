@@ -57,7 +57,8 @@ func rankLines(out string) []string {
 
 // TestAttackRankInherits: every rank of a 2-rank job lists its own open
 // descriptors and its capability sets. In each mode it holds 0, 1 and 2
-// only, and as a user no capability in any set. Before issue 36 a rank
+// only, and as a user no capability in any set; the guards-only mode
+// says in one line what a job can still do there. Before issue 36 a rank
 // in user-namespace mode held gpu0.lock, gpu1.lock and two pipes of the
 // keeper's (with them it could release its job's lease, or end amdrun
 // with a forged status), and CAP_SYS_ADMIN in the job's namespace.
@@ -89,6 +90,9 @@ func TestAttackRankInherits(t *testing.T) {
 			}
 			if fds["0"] != 2 || fds["2"] != 2 {
 				t.Errorf("not both ranks listed their descriptors:\n%s", r.stdout)
+			}
+			if warned := strings.Contains(r.stderr, "amdrun: warning: only the guards contain this job"); warned != (c.mode == "subreaper") {
+				t.Errorf("the guards-only warning is %v in %s mode:\n%s", warned, c.mode, r.stderr)
 			}
 		})
 	}
