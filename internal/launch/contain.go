@@ -43,9 +43,11 @@ import (
 //   - ContainSubreaper (guards only, where neither is permitted): amdrun
 //     is itself a subreaper while the job runs, so a rank whose guard was
 //     killed comes to amdrun, which kills it and all it started before it
-//     reports or lets the lease go. What this cannot cover: a process of
-//     the same user outside the job that kills or stops both amdrun and a
-//     guard frees that guard's rank.
+//     reports or lets the lease go; amdrun is not dumpable either. What
+//     this cannot cover: the job itself, or another process of the same
+//     user, that kills or stops both amdrun and a guard frees that
+//     guard's rank, which lives on after the lease is let go (Run warns
+//     so when it holds device leases).
 type Containment string
 
 // The containment modes.
