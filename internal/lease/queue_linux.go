@@ -202,13 +202,39 @@ func (t *Ticket) scan() []Waiting {
 	}
 	t.stats = scanStats{}
 	var out []Waiting
+	known := map[ticketKey]Waiting{}
 	for pid, inos := range inodes {
 		t.stats.pids++
-		if w, ok := t.ticketOf(pid, inos, qst.Dev); ok {
+		w, ok := t.recall(pid, inos, qst.Dev)
+		if !ok {
+			w, ok = t.ticketOf(pid, inos, qst.Dev)
+		}
+		if ok {
+			known[ticketKey{pid, w.ino}] = w
 			out = append(out, w)
 		}
 	}
+	t.known = known
 	return out
+}
+
+// recall finds pid's ticket among those the last look verified, still
+// locked (one of inos) and still the file it was: a live process's pid
+// and start time, and so the ticket's name and owner, do not change.
+func (t *Ticket) recall(pid int, inos []uint64, dev uint64) (Waiting, bool) {
+	for _, ino := range inos {
+		w, ok := t.known[ticketKey{pid, ino}]
+		if !ok {
+			continue
+		}
+		t.stats.lookups++
+		var st unix.Stat_t
+		if unix.Fstatat(t.qfd, w.file, &st, unix.AT_SYMLINK_NOFOLLOW) == nil &&
+			st.Mode&unix.S_IFMT == unix.S_IFREG && int(st.Uid) == w.UID && st.Nlink == 1 && st.Dev == dev && st.Ino == ino {
+			return w, true
+		}
+	}
+	return Waiting{}, false
 }
 
 // ticketOf looks up the ticket of process pid, which holds write locks
@@ -265,7 +291,7 @@ func (t *Ticket) ticketAt(name string, uid int, ino, dev uint64) (Waiting, bool)
 	if !ok {
 		return Waiting{}, false // not a ticket amdrun wrote for this node
 	}
-	return Waiting{Need: need, Since: time.Unix(fst.Ctim.Unix()), ino: st.Ino}, true
+	return Waiting{Need: need, Since: time.Unix(fst.Ctim.Unix()), ino: st.Ino, file: name}, true
 }
 
 // aged dates each ticket from its lock as far as this waiter knows it: a

@@ -591,3 +591,46 @@ func BenchmarkQueueFirst(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkQueueLook is one waiter's look at the queue (First) behind n
+// live tickets: "cold" verifies each from /proc and its file, as every
+// look did before issue 36.7; "warm" checks only the files of tickets
+// the last look verified.
+func BenchmarkQueueLook(b *testing.B) {
+	for _, n := range []int{1, 15} { // a user counts at most MaxTicketsPerUser
+		dir := filepath.Join(b.TempDir(), "leases")
+		d, err := Open(dir, Options{Create: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for range n {
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), childEnv+"=fake", "LEASE_DIR="+dir, "LEASE_NAME={uid}-{pid}-{start}-{ino}.lock", `LEASE_CONTENT={"need":1}`)
+			stdin, _ := cmd.StdinPipe()
+			out, _ := cmd.StdoutPipe()
+			if err := cmd.Start(); err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() })
+			if line, _ := bufio.NewReader(out).ReadString('\n'); line != "ready\n" {
+				b.Fatalf("fake: %q", line)
+			}
+		}
+		tk, err := d.Enqueue(1, 8)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, warm := range []bool{false, true} {
+			b.Run(fmt.Sprintf("tickets=%d/warm=%v", n, warm), func(b *testing.B) {
+				for range b.N {
+					if !warm {
+						tk.known = nil
+					}
+					tk.First(8)
+				}
+			})
+		}
+		tk.Done()
+		d.Close()
+	}
+}
