@@ -38,7 +38,12 @@ func (e *SignalError) ExitCode() int { return 128 + int(e.Signal) }
 // let go should one have come as the devices were leased.
 func devicesCatching(ctx context.Context, r Options) (*selector.Choice, *lease.Lease, error) {
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, queuedSignals...)
+	for _, sig := range queuedSignals {
+		// One ignored stays so (nohup amdrun --wait: SIGHUP).
+		if !signal.Ignored(sig) {
+			signal.Notify(sigs, sig)
+		}
+	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop, gone := make(chan struct{}), make(chan struct{})
