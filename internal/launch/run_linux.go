@@ -253,13 +253,19 @@ func (s *supervisor) subreaper() error {
 // what a job can still do.
 func (s *supervisor) guardsOnly() {
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
-	if len(s.o.Hold) > 0 {
-		s.note(guardsOnlyNotice)
+	if len(s.o.Hold) == 0 {
+		return
 	}
+	why := "no user namespace here"
+	if s.o.Contain == ContainSubreaper {
+		why = "--contain subreaper"
+	}
+	s.note(fmt.Sprintf(guardsOnlyNotice, why))
 }
 
-// guardsOnlyNotice is guardsOnly's line (docs/shared-nodes.md quotes it).
-const guardsOnlyNotice = "amdrun: warning: only the guards contain this job (no user namespace here): a rank that kills both its guard and amdrun, or stops amdrun and kills its guard, lives on after the lease is let go; root can permit user namespaces (see amdrun doctor)\n"
+// guardsOnlyNotice is guardsOnly's line, with why (docs/shared-nodes.md
+// quotes it).
+const guardsOnlyNotice = "amdrun: warning: only the guards contain this job (%s): a rank that kills both its guard and amdrun, or stops amdrun and kills its guard, lives on after the lease is let go; root can permit user namespaces (see amdrun doctor)\n"
 
 // isSubreaper says whether this process is a child subreaper already.
 func isSubreaper() (bool, error) {
