@@ -436,3 +436,27 @@ func TestAttackTinyStack(t *testing.T) {
 		t.Skip("amdrun itself never started under ulimit -s 16 here")
 	}
 }
+
+// TestAttackProcMount: a root rank in its PID namespace leaves a daemon
+// and unmounts the job's /proc, or mounts a tmpfs over it, and exits.
+// The guards and the keeper read the /proc they opened before the rank
+// ran: amdrun ends at once and nothing of the job is left (before issue
+// 36 the guards read the node's /proc with the job's pids, never found
+// the daemon, and amdrun hung).
+func TestAttackProcMount(t *testing.T) {
+	s := newShared(t)
+	for name, how := range map[string]string{"umount": "umount -l /proc", "tmpfs-over": "mount -t tmpfs shr-proc /proc"} {
+		t.Run(name, func(t *testing.T) {
+			env, mark := newMark(t, s.env)
+			t.Cleanup(func() { killMarked(mark) })
+			r, took := s.run(nil, env, 30*time.Second, "--contain", "pid-namespace", "--ngpus", "0", "--nproc-per-node", "1", "--no-python",
+				"/bin/sh", "-c", `setsid sleep 300 </dev/null >/dev/null 2>&1 & `+how+` && echo done`)
+			if r.code != 0 || !strings.Contains(r.stdout, "done") {
+				t.Errorf("exit %d after %v\n%s%s", r.code, took, r.stdout, r.stderr)
+			}
+			if left := marked(mark); len(left) > 0 {
+				t.Errorf("%d process(es) of the job outlived amdrun: %s", len(left), describe(left))
+			}
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -363,7 +364,7 @@ func nextRound(chld <-chan os.Signal) {
 // onlyZombies says whether every process but this one that /proc shows
 // has exited (state Z or X).
 func onlyZombies() bool {
-	ents, err := os.ReadDir("/proc")
+	ents, err := readProcDir("")
 	if err != nil {
 		return false
 	}
@@ -373,7 +374,7 @@ func onlyZombies() bool {
 		if err != nil || pid == self {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		b, err := readProc(e.Name() + "/stat")
 		if err != nil {
 			continue // gone
 		}
@@ -458,9 +459,62 @@ func descendants(pid int) []int {
 }
 
 var childrenFiles = sync.OnceValue(func() bool {
-	_, err := os.Stat("/proc/thread-self/children")
+	_, err := readProc("thread-self/children")
 	return err == nil
 })
+
+// procFD is /proc as a guard or the keeper opened it before any rank ran
+// (keepProc), read through it from then on: a rank that unmounts or
+// mounts over the job's /proc cannot blind them (issue 36.2: the guards
+// then read the node's /proc with the job's pids, never found a daemon
+// the rank left, and amdrun hung). -1: /proc by its path.
+var procFD = -1
+
+// keepProc opens /proc for procFD.
+func keepProc() error {
+	fd, err := unix.Open("/proc", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("opening /proc: %w", err)
+	}
+	procFD = fd
+	return nil
+}
+
+// openProc opens rel ("" for /proc itself) in procFD's /proc, or in
+// /proc by its path.
+func openProc(rel string) (*os.File, error) {
+	if procFD < 0 {
+		return os.Open("/proc/" + rel)
+	}
+	if rel == "" {
+		rel = "."
+	}
+	fd, err := unix.Openat(procFD, rel, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: "/proc/" + rel, Err: err}
+	}
+	return os.NewFile(uintptr(fd), "/proc/"+rel), nil
+}
+
+// readProc reads the file rel of /proc (see openProc).
+func readProc(rel string) ([]byte, error) {
+	f, err := openProc(rel)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
+}
+
+// readProcDir lists the directory rel of /proc (see openProc).
+func readProcDir(rel string) ([]os.DirEntry, error) {
+	f, err := openProc(rel)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.ReadDir(-1)
+}
 
 // haveChildrenFiles says whether the kernel has /proc/PID/task/TID/children
 // (CONFIG_PROC_CHILDREN); without it, descendants scans all of /proc.
@@ -470,13 +524,13 @@ func haveChildrenFiles() bool { return childrenFiles() }
 // child belongs to the thread that forked it, or, reparented, to any
 // thread of its new parent.
 func childrenOf(pid int) []int {
-	dir := fmt.Sprintf("/proc/%d/task/", pid)
+	dir := fmt.Sprintf("%d/task/", pid)
 	// Not filepath.Glob: it would list every task's directory to match
 	// one name.
-	tasks, _ := os.ReadDir(dir)
+	tasks, _ := readProcDir(dir)
 	var out []int
 	for _, t := range tasks {
-		b, err := os.ReadFile(dir + t.Name() + "/children")
+		b, err := readProc(dir + t.Name() + "/children")
 		if err != nil {
 			continue
 		}
@@ -491,7 +545,7 @@ func childrenOf(pid int) []int {
 
 // processTree maps every process to its children, from /proc/*/stat.
 func processTree() map[int][]int {
-	ents, _ := os.ReadDir("/proc")
+	ents, _ := readProcDir("")
 	tree := map[int][]int{}
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
@@ -507,7 +561,7 @@ func processTree() map[int][]int {
 
 // parentOf reads pid's parent from /proc/PID/stat.
 func parentOf(pid int) (int, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	b, err := readProc(fmt.Sprintf("%d/stat", pid))
 	if err != nil {
 		return 0, false
 	}

@@ -62,6 +62,10 @@ func KeeperMain(args []string) int {
 	if ka.probe {
 		return 0
 	}
+	// The /proc it just mounted, whatever a rank mounts later.
+	if err := keepProc(); err != nil {
+		return fail(fmt.Errorf("keeper: %w", err))
+	}
 	if ka.userns {
 		if err := dropCaps(); err != nil {
 			return fail(fmt.Errorf("keeper: %w", err))

@@ -92,9 +92,12 @@ func ShimMain(args []string) int {
 // 36.1), a signal meant for amdrun (pkill amdrun) must not take the guard
 // away while its rank runs, and no process of the same user may ptrace
 // it (issue 26: one that froze the guard's threads kept the job alive
-// past amdrun's death).
+// past amdrun's death). It keeps /proc open (keepProc).
 func guardSetup() error {
 	if err := cloexecFrom(guardCtlFD); err != nil {
+		return err
+	}
+	if err := keepProc(); err != nil {
 		return err
 	}
 	dropSignals()
