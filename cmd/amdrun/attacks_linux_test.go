@@ -458,14 +458,16 @@ func TestAttackNodeLockHold(t *testing.T) {
 
 // fakeTicket is what user A runs to hold a ticket in DIR/queue that no
 // job stands behind: a file named as amdrun names its tickets (uid, pid,
-// start time), asking for need devices, locked until the test ends.
+// start time, inode), asking for need devices, locked until the test
+// ends.
 const fakeTicket = `import fcntl, os, sys, time
 st = open("/proc/self/stat").read()
 start = st[st.rindex(")") + 2:].split()[19]
-p = os.path.join(sys.argv[1], "%d-%d-%s.lock" % (os.geteuid(), os.getpid(), start))
-fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+tmp = os.path.join(sys.argv[1], "fake-%d" % os.getpid())
+fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
 os.write(fd, ('{"need":%s}' % sys.argv[2]).encode())
 fcntl.flock(fd, fcntl.LOCK_EX)
+os.rename(tmp, os.path.join(sys.argv[1], "%d-%d-%s-%d.lock" % (os.geteuid(), os.getpid(), start, os.fstat(fd).st_ino)))
 print("ready", flush=True)
 time.sleep(120)
 `

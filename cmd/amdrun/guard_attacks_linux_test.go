@@ -233,16 +233,16 @@ func TestAttackGuardPtraceAndStop(t *testing.T) {
 			if !waitFor(60*time.Second, func() bool { _, err := os.Stat(filepath.Join(dir, "ready")); return err == nil }) {
 				t.Fatalf("the rank did not start; stderr:\n%s", j.stderr)
 			}
+			// The guard first: amdrun's own command line names hang.py too.
 			var guard, rank int
 			for _, pid := range marked(mark) {
-				cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-				switch {
-				case strings.Contains(string(cmdline), "__amdrun_bind"):
+				if cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); strings.Contains(string(cmdline), "__amdrun_bind") {
 					guard = pid
-				case strings.Contains(string(cmdline), "hang.py") && rank == 0:
-					if ppid, _ := parentPID(pid); ppid == guard || guard == 0 {
-						rank = pid
-					}
+				}
+			}
+			for _, pid := range marked(mark) {
+				if ppid, _ := parentPID(pid); ppid == guard && guard != 0 {
+					rank = pid
 				}
 			}
 			if guard == 0 || rank == 0 {
@@ -265,6 +265,10 @@ func TestAttackGuardPtraceAndStop(t *testing.T) {
 			if mode == "subreaper" {
 				if got, want := ptrace(guard), fmt.Sprintf("attach %d: errno %d", guard, unix.EPERM); got != want {
 					t.Errorf("PTRACE_ATTACH of the guard by its user: %q, want %q", got, want)
+				}
+				// Issue 36.4: amdrun itself, the lease's holder, neither.
+				if amdrun := j.cmd.Process.Pid; ptrace(amdrun) != fmt.Sprintf("attach %d: errno %d", amdrun, unix.EPERM) {
+					t.Errorf("PTRACE_ATTACH of amdrun by its user: %q, want EPERM", ptrace(amdrun))
 				}
 				return
 			}

@@ -35,17 +35,19 @@ import (
 //     own, whose keeper starts the guards (amdrun, multithreaded, cannot
 //     enter a user namespace). The job cannot signal the keeper (the
 //     kernel drops SIGKILL and SIGSTOP sent to a namespace's init from
-//     inside), a rank whose guard dies comes to the keeper, which kills
-//     it at once, and the keeper has a parent-death signal: when amdrun
-//     dies, even a stopped keeper is killed, and the namespace with it.
-//     Another process of the user outside the job can ptrace the keeper
-//     and the guards: the namespace is the user's.
+//     inside; the keeper ignores or drops every other signal), holds no
+//     capability on the thread it forks guards from, and a rank whose
+//     guard dies comes to the keeper, which kills it at once. Another
+//     process of the user outside the job can ptrace, stop or kill the
+//     keeper and the guards: the namespace is the user's.
 //   - ContainSubreaper (guards only, where neither is permitted): amdrun
 //     is itself a subreaper while the job runs, so a rank whose guard was
 //     killed comes to amdrun, which kills it and all it started before it
-//     reports or lets the lease go. What this cannot cover: a process of
-//     the same user outside the job that kills or stops both amdrun and a
-//     guard frees that guard's rank.
+//     reports or lets the lease go; amdrun is not dumpable either. What
+//     this cannot cover: the job itself, or another process of the same
+//     user, that kills or stops both amdrun and a guard frees that
+//     guard's rank, which lives on after the lease is let go (Run warns
+//     so when it holds device leases).
 type Containment string
 
 // The containment modes.

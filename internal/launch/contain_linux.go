@@ -5,9 +5,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
-	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
@@ -158,12 +158,11 @@ func nsInode(kind string) (uint64, error) {
 }
 
 // startKeeper starts self as the keeper, the init of new PID and mount
-// namespaces for the job (and of a user namespace with userns, started
-// from f's thread: its parent-death signal fires when amdrun dies),
-// keeping hold open until the namespace is empty and then, should amdrun
-// be gone, removing errDir (the ranks' error files; "" for none). It
+// namespaces for the job (and of a user namespace with userns), keeping
+// hold open until the namespace is empty and then, should amdrun be
+// gone, removing errDir (the ranks' error files; "" for none). It
 // fails when namespaces are not permitted here.
-func startKeeper(self string, hold []*os.File, errDir string, userns bool, f *forker) (*keeper, error) {
+func startKeeper(self string, hold []*os.File, errDir string, userns bool) (*keeper, error) {
 	if err := notChrooted(); err != nil {
 		return nil, err
 	}
@@ -191,17 +190,15 @@ func startKeeper(self string, hold []*os.File, errDir string, userns bool, f *fo
 	if userns {
 		args = append(args, "--userns")
 		sys = userNamespaceAttr()
-		// Killed with amdrun, even while another process of the user keeps
-		// it stopped; the kernel then kills the whole namespace.
-		sys.Setpgid, sys.Pdeathsig = true, syscall.SIGKILL
+		// No parent-death signal: killed with amdrun, the keeper would
+		// close the lease files before the kernel has emptied its
+		// namespace (do_exit closes files first), and for a moment a rank
+		// would run on devices no longer leased; its lifeline's EOF has it
+		// empty the namespace first (issue 36.1).
+		sys.Setpgid = true
 	}
 	cmd := &exec.Cmd{Path: self, Args: args, ExtraFiles: append(theirs, hold...), SysProcAttr: sys}
-	if userns {
-		err = f.do(cmd.Start)
-	} else {
-		err = cmd.Start()
-	}
-	if err != nil {
+	if err = cmd.Start(); err != nil {
 		closeFiles(p[0][0], p[2][0])
 		if userns {
 			return nil, userNamespaceError(err, "")
@@ -231,6 +228,49 @@ func startKeeper(self string, hold []*os.File, errDir string, userns bool, f *fo
 		return nil, err
 	}
 	return k, nil
+}
+
+// lost says how the keeper ended, once it has or is ending (the guards
+// of its namespace die with it, a moment before it is reaped), and that
+// the kernel took the job with it; "" while it runs.
+func (k *keeper) lost() string {
+	pid := k.cmd.Process.Pid
+	select {
+	case <-k.done:
+	default:
+		if !exiting(pid) {
+			return ""
+		}
+		select {
+		case <-k.done:
+		case <-time.After(5 * time.Second):
+		}
+	}
+	how := "ended"
+	if st := k.cmd.ProcessState; st != nil {
+		how = "exited with code " + strconv.Itoa(st.ExitCode())
+		if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			how = "was killed by " + unix.SignalName(ws.Signal())
+		}
+	}
+	return fmt.Sprintf("the job's keeper (pid %d) %s, and the kernel killed every process of the job with it", pid, how)
+}
+
+// exiting says whether pid has begun to exit (PF_EXITING in the flags of
+// its /proc/PID/stat) or is gone.
+func exiting(pid int) bool {
+	const pfExiting = 0x4
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	i := bytes.LastIndexByte(b, ')')
+	f := strings.Fields(string(b[i+1:]))
+	if i < 0 || len(f) < 7 {
+		return false
+	}
+	flags, err := strconv.ParseUint(f[6], 10, 64)
+	return err == nil && flags&pfExiting != 0
 }
 
 // socketPair is a connected pair of Unix sequenced-packet sockets (each
@@ -311,277 +351,6 @@ func (k *keeper) close() {
 	}
 }
 
-// KeeperMain is the keeper, the init (pid 1) of a job's PID namespace:
-// args are what follows KeeperArg, "--parent-mnt INODE [--probe]
-// [--errors DIR] [--userns]". It makes the mount namespace it was started
-// in a slave of its parent's (so that nothing mounted here shows outside)
-// and mounts a /proc of the new PID namespace, so that a rank's pid and
-// /proc/self agree. With --probe it exits there: 0 when that worked.
-// Otherwise it speaks the protocol of proto_linux.go: it reports its
-// set-up on keeperStatusFD and keeps the files from keeperHoldFD on open;
-// it is not dumpable; it reaps the orphans that come to it and kills them
-// (and all they started) on keeperSweep. With --userns (the init of a
-// user namespace too) it drops the capability it was given to mount
-// /proc, starts the guards amdrun asks for on keeperReqFD, and kills at
-// once every other process that comes to it (a rank whose guard died).
-// When its lifeline closes, it SIGKILLs every process of the namespace,
-// over and over, until none is left, removes DIR (the ranks' error files,
-// which amdrun, if it is still there, has read and removes anyway) and
-// exits 0.
-func KeeperMain(args []string) int {
-	ka := keeperArgs(args)
-	fail := func(err error) int {
-		if ka.probe {
-			fmt.Fprintf(os.Stderr, "%v\n", err)
-		} else {
-			_, _ = os.NewFile(keeperStatusFD, "status").Write(encodeKeeperStatus(err))
-		}
-		return 1
-	}
-	if !ka.probe {
-		for fd := keeperLifeFD; fd <= keeperReqFD; fd++ {
-			unix.CloseOnExec(fd)
-		}
-		if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-			return fail(fmt.Errorf("keeper: prctl PR_SET_DUMPABLE: %w", err))
-		}
-	}
-	if err := nsSetup(ka.parentMnt); err != nil {
-		return fail(err)
-	}
-	if ka.probe {
-		return 0
-	}
-	if ka.userns {
-		// The guards and ranks get no capability.
-		if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
-			return fail(fmt.Errorf("keeper: prctl PR_CAP_AMBIENT_CLEAR_ALL: %w", err))
-		}
-	}
-	// Signals meant for amdrun (pkill amdrun, a terminal's) must not end
-	// the keeper: amdrun forwards what the ranks should get.
-	dropSignals()
-	chld := make(chan os.Signal, 1)
-	signal.Notify(chld, unix.SIGCHLD)
-	status := os.NewFile(keeperStatusFD, "status")
-	_, _ = status.Write(encodeKeeperStatus(nil))
-	status.Close()
-	keeperLoop(chld, ka.userns)
-	removeErrorDir(ka.errDir)
-	return 0
-}
-
-// keeperLoop serves the lifeline (and, with userns, the guards' start
-// requests) until the lifeline closes, then empties the namespace.
-func keeperLoop(chld <-chan os.Signal, userns bool) {
-	cmds := make(chan byte, 16)
-	go func() {
-		r := bufio.NewReader(os.NewFile(keeperLifeFD, "lifeline"))
-		for {
-			b, err := r.ReadByte()
-			if err != nil {
-				close(cmds)
-				return
-			}
-			cmds <- b
-		}
-	}()
-	reqs := make(chan keeperReq)
-	if userns {
-		go readStartRequests(reqs)
-	}
-	guards := map[int]bool{}
-	for {
-		select {
-		case <-chld:
-			reapAll(func(pid int, _ unix.WaitStatus) { delete(guards, pid) })
-			if userns {
-				killOrphans(guards)
-			}
-		case r := <-reqs:
-			pid, err := r.start()
-			if err == nil {
-				guards[pid] = true
-			}
-			r.reply(pid, err)
-		case b, open := <-cmds:
-			if open {
-				if b == keeperSweep {
-					sweep(nil, chld)
-				}
-				continue
-			}
-			emptyNamespace(chld)
-			return
-		}
-	}
-}
-
-// killOrphans SIGKILLs every child of the keeper that is not one of its
-// guards, and all they started: a process whose guard died came here.
-// Reaping them (the next SIGCHLD) brings their own children, and the
-// next round.
-func killOrphans(guards map[int]bool) {
-	for _, c := range childrenNow(os.Getpid()) {
-		if guards[c] {
-			continue
-		}
-		for _, d := range descendants(c) {
-			_ = unix.Kill(d, unix.SIGKILL)
-		}
-		_ = unix.Kill(c, unix.SIGKILL)
-	}
-}
-
-// keeperReq is one start request as the keeper received it.
-type keeperReq struct {
-	r   startRequest
-	fds []int
-}
-
-// readStartRequests reads start requests from keeperReqFD and hands them
-// to reqs until amdrun closes its end.
-func readStartRequests(reqs chan<- keeperReq) {
-	buf := make([]byte, maxStartMsg)
-	oob := make([]byte, unix.CmsgSpace(5*4))
-	for {
-		n, oobn, _, _, err := unix.Recvmsg(keeperReqFD, buf, oob, 0)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil || n == 0 {
-			return
-		}
-		var fds []int
-		if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
-			for _, m := range msgs {
-				if got, err := unix.ParseUnixRights(&m); err == nil {
-					fds = append(fds, got...)
-				}
-			}
-		}
-		r, err := decodeStartRequest(buf[:n])
-		if err == nil && len(fds) != r.startFDs() {
-			err = fmt.Errorf("start request with %d descriptors, want %d", len(fds), r.startFDs())
-		}
-		if err != nil {
-			closeFDs(fds)
-			keeperReq{}.reply(0, err)
-			continue
-		}
-		reqs <- keeperReq{r: r, fds: fds}
-	}
-}
-
-// start forks the guard the request asks for, in a process group of its
-// own, and closes the descriptors that came with it.
-func (q keeperReq) start() (int, error) {
-	defer closeFDs(q.fds)
-	files := q.fds
-	if !q.r.Stdin {
-		null, err := unix.Open(os.DevNull, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return 0, err
-		}
-		defer unix.Close(null)
-		files = append([]int{null}, q.fds...)
-	}
-	attr := &syscall.ProcAttr{Dir: q.r.Dir, Env: q.r.Env, Sys: &syscall.SysProcAttr{Setpgid: true}}
-	for _, fd := range files {
-		attr.Files = append(attr.Files, uintptr(fd))
-	}
-	return syscall.ForkExec(q.r.Argv[0], q.r.Argv, attr)
-}
-
-// reply answers a start request with the guard's pid or the error.
-func (keeperReq) reply(pid int, err error) {
-	r := startReply{Pid: pid}
-	if err != nil {
-		r = startReply{Error: err.Error()}
-	}
-	_, _ = unix.Write(keeperReqFD, r.encode())
-}
-
-// closeFDs closes raw descriptors.
-func closeFDs(fds []int) {
-	for _, fd := range fds {
-		unix.Close(fd)
-	}
-}
-
-// keeperOpts is the keeper's command line.
-type keeperOpts struct {
-	probe, userns bool
-	parentMnt     uint64
-	errDir        string
-}
-
-// keeperArgs parses the keeper's command line (see KeeperMain).
-func keeperArgs(args []string) keeperOpts {
-	var o keeperOpts
-	for i := 0; i < len(args); i++ {
-		switch args[i] {
-		case "--probe":
-			o.probe = true
-		case "--userns":
-			o.userns = true
-		case "--parent-mnt":
-			if i+1 < len(args) {
-				o.parentMnt, _ = strconv.ParseUint(args[i+1], 10, 64)
-				i++
-			}
-		case "--errors":
-			if i+1 < len(args) {
-				o.errDir = args[i+1]
-				i++
-			}
-		}
-	}
-	return o
-}
-
-// nsSetup makes the calling process, which must be the init of a new PID
-// namespace in a mount namespace other than parentMnt (amdrun's), the
-// owner of a /proc of its own: its mounts become a slave of the parent's
-// and a /proc of the PID namespace is mounted. Both checks keep a keeper
-// or guard started by hand from mounting over the host's /proc.
-func nsSetup(parentMnt uint64) error {
-	if os.Getpid() != 1 {
-		return errors.New("keeper: not the init of a new PID namespace")
-	}
-	if mnt, err := nsInode("mnt"); err != nil || mnt == parentMnt || parentMnt == 0 {
-		return errors.New("keeper: not in a mount namespace of its own")
-	}
-	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
-		return fmt.Errorf("making the job's mounts private: %w", err)
-	}
-	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-		return fmt.Errorf("mounting /proc for the job's PID namespace: %w", err)
-	}
-	return nil
-}
-
-// emptyNamespace SIGKILLs every other process of the caller's PID
-// namespace (kill -1 from its init reaches exactly those) and reaps its
-// own children, round after round, until none of them is alive. A zombie
-// whose parent is outside the namespace (the guard of a rank, once amdrun
-// is dead, belongs to amdrun's reaper) holds nothing any more and is that
-// parent's to reap; waiting for it could wait for ever.
-func emptyNamespace(chld <-chan os.Signal) {
-	for {
-		err := unix.Kill(-1, unix.SIGKILL)
-		reapAll(nil)
-		if err == unix.ESRCH {
-			return
-		}
-		if onlyZombies() {
-			reapAll(nil) // those that died since are ours to reap
-			return
-		}
-		nextRound(chld)
-	}
-}
-
 // nextRound waits until a child has died or sweepPoll has passed.
 func nextRound(chld <-chan os.Signal) {
 	t := time.NewTimer(sweepPoll)
@@ -595,7 +364,7 @@ func nextRound(chld <-chan os.Signal) {
 // onlyZombies says whether every process but this one that /proc shows
 // has exited (state Z or X).
 func onlyZombies() bool {
-	ents, err := os.ReadDir("/proc")
+	ents, err := readProcDir("")
 	if err != nil {
 		return false
 	}
@@ -605,7 +374,7 @@ func onlyZombies() bool {
 		if err != nil || pid == self {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		b, err := readProc(e.Name() + "/stat")
 		if err != nil {
 			continue // gone
 		}
@@ -690,9 +459,62 @@ func descendants(pid int) []int {
 }
 
 var childrenFiles = sync.OnceValue(func() bool {
-	_, err := os.Stat("/proc/thread-self/children")
+	_, err := readProc("thread-self/children")
 	return err == nil
 })
+
+// procFD is /proc as a guard or the keeper opened it before any rank ran
+// (keepProc), read through it from then on: a rank that unmounts or
+// mounts over the job's /proc cannot blind them (issue 36.2: the guards
+// then read the node's /proc with the job's pids, never found a daemon
+// the rank left, and amdrun hung). -1: /proc by its path.
+var procFD = -1
+
+// keepProc opens /proc for procFD.
+func keepProc() error {
+	fd, err := unix.Open("/proc", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("opening /proc: %w", err)
+	}
+	procFD = fd
+	return nil
+}
+
+// openProc opens rel ("" for /proc itself) in procFD's /proc, or in
+// /proc by its path.
+func openProc(rel string) (*os.File, error) {
+	if procFD < 0 {
+		return os.Open("/proc/" + rel)
+	}
+	if rel == "" {
+		rel = "."
+	}
+	fd, err := unix.Openat(procFD, rel, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: "/proc/" + rel, Err: err}
+	}
+	return os.NewFile(uintptr(fd), "/proc/"+rel), nil
+}
+
+// readProc reads the file rel of /proc (see openProc).
+func readProc(rel string) ([]byte, error) {
+	f, err := openProc(rel)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
+}
+
+// readProcDir lists the directory rel of /proc (see openProc).
+func readProcDir(rel string) ([]os.DirEntry, error) {
+	f, err := openProc(rel)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.ReadDir(-1)
+}
 
 // haveChildrenFiles says whether the kernel has /proc/PID/task/TID/children
 // (CONFIG_PROC_CHILDREN); without it, descendants scans all of /proc.
@@ -702,13 +524,13 @@ func haveChildrenFiles() bool { return childrenFiles() }
 // child belongs to the thread that forked it, or, reparented, to any
 // thread of its new parent.
 func childrenOf(pid int) []int {
-	dir := fmt.Sprintf("/proc/%d/task/", pid)
+	dir := fmt.Sprintf("%d/task/", pid)
 	// Not filepath.Glob: it would list every task's directory to match
 	// one name.
-	tasks, _ := os.ReadDir(dir)
+	tasks, _ := readProcDir(dir)
 	var out []int
 	for _, t := range tasks {
-		b, err := os.ReadFile(dir + t.Name() + "/children")
+		b, err := readProc(dir + t.Name() + "/children")
 		if err != nil {
 			continue
 		}
@@ -723,7 +545,7 @@ func childrenOf(pid int) []int {
 
 // processTree maps every process to its children, from /proc/*/stat.
 func processTree() map[int][]int {
-	ents, _ := os.ReadDir("/proc")
+	ents, _ := readProcDir("")
 	tree := map[int][]int{}
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
@@ -739,7 +561,7 @@ func processTree() map[int][]int {
 
 // parentOf reads pid's parent from /proc/PID/stat.
 func parentOf(pid int) (int, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	b, err := readProc(fmt.Sprintf("%d/stat", pid))
 	if err != nil {
 		return 0, false
 	}

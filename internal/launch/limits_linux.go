@@ -18,13 +18,17 @@ const threadsPerRank = 8
 // threadsOwn is what amdrun itself may still add while it supervises.
 const threadsOwn = 8
 
-// checkProcessRoom refuses a job of ranks ranks when the process limit
+// checkProcessRoom refuses a job whose stack limit is too small
+// (checkStack), or of ranks ranks when the process limit
 // (ulimit -u) does not leave room for its ranks, guards and threads
 // beside everything the user runs now. The Go runtime cannot recover
 // from a thread it fails to create (`fatal error: newosproc`, a 341-line
 // stack under ulimit -u 10, issue 26), so the room is checked before
 // anything starts. Root, and a limit of unlimited, are not checked.
 func checkProcessRoom(ranks int) error {
+	if err := checkStack(); err != nil {
+		return err
+	}
 	var rl unix.Rlimit
 	if os.Geteuid() == 0 || unix.Getrlimit(unix.RLIMIT_NPROC, &rl) != nil || rl.Cur == unix.RLIM_INFINITY {
 		return nil
@@ -36,6 +40,22 @@ func checkProcessRoom(ranks int) error {
 	}
 	return fmt.Errorf("launch: the process limit (ulimit -u %d) is too low for %d rank(s): this user runs %d processes and threads, and the ranks with their guards need about %d more; raise ulimit -u or run fewer ranks",
 		rl.Cur, ranks, used, need)
+}
+
+// minStack is the smallest stack limit (RLIMIT_STACK, ulimit -s) under
+// which amdrun's guards and keeper start: under 16 KiB a guard or keeper
+// died of SIGSEGV as it started, now and then, and the summary named a
+// guard that ended (issue 36.6); amdrun itself needs about 20 KiB.
+const minStack = 32 << 10
+
+// checkStack refuses a job whose stack limit is below minStack, in one
+// line naming the limit, before anything starts.
+func checkStack() error {
+	var rl unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_STACK, &rl) != nil || rl.Cur == unix.RLIM_INFINITY || rl.Cur >= minStack {
+		return nil
+	}
+	return fmt.Errorf("launch: the stack limit (ulimit -s %d) is too small for amdrun's guards: raise it to at least %d (KiB)", rl.Cur>>10, minStack>>10)
 }
 
 // userTasks counts the tasks (threads of every process) whose real uid

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/amdrun/amdrun/internal/lease"
 	"github.com/amdrun/amdrun/internal/plan"
 )
 
@@ -55,21 +56,20 @@ func runDirName(runID string) string {
 }
 
 // openJobDir makes BASE (base, with its parents, as torchrun does) when
-// it does not exist and a fresh run directory in it for runID. BASE
-// itself must not be a symbolic link. Errors are one line naming the
-// path.
+// it does not exist and a fresh run directory in it for runID. BASE is
+// made and opened one component at a time as lease directories are
+// (lease.MkdirAll): a symbolic link on the way is followed only where
+// nobody but root and this user could have planted it (issue 36.6: root
+// made rootonly/nologin/ through another user's link), and BASE itself
+// must not be one. Errors are one line naming the path.
 func openJobDir(base, runID string) (*jobDir, error) {
-	if err := os.MkdirAll(base, 0o755); err != nil {
-		return nil, fmt.Errorf("launch: log dir: %w", err)
-	}
-	fd, err := unix.Open(base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	parent, err := lease.MkdirAll("launch: log dir", "log directory", base, 0o755)
 	if err != nil {
 		if fi, lerr := os.Lstat(base); lerr == nil && fi.Mode()&os.ModeSymlink != 0 {
 			return nil, fmt.Errorf("launch: log dir: %s is a symbolic link (amdrun follows none in its log directory: give the directory it points to)", base)
 		}
-		return nil, fmt.Errorf("launch: log dir: %w", &os.PathError{Op: "open", Path: base, Err: err})
+		return nil, err
 	}
-	parent := os.NewFile(uintptr(fd), base)
 	defer parent.Close()
 	for tries := 0; ; tries++ {
 		name := runDirName(runID)
@@ -175,12 +175,16 @@ func (a *attemptDir) close() {
 // errorDirBase is where the error file directory goes: $TMPDIR when no
 // other user can rename what is in it (each directory from / down, links
 // resolved, belongs to root or this user and is not writable by others,
-// or is sticky like /tmp), else /tmp. Issue 26: in a TMPDIR another user
-// owns, that user swapped amdrun-errors-* for a link, so root's rank wrote
-// its exception into the attacker's directory, and a forged file there
-// was printed as "exception recorded by the rank".
+// or is sticky like /tmp) and this user may make a directory there, else
+// /tmp. Issue 26: in a TMPDIR another user owns, that user swapped
+// amdrun-errors-* for a link, so root's rank wrote its exception into the
+// attacker's directory, and a forged file there was printed as
+// "exception recorded by the rank".
 func errorDirBase() string {
-	if t := os.TempDir(); safeBase(t) {
+	// One this user cannot make a directory in (a read-only file system,
+	// another user's 0755 directory) is as good as a missing one (issue
+	// 36.6: it refused the job).
+	if t := os.TempDir(); safeBase(t) && unix.Access(t, unix.W_OK|unix.X_OK) == nil {
 		return t
 	}
 	return "/tmp"

@@ -38,8 +38,10 @@ package launch
 //
 // A guard reads only its control pipe and writes only its report pipe;
 // the keeper reads only its lifeline and writes its status once. Both
-// mark these descriptors close-on-exec before anything else, so that no
-// rank inherits them.
+// mark every descriptor from 3 on close-on-exec before anything else
+// (cloexecFrom), and the keeper receives a guard's with
+// MSG_CMSG_CLOEXEC, so that no guard gets another's and no rank any
+// (issue 36.1).
 
 import (
 	"bufio"

@@ -200,7 +200,7 @@ func handedStdin(f *os.File) *os.File {
 func (s *supervisor) contain() error {
 	switch s.o.Contain {
 	case ContainAuto, ContainPIDNamespace:
-		k, err := startKeeper(s.o.Self, s.o.Hold, s.errs.dir, false, nil)
+		k, err := startKeeper(s.o.Self, s.o.Hold, s.errs.dir, false)
 		if err == nil {
 			s.keeper, s.mode = k, ContainPIDNamespace
 			return nil
@@ -224,11 +224,9 @@ func (s *supervisor) contain() error {
 }
 
 // userNamespace starts the keeper of a user, PID and mount namespace for
-// the job (ContainUserNamespace), from the forker's thread: the keeper's
-// parent-death signal fires when that thread ends (golang/go#27505), so
-// it must live as long as amdrun.
+// the job (ContainUserNamespace).
 func (s *supervisor) userNamespace() error {
-	k, err := startKeeper(s.o.Self, s.o.Hold, s.errs.dir, true, newForker())
+	k, err := startKeeper(s.o.Self, s.o.Hold, s.errs.dir, true)
 	if err != nil {
 		return err
 	}
@@ -242,6 +240,7 @@ func (s *supervisor) userNamespace() error {
 // job's.
 func (s *supervisor) subreaper() error {
 	s.mode = ContainSubreaper
+	s.guardsOnly()
 	was, err := isSubreaper()
 	if err != nil {
 		return nil // the guards alone, as before issue 26
@@ -259,6 +258,27 @@ func (s *supervisor) subreaper() error {
 	}
 	return nil
 }
+
+// guardsOnly is what amdrun does when the guards alone contain the job:
+// it makes itself not dumpable, so that no rank can ptrace it or copy its
+// lease descriptors with pidfd_getfd (issue 36.4), and, when it holds
+// device leases (other users' jobs may wait for them), says in one line
+// what a job can still do.
+func (s *supervisor) guardsOnly() {
+	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	if len(s.o.Hold) == 0 {
+		return
+	}
+	why := "no user namespace here"
+	if s.o.Contain == ContainSubreaper {
+		why = "--contain subreaper"
+	}
+	s.note(fmt.Sprintf(guardsOnlyNotice, why))
+}
+
+// guardsOnlyNotice is guardsOnly's line, with why (docs/shared-nodes.md
+// quotes it).
+const guardsOnlyNotice = "amdrun: warning: only the guards contain this job (%s): a rank that kills both its guard and amdrun, or stops amdrun and kills its guard, lives on after the lease is let go; root can permit user namespaces (see amdrun doctor)\n"
 
 // isSubreaper says whether this process is a child subreaper already.
 func isSubreaper() (bool, error) {
@@ -926,30 +946,6 @@ func (s *supervisor) launchGuard(cmd *exec.Cmd) (kept int, err error) {
 	return 0, cmd.Start()
 }
 
-// forker is a goroutine locked to its thread for good, which starts the
-// processes given to it: a parent-death signal is sent when the thread
-// that forked the child ends (golang/go#27505), and this one never does.
-type forker struct{ jobs chan func() }
-
-// newForker returns the process's forker, started on first use.
-var newForker = sync.OnceValue(func() *forker {
-	f := &forker{jobs: make(chan func())}
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread lives as long as amdrun
-		for job := range f.jobs {
-			job()
-		}
-	}()
-	return f
-})
-
-// do runs start on the forker's thread.
-func (f *forker) do(start func() error) error {
-	errc := make(chan error, 1)
-	f.jobs <- func() { errc <- start() }
-	return <-errc
-}
-
 // watch follows one started guard: it learns the rank's pid from the
 // guard's report (found in amdrun's namespace), lets the guard go on,
 // waits for it to end and sends the rank's end to exits. kept is the
@@ -1006,6 +1002,10 @@ func (s *supervisor) guardLost(g *group, w *worker, ev exitEvent) {
 	}
 	var what string
 	switch {
+	case s.keeper != nil && s.keeper.lost() != "":
+		// The guard died with the keeper: the job is gone (issue 36.3).
+		w.lost = s.keeper.lost()
+		return
 	case s.mode == ContainUserNamespace:
 		what = "the keeper killed the rank and all it started"
 	case s.keeper != nil:

@@ -7,6 +7,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"syscall"
 	"unsafe"
 
@@ -62,7 +63,7 @@ func ShimMain(args []string) int {
 		return 2
 	}
 	if sa.guard {
-		if err := guardSetup(sa); err != nil {
+		if err := guardSetup(); err != nil {
 			fmt.Fprintf(os.Stderr, "amdrun guard: %v\n", err)
 			return 1
 		}
@@ -84,14 +85,20 @@ func ShimMain(args []string) int {
 	return execFailureCode(err)
 }
 
-// guardSetup is what a guard does before anything can fail: the pipes and
-// held files must not reach the rank, a signal meant for amdrun (pkill
-// amdrun) must not take the guard away while its rank runs, and no
-// process of the same user may ptrace it (issue 26: one that froze the
-// guard's threads kept the job alive past amdrun's death).
-func guardSetup(sa *shimArgs) error {
-	for fd := guardCtlFD; fd < guardHoldFD+sa.hold; fd++ {
-		unix.CloseOnExec(fd)
+// guardSetup is what a guard does before anything can fail: no
+// descriptor but 0, 1 and 2 may reach the rank (its pipes and held files,
+// and whatever a keeper or amdrun let through: with a lease file a rank
+// could release its job's lease, with a report pipe end the job; issue
+// 36.1), a signal meant for amdrun (pkill amdrun) must not take the guard
+// away while its rank runs, and no process of the same user may ptrace
+// it (issue 26: one that froze the guard's threads kept the job alive
+// past amdrun's death). It keeps /proc open (keepProc).
+func guardSetup() error {
+	if err := cloexecFrom(guardCtlFD); err != nil {
+		return err
+	}
+	if err := keepProc(); err != nil {
+		return err
 	}
 	dropSignals()
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
@@ -144,6 +151,27 @@ func setMempolicy(p plan.MemPolicy, nodes []int) error {
 	runtime.KeepAlive(mask)
 	if errno != 0 {
 		return errno
+	}
+	return nil
+}
+
+// cloexecFrom marks every descriptor from fd on close-on-exec: they stay
+// open here and reach no program this process starts. close_range(2)
+// does it in one call (Linux 5.11); older kernels get a loop over
+// /proc/self/fd.
+func cloexecFrom(fd int) error {
+	err := unix.CloseRange(uint(fd), ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
+	if err != unix.ENOSYS && err != unix.EINVAL {
+		return err
+	}
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return fmt.Errorf("listing open descriptors: %w", err)
+	}
+	for _, e := range ents {
+		if n, err := strconv.Atoi(e.Name()); err == nil && n >= fd {
+			unix.CloseOnExec(n)
+		}
 	}
 	return nil
 }

@@ -229,12 +229,17 @@ func (a *adoption) surveyQueue() (why string, err error) {
 	return "", nil
 }
 
-// isTicketName says whether n is the name ticketFile gives.
+// isTicketName says whether n is a name Ticket.make gives: the ticket's
+// (ticketFile) or the random one it is made under before its rename.
 func isTicketName(n string) bool {
 	var uid, pid int
-	var start uint64
-	k, _ := fmt.Sscanf(n, "%d-%d-%d.lock", &uid, &pid, &start)
-	return k == 3 && ticketFile(uid, pid, start) == n
+	var start, ino uint64
+	if k, _ := fmt.Sscanf(n, "%d-%d-%d-%d.lock", &uid, &pid, &start, &ino); k == 4 && ticketFile(uid, pid, start, ino) == n {
+		return true
+	}
+	var r uint64
+	k, _ := fmt.Sscanf(n, "%d-%d-%d.new-%x", &uid, &pid, &start, &r)
+	return k == 4 && n == fmt.Sprintf("%d-%d-%d.new-%016x", uid, pid, start, r)
 }
 
 // replaceOthers replaces each lock file another user made (or not
@@ -255,7 +260,7 @@ func (a *adoption) replaceOthers() (int, error) {
 		if notice {
 			continue
 		}
-		if _, err := ensureLockFile(a.dfd, filepath.Join(a.path, name), name); err != nil {
+		if _, err := ensureLockFile(a.dfd, filepath.Join(a.path, name), name, true); err != nil {
 			return n, err
 		}
 		n++

@@ -35,7 +35,7 @@ func degradedDir(t *testing.T) string {
 		t.Fatal(err)
 	}
 	files := map[string]string{nodeLock: "", "gpu1.lock": "", noticePrefix + "x": "",
-		filepath.Join(queueDir, ticketFile(nobody, 12345, 678)): `{"need":1}` + "\n"}
+		filepath.Join(queueDir, ticketFile(nobody, 12345, 678, 9)): `{"need":1}` + "\n"}
 	for name, data := range files {
 		if err := os.WriteFile(filepath.Join(path, name), []byte(data), 0o644); err != nil {
 			t.Fatal(err)
@@ -133,7 +133,7 @@ func TestInitAdoptRefuses(t *testing.T) {
 			return hold(t, filepath.Join(p, "gpu0.lock"))
 		}},
 		{"a job waits in the queue", ".lock is locked by pid " + strconv.Itoa(os.Getpid()), true, func(t *testing.T, p string) func() {
-			return hold(t, filepath.Join(p, queueDir, ticketFile(nobody, 12345, 678)))
+			return hold(t, filepath.Join(p, queueDir, ticketFile(nobody, 12345, 678, 9)))
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -203,16 +203,20 @@ func TestInitAdoptRaces(t *testing.T) {
 }
 
 // FuzzIsTicketName: a name is a ticket's only when ticketFile gives it
-// back exactly (no sign, no leading zero, no trailing bytes).
+// back exactly, or Ticket.make's random name before its rename (no sign,
+// no leading zero, no trailing bytes).
 func FuzzIsTicketName(f *testing.F) {
-	for _, s := range []string{ticketFile(1000, 42, 123456), "0-1-2.lock", "+1-2-3.lock", "01-2-3.lock", "1-2-3.lock.x", "1-2.lock", ""} {
+	for _, s := range []string{ticketFile(1000, 42, 123456, 77), "0-1-2-3.lock", "+1-2-3-4.lock", "01-2-3-4.lock", "1-2-3-4.lock.x", "1-2-3.lock", "1-2-3.new-00ab00cd00ef0012", "1-2-3.new-ab", ""} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, n string) {
 		var uid, pid int
-		var start uint64
-		k, _ := fmt.Sscanf(n, "%d-%d-%d.lock", &uid, &pid, &start)
-		if isTicketName(n) != (k == 3 && ticketFile(uid, pid, start) == n) || isTicketName(n) && strings.ContainsAny(n, "+ /") {
+		var start, ino uint64
+		k, _ := fmt.Sscanf(n, "%d-%d-%d-%d.lock", &uid, &pid, &start, &ino)
+		ticket := k == 4 && ticketFile(uid, pid, start, ino) == n
+		k, _ = fmt.Sscanf(n, "%d-%d-%d.new-%x", &uid, &pid, &start, &ino)
+		made := k == 4 && n == fmt.Sprintf("%d-%d-%d.new-%016x", uid, pid, start, ino)
+		if isTicketName(n) != (ticket || made) || isTicketName(n) && strings.ContainsAny(n, "+ /") {
 			t.Errorf("isTicketName(%q) = %v", n, isTicketName(n))
 		}
 	})

@@ -160,17 +160,22 @@ func judge(dfd int, abs string, rep *InitReport) error {
 	return nil
 }
 
-// fill gives the directory dfd (root's, Init's) its mode, marker, node
-// lock, a lock file per name and the queue, keeping what is right.
+// fill gives the directory dfd (root's) its mode, marker, node lock, a
+// lock file per name and the queue, keeping what is right. It changes the
+// mode of nothing it did not make (issue 36.6: adopting a root directory,
+// it made 0700 0755 and a 0600 .lock 0644): what it made is what it
+// creates now, and all of a directory that bears its marker.
 func fill(dfd int, abs string, names []string, rep *InitReport) error {
-	if err := unix.Fchmod(dfd, 0o755); err != nil {
-		return fmt.Errorf("lease: %w", &fs.PathError{Op: "chmod", Path: abs, Err: err})
+	var mst unix.Stat_t
+	ours := rep.Created || unix.Fstatat(dfd, initMarker, &mst, unix.AT_SYMLINK_NOFOLLOW) == nil
+	if err := ensureMode(dfd, abs, 0o755, ours); err != nil {
+		return err
 	}
-	if _, err := ensureLockFile(dfd, filepath.Join(abs, initMarker), initMarker); err != nil {
+	if _, err := ensureLockFile(dfd, filepath.Join(abs, initMarker), initMarker, ours); err != nil {
 		return err
 	}
 	for _, n := range append([]string{nodeLock}, names...) {
-		made, err := ensureLockFile(dfd, filepath.Join(abs, n), n)
+		made, err := ensureLockFile(dfd, filepath.Join(abs, n), n, ours)
 		if err != nil {
 			return err
 		}
@@ -180,7 +185,27 @@ func fill(dfd int, abs string, names []string, rep *InitReport) error {
 			rep.Kept++
 		}
 	}
-	return ensureQueue(dfd, filepath.Join(abs, queueDir))
+	return ensureQueue(dfd, filepath.Join(abs, queueDir), ours)
+}
+
+// ensureMode gives fd (at path) mode, when it has another and ours (Init
+// made it); one it did not make is refused instead, changing nothing.
+func ensureMode(fd int, path string, mode uint32, ours bool) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("lease: %w", &fs.PathError{Op: "stat", Path: path, Err: err})
+	}
+	if st.Mode&0o7777 == mode {
+		return nil
+	}
+	if !ours {
+		return fmt.Errorf("lease: %s: %w: mode %04o, not %04o, and lease init did not make it; lease init changes nothing there: chmod %04o it yourself, or choose another --lease-dir",
+			path, ErrUnsafe, st.Mode&0o7777, mode, mode)
+	}
+	if err := unix.Fchmod(fd, mode); err != nil {
+		return fmt.Errorf("lease: %w", &fs.PathError{Op: "chmod", Path: path, Err: err})
+	}
+	return nil
 }
 
 // initMarker is the file by which Init knows a directory as one it made.
@@ -233,7 +258,7 @@ func notOurs(path string, st *unix.Stat_t, why string) error {
 // regular 0644 file with one link; made reports that it was created.
 // Only root can have put anything there, so anything else is an error to
 // look at, not to repair.
-func ensureLockFile(dfd int, path, name string) (made bool, err error) {
+func ensureLockFile(dfd int, path, name string, ours bool) (made bool, err error) {
 	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
 	if err == nil {
 		defer unix.Close(fd)
@@ -257,20 +282,17 @@ func ensureLockFile(dfd int, path, name string) (made bool, err error) {
 	if kind := fileKind(st.Mode); kind != "" || st.Uid != 0 || st.Nlink != 1 {
 		return false, fmt.Errorf("lease: %s: %w: not a root-owned regular file with one link; remove it and run lease init again", path, ErrUnsafe)
 	}
-	if st.Mode&0o7777 != 0o644 {
-		if err := unix.Fchmod(fd, 0o644); err != nil {
-			return false, fmt.Errorf("lease: %w", &fs.PathError{Op: "chmod", Path: path, Err: err})
-		}
-	}
-	return false, nil
+	return false, ensureMode(fd, path, 0o644, ours)
 }
 
 // ensureQueue makes DIR/queue a root-owned sticky directory every user
 // can write.
-func ensureQueue(dfd int, path string) error {
-	if err := unix.Mkdirat(dfd, queueDir, 0o777); err != nil && err != unix.EEXIST {
+func ensureQueue(dfd int, path string, ours bool) error {
+	err := unix.Mkdirat(dfd, queueDir, 0o777)
+	if err != nil && err != unix.EEXIST {
 		return fmt.Errorf("lease: %w", &fs.PathError{Op: "mkdir", Path: path, Err: err})
 	}
+	ours = ours || err == nil
 	qfd, err := unix.Openat(dfd, queueDir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("lease: %s: %w: %w; remove it and run lease init again", path, ErrUnsafe, err)
@@ -280,8 +302,5 @@ func ensureQueue(dfd int, path string) error {
 	if err := unix.Fstat(qfd, &st); err != nil || st.Uid != 0 {
 		return fmt.Errorf("lease: %s: %w: not root's directory; remove it and run lease init again", path, ErrUnsafe)
 	}
-	if err := unix.Fchmod(qfd, 0o1777); err != nil {
-		return fmt.Errorf("lease: %w", &fs.PathError{Op: "chmod", Path: path, Err: err})
-	}
-	return nil
+	return ensureMode(qfd, path, 0o1777, ours)
 }

@@ -264,6 +264,20 @@ type Ticket struct {
 	clock  clock
 	heldBy *Waiting
 	stats  scanStats
+	// seen is when this waiter first saw each ticket ahead locked (nil
+	// before its first look): a ticket counts its age from its lock, not
+	// from its file (issue 36.5).
+	seen map[ticketKey]time.Time
+	// known are the tickets the last look verified: a look checks such a
+	// ticket's file only (one fstatat), not /proc and its content again
+	// (issue 36.7: every waiter read /proc for every ticket at every poll).
+	known map[ticketKey]Waiting
+}
+
+// ticketKey names one ticket: its waiter and its file.
+type ticketKey struct {
+	pid int
+	ino uint64
 }
 
 // State is what Held reports for a device that cannot be leased now.

@@ -128,13 +128,19 @@ const maxSymlinks = 40
 // gives an error wrapping fs.ErrNotExist; a symlink or non-directory that
 // is refused, one wrapping ErrUnsafe.
 func walk(path string, create bool, leafPerm uint32) (*walked, error) {
+	return walkAs("lease", "lease directory", path, create, leafPerm)
+}
+
+// walkAs is walk with errors prefixed pfx and naming the directory what.
+func walkAs(pfx, what, path string, create bool, leafPerm uint32) (*walked, error) {
+	w := &walker{pfx: pfx, what: what, create: create, leafPerm: leafPerm}
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return nil, fmt.Errorf("lease: %w", err)
+		return nil, w.errorf("%w", err)
 	}
-	w := &walker{abs: abs, parts: splitPath(abs), create: create, leafPerm: leafPerm}
+	w.abs, w.parts = abs, splitPath(abs)
 	if len(w.parts) == 0 {
-		return nil, fmt.Errorf("lease: %w: / cannot be a lease directory", ErrUnsafe)
+		return nil, w.errorf("%w: / cannot be a %s", ErrUnsafe, w.what)
 	}
 	defer w.close() // the one clean-up: every descriptor on the way
 	if err := w.start(); err != nil {
@@ -152,13 +158,34 @@ func walk(path string, create bool, leafPerm uint32) (*walked, error) {
 // stack, "/" first, each O_PATH), the components still to go, and what
 // was made or followed.
 type walker struct {
-	abs      string
-	parts    []string
-	stack    []step
-	create   bool
-	leafPerm uint32
-	created  bool
-	links    int
+	pfx, what string // the errors' prefix, what the directory is
+	abs       string
+	parts     []string
+	stack     []step
+	create    bool
+	leafPerm  uint32
+	created   bool
+	links     int
+}
+
+// errorf is an error of the walk, prefixed with w.pfx.
+func (w *walker) errorf(format string, a ...any) error {
+	return fmt.Errorf(w.pfx+": "+format, a...)
+}
+
+// MkdirAll opens the directory at path, making it (mode perm) and its
+// missing parents (0755) first, one component at a time as Open does: a
+// symlink on the way is followed only where nobody but root and this
+// user could have planted it, and path itself must not be one. Its
+// errors start with pfx and name the directory what (--log-dir: issue
+// 36.6, root made /etc/nologin through another user's link); a refused
+// link wraps ErrUnsafe.
+func MkdirAll(pfx, what, path string, perm uint32) (*os.File, error) {
+	w, err := walkAs(pfx, what, path, true, perm)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(w.fd), filepath.Clean(path)), nil
 }
 
 // close closes every directory on the stack.
@@ -174,7 +201,7 @@ func (w *walker) push(fd int, path string) error {
 	s := step{fd: fd, path: path}
 	if err := unix.Fstat(fd, &s.st); err != nil {
 		unix.Close(fd)
-		return fmt.Errorf("lease: %w", &fs.PathError{Op: "stat", Path: path, Err: err})
+		return w.errorf("%w", &fs.PathError{Op: "stat", Path: path, Err: err})
 	}
 	w.stack = append(w.stack, s)
 	return nil
@@ -191,7 +218,7 @@ func (w *walker) popTo(n int) {
 func (w *walker) start() error {
 	fd, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("lease: %w", &fs.PathError{Op: "open", Path: "/", Err: err})
+		return w.errorf("%w", &fs.PathError{Op: "open", Path: "/", Err: err})
 	}
 	return w.push(fd, "/")
 }
@@ -215,7 +242,7 @@ func (w *walker) next() error {
 	case err == unix.ENOTDIR || err == unix.ELOOP:
 		return w.symlink(top, name, p, last)
 	case err == unix.ENOENT:
-		return fmt.Errorf("lease: %w", &fs.PathError{Op: "open", Path: p, Err: fs.ErrNotExist})
+		return w.errorf("%w", &fs.PathError{Op: "open", Path: p, Err: fs.ErrNotExist})
 	case err != nil:
 		return err
 	}
@@ -230,7 +257,7 @@ func (w *walker) open(top step, name, p string, last bool) (int, error) {
 	fd, err := unix.Openat(top.fd, name, flags, 0)
 	if err != unix.ENOENT || !w.create {
 		if err != nil && err != unix.ENOENT && err != unix.ENOTDIR && err != unix.ELOOP {
-			return -1, fmt.Errorf("lease: %w", &fs.PathError{Op: "open", Path: p, Err: err})
+			return -1, w.errorf("%w", &fs.PathError{Op: "open", Path: p, Err: err})
 		}
 		return fd, err
 	}
@@ -240,12 +267,12 @@ func (w *walker) open(top step, name, p string, last bool) (int, error) {
 	}
 	merr := unix.Mkdirat(top.fd, name, perm)
 	if merr != nil && merr != unix.EEXIST { // another job may have just made it
-		return -1, fmt.Errorf("lease: cannot create lease directory: %w", &fs.PathError{Op: "mkdir", Path: p, Err: merr})
+		return -1, w.errorf("cannot create %s: %w", w.what, &fs.PathError{Op: "mkdir", Path: p, Err: merr})
 	}
 	w.created = w.created || (merr == nil && last)
 	fd, err = unix.Openat(top.fd, name, flags, 0)
 	if err != nil && err != unix.ENOENT && err != unix.ENOTDIR && err != unix.ELOOP {
-		return -1, fmt.Errorf("lease: %w", &fs.PathError{Op: "open", Path: p, Err: err})
+		return -1, w.errorf("%w", &fs.PathError{Op: "open", Path: p, Err: err})
 	}
 	return fd, err
 }
@@ -256,21 +283,21 @@ func (w *walker) open(top step, name, p string, last bool) (int, error) {
 func (w *walker) symlink(top step, name, p string, last bool) error {
 	var lst unix.Stat_t
 	if unix.Fstatat(top.fd, name, &lst, unix.AT_SYMLINK_NOFOLLOW) != nil || lst.Mode&unix.S_IFMT != unix.S_IFLNK {
-		return fmt.Errorf("lease: %s: %w: not a directory", p, ErrUnsafe)
+		return w.errorf("%s: %w: not a directory", p, ErrUnsafe)
 	}
 	if last {
-		return fmt.Errorf("lease: %s: %w: lease directory is a symlink (owned by %s)", p, ErrUnsafe, ownerName(int(lst.Uid)))
+		return w.errorf("%s: %w: %s is a symlink (owned by %s)", p, ErrUnsafe, w.what, ownerName(int(lst.Uid)))
 	}
 	if !safeLinkDir(&top.st, &lst) {
-		return fmt.Errorf("lease: %s: %w: a symlink in %s, which %s can change: not followed",
+		return w.errorf("%s: %w: a symlink in %s, which %s can change: not followed",
 			p, ErrUnsafe, top.path, ownerName(int(top.st.Uid)))
 	}
 	if w.links++; w.links > maxSymlinks {
-		return fmt.Errorf("lease: %w", &fs.PathError{Op: "open", Path: w.abs, Err: unix.ELOOP})
+		return w.errorf("%w", &fs.PathError{Op: "open", Path: w.abs, Err: unix.ELOOP})
 	}
 	target, err := readlinkat(top.fd, name)
 	if err != nil {
-		return fmt.Errorf("lease: %w", &fs.PathError{Op: "readlink", Path: p, Err: err})
+		return w.errorf("%w", &fs.PathError{Op: "readlink", Path: p, Err: err})
 	}
 	w.parts = append(splitPath(target), w.parts...)
 	if strings.HasPrefix(target, "/") {
@@ -284,12 +311,12 @@ func (w *walker) symlink(top step, name, p string, last bool) error {
 // the way that others could change.
 func (w *walker) finish() (*walked, error) {
 	if len(w.stack) < 2 {
-		return nil, fmt.Errorf("lease: %w: / cannot be a lease directory", ErrUnsafe)
+		return nil, w.errorf("%w: / cannot be a %s", ErrUnsafe, w.what)
 	}
 	final := w.stack[len(w.stack)-1]
 	fd, err := unix.Openat(final.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("lease: %w", &fs.PathError{Op: "open", Path: final.path, Err: err})
+		return nil, w.errorf("%w", &fs.PathError{Op: "open", Path: final.path, Err: err})
 	}
 	out := &walked{fd: fd, st: final.st, created: w.created}
 	for _, s := range w.stack[:len(w.stack)-1] {

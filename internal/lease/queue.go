@@ -65,6 +65,8 @@ type Waiting struct {
 	User  string    `json:"user,omitempty"`
 	Need  int       `json:"need"`
 	Since time.Time `json:"since"`
+	ino   uint64    // the ticket file's: with PID, which ticket it is
+	file  string    // its name in the queue
 }
 
 // String is "alice (pid 42): 8 device(s) since 15:04:05".

@@ -1,13 +1,15 @@
 package lease
 
 import (
+	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -15,10 +17,15 @@ import (
 
 // The queue is DIR/queue, a sticky directory every user can write, so
 // nothing in it is believed for being there. A ticket is a file named
-// <uid>-<pid>-<start>.lock, made by the waiting process itself (owner
-// uid, process pid, start time in clock ticks after boot as in field 22
-// of /proc/<pid>/stat), holding {"need":N}, and write-locked by that
-// process with flock(2) for as long as it waits.
+// <uid>-<pid>-<start>-<ino>.lock, made by the waiting process itself
+// (owner uid, process pid, start time in clock ticks after boot as in
+// field 22 of /proc/<pid>/stat, the file's own inode number), holding
+// {"need":N}, and write-locked by that process with flock(2) for as long
+// as it waits. It is made under a random name, locked, and only then
+// renamed (RENAME_NOREPLACE) to the name its inode gives: another user
+// cannot stop it from being made by planting a file under a name it can
+// predict from /proc (issue 36.5), and its inode change time (the
+// rename's) is after its lock.
 //
 // Waiters never list the directory (issue 26: 20,000 junk files made
 // every waiter burn 3.5 s of CPU per 10 s): they read /proc/locks, where
@@ -66,11 +73,15 @@ func (d *Dir) openQueue() (int, error) {
 	return qfd, nil
 }
 
-// ticketFile is the name of the ticket of the process pid of user uid
-// that started start clock ticks after boot.
-func ticketFile(uid, pid int, start uint64) string {
-	return fmt.Sprintf("%d-%d-%d.lock", uid, pid, start)
+// ticketFile is the name of the ticket, inode ino, of the process pid of
+// user uid that started start clock ticks after boot.
+func ticketFile(uid, pid int, start, ino uint64) string {
+	return fmt.Sprintf("%d-%d-%d-%d.lock", uid, pid, start, ino)
 }
+
+// maxJoinTries bounds the names a join tries: each is a fresh inode, so
+// another user would have to have planted a file under every one.
+const maxJoinTries = 8
 
 // selfStart is this process's start time in clock ticks after boot.
 func selfStart() (uint64, error) {
@@ -111,7 +122,6 @@ func (d *Dir) Enqueue(need, total int) (*Ticket, error) {
 
 // join checks the user's limit, then makes and locks the ticket.
 func (t *Ticket) join() error {
-	qpath := filepath.Join(t.dir.path, queueDir)
 	if err := t.room(); err != nil {
 		return err
 	}
@@ -119,18 +129,28 @@ func (t *Ticket) join() error {
 	if err != nil {
 		return fmt.Errorf("lease: cannot join the queue: %w", err)
 	}
-	name := ticketFile(t.dir.euid, t.pid, start)
-	fd, err := unix.Openat(t.qfd, name, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
-	if err == unix.EEXIST {
-		var st unix.Stat_t
-		_ = unix.Fstatat(t.qfd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
-		if int(st.Uid) == t.dir.euid {
-			return fmt.Errorf("lease: this process already waits in the queue (%s)", filepath.Join(qpath, name))
+	for try := 0; ; try++ {
+		err := t.make(start)
+		if err != unix.EEXIST {
+			return err
 		}
-		return fmt.Errorf("lease: cannot join the queue: %s already exists, %s owned by %s", filepath.Join(qpath, name), fileKindOr(st.Mode), ownerName(int(st.Uid)))
+		if try == maxJoinTries-1 {
+			return fmt.Errorf("lease: cannot join the queue: %d names taken in %s by files of other users", maxJoinTries, filepath.Join(t.dir.path, queueDir))
+		}
 	}
+}
+
+// make makes one ticket: a file under a random name, filled, locked, and
+// renamed to the name its inode gives. It returns unix.EEXIST when that
+// name is taken (the file it made is gone again).
+func (t *Ticket) make(start uint64) error {
+	qpath := filepath.Join(t.dir.path, queueDir)
+	var r [8]byte
+	_, _ = rand.Read(r[:])
+	tmp := fmt.Sprintf("%d-%d-%d.new-%x", t.dir.euid, t.pid, start, r)
+	fd, err := unix.Openat(t.qfd, tmp, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
 	if err != nil {
-		return fmt.Errorf("lease: cannot join the queue: %w", &fs.PathError{Op: "create", Path: filepath.Join(qpath, name), Err: err})
+		return fmt.Errorf("lease: cannot join the queue: %w", &fs.PathError{Op: "create", Path: filepath.Join(qpath, tmp), Err: err})
 	}
 	// Readable by every waiter whatever the umask: an unreadable ticket
 	// does not count.
@@ -141,9 +161,19 @@ func (t *Ticket) join() error {
 	ok, lerr := flockNB(fd, unix.LOCK_EX)
 	if werr != nil || lerr != nil || !ok || unix.Fstat(fd, &st) != nil {
 		unix.Close(fd)
-		_ = unix.Unlinkat(t.qfd, name, 0)
-		return fmt.Errorf("lease: cannot join the queue: %s: write %v, lock %v", filepath.Join(qpath, name), werr, lerr)
+		_ = unix.Unlinkat(t.qfd, tmp, 0)
+		return fmt.Errorf("lease: cannot join the queue: %s: write %v, lock %v", filepath.Join(qpath, tmp), werr, lerr)
 	}
+	name := ticketFile(t.dir.euid, t.pid, start, st.Ino)
+	if err := unix.Renameat2(t.qfd, tmp, t.qfd, name, unix.RENAME_NOREPLACE); err != nil {
+		unix.Close(fd)
+		_ = unix.Unlinkat(t.qfd, tmp, 0)
+		if err == unix.EEXIST {
+			return err
+		}
+		return fmt.Errorf("lease: cannot join the queue: %w", &os.LinkError{Op: "rename", Old: filepath.Join(qpath, tmp), New: name, Err: err})
+	}
+	_ = unix.Fstat(fd, &st)
 	t.name, t.fd = name, fd
 	t.since = time.Unix(st.Ctim.Unix())
 	return nil
@@ -172,13 +202,39 @@ func (t *Ticket) scan() []Waiting {
 	}
 	t.stats = scanStats{}
 	var out []Waiting
+	known := map[ticketKey]Waiting{}
 	for pid, inos := range inodes {
 		t.stats.pids++
-		if w, ok := t.ticketOf(pid, inos, qst.Dev); ok {
+		w, ok := t.recall(pid, inos, qst.Dev)
+		if !ok {
+			w, ok = t.ticketOf(pid, inos, qst.Dev)
+		}
+		if ok {
+			known[ticketKey{pid, w.ino}] = w
 			out = append(out, w)
 		}
 	}
+	t.known = known
 	return out
+}
+
+// recall finds pid's ticket among those the last look verified, still
+// locked (one of inos) and still the file it was: a live process's pid
+// and start time, and so the ticket's name and owner, do not change.
+func (t *Ticket) recall(pid int, inos []uint64, dev uint64) (Waiting, bool) {
+	for _, ino := range inos {
+		w, ok := t.known[ticketKey{pid, ino}]
+		if !ok {
+			continue
+		}
+		t.stats.lookups++
+		var st unix.Stat_t
+		if unix.Fstatat(t.qfd, w.file, &st, unix.AT_SYMLINK_NOFOLLOW) == nil &&
+			st.Mode&unix.S_IFMT == unix.S_IFREG && int(st.Uid) == w.UID && st.Nlink == 1 && st.Dev == dev && st.Ino == ino {
+			return w, true
+		}
+	}
+	return Waiting{}, false
 }
 
 // ticketOf looks up the ticket of process pid, which holds write locks
@@ -201,11 +257,23 @@ func (t *Ticket) ticketOf(pid int, inos []uint64, dev uint64) (Waiting, bool) {
 	if !ok {
 		return Waiting{}, false
 	}
-	name := ticketFile(uid, pid, start)
+	for _, ino := range inos {
+		if w, ok := t.ticketAt(ticketFile(uid, pid, start, ino), uid, ino, dev); ok {
+			w.PID, w.UID, w.User = pid, uid, userName(uid)
+			return w, true
+		}
+	}
+	return Waiting{}, false
+}
+
+// ticketAt reads the ticket name in the queue: a regular file of uid's
+// with one link, inode ino on dev, holding what amdrun writes for this
+// node.
+func (t *Ticket) ticketAt(name string, uid int, ino, dev uint64) (Waiting, bool) {
 	t.stats.lookups++
 	var st unix.Stat_t
 	if unix.Fstatat(t.qfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil ||
-		st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != uid || st.Nlink != 1 || st.Dev != dev || !slices.Contains(inos, st.Ino) {
+		st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != uid || st.Nlink != 1 || st.Dev != dev || st.Ino != ino {
 		return Waiting{}, false
 	}
 	fd, err := unix.Openat(t.qfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
@@ -223,7 +291,33 @@ func (t *Ticket) ticketOf(pid int, inos []uint64, dev uint64) (Waiting, bool) {
 	if !ok {
 		return Waiting{}, false // not a ticket amdrun wrote for this node
 	}
-	return Waiting{PID: pid, UID: uid, User: userName(uid), Need: need, Since: time.Unix(fst.Ctim.Unix())}, true
+	return Waiting{Need: need, Since: time.Unix(fst.Ctim.Unix()), ino: st.Ino, file: name}, true
+}
+
+// aged dates each ticket from its lock as far as this waiter knows it: a
+// ticket locked since its last look is no older than that look, however
+// old its file (issue 36.5: a file made 125 s before its lock kept its
+// place at once). Tickets already locked at its first look keep their
+// file's date: the lock of an honest one is older (see join).
+func (t *Ticket) aged(found []Waiting) []Waiting {
+	now, first := t.now(), t.seen == nil
+	seen := make(map[ticketKey]time.Time, len(found))
+	for i, w := range found {
+		k := ticketKey{w.PID, w.ino}
+		at, ok := t.seen[k]
+		if !ok {
+			at = w.Since
+			if !first {
+				at = now
+			}
+		}
+		seen[k] = at
+		if at.After(w.Since) {
+			found[i].Since = at
+		}
+	}
+	t.seen = seen
+	return found
 }
 
 // parseTicket reads a ticket's {"need":N}; ok only for 1 <= N <= total.
@@ -241,7 +335,7 @@ func parseTicket(b []byte, total int) (int, bool) {
 func (t *Ticket) ahead() []Waiting {
 	me := Waiting{PID: t.pid, Since: t.since}
 	var out []Waiting
-	for _, w := range counting(t.scan(), t.perUser) {
+	for _, w := range counting(t.aged(t.scan()), t.perUser) {
 		if w.before(me) {
 			out = append(out, w)
 		}
@@ -300,6 +394,9 @@ func (d *Dir) QueueRoom(total int) error {
 	if d.fd < 0 {
 		return nil
 	}
+	if err := procSeesNode(); err != nil {
+		return err
+	}
 	qfd, err := unix.Openat(d.fd, queueDir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil
@@ -340,4 +437,30 @@ func (d *Dir) Queue(total int) []Waiting {
 	defer unix.Close(qfd)
 	t := &Ticket{dir: d, total: total, qfd: qfd, fd: -1}
 	return counting(t.scan(), MaxTicketsPerUser)
+}
+
+// initPIDNamespace is the inode of the node's own PID namespace, fixed in
+// the kernel (PROC_PID_INIT_INO).
+const initPIDNamespace = "pid:[4026531836]"
+
+// procSeesNode fails when this process runs in a PID namespace of its own
+// whose /proc shows only that namespace (a container's): /proc/locks then
+// leaves out every lock of a process outside it, so the tickets of other
+// jobs would not count and this one would take itself for the first in
+// the queue (issue 36.5).
+func procSeesNode() error {
+	ns, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil || ns == initPIDNamespace {
+		return nil
+	}
+	status, err := readProcFile("/proc/self/status", 64<<10)
+	if err != nil {
+		return nil
+	}
+	for _, l := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(l, "NSpid:"); ok && len(strings.Fields(v)) == 1 {
+			return errors.New("lease: amdrun runs in a PID namespace of its own (a container?), where /proc does not show other jobs waiting: --wait cannot keep their order here; run amdrun in the node's PID namespace, or without --wait")
+		}
+	}
+	return nil
 }

@@ -39,6 +39,16 @@ func runFake(d *Dir) int {
 		fmt.Fprintln(os.Stderr, "fake:", err)
 		return 2
 	}
+	if strings.Contains(name, "{ino}") { // named after its inode, as a ticket
+		var st unix.Stat_t
+		unix.Stat(p, &st)
+		named := strings.ReplaceAll(p, "{ino}", strconv.FormatUint(st.Ino, 10))
+		if err := os.Rename(p, named); err != nil {
+			fmt.Fprintln(os.Stderr, "fake:", err)
+			return 2
+		}
+		p = named
+	}
 	if owner := os.Getenv("LEASE_CHOWN"); owner != "" {
 		uid, _ := strconv.Atoi(owner)
 		if err := os.Lchown(p, uid, uid); err != nil {
@@ -51,9 +61,19 @@ func runFake(d *Dir) int {
 		fmt.Fprintln(os.Stderr, "fake:", err)
 		return 2
 	}
+	if after := os.Getenv("LEASE_LOCK_AFTER"); after != "" {
+		// Made now, locked only once the file after exists.
+		fmt.Println("ready")
+		for _, err := os.Stat(after); err != nil; _, err = os.Stat(after) {
+			time.Sleep(time.Millisecond)
+		}
+	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
 		fmt.Fprintln(os.Stderr, "fake:", err)
 		return 2
+	}
+	if os.Getenv("LEASE_LOCK_AFTER") != "" {
+		os.WriteFile(os.Getenv("LEASE_LOCK_AFTER")+".locked", nil, 0o644)
 	}
 	fmt.Println("ready")
 	io.Copy(io.Discard, os.Stdin)
@@ -129,9 +149,9 @@ func heldByPID(tk *Ticket) int {
 	return 0
 }
 
-// TestQueueTicketFile: a ticket is one file per process, named after the
-// waiter's uid, pid and start time, 0644, holding its need, locked; a
-// second Enqueue in the process is refused; Done removes it.
+// TestQueueTicketFile: a ticket is a file named after the waiter's uid,
+// pid and start time and its own inode, 0644, holding its need, locked,
+// and nothing else is left in queue/; Done removes it.
 func TestQueueTicketFile(t *testing.T) {
 	d, _ := openTemp(t)
 	tk, err := d.Enqueue(3, 8)
@@ -139,10 +159,13 @@ func TestQueueTicketFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	start, _ := selfStart()
-	want := fmt.Sprintf("%d-%d-%d.lock", os.Geteuid(), os.Getpid(), start)
 	p := filepath.Join(d.Path(), "queue", tk.name)
 	b, err := os.ReadFile(p)
 	fi, _ := os.Stat(p)
+	want := fmt.Sprintf("%d-%d-%d-%d.lock", os.Geteuid(), os.Getpid(), start, fi.Sys().(*syscall.Stat_t).Ino)
+	if ents, _ := os.ReadDir(filepath.Dir(p)); len(ents) != 1 {
+		t.Errorf("queue/ holds %d files, want the ticket only", len(ents))
+	}
 	if tk.name != want || err != nil || string(b) != "{\"need\":3}\n" || fi.Mode().Perm() != 0o644 {
 		t.Errorf("ticket %s (%v) holds %q, mode %v; want %s holding need 3, 0644", tk.name, err, b, fi.Mode(), want)
 	}
@@ -151,9 +174,6 @@ func TestQueueTicketFile(t *testing.T) {
 		t.Errorf("the ticket is not locked: flock %v", e)
 	}
 	unix.Close(fd)
-	if _, err := d.Enqueue(1, 8); err == nil || !strings.Contains(err.Error(), "already waits in the queue") {
-		t.Errorf("a second Enqueue in one process: %v", err)
-	}
 	tk.Done()
 	tk.Done()
 	if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
@@ -234,6 +254,44 @@ func TestQueueBackfill(t *testing.T) {
 	}
 }
 
+// TestQueueAgeFromLock: an 8-device ticket whose file was made before
+// the waiter joined but locked after its first look, older than Backfill
+// by its file, does not keep its place at once: the waiter dates it from
+// the look that first saw it locked (issue 36.5: a file made 125 s
+// before its lock kept its place at once, and the victim gave up after
+// 30 s instead of 3.4 s); it joined after the waiter, and stays behind
+// it. The waiter's clock runs ahead by Backfill, so the file looks that
+// old.
+func TestQueueAgeFromLock(t *testing.T) {
+	testutil.EndToEnd(t)
+	d, _ := openTemp(t)
+	lockAfter := filepath.Join(t.TempDir(), "go")
+	big := startChild(t, "fake", d.Path(), "LEASE_NAME={uid}-{pid}-{start}-{ino}.lock", `LEASE_CONTENT={"need":8}`, "LEASE_LOCK_AFTER="+lockAfter).Process.Pid
+	time.Sleep(1100 * time.Millisecond) // its file is the older by the second
+	tk, err := d.Enqueue(2, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tk.Done()
+	var c fakeClock
+	withClock(tk, &c)
+	if ok, _ := tk.First(7); !ok {
+		t.Fatal("an empty queue held the waiter back")
+	}
+	os.WriteFile(lockAfter, nil, 0o644)
+	for _, err := os.Stat(lockAfter + ".locked"); err != nil; _, err = os.Stat(lockAfter + ".locked") {
+		time.Sleep(time.Millisecond)
+	}
+	c.add(Backfill + time.Second)
+	if ok, _ := tk.First(7); !ok {
+		t.Errorf("a ticket locked after the waiter's first look kept its place at once (held by pid %d, the 8-device ticket is %d)", heldByPID(tk), big)
+	}
+	c.add(Backfill)
+	if ahead := tk.ahead(); len(ahead) != 0 {
+		t.Errorf("a ticket locked after the waiter joined is ahead of it: %v", ahead)
+	}
+}
+
 // TestQueueCountsOnlyWhatTheKernelVouchesFor: files locked in the queue
 // that are not a live process's own ticket count for nothing: a need the
 // node cannot have, no need, a name with another start time (what a
@@ -243,12 +301,12 @@ func TestQueueBackfill(t *testing.T) {
 func TestQueueCountsOnlyWhatTheKernelVouchesFor(t *testing.T) {
 	testutil.EndToEnd(t)
 	d, _ := openTemp(t)
-	ok := "{uid}-{pid}-{start}.lock"
+	ok := "{uid}-{pid}-{start}-{ino}.lock"
 	fakes := [][]string{
 		{"LEASE_NAME=" + ok, `LEASE_CONTENT={"need":9}`},
 		{"LEASE_NAME=" + ok, `LEASE_CONTENT={"need":"all"}`},
-		{"LEASE_NAME={uid}-{pid}-1.lock", `LEASE_CONTENT={"need":1}`},
-		{"LEASE_NAME=4242-{pid}-{start}.lock", `LEASE_CONTENT={"need":1}`},
+		{"LEASE_NAME={uid}-{pid}-1-{ino}.lock", `LEASE_CONTENT={"need":1}`},
+		{"LEASE_NAME=4242-{pid}-{start}-{ino}.lock", `LEASE_CONTENT={"need":1}`},
 		{"LEASE_NAME=00000000000000000001-{pid}.lock", `LEASE_CONTENT={"need":1}`},
 	}
 	if os.Geteuid() == 0 {
@@ -290,7 +348,7 @@ func TestQueuePerUserLimit(t *testing.T) {
 
 // TestQueueJunkCostsNothing: 20,000 files in the queue, named like
 // tickets (of live processes too) but locked by nobody, cost a waiter
-// nothing: it looks up one name per process holding a write lock on the
+// nothing: it looks up one name per write lock a process holds on the
 // queue's file system, however many files there are, and still finds
 // the one live ticket (issue 26: 20,000 junk files made every waiter
 // burn 3.5 s of CPU per 10 s).
@@ -298,7 +356,7 @@ func TestQueueJunkCostsNothing(t *testing.T) {
 	testutil.EndToEnd(t)
 	d, _ := openTemp(t)
 	q := filepath.Join(d.Path(), "queue")
-	real := startChild(t, "fake", d.Path(), "LEASE_NAME={uid}-{pid}-{start}.lock", `LEASE_CONTENT={"need":1}`)
+	real := startChild(t, "fake", d.Path(), "LEASE_NAME={uid}-{pid}-{start}-{ino}.lock", `LEASE_CONTENT={"need":1}`)
 	tk, err := d.Enqueue(1, 8)
 	if err != nil {
 		t.Fatal(err)
@@ -314,27 +372,28 @@ func TestQueueJunkCostsNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	lockers := func() int {
+	lockers := func() (int, int) {
 		var qst unix.Stat_t
 		unix.Stat(q, &qst)
-		pids := map[int]bool{}
+		pids, locks := map[int]bool{}, 0
 		for _, l := range readProcLocks() {
 			if l.write && l.pid > 0 && l.pid != os.Getpid() && l.major == uint64(unix.Major(qst.Dev)) && l.minor == uint64(unix.Minor(qst.Dev)) {
 				pids[l.pid] = true
+				locks++
 			}
 		}
-		return len(pids)
+		return len(pids), locks
 	}
-	before := lockers()
+	before, lb := lockers()
 	ok, _ := tk.First(8)
-	after := lockers()
+	after, la := lockers()
 	if ok || heldByPID(tk) != real.Process.Pid {
 		t.Errorf("First = %v, held by %+v: want the live ticket of pid %d", ok, tk.HeldBy(), real.Process.Pid)
 	}
-	if tk.stats.lookups > max(before, after) || tk.stats.pids > max(before, after) {
-		t.Errorf("one look read %d names for %d processes; %d processes hold write locks on the file system: junk was read", tk.stats.lookups, tk.stats.pids, max(before, after))
+	if tk.stats.lookups > max(lb, la) || tk.stats.pids > max(before, after) {
+		t.Errorf("one look read %d names for %d processes; %d processes hold %d write locks on the file system: junk was read", tk.stats.lookups, tk.stats.pids, max(before, after), max(lb, la))
 	}
-	t.Logf("one look at a queue of 20,000 junk files: %d names looked up (%d-%d lock holders on the file system)", tk.stats.lookups, before, after)
+	t.Logf("one look at a queue of 20,000 junk files: %d names looked up (%d-%d lock holders, %d-%d locks on the file system)", tk.stats.lookups, before, after, lb, la)
 }
 
 // TestHolderHandedOutside: a lease whose descriptors were handed to a
@@ -488,7 +547,7 @@ func BenchmarkQueueFirst(b *testing.B) {
 			}
 			defer d.Close()
 			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), childEnv+"=fake", "LEASE_DIR="+dir, "LEASE_NAME={uid}-{pid}-{start}.lock", `LEASE_CONTENT={"need":1}`)
+			cmd.Env = append(os.Environ(), childEnv+"=fake", "LEASE_DIR="+dir, "LEASE_NAME={uid}-{pid}-{start}-{ino}.lock", `LEASE_CONTENT={"need":1}`)
 			stdin, _ := cmd.StdinPipe()
 			out, _ := cmd.StdoutPipe()
 			if err := cmd.Start(); err != nil {
@@ -513,5 +572,48 @@ func BenchmarkQueueFirst(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkQueueLook is one waiter's look at the queue (First) behind n
+// live tickets: "cold" verifies each from /proc and its file, as every
+// look did before issue 36.7; "warm" checks only the files of tickets
+// the last look verified.
+func BenchmarkQueueLook(b *testing.B) {
+	for _, n := range []int{1, 15} { // a user counts at most MaxTicketsPerUser
+		dir := filepath.Join(b.TempDir(), "leases")
+		d, err := Open(dir, Options{Create: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for range n {
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), childEnv+"=fake", "LEASE_DIR="+dir, "LEASE_NAME={uid}-{pid}-{start}-{ino}.lock", `LEASE_CONTENT={"need":1}`)
+			stdin, _ := cmd.StdinPipe()
+			out, _ := cmd.StdoutPipe()
+			if err := cmd.Start(); err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() })
+			if line, _ := bufio.NewReader(out).ReadString('\n'); line != "ready\n" {
+				b.Fatalf("fake: %q", line)
+			}
+		}
+		tk, err := d.Enqueue(1, 8)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, warm := range []bool{false, true} {
+			b.Run(fmt.Sprintf("tickets=%d/warm=%v", n, warm), func(b *testing.B) {
+				for range b.N {
+					if !warm {
+						tk.known = nil
+					}
+					tk.First(8)
+				}
+			})
+		}
+		tk.Done()
+		d.Close()
 	}
 }

@@ -89,7 +89,17 @@ type Options struct {
 // state is the one discovered at start, refreshed (with Refresh) when a
 // leased device becomes free: a queued job waits for other amdrun jobs'
 // leases, not for other programs to leave a device.
+//
+// With Wait, SIGTERM, SIGINT, SIGHUP and SIGQUIT end the wait with a
+// *SignalError.
 func Devices(ctx context.Context, r Options) (*selector.Choice, *lease.Lease, error) {
+	if r.Wait > 0 && r.Leases != nil && !r.DryRun {
+		return devicesCatching(ctx, r)
+	}
+	return devices(ctx, r)
+}
+
+func devices(ctx context.Context, r Options) (*selector.Choice, *lease.Lease, error) {
 	// The pairs are weighed once for every look of a queued job; the
 	// prepared model reads the devices' busy state afresh at each Select
 	// (refreshBusy updates it in place).

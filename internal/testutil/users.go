@@ -47,12 +47,19 @@ type User struct {
 // test ends: userdel refuses a user who still runs one.
 func NewUser(t testing.TB) User {
 	t.Helper()
+	return NewUserPrefixed(t, "amdt")
+}
+
+// NewUserPrefixed is NewUser with the account's name starting with
+// prefix (a helper's tests name their throwaway users apart).
+func NewUserPrefixed(t testing.TB, prefix string) User {
+	t.Helper()
 	RequireRoot(t)
 	var b [4]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		t.Fatal(err)
 	}
-	name := "amdt" + hex.EncodeToString(b[:])
+	name := prefix + hex.EncodeToString(b[:])
 	// useradd locks /etc/passwd; test binaries of other packages may hold
 	// it for a moment.
 	var out []byte

@@ -228,8 +228,8 @@ func containmentChecks(probe func() (launch.Containment, error)) []Check {
 	case launch.ContainSubreaper:
 		return []Check{
 			{"containment", OK, "subreaper: a guard per rank kills what the rank leaves" + why,
-				"weaker than a namespace: a process of the same user that kills or stops both amdrun and a guard frees that guard's rank; run as root, or let the kernel permit user namespaces"},
-			{"guards", OK, "not dumpable (no ptrace by the job's user); a rank whose guard is killed comes to amdrun, which kills it and all it started while amdrun runs", ""},
+				"weaker than a namespace: the job itself, or another process of the same user, that kills or stops both amdrun and a guard frees that guard's rank, which lives on after the lease is let go; run as root, or let the kernel permit user namespaces"},
+			{"guards", OK, "amdrun and the guards are not dumpable (no ptrace, no pidfd_getfd by the job's user); a rank whose guard is killed comes to amdrun, which kills it and all it started while amdrun runs", ""},
 			{"lease hold", OK, "released once amdrun has killed and reaped every process of the job that came to it", ""},
 		}
 	}

@@ -102,7 +102,7 @@ func TestChecks(t *testing.T) {
 				o.Containment = contained(launch.ContainSubreaper, errors.New("creating a PID namespace is not permitted (it needs CAP_SYS_ADMIN: run as root)"))
 			},
 			detail: []string{"subreaper: a guard per rank", "not permitted"},
-			advice: []string{"weaker than a namespace", "kills or stops both amdrun and a guard", "root", "user namespaces"},
+			advice: []string{"weaker than a namespace", "kills or stops both amdrun and a guard frees that guard's rank, which lives on", "root", "user namespaces"},
 		},
 		{
 			name: "subreaper guards", check: "guards", status: doctor.OK,

@@ -1,0 +1,362 @@
+package launch
+
+// The keeper's own side: what runs in the process that is the init of a
+// job's PID namespace (amdrun's side of it is contain_linux.go).
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// KeeperMain is the keeper, the init (pid 1) of a job's PID namespace:
+// args are what follows KeeperArg, "--parent-mnt INODE [--probe]
+// [--errors DIR] [--userns]". It makes the mount namespace it was started
+// in a slave of its parent's (so that nothing mounted here shows outside)
+// and mounts a /proc of the new PID namespace, so that a rank's pid and
+// /proc/self agree. With --probe it exits there: 0 when that worked.
+// Otherwise it speaks the protocol of proto_linux.go: it reports its
+// set-up on keeperStatusFD and keeps the files from keeperHoldFD on open;
+// it is not dumpable; it reaps the orphans that come to it and kills them
+// (and all they started) on keeperSweep. With --userns (the init of a
+// user namespace too) it drops the capability it was given to mount
+// /proc, starts the guards amdrun asks for on keeperReqFD, and kills at
+// once every other process that comes to it (a rank whose guard died).
+// When its lifeline closes, it SIGKILLs every process of the namespace,
+// over and over, until none is left, removes DIR (the ranks' error files,
+// which amdrun, if it is still there, has read and removes anyway) and
+// exits 0.
+func KeeperMain(args []string) int {
+	ka := keeperArgs(args)
+	fail := func(err error) int {
+		if ka.probe {
+			fmt.Fprintf(os.Stderr, "%v\n", err)
+		} else {
+			_, _ = os.NewFile(keeperStatusFD, "status").Write(encodeKeeperStatus(err))
+		}
+		return 1
+	}
+	// The thread that mounts /proc, drops the capability and forks every
+	// guard: capabilities are a thread's (issue 36.2).
+	runtime.LockOSThread()
+	if !ka.probe {
+		// Its pipes and held files reach no guard (issue 36.1).
+		if err := cloexecFrom(keeperLifeFD); err != nil {
+			return fail(fmt.Errorf("keeper: %w", err))
+		}
+		if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+			return fail(fmt.Errorf("keeper: prctl PR_SET_DUMPABLE: %w", err))
+		}
+	}
+	if err := nsSetup(ka.parentMnt); err != nil {
+		return fail(err)
+	}
+	if ka.probe {
+		return 0
+	}
+	// The /proc it just mounted, whatever a rank mounts later.
+	if err := keepProc(); err != nil {
+		return fail(fmt.Errorf("keeper: %w", err))
+	}
+	if ka.userns {
+		if err := dropCaps(); err != nil {
+			return fail(fmt.Errorf("keeper: %w", err))
+		}
+	}
+	// Signals meant for amdrun (pkill amdrun, a terminal's) must not end
+	// the keeper, nor any a rank sends it (issue 36.3): amdrun forwards
+	// what the ranks should get.
+	if err := keeperSignals(); err != nil {
+		return fail(fmt.Errorf("keeper: %w", err))
+	}
+	chld := make(chan os.Signal, 1)
+	signal.Notify(chld, unix.SIGCHLD)
+	status := os.NewFile(keeperStatusFD, "status")
+	_, _ = status.Write(encodeKeeperStatus(nil))
+	status.Close()
+	keeperLoop(chld, ka.userns)
+	removeErrorDir(ka.errDir)
+	return 0
+}
+
+// faultSignals are the signals the kernel sends a process for its own
+// faults, which Go's runtime turns into a crash even when os/signal
+// relays them: it tells a fault from a kill(2) by si_code alone, and a
+// sigqueue(3) from another process has one of its own (SI_QUEUE).
+var faultSignals = []unix.Signal{unix.SIGILL, unix.SIGTRAP, unix.SIGBUS, unix.SIGFPE, unix.SIGSEGV, unix.SIGSTKFLT, unix.SIGSYS}
+
+// keeperSignals makes the keeper deaf to every signal a rank can send it
+// (issue 36.3: `kill -SEGV 1` from a rank ended the keeper, and the job):
+// the fault signals are ignored (SIG_IGN: the kernel drops them when
+// another process sends them, and still kills the keeper for a fault of
+// its own, resetting the disposition first), every other one is caught
+// and dropped. The guards it forks start with the default dispositions
+// (Go's fork resets what its handlers caught; the fault signals are among
+// them), and one the keeper was started with ignored stays ignored for
+// them, as dropSignals keeps it.
+func keeperSignals() error {
+	var sigs []os.Signal
+	for n := 1; n < 65; n++ {
+		sig := unix.Signal(n)
+		if sig == unix.SIGKILL || sig == unix.SIGSTOP || (n >= 32 && n <= 34) || signal.Ignored(sig) {
+			continue // 32-34 are the C library's and Go's runtime's own
+		}
+		sigs = append(sigs, sig)
+	}
+	signal.Notify(make(chan os.Signal, 1), sigs...)
+	for _, sig := range faultSignals {
+		act := kernelSigaction{handler: 1} // SIG_IGN
+		if _, _, e := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&act)), 0, 8, 0, 0); e != 0 {
+			return fmt.Errorf("ignoring %s: %w", unix.SignalName(sig), e)
+		}
+	}
+	return nil
+}
+
+// kernelSigaction is struct sigaction as rt_sigaction(2) reads it (with
+// the sa_restorer of amd64 and arm64; where there is none, the zero
+// restorer is read as the empty mask that follows).
+type kernelSigaction struct {
+	handler, flags, restorer uintptr
+	mask                     uint64
+}
+
+// dropCaps empties every capability set of the calling thread (ambient,
+// inheritable, permitted and effective), so that nothing it forks holds
+// one: the keeper of a user namespace holds CAP_SYS_ADMIN there only to
+// mount its /proc, and with it a rank could unmount the job's /proc and
+// blind its guards (issue 36.2). Capabilities belong to a thread, not to
+// the process: the caller stays on this thread (runtime.LockOSThread) and
+// forks from it only.
+func dropCaps() error {
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl PR_CAP_AMBIENT_CLEAR_ALL: %w", err)
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var none [2]unix.CapUserData
+	if err := unix.Capset(&hdr, &none[0]); err != nil {
+		return fmt.Errorf("capset: %w", err)
+	}
+	return nil
+}
+
+// keeperLoop serves the lifeline (and, with userns, the guards' start
+// requests) until the lifeline closes, then empties the namespace.
+func keeperLoop(chld <-chan os.Signal, userns bool) {
+	cmds := make(chan byte, 16)
+	go func() {
+		r := bufio.NewReader(os.NewFile(keeperLifeFD, "lifeline"))
+		for {
+			b, err := r.ReadByte()
+			if err != nil {
+				close(cmds)
+				return
+			}
+			cmds <- b
+		}
+	}()
+	reqs := make(chan keeperReq)
+	if userns {
+		go readStartRequests(reqs)
+	}
+	guards := map[int]bool{}
+	for {
+		select {
+		case <-chld:
+			reapAll(func(pid int, _ unix.WaitStatus) { delete(guards, pid) })
+			if userns {
+				killOrphans(guards)
+			}
+		case r := <-reqs:
+			pid, err := r.start()
+			if err == nil {
+				guards[pid] = true
+			}
+			r.reply(pid, err)
+		case b, open := <-cmds:
+			if open {
+				if b == keeperSweep {
+					sweep(nil, chld)
+				}
+				continue
+			}
+			emptyNamespace(chld)
+			return
+		}
+	}
+}
+
+// killOrphans SIGKILLs every child of the keeper that is not one of its
+// guards, and all they started: a process whose guard died came here.
+// Reaping them (the next SIGCHLD) brings their own children, and the
+// next round.
+func killOrphans(guards map[int]bool) {
+	for _, c := range childrenNow(os.Getpid()) {
+		if guards[c] {
+			continue
+		}
+		for _, d := range descendants(c) {
+			_ = unix.Kill(d, unix.SIGKILL)
+		}
+		_ = unix.Kill(c, unix.SIGKILL)
+	}
+}
+
+// keeperReq is one start request as the keeper received it.
+type keeperReq struct {
+	r   startRequest
+	fds []int
+}
+
+// readStartRequests reads start requests from keeperReqFD and hands them
+// to reqs until amdrun closes its end.
+func readStartRequests(reqs chan<- keeperReq) {
+	buf := make([]byte, maxStartMsg)
+	oob := make([]byte, unix.CmsgSpace(5*4))
+	for {
+		// Close-on-exec at once: the next guard forked must not inherit
+		// another's pipes (issue 36.1).
+		n, oobn, _, _, err := unix.Recvmsg(keeperReqFD, buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n == 0 {
+			return
+		}
+		var fds []int
+		if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
+			for _, m := range msgs {
+				if got, err := unix.ParseUnixRights(&m); err == nil {
+					fds = append(fds, got...)
+				}
+			}
+		}
+		r, err := decodeStartRequest(buf[:n])
+		if err == nil && len(fds) != r.startFDs() {
+			err = fmt.Errorf("start request with %d descriptors, want %d", len(fds), r.startFDs())
+		}
+		if err != nil {
+			closeFDs(fds)
+			keeperReq{}.reply(0, err)
+			continue
+		}
+		reqs <- keeperReq{r: r, fds: fds}
+	}
+}
+
+// start forks the guard the request asks for, in a process group of its
+// own, and closes the descriptors that came with it.
+func (q keeperReq) start() (int, error) {
+	defer closeFDs(q.fds)
+	files := q.fds
+	if !q.r.Stdin {
+		null, err := unix.Open(os.DevNull, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return 0, err
+		}
+		defer unix.Close(null)
+		files = append([]int{null}, q.fds...)
+	}
+	attr := &syscall.ProcAttr{Dir: q.r.Dir, Env: q.r.Env, Sys: &syscall.SysProcAttr{Setpgid: true}}
+	for _, fd := range files {
+		attr.Files = append(attr.Files, uintptr(fd))
+	}
+	return syscall.ForkExec(q.r.Argv[0], q.r.Argv, attr)
+}
+
+// reply answers a start request with the guard's pid or the error.
+func (keeperReq) reply(pid int, err error) {
+	r := startReply{Pid: pid}
+	if err != nil {
+		r = startReply{Error: err.Error()}
+	}
+	_, _ = unix.Write(keeperReqFD, r.encode())
+}
+
+// closeFDs closes raw descriptors.
+func closeFDs(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+}
+
+// keeperOpts is the keeper's command line.
+type keeperOpts struct {
+	probe, userns bool
+	parentMnt     uint64
+	errDir        string
+}
+
+// keeperArgs parses the keeper's command line (see KeeperMain).
+func keeperArgs(args []string) keeperOpts {
+	var o keeperOpts
+	for i := 0; i < len(args); i++ {
+		switch args[i] {
+		case "--probe":
+			o.probe = true
+		case "--userns":
+			o.userns = true
+		case "--parent-mnt":
+			if i+1 < len(args) {
+				o.parentMnt, _ = strconv.ParseUint(args[i+1], 10, 64)
+				i++
+			}
+		case "--errors":
+			if i+1 < len(args) {
+				o.errDir = args[i+1]
+				i++
+			}
+		}
+	}
+	return o
+}
+
+// nsSetup makes the calling process, which must be the init of a new PID
+// namespace in a mount namespace other than parentMnt (amdrun's), the
+// owner of a /proc of its own: its mounts become a slave of the parent's
+// and a /proc of the PID namespace is mounted. Both checks keep a keeper
+// or guard started by hand from mounting over the host's /proc.
+func nsSetup(parentMnt uint64) error {
+	if os.Getpid() != 1 {
+		return errors.New("keeper: not the init of a new PID namespace")
+	}
+	if mnt, err := nsInode("mnt"); err != nil || mnt == parentMnt || parentMnt == 0 {
+		return errors.New("keeper: not in a mount namespace of its own")
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
+		return fmt.Errorf("making the job's mounts private: %w", err)
+	}
+	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("mounting /proc for the job's PID namespace: %w", err)
+	}
+	return nil
+}
+
+// emptyNamespace SIGKILLs every other process of the caller's PID
+// namespace (kill -1 from its init reaches exactly those) and reaps its
+// own children, round after round, until none of them is alive. A zombie
+// whose parent is outside the namespace (the guard of a rank, once amdrun
+// is dead, belongs to amdrun's reaper) holds nothing any more and is that
+// parent's to reap; waiting for it could wait for ever.
+func emptyNamespace(chld <-chan os.Signal) {
+	for {
+		err := unix.Kill(-1, unix.SIGKILL)
+		reapAll(nil)
+		if err == unix.ESRCH {
+			return
+		}
+		if onlyZombies() {
+			reapAll(nil) // those that died since are ours to reap
+			return
+		}
+		nextRound(chld)
+	}
+}

@@ -1,0 +1,75 @@
+package reserve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/amdrun/amdrun/internal/lease"
+	"github.com/amdrun/amdrun/internal/selector"
+)
+
+// queuedSignals end a job that waits for devices (--wait): it leaves the
+// queue, its ticket removed, and amdrun exits 128+n with one line. Before
+// issue 36.6 they killed it as Go's runtime does, leaving its ticket file
+// behind (4-17 after each run of 200 jobs), and SIGQUIT printed a
+// 147-line goroutine dump.
+var queuedSignals = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT}
+
+// SignalError is Devices' error when one of queuedSignals came while the
+// job waited: nothing is leased and the job left the queue.
+type SignalError struct{ Signal syscall.Signal }
+
+func (e *SignalError) Error() string {
+	return fmt.Sprintf("%s while waiting for devices: left the queue", unix.SignalName(e.Signal))
+}
+
+// ExitCode is the status amdrun exits with: 128+n, as a shell reports a
+// process the signal ended.
+func (e *SignalError) ExitCode() int { return 128 + int(e.Signal) }
+
+// devicesCatching is Devices for a job that may wait: queuedSignals end
+// the wait (ctx is cancelled) and its result is a *SignalError, the lease
+// let go should one have come as the devices were leased.
+func devicesCatching(ctx context.Context, r Options) (*selector.Choice, *lease.Lease, error) {
+	sigs := make(chan os.Signal, 1)
+	for _, sig := range queuedSignals {
+		// One ignored stays so (nohup amdrun --wait: SIGHUP).
+		if !signal.Ignored(sig) {
+			signal.Notify(sigs, sig)
+		}
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop, gone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(gone)
+		select {
+		case s := <-sigs:
+			cancel(&SignalError{Signal: s.(syscall.Signal)})
+		case <-stop:
+		}
+	}()
+	c, l, err := devices(ctx, r)
+	signal.Stop(sigs)
+	close(stop)
+	<-gone
+	select {
+	case s := <-sigs: // came as the wait ended
+		cancel(&SignalError{Signal: s.(syscall.Signal)})
+	default:
+	}
+	var se *SignalError
+	if errors.As(context.Cause(ctx), &se) {
+		if l != nil {
+			l.Release()
+		}
+		return nil, nil, se
+	}
+	return c, l, err
+}
