@@ -58,8 +58,9 @@ const drainTimeout = 2 * time.Second
 // its handler before SIGKILL, and a rank that then dies of a signal or
 // exits 130, 143 or 128+the signal is counted as stopped, not failed (it
 // sends nobody SIGTERM). No restart follows, and one that comes while a
-// failed group is down prevents its restart; a second SIGINT kills at
-// once. Cancelling ctx acts like SIGTERM. Every worker's command is
+// failed group is down prevents its restart; a second SIGINT more than a
+// second after the first kills at once (one within the second is the same
+// request, as GNU timeout -s INT sends amdrun and its process group). Cancelling ctx acts like SIGTERM. Every worker's command is
 // looked up before the first one starts.
 //
 // A console that goes away (EPIPE on Stdout or Stderr, SIGPIPE) does not
@@ -340,7 +341,7 @@ type supervisor struct {
 	stdin          *os.File       // local rank 0's standard input; nil: /dev/null
 	term           [2]*os.File    // Stdout, Stderr when they are terminals
 	shown          int            // how many ranks the console shows
-	ints           int            // SIGINTs received
+	firstINT       time.Time      // when the first SIGINT came; zero: none yet
 	interrupted    syscall.Signal // the first ending signal received, 0 if none
 }
 
@@ -701,8 +702,12 @@ func (s *supervisor) endingPending() bool {
 	}
 }
 
+// sameRequest is how long after the first SIGINT another one is the same
+// request, not a second Ctrl-C.
+const sameRequest = time.Second
+
 // onSignal forwards sig to every group; an ending signal stops the run and
-// a second SIGINT kills at once.
+// a second SIGINT more than sameRequest after the first kills at once.
 func (s *supervisor) onSignal(g *group, sig os.Signal) {
 	ss, ok := sig.(syscall.Signal)
 	if !ok || !slices.Contains(s.o.forward(), sig) {
@@ -713,12 +718,16 @@ func (s *supervisor) onSignal(g *group, sig os.Signal) {
 		if s.interrupted == 0 {
 			s.interrupted = ss
 		}
-		if ss == unix.SIGINT {
-			s.ints++
-			if s.ints > 1 {
+		if ss == unix.SIGINT && !s.firstINT.IsZero() {
+			// GNU timeout -s INT signals amdrun, then its process group:
+			// two SIGINTs microseconds apart are one request (issue 31).
+			if time.Since(s.firstINT) > sameRequest {
 				g.stop(unix.SIGKILL, s.o.Grace)
-				return
 			}
+			return
+		}
+		if ss == unix.SIGINT {
+			s.firstINT = time.Now()
 		}
 		g.stop(ss, s.o.Grace)
 	default:

@@ -384,18 +384,56 @@ func TestRunSecondSIGINTKills(t *testing.T) {
 		done <- code
 	}()
 	<-out.ready
+	// A SIGINT every 250 ms: those within a second of the first are the
+	// same request, a later one kills, however late the first was read.
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(20 * time.Second)
 	sigs <- syscall.SIGINT
-	sigs <- syscall.SIGINT
-	select {
-	case code := <-done:
-		if code != 130 {
-			t.Errorf("Run = %d, want 130", code)
+	for {
+		select {
+		case code := <-done:
+			if code != 130 {
+				t.Errorf("Run = %d, want 130", code)
+			}
+			if took := time.Since(start); took > 30*time.Second {
+				t.Errorf("took %v, the one-minute grace was waited", took)
+			}
+			return
+		case <-tick.C:
+			select {
+			case sigs <- syscall.SIGINT:
+			default:
+			}
+		case <-deadline:
+			t.Fatal("a second SIGINT did not kill the workers")
 		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("a second SIGINT did not kill the workers")
 	}
-	if took := time.Since(start); took > 30*time.Second {
-		t.Errorf("took %v, the one-minute grace was waited", took)
+}
+
+// TestRunSIGINTPairIsOneRequest: two SIGINTs back to back (GNU timeout -s
+// INT signals amdrun, then its process group) are one Ctrl-C: rank 1's
+// 1.5 s handler completes instead of being killed (issue 31).
+func TestRunSIGINTPairIsOneRequest(t *testing.T) {
+	testutil.EndToEnd(t)
+	p, dir := workerPlan(t, 2, "interrupt")
+	sigs := make(chan os.Signal, 4)
+	out := newBuf(2)
+	done := make(chan int)
+	go func() {
+		code, _ := Run(context.Background(), p, RunOptions{Stdout: out, Stderr: newBuf(0), Signals: sigs, Grace: time.Minute})
+		done <- code
+	}()
+	<-out.ready
+	sigs <- syscall.SIGINT
+	sigs <- syscall.SIGINT
+	if code := <-done; code != 130 {
+		t.Errorf("Run = %d, want 130", code)
+	}
+	for r := 0; r < 2; r++ {
+		if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("rank%d.handled", r))); err != nil {
+			t.Errorf("rank %d's SIGINT handler did not complete: %v", r, err)
+		}
 	}
 }
 
