@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"strings"
 
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
 	"github.com/spf13/cobra"
@@ -19,24 +20,43 @@ type Info struct {
 	Arch    string `json:"arch"`
 }
 
+// Release is the version of record: the release this source is or comes
+// after. The release step of docs/development.md sets it and tags the
+// commit v<Release>; make reads it from here (packaging/version.sh).
+const Release = "0.4.0"
+
+// pseudoRevision is the revision of a Go pseudo-version
+// (v0.0.0-20261201214500-86aa27d1b2c3+dirty: "86aa27d1b2c3", dirty), ok
+// false for any other version.
+func pseudoRevision(v string) (rev string, dirty, ok bool) {
+	v, dirty = strings.CutSuffix(v, "+dirty")
+	i := strings.LastIndexByte(v, '-')
+	if i < 15 || len(v)-i-1 != 12 || strings.Trim(v[i+1:], "0123456789abcdef") != "" ||
+		strings.Trim(v[i-14:i], "0123456789") != "" || !strings.ContainsRune(".-", rune(v[i-15])) {
+		return "", false, false
+	}
+	return v[i+1:], dirty, true
+}
+
 // FromBuild is the version a binary reports: stamped, when the build set
-// one (-ldflags "-X main.version=..." in make build and make dist);
-// otherwise the module version the go command recorded (go install
-// github.com/amdrun/amdrun/cmd/amdrun@v1.2.3 records v1.2.3; Go 1.24 and
-// later also stamp a pseudo-version such as
-// v0.0.0-20261201214500-86aa27d1b2c3+dirty when building in a checkout);
-// otherwise the VCS revision and whether the tree was modified
-// ("devel 86aa27d1b2c3-dirty"); "dev" only when the build recorded none
-// of these (-buildvcs=false outside a module version, or no build info).
+// one (-ldflags "-X main.version=..." in make build and make dist, from
+// packaging/version.sh); otherwise the module version the go command
+// recorded (go install github.com/amdrun/amdrun/cmd/amdrun@v1.2.3
+// records v1.2.3: "1.2.3"); otherwise Release and the VCS revision of
+// the checkout it was built in, "0.4.0+g86aa27d1b2c3", with ".dirty" for
+// a modified tree (Go 1.24 and later record a pseudo-version there, which
+// says 0.0.0); Release+"+dev" when the build recorded none of these.
 func FromBuild(stamped string, bi *debug.BuildInfo) string {
 	if stamped != "" {
 		return stamped
 	}
 	if bi == nil {
-		return "dev"
+		return Release + "+dev"
 	}
-	if v := bi.Main.Version; v != "" && v != "(devel)" {
-		return v
+	v := bi.Main.Version
+	prev, pdirty, isPseudo := pseudoRevision(v)
+	if v != "" && v != "(devel)" && !isPseudo {
+		return strings.TrimPrefix(v, "v")
 	}
 	var rev, modified string
 	for _, s := range bi.Settings {
@@ -47,16 +67,20 @@ func FromBuild(stamped string, bi *debug.BuildInfo) string {
 			modified = s.Value
 		}
 	}
+	if rev == "" && isPseudo {
+		rev, modified = prev, fmt.Sprint(pdirty)
+	}
 	if rev == "" {
-		return "dev"
+		return Release + "+dev"
 	}
 	if len(rev) > 12 {
 		rev = rev[:12]
 	}
+	v = Release + "+g" + rev
 	if modified == "true" {
-		rev += "-dirty"
+		v += ".dirty"
 	}
-	return "devel " + rev
+	return v
 }
 
 // Current is FromBuild of the running binary's own build info.
