@@ -552,13 +552,37 @@ func nsSetup(parentMnt uint64) error {
 	if mnt, err := nsInode("mnt"); err != nil || mnt == parentMnt || parentMnt == 0 {
 		return errors.New("keeper: not in a mount namespace of its own")
 	}
+	// The parent's /proc, still mounted, names the keeper by its pid there.
+	outer, _ := os.Readlink("/proc/self")
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
 		return fmt.Errorf("making the job's mounts private: %w", err)
 	}
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fmt.Errorf("mounting /proc for the job's PID namespace: %w", err)
 	}
+	spreadPIDs(outer)
 	return nil
+}
+
+// pidStride is how many pids of its namespace each job has to itself
+// before it meets the next keeper's: far more than the threads and
+// processes a job makes before its first rank.
+const pidStride = 64
+
+// spreadPIDs makes the namespace's pids start at the keeper's pid outside
+// times pidStride (modulo pid_max), through ns_last_pid, so that two jobs
+// on one host do not number their processes alike: torch's elastic agent
+// names a node by host name and pid, and two agents both pid 3 in their
+// namespaces were one node to the c10d rendezvous, which then hung
+// (issue 33). Best effort: a kernel without ns_last_pid keeps 1, 2, 3...
+func spreadPIDs(outer string) {
+	pid, err := strconv.Atoi(outer)
+	b, err2 := os.ReadFile("/proc/sys/kernel/pid_max")
+	pidMax, err3 := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || err2 != nil || err3 != nil || pidMax <= pidStride {
+		return
+	}
+	_ = os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(pid*pidStride%pidMax)), 0)
 }
 
 // emptyNamespace SIGKILLs every other process of the caller's PID
