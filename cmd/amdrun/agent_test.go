@@ -55,7 +55,7 @@ func TestElasticRangeRunsThroughAgent(t *testing.T) {
 	testutil.EndToEnd(t)
 	py := patchedPython(t, needTorch(t))
 	out := t.TempDir()
-	env := setEnv(cleanEnv(t, "OMP_NUM_THREADS=1"), "PYTHON_EXEC", py)
+	env := setEnv(cleanEnv(t, "OMP_NUM_THREADS=1", "LOGLEVEL=INFO"), "PYTHON_EXEC", py)
 	args := []string{"--source", "example", "--no-lease", "--nnodes", "1:2", "--nproc-per-node", "2",
 		"--rdzv-backend", "c10d", "--rdzv-endpoint", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
 		"--rdzv-conf", "last_call_timeout=1", "--max-restarts", "1", checkScript(t), out}
@@ -64,6 +64,10 @@ func TestElasticRangeRunsThroughAgent(t *testing.T) {
 		t.Fatalf("exit %d\n%s", r.code, r.stderr)
 	}
 	readReports(t, out, 2, r)
+	// LOGLEVEL reaches the agent, which then says what it did (docs/torchrun.md).
+	if !strings.Contains(r.stderr, "Rendezvous complete for workers") {
+		t.Errorf("LOGLEVEL=INFO: no agent message on stderr:\n%s", r.stderr)
+	}
 }
 
 // TestTwoAgentsOneHost: two amdrun "nodes" on one host, each handing a
