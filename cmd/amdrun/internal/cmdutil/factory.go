@@ -115,7 +115,8 @@ func (f *Factory) Python(flag string) string {
 // run (issue 22), with the rule that chose it: the --python flag value,
 // else $PYTHON_EXEC, else the active virtual environment's
 // ($VIRTUAL_ENV/bin/python), else the active conda environment's
-// ($CONDA_PREFIX/bin/python), else python3 looked up on PATH when run.
+// ($CONDA_PREFIX/bin/python), else the interpreter amdrun was installed
+// with (InstalledPython), else python3 looked up on PATH when run.
 // The environments come before PATH because a user who activated one
 // means its interpreter even when a pyenv shim or another python3 comes
 // first on PATH; torchrun would run its own (the environment's).
@@ -132,7 +133,44 @@ func (f *Factory) PythonFrom(flag string) (path, from string) {
 	if d := f.Getenv("CONDA_PREFIX"); d != "" {
 		return filepath.Join(d, "bin", "python"), "$CONDA_PREFIX"
 	}
+	if p, from := f.InstalledPython(); p != "" {
+		return p, from
+	}
 	return "python3", "PATH"
+}
+
+// EnvFromPython is the variable the wheel's `python -m amdrun` sets to its
+// sys.executable before it execs the binary (packaging/wheel/amdrun).
+const EnvFromPython = "AMDRUN_FROM_PYTHON"
+
+// InstalledPython is the interpreter amdrun was installed with, as torchrun
+// runs its own: the one `python -m amdrun` ran ($AMDRUN_FROM_PYTHON), else
+// the python beside amdrun's binary when that directory is a virtual or
+// conda environment's bin (the wheel's console script run as
+// $VENV/bin/amdrun, activated or not). "" when neither.
+func (f *Factory) InstalledPython() (path, from string) {
+	if p := f.Getenv(EnvFromPython); p != "" {
+		return p, "python -m amdrun"
+	}
+	if f.Executable == nil {
+		return "", ""
+	}
+	self, err := f.Executable()
+	if err != nil {
+		return "", ""
+	}
+	bin := filepath.Dir(self)
+	env := filepath.Dir(bin)
+	py := filepath.Join(bin, "python")
+	if _, err := os.Stat(py); err != nil {
+		return "", ""
+	}
+	for _, mark := range []string{"pyvenv.cfg", "conda-meta"} {
+		if _, err := os.Stat(filepath.Join(env, mark)); err == nil {
+			return py, "beside amdrun, in " + env
+		}
+	}
+	return "", ""
 }
 
 // ToolTimeout bounds a vendor tool run: $AMDRUN_TOOL_TIMEOUT, else
