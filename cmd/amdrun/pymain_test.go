@@ -20,8 +20,8 @@ func TestPythonDashMUserScheme(t *testing.T) {
 	py := pythonPath()
 	base := t.TempDir()
 	env := setEnv(cleanEnv(t), "PYTHONUSERBASE", base)
-	out, err := exec.Command("env", append([]string{"-i", "PYTHONUSERBASE=" + base, py, "-c",
-		"import sysconfig; print(sysconfig.get_path('purelib', 'posix_user')); print(sysconfig.get_path('scripts', 'posix_user'))"})...).Output()
+	out, err := exec.Command("env", "-i", "PYTHONUSERBASE="+base, py, "-c",
+		"import sysconfig; print(sysconfig.get_path('purelib', 'posix_user')); print(sysconfig.get_path('scripts', 'posix_user'))").Output()
 	if err != nil {
 		t.Skipf("%s cannot say its user scheme: %v", py, err)
 	}

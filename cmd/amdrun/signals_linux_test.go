@@ -1,7 +1,6 @@
 package main_test
 
 import (
-	"bufio"
 	"errors"
 	"io"
 	"os"
@@ -51,26 +50,12 @@ time.sleep(600)
 	cmd := exec.Command(tmo, "--preserve-status", "-s", "INT", "1h",
 		amdrunBin, "--source", "example", "--ngpus", "2", "--python", pythonPath(), script)
 	cmd.Env = env
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stderr := newSyncBuf()
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(stdout)
-	for ready := 0; ready < 2 && sc.Scan(); {
-		if strings.HasSuffix(sc.Text(), "ready") {
-			ready++
-		}
-	}
+	stdout, stderr := startReady(t, cmd, 2)
 	rest := make(chan string)
 	go func() { b, _ := io.ReadAll(stdout); rest <- string(b) }()
 	cmd.Process.Signal(syscall.SIGALRM)
 	out := <-rest
-	err = cmd.Wait()
+	err := cmd.Wait()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
 		t.Errorf("timeout -s INT amdrun: %v, want exit status 130; stderr:\n%s", err, stderr)

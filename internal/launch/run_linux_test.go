@@ -411,6 +411,17 @@ func TestRunSecondSIGINTKills(t *testing.T) {
 	}
 }
 
+// goRun runs p in the background with o and sends Run's exit code on the
+// channel it returns.
+func goRun(p *plan.Plan, o RunOptions) <-chan int {
+	done := make(chan int, 1)
+	go func() {
+		code, _ := Run(context.Background(), p, o)
+		done <- code
+	}()
+	return done
+}
+
 // TestRunSIGINTPairIsOneRequest: two SIGINTs back to back (GNU timeout -s
 // INT signals amdrun, then its process group) are one Ctrl-C: rank 1's
 // 1.5 s handler completes instead of being killed (issue 31).
@@ -419,11 +430,7 @@ func TestRunSIGINTPairIsOneRequest(t *testing.T) {
 	p, dir := workerPlan(t, 2, "interrupt")
 	sigs := make(chan os.Signal, 4)
 	out := newBuf(2)
-	done := make(chan int)
-	go func() {
-		code, _ := Run(context.Background(), p, RunOptions{Stdout: out, Stderr: newBuf(0), Signals: sigs, Grace: time.Minute})
-		done <- code
-	}()
+	done := goRun(p, RunOptions{Stdout: out, Stderr: newBuf(0), Signals: sigs, Grace: time.Minute})
 	<-out.ready
 	sigs <- syscall.SIGINT
 	sigs <- syscall.SIGINT
@@ -696,11 +703,7 @@ func TestRunForwardsOnlyTheDocumentedSignals(t *testing.T) {
 	p, dir := workerPlan(t, 2, "hang")
 	sigs := make(chan os.Signal, 8)
 	out := newBuf(2)
-	done := make(chan int)
-	go func() {
-		code, _ := Run(context.Background(), p, RunOptions{Stdout: out, Stderr: newBuf(0), Signals: sigs, Grace: 10 * time.Second})
-		done <- code
-	}()
+	done := goRun(p, RunOptions{Stdout: out, Stderr: newBuf(0), Signals: sigs, Grace: 10 * time.Second})
 	<-out.ready
 	sigs <- syscall.SIGCHLD
 	sigs <- syscall.SIGURG
