@@ -564,25 +564,21 @@ func nsSetup(parentMnt uint64) error {
 	return nil
 }
 
-// pidStride is how many pids of its namespace each job has to itself
-// before it meets the next keeper's: far more than the threads and
+// pidStride spaces two jobs' pids: far more than the threads and
 // processes a job makes before its first rank.
 const pidStride = 64
 
-// spreadPIDs makes the namespace's pids start at the keeper's pid outside
-// times pidStride (modulo pid_max), through ns_last_pid, so that two jobs
-// on one host do not number their processes alike: torch's elastic agent
-// names a node by host name and pid, and two agents both pid 3 in their
-// namespaces were one node to the c10d rendezvous, which then hung
-// (issue 33). Best effort: a kernel without ns_last_pid keeps 1, 2, 3...
+// spreadPIDs starts the namespace's pids at the keeper's outer pid times
+// pidStride (ns_last_pid), so two jobs on one host number their processes
+// apart: torch's agent names a node by host and pid, and two agents both
+// pid 3 in their namespaces hung a c10d rendezvous (issue 33). Best
+// effort: a kernel without ns_last_pid keeps 1, 2, 3...
 func spreadPIDs(outer string) {
 	pid, err := strconv.Atoi(outer)
-	b, err2 := os.ReadFile("/proc/sys/kernel/pid_max")
-	pidMax, err3 := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || err2 != nil || err3 != nil || pidMax <= pidStride {
-		return
+	b, _ := os.ReadFile("/proc/sys/kernel/pid_max")
+	if pidMax, err2 := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && err2 == nil && pidMax > pidStride {
+		_ = os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(pid*pidStride%pidMax)), 0)
 	}
-	_ = os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(pid*pidStride%pidMax)), 0)
 }
 
 // emptyNamespace SIGKILLs every other process of the caller's PID

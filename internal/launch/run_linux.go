@@ -690,10 +690,7 @@ func (s *supervisor) endingPending() bool {
 	for {
 		select {
 		case sig := <-s.sigs:
-			if ss, _ := sig.(syscall.Signal); slices.Contains(stopSignals, os.Signal(ss)) {
-				if s.interrupted == 0 {
-					s.interrupted = ss
-				}
+			if ss, _ := sig.(syscall.Signal); s.ending(ss) {
 				return true
 			}
 		default:
@@ -702,40 +699,41 @@ func (s *supervisor) endingPending() bool {
 	}
 }
 
+// ending says whether ss ends the run, and records the first that does.
+func (s *supervisor) ending(ss syscall.Signal) bool {
+	if !slices.Contains(stopSignals, os.Signal(ss)) {
+		return false
+	}
+	if s.interrupted == 0 {
+		s.interrupted = ss
+	}
+	return true
+}
+
 // sameRequest is how long after the first SIGINT another one is the same
 // request, not a second Ctrl-C.
 const sameRequest = time.Second
 
 // onSignal forwards sig to every group; an ending signal stops the run and
-// a second SIGINT more than sameRequest after the first kills at once.
+// a second SIGINT more than sameRequest after the first kills at once. A
+// signal not in Forward (SIGCHLD, SIGURG, SIGWINCH from a caller's
+// catch-all Signals channel) is amdrun's own business, never the workers'.
 func (s *supervisor) onSignal(g *group, sig os.Signal) {
 	ss, ok := sig.(syscall.Signal)
-	if !ok || !slices.Contains(s.o.forward(), sig) {
-		return
-	}
 	switch {
-	case slices.Contains(stopSignals, os.Signal(ss)):
-		if s.interrupted == 0 {
-			s.interrupted = ss
-		}
-		if ss == unix.SIGINT && !s.firstINT.IsZero() {
-			// GNU timeout -s INT signals amdrun, then its process group:
-			// two SIGINTs microseconds apart are one request (issue 31).
-			if time.Since(s.firstINT) > sameRequest {
-				g.stop(unix.SIGKILL, s.o.Grace)
-			}
-			return
-		}
-		if ss == unix.SIGINT {
-			s.firstINT = time.Now()
-		}
-		g.stop(ss, s.o.Grace)
-	default:
+	case !ok || !slices.Contains(s.o.forward(), sig):
+	case !s.ending(ss):
 		g.signal(ss)
+	case ss != unix.SIGINT:
+		g.stop(ss, s.o.Grace)
+	case s.firstINT.IsZero():
+		s.firstINT = time.Now()
+		g.stop(ss, s.o.Grace)
+	case time.Since(s.firstINT) > sameRequest:
+		// One within it is the same request: GNU timeout -s INT signals
+		// amdrun, then its process group, microseconds apart (issue 31).
+		g.stop(unix.SIGKILL, s.o.Grace)
 	}
-	// A signal not in Forward (SIGCHLD, SIGURG, SIGWINCH from a caller's
-	// catch-all Signals channel) is amdrun's own business, never the
-	// workers'.
 }
 
 // holdCount is how many held files each guard keeps: all of them when

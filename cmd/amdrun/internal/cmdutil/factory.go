@@ -139,38 +139,31 @@ func (f *Factory) PythonFrom(flag string) (path, from string) {
 	return "python3", "PATH"
 }
 
-// EnvFromPython is the variable the wheel's `python -m amdrun` sets to its
-// sys.executable before it execs the binary (packaging/wheel/amdrun).
-const EnvFromPython = "AMDRUN_FROM_PYTHON"
-
 // InstalledPython is the interpreter amdrun was installed with, as torchrun
-// runs its own: the one `python -m amdrun` ran ($AMDRUN_FROM_PYTHON), else
+// runs its own: the one the wheel's `python -m amdrun` ran (its
+// sys.executable, handed over as $AMDRUN_FROM_PYTHON), else
 // the python beside amdrun's binary when that directory is a virtual or
-// conda environment's bin (the wheel's console script run as
-// $VENV/bin/amdrun, activated or not). "" when neither.
+// conda environment's bin ($VENV/bin/amdrun, activated or not); "" if neither.
 func (f *Factory) InstalledPython() (path, from string) {
-	if p := f.Getenv(EnvFromPython); p != "" {
+	if p := f.Getenv("AMDRUN_FROM_PYTHON"); p != "" {
 		return p, "python -m amdrun"
 	}
-	if f.Executable == nil {
-		return "", ""
-	}
-	self, err := f.Executable()
-	if err != nil {
-		return "", ""
+	var self string
+	if f.Executable != nil {
+		self, _ = f.Executable()
 	}
 	bin := filepath.Dir(self)
-	env := filepath.Dir(bin)
-	py := filepath.Join(bin, "python")
-	if _, err := os.Stat(py); err != nil {
-		return "", ""
-	}
 	for _, mark := range []string{"pyvenv.cfg", "conda-meta"} {
-		if _, err := os.Stat(filepath.Join(env, mark)); err == nil {
-			return py, "beside amdrun, in " + env
+		if fileExists(filepath.Join(bin, "..", mark)) && fileExists(filepath.Join(bin, "python")) && self != "" {
+			return filepath.Join(bin, "python"), "beside amdrun, in " + filepath.Dir(bin)
 		}
 	}
 	return "", ""
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 // ToolTimeout bounds a vendor tool run: $AMDRUN_TOOL_TIMEOUT, else

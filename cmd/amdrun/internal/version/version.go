@@ -25,27 +25,15 @@ type Info struct {
 // commit v<Release>; make reads it from here (packaging/version.sh).
 const Release = "0.4.0"
 
-// pseudoRevision is the revision of a Go pseudo-version
-// (v0.0.0-20261201214500-86aa27d1b2c3+dirty: "86aa27d1b2c3", dirty), ok
-// false for any other version.
-func pseudoRevision(v string) (rev string, dirty, ok bool) {
-	v, dirty = strings.CutSuffix(v, "+dirty")
-	i := strings.LastIndexByte(v, '-')
-	if i < 15 || len(v)-i-1 != 12 || strings.Trim(v[i+1:], "0123456789abcdef") != "" ||
-		strings.Trim(v[i-14:i], "0123456789") != "" || !strings.ContainsRune(".-", rune(v[i-15])) {
-		return "", false, false
-	}
-	return v[i+1:], dirty, true
-}
-
 // FromBuild is the version a binary reports: stamped, when the build set
 // one (-ldflags "-X main.version=..." in make build and make dist, from
 // packaging/version.sh); otherwise the module version the go command
-// recorded (go install github.com/amdrun/amdrun/cmd/amdrun@v1.2.3
-// records v1.2.3: "1.2.3"); otherwise Release and the VCS revision of
-// the checkout it was built in, "0.4.0+g86aa27d1b2c3", with ".dirty" for
+// recorded (go install github.com/amdrun/amdrun/cmd/amdrun@v1.2.3, or a
+// checkout at tag v1.2.3: "1.2.3"); built in a checkout at no tag,
+// Release and the VCS revision, "0.4.0+g86aa27d1b2c3", ".dirty" added for
 // a modified tree (Go 1.24 and later record a pseudo-version there, which
-// says 0.0.0); Release+"+dev" when the build recorded none of these.
+// holds the revision and says 0.0.0); Release+"+dev" when the build
+// recorded none of these.
 func FromBuild(stamped string, bi *debug.BuildInfo) string {
 	if stamped != "" {
 		return stamped
@@ -53,42 +41,30 @@ func FromBuild(stamped string, bi *debug.BuildInfo) string {
 	if bi == nil {
 		return Release + "+dev"
 	}
-	v := bi.Main.Version
-	prev, pdirty, isPseudo := pseudoRevision(v)
-	if v != "" && v != "(devel)" && !isPseudo {
-		return strings.TrimPrefix(v, "v")
-	}
 	var rev, modified string
 	for _, s := range bi.Settings {
 		switch s.Key {
 		case "vcs.revision":
-			rev = s.Value
+			rev = s.Value[:min(len(s.Value), 12)]
 		case "vcs.modified":
 			modified = s.Value
 		}
 	}
-	if rev == "" && isPseudo {
-		rev, modified = prev, fmt.Sprint(pdirty)
-	}
-	if rev == "" {
+	v := bi.Main.Version
+	switch {
+	case rev == "" && (v == "" || v == "(devel)"):
 		return Release + "+dev"
+	case rev == "" || v != "" && v != "(devel)" && !strings.Contains(v, rev):
+		return strings.TrimPrefix(v, "v")
+	case modified == "true":
+		return Release + "+g" + rev + ".dirty"
 	}
-	if len(rev) > 12 {
-		rev = rev[:12]
-	}
-	v = Release + "+g" + rev
-	if modified == "true" {
-		v += ".dirty"
-	}
-	return v
+	return Release + "+g" + rev
 }
 
 // Current is FromBuild of the running binary's own build info.
 func Current(stamped string) string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		bi = nil
-	}
+	bi, _ := debug.ReadBuildInfo() // nil when the binary has none
 	return FromBuild(stamped, bi)
 }
 
