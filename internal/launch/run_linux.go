@@ -58,9 +58,9 @@ const drainTimeout = 2 * time.Second
 // its handler before SIGKILL, and a rank that then dies of a signal or
 // exits 130, 143 or 128+the signal is counted as stopped, not failed (it
 // sends nobody SIGTERM). No restart follows, and one that comes while a
-// failed group is down prevents its restart; a second SIGINT more than a
-// second after the first kills at once (one within the second is the same
-// request, as GNU timeout -s INT sends amdrun and its process group). Cancelling ctx acts like SIGTERM. Every worker's command is
+// failed group is down prevents its restart; a second SIGINT kills at
+// once. The same ending signal again within a second is the same request
+// (GNU timeout signals amdrun, then its process group): not forwarded again. Cancelling ctx acts like SIGTERM. Every worker's command is
 // looked up before the first one starts.
 //
 // A console that goes away (EPIPE on Stdout or Stderr, SIGPIPE) does not
@@ -341,7 +341,9 @@ type supervisor struct {
 	stdin          *os.File       // local rank 0's standard input; nil: /dev/null
 	term           [2]*os.File    // Stdout, Stderr when they are terminals
 	shown          int            // how many ranks the console shows
-	firstINT       time.Time      // when the first SIGINT came; zero: none yet
+	lastEnd        syscall.Signal // the last ending signal forwarded, at lastEndAt
+	lastEndAt      time.Time
+	sawINT         bool // a SIGINT was forwarded
 	interrupted    syscall.Signal // the first ending signal received, 0 if none
 }
 
@@ -710,29 +712,28 @@ func (s *supervisor) ending(ss syscall.Signal) bool {
 	return true
 }
 
-// sameRequest is how long after the first SIGINT another one is the same
-// request, not a second Ctrl-C.
+// sameRequest is how long after an ending signal the same signal again is
+// the same request: GNU timeout signals amdrun, then its process group,
+// microseconds apart (issue 31). It is not forwarded again, which would
+// start the ranks' handlers over, nor taken for a second Ctrl-C.
 const sameRequest = time.Second
 
 // onSignal forwards sig to every group; an ending signal stops the run and
-// a second SIGINT more than sameRequest after the first kills at once. A
-// signal not in Forward (SIGCHLD, SIGURG, SIGWINCH from a caller's
-// catch-all Signals channel) is amdrun's own business, never the workers'.
+// a later SIGINT after a SIGINT kills at once. A signal not in Forward
+// (SIGCHLD, SIGURG, SIGWINCH from a caller's catch-all Signals channel) is
+// amdrun's own business, never the workers'.
 func (s *supervisor) onSignal(g *group, sig os.Signal) {
 	ss, ok := sig.(syscall.Signal)
 	switch {
 	case !ok || !slices.Contains(s.o.forward(), sig):
 	case !s.ending(ss):
 		g.signal(ss)
-	case ss != unix.SIGINT:
-		g.stop(ss, s.o.Grace)
-	case s.firstINT.IsZero():
-		s.firstINT = time.Now()
-		g.stop(ss, s.o.Grace)
-	case time.Since(s.firstINT) > sameRequest:
-		// One within it is the same request: GNU timeout -s INT signals
-		// amdrun, then its process group, microseconds apart (issue 31).
+	case ss == s.lastEnd && time.Since(s.lastEndAt) <= sameRequest:
+	case ss == unix.SIGINT && s.sawINT:
 		g.stop(unix.SIGKILL, s.o.Grace)
+	default:
+		s.lastEnd, s.lastEndAt, s.sawINT = ss, time.Now(), s.sawINT || ss == unix.SIGINT
+		g.stop(ss, s.o.Grace)
 	}
 }
 

@@ -918,3 +918,50 @@ func waitRankSignal(dir string, r int, sig string) error {
 	}
 	return err
 }
+
+// TestOnSignalSameRequest: what each sequence of signals sends the ranks.
+// The same ending signal again within sameRequest is the same request
+// (GNU timeout signals amdrun, then its process group): not forwarded
+// again; a SIGINT after that kills (issue 31).
+func TestOnSignalSameRequest(t *testing.T) {
+	type step struct {
+		sig   syscall.Signal
+		later bool // sameRequest after the step before
+	}
+	INT, TERM, KILL := syscall.SIGINT, syscall.SIGTERM, syscall.SIGKILL
+	for _, c := range []struct {
+		name  string
+		steps []step
+		want  []syscall.Signal
+	}{
+		{"INT pair", []step{{INT, false}, {INT, false}}, []syscall.Signal{INT}},
+		{"INT, INT later", []step{{INT, false}, {INT, true}}, []syscall.Signal{INT, KILL}},
+		{"INT pair, INT later", []step{{INT, false}, {INT, false}, {INT, true}}, []syscall.Signal{INT, KILL}},
+		{"TERM pair", []step{{TERM, false}, {TERM, false}}, []syscall.Signal{TERM}},
+		{"TERM, TERM later", []step{{TERM, false}, {TERM, true}}, []syscall.Signal{TERM, TERM}},
+		{"USR1 pair", []step{{syscall.SIGUSR1, false}, {syscall.SIGUSR1, false}}, []syscall.Signal{syscall.SIGUSR1, syscall.SIGUSR1}},
+	} {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &supervisor{o: RunOptions{Grace: time.Minute}}
+		g := &group{workers: []*worker{{ctl: w}}}
+		for _, st := range c.steps {
+			if st.later {
+				s.lastEndAt = s.lastEndAt.Add(-2 * sameRequest)
+			}
+			s.onSignal(g, st.sig)
+		}
+		w.Close()
+		got, _ := io.ReadAll(r)
+		r.Close()
+		var want []byte
+		for _, sig := range c.want {
+			want = append(want, ctlSignal(sig))
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s: the ranks got %v, want %v", c.name, got, want)
+		}
+	}
+}
