@@ -343,7 +343,7 @@ type supervisor struct {
 	shown          int            // how many ranks the console shows
 	lastEnd        syscall.Signal // the last ending signal forwarded, at lastEndAt
 	lastEndAt      time.Time
-	sawINT         bool // a SIGINT was forwarded
+	sawINT         bool           // a SIGINT was forwarded
 	interrupted    syscall.Signal // the first ending signal received, 0 if none
 }
 
