@@ -2,13 +2,13 @@
 # README and CI run.
 GO        ?= go
 BIN       ?= bin/amdrun
-VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+VERSION   ?= $(shell sh packaging/version.sh)
 LDFLAGS   := -s -w -X main.version=$(VERSION)
 FUZZTIME  ?= 30s
 CONTAIN_PROOF_OUT ?= /tmp/amdrun-contain-proof
 PKGS      := ./...
 
-.PHONY: deadcode dist dist-check wheel wheel-check deb deb-check min-go build demo test short race darwin vet lint fmt-check fuzz bench placement-report gpu-proof slurm-e2e clean
+.PHONY: deadcode dist dist-check dist-order-check wheel wheel-check deb deb-check min-go build demo test short race darwin vet lint fmt-check fuzz bench placement-report gpu-proof slurm-e2e clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/amdrun
@@ -71,15 +71,18 @@ darwin:
 # Release files under DIST: static, reproducible binaries (CGO off,
 # -trimpath, no build id, no VCS stamp: the bytes depend only on the
 # source, VERSION and the Go toolchain), shell completions, man pages
-# (cobra's generator, cmd/amdrun/internal/genman, dated by the commit)
-# and SHA256SUMS.
+# (cobra's generator, cmd/amdrun/internal/genman, dated by the commit),
+# LICENSE and SHA256SUMS.
 # darwin/arm64 plans only (--dry-run). dist-check builds twice and
-# compares.
+# compares. dist, wheel and deb each replace only their own files, in any
+# order, and rewrite SHA256SUMS over every file in DIST.
 DIST       ?= dist
 DIST_ARCHES = linux/amd64 linux/arm64 darwin/arm64
 DIST_FLAGS  = -trimpath -buildvcs=false -ldflags '-s -w -buildid= -X main.version=$(VERSION)'
+SUMS        = cd $(DIST) && find . -type f ! -name SHA256SUMS | sed 's|^\./||' | LC_ALL=C sort | xargs sha256sum > SHA256SUMS
 dist:
-	rm -rf $(DIST) && mkdir -p $(DIST)/completions
+	mkdir -p $(DIST) && rm -rf $(DIST)/amdrun-linux-* $(DIST)/amdrun-darwin-* $(DIST)/completions $(DIST)/man
+	mkdir -p $(DIST)/completions && cp LICENSE $(DIST)/LICENSE
 	for p in $(DIST_ARCHES); do \
 	  CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build $(DIST_FLAGS) \
 	    -o $(DIST)/amdrun-$${p%/*}-$${p#*/} ./cmd/amdrun || exit 1; \
@@ -90,10 +93,11 @@ dist:
 	$$host completion fish > $(DIST)/completions/amdrun.fish
 	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 0) AMDRUN_VERSION=$(VERSION) \
 	  $(GO) run ./cmd/amdrun/internal/genman $(DIST)/man/man1
-	cd $(DIST) && sha256sum amdrun-* completions/* man/man1/* > SHA256SUMS
+	$(SUMS)
 
 # make dist twice must give the same bytes; both Linux binaries static.
 dist-check:
+	rm -rf $(DIST).1 $(DIST).2
 	$(MAKE) dist DIST=$(DIST).1 && $(MAKE) dist DIST=$(DIST).2
 	cmp $(DIST).1/SHA256SUMS $(DIST).2/SHA256SUMS
 	cd $(DIST).1 && sha256sum -c --quiet SHA256SUMS
@@ -107,6 +111,7 @@ dist-check:
 # gloo job from it without --python.
 wheel: dist
 	sh packaging/wheel/build.sh $(DIST) $(VERSION)
+	$(SUMS)
 
 wheel-check: wheel
 	sh packaging/wheel/check.sh $(DIST)
@@ -117,9 +122,15 @@ wheel-check: wheel
 deb: dist
 	sh packaging/deb/build.sh $(DIST) $(VERSION) amd64
 	sh packaging/deb/build.sh $(DIST) $(VERSION) arm64
+	$(SUMS)
 
 deb-check: deb
 	sh packaging/deb/check.sh $$(ls $(DIST)/amdrun_*_amd64.deb)
+
+# make deb, wheel and dist in that order into a fresh $(DIST).order: none
+# deletes another's files, SHA256SUMS covers them all, LICENSE everywhere.
+dist-order-check:
+	sh packaging/dist-order-check.sh $(DIST).order
 
 # go.mod's go line is the oldest Go that builds amdrun and its tests
 # (1.24: the benchmarks use testing.B.Loop; golang.org/x/sys is held at
@@ -167,4 +178,4 @@ contain-proof: build
 	bench/contain-proof.sh $(BIN) $(CONTAIN_PROOF_OUT) $(CONTAIN_PROOF_FLAGS)
 
 clean:
-	rm -rf bin $(DIST) $(DIST).1 $(DIST).2
+	rm -rf bin $(DIST) $(DIST).1 $(DIST).2 $(DIST).order

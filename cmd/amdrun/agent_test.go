@@ -4,10 +4,15 @@ package main_test
 // rendezvous on several nodes, an elastic --nnodes MIN:MAX.
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/amdrun/amdrun/internal/testutil"
 )
@@ -50,7 +55,7 @@ func TestElasticRangeRunsThroughAgent(t *testing.T) {
 	testutil.EndToEnd(t)
 	py := patchedPython(t, needTorch(t))
 	out := t.TempDir()
-	env := setEnv(cleanEnv(t, "OMP_NUM_THREADS=1"), "PYTHON_EXEC", py)
+	env := setEnv(cleanEnv(t, "OMP_NUM_THREADS=1", "LOGLEVEL=INFO"), "PYTHON_EXEC", py)
 	args := []string{"--source", "example", "--no-lease", "--nnodes", "1:2", "--nproc-per-node", "2",
 		"--rdzv-backend", "c10d", "--rdzv-endpoint", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
 		"--rdzv-conf", "last_call_timeout=1", "--max-restarts", "1", checkScript(t), out}
@@ -59,4 +64,51 @@ func TestElasticRangeRunsThroughAgent(t *testing.T) {
 		t.Fatalf("exit %d\n%s", r.code, r.stderr)
 	}
 	readReports(t, out, 2, r)
+	// LOGLEVEL reaches the agent, which then says what it did (docs/torchrun.md).
+	if !strings.Contains(r.stderr, "Rendezvous complete for workers") {
+		t.Errorf("LOGLEVEL=INFO: no agent message on stderr:\n%s", r.stderr)
+	}
+}
+
+// TestTwoAgentsOneHost: two amdrun "nodes" on one host, each handing a
+// c10d rendezvous to torch's agent, 20 tries in a row. Torch names a node
+// by host name and pid; each job's agent ran in a PID namespace of its
+// own with the same small pid, both were one node to the rendezvous,
+// which hung about one time in four (issue 33). Each job's namespace now
+// numbers its processes from its keeper's pid outside (spreadPIDs).
+func TestTwoAgentsOneHost(t *testing.T) {
+	testutil.EndToEnd(t)
+	py := patchedPython(t, needTorch(t))
+	dir := t.TempDir()
+	script := filepath.Join(dir, "node.py")
+	os.WriteFile(script, []byte("import os\nprint('rank', os.environ['RANK'], 'of', os.environ['WORLD_SIZE'])\n"), 0o644)
+	env := setEnv(cleanEnv(t, "OMP_NUM_THREADS=1"), "PYTHON_EXEC", py)
+	for try := 0; try < 20; try++ {
+		endpoint := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		var wg sync.WaitGroup
+		out := make([][]byte, 2)
+		errs := make([]error, 2)
+		for n := range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				cmd := exec.CommandContext(ctx, amdrunBin, "--source", "example", "--no-lease", "--nnodes", "2", "--nproc_per_node", "1",
+					"--rdzv_id", fmt.Sprintf("try%d", try), "--rdzv_backend", "c10d", "--rdzv_endpoint", endpoint, script)
+				cmd.Env = env
+				out[n], errs[n] = cmd.CombinedOutput()
+			}()
+		}
+		wg.Wait()
+		timedOut := ctx.Err() != nil
+		cancel()
+		for n := range 2 {
+			if errs[n] != nil || timedOut {
+				t.Fatalf("try %d: node %d: %v (timed out: %v)\n%s", try, n, errs[n], timedOut, out[n])
+			}
+			if !strings.Contains(string(out[n]), "of 2") {
+				t.Fatalf("try %d: node %d ran no rank of 2:\n%s", try, n, out[n])
+			}
+		}
+	}
 }

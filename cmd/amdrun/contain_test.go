@@ -439,6 +439,28 @@ if rank == "0":
 	}
 }
 
+// startReady starts cmd and reads its stdout until n lines end in
+// "ready"; the rest of stdout is the caller's to read.
+func startReady(t *testing.T, cmd *exec.Cmd, n int) (io.Reader, *syncBuf) {
+	t.Helper()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := newSyncBuf()
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stdout)
+	for ready := 0; ready < n && sc.Scan(); {
+		if strings.HasSuffix(sc.Text(), "ready") {
+			ready++
+		}
+	}
+	return stdout, stderr
+}
+
 // TestCtrlCGivesEveryHandlerItsGrace: Ctrl-C with one rank whose handler
 // stops at once and one whose handler takes 1.5 s (a checkpoint): both
 // handlers complete, and amdrun exits 130 with no rank blamed.
@@ -461,25 +483,11 @@ time.sleep(60)
 	defer killMarked(mark)
 	cmd := exec.Command(amdrunBin, "--source", "example", "--ngpus", "2", "--python", pythonPath(), script, dir)
 	cmd.Env = env
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stderr := newSyncBuf()
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(stdout)
-	for ready := 0; ready < 2 && sc.Scan(); {
-		if strings.HasSuffix(sc.Text(), "ready") {
-			ready++
-		}
-	}
+	stdout, stderr := startReady(t, cmd, 2)
 	go io.Copy(io.Discard, stdout)
 	start := time.Now()
 	cmd.Process.Signal(syscall.SIGINT)
-	err = cmd.Wait()
+	err := cmd.Wait()
 	took := time.Since(start)
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 130 {

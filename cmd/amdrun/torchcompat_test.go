@@ -337,3 +337,21 @@ func TestHelpExamplesRun(t *testing.T) {
 		t.Errorf("%d examples, want several:\n%s", n, ex)
 	}
 }
+
+// TestNoPythonOldTorchAsyncName: under --no-python the torch of the
+// interpreter amdrun would otherwise run decides, as torchrun's own does:
+// before 2.2 the ranks get NCCL_ASYNC_ERROR_HANDLING too (issue 33).
+func TestNoPythonOldTorchAsyncName(t *testing.T) {
+	testutil.EndToEnd(t)
+	py := filepath.Join(t.TempDir(), "python3")
+	for _, c := range []struct{ version, want string }{{"1.13.1", "1"}, {"2.11.0", ""}} {
+		if err := os.WriteFile(py, []byte("#!/bin/sh\necho "+c.version+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		p := dryRun(t, cleanEnv(t, "PYTHON_EXEC="+py), "--source", "example", "--ngpus", "1", "--no-python", "env")
+		if env := p.Ranks[0].Env; env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] != "1" || env["NCCL_ASYNC_ERROR_HANDLING"] != c.want {
+			t.Errorf("--no-python, torch %s: TORCH_NCCL_ASYNC_ERROR_HANDLING=%q NCCL_ASYNC_ERROR_HANDLING=%q, want 1 and %q",
+				c.version, env["TORCH_NCCL_ASYNC_ERROR_HANDLING"], env["NCCL_ASYNC_ERROR_HANDLING"], c.want)
+		}
+	}
+}

@@ -191,10 +191,12 @@ func (e *reworded) Unwrap() error { return e.err }
 
 // torchVersion asks the worker's interpreter which torch it would import
 // (plan.TorchVersionProbe: its start-up, not torch's import), in the
-// background; "" when the workers are not python, or it cannot say.
+// background; "" when it cannot say. Under --no-python that is the
+// interpreter amdrun would otherwise run, as torchrun's own torch decides
+// there (issue 33: NCCL_ASYNC_ERROR_HANDLING for torch before 2.2).
 func torchVersion(ctx context.Context, o *Options) <-chan string {
 	ch := make(chan string, 1)
-	if o.NoPython || o.Run == nil || len(o.Args) == 0 {
+	if o.Python == "" || o.Run == nil || len(o.Args) == 0 {
 		ch <- ""
 		return ch
 	}

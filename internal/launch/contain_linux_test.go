@@ -462,3 +462,33 @@ func TestStoppedGuardsDoNotKeepTheJob(t *testing.T) {
 		})
 	}
 }
+
+// TestNamespacePIDsSpread: two jobs in PID namespaces of their own do not
+// number their ranks alike (torch's agent names a node by host and pid;
+// two agents both pid 3 hung a c10d rendezvous, issue 33).
+func TestNamespacePIDsSpread(t *testing.T) {
+	testutil.EndToEnd(t)
+	for _, mode := range containModes(t) {
+		if mode == ContainSubreaper {
+			continue
+		}
+		t.Run(string(mode), func(t *testing.T) {
+			var pids []int
+			for job := 0; job < 2; job++ {
+				p, dir := workerPlan(t, 1, "pid")
+				if code, err := Run(context.Background(), p, RunOptions{Stdout: newBuf(0), Stderr: newBuf(0), Contain: mode}); code != 0 || err != nil {
+					t.Fatalf("Run = %d, %v", code, err)
+				}
+				b, err := os.ReadFile(filepath.Join(dir, "rank0.pid"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				pid, _ := strconv.Atoi(string(b))
+				pids = append(pids, pid)
+			}
+			if pids[0] == pids[1] || pids[0] <= pidStride {
+				t.Errorf("the ranks of two jobs had pids %v in their namespaces, want distinct pids above %d", pids, pidStride)
+			}
+		})
+	}
+}

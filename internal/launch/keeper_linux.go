@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"unsafe"
 
@@ -331,13 +332,33 @@ func nsSetup(parentMnt uint64) error {
 	if mnt, err := nsInode("mnt"); err != nil || mnt == parentMnt || parentMnt == 0 {
 		return errors.New("keeper: not in a mount namespace of its own")
 	}
+	// The parent's /proc, still mounted, names the keeper by its pid there.
+	outer, _ := os.Readlink("/proc/self")
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
 		return fmt.Errorf("making the job's mounts private: %w", err)
 	}
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fmt.Errorf("mounting /proc for the job's PID namespace: %w", err)
 	}
+	spreadPIDs(outer)
 	return nil
+}
+
+// pidStride spaces two jobs' pids: far more than the threads and
+// processes a job makes before its first rank.
+const pidStride = 64
+
+// spreadPIDs starts the namespace's pids at the keeper's outer pid times
+// pidStride (ns_last_pid), so two jobs on one host number their processes
+// apart: torch's agent names a node by host and pid, and two agents both
+// pid 3 in their namespaces hung a c10d rendezvous (issue 33). Best
+// effort: a kernel without ns_last_pid keeps 1, 2, 3...
+func spreadPIDs(outer string) {
+	pid, err := strconv.Atoi(outer)
+	b, _ := os.ReadFile("/proc/sys/kernel/pid_max")
+	if pidMax, err2 := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && err2 == nil && pidMax > pidStride {
+		_ = os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(pid*pidStride%pidMax)), 0)
+	}
 }
 
 // emptyNamespace SIGKILLs every other process of the caller's PID

@@ -123,6 +123,9 @@ func fakeWorker(mode string) int {
 		return hang(rank, dir)
 	case "hang":
 		return hang(rank, dir)
+	case "pid":
+		os.WriteFile(filepath.Join(dir, fmt.Sprintf("rank%d.pid", rank)), []byte(strconv.Itoa(os.Getpid())), 0o644)
+		return 0
 	case "restart":
 		count := os.Getenv("TORCHELASTIC_RESTART_COUNT")
 		os.WriteFile(filepath.Join(dir, fmt.Sprintf("restart%s.rank%d", count, rank)), nil, 0o644)

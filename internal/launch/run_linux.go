@@ -60,7 +60,8 @@ const drainTimeout = 2 * time.Second
 // exits 130, 143 or 128+the signal is counted as stopped, not failed (it
 // sends nobody SIGTERM). No restart follows, and one that comes while a
 // failed group is down prevents its restart; a second SIGINT kills at
-// once. Cancelling ctx acts like SIGTERM. Every worker's command is
+// once. The same ending signal again within a second is the same request
+// (GNU timeout signals amdrun, then its process group): not forwarded again. Cancelling ctx acts like SIGTERM. Every worker's command is
 // looked up before the first one starts.
 //
 // A console that goes away (EPIPE on Stdout or Stderr, SIGPIPE) does not
@@ -373,7 +374,9 @@ type supervisor struct {
 	stdin          *os.File       // local rank 0's standard input; nil: /dev/null
 	term           [2]*os.File    // Stdout, Stderr when they are terminals
 	shown          int            // how many ranks the console shows
-	ints           int            // SIGINTs received
+	lastEnd        syscall.Signal // the last ending signal forwarded, at lastEndAt
+	lastEndAt      time.Time
+	sawINT         bool           // a SIGINT was forwarded
 	interrupted    syscall.Signal // the first ending signal received, 0 if none
 	stacks         *stacker       // asks the ranks for their stacks
 	activity       atomic.Int64   // when a rank last wrote output (unix nanoseconds)
@@ -741,10 +744,7 @@ func (s *supervisor) endingPending() bool {
 	for {
 		select {
 		case sig := <-s.sigs:
-			if ss, _ := sig.(syscall.Signal); slices.Contains(stopSignals, os.Signal(ss)) {
-				if s.interrupted == 0 {
-					s.interrupted = ss
-				}
+			if ss, _ := sig.(syscall.Signal); s.ending(ss) {
 				return true
 			}
 		default:
@@ -753,32 +753,40 @@ func (s *supervisor) endingPending() bool {
 	}
 }
 
+// ending says whether ss ends the run, and records the first that does.
+func (s *supervisor) ending(ss syscall.Signal) bool {
+	if !slices.Contains(stopSignals, os.Signal(ss)) {
+		return false
+	}
+	if s.interrupted == 0 {
+		s.interrupted = ss
+	}
+	return true
+}
+
+// sameRequest is how long after an ending signal the same signal again is
+// the same request: GNU timeout signals amdrun, then its process group,
+// microseconds apart (issue 31). It is not forwarded again, which would
+// start the ranks' handlers over, nor taken for a second Ctrl-C.
+const sameRequest = time.Second
+
 // onSignal forwards sig to every group; an ending signal stops the run and
-// a second SIGINT kills at once.
+// a later SIGINT after a SIGINT kills at once. A signal not in Forward
+// (SIGCHLD, SIGURG, SIGWINCH from a caller's catch-all Signals channel) is
+// amdrun's own business, never the workers'.
 func (s *supervisor) onSignal(g *group, sig os.Signal) {
 	ss, ok := sig.(syscall.Signal)
-	if !ok || !slices.Contains(s.o.forward(), sig) {
-		return
-	}
 	switch {
-	case slices.Contains(stopSignals, os.Signal(ss)):
-		if s.interrupted == 0 {
-			s.interrupted = ss
-		}
-		if ss == unix.SIGINT {
-			s.ints++
-			if s.ints > 1 {
-				g.stop(unix.SIGKILL, s.o.Grace)
-				return
-			}
-		}
-		g.stop(ss, s.o.Grace)
-	default:
+	case !ok || !slices.Contains(s.o.forward(), sig):
+	case !s.ending(ss):
 		g.signal(ss)
+	case ss == s.lastEnd && time.Since(s.lastEndAt) <= sameRequest:
+	case ss == unix.SIGINT && s.sawINT:
+		g.stop(unix.SIGKILL, s.o.Grace)
+	default:
+		s.lastEnd, s.lastEndAt, s.sawINT = ss, time.Now(), s.sawINT || ss == unix.SIGINT
+		g.stop(ss, s.o.Grace)
 	}
-	// A signal not in Forward (SIGCHLD, SIGURG, SIGWINCH from a caller's
-	// catch-all Signals channel) is amdrun's own business, never the
-	// workers'.
 }
 
 // holdCount is how many held files each guard keeps: all of them when

@@ -391,18 +391,63 @@ func TestRunSecondSIGINTKills(t *testing.T) {
 		done <- code
 	}()
 	<-out.ready
+	// A SIGINT every 250 ms: those within a second of the first are the
+	// same request, a later one kills, however late the first was read.
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(20 * time.Second)
 	sigs <- syscall.SIGINT
-	sigs <- syscall.SIGINT
-	select {
-	case code := <-done:
-		if code != 130 {
-			t.Errorf("Run = %d, want 130", code)
+	for {
+		select {
+		case code := <-done:
+			if code != 130 {
+				t.Errorf("Run = %d, want 130", code)
+			}
+			if took := time.Since(start); took > 30*time.Second {
+				t.Errorf("took %v, the one-minute grace was waited", took)
+			}
+			return
+		case <-tick.C:
+			select {
+			case sigs <- syscall.SIGINT:
+			default:
+			}
+		case <-deadline:
+			t.Fatal("a second SIGINT did not kill the workers")
 		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("a second SIGINT did not kill the workers")
 	}
-	if took := time.Since(start); took > 30*time.Second {
-		t.Errorf("took %v, the one-minute grace was waited", took)
+}
+
+// goRun runs p in the background with o and sends Run's exit code on the
+// channel it returns.
+func goRun(p *plan.Plan, o RunOptions) <-chan int {
+	done := make(chan int, 1)
+	go func() {
+		code, _ := Run(context.Background(), p, o)
+		done <- code
+	}()
+	return done
+}
+
+// TestRunSIGINTPairIsOneRequest: two SIGINTs back to back (GNU timeout -s
+// INT signals amdrun, then its process group) are one Ctrl-C: rank 1's
+// 1.5 s handler completes instead of being killed (issue 31).
+func TestRunSIGINTPairIsOneRequest(t *testing.T) {
+	testutil.EndToEnd(t)
+	p, dir := workerPlan(t, 2, "interrupt")
+	sigs := make(chan os.Signal, 4)
+	out := newBuf(2)
+	done := goRun(p, RunOptions{Stdout: out, Stderr: newBuf(0), Signals: sigs, Grace: time.Minute})
+	<-out.ready
+	sigs <- syscall.SIGINT
+	sigs <- syscall.SIGINT
+	if code := <-done; code != 130 {
+		t.Errorf("Run = %d, want 130", code)
+	}
+	for r := 0; r < 2; r++ {
+		if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("rank%d.handled", r))); err != nil {
+			t.Errorf("rank %d's SIGINT handler did not complete: %v", r, err)
+		}
 	}
 }
 
@@ -665,11 +710,7 @@ func TestRunForwardsOnlyTheDocumentedSignals(t *testing.T) {
 	p, dir := workerPlan(t, 2, "hang")
 	sigs := make(chan os.Signal, 8)
 	out := newBuf(2)
-	done := make(chan int)
-	go func() {
-		code, _ := Run(context.Background(), p, RunOptions{Stdout: out, Stderr: newBuf(0), Signals: sigs, Grace: 10 * time.Second})
-		done <- code
-	}()
+	done := goRun(p, RunOptions{Stdout: out, Stderr: newBuf(0), Signals: sigs, Grace: 10 * time.Second})
 	<-out.ready
 	sigs <- syscall.SIGCHLD
 	sigs <- syscall.SIGURG
@@ -883,4 +924,51 @@ func waitRankSignal(dir string, r int, sig string) error {
 		}
 	}
 	return err
+}
+
+// TestOnSignalSameRequest: what each sequence of signals sends the ranks.
+// The same ending signal again within sameRequest is the same request
+// (GNU timeout signals amdrun, then its process group): not forwarded
+// again; a SIGINT after that kills (issue 31).
+func TestOnSignalSameRequest(t *testing.T) {
+	type step struct {
+		sig   syscall.Signal
+		later bool // sameRequest after the step before
+	}
+	INT, TERM, KILL := syscall.SIGINT, syscall.SIGTERM, syscall.SIGKILL
+	for _, c := range []struct {
+		name  string
+		steps []step
+		want  []syscall.Signal
+	}{
+		{"INT pair", []step{{INT, false}, {INT, false}}, []syscall.Signal{INT}},
+		{"INT, INT later", []step{{INT, false}, {INT, true}}, []syscall.Signal{INT, KILL}},
+		{"INT pair, INT later", []step{{INT, false}, {INT, false}, {INT, true}}, []syscall.Signal{INT, KILL}},
+		{"TERM pair", []step{{TERM, false}, {TERM, false}}, []syscall.Signal{TERM}},
+		{"TERM, TERM later", []step{{TERM, false}, {TERM, true}}, []syscall.Signal{TERM, TERM}},
+		{"USR1 pair", []step{{syscall.SIGUSR1, false}, {syscall.SIGUSR1, false}}, []syscall.Signal{syscall.SIGUSR1, syscall.SIGUSR1}},
+	} {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &supervisor{o: RunOptions{Grace: time.Minute}}
+		g := &group{workers: []*worker{{ctl: w}}}
+		for _, st := range c.steps {
+			if st.later {
+				s.lastEndAt = s.lastEndAt.Add(-2 * sameRequest)
+			}
+			s.onSignal(g, st.sig)
+		}
+		w.Close()
+		got, _ := io.ReadAll(r)
+		r.Close()
+		var want []byte
+		for _, sig := range c.want {
+			want = append(want, ctlSignal(sig))
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s: the ranks got %v, want %v", c.name, got, want)
+		}
+	}
 }

@@ -25,12 +25,8 @@ func TestRunForwardsExactlyTheListedSignals(t *testing.T) {
 	p, dir := workerPlan(t, 2, "hang")
 	sigs := make(chan os.Signal, 8)
 	out := newBuf(2)
-	done := make(chan int)
-	go func() {
-		code, _ := Run(context.Background(), p, RunOptions{Stdout: out, Stderr: newBuf(0), Signals: sigs, Grace: 10 * time.Second,
-			Forward: []os.Signal{syscall.SIGTERM, syscall.SIGWINCH}})
-		done <- code
-	}()
+	done := goRun(p, RunOptions{Stdout: out, Stderr: newBuf(0), Signals: sigs, Grace: 10 * time.Second,
+		Forward: []os.Signal{syscall.SIGTERM, syscall.SIGWINCH}})
 	<-out.ready
 	sigs <- syscall.SIGUSR1
 	sigs <- syscall.SIGWINCH

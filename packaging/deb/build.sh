@@ -6,13 +6,12 @@
 # enable it with systemctl enable --now amdrun-lease-init).
 set -eu
 dist=$1 goarch=${3:-amd64}
-# Debian versions start with a digit: v0.1.0-5-gabc -> 0.1.0+5+gabc,
-# an untagged abc -> 0~gabc; - is reserved for a Debian revision.
-v=${2#v}
-if printf '%s' "$v" | grep -Eq '^[0-9]+\.[0-9]+'; then
-	debv=$(printf '%s' "$v" | tr '-' '+')
-else
-	debv=0~g$(printf '%s' "$v" | tr '-' '+')
+# VERSION is packaging/version.sh's, a Debian version as it stands
+# (0.4.0, 0.4.0+g86aa27d1b2c3.dirty).
+debv=${2#v}
+if ! printf '%s' "$debv" | grep -Eq '^[0-9][0-9A-Za-z.+~]*$'; then
+	echo "deb: version \"$2\" is not a Debian upstream version (0.4.0+g86aa27d1b2c3)" >&2
+	exit 1
 fi
 rm -f "$dist"/amdrun_*_"$goarch".deb
 root=$(mktemp -d)
@@ -25,8 +24,15 @@ install -D -m 0644 "$dist/completions/_amdrun" "$root/usr/share/zsh/vendor-compl
 install -D -m 0644 "$dist/completions/amdrun.fish" "$root/usr/share/fish/vendor_completions.d/amdrun.fish"
 install -D -m 0644 packaging/tmpfiles.d/amdrun.conf "$root/usr/lib/tmpfiles.d/amdrun.conf"
 install -D -m 0644 packaging/deb/amdrun-lease-init.service "$root/usr/lib/systemd/system/amdrun-lease-init.service"
-install -D -m 0644 /dev/null "$root/usr/share/doc/amdrun/copyright"
-printf 'amdrun: see the project repository for the license.\n' >"$root/usr/share/doc/amdrun/copyright"
+# copyright: machine-readable (DEP-5), the license's full text as its
+# paragraph (blank lines as " .").
+install -d "$root/usr/share/doc/amdrun"
+{
+	printf 'Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\n'
+	printf 'Upstream-Name: amdrun\nSource: https://github.com/amdrun/amdrun\n\n'
+	printf 'Files: *\nCopyright: amdrun developers\nLicense: Apache-2.0\n'
+	sed 's/^[[:space:]]*$/./; s/^/ /' LICENSE
+} >"$root/usr/share/doc/amdrun/copyright"
 mkdir -p "$root/DEBIAN"
 size=$(du -sk --exclude=DEBIAN "$root" | cut -f1)
 cat >"$root/DEBIAN/control" <<CTL

@@ -115,7 +115,8 @@ func (f *Factory) Python(flag string) string {
 // run (issue 22), with the rule that chose it: the --python flag value,
 // else $PYTHON_EXEC, else the active virtual environment's
 // ($VIRTUAL_ENV/bin/python), else the active conda environment's
-// ($CONDA_PREFIX/bin/python), else python3 looked up on PATH when run.
+// ($CONDA_PREFIX/bin/python), else the interpreter amdrun was installed
+// with (InstalledPython), else python3 looked up on PATH when run.
 // The environments come before PATH because a user who activated one
 // means its interpreter even when a pyenv shim or another python3 comes
 // first on PATH; torchrun would run its own (the environment's).
@@ -132,7 +133,37 @@ func (f *Factory) PythonFrom(flag string) (path, from string) {
 	if d := f.Getenv("CONDA_PREFIX"); d != "" {
 		return filepath.Join(d, "bin", "python"), "$CONDA_PREFIX"
 	}
+	if p, from := f.InstalledPython(); p != "" {
+		return p, from
+	}
 	return "python3", "PATH"
+}
+
+// InstalledPython is the interpreter amdrun was installed with, as torchrun
+// runs its own: the one the wheel's `python -m amdrun` ran (its
+// sys.executable, handed over as $AMDRUN_FROM_PYTHON), else
+// the python beside amdrun's binary when that directory is a virtual or
+// conda environment's bin ($VENV/bin/amdrun, activated or not); "" if neither.
+func (f *Factory) InstalledPython() (path, from string) {
+	if p := f.Getenv("AMDRUN_FROM_PYTHON"); p != "" {
+		return p, "python -m amdrun"
+	}
+	var self string
+	if f.Executable != nil {
+		self, _ = f.Executable()
+	}
+	bin := filepath.Dir(self)
+	for _, mark := range []string{"pyvenv.cfg", "conda-meta"} {
+		if fileExists(filepath.Join(bin, "..", mark)) && fileExists(filepath.Join(bin, "python")) && self != "" {
+			return filepath.Join(bin, "python"), "beside amdrun, in " + filepath.Dir(bin)
+		}
+	}
+	return "", ""
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 // ToolTimeout bounds a vendor tool run: $AMDRUN_TOOL_TIMEOUT, else

@@ -2,6 +2,8 @@ package cmdutil
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -63,7 +65,8 @@ func TestPythonFrom(t *testing.T) {
 		{"--python beats everything", all, "/usr/bin/python3", "/usr/bin/python3", "--python"},
 		{"$PYTHON_EXEC beats the environments", all, "", "/opt/py/bin/python3.12", "$PYTHON_EXEC"},
 		{"$VIRTUAL_ENV beats conda", all[1:], "", "/home/u/venv/bin/python", "$VIRTUAL_ENV"},
-		{"$CONDA_PREFIX beats PATH", all[2:], "", "/opt/conda/envs/t/bin/python", "$CONDA_PREFIX"},
+		{"$CONDA_PREFIX beats python -m amdrun", append(all[2:], "AMDRUN_FROM_PYTHON=/v/bin/python"), "", "/opt/conda/envs/t/bin/python", "$CONDA_PREFIX"},
+		{"python -m amdrun beats PATH", []string{"AMDRUN_FROM_PYTHON=/v/bin/python3.11"}, "", "/v/bin/python3.11", "python -m amdrun"},
 		{"python3 on PATH last", nil, "", "python3", "PATH"},
 		{"empty variables do not count", []string{"PYTHON_EXEC=", "VIRTUAL_ENV=", "CONDA_PREFIX="}, "", "python3", "PATH"},
 	} {
@@ -88,5 +91,35 @@ func TestWarnfQuiet(t *testing.T) {
 	Warnf(ios, "two")
 	if got := errOut.String(); got != "amdrun: warning: one 1\n" {
 		t.Errorf("stderr %q, want only the first warning", got)
+	}
+}
+
+// TestInstalledPythonBesideBinary: the wheel's console script, run as
+// $VENV/bin/amdrun without the venv activated, runs the venv's python; a
+// binary in a directory that is no environment's (/usr/bin, ~/.local/bin)
+// leaves the choice to PATH (issue 31).
+func TestInstalledPythonBesideBinary(t *testing.T) {
+	for _, c := range []struct {
+		mark string
+		want bool
+	}{{"pyvenv.cfg", true}, {"conda-meta", true}, {"", false}} {
+		env := t.TempDir()
+		bin := filepath.Join(env, "bin")
+		os.Mkdir(bin, 0o755)
+		for _, f := range []string{"amdrun", "python"} {
+			os.WriteFile(filepath.Join(bin, f), nil, 0o755)
+		}
+		if c.mark != "" {
+			os.WriteFile(filepath.Join(env, c.mark), nil, 0o644)
+		}
+		f := &Factory{Env: func() []string { return nil }, Executable: func() (string, error) { return filepath.Join(bin, "amdrun"), nil }}
+		path, from := f.PythonFrom("")
+		want, wantFrom := "python3", "PATH"
+		if c.want {
+			want, wantFrom = filepath.Join(bin, "python"), "beside amdrun, in "+env
+		}
+		if path != want || from != wantFrom {
+			t.Errorf("%q in the binary's parent: PythonFrom = %q, %q; want %q, %q", c.mark, path, from, want, wantFrom)
+		}
 	}
 }

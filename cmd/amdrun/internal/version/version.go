@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"strings"
 
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
 	"github.com/spf13/cobra"
@@ -19,52 +20,51 @@ type Info struct {
 	Arch    string `json:"arch"`
 }
 
+// Release is the version of record: the release this source is or comes
+// after. The release step of docs/development.md sets it and tags the
+// commit v<Release>; make reads it from here (packaging/version.sh).
+const Release = "0.4.0"
+
 // FromBuild is the version a binary reports: stamped, when the build set
-// one (-ldflags "-X main.version=..." in make build and make dist);
-// otherwise the module version the go command recorded (go install
-// github.com/amdrun/amdrun/cmd/amdrun@v1.2.3 records v1.2.3; Go 1.24 and
-// later also stamp a pseudo-version such as
-// v0.0.0-20261201214500-86aa27d1b2c3+dirty when building in a checkout);
-// otherwise the VCS revision and whether the tree was modified
-// ("devel 86aa27d1b2c3-dirty"); "dev" only when the build recorded none
-// of these (-buildvcs=false outside a module version, or no build info).
+// one (-ldflags "-X main.version=..." in make build and make dist, from
+// packaging/version.sh); otherwise the module version the go command
+// recorded (go install github.com/amdrun/amdrun/cmd/amdrun@v1.2.3, or a
+// checkout at tag v1.2.3: "1.2.3"); built in a checkout at no tag,
+// Release and the VCS revision, "0.4.0+g86aa27d1b2c3", ".dirty" added for
+// a modified tree (Go 1.24 and later record a pseudo-version there, which
+// holds the revision and says 0.0.0); Release+"+dev" when the build
+// recorded none of these.
 func FromBuild(stamped string, bi *debug.BuildInfo) string {
 	if stamped != "" {
 		return stamped
 	}
 	if bi == nil {
-		return "dev"
-	}
-	if v := bi.Main.Version; v != "" && v != "(devel)" {
-		return v
+		return Release + "+dev"
 	}
 	var rev, modified string
 	for _, s := range bi.Settings {
 		switch s.Key {
 		case "vcs.revision":
-			rev = s.Value
+			rev = s.Value[:min(len(s.Value), 12)]
 		case "vcs.modified":
 			modified = s.Value
 		}
 	}
-	if rev == "" {
-		return "dev"
+	v := bi.Main.Version
+	switch {
+	case rev == "" && (v == "" || v == "(devel)"):
+		return Release + "+dev"
+	case rev == "" || v != "" && v != "(devel)" && !strings.Contains(v, rev):
+		return strings.TrimPrefix(v, "v")
+	case modified == "true":
+		return Release + "+g" + rev + ".dirty"
 	}
-	if len(rev) > 12 {
-		rev = rev[:12]
-	}
-	if modified == "true" {
-		rev += "-dirty"
-	}
-	return "devel " + rev
+	return Release + "+g" + rev
 }
 
 // Current is FromBuild of the running binary's own build info.
 func Current(stamped string) string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		bi = nil
-	}
+	bi, _ := debug.ReadBuildInfo() // nil when the binary has none
 	return FromBuild(stamped, bi)
 }
 
