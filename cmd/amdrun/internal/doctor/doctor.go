@@ -5,7 +5,6 @@ package doctor
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -116,9 +115,7 @@ func Run(ctx context.Context, o *Options) error {
 		failed = failed || c.Status == Fail
 	}
 	if o.JSON {
-		enc := json.NewEncoder(o.IO.Out)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(map[string]any{"checks": checks, "ok": !failed}); err != nil {
+		if err := cmdutil.PrintJSON(o.IO.Out, map[string]any{"checks": checks, "ok": !failed}); err != nil {
 			return err
 		}
 	} else {

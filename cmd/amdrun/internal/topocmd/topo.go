@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
@@ -137,7 +136,7 @@ func writeTable(w io.Writer, m *topology.Model) error {
 const maxMatrix = 16
 
 func writeMatrix(w io.Writer, m *topology.Model) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	tw := cmdutil.NewTable(w)
 	fmt.Fprint(tw, "\t")
 	for i := range m.Devices {
 		fmt.Fprintf(tw, "GPU%d\t", i)
@@ -173,7 +172,7 @@ func legend(w io.Writer, m *topology.Model) {
 func writePackages(w io.Writer, m *topology.Model) error {
 	pk := m.Packages()
 	fmt.Fprintf(w, "%d devices in %d packages (more than %d devices: links shown between packages, the slowest pair; --json has every pair)\n\n", m.N(), len(pk), maxMatrix)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	tw := cmdutil.NewTable(w)
 	fmt.Fprint(tw, "\tdevices\t")
 	for i := range pk {
 		fmt.Fprintf(tw, "P%d\t", i)
@@ -231,7 +230,7 @@ func slowest(m *topology.Model, a, b []int, same bool) string {
 
 func writeDevices(w io.Writer, m *topology.Model) error {
 	fmt.Fprintln(w)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	tw := cmdutil.NewTable(w)
 	fmt.Fprintln(tw, "GPU\tRuntime\tName\tPCI\tUnique ID\tMemory used")
 	for _, d := range m.Devices {
 		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\n", d.Index, d.RuntimeIndex, orDash(d.Name), orDash(d.PCIAddress), orDash(d.UniqueID), memory(d))
