@@ -89,12 +89,16 @@ func keyName(s string) string {
 // setIdentity stores one identity key of amd-smi list into g. Unknown keys
 // are ignored.
 func setIdentity(g *GPU, key string, v any) error {
-	num := func() (int, bool, error) {
+	// setNum stores a non-negative number into *dst.
+	setNum := func(dst *int) error {
 		n, ok, err := jsonInt(v)
 		if err == nil && (n < -1 || n > 1<<31-1) {
 			err = fmt.Errorf("%w: %v", topology.ErrBadNumber, v)
 		}
-		return int(n), ok, err
+		if err == nil && ok && n >= 0 {
+			*dst = int(n)
+		}
+		return err
 	}
 	switch keyName(key) {
 	case "BDF":
@@ -112,37 +116,13 @@ func setIdentity(g *GPU, key string, v any) error {
 	case "MARKET_NAME", "NAME", "GPU_NAME", "PRODUCT_NAME":
 		g.Name = jsonString(v)
 	case "HIP_ID", "HIP_DEVICE_ID":
-		n, ok, err := num()
-		if err != nil {
-			return err
-		}
-		if ok && n >= 0 {
-			g.HIPID = n
-		}
+		return setNum(&g.HIPID)
 	case "OAM_ID":
-		n, ok, err := num()
-		if err != nil {
-			return err
-		}
-		if ok && n >= 0 {
-			g.OAMID = n
-		}
+		return setNum(&g.OAMID)
 	case "NODE_ID":
-		n, ok, err := num()
-		if err != nil {
-			return err
-		}
-		if ok && n >= 0 {
-			g.NodeID = n
-		}
+		return setNum(&g.NodeID)
 	case "PARTITION_ID":
-		n, ok, err := num()
-		if err != nil {
-			return err
-		}
-		if ok && n >= 0 {
-			g.PartitionID = n
-		}
+		return setNum(&g.PartitionID)
 	case "PARTITION_MODE":
 		g.PartitionMode = jsonString(v)
 	}
