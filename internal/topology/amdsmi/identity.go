@@ -1,6 +1,7 @@
 package amdsmi
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strings"
@@ -46,38 +47,23 @@ func NewGPU(index int) GPU {
 
 // merge fills the unknown fields of g from o.
 func (g *GPU) merge(o GPU) {
-	if g.BDF == "" {
-		g.BDF = o.BDF
-	}
-	if g.UUID == "" {
-		g.UUID = o.UUID
-	}
-	if g.Name == "" {
-		g.Name = o.Name
-	}
-	if g.HIPID < 0 {
-		g.HIPID = o.HIPID
-	}
-	if g.OAMID < 0 {
-		g.OAMID = o.OAMID
-	}
-	if g.NodeID < 0 {
-		g.NodeID = o.NodeID
-	}
-	if g.PartitionID == 0 {
-		g.PartitionID = o.PartitionID
-	}
-	if g.PartitionMode == "" {
-		g.PartitionMode = o.PartitionMode
-	}
-	if g.MemUsedMiB < 0 {
-		g.MemUsedMiB = o.MemUsedMiB
-	}
-	if g.MemTotalMiB < 0 {
-		g.MemTotalMiB = o.MemTotalMiB
-	}
-	if g.Processes < 0 {
-		g.Processes = o.Processes
+	g.BDF = cmp.Or(g.BDF, o.BDF)
+	g.UUID = cmp.Or(g.UUID, o.UUID)
+	g.Name = cmp.Or(g.Name, o.Name)
+	g.PartitionID = cmp.Or(g.PartitionID, o.PartitionID)
+	g.PartitionMode = cmp.Or(g.PartitionMode, o.PartitionMode)
+	fillNegative(&g.HIPID, o.HIPID)
+	fillNegative(&g.OAMID, o.OAMID)
+	fillNegative(&g.NodeID, o.NodeID)
+	fillNegative(&g.MemUsedMiB, o.MemUsedMiB)
+	fillNegative(&g.MemTotalMiB, o.MemTotalMiB)
+	fillNegative(&g.Processes, o.Processes)
+}
+
+// fillNegative sets *dst to v when *dst is negative (unknown).
+func fillNegative[T int | int64](dst *T, v T) {
+	if *dst < 0 {
+		*dst = v
 	}
 }
 

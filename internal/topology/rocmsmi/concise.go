@@ -61,7 +61,7 @@ func (p *textParser) concise(sec sectionInfo) error {
 		}
 	}
 	if tb.rows == 0 {
-		return errAt(sec.source, p.lastFull, 0, topology.ErrTruncated, "concise table has no rows")
+		return topology.NewParseError(sec.source, p.lastFull, 0, topology.ErrTruncated, "concise table has no rows")
 	}
 	return nil
 }

@@ -188,7 +188,7 @@ func (p *textParser) matrixRows(sec sectionInfo, cols []int) ([][]topology.Field
 // (ErrTruncated at its last line that is not blank).
 func (p *textParser) matrixRowLine(sec sectionInfo, r, n int) (string, error) {
 	cut := func() error {
-		return errAt(sec.source, p.lastFull, 0, topology.ErrTruncated, "%d of %d rows", r, n)
+		return topology.NewParseError(sec.source, p.lastFull, 0, topology.ErrTruncated, "%d of %d rows", r, n)
 	}
 	for {
 		line, ok := p.next()
@@ -209,7 +209,7 @@ func (p *textParser) matrixRowLine(sec sectionInfo, r, n int) (string, error) {
 				return "", cut()
 			}
 			if strings.TrimSpace(line) != "" {
-				return "", errAt(sec.source, blank, 0, topology.ErrNotSquare, "%d rows for %d columns", r, n)
+				return "", topology.NewParseError(sec.source, blank, 0, topology.ErrNotSquare, "%d rows for %d columns", r, n)
 			}
 		}
 	}
@@ -247,7 +247,7 @@ func (p *textParser) matrixCells(sec sectionInfo, cols []int, rows [][]topology.
 		for c, tk := range rows[r] {
 			v, err := parseCell(sec.kind, tk.S, c == r)
 			if err != nil {
-				return nil, errAt(sec.source, rowLine[r], tk.Col, err, "")
+				return nil, topology.NewParseError(sec.source, rowLine[r], tk.Col, err, "")
 			}
 			if tk.S == "XXXX" && r < c {
 				p.xxxx = append(p.xxxx, fmt.Sprintf("GPU%d-GPU%d", cols[r], cols[c]))
@@ -285,7 +285,7 @@ func (p *textParser) checkSymmetric(sec sectionInfo, cols []int, rows [][]topolo
 		return nil
 	}
 	label := func(i int) string { return fmt.Sprintf("GPU%d", cols[i]) }
-	return errAt(sec.source, rowLine[f.Row], rows[f.Row][f.Col].Col, topology.ErrInconsistent, "%s", f.Describe(label, what))
+	return topology.NewParseError(sec.source, rowLine[f.Row], rows[f.Row][f.Col].Col, topology.ErrInconsistent, "%s", f.Describe(label, what))
 }
 
 // commit stores a parsed matrix, reading the upper triangle and noting

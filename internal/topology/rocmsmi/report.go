@@ -9,6 +9,7 @@
 package rocmsmi
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sort"
@@ -240,12 +241,9 @@ func gpuList(idx []int) string {
 }
 
 func (r *Report) addSection(s string) {
-	for _, have := range r.Sections {
-		if have == s {
-			return
-		}
+	if !slices.Contains(r.Sections, s) {
+		r.Sections = append(r.Sections, s)
 	}
-	r.Sections = append(r.Sections, s)
 }
 
 func (r *Report) note(format string, args ...any) {
@@ -263,45 +261,27 @@ func (r *Report) Merge(other *Report) {
 	for _, i := range sortedKeys(other.Devices) {
 		o := other.Devices[i]
 		d := r.device(i)
-		if o.Name != "" {
-			d.Name = o.Name
-		}
-		if o.PCIBus != "" {
-			d.PCIBus = o.PCIBus
-		}
-		if o.UniqueID != "" {
-			d.UniqueID = o.UniqueID
-		}
-		if o.NUMANode != Unknown {
-			d.NUMANode = o.NUMANode
-		}
-		if o.NUMAAffinity != Unknown {
-			d.NUMAAffinity = o.NUMAAffinity
-		}
+		d.Name = cmp.Or(o.Name, d.Name)
+		d.PCIBus = cmp.Or(o.PCIBus, d.PCIBus)
+		d.UniqueID = cmp.Or(o.UniqueID, d.UniqueID)
+		setKnown(&d.NUMANode, o.NUMANode)
+		setKnown(&d.NUMAAffinity, o.NUMAAffinity)
 		if o.UtilPercent >= 0 {
 			d.UtilPercent = o.UtilPercent
 		}
 		if o.MemUsedPct >= 0 {
 			d.MemUsedPct = o.MemUsedPct
 		}
-		if o.MemTotalBytes != Unknown {
-			d.MemTotalBytes = o.MemTotalBytes
-		}
-		if o.MemUsedBytes != Unknown {
-			d.MemUsedBytes = o.MemUsedBytes
-		}
+		setKnown(&d.MemTotalBytes, o.MemTotalBytes)
+		setKnown(&d.MemUsedBytes, o.MemUsedBytes)
 		if o.InConcise {
 			d.InConcise, d.SecondDie = true, o.SecondDie
 		}
 	}
 	for k, o := range other.Pairs {
 		p := r.pair(k[0], k[1])
-		if o.Weight != Unknown {
-			p.Weight = o.Weight
-		}
-		if o.Hops != Unknown {
-			p.Hops = o.Hops
-		}
+		setKnown(&p.Weight, o.Weight)
+		setKnown(&p.Hops, o.Hops)
 		if o.Type != "" {
 			p.Type, p.TypeOther = o.Type, o.TypeOther
 		}
@@ -312,16 +292,19 @@ func (r *Report) Merge(other *Report) {
 	for _, s := range other.Sections {
 		r.addSection(s)
 	}
-	if other.Version != "" {
-		r.Version = other.Version
-	}
-	if other.DriverVersion != "" {
-		r.DriverVersion = other.DriverVersion
-	}
+	r.Version = cmp.Or(other.Version, r.Version)
+	r.DriverVersion = cmp.Or(other.DriverVersion, r.DriverVersion)
 	r.Notes = append(r.Notes, other.Notes...)
 	r.Ended = r.Ended || other.Ended
 	for t, l := range other.Listed {
 		r.list(t, l...)
+	}
+}
+
+// setKnown sets *dst to v unless v is Unknown.
+func setKnown[T int | int64](dst *T, v T) {
+	if v != Unknown {
+		*dst = v
 	}
 }
 
@@ -477,13 +460,9 @@ func (r *Report) link(p *Pair, a, b int, warn topology.Warner) (topology.Link, b
 	switch p.Type {
 	case "XGMI":
 		xgmi = true
-		if haveBW && zeroBW {
-			// rocm-smi: "0-0" min-max bandwidth indicates devices are not
-			// connected directly, e.g. MI250 GCDs two XGMI hops apart.
-			l.Direct = false
-		} else {
-			l.Direct = true
-		}
+		// rocm-smi: "0-0" min-max bandwidth indicates devices are not
+		// connected directly, e.g. MI250 GCDs two XGMI hops apart.
+		l.Direct = !zeroBW
 	case "PCIE":
 		if haveBW && !zeroBW {
 			warn.Warn("rocm-smi: GPU%d-GPU%d: link type PCIE but --shownodesbw %d-%d MB/s; treating as PCIe", a, b, p.MinBandwidth, p.MaxBandwidth)

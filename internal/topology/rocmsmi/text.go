@@ -149,15 +149,10 @@ type textParser struct {
 // otherSection is where lines outside any known section belong.
 var otherSection = sectionInfo{kind: kindOther, source: Source}
 
-// errAt is the *topology.ParseError of section source at line (1-based)
-// and col: err followed by the formatted detail, if any.
-func errAt(source string, line, col int, err error, format string, args ...any) error {
-	return topology.NewParseError(source, line, col, err, format, args...)
-}
-
-// errHere is errAt at the line just read.
+// errHere is the *topology.ParseError of section source at the line just
+// read and col: err followed by the formatted detail, if any.
 func (p *textParser) errHere(source string, col int, err error, format string, args ...any) error {
-	return errAt(source, p.lr.Line(), col, err, format, args...)
+	return topology.NewParseError(source, p.lr.Line(), col, err, format, args...)
 }
 
 // next reads the next line, made valid UTF-8 and without trailing white
