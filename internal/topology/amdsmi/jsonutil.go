@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -179,14 +180,7 @@ func gpuIndex(src string, i int, m map[string]any) (int, error) {
 }
 
 // sortedKeys returns m's keys in order, for stable error reports.
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
+func sortedKeys(m map[string]any) []string { return slices.Sorted(maps.Keys(m)) }
 
 // decodeGPUs decodes an amd-smi JSON document and returns its per-GPU
 // objects (see gpuList).

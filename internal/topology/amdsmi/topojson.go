@@ -4,7 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -129,12 +130,7 @@ func jsonOldSchema(t *Topology, i int, o map[string]any, pos map[int]int) (int, 
 			return known, fmt.Errorf("%w: gpu %d: %s is not an object", topology.ErrSyntax, g, key)
 		}
 		known++
-		names := make([]string, 0, len(mm))
-		for name := range mm {
-			names = append(names, name)
-		}
-		sort.Strings(names)
-		for _, name := range names {
+		for _, name := range slices.Sorted(maps.Keys(mm)) {
 			num, ok := strings.CutPrefix(name, "gpu_")
 			idx, err := strconv.Atoi(num)
 			if !ok || err != nil {

@@ -11,6 +11,7 @@ package rocmsmi
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -173,11 +174,7 @@ func (r *Report) list(title string, idx ...int) {
 // that stops short (output cut off, a tool that died half way) would
 // otherwise leave GPUs out of the model or their facts unknown.
 func (r *Report) listsAgree() error {
-	titles := make([]string, 0, len(r.Listed))
-	for t := range r.Listed {
-		titles = append(titles, t)
-	}
-	sort.Strings(titles)
+	titles := slices.Sorted(maps.Keys(r.Listed))
 	for _, t := range titles[min(1, len(titles)):] {
 		if a, b := r.Listed[titles[0]], r.Listed[t]; !slices.Equal(a, b) {
 			return fmt.Errorf("%w: the %q section lists %s but the %q section lists %s; is the output cut short?",
@@ -320,14 +317,7 @@ func (r *Report) indices() []int {
 	return sortedKeys(seen)
 }
 
-func sortedKeys[V any](m map[int]V) []int {
-	out := make([]int, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Ints(out)
-	return out
-}
+func sortedKeys[V any](m map[int]V) []int { return slices.Sorted(maps.Keys(m)) }
 
 // Model builds a finished topology.Model from the report: one device per
 // GPU index mentioned anywhere, in index order (RuntimeIndex is the

@@ -3,7 +3,8 @@ package rocmsmi
 import (
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -59,14 +60,7 @@ var sections = map[string]sectionInfo{
 
 // sectionTitles are the keys of sections, sorted, for notes that do not
 // change from run to run.
-var sectionTitles = func() []string {
-	ts := make([]string, 0, len(sections))
-	for t := range sections {
-		ts = append(ts, t)
-	}
-	sort.Strings(ts)
-	return ts
-}()
+var sectionTitles = slices.Sorted(maps.Keys(sections))
 
 var (
 	// kvLine matches "GPU[0]\t\t: key: value" and "GPU 0          : key: value".

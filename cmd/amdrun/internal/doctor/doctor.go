@@ -7,9 +7,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -259,13 +260,8 @@ func numaCheck(m *topology.Model, hostNUMA func() ([]topology.NUMANode, error)) 
 	for _, d := range m.Devices {
 		by[d.NUMANode] = append(by[d.NUMANode], fmt.Sprint(d.Index))
 	}
-	var ids []int
-	for id := range by {
-		ids = append(ids, id)
-	}
-	sort.Ints(ids)
 	var parts []string
-	for _, id := range ids {
+	for _, id := range slices.Sorted(maps.Keys(by)) {
 		name := fmt.Sprintf("node %d", id)
 		if id < 0 {
 			name = "unknown node"
