@@ -282,21 +282,19 @@ type splitter func(all, free []int, k int) (parts [][]int, ok bool, units int)
 // splitExclusive gives each of k ranks a contiguous share of the free
 // CPUs.
 func splitExclusive(all, free []int, k int) ([][]int, bool, int) {
-	if k > len(all) {
-		parts := make([][]int, k)
-		for j := range parts {
-			parts[j] = chunk(all, j, k)
-		}
-		return parts, len(free) == len(all), len(all)
-	}
-	if k > len(free) {
+	src, ok := free, true
+	switch {
+	case k > len(all):
+		// Fewer CPUs than ranks: they share, even when nothing is busy.
+		src, ok = all, len(free) == len(all)
+	case k > len(free):
 		return nil, false, len(all)
 	}
 	parts := make([][]int, k)
 	for j := range parts {
-		parts[j] = chunk(free, j, k)
+		parts[j] = chunk(src, j, k)
 	}
-	return parts, true, len(all)
+	return parts, ok, len(all)
 }
 
 // splitComplexes gives each of k ranks the CPUs of one level-3 cache of
@@ -415,24 +413,14 @@ func ompThreads(b binding, all []binding, nAllowed, nproc int) int {
 // allowedCPUs is the allowed list, or every CPU of the host's NUMA nodes
 // when it is nil; sorted, distinct.
 func allowedCPUs(host []topology.NUMANode, allowed []int) []int {
-	var src []int
-	if allowed != nil {
-		src = allowed
-	} else {
+	out := append([]int(nil), allowed...)
+	if allowed == nil {
 		for _, n := range host {
-			src = append(src, n.CPUs...)
+			out = append(out, n.CPUs...)
 		}
 	}
-	seen := map[int]bool{}
-	var out []int
-	for _, c := range src {
-		if !seen[c] {
-			seen[c] = true
-			out = append(out, c)
-		}
-	}
-	sort.Ints(out)
-	return out
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // intersect returns the CPUs of a that are in sorted b, sorted.

@@ -14,6 +14,7 @@
 package plan
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -302,9 +303,7 @@ func resolveSpec(s Spec) (resolved, error) {
 	if err := checkRanks(s); err != nil {
 		return v, err
 	}
-	if v.per == 0 {
-		v.per = 1
-	}
+	v.per = cmp.Or(v.per, 1)
 	if v.per < 0 || len(s.Devices)%v.per != 0 {
 		return v, fmt.Errorf("launch: %w: %d devices do not split into ranks of %d", ErrSpec, len(s.Devices), s.DevicesPerRank)
 	}
@@ -315,25 +314,25 @@ func resolveSpec(s Spec) (resolved, error) {
 	if s.RankVisibleEnv != nil && len(s.RankVisibleEnv) != v.nproc {
 		return v, fmt.Errorf("launch: %w: visible devices for %d ranks, the plan has %d", ErrSpec, len(s.RankVisibleEnv), v.nproc)
 	}
-	v.bind, v.mem = or(v.bind, BindNone), or(v.mem, MemNone)
+	v.bind, v.mem = cmp.Or(v.bind, BindNone), cmp.Or(v.mem, MemNone)
 	if _, err := ParseBindMode(string(v.bind)); err != nil {
 		return v, fmt.Errorf("launch: %w: %v", ErrSpec, err)
 	}
 	if _, err := ParseMemPolicy(string(v.mem)); err != nil {
 		return v, fmt.Errorf("launch: %w: %v", ErrSpec, err)
 	}
-	v.nnodes = or(v.nnodes, 1)
+	v.nnodes = cmp.Or(v.nnodes, 1)
 	if v.nnodes < 0 || s.NodeRank < 0 || s.NodeRank >= v.nnodes {
 		return v, fmt.Errorf("launch: %w: node rank %d outside %d node(s)", ErrSpec, s.NodeRank, v.nnodes)
 	}
 	if s.MaxRestarts < 0 {
 		return v, fmt.Errorf("launch: %w: max restarts %d is negative", ErrSpec, s.MaxRestarts)
 	}
-	v.port = or(v.port, DefaultMasterPort)
+	v.port = cmp.Or(v.port, DefaultMasterPort)
 	if v.port < 0 || v.port > 65535 {
 		return v, fmt.Errorf("launch: %w: master port %d outside 1-65535", ErrSpec, s.MasterPort)
 	}
-	v.addr, v.runID, v.role = or(v.addr, DefaultMasterAddr), or(v.runID, DefaultRunID), or(v.role, DefaultRole)
+	v.addr, v.runID, v.role = cmp.Or(v.addr, DefaultMasterAddr), cmp.Or(v.runID, DefaultRunID), cmp.Or(v.role, DefaultRole)
 	return v, nil
 }
 
@@ -357,15 +356,6 @@ func checkRanks(s Spec) error {
 		seen[d.Index] = true
 	}
 	return nil
-}
-
-// or is v, or def when v is the zero value.
-func or[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // newRank is local rank lr with its devices and binding; its Env is set

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"cmp"
 	"strconv"
 	"strings"
 
@@ -78,9 +79,7 @@ func TorchrunPlan(p *Plan, t Torchrun) *Plan {
 		argv = []string{"torchrun"}
 	}
 	nnodes := t.ElasticNNodes
-	if nnodes == "" {
-		nnodes = strconv.Itoa(max(1, t.NNodes))
-	}
+	nnodes = cmp.Or(nnodes, strconv.Itoa(max(1, t.NNodes)))
 	argv = append(argv, "--nproc_per_node", strconv.Itoa(len(p.Ranks)), "--nnodes", nnodes)
 	if len(t.Rdzv) == 0 {
 		if nnodes == "1" {
