@@ -1,6 +1,7 @@
 package discover
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
 	"errors"
@@ -82,9 +83,7 @@ func Discover(ctx context.Context, o Options) (*topology.Model, error) {
 	if o.Run == nil {
 		o.Run = ExecRunner
 	}
-	if o.SysfsRoot == "" {
-		o.SysfsRoot = "/"
-	}
+	o.SysfsRoot = cmp.Or(o.SysfsRoot, "/")
 	src := o.Source
 	if src == "" || src == "auto" {
 		if o.File != "" {

@@ -8,6 +8,7 @@
 package topology
 
 import (
+	"cmp"
 	"fmt"
 	"sort"
 	"strings"
@@ -257,9 +258,7 @@ func (m *Model) Finish() error {
 	if m.HostBandwidth <= 0 {
 		m.HostBandwidth = DefaultHostBandwidth
 	}
-	if m.Bandwidth == "" {
-		m.Bandwidth = "theoretical"
-	}
+	m.Bandwidth = cmp.Or(m.Bandwidth, "theoretical")
 	seen, err := m.finishLinks()
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@
 package kfd
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -289,9 +290,7 @@ func loadGPU(fsys fs.FS, n *node, warn topology.Warner) error {
 			n.mem += props["size_in_bytes"]
 		}
 	}
-	if n.mem == 0 {
-		n.mem = n.props["local_mem_size"]
-	}
+	n.mem = cmp.Or(n.mem, n.props["local_mem_size"])
 	return nil
 }
 

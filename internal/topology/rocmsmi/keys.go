@@ -1,6 +1,7 @@
 package rocmsmi
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 	"strings"
@@ -49,9 +50,7 @@ func applyKey(d *DeviceInfo, key, value string) error {
 			d.Name = value
 		}
 	case "device name":
-		if d.Name == "" {
-			d.Name = value
-		}
+		d.Name = cmp.Or(d.Name, value)
 	}
 	return nil
 }

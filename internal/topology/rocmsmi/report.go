@@ -466,9 +466,7 @@ func (r *Report) link(p *Pair, a, b int, warn topology.Warner) (topology.Link, b
 	}
 	if xgmi {
 		l.Type, l.Level = topology.LinkXGMI, "XGMI"
-		if l.Hops == 0 {
-			l.Hops = 1
-		}
+		l.Hops = cmp.Or(l.Hops, 1)
 		if haveBW && !zeroBW {
 			l.MinBandwidth, l.MaxBandwidth = p.MinBandwidth, p.MaxBandwidth
 			if l.MinBandwidth <= 0 {
@@ -481,8 +479,6 @@ func (r *Report) link(p *Pair, a, b int, warn topology.Warner) (topology.Link, b
 	if p.Hops >= 3 || (p.Hops == Unknown && p.Weight >= 52) {
 		l.Level = topology.LevelSYS
 	}
-	if l.Hops == 0 {
-		l.Hops = 2
-	}
+	l.Hops = cmp.Or(l.Hops, 2)
 	return l, true
 }

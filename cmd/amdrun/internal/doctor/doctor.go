@@ -4,6 +4,7 @@
 package doctor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -189,9 +190,7 @@ func pathCheck(path string, self func() (string, error)) Check {
 // directories of path, as a shell finds it ("" when none).
 func firstOnPath(path, name string) string {
 	for _, dir := range filepath.SplitList(path) {
-		if dir == "" {
-			dir = "."
-		}
+		dir = cmp.Or(dir, ".")
 		p := filepath.Join(dir, name)
 		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0 {
 			return p
@@ -366,9 +365,7 @@ func leaseCheck(o *Options, m *topology.Model) Check {
 			faults = append(faults, fmt.Sprintf("GPU %d unusable (%s)", i, printable.String(s.Fault.Error(), 200)))
 		default:
 			who := s.Holder.User
-			if who == "" {
-				who = "an unknown user"
-			}
+			who = cmp.Or(who, "an unknown user")
 			leased = append(leased, fmt.Sprintf("GPU %d by %s pid %d", i, who, s.Holder.PID))
 		}
 	}

@@ -3,6 +3,7 @@
 package pscmd
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -266,9 +267,7 @@ func printQueue(out io.Writer, queue []lease.Waiting) error {
 	fmt.Fprintf(tw, "\nQUEUE\tUSER\tPID\tDEVICES\tSINCE\n")
 	for i, w := range queue {
 		who := w.User
-		if who == "" {
-			who = fmt.Sprintf("uid %d", w.UID)
-		}
+		who = cmp.Or(who, fmt.Sprintf("uid %d", w.UID))
 		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%s\n", i+1, printable.String(who, 32), w.PID, w.Need, w.Since.Format("2006-01-02 15:04:05"))
 	}
 	return tw.Flush()

@@ -2,6 +2,7 @@
 package topocmd
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -99,9 +100,7 @@ func cell(m *topology.Model, a, b int) string {
 	}
 	l := m.Link(a, b)
 	label := l.Level
-	if label == "" {
-		label = strings.ToUpper(string(l.Type))
-	}
+	label = cmp.Or(label, strings.ToUpper(string(l.Type)))
 	if !l.Direct && l.Type == topology.LinkPCIe && l.Level == "" {
 		label = "PHB"
 	}
