@@ -10,7 +10,7 @@ package topology
 import (
 	"cmp"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 )
 
@@ -264,12 +264,7 @@ func (m *Model) Finish() error {
 		return err
 	}
 	m.addHostLinks(seen)
-	sort.Slice(m.Links, func(i, j int) bool {
-		if m.Links[i].A != m.Links[j].A {
-			return m.Links[i].A < m.Links[j].A
-		}
-		return m.Links[i].B < m.Links[j].B
-	})
+	slices.SortFunc(m.Links, func(x, y Link) int { return cmp.Or(cmp.Compare(x.A, y.A), cmp.Compare(x.B, y.B)) })
 	m.finishDevices()
 	m.index()
 	return m.Validate()
