@@ -154,25 +154,6 @@ func splitAt(s string, sep byte) []topology.Field {
 	return out
 }
 
-// spaceFields splits a line whose tabs were expanded to spaces (as most
-// pasted copies are) at runs of blanks.
-func spaceFields(s string) []topology.Field {
-	var out []topology.Field
-	for i := 0; i < len(s); {
-		if s[i] == ' ' || s[i] == '\t' || s[i] == '\r' {
-			i++
-			continue
-		}
-		j := i
-		for j < len(s) && s[j] != ' ' && s[j] != '\t' && s[j] != '\r' {
-			j++
-		}
-		out = append(out, topology.Field{S: s[i:j], Col: i})
-		i = j
-	}
-	return out
-}
-
 // headerFields splits the header row into column names. With tabs the
 // names are the tab-separated cells; with expanded tabs the words of the
 // known affinity columns are joined again.
@@ -186,7 +167,7 @@ func headerFields(s string) []topology.Field {
 		}
 		return splitLabels(out)
 	}
-	words := spaceFields(s)
+	words := topology.SplitFields(s) // tabs expanded to spaces, as most pasted copies are
 	var out []topology.Field
 	for i := 0; i < len(words); i++ {
 		joined := false
@@ -331,7 +312,7 @@ func (mr *matrixReader) row(line string) error {
 	if tabbed {
 		fs = tabFields(line)
 	} else {
-		fs = spaceFields(line)
+		fs = topology.SplitFields(line)
 	}
 	label := fs[0]
 	if !gpuLabel().MatchString(label.S) {
