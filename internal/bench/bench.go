@@ -185,12 +185,8 @@ func Apply(m *topology.Model, r *Result) error {
 			if x <= 0 || y <= 0 {
 				continue
 			}
-			lo, hi := x, y
-			if lo > hi {
-				lo, hi = hi, lo
-			}
 			l := m.Link(a, b)
-			l.MinBandwidth, l.MaxBandwidth = int64(lo), int64(hi)
+			l.MinBandwidth, l.MaxBandwidth = int64(min(x, y)), int64(max(x, y))
 			l.Measured, l.Assumed = true, false
 			l.P2P = topology.P2PAvailable
 		}
