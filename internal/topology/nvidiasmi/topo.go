@@ -9,6 +9,7 @@ package nvidiasmi
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -370,12 +371,7 @@ func (mr *matrixReader) cut(line, format string, args ...any) error {
 
 // anyText says whether any of the cells is non-empty.
 func anyText(fs []topology.Field) bool {
-	for _, f := range fs {
-		if f.S != "" {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(fs, func(f topology.Field) bool { return f.S != "" })
 }
 
 // splitDeviceCells checks every cell under a device column (GPU and NIC
