@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -52,10 +53,8 @@ type Options struct {
 
 // ValidSource checks a --source value.
 func ValidSource(s string) error {
-	for _, v := range Sources {
-		if s == v || s == "" {
-			return nil
-		}
+	if s == "" || slices.Contains(Sources, s) {
+		return nil
 	}
 	return fmt.Errorf("%w %q (valid: %s)", ErrUnknownSource, s, strings.Join(Sources, ", "))
 }
