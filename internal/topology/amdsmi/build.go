@@ -180,9 +180,7 @@ func devices(infos []GPU, useHIP bool) []topology.Device {
 		if g.MemUsedMiB >= 0 && g.MemTotalMiB > 0 {
 			d.MemUsedMiB, d.MemTotalMiB = g.MemUsedMiB, g.MemTotalMiB
 		}
-		if g.Processes > 0 {
-			d.Processes = g.Processes
-		}
+		d.Processes = max(g.Processes, 0) // -1: unknown
 		out = append(out, d)
 	}
 	return out
