@@ -275,26 +275,18 @@ func numaCheck(m *topology.Model, hostNUMA func() ([]topology.NUMANode, error)) 
 }
 
 func visibleCheck(env []string, m *topology.Model) Check {
-	set := map[string]string{}
-	for _, kv := range env {
-		k, v, _ := strings.Cut(kv, "=")
-		switch k {
-		case "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES":
-			set[k] = v
-		}
-	}
-	if len(set) == 0 {
-		return Check{"visible devices", OK, "no CUDA_/HIP_/ROCR_VISIBLE_DEVICES set", ""}
-	}
 	var parts []string
-	for _, k := range []string{"CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"} {
-		if v, ok := set[k]; ok {
+	for _, k := range []string{plan.EnvCUDAVisible, plan.EnvHIPVisible, plan.EnvROCRVisible} {
+		if v, ok := envlist.Lookup(env, k); ok {
 			parts = append(parts, k+"="+v)
 		}
 	}
+	if len(parts) == 0 {
+		return Check{"visible devices", OK, "no CUDA_/HIP_/ROCR_VISIBLE_DEVICES set", ""}
+	}
 	detail := strings.Join(parts, " ")
-	_, rocr := set["ROCR_VISIBLE_DEVICES"]
-	_, hip := set["HIP_VISIBLE_DEVICES"]
+	_, rocr := envlist.Lookup(env, plan.EnvROCRVisible)
+	_, hip := envlist.Lookup(env, plan.EnvHIPVisible)
 	if m != nil {
 		// The same check a launch makes: a mask that names no device fails.
 		if _, err := plan.ParseMask(env, m.Devices); err != nil {
