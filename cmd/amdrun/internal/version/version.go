@@ -49,9 +49,7 @@ func FromBuild(stamped string, bi *debug.BuildInfo) string {
 	if rev == "" {
 		return "dev"
 	}
-	if len(rev) > 12 {
-		rev = rev[:12]
-	}
+	rev = rev[:min(len(rev), 12)]
 	if modified == "true" {
 		rev += "-dirty"
 	}
@@ -60,10 +58,7 @@ func FromBuild(stamped string, bi *debug.BuildInfo) string {
 
 // Current is FromBuild of the running binary's own build info.
 func Current(stamped string) string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		bi = nil
-	}
+	bi, _ := debug.ReadBuildInfo() // nil when the binary has none
 	return FromBuild(stamped, bi)
 }
 
