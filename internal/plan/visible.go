@@ -253,8 +253,7 @@ func (m *Mask) Within(allowed []int, what string) (*Mask, []int, error) {
 		}
 	}
 	if len(keep) == 0 {
-		name := out.visVar
-		name = cmp.Or(name, EnvROCRVisible)
+		name := cmp.Or(out.visVar, EnvROCRVisible)
 		return nil, nil, fmt.Errorf("launch: %w: %s leaves devices %s visible, none of which %s grants",
 			ErrMask, name, topology.JoinInts(out.cands), what)
 	}

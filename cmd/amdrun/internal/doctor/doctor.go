@@ -356,8 +356,7 @@ func leaseCheck(o *Options, m *topology.Model) Check {
 		case s.Fault != nil:
 			faults = append(faults, fmt.Sprintf("GPU %d unusable (%s)", i, printable.String(s.Fault.Error(), 200)))
 		default:
-			who := s.Holder.User
-			who = cmp.Or(who, "an unknown user")
+			who := cmp.Or(s.Holder.User, "an unknown user")
 			leased = append(leased, fmt.Sprintf("GPU %d by %s pid %d", i, who, s.Holder.PID))
 		}
 	}

@@ -266,8 +266,7 @@ func printQueue(out io.Writer, queue []lease.Waiting) error {
 	tw := cmdutil.NewTable(out)
 	fmt.Fprintf(tw, "\nQUEUE\tUSER\tPID\tDEVICES\tSINCE\n")
 	for i, w := range queue {
-		who := w.User
-		who = cmp.Or(who, fmt.Sprintf("uid %d", w.UID))
+		who := cmp.Or(w.User, fmt.Sprintf("uid %d", w.UID))
 		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%s\n", i+1, printable.String(who, 32), w.PID, w.Need, w.Since.Format("2006-01-02 15:04:05"))
 	}
 	return tw.Flush()

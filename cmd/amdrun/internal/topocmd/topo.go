@@ -99,8 +99,7 @@ func cell(m *topology.Model, a, b int) string {
 		return "X"
 	}
 	l := m.Link(a, b)
-	label := l.Level
-	label = cmp.Or(label, strings.ToUpper(string(l.Type)))
+	label := cmp.Or(l.Level, strings.ToUpper(string(l.Type)))
 	if !l.Direct && l.Type == topology.LinkPCIe && l.Level == "" {
 		label = "PHB"
 	}
