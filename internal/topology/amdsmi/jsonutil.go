@@ -22,25 +22,14 @@ func decodeJSON(src string, r io.Reader) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", src, err)
 	}
-	start, skipped := 0, 0
-	for start < len(data) {
-		end := bytes.IndexByte(data[start:], '\n')
-		line := data[start:]
-		if end >= 0 {
-			line = data[start : start+end]
-		}
-		t := bytes.TrimSpace(line)
-		if len(t) > 0 && (t[0] == '[' || t[0] == '{') {
+	body, skipped := data, 0
+	for len(body) > 0 {
+		line, rest, _ := bytes.Cut(body, []byte("\n"))
+		if t := bytes.TrimSpace(line); len(t) > 0 && (t[0] == '[' || t[0] == '{') {
 			break
 		}
-		if end < 0 {
-			start = len(data)
-			break
-		}
-		start += end + 1
-		skipped++
+		body, skipped = rest, skipped+1
 	}
-	body := data[start:]
 	if len(bytes.TrimSpace(body)) == 0 {
 		if len(bytes.TrimSpace(data)) == 0 {
 			return nil, topology.NewParseError(src, 0, 0, topology.ErrEmpty, "")
