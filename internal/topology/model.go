@@ -213,10 +213,8 @@ func (m *Model) LinkBW(l *Link) int64 {
 
 // NUMANode returns the host NUMA node with the given id, or nil.
 func (m *Model) NUMANode(id int) *NUMANode {
-	for i := range m.NUMANodes {
-		if m.NUMANodes[i].ID == id {
-			return &m.NUMANodes[i]
-		}
+	if i := slices.IndexFunc(m.NUMANodes, func(n NUMANode) bool { return n.ID == id }); i >= 0 {
+		return &m.NUMANodes[i]
 	}
 	return nil
 }
