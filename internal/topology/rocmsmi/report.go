@@ -384,9 +384,7 @@ func (r *Report) devices(idx []int, warn topology.Warner) []topology.Device {
 		case info.NUMANode >= 0:
 			d.NUMANode = info.NUMANode
 		}
-		if info.UtilPercent >= 0 {
-			d.UtilPercent = info.UtilPercent
-		}
+		d.UtilPercent = max(info.UtilPercent, 0) // -1: unknown
 		if info.MemTotalBytes > 0 && info.MemUsedBytes >= 0 {
 			d.MemTotalMiB = info.MemTotalBytes >> 20
 			d.MemUsedMiB = info.MemUsedBytes >> 20
