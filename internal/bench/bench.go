@@ -19,10 +19,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -184,12 +185,8 @@ func Apply(m *topology.Model, r *Result) error {
 			if x <= 0 || y <= 0 {
 				continue
 			}
-			lo, hi := x, y
-			if lo > hi {
-				lo, hi = hi, lo
-			}
 			l := m.Link(a, b)
-			l.MinBandwidth, l.MaxBandwidth = int64(lo), int64(hi)
+			l.MinBandwidth, l.MaxBandwidth = int64(min(x, y)), int64(max(x, y))
 			l.Measured, l.Assumed = true, false
 			l.P2P = topology.P2PAvailable
 		}
@@ -328,14 +325,7 @@ func stderrOrDiscard(w io.Writer) io.Writer {
 }
 
 // NUMAIDs returns the keys of r.H2D in order.
-func (r *Result) NUMAIDs() []int {
-	var ids []int
-	for id := range r.H2D {
-		ids = append(ids, id)
-	}
-	sort.Ints(ids)
-	return ids
-}
+func (r *Result) NUMAIDs() []int { return slices.Sorted(maps.Keys(r.H2D)) }
 
 // FromRBT turns rocm_bandwidth_test output into a Result for the devices
 // of m, to cache like the probe's: D2D[i][j] is the copy from device i to

@@ -1,6 +1,7 @@
 package discover
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -51,10 +53,8 @@ type Options struct {
 
 // ValidSource checks a --source value.
 func ValidSource(s string) error {
-	for _, v := range Sources {
-		if s == v || s == "" {
-			return nil
-		}
+	if s == "" || slices.Contains(Sources, s) {
+		return nil
 	}
 	return fmt.Errorf("%w %q (valid: %s)", ErrUnknownSource, s, strings.Join(Sources, ", "))
 }
@@ -82,9 +82,7 @@ func Discover(ctx context.Context, o Options) (*topology.Model, error) {
 	if o.Run == nil {
 		o.Run = ExecRunner
 	}
-	if o.SysfsRoot == "" {
-		o.SysfsRoot = "/"
-	}
+	o.SysfsRoot = cmp.Or(o.SysfsRoot, "/")
 	src := o.Source
 	if src == "" || src == "auto" {
 		if o.File != "" {

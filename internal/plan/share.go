@@ -102,20 +102,17 @@ func shareAll(out []binding, homes []home, s Spec, host map[int]topology.NUMANod
 // level-3 caches among its allowed CPUs than devices: core-complex ranks
 // there get fair shares, not a complex each.
 func fewerComplexes(s Spec, homes []home, host map[int]topology.NUMANode, allowed []int) bool {
-	var ids []int
 	for _, h := range homes {
-		ids = append(ids, h.nodes...)
-	}
-	for _, id := range ids {
-		peers := s.NodeDevices[id]
-		units := 0
-		for _, l3 := range s.CPUGroups.L3 {
-			if len(intersect(intersect(l3, host[id].CPUs), allowed)) > 0 {
-				units++
+		for _, id := range h.nodes {
+			units := 0
+			for _, l3 := range s.CPUGroups.L3 {
+				if len(intersect(intersect(l3, host[id].CPUs), allowed)) > 0 {
+					units++
+				}
 			}
-		}
-		if units < len(peers) {
-			return true
+			if units < len(s.NodeDevices[id]) {
+				return true
+			}
 		}
 	}
 	return false

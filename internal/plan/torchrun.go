@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"cmp"
 	"strconv"
 	"strings"
 
@@ -77,10 +78,7 @@ func TorchrunPlan(p *Plan, t Torchrun) *Plan {
 	if len(argv) == 0 {
 		argv = []string{"torchrun"}
 	}
-	nnodes := t.ElasticNNodes
-	if nnodes == "" {
-		nnodes = strconv.Itoa(max(1, t.NNodes))
-	}
+	nnodes := cmp.Or(t.ElasticNNodes, strconv.Itoa(max(1, t.NNodes)))
 	argv = append(argv, "--nproc_per_node", strconv.Itoa(len(p.Ranks)), "--nnodes", nnodes)
 	if len(t.Rdzv) == 0 {
 		if nnodes == "1" {

@@ -1,8 +1,10 @@
 package plan
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -105,7 +107,7 @@ func ParseMask(env []string, devs []topology.Device) (*Mask, error) {
 			return nil, err
 		}
 		if m.visVar != "" {
-			if !equalInts(idx, m.vis) {
+			if !slices.Equal(idx, m.vis) {
 				return nil, fmt.Errorf("launch: %w: %s=%q and %s=%q name different devices",
 					ErrMask, m.visVar, vars[m.visVar], name, vars[name])
 			}
@@ -251,10 +253,7 @@ func (m *Mask) Within(allowed []int, what string) (*Mask, []int, error) {
 		}
 	}
 	if len(keep) == 0 {
-		name := out.visVar
-		if name == "" {
-			name = EnvROCRVisible
-		}
+		name := cmp.Or(out.visVar, EnvROCRVisible)
 		return nil, nil, fmt.Errorf("launch: %w: %s leaves devices %s visible, none of which %s grants",
 			ErrMask, name, topology.JoinInts(out.cands), what)
 	}
@@ -284,15 +283,7 @@ func (m *Mask) Narrow(list []int) []int {
 
 // Allows says whether the device with index i is visible under the mask.
 func (m *Mask) Allows(i int) bool {
-	if m == nil || m.cands == nil {
-		return true
-	}
-	for _, c := range m.cands {
-		if c == i {
-			return true
-		}
-	}
-	return false
+	return m == nil || m.cands == nil || slices.Contains(m.cands, i)
 }
 
 // Check returns an error wrapping ErrMask when a chosen device is not
@@ -330,15 +321,11 @@ func (m *Mask) Env(chosen []topology.Device, vendor topology.Vendor) map[string]
 
 func (m *Mask) token(d topology.Device) string {
 	if m != nil {
-		for k, i := range m.vis {
-			if i == d.Index {
-				return m.visTokens[k]
-			}
+		if k := slices.Index(m.vis, d.Index); k >= 0 {
+			return m.visTokens[k]
 		}
-		for k, i := range m.rocr {
-			if i == d.Index {
-				return strconv.Itoa(k)
-			}
+		if k := slices.Index(m.rocr, d.Index); k >= 0 {
+			return strconv.Itoa(k)
 		}
 	}
 	return strconv.Itoa(d.RuntimeIndex)
@@ -347,28 +334,9 @@ func (m *Mask) token(d topology.Device) string {
 // sameList says whether two comma-separated lists have the same entries
 // in the same order, ignoring spaces around them.
 func sameList(a, b string) bool {
-	x, y := strings.Split(a, ","), strings.Split(b, ",")
-	if len(x) != len(y) {
-		return false
-	}
-	for i := range x {
-		if strings.TrimSpace(x[i]) != strings.TrimSpace(y[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
+	return slices.EqualFunc(strings.Split(a, ","), strings.Split(b, ","), func(x, y string) bool {
+		return strings.TrimSpace(x) == strings.TrimSpace(y)
+	})
 }
 
 func sortedCopy(a []int) []int {

@@ -28,9 +28,7 @@ func AssumedBandwidth(t LinkType, level string, count int, host int64) int64 {
 	if host <= 0 {
 		host = DefaultHostBandwidth
 	}
-	if count < 1 {
-		count = 1
-	}
+	count = max(count, 1)
 	switch t {
 	case LinkXGMI:
 		return int64(count) * XGMILinkBandwidth

@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,9 +31,7 @@ func ReadJSON(r io.Reader) (*Model, error) {
 	if len(m.Devices) == 0 {
 		return nil, NewParseError("topology file", 0, 0, ErrNoDevices, "")
 	}
-	if m.Source == "" {
-		m.Source = "file"
-	}
+	m.Source = cmp.Or(m.Source, "file")
 	if err := m.Finish(); err != nil {
 		return nil, NewParseError("topology file", 0, 0, err, "")
 	}

@@ -94,9 +94,7 @@ func (m *Model) applyNUMARule(l *Link) {
 		return
 	}
 	l.Level = LevelSYS
-	if l.Hops < 3 {
-		l.Hops = 3
-	}
+	l.Hops = max(l.Hops, 3)
 	if l.Assumed {
 		l.MaxBandwidth = AssumedBandwidth(l.Type, l.Level, l.Count, m.HostBandwidth)
 		l.MinBandwidth = l.MaxBandwidth

@@ -8,8 +8,9 @@
 package topology
 
 import (
+	"cmp"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 )
 
@@ -212,10 +213,8 @@ func (m *Model) LinkBW(l *Link) int64 {
 
 // NUMANode returns the host NUMA node with the given id, or nil.
 func (m *Model) NUMANode(id int) *NUMANode {
-	for i := range m.NUMANodes {
-		if m.NUMANodes[i].ID == id {
-			return &m.NUMANodes[i]
-		}
+	if i := slices.IndexFunc(m.NUMANodes, func(n NUMANode) bool { return n.ID == id }); i >= 0 {
+		return &m.NUMANodes[i]
 	}
 	return nil
 }
@@ -257,20 +256,13 @@ func (m *Model) Finish() error {
 	if m.HostBandwidth <= 0 {
 		m.HostBandwidth = DefaultHostBandwidth
 	}
-	if m.Bandwidth == "" {
-		m.Bandwidth = "theoretical"
-	}
+	m.Bandwidth = cmp.Or(m.Bandwidth, "theoretical")
 	seen, err := m.finishLinks()
 	if err != nil {
 		return err
 	}
 	m.addHostLinks(seen)
-	sort.Slice(m.Links, func(i, j int) bool {
-		if m.Links[i].A != m.Links[j].A {
-			return m.Links[i].A < m.Links[j].A
-		}
-		return m.Links[i].B < m.Links[j].B
-	})
+	slices.SortFunc(m.Links, func(x, y Link) int { return cmp.Or(cmp.Compare(x.A, y.A), cmp.Compare(x.B, y.B)) })
 	m.finishDevices()
 	m.index()
 	return m.Validate()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 
@@ -179,9 +180,7 @@ func devices(infos []GPU, useHIP bool) []topology.Device {
 		if g.MemUsedMiB >= 0 && g.MemTotalMiB > 0 {
 			d.MemUsedMiB, d.MemTotalMiB = g.MemUsedMiB, g.MemTotalMiB
 		}
-		if g.Processes > 0 {
-			d.Processes = g.Processes
-		}
+		d.Processes = max(g.Processes, 0) // -1: unknown
 		out = append(out, d)
 	}
 	return out
@@ -395,34 +394,28 @@ func (d *discovery) identity() error {
 // needless.
 func (d *discovery) use() error {
 	if !d.haveProcs {
-		if err := d.optional(argsProcess, func(b []byte) error {
-			procs, err := ParseProcessJSON(bytes.NewReader(b))
-			if err != nil {
-				return err
-			}
-			d.gpus = ensureGPUs(d.gpus, d.t)
-			for i := range d.gpus {
-				if c, ok := procs[d.gpus[i].Index]; ok {
-					d.gpus[i].Processes = c
-				}
-			}
-			return nil
-		}); err != nil {
+		if err := perGPU(d, argsProcess, ParseProcessJSON, func(g *GPU, n int) { g.Processes = n }); err != nil {
 			return err
 		}
 	}
 	if d.haveMem {
 		return nil
 	}
-	return d.optional(argsMemUsage, func(b []byte) error {
-		mem, err := ParseMemUsageJSON(bytes.NewReader(b))
+	return perGPU(d, argsMemUsage, ParseMemUsageJSON, func(g *GPU, mu Memory) { g.MemUsedMiB, g.MemTotalMiB = mu.UsedMiB, mu.TotalMiB })
+}
+
+// perGPU runs an optional call whose parser gives a figure per amd-smi
+// GPU index, and sets each GPU's figure.
+func perGPU[T any](d *discovery, args []string, parse func(io.Reader) (map[int]T, error), set func(*GPU, T)) error {
+	return d.optional(args, func(b []byte) error {
+		byIndex, err := parse(bytes.NewReader(b))
 		if err != nil {
 			return err
 		}
 		d.gpus = ensureGPUs(d.gpus, d.t)
 		for i := range d.gpus {
-			if mu, ok := mem[d.gpus[i].Index]; ok {
-				d.gpus[i].MemUsedMiB, d.gpus[i].MemTotalMiB = mu.UsedMiB, mu.TotalMiB
+			if v, ok := byIndex[d.gpus[i].Index]; ok {
+				set(&d.gpus[i], v)
 			}
 		}
 		return nil

@@ -1,6 +1,7 @@
 package amdsmi
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strings"
@@ -46,38 +47,23 @@ func NewGPU(index int) GPU {
 
 // merge fills the unknown fields of g from o.
 func (g *GPU) merge(o GPU) {
-	if g.BDF == "" {
-		g.BDF = o.BDF
-	}
-	if g.UUID == "" {
-		g.UUID = o.UUID
-	}
-	if g.Name == "" {
-		g.Name = o.Name
-	}
-	if g.HIPID < 0 {
-		g.HIPID = o.HIPID
-	}
-	if g.OAMID < 0 {
-		g.OAMID = o.OAMID
-	}
-	if g.NodeID < 0 {
-		g.NodeID = o.NodeID
-	}
-	if g.PartitionID == 0 {
-		g.PartitionID = o.PartitionID
-	}
-	if g.PartitionMode == "" {
-		g.PartitionMode = o.PartitionMode
-	}
-	if g.MemUsedMiB < 0 {
-		g.MemUsedMiB = o.MemUsedMiB
-	}
-	if g.MemTotalMiB < 0 {
-		g.MemTotalMiB = o.MemTotalMiB
-	}
-	if g.Processes < 0 {
-		g.Processes = o.Processes
+	g.BDF = cmp.Or(g.BDF, o.BDF)
+	g.UUID = cmp.Or(g.UUID, o.UUID)
+	g.Name = cmp.Or(g.Name, o.Name)
+	g.PartitionID = cmp.Or(g.PartitionID, o.PartitionID)
+	g.PartitionMode = cmp.Or(g.PartitionMode, o.PartitionMode)
+	fillNegative(&g.HIPID, o.HIPID)
+	fillNegative(&g.OAMID, o.OAMID)
+	fillNegative(&g.NodeID, o.NodeID)
+	fillNegative(&g.MemUsedMiB, o.MemUsedMiB)
+	fillNegative(&g.MemTotalMiB, o.MemTotalMiB)
+	fillNegative(&g.Processes, o.Processes)
+}
+
+// fillNegative sets *dst to v when *dst is negative (unknown).
+func fillNegative[T int | int64](dst *T, v T) {
+	if *dst < 0 {
+		*dst = v
 	}
 }
 
@@ -89,12 +75,16 @@ func keyName(s string) string {
 // setIdentity stores one identity key of amd-smi list into g. Unknown keys
 // are ignored.
 func setIdentity(g *GPU, key string, v any) error {
-	num := func() (int, bool, error) {
+	// setNum stores a non-negative number into *dst.
+	setNum := func(dst *int) error {
 		n, ok, err := jsonInt(v)
 		if err == nil && (n < -1 || n > 1<<31-1) {
 			err = fmt.Errorf("%w: %v", topology.ErrBadNumber, v)
 		}
-		return int(n), ok, err
+		if err == nil && ok && n >= 0 {
+			*dst = int(n)
+		}
+		return err
 	}
 	switch keyName(key) {
 	case "BDF":
@@ -112,37 +102,13 @@ func setIdentity(g *GPU, key string, v any) error {
 	case "MARKET_NAME", "NAME", "GPU_NAME", "PRODUCT_NAME":
 		g.Name = jsonString(v)
 	case "HIP_ID", "HIP_DEVICE_ID":
-		n, ok, err := num()
-		if err != nil {
-			return err
-		}
-		if ok && n >= 0 {
-			g.HIPID = n
-		}
+		return setNum(&g.HIPID)
 	case "OAM_ID":
-		n, ok, err := num()
-		if err != nil {
-			return err
-		}
-		if ok && n >= 0 {
-			g.OAMID = n
-		}
+		return setNum(&g.OAMID)
 	case "NODE_ID":
-		n, ok, err := num()
-		if err != nil {
-			return err
-		}
-		if ok && n >= 0 {
-			g.NodeID = n
-		}
+		return setNum(&g.NodeID)
 	case "PARTITION_ID":
-		n, ok, err := num()
-		if err != nil {
-			return err
-		}
-		if ok && n >= 0 {
-			g.PartitionID = n
-		}
+		return setNum(&g.PartitionID)
 	case "PARTITION_MODE":
 		g.PartitionMode = jsonString(v)
 	}

@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -21,25 +22,14 @@ func decodeJSON(src string, r io.Reader) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", src, err)
 	}
-	start, skipped := 0, 0
-	for start < len(data) {
-		end := bytes.IndexByte(data[start:], '\n')
-		line := data[start:]
-		if end >= 0 {
-			line = data[start : start+end]
-		}
-		t := bytes.TrimSpace(line)
-		if len(t) > 0 && (t[0] == '[' || t[0] == '{') {
+	body, skipped := data, 0
+	for len(body) > 0 {
+		line, rest, _ := bytes.Cut(body, []byte("\n"))
+		if t := bytes.TrimSpace(line); len(t) > 0 && (t[0] == '[' || t[0] == '{') {
 			break
 		}
-		if end < 0 {
-			start = len(data)
-			break
-		}
-		start += end + 1
-		skipped++
+		body, skipped = rest, skipped+1
 	}
-	body := data[start:]
 	if len(bytes.TrimSpace(body)) == 0 {
 		if len(bytes.TrimSpace(data)) == 0 {
 			return nil, topology.NewParseError(src, 0, 0, topology.ErrEmpty, "")
@@ -179,14 +169,7 @@ func gpuIndex(src string, i int, m map[string]any) (int, error) {
 }
 
 // sortedKeys returns m's keys in order, for stable error reports.
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
+func sortedKeys(m map[string]any) []string { return slices.Sorted(maps.Keys(m)) }
 
 // decodeGPUs decodes an amd-smi JSON document and returns its per-GPU
 // objects (see gpuList).

@@ -37,19 +37,12 @@ func slotOf(bdf string) string {
 // address, or is not such a list (agreeBDFs then says how the two
 // differ).
 func JoinPartitions(t *Topology, gpus []GPU) (*Topology, bool) {
-	row := map[string]int{}
+	row, bySlot := map[string]int{}, map[string]int{}
 	for i, b := range t.BDFs {
-		if b == "" {
-			return t, false
+		if _, dup := bySlot[slotOf(b)]; b == "" || dup {
+			return t, false // an address unknown, or t lists partitions itself
 		}
-		row[b] = i
-	}
-	bySlot := map[string]int{}
-	for i, b := range t.BDFs {
-		if _, dup := bySlot[slotOf(b)]; dup {
-			return t, false // t lists partitions itself
-		}
-		bySlot[slotOf(b)] = i
+		row[b], bySlot[slotOf(b)] = i, i
 	}
 	var logical []GPU
 	seen := map[string]bool{}

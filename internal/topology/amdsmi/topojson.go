@@ -4,7 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -129,12 +130,7 @@ func jsonOldSchema(t *Topology, i int, o map[string]any, pos map[int]int) (int, 
 			return known, fmt.Errorf("%w: gpu %d: %s is not an object", topology.ErrSyntax, g, key)
 		}
 		known++
-		names := make([]string, 0, len(mm))
-		for name := range mm {
-			names = append(names, name)
-		}
-		sort.Strings(names)
-		for _, name := range names {
+		for _, name := range slices.Sorted(maps.Keys(mm)) {
 			num, ok := strings.CutPrefix(name, "gpu_")
 			idx, err := strconv.Atoi(num)
 			if !ok || err != nil {
@@ -209,21 +205,17 @@ func linkTarget(l map[string]any, pos map[int]int, byBDF map[string]int) (int, e
 	return 0, fmt.Errorf("%w: link names no gpu or bdf", topology.ErrSyntax)
 }
 
+// linkAliases are the other names a link field has gone by.
+var linkAliases = map[string][]string{
+	"link_status": {"access", "link_accessibility"},
+	"num_hops":    {"hops"},
+	"bandwidth":   {"numa_bandwidth", "numa_bw"},
+}
+
 // setJSONPair copies the named fields of l into p.
 func setJSONPair(p *Pair, l map[string]any, keys ...string) error {
 	for _, k := range keys {
-		var v any
-		var has bool
-		switch k {
-		case "link_status":
-			v, has = lookup(l, "link_status", "access", "link_accessibility")
-		case "num_hops":
-			v, has = lookup(l, "num_hops", "hops")
-		case "bandwidth":
-			v, has = lookup(l, "bandwidth", "numa_bandwidth", "numa_bw")
-		default:
-			v, has = l[k]
-		}
+		v, has := lookup(l, append([]string{k}, linkAliases[k]...)...)
 		if !has {
 			continue
 		}

@@ -3,6 +3,7 @@ package amdsmi
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -67,14 +68,7 @@ type Topology struct {
 var WantTables = []string{"ACCESS TABLE", "WEIGHT TABLE", "HOPS TABLE", "LINK TYPE TABLE", "NUMA BW TABLE"}
 
 // has reports whether the output held the table.
-func (t *Topology) has(table string) bool {
-	for _, s := range t.Tables {
-		if s == table {
-			return true
-		}
-	}
-	return false
-}
+func (t *Topology) has(table string) bool { return slices.Contains(t.Tables, table) }
 
 func newTopology(n int) *Topology {
 	t := &Topology{GPUs: make([]int, n), BDFs: make([]string, n), Pairs: make([][]Pair, n)}
@@ -365,8 +359,5 @@ func minMax(s string) (int64, int64, error) {
 	if err1 != nil || err2 != nil || a < 0 || b < 0 || a > 1<<40 || b > 1<<40 {
 		return 0, 0, fmt.Errorf("%w: bandwidth %q", topology.ErrBadNumber, s)
 	}
-	if a > b {
-		a, b = b, a
-	}
-	return a, b, nil
+	return min(a, b), max(a, b), nil
 }

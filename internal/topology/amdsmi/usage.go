@@ -1,6 +1,7 @@
 package amdsmi
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strconv"
@@ -330,22 +331,13 @@ func ParseMemUsageJSON(r io.Reader) (map[int]Memory, error) {
 		used, okU, err1 := miB(mu["used_vram"])
 		total, okT, err2 := miB(mu["total_vram"])
 		if err1 != nil || err2 != nil {
-			return nil, topology.NewParseError(src, 0, 0, fmt.Errorf("gpu %d: %w", g, firstErr(err1, err2)), "")
+			return nil, topology.NewParseError(src, 0, 0, fmt.Errorf("gpu %d: %w", g, cmp.Or(err1, err2)), "")
 		}
 		if okU && okT {
 			out[g] = Memory{UsedMiB: used, TotalMiB: total}
 		}
 	}
 	return out, nil
-}
-
-func firstErr(errs ...error) error {
-	for _, e := range errs {
-		if e != nil {
-			return e
-		}
-	}
-	return nil
 }
 
 // miB reads {"value": n, "unit": "MB"} (or a bare number, taken as MiB).

@@ -4,8 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -210,16 +211,11 @@ func (w *procWalk) queues(pd string, pid int) error {
 
 // markBusy sets a device's busy fields from the processes using it.
 func markBusy(d *topology.Device, u map[int]*procUse) {
-	list := make([]*procUse, 0, len(u))
 	var total uint64
-	for _, p := range u {
-		list = append(list, p)
-		total += p.bytes
-	}
-	sort.Slice(list, func(a, b int) bool { return list[a].pid < list[b].pid })
-	pids := make([]string, len(list))
-	for i, p := range list {
-		pids[i] = strconv.Itoa(p.pid)
+	var pids []string
+	for _, pid := range slices.Sorted(maps.Keys(u)) {
+		pids = append(pids, strconv.Itoa(pid))
+		total += u[pid].bytes
 	}
 	who := "pid " + pids[0]
 	if len(pids) > 1 {
@@ -227,13 +223,13 @@ func markBusy(d *topology.Device, u map[int]*procUse) {
 	}
 	mib := int64((total + 1<<20 - 1) >> 20) // round up: a few bytes still show as 1 MiB
 	d.Busy = true
-	d.Processes = max(d.Processes, len(list))
+	d.Processes = max(d.Processes, len(pids))
 	d.MemUsedMiB = max(d.MemUsedMiB, mib)
 	if d.MemTotalMiB > 0 {
 		d.MemUsedPct = 100 * float64(d.MemUsedMiB) / float64(d.MemTotalMiB)
 	}
 	verb := "holds"
-	if len(list) > 1 {
+	if len(pids) > 1 {
 		verb = "hold"
 	}
 	if total > 0 {

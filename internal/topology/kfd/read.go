@@ -10,11 +10,14 @@
 package kfd
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -289,9 +292,7 @@ func loadGPU(fsys fs.FS, n *node, warn topology.Warner) error {
 			n.mem += props["size_in_bytes"]
 		}
 	}
-	if n.mem == 0 {
-		n.mem = n.props["local_mem_size"]
-	}
+	n.mem = cmp.Or(n.mem, n.props["local_mem_size"])
 	return nil
 }
 
@@ -506,15 +507,8 @@ func (b *builder) gpuLink(i, j int, n, tn *node, l kfdLink) (candidate, bool) {
 // links returns the best link of each pair, ordered by pair; a PCIe path
 // between devices on different NUMA nodes crosses sockets (SYS).
 func (b *builder) links() []topology.Link {
-	keys := make([][2]int, 0, len(b.best))
-	for k := range b.best {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(x, y int) bool {
-		if keys[x][0] != keys[y][0] {
-			return keys[x][0] < keys[y][0]
-		}
-		return keys[x][1] < keys[y][1]
+	keys := slices.SortedFunc(maps.Keys(b.best), func(x, y [2]int) int {
+		return cmp.Or(cmp.Compare(x[0], y[0]), cmp.Compare(x[1], y[1]))
 	})
 	out := make([]topology.Link, 0, len(keys))
 	for _, k := range keys {

@@ -5,7 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/amdrun/amdrun/internal/topology"
@@ -160,13 +161,8 @@ func numaNodes(devs []topology.Device) []topology.NUMANode {
 			numaCPUs[d.NUMANode] = append(numaCPUs[d.NUMANode], d.CPUs...)
 		}
 	}
-	ids := make([]int, 0, len(numaCPUs))
-	for id := range numaCPUs {
-		ids = append(ids, id)
-	}
-	sort.Ints(ids)
 	var out []topology.NUMANode
-	for _, id := range ids {
+	for _, id := range slices.Sorted(maps.Keys(numaCPUs)) {
 		cpus, _ := topology.ParseCPUList(topology.FormatCPUList(numaCPUs[id]))
 		out = append(out, topology.NUMANode{ID: id, CPUs: cpus})
 	}

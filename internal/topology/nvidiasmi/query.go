@@ -83,18 +83,7 @@ func readCSV(r io.Reader, source, header string) ([]csvRow, error) {
 		if len(rows) == 0 && strings.HasPrefix(strings.TrimSpace(line), header) {
 			continue
 		}
-		var vals []topology.Field
-		start := 0
-		for i := 0; i <= len(line); i++ {
-			if i < len(line) && line[i] != ',' {
-				continue
-			}
-			part := line[start:i]
-			lead := len(part) - len(strings.TrimLeft(part, " \t"))
-			vals = append(vals, topology.Field{S: strings.TrimSpace(part), Col: start + lead})
-			start = i + 1
-		}
-		rows = append(rows, csvRow{lr.Line(), vals})
+		rows = append(rows, csvRow{lr.Line(), splitAt(line, ',')})
 	}
 	if err := lr.Err(); err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ package nvidiasmi
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -135,36 +136,21 @@ var p2pStatus = map[string]bool{"OK": true, "CNS": true, "GNS": true, "TNS": tru
 
 // tabFields splits a line at tabs, trimming spaces around each cell (the
 // self cell is " X "). Empty cells are kept: they carry meaning.
-func tabFields(s string) []topology.Field {
+func tabFields(s string) []topology.Field { return splitAt(s, '\t') }
+
+// splitAt splits s at sep, trimming white space around each cell and
+// keeping the column of its text; empty cells are kept.
+func splitAt(s string, sep byte) []topology.Field {
 	var out []topology.Field
 	start := 0
 	for i := 0; i <= len(s); i++ {
-		if i < len(s) && s[i] != '\t' {
+		if i < len(s) && s[i] != sep {
 			continue
 		}
 		part := s[start:i]
-		lead := len(part) - len(strings.TrimLeft(part, " "))
+		lead := len(part) - len(strings.TrimLeft(part, " \t"))
 		out = append(out, topology.Field{S: strings.TrimSpace(part), Col: start + lead})
 		start = i + 1
-	}
-	return out
-}
-
-// spaceFields splits a line whose tabs were expanded to spaces (as most
-// pasted copies are) at runs of blanks.
-func spaceFields(s string) []topology.Field {
-	var out []topology.Field
-	for i := 0; i < len(s); {
-		if s[i] == ' ' || s[i] == '\t' || s[i] == '\r' {
-			i++
-			continue
-		}
-		j := i
-		for j < len(s) && s[j] != ' ' && s[j] != '\t' && s[j] != '\r' {
-			j++
-		}
-		out = append(out, topology.Field{S: s[i:j], Col: i})
-		i = j
 	}
 	return out
 }
@@ -182,7 +168,7 @@ func headerFields(s string) []topology.Field {
 		}
 		return splitLabels(out)
 	}
-	words := spaceFields(s)
+	words := topology.SplitFields(s) // tabs expanded to spaces, as most pasted copies are
 	var out []topology.Field
 	for i := 0; i < len(words); i++ {
 		joined := false
@@ -228,10 +214,6 @@ func splitLabels(fs []topology.Field) []topology.Field {
 	return out
 }
 
-func isAffinityColumn(name string) bool {
-	return name == colCPU || name == colNUMA || name == colGPUNUMA
-}
-
 // matrix is the device matrix shared by `topo -m` and `topo -p2p`: the
 // GPU rows only, with their matrix cells and affinity cells.
 type matrix struct {
@@ -273,11 +255,6 @@ type matrixReader struct {
 	complete bool             // a blank line or Legend ended the matrix
 }
 
-// errorf makes the ParseError of the current line.
-func (mr *matrixReader) errorf(col int, sentinel error, format string, args ...any) error {
-	return mr.lr.Errorf(col, sentinel, format, args...)
-}
-
 // line reads one line (ANSI escapes removed); done says the matrix ended.
 func (mr *matrixReader) line(line string) (done bool, err error) {
 	trimmed := strings.TrimSpace(line)
@@ -300,7 +277,7 @@ func (mr *matrixReader) header(line, trimmed string) error {
 	inTail := false
 	for _, f := range headerFields(line) {
 		switch {
-		case isAffinityColumn(f.S):
+		case f.S == colCPU || f.S == colNUMA || f.S == colGPUNUMA:
 			inTail = true
 			m.tail = append(m.tail, f.S)
 		case inTail:
@@ -316,12 +293,12 @@ func (mr *matrixReader) header(line, trimmed string) error {
 			continue
 		}
 		if want := fmt.Sprintf("GPU%d", len(mr.gpuCol)); c.S != want {
-			return mr.errorf(c.Col, topology.ErrSyntax, "column %s where %s was expected", c.S, want)
+			return mr.lr.Errorf(c.Col, topology.ErrSyntax, "column %s where %s was expected", c.S, want)
 		}
 		mr.gpuCol = append(mr.gpuCol, j)
 	}
 	if len(mr.gpuCol) == 0 {
-		return mr.errorf(0, topology.ErrWrongTool, "first line %q is not a GPU matrix header", clip(trimmed))
+		return mr.lr.Errorf(0, topology.ErrWrongTool, "first line %q is not a GPU matrix header", clip(trimmed))
 	}
 	m.nGPU = len(mr.gpuCol)
 	mr.m = m
@@ -336,7 +313,7 @@ func (mr *matrixReader) row(line string) error {
 	if tabbed {
 		fs = tabFields(line)
 	} else {
-		fs = spaceFields(line)
+		fs = topology.SplitFields(line)
 	}
 	label := fs[0]
 	if !gpuLabel().MatchString(label.S) {
@@ -344,10 +321,10 @@ func (mr *matrixReader) row(line string) error {
 	}
 	k := len(m.cells)
 	if k >= m.nGPU {
-		return mr.errorf(label.Col, topology.ErrNotSquare, "row %s but the header has %d GPU columns", label.S, m.nGPU)
+		return mr.lr.Errorf(label.Col, topology.ErrNotSquare, "row %s but the header has %d GPU columns", label.S, m.nGPU)
 	}
 	if want := fmt.Sprintf("GPU%d", k); label.S != want {
-		return mr.errorf(label.Col, topology.ErrNotSquare, "row %s where %s was expected", label.S, want)
+		return mr.lr.Errorf(label.Col, topology.ErrNotSquare, "row %s where %s was expected", label.S, want)
 	}
 	body, err := mr.splitDeviceCells(label.S, fs[1:])
 	if err != nil {
@@ -374,7 +351,7 @@ func (mr *matrixReader) row(line string) error {
 	}
 	tail, err := alignTail(rest, m.tail, tabbed)
 	if err != nil {
-		return mr.errorf(rest[0].Col, topology.ErrSyntax, "row %s: %v", label.S, err)
+		return mr.lr.Errorf(rest[0].Col, topology.ErrSyntax, "row %s: %v", label.S, err)
 	}
 	m.cells = append(m.cells, row)
 	m.tails = append(m.tails, tail)
@@ -389,17 +366,12 @@ func (mr *matrixReader) cut(line, format string, args ...any) error {
 	if !mr.lr.Terminated() {
 		err = topology.ErrTruncated
 	}
-	return mr.errorf(len(line), err, format, args...)
+	return mr.lr.Errorf(len(line), err, format, args...)
 }
 
 // anyText says whether any of the cells is non-empty.
 func anyText(fs []topology.Field) bool {
-	for _, f := range fs {
-		if f.S != "" {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(fs, func(f topology.Field) bool { return f.S != "" })
 }
 
 // splitDeviceCells checks every cell under a device column (GPU and NIC
@@ -421,7 +393,7 @@ func (mr *matrixReader) splitDeviceCells(label string, cells []topology.Field) (
 				return nil, mr.cut(mr.lr.Text(), "row %s has %d cells, the header has %d columns", label, len(out)+1, len(mr.cols))
 			}
 			col := mr.cols[len(out)].S
-			return nil, mr.errorf(c.Col, topology.ErrUnknownLinkType, "%s/%s cell %q", label, col, clip(c.S))
+			return nil, mr.lr.Errorf(c.Col, topology.ErrUnknownLinkType, "%s/%s cell %q", label, col, clip(c.S))
 		}
 		for _, p := range parts {
 			out = append(out, topology.Field{S: p.S, Col: c.Col + p.Col})
@@ -437,9 +409,9 @@ func (mr *matrixReader) finish() (*matrix, error) {
 	case m == nil:
 		return nil, topology.NewParseError(mr.lr.Source, 0, 0, topology.ErrEmpty, "")
 	case len(m.cells) < m.nGPU && mr.complete:
-		return nil, mr.errorf(0, topology.ErrNotSquare, "%d GPU rows, the header has %d GPU columns", len(m.cells), m.nGPU)
+		return nil, mr.lr.Errorf(0, topology.ErrNotSquare, "%d GPU rows, the header has %d GPU columns", len(m.cells), m.nGPU)
 	case len(m.cells) < m.nGPU:
-		return nil, mr.errorf(mr.lastLen, topology.ErrTruncated, "%d of %d GPU rows", len(m.cells), m.nGPU)
+		return nil, mr.lr.Errorf(mr.lastLen, topology.ErrTruncated, "%d of %d GPU rows", len(m.cells), m.nGPU)
 	}
 	return m, nil
 }

@@ -33,15 +33,6 @@ func noNetwork() *pcidb.WithOption {
 	return &pcidb.WithOption{EnableNetworkFetch: &off}
 }
 
-// NamesFromFile reads a pci.ids file.
-func NamesFromFile(path string) (*Names, error) {
-	db, err := pcidb.New(pcidb.WithPath(path), noNetwork())
-	if err != nil {
-		return nil, fmt.Errorf("pci: %s: %w", path, err)
-	}
-	return &Names{db: db}, nil
-}
-
 // Product is the database's name of the product, "GH100 [H200 SXM
 // 141GB]", or the numeric ids "10de:2335" when the database does not
 // know it.

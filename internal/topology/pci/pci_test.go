@@ -12,15 +12,16 @@ import (
 	"github.com/amdrun/amdrun/internal/testutil"
 	"github.com/amdrun/amdrun/internal/topology"
 	"github.com/amdrun/amdrun/internal/topology/nvidiasmi"
+	"github.com/jaypipes/pcidb"
 )
 
 func testNames(t *testing.T) *Names {
 	t.Helper()
-	n, err := NamesFromFile(testutil.Testdata(t, "pci", "pci.ids"))
+	db, err := pcidb.New(pcidb.WithPath(testutil.Testdata(t, "pci", "pci.ids")), noNetwork())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return n
+	return &Names{db: db}
 }
 
 // collect returns a Warner that keeps every warning.

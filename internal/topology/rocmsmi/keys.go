@@ -1,6 +1,7 @@
 package rocmsmi
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 	"strings"
@@ -28,41 +29,17 @@ func applyKey(d *DeviceInfo, key, value string) error {
 	}
 	switch strings.ToLower(key) {
 	case "(topology) numa node":
-		n, err := parseNUMA(value)
-		if err != nil {
-			return err
-		}
-		d.NUMANode = n
+		return store(&d.NUMANode, parseNUMA, value)
 	case "(topology) numa affinity":
-		n, err := parseNUMA(value)
-		if err != nil {
-			return err
-		}
-		d.NUMAAffinity = n
+		return store(&d.NUMAAffinity, parseNUMA, value)
 	case "gpu use (%)":
-		f, err := parsePercent(value)
-		if err != nil {
-			return err
-		}
-		d.UtilPercent = f
+		return store(&d.UtilPercent, parsePercent, value)
 	case "gpu memory allocated (vram%)", "gpu memory use (%)":
-		f, err := parsePercent(value)
-		if err != nil {
-			return err
-		}
-		d.MemUsedPct = f
+		return store(&d.MemUsedPct, parsePercent, value)
 	case "vram total memory (b)":
-		n, err := parseBytes(value)
-		if err != nil {
-			return err
-		}
-		d.MemTotalBytes = n
+		return store(&d.MemTotalBytes, parseBytes, value)
 	case "vram total used memory (b)":
-		n, err := parseBytes(value)
-		if err != nil {
-			return err
-		}
-		d.MemUsedBytes = n
+		return store(&d.MemUsedBytes, parseBytes, value)
 	case "pci bus":
 		d.PCIBus = strings.ToLower(value)
 	case "unique id":
@@ -73,11 +50,18 @@ func applyKey(d *DeviceInfo, key, value string) error {
 			d.Name = value
 		}
 	case "device name":
-		if d.Name == "" {
-			d.Name = value
-		}
+		d.Name = cmp.Or(d.Name, value)
 	}
 	return nil
+}
+
+// store parses v into *dst; a malformed v leaves *dst as it was.
+func store[T any](dst *T, parse func(string) (T, error), v string) error {
+	x, err := parse(v)
+	if err == nil {
+		*dst = x
+	}
+	return err
 }
 
 // parseNUMA reads a NUMA node number; -1 and 4294967295 (-1 printed as

@@ -9,7 +9,9 @@
 package rocmsmi
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -172,11 +174,7 @@ func (r *Report) list(title string, idx ...int) {
 // that stops short (output cut off, a tool that died half way) would
 // otherwise leave GPUs out of the model or their facts unknown.
 func (r *Report) listsAgree() error {
-	titles := make([]string, 0, len(r.Listed))
-	for t := range r.Listed {
-		titles = append(titles, t)
-	}
-	sort.Strings(titles)
+	titles := slices.Sorted(maps.Keys(r.Listed))
 	for _, t := range titles[min(1, len(titles)):] {
 		if a, b := r.Listed[titles[0]], r.Listed[t]; !slices.Equal(a, b) {
 			return fmt.Errorf("%w: the %q section lists %s but the %q section lists %s; is the output cut short?",
@@ -240,12 +238,9 @@ func gpuList(idx []int) string {
 }
 
 func (r *Report) addSection(s string) {
-	for _, have := range r.Sections {
-		if have == s {
-			return
-		}
+	if !slices.Contains(r.Sections, s) {
+		r.Sections = append(r.Sections, s)
 	}
-	r.Sections = append(r.Sections, s)
 }
 
 func (r *Report) note(format string, args ...any) {
@@ -263,45 +258,27 @@ func (r *Report) Merge(other *Report) {
 	for _, i := range sortedKeys(other.Devices) {
 		o := other.Devices[i]
 		d := r.device(i)
-		if o.Name != "" {
-			d.Name = o.Name
-		}
-		if o.PCIBus != "" {
-			d.PCIBus = o.PCIBus
-		}
-		if o.UniqueID != "" {
-			d.UniqueID = o.UniqueID
-		}
-		if o.NUMANode != Unknown {
-			d.NUMANode = o.NUMANode
-		}
-		if o.NUMAAffinity != Unknown {
-			d.NUMAAffinity = o.NUMAAffinity
-		}
+		d.Name = cmp.Or(o.Name, d.Name)
+		d.PCIBus = cmp.Or(o.PCIBus, d.PCIBus)
+		d.UniqueID = cmp.Or(o.UniqueID, d.UniqueID)
+		setKnown(&d.NUMANode, o.NUMANode)
+		setKnown(&d.NUMAAffinity, o.NUMAAffinity)
 		if o.UtilPercent >= 0 {
 			d.UtilPercent = o.UtilPercent
 		}
 		if o.MemUsedPct >= 0 {
 			d.MemUsedPct = o.MemUsedPct
 		}
-		if o.MemTotalBytes != Unknown {
-			d.MemTotalBytes = o.MemTotalBytes
-		}
-		if o.MemUsedBytes != Unknown {
-			d.MemUsedBytes = o.MemUsedBytes
-		}
+		setKnown(&d.MemTotalBytes, o.MemTotalBytes)
+		setKnown(&d.MemUsedBytes, o.MemUsedBytes)
 		if o.InConcise {
 			d.InConcise, d.SecondDie = true, o.SecondDie
 		}
 	}
 	for k, o := range other.Pairs {
 		p := r.pair(k[0], k[1])
-		if o.Weight != Unknown {
-			p.Weight = o.Weight
-		}
-		if o.Hops != Unknown {
-			p.Hops = o.Hops
-		}
+		setKnown(&p.Weight, o.Weight)
+		setKnown(&p.Hops, o.Hops)
 		if o.Type != "" {
 			p.Type, p.TypeOther = o.Type, o.TypeOther
 		}
@@ -312,16 +289,19 @@ func (r *Report) Merge(other *Report) {
 	for _, s := range other.Sections {
 		r.addSection(s)
 	}
-	if other.Version != "" {
-		r.Version = other.Version
-	}
-	if other.DriverVersion != "" {
-		r.DriverVersion = other.DriverVersion
-	}
+	r.Version = cmp.Or(other.Version, r.Version)
+	r.DriverVersion = cmp.Or(other.DriverVersion, r.DriverVersion)
 	r.Notes = append(r.Notes, other.Notes...)
 	r.Ended = r.Ended || other.Ended
 	for t, l := range other.Listed {
 		r.list(t, l...)
+	}
+}
+
+// setKnown sets *dst to v unless v is Unknown.
+func setKnown[T int | int64](dst *T, v T) {
+	if v != Unknown {
+		*dst = v
 	}
 }
 
@@ -337,14 +317,7 @@ func (r *Report) indices() []int {
 	return sortedKeys(seen)
 }
 
-func sortedKeys[V any](m map[int]V) []int {
-	out := make([]int, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Ints(out)
-	return out
-}
+func sortedKeys[V any](m map[int]V) []int { return slices.Sorted(maps.Keys(m)) }
 
 // Model builds a finished topology.Model from the report: one device per
 // GPU index mentioned anywhere, in index order (RuntimeIndex is the
@@ -411,9 +384,7 @@ func (r *Report) devices(idx []int, warn topology.Warner) []topology.Device {
 		case info.NUMANode >= 0:
 			d.NUMANode = info.NUMANode
 		}
-		if info.UtilPercent >= 0 {
-			d.UtilPercent = info.UtilPercent
-		}
+		d.UtilPercent = max(info.UtilPercent, 0) // -1: unknown
 		if info.MemTotalBytes > 0 && info.MemUsedBytes >= 0 {
 			d.MemTotalMiB = info.MemTotalBytes >> 20
 			d.MemUsedMiB = info.MemUsedBytes >> 20
@@ -477,13 +448,9 @@ func (r *Report) link(p *Pair, a, b int, warn topology.Warner) (topology.Link, b
 	switch p.Type {
 	case "XGMI":
 		xgmi = true
-		if haveBW && zeroBW {
-			// rocm-smi: "0-0" min-max bandwidth indicates devices are not
-			// connected directly, e.g. MI250 GCDs two XGMI hops apart.
-			l.Direct = false
-		} else {
-			l.Direct = true
-		}
+		// rocm-smi: "0-0" min-max bandwidth indicates devices are not
+		// connected directly, e.g. MI250 GCDs two XGMI hops apart.
+		l.Direct = !zeroBW
 	case "PCIE":
 		if haveBW && !zeroBW {
 			warn.Warn("rocm-smi: GPU%d-GPU%d: link type PCIE but --shownodesbw %d-%d MB/s; treating as PCIe", a, b, p.MinBandwidth, p.MaxBandwidth)
@@ -497,9 +464,7 @@ func (r *Report) link(p *Pair, a, b int, warn topology.Warner) (topology.Link, b
 	}
 	if xgmi {
 		l.Type, l.Level = topology.LinkXGMI, "XGMI"
-		if l.Hops == 0 {
-			l.Hops = 1
-		}
+		l.Hops = cmp.Or(l.Hops, 1)
 		if haveBW && !zeroBW {
 			l.MinBandwidth, l.MaxBandwidth = p.MinBandwidth, p.MaxBandwidth
 			if l.MinBandwidth <= 0 {
@@ -512,8 +477,6 @@ func (r *Report) link(p *Pair, a, b int, warn topology.Warner) (topology.Link, b
 	if p.Hops >= 3 || (p.Hops == Unknown && p.Weight >= 52) {
 		l.Level = topology.LevelSYS
 	}
-	if l.Hops == 0 {
-		l.Hops = 2
-	}
+	l.Hops = cmp.Or(l.Hops, 2)
 	return l, true
 }

@@ -5,13 +5,11 @@ package benchcmd
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
@@ -168,7 +166,7 @@ func printResult(o *Options, m *topology.Model, r *bench.Result, path string) {
 	for _, p := range r.NoP2P {
 		noP2P[p], noP2P[[2]int{p[1], p[0]}] = true, true
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	tw := cmdutil.NewTable(w)
 	fmt.Fprint(tw, "\t")
 	for _, d := range r.Devices {
 		fmt.Fprintf(tw, "GPU%d\t", d)
@@ -202,7 +200,7 @@ func printResult(o *Options, m *topology.Model, r *bench.Result, path string) {
 	}
 	if len(r.H2D) > 0 {
 		fmt.Fprintln(w, "\nHost-to-device copy bandwidth, GB/s (row: NUMA node the probe was bound to)")
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		tw = cmdutil.NewTable(w)
 		fmt.Fprint(tw, "\t")
 		for _, d := range r.Devices {
 			fmt.Fprintf(tw, "GPU%d\t", d)
@@ -234,9 +232,7 @@ func finish(o *Options, m *topology.Model, r *bench.Result) error {
 		cmdutil.Warnf(o.IO, "result not cached: %v", err)
 	}
 	if o.JSON {
-		enc := json.NewEncoder(o.IO.Out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(r)
+		return cmdutil.PrintJSON(o.IO.Out, r)
 	}
 	printResult(o, m, r, path)
 	return nil

@@ -1,6 +1,7 @@
 package cmdutil
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -73,13 +74,7 @@ func (f *Factory) Getenv(key string) string {
 // SysfsRoot is the directory sysfs and /proc are read under:
 // --sysfs-root, else $AMDRUN_SYSFS_ROOT, else "/".
 func (f *Factory) SysfsRoot() string {
-	if f.Topo.SysfsRoot != "" {
-		return f.Topo.SysfsRoot
-	}
-	if r := f.Getenv("AMDRUN_SYSFS_ROOT"); r != "" {
-		return r
-	}
-	return "/"
+	return cmp.Or(f.Topo.SysfsRoot, f.Getenv("AMDRUN_SYSFS_ROOT"), "/")
 }
 
 // LeaseDir is the lease directory a command's --lease-dir flag value
@@ -87,13 +82,7 @@ func (f *Factory) SysfsRoot() string {
 // fallback to a private directory: jobs of users who fell back to
 // different directories would not see each other's leases.
 func (f *Factory) LeaseDir(flag string) string {
-	if flag != "" {
-		return flag
-	}
-	if d := f.Getenv("AMDRUN_LEASE_DIR"); d != "" {
-		return d
-	}
-	return lease.DefaultDir
+	return cmp.Or(flag, f.Getenv("AMDRUN_LEASE_DIR"), lease.DefaultDir)
 }
 
 // OpenLeases opens the lease directory LeaseDir(flag) resolves to,

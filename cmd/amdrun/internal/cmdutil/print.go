@@ -1,8 +1,11 @@
 package cmdutil
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
 )
@@ -15,4 +18,25 @@ func Warnf(io *iostreams.IOStreams, format string, args ...any) {
 	}
 	msg := strings.TrimRight(fmt.Sprintf(format, args...), "\n")
 	fmt.Fprintf(io.ErrOut, "amdrun: warning: %s\n", msg)
+}
+
+// PrintJSON writes v to w as indented JSON, as every --json prints.
+func PrintJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// NewTable is a tabwriter aligning w's columns for people, as every
+// table amdrun prints is aligned.
+func NewTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0) }
+
+// TTYTable is where a table goes: aligned (NewTable) on a terminal,
+// tab-separated to a pipe. flush ends it.
+func TTYTable(io *iostreams.IOStreams) (w io.Writer, flush func() error) {
+	if !io.IsStdoutTTY() {
+		return io.Out, func() error { return nil }
+	}
+	tw := NewTable(io.Out)
+	return tw, tw.Flush
 }

@@ -4,13 +4,14 @@
 package doctor
 
 import (
+	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -116,9 +117,7 @@ func Run(ctx context.Context, o *Options) error {
 		failed = failed || c.Status == Fail
 	}
 	if o.JSON {
-		enc := json.NewEncoder(o.IO.Out)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(map[string]any{"checks": checks, "ok": !failed}); err != nil {
+		if err := cmdutil.PrintJSON(o.IO.Out, map[string]any{"checks": checks, "ok": !failed}); err != nil {
 			return err
 		}
 	} else {
@@ -191,9 +190,7 @@ func pathCheck(path string, self func() (string, error)) Check {
 // directories of path, as a shell finds it ("" when none).
 func firstOnPath(path, name string) string {
 	for _, dir := range filepath.SplitList(path) {
-		if dir == "" {
-			dir = "."
-		}
+		dir = cmp.Or(dir, ".")
 		p := filepath.Join(dir, name)
 		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0 {
 			return p
@@ -262,13 +259,8 @@ func numaCheck(m *topology.Model, hostNUMA func() ([]topology.NUMANode, error)) 
 	for _, d := range m.Devices {
 		by[d.NUMANode] = append(by[d.NUMANode], fmt.Sprint(d.Index))
 	}
-	var ids []int
-	for id := range by {
-		ids = append(ids, id)
-	}
-	sort.Ints(ids)
 	var parts []string
-	for _, id := range ids {
+	for _, id := range slices.Sorted(maps.Keys(by)) {
 		name := fmt.Sprintf("node %d", id)
 		if id < 0 {
 			name = "unknown node"
@@ -283,26 +275,18 @@ func numaCheck(m *topology.Model, hostNUMA func() ([]topology.NUMANode, error)) 
 }
 
 func visibleCheck(env []string, m *topology.Model) Check {
-	set := map[string]string{}
-	for _, kv := range env {
-		k, v, _ := strings.Cut(kv, "=")
-		switch k {
-		case "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES":
-			set[k] = v
-		}
-	}
-	if len(set) == 0 {
-		return Check{"visible devices", OK, "no CUDA_/HIP_/ROCR_VISIBLE_DEVICES set", ""}
-	}
 	var parts []string
-	for _, k := range []string{"CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"} {
-		if v, ok := set[k]; ok {
+	for _, k := range []string{plan.EnvCUDAVisible, plan.EnvHIPVisible, plan.EnvROCRVisible} {
+		if v, ok := envlist.Lookup(env, k); ok {
 			parts = append(parts, k+"="+v)
 		}
 	}
+	if len(parts) == 0 {
+		return Check{"visible devices", OK, "no CUDA_/HIP_/ROCR_VISIBLE_DEVICES set", ""}
+	}
 	detail := strings.Join(parts, " ")
-	_, rocr := set["ROCR_VISIBLE_DEVICES"]
-	_, hip := set["HIP_VISIBLE_DEVICES"]
+	_, rocr := envlist.Lookup(env, plan.EnvROCRVisible)
+	_, hip := envlist.Lookup(env, plan.EnvHIPVisible)
 	if m != nil {
 		// The same check a launch makes: a mask that names no device fails.
 		if _, err := plan.ParseMask(env, m.Devices); err != nil {
@@ -372,10 +356,7 @@ func leaseCheck(o *Options, m *topology.Model) Check {
 		case s.Fault != nil:
 			faults = append(faults, fmt.Sprintf("GPU %d unusable (%s)", i, printable.String(s.Fault.Error(), 200)))
 		default:
-			who := s.Holder.User
-			if who == "" {
-				who = "an unknown user"
-			}
+			who := cmp.Or(s.Holder.User, "an unknown user")
 			leased = append(leased, fmt.Sprintf("GPU %d by %s pid %d", i, who, s.Holder.PID))
 		}
 	}

@@ -3,13 +3,12 @@
 package pscmd
 
 import (
+	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -149,7 +148,7 @@ func Run(ctx context.Context, opts *Options) error {
 			return lerr
 		}
 		if opts.JSON {
-			return printJSON(opts, map[string]any{"source": "none", "devices": []Row{}, "cpus": cpus})
+			return cmdutil.PrintJSON(opts.IO.Out, map[string]any{"source": "none", "devices": []Row{}, "cpus": cpus})
 		}
 		if _, err = fmt.Fprintln(opts.IO.Out, err); err != nil { // "no GPU found (what each source said)"
 			return err
@@ -183,7 +182,7 @@ func Run(ctx context.Context, opts *Options) error {
 		if why := d.Degraded(); why != "" {
 			out["degraded"] = why
 		}
-		return printJSON(opts, out)
+		return cmdutil.PrintJSON(opts.IO.Out, out)
 	}
 	if err := printDevices(opts, rows); err != nil {
 		return err
@@ -202,12 +201,7 @@ func Run(ctx context.Context, opts *Options) error {
 // printDevices prints one line per device: aligned for a terminal,
 // tab-separated for a pipe.
 func printDevices(opts *Options, rows []Row) error {
-	var w io.Writer = opts.IO.Out
-	var tw *tabwriter.Writer
-	if opts.IO.IsStdoutTTY() {
-		tw = tabwriter.NewWriter(opts.IO.Out, 0, 0, 2, ' ', 0)
-		w = tw
-	}
+	w, flush := cmdutil.TTYTable(opts.IO)
 	fmt.Fprintln(w, "GPU\tKEY\tNUMA\tSTATE\tDETAIL")
 	for _, r := range rows {
 		text := "-"
@@ -228,12 +222,7 @@ func printDevices(opts *Options, rows []Row) error {
 		text = strings.Join(strings.Fields(text), " ")
 		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\n", r.Device, r.Key, numa, r.State, text)
 	}
-	if tw != nil {
-		if err := tw.Flush(); err != nil {
-			return err
-		}
-	}
-	return nil
+	return flush()
 }
 
 // cpuLeases are the CPU leases of the lease directory, by holder.
@@ -256,12 +245,7 @@ func printCPUs(opts *Options, cpus []lease.CPUHolding) error {
 	if len(cpus) == 0 {
 		return nil
 	}
-	var w io.Writer = opts.IO.Out
-	var tw *tabwriter.Writer
-	if opts.IO.IsStdoutTTY() {
-		tw = tabwriter.NewWriter(opts.IO.Out, 0, 0, 2, ' ', 0)
-		w = tw
-	}
+	w, flush := cmdutil.TTYTable(opts.IO)
 	fmt.Fprintln(w, "CPUS\tSTATE\tDETAIL")
 	for _, c := range cpus {
 		state, text := "leased", detail(&c.Holder)
@@ -270,10 +254,7 @@ func printCPUs(opts *Options, cpus []lease.CPUHolding) error {
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\n", topology.FormatCPUList(c.CPUs), state, strings.Join(strings.Fields(text), " "))
 	}
-	if tw != nil {
-		return tw.Flush()
-	}
-	return nil
+	return flush()
 }
 
 // printQueue lists, for people, the jobs waiting in the queue, oldest
@@ -282,20 +263,11 @@ func printQueue(out io.Writer, queue []lease.Waiting) error {
 	if len(queue) == 0 {
 		return nil
 	}
-	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	tw := cmdutil.NewTable(out)
 	fmt.Fprintf(tw, "\nQUEUE\tUSER\tPID\tDEVICES\tSINCE\n")
 	for i, w := range queue {
-		who := w.User
-		if who == "" {
-			who = fmt.Sprintf("uid %d", w.UID)
-		}
+		who := cmp.Or(w.User, fmt.Sprintf("uid %d", w.UID))
 		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%s\n", i+1, printable.String(who, 32), w.PID, w.Need, w.Since.Format("2006-01-02 15:04:05"))
 	}
 	return tw.Flush()
-}
-
-func printJSON(opts *Options, v any) error {
-	enc := json.NewEncoder(opts.IO.Out)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }

@@ -2,12 +2,12 @@
 package topocmd
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"os"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
@@ -99,10 +99,7 @@ func cell(m *topology.Model, a, b int) string {
 		return "X"
 	}
 	l := m.Link(a, b)
-	label := l.Level
-	if label == "" {
-		label = strings.ToUpper(string(l.Type))
-	}
+	label := cmp.Or(l.Level, strings.ToUpper(string(l.Type)))
 	if !l.Direct && l.Type == topology.LinkPCIe && l.Level == "" {
 		label = "PHB"
 	}
@@ -137,7 +134,7 @@ func writeTable(w io.Writer, m *topology.Model) error {
 const maxMatrix = 16
 
 func writeMatrix(w io.Writer, m *topology.Model) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	tw := cmdutil.NewTable(w)
 	fmt.Fprint(tw, "\t")
 	for i := range m.Devices {
 		fmt.Fprintf(tw, "GPU%d\t", i)
@@ -173,7 +170,7 @@ func legend(w io.Writer, m *topology.Model) {
 func writePackages(w io.Writer, m *topology.Model) error {
 	pk := m.Packages()
 	fmt.Fprintf(w, "%d devices in %d packages (more than %d devices: links shown between packages, the slowest pair; --json has every pair)\n\n", m.N(), len(pk), maxMatrix)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	tw := cmdutil.NewTable(w)
 	fmt.Fprint(tw, "\tdevices\t")
 	for i := range pk {
 		fmt.Fprintf(tw, "P%d\t", i)
@@ -231,7 +228,7 @@ func slowest(m *topology.Model, a, b []int, same bool) string {
 
 func writeDevices(w io.Writer, m *topology.Model) error {
 	fmt.Fprintln(w)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	tw := cmdutil.NewTable(w)
 	fmt.Fprintln(tw, "GPU\tRuntime\tName\tPCI\tUnique ID\tMemory used")
 	for _, d := range m.Devices {
 		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\n", d.Index, d.RuntimeIndex, orDash(d.Name), orDash(d.PCIAddress), orDash(d.UniqueID), memory(d))

@@ -2,7 +2,6 @@
 package version
 
 import (
-	"encoding/json"
 	"fmt"
 	"runtime"
 	"runtime/debug"
@@ -89,9 +88,7 @@ func NewCmdVersion(f *cmdutil.Factory) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			info := Of(f.Version)
 			if asJSON {
-				enc := json.NewEncoder(f.IOStreams.Out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(info)
+				return cmdutil.PrintJSON(f.IOStreams.Out, info)
 			}
 			_, err := fmt.Fprintln(f.IOStreams.Out, info.Line())
 			return err

@@ -1,0 +1,440 @@
+package plan
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/amdrun/amdrun/internal/topology"
+)
+
+// BindMode says how ranks are bound to host CPUs.
+type BindMode string
+
+// Bind modes.
+const (
+	// BindNUMA binds a rank to the CPUs of its device's NUMA node.
+	BindNUMA BindMode = "numa"
+	// BindExclusive splits each NUMA node's CPUs among the ranks on it.
+	BindExclusive BindMode = "exclusive"
+	// BindSocket binds a rank to every NUMA node of its device's socket
+	// (torchrun's --numa-binding socket).
+	BindSocket BindMode = "socket"
+	// BindCoreComplex gives each rank the CPUs of one level-3 cache of
+	// its device's NUMA node, a different one per rank (one CCD of an
+	// AMD EPYC; torchrun's --numa-binding core-complex).
+	BindCoreComplex BindMode = "core-complex"
+	// BindNone leaves ranks on every CPU amdrun may use.
+	BindNone BindMode = "none"
+)
+
+// MemPolicy says how a rank's memory is placed on host NUMA nodes.
+type MemPolicy string
+
+// Memory policies.
+const (
+	// MemBind allocates only on the rank's NUMA node (MPOL_BIND).
+	MemBind MemPolicy = "bind"
+	// MemPreferred prefers the rank's NUMA node (MPOL_PREFERRED).
+	MemPreferred MemPolicy = "preferred"
+	// MemNone keeps the default policy.
+	MemNone MemPolicy = "none"
+)
+
+// BindModes are the bind modes, in the order help lists them.
+var BindModes = []BindMode{BindNUMA, BindExclusive, BindSocket, BindCoreComplex, BindNone}
+
+// ParseBindMode parses one of BindModes (any case). Another value gives
+// an error that lists the valid ones.
+func ParseBindMode(s string) (BindMode, error) {
+	m := BindMode(strings.ToLower(strings.TrimSpace(s)))
+	if slices.Contains(BindModes, m) {
+		return m, nil
+	}
+	return "", fmt.Errorf("bind: unknown mode %q (valid: numa, exclusive, socket, core-complex, none)", s)
+}
+
+// LeasesCPUs says whether ranks bound so hold CPUs of their own, which
+// other amdrun jobs on the node must not use (CPU leases).
+func (m BindMode) LeasesCPUs() bool { return m == BindExclusive || m == BindCoreComplex }
+
+// ParseMemPolicy parses "bind", "preferred" or "none" (any case). Another
+// value gives an error that lists the valid ones.
+func ParseMemPolicy(s string) (MemPolicy, error) {
+	switch p := MemPolicy(strings.ToLower(strings.TrimSpace(s))); p {
+	case MemBind, MemPreferred, MemNone:
+		return p, nil
+	}
+	return "", fmt.Errorf("mem policy: unknown policy %q (valid: bind, preferred, none)", s)
+}
+
+// home is where a rank belongs on the host: the NUMA nodes of its
+// devices (or the one a CPU rank was given), and how to name the rank in
+// a warning.
+type home struct {
+	nodes []int // ascending, distinct; may hold ids the host lacks (-1: unknown)
+	what  string
+	devs  []topology.Device // a device rank's devices
+}
+
+// deviceHomes is each rank's devices' NUMA nodes.
+func deviceHomes(groups [][]topology.Device) []home {
+	out := make([]home, len(groups))
+	for lr, devs := range groups {
+		idx := make([]int, len(devs))
+		var nodes []int
+		for i, d := range devs {
+			idx[i] = d.Index
+			if !slices.Contains(nodes, d.NUMANode) {
+				nodes = append(nodes, d.NUMANode)
+			}
+		}
+		slices.Sort(nodes)
+		noun := "device"
+		if len(devs) > 1 {
+			noun = "devices"
+		}
+		out[lr] = home{nodes: nodes, what: fmt.Sprintf("%d (%s %s, NUMA node %s)", lr, noun, topology.JoinInts(idx), topology.JoinInts(nodes)), devs: devs}
+	}
+	return out
+}
+
+// cpuHomes spreads n CPU ranks over the host's NUMA nodes that have CPUs
+// amdrun may use, in contiguous blocks (ranks 0..n/m-1 on the first node,
+// and so on), so that neighbouring ranks share a node. Without binding,
+// or without NUMA information, the ranks have no home.
+func cpuHomes(n int, host []topology.NUMANode, allowedList []int, mode BindMode) []home {
+	out := make([]home, n)
+	for lr := range out {
+		out[lr].what = strconv.Itoa(lr)
+	}
+	if mode == BindNone || len(host) == 0 {
+		return out
+	}
+	allowed := allowedCPUs(host, allowedList)
+	var usable []int
+	for _, h := range host {
+		if len(intersect(h.CPUs, allowed)) > 0 {
+			usable = append(usable, h.ID)
+		}
+	}
+	slices.Sort(usable)
+	if len(usable) == 0 {
+		return out // bindRanks says the host's nodes are unusable
+	}
+	for lr := range out {
+		out[lr].nodes = []int{usable[lr*len(usable)/n]}
+	}
+	return out
+}
+
+// binding is one rank's NUMA nodes and CPU set.
+type binding struct {
+	nodes []int // nil: none
+	cpus  []int // nil: unbound
+}
+
+// bindRanks computes each rank's binding and appends warnings; it
+// returns the mode the ranks are bound in: mode, or BindNUMA when CPUs
+// other jobs lease (s.BusyCPUs) left too few for mode.
+func bindRanks(homes []home, s Spec, mode BindMode, warn *[]string) ([]binding, BindMode) {
+	out := make([]binding, len(homes))
+	if mode == BindNone {
+		return out, mode
+	}
+	host := s.HostNUMA
+	if len(host) == 0 {
+		*warn = append(*warn, fmt.Sprintf("bind %s: the host's NUMA nodes are unknown: ranks are not bound", mode))
+		return out, mode
+	}
+	allowed := allowedCPUs(host, s.AllowedCPUs)
+	byID := map[int]topology.NUMANode{}
+	for _, n := range host {
+		byID[n.ID] = n
+	}
+	var homeless, empty []string
+	onNodes := map[string][]int{} // node set -> local ranks on it, in order
+	var keys []string
+	for lr, h := range homes {
+		var cpus []int
+		known := len(h.nodes) > 0
+		for _, id := range h.nodes {
+			n, ok := byID[id]
+			if !ok {
+				known = false
+				break
+			}
+			cpus = append(cpus, intersect(n.CPUs, allowed)...)
+		}
+		if !known {
+			homeless = append(homeless, h.what)
+			continue
+		}
+		if len(cpus) == 0 {
+			empty = append(empty, fmt.Sprintf("%d (NUMA node %s)", lr, topology.JoinInts(h.nodes)))
+			continue
+		}
+		slices.Sort(cpus)
+		out[lr] = binding{nodes: append([]int(nil), h.nodes...), cpus: cpus}
+		key := topology.JoinInts(h.nodes)
+		if _, ok := onNodes[key]; !ok {
+			keys = append(keys, key)
+		}
+		onNodes[key] = append(onNodes[key], lr)
+	}
+	if len(homeless) > 0 {
+		*warn = append(*warn, "bind: the host has no NUMA node for local rank(s) "+strings.Join(homeless, ", ")+": they are not bound")
+	}
+	if len(empty) > 0 {
+		*warn = append(*warn, "bind: amdrun may use none of the CPUs of the NUMA node of local rank(s) "+strings.Join(empty, ", ")+": they are not bound")
+	}
+	if (mode == BindSocket || mode == BindCoreComplex) && s.CPUGroups == nil {
+		*warn = append(*warn, fmt.Sprintf("bind %s: the host's sockets and caches are unknown: ranks are bound to their NUMA nodes", mode))
+		return out, BindNUMA
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		return slices.Compare(out[onNodes[keys[i]][0]].nodes, out[onNodes[keys[j]][0]].nodes) < 0
+	})
+	switch mode {
+	case BindSocket:
+		bindSockets(out, host, allowed, s.CPUGroups)
+	case BindExclusive, BindCoreComplex:
+		if !splitRanks(out, homes, keys, onNodes, s, mode, byID, allowed, warn) {
+			return out, BindNUMA
+		}
+	}
+	return out, mode
+}
+
+// splitRanks gives exclusive and core-complex ranks CPUs of their own:
+// their fair share (share.go) where the node's devices are known (and,
+// for core-complex, the node has fewer core complexes than devices),
+// else a part of their node set's free CPUs or complexes. It returns
+// false, with one warning, when leased CPUs left too few (the ranks
+// then share their nodes' CPUs).
+func splitRanks(out []binding, homes []home, keys []string, onNodes map[string][]int, s Spec, mode BindMode, byID map[int]topology.NUMANode, allowed []int, warn *[]string) bool {
+	split, unit, one := splitExclusive, "CPUs", "a CPU"
+	if mode == BindCoreComplex {
+		split, unit, one = splitComplexes(s.CPUGroups), "core complexes", "a core complex"
+	}
+	parts, shared, short, notes := shareAll(out, homes, s, byID, allowed)
+	if !shared || mode == BindCoreComplex && !fewerComplexes(s, homes, byID, allowed) {
+		parts, short, notes = splitAll(out, keys, onNodes, s.BusyCPUs, split, unit)
+		if len(notes) > 0 {
+			notes = []string{fmt.Sprintf("bind %s: more ranks than %s on %s: some ranks share %s", mode, unit, strings.Join(notes, ", "), one)}
+		}
+		if s.CPUsPerRank > 0 {
+			notes = append(notes, fmt.Sprintf("bind %s: --cpus-per-rank applies to GPU ranks on NUMA nodes with a CPU per GPU: the ranks split their nodes' CPUs", mode))
+		}
+	} else if len(notes) > 0 {
+		notes = []string{fmt.Sprintf("bind %s: --cpus-per-rank %d: the other CPUs of the ranks' NUMA nodes are leased or other devices' shares: %s", mode, s.CPUsPerRank, strings.Join(notes, ", "))}
+	}
+	if short != "" {
+		*warn = append(*warn, fmt.Sprintf("bind %s: other amdrun jobs lease CPUs of %s: ranks share their NUMA nodes' CPUs (bind numa)", mode, short))
+		return false
+	}
+	for lr, cpus := range parts {
+		out[lr].cpus = cpus
+	}
+	*warn = append(*warn, notes...)
+	return true
+}
+
+// bindSockets widens each bound rank to every NUMA node of its CPUs'
+// sockets, with those nodes' allowed CPUs.
+func bindSockets(out []binding, host []topology.NUMANode, allowed []int, g *topology.CPUGroups) {
+	for lr, b := range out {
+		if b.cpus == nil {
+			continue
+		}
+		var sock []int
+		for _, c := range b.cpus {
+			if i := g.SocketOf(c); i >= 0 && !slices.Contains(sock, i) {
+				sock = append(sock, i)
+			}
+		}
+		var cpus []int
+		for _, i := range sock {
+			cpus = append(cpus, g.Sockets[i]...)
+		}
+		var nodes []int
+		for _, n := range host {
+			if len(intersect(n.CPUs, cpus)) > 0 {
+				nodes = append(nodes, n.ID)
+			}
+		}
+		slices.Sort(nodes)
+		if cpus = intersect(allowedCPUs(nil, cpus), allowed); len(cpus) > 0 {
+			out[lr] = binding{nodes: nodes, cpus: cpus}
+		}
+	}
+}
+
+// splitter divides the free CPUs of one NUMA node set (cpus, ascending,
+// busy ones removed; all are the node set's allowed CPUs) among k ranks.
+// It returns each rank's part, or ok false when busy CPUs leave too few,
+// and how many units (CPUs, caches) the node set has: with fewer than k,
+// ranks share them even when nothing is busy.
+type splitter func(all, free []int, k int) (parts [][]int, ok bool, units int)
+
+// splitExclusive gives each of k ranks a contiguous share of the free
+// CPUs.
+func splitExclusive(all, free []int, k int) ([][]int, bool, int) {
+	src, ok := free, true
+	switch {
+	case k > len(all):
+		// Fewer CPUs than ranks: they share, even when nothing is busy.
+		src, ok = all, len(free) == len(all)
+	case k > len(free):
+		return nil, false, len(all)
+	}
+	parts := make([][]int, k)
+	for j := range parts {
+		parts[j] = chunk(src, j, k)
+	}
+	return parts, ok, len(all)
+}
+
+// splitComplexes gives each of k ranks the CPUs of one level-3 cache of
+// g that no other job uses, a different one each, in CPU order.
+func splitComplexes(g *topology.CPUGroups) splitter {
+	return func(all, free []int, k int) ([][]int, bool, int) {
+		var units, freeUnits [][]int
+		for _, l3 := range g.L3 {
+			u := intersect(l3, all)
+			if len(u) == 0 {
+				continue
+			}
+			units = append(units, u)
+			if len(intersect(u, free)) == len(u) {
+				freeUnits = append(freeUnits, u)
+			}
+		}
+		if len(units) == 0 {
+			units = [][]int{all} // no cache listed here: the node is one unit
+			if len(free) == len(all) {
+				freeUnits = units
+			}
+		}
+		parts := make([][]int, k)
+		if k > len(units) {
+			for j := range parts {
+				parts[j] = units[j%len(units)]
+			}
+			return parts, len(freeUnits) == len(units), len(units)
+		}
+		if k > len(freeUnits) {
+			return nil, false, len(units)
+		}
+		for j := range parts {
+			parts[j] = append([]int(nil), freeUnits[j]...)
+		}
+		return parts, true, len(units)
+	}
+}
+
+// splitAll runs split on each node set's ranks; short names the first
+// node set where busy CPUs left too few (the whole job then falls back),
+// notes those whose ranks share units.
+func splitAll(out []binding, keys []string, onNodes map[string][]int, busy []int, split splitter, unit string) (parts map[int][]int, short string, notes []string) {
+	parts = map[int][]int{}
+	for _, key := range keys {
+		ranks := onNodes[key]
+		all := out[ranks[0]].cpus
+		free := without(all, busy)
+		got, ok, units := split(all, free, len(ranks))
+		if !ok {
+			return nil, fmt.Sprintf("NUMA node %s (%s of its CPUs %s; %d ranks here)", key,
+				topology.FormatCPUList(intersect(all, busy)), topology.FormatCPUList(all), len(ranks)), nil
+		}
+		if len(ranks) > units {
+			notes = append(notes, fmt.Sprintf("NUMA node %s (%d ranks, %d %s)", key, len(ranks), units, unit))
+		}
+		for j, lr := range ranks {
+			parts[lr] = got[j]
+		}
+	}
+	return parts, "", notes
+}
+
+// without returns the CPUs of sorted a that are not in b.
+func without(a, b []int) []int {
+	drop := map[int]bool{}
+	for _, c := range b {
+		drop[c] = true
+	}
+	var out []int
+	for _, c := range a {
+		if !drop[c] {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// chunk returns the j-th of k contiguous, near-equal parts of cpus (the
+// first len%k parts one longer). With more parts than CPUs, part j gets
+// CPU j mod len.
+func chunk(cpus []int, j, k int) []int {
+	n := len(cpus)
+	if k > n {
+		return []int{cpus[j%n]}
+	}
+	size, extra := n/k, n%k
+	start := j*size + min(j, extra)
+	end := start + size
+	if j < extra {
+		end++
+	}
+	return append([]int(nil), cpus[start:end]...)
+}
+
+// ompThreads is the rank's share of its CPUs: a CPU set shared by several
+// ranks (numa mode) is divided among them, so that OpenMP does not
+// oversubscribe it; an unbound rank gets its share of all allowed CPUs.
+func ompThreads(b binding, all []binding, nAllowed, nproc int) int {
+	if len(b.cpus) == 0 {
+		if nAllowed == 0 {
+			return 1
+		}
+		return max(1, nAllowed/nproc)
+	}
+	sharing := 0
+	for _, o := range all {
+		if slices.Equal(o.cpus, b.cpus) {
+			sharing++
+		}
+	}
+	return max(1, len(b.cpus)/max(1, sharing))
+}
+
+// allowedCPUs is the allowed list, or every CPU of the host's NUMA nodes
+// when it is nil; sorted, distinct.
+func allowedCPUs(host []topology.NUMANode, allowed []int) []int {
+	out := append([]int(nil), allowed...)
+	if allowed == nil {
+		for _, n := range host {
+			out = append(out, n.CPUs...)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// intersect returns the CPUs of a that are in sorted b, sorted.
+func intersect(a, b []int) []int {
+	in := map[int]bool{}
+	for _, c := range b {
+		in[c] = true
+	}
+	var out []int
+	for _, c := range a {
+		if in[c] {
+			out = append(out, c)
+		}
+	}
+	sort.Ints(out)
+	return out
+}

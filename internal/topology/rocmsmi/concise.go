@@ -1,0 +1,158 @@
+package rocmsmi
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/amdrun/amdrun/internal/topology"
+)
+
+// conciseTable is the layout of a concise table, read from its header,
+// and the rows read so far.
+type conciseTable struct {
+	sec sectionInfo
+	// gen1: the ROCm 5.x header, one row starting "GPU"; later ones start
+	// "Device" and may take two rows per GPU.
+	gen1 bool
+	// Column of the power reading: by position among the header's
+	// columns (powerIdx of ncols) in the single-token ROCm 5.x layout,
+	// which survives whitespace being collapsed; by alignment (powerRune,
+	// a rune column) in the 6.x layouts whose cells hold spaces
+	// ("[0x74a1 : 0x00]", "NPS1, SPX"). -1: no power column.
+	powerIdx, powerRune, ncols int
+	rows                       int
+	prev                       *DeviceInfo // the GPU of the last row
+}
+
+// concise parses the concise table (plain rocm-smi) whose header is at or
+// after the next line, up to the banner after it or the end of input.
+func (p *textParser) concise(sec sectionInfo) error {
+	tb, err := p.conciseHeader(sec)
+	if err != nil {
+		return err
+	}
+	for {
+		line, ok := p.next()
+		if !ok {
+			break
+		}
+		t := strings.TrimSpace(line)
+		if title, ok := bannerTitle(t); ok {
+			if title != "" {
+				p.lr.Unread() // the next section's
+				return nil
+			}
+			if tb.rows == 0 && !tb.gen1 {
+				continue // the rule under a two-row header
+			}
+			return nil // the rule under the table
+		}
+		if t == "" || logLine(t) {
+			continue
+		}
+		if line[0] == ' ' || line[0] == '\t' {
+			if tb.rows > 0 && tb.prev != nil && !tb.gen1 && tb.prev.Name == "" {
+				tb.prev.Name = t // the second row of a ROCm 6.0/6.1 entry
+			}
+			continue
+		}
+		if err := p.conciseRow(tb, line); err != nil {
+			return err
+		}
+	}
+	if tb.rows == 0 {
+		return topology.NewParseError(sec.source, p.lastFull, 0, topology.ErrTruncated, "concise table has no rows")
+	}
+	return nil
+}
+
+// conciseHeader reads the concise table's header (past blank and log
+// lines) and finds its power column.
+func (p *textParser) conciseHeader(sec sectionInfo) (*conciseTable, error) {
+	var line string
+	for {
+		l, ok := p.next()
+		if !ok {
+			return nil, p.errHere(sec.source, 0, topology.ErrTruncated, "no table after the section title")
+		}
+		if t := strings.TrimSpace(l); t != "" && !logLine(t) {
+			line = l
+			break
+		}
+	}
+	head := fields(line)
+	tb := &conciseTable{sec: sec, gen1: head[0].S == "GPU", powerIdx: -1, powerRune: -1}
+	if !tb.gen1 && head[0].S != "Device" {
+		return nil, p.errHere(sec.source, head[0].Col, topology.ErrSyntax, "concise header starts with %q, not GPU or Device", head[0].S)
+	}
+	for _, tk := range head {
+		if strings.HasPrefix(tk.S, "(") {
+			continue // "Temp (DieEdge)" is one column
+		}
+		if tk.S == "AvgPwr" || tk.S == "Power" {
+			tb.powerIdx, tb.powerRune = tb.ncols, runeCol(line, tk)
+		}
+		tb.ncols++
+	}
+	return tb, nil
+}
+
+// conciseRow reads one GPU's row: its index, GPU and VRAM use, power cap
+// and, to tell the second die of a dual-die card, its power reading.
+func (p *textParser) conciseRow(tb *conciseTable, line string) error {
+	src := tb.sec.source
+	toks := fields(line)
+	idx, err := parseIndex(toks[0].S)
+	if err != nil {
+		return p.errHere(src, 0, topology.ErrSyntax, "concise row %q does not start with a GPU index", toks[0].S)
+	}
+	if len(toks) < 4 {
+		return p.errHere(src, len(line), topology.ErrSyntax, "concise row has %d fields", len(toks))
+	}
+	n := len(toks)
+	util, vram, capTok := toks[n-1], toks[n-2], toks[n-3]
+	d := p.r.device(idx)
+	d.InConcise = true
+	p.r.list(tb.sec.title, idx)
+	if !unknownValue(util.S) {
+		if d.UtilPercent, err = parsePercent(util.S); err != nil {
+			return p.errHere(src, util.Col, err, "")
+		}
+	}
+	if !unknownValue(vram.S) {
+		if d.MemUsedPct, err = parsePercent(vram.S); err != nil {
+			return p.errHere(src, vram.Col, err, "")
+		}
+	}
+	pwrCap := -1.0
+	if !unknownValue(capTok.S) {
+		pwrCap, err = strconv.ParseFloat(strings.TrimSuffix(capTok.S, "W"), 64)
+		if err != nil || pwrCap < 0 {
+			return p.errHere(src, capTok.Col, topology.ErrBadNumber, "power cap %q", capTok.S)
+		}
+	}
+	d.SecondDie = tb.rows > 0 && tb.power(line, toks) == "N/A" && pwrCap == 0
+	tb.prev = d
+	tb.rows++
+	return nil
+}
+
+// power returns the power reading of a row ("" when the table has no
+// power column or the row none under it).
+func (tb *conciseTable) power(line string, toks []topology.Field) string {
+	if tb.gen1 {
+		if tb.powerIdx >= 0 && len(toks) == tb.ncols {
+			return toks[tb.powerIdx].S
+		}
+		return ""
+	}
+	power := ""
+	if tb.powerRune >= 0 {
+		for _, tk := range toks {
+			if runeCol(line, tk) == tb.powerRune {
+				power = tk.S
+			}
+		}
+	}
+	return power
+}

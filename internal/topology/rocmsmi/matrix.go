@@ -1,0 +1,346 @@
+package rocmsmi
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/amdrun/amdrun/internal/topology"
+)
+
+// cell is one parsed matrix cell.
+type cell struct {
+	ok   bool // the cell holds a value (not N/A)
+	a, b int64
+	s    string
+}
+
+// parseCell reads one matrix cell of the given kind.
+func parseCell(kind sectionKind, s string, diag bool) (cell, error) {
+	if unknownValue(s) || s == "XXXX" {
+		return cell{}, nil
+	}
+	switch kind {
+	case kindWeight, kindHops:
+		n, err := strconv.ParseInt(s, 10, 32)
+		if err != nil || n < 0 {
+			return cell{}, fmt.Errorf("%w: %q", topology.ErrBadNumber, s)
+		}
+		return cell{ok: true, a: n}, nil
+	case kindType:
+		switch u := strings.ToUpper(s); {
+		case u == "XGMI" || u == "PCIE":
+			return cell{ok: true, s: u}, nil
+		case diag && u == "0":
+			return cell{}, nil
+		}
+		return cell{}, fmt.Errorf("%w: %q", topology.ErrUnknownLinkType, s)
+	case kindAccess:
+		switch strings.ToLower(s) {
+		case "true", "false":
+			return cell{ok: true, s: strings.ToLower(s)}, nil
+		}
+		return cell{}, fmt.Errorf("%w: access %q is not True or False", topology.ErrSyntax, s)
+	case kindBW:
+		lo, hi, found := strings.Cut(s, "-")
+		if !found {
+			return cell{}, fmt.Errorf("%w: bandwidth %q is not min-max", topology.ErrBadNumber, s)
+		}
+		a, err1 := strconv.ParseInt(lo, 10, 64)
+		b, err2 := strconv.ParseInt(hi, 10, 64)
+		if err1 != nil || err2 != nil || a < 0 || b < 0 {
+			return cell{}, fmt.Errorf("%w: bandwidth %q", topology.ErrBadNumber, s)
+		}
+		if a > b {
+			return cell{}, fmt.Errorf("%w: bandwidth %q has min above max", topology.ErrSyntax, s)
+		}
+		return cell{ok: true, a: a, b: b}, nil
+	}
+	return cell{}, nil
+}
+
+// matrix parses the GPU x GPU table of section sec, which starts at or
+// after the next line, in its steps: the column header, one row per
+// column, a check that no row follows, then the cells.
+func (p *textParser) matrix(sec sectionInfo) error {
+	head, ok, err := p.matrixStart(sec)
+	if !ok || err != nil {
+		return err
+	}
+	cols, err := p.matrixHeader(sec, head)
+	if err != nil {
+		return err
+	}
+	rows, rowLine, err := p.matrixRows(sec, cols)
+	if err != nil {
+		return err
+	}
+	if err := p.matrixEnd(sec, len(cols)); err != nil {
+		return err
+	}
+	if (sec.kind == kindWeight || sec.kind == kindHops) && holdsLinkTypes(rows) {
+		// rocm-smi on a partitioned MI300 prints link types under the
+		// Weight title (rocm_smi_lib 6.1.0 changelog, known issue 3).
+		p.retitled = append(p.retitled, fmt.Sprintf("%q", sec.title))
+		sec.kind = kindType
+	}
+	grid, err := p.matrixCells(sec, cols, rows, rowLine)
+	if err != nil {
+		return err
+	}
+	if sec.kind == kindWeight || sec.kind == kindHops {
+		if err := p.checkSymmetric(sec, cols, rows, rowLine, grid); err != nil {
+			return err
+		}
+	}
+	p.r.list(sec.title, cols...)
+	p.commit(sec, cols, grid)
+	return nil
+}
+
+// matrixStart reads up to the column header of a matrix section and
+// returns it. Lines before it that are not one (tool error lines) are
+// skipped and noted; a banner before any header means the section has no
+// table (ok is false, and the banner is handed back to parse).
+func (p *textParser) matrixStart(sec sectionInfo) (head string, ok bool, err error) {
+	for {
+		line, more := p.next()
+		if !more {
+			return "", false, p.errHere(sec.source, 0, topology.ErrTruncated, "no table after the section title")
+		}
+		t := strings.TrimSpace(line)
+		if t == "" {
+			continue
+		}
+		if _, banner := bannerTitle(t); banner {
+			p.r.note("rocm-smi: the %q section has no table (the next section title is at line %d); is the output damaged?", sec.title, p.lr.Line())
+			p.lr.Unread()
+			return "", false, nil // nothing readable in this section
+		}
+		if gpuLabel().MatchString(fields(t)[0].S) {
+			return line, true, nil
+		}
+		if !logLine(t) || strings.HasPrefix(t, "ERROR:") {
+			p.toolLines = append(p.toolLines, t)
+		}
+	}
+}
+
+// matrixHeader reads the column header just read: GPUn labels only.
+func (p *textParser) matrixHeader(sec sectionInfo, line string) ([]int, error) {
+	head := fields(line)
+	if len(head) > maxDevices {
+		return nil, p.errHere(sec.source, head[maxDevices].Col, topology.ErrSyntax, "more than %d columns", maxDevices)
+	}
+	cols := make([]int, len(head))
+	seenCol := map[int]bool{}
+	for c, tk := range head {
+		m := gpuLabel().FindStringSubmatch(tk.S)
+		if m == nil {
+			return nil, p.errHere(sec.source, tk.Col, topology.ErrSyntax, "column header %q is not GPUn", tk.S)
+		}
+		n, err := parseIndex(m[1])
+		if err != nil {
+			return nil, p.errHere(sec.source, tk.Col, err, "")
+		}
+		if seenCol[n] {
+			return nil, p.errHere(sec.source, tk.Col, topology.ErrSyntax, "column %s twice", tk.S)
+		}
+		seenCol[n] = true
+		cols[c] = n
+	}
+	return cols, nil
+}
+
+// matrixRows reads one row per column, in the header's order, and
+// returns each row's cells and line number.
+func (p *textParser) matrixRows(sec sectionInfo, cols []int) ([][]topology.Field, []int, error) {
+	n := len(cols)
+	rows := make([][]topology.Field, n)
+	rowLine := make([]int, n)
+	for r := 0; r < n; r++ {
+		line, err := p.matrixRowLine(sec, r, n)
+		if err != nil {
+			return nil, nil, err
+		}
+		toks := fields(line)
+		if !gpuLabel().MatchString(toks[0].S) {
+			return nil, nil, p.errHere(sec.source, 0, topology.ErrNotSquare, "%d rows for %d columns", r, n)
+		}
+		if want := fmt.Sprintf("GPU%d", cols[r]); toks[0].S != want {
+			return nil, nil, p.errHere(sec.source, 0, topology.ErrNotSquare, "row %s where %s expected", toks[0].S, want)
+		}
+		if len(toks)-1 != n {
+			col := len(line)
+			if len(toks)-1 > n {
+				col = toks[n+1].Col
+			}
+			return nil, nil, p.errHere(sec.source, col, topology.ErrNotSquare, "%d cells in row %s for %d columns", len(toks)-1, toks[0].S, n)
+		}
+		rows[r], rowLine[r] = toks[1:], p.lr.Line()
+	}
+	return rows, rowLine, nil
+}
+
+// matrixRowLine reads the line of row r of n, past log lines. A blank
+// line ends the table too early (ErrNotSquare there), unless only blank
+// lines follow it: then, as at the end of input, the output was cut off
+// (ErrTruncated at its last line that is not blank).
+func (p *textParser) matrixRowLine(sec sectionInfo, r, n int) (string, error) {
+	cut := func() error {
+		return topology.NewParseError(sec.source, p.lastFull, 0, topology.ErrTruncated, "%d of %d rows", r, n)
+	}
+	for {
+		line, ok := p.next()
+		if !ok {
+			return "", cut()
+		}
+		t := strings.TrimSpace(line)
+		if logLine(t) {
+			continue
+		}
+		if t != "" {
+			return line, nil
+		}
+		blank := p.lr.Line()
+		for {
+			line, ok := p.next()
+			if !ok {
+				return "", cut()
+			}
+			if strings.TrimSpace(line) != "" {
+				return "", topology.NewParseError(sec.source, blank, 0, topology.ErrNotSquare, "%d rows for %d columns", r, n)
+			}
+		}
+	}
+}
+
+// matrixEnd refuses a GPU row after the table's last one (past blank and
+// log lines, which it hands to plainLine as parse would); it gives any
+// other line back to parse.
+func (p *textParser) matrixEnd(sec sectionInfo, n int) error {
+	for {
+		line, ok := p.next()
+		if !ok {
+			return nil
+		}
+		t := strings.TrimSpace(line)
+		if t == "" || logLine(t) {
+			if err := p.plainLine(line, t, otherSection); err != nil {
+				return err
+			}
+			continue
+		}
+		if gpuLabel().MatchString(fields(t)[0].S) {
+			return p.errHere(sec.source, 0, topology.ErrNotSquare, "more rows than the %d columns", n)
+		}
+		p.lr.Unread()
+		return nil
+	}
+}
+
+// matrixCells parses every cell of the rows read, noting XXXX pairs.
+func (p *textParser) matrixCells(sec sectionInfo, cols []int, rows [][]topology.Field, rowLine []int) ([]cell, error) {
+	n := len(cols)
+	grid := make([]cell, n*n)
+	for r := 0; r < n; r++ {
+		for c, tk := range rows[r] {
+			v, err := parseCell(sec.kind, tk.S, c == r)
+			if err != nil {
+				return nil, topology.NewParseError(sec.source, rowLine[r], tk.Col, err, "")
+			}
+			if tk.S == "XXXX" && r < c {
+				p.xxxx = append(p.xxxx, fmt.Sprintf("GPU%d-GPU%d", cols[r], cols[c]))
+			}
+			grid[r*n+c] = v
+		}
+	}
+	return grid, nil
+}
+
+// holdsLinkTypes says whether a matrix's cells name link types.
+func holdsLinkTypes(rows [][]topology.Field) bool {
+	for r, row := range rows {
+		for c, tk := range row {
+			if u := strings.ToUpper(tk.S); c != r && (u == "XGMI" || u == "PCIE") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// checkSymmetric refuses a Weight or Hops matrix whose diagonal is not 0
+// or whose two halves disagree (topology.CheckCountMatrix, the check
+// amd-smi's tables get too): a row out of place would otherwise turn a
+// pair into another link silently.
+func (p *textParser) checkSymmetric(sec sectionInfo, cols []int, rows [][]topology.Field, rowLine []int, grid []cell) error {
+	n := len(cols)
+	what := "weight"
+	if sec.kind == kindHops {
+		what = "hops"
+	}
+	f := topology.CheckCountMatrix(n, func(r, c int) (int64, bool) { return grid[r*n+c].a, grid[r*n+c].ok })
+	if f == nil {
+		return nil
+	}
+	label := func(i int) string { return fmt.Sprintf("GPU%d", cols[i]) }
+	return topology.NewParseError(sec.source, rowLine[f.Row], rows[f.Row][f.Col].Col, topology.ErrInconsistent, "%s", f.Describe(label, what))
+}
+
+// commit stores a parsed matrix, reading the upper triangle and noting
+// where the lower one disagrees.
+func (p *textParser) commit(sec sectionInfo, cols []int, grid []cell) {
+	n := len(cols)
+	for a := 0; a < n; a++ {
+		for b := a + 1; b < n; b++ {
+			up, lo := grid[a*n+b], grid[b*n+a]
+			v := up
+			if !up.ok {
+				v = lo
+			}
+			if up.ok && lo.ok && up != lo && sec.kind == kindType {
+				// Which reading is right is for topology.ResolveLinkType
+				// to decide in Model, by weight and hops, never by the
+				// order of the rows (issue 24).
+				pr := p.r.pair(cols[a], cols[b])
+				pr.Type, pr.TypeOther = up.s, lo.s
+				continue
+			}
+			if up.ok && lo.ok && up != lo {
+				p.r.note("%s: GPU%d-GPU%d reads %s but GPU%d-GPU%d reads %s; using the first",
+					sec.source, cols[a], cols[b], cellString(sec.kind, up), cols[b], cols[a], cellString(sec.kind, lo))
+			}
+			if !v.ok {
+				continue
+			}
+			pr := p.r.pair(cols[a], cols[b])
+			switch sec.kind {
+			case kindWeight:
+				pr.Weight = int(v.a)
+			case kindHops:
+				pr.Hops = int(v.a)
+			case kindType:
+				pr.Type = v.s
+			case kindBW:
+				pr.MinBandwidth, pr.MaxBandwidth = v.a, v.b
+			}
+		}
+	}
+	if sec.kind == kindAccess {
+		// Accessibility does not shape the model, but it names the devices.
+		for _, c := range cols {
+			p.r.device(c)
+		}
+	}
+}
+
+func cellString(kind sectionKind, c cell) string {
+	switch kind {
+	case kindBW:
+		return fmt.Sprintf("%d-%d", c.a, c.b)
+	case kindType, kindAccess:
+		return c.s
+	}
+	return strconv.FormatInt(c.a, 10)
+}
