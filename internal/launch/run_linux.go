@@ -577,7 +577,7 @@ func (s *supervisor) commands(attempt int) ([]command, int, error) {
 		r := &s.plan.Ranks[i]
 		env := plan.WithEnv(r.Env, "TORCHELASTIC_RESTART_COUNT", strconv.Itoa(attempt))
 		env = plan.WithEnv(env, EnvErrorFile, s.errs.path(attempt, r.LocalRank))
-		env = s.errs.stackEnv(env, attempt, r.Rank)
+		env = s.errs.frEnv(s.errs.stackEnv(env, attempt, r.Rank), attempt)
 		if err := s.lookup(r, env); err != nil {
 			return nil, execFailureCode(err), fmt.Errorf("launch: rank %d: %w", r.Rank, err)
 		}
@@ -1214,6 +1214,11 @@ func (s *supervisor) summary(g *group, root *worker, attempt, notStarted int) {
 		}
 	}
 	b.WriteString(interpreterHint(failed))
+	if s.stall == nil { // a stall's report has it
+		if fr := s.flightRecord(attempt); fr != "" {
+			b.WriteString("amdrun: " + fr + "\n")
+		}
+	}
 	s.note(b.String())
 }
 
