@@ -140,7 +140,7 @@ func FRSummary(dumps []FRDump, ranks []int) string {
 		}
 	}
 	for _, pg := range slices.Sorted(maps.Keys(pos)) {
-		parts = append(parts, frGroup(pg, pos[pg], members(dumps, pg)))
+		parts = append(parts, frGroup(pg, pos[pg], members(dumps, pg), len(ranks)))
 	}
 	var missing []int
 	for _, r := range ranks {
@@ -177,8 +177,9 @@ func members(dumps []FRDump, pg string) []int {
 	return out
 }
 
-// frGroup says where the ranks of one process group are.
-func frGroup(pg string, pos map[int]frPos, ranks []int) string {
+// frGroup says where the ranks of one process group are, of a job of
+// total ranks here.
+func frGroup(pg string, pos map[int]frPos, ranks []int, total int) string {
 	front := -1
 	for _, p := range pos {
 		if p.entered != nil {
@@ -209,7 +210,7 @@ func frGroup(pg string, pos map[int]frPos, ranks []int) string {
 	done := !slices.ContainsFunc(ahead, func(r int) bool { return pos[r].completed == nil || pos[r].completed.Seq != front })
 	var b strings.Builder
 	switch {
-	case done && len(behind) == 0:
+	case done && len(behind) == 0 && len(ahead) == total:
 		fmt.Fprintf(&b, "%s: every rank completed %s last", name, frOp(at))
 	case done:
 		fmt.Fprintf(&b, "%s: %s completed %s last", name, ranksNoun(ahead), frOp(at))

@@ -1,0 +1,122 @@
+package launch
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func fre(pg string, seq int, op, state string) FREntry {
+	return FREntry{PG: pg, Desc: "default_pg", Seq: seq, Op: op, State: state, In: [][]int64{{4}}, Out: [][]int64{{4}}}
+}
+
+// TestFRSummary: the paragraph names the collective the furthest ranks
+// wait in or completed, the ranks that never entered it with the last
+// they did, the ranks without a dump and the dumps that could not be
+// read.
+func TestFRSummary(t *testing.T) {
+	done1 := fre("0", 1, "gloo:all_reduce", "completed")
+	for _, tc := range []struct {
+		name  string
+		dumps []FRDump
+		ranks []int
+		want  string
+	}{
+		{"rank 2 behind", []FRDump{
+			{Rank: 0, Entries: []FREntry{done1, fre("0", 2, "gloo:all_reduce", "started")}},
+			{Rank: 1, Entries: []FREntry{done1, fre("0", 2, "gloo:all_reduce", "started")}},
+			{Rank: 2, Entries: []FREntry{done1}},
+			{Rank: 3, Entries: []FREntry{done1, fre("0", 2, "gloo:all_reduce", "scheduled")}},
+		}, []int{0, 1, 2, 3},
+			"torch's flight recorder: process group 0 (default_pg): ranks 0,1,3 wait in gloo:all_reduce #2 (sizes [[4]]), after gloo:all_reduce #1 (sizes [[4]]); rank 2 never entered #2: last entered gloo:all_reduce #1 (sizes [[4]]), completed."},
+		{"all done", []FRDump{
+			{Rank: 0, Entries: []FREntry{done1}},
+			{Rank: 1, Entries: []FREntry{done1}},
+		}, []int{0, 1},
+			"torch's flight recorder: process group 0 (default_pg): every rank completed gloo:all_reduce #1 (sizes [[4]]) last."},
+		{"no dump, unreadable, none recorded", []FRDump{
+			{Rank: 0, Entries: []FREntry{done1}},
+			{Rank: 1, Error: "UnpicklingError: refused posix.system"},
+			{Rank: 2, PGs: map[string][]int{"0": {0, 1, 2, 3}}},
+		}, []int{0, 1, 2, 3},
+			"torch's flight recorder: process group 0 (default_pg): rank 0 completed gloo:all_reduce #1 (sizes [[4]]) last; rank 2 never entered #1; rank 1's dump could not be read (UnpicklingError: refused posix.system); rank 3 wrote no dump."},
+		{"nothing recorded", []FRDump{{Rank: 0}}, []int{0, 1}, ""},
+		{"p2p only", []FRDump{{Rank: 0, Entries: []FREntry{{PG: "0", Seq: 0, P2P: true, Op: "nccl:send"}}}}, []int{0}, ""},
+	} {
+		if got := FRSummary(tc.dumps, tc.ranks); got != tc.want {
+			t.Errorf("%s:\n got %s\nwant %s", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestFRParse: the reader's lines, with lines that are no JSON and files
+// that are no dump of amdrun's skipped.
+func TestFRParse(t *testing.T) {
+	out := `{"file": "fr.0.1", "entries": [{"pg": "0", "desc": "default_pg", "seq": 3, "p2p": false, "op": "nccl:all_reduce", "state": "completed", "in": [[2, 3]], "out": [[2, 3]]}], "pgs": {"0": [0, 1]}}
+Traceback (most recent call last):
+{"file": "fr.0.0", "error": "EOFError: Ran out of input"}
+{"file": "other", "entries": []}
+`
+	ds := FRParse(out, frRankOf)
+	if len(ds) != 2 || ds[0].Rank != 0 || ds[0].Error == "" || ds[1].Rank != 1 || len(ds[1].Entries) != 1 ||
+		ds[1].Entries[0].Seq != 3 || ds[1].Entries[0].In[0][1] != 3 || len(ds[1].PGs["0"]) != 2 {
+		t.Fatalf("FRParse: %+v", ds)
+	}
+}
+
+func FuzzFRParse(f *testing.F) {
+	if b, err := os.ReadFile(filepath.Join("testdata", "fr", "reader.jsonl")); err == nil {
+		f.Add(string(b))
+	}
+	f.Add(`{"file": "fr.0.0", "entries": [{"pg": "0", "seq": 1, "op": "x", "state": "completed"}]}`)
+	f.Fuzz(func(t *testing.T, s string) {
+		ds := FRParse(s, frRankOf)
+		_ = FRSummary(ds, []int{0, 1, 2, 3})
+	})
+}
+
+// TestFRReader: the reader, run with this host's python3, reads a plain
+// pickle and refuses one that names a function (a dump is written by a
+// rank, perhaps of another user, and read by amdrun, perhaps root).
+func TestFRReader(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3 on PATH")
+	}
+	dir := t.TempDir()
+	mk := `import os, pickle, sys
+d = {"version": "2.10", "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"}},
+     "entries": [{"process_group": ("0", "default_pg"), "collective_seq_id": 1, "is_p2p": False,
+                  "profiling_name": "gloo:all_reduce", "state": "completed", "input_sizes": [[4]], "output_sizes": [[4]]}]}
+open(sys.argv[1], "wb").write(pickle.dumps(d))
+open(sys.argv[2], "wb").write(pickle.dumps(os.system))
+`
+	good, bad := filepath.Join(dir, "good"), filepath.Join(dir, "bad")
+	if out, err := exec.Command(py, "-c", mk, good, bad).CombinedOutput(); err != nil {
+		t.Fatalf("making the pickles: %v: %s", err, out)
+	}
+	var files []*os.File
+	for _, p := range []string{good, bad} {
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		files = append(files, f)
+	}
+	cmd := exec.Command(py, "-I", "-c", frReader, "fr.0.0=3", "fr.0.1=4")
+	cmd.ExtraFiles = files
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("reader: %v", err)
+	}
+	ds := FRParse(string(out), frRankOf)
+	if len(ds) != 2 || len(ds[0].Entries) != 1 || ds[0].Entries[0].Op != "gloo:all_reduce" || !strings.Contains(ds[1].Error, "refused") {
+		t.Fatalf("reader's dumps: %+v\n%s", ds, out)
+	}
+	if got := FRSummary(ds, []int{0, 1}); !strings.Contains(got, "rank 0 completed gloo:all_reduce #1") {
+		t.Errorf("summary: %s", got)
+	}
+}
