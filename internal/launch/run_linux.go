@@ -23,6 +23,7 @@ import (
 
 	"github.com/amdrun/amdrun/internal/envlist"
 	"github.com/amdrun/amdrun/internal/plan"
+	"github.com/amdrun/amdrun/internal/topology"
 )
 
 // drainTimeout bounds how long output is still read after a worker has
@@ -138,7 +139,19 @@ func Run(ctx context.Context, p *plan.Plan, o RunOptions) (exitCode int, err err
 		defer signal.Stop(ch)
 		s.sigs = ch
 	}
+	var devs []topology.Device
+	for _, r := range p.Ranks {
+		devs = append(devs, r.Devices...)
+	}
+	read := o.MemUsed
+	if read == nil {
+		read = ReadMemUsed
+	}
 	for attempt := 0; ; attempt++ {
+		var base map[string]int64
+		if attempt < p.MaxRestarts && o.RestartWait > 0 {
+			base = memBaseline(devs, read)
+		}
 		code, err := s.attempt(ctx, attempt)
 		if err != nil || code == 0 || s.interrupted != 0 || attempt >= p.MaxRestarts ||
 			(s.stall != nil && s.o.OnStall != StallRestart) {
@@ -150,6 +163,10 @@ func Run(ctx context.Context, p *plan.Plan, o RunOptions) (exitCode int, err err
 			return code, err
 		}
 		if s.endingPending() {
+			return code, nil
+		}
+		if held := waitMemFree(devs, base, read, o.RestartWait, 250*time.Millisecond); len(held) > 0 {
+			s.note(heldLine(held, o.RestartWait))
 			return code, nil
 		}
 		s.note(fmt.Sprintf("amdrun: restarting the worker group (restart %d of %d)\n", attempt+1, p.MaxRestarts))
