@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/amdrun/amdrun/internal/plan"
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
@@ -59,6 +60,41 @@ func ReadMemUsed(d topology.Device) (int64, bool) {
 		return n, err == nil && n >= 0
 	}
 	return 0, false
+}
+
+// memWatch is the restart hygiene of one Run: the job's devices, how
+// their memory is read, and what they held before the current attempt.
+type memWatch struct {
+	devs  []topology.Device
+	read  MemUsed
+	limit time.Duration
+	base  map[string]int64
+}
+
+func newMemWatch(p *plan.Plan, o RunOptions) *memWatch {
+	m := &memWatch{read: o.MemUsed, limit: o.RestartWait}
+	if m.read == nil {
+		m.read = ReadMemUsed
+	}
+	for _, r := range p.Ranks {
+		m.devs = append(m.devs, r.Devices...)
+	}
+	return m
+}
+
+// baseline reads what the devices hold before an attempt, when a
+// restart may follow it (restartable) and a wait is asked for.
+func (m *memWatch) baseline(restartable bool) {
+	m.base = nil
+	if restartable && m.limit > 0 {
+		m.base = memBaseline(m.devs, m.read)
+	}
+}
+
+// wait waits until the devices are back to their baseline and returns
+// those that are not.
+func (m *memWatch) wait() []memHeld {
+	return waitMemFree(m.devs, m.base, m.read, m.limit, 250*time.Millisecond)
 }
 
 // memHeld is a device that still holds more than before the attempt.

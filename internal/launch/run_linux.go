@@ -23,7 +23,6 @@ import (
 
 	"github.com/amdrun/amdrun/internal/envlist"
 	"github.com/amdrun/amdrun/internal/plan"
-	"github.com/amdrun/amdrun/internal/topology"
 )
 
 // drainTimeout bounds how long output is still read after a worker has
@@ -139,38 +138,7 @@ func Run(ctx context.Context, p *plan.Plan, o RunOptions) (exitCode int, err err
 		defer signal.Stop(ch)
 		s.sigs = ch
 	}
-	var devs []topology.Device
-	for _, r := range p.Ranks {
-		devs = append(devs, r.Devices...)
-	}
-	read := o.MemUsed
-	if read == nil {
-		read = ReadMemUsed
-	}
-	for attempt := 0; ; attempt++ {
-		var base map[string]int64
-		if attempt < p.MaxRestarts && o.RestartWait > 0 {
-			base = memBaseline(devs, read)
-		}
-		code, err := s.attempt(ctx, attempt)
-		if err != nil || code == 0 || s.interrupted != 0 || attempt >= p.MaxRestarts ||
-			(s.stall != nil && s.o.OnStall != StallRestart) {
-			return code, err
-		}
-		// What came while no worker ran (the failed group's summary)
-		// decides before a new group starts.
-		if err := ctx.Err(); err != nil {
-			return code, err
-		}
-		if s.endingPending() {
-			return code, nil
-		}
-		if held := waitMemFree(devs, base, read, o.RestartWait, 250*time.Millisecond); len(held) > 0 {
-			s.note(heldLine(held, o.RestartWait))
-			return code, nil
-		}
-		s.note(fmt.Sprintf("amdrun: restarting the worker group (restart %d of %d)\n", attempt+1, p.MaxRestarts))
-	}
+	return s.attempts(ctx)
 }
 
 // catchSIGPIPE makes the process catch SIGPIPE for good, once however
@@ -568,6 +536,9 @@ func (s *supervisor) attempt(ctx context.Context, attempt int) (int, error) {
 	}
 	if first != nil {
 		s.summary(g, root, attempt, len(s.plan.Ranks)-len(g.workers))
+		if fr := s.flightRecord(attempt); fr != "" && s.stall == nil { // a stall's report has it
+			s.note("amdrun: " + fr + "\n")
+		}
 	}
 	switch {
 	case startErr != nil:
@@ -1231,11 +1202,6 @@ func (s *supervisor) summary(g *group, root *worker, attempt, notStarted int) {
 		}
 	}
 	b.WriteString(interpreterHint(failed))
-	if s.stall == nil { // a stall's report has it
-		if fr := s.flightRecord(attempt); fr != "" {
-			b.WriteString("amdrun: " + fr + "\n")
-		}
-	}
 	s.note(b.String())
 }
 
@@ -1264,4 +1230,32 @@ func devicesOf(r *plan.Rank) string {
 		return "device " + r.DeviceLabel()
 	}
 	return "devices " + r.DeviceLabel()
+}
+
+// attempts runs the attempts of a Run: the first, and a restart after
+// each failure while --max-restarts allows and the devices have let go
+// of the failed attempt's memory.
+func (s *supervisor) attempts(ctx context.Context) (int, error) {
+	mem := newMemWatch(s.plan, s.o)
+	for attempt := 0; ; attempt++ {
+		mem.baseline(attempt < s.plan.MaxRestarts)
+		code, err := s.attempt(ctx, attempt)
+		if err != nil || code == 0 || s.interrupted != 0 || attempt >= s.plan.MaxRestarts ||
+			(s.stall != nil && s.o.OnStall != StallRestart) {
+			return code, err
+		}
+		// What came while no worker ran (the failed group's summary)
+		// decides before a new group starts.
+		if err := ctx.Err(); err != nil {
+			return code, err
+		}
+		if s.endingPending() {
+			return code, nil
+		}
+		if held := mem.wait(); len(held) > 0 {
+			s.note(heldLine(held, s.o.RestartWait))
+			return code, nil
+		}
+		s.note(fmt.Sprintf("amdrun: restarting the worker group (restart %d of %d)\n", attempt+1, s.plan.MaxRestarts))
+	}
 }
