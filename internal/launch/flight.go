@@ -41,10 +41,12 @@ for arg in sys.argv[1:]:
         with open(int(fd), "rb") as f:
             raw = f.read(256 << 20)
         d = json.loads(raw) if raw[:1] == b"{" else Plain(__import__("io").BytesIO(raw)).load()
+        if d.get("error"):
+            raise RuntimeError("the rank could not dump: " + str(d["error"]))
         out = []
         for e in d.get("entries") or []:
             pg = e.get("process_group") or ["", ""]
-            out.append({"pg": str(pg[0]), "desc": str(pg[1]) if len(pg) > 1 else "",
+            out.append({"pg": str(pg[0]), "desc": str(pg[1]) if len(pg) > 1 else "", "pg_id": str(e.get("pg_id", "")),
                 "seq": int(e.get("collective_seq_id") or 0), "p2p": bool(e.get("is_p2p")),
                 "op": str(e.get("profiling_name", "")), "state": str(e.get("state", "")),
                 "in": e.get("input_sizes") or [], "out": e.get("output_sizes") or []})
@@ -53,7 +55,11 @@ for arg in sys.argv[1:]:
             r = ranks(v.get("ranks")) if isinstance(v, dict) else None
             if r is not None:
                 pgs[str(k)] = r
-        print(json.dumps({"file": path, "entries": out, "pgs": pgs}))
+        done = {}
+        for k, v in (d.get("pg_status") or {}).items():
+            if isinstance(v, dict) and isinstance(v.get("last_completed_collective"), int):
+                done[str(k)] = v["last_completed_collective"]
+        print(json.dumps({"file": path, "entries": out, "pgs": pgs, "completed": done}))
     except Exception as e:
         print(json.dumps({"file": path, "error": "%s: %s" % (type(e).__name__, e)}))
 `
@@ -61,6 +67,7 @@ for arg in sys.argv[1:]:
 // FREntry is one collective a rank's recorder kept.
 type FREntry struct {
 	PG    string    `json:"pg"`
+	PGID  string    `json:"pg_id"`
 	Desc  string    `json:"desc"`
 	Seq   int       `json:"seq"`
 	P2P   bool      `json:"p2p"`
@@ -77,6 +84,10 @@ type FRDump struct {
 	Error   string           `json:"error"`
 	Entries []FREntry        `json:"entries"`
 	PGs     map[string][]int `json:"pgs"`
+	// Completed is the last collective each process group completed, by
+	// its id, as the recorder's pg_status says (gloo's entries stay
+	// "scheduled" when they complete).
+	Completed map[string]int `json:"completed"`
 }
 
 // FRParse reads frReader's lines; rankOf names the rank of a dump file
@@ -133,7 +144,8 @@ func FRSummary(dumps []FRDump, ranks []int) string {
 			if p.entered == nil || e.Seq > p.entered.Seq {
 				p.entered = e
 			}
-			if e.State == "completed" && (p.completed == nil || e.Seq > p.completed.Seq) {
+			c, known := d.Completed[e.PGID]
+			if (e.State == "completed" || known && e.Seq <= c) && (p.completed == nil || e.Seq > p.completed.Seq) {
 				p.completed = e
 			}
 			pos[e.PG][d.Rank] = p
@@ -215,7 +227,11 @@ func frGroup(pg string, pos map[int]frPos, ranks []int, total int) string {
 	case done:
 		fmt.Fprintf(&b, "%s: %s completed %s last", name, ranksNoun(ahead), frOp(at))
 	default:
-		fmt.Fprintf(&b, "%s: %s wait in %s", name, ranksNoun(ahead), frOp(at))
+		verb := "wait"
+		if len(ahead) == 1 {
+			verb = "waits"
+		}
+		fmt.Fprintf(&b, "%s: %s %s in %s", name, ranksNoun(ahead), verb, frOp(at))
 		if c := pos[ahead[0]].completed; c != nil {
 			fmt.Fprintf(&b, ", after %s", frOp(c))
 		}
@@ -224,7 +240,11 @@ func frGroup(pg string, pos map[int]frPos, ranks []int, total int) string {
 		rs := behind[seq]
 		fmt.Fprintf(&b, "; %s never entered #%d", ranksNoun(rs), front)
 		if e := pos[rs[0]].entered; e != nil {
-			fmt.Fprintf(&b, ": last entered %s, %s", frOp(e), e.State)
+			state := e.State
+			if c := pos[rs[0]].completed; c != nil && c.Seq == e.Seq {
+				state = "completed"
+			}
+			fmt.Fprintf(&b, ": last entered %s, %s", frOp(e), state)
 		}
 	}
 	return b.String()

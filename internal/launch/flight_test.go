@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/amdrun/amdrun/internal/testutil"
 )
 
 func fre(pg string, seq int, op, state string) FREntry {
@@ -67,9 +69,7 @@ Traceback (most recent call last):
 }
 
 func FuzzFRParse(f *testing.F) {
-	if b, err := os.ReadFile(filepath.Join("testdata", "fr", "reader.jsonl")); err == nil {
-		f.Add(string(b))
-	}
+	f.Add(string(testutil.ReadFile(f, testutil.Testdata(f, "fr", "reader.jsonl"))))
 	f.Add(`{"file": "fr.0.0", "entries": [{"pg": "0", "seq": 1, "op": "x", "state": "completed"}]}`)
 	f.Fuzz(func(t *testing.T, s string) {
 		ds := FRParse(s, frRankOf)
@@ -118,5 +118,40 @@ open(sys.argv[2], "wb").write(pickle.dumps(os.system))
 	}
 	if got := FRSummary(ds, []int{0, 1}); !strings.Contains(got, "rank 0 completed gloo:all_reduce #1") {
 		t.Errorf("summary: %s", got)
+	}
+}
+
+// TestFRRecordedDump: the dumps torch 2.11 wrote on the H200 machine for
+// two gloo ranks, rank 1 asleep before the second all_reduce
+// (testdata/fr, with the script), read by this host's python3 as amdrun
+// reads them, give the reader's recorded lines and the paragraph: gloo's
+// entries stay "scheduled", the completion comes from pg_status.
+func TestFRRecordedDump(t *testing.T) {
+	want := string(testutil.ReadFile(t, testutil.Testdata(t, "fr", "reader.jsonl")))
+	const para = "torch's flight recorder: process group 0 (default_pg): rank 0 waits in gloo:all_reduce #2 (sizes [[4]]), after gloo:all_reduce #1 (sizes [[4]]); rank 1 never entered #2: last entered gloo:all_reduce #1 (sizes [[4]]), completed."
+	if got := FRSummary(FRParse(want, frRankOf), []int{0, 1}); got != para {
+		t.Errorf("paragraph:\n got %s\nwant %s", got, para)
+	}
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3 on PATH to run the reader")
+	}
+	var files []*os.File
+	for _, n := range []string{"torch211-gloo-rank0.pkl", "torch211-gloo-rank1.pkl"} {
+		f, err := os.Open(testutil.Testdata(t, "fr", n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		files = append(files, f)
+	}
+	cmd := exec.Command(py, "-I", "-c", frReader, "fr.0.0=3", "fr.0.1=4")
+	cmd.ExtraFiles = files
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("reader: %v", err)
+	}
+	if string(out) != want {
+		t.Errorf("reader:\n got %s\nwant %s", out, want)
 	}
 }
