@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -257,4 +259,19 @@ func frOp(e *FREntry) string {
 		s += fmt.Sprintf(" (sizes %v)", e.In)
 	}
 	return s
+}
+
+// frFileName matches fr.ATTEMPT.RANK, the flight recorder's dumps in the
+// errorDir (torch's on a watchdog timeout, the bootstrap's on request),
+// and the bootstrap's file while it writes one.
+var frFileName = regexp.MustCompile(`^fr\.([0-9]+)\.([0-9]+)(\.tmp)?$`)
+
+// frRankOf is the rank of a dump file fr.ATTEMPT.RANK.
+func frRankOf(file string) (int, bool) {
+	m := frFileName.FindStringSubmatch(file)
+	if m == nil || m[3] != "" {
+		return 0, false
+	}
+	r, err := strconv.Atoi(m[2])
+	return r, err == nil
 }

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -21,11 +20,6 @@ import (
 // FRSignal makes a rank write torch's flight recorder (the bootstrap's
 // second signal, SIGRTMIN+8).
 const FRSignal = StackSignal + 1
-
-// frFileName matches fr.ATTEMPT.RANK, the flight recorder's dumps in the
-// errorDir (torch's on a watchdog timeout, the bootstrap's on request),
-// and the bootstrap's file while it writes one.
-var frFileName = regexp.MustCompile(`^fr\.([0-9]+)\.([0-9]+)(\.tmp)?$`)
 
 // frWait bounds the wait for the ranks' flight recorder dumps, and
 // frReadTimeout the reader's run.
@@ -116,16 +110,6 @@ func (s *supervisor) flightRecord(attempt int) string {
 		ranks[i] = r.Rank
 	}
 	return FRSummary(FRParse(out.String(), frRankOf), ranks)
-}
-
-// frRankOf is the rank of a dump file fr.ATTEMPT.RANK.
-func frRankOf(file string) (int, bool) {
-	m := frFileName.FindStringSubmatch(file)
-	if m == nil || m[3] != "" {
-		return 0, false
-	}
-	r, err := strconv.Atoi(m[2])
-	return r, err == nil
 }
 
 // keepFR copies a dump into the log directory, when there is one.

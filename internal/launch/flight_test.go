@@ -155,3 +155,14 @@ func TestFRRecordedDump(t *testing.T) {
 		t.Errorf("reader:\n got %s\nwant %s", out, want)
 	}
 }
+
+// TestFRFileNames: the dump files are fr.ATTEMPT.RANK (the bootstrap's
+// fr.ATTEMPT.RANK.tmp while it writes one), and nothing else.
+func TestFRFileNames(t *testing.T) {
+	for name, want := range map[string]int{"fr.0.3": 3, "fr.12.0": 0, "fr.0.3.tmp": -1, "fr.0.": -1, "fr.a.1": -1, "xfr.0.1": -1, "fr.0.1/x": -1} {
+		r, ok := frRankOf(name)
+		if ok != (want >= 0) || ok && r != want {
+			t.Errorf("%q: rank %d %v, want %d", name, r, ok, want)
+		}
+	}
+}
