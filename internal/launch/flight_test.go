@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -97,21 +98,7 @@ open(sys.argv[2], "wb").write(pickle.dumps(os.system))
 	if out, err := exec.Command(py, "-c", mk, good, bad).CombinedOutput(); err != nil {
 		t.Fatalf("making the pickles: %v: %s", err, out)
 	}
-	var files []*os.File
-	for _, p := range []string{good, bad} {
-		f, err := os.Open(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		files = append(files, f)
-	}
-	cmd := exec.Command(py, "-I", "-c", frReader, "fr.0.0=3", "fr.0.1=4")
-	cmd.ExtraFiles = files
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("reader: %v", err)
-	}
+	out := readDumpFiles(t, py, good, bad)
 	ds := FRParse(string(out), frRankOf)
 	if len(ds) != 2 || len(ds[0].Entries) != 1 || ds[0].Entries[0].Op != "gloo:all_reduce" || !strings.Contains(ds[1].Error, "refused") {
 		t.Fatalf("reader's dumps: %+v\n%s", ds, out)
@@ -136,22 +123,8 @@ func TestFRRecordedDump(t *testing.T) {
 	if err != nil {
 		t.Skip("no python3 on PATH to run the reader")
 	}
-	var files []*os.File
-	for _, n := range []string{"torch211-gloo-rank0.pkl", "torch211-gloo-rank1.pkl"} {
-		f, err := os.Open(testutil.Testdata(t, "fr", n))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		files = append(files, f)
-	}
-	cmd := exec.Command(py, "-I", "-c", frReader, "fr.0.0=3", "fr.0.1=4")
-	cmd.ExtraFiles = files
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("reader: %v", err)
-	}
-	if string(out) != want {
+	out := readDumpFiles(t, py, testutil.Testdata(t, "fr", "torch211-gloo-rank0.pkl"), testutil.Testdata(t, "fr", "torch211-gloo-rank1.pkl"))
+	if out != want {
 		t.Errorf("reader:\n got %s\nwant %s", out, want)
 	}
 }
@@ -165,4 +138,28 @@ func TestFRFileNames(t *testing.T) {
 			t.Errorf("%q: rank %d %v, want %d", name, r, ok, want)
 		}
 	}
+}
+
+// readDumpFiles runs the reader with py on paths as amdrun does (as
+// fr.0.0, fr.0.1, ... on inherited descriptors) and returns its output.
+func readDumpFiles(t *testing.T, py string, paths ...string) string {
+	t.Helper()
+	args := []string{"-I", "-c", frReader}
+	var files []*os.File
+	for i, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		files = append(files, f)
+		args = append(args, fmt.Sprintf("fr.0.%d=%d", i, 3+i))
+	}
+	cmd := exec.Command(py, args...)
+	cmd.ExtraFiles = files
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("reader: %v", err)
+	}
+	return string(out)
 }
