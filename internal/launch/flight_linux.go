@@ -65,7 +65,7 @@ func (st *stacker) askFR() {
 // flightRecord reads attempt's flight recorder dumps with the ranks'
 // interpreter and returns FRSummary's paragraph ("" when there is no
 // dump or no interpreter to read it); a copy of each dump goes to the
-// log directory, as fr_attempt_K_rank_R.
+// log directory, as fr_attempt_K_rank_R, and the dump itself away.
 func (s *supervisor) flightRecord(attempt int) string {
 	py := s.plan.Ranks[0].Argv[0]
 	if !strings.HasPrefix(filepath.Base(py), "python") {
@@ -90,6 +90,8 @@ func (s *supervisor) flightRecord(attempt int) string {
 			continue
 		}
 		s.keepFR(f, attempt, m[2])
+		// Read once: a later failure's summary has only later dumps.
+		_ = unix.Unlinkat(int(s.errs.fd.Fd()), n.Name(), 0)
 		args = append(args, fmt.Sprintf("%s=%d", n.Name(), 3+len(files)))
 		files = append(files, f)
 	}
