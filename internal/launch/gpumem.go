@@ -19,9 +19,6 @@ import (
 // again, RestartWait at most, rather than start ranks that would run out
 // of memory behind a process that has not let go yet.
 
-// DefaultRestartWait is --restart-wait's default.
-const DefaultRestartWait = 30 * time.Second
-
 // memSlackMiB is how much more than before the attempt a device may
 // hold and count as free: another job's allocator moves by that much.
 const memSlackMiB = 256
@@ -34,7 +31,8 @@ var pciDevices = "/sys/bus/pci/devices"
 
 // ReadMemUsed reads a device's memory in use: AMD's from the DRM
 // driver's mem_info_vram_used (bytes) in sysfs, NVIDIA's from nvidia-smi
-// (MiB), found on PATH.
+// (MiB), found on PATH, by the index it numbers the device with (the
+// model's on an NVIDIA node).
 func ReadMemUsed(d topology.Device) (int64, bool) {
 	switch d.Vendor {
 	case topology.VendorAMD:
