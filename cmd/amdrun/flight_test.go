@@ -41,16 +41,7 @@ _C = types.SimpleNamespace(_distributed_c10d=types.SimpleNamespace(_dump_fr_trac
 // from the plan's variables to the paragraph.
 func TestStallReadsFlightRecorder(t *testing.T) {
 	testutil.EndToEnd(t)
-	dir := t.TempDir()
-	for name, text := range fakeTorch {
-		p := filepath.Join(dir, "lib", name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir := writeFakeTorch(t)
 	script := filepath.Join(dir, "job.py")
 	if err := os.WriteFile(script, []byte("import time, torch.distributed\nprint('ready', flush=True)\ntime.sleep(120)\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -71,5 +62,38 @@ func TestStallReadsFlightRecorder(t *testing.T) {
 	kept, _ := filepath.Glob(filepath.Join(logs, "*", "fr_attempt_0_rank_*"))
 	if len(kept) != 4 {
 		t.Errorf("%d dumps kept in the log directory, want 4: %v", len(kept), kept)
+	}
+}
+
+// writeFakeTorch writes fakeTorch under DIR/lib and returns DIR.
+func writeFakeTorch(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, text := range fakeTorch {
+		p := filepath.Join(dir, "lib", name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// TestDryRunShowsFlightRecorder: the dry run shows the flight recorder's
+// variables for a torch that has it (the fake 2.11), none for one that
+// has not (the python3 here without the fake: Debian's 1.13, or none).
+func TestDryRunShowsFlightRecorder(t *testing.T) {
+	testutil.EndToEnd(t)
+	args := []string{"--source", "example", "--no-lease", "--ngpus", "0", "--nproc-per-node", "2", "--python", pythonPath(), "x.py"}
+	p := dryRun(t, cleanEnv(t, "PYTHONPATH="+filepath.Join(writeFakeTorch(t), "lib")), args...)
+	if e := p.Ranks[1].Env; e["TORCH_FR_BUFFER_SIZE"] != "2000" || e["TORCH_NCCL_DUMP_ON_TIMEOUT"] != "1" || e["TORCH_NCCL_TRACE_BUFFER_SIZE"] != "" {
+		t.Errorf("torch 2.11: rank 1's env %v, want TORCH_FR_BUFFER_SIZE=2000 and TORCH_NCCL_DUMP_ON_TIMEOUT=1", e)
+	}
+	for k := range dryRun(t, cleanEnv(t), args...).Ranks[0].Env {
+		if strings.Contains(k, "_FR_") || strings.Contains(k, "TRACE_BUFFER") || strings.Contains(k, "DUMP_ON_TIMEOUT") {
+			t.Errorf("a torch without the recorder got %s", k)
+		}
 	}
 }
