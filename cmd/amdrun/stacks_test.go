@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/amdrun/amdrun/internal/plan"
 	"github.com/amdrun/amdrun/internal/testutil"
 )
 
@@ -217,6 +219,21 @@ func TestStallFoundAndRankNamed(t *testing.T) {
 	if strings.Contains(out, "ranks failed") {
 		t.Errorf("a stall reported as a failure:\n%s", out)
 	}
+	// Torch's flight recorder (2.2 and later; gloo recorded in 2.11).
+	t.Run("flight recorder", func(t *testing.T) {
+		const para = "amdrun: torch's flight recorder: process group 0 (default_pg): ranks 0,1,3 wait in gloo:all_reduce #2"
+		v, _ := exec.Command(j.cmd.Args[slices.Index(j.cmd.Args, "--python")+1], "-c", plan.TorchVersionProbe).Output()
+		if torchAtLeast(string(v), 2, 11) {
+			if !strings.Contains(out, para) || !strings.Contains(out, "rank 2 never entered #2") {
+				t.Errorf("torch %s: no flight recorder paragraph %q... in:\n%s", v, para, out)
+			}
+			return
+		}
+		if !torchAtLeast(string(v), 2, 2) && strings.Contains(out, "flight recorder") {
+			t.Errorf("torch %s has no flight recorder, yet:\n%s", v, out)
+		}
+		t.Skipf("torch %s records no gloo collective (torch 2.11 does): the flight recorder's paragraph is not checked", strings.TrimSpace(string(v)))
+	})
 }
 
 // TestProgressIsNoStall: rank 2 is behind for three stall timeouts, its
@@ -335,4 +352,16 @@ func TestStacksUnderTorchAgent(t *testing.T) {
 	if code := j.wait(t, 2*time.Minute); code != 0 || strings.Count(j.text(), "sum 40.0") != 4 {
 		t.Errorf("exit code %d:\n%s", code, j.text())
 	}
+}
+
+// torchAtLeast says whether the version TorchVersionProbe printed is
+// major.minor or later.
+func torchAtLeast(v string, major, minor int) bool {
+	parts := strings.SplitN(strings.TrimSpace(v), ".", 3)
+	if len(parts) < 2 {
+		return false
+	}
+	ma, err1 := strconv.Atoi(parts[0])
+	mi, err2 := strconv.Atoi(strings.TrimRightFunc(parts[1], func(r rune) bool { return r < '0' || r > '9' }))
+	return err1 == nil && err2 == nil && (ma > major || ma == major && mi >= minor)
 }

@@ -114,6 +114,9 @@ func (o *Options) Resolve(ctx context.Context, l *CommandLine) error {
 	if o.Grace < 0 {
 		return usageErrorf("--grace must not be negative")
 	}
+	if o.RestartWait < 0 {
+		return usageErrorf("--restart-wait must not be negative")
+	}
 	if o.MaxRestarts < 0 {
 		return usageErrorf("%s must not be negative", l.label("max-restarts"))
 	}
@@ -134,6 +137,9 @@ func (o *Options) parseValues(l *CommandLine) error {
 		return usageErrorf("--ngpus must be at least 0 (0 means every free device), got %d", o.NGPUs)
 	}
 	if o.Grace, err = parseDuration("--grace", l.Value("grace")); err != nil {
+		return err
+	}
+	if o.RestartWait, err = parseDuration("--restart-wait", l.Value("restart-wait")); err != nil {
 		return err
 	}
 	if o.Devices, err = parseIndexList("--devices", l.Value("devices"), l.Changed("devices")); err != nil {

@@ -229,7 +229,7 @@ func runOptions(o *Options, p *Plan) launch.RunOptions {
 		Contain:     o.Contain,
 		Forward:     o.Forward, PrefixTemplate: o.PrefixTemplate,
 		Quiet:        o.Quiet,
-		StallTimeout: o.StallTimeout, OnStall: o.OnStall,
+		StallTimeout: o.StallTimeout, OnStall: o.OnStall, RestartWait: o.RestartWait,
 	}
 	if in, ok := o.Stdin.(*os.File); ok {
 		ro.Stdin = in

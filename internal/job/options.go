@@ -213,6 +213,9 @@ type Supervision struct {
 	// Grace is the time between SIGTERM and SIGKILL after a failure (0:
 	// SIGKILL at once).
 	Grace time.Duration
+	// RestartWait bounds the wait before a restart until the devices have
+	// let go of the failed attempt's memory (launch.RunOptions).
+	RestartWait time.Duration
 	// Forward are the signals passed to the ranks (--signals-to-handle);
 	// nil means launch.DefaultSignals.
 	Forward []os.Signal

@@ -22,6 +22,12 @@ package launch
 // worker), an exec'd program, a rank at its exit keep it pending. A child
 // started afresh sees AMDRUN_STACKS_RANK and registers nothing; the
 // agent of a torchrun job has no RANK: its workers, which do, register.
+// A second signal, the next one, makes the thread write torch's flight
+// recorder (its collectives: _dump_fr_trace, _dump_nccl_trace in older
+// releases; without their stack traces, which took torch 2.11 6.5 s to
+// symbolise on the H200 machine, against under a millisecond) to AMDRUN_FR followed by the rank, when torch.distributed is
+// initialised (an empty file when not): amdrun asks for it on a stall
+// (flight_linux.go).
 // Then it hands over to the next sitecustomize on sys.path (Debian's, a
 // user's), as if it had not been there. It never fails the rank: what it
 // cannot do it leaves.
@@ -37,12 +43,36 @@ def _amdrun_stacks():
     e["AMDRUN_STACKS_RANK"] = rank
     sig = int(sig)
     f = open("%s.%s.%d" % (prefix, rank, os.getpid()), "ab", buffering=0)
-    signal.pthread_sigmask(signal.SIG_BLOCK, [sig])
+    fr = e.get("AMDRUN_FR")
+    sigs = [sig, sig + 1] if fr else [sig]
+    signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
     def _amdrun_listen():
         while True:
-            signal.sigwait([sig])
-            faulthandler.dump_traceback(file=f, all_threads=True)
+            if signal.sigwait(sigs) == sig:
+                faulthandler.dump_traceback(file=f, all_threads=True)
+            else:
+                _amdrun_fr(fr + rank)
     threading.Thread(target=_amdrun_listen, name="amdrun-stacks", daemon=True).start()
+
+def _amdrun_fr(path):
+    data = b""
+    try:
+        d = sys.modules.get("torch.distributed")
+        c = getattr(getattr(sys.modules.get("torch"), "_C", None), "_distributed_c10d", None)
+        dump = getattr(c, "_dump_fr_trace", None) or getattr(c, "_dump_nccl_trace", None)
+        if d is not None and dump is not None and d.is_initialized():
+            data = dump(True, False, False)
+    except Exception as x:
+        import json
+        data = json.dumps({"error": "%s: %s" % (type(x).__name__, x)})
+    if isinstance(data, str):
+        data = data.encode()
+    try:
+        with open(path + ".tmp", "wb") as o:
+            o.write(data)
+        os.replace(path + ".tmp", path)
+    except Exception:
+        pass
 
 try:
     _amdrun_stacks()

@@ -112,6 +112,12 @@ type RunOptions struct {
 	// OnStall is what a stall does beyond its report; the zero value,
 	// StallReport, only reports and keeps waiting.
 	OnStall StallAction
+	// RestartWait bounds the wait, before a restart, until the devices
+	// hold no more memory than before the failed attempt (0: no wait);
+	// when they still do, Run does not restart. MemUsed reads a device's
+	// memory in use (nil: ReadMemUsed).
+	RestartWait time.Duration
+	MemUsed     MemUsed
 }
 
 // StallAuto is RunOptions.StallTimeout's "30 minutes unless on a

@@ -139,22 +139,7 @@ func Run(ctx context.Context, p *plan.Plan, o RunOptions) (exitCode int, err err
 		defer signal.Stop(ch)
 		s.sigs = ch
 	}
-	for attempt := 0; ; attempt++ {
-		code, err := s.attempt(ctx, attempt)
-		if err != nil || code == 0 || s.interrupted != 0 || attempt >= p.MaxRestarts ||
-			(s.stall != nil && s.o.OnStall != StallRestart) {
-			return code, err
-		}
-		// What came while no worker ran (the failed group's summary)
-		// decides before a new group starts.
-		if err := ctx.Err(); err != nil {
-			return code, err
-		}
-		if s.endingPending() {
-			return code, nil
-		}
-		s.note(fmt.Sprintf("amdrun: restarting the worker group (restart %d of %d)\n", attempt+1, p.MaxRestarts))
-	}
+	return s.attempts(ctx)
 }
 
 // catchSIGPIPE makes the process catch SIGPIPE for good, once however
@@ -574,6 +559,9 @@ func (s *supervisor) attempt(ctx context.Context, attempt int) (int, error) {
 	}
 	if first != nil {
 		s.summary(g, root, attempt, len(s.plan.Ranks)-len(g.workers))
+		if fr := s.flightRecord(attempt); fr != "" && s.stall == nil { // a stall's report has it
+			s.note("amdrun: " + fr + "\n")
+		}
 	}
 	switch {
 	case startErr != nil:
@@ -600,7 +588,7 @@ func (s *supervisor) commands(attempt int) ([]command, int, error) {
 		r := &s.plan.Ranks[i]
 		env := plan.WithEnv(r.Env, "TORCHELASTIC_RESTART_COUNT", strconv.Itoa(attempt))
 		env = plan.WithEnv(env, EnvErrorFile, s.errs.path(attempt, r.LocalRank))
-		env = s.errs.stackEnv(env, attempt, r.Rank)
+		env = s.errs.frEnv(s.errs.stackEnv(env, attempt, r.Rank), attempt)
 		if err := s.lookup(r, env); err != nil {
 			return nil, execFailureCode(err), fmt.Errorf("launch: rank %d: %w", r.Rank, err)
 		}
@@ -1250,4 +1238,32 @@ func devicesOf(r *plan.Rank) string {
 		return "device " + r.DeviceLabel()
 	}
 	return "devices " + r.DeviceLabel()
+}
+
+// attempts runs the attempts of a Run: the first, and a restart after
+// each failure while --max-restarts allows and the devices have let go
+// of the failed attempt's memory.
+func (s *supervisor) attempts(ctx context.Context) (int, error) {
+	mem := newMemWatch(s.plan, s.o)
+	for attempt := 0; ; attempt++ {
+		mem.baseline(attempt < s.plan.MaxRestarts)
+		code, err := s.attempt(ctx, attempt)
+		if err != nil || code == 0 || s.interrupted != 0 || attempt >= s.plan.MaxRestarts ||
+			(s.stall != nil && s.o.OnStall != StallRestart) {
+			return code, err
+		}
+		// What came while no worker ran (the failed group's summary)
+		// decides before a new group starts.
+		if err := ctx.Err(); err != nil {
+			return code, err
+		}
+		if s.endingPending() {
+			return code, nil
+		}
+		if held := mem.wait(); len(held) > 0 {
+			s.note(heldLine(held, s.o.RestartWait))
+			return code, nil
+		}
+		s.note(fmt.Sprintf("amdrun: restarting the worker group (restart %d of %d)\n", attempt+1, s.plan.MaxRestarts))
+	}
 }

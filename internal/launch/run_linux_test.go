@@ -204,7 +204,8 @@ func TestRunPassesArgvEnvAndBinds(t *testing.T) {
 					t.Errorf("rank %d argv %q, want %q", r.Rank, got.Args, argv)
 				}
 				// The plan's env, the rank's error file (issue 15) and the
-				// stacks bootstrap's variables (issue 33), nothing else.
+				// stacks bootstrap's and flight recorder's variables (issue
+				// 33), nothing else.
 				errFile := envlist.Get(got.Env, EnvErrorFile)
 				want := plan.WithEnv(r.Env, EnvErrorFile, errFile)
 				dir := filepath.Dir(errFile)
@@ -212,6 +213,7 @@ func TestRunPassesArgvEnvAndBinds(t *testing.T) {
 				want = plan.WithEnv(want, "AMDRUN_STACKS", dir+"/stacks.0")
 				want = plan.WithEnv(want, "AMDRUN_STACKS_SIGNAL", "41")
 				want = plan.WithEnv(want, EnvHeartbeat, fmt.Sprintf("%s/heartbeat.0.%d", dir, r.Rank))
+				want = plan.WithEnv(want, "AMDRUN_FR", dir+"/fr.0.") // the flight recorder's dumps
 				if !reflect.DeepEqual(want, got.Env) {
 					t.Errorf("rank %d env differs from the plan:\n got %q\nwant %q", r.Rank, got.Env, r.Env)
 				}

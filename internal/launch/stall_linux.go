@@ -107,6 +107,10 @@ func (s *supervisor) onStall(g *group, rep stallReport, attempt int) {
 	}
 	b.WriteString("\n")
 	_ = WriteStacks(&b, rep.groups)
+	s.stacks.askFR()
+	if fr := s.flightRecord(attempt); fr != "" {
+		b.WriteString("amdrun: " + fr + "\n")
+	}
 	switch s.o.OnStall {
 	case StallStop, StallRestart:
 		fmt.Fprintf(&b, "amdrun: stopping the worker group (--on-stall %s)\n", s.o.OnStall)

@@ -17,6 +17,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -40,7 +41,8 @@ const (
 // the visible-device variables, torchrun's rank contract, and defaults
 // amdrun sets only when the user has not (OMP_NUM_THREADS,
 // TORCH_NCCL_ASYNC_ERROR_HANDLING and its pre-2.2 name
-// NCCL_ASYNC_ERROR_HANDLING). ROCR_VISIBLE_DEVICES is listed because it
+// NCCL_ASYNC_ERROR_HANDLING, torch's flight recorder: FlightRecorder).
+// ROCR_VISIBLE_DEVICES is listed because it
 // decides what the others mean, though amdrun never sets it. A dry run
 // shows these; the torchrun launcher drops the rank contract.
 var RankVars = []string{
@@ -49,7 +51,7 @@ var RankVars = []string{
 	"ROLE_NAME", "ROLE_RANK", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
 	"TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
 	"TORCHELASTIC_USE_AGENT_STORE", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING",
-	"OMP_NUM_THREADS",
+	"OMP_NUM_THREADS", frBufferVars[0], frBufferVars[1], frDumpOnTimeout,
 }
 
 // asyncErrorVars are the two names torch reads for NCCL's asynchronous
@@ -421,6 +423,7 @@ func rankVars(s Spec, v resolved, p *Plan, r Rank) map[string]string {
 			set[asyncErrorVars[1]] = "1"
 		}
 	}
+	maps.Copy(set, flightRecorderVars(s.TorchVersion, s.Env))
 	if len(r.Devices) > 0 {
 		visible := s.VisibleEnv
 		if s.RankVisibleEnv != nil {

@@ -3,6 +3,7 @@ package plan
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"strings"
 	"testing"
@@ -434,5 +435,48 @@ func TestPlanOMPNoteOnlyForSeveralRanks(t *testing.T) {
 	}
 	if p.OMPNote != "" || len(p.Warnings) != 0 {
 		t.Errorf("one rank: OMP note %q, warnings %q; want none", p.OMPNote, p.Warnings)
+	}
+}
+
+// TestPlanFlightRecorder: the flight recorder's buffer and dump on
+// timeout are set under the name the torch version reads, none for a
+// torch without the recorder (Debian's 1.13) or an unknown one, and
+// neither overrides what the user set.
+func TestPlanFlightRecorder(t *testing.T) {
+	for _, tc := range []struct {
+		version string
+		env     []string
+		want    map[string]string // the FR variables in the rank's env
+		file    string            // FRDumpFileVar
+	}{
+		{"1.13.1", nil, map[string]string{}, ""},
+		{"", nil, map[string]string{}, ""},
+		{"2.1.2", nil, map[string]string{}, ""},
+		{"2.4.1", nil, map[string]string{"TORCH_NCCL_TRACE_BUFFER_SIZE": "2000", "TORCH_NCCL_DUMP_ON_TIMEOUT": "1"}, "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"},
+		{"2.11.0+cu130", nil, map[string]string{"TORCH_FR_BUFFER_SIZE": "2000", "TORCH_NCCL_DUMP_ON_TIMEOUT": "1"}, "TORCH_FR_DUMP_TEMP_FILE"},
+		{"2.11.0", []string{"TORCH_NCCL_TRACE_BUFFER_SIZE=0", "TORCH_NCCL_DUMP_ON_TIMEOUT=0"},
+			map[string]string{"TORCH_NCCL_TRACE_BUFFER_SIZE": "0", "TORCH_NCCL_DUMP_ON_TIMEOUT": "0"}, "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"},
+		{"2.11.0", []string{"TORCH_FR_DUMP_TEMP_FILE=/x/fr_"},
+			map[string]string{"TORCH_FR_BUFFER_SIZE": "2000", "TORCH_NCCL_DUMP_ON_TIMEOUT": "1"}, ""},
+	} {
+		s := baseSpec()
+		s.Env, s.TorchVersion = tc.env, tc.version
+		p, err := NewPlan(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		env := envlist.Map(p.Ranks[0].Env)
+		got := map[string]string{}
+		for _, k := range []string{"TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_NCCL_DUMP_ON_TIMEOUT"} {
+			if v, ok := env[k]; ok {
+				got[k] = v
+			}
+		}
+		if !maps.Equal(got, tc.want) {
+			t.Errorf("torch %q, user env %q: %v, want %v", tc.version, tc.env, got, tc.want)
+		}
+		if f := FRDumpFileVar(p.Ranks[0].Env); f != tc.file {
+			t.Errorf("torch %q, user env %q: dump file variable %q, want %q", tc.version, tc.env, f, tc.file)
+		}
 	}
 }

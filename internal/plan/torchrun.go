@@ -61,7 +61,9 @@ func TorchrunPlan(p *Plan, t Torchrun) *Plan {
 	r0 := p.Ranks[0]
 	own := map[string]bool{}
 	for _, k := range RankVars {
-		own[k] = !strings.HasSuffix(k, "VISIBLE_DEVICES") && k != EnvCUDAOrder
+		// The flight recorder's variables reach the workers through the agent.
+		own[k] = !strings.HasSuffix(k, "VISIBLE_DEVICES") && k != EnvCUDAOrder &&
+			!strings.HasPrefix(k, "TORCH_FR_") && !strings.HasPrefix(k, "TORCH_NCCL_TRACE") && k != frDumpOnTimeout
 	}
 	var env []string
 	for _, kv := range r0.Env {

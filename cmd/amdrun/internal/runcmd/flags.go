@@ -46,6 +46,7 @@ func addRankFlags(cmd *cobra.Command, opts *Options) {
 	fl.IntVar(&opts.CPUsPerRank, "cpus-per-rank", 0, "with --bind exclusive/core-complex: CPUs per rank instead of its share of its NUMA node (the node's CPUs divided by its GPUs); more only if free")
 	fl.String("grace", "10s", "after a rank fails, time the others get between SIGTERM and SIGKILL, with a unit (0: SIGKILL at once)")
 	fl.IntVar(&opts.MaxRestarts, "max-restarts", 0, "restart the whole group this many times after a failure")
+	fl.String("restart-wait", "30s", "before a restart, wait at most this long until the devices hold no more memory than before the failed attempt (0: do not wait); no restart when they still do")
 	fl.String("stall-timeout", "auto", "the job is stalled when for this long no rank writes output, touches $AMDRUN_HEARTBEAT or changes its stack (auto: 30m, off when amdrun's output is a terminal; off or 0: never)")
 	cmdutil.StringEnumFlag(cmd, new(string), onStallFlag, "report", "what a stall does after its report: %s")
 	cmdutil.StringEnumFlag(cmd, new(string), containFlag, "auto", "how nothing the job starts outlives it: %s")

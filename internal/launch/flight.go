@@ -1,0 +1,277 @@
+package launch
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Torch's flight recorder, read for the user (issue 33): after a stall
+// or an NCCL watchdog timeout each rank's dump (a pickle torch writes, or
+// the bootstrap's on request) is read by frReader, run with the rank's
+// own interpreter, which prints one JSON line per dump; FRParse reads
+// those lines and FRSummary says in one paragraph which collective each
+// rank last completed and which ranks never entered the one the others
+// wait in. Everything here is pure; flight_linux.go runs the reader.
+
+// frReader reads the dumps named in argv (NAME=FD: amdrun opens them)
+// with the rank's interpreter and prints, per dump, one JSON line: the file, and its collectives (or the
+// error). Its unpickler builds only Python's plain values: a dump is
+// written by a rank, which may be another user than amdrun's, and a
+// pickle naming any class or function is refused, not run. It imports
+// nothing of torch (a second, not the ten torch takes to import).
+const frReader = `import json, pickle, sys
+
+class Plain(pickle.Unpickler):
+    def find_class(self, module, name):
+        raise pickle.UnpicklingError("refused %s.%s" % (module, name))
+
+def ranks(v):
+    try:
+        return [int(r) for r in (json.loads(v) if isinstance(v, str) else v)]
+    except Exception:
+        return None
+
+for arg in sys.argv[1:]:
+    path, fd = arg.rsplit("=", 1)
+    try:
+        with open(int(fd), "rb") as f:
+            raw = f.read(256 << 20)
+        d = json.loads(raw) if raw[:1] == b"{" else Plain(__import__("io").BytesIO(raw)).load()
+        if d.get("error"):
+            raise RuntimeError("the rank could not dump: " + str(d["error"]))
+        out = []
+        for e in d.get("entries") or []:
+            pg = e.get("process_group") or ["", ""]
+            out.append({"pg": str(pg[0]), "desc": str(pg[1]) if len(pg) > 1 else "", "pg_id": str(e.get("pg_id", "")),
+                "seq": int(e.get("collective_seq_id") or 0), "p2p": bool(e.get("is_p2p")),
+                "op": str(e.get("profiling_name", "")), "state": str(e.get("state", "")),
+                "in": e.get("input_sizes") or [], "out": e.get("output_sizes") or []})
+        pgs = {}
+        for k, v in (d.get("pg_config") or {}).items():
+            r = ranks(v.get("ranks")) if isinstance(v, dict) else None
+            if r is not None:
+                pgs[str(k)] = r
+        done = {}
+        for k, v in (d.get("pg_status") or {}).items():
+            if isinstance(v, dict) and isinstance(v.get("last_completed_collective"), int):
+                done[str(k)] = v["last_completed_collective"]
+        print(json.dumps({"file": path, "entries": out, "pgs": pgs, "completed": done}))
+    except Exception as e:
+        print(json.dumps({"file": path, "error": "%s: %s" % (type(e).__name__, e)}))
+`
+
+// FREntry is one collective a rank's recorder kept.
+type FREntry struct {
+	PG    string    `json:"pg"`
+	PGID  string    `json:"pg_id"`
+	Desc  string    `json:"desc"`
+	Seq   int       `json:"seq"`
+	P2P   bool      `json:"p2p"`
+	Op    string    `json:"op"`
+	State string    `json:"state"`
+	In    [][]int64 `json:"in"`
+	Out   [][]int64 `json:"out"`
+}
+
+// FRDump is one rank's dump as frReader printed it.
+type FRDump struct {
+	Rank    int              `json:"-"`
+	File    string           `json:"file"`
+	Error   string           `json:"error"`
+	Entries []FREntry        `json:"entries"`
+	PGs     map[string][]int `json:"pgs"`
+	// Completed is the last collective each process group completed, by
+	// its id, as the recorder's pg_status says (gloo's entries stay
+	// "scheduled" when they complete).
+	Completed map[string]int `json:"completed"`
+}
+
+// FRParse reads frReader's lines; rankOf names the rank of a dump file
+// (false: not one amdrun asked for). Lines it cannot read are skipped;
+// it never fails.
+func FRParse(out string, rankOf func(file string) (int, bool)) []FRDump {
+	var ds []FRDump
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(nil, 64<<20)
+	for sc.Scan() {
+		var d FRDump
+		if json.Unmarshal(sc.Bytes(), &d) != nil {
+			continue
+		}
+		r, ok := rankOf(d.File)
+		if !ok {
+			continue
+		}
+		d.Rank = r
+		ds = append(ds, d)
+	}
+	slices.SortFunc(ds, func(a, b FRDump) int { return a.Rank - b.Rank })
+	return ds
+}
+
+// frPos is where one rank is in one process group: the last collective
+// it entered and the last it completed (nil: none).
+type frPos struct{ entered, completed *FREntry }
+
+// FRSummary is the paragraph for dumps of a job of world ranks: per
+// process group, the collective the ranks that got furthest wait in (or
+// last completed) and, for the ranks that never entered it, the last
+// they did; then the ranks (of the job's here) that wrote no dump. ""
+// when there is nothing to say (no dump, or no collective recorded).
+func FRSummary(dumps []FRDump, ranks []int) string {
+	var parts, noDump, bad []string
+	seen := map[int]bool{}
+	pos := map[string]map[int]frPos{}
+	for _, d := range dumps {
+		seen[d.Rank] = true
+		if d.Error != "" {
+			bad = append(bad, fmt.Sprintf("rank %d's dump could not be read (%s)", d.Rank, d.Error))
+			continue
+		}
+		for i := range d.Entries {
+			e := &d.Entries[i]
+			if e.P2P {
+				continue
+			}
+			if pos[e.PG] == nil {
+				pos[e.PG] = map[int]frPos{}
+			}
+			p := pos[e.PG][d.Rank]
+			if p.entered == nil || e.Seq > p.entered.Seq {
+				p.entered = e
+			}
+			c, known := d.Completed[e.PGID]
+			if (e.State == "completed" || known && e.Seq <= c) && (p.completed == nil || e.Seq > p.completed.Seq) {
+				p.completed = e
+			}
+			pos[e.PG][d.Rank] = p
+		}
+	}
+	for _, pg := range slices.Sorted(maps.Keys(pos)) {
+		parts = append(parts, frGroup(pg, pos[pg], members(dumps, pg), len(ranks)))
+	}
+	var missing []int
+	for _, r := range ranks {
+		if !seen[r] {
+			missing = append(missing, r)
+		}
+	}
+	if len(missing) > 0 && len(parts) > 0 {
+		noDump = append(noDump, ranksNoun(missing)+" wrote no dump")
+	}
+	parts = append(append(parts, bad...), noDump...)
+	if len(pos) == 0 {
+		return strings.Join(bad, "; ")
+	}
+	return "torch's flight recorder: " + strings.Join(parts, "; ") + "."
+}
+
+// members are the ranks of process group pg that dumped: those its
+// configuration names, else those that recorded a collective in it.
+func members(dumps []FRDump, pg string) []int {
+	var out []int
+	for _, d := range dumps {
+		if d.Error != "" {
+			continue
+		}
+		in := slices.ContainsFunc(d.Entries, func(e FREntry) bool { return e.PG == pg && !e.P2P })
+		if r, ok := d.PGs[pg]; ok {
+			in = slices.Contains(r, d.Rank)
+		}
+		if in {
+			out = append(out, d.Rank)
+		}
+	}
+	return out
+}
+
+// frGroup says where the ranks of one process group are, of a job of
+// total ranks here.
+func frGroup(pg string, pos map[int]frPos, ranks []int, total int) string {
+	front := -1
+	for _, p := range pos {
+		if p.entered != nil {
+			front = max(front, p.entered.Seq)
+		}
+	}
+	var ahead []int
+	behind := map[int][]int{} // by the last seq entered (-1: none)
+	var at *FREntry
+	for _, r := range ranks {
+		p := pos[r]
+		switch {
+		case p.entered != nil && p.entered.Seq == front:
+			ahead, at = append(ahead, r), p.entered
+		case p.entered != nil:
+			behind[p.entered.Seq] = append(behind[p.entered.Seq], r)
+		default:
+			behind[-1] = append(behind[-1], r)
+		}
+	}
+	name := "process group " + pg
+	if at != nil && at.Desc != "" {
+		name += " (" + at.Desc + ")"
+	}
+	if at == nil {
+		return name + ": no collective recorded"
+	}
+	done := !slices.ContainsFunc(ahead, func(r int) bool { return pos[r].completed == nil || pos[r].completed.Seq != front })
+	var b strings.Builder
+	switch {
+	case done && len(behind) == 0 && len(ahead) == total:
+		fmt.Fprintf(&b, "%s: every rank completed %s last", name, frOp(at))
+	case done:
+		fmt.Fprintf(&b, "%s: %s completed %s last", name, ranksNoun(ahead), frOp(at))
+	default:
+		verb := "wait"
+		if len(ahead) == 1 {
+			verb = "waits"
+		}
+		fmt.Fprintf(&b, "%s: %s %s in %s", name, ranksNoun(ahead), verb, frOp(at))
+		if c := pos[ahead[0]].completed; c != nil {
+			fmt.Fprintf(&b, ", after %s", frOp(c))
+		}
+	}
+	for _, seq := range slices.Backward(slices.Sorted(maps.Keys(behind))) {
+		rs := behind[seq]
+		fmt.Fprintf(&b, "; %s never entered #%d", ranksNoun(rs), front)
+		if e := pos[rs[0]].entered; e != nil {
+			state := e.State
+			if c := pos[rs[0]].completed; c != nil && c.Seq == e.Seq {
+				state = "completed"
+			}
+			fmt.Fprintf(&b, ": last entered %s, %s", frOp(e), state)
+		}
+	}
+	return b.String()
+}
+
+// frOp is "gloo:all_reduce #2 (sizes [[4]])".
+func frOp(e *FREntry) string {
+	s := fmt.Sprintf("%s #%d", e.Op, e.Seq)
+	if len(e.In) > 0 {
+		s += fmt.Sprintf(" (sizes %v)", e.In)
+	}
+	return s
+}
+
+// frFileName matches fr.ATTEMPT.RANK, the flight recorder's dumps in the
+// errorDir (torch's on a watchdog timeout, the bootstrap's on request),
+// and the bootstrap's file while it writes one.
+var frFileName = regexp.MustCompile(`^fr\.([0-9]+)\.([0-9]+)(\.tmp)?$`)
+
+// frRankOf is the rank of a dump file fr.ATTEMPT.RANK.
+func frRankOf(file string) (int, bool) {
+	m := frFileName.FindStringSubmatch(file)
+	if m == nil || m[3] != "" {
+		return 0, false
+	}
+	r, err := strconv.Atoi(m[2])
+	return r, err == nil
+}

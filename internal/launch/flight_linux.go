@@ -1,0 +1,128 @@
+package launch
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/amdrun/amdrun/internal/plan"
+)
+
+// FRSignal makes a rank write torch's flight recorder (the bootstrap's
+// second signal, SIGRTMIN+8).
+const FRSignal = StackSignal + 1
+
+// frWait bounds the wait for the ranks' flight recorder dumps, and
+// frReadTimeout the reader's run.
+const (
+	frWait        = 3 * time.Second
+	frReadTimeout = 30 * time.Second
+)
+
+// frEnv points the bootstrap, and torch's dump on a watchdog timeout
+// where the plan switched the recorder on, at attempt's dump files.
+func (e *errorDir) frEnv(env []string, attempt int) []string {
+	prefix := filepath.Join(e.dir, fmt.Sprintf("fr.%d.", attempt))
+	if v := plan.FRDumpFileVar(env); v != "" {
+		env = plan.WithEnv(env, v, prefix)
+	}
+	return plan.WithEnv(env, "AMDRUN_FR", prefix)
+}
+
+// askFR asks every registered rank of the attempt for its flight
+// recorder and waits (frWait at most) until each that was asked wrote it
+// (an empty file from a rank without torch.distributed initialised).
+func (st *stacker) askFR() {
+	st.mu.Lock()
+	ts := st.targets()
+	attempt, dir := st.attempt, st.errs.dir
+	st.mu.Unlock()
+	for _, t := range ts {
+		_ = unix.Kill(t.pid, FRSignal)
+	}
+	for deadline := time.Now().Add(frWait); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		all := true
+		for _, t := range ts {
+			if _, err := os.Lstat(filepath.Join(dir, fmt.Sprintf("fr.%d.%d", attempt, t.rank))); err != nil {
+				all = false
+			}
+		}
+		if all {
+			return
+		}
+	}
+}
+
+// flightRecord reads attempt's flight recorder dumps with the ranks'
+// interpreter and returns FRSummary's paragraph ("" when there is no
+// dump or no interpreter to read it); a copy of each dump goes to the
+// log directory, as fr_attempt_K_rank_R, and the dump itself away.
+func (s *supervisor) flightRecord(attempt int) string {
+	py := s.plan.Ranks[0].Argv[0]
+	if !strings.HasPrefix(filepath.Base(py), "python") {
+		return ""
+	}
+	names, _ := os.ReadDir(s.errs.dir)
+	var files []*os.File
+	var args []string
+	for _, n := range names {
+		m := frFileName.FindStringSubmatch(n.Name())
+		if m == nil || m[1] != strconv.Itoa(attempt) || m[3] != "" {
+			continue
+		}
+		// Written by a rank, perhaps of another user: no link is followed.
+		fd, err := unix.Openat(int(s.errs.fd.Fd()), n.Name(), unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue
+		}
+		f := os.NewFile(uintptr(fd), n.Name())
+		defer f.Close()
+		if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() == 0 {
+			continue
+		}
+		s.keepFR(f, attempt, m[2])
+		// Read once: a later failure's summary has only later dumps.
+		_ = unix.Unlinkat(int(s.errs.fd.Fd()), n.Name(), 0)
+		args = append(args, fmt.Sprintf("%s=%d", n.Name(), 3+len(files)))
+		files = append(files, f)
+	}
+	if len(files) == 0 {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), frReadTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, py, append([]string{"-I", "-c", frReader}, args...)...)
+	cmd.ExtraFiles = files
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	if err := cmd.Run(); err != nil {
+		return ""
+	}
+	ranks := make([]int, len(s.plan.Ranks))
+	for i, r := range s.plan.Ranks {
+		ranks[i] = r.Rank
+	}
+	return FRSummary(FRParse(out.String(), frRankOf), ranks)
+}
+
+// keepFR copies a dump into the log directory, when there is one.
+func (s *supervisor) keepFR(f *os.File, attempt int, rank string) {
+	if s.job == nil {
+		return
+	}
+	out, err := s.job.create(fmt.Sprintf("fr_attempt_%d_rank_%s", attempt, rank))
+	if err != nil {
+		return
+	}
+	_, _ = io.Copy(out, io.NewSectionReader(f, 0, 1<<30))
+	out.Close()
+}

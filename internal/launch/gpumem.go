@@ -1,0 +1,147 @@
+package launch
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/amdrun/amdrun/internal/plan"
+	"github.com/amdrun/amdrun/internal/topology"
+)
+
+// Restart hygiene (issue 33, what ft_launcher checks): before a restart,
+// amdrun waits until the device memory the failed attempt held is free
+// again, RestartWait at most, rather than start ranks that would run out
+// of memory behind a process that has not let go yet.
+
+// memSlackMiB is how much more than before the attempt a device may
+// hold and count as free: another job's allocator moves by that much.
+const memSlackMiB = 256
+
+// MemUsed reads the memory in use on a device, in MiB (false: unknown).
+type MemUsed func(d topology.Device) (int64, bool)
+
+// pciDevices is where sysfs lists PCI devices (a test points it elsewhere).
+var pciDevices = "/sys/bus/pci/devices"
+
+// ReadMemUsed reads a device's memory in use: AMD's from the DRM
+// driver's mem_info_vram_used (bytes) in sysfs, NVIDIA's from nvidia-smi
+// (MiB), found on PATH, by the index it numbers the device with (the
+// model's on an NVIDIA node).
+func ReadMemUsed(d topology.Device) (int64, bool) {
+	switch d.Vendor {
+	case topology.VendorAMD:
+		addr, ok := topology.NormalizePCI(d.PCIAddress)
+		if !ok {
+			return 0, false
+		}
+		b, err := os.ReadFile(filepath.Join(pciDevices, addr, "mem_info_vram_used"))
+		if err != nil {
+			return 0, false
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		return n >> 20, err == nil && n >= 0
+	case topology.VendorNVIDIA:
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, "nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits",
+			"-i", strconv.Itoa(d.Index)).Output()
+		if err != nil {
+			return 0, false
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
+		return n, err == nil && n >= 0
+	}
+	return 0, false
+}
+
+// memWatch is the restart hygiene of one Run: the job's devices, how
+// their memory is read, and what they held before the current attempt.
+type memWatch struct {
+	devs  []topology.Device
+	read  MemUsed
+	limit time.Duration
+	base  map[string]int64
+}
+
+func newMemWatch(p *plan.Plan, o RunOptions) *memWatch {
+	m := &memWatch{read: o.MemUsed, limit: o.RestartWait}
+	if m.read == nil {
+		m.read = ReadMemUsed
+	}
+	for _, r := range p.Ranks {
+		m.devs = append(m.devs, r.Devices...)
+	}
+	return m
+}
+
+// baseline reads what the devices hold before an attempt, when a
+// restart may follow it (restartable) and a wait is asked for.
+func (m *memWatch) baseline(restartable bool) {
+	m.base = nil
+	if restartable && m.limit > 0 {
+		m.base = memBaseline(m.devs, m.read)
+	}
+}
+
+// wait waits until the devices are back to their baseline and returns
+// those that are not.
+func (m *memWatch) wait() []memHeld {
+	return waitMemFree(m.devs, m.base, m.read, m.limit, 250*time.Millisecond)
+}
+
+// memHeld is a device that still holds more than before the attempt.
+type memHeld struct {
+	dev         topology.Device
+	before, now int64
+}
+
+// memBaseline reads what each device holds before an attempt (those
+// that cannot be read are left out).
+func memBaseline(devs []topology.Device, read MemUsed) map[string]int64 {
+	base := map[string]int64{}
+	for _, d := range devs {
+		if n, ok := read(d); ok {
+			base[d.Key()] = n
+		}
+	}
+	return base
+}
+
+// waitMemFree polls (every poll) until every device of base holds no
+// more than before the attempt (plus memSlackMiB) or wait passes, and
+// returns those that still hold more.
+func waitMemFree(devs []topology.Device, base map[string]int64, read MemUsed, wait, poll time.Duration) []memHeld {
+	deadline := time.Now().Add(wait)
+	for {
+		var held []memHeld
+		for _, d := range devs {
+			b, ok := base[d.Key()]
+			if !ok {
+				continue
+			}
+			if n, ok := read(d); ok && n > b+memSlackMiB {
+				held = append(held, memHeld{d, b, n})
+			}
+		}
+		if len(held) == 0 || !time.Now().Before(deadline) {
+			return held
+		}
+		time.Sleep(min(poll, time.Until(deadline)))
+	}
+}
+
+// heldLine is the one line that says why amdrun does not restart.
+func heldLine(held []memHeld, wait time.Duration) string {
+	parts := make([]string, len(held))
+	for i, h := range held {
+		parts[i] = fmt.Sprintf("device %d holds %d MiB (%d MiB before the attempt)", h.dev.Index, h.now, h.before)
+	}
+	return fmt.Sprintf("amdrun: not restarting: %s %s after the failed attempt ended; ranks started now would run out of memory (--restart-wait %s)\n",
+		strings.Join(parts, ", "), wait, wait)
+}
