@@ -221,10 +221,6 @@ func (o *Options) torchrunEnv(l *CommandLine) error {
 	return nil
 }
 
-// TorchrunMasterPort is torchrun's --master-port default, which every
-// node of a static multi-node job then agrees on.
-const TorchrunMasterPort = 29500
-
 // multiNodeDefaults gives a static multi-node job torchrun's defaults
 // where the flags leave them out: --master-port 29500 (one node keeps a
 // free port, so that two jobs there cannot collide) and --master-addr
@@ -235,7 +231,7 @@ func (o *Options) multiNodeDefaults(l *CommandLine) {
 		return
 	}
 	if o.MasterPort == 0 {
-		o.MasterPort = TorchrunMasterPort
+		o.MasterPort = plan.DefaultMasterPort // torchrun's, which every node agrees on
 	}
 	if o.Slurm == nil && !l.MasterAddr.Given() {
 		o.Warn.Warn("--nnodes %d without --master-addr: the nodes meet at %s:%d, as with torchrun, so every node must run on this machine", o.NNodes, o.MasterAddr, o.MasterPort)
