@@ -8,12 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/amdrun/amdrun/internal/launch"
-	"github.com/amdrun/amdrun/internal/launch/numabalance"
 	"github.com/amdrun/amdrun/internal/plan"
-	"github.com/amdrun/amdrun/internal/selector"
 	"github.com/amdrun/amdrun/internal/slurm"
-	"github.com/amdrun/amdrun/internal/topology"
 )
 
 // UsageError is a misuse of the command line, in one line: the command
@@ -89,23 +85,11 @@ func (o *Options) parseValues(l *CommandLine) error {
 	if o.Grace, err = parseDuration(l.Grace.Label(), l.Grace.String()); err != nil {
 		return err
 	}
-	if o.Devices, err = parseIndexList(&l.Devices); err != nil {
-		return err
-	}
-	if o.Exclude, err = parseIndexList(&l.Exclude); err != nil {
-		return err
-	}
-	if o.Policy, err = selector.PolicyByName(l.Policy.String()); err != nil {
-		return wordError(&l.Policy, l.Policy.String())
-	}
 	if o.SearchWork <= 0 {
 		return usageErrorf("--search-work must be positive, got %d", o.SearchWork)
 	}
 	if o.SearchBudget <= 0 {
 		return usageErrorf("--search-budget must be positive, got %s", o.SearchBudget)
-	}
-	if o.Order, err = selector.ParseOrder(l.Order.String()); err != nil {
-		return wordError(&l.Order, l.Order.String())
 	}
 	if l.Bind.String() != "" {
 		if o.Bind, err = plan.ParseBindMode(l.Bind.String()); err != nil {
@@ -114,20 +98,6 @@ func (o *Options) parseValues(l *CommandLine) error {
 	}
 	if o.CPUsPerRank < 0 {
 		return usageErrorf("--cpus-per-rank must be at least 1 (0: the rank's fair share), got %d", o.CPUsPerRank)
-	}
-	if o.Mem, err = plan.ParseMemPolicy(l.MemPolicy.String()); err != nil {
-		return wordError(&l.MemPolicy, l.MemPolicy.String())
-	}
-	if strings.TrimSpace(l.LocalRanksFilter.String()) != "" {
-		if o.RanksFilter, err = parseIndexList(&l.LocalRanksFilter); err != nil {
-			return err
-		}
-	}
-	if o.Contain, err = launch.ParseContainment(l.Contain.String()); err != nil {
-		return wordError(&l.Contain, l.Contain.String())
-	}
-	if o.NUMABalancing, err = numabalance.ParseMode(l.NUMABalancing.String()); err != nil {
-		return wordError(&l.NUMABalancing, l.NUMABalancing.String())
 	}
 	return nil
 }
@@ -385,20 +355,4 @@ func (o *Options) fromSlurm(ctx context.Context, l *CommandLine) error {
 		o.MasterAddr, o.MasterPort = "127.0.0.1", 0
 	}
 	return nil
-}
-
-// parseIndexList parses the device list a gives, "0,2,4-7" (nil when a
-// was not given).
-func parseIndexList(a *Arg) ([]int, error) {
-	if !a.Given() {
-		return nil, nil
-	}
-	if strings.TrimSpace(a.String()) == "" {
-		return nil, usageErrorf("%s: empty device list", a.Label())
-	}
-	l, err := topology.ParseCPUList(a.String())
-	if err != nil {
-		return nil, usageErrorf("%s: want indices like 0,2,4-7, got %q", a.Label(), a.String())
-	}
-	return l, nil
 }

@@ -10,11 +10,10 @@ import "strings"
 // only bind a setting (--allow-busy, --json, ...) bind into Options and
 // have no Arg.
 type CommandLine struct {
-	NGPUs, NProcPerNode, Devices, Exclude, Policy, Order, DryRun  Arg
-	Module, NoPython, Python, Bind, MemPolicy, Grace, MaxRestarts Arg
-	Contain, NoPrefix, LogDir, LocalRanksFilter                   Arg
-	NNodes, NodeRank, MasterAddr, MasterPort, NUMABalancing, Wait Arg
-	Launcher, RdzvBackend, RdzvEndpoint, RdzvID, RdzvConf         Arg
+	NGPUs, NProcPerNode, DryRun, Module, NoPython               Arg
+	Python, Bind, Grace, MaxRestarts, NoPrefix, LogDir          Arg
+	LocalRanksFilter, NNodes, NodeRank, MasterAddr, MasterPort  Arg
+	Wait, Launcher, RdzvBackend, RdzvEndpoint, RdzvID, RdzvConf Arg
 	// torchrun's own flags (addTorchrunFlags).
 	Standalone, Role, VirtualLocalRank, RunPath, Redirects, Tee    Arg
 	ShutdownTimeout, NUMABinding, SignalsToHandle, MonitorInterval Arg

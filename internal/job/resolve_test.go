@@ -3,7 +3,6 @@ package job
 import (
 	"context"
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 )
@@ -14,8 +13,7 @@ import (
 func resolved(t *testing.T, env []string, given func(l *CommandLine)) (*Options, []string, error) {
 	t.Helper()
 	l := &CommandLine{}
-	for a, d := range map[*Arg]string{&l.NNodes: "1", &l.Grace: "10s", &l.Policy: "tree", &l.Order: "index",
-		&l.MemPolicy: "bind", &l.Contain: "auto", &l.NUMABalancing: "keep"} {
+	for a, d := range map[*Arg]string{&l.NNodes: "1", &l.Grace: "10s"} {
 		a.Wrap("default", (*text)(&d), Own)
 	}
 	given(l)
@@ -29,15 +27,14 @@ func resolved(t *testing.T, env []string, given func(l *CommandLine)) (*Options,
 }
 
 // TestResolveReadsFields: Resolve reads each flag from its field of
-// CommandLine: torchrun's --shutdown-timeout is the grace, --wait and
-// the device lists are parsed, --nnodes 1:1 is one node, a static
+// CommandLine: torchrun's --shutdown-timeout is the grace, --wait is
+// parsed, --nnodes 1:1 is one node, a static
 // endpoint is the master, --rdzv-id the run id, and an error names the
 // PET_* variable a value came from.
 func TestResolveReadsFields(t *testing.T) {
 	o, warned, err := resolved(t, nil, func(l *CommandLine) {
 		give(&l.ShutdownTimeout, "shutdown-timeout", "3")
 		give(&l.Wait, "wait", "2m")
-		give(&l.Devices, "devices", "0,2-3")
 		give(&l.NNodes, "nnodes", "1:1")
 		give(&l.RdzvEndpoint, "rdzv-endpoint", "h0:1234")
 		give(&l.RdzvID, "rdzv-id", "job7")
@@ -46,9 +43,9 @@ func TestResolveReadsFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.Grace != 3*time.Second || o.Wait != 2*time.Minute || !slices.Equal(o.Devices, []int{0, 2, 3}) || o.NNodes != 1 ||
+	if o.Grace != 3*time.Second || o.Wait != 2*time.Minute || o.NNodes != 1 ||
 		o.MasterAddr != "h0" || o.MasterPort != 1234 || o.RunID != "job7" {
-		t.Errorf("Resolve: grace %v wait %v devices %v nnodes %d master %s:%d run id %q", o.Grace, o.Wait, o.Devices, o.NNodes, o.MasterAddr, o.MasterPort, o.RunID)
+		t.Errorf("Resolve: grace %v wait %v nnodes %d master %s:%d run id %q", o.Grace, o.Wait, o.NNodes, o.MasterAddr, o.MasterPort, o.RunID)
 	}
 	if len(warned) != 1 || warned[0][:12] != "--local-addr" {
 		t.Errorf("warned %q, want one line on --local-addr", warned)

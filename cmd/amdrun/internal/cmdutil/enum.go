@@ -44,11 +44,17 @@ func (e *Enum) Err(got string) error {
 // ErrAs is Err naming the flag as label (the PET_* variable it came
 // from, say).
 func (e *Enum) ErrAs(label, got string) error {
+	return FlagErrorf("%s: %v", label, e.want(got))
+}
+
+// want is the error for got without the flag's name: `want tree or
+// ring, got "x"`.
+func (e *Enum) want(got string) error {
 	want := e.Values()
 	if e.Also != "" {
 		want = append([]string{e.Also}, want...)
 	}
-	return FlagErrorf("%s: want %s, got %q", label, JoinOr(want), got)
+	return fmt.Errorf("want %s, got %q", JoinOr(want), got)
 }
 
 // help is the words as the flag's help lists them: "numa, exclusive or
@@ -72,6 +78,40 @@ func (e *Enum) help() string {
 func StringEnumFlag(cmd *cobra.Command, p *string, e *Enum, def, usage string) {
 	cmd.Flags().StringVar(p, e.Name, def, fmt.Sprintf(usage, e.help()))
 	RegisterValues(cmd, e.Name, e.Values())
+}
+
+// EnumVar declares the flag e on cmd bound to p, a typed setting that
+// parse (the owning package's parser of its words) reads, default def:
+// a word parse refuses is a flag error worded by e (ValueError adds the
+// flag's name), when the line is parsed.
+func EnumVar[T any](cmd *cobra.Command, p *T, e *Enum, def string, parse func(string) (T, error), usage string) {
+	v := &enumValue[T]{p: p, e: e, parse: parse}
+	if err := v.Set(def); err != nil {
+		panic(fmt.Sprintf("--%s: default %q: %v", e.Name, def, err)) // a typo in a declaration
+	}
+	cmd.Flags().Var(v, e.Name, fmt.Sprintf(usage, e.help()))
+	RegisterValues(cmd, e.Name, e.Values())
+}
+
+// enumValue is the pflag.Value of EnumVar: its word as given, parsed
+// into the setting it is bound to.
+type enumValue[T any] struct {
+	p     *T
+	text  string
+	e     *Enum
+	parse func(string) (T, error)
+}
+
+func (v *enumValue[T]) String() string { return v.text }
+func (v *enumValue[T]) Type() string   { return "string" }
+
+func (v *enumValue[T]) Set(s string) error {
+	t, err := v.parse(s)
+	if err != nil {
+		return v.e.want(s)
+	}
+	*v.p, v.text = t, s
+	return nil
 }
 
 // PersistentStringEnumFlag is StringEnumFlag for a flag of cmd and its

@@ -1,6 +1,7 @@
 package runcmd
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -8,7 +9,11 @@ import (
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
 	"github.com/amdrun/amdrun/internal/envlist"
 	"github.com/amdrun/amdrun/internal/job"
+	"github.com/amdrun/amdrun/internal/launch"
+	"github.com/amdrun/amdrun/internal/launch/numabalance"
+	"github.com/amdrun/amdrun/internal/plan"
 	"github.com/amdrun/amdrun/internal/selector"
+	"github.com/amdrun/amdrun/internal/topology"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -53,6 +58,37 @@ func (d decl) stringVar(a *job.Arg, p *string, name, short, def, help string, t 
 	d.arg(a, name, t)
 }
 
+// value declares a flag of the typed value v.
+func (d decl) value(a *job.Arg, v pflag.Value, name, short, help string, t job.Torch) {
+	d.fl.VarP(v, name, short, help)
+	d.arg(a, name, t)
+}
+
+// indexList is a flag of device or rank indices, "0,2,4-7", bound to p:
+// nil until given; blank is nil where blankOK, else refused.
+type indexList struct {
+	p       *[]int
+	text    string
+	blankOK bool
+}
+
+func (v *indexList) String() string { return v.text }
+func (v *indexList) Type() string   { return "string" }
+
+func (v *indexList) Set(s string) error {
+	l, err := topology.ParseCPUList(s)
+	switch {
+	case strings.TrimSpace(s) == "" && v.blankOK:
+		l = nil
+	case strings.TrimSpace(s) == "":
+		return errors.New("empty device list")
+	case err != nil:
+		return fmt.Errorf("want indices like 0,2,4-7, got %q", s)
+	}
+	*v.p, v.text = l, s
+	return nil
+}
+
 // enum declares the enum flag e bound to p (nil: held by the flag).
 func (d decl) enum(a *job.Arg, p *string, e *cmdutil.Enum, def, usage string, t job.Torch) {
 	cmdutil.StringEnumFlag(d.cmd, orNew(p), e, def, usage)
@@ -71,13 +107,13 @@ func addDeviceFlags(d decl, opts *Options) {
 	fl, l := d.fl, d.line
 	d.intVar(&l.NGPUs, &opts.NGPUs, "ngpus", "n", 0, "number of GPUs on this node, one rank each unless --nproc-per-node says otherwise (default and 0: every free device; in a multi-node Slurm step, the GPUs Slurm gave each node)", job.Own)
 	d.enum(&l.NProcPerNode, nil, nprocFlag, "", "ranks on this node: N, %s; with --ngpus, each rank gets ngpus/N devices (default: one rank per device)", job.TorchPET)
-	d.stringVar(&l.Devices, nil, "devices", "", "", "only choose among these device indices, e.g. 0,2,4-7", job.Own)
-	d.stringVar(&l.Exclude, nil, "exclude", "", "", "never choose these device indices, e.g. 3 or 0-1", job.Own)
+	fl.Var(&indexList{p: &opts.Devices}, "devices", "only choose among these device indices, e.g. 0,2,4-7")
+	fl.Var(&indexList{p: &opts.Exclude}, "exclude", "never choose these device indices, e.g. 3 or 0-1")
 	fl.BoolVar(&opts.AllowBusy, "allow-busy", false, "allow devices another process is using")
-	d.enum(&l.Policy, nil, policyFlag, "tree", "selection policy: %s", job.Own)
+	cmdutil.EnumVar(d.cmd, &opts.Policy, policyFlag, "tree", selector.PolicyByName, "selection policy: %s")
 	fl.IntVar(&opts.SearchWork, "search-work", selector.DefaultWork, "most work (about a thousand search steps a unit) the device search may spend; past it the best set found is used (--explain says how far from proven); the answer depends on it, not on the machine's load")
 	fl.DurationVar(&opts.SearchBudget, "search-budget", selector.DefaultBudget, "wall-clock safety cap of the device search; if it fires before --search-work, the set found so far is used and --explain says so")
-	d.enum(&l.Order, nil, orderFlag, "index", "rank order: %s", job.Own)
+	cmdutil.EnumVar(d.cmd, &opts.Order, orderFlag, "index", selector.ParseOrder, "rank order: %s")
 	d.boolVar(&l.DryRun, &opts.DryRun, "dry-run", "", "print the plan (devices, per-rank NUMA node, CPUs and command) and exit without starting anything", job.Own)
 	fl.BoolVar(&opts.Explain, "explain", false, "explain the choice: score terms, the next best sets, and the naive first-N pick")
 	fl.BoolVar(&opts.JSON, "json", false, "with --dry-run: print the plan as JSON")
@@ -90,14 +126,14 @@ func addRankFlags(d decl, opts *Options) {
 	d.boolVar(&l.NoPython, &opts.NoPython, "no-python", "", "run SCRIPT directly as a program, not through Python", job.TorchPET)
 	d.stringVar(&l.Python, &opts.Python, "python", "", "", "Python interpreter (default $PYTHON_EXEC, else the active environment's: $VIRTUAL_ENV/bin/python, $CONDA_PREFIX/bin/python; else python3 on PATH)", job.Own)
 	d.enum(&l.Bind, nil, bindFlag, "", "CPU/memory binding per rank: %s (default numa when the host has more than one NUMA node, else none)", job.Own)
-	d.enum(&l.MemPolicy, nil, memFlag, "bind", "memory policy with --bind numa/exclusive: %s", job.Own)
+	cmdutil.EnumVar(d.cmd, &opts.Mem, memFlag, "bind", plan.ParseMemPolicy, "memory policy with --bind numa/exclusive: %s")
 	fl.IntVar(&opts.CPUsPerRank, "cpus-per-rank", 0, "with --bind exclusive/core-complex: CPUs per rank instead of its share of its NUMA node (the node's CPUs divided by its GPUs); more only if free")
 	d.stringVar(&l.Grace, nil, "grace", "", "10s", "after a rank fails, time the others get between SIGTERM and SIGKILL, with a unit (0: SIGKILL at once)", job.Own)
 	d.intVar(&l.MaxRestarts, &opts.MaxRestarts, "max-restarts", "", 0, "restart the whole group this many times after a failure", job.TorchPET)
-	d.enum(&l.Contain, nil, containFlag, "auto", "how nothing the job starts outlives it: %s", job.Own)
+	cmdutil.EnumVar(d.cmd, &opts.Contain, containFlag, "auto", launch.ParseContainment, "how nothing the job starts outlives it: %s")
 	d.boolVar(&l.NoPrefix, &opts.NoPrefix, "no-prefix", "", "do not prefix output lines with [rankN]:", job.Own)
 	d.stringVar(&l.LogDir, &opts.LogDir, "log-dir", "", "", "write each rank's stdout.log, stderr.log and error.json under `DIR`, as torchrun (in RUN/attempt_K/LOCAL_RANK, RUN being RUNID_XXXXXXXX; every stream, unless -r/-t choose)", job.TorchPET)
-	d.stringVar(&l.LocalRanksFilter, nil, "local-ranks-filter", "", "", "show only these local ranks' output on the console, e.g. 0 or 0,3", job.TorchPET)
+	d.value(&l.LocalRanksFilter, &indexList{p: &opts.RanksFilter, blankOK: true}, "local-ranks-filter", "", "show only these local ranks' output on the console, e.g. 0 or 0,3", job.TorchPET)
 }
 
 // addJobFlags declares the flags that place this node in the job: nodes, the master, NUMA balancing, leases, the launcher and the rendezvous.
@@ -107,7 +143,7 @@ func addJobFlags(d decl, opts *Options, leaseDir *string) {
 	d.intVar(&l.NodeRank, &opts.NodeRank, "node-rank", "", 0, "this node's rank, 0 to nnodes-1", job.TorchPET)
 	d.stringVar(&l.MasterAddr, &opts.MasterAddr, "master-addr", "", "127.0.0.1", "address of the node that hosts rank 0's store", job.TorchPET)
 	d.intVar(&l.MasterPort, &opts.MasterPort, "master-port", "", 0, "port of rank 0's store (default: a free port on one node)", job.TorchPET)
-	d.enum(&l.NUMABalancing, nil, numaBalancingFlag, "keep", "set kernel.numa_balancing for the job and restore it after: %s", job.Own)
+	cmdutil.EnumVar(d.cmd, &opts.NUMABalancing, numaBalancingFlag, "keep", numabalance.ParseMode, "set kernel.numa_balancing for the job and restore it after: %s")
 	fl.StringVar(leaseDir, "lease-dir", "", "directory of device leases shared by every amdrun on the node (default $AMDRUN_LEASE_DIR, else /run/lock/amdrun)")
 	fl.BoolVar(&opts.NoLease, "no-lease", false, "do not take or respect device leases")
 	d.stringVar(&l.Wait, nil, "wait", "", "", "when not enough devices are free, wait for them (optionally at most DURATION, e.g. --wait=10m)", job.Own)

@@ -127,6 +127,7 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 			return Run(cmd.Context(), opts)
 		},
 	}
+	cmd.SetFlagErrorFunc(cmdutil.FlagParseError) // every command's, as each inherits it
 	// torchrun takes --nproc_per_node as well as --nproc-per-node.
 	cmd.SetGlobalNormalizationFunc(normalizeFlag)
 	fl := cmd.Flags()
