@@ -147,8 +147,8 @@ func TestPlantedFlagNameFails(t *testing.T) {
 }
 
 // launchFlags are the launch command's flag names, read from runcmd's
-// source: the first string argument of each call of a ...Var(P)
-// declaration (pflag's and runcmd's decl helpers), and the Name of each
+// source: the first string argument of each call of a ...Var(P) or
+// value declaration (pflag's and runcmd's decl helpers), and the Name of each
 // cmdutil.Enum (cmdutil.EnumVar's string is the default).
 func launchFlags(t *testing.T) map[string]bool {
 	t.Helper()
@@ -166,7 +166,7 @@ func launchFlags(t *testing.T) map[string]bool {
 		ast.Inspect(f, func(n ast.Node) bool {
 			switch x := n.(type) {
 			case *ast.CallExpr:
-				if sel, ok := x.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name != "EnumVar" && strings.HasSuffix(strings.ToLower(strings.TrimSuffix(sel.Sel.Name, "P")), "var") {
+				if sel, ok := x.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name != "EnumVar" && (sel.Sel.Name == "value" || strings.HasSuffix(strings.ToLower(strings.TrimSuffix(sel.Sel.Name, "P")), "var")) {
 					_ = slices.IndexFunc(x.Args, add)
 				}
 			case *ast.CompositeLit:

@@ -51,13 +51,6 @@ func (o *Options) resolveTorchrun(l *CommandLine) error {
 		o.NoPython = false // torchrun: --run-path takes precedence over --no-python
 	}
 	o.VirtualLocalRank = l.VirtualLocalRank.On()
-	var err error
-	if o.Redirects, err = launch.ParseStreams(l.Redirects.String()); err != nil {
-		return usageErrorf("%s: %v", l.Redirects.Label(), err)
-	}
-	if o.Tee, err = launch.ParseStreams(l.Tee.String()); err != nil {
-		return usageErrorf("%s: %v", l.Tee.Label(), err)
-	}
 	if l.MonitorInterval.Given() {
 		if v, err := strconv.ParseFloat(l.MonitorInterval.String(), 64); err != nil || v < 0 || math.IsInf(v, 0) {
 			return usageErrorf("%s: want a number of seconds, got %q", l.MonitorInterval.Label(), l.MonitorInterval.String())
@@ -81,13 +74,6 @@ func (o *Options) resolveTorchrun(l *CommandLine) error {
 	}
 	if err := o.parseNUMABinding(l); err != nil {
 		return err
-	}
-	if l.SignalsToHandle.Given() {
-		sigs, err := launch.ParseSignals(l.SignalsToHandle.String())
-		if err != nil {
-			return usageErrorf("%s: %v", l.SignalsToHandle.Label(), err)
-		}
-		o.Forward = sigs
 	}
 	if o.Launcher != "torchrun" {
 		o.noteAgentOnly(l)

@@ -85,7 +85,13 @@ func StringEnumFlag(cmd *cobra.Command, p *string, e *Enum, def, usage string) {
 // a word parse refuses is a flag error worded by e (ValueError adds the
 // flag's name), when the line is parsed.
 func EnumVar[T any](cmd *cobra.Command, p *T, e *Enum, def string, parse func(string) (T, error), usage string) {
-	v := &enumValue[T]{p: p, e: e, parse: parse}
+	v := Parsed(p, func(s string) (T, error) {
+		t, err := parse(s)
+		if err != nil {
+			return t, e.want(s)
+		}
+		return t, nil
+	})
 	if err := v.Set(def); err != nil {
 		panic(fmt.Sprintf("--%s: default %q: %v", e.Name, def, err)) // a typo in a declaration
 	}
@@ -93,22 +99,29 @@ func EnumVar[T any](cmd *cobra.Command, p *T, e *Enum, def string, parse func(st
 	RegisterValues(cmd, e.Name, e.Values())
 }
 
-// enumValue is the pflag.Value of EnumVar: its word as given, parsed
-// into the setting it is bound to.
-type enumValue[T any] struct {
+// ParsedValue is a flag's pflag.Value that parse reads into the setting
+// it is bound to when the flag is set; its text is kept as given (for
+// help, and for torchrun when the flag is passed on). A parse error is
+// the value's, without the flag's name: ValueError adds it.
+type ParsedValue[T any] struct {
 	p     *T
 	text  string
-	e     *Enum
 	parse func(string) (T, error)
 }
 
-func (v *enumValue[T]) String() string { return v.text }
-func (v *enumValue[T]) Type() string   { return "string" }
+// Parsed is the ParsedValue bound to p; *p keeps its value until set.
+func Parsed[T any](p *T, parse func(string) (T, error)) *ParsedValue[T] {
+	return &ParsedValue[T]{p: p, parse: parse}
+}
 
-func (v *enumValue[T]) Set(s string) error {
+func (v *ParsedValue[T]) String() string { return v.text }
+func (v *ParsedValue[T]) Type() string   { return "string" }
+
+// Set parses s into the setting.
+func (v *ParsedValue[T]) Set(s string) error {
 	t, err := v.parse(s)
 	if err != nil {
-		return v.e.want(s)
+		return err
 	}
 	*v.p, v.text = t, s
 	return nil

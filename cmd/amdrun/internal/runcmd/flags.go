@@ -64,29 +64,24 @@ func (d decl) value(a *job.Arg, v pflag.Value, name, short, help string, t job.T
 	d.arg(a, name, t)
 }
 
-// indexList is a flag of device or rank indices, "0,2,4-7", bound to p:
-// nil until given; blank is nil where blankOK, else refused.
-type indexList struct {
-	p       *[]int
-	text    string
-	blankOK bool
+// indexList parses a list of device or rank indices, "0,2,4-7".
+func indexList(s string) ([]int, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, errors.New("empty device list")
+	}
+	l, err := topology.ParseCPUList(s)
+	if err != nil {
+		return nil, fmt.Errorf("want indices like 0,2,4-7, got %q", s)
+	}
+	return l, nil
 }
 
-func (v *indexList) String() string { return v.text }
-func (v *indexList) Type() string   { return "string" }
-
-func (v *indexList) Set(s string) error {
-	l, err := topology.ParseCPUList(s)
-	switch {
-	case strings.TrimSpace(s) == "" && v.blankOK:
-		l = nil
-	case strings.TrimSpace(s) == "":
-		return errors.New("empty device list")
-	case err != nil:
-		return fmt.Errorf("want indices like 0,2,4-7, got %q", s)
+// rankList is indexList where blank means none.
+func rankList(s string) ([]int, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
 	}
-	*v.p, v.text = l, s
-	return nil
+	return indexList(s)
 }
 
 // enum declares the enum flag e bound to p (nil: held by the flag).
@@ -107,8 +102,8 @@ func addDeviceFlags(d decl, opts *Options) {
 	fl, l := d.fl, d.line
 	d.intVar(&l.NGPUs, &opts.NGPUs, "ngpus", "n", 0, "number of GPUs on this node, one rank each unless --nproc-per-node says otherwise (default and 0: every free device; in a multi-node Slurm step, the GPUs Slurm gave each node)", job.Own)
 	d.enum(&l.NProcPerNode, nil, nprocFlag, "", "ranks on this node: N, %s; with --ngpus, each rank gets ngpus/N devices (default: one rank per device)", job.TorchPET)
-	fl.Var(&indexList{p: &opts.Devices}, "devices", "only choose among these device indices, e.g. 0,2,4-7")
-	fl.Var(&indexList{p: &opts.Exclude}, "exclude", "never choose these device indices, e.g. 3 or 0-1")
+	fl.Var(cmdutil.Parsed(&opts.Devices, indexList), "devices", "only choose among these device indices, e.g. 0,2,4-7")
+	fl.Var(cmdutil.Parsed(&opts.Exclude, indexList), "exclude", "never choose these device indices, e.g. 3 or 0-1")
 	fl.BoolVar(&opts.AllowBusy, "allow-busy", false, "allow devices another process is using")
 	cmdutil.EnumVar(d.cmd, &opts.Policy, policyFlag, "tree", selector.PolicyByName, "selection policy: %s")
 	fl.IntVar(&opts.SearchWork, "search-work", selector.DefaultWork, "most work (about a thousand search steps a unit) the device search may spend; past it the best set found is used (--explain says how far from proven); the answer depends on it, not on the machine's load")
@@ -133,7 +128,7 @@ func addRankFlags(d decl, opts *Options) {
 	cmdutil.EnumVar(d.cmd, &opts.Contain, containFlag, "auto", launch.ParseContainment, "how nothing the job starts outlives it: %s")
 	d.boolVar(&l.NoPrefix, &opts.NoPrefix, "no-prefix", "", "do not prefix output lines with [rankN]:", job.Own)
 	d.stringVar(&l.LogDir, &opts.LogDir, "log-dir", "", "", "write each rank's stdout.log, stderr.log and error.json under `DIR`, as torchrun (in RUN/attempt_K/LOCAL_RANK, RUN being RUNID_XXXXXXXX; every stream, unless -r/-t choose)", job.TorchPET)
-	d.value(&l.LocalRanksFilter, &indexList{p: &opts.RanksFilter, blankOK: true}, "local-ranks-filter", "", "show only these local ranks' output on the console, e.g. 0 or 0,3", job.TorchPET)
+	d.value(&l.LocalRanksFilter, cmdutil.Parsed(&opts.RanksFilter, rankList), "local-ranks-filter", "", "show only these local ranks' output on the console, e.g. 0 or 0,3", job.TorchPET)
 }
 
 // addJobFlags declares the flags that place this node in the job: nodes, the master, NUMA balancing, leases, the launcher and the rendezvous.
@@ -176,11 +171,11 @@ func addTorchrunFlags(d decl, o *Options) {
 	d.stringVar(&l.Role, &o.Role, "role", "", "", "ROLE_NAME of the ranks (default \"default\")", job.TorchPET)
 	d.boolVar(&l.VirtualLocalRank, nil, "virtual-local-rank", "", "every rank sees only its own devices and gets LOCAL_RANK=0", job.TorchPET)
 	d.boolVar(&l.RunPath, nil, "run-path", "", "run SCRIPT with the Python interpreter even with --no-python (as torchrun's runpy.run_path)", job.TorchPET)
-	d.stringVar(&l.Redirects, nil, "redirects", "r", "", "streams of each rank written only to --log-dir: "+streamHelp()+", or per local rank, e.g. 0:3,1:0", job.TorchPET)
-	d.stringVar(&l.Tee, nil, "tee", "t", "", "streams of each rank written to --log-dir and the console (values as --redirects)", job.TorchPET)
+	d.value(&l.Redirects, cmdutil.Parsed(&o.Redirects, launch.ParseStreams), "redirects", "r", "streams of each rank written only to --log-dir: "+streamHelp()+", or per local rank, e.g. 0:3,1:0", job.TorchPET)
+	d.value(&l.Tee, cmdutil.Parsed(&o.Tee, launch.ParseStreams), "tee", "t", "streams of each rank written to --log-dir and the console (values as --redirects)", job.TorchPET)
 	d.intVar(&l.ShutdownTimeout, nil, "shutdown-timeout", "", 0, "seconds between SIGTERM and SIGKILL (torchrun's name for --grace)", job.TorchPET)
 	d.enum(&l.NUMABinding, nil, numaBindingFlag, "", "torchrun's binding: %s (the others = --bind of that name)", job.TorchName)
-	d.stringVar(&l.SignalsToHandle, nil, "signals-to-handle", "", "", fmt.Sprintf("signals forwarded to the ranks, e.g. SIGTERM,SIGINT,SIGUSR1 (default %s); %s also stop the job",
+	d.value(&l.SignalsToHandle, cmdutil.Parsed(&o.Forward, launch.ParseSignals), "signals-to-handle", "", fmt.Sprintf("signals forwarded to the ranks, e.g. SIGTERM,SIGINT,SIGUSR1 (default %s); %s also stop the job",
 		strings.Join(job.ForwardedSignals, ", "), cmdutil.JoinAnd(job.StopSignals)), job.TorchPET)
 	d.stringVar(&l.MonitorInterval, nil, "monitor-interval", "", "", "accepted for torchrun: amdrun sees a rank exit at once, there is nothing to poll", job.TorchPET)
 	d.enum(&l.StartMethod, nil, startMethodFlag, "", "accepted for torchrun (%s): ranks are programs, started the same way under each", job.TorchPET)
