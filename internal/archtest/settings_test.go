@@ -147,8 +147,8 @@ func TestPlantedFlagNameFails(t *testing.T) {
 }
 
 // launchFlags are the launch command's flag names, read from runcmd's
-// source: the first string argument of each call of a ...Var(P) or
-// value declaration (pflag's and runcmd's decl helpers), and the Name of each
+// source: the first string argument of each declaration (pflag's
+// ...Var(P), runcmd's declare and value), and the Name of each
 // cmdutil.Enum (cmdutil.EnumVar's string is the default).
 func launchFlags(t *testing.T) map[string]bool {
 	t.Helper()
@@ -166,7 +166,9 @@ func launchFlags(t *testing.T) map[string]bool {
 		ast.Inspect(f, func(n ast.Node) bool {
 			switch x := n.(type) {
 			case *ast.CallExpr:
-				if sel, ok := x.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name != "EnumVar" && (sel.Sel.Name == "value" || strings.HasSuffix(strings.ToLower(strings.TrimSuffix(sel.Sel.Name, "P")), "var")) {
+				fn := types.ExprString(x.Fun)
+				fn = fn[strings.LastIndex(fn, ".")+1:]
+				if fn == "declare" || fn == "value" || (fn != "EnumVar" && strings.HasSuffix(strings.ToLower(strings.TrimSuffix(fn, "P")), "var")) {
 					_ = slices.IndexFunc(x.Args, add)
 				}
 			case *ast.CompositeLit:

@@ -22,22 +22,8 @@ func usageErrorf(format string, args ...any) error {
 	return &UsageError{msg: fmt.Sprintf(format, args...)}
 }
 
-// WordError is a usage error of a flag that takes one of a few words and
-// got another; the command's one declaration of the flag's words
-// (cmdutil.Enum) words the error.
-type WordError struct {
-	// Arg is the flag, Got the word given.
-	Arg *Arg
-	Got string
-}
-
-func (e *WordError) Error() string { return fmt.Sprintf("%s: unknown value %q", e.Arg.Label(), e.Got) }
-
-// wordError is the WordError of a, which was given got.
-func wordError(a *Arg, got string) error { return &WordError{Arg: a, Got: got} }
-
 // Resolve reads the command line l into o and refuses what cannot run,
-// in one line each (a *UsageError or *WordError, or the Slurm
+// in one line each (a *UsageError, or the Slurm
 // allocation's own error): --nnodes, the Slurm allocation amdrun runs in,
 // the words and lists, torchrun's flags, the wait, the rendezvous, this
 // node's place in the job and the command.
@@ -90,11 +76,6 @@ func (o *Options) parseValues(l *CommandLine) error {
 	}
 	if o.SearchBudget <= 0 {
 		return usageErrorf("--search-budget must be positive, got %s", o.SearchBudget)
-	}
-	if l.Bind.String() != "" {
-		if o.Bind, err = plan.ParseBindMode(l.Bind.String()); err != nil {
-			return wordError(&l.Bind, l.Bind.String())
-		}
 	}
 	if o.CPUsPerRank < 0 {
 		return usageErrorf("--cpus-per-rank must be at least 1 (0: the rank's fair share), got %d", o.CPUsPerRank)
@@ -230,7 +211,7 @@ func (o *Options) resolveRendezvous(l *CommandLine) error {
 			return usageErrorf("--launcher torchrun shows every worker all the devices: several devices per rank need --launcher amdrun (or --nproc-per-node 1)")
 		}
 	default:
-		return wordError(&l.Launcher, o.Launcher)
+		return usageErrorf("%s: unknown launcher %q", l.Launcher.Label(), o.Launcher)
 	}
 	return nil
 }

@@ -3,12 +3,9 @@ package job
 import "strings"
 
 // CommandLine is the launch command line as given, one Arg per flag that
-// Resolve reads: the command declares each flag on its Arg (Arg.Declare,
-// Arg.Wrap), then calls Options.Resolve, which reads every flag by its
-// field here, never by its name. A flag renamed or dropped is a field
-// renamed or dropped: what reads it no longer compiles. The flags that
-// only bind a setting (--allow-busy, --json, ...) bind into Options and
-// have no Arg.
+// Resolve reads (by field, never by name: a flag dropped or renamed here
+// fails to compile where it is read). The command declares each flag on
+// its Arg (Arg.Wrap); flags that only bind a setting have none.
 type CommandLine struct {
 	NGPUs, NProcPerNode, DryRun, Module, NoPython               Arg
 	Python, Bind, Grace, MaxRestarts, NoPrefix, LogDir          Arg
@@ -32,7 +29,7 @@ const (
 	TorchPET
 )
 
-// Value is a flag's typed value, as pflag.Value (String, Set, Type).
+// Value is a flag's typed value, as pflag.Value.
 type Value interface {
 	String() string
 	Set(string) error
@@ -76,9 +73,6 @@ func (a *Arg) Set(s string) error {
 
 // Type is pflag's name of the value's type.
 func (a *Arg) Type() string { return a.v.Type() }
-
-// IsBoolFlag says the flag is a switch (pflag gives it NoOptDefVal true).
-func (a *Arg) IsBoolFlag() bool { return a.Type() == "bool" }
 
 // Name is the flag's name, without "--".
 func (a *Arg) Name() string { return a.name }

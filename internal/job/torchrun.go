@@ -23,19 +23,6 @@ import (
 // into "-", and torchrun's PET_* variables (Arg.PETVar) are read as
 // torchrun reads them (applyPET).
 
-// StartMethods are the words of torchrun's --start-method (which change
-// nothing under amdrun: ranks are programs).
-var StartMethods = []string{"spawn", "fork", "forkserver"}
-
-// ForwardedSignals and StopSignals are launch's lists of the signals
-// forwarded by default and of those that also stop the job, for the help
-// of --signals-to-handle.
-var ForwardedSignals, StopSignals = launch.ForwardedSignals, launch.StopSignals
-
-// StreamNames are launch's values of -r/--redirects and -t/--tee (the
-// index) and what each covers, for the flags' help and completion.
-var StreamNames = launch.StreamNames
-
 // resolveTorchrun turns torchrun's flags into Options: each has
 // torchrun's meaning where amdrun has one and a one-line error where it
 // cannot honour it. Errors name a flag as the user gave it (the flag, or
@@ -55,9 +42,6 @@ func (o *Options) resolveTorchrun(l *CommandLine) error {
 		if v, err := strconv.ParseFloat(l.MonitorInterval.String(), 64); err != nil || v < 0 || math.IsInf(v, 0) {
 			return usageErrorf("%s: want a number of seconds, got %q", l.MonitorInterval.Label(), l.MonitorInterval.String())
 		}
-	}
-	if l.StartMethod.Given() && !slices.Contains(StartMethods, l.StartMethod.String()) {
-		return wordError(&l.StartMethod, l.StartMethod.String())
 	}
 	if l.ShutdownTimeout.Given() {
 		if l.Grace.Given() {
@@ -106,14 +90,9 @@ func (o *Options) noteAgentOnly(l *CommandLine) {
 // parseNUMABinding reads torchrun's --numa-binding as amdrun's --bind.
 func (o *Options) parseNUMABinding(l *CommandLine) error {
 	if l.NUMABinding.Given() {
-		var b plan.BindMode
-		switch l.NUMABinding.String() {
-		case "node":
+		b := plan.BindMode(l.NUMABinding.String()) // the command checked the word
+		if b == "node" {
 			b = plan.BindNUMA
-		case "exclusive", "socket", "core-complex":
-			b = plan.BindMode(l.NUMABinding.String())
-		default:
-			return wordError(&l.NUMABinding, l.NUMABinding.String())
 		}
 		if l.Bind.Given() && o.Bind != b {
 			return usageErrorf("%s %s and --bind %s disagree: give one", l.NUMABinding.Label(), l.NUMABinding.String(), o.Bind)
@@ -145,7 +124,7 @@ func (o *Options) parseNProc(l *CommandLine) error {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 {
-		return wordError(&l.NProcPerNode, v) // a number of ranks or a word
+		return usageErrorf("%s: want a number of ranks or a word, got %q", l.NProcPerNode.Label(), v)
 	}
 	if most, why := launch.RankLimit(); n > most {
 		return usageErrorf("%s %d: more ranks than this node can run: at most %d (%s)", l.NProcPerNode.Label(), n, most, why)

@@ -3,6 +3,7 @@ package runcmd
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -40,21 +41,10 @@ func (d decl) arg(a *job.Arg, name string, t job.Torch) {
 	f.Value = a.Wrap(name, f.Value, t)
 }
 
-// intVar declares an int flag bound to p (nil: held by the flag).
-func (d decl) intVar(a *job.Arg, p *int, name, short string, def int, help string, t job.Torch) {
-	d.fl.IntVarP(orNew(p), name, short, def, help)
-	d.arg(a, name, t)
-}
-
-// boolVar declares a switch bound to p (nil: held by the flag).
-func (d decl) boolVar(a *job.Arg, p *bool, name, short, help string, t job.Torch) {
-	d.fl.BoolVarP(orNew(p), name, short, false, help)
-	d.arg(a, name, t)
-}
-
-// stringVar declares a string flag bound to p (nil: held by the flag).
-func (d decl) stringVar(a *job.Arg, p *string, name, short, def, help string, t job.Torch) {
-	d.fl.StringVarP(orNew(p), name, short, def, help)
+// declare declares a flag through pflag's declare (fl.IntVarP, ...),
+// bound to p (nil: held by the flag), on its Arg a.
+func declare[T any](d decl, a *job.Arg, declare func(*T, string, string, T, string), p *T, name, short string, def T, help string, t job.Torch) {
+	declare(orNew(p), name, short, def, help)
 	d.arg(a, name, t)
 }
 
@@ -84,10 +74,39 @@ func rankList(s string) ([]int, error) {
 	return indexList(s)
 }
 
-// enum declares the enum flag e bound to p (nil: held by the flag).
-func (d decl) enum(a *job.Arg, p *string, e *cmdutil.Enum, def, usage string, t job.Torch) {
-	cmdutil.StringEnumFlag(d.cmd, orNew(p), e, def, usage)
+// enum declares the enum flag e, bound to p (nil: held by the flag)
+// through parse, on its Arg a.
+func enum[T any](d decl, a *job.Arg, p *T, e *cmdutil.Enum, def string, parse func(string) (T, error), usage string, t job.Torch) {
+	cmdutil.EnumVar(d.cmd, orNew(p), e, def, parse, usage)
 	d.arg(a, e.Name, t)
+}
+
+// oneOf is the parser of a flag that takes e's words, or nothing.
+func oneOf(e *cmdutil.Enum) func(string) (string, error) {
+	return func(s string) (string, error) {
+		if s != "" && !slices.Contains(e.Values(), s) {
+			return "", errors.New("not a word of the flag")
+		}
+		return s, nil
+	}
+}
+
+// nprocWord checks --nproc-per-node's syntax: a word, a number of ranks
+// (at least 1), or xpu, which job refuses in its own words.
+func nprocWord(s string) (string, error) {
+	v := strings.TrimSpace(s)
+	if n, err := strconv.Atoi(v); (err != nil || n < 1) && v != "xpu" {
+		return oneOf(nprocFlag)(v)
+	}
+	return s, nil
+}
+
+// bindMode is plan.ParseBindMode, "" for the default.
+func bindMode(s string) (plan.BindMode, error) {
+	if s == "" {
+		return "", nil
+	}
+	return plan.ParseBindMode(s)
 }
 
 func orNew[T any](p *T) *T {
@@ -100,8 +119,8 @@ func orNew[T any](p *T) *T {
 // addDeviceFlags declares the flags that choose the devices and what a dry run prints.
 func addDeviceFlags(d decl, opts *Options) {
 	fl, l := d.fl, d.line
-	d.intVar(&l.NGPUs, &opts.NGPUs, "ngpus", "n", 0, "number of GPUs on this node, one rank each unless --nproc-per-node says otherwise (default and 0: every free device; in a multi-node Slurm step, the GPUs Slurm gave each node)", job.Own)
-	d.enum(&l.NProcPerNode, nil, nprocFlag, "", "ranks on this node: N, %s; with --ngpus, each rank gets ngpus/N devices (default: one rank per device)", job.TorchPET)
+	declare(d, &l.NGPUs, d.fl.IntVarP, &opts.NGPUs, "ngpus", "n", 0, "number of GPUs on this node, one rank each unless --nproc-per-node says otherwise (default and 0: every free device; in a multi-node Slurm step, the GPUs Slurm gave each node)", job.Own)
+	enum(d, &l.NProcPerNode, nil, nprocFlag, "", nprocWord, "ranks on this node: N, %s; with --ngpus, each rank gets ngpus/N devices (default: one rank per device)", job.TorchPET)
 	fl.Var(cmdutil.Parsed(&opts.Devices, indexList), "devices", "only choose among these device indices, e.g. 0,2,4-7")
 	fl.Var(cmdutil.Parsed(&opts.Exclude, indexList), "exclude", "never choose these device indices, e.g. 3 or 0-1")
 	fl.BoolVar(&opts.AllowBusy, "allow-busy", false, "allow devices another process is using")
@@ -109,7 +128,7 @@ func addDeviceFlags(d decl, opts *Options) {
 	fl.IntVar(&opts.SearchWork, "search-work", selector.DefaultWork, "most work (about a thousand search steps a unit) the device search may spend; past it the best set found is used (--explain says how far from proven); the answer depends on it, not on the machine's load")
 	fl.DurationVar(&opts.SearchBudget, "search-budget", selector.DefaultBudget, "wall-clock safety cap of the device search; if it fires before --search-work, the set found so far is used and --explain says so")
 	cmdutil.EnumVar(d.cmd, &opts.Order, orderFlag, "index", selector.ParseOrder, "rank order: %s")
-	d.boolVar(&l.DryRun, &opts.DryRun, "dry-run", "", "print the plan (devices, per-rank NUMA node, CPUs and command) and exit without starting anything", job.Own)
+	declare(d, &l.DryRun, d.fl.BoolVarP, &opts.DryRun, "dry-run", "", false, "print the plan (devices, per-rank NUMA node, CPUs and command) and exit without starting anything", job.Own)
 	fl.BoolVar(&opts.Explain, "explain", false, "explain the choice: score terms, the next best sets, and the naive first-N pick")
 	fl.BoolVar(&opts.JSON, "json", false, "with --dry-run: print the plan as JSON")
 }
@@ -117,37 +136,37 @@ func addDeviceFlags(d decl, opts *Options) {
 // addRankFlags declares the flags of what each rank runs, its binding, and how the ranks are supervised.
 func addRankFlags(d decl, opts *Options) {
 	fl, l := d.fl, d.line
-	d.boolVar(&l.Module, &opts.Module, "module", "m", "run SCRIPT as a Python module (python -m MODULE)", job.TorchPET)
-	d.boolVar(&l.NoPython, &opts.NoPython, "no-python", "", "run SCRIPT directly as a program, not through Python", job.TorchPET)
-	d.stringVar(&l.Python, &opts.Python, "python", "", "", "Python interpreter (default $PYTHON_EXEC, else the active environment's: $VIRTUAL_ENV/bin/python, $CONDA_PREFIX/bin/python; else python3 on PATH)", job.Own)
-	d.enum(&l.Bind, nil, bindFlag, "", "CPU/memory binding per rank: %s (default numa when the host has more than one NUMA node, else none)", job.Own)
+	declare(d, &l.Module, d.fl.BoolVarP, &opts.Module, "module", "m", false, "run SCRIPT as a Python module (python -m MODULE)", job.TorchPET)
+	declare(d, &l.NoPython, d.fl.BoolVarP, &opts.NoPython, "no-python", "", false, "run SCRIPT directly as a program, not through Python", job.TorchPET)
+	declare(d, &l.Python, d.fl.StringVarP, &opts.Python, "python", "", "", "Python interpreter (default $PYTHON_EXEC, else the active environment's: $VIRTUAL_ENV/bin/python, $CONDA_PREFIX/bin/python; else python3 on PATH)", job.Own)
+	enum(d, &l.Bind, &opts.Bind, bindFlag, "", bindMode, "CPU/memory binding per rank: %s (default numa when the host has more than one NUMA node, else none)", job.Own)
 	cmdutil.EnumVar(d.cmd, &opts.Mem, memFlag, "bind", plan.ParseMemPolicy, "memory policy with --bind numa/exclusive: %s")
 	fl.IntVar(&opts.CPUsPerRank, "cpus-per-rank", 0, "with --bind exclusive/core-complex: CPUs per rank instead of its share of its NUMA node (the node's CPUs divided by its GPUs); more only if free")
-	d.stringVar(&l.Grace, nil, "grace", "", "10s", "after a rank fails, time the others get between SIGTERM and SIGKILL, with a unit (0: SIGKILL at once)", job.Own)
-	d.intVar(&l.MaxRestarts, &opts.MaxRestarts, "max-restarts", "", 0, "restart the whole group this many times after a failure", job.TorchPET)
+	declare(d, &l.Grace, d.fl.StringVarP, nil, "grace", "", "10s", "after a rank fails, time the others get between SIGTERM and SIGKILL, with a unit (0: SIGKILL at once)", job.Own)
+	declare(d, &l.MaxRestarts, d.fl.IntVarP, &opts.MaxRestarts, "max-restarts", "", 0, "restart the whole group this many times after a failure", job.TorchPET)
 	cmdutil.EnumVar(d.cmd, &opts.Contain, containFlag, "auto", launch.ParseContainment, "how nothing the job starts outlives it: %s")
-	d.boolVar(&l.NoPrefix, &opts.NoPrefix, "no-prefix", "", "do not prefix output lines with [rankN]:", job.Own)
-	d.stringVar(&l.LogDir, &opts.LogDir, "log-dir", "", "", "write each rank's stdout.log, stderr.log and error.json under `DIR`, as torchrun (in RUN/attempt_K/LOCAL_RANK, RUN being RUNID_XXXXXXXX; every stream, unless -r/-t choose)", job.TorchPET)
+	declare(d, &l.NoPrefix, d.fl.BoolVarP, &opts.NoPrefix, "no-prefix", "", false, "do not prefix output lines with [rankN]:", job.Own)
+	declare(d, &l.LogDir, d.fl.StringVarP, &opts.LogDir, "log-dir", "", "", "write each rank's stdout.log, stderr.log and error.json under `DIR`, as torchrun (in RUN/attempt_K/LOCAL_RANK, RUN being RUNID_XXXXXXXX; every stream, unless -r/-t choose)", job.TorchPET)
 	d.value(&l.LocalRanksFilter, cmdutil.Parsed(&opts.RanksFilter, rankList), "local-ranks-filter", "", "show only these local ranks' output on the console, e.g. 0 or 0,3", job.TorchPET)
 }
 
 // addJobFlags declares the flags that place this node in the job: nodes, the master, NUMA balancing, leases, the launcher and the rendezvous.
 func addJobFlags(d decl, opts *Options, leaseDir *string) {
 	fl, l := d.fl, d.line
-	d.stringVar(&l.NNodes, nil, "nnodes", "", "1", "number of nodes (one amdrun per node); MIN:MAX with --launcher torchrun", job.TorchPET)
-	d.intVar(&l.NodeRank, &opts.NodeRank, "node-rank", "", 0, "this node's rank, 0 to nnodes-1", job.TorchPET)
-	d.stringVar(&l.MasterAddr, &opts.MasterAddr, "master-addr", "", "127.0.0.1", "address of the node that hosts rank 0's store", job.TorchPET)
-	d.intVar(&l.MasterPort, &opts.MasterPort, "master-port", "", 0, "port of rank 0's store (default: a free port on one node)", job.TorchPET)
+	declare(d, &l.NNodes, d.fl.StringVarP, nil, "nnodes", "", "1", "number of nodes (one amdrun per node); MIN:MAX with --launcher torchrun", job.TorchPET)
+	declare(d, &l.NodeRank, d.fl.IntVarP, &opts.NodeRank, "node-rank", "", 0, "this node's rank, 0 to nnodes-1", job.TorchPET)
+	declare(d, &l.MasterAddr, d.fl.StringVarP, &opts.MasterAddr, "master-addr", "", "127.0.0.1", "address of the node that hosts rank 0's store", job.TorchPET)
+	declare(d, &l.MasterPort, d.fl.IntVarP, &opts.MasterPort, "master-port", "", 0, "port of rank 0's store (default: a free port on one node)", job.TorchPET)
 	cmdutil.EnumVar(d.cmd, &opts.NUMABalancing, numaBalancingFlag, "keep", numabalance.ParseMode, "set kernel.numa_balancing for the job and restore it after: %s")
 	fl.StringVar(leaseDir, "lease-dir", "", "directory of device leases shared by every amdrun on the node (default $AMDRUN_LEASE_DIR, else /run/lock/amdrun)")
 	fl.BoolVar(&opts.NoLease, "no-lease", false, "do not take or respect device leases")
-	d.stringVar(&l.Wait, nil, "wait", "", "", "when not enough devices are free, wait for them (optionally at most DURATION, e.g. --wait=10m)", job.Own)
+	declare(d, &l.Wait, d.fl.StringVarP, nil, "wait", "", "", "when not enough devices are free, wait for them (optionally at most DURATION, e.g. --wait=10m)", job.Own)
 	fl.Lookup(l.Wait.Name()).NoOptDefVal = "forever"
-	d.enum(&l.Launcher, &opts.Launcher, launcherFlag, "amdrun", "who starts the ranks: %s", job.Own)
-	d.stringVar(&l.RdzvBackend, nil, "rdzv-backend", "", "", "static (amdrun's; the default), or c10d/etcd on one node; other rendezvous need --launcher torchrun", job.TorchPET)
-	d.stringVar(&l.RdzvEndpoint, nil, "rdzv-endpoint", "", "", "with --rdzv-backend static: HOST:PORT of rank 0's store (as --master-addr/--master-port); else passed to torchrun", job.TorchPET)
-	d.stringVar(&l.RdzvID, nil, "rdzv-id", "", "", "the job's id: TORCHELASTIC_RUN_ID (default: a fresh one)", job.TorchPET)
-	d.stringVar(&l.RdzvConf, nil, "rdzv-conf", "", "", "with --launcher torchrun: passed to torchrun", job.TorchPET)
+	enum(d, &l.Launcher, &opts.Launcher, launcherFlag, "amdrun", oneOf(launcherFlag), "who starts the ranks: %s", job.Own)
+	declare(d, &l.RdzvBackend, d.fl.StringVarP, nil, "rdzv-backend", "", "", "static (amdrun's; the default), or c10d/etcd on one node; other rendezvous need --launcher torchrun", job.TorchPET)
+	declare(d, &l.RdzvEndpoint, d.fl.StringVarP, nil, "rdzv-endpoint", "", "", "with --rdzv-backend static: HOST:PORT of rank 0's store (as --master-addr/--master-port); else passed to torchrun", job.TorchPET)
+	declare(d, &l.RdzvID, d.fl.StringVarP, nil, "rdzv-id", "", "", "the job's id: TORCHELASTIC_RUN_ID (default: a fresh one)", job.TorchPET)
+	declare(d, &l.RdzvConf, d.fl.StringVarP, nil, "rdzv-conf", "", "", "with --launcher torchrun: passed to torchrun", job.TorchPET)
 }
 
 // torchrun's command line, as torch/distributed/run.py declares it in
@@ -167,23 +186,23 @@ func addJobFlags(d decl, opts *Options, leaseDir *string) {
 // rest).
 func addTorchrunFlags(d decl, o *Options) {
 	l := d.line
-	d.boolVar(&l.Standalone, nil, "standalone", "", "one node, rendezvous on a free local port (amdrun's default; as torchrun)", job.TorchPET)
-	d.stringVar(&l.Role, &o.Role, "role", "", "", "ROLE_NAME of the ranks (default \"default\")", job.TorchPET)
-	d.boolVar(&l.VirtualLocalRank, nil, "virtual-local-rank", "", "every rank sees only its own devices and gets LOCAL_RANK=0", job.TorchPET)
-	d.boolVar(&l.RunPath, nil, "run-path", "", "run SCRIPT with the Python interpreter even with --no-python (as torchrun's runpy.run_path)", job.TorchPET)
+	declare(d, &l.Standalone, d.fl.BoolVarP, nil, "standalone", "", false, "one node, rendezvous on a free local port (amdrun's default; as torchrun)", job.TorchPET)
+	declare(d, &l.Role, d.fl.StringVarP, &o.Role, "role", "", "", "ROLE_NAME of the ranks (default \"default\")", job.TorchPET)
+	declare(d, &l.VirtualLocalRank, d.fl.BoolVarP, nil, "virtual-local-rank", "", false, "every rank sees only its own devices and gets LOCAL_RANK=0", job.TorchPET)
+	declare(d, &l.RunPath, d.fl.BoolVarP, nil, "run-path", "", false, "run SCRIPT with the Python interpreter even with --no-python (as torchrun's runpy.run_path)", job.TorchPET)
 	d.value(&l.Redirects, cmdutil.Parsed(&o.Redirects, launch.ParseStreams), "redirects", "r", "streams of each rank written only to --log-dir: "+streamHelp()+", or per local rank, e.g. 0:3,1:0", job.TorchPET)
 	d.value(&l.Tee, cmdutil.Parsed(&o.Tee, launch.ParseStreams), "tee", "t", "streams of each rank written to --log-dir and the console (values as --redirects)", job.TorchPET)
-	d.intVar(&l.ShutdownTimeout, nil, "shutdown-timeout", "", 0, "seconds between SIGTERM and SIGKILL (torchrun's name for --grace)", job.TorchPET)
-	d.enum(&l.NUMABinding, nil, numaBindingFlag, "", "torchrun's binding: %s (the others = --bind of that name)", job.TorchName)
+	declare(d, &l.ShutdownTimeout, d.fl.IntVarP, nil, "shutdown-timeout", "", 0, "seconds between SIGTERM and SIGKILL (torchrun's name for --grace)", job.TorchPET)
+	enum(d, &l.NUMABinding, nil, numaBindingFlag, "", oneOf(numaBindingFlag), "torchrun's binding: %s (the others = --bind of that name)", job.TorchName)
 	d.value(&l.SignalsToHandle, cmdutil.Parsed(&o.Forward, launch.ParseSignals), "signals-to-handle", "", fmt.Sprintf("signals forwarded to the ranks, e.g. SIGTERM,SIGINT,SIGUSR1 (default %s); %s also stop the job",
-		strings.Join(job.ForwardedSignals, ", "), cmdutil.JoinAnd(job.StopSignals)), job.TorchPET)
-	d.stringVar(&l.MonitorInterval, nil, "monitor-interval", "", "", "accepted for torchrun: amdrun sees a rank exit at once, there is nothing to poll", job.TorchPET)
-	d.enum(&l.StartMethod, nil, startMethodFlag, "", "accepted for torchrun (%s): ranks are programs, started the same way under each", job.TorchPET)
-	d.stringVar(&l.EventLogHandler, nil, "event-log-handler", "", "", "passed to torch's agent when it runs the job (amdrun records no torchelastic events)", job.TorchPET)
-	d.stringVar(&l.LocalAddr, nil, "local-addr", "", "", "passed to torch's agent when it runs the job (its rendezvous address of this node)", job.TorchPET)
-	d.stringVar(&l.LogsSpecs, nil, "logs-specs", "", "", "passed to torch's agent when it runs the job (a torchrun.logs_specs entry point)", job.TorchName)
-	d.stringVar(&l.DuplicateStdoutFilters, nil, "duplicate-stdout-filters", "", "", "passed to torch's agent when it runs the job", job.TorchPET)
-	d.stringVar(&l.DuplicateStderrFilters, nil, "duplicate-stderr-filters", "", "", "passed to torch's agent when it runs the job", job.TorchPET)
+		strings.Join(launch.ForwardedSignals, ", "), cmdutil.JoinAnd(launch.StopSignals)), job.TorchPET)
+	declare(d, &l.MonitorInterval, d.fl.StringVarP, nil, "monitor-interval", "", "", "accepted for torchrun: amdrun sees a rank exit at once, there is nothing to poll", job.TorchPET)
+	enum(d, &l.StartMethod, nil, startMethodFlag, "", oneOf(startMethodFlag), "accepted for torchrun (%s): ranks are programs, started the same way under each", job.TorchPET)
+	declare(d, &l.EventLogHandler, d.fl.StringVarP, nil, "event-log-handler", "", "", "passed to torch's agent when it runs the job (amdrun records no torchelastic events)", job.TorchPET)
+	declare(d, &l.LocalAddr, d.fl.StringVarP, nil, "local-addr", "", "", "passed to torch's agent when it runs the job (its rendezvous address of this node)", job.TorchPET)
+	declare(d, &l.LogsSpecs, d.fl.StringVarP, nil, "logs-specs", "", "", "passed to torch's agent when it runs the job (a torchrun.logs_specs entry point)", job.TorchName)
+	declare(d, &l.DuplicateStdoutFilters, d.fl.StringVarP, nil, "duplicate-stdout-filters", "", "", "passed to torch's agent when it runs the job", job.TorchPET)
+	declare(d, &l.DuplicateStderrFilters, d.fl.StringVarP, nil, "duplicate-stderr-filters", "", "", "passed to torch's agent when it runs the job", job.TorchPET)
 }
 
 // normalizeFlag makes --nproc_per_node the same flag as
@@ -209,7 +228,7 @@ func applyPET(fl *pflag.FlagSet, env []string) error {
 		if !ok {
 			return
 		}
-		if a.IsBoolFlag() {
+		if a.Type() == "bool" {
 			n, aerr := strconv.Atoi(strings.TrimSpace(v))
 			if aerr != nil {
 				err = cmdutil.FlagErrorf("%s: want a number (0 off, 1 on, as torchrun reads it), got %q", key, v)

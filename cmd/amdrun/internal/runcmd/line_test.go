@@ -45,8 +45,8 @@ func TestDummyFlagIsOneRow(t *testing.T) {
 		cmd.SetGlobalNormalizationFunc(normalizeFlag)
 		var a, own job.Arg
 		d := decl{cmd: cmd, fl: cmd.Flags()}
-		d.stringVar(&a, nil, "dummy-flag", "", "d", "a dummy torchrun flag", job.TorchPET)
-		d.boolVar(&own, nil, "dummy-own", "", "one of amdrun's own", job.Own)
+		declare(d, &a, d.fl.StringVarP, nil, "dummy-flag", "", "d", "a dummy torchrun flag", job.TorchPET)
+		declare(d, &own, d.fl.BoolVarP, nil, "dummy-own", "", false, "one of amdrun's own", job.Own)
 		return cmd, &a
 	}
 	cmd, a := newCmd()

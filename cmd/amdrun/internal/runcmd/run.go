@@ -159,12 +159,6 @@ func mistypedCommand(cmd *cobra.Command, o *job.Options) error {
 // FlagErrors (a word error worded by the flag's one declaration), any
 // other as it is.
 func usageError(err error) error {
-	var we *job.WordError
-	if errors.As(err, &we) {
-		if e := enums[we.Arg.Name()]; e != nil {
-			return e.ErrAs(we.Arg.Label(), we.Got)
-		}
-	}
 	var ue *job.UsageError
 	if errors.As(err, &ue) {
 		return &cmdutil.FlagError{Err: err}
