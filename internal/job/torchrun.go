@@ -37,7 +37,6 @@ func (o *Options) resolveTorchrun(l *CommandLine) error {
 	if l.RunPath.On() {
 		o.NoPython = false // torchrun: --run-path takes precedence over --no-python
 	}
-	o.VirtualLocalRank = l.VirtualLocalRank.On()
 	if l.MonitorInterval.Given() {
 		if v, err := strconv.ParseFloat(l.MonitorInterval.String(), 64); err != nil || v < 0 || math.IsInf(v, 0) {
 			return usageErrorf("%s: want a number of seconds, got %q", l.MonitorInterval.Label(), l.MonitorInterval.String())

@@ -37,15 +37,7 @@ func (e *Enum) Values() []string {
 
 // Err is the error for a word the flag does not take:
 // `--policy: want tree or ring, got "x"`, a usage error.
-func (e *Enum) Err(got string) error {
-	return e.ErrAs("--"+e.Name, got)
-}
-
-// ErrAs is Err naming the flag as label (the PET_* variable it came
-// from, say).
-func (e *Enum) ErrAs(label, got string) error {
-	return FlagErrorf("%s: %v", label, e.want(got))
-}
+func (e *Enum) Err(got string) error { return FlagErrorf("--%s: %v", e.Name, e.want(got)) }
 
 // want is the error for got without the flag's name: `want tree or
 // ring, got "x"`.
@@ -68,16 +60,6 @@ func (e *Enum) help() string {
 		}
 	}
 	return JoinOr(parts)
-}
-
-// StringEnumFlag declares the flag e on cmd, bound to p with default def.
-// usage holds one %s, where the words go; completion offers the words and
-// no file names. The value is checked where the command validates its
-// flags (its package parses it, e.Err is the error), so that it is
-// reported in order with the other flag errors.
-func StringEnumFlag(cmd *cobra.Command, p *string, e *Enum, def, usage string) {
-	cmd.Flags().StringVar(p, e.Name, def, fmt.Sprintf(usage, e.help()))
-	RegisterValues(cmd, e.Name, e.Values())
 }
 
 // EnumVar declares the flag e on cmd bound to p, a typed setting that
@@ -127,8 +109,10 @@ func (v *ParsedValue[T]) Set(s string) error {
 	return nil
 }
 
-// PersistentStringEnumFlag is StringEnumFlag for a flag of cmd and its
-// subcommands.
+// PersistentStringEnumFlag declares the flag e on cmd and its
+// subcommands, bound to p with default def; usage holds one %s, where
+// the words go; completion offers them. The caller checks the value
+// (e.Err is the error).
 func PersistentStringEnumFlag(cmd *cobra.Command, p *string, e *Enum, def, usage string) {
 	cmd.PersistentFlags().StringVar(p, e.Name, def, fmt.Sprintf(usage, e.help()))
 	RegisterValues(cmd, e.Name, e.Values())

@@ -85,7 +85,7 @@ func words(names ...string) []cmdutil.Word {
 }
 
 // registerCompletions makes `amdrun completion SHELL` scripts complete
-// the words of completionOnly (StringEnumFlag registered the enums').
+// the words of completionOnly (EnumVar registered the enums').
 func registerCompletions(cmd *cobra.Command) {
 	for name, vals := range completionOnly {
 		cmdutil.RegisterValues(cmd, name, vals)

@@ -19,16 +19,10 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// The flags bind into Options where the value is the setting (a number,
-// a path, a switch); a flag whose value job reads only once the whole
-// line is known (words, lists, durations, torchrun's options) keeps its
-// value in the flag. Each flag job reads is declared on its field of
-// job.CommandLine (a job.Arg, which says whether it was given and how
-// errors name it), through the helpers of decl: job reads it by field,
-// never by name.
-
-// decl declares the launch flags of cmd on the Args of line: one call
-// per flag, with its name, default, help and how it is torchrun's.
+// decl declares the launch flags of cmd, one call each (name, default,
+// help, how it is torchrun's), bound to their typed settings in Options
+// (or held by the flag, when job reads them only once the whole line is
+// known); a flag job reads is declared on its job.Arg of line.
 type decl struct {
 	cmd  *cobra.Command
 	fl   *pflag.FlagSet
@@ -188,7 +182,7 @@ func addTorchrunFlags(d decl, o *Options) {
 	l := d.line
 	declare(d, &l.Standalone, d.fl.BoolVarP, nil, "standalone", "", false, "one node, rendezvous on a free local port (amdrun's default; as torchrun)", job.TorchPET)
 	declare(d, &l.Role, d.fl.StringVarP, &o.Role, "role", "", "", "ROLE_NAME of the ranks (default \"default\")", job.TorchPET)
-	declare(d, &l.VirtualLocalRank, d.fl.BoolVarP, nil, "virtual-local-rank", "", false, "every rank sees only its own devices and gets LOCAL_RANK=0", job.TorchPET)
+	declare(d, &l.VirtualLocalRank, d.fl.BoolVarP, &o.VirtualLocalRank, "virtual-local-rank", "", false, "every rank sees only its own devices and gets LOCAL_RANK=0", job.TorchPET)
 	declare(d, &l.RunPath, d.fl.BoolVarP, nil, "run-path", "", false, "run SCRIPT with the Python interpreter even with --no-python (as torchrun's runpy.run_path)", job.TorchPET)
 	d.value(&l.Redirects, cmdutil.Parsed(&o.Redirects, launch.ParseStreams), "redirects", "r", "streams of each rank written only to --log-dir: "+streamHelp()+", or per local rank, e.g. 0:3,1:0", job.TorchPET)
 	d.value(&l.Tee, cmdutil.Parsed(&o.Tee, launch.ParseStreams), "tee", "t", "streams of each rank written to --log-dir and the console (values as --redirects)", job.TorchPET)
