@@ -1,7 +1,7 @@
 // Package archtest holds tests of the code's shape, read from the
 // module's own source with go/ast: no non-test function is longer than a
-// reader can hold (funclen_test.go), and no launch setting is copied
-// through more than two structs on its way from its flag to the package
-// that uses it (settings_test.go; the table is docs/architecture.md's).
+// reader can hold (funclen_test.go), internal/job reads no flag by its
+// name, and docs/architecture.md's table of where each setting lives
+// names the fields the code declares (settings_test.go).
 // It has no code of its own.
 package archtest

@@ -1,6 +1,7 @@
 package archtest
 
 import (
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -9,7 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -120,68 +121,118 @@ func qualified(pkg string, e ast.Expr) string {
 	return types.ExprString(q(e))
 }
 
-// copies are the fields (name and type) declared in more than two path
-// structs: a setting copied field by field through a third struct.
-func copies(decl map[string][]field) map[field][]string {
-	in := map[field][]string{}
-	for s, fs := range decl {
-		for _, f := range fs {
-			in[f] = append(in[f], s)
+// TestJobReadsNoFlagByName: internal/job reads the command line by
+// field (job.CommandLine's Args), never by a flag's name: no string
+// literal of its non-test code is a launch flag's bare name, the key of
+// a lookup ("--name" inside a message is wording). A flag renamed in runcmd then changes what job reads, or fails
+// to compile, instead of panicking on a nil *pflag.Flag at run time.
+func TestJobReadsNoFlagByName(t *testing.T) {
+	names := launchFlags(t)
+	if len(names) < 50 {
+		t.Fatalf("found %d launch flags", len(names))
+	}
+	for _, hit := range flagLiterals(t, filepath.Join(moduleRoot, "internal/job"), names, "") {
+		t.Errorf("%s: job reads a flag by its name; read its job.CommandLine field", hit)
+	}
+}
+
+// TestPlantedFlagNameFails: the check above catches a flag read by name
+// (here --wait, through a lookup planted in job).
+func TestPlantedFlagNameFails(t *testing.T) {
+	planted := "package job\nfunc wait(value func(string) string) string { return value(\"wait\") }\n"
+	got := flagLiterals(t, filepath.Join(moduleRoot, "internal/job"), launchFlags(t), planted)
+	if len(got) != 1 || !strings.HasSuffix(got[0], `"wait"`) {
+		t.Errorf("planted lookup of \"wait\": found %q, want it alone", got)
+	}
+}
+
+// launchFlags are the launch command's flag names, read from runcmd's
+// source: the first string argument of each declaration (pflag's
+// ...Var(P), runcmd's declare and value), and the Name of each
+// cmdutil.Enum (cmdutil.EnumVar's string is the default).
+func launchFlags(t *testing.T) map[string]bool {
+	t.Helper()
+	dir := filepath.Join(moduleRoot, "cmd/amdrun/internal/runcmd")
+	names := map[string]bool{}
+	add := func(e ast.Expr) bool {
+		if lit, ok := e.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+			v, _ := strconv.Unquote(lit.Value)
+			names[v] = true
+			return true
+		}
+		return false
+	}
+	for _, f := range parseDir(t, dir, "") {
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch x := n.(type) {
+			case *ast.CallExpr:
+				fn := types.ExprString(x.Fun)
+				fn = fn[strings.LastIndex(fn, ".")+1:]
+				if fn == "declare" || fn == "value" || (fn != "EnumVar" && strings.HasSuffix(strings.ToLower(strings.TrimSuffix(fn, "P")), "var")) {
+					_ = slices.IndexFunc(x.Args, add)
+				}
+			case *ast.CompositeLit:
+				if sel, ok := x.Type.(*ast.SelectorExpr); ok && sel.Sel.Name == "Enum" {
+					for _, e := range x.Elts {
+						if kv, ok := e.(*ast.KeyValueExpr); ok && types.ExprString(kv.Key) == "Name" {
+							add(kv.Value)
+						}
+					}
+				}
+			}
+			return true
+		})
+	}
+	return names
+}
+
+// parseDir parses dir's non-test Go files, and planted when not "".
+func parseDir(t *testing.T, dir, planted string) []*ast.File {
+	t.Helper()
+	fset := token.NewFileSet()
+	var files []*ast.File
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if n := e.Name(); strings.HasSuffix(n, ".go") && !strings.HasSuffix(n, "_test.go") {
+			f, err := parser.ParseFile(fset, filepath.Join(dir, n), nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files = append(files, f)
 		}
 	}
-	out := map[field][]string{}
-	for f, ss := range in {
-		if len(ss) > 2 {
-			sort.Strings(ss)
-			out[f] = ss
+	if planted != "" {
+		f, err := parser.ParseFile(fset, "planted.go", planted, 0)
+		if err != nil {
+			t.Fatal(err)
 		}
+		files = append(files, f)
+	}
+	return files
+}
+
+// flagLiterals are the string literals of dir's non-test Go files (and of
+// planted, when not "") that are a flag of names, as "file:line: lit".
+func flagLiterals(t *testing.T, dir string, names map[string]bool, planted string) []string {
+	t.Helper()
+	var out []string
+	for _, f := range parseDir(t, dir, planted) {
+		name := f.Name.Name
+		ast.Inspect(f, func(n ast.Node) bool {
+			lit, ok := n.(*ast.BasicLit)
+			if !ok || lit.Kind != token.STRING {
+				return true
+			}
+			if v, err := strconv.Unquote(lit.Value); err == nil && names[v] {
+				out = append(out, fmt.Sprintf("%s: %s", name, lit.Value))
+			}
+			return true
+		})
 	}
 	return out
-}
-
-// TestNoSettingInThreeStructs: no field (a name with its type) is
-// declared in more than two of the path structs. A setting that several
-// stages read is declared once and embedded (plan.Settings), or read by
-// the later stage from the earlier one's struct.
-func TestNoSettingInThreeStructs(t *testing.T) {
-	decl := declared(t, moduleRoot, pathStructs)
-	for dir, names := range pathStructs {
-		for _, n := range names {
-			pkg := filepath.Base(dir)
-			if _, ok := decl[pkg+"."+n]; !ok {
-				t.Errorf("%s.%s: no such struct in %s (update pathStructs)", pkg, n, dir)
-			}
-		}
-	}
-	// The command line's text stays in its flags (CommandLine.Value): a
-	// field of raw text there would be a copy of another type, which the
-	// name-and-type check below cannot see.
-	for _, f := range decl["job.CommandLine"] {
-		if !slices.Contains([]string{"Changed", "Value", "PET"}, f.name) {
-			t.Errorf("job.CommandLine.%s %s: a flag's text is read through CommandLine.Value, not copied into a field", f.name, f.typ)
-		}
-	}
-	for f, ss := range copies(decl) {
-		t.Errorf("%s %s is declared in %d structs on a setting's path: %s (embed one struct, or let the later stage read the earlier one's)",
-			f.name, f.typ, len(ss), strings.Join(ss, ", "))
-	}
-}
-
-// TestPlantedCopyFails: the check above catches a setting copied into a
-// third struct (here --grace, in job.Supervision and launch.RunOptions,
-// planted into a new struct of plan's).
-func TestPlantedCopyFails(t *testing.T) {
-	planted := "internal/plan\npackage plan\nimport \"time\"\ntype Spec2 struct{ Grace time.Duration }\n"
-	structs := map[string][]string{}
-	for d, ns := range pathStructs {
-		structs[d] = ns
-	}
-	structs["internal/plan"] = append(slices.Clone(structs["internal/plan"]), "Spec2")
-	got := copies(declared(t, moduleRoot, structs, planted))
-	want := []string{"job.Supervision", "launch.RunOptions", "plan.Spec2"}
-	if ss := got[field{"Grace", "time.Duration"}]; !slices.Equal(ss, want) || len(got) != 1 {
-		t.Errorf("planted Grace: copies %v, want Grace in %v only", got, want)
-	}
 }
 
 // settingsTable is docs/architecture.md's table of where each setting

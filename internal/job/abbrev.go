@@ -5,12 +5,6 @@ import (
 	"strings"
 )
 
-// torchrunNames are the long options of torchrun (torch/distributed/run.py
-// of the current release), hyphenated: an abbreviation that could be
-// one of them or one of amdrun's own flags means torchrun's, as the line
-// was written for torchrun.
-var torchrunNames = append([]string{"logs-specs", "numa-binding"}, petFlags...)
-
 // Flag is a command's flag as ExpandAbbrev sees it.
 type Flag struct {
 	// Name is the long name (hyphenated), Shorthand the one-letter name
@@ -19,6 +13,10 @@ type Flag struct {
 	// Bare says the flag takes no value after it (a boolean, or a flag
 	// with a value of its own when given bare, as --wait).
 	Bare bool
+	// Torchrun says the flag is torchrun's too: an abbreviation that
+	// could be it or one of amdrun's own flags means it, as the line was
+	// written for torchrun.
+	Torchrun bool
 }
 
 // ExpandAbbrev rewrites each unambiguous prefix of a long flag of flags
@@ -73,7 +71,7 @@ func ExpandAbbrev(flags []Flag, args []string) ([]string, error) {
 		norm := strings.ReplaceAll(name, "_", "-")
 		f, ok := byName[norm]
 		if !ok {
-			full, err := matchPrefix(names, norm, name)
+			full, err := matchPrefix(names, byName, norm, name)
 			if err != nil {
 				return nil, err
 			}
@@ -92,7 +90,7 @@ func ExpandAbbrev(flags []Flag, args []string) ([]string, error) {
 
 // matchPrefix is the one flag of names that norm (a hyphenated name) is
 // a prefix of, "" for none; given is the name as written, for the error.
-func matchPrefix(names []string, norm, given string) (string, error) {
+func matchPrefix(names []string, byName map[string]Flag, norm, given string) (string, error) {
 	if norm == "" {
 		return "", nil
 	}
@@ -105,7 +103,7 @@ func matchPrefix(names []string, norm, given string) (string, error) {
 	if len(cands) > 1 {
 		var tr []string
 		for _, c := range cands {
-			if slices.Contains(torchrunNames, c) {
+			if byName[c].Torchrun {
 				tr = append(tr, c)
 			}
 		}

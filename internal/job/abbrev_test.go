@@ -13,9 +13,9 @@ import (
 // *UsageError. runcmd's TestExpandAbbrev runs it over the real flags.
 func TestExpandAbbrevPure(t *testing.T) {
 	flags := []Flag{
-		{Name: "nproc-per-node"}, {Name: "no-python", Bare: true}, {Name: "no-prefix", Bare: true},
-		{Name: "log-dir"}, {Name: "wait", Bare: true}, {Name: "ngpus", Shorthand: "n"},
-		{Name: "module", Shorthand: "m", Bare: true}, {Name: "mine"}, {Name: "mint"},
+		{Name: "nproc-per-node", Torchrun: true}, {Name: "no-python", Bare: true, Torchrun: true}, {Name: "no-prefix", Bare: true},
+		{Name: "log-dir", Torchrun: true}, {Name: "wait", Bare: true}, {Name: "ngpus", Shorthand: "n"},
+		{Name: "module", Shorthand: "m", Bare: true, Torchrun: true}, {Name: "mine"}, {Name: "mint"},
 	}
 	for _, tc := range []struct {
 		args, want []string
@@ -42,17 +42,5 @@ func TestExpandAbbrevPure(t *testing.T) {
 		if err != nil || !slices.Equal(got, tc.want) {
 			t.Errorf("%q: %q, %v; want %q", tc.args, got, err, tc.want)
 		}
-	}
-}
-
-// TestPET: each of torchrun's PET_* variables names its flag, the last
-// assignment wins, and the values come in the flags' order whatever the
-// environment's.
-func TestPET(t *testing.T) {
-	env := []string{"PET_MASTER_PORT=1", "PET_NPROC_PER_NODE=2", "PET_NPROC_PER_NODE=4", "PET_BOGUS=1", "NPROC_PER_NODE=9"}
-	got := PET(env)
-	want := []PETSetting{{"nproc-per-node", "PET_NPROC_PER_NODE", "4"}, {"master-port", "PET_MASTER_PORT", "1"}}
-	if !slices.Equal(got, want) {
-		t.Errorf("PET = %+v, want %+v", got, want)
 	}
 }

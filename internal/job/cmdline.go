@@ -9,45 +9,9 @@ import (
 	"time"
 
 	"github.com/amdrun/amdrun/internal/launch"
-	"github.com/amdrun/amdrun/internal/launch/numabalance"
 	"github.com/amdrun/amdrun/internal/plan"
-	"github.com/amdrun/amdrun/internal/selector"
 	"github.com/amdrun/amdrun/internal/slurm"
-	"github.com/amdrun/amdrun/internal/topology"
 )
-
-// CommandLine is the launch command line as given: the text of the flags
-// that are read only when the whole line is known (words, lists,
-// durations, torchrun's options, through Value), which flags were given
-// and where they came from. The command binds its other flags into
-// Options, then calls Options.Resolve.
-type CommandLine struct {
-	// Changed says whether a flag (its name without "--") was given, on
-	// the command line or by a PET_* variable; it must be set.
-	Changed func(flag string) bool
-	// Value is a flag's value as text, its default when not given (what
-	// Resolve parses, and what torchrun is passed with --launcher
-	// torchrun); it must be set.
-	Value func(flag string) string
-	// PET maps the flags set from PET_* variables to the variable, so
-	// that errors name it.
-	PET map[string]string
-}
-
-// The flags' text is read through Value, never copied into a struct: it
-// is the flag's until Resolve turns it into a setting of Options.
-
-// on says a boolean flag is set (its text "true").
-func (l *CommandLine) on(flag string) bool { return l.Value(flag) == "true" }
-
-// label names flag as the user gave it: --flag, or the PET_* variable it
-// came from.
-func (l *CommandLine) label(flag string) string {
-	if v, ok := l.PET[flag]; ok {
-		return v
-	}
-	return "--" + flag
-}
 
 // UsageError is a misuse of the command line, in one line: the command
 // shows it with a pointer to --help and exits with its usage status.
@@ -59,33 +23,8 @@ func usageErrorf(format string, args ...any) error {
 	return &UsageError{msg: fmt.Sprintf(format, args...)}
 }
 
-// WordError is a usage error of a flag that takes one of a few words and
-// got another; the command's one declaration of the flag's words
-// (cmdutil.Enum) words the error.
-type WordError struct {
-	// Flag is the flag without "--"; Got the word given; Label names the
-	// flag as the user gave it ("--flag", or the PET_* variable it came
-	// from; "" means "--" + Flag).
-	Flag, Got, Label string
-}
-
-func (e *WordError) Error() string { return fmt.Sprintf("%s: unknown value %q", e.Named(), e.Got) }
-
-// Named is the flag as the user gave it.
-func (e *WordError) Named() string {
-	if e.Label != "" {
-		return e.Label
-	}
-	return "--" + e.Flag
-}
-
-// wordError is the WordError of flag, named as l's user gave it.
-func (l *CommandLine) wordError(flag, got string) error {
-	return &WordError{Flag: flag, Got: got, Label: l.label(flag)}
-}
-
 // Resolve reads the command line l into o and refuses what cannot run,
-// in one line each (a *UsageError or *WordError, or the Slurm
+// in one line each (a *UsageError, or the Slurm
 // allocation's own error): --nnodes, the Slurm allocation amdrun runs in,
 // the words and lists, torchrun's flags, the wait, the rendezvous, this
 // node's place in the job and the command.
@@ -93,7 +32,7 @@ func (o *Options) Resolve(ctx context.Context, l *CommandLine) error {
 	if err := o.parseNNodes(l); err != nil {
 		return err
 	}
-	if err := o.fromSlurm(ctx, l.Changed); err != nil {
+	if err := o.fromSlurm(ctx, l); err != nil {
 		return err
 	}
 	if err := o.parseValues(l); err != nil {
@@ -108,7 +47,7 @@ func (o *Options) Resolve(ctx context.Context, l *CommandLine) error {
 	if o.CPUOnly && (o.Devices != nil || o.Exclude != nil) {
 		return usageErrorf("--devices and --exclude choose GPUs: they do not apply to CPU ranks (--ngpus 0 or --nproc-per-node cpu)")
 	}
-	if err := o.parseWait(l.Value("wait")); err != nil {
+	if err := o.parseWait(&l.Wait); err != nil {
 		return err
 	}
 	if o.Grace < 0 {
@@ -118,7 +57,7 @@ func (o *Options) Resolve(ctx context.Context, l *CommandLine) error {
 		return usageErrorf("--restart-wait must not be negative")
 	}
 	if o.MaxRestarts < 0 {
-		return usageErrorf("%s must not be negative", l.label("max-restarts"))
+		return usageErrorf("%s must not be negative", l.MaxRestarts.Label())
 	}
 	if err := o.resolveRendezvous(l); err != nil {
 		return err
@@ -136,20 +75,11 @@ func (o *Options) parseValues(l *CommandLine) error {
 	if o.NGPUs < 0 {
 		return usageErrorf("--ngpus must be at least 0 (0 means every free device), got %d", o.NGPUs)
 	}
-	if o.Grace, err = parseDuration("--grace", l.Value("grace")); err != nil {
+	if o.Grace, err = parseDuration(l.Grace.Label(), l.Grace.String()); err != nil {
 		return err
 	}
-	if o.RestartWait, err = parseDuration("--restart-wait", l.Value("restart-wait")); err != nil {
+	if o.RestartWait, err = parseDuration(l.RestartWait.Label(), l.RestartWait.String()); err != nil {
 		return err
-	}
-	if o.Devices, err = parseIndexList("--devices", l.Value("devices"), l.Changed("devices")); err != nil {
-		return err
-	}
-	if o.Exclude, err = parseIndexList("--exclude", l.Value("exclude"), l.Changed("exclude")); err != nil {
-		return err
-	}
-	if o.Policy, err = selector.PolicyByName(l.Value("policy")); err != nil {
-		return &WordError{Flag: "policy", Got: l.Value("policy")}
 	}
 	if o.SearchWork <= 0 {
 		return usageErrorf("--search-work must be positive, got %d", o.SearchWork)
@@ -157,75 +87,50 @@ func (o *Options) parseValues(l *CommandLine) error {
 	if o.SearchBudget <= 0 {
 		return usageErrorf("--search-budget must be positive, got %s", o.SearchBudget)
 	}
-	if o.Order, err = selector.ParseOrder(l.Value("order")); err != nil {
-		return &WordError{Flag: "order", Got: l.Value("order")}
-	}
-	if l.Value("bind") != "" {
-		if o.Bind, err = plan.ParseBindMode(l.Value("bind")); err != nil {
-			return &WordError{Flag: "bind", Got: l.Value("bind")}
-		}
-	}
 	if o.CPUsPerRank < 0 {
 		return usageErrorf("--cpus-per-rank must be at least 1 (0: the rank's fair share), got %d", o.CPUsPerRank)
-	}
-	if o.Mem, err = plan.ParseMemPolicy(l.Value("mem-policy")); err != nil {
-		return &WordError{Flag: "mem-policy", Got: l.Value("mem-policy")}
-	}
-	if strings.TrimSpace(l.Value("local-ranks-filter")) != "" {
-		if o.RanksFilter, err = parseIndexList(l.label("local-ranks-filter"), l.Value("local-ranks-filter"), true); err != nil {
-			return err
-		}
-	}
-	if o.Contain, err = launch.ParseContainment(l.Value("contain")); err != nil {
-		return &WordError{Flag: "contain", Got: l.Value("contain")}
-	}
-	if o.NUMABalancing, err = numabalance.ParseMode(l.Value("numa-balancing")); err != nil {
-		return &WordError{Flag: "numa-balancing", Got: l.Value("numa-balancing")}
 	}
 	return nil
 }
 
-// parseStall reads --stall-timeout (auto, off or 0, or a positive
-// duration) and --on-stall.
+// parseStall reads --stall-timeout: auto, off or 0, or a positive
+// duration (--on-stall is read as the line is parsed).
 func (o *Options) parseStall(l *CommandLine) error {
 	var err error
-	if o.OnStall, err = launch.ParseStallAction(l.Value("on-stall")); err != nil {
-		return &WordError{Flag: "on-stall", Got: l.Value("on-stall")}
-	}
-	switch v := strings.TrimSpace(l.Value("stall-timeout")); v {
+	switch v := strings.TrimSpace(l.StallTimeout.String()); v {
 	case "auto", "":
 		o.StallTimeout = launch.StallAuto
 	case "off", "0":
 		o.StallTimeout = 0
 	default:
-		if o.StallTimeout, err = parseDuration("--stall-timeout", v); err != nil {
+		if o.StallTimeout, err = parseDuration(l.StallTimeout.Label(), v); err != nil {
 			return err
 		}
 		if o.StallTimeout <= 0 {
-			return usageErrorf("--stall-timeout must be positive, off or auto, got %s", v)
+			return usageErrorf("%s must be positive, off or auto, got %s", l.StallTimeout.Label(), v)
 		}
 	}
 	return nil
 }
 
 // parseWait reads --wait: absent, bare (forever) or a positive duration.
-func (o *Options) parseWait(wait string) error {
-	switch wait {
+func (o *Options) parseWait(a *Arg) error {
+	switch wait := a.String(); wait {
 	case "":
 	case "forever":
 		o.Wait = -1
 		if len(o.Args) > 0 {
 			if _, err := time.ParseDuration(o.Args[0]); err == nil {
-				return usageErrorf("--wait %s: write --wait=%s (with =) for a timeout; %q would be taken as the script", o.Args[0], o.Args[0], o.Args[0])
+				return usageErrorf("%[1]s %[2]s: write %[1]s=%[2]s (with =) for a timeout; %[2]q would be taken as the script", a.Label(), o.Args[0])
 			}
 		}
 	default:
-		d, err := parseDuration("--wait", wait)
+		d, err := parseDuration(a.Label(), wait)
 		if err != nil {
 			return err
 		}
 		if d <= 0 {
-			return usageErrorf("--wait: want a duration such as 30s or 10m, got %q", wait)
+			return usageErrorf("%s: want a duration such as 30s or 10m, got %q", a.Label(), wait)
 		}
 		o.Wait = d
 	}
@@ -236,15 +141,15 @@ func (o *Options) parseWait(wait string) error {
 // rank, and the master every node must agree on.
 func (o *Options) checkNodes(l *CommandLine) error {
 	if o.NNodes < 1 {
-		return usageErrorf("%s must be at least 1, got %d", l.label("nnodes"), o.NNodes)
+		return usageErrorf("%s must be at least 1, got %d", l.NNodes.Label(), o.NNodes)
 	}
 	if o.NodeRank < 0 || o.NodeRank >= o.NNodes {
-		return usageErrorf("%s must be in 0..%d, got %d", l.label("node-rank"), o.NNodes-1, o.NodeRank)
+		return usageErrorf("%s must be in 0..%d, got %d", l.NodeRank.Label(), o.NNodes-1, o.NodeRank)
 	}
 	if o.MasterPort < 0 || o.MasterPort > 65535 {
-		return usageErrorf("%s must be in 1..65535, got %d", l.label("master-port"), o.MasterPort)
+		return usageErrorf("%s must be in 1..65535, got %d", l.MasterPort.Label(), o.MasterPort)
 	}
-	o.multiNodeDefaults(l.Changed)
+	o.multiNodeDefaults(l)
 	return nil
 }
 
@@ -252,13 +157,13 @@ func (o *Options) checkNodes(l *CommandLine) error {
 // ranks filter, the rank count several nodes need, and how the script is
 // run.
 func (o *Options) checkCommand(l *CommandLine) error {
-	if l.Changed("python") && strings.TrimSpace(o.Python) == "" {
+	if l.Python.Given() && strings.TrimSpace(o.Python) == "" {
 		return usageErrorf("--python: empty interpreter path")
 	}
 	if n := o.ranksKnown(); n > 0 {
 		for _, lr := range o.RanksFilter {
 			if lr >= n {
-				return usageErrorf("%s: local rank %d does not exist with %d rank(s) (0-%d)", l.label("local-ranks-filter"), lr, n, n-1)
+				return usageErrorf("%s: local rank %d does not exist with %d rank(s) (0-%d)", l.LocalRanksFilter.Label(), lr, n, n-1)
 			}
 		}
 	}
@@ -266,7 +171,7 @@ func (o *Options) checkCommand(l *CommandLine) error {
 		return usageErrorf("--nnodes %d needs --ngpus or --nproc-per-node N: every node must run the same number of ranks", o.NNodes)
 	}
 	if o.Module && o.NoPython {
-		return usageErrorf("%s and %s cannot be used together", l.label("module"), l.label("no-python"))
+		return usageErrorf("%s and %s cannot be used together", l.Module.Label(), l.NoPython.Label())
 	}
 	return nil
 }
@@ -292,25 +197,25 @@ func (o *Options) ranksKnown() int {
 // agent.
 func (o *Options) resolveRendezvous(l *CommandLine) error {
 	rdzv := map[string]string{}
-	for k, v := range map[string]string{"backend": l.Value("rdzv-backend"), "endpoint": l.Value("rdzv-endpoint"), "id": l.Value("rdzv-id"), "conf": l.Value("rdzv-conf")} {
+	for k, v := range map[string]string{"backend": l.RdzvBackend.String(), "endpoint": l.RdzvEndpoint.String(), "id": l.RdzvID.String(), "conf": l.RdzvConf.String()} {
 		if v != "" {
 			rdzv[k] = v
 		}
 	}
-	if l.on("standalone") {
+	if l.Standalone.On() {
 		if o.NNodes != 1 || o.ElasticNNodes != "" {
-			return usageErrorf("%s runs one node: it cannot be used with %s %s", l.label("standalone"), l.label("nnodes"), l.Value("nnodes"))
+			return usageErrorf("%s runs one node: it cannot be used with %s %s", l.Standalone.Label(), l.NNodes.Label(), l.NNodes.String())
 		}
 		// As torchrun: standalone picks its own rendezvous; say what is
 		// dropped instead of dropping it silently.
 		var dropped []string
-		for _, name := range []string{"master-addr", "master-port", "rdzv-backend", "rdzv-endpoint", "rdzv-id", "rdzv-conf"} {
-			if l.Changed(name) {
-				dropped = append(dropped, l.label(name))
+		for _, a := range []*Arg{&l.MasterAddr, &l.MasterPort, &l.RdzvBackend, &l.RdzvEndpoint, &l.RdzvID, &l.RdzvConf} {
+			if a.Given() {
+				dropped = append(dropped, a.Label())
 			}
 		}
 		if len(dropped) > 0 {
-			o.Warn.Warn("%s: ignoring %s (a standalone job rendezvouses on a free local port, as with torchrun)", l.label("standalone"), strings.Join(dropped, ", "))
+			o.Warn.Warn("%s: ignoring %s (a standalone job rendezvouses on a free local port, as with torchrun)", l.Standalone.Label(), strings.Join(dropped, ", "))
 		}
 		o.MasterAddr, o.MasterPort, rdzv = plan.DefaultMasterAddr, 0, map[string]string{}
 	}
@@ -321,22 +226,22 @@ func (o *Options) resolveRendezvous(l *CommandLine) error {
 		}
 		return o.ownRendezvous(l, rdzv)
 	case "torchrun":
-		for _, f := range []string{"python", "no-prefix", "bind"} {
-			// The agent runs with --python, and its workers bound as --bind says.
-			if l.Changed(f) && !(o.Agent && (f == "python" || f == "bind")) {
-				return usageErrorf("--%s does not apply with --launcher torchrun (torchrun starts the ranks: give torchrun's own options through its environment or use --launcher amdrun)", f)
+		// The agent runs with --python, and its workers bound as --bind says.
+		for _, a := range []*Arg{&l.Python, &l.NoPrefix, &l.Bind} {
+			if a.Given() && !(o.Agent && a != &l.NoPrefix) {
+				return usageErrorf("%s does not apply with --launcher torchrun (torchrun starts the ranks: give torchrun's own options through its environment or use --launcher amdrun)", a.Label())
 			}
 		}
 		o.Rdzv = rdzv
 		o.TorchrunArgs = torchrunArgs(l, o.Agent)
-		if o.ranksKnown() == 0 && !o.CPUOnly && !l.on("dry-run") {
+		if o.ranksKnown() == 0 && !o.CPUOnly && !l.DryRun.On() {
 			return usageErrorf("--launcher torchrun needs --ngpus or --nproc-per-node N")
 		}
 		if o.NProc > 1 && o.NGPUs > o.NProc {
 			return usageErrorf("--launcher torchrun shows every worker all the devices: several devices per rank need --launcher amdrun (or --nproc-per-node 1)")
 		}
 	default:
-		return &WordError{Flag: "launcher", Got: o.Launcher}
+		return usageErrorf("%s: unknown launcher %q", l.Launcher.Label(), o.Launcher)
 	}
 	return nil
 }
@@ -351,11 +256,11 @@ func (o *Options) ownRendezvous(l *CommandLine, rdzv map[string]string) error {
 			// torchrun: a static rendezvous's endpoint is the master.
 			host, port, err := splitHostPort(ep)
 			if err != nil {
-				return usageErrorf("%s: want HOST:PORT, got %q", l.label("rdzv-endpoint"), ep)
+				return usageErrorf("%s: want HOST:PORT, got %q", l.RdzvEndpoint.Label(), ep)
 			}
-			if (l.Changed("master-addr") && l.PET["master-addr"] == "" && o.MasterAddr != host) ||
-				(l.Changed("master-port") && l.PET["master-port"] == "" && o.MasterPort != port) {
-				return usageErrorf("%s %s and --master-addr/--master-port %s:%d disagree: give one", l.label("rdzv-endpoint"), ep, o.MasterAddr, o.MasterPort)
+			if (l.MasterAddr.Given() && l.MasterAddr.from == "" && o.MasterAddr != host) ||
+				(l.MasterPort.Given() && l.MasterPort.from == "" && o.MasterPort != port) {
+				return usageErrorf("%s %s and --master-addr/--master-port %s:%d disagree: give one", l.RdzvEndpoint.Label(), ep, o.MasterAddr, o.MasterPort)
 			}
 			o.MasterAddr, o.MasterPort = host, port
 		}
@@ -365,7 +270,7 @@ func (o *Options) ownRendezvous(l *CommandLine, rdzv map[string]string) error {
 	}
 	o.RunID = rdzv["id"]
 	if c, ok := rdzv["conf"]; ok && o.NNodes == 1 {
-		return o.rdzvConfOneNode(l.label("rdzv-conf"), c)
+		return o.rdzvConfOneNode(l.RdzvConf.Label(), c)
 	}
 	return nil
 }
@@ -400,23 +305,23 @@ func parseDuration(flag, s string) (time.Duration, error) {
 // parseNNodes reads --nnodes: a count, or MIN:MAX for torchrun's elastic
 // rendezvous.
 func (o *Options) parseNNodes(l *CommandLine) error {
-	if strings.Contains(l.Value("nnodes"), ":") {
-		lo, hi, _ := strings.Cut(l.Value("nnodes"), ":")
+	if strings.Contains(l.NNodes.String(), ":") {
+		lo, hi, _ := strings.Cut(l.NNodes.String(), ":")
 		a, err1 := strconv.Atoi(lo)
 		b, err2 := strconv.Atoi(hi)
 		if err1 != nil || err2 != nil || a < 1 || b < a {
-			return usageErrorf("%s: want N or MIN:MAX with 1 <= MIN <= MAX, got %q", l.label("nnodes"), l.Value("nnodes"))
+			return usageErrorf("%s: want N or MIN:MAX with 1 <= MIN <= MAX, got %q", l.NNodes.Label(), l.NNodes.String())
 		}
 		if a == b { // torchrun's default "1:1" is one node, not a range
 			o.NNodes = a
 			return nil
 		}
-		o.ElasticNNodes, o.NNodes = l.Value("nnodes"), 1
+		o.ElasticNNodes, o.NNodes = l.NNodes.String(), 1
 		return nil
 	}
-	n, err := strconv.Atoi(l.Value("nnodes"))
+	n, err := strconv.Atoi(l.NNodes.String())
 	if err != nil {
-		return usageErrorf("%s: want a number of nodes, got %q", l.label("nnodes"), l.Value("nnodes"))
+		return usageErrorf("%s: want a number of nodes, got %q", l.NNodes.Label(), l.NNodes.String())
 	}
 	o.NNodes = n
 	return nil
@@ -427,7 +332,7 @@ func (o *Options) parseNNodes(l *CommandLine) error {
 // (and --ngpus on several nodes, when Slurm gave every node's task the
 // same number of GPUs) where the user did not give them: explicit flags
 // win. A step amdrun cannot run one per node is refused in one line.
-func (o *Options) fromSlurm(ctx context.Context, changed func(string) bool) error {
+func (o *Options) fromSlurm(ctx context.Context, l *CommandLine) error {
 	run := func(name string, args ...string) ([]byte, error) {
 		if o.Run == nil {
 			return nil, fmt.Errorf("cannot run %s here", name)
@@ -442,8 +347,8 @@ func (o *Options) fromSlurm(ctx context.Context, changed func(string) bool) erro
 	// The task's GPU grant bounds the devices whatever the job's shape
 	// (issue 24); only an explicit --ngpus 0 may run CPU ranks in a task
 	// granted GPUs that finds none.
-	o.Grant, o.NoGPUOK = job.Grant, changed("ngpus") && o.NGPUs == 0
-	if changed("nnodes") && o.NNodes != job.NNodes {
+	o.Grant, o.NoGPUOK = job.Grant, l.NGPUs.Given() && o.NGPUs == 0
+	if l.NNodes.Given() && o.NNodes != job.NNodes {
 		// The user runs a job of another shape inside the allocation (e.g.
 		// one node's own job): Slurm's ranks and master do not apply.
 		return nil
@@ -451,29 +356,14 @@ func (o *Options) fromSlurm(ctx context.Context, changed func(string) bool) erro
 	if err := job.Launchable(); err != nil {
 		return err
 	}
-	o.Settings = slurm.Merge(o.Settings, changed, job)
-	if o.NNodes > 1 && !changed("ngpus") && job.NodeGPUs > 0 {
+	o.Settings = slurm.Merge(o.Settings, slurm.Given{NNodes: l.NNodes.Given(), NodeRank: l.NodeRank.Given(), MasterAddr: l.MasterAddr.Given(), MasterPort: l.MasterPort.Given()}, job)
+	if o.NNodes > 1 && !l.NGPUs.Given() && job.NodeGPUs > 0 {
 		o.NGPUs = job.NodeGPUs
 	}
-	if o.NNodes == 1 && !changed("master-port") && !changed("master-addr") {
+	if o.NNodes == 1 && !l.MasterPort.Given() && !l.MasterAddr.Given() {
 		// One node: a free local port, so that two jobs of one
 		// allocation on one node do not collide on the job's port.
 		o.MasterAddr, o.MasterPort = "127.0.0.1", 0
 	}
 	return nil
-}
-
-// parseIndexList parses "0,2,4-7" into device indices.
-func parseIndexList(flag, s string, given bool) ([]int, error) {
-	if !given {
-		return nil, nil
-	}
-	if strings.TrimSpace(s) == "" {
-		return nil, usageErrorf("%s: empty device list", flag)
-	}
-	l, err := topology.ParseCPUList(s)
-	if err != nil {
-		return nil, usageErrorf("%s: want indices like 0,2,4-7, got %q", flag, s)
-	}
-	return l, nil
 }

@@ -129,7 +129,13 @@ func nprocOptions(t *testing.T, args ...string) *Options {
 	}
 	o := &Options{}
 	o.NGPUs, _ = strconv.Atoi(vals["ngpus"])
-	l := &CommandLine{Changed: func(f string) bool { _, ok := vals[f]; return ok }, Value: func(f string) string { return vals[f] }}
+	l := &CommandLine{}
+	if v, ok := vals["ngpus"]; ok {
+		give(&l.NGPUs, "ngpus", v)
+	}
+	if v, ok := vals["nproc-per-node"]; ok {
+		give(&l.NProcPerNode, "nproc-per-node", v)
+	}
 	if err := o.parseNProc(l); err != nil {
 		t.Fatal(err)
 	}
@@ -157,5 +163,20 @@ func TestRunnerUpsOnlyWhenPrinted(t *testing.T) {
 		if res.Request.Alternatives != tc.want {
 			t.Errorf("explain %v, dry run %v: Alternatives %d, want %d", tc.explain, tc.dryRun, res.Request.Alternatives, tc.want)
 		}
+	}
+}
+
+// text is a flag's value held as text, as pflag's string value.
+type text string
+
+func (t *text) String() string     { return string(*t) }
+func (t *text) Set(s string) error { *t = text(s); return nil }
+func (t *text) Type() string       { return "string" }
+
+// give declares a as the flag name and gives it v.
+func give(a *Arg, name, v string) {
+	a.Wrap(name, new(text), Own)
+	if err := a.Set(v); err != nil {
+		panic(err)
 	}
 }

@@ -15,11 +15,11 @@
 // internal/archtest checks it).
 //
 // The package also gives the launch command line its meaning, so that the
-// command only declares flags: Options.Resolve reads a CommandLine (the
-// flags' raw values) into Options with torchrun's semantics where a flag
-// is torchrun's (PET_* variables, --standalone, --rdzv-*, the hand-off to
-// torch's agent) and refuses what cannot run in one line (UsageError,
-// WordError); ExpandAbbrev expands argparse-style abbreviations.
+// command only declares flags: Options.Resolve reads a CommandLine (an
+// Arg per flag, read by field) into Options with torchrun's semantics
+// where a flag is torchrun's (PET_* variables, --standalone, --rdzv-*,
+// the hand-off to torch's agent) and refuses what cannot run in one line
+// (UsageError); ExpandAbbrev expands argparse-style abbreviations.
 package job
 
 import (

@@ -20,124 +20,43 @@ import (
 // --numa-binding, --signals-to-handle, --shutdown-timeout,
 // --virtual-local-rank and --duplicate-std{out,err}-filters). amdrun
 // takes every one of them, in either spelling: normalizeFlag turns "_"
-// into "-", and torchrun's PET_* variables are read as torchrun reads
-// them (applyPET).
-
-// petFlags are the flags torchrun also reads from the environment:
-// PET_<NAME> (its argparse actions env and check_env, keyed by the
-// flag's underscore name). A flag given on the command line wins.
-// --logs-specs and --numa-binding have no variable in torchrun either.
-var petFlags = []string{
-	"nnodes", "nproc-per-node", "rdzv-backend", "rdzv-endpoint", "rdzv-id", "rdzv-conf", "standalone",
-	"max-restarts", "monitor-interval", "start-method", "event-log-handler", "role", "module", "no-python",
-	"run-path", "log-dir", "redirects", "tee", "local-ranks-filter", "duplicate-stdout-filters",
-	"duplicate-stderr-filters", "node-rank", "master-addr", "master-port", "local-addr",
-	"signals-to-handle", "shutdown-timeout", "virtual-local-rank",
-}
-
-// petName is the variable torchrun reads for flag name.
-func petName(name string) string {
-	return "PET_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
-}
-
-// PETSetting is a flag's value from torchrun's environment.
-type PETSetting struct {
-	// Flag is the flag's name; Var the variable (PET_NPROC_PER_NODE);
-	// Value its value, as set.
-	Flag, Var, Value string
-}
-
-// PET are the values the PET_* variables of env give torchrun's flags, in
-// petFlags' order, the last assignment of each winning. The command sets
-// each flag the command line left alone from it (a boolean flag's
-// variable is a number, true when not 0, as torchrun's check_env reads
-// it).
-func PET(env []string) []PETSetting {
-	var out []PETSetting
-	for _, name := range petFlags {
-		key := petName(name)
-		if v, ok := envlist.Lookup(env, key); ok {
-			out = append(out, PETSetting{Flag: name, Var: key, Value: v})
-		}
-	}
-	return out
-}
-
-// StartMethods are the words of torchrun's --start-method (which change
-// nothing under amdrun: ranks are programs).
-var StartMethods = []string{"spawn", "fork", "forkserver"}
-
-// ForwardedSignals and StopSignals are launch's lists of the signals
-// forwarded by default and of those that also stop the job, for the help
-// of --signals-to-handle.
-var ForwardedSignals, StopSignals = launch.ForwardedSignals, launch.StopSignals
-
-// StreamNames are launch's values of -r/--redirects and -t/--tee (the
-// index) and what each covers, for the flags' help and completion.
-var StreamNames = launch.StreamNames
-
-// noEffect says why a torchrun option that only torch's agent uses
-// changes nothing when amdrun starts the ranks itself.
-var noEffect = map[string]string{
-	"local-addr":               "it is the address torchrun's rendezvous publishes for this node; amdrun's ranks meet at --master-addr",
-	"logs-specs":               "it names a Python plugin of torchrun's; --log-dir keeps torchrun's default layout",
-	"duplicate-stdout-filters": "amdrun does not copy matching lines to another file; every line is in the ranks' stdout.log under --log-dir",
-	"duplicate-stderr-filters": "amdrun does not copy matching lines to another file; every line is in the ranks' stderr.log under --log-dir",
-}
+// into "-", and torchrun's PET_* variables (Arg.PETVar) are read as
+// torchrun reads them (applyPET).
 
 // resolveTorchrun turns torchrun's flags into Options: each has
 // torchrun's meaning where amdrun has one and a one-line error where it
 // cannot honour it. Errors name a flag as the user gave it (the flag, or
 // the PET_* variable it came from).
 func (o *Options) resolveTorchrun(l *CommandLine) error {
-	changed, label := l.Changed, l.label
 	if err := o.parseNProc(l); err != nil {
 		return err
 	}
-	if l.on("run-path") && o.Module {
-		return usageErrorf("%s and %s cannot be used together", label("run-path"), label("module"))
+	if l.RunPath.On() && o.Module {
+		return usageErrorf("%s and %s cannot be used together", l.RunPath.Label(), l.Module.Label())
 	}
-	if l.on("run-path") {
+	if l.RunPath.On() {
 		o.NoPython = false // torchrun: --run-path takes precedence over --no-python
 	}
-	o.VirtualLocalRank = l.on("virtual-local-rank")
-	var err error
-	if o.Redirects, err = launch.ParseStreams(l.Value("redirects")); err != nil {
-		return usageErrorf("%s: %v", label("redirects"), err)
-	}
-	if o.Tee, err = launch.ParseStreams(l.Value("tee")); err != nil {
-		return usageErrorf("%s: %v", label("tee"), err)
-	}
-	if changed("monitor-interval") {
-		if v, err := strconv.ParseFloat(l.Value("monitor-interval"), 64); err != nil || v < 0 || math.IsInf(v, 0) {
-			return usageErrorf("%s: want a number of seconds, got %q", label("monitor-interval"), l.Value("monitor-interval"))
+	if l.MonitorInterval.Given() {
+		if v, err := strconv.ParseFloat(l.MonitorInterval.String(), 64); err != nil || v < 0 || math.IsInf(v, 0) {
+			return usageErrorf("%s: want a number of seconds, got %q", l.MonitorInterval.Label(), l.MonitorInterval.String())
 		}
 	}
-	if changed("start-method") && !slices.Contains(StartMethods, l.Value("start-method")) {
-		return l.wordError("start-method", l.Value("start-method"))
-	}
-	if changed("shutdown-timeout") {
-		if changed("grace") {
-			return usageErrorf("%s and --grace say the same thing: give one", label("shutdown-timeout"))
+	if l.ShutdownTimeout.Given() {
+		if l.Grace.Given() {
+			return usageErrorf("%s and --grace say the same thing: give one", l.ShutdownTimeout.Label())
 		}
-		secs, _ := strconv.Atoi(l.Value("shutdown-timeout")) // an int flag: pflag read it
+		secs, _ := strconv.Atoi(l.ShutdownTimeout.String()) // an int flag: pflag read it
 		if secs < 0 {
-			return usageErrorf("%s must not be negative, got %d", label("shutdown-timeout"), secs)
+			return usageErrorf("%s must not be negative, got %d", l.ShutdownTimeout.Label(), secs)
 		}
 		o.Grace = time.Duration(secs) * time.Second
 	}
-	if err := o.torchrunEnv(changed); err != nil {
+	if err := o.torchrunEnv(l); err != nil {
 		return err
 	}
 	if err := o.parseNUMABinding(l); err != nil {
 		return err
-	}
-	if changed("signals-to-handle") {
-		sigs, err := launch.ParseSignals(l.Value("signals-to-handle"))
-		if err != nil {
-			return usageErrorf("%s: %v", label("signals-to-handle"), err)
-		}
-		o.Forward = sigs
 	}
 	if o.Launcher != "torchrun" {
 		o.noteAgentOnly(l)
@@ -149,32 +68,33 @@ func (o *Options) resolveTorchrun(l *CommandLine) error {
 // change nothing when amdrun starts the ranks (never a refusal: torchrun
 // runs the line).
 func (o *Options) noteAgentOnly(l *CommandLine) {
-	changed, label := l.Changed, l.label
-	for _, name := range []string{"local-addr", "logs-specs", "duplicate-stdout-filters", "duplicate-stderr-filters"} {
-		if changed(name) {
-			o.Warn.Warn("%s does nothing under amdrun: %s", label(name), noEffect[name])
+	for _, n := range []struct {
+		a   *Arg
+		why string
+	}{
+		{&l.LocalAddr, "it is the address torchrun's rendezvous publishes for this node; amdrun's ranks meet at --master-addr"},
+		{&l.LogsSpecs, "it names a Python plugin of torchrun's; --log-dir keeps torchrun's default layout"},
+		{&l.DuplicateStdoutFilters, "amdrun does not copy matching lines to another file; every line is in the ranks' stdout.log under --log-dir"},
+		{&l.DuplicateStderrFilters, "amdrun does not copy matching lines to another file; every line is in the ranks' stderr.log under --log-dir"},
+	} {
+		if n.a.Given() {
+			o.Warn.Warn("%s does nothing under amdrun: %s", n.a.Label(), n.why)
 		}
 	}
-	if changed("event-log-handler") && l.Value("event-log-handler") != "null" {
-		o.Warn.Warn("%s %s does nothing under amdrun: it records no torchelastic events", label("event-log-handler"), l.Value("event-log-handler"))
+	if l.EventLogHandler.Given() && l.EventLogHandler.String() != "null" {
+		o.Warn.Warn("%s %s does nothing under amdrun: it records no torchelastic events", l.EventLogHandler.Label(), l.EventLogHandler.String())
 	}
 }
 
 // parseNUMABinding reads torchrun's --numa-binding as amdrun's --bind.
 func (o *Options) parseNUMABinding(l *CommandLine) error {
-	changed, label := l.Changed, l.label
-	if changed("numa-binding") {
-		var b plan.BindMode
-		switch l.Value("numa-binding") {
-		case "node":
+	if l.NUMABinding.Given() {
+		b := plan.BindMode(l.NUMABinding.String()) // the command checked the word
+		if b == "node" {
 			b = plan.BindNUMA
-		case "exclusive", "socket", "core-complex":
-			b = plan.BindMode(l.Value("numa-binding"))
-		default:
-			return l.wordError("numa-binding", l.Value("numa-binding"))
 		}
-		if changed("bind") && o.Bind != b {
-			return usageErrorf("%s %s and --bind %s disagree: give one", label("numa-binding"), l.Value("numa-binding"), o.Bind)
+		if l.Bind.Given() && o.Bind != b {
+			return usageErrorf("%s %s and --bind %s disagree: give one", l.NUMABinding.Label(), l.NUMABinding.String(), o.Bind)
 		}
 		o.Bind = b
 	}
@@ -184,8 +104,8 @@ func (o *Options) parseNUMABinding(l *CommandLine) error {
 // parseNProc reads --nproc-per-node (a number of ranks, or gpu, auto,
 // cpu) together with --ngpus (a number of devices).
 func (o *Options) parseNProc(l *CommandLine) error {
-	ngpusGiven, label := l.Changed("ngpus"), l.label
-	v := strings.TrimSpace(l.Value("nproc-per-node"))
+	ngpusGiven := l.NGPUs.Given()
+	v := strings.TrimSpace(l.NProcPerNode.String())
 	switch v {
 	case "":
 		return nil
@@ -194,19 +114,19 @@ func (o *Options) parseNProc(l *CommandLine) error {
 		return nil
 	case "cpu":
 		if ngpusGiven && o.NGPUs > 0 {
-			return usageErrorf("%s cpu runs ranks without GPUs: it cannot be used with --ngpus %d", label("nproc-per-node"), o.NGPUs)
+			return usageErrorf("%s cpu runs ranks without GPUs: it cannot be used with --ngpus %d", l.NProcPerNode.Label(), o.NGPUs)
 		}
 		o.NProcKind, o.CPUOnly = v, true
 		return nil
 	case "xpu":
-		return usageErrorf("%s xpu: amdrun runs on AMD and NVIDIA GPUs, not Intel XPUs", label("nproc-per-node"))
+		return usageErrorf("%s xpu: amdrun runs on AMD and NVIDIA GPUs, not Intel XPUs", l.NProcPerNode.Label())
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 {
-		return l.wordError("nproc-per-node", v) // a number of ranks or a word
+		return usageErrorf("%s: want a number of ranks or a word, got %q", l.NProcPerNode.Label(), v)
 	}
 	if most, why := launch.RankLimit(); n > most {
-		return usageErrorf("%s %d: more ranks than this node can run: at most %d (%s)", label("nproc-per-node"), n, most, why)
+		return usageErrorf("%s %d: more ranks than this node can run: at most %d (%s)", l.NProcPerNode.Label(), n, most, why)
 	}
 	o.NProc, o.RanksAsked = n, !ngpusGiven
 	switch {
@@ -215,7 +135,7 @@ func (o *Options) parseNProc(l *CommandLine) error {
 	case o.NGPUs == 0:
 		o.CPUOnly = true // --ngpus 0 --nproc-per-node N: N CPU ranks
 	case o.NGPUs%n != 0:
-		return usageErrorf("--ngpus %d does not split over %s %d ranks: each rank gets ngpus/nproc devices", o.NGPUs, label("nproc-per-node"), n)
+		return usageErrorf("--ngpus %d does not split over %s %d ranks: each rank gets ngpus/nproc devices", o.NGPUs, l.NProcPerNode.Label(), n)
 	}
 	return nil
 }
@@ -230,17 +150,17 @@ func (o *Options) parseNProc(l *CommandLine) error {
 // agent would bind them too.
 func torchrunArgs(l *CommandLine, agent bool) []string {
 	var out []string
-	for _, name := range []string{"role", "monitor-interval", "start-method", "event-log-handler", "log-dir",
-		"redirects", "tee", "local-ranks-filter", "local-addr", "logs-specs", "numa-binding",
-		"signals-to-handle", "shutdown-timeout", "duplicate-stdout-filters", "duplicate-stderr-filters"} {
-		if l.Changed(name) && !(agent && name == "numa-binding") {
-			out = append(out, "--"+strings.ReplaceAll(name, "-", "_"), l.Value(name))
+	for _, a := range []*Arg{&l.Role, &l.MonitorInterval, &l.StartMethod, &l.EventLogHandler, &l.LogDir,
+		&l.Redirects, &l.Tee, &l.LocalRanksFilter, &l.LocalAddr, &l.LogsSpecs, &l.NUMABinding,
+		&l.SignalsToHandle, &l.ShutdownTimeout, &l.DuplicateStdoutFilters, &l.DuplicateStderrFilters} {
+		if a.Given() && !(agent && a == &l.NUMABinding) {
+			out = append(out, a.torchrunFlag(), a.String())
 		}
 	}
-	if l.on("run-path") {
+	if l.RunPath.On() {
 		out = append(out, "--run_path")
 	}
-	if l.on("virtual-local-rank") {
+	if l.VirtualLocalRank.On() {
 		out = append(out, "--virtual_local_rank")
 	}
 	return out
@@ -250,9 +170,9 @@ func torchrunArgs(l *CommandLine, agent bool) []string {
 // TORCH_ELASTIC_SHUTDOWN_TIMEOUT, the grace in seconds when neither
 // --shutdown-timeout nor --grace is given, and
 // TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE, the ranks' console prefix.
-func (o *Options) torchrunEnv(changed func(string) bool) error {
+func (o *Options) torchrunEnv(l *CommandLine) error {
 	env := o.Env()
-	if v, ok := envlist.Lookup(env, "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"); ok && !changed("shutdown-timeout") && !changed("grace") {
+	if v, ok := envlist.Lookup(env, "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"); ok && !l.ShutdownTimeout.Given() && !l.Grace.Given() {
 		n, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil || n < 0 {
 			return usageErrorf("TORCH_ELASTIC_SHUTDOWN_TIMEOUT: want a whole number of seconds (as torchrun reads it), got %q", v)
@@ -265,23 +185,19 @@ func (o *Options) torchrunEnv(changed func(string) bool) error {
 	return nil
 }
 
-// TorchrunMasterPort is torchrun's --master-port default, which every
-// node of a static multi-node job then agrees on.
-const TorchrunMasterPort = 29500
-
 // multiNodeDefaults gives a static multi-node job torchrun's defaults
 // where the flags leave them out: --master-port 29500 (one node keeps a
 // free port, so that two jobs there cannot collide) and --master-addr
 // 127.0.0.1, which only works when every node runs on this machine, and
 // a warning says so.
-func (o *Options) multiNodeDefaults(changed func(string) bool) {
+func (o *Options) multiNodeDefaults(l *CommandLine) {
 	if o.NNodes <= 1 || o.Launcher != "amdrun" {
 		return
 	}
 	if o.MasterPort == 0 {
-		o.MasterPort = TorchrunMasterPort
+		o.MasterPort = plan.DefaultMasterPort // torchrun's, which every node agrees on
 	}
-	if o.Slurm == nil && !changed("master-addr") {
+	if o.Slurm == nil && !l.MasterAddr.Given() {
 		o.Warn.Warn("--nnodes %d without --master-addr: the nodes meet at %s:%d, as with torchrun, so every node must run on this machine", o.NNodes, o.MasterAddr, o.MasterPort)
 	}
 }

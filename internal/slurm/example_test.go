@@ -22,8 +22,7 @@ func ExampleMerge() {
 		"SLURM_JOB_ID=4242", "SLURM_JOB_NUM_NODES=2", "SLURM_NODEID=1", "SLURM_JOB_NODELIST=gpu[07-08]",
 	}, nil)
 	flags := plan.Settings{NNodes: 1, MasterAddr: "127.0.0.1", MasterPort: 29500}
-	changed := func(name string) bool { return name == slurm.FlagMasterPort } // --master-port 29500 given
-	s := slurm.Merge(flags, changed, job)
+	s := slurm.Merge(flags, slurm.Given{MasterPort: true}, job) // --master-port 29500 given
 	fmt.Println(s.NNodes, s.NodeRank, s.MasterAddr, s.MasterPort)
 	// Output:
 	// 2 1 gpu07 29500

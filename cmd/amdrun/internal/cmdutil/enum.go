@@ -37,18 +37,16 @@ func (e *Enum) Values() []string {
 
 // Err is the error for a word the flag does not take:
 // `--policy: want tree or ring, got "x"`, a usage error.
-func (e *Enum) Err(got string) error {
-	return e.ErrAs("--"+e.Name, got)
-}
+func (e *Enum) Err(got string) error { return FlagErrorf("--%s: %v", e.Name, e.want(got)) }
 
-// ErrAs is Err naming the flag as label (the PET_* variable it came
-// from, say).
-func (e *Enum) ErrAs(label, got string) error {
+// want is the error for got without the flag's name: `want tree or
+// ring, got "x"`.
+func (e *Enum) want(got string) error {
 	want := e.Values()
 	if e.Also != "" {
 		want = append([]string{e.Also}, want...)
 	}
-	return FlagErrorf("%s: want %s, got %q", label, JoinOr(want), got)
+	return fmt.Errorf("want %s, got %q", JoinOr(want), got)
 }
 
 // help is the words as the flag's help lists them: "numa, exclusive or
@@ -64,18 +62,57 @@ func (e *Enum) help() string {
 	return JoinOr(parts)
 }
 
-// StringEnumFlag declares the flag e on cmd, bound to p with default def.
-// usage holds one %s, where the words go; completion offers the words and
-// no file names. The value is checked where the command validates its
-// flags (its package parses it, e.Err is the error), so that it is
-// reported in order with the other flag errors.
-func StringEnumFlag(cmd *cobra.Command, p *string, e *Enum, def, usage string) {
-	cmd.Flags().StringVar(p, e.Name, def, fmt.Sprintf(usage, e.help()))
+// EnumVar declares the flag e on cmd bound to p, a typed setting that
+// parse (the owning package's parser of its words) reads, default def:
+// a word parse refuses is a flag error worded by e (ValueError adds the
+// flag's name), when the line is parsed.
+func EnumVar[T any](cmd *cobra.Command, p *T, e *Enum, def string, parse func(string) (T, error), usage string) {
+	v := Parsed(p, func(s string) (T, error) {
+		t, err := parse(s)
+		if err != nil {
+			return t, e.want(s)
+		}
+		return t, nil
+	})
+	if err := v.Set(def); err != nil {
+		panic(fmt.Sprintf("--%s: default %q: %v", e.Name, def, err)) // a typo in a declaration
+	}
+	cmd.Flags().Var(v, e.Name, fmt.Sprintf(usage, e.help()))
 	RegisterValues(cmd, e.Name, e.Values())
 }
 
-// PersistentStringEnumFlag is StringEnumFlag for a flag of cmd and its
-// subcommands.
+// ParsedValue is a flag's pflag.Value that parse reads into the setting
+// it is bound to when the flag is set; its text is kept as given (for
+// help, and for torchrun when the flag is passed on). A parse error is
+// the value's, without the flag's name: ValueError adds it.
+type ParsedValue[T any] struct {
+	p     *T
+	text  string
+	parse func(string) (T, error)
+}
+
+// Parsed is the ParsedValue bound to p; *p keeps its value until set.
+func Parsed[T any](p *T, parse func(string) (T, error)) *ParsedValue[T] {
+	return &ParsedValue[T]{p: p, parse: parse}
+}
+
+func (v *ParsedValue[T]) String() string { return v.text }
+func (v *ParsedValue[T]) Type() string   { return "string" }
+
+// Set parses s into the setting.
+func (v *ParsedValue[T]) Set(s string) error {
+	t, err := v.parse(s)
+	if err != nil {
+		return err
+	}
+	*v.p, v.text = t, s
+	return nil
+}
+
+// PersistentStringEnumFlag declares the flag e on cmd and its
+// subcommands, bound to p with default def; usage holds one %s, where
+// the words go; completion offers them. The caller checks the value
+// (e.Err is the error).
 func PersistentStringEnumFlag(cmd *cobra.Command, p *string, e *Enum, def, usage string) {
 	cmd.PersistentFlags().StringVar(p, e.Name, def, fmt.Sprintf(usage, e.help()))
 	RegisterValues(cmd, e.Name, e.Values())

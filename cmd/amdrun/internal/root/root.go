@@ -78,7 +78,6 @@ func NewCmdRoot(f *cmdutil.Factory) *cobra.Command {
 		}
 		return nil
 	}
-	cmd.SetFlagErrorFunc(cmdutil.FlagParseError)
 	// Help wrapped to the terminal (80 columns for a pipe): the flags by
 	// pflag, a command's long text (its own or cobra's) by wrapLines.
 	width := f.IOStreams.Width()

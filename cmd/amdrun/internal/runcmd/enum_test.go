@@ -89,9 +89,8 @@ func TestEnumFlagsDeclaredOnce(t *testing.T) {
 }
 
 // TestEnumWordErrorsFromTheCommand: every enum flag given a word it does
-// not take fails, through the command and job's Resolve, with exactly
-// its declaration's error (job names the flag in a WordError; a name the
-// enums do not know would give job's own wording instead).
+// not take fails, as the command parses it, with exactly its
+// declaration's error (cmdutil.EnumVar).
 func TestEnumWordErrorsFromTheCommand(t *testing.T) {
 	for _, e := range enums {
 		ios, _, _, _ := cmdtest.Streams()
@@ -109,9 +108,13 @@ func TestEnumWordErrorsFromTheCommand(t *testing.T) {
 		}
 	}
 	if len(enums) != 11 {
-		t.Errorf("%d enum flags by name, want the 11 declared", len(enums))
+		t.Errorf("%d enum flags, want the 11 declared", len(enums))
 	}
 }
+
+// enums are the launch command's enum flags.
+var enums = []*cmdutil.Enum{policyFlag, orderFlag, bindFlag, memFlag, containFlag, numaBalancingFlag, launcherFlag, onStallFlag,
+	nprocFlag, startMethodFlag, numaBindingFlag}
 
 // resolves parses a word of flag as the command does (job's Resolve,
 // through a dry run's command line), for the flags job reads itself.

@@ -5,7 +5,7 @@ import (
 	"strconv"
 
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
-	"github.com/amdrun/amdrun/internal/job"
+	"github.com/amdrun/amdrun/internal/launch"
 	"github.com/amdrun/amdrun/internal/selector"
 	"github.com/spf13/cobra"
 )
@@ -44,28 +44,17 @@ var (
 	nprocFlag = &cmdutil.Enum{Name: "nproc-per-node", Also: "a number of ranks (at least 1)", Words: []cmdutil.Word{
 		{Name: "gpu", Help: "one per free device"}, {Name: "auto", Help: "gpu, else one per CPU"}, {Name: "cpu", Help: "one per CPU, no GPU"},
 	}}
-	startMethodFlag = &cmdutil.Enum{Name: "start-method", Words: words(job.StartMethods...)}
+	// torchrun's --start-method words change nothing under amdrun (ranks are programs).
+	startMethodFlag = &cmdutil.Enum{Name: "start-method", Words: words("spawn", "fork", "forkserver")}
 	numaBindingFlag = &cmdutil.Enum{Name: "numa-binding", Words: []cmdutil.Word{
 		{Name: "node", Help: "= --bind numa"}, {Name: "socket"}, {Name: "exclusive"}, {Name: "core-complex"},
 	}}
 )
 
-// enums are the enum flags by name, for job's WordErrors.
-var enums = byName(policyFlag, orderFlag, bindFlag, memFlag, containFlag, numaBalancingFlag, launcherFlag, onStallFlag,
-	nprocFlag, startMethodFlag, numaBindingFlag)
-
-func byName(es ...*cmdutil.Enum) map[string]*cmdutil.Enum {
-	m := map[string]*cmdutil.Enum{}
-	for _, e := range es {
-		m[e.Name] = e
-	}
-	return m
-}
-
 // completionOnly are the words completion offers for flags whose values
 // are not a closed set: any rendezvous backend torchrun has, a stream
 // number or a list of them per local rank (launch.ParseStreams reads it,
-// and its numbers are job.StreamNames' indices).
+// and its numbers are launch.StreamNames' indices).
 var completionOnly = map[string][]string{
 	"rdzv-backend": {"static", "c10d"},
 	"redirects":    streamNumbers(),
@@ -74,8 +63,8 @@ var completionOnly = map[string][]string{
 
 // streamNumbers are the values of -r and -t: "0" ... "3".
 func streamNumbers() []string {
-	out := make([]string, len(job.StreamNames))
-	for v := range job.StreamNames {
+	out := make([]string, len(launch.StreamNames))
+	for v := range launch.StreamNames {
 		out[v] = strconv.Itoa(v)
 	}
 	return out
@@ -83,8 +72,8 @@ func streamNumbers() []string {
 
 // streamHelp is "0 (none), 1 (stdout), 2 (stderr) or 3 (both)".
 func streamHelp() string {
-	parts := make([]string, len(job.StreamNames))
-	for v, n := range job.StreamNames {
+	parts := make([]string, len(launch.StreamNames))
+	for v, n := range launch.StreamNames {
 		parts[v] = fmt.Sprintf("%d (%s)", v, n)
 	}
 	return cmdutil.JoinOr(parts)
@@ -99,7 +88,7 @@ func words(names ...string) []cmdutil.Word {
 }
 
 // registerCompletions makes `amdrun completion SHELL` scripts complete
-// the words of completionOnly (StringEnumFlag registered the enums').
+// the words of completionOnly (EnumVar registered the enums').
 func registerCompletions(cmd *cobra.Command) {
 	for name, vals := range completionOnly {
 		cmdutil.RegisterValues(cmd, name, vals)

@@ -87,7 +87,7 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 		Topology: f.Topology, Rediscover: f.Rediscover, Run: f.Run, Env: f.Env, Executable: f.Executable,
 		Warn: f.Warn, HostNUMA: f.HostNUMA, HostCPUGroups: f.HostCPUGroups, OwnCPUs: f.OwnCPUs, NumCPU: runtime.NumCPU,
 	}
-	l := &job.CommandLine{PET: map[string]string{}}
+	l := &job.CommandLine{}
 	var leaseDir string
 	cmd := &cobra.Command{
 		Use:           "amdrun [flags] SCRIPT [ARGS...]",
@@ -106,11 +106,9 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 			opts.Root, opts.Quiet = f.SysfsRoot(), f.IOStreams.Quiet
 			// A dry run takes no lease: it must not make the directory either.
 			opts.Leases = func(create bool) (*lease.Dir, error) { return f.OpenLeases(leaseDir, create) }
-			if err := applyPET(cmd.Flags(), f.Env(), l.PET); err != nil {
+			if err := applyPET(cmd.Flags(), f.Env()); err != nil {
 				return err
 			}
-			l.Changed = cmd.Flags().Changed
-			l.Value = func(name string) string { return cmd.Flags().Lookup(name).Value.String() }
 			if err := opts.Resolve(cmd.Context(), l); err != nil {
 				return usageError(err)
 			}
@@ -130,14 +128,16 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 			return Run(cmd.Context(), opts)
 		},
 	}
+	cmd.SetFlagErrorFunc(cmdutil.FlagParseError) // every command's, as each inherits it
 	// torchrun takes --nproc_per_node as well as --nproc-per-node.
 	cmd.SetGlobalNormalizationFunc(normalizeFlag)
 	fl := cmd.Flags()
 	fl.SetInterspersed(false) // flags after SCRIPT belong to the script
-	addDeviceFlags(cmd, opts)
-	addRankFlags(cmd, opts)
-	addJobFlags(cmd, opts, &leaseDir)
-	addTorchrunFlags(cmd, opts)
+	d := decl{cmd: cmd, fl: fl, line: l}
+	addDeviceFlags(d, opts)
+	addRankFlags(d, opts)
+	addJobFlags(d, opts, &leaseDir)
+	addTorchrunFlags(d, opts)
 	fl.SortFlags = false
 	registerCompletions(cmd)
 	return cmd
@@ -160,12 +160,6 @@ func mistypedCommand(cmd *cobra.Command, o *job.Options) error {
 // FlagErrors (a word error worded by the flag's one declaration), any
 // other as it is.
 func usageError(err error) error {
-	var we *job.WordError
-	if errors.As(err, &we) {
-		if e := enums[we.Flag]; e != nil {
-			return e.ErrAs(we.Named(), we.Got)
-		}
-	}
 	var ue *job.UsageError
 	if errors.As(err, &ue) {
 		return &cmdutil.FlagError{Err: err}

@@ -1,0 +1,113 @@
+package job
+
+import "strings"
+
+// CommandLine is the launch command line as given, one Arg per flag that
+// Resolve reads (by field, never by name: a flag dropped or renamed here
+// fails to compile where it is read). The command declares each flag on
+// its Arg (Arg.Wrap); flags that only bind a setting have none.
+type CommandLine struct {
+	NGPUs, NProcPerNode, DryRun, Module, NoPython               Arg
+	Python, Bind, Grace, MaxRestarts, NoPrefix, LogDir          Arg
+	RestartWait, StallTimeout                                   Arg
+	LocalRanksFilter, NNodes, NodeRank, MasterAddr, MasterPort  Arg
+	Wait, Launcher, RdzvBackend, RdzvEndpoint, RdzvID, RdzvConf Arg
+	// torchrun's own flags (addTorchrunFlags).
+	Standalone, Role, VirtualLocalRank, RunPath, Redirects, Tee    Arg
+	ShutdownTimeout, NUMABinding, SignalsToHandle, MonitorInterval Arg
+	StartMethod, EventLogHandler, LocalAddr, LogsSpecs             Arg
+	DuplicateStdoutFilters, DuplicateStderrFilters                 Arg
+}
+
+// Torch says how a flag is torchrun's: not at all (Own), by name (an
+// abbreviation that could be it or one of amdrun's own means it), or by
+// name and by its PET_<NAME> variable, which torchrun reads too.
+type Torch int
+
+const (
+	Own Torch = iota
+	TorchName
+	TorchPET
+)
+
+// Value is a flag's typed value, as pflag.Value.
+type Value interface {
+	String() string
+	Set(string) error
+	Type() string
+}
+
+// Arg is one flag of the command line: its typed value (pflag's, bound
+// to a setting of Options or held by the flag), whether it was given,
+// and how errors name it. It is itself a Value, which the command
+// declares as the flag (Wrap).
+type Arg struct {
+	v          Value
+	name, from string
+	given      bool
+	torch      Torch
+}
+
+// Wrap makes a the Arg named name of the typed value v.
+func (a *Arg) Wrap(name string, v Value, t Torch) *Arg {
+	a.name, a.v, a.torch = name, v, t
+	return a
+}
+
+// String is the flag's value as text: its default when not given ("" for
+// an Arg the command did not declare).
+func (a *Arg) String() string {
+	if a.v == nil {
+		return ""
+	}
+	return a.v.String()
+}
+
+// Set sets the flag from s.
+func (a *Arg) Set(s string) error {
+	if err := a.v.Set(s); err != nil {
+		return err
+	}
+	a.given = true
+	return nil
+}
+
+// Type is pflag's name of the value's type.
+func (a *Arg) Type() string { return a.v.Type() }
+
+// Name is the flag's name, without "--".
+func (a *Arg) Name() string { return a.name }
+
+// Torch says how the flag is torchrun's.
+func (a *Arg) Torch() Torch { return a.torch }
+
+// Given says the flag was given, on the command line or by a PET_*
+// variable.
+func (a *Arg) Given() bool { return a.given }
+
+// From records that the flag's value came from the variable pet.
+func (a *Arg) From(pet string) { a.from = pet }
+
+// Label names the flag as the user gave it: --flag, or the PET_* variable
+// it came from.
+func (a *Arg) Label() string {
+	if a.from != "" {
+		return a.from
+	}
+	return "--" + a.name
+}
+
+// On says a switch is set.
+func (a *Arg) On() bool { return a.String() == "true" }
+
+// PETVar is the variable torchrun reads for the flag ("" for none).
+func (a *Arg) PETVar() string {
+	if a.torch != TorchPET {
+		return ""
+	}
+	return "PET_" + strings.ToUpper(strings.ReplaceAll(a.name, "-", "_"))
+}
+
+// torchrunFlag is the flag in the underscore spelling every torchrun
+// from torch 1.13 on takes.
+func (a *Arg) torchrunFlag() string { return "--" + strings.ReplaceAll(a.name, "-", "_") }
