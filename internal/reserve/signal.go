@@ -29,9 +29,9 @@ func (e *SignalError) Error() string {
 	return fmt.Sprintf("%s while waiting for devices: left the queue", unix.SignalName(e.Signal))
 }
 
-// ExitCode is the status amdrun exits with: 128+n, as a shell reports a
+// ExitStatus is the status amdrun exits with: 128+n, as a shell reports a
 // process the signal ended.
-func (e *SignalError) ExitCode() int { return 128 + int(e.Signal) }
+func (e *SignalError) ExitStatus() int { return 128 + int(e.Signal) }
 
 // devicesCatching is Devices for a job that may wait: queuedSignals end
 // the wait (ctx is cancelled) and its result is a *SignalError, the lease

@@ -178,12 +178,14 @@ func exitCode(f *cmdutil.Factory, cmd *cobra.Command, err error) int {
 		fmt.Fprintln(f.IOStreams.ErrOut, "Run 'amdrun --help' for usage.")
 		return cmdutil.ExitUsage
 	}
-	// An error that carries its own status (a signal that ended a queued
-	// job: 128+n) is still said in one line.
-	var coded interface{ ExitCode() int }
+	// An error that carries amdrun's own status (a signal that ended a
+	// queued job: 128+n) is still said in one line. Not ExitCode: a
+	// vendor tool's *exec.ExitError has that, and its status is the
+	// tool's, not amdrun's (TestBadToolOutputOneLine).
+	var coded interface{ ExitStatus() int }
 	if errors.As(err, &coded) {
 		fmt.Fprintf(f.IOStreams.ErrOut, "amdrun: %v\n", oneLine(err))
-		return coded.ExitCode()
+		return coded.ExitStatus()
 	}
 	if code := usageCode(err); code != 0 {
 		fmt.Fprintf(f.IOStreams.ErrOut, "amdrun: %v\n", oneLine(err))
