@@ -4,8 +4,10 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -209,5 +211,91 @@ func safeBase(dir string) bool {
 		if p == "/" {
 			return true
 		}
+	}
+}
+
+// openLogs makes the ranks' error file directory and, when there are
+// logs (--log-dir; -r or -t without it write to a fresh temporary
+// directory that is kept, as torchrun's), the run's log directory with
+// amdrun.log.
+func (s *supervisor) openLogs() error {
+	var err error
+	if s.errs, err = newErrorDir(); err != nil {
+		return err
+	}
+	base := s.o.LogDir
+	if base == "" && (!s.o.Redirects.IsZero() || !s.o.Tee.IsZero()) {
+		if base, err = os.MkdirTemp("", "amdrun-logs-"); err != nil {
+			return fmt.Errorf("launch: log dir: %w", err)
+		}
+	}
+	if base == "" {
+		return nil
+	}
+	if s.job, err = openJobDir(base, s.plan.RunID); err != nil {
+		return err
+	}
+	f, err := s.job.create("amdrun.log")
+	if err != nil {
+		return err
+	}
+	s.notes = s.faults.wrap(f)
+	if s.o.LogDir == "" {
+		s.note(fmt.Sprintf("amdrun: the ranks' log files are in %s (-r/-t without --log-dir)\n", s.job.path))
+	}
+	return nil
+}
+
+func (s *supervisor) closeLogs() {
+	if s.notes != nil {
+		_ = s.notes.Close()
+		s.notes = nil
+	}
+	if s.job != nil {
+		s.job.close()
+		s.job = nil
+	}
+	if s.errs != nil {
+		s.errs.remove()
+		s.errs = nil
+	}
+}
+
+// streams says which streams of local rank lr go to its log files, and
+// which to the console: torchrun's -r (log only) and -t (log and
+// console); without either, --log-dir keeps every stream in its file and
+// on the console. A stream in no log goes to the console alone, unless
+// RanksFilter leaves the rank out.
+func (s *supervisor) streams(lr int) (logged, console Std) {
+	console = StdAll
+	if s.job != nil {
+		red, tee := s.o.Redirects.For(lr), s.o.Tee.For(lr)
+		if s.o.Redirects.IsZero() && s.o.Tee.IsZero() {
+			tee = StdAll
+		}
+		logged = red | tee
+		console = StdAll &^ (red &^ tee)
+	}
+	if !s.showsRank(lr) {
+		console = StdNone
+	}
+	return logged, console
+}
+
+// showsRank says whether RanksFilter lets local rank lr reach the console.
+func (s *supervisor) showsRank(lr int) bool {
+	if s.o.RanksFilter == nil {
+		return true
+	}
+	return slices.Contains(s.o.RanksFilter, lr)
+}
+
+// note writes one of amdrun's own messages (a restart, a failure summary)
+// to Stderr and to LogDir/amdrun.log: the log keeps it when the console
+// is gone.
+func (s *supervisor) note(msg string) {
+	s.con.write(s.o.Stderr, []byte(msg))
+	if s.notes != nil {
+		_, _ = io.WriteString(s.notes, msg)
 	}
 }

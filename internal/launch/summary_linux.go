@@ -1,0 +1,156 @@
+package launch
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/amdrun/amdrun/internal/plan"
+)
+
+// exitStatus is the shell's view of a rank's end: the exit code, or
+// 128+signal with the signal. It is the rank's own status as its guard
+// reported it, or else the guard's.
+func exitStatus(ev exitEvent) (int, syscall.Signal) {
+	ws := ev.status
+	if !ev.reported {
+		if ev.state == nil {
+			return 1, 0
+		}
+		var ok bool
+		if ws, ok = ev.state.Sys().(syscall.WaitStatus); !ok {
+			return ev.state.ExitCode(), 0
+		}
+	}
+	if ws.Signaled() {
+		return 128 + int(ws.Signal()), ws.Signal()
+	}
+	return ws.ExitStatus(), 0
+}
+
+// limitHint names the resource limit behind a failed start, for the
+// error: fork and clone fail with EAGAIN at the process limit, opening
+// pipes and logs with EMFILE at the descriptor limit (issue 26).
+func limitHint(err error) string {
+	switch {
+	case errors.Is(err, unix.EAGAIN):
+		return " (the process limit: ulimit -u)"
+	case errors.Is(err, unix.EMFILE), errors.Is(err, unix.ENFILE):
+		return " (the open file limit: ulimit -n)"
+	}
+	return ""
+}
+
+// summary writes the failed workers of an attempt to Stderr, the root
+// cause first. notStarted counts the ranks a failed start left unstarted
+// (they are neither failed nor stopped).
+func (s *supervisor) summary(g *group, root *worker, attempt, notStarted int) {
+	var failed []*worker
+	if root != nil {
+		failed = append(failed, root)
+	}
+	for _, w := range g.workers {
+		if w.code != 0 && w != root {
+			failed = append(failed, w)
+		}
+	}
+	stopped := 0
+	for _, w := range failed {
+		if w.stopped && w != root {
+			stopped++
+		}
+	}
+	var b strings.Builder
+	switch n := len(s.plan.Ranks); {
+	case s.stall != nil:
+		b.WriteString(s.stallLine(attempt))
+	case notStarted == 0:
+		fmt.Fprintf(&b, "amdrun: %d of %d ranks failed", len(failed)-stopped, n)
+	case len(failed) == stopped:
+		// Not "0 of 8 ranks failed": the start did (issue 26).
+		fmt.Fprintf(&b, "amdrun: %d of %d ranks could not start", notStarted, n)
+	default:
+		fmt.Fprintf(&b, "amdrun: %d of %d ranks failed, %d could not start", len(failed)-stopped, n, notStarted)
+	}
+	if stopped > 0 && s.stall == nil {
+		fmt.Fprintf(&b, ", %d stopped by amdrun", stopped)
+	}
+	if s.stall == nil {
+		fmt.Fprintf(&b, " (attempt %d of %d)", attempt+1, s.plan.MaxRestarts+1)
+	}
+	if s.interrupted != 0 {
+		fmt.Fprintf(&b, ", stopped by %s", unix.SignalName(s.interrupted))
+	}
+	b.WriteString("\n")
+	for _, w := range failed {
+		how := fmt.Sprintf("exit code %d", w.code)
+		switch {
+		case w.lost != "":
+			// Not "signal SIGKILL": that was the guard's end, and the
+			// rank was alive then (issue 26).
+			how = fmt.Sprintf("%s (exit code %d)", w.lost, w.code)
+		case w.sig != 0:
+			how = fmt.Sprintf("signal %s (exit code %d)", unix.SignalName(w.sig), w.code)
+		}
+		note := ""
+		switch {
+		case w == root:
+			note = " (root cause)"
+		case w.stopped:
+			note = " (stopped by amdrun)"
+		}
+		fmt.Fprintf(&b, "  rank %d (local rank %d, %s, pid %d): %s at %s%s\n",
+			w.r.Rank, w.r.LocalRank, devicesOf(w.r), w.pid, how, w.at.Format("2006-01-02T15:04:05.000Z07:00"), note)
+		if w.rec != nil {
+			// What the rank recorded is its own account of the failure:
+			// stderr may end with anything (atexit hooks, other threads).
+			if w.recAt != "" {
+				fmt.Fprintf(&b, "    exception recorded in %s:\n", w.recAt)
+			} else {
+				fmt.Fprintf(&b, "    exception recorded by the rank (%s):\n", EnvErrorFile)
+			}
+			for _, l := range w.rec.Lines() {
+				fmt.Fprintf(&b, "      %s\n", l)
+			}
+		} else if ki, ok := interruptLine(w.tail.get()); ok && s.interrupted != 0 {
+			fmt.Fprintf(&b, "    %s (traceback not repeated here)\n", ki)
+		} else if lines := w.tail.get(); len(lines) > 0 {
+			fmt.Fprintf(&b, "    last %d stderr line(s):\n", len(lines))
+			for _, l := range lines {
+				fmt.Fprintf(&b, "      %s\n", l)
+			}
+		}
+	}
+	b.WriteString(interpreterHint(failed))
+	s.note(b.String())
+}
+
+// interpreterHint names the ranks' program when a failed rank's stderr
+// ends in Python's own words for a missing module or script: the
+// interpreter was likely not the one meant (issue 22: a python3 without
+// torch first on PATH); "" otherwise.
+func interpreterHint(failed []*worker) string {
+	for _, w := range failed {
+		for _, l := range w.tail.get() {
+			if strings.HasPrefix(l, "ModuleNotFoundError: ") || strings.Contains(l, ": can't open file ") {
+				return fmt.Sprintf("  the ranks ran %s, which could not import a module or open the script: pick another interpreter with --python PATH (or $PYTHON_EXEC)\n", w.r.Argv[0])
+			}
+		}
+	}
+	return ""
+}
+
+// devicesOf names a rank's devices in a message: "device 3", "devices
+// 0,1,6,7", or "cpu" for a rank without a device.
+func devicesOf(r *plan.Rank) string {
+	switch len(r.Devices) {
+	case 0:
+		return r.DeviceLabel()
+	case 1:
+		return "device " + r.DeviceLabel()
+	}
+	return "devices " + r.DeviceLabel()
+}

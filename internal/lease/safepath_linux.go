@@ -1,0 +1,311 @@
+package lease
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// walked is the end of a path walk.
+type walked struct {
+	fd      int // the directory, O_RDONLY|O_DIRECTORY
+	st      unix.Stat_t
+	created bool
+	// unsafeAt names a directory on the way that a user other than root
+	// and the final directory's owner can change (unsafeBy); "" if none.
+	unsafeAt string
+	unsafeBy int
+}
+
+func (w *walked) close() { unix.Close(w.fd) }
+
+// step is one directory on the way down.
+type step struct {
+	fd   int // O_PATH
+	st   unix.Stat_t
+	path string
+}
+
+// maxSymlinks bounds the symlinks one walk follows, as the kernel's 40.
+const maxSymlinks = 40
+
+// walk opens the directory at path (absolute, or relative to the working
+// directory), one component at a time with O_NOFOLLOW. A symlink on the
+// way is followed only when the directory holding it is changeable by
+// nobody but root and this user (safeLinkDir); the last component is
+// never one. With create, missing directories are made: the last with
+// mode leafPerm, the others 0755. A missing component without create
+// gives an error wrapping fs.ErrNotExist; a symlink or non-directory that
+// is refused, one wrapping ErrUnsafe.
+func walk(path string, create bool, leafPerm uint32) (*walked, error) {
+	return walkAs("lease", "lease directory", path, create, leafPerm)
+}
+
+// walkAs is walk with errors prefixed pfx and naming the directory what.
+func walkAs(pfx, what, path string, create bool, leafPerm uint32) (*walked, error) {
+	w := &walker{pfx: pfx, what: what, create: create, leafPerm: leafPerm}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, w.errorf("%w", err)
+	}
+	w.abs, w.parts = abs, splitPath(abs)
+	if len(w.parts) == 0 {
+		return nil, w.errorf("%w: / cannot be a %s", ErrUnsafe, w.what)
+	}
+	defer w.close() // the one clean-up: every descriptor on the way
+	if err := w.start(); err != nil {
+		return nil, err
+	}
+	for len(w.parts) > 0 {
+		if err := w.next(); err != nil {
+			return nil, err
+		}
+	}
+	return w.finish()
+}
+
+// walker is the state of one walk: the directories opened so far (the
+// stack, "/" first, each O_PATH), the components still to go, and what
+// was made or followed.
+type walker struct {
+	pfx, what string // the errors' prefix, what the directory is
+	abs       string
+	parts     []string
+	stack     []step
+	create    bool
+	leafPerm  uint32
+	created   bool
+	links     int
+}
+
+// errorf is an error of the walk, prefixed with w.pfx.
+func (w *walker) errorf(format string, a ...any) error {
+	return fmt.Errorf(w.pfx+": "+format, a...)
+}
+
+// MkdirAll opens the directory at path, making it (mode perm) and its
+// missing parents (0755) first, one component at a time as Open does: a
+// symlink on the way is followed only where nobody but root and this
+// user could have planted it, and path itself must not be one. Its
+// errors start with pfx and name the directory what (--log-dir: issue
+// 36.6, root made /etc/nologin through another user's link); a refused
+// link wraps ErrUnsafe.
+func MkdirAll(pfx, what, path string, perm uint32) (*os.File, error) {
+	w, err := walkAs(pfx, what, path, true, perm)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(w.fd), filepath.Clean(path)), nil
+}
+
+// close closes every directory on the stack.
+func (w *walker) close() {
+	for _, s := range w.stack {
+		unix.Close(s.fd)
+	}
+	w.stack = nil
+}
+
+// push opens nothing: it keeps fd (already open) as the next directory.
+func (w *walker) push(fd int, path string) error {
+	s := step{fd: fd, path: path}
+	if err := unix.Fstat(fd, &s.st); err != nil {
+		unix.Close(fd)
+		return w.errorf("%w", &fs.PathError{Op: "stat", Path: path, Err: err})
+	}
+	w.stack = append(w.stack, s)
+	return nil
+}
+
+// popTo leaves n directories on the stack.
+func (w *walker) popTo(n int) {
+	for _, s := range w.stack[n:] {
+		unix.Close(s.fd)
+	}
+	w.stack = w.stack[:n]
+}
+
+func (w *walker) start() error {
+	fd, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return w.errorf("%w", &fs.PathError{Op: "open", Path: "/", Err: err})
+	}
+	return w.push(fd, "/")
+}
+
+// next takes one component: "..", a directory (made when missing and
+// create), or a symlink to follow.
+func (w *walker) next() error {
+	name := w.parts[0]
+	w.parts = w.parts[1:]
+	last := len(w.parts) == 0
+	top := w.stack[len(w.stack)-1]
+	if name == ".." {
+		if len(w.stack) > 1 {
+			w.popTo(len(w.stack) - 1)
+		}
+		return nil
+	}
+	p := filepath.Join(top.path, name)
+	fd, err := w.open(top, name, p, last)
+	switch {
+	case err == unix.ENOTDIR || err == unix.ELOOP:
+		return w.symlink(top, name, p, last)
+	case err == unix.ENOENT:
+		return w.errorf("%w", &fs.PathError{Op: "open", Path: p, Err: fs.ErrNotExist})
+	case err != nil:
+		return err
+	}
+	return w.push(fd, p)
+}
+
+// open opens the directory name in top, making it first when missing and
+// create. It returns the raw errno for the caller to judge, or a wrapped
+// error when making it failed.
+func (w *walker) open(top step, name, p string, last bool) (int, error) {
+	const flags = unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	fd, err := unix.Openat(top.fd, name, flags, 0)
+	if err != unix.ENOENT || !w.create {
+		if err != nil && err != unix.ENOENT && err != unix.ENOTDIR && err != unix.ELOOP {
+			return -1, w.errorf("%w", &fs.PathError{Op: "open", Path: p, Err: err})
+		}
+		return fd, err
+	}
+	perm := uint32(0o755)
+	if last {
+		perm = w.leafPerm
+	}
+	merr := unix.Mkdirat(top.fd, name, perm)
+	if merr != nil && merr != unix.EEXIST { // another job may have just made it
+		return -1, w.errorf("cannot create %s: %w", w.what, &fs.PathError{Op: "mkdir", Path: p, Err: merr})
+	}
+	w.created = w.created || (merr == nil && last)
+	fd, err = unix.Openat(top.fd, name, flags, 0)
+	if err != nil && err != unix.ENOENT && err != unix.ENOTDIR && err != unix.ELOOP {
+		return -1, w.errorf("%w", &fs.PathError{Op: "open", Path: p, Err: err})
+	}
+	return fd, err
+}
+
+// symlink judges what sits at name in top that is not a directory: a
+// symlink it may follow (its target's components go first), else an
+// error.
+func (w *walker) symlink(top step, name, p string, last bool) error {
+	var lst unix.Stat_t
+	if unix.Fstatat(top.fd, name, &lst, unix.AT_SYMLINK_NOFOLLOW) != nil || lst.Mode&unix.S_IFMT != unix.S_IFLNK {
+		return w.errorf("%s: %w: not a directory", p, ErrUnsafe)
+	}
+	if last {
+		return w.errorf("%s: %w: %s is a symlink (owned by %s)", p, ErrUnsafe, w.what, ownerName(int(lst.Uid)))
+	}
+	if !safeLinkDir(&top.st, &lst) {
+		return w.errorf("%s: %w: a symlink in %s, which %s can change: not followed",
+			p, ErrUnsafe, top.path, ownerName(int(top.st.Uid)))
+	}
+	if w.links++; w.links > maxSymlinks {
+		return w.errorf("%w", &fs.PathError{Op: "open", Path: w.abs, Err: unix.ELOOP})
+	}
+	target, err := readlinkat(top.fd, name)
+	if err != nil {
+		return w.errorf("%w", &fs.PathError{Op: "readlink", Path: p, Err: err})
+	}
+	w.parts = append(splitPath(target), w.parts...)
+	if strings.HasPrefix(target, "/") {
+		w.popTo(1)
+	}
+	return nil
+}
+
+// finish opens the last directory for reading (O_PATH cannot list it),
+// through its descriptor, not its path, and notes the first directory on
+// the way that others could change.
+func (w *walker) finish() (*walked, error) {
+	if len(w.stack) < 2 {
+		return nil, w.errorf("%w: / cannot be a %s", ErrUnsafe, w.what)
+	}
+	final := w.stack[len(w.stack)-1]
+	fd, err := unix.Openat(final.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, w.errorf("%w", &fs.PathError{Op: "open", Path: final.path, Err: err})
+	}
+	out := &walked{fd: fd, st: final.st, created: w.created}
+	for _, s := range w.stack[:len(w.stack)-1] {
+		if !steady(&s.st, final.st.Uid) {
+			out.unsafeAt, out.unsafeBy = s.path, int(s.st.Uid)
+			break
+		}
+	}
+	return out, nil
+}
+
+// steady reports whether only root and owner can rename or replace the
+// entries of the directory st: it belongs to one of them and is not
+// writable by others, or is sticky (like /tmp), where users may remove
+// only their own entries.
+func steady(st *unix.Stat_t, owner uint32) bool {
+	if st.Uid != 0 && st.Uid != owner {
+		return false
+	}
+	return st.Mode&0o022 == 0 || st.Mode&unix.S_ISVTX != 0
+}
+
+// safeLinkDir reports whether a symlink (link) in the directory dir may be
+// followed: only root and this user can have put it there.
+func safeLinkDir(dir, link *unix.Stat_t) bool {
+	me := uint32(os.Geteuid())
+	if dir.Uid != 0 && dir.Uid != me {
+		return false
+	}
+	if dir.Mode&0o022 == 0 {
+		return true
+	}
+	return dir.Mode&unix.S_ISVTX != 0 && (link.Uid == 0 || link.Uid == me)
+}
+
+func splitPath(p string) []string {
+	var out []string
+	for _, s := range strings.Split(p, "/") {
+		if s != "" && s != "." {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func readlinkat(dirfd int, name string) (string, error) {
+	for size := 256; size <= 1<<16; size *= 2 {
+		buf := make([]byte, size)
+		n, err := unix.Readlinkat(dirfd, name, buf)
+		if err != nil {
+			return "", err
+		}
+		if n < size {
+			return string(buf[:n]), nil
+		}
+	}
+	return "", unix.ENAMETOOLONG
+}
+
+// fileKind names a file type that cannot be a lease file; "" for a
+// regular file.
+func fileKind(mode uint32) string {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return ""
+	case unix.S_IFLNK:
+		return "a symlink"
+	case unix.S_IFIFO:
+		return "a FIFO"
+	case unix.S_IFDIR:
+		return "a directory"
+	case unix.S_IFSOCK:
+		return "a socket"
+	case unix.S_IFCHR, unix.S_IFBLK:
+		return "a device node"
+	}
+	return "not a regular file"
+}
