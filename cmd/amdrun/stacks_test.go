@@ -283,7 +283,14 @@ func TestStacksOfHealthyJob(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(site, "sitecustomize.py"), []byte(custom), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	j, dir := stallJob(t, "wait", 0, []string{"PYTHONPATH=" + site}, "--stall-timeout", "off")
+	// A stand-in py-spy on the job's PATH, for --native: it prints the
+	// pid it was asked to dump.
+	spyBin := t.TempDir()
+	spy := "#!/bin/sh\n[ \"$1 $2 $3\" = \"dump --native --pid\" ] || exit 2\necho \"Thread $4 (idle)\"\necho \"    epoll_wait (libc.so.6)\"\n"
+	if err := os.WriteFile(filepath.Join(spyBin, "py-spy"), []byte(spy), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	j, dir := stallJob(t, "wait", 0, []string{"PYTHONPATH=" + site, "PATH=" + spyBin + ":" + os.Getenv("PATH")}, "--stall-timeout", "off")
 	j.when(t, "ready", 4, 3*time.Minute)
 	pid := strconv.Itoa(j.cmd.Process.Pid)
 	start := time.Now()
@@ -294,6 +301,13 @@ func TestStacksOfHealthyJob(t *testing.T) {
 	}
 	if took > 2*time.Second {
 		t.Errorf("amdrun stacks took %s, want under 2s", took)
+	}
+	if strings.Contains(r.stdout, "native") {
+		t.Errorf("amdrun stacks without --native printed native frames:\n%s", r.stdout)
+	}
+	r = runAmdrun(t, os.Environ(), "stacks", "--native", pid)
+	if r.code != 0 || strings.Count(r.stdout, "epoll_wait (libc.so.6)") != 4 || !strings.Contains(r.stdout, "rank 3, native (py-spy dump --native, pid ") {
+		t.Errorf("amdrun stacks --native: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	if cred := otherUser(t); cred != nil {
 		other := exec.Command(amdrunBin, "stacks", pid)

@@ -42,4 +42,4 @@ type Job struct{ PID, UID int }
 func FindJob(pid int) (Job, error) { return Job{}, ErrNotSupported }
 
 // AskStacks is only supported on Linux.
-func AskStacks(j Job) (string, error) { return "", ErrNotSupported }
+func AskStacks(j Job, native bool) (string, error) { return "", ErrNotSupported }

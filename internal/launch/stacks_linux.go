@@ -1,8 +1,11 @@
 package launch
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -15,6 +18,7 @@ import (
 
 	"github.com/amdrun/amdrun/internal/envlist"
 	"github.com/amdrun/amdrun/internal/plan"
+	"github.com/amdrun/amdrun/internal/printable"
 )
 
 // StackSignal is the signal that makes a rank write its stacks:
@@ -274,4 +278,42 @@ func (st *stacker) heartbeats() time.Time {
 		}
 	}
 	return last
+}
+
+// nativeTimeout bounds one rank's py-spy dump: `amdrun stacks` waits
+// 10 s for the whole answer.
+const nativeTimeout = 5 * time.Second
+
+// native appends each rank's native stacks, read by py-spy (its
+// `dump --native`, run on every rank at once) where py-spy is on the
+// job's PATH; a rank py-spy cannot read says why in one line.
+func (st *stacker) native(w io.Writer) {
+	spy, err := exec.LookPath("py-spy")
+	if err != nil {
+		fmt.Fprintf(w, "\namdrun: --native: py-spy is not on the job's PATH: no native frames\n")
+		return
+	}
+	st.mu.Lock()
+	ts := st.targets()
+	st.mu.Unlock()
+	slices.SortFunc(ts, func(a, b target) int { return a.rank - b.rank })
+	outs := make([][]byte, len(ts))
+	var wg sync.WaitGroup
+	for i, t := range ts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), nativeTimeout)
+			defer cancel()
+			out, err := exec.CommandContext(ctx, spy, "dump", "--native", "--pid", strconv.Itoa(t.pid)).CombinedOutput()
+			if err != nil {
+				out = fmt.Appendf(nil, "py-spy dump --native --pid %d: %v: %s\n", t.pid, err, printable.String(strings.TrimSpace(string(out)), 300))
+			}
+			outs[i] = out
+		}()
+	}
+	wg.Wait()
+	for i, t := range ts {
+		fmt.Fprintf(w, "\nrank %d, native (py-spy dump --native, pid %d):\n%s", t.rank, t.pid, outs[i])
+	}
 }

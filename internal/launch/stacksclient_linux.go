@@ -99,8 +99,10 @@ func userName(uid int) string {
 	return fmt.Sprintf("uid %d", uid)
 }
 
-// AskStacks asks job for every rank's stacks, merged (WriteStacks' text).
-func AskStacks(j Job) (string, error) {
+// AskStacks asks job for every rank's stacks, merged (WriteStacks' text);
+// native adds each rank's native frames through py-spy, where the job
+// finds it.
+func AskStacks(j Job, native bool) (string, error) {
 	c, err := net.DialTimeout("unix", filepath.Join(j.dir, ctlSocket), 2*time.Second)
 	if err != nil {
 		if errors.Is(err, os.ErrPermission) {
@@ -110,7 +112,11 @@ func AskStacks(j Job) (string, error) {
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(c, "stacks\n"); err != nil {
+	ask := "stacks\n"
+	if native {
+		ask = "stacks native\n"
+	}
+	if _, err := io.WriteString(c, ask); err != nil {
 		return "", fmt.Errorf("job %d: %w", j.PID, err)
 	}
 	r := bufio.NewReader(c)

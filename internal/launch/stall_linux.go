@@ -171,12 +171,16 @@ func (s *supervisor) answerStacks(c *net.UnixConn) {
 		fmt.Fprintf(c, "error only the job's owner or root can take its stacks\n")
 		return
 	}
-	if l, err := bufio.NewReader(c).ReadString('\n'); err != nil || l != "stacks\n" {
+	l, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil || l != "stacks\n" && l != "stacks native\n" {
 		return
 	}
 	var b strings.Builder
 	sample, _ := s.stacks.take()
 	_ = WriteStacks(&b, MergeStacks(sample))
+	if l == "stacks native\n" {
+		s.stacks.native(&b)
+	}
 	fmt.Fprintf(c, "ok\n%s", b.String())
 }
 

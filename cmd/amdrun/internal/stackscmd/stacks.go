@@ -21,7 +21,9 @@ type Options struct {
 	PID int
 	// Find and Ask are launch.FindJob and launch.AskStacks (tests replace them).
 	Find func(pid int) (launch.Job, error)
-	Ask  func(launch.Job) (string, error)
+	Ask  func(launch.Job, bool) (string, error)
+	// Native adds native frames through py-spy (--native).
+	Native bool
 }
 
 // NewCmdStacks returns `amdrun stacks`; runF replaces the run function in tests.
@@ -34,7 +36,9 @@ func NewCmdStacks(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command 
 stopping it: ranks with the same stacks form one group, printed once with its
 rank list, the biggest group first; the odd groups are marked [odd]. JOB is the
 pid of the job's amdrun (as amdrun ps shows it); without it, your only running
-job. Only the job's owner and root can take its stacks.`,
+job. Only the job's owner and root can take its stacks. --native adds each
+rank's native frames, read by py-spy (py-spy dump --native) where the job's
+PATH has it.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
@@ -50,6 +54,7 @@ job. Only the job's owner and root can take its stacks.`,
 			return Run(opts)
 		},
 	}
+	cmd.Flags().BoolVar(&opts.Native, "native", false, "add each rank's native frames through py-spy (on the job's PATH)")
 	return cmd
 }
 
@@ -59,7 +64,7 @@ func Run(opts *Options) error {
 	if err != nil {
 		return fmt.Errorf("stacks: %w", err)
 	}
-	text, err := opts.Ask(j)
+	text, err := opts.Ask(j, opts.Native)
 	if err != nil {
 		return fmt.Errorf("stacks: %w", err)
 	}

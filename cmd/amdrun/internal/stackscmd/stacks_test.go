@@ -15,13 +15,15 @@ func TestNewCmdStacksArgs(t *testing.T) {
 	tests := []struct {
 		args    []string
 		pid     int
+		native  bool
 		wantErr string
 	}{
-		{nil, 0, ""},
-		{[]string{"4242"}, 4242, ""},
-		{[]string{"job"}, 0, `JOB must be the pid of the job's amdrun, got "job"`},
-		{[]string{"-3"}, 0, "unknown shorthand flag: '3' in -3"},
-		{[]string{"1", "2"}, 0, "accepts at most 1 arg(s), received 2"},
+		{nil, 0, false, ""},
+		{[]string{"4242"}, 4242, false, ""},
+		{[]string{"--native", "4242"}, 4242, true, ""},
+		{[]string{"job"}, 0, false, `JOB must be the pid of the job's amdrun, got "job"`},
+		{[]string{"-3"}, 0, false, "unknown shorthand flag: '3' in -3"},
+		{[]string{"1", "2"}, 0, false, "accepts at most 1 arg(s), received 2"},
 	}
 	for _, tt := range tests {
 		ios, _, _, _ := cmdtest.Streams()
@@ -35,7 +37,7 @@ func TestNewCmdStacksArgs(t *testing.T) {
 			if err == nil || err.Error() != tt.wantErr {
 				t.Errorf("%q: %v, want %q", tt.args, err, tt.wantErr)
 			}
-		case err != nil || got == nil || got.PID != tt.pid:
+		case err != nil || got == nil || got.PID != tt.pid || got.Native != tt.native:
 			t.Errorf("%q: %v, options %+v", tt.args, err, got)
 		}
 	}
@@ -46,8 +48,8 @@ func TestRun(t *testing.T) {
 	job := launch.Job{PID: 7, UID: 0}
 	opts := &stackscmd.Options{IO: ios, PID: 7,
 		Find: func(pid int) (launch.Job, error) { return job, nil },
-		Ask:  func(j launch.Job) (string, error) { return fmt.Sprintf("stacks of %d\n", j.PID), nil }}
-	if err := stackscmd.Run(opts); err != nil || out.String() != "stacks of 7\n" {
+		Ask:  func(j launch.Job, native bool) (string, error) { return fmt.Sprintf("stacks of %d %v\n", j.PID, native), nil }}
+	if err := stackscmd.Run(opts); err != nil || out.String() != "stacks of 7 false\n" {
 		t.Errorf("Run: %v, printed %q", err, out.String())
 	}
 	opts.Find = func(int) (launch.Job, error) {
