@@ -48,7 +48,9 @@ func TestRun(t *testing.T) {
 	job := launch.Job{PID: 7, UID: 0}
 	opts := &stackscmd.Options{IO: ios, PID: 7,
 		Find: func(pid int) (launch.Job, error) { return job, nil },
-		Ask:  func(j launch.Job, native bool) (string, error) { return fmt.Sprintf("stacks of %d %v\n", j.PID, native), nil }}
+		Ask: func(j launch.Job, native bool) (string, error) {
+			return fmt.Sprintf("stacks of %d %v\n", j.PID, native), nil
+		}}
 	if err := stackscmd.Run(opts); err != nil || out.String() != "stacks of 7 false\n" {
 		t.Errorf("Run: %v, printed %q", err, out.String())
 	}
