@@ -272,11 +272,11 @@ func TestDegradedNoticeOncePerBoot(t *testing.T) {
 		t.Skipf("no boot id: %v", err)
 	}
 	path := filepath.Join(t.TempDir(), "leases")
-	d, w := openIn(t, path)
+	d, _ := openIn(t, path)
 	if _, err := d.Acquire([]string{"gpu0"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, w = openIn(t, path); len(*w) != 0 {
+	if _, w := openIn(t, path); len(*w) != 0 {
 		t.Fatalf("only this user used it: warnings %q", *w)
 	}
 	other := filepath.Join(path, "gpu1.lock")
@@ -286,7 +286,7 @@ func TestDegradedNoticeOncePerBoot(t *testing.T) {
 	if err := os.Chown(other, 65534, 65534); err != nil {
 		t.Fatal(err)
 	}
-	d, w = openIn(t, path)
+	d, w := openIn(t, path)
 	if len(*w) != 1 || (*w)[0] != d.Degraded() {
 		t.Fatalf("first job after another user's: warnings %q, want %q", *w, d.Degraded())
 	}
