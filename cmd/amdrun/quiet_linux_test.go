@@ -124,3 +124,22 @@ func TestLeaseAdviceWorks(t *testing.T) {
 		t.Error("U could remove a lease file after lease init")
 	}
 }
+
+// TestDryRunBindingWithoutLeaseDir: a dry run that binds exclusive or
+// core-complex on a node where no job ever made the lease directory
+// plans without CPU leases and says nothing of leases (it said "lease: lease directory
+// ... does not exist" and exited 1).
+func TestDryRunBindingWithoutLeaseDir(t *testing.T) {
+	testutil.EndToEnd(t)
+	missing := filepath.Join(t.TempDir(), "never-made")
+	for _, bind := range []string{"exclusive", "core-complex"} {
+		r := runAmdrun(t, cleanEnv(t, "AMDRUN_LEASE_DIR="+missing), "--source", "example", "--ngpus", "2", "--bind", bind,
+			"--dry-run", "--no-python", "true")
+		if r.code != 0 || strings.Contains(r.stderr, "lease") || !strings.Contains(r.stdout, "Devices:") {
+			t.Errorf("--bind %s dry run without a lease directory: exit %d\n%s%s", bind, r.code, r.stdout, r.stderr)
+		}
+		if _, err := os.Stat(missing); err == nil {
+			t.Errorf("--bind %s dry run made the lease directory", bind)
+		}
+	}
+}

@@ -62,6 +62,10 @@ func (c *cpuLeaser) plan(s plan.Spec) (*plan.Plan, error) {
 		return plan.NewPlan(s)
 	}
 	defer dir.Close()
+	if dir.Owner() < 0 {
+		// A dry run on a node where no job ever ran: no lease to respect.
+		return plan.NewPlan(s)
+	}
 	unlock, err := dir.Lock(c.ctx)
 	if err != nil {
 		return nil, err
