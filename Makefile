@@ -61,7 +61,7 @@ short:
 
 # The race detector over the packages that run processes and goroutines.
 race:
-	CGO_ENABLED=1 $(GO) test -race -count=1 ./internal/launch/... ./cmd/...
+	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 30m ./internal/launch/... ./cmd/...
 
 # amdrun builds for macOS, where it plans (--dry-run) but does not launch.
 darwin:
