@@ -36,7 +36,7 @@ func TestPublicFixtures(t *testing.T) {
 	}
 	files, err := filepath.Glob(public(t, "*"))
 	if err != nil || len(files) < 40 {
-		t.Fatalf("shared fixtures: %d files, %v", len(files), err)
+		t.Fatalf("public captures in testdata: %d files, %v", len(files), err)
 	}
 	seen := 0
 	for _, path := range files {
