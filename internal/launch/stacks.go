@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -19,6 +20,9 @@ import (
 //	  File "/tmp/train.py", line 20 in <module>
 //
 // Everything here is pure; stacks_linux.go asks the ranks.
+
+// ErrNotOwner is AskStacks' refusal of another user's job.
+var ErrNotOwner = errors.New("only the job's owner or root can take its stacks")
 
 // Frame is one line of a Python stack.
 type Frame struct {

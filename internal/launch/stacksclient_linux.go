@@ -47,9 +47,6 @@ func RunningJobs() []Job {
 	return out
 }
 
-// ErrNotOwner is AskStacks' refusal of another user's job.
-var ErrNotOwner = errors.New("only the job's owner or root can take its stacks")
-
 // FindJob picks the job of launcher pid (0: the caller's only running
 // job) among RunningJobs, or says in one line why there is none.
 func FindJob(pid int) (Job, error) {
