@@ -333,10 +333,15 @@ func (o *Options) parseNNodes(l *CommandLine) error {
 // same number of GPUs) where the user did not give them: explicit flags
 // win. A step amdrun cannot run one per node is refused in one line.
 func (o *Options) fromSlurm(ctx context.Context, l *CommandLine) error {
+	// scontrol only expands the node list, which ParseHostlist does too
+	// for every list Slurm writes: a scontrol that cannot reach its
+	// configuration (no DNS, no controller) must not hold the job up.
 	run := func(name string, args ...string) ([]byte, error) {
 		if o.Run == nil {
 			return nil, fmt.Errorf("cannot run %s here", name)
 		}
+		ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
 		return o.Run(ctx, name, args...)
 	}
 	job, err := slurm.FromEnvWith(o.Env(), run)
