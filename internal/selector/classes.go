@@ -31,41 +31,75 @@ func (p *problem) buildClasses(pool bitset) []class {
 }
 
 // matchClasses groups pool's devices by comparing each with one member
-// of every class found so far.
+// of a class found so far: the previous device's class first (the
+// partitions of one GPU follow one another), then the others. Being
+// interchangeable is an equivalence (the matrices are symmetric), so a
+// device matches one class at most and the order of the tries does not
+// change the classes.
 func (p *problem) matchClasses(pool bitset) []class {
-	var cls []class
-	n := p.n
 	all := pool.list()
-	same := func(r, v int) bool {
-		if p.numa[r] != p.numa[v] || p.busy.has(r) != p.busy.has(v) {
-			return false
+	of := make([]int, 2*len(all)) // of[i]: the class of all[i]; then the members
+	var reps []int                // the first member of each class
+	var repBuf [16]int
+	reps = repBuf[:0]
+	last := -1
+	for i, v := range all {
+		c := -1
+		if last >= 0 && p.interchangeable(reps[last], v, all) {
+			c = last
 		}
-		if len(all) == n { // rows equal but at r and v
-			lo, hi := min(r, v), max(r, v)
-			for _, x := range [][]int64{p.bw, p.loc} {
-				a, b := x[r*n:r*n+n], x[v*n:v*n+n]
-				if !slices.Equal(a[:lo], b[:lo]) || !slices.Equal(a[lo+1:hi], b[lo+1:hi]) || !slices.Equal(a[hi+1:], b[hi+1:]) {
-					return false
-				}
+		for j := 0; c < 0 && j < len(reps); j++ {
+			if j != last && p.interchangeable(reps[j], v, all) {
+				c = j
 			}
-			return true
 		}
-		for _, u := range all {
-			if u != r && u != v && (p.bw[r*n+u] != p.bw[v*n+u] || p.loc[r*n+u] != p.loc[v*n+u]) {
+		if c < 0 {
+			c = len(reps)
+			reps = append(reps, v)
+		}
+		of[i], last = c, c
+	}
+	members := of[len(all):]
+	for _, c := range of[:len(all)] {
+		members[c]++ // the classes' sizes, for now
+	}
+	cls := make([]class, len(reps))
+	at := 0
+	for c := range cls {
+		k := members[c]
+		cls[c].members, at = members[at:at:at+k], at+k
+		r := reps[c]
+		cls[c].numa, cls[c].busy, cls[c].deg = p.numa[r], p.busy.has(r), p.deg[r]
+	}
+	for i, v := range all {
+		cls[of[i]].members = append(cls[of[i]].members, v)
+	}
+	return cls
+}
+
+// interchangeable says r and v (r != v, both in the pool all) have the
+// same NUMA node and busy state and the same link and locality to every
+// other device of the pool.
+func (p *problem) interchangeable(r, v int, all []int) bool {
+	if p.numa[r] != p.numa[v] || p.busy.has(r) != p.busy.has(v) {
+		return false
+	}
+	n := p.n
+	br, bv, lr, lv := p.bw[r*n:r*n+n], p.bw[v*n:v*n+n], p.loc[r*n:r*n+n], p.loc[v*n:v*n+n]
+	if len(all) == n { // rows equal but at r and v
+		for u := range br {
+			if (br[u] != bv[u] || lr[u] != lv[u]) && u != r && u != v {
 				return false
 			}
 		}
 		return true
 	}
-	for _, v := range all {
-		found := slices.IndexFunc(cls, func(c class) bool { return same(c.members[0], v) })
-		if found < 0 {
-			cls = append(cls, class{numa: p.numa[v], busy: p.busy.has(v), deg: p.deg[v]})
-			found = len(cls) - 1
+	for _, u := range all {
+		if (br[u] != bv[u] || lr[u] != lv[u]) && u != r && u != v {
+			return false
 		}
-		cls[found].members = append(cls[found].members, v)
 	}
-	return cls
+	return true
 }
 
 // finishClasses sets each class's internal link, member order and

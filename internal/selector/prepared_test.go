@@ -221,21 +221,23 @@ func TestPrepareWeighsAsTheModel(t *testing.T) {
 	}
 }
 
-// insertCopies is k insertSorted calls in one move.
-func TestInsertCopiesIsRepeatedInsert(t *testing.T) {
+// insertCopies keeps the limit lowest of the values inserted, sorted.
+func TestInsertCopiesKeepsLowest(t *testing.T) {
 	r := rand.New(rand.NewPCG(25, 6))
 	for range 200 {
-		var want []int64
-		got := make([]int64, 0, 4) // grows past its capacity too
+		limit := r.IntN(6)
+		var all []int64
+		got := make([]int64, 0, limit)
 		for range 1 + r.IntN(8) {
 			x, k := int64(r.IntN(5)), r.IntN(4)
 			for range k {
-				want = insertSorted(want, x)
+				all = append(all, x)
 			}
-			got = insertCopies(got, x, k)
+			got = insertCopies(got, x, k, limit)
 		}
-		if !slices.Equal(got, want) {
-			t.Fatalf("insertCopies %v, repeated insertSorted %v", got, want)
+		slices.Sort(all)
+		if want := all[:min(limit, len(all))]; !slices.Equal(got, want) {
+			t.Fatalf("insertCopies kept %v, the %d lowest are %v", got, limit, want)
 		}
 	}
 }
