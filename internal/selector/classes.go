@@ -115,7 +115,7 @@ func (p *problem) finishClasses(cls []class) {
 	for c := range cls {
 		cl := &cls[c]
 		if len(cl.members) > 1 {
-			cl.inner = p.bw[cl.members[0]*n+cl.members[1]]
+			cl.inner = int64(p.bw[cl.members[0]*n+cl.members[1]])
 		}
 		slices.SortFunc(cl.members, func(a, b int) int {
 			if p.load[a] != p.load[b] {
@@ -158,8 +158,8 @@ func newClassGraph(p *problem, cls []class) classGraph {
 				}
 				b = cls[c].members[1]
 			}
-			g.bw[c*nc+d] = p.bw[a*p.n+b]
-			g.loc[c*nc+d] = p.loc[a*p.n+b]
+			g.bw[c*nc+d] = int64(p.bw[a*p.n+b])
+			g.loc[c*nc+d] = int64(p.loc[a*p.n+b])
 		}
 	}
 	return g
