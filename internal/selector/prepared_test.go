@@ -208,6 +208,13 @@ func TestPrepareWeighsAsTheModel(t *testing.T) {
 		levels := measuredLevels(m)
 		nd := len(m.Devices)
 		for a := 0; a < nd; a++ {
+			var deg int64
+			for b := 0; b < nd; b++ {
+				deg += int64(m.Locality(a, b))
+			}
+			if pp.deg[a] != deg {
+				t.Fatalf("%s: device %d locality to the others %d, the model's %d", top.name, a, pp.deg[a], deg)
+			}
 			for b := 0; b < nd; b++ {
 				w := m.BW(a, b)
 				if l := m.Link(a, b); l != nil && l.Measured {

@@ -196,10 +196,9 @@ func Prepare(m *topology.Model) *Prepared {
 		}
 		pp.bw[a*nd+b], pp.bw[b*nd+a] = weight(w), weight(w)
 		lc := int8(l.Locality(pkg[a] >= 0 && pkg[a] == pkg[b], hive[a] >= 0 && hive[a] == hive[b]))
+		d := int64(lc) - int64(pp.loc[a*nd+b]) // the row sums, less a link replaced
+		pp.deg[a], pp.deg[b] = pp.deg[a]+d, pp.deg[b]+d
 		pp.loc[a*nd+b], pp.loc[b*nd+a] = lc, lc
-	}
-	for i := range pp.deg {
-		pp.deg[i] = rowSum(pp.loc[i*nd : i*nd+nd])
 	}
 	return pp
 }
