@@ -1,7 +1,6 @@
 package selector
 
 import (
-	"cmp"
 	"slices"
 )
 
@@ -99,31 +98,37 @@ type partner struct {
 }
 
 // partnersOf lists, for each class, the classes its members can pair
-// with under the class-level weights w (pairSums.partners).
-func partnersOf(w []int64, cls []class) [][]partner {
-	nc := len(cls)
-	out := make([][]partner, nc)
-	all := make([]partner, 0, nc*nc) // every class's list, one after another
-	for d := range cls {
-		out[d] = all[len(all) : len(all) : len(all)+nc]
-		for e := range cls {
-			count := len(cls[e].members)
-			if e == d {
-				count--
+// with under the class-level weights w (pairSums.partners), for the
+// bandwidth and the locality of g, heaviest first, then by class.
+func partnersOf(g *classGraph) (total, locality [][]partner) {
+	nc := g.nc
+	out := make([][]partner, 2*nc)
+	all := make([]partner, 2*nc*nc) // every class's list, one after another
+	for i, w := range [2][]int64{g.bw, g.loc} {
+		for d := range nc {
+			at := (i*nc + d) * nc
+			row := all[at : at : at+nc]
+			for e := range nc {
+				count := len(g.cls[e].members)
+				if e == d {
+					count--
+				}
+				if count <= 0 {
+					continue
+				}
+				// insertion after every heavier or as heavy (lower) class
+				wt := w[d*nc+e]
+				row = append(row, partner{})
+				j := len(row) - 1
+				for ; j > 0 && row[j-1].w < wt; j-- {
+					row[j] = row[j-1]
+				}
+				row[j] = partner{e, count, wt}
 			}
-			if count > 0 {
-				out[d] = append(out[d], partner{e, count, w[d*nc+e]})
-			}
+			out[i*nc+d] = row
 		}
-		slices.SortFunc(out[d], func(a, b partner) int {
-			if c := cmp.Compare(b.w, a.w); c != 0 {
-				return c
-			}
-			return cmp.Compare(a.class, b.class)
-		})
-		all = all[:len(all)+len(out[d])]
 	}
-	return out
+	return out[:nc:nc], out[nc:]
 }
 
 // decide adds (sign +1) or removes (-1) t members of class c.
@@ -276,7 +281,8 @@ func (p *problem) newClassTables(cls []class) *classTables {
 	g := newClassGraph(p, cls)
 	g.scr = nil
 	nc, size := g.nc, p.size
-	t := &classTables{graph: g, size: size, totalPartners: partnersOf(g.bw, cls), localityPartners: partnersOf(g.loc, cls)}
+	t := &classTables{graph: g, size: size}
+	t.totalPartners, t.localityPartners = partnersOf(&g)
 	ints := make([]int, 3*nc+2)
 	t.capFrom, t.idleFrom, t.twinBefore = ints[:nc+1:nc+1], ints[nc+1:2*nc+2:2*nc+2], ints[2*nc+2:]
 	// the levels, the loads and degrees of classes c.. (their size
