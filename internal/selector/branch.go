@@ -93,7 +93,7 @@ type pairSums struct {
 
 // partner is a class and how many of its members a device can pair with.
 type partner struct {
-	class, count int
+	class, count int32
 	w            int64
 }
 
@@ -123,7 +123,7 @@ func partnersOf(g *classGraph) (total, locality [][]partner) {
 				for ; j > 0 && row[j-1].w < wt; j-- {
 					row[j] = row[j-1]
 				}
-				row[j] = partner{e, count, wt}
+				row[j] = partner{int32(e), int32(count), wt}
 			}
 			out[i*nc+d] = row
 		}
