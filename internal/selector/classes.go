@@ -31,45 +31,31 @@ func (p *problem) buildClasses(pool bitset) []class {
 }
 
 // matchClasses groups pool's devices by comparing each with one member
-// of a class found so far: the previous device's class first (the
-// partitions of one GPU follow one another), then the others. Being
-// interchangeable is an equivalence (the matrices are symmetric), so a
-// device matches one class at most and the order of the tries does not
-// change the classes.
+// of every class found so far, the previous device's class first (a
+// GPU's partitions follow one another; being interchangeable is an
+// equivalence, so the order does not change the classes).
 func (p *problem) matchClasses(pool bitset) []class {
 	all := pool.list()
-	of := make([]int, 2*len(all)) // of[i]: the class of all[i]; then the members
-	var reps []int                // the first member of each class
-	var repBuf [16]int
-	reps = repBuf[:0]
-	last := -1
+	of := make([]int, 2*len(all))       // of[i]: the class of all[i]; then the members
+	reps, last := make([]int, 0, 16), 0 // the first member of each class
 	for i, v := range all {
-		c := -1
-		if last >= 0 && p.interchangeable(reps[last], v, all) {
-			c = last
-		}
-		for j := 0; c < 0 && j < len(reps); j++ {
-			if j != last && p.interchangeable(reps[j], v, all) {
+		c := len(reps)
+		for t := range reps {
+			if j := (last + t) % len(reps); p.interchangeable(reps[j], v, all) {
 				c = j
+				break
 			}
 		}
-		if c < 0 {
-			c = len(reps)
+		if c == len(reps) {
 			reps = append(reps, v)
 		}
 		of[i], last = c, c
+		of[len(all)+c]++ // the classes' sizes, for now
 	}
-	members := of[len(all):]
-	for _, c := range of[:len(all)] {
-		members[c]++ // the classes' sizes, for now
-	}
-	cls := make([]class, len(reps))
-	at := 0
-	for c := range cls {
-		k := members[c]
-		cls[c].members, at = members[at:at:at+k], at+k
-		r := reps[c]
-		cls[c].numa, cls[c].busy, cls[c].deg = p.numa[r], p.busy.has(r), p.deg[r]
+	cls, members, at := make([]class, len(reps)), of[len(all):], 0
+	for c, r := range reps {
+		cls[c] = class{members: members[at : at : at+members[c]], numa: p.numa[r], busy: p.busy.has(r), deg: p.deg[r]}
+		at += members[c]
 	}
 	for i, v := range all {
 		cls[of[i]].members = append(cls[of[i]].members, v)
@@ -77,29 +63,17 @@ func (p *problem) matchClasses(pool bitset) []class {
 	return cls
 }
 
-// interchangeable says r and v (r != v, both in the pool all) have the
-// same NUMA node and busy state and the same link and locality to every
-// other device of the pool.
+// interchangeable says r and v of the pool all have the same NUMA node,
+// busy state, and link and locality to every other device of it.
 func (p *problem) interchangeable(r, v int, all []int) bool {
-	if p.numa[r] != p.numa[v] || p.busy.has(r) != p.busy.has(v) {
-		return false
-	}
 	n := p.n
 	br, bv, lr, lv := p.bw[r*n:r*n+n], p.bw[v*n:v*n+n], p.loc[r*n:r*n+n], p.loc[v*n:v*n+n]
-	if len(all) == n { // rows equal but at r and v
-		for u := range br {
-			if (br[u] != bv[u] || lr[u] != lv[u]) && u != r && u != v {
-				return false
-			}
-		}
-		return true
-	}
 	for _, u := range all {
 		if (br[u] != bv[u] || lr[u] != lv[u]) && u != r && u != v {
 			return false
 		}
 	}
-	return true
+	return p.numa[r] == p.numa[v] && p.busy.has(r) == p.busy.has(v)
 }
 
 // finishClasses sets each class's internal link, member order and

@@ -107,7 +107,9 @@ func (pp *Prepared) newProblem(cands []int, pol Policy, size int, r rules) *prob
 			copy2(p.bw[i*n:i*n+n], pp.bw[a*nd:a*nd+nd], cands)
 			if !r.noLocality {
 				copy2(p.loc[i*n:i*n+n], pp.loc[a*nd:a*nd+nd], cands)
-				p.deg[i] = rowSum(p.loc[i*n : i*n+n])
+				for _, v := range p.loc[i*n : i*n+n] {
+					p.deg[i] += int64(v)
+				}
 			}
 		}
 	}
@@ -160,7 +162,8 @@ type Prepared struct {
 // It is most of what one amdrun command spends in selection on a
 // partitioned node (1,024 pairs of 32 MI308 partitions, 3,969 of 63 CPX
 // ones), so it walks the model's links once, each weighed where it lies
-// (no pair lookups, issue 25), into one allocation for the matrices.
+// (no pair lookups, issue 25), into matrices of int32 bandwidths (at most
+// 2^31-1 MB/s, 2 PB/s: no link comes near) and int8 localities.
 func Prepare(m *topology.Model) *Prepared {
 	pp := &Prepared{m: m}
 	if m == nil {
@@ -194,7 +197,8 @@ func Prepare(m *topology.Model) *Prepared {
 			}
 			w = levels[l.MaxBandwidth]
 		}
-		pp.bw[a*nd+b], pp.bw[b*nd+a] = weight(w), weight(w)
+		w32 := int32(min(w, math.MaxInt32))
+		pp.bw[a*nd+b], pp.bw[b*nd+a] = w32, w32
 		lc := int8(l.Locality(pkg[a] >= 0 && pkg[a] == pkg[b], hive[a] >= 0 && hive[a] == hive[b]))
 		d := int64(lc) - int64(pp.loc[a*nd+b]) // the row sums, less a link replaced
 		pp.deg[a], pp.deg[b] = pp.deg[a]+d, pp.deg[b]+d
@@ -203,39 +207,14 @@ func Prepare(m *topology.Model) *Prepared {
 	return pp
 }
 
-// weight is a bandwidth as the matrices keep it, at most 2^31-1 MB/s
-// (2 PB/s: no link comes near).
-func weight(w int64) int32 { return int32(min(w, math.MaxInt32)) }
-
-func rowSum(row []int8) int64 {
-	var d int64
-	for _, v := range row {
-		d += int64(v)
-	}
-	return d
-}
-
 // intern sets id[i] to a small id of key(&devs[i]), the same for the
-// same string, -1 for "". Devices of one package or hive mostly follow
-// one another, so the previous device's key is tried first, then the
-// keys seen (a node has few packages and hives).
+// same string, -1 for "" (a node has few packages and hives).
 func intern(id []int, devs []topology.Device, key func(*topology.Device) string) {
-	var seenBuf [16]string
-	seen := seenBuf[:0]
+	seen := make([]string, 0, 16)
 	for i := range devs {
 		k := key(&devs[i])
-		switch {
-		case k == "":
-			id[i] = -1
-		case i > 0 && k == key(&devs[i-1]):
-			id[i] = id[i-1]
-		default:
-			v := slices.Index(seen, k)
-			if v < 0 {
-				v = len(seen)
-				seen = append(seen, k)
-			}
-			id[i] = v
+		if id[i] = slices.Index(seen, k); id[i] < 0 && k != "" {
+			id[i], seen = len(seen), append(seen, k)
 		}
 	}
 }
