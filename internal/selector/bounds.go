@@ -334,7 +334,7 @@ func (b *classSearch) partSumUB(s *pairSums, c, l, r int) (ub int64, ok bool) {
 			if !out && needR <= 0 {
 				break
 			}
-			if p.class < c || b.part[p.class] != l {
+			if int(p.class) < c || b.part[p.class] != l {
 				continue
 			}
 			cnt := int64(p.count)

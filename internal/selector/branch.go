@@ -1,7 +1,6 @@
 package selector
 
 import (
-	"cmp"
 	"slices"
 )
 
@@ -61,6 +60,7 @@ type classSearch struct {
 type classTables struct {
 	graph    classGraph // the classes, without scratch
 	levels   []int64    // distinct class-level bandwidths, ascending
+	size     int        // the largest set the tables bound
 	nodeCost int64      // work charged per node (see budget.go)
 
 	// What the classes from c on can still give, indexed by c (the first
@@ -93,36 +93,42 @@ type pairSums struct {
 
 // partner is a class and how many of its members a device can pair with.
 type partner struct {
-	class, count int
+	class, count int32
 	w            int64
 }
 
 // partnersOf lists, for each class, the classes its members can pair
-// with under the class-level weights w (pairSums.partners).
-func partnersOf(w []int64, cls []class) [][]partner {
-	nc := len(cls)
-	out := make([][]partner, nc)
-	all := make([]partner, 0, nc*nc) // every class's list, one after another
-	for d := range cls {
-		out[d] = all[len(all) : len(all) : len(all)+nc]
-		for e := range cls {
-			count := len(cls[e].members)
-			if e == d {
-				count--
+// with under the class-level weights w (pairSums.partners), for the
+// bandwidth and the locality of g, heaviest first, then by class.
+func partnersOf(g *classGraph) (total, locality [][]partner) {
+	nc := g.nc
+	out := make([][]partner, 2*nc)
+	all := make([]partner, 2*nc*nc) // every class's list, one after another
+	for i, w := range [2][]int64{g.bw, g.loc} {
+		for d := range nc {
+			at := (i*nc + d) * nc
+			row := all[at : at : at+nc]
+			for e := range nc {
+				count := len(g.cls[e].members)
+				if e == d {
+					count--
+				}
+				if count <= 0 {
+					continue
+				}
+				// insertion after every heavier or as heavy (lower) class
+				wt := w[d*nc+e]
+				row = append(row, partner{})
+				j := len(row) - 1
+				for ; j > 0 && row[j-1].w < wt; j-- {
+					row[j] = row[j-1]
+				}
+				row[j] = partner{int32(e), int32(count), wt}
 			}
-			if count > 0 {
-				out[d] = append(out[d], partner{e, count, w[d*nc+e]})
-			}
+			out[i*nc+d] = row
 		}
-		slices.SortFunc(out[d], func(a, b partner) int {
-			if c := cmp.Compare(b.w, a.w); c != 0 {
-				return c
-			}
-			return cmp.Compare(a.class, b.class)
-		})
-		all = all[:len(all)+len(out[d])]
 	}
-	return out
+	return out[:nc:nc], out[nc:]
 }
 
 // decide adds (sign +1) or removes (-1) t members of class c.
@@ -184,7 +190,7 @@ func (p *problem) rootTables() *classTables {
 	pp.mu.Lock()
 	r := pp.root
 	pp.mu.Unlock()
-	if r != nil && r.noLocality == p.rules.noLocality && r.busy == p.busy &&
+	if r != nil && r.tables.size >= p.size && r.noLocality == p.rules.noLocality && r.busy == p.busy &&
 		slices.Equal(r.numa, p.numa) && slices.Equal(r.load, p.load) {
 		return r.tables
 	}
@@ -244,7 +250,7 @@ func (p *problem) searchOn(t *classTables, k int) *classSearch {
 // split term counts, bounds.go).
 func (b *classSearch) cutTables() {
 	nc := b.nc
-	all := make([]int64, nc, nc+(nc+1)*(b.p.n+1))
+	all := make([]int64, nc, nc+(nc+1)*(b.size+1))
 	b.cut = all[:nc:nc]
 	for c := range b.cls {
 		need, top := int64(b.size-1), int64(0)
@@ -259,21 +265,30 @@ func (b *classSearch) cutTables() {
 		b.cut[c] = b.cls[c].deg - top
 	}
 	sums := all[nc:]
-	cuts := b.p.scr.x[:0] // the cuts of classes c.., ascending
+	cuts := b.p.scr.x[:0] // the size lowest cuts of classes c.., ascending
 	b.lowCutFrom = make([][]int64, nc+1)
 	b.lowCutFrom[nc], sums = lowestSums(sums, cuts)
 	for c := nc - 1; c >= 0; c-- {
-		cuts = insertCopies(cuts, b.cut[c], len(b.cls[c].members))
+		cuts = insertCopies(cuts, b.cut[c], len(b.cls[c].members), b.size)
 		b.lowCutFrom[c], sums = lowestSums(sums, cuts)
 	}
 }
 
+// newClassTables are the tables of a search over cls for sets of p.size
+// devices: the sums of lowest loads and degrees go up to p.size, the
+// most devices a bound adds.
 func (p *problem) newClassTables(cls []class) *classTables {
 	g := newClassGraph(p, cls)
 	g.scr = nil
-	nc := g.nc
-	t := &classTables{graph: g, totalPartners: partnersOf(g.bw, cls), localityPartners: partnersOf(g.loc, cls)}
-	t.levels = make([]int64, 0, nc*nc)
+	nc, size := g.nc, p.size
+	t := &classTables{graph: g, size: size}
+	t.totalPartners, t.localityPartners = partnersOf(&g)
+	ints := make([]int, 3*nc+2)
+	t.capFrom, t.idleFrom, t.twinBefore = ints[:nc+1:nc+1], ints[nc+1:2*nc+2:2*nc+2], ints[2*nc+2:]
+	// the levels, the loads and degrees of classes c.. (their size
+	// lowest, ascending) and every c's sums, in one array
+	i64s := make([]int64, nc*nc+2*size+2*(nc+1)*(size+1))
+	t.levels = i64s[: 0 : nc*nc]
 	for c := range cls {
 		for d := range cls {
 			if c != d || len(cls[c].members) > 1 {
@@ -283,15 +298,11 @@ func (p *problem) newClassTables(cls []class) *classTables {
 	}
 	slices.Sort(t.levels)
 	t.levels = slices.Compact(t.levels)
-	t.capFrom = make([]int, nc+1)
-	t.idleFrom = make([]int, nc+1)
+	rest := i64s[nc*nc:]
+	loads, degs, sums := rest[:0:size], rest[size:size:2*size], rest[2*size:2*size]
 	t.poolFrom = make([]bitset, nc+1)
-	// the loads and degrees of classes c.., kept sorted, and one backing
-	// array for every c's sums
-	loads, degs := make([]int64, 0, p.n), make([]int64, 0, p.n)
-	sums := make([]int64, 0, 2*((nc+1)+p.n*(nc+1)))
-	t.lowLoadFrom = make([][]int64, nc+1)
-	t.lowDegFrom = make([][]int64, nc+1)
+	low := make([][]int64, 2*(nc+1))
+	t.lowLoadFrom, t.lowDegFrom = low[:nc+1:nc+1], low[nc+1:]
 	t.lowLoadFrom[nc], sums = lowestSums(sums, loads)
 	t.lowDegFrom[nc], sums = lowestSums(sums, degs)
 	for c := nc - 1; c >= 0; c-- {
@@ -304,14 +315,14 @@ func (p *problem) newClassTables(cls []class) *classTables {
 		t.poolFrom[c] = t.poolFrom[c+1]
 		t.poolFrom[c].or(&cl.firstMask[len(cl.members)])
 		for _, v := range cl.members {
-			loads = insertSorted(loads, p.load[v])
+			loads = insertCopies(loads, p.load[v], 1, size)
 		}
-		degs = insertCopies(degs, cl.deg, len(cl.members))
+		degs = insertCopies(degs, cl.deg, len(cl.members), size)
 		t.lowLoadFrom[c], sums = lowestSums(sums, loads)
 		t.lowDegFrom[c], sums = lowestSums(sums, degs)
 	}
 	t.nodeCost = 1 + int64(nc*nc)/256
-	t.twinBefore = twins(&g)
+	twins(&g, t.twinBefore)
 	return t
 }
 
@@ -320,9 +331,7 @@ func (p *problem) newClassTables(cls []class) *classTables {
 // locality and member loads, NUMA node, busy state and degree, and the
 // same link and locality to every third class (the partitioned GPUs of
 // one NUMA node, say). -1 when there is none.
-func twins(b *classGraph) []int {
-	nc := b.nc
-	out := make([]int, nc)
+func twins(b *classGraph, out []int) {
 	for c := range out {
 		out[c] = -1
 		for e := c - 1; e >= 0 && out[c] < 0; e-- {
@@ -331,7 +340,6 @@ func twins(b *classGraph) []int {
 			}
 		}
 	}
-	return out
 }
 
 func (b *classGraph) twin(e, c int) bool {
@@ -359,20 +367,17 @@ func lowestSums(buf, sorted []int64) (s, rest []int64) {
 	return buf[start:len(buf):len(buf)], buf
 }
 
-// insertSorted inserts x into the ascending vals.
-func insertSorted(vals []int64, x int64) []int64 {
+// insertCopies inserts k copies of x into the ascending vals and keeps
+// the lowest limit of them; vals has room for limit.
+func insertCopies(vals []int64, x int64, k, limit int) []int64 {
 	i, _ := slices.BinarySearch(vals, x)
-	return slices.Insert(vals, i, x)
-}
-
-// insertCopies inserts k copies of x into the ascending vals, in one
-// move (the members of a class share their degree and cut).
-func insertCopies(vals []int64, x int64, k int) []int64 {
-	i, _ := slices.BinarySearch(vals, x)
+	if i >= limit {
+		return vals
+	}
 	n := len(vals)
-	vals = slices.Grow(vals, k)[:n+k]
-	copy(vals[i+k:], vals[i:n])
-	for j := i; j < i+k; j++ {
+	vals = vals[:min(n+k, limit)]
+	copy(vals[min(i+k, len(vals)):], vals[i:n])
+	for j := i; j < min(i+k, len(vals)); j++ {
 		vals[j] = x
 	}
 	return vals

@@ -31,41 +31,49 @@ func (p *problem) buildClasses(pool bitset) []class {
 }
 
 // matchClasses groups pool's devices by comparing each with one member
-// of every class found so far.
+// of every class found so far, the previous device's class first (a
+// GPU's partitions follow one another; being interchangeable is an
+// equivalence, so the order does not change the classes).
 func (p *problem) matchClasses(pool bitset) []class {
-	var cls []class
-	n := p.n
 	all := pool.list()
-	same := func(r, v int) bool {
-		if p.numa[r] != p.numa[v] || p.busy.has(r) != p.busy.has(v) {
-			return false
-		}
-		if len(all) == n { // rows equal but at r and v
-			lo, hi := min(r, v), max(r, v)
-			for _, x := range [][]int64{p.bw, p.loc} {
-				a, b := x[r*n:r*n+n], x[v*n:v*n+n]
-				if !slices.Equal(a[:lo], b[:lo]) || !slices.Equal(a[lo+1:hi], b[lo+1:hi]) || !slices.Equal(a[hi+1:], b[hi+1:]) {
-					return false
-				}
-			}
-			return true
-		}
-		for _, u := range all {
-			if u != r && u != v && (p.bw[r*n+u] != p.bw[v*n+u] || p.loc[r*n+u] != p.loc[v*n+u]) {
-				return false
+	of := make([]int, 2*len(all))       // of[i]: the class of all[i]; then the members
+	reps, last := make([]int, 0, 16), 0 // the first member of each class
+	for i, v := range all {
+		c := len(reps)
+		for t := range reps {
+			if j := (last + t) % len(reps); p.interchangeable(reps[j], v, all) {
+				c = j
+				break
 			}
 		}
-		return true
+		if c == len(reps) {
+			reps = append(reps, v)
+		}
+		of[i], last = c, c
+		of[len(all)+c]++ // the classes' sizes, for now
 	}
-	for _, v := range all {
-		found := slices.IndexFunc(cls, func(c class) bool { return same(c.members[0], v) })
-		if found < 0 {
-			cls = append(cls, class{numa: p.numa[v], busy: p.busy.has(v), deg: p.deg[v]})
-			found = len(cls) - 1
-		}
-		cls[found].members = append(cls[found].members, v)
+	cls, members, at := make([]class, len(reps)), of[len(all):], 0
+	for c, r := range reps {
+		cls[c] = class{members: members[at : at : at+members[c]], numa: p.numa[r], busy: p.busy.has(r), deg: p.deg[r]}
+		at += members[c]
+	}
+	for i, v := range all {
+		cls[of[i]].members = append(cls[of[i]].members, v)
 	}
 	return cls
+}
+
+// interchangeable says r and v of the pool all have the same NUMA node,
+// busy state, and link and locality to every other device of it.
+func (p *problem) interchangeable(r, v int, all []int) bool {
+	n := p.n
+	br, bv, lr, lv := p.bw[r*n:r*n+n], p.bw[v*n:v*n+n], p.loc[r*n:r*n+n], p.loc[v*n:v*n+n]
+	for _, u := range all {
+		if (br[u] != bv[u] || lr[u] != lv[u]) && u != r && u != v {
+			return false
+		}
+	}
+	return p.numa[r] == p.numa[v] && p.busy.has(r) == p.busy.has(v)
 }
 
 // finishClasses sets each class's internal link, member order and
@@ -81,7 +89,7 @@ func (p *problem) finishClasses(cls []class) {
 	for c := range cls {
 		cl := &cls[c]
 		if len(cl.members) > 1 {
-			cl.inner = p.bw[cl.members[0]*n+cl.members[1]]
+			cl.inner = int64(p.bw[cl.members[0]*n+cl.members[1]])
 		}
 		slices.SortFunc(cl.members, func(a, b int) int {
 			if p.load[a] != p.load[b] {
@@ -124,8 +132,8 @@ func newClassGraph(p *problem, cls []class) classGraph {
 				}
 				b = cls[c].members[1]
 			}
-			g.bw[c*nc+d] = p.bw[a*p.n+b]
-			g.loc[c*nc+d] = p.loc[a*p.n+b]
+			g.bw[c*nc+d] = int64(p.bw[a*p.n+b])
+			g.loc[c*nc+d] = int64(p.loc[a*p.n+b])
 		}
 	}
 	return g

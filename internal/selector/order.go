@@ -60,7 +60,7 @@ func (p *problem) cycleAt(vs []int, t int64) []int {
 	var adj [enumLimit]uint32
 	for i, a := range vs {
 		for j, b := range vs {
-			if i != j && p.bw[a*p.n+b] >= t {
+			if i != j && int64(p.bw[a*p.n+b]) >= t {
 				adj[i] |= 1 << uint(j)
 			}
 		}
@@ -106,7 +106,7 @@ func (p *problem) hamPath(vs []int, t int64) bool {
 	adj := make([]uint32, k)
 	for i, a := range vs {
 		for j, b := range vs {
-			if i != j && p.bw[a*p.n+b] >= t {
+			if i != j && int64(p.bw[a*p.n+b]) >= t {
 				adj[i] |= 1 << uint(j)
 			}
 		}
@@ -134,7 +134,7 @@ func (p *problem) hamPath(vs []int, t int64) bool {
 // links are all >= t with the largest total, smallest sequence first.
 func (p *problem) bestSequence(vs []int, t int64, cycle bool) []int {
 	q := sequenceTable{k: len(vs), cycle: cycle, w: func(i, j int) int64 {
-		if b := p.bw[vs[i]*p.n+vs[j]]; b >= t {
+		if b := int64(p.bw[vs[i]*p.n+vs[j]]); b >= t {
 			return b
 		}
 		return -1
@@ -275,7 +275,7 @@ func (p *problem) classOrder(vs []int) []int {
 		next, nb := -1, int64(-1)
 		for d := range cls {
 			if !used[d] {
-				if b := p.bw[cls[cur].members[0]*p.n+cls[d].members[0]]; b > nb {
+				if b := int64(p.bw[cls[cur].members[0]*p.n+cls[d].members[0]]); b > nb {
 					next, nb = d, b
 				}
 			}

@@ -115,7 +115,10 @@ func TestGreedyStartIsTheDeviceWalk(t *testing.T) {
 		}
 		p := Prepare(m).newProblem(firstN(len(m.Devices)).list(), Tree, 1, rules{})
 		g := newClassGraph(p, p.buildClasses(firstN(p.n)))
-		levels := append([]int64{0}, slices.Sorted(slices.Values(p.bw))...)
+		levels := []int64{0}
+		for _, w := range slices.Sorted(slices.Values(p.bw)) {
+			levels = append(levels, int64(w))
+		}
 		for _, size := range []int{1, 2, 3, p.n / 2, p.n} {
 			for _, lt := range []int{0, len(levels) / 3, len(levels) / 2, len(levels) - 1} {
 				th := levels[lt]
@@ -143,7 +146,7 @@ func startByDevices(p *problem, size int, t int64) int {
 	}
 	for a := 0; a < n; a++ {
 		for b := a + 1; b < n; b++ {
-			if p.bw[a*n+b] >= t {
+			if int64(p.bw[a*n+b]) >= t {
 				if x, y := find(a), find(b); x != y {
 					comp[y] = x
 				}
@@ -161,7 +164,7 @@ func startByDevices(p *problem, size int, t int64) int {
 		}
 		var s int64
 		for b := 0; b < n; b++ {
-			if w := p.bw[a*n+b]; b != a && w >= t {
+			if w := int64(p.bw[a*n+b]); b != a && w >= t {
 				s += w
 			}
 		}
@@ -205,15 +208,22 @@ func TestPrepareWeighsAsTheModel(t *testing.T) {
 		levels := measuredLevels(m)
 		nd := len(m.Devices)
 		for a := 0; a < nd; a++ {
+			var deg int64
+			for b := 0; b < nd; b++ {
+				deg += int64(m.Locality(a, b))
+			}
+			if pp.deg[a] != deg {
+				t.Fatalf("%s: device %d locality to the others %d, the model's %d", top.name, a, pp.deg[a], deg)
+			}
 			for b := 0; b < nd; b++ {
 				w := m.BW(a, b)
 				if l := m.Link(a, b); l != nil && l.Measured {
 					w = levels[l.MaxBandwidth]
 				}
-				if got := pp.bw[a*nd+b]; got != w {
+				if got := int64(pp.bw[a*nd+b]); got != w {
 					t.Fatalf("%s: pair %d-%d bandwidth %d, the model's %d", top.name, a, b, got, w)
 				}
-				if got, want := pp.loc[a*nd+b], int64(m.Locality(a, b)); got != want {
+				if got, want := int64(pp.loc[a*nd+b]), int64(m.Locality(a, b)); got != want {
 					t.Fatalf("%s: pair %d-%d locality %d, the model's %d", top.name, a, b, got, want)
 				}
 			}
@@ -221,21 +231,23 @@ func TestPrepareWeighsAsTheModel(t *testing.T) {
 	}
 }
 
-// insertCopies is k insertSorted calls in one move.
-func TestInsertCopiesIsRepeatedInsert(t *testing.T) {
+// insertCopies keeps the limit lowest of the values inserted, sorted.
+func TestInsertCopiesKeepsLowest(t *testing.T) {
 	r := rand.New(rand.NewPCG(25, 6))
 	for range 200 {
-		var want []int64
-		got := make([]int64, 0, 4) // grows past its capacity too
+		limit := r.IntN(6)
+		var all []int64
+		got := make([]int64, 0, limit)
 		for range 1 + r.IntN(8) {
 			x, k := int64(r.IntN(5)), r.IntN(4)
 			for range k {
-				want = insertSorted(want, x)
+				all = append(all, x)
 			}
-			got = insertCopies(got, x, k)
+			got = insertCopies(got, x, k, limit)
 		}
-		if !slices.Equal(got, want) {
-			t.Fatalf("insertCopies %v, repeated insertSorted %v", got, want)
+		slices.Sort(all)
+		if want := all[:min(limit, len(all))]; !slices.Equal(got, want) {
+			t.Fatalf("insertCopies kept %v, the %d lowest are %v", got, limit, want)
 		}
 	}
 }

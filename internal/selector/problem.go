@@ -28,8 +28,8 @@ type problem struct {
 	n      int       // candidates
 	size   int       // devices wanted
 	idx    []int     // local -> device index
-	bw     []int64   // n*n, 0 on the diagonal; measured figures as levels
-	loc    []int64   // n*n locality rank (topology.Locality), 0 on the diagonal
+	bw     []int32   // n*n, 0 on the diagonal; measured figures as levels (Prepare)
+	loc    []int8    // n*n locality rank (topology.Locality), 0 on the diagonal
 	deg    []int64   // deg[u]: u's locality to every other candidate, summed
 	numa   []int     // local -> dense NUMA id (unknown -1 is an id too)
 	busy   bitset    // busy candidates
@@ -90,10 +90,10 @@ func (pp *Prepared) newProblem(cands []int, pol Policy, size int, r rules) *prob
 	}
 	nd := pp.nd
 	if n != nd {
-		p.bw = make([]int64, n*n)
+		p.bw = make([]int32, n*n)
 	}
 	if n != nd || r.noLocality {
-		p.loc, p.deg = make([]int64, n*n), make([]int64, n)
+		p.loc, p.deg = make([]int8, n*n), make([]int64, n)
 	}
 	if n == nd {
 		// every device is a candidate: the prepared matrices serve as
@@ -107,11 +107,9 @@ func (pp *Prepared) newProblem(cands []int, pol Policy, size int, r rules) *prob
 			copy2(p.bw[i*n:i*n+n], pp.bw[a*nd:a*nd+nd], cands)
 			if !r.noLocality {
 				copy2(p.loc[i*n:i*n+n], pp.loc[a*nd:a*nd+nd], cands)
-				var d int64
 				for _, v := range p.loc[i*n : i*n+n] {
-					d += v
+					p.deg[i] += int64(v)
 				}
-				p.deg[i] = d
 			}
 		}
 	}
@@ -135,7 +133,7 @@ func (pp *Prepared) newProblem(cands []int, pol Policy, size int, r rules) *prob
 }
 
 // copy2 sets dst[i] = row[cands[i]].
-func copy2(dst, row []int64, cands []int) {
+func copy2[T int32 | int8](dst, row []T, cands []int) {
 	for i, c := range cands {
 		dst[i] = row[c]
 	}
@@ -148,10 +146,11 @@ func copy2(dst, row []int64, cands []int) {
 // from the model at every call, so those may change between calls; the
 // model's devices and links must not (prepare it again when they do).
 type Prepared struct {
-	m       *topology.Model
-	nd      int
-	bw, loc []int64 // nd*nd; 0 on the diagonal
-	deg     []int64 // deg[u]: u's locality to every other device, summed
+	m   *topology.Model
+	nd  int
+	bw  []int32 // nd*nd; 0 on the diagonal
+	loc []int8  // nd*nd
+	deg []int64 // deg[u]: u's locality to every other device, summed
 
 	mu   sync.Mutex
 	root *rootState // the last request's class tables (rootTables)
@@ -163,7 +162,8 @@ type Prepared struct {
 // It is most of what one amdrun command spends in selection on a
 // partitioned node (1,024 pairs of 32 MI308 partitions, 3,969 of 63 CPX
 // ones), so it walks the model's links once, each weighed where it lies
-// (no pair lookups, issue 25), into one allocation for the matrices.
+// (no pair lookups, issue 25), into matrices of int32 bandwidths (at most
+// 2^31-1 MB/s, 2 PB/s: no link comes near) and int8 localities.
 func Prepare(m *topology.Model) *Prepared {
 	pp := &Prepared{m: m}
 	if m == nil {
@@ -172,29 +172,18 @@ func Prepare(m *topology.Model) *Prepared {
 	nd := len(m.Devices)
 	nn := nd * nd
 	pp.nd = nd
-	mats := make([]int64, 2*nn+nd)
-	pp.bw, pp.loc, pp.deg = mats[:nn:nn], mats[nn:2*nn:2*nn], mats[2*nn:]
+	pp.bw, pp.loc, pp.deg = make([]int32, nn), make([]int8, nn), make([]int64, nd)
 	// the devices' packages and hives as small ids, -1 for none, so that
 	// a pair compares two ints where Model.LinkLocality compares strings
 	ids := make([]int, 2*nd)
 	pkg, hive := ids[:nd:nd], ids[nd:]
 	intern(pkg, m.Devices, func(d *topology.Device) string { return d.Package })
 	intern(hive, m.Devices, func(d *topology.Device) string { return d.Hive })
-	// A pair without a link has bandwidth 0 and locality SYS, as
-	// Model.BW and Model.Locality say.
-	if sys := int64(topology.LocalitySYS); sys != 0 {
-		for i := 0; i < nd; i++ {
-			row := pp.loc[i*nd : i*nd+nd]
-			for j := range row {
-				if j != i {
-					row[j] = sys
-				}
-			}
-		}
-	}
-	// A finished model has one link a pair; were there two, the later
-	// one would win here as it does in Model.Link's index.
-	measured := false
+	// A pair without a link has bandwidth 0 and locality SYS (0), as
+	// Model.BW and Model.Locality say. A finished model has one link a
+	// pair; were there two, the later one would win here as it does in
+	// Model.Link's index.
+	var levels map[int64]int64
 	for li := range m.Links {
 		l := &m.Links[li]
 		a, b := l.A, l.B
@@ -202,50 +191,31 @@ func Prepare(m *topology.Model) *Prepared {
 			continue
 		}
 		w := m.LinkBW(l) // host-staged for a pair without peer-to-peer access
-		measured = measured || l.Measured
-		pp.bw[a*nd+b], pp.bw[b*nd+a] = w, w
-		lc := int64(l.Locality(pkg[a] >= 0 && pkg[a] == pkg[b], hive[a] >= 0 && hive[a] == hive[b]))
-		pp.loc[a*nd+b], pp.loc[b*nd+a] = lc, lc
-	}
-	if measured {
-		// measured figures count as their levels
-		levels := measuredLevels(m)
-		for li := range m.Links {
-			l := &m.Links[li]
-			a, b := l.A, l.B
-			if l.Measured && a >= 0 && b >= 0 && a < nd && b < nd && a != b {
-				pp.bw[a*nd+b], pp.bw[b*nd+a] = levels[l.MaxBandwidth], levels[l.MaxBandwidth]
+		if l.Measured {
+			if levels == nil {
+				levels = measuredLevels(m) // measured figures count as their levels
 			}
+			w = levels[l.MaxBandwidth]
 		}
-	}
-	for i := range pp.deg {
-		var d int64
-		for _, v := range pp.loc[i*nd : i*nd+nd] {
-			d += v
-		}
-		pp.deg[i] = d
+		w32 := int32(min(w, math.MaxInt32))
+		pp.bw[a*nd+b], pp.bw[b*nd+a] = w32, w32
+		lc := int8(l.Locality(pkg[a] >= 0 && pkg[a] == pkg[b], hive[a] >= 0 && hive[a] == hive[b]))
+		d := int64(lc) - int64(pp.loc[a*nd+b]) // the row sums, less a link replaced
+		pp.deg[a], pp.deg[b] = pp.deg[a]+d, pp.deg[b]+d
+		pp.loc[a*nd+b], pp.loc[b*nd+a] = lc, lc
 	}
 	return pp
 }
 
 // intern sets id[i] to a small id of key(&devs[i]), the same for the
-// same string, -1 for "". Devices of one package or hive mostly follow
-// one another, so the previous device's key is tried first.
+// same string, -1 for "" (a node has few packages and hives).
 func intern(id []int, devs []topology.Device, key func(*topology.Device) string) {
-	ids := map[string]int{"": -1}
-	prev := "\x00"
+	seen := make([]string, 0, 16)
 	for i := range devs {
 		k := key(&devs[i])
-		if k == prev {
-			id[i] = id[i-1]
-			continue
+		if id[i] = slices.Index(seen, k); id[i] < 0 && k != "" {
+			id[i], seen = len(seen), append(seen, k)
 		}
-		v, ok := ids[k]
-		if !ok {
-			v = len(ids) - 1
-			ids[k] = v
-		}
-		id[i], prev = v, k
 	}
 }
 
@@ -290,8 +260,8 @@ func (p *problem) evalSet(vs []int) (k key, exact bool, ringUB int64) {
 	exact = true
 	if len(vs) >= 2 {
 		k[kFirst], k[kCut], exact, ringUB = p.policy.rules().eval(p, vs)
-		k[kTotal] = p.pairSum(p.bw, vs)
-		k[kLocality] = p.pairSum(p.loc, vs)
+		k[kTotal] = pairSum(p.bw, p.n, vs)
+		k[kLocality] = pairSum(p.loc, p.n, vs)
 	}
 	p.tieBreaks(&k, vs)
 	return k, exact, ringUB
@@ -323,7 +293,7 @@ func (p *problem) treeBottleneck(vs []int) int64 {
 	n := p.n
 	row := vs[0] * n
 	for i := 1; i < k; i++ {
-		best[i] = p.bw[row+vs[i]]
+		best[i] = int64(p.bw[row+vs[i]])
 	}
 	in[0] = true
 	bneck := int64(math.MaxInt64)
@@ -339,7 +309,7 @@ func (p *problem) treeBottleneck(vs []int) int64 {
 		row = vs[sel] * n
 		for i := 1; i < k; i++ {
 			if !in[i] {
-				if b := p.bw[row+vs[i]]; b > best[i] {
+				if b := int64(p.bw[row+vs[i]]); b > best[i] {
 					best[i] = b
 				}
 			}
@@ -349,12 +319,12 @@ func (p *problem) treeBottleneck(vs []int) int64 {
 }
 
 // pairSum sums the n*n matrix w over every pair of vs.
-func (p *problem) pairSum(w []int64, vs []int) int64 {
+func pairSum[T int32 | int8](w []T, n int, vs []int) int64 {
 	var s int64
 	for i, a := range vs {
-		row := a * p.n
+		row := a * n
 		for _, b := range vs[i+1:] {
-			s += w[row+b]
+			s += int64(w[row+b])
 		}
 	}
 	return s
@@ -388,7 +358,7 @@ func (p *problem) minCut(vs []int) int64 {
 	w := p.sw[:k*k]
 	for i, a := range vs {
 		for j, b := range vs {
-			w[i*k+j] = p.bw[a*p.n+b]
+			w[i*k+j] = int64(p.bw[a*p.n+b])
 		}
 	}
 	return stoerWagner(w, k, p.scr)
@@ -447,7 +417,7 @@ func (p *problem) linkValues(vals []int64, vs []int, ub int64) []int64 {
 	for i, a := range vs {
 		row := a * p.n
 		for _, b := range vs[i+1:] {
-			if w := p.bw[row+b]; w <= ub {
+			if w := int64(p.bw[row+b]); w <= ub {
 				vals = append(vals, w)
 			}
 		}

@@ -21,7 +21,7 @@ func (p *problem) ringOf(vs []int) ringRange {
 	case k < 2:
 		return ringRange{}
 	case k == 2:
-		b := p.bw[vs[0]*p.n+vs[1]]
+		b := int64(p.bw[vs[0]*p.n+vs[1]])
 		return ringRange{b, b}
 	case k <= enumLimit:
 		b := p.ringBottleneck(vs, p.ringUpper(vs, p.treeBottleneck(vs)))
@@ -99,7 +99,7 @@ func (p *problem) ringUpper(vs []int, tree int64) int64 {
 			if b == a {
 				continue
 			}
-			w := p.bw[row+b]
+			w := int64(p.bw[row+b])
 			if w > m1 {
 				m1, m2 = w, m1
 			} else if w > m2 {
@@ -135,7 +135,7 @@ func (p *problem) hamCycle(vs []int, t int64) bool {
 	for i, a := range vs {
 		row := a * p.n
 		for j, b := range vs {
-			if i != j && p.bw[row+b] >= t {
+			if i != j && int64(p.bw[row+b]) >= t {
 				adj[i] |= 1 << uint(j)
 			}
 		}
@@ -168,7 +168,7 @@ func (p *problem) hamCycle(vs []int, t int64) bool {
 // such links or the rotations run out (8 per device): nil proves nothing.
 func (p *problem) findCycle(vs []int, t int64) []int {
 	k := len(vs)
-	s := posa{link: func(a, b int) bool { return p.bw[vs[a]*p.n+vs[b]] >= t }}
+	s := posa{link: func(a, b int) bool { return int64(p.bw[vs[a]*p.n+vs[b]]) >= t }}
 	defer func() { p.bud.spend(1 + int64(k*k+s.rotations*k)/1024) }()
 	if !s.init(k) {
 		return nil
@@ -323,7 +323,7 @@ func (p *problem) knownRing(vs []int) []int {
 func (p *problem) cycleBottleneck(c []int) int64 {
 	b := int64(-1)
 	for j, v := range c {
-		if w := p.bw[v*p.n+c[(j+1)%len(c)]]; b < 0 || w < b {
+		if w := int64(p.bw[v*p.n+c[(j+1)%len(c)]]); b < 0 || w < b {
 			b = w
 		}
 	}

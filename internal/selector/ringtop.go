@@ -30,7 +30,7 @@ func (p *problem) thresholdGraph(t int64) []bitset {
 		adj[a] = bitset{}
 		row := p.bw[a*n : (a+1)*n]
 		for b, w := range row {
-			if b != a && w >= t {
+			if b != a && int64(w) >= t {
 				adj[a].add(b)
 			}
 		}

@@ -33,7 +33,7 @@ func TestSetScores(t *testing.T) {
 		if got := p.treeBottleneck(tt.set); got != tt.tree {
 			t.Errorf("%v: tree bottleneck %d, want %d", tt.set, got, tt.tree)
 		}
-		if got := p.pairSum(p.bw, tt.set); got != tt.total {
+		if got := pairSum(p.bw, p.n, tt.set); got != tt.total {
 			t.Errorf("%v: total %d, want %d", tt.set, got, tt.total)
 		}
 		ub := p.ringUpper(tt.set, p.treeBottleneck(tt.set))

@@ -139,8 +139,8 @@ func (p *problem) offerEnum(t *topK, vs []int, mask uint64) {
 		if k[kFirst], k[kCut], ok = p.policy.rules().enum(p, worst, vs); !ok {
 			return
 		}
-		k[kTotal] = p.pairSum(p.bw, vs)
-		k[kLocality] = p.pairSum(p.loc, vs)
+		k[kTotal] = pairSum(p.bw, p.n, vs)
+		k[kLocality] = pairSum(p.loc, p.n, vs)
 		// Below the worst on the pair terms, no tie-break lifts it.
 		if t.full() && pairPrefixBelow(&k, &t.e[len(t.e)-1].key) {
 			return
@@ -189,7 +189,7 @@ func (p *problem) minDegree(vs []int) int64 {
 		var d int64
 		row := a * p.n
 		for _, b := range vs {
-			d += p.bw[row+b]
+			d += int64(p.bw[row+b])
 		}
 		if best < 0 || d < best {
 			best = d

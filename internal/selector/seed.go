@@ -53,9 +53,9 @@ func (p *problem) greedyFrom(start int, t int64, ring bool) []int {
 		in[a] = true
 		set = append(set, a)
 		for b := 0; b < n; b++ {
-			w := p.bw[b*n+a]
+			w := int64(p.bw[b*n+a])
 			sum[b] += w
-			loc[b] += p.loc[b*n+a]
+			loc[b] += int64(p.loc[b*n+a])
 			switch {
 			case w > best[b][0]:
 				best[b] = [2]int64{w, best[b][0]}
