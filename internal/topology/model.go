@@ -11,7 +11,6 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
-	"strings"
 )
 
 // Vendor names the GPU vendor of a node.
@@ -464,16 +463,6 @@ func (m *Model) Packages() [][]int {
 		out = append(out, []int{d.Index})
 	}
 	return out
-}
-
-// String gives a one-line summary, "rocm-smi: 8 devices, 2 NUMA nodes".
-func (m *Model) String() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s: %d devices", m.Source, len(m.Devices))
-	if len(m.NUMANodes) > 0 {
-		fmt.Fprintf(&b, ", %d NUMA nodes", len(m.NUMANodes))
-	}
-	return b.String()
 }
 
 // SetNUMANodes records the host's NUMA nodes, gives every device that

@@ -68,7 +68,7 @@ func TestTopologyTextFixtures(t *testing.T) {
 				t.Fatal(err)
 			}
 			if m.Source != "amd-smi" || m.Vendor != topology.VendorAMD || m.N() != 8 {
-				t.Fatalf("model %s vendor %s", m, m.Vendor)
+				t.Fatalf("model source %q devices %d vendor %s", m.Source, m.N(), m.Vendor)
 			}
 			for i, d := range m.Devices {
 				if d.PCIAddress != tc.bdfs[i] || d.RuntimeIndex != i || d.Index != i || d.NUMANode != -1 {

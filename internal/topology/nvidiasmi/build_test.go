@@ -109,7 +109,7 @@ func TestDiscoverHGXH100(t *testing.T) {
 		t.Errorf("calls %q, want %q", *calls, wantCalls)
 	}
 	if m.Source != "nvidia-smi" || m.SourceVersion != "550.90.07" || m.Vendor != topology.VendorNVIDIA || m.N() != 8 {
-		t.Fatalf("model %s version %q vendor %q", m, m.SourceVersion, m.Vendor)
+		t.Fatalf("model source %q devices %d version %q vendor %q", m.Source, m.N(), m.SourceVersion, m.Vendor)
 	}
 	for a := 0; a < 8; a++ {
 		for b := a + 1; b < 8; b++ {
