@@ -12,34 +12,21 @@ import (
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
-// Build joins a parsed topology with identity and use figures into a
-// finished model (Source "amd-smi", Vendor amd). Devices are numbered
-// 0..N-1 in the topology's row order, which is amd-smi's GPU order.
+// Build joins a parsed topology (one the parsers accepted: at least one
+// row, one BDF and pair row per GPU) with identity and use figures into a
+// finished model. Devices are numbered 0..N-1 in amd-smi's GPU order.
 //
 // gpus may be nil or partial; each row takes the GPU with the same BDF,
 // else the same amd-smi index. RuntimeIndex is the HIP-ID when every
-// device has a distinct one, otherwise the amd-smi GPU index (with a
-// warning when only some are known). Rows that share a PCI bus and
-// device are partitions of one GPU: one Package (the bus and device),
-// numbered by PCI function. XGMI pairs become direct links whose
-// bandwidth is the NUMA BW maximum; a 0 or missing figure is left 0 so
-// that topology.Finish assumes one for the type. PCIE pairs become
-// non-direct links. Weight and hops are kept (weight 0 when not
-// reported, hops 1 for XGMI and 2 for PCIe). A
-// pair whose two readings of the type disagree is decided by
-// topology.ResolveLinkType, with one warning. Tables of WantTables the
-// output left out give one warning naming them and what was assumed
-// (without LINK TYPE, types inferred from weight and hops); pairs whose
-// type stays unknown are left to Finish, which links them through the
-// host. Errors wrap topology.ErrNoDevices or topology.ErrInvalidModel.
+// device has a distinct one, else the amd-smi GPU index. Rows that share
+// a PCI bus and device are partitions of one GPU: one Package, numbered
+// by PCI function. XGMI pairs become direct links at the NUMA BW maximum
+// (0: Finish assumes one), PCIE pairs non-direct links. A pair whose two
+// readings of the type disagree is decided by topology.ResolveLinkType,
+// with one warning; tables of WantTables the output left out give one
+// warning naming what was assumed. Errors wrap topology.ErrInvalidModel.
 func Build(t *Topology, gpus []GPU, warn topology.Warner) (*topology.Model, error) {
-	if t == nil || len(t.GPUs) == 0 {
-		return nil, fmt.Errorf("amd-smi: %w", topology.ErrNoDevices)
-	}
 	n := len(t.GPUs)
-	if len(t.BDFs) != n || len(t.Pairs) != n {
-		return nil, fmt.Errorf("amd-smi: %w: topology rows disagree", topology.ErrInvalidModel)
-	}
 	warnMissing(t, warn)
 	infos := identities(t, gpus, warn)
 	m := &topology.Model{Source: "amd-smi", Vendor: topology.VendorAMD, Bandwidth: "theoretical"}
