@@ -107,7 +107,7 @@ type Pair struct {
 	MaxBandwidth int64
 }
 
-// NewReport returns an empty Report.
+// NewReport returns an empty Report (the only way to make one).
 func NewReport() *Report {
 	return &Report{Devices: map[int]*DeviceInfo{}, Pairs: map[[2]int]*Pair{}}
 }
@@ -121,18 +121,8 @@ func newPair() *Pair {
 	return &Pair{Weight: Unknown, Hops: Unknown, MinBandwidth: Unknown, MaxBandwidth: Unknown}
 }
 
-func (r *Report) init() {
-	if r.Devices == nil {
-		r.Devices = map[int]*DeviceInfo{}
-	}
-	if r.Pairs == nil {
-		r.Pairs = map[[2]int]*Pair{}
-	}
-}
-
 // device returns the entry for GPU i, creating it.
 func (r *Report) device(i int) *DeviceInfo {
-	r.init()
 	d := r.Devices[i]
 	if d == nil {
 		d = newDeviceInfo(i)
@@ -143,7 +133,6 @@ func (r *Report) device(i int) *DeviceInfo {
 
 // pair returns the entry for GPUs a and b (a != b), creating it.
 func (r *Report) pair(a, b int) *Pair {
-	r.init()
 	if a > b {
 		a, b = b, a
 	}
@@ -248,13 +237,8 @@ func (r *Report) note(format string, args ...any) {
 }
 
 // Merge adds what other says to r. Where both give a value, other's known
-// value wins; an unknown value in other never erases one in r. Merge with
-// a nil other does nothing.
+// value wins; an unknown value in other never erases one in r.
 func (r *Report) Merge(other *Report) {
-	if other == nil {
-		return
-	}
-	r.init()
 	for _, i := range sortedKeys(other.Devices) {
 		o := other.Devices[i]
 		d := r.device(i)
