@@ -92,7 +92,7 @@ func setIdentity(g *GPU, key string, v any) error {
 		if s == "" {
 			return nil
 		}
-		b, ok := normBDF(s)
+		b, ok := topology.NormalizePCI(s)
 		if !ok {
 			return fmt.Errorf("%w: bdf %q", topology.ErrSyntax, s)
 		}

@@ -78,7 +78,7 @@ func jsonRows(objs []map[string]any) (*Topology, map[int]int, map[string]int, er
 		pos[g] = i
 		t.GPUs[i] = g
 		if s := jsonString(o["bdf"]); s != "" {
-			b, ok := normBDF(s)
+			b, ok := topology.NormalizePCI(s)
 			if !ok {
 				return nil, nil, nil, jsonErr(fmt.Errorf("%w: gpu %d: bdf %q", topology.ErrSyntax, g, s))
 			}
@@ -196,7 +196,7 @@ func linkTarget(l map[string]any, pos map[int]int, byBDF map[string]int) (int, e
 		return j, nil
 	}
 	if s := jsonString(l["bdf"]); s != "" {
-		b, _ := normBDF(s)
+		b, _ := topology.NormalizePCI(s)
 		if j, found := byBDF[b]; found {
 			return j, nil
 		}

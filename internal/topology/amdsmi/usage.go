@@ -122,7 +122,7 @@ func (p *defaultParser) line(line string) error {
 		}
 		return nil
 	}
-	if bdf, ok := normBDF(first[0].S); ok {
+	if bdf, ok := topology.NormalizePCI(first[0].S); ok {
 		return p.bdfRow(cs[0], first[0], bdf)
 	}
 	return nil // header rows

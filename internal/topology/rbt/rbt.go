@@ -137,9 +137,6 @@ func isPCI(s string) bool {
 // parsePCI returns "bb:dd.f" of "bb:d.f" or "dddd:bb:dd.f" (the domain
 // left out: the tool prints none).
 func parsePCI(s string) (string, bool) {
-	if strings.Count(s, ":") == 1 {
-		s = "0:" + s
-	}
 	n, ok := topology.NormalizePCI(s)
 	_, bdf, _ := strings.Cut(n, ":")
 	return bdf, ok
