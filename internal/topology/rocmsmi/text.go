@@ -389,10 +389,6 @@ func (p *textParser) plainLine(line, t string, cur sectionInfo) error {
 			p.r.Version = f[0]
 			p.seen = true
 		}
-		return nil
-	}
-	if strings.HasPrefix(lower, "driver version:") {
-		p.r.DriverVersion = strings.TrimSpace(t[len("driver version:"):])
 	}
 	return nil
 }

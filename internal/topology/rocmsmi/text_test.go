@@ -231,9 +231,6 @@ func TestHandMadeNodes(t *testing.T) {
 func TestIdentityAndLoad(t *testing.T) {
 	t.Run("showallinfo", func(t *testing.T) {
 		r := mustReport(t, "rocm-smi-showallinfo-mi300x-4gpu-sriov.txt")
-		if r.DriverVersion != "6.7.0" {
-			t.Errorf("driver %q", r.DriverVersion)
-		}
 		m, _ := mustModel(t, r)
 		d := m.Devices[0]
 		if d.PCIAddress != "0000:26:00.0" || d.UniqueID != "0x8d1457e2c20f59d2" || d.Name != "AMD Instinct MI300X OAM" || d.Busy {
