@@ -233,15 +233,11 @@ func (m *Model) index() {
 	}
 }
 
-// Finish completes and validates a model built by a source: it orders
-// each link as A < B, adds a host PCIe link (Direct false, bandwidth
-// assumed) for every pair the source did not describe, makes a PCIe path
-// across NUMA nodes SYS unless the source gave a finer level (so an
-// undescribed pair is PHB on one NUMA node and SYS across two, whatever
-// the source), fills assumed bandwidths where a link has none or is
-// marked Assumed (from its type and level, see AssumedBandwidth), copies NUMA CPU lists to devices that
-// have a NUMA node but no CPUs, applies BusyRule, sorts links, and then
-// calls Validate. Devices must already be numbered 0..N-1 in order.
+// Finish completes and validates a model a source built with its devices
+// numbered 0..N-1: links ordered A < B and sorted, a host link for every
+// pair the source did not describe, the NUMA rule (applyNUMARule),
+// assumed bandwidths (AssumedBandwidth), NUMA CPU lists for devices that
+// list none, and BusyRule.
 func (m *Model) Finish() error {
 	n := len(m.Devices)
 	if n > MaxDevices {
