@@ -232,24 +232,13 @@ var (
 	argsMemUsage     = []string{"metric", "--mem-usage", "--json"}
 )
 
-// Discover runs amd-smi through run and builds a finished model. It runs,
-// as argv:
-//
-//	amd-smi topology                          (required)
-//	amd-smi topology --json                   (only when the text has no tables or the call fails)
-//	amd-smi                                   (BDF, HIP-ID, partition mode, memory, processes)
-//	amd-smi list --json                       (UUID, partition id, HIP-ID on newer versions)
-//	amd-smi process --json                    (only when the default table gave no process box)
-//	amd-smi metric --mem-usage --json         (only when it gave no memory figures)
-//
-// A failure of the first command is returned as run gave it (an error
-// wrapping topology.ErrToolNotFound, or a *topology.ToolError), unless
-// the JSON form answers; failures of the others go to warn, in one line
-// each. The default table and the list must name the same GPUs (PCI
-// addresses) as the topology, or their partitions (JoinPartitions, with
-// one warning); otherwise Discover fails with an error wrapping
-// topology.ErrInconsistent naming both commands. A cancelled ctx stops
-// Discover with ctx.Err().
+// Discover runs amd-smi through run (the args* commands above: topology,
+// its --json form only when the text fails, then the default table and
+// list, then process and mem-usage only for what the table lacked) and
+// builds a finished model. Only the topology is required; other failures
+// are one warning each. The default table and the list must name the
+// topology's GPUs (PCI addresses) or their partitions (JoinPartitions),
+// else topology.ErrInconsistent names both commands.
 func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*topology.Model, error) {
 	d := &discovery{ctx: ctx, run: run, warn: warn}
 	t, err := d.topology()
@@ -409,11 +398,8 @@ func perGPU[T any](d *discovery, args []string, parse func(io.Reader) (map[int]T
 	})
 }
 
-// agreeBDFs checks that two calls list the same GPUs (by PCI address):
-// one that lists fewer was cut short, one that lists others describes
-// another set of devices. Lists without any BDF (old amd-smi, the old
-// topology --json schema) are not compared. The error wraps topology.ErrInconsistent and names both
-// calls.
+// agreeBDFs checks that two calls list the same GPUs (by PCI address;
+// lists without any, from old amd-smi, are not compared).
 func agreeBDFs(name string, bdfs []string, otherName string, gpus []GPU) error {
 	var mine, other []string
 	for _, b := range bdfs {

@@ -12,19 +12,10 @@ import (
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
-// ParseTopologyJSON parses `amd-smi topology --json` in either schema:
-//
-//   - old (ROCm 6.0/6.1): [{"gpu": 0, "link_accessibility": {"gpu_1":
-//     "ENABLED"}, "weight": {"gpu_1": 15}, "hops": {...}, "link_type":
-//     {...}, "numa_bandwidth": {"gpu_1": "50000-50000"}}], no BDFs;
-//   - new: [{"gpu": 0, "bdf": "0000:0c:00.0", "links": [{"gpu": 1, "bdf":
-//     ..., "weight": 15, "link_status": "ENABLED", "link_type": "XGMI",
-//     "num_hops": 1, "bandwidth": "50000-50000"}]}], with any subset of the
-//     link fields (as `-a -t` prints).
-//
-// Numbers may be JSON numbers, numeric strings or {"value": n}; "N/A" means
-// not reported. Rows keep the tool's order. Errors are *topology.ParseError
-// values; only JSON syntax errors carry a line.
+// ParseTopologyJSON parses `amd-smi topology --json` in the old schema
+// (ROCm 6.0/6.1: per-GPU "weight": {"gpu_1": 15} maps, no BDFs) or the new
+// one (a "links" array, any subset of its fields). Numbers may be JSON
+// numbers, numeric strings or {"value": n}; "N/A" is not reported.
 func ParseTopologyJSON(r io.Reader) (*Topology, error) {
 	objs, err := decodeGPUs(SourceTopologyJSON, r)
 	if err != nil {
