@@ -31,10 +31,7 @@ const Unknown = -1
 type Report struct {
 	Devices map[int]*DeviceInfo // by rocm-smi's GPU index
 	Pairs   map[[2]int]*Pair    // by {a, b} with a < b
-	// Sections lists the sections found, as the flag that prints them
-	// ("--showtopo", "concise"), in order of first appearance.
-	Sections []string
-	Version  string // "ROCM-SMI version: ..." or ""
+	Version string              // "ROCM-SMI version: ..." or ""
 	// Notes are recoverable oddities seen while parsing; Model warns them.
 	Notes []string
 	// Ended says the output ended with the "End of ROCm SMI Log" banner,
@@ -204,12 +201,6 @@ func gpuList(idx []int) string {
 	return fmt.Sprintf("GPU %s (%d)", strings.Join(parts, ", "), len(idx))
 }
 
-func (r *Report) addSection(s string) {
-	if !slices.Contains(r.Sections, s) {
-		r.Sections = append(r.Sections, s)
-	}
-}
-
 func (r *Report) note(format string, args ...any) {
 	r.Notes = append(r.Notes, fmt.Sprintf(format, args...))
 }
@@ -247,9 +238,6 @@ func (r *Report) Merge(other *Report) {
 		if o.MaxBandwidth != Unknown {
 			p.MinBandwidth, p.MaxBandwidth = o.MinBandwidth, o.MaxBandwidth
 		}
-	}
-	for _, s := range other.Sections {
-		r.addSection(s)
 	}
 	r.Version = cmp.Or(other.Version, r.Version)
 	r.Notes = append(r.Notes, other.Notes...)

@@ -29,8 +29,6 @@ const (
 
 type sectionInfo struct {
 	kind sectionKind
-	// flag is what Report.Sections records ("--showtopo").
-	flag string
 	// source names the section in errors ("rocm-smi --showtopo").
 	source string
 	// title is the banner's title, lower case ("weight between two gpus");
@@ -42,20 +40,20 @@ type sectionInfo struct {
 var sections = map[string]sectionInfo{
 	"rocm system management interface":    {kind: kindHeader},
 	"end of rocm smi log":                 {kind: kindHeader},
-	"weight between two gpus":             {kind: kindWeight, flag: "--showtopo", source: "rocm-smi --showtopo"},
-	"hops between two gpus":               {kind: kindHops, flag: "--showtopo", source: "rocm-smi --showtopo"},
-	"link type between two gpus":          {kind: kindType, flag: "--showtopo", source: "rocm-smi --showtopo"},
-	"link accessibility between two gpus": {kind: kindAccess, flag: "--showtopoaccess", source: "rocm-smi --showtopoaccess"},
-	"numa nodes":                          {kind: kindKnownKV, flag: "--showtoponuma", source: "rocm-smi --showtoponuma"},
-	"bandwidth":                           {kind: kindBW, flag: "--shownodesbw", source: "rocm-smi --shownodesbw"},
-	"concise info":                        {kind: kindConcise, flag: "concise", source: "rocm-smi concise table"},
-	"% time gpu is busy":                  {kind: kindKnownKV, flag: "--showuse", source: "rocm-smi --showuse"},
-	"current memory use":                  {kind: kindKnownKV, flag: "--showmemuse", source: "rocm-smi --showmemuse"},
-	"memory usage (bytes)":                {kind: kindKnownKV, flag: "--showmeminfo", source: "rocm-smi --showmeminfo"},
-	"pci bus id":                          {kind: kindKnownKV, flag: "--showbus", source: "rocm-smi --showbus"},
-	"unique id":                           {kind: kindKnownKV, flag: "--showuniqueid", source: "rocm-smi --showuniqueid"},
-	"product info":                        {kind: kindKnownKV, flag: "--showproductname", source: "rocm-smi --showproductname"},
-	"version of system component":         {kind: kindKnownKV, flag: "--showdriverversion", source: "rocm-smi --showdriverversion"},
+	"weight between two gpus":             {kind: kindWeight, source: "rocm-smi --showtopo"},
+	"hops between two gpus":               {kind: kindHops, source: "rocm-smi --showtopo"},
+	"link type between two gpus":          {kind: kindType, source: "rocm-smi --showtopo"},
+	"link accessibility between two gpus": {kind: kindAccess, source: "rocm-smi --showtopoaccess"},
+	"numa nodes":                          {kind: kindKnownKV, source: "rocm-smi --showtoponuma"},
+	"bandwidth":                           {kind: kindBW, source: "rocm-smi --shownodesbw"},
+	"concise info":                        {kind: kindConcise, source: "rocm-smi concise table"},
+	"% time gpu is busy":                  {kind: kindKnownKV, source: "rocm-smi --showuse"},
+	"current memory use":                  {kind: kindKnownKV, source: "rocm-smi --showmemuse"},
+	"memory usage (bytes)":                {kind: kindKnownKV, source: "rocm-smi --showmeminfo"},
+	"pci bus id":                          {kind: kindKnownKV, source: "rocm-smi --showbus"},
+	"unique id":                           {kind: kindKnownKV, source: "rocm-smi --showuniqueid"},
+	"product info":                        {kind: kindKnownKV, source: "rocm-smi --showproductname"},
+	"version of system component":         {kind: kindKnownKV, source: "rocm-smi --showdriverversion"},
 }
 
 // sectionTitles are the keys of sections, sorted, for notes that do not
@@ -277,9 +275,6 @@ func (p *textParser) section(title string) (sectionInfo, error) {
 	}
 	info.title = title
 	p.seen = true
-	if info.flag != "" {
-		p.r.addSection(info.flag)
-	}
 	switch info.kind {
 	case kindWeight, kindHops, kindType, kindAccess, kindBW:
 		return otherSection, p.matrix(info)
