@@ -319,13 +319,9 @@ func (m *Model) addHostLinks(seen map[[2]int]bool) {
 // finishDevices gives devices their NUMA node's CPUs when they list
 // none, their memory use in percent, and BusyRule's verdict.
 func (m *Model) finishDevices() {
+	m.nodeCPUs()
 	for i := range m.Devices {
 		d := &m.Devices[i]
-		if len(d.CPUs) == 0 && d.NUMANode >= 0 {
-			if nn := m.NUMANode(d.NUMANode); nn != nil {
-				d.CPUs = append([]int(nil), nn.CPUs...)
-			}
-		}
 		if d.MemUsedPct <= 0 && d.MemTotalMiB > 0 {
 			d.MemUsedPct = 100 * float64(d.MemUsedMiB) / float64(d.MemTotalMiB)
 		}
@@ -470,12 +466,16 @@ func (m *Model) SetNUMANodes(nodes []NUMANode) {
 	for i := range m.Links {
 		m.applyNUMARule(&m.Links[i])
 	}
+	m.nodeCPUs()
+}
+
+// nodeCPUs gives every device that has a NUMA node but no CPU list the
+// CPUs of its node.
+func (m *Model) nodeCPUs() {
 	for i := range m.Devices {
 		d := &m.Devices[i]
-		if len(d.CPUs) == 0 && d.NUMANode >= 0 {
-			if nn := m.NUMANode(d.NUMANode); nn != nil {
-				d.CPUs = append([]int(nil), nn.CPUs...)
-			}
+		if nn := m.NUMANode(d.NUMANode); len(d.CPUs) == 0 && nn != nil {
+			d.CPUs = append([]int(nil), nn.CPUs...)
 		}
 	}
 }
