@@ -3,13 +3,28 @@ package host
 import (
 	"fmt"
 	"io/fs"
+	"os"
 	"path"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/amdrun/amdrun/internal/topology"
 )
+
+// NUMANodes returns the host's NUMA nodes read by ReadNUMA under the
+// directory root ("" means "/"), so that --sysfs-root and
+// AMDRUN_SYSFS_ROOT move it with the KFD tree; ErrNotSupported off Linux.
+func NUMANodes(root string) ([]topology.NUMANode, error) {
+	if runtime.GOOS != "linux" {
+		return nil, fmt.Errorf("host: NUMA nodes: %w", ErrNotSupported)
+	}
+	if root == "" {
+		root = "/"
+	}
+	return ReadNUMA(os.DirFS(root))
+}
 
 // NodeDir is where, relative to a sysfs root, the kernel lists the NUMA
 // nodes (one nodeN directory each).
