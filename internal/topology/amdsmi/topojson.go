@@ -1,7 +1,6 @@
 package amdsmi
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -257,8 +256,8 @@ func setJSONPair(p *Pair, l map[string]any, keys ...string) error {
 	return nil
 }
 
-// jsonBandwidth reads a NUMA bandwidth: "min-max", a number (max), N/A,
-// or an object {"min": a, "max": b} (each possibly {"value": n}).
+// jsonBandwidth reads a NUMA bandwidth, "min-max" or N/A, the only forms
+// amd-smi prints; anything else is refused.
 func jsonBandwidth(v any) (int64, int64, error) {
 	switch x := v.(type) {
 	case nil:
@@ -269,31 +268,6 @@ func jsonBandwidth(v any) (int64, int64, error) {
 			return 0, 0, nil
 		}
 		return minMax(s)
-	case json.Number:
-		n, ok, err := jsonInt(x)
-		if err != nil || !ok || n < 0 || n > 1<<40 {
-			return 0, 0, fmt.Errorf("%w: bandwidth %v", topology.ErrBadNumber, x)
-		}
-		return n, n, nil
-	case map[string]any:
-		if _, has := x["value"]; has {
-			return jsonBandwidth(x["value"])
-		}
-		lo, ok1, err1 := jsonInt(x["min"])
-		hi, ok2, err2 := jsonInt(x["max"])
-		if err1 != nil || err2 != nil || lo < 0 || hi < 0 || lo > 1<<40 || hi > 1<<40 {
-			return 0, 0, fmt.Errorf("%w: bandwidth %v", topology.ErrBadNumber, v)
-		}
-		if !ok1 {
-			lo = hi
-		}
-		if !ok2 {
-			hi = lo
-		}
-		if lo > hi {
-			lo, hi = hi, lo
-		}
-		return lo, hi, nil
 	}
 	return 0, 0, fmt.Errorf("%w: bandwidth %v", topology.ErrBadNumber, v)
 }
