@@ -216,10 +216,6 @@ func setJSONPair(p *Pair, l map[string]any, keys ...string) error {
 				p.Access = u
 			case "", "SELF":
 			default:
-				if b, ok := v.(bool); ok {
-					p.Access = map[bool]string{true: "ENABLED", false: "DISABLED"}[b]
-					continue
-				}
 				return fmt.Errorf("%w: link status %v", topology.ErrSyntax, v)
 			}
 		case "weight", "num_hops":

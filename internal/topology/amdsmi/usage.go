@@ -236,7 +236,7 @@ func memUsage(c topology.Field) (used, total int64, col int, ok bool) {
 	fs := cellFields(c)
 	for i := 0; i+1 < len(fs); i++ {
 		unit := strings.ToUpper(fs[i+1].S)
-		if unit != "MB" && unit != "MIB" && unit != "GB" && unit != "GIB" {
+		if unit != "MB" && unit != "MIB" {
 			continue
 		}
 		a, b, cut := strings.Cut(fs[i].S, "/")
@@ -247,9 +247,6 @@ func memUsage(c topology.Field) (used, total int64, col int, ok bool) {
 		t, err2 := strconv.ParseInt(b, 10, 64)
 		if err1 != nil || err2 != nil || u > 1<<40 || t > 1<<40 {
 			return -1, -1, fs[i].Col, true
-		}
-		if unit[0] == 'G' {
-			u, t = u*1024, t*1024
 		}
 		return u, t, fs[i].Col, true
 	}
@@ -349,15 +346,8 @@ func miB(v any) (int64, bool, error) {
 			unit = strings.ToUpper(u)
 		}
 	}
-	switch unit {
-	case "B":
-		return n >> 20, true, nil
-	case "KB", "KIB":
-		return n >> 10, true, nil
-	case "MB", "MIB":
+	if unit == "MB" || unit == "MIB" {
 		return n, true, nil
-	case "GB", "GIB":
-		return n << 10, true, nil
 	}
 	return 0, false, fmt.Errorf("%w: memory unit %q", topology.ErrSyntax, unit)
 }
