@@ -99,9 +99,7 @@ func setIdentity(g *GPU, key string, v any) error {
 		g.BDF = b
 	case "UUID":
 		g.UUID = strings.ToLower(jsonString(v))
-	case "MARKET_NAME", "NAME", "GPU_NAME", "PRODUCT_NAME":
-		g.Name = jsonString(v)
-	case "HIP_ID", "HIP_DEVICE_ID":
+	case "HIP_ID":
 		return setNum(&g.HIPID)
 	case "OAM_ID":
 		return setNum(&g.OAMID)
