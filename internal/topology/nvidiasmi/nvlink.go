@@ -17,9 +17,7 @@ type NVLinkStatus struct {
 
 // NVLinkGPU is one GPU block of `nvidia-smi nvlink -s`.
 type NVLinkGPU struct {
-	Index int    // the N of "GPU N:", nvidia-smi's index
-	Name  string // "NVIDIA H200"
-	UUID  string // "GPU-...", or "" when not printed
+	Index int // the N of "GPU N:", nvidia-smi's index
 	Links []NVLink
 }
 
@@ -57,7 +55,6 @@ func (s *NVLinkStatus) GPU(i int) *NVLinkGPU {
 
 var (
 	nvlGPULine  = topology.LazyRegexp(`^GPU (\d+): (.*)$`)
-	nvlUUID     = topology.LazyRegexp(`^(.*?)\s*\(UUID: ([^)]*)\)$`)
 	nvlLinkLine = topology.LazyRegexp(`^Link (\d+): (.*)$`)
 	nvlSpeed    = topology.LazyRegexp(`^(\d{1,9}(?:\.\d{1,9})?) ?(GB/s|MB/s)$`)
 )
@@ -97,11 +94,7 @@ func ParseNVLinkStatus(r io.Reader) (*NVLinkStatus, error) {
 				return nil, lr.Errorf(col, topology.ErrSyntax, "GPU %d listed twice", idx)
 			}
 			seen[idx] = true
-			g := NVLinkGPU{Index: idx, Name: strings.TrimSpace(mm[2])}
-			if um := nvlUUID().FindStringSubmatch(mm[2]); um != nil {
-				g.Name, g.UUID = strings.TrimSpace(um[1]), strings.TrimSpace(um[2])
-			}
-			st.GPUs = append(st.GPUs, g)
+			st.GPUs = append(st.GPUs, NVLinkGPU{Index: idx})
 			seenLink = map[int]bool{}
 			continue
 		}
