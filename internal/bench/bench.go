@@ -3,9 +3,6 @@
 // with a small PyTorch probe carried inside amdrun. Results are cached per
 // host, keyed by the devices' identities, and can replace the theoretical
 // bandwidths of a topology model.
-//
-// It is its own package because measuring is neither discovery (it needs
-// a launched probe), selection (pure) nor rank supervision.
 package bench
 
 import (
@@ -328,11 +325,7 @@ func stderrOrDiscard(w io.Writer) io.Writer {
 func (r *Result) NUMAIDs() []int { return slices.Sorted(maps.Keys(r.H2D)) }
 
 // FromRBT turns rocm_bandwidth_test output into a Result for the devices
-// of m, to cache like the probe's: D2D[i][j] is the copy from device i to
-// device j, as the tool's matrices give it (row: source), and NoP2P the
-// pairs the run shows without peer-to-peer access. m is not changed. It
-// fails with the parser's error, or rbt's when the run's GPUs do not
-// match m's devices or it says nothing about any GPU pair.
+// of m, to cache like the probe's (rbt.Result.Copies); m is not changed.
 func FromRBT(m *topology.Model, out []byte, host string, warn topology.Warner) (*Result, error) {
 	res, err := rbt.Parse(bytes.NewReader(out))
 	if err != nil {

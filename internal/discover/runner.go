@@ -1,10 +1,7 @@
 // Package discover finds the node's topology: it picks a source (KFD
 // sysfs, amd-smi, rocm-smi, nvidia-smi, the PCI tree, a saved file, the bundled
 // example), runs vendor tools, and attaches the host's NUMA facts.
-//
-// It exists apart from internal/topology so that topology and its parsers
-// never start a process: this package owns os/exec for tools (the
-// launcher starts the ranks, and bench its probe).
+// It owns os/exec for tools, so that topology's parsers never start one.
 package discover
 
 import (

@@ -64,11 +64,8 @@ var (
 )
 
 // KFD returns the directory of the real KFD sysfs tree name (one of
-// KFDTrees), unpacked from testdata/kfd/name.tar.gz, joined with elem.
-// The tree is unpacked once per content into a directory under the
-// system's temporary directory named by the archive's hash, so test
-// binaries share it and a changed archive is never served stale; it is
-// read-only by convention.
+// KFDTrees) joined with elem, unpacked once per archive content (shared by
+// test binaries, never stale; read-only by convention).
 func KFD(t testing.TB, name string, elem ...string) string {
 	t.Helper()
 	kfdMu.Lock()
@@ -269,12 +266,9 @@ func Snapshot(pids []int) []Proc {
 const pfExiting = 0x4
 
 // Holding lists those of procs that are not gone yet: still running, or
-// exiting but still holding open files (device memory is given back when
-// the device file closes) or memory. A SIGKILLed process with much memory
-// can take a while to free it after its environment already reads empty
-// (WithEnv no longer sees it); a process that has closed everything and
-// only waits to be reaped (a zombie, or an init waiting for its
-// namespace's last zombies) is gone.
+// exiting but still holding open files (device memory) or memory, as a
+// SIGKILLed process does for a while after WithEnv stops seeing it. One
+// that only waits to be reaped is gone.
 func Holding(procs []Proc) []int {
 	var out []int
 	for _, p := range procs {

@@ -112,10 +112,8 @@ func (u User) Command(name string, args ...string) *exec.Cmd {
 }
 
 // SharedDir returns a new directory under the system's temporary
-// directory with mode perm, as chmod(2) takes it (0o1777 is sticky; the
-// umask does not matter),
-// reachable by every user unlike t.TempDir's; it is removed when the test
-// ends.
+// directory with mode perm (chmod(2)'s: 0o1777 is sticky), reachable by
+// every user unlike t.TempDir's; it is removed when the test ends.
 func SharedDir(t testing.TB, perm uint32) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "amdrun-shared-")

@@ -83,12 +83,9 @@ func JoinInts(xs []int) string {
 }
 
 // CheckDeviceCPUs warns, once per device, about device CPU lists that
-// name CPUs outside possible, the host's possible CPUs (a live read's
-// /sys/devices/system/cpu/possible). The lists are kept: the binding
-// step intersects them with the CPUs amdrun may use, and a list a tool
-// printed wrong (cells run together gave a 1,615-CPU list on a 224-CPU
-// host, issue 24) is then visible instead of silent. It returns the
-// number of devices warned about.
+// name CPUs outside possible, the host's possible CPUs, so that a list a
+// tool printed wrong (issue 24) is visible; the lists are kept (binding
+// intersects them with amdrun's own CPUs). It returns how many it warned.
 func CheckDeviceCPUs(m *Model, possible []int, warn Warner) int {
 	if len(possible) == 0 {
 		return 0

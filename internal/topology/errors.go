@@ -8,28 +8,18 @@ import (
 
 // Sentinel errors. Parsers wrap them in a *ParseError; errors.Is finds them.
 var (
-	// ErrSyntax: a line or field does not have the expected shape.
-	ErrSyntax = errors.New("malformed input")
-	// ErrNotSquare: a device matrix has rows and columns that disagree.
-	ErrNotSquare = errors.New("matrix is not square")
-	// ErrBadNumber: a field that must be a number is not.
-	ErrBadNumber = errors.New("not a number")
-	// ErrUnknownLinkType: a link type the parser does not know.
+	ErrSyntax          = errors.New("malformed input")
+	ErrNotSquare       = errors.New("matrix is not square") // rows and columns disagree
+	ErrBadNumber       = errors.New("not a number")
 	ErrUnknownLinkType = errors.New("unknown link type")
-	// ErrNoDevices: the input describes no GPU.
-	ErrNoDevices = errors.New("no GPU devices found")
-	// ErrTruncated: the input ends before a table or section does.
-	ErrTruncated = errors.New("input ends early")
-	// ErrWrongTool: the input is another tool's output.
-	ErrWrongTool = errors.New("not this tool's output")
-	// ErrInvalidModel: a model breaks an invariant (see Model.Validate).
-	ErrInvalidModel = errors.New("invalid topology")
-	// ErrToolNotFound: the program is not installed (not on PATH).
-	ErrToolNotFound = errors.New("not found on PATH")
+	ErrNoDevices       = errors.New("no GPU devices found")
+	ErrTruncated       = errors.New("input ends early") // before a table or section does
+	ErrWrongTool       = errors.New("not this tool's output")
+	ErrInvalidModel    = errors.New("invalid topology") // see Model.Validate
+	ErrToolNotFound    = errors.New("not found on PATH")
 	// ErrInconsistent: parts of the input, or the outputs of two calls to
-	// one tool, contradict each other (a swapped matrix column, a
-	// diagonal that is not a device's own, a GPU one call lists and
-	// another does not).
+	// one tool, contradict each other (a swapped matrix column, a GPU one
+	// call lists and another does not).
 	ErrInconsistent = errors.New("inconsistent input")
 )
 

@@ -62,16 +62,11 @@ func InferLinkType(weight, hops int) string {
 	return ""
 }
 
-// ResolveLinkType decides a pair's link type from its two readings ab
-// (row a, column b) and ba (row b, column a), each TypeXGMI, TypePCIE or
-// "" (not reported), and the pair's weight and hops (at or below 0:
-// unknown). When the readings agree, or only one is known, that is the
-// type and note is "". When they disagree, InferLinkType decides; when it
-// cannot, the type is TypePCIE, which claims no direct link the evidence
-// does not show. Either way note is one line for a warning saying what
-// was read and why the type was chosen. The answer never depends on
-// which reading is ab: ResolveLinkType(x, y, w, h) equals
-// ResolveLinkType(y, x, w, h).
+// ResolveLinkType decides a pair's link type from its two readings ab and
+// ba (TypeXGMI, TypePCIE or "": not reported) and its weight and hops.
+// Readings that disagree are decided by InferLinkType, else TypePCIE,
+// which claims no direct link the evidence does not show, with a note for
+// a warning; the answer never depends on which reading is ab.
 func ResolveLinkType(ab, ba string, weight, hops int) (typ, note string) {
 	switch {
 	case ab == ba:

@@ -11,7 +11,6 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
-	"strings"
 )
 
 // Vendor names the GPU vendor of a node.
@@ -234,15 +233,11 @@ func (m *Model) index() {
 	}
 }
 
-// Finish completes and validates a model built by a source: it orders
-// each link as A < B, adds a host PCIe link (Direct false, bandwidth
-// assumed) for every pair the source did not describe, makes a PCIe path
-// across NUMA nodes SYS unless the source gave a finer level (so an
-// undescribed pair is PHB on one NUMA node and SYS across two, whatever
-// the source), fills assumed bandwidths where a link has none or is
-// marked Assumed (from its type and level, see AssumedBandwidth), copies NUMA CPU lists to devices that
-// have a NUMA node but no CPUs, applies BusyRule, sorts links, and then
-// calls Validate. Devices must already be numbered 0..N-1 in order.
+// Finish completes and validates a model a source built with its devices
+// numbered 0..N-1: links ordered A < B and sorted, a host link for every
+// pair the source did not describe, the NUMA rule (applyNUMARule),
+// assumed bandwidths (AssumedBandwidth), NUMA CPU lists for devices that
+// list none, and BusyRule.
 func (m *Model) Finish() error {
 	n := len(m.Devices)
 	if n > MaxDevices {
@@ -324,13 +319,9 @@ func (m *Model) addHostLinks(seen map[[2]int]bool) {
 // finishDevices gives devices their NUMA node's CPUs when they list
 // none, their memory use in percent, and BusyRule's verdict.
 func (m *Model) finishDevices() {
+	m.nodeCPUs()
 	for i := range m.Devices {
 		d := &m.Devices[i]
-		if len(d.CPUs) == 0 && d.NUMANode >= 0 {
-			if nn := m.NUMANode(d.NUMANode); nn != nil {
-				d.CPUs = append([]int(nil), nn.CPUs...)
-			}
-		}
 		if d.MemUsedPct <= 0 && d.MemTotalMiB > 0 {
 			d.MemUsedPct = 100 * float64(d.MemUsedMiB) / float64(d.MemTotalMiB)
 		}
@@ -466,16 +457,6 @@ func (m *Model) Packages() [][]int {
 	return out
 }
 
-// String gives a one-line summary, "rocm-smi: 8 devices, 2 NUMA nodes".
-func (m *Model) String() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s: %d devices", m.Source, len(m.Devices))
-	if len(m.NUMANodes) > 0 {
-		fmt.Fprintf(&b, ", %d NUMA nodes", len(m.NUMANodes))
-	}
-	return b.String()
-}
-
 // SetNUMANodes records the host's NUMA nodes, gives every device that
 // has a NUMA node but no CPU list the CPUs of its node, and applies
 // Finish's cross-NUMA rule again (devices' NUMA nodes may have become
@@ -485,12 +466,16 @@ func (m *Model) SetNUMANodes(nodes []NUMANode) {
 	for i := range m.Links {
 		m.applyNUMARule(&m.Links[i])
 	}
+	m.nodeCPUs()
+}
+
+// nodeCPUs gives every device that has a NUMA node but no CPU list the
+// CPUs of its node.
+func (m *Model) nodeCPUs() {
 	for i := range m.Devices {
 		d := &m.Devices[i]
-		if len(d.CPUs) == 0 && d.NUMANode >= 0 {
-			if nn := m.NUMANode(d.NUMANode); nn != nil {
-				d.CPUs = append([]int(nil), nn.CPUs...)
-			}
+		if nn := m.NUMANode(d.NUMANode); len(d.CPUs) == 0 && nn != nil {
+			d.CPUs = append([]int(nil), nn.CPUs...)
 		}
 	}
 }

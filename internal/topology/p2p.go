@@ -17,17 +17,6 @@ const (
 	P2PUnavailable
 )
 
-// String returns "unknown", "available" or "unavailable".
-func (p P2P) String() string {
-	switch p {
-	case P2PAvailable:
-		return "available"
-	case P2PUnavailable:
-		return "unavailable"
-	}
-	return "unknown"
-}
-
 // MarshalJSON writes true or false, and null for unknown (which
 // `json:",omitempty"` leaves out).
 func (p P2P) MarshalJSON() ([]byte, error) {

@@ -27,10 +27,8 @@ func LineCol(data []byte, off int64) (int, int) {
 	return line, col
 }
 
-// Field is a token of a line and the 0-based byte column it starts at:
-// a whitespace-separated word (SplitFields), a tab- or '|'-separated
-// table cell, a matrix cell. Every text parser names a token this way,
-// so a token's column is the ParseError's Column without conversion.
+// Field is a token of a line and the 0-based byte column it starts at,
+// which is a ParseError's Column as it is.
 type Field struct {
 	S   string
 	Col int
@@ -128,11 +126,8 @@ func (lr *LineReader) Next() bool {
 	return true
 }
 
-// Unread hands the current line back, for a parser that reads one line
-// past the end of a table: the next Next returns it again, with its
-// number. Until then Line is the number of the line before it. Only one
-// line can be handed back; Unread at the end of input or twice in a row
-// does nothing.
+// Unread hands the current line back (one at most), for a parser that
+// reads one line past the end of a table: the next Next returns it again.
 func (lr *LineReader) Unread() {
 	if lr.has && !lr.again {
 		lr.again = true
@@ -163,9 +158,7 @@ func (lr *LineReader) Line() int { return lr.line }
 func (lr *LineReader) Terminated() bool { return !lr.unterminated }
 
 // Err returns what stopped Next other than the end of input: a line
-// longer than MaxLineLength gives a *ParseError wrapping ErrSyntax at the
-// line after the last one read; a failing reader, its error prefixed with
-// Source. It returns nil after a clean end.
+// longer than MaxLineLength (a *ParseError), or the reader's error.
 func (lr *LineReader) Err() error {
 	err := lr.sc.Err()
 	switch {
@@ -182,11 +175,9 @@ func (lr *LineReader) Errorf(col int, err error, format string, args ...any) err
 	return NewParseError(lr.Source, lr.line, col, err, format, args...)
 }
 
-// NewParseError is the one way a *ParseError is made (LineReader.Errorf
-// calls it): source at line (1-based, 0 for the whole input) and column
-// (0-based), whose Err is err, followed by ": " and the formatted detail
-// when format is not "" (err stays reachable through errors.Is: it is
-// usually a sentinel, or a sentinel already wrapped with context).
+// NewParseError is the one way a *ParseError is made: source at line
+// (1-based, 0 for the whole input) and column (0-based), whose Err wraps
+// err with the formatted detail when format is not "".
 func NewParseError(source string, line, col int, err error, format string, args ...any) *ParseError {
 	if format != "" {
 		err = fmt.Errorf("%w: %s", err, fmt.Sprintf(format, args...))
@@ -195,11 +186,8 @@ func NewParseError(source string, line, col int, err error, format string, args 
 }
 
 // LazyRegexp is the regular expression expr, compiled at its first use
-// rather than when the program starts: a parser's patterns would
-// otherwise cost every amdrun process their compilation, the guards too,
-// which parse nothing (about 0.4 ms each for the nvidia-smi and rocm-smi
-// patterns). It panics at that first use, as regexp.MustCompile would,
-// when expr does not compile.
+// rather than at start-up, which would cost every amdrun process (the
+// guards too) about 0.4 ms per parser.
 func LazyRegexp(expr string) func() *regexp.Regexp {
 	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
 }

@@ -68,7 +68,7 @@ func TestTopologyTextFixtures(t *testing.T) {
 				t.Fatal(err)
 			}
 			if m.Source != "amd-smi" || m.Vendor != topology.VendorAMD || m.N() != 8 {
-				t.Fatalf("model %s vendor %s", m, m.Vendor)
+				t.Fatalf("model source %q devices %d vendor %s", m.Source, m.N(), m.Vendor)
 			}
 			for i, d := range m.Devices {
 				if d.PCIAddress != tc.bdfs[i] || d.RuntimeIndex != i || d.Index != i || d.NUMANode != -1 {
@@ -375,7 +375,7 @@ func TestParseErrors(t *testing.T) {
 		{"json truncated", topoJSON, "[{\"gpu\": 0, \"links\": [", &topology.ParseError{Source: SourceTopologyJSON, Line: 1, Column: 22, Err: fmt.Errorf("%w: JSON document ends early", topology.ErrTruncated)}},
 		{"json unknown gpu", topoJSON, `[{"gpu": 0, "links": [{"gpu": 4, "link_type": "XGMI"}]}]`, &topology.ParseError{Source: SourceTopologyJSON, Err: fmt.Errorf("gpu 0: links[0]: %w", fmt.Errorf("%w: unknown gpu 4", topology.ErrSyntax))}},
 		{"json bad hops", topoJSON, `[{"gpu": 0, "hops": {"gpu_0": "two"}}]`, &topology.ParseError{Source: SourceTopologyJSON, Err: fmt.Errorf("gpu 0: hops gpu_0: %w", fmt.Errorf("%w: num_hops two", topology.ErrBadNumber))}},
-		{"json not a list", topoJSON, `{"error": "no GPUs"}`, &topology.ParseError{Source: SourceTopologyJSON, Err: fmt.Errorf("%w: object without a GPU list", topology.ErrWrongTool)}},
+		{"json not a list", topoJSON, `{"error": "no GPUs"}`, &topology.ParseError{Source: SourceTopologyJSON, Err: fmt.Errorf("%w: top level is not a list", topology.ErrWrongTool)}},
 		{"default help", deflt, "usage: amd-smi [-h]  ...\n", &topology.ParseError{Source: SourceDefault, Err: fmt.Errorf("%w: no amd-smi GPU table", topology.ErrWrongTool)}},
 		{"default cut", deflt, "| 0000:0d:00.0    AMD Instinct MI355X | N/A |\n", &topology.ParseError{Source: SourceDefault, Line: 1, Err: fmt.Errorf("%w: GPU 0000:0d:00.0 has no second row", topology.ErrTruncated)}},
 		{"process no gpu", procs, `[{"process_list": []}]`, &topology.ParseError{Source: SourceProcessJSON, Err: fmt.Errorf("%w: element 0 has no \"gpu\"", topology.ErrSyntax)}},

@@ -12,34 +12,21 @@ import (
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
-// Build joins a parsed topology with identity and use figures into a
-// finished model (Source "amd-smi", Vendor amd). Devices are numbered
-// 0..N-1 in the topology's row order, which is amd-smi's GPU order.
+// Build joins a parsed topology (one the parsers accepted: at least one
+// row, one BDF and pair row per GPU) with identity and use figures into a
+// finished model. Devices are numbered 0..N-1 in amd-smi's GPU order.
 //
 // gpus may be nil or partial; each row takes the GPU with the same BDF,
 // else the same amd-smi index. RuntimeIndex is the HIP-ID when every
-// device has a distinct one, otherwise the amd-smi GPU index (with a
-// warning when only some are known). Rows that share a PCI bus and
-// device are partitions of one GPU: one Package (the bus and device),
-// numbered by PCI function. XGMI pairs become direct links whose
-// bandwidth is the NUMA BW maximum; a 0 or missing figure is left 0 so
-// that topology.Finish assumes one for the type. PCIE pairs become
-// non-direct links. Weight and hops are kept (weight 0 when not
-// reported, hops 1 for XGMI and 2 for PCIe). A
-// pair whose two readings of the type disagree is decided by
-// topology.ResolveLinkType, with one warning. Tables of WantTables the
-// output left out give one warning naming them and what was assumed
-// (without LINK TYPE, types inferred from weight and hops); pairs whose
-// type stays unknown are left to Finish, which links them through the
-// host. Errors wrap topology.ErrNoDevices or topology.ErrInvalidModel.
+// device has a distinct one, else the amd-smi GPU index. Rows that share
+// a PCI bus and device are partitions of one GPU: one Package, numbered
+// by PCI function. XGMI pairs become direct links at the NUMA BW maximum
+// (0: Finish assumes one), PCIE pairs non-direct links. A pair whose two
+// readings of the type disagree is decided by topology.ResolveLinkType,
+// with one warning; tables of WantTables the output left out give one
+// warning naming what was assumed. Errors wrap topology.ErrInvalidModel.
 func Build(t *Topology, gpus []GPU, warn topology.Warner) (*topology.Model, error) {
-	if t == nil || len(t.GPUs) == 0 {
-		return nil, fmt.Errorf("amd-smi: %w", topology.ErrNoDevices)
-	}
 	n := len(t.GPUs)
-	if len(t.BDFs) != n || len(t.Pairs) != n {
-		return nil, fmt.Errorf("amd-smi: %w: topology rows disagree", topology.ErrInvalidModel)
-	}
 	warnMissing(t, warn)
 	infos := identities(t, gpus, warn)
 	m := &topology.Model{Source: "amd-smi", Vendor: topology.VendorAMD, Bandwidth: "theoretical"}
@@ -245,24 +232,13 @@ var (
 	argsMemUsage     = []string{"metric", "--mem-usage", "--json"}
 )
 
-// Discover runs amd-smi through run and builds a finished model. It runs,
-// as argv:
-//
-//	amd-smi topology                          (required)
-//	amd-smi topology --json                   (only when the text has no tables or the call fails)
-//	amd-smi                                   (BDF, HIP-ID, partition mode, memory, processes)
-//	amd-smi list --json                       (UUID, partition id, HIP-ID on newer versions)
-//	amd-smi process --json                    (only when the default table gave no process box)
-//	amd-smi metric --mem-usage --json         (only when it gave no memory figures)
-//
-// A failure of the first command is returned as run gave it (an error
-// wrapping topology.ErrToolNotFound, or a *topology.ToolError), unless
-// the JSON form answers; failures of the others go to warn, in one line
-// each. The default table and the list must name the same GPUs (PCI
-// addresses) as the topology, or their partitions (JoinPartitions, with
-// one warning); otherwise Discover fails with an error wrapping
-// topology.ErrInconsistent naming both commands. A cancelled ctx stops
-// Discover with ctx.Err().
+// Discover runs amd-smi through run (the args* commands above: topology,
+// its --json form only when the text fails, then the default table and
+// list, then process and mem-usage only for what the table lacked) and
+// builds a finished model. Only the topology is required; other failures
+// are one warning each. The default table and the list must name the
+// topology's GPUs (PCI addresses) or their partitions (JoinPartitions),
+// else topology.ErrInconsistent names both commands.
 func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*topology.Model, error) {
 	d := &discovery{ctx: ctx, run: run, warn: warn}
 	t, err := d.topology()
@@ -422,11 +398,8 @@ func perGPU[T any](d *discovery, args []string, parse func(io.Reader) (map[int]T
 	})
 }
 
-// agreeBDFs checks that two calls list the same GPUs (by PCI address):
-// one that lists fewer was cut short, one that lists others describes
-// another set of devices. Lists without any BDF (old amd-smi, the old
-// topology --json schema) are not compared. The error wraps topology.ErrInconsistent and names both
-// calls.
+// agreeBDFs checks that two calls list the same GPUs (by PCI address;
+// lists without any, from old amd-smi, are not compared).
 func agreeBDFs(name string, bdfs []string, otherName string, gpus []GPU) error {
 	var mine, other []string
 	for _, b := range bdfs {

@@ -92,16 +92,14 @@ func setIdentity(g *GPU, key string, v any) error {
 		if s == "" {
 			return nil
 		}
-		b, ok := normBDF(s)
+		b, ok := topology.NormalizePCI(s)
 		if !ok {
 			return fmt.Errorf("%w: bdf %q", topology.ErrSyntax, s)
 		}
 		g.BDF = b
 	case "UUID":
 		g.UUID = strings.ToLower(jsonString(v))
-	case "MARKET_NAME", "NAME", "GPU_NAME", "PRODUCT_NAME":
-		g.Name = jsonString(v)
-	case "HIP_ID", "HIP_DEVICE_ID":
+	case "HIP_ID":
 		return setNum(&g.HIPID)
 	case "OAM_ID":
 		return setNum(&g.OAMID)

@@ -58,26 +58,9 @@ func decodeJSON(src string, r io.Reader) (any, error) {
 	return v, nil
 }
 
-// gpuList returns the per-GPU objects of an amd-smi JSON document: the
-// top-level array, or the array under a wrapper object such as
-// {"gpu_data": [...]}. Each element must be an object.
+// gpuList returns the per-GPU objects of an amd-smi JSON document, the
+// top-level array (every capture's form), each an object.
 func gpuList(src string, v any) ([]map[string]any, error) {
-	if m, ok := v.(map[string]any); ok {
-		if _, has := m["gpu"]; has {
-			return []map[string]any{m}, nil
-		}
-		var arr []any
-		for _, k := range []string{"gpu_data", "gpus", "data"} {
-			if a, ok := m[k].([]any); ok {
-				arr = a
-				break
-			}
-		}
-		if arr == nil {
-			return nil, topology.NewParseError(src, 0, 0, topology.ErrWrongTool, "object without a GPU list")
-		}
-		v = arr
-	}
 	arr, ok := v.([]any)
 	if !ok {
 		return nil, topology.NewParseError(src, 0, 0, topology.ErrWrongTool, "top level is not a list")

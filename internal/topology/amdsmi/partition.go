@@ -8,14 +8,11 @@ import (
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
-// Partitioned MI300X (DPX, QPX, CPX) through amd-smi (issue 24). In these
-// modes each GPU shows as 2 to 8 logical devices, the further ones on the
-// next PCI functions of the GPU's address (0000:05:00.0, 0000:05:00.1,
-// ...). The default table and `amd-smi list` list every logical device
-// (16 or 64 on an 8-GPU node), while `amd-smi topology` on the same node
-// may list only the 8 physical GPUs. The KFD sysfs source reads such a
-// node as one device per partition, the partitions of one GPU one
-// Package; JoinPartitions gives the amd-smi reading the same shape.
+// Partitioned MI300X (DPX, QPX, CPX; issue 24): each GPU shows as 2 to 8
+// devices on the next PCI functions of its address. The default table and
+// `amd-smi list` list them all, `amd-smi topology` may list only the
+// physical GPUs; JoinPartitions gives the reading KFD's shape (one
+// Package per GPU).
 
 // slotOf returns the bus and device of a PCI address ("0000:05:00" of
 // "0000:05:00.1"), or "" when the address is not one.
@@ -31,11 +28,8 @@ func slotOf(bdf string) string {
 // lists the partitions of t's GPUs: every address of t is in gpus, and
 // every address of gpus not in t is a further PCI function of an address
 // of t (same bus and device). Each partition inherits its GPU's row and
-// column; partitions of one GPU are joined by an XGMI link of one hop
-// (they share the GPU's fabric), and rows follow gpus's order. It returns
-// t itself, and false, when gpus names exactly t's GPUs, names none by
-// address, or is not such a list (agreeBDFs then says how the two
-// differ).
+// column; partitions of one GPU are joined by an XGMI link of one hop,
+// and rows follow gpus's order. Otherwise it returns t and false.
 func JoinPartitions(t *Topology, gpus []GPU) (*Topology, bool) {
 	row, bySlot := map[string]int{}, map[string]int{}
 	for i, b := range t.BDFs {

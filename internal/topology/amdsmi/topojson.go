@@ -1,7 +1,6 @@
 package amdsmi
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -12,19 +11,10 @@ import (
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
-// ParseTopologyJSON parses `amd-smi topology --json` in either schema:
-//
-//   - old (ROCm 6.0/6.1): [{"gpu": 0, "link_accessibility": {"gpu_1":
-//     "ENABLED"}, "weight": {"gpu_1": 15}, "hops": {...}, "link_type":
-//     {...}, "numa_bandwidth": {"gpu_1": "50000-50000"}}], no BDFs;
-//   - new: [{"gpu": 0, "bdf": "0000:0c:00.0", "links": [{"gpu": 1, "bdf":
-//     ..., "weight": 15, "link_status": "ENABLED", "link_type": "XGMI",
-//     "num_hops": 1, "bandwidth": "50000-50000"}]}], with any subset of the
-//     link fields (as `-a -t` prints).
-//
-// Numbers may be JSON numbers, numeric strings or {"value": n}; "N/A" means
-// not reported. Rows keep the tool's order. Errors are *topology.ParseError
-// values; only JSON syntax errors carry a line.
+// ParseTopologyJSON parses `amd-smi topology --json` in the old schema
+// (ROCm 6.0/6.1: per-GPU "weight": {"gpu_1": 15} maps, no BDFs) or the new
+// one (a "links" array, any subset of its fields). Numbers may be JSON
+// numbers, numeric strings or {"value": n}; "N/A" is not reported.
 func ParseTopologyJSON(r io.Reader) (*Topology, error) {
 	objs, err := decodeGPUs(SourceTopologyJSON, r)
 	if err != nil {
@@ -78,7 +68,7 @@ func jsonRows(objs []map[string]any) (*Topology, map[int]int, map[string]int, er
 		pos[g] = i
 		t.GPUs[i] = g
 		if s := jsonString(o["bdf"]); s != "" {
-			b, ok := normBDF(s)
+			b, ok := topology.NormalizePCI(s)
 			if !ok {
 				return nil, nil, nil, jsonErr(fmt.Errorf("%w: gpu %d: bdf %q", topology.ErrSyntax, g, s))
 			}
@@ -196,7 +186,7 @@ func linkTarget(l map[string]any, pos map[int]int, byBDF map[string]int) (int, e
 		return j, nil
 	}
 	if s := jsonString(l["bdf"]); s != "" {
-		b, _ := normBDF(s)
+		b, _ := topology.NormalizePCI(s)
 		if j, found := byBDF[b]; found {
 			return j, nil
 		}
@@ -226,10 +216,6 @@ func setJSONPair(p *Pair, l map[string]any, keys ...string) error {
 				p.Access = u
 			case "", "SELF":
 			default:
-				if b, ok := v.(bool); ok {
-					p.Access = map[bool]string{true: "ENABLED", false: "DISABLED"}[b]
-					continue
-				}
 				return fmt.Errorf("%w: link status %v", topology.ErrSyntax, v)
 			}
 		case "weight", "num_hops":
@@ -266,8 +252,8 @@ func setJSONPair(p *Pair, l map[string]any, keys ...string) error {
 	return nil
 }
 
-// jsonBandwidth reads a NUMA bandwidth: "min-max", a number (max), N/A,
-// or an object {"min": a, "max": b} (each possibly {"value": n}).
+// jsonBandwidth reads a NUMA bandwidth, "min-max" or N/A, the only forms
+// amd-smi prints; anything else is refused.
 func jsonBandwidth(v any) (int64, int64, error) {
 	switch x := v.(type) {
 	case nil:
@@ -278,31 +264,6 @@ func jsonBandwidth(v any) (int64, int64, error) {
 			return 0, 0, nil
 		}
 		return minMax(s)
-	case json.Number:
-		n, ok, err := jsonInt(x)
-		if err != nil || !ok || n < 0 || n > 1<<40 {
-			return 0, 0, fmt.Errorf("%w: bandwidth %v", topology.ErrBadNumber, x)
-		}
-		return n, n, nil
-	case map[string]any:
-		if _, has := x["value"]; has {
-			return jsonBandwidth(x["value"])
-		}
-		lo, ok1, err1 := jsonInt(x["min"])
-		hi, ok2, err2 := jsonInt(x["max"])
-		if err1 != nil || err2 != nil || lo < 0 || hi < 0 || lo > 1<<40 || hi > 1<<40 {
-			return 0, 0, fmt.Errorf("%w: bandwidth %v", topology.ErrBadNumber, v)
-		}
-		if !ok1 {
-			lo = hi
-		}
-		if !ok2 {
-			hi = lo
-		}
-		if lo > hi {
-			lo, hi = hi, lo
-		}
-		return lo, hi, nil
 	}
 	return 0, 0, fmt.Errorf("%w: bandwidth %v", topology.ErrBadNumber, v)
 }

@@ -24,41 +24,28 @@ const (
 // as malformed rather than allocated.
 const MaxGPUs = 256
 
-// Pair is what amd-smi reports about the path from one GPU to another.
+// Pair is what amd-smi reports about the path from one GPU to another; a
+// figure not reported or N/A is "", -1 or 0.
 type Pair struct {
-	// Access is "ENABLED" or "DISABLED" (peer access), "" when not reported.
-	Access string
-	// Weight is the KFD link weight, -1 when not reported or N/A.
-	Weight int
-	// Hops is the number of hops, -1 when not reported or N/A.
-	Hops int
-	// Type is the link type as printed, upper case ("XGMI", "PCIE",
-	// "SELF"); "" when not reported or N/A.
-	Type string
-	// MinBW and MaxBW are the NUMA BW figures in MB/s; 0 when not reported,
-	// N/A, or "0-0" (amd-smi 26 on MI355X prints 0-0 for XGMI pairs).
+	Access string // "ENABLED" or "DISABLED" (peer access)
+	Weight int    // the KFD link weight
+	Hops   int
+	Type   string // as printed, upper case: "XGMI", "PCIE", "SELF"
+	// MinBW and MaxBW are the NUMA BW figures in MB/s ("0-0", as amd-smi 26
+	// prints for MI355X XGMI pairs, is not reported).
 	MinBW, MaxBW int64
 }
 
 // Topology is the pairwise description of a node's GPUs that `amd-smi
 // topology` prints, in text or JSON.
 type Topology struct {
-	// GPUs holds amd-smi's GPU index of each row, in the tool's order.
-	// The text tables do not print indices; there they are 0..N-1.
-	GPUs []int
-	// BDFs holds each row's PCI address in lower case; "" when the source
-	// does not give it (the old JSON schema).
-	BDFs []string
-	// Pairs[i][j] describes the path from row i to row j.
-	Pairs [][]Pair
-	// Tables names the tables the output held, in order, as the text
-	// titles them ("WEIGHT TABLE", "LINK TYPE TABLE"); for --json, the
-	// table each link field stands for. Build warns about the ones of
-	// WantTables missing, naming what it assumed instead.
+	GPUs  []int    // amd-smi's GPU index of each row (0..N-1 for the text tables)
+	BDFs  []string // each row's PCI address in lower case, "" when not given
+	Pairs [][]Pair // Pairs[i][j]: the path from row i to row j
+	// Tables names the tables the output held, as the text titles them
+	// ("WEIGHT TABLE"); for --json, the table each link field stands for.
 	Tables []string
-	// Partitions says the rows were joined from a topology of physical
-	// GPUs and a device list of partitions (see JoinPartitions): rows
-	// that share a PCI bus and device are partitions of one GPU.
+	// Partitions says JoinPartitions made the rows.
 	Partitions bool
 }
 
@@ -97,19 +84,12 @@ func tableTitle(s string) (string, bool) {
 }
 
 // ParseTopology parses the text output of `amd-smi topology`. Every table
-// must have the same BDF columns and one row per column; tables the parser
-// does not use (CACHE COHERANCY, ATOMICS, DMA, BI-DIRECTIONAL, ones added
-// later) are checked for shape and skipped, as is the Legend. Text before
-// the first table (warnings) is ignored; a line inside or right after a
-// table that is not one of its rows (a marker such as "[output
-// truncated]") is an error that quotes it. The WEIGHT and HOPS tables
-// must be symmetric with 0 on the diagonal, and LINK TYPE must say SELF
-// (or N/A) exactly on the diagonal, else a row or column is out of place
-// (ErrInconsistent, at the cell). Malformed input gives a
-// *topology.ParseError wrapping ErrSyntax, ErrNotSquare, ErrBadNumber,
-// ErrUnknownLinkType, ErrTruncated, ErrInconsistent, ErrWrongTool (no
-// table at all) or ErrNoDevices (empty input). Tables left out are not an
-// error here: Topology.Tables lists those found, and Build warns.
+// must have the same BDF columns and one row per column; tables it does
+// not use (CACHE COHERANCY, ATOMICS, DMA, BI-DIRECTIONAL, later ones) are
+// checked for shape and skipped, as is the Legend. A line inside or right
+// after a table that is not one of its rows ("[output truncated]") is an
+// error quoting it; so is a table check fails (Topology.check). Tables
+// left out are not an error: Topology.Tables lists those found.
 func ParseTopology(r io.Reader) (*Topology, error) {
 	p := &topoParser{lr: topology.NewLineReader(r, SourceTopology), at: map[string][]rowPos{}}
 	if err := p.lr.ForEach(p.line); err != nil {
@@ -182,7 +162,7 @@ func (p *topoParser) line(line string) error {
 	if p.wantHeader {
 		return p.header(fs)
 	}
-	if _, ok := normBDF(fs[0].S); !ok {
+	if _, ok := topology.NormalizePCI(fs[0].S); !ok {
 		return p.stray(trimmed)
 	}
 	return p.row(line, fs)
@@ -232,7 +212,7 @@ func (p *topoParser) endTable() error {
 func (p *topoParser) header(fs []topology.Field) error {
 	bdfs := make([]string, len(fs))
 	for i, f := range fs {
-		b, ok := normBDF(f.S)
+		b, ok := topology.NormalizePCI(f.S)
 		if !ok {
 			return p.lr.Errorf(f.Col, topology.ErrSyntax, "%s header: %q is not a PCI address", p.table, f.S)
 		}
@@ -280,7 +260,7 @@ func (p *topoParser) row(line string, fs []topology.Field) error {
 		}
 		return p.lr.Errorf(col, topology.ErrNotSquare, "%s row has %d cells, want %d", p.table, len(fs)-1, n)
 	}
-	if b, ok := normBDF(fs[0].S); !ok || b != p.t.BDFs[p.rows] {
+	if b, ok := topology.NormalizePCI(fs[0].S); !ok || b != p.t.BDFs[p.rows] {
 		return p.lr.Errorf(fs[0].Col, topology.ErrSyntax, "%s row %d is labelled %q, want %s", p.table, p.rows, fs[0].S, p.t.BDFs[p.rows])
 	}
 	pos := rowPos{line: p.lr.Line(), cols: make([]int, n)}

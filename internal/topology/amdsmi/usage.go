@@ -56,10 +56,9 @@ func cellFields(c topology.Field) []topology.Field {
 //	| 0000:0d:00.0    AMD Instinct MI355X | N/A        N/A   0          N/A/1400 W |
 //	|   0       1       7        SPX/NPS1 | N/A        N/A           283/294896 MB |
 //
-// and the Processes box under it. The second header row names the
-// columns of each GPU's second row, so a missing HIP-ID column is
-// tolerated. Input without GPU rows (an older amd-smi printing its help)
-// gives a *topology.ParseError wrapping ErrWrongTool.
+// and the Processes box under it. The second header row names the columns
+// of each GPU's second row. Input without GPU rows (an older amd-smi
+// printing its help) gives ErrWrongTool.
 func ParseDefault(r io.Reader) (*Summary, error) {
 	p := &defaultParser{lr: topology.NewLineReader(r, SourceDefault), s: &Summary{}, procs: map[int]int{}}
 	if err := p.lr.ForEach(p.line); err != nil {
@@ -122,7 +121,7 @@ func (p *defaultParser) line(line string) error {
 		}
 		return nil
 	}
-	if bdf, ok := normBDF(first[0].S); ok {
+	if bdf, ok := topology.NormalizePCI(first[0].S); ok {
 		return p.bdfRow(cs[0], first[0], bdf)
 	}
 	return nil // header rows
@@ -237,7 +236,7 @@ func memUsage(c topology.Field) (used, total int64, col int, ok bool) {
 	fs := cellFields(c)
 	for i := 0; i+1 < len(fs); i++ {
 		unit := strings.ToUpper(fs[i+1].S)
-		if unit != "MB" && unit != "MIB" && unit != "GB" && unit != "GIB" {
+		if unit != "MB" && unit != "MIB" {
 			continue
 		}
 		a, b, cut := strings.Cut(fs[i].S, "/")
@@ -249,19 +248,14 @@ func memUsage(c topology.Field) (used, total int64, col int, ok bool) {
 		if err1 != nil || err2 != nil || u > 1<<40 || t > 1<<40 {
 			return -1, -1, fs[i].Col, true
 		}
-		if unit[0] == 'G' {
-			u, t = u*1024, t*1024
-		}
 		return u, t, fs[i].Col, true
 	}
 	return 0, 0, 0, false
 }
 
-// ParseProcessJSON parses `amd-smi process --json` and returns the number
-// of processes per amd-smi GPU index. It accepts process_list entries
-// wrapped in "process_info" (ROCm 6.1-6.3) or bare ({"name", "pid", ...});
-// a "process_info" string ("No running processes detected") counts none.
-// A GPU the output lists with no processes maps to 0.
+// ParseProcessJSON parses `amd-smi process --json` into the number of
+// processes per amd-smi GPU index; entries may be wrapped in
+// "process_info" (ROCm 6.1-6.3), which may also be a string saying none.
 func ParseProcessJSON(r io.Reader) (map[int]int, error) {
 	const src = SourceProcessJSON
 	objs, err := decodeGPUs(src, r)
@@ -307,11 +301,8 @@ type Memory struct {
 	UsedMiB, TotalMiB int64
 }
 
-// ParseMemUsageJSON parses `amd-smi metric --mem-usage --json`:
-// [{"gpu": 0, "mem_usage": {"total_vram": {"value": 196592, "unit": "MB"},
-// "used_vram": {...}, ...}}], also under a {"gpu_data": [...]} wrapper. It
-// returns VRAM use per amd-smi GPU index; GPUs whose figures are N/A are
-// left out. Units B, KB, MB, GB are accepted (amd-smi's MB are MiB).
+// ParseMemUsageJSON parses `amd-smi metric --mem-usage --json` into VRAM
+// use per amd-smi GPU index (N/A figures left out; amd-smi's MB are MiB).
 func ParseMemUsageJSON(r io.Reader) (map[int]Memory, error) {
 	const src = SourceMemUsageJSON
 	objs, err := decodeGPUs(src, r)
@@ -355,15 +346,8 @@ func miB(v any) (int64, bool, error) {
 			unit = strings.ToUpper(u)
 		}
 	}
-	switch unit {
-	case "B":
-		return n >> 20, true, nil
-	case "KB", "KIB":
-		return n >> 10, true, nil
-	case "MB", "MIB":
+	if unit == "MB" || unit == "MIB" {
 		return n, true, nil
-	case "GB", "GIB":
-		return n << 10, true, nil
 	}
 	return 0, false, fmt.Errorf("%w: memory unit %q", topology.ErrSyntax, unit)
 }

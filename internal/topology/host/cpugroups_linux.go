@@ -19,20 +19,12 @@ import (
 )
 
 // CPUGroups reads the sockets and level-3 caches of the CPUs of nodes
-// (ReadNUMA's online CPUs; the others are left out) under the directory
-// root ("/" on a live system; "" means "/", so that --sysfs-root moves it
-// with the rest) through github.com/jaypipes/ghw, chrooted there: its cpu
-// package for each CPU's socket (cpu/cpuN/topology/physical_package_id,
-// with proc/cpuinfo), its memory package for the caches of each node
-// (node/nodeN/cpuM/cache/indexK: level, then id or shared_cpu_map).
-//
-// It answers what the tree tells and never refuses the host: a CPU whose
-// socket ghw cannot read is in no socket, and SocketsGap says which; a
-// node whose caches do not read whole (no cache directory, as on some
-// VMs, or a file ghw warns about or cannot parse) has no level-3 group,
-// and L3Gap says which CPUs and why. A group is never guessed: ghw's
-// warnings make a node's caches unknown rather than merged. The error is
-// for systems other than Linux only (cpugroups_other.go).
+// under root ("" means "/") through github.com/jaypipes/ghw, chrooted
+// there. It answers what the tree tells and never refuses the host nor
+// guesses a group: a CPU whose socket does not read is in no socket
+// (SocketsGap says which), a node whose caches do not read whole (some
+// VMs have no cache directory; ghw warned) has no level-3 group (L3Gap
+// says which CPUs and why). The error is for other systems only.
 func CPUGroups(root string, nodes []topology.NUMANode) (*topology.CPUGroups, error) {
 	if root == "" {
 		root = "/"

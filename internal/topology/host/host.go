@@ -18,14 +18,9 @@ import (
 // ErrNotSupported is returned by NUMANodes on systems other than Linux.
 var ErrNotSupported = errors.New("not supported on this system")
 
-// DeviceNUMA reads the NUMA node and local CPUs of the PCI device at
-// pciAddress ("0000:63:00.0", any case) from
-// sys/bus/pci/devices/<addr>/numa_node and local_cpulist under fsys
-// (os.DirFS("/") on a live system). The kernel prints numa_node -1 when
-// the firmware gives no affinity; node is then -1 and cpus is still the
-// local list. It returns an error naming the path when the device or
-// numa_node is missing, and a *topology.ParseError when a file does not
-// parse. A missing local_cpulist gives nil cpus.
+// DeviceNUMA reads the NUMA node (-1: the firmware gives none) and local
+// CPUs (nil without local_cpulist) of the PCI device at pciAddress from
+// sys/bus/pci/devices/<addr> under fsys.
 func DeviceNUMA(fsys fs.FS, pciAddress string) (node int, cpus []int, err error) {
 	addr := strings.ToLower(strings.TrimSpace(pciAddress))
 	if addr == "" || strings.ContainsAny(addr, "/\\") || addr == "." || addr == ".." {

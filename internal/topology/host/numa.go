@@ -3,7 +3,9 @@ package host
 import (
 	"fmt"
 	"io/fs"
+	"os"
 	"path"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -11,21 +13,27 @@ import (
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
+// NUMANodes returns the host's NUMA nodes read by ReadNUMA under the
+// directory root ("" means "/"), so that --sysfs-root and
+// AMDRUN_SYSFS_ROOT move it with the KFD tree; ErrNotSupported off Linux.
+func NUMANodes(root string) ([]topology.NUMANode, error) {
+	if runtime.GOOS != "linux" {
+		return nil, fmt.Errorf("host: NUMA nodes: %w", ErrNotSupported)
+	}
+	if root == "" {
+		root = "/"
+	}
+	return ReadNUMA(os.DirFS(root))
+}
+
 // NodeDir is where, relative to a sysfs root, the kernel lists the NUMA
 // nodes (one nodeN directory each).
 const NodeDir = "sys/devices/system/node"
 
-// ReadNUMA returns the host's NUMA nodes under fsys (os.DirFS("/") on a
-// live system), sorted by id, each with the CPUs its nodeN/cpulist
-// names. The kernel prints there the node's CPUs that are online
-// (drivers/base/node.c ANDs the node's mask with cpu_online_mask), so an
-// offline CPU is left out; a node without CPUs (memory only) gets an
-// empty list. It reads one file per node and nothing else.
-//
-// It returns an error wrapping fs.ErrNotExist when NodeDir is missing (a
-// captured tree without its host part), an error naming NodeDir when it
-// holds no nodeN entry or a cpulist cannot be read, and a
-// *topology.ParseError naming the file when a cpulist does not parse.
+// ReadNUMA returns the host's NUMA nodes under fsys, sorted by id, each
+// with the online CPUs its nodeN/cpulist names (a memory-only node gets
+// none). A missing NodeDir (a captured tree without its host part) gives
+// an error wrapping fs.ErrNotExist.
 func ReadNUMA(fsys fs.FS) ([]topology.NUMANode, error) {
 	ents, err := fs.ReadDir(fsys, NodeDir)
 	if err != nil {

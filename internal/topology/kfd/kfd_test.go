@@ -716,10 +716,7 @@ func TestReadUnderDeviceCgroup(t *testing.T) {
 // with Read's devices.
 func TestReadProcsUnderDeviceCgroup(t *testing.T) {
 	base := fixture(t, "topology-parsing-mi308")
-	all, err := gpuIDs(base, "topology/nodes")
-	if err != nil {
-		t.Fatal(err)
-	}
+	all := gpuIDsOf(t, base, 32)
 	// Deny every GPU node but the third and fourth.
 	denied := map[string]bool{}
 	nodes, err := numericEntries(base, "topology/nodes", nil)
@@ -739,15 +736,27 @@ func TestReadProcsUnderDeviceCgroup(t *testing.T) {
 		gpu++
 	}
 	fsys := cgroupFS{FS: base, denied: denied}
-	ids, err := gpuIDs(fsys, "topology/nodes")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ids := gpuIDsOf(t, fsys, 2)
 	m, err := Read(fsys, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ids) != 2 || m.N() != 2 || ids[0] != all[2] || ids[1] != all[3] {
+	if m.N() != 2 || ids[0] != all[2] || ids[1] != all[3] {
 		t.Errorf("gpu ids %v for %d devices, want [%d %d] of %v", ids, m.N(), all[2], all[3], all)
 	}
+}
+
+// gpuIDsOf lists the gpu_id of each of the n devices of the tree, by
+// device index.
+func gpuIDsOf(t *testing.T, fsys fs.FS, n int) []uint64 {
+	t.Helper()
+	devOf, err := gpuDevices(fsys, "topology/nodes", n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]uint64, n)
+	for g, i := range devOf {
+		ids[i] = g
+	}
+	return ids
 }

@@ -24,13 +24,14 @@ func procDir(dir string) string {
 	return path.Join(base, "proc")
 }
 
-// gpuIDs returns the KFD gpu_id of each GPU node, in device order.
-func gpuIDs(fsys fs.FS, dir string) ([]uint64, error) {
+// gpuDevices maps the gpu_id of each GPU node under dir to its device
+// index in a model of n devices Read built from the same tree.
+func gpuDevices(fsys fs.FS, dir string, n int) (map[uint64]int, error) {
 	ids, err := numericEntries(fsys, dir, nil)
 	if err != nil {
 		return nil, err
 	}
-	var out []uint64
+	devOf := map[uint64]int{}
 	for _, id := range ids {
 		nd := path.Join(dir, strconv.Itoa(id))
 		props, hidden, err := readNodeProps(fsys, nd)
@@ -52,9 +53,12 @@ func gpuIDs(fsys fs.FS, dir string) ([]uint64, error) {
 		if err != nil {
 			return nil, topology.NewParseError("kfd "+p, 1, 0, topology.ErrBadNumber, "%q", s)
 		}
-		out = append(out, g)
+		devOf[g] = len(devOf)
 	}
-	return out, nil
+	if len(devOf) != n {
+		return nil, fmt.Errorf("kfd: %s has %d GPU nodes but the model has %d devices", dir, len(devOf), n)
+	}
+	return devOf, nil
 }
 
 // procUse is what one process holds on one device.
@@ -66,19 +70,12 @@ type procUse struct {
 
 // ReadProcs marks the devices of m, a model Read built from the same fsys,
 // that other processes use. KFD lists every process that opened /dev/kfd
-// under sys/class/kfd/kfd/proc/<pid>/ with a file vram_<gpu_id> per GPU
-// (bytes of VRAM the process holds there) and a directory queues/<qid>/
-// whose gpuid file names the GPU a compute queue runs on. A device where
-// some process holds VRAM or a queue becomes Busy, with Processes set to
-// the number of such processes, MemUsedMiB raised to their total VRAM and
-// a BusyReason naming the pids, "pid 4242 holds 2048 MiB VRAM". amdrun
-// itself never opens /dev/kfd, so every listed process counts.
-//
-// A missing proc directory means no process uses a GPU. A process that
-// exits during the walk is skipped. It returns an error wrapping ErrNoKFD
-// when fsys has no KFD topology, an error naming the path when a GPU node
-// has no gpu_id or the GPU node count differs from m's devices, and a
-// *topology.ParseError for a file that is not a number.
+// (amdrun never does) under sys/class/kfd/kfd/proc/<pid>/, with a file
+// vram_<gpu_id> per GPU (bytes of VRAM held there) and queues/<qid>/gpuid
+// (the GPU of a compute queue). A device where some process holds VRAM or
+// a queue becomes Busy, "pid 4242 holds 2048 MiB VRAM". A missing proc
+// directory means no process uses a GPU; a process that exits during the
+// walk is skipped.
 func ReadProcs(fsys fs.FS, m *topology.Model) error {
 	dir, err := findNodes(fsys)
 	if err != nil {
@@ -109,23 +106,6 @@ func ReadProcs(fsys fs.FS, m *topology.Model) error {
 		markBusy(&m.Devices[i], u)
 	}
 	return nil
-}
-
-// gpuDevices maps the gpu_id of each GPU node under dir to its device
-// index in a model of n devices Read built from the same tree.
-func gpuDevices(fsys fs.FS, dir string, n int) (map[uint64]int, error) {
-	gids, err := gpuIDs(fsys, dir)
-	if err != nil {
-		return nil, err
-	}
-	if len(gids) != n {
-		return nil, fmt.Errorf("kfd: %s has %d GPU nodes but the model has %d devices", dir, len(gids), n)
-	}
-	devOf := make(map[uint64]int, len(gids))
-	for i, g := range gids {
-		devOf[g] = i
-	}
-	return devOf, nil
 }
 
 // procWalk gathers what each process uses on each device.

@@ -1,12 +1,8 @@
 // Package kfd reads the GPU topology the amdgpu kernel driver (KFD)
-// publishes in sysfs, /sys/class/kfd/kfd/topology/nodes, without running
-// any tool. It also reads which processes use which GPU from
-// /sys/class/kfd/kfd/proc.
-//
-// Every path is read through an fs.FS rooted at a directory the caller
-// chooses (os.DirFS("/") on a live system), so tests and users can point it
-// at a captured tree. Read opens files from several goroutines at once, so
-// the fs.FS must allow concurrent reads (os.DirFS and fstest.MapFS do).
+// publishes in sysfs, /sys/class/kfd/kfd/topology/nodes, and which
+// processes use which GPU (/sys/class/kfd/kfd/proc), through an fs.FS
+// that allows concurrent reads (DirFS on a live system, a captured tree in
+// tests).
 package kfd
 
 import (
@@ -70,35 +66,19 @@ type kfdLink struct {
 	p2p   bool
 }
 
-// Read builds a finished, validated model from the KFD topology under
-// fsys. GPU nodes (simd_count > 0) become devices 0..N-1 in KFD node order,
-// which is HIP's order, so RuntimeIndex equals Index; GPU nodes whose
-// properties the kernel refuses with EPERM (the device cgroup denies
-// them, see readNodeProps) are left out of the numbering; CPU nodes are not
-// devices but give each device its NUMA node through the device's PCIe
-// io_link. When fsys also holds sys/devices/system/node, the KFD CPU nodes
-// are mapped onto the NUMA nodes that have CPUs, in order, and the model's
-// NUMANodes (with their CPU lists) come from there; otherwise the n-th KFD
-// CPU node is NUMA node n and NUMANodes is left empty for the caller to fill.
+// Read builds a finished model from the KFD topology under fsys. GPU nodes
+// (simd_count > 0) become devices 0..N-1 in KFD node order, which is HIP's
+// order, except those the device cgroup hides (readNodeProps); CPU nodes
+// give each device its NUMA node through its PCIe io_link, mapped onto the
+// host NUMA nodes with CPUs when fsys holds sys/devices/system/node.
 //
-// Links: io_links of type 11 are XGMI (direct, hops weight/15, at least 1);
-// io_links of type 2 between GPUs and all p2p_links of type 2 are PCIe
-// through the host (not direct; level SYS when the two devices sit on
-// different NUMA nodes, else PHB). A bandwidth of 0 is left for
-// topology.Model.Finish to assume. When a pair has several entries the
-// XGMI io_link wins, then a p2p XGMI path, then PCIe. An io_link between
-// GPUs whose flags lack bit 0 (enabled) is dropped with a warning, so the
-// pair falls back to the host path; on kernels that print flags 0 for
-// every link (no flag is set anywhere in the tree) flags are ignored.
-//
-// A tree with a hole that makes the numbering or the links unsound gives
-// an error naming the path: a node directory without properties, a
-// malformed or non-numeric properties line (*topology.ParseError), a link
-// to a node that does not exist. Recoverable oddities go to warn: stray
-// entries, a GPU without a CPU link (NUMA node -1), unknown link types.
-// It returns an error wrapping ErrNoKFD when no nodes directory is found
-// and a *topology.ParseError wrapping topology.ErrNoDevices when the tree
-// has no GPU node.
+// io_links of type 11 are XGMI (hops weight/15, at least 1), PCIe io_links
+// and p2p_links go through the host (SYS across NUMA nodes). A pair's XGMI
+// io_link wins over a p2p XGMI path, which wins over PCIe. A GPU io_link
+// without the enabled flag is dropped with a warning, unless no link in
+// the tree sets any flag (older kernels). A hole that makes the numbering
+// or links unsound is an error naming the path; recoverable oddities go
+// to warn. No nodes directory gives ErrNoKFD.
 func Read(fsys fs.FS, warn topology.Warner) (*topology.Model, error) {
 	dir, err := findNodes(fsys)
 	if err != nil {
@@ -155,14 +135,11 @@ func readProps(fsys fs.FS, p string) (Props, error) {
 }
 
 // readNodeProps reads the properties of the node in directory dir.
-// hidden is true when the kernel refuses them with EPERM: amdkfd answers
-// so for a GPU whose render node the reader's device cgroup denies
-// (kfd_devcgroup_check_permission, Linux 5.5 and later), as under Slurm
-// with ConstrainDevices=yes or in a container given some of the GPUs.
-// ROCr leaves such a node out and numbers the GPUs it may use from 0
-// (libhsakmt's topology_sysfs_check_node_supported), and so does Read,
-// so that device indices are the ones HIP and Slurm's per-job
-// CUDA_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES use inside the cgroup.
+// hidden is true when the kernel refuses them with EPERM, as amdkfd does
+// for a GPU the device cgroup denies (Slurm's ConstrainDevices=yes, a
+// container given some GPUs); ROCr leaves such a node out of its
+// numbering (libhsakmt's topology_sysfs_check_node_supported), and so
+// does Read, so that indices are the ones HIP uses inside the cgroup.
 func readNodeProps(fsys fs.FS, dir string) (props Props, hidden bool, err error) {
 	props, err = readProps(fsys, path.Join(dir, "properties"))
 	if errors.Is(err, fs.ErrPermission) {
@@ -185,9 +162,8 @@ func readSmall(fsys fs.FS, p string) (s string, ok bool, err error) {
 }
 
 // loadNodes reads every node's properties and, for GPU nodes, their name,
-// links and memory banks. A CPX tree has thousands of link files, so the
-// nodes are read by a few goroutines; warnings and the first error come
-// out in node order all the same.
+// links and memory banks, from a few goroutines (a CPX tree has thousands
+// of link files); warnings and the first error come out in node order.
 func loadNodes(fsys fs.FS, dir string, warn topology.Warner) ([]*node, error) {
 	ids, err := numericEntries(fsys, dir, warn)
 	if err != nil {
@@ -468,9 +444,8 @@ func (b *builder) target(n *node, l kfdLink) (*node, error) {
 }
 
 // gpuLink turns link l from GPU node n (device i) to GPU node tn (device
-// j) into a candidate. Rank orders the kinds: an XGMI io_link 4, a p2p
-// XGMI path 3, a PCIe io_link 2, a p2p PCIe path 1. ok is false for a
-// disabled io_link or an unknown type (both warned).
+// j) into a candidate ranked XGMI io_link 4, p2p XGMI 3, PCIe io_link 2,
+// p2p PCIe 1; ok is false for a disabled io_link or an unknown type.
 func (b *builder) gpuLink(i, j int, n, tn *node, l kfdLink) (candidate, bool) {
 	if b.flagsSeen && !l.p2p && l.props["flags"]&flagEnabled == 0 {
 		b.warn.Warn("kfd: %s: link from node %d to node %d is disabled (flags %d); the pair uses the host path",

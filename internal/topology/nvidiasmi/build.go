@@ -19,83 +19,43 @@ const Source = "nvidia-smi"
 // bridge (topology.HopsPIX).
 const HopsNVLink = 1
 
-// link turns the topo -m cell of GPUs a and b into a Link. speed is the
-// per-link NVLink speed in MB/s, 0 when unknown (Finish then assumes
-// topology.NVLinkBandwidth per link).
-func link(a, b int, cell string, speed int64) (topology.Link, bool) {
-	typ, count, ok := linkKind(cell)
-	if !ok {
-		return topology.Link{}, false
-	}
+// link turns the topo -m cell of GPUs a and b (one ParseTopo accepted)
+// into a Link. speed is the per-link NVLink speed in MB/s, 0 when unknown
+// (Finish then assumes topology.NVLinkBandwidth per link).
+func link(a, b int, cell string, speed int64) topology.Link {
+	typ, count, _ := linkKind(cell)
 	if typ != topology.LinkNVLink {
-		return topology.PCIeLink(a, b, cell), true
+		return topology.PCIeLink(a, b, cell)
 	}
-	l := topology.Link{A: a, B: b, Type: typ, Level: cell, Count: count, Hops: HopsNVLink, Direct: true}
-	if speed > 0 {
-		l.MaxBandwidth = int64(count) * speed
-		l.MinBandwidth = l.MaxBandwidth
-	}
-	return l, true
+	return topology.Link{A: a, B: b, Type: typ, Level: cell, Count: count, Hops: HopsNVLink, Direct: true,
+		MinBandwidth: int64(count) * speed, MaxBandwidth: int64(count) * speed}
 }
 
-// Build makes a finished model from what the nvidia-smi commands printed.
-// Only topo is required; nvlink, gpus and apps may be nil.
+// Build makes a finished model from what the nvidia-smi commands printed:
+// topo (from ParseTopo, so square with known cells) is required; nvlink,
+// gpus and apps may be nil.
 //
 // Devices are the topo -m GPUs, Index and RuntimeIndex both nvidia-smi's
 // index (amdrun runs CUDA with CUDA_DEVICE_ORDER=PCI_BUS_ID, the order
-// nvidia-smi numbers in). From gpus (matched by index) come the PCI
-// address, UUID (as UniqueID), name, memory and utilisation; from apps
-// (matched by bus id) the process count. NUMANode is the NUMA Affinity
-// column, else GPU NUMA ID, else -1; CPUs is the CPU Affinity column.
-// NUMANodes lists each NUMA node a GPU names with the union of its GPUs'
-// CPU Affinity.
+// nvidia-smi numbers in); gpus (by index) and apps (by bus id) fill in
+// identity, memory, utilisation and process count. NUMANode is the NUMA
+// Affinity column, else GPU NUMA ID, else -1; CPUs is the CPU Affinity.
 //
-// Links: NV# is an NVLink bond, Direct, Count #, with MaxBandwidth
-// # times the slower of the two GPUs' link speeds from nvlink (left to
-// Finish's assumption when unknown); PIX and PXB are PCIe peer-to-peer
-// through switches, Direct; PHB, NODE and SYS (SOC is read as SYS) are
-// PCIe through the host, not Direct, bandwidth assumed by level
-// (topology.PCIeLink). Hops are HopsNVLink and topology's Hops*; Weight is left 0 (nvidia-smi has none).
-//
-// Disagreements between the inputs (a GPU missing from gpus, an app on an
-// unknown bus id) go to warn. The error is an *topology.ParseError from
-// Source on an unknown cell (ErrUnknownLinkType) or when the model does
-// not validate.
+// Links: NV# is an NVLink bond of # links at the slower of the two GPUs'
+// link speeds from nvlink (Finish's assumption when unknown); the PCIe
+// levels go to topology.PCIeLink (SOC is read as SYS). Disagreements
+// between the inputs go to warn; the error is a *topology.ParseError when
+// the model does not validate.
 func Build(topo *Topo, nvlink *NVLinkStatus, gpus []GPU, apps []ComputeApp, warn topology.Warner) (*topology.Model, error) {
-	if err := checkSquare(topo); err != nil {
-		return nil, err
-	}
 	m := &topology.Model{Source: Source, Vendor: topology.VendorNVIDIA, Bandwidth: "theoretical"}
 	m.Devices, m.SourceVersion = devices(topo, gpus, warn)
 	countApps(m, apps, warn)
 	m.NUMANodes = numaNodes(m.Devices)
-	links, err := links(topo, nvlink, warn)
-	if err != nil {
-		return nil, err
-	}
-	m.Links = links
+	m.Links = links(topo, nvlink, warn)
 	if err := m.Finish(); err != nil {
 		return nil, topology.NewParseError(Source, 0, 0, err, "")
 	}
 	return m, nil
-}
-
-// checkSquare refuses a topo with no GPU or whose matrix is not one row
-// and one cell per GPU.
-func checkSquare(topo *Topo) error {
-	if topo == nil || len(topo.GPUs) == 0 {
-		return topology.NewParseError(Source, 0, 0, topology.ErrNoDevices, "")
-	}
-	n := len(topo.GPUs)
-	if len(topo.Cells) != n {
-		return topology.NewParseError(Source, 0, 0, topology.ErrNotSquare, "%d GPUs, %d matrix rows", n, len(topo.Cells))
-	}
-	for a, row := range topo.Cells {
-		if len(row) != n {
-			return topology.NewParseError(Source, 0, 0, topology.ErrNotSquare, "row GPU%d has %d cells, want %d", a, len(row), n)
-		}
-	}
-	return nil
 }
 
 // devices makes one device per topo -m GPU, with its NUMA node and CPUs
@@ -171,7 +131,7 @@ func numaNodes(devs []topology.Device) []topology.NUMANode {
 
 // links makes the link of every GPU pair from its topo -m cell, NVLink
 // bonds at the pair's link speed from nvlink.
-func links(topo *Topo, nvlink *NVLinkStatus, warn topology.Warner) ([]topology.Link, error) {
+func links(topo *Topo, nvlink *NVLinkStatus, warn topology.Warner) []topology.Link {
 	n := len(topo.GPUs)
 	speeds := make([]int64, n)
 	for i := range speeds {
@@ -184,10 +144,7 @@ func links(topo *Topo, nvlink *NVLinkStatus, warn topology.Warner) ([]topology.L
 	for a := 0; a < n; a++ {
 		for b := a + 1; b < n; b++ {
 			speed := pairSpeed(speeds[a], speeds[b])
-			l, ok := link(a, b, topo.Cells[a][b], speed)
-			if !ok {
-				return nil, topology.NewParseError(Source, 0, 0, topology.ErrUnknownLinkType, "GPU%d/GPU%d cell %q", a, b, clip(topo.Cells[a][b]))
-			}
+			l := link(a, b, topo.Cells[a][b], speed)
 			if l.Type == topology.LinkNVLink && speed == 0 && nvlink != nil && !warnedSpeed {
 				warnedSpeed = true
 				warn.Warn("nvidia-smi: nvlink -s gives no active link speed for GPU%d/GPU%d; assuming %d MB/s per link", a, b, topology.NVLinkBandwidth)
@@ -195,20 +152,15 @@ func links(topo *Topo, nvlink *NVLinkStatus, warn topology.Warner) ([]topology.L
 			out = append(out, l)
 		}
 	}
-	return out, nil
+	return out
 }
 
 // pairSpeed is the per-link speed two GPUs share: the slower known one.
 func pairSpeed(a, b int64) int64 {
-	switch {
-	case a == 0:
-		return b
-	case b == 0:
-		return a
-	case a < b:
-		return a
+	if a == 0 || b == 0 {
+		return max(a, b)
 	}
-	return b
+	return min(a, b)
 }
 
 // Arguments of the nvidia-smi commands Discover runs, exactly as passed.
@@ -220,25 +172,14 @@ var (
 	argsComputeApps = []string{"--query-compute-apps=" + ComputeAppsFields, "--format=csv,noheader,nounits"}
 )
 
-// Discover reads the node's NVIDIA GPUs by running, through run and in
-// this order, these commands (argv exactly as listed; fake nvidia-smi
-// scripts can key their replies on it):
-//
-//	nvidia-smi topo -m
-//	nvidia-smi --query-gpu=index,pci.bus_id,uuid,name,memory.total,memory.used,utilization.gpu,driver_version --format=csv,noheader,nounits
-//	nvidia-smi --query-compute-apps=gpu_bus_id,pid,used_memory --format=csv,noheader,nounits
-//	nvidia-smi nvlink -s
-//	nvidia-smi topo -p2p r
-//
-// and passing their output to the parsers and Build. The driver version
-// becomes SourceVersion. topo -m and --query-gpu must list as many GPUs,
-// or Discover fails with an error wrapping topology.ErrInconsistent.
-// topo -p2p r marks each pair's peer-to-peer access (see markP2P). A
+// Discover reads the node's NVIDIA GPUs by running the nvidia-smi
+// commands of the args* variables above through run (argv exactly as
+// listed: fake nvidia-smi scripts key their replies on it) and passing
+// their output to the parsers, Build and markP2P. topo -m and
+// --query-gpu must list as many GPUs (else topology.ErrInconsistent). A
 // failing or unreadable `nvlink -s` or `topo -p2p r` only warns (NVLink
-// bandwidths are then assumed; peer access stays unknown, which counts
-// as available); any other failure is returned as run gave it (wrapping
-// ErrToolNotFound, or a *topology.ToolError), and malformed output as
-// the parser's *topology.ParseError.
+// bandwidths assumed, peer access unknown); any other failure is
+// returned as run gave it, malformed output as the parser's ParseError.
 func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*topology.Model, error) {
 	// The five calls are independent and each costs tens of milliseconds
 	// of driver time: run them at once (launch latency is a feature). On
@@ -317,13 +258,10 @@ func cancelled(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
-// markP2P sets the P2P of each link of m, a model Build made from the
-// same nvidia-smi, from `nvidia-smi topo -p2p r`: P2PUnavailable when
-// either direction's cell refuses peer access (CNS, GNS, TNS, NS), as
-// rocm_bandwidth_test's N/A does on AMD (selection then counts the pair
-// host-staged, and amdrun topo marks it noP2P); P2PAvailable when both
-// read OK; unknown for U. A matrix of another size than m's is an error
-// wrapping topology.ErrInconsistent, and m is left as it was.
+// markP2P sets the P2P of each link of m from `nvidia-smi topo -p2p r`:
+// P2PUnavailable when either direction refuses peer access (CNS, GNS,
+// TNS, NS), P2PAvailable when both read OK, unknown for U. A matrix of
+// another size than m's is an error wrapping topology.ErrInconsistent.
 func markP2P(m *topology.Model, p *P2P) error {
 	n := m.N()
 	if len(p.Status) != n {

@@ -9,29 +9,23 @@ import (
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
-// NVLinkStatus is `nvidia-smi nvlink -s`: the state of every NVLink of
-// every GPU.
+// NVLinkStatus is `nvidia-smi nvlink -s`: every GPU's NVLinks, in the
+// order printed.
 type NVLinkStatus struct {
-	// GPUs in the order printed.
 	GPUs []NVLinkGPU
 }
 
 // NVLinkGPU is one GPU block of `nvidia-smi nvlink -s`.
 type NVLinkGPU struct {
-	Index int    // the N of "GPU N:", nvidia-smi's index
-	Name  string // "NVIDIA H200"
-	UUID  string // "GPU-...", or "" when not printed
+	Index int // the N of "GPU N:", nvidia-smi's index
 	Links []NVLink
 }
 
 // NVLink is one link of a GPU.
 type NVLink struct {
-	Link int // the N of "Link N:"
-	// Active is false for "<inactive>" links.
-	Active bool
-	// SpeedMBps is the link's speed in MB/s (26.562 GB/s is 26562); 0 for
-	// an inactive link.
-	SpeedMBps int64
+	Link      int   // the N of "Link N:"
+	Active    bool  // false for "<inactive>"
+	SpeedMBps int64 // 26.562 GB/s is 26562; 0 when inactive
 }
 
 // LinkSpeed returns the slowest speed in MB/s of the GPU's active links,
@@ -61,7 +55,6 @@ func (s *NVLinkStatus) GPU(i int) *NVLinkGPU {
 
 var (
 	nvlGPULine  = topology.LazyRegexp(`^GPU (\d+): (.*)$`)
-	nvlUUID     = topology.LazyRegexp(`^(.*?)\s*\(UUID: ([^)]*)\)$`)
 	nvlLinkLine = topology.LazyRegexp(`^Link (\d+): (.*)$`)
 	nvlSpeed    = topology.LazyRegexp(`^(\d{1,9}(?:\.\d{1,9})?) ?(GB/s|MB/s)$`)
 )
@@ -72,13 +65,9 @@ var (
 //		 Link 0: 26.562 GB/s
 //		 Link 1: <inactive>
 //
-// Speeds may be in GB/s (as printed) or MB/s; blank lines are skipped.
-// Empty input (a GPU without NVLink prints nothing) and nvidia-smi's
-// "NVML: Unable to retrieve NVLink information as all links are inActive"
-// (PCIe-only GPUs) give a status with no GPUs. Errors are *topology.ParseError with Source SourceNVLink, wrapping
-// ErrSyntax (a line that is neither a GPU nor a Link line, a Link line
-// before any GPU, a repeated GPU or link) or ErrBadNumber (a speed that
-// is not "<number> GB/s").
+// Speeds may be in GB/s or MB/s. Empty input and "all links are
+// inActive" (PCIe-only GPUs) give no GPUs. Errors are
+// *topology.ParseError with Source SourceNVLink.
 func ParseNVLinkStatus(r io.Reader) (*NVLinkStatus, error) {
 	lr := topology.NewLineReader(r, SourceNVLink)
 	st := &NVLinkStatus{}
@@ -105,11 +94,7 @@ func ParseNVLinkStatus(r io.Reader) (*NVLinkStatus, error) {
 				return nil, lr.Errorf(col, topology.ErrSyntax, "GPU %d listed twice", idx)
 			}
 			seen[idx] = true
-			g := NVLinkGPU{Index: idx, Name: strings.TrimSpace(mm[2])}
-			if um := nvlUUID().FindStringSubmatch(mm[2]); um != nil {
-				g.Name, g.UUID = strings.TrimSpace(um[1]), strings.TrimSpace(um[2])
-			}
-			st.GPUs = append(st.GPUs, g)
+			st.GPUs = append(st.GPUs, NVLinkGPU{Index: idx})
 			seenLink = map[int]bool{}
 			continue
 		}

@@ -17,11 +17,9 @@ type P2P struct {
 	Status [][]string
 }
 
-// ParseP2P parses `nvidia-smi topo -p2p r` (or w, n, a, p): the same
-// matrix layout as topo -m, with status cells and the self cell "X", rows
-// possibly indented by a space. Errors are *topology.ParseError with
-// Source SourceP2P, wrapping the sentinels ParseTopo uses; a topo -m
-// matrix gives ErrWrongTool.
+// ParseP2P parses `nvidia-smi topo -p2p r` (or w, n, a, p): topo -m's
+// layout with status cells. Errors are *topology.ParseError with Source
+// SourceP2P; a topo -m matrix gives ErrWrongTool.
 func ParseP2P(r io.Reader) (*P2P, error) {
 	m, err := readMatrix(r, SourceP2P)
 	if err != nil {

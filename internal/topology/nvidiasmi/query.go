@@ -18,35 +18,25 @@ const QueryGPUFields = "index,pci.bus_id,uuid,name,memory.total,memory.used,util
 // `nvidia-smi --query-compute-apps=` for, in this order.
 const ComputeAppsFields = "gpu_bus_id,pid,used_memory"
 
-// GPU is one row of `nvidia-smi --query-gpu=` QueryGPUFields
-// `--format=csv,noheader,nounits`.
+// GPU is one row of `nvidia-smi --query-gpu=`; a value not reported is
+// "" or 0.
 type GPU struct {
-	Index int // nvidia-smi's index
-	// PCIAddress is pci.bus_id normalised to lower case with a 4-digit
-	// domain ("00000000:18:00.0" becomes "0000:18:00.0"); "" when not
-	// reported.
-	PCIAddress string
-	UUID       string // "GPU-...", "" when not reported
-	Name       string // "NVIDIA H100 80GB HBM3"
-	// MemTotalMiB and MemUsedMiB are in MiB; 0 when not reported.
-	MemTotalMiB int64
-	MemUsedMiB  int64
-	// UtilPercent is utilization.gpu (0-100); 0 when not reported.
-	UtilPercent float64
-	// DriverVersion is "550.54.15", or "" when the field was not asked.
-	DriverVersion string
+	Index         int    // nvidia-smi's index
+	PCIAddress    string // pci.bus_id as topology.NormalizePCI writes it
+	UUID          string // "GPU-..."
+	Name          string // "NVIDIA H100 80GB HBM3"
+	MemTotalMiB   int64
+	MemUsedMiB    int64
+	UtilPercent   float64 // utilization.gpu, 0-100
+	DriverVersion string  // "550.54.15"
 }
 
-// ComputeApp is one row of `nvidia-smi --query-compute-apps=`
-// ComputeAppsFields `--format=csv,noheader,nounits`: a process with a
-// CUDA context on a GPU.
+// ComputeApp is one row of `nvidia-smi --query-compute-apps=`: a process
+// with a CUDA context on the GPU at PCIAddress (normalised).
 type ComputeApp struct {
-	// PCIAddress is the GPU's gpu_bus_id, normalised like GPU.PCIAddress.
 	PCIAddress string
 	PID        int
-	// UsedMemMiB is the process's GPU memory in MiB; 0 when not reported
-	// (e.g. "[N/A]" inside containers).
-	UsedMemMiB int64
+	UsedMemMiB int64 // 0 when not reported ("[N/A]" in containers)
 }
 
 // unknownValue says whether a CSV value is nvidia-smi's way of saying it
@@ -105,20 +95,11 @@ func parseMiB(s string) (int64, bool) {
 	return n, true
 }
 
-// ParseQueryGPU parses the output of
-//
-//	nvidia-smi --query-gpu=index,pci.bus_id,uuid,name,memory.total,memory.used,utilization.gpu,driver_version --format=csv,noheader,nounits
-//
-// one GPU a line ("0, 00000000:18:00.0, GPU-..., NVIDIA H100 80GB HBM3,
-// 81559, 0, 0, 550.54.15"). Rows of the first seven fields (no
-// driver_version) are accepted too, and so are a header line and units
-// ("81559 MiB", "0 %"). A value in brackets ("[N/A]", "[Not Supported]")
-// counts as not reported, except for index, which must be a number.
-//
-// Errors are *topology.ParseError with Source SourceQueryGPU, wrapping
-// ErrNoDevices (no rows, or "No devices were found"), ErrSyntax (a row
-// with another number of fields, a bad bus id, a repeated index) or
-// ErrBadNumber.
+// ParseQueryGPU parses `nvidia-smi --query-gpu=`QueryGPUFields
+// `--format=csv,noheader,nounits`, one GPU a line; rows without
+// driver_version, a header line and units ("81559 MiB", "0 %") are
+// accepted. A value in brackets ("[N/A]") counts as not reported, except
+// for index. Errors are *topology.ParseError with Source SourceQueryGPU.
 func ParseQueryGPU(r io.Reader) ([]GPU, error) {
 	rows, err := readCSV(r, SourceQueryGPU, "index")
 	if err != nil {
@@ -181,17 +162,10 @@ func ParseQueryGPU(r io.Reader) ([]GPU, error) {
 	return out, nil
 }
 
-// ParseComputeApps parses the output of
-//
-//	nvidia-smi --query-compute-apps=gpu_bus_id,pid,used_memory --format=csv,noheader,nounits
-//
-// one process a line ("00000000:18:00.0, 12345, 1024"). Empty output, or
-// "No running processes found", means no process. A header line and
-// units are accepted; used_memory may be "[N/A]".
-//
-// Errors are *topology.ParseError with Source SourceComputeApps, wrapping
-// ErrSyntax (a row without 3 fields, a bad bus id) or ErrBadNumber (pid,
-// used_memory).
+// ParseComputeApps parses `nvidia-smi --query-compute-apps=`
+// ComputeAppsFields `--format=csv,noheader,nounits`, one process a line;
+// empty output or "No running processes found" is no process. Errors are
+// *topology.ParseError with Source SourceComputeApps.
 func ParseComputeApps(r io.Reader) ([]ComputeApp, error) {
 	rows, err := readCSV(r, SourceComputeApps, "gpu_bus_id")
 	if err != nil {

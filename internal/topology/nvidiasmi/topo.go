@@ -26,33 +26,23 @@ const (
 )
 
 // Topo is what `nvidia-smi topo -m` (or `topo -mp`) says about the GPUs.
-// NIC rows and columns are dropped.
 type Topo struct {
 	// GPUs[i] is row and column GPUi of the matrix.
 	GPUs []TopoGPU
-	// Cells[i][j] is the cell of row GPUi, column GPUj as printed and
-	// trimmed: "X" when i == j, else "NV<n>", "PIX", "PXB", "PHB", "NODE",
-	// "SYS" or "SOC" (the pre-2017 name of SYS). ParseTopo guarantees a
-	// known value and Cells[i][j] == Cells[j][i].
+	// Cells[i][j] is the cell of row GPUi, column GPUj: "X" when i == j,
+	// else "NV<n>", "PIX", "PXB", "PHB", "NODE", "SYS" or "SOC" (the old
+	// name of SYS); ParseTopo guarantees Cells[i][j] == Cells[j][i].
 	Cells [][]string
 }
 
-// TopoGPU is one GPU row's affinity columns.
+// TopoGPU is one GPU row's affinity columns; a cell that is empty, N/A or
+// missing gives nil or -1.
 type TopoGPU struct {
-	// CPUAffinity is the "CPU Affinity" cell as a CPU list; nil when the
-	// cell is empty, N/A or the column is missing.
-	CPUAffinity []int
-	// NUMAAffinity is the first node of the "NUMA Affinity" cell; -1 when
-	// N/A, empty or the column is missing (drivers before ~r450 print only
-	// CPU Affinity).
-	NUMAAffinity int
-	// GPUNUMAID is the "GPU NUMA ID" cell (the NUMA node of the GPU's own
-	// memory on coherent systems such as Grace Hopper); -1 when N/A,
-	// empty or missing.
-	GPUNUMAID int
-	// NUMANodes is every node of the "NUMA Affinity" cell, sorted: Grace
-	// nodes print a node list ("0,3-9,11-17", issue 24); nil when
-	// NUMAAffinity is -1.
+	CPUAffinity  []int // "CPU Affinity"
+	NUMAAffinity int   // the first node of "NUMA Affinity"
+	GPUNUMAID    int   // "GPU NUMA ID": the node of the GPU's own memory (Grace Hopper)
+	// NUMANodes is every node of "NUMA Affinity", sorted: Grace nodes print
+	// a node list ("0,3-9,11-17", issue 24).
 	NUMANodes []int
 }
 
@@ -88,10 +78,9 @@ func knownCell(s string) bool {
 }
 
 // splitMerged splits a cell that is several known device cells run
-// together, as nvidia-smi prints them when it drops the separator after
-// a 3-character cell in the NIC columns of 16-NIC nodes ("SYSSYS",
-// "PXBNODE"; sgl-project/sglang#8120). It returns nil when s is not such
-// a run. Each part begins at the byte offset it has in s.
+// together ("SYSSYS", "PXBNODE" in the NIC columns of 16-NIC nodes;
+// sgl-project/sglang#8120), each part at its byte offset in s; nil when s
+// is not such a run.
 func splitMerged(s string) []topology.Field {
 	if s == "" {
 		return nil
@@ -134,12 +123,11 @@ func splitMerged(s string) []topology.Field {
 // p2pStatus holds the cells of `nvidia-smi topo -p2p` (see ParseP2P).
 var p2pStatus = map[string]bool{"OK": true, "CNS": true, "GNS": true, "TNS": true, "NS": true, "U": true}
 
-// tabFields splits a line at tabs, trimming spaces around each cell (the
-// self cell is " X "). Empty cells are kept: they carry meaning.
+// tabFields splits a line at tabs (splitAt).
 func tabFields(s string) []topology.Field { return splitAt(s, '\t') }
 
 // splitAt splits s at sep, trimming white space around each cell and
-// keeping the column of its text; empty cells are kept.
+// keeping the column of its text; empty cells are kept: they carry meaning.
 func splitAt(s string, sep byte) []topology.Field {
 	var out []topology.Field
 	start := 0
@@ -374,12 +362,10 @@ func anyText(fs []topology.Field) bool {
 	return slices.ContainsFunc(fs, func(f topology.Field) bool { return f.S != "" })
 }
 
-// splitDeviceCells checks every cell under a device column (GPU and NIC
-// alike) against the cells nvidia-smi prints, splitting cells run
-// together ("SYSSYS") into their parts, so that a missing separator can
-// never shift the cells after it into the wrong columns (issue 24). A
-// cell that is neither known nor a run of known cells refuses the row,
-// naming its column.
+// splitDeviceCells checks every cell under a device column against the
+// cells nvidia-smi prints, splitting runs ("SYSSYS") so that a missing
+// separator never shifts later cells (issue 24); an unknown cell refuses
+// the row.
 func (mr *matrixReader) splitDeviceCells(label string, cells []topology.Field) ([]topology.Field, error) {
 	out := make([]topology.Field, 0, len(cells)+2)
 	for i, c := range cells {
@@ -417,12 +403,10 @@ func (mr *matrixReader) finish() (*matrix, error) {
 }
 
 // alignTail matches a row's cells after the device columns to the n
-// affinity columns of the header. nvidia-smi prints an extra empty cell
-// before "GPU NUMA ID" ("0\t\tN/A"), so with tabs, surplus empty cells are
-// dropped: trailing ones first, then the last one before a non-empty
-// cell. With tabs expanded, empty cells are invisible, so fewer cells are
-// aligned to the right: the cell that goes missing in real output is an
-// empty CPU Affinity (NUMA columns print N/A instead).
+// affinity columns. With tabs, surplus empty cells (nvidia-smi prints one
+// before "GPU NUMA ID") are dropped, trailing ones first. With tabs
+// expanded, empty cells are invisible, so fewer cells align to the right:
+// the one missing in real output is an empty CPU Affinity.
 func alignTail(cells []topology.Field, names []string, tabbed bool) ([]topology.Field, error) {
 	n := len(names)
 	cells = append([]topology.Field(nil), cells...)
@@ -472,28 +456,14 @@ func alignTail(cells []topology.Field, names []string, tabbed bool) ([]topology.
 	return out, nil
 }
 
-// ParseTopo parses `nvidia-smi topo -m` or `nvidia-smi topo -mp`: a header
-// row of device columns (GPUn, then NICn or NIC names such as mlx5_0)
-// followed by any of the "CPU Affinity", "NUMA Affinity" and "GPU NUMA ID"
-// columns, one row per device, then an optional Legend and NIC Legend,
-// which are ignored, as are NIC rows and columns. It accepts real tabs or
-// tabs expanded to spaces, ANSI SGR escapes (drivers since ~r550 underline
-// the header even into a pipe), a header with or without its leading tab,
-// CRLF line ends and a missing final newline after the last GPU row's
-// newline (a GPU row that is the unterminated last line was cut, so it is
-// refused). Every cell under a device column, GPU or NIC, must be one
-// nvidia-smi prints; cells run together by a missing separator ("SYSSYS",
-// "PXBNODE", printed on 16-NIC nodes) are split, never shifted, and a GPU
-// row without its affinity cells is refused as cut. NUMA Affinity may be
-// one node or, on Grace nodes, a node list (TopoGPU.NUMANodes).
-//
-// Errors are *topology.ParseError with Source SourceTopo, wrapping
-// ErrEmpty (empty input), ErrWrongTool (the first line is not a GPU
-// matrix header, or the cells are `topo -p2p` statuses), ErrNotSquare
-// (GPU rows and columns disagree), ErrTruncated (input ends inside the
-// matrix), ErrUnknownLinkType (a cell other than X, NV#, PIX, PXB, PHB,
-// NODE, SYS, SOC), ErrBadNumber or ErrSyntax. Column counts bytes after
-// ANSI escapes are removed.
+// ParseTopo parses `nvidia-smi topo -m` or `topo -mp`: a header of device
+// columns (GPUn, then NICs) and affinity columns, one row per device, then
+// Legends; NIC rows and columns are dropped. It accepts real or expanded
+// tabs, ANSI SGR escapes (drivers since ~r550), CRLF and a missing final
+// newline after the last GPU row's; an unterminated GPU row was cut and is
+// refused. Cells run together by a missing separator ("SYSSYS" on 16-NIC
+// nodes) are split, never shifted. Errors are *topology.ParseError with
+// Source SourceTopo; columns count bytes after ANSI escapes are removed.
 func ParseTopo(r io.Reader) (*Topo, error) {
 	m, err := readMatrix(r, SourceTopo)
 	if err != nil {
@@ -521,12 +491,7 @@ func ParseTopo(r io.Reader) (*Topo, error) {
 	return t, nil
 }
 
-// affinity reads row i's affinity cells. A CPU Affinity beside an empty
-// NUMA Affinity or GPU NUMA ID is refused: nvidia-smi prints a node or N/A
-// there, so two cells ran together ("0-31" and "0" read as CPUs "0-310"),
-// and where
-// the host's possible CPUs are unknown (a saved capture, a --sysfs-root
-// without cpu/possible) nothing else would tell (issue 34).
+// affinity reads row i's affinity cells; see runTogether (issue 34).
 func affinity(m *matrix, i int) (TopoGPU, error) {
 	line := m.rowLine[i]
 	g := TopoGPU{NUMAAffinity: -1, GPUNUMAID: -1}
@@ -562,8 +527,9 @@ func affinity(m *matrix, i int) (TopoGPU, error) {
 }
 
 // runTogether refuses row i when its CPU Affinity is a list and a NUMA
-// column of the header (NUMA Affinity, GPU NUMA ID) is empty in it:
-// nvidia-smi prints a node or N/A in those, so a cell was lost.
+// column (NUMA Affinity, GPU NUMA ID) is empty in it: nvidia-smi prints a
+// node or N/A there, so two cells ran together ("0-31" and "0" read as
+// CPUs "0-310"), which nothing else would tell in a saved capture.
 func runTogether(m *matrix, i int) error {
 	var cpu *topology.Field
 	var empty []string

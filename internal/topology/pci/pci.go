@@ -5,10 +5,8 @@
 // distance between every pair from the tree of bridges, in the classes
 // nvidia-smi topo -m prints. NVLink and XGMI are invisible from PCI.
 //
-// The tree is read here rather than through ghw's pci package, which
-// drops every device when one function lacks a modalias file and cannot
-// list devices without the PCI ID database; names come from that
-// database (pcidb) where they are shown (FillNames).
+// Not through ghw's pci package: it drops every device when one function
+// lacks a modalias file, and needs the PCI ID database to list devices.
 package pci
 
 import (
@@ -55,14 +53,11 @@ type gpu struct {
 	path []string
 }
 
-// Read finds the GPUs under root (the directory sysfs is read under, "/"
-// on a live node) and returns a finished model, devices in PCI address
-// order, the order CUDA (CUDA_DEVICE_ORDER=PCI_BUS_ID) and HIP number
-// them. Devices have no name: parsing the PCI ID database costs 60-70 ms
-// of CPU, which a launch need not pay; FillNames gives them theirs where
-// they are shown (amdrun topo). A GPU-vendor function whose files cannot
-// be read is left out with a warning naming it; the error wraps
-// topology.ErrNoDevices when no GPU is found.
+// Read finds the GPUs under root and returns a finished model, devices in
+// PCI address order (CUDA's with CUDA_DEVICE_ORDER=PCI_BUS_ID, and HIP's).
+// Devices have no name: parsing the PCI ID database costs 60-70 ms, which
+// a launch need not pay; FillNames names them where they are shown. A GPU
+// function whose files do not read is left out with a warning.
 func Read(root string, warn topology.Warner) (*topology.Model, error) {
 	dir := filepath.Join(root, filepath.FromSlash(devicesDir))
 	entries, err := os.ReadDir(dir)

@@ -19,28 +19,13 @@ var ErrNoPeerFigures = errors.New("no GPU-to-GPU bandwidth figures")
 var ErrMismatch = errors.New("GPUs do not match the topology")
 
 // Apply replaces the bandwidth of the links between GPUs of a finished
-// model with the figures r measured, in MB/s (GB/s x 1000): the two
-// unidirectional figures when printed, else half the bidirectional one.
-// MinBandwidth and MaxBandwidth become the lower and higher of the two
-// directions. Such links are marked Measured and not Assumed, P2P
-// available, and m.Bandwidth becomes "measured".
-//
-// A pair the run shows without peer-to-peer access (Result.P2P: the
-// access matrix says so, or every matrix has N/A for it, as on PCIe
-// boards without large BAR) keeps its theoretical link and is marked
-// P2PUnavailable, which selection counts as host-staged (Model.BW); one
-// warning lists such pairs. Pairs with no figure for another reason keep
-// their theoretical value, also with one warning.
-//
-// GPU agents are matched to devices by PCI bus, device and function when
-// every agent and every device has an address, else, with one warning
-// saying so, the k-th GPU agent (HIP's k-th device) to the device whose
-// RuntimeIndex is k when the runtime indices are 0..N-1, else by order,
-// checked against the GPU names the run prints (byOrder). Apply returns
-// an error wrapping ErrMismatch when the counts differ, an address is
-// not in the model or the names contradict the order, ErrNoPeerFigures when r says nothing about any GPU pair,
-// and the model's Validate error should the result be invalid. m is not
-// changed when an error is returned.
+// model with the figures r measured, in MB/s: the two unidirectional
+// figures when printed, else half the bidirectional one, as Min and Max.
+// Such links are Measured, P2P available, and m.Bandwidth "measured". A
+// pair without peer-to-peer access (Result.P2P) keeps its theoretical
+// link, marked P2PUnavailable; pairs with no figure keep theirs; one
+// warning lists each kind. GPU agents are matched to devices by Copies.
+// m is not changed when an error is returned.
 func Apply(m *topology.Model, r *Result, warn topology.Warner) error {
 	c, err := r.Copies(m, warn)
 	if err != nil {
@@ -128,13 +113,12 @@ type Copies struct {
 	P2P [][]topology.P2P
 }
 
-// Copies matches r's GPU agents to the devices of m (see Apply) and
-// returns what r measured between them. It fails like Apply when the
-// GPUs do not match (ErrMismatch); m is not changed.
+// Copies matches r's GPU agents to the devices of m and returns what r
+// measured between them. Agents match devices by PCI address when every
+// agent and device has one, else, with one warning, in HIP's order
+// checked against the GPU names (byOrder). Counts that differ, an address
+// not in the model or names that contradict the order give ErrMismatch.
 func (r *Result) Copies(m *topology.Model, warn topology.Warner) (*Copies, error) {
-	if m == nil || r == nil {
-		return nil, fmt.Errorf("%s: nil model or result", Source)
-	}
 	gpus := r.GPUs()
 	if len(gpus) != m.N() {
 		return nil, fmt.Errorf("%s: %w: %d GPU agents, %d devices in the topology", Source, ErrMismatch, len(gpus), m.N())

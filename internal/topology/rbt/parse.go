@@ -64,20 +64,9 @@ func validLabel(s string) bool {
 // the agents with a figure on the unidirectional diagonal (a GPU copies
 // to its own memory; the tool never copies between CPUs).
 //
-// A parsed run must be consistent, or Parse refuses it with
-// topology.ErrInconsistent naming the cell: a GPU's own copy figure is
-// the highest of its row and column, and present when the GPU has any;
-// the bidirectional diagonal is N/A (the tool never measures a device
-// against itself); no figure between two CPUs (rocm_bandwidth_test never
-// copies between CPUs); and, when the access matrix is printed, two GPUs
-// have figures exactly when each can reach the other. A swapped column
-// breaks one of these.
-//
-// Malformed input gives a *topology.ParseError wrapping ErrSyntax (bad
-// device line, unknown or repeated label), ErrNotSquare (a row with the
-// wrong number of cells), ErrBadNumber, ErrTruncated (a device list but
-// no bandwidth matrix), ErrWrongTool (neither), ErrInconsistent or
-// ErrEmpty (nothing but white space).
+// A run that is not consistent (check.go: a swapped column breaks it) is
+// refused with topology.ErrInconsistent naming the cell; malformed input
+// gives a *topology.ParseError.
 func Parse(r io.Reader) (*Result, error) {
 	p := &parser{lr: topology.NewLineReader(r, Source), res: &Result{}, byLabel: map[string]int{}}
 	if err := p.lr.ForEach(p.line); err != nil {

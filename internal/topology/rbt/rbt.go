@@ -1,26 +1,11 @@
 // Package rbt reads the output of rocm_bandwidth_test (rocm-bandwidth-test)
 // and applies its measured copy bandwidths to a topology.Model.
 //
-// Parse is pure and accepts the layouts seen across tool versions:
-//
-//   - 1.x (2017-2018): `Device: N,  name` for every agent, titles
-//     `Device Access`, `Unidirectional peak bandwidth GB/s` and
-//     `Bdirectional peak bandwidth GB/s` (sic);
-//   - 2.0-2.5.0 (2019-2021): GPU lines gain the bus, `Device: 1,  Vega 10
-//     [Radeon PRO WX 8100],  0d:0.0`, titles `... copy peak bandwidth`;
-//   - 2.5.1 and later (2021-2025): GPU lines also carry the UUID
-//     (`GPU-...`), titles `Inter-Device Access`, `Bidirectional`, a
-//     `Launch Command is:` line;
-//   - the TransferBench p2p tables that rocm-bandwidth-test 7.x prints
-//     for `rocm_bandwidth_test plugin --run tb p2p` (and TransferBench
-//     itself for `TransferBench p2p`): rows and columns named `CPU 00`,
-//     `GPU 03`, rows marked `->`, `<-` and `<->`;
-//   - redacted excerpts whose matrices have rows labelled `cpu0`, `0`..
-//     and no device list;
-//
-// with the 10-space indentation or none, blank lines between rows and
-// progress-dot lines. It also checks that a run is consistent (see
-// Parse).
+// Parse is pure and accepts the layouts of tool versions 1.x to 2.6
+// (device lines gaining the bus, then the UUID; matrix titles renamed),
+// the TransferBench p2p tables of rocm-bandwidth-test 7.x (`CPU 00`,
+// `GPU 03`, rows marked `->`, `<-`, `<->`) and redacted excerpts without a
+// device list, indented or not; testdata/public holds one capture of each.
 package rbt
 
 import (
@@ -39,19 +24,12 @@ const MaxAgents = 512
 // Agent is one device rocm_bandwidth_test lists: a CPU (one per NUMA
 // node) or a GPU.
 type Agent struct {
-	// ID is the tool's device number ("Device: 4"), -1 when the input
-	// has no device list (redacted excerpts).
-	ID int
-	// Label is how matrices name the agent ("4", "cpu0").
-	Label string
-	// GPU is true for a GPU agent.
-	GPU bool
-	// Name as printed (may be empty for GPUs).
-	Name string
-	// UUID as printed ("GPU-ab43b63dec8adaf3"), "" for CPUs.
-	UUID string
-	// PCI is the printed bus address ("c9:0.0"), "" if none.
-	PCI string
+	ID    int    // "Device: 4"; -1 without a device list
+	Label string // how matrices name the agent ("4", "cpu0")
+	GPU   bool
+	Name  string // as printed
+	UUID  string // "GPU-ab43b63dec8adaf3", "" for CPUs
+	PCI   string // "c9:0.0", "" if none
 	// Ordinal is the agent's position among agents of its kind: the
 	// NUMA node for a CPU, the GPU order for a GPU.
 	Ordinal int
@@ -61,8 +39,7 @@ type Agent struct {
 // cells of the access matrix. Rows are copy sources, columns
 // destinations.
 type Matrix struct {
-	// Title as printed.
-	Title string
+	Title string          // as printed
 	cells map[[2]int]cell // (row agent, column agent) -> cell as printed
 }
 
@@ -95,21 +72,15 @@ func (m *Matrix) Printed(from, to int) bool {
 
 // Result is a parsed rocm_bandwidth_test run.
 type Result struct {
-	// Version is the RocmBandwidthTest version line's value, "" if absent.
-	Version string
-	// Agents in the tool's order (or, without a device list, in the order
-	// matrices name them).
-	Agents []Agent
-	// Uni and Bi are the unidirectional and bidirectional copy peak
-	// bandwidth matrices; nil when the run did not print them. Bi holds,
-	// per pair, the sum of both directions copying at once.
+	Version string  // the RocmBandwidthTest version line's value
+	Agents  []Agent // in the tool's order (else the matrices')
+	// Uni and Bi are the unidirectional and bidirectional (both directions
+	// at once, summed) copy peak bandwidth matrices, nil when not printed.
 	Uni, Bi *Matrix
-	// Access is the `Device Access` / `Inter-Device Access` matrix: 1
-	// where the row agent can reach the column agent's memory, 0 where it
-	// cannot (two GPUs without peer-to-peer access); nil when not printed.
+	// Access is the access matrix: 1 where the row agent can reach the
+	// column agent's memory (peer to peer), 0 where it cannot.
 	Access *Matrix
-	// TransferBench says the run is TransferBench's p2p tables
-	// (rocm-bandwidth-test 7.x), which also copy between CPUs.
+	// TransferBench says the run is TransferBench's p2p tables.
 	TransferBench bool
 	// Here says amdrun ran the tool itself on the node the model was
 	// discovered on (amdrun bench), so matching its GPUs in HIP's order
@@ -137,9 +108,6 @@ func isPCI(s string) bool {
 // parsePCI returns "bb:dd.f" of "bb:d.f" or "dddd:bb:dd.f" (the domain
 // left out: the tool prints none).
 func parsePCI(s string) (string, bool) {
-	if strings.Count(s, ":") == 1 {
-		s = "0:" + s
-	}
 	n, ok := topology.NormalizePCI(s)
 	_, bdf, _ := strings.Cut(n, ":")
 	return bdf, ok

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/amdrun/amdrun/internal/topology"
@@ -17,46 +16,23 @@ const Tool = "rocm-smi"
 // The argument lists Discover passes to rocm-smi, in the order it runs
 // them. Fake rocm-smi scripts in tests replay fixtures keyed by these.
 var (
-	// TopoArgs prints the Weight, Hops, Link Type and Numa Nodes sections
-	// and the Bandwidth (--shownodesbw) matrix.
 	TopoArgs = []string{"--showtopo", "--shownodesbw"}
-	// TopoFallbackArgs is tried when TopoArgs fails: rocm-smi before ROCm
-	// 5.0 has no --shownodesbw and exits 2 on it.
+	// TopoFallbackArgs is for rocm-smi before ROCm 5.0, which has no
+	// --shownodesbw and exits 2 on it.
 	TopoFallbackArgs = []string{"--showtopo"}
-	// InfoArgs prints identity and load: GPU use, memory use, VRAM bytes,
-	// PCI bus, unique id and product name.
-	InfoArgs = []string{"--showuse", "--showmemuse", "--showmeminfo", "vram", "--showbus", "--showuniqueid", "--showproductname"}
-	// ConciseArgs (no arguments) prints the concise table, the only place
-	// where the second die of an MI250 package shows (AvgPwr N/A,
-	// PwrCap 0.0W). rocm-smi prints it only when given no display flag.
+	InfoArgs         = []string{"--showuse", "--showmemuse", "--showmeminfo", "vram", "--showbus", "--showuniqueid", "--showproductname"}
+	// ConciseArgs (none) prints the concise table, the only place the
+	// second die of an MI250 package shows (AvgPwr N/A, PwrCap 0.0W).
 	ConciseArgs = []string{}
-	// VersionArgs prints "ROCM-SMI version: ..." lines.
 	VersionArgs = []string{"--version"}
 )
 
-// Discover builds the node's model from rocm-smi, run through run (never
-// directly). It runs, in order:
-//
-//	rocm-smi --showtopo --shownodesbw       (required; on failure it retries
-//	                                         rocm-smi --showtopo and warns)
-//	rocm-smi --showuse --showmemuse --showmeminfo vram --showbus --showuniqueid --showproductname
-//	rocm-smi                                (concise table)
-//	rocm-smi --version
-//
-// The topology run is required: its error is returned as run gave it
-// (errors.Is(err, topology.ErrToolNotFound), *topology.ToolError), or a
-// *topology.ParseError when its output is malformed. Failures of the
-// other runs are warnings, and the model is built without what they
-// would have added. ctx cancellation stops between runs.
-//
-// Outputs must be whole and agree: one without its "End of ROCm SMI
-// Log" banner (cut short) is refused with topology.ErrTruncated, and two
-// runs that list different GPUs, or give one GPU different PCI buses or
-// NUMA nodes, with topology.ErrInconsistent naming both runs.
+// Discover builds the node's model from rocm-smi, run through run with
+// TopoArgs (required; TopoFallbackArgs on an old rocm-smi), InfoArgs,
+// ConciseArgs and VersionArgs in turn; failures of the last three are
+// warnings. Outputs must be whole (ErrTruncated without the "End of ROCm
+// SMI Log" banner) and agree (Report.Agree).
 func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*topology.Model, error) {
-	if run == nil {
-		return nil, errors.New("rocm-smi: no runner")
-	}
 	args := TopoArgs
 	out, err := run(ctx, Tool, args...)
 	if err != nil {
@@ -103,8 +79,10 @@ func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("rocm-smi: %w", err)
 	}
-	if v, err := Version(ctx, run); err == nil {
-		rep.Version = v
+	if out, err := run(ctx, Tool, VersionArgs...); err == nil {
+		if v, err := ParseText(bytes.NewReader(out)); err == nil {
+			rep.Version = v.Version
+		}
 	}
 	return rep.Model(warn)
 }
@@ -113,14 +91,10 @@ func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*
 var showtopoTitles = []string{"weight between two gpus", "hops between two gpus", "link type between two gpus", "numa nodes"}
 
 // missing warns about each --showtopo section the output of the run with
-// args lacks when it has one of the three matrices only --showtopo
-// prints (Numa Nodes is --showtoponuma's too): a title damaged past
-// recognition, or a section cut out, would otherwise leave its facts out
-// without a word.
+// args (which hold --showtopo) lacks when it has one of the three matrices
+// only --showtopo prints: a damaged title or a section cut out would
+// otherwise leave its facts out without a word.
 func missing(r *Report, args []string, warn topology.Warner) {
-	if !slices.Contains(args, "--showtopo") {
-		return
-	}
 	var lack []string
 	matrices := 0
 	for i, t := range showtopoTitles {
@@ -156,22 +130,4 @@ func whole(r *Report, args []string) error {
 		return nil
 	}
 	return topology.NewParseError(command(args), 0, 0, topology.ErrTruncated, "no \"End of ROCm SMI Log\" line, the output was cut short")
-}
-
-// Version runs rocm-smi --version through run and returns rocm-smi's own
-// version ("3.0.0+03a4530"). It fails with run's error, or with a
-// *topology.ParseError when the output has no version line.
-func Version(ctx context.Context, run topology.Runner) (string, error) {
-	out, err := run(ctx, Tool, VersionArgs...)
-	if err != nil {
-		return "", err
-	}
-	rep, err := ParseText(bytes.NewReader(out))
-	if err != nil {
-		return "", err
-	}
-	if rep.Version == "" {
-		return "", topology.NewParseError("rocm-smi --version", 0, 0, topology.ErrSyntax, "no ROCM-SMI version line")
-	}
-	return rep.Version, nil
 }

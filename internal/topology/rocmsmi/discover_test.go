@@ -190,11 +190,3 @@ func TestReportsAgree(t *testing.T) {
 		t.Errorf("agreeing reports: %v", err)
 	}
 }
-
-func TestVersion(t *testing.T) {
-	f := &fakeRunner{out: map[string][]byte{"rocm-smi --version": []byte("\n\nROCM-SMI version: 3.0.0+03a4530\nROCM-SMI-LIB version: 7.5.0\n")}}
-	v, err := Version(context.Background(), f.run)
-	if err != nil || v != "3.0.0+03a4530" {
-		t.Errorf("Version = %q, %v", v, err)
-	}
-}

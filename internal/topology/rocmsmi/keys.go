@@ -1,7 +1,6 @@
 package rocmsmi
 
 import (
-	"cmp"
 	"fmt"
 	"strconv"
 	"strings"
@@ -49,8 +48,6 @@ func applyKey(d *DeviceInfo, key, value string) error {
 		if !strings.HasPrefix(value, "0x") {
 			d.Name = value
 		}
-	case "device name":
-		d.Name = cmp.Or(d.Name, value)
 	}
 	return nil
 }

@@ -1,11 +1,7 @@
 // Package rocmsmi turns rocm-smi's text output into amdrun's topology
-// model.
-//
-// ParseText is pure: it reads an io.Reader and returns a Report of what
-// the output said. Reports from several rocm-smi runs are
-// combined with Merge, and Model builds a finished, validated
-// topology.Model. Discover runs rocm-smi through an injected Runner and
-// does all three.
+// model: ParseText (pure) makes a Report of one output, Merge combines
+// reports, Model builds a finished topology.Model, and Discover runs
+// rocm-smi through an injected Runner and does all three.
 package rocmsmi
 
 import (
@@ -31,24 +27,12 @@ const maxDevices = 1024
 // not give.
 const Unknown = -1
 
-// Report is what one or more rocm-smi outputs said about a node. The zero
-// value is empty; use NewReport or a parser to get one with its maps made.
+// Report is what one or more rocm-smi outputs said about a node.
 type Report struct {
-	// Devices holds per-GPU facts keyed by rocm-smi's GPU index.
-	Devices map[int]*DeviceInfo
-	// Pairs holds per-pair facts keyed by {a, b} with a < b.
-	Pairs map[[2]int]*Pair
-	// Sections lists the rocm-smi sections found, as the flag that prints
-	// them ("--showtopo", "--shownodesbw", "concise", ...), in order of
-	// first appearance.
-	Sections []string
-	// Version is rocm-smi's own version ("ROCM-SMI version: ...") or "".
-	Version string
-	// DriverVersion is the amdgpu driver version rocm-smi printed, or "".
-	DriverVersion string
-	// Notes are recoverable oddities seen while parsing (an asymmetric
-	// matrix, a link type that disagrees with the bandwidth table). Model
-	// passes them to its Warner.
+	Devices map[int]*DeviceInfo // by rocm-smi's GPU index
+	Pairs   map[[2]int]*Pair    // by {a, b} with a < b
+	Version string              // "ROCM-SMI version: ..." or ""
+	// Notes are recoverable oddities seen while parsing; Model warns them.
 	Notes []string
 	// Ended says the output ended with the "End of ROCm SMI Log" banner,
 	// as every complete rocm-smi run but --version does.
@@ -61,27 +45,18 @@ type Report struct {
 // DeviceInfo is what rocm-smi said about one GPU. Integer fields hold
 // Unknown and float fields a negative value when the output did not say.
 type DeviceInfo struct {
-	// Index is rocm-smi's GPU index (GPU[i], cardi).
-	Index int
-	// Name is the marketing name ("AMD Instinct MI300X OAM"), or "".
-	Name string
-	// PCIBus is the PCI address in lower case ("0000:26:00.0"), or "".
-	PCIBus string
-	// UniqueID is the GPU's unique id ("0x8d1457e2c20f59d2"), or "".
-	UniqueID string
-	// NUMANode is "(Topology) Numa Node" (the KFD CPU node nearest the GPU).
-	NUMANode int
-	// NUMAAffinity is "(Topology) Numa Affinity" (the kernel's numa_node of
-	// the PCI device); -1 and 4294967295 both read as Unknown.
-	NUMAAffinity int
-	// UtilPercent is "GPU use (%)" or the concise table's GPU%.
-	UtilPercent float64
-	// MemUsedPct is the concise table's VRAM%, "GPU Memory Allocated
-	// (VRAM%)" or "GPU memory use (%)".
-	MemUsedPct float64
+	Index    int    // GPU[i], cardi
+	Name     string // "AMD Instinct MI300X OAM"
+	PCIBus   string // "0000:26:00.0"
+	UniqueID string // "0x8d1457e2c20f59d2"
+	// NUMANode is "(Topology) Numa Node" (the KFD CPU node nearest the
+	// GPU), NUMAAffinity "(Topology) Numa Affinity" (the PCI device's
+	// numa_node; 4294967295 reads as Unknown).
+	NUMANode, NUMAAffinity int
+	UtilPercent            float64 // "GPU use (%)", the concise GPU%
+	MemUsedPct             float64 // the concise VRAM%, "GPU memory use (%)"
 	// MemTotalBytes and MemUsedBytes come from --showmeminfo vram.
-	MemTotalBytes int64
-	MemUsedBytes  int64
+	MemTotalBytes, MemUsedBytes int64
 	// SecondDie says the concise table shows no power of the device's own
 	// (AvgPwr N/A and PwrCap 0.0W): it is a further die of the package of
 	// the device listed before it, as the odd GCDs of an MI250 are.
@@ -107,7 +82,7 @@ type Pair struct {
 	MaxBandwidth int64
 }
 
-// NewReport returns an empty Report.
+// NewReport returns an empty Report (the only way to make one).
 func NewReport() *Report {
 	return &Report{Devices: map[int]*DeviceInfo{}, Pairs: map[[2]int]*Pair{}}
 }
@@ -121,18 +96,8 @@ func newPair() *Pair {
 	return &Pair{Weight: Unknown, Hops: Unknown, MinBandwidth: Unknown, MaxBandwidth: Unknown}
 }
 
-func (r *Report) init() {
-	if r.Devices == nil {
-		r.Devices = map[int]*DeviceInfo{}
-	}
-	if r.Pairs == nil {
-		r.Pairs = map[[2]int]*Pair{}
-	}
-}
-
 // device returns the entry for GPU i, creating it.
 func (r *Report) device(i int) *DeviceInfo {
-	r.init()
 	d := r.Devices[i]
 	if d == nil {
 		d = newDeviceInfo(i)
@@ -143,7 +108,6 @@ func (r *Report) device(i int) *DeviceInfo {
 
 // pair returns the entry for GPUs a and b (a != b), creating it.
 func (r *Report) pair(a, b int) *Pair {
-	r.init()
 	if a > b {
 		a, b = b, a
 	}
@@ -237,24 +201,13 @@ func gpuList(idx []int) string {
 	return fmt.Sprintf("GPU %s (%d)", strings.Join(parts, ", "), len(idx))
 }
 
-func (r *Report) addSection(s string) {
-	if !slices.Contains(r.Sections, s) {
-		r.Sections = append(r.Sections, s)
-	}
-}
-
 func (r *Report) note(format string, args ...any) {
 	r.Notes = append(r.Notes, fmt.Sprintf(format, args...))
 }
 
 // Merge adds what other says to r. Where both give a value, other's known
-// value wins; an unknown value in other never erases one in r. Merge with
-// a nil other does nothing.
+// value wins; an unknown value in other never erases one in r.
 func (r *Report) Merge(other *Report) {
-	if other == nil {
-		return
-	}
-	r.init()
 	for _, i := range sortedKeys(other.Devices) {
 		o := other.Devices[i]
 		d := r.device(i)
@@ -286,11 +239,7 @@ func (r *Report) Merge(other *Report) {
 			p.MinBandwidth, p.MaxBandwidth = o.MinBandwidth, o.MaxBandwidth
 		}
 	}
-	for _, s := range other.Sections {
-		r.addSection(s)
-	}
 	r.Version = cmp.Or(other.Version, r.Version)
-	r.DriverVersion = cmp.Or(other.DriverVersion, r.DriverVersion)
 	r.Notes = append(r.Notes, other.Notes...)
 	r.Ended = r.Ended || other.Ended
 	for t, l := range other.Listed {
@@ -320,23 +269,12 @@ func (r *Report) indices() []int {
 func sortedKeys[V any](m map[int]V) []int { return slices.Sorted(maps.Keys(m)) }
 
 // Model builds a finished topology.Model from the report: one device per
-// GPU index mentioned anywhere, in index order (RuntimeIndex is the
-// rocm-smi index), and one link per pair:
-//
-//   - XGMI when the link type says so or, without a link type, when the
-//     --shownodesbw cell is non-zero. Direct unless --shownodesbw says
-//     "0-0"; bandwidth from --shownodesbw when present, else assumed by
-//     topology.Finish.
-//   - PCIe through the host (Direct false) for PCIE pairs and "0-0" pairs,
-//     level SYS when the path crosses sockets (hops >= 3, or weight >= 52
-//     without hops), PHB otherwise; bandwidth assumed.
-//
-// Weight and hops are kept as printed. Devices flagged SecondDie join the
-// package of the device before them; packages are named "pkg0", "pkg1", ...
-// in index order. Notes and other recoverable oddities go to warn (which
-// may be nil). Model fails with a *topology.ParseError wrapping
-// topology.ErrNoDevices when the report names no GPU, and with an error
-// wrapping topology.ErrInvalidModel if the result does not validate.
+// GPU index mentioned anywhere, in index order, and one link per pair:
+// XGMI when the link type says so or, without one, when --shownodesbw is
+// non-zero; PCIe through the host for PCIE and "0-0" pairs (SYS across
+// sockets: hops >= 3, or weight >= 52 without hops). Devices flagged
+// SecondDie join the package of the device before them ("pkg0", ...).
+// Notes and other oddities go to warn.
 func (r *Report) Model(warn topology.Warner) (*topology.Model, error) {
 	for _, n := range r.Notes {
 		warn.Warn("%s", n)

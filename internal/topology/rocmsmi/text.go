@@ -29,8 +29,6 @@ const (
 
 type sectionInfo struct {
 	kind sectionKind
-	// flag is what Report.Sections records ("--showtopo").
-	flag string
 	// source names the section in errors ("rocm-smi --showtopo").
 	source string
 	// title is the banner's title, lower case ("weight between two gpus");
@@ -42,20 +40,20 @@ type sectionInfo struct {
 var sections = map[string]sectionInfo{
 	"rocm system management interface":    {kind: kindHeader},
 	"end of rocm smi log":                 {kind: kindHeader},
-	"weight between two gpus":             {kind: kindWeight, flag: "--showtopo", source: "rocm-smi --showtopo"},
-	"hops between two gpus":               {kind: kindHops, flag: "--showtopo", source: "rocm-smi --showtopo"},
-	"link type between two gpus":          {kind: kindType, flag: "--showtopo", source: "rocm-smi --showtopo"},
-	"link accessibility between two gpus": {kind: kindAccess, flag: "--showtopoaccess", source: "rocm-smi --showtopoaccess"},
-	"numa nodes":                          {kind: kindKnownKV, flag: "--showtoponuma", source: "rocm-smi --showtoponuma"},
-	"bandwidth":                           {kind: kindBW, flag: "--shownodesbw", source: "rocm-smi --shownodesbw"},
-	"concise info":                        {kind: kindConcise, flag: "concise", source: "rocm-smi concise table"},
-	"% time gpu is busy":                  {kind: kindKnownKV, flag: "--showuse", source: "rocm-smi --showuse"},
-	"current memory use":                  {kind: kindKnownKV, flag: "--showmemuse", source: "rocm-smi --showmemuse"},
-	"memory usage (bytes)":                {kind: kindKnownKV, flag: "--showmeminfo", source: "rocm-smi --showmeminfo"},
-	"pci bus id":                          {kind: kindKnownKV, flag: "--showbus", source: "rocm-smi --showbus"},
-	"unique id":                           {kind: kindKnownKV, flag: "--showuniqueid", source: "rocm-smi --showuniqueid"},
-	"product info":                        {kind: kindKnownKV, flag: "--showproductname", source: "rocm-smi --showproductname"},
-	"version of system component":         {kind: kindKnownKV, flag: "--showdriverversion", source: "rocm-smi --showdriverversion"},
+	"weight between two gpus":             {kind: kindWeight, source: "rocm-smi --showtopo"},
+	"hops between two gpus":               {kind: kindHops, source: "rocm-smi --showtopo"},
+	"link type between two gpus":          {kind: kindType, source: "rocm-smi --showtopo"},
+	"link accessibility between two gpus": {kind: kindAccess, source: "rocm-smi --showtopoaccess"},
+	"numa nodes":                          {kind: kindKnownKV, source: "rocm-smi --showtoponuma"},
+	"bandwidth":                           {kind: kindBW, source: "rocm-smi --shownodesbw"},
+	"concise info":                        {kind: kindConcise, source: "rocm-smi concise table"},
+	"% time gpu is busy":                  {kind: kindKnownKV, source: "rocm-smi --showuse"},
+	"current memory use":                  {kind: kindKnownKV, source: "rocm-smi --showmemuse"},
+	"memory usage (bytes)":                {kind: kindKnownKV, source: "rocm-smi --showmeminfo"},
+	"pci bus id":                          {kind: kindKnownKV, source: "rocm-smi --showbus"},
+	"unique id":                           {kind: kindKnownKV, source: "rocm-smi --showuniqueid"},
+	"product info":                        {kind: kindKnownKV, source: "rocm-smi --showproductname"},
+	"version of system component":         {kind: kindKnownKV, source: "rocm-smi --showdriverversion"},
 }
 
 // sectionTitles are the keys of sections, sorted, for notes that do not
@@ -173,38 +171,16 @@ func (p *textParser) next() (line string, ok bool) {
 	return line, true
 }
 
-// ParseText parses the text output of one or more rocm-smi runs: any mix
-// of the sections printed by --showtopo (Weight, Hops, Link Type, Numa
-// Nodes), --shownodesbw, --showtoponuma, --showtopoaccess, the concise
-// table (plain rocm-smi, all three header generations), --showuse,
-// --showmemuse, --showmeminfo vram, --showbus, --showuniqueid,
-// --showproductname, --showallinfo and --version, in any order. Banners
-// of any width, WARNING lines, tabs or spaces, trailing spaces and both
-// GPU[0] and GPU 0 labels are accepted; sections it does not know are
-// skipped. A damaged title is not (issue 24): a known title with its
-// words run together is read as its section, two titles on one line or a
-// known title inside other text are skipped, each with a note naming the
-// line; so are a matrix title with no table under it and a GPU table
-// with no title; terminal escape codes are removed, with one note.
-//
-// Broken-but-real output is read where it can be (rocm-smi on MI300 in a
-// partition mode, rocm_smi_lib 6.1.0 changelog): tool error lines inside
-// a section are skipped, a matrix is recognised by its content (link
-// types under the "Weight between two GPUs" title are read as link
-// types), and XXXX cells (unreadable) leave the pair unknown, so the
-// model assumes it talks through the host and marks it assumed. Each
-// kind of oddity becomes one note (Report.Notes), not one per line.
-//
-// Malformed input is a *topology.ParseError naming the section and line:
-// a matrix whose rows and columns disagree (topology.ErrNotSquare), a
-// non-numeric cell (ErrBadNumber), an unknown link type
-// (ErrUnknownLinkType), a Weight or Hops matrix whose diagonal is not 0
-// or that is not symmetric (ErrInconsistent), sections of one output
-// listing different GPUs (ErrInconsistent, Line 0), a table cut off by
-// the end of input (ErrTruncated), empty input (topology.ErrEmpty) or
-// input with no rocm-smi section at all (ErrWrongTool, Line 0). Whether
-// the output ended with its "End of ROCm SMI Log" banner is
-// Report.Ended; Discover refuses one that did not.
+// ParseText parses the text output of one or more rocm-smi runs: any mix,
+// in any order, of the sections in the sections table; others are
+// skipped. A damaged title (issue 24) is read as its section when its
+// words ran together, else skipped with a note, as are a matrix title
+// with no table and a table with no title. Broken-but-real output is read
+// where it can be (rocm-smi on a partitioned MI300): tool error lines in a
+// section are skipped, a matrix is recognised by its content, and XXXX
+// cells leave the pair unknown (assumed through the host). Each kind of
+// oddity becomes one note. Malformed input is a *topology.ParseError
+// naming the section and line.
 func ParseText(rd io.Reader) (*Report, error) {
 	p := &textParser{r: NewReport(), lr: topology.NewLineReader(rd, Source)}
 	err := p.parse()
@@ -299,9 +275,6 @@ func (p *textParser) section(title string) (sectionInfo, error) {
 	}
 	info.title = title
 	p.seen = true
-	if info.flag != "" {
-		p.r.addSection(info.flag)
-	}
 	switch info.kind {
 	case kindWeight, kindHops, kindType, kindAccess, kindBW:
 		return otherSection, p.matrix(info)
@@ -389,10 +362,6 @@ func (p *textParser) plainLine(line, t string, cur sectionInfo) error {
 			p.r.Version = f[0]
 			p.seen = true
 		}
-		return nil
-	}
-	if strings.HasPrefix(lower, "driver version:") {
-		p.r.DriverVersion = strings.TrimSpace(t[len("driver version:"):])
 	}
 	return nil
 }

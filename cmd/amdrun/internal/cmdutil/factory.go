@@ -101,14 +101,9 @@ func (f *Factory) Python(flag string) string {
 }
 
 // PythonFrom is the one rule for the interpreter ranks, doctor and bench
-// run (issue 22), with the rule that chose it: the --python flag value,
-// else $PYTHON_EXEC, else the active virtual environment's
-// ($VIRTUAL_ENV/bin/python), else the active conda environment's
-// ($CONDA_PREFIX/bin/python), else the interpreter amdrun was installed
-// with (InstalledPython), else python3 looked up on PATH when run.
-// The environments come before PATH because a user who activated one
-// means its interpreter even when a pyenv shim or another python3 comes
-// first on PATH; torchrun would run its own (the environment's).
+// run (issue 22), with the rule that chose it, in the order of the code.
+// An activated environment comes before PATH: its user means its
+// interpreter even behind a pyenv shim, as torchrun would run its own.
 func (f *Factory) PythonFrom(flag string) (path, from string) {
 	if flag != "" {
 		return flag, "--python"
@@ -128,11 +123,9 @@ func (f *Factory) PythonFrom(flag string) (path, from string) {
 	return "python3", "PATH"
 }
 
-// InstalledPython is the interpreter amdrun was installed with, as torchrun
-// runs its own: the one the wheel's `python -m amdrun` ran (its
-// sys.executable, handed over as $AMDRUN_FROM_PYTHON), else
-// the python beside amdrun's binary when that directory is a virtual or
-// conda environment's bin ($VENV/bin/amdrun, activated or not); "" if neither.
+// InstalledPython is the interpreter amdrun was installed with: the one
+// the wheel's `python -m amdrun` ran ($AMDRUN_FROM_PYTHON), else the
+// python beside amdrun's binary in a virtual or conda environment's bin.
 func (f *Factory) InstalledPython() (path, from string) {
 	if p := f.Getenv("AMDRUN_FROM_PYTHON"); p != "" {
 		return p, "python -m amdrun"

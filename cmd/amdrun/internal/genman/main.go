@@ -3,10 +3,8 @@
 //
 //	go run ./cmd/amdrun/internal/genman DIR
 //
-// It is a program of its own so that the generator and its markdown
-// renderer (cpuguy83/go-md2man, russross/blackfriday) stay out of the
-// amdrun binary. The pages' date is $SOURCE_DATE_EPOCH (cobra reads it),
-// so two builds of one commit give the same pages.
+// A program of its own, so that the generator stays out of the amdrun
+// binary; the pages' date is $SOURCE_DATE_EPOCH, so builds are reproducible.
 package main
 
 import (

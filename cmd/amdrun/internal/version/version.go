@@ -25,14 +25,10 @@ type Info struct {
 const Release = "0.4.0"
 
 // FromBuild is the version a binary reports: stamped, when the build set
-// one (-ldflags "-X main.version=..." in make build and make dist, from
-// packaging/version.sh); otherwise the module version the go command
-// recorded (go install github.com/amdrun/amdrun/cmd/amdrun@v1.2.3, or a
-// checkout at tag v1.2.3: "1.2.3"); built in a checkout at no tag,
-// Release and the VCS revision, "0.4.0+g86aa27d1b2c3", ".dirty" added for
-// a modified tree (Go 1.24 and later record a pseudo-version there, which
-// holds the revision and says 0.0.0); Release+"+dev" when the build
-// recorded none of these.
+// one (make build, make dist); else the module version the go command
+// recorded (go install ...@v1.2.3: "1.2.3"); else, in a checkout at no
+// tag (Go 1.24 records a 0.0.0 pseudo-version), Release and the VCS
+// revision, "0.4.0+g86aa27d1b2c3[.dirty]"; else Release+"+dev".
 func FromBuild(stamped string, bi *debug.BuildInfo) string {
 	if stamped != "" {
 		return stamped
