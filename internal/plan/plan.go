@@ -6,7 +6,8 @@
 // ranks to torch's own agent (TorchrunPlan). It also holds the torch
 // version probe's script and parser and the run id.
 //
-// It is pure: it starts no process, opens no file and reads no
+// It is pure but for one question to the kernel, a free port for a Spec
+// that gives none: it starts no process, opens no file and reads no
 // environment beyond what it is given (the devices, the host's NUMA
 // nodes and CPU caches, the environment list, the torch version), so a
 // dry run shows exactly what a launch will run. Running a plan is
@@ -30,12 +31,13 @@ import (
 // ErrSpec is wrapped by every error of NewPlan: a Spec that cannot be run.
 var ErrSpec = errors.New("invalid launch spec")
 
-// Defaults NewPlan uses for zero Spec fields.
-const (
-	DefaultMasterAddr = "127.0.0.1"
-	DefaultMasterPort = 29500
-	DefaultRunID      = "none"
-)
+// DefaultMasterAddr is the master's address a zero Settings.MasterAddr
+// means, and the --master-addr flag's default.
+const DefaultMasterAddr = "127.0.0.1"
+
+// DefaultMasterPort is torchrun's master port, the one a job of several
+// nodes takes when none is given (so that every node agrees on it).
+const DefaultMasterPort = 29500
 
 // RankVars are the variables a plan may set in a rank's environment:
 // the visible-device variables, torchrun's rank contract, and defaults
@@ -141,10 +143,12 @@ type Settings struct {
 	// number, 0 <= NodeRank < NNodes.
 	NNodes, NodeRank int
 	// MasterAddr and MasterPort locate rank 0's store; "" means
-	// DefaultMasterAddr and 0 DefaultMasterPort.
+	// DefaultMasterAddr, and 0 a free port on this host, which NewPlan
+	// asks the kernel for.
 	MasterAddr string
 	MasterPort int
-	// RunID is TORCHELASTIC_RUN_ID; "" means DefaultRunID.
+	// RunID is TORCHELASTIC_RUN_ID; "" means a fresh one (NewRunID),
+	// which NewPlan makes.
 	RunID string
 	// Role is ROLE_NAME (torchrun's --role); "" means DefaultRole.
 	Role string
@@ -247,7 +251,7 @@ func NewPlan(s Spec) (*Plan, error) {
 		return nil, err
 	}
 	p := &Plan{WorldSize: v.nnodes * v.nproc, Settings: s.Settings, Bound: v.bind}
-	p.RunID = v.runID
+	p.RunID, p.MasterPort = v.runID, v.port
 	groups := make([][]topology.Device, v.nproc)
 	for lr := range groups {
 		if len(s.Devices) > 0 {
@@ -330,11 +334,19 @@ func resolveSpec(s Spec) (resolved, error) {
 	if s.MaxRestarts < 0 {
 		return v, fmt.Errorf("launch: %w: max restarts %d is negative", ErrSpec, s.MaxRestarts)
 	}
-	v.port = cmp.Or(v.port, DefaultMasterPort)
 	if v.port < 0 || v.port > 65535 {
 		return v, fmt.Errorf("launch: %w: master port %d outside 1-65535", ErrSpec, s.MasterPort)
 	}
-	v.addr, v.runID, v.role = cmp.Or(v.addr, DefaultMasterAddr), cmp.Or(v.runID, DefaultRunID), cmp.Or(v.role, DefaultRole)
+	if v.port == 0 {
+		var err error
+		if v.port, err = freePort(); err != nil {
+			return v, fmt.Errorf("cannot find a free port for MASTER_PORT (give --master-port): %w", err)
+		}
+	}
+	if v.runID == "" {
+		v.runID = NewRunID()
+	}
+	v.addr, v.role = cmp.Or(v.addr, DefaultMasterAddr), cmp.Or(v.role, DefaultRole)
 	return v, nil
 }
 

@@ -16,10 +16,9 @@ type Torchrun struct {
 	// there are kept, the ones the plan set are dropped (torchrun sets
 	// them itself).
 	UserEnv []string
-	// Settings are the job's settings as given (not the plan's: a
-	// MasterPort 0 stays 0). NNodes, NodeRank, MasterAddr and MasterPort
-	// are used for a static multi-node job without rendezvous flags;
-	// MaxRestarts is read from the plan.
+	// Settings are the plan's: NNodes, NodeRank, MasterAddr and
+	// MasterPort are used for a static multi-node job without rendezvous
+	// flags; MaxRestarts is read from the plan.
 	Settings
 	// ElasticNNodes is torchrun's --nnodes MIN:MAX; "" means Settings'
 	// NNodes (0 meaning 1).

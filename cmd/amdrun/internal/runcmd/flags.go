@@ -113,7 +113,7 @@ func orNew[T any](p *T) *T {
 // addDeviceFlags declares the flags that choose the devices and what a dry run prints.
 func addDeviceFlags(d decl, opts *Options) {
 	fl, l := d.fl, d.line
-	declare(d, &l.NGPUs, d.fl.IntVarP, &opts.NGPUs, "ngpus", "n", 0, "number of GPUs on this node, one rank each unless --nproc-per-node says otherwise (default and 0: every free device; in a multi-node Slurm step, the GPUs Slurm gave each node)", job.Own)
+	declare(d, &l.NGPUs, d.fl.IntVarP, nil, "ngpus", "n", 0, "number of GPUs on this node, one rank each unless --nproc-per-node says otherwise (default and 0: every free device; in a multi-node Slurm step, the GPUs Slurm gave each node)", job.Own)
 	enum(d, &l.NProcPerNode, nil, nprocFlag, "", nprocWord, "ranks on this node: N, %s; with --ngpus, each rank gets ngpus/N devices (default: one rank per device)", job.TorchPET)
 	fl.Var(cmdutil.Parsed(&opts.Devices, indexList), "devices", "only choose among these device indices, e.g. 0,2,4-7")
 	fl.Var(cmdutil.Parsed(&opts.Exclude, indexList), "exclude", "never choose these device indices, e.g. 3 or 0-1")
@@ -152,8 +152,8 @@ func addJobFlags(d decl, opts *Options, leaseDir *string) {
 	fl, l := d.fl, d.line
 	declare(d, &l.NNodes, d.fl.StringVarP, nil, "nnodes", "", "1", "number of nodes (one amdrun per node); MIN:MAX with --launcher torchrun", job.TorchPET)
 	declare(d, &l.NodeRank, d.fl.IntVarP, &opts.NodeRank, "node-rank", "", 0, "this node's rank, 0 to nnodes-1", job.TorchPET)
-	declare(d, &l.MasterAddr, d.fl.StringVarP, &opts.MasterAddr, "master-addr", "", "127.0.0.1", "address of the node that hosts rank 0's store", job.TorchPET)
-	declare(d, &l.MasterPort, d.fl.IntVarP, &opts.MasterPort, "master-port", "", 0, "port of rank 0's store (default: a free port on one node)", job.TorchPET)
+	declare(d, &l.MasterAddr, d.fl.StringVarP, &opts.MasterAddr, "master-addr", "", plan.DefaultMasterAddr, "address of the node that hosts rank 0's store", job.TorchPET)
+	declare(d, &l.MasterPort, d.fl.IntVarP, &opts.MasterPort, "master-port", "", 0, "port of rank 0's store (default: a free port on one node, 29500 on several)", job.TorchPET)
 	cmdutil.EnumVar(d.cmd, &opts.NUMABalancing, numaBalancingFlag, "keep", numabalance.ParseMode, "set kernel.numa_balancing for the job and restore it after: %s")
 	fl.StringVar(leaseDir, "lease-dir", "", "directory of device leases shared by every amdrun on the node (default $AMDRUN_LEASE_DIR, else /run/lock/amdrun)")
 	fl.BoolVar(&opts.NoLease, "no-lease", false, "do not take or respect device leases")
