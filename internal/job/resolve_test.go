@@ -24,7 +24,7 @@ func resolvedWith(t *testing.T, env []string, set func(o *Options), given func(l
 	t.Helper()
 	l := &CommandLine{}
 	for a, d := range map[*Arg]string{&l.NNodes: "1", &l.Grace: "10s", &l.RestartWait: "30s", &l.StallTimeout: "auto"} {
-		a.Wrap("default", (*text)(&d), Own)
+		l.Declare(a, "default", (*text)(&d), Own)
 	}
 	given(l)
 	var warned []string

@@ -98,27 +98,26 @@ func (o *Options) parseNUMABinding(l *CommandLine) error {
 }
 
 // torchrunArgs are the flags passed on to torchrun with --launcher
-// torchrun, in the underscore spelling that every torchrun from torch
-// 1.13 to the current release accepts, for those the user gave. Flags
+// torchrun (those declared Pass) that the user gave, in declaration
+// order, in the underscore spelling that every torchrun from torch 1.13
+// to the current release accepts; a switch is passed bare. Flags
 // torchrun has only in newer releases are passed as well: an older
-// torchrun says it does not know them.
-// Under torch's agent (agent) amdrun binds each worker itself (its bind
-// shim is the agent's entrypoint): --numa-binding is not passed, or the
-// agent would bind them too.
+// torchrun says it does not know them. Under torch's agent (agent) the
+// flags declared NotToAgent are not: amdrun binds each worker itself
+// (its bind shim is the agent's entrypoint), so --numa-binding would
+// bind them twice.
 func torchrunArgs(l *CommandLine, agent bool) []string {
 	var out []string
-	for _, a := range []*Arg{&l.Role, &l.MonitorInterval, &l.StartMethod, &l.EventLogHandler, &l.LogDir,
-		&l.Redirects, &l.Tee, &l.LocalRanksFilter, &l.LocalAddr, &l.LogsSpecs, &l.NUMABinding,
-		&l.SignalsToHandle, &l.ShutdownTimeout, &l.DuplicateStdoutFilters, &l.DuplicateStderrFilters} {
-		if a.Given() && !(agent && a == &l.NUMABinding) {
+	for _, a := range l.args {
+		switch {
+		case !a.Given() || a.torch&Pass == 0 || agent && a.torch&NotToAgent != 0:
+		case a.Type() == "bool":
+			if a.On() {
+				out = append(out, a.torchrunFlag())
+			}
+		default:
 			out = append(out, a.torchrunFlag(), a.String())
 		}
-	}
-	if l.RunPath.On() {
-		out = append(out, "--run_path")
-	}
-	if l.VirtualLocalRank.On() {
-		out = append(out, "--virtual_local_rank")
 	}
 	return out
 }

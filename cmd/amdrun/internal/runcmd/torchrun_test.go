@@ -146,15 +146,15 @@ func torchrunCases() []torchrunCase {
 		{args: []string{"--shutdown-timeout", "5", "--grace", "3s"}, err: "--shutdown-timeout and --grace say the same thing"},
 		{args: []string{"--virtual-local-rank"}, check: func(o *runcmd.Options) string { return eq("VirtualLocalRank", o.VirtualLocalRank, true) }},
 		// --launcher torchrun passes torchrun's own flags on, in the
-		// underscore spelling every torchrun accepts.
+		// underscore spelling every torchrun accepts, in flagTable's order.
 		{args: append([]string{"--role", "r", "--monitor-interval", "1", "--start-method", "fork", "--event-log-handler", "console",
 			"--log-dir", "/l", "-r", "3", "-t", "0:1", "--local-ranks-filter", "0", "--local-addr", "a", "--logs-specs", "s",
 			"--numa-binding", "node", "--signals-to-handle", "SIGTERM", "--shutdown-timeout", "4", "--duplicate-stdout-filters", "x",
 			"--duplicate-stderr-filters", "y", "--run-path", "--virtual-local-rank"}, tr...), check: func(o *runcmd.Options) string {
-			return eq("TorchrunArgs", strings.Join(o.TorchrunArgs, " "), "--role r --monitor_interval 1 --start_method fork "+
-				"--event_log_handler console --log_dir /l --redirects 3 --tee 0:1 --local_ranks_filter 0 --local_addr a "+
-				"--logs_specs s --numa_binding node --signals_to_handle SIGTERM --shutdown_timeout 4 "+
-				"--duplicate_stdout_filters x --duplicate_stderr_filters y --run_path --virtual_local_rank")
+			return eq("TorchrunArgs", strings.Join(o.TorchrunArgs, " "), "--log_dir /l --local_ranks_filter 0 --role r "+
+				"--virtual_local_rank --run_path --redirects 3 --tee 0:1 --shutdown_timeout 4 --numa_binding node "+
+				"--signals_to_handle SIGTERM --monitor_interval 1 --start_method fork --event_log_handler console "+
+				"--local_addr a --logs_specs s --duplicate_stdout_filters x --duplicate_stderr_filters y")
 		}},
 	}
 }
