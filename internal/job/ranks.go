@@ -7,12 +7,10 @@ import (
 	"github.com/amdrun/amdrun/internal/launch"
 )
 
-// Ranks are this node's ranks as the command line asks them (--ngpus,
-// --nproc-per-node, a multi-node Slurm step's GPUs per node), worked out
-// once by Resolve (resolveRanks); the stages after it read these fields
-// and work nothing out again. The zero value is amdrun's default: one
-// rank per free device, and where no GPU is found one CPU rank, with a
-// line saying so.
+// Ranks are this node's ranks, worked out once by resolveRanks; the
+// stages after it read them and work nothing out again. The zero value
+// is amdrun's default: one rank per free device, or one CPU rank, said in
+// one line, where no GPU is found.
 type Ranks struct {
 	// GPUs is the number of devices to choose; 0: every free device.
 	GPUs int
@@ -36,13 +34,12 @@ type Ranks struct {
 // NoGPU is what a job does on a node where auto-detection finds no GPU.
 type NoGPU int
 
+// SayCPU runs CPU ranks and says so in one line; QuietCPU without a word,
+// as torchrun's, for a request that counts ranks (--nproc-per-node N or
+// auto without --ngpus; issue 31); NeedGPU fails (--nproc-per-node gpu).
 const (
-	// SayCPU runs CPU ranks and says so in one line.
 	SayCPU NoGPU = iota
-	// QuietCPU runs CPU ranks without a word, as torchrun's: the request
-	// counts ranks (--nproc-per-node N or auto without --ngpus; issue 31).
 	QuietCPU
-	// NeedGPU fails (--nproc-per-node gpu).
 	NeedGPU
 )
 

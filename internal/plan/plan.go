@@ -31,13 +31,13 @@ import (
 // ErrSpec is wrapped by every error of NewPlan: a Spec that cannot be run.
 var ErrSpec = errors.New("invalid launch spec")
 
-// DefaultMasterAddr is the master's address a zero Settings.MasterAddr
-// means, and the --master-addr flag's default.
-const DefaultMasterAddr = "127.0.0.1"
-
-// DefaultMasterPort is torchrun's master port, the one a job of several
-// nodes takes when none is given (so that every node agrees on it).
-const DefaultMasterPort = 29500
+// DefaultMasterAddr is what a zero Settings.MasterAddr means;
+// DefaultMasterPort, torchrun's, is the port of a job of several nodes
+// that gives none (package job decides: a zero MasterPort is a free one).
+const (
+	DefaultMasterAddr = "127.0.0.1"
+	DefaultMasterPort = 29500
+)
 
 // RankVars are the variables a plan may set in a rank's environment:
 // the visible-device variables, torchrun's rank contract, and defaults
@@ -177,9 +177,9 @@ type Plan struct {
 	OMPNote string
 	// WorldSize is NNodes * len(Ranks).
 	WorldSize int
-	// Settings are the Spec's, RunID after its default ("" in a plan not
-	// made by NewPlan); launch.Run reads MaxRestarts (how often it
-	// restarts a failed group; 0 never) and RunID (the log layout's).
+	// Settings are the Spec's after their defaults; launch.Run reads
+	// MaxRestarts (how often it restarts a failed group; 0 never) and
+	// RunID (the log layout's).
 	Settings
 	// Bound is the binding the ranks got: the Spec's Bind after its
 	// default, or BindNUMA where BusyCPUs left too few CPUs for the mode
@@ -250,8 +250,7 @@ func NewPlan(s Spec) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Plan{WorldSize: v.nnodes * v.nproc, Settings: s.Settings, Bound: v.bind}
-	p.RunID, p.MasterPort = v.runID, v.port
+	p := &Plan{WorldSize: v.NNodes * v.nproc, Settings: v.Settings, Bound: v.bind}
 	groups := make([][]topology.Device, v.nproc)
 	for lr := range groups {
 		if len(s.Devices) > 0 {
@@ -295,17 +294,16 @@ func NewPlan(s Spec) (*Plan, error) {
 
 // resolved are a Spec's settings with their defaults filled in.
 type resolved struct {
-	per, nproc, nnodes, port int
-	bind                     BindMode
-	mem                      MemPolicy
-	addr, runID, role        string
+	per, nproc int
+	bind       BindMode
+	mem        MemPolicy
+	Settings
 }
 
 // resolveSpec checks s and fills in its defaults; an impossible Spec is
 // ErrSpec.
 func resolveSpec(s Spec) (resolved, error) {
-	v := resolved{per: s.DevicesPerRank, nnodes: s.NNodes, port: s.MasterPort, bind: s.Bind, mem: s.Mem,
-		addr: s.MasterAddr, runID: s.RunID, role: s.Role}
+	v := resolved{per: s.DevicesPerRank, bind: s.Bind, mem: s.Mem, Settings: s.Settings}
 	if err := checkRanks(s); err != nil {
 		return v, err
 	}
@@ -327,26 +325,26 @@ func resolveSpec(s Spec) (resolved, error) {
 	if _, err := ParseMemPolicy(string(v.mem)); err != nil {
 		return v, fmt.Errorf("launch: %w: %v", ErrSpec, err)
 	}
-	v.nnodes = cmp.Or(v.nnodes, 1)
-	if v.nnodes < 0 || s.NodeRank < 0 || s.NodeRank >= v.nnodes {
-		return v, fmt.Errorf("launch: %w: node rank %d outside %d node(s)", ErrSpec, s.NodeRank, v.nnodes)
+	v.NNodes = cmp.Or(v.NNodes, 1)
+	if v.NNodes < 0 || s.NodeRank < 0 || s.NodeRank >= v.NNodes {
+		return v, fmt.Errorf("launch: %w: node rank %d outside %d node(s)", ErrSpec, s.NodeRank, v.NNodes)
 	}
 	if s.MaxRestarts < 0 {
 		return v, fmt.Errorf("launch: %w: max restarts %d is negative", ErrSpec, s.MaxRestarts)
 	}
-	if v.port < 0 || v.port > 65535 {
+	if v.MasterPort < 0 || v.MasterPort > 65535 {
 		return v, fmt.Errorf("launch: %w: master port %d outside 1-65535", ErrSpec, s.MasterPort)
 	}
-	if v.port == 0 {
+	if v.MasterPort == 0 {
 		var err error
-		if v.port, err = freePort(); err != nil {
+		if v.MasterPort, err = freePort(); err != nil {
 			return v, fmt.Errorf("cannot find a free port for MASTER_PORT (give --master-port): %w", err)
 		}
 	}
-	if v.runID == "" {
-		v.runID = NewRunID()
+	if v.RunID == "" {
+		v.RunID = NewRunID()
 	}
-	v.addr, v.role = cmp.Or(v.addr, DefaultMasterAddr), cmp.Or(v.role, DefaultRole)
+	v.MasterAddr, v.Role = cmp.Or(v.MasterAddr, DefaultMasterAddr), cmp.Or(v.Role, DefaultRole)
 	return v, nil
 }
 
@@ -412,13 +410,13 @@ func rankVars(s Spec, v resolved, p *Plan, r Rank) map[string]string {
 		"WORLD_SIZE":                   strconv.Itoa(p.WorldSize),
 		"LOCAL_WORLD_SIZE":             strconv.Itoa(v.nproc),
 		"GROUP_RANK":                   strconv.Itoa(s.NodeRank),
-		"GROUP_WORLD_SIZE":             strconv.Itoa(v.nnodes),
-		"ROLE_NAME":                    v.role,
+		"GROUP_WORLD_SIZE":             strconv.Itoa(v.NNodes),
+		"ROLE_NAME":                    v.Role,
 		"ROLE_RANK":                    strconv.Itoa(r.Rank),
 		"ROLE_WORLD_SIZE":              strconv.Itoa(p.WorldSize),
-		"MASTER_ADDR":                  v.addr,
-		"MASTER_PORT":                  strconv.Itoa(v.port),
-		"TORCHELASTIC_RUN_ID":          v.runID,
+		"MASTER_ADDR":                  v.MasterAddr,
+		"MASTER_PORT":                  strconv.Itoa(v.MasterPort),
+		"TORCHELASTIC_RUN_ID":          v.RunID,
 		"TORCHELASTIC_RESTART_COUNT":   "0",
 		"TORCHELASTIC_MAX_RESTARTS":    strconv.Itoa(s.MaxRestarts),
 		"TORCHELASTIC_USE_AGENT_STORE": "False",

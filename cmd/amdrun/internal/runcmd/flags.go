@@ -110,11 +110,10 @@ func orNew[T any](p *T) *T {
 	return p
 }
 
-// flagTable declares the launch flags in --help's order, one row (one
-// call: name, default, help, how it is torchrun's) per flag. From it come
-// the flags, the PET_* variables read (applyPET), the abbreviations
-// (ExpandAbbrev), what --launcher torchrun passes on (job.Pass) and the
-// docs' table of launch flags (TestFlagTableDoc).
+// flagTable declares the launch flags in --help's order, one row (call)
+// per flag, whence the flags, their PET_* variables (applyPET), their
+// abbreviations (ExpandAbbrev), what --launcher torchrun passes on
+// (job.Pass) and the docs' table of them (TestFlagTableDoc).
 var flagTable = []func(decl, *Options){addDeviceFlags, addRankFlags, addJobFlags, addTorchrunFlags}
 
 // addDeviceFlags declares the flags that choose the devices and what a dry run prints.
