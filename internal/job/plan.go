@@ -1,6 +1,7 @@
 package job
 
 import (
+	"cmp"
 	"slices"
 
 	"github.com/amdrun/amdrun/internal/launch"
@@ -61,24 +62,17 @@ func planRanks(o *Options, pl *placement, env []string, hostNUMA []topology.NUMA
 	if err := pl.mask.Check(chosen); err != nil { // a nil mask narrows nothing
 		return nil, err
 	}
-	bind := o.Bind
-	if bind == "" {
-		bind = plan.BindNone
-		if len(hostNUMA) > 1 {
-			bind = plan.BindNUMA
-		}
-	}
 	per := 1
 	if n := o.Ranks.N; n > 0 && len(chosen) > n {
 		per = len(chosen) / n
 	}
-	if o.CPUsPerRank > 0 && !bind.LeasesCPUs() {
-		return nil, usageErrorf("--cpus-per-rank needs --bind exclusive or core-complex (CPUs of a rank's own), not %s", bind)
+	if o.CPUsPerRank > 0 && !o.Bind.LeasesCPUs() {
+		return nil, usageErrorf("--cpus-per-rank needs --bind exclusive or core-complex (CPUs of a rank's own), not %s", cmp.Or(o.Bind, "the default"))
 	}
 	s := plan.Spec{
 		Devices: chosen, DevicesPerRank: per, CPURanks: pl.cpuRanks, NodeDevices: nodeDevices(pl.model), CPUsPerRank: o.CPUsPerRank,
 		HostNUMA: hostNUMA, AllowedCPUs: ownCPUs(o),
-		Argv: workerArgv(o), Env: env, Bind: bind, Mem: o.Mem,
+		Argv: workerArgv(o), Env: env, Bind: o.Bind, Mem: o.Mem,
 		Settings: o.Settings, TorchVersion: torch,
 	}
 	if len(chosen) > 0 {

@@ -119,13 +119,9 @@ func (o *Options) grantMask(m *topology.Model, mask *plan.Mask) (*plan.Mask, err
 
 // reservation is what reserve.Devices is asked on model m under mask.
 func reservation(o *Options, m *topology.Model, mask *plan.Mask, dryRun bool) (reserve.Options, error) {
-	budget := o.SearchBudget
-	if budget == 0 {
-		budget = selector.DefaultBudget
-	}
 	req := selector.Request{
 		N: o.Ranks.GPUs, Devices: mask.Narrow(o.Devices), Exclude: o.Exclude,
-		AllowBusy: o.AllowBusy, Order: o.Order, Work: o.SearchWork, Budget: budget,
+		AllowBusy: o.AllowBusy, Order: o.Order, Work: o.SearchWork, Budget: o.SearchBudget,
 	}
 	if !o.Explain && !dryRun {
 		req.Alternatives = -1 // only --explain and the dry run (text, --json) print runner-ups

@@ -123,7 +123,8 @@ type Spec struct {
 	// ranks that see only their own devices: several devices per rank,
 	// or VirtualLocalRank. Its length must be the number of ranks.
 	RankVisibleEnv []map[string]string
-	// Bind is the CPU binding; "" means BindNone.
+	// Bind is the CPU binding; "" means BindNUMA on a host of more than
+	// one NUMA node (HostNUMA), else BindNone.
 	Bind BindMode
 	// Mem is the memory policy; "" means MemNone. It applies only to ranks
 	// that are bound to NUMA nodes.
@@ -319,6 +320,9 @@ func resolveSpec(s Spec) (resolved, error) {
 		return v, fmt.Errorf("launch: %w: visible devices for %d ranks, the plan has %d", ErrSpec, len(s.RankVisibleEnv), v.nproc)
 	}
 	v.bind, v.mem = cmp.Or(v.bind, BindNone), cmp.Or(v.mem, MemNone)
+	if s.Bind == "" && len(s.HostNUMA) > 1 {
+		v.bind = BindNUMA
+	}
 	if _, err := ParseBindMode(string(v.bind)); err != nil {
 		return v, fmt.Errorf("launch: %w: %v", ErrSpec, err)
 	}
