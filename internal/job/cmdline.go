@@ -136,7 +136,12 @@ func (o *Options) parseWait(a *Arg) error {
 }
 
 // checkNodes checks this node's place in the job: the node count and
-// rank, and the master every node must agree on.
+// rank, and the master every node must agree on, with torchrun's
+// defaults where several nodes leave it out: --master-port 29500 (the
+// only place that decides it: one node keeps 0, a free port, so that two
+// jobs there cannot collide) and --master-addr 127.0.0.1, which works
+// only when every node runs on this machine: a static rendezvous's
+// warning says so.
 func (o *Options) checkNodes(l *CommandLine) error {
 	if o.NNodes < 1 {
 		return usageErrorf("%s must be at least 1, got %d", l.NNodes.Label(), o.NNodes)
@@ -147,7 +152,12 @@ func (o *Options) checkNodes(l *CommandLine) error {
 	if o.MasterPort < 0 || o.MasterPort > 65535 {
 		return usageErrorf("%s must be in 1..65535, got %d", l.MasterPort.Label(), o.MasterPort)
 	}
-	o.multiNodeDefaults(l)
+	if o.NNodes > 1 && o.MasterPort == 0 {
+		o.MasterPort = plan.DefaultMasterPort
+	}
+	if o.NNodes > 1 && o.Slurm == nil && !l.MasterAddr.Given() && len(o.Rdzv) == 0 {
+		o.Warn.Warn("--nnodes %d without --master-addr: the nodes meet at %s:%d, as with torchrun, so every node must run on this machine", o.NNodes, o.MasterAddr, o.MasterPort)
+	}
 	return nil
 }
 
@@ -297,7 +307,7 @@ func (o *Options) parseNNodes(l *CommandLine) error {
 // fromSlurm reads the Slurm allocation amdrun runs in (SLURM_JOB_ID set)
 // and fills --nnodes, --node-rank, --master-addr and --master-port from it
 // (and --ngpus on several nodes, when Slurm gave every node's task the
-// same number of GPUs: slurmGPUs, which resolveRanks reads) where the
+// same number of GPUs: slurmGPUs, which resolveRanks reads there) where the
 // user did not give them: explicit flags win. A step amdrun cannot run
 // one per node is refused in one line.
 func (o *Options) fromSlurm(ctx context.Context, l *CommandLine) (slurmGPUs int, err error) {
@@ -328,8 +338,5 @@ func (o *Options) fromSlurm(ctx context.Context, l *CommandLine) (slurmGPUs int,
 		// allocation on one node do not collide on the job's port.
 		o.MasterAddr, o.MasterPort = plan.DefaultMasterAddr, 0
 	}
-	if o.NNodes > 1 {
-		return job.NodeGPUs, nil
-	}
-	return 0, nil
+	return job.NodeGPUs, nil
 }

@@ -54,7 +54,7 @@ type Value interface {
 // Arg is one flag of the command line: its typed value (pflag's, bound
 // to a setting of Options or held by the flag), whether it was given,
 // and how errors name it. It is itself a Value, which the command
-// declares as the flag (Wrap).
+// declares as the flag (CommandLine.Declare).
 type Arg struct {
 	v          Value
 	name, from string

@@ -62,9 +62,9 @@ func planRanks(o *Options, pl *placement, env []string, hostNUMA []topology.NUMA
 	if err := pl.mask.Check(chosen); err != nil { // a nil mask narrows nothing
 		return nil, err
 	}
-	per := 1
-	if n := o.Ranks.N; n > 0 && len(chosen) > n {
-		per = len(chosen) / n
+	per := 1 // devices per rank
+	if n := o.Ranks.N; n > 0 {
+		per = max(1, len(chosen)/n)
 	}
 	if o.CPUsPerRank > 0 && !o.Bind.LeasesCPUs() {
 		return nil, usageErrorf("--cpus-per-rank needs --bind exclusive or core-complex (CPUs of a rank's own), not %s", cmp.Or(o.Bind, "the default"))

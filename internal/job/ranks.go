@@ -24,10 +24,9 @@ type Ranks struct {
 	// CPU amdrun may use (--nproc-per-node cpu or auto); false: N of
 	// them, 0 meaning 1.
 	PerCPU bool
-	// NoGPU is what a node where no GPU is found runs.
-	NoGPU NoGPU
-	// NoGPUOK lets a Slurm task granted GPUs run CPU ranks when it finds
-	// none (an explicit --ngpus 0).
+	// NoGPU is what a node where no GPU is found runs; NoGPUOK lets a
+	// Slurm task granted GPUs run CPU ranks then (an explicit --ngpus 0).
+	NoGPU   NoGPU
 	NoGPUOK bool
 }
 
@@ -63,7 +62,7 @@ func (o *Options) resolveRanks(l *CommandLine, slurmGPUs int) error {
 	if ngpus < 0 {
 		return usageErrorf("--ngpus must be at least 0 (0 means every free device), got %d", ngpus)
 	}
-	if !given {
+	if !given && o.NNodes > 1 {
 		ngpus = slurmGPUs
 	}
 	r := Ranks{GPUs: ngpus, N: ngpus, NoGPUOK: given && ngpus == 0}

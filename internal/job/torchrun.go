@@ -141,24 +141,6 @@ func (o *Options) torchrunEnv(l *CommandLine) error {
 	return nil
 }
 
-// multiNodeDefaults gives a multi-node job torchrun's defaults where the
-// flags leave them out: --master-port 29500, which every node agrees on
-// (it is the only place that decides it: one node keeps 0, a free port,
-// so that two jobs there cannot collide), and --master-addr 127.0.0.1,
-// which only works when every node runs on this machine: a static
-// rendezvous's warning says so.
-func (o *Options) multiNodeDefaults(l *CommandLine) {
-	if o.NNodes <= 1 {
-		return
-	}
-	if o.MasterPort == 0 {
-		o.MasterPort = plan.DefaultMasterPort
-	}
-	if o.Slurm == nil && !l.MasterAddr.Given() && len(o.Rdzv) == 0 {
-		o.Warn.Warn("--nnodes %d without --master-addr: the nodes meet at %s:%d, as with torchrun, so every node must run on this machine", o.NNodes, o.MasterAddr, o.MasterPort)
-	}
-}
-
 // rdzvTimeouts are the --rdzv-conf keys of torch's rendezvous handlers
 // that are timeouts in whole seconds (RendezvousParameters.get_as_int).
 var rdzvTimeouts = []string{"join_timeout", "read_timeout", "last_call_timeout", "close_timeout", "timeout"}

@@ -13,9 +13,8 @@ func NewRunID() string {
 	return "amdrun-" + hex.EncodeToString(b[:])
 }
 
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago:
-// the kernel picks it for a listener that is then closed. Another process
-// may take it before the workers bind it; the window is short.
+// freePort is a TCP port of 127.0.0.1 the kernel gave a listener it then
+// closed: another process may take it before rank 0 binds it.
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -110,10 +110,8 @@ func orNew[T any](p *T) *T {
 	return p
 }
 
-// flagTable declares the launch flags in --help's order, one row (call)
-// per flag, whence the flags, their PET_* variables (applyPET), their
-// abbreviations (ExpandAbbrev), what --launcher torchrun passes on
-// (job.Pass) and the docs' table of them (TestFlagTableDoc).
+// flagTable declares the launch flags, one row (call) per flag in --help's
+// order; docs/usage.md's table of them is made from it (TestFlagTableDoc).
 var flagTable = []func(decl, *Options){addDeviceFlags, addRankFlags, addJobFlags, addTorchrunFlags}
 
 // addDeviceFlags declares the flags that choose the devices and what a dry run prints.
