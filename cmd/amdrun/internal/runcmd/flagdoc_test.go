@@ -33,7 +33,10 @@ func flagDoc(cmd *cobra.Command) string {
 	cmd.Flags().VisitAll(func(f *pflag.Flag) {
 		name, usage := pflag.UnquoteUsage(f)
 		flagCell := "`--" + f.Name
-		if name != "" {
+		switch {
+		case name != "" && f.NoOptDefVal != "":
+			flagCell += "[=" + name + "]"
+		case name != "":
 			flagCell += " " + name
 		}
 		flagCell += "`"
