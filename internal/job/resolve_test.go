@@ -3,6 +3,7 @@ package job
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -199,4 +200,30 @@ func TestResolveDefaults(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzResolveRanks: no --ngpus and --nproc-per-node pair panics, and
+// the ranks resolved hold together: devices split evenly over the ranks,
+// CPU ranks choose no device.
+func FuzzResolveRanks(f *testing.F) {
+	for _, s := range [][2]string{{"", ""}, {"2", ""}, {"0", "4"}, {"8", "2"}, {"", "auto"}, {"", "cpu"}, {"2", "gpu"}, {"6", "4"}, {"-1", "x"}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, ngpus, nproc string) {
+		var args []string
+		if _, err := strconv.Atoi(ngpus); err == nil {
+			args = append(args, "--ngpus", ngpus) // an int flag: pflag refuses any other
+		}
+		if nproc != "" {
+			args = append(args, "--nproc-per-node", nproc)
+		}
+		o, _, err := resolvedWith(t, nil, func(*Options) {}, line(args...))
+		if err != nil {
+			return
+		}
+		r := o.Ranks
+		if r.N < 0 || r.GPUs < 0 || r.N > 0 && r.GPUs > 0 && r.GPUs%r.N != 0 || r.CPU && r.GPUs != 0 || r.CPURanks(func() int { return 3 }) < 1 {
+			t.Errorf("--ngpus %q --nproc-per-node %q: %+v", ngpus, nproc, r)
+		}
+	})
 }
