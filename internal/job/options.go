@@ -147,8 +147,8 @@ type Planning struct {
 	// chose it ("" says nothing about it).
 	Python, PythonFrom string
 
-	// Bind is the binding; "" means BindNUMA on a host with more than one
-	// NUMA node, else BindNone.
+	// Bind is the binding; "" means plan.Spec's default (BindNUMA on a
+	// host with more than one NUMA node, else BindNone).
 	Bind plan.BindMode
 	// Mem is the memory policy of bound ranks ("" means MemNone).
 	Mem plan.MemPolicy
@@ -157,11 +157,11 @@ type Planning struct {
 	// the share only if free).
 	CPUsPerRank int
 	// Settings are the job's settings every rank shares, as plan
-	// declares them (embedded here and in plan.Spec, plan.Plan and
-	// plan.Torchrun, so each is declared once): NNodes, NodeRank,
-	// MasterAddr and MasterPort place this node in the job (NNodes 0
-	// means 1, MasterPort 0 a free port on this host); RunID ("" means a
-	// fresh plan.NewRunID), Role ("" means plan.DefaultRole),
+	// declares them (embedded here and in plan.Spec and plan.Plan, so
+	// each is declared once; plan.NewPlan decides what a zero value
+	// means): NNodes, NodeRank, MasterAddr and MasterPort place this node
+	// in the job (NNodes 0 means 1, MasterPort 0 a free port on this
+	// host); RunID ("" means a fresh one), Role ("" means plan.DefaultRole),
 	// VirtualLocalRank and MaxRestarts (how often the whole group is
 	// restarted after a failure, 0: never; with Launcher "torchrun",
 	// torchrun's --max-restarts).
