@@ -14,9 +14,6 @@ func (o *Options) handToAgent(rdzv map[string]string) bool {
 		return false
 	}
 	o.Launcher, o.Agent = "torchrun", true
-	if o.ranksKnown() == 0 && !o.CPUOnly {
-		o.NProc, o.NGPUs = 1, 1 // torchrun's default --nproc-per-node
-	}
 	what := "--nnodes " + o.ElasticNNodes
 	if o.ElasticNNodes == "" {
 		what = "--rdzv-backend " + backend + " on several nodes"

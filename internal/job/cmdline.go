@@ -32,7 +32,8 @@ func (o *Options) Resolve(ctx context.Context, l *CommandLine) error {
 	if err := o.parseNNodes(l); err != nil {
 		return err
 	}
-	if err := o.fromSlurm(ctx, l); err != nil {
+	slurmGPUs, err := o.fromSlurm(ctx, l)
+	if err != nil {
 		return err
 	}
 	if err := o.parseValues(l); err != nil {
@@ -43,9 +44,6 @@ func (o *Options) Resolve(ctx context.Context, l *CommandLine) error {
 	}
 	if err := o.resolveTorchrun(l); err != nil {
 		return err
-	}
-	if o.CPUOnly && (o.Devices != nil || o.Exclude != nil) {
-		return usageErrorf("--devices and --exclude choose GPUs: they do not apply to CPU ranks (--ngpus 0 or --nproc-per-node cpu)")
 	}
 	if err := o.parseWait(&l.Wait); err != nil {
 		return err
@@ -62,6 +60,9 @@ func (o *Options) Resolve(ctx context.Context, l *CommandLine) error {
 	if err := o.resolveRendezvous(l); err != nil {
 		return err
 	}
+	if err := o.resolveRanks(l, slurmGPUs); err != nil {
+		return err
+	}
 	if err := o.checkNodes(l); err != nil {
 		return err
 	}
@@ -72,9 +73,6 @@ func (o *Options) Resolve(ctx context.Context, l *CommandLine) error {
 // durations.
 func (o *Options) parseValues(l *CommandLine) error {
 	var err error
-	if o.NGPUs < 0 {
-		return usageErrorf("--ngpus must be at least 0 (0 means every free device), got %d", o.NGPUs)
-	}
 	if o.Grace, err = parseDuration(l.Grace.Label(), l.Grace.String()); err != nil {
 		return err
 	}
@@ -138,7 +136,12 @@ func (o *Options) parseWait(a *Arg) error {
 }
 
 // checkNodes checks this node's place in the job: the node count and
-// rank, and the master every node must agree on.
+// rank, and the master every node must agree on, with torchrun's
+// defaults where several nodes leave it out: --master-port 29500 (the
+// only place that decides it: one node keeps 0, a free port, so that two
+// jobs there cannot collide) and --master-addr 127.0.0.1, which works
+// only when every node runs on this machine: a static rendezvous's
+// warning says so.
 func (o *Options) checkNodes(l *CommandLine) error {
 	if o.NNodes < 1 {
 		return usageErrorf("%s must be at least 1, got %d", l.NNodes.Label(), o.NNodes)
@@ -149,45 +152,25 @@ func (o *Options) checkNodes(l *CommandLine) error {
 	if o.MasterPort < 0 || o.MasterPort > 65535 {
 		return usageErrorf("%s must be in 1..65535, got %d", l.MasterPort.Label(), o.MasterPort)
 	}
-	o.multiNodeDefaults(l)
+	if o.NNodes > 1 && o.MasterPort == 0 {
+		o.MasterPort = plan.DefaultMasterPort
+	}
+	if o.NNodes > 1 && o.Slurm == nil && !l.MasterAddr.Given() && len(o.Rdzv) == 0 {
+		o.Warn.Warn("--nnodes %d without --master-addr: the nodes meet at %s:%d, as with torchrun, so every node must run on this machine", o.NNodes, o.MasterAddr, o.MasterPort)
+	}
 	return nil
 }
 
-// checkCommand checks what the ranks run: the interpreter, the local
-// ranks filter, the rank count several nodes need, and how the script is
-// run.
+// checkCommand checks what the ranks run: the interpreter and how the
+// script is run.
 func (o *Options) checkCommand(l *CommandLine) error {
 	if l.Python.Given() && strings.TrimSpace(o.Python) == "" {
 		return usageErrorf("--python: empty interpreter path")
-	}
-	if n := o.ranksKnown(); n > 0 {
-		for _, lr := range o.RanksFilter {
-			if lr >= n {
-				return usageErrorf("%s: local rank %d does not exist with %d rank(s) (0-%d)", l.LocalRanksFilter.Label(), lr, n, n-1)
-			}
-		}
-	}
-	if o.NNodes > 1 && o.ranksKnown() == 0 && !o.CPUOnly {
-		return usageErrorf("--nnodes %d needs --ngpus or --nproc-per-node N: every node must run the same number of ranks", o.NNodes)
 	}
 	if o.Module && o.NoPython {
 		return usageErrorf("%s and %s cannot be used together", l.Module.Label(), l.NoPython.Label())
 	}
 	return nil
-}
-
-// ranksKnown is the number of ranks on this node when the flags fix it,
-// else 0 (one per free device, or one per CPU).
-func (o *Options) ranksKnown() int {
-	switch {
-	case o.NProc > 0:
-		return o.NProc
-	case o.NProcKind == "" && o.NGPUs > 0:
-		return o.NGPUs
-	case o.NProcKind != "" && o.NGPUs > 0 && o.NProcKind != "cpu":
-		return o.NGPUs
-	}
-	return 0
 }
 
 // resolveRendezvous reads --standalone and the --rdzv-* flags: with
@@ -234,12 +217,6 @@ func (o *Options) resolveRendezvous(l *CommandLine) error {
 		}
 		o.Rdzv = rdzv
 		o.TorchrunArgs = torchrunArgs(l, o.Agent)
-		if o.ranksKnown() == 0 && !o.CPUOnly && !l.DryRun.On() {
-			return usageErrorf("--launcher torchrun needs --ngpus or --nproc-per-node N")
-		}
-		if o.NProc > 1 && o.NGPUs > o.NProc {
-			return usageErrorf("--launcher torchrun shows every worker all the devices: several devices per rank need --launcher amdrun (or --nproc-per-node 1)")
-		}
 	default:
 		return usageErrorf("%s: unknown launcher %q", l.Launcher.Label(), o.Launcher)
 	}
@@ -330,9 +307,10 @@ func (o *Options) parseNNodes(l *CommandLine) error {
 // fromSlurm reads the Slurm allocation amdrun runs in (SLURM_JOB_ID set)
 // and fills --nnodes, --node-rank, --master-addr and --master-port from it
 // (and --ngpus on several nodes, when Slurm gave every node's task the
-// same number of GPUs) where the user did not give them: explicit flags
-// win. A step amdrun cannot run one per node is refused in one line.
-func (o *Options) fromSlurm(ctx context.Context, l *CommandLine) error {
+// same number of GPUs: slurmGPUs, which resolveRanks reads there) where the
+// user did not give them: explicit flags win. A step amdrun cannot run
+// one per node is refused in one line.
+func (o *Options) fromSlurm(ctx context.Context, l *CommandLine) (slurmGPUs int, err error) {
 	// scontrol only expands the node list, which ParseHostlist does too
 	// for every list Slurm writes: a scontrol that cannot reach its
 	// configuration (no DNS, no controller) must not hold the job up.
@@ -346,29 +324,24 @@ func (o *Options) fromSlurm(ctx context.Context, l *CommandLine) error {
 	}
 	job, err := slurm.FromEnvWith(o.Env(), run)
 	if err != nil || job == nil {
-		return err
+		return 0, err
 	}
-	o.Slurm = job
 	// The task's GPU grant bounds the devices whatever the job's shape
-	// (issue 24); only an explicit --ngpus 0 may run CPU ranks in a task
-	// granted GPUs that finds none.
-	o.Grant, o.NoGPUOK = job.Grant, l.NGPUs.Given() && o.NGPUs == 0
+	// (issue 24).
+	o.Slurm, o.Grant = job, job.Grant
 	if l.NNodes.Given() && o.NNodes != job.NNodes {
 		// The user runs a job of another shape inside the allocation (e.g.
 		// one node's own job): Slurm's ranks and master do not apply.
-		return nil
+		return 0, nil
 	}
 	if err := job.Launchable(); err != nil {
-		return err
+		return 0, err
 	}
 	o.Settings = slurm.Merge(o.Settings, slurm.Given{NNodes: l.NNodes.Given(), NodeRank: l.NodeRank.Given(), MasterAddr: l.MasterAddr.Given(), MasterPort: l.MasterPort.Given()}, job)
-	if o.NNodes > 1 && !l.NGPUs.Given() && job.NodeGPUs > 0 {
-		o.NGPUs = job.NodeGPUs
-	}
 	if o.NNodes == 1 && !l.MasterPort.Given() && !l.MasterAddr.Given() {
 		// One node: a free local port, so that two jobs of one
 		// allocation on one node do not collide on the job's port.
-		o.MasterAddr, o.MasterPort = "127.0.0.1", 0
+		o.MasterAddr, o.MasterPort = plan.DefaultMasterAddr, 0
 	}
-	return nil
+	return job.NodeGPUs, nil
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -64,7 +63,7 @@ func TestGrantBoundsCandidates(t *testing.T) {
 }
 
 // TestGrantedTaskWithoutGPU: a task Slurm granted GPUs that finds none
-// fails in one line, unless --ngpus 0 (NoGPUOK) asks for CPU ranks.
+// fails in one line, unless --ngpus 0 (Ranks.NoGPUOK) asks for CPU ranks.
 // Before issue 24 it ran one CPU rank with a warning and exited 0.
 func TestGrantedTaskWithoutGPU(t *testing.T) {
 	noGPU := fmt.Errorf("%w (no KFD topology)", discover.ErrNoGPU)
@@ -78,11 +77,11 @@ func TestGrantedTaskWithoutGPU(t *testing.T) {
 		!strings.HasSuffix(err.Error(), "(--ngpus 0 runs CPU ranks instead)") {
 		t.Fatalf("cpuFallback = %+v, %v; want one line naming the grant and --ngpus 0", p, err)
 	}
-	o.NoGPUOK = true
+	o.Ranks.NoGPUOK = true
 	if p, err := cpuFallback(o, noGPU); err != nil || p.cpuRanks != 1 || len(warned) != 1 {
 		t.Errorf("with --ngpus 0: %+v, %v, warned %q; want one CPU rank and the no-GPU warning", p, err, warned)
 	}
-	o.NoGPUOK, o.Grant = false, &slurm.Grant{}
+	o.Ranks.NoGPUOK, o.Grant = false, &slurm.Grant{}
 	if p, err := cpuFallback(o, noGPU); err != nil || p.cpuRanks != 1 {
 		t.Errorf("nothing granted: %+v, %v; want one CPU rank", p, err)
 	}
@@ -128,7 +127,6 @@ func nprocOptions(t *testing.T, args ...string) *Options {
 		vals[strings.TrimPrefix(args[i], "--")] = args[i+1]
 	}
 	o := &Options{}
-	o.NGPUs, _ = strconv.Atoi(vals["ngpus"])
 	l := &CommandLine{}
 	if v, ok := vals["ngpus"]; ok {
 		give(&l.NGPUs, "ngpus", v)
@@ -136,7 +134,7 @@ func nprocOptions(t *testing.T, args ...string) *Options {
 	if v, ok := vals["nproc-per-node"]; ok {
 		give(&l.NProcPerNode, "nproc-per-node", v)
 	}
-	if err := o.parseNProc(l); err != nil {
+	if err := o.resolveRanks(l, 0); err != nil {
 		t.Fatal(err)
 	}
 	return o
@@ -175,7 +173,7 @@ func (t *text) Type() string       { return "string" }
 
 // give declares a as the flag name and gives it v.
 func give(a *Arg, name, v string) {
-	a.Wrap(name, new(text), Own)
+	new(CommandLine).Declare(a, name, new(text), Own)
 	if err := a.Set(v); err != nil {
 		panic(err)
 	}

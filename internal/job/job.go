@@ -143,7 +143,7 @@ func ompNote(o *Options, dryRun bool, note string) string {
 // worker through amdrun's bind shim (plan.Torchrun.Shim).
 func torchrunSettings(o *Options, env []string, ranks *plan.Plan) plan.Torchrun {
 	return plan.Torchrun{
-		UserEnv: env, Settings: o.Settings, ElasticNNodes: o.ElasticNNodes, Rdzv: o.Rdzv,
+		UserEnv: env, ElasticNNodes: o.ElasticNNodes, Rdzv: o.Rdzv,
 		Module: o.Module, NoPython: o.NoPython, Extra: o.TorchrunArgs, Args: o.Args, Agent: agentArgv(o),
 		Shim: agentShim(o, ranks),
 	}

@@ -5,7 +5,7 @@ import "strings"
 // CommandLine is the launch command line as given, one Arg per flag that
 // Resolve reads (by field, never by name: a flag dropped or renamed here
 // fails to compile where it is read). The command declares each flag on
-// its Arg (Arg.Wrap); flags that only bind a setting have none.
+// its Arg (Declare); flags that only bind a setting have none.
 type CommandLine struct {
 	NGPUs, NProcPerNode, DryRun, Module, NoPython               Arg
 	Python, Bind, Grace, MaxRestarts, NoPrefix, LogDir          Arg
@@ -17,17 +17,31 @@ type CommandLine struct {
 	ShutdownTimeout, NUMABinding, SignalsToHandle, MonitorInterval Arg
 	StartMethod, EventLogHandler, LocalAddr, LogsSpecs             Arg
 	DuplicateStdoutFilters, DuplicateStderrFilters                 Arg
+
+	args []*Arg // as declared
 }
 
-// Torch says how a flag is torchrun's: not at all (Own), by name (an
-// abbreviation that could be it or one of amdrun's own means it), or by
-// name and by its PET_<NAME> variable, which torchrun reads too.
-type Torch int
+// Declare makes a the Arg named name of the typed value v, torchrun's as
+// t says, and a flag of l: one row of the command line's table.
+func (l *CommandLine) Declare(a *Arg, name string, v Value, t Torch) *Arg {
+	a.name, a.v, a.torch = name, v, t
+	l.args = append(l.args, a)
+	return a
+}
+
+// Torch says how a flag is torchrun's, as a set: not at all (Own), by
+// name (an abbreviation that could be it or one of amdrun's own means
+// it), by its PET_<NAME> variable too, which torchrun reads; and whether
+// --launcher torchrun passes it on as given (Pass), unless torch's own
+// agent runs the job (NotToAgent).
+type Torch uint8
 
 const (
-	Own Torch = iota
-	TorchName
+	Own       Torch = 0
+	TorchName Torch = 1 << iota
 	TorchPET
+	Pass
+	NotToAgent
 )
 
 // Value is a flag's typed value, as pflag.Value.
@@ -40,18 +54,12 @@ type Value interface {
 // Arg is one flag of the command line: its typed value (pflag's, bound
 // to a setting of Options or held by the flag), whether it was given,
 // and how errors name it. It is itself a Value, which the command
-// declares as the flag (Wrap).
+// declares as the flag (CommandLine.Declare).
 type Arg struct {
 	v          Value
 	name, from string
 	given      bool
 	torch      Torch
-}
-
-// Wrap makes a the Arg named name of the typed value v.
-func (a *Arg) Wrap(name string, v Value, t Torch) *Arg {
-	a.name, a.v, a.torch = name, v, t
-	return a
 }
 
 // String is the flag's value as text: its default when not given ("" for
@@ -102,7 +110,7 @@ func (a *Arg) On() bool { return a.String() == "true" }
 
 // PETVar is the variable torchrun reads for the flag ("" for none).
 func (a *Arg) PETVar() string {
-	if a.torch != TorchPET {
+	if a.torch&TorchPET == 0 {
 		return ""
 	}
 	return "PET_" + strings.ToUpper(strings.ReplaceAll(a.name, "-", "_"))

@@ -40,7 +40,7 @@ import (
 // Options are everything a launch needs: its dependencies (the node, the
 // environment, the output) and its settings, one struct per stage. The
 // stages are embedded, so a setting is named the same everywhere
-// (o.NGPUs, o.Bind, o.Grace).
+// (o.Ranks, o.Bind, o.Grace).
 type Options struct {
 	Deps
 	Selection
@@ -99,33 +99,13 @@ type Selection struct {
 	// SourceAuto says the topology source was left to auto-detection (so
 	// a node without GPUs runs CPU ranks instead of failing).
 	SourceAuto bool
-	// NGPUs is the number of devices on this node (--ngpus); 0 means
-	// every free device.
-	NGPUs int
-	// NProc is the number of ranks on this node (--nproc-per-node N); 0
-	// means one rank per device. With NGPUs > 0 each rank gets
-	// NGPUs/NProc devices.
-	NProc int
-	// NProcKind is --nproc-per-node's word, "gpu", "auto" or "cpu", or ""
-	// for a number or none: gpu and auto mean one rank per free device;
-	// auto without a GPU, and cpu, one CPU rank per CPU amdrun may use.
-	NProcKind string
-	// RanksAsked says the request counts ranks, not GPUs: --nproc-per-node
-	// N or auto without --ngpus. Where no GPU is found they run on CPUs
-	// without a word, as torchrun's; --ngpus N or no count at all (one
-	// rank per device) get a line saying so (issue 31).
-	RanksAsked bool
-	// CPUOnly runs CPU ranks without looking for a GPU (--ngpus 0 with
-	// --nproc-per-node N, or --nproc-per-node cpu).
-	CPUOnly bool
+	// Ranks are this node's ranks as the command line asks them.
+	Ranks Ranks
 	// Grant is the GPUs the Slurm task was granted on this node (nil:
 	// outside Slurm). A grant bounds the devices chosen among, whatever
 	// the visible-device variables say; and a task granted GPUs that
-	// finds none fails, unless NoGPUOK.
+	// finds none fails, unless Ranks.NoGPUOK.
 	Grant *slurm.Grant
-	// NoGPUOK lets a task granted GPUs run CPU ranks when it finds none
-	// (an explicit --ngpus 0).
-	NoGPUOK bool
 	// Devices are the only devices to choose among (--devices); nil: all.
 	Devices []int
 	// Exclude are devices never chosen (--exclude); nil: none.
@@ -167,8 +147,8 @@ type Planning struct {
 	// chose it ("" says nothing about it).
 	Python, PythonFrom string
 
-	// Bind is the binding; "" means BindNUMA on a host with more than one
-	// NUMA node, else BindNone.
+	// Bind is the binding; "" means plan.Spec's default (BindNUMA on a
+	// host with more than one NUMA node, else BindNone).
 	Bind plan.BindMode
 	// Mem is the memory policy of bound ranks ("" means MemNone).
 	Mem plan.MemPolicy
@@ -177,11 +157,11 @@ type Planning struct {
 	// the share only if free).
 	CPUsPerRank int
 	// Settings are the job's settings every rank shares, as plan
-	// declares them (embedded here and in plan.Spec, plan.Plan and
-	// plan.Torchrun, so each is declared once): NNodes, NodeRank,
-	// MasterAddr and MasterPort place this node in the job (NNodes 0
-	// means 1, MasterPort 0 a free port on this host); RunID ("" means a
-	// fresh plan.NewRunID), Role ("" means plan.DefaultRole),
+	// declares them (embedded here and in plan.Spec and plan.Plan, so
+	// each is declared once; plan.NewPlan decides what a zero value
+	// means): NNodes, NodeRank, MasterAddr and MasterPort place this node
+	// in the job (NNodes 0 means 1, MasterPort 0 a free port on this
+	// host); RunID ("" means a fresh one), Role ("" means plan.DefaultRole),
 	// VirtualLocalRank and MaxRestarts (how often the whole group is
 	// restarted after a failure, 0: never; with Launcher "torchrun",
 	// torchrun's --max-restarts).

@@ -1,7 +1,7 @@
 package job
 
 import (
-	"fmt"
+	"cmp"
 	"slices"
 
 	"github.com/amdrun/amdrun/internal/launch"
@@ -49,9 +49,9 @@ func (p *Plan) release() {
 }
 
 // planRanks turns a placement into the plan of every rank: it checks the
-// choice against the mask, picks a free port when none is given, resolves
-// the default binding, reads the CPUs this process may use and makes a
-// run id; the rest is plan.NewPlan's.
+// choice against the mask, resolves the default binding and reads the
+// CPUs this process may use; the rest (a free port where none is given, a
+// fresh run id) is plan.NewPlan's.
 func planRanks(o *Options, pl *placement, env []string, hostNUMA []topology.NUMANode, torch string, cl *cpuLeaser) (*plan.Plan, error) {
 	var chosen []topology.Device
 	if pl.choice != nil {
@@ -62,38 +62,18 @@ func planRanks(o *Options, pl *placement, env []string, hostNUMA []topology.NUMA
 	if err := pl.mask.Check(chosen); err != nil { // a nil mask narrows nothing
 		return nil, err
 	}
-	port := o.MasterPort
-	if port == 0 {
-		p, err := launch.FreePort()
-		if err != nil {
-			return nil, fmt.Errorf("cannot find a free port for MASTER_PORT (give --master-port): %w", err)
-		}
-		port = p
+	per := 1 // devices per rank
+	if n := o.Ranks.N; n > 0 {
+		per = max(1, len(chosen)/n)
 	}
-	bind := o.Bind
-	if bind == "" {
-		bind = plan.BindNone
-		if len(hostNUMA) > 1 {
-			bind = plan.BindNUMA
-		}
-	}
-	settings := o.Settings
-	settings.MasterPort = port
-	if settings.RunID == "" {
-		settings.RunID = plan.NewRunID()
-	}
-	per := 1
-	if o.NProc > 0 && len(chosen) > o.NProc {
-		per = len(chosen) / o.NProc
-	}
-	if o.CPUsPerRank > 0 && !bind.LeasesCPUs() {
-		return nil, usageErrorf("--cpus-per-rank needs --bind exclusive or core-complex (CPUs of a rank's own), not %s", bind)
+	if o.CPUsPerRank > 0 && !o.Bind.LeasesCPUs() {
+		return nil, usageErrorf("--cpus-per-rank needs --bind exclusive or core-complex (CPUs of a rank's own), not %s", cmp.Or(o.Bind, "the default"))
 	}
 	s := plan.Spec{
 		Devices: chosen, DevicesPerRank: per, CPURanks: pl.cpuRanks, NodeDevices: nodeDevices(pl.model), CPUsPerRank: o.CPUsPerRank,
 		HostNUMA: hostNUMA, AllowedCPUs: ownCPUs(o),
-		Argv: workerArgv(o), Env: env, Bind: bind, Mem: o.Mem,
-		Settings: settings, TorchVersion: torch,
+		Argv: workerArgv(o), Env: env, Bind: o.Bind, Mem: o.Mem,
+		Settings: o.Settings, TorchVersion: torch,
 	}
 	if len(chosen) > 0 {
 		vendor := pl.model.Vendor

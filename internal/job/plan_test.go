@@ -85,7 +85,7 @@ func TestPlanRanks(t *testing.T) {
 	})
 	t.Run("4 devices for 1 rank under the user's mask: one process sees them all, in the user's tokens", func(t *testing.T) {
 		mask := exampleMask(t, "CUDA_VISIBLE_DEVICES=7,6,1,0")
-		o := &Options{Selection: Selection{NProc: 1}, Planning: Planning{Settings: plan.Settings{MasterPort: 1, RunID: "job9", Role: "server"}}}
+		o := &Options{Selection: Selection{Ranks: Ranks{N: 1}}, Planning: Planning{Settings: plan.Settings{MasterPort: 1, RunID: "job9", Role: "server"}}}
 		p, err := planRanks(o, chose(t, mask, 0, 1, 6, 7), nil, host, "", &cpuLeaser{})
 		if err != nil {
 			t.Fatal(err)

@@ -33,7 +33,7 @@ func TestOtherSystemsPlanButDoNotLaunch(t *testing.T) {
 			Warn:       func(format string, args ...any) { t.Logf(format, args...) },
 			Leases:     func(bool) (*lease.Dir, error) { return nil, fmt.Errorf("lease: %w", lease.ErrNotSupported) },
 		},
-		Selection: Selection{NGPUs: 4, Policy: selector.Tree, SearchBudget: time.Second},
+		Selection: Selection{Ranks: Ranks{GPUs: 4, N: 4}, Policy: selector.Tree, SearchBudget: time.Second},
 		Planning:  Planning{Python: "python3", Args: []string{"train.py"}, Settings: plan.Settings{NNodes: 1, MasterAddr: "127.0.0.1"}},
 	}
 	p, err := Preview(context.Background(), o)
@@ -68,7 +68,7 @@ func TestNoNUMANodesQuietUnlessBindAsked(t *testing.T) {
 				Warn:   func(format string, args ...any) { warned = append(warned, fmt.Sprintf(format, args...)) },
 				Leases: func(bool) (*lease.Dir, error) { return nil, fmt.Errorf("lease: %w", lease.ErrNotSupported) },
 			},
-			Selection: Selection{NGPUs: 1, Policy: selector.Tree, SearchBudget: time.Second},
+			Selection: Selection{Ranks: Ranks{GPUs: 1, N: 1}, Policy: selector.Tree, SearchBudget: time.Second},
 			Planning:  Planning{Python: "python3", Args: []string{"train.py"}, Bind: bind, Settings: plan.Settings{NNodes: 1, MasterAddr: "127.0.0.1"}},
 		}
 		if _, err := Preview(context.Background(), o); err != nil {

@@ -36,8 +36,8 @@ func (p *placement) release() {
 // has no GPU (the source left to auto-detection), it plans CPU ranks and
 // says so in one line. A dry run respects leases and takes none.
 func place(ctx context.Context, o *Options, env []string, dryRun bool) (*placement, error) {
-	if o.CPUOnly {
-		return &placement{cpuRanks: o.cpuRanks()}, nil
+	if o.Ranks.CPU {
+		return &placement{cpuRanks: o.Ranks.CPURanks(o.NumCPU)}, nil
 	}
 	m, err := o.Topology(ctx)
 	if err != nil {
@@ -58,13 +58,13 @@ func place(ctx context.Context, o *Options, env []string, dryRun bool) (*placeme
 	if err != nil {
 		return nil, userError(err)
 	}
-	if o.NProc > 0 && len(choice.Devices)%o.NProc != 0 {
+	if n := o.Ranks.N; n > 0 && len(choice.Devices)%n != 0 {
 		// Every free device (--ngpus 0 with --nproc-per-node gpu/auto
 		// never gets here): cannot happen, but a plan must not be wrong.
 		if held != nil {
 			held.Release()
 		}
-		return nil, fmt.Errorf("%d devices do not split over %d ranks", len(choice.Devices), o.NProc)
+		return nil, fmt.Errorf("%d devices do not split over %d ranks", len(choice.Devices), n)
 	}
 	return &placement{model: m, mask: mask, choice: choice, held: held}, nil
 }
@@ -76,20 +76,20 @@ func cpuFallback(o *Options, err error) (*placement, error) {
 	if !o.SourceAuto || !errors.Is(err, discover.ErrNoGPU) {
 		return nil, err
 	}
-	if o.Grant.Granted() && !o.NoGPUOK {
+	if o.Grant.Granted() && !o.Ranks.NoGPUOK {
 		// Slurm gave this task GPUs: running on CPUs instead would waste
 		// them and hide the fault (a missing driver or tool, a container
 		// without the devices).
 		return nil, fmt.Errorf("slurm granted this task GPUs (%s) but amdrun finds none: %w (--ngpus 0 runs CPU ranks instead)", o.Grant, err)
 	}
 	switch {
-	case o.NProcKind == "gpu":
+	case o.Ranks.NoGPU == NeedGPU:
 		return nil, fmt.Errorf("--nproc-per-node gpu: %w", err)
 	case o.Devices != nil || o.Exclude != nil:
 		return nil, fmt.Errorf("--devices/--exclude name GPUs: %w", err)
 	}
-	n := o.cpuRanks()
-	if !o.RanksAsked {
+	n := o.Ranks.CPURanks(o.NumCPU)
+	if o.Ranks.NoGPU != QuietCPU {
 		o.Warn.Warn("no GPU found on this machine: running %d CPU rank(s) (use the gloo backend; --source example plans on the bundled example topology)", n)
 	}
 	return &placement{cpuRanks: n}, nil
@@ -119,13 +119,9 @@ func (o *Options) grantMask(m *topology.Model, mask *plan.Mask) (*plan.Mask, err
 
 // reservation is what reserve.Devices is asked on model m under mask.
 func reservation(o *Options, m *topology.Model, mask *plan.Mask, dryRun bool) (reserve.Options, error) {
-	budget := o.SearchBudget
-	if budget == 0 {
-		budget = selector.DefaultBudget
-	}
 	req := selector.Request{
-		N: o.NGPUs, Devices: mask.Narrow(o.Devices), Exclude: o.Exclude,
-		AllowBusy: o.AllowBusy, Order: o.Order, Work: o.SearchWork, Budget: budget,
+		N: o.Ranks.GPUs, Devices: mask.Narrow(o.Devices), Exclude: o.Exclude,
+		AllowBusy: o.AllowBusy, Order: o.Order, Work: o.SearchWork, Budget: o.SearchBudget,
 	}
 	if !o.Explain && !dryRun {
 		req.Alternatives = -1 // only --explain and the dry run (text, --json) print runner-ups
@@ -148,21 +144,6 @@ func reservation(o *Options, m *topology.Model, mask *plan.Mask, dryRun bool) (r
 		err = nil // planning on a system without flock leases: none to respect
 	}
 	return res, err
-}
-
-// cpuRanks is the number of CPU ranks: NProc, else one per CPU for cpu
-// and auto (as torchrun's os.cpu_count(), but the CPUs amdrun may use),
-// else NGPUs, else 1 (torchrun's default).
-func (o *Options) cpuRanks() int {
-	switch {
-	case o.NProc > 0:
-		return o.NProc
-	case o.NProcKind == "cpu" || o.NProcKind == "auto":
-		return max(1, o.NumCPU())
-	case o.NGPUs > 0:
-		return o.NGPUs
-	}
-	return 1
 }
 
 // userError rewrites the selector's errors, which name its package and

@@ -14,17 +14,8 @@ import (
 func TestScontrolCannotHoldTheJob(t *testing.T) {
 	env := []string{"SLURM_JOB_ID=1", "SLURM_JOB_NODELIST=node[1-2]", "SLURM_JOB_NUM_NODES=2", "SLURM_NNODES=2", "SLURM_NODEID=0", "SLURM_NTASKS=2", "SLURM_NTASKS_PER_NODE=1",
 		"SLURM_STEP_ID=0", "SLURM_STEP_NODELIST=node[1-2]", "SLURM_STEP_NUM_NODES=2", "SLURM_STEP_NUM_TASKS=2", "SLURM_STEP_TASKS_PER_NODE=1(x2)"}
-	l := &CommandLine{}
-	for a, d := range map[*Arg]string{&l.NNodes: "1", &l.Grace: "10s", &l.RestartWait: "30s", &l.StallTimeout: "auto"} {
-		a.Wrap("default", (*text)(&d), Own)
-	}
-	give(&l.NProcPerNode, "nproc-per-node", "1")
-	o := &Options{}
-	o.Launcher, o.SearchWork, o.SearchBudget = "amdrun", 1, time.Second
-	o.Env = func() []string { return env }
-	o.Warn = func(string, ...any) {}
 	var left time.Duration
-	o.Run = func(ctx context.Context, name string, args ...string) ([]byte, error) {
+	scontrol := func(ctx context.Context, name string, args ...string) ([]byte, error) {
 		dl, ok := ctx.Deadline()
 		if !ok {
 			return nil, errors.New("scontrol asked without a deadline")
@@ -32,7 +23,10 @@ func TestScontrolCannotHoldTheJob(t *testing.T) {
 		left = time.Until(dl)
 		return nil, context.DeadlineExceeded // as a scontrol killed at its deadline
 	}
-	if err := o.Resolve(context.Background(), l); err != nil {
+	o, _, err := resolvedWith(t, env, func(o *Options) { o.Run = scontrol }, func(l *CommandLine) {
+		give(&l.NProcPerNode, "nproc-per-node", "1")
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if left <= 0 || left > 5*time.Second {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/amdrun/amdrun/internal/envlist"
-	"github.com/amdrun/amdrun/internal/launch"
 	"github.com/amdrun/amdrun/internal/plan"
 )
 
@@ -28,9 +27,6 @@ import (
 // cannot honour it. Errors name a flag as the user gave it (the flag, or
 // the PET_* variable it came from).
 func (o *Options) resolveTorchrun(l *CommandLine) error {
-	if err := o.parseNProc(l); err != nil {
-		return err
-	}
 	if l.RunPath.On() && o.Module {
 		return usageErrorf("%s and %s cannot be used together", l.RunPath.Label(), l.Module.Label())
 	}
@@ -101,67 +97,27 @@ func (o *Options) parseNUMABinding(l *CommandLine) error {
 	return nil
 }
 
-// parseNProc reads --nproc-per-node (a number of ranks, or gpu, auto,
-// cpu) together with --ngpus (a number of devices).
-func (o *Options) parseNProc(l *CommandLine) error {
-	ngpusGiven := l.NGPUs.Given()
-	v := strings.TrimSpace(l.NProcPerNode.String())
-	switch v {
-	case "":
-		return nil
-	case "gpu", "auto":
-		o.NProcKind, o.RanksAsked = v, v == "auto" && !ngpusGiven
-		return nil
-	case "cpu":
-		if ngpusGiven && o.NGPUs > 0 {
-			return usageErrorf("%s cpu runs ranks without GPUs: it cannot be used with --ngpus %d", l.NProcPerNode.Label(), o.NGPUs)
-		}
-		o.NProcKind, o.CPUOnly = v, true
-		return nil
-	case "xpu":
-		return usageErrorf("%s xpu: amdrun runs on AMD and NVIDIA GPUs, not Intel XPUs", l.NProcPerNode.Label())
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		return usageErrorf("%s: want a number of ranks or a word, got %q", l.NProcPerNode.Label(), v)
-	}
-	if most, why := launch.RankLimit(); n > most {
-		return usageErrorf("%s %d: more ranks than this node can run: at most %d (%s)", l.NProcPerNode.Label(), n, most, why)
-	}
-	o.NProc, o.RanksAsked = n, !ngpusGiven
-	switch {
-	case !ngpusGiven:
-		o.NGPUs = n
-	case o.NGPUs == 0:
-		o.CPUOnly = true // --ngpus 0 --nproc-per-node N: N CPU ranks
-	case o.NGPUs%n != 0:
-		return usageErrorf("--ngpus %d does not split over %s %d ranks: each rank gets ngpus/nproc devices", o.NGPUs, l.NProcPerNode.Label(), n)
-	}
-	return nil
-}
-
 // torchrunArgs are the flags passed on to torchrun with --launcher
-// torchrun, in the underscore spelling that every torchrun from torch
-// 1.13 to the current release accepts, for those the user gave. Flags
+// torchrun (those declared Pass) that the user gave, in declaration
+// order, in the underscore spelling that every torchrun from torch 1.13
+// to the current release accepts; a switch is passed bare. Flags
 // torchrun has only in newer releases are passed as well: an older
-// torchrun says it does not know them.
-// Under torch's agent (agent) amdrun binds each worker itself (its bind
-// shim is the agent's entrypoint): --numa-binding is not passed, or the
-// agent would bind them too.
+// torchrun says it does not know them. Under torch's agent (agent) the
+// flags declared NotToAgent are not: amdrun binds each worker itself
+// (its bind shim is the agent's entrypoint), so --numa-binding would
+// bind them twice.
 func torchrunArgs(l *CommandLine, agent bool) []string {
 	var out []string
-	for _, a := range []*Arg{&l.Role, &l.MonitorInterval, &l.StartMethod, &l.EventLogHandler, &l.LogDir,
-		&l.Redirects, &l.Tee, &l.LocalRanksFilter, &l.LocalAddr, &l.LogsSpecs, &l.NUMABinding,
-		&l.SignalsToHandle, &l.ShutdownTimeout, &l.DuplicateStdoutFilters, &l.DuplicateStderrFilters} {
-		if a.Given() && !(agent && a == &l.NUMABinding) {
+	for _, a := range l.args {
+		switch {
+		case !a.Given() || a.torch&Pass == 0 || agent && a.torch&NotToAgent != 0:
+		case a.Type() == "bool":
+			if a.On() {
+				out = append(out, a.torchrunFlag())
+			}
+		default:
 			out = append(out, a.torchrunFlag(), a.String())
 		}
-	}
-	if l.RunPath.On() {
-		out = append(out, "--run_path")
-	}
-	if l.VirtualLocalRank.On() {
-		out = append(out, "--virtual_local_rank")
 	}
 	return out
 }
@@ -183,23 +139,6 @@ func (o *Options) torchrunEnv(l *CommandLine) error {
 		o.PrefixTemplate = v
 	}
 	return nil
-}
-
-// multiNodeDefaults gives a static multi-node job torchrun's defaults
-// where the flags leave them out: --master-port 29500 (one node keeps a
-// free port, so that two jobs there cannot collide) and --master-addr
-// 127.0.0.1, which only works when every node runs on this machine, and
-// a warning says so.
-func (o *Options) multiNodeDefaults(l *CommandLine) {
-	if o.NNodes <= 1 || o.Launcher != "amdrun" {
-		return
-	}
-	if o.MasterPort == 0 {
-		o.MasterPort = plan.DefaultMasterPort // torchrun's, which every node agrees on
-	}
-	if o.Slurm == nil && !l.MasterAddr.Given() {
-		o.Warn.Warn("--nnodes %d without --master-addr: the nodes meet at %s:%d, as with torchrun, so every node must run on this machine", o.NNodes, o.MasterAddr, o.MasterPort)
-	}
 }
 
 // rdzvTimeouts are the --rdzv-conf keys of torch's rendezvous handlers

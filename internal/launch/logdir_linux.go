@@ -36,7 +36,7 @@ type jobDir struct {
 // '_', so that it stays one name inside BASE.
 func runDirName(runID string) string {
 	if runID == "" {
-		runID = plan.DefaultRunID
+		runID = plan.NewRunID()
 	}
 	if len(runID) > 200 {
 		runID = runID[:200]

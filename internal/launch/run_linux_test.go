@@ -594,13 +594,6 @@ func TestLookPath(t *testing.T) {
 	}
 }
 
-func TestFreePort(t *testing.T) {
-	p, err := FreePort()
-	if err != nil || p <= 0 || p > 65535 {
-		t.Fatalf("FreePort = %d, %v", p, err)
-	}
-}
-
 // BenchmarkLaunch measures the time from Run's start until every rank has
 // run user code (printed "ready"), for N unbound and N bound ranks, under
 // each containment permitted here; it reports the median. ns/op is the

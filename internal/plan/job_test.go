@@ -71,18 +71,18 @@ func TestTorchrunPlan(t *testing.T) {
 	}
 	user := []string{"PATH=/usr/bin", "OMP_NUM_THREADS=3"}
 	for _, tc := range []struct {
-		name     string
-		t        Torchrun
-		restarts int // the ranks' plan's MaxRestarts
-		want     string
+		name string
+		t    Torchrun
+		s    Settings // the ranks' plan's
+		want string
 	}{
-		{"standalone", Torchrun{Settings: Settings{NNodes: 1}, Args: []string{"train.py", "--lr", "1"}}, 0,
+		{"standalone", Torchrun{Args: []string{"train.py", "--lr", "1"}}, Settings{NNodes: 1},
 			"torchrun --nproc_per_node 4 --nnodes 1 --standalone train.py --lr 1"},
-		{"static multi-node", Torchrun{Settings: Settings{NNodes: 2, NodeRank: 1, MasterAddr: "n0", MasterPort: 29400}, NoPython: true, Args: []string{"./a.out"}}, 0,
+		{"static multi-node", Torchrun{NoPython: true, Args: []string{"./a.out"}}, Settings{NNodes: 2, NodeRank: 1, MasterAddr: "n0", MasterPort: 29400},
 			"torchrun --nproc_per_node 4 --nnodes 2 --node_rank 1 --master_addr n0 --master_port 29400 --no_python ./a.out"},
 		{"elastic", Torchrun{ElasticNNodes: "1:4", Module: true, Args: []string{"pkg.mod"},
 			Rdzv:  map[string]string{"id": "j", "backend": "c10d", "endpoint": "n0:29400"},
-			Extra: []string{"--role", "r", "-t", "3"}}, 3,
+			Extra: []string{"--role", "r", "-t", "3"}}, Settings{MaxRestarts: 3},
 			"torchrun --nproc_per_node 4 --nnodes 1:4 --rdzv_backend c10d --rdzv_endpoint n0:29400 --rdzv_id j --max_restarts 3 --role r -t 3 -m pkg.mod"},
 		// Under the agent each worker starts through the bind shim, which
 		// picks its lists by LOCAL_RANK and execs the rank's own command;
@@ -90,13 +90,13 @@ func TestTorchrunPlan(t *testing.T) {
 		// written out here so that the plan's tests need no supervision.
 		{"agent with per-rank binding", Torchrun{ElasticNNodes: "1:2", Module: true, Args: []string{"ignored"},
 			Rdzv: map[string]string{"backend": "c10d", "endpoint": "n0:1"},
-			Shim: []string{"/amdrun", "__amdrun_bind", "--local-cpus", "16-31/16-31/0-15/0-15", "--local-mems", "1/1/0/0", "--mempolicy", "bind"}}, 0,
+			Shim: []string{"/amdrun", "__amdrun_bind", "--local-cpus", "16-31/16-31/0-15/0-15", "--local-mems", "1/1/0/0", "--mempolicy", "bind"}}, Settings{},
 			"torchrun --nproc_per_node 4 --nnodes 1:2 --rdzv_backend c10d --rdzv_endpoint n0:1 --no_python /amdrun __amdrun_bind" +
 				" --local-cpus 16-31/16-31/0-15/0-15 --local-mems 1/1/0/0 --mempolicy bind -- python -u train.py --lr 0.1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.t.UserEnv = user
-			p.MaxRestarts = tc.restarts
+			p.Settings = tc.s
 			tp := TorchrunPlan(p, tc.t)
 			if len(tp.Ranks) != 1 || strings.Join(tp.Ranks[0].Argv, " ") != tc.want {
 				t.Fatalf("argv %q\nwant %q", tp.Ranks[0].Argv, tc.want)

@@ -6,7 +6,8 @@
 // ranks to torch's own agent (TorchrunPlan). It also holds the torch
 // version probe's script and parser and the run id.
 //
-// It is pure: it starts no process, opens no file and reads no
+// It is pure but for one question to the kernel, a free port for a Spec
+// that gives none: it starts no process, opens no file and reads no
 // environment beyond what it is given (the devices, the host's NUMA
 // nodes and CPU caches, the environment list, the torch version), so a
 // dry run shows exactly what a launch will run. Running a plan is
@@ -30,11 +31,12 @@ import (
 // ErrSpec is wrapped by every error of NewPlan: a Spec that cannot be run.
 var ErrSpec = errors.New("invalid launch spec")
 
-// Defaults NewPlan uses for zero Spec fields.
+// DefaultMasterAddr is what a zero Settings.MasterAddr means;
+// DefaultMasterPort, torchrun's, is the port of a job of several nodes
+// that gives none (package job decides: a zero MasterPort is a free one).
 const (
 	DefaultMasterAddr = "127.0.0.1"
 	DefaultMasterPort = 29500
-	DefaultRunID      = "none"
 )
 
 // RankVars are the variables a plan may set in a rank's environment:
@@ -121,7 +123,8 @@ type Spec struct {
 	// ranks that see only their own devices: several devices per rank,
 	// or VirtualLocalRank. Its length must be the number of ranks.
 	RankVisibleEnv []map[string]string
-	// Bind is the CPU binding; "" means BindNone.
+	// Bind is the CPU binding; "" means BindNUMA on a host of more than
+	// one NUMA node (HostNUMA), else BindNone.
 	Bind BindMode
 	// Mem is the memory policy; "" means MemNone. It applies only to ranks
 	// that are bound to NUMA nodes.
@@ -141,10 +144,12 @@ type Settings struct {
 	// number, 0 <= NodeRank < NNodes.
 	NNodes, NodeRank int
 	// MasterAddr and MasterPort locate rank 0's store; "" means
-	// DefaultMasterAddr and 0 DefaultMasterPort.
+	// DefaultMasterAddr, and 0 a free port on this host, which NewPlan
+	// asks the kernel for.
 	MasterAddr string
 	MasterPort int
-	// RunID is TORCHELASTIC_RUN_ID; "" means DefaultRunID.
+	// RunID is TORCHELASTIC_RUN_ID; "" means a fresh one (NewRunID),
+	// which NewPlan makes.
 	RunID string
 	// Role is ROLE_NAME (torchrun's --role); "" means DefaultRole.
 	Role string
@@ -173,9 +178,9 @@ type Plan struct {
 	OMPNote string
 	// WorldSize is NNodes * len(Ranks).
 	WorldSize int
-	// Settings are the Spec's, RunID after its default ("" in a plan not
-	// made by NewPlan); launch.Run reads MaxRestarts (how often it
-	// restarts a failed group; 0 never) and RunID (the log layout's).
+	// Settings are the Spec's after their defaults; launch.Run reads
+	// MaxRestarts (how often it restarts a failed group; 0 never) and
+	// RunID (the log layout's).
 	Settings
 	// Bound is the binding the ranks got: the Spec's Bind after its
 	// default, or BindNUMA where BusyCPUs left too few CPUs for the mode
@@ -246,8 +251,7 @@ func NewPlan(s Spec) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Plan{WorldSize: v.nnodes * v.nproc, Settings: s.Settings, Bound: v.bind}
-	p.RunID = v.runID
+	p := &Plan{WorldSize: v.NNodes * v.nproc, Settings: v.Settings, Bound: v.bind}
 	groups := make([][]topology.Device, v.nproc)
 	for lr := range groups {
 		if len(s.Devices) > 0 {
@@ -291,17 +295,16 @@ func NewPlan(s Spec) (*Plan, error) {
 
 // resolved are a Spec's settings with their defaults filled in.
 type resolved struct {
-	per, nproc, nnodes, port int
-	bind                     BindMode
-	mem                      MemPolicy
-	addr, runID, role        string
+	per, nproc int
+	bind       BindMode
+	mem        MemPolicy
+	Settings
 }
 
 // resolveSpec checks s and fills in its defaults; an impossible Spec is
 // ErrSpec.
 func resolveSpec(s Spec) (resolved, error) {
-	v := resolved{per: s.DevicesPerRank, nnodes: s.NNodes, port: s.MasterPort, bind: s.Bind, mem: s.Mem,
-		addr: s.MasterAddr, runID: s.RunID, role: s.Role}
+	v := resolved{per: s.DevicesPerRank, bind: s.Bind, mem: s.Mem, Settings: s.Settings}
 	if err := checkRanks(s); err != nil {
 		return v, err
 	}
@@ -317,24 +320,35 @@ func resolveSpec(s Spec) (resolved, error) {
 		return v, fmt.Errorf("launch: %w: visible devices for %d ranks, the plan has %d", ErrSpec, len(s.RankVisibleEnv), v.nproc)
 	}
 	v.bind, v.mem = cmp.Or(v.bind, BindNone), cmp.Or(v.mem, MemNone)
+	if s.Bind == "" && len(s.HostNUMA) > 1 {
+		v.bind = BindNUMA
+	}
 	if _, err := ParseBindMode(string(v.bind)); err != nil {
 		return v, fmt.Errorf("launch: %w: %v", ErrSpec, err)
 	}
 	if _, err := ParseMemPolicy(string(v.mem)); err != nil {
 		return v, fmt.Errorf("launch: %w: %v", ErrSpec, err)
 	}
-	v.nnodes = cmp.Or(v.nnodes, 1)
-	if v.nnodes < 0 || s.NodeRank < 0 || s.NodeRank >= v.nnodes {
-		return v, fmt.Errorf("launch: %w: node rank %d outside %d node(s)", ErrSpec, s.NodeRank, v.nnodes)
+	v.NNodes = cmp.Or(v.NNodes, 1)
+	if v.NNodes < 0 || s.NodeRank < 0 || s.NodeRank >= v.NNodes {
+		return v, fmt.Errorf("launch: %w: node rank %d outside %d node(s)", ErrSpec, s.NodeRank, v.NNodes)
 	}
 	if s.MaxRestarts < 0 {
 		return v, fmt.Errorf("launch: %w: max restarts %d is negative", ErrSpec, s.MaxRestarts)
 	}
-	v.port = cmp.Or(v.port, DefaultMasterPort)
-	if v.port < 0 || v.port > 65535 {
+	if v.MasterPort < 0 || v.MasterPort > 65535 {
 		return v, fmt.Errorf("launch: %w: master port %d outside 1-65535", ErrSpec, s.MasterPort)
 	}
-	v.addr, v.runID, v.role = cmp.Or(v.addr, DefaultMasterAddr), cmp.Or(v.runID, DefaultRunID), cmp.Or(v.role, DefaultRole)
+	if v.MasterPort == 0 {
+		var err error
+		if v.MasterPort, err = freePort(); err != nil {
+			return v, fmt.Errorf("cannot find a free port for MASTER_PORT (give --master-port): %w", err)
+		}
+	}
+	if v.RunID == "" {
+		v.RunID = NewRunID()
+	}
+	v.MasterAddr, v.Role = cmp.Or(v.MasterAddr, DefaultMasterAddr), cmp.Or(v.Role, DefaultRole)
 	return v, nil
 }
 
@@ -400,13 +414,13 @@ func rankVars(s Spec, v resolved, p *Plan, r Rank) map[string]string {
 		"WORLD_SIZE":                   strconv.Itoa(p.WorldSize),
 		"LOCAL_WORLD_SIZE":             strconv.Itoa(v.nproc),
 		"GROUP_RANK":                   strconv.Itoa(s.NodeRank),
-		"GROUP_WORLD_SIZE":             strconv.Itoa(v.nnodes),
-		"ROLE_NAME":                    v.role,
+		"GROUP_WORLD_SIZE":             strconv.Itoa(v.NNodes),
+		"ROLE_NAME":                    v.Role,
 		"ROLE_RANK":                    strconv.Itoa(r.Rank),
 		"ROLE_WORLD_SIZE":              strconv.Itoa(p.WorldSize),
-		"MASTER_ADDR":                  v.addr,
-		"MASTER_PORT":                  strconv.Itoa(v.port),
-		"TORCHELASTIC_RUN_ID":          v.runID,
+		"MASTER_ADDR":                  v.MasterAddr,
+		"MASTER_PORT":                  strconv.Itoa(v.MasterPort),
+		"TORCHELASTIC_RUN_ID":          v.RunID,
 		"TORCHELASTIC_RESTART_COUNT":   "0",
 		"TORCHELASTIC_MAX_RESTARTS":    strconv.Itoa(s.MaxRestarts),
 		"TORCHELASTIC_USE_AGENT_STORE": "False",

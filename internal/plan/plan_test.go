@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -88,11 +89,18 @@ func TestPlanEnvUserSettingsKept(t *testing.T) {
 	}
 	got := envlist.Map(p.Ranks[3].Env)
 	for k, v := range map[string]string{"OMP_NUM_THREADS": "7", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "3",
-		"RANK": "3", "WORLD_SIZE": "4", "GROUP_WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
-		"MASTER_PORT": "29500", "TORCHELASTIC_RUN_ID": "none"} {
+		"RANK": "3", "WORLD_SIZE": "4", "GROUP_WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1"} {
 		if got[k] != v {
 			t.Errorf("%s=%q, want %q", k, got[k], v)
 		}
+	}
+	// The zero port is a free one, the zero run id a fresh one (never
+	// torchrun's 29500 and "none", which job's own zero values do not mean).
+	if port, _ := strconv.Atoi(got["MASTER_PORT"]); port < 1 || port == DefaultMasterPort || p.MasterPort != port {
+		t.Errorf("MASTER_PORT=%q, plan's %d; want the same free port", got["MASTER_PORT"], p.MasterPort)
+	}
+	if id := got["TORCHELASTIC_RUN_ID"]; !strings.HasPrefix(id, "amdrun-") || p.RunID != id {
+		t.Errorf("TORCHELASTIC_RUN_ID=%q, plan's %q; want the same fresh id", id, p.RunID)
 	}
 	if len(p.Warnings) != 0 || p.OMPNote != "" {
 		t.Errorf("warnings %q, OMP note %q, want none", p.Warnings, p.OMPNote)

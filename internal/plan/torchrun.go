@@ -16,11 +16,6 @@ type Torchrun struct {
 	// there are kept, the ones the plan set are dropped (torchrun sets
 	// them itself).
 	UserEnv []string
-	// Settings are the job's settings as given (not the plan's: a
-	// MasterPort 0 stays 0). NNodes, NodeRank, MasterAddr and MasterPort
-	// are used for a static multi-node job without rendezvous flags;
-	// MaxRestarts is read from the plan.
-	Settings
 	// ElasticNNodes is torchrun's --nnodes MIN:MAX; "" means Settings'
 	// NNodes (0 meaning 1).
 	ElasticNNodes string
@@ -52,7 +47,8 @@ type Torchrun struct {
 var rdzvNames = []string{"backend", "endpoint", "id", "conf"}
 
 // TorchrunPlan replaces p's ranks with one process: torchrun with the
-// chosen devices visible, --nproc_per_node len(p.Ranks) and p's
+// chosen devices visible, --nproc_per_node len(p.Ranks), p's place in
+// the job (a static multi-node job without rendezvous flags) and p's
 // MaxRestarts as --max_restarts (torchrun restarts the ranks: the plan
 // returned has MaxRestarts 0, so launch.Run starts torchrun once). Its env is
 // rank 0's without the rank contract (RankVars other than the
@@ -80,14 +76,14 @@ func TorchrunPlan(p *Plan, t Torchrun) *Plan {
 	if len(argv) == 0 {
 		argv = []string{"torchrun"}
 	}
-	nnodes := cmp.Or(t.ElasticNNodes, strconv.Itoa(max(1, t.NNodes)))
+	nnodes := cmp.Or(t.ElasticNNodes, strconv.Itoa(max(1, p.NNodes)))
 	argv = append(argv, "--nproc_per_node", strconv.Itoa(len(p.Ranks)), "--nnodes", nnodes)
 	if len(t.Rdzv) == 0 {
 		if nnodes == "1" {
 			argv = append(argv, "--standalone")
 		} else {
-			argv = append(argv, "--node_rank", strconv.Itoa(t.NodeRank), "--master_addr", t.MasterAddr,
-				"--master_port", strconv.Itoa(t.MasterPort))
+			argv = append(argv, "--node_rank", strconv.Itoa(p.NodeRank), "--master_addr", p.MasterAddr,
+				"--master_port", strconv.Itoa(p.MasterPort))
 		}
 	}
 	for _, k := range rdzvNames {

@@ -68,7 +68,7 @@ func TestAbbreviatedLineRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	o, err := parse(t, f, args...)
-	if err != nil || o.NProc != 2 || o.MaxRestarts != 1 {
+	if err != nil || o.Ranks.N != 2 || o.MaxRestarts != 1 {
 		t.Fatalf("%q: %+v, %v; want 2 ranks, 1 restart", args, o, err)
 	}
 }

@@ -32,7 +32,7 @@ type decl struct {
 // arg makes the flag name, just declared, the typed value of its Arg a.
 func (d decl) arg(a *job.Arg, name string, t job.Torch) {
 	f := d.fl.Lookup(name)
-	f.Value = a.Wrap(name, f.Value, t)
+	f.Value = d.line.Declare(a, name, f.Value, t)
 }
 
 // declare declares a flag through pflag's declare (fl.IntVarP, ...),
@@ -110,10 +110,14 @@ func orNew[T any](p *T) *T {
 	return p
 }
 
+// flagTable declares the launch flags, one row (call) per flag in --help's
+// order; docs/usage.md's table of them is made from it (TestFlagTableDoc).
+var flagTable = []func(decl, *Options){addDeviceFlags, addRankFlags, addJobFlags, addTorchrunFlags}
+
 // addDeviceFlags declares the flags that choose the devices and what a dry run prints.
 func addDeviceFlags(d decl, opts *Options) {
 	fl, l := d.fl, d.line
-	declare(d, &l.NGPUs, d.fl.IntVarP, &opts.NGPUs, "ngpus", "n", 0, "number of GPUs on this node, one rank each unless --nproc-per-node says otherwise (default and 0: every free device; in a multi-node Slurm step, the GPUs Slurm gave each node)", job.Own)
+	declare(d, &l.NGPUs, d.fl.IntVarP, nil, "ngpus", "n", 0, "number of GPUs on this node, one rank each unless --nproc-per-node says otherwise (default and 0: every free device; in a multi-node Slurm step, the GPUs Slurm gave each node)", job.Own)
 	enum(d, &l.NProcPerNode, nil, nprocFlag, "", nprocWord, "ranks on this node: N, %s; with --ngpus, each rank gets ngpus/N devices (default: one rank per device)", job.TorchPET)
 	fl.Var(cmdutil.Parsed(&opts.Devices, indexList), "devices", "only choose among these device indices, e.g. 0,2,4-7")
 	fl.Var(cmdutil.Parsed(&opts.Exclude, indexList), "exclude", "never choose these device indices, e.g. 3 or 0-1")
@@ -143,19 +147,19 @@ func addRankFlags(d decl, opts *Options) {
 	cmdutil.EnumVar(d.cmd, &opts.OnStall, onStallFlag, "report", launch.ParseStallAction, "what a stall does after its report: %s")
 	cmdutil.EnumVar(d.cmd, &opts.Contain, containFlag, "auto", launch.ParseContainment, "how nothing the job starts outlives it: %s")
 	declare(d, &l.NoPrefix, d.fl.BoolVarP, &opts.NoPrefix, "no-prefix", "", false, "do not prefix output lines with [rankN]:", job.Own)
-	declare(d, &l.LogDir, d.fl.StringVarP, &opts.LogDir, "log-dir", "", "", "write each rank's stdout.log, stderr.log and error.json under `DIR`, as torchrun (in RUN/attempt_K/LOCAL_RANK, RUN being RUNID_XXXXXXXX; every stream, unless -r/-t choose)", job.TorchPET)
-	d.value(&l.LocalRanksFilter, cmdutil.Parsed(&opts.RanksFilter, rankList), "local-ranks-filter", "", "show only these local ranks' output on the console, e.g. 0 or 0,3", job.TorchPET)
+	declare(d, &l.LogDir, d.fl.StringVarP, &opts.LogDir, "log-dir", "", "", "write each rank's stdout.log, stderr.log and error.json under `DIR`, as torchrun (in RUN/attempt_K/LOCAL_RANK, RUN being RUNID_XXXXXXXX; every stream, unless -r/-t choose)", job.TorchPET|job.Pass)
+	d.value(&l.LocalRanksFilter, cmdutil.Parsed(&opts.RanksFilter, rankList), "local-ranks-filter", "", "show only these local ranks' output on the console, e.g. 0 or 0,3", job.TorchPET|job.Pass)
 }
 
 // addJobFlags declares the flags that place this node in the job: nodes, the master, NUMA balancing, leases, the launcher and the rendezvous.
-func addJobFlags(d decl, opts *Options, leaseDir *string) {
+func addJobFlags(d decl, opts *Options) {
 	fl, l := d.fl, d.line
 	declare(d, &l.NNodes, d.fl.StringVarP, nil, "nnodes", "", "1", "number of nodes (one amdrun per node); MIN:MAX with --launcher torchrun", job.TorchPET)
 	declare(d, &l.NodeRank, d.fl.IntVarP, &opts.NodeRank, "node-rank", "", 0, "this node's rank, 0 to nnodes-1", job.TorchPET)
-	declare(d, &l.MasterAddr, d.fl.StringVarP, &opts.MasterAddr, "master-addr", "", "127.0.0.1", "address of the node that hosts rank 0's store", job.TorchPET)
-	declare(d, &l.MasterPort, d.fl.IntVarP, &opts.MasterPort, "master-port", "", 0, "port of rank 0's store (default: a free port on one node)", job.TorchPET)
+	declare(d, &l.MasterAddr, d.fl.StringVarP, &opts.MasterAddr, "master-addr", "", plan.DefaultMasterAddr, "address of the node that hosts rank 0's store", job.TorchPET)
+	declare(d, &l.MasterPort, d.fl.IntVarP, &opts.MasterPort, "master-port", "", 0, "port of rank 0's store (default: a free port on one node, 29500 on several)", job.TorchPET)
 	cmdutil.EnumVar(d.cmd, &opts.NUMABalancing, numaBalancingFlag, "keep", numabalance.ParseMode, "set kernel.numa_balancing for the job and restore it after: %s")
-	fl.StringVar(leaseDir, "lease-dir", "", "directory of device leases shared by every amdrun on the node (default $AMDRUN_LEASE_DIR, else /run/lock/amdrun)")
+	fl.StringVar(&opts.LeaseDir, "lease-dir", "", "directory of device leases shared by every amdrun on the node (default $AMDRUN_LEASE_DIR, else /run/lock/amdrun)")
 	fl.BoolVar(&opts.NoLease, "no-lease", false, "do not take or respect device leases")
 	declare(d, &l.Wait, d.fl.StringVarP, nil, "wait", "", "", "when not enough devices are free, wait for them (optionally at most DURATION, e.g. --wait=10m)", job.Own)
 	fl.Lookup(l.Wait.Name()).NoOptDefVal = "forever"
@@ -184,22 +188,22 @@ func addJobFlags(d decl, opts *Options, leaseDir *string) {
 func addTorchrunFlags(d decl, o *Options) {
 	l := d.line
 	declare(d, &l.Standalone, d.fl.BoolVarP, nil, "standalone", "", false, "one node, rendezvous on a free local port (amdrun's default; as torchrun)", job.TorchPET)
-	declare(d, &l.Role, d.fl.StringVarP, &o.Role, "role", "", "", "ROLE_NAME of the ranks (default \"default\")", job.TorchPET)
-	declare(d, &l.VirtualLocalRank, d.fl.BoolVarP, &o.VirtualLocalRank, "virtual-local-rank", "", false, "every rank sees only its own devices and gets LOCAL_RANK=0", job.TorchPET)
-	declare(d, &l.RunPath, d.fl.BoolVarP, nil, "run-path", "", false, "run SCRIPT with the Python interpreter even with --no-python (as torchrun's runpy.run_path)", job.TorchPET)
-	d.value(&l.Redirects, cmdutil.Parsed(&o.Redirects, launch.ParseStreams), "redirects", "r", "streams of each rank written only to --log-dir: "+streamHelp()+", or per local rank, e.g. 0:3,1:0", job.TorchPET)
-	d.value(&l.Tee, cmdutil.Parsed(&o.Tee, launch.ParseStreams), "tee", "t", "streams of each rank written to --log-dir and the console (values as --redirects)", job.TorchPET)
-	declare(d, &l.ShutdownTimeout, d.fl.IntVarP, nil, "shutdown-timeout", "", 0, "seconds between SIGTERM and SIGKILL (torchrun's name for --grace)", job.TorchPET)
-	enum(d, &l.NUMABinding, nil, numaBindingFlag, "", oneOf(numaBindingFlag), "torchrun's binding: %s (the others = --bind of that name)", job.TorchName)
+	declare(d, &l.Role, d.fl.StringVarP, &o.Role, "role", "", "", "ROLE_NAME of the ranks (default \"default\")", job.TorchPET|job.Pass)
+	declare(d, &l.VirtualLocalRank, d.fl.BoolVarP, &o.VirtualLocalRank, "virtual-local-rank", "", false, "every rank sees only its own devices and gets LOCAL_RANK=0", job.TorchPET|job.Pass)
+	declare(d, &l.RunPath, d.fl.BoolVarP, nil, "run-path", "", false, "run SCRIPT with the Python interpreter even with --no-python (as torchrun's runpy.run_path)", job.TorchPET|job.Pass)
+	d.value(&l.Redirects, cmdutil.Parsed(&o.Redirects, launch.ParseStreams), "redirects", "r", "streams of each rank written only to --log-dir: "+streamHelp()+", or per local rank, e.g. 0:3,1:0", job.TorchPET|job.Pass)
+	d.value(&l.Tee, cmdutil.Parsed(&o.Tee, launch.ParseStreams), "tee", "t", "streams of each rank written to --log-dir and the console (values as --redirects)", job.TorchPET|job.Pass)
+	declare(d, &l.ShutdownTimeout, d.fl.IntVarP, nil, "shutdown-timeout", "", 0, "seconds between SIGTERM and SIGKILL (torchrun's name for --grace)", job.TorchPET|job.Pass)
+	enum(d, &l.NUMABinding, nil, numaBindingFlag, "", oneOf(numaBindingFlag), "torchrun's binding: %s (the others = --bind of that name)", job.TorchName|job.Pass|job.NotToAgent)
 	d.value(&l.SignalsToHandle, cmdutil.Parsed(&o.Forward, launch.ParseSignals), "signals-to-handle", "", fmt.Sprintf("signals forwarded to the ranks, e.g. SIGTERM,SIGINT,SIGUSR1 (default %s); %s also stop the job",
-		strings.Join(launch.ForwardedSignals, ", "), cmdutil.JoinAnd(launch.StopSignals)), job.TorchPET)
-	declare(d, &l.MonitorInterval, d.fl.StringVarP, nil, "monitor-interval", "", "", "accepted for torchrun: amdrun sees a rank exit at once, there is nothing to poll", job.TorchPET)
-	enum(d, &l.StartMethod, nil, startMethodFlag, "", oneOf(startMethodFlag), "accepted for torchrun (%s): ranks are programs, started the same way under each", job.TorchPET)
-	declare(d, &l.EventLogHandler, d.fl.StringVarP, nil, "event-log-handler", "", "", "passed to torch's agent when it runs the job (amdrun records no torchelastic events)", job.TorchPET)
-	declare(d, &l.LocalAddr, d.fl.StringVarP, nil, "local-addr", "", "", "passed to torch's agent when it runs the job (its rendezvous address of this node)", job.TorchPET)
-	declare(d, &l.LogsSpecs, d.fl.StringVarP, nil, "logs-specs", "", "", "passed to torch's agent when it runs the job (a torchrun.logs_specs entry point)", job.TorchName)
-	declare(d, &l.DuplicateStdoutFilters, d.fl.StringVarP, nil, "duplicate-stdout-filters", "", "", "passed to torch's agent when it runs the job", job.TorchPET)
-	declare(d, &l.DuplicateStderrFilters, d.fl.StringVarP, nil, "duplicate-stderr-filters", "", "", "passed to torch's agent when it runs the job", job.TorchPET)
+		strings.Join(launch.ForwardedSignals, ", "), cmdutil.JoinAnd(launch.StopSignals)), job.TorchPET|job.Pass)
+	declare(d, &l.MonitorInterval, d.fl.StringVarP, nil, "monitor-interval", "", "", "accepted for torchrun: amdrun sees a rank exit at once, there is nothing to poll", job.TorchPET|job.Pass)
+	enum(d, &l.StartMethod, nil, startMethodFlag, "", oneOf(startMethodFlag), "accepted for torchrun (%s): ranks are programs, started the same way under each", job.TorchPET|job.Pass)
+	declare(d, &l.EventLogHandler, d.fl.StringVarP, nil, "event-log-handler", "", "", "passed to torch's agent when it runs the job (amdrun records no torchelastic events)", job.TorchPET|job.Pass)
+	declare(d, &l.LocalAddr, d.fl.StringVarP, nil, "local-addr", "", "", "passed to torch's agent when it runs the job (its rendezvous address of this node)", job.TorchPET|job.Pass)
+	declare(d, &l.LogsSpecs, d.fl.StringVarP, nil, "logs-specs", "", "", "passed to torch's agent when it runs the job (a torchrun.logs_specs entry point)", job.TorchName|job.Pass)
+	declare(d, &l.DuplicateStdoutFilters, d.fl.StringVarP, nil, "duplicate-stdout-filters", "", "", "passed to torch's agent when it runs the job", job.TorchPET|job.Pass)
+	declare(d, &l.DuplicateStderrFilters, d.fl.StringVarP, nil, "duplicate-stderr-filters", "", "", "passed to torch's agent when it runs the job", job.TorchPET|job.Pass)
 }
 
 // normalizeFlag makes --nproc_per_node the same flag as

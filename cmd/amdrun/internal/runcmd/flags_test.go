@@ -76,7 +76,7 @@ type parsed struct {
 
 func view(o *runcmd.Options) parsed {
 	p := parsed{
-		NGPUs: o.NGPUs, Devices: o.Devices, Exclude: o.Exclude, Order: o.Order, SearchBudget: o.SearchBudget, SearchWork: o.SearchWork,
+		NGPUs: o.Ranks.GPUs, Devices: o.Devices, Exclude: o.Exclude, Order: o.Order, SearchBudget: o.SearchBudget, SearchWork: o.SearchWork,
 		Module: o.Module, NoPython: o.NoPython, Bind: o.Bind, Mem: o.Mem, Wait: o.Wait,
 		NUMABalancing: o.NUMABalancing, Contain: o.Contain, NNodes: o.NNodes, NodeRank: o.NodeRank,
 		MasterAddr: o.MasterAddr, MasterPort: o.MasterPort, DryRun: o.DryRun, Args: o.Args,

@@ -1,14 +1,15 @@
 package runcmd
 
 import (
+	"context"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdtest"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
 	"github.com/amdrun/amdrun/internal/job"
-	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
 
@@ -30,38 +31,64 @@ func TestEveryArgDeclared(t *testing.T) {
 			}
 		}
 	})
-	if n := reflect.TypeOf(job.CommandLine{}).NumField(); len(seen) != n {
+	if n := len(reflect.VisibleFields(reflect.TypeOf(job.CommandLine{}))) - 1; len(seen) != n { // all but args
 		t.Errorf("%d flags are declared on job.Args, job.CommandLine has %d fields", len(seen), n)
 	}
 }
 
-// TestDummyFlagIsOneRow: a new torchrun flag is one decl call on one Arg
-// (in the command, one field of job.CommandLine): it parses, says it was
-// given, is read from its PET_* variable, which then names it in errors,
-// and an abbreviation shared with one of amdrun's own flags means it.
+// TestDummyFlagIsOneRow: a new torchrun flag is one row of flagTable on
+// one Arg: it becomes a flag in either spelling, is read from its PET_*
+// variable (which then names it in errors), an abbreviation means it,
+// --launcher torchrun passes it on as its row says (not a row without
+// job.Pass; not a job.NotToAgent row under torch's agent; a switch
+// bare), and the docs' table lists it.
 func TestDummyFlagIsOneRow(t *testing.T) {
-	newCmd := func() (*cobra.Command, *job.Arg) {
-		cmd := &cobra.Command{Use: "x", RunE: func(*cobra.Command, []string) error { return nil }}
-		cmd.SetGlobalNormalizationFunc(normalizeFlag)
-		var a, own job.Arg
-		d := decl{cmd: cmd, fl: cmd.Flags()}
-		declare(d, &a, d.fl.StringVarP, nil, "dummy-flag", "", "d", "a dummy torchrun flag", job.TorchPET)
-		declare(d, &own, d.fl.BoolVarP, nil, "dummy-own", "", false, "one of amdrun's own", job.Own)
-		return cmd, &a
+	var passed, kept, notAgent job.Arg
+	n := len(flagTable)
+	flagTable = append(flagTable, func(d decl, _ *Options) {
+		declare(d, &passed, d.fl.StringVarP, nil, "dummy-flag", "", "d", "a dummy torchrun flag", job.TorchPET|job.Pass)
+		declare(d, &kept, d.fl.BoolVarP, nil, "dummy-kept", "", false, "a dummy torchrun switch amdrun keeps", job.TorchPET)
+		declare(d, &notAgent, d.fl.BoolVarP, nil, "dummy-switch", "", false, "a dummy torchrun switch", job.TorchName|job.Pass|job.NotToAgent)
+	})
+	defer func() { flagTable = flagTable[:n] }()
+	run := func(env []string, args ...string) (*Options, error) {
+		t.Helper()
+		passed, kept, notAgent = job.Arg{}, job.Arg{}, job.Arg{}
+		ios, _, _, _ := cmdtest.Streams()
+		f := &cmdutil.Factory{IOStreams: ios, Env: func() []string { return env }, Warn: func(string, ...any) {}}
+		var got *Options
+		cmd := NewCmdRun(f, func(_ context.Context, o *Options) error { got = o; return nil })
+		args, err := ExpandAbbrev(cmd, append(args, "t.py"))
+		if err != nil {
+			return nil, err
+		}
+		cmd.SetArgs(args)
+		return got, cmd.ExecuteContext(context.Background())
 	}
-	cmd, a := newCmd()
-	if err := cmd.Flags().Parse([]string{"--dummy_flag", "v"}); err != nil || !a.Given() || a.String() != "v" || a.Label() != "--dummy-flag" {
-		t.Errorf("--dummy_flag v: %v, given %v, %q, label %q", err, a.Given(), a.String(), a.Label())
+	for _, tc := range []struct {
+		env, args []string
+		want      []string
+	}{
+		{args: []string{"--launcher", "torchrun", "-n", "2", "--dummy_flag", "v", "--dummy-switch", "--dummy-kept"}, want: []string{"--dummy_flag", "v", "--dummy_switch"}},
+		{args: []string{"--launcher", "torchrun", "-n", "2", "--dummy-fl", "v"}, want: []string{"--dummy_flag", "v"}},
+		{env: []string{"PET_DUMMY_FLAG=w", "PET_DUMMY_KEPT=1"}, args: []string{"--launcher", "torchrun", "-n", "2"}, want: []string{"--dummy_flag", "w"}},
+		{args: []string{"-n", "2", "--dummy-flag", "v", "--dummy-switch"}, want: nil},
+		{args: []string{"--nnodes", "2:4", "--dummy-flag", "v", "--dummy-switch"}, want: []string{"--dummy_flag", "v"}},
+	} {
+		o, err := run(tc.env, tc.args...)
+		if err != nil || !slices.Equal(o.TorchrunArgs, tc.want) {
+			t.Errorf("%q %q: torchrun gets %q, %v; want %q", tc.env, tc.args, o.TorchrunArgs, err, tc.want)
+		}
 	}
-	cmd, a = newCmd()
-	if err := applyPET(cmd.Flags(), []string{"PET_DUMMY_FLAG=w"}); err != nil || a.String() != "w" || a.Label() != "PET_DUMMY_FLAG" {
-		t.Errorf("PET_DUMMY_FLAG=w: %v, %q, label %q", err, a.String(), a.Label())
+	if _, err := run([]string{"PET_DUMMY_KEPT=1"}); err != nil || !kept.On() || kept.Label() != "PET_DUMMY_KEPT" {
+		t.Errorf("PET_DUMMY_KEPT=1: %v, on %v, label %q", err, kept.On(), kept.Label())
 	}
-	cmd, a = newCmd()
-	if a.Given() || a.String() != "d" {
-		t.Errorf("not given: given %v, %q; want the default", a.Given(), a.String())
+	if _, err := run(nil); err != nil || passed.Given() || passed.String() != "d" {
+		t.Errorf("not given: %v, given %v, %q; want the default", err, passed.Given(), passed.String())
 	}
-	if got, err := ExpandAbbrev(cmd, []string{"--dummy", "v", "t.py"}); err != nil || !slices.Equal(got, []string{"--dummy-flag", "v", "t.py"}) {
-		t.Errorf("--dummy: %q, %v; want torchrun's --dummy-flag", got, err)
+	ios, _, _, _ := cmdtest.Streams()
+	doc := flagDoc(NewCmdRun(&cmdutil.Factory{IOStreams: ios}, nil))
+	if row := "| `--dummy-flag string` | `--dummy_flag`, `PET_DUMMY_FLAG` | passed on | `d` | a dummy torchrun flag |"; !strings.Contains(doc, row) {
+		t.Errorf("the docs' table lacks %s:\n%s", row, doc)
 	}
 }

@@ -26,6 +26,8 @@ type Options struct {
 	// DryRun prints the plan (job.Preview) instead of running it; JSON
 	// prints it as job.Document.
 	DryRun, JSON bool
+	// LeaseDir is --lease-dir ("": the factory's default).
+	LeaseDir string
 }
 
 const long = `amdrun starts torchrun-compatible worker processes on the best-connected
@@ -88,7 +90,6 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 		Warn: f.Warn, HostNUMA: f.HostNUMA, HostCPUGroups: f.HostCPUGroups, OwnCPUs: f.OwnCPUs, NumCPU: runtime.NumCPU,
 	}
 	l := &job.CommandLine{}
-	var leaseDir string
 	cmd := &cobra.Command{
 		Use:           "amdrun [flags] SCRIPT [ARGS...]",
 		Short:         "Launch multi-GPU PyTorch jobs on the best-connected free GPUs",
@@ -105,7 +106,7 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 			}
 			opts.Root, opts.Quiet = f.SysfsRoot(), f.IOStreams.Quiet
 			// A dry run takes no lease: it must not make the directory either.
-			opts.Leases = func(create bool) (*lease.Dir, error) { return f.OpenLeases(leaseDir, create) }
+			opts.Leases = func(create bool) (*lease.Dir, error) { return f.OpenLeases(opts.LeaseDir, create) }
 			if err := applyPET(cmd.Flags(), f.Env()); err != nil {
 				return err
 			}
@@ -133,11 +134,9 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 	cmd.SetGlobalNormalizationFunc(normalizeFlag)
 	fl := cmd.Flags()
 	fl.SetInterspersed(false) // flags after SCRIPT belong to the script
-	d := decl{cmd: cmd, fl: fl, line: l}
-	addDeviceFlags(d, opts)
-	addRankFlags(d, opts)
-	addJobFlags(d, opts, &leaseDir)
-	addTorchrunFlags(d, opts)
+	for _, add := range flagTable {
+		add(decl{cmd: cmd, fl: fl, line: l}, opts)
+	}
 	fl.SortFlags = false
 	registerCompletions(cmd)
 	return cmd

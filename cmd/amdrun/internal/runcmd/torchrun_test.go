@@ -12,6 +12,7 @@ import (
 
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/runcmd"
+	"github.com/amdrun/amdrun/internal/job"
 	"github.com/amdrun/amdrun/internal/launch"
 	"github.com/amdrun/amdrun/internal/plan"
 )
@@ -53,19 +54,21 @@ func torchrunCases() []torchrunCase {
 			return eq("NNodes, ElasticNNodes", []any{o.NNodes, o.ElasticNNodes}, []any{1, ""})
 		}},
 		{args: []string{"--nnodes", "2:4"}, check: func(o *runcmd.Options) string {
-			return eq("Launcher, Agent, ElasticNNodes, NProc", []any{o.Launcher, o.Agent, o.ElasticNNodes, o.NProc}, []any{"torchrun", true, "2:4", 1})
+			return eq("Launcher, Agent, ElasticNNodes, Ranks.N", []any{o.Launcher, o.Agent, o.ElasticNNodes, o.Ranks.N}, []any{"torchrun", true, "2:4", 1})
 		}, warn: "--nnodes 2:4: amdrun chooses and leases this node's devices, torch's elastic agent (python -m torch.distributed.run) runs the rendezvous and restarts"},
 		{args: []string{"--nproc-per-node", "4"}, check: func(o *runcmd.Options) string {
-			return eq("NProc, NGPUs", []int{o.NProc, o.NGPUs}, []int{4, 4})
+			return eq("Ranks", o.Ranks, job.Ranks{GPUs: 4, N: 4, NoGPU: job.QuietCPU})
 		}},
-		{args: []string{"--nproc-per-node", "gpu"}, check: func(o *runcmd.Options) string { return eq("NProcKind", o.NProcKind, "gpu") }},
-		{args: []string{"--nproc-per-node", "auto"}, check: func(o *runcmd.Options) string { return eq("NProcKind", o.NProcKind, "auto") }},
-		{args: []string{"--nproc-per-node", "cpu"}, check: func(o *runcmd.Options) string { return eq("CPUOnly", o.CPUOnly, true) }},
+		{args: []string{"--nproc-per-node", "gpu"}, check: func(o *runcmd.Options) string { return eq("Ranks", o.Ranks, job.Ranks{NoGPU: job.NeedGPU}) }},
+		{args: []string{"--nproc-per-node", "auto"}, check: func(o *runcmd.Options) string {
+			return eq("Ranks", o.Ranks, job.Ranks{PerCPU: true, NoGPU: job.QuietCPU})
+		}},
+		{args: []string{"--nproc-per-node", "cpu"}, check: func(o *runcmd.Options) string { return eq("Ranks", o.Ranks, job.Ranks{CPU: true, PerCPU: true}) }},
 		{args: []string{"--nproc-per-node", "xpu"}, err: "not Intel XPUs"},
 		{args: []string{"--nproc-per-node", "0"}, err: `--nproc-per-node: want a number of ranks (at least 1), gpu, auto or cpu, got "0"`},
 		{args: []string{"--rdzv-backend", "c10d"}, check: func(o *runcmd.Options) string { return eq("Rdzv", len(o.Rdzv), 0) }},
 		{args: []string{"--rdzv-backend", "c10d", "--rdzv-endpoint", "n0:29400", "--nnodes", "2", "-n", "2"}, check: func(o *runcmd.Options) string {
-			return eq("Launcher, Agent, Rdzv, NGPUs", []any{o.Launcher, o.Agent, o.Rdzv, o.NGPUs},
+			return eq("Launcher, Agent, Rdzv, Ranks.GPUs", []any{o.Launcher, o.Agent, o.Rdzv, o.Ranks.GPUs},
 				[]any{"torchrun", true, map[string]string{"backend": "c10d", "endpoint": "n0:29400"}, 2})
 		}, warn: "--rdzv-backend c10d on several nodes: amdrun chooses and leases"},
 		{args: []string{"--rdzv-endpoint", "10.0.0.1:29600"}, check: func(o *runcmd.Options) string {
@@ -143,15 +146,15 @@ func torchrunCases() []torchrunCase {
 		{args: []string{"--shutdown-timeout", "5", "--grace", "3s"}, err: "--shutdown-timeout and --grace say the same thing"},
 		{args: []string{"--virtual-local-rank"}, check: func(o *runcmd.Options) string { return eq("VirtualLocalRank", o.VirtualLocalRank, true) }},
 		// --launcher torchrun passes torchrun's own flags on, in the
-		// underscore spelling every torchrun accepts.
+		// underscore spelling every torchrun accepts, in flagTable's order.
 		{args: append([]string{"--role", "r", "--monitor-interval", "1", "--start-method", "fork", "--event-log-handler", "console",
 			"--log-dir", "/l", "-r", "3", "-t", "0:1", "--local-ranks-filter", "0", "--local-addr", "a", "--logs-specs", "s",
 			"--numa-binding", "node", "--signals-to-handle", "SIGTERM", "--shutdown-timeout", "4", "--duplicate-stdout-filters", "x",
 			"--duplicate-stderr-filters", "y", "--run-path", "--virtual-local-rank"}, tr...), check: func(o *runcmd.Options) string {
-			return eq("TorchrunArgs", strings.Join(o.TorchrunArgs, " "), "--role r --monitor_interval 1 --start_method fork "+
-				"--event_log_handler console --log_dir /l --redirects 3 --tee 0:1 --local_ranks_filter 0 --local_addr a "+
-				"--logs_specs s --numa_binding node --signals_to_handle SIGTERM --shutdown_timeout 4 "+
-				"--duplicate_stdout_filters x --duplicate_stderr_filters y --run_path --virtual_local_rank")
+			return eq("TorchrunArgs", strings.Join(o.TorchrunArgs, " "), "--log_dir /l --local_ranks_filter 0 --role r "+
+				"--virtual_local_rank --run_path --redirects 3 --tee 0:1 --shutdown_timeout 4 --numa_binding node "+
+				"--signals_to_handle SIGTERM --monitor_interval 1 --start_method fork --event_log_handler console "+
+				"--local_addr a --logs_specs s --duplicate_stdout_filters x --duplicate_stderr_filters y")
 		}},
 	}
 }
@@ -216,11 +219,11 @@ func TestTorchrunPETVariables(t *testing.T) {
 		check func(o *runcmd.Options) bool
 		err   string
 	}{
-		{env: []string{"PET_NPROC_PER_NODE=4"}, check: func(o *runcmd.Options) bool { return o.NProc == 4 && o.NGPUs == 4 }},
-		{env: []string{"PET_NPROC_PER_NODE=4"}, args: []string{"--nproc_per_node", "2"}, check: func(o *runcmd.Options) bool { return o.NProc == 2 }},
+		{env: []string{"PET_NPROC_PER_NODE=4"}, check: func(o *runcmd.Options) bool { return o.Ranks.N == 4 && o.Ranks.GPUs == 4 }},
+		{env: []string{"PET_NPROC_PER_NODE=4"}, args: []string{"--nproc_per_node", "2"}, check: func(o *runcmd.Options) bool { return o.Ranks.N == 2 }},
 		{env: []string{"PET_NNODES=2", "PET_NODE_RANK=1", "PET_MASTER_ADDR=n0", "PET_MASTER_PORT=29400", "PET_NPROC_PER_NODE=8"},
 			check: func(o *runcmd.Options) bool {
-				return o.NNodes == 2 && o.NodeRank == 1 && o.MasterAddr == "n0" && o.MasterPort == 29400 && o.NGPUs == 8
+				return o.NNodes == 2 && o.NodeRank == 1 && o.MasterAddr == "n0" && o.MasterPort == 29400 && o.Ranks.GPUs == 8
 			}},
 		{env: []string{"PET_STANDALONE=1"}, check: func(o *runcmd.Options) bool { return o.MasterPort == 0 }},
 		{env: []string{"PET_MODULE=1"}, check: func(o *runcmd.Options) bool { return o.Module }},
@@ -262,44 +265,6 @@ func TestTorchrunPETVariables(t *testing.T) {
 		}
 		if !tc.check(o) {
 			t.Errorf("%q %q: options not as PET_* said: %+v", tc.env, tc.args, o)
-		}
-	}
-}
-
-// TestRanksAndDevices: --ngpus counts devices, --nproc-per-node ranks.
-func TestRanksAndDevices(t *testing.T) {
-	for _, tc := range []struct {
-		args         []string
-		ngpus, nproc int
-		cpu          bool
-		err          string
-	}{
-		{args: []string{"-n", "4"}, ngpus: 4},
-		{args: []string{"-n", "0"}, ngpus: 0},
-		{args: []string{"--nproc-per-node", "4"}, ngpus: 4, nproc: 4},
-		{args: []string{"--ngpus", "4", "--nproc-per-node", "1"}, ngpus: 4, nproc: 1},
-		{args: []string{"--ngpus", "8", "--nproc-per-node", "2"}, ngpus: 8, nproc: 2},
-		{args: []string{"--ngpus", "0", "--nproc-per-node", "3"}, ngpus: 0, nproc: 3, cpu: true},
-		{args: []string{"--ngpus", "6", "--nproc-per-node", "4"}, err: "--ngpus 6 does not split over --nproc-per-node 4 ranks"},
-		{args: []string{"--ngpus", "2", "--nproc-per-node", "cpu"}, err: "--nproc-per-node cpu runs ranks without GPUs"},
-		{args: []string{"--ngpus", "0", "--nproc-per-node", "2", "--devices", "0,1"}, err: "do not apply to CPU ranks"},
-		{args: []string{"-n", "-1"}, err: "--ngpus must be at least 0"},
-		{args: []string{"--ngpus", "4", "--nproc-per-node", "1", "--local-ranks-filter", "1"}, err: "local rank 1 does not exist with 1 rank(s)"},
-		{args: []string{"--launcher", "torchrun", "--ngpus", "4", "--nproc-per-node", "2"}, err: "several devices per rank need --launcher amdrun"},
-	} {
-		o, err := parse(t, newFactory(t), append(tc.args, "t.py")...)
-		if tc.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("%q: error %v, want one containing %q", tc.args, err, tc.err)
-			}
-			continue
-		}
-		if err != nil {
-			t.Errorf("%q: %v", tc.args, err)
-			continue
-		}
-		if o.NGPUs != tc.ngpus || o.NProc != tc.nproc || o.CPUOnly != tc.cpu {
-			t.Errorf("%q: ngpus %d nproc %d cpu %v; want %d %d %v", tc.args, o.NGPUs, o.NProc, o.CPUOnly, tc.ngpus, tc.nproc, tc.cpu)
 		}
 	}
 }
