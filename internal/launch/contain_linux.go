@@ -24,42 +24,78 @@ import (
 // only take CPU from the dying.
 const sweepPoll = 5 * time.Millisecond
 
-// keeper is the init of a job's PID namespace, as amdrun sees it.
+// keeper is the init of a job's PID namespace, as amdrun sees it: the
+// modes that have one (pidNamespace, userNamespace) share its methods.
 type keeper struct {
 	cmd *exec.Cmd
 	// lifeline is the write end of the keeper's pipe: closing it, or
 	// amdrun's death, makes the keeper empty the namespace and exit.
 	lifeline *os.File
-	// pidNS and mntNS are the namespaces a rank's guard is started in.
+	// pidNS and mntNS are the namespaces a rank's guard is started in
+	// (pidNamespace).
 	pidNS, mntNS *os.File
 	// cwd is amdrun's working directory: entering a mount namespace moves
 	// the thread to its root, and the ranks must start where amdrun runs.
 	cwd  string
 	done chan struct{}
-	// userns: the keeper is the init of a user namespace too
-	// (ContainUserNamespace) and starts the guards itself over req.
-	userns bool
-	req    *os.File
-	mu     sync.Mutex // one request at a time on req
+	// req is where a keeper that starts the guards itself
+	// (userNamespace) takes their start requests.
+	req *os.File
+	mu  sync.Mutex // one request at a time on req
+}
+
+// openContainment sets up the mode want (ContainAuto: the strongest
+// permitted here, by the modes' auto order) for one Run. A mode asked for
+// by name that is not permitted here is an ErrContainment.
+func openContainment(want Containment, o containOpts) (container, error) {
+	if want != ContainAuto {
+		m, ok := modeNamed(want)
+		if !ok {
+			return nil, fmt.Errorf("launch: unknown containment %q", string(want))
+		}
+		o.asked = true
+		c, err := m.open(o)
+		if err != nil {
+			return nil, fmt.Errorf("launch: %w: %w", ErrContainment, err)
+		}
+		return c, nil
+	}
+	err := errors.New("launch: no containment mode")
+	for _, m := range modes {
+		if m.auto > 0 {
+			var c container
+			if c, err = m.open(o); err == nil {
+				return c, nil
+			}
+		}
+	}
+	return nil, err
 }
 
 // ProbeContainment reports the containment Run chooses by default on this
-// node (for `amdrun doctor`): ContainPIDNamespace when self (amdrun's
-// binary) can be started as the init of new PID and mount namespaces and
-// mount a /proc there, else ContainUserNamespace when it can do so in a
-// user namespace of its own, else ContainSubreaper with the reason.
-//
-// With ContainUserNamespace the error says why the job gets no PID
-// namespace of its own; with ContainSubreaper, why neither.
+// node (for `amdrun doctor`): the first mode, by the modes' auto order,
+// whose probe finds it permitted when self (amdrun's binary) is started
+// as a keeper, with why each stronger mode is not permitted.
 func ProbeContainment(self string) (Containment, error) {
-	pidErr := probeNamespaces(self, false)
-	if pidErr == nil {
-		return ContainPIDNamespace, nil
+	var why error
+	for _, m := range modes {
+		if m.auto == 0 {
+			continue
+		}
+		if m.probe == nil {
+			return m.name, why
+		}
+		err := m.probe(self)
+		if err == nil {
+			return m.name, why
+		}
+		if why == nil {
+			why = err
+		} else {
+			why = fmt.Errorf("%w; %w", why, err)
+		}
 	}
-	if err := probeNamespaces(self, true); err != nil {
-		return ContainSubreaper, fmt.Errorf("%w; %w", pidErr, err)
-	}
-	return ContainUserNamespace, pidErr
+	return ContainAuto, why
 }
 
 // probeNamespaces starts self as a keeper that only sets up its
@@ -205,7 +241,7 @@ func startKeeper(self string, hold []*os.File, errDir string, userns bool) (*kee
 		}
 		return nil, nsError(err, "")
 	}
-	k := &keeper{cmd: cmd, lifeline: p[0][0], req: p[2][0], userns: userns, done: make(chan struct{})}
+	k := &keeper{cmd: cmd, lifeline: p[0][0], req: p[2][0], done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(k.done) }()
 	closeFiles(theirs...)
 	status, _ := bufio.NewReader(p[1][0]).ReadString('\n')
@@ -283,56 +319,22 @@ func socketPair() (*os.File, *os.File, error) {
 	return os.NewFile(uintptr(fds[0]), "keeper requests"), os.NewFile(uintptr(fds[1]), "keeper requests"), nil
 }
 
-// startGuard has the keeper start a guard (ContainUserNamespace) with
-// argv and env in dir, its descriptors being files (stdin first when
-// stdin is set, then stdout, stderr, control and report); it returns the
-// guard's pid in the job's namespace.
-func (k *keeper) startGuard(argv, env []string, dir string, stdin bool, files []*os.File) (int, error) {
-	b, err := startRequest{Argv: argv, Env: env, Dir: dir, Stdin: stdin}.encode()
-	if err != nil {
-		return 0, err
-	}
-	fds := make([]int, len(files))
-	for i, f := range files {
-		fds[i] = int(f.Fd())
-	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if err := unix.Sendmsg(int(k.req.Fd()), b, unix.UnixRights(fds...), nil, 0); err != nil {
-		return 0, fmt.Errorf("keeper: %w", err)
-	}
-	buf := make([]byte, 4096)
-	n, _, _, _, err := unix.Recvmsg(int(k.req.Fd()), buf, nil, 0)
-	if err != nil || n == 0 {
-		return 0, fmt.Errorf("keeper: no reply (%v)", err)
-	}
-	return decodeStartReply(buf[:n])
-}
-
-// join moves the calling thread into the job's namespaces, so that the
-// processes it starts are members. The caller must hold the thread locked
-// for good (runtime.LockOSThread, never unlocked): the thread is no
-// longer like the others and must end with its goroutine.
-func (k *keeper) join() error {
-	// A mount namespace can only be entered by a thread with a file system
-	// context of its own; Go's threads share one.
-	if err := unix.Unshare(unix.CLONE_FS); err != nil {
-		return fmt.Errorf("unshare: %w", err)
-	}
-	if err := unix.Setns(int(k.mntNS.Fd()), unix.CLONE_NEWNS); err != nil {
-		return fmt.Errorf("entering the job's mount namespace: %w", err)
-	}
-	if err := unix.Setns(int(k.pidNS.Fd()), unix.CLONE_NEWPID); err != nil {
-		return fmt.Errorf("entering the job's PID namespace: %w", err)
-	}
-	return nil
-}
-
 // sweepOrphans has the keeper kill the processes that came to it, ranks
 // whose guard died and all they started: in the job's namespace only the
 // keeper is a reaper besides the guards, which are amdrun's children.
 func (k *keeper) sweepOrphans() {
 	_, _ = k.lifeline.Write([]byte{keeperSweep})
+}
+
+// guardHeld is none: the keeper holds the files for the whole job.
+func (k *keeper) guardHeld() []*os.File { return nil }
+
+// outerPID finds pid among the children of parent (0: the keeper).
+func (k *keeper) outerPID(parent, pid int) int {
+	if parent == 0 {
+		parent = k.cmd.Process.Pid
+	}
+	return hostPID(parent, pid)
 }
 
 // close tells the keeper the job is over and waits until it has emptied
@@ -341,14 +343,8 @@ func (k *keeper) close() {
 	k.lifeline.Close()
 	<-k.done
 	k.req.Close()
-	if k.pidNS != nil {
-		k.pidNS.Close()
-		k.pidNS = nil
-	}
-	if k.mntNS != nil {
-		k.mntNS.Close()
-		k.mntNS = nil
-	}
+	closeFiles(k.pidNS, k.mntNS)
+	k.pidNS, k.mntNS = nil, nil
 }
 
 // nextRound waits until a child has died or sweepPoll has passed.
@@ -597,13 +593,7 @@ func statParent(b []byte) (int, bool) {
 // namespace), the one whose pid in the job's namespace is nsPID, and
 // returns its pid in amdrun's namespace; 0 when there is none.
 func hostPID(guard, nsPID int) int {
-	var kids []int
-	if haveChildrenFiles() {
-		kids = childrenOf(guard)
-	} else {
-		kids = processTree()[guard]
-	}
-	for _, k := range kids {
+	for _, k := range childrenNow(guard) {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", k))
 		if err == nil && innermostPID(b) == nsPID {
 			return k

@@ -31,23 +31,30 @@ func newMark(t *testing.T) string {
 	return fmt.Sprintf("%s-%d-%d", t.Name(), os.Getpid(), time.Now().UnixNano())
 }
 
-// containModes are the containments to test on this machine: the guards
-// alone always, a PID namespace when permitted here (as root), a user
-// namespace too when the kernel permits one.
-func containModes(t *testing.T) []Containment {
-	t.Helper()
-	modes := []Containment{ContainSubreaper}
-	if err := probeNamespaces(self(t), false); err == nil {
-		modes = append(modes, ContainPIDNamespace)
-	} else {
-		t.Logf("not testing %s: %v", ContainPIDNamespace, err)
+// containModes are the containments to test on this machine: every
+// registered mode that auto may choose and whose probe finds it permitted
+// here (the guards alone always, a PID namespace as root, a user
+// namespace where the kernel permits one).
+func containModes(tb testing.TB) []Containment {
+	tb.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		tb.Fatal(err)
 	}
-	if err := probeNamespaces(self(t), true); err == nil {
-		modes = append(modes, ContainUserNamespace)
-	} else {
-		t.Logf("not testing %s: %v", ContainUserNamespace, err)
+	var out []Containment
+	for _, m := range modes {
+		if m.auto == 0 {
+			continue
+		}
+		if m.probe != nil {
+			if err := m.probe(self); err != nil {
+				tb.Logf("not testing %s: %v", m.name, err)
+				continue
+			}
+		}
+		out = append(out, m.name)
 	}
-	return modes
+	return out
 }
 
 // startLauncher starts cmd, the test binary as a mini launcher, reads its
