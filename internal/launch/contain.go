@@ -96,11 +96,8 @@ type containMode struct {
 	// only when asked for by name.
 	auto int
 	// open sets the mode up for one Run; an error says why it is not
-	// permitted here.
+	// permitted here (the container is then not to be used).
 	open func(containOpts) (container, error)
-	// probe says why open would fail for a job here (nil: it would not);
-	// nil for a mode that never fails.
-	probe func(self string) error
 	// doctor is what amdrun doctor says of the mode; why says why no
 	// stronger mode was chosen (nil: none was refused).
 	doctor func(why error) []ModeLine

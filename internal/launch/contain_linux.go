@@ -45,49 +45,36 @@ type keeper struct {
 }
 
 // openContainment sets up the mode want (ContainAuto: the strongest
-// permitted here, by the modes' auto order) for one Run. A mode asked for
-// by name that is not permitted here is an ErrContainment.
+// permitted here) for one Run. A mode asked for by name that is not
+// permitted here is an ErrContainment.
 func openContainment(want Containment, o containOpts) (container, error) {
-	if want != ContainAuto {
-		m, ok := modeNamed(want)
-		if !ok {
-			return nil, fmt.Errorf("launch: unknown containment %q", string(want))
-		}
-		o.asked = true
-		c, err := m.open(o)
-		if err != nil {
-			return nil, fmt.Errorf("launch: %w: %w", ErrContainment, err)
-		}
-		return c, nil
+	if want == ContainAuto {
+		c, _, err := openAuto(o)
+		return c, err
 	}
-	err := errors.New("launch: no containment mode")
-	for _, m := range modes {
-		if m.auto > 0 {
-			var c container
-			if c, err = m.open(o); err == nil {
-				return c, nil
-			}
-		}
+	m, ok := modeNamed(want)
+	if !ok {
+		return nil, fmt.Errorf("launch: unknown containment %q", string(want))
 	}
-	return nil, err
+	o.asked = true
+	c, err := m.open(o)
+	if err != nil {
+		return nil, fmt.Errorf("launch: %w: %w", ErrContainment, err)
+	}
+	return c, nil
 }
 
-// ProbeContainment reports the containment Run chooses by default on this
-// node (for `amdrun doctor`): the first mode, by the modes' auto order,
-// whose probe finds it permitted when self (amdrun's binary) is started
-// as a keeper, with why each stronger mode is not permitted.
-func ProbeContainment(self string) (Containment, error) {
-	var why error
+// openAuto opens the first mode, by the modes' auto order, permitted
+// here; why says why each stronger mode is not (nil: none was refused).
+// c is nil when no mode is permitted.
+func openAuto(o containOpts) (c container, name Containment, why error) {
 	for _, m := range modes {
 		if m.auto == 0 {
 			continue
 		}
-		if m.probe == nil {
-			return m.name, why
-		}
-		err := m.probe(self)
+		c, err := m.open(o)
 		if err == nil {
-			return m.name, why
+			return c, m.name, why
 		}
 		if why == nil {
 			why = err
@@ -95,34 +82,19 @@ func ProbeContainment(self string) (Containment, error) {
 			why = fmt.Errorf("%w; %w", why, err)
 		}
 	}
-	return ContainAuto, why
+	return nil, ContainAuto, why
 }
 
-// probeNamespaces starts self as a keeper that only sets up its
-// namespaces (PID and mount, and a user namespace with userns) and
-// reports whether that worked.
-func probeNamespaces(self string, userns bool) error {
-	if err := notChrooted(); err != nil {
-		return err
+// ProbeContainment reports the containment Run chooses by default on this
+// node (for `amdrun doctor`), with self as amdrun's binary, and why each
+// stronger mode is not permitted here: it sets the mode up as for a job,
+// and ends it.
+func ProbeContainment(self string) (Containment, error) {
+	c, name, why := openAuto(containOpts{self: self, note: func(string) {}})
+	if c != nil {
+		c.close()
 	}
-	mnt, err := nsInode("mnt")
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(self, KeeperArg, "--probe", "--parent-mnt", strconv.FormatUint(mnt, 10))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWPID | unix.CLONE_NEWNS}
-	if userns {
-		cmd.SysProcAttr = userNamespaceAttr()
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		if userns {
-			return userNamespaceError(err, stderr.String())
-		}
-		return nsError(err, stderr.String())
-	}
-	return nil
+	return name, why
 }
 
 // userNamespaceAttr starts a process as the init of a new user, PID and
@@ -193,12 +165,12 @@ func nsInode(kind string) (uint64, error) {
 	return st.Ino, nil
 }
 
-// startKeeper starts self as the keeper, the init of new PID and mount
+// startKeeper starts o.self as the keeper, the init of new PID and mount
 // namespaces for the job (and of a user namespace with userns), keeping
-// hold open until the namespace is empty and then, should amdrun be
-// gone, removing errDir (the ranks' error files; "" for none). It
+// o.hold open until the namespace is empty and then, should amdrun be
+// gone, removing o.errDir. It
 // fails when namespaces are not permitted here.
-func startKeeper(self string, hold []*os.File, errDir string, userns bool) (*keeper, error) {
+func startKeeper(o containOpts, userns bool) (*keeper, error) {
 	if err := notChrooted(); err != nil {
 		return nil, err
 	}
@@ -219,7 +191,7 @@ func startKeeper(self string, hold []*os.File, errDir string, userns bool) (*kee
 		closeFiles(p[0][0], p[2][0])
 		return nil, err
 	}
-	args := []string{self, KeeperArg, "--parent-mnt", strconv.FormatUint(mnt, 10), "--errors", errDir}
+	args := []string{o.self, KeeperArg, "--parent-mnt", strconv.FormatUint(mnt, 10), "--errors", o.errDir}
 	// Its own group: a signal to amdrun's process group (kill -9 %1 in a
 	// shell) must leave it to clean up.
 	sys := &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWPID | unix.CLONE_NEWNS, Setpgid: true}
@@ -233,7 +205,7 @@ func startKeeper(self string, hold []*os.File, errDir string, userns bool) (*kee
 		// empty the namespace first (issue 36.1).
 		sys.Setpgid = true
 	}
-	cmd := &exec.Cmd{Path: self, Args: args, ExtraFiles: append(theirs, hold...), SysProcAttr: sys}
+	cmd := &exec.Cmd{Path: o.self, Args: args, ExtraFiles: append(theirs, o.hold...), SysProcAttr: sys}
 	if err = cmd.Start(); err != nil {
 		closeFiles(p[0][0], p[2][0])
 		if userns {
@@ -296,14 +268,9 @@ func (k *keeper) lost() string {
 // its /proc/PID/stat) or is gone.
 func exiting(pid int) bool {
 	const pfExiting = 0x4
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	f, err := statFields(pid)
 	if err != nil {
 		return true
-	}
-	i := bytes.LastIndexByte(b, ')')
-	f := strings.Fields(string(b[i+1:]))
-	if i < 0 || len(f) < 7 {
-		return false
 	}
 	flags, err := strconv.ParseUint(f[6], 10, 64)
 	return err == nil && flags&pfExiting != 0
@@ -425,24 +392,24 @@ func sweep(f func(pid int, ws unix.WaitStatus), chld <-chan os.Signal) {
 	}
 }
 
-// childrenNow lists pid's children, from /proc.
-func childrenNow(pid int) []int {
-	if haveChildrenFiles() {
-		return childrenOf(pid)
+// childLister lists a process's children from /proc: its children files
+// (childrenOf), or where the kernel has none one scan of /proc/*/stat,
+// taken now.
+func childLister() func(int) []int {
+	if childrenFiles() {
+		return childrenOf
 	}
-	return processTree()[pid]
+	tree := processTree()
+	return func(p int) []int { return tree[p] }
 }
+
+// childrenNow lists pid's children, from /proc.
+func childrenNow(pid int) []int { return childLister()(pid) }
 
 // descendants lists every descendant of pid, parents before children,
 // from /proc.
 func descendants(pid int) []int {
-	var children func(int) []int
-	if haveChildrenFiles() {
-		children = childrenOf
-	} else {
-		tree := processTree()
-		children = func(p int) []int { return tree[p] }
-	}
+	children := childLister()
 	var out []int
 	queue := children(pid)
 	for len(queue) > 0 {
@@ -454,6 +421,8 @@ func descendants(pid int) []int {
 	return out
 }
 
+// childrenFiles says whether the kernel has /proc/PID/task/TID/children
+// (CONFIG_PROC_CHILDREN).
 var childrenFiles = sync.OnceValue(func() bool {
 	_, err := readProc("thread-self/children")
 	return err == nil
@@ -512,10 +481,6 @@ func readProcDir(rel string) ([]os.DirEntry, error) {
 	return f.ReadDir(-1)
 }
 
-// haveChildrenFiles says whether the kernel has /proc/PID/task/TID/children
-// (CONFIG_PROC_CHILDREN); without it, descendants scans all of /proc.
-func haveChildrenFiles() bool { return childrenFiles() }
-
 // childrenOf lists pid's children from /proc/PID/task/*/children: a
 // child belongs to the thread that forked it, or, reparented, to any
 // thread of its new parent.
@@ -564,24 +529,29 @@ func parentOf(pid int) (int, bool) {
 	return statParent(b)
 }
 
+// statFieldsOf are the fields of a /proc/PID/stat line, "pid (comm)
+// state ppid ...", that follow comm, which may hold spaces and
+// parentheses; nil without one.
+func statFieldsOf(b []byte) []string {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(string(b[i+1:]))
+}
+
 // statState is the state letter of a /proc/PID/stat line (R, S, D, Z,
 // ...); 0 if it cannot be read.
 func statState(b []byte) byte {
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return 0
+	if f := statFieldsOf(b); len(f) > 0 {
+		return f[0][0]
 	}
-	return b[i+2]
+	return 0
 }
 
-// statParent parses the parent pid out of a /proc/PID/stat line, "pid
-// (comm) state ppid ...", where comm may hold spaces and parentheses.
+// statParent parses the parent pid out of a /proc/PID/stat line.
 func statParent(b []byte) (int, bool) {
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := strings.Fields(string(b[i+1:]))
+	f := statFieldsOf(b)
 	if len(f) < 2 {
 		return 0, false
 	}

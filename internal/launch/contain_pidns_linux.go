@@ -19,13 +19,9 @@ type pidNamespace struct{ *keeper }
 func init() {
 	register(containMode{name: ContainPIDNamespace, auto: 3,
 		open: func(o containOpts) (container, error) {
-			k, err := startKeeper(o.self, o.hold, o.errDir, false)
-			if err != nil {
-				return nil, err
-			}
-			return pidNamespace{k}, nil
+			k, err := startKeeper(o, false)
+			return pidNamespace{k}, err
 		},
-		probe: func(self string) error { return probeNamespaces(self, false) },
 		doctor: func(error) []ModeLine {
 			return []ModeLine{
 				{"containment", "pid-namespace: each job gets its own PID namespace, emptied when amdrun ends, however it ends", ""},

@@ -23,13 +23,9 @@ type userNamespace struct{ *keeper }
 func init() {
 	register(containMode{name: ContainUserNamespace, auto: 2,
 		open: func(o containOpts) (container, error) {
-			k, err := startKeeper(o.self, o.hold, o.errDir, true)
-			if err != nil {
-				return nil, err
-			}
-			return userNamespace{k}, nil
+			k, err := startKeeper(o, true)
+			return userNamespace{k}, err
 		},
-		probe: func(self string) error { return probeNamespaces(self, true) },
 		doctor: func(error) []ModeLine {
 			return []ModeLine{
 				{"containment", "user-namespace: each job gets its own user and PID namespace, emptied when amdrun ends, however it ends", ""},

@@ -1,7 +1,6 @@
 package launch
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -153,11 +152,7 @@ func statFields(pid int) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return nil, fmt.Errorf("/proc/%d/stat: no command", pid)
-	}
-	f := strings.Fields(string(b[i+1:]))
+	f := statFieldsOf(b)
 	if len(f) < 20 {
 		return nil, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
 	}

@@ -19,12 +19,11 @@ import (
 )
 
 // KeeperMain is the keeper, the init (pid 1) of a job's PID namespace:
-// args are what follows KeeperArg, "--parent-mnt INODE [--probe]
-// [--errors DIR] [--userns]". It makes the mount namespace it was started
-// in a slave of its parent's (so that nothing mounted here shows outside)
-// and mounts a /proc of the new PID namespace, so that a rank's pid and
-// /proc/self agree. With --probe it exits there: 0 when that worked.
-// Otherwise it speaks the protocol of proto_linux.go: it reports its
+// args are what follows KeeperArg, "--parent-mnt INODE [--errors DIR]
+// [--userns]". It makes the mount namespace it was started in a slave of
+// its parent's (so that nothing mounted here shows outside) and mounts a
+// /proc of the new PID namespace, so that a rank's pid and /proc/self
+// agree. It speaks the protocol of proto_linux.go: it reports its
 // set-up on keeperStatusFD and keeps the files from keeperHoldFD on open;
 // it is not dumpable; it reaps the orphans that come to it and kills them
 // (and all they started) on keeperSweep. With --userns (the init of a
@@ -38,30 +37,21 @@ import (
 func KeeperMain(args []string) int {
 	ka := keeperArgs(args)
 	fail := func(err error) int {
-		if ka.probe {
-			fmt.Fprintf(os.Stderr, "%v\n", err)
-		} else {
-			_, _ = os.NewFile(keeperStatusFD, "status").Write(encodeKeeperStatus(err))
-		}
+		_, _ = os.NewFile(keeperStatusFD, "status").Write(encodeKeeperStatus(err))
 		return 1
 	}
 	// The thread that mounts /proc, drops the capability and forks every
 	// guard: capabilities are a thread's (issue 36.2).
 	runtime.LockOSThread()
-	if !ka.probe {
-		// Its pipes and held files reach no guard (issue 36.1).
-		if err := cloexecFrom(keeperLifeFD); err != nil {
-			return fail(fmt.Errorf("keeper: %w", err))
-		}
-		if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-			return fail(fmt.Errorf("keeper: prctl PR_SET_DUMPABLE: %w", err))
-		}
+	// Its pipes and held files reach no guard (issue 36.1).
+	if err := cloexecFrom(keeperLifeFD); err != nil {
+		return fail(fmt.Errorf("keeper: %w", err))
+	}
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fail(fmt.Errorf("keeper: prctl PR_SET_DUMPABLE: %w", err))
 	}
 	if err := nsSetup(ka.parentMnt); err != nil {
 		return fail(err)
-	}
-	if ka.probe {
-		return 0
 	}
 	// The /proc it just mounted, whatever a rank mounts later.
 	if err := keepProc(); err != nil {
@@ -291,9 +281,9 @@ func closeFDs(fds []int) {
 
 // keeperOpts is the keeper's command line.
 type keeperOpts struct {
-	probe, userns bool
-	parentMnt     uint64
-	errDir        string
+	userns    bool
+	parentMnt uint64
+	errDir    string
 }
 
 // keeperArgs parses the keeper's command line (see KeeperMain).
@@ -301,8 +291,6 @@ func keeperArgs(args []string) keeperOpts {
 	var o keeperOpts
 	for i := 0; i < len(args); i++ {
 		switch args[i] {
-		case "--probe":
-			o.probe = true
 		case "--userns":
 			o.userns = true
 		case "--parent-mnt":
