@@ -31,9 +31,6 @@ type keeper struct {
 	// lifeline is the write end of the keeper's pipe: closing it, or
 	// amdrun's death, makes the keeper empty the namespace and exit.
 	lifeline *os.File
-	// pidNS and mntNS are the namespaces a rank's guard is started in
-	// (pidNamespace).
-	pidNS, mntNS *os.File
 	// cwd is amdrun's working directory: entering a mount namespace moves
 	// the thread to its root, and the ranks must start where amdrun runs.
 	cwd  string
@@ -114,10 +111,7 @@ func userNamespaceAttr() *syscall.SysProcAttr {
 
 // userNamespaceError words a failure to start a process in a user
 // namespace of its own, naming the kernel's settings that forbid it.
-func userNamespaceError(err error, stderr string) error {
-	if s := strings.TrimSpace(stderr); s != "" {
-		return errors.New(s)
-	}
+func userNamespaceError(err error) error {
 	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EINVAL) {
 		var why []string
 		for _, f := range []string{"/proc/sys/kernel/unprivileged_userns_clone", "/proc/sys/user/max_user_namespaces", "/proc/sys/kernel/apparmor_restrict_unprivileged_userns"} {
@@ -131,12 +125,9 @@ func userNamespaceError(err error, stderr string) error {
 }
 
 // nsError words a failure to start a namespace's keeper.
-func nsError(err error, stderr string) error {
+func nsError(err error) error {
 	if errors.Is(err, unix.EPERM) {
 		return errors.New("creating a PID namespace is not permitted (it needs CAP_SYS_ADMIN: run as root)")
-	}
-	if s := strings.TrimSpace(stderr); s != "" {
-		return errors.New(s)
 	}
 	return err
 }
@@ -165,12 +156,12 @@ func nsInode(kind string) (uint64, error) {
 	return st.Ino, nil
 }
 
-// startKeeper starts o.self as the keeper, the init of new PID and mount
-// namespaces for the job (and of a user namespace with userns), keeping
+// startKeeper starts o.self as the keeper, the init of the namespaces
+// sys creates for the job, with the keeper's own arguments args, keeping
 // o.hold open until the namespace is empty and then, should amdrun be
-// gone, removing o.errDir. It
-// fails when namespaces are not permitted here.
-func startKeeper(o containOpts, userns bool) (*keeper, error) {
+// gone, removing o.errDir. It fails when the namespaces are not permitted
+// here (the caller words the error).
+func startKeeper(o containOpts, sys *syscall.SysProcAttr, args ...string) (*keeper, error) {
 	if err := notChrooted(); err != nil {
 		return nil, err
 	}
@@ -191,27 +182,18 @@ func startKeeper(o containOpts, userns bool) (*keeper, error) {
 		closeFiles(p[0][0], p[2][0])
 		return nil, err
 	}
-	args := []string{o.self, KeeperArg, "--parent-mnt", strconv.FormatUint(mnt, 10), "--errors", o.errDir}
+	args = append([]string{o.self, KeeperArg, "--parent-mnt", strconv.FormatUint(mnt, 10), "--errors", o.errDir}, args...)
 	// Its own group: a signal to amdrun's process group (kill -9 %1 in a
-	// shell) must leave it to clean up.
-	sys := &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWPID | unix.CLONE_NEWNS, Setpgid: true}
-	if userns {
-		args = append(args, "--userns")
-		sys = userNamespaceAttr()
-		// No parent-death signal: killed with amdrun, the keeper would
-		// close the lease files before the kernel has emptied its
-		// namespace (do_exit closes files first), and for a moment a rank
-		// would run on devices no longer leased; its lifeline's EOF has it
-		// empty the namespace first (issue 36.1).
-		sys.Setpgid = true
-	}
+	// shell) must leave it to clean up. No parent-death signal: killed
+	// with amdrun, the keeper would close the lease files before the
+	// kernel has emptied its namespace (do_exit closes files first), and
+	// for a moment a rank would run on devices no longer leased; its
+	// lifeline's EOF has it empty the namespace first (issue 36.1).
+	sys.Setpgid = true
 	cmd := &exec.Cmd{Path: o.self, Args: args, ExtraFiles: append(theirs, o.hold...), SysProcAttr: sys}
 	if err = cmd.Start(); err != nil {
 		closeFiles(p[0][0], p[2][0])
-		if userns {
-			return nil, userNamespaceError(err, "")
-		}
-		return nil, nsError(err, "")
+		return nil, err
 	}
 	k := &keeper{cmd: cmd, lifeline: p[0][0], req: p[2][0], done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(k.done) }()
@@ -224,17 +206,6 @@ func startKeeper(o containOpts, userns bool) (*keeper, error) {
 	// Without a working directory (it was removed) the ranks start at the
 	// namespace's root.
 	k.cwd, _ = os.Getwd()
-	if userns {
-		return k, nil
-	}
-	dir := fmt.Sprintf("/proc/%d/ns/", cmd.Process.Pid)
-	if k.pidNS, err = os.Open(dir + "pid"); err == nil {
-		k.mntNS, err = os.Open(dir + "mnt")
-	}
-	if err != nil {
-		k.close()
-		return nil, err
-	}
 	return k, nil
 }
 
@@ -310,8 +281,6 @@ func (k *keeper) close() {
 	k.lifeline.Close()
 	<-k.done
 	k.req.Close()
-	closeFiles(k.pidNS, k.mntNS)
-	k.pidNS, k.mntNS = nil, nil
 }
 
 // nextRound waits until a child has died or sweepPoll has passed.

@@ -2,8 +2,10 @@ package launch
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"runtime"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -14,13 +16,28 @@ import (
 // keeper kills every process of the namespace and exits once it is empty;
 // if the keeper itself is killed the kernel kills them all. A rank whose
 // guard is killed comes to the keeper, which amdrun has kill it.
-type pidNamespace struct{ *keeper }
+type pidNamespace struct {
+	*keeper
+	pidNS, mntNS *os.File // the namespaces a guard is started in
+}
 
 func init() {
 	register(containMode{name: ContainPIDNamespace, auto: 3,
 		open: func(o containOpts) (container, error) {
-			k, err := startKeeper(o, false)
-			return pidNamespace{k}, err
+			k, err := startKeeper(o, &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWPID | unix.CLONE_NEWNS})
+			if err != nil {
+				return nil, nsError(err)
+			}
+			n := &pidNamespace{keeper: k}
+			dir := fmt.Sprintf("/proc/%d/ns/", k.cmd.Process.Pid)
+			if n.pidNS, err = os.Open(dir + "pid"); err == nil {
+				n.mntNS, err = os.Open(dir + "mnt")
+			}
+			if err != nil {
+				n.close()
+				return nil, err
+			}
+			return n, nil
 		},
 		doctor: func(error) []ModeLine {
 			return []ModeLine{
@@ -32,7 +49,7 @@ func init() {
 }
 
 // startGuard starts cmd from a thread that joined the job's namespaces.
-func (n pidNamespace) startGuard(cmd *exec.Cmd) (int, error) {
+func (n *pidNamespace) startGuard(cmd *exec.Cmd) (int, error) {
 	started := make(chan error, 1)
 	go func() {
 		// Never unlocked: the thread has joined the job's namespaces and
@@ -50,7 +67,7 @@ func (n pidNamespace) startGuard(cmd *exec.Cmd) (int, error) {
 
 // guardLost has the keeper kill the orphans that came to it, unless the
 // keeper is gone and the kernel took the job with it (issue 36.3).
-func (n pidNamespace) guardLost(guard string, _ map[int]bool) string {
+func (n *pidNamespace) guardLost(guard string, _ map[int]bool) string {
 	if lost := n.lost(); lost != "" {
 		return lost
 	}
@@ -62,17 +79,23 @@ func (n pidNamespace) guardLost(guard string, _ map[int]bool) string {
 // processes it starts are members. The caller must hold the thread locked
 // for good (runtime.LockOSThread, never unlocked): the thread is no
 // longer like the others and must end with its goroutine.
-func (k *keeper) join() error {
+func (n *pidNamespace) join() error {
 	// A mount namespace can only be entered by a thread with a file system
 	// context of its own; Go's threads share one.
 	if err := unix.Unshare(unix.CLONE_FS); err != nil {
 		return fmt.Errorf("unshare: %w", err)
 	}
-	if err := unix.Setns(int(k.mntNS.Fd()), unix.CLONE_NEWNS); err != nil {
+	if err := unix.Setns(int(n.mntNS.Fd()), unix.CLONE_NEWNS); err != nil {
 		return fmt.Errorf("entering the job's mount namespace: %w", err)
 	}
-	if err := unix.Setns(int(k.pidNS.Fd()), unix.CLONE_NEWPID); err != nil {
+	if err := unix.Setns(int(n.pidNS.Fd()), unix.CLONE_NEWPID); err != nil {
 		return fmt.Errorf("entering the job's PID namespace: %w", err)
 	}
 	return nil
+}
+
+// close ends the keeper, then lets go of its namespaces.
+func (n *pidNamespace) close() {
+	n.keeper.close()
+	closeFiles(n.pidNS, n.mntNS)
 }

@@ -23,8 +23,11 @@ type userNamespace struct{ *keeper }
 func init() {
 	register(containMode{name: ContainUserNamespace, auto: 2,
 		open: func(o containOpts) (container, error) {
-			k, err := startKeeper(o, true)
-			return userNamespace{k}, err
+			k, err := startKeeper(o, userNamespaceAttr(), "--userns")
+			if err != nil {
+				return nil, userNamespaceError(err)
+			}
+			return userNamespace{k}, nil
 		},
 		doctor: func(error) []ModeLine {
 			return []ModeLine{
