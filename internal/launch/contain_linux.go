@@ -361,6 +361,24 @@ func sweep(f func(pid int, ws unix.WaitStatus), chld <-chan os.Signal) {
 	}
 }
 
+// killStrays SIGKILLs every child of this process that keep does not
+// keep, and all it started, adding each to killed; it returns those
+// children.
+func killStrays(keep func(int) bool, killed map[int]bool) []int {
+	var strays []int
+	for _, c := range childrenNow(os.Getpid()) {
+		if keep(c) {
+			continue
+		}
+		strays = append(strays, c)
+		for _, d := range append(descendants(c), c) {
+			killed[d] = true
+			_ = unix.Kill(d, unix.SIGKILL)
+		}
+	}
+	return strays
+}
+
 // childLister lists a process's children from /proc: its children files
 // (childrenOf), or where the kernel has none one scan of /proc/*/stat,
 // taken now.

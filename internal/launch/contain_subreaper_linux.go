@@ -126,22 +126,9 @@ func (s *subreaper) close() {
 func (s *subreaper) sweepOrphans(live map[int]bool) int {
 	killed := map[int]bool{}
 	for {
-		var orphans []int
-		for _, c := range childrenNow(os.Getpid()) {
-			if !live[c] && !s.notJob[c] {
-				orphans = append(orphans, c)
-			}
-		}
+		orphans := killStrays(func(c int) bool { return live[c] || s.notJob[c] }, killed)
 		if len(orphans) == 0 {
 			return len(killed)
-		}
-		for _, o := range orphans {
-			for _, d := range descendants(o) {
-				killed[d] = true
-				_ = unix.Kill(d, unix.SIGKILL)
-			}
-			killed[o] = true
-			_ = unix.Kill(o, unix.SIGKILL)
 		}
 		for _, o := range orphans {
 			// Its own pid: the guards' exec.Cmds wait for theirs.

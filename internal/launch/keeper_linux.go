@@ -164,7 +164,9 @@ func keeperLoop(chld <-chan os.Signal, userns bool) {
 		case <-chld:
 			reapAll(func(pid int, _ unix.WaitStatus) { delete(guards, pid) })
 			if userns {
-				killOrphans(guards)
+				// A process whose guard died came here. Reaping them (the
+				// next SIGCHLD) brings their own children, and the next round.
+				killStrays(func(c int) bool { return guards[c] }, map[int]bool{})
 			}
 		case r := <-reqs:
 			pid, err := r.start()
@@ -182,22 +184,6 @@ func keeperLoop(chld <-chan os.Signal, userns bool) {
 			emptyNamespace(chld)
 			return
 		}
-	}
-}
-
-// killOrphans SIGKILLs every child of the keeper that is not one of its
-// guards, and all they started: a process whose guard died came here.
-// Reaping them (the next SIGCHLD) brings their own children, and the
-// next round.
-func killOrphans(guards map[int]bool) {
-	for _, c := range childrenNow(os.Getpid()) {
-		if guards[c] {
-			continue
-		}
-		for _, d := range descendants(c) {
-			_ = unix.Kill(d, unix.SIGKILL)
-		}
-		_ = unix.Kill(c, unix.SIGKILL)
 	}
 }
 
