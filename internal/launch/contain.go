@@ -108,20 +108,18 @@ var modes []containMode
 
 // register adds a mode; its file calls it from init.
 func register(m containMode) {
-	i := 0
-	for i < len(modes) && modes[i].auto >= m.auto {
-		i++
-	}
-	modes = slices.Insert(modes, i, m)
+	modes = append(modes, m)
+	slices.SortStableFunc(modes, func(a, b containMode) int { return b.auto - a.auto })
 }
 
-// modeNamed is the registered mode c names.
-func modeNamed(c Containment) (containMode, bool) {
-	i := slices.IndexFunc(modes, func(m containMode) bool { return m.name == c })
-	if i < 0 {
-		return containMode{}, false
+// modeNamed is the registered mode c names; nil when there is none.
+func modeNamed(c Containment) *containMode {
+	for i := range modes {
+		if modes[i].name == c {
+			return &modes[i]
+		}
 	}
-	return modes[i], true
+	return nil
 }
 
 // ParseContainment parses "auto" or a mode's name (any case). Another
@@ -131,7 +129,7 @@ func ParseContainment(s string) (Containment, error) {
 	if c == "auto" {
 		return ContainAuto, nil
 	}
-	if _, ok := modeNamed(c); ok {
+	if modeNamed(c) != nil {
 		return c, nil
 	}
 	valid := []string{"auto"}
@@ -156,7 +154,7 @@ type ModeLine struct{ Name, Detail, Hint string }
 // Lines are what amdrun doctor says of c, the mode ProbeContainment
 // chose, why being the error it gave; nil for a mode not known here.
 func (c Containment) Lines(why error) []ModeLine {
-	if m, ok := modeNamed(c); ok && m.doctor != nil {
+	if m := modeNamed(c); m != nil && m.doctor != nil {
 		return m.doctor(why)
 	}
 	return nil

@@ -49,8 +49,8 @@ func openContainment(want Containment, o containOpts) (container, error) {
 		c, _, err := openAuto(o)
 		return c, err
 	}
-	m, ok := modeNamed(want)
-	if !ok {
+	m := modeNamed(want)
+	if m == nil {
 		return nil, fmt.Errorf("launch: unknown containment %q", string(want))
 	}
 	o.asked = true

@@ -4,9 +4,10 @@ package launch
 // job's PID namespace (amdrun's side of it is contain_linux.go).
 
 import (
-	"bufio"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"runtime"
@@ -74,7 +75,7 @@ func KeeperMain(args []string) int {
 	_, _ = status.Write(encodeKeeperStatus(nil))
 	status.Close()
 	keeperLoop(chld, ka.userns)
-	removeErrorDir(ka.errDir)
+	removeErrorDirPath(ka.errDir)
 	return 0
 }
 
@@ -142,18 +143,7 @@ func dropCaps() error {
 // keeperLoop serves the lifeline (and, with userns, the guards' start
 // requests) until the lifeline closes, then empties the namespace.
 func keeperLoop(chld <-chan os.Signal, userns bool) {
-	cmds := make(chan byte, 16)
-	go func() {
-		r := bufio.NewReader(os.NewFile(keeperLifeFD, "lifeline"))
-		for {
-			b, err := r.ReadByte()
-			if err != nil {
-				close(cmds)
-				return
-			}
-			cmds <- b
-		}
-	}()
+	cmds := readBytes(os.NewFile(keeperLifeFD, "lifeline"), 16)
 	reqs := make(chan keeperReq)
 	if userns {
 		go readStartRequests(reqs)
@@ -272,25 +262,16 @@ type keeperOpts struct {
 	errDir    string
 }
 
-// keeperArgs parses the keeper's command line (see KeeperMain).
+// keeperArgs parses the keeper's command line (see KeeperMain); what
+// it cannot parse stays zero, which nsSetup refuses.
 func keeperArgs(args []string) keeperOpts {
 	var o keeperOpts
-	for i := 0; i < len(args); i++ {
-		switch args[i] {
-		case "--userns":
-			o.userns = true
-		case "--parent-mnt":
-			if i+1 < len(args) {
-				o.parentMnt, _ = strconv.ParseUint(args[i+1], 10, 64)
-				i++
-			}
-		case "--errors":
-			if i+1 < len(args) {
-				o.errDir = args[i+1]
-				i++
-			}
-		}
-	}
+	fs := flag.NewFlagSet(KeeperArg, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.BoolVar(&o.userns, "userns", false, "")
+	fs.Uint64Var(&o.parentMnt, "parent-mnt", 0, "")
+	fs.StringVar(&o.errDir, "errors", "", "")
+	_ = fs.Parse(args)
 	return o
 }
 
