@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -496,5 +497,26 @@ func TestNamespacePIDsSpread(t *testing.T) {
 				t.Errorf("the ranks of two jobs had pids %v in their namespaces, want distinct pids above %d", pids, pidStride)
 			}
 		})
+	}
+}
+
+// TestProcessTreeAgreesWithChildrenFiles: the scan of /proc/*/stat that
+// stands in where the kernel has no children files finds what they list.
+func TestProcessTreeAgreesWithChildrenFiles(t *testing.T) {
+	cmd := exec.Command("cat") // blocks on its stdin until the test ends
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { in.Close(); cmd.Wait() }()
+	self, pid := os.Getpid(), cmd.Process.Pid
+	if !slices.Contains(processTree()[self], pid) {
+		t.Errorf("processTree()[%d] = %v, missing %d", self, processTree()[self], pid)
+	}
+	if childrenFiles() && !slices.Contains(childrenOf(self), pid) {
+		t.Errorf("childrenOf(%d) = %v, missing %d", self, childrenOf(self), pid)
 	}
 }

@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -98,4 +99,12 @@ func (n *pidNamespace) join() error {
 func (n *pidNamespace) close() {
 	n.keeper.close()
 	closeFiles(n.pidNS, n.mntNS)
+}
+
+// nsError words a failure to start a namespace's keeper.
+func nsError(err error) error {
+	if errors.Is(err, unix.EPERM) {
+		return errors.New("creating a PID namespace is not permitted (it needs CAP_SYS_ADMIN: run as root)")
+	}
+	return err
 }

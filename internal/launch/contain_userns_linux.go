@@ -1,9 +1,12 @@
 package launch
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -86,4 +89,34 @@ func (k *keeper) request(argv, env []string, dir string, stdin bool, files []*os
 		return 0, fmt.Errorf("keeper: no reply (%v)", err)
 	}
 	return decodeStartReply(buf[:n])
+}
+
+// userNamespaceAttr starts a process as the init of a new user, PID and
+// mount namespace in which it is this process's own user and group (the
+// one mapping an unprivileged process may write, setgroups denied) and
+// keeps CAP_SYS_ADMIN across its exec, for mounting its /proc only.
+func userNamespaceAttr() *syscall.SysProcAttr {
+	uid, gid := os.Getuid(), os.Getgid()
+	return &syscall.SysProcAttr{
+		Cloneflags:                 unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNS,
+		UidMappings:                []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}},
+		GidMappings:                []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}},
+		GidMappingsEnableSetgroups: false,
+		AmbientCaps:                []uintptr{unix.CAP_SYS_ADMIN},
+	}
+}
+
+// userNamespaceError words a failure to start a process in a user
+// namespace of its own, naming the kernel's settings that forbid it.
+func userNamespaceError(err error) error {
+	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EINVAL) {
+		var why []string
+		for _, f := range []string{"/proc/sys/kernel/unprivileged_userns_clone", "/proc/sys/user/max_user_namespaces", "/proc/sys/kernel/apparmor_restrict_unprivileged_userns"} {
+			if b, err := os.ReadFile(f); err == nil {
+				why = append(why, fmt.Sprintf("%s = %s", strings.TrimPrefix(f, "/proc/sys/"), strings.TrimSpace(string(b))))
+			}
+		}
+		return fmt.Errorf("creating a user namespace is not permitted (%v; %s)", err, strings.Join(why, ", "))
+	}
+	return err
 }
