@@ -29,21 +29,18 @@ import (
 // (pidNamespace, userNamespace, subreaper).
 type Containment string
 
-// The containment modes.
+// The containment modes, as --contain names them (each mode's type says
+// what it does).
 const (
 	// ContainAuto is the strongest mode permitted here: ContainPIDNamespace
-	// when amdrun may create namespaces as root, else ContainUserNamespace
-	// when the kernel lets it create a user namespace, else
+	// as root, else ContainUserNamespace where the kernel permits one, else
 	// ContainSubreaper.
 	ContainAuto Containment = ""
-	// ContainPIDNamespace runs the job in its own PID and mount
-	// namespaces, with a keeper as their init, plus the per-rank guards.
+	// ContainPIDNamespace is pidNamespace: a PID namespace and its keeper.
 	ContainPIDNamespace Containment = "pid-namespace"
-	// ContainUserNamespace runs the job in its own user, PID and mount
-	// namespaces, with a keeper as their init, plus the per-rank guards.
+	// ContainUserNamespace is userNamespace: the same in a user namespace.
 	ContainUserNamespace Containment = "user-namespace"
-	// ContainSubreaper runs each rank under its guard only, with amdrun a
-	// subreaper for the guards that die.
+	// ContainSubreaper is subreaper: the guards, and amdrun a subreaper.
 	ContainSubreaper Containment = "subreaper"
 )
 
