@@ -95,9 +95,10 @@ type containMode struct {
 	// open sets the mode up for one Run; an error says why it is not
 	// permitted here (the container is then not to be used).
 	open func(containOpts) (container, error)
-	// doctor is what amdrun doctor says of the mode; why says why no
-	// stronger mode was chosen (nil: none was refused).
-	doctor func(why error) []ModeLine
+	// doctor is what amdrun doctor says of the mode; with doctorWhy the
+	// first line adds why no stronger mode was chosen.
+	doctor    []ModeLine
+	doctorWhy bool
 }
 
 // modes are the registered modes, the highest auto first.
@@ -151,10 +152,15 @@ type ModeLine struct{ Name, Detail, Hint string }
 // Lines are what amdrun doctor says of c, the mode ProbeContainment
 // chose, why being the error it gave; nil for a mode not known here.
 func (c Containment) Lines(why error) []ModeLine {
-	if m := modeNamed(c); m != nil && m.doctor != nil {
-		return m.doctor(why)
+	m := modeNamed(c)
+	if m == nil || m.doctor == nil {
+		return nil
 	}
-	return nil
+	lines := slices.Clone(m.doctor)
+	if m.doctorWhy && why != nil {
+		lines[0].Detail += " (" + why.Error() + ")"
+	}
+	return lines
 }
 
 // KeeperArg is the hidden first argument that makes amdrun act as the

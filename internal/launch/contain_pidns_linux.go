@@ -40,12 +40,10 @@ func init() {
 			}
 			return n, nil
 		},
-		doctor: func(error) []ModeLine {
-			return []ModeLine{
-				{"containment", "pid-namespace: each job gets its own PID namespace, emptied when amdrun ends, however it ends", ""},
-				{"guards", "not dumpable (no ptrace by the job's user); a rank whose guard is killed comes to the keeper, which kills it and all it started", ""},
-				{"lease hold", "released once the job's namespace is empty", ""},
-			}
+		doctor: []ModeLine{
+			{"containment", "pid-namespace: each job gets its own PID namespace, emptied when amdrun ends, however it ends", ""},
+			{"guards", "not dumpable (no ptrace by the job's user); a rank whose guard is killed comes to the keeper, which kills it and all it started", ""},
+			{"lease hold", "released once the job's namespace is empty", ""},
 		}})
 }
 

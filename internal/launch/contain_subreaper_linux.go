@@ -26,17 +26,11 @@ type subreaper struct {
 
 func init() {
 	register(containMode{name: ContainSubreaper, auto: 1, open: openSubreaper,
-		doctor: func(why error) []ModeLine {
-			because := ""
-			if why != nil {
-				because = " (" + why.Error() + ")"
-			}
-			return []ModeLine{
-				{"containment", "subreaper: a guard per rank kills what the rank leaves" + because,
-					"weaker than a namespace: the job itself, or another process of the same user, that kills or stops both amdrun and a guard frees that guard's rank, which lives on after the lease is let go; run as root, or let the kernel permit user namespaces"},
-				{"guards", "amdrun and the guards are not dumpable (no ptrace, no pidfd_getfd by the job's user); a rank whose guard is killed comes to amdrun, which kills it and all it started while amdrun runs", ""},
-				{"lease hold", "released once amdrun has killed and reaped every process of the job that came to it", ""},
-			}
+		doctorWhy: true, doctor: []ModeLine{
+			{"containment", "subreaper: a guard per rank kills what the rank leaves",
+				"weaker than a namespace: the job itself, or another process of the same user, that kills or stops both amdrun and a guard frees that guard's rank, which lives on after the lease is let go; run as root, or let the kernel permit user namespaces"},
+			{"guards", "amdrun and the guards are not dumpable (no ptrace, no pidfd_getfd by the job's user); a rank whose guard is killed comes to amdrun, which kills it and all it started while amdrun runs", ""},
+			{"lease hold", "released once amdrun has killed and reaped every process of the job that came to it", ""},
 		}})
 }
 

@@ -32,13 +32,11 @@ func init() {
 			}
 			return userNamespace{k}, nil
 		},
-		doctor: func(error) []ModeLine {
-			return []ModeLine{
-				{"containment", "user-namespace: each job gets its own user and PID namespace, emptied when amdrun ends, however it ends", ""},
-				{"guards", "not dumpable (no ptrace by the job); a rank whose guard is killed comes to the keeper, which kills it and all it started; the job cannot signal the keeper",
-					"another process of the same user, outside the job, can ptrace the guards (the namespace is the user's)"},
-				{"lease hold", "released once the job's namespace is empty", ""},
-			}
+		doctor: []ModeLine{
+			{"containment", "user-namespace: each job gets its own user and PID namespace, emptied when amdrun ends, however it ends", ""},
+			{"guards", "not dumpable (no ptrace by the job); a rank whose guard is killed comes to the keeper, which kills it and all it started; the job cannot signal the keeper",
+				"another process of the same user, outside the job, can ptrace the guards (the namespace is the user's)"},
+			{"lease hold", "released once the job's namespace is empty", ""},
 		}})
 }
 
