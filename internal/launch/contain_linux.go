@@ -208,13 +208,6 @@ func socketPair() (*os.File, *os.File, error) {
 	return os.NewFile(uintptr(fds[0]), "keeper requests"), os.NewFile(uintptr(fds[1]), "keeper requests"), nil
 }
 
-// sweepOrphans has the keeper kill the processes that came to it, ranks
-// whose guard died and all they started: in the job's namespace only the
-// keeper is a reaper besides the guards, which are amdrun's children.
-func (k *keeper) sweepOrphans() {
-	_, _ = k.lifeline.Write([]byte{keeperSweep})
-}
-
 // guardHeld is none: the keeper holds the files for the whole job.
 func (k *keeper) guardHeld() []*os.File { return nil }
 

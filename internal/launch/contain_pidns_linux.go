@@ -64,13 +64,14 @@ func (n *pidNamespace) startGuard(cmd *exec.Cmd) (int, error) {
 	return 0, <-started
 }
 
-// guardLost has the keeper kill the orphans that came to it, unless the
-// keeper is gone and the kernel took the job with it (issue 36.3).
+// guardLost has the keeper kill the orphans that came to it (in the
+// job's namespace only the keeper is a reaper besides the guards), unless
+// the keeper is gone and the kernel took the job with it (issue 36.3).
 func (n *pidNamespace) guardLost(guard string, _ map[int]bool) string {
 	if lost := n.lost(); lost != "" {
 		return lost
 	}
-	n.sweepOrphans()
+	_, _ = n.lifeline.Write([]byte{keeperSweep})
 	return guard + "; amdrun had the keeper kill the rank and all it started"
 }
 

@@ -52,11 +52,11 @@ func openSubreaper(o containOpts) (container, error) {
 		o.note(fmt.Sprintf(guardsOnlyNotice, why))
 	}
 	s := &subreaper{hold: o.hold}
-	was, err := isSubreaper()
-	if err != nil {
+	var was int32
+	if err := unix.Prctl(unix.PR_GET_CHILD_SUBREAPER, uintptr(unsafe.Pointer(&was)), 0, 0, 0); err != nil {
 		return s, nil
 	}
-	if !was {
+	if was == 0 {
 		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 			return s, nil
 		}
@@ -73,15 +73,6 @@ func openSubreaper(o containOpts) (container, error) {
 // guardsOnlyNotice is openSubreaper's line, with why (docs/shared-nodes.md
 // quotes it).
 const guardsOnlyNotice = "amdrun: warning: only the guards contain this job (%s): a rank that kills both its guard and amdrun, or stops amdrun and kills its guard, lives on after the lease is let go; root can permit user namespaces (see amdrun doctor)\n"
-
-// isSubreaper says whether this process is a child subreaper already.
-func isSubreaper() (bool, error) {
-	var v int32
-	if err := unix.Prctl(unix.PR_GET_CHILD_SUBREAPER, uintptr(unsafe.Pointer(&v)), 0, 0, 0); err != nil {
-		return false, err
-	}
-	return v != 0, nil
-}
 
 // guardHeld is every held file: the guards alone contain the job.
 func (s *subreaper) guardHeld() []*os.File { return s.hold }

@@ -41,16 +41,32 @@ func init() {
 }
 
 // startGuard has the keeper fork cmd in the job's user namespace, which
-// amdrun cannot enter; it returns the guard's pid there.
+// amdrun cannot enter; the request carries cmd's descriptors (its stdin
+// first when it has one, then stdout, stderr and the extra files). It
+// returns the guard's pid in the job's namespace.
 func (n userNamespace) startGuard(cmd *exec.Cmd) (int, error) {
-	var files []*os.File
 	stdin, _ := cmd.Stdin.(*os.File)
-	if stdin != nil {
-		files = append(files, stdin)
+	b, err := startRequest{Argv: cmd.Args, Env: cmd.Env, Dir: n.cwd, Stdin: stdin != nil}.encode()
+	if err != nil {
+		return 0, err
 	}
-	files = append(files, cmd.Stdout.(*os.File), cmd.Stderr.(*os.File))
-	files = append(files, cmd.ExtraFiles...)
-	return n.request(cmd.Args, cmd.Env, n.cwd, stdin != nil, files)
+	var fds []int
+	for _, f := range append([]*os.File{stdin, cmd.Stdout.(*os.File), cmd.Stderr.(*os.File)}, cmd.ExtraFiles...) {
+		if f != nil {
+			fds = append(fds, int(f.Fd()))
+		}
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if err := unix.Sendmsg(int(n.req.Fd()), b, unix.UnixRights(fds...), nil, 0); err != nil {
+		return 0, fmt.Errorf("keeper: %w", err)
+	}
+	buf := make([]byte, 4096)
+	got, _, _, _, err := unix.Recvmsg(int(n.req.Fd()), buf, nil, 0)
+	if err != nil || got == 0 {
+		return 0, fmt.Errorf("keeper: no reply (%v)", err)
+	}
+	return decodeStartReply(buf[:got])
 }
 
 // guardLost says the keeper killed the rank: it kills every orphan that
@@ -61,32 +77,6 @@ func (n userNamespace) guardLost(guard string, _ map[int]bool) string {
 		return lost
 	}
 	return guard + "; the keeper killed the rank and all it started"
-}
-
-// request has the keeper start a guard (userNamespace) with
-// argv and env in dir, its descriptors being files (stdin first when
-// stdin is set, then stdout, stderr, control and report); it returns the
-// guard's pid in the job's namespace.
-func (k *keeper) request(argv, env []string, dir string, stdin bool, files []*os.File) (int, error) {
-	b, err := startRequest{Argv: argv, Env: env, Dir: dir, Stdin: stdin}.encode()
-	if err != nil {
-		return 0, err
-	}
-	fds := make([]int, len(files))
-	for i, f := range files {
-		fds[i] = int(f.Fd())
-	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if err := unix.Sendmsg(int(k.req.Fd()), b, unix.UnixRights(fds...), nil, 0); err != nil {
-		return 0, fmt.Errorf("keeper: %w", err)
-	}
-	buf := make([]byte, 4096)
-	n, _, _, _, err := unix.Recvmsg(int(k.req.Fd()), buf, nil, 0)
-	if err != nil || n == 0 {
-		return 0, fmt.Errorf("keeper: no reply (%v)", err)
-	}
-	return decodeStartReply(buf[:n])
 }
 
 // userNamespaceAttr starts a process as the init of a new user, PID and
