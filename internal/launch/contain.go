@@ -13,20 +13,12 @@ import (
 // the job, however amdrun itself ends (issue 13), and how it keeps the
 // job from undoing that (issue 26); --contain names it.
 //
-// Every rank always runs under a guard: amdrun re-executed as a child
-// subreaper (PR_SET_CHILD_SUBREAPER) that starts the rank, relays amdrun's
-// signals to it, and, when the rank exits or amdrun goes away (its end of
-// a pipe closes, which the kernel does however amdrun dies), SIGKILLs
-// every descendant the rank left, wherever it went (another process group,
-// setsid, a double fork: orphans come back to the guard), reaps them and
-// only then exits. A guard is not dumpable (PR_SET_DUMPABLE 0), so that a
-// process of the same user cannot ptrace it. The guards keep the device
-// leases' lock files open, and amdrun keeps its own until every process
-// of the job is gone, so the devices stay leased to the end.
-//
-// The modes differ in what a job (or another process of the same user)
-// can undo; each is one type, in its own file, that says so
-// (pidNamespace, userNamespace, subreaper).
+// Every rank always runs under a guard (see ShimMain), a child subreaper
+// that kills whatever the rank left, wherever it went, when the rank
+// exits or amdrun goes away. The device leases' lock files stay open
+// until every process of the job is gone. The modes differ in what a job
+// (or another process of the same user) can undo; each is one type, in
+// its own file, that says so (pidNamespace, userNamespace, subreaper).
 type Containment string
 
 // The containment modes, as --contain names them (each mode's type says
