@@ -45,9 +45,9 @@ func openContainment(want Containment, o containOpts) (container, error) {
 	o.asked = true
 	c, err := m.open(o)
 	if err != nil {
-		return nil, fmt.Errorf("launch: %w: %w", ErrContainment, err)
+		err = fmt.Errorf("launch: %w: %w", ErrContainment, err)
 	}
-	return c, nil
+	return c, err
 }
 
 // openAuto opens the first mode, by the modes' auto order, permitted
