@@ -35,8 +35,11 @@ type keeper struct {
 // permitted here is an ErrContainment.
 func openContainment(want Containment, o containOpts) (container, error) {
 	if want == ContainAuto {
-		c, _, err := openAuto(o)
-		return c, err
+		c, _, why := openAuto(o)
+		if c == nil {
+			return nil, why
+		}
+		return c, nil // why a stronger mode was refused is doctor's to say
 	}
 	m := modeNamed(want)
 	if m == nil {

@@ -4,6 +4,7 @@ package launch
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"slices"
@@ -93,5 +94,23 @@ func TestAddingAContainmentMode(t *testing.T) {
 	}
 	if len(d.lost) != 1 || !strings.Contains(errb.String(), "its guard (pid ") || !strings.Contains(errb.String(), "; the dummy mode was told") {
 		t.Errorf("the mode was told of %v; summary:\n%s", d.lost, errb)
+	}
+}
+
+// TestAutoPassesOverARefusedMode: a mode auto tries first that is not
+// permitted here leaves the job to the next one; Run does not fail, and
+// ProbeContainment names the next mode with why the first was refused
+// (an unprivileged user's auto run failed with the PID namespace's error).
+func TestAutoPassesOverARefusedMode(t *testing.T) {
+	testutil.EndToEnd(t)
+	refused := errors.New("creating a refused namespace is not permitted")
+	register(containMode{name: "refused", auto: 100, open: func(containOpts) (container, error) { return nil, refused }})
+	t.Cleanup(func() { modes = slices.DeleteFunc(modes, func(m containMode) bool { return m.name == "refused" }) })
+	p, _ := workerPlan(t, 1, "pid")
+	if code, err := Run(context.Background(), p, RunOptions{Stdout: newBuf(0), Stderr: newBuf(0)}); code != 0 || err != nil {
+		t.Fatalf("Run = %d, %v", code, err)
+	}
+	if c, why := ProbeContainment(self(t)); c == "refused" || c == ContainAuto || !errors.Is(why, refused) {
+		t.Errorf("ProbeContainment = %s, %v; want the next mode, with why %q", c, why, refused)
 	}
 }
