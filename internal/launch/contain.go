@@ -3,68 +3,36 @@ package launch
 import (
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"slices"
 	"strings"
 )
 
 // Containment is how Run keeps every process a job starts from outliving
 // the job, however amdrun itself ends (issue 13), and how it keeps the
-// job from undoing that (issue 26).
+// job from undoing that (issue 26); --contain names it.
 //
-// Every rank always runs under a guard: amdrun re-executed as a child
-// subreaper (PR_SET_CHILD_SUBREAPER) that starts the rank, relays amdrun's
-// signals to it, and, when the rank exits or amdrun goes away (its end of
-// a pipe closes, which the kernel does however amdrun dies), SIGKILLs
-// every descendant the rank left, wherever it went (another process group,
-// setsid, a double fork: orphans come back to the guard), reaps them and
-// only then exits. A guard is not dumpable (PR_SET_DUMPABLE 0), so that a
-// process of the same user cannot ptrace it. The guards keep the device
-// leases' lock files open, and amdrun keeps its own until every process
-// of the job is gone, so the devices stay leased to the end.
-//
-// The modes differ in what a job (or another process of the same user)
-// can undo:
-//
-//   - ContainPIDNamespace (root): one PID and mount namespace for the
-//     whole job, whose init is a keeper process; the guards run in it.
-//     When amdrun goes away the keeper kills every process of the
-//     namespace and exits once it is empty; if the keeper itself is
-//     killed the kernel kills them all. A rank whose guard is killed
-//     comes to the keeper, which amdrun has kill it.
-//   - ContainUserNamespace (unprivileged, where the kernel permits user
-//     namespaces): the same for the job inside a user namespace of its
-//     own, whose keeper starts the guards (amdrun, multithreaded, cannot
-//     enter a user namespace). The job cannot signal the keeper (the
-//     kernel drops SIGKILL and SIGSTOP sent to a namespace's init from
-//     inside; the keeper ignores or drops every other signal), holds no
-//     capability on the thread it forks guards from, and a rank whose
-//     guard dies comes to the keeper, which kills it at once. Another
-//     process of the user outside the job can ptrace, stop or kill the
-//     keeper and the guards: the namespace is the user's.
-//   - ContainSubreaper (guards only, where neither is permitted): amdrun
-//     is itself a subreaper while the job runs, so a rank whose guard was
-//     killed comes to amdrun, which kills it and all it started before it
-//     reports or lets the lease go; amdrun is not dumpable either. What
-//     this cannot cover: the job itself, or another process of the same
-//     user, that kills or stops both amdrun and a guard frees that
-//     guard's rank, which lives on after the lease is let go (Run warns
-//     so when it holds device leases).
+// Every rank always runs under a guard (see ShimMain), a child subreaper
+// that kills whatever the rank left, wherever it went, when the rank
+// exits or amdrun goes away. The device leases' lock files stay open
+// until every process of the job is gone. The modes differ in what a job
+// (or another process of the same user) can undo; each is one type, in
+// its own file, that says so (pidNamespace, userNamespace, subreaper).
 type Containment string
 
-// The containment modes.
+// The containment modes, as --contain names them (each mode's type says
+// what it does).
 const (
-	// ContainAuto is the strongest mode permitted here:
-	// ContainPIDNamespace when amdrun may create namespaces as root, else
-	// ContainUserNamespace when the kernel lets it create a user
-	// namespace, else ContainSubreaper.
+	// ContainAuto is the strongest mode permitted here: ContainPIDNamespace
+	// as root, else ContainUserNamespace where the kernel permits one, else
+	// ContainSubreaper.
 	ContainAuto Containment = ""
-	// ContainPIDNamespace runs the job in its own PID and mount
-	// namespaces, with a keeper as their init, plus the per-rank guards.
+	// ContainPIDNamespace is pidNamespace: a PID namespace and its keeper.
 	ContainPIDNamespace Containment = "pid-namespace"
-	// ContainUserNamespace runs the job in its own user, PID and mount
-	// namespaces, with a keeper as their init, plus the per-rank guards.
+	// ContainUserNamespace is userNamespace: the same in a user namespace.
 	ContainUserNamespace Containment = "user-namespace"
-	// ContainSubreaper runs each rank under its guard only, with amdrun a
-	// subreaper for the guards that die.
+	// ContainSubreaper is subreaper: the guards, and amdrun a subreaper.
 	ContainSubreaper Containment = "subreaper"
 )
 
@@ -72,16 +40,93 @@ const (
 // (ContainPIDNamespace, ContainUserNamespace) is not permitted here.
 var ErrContainment = errors.New("cannot contain the job in the namespaces asked for")
 
-// ParseContainment parses "auto", "pid-namespace", "user-namespace" or
-// "subreaper" (any case). Another value gives an error that lists the valid ones.
+// container is one containment mode at work for one Run: what the
+// supervisor asks of the mode, never which mode it is (HashiCorp Nomad's
+// executor is cut the same way: one Executor interface, one
+// implementation per isolation). A mode is one file that registers it
+// (register), with its tests.
+type container interface {
+	// guardHeld are the held files (RunOptions.Hold) every guard keeps
+	// open: all of them when the guards alone contain the job, none when
+	// a keeper holds them.
+	guardHeld() []*os.File
+	// startGuard starts cmd, a rank's guard, in the job. kept is the
+	// guard's pid in the job's PID namespace when a keeper forked it
+	// instead (cmd did not run: amdrun cannot wait for it, and its end
+	// is its report pipe's); 0 when cmd was started.
+	startGuard(cmd *exec.Cmd) (kept int, err error)
+	// outerPID is amdrun's pid of the process the job's PID namespace
+	// numbers pid, a child of parent (amdrun's pid; 0: of the job's
+	// keeper); 0 when there is none.
+	outerPID(parent, pid int) int
+	// guardLost kills, as far as the mode can, the rank of a guard that
+	// ended without reporting its rank's end, and all it started. guard
+	// says how that guard ended, live are the guards still running
+	// (amdrun's pids); it returns the failure summary's line on it.
+	guardLost(guard string, live map[int]bool) string
+	// close ends the containment once every guard has ended. It returns
+	// when nothing of the job is left: only then may the lease go.
+	close()
+}
+
+// containOpts is what a mode is set up with for one Run.
+type containOpts struct {
+	self   string     // amdrun's binary
+	hold   []*os.File // RunOptions.Hold
+	errDir string     // the ranks' error files ("": none), for a keeper to remove should amdrun die
+	asked  bool       // --contain named the mode; false: auto chose it
+	note   func(string)
+}
+
+// containMode is a containment mode as its file registers it.
+type containMode struct {
+	name Containment
+	// auto orders the modes --contain auto tries, the highest first; 0:
+	// only when asked for by name.
+	auto int
+	// open sets the mode up for one Run; an error says why it is not
+	// permitted here (the container is then not to be used).
+	open func(containOpts) (container, error)
+	// doctor is what amdrun doctor says of the mode; with doctorWhy the
+	// first line adds why no stronger mode was chosen.
+	doctor    []ModeLine
+	doctorWhy bool
+}
+
+// modes are the registered modes, the highest auto first.
+var modes []containMode
+
+// register adds a mode; its file calls it from init.
+func register(m containMode) {
+	modes = append(modes, m)
+	slices.SortStableFunc(modes, func(a, b containMode) int { return b.auto - a.auto })
+}
+
+// modeNamed is the registered mode c names; nil when there is none.
+func modeNamed(c Containment) *containMode {
+	for i := range modes {
+		if modes[i].name == c {
+			return &modes[i]
+		}
+	}
+	return nil
+}
+
+// ParseContainment parses "auto" or a mode's name (any case). Another
+// value gives an error that lists the valid ones.
 func ParseContainment(s string) (Containment, error) {
-	switch c := Containment(strings.ToLower(strings.TrimSpace(s))); c {
-	case "auto":
+	c := Containment(strings.ToLower(strings.TrimSpace(s)))
+	if c == "auto" {
 		return ContainAuto, nil
-	case ContainPIDNamespace, ContainUserNamespace, ContainSubreaper:
+	}
+	if modeNamed(c) != nil {
 		return c, nil
 	}
-	return "", fmt.Errorf("contain: unknown mode %q (valid: auto, pid-namespace, user-namespace, subreaper)", s)
+	valid := []string{"auto"}
+	for _, m := range modes {
+		valid = append(valid, string(m.name))
+	}
+	return "", fmt.Errorf("contain: unknown mode %q (valid: %s)", s, strings.Join(valid, ", "))
 }
 
 // String names the mode as --contain spells it.
@@ -90,6 +135,24 @@ func (c Containment) String() string {
 		return "auto"
 	}
 	return string(c)
+}
+
+// A ModeLine is one line of what amdrun doctor says of a containment
+// mode: the check's name, what holds, and what the user can do.
+type ModeLine struct{ Name, Detail, Hint string }
+
+// Lines are what amdrun doctor says of c, the mode ProbeContainment
+// chose, why being the error it gave; nil for a mode not known here.
+func (c Containment) Lines(why error) []ModeLine {
+	m := modeNamed(c)
+	if m == nil || m.doctor == nil {
+		return nil
+	}
+	lines := slices.Clone(m.doctor)
+	if m.doctorWhy && why != nil {
+		lines[0].Detail += " (" + why.Error() + ")"
+	}
+	return lines
 }
 
 // KeeperArg is the hidden first argument that makes amdrun act as the

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -31,23 +32,29 @@ func newMark(t *testing.T) string {
 	return fmt.Sprintf("%s-%d-%d", t.Name(), os.Getpid(), time.Now().UnixNano())
 }
 
-// containModes are the containments to test on this machine: the guards
-// alone always, a PID namespace when permitted here (as root), a user
-// namespace too when the kernel permits one.
-func containModes(t *testing.T) []Containment {
-	t.Helper()
-	modes := []Containment{ContainSubreaper}
-	if err := probeNamespaces(self(t), false); err == nil {
-		modes = append(modes, ContainPIDNamespace)
-	} else {
-		t.Logf("not testing %s: %v", ContainPIDNamespace, err)
+// containModes are the containments to test on this machine: every
+// mode auto may choose that can be set up here (the guards alone always,
+// a PID namespace as root, a user namespace where the kernel permits one).
+func containModes(tb testing.TB) []Containment {
+	tb.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		tb.Fatal(err)
 	}
-	if err := probeNamespaces(self(t), true); err == nil {
-		modes = append(modes, ContainUserNamespace)
-	} else {
-		t.Logf("not testing %s: %v", ContainUserNamespace, err)
+	var out []Containment
+	for _, m := range modes {
+		if m.auto == 0 {
+			continue
+		}
+		c, err := m.open(containOpts{self: self, note: func(string) {}})
+		if err != nil {
+			tb.Logf("not testing %s: %v", m.name, err)
+			continue
+		}
+		c.close()
+		out = append(out, m.name)
 	}
-	return modes
+	return out
 }
 
 // startLauncher starts cmd, the test binary as a mini launcher, reads its
@@ -490,5 +497,26 @@ func TestNamespacePIDsSpread(t *testing.T) {
 				t.Errorf("the ranks of two jobs had pids %v in their namespaces, want distinct pids above %d", pids, pidStride)
 			}
 		})
+	}
+}
+
+// TestProcessTreeAgreesWithChildrenFiles: the scan of /proc/*/stat that
+// stands in where the kernel has no children files finds what they list.
+func TestProcessTreeAgreesWithChildrenFiles(t *testing.T) {
+	cmd := exec.Command("cat") // blocks on its stdin until the test ends
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { in.Close(); cmd.Wait() }()
+	self, pid := os.Getpid(), cmd.Process.Pid
+	if !slices.Contains(processTree()[self], pid) {
+		t.Errorf("processTree()[%d] = %v, missing %d", self, processTree()[self], pid)
+	}
+	if childrenFiles() && !slices.Contains(childrenOf(self), pid) {
+		t.Errorf("childrenOf(%d) = %v, missing %d", self, childrenOf(self), pid)
 	}
 }

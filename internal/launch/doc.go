@@ -1,7 +1,9 @@
 // Package launch runs a plan (package launch/plan) as a supervised
 // group of worker processes: the bind shim and rank guard (amdrun
-// re-executed, shim*.go), the PID-namespace keeper and containment
-// (contain*.go), the guard/keeper protocol (proto_linux.go), the log
+// re-executed, shim*.go), the containment modes (one type each behind
+// one interface, contain*.go), the PID-namespace keeper (keeper_linux.go),
+// the process tree (proctree_linux.go), the guard/keeper protocol
+// (proto_linux.go), the log
 // layout and output copying (logdir_linux.go, output.go), torch's error
 // files (errorfile.go, errordir_linux.go), signal forwarding
 // (signals.go), resource limits (limits*.go), fail-fast and restarts

@@ -1,7 +1,6 @@
 package launch
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -153,11 +152,7 @@ func statFields(pid int) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return nil, fmt.Errorf("/proc/%d/stat: no command", pid)
-	}
-	f := strings.Fields(string(b[i+1:]))
+	f := statFieldsOf(b)
 	if len(f) < 20 {
 		return nil, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
 	}
@@ -191,14 +186,7 @@ func staleErrorDir(fd int, name string) bool {
 // a directory of this user (not a link) whose name (or, left by an older
 // amdrun, whose owner file) names no living process.
 func removeStaleErrorDirs(dirfd int) {
-	d, err := unix.Openat(dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return
-	}
-	f := os.NewFile(uintptr(d), ".")
-	names, _ := f.Readdirnames(-1)
-	f.Close()
-	for _, name := range names {
+	for _, name := range dirNames(dirfd) {
 		if !strings.HasPrefix(name, errorDirPrefix) {
 			continue
 		}
@@ -240,14 +228,7 @@ func readAt(dirfd int, name string, limit int64) []byte {
 // and heartbeat files, the control socket) and the owner file an older
 // amdrun wrote; nothing else.
 func emptyErrorDir(dirfd int) {
-	d, err := unix.Openat(dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return
-	}
-	f := os.NewFile(uintptr(d), ".")
-	names, _ := f.Readdirnames(-1)
-	f.Close()
-	for _, name := range names {
+	for _, name := range dirNames(dirfd) {
 		if ownFile(name) {
 			_ = unix.Unlinkat(dirfd, name, 0)
 		}
@@ -308,7 +289,14 @@ func (e *errorDir) remove() {
 	}
 }
 
-// removeErrorDir removes an errorDir that amdrun may have left behind (it
-// was killed): dir, when it names one. The keeper calls it once the job's
-// namespace is empty.
-func removeErrorDir(dir string) { removeErrorDirPath(dir) }
+// dirNames lists the directory dirfd; nil when it cannot be read.
+func dirNames(dirfd int) []string {
+	d, err := unix.Openat(dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	f := os.NewFile(uintptr(d), ".")
+	defer f.Close()
+	names, _ := f.Readdirnames(-1)
+	return names
+}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"runtime"
 	"syscall"
 	"time"
 
@@ -39,7 +38,7 @@ func (s *supervisor) start(r *plan.Rank, c command, logs [2]*os.File, exits chan
 			w.pipes = append(w.pipes, f)
 		}
 	}
-	kept, err := s.launchGuard(cmd)
+	kept, err := s.mode.startGuard(cmd)
 	closeFiles(p.theirs...)
 	if err != nil {
 		closeFiles(p.reads[:]...)
@@ -110,20 +109,16 @@ func (s *supervisor) guardPipes(logged, console Std) (*guardFiles, error) {
 }
 
 // guardCmd is the command that starts r's guard with its files: the
-// control and report pipes at guardCtlFD and guardReportFD, then, unless
-// the keeper holds them, the held files.
+// control and report pipes at guardCtlFD and guardReportFD, then the held
+// files the mode gives the guards.
 func (s *supervisor) guardCmd(r *plan.Rank, c command, p *guardFiles) *exec.Cmd {
-	extra := []*os.File{p.ctlR, p.repW}
-	if s.keeper == nil {
-		extra = append(extra, s.o.Hold...)
-	}
 	cmd := &exec.Cmd{
 		Path:       c.path,
 		Args:       c.args,
 		Env:        c.env,
 		Stdout:     p.child[0],
 		Stderr:     p.child[1],
-		ExtraFiles: extra,
+		ExtraFiles: append([]*os.File{p.ctlR, p.repW}, s.mode.guardHeld()...),
 		// Its own group: a signal to amdrun's process group (kill -9 %1
 		// in a shell) must leave the guard to clean up. No parent-death
 		// signal: the guard learns of amdrun's death from its control
@@ -136,41 +131,6 @@ func (s *supervisor) guardCmd(r *plan.Rank, c command, p *guardFiles) *exec.Cmd 
 	return cmd
 }
 
-// launchGuard starts a guard's command: from a thread that joined the
-// job's namespaces (ContainPIDNamespace), or through the keeper, which
-// forks it in the job's user namespace and returns its pid there
-// (ContainUserNamespace: amdrun cannot enter that namespace), or from any
-// thread. kept is that pid; 0 when cmd was started here.
-func (s *supervisor) launchGuard(cmd *exec.Cmd) (kept int, err error) {
-	k := s.keeper
-	switch {
-	case k != nil && k.userns:
-		var files []*os.File
-		stdin, _ := cmd.Stdin.(*os.File)
-		if stdin != nil {
-			files = append(files, stdin)
-		}
-		files = append(files, cmd.Stdout.(*os.File), cmd.Stderr.(*os.File))
-		files = append(files, cmd.ExtraFiles...)
-		return k.startGuard(cmd.Args, cmd.Env, k.cwd, stdin != nil, files)
-	case k != nil:
-		started := make(chan error, 1)
-		go func() {
-			// Never unlocked: the thread has joined the job's namespaces
-			// and ends with this goroutine.
-			runtime.LockOSThread()
-			if err := k.join(); err != nil {
-				started <- err
-				return
-			}
-			cmd.Dir = k.cwd
-			started <- cmd.Start()
-		}()
-		return 0, <-started
-	}
-	return 0, cmd.Start()
-}
-
 // watch follows one started guard: it learns the rank's pid from the
 // guard's report (found in amdrun's namespace), lets the guard go on,
 // waits for it to end and sends the rank's end to exits. kept is the
@@ -180,17 +140,13 @@ func (s *supervisor) watch(w *worker, cmd *exec.Cmd, kept int, ctlW, repR *os.Fi
 	defer repR.Close()
 	rep := bufio.NewReader(repR)
 	if kept != 0 {
-		w.guard = hostPID(s.keeper.cmd.Process.Pid, kept)
+		w.guard = s.mode.outerPID(0, kept)
 	}
 	pid := w.guard // until it names the rank
 	if m, err := readReport(rep); err == nil && m.Kind == msgPid {
-		n := m.Pid
-		if s.keeper != nil {
-			// The rank cannot be reaped before the answer below, so it is
-			// still there to be found, even if it has exited.
-			n = hostPID(w.guard, n)
-		}
-		if n > 0 {
+		// The rank cannot be reaped before the answer below, so it is
+		// still there to be found, even if it has exited.
+		if n := s.mode.outerPID(w.guard, m.Pid); n > 0 {
 			pid = n
 		}
 		_, _ = ctlW.Write([]byte{ctlAck})
@@ -217,7 +173,7 @@ func (s *supervisor) watch(w *worker, cmd *exec.Cmd, kept int, ctlW, repR *os.Fi
 
 // guardLost handles a guard that ended without reporting its rank's end
 // (something killed it): the rank may live on, so it is killed with all
-// it started, as the mode allows, and w.lost says what happened.
+// it started, as the mode can, and w.lost says what happened.
 func (s *supervisor) guardLost(g *group, w *worker, ev exitEvent) {
 	how := "ended without reporting its rank's end"
 	if ev.state != nil {
@@ -225,29 +181,13 @@ func (s *supervisor) guardLost(g *group, w *worker, ev exitEvent) {
 			how = "was killed by " + unix.SignalName(ws.Signal())
 		}
 	}
-	var what string
-	switch {
-	case s.keeper != nil && s.keeper.lost() != "":
-		// The guard died with the keeper: the job is gone (issue 36.3).
-		w.lost = s.keeper.lost()
-		return
-	case s.mode == ContainUserNamespace:
-		what = "the keeper killed the rank and all it started"
-	case s.keeper != nil:
-		s.keeper.sweepOrphans()
-		what = "amdrun had the keeper kill the rank and all it started"
-	case s.reaping:
-		live := map[int]bool{}
-		for _, o := range g.workers {
-			if !o.exited {
-				live[o.guard] = true
-			}
+	live := map[int]bool{}
+	for _, o := range g.workers {
+		if !o.exited {
+			live[o.guard] = true
 		}
-		what = fmt.Sprintf("amdrun killed the rank and all it started (%d processes)", s.sweepOrphans(live))
-	default:
-		what = "the rank's processes may live on (amdrun could not be their subreaper)"
 	}
-	w.lost = fmt.Sprintf("its guard (pid %d) %s; %s", w.guard, how, what)
+	w.lost = s.mode.guardLost(fmt.Sprintf("its guard (pid %d) %s", w.guard, how), live)
 }
 
 // command is how one rank's guard is started.

@@ -4,9 +4,10 @@ package launch
 // job's PID namespace (amdrun's side of it is contain_linux.go).
 
 import (
-	"bufio"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"runtime"
@@ -19,12 +20,11 @@ import (
 )
 
 // KeeperMain is the keeper, the init (pid 1) of a job's PID namespace:
-// args are what follows KeeperArg, "--parent-mnt INODE [--probe]
-// [--errors DIR] [--userns]". It makes the mount namespace it was started
-// in a slave of its parent's (so that nothing mounted here shows outside)
-// and mounts a /proc of the new PID namespace, so that a rank's pid and
-// /proc/self agree. With --probe it exits there: 0 when that worked.
-// Otherwise it speaks the protocol of proto_linux.go: it reports its
+// args are what follows KeeperArg, "--parent-mnt INODE [--errors DIR]
+// [--userns]". It makes the mount namespace it was started in a slave of
+// its parent's (so that nothing mounted here shows outside) and mounts a
+// /proc of the new PID namespace, so that a rank's pid and /proc/self
+// agree. It speaks the protocol of proto_linux.go: it reports its
 // set-up on keeperStatusFD and keeps the files from keeperHoldFD on open;
 // it is not dumpable; it reaps the orphans that come to it and kills them
 // (and all they started) on keeperSweep. With --userns (the init of a
@@ -38,30 +38,21 @@ import (
 func KeeperMain(args []string) int {
 	ka := keeperArgs(args)
 	fail := func(err error) int {
-		if ka.probe {
-			fmt.Fprintf(os.Stderr, "%v\n", err)
-		} else {
-			_, _ = os.NewFile(keeperStatusFD, "status").Write(encodeKeeperStatus(err))
-		}
+		_, _ = os.NewFile(keeperStatusFD, "status").Write(encodeKeeperStatus(err))
 		return 1
 	}
 	// The thread that mounts /proc, drops the capability and forks every
 	// guard: capabilities are a thread's (issue 36.2).
 	runtime.LockOSThread()
-	if !ka.probe {
-		// Its pipes and held files reach no guard (issue 36.1).
-		if err := cloexecFrom(keeperLifeFD); err != nil {
-			return fail(fmt.Errorf("keeper: %w", err))
-		}
-		if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-			return fail(fmt.Errorf("keeper: prctl PR_SET_DUMPABLE: %w", err))
-		}
+	// Its pipes and held files reach no guard (issue 36.1).
+	if err := cloexecFrom(keeperLifeFD); err != nil {
+		return fail(fmt.Errorf("keeper: %w", err))
+	}
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fail(fmt.Errorf("keeper: prctl PR_SET_DUMPABLE: %w", err))
 	}
 	if err := nsSetup(ka.parentMnt); err != nil {
 		return fail(err)
-	}
-	if ka.probe {
-		return 0
 	}
 	// The /proc it just mounted, whatever a rank mounts later.
 	if err := keepProc(); err != nil {
@@ -84,7 +75,7 @@ func KeeperMain(args []string) int {
 	_, _ = status.Write(encodeKeeperStatus(nil))
 	status.Close()
 	keeperLoop(chld, ka.userns)
-	removeErrorDir(ka.errDir)
+	removeErrorDirPath(ka.errDir)
 	return 0
 }
 
@@ -152,18 +143,7 @@ func dropCaps() error {
 // keeperLoop serves the lifeline (and, with userns, the guards' start
 // requests) until the lifeline closes, then empties the namespace.
 func keeperLoop(chld <-chan os.Signal, userns bool) {
-	cmds := make(chan byte, 16)
-	go func() {
-		r := bufio.NewReader(os.NewFile(keeperLifeFD, "lifeline"))
-		for {
-			b, err := r.ReadByte()
-			if err != nil {
-				close(cmds)
-				return
-			}
-			cmds <- b
-		}
-	}()
+	cmds := readBytes(os.NewFile(keeperLifeFD, "lifeline"), 16)
 	reqs := make(chan keeperReq)
 	if userns {
 		go readStartRequests(reqs)
@@ -174,7 +154,9 @@ func keeperLoop(chld <-chan os.Signal, userns bool) {
 		case <-chld:
 			reapAll(func(pid int, _ unix.WaitStatus) { delete(guards, pid) })
 			if userns {
-				killOrphans(guards)
+				// A process whose guard died came here. Reaping them (the
+				// next SIGCHLD) brings their own children, and the next round.
+				killStrays(func(c int) bool { return guards[c] }, map[int]bool{})
 			}
 		case r := <-reqs:
 			pid, err := r.start()
@@ -192,22 +174,6 @@ func keeperLoop(chld <-chan os.Signal, userns bool) {
 			emptyNamespace(chld)
 			return
 		}
-	}
-}
-
-// killOrphans SIGKILLs every child of the keeper that is not one of its
-// guards, and all they started: a process whose guard died came here.
-// Reaping them (the next SIGCHLD) brings their own children, and the
-// next round.
-func killOrphans(guards map[int]bool) {
-	for _, c := range childrenNow(os.Getpid()) {
-		if guards[c] {
-			continue
-		}
-		for _, d := range descendants(c) {
-			_ = unix.Kill(d, unix.SIGKILL)
-		}
-		_ = unix.Kill(c, unix.SIGKILL)
 	}
 }
 
@@ -291,32 +257,21 @@ func closeFDs(fds []int) {
 
 // keeperOpts is the keeper's command line.
 type keeperOpts struct {
-	probe, userns bool
-	parentMnt     uint64
-	errDir        string
+	userns    bool
+	parentMnt uint64
+	errDir    string
 }
 
-// keeperArgs parses the keeper's command line (see KeeperMain).
+// keeperArgs parses the keeper's command line (see KeeperMain); what
+// it cannot parse stays zero, which nsSetup refuses.
 func keeperArgs(args []string) keeperOpts {
 	var o keeperOpts
-	for i := 0; i < len(args); i++ {
-		switch args[i] {
-		case "--probe":
-			o.probe = true
-		case "--userns":
-			o.userns = true
-		case "--parent-mnt":
-			if i+1 < len(args) {
-				o.parentMnt, _ = strconv.ParseUint(args[i+1], 10, 64)
-				i++
-			}
-		case "--errors":
-			if i+1 < len(args) {
-				o.errDir = args[i+1]
-				i++
-			}
-		}
-	}
+	fs := flag.NewFlagSet(KeeperArg, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.BoolVar(&o.userns, "userns", false, "")
+	fs.Uint64Var(&o.parentMnt, "parent-mnt", 0, "")
+	fs.StringVar(&o.errDir, "errors", "", "")
+	_ = fs.Parse(args)
 	return o
 }
 

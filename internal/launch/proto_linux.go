@@ -273,3 +273,21 @@ func decodeStartReply(b []byte) (int, error) {
 	}
 	return r.Pid, nil
 }
+
+// readBytes sends each byte read from r (a lifeline, a control pipe) to
+// the channel it returns, buffered n, and closes it at EOF or an error.
+func readBytes(r io.Reader, n int) <-chan byte {
+	out := make(chan byte, n)
+	go func() {
+		br := bufio.NewReader(r)
+		for {
+			b, err := br.ReadByte()
+			if err != nil {
+				close(out)
+				return
+			}
+			out <- b
+		}
+	}()
+	return out
+}

@@ -118,12 +118,12 @@ func Run(ctx context.Context, p *plan.Plan, o RunOptions) (exitCode int, err err
 			s.o.StallTimeout = 0
 		}
 	}
-	if err := s.contain(); err != nil {
+	if s.mode, err = openContainment(o.Contain, containOpts{self: o.Self, hold: o.Hold, errDir: s.errs.dir, note: s.note}); err != nil {
 		return 1, err
 	}
-	// After every worker: the keeper empties the namespace of whatever is
-	// left and only then lets go of the held files.
-	defer s.uncontain()
+	// After every worker: nothing of the job is left when Run returns, and
+	// only then may the caller let the lease go.
+	defer s.mode.close()
 	if o.Signals != nil {
 		s.sigs = o.Signals
 	} else {
@@ -190,30 +190,26 @@ func notified(forwarded []os.Signal) []os.Signal {
 // supervisor is the state of one Run. Only Run's goroutine touches it,
 // except the fields the wait goroutines send over channels.
 type supervisor struct {
-	plan           *plan.Plan
-	o              RunOptions
-	con            *console
-	sigs           <-chan os.Signal
-	job            *jobDir        // the run's log directory; nil without logs
-	errs           *errorDir      // the ranks' error files
-	notes          io.WriteCloser // amdrun.log in the run's log directory; nil without logs
-	faults         *logFaults     // the log files whose writes failed
-	keeper         *keeper        // the job's PID namespace; nil: none
-	mode           Containment    // the containment chosen (not ContainAuto)
-	reaping        bool           // amdrun is the job's subreaper (ContainSubreaper)
-	unsetSubreaper bool           // it was not one before
-	notJob         map[int]bool   // amdrun's children from before the job (ContainSubreaper)
-	stdin          *os.File       // local rank 0's standard input; nil: /dev/null
-	term           [2]*os.File    // Stdout, Stderr when they are terminals
-	shown          int            // how many ranks the console shows
-	lastEnd        syscall.Signal // the last ending signal forwarded, at lastEndAt
-	lastEndAt      time.Time
-	sawINT         bool           // a SIGINT was forwarded
-	interrupted    syscall.Signal // the first ending signal received, 0 if none
-	stacks         *stacker       // asks the ranks for their stacks
-	activity       atomic.Int64   // when a rank last wrote output (unix nanoseconds)
-	stall          *stallReport   // the stall that ended this attempt; nil: none
-	stallFiles     int            // stall reports written to the log directory
+	plan        *plan.Plan
+	o           RunOptions
+	con         *console
+	sigs        <-chan os.Signal
+	job         *jobDir        // the run's log directory; nil without logs
+	errs        *errorDir      // the ranks' error files
+	notes       io.WriteCloser // amdrun.log in the run's log directory; nil without logs
+	faults      *logFaults     // the log files whose writes failed
+	mode        container      // how the job is contained
+	stdin       *os.File       // local rank 0's standard input; nil: /dev/null
+	term        [2]*os.File    // Stdout, Stderr when they are terminals
+	shown       int            // how many ranks the console shows
+	lastEnd     syscall.Signal // the last ending signal forwarded, at lastEndAt
+	lastEndAt   time.Time
+	sawINT      bool           // a SIGINT was forwarded
+	interrupted syscall.Signal // the first ending signal received, 0 if none
+	stacks      *stacker       // asks the ranks for their stacks
+	activity    atomic.Int64   // when a rank last wrote output (unix nanoseconds)
+	stall       *stallReport   // the stall that ended this attempt; nil: none
+	stallFiles  int            // stall reports written to the log directory
 }
 
 // worker is one started rank of an attempt.
@@ -353,7 +349,7 @@ func (s *supervisor) commands(attempt int) ([]command, int, error) {
 		if err := s.lookup(r, env); err != nil {
 			return nil, execFailureCode(err), fmt.Errorf("launch: rank %d: %w", r.Rank, err)
 		}
-		cmds[i] = command{path: s.o.Self, args: guardArgv(s.o.Self, r, s.holdCount()), env: env}
+		cmds[i] = command{path: s.o.Self, args: guardArgv(s.o.Self, r, len(s.mode.guardHeld())), env: env}
 	}
 	return cmds, 0, nil
 }
@@ -536,15 +532,6 @@ func (s *supervisor) onSignal(g *group, sig os.Signal) {
 		s.lastEnd, s.lastEndAt, s.sawINT = ss, time.Now(), s.sawINT || ss == unix.SIGINT
 		g.stop(ss, s.o.Grace)
 	}
-}
-
-// holdCount is how many held files each guard keeps: all of them when
-// the guards alone contain the job, none when the keeper holds them.
-func (s *supervisor) holdCount() int {
-	if s.keeper != nil {
-		return 0
-	}
-	return len(s.o.Hold)
 }
 
 // pump starts copying the worker's piped streams (reads; nil for one

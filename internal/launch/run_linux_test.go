@@ -604,13 +604,7 @@ func BenchmarkLaunch(b *testing.B) {
 		b.Fatal(err)
 	}
 	selfPath, _ := os.Executable()
-	modes := []Containment{ContainSubreaper}
-	if probeNamespaces(selfPath, false) == nil {
-		modes = append(modes, ContainPIDNamespace)
-	}
-	if probeNamespaces(selfPath, true) == nil {
-		modes = append(modes, ContainUserNamespace)
-	}
+	modes := containModes(b)
 	for _, n := range []int{1, 2, 8} {
 		for _, mode := range modes {
 			for _, bound := range []bool{false, true} {

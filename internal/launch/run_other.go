@@ -43,3 +43,11 @@ func FindJob(pid int) (Job, error) { return Job{}, ErrNotSupported }
 
 // AskStacks is only supported on Linux.
 func AskStacks(j Job, native bool) (string, error) { return "", ErrNotSupported }
+
+// Elsewhere the modes are names only, for --contain to parse: a dry run
+// plans anywhere.
+func init() {
+	for _, c := range []Containment{ContainPIDNamespace, ContainUserNamespace, ContainSubreaper} {
+		register(containMode{name: c})
+	}
+}

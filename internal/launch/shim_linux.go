@@ -1,7 +1,6 @@
 package launch
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"os/signal"
@@ -252,18 +251,7 @@ func startRank(path string, argv []string) (int, error) {
 // exits, and returns its wait status; ok is false when the control pipe
 // closed first (amdrun is gone).
 func watchRank(pid int, ctl *os.File, chld <-chan os.Signal) (status unix.WaitStatus, ok bool) {
-	cmds := make(chan byte, 64)
-	go func() {
-		r := bufio.NewReader(ctl)
-		for {
-			b, err := r.ReadByte()
-			if err != nil {
-				close(cmds)
-				return
-			}
-			cmds <- b
-		}
-	}()
+	cmds := readBytes(ctl, 64)
 	acked, done := false, false
 	onReap := func(p int, ws unix.WaitStatus) {
 		if p == pid {

@@ -204,33 +204,15 @@ func firstOnPath(path, name string) string {
 // the lease goes (docs/supervision.md).
 func containmentChecks(probe func() (launch.Containment, error)) []Check {
 	c, err := probe()
-	why := ""
-	if err != nil {
-		why = " (" + err.Error() + ")"
+	lines := c.Lines(err)
+	if lines == nil {
+		return []Check{{"containment", Warn, fmt.Sprintf("cannot tell: %v", err), ""}}
 	}
-	switch c {
-	case launch.ContainPIDNamespace:
-		return []Check{
-			{"containment", OK, "pid-namespace: each job gets its own PID namespace, emptied when amdrun ends, however it ends", ""},
-			{"guards", OK, "not dumpable (no ptrace by the job's user); a rank whose guard is killed comes to the keeper, which kills it and all it started", ""},
-			{"lease hold", OK, "released once the job's namespace is empty", ""},
-		}
-	case launch.ContainUserNamespace:
-		return []Check{
-			{"containment", OK, "user-namespace: each job gets its own user and PID namespace, emptied when amdrun ends, however it ends", ""},
-			{"guards", OK, "not dumpable (no ptrace by the job); a rank whose guard is killed comes to the keeper, which kills it and all it started; the job cannot signal the keeper",
-				"another process of the same user, outside the job, can ptrace the guards (the namespace is the user's)"},
-			{"lease hold", OK, "released once the job's namespace is empty", ""},
-		}
-	case launch.ContainSubreaper:
-		return []Check{
-			{"containment", OK, "subreaper: a guard per rank kills what the rank leaves" + why,
-				"weaker than a namespace: the job itself, or another process of the same user, that kills or stops both amdrun and a guard frees that guard's rank, which lives on after the lease is let go; run as root, or let the kernel permit user namespaces"},
-			{"guards", OK, "amdrun and the guards are not dumpable (no ptrace, no pidfd_getfd by the job's user); a rank whose guard is killed comes to amdrun, which kills it and all it started while amdrun runs", ""},
-			{"lease hold", OK, "released once amdrun has killed and reaped every process of the job that came to it", ""},
-		}
+	out := make([]Check, len(lines))
+	for i, l := range lines {
+		out[i] = Check{l.Name, OK, l.Detail, l.Hint}
 	}
-	return []Check{{"containment", Warn, fmt.Sprintf("cannot tell: %v", err), ""}}
+	return out
 }
 
 func devicesCheck(m *topology.Model) Check {

@@ -1,0 +1,128 @@
+package launch
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// subreaper is ContainSubreaper (guards only, where no namespace is
+// permitted): amdrun is itself a subreaper while the job runs, so a rank
+// whose guard was killed comes to amdrun, which kills it and all it
+// started before it reports or lets the lease go; amdrun is not dumpable
+// either. What this cannot cover: the job itself, or another process of
+// the same user, that kills or stops both amdrun and a guard frees that
+// guard's rank, which lives on after the lease is let go (Run warns so
+// when it holds device leases).
+type subreaper struct {
+	hold    []*os.File
+	reaping bool         // amdrun is the job's subreaper
+	unset   bool         // it was not one before
+	notJob  map[int]bool // amdrun's children from before the job
+}
+
+func init() {
+	register(containMode{name: ContainSubreaper, auto: 1, open: openSubreaper,
+		doctorWhy: true, doctor: []ModeLine{
+			{"containment", "subreaper: a guard per rank kills what the rank leaves",
+				"weaker than a namespace: the job itself, or another process of the same user, that kills or stops both amdrun and a guard frees that guard's rank, which lives on after the lease is let go; run as root, or let the kernel permit user namespaces"},
+			{"guards", "amdrun and the guards are not dumpable (no ptrace, no pidfd_getfd by the job's user); a rank whose guard is killed comes to amdrun, which kills it and all it started while amdrun runs", ""},
+			{"lease hold", "released once amdrun has killed and reaped every process of the job that came to it", ""},
+		}})
+}
+
+// openSubreaper makes amdrun a child subreaper for the job's run, so that
+// a rank whose guard dies comes to amdrun, to be killed (sweepOrphans);
+// the children amdrun has now are not the job's. It never fails: where
+// amdrun cannot be a subreaper the guards alone contain the job, as
+// before issue 26. amdrun makes itself not dumpable, so that no rank can
+// ptrace it or copy its lease descriptors with pidfd_getfd (issue 36.4),
+// and, when it holds device leases (other users' jobs may wait for them),
+// says in one line what a job can still do.
+func openSubreaper(o containOpts) (container, error) {
+	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	if len(o.hold) > 0 {
+		why := "no user namespace here"
+		if o.asked {
+			why = "--contain subreaper"
+		}
+		o.note(fmt.Sprintf(guardsOnlyNotice, why))
+	}
+	s := &subreaper{hold: o.hold}
+	var was int32
+	if err := unix.Prctl(unix.PR_GET_CHILD_SUBREAPER, uintptr(unsafe.Pointer(&was)), 0, 0, 0); err != nil {
+		return s, nil
+	}
+	if was == 0 {
+		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+			return s, nil
+		}
+		s.unset = true
+	}
+	s.reaping = true
+	s.notJob = map[int]bool{}
+	for _, c := range childrenNow(os.Getpid()) {
+		s.notJob[c] = true
+	}
+	return s, nil
+}
+
+// guardsOnlyNotice is openSubreaper's line, with why (docs/shared-nodes.md
+// quotes it).
+const guardsOnlyNotice = "amdrun: warning: only the guards contain this job (%s): a rank that kills both its guard and amdrun, or stops amdrun and kills its guard, lives on after the lease is let go; root can permit user namespaces (see amdrun doctor)\n"
+
+// guardHeld is every held file: the guards alone contain the job.
+func (s *subreaper) guardHeld() []*os.File { return s.hold }
+
+// startGuard starts cmd from any thread.
+func (s *subreaper) startGuard(cmd *exec.Cmd) (int, error) { return 0, cmd.Start() }
+
+// outerPID is pid: the job shares amdrun's PID namespace.
+func (s *subreaper) outerPID(_, pid int) int { return pid }
+
+// guardLost kills, as the subreaper, the rank that came to amdrun.
+func (s *subreaper) guardLost(guard string, live map[int]bool) string {
+	if !s.reaping {
+		return guard + "; the rank's processes may live on (amdrun could not be their subreaper)"
+	}
+	return fmt.Sprintf("%s; amdrun killed the rank and all it started (%d processes)", guard, s.sweepOrphans(live))
+}
+
+// close kills and reaps whatever of the job came to amdrun, and stops
+// being a subreaper if it was not one before.
+func (s *subreaper) close() {
+	if !s.reaping {
+		return
+	}
+	s.sweepOrphans(nil)
+	if s.unset {
+		_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+	}
+}
+
+// sweepOrphans kills, as the subreaper, every process that came to amdrun
+// from a guard that died (amdrun's children but the guards in live and
+// those it had before the job) and everything they started, round after
+// round until none is left, and reaps them. It returns how many it
+// killed.
+func (s *subreaper) sweepOrphans(live map[int]bool) int {
+	killed := map[int]bool{}
+	for {
+		orphans := killStrays(func(c int) bool { return live[c] || s.notJob[c] }, killed)
+		if len(orphans) == 0 {
+			return len(killed)
+		}
+		for _, o := range orphans {
+			// Its own pid: the guards' exec.Cmds wait for theirs.
+			var ws unix.WaitStatus
+			for {
+				if _, err := unix.Wait4(o, &ws, 0, nil); err != unix.EINTR {
+					break
+				}
+			}
+		}
+	}
+}
