@@ -496,9 +496,18 @@ func (d *Dir) Claim(ctx context.Context, all []string, need int, choose Chooser,
 		defer t.Done()
 	}
 	for {
-		l, err := d.claimOnce(ctx, all, choose, t)
-		if err == nil || !errors.Is(err, ErrBusy) {
-			return l, err
+		try, err := true, error(nil)
+		if t != nil {
+			try, err = t.mayTry(all)
+		}
+		if try {
+			var l *Lease
+			l, err = d.claimOnce(ctx, all, choose, t)
+			if err == nil || !errors.Is(err, ErrBusy) {
+				return l, err
+			}
+		} else if err != nil {
+			return nil, err
 		}
 		tm := time.NewTimer(poll)
 		select {

@@ -129,7 +129,7 @@ func withClock(tk *Ticket, c *fakeClock) { c.now = time.Now(); tk.now = c.Now }
 // outright which ticket joined first.
 func joinAfter(t *testing.T, tk *Ticket, pid int) {
 	t.Helper()
-	for _, w := range tk.scan() {
+	for _, w := range tk.scan(readProcLocks()) {
 		if w.PID != pid {
 			continue
 		}
@@ -204,7 +204,7 @@ func TestQueueFakeTicketsOnePatience(t *testing.T) {
 	tk.perUser = 100                    // all ten count (they are this user's)
 	var c fakeClock
 	withClock(tk, &c)
-	if n := len(tk.ahead()); n != 10 {
+	if n := len(tk.ahead(readProcLocks())); n != 10 {
 		t.Fatalf("%d tickets ahead, want the 10 live ones", n)
 	}
 	for range 14 {
@@ -287,7 +287,7 @@ func TestQueueAgeFromLock(t *testing.T) {
 		t.Errorf("a ticket locked after the waiter's first look kept its place at once (held by pid %d, the 8-device ticket is %d)", heldByPID(tk), big)
 	}
 	c.add(Backfill)
-	if ahead := tk.ahead(); len(ahead) != 0 {
+	if ahead := tk.ahead(readProcLocks()); len(ahead) != 0 {
 		t.Errorf("a ticket locked after the waiter joined is ahead of it: %v", ahead)
 	}
 }
