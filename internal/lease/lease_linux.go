@@ -486,6 +486,7 @@ func (d *Dir) Claim(ctx context.Context, all []string, need int, choose Chooser,
 		return d.claimOnce(ctx, all, choose, nil)
 	}
 	t, err := d.Enqueue(need, len(all))
+	var w *wake
 	switch {
 	case errors.Is(err, ErrQueueFull):
 		return nil, err
@@ -494,27 +495,25 @@ func (d *Dir) Claim(ctx context.Context, all []string, need int, choose Chooser,
 		t = nil
 	default:
 		defer t.Done()
+		t.clock.step = poll
+		w = d.watch()
+		defer w.close()
 	}
 	for {
-		try, err := true, error(nil)
+		try, soon := true, true
 		if t != nil {
-			try, err = t.mayTry(all)
+			if try, soon, err = t.mayTry(all); err != nil {
+				return nil, err
+			}
 		}
 		if try {
-			var l *Lease
-			l, err = d.claimOnce(ctx, all, choose, t)
+			l, err := d.claimOnce(ctx, all, choose, t)
 			if err == nil || !errors.Is(err, ErrBusy) {
 				return l, err
 			}
-		} else if err != nil {
-			return nil, err
 		}
-		tm := time.NewTimer(poll)
-		select {
-		case <-ctx.Done():
-			tm.Stop()
-			return nil, &WaitError{Behind: t.HeldBy(), Err: ctx.Err()}
-		case <-tm.C:
+		if err := w.sleep(ctx, poll, soon); err != nil {
+			return nil, &WaitError{Behind: t.HeldBy(), Err: err}
 		}
 	}
 }

@@ -401,21 +401,23 @@ func (t *Ticket) look(locks []procLock, free int) (bool, error) {
 	return ok, nil
 }
 
-// mayTry is a waiter's look without the node lock: whether it could
-// start now, by the queue's rule over the tickets ahead of it and the
-// devices of all that /proc/locks shows unlocked, of which it needs
-// t.need. Only then does it take the node lock to look again and lease
-// (claimOnce): a waiter that cannot start never holds the node lock, so
-// the waiters behind it cost a job that can start nothing (issue 36.7:
-// each of 96 waiters took the node lock every poll, and a 1-device job
-// took 4.3 s to start instead of 0.2 s). A lease file being probed counts
-// as held here, which at worst delays a try by a poll; the look under the
-// lock decides.
-func (t *Ticket) mayTry(all []string) (bool, error) {
+// mayTry is a waiter's look without the node lock, by the queue's rule
+// over the tickets ahead of it and the devices of all that /proc/locks
+// shows unlocked, of which it needs t.need. try: it could start now, so
+// it takes the node lock to look again and lease (claimOnce); a waiter
+// that cannot start never takes the node lock (issue 36.7: each of 96
+// waiters took it every poll, and a 1-device job took 4.3 s to start
+// instead of 0.2 s). soon: it looks again at the next poll (it tries, or
+// defers to a ticket that could start on the free devices); otherwise it
+// sleeps until a lease or a ticket goes (wake). A lease file being
+// probed counts as held here: at worst a try waits for the next event.
+func (t *Ticket) mayTry(all []string) (try, soon bool, err error) {
 	locks := readProcLocks()
 	free := t.dir.unlocked(all, locks)
 	first, err := t.look(locks, free)
-	return first && free >= t.need, err
+	by := t.HeldBy()
+	try = first && free >= t.need
+	return try, try || by != nil && by.Need <= free, err
 }
 
 // unlocked counts the lease files of keys that no lock in locks holds: a

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -396,15 +397,66 @@ func TestQueueJunkCostsNothing(t *testing.T) {
 	t.Logf("one look at a queue of 20,000 junk files: %d names looked up (%d-%d lock holders, %d-%d locks on the file system)", tk.stats.lookups, before, after, lb, la)
 }
 
-// TestHolderHandedOutside: a lease whose descriptors were handed to a
-// process outside the job, which keeps them after the job that took it
-// exited, is reported with that process, as the kernel knows it, marked
-// outside the job (issue 26: ps said "exited; the job's processes keep
-// the lease", with no user).
-func TestHolderHandedOutside(t *testing.T) {
+// TestQueueLookReadsOnlyTicketsAhead: past its first look a waiter reads
+// nothing of the tickets that joined behind it, so its look costs the
+// same behind 2 tickets with 6 or 600 more behind it (issue 36.7: every
+// look verified every ticket, and each of 96 waiters did so every poll).
+func TestQueueLookReadsOnlyTicketsAhead(t *testing.T) {
+	testutil.EndToEnd(t)
+	d, _ := openTemp(t)
+	var ahead []int
+	for range 2 {
+		ahead = append(ahead, startChild(t, "ticket", d.Path()).Process.Pid)
+	}
+	tk, err := d.Enqueue(1, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tk.Done()
+	joinAfter(t, tk, ahead[1])
+	tk.First(8)
+	for range 6 {
+		startChild(t, "ticket", d.Path())
+	}
+	if ok, _ := tk.First(8); ok || heldByPID(tk) != ahead[0] {
+		t.Fatalf("First = %v, held by %+v: want the oldest ticket, pid %d", ok, tk.HeldBy(), ahead[0])
+	}
+	if tk.stats.pids != 2 || tk.stats.lookups != 2 {
+		t.Errorf("a look behind 2 tickets with 6 behind it read %d names of %d processes; want the 2 ahead only", tk.stats.lookups, tk.stats.pids)
+	}
+}
+
+// TestClaimWaiterThatCannotStartTakesNoNodeLock: a waiter tries (under
+// the node lock) only when enough devices are free by /proc/locks, so
+// the waiters of a full node leave the node lock to jobs that can start
+// (issue 36.7: a 1-device job took 4.3 s to start behind 96 waiters
+// that each took the lock every poll).
+func TestClaimWaiterThatCannotStartTakesNoNodeLock(t *testing.T) {
 	testutil.EndToEnd(t)
 	d, _ := openTemp(t)
 	keys := keysN(2)
+	l, err := d.Acquire(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	tries := 0
+	choose := func(map[string]State) ([]string, error) { tries++; return nil, ErrBusy }
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := d.Claim(ctx, keys, 1, choose, time.Millisecond); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Claim on a full node: %v, want the deadline", err)
+	}
+	if tries != 0 {
+		t.Errorf("the waiter tried %d times under the node lock with no device free", tries)
+	}
+}
+
+// handoff runs the "handoff" child: it leases keys in d, hands the
+// lease's descriptors to a sleeper outside the job and exits. It returns
+// the child, done, and the sleeper's pid (killed at the end of the test).
+func handoff(t *testing.T, d *Dir, keys []string) (*exec.Cmd, int) {
+	t.Helper()
 	cmd := child(t, "handoff", d.Path(), keys)
 	out, err := cmd.Output()
 	if err != nil {
@@ -415,6 +467,19 @@ func TestHolderHandedOutside(t *testing.T) {
 		t.Fatalf("handoff printed %q", out)
 	}
 	t.Cleanup(func() { syscall.Kill(sleeper, syscall.SIGKILL) })
+	return cmd, sleeper
+}
+
+// TestHolderHandedOutside: a lease whose descriptors were handed to a
+// process outside the job, which keeps them after the job that took it
+// exited, is reported with that process, as the kernel knows it, marked
+// outside the job (issue 26: ps said "exited; the job's processes keep
+// the lease", with no user).
+func TestHolderHandedOutside(t *testing.T) {
+	testutil.EndToEnd(t)
+	d, _ := openTemp(t)
+	keys := keysN(2)
+	cmd, sleeper := handoff(t, d, keys)
 	held, err := d.Held(keys)
 	if err != nil {
 		t.Fatal(err)
@@ -479,16 +544,7 @@ func TestHolderRecycledPIDEndToEnd(t *testing.T) {
 	u := testutil.NewUser(t)
 	d, _ := openTemp(t)
 	keys := keysN(1)
-	cmd := child(t, "handoff", d.Path(), keys)
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sleeper, err := strconv.Atoi(strings.TrimSpace(string(out)))
-	if err != nil {
-		t.Fatalf("handoff printed %q", out)
-	}
-	t.Cleanup(func() { syscall.Kill(sleeper, syscall.SIGKILL) })
+	cmd, sleeper := handoff(t, d, keys)
 	gone := cmd.Process.Pid
 	var reuser *exec.Cmd
 	for try := 0; try < 50 && reuser == nil; try++ {

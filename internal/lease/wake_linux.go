@@ -1,0 +1,148 @@
+package lease
+
+import (
+	"context"
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// A waiter that cannot start sleeps until something that could let it
+// start happens, not for a poll (issue 36.7: every waiter looked every
+// 0.2 s, so N waiters cost N looks of N tickets each per poll): an
+// inotify watch on the lease directory says when a lease file is closed
+// (a lease is let go when its last descriptor is, whoever held it) and
+// on the queue when a ticket is closed after writing (its waiter left or
+// died) or removed. Looks that open files (a try under the node lock,
+// ps) wake waiters too, which costs a look, never a place. Where inotify
+// cannot be had (a user's 128 instances spent), the waiter polls.
+
+// wakeMask is what the watches report: files closed, in the lease
+// directory any (lease files are locked through read-only descriptors),
+// in the queue tickets closed after writing or removed.
+const (
+	leaseMask = unix.IN_CLOSE_WRITE | unix.IN_CLOSE_NOWRITE | unix.IN_Q_OVERFLOW
+	queueMask = unix.IN_CLOSE_WRITE | unix.IN_DELETE | unix.IN_MOVED_FROM
+)
+
+// idleLook is how long a waiter sleeps at most without an event: what no
+// file event shows (a device busy with another process's memory) is seen
+// that late at worst.
+const idleLook = 5 * time.Second
+
+// wake is a waiter's inotify instance; nil polls.
+type wake struct {
+	f       *os.File
+	leaseWD int
+	buf     [4096]byte
+}
+
+// watch returns the wake-up for waiters in d, or nil when inotify cannot
+// be used here (then they poll).
+func (d *Dir) watch() *wake {
+	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+	if err != nil {
+		return nil
+	}
+	w := &wake{f: os.NewFile(uintptr(fd), "inotify")}
+	// The path was resolved when d was opened; inPlace (under the node
+	// lock) refuses a directory moved since, so a watch on a swapped one
+	// costs a waiter its wake-ups, not its safety: it still looks every
+	// idleLook.
+	w.leaseWD, err = unix.InotifyAddWatch(fd, d.path, leaseMask|unix.IN_ONLYDIR|unix.IN_DONT_FOLLOW)
+	if err == nil {
+		_, err = unix.InotifyAddWatch(fd, filepath.Join(d.path, queueDir), queueMask|unix.IN_ONLYDIR|unix.IN_DONT_FOLLOW)
+	}
+	if err != nil {
+		w.f.Close()
+		return nil
+	}
+	return w
+}
+
+// sleep returns after poll when soon is set (the waiter could start, or
+// defers to a ticket that could: it looks again at the poll) or when
+// there is no watch; else at the first event that could matter, not
+// before poll/4 after it began (a user who makes events cannot make
+// waiters look more often), or after idleLook. It returns ctx's error
+// when ctx is done first.
+func (w *wake) sleep(ctx context.Context, poll time.Duration, soon bool) error {
+	if w == nil || soon {
+		t := time.NewTimer(poll)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			return nil
+		}
+	}
+	start := time.Now()
+	stop := context.AfterFunc(ctx, func() { w.f.SetReadDeadline(time.Now()) })
+	defer stop()
+	w.f.SetReadDeadline(start.Add(idleLook))
+	for ctx.Err() == nil {
+		n, err := w.f.Read(w.buf[:])
+		if err != nil {
+			break // the deadline, or the watch gone: look now
+		}
+		if w.matters(w.buf[:n]) {
+			if rest := time.Until(start.Add(poll / 4)); rest > 0 {
+				t := time.NewTimer(rest)
+				select {
+				case <-ctx.Done():
+				case <-t.C:
+				}
+				t.Stop()
+			}
+			w.drain()
+			break
+		}
+	}
+	return ctx.Err()
+}
+
+// matters reports whether events hold one that could let a waiter start:
+// anything but the node lock's closing (every try closes it).
+func (w *wake) matters(events []byte) bool {
+	for len(events) >= unix.SizeofInotifyEvent {
+		wd := int32(binary.NativeEndian.Uint32(events[0:]))
+		mask := binary.NativeEndian.Uint32(events[4:])
+		n := int(binary.NativeEndian.Uint32(events[12:]))
+		end := min(unix.SizeofInotifyEvent+n, len(events))
+		name := string(trimNUL(events[unix.SizeofInotifyEvent:end]))
+		events = events[end:]
+		if mask&unix.IN_Q_OVERFLOW != 0 || int(wd) != w.leaseWD || name != nodeLock {
+			return true
+		}
+	}
+	return false
+}
+
+// drain reads the events that came in the meantime: the look that
+// follows covers them.
+func (w *wake) drain() {
+	w.f.SetReadDeadline(time.Now())
+	for {
+		if _, err := w.f.Read(w.buf[:]); err != nil {
+			return
+		}
+	}
+}
+
+// close ends the watch.
+func (w *wake) close() {
+	if w != nil {
+		w.f.Close()
+	}
+}
+
+func trimNUL(b []byte) []byte {
+	for len(b) > 0 && b[len(b)-1] == 0 {
+		b = b[:len(b)-1]
+	}
+	return b
+}
