@@ -496,7 +496,7 @@ func (d *Dir) Claim(ctx context.Context, all []string, need int, choose Chooser,
 	default:
 		defer t.Done()
 		t.clock.step = poll
-		w = d.watch()
+		w = d.watch(all)
 		defer w.close()
 	}
 	for {

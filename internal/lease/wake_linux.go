@@ -16,9 +16,11 @@ import (
 // inotify watch on the lease directory says when a lease file is closed
 // (a lease is let go when its last descriptor is, whoever held it) and
 // on the queue when a ticket is closed after writing (its waiter left or
-// died) or removed. Looks that open files (a try under the node lock,
-// ps) wake waiters too, which costs a look, never a place. Where inotify
-// cannot be had (a user's 128 instances spent), the waiter polls.
+// died) or removed. Only the waiter's own lease files count: the node
+// lock and the directories are opened by every job that starts. A lease
+// file opened and closed by a probe (a try under the node lock, ps) wakes
+// waiters too, which costs a look, never a place. Where inotify cannot be
+// had (a user's 128 instances spent), the waiter polls.
 
 // wakeMask is what the watches report: files closed, in the lease
 // directory any (lease files are locked through read-only descriptors),
@@ -37,17 +39,30 @@ const idleLook = 5 * time.Second
 type wake struct {
 	f       *os.File
 	leaseWD int
-	buf     [4096]byte
+	files   map[string]bool // the lease files of the waiter's keys
+	// again is set when the last sleep ended at a lease file's close: the
+	// kernel reports the close a moment before it lets go of the file's
+	// lock, so the look after it may still see the lease held; the next
+	// sleep is then one poll.
+	again bool
+	buf   [4096]byte
 }
 
-// watch returns the wake-up for waiters in d, or nil when inotify cannot
-// be used here (then they poll).
-func (d *Dir) watch() *wake {
+// watch returns the wake-up for waiters in d for keys, or nil when
+// inotify cannot be used here (then they poll).
+func (d *Dir) watch(keys []string) *wake {
+	names, err := checkKeys(keys)
+	if err != nil {
+		return nil
+	}
 	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
 	if err != nil {
 		return nil
 	}
-	w := &wake{f: os.NewFile(uintptr(fd), "inotify")}
+	w := &wake{f: os.NewFile(uintptr(fd), "inotify"), files: map[string]bool{}}
+	for _, n := range names {
+		w.files[n] = true
+	}
 	// The path was resolved when d was opened; inPlace (under the node
 	// lock) refuses a directory moved since, so a watch on a swapped one
 	// costs a waiter its wake-ups, not its safety: it still looks every
@@ -70,6 +85,9 @@ func (d *Dir) watch() *wake {
 // waiters look more often), or after idleLook. It returns ctx's error
 // when ctx is done first.
 func (w *wake) sleep(ctx context.Context, poll time.Duration, soon bool) error {
+	if w != nil {
+		soon, w.again = soon || w.again, false
+	}
 	if w == nil || soon {
 		t := time.NewTimer(poll)
 		defer t.Stop()
@@ -106,7 +124,7 @@ func (w *wake) sleep(ctx context.Context, poll time.Duration, soon bool) error {
 }
 
 // matters reports whether events hold one that could let a waiter start:
-// anything but the node lock's closing (every try closes it).
+// one in the queue, or the closing of one of its lease files.
 func (w *wake) matters(events []byte) bool {
 	for len(events) >= unix.SizeofInotifyEvent {
 		wd := int32(binary.NativeEndian.Uint32(events[0:]))
@@ -115,7 +133,11 @@ func (w *wake) matters(events []byte) bool {
 		end := min(unix.SizeofInotifyEvent+n, len(events))
 		name := string(trimNUL(events[unix.SizeofInotifyEvent:end]))
 		events = events[end:]
-		if mask&unix.IN_Q_OVERFLOW != 0 || int(wd) != w.leaseWD || name != nodeLock {
+		if mask&unix.IN_Q_OVERFLOW != 0 || int(wd) != w.leaseWD {
+			return true
+		}
+		if w.files[name] {
+			w.again = true
 			return true
 		}
 	}
