@@ -512,8 +512,12 @@ func (d *Dir) Claim(ctx context.Context, all []string, need int, choose Chooser,
 				return l, err
 			}
 		}
-		if err := w.sleep(ctx, poll, soon); err != nil {
+		rested, err := w.sleep(ctx, poll, soon)
+		if err != nil {
 			return nil, &WaitError{Behind: t.HeldBy(), Err: err}
+		}
+		if rested {
+			t.rested()
 		}
 	}
 }

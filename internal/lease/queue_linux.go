@@ -420,6 +420,17 @@ func (t *Ticket) mayTry(all []string) (try, soon bool, err error) {
 	return try, try || by != nil && by.Need <= free, err
 }
 
+// rested tells the ticket's patience that the waiter slept until a lease
+// or a ticket went: it deferred to nobody meanwhile, so its next look
+// counts no time before it.
+func (t *Ticket) rested() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.clock.last.IsZero() {
+		t.clock.last = t.now()
+	}
+}
+
 // unlocked counts the lease files of keys that no lock in locks holds: a
 // missing one this process may make counts, one it cannot use does not.
 func (d *Dir) unlocked(keys []string, locks []procLock) int {

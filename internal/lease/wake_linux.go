@@ -80,22 +80,23 @@ func (d *Dir) watch(keys []string) *wake {
 
 // sleep returns after poll when soon is set (the waiter could start, or
 // defers to a ticket that could: it looks again at the poll) or when
-// there is no watch; else at the first event that could matter, not
-// before poll/4 after it began (a user who makes events cannot make
-// waiters look more often), or after idleLook. It returns ctx's error
-// when ctx is done first.
-func (w *wake) sleep(ctx context.Context, poll time.Duration, soon bool) error {
-	if w != nil {
-		soon, w.again = soon || w.again, false
+// there is no watch, after poll/4 when the last sleep ended at one of its
+// lease files' close; else (rested) at the first event that could
+// matter, not before poll/4 after it began (a user who makes events
+// cannot make waiters look more often), or after idleLook. It returns
+// ctx's error when ctx is done first.
+func (w *wake) sleep(ctx context.Context, poll time.Duration, soon bool) (rested bool, err error) {
+	if w != nil && w.again {
+		soon, poll, w.again = true, poll/4, false
 	}
 	if w == nil || soon {
 		t := time.NewTimer(poll)
 		defer t.Stop()
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return false, ctx.Err()
 		case <-t.C:
-			return nil
+			return false, nil
 		}
 	}
 	start := time.Now()
@@ -120,7 +121,7 @@ func (w *wake) sleep(ctx context.Context, poll time.Duration, soon bool) error {
 			break
 		}
 	}
-	return ctx.Err()
+	return true, ctx.Err()
 }
 
 // matters reports whether events hold one that could let a waiter start:
