@@ -78,18 +78,16 @@ func (d *Dir) watch(keys []string) *wake {
 	return w
 }
 
-// sleep returns after poll when soon is set (the waiter could start, or
-// defers to a ticket that could: it looks again at the poll) or when
-// there is no watch, after poll/4 when the last sleep ended at one of its
-// lease files' close; else (rested) at the first event that could
-// matter, not before poll/4 after it began (a user who makes events
-// cannot make waiters look more often), or after idleLook. It returns
-// ctx's error when ctx is done first.
+// sleep waits for the waiter's next look: until the first event that
+// could matter, not before poll/4 after it began (a user who makes events
+// cannot make waiters look more often), and at the latest after poll when
+// soon is set (it could start, or defers to a ticket that could), after
+// poll/4 when the last sleep ended at one of its lease files' close, else
+// after idleLook. rested: soon was not set (the waiter deferred to nobody
+// before it). Without a watch it sleeps poll. It returns ctx's error when
+// ctx is done first.
 func (w *wake) sleep(ctx context.Context, poll time.Duration, soon bool) (rested bool, err error) {
-	if w != nil && w.again {
-		soon, poll, w.again = true, poll/4, false
-	}
-	if w == nil || soon {
+	if w == nil {
 		t := time.NewTimer(poll)
 		defer t.Stop()
 		select {
@@ -99,10 +97,18 @@ func (w *wake) sleep(ctx context.Context, poll time.Duration, soon bool) (rested
 			return false, nil
 		}
 	}
+	limit := idleLook
+	switch {
+	case w.again:
+		limit = poll / 4
+	case soon:
+		limit = poll
+	}
+	w.again = false
 	start := time.Now()
 	stop := context.AfterFunc(ctx, func() { w.f.SetReadDeadline(time.Now()) })
 	defer stop()
-	w.f.SetReadDeadline(start.Add(idleLook))
+	w.f.SetReadDeadline(start.Add(limit))
 	for ctx.Err() == nil {
 		n, err := w.f.Read(w.buf[:])
 		if err != nil {
@@ -121,7 +127,7 @@ func (w *wake) sleep(ctx context.Context, poll time.Duration, soon bool) (rested
 			break
 		}
 	}
-	return true, ctx.Err()
+	return !soon, ctx.Err()
 }
 
 // matters reports whether events hold one that could let a waiter start:
