@@ -185,6 +185,24 @@ func TestQueueTicketFile(t *testing.T) {
 	}
 }
 
+// behind queues a ticket for need devices in d behind n live tickets of
+// child processes (for 1 device each), and returns it (done at the end
+// of the test) and their pids, oldest first.
+func behind(t *testing.T, d *Dir, n, need int) (*Ticket, []int) {
+	t.Helper()
+	var pids []int
+	for range n {
+		pids = append(pids, startChild(t, "ticket", d.Path()).Process.Pid)
+	}
+	tk, err := d.Enqueue(need, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tk.Done)
+	joinAfter(t, tk, pids[n-1]) // CI saw 9 of 10 ahead: a tie with the last
+	return tk, pids
+}
+
 // TestQueueFakeTicketsOnePatience: behind 10 live tickets that never take
 // the free devices, a waiter defers for one patience in all (issue 26:
 // about 3 s per ticket, 32 s behind 10), and says which ticket it waits
@@ -192,17 +210,8 @@ func TestQueueTicketFile(t *testing.T) {
 func TestQueueFakeTicketsOnePatience(t *testing.T) {
 	testutil.EndToEnd(t)
 	d, _ := openTemp(t)
-	var pids []int
-	for range 10 {
-		pids = append(pids, startChild(t, "ticket", d.Path()).Process.Pid)
-	}
-	tk, err := d.Enqueue(2, 8)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tk.Done()
-	joinAfter(t, tk, pids[len(pids)-1]) // CI saw 9 ahead: a tie with the last
-	tk.perUser = 100                    // all ten count (they are this user's)
+	tk, pids := behind(t, d, 10, 2)
+	tk.perUser = 100 // all ten count (they are this user's)
 	var c fakeClock
 	withClock(tk, &c)
 	if n := len(tk.ahead(readProcLocks())); n != 10 {
@@ -404,16 +413,7 @@ func TestQueueJunkCostsNothing(t *testing.T) {
 func TestQueueLookReadsOnlyTicketsAhead(t *testing.T) {
 	testutil.EndToEnd(t)
 	d, _ := openTemp(t)
-	var ahead []int
-	for range 2 {
-		ahead = append(ahead, startChild(t, "ticket", d.Path()).Process.Pid)
-	}
-	tk, err := d.Enqueue(1, 8)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tk.Done()
-	joinAfter(t, tk, ahead[1])
+	tk, ahead := behind(t, d, 2, 1)
 	tk.First(8)
 	for range 6 {
 		startChild(t, "ticket", d.Path())
