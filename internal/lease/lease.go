@@ -275,6 +275,7 @@ type Ticket struct {
 	// charged is the patience spent deferring to each ticket ahead, given
 	// back when that ticket starts (refund).
 	charged map[ticketKey]time.Duration
+	front   bool // see leases
 }
 
 // ticketKey names one ticket: its waiter and its file.

@@ -512,7 +512,7 @@ func (d *Dir) Claim(ctx context.Context, all []string, need int, choose Chooser,
 				return l, err
 			}
 		}
-		rested, err := w.sleep(ctx, poll, soon)
+		rested, err := w.sleep(ctx, poll, soon, t.leases())
 		if err != nil {
 			return nil, &WaitError{Behind: t.HeldBy(), Err: err}
 		}

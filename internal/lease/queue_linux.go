@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -396,6 +397,7 @@ func (t *Ticket) look(locks []procLock, free int, leasing map[int]bool) (bool, e
 	t.refund(ahead, leasing)
 	spent := t.clock.spent
 	ok, by := t.rule.turn(ahead, free, t.now(), &t.clock)
+	t.front = t.clock.spent >= t.rule.patience || !slices.ContainsFunc(ahead, func(w Waiting) bool { return w.Need <= t.need })
 	t.heldBy = nil
 	if by != nil {
 		w := *by
@@ -456,6 +458,23 @@ func (t *Ticket) mayTry(all []string) (try, soon bool, err error) {
 	by := t.HeldBy()
 	try = first && free >= t.need
 	return try, try || by != nil && by.Need <= free, err
+}
+
+// leases reports whether a lease going could let this waiter start (its
+// sleep wakes for its lease files' closes): no ticket ahead of it at its
+// last look asks for as few devices, or its patience is spent. Behind
+// one that does, whenever enough devices are free for it they are for
+// that one, which goes first: only that one leaving (a queue event) can
+// change its turn. So a lease file closed (a job that starts probes
+// every one) wakes the few waiters at the front of the queue, not every
+// waiter (issue 36.7: with 256 waiters each probe woke all of them).
+func (t *Ticket) leases() bool {
+	if t == nil {
+		return true
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.front
 }
 
 // rested tells the ticket's patience that the waiter slept until a lease

@@ -83,10 +83,11 @@ func (d *Dir) watch(keys []string) *wake {
 // cannot make waiters look more often), and at the latest after poll when
 // soon is set (it could start, or defers to a ticket that could), after
 // poll/4 when the last sleep ended at one of its lease files' close, else
-// after idleLook. rested: soon was not set (the waiter deferred to nobody
+// after idleLook; lease files' closes count only when leases is set.
+// rested: soon was not set (the waiter deferred to nobody
 // before it). Without a watch it sleeps poll. It returns ctx's error when
 // ctx is done first.
-func (w *wake) sleep(ctx context.Context, poll time.Duration, soon bool) (rested bool, err error) {
+func (w *wake) sleep(ctx context.Context, poll time.Duration, soon, leases bool) (rested bool, err error) {
 	if w == nil {
 		t := time.NewTimer(poll)
 		defer t.Stop()
@@ -114,7 +115,7 @@ func (w *wake) sleep(ctx context.Context, poll time.Duration, soon bool) (rested
 		if err != nil {
 			break // the deadline, or the watch gone: look now
 		}
-		if w.matters(w.buf[:n]) {
+		if w.matters(w.buf[:n], leases) {
 			if rest := time.Until(start.Add(poll / 4)); rest > 0 {
 				t := time.NewTimer(rest)
 				select {
@@ -131,8 +132,9 @@ func (w *wake) sleep(ctx context.Context, poll time.Duration, soon bool) (rested
 }
 
 // matters reports whether events hold one that could let a waiter start:
-// one in the queue, or the closing of one of its lease files.
-func (w *wake) matters(events []byte) bool {
+// one in the queue, or, with leases, the closing of one of its lease
+// files.
+func (w *wake) matters(events []byte, leases bool) bool {
 	for len(events) >= unix.SizeofInotifyEvent {
 		wd := int32(binary.NativeEndian.Uint32(events[0:]))
 		mask := binary.NativeEndian.Uint32(events[4:])
@@ -143,7 +145,7 @@ func (w *wake) matters(events []byte) bool {
 		if mask&unix.IN_Q_OVERFLOW != 0 || int(wd) != w.leaseWD {
 			return true
 		}
-		if w.files[name] {
+		if leases && w.files[name] {
 			w.again = true
 			return true
 		}
