@@ -22,12 +22,13 @@ import (
 // waiters too, which costs a look, never a place. Where inotify cannot be
 // had (a user's 128 instances spent), the waiter polls.
 
-// wakeMask is what the watches report: files closed, in the lease
-// directory any (lease files are locked through read-only descriptors),
-// in the queue tickets closed after writing or removed.
+// What the watches report: files closed, in the lease directory any
+// (lease files are locked through read-only descriptors), in the queue
+// tickets closed after writing or removed (a ticket that joins is
+// renamed into place: waking every waiter then cost N looks a join).
 const (
 	leaseMask = unix.IN_CLOSE_WRITE | unix.IN_CLOSE_NOWRITE | unix.IN_Q_OVERFLOW
-	queueMask = unix.IN_CLOSE_WRITE | unix.IN_DELETE | unix.IN_MOVED_FROM
+	queueMask = unix.IN_CLOSE_WRITE | unix.IN_DELETE
 )
 
 // idleLook is how long a waiter sleeps at most without an event: what no
