@@ -22,12 +22,16 @@ import (
 // waiters too, which costs a look, never a place. Where inotify cannot be
 // had (a user's 128 instances spent), the waiter polls.
 
-// What the watches report: files closed, in the lease directory any
-// (lease files are locked through read-only descriptors), in the queue
-// tickets closed after writing or removed (a ticket that joins is
-// renamed into place: waking every waiter then cost N looks a join).
+// What the watches report: a lease file closed (lease files are locked
+// through read-only descriptors), each watched itself (a watch on the
+// directory woke every waiter at every try of the node lock, thousands a
+// second while 256 jobs joined); in the queue a ticket closed after
+// writing or removed (a ticket that joins is renamed into place: waking
+// every waiter then cost N looks a join). A lease file missing when the
+// wait begins is free, and not watched: a job that makes it and lets it
+// go is seen at the next event or idleLook.
 const (
-	leaseMask = unix.IN_CLOSE_WRITE | unix.IN_CLOSE_NOWRITE | unix.IN_Q_OVERFLOW
+	leaseMask = unix.IN_CLOSE_WRITE | unix.IN_CLOSE_NOWRITE
 	queueMask = unix.IN_CLOSE_WRITE | unix.IN_DELETE
 )
 
@@ -39,8 +43,7 @@ const idleLook = 5 * time.Second
 // wake is a waiter's inotify instance; nil polls.
 type wake struct {
 	f       *os.File
-	leaseWD int
-	files   map[string]bool // the lease files of the waiter's keys
+	queueWD int
 	// again is set when the last sleep ended at a lease file's close: the
 	// kernel reports the close a moment before it lets go of the file's
 	// lock, so the look after it may still see the lease held; the next
@@ -60,17 +63,19 @@ func (d *Dir) watch(keys []string) *wake {
 	if err != nil {
 		return nil
 	}
-	w := &wake{f: os.NewFile(uintptr(fd), "inotify"), files: map[string]bool{}}
-	for _, n := range names {
-		w.files[n] = true
-	}
+	w := &wake{f: os.NewFile(uintptr(fd), "inotify")}
 	// The path was resolved when d was opened; inPlace (under the node
 	// lock) refuses a directory moved since, so a watch on a swapped one
 	// costs a waiter its wake-ups, not its safety: it still looks every
 	// idleLook.
-	w.leaseWD, err = unix.InotifyAddWatch(fd, d.path, leaseMask|unix.IN_ONLYDIR|unix.IN_DONT_FOLLOW)
-	if err == nil {
-		_, err = unix.InotifyAddWatch(fd, filepath.Join(d.path, queueDir), queueMask|unix.IN_ONLYDIR|unix.IN_DONT_FOLLOW)
+	w.queueWD, err = unix.InotifyAddWatch(fd, filepath.Join(d.path, queueDir), queueMask|unix.IN_ONLYDIR|unix.IN_DONT_FOLLOW)
+	for _, n := range names {
+		if err == nil {
+			_, err = unix.InotifyAddWatch(fd, filepath.Join(d.path, n), leaseMask|unix.IN_DONT_FOLLOW)
+			if err == unix.ENOENT {
+				err = nil
+			}
+		}
 	}
 	if err != nil {
 		w.f.Close()
@@ -140,13 +145,11 @@ func (w *wake) matters(events []byte, leases bool) bool {
 		wd := int32(binary.NativeEndian.Uint32(events[0:]))
 		mask := binary.NativeEndian.Uint32(events[4:])
 		n := int(binary.NativeEndian.Uint32(events[12:]))
-		end := min(unix.SizeofInotifyEvent+n, len(events))
-		name := string(trimNUL(events[unix.SizeofInotifyEvent:end]))
-		events = events[end:]
-		if mask&unix.IN_Q_OVERFLOW != 0 || int(wd) != w.leaseWD {
+		events = events[min(unix.SizeofInotifyEvent+n, len(events)):]
+		if mask&unix.IN_Q_OVERFLOW != 0 || int(wd) == w.queueWD {
 			return true
 		}
-		if leases && w.files[name] {
+		if leases {
 			w.again = true
 			return true
 		}
@@ -170,11 +173,4 @@ func (w *wake) close() {
 	if w != nil {
 		w.f.Close()
 	}
-}
-
-func trimNUL(b []byte) []byte {
-	for len(b) > 0 && b[len(b)-1] == 0 {
-		b = b[:len(b)-1]
-	}
-	return b
 }
