@@ -272,6 +272,10 @@ type Ticket struct {
 	// ticket's file only (one fstatat), not /proc and its content again
 	// (issue 36.7: every waiter read /proc for every ticket at every poll).
 	known map[ticketKey]Waiting
+	// charged is the patience spent deferring to each ticket ahead, given
+	// back when that ticket starts (refund).
+	charged map[ticketKey]time.Duration
+	front   bool // see leases
 }
 
 // ticketKey names one ticket: its waiter and its file.

@@ -486,6 +486,7 @@ func (d *Dir) Claim(ctx context.Context, all []string, need int, choose Chooser,
 		return d.claimOnce(ctx, all, choose, nil)
 	}
 	t, err := d.Enqueue(need, len(all))
+	var w *wake
 	switch {
 	case errors.Is(err, ErrQueueFull):
 		return nil, err
@@ -494,18 +495,29 @@ func (d *Dir) Claim(ctx context.Context, all []string, need int, choose Chooser,
 		t = nil
 	default:
 		defer t.Done()
+		t.clock.step = poll
+		w = d.watch(all)
+		defer w.close()
 	}
 	for {
-		l, err := d.claimOnce(ctx, all, choose, t)
-		if err == nil || !errors.Is(err, ErrBusy) {
-			return l, err
+		try, soon := true, true
+		if t != nil {
+			if try, soon, err = t.mayTry(all); err != nil {
+				return nil, err
+			}
 		}
-		tm := time.NewTimer(poll)
-		select {
-		case <-ctx.Done():
-			tm.Stop()
-			return nil, &WaitError{Behind: t.HeldBy(), Err: ctx.Err()}
-		case <-tm.C:
+		if try {
+			l, err := d.claimOnce(ctx, all, choose, t)
+			if err == nil || !errors.Is(err, ErrBusy) {
+				return l, err
+			}
+		}
+		rested, err := w.sleep(ctx, poll, soon, t.leases())
+		if err != nil {
+			return nil, &WaitError{Behind: t.HeldBy(), Err: err}
+		}
+		if rested {
+			t.rested()
 		}
 	}
 }
@@ -552,12 +564,19 @@ func (d *Dir) claimOnce(ctx context.Context, all []string, choose Chooser, t *Ti
 		if !first {
 			return nil, errNotYourTurn
 		}
-	} else if ok, by := d.newcomer(free, len(all)); !ok {
-		return nil, fmt.Errorf("lease: %w: a job waiting longer than %s keeps its place in the queue: %s", ErrBusy, Backfill, by)
 	}
 	keys, err := choose(held)
 	if err != nil {
 		return nil, err
+	}
+	// The queue is read only when the devices are there: a job that
+	// starts reads every ticket, under the node lock (issue 36.7: 256
+	// jobs joining the queue each read it there first, and one in five
+	// had joined after 110 s).
+	if t == nil {
+		if ok, by := d.newcomer(free, len(all)); !ok {
+			return nil, fmt.Errorf("lease: %w: a job waiting longer than %s keeps its place in the queue: %s", ErrBusy, Backfill, by)
+		}
 	}
 	return d.Acquire(keys)
 }

@@ -125,6 +125,11 @@ type rule struct {
 type clock struct {
 	spent time.Duration
 	last  time.Time // the previous look; zero before the first
+	// step is the most one gap between looks counts: the poll (a waiter
+	// that slept until a lease went counts one poll for that sleep, not
+	// its length, or it would pass over the waiter ahead before that one
+	// could take the devices); 0: no cap.
+	step time.Duration
 }
 
 // turn applies the rule for one waiter: ahead are the counting tickets
@@ -145,8 +150,11 @@ func (r rule) turn(ahead []Waiting, free int, now time.Time, c *clock) (bool, *W
 		if c.spent >= r.patience {
 			continue // patience spent: t let free devices go by; passed over
 		}
-		if !prev.IsZero() {
-			c.spent += now.Sub(prev)
+		if gap := now.Sub(prev); !prev.IsZero() {
+			if c.step > 0 {
+				gap = min(gap, c.step)
+			}
+			c.spent += gap
 		}
 		if c.spent >= r.patience {
 			continue

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -186,14 +187,18 @@ func fileKindOr(mode uint32) string {
 	return "a regular file"
 }
 
-// scan finds the tickets the kernel vouches for (see the top of this
-// file), this process's own excluded, in no order.
-func (t *Ticket) scan() []Waiting {
+// scan finds the tickets the kernel vouches for in locks (see the top of
+// this file), this process's own excluded, in no order. Past a waiter's
+// first look it reads nothing for a ticket behind it: one it verified
+// and dated after its own is kept as it was, and one it has not verified
+// is new, dated at this look, so behind it too (see aged). A look then
+// costs one fstatat per ticket ahead, however many wait behind (issue
+// 36.7: every waiter read /proc and a file for every ticket).
+func (t *Ticket) scan(locks []procLock) []Waiting {
 	var qst unix.Stat_t
 	if unix.Fstat(t.qfd, &qst) != nil {
 		return nil
 	}
-	locks := readProcLocks()
 	inodes := map[int][]uint64{} // pid -> write-locked inodes on the queue's file system
 	for _, l := range locks {
 		if l.write && l.pid > 0 && l.pid != t.pid && l.major == uint64(unix.Major(qst.Dev)) && l.minor == uint64(unix.Minor(qst.Dev)) {
@@ -204,10 +209,13 @@ func (t *Ticket) scan() []Waiting {
 	var out []Waiting
 	known := map[ticketKey]Waiting{}
 	for pid, inos := range inodes {
-		t.stats.pids++
-		w, ok := t.recall(pid, inos, qst.Dev)
-		if !ok {
-			w, ok = t.ticketOf(pid, inos, qst.Dev)
+		w, ok, read := t.unread(pid, inos)
+		if read {
+			t.stats.pids++
+			w, ok = t.recall(pid, inos, qst.Dev)
+			if !ok && t.seen == nil {
+				w, ok = t.ticketOf(pid, inos, qst.Dev)
+			}
 		}
 		if ok {
 			known[ticketKey{pid, w.ino}] = w
@@ -216,6 +224,32 @@ func (t *Ticket) scan() []Waiting {
 	}
 	t.known = known
 	return out
+}
+
+// unread says whether a look reads pid's ticket (read): always at a
+// waiter's first look; later only when it is a ticket the waiter knows
+// and dated ahead of its own. One it knows behind is kept as it was (w,
+// ok); one it does not know is new since its last look, so dated now,
+// behind it, and skipped.
+func (t *Ticket) unread(pid int, inos []uint64) (w Waiting, ok, read bool) {
+	if t.seen == nil {
+		return Waiting{}, false, true
+	}
+	me := Waiting{PID: t.pid, Since: t.since}
+	for _, ino := range inos {
+		k := ticketKey{pid, ino}
+		if w, found := t.known[k]; found {
+			dated := w
+			if at := t.seen[k]; at.After(dated.Since) {
+				dated.Since = at
+			}
+			if dated.before(me) {
+				return Waiting{}, false, true
+			}
+			return w, true, false
+		}
+	}
+	return Waiting{}, false, false
 }
 
 // recall finds pid's ticket among those the last look verified, still
@@ -331,11 +365,12 @@ func parseTicket(b []byte, total int) (int, bool) {
 	return c.Need, true
 }
 
-// ahead is the counting tickets older than this one, oldest first.
-func (t *Ticket) ahead() []Waiting {
+// ahead is the counting tickets older than this one in locks, oldest
+// first.
+func (t *Ticket) ahead(locks []procLock) []Waiting {
 	me := Waiting{PID: t.pid, Since: t.since}
 	var out []Waiting
-	for _, w := range counting(t.aged(t.scan()), t.perUser) {
+	for _, w := range counting(t.aged(t.scan(locks)), t.perUser) {
 		if w.before(me) {
 			out = append(out, w)
 		}
@@ -348,18 +383,141 @@ func (t *Ticket) ahead() []Waiting {
 // the queue's rule (queue.go) over the tickets ahead of it that the
 // kernel vouches for. After Done it returns an error.
 func (t *Ticket) First(free int) (bool, error) {
+	return t.look(readProcLocks(), free, nil)
+}
+
+// look is First over the locks /proc/locks listed.
+func (t *Ticket) look(locks []procLock, free int, leasing map[int]bool) (bool, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.fd < 0 {
 		return false, fmt.Errorf("lease: ticket %s is done", t.name)
 	}
-	ok, by := t.rule.turn(t.ahead(), free, t.now(), &t.clock)
+	ahead := t.ahead(locks)
+	t.refund(ahead, leasing)
+	spent := t.clock.spent
+	ok, by := t.rule.turn(ahead, free, t.now(), &t.clock)
+	t.front = t.clock.spent >= t.rule.patience || !slices.ContainsFunc(ahead, func(w Waiting) bool { return w.Need <= t.need })
 	t.heldBy = nil
 	if by != nil {
 		w := *by
 		t.heldBy = &w
+		if d := t.clock.spent - spent; d > 0 {
+			if t.charged == nil {
+				t.charged = map[ticketKey]time.Duration{}
+			}
+			t.charged[ticketKey{w.PID, w.ino}] += d
+		}
 	}
 	return ok, nil
+}
+
+// refund gives back to the waiter's patience what it spent deferring to
+// a ticket that has left the queue holding leases (its pid in leasing):
+// a real waiter that took the devices, up to two polls (the time a real
+// one takes to take them). Without it the waiters deep in a long queue
+// of real jobs spent their patience a poll at a time, deferring to the
+// head at each job's end, and then started ahead of it (TestQueueAtScale:
+// 16 of 32 out of order). A ticket that leaves holding nothing, or one
+// that holds leases but keeps its ticket, is refunded nothing: fakes
+// still cost a waiter one patience in all, plus two polls for each that
+// takes devices, which it can do once.
+func (t *Ticket) refund(ahead []Waiting, leasing map[int]bool) {
+	if len(t.charged) == 0 || leasing == nil {
+		return
+	}
+	still := map[ticketKey]bool{}
+	for _, w := range ahead {
+		still[ticketKey{w.PID, w.ino}] = true
+	}
+	for k, c := range t.charged {
+		if still[k] {
+			continue
+		}
+		if leasing[k.pid] {
+			t.clock.spent -= min(c, 2*t.clock.step)
+		}
+		delete(t.charged, k)
+	}
+}
+
+// mayTry is a waiter's look without the node lock, by the queue's rule
+// over the tickets ahead of it and the devices of all that /proc/locks
+// shows unlocked, of which it needs t.need. try: it could start now, so
+// it takes the node lock to look again and lease (claimOnce); a waiter
+// that cannot start never takes the node lock (issue 36.7: each of 96
+// waiters took it every poll, and a 1-device job took 4.3 s to start
+// instead of 0.2 s). soon: it looks again at the next poll (it tries, or
+// defers to a ticket that could start on the free devices); otherwise it
+// sleeps until a lease or a ticket goes (wake). A lease file being
+// probed counts as held here: at worst a try waits for the next event.
+func (t *Ticket) mayTry(all []string) (try, soon bool, err error) {
+	locks := readProcLocks()
+	free, leasing := t.dir.unlocked(all, locks)
+	first, err := t.look(locks, free, leasing)
+	by := t.HeldBy()
+	try = first && free >= t.need
+	return try, try || by != nil && by.Need <= free, err
+}
+
+// leases reports whether a lease going could let this waiter start (its
+// sleep wakes for its lease files' closes): no ticket ahead of it at its
+// last look asks for as few devices, or its patience is spent. Behind
+// one that does, whenever enough devices are free for it they are for
+// that one, which goes first: only that one leaving (a queue event) can
+// change its turn. So a lease file closed (a job that starts probes
+// every one) wakes the few waiters at the front of the queue, not every
+// waiter (issue 36.7: with 256 waiters each probe woke all of them).
+func (t *Ticket) leases() bool {
+	if t == nil {
+		return true
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.front
+}
+
+// rested tells the ticket's patience that the waiter slept until a lease
+// or a ticket went: it deferred to nobody meanwhile, so its next look
+// counts no time before it.
+func (t *Ticket) rested() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.clock.last.IsZero() {
+		t.clock.last = t.now()
+	}
+}
+
+// unlocked counts the lease files of keys that no lock in locks holds (a
+// missing one this process may make counts, one it cannot use does not),
+// and lists the pids that hold them.
+func (d *Dir) unlocked(keys []string, locks []procLock) (int, map[int]bool) {
+	names, err := checkKeys(keys)
+	if err != nil || d.fd < 0 {
+		return 0, nil
+	}
+	n, leasing := 0, map[int]bool{}
+	for _, name := range names {
+		var st unix.Stat_t
+		err := unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+		if err == unix.ENOENT && d.mayCreate() || err == nil && fileKind(st.Mode) == "" && !lockers(locks, &st, leasing) {
+			n++
+		}
+	}
+	return n, leasing
+}
+
+// lockers reports whether locks hold any lock on the file st, whoever's
+// (a process outside this PID namespace shows as pid 0), and adds their
+// pids to pids.
+func lockers(locks []procLock, st *unix.Stat_t, pids map[int]bool) bool {
+	found := false
+	for _, l := range locks {
+		if l.ino == st.Ino && l.major == uint64(unix.Major(st.Dev)) && l.minor == uint64(unix.Minor(st.Dev)) {
+			pids[l.pid], found = true, true
+		}
+	}
+	return found
 }
 
 // HeldBy is the ticket the last First deferred to; nil if none (or t is
@@ -410,7 +568,7 @@ func (d *Dir) QueueRoom(total int) error {
 // reached.
 func (t *Ticket) room() error {
 	mine := 0
-	for _, w := range t.scan() {
+	for _, w := range t.scan(readProcLocks()) {
 		if w.UID == t.dir.euid {
 			mine++
 		}
@@ -436,7 +594,7 @@ func (d *Dir) Queue(total int) []Waiting {
 	}
 	defer unix.Close(qfd)
 	t := &Ticket{dir: d, total: total, qfd: qfd, fd: -1}
-	return counting(t.scan(), MaxTicketsPerUser)
+	return counting(t.scan(readProcLocks()), MaxTicketsPerUser)
 }
 
 // initPIDNamespace is the inode of the node's own PID namespace, fixed in

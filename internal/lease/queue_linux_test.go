@@ -2,6 +2,7 @@ package lease
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -129,7 +130,7 @@ func withClock(tk *Ticket, c *fakeClock) { c.now = time.Now(); tk.now = c.Now }
 // outright which ticket joined first.
 func joinAfter(t *testing.T, tk *Ticket, pid int) {
 	t.Helper()
-	for _, w := range tk.scan() {
+	for _, w := range tk.scan(readProcLocks()) {
 		if w.PID != pid {
 			continue
 		}
@@ -184,6 +185,24 @@ func TestQueueTicketFile(t *testing.T) {
 	}
 }
 
+// behind queues a ticket for need devices in d behind n live tickets of
+// child processes (for 1 device each), and returns it (done at the end
+// of the test) and their pids, oldest first.
+func behind(t *testing.T, d *Dir, n, need int) (*Ticket, []int) {
+	t.Helper()
+	var pids []int
+	for range n {
+		pids = append(pids, startChild(t, "ticket", d.Path()).Process.Pid)
+	}
+	tk, err := d.Enqueue(need, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tk.Done)
+	joinAfter(t, tk, pids[n-1]) // CI saw 9 of 10 ahead: a tie with the last
+	return tk, pids
+}
+
 // TestQueueFakeTicketsOnePatience: behind 10 live tickets that never take
 // the free devices, a waiter defers for one patience in all (issue 26:
 // about 3 s per ticket, 32 s behind 10), and says which ticket it waits
@@ -191,20 +210,11 @@ func TestQueueTicketFile(t *testing.T) {
 func TestQueueFakeTicketsOnePatience(t *testing.T) {
 	testutil.EndToEnd(t)
 	d, _ := openTemp(t)
-	var pids []int
-	for range 10 {
-		pids = append(pids, startChild(t, "ticket", d.Path()).Process.Pid)
-	}
-	tk, err := d.Enqueue(2, 8)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tk.Done()
-	joinAfter(t, tk, pids[len(pids)-1]) // CI saw 9 ahead: a tie with the last
-	tk.perUser = 100                    // all ten count (they are this user's)
+	tk, pids := behind(t, d, 10, 2)
+	tk.perUser = 100 // all ten count (they are this user's)
 	var c fakeClock
 	withClock(tk, &c)
-	if n := len(tk.ahead()); n != 10 {
+	if n := len(tk.ahead(readProcLocks())); n != 10 {
 		t.Fatalf("%d tickets ahead, want the 10 live ones", n)
 	}
 	for range 14 {
@@ -287,7 +297,7 @@ func TestQueueAgeFromLock(t *testing.T) {
 		t.Errorf("a ticket locked after the waiter's first look kept its place at once (held by pid %d, the 8-device ticket is %d)", heldByPID(tk), big)
 	}
 	c.add(Backfill)
-	if ahead := tk.ahead(); len(ahead) != 0 {
+	if ahead := tk.ahead(readProcLocks()); len(ahead) != 0 {
 		t.Errorf("a ticket locked after the waiter joined is ahead of it: %v", ahead)
 	}
 }
@@ -396,15 +406,57 @@ func TestQueueJunkCostsNothing(t *testing.T) {
 	t.Logf("one look at a queue of 20,000 junk files: %d names looked up (%d-%d lock holders, %d-%d locks on the file system)", tk.stats.lookups, before, after, lb, la)
 }
 
-// TestHolderHandedOutside: a lease whose descriptors were handed to a
-// process outside the job, which keeps them after the job that took it
-// exited, is reported with that process, as the kernel knows it, marked
-// outside the job (issue 26: ps said "exited; the job's processes keep
-// the lease", with no user).
-func TestHolderHandedOutside(t *testing.T) {
+// TestQueueLookReadsOnlyTicketsAhead: past its first look a waiter reads
+// nothing of the tickets that joined behind it, so its look costs the
+// same behind 2 tickets with 6 or 600 more behind it (issue 36.7: every
+// look verified every ticket, and each of 96 waiters did so every poll).
+func TestQueueLookReadsOnlyTicketsAhead(t *testing.T) {
+	testutil.EndToEnd(t)
+	d, _ := openTemp(t)
+	tk, ahead := behind(t, d, 2, 1)
+	tk.First(8)
+	for range 6 {
+		startChild(t, "ticket", d.Path())
+	}
+	if ok, _ := tk.First(8); ok || heldByPID(tk) != ahead[0] {
+		t.Fatalf("First = %v, held by %+v: want the oldest ticket, pid %d", ok, tk.HeldBy(), ahead[0])
+	}
+	if tk.stats.pids != 2 || tk.stats.lookups != 2 {
+		t.Errorf("a look behind 2 tickets with 6 behind it read %d names of %d processes; want the 2 ahead only", tk.stats.lookups, tk.stats.pids)
+	}
+}
+
+// TestClaimWaiterThatCannotStartTakesNoNodeLock: a waiter tries (under
+// the node lock) only when enough devices are free by /proc/locks, so
+// the waiters of a full node leave the node lock to jobs that can start
+// (issue 36.7: a 1-device job took 4.3 s to start behind 96 waiters
+// that each took the lock every poll).
+func TestClaimWaiterThatCannotStartTakesNoNodeLock(t *testing.T) {
 	testutil.EndToEnd(t)
 	d, _ := openTemp(t)
 	keys := keysN(2)
+	l, err := d.Acquire(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	tries := 0
+	choose := func(map[string]State) ([]string, error) { tries++; return nil, ErrBusy }
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := d.Claim(ctx, keys, 1, choose, time.Millisecond); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Claim on a full node: %v, want the deadline", err)
+	}
+	if tries != 0 {
+		t.Errorf("the waiter tried %d times under the node lock with no device free", tries)
+	}
+}
+
+// handoff runs the "handoff" child: it leases keys in d, hands the
+// lease's descriptors to a sleeper outside the job and exits. It returns
+// the child, done, and the sleeper's pid (killed at the end of the test).
+func handoff(t *testing.T, d *Dir, keys []string) (*exec.Cmd, int) {
+	t.Helper()
 	cmd := child(t, "handoff", d.Path(), keys)
 	out, err := cmd.Output()
 	if err != nil {
@@ -415,6 +467,19 @@ func TestHolderHandedOutside(t *testing.T) {
 		t.Fatalf("handoff printed %q", out)
 	}
 	t.Cleanup(func() { syscall.Kill(sleeper, syscall.SIGKILL) })
+	return cmd, sleeper
+}
+
+// TestHolderHandedOutside: a lease whose descriptors were handed to a
+// process outside the job, which keeps them after the job that took it
+// exited, is reported with that process, as the kernel knows it, marked
+// outside the job (issue 26: ps said "exited; the job's processes keep
+// the lease", with no user).
+func TestHolderHandedOutside(t *testing.T) {
+	testutil.EndToEnd(t)
+	d, _ := openTemp(t)
+	keys := keysN(2)
+	cmd, sleeper := handoff(t, d, keys)
 	held, err := d.Held(keys)
 	if err != nil {
 		t.Fatal(err)
@@ -479,16 +544,7 @@ func TestHolderRecycledPIDEndToEnd(t *testing.T) {
 	u := testutil.NewUser(t)
 	d, _ := openTemp(t)
 	keys := keysN(1)
-	cmd := child(t, "handoff", d.Path(), keys)
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sleeper, err := strconv.Atoi(strings.TrimSpace(string(out)))
-	if err != nil {
-		t.Fatalf("handoff printed %q", out)
-	}
-	t.Cleanup(func() { syscall.Kill(sleeper, syscall.SIGKILL) })
+	cmd, sleeper := handoff(t, d, keys)
 	gone := cmd.Process.Pid
 	var reuser *exec.Cmd
 	for try := 0; try < 50 && reuser == nil; try++ {

@@ -1,0 +1,176 @@
+package lease
+
+import (
+	"context"
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// A waiter that cannot start sleeps until something that could let it
+// start happens, not for a poll (issue 36.7: every waiter looked every
+// 0.2 s, so N waiters cost N looks of N tickets each per poll): an
+// inotify watch on the lease directory says when a lease file is closed
+// (a lease is let go when its last descriptor is, whoever held it) and
+// on the queue when a ticket is closed after writing (its waiter left or
+// died) or removed. Only the waiter's own lease files count: the node
+// lock and the directories are opened by every job that starts. A lease
+// file opened and closed by a probe (a try under the node lock, ps) wakes
+// waiters too, which costs a look, never a place. Where inotify cannot be
+// had (a user's 128 instances spent), the waiter polls.
+
+// What the watches report: a lease file closed (lease files are locked
+// through read-only descriptors), each watched itself (a watch on the
+// directory woke every waiter at every try of the node lock, thousands a
+// second while 256 jobs joined); in the queue a ticket closed after
+// writing or removed (a ticket that joins is renamed into place: waking
+// every waiter then cost N looks a join). A lease file missing when the
+// wait begins is free, and not watched: a job that makes it and lets it
+// go is seen at the next event or idleLook.
+const (
+	leaseMask = unix.IN_CLOSE_WRITE | unix.IN_CLOSE_NOWRITE
+	queueMask = unix.IN_CLOSE_WRITE | unix.IN_DELETE
+)
+
+// idleLook is how long a waiter sleeps at most without an event: what no
+// file event shows (a device busy with another process's memory) is seen
+// that late at worst.
+const idleLook = 5 * time.Second
+
+// wake is a waiter's inotify instance; nil polls.
+type wake struct {
+	f       *os.File
+	queueWD int
+	// again is set when the last sleep ended at a lease file's close: the
+	// kernel reports the close a moment before it lets go of the file's
+	// lock, so the look after it may still see the lease held; the next
+	// sleep is then one poll.
+	again bool
+	buf   [4096]byte
+}
+
+// watch returns the wake-up for waiters in d for keys, or nil when
+// inotify cannot be used here (then they poll).
+func (d *Dir) watch(keys []string) *wake {
+	names, err := checkKeys(keys)
+	if err != nil {
+		return nil
+	}
+	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+	if err != nil {
+		return nil
+	}
+	w := &wake{f: os.NewFile(uintptr(fd), "inotify")}
+	// The path was resolved when d was opened; inPlace (under the node
+	// lock) refuses a directory moved since, so a watch on a swapped one
+	// costs a waiter its wake-ups, not its safety: it still looks every
+	// idleLook.
+	w.queueWD, err = unix.InotifyAddWatch(fd, filepath.Join(d.path, queueDir), queueMask|unix.IN_ONLYDIR|unix.IN_DONT_FOLLOW)
+	for _, n := range names {
+		if err == nil {
+			_, err = unix.InotifyAddWatch(fd, filepath.Join(d.path, n), leaseMask|unix.IN_DONT_FOLLOW)
+			if err == unix.ENOENT {
+				err = nil
+			}
+		}
+	}
+	if err != nil {
+		w.f.Close()
+		return nil
+	}
+	return w
+}
+
+// sleep waits for the waiter's next look: until the first event that
+// could matter, not before poll/4 after it began (a user who makes events
+// cannot make waiters look more often), and at the latest after poll when
+// soon is set (it could start, or defers to a ticket that could), after
+// poll/4 when the last sleep ended at one of its lease files' close, else
+// after idleLook; lease files' closes count only when leases is set.
+// rested: soon was not set (the waiter deferred to nobody
+// before it). Without a watch it sleeps poll. It returns ctx's error when
+// ctx is done first.
+func (w *wake) sleep(ctx context.Context, poll time.Duration, soon, leases bool) (rested bool, err error) {
+	if w == nil {
+		t := time.NewTimer(poll)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-t.C:
+			return false, nil
+		}
+	}
+	limit := idleLook
+	switch {
+	case w.again:
+		limit = poll / 4
+	case soon:
+		limit = poll
+	}
+	w.again = false
+	start := time.Now()
+	stop := context.AfterFunc(ctx, func() { w.f.SetReadDeadline(time.Now()) })
+	defer stop()
+	w.f.SetReadDeadline(start.Add(limit))
+	for ctx.Err() == nil {
+		n, err := w.f.Read(w.buf[:])
+		if err != nil {
+			break // the deadline, or the watch gone: look now
+		}
+		if w.matters(w.buf[:n], leases) {
+			if rest := time.Until(start.Add(poll / 4)); rest > 0 {
+				t := time.NewTimer(rest)
+				select {
+				case <-ctx.Done():
+				case <-t.C:
+				}
+				t.Stop()
+			}
+			w.drain()
+			break
+		}
+	}
+	return !soon, ctx.Err()
+}
+
+// matters reports whether events hold one that could let a waiter start:
+// one in the queue, or, with leases, the closing of one of its lease
+// files.
+func (w *wake) matters(events []byte, leases bool) bool {
+	for len(events) >= unix.SizeofInotifyEvent {
+		wd := int32(binary.NativeEndian.Uint32(events[0:]))
+		mask := binary.NativeEndian.Uint32(events[4:])
+		n := int(binary.NativeEndian.Uint32(events[12:]))
+		events = events[min(unix.SizeofInotifyEvent+n, len(events)):]
+		if mask&unix.IN_Q_OVERFLOW != 0 || int(wd) == w.queueWD {
+			return true
+		}
+		if leases {
+			w.again = true
+			return true
+		}
+	}
+	return false
+}
+
+// drain reads the events that came in the meantime: the look that
+// follows covers them.
+func (w *wake) drain() {
+	w.f.SetReadDeadline(time.Now())
+	for {
+		if _, err := w.f.Read(w.buf[:]); err != nil {
+			return
+		}
+	}
+}
+
+// close ends the watch.
+func (w *wake) close() {
+	if w != nil {
+		w.f.Close()
+	}
+}
