@@ -74,8 +74,19 @@ func TestQueueAtScale(t *testing.T) {
 	for _, l := range strings.Split(strings.TrimSpace(readFile(t, started)), "\n") {
 		got = append(got, strings.TrimPrefix(l, "job "))
 	}
-	if !slices.Equal(got, want) {
-		t.Errorf("jobs started in the order %v, want the queue's %v", got, want)
+	t.Logf("started in the order %v", got)
+	// A waiter starved of the CPU for its whole patience (3 s) is passed
+	// over by design, which can swap neighbours on a loaded machine; a
+	// job that starts two or more places early is the queue's fault (on
+	// 8feb734: job 27 started before 24).
+	if len(got) != len(want) {
+		t.Fatalf("jobs started %v, want every one of the queue's %v", got, want)
+	}
+	for i, g := range got {
+		if at := slices.Index(want, g); at < 0 || at-i > 1 || i-at > 1 {
+			t.Errorf("jobs started in the order %v, want the queue's %v (neighbours may swap)", got, want)
+			break
+		}
 	}
 }
 
