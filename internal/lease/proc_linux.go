@@ -31,6 +31,11 @@ type procLock struct {
 	major, minor, ino uint64
 }
 
+// on reports whether l is a lock on the file st.
+func (l procLock) on(st *unix.Stat_t) bool {
+	return l.ino == st.Ino && l.major == uint64(unix.Major(st.Dev)) && l.minor == uint64(unix.Minor(st.Dev))
+}
+
 // maxProcFile bounds what is read of one /proc file; a command line can
 // be megabytes long and only its start is ever shown.
 const maxProcFile = 1 << 20
@@ -88,7 +93,7 @@ func parseProcLocks(b []byte) []procLock {
 func lockPID(locks []procLock, st *unix.Stat_t) int {
 	pid := 0
 	for _, l := range locks {
-		if l.ino == st.Ino && l.major == uint64(unix.Major(st.Dev)) && l.minor == uint64(unix.Minor(st.Dev)) {
+		if l.on(st) {
 			if l.write {
 				return l.pid
 			}
@@ -125,7 +130,7 @@ func lockLine(fdinfo []byte, st *unix.Stat_t) bool {
 			continue
 		}
 		for _, l := range parseProcLocks([]byte(strings.TrimSpace(rest))) {
-			if l.ino == st.Ino && l.major == uint64(unix.Major(st.Dev)) && l.minor == uint64(unix.Minor(st.Dev)) {
+			if l.on(st) {
 				return true
 			}
 		}

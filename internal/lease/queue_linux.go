@@ -514,7 +514,7 @@ func (d *Dir) unlocked(keys []string, locks []procLock) (int, map[int]bool) {
 func lockers(locks []procLock, st *unix.Stat_t, pids map[int]bool) bool {
 	found := false
 	for _, l := range locks {
-		if l.ino == st.Ino && l.major == uint64(unix.Major(st.Dev)) && l.minor == uint64(unix.Minor(st.Dev)) {
+		if l.on(st) {
 			pids[l.pid], found = true, true
 		}
 	}
