@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/amdrun/amdrun/internal/testutil"
+	"github.com/amdrun/amdrun/internal/topology"
 	"github.com/amdrun/amdrun/internal/topology/kfd"
 )
 
@@ -216,6 +217,12 @@ func BenchmarkPluginSizes(b *testing.B) {
 				alt  int
 				sel  func(Request) (*Choice, error)
 			}{
+				// Prepare alone, the part of "model" a warm plugin did in
+				// Init; "links" only walks the links for each device's
+				// locality to all others, which the split term of every
+				// exact answer needs: the least one command can spend
+				{"prepare", -1, func(Request) (*Choice, error) { Prepare(m); return nil, nil }},
+				{"links", -1, func(Request) (*Choice, error) { linkDegrees(m); return nil, nil }},
 				{"prepared", -1, func(r Request) (*Choice, error) { return pp.Select(r, Tree) }},
 				{"prepared+5", 0, func(r Request) (*Choice, error) { return pp.Select(r, Tree) }},
 				{"model", -1, func(r Request) (*Choice, error) { return Select(m, r, Tree) }},
@@ -232,4 +239,25 @@ func BenchmarkPluginSizes(b *testing.B) {
 			}
 		}
 	}
+}
+
+// linkDegrees is each device's locality to every other device, from one
+// walk over the model's links that reads what Prepare reads of each (its
+// bandwidth too) and writes no matrix (BenchmarkPluginSizes' "links").
+func linkDegrees(m *topology.Model) []int64 {
+	nd := len(m.Devices)
+	deg, ids := make([]int64, nd), make([]int, 2*nd)
+	pkg, hive := ids[:nd], ids[nd:]
+	intern(pkg, m.Devices, func(d *topology.Device) string { return d.Package })
+	intern(hive, m.Devices, func(d *topology.Device) string { return d.Hive })
+	var top int64
+	for i := range m.Links {
+		l := &m.Links[i]
+		a, b := l.A, l.B
+		top = max(top, m.LinkBW(l))
+		lc := int64(l.Locality(pkg[a] >= 0 && pkg[a] == pkg[b], hive[a] >= 0 && hive[a] == hive[b]))
+		deg[a], deg[b] = deg[a]+lc, deg[b]+lc
+	}
+	deg[0] += top >> 62 // keeps the bandwidth read
+	return deg
 }
