@@ -22,9 +22,14 @@ type Enum struct {
 	Name  string
 	Words []Word
 	// Also names what else the flag takes ("a number of ranks"), for its
-	// error; "": only the words.
+	// error and the docs' table of words (the flag's AlsoAnnotation); "":
+	// only the words.
 	Also string
 }
+
+// AlsoAnnotation is the key of a completed flag's Enum.Also among its
+// pflag annotations, where the docs' table of words reads it.
+const AlsoAnnotation = "amdrun_also"
 
 // Values are the enum's words.
 func (e *Enum) Values() []string {
@@ -78,7 +83,7 @@ func EnumVar[T any](cmd *cobra.Command, p *T, e *Enum, def string, parse func(st
 		panic(fmt.Sprintf("--%s: default %q: %v", e.Name, def, err)) // a typo in a declaration
 	}
 	cmd.Flags().Var(v, e.Name, fmt.Sprintf(usage, e.help()))
-	RegisterValues(cmd, e.Name, e.Values())
+	Complete(cmd, e)
 }
 
 // ParsedValue is a flag's pflag.Value that parse reads into the setting
@@ -115,17 +120,20 @@ func (v *ParsedValue[T]) Set(s string) error {
 // (e.Err is the error).
 func PersistentStringEnumFlag(cmd *cobra.Command, p *string, e *Enum, def, usage string) {
 	cmd.PersistentFlags().StringVar(p, e.Name, def, fmt.Sprintf(usage, e.help()))
-	RegisterValues(cmd, e.Name, e.Values())
+	Complete(cmd, e)
 }
 
-// RegisterValues makes shell completion offer vals for cmd's flag name
-// (and nothing else: no file names).
-func RegisterValues(cmd *cobra.Command, name string, vals []string) {
-	vals = append([]string(nil), vals...)
+// Complete makes shell completion offer e's words for cmd's flag e.Name
+// (and nothing else: no file names), and annotates the flag with e.Also.
+func Complete(cmd *cobra.Command, e *Enum) {
+	vals := e.Values()
 	// The flag is defined on cmd; an error would be a typo in the name.
-	_ = cmd.RegisterFlagCompletionFunc(name, func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	_ = cmd.RegisterFlagCompletionFunc(e.Name, func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return vals, cobra.ShellCompDirectiveNoFileComp
 	})
+	if e.Also != "" {
+		cmd.Flag(e.Name).Annotations = map[string][]string{AlsoAnnotation: {e.Also}}
+	}
 }
 
 // JoinOr lists words as a sentence does: "a", "a or b", "a, b or c".

@@ -55,10 +55,10 @@ var (
 // are not a closed set: any rendezvous backend torchrun has, a stream
 // number or a list of them per local rank (launch.ParseStreams reads it,
 // and its numbers are launch.StreamNames' indices).
-var completionOnly = map[string][]string{
-	"rdzv-backend": {"static", "c10d"},
-	"redirects":    streamNumbers(),
-	"tee":          streamNumbers(),
+var completionOnly = []*cmdutil.Enum{
+	{Name: "rdzv-backend", Words: words("static", "c10d"), Also: "another backend torchrun has, with --launcher torchrun"},
+	{Name: "redirects", Words: words(streamNumbers()...), Also: "a number per local rank, e.g. 0:3,1:0"},
+	{Name: "tee", Words: words(streamNumbers()...), Also: "a number per local rank, as --redirects"},
 }
 
 // streamNumbers are the values of -r and -t: "0" ... "3".
@@ -90,7 +90,7 @@ func words(names ...string) []cmdutil.Word {
 // registerCompletions makes `amdrun completion SHELL` scripts complete
 // the words of completionOnly (EnumVar registered the enums').
 func registerCompletions(cmd *cobra.Command) {
-	for name, vals := range completionOnly {
-		cmdutil.RegisterValues(cmd, name, vals)
+	for _, e := range completionOnly {
+		cmdutil.Complete(cmd, e)
 	}
 }

@@ -29,11 +29,18 @@ type decl struct {
 	line *job.CommandLine
 }
 
-// arg makes the flag name, just declared, the typed value of its Arg a.
+// arg makes the flag name, just declared, the typed value of its Arg a;
+// an AgentOnly flag's help is why it does nothing under amdrun.
 func (d decl) arg(a *job.Arg, name string, t job.Torch) {
 	f := d.fl.Lookup(name)
-	f.Value = d.line.Declare(a, name, f.Value, t)
+	f.Value = d.line.Declare(a, name, f.Value, t, f.Usage)
+	if t&job.AgentOnly != 0 {
+		f.Usage = agentOnlyHelp + f.Usage
+	}
 }
+
+// agentOnlyHelp begins the help of a job.AgentOnly flag.
+const agentOnlyHelp = "passed to torch's agent when it runs the job; does nothing under amdrun: "
 
 // declare declares a flag through pflag's declare (fl.IntVarP, ...),
 // bound to p (nil: held by the flag), on its Arg a.
@@ -199,11 +206,11 @@ func addTorchrunFlags(d decl, o *Options) {
 		strings.Join(launch.ForwardedSignals, ", "), cmdutil.JoinAnd(launch.StopSignals)), job.TorchPET|job.Pass)
 	declare(d, &l.MonitorInterval, d.fl.StringVarP, nil, "monitor-interval", "", "", "accepted for torchrun: amdrun sees a rank exit at once, there is nothing to poll", job.TorchPET|job.Pass)
 	enum(d, &l.StartMethod, nil, startMethodFlag, "", oneOf(startMethodFlag), "accepted for torchrun (%s): ranks are programs, started the same way under each", job.TorchPET|job.Pass)
-	declare(d, &l.EventLogHandler, d.fl.StringVarP, nil, "event-log-handler", "", "", "passed to torch's agent when it runs the job (amdrun records no torchelastic events)", job.TorchPET|job.Pass)
-	declare(d, &l.LocalAddr, d.fl.StringVarP, nil, "local-addr", "", "", "passed to torch's agent when it runs the job (its rendezvous address of this node)", job.TorchPET|job.Pass)
-	declare(d, &l.LogsSpecs, d.fl.StringVarP, nil, "logs-specs", "", "", "passed to torch's agent when it runs the job (a torchrun.logs_specs entry point)", job.TorchName|job.Pass)
-	declare(d, &l.DuplicateStdoutFilters, d.fl.StringVarP, nil, "duplicate-stdout-filters", "", "", "passed to torch's agent when it runs the job", job.TorchPET|job.Pass)
-	declare(d, &l.DuplicateStderrFilters, d.fl.StringVarP, nil, "duplicate-stderr-filters", "", "", "passed to torch's agent when it runs the job", job.TorchPET|job.Pass)
+	declare(d, &l.EventLogHandler, d.fl.StringVarP, nil, "event-log-handler", "", "null", "it records no torchelastic events", job.TorchPET|job.Pass|job.AgentOnly)
+	declare(d, &l.LocalAddr, d.fl.StringVarP, nil, "local-addr", "", "", "it is the address torchrun's rendezvous publishes for this node; amdrun's ranks meet at --master-addr", job.TorchPET|job.Pass|job.AgentOnly)
+	declare(d, &l.LogsSpecs, d.fl.StringVarP, nil, "logs-specs", "", "", "it names a Python plugin of torchrun's; --log-dir keeps torchrun's default layout", job.TorchName|job.Pass|job.AgentOnly)
+	declare(d, &l.DuplicateStdoutFilters, d.fl.StringVarP, nil, "duplicate-stdout-filters", "", "", "amdrun does not copy matching lines to another file; every line is in the ranks' stdout.log under --log-dir", job.TorchPET|job.Pass|job.AgentOnly)
+	declare(d, &l.DuplicateStderrFilters, d.fl.StringVarP, nil, "duplicate-stderr-filters", "", "", "amdrun does not copy matching lines to another file; every line is in the ranks' stderr.log under --log-dir", job.TorchPET|job.Pass|job.AgentOnly)
 }
 
 // normalizeFlag makes --nproc_per_node the same flag as
