@@ -7,7 +7,6 @@ import (
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
 	"github.com/amdrun/amdrun/internal/launch"
 	"github.com/amdrun/amdrun/internal/selector"
-	"github.com/spf13/cobra"
 )
 
 // The launcher's flags that take one of a few words, each declared once:
@@ -85,12 +84,4 @@ func words(names ...string) []cmdutil.Word {
 		out[i] = cmdutil.Word{Name: n}
 	}
 	return out
-}
-
-// registerCompletions makes `amdrun completion SHELL` scripts complete
-// the words of completionOnly (EnumVar registered the enums').
-func registerCompletions(cmd *cobra.Command) {
-	for _, e := range completionOnly {
-		cmdutil.Complete(cmd, e)
-	}
 }

@@ -177,21 +177,12 @@ func addJobFlags(d decl, opts *Options) {
 	declare(d, &l.RdzvConf, d.fl.StringVarP, nil, "rdzv-conf", "", "", "with --launcher torchrun: passed to torchrun", job.TorchPET)
 }
 
-// torchrun's command line, as torch/distributed/run.py declares it in
-// torch 1.13 (underscore spellings only) and in the current release
-// (hyphenated spellings with underscore aliases, plus --local-addr,
-// --local-ranks-filter, --logs-specs, --event-log-handler,
-// --numa-binding, --signals-to-handle, --shutdown-timeout,
-// --virtual-local-rank and --duplicate-std{out,err}-filters). amdrun
-// takes every one of them, in either spelling: normalizeFlag turns "_"
-// into "-", torchrun's PET_* variables are read as torchrun reads them
-// (applyPET), and job.Options.Resolve gives each torchrun's meaning.
-
-// addTorchrunFlags declares torchrun's flags that amdrun's own set does
-// not already have (--nproc-per-node, --nnodes, --node-rank,
-// --master-addr, --master-port, --max-restarts, --module, --no-python,
-// --log-dir, --local-ranks-filter and --rdzv-* are declared with the
-// rest).
+// addTorchrunFlags declares the rest of torchrun's command line, as
+// torch/distributed/run.py declares it from torch 1.13 (underscore
+// spellings) to the current release (hyphens, underscore aliases): its
+// flags amdrun's own set does not already have. normalizeFlag takes
+// either spelling, applyPET the PET_* variables, and job.Options.Resolve
+// gives each torchrun's meaning.
 func addTorchrunFlags(d decl, o *Options) {
 	l := d.line
 	declare(d, &l.Standalone, d.fl.BoolVarP, nil, "standalone", "", false, "one node, rendezvous on a free local port (amdrun's default; as torchrun)", job.TorchPET)
