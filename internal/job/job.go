@@ -10,6 +10,7 @@ import (
 
 	"github.com/amdrun/amdrun/internal/launch"
 	"github.com/amdrun/amdrun/internal/launch/numabalance"
+	"github.com/amdrun/amdrun/internal/lease"
 	"github.com/amdrun/amdrun/internal/plan"
 )
 
@@ -182,30 +183,23 @@ func supervise(ctx context.Context, o *Options, p *Plan) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("cannot find amdrun's own binary for binding: %w", err)
 	}
+	// The processes that watch over the job keep the leases' files open,
+	// so the devices and CPUs stay leased while anything of the job runs
+	// (issue 13).
 	var hold []*os.File
-	if p.held != nil {
-		// The processes that watch over the job keep these open, so the
-		// devices stay leased while anything of the job runs (issue 13).
-		if hold, err = p.held.Files(); err != nil {
-			return 0, err
+	defer func() {
+		for _, f := range hold {
+			f.Close()
 		}
-	}
-	if p.cpuHeld != nil {
-		more, err := p.cpuHeld.Files()
-		if err != nil {
-			for _, f := range hold {
-				f.Close()
+	}()
+	for _, l := range []*lease.Lease{p.held, p.cpuHeld} {
+		if l != nil {
+			files, err := l.Files()
+			if err != nil {
+				return 0, err
 			}
-			return 0, err
+			hold = append(hold, files...)
 		}
-		hold = append(hold, more...)
-	}
-	if hold != nil {
-		defer func() {
-			for _, f := range hold {
-				f.Close()
-			}
-		}()
 	}
 	ro := runOptions(o, p)
 	ro.Self, ro.Hold = self, hold
