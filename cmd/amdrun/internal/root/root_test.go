@@ -93,7 +93,7 @@ func TestExitCode(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ios, _, out, errOut := cmdtest.Streams()
 			f := &cmdutil.Factory{IOStreams: ios}
-			if got := exitCode(f, &cobra.Command{}, tt.err); got != tt.code {
+			if got := exitCode(f, tt.err); got != tt.code {
 				t.Errorf("exitCode(%v) = %d, want %d", tt.err, got, tt.code)
 			}
 			if errOut.String() != tt.stderr {
@@ -110,7 +110,7 @@ func TestExitCode(t *testing.T) {
 func execute(f *cmdutil.Factory, args ...string) int {
 	cmd := NewCmdRoot(f)
 	cmd.SetArgs(args)
-	return exitCode(f, cmd, cmd.ExecuteContext(context.Background()))
+	return exitCode(f, cmd.ExecuteContext(context.Background()))
 }
 
 func TestCommandTree(t *testing.T) {
