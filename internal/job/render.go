@@ -1,6 +1,7 @@
 package job
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"slices"
@@ -113,14 +114,7 @@ func (pl *Plan) writeRanks(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "RANK\tLOCAL\tDEVICE\tNUMA\tCPUS\tCOMMAND")
 	for _, r := range p.Ranks {
-		numa := topology.JoinInts(rankNUMA(r))
-		if numa == "" {
-			numa = "-"
-		}
-		cpus := topology.FormatCPUList(r.CPUs)
-		if cpus == "" {
-			cpus = "(not bound)"
-		}
+		numa, cpus := cmp.Or(topology.JoinInts(rankNUMA(r)), "-"), cmp.Or(topology.FormatCPUList(r.CPUs), "(not bound)")
 		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\n", r.Rank, r.LocalRank, r.DeviceLabel(), numa, cpus, quoteArgv(r.Argv))
 	}
 	tw.Flush()
