@@ -1,9 +1,11 @@
 package cmdutil
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
+	"github.com/amdrun/amdrun/internal/topology"
 	"github.com/spf13/cobra"
 )
 
@@ -112,6 +114,18 @@ func (v *ParsedValue[T]) Set(s string) error {
 	}
 	*v.p, v.text = t, s
 	return nil
+}
+
+// IndexList parses a list of device or rank indices, "0,2,4-7".
+func IndexList(s string) ([]int, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, errors.New("empty device list")
+	}
+	l, err := topology.ParseCPUList(s)
+	if err != nil {
+		return nil, fmt.Errorf("want indices like 0,2,4-7, got %q", s)
+	}
+	return l, nil
 }
 
 // PersistentStringEnumFlag declares the flag e on cmd and its

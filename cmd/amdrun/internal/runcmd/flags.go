@@ -14,7 +14,6 @@ import (
 	"github.com/amdrun/amdrun/internal/launch/numabalance"
 	"github.com/amdrun/amdrun/internal/plan"
 	"github.com/amdrun/amdrun/internal/selector"
-	"github.com/amdrun/amdrun/internal/topology"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -55,24 +54,12 @@ func (d decl) value(a *job.Arg, v pflag.Value, name, short, help string, t job.T
 	d.arg(a, name, t)
 }
 
-// indexList parses a list of device or rank indices, "0,2,4-7".
-func indexList(s string) ([]int, error) {
-	if strings.TrimSpace(s) == "" {
-		return nil, errors.New("empty device list")
-	}
-	l, err := topology.ParseCPUList(s)
-	if err != nil {
-		return nil, fmt.Errorf("want indices like 0,2,4-7, got %q", s)
-	}
-	return l, nil
-}
-
-// rankList is indexList where blank means none.
+// rankList is cmdutil.IndexList where blank means none.
 func rankList(s string) ([]int, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
 	}
-	return indexList(s)
+	return cmdutil.IndexList(s)
 }
 
 // enum declares the enum flag e, bound to p (nil: held by the flag)
@@ -126,8 +113,8 @@ func addDeviceFlags(d decl, opts *Options) {
 	fl, l := d.fl, d.line
 	declare(d, &l.NGPUs, d.fl.IntVarP, nil, "ngpus", "n", 0, "number of GPUs on this node, one rank each unless --nproc-per-node says otherwise (default and 0: every free device; in a multi-node Slurm step, the GPUs Slurm gave each node)", job.Own)
 	enum(d, &l.NProcPerNode, nil, nprocFlag, "", nprocWord, "ranks on this node: N, %s; with --ngpus, each rank gets ngpus/N devices (default: one rank per device)", job.TorchPET)
-	fl.Var(cmdutil.Parsed(&opts.Devices, indexList), "devices", "only choose among these device indices, e.g. 0,2,4-7")
-	fl.Var(cmdutil.Parsed(&opts.Exclude, indexList), "exclude", "never choose these device indices, e.g. 3 or 0-1")
+	fl.Var(cmdutil.Parsed(&opts.Devices, cmdutil.IndexList), "devices", "only choose among these device indices, e.g. 0,2,4-7")
+	fl.Var(cmdutil.Parsed(&opts.Exclude, cmdutil.IndexList), "exclude", "never choose these device indices, e.g. 3 or 0-1")
 	fl.BoolVar(&opts.AllowBusy, "allow-busy", false, "allow devices another process is using")
 	cmdutil.EnumVar(d.cmd, &opts.Policy, policyFlag, "tree", selector.PolicyByName, "selection policy: %s")
 	fl.IntVar(&opts.SearchWork, "search-work", selector.DefaultWork, "most work (about a thousand search steps a unit) the device search may spend beyond 16 candidates (up to 16 it scores every set); past it the best set found is used (--explain says how far from proven); the answer depends on it, not on the machine's load")
