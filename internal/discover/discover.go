@@ -80,7 +80,9 @@ func Discover(ctx context.Context, o Options) (*topology.Model, error) {
 		return nil, err
 	}
 	if o.Run == nil {
-		o.Run = func(ctx context.Context, name string, args ...string) ([]byte, error) { return RunTool(ctx, ToolTimeout, name, args...) }
+		o.Run = func(ctx context.Context, name string, args ...string) ([]byte, error) {
+			return RunTool(ctx, ToolTimeout, name, args...)
+		}
 	}
 	o.SysfsRoot = cmp.Or(o.SysfsRoot, "/")
 	src := o.Source
