@@ -37,7 +37,8 @@ func (l *CommandLine) Declare(a *Arg, name string, v Value, t Torch, help string
 // --launcher torchrun passes it on as given (Pass), unless torch's own
 // agent runs the job (NotToAgent); and whether only torch's agent does
 // anything with it (AgentOnly: when amdrun starts the ranks, a value other
-// than its default gets one line saying why it does nothing).
+// than its default gets one line saying why it does nothing, unless Quiet:
+// torchrun's tuning, where the user has nothing to change).
 type Torch uint8
 
 const (
@@ -47,6 +48,7 @@ const (
 	Pass
 	NotToAgent
 	AgentOnly
+	Quiet
 )
 
 // Value is a flag's typed value, as pflag.Value.

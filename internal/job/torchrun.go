@@ -55,7 +55,7 @@ func (o *Options) resolveTorchrun(l *CommandLine) error {
 // the line); torchrun's default value changes nothing anywhere.
 func (o *Options) noteAgentOnly(l *CommandLine) {
 	for _, a := range l.args {
-		if a.torch&AgentOnly != 0 && a.Given() && a.String() != a.def {
+		if a.torch&(AgentOnly|Quiet) == AgentOnly && a.Given() && a.String() != a.def {
 			o.Warn.Warn("%s does nothing under amdrun: %s", a.Label(), a.help)
 		}
 	}

@@ -67,10 +67,11 @@ func TestFlagTableDoc(t *testing.T) {
 // cmd: each, and why it does nothing when amdrun starts the ranks.
 func agentOnlyDoc(cmd *cobra.Command) string {
 	b := strings.Builder{}
-	b.WriteString("| torchrun flag | why it does nothing when amdrun starts the ranks |\n| --- | --- |\n")
+	b.WriteString("| torchrun flag | why it does nothing when amdrun starts the ranks | a line says so |\n| --- | --- | --- |\n")
 	cmd.Flags().VisitAll(func(f *pflag.Flag) {
 		if a, ok := f.Value.(*job.Arg); ok && a.Torch()&job.AgentOnly != 0 {
-			fmt.Fprintf(&b, "| `--%s` | %s |\n", f.Name, strings.TrimPrefix(f.Usage, agentOnlyHelp))
+			said := map[bool]string{true: "no", false: "yes"}[a.Torch()&job.Quiet != 0]
+			fmt.Fprintf(&b, "| `--%s` | %s | %s |\n", f.Name, strings.TrimPrefix(f.Usage, agentOnlyHelp), said)
 		}
 	})
 	return b.String()

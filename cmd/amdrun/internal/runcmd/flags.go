@@ -182,8 +182,8 @@ func addTorchrunFlags(d decl, o *Options) {
 	enum(d, &l.NUMABinding, nil, numaBindingFlag, "", oneOf(numaBindingFlag), "torchrun's binding: %s (the others = --bind of that name)", job.TorchName|job.Pass|job.NotToAgent)
 	d.value(&l.SignalsToHandle, cmdutil.Parsed(&o.Forward, launch.ParseSignals), "signals-to-handle", "", fmt.Sprintf("signals forwarded to the ranks, e.g. SIGTERM,SIGINT,SIGUSR1 (default %s); %s also stop the job",
 		strings.Join(launch.ForwardedSignals, ", "), cmdutil.JoinAnd(launch.StopSignals)), job.TorchPET|job.Pass)
-	declare(d, &l.MonitorInterval, d.fl.StringVarP, nil, "monitor-interval", "", "", "accepted for torchrun: amdrun sees a rank exit at once, there is nothing to poll", job.TorchPET|job.Pass)
-	enum(d, &l.StartMethod, nil, startMethodFlag, "", oneOf(startMethodFlag), "accepted for torchrun (%s): ranks are programs, started the same way under each", job.TorchPET|job.Pass)
+	declare(d, &l.MonitorInterval, d.fl.StringVarP, nil, "monitor-interval", "", "", "amdrun sees a rank exit at once, there is nothing to poll (a number of seconds is checked)", job.TorchPET|job.Pass|job.AgentOnly|job.Quiet)
+	enum(d, &l.StartMethod, nil, startMethodFlag, "", oneOf(startMethodFlag), "ranks are programs, started the same way under %s (the word is checked)", job.TorchPET|job.Pass|job.AgentOnly|job.Quiet)
 	declare(d, &l.EventLogHandler, d.fl.StringVarP, nil, "event-log-handler", "", "null", "it records no torchelastic events", job.TorchPET|job.Pass|job.AgentOnly)
 	declare(d, &l.LocalAddr, d.fl.StringVarP, nil, "local-addr", "", "", "it is the address torchrun's rendezvous publishes for this node; amdrun's ranks meet at --master-addr", job.TorchPET|job.Pass|job.AgentOnly)
 	declare(d, &l.LogsSpecs, d.fl.StringVarP, nil, "logs-specs", "", "", "it names a Python plugin of torchrun's; --log-dir keeps torchrun's default layout", job.TorchName|job.Pass|job.AgentOnly)

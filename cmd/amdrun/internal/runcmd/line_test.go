@@ -43,22 +43,23 @@ func TestEveryArgDeclared(t *testing.T) {
 // --launcher torchrun passes it on as its row says (not a row without
 // job.Pass; not a job.NotToAgent row under torch's agent; a switch
 // bare), a job.AgentOnly row given a value other than its default says
-// why it does nothing when amdrun starts the ranks, and the docs' tables
-// list them.
+// why it does nothing when amdrun starts the ranks (not a job.Quiet one),
+// and the docs' tables list them.
 func TestDummyFlagIsOneRow(t *testing.T) {
-	var passed, kept, notAgent, agentOnly job.Arg
+	var passed, kept, notAgent, agentOnly, quiet job.Arg
 	n := len(flagTable)
 	flagTable = append(flagTable, func(d decl, _ *Options) {
 		declare(d, &passed, d.fl.StringVarP, nil, "dummy-flag", "", "d", "a dummy torchrun flag", job.TorchPET|job.Pass)
 		declare(d, &kept, d.fl.BoolVarP, nil, "dummy-kept", "", false, "a dummy torchrun switch amdrun keeps", job.TorchPET)
 		declare(d, &notAgent, d.fl.BoolVarP, nil, "dummy-switch", "", false, "a dummy torchrun switch", job.TorchName|job.Pass|job.NotToAgent)
 		declare(d, &agentOnly, d.fl.StringVarP, nil, "dummy-agent", "", "none", "the agent's dummy", job.TorchPET|job.Pass|job.AgentOnly)
+		declare(d, &quiet, d.fl.StringVarP, nil, "dummy-quiet", "", "", "the agent's quiet dummy", job.TorchPET|job.Pass|job.AgentOnly|job.Quiet)
 	})
 	var warned []string
 	defer func() { flagTable = flagTable[:n] }()
 	run := func(env []string, args ...string) (*Options, error) {
 		t.Helper()
-		passed, kept, notAgent, agentOnly, warned = job.Arg{}, job.Arg{}, job.Arg{}, job.Arg{}, nil
+		passed, kept, notAgent, agentOnly, quiet, warned = job.Arg{}, job.Arg{}, job.Arg{}, job.Arg{}, job.Arg{}, nil
 		ios, _, _, _ := cmdtest.Streams()
 		f := &cmdutil.Factory{IOStreams: ios, Env: func() []string { return env }, Warn: func(f string, a ...any) { warned = append(warned, fmt.Sprintf(f, a...)) }}
 		var got *Options
@@ -97,7 +98,7 @@ func TestDummyFlagIsOneRow(t *testing.T) {
 		want []string
 	}{
 		{env: []string{"PET_DUMMY_AGENT=x"}, want: []string{"PET_DUMMY_AGENT does nothing under amdrun: the agent's dummy"}},
-		{env: []string{"PET_DUMMY_AGENT=none"}},
+		{env: []string{"PET_DUMMY_AGENT=none", "PET_DUMMY_QUIET=x"}},
 	} {
 		if _, err := run(tc.env, "-n", "2"); err != nil || !slices.Equal(warned, tc.want) {
 			t.Errorf("%q: %v, warned %q; want %q", tc.env, err, warned, tc.want)
@@ -107,7 +108,7 @@ func TestDummyFlagIsOneRow(t *testing.T) {
 	cmd := NewCmdRun(&cmdutil.Factory{IOStreams: ios}, nil)
 	for doc, row := range map[string]string{
 		flagDoc(cmd):      "| `--dummy-flag string` | `--dummy_flag`, `PET_DUMMY_FLAG` | passed on | `d` | a dummy torchrun flag |",
-		agentOnlyDoc(cmd): "| `--dummy-agent` | the agent's dummy |",
+		agentOnlyDoc(cmd): "| `--dummy-agent` | the agent's dummy | yes |\n| `--dummy-quiet` | the agent's quiet dummy | no |",
 	} {
 		if !strings.Contains(doc, row) {
 			t.Errorf("the docs' table lacks %s:\n%s", row, doc)
