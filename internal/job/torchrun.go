@@ -124,36 +124,34 @@ func (o *Options) torchrunEnv(l *CommandLine) error {
 // that are timeouts in whole seconds (RendezvousParameters.get_as_int).
 var rdzvTimeouts = []string{"join_timeout", "read_timeout", "last_call_timeout", "close_timeout", "timeout"}
 
-// ParseRdzvConf reads --rdzv-conf as torchrun's _parse_rendezvous_config
-// does: KEY=VALUE pairs separated by commas, spaces around each trimmed,
-// the last of a key winning; an empty key or value is an error, and so
-// is a timeout key whose value is not a whole number of seconds.
-func ParseRdzvConf(s string) (map[string]string, []string, error) {
-	conf := map[string]string{}
+// rdzvConfKeys reads --rdzv-conf as torchrun's _parse_rendezvous_config
+// does (KEY=VALUE pairs separated by commas, spaces around each trimmed)
+// and returns its keys, each once; an empty key or value is an error, and
+// so is a timeout key whose value is not a whole number of seconds.
+func rdzvConfKeys(s string) ([]string, error) {
 	var keys []string
 	if strings.TrimSpace(s) == "" {
-		return conf, nil, nil
+		return nil, nil
 	}
 	for _, kv := range strings.Split(s, ",") {
 		k, v, _ := strings.Cut(kv, "=")
 		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
 		if k == "" {
-			return nil, nil, fmt.Errorf("want KEY=VALUE,...,KEY=VALUE, got %q", s)
+			return nil, fmt.Errorf("want KEY=VALUE,...,KEY=VALUE, got %q", s)
 		}
 		if v == "" {
-			return nil, nil, fmt.Errorf("%s has no value", k)
+			return nil, fmt.Errorf("%s has no value", k)
 		}
 		if slices.Contains(rdzvTimeouts, k) {
 			if n, err := strconv.Atoi(v); err != nil || n <= 0 {
-				return nil, nil, fmt.Errorf("%s=%s: want a whole number of seconds", k, v)
+				return nil, fmt.Errorf("%s=%s: want a whole number of seconds", k, v)
 			}
 		}
-		if _, seen := conf[k]; !seen {
+		if !slices.Contains(keys, k) {
 			keys = append(keys, k)
 		}
-		conf[k] = v
 	}
-	return conf, keys, nil
+	return keys, nil
 }
 
 // rdzvConfOneNode reads --rdzv-conf for a job amdrun runs itself on one
@@ -162,7 +160,7 @@ func ParseRdzvConf(s string) (map[string]string, []string, error) {
 // ranks together, so they hold at once); any other key configures a
 // rendezvous backend amdrun does not run.
 func (o *Options) rdzvConfOneNode(label, conf string) error {
-	_, keys, err := ParseRdzvConf(conf)
+	keys, err := rdzvConfKeys(conf)
 	if err != nil {
 		return usageErrorf("%s: %v", label, err)
 	}

@@ -43,7 +43,6 @@ var (
 	nprocFlag = &cmdutil.Enum{Name: "nproc-per-node", Also: "a number of ranks (at least 1)", Words: []cmdutil.Word{
 		{Name: "gpu", Help: "one per free device"}, {Name: "auto", Help: "gpu, else one per CPU"}, {Name: "cpu", Help: "one per CPU, no GPU"},
 	}}
-	// torchrun's --start-method words change nothing under amdrun (ranks are programs).
 	startMethodFlag = &cmdutil.Enum{Name: "start-method", Words: words("spawn", "fork", "forkserver")}
 	numaBindingFlag = &cmdutil.Enum{Name: "numa-binding", Words: []cmdutil.Word{
 		{Name: "node", Help: "= --bind numa"}, {Name: "socket"}, {Name: "exclusive"}, {Name: "core-complex"},
