@@ -139,41 +139,29 @@ func ompNote(o *Options, dryRun bool, note string) string {
 	return note
 }
 
-// torchrunSettings hands this node's plan to torchrun. Under torch's own
-// agent (Options.Agent) bound ranks stay bound: the agent starts each
-// worker through amdrun's bind shim (plan.Torchrun.Shim).
+// torchrunSettings hands this node's plan to torchrun: the one on PATH,
+// or for a job amdrun hands to torch's own agent (Options.Agent), the
+// workers' own interpreter's. Under the agent bound ranks stay bound:
+// it starts each worker through amdrun's bind shim (plan.Torchrun.Shim);
+// without amdrun's own path they run unbound, and one line says so.
 func torchrunSettings(o *Options, env []string, ranks *plan.Plan) plan.Torchrun {
-	return plan.Torchrun{
+	t := plan.Torchrun{
 		UserEnv: env, ElasticNNodes: o.ElasticNNodes, Rdzv: o.Rdzv,
-		Module: o.Module, NoPython: o.NoPython, Extra: o.TorchrunArgs, Args: o.Args, Agent: agentArgv(o),
-		Shim: agentShim(o, ranks),
+		Module: o.Module, NoPython: o.NoPython, Extra: o.TorchrunArgs, Args: o.Args,
 	}
-}
-
-// agentShim is the bind shim the agent starts each worker through, nil
-// when the job is not the agent's or no rank is bound. Without amdrun's
-// own path the workers run unbound, and one line says so.
-func agentShim(o *Options, ranks *plan.Plan) []string {
-	local := launch.LocalShimArgs(ranks)
-	if !o.Agent || local == nil {
-		return nil
-	}
-	self, err := o.Executable()
-	if err != nil {
-		o.Warn.Warn("cannot find amdrun's own binary, the agent's workers are not bound: %v", err)
-		return nil
-	}
-	return append([]string{self, launch.ShimArg}, local...)
-}
-
-// agentArgv is the command that runs torch's agent: the workers' own
-// interpreter for a job amdrun hands over (Options.Agent), else nil
-// (the torchrun on PATH).
-func agentArgv(o *Options) []string {
 	if !o.Agent {
-		return nil
+		return t
 	}
-	return []string{o.Python, "-m", "torch.distributed.run"}
+	t.Agent = []string{o.Python, "-m", "torch.distributed.run"}
+	if local := launch.LocalShimArgs(ranks); local != nil {
+		self, err := o.Executable()
+		if err != nil {
+			o.Warn.Warn("cannot find amdrun's own binary, the agent's workers are not bound: %v", err)
+			return t
+		}
+		t.Shim = append([]string{self, launch.ShimArg}, local...)
+	}
+	return t
 }
 
 // supervise runs p under launch.Run with the lease's lock files held by
