@@ -31,7 +31,7 @@ type Options struct {
 	Devices []int
 	SizeMiB int
 	Iters   int
-	// Python is the interpreter with torch, resolved (Factory.Python).
+	// Python is the interpreter with torch, resolved (Factory.PythonFrom).
 	Python string
 	JSON   bool
 	NoH2D  bool
@@ -65,7 +65,7 @@ the default, or measured) and --explain says so.`,
 			if opts.SizeMiB < 1 || opts.Iters < 1 {
 				return cmdutil.FlagErrorf("--size and --iters must be at least 1")
 			}
-			opts.Python = f.Python(opts.Python)
+			opts.Python, _ = f.PythonFrom(opts.Python)
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}

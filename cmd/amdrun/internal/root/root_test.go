@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdtest"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
@@ -43,7 +42,6 @@ func testFactory(t *testing.T, probe bool, env ...string) (*cmdutil.Factory, *by
 		},
 		HostNUMA:   func() ([]topology.NUMANode, error) { return []topology.NUMANode{{ID: 0, CPUs: []int{0}}}, nil },
 		Warn:       func(format string, args ...any) {},
-		Now:        func() time.Time { return time.Unix(0, 0) },
 		Executable: func() (string, error) { return "/fake/amdrun", nil },
 	}
 	return f, out, errOut
