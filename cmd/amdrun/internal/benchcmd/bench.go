@@ -119,7 +119,7 @@ func Run(ctx context.Context, o *Options) error {
 		return err
 	}
 	r := &bench.Result{Host: host, Keys: m.Keys(), Devices: devs, SizeMiB: o.SizeMiB, Iters: o.Iters}
-	err = bench.RunSteps(ctx, steps, r, progress(o), nil)
+	err = bench.RunSteps(ctx, steps, r, progress(o))
 	if o.IO.IsStderrTTY() {
 		fmt.Fprintln(o.IO.ErrOut) // end the progress bar's line
 	}
