@@ -14,17 +14,13 @@ import (
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
-// visibleString is the visible-device list of rank 0 ("" for CPU ranks);
-// with one list per rank, each rank's own.
+// visibleString is rank r's visible-device list ("" for a CPU rank):
+// plan.Mask.Env sets CUDA's and HIP's variables alike.
 func visibleString(r plan.Rank) string {
-	env := envlist.Map(r.Env)
 	if len(r.Devices) == 0 {
 		return ""
 	}
-	if v, ok := env[plan.EnvCUDAVisible]; ok {
-		return v
-	}
-	return env[plan.EnvHIPVisible]
+	return envlist.Get(r.Env, plan.EnvCUDAVisible)
 }
 
 // sharedVisible says whether every rank sees the same devices.
@@ -166,13 +162,10 @@ func quoteArgv(argv []string) string {
 
 // WriteExplain says why the devices were chosen: the chosen set, the
 // next best and the naive first-N pick with their scores, the ring, the
-// term that decided, and the gain over the naive pick. It writes nothing
-// for CPU ranks.
+// term that decided, and the gain over the naive pick; its callers skip
+// CPU ranks (no Choice).
 func (pl *Plan) WriteExplain(w io.Writer) {
 	m, c := pl.Model, pl.Choice
-	if c == nil {
-		return
-	}
 	fmt.Fprintf(w, "\nWhy %s (policy %s, bandwidth %s", topology.JoinInts(c.Devices), c.Policy, m.Bandwidth)
 	if c.Exact {
 		fmt.Fprintf(w, ", exact search, %d sets examined", c.Considered)
