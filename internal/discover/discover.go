@@ -85,13 +85,9 @@ func Discover(ctx context.Context, o Options) (*topology.Model, error) {
 		}
 	}
 	o.SysfsRoot = cmp.Or(o.SysfsRoot, "/")
-	src := o.Source
-	if src == "" || src == "auto" {
-		if o.File != "" {
-			src = "file"
-		} else {
-			src = "auto"
-		}
+	src := cmp.Or(o.Source, "auto")
+	if src == "auto" && o.File != "" {
+		src = "file"
 	}
 	switch src {
 	case "file":
