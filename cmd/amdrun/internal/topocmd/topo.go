@@ -159,11 +159,8 @@ func writeMatrix(w io.Writer, m *topology.Model) error {
 func legend(w io.Writer, m *topology.Model) {
 	fmt.Fprintln(w, "\nCells: link type and max bandwidth in GB/s; * = assumed (the source gave no figure).")
 	fmt.Fprintln(w, "XGMI = AMD Infinity Fabric, NV# = # NVLinks, PIX/PXB = PCIe switch, PHB = through the host bridge, NODE = across host bridges, SYS = across NUMA nodes.")
-	for _, l := range m.Links {
-		if l.P2P == topology.P2PUnavailable {
-			fmt.Fprintln(w, "noP2P = no peer-to-peer access: copies go through host memory; selection counts them at half the host path.")
-			break
-		}
+	if slices.ContainsFunc(m.Links, func(l topology.Link) bool { return l.P2P == topology.P2PUnavailable }) {
+		fmt.Fprintln(w, "noP2P = no peer-to-peer access: copies go through host memory; selection counts them at half the host path.")
 	}
 }
 
