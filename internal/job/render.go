@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -120,20 +121,15 @@ func (pl *Plan) writeRanks(w io.Writer) {
 // devices' own nodes, not the count of this host's nodes: planning from
 // a saved topology, or in a container that sees one node, the two differ.
 func chosenNUMA(m *topology.Model, devices []int) string {
-	var nodes []int
-	unknown := 0
-	seen := map[int]bool{}
+	unknown, seen := 0, map[int]bool{}
 	for _, d := range devices {
-		n := m.Devices[d].NUMANode
-		switch {
-		case n < 0:
+		if n := m.Devices[d].NUMANode; n < 0 {
 			unknown++
-		case !seen[n]:
+		} else {
 			seen[n] = true
-			nodes = append(nodes, n)
 		}
 	}
-	s := ""
+	nodes, s := slices.Sorted(maps.Keys(seen)), ""
 	switch len(nodes) {
 	case 0:
 	case 1:
