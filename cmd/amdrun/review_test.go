@@ -84,7 +84,7 @@ func TestReviewHungToolWithChildTimesOut(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("amdrun --source rocm-smi topo still running after 20s with a hung rocm-smi (AMDRUN_TOOL_TIMEOUT=2s): " +
-			"ExecRunner waits for the pipes the tool's child holds open (no cmd.WaitDelay / process-group kill)")
+			"RunTool waits for the pipes the tool's child holds open (no cmd.WaitDelay / process-group kill)")
 	}
 }
 

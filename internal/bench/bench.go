@@ -15,7 +15,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"os/exec"
@@ -212,7 +211,7 @@ type Progress func(done, total int, elapsed time.Duration)
 
 // RunSteps runs the probe steps in order, streaming their lines into r.
 // n is the number of devices measured.
-func RunSteps(ctx context.Context, steps []Step, r *Result, progress Progress, stderr io.Writer) error {
+func RunSteps(ctx context.Context, steps []Step, r *Result, progress Progress) error {
 	n := len(r.Devices)
 	r.D2D = make([][]float64, n)
 	for i := range r.D2D {
@@ -227,7 +226,7 @@ func RunSteps(ctx context.Context, steps []Step, r *Result, progress Progress, s
 		}
 	}
 	for _, s := range steps {
-		if err := runStep(ctx, s, r, &c, stderr); err != nil {
+		if err := runStep(ctx, s, r, &c); err != nil {
 			return err
 		}
 	}
@@ -243,11 +242,11 @@ type stepCounter struct {
 }
 
 // runStep runs one probe step, recording its lines into r.
-func runStep(ctx context.Context, s Step, r *Result, c *stepCounter, stderr io.Writer) error {
+func runStep(ctx context.Context, s Step, r *Result, c *stepCounter) error {
 	cmd := exec.CommandContext(ctx, s.Argv[0], s.Argv[1:]...)
 	cmd.Env = s.Env
 	var errBuf bytes.Buffer
-	cmd.Stderr = io.MultiWriter(&errBuf, stderrOrDiscard(stderr))
+	cmd.Stderr = &errBuf
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return err
@@ -312,13 +311,6 @@ func record(l Line, s Step, r *Result, c *stepCounter) error {
 		c.done++
 	}
 	return nil
-}
-
-func stderrOrDiscard(w io.Writer) io.Writer {
-	if w == nil {
-		return io.Discard
-	}
-	return w
 }
 
 // NUMAIDs returns the keys of r.H2D in order.

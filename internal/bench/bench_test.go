@@ -74,7 +74,7 @@ func TestRunStepsCollectsEveryFigure(t *testing.T) {
 				t.Errorf("total %d, want 6 pairs + 2 x 3 host figures", total)
 			}
 			calls = append(calls, done)
-		}, nil)
+		})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestRunStepsErrors(t *testing.T) {
 		{fakeStep(t, "d2d", 3, -1), "torch sees 3 devices, amdrun made 2 visible"},
 	} {
 		tc.step.Mode = "d2d"
-		err := RunSteps(context.Background(), []Step{tc.step}, &Result{Devices: []int{0, 1}}, nil, nil)
+		err := RunSteps(context.Background(), []Step{tc.step}, &Result{Devices: []int{0, 1}}, nil)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("error %v, want one line containing %q", err, tc.want)
 		}
@@ -108,7 +108,7 @@ func TestRunStepsErrors(t *testing.T) {
 	if _, err := exec.LookPath("/nonexistent/python3"); err == nil {
 		t.Skip("/nonexistent/python3 exists on this machine: cannot test a missing interpreter")
 	}
-	err := RunSteps(context.Background(), []Step{{Argv: []string{"/nonexistent/python3"}, Mode: "d2d"}}, &Result{Devices: []int{0}}, nil, nil)
+	err := RunSteps(context.Background(), []Step{{Argv: []string{"/nonexistent/python3"}, Mode: "d2d"}}, &Result{Devices: []int{0}}, nil)
 	if err == nil || !strings.Contains(err.Error(), "/nonexistent/python3") {
 		t.Errorf("missing python: %v", err)
 	}

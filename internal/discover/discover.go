@@ -45,7 +45,7 @@ type Options struct {
 	// File is the saved topology for Source "file" (also implied by a
 	// non-empty File with Source "" or "auto").
 	File string
-	// Run runs vendor tools; nil means ExecRunner.
+	// Run runs vendor tools; nil means RunTool with ToolTimeout.
 	Run topology.Runner
 	// Warn receives recoverable oddities; nil drops them.
 	Warn topology.Warner
@@ -80,16 +80,14 @@ func Discover(ctx context.Context, o Options) (*topology.Model, error) {
 		return nil, err
 	}
 	if o.Run == nil {
-		o.Run = ExecRunner
+		o.Run = func(ctx context.Context, name string, args ...string) ([]byte, error) {
+			return RunTool(ctx, ToolTimeout, name, args...)
+		}
 	}
 	o.SysfsRoot = cmp.Or(o.SysfsRoot, "/")
-	src := o.Source
-	if src == "" || src == "auto" {
-		if o.File != "" {
-			src = "file"
-		} else {
-			src = "auto"
-		}
+	src := cmp.Or(o.Source, "auto")
+	if src == "auto" && o.File != "" {
+		src = "file"
 	}
 	switch src {
 	case "file":

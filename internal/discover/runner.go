@@ -39,20 +39,6 @@ func TimeoutFromEnv(v string) time.Duration {
 	return ToolTimeout
 }
 
-// NewRunner returns a topology.Runner that runs tools with RunTool and
-// the given timeout (0: ToolTimeout).
-func NewRunner(timeout time.Duration) topology.Runner {
-	if timeout <= 0 {
-		timeout = ToolTimeout
-	}
-	return func(ctx context.Context, name string, args ...string) ([]byte, error) {
-		return RunTool(ctx, timeout, name, args...)
-	}
-}
-
-// ExecRunner is NewRunner(ToolTimeout).
-var ExecRunner = NewRunner(ToolTimeout)
-
 // RunTool runs name from PATH with args, no shell, and returns its
 // standard output (at most MaxToolOutput bytes). A missing tool gives an
 // error wrapping topology.ErrToolNotFound; a non-zero exit a

@@ -208,7 +208,7 @@ func (o *Options) resolveRendezvous(l *CommandLine) error {
 			return o.resolveRendezvous(l)
 		}
 		return o.ownRendezvous(l, rdzv)
-	case "torchrun":
+	default: // "torchrun", the one other word of --launcher
 		// The agent runs with --python, and its workers bound as --bind says.
 		for _, a := range []*Arg{&l.Python, &l.NoPrefix, &l.Bind} {
 			if a.Given() && !(o.Agent && a != &l.NoPrefix) {
@@ -217,8 +217,6 @@ func (o *Options) resolveRendezvous(l *CommandLine) error {
 		}
 		o.Rdzv = rdzv
 		o.TorchrunArgs = torchrunArgs(l, o.Agent)
-	default:
-		return usageErrorf("%s: unknown launcher %q", l.Launcher.Label(), o.Launcher)
 	}
 	return nil
 }

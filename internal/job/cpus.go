@@ -3,6 +3,7 @@ package job
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 
 	"github.com/amdrun/amdrun/internal/lease"
@@ -82,10 +83,7 @@ func (c *cpuLeaser) plan(s plan.Spec) (*plan.Plan, error) {
 		c.o.Warn.Warn("bind %s: CPUs are not leased (other amdrun jobs may bind to them): %v", s.Bind, err)
 		return plan.NewPlan(s)
 	}
-	for cpu := range held {
-		s.BusyCPUs = append(s.BusyCPUs, cpu)
-	}
-	slices.Sort(s.BusyCPUs)
+	s.BusyCPUs = slices.Sorted(maps.Keys(held))
 	p, err := plan.NewPlan(s)
 	if err != nil || c.dryRun || len(p.LeaseCPUs) == 0 {
 		return p, err

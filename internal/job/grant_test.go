@@ -173,7 +173,7 @@ func (t *text) Type() string       { return "string" }
 
 // give declares a as the flag name and gives it v.
 func give(a *Arg, name, v string) {
-	new(CommandLine).Declare(a, name, new(text), Own)
+	new(CommandLine).Declare(a, name, new(text), Own, "")
 	if err := a.Set(v); err != nil {
 		panic(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/amdrun/amdrun/internal/launch"
 	"github.com/amdrun/amdrun/internal/launch/numabalance"
+	"github.com/amdrun/amdrun/internal/lease"
 	"github.com/amdrun/amdrun/internal/plan"
 )
 
@@ -138,41 +139,29 @@ func ompNote(o *Options, dryRun bool, note string) string {
 	return note
 }
 
-// torchrunSettings hands this node's plan to torchrun. Under torch's own
-// agent (Options.Agent) bound ranks stay bound: the agent starts each
-// worker through amdrun's bind shim (plan.Torchrun.Shim).
+// torchrunSettings hands this node's plan to torchrun: the one on PATH,
+// or for a job amdrun hands to torch's own agent (Options.Agent), the
+// workers' own interpreter's. Under the agent bound ranks stay bound:
+// it starts each worker through amdrun's bind shim (plan.Torchrun.Shim);
+// without amdrun's own path they run unbound, and one line says so.
 func torchrunSettings(o *Options, env []string, ranks *plan.Plan) plan.Torchrun {
-	return plan.Torchrun{
+	t := plan.Torchrun{
 		UserEnv: env, ElasticNNodes: o.ElasticNNodes, Rdzv: o.Rdzv,
-		Module: o.Module, NoPython: o.NoPython, Extra: o.TorchrunArgs, Args: o.Args, Agent: agentArgv(o),
-		Shim: agentShim(o, ranks),
+		Module: o.Module, NoPython: o.NoPython, Extra: o.TorchrunArgs, Args: o.Args,
 	}
-}
-
-// agentShim is the bind shim the agent starts each worker through, nil
-// when the job is not the agent's or no rank is bound. Without amdrun's
-// own path the workers run unbound, and one line says so.
-func agentShim(o *Options, ranks *plan.Plan) []string {
-	local := launch.LocalShimArgs(ranks)
-	if !o.Agent || local == nil {
-		return nil
-	}
-	self, err := o.Executable()
-	if err != nil {
-		o.Warn.Warn("cannot find amdrun's own binary, the agent's workers are not bound: %v", err)
-		return nil
-	}
-	return append([]string{self, launch.ShimArg}, local...)
-}
-
-// agentArgv is the command that runs torch's agent: the workers' own
-// interpreter for a job amdrun hands over (Options.Agent), else nil
-// (the torchrun on PATH).
-func agentArgv(o *Options) []string {
 	if !o.Agent {
-		return nil
+		return t
 	}
-	return []string{o.Python, "-m", "torch.distributed.run"}
+	t.Agent = []string{o.Python, "-m", "torch.distributed.run"}
+	if local := launch.LocalShimArgs(ranks); local != nil {
+		self, err := o.Executable()
+		if err != nil {
+			o.Warn.Warn("cannot find amdrun's own binary, the agent's workers are not bound: %v", err)
+			return t
+		}
+		t.Shim = append([]string{self, launch.ShimArg}, local...)
+	}
+	return t
 }
 
 // supervise runs p under launch.Run with the lease's lock files held by
@@ -182,30 +171,23 @@ func supervise(ctx context.Context, o *Options, p *Plan) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("cannot find amdrun's own binary for binding: %w", err)
 	}
+	// The processes that watch over the job keep the leases' files open,
+	// so the devices and CPUs stay leased while anything of the job runs
+	// (issue 13).
 	var hold []*os.File
-	if p.held != nil {
-		// The processes that watch over the job keep these open, so the
-		// devices stay leased while anything of the job runs (issue 13).
-		if hold, err = p.held.Files(); err != nil {
-			return 0, err
+	defer func() {
+		for _, f := range hold {
+			f.Close()
 		}
-	}
-	if p.cpuHeld != nil {
-		more, err := p.cpuHeld.Files()
-		if err != nil {
-			for _, f := range hold {
-				f.Close()
+	}()
+	for _, l := range []*lease.Lease{p.held, p.cpuHeld} {
+		if l != nil {
+			files, err := l.Files()
+			if err != nil {
+				return 0, err
 			}
-			return 0, err
+			hold = append(hold, files...)
 		}
-		hold = append(hold, more...)
-	}
-	if hold != nil {
-		defer func() {
-			for _, f := range hold {
-				f.Close()
-			}
-		}()
 	}
 	ro := runOptions(o, p)
 	ro.Self, ro.Hold = self, hold

@@ -21,10 +21,12 @@ type CommandLine struct {
 	args []*Arg // as declared
 }
 
-// Declare makes a the Arg named name of the typed value v, torchrun's as
-// t says, and a flag of l: one row of the command line's table.
-func (l *CommandLine) Declare(a *Arg, name string, v Value, t Torch) *Arg {
-	a.name, a.v, a.torch = name, v, t
+// Declare makes a the Arg named name of the typed value v (its default
+// the value's text now), torchrun's as t says, and a flag of l: one row
+// of the command line's table. help is the flag's help: for an AgentOnly
+// flag, why it does nothing when amdrun starts the ranks.
+func (l *CommandLine) Declare(a *Arg, name string, v Value, t Torch, help string) *Arg {
+	a.name, a.v, a.torch, a.help, a.def = name, v, t, help, v.String()
 	l.args = append(l.args, a)
 	return a
 }
@@ -33,7 +35,10 @@ func (l *CommandLine) Declare(a *Arg, name string, v Value, t Torch) *Arg {
 // name (an abbreviation that could be it or one of amdrun's own means
 // it), by its PET_<NAME> variable too, which torchrun reads; and whether
 // --launcher torchrun passes it on as given (Pass), unless torch's own
-// agent runs the job (NotToAgent).
+// agent runs the job (NotToAgent); and whether only torch's agent does
+// anything with it (AgentOnly: when amdrun starts the ranks, a value other
+// than its default gets one line saying why it does nothing, unless Quiet:
+// torchrun's tuning, where the user has nothing to change).
 type Torch uint8
 
 const (
@@ -42,6 +47,8 @@ const (
 	TorchPET
 	Pass
 	NotToAgent
+	AgentOnly
+	Quiet
 )
 
 // Value is a flag's typed value, as pflag.Value.
@@ -56,10 +63,10 @@ type Value interface {
 // and how errors name it. It is itself a Value, which the command
 // declares as the flag (CommandLine.Declare).
 type Arg struct {
-	v          Value
-	name, from string
-	given      bool
-	torch      Torch
+	v                     Value
+	name, from, help, def string
+	given                 bool
+	torch                 Torch
 }
 
 // String is the flag's value as text: its default when not given ("" for

@@ -1,25 +1,16 @@
 // Package job is amdrun's launch pipeline in one place: discover the node,
 // reserve devices (select and lease, or CPU ranks where there is no GPU),
-// plan the ranks, and supervise them to the end, with the torch version
-// probe, NUMA balancing and the lease hold that go with a launch.
+// plan the ranks (Preview: the Plan, whose JSON form Document is the
+// `--dry-run --json` contract) and supervise them to the end (Run), with
+// the torch probe, NUMA balancing and lease hold that go with a launch.
+// Options groups the settings by the stage that reads them; nothing copies
+// them into another struct before the package that uses them
+// (docs/architecture.md lists where each lives; internal/archtest checks).
 //
-// Preview stops after the plan and returns it as a Plan, whose JSON form
-// (Document) is the `amdrun --dry-run --json` contract; Run goes on and
-// supervises. Both take one Options, grouped by the stage that reads each
-// setting (Selection, Planning, Supervision). The command line binds its
-// flags into those fields; nothing copies them into another struct of
-// settings before the package that uses them (selector.Request,
-// reserve.Options, plan.Spec, plan.Torchrun, launch.RunOptions), and the
-// settings several stages read are one embedded plan.Settings
-// (docs/architecture.md lists where each setting lives;
-// internal/archtest checks it).
-//
-// The package also gives the launch command line its meaning, so that the
-// command only declares flags: Options.Resolve reads a CommandLine (an
-// Arg per flag, read by field) into Options with torchrun's semantics
-// where a flag is torchrun's (PET_* variables, --standalone, --rdzv-*,
-// the hand-off to torch's agent) and refuses what cannot run in one line
-// (UsageError); ExpandAbbrev expands argparse-style abbreviations.
+// It also gives the command line its meaning, so that the command only
+// declares flags: Options.Resolve reads a CommandLine (an Arg per flag,
+// read by field) with torchrun's semantics where a flag is torchrun's, and
+// refuses what cannot run in one line (UsageError).
 package job
 
 import (

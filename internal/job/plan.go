@@ -38,13 +38,11 @@ type Plan struct {
 
 // release lets go of the plan's lease, if it holds one.
 func (p *Plan) release() {
-	if p.held != nil {
-		p.held.Release()
-		p.held = nil
-	}
-	if p.cpuHeld != nil {
-		p.cpuHeld.Release()
-		p.cpuHeld = nil
+	for _, l := range []**lease.Lease{&p.held, &p.cpuHeld} {
+		if *l != nil {
+			(*l).Release()
+			*l = nil
+		}
 	}
 }
 

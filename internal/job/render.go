@@ -1,8 +1,10 @@
 package job
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -13,17 +15,13 @@ import (
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
-// visibleString is the visible-device list of rank 0 ("" for CPU ranks);
-// with one list per rank, each rank's own.
+// visibleString is rank r's visible-device list ("" for a CPU rank):
+// plan.Mask.Env sets CUDA's and HIP's variables alike.
 func visibleString(r plan.Rank) string {
-	env := envlist.Map(r.Env)
 	if len(r.Devices) == 0 {
 		return ""
 	}
-	if v, ok := env[plan.EnvCUDAVisible]; ok {
-		return v
-	}
-	return env[plan.EnvHIPVisible]
+	return envlist.Get(r.Env, plan.EnvCUDAVisible)
 }
 
 // sharedVisible says whether every rank sees the same devices.
@@ -113,14 +111,7 @@ func (pl *Plan) writeRanks(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "RANK\tLOCAL\tDEVICE\tNUMA\tCPUS\tCOMMAND")
 	for _, r := range p.Ranks {
-		numa := topology.JoinInts(rankNUMA(r))
-		if numa == "" {
-			numa = "-"
-		}
-		cpus := topology.FormatCPUList(r.CPUs)
-		if cpus == "" {
-			cpus = "(not bound)"
-		}
+		numa, cpus := cmp.Or(topology.JoinInts(rankNUMA(r)), "-"), cmp.Or(topology.FormatCPUList(r.CPUs), "(not bound)")
 		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\n", r.Rank, r.LocalRank, r.DeviceLabel(), numa, cpus, quoteArgv(r.Argv))
 	}
 	tw.Flush()
@@ -130,20 +121,15 @@ func (pl *Plan) writeRanks(w io.Writer) {
 // devices' own nodes, not the count of this host's nodes: planning from
 // a saved topology, or in a container that sees one node, the two differ.
 func chosenNUMA(m *topology.Model, devices []int) string {
-	var nodes []int
-	unknown := 0
-	seen := map[int]bool{}
+	unknown, seen := 0, map[int]bool{}
 	for _, d := range devices {
-		n := m.Devices[d].NUMANode
-		switch {
-		case n < 0:
+		if n := m.Devices[d].NUMANode; n < 0 {
 			unknown++
-		case !seen[n]:
+		} else {
 			seen[n] = true
-			nodes = append(nodes, n)
 		}
 	}
-	s := ""
+	nodes, s := slices.Sorted(maps.Keys(seen)), ""
 	switch len(nodes) {
 	case 0:
 	case 1:
@@ -172,13 +158,10 @@ func quoteArgv(argv []string) string {
 
 // WriteExplain says why the devices were chosen: the chosen set, the
 // next best and the naive first-N pick with their scores, the ring, the
-// term that decided, and the gain over the naive pick. It writes nothing
-// for CPU ranks.
+// term that decided, and the gain over the naive pick; its callers skip
+// CPU ranks (no Choice).
 func (pl *Plan) WriteExplain(w io.Writer) {
 	m, c := pl.Model, pl.Choice
-	if c == nil {
-		return
-	}
 	fmt.Fprintf(w, "\nWhy %s (policy %s, bandwidth %s", topology.JoinInts(c.Devices), c.Policy, m.Bandwidth)
 	if c.Exact {
 		fmt.Fprintf(w, ", exact search, %d sets examined", c.Considered)

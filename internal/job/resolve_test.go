@@ -25,7 +25,7 @@ func resolvedWith(t *testing.T, env []string, set func(o *Options), given func(l
 	t.Helper()
 	l := &CommandLine{}
 	for a, d := range map[*Arg]string{&l.NNodes: "1", &l.Grace: "10s", &l.RestartWait: "30s", &l.StallTimeout: "auto"} {
-		l.Declare(a, "default", (*text)(&d), Own)
+		l.Declare(a, "default", (*text)(&d), Own, "")
 	}
 	given(l)
 	var warned []string
@@ -50,7 +50,8 @@ func TestResolveReadsFields(t *testing.T) {
 		give(&l.NNodes, "nnodes", "1:1")
 		give(&l.RdzvEndpoint, "rdzv-endpoint", "h0:1234")
 		give(&l.RdzvID, "rdzv-id", "job7")
-		give(&l.LocalAddr, "local-addr", "h1")
+		l.Declare(&l.LocalAddr, "local-addr", new(text), TorchPET|Pass|AgentOnly, "why")
+		_ = l.LocalAddr.Set("h1")
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +60,7 @@ func TestResolveReadsFields(t *testing.T) {
 		o.MasterAddr != "h0" || o.MasterPort != 1234 || o.RunID != "job7" {
 		t.Errorf("Resolve: grace %v wait %v nnodes %d master %s:%d run id %q", o.Grace, o.Wait, o.NNodes, o.MasterAddr, o.MasterPort, o.RunID)
 	}
-	if len(warned) != 1 || warned[0][:12] != "--local-addr" {
+	if len(warned) != 1 || warned[0] != "--local-addr does nothing under amdrun: why" {
 		t.Errorf("warned %q, want one line on --local-addr", warned)
 	}
 	_, _, err = resolved(t, nil, func(l *CommandLine) {

@@ -12,16 +12,6 @@ import (
 	"github.com/amdrun/amdrun/internal/plan"
 )
 
-// torchrun's command line, as torch/distributed/run.py declares it in
-// torch 1.13 (underscore spellings only) and in the current release
-// (hyphenated spellings with underscore aliases, plus --local-addr,
-// --local-ranks-filter, --logs-specs, --event-log-handler,
-// --numa-binding, --signals-to-handle, --shutdown-timeout,
-// --virtual-local-rank and --duplicate-std{out,err}-filters). amdrun
-// takes every one of them, in either spelling: normalizeFlag turns "_"
-// into "-", and torchrun's PET_* variables (Arg.PETVar) are read as
-// torchrun reads them (applyPET).
-
 // resolveTorchrun turns torchrun's flags into Options: each has
 // torchrun's meaning where amdrun has one and a one-line error where it
 // cannot honour it. Errors name a flag as the user gave it (the flag, or
@@ -60,25 +50,14 @@ func (o *Options) resolveTorchrun(l *CommandLine) error {
 	return nil
 }
 
-// noteAgentOnly says, one line each, which of torchrun's options given
-// change nothing when amdrun starts the ranks (never a refusal: torchrun
-// runs the line).
+// noteAgentOnly says, one line each, which AgentOnly flags given change
+// nothing when amdrun starts the ranks (never a refusal: torchrun runs
+// the line); torchrun's default value changes nothing anywhere.
 func (o *Options) noteAgentOnly(l *CommandLine) {
-	for _, n := range []struct {
-		a   *Arg
-		why string
-	}{
-		{&l.LocalAddr, "it is the address torchrun's rendezvous publishes for this node; amdrun's ranks meet at --master-addr"},
-		{&l.LogsSpecs, "it names a Python plugin of torchrun's; --log-dir keeps torchrun's default layout"},
-		{&l.DuplicateStdoutFilters, "amdrun does not copy matching lines to another file; every line is in the ranks' stdout.log under --log-dir"},
-		{&l.DuplicateStderrFilters, "amdrun does not copy matching lines to another file; every line is in the ranks' stderr.log under --log-dir"},
-	} {
-		if n.a.Given() {
-			o.Warn.Warn("%s does nothing under amdrun: %s", n.a.Label(), n.why)
+	for _, a := range l.args {
+		if a.torch&(AgentOnly|Quiet) == AgentOnly && a.Given() && a.String() != a.def {
+			o.Warn.Warn("%s does nothing under amdrun: %s", a.Label(), a.help)
 		}
-	}
-	if l.EventLogHandler.Given() && l.EventLogHandler.String() != "null" {
-		o.Warn.Warn("%s %s does nothing under amdrun: it records no torchelastic events", l.EventLogHandler.Label(), l.EventLogHandler.String())
 	}
 }
 
@@ -145,36 +124,34 @@ func (o *Options) torchrunEnv(l *CommandLine) error {
 // that are timeouts in whole seconds (RendezvousParameters.get_as_int).
 var rdzvTimeouts = []string{"join_timeout", "read_timeout", "last_call_timeout", "close_timeout", "timeout"}
 
-// ParseRdzvConf reads --rdzv-conf as torchrun's _parse_rendezvous_config
-// does: KEY=VALUE pairs separated by commas, spaces around each trimmed,
-// the last of a key winning; an empty key or value is an error, and so
-// is a timeout key whose value is not a whole number of seconds.
-func ParseRdzvConf(s string) (map[string]string, []string, error) {
-	conf := map[string]string{}
+// rdzvConfKeys reads --rdzv-conf as torchrun's _parse_rendezvous_config
+// does (KEY=VALUE pairs separated by commas, spaces around each trimmed)
+// and returns its keys, each once; an empty key or value is an error, and
+// so is a timeout key whose value is not a whole number of seconds.
+func rdzvConfKeys(s string) ([]string, error) {
 	var keys []string
 	if strings.TrimSpace(s) == "" {
-		return conf, nil, nil
+		return nil, nil
 	}
 	for _, kv := range strings.Split(s, ",") {
 		k, v, _ := strings.Cut(kv, "=")
 		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
 		if k == "" {
-			return nil, nil, fmt.Errorf("want KEY=VALUE,...,KEY=VALUE, got %q", s)
+			return nil, fmt.Errorf("want KEY=VALUE,...,KEY=VALUE, got %q", s)
 		}
 		if v == "" {
-			return nil, nil, fmt.Errorf("%s has no value", k)
+			return nil, fmt.Errorf("%s has no value", k)
 		}
 		if slices.Contains(rdzvTimeouts, k) {
 			if n, err := strconv.Atoi(v); err != nil || n <= 0 {
-				return nil, nil, fmt.Errorf("%s=%s: want a whole number of seconds", k, v)
+				return nil, fmt.Errorf("%s=%s: want a whole number of seconds", k, v)
 			}
 		}
-		if _, seen := conf[k]; !seen {
+		if !slices.Contains(keys, k) {
 			keys = append(keys, k)
 		}
-		conf[k] = v
 	}
-	return conf, keys, nil
+	return keys, nil
 }
 
 // rdzvConfOneNode reads --rdzv-conf for a job amdrun runs itself on one
@@ -183,7 +160,7 @@ func ParseRdzvConf(s string) (map[string]string, []string, error) {
 // ranks together, so they hold at once); any other key configures a
 // rendezvous backend amdrun does not run.
 func (o *Options) rdzvConfOneNode(label, conf string) error {
-	_, keys, err := ParseRdzvConf(conf)
+	keys, err := rdzvConfKeys(conf)
 	if err != nil {
 		return usageErrorf("%s: %v", label, err)
 	}

@@ -31,7 +31,7 @@ type Options struct {
 	Devices []int
 	SizeMiB int
 	Iters   int
-	// Python is the interpreter with torch, resolved (Factory.Python).
+	// Python is the interpreter with torch, resolved (Factory.PythonFrom).
 	Python string
 	JSON   bool
 	NoH2D  bool
@@ -48,7 +48,6 @@ type Options struct {
 // NewCmdBench returns `amdrun bench`.
 func NewCmdBench(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IOStreams, Topology: f.Topology, HostNUMA: f.HostNUMA, Env: f.Env, Getenv: f.Getenv, Executable: f.Executable, Warn: f.Warn}
-	var devices string
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure copy bandwidth between devices and from each NUMA node",
@@ -60,20 +59,13 @@ keyed by the devices' identities; selection then uses it (--bandwidth auto,
 the default, or measured) and --explain says so.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if cmd.Flags().Changed("devices") {
-				l, err := topology.ParseCPUList(devices)
-				if err != nil || len(l) == 0 {
-					return cmdutil.FlagErrorf("--devices: want indices like 0,2,4-7, got %q", devices)
-				}
-				opts.Devices = l
-			}
 			if opts.Tool != "" && opts.Tool != "rocm_bandwidth_test" {
 				return cmdutil.FlagErrorf("--tool: want rocm_bandwidth_test, got %q", opts.Tool)
 			}
 			if opts.SizeMiB < 1 || opts.Iters < 1 {
 				return cmdutil.FlagErrorf("--size and --iters must be at least 1")
 			}
-			opts.Python = f.Python(opts.Python)
+			opts.Python, _ = f.PythonFrom(opts.Python)
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -81,7 +73,7 @@ the default, or measured) and --explain says so.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&devices, "devices", "", "measure only these devices, e.g. 0-3")
+	fl.Var(cmdutil.Parsed(&opts.Devices, cmdutil.IndexList), "devices", "measure only these devices, e.g. 0-3")
 	fl.IntVar(&opts.SizeMiB, "size", 256, "copy size in MiB")
 	fl.IntVar(&opts.Iters, "iters", 10, "timed copies per figure")
 	fl.StringVar(&opts.Python, "python", "", "Python interpreter with torch (default $PYTHON_EXEC, else the active environment's: $VIRTUAL_ENV/bin/python, $CONDA_PREFIX/bin/python; else python3 on PATH)")
@@ -127,7 +119,7 @@ func Run(ctx context.Context, o *Options) error {
 		return err
 	}
 	r := &bench.Result{Host: host, Keys: m.Keys(), Devices: devs, SizeMiB: o.SizeMiB, Iters: o.Iters}
-	err = bench.RunSteps(ctx, steps, r, progress(o), nil)
+	err = bench.RunSteps(ctx, steps, r, progress(o))
 	if o.IO.IsStderrTTY() {
 		fmt.Fprintln(o.IO.ErrOut) // end the progress bar's line
 	}

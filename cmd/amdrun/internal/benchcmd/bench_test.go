@@ -78,6 +78,7 @@ func TestNewCmdBenchFlagErrors(t *testing.T) {
 			})
 			cmd.SetArgs(tt.args)
 			cmd.SilenceErrors, cmd.SilenceUsage = true, true
+			cmd.SetFlagErrorFunc(cmdutil.FlagParseError) // the root's, which every command inherits
 			err := cmd.ExecuteContext(context.Background())
 			var fe *cmdutil.FlagError
 			if !errors.As(err, &fe) || !strings.Contains(err.Error(), tt.want) {

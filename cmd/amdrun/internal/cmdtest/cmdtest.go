@@ -7,8 +7,15 @@ package cmdtest
 
 import (
 	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
 
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
+	"github.com/amdrun/amdrun/internal/testutil"
 )
 
 // Streams returns streams backed by buffers, none a terminal: the
@@ -27,4 +34,30 @@ func SetStdoutTTY(s *iostreams.IOStreams, v bool) {
 // SetStderrTTY makes s's ErrOut count as a terminal (v) or not.
 func SetStderrTTY(s *iostreams.IOStreams, v bool) {
 	*s = *iostreams.New(s.In, s.Out, s.ErrOut, s.IsStdoutTTY(), v)
+}
+
+// DocBlock checks that the block of the file doc (a path under the
+// repository root) between the lines that name the test t is want, or
+// with -update (which the test's package declares) rewrites it: the docs'
+// tables made from declarations cannot drift from them.
+func DocBlock(t *testing.T, doc, want string) {
+	t.Helper()
+	wd, _ := os.Getwd()
+	pkg, _ := filepath.Rel(testutil.RepoRoot(t), wd)
+	begin := fmt.Sprintf("<!-- made by go test ./%s -run %s -update; do not edit -->\n", filepath.ToSlash(pkg), t.Name())
+	end := "<!-- end of " + t.Name() + " -->\n"
+	path := filepath.Join(testutil.RepoRoot(t), doc)
+	text := string(testutil.ReadFile(t, path))
+	before, rest, ok1 := strings.Cut(text, begin)
+	got, after, ok2 := strings.Cut(rest, end)
+	if !ok1 || !ok2 {
+		t.Fatalf("%s has no block between %q and %q", doc, begin, end)
+	}
+	if u := flag.Lookup("update"); u != nil && u.Value.String() == "true" {
+		if err := os.WriteFile(path, []byte(before+begin+want+end+after), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	} else if got != want {
+		t.Errorf("%s differs from its declarations (go test -run %s -update rewrites it); want:\n%s", doc, t.Name(), want)
+	}
 }

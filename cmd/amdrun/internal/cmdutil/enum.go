@@ -1,9 +1,11 @@
 package cmdutil
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
+	"github.com/amdrun/amdrun/internal/topology"
 	"github.com/spf13/cobra"
 )
 
@@ -22,9 +24,14 @@ type Enum struct {
 	Name  string
 	Words []Word
 	// Also names what else the flag takes ("a number of ranks"), for its
-	// error; "": only the words.
+	// error and the docs' table of words (the flag's AlsoAnnotation); "":
+	// only the words.
 	Also string
 }
+
+// AlsoAnnotation is the key of a completed flag's Enum.Also among its
+// pflag annotations, where the docs' table of words reads it.
+const AlsoAnnotation = "amdrun_also"
 
 // Values are the enum's words.
 func (e *Enum) Values() []string {
@@ -78,7 +85,7 @@ func EnumVar[T any](cmd *cobra.Command, p *T, e *Enum, def string, parse func(st
 		panic(fmt.Sprintf("--%s: default %q: %v", e.Name, def, err)) // a typo in a declaration
 	}
 	cmd.Flags().Var(v, e.Name, fmt.Sprintf(usage, e.help()))
-	RegisterValues(cmd, e.Name, e.Values())
+	Complete(cmd, e)
 }
 
 // ParsedValue is a flag's pflag.Value that parse reads into the setting
@@ -109,23 +116,38 @@ func (v *ParsedValue[T]) Set(s string) error {
 	return nil
 }
 
+// IndexList parses a list of device or rank indices, "0,2,4-7".
+func IndexList(s string) ([]int, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, errors.New("empty device list")
+	}
+	l, err := topology.ParseCPUList(s)
+	if err != nil {
+		return nil, fmt.Errorf("want indices like 0,2,4-7, got %q", s)
+	}
+	return l, nil
+}
+
 // PersistentStringEnumFlag declares the flag e on cmd and its
 // subcommands, bound to p with default def; usage holds one %s, where
 // the words go; completion offers them. The caller checks the value
 // (e.Err is the error).
 func PersistentStringEnumFlag(cmd *cobra.Command, p *string, e *Enum, def, usage string) {
 	cmd.PersistentFlags().StringVar(p, e.Name, def, fmt.Sprintf(usage, e.help()))
-	RegisterValues(cmd, e.Name, e.Values())
+	Complete(cmd, e)
 }
 
-// RegisterValues makes shell completion offer vals for cmd's flag name
-// (and nothing else: no file names).
-func RegisterValues(cmd *cobra.Command, name string, vals []string) {
-	vals = append([]string(nil), vals...)
+// Complete makes shell completion offer e's words for cmd's flag e.Name
+// (and nothing else: no file names), and annotates the flag with e.Also.
+func Complete(cmd *cobra.Command, e *Enum) {
+	vals := e.Values()
 	// The flag is defined on cmd; an error would be a typo in the name.
-	_ = cmd.RegisterFlagCompletionFunc(name, func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	_ = cmd.RegisterFlagCompletionFunc(e.Name, func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return vals, cobra.ShellCompDirectiveNoFileComp
 	})
+	if e.Also != "" {
+		cmd.Flag(e.Name).Annotations = map[string][]string{AlsoAnnotation: {e.Also}}
+	}
 }
 
 // JoinOr lists words as a sentence does: "a", "a or b", "a, b or c".

@@ -43,7 +43,6 @@ type Factory struct {
 	Env func() []string
 	// Executable is amdrun's own path (for the bind shim).
 	Executable func() (string, error)
-	Now        func() time.Time
 
 	// HostNUMA returns this host's NUMA nodes; tests replace it.
 	HostNUMA func() ([]topology.NUMANode, error)
@@ -93,14 +92,8 @@ func (f *Factory) OpenLeases(flag string, create bool) (*lease.Dir, error) {
 	return lease.Open(f.LeaseDir(flag), lease.Options{Warn: f.Warn, Create: create})
 }
 
-// Python is the interpreter a command's --python flag value names
-// (PythonFrom says which rule chose it).
-func (f *Factory) Python(flag string) string {
-	p, _ := f.PythonFrom(flag)
-	return p
-}
-
-// PythonFrom is the one rule for the interpreter ranks, doctor and bench
+// PythonFrom is the interpreter a command's --python flag value names:
+// the one rule for the interpreter ranks, doctor and bench
 // run (issue 22), with the rule that chose it, in the order of the code.
 // An activated environment comes before PATH: its user means its
 // interpreter even behind a pyenv shim, as torchrun would run its own.
@@ -183,7 +176,6 @@ func New(version string) *Factory {
 		Version:    version,
 		Env:        os.Environ,
 		Executable: os.Executable,
-		Now:        time.Now,
 		Discover:   discover.Discover,
 	}
 	f.Run = func(ctx context.Context, name string, args ...string) ([]byte, error) {

@@ -42,7 +42,7 @@ func TestFactoryResolves(t *testing.T) {
 			if got := f.LeaseDir(tc.leaseFlag); got != tc.leaseDir {
 				t.Errorf("LeaseDir %q, want %q", got, tc.leaseDir)
 			}
-			if got := f.Python(tc.pyFlag); got != tc.python {
+			if got, _ := f.PythonFrom(tc.pyFlag); got != tc.python {
 				t.Errorf("Python %q, want %q", got, tc.python)
 			}
 			if got := f.ToolTimeout(); got != tc.timeout {
@@ -75,7 +75,7 @@ func TestPythonFrom(t *testing.T) {
 		if path != tc.path || from != tc.from {
 			t.Errorf("%s: PythonFrom(%q) = %q, %q; want %q, %q", tc.name, tc.flag, path, from, tc.path, tc.from)
 		}
-		if got := f.Python(tc.flag); got != tc.path {
+		if got, _ := f.PythonFrom(tc.flag); got != tc.path {
 			t.Errorf("%s: Python = %q, want %q", tc.name, got, tc.path)
 		}
 	}

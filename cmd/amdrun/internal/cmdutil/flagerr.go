@@ -65,17 +65,14 @@ func FlagParseError(c *cobra.Command, err error) error {
 	return &FlagError{Err: err}
 }
 
-// nearestFlag is the name of c's visible flag closest to name (as c
+// nearestFlag is the name of c's flag closest to name (as c
 // normalizes it: --nproc_per_nod3 is near --nproc-per-node), within
 // edit distance 2 (cobra's distance for commands), "" when none is.
 func nearestFlag(c *cobra.Command, name string) string {
 	best, bestD := "", 3
 	fs := c.Flags()
 	name = string(fs.GetNormalizeFunc()(fs, strings.ToLower(name)))
-	fs.VisitAll(func(f *pflag.Flag) {
-		if f.Hidden || f.Deprecated != "" {
-			return
-		}
+	fs.VisitAll(func(f *pflag.Flag) { // amdrun hides none
 		if d := editDistance(name, f.Name); d < bestD {
 			best, bestD = f.Name, d
 		}

@@ -112,10 +112,7 @@ Exits 0 when no check fails.`,
 // one failed.
 func Run(ctx context.Context, o *Options) error {
 	checks := Checks(ctx, o)
-	failed := false
-	for _, c := range checks {
-		failed = failed || c.Status == Fail
-	}
+	failed := slices.ContainsFunc(checks, func(c Check) bool { return c.Status == Fail })
 	if o.JSON {
 		if err := cmdutil.PrintJSON(o.IO.Out, map[string]any{"checks": checks, "ok": !failed}); err != nil {
 			return err

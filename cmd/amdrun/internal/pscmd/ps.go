@@ -141,12 +141,21 @@ func detail(h *lease.Holder) string {
 // source left to auto-detection) it says so in one line and succeeds.
 func Run(ctx context.Context, opts *Options) error {
 	m, err := opts.Topology(ctx)
-	if errors.Is(err, discover.ErrNoGPU) && opts.SourceAuto {
-		// CPU ranks lease CPUs on a machine without a GPU too.
-		cpus, lerr := cpuLeases(opts)
-		if lerr != nil {
-			return lerr
-		}
+	if err != nil && !(errors.Is(err, discover.ErrNoGPU) && opts.SourceAuto) {
+		return err
+	}
+	d, lerr := opts.Leases()
+	if lerr != nil {
+		return lerr
+	}
+	defer d.Close()
+	cpuHeld, lerr := d.ListCPUs()
+	if lerr != nil {
+		return lerr
+	}
+	cpus := lease.GroupCPUs(cpuHeld)
+	if err != nil {
+		// No GPU: CPU ranks lease CPUs on a machine without a GPU too.
 		if opts.JSON {
 			return cmdutil.PrintJSON(opts.IO.Out, map[string]any{"source": "none", "devices": []Row{}, "cpus": cpus})
 		}
@@ -155,14 +164,6 @@ func Run(ctx context.Context, opts *Options) error {
 		}
 		return printCPUs(opts, cpus)
 	}
-	if err != nil {
-		return err
-	}
-	d, err := opts.Leases()
-	if err != nil {
-		return err
-	}
-	defer d.Close()
 	held, err := d.Held(m.Keys())
 	if err != nil {
 		return err
@@ -172,11 +173,6 @@ func Run(ctx context.Context, opts *Options) error {
 	if queue == nil {
 		queue = []lease.Waiting{}
 	}
-	cpuHeld, err := d.ListCPUs()
-	if err != nil {
-		return err
-	}
-	cpus := lease.GroupCPUs(cpuHeld)
 	if opts.JSON {
 		out := map[string]any{"source": m.Source, "lease_dir": d.Path(), "lease_mode": d.Mode().String(), "devices": rows, "cpus": cpus, "queue": queue}
 		if why := d.Degraded(); why != "" {
@@ -223,20 +219,6 @@ func printDevices(opts *Options, rows []Row) error {
 		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\n", r.Device, r.Key, numa, r.State, text)
 	}
 	return flush()
-}
-
-// cpuLeases are the CPU leases of the lease directory, by holder.
-func cpuLeases(opts *Options) ([]lease.CPUHolding, error) {
-	d, err := opts.Leases()
-	if err != nil {
-		return nil, err
-	}
-	defer d.Close()
-	held, err := d.ListCPUs()
-	if err != nil {
-		return nil, err
-	}
-	return lease.GroupCPUs(held), nil
 }
 
 // printCPUs prints the CPU leases under their own header, nothing when

@@ -154,44 +154,39 @@ func Main(stampedVersion string) int {
 	// torchrun's argparse takes --nproc_per_nod for --nproc_per_node.
 	args, err := runcmd.ExpandAbbrev(cmd, os.Args[1:])
 	if err != nil {
-		return exitCode(f, cmd, err)
+		return exitCode(f, err)
 	}
 	cmd.SetArgs(args)
 	err = cmd.ExecuteContext(context.Background())
-	return exitCode(f, cmd, err)
+	return exitCode(f, err)
 }
 
-func exitCode(f *cmdutil.Factory, cmd *cobra.Command, err error) int {
-	if err == nil {
-		return cmdutil.ExitOK
-	}
+func exitCode(f *cmdutil.Factory, err error) int {
 	var ec *cmdutil.ExitCodeError
-	if errors.As(err, &ec) {
+	switch {
+	case err == nil:
+		return cmdutil.ExitOK
+	case errors.As(err, &ec):
 		return ec.Code
-	}
-	if errors.Is(err, cmdutil.ErrSilent) {
+	case errors.Is(err, cmdutil.ErrSilent):
 		return cmdutil.ExitError
 	}
+	fmt.Fprintf(f.IOStreams.ErrOut, "amdrun: %v\n", oneLine(err))
+	// An error that carries amdrun's own status (a signal that ended a
+	// queued job: 128+n) has it. Not ExitCode: a vendor tool's
+	// *exec.ExitError has that, and its status is the tool's, not
+	// amdrun's (TestBadToolOutputOneLine).
 	var fe *cmdutil.FlagError
-	if errors.As(err, &fe) || isCobraUsage(err) {
-		fmt.Fprintf(f.IOStreams.ErrOut, "amdrun: %v\n", oneLine(err))
+	var coded interface{ ExitStatus() int }
+	switch {
+	case errors.As(err, &fe) || isCobraUsage(err):
 		fmt.Fprintln(f.IOStreams.ErrOut, "Run 'amdrun --help' for usage.")
 		return cmdutil.ExitUsage
-	}
-	// An error that carries amdrun's own status (a signal that ended a
-	// queued job: 128+n) is still said in one line. Not ExitCode: a
-	// vendor tool's *exec.ExitError has that, and its status is the
-	// tool's, not amdrun's (TestBadToolOutputOneLine).
-	var coded interface{ ExitStatus() int }
-	if errors.As(err, &coded) {
-		fmt.Fprintf(f.IOStreams.ErrOut, "amdrun: %v\n", oneLine(err))
+	case errors.As(err, &coded):
 		return coded.ExitStatus()
+	case slices.ContainsFunc(usageErrors, func(t error) bool { return errors.Is(err, t) }):
+		return cmdutil.ExitUsage
 	}
-	if code := usageCode(err); code != 0 {
-		fmt.Fprintf(f.IOStreams.ErrOut, "amdrun: %v\n", oneLine(err))
-		return code
-	}
-	fmt.Fprintf(f.IOStreams.ErrOut, "amdrun: %v\n", oneLine(err))
 	return cmdutil.ExitError
 }
 
@@ -200,19 +195,9 @@ func exitCode(f *cmdutil.Factory, cmd *cobra.Command, err error) int {
 // "selector: "): the user can change flags, not packages.
 var internalPrefix = regexp.MustCompile(`(^|: )(launch|selector): `)
 
-// usageErrors are errors of the request that exit with ExitUsage.
+// usageErrors are errors of the user's request, not the machine's (e.g.
+// a device index that does not exist): they exit with ExitUsage.
 var usageErrors = []error{selector.ErrBadRequest, selector.ErrUnknownPolicy, job.ErrNoScript}
-
-// usageCode maps errors that are the user's request, not the machine's,
-// to ExitUsage (e.g. a device index that does not exist).
-func usageCode(err error) int {
-	for _, target := range usageErrors {
-		if errors.Is(err, target) {
-			return cmdutil.ExitUsage
-		}
-	}
-	return 0
-}
 
 // isCobraUsage recognises cobra's own argument errors ("unknown command",
 // "accepts 0 arg(s)") which are not FlagErrors (its flag errors are,

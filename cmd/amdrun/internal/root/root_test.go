@@ -4,13 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdtest"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
@@ -43,7 +42,6 @@ func testFactory(t *testing.T, probe bool, env ...string) (*cmdutil.Factory, *by
 		},
 		HostNUMA:   func() ([]topology.NUMANode, error) { return []topology.NUMANode{{ID: 0, CPUs: []int{0}}}, nil },
 		Warn:       func(format string, args ...any) {},
-		Now:        func() time.Time { return time.Unix(0, 0) },
 		Executable: func() (string, error) { return "/fake/amdrun", nil },
 	}
 	return f, out, errOut
@@ -93,7 +91,7 @@ func TestExitCode(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ios, _, out, errOut := cmdtest.Streams()
 			f := &cmdutil.Factory{IOStreams: ios}
-			if got := exitCode(f, &cobra.Command{}, tt.err); got != tt.code {
+			if got := exitCode(f, tt.err); got != tt.code {
 				t.Errorf("exitCode(%v) = %d, want %d", tt.err, got, tt.code)
 			}
 			if errOut.String() != tt.stderr {
@@ -110,7 +108,7 @@ func TestExitCode(t *testing.T) {
 func execute(f *cmdutil.Factory, args ...string) int {
 	cmd := NewCmdRoot(f)
 	cmd.SetArgs(args)
-	return exitCode(f, cmd, cmd.ExecuteContext(context.Background()))
+	return exitCode(f, cmd.ExecuteContext(context.Background()))
 }
 
 func TestCommandTree(t *testing.T) {
@@ -209,60 +207,43 @@ func TestVersionFlagAndCommandAgree(t *testing.T) {
 	}
 }
 
-// TestCompletionOfFlagValues: shell completion offers the values of the
-// flags that take one of a few words (cobra's __complete is what the
-// completion scripts call), exactly the words docs/usage.md's table lists
-// for each, and every flag with completed words has a row there.
-func TestCompletionOfFlagValues(t *testing.T) {
-	doc, err := os.ReadFile("../../../../docs/usage.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	row := regexp.MustCompile("^\\| (?:`-[a-z]`/)?`--([a-z-]+)` \\| (`[^|]*) \\|$")
-	word := regexp.MustCompile("`([^`]+)`")
-	table := map[string][]string{}
-	for _, line := range strings.Split(string(doc), "\n") {
-		if m := row.FindStringSubmatch(line); m != nil {
-			words, _, _ := strings.Cut(m[2], " (")
-			for _, w := range word.FindAllStringSubmatch(words, -1) {
-				table[m[1]] = append(table[m[1]], w[1])
-			}
-		}
-	}
-	if len(table) < 10 {
-		t.Fatalf("docs/usage.md: %d rows of the flag words table", len(table))
-	}
+var _ = flag.Bool("update", false, "rewrite docs/usage.md's table of flag words")
+
+// TestFlagWordsDoc: docs/usage.md's table of the flags whose values shell
+// completion offers is made from what it offers (cobra's __complete is
+// what the completion scripts call) and from the declarations' notes of
+// what else a flag takes (cmdutil.Enum.Also); no flag also completes
+// file names.
+func TestFlagWordsDoc(t *testing.T) {
 	f, _, _ := testFactory(t, false)
 	cmd := NewCmdRoot(f)
-	completed := map[string]bool{}
+	var b strings.Builder
+	b.WriteString("| Flag | Words |\n|---|---|\n")
 	for _, fs := range []*pflag.FlagSet{cmd.Flags(), cmd.PersistentFlags()} {
 		fs.VisitAll(func(fl *pflag.Flag) {
-			if _, ok := cmd.GetFlagCompletionFunc(fl.Name); ok {
-				completed[fl.Name] = true
+			if _, ok := cmd.GetFlagCompletionFunc(fl.Name); !ok {
+				return
 			}
+			f, out, _ := testFactory(t, false)
+			if code := execute(f, "__complete", "--"+fl.Name, ""); code != 0 {
+				t.Errorf("__complete --%s: exit %d", fl.Name, code)
+			}
+			lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+			if lines[len(lines)-1] != ":4" { // cobra's directive: no file completion
+				t.Errorf("__complete --%s: %q, want no file completion (:4)", fl.Name, lines)
+			}
+			words := lines[:len(lines)-1]
+			for i, w := range words {
+				words[i] = "`" + w + "`"
+			}
+			name := "`--" + fl.Name + "`"
+			if fl.Shorthand != "" {
+				name = "`-" + fl.Shorthand + "`/" + name
+			}
+			fmt.Fprintf(&b, "| %s | %s |\n", name, cmdutil.JoinOr(append(words, fl.Annotations[cmdutil.AlsoAnnotation]...)))
 		})
 	}
-	for flag := range completed {
-		want, ok := table[flag]
-		if !ok {
-			t.Errorf("--%s completes words, but docs/usage.md's table has no row for it", flag)
-			continue
-		}
-		f, out, _ := testFactory(t, false)
-		if code := execute(f, "__complete", "--"+flag, ""); code != 0 {
-			t.Errorf("__complete --%s: exit %d", flag, code)
-		}
-		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-		got := lines[:len(lines)-1] // the last line is cobra's directive
-		if strings.Join(got, ",") != strings.Join(want, ",") || lines[len(lines)-1] != ":4" {
-			t.Errorf("__complete --%s: %q, want docs/usage.md's %q and no file completion (:4)", flag, lines, want)
-		}
-	}
-	for flag := range table {
-		if !completed[flag] {
-			t.Errorf("docs/usage.md lists words of --%s, which completes none", flag)
-		}
-	}
+	cmdtest.DocBlock(t, "docs/usage.md", b.String())
 	// A subcommand completes the root's persistent --source as well.
 	f, out, _ := testFactory(t, false)
 	execute(f, "__complete", "topo", "--source", "e")

@@ -78,9 +78,9 @@ func TestEnumFlagsDeclaredOnce(t *testing.T) {
 			t.Errorf("--%s bogus: %v, want the usage error %q", e.Name, err, want)
 		}
 	}
-	for name := range completionOnly {
-		if _, ok := cmd.GetFlagCompletionFunc(name); !ok {
-			t.Errorf("--%s has no completion", name)
+	for _, e := range completionOnly {
+		if _, ok := cmd.GetFlagCompletionFunc(e.Name); !ok {
+			t.Errorf("--%s has no completion", e.Name)
 		}
 	}
 	if got := cmd.Flags().Lookup("contain").Usage; got != "how nothing the job starts outlives it: auto, pid-namespace (needs root), user-namespace (where the kernel permits user namespaces) or subreaper (see amdrun doctor)" {

@@ -7,7 +7,6 @@ import (
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
 	"github.com/amdrun/amdrun/internal/launch"
 	"github.com/amdrun/amdrun/internal/selector"
-	"github.com/spf13/cobra"
 )
 
 // The launcher's flags that take one of a few words, each declared once:
@@ -44,7 +43,6 @@ var (
 	nprocFlag = &cmdutil.Enum{Name: "nproc-per-node", Also: "a number of ranks (at least 1)", Words: []cmdutil.Word{
 		{Name: "gpu", Help: "one per free device"}, {Name: "auto", Help: "gpu, else one per CPU"}, {Name: "cpu", Help: "one per CPU, no GPU"},
 	}}
-	// torchrun's --start-method words change nothing under amdrun (ranks are programs).
 	startMethodFlag = &cmdutil.Enum{Name: "start-method", Words: words("spawn", "fork", "forkserver")}
 	numaBindingFlag = &cmdutil.Enum{Name: "numa-binding", Words: []cmdutil.Word{
 		{Name: "node", Help: "= --bind numa"}, {Name: "socket"}, {Name: "exclusive"}, {Name: "core-complex"},
@@ -55,10 +53,10 @@ var (
 // are not a closed set: any rendezvous backend torchrun has, a stream
 // number or a list of them per local rank (launch.ParseStreams reads it,
 // and its numbers are launch.StreamNames' indices).
-var completionOnly = map[string][]string{
-	"rdzv-backend": {"static", "c10d"},
-	"redirects":    streamNumbers(),
-	"tee":          streamNumbers(),
+var completionOnly = []*cmdutil.Enum{
+	{Name: "rdzv-backend", Words: words("static", "c10d"), Also: "another backend torchrun has, with --launcher torchrun"},
+	{Name: "redirects", Words: words(streamNumbers()...), Also: "a number per local rank, e.g. 0:3,1:0"},
+	{Name: "tee", Words: words(streamNumbers()...), Also: "a number per local rank, as --redirects"},
 }
 
 // streamNumbers are the values of -r and -t: "0" ... "3".
@@ -85,12 +83,4 @@ func words(names ...string) []cmdutil.Word {
 		out[i] = cmdutil.Word{Name: n}
 	}
 	return out
-}
-
-// registerCompletions makes `amdrun completion SHELL` scripts complete
-// the words of completionOnly (EnumVar registered the enums').
-func registerCompletions(cmd *cobra.Command) {
-	for name, vals := range completionOnly {
-		cmdutil.RegisterValues(cmd, name, vals)
-	}
 }

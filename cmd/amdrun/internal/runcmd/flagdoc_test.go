@@ -1,27 +1,15 @@
 package runcmd
 
 import (
-	"bytes"
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdtest"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
 	"github.com/amdrun/amdrun/internal/job"
-	"github.com/amdrun/amdrun/internal/testutil"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-)
-
-// The launch flags' table in docs/usage.md lies between these lines.
-const (
-	flagDocBegin = "<!-- launch flags: made from runcmd's flagTable; go test ./cmd/amdrun/internal/runcmd -run TestFlagTableDoc -update rewrites it -->\n"
-	flagDocEnd   = "<!-- end of launch flags -->\n"
 )
 
 // flagDoc is the docs' table of cmd's launch flags, one row per flag in
@@ -72,22 +60,26 @@ func flagDoc(cmd *cobra.Command) string {
 // flagDoc makes from flagTable, so that it cannot drift from the flags.
 func TestFlagTableDoc(t *testing.T) {
 	ios, _, _, _ := cmdtest.Streams()
-	want := flagDoc(NewCmdRun(&cmdutil.Factory{IOStreams: ios}, nil))
-	path := filepath.Join(testutil.RepoRoot(t), "docs", "usage.md")
-	doc := testutil.ReadFile(t, path)
-	before, rest, ok1 := bytes.Cut(doc, []byte(flagDocBegin))
-	_, after, ok2 := bytes.Cut(rest, []byte(flagDocEnd))
-	if !ok1 || !ok2 {
-		t.Fatalf("%s has no launch flags' table between %q and %q", path, flagDocBegin, flagDocEnd)
-	}
-	if u := flag.Lookup("update"); u != nil && u.Value.String() == "true" {
-		out := slices.Concat(before, []byte(flagDocBegin+want+flagDocEnd), after)
-		if err := os.WriteFile(path, out, 0o644); err != nil {
-			t.Fatal(err)
+	cmdtest.DocBlock(t, "docs/usage.md", flagDoc(NewCmdRun(&cmdutil.Factory{IOStreams: ios}, nil)))
+}
+
+// agentOnlyDoc is docs/torchrun.md's table of the job.AgentOnly flags of
+// cmd: each, and why it does nothing when amdrun starts the ranks.
+func agentOnlyDoc(cmd *cobra.Command) string {
+	b := strings.Builder{}
+	b.WriteString("| torchrun flag | why it does nothing when amdrun starts the ranks | a line says so |\n| --- | --- | --- |\n")
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if a, ok := f.Value.(*job.Arg); ok && a.Torch()&job.AgentOnly != 0 {
+			said := map[bool]string{true: "no", false: "yes"}[a.Torch()&job.Quiet != 0]
+			fmt.Fprintf(&b, "| `--%s` | %s | %s |\n", f.Name, strings.TrimPrefix(f.Usage, agentOnlyHelp), said)
 		}
-		return
-	}
-	if got := string(rest[:len(rest)-len(after)-len(flagDocEnd)]); got != want {
-		t.Errorf("docs/usage.md's launch flags differ from the flags (go test -run TestFlagTableDoc -update rewrites them); want:\n%s", want)
-	}
+	})
+	return b.String()
+}
+
+// TestAgentOnlyDoc: docs/torchrun.md's table of the flags only torch's
+// agent uses is the one agentOnlyDoc makes from flagTable.
+func TestAgentOnlyDoc(t *testing.T) {
+	ios, _, _, _ := cmdtest.Streams()
+	cmdtest.DocBlock(t, "docs/torchrun.md", agentOnlyDoc(NewCmdRun(&cmdutil.Factory{IOStreams: ios}, nil)))
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/amdrun/amdrun/internal/launch/numabalance"
 	"github.com/amdrun/amdrun/internal/plan"
 	"github.com/amdrun/amdrun/internal/selector"
-	"github.com/amdrun/amdrun/internal/topology"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -29,11 +28,18 @@ type decl struct {
 	line *job.CommandLine
 }
 
-// arg makes the flag name, just declared, the typed value of its Arg a.
+// arg makes the flag name, just declared, the typed value of its Arg a;
+// an AgentOnly flag's help is why it does nothing under amdrun.
 func (d decl) arg(a *job.Arg, name string, t job.Torch) {
 	f := d.fl.Lookup(name)
-	f.Value = d.line.Declare(a, name, f.Value, t)
+	f.Value = d.line.Declare(a, name, f.Value, t, f.Usage)
+	if t&job.AgentOnly != 0 {
+		f.Usage = agentOnlyHelp + f.Usage
+	}
 }
+
+// agentOnlyHelp begins the help of a job.AgentOnly flag.
+const agentOnlyHelp = "passed to torch's agent when it runs the job; does nothing under amdrun: "
 
 // declare declares a flag through pflag's declare (fl.IntVarP, ...),
 // bound to p (nil: held by the flag), on its Arg a.
@@ -48,24 +54,12 @@ func (d decl) value(a *job.Arg, v pflag.Value, name, short, help string, t job.T
 	d.arg(a, name, t)
 }
 
-// indexList parses a list of device or rank indices, "0,2,4-7".
-func indexList(s string) ([]int, error) {
-	if strings.TrimSpace(s) == "" {
-		return nil, errors.New("empty device list")
-	}
-	l, err := topology.ParseCPUList(s)
-	if err != nil {
-		return nil, fmt.Errorf("want indices like 0,2,4-7, got %q", s)
-	}
-	return l, nil
-}
-
-// rankList is indexList where blank means none.
+// rankList is cmdutil.IndexList where blank means none.
 func rankList(s string) ([]int, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
 	}
-	return indexList(s)
+	return cmdutil.IndexList(s)
 }
 
 // enum declares the enum flag e, bound to p (nil: held by the flag)
@@ -119,8 +113,8 @@ func addDeviceFlags(d decl, opts *Options) {
 	fl, l := d.fl, d.line
 	declare(d, &l.NGPUs, d.fl.IntVarP, nil, "ngpus", "n", 0, "number of GPUs on this node, one rank each unless --nproc-per-node says otherwise (default and 0: every free device; in a multi-node Slurm step, the GPUs Slurm gave each node)", job.Own)
 	enum(d, &l.NProcPerNode, nil, nprocFlag, "", nprocWord, "ranks on this node: N, %s; with --ngpus, each rank gets ngpus/N devices (default: one rank per device)", job.TorchPET)
-	fl.Var(cmdutil.Parsed(&opts.Devices, indexList), "devices", "only choose among these device indices, e.g. 0,2,4-7")
-	fl.Var(cmdutil.Parsed(&opts.Exclude, indexList), "exclude", "never choose these device indices, e.g. 3 or 0-1")
+	fl.Var(cmdutil.Parsed(&opts.Devices, cmdutil.IndexList), "devices", "only choose among these device indices, e.g. 0,2,4-7")
+	fl.Var(cmdutil.Parsed(&opts.Exclude, cmdutil.IndexList), "exclude", "never choose these device indices, e.g. 3 or 0-1")
 	fl.BoolVar(&opts.AllowBusy, "allow-busy", false, "allow devices another process is using")
 	cmdutil.EnumVar(d.cmd, &opts.Policy, policyFlag, "tree", selector.PolicyByName, "selection policy: %s")
 	fl.IntVar(&opts.SearchWork, "search-work", selector.DefaultWork, "most work (about a thousand search steps a unit) the device search may spend beyond 16 candidates (up to 16 it scores every set); past it the best set found is used (--explain says how far from proven); the answer depends on it, not on the machine's load")
@@ -170,21 +164,12 @@ func addJobFlags(d decl, opts *Options) {
 	declare(d, &l.RdzvConf, d.fl.StringVarP, nil, "rdzv-conf", "", "", "with --launcher torchrun: passed to torchrun", job.TorchPET)
 }
 
-// torchrun's command line, as torch/distributed/run.py declares it in
-// torch 1.13 (underscore spellings only) and in the current release
-// (hyphenated spellings with underscore aliases, plus --local-addr,
-// --local-ranks-filter, --logs-specs, --event-log-handler,
-// --numa-binding, --signals-to-handle, --shutdown-timeout,
-// --virtual-local-rank and --duplicate-std{out,err}-filters). amdrun
-// takes every one of them, in either spelling: normalizeFlag turns "_"
-// into "-", torchrun's PET_* variables are read as torchrun reads them
-// (applyPET), and job.Options.Resolve gives each torchrun's meaning.
-
-// addTorchrunFlags declares torchrun's flags that amdrun's own set does
-// not already have (--nproc-per-node, --nnodes, --node-rank,
-// --master-addr, --master-port, --max-restarts, --module, --no-python,
-// --log-dir, --local-ranks-filter and --rdzv-* are declared with the
-// rest).
+// addTorchrunFlags declares the rest of torchrun's command line, as
+// torch/distributed/run.py declares it from torch 1.13 (underscore
+// spellings) to the current release (hyphens, underscore aliases): its
+// flags amdrun's own set does not already have. normalizeFlag takes
+// either spelling, applyPET the PET_* variables, and job.Options.Resolve
+// gives each torchrun's meaning.
 func addTorchrunFlags(d decl, o *Options) {
 	l := d.line
 	declare(d, &l.Standalone, d.fl.BoolVarP, nil, "standalone", "", false, "one node, rendezvous on a free local port (amdrun's default; as torchrun)", job.TorchPET)
@@ -197,13 +182,13 @@ func addTorchrunFlags(d decl, o *Options) {
 	enum(d, &l.NUMABinding, nil, numaBindingFlag, "", oneOf(numaBindingFlag), "torchrun's binding: %s (the others = --bind of that name)", job.TorchName|job.Pass|job.NotToAgent)
 	d.value(&l.SignalsToHandle, cmdutil.Parsed(&o.Forward, launch.ParseSignals), "signals-to-handle", "", fmt.Sprintf("signals forwarded to the ranks, e.g. SIGTERM,SIGINT,SIGUSR1 (default %s); %s also stop the job",
 		strings.Join(launch.ForwardedSignals, ", "), cmdutil.JoinAnd(launch.StopSignals)), job.TorchPET|job.Pass)
-	declare(d, &l.MonitorInterval, d.fl.StringVarP, nil, "monitor-interval", "", "", "accepted for torchrun: amdrun sees a rank exit at once, there is nothing to poll", job.TorchPET|job.Pass)
-	enum(d, &l.StartMethod, nil, startMethodFlag, "", oneOf(startMethodFlag), "accepted for torchrun (%s): ranks are programs, started the same way under each", job.TorchPET|job.Pass)
-	declare(d, &l.EventLogHandler, d.fl.StringVarP, nil, "event-log-handler", "", "", "passed to torch's agent when it runs the job (amdrun records no torchelastic events)", job.TorchPET|job.Pass)
-	declare(d, &l.LocalAddr, d.fl.StringVarP, nil, "local-addr", "", "", "passed to torch's agent when it runs the job (its rendezvous address of this node)", job.TorchPET|job.Pass)
-	declare(d, &l.LogsSpecs, d.fl.StringVarP, nil, "logs-specs", "", "", "passed to torch's agent when it runs the job (a torchrun.logs_specs entry point)", job.TorchName|job.Pass)
-	declare(d, &l.DuplicateStdoutFilters, d.fl.StringVarP, nil, "duplicate-stdout-filters", "", "", "passed to torch's agent when it runs the job", job.TorchPET|job.Pass)
-	declare(d, &l.DuplicateStderrFilters, d.fl.StringVarP, nil, "duplicate-stderr-filters", "", "", "passed to torch's agent when it runs the job", job.TorchPET|job.Pass)
+	declare(d, &l.MonitorInterval, d.fl.StringVarP, nil, "monitor-interval", "", "", "amdrun sees a rank exit at once, there is nothing to poll (a number of seconds is checked)", job.TorchPET|job.Pass|job.AgentOnly|job.Quiet)
+	enum(d, &l.StartMethod, nil, startMethodFlag, "", oneOf(startMethodFlag), "ranks are programs, started the same way under %s (the word is checked)", job.TorchPET|job.Pass|job.AgentOnly|job.Quiet)
+	declare(d, &l.EventLogHandler, d.fl.StringVarP, nil, "event-log-handler", "", "null", "it records no torchelastic events", job.TorchPET|job.Pass|job.AgentOnly)
+	declare(d, &l.LocalAddr, d.fl.StringVarP, nil, "local-addr", "", "", "it is the address torchrun's rendezvous publishes for this node; amdrun's ranks meet at --master-addr", job.TorchPET|job.Pass|job.AgentOnly)
+	declare(d, &l.LogsSpecs, d.fl.StringVarP, nil, "logs-specs", "", "", "it names a Python plugin of torchrun's; --log-dir keeps torchrun's default layout", job.TorchName|job.Pass|job.AgentOnly)
+	declare(d, &l.DuplicateStdoutFilters, d.fl.StringVarP, nil, "duplicate-stdout-filters", "", "", "amdrun does not copy matching lines to another file; every line is in the ranks' stdout.log under --log-dir", job.TorchPET|job.Pass|job.AgentOnly)
+	declare(d, &l.DuplicateStderrFilters, d.fl.StringVarP, nil, "duplicate-stderr-filters", "", "", "amdrun does not copy matching lines to another file; every line is in the ranks' stderr.log under --log-dir", job.TorchPET|job.Pass|job.AgentOnly)
 }
 
 // normalizeFlag makes --nproc_per_node the same flag as

@@ -45,7 +45,6 @@ func newFactory(t *testing.T, env ...string) *cmdutil.Factory {
 			return []topology.NUMANode{{ID: 0, CPUs: []int{0, 1}}}, nil
 		},
 		Warn:       func(format string, args ...any) { t.Logf("warning: "+format, args...) },
-		Now:        func() time.Time { return time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC) },
 		Executable: func() (string, error) { return "/fake/amdrun", nil },
 	}
 }

@@ -2,6 +2,7 @@ package runcmd
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -41,21 +42,26 @@ func TestEveryArgDeclared(t *testing.T) {
 // variable (which then names it in errors), an abbreviation means it,
 // --launcher torchrun passes it on as its row says (not a row without
 // job.Pass; not a job.NotToAgent row under torch's agent; a switch
-// bare), and the docs' table lists it.
+// bare), a job.AgentOnly row given a value other than its default says
+// why it does nothing when amdrun starts the ranks (not a job.Quiet one),
+// and the docs' tables list them.
 func TestDummyFlagIsOneRow(t *testing.T) {
-	var passed, kept, notAgent job.Arg
+	var passed, kept, notAgent, agentOnly, quiet job.Arg
 	n := len(flagTable)
 	flagTable = append(flagTable, func(d decl, _ *Options) {
 		declare(d, &passed, d.fl.StringVarP, nil, "dummy-flag", "", "d", "a dummy torchrun flag", job.TorchPET|job.Pass)
 		declare(d, &kept, d.fl.BoolVarP, nil, "dummy-kept", "", false, "a dummy torchrun switch amdrun keeps", job.TorchPET)
 		declare(d, &notAgent, d.fl.BoolVarP, nil, "dummy-switch", "", false, "a dummy torchrun switch", job.TorchName|job.Pass|job.NotToAgent)
+		declare(d, &agentOnly, d.fl.StringVarP, nil, "dummy-agent", "", "none", "the agent's dummy", job.TorchPET|job.Pass|job.AgentOnly)
+		declare(d, &quiet, d.fl.StringVarP, nil, "dummy-quiet", "", "", "the agent's quiet dummy", job.TorchPET|job.Pass|job.AgentOnly|job.Quiet)
 	})
+	var warned []string
 	defer func() { flagTable = flagTable[:n] }()
 	run := func(env []string, args ...string) (*Options, error) {
 		t.Helper()
-		passed, kept, notAgent = job.Arg{}, job.Arg{}, job.Arg{}
+		passed, kept, notAgent, agentOnly, quiet, warned = job.Arg{}, job.Arg{}, job.Arg{}, job.Arg{}, job.Arg{}, nil
 		ios, _, _, _ := cmdtest.Streams()
-		f := &cmdutil.Factory{IOStreams: ios, Env: func() []string { return env }, Warn: func(string, ...any) {}}
+		f := &cmdutil.Factory{IOStreams: ios, Env: func() []string { return env }, Warn: func(f string, a ...any) { warned = append(warned, fmt.Sprintf(f, a...)) }}
 		var got *Options
 		cmd := NewCmdRun(f, func(_ context.Context, o *Options) error { got = o; return nil })
 		args, err := ExpandAbbrev(cmd, append(args, "t.py"))
@@ -74,6 +80,7 @@ func TestDummyFlagIsOneRow(t *testing.T) {
 		{env: []string{"PET_DUMMY_FLAG=w", "PET_DUMMY_KEPT=1"}, args: []string{"--launcher", "torchrun", "-n", "2"}, want: []string{"--dummy_flag", "w"}},
 		{args: []string{"-n", "2", "--dummy-flag", "v", "--dummy-switch"}, want: nil},
 		{args: []string{"--nnodes", "2:4", "--dummy-flag", "v", "--dummy-switch"}, want: []string{"--dummy_flag", "v"}},
+		{args: []string{"--launcher", "torchrun", "-n", "2", "--dummy-agent", "x"}, want: []string{"--dummy_agent", "x"}},
 	} {
 		o, err := run(tc.env, tc.args...)
 		if err != nil || !slices.Equal(o.TorchrunArgs, tc.want) {
@@ -86,9 +93,25 @@ func TestDummyFlagIsOneRow(t *testing.T) {
 	if _, err := run(nil); err != nil || passed.Given() || passed.String() != "d" {
 		t.Errorf("not given: %v, given %v, %q; want the default", err, passed.Given(), passed.String())
 	}
+	for _, tc := range []struct {
+		env  []string
+		want []string
+	}{
+		{env: []string{"PET_DUMMY_AGENT=x"}, want: []string{"PET_DUMMY_AGENT does nothing under amdrun: the agent's dummy"}},
+		{env: []string{"PET_DUMMY_AGENT=none", "PET_DUMMY_QUIET=x"}},
+	} {
+		if _, err := run(tc.env, "-n", "2"); err != nil || !slices.Equal(warned, tc.want) {
+			t.Errorf("%q: %v, warned %q; want %q", tc.env, err, warned, tc.want)
+		}
+	}
 	ios, _, _, _ := cmdtest.Streams()
-	doc := flagDoc(NewCmdRun(&cmdutil.Factory{IOStreams: ios}, nil))
-	if row := "| `--dummy-flag string` | `--dummy_flag`, `PET_DUMMY_FLAG` | passed on | `d` | a dummy torchrun flag |"; !strings.Contains(doc, row) {
-		t.Errorf("the docs' table lacks %s:\n%s", row, doc)
+	cmd := NewCmdRun(&cmdutil.Factory{IOStreams: ios}, nil)
+	for doc, row := range map[string]string{
+		flagDoc(cmd):      "| `--dummy-flag string` | `--dummy_flag`, `PET_DUMMY_FLAG` | passed on | `d` | a dummy torchrun flag |",
+		agentOnlyDoc(cmd): "| `--dummy-agent` | the agent's dummy | yes |\n| `--dummy-quiet` | the agent's quiet dummy | no |",
+	} {
+		if !strings.Contains(doc, row) {
+			t.Errorf("the docs' table lacks %s:\n%s", row, doc)
+		}
 	}
 }

@@ -100,10 +100,7 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 		SilenceUsage:  true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Args = args
-			opts.SourceAuto = f.Topo.Source == "" || f.Topo.Source == "auto"
-			if f.Topo.File != "" {
-				opts.SourceAuto = false
-			}
+			opts.SourceAuto = f.Topo.File == "" && (f.Topo.Source == "" || f.Topo.Source == "auto")
 			opts.Root, opts.Quiet = f.SysfsRoot(), f.IOStreams.Quiet
 			// A dry run takes no lease: it must not make the directory either.
 			opts.Leases = func(create bool) (*lease.Dir, error) { return f.OpenLeases(opts.LeaseDir, create) }
@@ -138,7 +135,9 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 		add(decl{cmd: cmd, fl: fl, line: l}, opts)
 	}
 	fl.SortFlags = false
-	registerCompletions(cmd)
+	for _, e := range completionOnly { // EnumVar completes the enums
+		cmdutil.Complete(cmd, e)
+	}
 	return cmd
 }
 

@@ -97,7 +97,7 @@ func torchrunCases() []torchrunCase {
 		{args: []string{"--start-method", "forkserver"}, check: func(o *runcmd.Options) string { return "" }},
 		{args: []string{"--start-method", "thread"}, err: `--start-method: want spawn, fork or forkserver, got "thread"`},
 		{args: []string{"--event-log-handler", "null"}, check: func(o *runcmd.Options) string { return "" }},
-		{args: []string{"--event-log-handler", "console"}, check: func(o *runcmd.Options) string { return "" }, warn: "--event-log-handler console does nothing under amdrun"},
+		{args: []string{"--event-log-handler", "console"}, check: func(o *runcmd.Options) string { return "" }, warn: "--event-log-handler does nothing under amdrun: it records no torchelastic events"},
 		{args: []string{"--role", "trainer"}, check: func(o *runcmd.Options) string { return eq("Role", o.Role, "trainer") }},
 		{args: []string{"-m"}, check: func(o *runcmd.Options) string { return eq("Module", o.Module, true) }},
 		{args: []string{"--module"}, check: func(o *runcmd.Options) string { return eq("Module", o.Module, true) }},

@@ -6,7 +6,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
@@ -145,7 +147,7 @@ func writeMatrix(w io.Writer, m *topology.Model) error {
 		for j := range m.Devices {
 			fmt.Fprintf(tw, "%s\t", cell(m, i, j))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", numa(d.NUMANode), orDash(topology.FormatCPUList(d.CPUs)), group(d), state(d))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", numa(d.NUMANode), cmp.Or(topology.FormatCPUList(d.CPUs), "-"), group(d), state(d))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -157,11 +159,8 @@ func writeMatrix(w io.Writer, m *topology.Model) error {
 func legend(w io.Writer, m *topology.Model) {
 	fmt.Fprintln(w, "\nCells: link type and max bandwidth in GB/s; * = assumed (the source gave no figure).")
 	fmt.Fprintln(w, "XGMI = AMD Infinity Fabric, NV# = # NVLinks, PIX/PXB = PCIe switch, PHB = through the host bridge, NODE = across host bridges, SYS = across NUMA nodes.")
-	for _, l := range m.Links {
-		if l.P2P == topology.P2PUnavailable {
-			fmt.Fprintln(w, "noP2P = no peer-to-peer access: copies go through host memory; selection counts them at half the host path.")
-			break
-		}
+	if slices.ContainsFunc(m.Links, func(l topology.Link) bool { return l.P2P == topology.P2PUnavailable }) {
+		fmt.Fprintln(w, "noP2P = no peer-to-peer access: copies go through host memory; selection counts them at half the host path.")
 	}
 }
 
@@ -188,10 +187,7 @@ func writePackages(w io.Writer, m *topology.Model) error {
 				busy++
 			}
 		}
-		var ns []int
-		for n := range numas {
-			ns = append(ns, n)
-		}
+		ns := slices.Collect(maps.Keys(numas))
 		st := "free"
 		if busy > 0 {
 			st = fmt.Sprintf("%d busy", busy)
@@ -231,7 +227,7 @@ func writeDevices(w io.Writer, m *topology.Model) error {
 	tw := cmdutil.NewTable(w)
 	fmt.Fprintln(tw, "GPU\tRuntime\tName\tPCI\tUnique ID\tMemory used")
 	for _, d := range m.Devices {
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\n", d.Index, d.RuntimeIndex, orDash(d.Name), orDash(d.PCIAddress), orDash(d.UniqueID), memory(d))
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\n", d.Index, d.RuntimeIndex, cmp.Or(d.Name, "-"), cmp.Or(d.PCIAddress, "-"), cmp.Or(d.UniqueID, "-"), memory(d))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -239,7 +235,7 @@ func writeDevices(w io.Writer, m *topology.Model) error {
 	if len(m.NUMANodes) > 0 {
 		fmt.Fprintln(w)
 		for _, n := range m.NUMANodes {
-			fmt.Fprintf(w, "NUMA node %d: CPUs %s\n", n.ID, orDash(topology.FormatCPUList(n.CPUs)))
+			fmt.Fprintf(w, "NUMA node %d: CPUs %s\n", n.ID, cmp.Or(topology.FormatCPUList(n.CPUs), "-"))
 		}
 	}
 	return nil
@@ -274,8 +270,8 @@ func writeTSV(w io.Writer, m *topology.Model) error {
 		for j := range m.Devices {
 			row = append(row, cell(m, i, j))
 		}
-		row = append(row, numa(d.NUMANode), orDash(topology.FormatCPUList(d.CPUs)), group(d), state(d),
-			fmt.Sprint(d.RuntimeIndex), orDash(d.Name), orDash(d.PCIAddress), orDash(d.UniqueID), memory(d))
+		row = append(row, numa(d.NUMANode), cmp.Or(topology.FormatCPUList(d.CPUs), "-"), group(d), state(d),
+			fmt.Sprint(d.RuntimeIndex), cmp.Or(d.Name, "-"), cmp.Or(d.PCIAddress, "-"), cmp.Or(d.UniqueID, "-"), memory(d))
 		for k, c := range row {
 			row[k] = strings.Join(strings.Fields(c), " ")
 		}
@@ -291,13 +287,6 @@ func numa(n int) string {
 		return "-"
 	}
 	return fmt.Sprint(n)
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 func state(d topology.Device) string {
