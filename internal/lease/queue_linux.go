@@ -199,9 +199,10 @@ func (t *Ticket) scan(locks []procLock) []Waiting {
 	if unix.Fstat(t.qfd, &qst) != nil {
 		return nil
 	}
+	q := t.queueID(&qst)
 	inodes := map[int][]uint64{} // pid -> write-locked inodes on the queue's file system
 	for _, l := range locks {
-		if l.write && l.pid > 0 && l.pid != t.pid && l.major == uint64(unix.Major(qst.Dev)) && l.minor == uint64(unix.Minor(qst.Dev)) {
+		if l.write && l.pid > 0 && l.pid != t.pid && l.major == q.major && l.minor == q.minor {
 			inodes[l.pid] = append(inodes[l.pid], l.ino)
 		}
 	}
@@ -212,9 +213,9 @@ func (t *Ticket) scan(locks []procLock) []Waiting {
 		w, ok, read := t.unread(pid, inos)
 		if read {
 			t.stats.pids++
-			w, ok = t.recall(pid, inos, qst.Dev)
+			w, ok = t.recall(pid, inos)
 			if !ok && t.seen == nil {
-				w, ok = t.ticketOf(pid, inos, qst.Dev)
+				w, ok = t.ticketOf(pid, inos)
 			}
 		}
 		if ok {
@@ -224,6 +225,16 @@ func (t *Ticket) scan(locks []procLock) []Waiting {
 	}
 	t.known = known
 	return out
+}
+
+// queueID is the queue directory qst as /proc/locks names it: its files
+// are on its file system, which is the lease directory's unless a
+// subvolume or a mount is there.
+func (t *Ticket) queueID(qst *unix.Stat_t) fileID {
+	if qst.Dev == t.dir.dev {
+		return t.dir.id(qst)
+	}
+	return t.names.id(t.qfd, qst)
 }
 
 // unread says whether a look reads pid's ticket (read): always at a
@@ -254,8 +265,10 @@ func (t *Ticket) unread(pid int, inos []uint64) (w Waiting, ok, read bool) {
 
 // recall finds pid's ticket among those the last look verified, still
 // locked (one of inos) and still the file it was: a live process's pid
-// and start time, and so the ticket's name and owner, do not change.
-func (t *Ticket) recall(pid int, inos []uint64, dev uint64) (Waiting, bool) {
+// and start time, and so the ticket's name and owner, do not change. A
+// regular file in the queue is on the queue's file system, whatever
+// device its stat gives (see lockNames): its inode number is compared.
+func (t *Ticket) recall(pid int, inos []uint64) (Waiting, bool) {
 	for _, ino := range inos {
 		w, ok := t.known[ticketKey{pid, ino}]
 		if !ok {
@@ -264,7 +277,7 @@ func (t *Ticket) recall(pid int, inos []uint64, dev uint64) (Waiting, bool) {
 		t.stats.lookups++
 		var st unix.Stat_t
 		if unix.Fstatat(t.qfd, w.file, &st, unix.AT_SYMLINK_NOFOLLOW) == nil &&
-			st.Mode&unix.S_IFMT == unix.S_IFREG && int(st.Uid) == w.UID && st.Nlink == 1 && st.Dev == dev && st.Ino == ino {
+			st.Mode&unix.S_IFMT == unix.S_IFREG && int(st.Uid) == w.UID && st.Nlink == 1 && st.Ino == ino {
 			return w, true
 		}
 	}
@@ -273,7 +286,7 @@ func (t *Ticket) recall(pid int, inos []uint64, dev uint64) (Waiting, bool) {
 
 // ticketOf looks up the ticket of process pid, which holds write locks
 // on inos: the one name its ticket would have.
-func (t *Ticket) ticketOf(pid int, inos []uint64, dev uint64) (Waiting, bool) {
+func (t *Ticket) ticketOf(pid int, inos []uint64) (Waiting, bool) {
 	dir := "/proc/" + strconv.Itoa(pid)
 	status, err := readProcFile(dir+"/status", 64<<10)
 	if err != nil {
@@ -292,7 +305,7 @@ func (t *Ticket) ticketOf(pid int, inos []uint64, dev uint64) (Waiting, bool) {
 		return Waiting{}, false
 	}
 	for _, ino := range inos {
-		if w, ok := t.ticketAt(ticketFile(uid, pid, start, ino), uid, ino, dev); ok {
+		if w, ok := t.ticketAt(ticketFile(uid, pid, start, ino), uid, ino); ok {
 			w.PID, w.UID, w.User = pid, uid, userName(uid)
 			return w, true
 		}
@@ -301,13 +314,13 @@ func (t *Ticket) ticketOf(pid int, inos []uint64, dev uint64) (Waiting, bool) {
 }
 
 // ticketAt reads the ticket name in the queue: a regular file of uid's
-// with one link, inode ino on dev, holding what amdrun writes for this
-// node.
-func (t *Ticket) ticketAt(name string, uid int, ino, dev uint64) (Waiting, bool) {
+// with one link, inode ino (see recall), holding what amdrun writes for
+// this node.
+func (t *Ticket) ticketAt(name string, uid int, ino uint64) (Waiting, bool) {
 	t.stats.lookups++
 	var st unix.Stat_t
 	if unix.Fstatat(t.qfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil ||
-		st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != uid || st.Nlink != 1 || st.Dev != dev || st.Ino != ino {
+		st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != uid || st.Nlink != 1 || st.Ino != ino {
 		return Waiting{}, false
 	}
 	fd, err := unix.Openat(t.qfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
@@ -501,20 +514,20 @@ func (d *Dir) unlocked(keys []string, locks []procLock) (int, map[int]bool) {
 	for _, name := range names {
 		var st unix.Stat_t
 		err := unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
-		if err == unix.ENOENT && d.mayCreate() || err == nil && fileKind(st.Mode) == "" && !lockers(locks, &st, leasing) {
+		if err == unix.ENOENT && d.mayCreate() || err == nil && fileKind(st.Mode) == "" && !lockers(locks, d.id(&st), leasing) {
 			n++
 		}
 	}
 	return n, leasing
 }
 
-// lockers reports whether locks hold any lock on the file st, whoever's
+// lockers reports whether locks hold any lock on the file id, whoever's
 // (a process outside this PID namespace shows as pid 0), and adds their
 // pids to pids.
-func lockers(locks []procLock, st *unix.Stat_t, pids map[int]bool) bool {
+func lockers(locks []procLock, id fileID, pids map[int]bool) bool {
 	found := false
 	for _, l := range locks {
-		if l.on(st) {
+		if l.fileID == id {
 			pids[l.pid], found = true, true
 		}
 	}

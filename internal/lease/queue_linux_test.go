@@ -518,8 +518,8 @@ func TestHolderNotARecycledPID(t *testing.T) {
 		t.Fatal(err)
 	}
 	unix.Close(fd)
-	recycled := []procLock{{pid: other.Process.Pid, write: true, major: uint64(unix.Major(st.Dev)), minor: uint64(unix.Minor(st.Dev)), ino: st.Ino}}
-	h := lockHolder(recycled, &st)
+	recycled := []procLock{{pid: other.Process.Pid, write: true, fileID: d.id(&st)}}
+	h := lockHolder(recycled, d.id(&st))
 	if h.PID != os.Getpid() || h.Locker != other.Process.Pid || strings.Contains(h.Command, "sleep") {
 		t.Errorf("holder %+v: want this process (pid %d), which holds the lock, not pid %d", h, os.Getpid(), other.Process.Pid)
 	}
@@ -576,7 +576,7 @@ func TestHolderRecycledPIDEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	unix.Close(fd)
-	if pid := lockPID(readProcLocks(), &st); pid != gone {
+	if pid := lockPID(readProcLocks(), d.id(&st)); pid != gone {
 		t.Fatalf("/proc/locks names pid %d, want %d (the exited locker)", pid, gone)
 	}
 	held, err := d.Held(keys)
