@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -136,4 +137,71 @@ func readFile(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestIdleWaitersDoNoWork: 16 --wait jobs of two users wait behind root's
+// job, which holds all 8 devices; while nothing changes a waiter sleeps
+// (inotify) and looks again after 5 s at most, so over 2 s it makes a few
+// read and write calls at most (/proc/PID/io's syscr and syscw: counts
+// per second of wall-clock time, whatever the speed of the CPU). Issue
+// 36.7: every waiter tried every 0.2 s, under the node lock (at 58dae4d
+// 1881-2114 calls per waiter in 2 s; 0 with this code, or 8 for a
+// waiter that looks once).
+func TestIdleWaitersDoNoWork(t *testing.T) {
+	s := newShared(t)
+	if _, err := os.Stat("/proc/self/io"); err != nil {
+		t.Skipf("this kernel counts no process's calls: %v (CONFIG_TASK_IO_ACCOUNTING)", err)
+	}
+	users := []testutil.User{testutil.NewUserPrefixed(t, "locks-"), testutil.NewUserPrefixed(t, "locks-")}
+	dir := filepath.Join(testutil.SharedDir(t, 0o755), "amdrun")
+	s.rootPrepared(dir)
+	holder, holderErr := s.start(nil, s.envFor(dir), "--ngpus", "8", "--no-python", "/bin/sleep", "600")
+	s.waitLeased(dir, 8, holder, holderErr)
+	const k = 16
+	var pids []int
+	for i := range k {
+		w, _ := s.start(&users[i%2], s.envFor(dir), "--wait=5m", "--ngpus", "8", "--no-python", "/bin/true")
+		pids = append(pids, w.Process.Pid)
+	}
+	for _, pid := range pids {
+		s.waitQueued(dir, pid)
+	}
+	time.Sleep(time.Second) // the last to join has looked
+	before, start := ioCalls(t, pids), time.Now()
+	time.Sleep(2 * time.Second)
+	after, took := ioCalls(t, pids), time.Since(start)
+	calls := make([]int, k)
+	total := 0
+	for i := range calls {
+		calls[i] = after[i] - before[i]
+		total += calls[i]
+	}
+	// A look costs about 8 calls here (reading /proc/locks), and a waiter
+	// looks at most twice in the window (once after 5 s idle, once after
+	// an event); polling every 0.2 s cost 200 a second.
+	const perSecond = 16
+	if rate := float64(total) / k / took.Seconds(); rate > perSecond {
+		t.Errorf("idle waiters made %.0f read/write calls a second each (%v in %v), want at most %d: they poll", rate, calls, took.Round(time.Millisecond), perSecond)
+	}
+	t.Logf("read/write calls of each idle waiter in %v: %v", took.Round(time.Millisecond), calls)
+}
+
+// ioCalls is the read and write calls (syscr + syscw) each process in
+// pids has made, from /proc/PID/io (root reads every user's).
+func ioCalls(t *testing.T, pids []int) []int {
+	t.Helper()
+	out := make([]int, len(pids))
+	for i, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+		if err != nil {
+			t.Fatalf("waiter %d: %v", pid, err)
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			k, v, _ := strings.Cut(l, ": ")
+			if n, err := strconv.Atoi(v); err == nil && (k == "syscr" || k == "syscw") {
+				out[i] += n
+			}
+		}
+	}
+	return out
 }
