@@ -78,6 +78,9 @@ func (w Waiting) String() string {
 	return fmt.Sprintf("%s (pid %d): %d device(s) since %s", printable.String(who, 32), w.PID, w.Need, w.Since.Format("15:04:05"))
 }
 
+// key names the ticket.
+func (w Waiting) key() ticketKey { return ticketKey{w.PID, w.ino} }
+
 // before orders tickets by arrival, then pid.
 func (w Waiting) before(o Waiting) bool {
 	if c := w.Since.Compare(o.Since); c != 0 {
@@ -130,6 +133,16 @@ type clock struct {
 	// its length, or it would pass over the waiter ahead before that one
 	// could take the devices); 0: no cap.
 	step time.Duration
+	// by is the ticket the last look that deferred deferred to (set: one
+	// did). When it has left the queue since, the gap before the next
+	// such look is not counted: that ticket took the devices or gave up,
+	// and a ticket leaves once. Without it a waiter deep in a queue of
+	// short jobs looked while each head took the free devices, and by
+	// its next look that job had ended, so nothing was given back
+	// (refund): in TestQueueAtScale the 31st spent 3 s, its patience,
+	// and started ahead of the 30th.
+	by  ticketKey
+	set bool
 }
 
 // turn applies the rule for one waiter: ahead are the counting tickets
@@ -139,6 +152,9 @@ type clock struct {
 func (r rule) turn(ahead []Waiting, free int, now time.Time, c *clock) (bool, *Waiting) {
 	prev := c.last
 	c.last = now
+	if c.set && !slices.ContainsFunc(ahead, func(w Waiting) bool { return w.key() == c.by }) {
+		prev = time.Time{} // the ticket it deferred to left (see clock.by)
+	}
 	for i := range ahead {
 		t := &ahead[i]
 		if t.Need > free {
@@ -159,6 +175,7 @@ func (r rule) turn(ahead []Waiting, free int, now time.Time, c *clock) (bool, *W
 		if c.spent >= r.patience {
 			continue
 		}
+		c.by, c.set = t.key(), true
 		return false, t
 	}
 	return true, nil

@@ -350,7 +350,7 @@ func (t *Ticket) aged(found []Waiting) []Waiting {
 	now, first := t.now(), t.seen == nil
 	seen := make(map[ticketKey]time.Time, len(found))
 	for i, w := range found {
-		k := ticketKey{w.PID, w.ino}
+		k := w.key()
 		at, ok := t.seen[k]
 		if !ok {
 			at = w.Since
@@ -419,7 +419,7 @@ func (t *Ticket) look(locks []procLock, free int, leasing map[int]bool) (bool, e
 			if t.charged == nil {
 				t.charged = map[ticketKey]time.Duration{}
 			}
-			t.charged[ticketKey{w.PID, w.ino}] += d
+			t.charged[w.key()] += d
 		}
 	}
 	return ok, nil
@@ -442,7 +442,7 @@ func (t *Ticket) refund(ahead []Waiting, leasing map[int]bool) {
 	}
 	still := map[ticketKey]bool{}
 	for _, w := range ahead {
-		still[ticketKey{w.PID, w.ino}] = true
+		still[w.key()] = true
 	}
 	for k, c := range t.charged {
 		if still[k] {
