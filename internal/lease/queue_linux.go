@@ -194,15 +194,25 @@ func fileKindOr(mode uint32) string {
 // is new, dated at this look, so behind it too (see aged). A look then
 // costs one fstatat per ticket ahead, however many wait behind (issue
 // 36.7: every waiter read /proc and a file for every ticket).
+//
+// The kernel lists /proc/locks a page (4 KiB) per read, each page as the
+// locks are at that moment: a lock is missed when locks listed before it
+// are let go between two pages (TestQueueAtScale: 37 of 128 waiters lost
+// a live ticket ahead of them so, and then took themselves for ahead of
+// it). So a first look reads /proc/locks twice, and a ticket known ahead
+// that a read misses is kept while its waiter still holds it (missed).
 func (t *Ticket) scan(locks []procLock) []Waiting {
 	var qst unix.Stat_t
 	if unix.Fstat(t.qfd, &qst) != nil {
 		return nil
 	}
+	if t.seen == nil {
+		locks = append(locks[:len(locks):len(locks)], readProcLocks()...)
+	}
 	q := t.queueID(&qst)
 	inodes := map[int][]uint64{} // pid -> write-locked inodes on the queue's file system
 	for _, l := range locks {
-		if l.write && l.pid > 0 && l.pid != t.pid && l.major == q.major && l.minor == q.minor {
+		if l.write && l.pid > 0 && l.pid != t.pid && l.major == q.major && l.minor == q.minor && !slices.Contains(inodes[l.pid], l.ino) {
 			inodes[l.pid] = append(inodes[l.pid], l.ino)
 		}
 	}
@@ -223,8 +233,36 @@ func (t *Ticket) scan(locks []procLock) []Waiting {
 			out = append(out, w)
 		}
 	}
+	for k, w := range t.known {
+		if _, ok := known[k]; !ok && t.missed(w) {
+			known[k] = w
+			out = append(out, w)
+		}
+	}
 	t.known = known
 	return out
+}
+
+// missed reports whether w, a ticket the last look verified that this
+// one's read of /proc/locks did not list, is ahead of this waiter and
+// still its waiter's: the file it was, named after a live process (its
+// uid, pid and start time), and locked (the kernel refuses a shared lock
+// on it). A ticket that left is gone from the queue or unlocked.
+func (t *Ticket) missed(w Waiting) bool {
+	if t.seen == nil || !t.older(w) {
+		return false
+	}
+	if _, ok := t.ticketOf(w.PID, []uint64{w.ino}); !ok {
+		return false
+	}
+	fd, err := unix.Openat(t.qfd, w.file, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd) // and so the probe's lock
+	var st unix.Stat_t
+	free, err := flockNB(fd, unix.LOCK_SH)
+	return err == nil && !free && unix.Fstat(fd, &st) == nil && st.Ino == w.ino
 }
 
 // queueID is the queue directory qst as /proc/locks names it: its files
@@ -246,21 +284,24 @@ func (t *Ticket) unread(pid int, inos []uint64) (w Waiting, ok, read bool) {
 	if t.seen == nil {
 		return Waiting{}, false, true
 	}
-	me := Waiting{PID: t.pid, Since: t.since}
 	for _, ino := range inos {
-		k := ticketKey{pid, ino}
-		if w, found := t.known[k]; found {
-			dated := w
-			if at := t.seen[k]; at.After(dated.Since) {
-				dated.Since = at
-			}
-			if dated.before(me) {
+		if w, found := t.known[ticketKey{pid, ino}]; found {
+			if t.older(w) {
 				return Waiting{}, false, true
 			}
 			return w, true, false
 		}
 	}
 	return Waiting{}, false, false
+}
+
+// older reports whether the ticket w, dated as this waiter saw it lock
+// (see aged), is ahead of this one.
+func (t *Ticket) older(w Waiting) bool {
+	if at := t.seen[w.key()]; at.After(w.Since) {
+		w.Since = at
+	}
+	return w.before(Waiting{PID: t.pid, Since: t.since})
 }
 
 // recall finds pid's ticket among those the last look verified, still
