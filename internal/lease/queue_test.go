@@ -11,15 +11,20 @@ var t0 = time.Date(2026, 12, 2, 1, 0, 0, 0, time.UTC)
 
 func at(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
 
+// tickets is n tickets of one user for need devices each, joined at 0 s.
+func tickets(n, need int) []Waiting {
+	var out []Waiting
+	for i := range n {
+		out = append(out, Waiting{PID: 100 + i, UID: 1, Need: need, Since: at(0)})
+	}
+	return out
+}
+
 // TestTurnPatienceIsPerWaiter: behind 10 tickets that let 8 free devices
 // go by, a waiter defers for one patience in all, not one per ticket
 // (issue 26: 10 fake tickets delayed a victim 32 s).
 func TestTurnPatienceIsPerWaiter(t *testing.T) {
-	r := rule{patience: 3 * time.Second, backfill: time.Hour}
-	var ahead []Waiting
-	for i := range 10 {
-		ahead = append(ahead, Waiting{PID: 100 + i, UID: 1, Need: 1, Since: at(0)})
-	}
+	r, ahead := rule{patience: 3 * time.Second, backfill: time.Hour}, tickets(10, 1)
 	var c clock
 	waited := -1.0
 	for s := 0.0; s <= 40; s += 0.2 {
@@ -322,11 +327,7 @@ func TestQueueProperty(t *testing.T) {
 // the 31st job spent 3 s and started before the 30th). A fake that
 // leaves once it was deferred to costs the waiter one look's gap, once.
 func TestTurnDepartedHeadsCostNoPatience(t *testing.T) {
-	r := rule{patience: 3 * time.Second, backfill: time.Hour}
-	var ahead []Waiting
-	for i := range 40 {
-		ahead = append(ahead, Waiting{PID: 100 + i, UID: 1, Need: 8, Since: at(0)})
-	}
+	r, ahead := rule{patience: 3 * time.Second, backfill: time.Hour}, tickets(40, 8)
 	var c clock
 	for i := range ahead {
 		if ok, by := r.turn(ahead[i:], 8, at(1+0.15*float64(i)), &c); ok || by.PID != ahead[i].PID {
