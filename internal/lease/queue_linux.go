@@ -252,17 +252,17 @@ func (t *Ticket) missed(w Waiting) bool {
 	if t.seen == nil || !t.older(w) {
 		return false
 	}
-	if _, ok := t.ticketOf(w.PID, []uint64{w.ino}); !ok {
-		return false
-	}
 	fd, err := unix.Openat(t.qfd, w.file, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
 	if err != nil {
-		return false
+		return false // gone: it left the queue
 	}
 	defer unix.Close(fd) // and so the probe's lock
 	var st unix.Stat_t
-	free, err := flockNB(fd, unix.LOCK_SH)
-	return err == nil && !free && unix.Fstat(fd, &st) == nil && st.Ino == w.ino
+	if free, err := flockNB(fd, unix.LOCK_SH); err != nil || free || unix.Fstat(fd, &st) != nil || st.Ino != w.ino {
+		return false
+	}
+	_, ok := t.ticketOf(w.PID, []uint64{w.ino})
+	return ok
 }
 
 // queueID is the queue directory qst as /proc/locks names it: its files
