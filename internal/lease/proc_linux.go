@@ -47,11 +47,12 @@ func statID(st *unix.Stat_t) fileID {
 // flock this process takes on the directory itself (amdrun locks no
 // directory, so it conflicts with nothing) shows in /proc/locks under
 // this process's pid and the directory's inode number. Files are then
-// matched by that device and their inode number. On btrfs this cannot
-// tell a lease file from a file of another subvolume of the same file
-// system with the same inode number: a lock on that one could make a
-// device look held to a waiter's look (its try under the node lock
-// probes the lease file itself) or name the wrong holder.
+// matched by that device and their inode number. That cannot tell a
+// lease file from a file with its inode number in another subvolume of
+// the btrfs, or another layer of the overlay: a lock on that one makes
+// the device look held to a waiter's look for as long as it lasts (its
+// try under the node lock probes the lease file itself), or names the
+// wrong holder.
 
 // id is the file st, found in the directory open as dirfd, as /proc/locks
 // names it: by the device learnt for the directory, or stat's when that
