@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -158,6 +159,57 @@ func mountAt(t *testing.T, target string, args ...string) {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
-		t.Errorf("umount %s: %v: %s", target, err, out)
+		exec.Command("umount", "--lazy", target).Run()
+		t.Errorf("umount %s: %v: %s (detached lazily)", target, err, out)
 	})
+}
+
+// TestWaitPastAnInodeTwinOnBtrfs: /proc/locks cannot tell a lease file
+// from a file with its inode number in another subvolume of the same
+// btrfs, so a lock on that one makes a waiter's look count the device
+// held. A --wait job whose turn it is tries anyway once nothing has woken
+// it for 5 s (before, it waited out its 30 s on a free node).
+func TestWaitPastAnInodeTwinOnBtrfs(t *testing.T) {
+	s := newShared(t)
+	sub := mountKind(t, "btrfs-subvolume")
+	dir := filepath.Join(sub, "amdrun")
+	s.rootPrepared(dir)
+	other := filepath.Join(filepath.Dir(sub), "other")
+	if out, err := exec.Command("btrfs", "subvolume", "create", other).CombinedOutput(); err != nil {
+		t.Fatalf("btrfs subvolume create: %v\n%s", err, out)
+	}
+	var lease syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(dir, "gpu0.lock"), &lease); err != nil {
+		t.Fatal(err)
+	}
+	var twin string
+	for i := 0; twin == "" && i < 10000; i++ {
+		f := filepath.Join(other, fmt.Sprintf("f%d", i))
+		var st syscall.Stat_t
+		if err := os.WriteFile(f, nil, 0o644); err != nil || syscall.Stat(f, &st) != nil {
+			t.Fatal(err)
+		}
+		if st.Ino == lease.Ino {
+			twin = f
+		} else if st.Ino > lease.Ino {
+			t.Skipf("inode numbers in the new subvolume passed %d (at %d) without it", lease.Ino, st.Ino)
+		}
+	}
+	f, err := os.Open(twin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	// Root's job holds the devices for 2 s: the --wait job queues, and
+	// then waits with all 8 free.
+	holder, holderErr := s.start(nil, s.envFor(dir), "--ngpus", "8", "--no-python", "/bin/sleep", "2")
+	s.waitLeased(dir, 8, holder, holderErr)
+	r, took := s.run(nil, s.envFor(dir), 40*time.Second, "--wait=30s", "--ngpus", "8", "--no-python", "/bin/true")
+	if r.code != 0 {
+		t.Fatalf("--wait job with an inode twin of gpu0.lock locked: exit %d after %v\n%s", r.code, took, r.stderr)
+	}
+	t.Logf("started and ended after %v", took.Round(time.Millisecond))
 }

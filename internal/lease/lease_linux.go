@@ -506,7 +506,7 @@ func (d *Dir) Claim(ctx context.Context, all []string, need int, choose Chooser,
 	for {
 		try, soon := true, true
 		if t != nil {
-			if try, soon, err = t.mayTry(all); err != nil {
+			if try, soon, err = t.mayTry(all, w.idled()); err != nil {
 				return nil, err
 			}
 		}

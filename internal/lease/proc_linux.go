@@ -50,9 +50,8 @@ func statID(st *unix.Stat_t) fileID {
 // matched by that device and their inode number. That cannot tell a
 // lease file from a file with its inode number in another subvolume of
 // the btrfs, or another layer of the overlay: a lock on that one makes
-// the device look held to a waiter's look for as long as it lasts (its
-// try under the node lock probes the lease file itself), or names the
-// wrong holder.
+// the device look held to a waiter's look (see mayTry's idle), or names
+// the wrong holder.
 
 // id is the file st, found in the directory open as dirfd, as /proc/locks
 // names it: by the device learnt for the directory, or stat's when that

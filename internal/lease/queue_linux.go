@@ -506,12 +506,15 @@ func (t *Ticket) refund(ahead []Waiting, leasing map[int]bool) {
 // defers to a ticket that could start on the free devices); otherwise it
 // sleeps until a lease or a ticket goes (wake). A lease file being
 // probed counts as held here: at worst a try waits for the next event.
-func (t *Ticket) mayTry(all []string) (try, soon bool, err error) {
+// With idle set (nothing woke the waiter for idleLook) a waiter whose
+// turn it is tries whatever the count: a lock /proc/locks cannot tell
+// from a lease file's (see lockNames) costs it idleLook, not the wait.
+func (t *Ticket) mayTry(all []string, idle bool) (try, soon bool, err error) {
 	locks := readProcLocks()
 	free, leasing := t.dir.unlocked(all, locks)
 	first, err := t.look(locks, free, leasing)
 	by := t.HeldBy()
-	try = first && free >= t.need
+	try = first && (free >= t.need || idle)
 	return try, try || by != nil && by.Need <= free, err
 }
 
