@@ -37,21 +37,15 @@ func statID(st *unix.Stat_t) fileID {
 	return fileID{uint64(unix.Major(st.Dev)), uint64(unix.Minor(st.Dev)), st.Ino}
 }
 
-// The device /proc/locks prints is the file system's (its superblock's),
-// and stat does not always give it: each btrfs subvolume has a device
-// number of its own (/proc/locks said 00:28, stat 0:42), and on an
-// overlay whose layers are on several file systems a file's stat names a
-// device of its layer (issue 36.5: ps showed an empty queue with two
-// waiters, and named every holder "a process this node does not show").
-// So the device of a directory's files is learnt from the kernel: a shared
-// flock this process takes on the directory itself (amdrun locks no
-// directory, so it conflicts with nothing) shows in /proc/locks under
-// this process's pid and the directory's inode number. Files are then
-// matched by that device and their inode number. That cannot tell a
-// lease file from a file with its inode number in another subvolume of
-// the btrfs, or another layer of the overlay: a lock on that one makes
-// the device look held to a waiter's look (see mayTry's idle), or names
-// the wrong holder.
+// /proc/locks prints the file system's device, which stat does not
+// always give: a btrfs subvolume has its own (00:28 against 0:42), and so
+// do an overlay's files whose layers are on several file systems (issue
+// 36.5: ps showed no waiter and no holder). So it is learnt per directory
+// from a shared flock taken on the directory itself (amdrun locks none),
+// found under this pid and the directory's inode number in /proc/locks.
+// A file with a lease file's inode number in another subvolume or layer
+// is then taken for it: its lock makes the device look held to a look
+// (see mayTry's idle), or names the wrong holder.
 
 // id is the file st, found in the directory open as dirfd, as /proc/locks
 // names it: by the device learnt for the directory, or stat's when that

@@ -133,14 +133,10 @@ type clock struct {
 	// its length, or it would pass over the waiter ahead before that one
 	// could take the devices); 0: no cap.
 	step time.Duration
-	// by is the ticket the last look that deferred deferred to (set: one
-	// did). When it has left the queue since, the gap before the next
-	// such look is not counted: that ticket took the devices or gave up,
-	// and a ticket leaves once. Without it a waiter deep in a queue of
-	// short jobs looked while each head took the free devices, and by
-	// its next look that job had ended, so nothing was given back
-	// (refund): in TestQueueAtScale the 31st spent 3 s, its patience,
-	// and started ahead of the 30th.
+	// by is the ticket last deferred to (if set): when it has left the
+	// queue since (took the devices or gave up: once), the gap before the
+	// next look is not counted. A waiter deep in a queue of short jobs saw
+	// each head that way (TestQueueAtScale: the 31st spent its 3 s).
 	by  ticketKey
 	set bool
 }

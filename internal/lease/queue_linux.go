@@ -194,13 +194,10 @@ func fileKindOr(mode uint32) string {
 // is new, dated at this look, so behind it too (see aged). A look then
 // costs one fstatat per ticket ahead, however many wait behind (issue
 // 36.7: every waiter read /proc and a file for every ticket).
-//
-// The kernel lists /proc/locks a page (4 KiB) per read, each page as the
-// locks are at that moment: a lock is missed when locks listed before it
-// are let go between two pages (TestQueueAtScale: 37 of 128 waiters lost
-// a live ticket ahead of them so, and then took themselves for ahead of
-// it). So a first look reads /proc/locks twice, and a ticket known ahead
-// that a read misses is kept while its waiter still holds it (missed).
+// /proc/locks comes a page per read, each as the locks are then, so a
+// read can miss a lock (37 of 128 waiters in TestQueueAtScale lost a
+// ticket ahead so): a first look reads it twice, and a known ticket a
+// read misses is kept while its waiter holds it (missed).
 func (t *Ticket) scan(locks []procLock) []Waiting {
 	var qst unix.Stat_t
 	if unix.Fstat(t.qfd, &qst) != nil {
@@ -243,11 +240,9 @@ func (t *Ticket) scan(locks []procLock) []Waiting {
 	return out
 }
 
-// missed reports whether w, a ticket the last look verified that this
-// one's read of /proc/locks did not list, is ahead of this waiter and
-// still its waiter's: the file it was, named after a live process (its
-// uid, pid and start time), and locked (the kernel refuses a shared lock
-// on it). A ticket that left is gone from the queue or unlocked.
+// missed reports whether w, a ticket this look's read did not list, is
+// ahead of this waiter and still its waiter's: the file it was, locked
+// (the kernel refuses a shared lock), named after a live process.
 func (t *Ticket) missed(w Waiting) bool {
 	if t.seen == nil || !t.older(w) {
 		return false
