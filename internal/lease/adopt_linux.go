@@ -187,7 +187,7 @@ func lockEntry(dfd int, path, n string, limit int64) (e lockedEntry, why string,
 	if err != nil || !got {
 		unix.Close(fd)
 		if err == nil {
-			err = &heldError{fmt.Sprintf("lease: %s is locked by %s, a job that runs or waits there; lease init changes nothing there: run it again once the job ends (amdrun ps lists the jobs)", full, lockHolder(readProcLocks(), &e.st))}
+			err = &heldError{fmt.Sprintf("lease: %s is locked by %s, a job that runs or waits there; lease init changes nothing there: run it again once the job ends (amdrun ps lists the jobs)", full, lockHolder(readProcLocks(), new(lockNames).id(dfd, &e.st)))}
 		}
 		return e, "", err
 	}

@@ -195,6 +195,8 @@ type Dir struct {
 	degraded string
 	warn     func(string, ...any)
 
+	names lockNames // its files as /proc/locks names them
+
 	mu     sync.Mutex
 	warned map[string]bool
 }
@@ -275,7 +277,20 @@ type Ticket struct {
 	// charged is the patience spent deferring to each ticket ahead, given
 	// back when that ticket starts (refund).
 	charged map[ticketKey]time.Duration
-	front   bool // see leases
+	front   bool      // see leases
+	names   lockNames // the queue's files as /proc/locks names them, when not its Dir's
+}
+
+// fileID is a file as /proc/locks names it: the device number the kernel
+// prints for its file system, and its inode number.
+type fileID struct{ major, minor, ino uint64 }
+
+// lockNames names the files of one directory as /proc/locks does; the
+// device is learnt at the first call.
+type lockNames struct {
+	once sync.Once
+	dev  fileID // ino unset
+	ok   bool
 }
 
 // ticketKey names one ticket: its waiter and its file.

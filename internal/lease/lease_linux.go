@@ -266,8 +266,11 @@ func (d *Dir) holderOf(name string) Holder {
 		return Holder{UID: -1}
 	}
 	unix.Close(fd)
-	return lockHolder(readProcLocks(), &st)
+	return lockHolder(readProcLocks(), d.id(&st))
 }
+
+// id is the file st of the directory as /proc/locks names it.
+func (d *Dir) id(st *unix.Stat_t) fileID { return d.names.id(d.fd, st) }
 
 // fault records that key's lease file cannot be used: one warning per
 // path, and the State that makes the device unavailable.
@@ -339,16 +342,17 @@ func (d *Dir) Held(keys []string) (map[string]State, error) {
 		locks := readProcLocks()
 		byPID := map[int]Holder{} // one job holds many devices: read /proc once
 		for _, b := range busy {
-			pid := lockPID(locks, &b.st)
+			id := d.id(&b.st)
+			pid := lockPID(locks, id)
 			h, ok := byPID[pid]
 			if ok && h.Locker != 0 && h.PID > 0 {
 				// Another process was found holding what pid took: most
 				// likely it holds this one too; the kernel says.
 				budget := maxFdinfo
-				ok, _ = holds(h.PID, &b.st, &budget)
+				ok, _ = holds(h.PID, id, &budget)
 			}
 			if !ok {
-				h = resolveHolder(pid, &b.st)
+				h = resolveHolder(pid, id)
 				byPID[pid] = h
 			}
 			held[b.key] = State{Holder: h}
@@ -502,7 +506,7 @@ func (d *Dir) Claim(ctx context.Context, all []string, need int, choose Chooser,
 	for {
 		try, soon := true, true
 		if t != nil {
-			if try, soon, err = t.mayTry(all); err != nil {
+			if try, soon, err = t.mayTry(all, w.idled()); err != nil {
 				return nil, err
 			}
 		}

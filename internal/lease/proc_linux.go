@@ -26,14 +26,67 @@ import (
 
 // procLock is one granted flock of /proc/locks.
 type procLock struct {
-	pid               int
-	write             bool
-	major, minor, ino uint64
+	pid   int
+	write bool
+	fileID
 }
 
-// on reports whether l is a lock on the file st.
-func (l procLock) on(st *unix.Stat_t) bool {
-	return l.ino == st.Ino && l.major == uint64(unix.Major(st.Dev)) && l.minor == uint64(unix.Minor(st.Dev))
+// statID is the file st named by the device stat gives, which is the one
+// /proc/locks prints on most file systems.
+func statID(st *unix.Stat_t) fileID {
+	return fileID{uint64(unix.Major(st.Dev)), uint64(unix.Minor(st.Dev)), st.Ino}
+}
+
+// /proc/locks prints the file system's device, which stat does not
+// always give: a btrfs subvolume has its own (00:28 against 0:42), and so
+// do an overlay's files whose layers are on several file systems (issue
+// 36.5: ps showed no waiter and no holder). So it is learnt per directory
+// from a shared flock taken on the directory itself (amdrun locks none),
+// found under this pid and the directory's inode number in /proc/locks.
+// A file with a lease file's inode number in another subvolume or layer
+// is then taken for it: its lock makes the device look held to a look
+// (see mayTry's idle), or names the wrong holder.
+
+// id is the file st, found in the directory open as dirfd, as /proc/locks
+// names it: by the device learnt for the directory, or stat's when that
+// could not be learnt.
+func (n *lockNames) id(dirfd int, st *unix.Stat_t) fileID {
+	n.once.Do(func() { n.dev, n.ok = lockDev(dirfd) })
+	if !n.ok {
+		return statID(st)
+	}
+	return fileID{n.dev.major, n.dev.minor, st.Ino}
+}
+
+// lockDev is the device /proc/locks prints for the directory open as
+// dirfd (see lockNames).
+func lockDev(dirfd int) (fileID, bool) {
+	fd, err := unix.Openat(dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fileID{}, false
+	}
+	defer unix.Close(fd) // and so the lock
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil {
+		return fileID{}, false
+	}
+	if got, err := flockNB(fd, unix.LOCK_SH); err != nil || !got {
+		return fileID{}, false
+	}
+	return ownLock(readProcLocks(), os.Getpid(), st.Ino)
+}
+
+// ownLock is the device of the shared lock pid holds on an inode numbered
+// ino; not ok unless exactly one device shows one.
+func ownLock(locks []procLock, pid int, ino uint64) (fileID, bool) {
+	var dev fileID
+	n := 0
+	for _, l := range locks {
+		if l.pid == pid && !l.write && l.ino == ino && (n == 0 || l.major != dev.major || l.minor != dev.minor) {
+			dev, n = fileID{major: l.major, minor: l.minor}, n+1
+		}
+	}
+	return dev, n == 1
 }
 
 // maxProcFile bounds what is read of one /proc file; a command line can
@@ -82,18 +135,18 @@ func parseProcLocks(b []byte) []procLock {
 		if err1 != nil || err2 != nil || err3 != nil {
 			continue
 		}
-		out = append(out, procLock{pid: pid, write: f[3] == "WRITE", major: maj, minor: mnr, ino: ino})
+		out = append(out, procLock{pid: pid, write: f[3] == "WRITE", fileID: fileID{maj, mnr, ino}})
 	}
 	return out
 }
 
-// lockPID is the pid holding a flock on the file st, preferring an
+// lockPID is the pid holding a flock on the file id, preferring an
 // exclusive lock (a lease) over a shared one; 0 when none is listed or
 // the holder is outside this pid namespace.
-func lockPID(locks []procLock, st *unix.Stat_t) int {
+func lockPID(locks []procLock, id fileID) int {
 	pid := 0
 	for _, l := range locks {
-		if l.on(st) {
+		if l.fileID == id {
 			if l.write {
 				return l.pid
 			}
@@ -105,8 +158,8 @@ func lockPID(locks []procLock, st *unix.Stat_t) int {
 	return pid
 }
 
-func lockHolder(locks []procLock, st *unix.Stat_t) Holder {
-	return resolveHolder(lockPID(locks, st), st)
+func lockHolder(locks []procLock, id fileID) Holder {
+	return resolveHolder(lockPID(locks, id), id)
 }
 
 // The pid /proc/locks gives is the process that took the lock, not the
@@ -122,15 +175,15 @@ func lockHolder(locks []procLock, st *unix.Stat_t) Holder {
 // its own processes, root for all.
 
 // lockLine reports whether an fdinfo text holds a lock line for the file
-// st (FLOCK, granted).
-func lockLine(fdinfo []byte, st *unix.Stat_t) bool {
+// id (FLOCK, granted).
+func lockLine(fdinfo []byte, id fileID) bool {
 	for _, line := range strings.Split(string(fdinfo), "\n") {
 		rest, ok := strings.CutPrefix(line, "lock:")
 		if !ok {
 			continue
 		}
 		for _, l := range parseProcLocks([]byte(strings.TrimSpace(rest))) {
-			if l.on(st) {
+			if l.fileID == id {
 				return true
 			}
 		}
@@ -139,9 +192,9 @@ func lockLine(fdinfo []byte, st *unix.Stat_t) bool {
 }
 
 // holds reports whether process pid has a descriptor whose open file
-// holds the lock on st; readable is false when /proc does not let this
+// holds the lock on id; readable is false when /proc does not let this
 // process look (another user's process, or gone).
-func holds(pid int, st *unix.Stat_t, budget *int) (held, readable bool) {
+func holds(pid int, id fileID, budget *int) (held, readable bool) {
 	dir := "/proc/" + strconv.Itoa(pid) + "/fdinfo"
 	f, err := os.Open(dir)
 	if err != nil {
@@ -157,7 +210,7 @@ func holds(pid int, st *unix.Stat_t, budget *int) (held, readable bool) {
 			return false, true
 		}
 		b, err := readProcFile(dir+"/"+fd, 64<<10)
-		if err == nil && lockLine(b, st) {
+		if err == nil && lockLine(b, id) {
 			return true, true
 		}
 	}
@@ -167,23 +220,23 @@ func holds(pid int, st *unix.Stat_t, budget *int) (held, readable bool) {
 // maxFdinfo bounds the descriptors one look for a lock's holders reads.
 const maxFdinfo = 200000
 
-// resolveHolder says who holds the lock on st, which /proc/locks says
+// resolveHolder says who holds the lock on id, which /proc/locks says
 // locker took: the locker when it still holds it; else a process that
 // does (every process whose descriptors this process may read is
 // searched), with Locker set and Outside when it does not run amdrun;
 // else the locker, marked Gone when it exited, or Unverified when /proc
 // does not let this process check it. A pid the locker's number was
 // given to again is never named: the kernel says it holds nothing.
-func resolveHolder(locker int, st *unix.Stat_t) Holder {
+func resolveHolder(locker int, id fileID) Holder {
 	if locker <= 0 {
 		return Holder{PID: locker, UID: -1}
 	}
 	budget := maxFdinfo
-	held, readable := holds(locker, st, &budget)
+	held, readable := holds(locker, id, &budget)
 	if held {
 		return procHolder(locker)
 	}
-	if h, ok := searchHolder(st, locker, &budget); ok {
+	if h, ok := searchHolder(id, locker, &budget); ok {
 		return h
 	}
 	h := procHolder(locker)
@@ -199,8 +252,8 @@ func resolveHolder(locker int, st *unix.Stat_t) Holder {
 	return h
 }
 
-// searchHolder looks through /proc for a process holding the lock on st.
-func searchHolder(st *unix.Stat_t, locker int, budget *int) (Holder, bool) {
+// searchHolder looks through /proc for a process holding the lock on id.
+func searchHolder(id fileID, locker int, budget *int) (Holder, bool) {
 	f, err := os.Open("/proc")
 	if err != nil {
 		return Holder{}, false
@@ -221,7 +274,7 @@ func searchHolder(st *unix.Stat_t, locker int, budget *int) (Holder, bool) {
 		if *budget <= 0 {
 			break
 		}
-		if held, _ := holds(pid, st, budget); held {
+		if held, _ := holds(pid, id, budget); held {
 			h := procHolder(pid)
 			h.Locker = locker
 			h.Outside = !isAmdrun(pid)

@@ -20,23 +20,20 @@ func TestParseProcLocks(t *testing.T) {
 `)
 	got := parseProcLocks(b)
 	want := []procLock{
-		{pid: 8705, write: true, major: 0xfe, minor: 0, ino: 9978714},
-		{pid: 77, write: false, major: 0, minor: 0x1a, ino: 42},
+		{pid: 8705, write: true, fileID: fileID{0xfe, 0, 9978714}},
+		{pid: 77, write: false, fileID: fileID{0, 0x1a, 42}},
 	}
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 		t.Fatalf("parseProcLocks = %+v, want %+v", got, want)
 	}
-	st := unix.Stat_t{Dev: unix.Mkdev(0xfe, 0), Ino: 9978714}
-	if pid := lockPID(got, &st); pid != 8705 {
+	if pid := lockPID(got, fileID{0xfe, 0, 9978714}); pid != 8705 {
 		t.Errorf("lockPID = %d, want 8705 (the granted flock, not the waiter nor the fcntl lock)", pid)
 	}
 	// A shared lock counts when no exclusive one is listed.
-	st = unix.Stat_t{Dev: unix.Mkdev(0, 0x1a), Ino: 42}
-	if pid := lockPID(append([]procLock{{pid: 5, major: 0, minor: 0x1a, ino: 42}}, got...), &st); pid != 5 {
+	if pid := lockPID(append([]procLock{{pid: 5, fileID: fileID{0, 0x1a, 42}}}, got...), fileID{0, 0x1a, 42}); pid != 5 {
 		t.Errorf("lockPID = %d, want the first shared holder", pid)
 	}
-	st.Ino = 43
-	if pid := lockPID(got, &st); pid != 0 {
+	if pid := lockPID(got, fileID{0, 0x1a, 43}); pid != 0 {
 		t.Errorf("lockPID of an unlocked file = %d", pid)
 	}
 }
@@ -84,21 +81,21 @@ func TestProcHolderSelf(t *testing.T) {
 const fdinfoCapture = "pos:\t0\nflags:\t0100000\nmnt_id:\t27\nino:\t9977906\nlock:\t1: FLOCK  ADVISORY  WRITE 1001 fe:00:9977906 0 EOF\n"
 
 func TestLockLine(t *testing.T) {
-	st := unix.Stat_t{Dev: unix.Mkdev(0xfe, 0), Ino: 9977906}
-	if !lockLine([]byte(fdinfoCapture), &st) {
+	st := fileID{0xfe, 0, 9977906}
+	if !lockLine([]byte(fdinfoCapture), st) {
 		t.Error("the captured fdinfo's lock line not found")
 	}
 	other := st
-	other.Ino++
-	if lockLine([]byte(fdinfoCapture), &other) {
+	other.ino++
+	if lockLine([]byte(fdinfoCapture), other) {
 		t.Error("a lock line for another inode matched")
 	}
 	noLock := strings.SplitN(fdinfoCapture, "lock:", 2)[0]
-	if lockLine([]byte(noLock), &st) {
+	if lockLine([]byte(noLock), st) {
 		t.Error("matched an fdinfo without a lock line")
 	}
 	posix := strings.Replace(fdinfoCapture, "FLOCK ", "POSIX ", 1)
-	if lockLine([]byte(posix), &st) {
+	if lockLine([]byte(posix), st) {
 		t.Error("an fcntl lock counted as the lease's flock")
 	}
 }
@@ -134,8 +131,7 @@ func FuzzProcFiles(f *testing.F) {
 				t.Errorf("device number out of range: %+v", l)
 			}
 		}
-		st := unix.Stat_t{Dev: unix.Mkdev(0xfe, 0), Ino: 9977906}
-		_ = lockLine(b, &st)
+		_ = lockLine(b, fileID{0xfe, 0, 9977906})
 		if uid, ok := statusEUID(b); ok && uid < 0 {
 			t.Errorf("negative uid %d", uid)
 		}
@@ -147,4 +143,58 @@ func FuzzProcFiles(f *testing.F) {
 			t.Errorf("need %d accepted", need)
 		}
 	})
+}
+
+// TestLockDevOnBtrfs: on a btrfs subvolume stat gives a device (0:42)
+// that /proc/locks never prints (it prints the file system's, 00:28), so
+// a lease file is found by the device learnt from this process's own
+// shared lock on the directory (inode 256). Lines 1 and 2 are as
+// /proc/locks showed them on the development VM (Linux 6.18, a
+// subvolume of a btrfs on a loop file; pids renumbered), 3 and 4 are
+// another process's shared lock and this one's write lock on another
+// file system's inode 256.
+func TestLockDevOnBtrfs(t *testing.T) {
+	locks := parseProcLocks([]byte(`1: FLOCK  ADVISORY  READ  100 00:28:256 0 EOF
+2: FLOCK  ADVISORY  WRITE 200 00:28:258 0 EOF
+3: FLOCK  ADVISORY  READ  300 00:28:256 0 EOF
+4: FLOCK  ADVISORY  WRITE 100 fe:00:256 0 EOF
+`))
+	leaseFile := unix.Stat_t{Dev: unix.Mkdev(0, 42), Ino: 258}
+	if pid := lockPID(locks, statID(&leaseFile)); pid != 0 {
+		t.Fatalf("stat's device matched /proc/locks (pid %d): the capture no longer shows the case", pid)
+	}
+	dev, ok := ownLock(locks, 100, 256)
+	if !ok || dev != (fileID{0, 0x28, 0}) {
+		t.Fatalf("ownLock = %+v, %v; want device 00:28 (this process's shared lock, not its write lock nor pid 300's)", dev, ok)
+	}
+	n := lockNames{dev: dev, ok: true}
+	n.once.Do(func() {})
+	if pid := lockPID(locks, n.id(-1, &leaseFile)); pid != 200 {
+		t.Errorf("lockPID by the learnt device = %d, want 200", pid)
+	}
+	// Shared locks of this process on two devices' inode 256: nothing
+	// learnt, stat's device is used.
+	two := append(locks, procLock{pid: 100, fileID: fileID{0, 0x29, 256}})
+	if _, ok := ownLock(two, 100, 256); ok {
+		t.Error("ownLock chose between two devices")
+	}
+	if _, ok := ownLock(locks, 200, 258); ok {
+		t.Error("ownLock took a write lock for the directory's")
+	}
+}
+
+// TestLockNamesHere: on this test's own file system the device learnt
+// from the kernel is stat's (ext4, tmpfs), and the lock it took is gone.
+func TestLockNamesHere(t *testing.T) {
+	d, _ := openTemp(t)
+	var st unix.Stat_t
+	if err := unix.Fstat(d.fd, &st); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.id(&st); !d.names.ok || got != statID(&st) {
+		t.Errorf("learnt %+v (ok %v), stat says %+v", got, d.names.ok, statID(&st))
+	}
+	if _, ok := ownLock(readProcLocks(), os.Getpid(), st.Ino); ok {
+		t.Error("the shared lock on the directory outlived the look")
+	}
 }

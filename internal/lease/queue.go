@@ -78,6 +78,9 @@ func (w Waiting) String() string {
 	return fmt.Sprintf("%s (pid %d): %d device(s) since %s", printable.String(who, 32), w.PID, w.Need, w.Since.Format("15:04:05"))
 }
 
+// key names the ticket.
+func (w Waiting) key() ticketKey { return ticketKey{w.PID, w.ino} }
+
 // before orders tickets by arrival, then pid.
 func (w Waiting) before(o Waiting) bool {
 	if c := w.Since.Compare(o.Since); c != 0 {
@@ -130,6 +133,12 @@ type clock struct {
 	// its length, or it would pass over the waiter ahead before that one
 	// could take the devices); 0: no cap.
 	step time.Duration
+	// by is the ticket last deferred to (if set): when it has left the
+	// queue since (took the devices or gave up: once), the gap before the
+	// next look is not counted. A waiter deep in a queue of short jobs saw
+	// each head that way (TestQueueAtScale: the 31st spent its 3 s).
+	by  ticketKey
+	set bool
 }
 
 // turn applies the rule for one waiter: ahead are the counting tickets
@@ -139,6 +148,9 @@ type clock struct {
 func (r rule) turn(ahead []Waiting, free int, now time.Time, c *clock) (bool, *Waiting) {
 	prev := c.last
 	c.last = now
+	if c.set && !slices.ContainsFunc(ahead, func(w Waiting) bool { return w.key() == c.by }) {
+		prev = time.Time{} // the ticket it deferred to left (see clock.by)
+	}
 	for i := range ahead {
 		t := &ahead[i]
 		if t.Need > free {
@@ -159,6 +171,7 @@ func (r rule) turn(ahead []Waiting, free int, now time.Time, c *clock) (bool, *W
 		if c.spent >= r.patience {
 			continue
 		}
+		c.by, c.set = t.key(), true
 		return false, t
 	}
 	return true, nil

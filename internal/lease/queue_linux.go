@@ -194,14 +194,22 @@ func fileKindOr(mode uint32) string {
 // is new, dated at this look, so behind it too (see aged). A look then
 // costs one fstatat per ticket ahead, however many wait behind (issue
 // 36.7: every waiter read /proc and a file for every ticket).
+// /proc/locks comes a page per read, each as the locks are then, so a
+// read can miss a lock (37 of 128 waiters in TestQueueAtScale lost a
+// ticket ahead so): a first look reads it twice, and a known ticket a
+// read misses is kept while its waiter holds it (missed).
 func (t *Ticket) scan(locks []procLock) []Waiting {
 	var qst unix.Stat_t
 	if unix.Fstat(t.qfd, &qst) != nil {
 		return nil
 	}
+	if t.seen == nil {
+		locks = append(locks[:len(locks):len(locks)], readProcLocks()...)
+	}
+	q := t.queueID(&qst)
 	inodes := map[int][]uint64{} // pid -> write-locked inodes on the queue's file system
 	for _, l := range locks {
-		if l.write && l.pid > 0 && l.pid != t.pid && l.major == uint64(unix.Major(qst.Dev)) && l.minor == uint64(unix.Minor(qst.Dev)) {
+		if l.write && l.pid > 0 && l.pid != t.pid && l.major == q.major && l.minor == q.minor && !slices.Contains(inodes[l.pid], l.ino) {
 			inodes[l.pid] = append(inodes[l.pid], l.ino)
 		}
 	}
@@ -212,9 +220,9 @@ func (t *Ticket) scan(locks []procLock) []Waiting {
 		w, ok, read := t.unread(pid, inos)
 		if read {
 			t.stats.pids++
-			w, ok = t.recall(pid, inos, qst.Dev)
+			w, ok = t.recall(pid, inos)
 			if !ok && t.seen == nil {
-				w, ok = t.ticketOf(pid, inos, qst.Dev)
+				w, ok = t.ticketOf(pid, inos)
 			}
 		}
 		if ok {
@@ -222,8 +230,44 @@ func (t *Ticket) scan(locks []procLock) []Waiting {
 			out = append(out, w)
 		}
 	}
+	for k, w := range t.known {
+		if _, ok := known[k]; !ok && t.missed(w) {
+			known[k] = w
+			out = append(out, w)
+		}
+	}
 	t.known = known
 	return out
+}
+
+// missed reports whether w, a ticket this look's read did not list, is
+// ahead of this waiter and still its waiter's: the file it was, locked
+// (the kernel refuses a shared lock), named after a live process.
+func (t *Ticket) missed(w Waiting) bool {
+	if t.seen == nil || !t.older(w) {
+		return false
+	}
+	fd, err := unix.Openat(t.qfd, w.file, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	if err != nil {
+		return false // gone: it left the queue
+	}
+	defer unix.Close(fd) // and so the probe's lock
+	var st unix.Stat_t
+	if free, err := flockNB(fd, unix.LOCK_SH); err != nil || free || unix.Fstat(fd, &st) != nil || st.Ino != w.ino {
+		return false
+	}
+	_, ok := t.ticketOf(w.PID, []uint64{w.ino})
+	return ok
+}
+
+// queueID is the queue directory qst as /proc/locks names it: its files
+// are on its file system, which is the lease directory's unless a
+// subvolume or a mount is there.
+func (t *Ticket) queueID(qst *unix.Stat_t) fileID {
+	if qst.Dev == t.dir.dev {
+		return t.dir.id(qst)
+	}
+	return t.names.id(t.qfd, qst)
 }
 
 // unread says whether a look reads pid's ticket (read): always at a
@@ -235,15 +279,9 @@ func (t *Ticket) unread(pid int, inos []uint64) (w Waiting, ok, read bool) {
 	if t.seen == nil {
 		return Waiting{}, false, true
 	}
-	me := Waiting{PID: t.pid, Since: t.since}
 	for _, ino := range inos {
-		k := ticketKey{pid, ino}
-		if w, found := t.known[k]; found {
-			dated := w
-			if at := t.seen[k]; at.After(dated.Since) {
-				dated.Since = at
-			}
-			if dated.before(me) {
+		if w, found := t.known[ticketKey{pid, ino}]; found {
+			if t.older(w) {
 				return Waiting{}, false, true
 			}
 			return w, true, false
@@ -252,10 +290,21 @@ func (t *Ticket) unread(pid int, inos []uint64) (w Waiting, ok, read bool) {
 	return Waiting{}, false, false
 }
 
+// older reports whether the ticket w, dated as this waiter saw it lock
+// (see aged), is ahead of this one.
+func (t *Ticket) older(w Waiting) bool {
+	if at := t.seen[w.key()]; at.After(w.Since) {
+		w.Since = at
+	}
+	return w.before(Waiting{PID: t.pid, Since: t.since})
+}
+
 // recall finds pid's ticket among those the last look verified, still
 // locked (one of inos) and still the file it was: a live process's pid
-// and start time, and so the ticket's name and owner, do not change.
-func (t *Ticket) recall(pid int, inos []uint64, dev uint64) (Waiting, bool) {
+// and start time, and so the ticket's name and owner, do not change. A
+// regular file in the queue is on the queue's file system, whatever
+// device its stat gives (see lockNames): its inode number is compared.
+func (t *Ticket) recall(pid int, inos []uint64) (Waiting, bool) {
 	for _, ino := range inos {
 		w, ok := t.known[ticketKey{pid, ino}]
 		if !ok {
@@ -264,7 +313,7 @@ func (t *Ticket) recall(pid int, inos []uint64, dev uint64) (Waiting, bool) {
 		t.stats.lookups++
 		var st unix.Stat_t
 		if unix.Fstatat(t.qfd, w.file, &st, unix.AT_SYMLINK_NOFOLLOW) == nil &&
-			st.Mode&unix.S_IFMT == unix.S_IFREG && int(st.Uid) == w.UID && st.Nlink == 1 && st.Dev == dev && st.Ino == ino {
+			st.Mode&unix.S_IFMT == unix.S_IFREG && int(st.Uid) == w.UID && st.Nlink == 1 && st.Ino == ino {
 			return w, true
 		}
 	}
@@ -273,7 +322,7 @@ func (t *Ticket) recall(pid int, inos []uint64, dev uint64) (Waiting, bool) {
 
 // ticketOf looks up the ticket of process pid, which holds write locks
 // on inos: the one name its ticket would have.
-func (t *Ticket) ticketOf(pid int, inos []uint64, dev uint64) (Waiting, bool) {
+func (t *Ticket) ticketOf(pid int, inos []uint64) (Waiting, bool) {
 	dir := "/proc/" + strconv.Itoa(pid)
 	status, err := readProcFile(dir+"/status", 64<<10)
 	if err != nil {
@@ -292,7 +341,7 @@ func (t *Ticket) ticketOf(pid int, inos []uint64, dev uint64) (Waiting, bool) {
 		return Waiting{}, false
 	}
 	for _, ino := range inos {
-		if w, ok := t.ticketAt(ticketFile(uid, pid, start, ino), uid, ino, dev); ok {
+		if w, ok := t.ticketAt(ticketFile(uid, pid, start, ino), uid, ino); ok {
 			w.PID, w.UID, w.User = pid, uid, userName(uid)
 			return w, true
 		}
@@ -301,13 +350,13 @@ func (t *Ticket) ticketOf(pid int, inos []uint64, dev uint64) (Waiting, bool) {
 }
 
 // ticketAt reads the ticket name in the queue: a regular file of uid's
-// with one link, inode ino on dev, holding what amdrun writes for this
-// node.
-func (t *Ticket) ticketAt(name string, uid int, ino, dev uint64) (Waiting, bool) {
+// with one link, inode ino (see recall), holding what amdrun writes for
+// this node.
+func (t *Ticket) ticketAt(name string, uid int, ino uint64) (Waiting, bool) {
 	t.stats.lookups++
 	var st unix.Stat_t
 	if unix.Fstatat(t.qfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil ||
-		st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != uid || st.Nlink != 1 || st.Dev != dev || st.Ino != ino {
+		st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != uid || st.Nlink != 1 || st.Ino != ino {
 		return Waiting{}, false
 	}
 	fd, err := unix.Openat(t.qfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
@@ -337,7 +386,7 @@ func (t *Ticket) aged(found []Waiting) []Waiting {
 	now, first := t.now(), t.seen == nil
 	seen := make(map[ticketKey]time.Time, len(found))
 	for i, w := range found {
-		k := ticketKey{w.PID, w.ino}
+		k := w.key()
 		at, ok := t.seen[k]
 		if !ok {
 			at = w.Since
@@ -406,7 +455,7 @@ func (t *Ticket) look(locks []procLock, free int, leasing map[int]bool) (bool, e
 			if t.charged == nil {
 				t.charged = map[ticketKey]time.Duration{}
 			}
-			t.charged[ticketKey{w.PID, w.ino}] += d
+			t.charged[w.key()] += d
 		}
 	}
 	return ok, nil
@@ -429,7 +478,7 @@ func (t *Ticket) refund(ahead []Waiting, leasing map[int]bool) {
 	}
 	still := map[ticketKey]bool{}
 	for _, w := range ahead {
-		still[ticketKey{w.PID, w.ino}] = true
+		still[w.key()] = true
 	}
 	for k, c := range t.charged {
 		if still[k] {
@@ -452,12 +501,15 @@ func (t *Ticket) refund(ahead []Waiting, leasing map[int]bool) {
 // defers to a ticket that could start on the free devices); otherwise it
 // sleeps until a lease or a ticket goes (wake). A lease file being
 // probed counts as held here: at worst a try waits for the next event.
-func (t *Ticket) mayTry(all []string) (try, soon bool, err error) {
+// With idle set (nothing woke the waiter for idleLook) a waiter whose
+// turn it is tries whatever the count: a lock /proc/locks cannot tell
+// from a lease file's (see lockNames) costs it idleLook, not the wait.
+func (t *Ticket) mayTry(all []string, idle bool) (try, soon bool, err error) {
 	locks := readProcLocks()
 	free, leasing := t.dir.unlocked(all, locks)
 	first, err := t.look(locks, free, leasing)
 	by := t.HeldBy()
-	try = first && free >= t.need
+	try = first && (free >= t.need || idle)
 	return try, try || by != nil && by.Need <= free, err
 }
 
@@ -501,20 +553,20 @@ func (d *Dir) unlocked(keys []string, locks []procLock) (int, map[int]bool) {
 	for _, name := range names {
 		var st unix.Stat_t
 		err := unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
-		if err == unix.ENOENT && d.mayCreate() || err == nil && fileKind(st.Mode) == "" && !lockers(locks, &st, leasing) {
+		if err == unix.ENOENT && d.mayCreate() || err == nil && fileKind(st.Mode) == "" && !lockers(locks, d.id(&st), leasing) {
 			n++
 		}
 	}
 	return n, leasing
 }
 
-// lockers reports whether locks hold any lock on the file st, whoever's
+// lockers reports whether locks hold any lock on the file id, whoever's
 // (a process outside this PID namespace shows as pid 0), and adds their
 // pids to pids.
-func lockers(locks []procLock, st *unix.Stat_t, pids map[int]bool) bool {
+func lockers(locks []procLock, id fileID, pids map[int]bool) bool {
 	found := false
 	for _, l := range locks {
-		if l.on(st) {
+		if l.fileID == id {
 			pids[l.pid], found = true, true
 		}
 	}

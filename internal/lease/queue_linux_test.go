@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -518,8 +519,8 @@ func TestHolderNotARecycledPID(t *testing.T) {
 		t.Fatal(err)
 	}
 	unix.Close(fd)
-	recycled := []procLock{{pid: other.Process.Pid, write: true, major: uint64(unix.Major(st.Dev)), minor: uint64(unix.Minor(st.Dev)), ino: st.Ino}}
-	h := lockHolder(recycled, &st)
+	recycled := []procLock{{pid: other.Process.Pid, write: true, fileID: d.id(&st)}}
+	h := lockHolder(recycled, d.id(&st))
 	if h.PID != os.Getpid() || h.Locker != other.Process.Pid || strings.Contains(h.Command, "sleep") {
 		t.Errorf("holder %+v: want this process (pid %d), which holds the lock, not pid %d", h, os.Getpid(), other.Process.Pid)
 	}
@@ -576,7 +577,7 @@ func TestHolderRecycledPIDEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	unix.Close(fd)
-	if pid := lockPID(readProcLocks(), &st); pid != gone {
+	if pid := lockPID(readProcLocks(), d.id(&st)); pid != gone {
 		t.Fatalf("/proc/locks names pid %d, want %d (the exited locker)", pid, gone)
 	}
 	held, err := d.Held(keys)
@@ -671,5 +672,73 @@ func BenchmarkQueueLook(b *testing.B) {
 		}
 		tk.Done()
 		d.Close()
+	}
+}
+
+// TestQueueKeepsATicketAReadMissed: a read of /proc/locks can miss a lock
+// (the kernel lists it a page at a time, each as the locks are then). A
+// waiter that knew a ticket ahead of it and misses its lock in one read
+// keeps it while its waiter holds it (before, it was lost for good: the
+// waiter took itself for ahead of it, and in TestQueueAtScale a job
+// started before its neighbour), and drops it once it is let go; a
+// waiter's first look reads /proc/locks twice.
+func TestQueueKeepsATicketAReadMissed(t *testing.T) {
+	testutil.EndToEnd(t)
+	d, _ := openTemp(t)
+	var pids []int
+	var stops []io.WriteCloser
+	for range 2 {
+		cmd, stop := startHolder(t, "ticket", d.Path(), nil)
+		pids, stops = append(pids, cmd.Process.Pid), append(stops, stop)
+	}
+	tk, err := d.Enqueue(1, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tk.Done)
+	joinAfter(t, tk, pids[1])
+	aheadPIDs := func(locks []procLock) []int {
+		var out []int
+		for _, w := range tk.ahead(locks) {
+			out = append(out, w.PID)
+		}
+		return out
+	}
+	if got := aheadPIDs(readProcLocks()); !slices.Equal(got, pids) {
+		t.Fatalf("ahead %v, want %v", got, pids)
+	}
+	missing := func(pid int) []procLock {
+		var out []procLock
+		for _, l := range readProcLocks() {
+			if l.pid != pid {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	if got := aheadPIDs(missing(pids[0])); !slices.Equal(got, pids) {
+		t.Errorf("a read that missed the oldest ticket's lock: ahead %v, want %v", got, pids)
+	}
+	if got := aheadPIDs(readProcLocks()); !slices.Equal(got, pids) {
+		t.Errorf("the next read: ahead %v, want %v", got, pids)
+	}
+	// A first look reads /proc/locks again: what one read missed is found.
+	late, err := d.Enqueue(1, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(late.Done)
+	if got := late.ahead(missing(pids[0])); len(got) != 2 {
+		t.Errorf("a first look whose read missed the oldest ticket's lock: ahead %v, want the tickets of %v", got, pids)
+	}
+	stops[0].Close() // its waiter leaves
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		got := aheadPIDs(missing(pids[0]))
+		if slices.Equal(got, pids[1:]) {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("after the oldest left: ahead %v, want %v", got, pids[1:])
+		}
 	}
 }

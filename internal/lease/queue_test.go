@@ -11,15 +11,20 @@ var t0 = time.Date(2026, 12, 2, 1, 0, 0, 0, time.UTC)
 
 func at(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
 
+// tickets is n tickets of one user for need devices each, joined at 0 s.
+func tickets(n, need int) []Waiting {
+	var out []Waiting
+	for i := range n {
+		out = append(out, Waiting{PID: 100 + i, UID: 1, Need: need, Since: at(0)})
+	}
+	return out
+}
+
 // TestTurnPatienceIsPerWaiter: behind 10 tickets that let 8 free devices
 // go by, a waiter defers for one patience in all, not one per ticket
 // (issue 26: 10 fake tickets delayed a victim 32 s).
 func TestTurnPatienceIsPerWaiter(t *testing.T) {
-	r := rule{patience: 3 * time.Second, backfill: time.Hour}
-	var ahead []Waiting
-	for i := range 10 {
-		ahead = append(ahead, Waiting{PID: 100 + i, UID: 1, Need: 1, Since: at(0)})
-	}
+	r, ahead := rule{patience: 3 * time.Second, backfill: time.Hour}, tickets(10, 1)
 	var c clock
 	waited := -1.0
 	for s := 0.0; s <= 40; s += 0.2 {
@@ -310,5 +315,35 @@ func TestQueueProperty(t *testing.T) {
 				t.Errorf("seed %d: job %d (need %d, arrived %d) started at %d: starved (bound %d)", seed, j.id, j.need, j.arrive, j.start, bound)
 			}
 		}
+	}
+}
+
+// TestTurnDepartedHeadsCostNoPatience: deep in a queue of short jobs a
+// waiter looks (every 0.15 s here) while the head is about to take the
+// free devices, and by its next look that head's job has come and gone,
+// so no look sees it hold them (nothing is given back): it defers to each
+// new head, and keeps its patience however long the queue. Before, 20
+// such heads spent it and it went ahead of the 21st (TestQueueAtScale:
+// the 31st job spent 3 s and started before the 30th). A fake that
+// leaves once it was deferred to costs the waiter one look's gap, once.
+func TestTurnDepartedHeadsCostNoPatience(t *testing.T) {
+	r, ahead := rule{patience: 3 * time.Second, backfill: time.Hour}, tickets(40, 8)
+	var c clock
+	for i := range ahead {
+		if ok, by := r.turn(ahead[i:], 8, at(1+0.15*float64(i)), &c); ok || by.PID != ahead[i].PID {
+			t.Fatalf("look %d: went %v behind %v, want to defer to pid %d (spent %v)", i, ok, by, ahead[i].PID, c.spent)
+		}
+	}
+	// A head that stays is waited for one patience at most.
+	last := ahead[len(ahead)-1:]
+	went := -1.0
+	for s := 0.15; s < 10; s += 0.15 {
+		if ok, _ := r.turn(last, 8, at(1+0.15*39+s), &c); ok {
+			went = s
+			break
+		}
+	}
+	if went < 2.9 || went > 3.2 {
+		t.Errorf("behind a stalled head the waiter went after %.2f s, want its patience (3 s)", went)
 	}
 }

@@ -49,8 +49,14 @@ type wake struct {
 	// lock, so the look after it may still see the lease held; the next
 	// sleep is then one poll.
 	again bool
-	buf   [4096]byte
+	// idle is set when the last sleep ran its idleLook out, no event
+	// having come.
+	idle bool
+	buf  [4096]byte
 }
+
+// idled reports whether the last sleep ran its idleLook out.
+func (w *wake) idled() bool { return w != nil && w.idle }
 
 // watch returns the wake-up for waiters in d for keys, or nil when
 // inotify cannot be used here (then they poll).
@@ -111,7 +117,7 @@ func (w *wake) sleep(ctx context.Context, poll time.Duration, soon, leases bool)
 	case soon:
 		limit = poll
 	}
-	w.again = false
+	w.again, w.idle = false, false
 	start := time.Now()
 	stop := context.AfterFunc(ctx, func() { w.f.SetReadDeadline(time.Now()) })
 	defer stop()
@@ -119,6 +125,7 @@ func (w *wake) sleep(ctx context.Context, poll time.Duration, soon, leases bool)
 	for ctx.Err() == nil {
 		n, err := w.f.Read(w.buf[:])
 		if err != nil {
+			w.idle = limit == idleLook && ctx.Err() == nil
 			break // the deadline, or the watch gone: look now
 		}
 		if w.matters(w.buf[:n], leases) {
