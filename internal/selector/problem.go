@@ -77,6 +77,7 @@ func scratchIn(ints []int, i64s []int64, n int) *scratch {
 
 // newProblem copies the candidates' pairs out of the prepared matrices.
 func (pp *Prepared) newProblem(cands []int, pol Policy, size int, r rules) *problem {
+	pp.once.Do(pp.weigh)
 	m := pp.m
 	n := len(cands)
 	// the problem's per-candidate slices and its scratch, in one
@@ -152,6 +153,7 @@ type Prepared struct {
 	loc []int8  // nd*nd
 	deg []int64 // deg[u]: u's locality to every other device, summed
 
+	once sync.Once // weigh, at the first Select that needs the pairs
 	mu   sync.Mutex
 	root *rootState // the last request's class tables (rootTables)
 }
@@ -165,9 +167,14 @@ type Prepared struct {
 // (no pair lookups, issue 25), into matrices of int32 bandwidths (at most
 // 2^31-1 MB/s, 2 PB/s: no link comes near) and int8 localities.
 func Prepare(m *topology.Model) *Prepared {
-	pp := &Prepared{m: m}
+	return &Prepared{m: m}
+}
+
+// weigh fills the matrices (Prepare).
+func (pp *Prepared) weigh() {
+	m := pp.m
 	if m == nil {
-		return pp
+		return
 	}
 	nd := len(m.Devices)
 	nn := nd * nd
@@ -204,18 +211,23 @@ func Prepare(m *topology.Model) *Prepared {
 		pp.deg[a], pp.deg[b] = pp.deg[a]+d, pp.deg[b]+d
 		pp.loc[a*nd+b], pp.loc[b*nd+a] = lc, lc
 	}
-	return pp
 }
 
 // intern sets id[i] to a small id of key(&devs[i]), the same for the
 // same string, -1 for "" (a node has few packages and hives).
 func intern(id []int, devs []topology.Device, key func(*topology.Device) string) {
-	seen := make([]string, 0, 16)
+	var buf [16]string
+	seen, last := buf[:0], ""
 	for i := range devs {
 		k := key(&devs[i])
+		if i > 0 && k == last {
+			id[i] = id[i-1] // a package's partitions follow one another
+			continue
+		}
 		if id[i] = slices.Index(seen, k); id[i] < 0 && k != "" {
 			id[i], seen = len(seen), append(seen, k)
 		}
+		last = k
 	}
 }
 

@@ -251,6 +251,9 @@ func joinReasons(m map[int]string) string {
 // *NotEnoughError when fewer than N candidates exist, and otherwise the
 // best set, its runner-ups and the naive set.
 func (pp *Prepared) Select(req Request, p Policy) (*Choice, error) {
+	if ch, ok := pp.settledNaive(req, p); ok {
+		return ch, nil
+	}
 	return pp.selectBy(req, p, rules{})
 }
 
