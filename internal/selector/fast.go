@@ -39,6 +39,20 @@ func (pp *Prepared) settledNaive(req Request, p Policy) (*Choice, bool) {
 	}
 	var key key
 	ng := len(g.size)
+	// per package: its members' want-1 heaviest links (bandwidth,
+	// locality), locality degree and cut
+	var heavy [2][16]int64
+	var deg, cut [16]int64
+	for a := range ng {
+		for i, w := range [2][]int64{g.bw, g.loc} {
+			heavy[i][a] = g.heaviest(w, a)
+		}
+		deg[a] = -g.loc[a*ng+a]
+		for b := range ng {
+			deg[a] += int64(g.size[b]) * g.loc[a*ng+b]
+		}
+		cut[a] = deg[a] - heavy[1][a]
+	}
 	if size >= 2 {
 		if key[kFirst], ok = g.naiveBottleneck(); !ok {
 			return nil, false
@@ -51,37 +65,32 @@ func (pp *Prepared) settledNaive(req Request, p Policy) (*Choice, bool) {
 					sum += int64(g.naive[a]*(g.naive[b]-boolInt(a == b))) * w[a*ng+b]
 				}
 			}
-			if sum != g.extreme(func(a int) int64 { return g.heaviest(w, a) }, false) {
+			if sum != g.extreme(heavy[i][:ng], false) {
 				return nil, false
 			}
 			key[kTotal+i] = sum / 2
 		}
 	}
-	deg := func(a int) int64 {
-		d := -g.loc[a*ng+a]
-		for b := range ng {
-			d += int64(g.size[b]) * g.loc[a*ng+b]
-		}
-		return d
-	}
 	var naiveDeg, hiNaive, loRest int64 = 0, math.MinInt64, math.MaxInt64
 	for a := range ng {
-		naiveDeg += int64(g.naive[a]) * deg(a)
+		naiveDeg += int64(g.naive[a]) * deg[a]
 		if g.naive[a] > 0 {
-			hiNaive = max(hiNaive, deg(a))
+			hiNaive = max(hiNaive, deg[a])
 		}
 		if g.naive[a] < g.size[a] {
-			loRest = min(loRest, deg(a))
+			loRest = min(loRest, deg[a])
 		}
 	}
 	split := 2*key[kLocality] - naiveDeg
-	if hiNaive > loRest && -split > g.extreme(func(a int) int64 { return deg(a) - g.heaviest(g.loc, a) }, true) {
+	if hiNaive > loRest && -split > g.extreme(cut[:ng], true) {
 		return nil, false
 	}
 	key[kTies], key[kTies+1], key[kTies+2], key[kTies+3] = -1, 0, split, -int64(size)*g.load
 	pr := &problem{policy: p, size: size, ties: defaultTies[:]}
-	return &Choice{Policy: p.String(), Devices: slices.Clone(cands[:size]), Score: pr.score(key), Exact: true, Considered: 1, Work: 1,
-		Naive: &Candidate{Devices: slices.Clone(cands[:size]), Score: pr.score(key)}}, true
+	devs := append(make([]int, 0, 2*size), cands[:size]...)
+	devs = append(devs, devs...)
+	return &Choice{Policy: p.String(), Devices: devs[:size:size], Score: pr.score(key), Exact: true, Considered: 1, Work: 1,
+		Naive: &Candidate{Devices: devs[size:], Score: pr.score(key)}}, true
 }
 
 // packageGraph is the candidates as packages of interchangeable devices:
@@ -210,16 +219,16 @@ func (g *packageGraph) heaviest(w []int64, a int) int64 {
 	return sum
 }
 
-// extreme is the sum of f over the want devices of the highest f (the
-// lowest, low), each package's members counted.
-func (g *packageGraph) extreme(f func(a int) int64, low bool) int64 {
+// extreme is the sum of the want highest of f (the lowest, low), f
+// holding a value a package, each member counted.
+func (g *packageGraph) extreme(f []int64, low bool) int64 {
 	var buf [16]capped
-	vals, sign := buf[:len(g.size)], int64(1)
+	vals, sign := buf[:len(f)], int64(1)
 	if low {
 		sign = -1
 	}
-	for a := range vals {
-		vals[a] = capped{sign * f(a), g.size[a]}
+	for a, v := range f {
+		vals[a] = capped{sign * v, g.size[a]}
 	}
 	return sign * takeBest(vals, g.want)
 }
