@@ -7,23 +7,16 @@ import (
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
-// settledNaive is the choice Select makes, without weighing every pair,
-// where the branch-and-bound would end at its root (rootSettled) on the
-// naive set: one answer asked (no runner-ups), a policy whose row says
-// rootNaive, more than 16 candidates. One walk over the model's links
-// checks that the candidates of each package have the same link to every
-// other candidate (so they are interchangeable: there are at most as
-// many classes as packages); then, package by package, it proves that the
-// root's bound is the naive set's key, term by term: no component over
-// links above the naive bottleneck holds N devices (bottleneckUB), the
-// naive total and locality reach half the N largest sums of a device's
-// N-1 heaviest links (partSumUB), the naive devices share a NUMA node and
-// none is busy, every candidate has the same load, and the naive devices
-// have the lowest locality degrees or the split reaches the N lowest
-// cuts (the split's two bounds). With at most 15 packages the root costs
-// 1 unit (newClassTables' nodeCost), the Work the search reports. ok is
-// false where any of it fails, and the search decides
-// (TestSettledNaiveSameAsSearch, FuzzSettledNaive).
+// settledNaive is Select's choice, the pairs unweighed, where the search
+// would end at its root on the naive set (rootSettled): one answer, a
+// rootNaive policy, over 16 candidates. From one walk over the links
+// (packages) it proves the root's bound is the naive key term by term:
+// no component over links above the naive bottleneck holds N devices
+// (bottleneckUB); the naive total and locality are half the N largest
+// sums of a device's N-1 heaviest links (partSumUB); one NUMA node, none
+// busy, one load; the naive devices have the lowest degrees, or the
+// split is the N lowest cuts. At most 15 packages, so classes: the root
+// costs Work 1. ok is false otherwise (TestSettledNaiveSameAsSearch).
 func (pp *Prepared) settledNaive(req Request, p Policy) (*Choice, bool) {
 	k, _, work := searchLimits(req)
 	if k > 0 || !p.valid() || !p.rules().rootNaive || req.Order != OrderIndex || work <= 1 {
@@ -39,8 +32,7 @@ func (pp *Prepared) settledNaive(req Request, p Policy) (*Choice, bool) {
 	}
 	var key key
 	ng := len(g.size)
-	// per package: its members' want-1 heaviest links (bandwidth,
-	// locality), locality degree and cut
+	// a member's want-1 heaviest links (bw, loc), degree and cut
 	var heavy [2][16]int64
 	var deg, cut [16]int64
 	for a := range ng {
@@ -86,17 +78,14 @@ func (pp *Prepared) settledNaive(req Request, p Policy) (*Choice, bool) {
 		return nil, false
 	}
 	key[kTies], key[kTies+1], key[kTies+2], key[kTies+3] = -1, 0, split, -int64(size)*g.load
-	pr := &problem{policy: p, size: size, ties: defaultTies[:]}
-	devs := append(make([]int, 0, 2*size), cands[:size]...)
+	pr, devs := &problem{policy: p, size: size, ties: defaultTies[:]}, append(make([]int, 0, 2*size), cands[:size]...)
 	devs = append(devs, devs...)
 	return &Choice{Policy: p.String(), Devices: devs[:size:size], Score: pr.score(key), Exact: true, Considered: 1, Work: 1,
 		Naive: &Candidate{Devices: devs[size:], Score: pr.score(key)}}, true
 }
 
 // packageGraph is the candidates as packages of interchangeable devices:
-// each package's size, naive members (of the first want candidates),
-// and the bandwidth and locality between a member of one and a member of
-// another (the diagonal: between two members of one).
+// sizes, naive members, and the link between members (diagonal: of one).
 type packageGraph struct {
 	size, naive []int
 	bw, loc     []int64
@@ -104,12 +93,11 @@ type packageGraph struct {
 	load        int64 // every candidate's
 }
 
-// packages walks m's links once and groups cands by package (a device
-// of none a package of its own); ok is false unless each package's
-// members have one NUMA node and busy state, and the same link to every
-// other candidate, the first size candidates one NUMA node and none
-// busy, every candidate the same load, and at most 15 packages. It reads
-// every pair's one link (a finished model has one a pair).
+// packages groups cands by package (a device of none its own) in one
+// walk over m's links (a finished model has one a pair); ok is false
+// unless each package's members share a NUMA node, busy state and every
+// link to other candidates, the naive devices a NUMA node and none busy,
+// all one load, at most 15 packages.
 func (pp *Prepared) packages(cands []int, size int) (g packageGraph, ok bool) {
 	m := pp.m
 	nd, n := len(m.Devices), len(cands)
@@ -136,15 +124,11 @@ func (pp *Prepared) packages(cands []int, size int) (g packageGraph, ok bool) {
 			i < size && (dev.Busy || dev.NUMANode != m.Devices[cands[0]].NUMANode) {
 			return g, false
 		}
-		// one load a device in the walk: its candidate index, package
-		// and hive (+1: 0 for none)
-		code[d] = i | grp[i]<<16 | (hive[d]+1)<<24
+		code[d] = i | grp[i]<<16 | (hive[d]+1)<<24 // one load a device in the walk
 	}
 	ng := len(first)
-	// tab[a*ng+b]: the link between a member of package a and one of b
-	// (or another of a), its bandwidth<<8 | its locality, -1 until seen;
-	// when every such link is the same, the members of each package have
-	// the same link to every other candidate
+	// tab[a*ng+b]: bandwidth<<8 | locality of every link between packages
+	// a and b, -1 until seen (one value: interchangeable members)
 	tab := make([]int64, 3*ng*ng)
 	for i := range tab[:ng*ng] {
 		tab[i] = -1
@@ -157,12 +141,11 @@ func (pp *Prepared) packages(cands []int, size int) (g packageGraph, ok bool) {
 			continue
 		}
 		ca, cb := code[a], code[b]
+		w := m.LinkBW(l)
 		if ca < 0 || cb < 0 {
 			continue
-		}
-		w := m.LinkBW(l)
-		if l.Measured || w < 0 {
-			return g, false // Prepare weighs measured figures as levels
+		} else if l.Measured || w < 0 {
+			return g, false // weigh counts measured figures as levels
 		}
 		gx, gy := ca>>16&255, cb>>16&255
 		lc := topology.LocalityPackage // a package of two or more has one
@@ -181,11 +164,17 @@ func (pp *Prepared) packages(cands []int, size int) (g packageGraph, ok bool) {
 	if seen != n*(n-1)/2 {
 		return g, false
 	}
-	rest := ids[3*nd+n+16:]
+	g.fill(tab, grp, ids[3*nd+n+16:], ng)
+	return g, true
+}
+
+// fill sets the sizes and naive members (in rest, 32 ints) of packages
+// grp and the links tab holds.
+func (g *packageGraph) fill(tab []int64, grp, rest []int, ng int) {
 	g.size, g.naive = rest[:ng:ng], rest[16:16+ng]
 	for i, a := range grp {
 		g.size[a]++
-		if i < size {
+		if i < g.want {
 			g.naive[a]++
 		}
 	}
@@ -197,11 +186,9 @@ func (pp *Prepared) packages(cands []int, size int) (g packageGraph, ok bool) {
 			g.bw[b*ng+a], g.loc[b*ng+a] = v>>8, v&255
 		}
 	}
-	return g, true
 }
 
-// heaviest is the sum of the want-1 heaviest of w (bw or loc) a member
-// of package a has to other candidates.
+// heaviest sums the want-1 heaviest w (bw, loc) of a member of a.
 func (g *packageGraph) heaviest(w []int64, a int) int64 {
 	ng := len(g.size)
 	need, sum := g.want-1, int64(0)
@@ -219,8 +206,7 @@ func (g *packageGraph) heaviest(w []int64, a int) int64 {
 	return sum
 }
 
-// extreme is the sum of the want highest of f (the lowest, low), f
-// holding a value a package, each member counted.
+// extreme sums the want highest (low: lowest) of f, a value a member.
 func (g *packageGraph) extreme(f []int64, low bool) int64 {
 	var buf [16]capped
 	vals, sign := buf[:len(f)], int64(1)
@@ -233,10 +219,8 @@ func (g *packageGraph) extreme(f []int64, low bool) int64 {
 	return sign * takeBest(vals, g.want)
 }
 
-// naiveBottleneck is the naive set's tree bottleneck (Prim's over its
-// packages, or the inner link of its one package), ok when no component
-// of the candidates over links above it holds want devices: then it is
-// bottleneckUB's bound at the root.
+// naiveBottleneck is the naive tree bottleneck (Prim's over packages),
+// ok when no component over links above it holds want devices.
 func (g *packageGraph) naiveBottleneck() (int64, bool) {
 	ng := len(g.size)
 	var buf [48]int
@@ -267,8 +251,7 @@ func (g *packageGraph) naiveBottleneck() (int64, bool) {
 			best[a] = max(best[a], g.bw[sel*ng+a])
 		}
 	}
-	// the components over links above b
-	for a := range ng {
+	for a := range ng { // the components over links above b
 		parent[a] = a
 		for c := range a {
 			if g.bw[a*ng+c] > b {

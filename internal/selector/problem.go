@@ -153,24 +153,21 @@ type Prepared struct {
 	loc []int8  // nd*nd
 	deg []int64 // deg[u]: u's locality to every other device, summed
 
-	once sync.Once // weigh, at the first Select that needs the pairs
-	mu   sync.Mutex
-	root *rootState // the last request's class tables (rootTables)
+	once sync.Once // weigh, at the first Select that searches
 }
 
-// Prepare weighs every pair of m's devices. A nil or empty model gives a
-// Prepared whose Select fails as Select does.
-//
-// It is most of what one amdrun command spends in selection on a
-// partitioned node (1,024 pairs of 32 MI308 partitions, 3,969 of 63 CPX
-// ones), so it walks the model's links once, each weighed where it lies
-// (no pair lookups, issue 25), into matrices of int32 bandwidths (at most
-// 2^31-1 MB/s, 2 PB/s: no link comes near) and int8 localities.
+// Prepare keeps m for selections; the first Select that searches
+// weighs every pair of its devices (weigh), one that settledNaive
+// answers weighs none. A nil or empty model gives a Prepared whose
+// Select fails as Select does.
 func Prepare(m *topology.Model) *Prepared {
 	return &Prepared{m: m}
 }
 
-// weigh fills the matrices (Prepare).
+// weigh fills the matrices: one walk over the model's links, each
+// weighed where it lies (no pair lookups, issue 25), into int32
+// bandwidths (at most 2^31-1 MB/s: no link comes near) and int8
+// localities.
 func (pp *Prepared) weigh() {
 	m := pp.m
 	if m == nil {
