@@ -85,7 +85,7 @@ func fastModel(t *testing.T, data []byte) (*topology.Model, Request) {
 		between[i] = byte(next())
 	}
 	odd, oddW, measured := [2]int{next() % n, next() % n}, bws[next()%len(bws)], next()%5 == 0
-	m, _ := buildModel(n, func(i int) int { return numa[pkgOf(i)] }, func(a, b int) (topology.Link, bool) {
+	m, err := buildModel("fuzz", n, func(i int) int { return numa[pkgOf(i)] }, func(a, b int) (topology.Link, bool) {
 		pa, pb := pkgOf(a), pkgOf(b)
 		v := between[min(pa, pb)*pk+max(pa, pb)]
 		l := topology.Link{Type: topology.LinkXGMI, Direct: true, Measured: measured}
@@ -102,7 +102,7 @@ func fastModel(t *testing.T, data []byte) (*topology.Model, Request) {
 		l.MinBandwidth, l.MaxBandwidth = w, w
 		return l, w > 0
 	})
-	if m == nil {
+	if err != nil {
 		return nil, Request{}
 	}
 	for i := range m.Devices {
@@ -122,27 +122,6 @@ func fastModel(t *testing.T, data []byte) (*topology.Model, Request) {
 		req.Exclude = []int{x % n}
 	}
 	return m, req
-}
-
-// buildModel is buildNode returning Finish's error instead of failing.
-func buildModel(n int, numa func(i int) int, link func(a, b int) (topology.Link, bool)) (*topology.Model, error) {
-	m := &topology.Model{Source: "fuzz"}
-	for i := 0; i < n; i++ {
-		m.Devices = append(m.Devices, topology.Device{Index: i, RuntimeIndex: i, NUMANode: numa(i)})
-	}
-	m.NUMANodes = []topology.NUMANode{{ID: 0}, {ID: 1}}
-	for a := 0; a < n; a++ {
-		for b := a + 1; b < n; b++ {
-			if l, ok := link(a, b); ok {
-				l.A, l.B = a, b
-				m.Links = append(m.Links, l)
-			}
-		}
-	}
-	if err := m.Finish(); err != nil {
-		return nil, err
-	}
-	return m, nil
 }
 
 // FuzzSettledNaive compares the command's path with the search on random
