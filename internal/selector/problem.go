@@ -437,8 +437,8 @@ func (p *problem) linkValues(vals []int64, vs []int, ub int64) []int64 {
 
 // largestFeasible returns the largest of the ascending values for which
 // ok holds, where ok is monotone (true up to some value, false above it),
-// and whether there is one; it calls ok O(log len(vals)) times.
-func largestFeasible(vals []int64, ok func(int64) bool) (int64, bool) {
+// and its index (0 and -1 for none); it calls ok O(log len(vals)) times.
+func largestFeasible(vals []int64, ok func(int64) bool) (int64, int) {
 	lo, hi := -1, len(vals)-1 // vals[lo] feasible; lo = -1: none found yet
 	for lo < hi {
 		mid := (lo + hi + 1) / 2
@@ -449,16 +449,16 @@ func largestFeasible(vals []int64, ok func(int64) bool) (int64, bool) {
 		}
 	}
 	if lo < 0 {
-		return 0, false
+		return 0, -1
 	}
-	return vals[lo], true
+	return vals[lo], lo
 }
 
 // atLeastWeakest is largestFeasible over link values whose weakest is
 // known to be feasible (a complete graph has every ring and path over
 // it): vals[0] without calling ok on it.
 func atLeastWeakest(vals []int64, ok func(int64) bool) int64 {
-	if t, found := largestFeasible(vals[1:], ok); found {
+	if t, i := largestFeasible(vals[1:], ok); i >= 0 {
 		return t
 	}
 	return vals[0]
