@@ -172,9 +172,16 @@ func (b *classSearch) rootSettled() bool {
 		b.nodes-- // dfs visits the root again
 		return false
 	}
+	return b.beaten(u, 0, b.size)
+}
+
+// beaten says the full list takes no set of the subtree (c, r) bounded
+// by u: no higher key, and no set as good that is lexicographically
+// smaller.
+func (b *classSearch) beaten(u key, c, r int) bool {
 	w := b.top.worst()
-	c := u.cmp(w.key)
-	return c < 0 || (c == 0 && !better(entry{key: u, mask: b.lexMin(0, b.size)}, w))
+	cmp := u.cmp(w.key)
+	return cmp < 0 || (cmp == 0 && !better(entry{key: u, mask: b.lexMin(c, r)}, w))
 }
 
 func (b *classSearch) result() result {
@@ -369,15 +376,8 @@ func (b *classSearch) dfs(c, r, lvl int) {
 		b.keepOpen(u)
 		return
 	}
-	if b.top.full() {
-		w := b.top.worst()
-		cmp := u.cmp(w.key)
-		if cmp < 0 {
-			return
-		}
-		if cmp == 0 && !better(entry{key: u, mask: b.lexMin(c, r)}, w) {
-			return
-		}
+	if b.top.full() && b.beaten(u, c, r) {
+		return
 	}
 	cl := &b.cls[c]
 	hi := min(len(cl.members), r)

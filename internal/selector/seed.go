@@ -107,13 +107,6 @@ func (p *problem) greedyFrom(start int, t int64, ring bool) []int {
 func greedyStart(g *classGraph, size int, t int64) int {
 	nc := g.nc
 	parent, capc := g.scr.c[:nc], g.scr.d[:nc]
-	find := func(x int) int {
-		for parent[x] != x {
-			parent[x] = parent[parent[x]]
-			x = parent[x]
-		}
-		return x
-	}
 	linked := g.scr.f[:nc] // a link >= t to another class
 	for c := range parent {
 		parent[c], capc[c], linked[c] = c, len(g.cls[c].members), false
@@ -122,7 +115,7 @@ func greedyStart(g *classGraph, size int, t int64) int {
 		for d := c + 1; d < nc; d++ {
 			if g.link(c, d) >= t {
 				linked[c], linked[d] = true, true
-				if x, y := find(c), find(d); x != y {
+				if x, y := findRoot(parent, c), findRoot(parent, d); x != y {
 					parent[y] = x
 					capc[x] += capc[y]
 				}
@@ -137,7 +130,7 @@ func greedyStart(g *classGraph, size int, t int64) int {
 	for c := 0; c < nc; c++ {
 		cl := &g.cls[c]
 		inner := len(cl.members) > 1 && g.link(c, c) >= t
-		root := find(c)
+		root := findRoot(parent, c)
 		if (!linked[c] && !inner && 1 < size) || capc[root] < size {
 			continue
 		}
