@@ -9,9 +9,7 @@ import (
 // that it prunes from the first node and, when the budget cuts it short,
 // the answer is a good set rather than the first one reached: the
 // policy's own (policyRule.seeds; for the ring, ringSeeds), then a greedy
-// set grown inside the best connected group. Once the budget is spent
-// none is offered but a ring in hand above every listed set
-// (branchAndBound).
+// set grown inside the best connected group.
 func (p *problem) seeds(b *classSearch) [][]int {
 	var out [][]int
 	if p.size < 2 {

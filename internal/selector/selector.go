@@ -115,9 +115,9 @@ type Request struct {
 	// Work bounds the work Select spends (see DefaultWork), for either
 	// policy, beyond 16 candidates (up to 16 every subset is scored
 	// whatever Work, and Choice.Work may exceed it); zero means
-	// DefaultWork. When it runs out Select returns the
-	// best set found, Choice.Exact false and Choice.CappedBy "work". The
-	// answer depends on the input and Work alone, never on the machine.
+	// DefaultWork. When it runs out Select returns the best set found,
+	// Choice.Exact false and Choice.CappedBy "work". The answer depends
+	// on the input and Work alone, never on the machine.
 	Work int
 	// Budget is a wall-clock safety cap; zero means DefaultBudget. The
 	// work budget ends the search first on any machine that is not
