@@ -181,11 +181,14 @@ func BenchmarkDistinct(b *testing.B) {
 // MI308 4/8/16 of 32 partitions, CPX 8/56/62 of 63, MI210 2/4 of 8) on the
 // same KFD trees. The plugin weighs its pairs once, in Init, and then
 // answers each Allocate from them; amdrun's counterpart is Prepare, done
-// once, then Prepared.Select ("prepared"). "model" is Select on the read
-// model, which weighs the pairs at every call, as one amdrun command
-// does; "read+model" reads the KFD tree first (kfd.Read), all of one
-// amdrun command's selection from a cold start, the counterpart of the
-// plugin's Init and Allocate together, which reads the tree's io_links.
+// once, then Prepared.Select ("prepared"). "model" is what one amdrun
+// command calls on the read model, Prepare and Prepared.Select (which
+// answers from settledNaive where it can, else weighs the pairs and
+// searches); "search" is the same without settledNaive (the command
+// before it); "read+model" reads the KFD tree first (kfd.Read), all of
+// one amdrun command's selection from a cold start, the counterpart of
+// the plugin's Init and Allocate together, which reads the tree's
+// io_links.
 // bench/rocm-plugin.sh runs it interleaved with the plugin (issue 25).
 func BenchmarkPluginSizes(b *testing.B) {
 	for _, tc := range []struct {
@@ -207,7 +210,7 @@ func BenchmarkPluginSizes(b *testing.B) {
 			if err != nil {
 				return nil, err
 			}
-			return Select(m, r, Tree)
+			return Prepare(m).Select(r, Tree)
 		}
 		for _, n := range tc.sizes {
 			// one answer, as the plugin gives, and amdrun's default five
@@ -221,11 +224,12 @@ func BenchmarkPluginSizes(b *testing.B) {
 				// Init; "links" only walks the links for each device's
 				// locality to all others, which the split term of every
 				// exact answer needs: the least one command can spend
-				{"prepare", -1, func(Request) (*Choice, error) { Prepare(m); return nil, nil }},
+				{"prepare", -1, func(Request) (*Choice, error) { p := Prepare(m); p.once.Do(p.weigh); return nil, nil }},
 				{"links", -1, func(Request) (*Choice, error) { linkDegrees(m); return nil, nil }},
 				{"prepared", -1, func(r Request) (*Choice, error) { return pp.Select(r, Tree) }},
 				{"prepared+5", 0, func(r Request) (*Choice, error) { return pp.Select(r, Tree) }},
-				{"model", -1, func(r Request) (*Choice, error) { return Select(m, r, Tree) }},
+				{"model", -1, func(r Request) (*Choice, error) { return Prepare(m).Select(r, Tree) }},
+				{"search", -1, func(r Request) (*Choice, error) { return Prepare(m).selectBy(r, Tree, rules{}) }},
 				{"read+model", -1, cold},
 			} {
 				b.Run(fmt.Sprintf("%s/N=%d/%s", tc.name, n, v.name), func(b *testing.B) {

@@ -95,19 +95,7 @@ func (b *classSearch) bottleneckUB(c, r, lvl int) (int64, int) {
 	if lvl >= 0 && b.connectable(c, r, b.levels[lvl]) {
 		return b.levels[lvl], lvl
 	}
-	lo, hi := -1, lvl-1
-	for lo < hi {
-		mid := (lo + hi + 1) / 2
-		if b.connectable(c, r, b.levels[mid]) {
-			lo = mid
-		} else {
-			hi = mid - 1
-		}
-	}
-	if lo < 0 {
-		return 0, -1
-	}
-	return b.levels[lo], lo
+	return largestFeasible(b.levels[:max(lvl, 0)], func(t int64) bool { return b.connectable(c, r, t) })
 }
 
 // components joins, over links of at least t, the classes a set of the

@@ -55,8 +55,7 @@ type classSearch struct {
 }
 
 // classTables are what a class search reads and never writes: they
-// follow from the classes alone, so a Prepared keeps them for the next
-// request on the same devices in the same state (rootTables).
+// follow from the classes alone.
 type classTables struct {
 	graph    classGraph // the classes, without scratch
 	levels   []int64    // distinct class-level bandwidths, ascending
@@ -142,7 +141,7 @@ func (s *pairSums) decide(c, t, sign, nc int) {
 
 func (p *problem) branchAndBound(k int) result {
 	p.policy.rules().prepare(p)
-	b := p.searchOn(p.rootTables(), k)
+	b := p.newClassSearch(p.buildClasses(firstN(p.n)), k)
 	b.offer(firstN(p.size).list()) // the naive set: the search has an answer
 	if k == 1 && b.rootSettled() {
 		return b.result()
@@ -173,42 +172,16 @@ func (b *classSearch) rootSettled() bool {
 		b.nodes-- // dfs visits the root again
 		return false
 	}
+	return b.beaten(u, 0, b.size)
+}
+
+// beaten says the full list takes no set of the subtree (c, r) bounded
+// by u: no higher key, and no set as good that is lexicographically
+// smaller.
+func (b *classSearch) beaten(u key, c, r int) bool {
 	w := b.top.worst()
-	c := u.cmp(w.key)
-	return c < 0 || (c == 0 && !better(entry{key: u, mask: b.lexMin(0, b.size)}, w))
-}
-
-// rootTables are the class tables of every candidate: the Prepared's,
-// when it holds them for the same devices in the same state (every
-// device a candidate, the same NUMA nodes, busy devices, loads and
-// rules), else built and kept there for the next request.
-func (p *problem) rootTables() *classTables {
-	pp := p.prep
-	if pp == nil || p.n != pp.nd {
-		return p.newClassTables(p.buildClasses(firstN(p.n)))
-	}
-	pp.mu.Lock()
-	r := pp.root
-	pp.mu.Unlock()
-	if r != nil && r.tables.size >= p.size && r.noLocality == p.rules.noLocality && r.busy == p.busy &&
-		slices.Equal(r.numa, p.numa) && slices.Equal(r.load, p.load) {
-		return r.tables
-	}
-	t := p.newClassTables(p.buildClasses(firstN(p.n)))
-	pp.mu.Lock()
-	pp.root = &rootState{numa: p.numa, busy: p.busy, load: p.load, noLocality: p.rules.noLocality, tables: t}
-	pp.mu.Unlock()
-	return t
-}
-
-// rootState is the state of the devices a Prepared's kept tables were
-// built for.
-type rootState struct {
-	numa       []int
-	busy       bitset
-	load       []int64
-	noLocality bool
-	tables     *classTables
+	cmp := u.cmp(w.key)
+	return cmp < 0 || (cmp == 0 && !better(entry{key: u, mask: b.lexMin(c, r)}, w))
 }
 
 func (b *classSearch) result() result {
@@ -403,15 +376,8 @@ func (b *classSearch) dfs(c, r, lvl int) {
 		b.keepOpen(u)
 		return
 	}
-	if b.top.full() {
-		w := b.top.worst()
-		cmp := u.cmp(w.key)
-		if cmp < 0 {
-			return
-		}
-		if cmp == 0 && !better(entry{key: u, mask: b.lexMin(c, r)}, w) {
-			return
-		}
+	if b.top.full() && b.beaten(u, c, r) {
+		return
 	}
 	cl := &b.cls[c]
 	hi := min(len(cl.members), r)

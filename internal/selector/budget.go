@@ -7,11 +7,11 @@ import "time"
 // branch-and-bound 1 + nc²/256 (its bound looks at every pair of the nc
 // classes a few times), a ring test over k devices 2^(k-1)·k/1024 (the
 // subset table), a cycle looked for beyond 16 devices (k² + k per
-// rotation)/1024, a min cut
-// k³/1024. Each costly routine charges what it did, so a unit costs about
-// the same time on every input. Counting work instead of time makes the
-// answer a function of the input alone (issue 25: with a time budget the
-// same request gave different choices on a loaded node).
+// rotation)/1024, a min cut k³/1024. Each costly routine charges what it
+// did, so a unit costs about the same time on every input. Counting work
+// instead of time makes the answer a function of the input alone (issue
+// 25: with a time budget the same request gave different choices on a
+// loaded node).
 
 // DefaultWork is the work Select may spend when Request.Work is 0. It
 // was chosen on the inputs where the search always runs to the budget

@@ -12,7 +12,6 @@ import (
 // relation is transitive, so all their mutual links are equal).
 type class struct {
 	members []int // local indices sorted by (load, index)
-	inner   int64 // bandwidth between two members (0 for a single one)
 	numa    int
 	busy    bool
 	deg     int64 // a member's bandwidth to every other candidate
@@ -79,7 +78,6 @@ func (p *problem) interchangeable(r, v int, all []int) bool {
 // finishClasses sets each class's internal link, member order and
 // first-member tables.
 func (p *problem) finishClasses(cls []class) {
-	n := p.n
 	total := len(cls)
 	for c := range cls {
 		total += len(cls[c].members)
@@ -88,9 +86,6 @@ func (p *problem) finishClasses(cls []class) {
 	masks, loads := make([]bitset, total), make([]int64, total)
 	for c := range cls {
 		cl := &cls[c]
-		if len(cl.members) > 1 {
-			cl.inner = int64(p.bw[cl.members[0]*n+cl.members[1]])
-		}
 		slices.SortFunc(cl.members, func(a, b int) int {
 			if p.load[a] != p.load[b] {
 				return cmp.Compare(p.load[a], p.load[b])

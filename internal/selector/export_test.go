@@ -11,7 +11,7 @@ import (
 
 // Select is Prepare(m).Select(req, p).
 func Select(m *topology.Model, req Request, p Policy) (*Choice, error) {
-	return selectBy(m, req, p, rules{})
+	return Prepare(m).Select(req, p)
 }
 
 func selectBy(m *topology.Model, req Request, p Policy, r rules) (*Choice, error) {

@@ -164,6 +164,15 @@ func newFlatNode(t testing.TB, n int, bw func(a, b int) int64, numa func(i int) 
 // it says false: Finish adds a host link).
 func buildNode(t testing.TB, source string, n int, numa func(i int) int, link func(a, b int) (topology.Link, bool)) *topology.Model {
 	t.Helper()
+	m, err := buildModel(source, n, numa, link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// buildModel is buildNode returning Finish's error.
+func buildModel(source string, n int, numa func(i int) int, link func(a, b int) (topology.Link, bool)) (*topology.Model, error) {
 	m := &topology.Model{Source: source}
 	ids := map[int]bool{}
 	for i := 0; i < n; i++ {
@@ -182,10 +191,7 @@ func buildNode(t testing.TB, source string, n int, numa func(i int) int, link fu
 			}
 		}
 	}
-	if err := m.Finish(); err != nil {
-		t.Fatal(err)
-	}
-	return m
+	return m, m.Finish()
 }
 
 // dgx1Matrix is `nvidia-smi topo -m` of a DGX-1 with 8 V100-SXM2, the

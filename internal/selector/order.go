@@ -58,13 +58,7 @@ const bestSequenceLimit = 12
 func (p *problem) cycleAt(vs []int, t int64) []int {
 	k := len(vs)
 	var adj [enumLimit]uint32
-	for i, a := range vs {
-		for j, b := range vs {
-			if i != j && int64(p.bw[a*p.n+b]) >= t {
-				adj[i] |= 1 << uint(j)
-			}
-		}
-	}
+	p.adjAtLeast(adj[:], vs, t)
 	// ends[S]: the devices v such that a path from vs[0] through
 	// exactly {0} ∪ S ends at v (S over positions 1..k-1, bit 0 clear).
 	full := uint32(1)<<uint(k) - 2
@@ -104,13 +98,7 @@ func (p *problem) cycleAt(vs []int, t int64) []int {
 func (p *problem) hamPath(vs []int, t int64) bool {
 	k := len(vs)
 	adj := make([]uint32, k)
-	for i, a := range vs {
-		for j, b := range vs {
-			if i != j && int64(p.bw[a*p.n+b]) >= t {
-				adj[i] |= 1 << uint(j)
-			}
-		}
-	}
+	p.adjAtLeast(adj, vs, t)
 	dp := make([]uint32, 1<<uint(k))
 	for s := uint32(1); s < uint32(len(dp)); s++ {
 		if s&(s-1) == 0 {

@@ -2,8 +2,6 @@ package selector
 
 import (
 	"fmt"
-	"slices"
-	"strings"
 )
 
 // Policy says which bandwidth terms rank a set of devices first; the
@@ -42,13 +40,6 @@ func (p Policy) valid() bool { return p >= 0 && int(p) < len(policies) }
 // tree). Any other name gives an error wrapping ErrUnknownPolicy that
 // lists the valid names.
 func PolicyByName(name string) (Policy, error) {
-	s := strings.ToLower(strings.TrimSpace(name))
-	if s == "" {
-		return Tree, nil
-	}
-	names := policyNames()
-	if i := slices.Index(names, s); i >= 0 {
-		return Policy(i), nil
-	}
-	return Tree, fmt.Errorf("selector: %w %q (valid: %s)", ErrUnknownPolicy, name, strings.Join(names, ", "))
+	i, err := byName(name, policyNames(), ErrUnknownPolicy)
+	return Policy(i), err
 }

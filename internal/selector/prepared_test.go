@@ -205,6 +205,7 @@ func TestPrepareWeighsAsTheModel(t *testing.T) {
 	for _, top := range nodes {
 		m := top.m
 		pp := Prepare(m)
+		pp.once.Do(pp.weigh)
 		levels := measuredLevels(m)
 		nd := len(m.Devices)
 		for a := 0; a < nd; a++ {

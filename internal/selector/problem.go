@@ -77,6 +77,7 @@ func scratchIn(ints []int, i64s []int64, n int) *scratch {
 
 // newProblem copies the candidates' pairs out of the prepared matrices.
 func (pp *Prepared) newProblem(cands []int, pol Policy, size int, r rules) *problem {
+	pp.once.Do(pp.weigh)
 	m := pp.m
 	n := len(cands)
 	// the problem's per-candidate slices and its scratch, in one
@@ -152,22 +153,25 @@ type Prepared struct {
 	loc []int8  // nd*nd
 	deg []int64 // deg[u]: u's locality to every other device, summed
 
-	mu   sync.Mutex
-	root *rootState // the last request's class tables (rootTables)
+	once sync.Once // weigh, at the first Select that searches
 }
 
-// Prepare weighs every pair of m's devices. A nil or empty model gives a
-// Prepared whose Select fails as Select does.
-//
-// It is most of what one amdrun command spends in selection on a
-// partitioned node (1,024 pairs of 32 MI308 partitions, 3,969 of 63 CPX
-// ones), so it walks the model's links once, each weighed where it lies
-// (no pair lookups, issue 25), into matrices of int32 bandwidths (at most
-// 2^31-1 MB/s, 2 PB/s: no link comes near) and int8 localities.
+// Prepare keeps m for selections; the first Select that searches
+// weighs every pair of its devices (weigh), one that settledNaive
+// answers weighs none. A nil or empty model gives a Prepared whose
+// Select fails as Select does.
 func Prepare(m *topology.Model) *Prepared {
-	pp := &Prepared{m: m}
+	return &Prepared{m: m}
+}
+
+// weigh fills the matrices: one walk over the model's links, each
+// weighed where it lies (no pair lookups, issue 25), into int32
+// bandwidths (at most 2^31-1 MB/s: no link comes near) and int8
+// localities.
+func (pp *Prepared) weigh() {
+	m := pp.m
 	if m == nil {
-		return pp
+		return
 	}
 	nd := len(m.Devices)
 	nn := nd * nd
@@ -204,18 +208,23 @@ func Prepare(m *topology.Model) *Prepared {
 		pp.deg[a], pp.deg[b] = pp.deg[a]+d, pp.deg[b]+d
 		pp.loc[a*nd+b], pp.loc[b*nd+a] = lc, lc
 	}
-	return pp
 }
 
 // intern sets id[i] to a small id of key(&devs[i]), the same for the
 // same string, -1 for "" (a node has few packages and hives).
 func intern(id []int, devs []topology.Device, key func(*topology.Device) string) {
-	seen := make([]string, 0, 16)
+	var buf [16]string
+	seen, last := buf[:0], ""
 	for i := range devs {
 		k := key(&devs[i])
+		if i > 0 && k == last {
+			id[i] = id[i-1] // a package's partitions follow one another
+			continue
+		}
 		if id[i] = slices.Index(seen, k); id[i] < 0 && k != "" {
 			id[i], seen = len(seen), append(seen, k)
 		}
+		last = k
 	}
 }
 
@@ -428,8 +437,8 @@ func (p *problem) linkValues(vals []int64, vs []int, ub int64) []int64 {
 
 // largestFeasible returns the largest of the ascending values for which
 // ok holds, where ok is monotone (true up to some value, false above it),
-// and whether there is one; it calls ok O(log len(vals)) times.
-func largestFeasible(vals []int64, ok func(int64) bool) (int64, bool) {
+// and its index (0 and -1 for none); it calls ok O(log len(vals)) times.
+func largestFeasible(vals []int64, ok func(int64) bool) (int64, int) {
 	lo, hi := -1, len(vals)-1 // vals[lo] feasible; lo = -1: none found yet
 	for lo < hi {
 		mid := (lo + hi + 1) / 2
@@ -440,16 +449,16 @@ func largestFeasible(vals []int64, ok func(int64) bool) (int64, bool) {
 		}
 	}
 	if lo < 0 {
-		return 0, false
+		return 0, -1
 	}
-	return vals[lo], true
+	return vals[lo], lo
 }
 
 // atLeastWeakest is largestFeasible over link values whose weakest is
 // known to be feasible (a complete graph has every ring and path over
 // it): vals[0] without calling ok on it.
 func atLeastWeakest(vals []int64, ok func(int64) bool) int64 {
-	if t, found := largestFeasible(vals[1:], ok); found {
+	if t, i := largestFeasible(vals[1:], ok); i >= 0 {
 		return t
 	}
 	return vals[0]

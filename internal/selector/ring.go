@@ -132,14 +132,7 @@ func (p *problem) hamCycle(vs []int, t int64) bool {
 	k := len(vs)
 	p.bud.spend(1 + int64(k)<<uint(k-1)>>10)
 	var adj [enumLimit]uint32
-	for i, a := range vs {
-		row := a * p.n
-		for j, b := range vs {
-			if i != j && int64(p.bw[row+b]) >= t {
-				adj[i] |= 1 << uint(j)
-			}
-		}
-	}
+	p.adjAtLeast(adj[:], vs, t)
 	full := uint32(1)<<uint(k) - 2 // bits 1..k-1
 	size := 1 << uint(k-1)
 	if cap(p.ham) < size {
@@ -159,6 +152,19 @@ func (p *problem) hamCycle(vs []int, t int64) bool {
 		dp[s>>1] = ends
 	}
 	return dp[full>>1]&adj[0] != 0
+}
+
+// adjAtLeast sets in adj[i] the bit of each position j of vs whose link
+// to vs[i] is at least t.
+func (p *problem) adjAtLeast(adj []uint32, vs []int, t int64) {
+	for i, a := range vs {
+		row := a * p.n
+		for j, b := range vs {
+			if i != j && int64(p.bw[row+b]) >= t {
+				adj[i] |= 1 << uint(j)
+			}
+		}
+	}
 }
 
 // findCycle looks for a Hamiltonian cycle through vs over links of at
@@ -313,9 +319,6 @@ func (p *problem) noteRing(c []int) {
 
 // knownRing is the ring noteRing recorded for the set vs, or nil.
 func (p *problem) knownRing(vs []int) []int {
-	if p.rings == nil {
-		return nil
-	}
 	return p.rings[setOf(vs)]
 }
 

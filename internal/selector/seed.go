@@ -9,9 +9,7 @@ import (
 // that it prunes from the first node and, when the budget cuts it short,
 // the answer is a good set rather than the first one reached: the
 // policy's own (policyRule.seeds; for the ring, ringSeeds), then a greedy
-// set grown inside the best connected group. Once the budget is spent
-// none is offered but a ring in hand above every listed set
-// (branchAndBound).
+// set grown inside the best connected group.
 func (p *problem) seeds(b *classSearch) [][]int {
 	var out [][]int
 	if p.size < 2 {
@@ -107,13 +105,6 @@ func (p *problem) greedyFrom(start int, t int64, ring bool) []int {
 func greedyStart(g *classGraph, size int, t int64) int {
 	nc := g.nc
 	parent, capc := g.scr.c[:nc], g.scr.d[:nc]
-	find := func(x int) int {
-		for parent[x] != x {
-			parent[x] = parent[parent[x]]
-			x = parent[x]
-		}
-		return x
-	}
 	linked := g.scr.f[:nc] // a link >= t to another class
 	for c := range parent {
 		parent[c], capc[c], linked[c] = c, len(g.cls[c].members), false
@@ -122,7 +113,7 @@ func greedyStart(g *classGraph, size int, t int64) int {
 		for d := c + 1; d < nc; d++ {
 			if g.link(c, d) >= t {
 				linked[c], linked[d] = true, true
-				if x, y := find(c), find(d); x != y {
+				if x, y := findRoot(parent, c), findRoot(parent, d); x != y {
 					parent[y] = x
 					capc[x] += capc[y]
 				}
@@ -137,7 +128,7 @@ func greedyStart(g *classGraph, size int, t int64) int {
 	for c := 0; c < nc; c++ {
 		cl := &g.cls[c]
 		inner := len(cl.members) > 1 && g.link(c, c) >= t
-		root := find(c)
+		root := findRoot(parent, c)
 		if (!linked[c] && !inner && 1 < size) || capc[root] < size {
 			continue
 		}

@@ -24,8 +24,9 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -76,16 +77,21 @@ func (o Order) String() string {
 // ParseOrder parses an Order's name ("" is OrderIndex). Any other name
 // gives an error wrapping ErrUnknownOrder that lists the valid names.
 func ParseOrder(s string) (Order, error) {
-	name := strings.ToLower(strings.TrimSpace(s))
-	if name == "" {
-		return OrderIndex, nil
+	i, err := byName(s, orderNames[:], ErrUnknownOrder)
+	return Order(i), err
+}
+
+// byName is the index of name (any case, spaces trimmed; "" is 0) in
+// names, or an error wrapping unknown that lists them.
+func byName(name string, names []string, unknown error) (int, error) {
+	s := strings.ToLower(strings.TrimSpace(name))
+	if s == "" {
+		return 0, nil
 	}
-	for o := range Order(len(orderNames)) {
-		if o.String() == name {
-			return o, nil
-		}
+	if i := slices.Index(names, s); i >= 0 {
+		return i, nil
 	}
-	return 0, fmt.Errorf("selector: %w %q (valid: %s)", ErrUnknownOrder, s, strings.Join(orderNames[:], ", "))
+	return 0, fmt.Errorf("selector: %w %q (valid: %s)", unknown, name, strings.Join(names, ", "))
 }
 
 // Request says what to select.
@@ -109,9 +115,9 @@ type Request struct {
 	// Work bounds the work Select spends (see DefaultWork), for either
 	// policy, beyond 16 candidates (up to 16 every subset is scored
 	// whatever Work, and Choice.Work may exceed it); zero means
-	// DefaultWork. When it runs out Select returns the
-	// best set found, Choice.Exact false and Choice.CappedBy "work". The
-	// answer depends on the input and Work alone, never on the machine.
+	// DefaultWork. When it runs out Select returns the best set found,
+	// Choice.Exact false and Choice.CappedBy "work". The answer depends
+	// on the input and Work alone, never on the machine.
 	Work int
 	// Budget is a wall-clock safety cap; zero means DefaultBudget. The
 	// work budget ends the search first on any machine that is not
@@ -223,12 +229,7 @@ func (e *NotEnoughError) Error() string {
 func joinReasons(m map[int]string) string {
 	byReason := map[string][]int{}
 	var order []string
-	keys := make([]int, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Ints(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		r := m[k]
 		if _, ok := byReason[r]; !ok {
 			order = append(order, r)
@@ -251,6 +252,9 @@ func joinReasons(m map[int]string) string {
 // *NotEnoughError when fewer than N candidates exist, and otherwise the
 // best set, its runner-ups and the naive set.
 func (pp *Prepared) Select(req Request, p Policy) (*Choice, error) {
+	if ch, ok := pp.settledNaive(req, p); ok {
+		return ch, nil
+	}
 	return pp.selectBy(req, p, rules{})
 }
 
@@ -456,15 +460,9 @@ func candidates(m *topology.Model, req Request) ([]int, error) {
 
 // allowedSet is Devices minus Exclude.
 func allowedSet(m *topology.Model, req Request) []bool {
-	allowed := make([]bool, len(m.Devices))
-	if req.Devices == nil {
-		for i := range allowed {
-			allowed[i] = true
-		}
-	} else {
-		for _, d := range req.Devices {
-			allowed[d] = true
-		}
+	allowed := slices.Repeat([]bool{req.Devices == nil}, len(m.Devices))
+	for _, d := range req.Devices {
+		allowed[d] = true
 	}
 	for _, d := range req.Exclude {
 		allowed[d] = false
@@ -481,25 +479,18 @@ func notEnough(m *topology.Model, req Request, n int, cands []int) *NotEnoughErr
 			continue
 		}
 		if h, held := req.Held[i]; held {
-			if e.Held == nil {
-				e.Held = map[int]string{}
-			}
-			if h == "" {
-				h = "held by another amdrun job"
-			}
-			e.Held[i] = h
-			continue
-		}
-		if d := &m.Devices[i]; d.Busy && !req.AllowBusy {
-			if e.Busy == nil {
-				e.Busy = map[int]string{}
-			}
-			why := d.BusyReason
-			if why == "" {
-				why = "busy"
-			}
-			e.Busy[i] = why
+			setReason(&e.Held, i, cmp.Or(h, "held by another amdrun job"))
+		} else if d := &m.Devices[i]; d.Busy && !req.AllowBusy {
+			setReason(&e.Busy, i, cmp.Or(d.BusyReason, "busy"))
 		}
 	}
 	return e
+}
+
+// setReason sets (*m)[i], making the map on first use.
+func setReason(m *map[int]string, i int, why string) {
+	if *m == nil {
+		*m = map[int]string{}
+	}
+	(*m)[i] = why
 }

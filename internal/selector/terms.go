@@ -77,6 +77,10 @@ type policyRule struct {
 	// cut bounds the cut slot of every set of the subtree that reaches
 	// the first's bound, given total, one of their total bandwidth.
 	cut func(b *classSearch, c, r int, total int64) int64
+	// rootNaive says the search's root bounds the first term exactly and
+	// spends nothing before its first node, so that settledNaive may
+	// answer for it.
+	rootNaive bool
 	// prepare runs before the branch-and-bound's first node.
 	prepare func(p *problem)
 	// seeds are the policy's own sets to offer before the
@@ -106,11 +110,12 @@ var policies = []policyRule{
 		leaf: func(b *classSearch, present []int, _ key) (int64, int64, bool) {
 			return b.treeOf(present, b.take), 0, true
 		},
-		first:   func(_ *classSearch, _, _ int, tree int64) int64 { return tree },
-		cut:     func(*classSearch, int, int, int64) int64 { return 0 },
-		prepare: func(*problem) {},
-		seeds:   func(*problem, *classSearch, int64) [][]int { return nil },
-		ring:    func(*problem, *entry, *result, []int) ([]int, bool) { return nil, false },
+		first:     func(_ *classSearch, _, _ int, tree int64) int64 { return tree },
+		cut:       func(*classSearch, int, int, int64) int64 { return 0 },
+		rootNaive: true,
+		prepare:   func(*problem) {},
+		seeds:     func(*problem, *classSearch, int64) [][]int { return nil },
+		ring:      func(*problem, *entry, *result, []int) ([]int, bool) { return nil, false },
 	},
 	Ring: {
 		name: "ring",
