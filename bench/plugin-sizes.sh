@@ -7,10 +7,10 @@
 # from the previous call; Prepare and Prepared.Select as one command runs
 # them; the same without settledNaive), alternating, ROUNDS rounds of ITER
 # iterations; then the table of medians in OUT/table.md.
-# usage: OUT=dir bench/plugin-sizes.sh, in DIR beside the binaries that
-# `PLUGIN=<checkout> BUILD_ONLY=DIR bench/rocm-plugin.sh` built (D=DIR).
+# usage: OUT=dir DIR/plugin-sizes.sh, from the DIR (binaries and a copy of
+# this script) that `PLUGIN=<checkout> BUILD_ONLY=DIR bench/rocm-plugin.sh` built.
 set -u
-D=${D:-$(pwd)}
+D=$(cd "$(dirname "$0")" && pwd)
 COLS=${COLS:-links prepared model search}
 mkdir -p "$D/plugin/testdata"
 for t in "$D"/amdrun/testdata/kfd/*.tar.gz; do tar xzf "$t" -C "$D/plugin/testdata"; done

@@ -110,7 +110,7 @@ build() {
 	printf 'module amdrunbench\n' > "$out/amdrun/go.mod"
 	(cd "$src" && CGO_ENABLED=0 GOFLAGS=-mod=mod go test -c -o "$out/plugin.test" ./allocator)
 	(cd "$here" && CGO_ENABLED=0 go test -c -o "$out/selector.test" ./internal/selector)
-	cp "$here/bench/rocm-plugin.sh" "$out/rocm-plugin.sh"
+	cp "$here/bench/rocm-plugin.sh" "$here/bench/plugin-sizes.sh" "$out/"
 	{
 		echo "amdrun $(git -C "$here" rev-parse --short HEAD)$(git -C "$here" diff --quiet HEAD -- internal bench || echo '+changes')"
 		echo "plugin $(git -C "$PLUGIN" rev-parse --short HEAD 2>/dev/null || echo "at $PLUGIN")"
