@@ -126,32 +126,39 @@ func (p *problem) ringBottleneck(vs []int, ub int64) int64 {
 }
 
 // hamCycle reports whether vs (3..16 devices) has a Hamiltonian cycle over
-// links of at least t. dp[S] is the set of end devices of paths that
-// start at vs[0] and visit exactly {vs[0]} ∪ S (S over vs[1:]).
+// links of at least t.
 func (p *problem) hamCycle(vs []int, t int64) bool {
 	k := len(vs)
 	p.bud.spend(1 + int64(k)<<uint(k-1)>>10)
-	var adj [enumLimit]uint32
-	p.adjAtLeast(adj[:], vs, t)
-	full := uint32(1)<<uint(k) - 2 // bits 1..k-1
-	size := 1 << uint(k-1)
-	if cap(p.ham) < size {
-		p.ham = make([]uint32, size)
+	if cap(p.ham) < 1<<k {
+		p.ham = make([]uint32, 1<<k)
 	}
-	dp := p.ham[:size]
-	// S is stored shifted: index S>>1.
-	dp[0] = 1
-	for s := uint32(2); s <= full; s += 2 {
-		var ends uint32
-		for r := s; r != 0; r &= r - 1 {
-			v := bits.TrailingZeros32(r)
-			if adj[v]&dp[(s&^(1<<uint(v)))>>1] != 0 {
-				ends |= 1 << uint(v)
+	dp := p.ham[:1<<k]
+	adj := p.pathEnds(dp, vs, t, true)
+	return dp[len(dp)-1]&adj[0] != 0
+}
+
+// pathEnds fills dp[S] (2^k entries, S a set of positions of vs) with the
+// positions where a path over links >= t through exactly S can end, and
+// returns those links (adjAtLeast); with fromFirst the paths start at
+// position 0 (dp is 0 for an S without it).
+func (p *problem) pathEnds(dp []uint32, vs []int, t int64, fromFirst bool) (adj [enumLimit]uint32) {
+	p.adjAtLeast(adj[:], vs, t)
+	for s := uint32(1); s < uint32(len(dp)); s++ {
+		dp[s] = 0
+		if s&(s-1) == 0 {
+			if !fromFirst || s == 1 {
+				dp[s] = s
+			}
+		} else if !fromFirst || s&1 == 1 {
+			for r := s; r != 0; r &= r - 1 {
+				if v := bits.TrailingZeros32(r); adj[v]&dp[s&^(1<<uint(v))] != 0 {
+					dp[s] |= 1 << uint(v)
+				}
 			}
 		}
-		dp[s>>1] = ends
 	}
-	return dp[full>>1]&adj[0] != 0
+	return adj
 }
 
 // adjAtLeast sets in adj[i] the bit of each position j of vs whose link
