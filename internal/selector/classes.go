@@ -160,30 +160,7 @@ func (g *classGraph) linkValues(present, take []int, ub int64) []int64 {
 // bottleneck, and for each class with two or more members the best link
 // that can join them (their own, or through another class).
 func (g *classGraph) treeOf(present, take []int) int64 {
-	bn := int64(math.MaxInt64)
-	// Prim over present classes.
-	if len(present) > 1 {
-		best, in := g.scr.x[:len(present)], g.scr.f[:len(present)]
-		clear(in)
-		for i := 1; i < len(present); i++ {
-			best[i] = g.link(present[0], present[i])
-		}
-		for step := 1; step < len(present); step++ {
-			sel, sv := -1, int64(-1)
-			for i := 1; i < len(present); i++ {
-				if !in[i] && best[i] > sv {
-					sel, sv = i, best[i]
-				}
-			}
-			in[sel] = true
-			bn = min(bn, sv)
-			for i := 1; i < len(present); i++ {
-				if w := g.link(present[sel], present[i]); !in[i] && w > best[i] {
-					best[i] = w
-				}
-			}
-		}
-	}
+	bn := primBottleneck(g.bw, g.nc, present, g.scr.x, g.scr.f)
 	for _, c := range present {
 		if take[c] < 2 {
 			continue

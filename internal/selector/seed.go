@@ -82,13 +82,7 @@ func (p *problem) greedyFrom(start int, t int64, ring bool) []int {
 			}
 		}
 		if next < 0 {
-			// No device reaches the set at >= t (it cannot happen for the
-			// exact tree bound); fill by index.
-			for b := 0; b < n && next < 0; b++ {
-				if !in[b] {
-					next = b
-				}
-			}
+			next = slices.Index(in, false) // none at >= t (not for the exact tree bound)
 		}
 		add(next)
 	}

@@ -267,7 +267,6 @@ func (pp *Prepared) selectBy(req Request, p Policy, r rules) (*Choice, error) {
 	k, limit, work := searchLimits(req)
 	pr := pp.newProblem(cands, p, n, r)
 	pr.own = budget{limit: int64(work), deadline: start.Add(limit)}
-	pr.bud = &pr.own
 	res := pr.search(1)
 	naive := firstN(n).list()
 	if len(res.top) == 0 {
@@ -293,7 +292,6 @@ func (pp *Prepared) selectBy(req Request, p Policy, r rules) (*Choice, error) {
 func (pp *Prepared) runnerUps(cands []int, p Policy, n int, r rules, k int, chosen bitset, limit time.Duration, work int) []Candidate {
 	pr := pp.newProblem(cands, p, n, r)
 	pr.own = budget{limit: int64(work), deadline: time.Now().Add(limit)}
-	pr.bud = &pr.own
 	res := pr.search(k + 1)
 	out := make([]Candidate, 0, k)
 	for _, e := range res.top {
@@ -360,7 +358,6 @@ func (pr *problem) choice(req Request, res *result, naive []int, work int) *Choi
 	}
 	// What follows is not the search: it spends nothing of the budget.
 	pr.own = budget{limit: unlimitedWork}
-	pr.bud = &pr.own
 	if hasRing {
 		ch.Ring = pr.global(ring)
 	}
