@@ -182,23 +182,13 @@ func (g *classGraph) treeOf(present, take []int) int64 {
 func (g *classGraph) ringUpper(present, take []int) int64 {
 	ub := g.treeOf(present, take)
 	for _, c := range present {
-		var m1, m2 int64
-		consider := func(w int64, copies int) {
-			for i := 0; i < min(copies, 2); i++ {
-				if w > m1 {
-					m1, m2 = w, m1
-				} else if w > m2 {
-					m2 = w
-				}
-			}
-		}
-		consider(g.link(c, c), take[c]-1)
+		var m top2
 		for _, d := range present {
-			if d != c {
-				consider(g.link(c, d), take[d])
+			for range min(take[d]-boolInt(d == c), 2) {
+				m.add(g.link(c, d))
 			}
 		}
-		ub = min(ub, m2)
+		ub = min(ub, m[1])
 	}
 	return ub
 }

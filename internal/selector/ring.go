@@ -93,22 +93,26 @@ func (p *problem) ringUpper(vs []int, tree int64) int64 {
 		return ub // a "ring" of two is their link
 	}
 	for _, a := range vs {
-		var m1, m2 int64
-		row := a * p.n
+		var m top2
 		for _, b := range vs {
-			if b == a {
-				continue
-			}
-			w := int64(p.bw[row+b])
-			if w > m1 {
-				m1, m2 = w, m1
-			} else if w > m2 {
-				m2 = w
+			if b != a {
+				m.add(int64(p.bw[a*p.n+b]))
 			}
 		}
-		ub = min(ub, m2)
+		ub = min(ub, m[1])
 	}
 	return ub
+}
+
+// top2 keeps the two largest values added, largest first.
+type top2 [2]int64
+
+func (m *top2) add(w int64) {
+	if w > m[0] {
+		m[0], m[1] = w, m[0]
+	} else if w > m[1] {
+		m[1] = w
+	}
 }
 
 // ringBottleneck is the bottleneck of the best Hamiltonian cycle through

@@ -38,9 +38,9 @@ func (p *problem) greedy(b *classSearch, t int64, ring bool) []int {
 	n := p.n
 	p.bud.spend(1 + int64(n*n+n*p.size)/1024)
 	in := make([]bool, n)
-	sum := make([]int64, n)     // bandwidth to the set
-	loc := make([]int64, n)     // locality to the set
-	best := make([][2]int64, n) // the best two links to the set
+	sum := make([]int64, n) // bandwidth to the set
+	loc := make([]int64, n) // locality to the set
+	best := make([]top2, n) // the best two links to the set
 	set := make([]int, 0, p.size)
 	add := func(a int) {
 		in[a] = true
@@ -49,12 +49,7 @@ func (p *problem) greedy(b *classSearch, t int64, ring bool) []int {
 			w := int64(p.bw[b*n+a])
 			sum[b] += w
 			loc[b] += int64(p.loc[b*n+a])
-			switch {
-			case w > best[b][0]:
-				best[b] = [2]int64{w, best[b][0]}
-			case w > best[b][1]:
-				best[b][1] = w
-			}
+			best[b].add(w)
 		}
 	}
 	add(b.greedyStart(p.size, t))
