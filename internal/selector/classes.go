@@ -136,25 +136,6 @@ func newClassGraph(p *problem, cls []class) classGraph {
 
 func (g *classGraph) link(c, d int) int64 { return g.bw[c*g.nc+d] }
 
-// linkValues lists the distinct bandwidths at most ub between the
-// devices of the set (take[c] members of each class in present),
-// ascending.
-func (g *classGraph) linkValues(present, take []int, ub int64) []int64 {
-	var vals []int64
-	for i, c := range present {
-		if take[c] >= 2 && g.link(c, c) <= ub {
-			vals = append(vals, g.link(c, c))
-		}
-		for _, d := range present[i+1:] {
-			if w := g.link(c, d); w <= ub {
-				vals = append(vals, w)
-			}
-		}
-	}
-	slices.Sort(vals)
-	return slices.Compact(vals)
-}
-
 // treeOf is the widest-spanning-tree bottleneck of the set that takes
 // take[c] members of each class in present: the class graph's own
 // bottleneck, and for each class with two or more members the best link

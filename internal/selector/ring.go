@@ -49,7 +49,7 @@ func (p *problem) ringOf(vs []int) ringRange {
 // holds. The work is bounded by the heuristic's rotation cap and
 // charged to the budget, so the answer never depends on a clock.
 func (p *problem) ringSearch(g *classGraph, present, take, vs []int) ringRange {
-	vals := g.linkValues(present, take, g.ringUpper(present, take))
+	vals := p.linkValues(nil, vs, g.ringUpper(present, take))
 	// vals[0] is the set's weakest link: the graph is complete, so a ring
 	// over it exists.
 	lo, hi := 0, len(vals)-1
