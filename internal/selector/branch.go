@@ -544,14 +544,11 @@ func (b *classSearch) offer(vs []int) {
 	for c, t := range count {
 		mask.or(&b.cls[c].firstMask[t])
 	}
-	list := mask.list()
-	k, exact, ub := b.p.evalSet(list)
-	e := entry{key: k, mask: mask}
-	if !exact {
-		open := k
-		open[kFirst] = ub
+	e := b.p.evalSet(mask.list())
+	if e.ringHi != 0 {
+		open := e.key
+		open[kFirst] = e.ringHi
 		b.keepOpen(open)
-		e.ringHi = ub
 	}
 	b.top.offer(e)
 }

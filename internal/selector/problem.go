@@ -41,7 +41,7 @@ type problem struct {
 
 	// evaluated remembers evalSet's answers by set: the naive set and
 	// the seeds are scored once though Select needs them twice.
-	evaluated map[bitset]evaluation
+	evaluated map[bitset]entry
 	// rings holds rings found outside the ring search (noteRing), by
 	// their set: a lower bound of the set's ring and its order.
 	rings map[bitset][]int
@@ -240,42 +240,35 @@ func (p *problem) global(local []int) []int {
 	return out
 }
 
-// evalSet scores the set vs (sorted local indices). Every term is exact
-// except a ring over more than 16 devices that neither classes nor the
-// cycle heuristic settle: then exact is false, k holds the best ring
-// found and ringUB bounds the best ring.
-func (p *problem) evalSet(vs []int) (k key, exact bool, ringUB int64) {
+// evalSet scores the set vs (sorted local indices) as an entry. Every
+// term is exact except a ring over more than 16 devices that neither
+// classes nor the cycle heuristic settle: then the key holds the best
+// ring found and ringHi bounds the best ring.
+func (p *problem) evalSet(vs []int) (e entry) {
+	e.mask = setOf(vs)
 	if len(vs) > enumLimit {
-		set := setOf(vs)
-		if e, ok := p.evaluated[set]; ok {
-			return e.k, e.exact, e.ringUB
+		if e, ok := p.evaluated[e.mask]; ok {
+			return e
 		}
 		defer func() {
 			if p.evaluated == nil {
-				p.evaluated = map[bitset]evaluation{}
+				p.evaluated = map[bitset]entry{}
 			}
-			p.evaluated[set] = evaluation{k, exact, ringUB}
+			p.evaluated[e.mask] = e
 		}()
 	}
-	exact = true
 	if len(vs) >= 2 {
-		k[kFirst], k[kCut], exact, ringUB = p.policy.rules().eval(p, vs)
-		k[kTotal] = pairSum(p.bw, p.n, vs)
-		k[kLocality] = pairSum(p.loc, p.n, vs)
+		var exact bool
+		var hi int64
+		e.key[kFirst], e.key[kCut], exact, hi = p.policy.rules().eval(p, vs)
+		if !exact {
+			e.ringHi = hi
+		}
+		e.key[kTotal] = pairSum(p.bw, p.n, vs)
+		e.key[kLocality] = pairSum(p.loc, p.n, vs)
 	}
-	p.tieBreaks(&k, vs)
-	return k, exact, ringUB
-}
-
-type evaluation struct {
-	k      key
-	exact  bool
-	ringUB int64
-}
-
-func (p *problem) evalList(vs []int) key {
-	k, _, _ := p.evalSet(vs)
-	return k
+	p.tieBreaks(&e.key, vs)
+	return e
 }
 
 // --- pair -> set scoring on local index lists ---------------------------

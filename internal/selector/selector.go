@@ -272,7 +272,7 @@ func (pp *Prepared) selectBy(req Request, p Policy, r rules) (*Choice, error) {
 	if len(res.top) == 0 {
 		// The budget ran out before any set was scored (it never does: the
 		// search scores sets before it looks at the clock).
-		res.top = []entry{{key: pr.evalList(naive), mask: firstN(n)}}
+		res.top = []entry{pr.evalSet(naive)}
 		res.exact = false
 	}
 	chosen := res.top[0].mask
@@ -366,7 +366,7 @@ func (pr *problem) choice(req Request, res *result, naive []int, work int) *Choi
 	} else {
 		ch.Devices = pr.global(local)
 	}
-	ch.Naive = &Candidate{Devices: pr.global(naive), Score: pr.score(pr.evalList(naive))}
+	ch.Naive = &Candidate{Devices: pr.global(naive), Score: pr.score(pr.evalSet(naive).key)}
 	return ch
 }
 
