@@ -185,11 +185,9 @@ func (b *classSearch) beaten(u key, c, r int) bool {
 }
 
 func (b *classSearch) result() result {
-	res := result{top: b.top.e, considered: b.nodes}
-	res.exact = true
+	res := result{top: b.top.e, considered: b.nodes, exact: true}
 	if b.hasOpen && len(res.top) > 0 && b.open.cmp(res.top[0].key) > 0 {
-		res.exact = false
-		res.bound = b.open
+		res.exact, res.bound = false, b.open
 	}
 	return res
 }

@@ -422,17 +422,13 @@ func candidates(m *topology.Model, req Request) ([]int, error) {
 	if req.N < 0 {
 		return nil, fmt.Errorf("selector: %w: %d devices requested", ErrBadRequest, req.N)
 	}
-	for _, d := range req.Devices {
-		if d < 0 || d >= nd {
-			return nil, fmt.Errorf("selector: %w: device %d in the candidate list does not exist (devices 0-%d)", ErrBadRequest, d, nd-1)
+	for i, ds := range [2][]int{req.Devices, req.Exclude} {
+		if j := slices.IndexFunc(ds, func(d int) bool { return d < 0 || d >= nd }); j >= 0 {
+			what := [2]string{"device %d in the candidate list", "excluded device %d"}[i]
+			return nil, fmt.Errorf("selector: %w: "+what+" does not exist (devices 0-%d)", ErrBadRequest, ds[j], nd-1)
 		}
 	}
-	for _, d := range req.Exclude {
-		if d < 0 || d >= nd {
-			return nil, fmt.Errorf("selector: %w: excluded device %d does not exist (devices 0-%d)", ErrBadRequest, d, nd-1)
-		}
-	}
-	if req.Order != OrderIndex && req.Order != OrderLinks {
+	if uint(req.Order) >= uint(len(orderNames)) {
 		return nil, fmt.Errorf("selector: %w: unknown order %d", ErrBadRequest, int(req.Order))
 	}
 	var allowed []bool // nil: every device (no Devices, no Exclude)
