@@ -276,7 +276,7 @@ func (pp *Prepared) selectBy(req Request, p Policy, r rules) (*Choice, error) {
 		res.exact = false
 	}
 	chosen := res.top[0].mask
-	ch := pr.choice(req, &res, naive, work)
+	ch := pr.choice(req, &res, naive)
 	if k > 0 {
 		ch.Alternatives = pp.runnerUps(cands, p, n, r, k, chosen, limit, work)
 	}
@@ -339,9 +339,12 @@ func searchLimits(req Request) (k int, limit time.Duration, work int) {
 // choice is the search's result as Select returns it: the best set (its
 // ring settled by the policy), the score, exactness and gap, and the
 // naive set.
-func (pr *problem) choice(req Request, res *result, naive []int, work int) *Choice {
+func (pr *problem) choice(req Request, res *result, naive []int) *Choice {
 	best := res.top[0]
 	local := best.mask.list()
+	work := pr.bud.work
+	// What follows is not the search: it spends nothing of the budget.
+	pr.own = budget{limit: unlimitedWork}
 	// the policy's ring of the chosen set (it may settle the set's
 	// ring, which the score and the gap then show)
 	ring, hasRing := pr.policy.rules().ring(pr, &best, res, local)
@@ -350,14 +353,12 @@ func (pr *problem) choice(req Request, res *result, naive []int, work int) *Choi
 		Score:      pr.score(best.key),
 		Exact:      res.exact,
 		Considered: res.considered,
-		Work:       int(pr.bud.work),
+		Work:       int(work),
 	}
 	if !res.exact {
 		ch.CappedBy = res.capped
 		ch.GapTerm, ch.Bound, ch.Gap = pr.gap(best.key, res.bound)
 	}
-	// What follows is not the search: it spends nothing of the budget.
-	pr.own = budget{limit: unlimitedWork}
 	if hasRing {
 		ch.Ring = pr.global(ring)
 	}
@@ -380,10 +381,7 @@ func (pr *problem) choice(req Request, res *result, naive []int, work int) *Choi
 // the gap, on the ring, says by how much the set itself may fall short.
 func (p *problem) reportRing(best *entry, res *result, local []int) []int {
 	lo := best.key[kFirst]
-	bud := p.bud
-	p.bud = unlimited()
 	ring := p.ringOrder(local, lo)
-	p.bud = bud
 	b := p.cycleBottleneck(ring)
 	rr := ringRange{b, max(b, lo, best.ringHi)}
 	best.key[kFirst] = rr.lo
