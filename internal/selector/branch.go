@@ -279,10 +279,7 @@ func (p *problem) newClassTables(cls []class) *classTables {
 	for c := nc - 1; c >= 0; c-- {
 		cl := &cls[c]
 		t.capFrom[c] = t.capFrom[c+1] + len(cl.members)
-		t.idleFrom[c] = t.idleFrom[c+1]
-		if !cl.busy {
-			t.idleFrom[c] += len(cl.members)
-		}
+		t.idleFrom[c] = t.idleFrom[c+1] + boolInt(!cl.busy)*len(cl.members)
 		t.poolFrom[c] = t.poolFrom[c+1]
 		t.poolFrom[c].or(&cl.firstMask[len(cl.members)])
 		for _, v := range cl.members {
@@ -426,12 +423,7 @@ func (b *classSearch) decide(c, t, sign int) {
 	b.locality.decide(c, t, sign, b.nc)
 	before := b.numaCount[cl.numa]
 	b.numaCount[cl.numa] += sign * t
-	switch {
-	case before == 0:
-		b.numaNodes++
-	case b.numaCount[cl.numa] == 0:
-		b.numaNodes--
-	}
+	b.numaNodes += boolInt(b.numaCount[cl.numa] > 0) - boolInt(before > 0)
 	b.busyCount += sign * boolInt(cl.busy) * t
 	b.loadSum += int64(sign) * cl.firstLoad[t]
 	b.degSum += int64(sign*t) * cl.deg

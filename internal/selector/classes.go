@@ -86,12 +86,7 @@ func (p *problem) finishClasses(cls []class) {
 	masks, loads := make([]bitset, total), make([]int64, total)
 	for c := range cls {
 		cl := &cls[c]
-		slices.SortFunc(cl.members, func(a, b int) int {
-			if p.load[a] != p.load[b] {
-				return cmp.Compare(p.load[a], p.load[b])
-			}
-			return cmp.Compare(a, b)
-		})
+		slices.SortFunc(cl.members, func(a, b int) int { return cmp.Or(cmp.Compare(p.load[a], p.load[b]), cmp.Compare(a, b)) })
 		k := len(cl.members) + 1
 		cl.firstMask, cl.firstLoad = masks[:k:k], loads[:k:k]
 		masks, loads = masks[k:], loads[k:]
