@@ -56,13 +56,8 @@ func (s bitset) list() []int { return s.appendTo(make([]int, 0, s.count())) }
 // firstN is the set 0..n-1.
 func firstN(n int) bitset {
 	var s bitset
-	for w := 0; w < setWords && n > 0; w++ {
-		if n >= 64 {
-			s[w] = ^uint64(0)
-		} else {
-			s[w] = 1<<uint(n) - 1
-		}
-		n -= 64
+	for i := range n {
+		s.add(i)
 	}
 	return s
 }

@@ -68,18 +68,10 @@ func (b *classSearch) numaLB(c, r int) int {
 			capBy[id] = 0
 		}
 	}
-	if rest > 0 {
-		cs := b.p.scr.b[:0]
-		for _, k := range capBy {
-			if k > 0 {
-				cs = append(cs, k)
-			}
-		}
-		slices.Sort(cs)
-		for i := len(cs) - 1; i >= 0 && rest > 0; i-- {
-			rest -= cs[i]
-			nn++
-		}
+	slices.Sort(capBy) // the fullest nodes first, from the end
+	for i := len(capBy) - 1; i >= 0 && rest > 0 && capBy[i] > 0; i-- {
+		rest -= capBy[i]
+		nn++
 	}
 	return nn
 }
@@ -163,17 +155,8 @@ func (b *classSearch) joinable(c0 int, t int64) bool {
 		if c >= c0 {
 			break
 		}
-		if b.take[c] >= 2 && b.link(c, c) < t {
-			ok := false
-			for _, d := range active {
-				if d != c && b.link(c, d) >= t {
-					ok = true
-					break
-				}
-			}
-			if !ok {
-				return false
-			}
+		if b.take[c] >= 2 && b.link(c, c) < t && !slices.ContainsFunc(active, func(d int) bool { return d != c && b.link(c, d) >= t }) {
+			return false
 		}
 		if rc := findRoot(parent, c); root < 0 {
 			root = rc
@@ -190,13 +173,7 @@ func (b *classSearch) joinable(c0 int, t int64) bool {
 		if rc != c || capc[rc] < b.size {
 			continue
 		}
-		single := true
-		for _, d := range active {
-			if d != c && findRoot(parent, d) == rc {
-				single = false
-				break
-			}
-		}
+		single := !slices.ContainsFunc(active, func(d int) bool { return d != c && findRoot(parent, d) == rc })
 		if !single || b.link(c, c) >= t || b.size < 2 {
 			return true
 		}

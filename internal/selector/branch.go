@@ -185,11 +185,9 @@ func (b *classSearch) beaten(u key, c, r int) bool {
 }
 
 func (b *classSearch) result() result {
-	res := result{top: b.top.e, considered: b.nodes}
-	res.exact = true
+	res := result{top: b.top.e, considered: b.nodes, exact: true}
 	if b.hasOpen && len(res.top) > 0 && b.open.cmp(res.top[0].key) > 0 {
-		res.exact = false
-		res.bound = b.open
+		res.exact, res.bound = false, b.open
 	}
 	return res
 }
@@ -281,10 +279,7 @@ func (p *problem) newClassTables(cls []class) *classTables {
 	for c := nc - 1; c >= 0; c-- {
 		cl := &cls[c]
 		t.capFrom[c] = t.capFrom[c+1] + len(cl.members)
-		t.idleFrom[c] = t.idleFrom[c+1]
-		if !cl.busy {
-			t.idleFrom[c] += len(cl.members)
-		}
+		t.idleFrom[c] = t.idleFrom[c+1] + boolInt(!cl.busy)*len(cl.members)
 		t.poolFrom[c] = t.poolFrom[c+1]
 		t.poolFrom[c].or(&cl.firstMask[len(cl.members)])
 		for _, v := range cl.members {
@@ -428,12 +423,7 @@ func (b *classSearch) decide(c, t, sign int) {
 	b.locality.decide(c, t, sign, b.nc)
 	before := b.numaCount[cl.numa]
 	b.numaCount[cl.numa] += sign * t
-	switch {
-	case before == 0:
-		b.numaNodes++
-	case b.numaCount[cl.numa] == 0:
-		b.numaNodes--
-	}
+	b.numaNodes += boolInt(b.numaCount[cl.numa] > 0) - boolInt(before > 0)
 	b.busyCount += sign * boolInt(cl.busy) * t
 	b.loadSum += int64(sign) * cl.firstLoad[t]
 	b.degSum += int64(sign*t) * cl.deg
@@ -544,14 +534,11 @@ func (b *classSearch) offer(vs []int) {
 	for c, t := range count {
 		mask.or(&b.cls[c].firstMask[t])
 	}
-	list := mask.list()
-	k, exact, ub := b.p.evalSet(list)
-	e := entry{key: k, mask: mask}
-	if !exact {
-		open := k
-		open[kFirst] = ub
+	e := b.p.evalSet(mask.list())
+	if e.ringHi != 0 {
+		open := e.key
+		open[kFirst] = e.ringHi
 		b.keepOpen(open)
-		e.ringHi = ub
 	}
 	b.top.offer(e)
 }

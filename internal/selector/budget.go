@@ -68,8 +68,5 @@ func (b *budget) spent() bool {
 	return false
 }
 
-// unlimited is a budget that never runs out (tests and bounds).
-func unlimited() *budget { return &budget{limit: unlimitedWork} }
-
 // unlimitedWork is the limit of a budget that never runs out.
 const unlimitedWork = 1 << 62

@@ -86,12 +86,7 @@ func (p *problem) finishClasses(cls []class) {
 	masks, loads := make([]bitset, total), make([]int64, total)
 	for c := range cls {
 		cl := &cls[c]
-		slices.SortFunc(cl.members, func(a, b int) int {
-			if p.load[a] != p.load[b] {
-				return cmp.Compare(p.load[a], p.load[b])
-			}
-			return cmp.Compare(a, b)
-		})
+		slices.SortFunc(cl.members, func(a, b int) int { return cmp.Or(cmp.Compare(p.load[a], p.load[b]), cmp.Compare(a, b)) })
 		k := len(cl.members) + 1
 		cl.firstMask, cl.firstLoad = masks[:k:k], loads[:k:k]
 		masks, loads = masks[k:], loads[k:]
@@ -136,54 +131,12 @@ func newClassGraph(p *problem, cls []class) classGraph {
 
 func (g *classGraph) link(c, d int) int64 { return g.bw[c*g.nc+d] }
 
-// linkValues lists the distinct bandwidths at most ub between the
-// devices of the set (take[c] members of each class in present),
-// ascending.
-func (g *classGraph) linkValues(present, take []int, ub int64) []int64 {
-	var vals []int64
-	for i, c := range present {
-		if take[c] >= 2 && g.link(c, c) <= ub {
-			vals = append(vals, g.link(c, c))
-		}
-		for _, d := range present[i+1:] {
-			if w := g.link(c, d); w <= ub {
-				vals = append(vals, w)
-			}
-		}
-	}
-	slices.Sort(vals)
-	return slices.Compact(vals)
-}
-
 // treeOf is the widest-spanning-tree bottleneck of the set that takes
 // take[c] members of each class in present: the class graph's own
 // bottleneck, and for each class with two or more members the best link
 // that can join them (their own, or through another class).
 func (g *classGraph) treeOf(present, take []int) int64 {
-	bn := int64(math.MaxInt64)
-	// Prim over present classes.
-	if len(present) > 1 {
-		best, in := g.scr.x[:len(present)], g.scr.f[:len(present)]
-		clear(in)
-		for i := 1; i < len(present); i++ {
-			best[i] = g.link(present[0], present[i])
-		}
-		for step := 1; step < len(present); step++ {
-			sel, sv := -1, int64(-1)
-			for i := 1; i < len(present); i++ {
-				if !in[i] && best[i] > sv {
-					sel, sv = i, best[i]
-				}
-			}
-			in[sel] = true
-			bn = min(bn, sv)
-			for i := 1; i < len(present); i++ {
-				if w := g.link(present[sel], present[i]); !in[i] && w > best[i] {
-					best[i] = w
-				}
-			}
-		}
-	}
+	bn := primBottleneck(g.bw, g.nc, present, g.scr.x, g.scr.f)
 	for _, c := range present {
 		if take[c] < 2 {
 			continue
@@ -205,23 +158,13 @@ func (g *classGraph) treeOf(present, take []int) int64 {
 func (g *classGraph) ringUpper(present, take []int) int64 {
 	ub := g.treeOf(present, take)
 	for _, c := range present {
-		var m1, m2 int64
-		consider := func(w int64, copies int) {
-			for i := 0; i < min(copies, 2); i++ {
-				if w > m1 {
-					m1, m2 = w, m1
-				} else if w > m2 {
-					m2 = w
-				}
-			}
-		}
-		consider(g.link(c, c), take[c]-1)
+		var m top2
 		for _, d := range present {
-			if d != c {
-				consider(g.link(c, d), take[d])
+			for range min(take[d]-boolInt(d == c), 2) {
+				m.add(g.link(c, d))
 			}
 		}
-		ub = min(ub, m2)
+		ub = min(ub, m[1])
 	}
 	return ub
 }

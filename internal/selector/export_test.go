@@ -58,5 +58,5 @@ func (p Policy) Score(m *topology.Model, req Request, devices []int) Score {
 		}
 	}
 	pr := newProblem(m, all, p, len(set), rules{})
-	return pr.score(pr.evalList(set))
+	return pr.score(pr.evalSet(set).key)
 }

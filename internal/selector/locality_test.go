@@ -102,7 +102,7 @@ func TestBestFitOnSharedNode(t *testing.T) {
 		}
 	}
 	// Without best fit (the rule before), the first job splits package 0.
-	ch, err := selectBy(m, Request{N: 1, Held: held}, Tree, rules{noSplit: true, noLocality: true})
+	ch, err := selectBy(m, Request{N: 1, Held: held}, Tree, rules{noLocality: true})
 	if err != nil || !slices.Equal(ch.Devices, []int{0}) {
 		t.Errorf("the old rule: %v %v, want 0", ch.Devices, err)
 	}

@@ -57,30 +57,11 @@ const bestSequenceLimit = 12
 // of at least t, which must exist: hamCycle's table, walked back.
 func (p *problem) cycleAt(vs []int, t int64) []int {
 	k := len(vs)
-	var adj [enumLimit]uint32
-	p.adjAtLeast(adj[:], vs, t)
-	// ends[S]: the devices v such that a path from vs[0] through
-	// exactly {0} ∪ S ends at v (S over positions 1..k-1, bit 0 clear).
-	full := uint32(1)<<uint(k) - 2
-	ends := make([]uint32, full+1)
-	for s := uint32(2); s <= full; s += 2 {
-		if s&(s-1) == 0 {
-			v := bits.TrailingZeros32(s)
-			if adj[0]>>uint(v)&1 == 1 {
-				ends[s] = s
-			}
-			continue
-		}
-		for r := s; r != 0; r &= r - 1 {
-			v := bits.TrailingZeros32(r)
-			if adj[v]&ends[s&^(1<<uint(v))] != 0 {
-				ends[s] |= 1 << uint(v)
-			}
-		}
-	}
+	ends := make([]uint32, 1<<k)
+	adj := p.pathEnds(ends, vs, t, true)
 	out := make([]int, k)
 	out[0] = vs[0]
-	s, next := full, uint32(1) // the device after the one to place: 0 closes the ring
+	s, next := uint32(len(ends)-1), uint32(1) // the device after the one to place: 0 closes the ring
 	for i := k - 1; i >= 1; i-- {
 		cand := ends[s] & adj[bits.TrailingZeros32(next)]
 		if cand == 0 {
@@ -96,24 +77,8 @@ func (p *problem) cycleAt(vs []int, t int64) []int {
 
 // hamPath reports whether vs has a Hamiltonian path over links >= t.
 func (p *problem) hamPath(vs []int, t int64) bool {
-	k := len(vs)
-	adj := make([]uint32, k)
-	p.adjAtLeast(adj, vs, t)
-	dp := make([]uint32, 1<<uint(k))
-	for s := uint32(1); s < uint32(len(dp)); s++ {
-		if s&(s-1) == 0 {
-			dp[s] = s
-			continue
-		}
-		var ends uint32
-		for r := s; r != 0; r &= r - 1 {
-			v := bits.TrailingZeros32(r)
-			if adj[v]&dp[s&^(1<<uint(v))] != 0 {
-				ends |= 1 << uint(v)
-			}
-		}
-		dp[s] = ends
-	}
+	dp := make([]uint32, 1<<len(vs))
+	p.pathEnds(dp, vs, t, false)
 	return dp[len(dp)-1] != 0
 }
 
@@ -149,95 +114,51 @@ func (q *sequenceTable) fill() {
 	if q.cycle {
 		q.full &^= 1
 	}
-	q.h = make([]int64, (int(q.full)+1)*k)
-	for i := range q.h {
-		q.h[i] = -1
-	}
+	q.h = make([]int64, (int(q.full)+1)*k) // a path of one device: 0
 	for s := uint32(1); s <= q.full; s++ {
-		if s&q.full != s {
-			continue
-		}
-		for r := s; r != 0; r &= r - 1 {
+		for r := s; r != 0 && s&q.full == s; r &= r - 1 {
 			v := bits.TrailingZeros32(r)
-			q.h[int(s)*k+v] = q.best(s, v)
+			if rest := s &^ (1 << uint(v)); rest != 0 {
+				_, q.h[int(s)*k+v] = q.follow(rest, v)
+			} else if q.cycle {
+				q.h[int(s)*k+v] = q.w(v, 0) // the closing link
+			}
 		}
 	}
 }
 
-// best is the best total of a path from v covering s, from the entries
-// of s without v.
-func (q *sequenceTable) best(s uint32, v int) int64 {
-	rest := s &^ (1 << uint(v))
-	best := int64(-1)
-	if rest == 0 {
-		if !q.cycle {
-			best = 0
-		} else if c := q.w(v, 0); c >= 0 {
-			best = c
-		}
-		return best
-	}
-	for r := rest; r != 0; r &= r - 1 {
+// follow is the first position u of s with the best total of the link
+// from (none when from < 0) and the path from u covering s, and that
+// total; -1 for none.
+func (q *sequenceTable) follow(s uint32, from int) (next int, best int64) {
+	next, best = -1, -1
+	for r := s; r != 0; r &= r - 1 {
 		u := bits.TrailingZeros32(r)
-		if e, g := q.w(v, u), q.h[int(rest)*q.k+u]; e >= 0 && g >= 0 && e+g > best {
-			best = e + g
+		e, g := int64(0), q.h[int(s)*q.k+u]
+		if from >= 0 {
+			e = q.w(from, u)
+		}
+		if e >= 0 && g >= 0 && e+g > best {
+			next, best = u, e+g
 		}
 	}
-	return best
+	return next, best
 }
 
-// walk follows the table from the best total back to a sequence, the
-// smallest position first at every step.
+// walk follows the table back to a sequence, the first best position at
+// every step.
 func (q *sequenceTable) walk(vs []int) []int {
-	k, h := q.k, q.h
 	var out []int
-	s := q.full
-	target := int64(-1)
-	prev := -1
+	s, prev := q.full, -1
 	if q.cycle {
-		out = append(out, vs[0])
-		prev = 0
-		for r := s; r != 0; r &= r - 1 {
-			u := bits.TrailingZeros32(r)
-			if e, g := q.w(0, u), h[int(s)*k+u]; e >= 0 && g >= 0 && e+g > target {
-				target = e + g
-			}
-		}
-	} else {
-		for r := s; r != 0; r &= r - 1 {
-			if g := h[int(s)*k+bits.TrailingZeros32(r)]; g > target {
-				target = g
-			}
-		}
-	}
-	if target < 0 {
-		return append([]int(nil), vs...) // unreachable: t is achievable
+		out, prev = append(out, vs[0]), 0
 	}
 	for s != 0 {
-		next := -1
-		for r := s; r != 0; r &= r - 1 {
-			u := bits.TrailingZeros32(r)
-			g := h[int(s)*k+u]
-			if g < 0 {
-				continue
-			}
-			if prev < 0 {
-				if g == target {
-					next = u
-					break
-				}
-				continue
-			}
-			if e := q.w(prev, u); e >= 0 && e+g == target {
-				next = u
-				break
-			}
-		}
+		next, _ := q.follow(s, prev)
 		if next < 0 {
-			return append([]int(nil), vs...) // unreachable
+			return append([]int(nil), vs...) // unreachable: t is achievable
 		}
 		out = append(out, vs[next])
-		target = h[int(s)*k+next]
 		s &^= 1 << uint(next)
 		prev = next
 	}

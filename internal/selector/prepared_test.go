@@ -114,7 +114,7 @@ func TestGreedyStartIsTheDeviceWalk(t *testing.T) {
 			m.Devices[i].NUMANode = r.IntN(2) // classes split by NUMA node too
 		}
 		p := Prepare(m).newProblem(firstN(len(m.Devices)).list(), Tree, 1, rules{})
-		g := newClassGraph(p, p.buildClasses(firstN(p.n)))
+		b := p.newClassSearch(p.buildClasses(firstN(p.n)), 1)
 		levels := []int64{0}
 		for _, w := range slices.Sorted(slices.Values(p.bw)) {
 			levels = append(levels, int64(w))
@@ -122,7 +122,7 @@ func TestGreedyStartIsTheDeviceWalk(t *testing.T) {
 		for _, size := range []int{1, 2, 3, p.n / 2, p.n} {
 			for _, lt := range []int{0, len(levels) / 3, len(levels) / 2, len(levels) - 1} {
 				th := levels[lt]
-				if got, want := greedyStart(&g, size, th), startByDevices(p, size, th); got != want {
+				if got, want := b.greedyStart(size, th), startByDevices(p, size, th); got != want {
 					t.Errorf("%s size %d t %d: start %d, device walk %d", top.name, size, th, got, want)
 				}
 			}

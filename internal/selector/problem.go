@@ -12,8 +12,7 @@ import (
 // replays the rule amdrun used before locality and split existed); the
 // zero value is what Select uses.
 type rules struct {
-	noLocality bool
-	noSplit    bool
+	noLocality bool // every locality 0: no locality, no split
 	// ties replaces the tie-break table (tests); nil is defaultTies. At
 	// most len(defaultTies) rows: the key has that many slots.
 	ties []tieTerm
@@ -42,7 +41,7 @@ type problem struct {
 
 	// evaluated remembers evalSet's answers by set: the naive set and
 	// the seeds are scored once though Select needs them twice.
-	evaluated map[bitset]evaluation
+	evaluated map[bitset]entry
 	// rings holds rings found outside the ring search (noteRing), by
 	// their set: a lower bound of the set's ring and its order.
 	rings map[bitset][]int
@@ -89,30 +88,22 @@ func (pp *Prepared) newProblem(cands []int, pol Policy, size int, r rules) *prob
 	if r.ties != nil {
 		p.ties = r.ties[:min(len(r.ties), len(defaultTies))]
 	}
-	nd := pp.nd
-	if n != nd {
-		p.bw = make([]int32, n*n)
-	}
-	if n != nd || r.noLocality {
-		p.loc, p.deg = make([]int8, n*n), make([]int64, n)
-	}
-	if n == nd {
+	if nd := pp.nd; n == nd {
 		// every device is a candidate: the prepared matrices serve as
 		// they are (nothing writes them)
-		p.bw = pp.bw
-		if !r.noLocality {
-			p.loc, p.deg = pp.loc, pp.deg
-		}
+		p.bw, p.loc, p.deg = pp.bw, pp.loc, pp.deg
 	} else {
+		p.bw, p.loc, p.deg = make([]int32, n*n), make([]int8, n*n), make([]int64, n)
 		for i, a := range cands {
 			copy2(p.bw[i*n:i*n+n], pp.bw[a*nd:a*nd+nd], cands)
-			if !r.noLocality {
-				copy2(p.loc[i*n:i*n+n], pp.loc[a*nd:a*nd+nd], cands)
-				for _, v := range p.loc[i*n : i*n+n] {
-					p.deg[i] += int64(v)
-				}
+			copy2(p.loc[i*n:i*n+n], pp.loc[a*nd:a*nd+nd], cands)
+			for _, v := range p.loc[i*n : i*n+n] {
+				p.deg[i] += int64(v)
 			}
 		}
+	}
+	if r.noLocality {
+		p.loc, p.deg = make([]int8, n*n), make([]int64, n)
 	}
 	var idBuf [8]int
 	ids := idBuf[:0]
@@ -249,80 +240,70 @@ func (p *problem) global(local []int) []int {
 	return out
 }
 
-// evalSet scores the set vs (sorted local indices). Every term is exact
-// except a ring over more than 16 devices that neither classes nor the
-// cycle heuristic settle: then exact is false, k holds the best ring
-// found and ringUB bounds the best ring.
-func (p *problem) evalSet(vs []int) (k key, exact bool, ringUB int64) {
+// evalSet scores the set vs (sorted local indices) as an entry. Every
+// term is exact except a ring over more than 16 devices that neither
+// classes nor the cycle heuristic settle: then the key holds the best
+// ring found and ringHi bounds the best ring.
+func (p *problem) evalSet(vs []int) (e entry) {
+	e.mask = setOf(vs)
 	if len(vs) > enumLimit {
-		set := setOf(vs)
-		if e, ok := p.evaluated[set]; ok {
-			return e.k, e.exact, e.ringUB
+		if e, ok := p.evaluated[e.mask]; ok {
+			return e
 		}
 		defer func() {
 			if p.evaluated == nil {
-				p.evaluated = map[bitset]evaluation{}
+				p.evaluated = map[bitset]entry{}
 			}
-			p.evaluated[set] = evaluation{k, exact, ringUB}
+			p.evaluated[e.mask] = e
 		}()
 	}
-	exact = true
 	if len(vs) >= 2 {
-		k[kFirst], k[kCut], exact, ringUB = p.policy.rules().eval(p, vs)
-		k[kTotal] = pairSum(p.bw, p.n, vs)
-		k[kLocality] = pairSum(p.loc, p.n, vs)
+		var exact bool
+		var hi int64
+		e.key[kFirst], e.key[kCut], exact, hi = p.policy.rules().eval(p, vs)
+		if !exact {
+			e.ringHi = hi
+		}
+		e.key[kTotal] = pairSum(p.bw, p.n, vs)
+		e.key[kLocality] = pairSum(p.loc, p.n, vs)
 	}
-	p.tieBreaks(&k, vs)
-	return k, exact, ringUB
-}
-
-type evaluation struct {
-	k      key
-	exact  bool
-	ringUB int64
-}
-
-func (p *problem) evalList(vs []int) key {
-	k, _, _ := p.evalSet(vs)
-	return k
+	p.tieBreaks(&e.key, vs)
+	return e
 }
 
 // --- pair -> set scoring on local index lists ---------------------------
 
 // treeBottleneck is the smallest edge of the widest (maximum) spanning
 // tree of vs: the largest bandwidth b such that vs stays connected over
-// links of at least b (Prim's algorithm). 0 for fewer than 2 devices.
+// links of at least b. 0 for fewer than 2 devices.
 func (p *problem) treeBottleneck(vs []int) int64 {
-	k := len(vs)
-	if k < 2 {
+	if len(vs) < 2 {
 		return 0
 	}
-	best, in := p.scr.x[:k], p.scr.f[:k]
-	clear(in)
-	n := p.n
-	row := vs[0] * n
-	for i := 1; i < k; i++ {
-		best[i] = int64(p.bw[row+vs[i]])
+	return primBottleneck(p.bw, p.n, vs, p.scr.x, p.scr.f)
+}
+
+// primBottleneck is the smallest edge of the widest spanning tree of vs
+// in the n*n matrix w (Prim's algorithm, in best and in), MaxInt64 for
+// fewer than 2.
+func primBottleneck[T int32 | int64](w []T, n int, vs []int, best []int64, in []bool) int64 {
+	k, bneck := len(vs), int64(math.MaxInt64)
+	if k < 2 {
+		return bneck
 	}
-	in[0] = true
-	bneck := int64(math.MaxInt64)
-	for step := 1; step < k; step++ {
-		sel, sv := -1, int64(-1)
+	clear(in[:k])
+	for step, sel := 1, 0; step < k; step++ {
+		row, next := vs[sel]*n, -1
 		for i := 1; i < k; i++ {
-			if !in[i] && best[i] > sv {
-				sel, sv = i, best[i]
+			if b := int64(w[row+vs[i]]); !in[i] && (step == 1 || b > best[i]) {
+				best[i] = b
+			}
+			if !in[i] && (next < 0 || best[i] > best[next]) {
+				next = i
 			}
 		}
-		in[sel] = true
-		bneck = min(bneck, sv)
-		row = vs[sel] * n
-		for i := 1; i < k; i++ {
-			if !in[i] {
-				if b := int64(p.bw[row+vs[i]]); b > best[i] {
-					best[i] = b
-				}
-			}
-		}
+		in[next], sel = true, next
+		bneck = min(bneck, best[next])
 	}
 	return bneck
 }

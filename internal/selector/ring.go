@@ -49,7 +49,7 @@ func (p *problem) ringOf(vs []int) ringRange {
 // holds. The work is bounded by the heuristic's rotation cap and
 // charged to the budget, so the answer never depends on a clock.
 func (p *problem) ringSearch(g *classGraph, present, take, vs []int) ringRange {
-	vals := g.linkValues(present, take, g.ringUpper(present, take))
+	vals := p.linkValues(nil, vs, g.ringUpper(present, take))
 	// vals[0] is the set's weakest link: the graph is complete, so a ring
 	// over it exists.
 	lo, hi := 0, len(vals)-1
@@ -93,22 +93,26 @@ func (p *problem) ringUpper(vs []int, tree int64) int64 {
 		return ub // a "ring" of two is their link
 	}
 	for _, a := range vs {
-		var m1, m2 int64
-		row := a * p.n
+		var m top2
 		for _, b := range vs {
-			if b == a {
-				continue
-			}
-			w := int64(p.bw[row+b])
-			if w > m1 {
-				m1, m2 = w, m1
-			} else if w > m2 {
-				m2 = w
+			if b != a {
+				m.add(int64(p.bw[a*p.n+b]))
 			}
 		}
-		ub = min(ub, m2)
+		ub = min(ub, m[1])
 	}
 	return ub
+}
+
+// top2 keeps the two largest values added, largest first.
+type top2 [2]int64
+
+func (m *top2) add(w int64) {
+	if w > m[0] {
+		m[0], m[1] = w, m[0]
+	} else if w > m[1] {
+		m[1] = w
+	}
 }
 
 // ringBottleneck is the bottleneck of the best Hamiltonian cycle through
@@ -126,32 +130,39 @@ func (p *problem) ringBottleneck(vs []int, ub int64) int64 {
 }
 
 // hamCycle reports whether vs (3..16 devices) has a Hamiltonian cycle over
-// links of at least t. dp[S] is the set of end devices of paths that
-// start at vs[0] and visit exactly {vs[0]} ∪ S (S over vs[1:]).
+// links of at least t.
 func (p *problem) hamCycle(vs []int, t int64) bool {
 	k := len(vs)
 	p.bud.spend(1 + int64(k)<<uint(k-1)>>10)
-	var adj [enumLimit]uint32
-	p.adjAtLeast(adj[:], vs, t)
-	full := uint32(1)<<uint(k) - 2 // bits 1..k-1
-	size := 1 << uint(k-1)
-	if cap(p.ham) < size {
-		p.ham = make([]uint32, size)
+	if cap(p.ham) < 1<<k {
+		p.ham = make([]uint32, 1<<k)
 	}
-	dp := p.ham[:size]
-	// S is stored shifted: index S>>1.
-	dp[0] = 1
-	for s := uint32(2); s <= full; s += 2 {
-		var ends uint32
-		for r := s; r != 0; r &= r - 1 {
-			v := bits.TrailingZeros32(r)
-			if adj[v]&dp[(s&^(1<<uint(v)))>>1] != 0 {
-				ends |= 1 << uint(v)
+	dp := p.ham[:1<<k]
+	adj := p.pathEnds(dp, vs, t, true)
+	return dp[len(dp)-1]&adj[0] != 0
+}
+
+// pathEnds fills dp[S] (2^k entries, S a set of positions of vs) with the
+// positions where a path over links >= t through exactly S can end, and
+// returns those links (adjAtLeast); with fromFirst the paths start at
+// position 0 (dp is 0 for an S without it).
+func (p *problem) pathEnds(dp []uint32, vs []int, t int64, fromFirst bool) (adj [enumLimit]uint32) {
+	p.adjAtLeast(adj[:], vs, t)
+	for s := uint32(1); s < uint32(len(dp)); s++ {
+		dp[s] = 0
+		if s&(s-1) == 0 {
+			if !fromFirst || s == 1 {
+				dp[s] = s
+			}
+		} else if !fromFirst || s&1 == 1 {
+			for r := s; r != 0; r &= r - 1 {
+				if v := bits.TrailingZeros32(r); adj[v]&dp[s&^(1<<uint(v))] != 0 {
+					dp[s] |= 1 << uint(v)
+				}
 			}
 		}
-		dp[s>>1] = ends
 	}
-	return dp[full>>1]&adj[0] != 0
+	return adj
 }
 
 // adjAtLeast sets in adj[i] the bit of each position j of vs whose link

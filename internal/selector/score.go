@@ -1,8 +1,10 @@
 package selector
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -34,16 +36,11 @@ func (t Term) Natural() float64 {
 // String prints "bottleneck 100000 MB/s".
 func (t Term) String() string {
 	v := t.Natural()
-	var num string
+	num := fmt.Sprintf("%.2f", v)
 	if v == math.Trunc(v) && math.Abs(v) < 1e15 {
 		num = fmt.Sprintf("%d", int64(v))
-	} else {
-		num = fmt.Sprintf("%.2f", v)
 	}
-	if t.Unit == "" {
-		return t.Name + " " + num
-	}
-	return t.Name + " " + num + " " + t.Unit
+	return strings.TrimSpace(t.Name + " " + num + " " + t.Unit)
 }
 
 // String prints the terms, "bottleneck 100000 MB/s, total 596000 MB/s, ...".
@@ -60,20 +57,11 @@ func (s Score) String() string {
 // the longer one wins.
 func (s Score) Compare(o Score) int {
 	for i := 0; i < len(s.Terms) && i < len(o.Terms); i++ {
-		switch a, b := s.Terms[i].Value, o.Terms[i].Value; {
-		case a > b:
-			return 1
-		case a < b:
-			return -1
+		if c := cmp.Compare(s.Terms[i].Value, o.Terms[i].Value); c != 0 {
+			return c
 		}
 	}
-	switch {
-	case len(s.Terms) > len(o.Terms):
-		return 1
-	case len(s.Terms) < len(o.Terms):
-		return -1
-	}
-	return 0
+	return cmp.Compare(len(s.Terms), len(o.Terms))
 }
 
 // Term returns the term called name and whether it exists.
@@ -103,17 +91,7 @@ const (
 	keyLen = kTies + nTies
 )
 
-func (a key) cmp(b key) int {
-	for i := range a {
-		if a[i] != b[i] {
-			if a[i] > b[i] {
-				return 1
-			}
-			return -1
-		}
-	}
-	return 0
-}
+func (a key) cmp(b key) int { return slices.Compare(a[:], b[:]) }
 
 // slotTerm is one slot of a key shown as a Term.
 type slotTerm struct {

@@ -1,6 +1,9 @@
 package selector
 
-import "math/bits"
+import (
+	"math/bits"
+	"slices"
+)
 
 // enumLimit is the most candidates searched by plain enumeration of all
 // subsets (C(16,8) = 12,870 sets, 65,536 for every N together). The
@@ -142,24 +145,13 @@ func (p *problem) offerEnum(t *topK, vs []int, mask uint64) {
 		k[kTotal] = pairSum(p.bw, p.n, vs)
 		k[kLocality] = pairSum(p.loc, p.n, vs)
 		// Below the worst on the pair terms, no tie-break lifts it.
-		if t.full() && pairPrefixBelow(&k, &t.e[len(t.e)-1].key) {
+		if t.full() && slices.Compare(k[:kTies], t.e[len(t.e)-1].key[:kTies]) < 0 {
 			return
 		}
 	}
 	p.tieBreaks(&k, vs)
 	e.key = k
 	t.offer(e)
-}
-
-// pairPrefixBelow says a's pair terms (the slots before kTies) rank
-// strictly below b's.
-func pairPrefixBelow(a, b *key) bool {
-	for i := 0; i < kTies; i++ {
-		if a[i] != b[i] {
-			return a[i] < b[i]
-		}
-	}
-	return false
 }
 
 // ringEnum is the ring policy's enum: the ring and the min cut of vs,

@@ -19,12 +19,12 @@ func (p *problem) seeds(b *classSearch) [][]int {
 	// over links >= t holds the set.
 	t, _ := b.bottleneckUB(0, p.size, len(b.levels)-1)
 	out = p.policy.rules().seeds(p, b, t)
-	return append(out, p.greedy(&b.classGraph, t, false))
+	return append(out, p.greedy(b, t, false))
 }
 
 // ringSeeds are the ring policy's seeds: a greedy ring-minded set.
 func (p *problem) ringSeeds(b *classSearch, _ int64) [][]int {
-	return [][]int{p.greedy(&b.classGraph, 0, true)}
+	return [][]int{p.greedy(b, 0, true)}
 }
 
 // greedy grows a set of p.size devices one at a time. For the tree
@@ -33,19 +33,14 @@ func (p *problem) ringSeeds(b *classSearch, _ int64) [][]int {
 // second-best link (a ring needs two), then the most bandwidth. Ties go to
 // more locality, less split, then the lowest index. The start is the
 // device with the most bandwidth to the candidates that reach it at >= t
-// (greedyStart, on g, the classes of every candidate).
-func (p *problem) greedy(g *classGraph, t int64, ring bool) []int {
-	return p.greedyFrom(greedyStart(g, p.size, t), t, ring)
-}
-
-// greedyFrom is greedy from the device start.
-func (p *problem) greedyFrom(start int, t int64, ring bool) []int {
+// (greedyStart).
+func (p *problem) greedy(b *classSearch, t int64, ring bool) []int {
 	n := p.n
 	p.bud.spend(1 + int64(n*n+n*p.size)/1024)
 	in := make([]bool, n)
-	sum := make([]int64, n)     // bandwidth to the set
-	loc := make([]int64, n)     // locality to the set
-	best := make([][2]int64, n) // the best two links to the set
+	sum := make([]int64, n) // bandwidth to the set
+	loc := make([]int64, n) // locality to the set
+	best := make([]top2, n) // the best two links to the set
 	set := make([]int, 0, p.size)
 	add := func(a int) {
 		in[a] = true
@@ -54,15 +49,10 @@ func (p *problem) greedyFrom(start int, t int64, ring bool) []int {
 			w := int64(p.bw[b*n+a])
 			sum[b] += w
 			loc[b] += int64(p.loc[b*n+a])
-			switch {
-			case w > best[b][0]:
-				best[b] = [2]int64{w, best[b][0]}
-			case w > best[b][1]:
-				best[b][1] = w
-			}
+			best[b].add(w)
 		}
 	}
-	add(start)
+	add(b.greedyStart(p.size, t))
 	for len(set) < p.size {
 		next := -1
 		var nk [4]int64
@@ -82,13 +72,7 @@ func (p *problem) greedyFrom(start int, t int64, ring bool) []int {
 			}
 		}
 		if next < 0 {
-			// No device reaches the set at >= t (it cannot happen for the
-			// exact tree bound); fill by index.
-			for b := 0; b < n && next < 0; b++ {
-				if !in[b] {
-					next = b
-				}
-			}
+			next = slices.Index(in, false) // none at >= t (not for the exact tree bound)
 		}
 		add(next)
 	}
@@ -98,49 +82,32 @@ func (p *problem) greedyFrom(start int, t int64, ring bool) []int {
 // greedyStart is the lowest device with the most bandwidth, over links
 // >= t, to the other candidates, among those whose component over such
 // links holds size devices (device 0 when none does). Members of a class
-// are alike in both, so it looks at classes: their components over
-// links >= t, where a class whose members link to no other class at
-// >= t is one component if its members link to each other at >= t, and
-// each member its own otherwise.
-func greedyStart(g *classGraph, size int, t int64) int {
-	nc := g.nc
-	parent, capc := g.scr.c[:nc], g.scr.d[:nc]
-	linked := g.scr.f[:nc] // a link >= t to another class
-	for c := range parent {
-		parent[c], capc[c], linked[c] = c, len(g.cls[c].members), false
-	}
-	for c := 0; c < nc; c++ {
-		for d := c + 1; d < nc; d++ {
-			if g.link(c, d) >= t {
-				linked[c], linked[d] = true, true
-				if x, y := findRoot(parent, c), findRoot(parent, d); x != y {
-					parent[y] = x
-					capc[x] += capc[y]
-				}
-			}
-		}
-	}
+// are alike in both, so it looks at classes (b's, every candidate's, none
+// decided): their components over links >= t (components), where a class
+// whose members link to no other class at >= t is one component if its
+// members link to each other at >= t, and each member its own otherwise.
+func (b *classSearch) greedyStart(size int, t int64) int {
+	b.components(0, t)
+	nc, parent, capc := b.nc, b.p.scr.c, b.p.scr.d
 	// each component's best start, by its root
-	best, dev := g.scr.x[:nc], g.scr.a[:nc]
+	best, dev := b.p.scr.x[:nc], b.p.scr.a[:nc]
 	for c := range best {
 		best[c] = -1
 	}
-	for c := 0; c < nc; c++ {
-		cl := &g.cls[c]
-		inner := len(cl.members) > 1 && g.link(c, c) >= t
-		root := findRoot(parent, c)
-		if (!linked[c] && !inner && 1 < size) || capc[root] < size {
-			continue
-		}
+	for c := range nc {
+		cl := &b.cls[c]
+		inner := len(cl.members) > 1 && b.link(c, c) >= t
 		var s int64
-		for d := 0; d < nc; d++ {
-			if w := g.link(c, d); w >= t && (d != c || inner) {
-				others := len(g.cls[d].members)
-				if d == c {
-					others--
-				}
-				s += int64(others) * w
+		linked := false // a link >= t to another class
+		for d := range nc {
+			if w := b.link(c, d); w >= t && (d != c || inner) {
+				s += int64(len(b.cls[d].members)-boolInt(d == c)) * w
+				linked = linked || d != c
 			}
+		}
+		root := findRoot(parent, c)
+		if (!linked && !inner && 1 < size) || capc[root] < size {
+			continue
 		}
 		if s > best[root] { // classes go by their lowest member
 			best[root], dev[root] = s, slices.Min(cl.members)

@@ -267,17 +267,16 @@ func (pp *Prepared) selectBy(req Request, p Policy, r rules) (*Choice, error) {
 	k, limit, work := searchLimits(req)
 	pr := pp.newProblem(cands, p, n, r)
 	pr.own = budget{limit: int64(work), deadline: start.Add(limit)}
-	pr.bud = &pr.own
 	res := pr.search(1)
 	naive := firstN(n).list()
 	if len(res.top) == 0 {
 		// The budget ran out before any set was scored (it never does: the
 		// search scores sets before it looks at the clock).
-		res.top = []entry{{key: pr.evalList(naive), mask: firstN(n)}}
+		res.top = []entry{pr.evalSet(naive)}
 		res.exact = false
 	}
 	chosen := res.top[0].mask
-	ch := pr.choice(req, &res, naive, work)
+	ch := pr.choice(req, &res, naive)
 	if k > 0 {
 		ch.Alternatives = pp.runnerUps(cands, p, n, r, k, chosen, limit, work)
 	}
@@ -293,7 +292,6 @@ func (pp *Prepared) selectBy(req Request, p Policy, r rules) (*Choice, error) {
 func (pp *Prepared) runnerUps(cands []int, p Policy, n int, r rules, k int, chosen bitset, limit time.Duration, work int) []Candidate {
 	pr := pp.newProblem(cands, p, n, r)
 	pr.own = budget{limit: int64(work), deadline: time.Now().Add(limit)}
-	pr.bud = &pr.own
 	res := pr.search(k + 1)
 	out := make([]Candidate, 0, k)
 	for _, e := range res.top {
@@ -341,9 +339,12 @@ func searchLimits(req Request) (k int, limit time.Duration, work int) {
 // choice is the search's result as Select returns it: the best set (its
 // ring settled by the policy), the score, exactness and gap, and the
 // naive set.
-func (pr *problem) choice(req Request, res *result, naive []int, work int) *Choice {
+func (pr *problem) choice(req Request, res *result, naive []int) *Choice {
 	best := res.top[0]
 	local := best.mask.list()
+	work := pr.bud.work
+	// What follows is not the search: it spends nothing of the budget.
+	pr.own = budget{limit: unlimitedWork}
 	// the policy's ring of the chosen set (it may settle the set's
 	// ring, which the score and the gap then show)
 	ring, hasRing := pr.policy.rules().ring(pr, &best, res, local)
@@ -352,15 +353,12 @@ func (pr *problem) choice(req Request, res *result, naive []int, work int) *Choi
 		Score:      pr.score(best.key),
 		Exact:      res.exact,
 		Considered: res.considered,
-		Work:       int(pr.bud.work),
+		Work:       int(work),
 	}
 	if !res.exact {
 		ch.CappedBy = res.capped
 		ch.GapTerm, ch.Bound, ch.Gap = pr.gap(best.key, res.bound)
 	}
-	// What follows is not the search: it spends nothing of the budget.
-	pr.own = budget{limit: unlimitedWork}
-	pr.bud = &pr.own
 	if hasRing {
 		ch.Ring = pr.global(ring)
 	}
@@ -369,7 +367,7 @@ func (pr *problem) choice(req Request, res *result, naive []int, work int) *Choi
 	} else {
 		ch.Devices = pr.global(local)
 	}
-	ch.Naive = &Candidate{Devices: pr.global(naive), Score: pr.score(pr.evalList(naive))}
+	ch.Naive = &Candidate{Devices: pr.global(naive), Score: pr.score(pr.evalSet(naive).key)}
 	return ch
 }
 
@@ -383,10 +381,7 @@ func (pr *problem) choice(req Request, res *result, naive []int, work int) *Choi
 // the gap, on the ring, says by how much the set itself may fall short.
 func (p *problem) reportRing(best *entry, res *result, local []int) []int {
 	lo := best.key[kFirst]
-	bud := p.bud
-	p.bud = unlimited()
 	ring := p.ringOrder(local, lo)
-	p.bud = bud
 	b := p.cycleBottleneck(ring)
 	rr := ringRange{b, max(b, lo, best.ringHi)}
 	best.key[kFirst] = rr.lo
@@ -425,17 +420,13 @@ func candidates(m *topology.Model, req Request) ([]int, error) {
 	if req.N < 0 {
 		return nil, fmt.Errorf("selector: %w: %d devices requested", ErrBadRequest, req.N)
 	}
-	for _, d := range req.Devices {
-		if d < 0 || d >= nd {
-			return nil, fmt.Errorf("selector: %w: device %d in the candidate list does not exist (devices 0-%d)", ErrBadRequest, d, nd-1)
+	for i, ds := range [2][]int{req.Devices, req.Exclude} {
+		if j := slices.IndexFunc(ds, func(d int) bool { return d < 0 || d >= nd }); j >= 0 {
+			what := [2]string{"device %d in the candidate list", "excluded device %d"}[i]
+			return nil, fmt.Errorf("selector: %w: "+what+" does not exist (devices 0-%d)", ErrBadRequest, ds[j], nd-1)
 		}
 	}
-	for _, d := range req.Exclude {
-		if d < 0 || d >= nd {
-			return nil, fmt.Errorf("selector: %w: excluded device %d does not exist (devices 0-%d)", ErrBadRequest, d, nd-1)
-		}
-	}
-	if req.Order != OrderIndex && req.Order != OrderLinks {
+	if uint(req.Order) >= uint(len(orderNames)) {
 		return nil, fmt.Errorf("selector: %w: unknown order %d", ErrBadRequest, int(req.Order))
 	}
 	var allowed []bool // nil: every device (no Devices, no Exclude)

@@ -31,7 +31,7 @@ var simulationRules = []placeRule{
 		}
 		return out
 	}},
-	{"amdrun before", selectWithRules(rules{noLocality: true, noSplit: true})},
+	{"amdrun before", selectWithRules(rules{noLocality: true})},
 	{"amdrun (best fit)", selectWithRules(rules{})},
 }
 

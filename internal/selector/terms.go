@@ -189,43 +189,29 @@ var defaultTies = [nTies]tieTerm{
 	// split = (summed locality degrees) - 2 locality: the locality
 	// between the set and the candidates it leaves free, negated.
 	{name: "split", less: true,
-		set: func(p *problem, vs []int, locality int64) int64 {
-			if p.rules.noSplit {
-				return 0
-			}
-			var deg int64
-			for _, v := range vs {
-				deg += p.deg[v]
-			}
-			return 2*locality - deg
-		},
-		decided: func(b *classSearch, locality int64) int64 {
-			if b.p.rules.noSplit {
-				return 0
-			}
-			return 2*locality - b.degSum
-		},
+		set:     func(p *problem, vs []int, locality int64) int64 { return 2*locality - sumAt(p.deg, vs) },
+		decided: func(b *classSearch, locality int64) int64 { return 2*locality - b.degSum },
 		// the most locality, the least degree; and split is minus the
 		// locality each member keeps outside the set, at least its cut
 		bound: func(b *classSearch, c, r int, locality int64) int64 {
-			if b.p.rules.noSplit {
-				return 0
-			}
 			return min(2*locality-(b.degSum+b.lowDegFrom[c][r]), -(b.cutSum + b.lowCutFrom[c][r]))
 		},
 	},
 	// load: hundredths of a percent of utilisation plus memory use
 	{name: "load", unit: "%", less: true, div: 100,
-		set: func(p *problem, vs []int, _ int64) int64 {
-			var l int64
-			for _, v := range vs {
-				l += p.load[v]
-			}
-			return -l
-		},
+		set:     func(p *problem, vs []int, _ int64) int64 { return -sumAt(p.load, vs) },
 		decided: func(b *classSearch, _ int64) int64 { return -b.loadSum },
 		bound:   func(b *classSearch, c, r int, _ int64) int64 { return -(b.loadSum + b.lowLoadFrom[c][r]) },
 	},
+}
+
+// sumAt sums vals over vs.
+func sumAt(vals []int64, vs []int) int64 {
+	var s int64
+	for _, v := range vs {
+		s += vals[v]
+	}
+	return s
 }
 
 // tieBreaks fills the tie-break slots of k for the set vs. k[kLocality]
