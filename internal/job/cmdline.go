@@ -36,37 +36,27 @@ func (o *Options) Resolve(ctx context.Context, l *CommandLine) error {
 	if err != nil {
 		return err
 	}
-	if err := o.parseValues(l); err != nil {
-		return err
+	ranks := func(l *CommandLine) error { return o.resolveRanks(l, slurmGPUs) }
+	for _, step := range []func(*CommandLine) error{o.parseValues, o.parseStall, o.resolveTorchrun, o.parseWait,
+		o.checkSigns, o.resolveRendezvous, ranks, o.checkNodes, o.checkCommand} {
+		if err := step(l); err != nil {
+			return err
+		}
 	}
-	if err := o.parseStall(l); err != nil {
-		return err
-	}
-	if err := o.resolveTorchrun(l); err != nil {
-		return err
-	}
-	if err := o.parseWait(&l.Wait); err != nil {
-		return err
-	}
-	if o.Grace < 0 {
+	return nil
+}
+
+// checkSigns refuses a negative grace, restart wait or restart count.
+func (o *Options) checkSigns(l *CommandLine) error {
+	switch {
+	case o.Grace < 0:
 		return usageErrorf("--grace must not be negative")
-	}
-	if o.RestartWait < 0 {
+	case o.RestartWait < 0:
 		return usageErrorf("--restart-wait must not be negative")
-	}
-	if o.MaxRestarts < 0 {
+	case o.MaxRestarts < 0:
 		return usageErrorf("%s must not be negative", l.MaxRestarts.Label())
 	}
-	if err := o.resolveRendezvous(l); err != nil {
-		return err
-	}
-	if err := o.resolveRanks(l, slurmGPUs); err != nil {
-		return err
-	}
-	if err := o.checkNodes(l); err != nil {
-		return err
-	}
-	return o.checkCommand(l)
+	return nil
 }
 
 // parseValues parses the flags whose values are words, lists and
@@ -112,7 +102,8 @@ func (o *Options) parseStall(l *CommandLine) error {
 }
 
 // parseWait reads --wait: absent, bare (forever) or a positive duration.
-func (o *Options) parseWait(a *Arg) error {
+func (o *Options) parseWait(l *CommandLine) error {
+	a := &l.Wait
 	switch wait := a.String(); wait {
 	case "":
 	case "forever":

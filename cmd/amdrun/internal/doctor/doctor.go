@@ -142,15 +142,11 @@ func Checks(ctx context.Context, o *Options) []Check {
 		if m.SourceVersion != "" {
 			v += " " + m.SourceVersion
 		}
-		out = append(out, Check{"topology source", OK, v, ""})
-		out = append(out, devicesCheck(m))
-		out = append(out, numaCheck(m, o.HostNUMA))
+		out = append(out, Check{"topology source", OK, v, ""}, devicesCheck(m), numaCheck(m, o.HostNUMA))
 	}
-	out = append(out, visibleCheck(o.Env(), m))
-	out = append(out, balancingCheck(o.Root))
+	out = append(out, visibleCheck(o.Env(), m), balancingCheck(o.Root))
 	if m != nil {
-		out = append(out, iommuCheck(o.Root, m.Vendor))
-		out = append(out, leaseCheck(o, m))
+		out = append(out, iommuCheck(o.Root, m.Vendor), leaseCheck(o, m))
 	}
 	if o.Containment != nil {
 		out = append(out, containmentChecks(o.Containment)...)
@@ -158,8 +154,7 @@ func Checks(ctx context.Context, o *Options) []Check {
 	if o.Self != nil {
 		out = append(out, pathCheck(envlist.Get(o.Env(), "PATH"), o.Self))
 	}
-	out = append(out, torchCheck(ctx, o))
-	return out
+	return append(out, torchCheck(ctx, o))
 }
 
 // pathCheck warns when the amdrun a shell would run is another program:

@@ -121,13 +121,16 @@ func writeTable(w io.Writer, m *topology.Model) error {
 		fmt.Fprintf(w, " %s", m.SourceVersion)
 	}
 	fmt.Fprintf(w, "; bandwidth %s; %d devices\n\n", m.Bandwidth, m.N())
+	tw := cmdutil.NewTable(w)
 	if m.N() > maxMatrix {
-		if err := writePackages(w, m); err != nil {
-			return err
-		}
-	} else if err := writeMatrix(w, m); err != nil {
+		writePackages(w, tw, m)
+	} else {
+		writeMatrix(tw, m)
+	}
+	if err := tw.Flush(); err != nil {
 		return err
 	}
+	legend(w, m)
 	return writeDevices(w, m)
 }
 
@@ -135,8 +138,7 @@ func writeTable(w io.Writer, m *topology.Model) error {
 // (partitioned GPUs) are shown package by package.
 const maxMatrix = 16
 
-func writeMatrix(w io.Writer, m *topology.Model) error {
-	tw := cmdutil.NewTable(w)
+func writeMatrix(tw io.Writer, m *topology.Model) {
 	fmt.Fprint(tw, "\t")
 	for i := range m.Devices {
 		fmt.Fprintf(tw, "GPU%d\t", i)
@@ -149,11 +151,6 @@ func writeMatrix(w io.Writer, m *topology.Model) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", numa(d.NUMANode), cmp.Or(topology.FormatCPUList(d.CPUs), "-"), group(d), state(d))
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	legend(w, m)
-	return nil
 }
 
 func legend(w io.Writer, m *topology.Model) {
@@ -166,10 +163,9 @@ func legend(w io.Writer, m *topology.Model) {
 
 // writePackages shows a large node package by package: each package's
 // devices, and between packages the slowest link of any device pair.
-func writePackages(w io.Writer, m *topology.Model) error {
+func writePackages(w, tw io.Writer, m *topology.Model) {
 	pk := m.Packages()
 	fmt.Fprintf(w, "%d devices in %d packages (more than %d devices: links shown between packages, the slowest pair; --json has every pair)\n\n", m.N(), len(pk), maxMatrix)
-	tw := cmdutil.NewTable(w)
 	fmt.Fprint(tw, "\tdevices\t")
 	for i := range pk {
 		fmt.Fprintf(tw, "P%d\t", i)
@@ -194,11 +190,6 @@ func writePackages(w io.Writer, m *topology.Model) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\n", topology.FormatCPUList(ns), st)
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	legend(w, m)
-	return nil
 }
 
 // slowest is the cell for the slowest link between device groups a and b
