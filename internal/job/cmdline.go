@@ -216,23 +216,19 @@ func (o *Options) resolveRendezvous(l *CommandLine) error {
 // a static backend's endpoint is the master, --rdzv-id the run id, and
 // --rdzv-conf on one node is explained.
 func (o *Options) ownRendezvous(l *CommandLine, rdzv map[string]string) error {
-	switch backend := rdzv["backend"]; backend {
-	case "", "static":
-		if ep, ok := rdzv["endpoint"]; ok {
-			// torchrun: a static rendezvous's endpoint is the master.
-			host, port, err := splitHostPort(ep)
-			if err != nil {
-				return usageErrorf("%s: want HOST:PORT, got %q", l.RdzvEndpoint.Label(), ep)
-			}
-			if (l.MasterAddr.Given() && l.MasterAddr.from == "" && o.MasterAddr != host) ||
-				(l.MasterPort.Given() && l.MasterPort.from == "" && o.MasterPort != port) {
-				return usageErrorf("%s %s and --master-addr/--master-port %s:%d disagree: give one", l.RdzvEndpoint.Label(), ep, o.MasterAddr, o.MasterPort)
-			}
-			o.MasterAddr, o.MasterPort = host, port
+	// Another backend is on one node (handToAgent took several): amdrun's
+	// own store on a free local port serves the ranks as torchrun's would.
+	if ep, ok := rdzv["endpoint"]; ok && (rdzv["backend"] == "" || rdzv["backend"] == "static") {
+		// torchrun: a static rendezvous's endpoint is the master.
+		host, port, ok := splitHostPort(ep)
+		if !ok {
+			return usageErrorf("%s: want HOST:PORT, got %q", l.RdzvEndpoint.Label(), ep)
 		}
-	default:
-		// One node: amdrun's own store on a free local port serves the
-		// ranks as torchrun's rendezvous would.
+		if (l.MasterAddr.Given() && l.MasterAddr.from == "" && o.MasterAddr != host) ||
+			(l.MasterPort.Given() && l.MasterPort.from == "" && o.MasterPort != port) {
+			return usageErrorf("%s %s and --master-addr/--master-port %s:%d disagree: give one", l.RdzvEndpoint.Label(), ep, o.MasterAddr, o.MasterPort)
+		}
+		o.MasterAddr, o.MasterPort = host, port
 	}
 	o.RunID = rdzv["id"]
 	if c, ok := rdzv["conf"]; ok && o.NNodes == 1 {
@@ -241,18 +237,12 @@ func (o *Options) ownRendezvous(l *CommandLine, rdzv map[string]string) error {
 	return nil
 }
 
-// splitHostPort splits HOST:PORT (an IPv6 host in brackets) with a port
-// in 1..65535.
-func splitHostPort(s string) (string, int, error) {
+// splitHostPort splits HOST:PORT (an IPv6 host in brackets); false
+// unless the host is not empty and the port in 1..65535.
+func splitHostPort(s string) (string, int, bool) {
 	host, p, err := net.SplitHostPort(s)
-	if err != nil {
-		return "", 0, err
-	}
-	port, err := strconv.Atoi(p)
-	if err != nil || port < 1 || port > 65535 || host == "" {
-		return "", 0, fmt.Errorf("bad port %q", p)
-	}
-	return host, port, nil
+	port, perr := strconv.Atoi(p)
+	return host, port, err == nil && perr == nil && port >= 1 && port <= 65535 && host != ""
 }
 
 // parseDuration parses a duration flag; a bare number gets an error that

@@ -17,16 +17,14 @@ import (
 // cannot honour it. Errors name a flag as the user gave it (the flag, or
 // the PET_* variable it came from).
 func (o *Options) resolveTorchrun(l *CommandLine) error {
-	if l.RunPath.On() && o.Module {
-		return usageErrorf("%s and %s cannot be used together", l.RunPath.Label(), l.Module.Label())
-	}
 	if l.RunPath.On() {
+		if o.Module {
+			return usageErrorf("%s and %s cannot be used together", l.RunPath.Label(), l.Module.Label())
+		}
 		o.NoPython = false // torchrun: --run-path takes precedence over --no-python
 	}
-	if l.MonitorInterval.Given() {
-		if v, err := strconv.ParseFloat(l.MonitorInterval.String(), 64); err != nil || v < 0 || math.IsInf(v, 0) {
-			return usageErrorf("%s: want a number of seconds, got %q", l.MonitorInterval.Label(), l.MonitorInterval.String())
-		}
+	if v, err := strconv.ParseFloat(l.MonitorInterval.String(), 64); l.MonitorInterval.Given() && (err != nil || v < 0 || math.IsInf(v, 0)) {
+		return usageErrorf("%s: want a number of seconds, got %q", l.MonitorInterval.Label(), l.MonitorInterval.String())
 	}
 	if l.ShutdownTimeout.Given() {
 		if l.Grace.Given() {
