@@ -217,7 +217,7 @@ func RunSteps(ctx context.Context, steps []Step, r *Result, progress Progress) e
 	for i := range r.D2D {
 		r.D2D[i] = make([]float64, n)
 	}
-	c := stepCounter{total: 0, start: time.Now(), progress: progress}
+	c := stepCounter{start: time.Now(), progress: progress}
 	for _, s := range steps {
 		if s.Mode == "d2d" {
 			c.total += n * (n - 1)

@@ -113,10 +113,8 @@ func Discover(ctx context.Context, o Options) (*topology.Model, error) {
 }
 
 func one(ctx context.Context, src string, o Options) (*topology.Model, error) {
-	var (
-		m   *topology.Model
-		err error
-	)
+	var m *topology.Model
+	var err error
 	switch src {
 	case "sysfs":
 		m, err = kfd.Read(kfd.DirFS(o.SysfsRoot), o.Warn)

@@ -192,9 +192,6 @@ func normUUID(s string) string {
 	s = strings.ToLower(strings.TrimSpace(s))
 	s = strings.TrimPrefix(s, "gpu-")
 	s = strings.TrimPrefix(s, "0x")
-	if s == "" {
-		return ""
-	}
 	for _, r := range s {
 		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f' || r == '-') {
 			return ""
