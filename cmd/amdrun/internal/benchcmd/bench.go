@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -192,7 +194,7 @@ func printResult(o *Options, m *topology.Model, r *bench.Result, path string) {
 		fmt.Fprintln(w, "\nHost-to-device copy bandwidth, GB/s (row: NUMA node the probe was bound to)")
 		tw = gpuTable(w, r.Devices)
 		fmt.Fprintln(tw)
-		for _, id := range r.NUMAIDs() {
+		for _, id := range slices.Sorted(maps.Keys(r.H2D)) {
 			fmt.Fprintf(tw, "node %d\t", id)
 			for _, v := range r.H2D[id] {
 				fmt.Fprintf(tw, "%.1f\t", v/1000)

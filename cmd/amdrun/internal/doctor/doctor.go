@@ -338,12 +338,7 @@ func leaseCheck(o *Options, m *topology.Model) Check {
 	if d.Owner() != 0 || d.Mode() != lease.Owned {
 		mode = fmt.Sprintf("%s, owner uid %d", d.Mode(), d.Owner())
 	}
-	detail := fmt.Sprintf("%s (%s)", d.Path(), mode)
-	if len(leased) == 0 {
-		detail += ": no device leased"
-	} else {
-		detail += ": " + strings.Join(leased, ", ")
-	}
+	detail := fmt.Sprintf("%s (%s): %s", d.Path(), mode, cmp.Or(strings.Join(leased, ", "), "no device leased"))
 	switch {
 	case d.Degraded() != "":
 		return Check{"leases", Warn, d.Degraded() + "; " + detail, initAdvice}
