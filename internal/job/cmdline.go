@@ -126,13 +126,10 @@ func (o *Options) parseWait(l *CommandLine) error {
 	return nil
 }
 
-// checkNodes checks this node's place in the job: the node count and
-// rank, and the master every node must agree on, with torchrun's
-// defaults where several nodes leave it out: --master-port 29500 (the
-// only place that decides it: one node keeps 0, a free port, so that two
-// jobs there cannot collide) and --master-addr 127.0.0.1, which works
-// only when every node runs on this machine: a static rendezvous's
-// warning says so.
+// checkNodes checks this node's place in the job. Several nodes get
+// torchrun's --master-port 29500 (decided here only: one node keeps 0, a
+// free port, so that two jobs there cannot collide) and --master-addr
+// 127.0.0.1, which works only when every node runs here: a warning says so.
 func (o *Options) checkNodes(l *CommandLine) error {
 	if o.NNodes < 1 {
 		return usageErrorf("%s must be at least 1, got %d", l.NNodes.Label(), o.NNodes)
@@ -164,11 +161,8 @@ func (o *Options) checkCommand(l *CommandLine) error {
 	return nil
 }
 
-// resolveRendezvous reads --standalone and the --rdzv-* flags: with
-// --launcher torchrun they are passed on; with amdrun's own launcher the
-// static backend's endpoint is the master's address, --rdzv-id is the
-// run id, and a rendezvous service on more than one node goes to torch's
-// agent.
+// resolveRendezvous reads --standalone and the --rdzv-* flags: passed on
+// with --launcher torchrun, else read by ownRendezvous (or handToAgent).
 func (o *Options) resolveRendezvous(l *CommandLine) error {
 	rdzv := map[string]string{}
 	for k, v := range map[string]string{"backend": l.RdzvBackend.String(), "endpoint": l.RdzvEndpoint.String(), "id": l.RdzvID.String(), "conf": l.RdzvConf.String()} {
@@ -283,12 +277,10 @@ func (o *Options) parseNNodes(l *CommandLine) error {
 	return nil
 }
 
-// fromSlurm reads the Slurm allocation amdrun runs in (SLURM_JOB_ID set)
-// and fills --nnodes, --node-rank, --master-addr and --master-port from it
-// (and --ngpus on several nodes, when Slurm gave every node's task the
-// same number of GPUs: slurmGPUs, which resolveRanks reads there) where the
-// user did not give them: explicit flags win. A step amdrun cannot run
-// one per node is refused in one line.
+// fromSlurm reads the Slurm allocation amdrun runs in and fills the
+// multi-node flags the user did not give from it (slurm.Merge);
+// slurmGPUs is its GPUs per node (slurm.Job.NodeGPUs) for resolveRanks.
+// A step amdrun cannot run one per node is refused in one line.
 func (o *Options) fromSlurm(ctx context.Context, l *CommandLine) (slurmGPUs int, err error) {
 	// scontrol only expands the node list, which ParseHostlist does too
 	// for every list Slurm writes: a scontrol that cannot reach its

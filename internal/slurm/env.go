@@ -173,10 +173,7 @@ func (j *Job) readNodeID(vars map[string]string) error {
 	return nil
 }
 
-// readGPUs reads the task's GPU grant (Grant, GPUsOnNode) and, when the
-// job asked for GPUs per node or per task (SLURM_GPUS_PER_NODE,
-// SLURM_GPUS_PER_TASK or a gpu:per_task SLURMD_TRES_BIND), so that every
-// node of the step got as many, NodeGPUs.
+// readGPUs reads the task's GPU grant: Grant, GPUsOnNode and NodeGPUs.
 func (j *Job) readGPUs(vars map[string]string) error {
 	g, err := readGrant(vars, j.StepID != "")
 	if err != nil {
