@@ -281,11 +281,8 @@ func first(vars map[string]string, names ...string) (name, value string) {
 	return "", ""
 }
 
-// orList joins names as "A, B and C".
+// orList joins two or more names as "A, B and C".
 func orList(names []string) string {
-	if len(names) == 1 {
-		return names[0]
-	}
 	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }
 

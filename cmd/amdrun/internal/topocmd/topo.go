@@ -149,7 +149,7 @@ func writeMatrix(tw io.Writer, m *topology.Model) {
 		for j := range m.Devices {
 			fmt.Fprintf(tw, "%s\t", cell(m, i, j))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", numa(d.NUMANode), cmp.Or(topology.FormatCPUList(d.CPUs), "-"), group(d), state(d))
+		fmt.Fprintln(tw, strings.Join(placeCells(d), "\t"))
 	}
 }
 
@@ -218,7 +218,7 @@ func writeDevices(w io.Writer, m *topology.Model) error {
 	tw := cmdutil.NewTable(w)
 	fmt.Fprintln(tw, "GPU\tRuntime\tName\tPCI\tUnique ID\tMemory used")
 	for _, d := range m.Devices {
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\n", d.Index, d.RuntimeIndex, cmp.Or(d.Name, "-"), cmp.Or(d.PCIAddress, "-"), cmp.Or(d.UniqueID, "-"), memory(d))
+		fmt.Fprintf(tw, "%d\t%s\n", d.Index, strings.Join(idCells(d), "\t"))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -261,8 +261,7 @@ func writeTSV(w io.Writer, m *topology.Model) error {
 		for j := range m.Devices {
 			row = append(row, cell(m, i, j))
 		}
-		row = append(row, numa(d.NUMANode), cmp.Or(topology.FormatCPUList(d.CPUs), "-"), group(d), state(d),
-			fmt.Sprint(d.RuntimeIndex), cmp.Or(d.Name, "-"), cmp.Or(d.PCIAddress, "-"), cmp.Or(d.UniqueID, "-"), memory(d))
+		row = append(append(row, placeCells(d)...), idCells(d)...)
 		for k, c := range row {
 			row[k] = strings.Join(strings.Fields(c), " ")
 		}
@@ -273,18 +272,22 @@ func writeTSV(w io.Writer, m *topology.Model) error {
 	return nil
 }
 
-func numa(n int) string {
-	if n < 0 {
-		return "-"
+// placeCells are a device's NUMA, CPUs, Package/hive and State columns.
+func placeCells(d topology.Device) []string {
+	numa, state := "-", "free"
+	if d.NUMANode >= 0 {
+		numa = fmt.Sprint(d.NUMANode)
 	}
-	return fmt.Sprint(n)
+	if d.Busy {
+		state = "busy (" + d.BusyReason + ")"
+	}
+	return []string{numa, cmp.Or(topology.FormatCPUList(d.CPUs), "-"), group(d), state}
 }
 
-func state(d topology.Device) string {
-	if d.Busy {
-		return "busy (" + d.BusyReason + ")"
-	}
-	return "free"
+// idCells are a device's Runtime, Name, PCI, Unique ID and Memory used
+// columns.
+func idCells(d topology.Device) []string {
+	return []string{fmt.Sprint(d.RuntimeIndex), cmp.Or(d.Name, "-"), cmp.Or(d.PCIAddress, "-"), cmp.Or(d.UniqueID, "-"), memory(d)}
 }
 
 // applyRBT reads a rocm_bandwidth_test output file and puts its figures
