@@ -90,10 +90,7 @@ func Discover(ctx context.Context, o Options) (*topology.Model, error) {
 		src = "file"
 	}
 	switch src {
-	case "file":
-		if o.File == "" {
-			return nil, fmt.Errorf("--source file needs --topology FILE")
-		}
+	case "file": // the root command refuses it without --topology
 		return readFile(o.File)
 	case "example":
 		return Example()

@@ -242,9 +242,9 @@ var cpuDevice = topology.Device{Index: -1, RuntimeIndex: -1, NUMANode: -1}
 
 // NewPlan computes the plan for s. It does no I/O. It returns an error
 // wrapping ErrSpec when s has neither devices nor CPU ranks (or both), no
-// command, a device twice, a device count that DevicesPerRank does not
-// divide, an unknown bind mode or memory policy, or node numbers out of
-// range.
+// command, a device twice, or a device count that DevicesPerRank does
+// not divide. The settings' ranges and words are the caller's to check
+// (job.Options.Resolve refuses them in the user's terms).
 func NewPlan(s Spec) (*Plan, error) {
 	v, err := resolveSpec(s)
 	if err != nil {
@@ -320,22 +320,7 @@ func resolveSpec(s Spec) (resolved, error) {
 	if s.Bind == "" && len(s.HostNUMA) > 1 {
 		v.bind = BindNUMA
 	}
-	if _, err := ParseBindMode(string(v.bind)); err != nil {
-		return v, fmt.Errorf("launch: %w: %v", ErrSpec, err)
-	}
-	if _, err := ParseMemPolicy(string(v.mem)); err != nil {
-		return v, fmt.Errorf("launch: %w: %v", ErrSpec, err)
-	}
 	v.NNodes = cmp.Or(v.NNodes, 1)
-	if v.NNodes < 0 || s.NodeRank < 0 || s.NodeRank >= v.NNodes {
-		return v, fmt.Errorf("launch: %w: node rank %d outside %d node(s)", ErrSpec, s.NodeRank, v.NNodes)
-	}
-	if s.MaxRestarts < 0 {
-		return v, fmt.Errorf("launch: %w: max restarts %d is negative", ErrSpec, s.MaxRestarts)
-	}
-	if v.MasterPort < 0 || v.MasterPort > 65535 {
-		return v, fmt.Errorf("launch: %w: master port %d outside 1-65535", ErrSpec, s.MasterPort)
-	}
 	if v.MasterPort == 0 {
 		var err error
 		if v.MasterPort, err = freePort(); err != nil {
