@@ -255,25 +255,24 @@ func parseDuration(flag, s string) (time.Duration, error) {
 // parseNNodes reads --nnodes: a count, or MIN:MAX for torchrun's elastic
 // rendezvous.
 func (o *Options) parseNNodes(l *CommandLine) error {
-	if strings.Contains(l.NNodes.String(), ":") {
-		lo, hi, _ := strings.Cut(l.NNodes.String(), ":")
-		a, err1 := strconv.Atoi(lo)
-		b, err2 := strconv.Atoi(hi)
-		if err1 != nil || err2 != nil || a < 1 || b < a {
-			return usageErrorf("%s: want N or MIN:MAX with 1 <= MIN <= MAX, got %q", l.NNodes.Label(), l.NNodes.String())
+	v := l.NNodes.String()
+	lo, hi, elastic := strings.Cut(v, ":")
+	if !elastic {
+		var err error
+		if o.NNodes, err = strconv.Atoi(v); err != nil {
+			return usageErrorf("%s: want a number of nodes, got %q", l.NNodes.Label(), v)
 		}
-		if a == b { // torchrun's default "1:1" is one node, not a range
-			o.NNodes = a
-			return nil
-		}
-		o.ElasticNNodes, o.NNodes = l.NNodes.String(), 1
 		return nil
 	}
-	n, err := strconv.Atoi(l.NNodes.String())
-	if err != nil {
-		return usageErrorf("%s: want a number of nodes, got %q", l.NNodes.Label(), l.NNodes.String())
+	a, err1 := strconv.Atoi(lo)
+	b, err2 := strconv.Atoi(hi)
+	if err1 != nil || err2 != nil || a < 1 || b < a {
+		return usageErrorf("%s: want N or MIN:MAX with 1 <= MIN <= MAX, got %q", l.NNodes.Label(), v)
 	}
-	o.NNodes = n
+	o.NNodes = a
+	if a != b { // torchrun's default "1:1" is one node, not a range
+		o.ElasticNNodes, o.NNodes = v, 1
+	}
 	return nil
 }
 
