@@ -46,11 +46,11 @@ const (
 // BindModes are the bind modes, in the order help lists them.
 var BindModes = []BindMode{BindNUMA, BindExclusive, BindSocket, BindCoreComplex, BindNone}
 
-// ParseBindMode parses one of BindModes (any case). Another value gives
-// an error that lists the valid ones.
+// ParseBindMode parses one of BindModes (any case), or "" (Spec.Bind's
+// default). Another value gives an error that lists the valid ones.
 func ParseBindMode(s string) (BindMode, error) {
 	m := BindMode(strings.ToLower(strings.TrimSpace(s)))
-	if slices.Contains(BindModes, m) {
+	if s == "" || slices.Contains(BindModes, m) {
 		return m, nil
 	}
 	return "", fmt.Errorf("bind: unknown mode %q (valid: numa, exclusive, socket, core-complex, none)", s)
