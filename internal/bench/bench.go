@@ -15,11 +15,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -28,11 +26,10 @@ import (
 	"github.com/amdrun/amdrun/internal/topology/rbt"
 )
 
+// probe is the Python source of the probe.
+//
 //go:embed probe.py
 var probe string
-
-// Probe returns the Python source of the embedded probe.
-func Probe() string { return probe }
 
 // Result is one measurement of a node.
 type Result struct {
@@ -217,7 +214,7 @@ func RunSteps(ctx context.Context, steps []Step, r *Result, progress Progress) e
 	for i := range r.D2D {
 		r.D2D[i] = make([]float64, n)
 	}
-	c := stepCounter{total: 0, start: time.Now(), progress: progress}
+	c := stepCounter{start: time.Now(), progress: progress}
 	for _, s := range steps {
 		if s.Mode == "d2d" {
 			c.total += n * (n - 1)
@@ -312,9 +309,6 @@ func record(l Line, s Step, r *Result, c *stepCounter) error {
 	}
 	return nil
 }
-
-// NUMAIDs returns the keys of r.H2D in order.
-func (r *Result) NUMAIDs() []int { return slices.Sorted(maps.Keys(r.H2D)) }
 
 // FromRBT turns rocm_bandwidth_test output into a Result for the devices
 // of m, to cache like the probe's (rbt.Result.Copies); m is not changed.

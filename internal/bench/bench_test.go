@@ -81,7 +81,7 @@ func TestRunStepsCollectsEveryFigure(t *testing.T) {
 	if r.D2D[1][2] != 2002 || r.D2D[2][0] != 3000 || r.D2D[0][0] != 0 {
 		t.Errorf("d2d = %v", r.D2D)
 	}
-	if r.H2D[1][2] != 50002 || len(r.NUMAIDs()) != 2 {
+	if r.H2D[1][2] != 50002 || len(r.H2D) != 2 {
 		t.Errorf("h2d = %v", r.H2D)
 	}
 	if len(calls) == 0 || calls[len(calls)-1] != 12 {

@@ -62,7 +62,7 @@ func Steps(m *topology.Model, s StepsSpec) ([]Step, []int, error) {
 		env = append(env, plan.EnvCUDAOrder+"=PCI_BUS_ID")
 	}
 	probe := func(mode string) []string {
-		return []string{s.Python, "-c", Probe(), mode, fmt.Sprint(s.SizeMiB), fmt.Sprint(s.Iters)}
+		return []string{s.Python, "-c", probe, mode, fmt.Sprint(s.SizeMiB), fmt.Sprint(s.Iters)}
 	}
 	steps := []Step{{Argv: probe("d2d"), Env: env, NUMA: -1, Mode: "d2d"}}
 	if s.HostNUMA == nil {

@@ -36,7 +36,7 @@ func TestSteps(t *testing.T) {
 	if env["A"] != "1" || env["HIP_VISIBLE_DEVICES"] != "2,1" || env["CUDA_VISIBLE_DEVICES"] != "2,1" {
 		t.Errorf("env %v: want the runtime indices 2,1 visible and A kept", env)
 	}
-	want := launch.ShimArgv("/amdrun", []int{4}, []int{2}, plan.MemBind, []string{"/py", "-c", Probe(), "h2d", "64", "3"})
+	want := launch.ShimArgv("/amdrun", []int{4}, []int{2}, plan.MemBind, []string{"/py", "-c", probe, "h2d", "64", "3"})
 	if last := steps[2]; last.Mode != "h2d" || last.NUMA != 2 || !reflect.DeepEqual(last.Argv, want) {
 		t.Errorf("h2d step on node 2: %q", last.Argv)
 	}

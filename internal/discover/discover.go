@@ -90,10 +90,7 @@ func Discover(ctx context.Context, o Options) (*topology.Model, error) {
 		src = "file"
 	}
 	switch src {
-	case "file":
-		if o.File == "" {
-			return nil, fmt.Errorf("--source file needs --topology FILE")
-		}
+	case "file": // the root command refuses it without --topology
 		return readFile(o.File)
 	case "example":
 		return Example()
@@ -113,10 +110,8 @@ func Discover(ctx context.Context, o Options) (*topology.Model, error) {
 }
 
 func one(ctx context.Context, src string, o Options) (*topology.Model, error) {
-	var (
-		m   *topology.Model
-		err error
-	)
+	var m *topology.Model
+	var err error
 	switch src {
 	case "sysfs":
 		m, err = kfd.Read(kfd.DirFS(o.SysfsRoot), o.Warn)

@@ -36,37 +36,27 @@ func (o *Options) Resolve(ctx context.Context, l *CommandLine) error {
 	if err != nil {
 		return err
 	}
-	if err := o.parseValues(l); err != nil {
-		return err
+	ranks := func(l *CommandLine) error { return o.resolveRanks(l, slurmGPUs) }
+	for _, step := range []func(*CommandLine) error{o.parseValues, o.parseStall, o.resolveTorchrun, o.parseWait,
+		o.checkSigns, o.resolveRendezvous, ranks, o.checkNodes, o.checkCommand} {
+		if err := step(l); err != nil {
+			return err
+		}
 	}
-	if err := o.parseStall(l); err != nil {
-		return err
-	}
-	if err := o.resolveTorchrun(l); err != nil {
-		return err
-	}
-	if err := o.parseWait(&l.Wait); err != nil {
-		return err
-	}
-	if o.Grace < 0 {
+	return nil
+}
+
+// checkSigns refuses a negative grace, restart wait or restart count.
+func (o *Options) checkSigns(l *CommandLine) error {
+	switch {
+	case o.Grace < 0:
 		return usageErrorf("--grace must not be negative")
-	}
-	if o.RestartWait < 0 {
+	case o.RestartWait < 0:
 		return usageErrorf("--restart-wait must not be negative")
-	}
-	if o.MaxRestarts < 0 {
+	case o.MaxRestarts < 0:
 		return usageErrorf("%s must not be negative", l.MaxRestarts.Label())
 	}
-	if err := o.resolveRendezvous(l); err != nil {
-		return err
-	}
-	if err := o.resolveRanks(l, slurmGPUs); err != nil {
-		return err
-	}
-	if err := o.checkNodes(l); err != nil {
-		return err
-	}
-	return o.checkCommand(l)
+	return nil
 }
 
 // parseValues parses the flags whose values are words, lists and
@@ -112,7 +102,8 @@ func (o *Options) parseStall(l *CommandLine) error {
 }
 
 // parseWait reads --wait: absent, bare (forever) or a positive duration.
-func (o *Options) parseWait(a *Arg) error {
+func (o *Options) parseWait(l *CommandLine) error {
+	a := &l.Wait
 	switch wait := a.String(); wait {
 	case "":
 	case "forever":
@@ -135,13 +126,10 @@ func (o *Options) parseWait(a *Arg) error {
 	return nil
 }
 
-// checkNodes checks this node's place in the job: the node count and
-// rank, and the master every node must agree on, with torchrun's
-// defaults where several nodes leave it out: --master-port 29500 (the
-// only place that decides it: one node keeps 0, a free port, so that two
-// jobs there cannot collide) and --master-addr 127.0.0.1, which works
-// only when every node runs on this machine: a static rendezvous's
-// warning says so.
+// checkNodes checks this node's place in the job. Several nodes get
+// torchrun's --master-port 29500 (decided here only: one node keeps 0, a
+// free port, so that two jobs there cannot collide) and --master-addr
+// 127.0.0.1, which works only when every node runs here: a warning says so.
 func (o *Options) checkNodes(l *CommandLine) error {
 	if o.NNodes < 1 {
 		return usageErrorf("%s must be at least 1, got %d", l.NNodes.Label(), o.NNodes)
@@ -173,11 +161,8 @@ func (o *Options) checkCommand(l *CommandLine) error {
 	return nil
 }
 
-// resolveRendezvous reads --standalone and the --rdzv-* flags: with
-// --launcher torchrun they are passed on; with amdrun's own launcher the
-// static backend's endpoint is the master's address, --rdzv-id is the
-// run id, and a rendezvous service on more than one node goes to torch's
-// agent.
+// resolveRendezvous reads --standalone and the --rdzv-* flags: passed on
+// with --launcher torchrun, else read by ownRendezvous (or handToAgent).
 func (o *Options) resolveRendezvous(l *CommandLine) error {
 	rdzv := map[string]string{}
 	for k, v := range map[string]string{"backend": l.RdzvBackend.String(), "endpoint": l.RdzvEndpoint.String(), "id": l.RdzvID.String(), "conf": l.RdzvConf.String()} {
@@ -225,23 +210,19 @@ func (o *Options) resolveRendezvous(l *CommandLine) error {
 // a static backend's endpoint is the master, --rdzv-id the run id, and
 // --rdzv-conf on one node is explained.
 func (o *Options) ownRendezvous(l *CommandLine, rdzv map[string]string) error {
-	switch backend := rdzv["backend"]; backend {
-	case "", "static":
-		if ep, ok := rdzv["endpoint"]; ok {
-			// torchrun: a static rendezvous's endpoint is the master.
-			host, port, err := splitHostPort(ep)
-			if err != nil {
-				return usageErrorf("%s: want HOST:PORT, got %q", l.RdzvEndpoint.Label(), ep)
-			}
-			if (l.MasterAddr.Given() && l.MasterAddr.from == "" && o.MasterAddr != host) ||
-				(l.MasterPort.Given() && l.MasterPort.from == "" && o.MasterPort != port) {
-				return usageErrorf("%s %s and --master-addr/--master-port %s:%d disagree: give one", l.RdzvEndpoint.Label(), ep, o.MasterAddr, o.MasterPort)
-			}
-			o.MasterAddr, o.MasterPort = host, port
+	// Another backend is on one node (handToAgent took several): amdrun's
+	// own store on a free local port serves the ranks as torchrun's would.
+	if ep, ok := rdzv["endpoint"]; ok && (rdzv["backend"] == "" || rdzv["backend"] == "static") {
+		// torchrun: a static rendezvous's endpoint is the master.
+		host, port, ok := splitHostPort(ep)
+		if !ok {
+			return usageErrorf("%s: want HOST:PORT, got %q", l.RdzvEndpoint.Label(), ep)
 		}
-	default:
-		// One node: amdrun's own store on a free local port serves the
-		// ranks as torchrun's rendezvous would.
+		if (l.MasterAddr.Given() && l.MasterAddr.from == "" && o.MasterAddr != host) ||
+			(l.MasterPort.Given() && l.MasterPort.from == "" && o.MasterPort != port) {
+			return usageErrorf("%s %s and --master-addr/--master-port %s:%d disagree: give one", l.RdzvEndpoint.Label(), ep, o.MasterAddr, o.MasterPort)
+		}
+		o.MasterAddr, o.MasterPort = host, port
 	}
 	o.RunID = rdzv["id"]
 	if c, ok := rdzv["conf"]; ok && o.NNodes == 1 {
@@ -250,18 +231,12 @@ func (o *Options) ownRendezvous(l *CommandLine, rdzv map[string]string) error {
 	return nil
 }
 
-// splitHostPort splits HOST:PORT (an IPv6 host in brackets) with a port
-// in 1..65535.
-func splitHostPort(s string) (string, int, error) {
+// splitHostPort splits HOST:PORT (an IPv6 host in brackets); false
+// unless the host is not empty and the port in 1..65535.
+func splitHostPort(s string) (string, int, bool) {
 	host, p, err := net.SplitHostPort(s)
-	if err != nil {
-		return "", 0, err
-	}
-	port, err := strconv.Atoi(p)
-	if err != nil || port < 1 || port > 65535 || host == "" {
-		return "", 0, fmt.Errorf("bad port %q", p)
-	}
-	return host, port, nil
+	port, perr := strconv.Atoi(p)
+	return host, port, err == nil && perr == nil && port >= 1 && port <= 65535 && host != ""
 }
 
 // parseDuration parses a duration flag; a bare number gets an error that
@@ -280,34 +255,31 @@ func parseDuration(flag, s string) (time.Duration, error) {
 // parseNNodes reads --nnodes: a count, or MIN:MAX for torchrun's elastic
 // rendezvous.
 func (o *Options) parseNNodes(l *CommandLine) error {
-	if strings.Contains(l.NNodes.String(), ":") {
-		lo, hi, _ := strings.Cut(l.NNodes.String(), ":")
-		a, err1 := strconv.Atoi(lo)
-		b, err2 := strconv.Atoi(hi)
-		if err1 != nil || err2 != nil || a < 1 || b < a {
-			return usageErrorf("%s: want N or MIN:MAX with 1 <= MIN <= MAX, got %q", l.NNodes.Label(), l.NNodes.String())
+	v := l.NNodes.String()
+	lo, hi, elastic := strings.Cut(v, ":")
+	if !elastic {
+		var err error
+		if o.NNodes, err = strconv.Atoi(v); err != nil {
+			return usageErrorf("%s: want a number of nodes, got %q", l.NNodes.Label(), v)
 		}
-		if a == b { // torchrun's default "1:1" is one node, not a range
-			o.NNodes = a
-			return nil
-		}
-		o.ElasticNNodes, o.NNodes = l.NNodes.String(), 1
 		return nil
 	}
-	n, err := strconv.Atoi(l.NNodes.String())
-	if err != nil {
-		return usageErrorf("%s: want a number of nodes, got %q", l.NNodes.Label(), l.NNodes.String())
+	a, err1 := strconv.Atoi(lo)
+	b, err2 := strconv.Atoi(hi)
+	if err1 != nil || err2 != nil || a < 1 || b < a {
+		return usageErrorf("%s: want N or MIN:MAX with 1 <= MIN <= MAX, got %q", l.NNodes.Label(), v)
 	}
-	o.NNodes = n
+	o.NNodes = a
+	if a != b { // torchrun's default "1:1" is one node, not a range
+		o.ElasticNNodes, o.NNodes = v, 1
+	}
 	return nil
 }
 
-// fromSlurm reads the Slurm allocation amdrun runs in (SLURM_JOB_ID set)
-// and fills --nnodes, --node-rank, --master-addr and --master-port from it
-// (and --ngpus on several nodes, when Slurm gave every node's task the
-// same number of GPUs: slurmGPUs, which resolveRanks reads there) where the
-// user did not give them: explicit flags win. A step amdrun cannot run
-// one per node is refused in one line.
+// fromSlurm reads the Slurm allocation amdrun runs in and fills the
+// multi-node flags the user did not give from it (slurm.Merge);
+// slurmGPUs is its GPUs per node (slurm.Job.NodeGPUs) for resolveRanks.
+// A step amdrun cannot run one per node is refused in one line.
 func (o *Options) fromSlurm(ctx context.Context, l *CommandLine) (slurmGPUs int, err error) {
 	// scontrol only expands the node list, which ParseHostlist does too
 	// for every list Slurm writes: a scontrol that cannot reach its

@@ -11,11 +11,9 @@ import (
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
-// cpuGroups reads the host's sockets and caches when bind needs them
-// (socket, core-complex: the only modes that pay for the read). When
-// what the mode needs cannot be read (sockets for socket, level-3
-// caches for core-complex) it says so in one line and binds to NUMA
-// nodes.
+// cpuGroups reads the host's sockets and caches for --bind socket and
+// core-complex (the only modes that pay for the read); where they cannot
+// be read it says so in one line and binds to NUMA nodes.
 func cpuGroups(o *Options, bind plan.BindMode, nodes []topology.NUMANode) (plan.BindMode, *topology.CPUGroups) {
 	if bind != plan.BindSocket && bind != plan.BindCoreComplex || len(nodes) == 0 || o.HostCPUGroups == nil {
 		return bind, nil

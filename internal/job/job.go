@@ -202,16 +202,9 @@ func supervise(ctx context.Context, o *Options, p *Plan) (int, error) {
 // grace and containment asked for.
 func runOptions(o *Options, p *Plan) launch.RunOptions {
 	ro := launch.RunOptions{
-		Stdout: o.Stdout, Stderr: o.Stderr,
-		LogDir:      o.LogDir,
-		RanksFilter: o.RanksFilter,
-		Grace:       o.Grace,
-		Redirects:   o.Redirects,
-		Tee:         o.Tee,
-		Contain:     o.Contain,
-		Forward:     o.Forward, PrefixTemplate: o.PrefixTemplate,
-		Quiet:        o.Quiet,
-		StallTimeout: o.StallTimeout, OnStall: o.OnStall, RestartWait: o.RestartWait,
+		Stdout: o.Stdout, Stderr: o.Stderr, LogDir: o.LogDir, RanksFilter: o.RanksFilter, Grace: o.Grace,
+		Redirects: o.Redirects, Tee: o.Tee, Contain: o.Contain, Forward: o.Forward, PrefixTemplate: o.PrefixTemplate,
+		Quiet: o.Quiet, StallTimeout: o.StallTimeout, OnStall: o.OnStall, RestartWait: o.RestartWait,
 	}
 	if in, ok := o.Stdin.(*os.File); ok {
 		ro.Stdin = in

@@ -107,14 +107,10 @@ type Selection struct {
 	Policy selector.Policy
 	// Order is the rank order of the chosen devices (--order).
 	Order selector.Order
-	// SearchWork bounds the device search by work (--search-work); past
-	// it the best set found is taken and --explain says how far from
-	// proven. The answer depends on it, never on the machine's load.
-	// Zero means selector.DefaultWork.
-	SearchWork int
-	// SearchBudget is the search's wall-clock safety cap
-	// (--search-budget); --explain and --json say when it fired. Zero
-	// means selector.DefaultBudget.
+	// SearchWork and SearchBudget bound the device search by work and by
+	// wall-clock time (selector.Request.Work and Budget; zero: their
+	// defaults).
+	SearchWork   int
 	SearchBudget time.Duration
 	// NoLease neither takes nor respects device leases.
 	NoLease bool
@@ -138,24 +134,12 @@ type Planning struct {
 	// chose it ("" says nothing about it).
 	Python, PythonFrom string
 
-	// Bind is the binding; "" means plan.Spec's default (BindNUMA on a
-	// host with more than one NUMA node, else BindNone).
-	Bind plan.BindMode
-	// Mem is the memory policy of bound ranks ("" means MemNone).
-	Mem plan.MemPolicy
-	// CPUsPerRank, above 0, is how many CPUs each exclusive or
-	// core-complex rank takes instead of its fair share (those beyond
-	// the share only if free).
+	// Bind, Mem and CPUsPerRank are plan.Spec's (zero: its defaults).
+	Bind        plan.BindMode
+	Mem         plan.MemPolicy
 	CPUsPerRank int
-	// Settings are the job's settings every rank shares, as plan
-	// declares them (embedded here and in plan.Spec and plan.Plan, so
-	// each is declared once; plan.NewPlan decides what a zero value
-	// means): NNodes, NodeRank, MasterAddr and MasterPort place this node
-	// in the job (NNodes 0 means 1, MasterPort 0 a free port on this
-	// host); RunID ("" means a fresh one), Role ("" means plan.DefaultRole),
-	// VirtualLocalRank and MaxRestarts (how often the whole group is
-	// restarted after a failure, 0: never; with Launcher "torchrun",
-	// torchrun's --max-restarts).
+	// Settings are the job's settings every rank shares, declared once by
+	// plan (which documents each field and its zero value).
 	plan.Settings
 	// Slurm is the Slurm allocation amdrun runs in (Resolve reads it from
 	// the environment and fills the four fields above from it), or nil.
@@ -184,8 +168,7 @@ type Supervision struct {
 	// Grace is the time between SIGTERM and SIGKILL after a failure (0:
 	// SIGKILL at once).
 	Grace time.Duration
-	// RestartWait bounds the wait before a restart until the devices have
-	// let go of the failed attempt's memory (launch.RunOptions).
+	// RestartWait is launch.RunOptions'.
 	RestartWait time.Duration
 	// Forward are the signals passed to the ranks (--signals-to-handle);
 	// nil means launch.DefaultSignals.
@@ -212,8 +195,7 @@ type Supervision struct {
 	// NUMABalancing sets kernel.numa_balancing for the job and restores it
 	// after (numabalance.Keep: leave it).
 	NUMABalancing numabalance.Mode
-	// StallTimeout is --stall-timeout (launch.RunOptions.StallTimeout: 0
-	// off, launch.StallAuto its default); OnStall is --on-stall.
+	// StallTimeout and OnStall are launch.RunOptions'.
 	StallTimeout time.Duration
 	OnStall      launch.StallAction
 	// Root is the directory /proc and /sys are read (and written, for

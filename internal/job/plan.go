@@ -2,7 +2,6 @@ package job
 
 import (
 	"cmp"
-	"slices"
 
 	"github.com/amdrun/amdrun/internal/launch"
 	"github.com/amdrun/amdrun/internal/lease"
@@ -89,8 +88,9 @@ func planRanks(o *Options, pl *placement, env []string, hostNUMA []topology.NUMA
 	return cl.plan(s)
 }
 
-// nodeDevices are the indices of the model's devices on each NUMA node
-// (nil without a model): each owns a fair share of its node's CPUs.
+// nodeDevices are the indices of the model's devices on each NUMA node,
+// ascending as the model's devices are (nil without a model): each owns
+// a fair share of its node's CPUs.
 func nodeDevices(m *topology.Model) map[int][]int {
 	if m == nil {
 		return nil
@@ -100,9 +100,6 @@ func nodeDevices(m *topology.Model) map[int][]int {
 		if d.NUMANode >= 0 {
 			out[d.NUMANode] = append(out[d.NUMANode], d.Index)
 		}
-	}
-	for _, idx := range out {
-		slices.Sort(idx)
 	}
 	return out
 }

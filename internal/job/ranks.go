@@ -51,11 +51,9 @@ func (r Ranks) CPURanks(numCPU func() int) int {
 	return max(1, r.N)
 }
 
-// resolveRanks works out o.Ranks, the only place that does: from --ngpus
-// (where not given, slurmGPUs: a multi-node Slurm step's GPUs per node),
-// --nproc-per-node (a number of ranks, or gpu, auto, cpu) and torchrun's
-// one rank where torch's agent runs a job whose flags fix no count; then
-// it refuses ranks the job cannot run (checkRanks).
+// resolveRanks works out o.Ranks, the only place that does, from
+// --ngpus (else slurmGPUs, a multi-node Slurm step's GPUs per node) and
+// --nproc-per-node; torch's agent gets torchrun's one rank by default.
 func (o *Options) resolveRanks(l *CommandLine, slurmGPUs int) error {
 	ngpus, _ := strconv.Atoi(l.NGPUs.String()) // an int flag: pflag read it
 	given := l.NGPUs.Given()
@@ -108,10 +106,7 @@ func (o *Options) resolveRanks(l *CommandLine, slurmGPUs int) error {
 	return o.checkRanks(l)
 }
 
-// checkRanks refuses ranks the job cannot run: CPU ranks with --devices
-// or --exclude, no count where torchrun or several nodes need one,
-// several devices per rank under torchrun, and a --local-ranks-filter
-// rank that does not exist.
+// checkRanks refuses ranks the job cannot run, in one line each.
 func (o *Options) checkRanks(l *CommandLine) error {
 	r := o.Ranks
 	switch torchrun := o.Launcher == "torchrun"; {

@@ -147,10 +147,9 @@ func chosenNUMA(m *topology.Model, devices []int) string {
 func quoteArgv(argv []string) string {
 	out := make([]string, len(argv))
 	for i, a := range argv {
+		out[i] = a
 		if a == "" || strings.ContainsAny(a, " \t\n\"'\\$`|&;<>()*?[]{}~#") {
 			out[i] = fmt.Sprintf("%q", a)
-		} else {
-			out[i] = a
 		}
 	}
 	return strings.Join(out, " ")
@@ -185,11 +184,11 @@ func (pl *Plan) WriteExplain(w io.Writer) {
 	// Say what decided: a tie with the runner-up, then the first term that
 	// sets the chosen set ahead of the best set that scores differently.
 	for i, a := range c.Alternatives {
-		line := decidedBy(c.Score, a)
-		if c.Score.Compare(a.Score) != 0 || i == 0 {
-			fmt.Fprintf(w, "  %s\n", line)
+		differs := c.Score.Compare(a.Score) != 0
+		if differs || i == 0 {
+			fmt.Fprintf(w, "  %s\n", decidedBy(c.Score, a))
 		}
-		if c.Score.Compare(a.Score) != 0 {
+		if differs {
 			break
 		}
 	}

@@ -31,10 +31,8 @@ func (p *placement) release() {
 	}
 }
 
-// place finds the ranks' devices: it discovers the node, chooses and
-// leases the devices; or, when the options ask for CPU ranks or the node
-// has no GPU (the source left to auto-detection), it plans CPU ranks and
-// says so in one line. A dry run respects leases and takes none.
+// place discovers the node and chooses and leases the devices (a dry
+// run takes no lease), or places CPU ranks (cpuFallback).
 func place(ctx context.Context, o *Options, env []string, dryRun bool) (*placement, error) {
 	if o.Ranks.CPU {
 		return &placement{cpuRanks: o.Ranks.CPURanks(o.NumCPU)}, nil

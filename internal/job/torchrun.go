@@ -12,21 +12,17 @@ import (
 	"github.com/amdrun/amdrun/internal/plan"
 )
 
-// resolveTorchrun turns torchrun's flags into Options: each has
-// torchrun's meaning where amdrun has one and a one-line error where it
-// cannot honour it. Errors name a flag as the user gave it (the flag, or
-// the PET_* variable it came from).
+// resolveTorchrun gives torchrun's flags their meaning in Options, or a
+// one-line error naming the flag as the user gave it (Arg.Label).
 func (o *Options) resolveTorchrun(l *CommandLine) error {
-	if l.RunPath.On() && o.Module {
-		return usageErrorf("%s and %s cannot be used together", l.RunPath.Label(), l.Module.Label())
-	}
 	if l.RunPath.On() {
+		if o.Module {
+			return usageErrorf("%s and %s cannot be used together", l.RunPath.Label(), l.Module.Label())
+		}
 		o.NoPython = false // torchrun: --run-path takes precedence over --no-python
 	}
-	if l.MonitorInterval.Given() {
-		if v, err := strconv.ParseFloat(l.MonitorInterval.String(), 64); err != nil || v < 0 || math.IsInf(v, 0) {
-			return usageErrorf("%s: want a number of seconds, got %q", l.MonitorInterval.Label(), l.MonitorInterval.String())
-		}
+	if v, err := strconv.ParseFloat(l.MonitorInterval.String(), 64); l.MonitorInterval.Given() && (err != nil || v < 0 || math.IsInf(v, 0)) {
+		return usageErrorf("%s: want a number of seconds, got %q", l.MonitorInterval.Label(), l.MonitorInterval.String())
 	}
 	if l.ShutdownTimeout.Given() {
 		if l.Grace.Given() {
@@ -76,15 +72,11 @@ func (o *Options) parseNUMABinding(l *CommandLine) error {
 	return nil
 }
 
-// torchrunArgs are the flags passed on to torchrun with --launcher
-// torchrun (those declared Pass) that the user gave, in declaration
-// order, in the underscore spelling that every torchrun from torch 1.13
-// to the current release accepts; a switch is passed bare. Flags
-// torchrun has only in newer releases are passed as well: an older
-// torchrun says it does not know them. Under torch's agent (agent) the
-// flags declared NotToAgent are not: amdrun binds each worker itself
-// (its bind shim is the agent's entrypoint), so --numa-binding would
-// bind them twice.
+// torchrunArgs are the Pass flags the user gave, for --launcher torchrun,
+// in the underscore spelling every torchrun from torch 1.13 on accepts
+// (an older torchrun names one it lacks). Under torch's agent the
+// NotToAgent ones are not: amdrun's bind shim binds each worker, so
+// --numa-binding would bind them twice.
 func torchrunArgs(l *CommandLine, agent bool) []string {
 	var out []string
 	for _, a := range l.args {

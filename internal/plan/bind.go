@@ -46,11 +46,11 @@ const (
 // BindModes are the bind modes, in the order help lists them.
 var BindModes = []BindMode{BindNUMA, BindExclusive, BindSocket, BindCoreComplex, BindNone}
 
-// ParseBindMode parses one of BindModes (any case). Another value gives
-// an error that lists the valid ones.
+// ParseBindMode parses one of BindModes (any case), or "" (Spec.Bind's
+// default). Another value gives an error that lists the valid ones.
 func ParseBindMode(s string) (BindMode, error) {
 	m := BindMode(strings.ToLower(strings.TrimSpace(s)))
-	if slices.Contains(BindModes, m) {
+	if s == "" || slices.Contains(BindModes, m) {
 		return m, nil
 	}
 	return "", fmt.Errorf("bind: unknown mode %q (valid: numa, exclusive, socket, core-complex, none)", s)
@@ -360,19 +360,7 @@ func splitAll(out []binding, keys []string, onNodes map[string][]int, busy []int
 }
 
 // without returns the CPUs of sorted a that are not in b.
-func without(a, b []int) []int {
-	drop := map[int]bool{}
-	for _, c := range b {
-		drop[c] = true
-	}
-	var out []int
-	for _, c := range a {
-		if !drop[c] {
-			out = append(out, c)
-		}
-	}
-	return out
-}
+func without(a, b []int) []int { return filter(a, b, false) }
 
 // chunk returns the j-th of k contiguous, near-equal parts of cpus (the
 // first len%k parts one longer). With more parts than CPUs, part j gets
@@ -423,18 +411,25 @@ func allowedCPUs(host []topology.NUMANode, allowed []int) []int {
 	return slices.Compact(out)
 }
 
-// intersect returns the CPUs of a that are in sorted b, sorted.
+// intersect returns the CPUs of a that are in b, sorted.
 func intersect(a, b []int) []int {
-	in := map[int]bool{}
+	out := filter(a, b, true)
+	slices.Sort(out)
+	return out
+}
+
+// filter returns the CPUs of a that are in b (in) or are not, in a's
+// order.
+func filter(a, b []int, in bool) []int {
+	set := make(map[int]bool, len(b))
 	for _, c := range b {
-		in[c] = true
+		set[c] = true
 	}
 	var out []int
 	for _, c := range a {
-		if in[c] {
+		if set[c] == in {
 			out = append(out, c)
 		}
 	}
-	sort.Ints(out)
 	return out
 }

@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -243,9 +242,9 @@ var cpuDevice = topology.Device{Index: -1, RuntimeIndex: -1, NUMANode: -1}
 
 // NewPlan computes the plan for s. It does no I/O. It returns an error
 // wrapping ErrSpec when s has neither devices nor CPU ranks (or both), no
-// command, a device twice, a device count that DevicesPerRank does not
-// divide, an unknown bind mode or memory policy, or node numbers out of
-// range.
+// command, a device twice, or a device count that DevicesPerRank does
+// not divide. The settings' ranges and words are the caller's to check
+// (job.Options.Resolve refuses them in the user's terms).
 func NewPlan(s Spec) (*Plan, error) {
 	v, err := resolveSpec(s)
 	if err != nil {
@@ -253,16 +252,14 @@ func NewPlan(s Spec) (*Plan, error) {
 	}
 	p := &Plan{WorldSize: v.NNodes * v.nproc, Settings: v.Settings, Bound: v.bind}
 	groups := make([][]topology.Device, v.nproc)
-	for lr := range groups {
-		if len(s.Devices) > 0 {
+	var homes []home
+	if len(s.Devices) == 0 {
+		homes = cpuHomes(v.nproc, s.HostNUMA, s.AllowedCPUs, v.bind)
+	} else {
+		for lr := range groups {
 			groups[lr] = s.Devices[lr*v.per : (lr+1)*v.per]
 		}
-	}
-	var homes []home
-	if len(s.Devices) > 0 {
 		homes = deviceHomes(groups)
-	} else {
-		homes = cpuHomes(v.nproc, s.HostNUMA, s.AllowedCPUs, v.bind)
 	}
 	binds, bound := bindRanks(homes, s, v.bind, &p.Warnings)
 	p.Bound = bound
@@ -323,22 +320,7 @@ func resolveSpec(s Spec) (resolved, error) {
 	if s.Bind == "" && len(s.HostNUMA) > 1 {
 		v.bind = BindNUMA
 	}
-	if _, err := ParseBindMode(string(v.bind)); err != nil {
-		return v, fmt.Errorf("launch: %w: %v", ErrSpec, err)
-	}
-	if _, err := ParseMemPolicy(string(v.mem)); err != nil {
-		return v, fmt.Errorf("launch: %w: %v", ErrSpec, err)
-	}
 	v.NNodes = cmp.Or(v.NNodes, 1)
-	if v.NNodes < 0 || s.NodeRank < 0 || s.NodeRank >= v.NNodes {
-		return v, fmt.Errorf("launch: %w: node rank %d outside %d node(s)", ErrSpec, s.NodeRank, v.NNodes)
-	}
-	if s.MaxRestarts < 0 {
-		return v, fmt.Errorf("launch: %w: max restarts %d is negative", ErrSpec, s.MaxRestarts)
-	}
-	if v.MasterPort < 0 || v.MasterPort > 65535 {
-		return v, fmt.Errorf("launch: %w: master port %d outside 1-65535", ErrSpec, s.MasterPort)
-	}
 	if v.MasterPort == 0 {
 		var err error
 		if v.MasterPort, err = freePort(); err != nil {
@@ -377,17 +359,8 @@ func checkRanks(s Spec) error {
 // newRank is local rank lr with its devices and binding; its Env is set
 // by the caller.
 func newRank(s Spec, v resolved, lr int, devs []topology.Device, b binding) Rank {
-	r := Rank{
-		Rank:      s.NodeRank*v.nproc + lr,
-		LocalRank: lr,
-		Devices:   devs,
-		Device:    cpuDevice,
-		NUMANodes: b.nodes,
-		NUMANode:  -1,
-		CPUs:      b.cpus,
-		MemPolicy: MemNone,
-		Argv:      append([]string(nil), s.Argv...),
-	}
+	r := Rank{Rank: s.NodeRank*v.nproc + lr, LocalRank: lr, Devices: devs, Device: cpuDevice, NUMANodes: b.nodes, NUMANode: -1,
+		CPUs: b.cpus, MemPolicy: MemNone, Argv: append([]string(nil), s.Argv...)}
 	if len(devs) > 0 {
 		r.Device = devs[0]
 	}
@@ -425,13 +398,7 @@ func rankVars(s Spec, v resolved, p *Plan, r Rank) map[string]string {
 		"TORCHELASTIC_MAX_RESTARTS":    strconv.Itoa(s.MaxRestarts),
 		"TORCHELASTIC_USE_AGENT_STORE": "False",
 	}
-	asyncSet := false
-	for _, k := range asyncErrorVars {
-		if _, ok := envlist.Lookup(s.Env, k); ok {
-			asyncSet = true
-		}
-	}
-	if !asyncSet {
+	if !slices.ContainsFunc(asyncErrorVars, func(k string) bool { _, ok := envlist.Lookup(s.Env, k); return ok }) {
 		set[asyncErrorVars[0]] = "1"
 		if legacyAsyncName(s.TorchVersion) {
 			set[asyncErrorVars[1]] = "1"
@@ -443,9 +410,7 @@ func rankVars(s Spec, v resolved, p *Plan, r Rank) map[string]string {
 		if s.RankVisibleEnv != nil {
 			visible = s.RankVisibleEnv[r.LocalRank]
 		}
-		for k, val := range visible {
-			set[k] = val
-		}
+		maps.Copy(set, visible)
 	}
 	return set
 }
@@ -482,15 +447,10 @@ func mergeEnv(base []string, set map[string]string) []string {
 		}
 		out = append(out, kv)
 	}
-	keys := make([]string, 0, len(set))
-	for k := range set {
+	for _, k := range slices.Sorted(maps.Keys(set)) {
 		if !done[k] {
-			keys = append(keys, k)
+			out = append(out, k+"="+set[k])
 		}
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		out = append(out, k+"="+set[k])
 	}
 	return out
 }

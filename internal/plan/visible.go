@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/amdrun/amdrun/internal/envlist"
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
@@ -58,18 +58,8 @@ type Mask struct {
 // entry, when an entry names no device, a device is listed twice, or a
 // variable is set but empty (the runtime would see no GPU at all).
 func ParseMask(env []string, devs []topology.Device) (*Mask, error) {
-	vars := map[string]string{}
-	set := map[string]bool{}
-	for _, kv := range env {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok {
-			continue
-		}
-		switch k {
-		case EnvCUDAVisible, EnvHIPVisible, EnvROCRVisible:
-			vars[k], set[k] = v, true
-		}
-	}
+	vars := envlist.Map(env)
+	set := func(k string) bool { _, ok := vars[k]; return ok }
 	nvidia := len(devs) > 0 && devs[0].Vendor == topology.VendorNVIDIA
 	m := &Mask{}
 	all := make([]int, len(devs))
@@ -77,7 +67,7 @@ func ParseMask(env []string, devs []topology.Device) (*Mask, error) {
 		all[i] = i
 	}
 	base := all
-	if !nvidia && set[EnvROCRVisible] {
+	if !nvidia && set(EnvROCRVisible) {
 		_, idx, err := resolveList(EnvROCRVisible, vars[EnvROCRVisible], devs, all, false)
 		if err != nil {
 			return nil, err
@@ -90,7 +80,7 @@ func ParseMask(env []string, devs []topology.Device) (*Mask, error) {
 		names = []string{EnvCUDAVisible}
 	}
 	for _, name := range names {
-		if !set[name] {
+		if !set(name) {
 			continue
 		}
 		if m.rocr != nil && sameList(vars[name], vars[EnvROCRVisible]) {
@@ -202,9 +192,6 @@ func normUUID(s string) string {
 	s = strings.ToLower(strings.TrimSpace(s))
 	s = strings.TrimPrefix(s, "gpu-")
 	s = strings.TrimPrefix(s, "0x")
-	if s == "" {
-		return ""
-	}
 	for _, r := range s {
 		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f' || r == '-') {
 			return ""
@@ -240,13 +227,9 @@ func (m *Mask) Within(allowed []int, what string) (*Mask, []int, error) {
 		out.cands = sortedCopy(allowed)
 		return out, nil, nil
 	}
-	in := map[int]bool{}
-	for _, i := range allowed {
-		in[i] = true
-	}
 	var keep, dropped []int
 	for _, c := range out.cands {
-		if in[c] {
+		if slices.Contains(allowed, c) {
 			keep = append(keep, c)
 		} else {
 			dropped = append(dropped, c)
@@ -266,10 +249,10 @@ func (m *Mask) Within(allowed []int, what string) (*Mask, []int, error) {
 // nor the mask restricts anything.
 func (m *Mask) Narrow(list []int) []int {
 	cands := m.Candidates()
-	if list == nil || cands == nil {
-		if list == nil {
-			return cands
-		}
+	if list == nil {
+		return cands
+	}
+	if cands == nil {
 		return list
 	}
 	out := []int{}
@@ -341,6 +324,6 @@ func sameList(a, b string) bool {
 
 func sortedCopy(a []int) []int {
 	c := append([]int{}, a...)
-	sort.Ints(c)
+	slices.Sort(c)
 	return c
 }

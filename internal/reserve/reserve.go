@@ -9,6 +9,7 @@
 package reserve
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -149,12 +150,8 @@ func devices(ctx context.Context, r Options) (*selector.Choice, *lease.Lease, er
 	}
 	fctx := wctx
 	if r.Wait == 0 {
-		lockWait := r.LockWait
-		if lockWait <= 0 {
-			lockWait = NodeLockWait
-		}
 		var cancel context.CancelFunc
-		fctx, cancel = context.WithTimeout(ctx, lockWait)
+		fctx, cancel = context.WithTimeout(ctx, cmp.Or(max(r.LockWait, 0), NodeLockWait))
 		defer cancel()
 	}
 	l, err := r.Leases.Claim(fctx, keys, need, choose, 0)
@@ -172,11 +169,7 @@ func devices(ctx context.Context, r Options) (*selector.Choice, *lease.Lease, er
 		}
 		r.Queued(want, unwrapBusy(err), r.Leases.Queue(len(keys)))
 	}
-	poll := r.Poll
-	if poll <= 0 {
-		poll = DefaultWaitPoll
-	}
-	l, err = r.Leases.Claim(wctx, keys, need, choose, poll)
+	l, err = r.Leases.Claim(wctx, keys, need, choose, cmp.Or(max(r.Poll, 0), DefaultWaitPoll))
 	return choice, l, r.explain(ctx, err)
 }
 
@@ -213,11 +206,7 @@ func (s *settle) look(ctx context.Context, r Options, holders map[string]lease.S
 		s.lastRefresh = now
 	}
 	for i, t0 := range s.since {
-		settleTime := r.Settle
-		if settleTime <= 0 {
-			settleTime = SettleTime
-		}
-		if !r.Model.Devices[i].Busy || now.Sub(t0) > settleTime {
+		if !r.Model.Devices[i].Busy || now.Sub(t0) > cmp.Or(max(r.Settle, 0), SettleTime) {
 			delete(s.since, i)
 			continue
 		}

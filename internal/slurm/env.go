@@ -101,7 +101,7 @@ func FromEnvWith(env []string, run func(name string, args ...string) ([]byte, er
 		return nil, err
 	}
 	j := &Job{JobID: id, MasterPort: BasePort + jobID%PortSpan}
-	j.StepID = first(vars, "SLURM_STEP_ID", "SLURM_STEPID")
+	_, j.StepID = first(vars, "SLURM_STEP_ID", "SLURM_STEPID")
 	for _, step := range []func(map[string]string) error{
 		func(vars map[string]string) error { return j.readNodes(vars, run) },
 		j.readNodeID,
@@ -126,13 +126,7 @@ func (j *Job) readNodes(vars map[string]string, run func(name string, args ...st
 		listVars = []string{"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"}
 		countVars = []string{"SLURM_STEP_NUM_NODES", "SLURM_NNODES"}
 	}
-	listVar, list := "", ""
-	for _, name := range listVars {
-		if list = vars[name]; list != "" {
-			listVar = name
-			break
-		}
-	}
+	listVar, list := first(vars, listVars...)
 	if list == "" {
 		return fmt.Errorf("slurm: SLURM_JOB_ID=%s is set but %s are not: %w", j.JobID, orList(listVars), ErrEnv)
 	}
@@ -179,10 +173,7 @@ func (j *Job) readNodeID(vars map[string]string) error {
 	return nil
 }
 
-// readGPUs reads the task's GPU grant (Grant, GPUsOnNode) and, when the
-// job asked for GPUs per node or per task (SLURM_GPUS_PER_NODE,
-// SLURM_GPUS_PER_TASK or a gpu:per_task SLURMD_TRES_BIND), so that every
-// node of the step got as many, NodeGPUs.
+// readGPUs reads the task's GPU grant: Grant, GPUsOnNode and NodeGPUs.
 func (j *Job) readGPUs(vars map[string]string) error {
 	g, err := readGrant(vars, j.StepID != "")
 	if err != nil {
@@ -248,12 +239,7 @@ func (j *Job) Launchable() error {
 // (SLURM_JOB_NODELIST_HET_GROUP_<n>), in a step spanning several to their
 // union (seen with Slurm 22.05).
 func hetSpan(vars map[string]string) string {
-	name := "SLURM_HET_SIZE"
-	size := vars[name]
-	if size == "" {
-		name = "SLURM_PACK_SIZE"
-		size = vars[name]
-	}
+	name, size := first(vars, "SLURM_HET_SIZE", "SLURM_PACK_SIZE")
 	n, err := strconv.Atoi(size)
 	if err != nil || n < 2 {
 		return ""
@@ -284,21 +270,19 @@ func Hostnames(nodelist string, run func(name string, args ...string) ([]byte, e
 	return ParseHostlist(nodelist)
 }
 
-// first returns the value of the first of names that is set and not empty.
-func first(vars map[string]string, names ...string) string {
+// first returns the first of names that is set and not empty, and its
+// value ("", "" when none is).
+func first(vars map[string]string, names ...string) (name, value string) {
 	for _, n := range names {
 		if v := vars[n]; v != "" {
-			return v
+			return n, v
 		}
 	}
-	return ""
+	return "", ""
 }
 
-// orList joins names as "A, B and C".
+// orList joins two or more names as "A, B and C".
 func orList(names []string) string {
-	if len(names) == 1 {
-		return names[0]
-	}
 	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }
 

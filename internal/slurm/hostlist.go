@@ -200,27 +200,13 @@ func (p *hostlistParser) group(lo, hi int) ([]string, error) {
 	return out, nil
 }
 
-// parseNum accepts 1 to 18 decimal digits (no sign), so that no range
-// arithmetic can overflow.
+// parseNum accepts 1 to 18 decimal digits (ParseUint takes no sign, and
+// no "_" in base 10), so that no range arithmetic can overflow.
 func parseNum(s string) (uint64, bool) {
-	if s == "" || len(s) > 18 {
-		return 0, false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return 0, false
-		}
-	}
 	n, err := strconv.ParseUint(s, 10, 64)
-	return n, err == nil
+	return n, err == nil && len(s) <= 18
 }
 
 // pad formats n with leading zeros up to width digits, as Slurm does
 // with the width of a range's start.
-func pad(n uint64, width int) string {
-	s := strconv.FormatUint(n, 10)
-	if len(s) < width {
-		s = strings.Repeat("0", width-len(s)) + s
-	}
-	return s
-}
+func pad(n uint64, width int) string { return fmt.Sprintf("%0*d", width, n) }

@@ -17,20 +17,18 @@ func OpenPTY(t testing.TB) (master, tty *os.File) {
 	if err != nil {
 		t.Skipf("no pseudo-terminal: %v", err)
 	}
+	t.Cleanup(func() { m.Close() })
 	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		m.Close()
 		t.Fatal(err)
 	}
 	n, err := unix.IoctlGetUint32(int(m.Fd()), unix.TIOCGPTN)
 	if err != nil {
-		m.Close()
 		t.Fatal(err)
 	}
 	s, err := os.OpenFile("/dev/pts/"+strconv.Itoa(int(n)), os.O_RDWR|unix.O_NOCTTY, 0)
 	if err != nil {
-		m.Close()
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close(); m.Close() })
+	t.Cleanup(func() { s.Close() })
 	return m, s
 }

@@ -104,16 +104,14 @@ func unpackOnce(archive string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	defer os.RemoveAll(tmp) // nothing left there once renamed
 	if err := untar(b, tmp); err != nil {
-		os.RemoveAll(tmp)
 		return "", err
 	}
 	if err := os.WriteFile(filepath.Join(tmp, ".complete"), nil, 0o644); err != nil {
-		os.RemoveAll(tmp)
 		return "", err
 	}
 	if err := os.Rename(tmp, dst); err != nil {
-		os.RemoveAll(tmp)
 		if _, serr := os.Stat(filepath.Join(dst, ".complete")); serr == nil {
 			return dst, nil // another test binary won the race
 		}

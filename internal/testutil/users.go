@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -62,28 +61,12 @@ func NewUserPrefixed(t testing.TB, prefix string) User {
 	name := prefix + hex.EncodeToString(b[:])
 	// useradd locks /etc/passwd; test binaries of other packages may hold
 	// it for a moment.
-	var out []byte
-	var err error
-	for try := 0; try < 20; try++ {
-		out, err = exec.Command("useradd", "--no-create-home", "--user-group", "--shell", "/usr/sbin/nologin", name).CombinedOutput()
-		if err == nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err != nil {
+	if out, err := retry("useradd", "--no-create-home", "--user-group", "--shell", "/usr/sbin/nologin", name); err != nil {
 		t.Fatalf("useradd %s: %v\n%s", name, err, out)
 	}
 	t.Cleanup(func() {
-		for try := 0; try < 20; try++ {
-			out, err := exec.Command("userdel", name).CombinedOutput()
-			if err == nil {
-				break
-			}
-			if try == 19 {
-				t.Errorf("userdel %s: %v\n%s", name, err, out)
-			}
-			time.Sleep(100 * time.Millisecond)
+		if out, err := retry("userdel", name); err != nil {
+			t.Errorf("userdel %s: %v\n%s", name, err, out)
 		}
 		// userdel removes the user's own group when it is empty; make sure.
 		_ = exec.Command("groupdel", name).Run()
@@ -98,6 +81,20 @@ func NewUserPrefixed(t testing.TB, prefix string) User {
 		t.Fatal(err)
 	}
 	return User{Name: name, UID: uid, GID: gid}
+}
+
+// retry runs name with args until it succeeds, 20 times at most, 100 ms
+// apart, and returns its last output and error.
+func retry(name string, args ...string) ([]byte, error) {
+	var out []byte
+	var err error
+	for try := 0; try < 20; try++ {
+		if out, err = exec.Command(name, args...).CombinedOutput(); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return out, err
 }
 
 // Command returns a command that runs name with args as u, with u's
@@ -132,24 +129,11 @@ func SharedDir(t testing.TB, perm uint32) string {
 // build directory), and returns the copy's path.
 func PublicCopy(t testing.TB, path string) string {
 	t.Helper()
-	src, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
 	dst := filepath.Join(SharedDir(t, 0o755), filepath.Base(path))
-	f, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
-	if err != nil {
+	if err := os.WriteFile(dst, ReadFile(t, path), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := io.Copy(f, src); err != nil {
-		f.Close()
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(dst, 0o755); err != nil {
+	if err := os.Chmod(dst, 0o755); err != nil { // whatever the umask
 		t.Fatal(err)
 	}
 	return dst

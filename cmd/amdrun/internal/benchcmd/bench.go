@@ -7,9 +7,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
@@ -158,11 +162,7 @@ func printResult(o *Options, m *topology.Model, r *bench.Result, path string) {
 	for _, p := range r.NoP2P {
 		noP2P[p], noP2P[[2]int{p[1], p[0]}] = true, true
 	}
-	tw := cmdutil.NewTable(w)
-	fmt.Fprint(tw, "\t")
-	for _, d := range r.Devices {
-		fmt.Fprintf(tw, "GPU%d\t", d)
-	}
+	tw := gpuTable(w, r.Devices)
 	fmt.Fprintln(tw, "theoretical")
 	for i, a := range r.Devices {
 		fmt.Fprintf(tw, "GPU%d\t", a)
@@ -192,13 +192,9 @@ func printResult(o *Options, m *topology.Model, r *bench.Result, path string) {
 	}
 	if len(r.H2D) > 0 {
 		fmt.Fprintln(w, "\nHost-to-device copy bandwidth, GB/s (row: NUMA node the probe was bound to)")
-		tw = cmdutil.NewTable(w)
-		fmt.Fprint(tw, "\t")
-		for _, d := range r.Devices {
-			fmt.Fprintf(tw, "GPU%d\t", d)
-		}
+		tw = gpuTable(w, r.Devices)
 		fmt.Fprintln(tw)
-		for _, id := range r.NUMAIDs() {
+		for _, id := range slices.Sorted(maps.Keys(r.H2D)) {
 			fmt.Fprintf(tw, "node %d\t", id)
 			for _, v := range r.H2D[id] {
 				fmt.Fprintf(tw, "%.1f\t", v/1000)
@@ -210,6 +206,17 @@ func printResult(o *Options, m *topology.Model, r *bench.Result, path string) {
 	if path != "" {
 		fmt.Fprintf(w, "\nCached in %s; selection uses it (--bandwidth auto).\n", path)
 	}
+}
+
+// gpuTable is a table on w whose header, ended by the caller, has a
+// column per device.
+func gpuTable(w io.Writer, devs []int) *tabwriter.Writer {
+	tw := cmdutil.NewTable(w)
+	fmt.Fprint(tw, "\t")
+	for _, d := range devs {
+		fmt.Fprintf(tw, "GPU%d\t", d)
+	}
+	return tw
 }
 
 // finish caches a measurement for this host and prints it.

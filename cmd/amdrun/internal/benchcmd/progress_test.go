@@ -1,11 +1,12 @@
 package benchcmd
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdtest"
+	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
 )
 
 // TestProgressTerminalAndPipe drives both branches of the measuring
@@ -13,8 +14,8 @@ import (
 // line at each quarter and nothing between.
 func TestProgressTerminalAndPipe(t *testing.T) {
 	for _, tty := range []bool{true, false} {
-		ios, _, _, errOut := cmdtest.Streams()
-		cmdtest.SetStderrTTY(ios, tty)
+		errOut := &bytes.Buffer{}
+		ios := iostreams.New(nil, nil, errOut, false, tty)
 		p := progress(&Options{IO: ios})
 		for done := 0; done <= 8; done++ {
 			p(done, 8, time.Duration(done)*time.Second)

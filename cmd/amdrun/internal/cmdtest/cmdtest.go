@@ -31,11 +31,6 @@ func SetStdoutTTY(s *iostreams.IOStreams, v bool) {
 	*s = *iostreams.New(s.In, s.Out, s.ErrOut, v, s.IsStderrTTY())
 }
 
-// SetStderrTTY makes s's ErrOut count as a terminal (v) or not.
-func SetStderrTTY(s *iostreams.IOStreams, v bool) {
-	*s = *iostreams.New(s.In, s.Out, s.ErrOut, s.IsStdoutTTY(), v)
-}
-
 // DocBlock checks that the block of the file doc (a path under the
 // repository root) between the lines that name the test t is want, or
 // with -update (which the test's package declares) rewrites it: the docs'

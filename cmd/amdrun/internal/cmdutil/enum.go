@@ -157,12 +157,8 @@ func JoinOr(words []string) string { return join(words, " or ") }
 func JoinAnd(words []string) string { return join(words, " and ") }
 
 func join(words []string, last string) string {
-	switch n := len(words); n {
-	case 0:
-		return ""
-	case 1:
-		return words[0]
-	default:
+	if n := len(words); n > 1 {
 		return strings.Join(words[:n-1], ", ") + last + words[n-1]
 	}
+	return strings.Join(words, "")
 }

@@ -171,25 +171,15 @@ func (f *Factory) discoverOptions(warn topology.Warner) discover.Options {
 // New returns the Factory of the real process.
 func New(version string) *Factory {
 	io := iostreams.System()
-	f := &Factory{
-		IOStreams:  io,
-		Version:    version,
-		Env:        os.Environ,
-		Executable: os.Executable,
-		Discover:   discover.Discover,
-	}
+	f := &Factory{IOStreams: io, Version: version, Env: os.Environ, Executable: os.Executable, Discover: discover.Discover}
 	f.Run = func(ctx context.Context, name string, args ...string) ([]byte, error) {
 		return discover.RunTool(ctx, f.ToolTimeout(), name, args...)
 	}
-	f.HostNUMA = func() ([]topology.NUMANode, error) {
-		return host.NUMANodes(f.SysfsRoot())
-	}
+	f.HostNUMA = func() ([]topology.NUMANode, error) { return host.NUMANodes(f.SysfsRoot()) }
 	f.HostCPUGroups = func(nodes []topology.NUMANode) (*topology.CPUGroups, error) {
 		return host.CPUGroups(f.SysfsRoot(), nodes)
 	}
-	f.Warn = func(format string, args ...any) {
-		Warnf(io, format, args...)
-	}
+	f.Warn = func(format string, args ...any) { Warnf(io, format, args...) }
 	return f
 }
 

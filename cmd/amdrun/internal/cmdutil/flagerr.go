@@ -9,23 +9,9 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// want is what a flag of pflag's type typ takes, as its error says it
-// ("" when amdrun has no words for it).
-func want(typ string) string {
-	switch {
-	case strings.HasPrefix(typ, "int"), typ == "count":
-		return "a whole number"
-	case strings.HasPrefix(typ, "uint"):
-		return "a whole number, 0 or more"
-	case strings.HasPrefix(typ, "float"):
-		return "a number"
-	case typ == "duration":
-		return "a duration such as 30s or 10m"
-	case typ == "bool":
-		return "true or false"
-	}
-	return ""
-}
+// wants is what a flag of each pflag type amdrun declares takes, as its
+// error says it.
+var wants = map[string]string{"int": "a whole number", "duration": "a duration such as 30s or 10m", "bool": "true or false"}
 
 // ValueError words err, pflag's error for a value its flag's type cannot
 // parse, as amdrun words every flag value error (--nproc-per-node's and
@@ -41,7 +27,7 @@ func ValueError(label string, err error) error {
 	if label == "" {
 		label = "--" + ive.GetFlag().Name
 	}
-	w := want(ive.GetFlag().Value.Type())
+	w := wants[ive.GetFlag().Value.Type()]
 	if w == "" {
 		return FlagErrorf("%s: %v", label, errors.Unwrap(ive))
 	}

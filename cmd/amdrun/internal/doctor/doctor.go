@@ -142,15 +142,11 @@ func Checks(ctx context.Context, o *Options) []Check {
 		if m.SourceVersion != "" {
 			v += " " + m.SourceVersion
 		}
-		out = append(out, Check{"topology source", OK, v, ""})
-		out = append(out, devicesCheck(m))
-		out = append(out, numaCheck(m, o.HostNUMA))
+		out = append(out, Check{"topology source", OK, v, ""}, devicesCheck(m), numaCheck(m, o.HostNUMA))
 	}
-	out = append(out, visibleCheck(o.Env(), m))
-	out = append(out, balancingCheck(o.Root))
+	out = append(out, visibleCheck(o.Env(), m), balancingCheck(o.Root))
 	if m != nil {
-		out = append(out, iommuCheck(o.Root, m.Vendor))
-		out = append(out, leaseCheck(o, m))
+		out = append(out, iommuCheck(o.Root, m.Vendor), leaseCheck(o, m))
 	}
 	if o.Containment != nil {
 		out = append(out, containmentChecks(o.Containment)...)
@@ -158,8 +154,7 @@ func Checks(ctx context.Context, o *Options) []Check {
 	if o.Self != nil {
 		out = append(out, pathCheck(envlist.Get(o.Env(), "PATH"), o.Self))
 	}
-	out = append(out, torchCheck(ctx, o))
-	return out
+	return append(out, torchCheck(ctx, o))
 }
 
 // pathCheck warns when the amdrun a shell would run is another program:
@@ -343,12 +338,7 @@ func leaseCheck(o *Options, m *topology.Model) Check {
 	if d.Owner() != 0 || d.Mode() != lease.Owned {
 		mode = fmt.Sprintf("%s, owner uid %d", d.Mode(), d.Owner())
 	}
-	detail := fmt.Sprintf("%s (%s)", d.Path(), mode)
-	if len(leased) == 0 {
-		detail += ": no device leased"
-	} else {
-		detail += ": " + strings.Join(leased, ", ")
-	}
+	detail := fmt.Sprintf("%s (%s): %s", d.Path(), mode, cmp.Or(strings.Join(leased, ", "), "no device leased"))
 	switch {
 	case d.Degraded() != "":
 		return Check{"leases", Warn, d.Degraded() + "; " + detail, initAdvice}

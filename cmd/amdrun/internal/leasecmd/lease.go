@@ -84,9 +84,8 @@ func RunInit(ctx context.Context, o *InitOptions) error {
 	if err != nil {
 		return err
 	}
-	keys := m.Keys()
 	cpus := hostCPUs(o)
-	keys = append(keys, lease.CPUKeys(cpus)...)
+	keys := append(m.Keys(), lease.CPUKeys(cpus)...)
 	if o.Tmpfiles {
 		lines, err := lease.TmpfilesLines(o.Dir, keys)
 		if err != nil {

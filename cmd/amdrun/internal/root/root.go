@@ -89,13 +89,8 @@ func NewCmdRoot(f *cmdutil.Factory) *cobra.Command {
 	})
 	cmd.SetOut(f.IOStreams.Out)
 	cmd.SetErr(f.IOStreams.ErrOut)
-	cmd.AddCommand(topocmd.NewCmdTopo(f, nil))
-	cmd.AddCommand(version.NewCmdVersion(f))
-	cmd.AddCommand(pscmd.NewCmdPs(f, nil))
-	cmd.AddCommand(stackscmd.NewCmdStacks(f, nil))
-	cmd.AddCommand(benchcmd.NewCmdBench(f, nil))
-	cmd.AddCommand(doctor.NewCmdDoctor(f, nil))
-	cmd.AddCommand(leasecmd.NewCmdLease(f, nil))
+	cmd.AddCommand(topocmd.NewCmdTopo(f, nil), version.NewCmdVersion(f), pscmd.NewCmdPs(f, nil), stackscmd.NewCmdStacks(f, nil),
+		benchcmd.NewCmdBench(f, nil), doctor.NewCmdDoctor(f, nil), leasecmd.NewCmdLease(f, nil))
 	// cobra adds `completion` itself; make an unknown shell a usage error
 	// instead of a help page and exit 0.
 	cmd.InitDefaultCompletionCmd()
@@ -141,23 +136,22 @@ func wrapLines(s string, width int) string {
 // stampedVersion is the version the build stamped into main ("" when none;
 // version.FromBuild says what is reported then).
 func Main(stampedVersion string) int {
-	if len(os.Args) > 1 && os.Args[1] == launch.ShimArg {
-		// The re-executed bind shim: bind this process, then exec the rank.
-		return launch.ShimMain(os.Args[2:])
-	}
-	if len(os.Args) > 1 && os.Args[1] == launch.KeeperArg {
-		// The init of a job's PID namespace (see launch.Containment).
-		return launch.KeeperMain(os.Args[2:])
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case launch.ShimArg: // the re-executed bind shim: bind this process, then exec the rank
+			return launch.ShimMain(os.Args[2:])
+		case launch.KeeperArg: // the init of a job's PID namespace (see launch.Containment)
+			return launch.KeeperMain(os.Args[2:])
+		}
 	}
 	f := cmdutil.New(version.Current(stampedVersion))
 	cmd := NewCmdRoot(f)
 	// torchrun's argparse takes --nproc_per_nod for --nproc_per_node.
 	args, err := runcmd.ExpandAbbrev(cmd, os.Args[1:])
-	if err != nil {
-		return exitCode(f, err)
+	if err == nil {
+		cmd.SetArgs(args)
+		err = cmd.ExecuteContext(context.Background())
 	}
-	cmd.SetArgs(args)
-	err = cmd.ExecuteContext(context.Background())
 	return exitCode(f, err)
 }
 

@@ -1,13 +1,17 @@
 package runcmd
 
 import (
+	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdtest"
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/cmdutil"
 	"github.com/amdrun/amdrun/internal/job"
+	"github.com/amdrun/amdrun/internal/testutil"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -82,4 +86,50 @@ func agentOnlyDoc(cmd *cobra.Command) string {
 func TestAgentOnlyDoc(t *testing.T) {
 	ios, _, _, _ := cmdtest.Streams()
 	cmdtest.DocBlock(t, "docs/torchrun.md", agentOnlyDoc(NewCmdRun(&cmdutil.Factory{IOStreams: ios}, nil)))
+}
+
+// numaBindingRow is the start of docs/torchrun.md's row of --numa-binding,
+// up to its notes: torchrun's words as numaBindingFlag declares them, and
+// the --bind word each is (its help's "= --bind WORD", else the same word).
+func numaBindingRow() string {
+	var from, to []string
+	for _, w := range numaBindingFlag.Words {
+		bind := w.Name
+		if b, ok := strings.CutPrefix(w.Help, "= --bind "); ok {
+			bind = b
+		}
+		from, to = append(from, w.Name), append(to, bind)
+	}
+	return "| `--numa-binding " + strings.Join(from, "` / `") + "` | `--bind " + strings.Join(to, "` / `") + "` ("
+}
+
+// TestNUMABindingDoc: docs/torchrun.md's --numa-binding row starts as
+// numaBindingRow makes it from the flag's declaration (-update rewrites
+// that start). The row sits inside a hand-written table, where
+// DocBlock's marker lines would end the table, so it is checked by its
+// first cell.
+func TestNUMABindingDoc(t *testing.T) {
+	const doc = "docs/torchrun.md"
+	path := filepath.Join(testutil.RepoRoot(t), doc)
+	lines := strings.Split(string(testutil.ReadFile(t, path)), "\n")
+	want := numaBindingRow()
+	for i, l := range lines {
+		if !strings.HasPrefix(l, "| `--numa-binding ") {
+			continue
+		}
+		if strings.HasPrefix(l, want) {
+			return
+		}
+		if u := flag.Lookup("update"); u != nil && u.Value.String() == "true" {
+			_, notes, _ := strings.Cut(l, " | ")
+			_, notes, _ = strings.Cut(notes, " (")
+			lines[i] = want + notes
+			if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		t.Fatalf("%s: the --numa-binding row starts %q, want %q (go test -run %s -update rewrites it)", doc, l[:min(len(l), len(want))], want, t.Name())
+	}
+	t.Fatalf("%s has no row of --numa-binding", doc)
 }

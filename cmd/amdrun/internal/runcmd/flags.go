@@ -89,14 +89,6 @@ func nprocWord(s string) (string, error) {
 	return s, nil
 }
 
-// bindMode is plan.ParseBindMode, "" for the default.
-func bindMode(s string) (plan.BindMode, error) {
-	if s == "" {
-		return "", nil
-	}
-	return plan.ParseBindMode(s)
-}
-
 func orNew[T any](p *T) *T {
 	if p == nil {
 		return new(T)
@@ -131,7 +123,7 @@ func addRankFlags(d decl, opts *Options) {
 	declare(d, &l.Module, d.fl.BoolVarP, &opts.Module, "module", "m", false, "run SCRIPT as a Python module (python -m MODULE)", job.TorchPET)
 	declare(d, &l.NoPython, d.fl.BoolVarP, &opts.NoPython, "no-python", "", false, "run SCRIPT directly as a program, not through Python", job.TorchPET)
 	declare(d, &l.Python, d.fl.StringVarP, &opts.Python, "python", "", "", "Python interpreter (default $PYTHON_EXEC, else the active environment's: $VIRTUAL_ENV/bin/python, $CONDA_PREFIX/bin/python; else the one amdrun was installed with; else python3 on PATH)", job.Own)
-	enum(d, &l.Bind, &opts.Bind, bindFlag, "", bindMode, "CPU/memory binding per rank: %s (default numa when the host has more than one NUMA node, else none)", job.Own)
+	enum(d, &l.Bind, &opts.Bind, bindFlag, "", plan.ParseBindMode, "CPU/memory binding per rank: %s (default numa when the host has more than one NUMA node, else none)", job.Own)
 	cmdutil.EnumVar(d.cmd, &opts.Mem, memFlag, "bind", plan.ParseMemPolicy, "memory policy with --bind numa/exclusive: %s")
 	fl.IntVar(&opts.CPUsPerRank, "cpus-per-rank", 0, "with --bind exclusive/core-complex: CPUs per rank instead of its share of its NUMA node (the node's CPUs divided by its GPUs); more only if free")
 	declare(d, &l.Grace, d.fl.StringVarP, nil, "grace", "", "10s", "after a rank fails, time the others get between SIGTERM and SIGKILL, with a unit (0: SIGKILL at once)", job.Own)

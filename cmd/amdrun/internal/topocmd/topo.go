@@ -121,13 +121,16 @@ func writeTable(w io.Writer, m *topology.Model) error {
 		fmt.Fprintf(w, " %s", m.SourceVersion)
 	}
 	fmt.Fprintf(w, "; bandwidth %s; %d devices\n\n", m.Bandwidth, m.N())
+	tw := cmdutil.NewTable(w)
 	if m.N() > maxMatrix {
-		if err := writePackages(w, m); err != nil {
-			return err
-		}
-	} else if err := writeMatrix(w, m); err != nil {
+		writePackages(w, tw, m)
+	} else {
+		writeMatrix(tw, m)
+	}
+	if err := tw.Flush(); err != nil {
 		return err
 	}
+	legend(w, m)
 	return writeDevices(w, m)
 }
 
@@ -135,8 +138,7 @@ func writeTable(w io.Writer, m *topology.Model) error {
 // (partitioned GPUs) are shown package by package.
 const maxMatrix = 16
 
-func writeMatrix(w io.Writer, m *topology.Model) error {
-	tw := cmdutil.NewTable(w)
+func writeMatrix(tw io.Writer, m *topology.Model) {
 	fmt.Fprint(tw, "\t")
 	for i := range m.Devices {
 		fmt.Fprintf(tw, "GPU%d\t", i)
@@ -147,13 +149,8 @@ func writeMatrix(w io.Writer, m *topology.Model) error {
 		for j := range m.Devices {
 			fmt.Fprintf(tw, "%s\t", cell(m, i, j))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", numa(d.NUMANode), cmp.Or(topology.FormatCPUList(d.CPUs), "-"), group(d), state(d))
+		fmt.Fprintln(tw, strings.Join(placeCells(d), "\t"))
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	legend(w, m)
-	return nil
 }
 
 func legend(w io.Writer, m *topology.Model) {
@@ -166,10 +163,9 @@ func legend(w io.Writer, m *topology.Model) {
 
 // writePackages shows a large node package by package: each package's
 // devices, and between packages the slowest link of any device pair.
-func writePackages(w io.Writer, m *topology.Model) error {
+func writePackages(w, tw io.Writer, m *topology.Model) {
 	pk := m.Packages()
 	fmt.Fprintf(w, "%d devices in %d packages (more than %d devices: links shown between packages, the slowest pair; --json has every pair)\n\n", m.N(), len(pk), maxMatrix)
-	tw := cmdutil.NewTable(w)
 	fmt.Fprint(tw, "\tdevices\t")
 	for i := range pk {
 		fmt.Fprintf(tw, "P%d\t", i)
@@ -194,11 +190,6 @@ func writePackages(w io.Writer, m *topology.Model) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\n", topology.FormatCPUList(ns), st)
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	legend(w, m)
-	return nil
 }
 
 // slowest is the cell for the slowest link between device groups a and b
@@ -227,7 +218,7 @@ func writeDevices(w io.Writer, m *topology.Model) error {
 	tw := cmdutil.NewTable(w)
 	fmt.Fprintln(tw, "GPU\tRuntime\tName\tPCI\tUnique ID\tMemory used")
 	for _, d := range m.Devices {
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\n", d.Index, d.RuntimeIndex, cmp.Or(d.Name, "-"), cmp.Or(d.PCIAddress, "-"), cmp.Or(d.UniqueID, "-"), memory(d))
+		fmt.Fprintf(tw, "%d\t%s\n", d.Index, strings.Join(idCells(d), "\t"))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -270,8 +261,7 @@ func writeTSV(w io.Writer, m *topology.Model) error {
 		for j := range m.Devices {
 			row = append(row, cell(m, i, j))
 		}
-		row = append(row, numa(d.NUMANode), cmp.Or(topology.FormatCPUList(d.CPUs), "-"), group(d), state(d),
-			fmt.Sprint(d.RuntimeIndex), cmp.Or(d.Name, "-"), cmp.Or(d.PCIAddress, "-"), cmp.Or(d.UniqueID, "-"), memory(d))
+		row = append(append(row, placeCells(d)...), idCells(d)...)
 		for k, c := range row {
 			row[k] = strings.Join(strings.Fields(c), " ")
 		}
@@ -282,18 +272,22 @@ func writeTSV(w io.Writer, m *topology.Model) error {
 	return nil
 }
 
-func numa(n int) string {
-	if n < 0 {
-		return "-"
+// placeCells are a device's NUMA, CPUs, Package/hive and State columns.
+func placeCells(d topology.Device) []string {
+	numa, state := "-", "free"
+	if d.NUMANode >= 0 {
+		numa = fmt.Sprint(d.NUMANode)
 	}
-	return fmt.Sprint(n)
+	if d.Busy {
+		state = "busy (" + d.BusyReason + ")"
+	}
+	return []string{numa, cmp.Or(topology.FormatCPUList(d.CPUs), "-"), group(d), state}
 }
 
-func state(d topology.Device) string {
-	if d.Busy {
-		return "busy (" + d.BusyReason + ")"
-	}
-	return "free"
+// idCells are a device's Runtime, Name, PCI, Unique ID and Memory used
+// columns.
+func idCells(d topology.Device) []string {
+	return []string{fmt.Sprint(d.RuntimeIndex), cmp.Or(d.Name, "-"), cmp.Or(d.PCIAddress, "-"), cmp.Or(d.UniqueID, "-"), memory(d)}
 }
 
 // applyRBT reads a rocm_bandwidth_test output file and puts its figures
