@@ -190,13 +190,20 @@ func (g *packageGraph) fill(tab []int64, grp, rest []int, ng int) {
 
 // heaviest sums the want-1 heaviest w (bw, loc) of a member of a.
 func (g *packageGraph) heaviest(w []int64, a int) int64 {
-	var buf [16]capped
 	ng := len(g.size)
-	vals := buf[:ng]
-	for b := range vals {
-		vals[b] = capped{w[a*ng+b], g.size[b] - boolInt(b == a)}
+	need, sum := g.want-1, int64(0)
+	var taken [16]bool
+	for need > 0 {
+		best := -1
+		for b := range ng {
+			if c := g.size[b] - boolInt(b == a); !taken[b] && c > 0 && (best < 0 || w[a*ng+b] > w[a*ng+best]) {
+				best = b
+			}
+		}
+		t := min(need, g.size[best]-boolInt(best == a))
+		sum, need, taken[best] = sum+int64(t)*w[a*ng+best], need-t, true
 	}
-	return takeBest(vals, g.want-1)
+	return sum
 }
 
 // extreme sums the want highest (low: lowest) of f, a value a member.
@@ -217,17 +224,32 @@ func (g *packageGraph) extreme(f []int64, low bool) int64 {
 func (g *packageGraph) naiveBottleneck() (int64, bool) {
 	ng := len(g.size)
 	var buf [48]int
-	parent, sizes, naive := buf[:ng], buf[16:16+ng], buf[32:32]
+	parent, sizes, in := buf[:ng], buf[16:16+ng], buf[32:32+ng]
+	var best [16]int64
+	b, root, left := int64(math.MaxInt64), -1, 0
 	for a := range ng {
 		if g.naive[a] > 0 {
-			naive = append(naive, a)
+			in[a], left = 1, left+1
+			if root < 0 {
+				root, in[a] = a, 0
+			}
+			best[a] = g.bw[root*ng+a]
 		}
 	}
-	var best [16]int64
-	var in [16]bool
-	b := primBottleneck(g.bw, ng, naive, best[:], in[:])
-	if len(naive) == 1 {
-		b = g.bw[naive[0]*ng+naive[0]]
+	if left == 1 {
+		b = g.bw[root*ng+root]
+	}
+	for ; left > 1; left-- {
+		sel := -1
+		for a := range ng {
+			if in[a] == 1 && (sel < 0 || best[a] > best[sel]) {
+				sel = a
+			}
+		}
+		b, in[sel] = min(b, best[sel]), 0
+		for a := range ng {
+			best[a] = max(best[a], g.bw[sel*ng+a])
+		}
 	}
 	for a := range ng { // the components over links above b
 		parent[a] = a
