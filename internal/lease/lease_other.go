@@ -50,32 +50,11 @@ func (l *Lease) Files() ([]*os.File, error) {
 	return nil, fmt.Errorf("lease: %w", ErrNotSupported)
 }
 
-// List fails: leases need Linux flock semantics.
-func (d *Dir) List() (map[string]State, error) {
-	return nil, fmt.Errorf("lease: %w", ErrNotSupported)
-}
-
-// Enqueue fails: leases need Linux flock semantics.
-func (d *Dir) Enqueue(need, total int) (*Ticket, error) {
-	return nil, fmt.Errorf("lease: %w", ErrNotSupported)
-}
-
-// First fails: leases need Linux flock semantics.
-func (t *Ticket) First(free int) (bool, error) {
-	return false, fmt.Errorf("lease: %w", ErrNotSupported)
-}
-
-// HeldBy is nil: no ticket can be taken on this system.
-func (t *Ticket) HeldBy() *Waiting { return nil }
-
 // QueueRoom is nil: there is no queue on this system.
 func (d *Dir) QueueRoom(total int) error { return nil }
 
 // Queue is empty: no ticket can be taken on this system.
 func (d *Dir) Queue(total int) []Waiting { return nil }
-
-// Done does nothing: no ticket can be taken on this system.
-func (t *Ticket) Done() {}
 
 // Claim fails: leases need Linux flock semantics.
 func (d *Dir) Claim(ctx context.Context, all []string, need int, choose Chooser, poll time.Duration) (*Lease, error) {
