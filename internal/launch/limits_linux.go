@@ -1,10 +1,10 @@
 package launch
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -65,28 +65,16 @@ func userTasks(uid int) int {
 	if err != nil {
 		return 0
 	}
-	want := []byte(strconv.Itoa(uid))
 	n := 0
 	for _, e := range ents {
 		if _, err := strconv.Atoi(e.Name()); err != nil {
 			continue
 		}
 		b, err := os.ReadFile("/proc/" + e.Name() + "/status")
-		if err != nil {
-			continue
-		}
-		var real []byte
-		threads := 0
-		for _, l := range bytes.Split(b, []byte("\n")) {
-			if v, ok := bytes.CutPrefix(l, []byte("Uid:")); ok {
-				if f := bytes.Fields(v); len(f) > 0 {
-					real = f[0]
-				}
-			} else if v, ok := bytes.CutPrefix(l, []byte("Threads:")); ok {
-				threads, _ = strconv.Atoi(string(bytes.TrimSpace(v)))
-			}
-		}
-		if bytes.Equal(real, want) {
+		ids, _ := statusLine(b, "Uid")
+		if f := strings.Fields(ids); err == nil && len(f) > 0 && f[0] == strconv.Itoa(uid) {
+			t, _ := statusLine(b, "Threads")
+			threads, _ := strconv.Atoi(t)
 			n += max(threads, 1)
 		}
 	}

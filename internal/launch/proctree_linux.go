@@ -289,15 +289,21 @@ func hostPID(guard, nsPID int) int {
 // belongs to, from its /proc/PID/status: the last field of the NSpid
 // line; 0 if there is none.
 func innermostPID(status []byte) int {
+	v, _ := statusLine(status, "NSpid")
+	f := strings.Fields(v)
+	if len(f) == 0 {
+		return 0
+	}
+	n, _ := strconv.Atoi(f[len(f)-1])
+	return n
+}
+
+// statusLine is the value of the "key:" line of a /proc/PID/status text.
+func statusLine(status []byte, key string) (string, bool) {
 	for _, l := range strings.Split(string(status), "\n") {
-		if v, ok := strings.CutPrefix(l, "NSpid:"); ok {
-			f := strings.Fields(v)
-			if len(f) == 0 {
-				return 0
-			}
-			n, _ := strconv.Atoi(f[len(f)-1])
-			return n
+		if v, ok := strings.CutPrefix(l, key+":"); ok {
+			return strings.TrimSpace(v), true
 		}
 	}
-	return 0
+	return "", false
 }

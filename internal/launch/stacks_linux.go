@@ -170,13 +170,9 @@ func (st *stacker) targets() []target {
 // blocks says whether the /proc/PID/status text says the process (its
 // main thread) blocks sig (its SigBlk mask).
 func blocks(status []byte, sig unix.Signal) bool {
-	for _, l := range strings.Split(string(status), "\n") {
-		if v, ok := strings.CutPrefix(l, "SigBlk:"); ok {
-			mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			return err == nil && mask&(1<<(uint(sig)-1)) != 0
-		}
-	}
-	return false
+	v, _ := statusLine(status, "SigBlk")
+	mask, err := strconv.ParseUint(v, 16, 64)
+	return err == nil && mask&(1<<(uint(sig)-1)) != 0
 }
 
 // take signals every registered rank and returns what each wrote, one

@@ -342,17 +342,24 @@ func statusUID(b []byte) (int, bool) {
 // statusField is the i-th uid on the "Uid:" line of /proc/<pid>/status
 // (real, effective, saved, file system).
 func statusField(b []byte, i int) (int, bool) {
+	v, _ := procLine(b, "Uid:")
+	f := strings.Fields(v)
+	if len(f) <= i {
+		return 0, false
+	}
+	uid, err := strconv.Atoi(f[i])
+	return uid, err == nil && uid >= 0
+}
+
+// procLine is the rest of the line of a /proc text that starts with
+// prefix, trimmed.
+func procLine(b []byte, prefix string) (string, bool) {
 	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "Uid:"); ok {
-			f := strings.Fields(rest)
-			if len(f) <= i {
-				return 0, false
-			}
-			uid, err := strconv.Atoi(f[i])
-			return uid, err == nil && uid >= 0
+		if rest, ok := strings.CutPrefix(line, prefix); ok {
+			return strings.TrimSpace(rest), true
 		}
 	}
-	return 0, false
+	return "", false
 }
 
 // userHZ is the unit of /proc/<pid>/stat's start time: USER_HZ, 100 on
@@ -403,14 +410,10 @@ func bootTime() (time.Time, bool) {
 }
 
 func parseBootTime(b []byte) (time.Time, bool) {
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "btime "); ok {
-			s, err := strconv.ParseInt(strings.TrimSpace(rest), 10, 64)
-			if err != nil {
-				return time.Time{}, false
-			}
-			return time.Unix(s, 0), true
-		}
+	v, ok := procLine(b, "btime ")
+	s, err := strconv.ParseInt(v, 10, 64)
+	if !ok || err != nil {
+		return time.Time{}, false
 	}
-	return time.Time{}, false
+	return time.Unix(s, 0), true
 }

@@ -668,10 +668,8 @@ func procSeesNode() error {
 	if err != nil {
 		return nil
 	}
-	for _, l := range strings.Split(string(status), "\n") {
-		if v, ok := strings.CutPrefix(l, "NSpid:"); ok && len(strings.Fields(v)) == 1 {
-			return errors.New("lease: amdrun runs in a PID namespace of its own (a container?), where /proc does not show other jobs waiting: --wait cannot keep their order here; run amdrun in the node's PID namespace, or without --wait")
-		}
+	if v, ok := procLine(status, "NSpid:"); ok && len(strings.Fields(v)) == 1 {
+		return errors.New("lease: amdrun runs in a PID namespace of its own (a container?), where /proc does not show other jobs waiting: --wait cannot keep their order here; run amdrun in the node's PID namespace, or without --wait")
 	}
 	return nil
 }
