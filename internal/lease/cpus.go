@@ -9,11 +9,9 @@ import (
 	"github.com/amdrun/amdrun/internal/printable"
 )
 
-// CPU leases. The CPUs of ranks bound exclusive or core-complex are
-// leased like devices, so that two amdrun jobs on one node never bind
-// ranks to the same CPU: one lease file per CPU, key "cpu:N", taken under
-// the node lock and held by the job's watchers until its last process is
-// gone (Lease.Files), like a device's.
+// CPU leases: the CPUs of ranks bound exclusive or core-complex are leased
+// like devices (key "cpu:N", under the node lock, held by the job's
+// watchers), so that two jobs on one node never bind ranks to one CPU.
 
 // cpuKeyPrefix starts every CPU key; device keys never do
 // (topology.Device.Key is a PCI address, a unique id in hex, or gpuN).
@@ -26,8 +24,7 @@ var ErrNoCPUFiles = errors.New("the lease directory has no CPU lease files (amdr
 // CPUKey is the lease key of host CPU c.
 func CPUKey(c int) string { return cpuKeyPrefix + strconv.Itoa(c) }
 
-// CPUOfKey returns the CPU of a CPU lease key, and false for any other
-// key.
+// CPUOfKey returns the CPU of a CPU lease key; false for any other key.
 func CPUOfKey(key string) (int, bool) {
 	rest, ok := strings.CutPrefix(key, cpuKeyPrefix)
 	if !ok {
@@ -49,10 +46,9 @@ func CPUKeys(cpus []int) []string {
 	return keys
 }
 
-// HeldCPUs returns, by CPU, those of cpus that cannot be leased now (as
-// Held: leased by another process, or a bad lease file). In a
-// root-prepared directory without CPU lease files it returns an error
-// wrapping ErrNoCPUFiles (and warns about no file).
+// HeldCPUs returns, by CPU, those of cpus that cannot be leased now (see
+// Held). In a root-prepared directory without CPU lease files it returns
+// an error wrapping ErrNoCPUFiles.
 func (d *Dir) HeldCPUs(cpus []int) (map[int]State, error) {
 	if err := d.cpuFilesMade(cpus); err != nil {
 		return nil, err
@@ -73,7 +69,6 @@ func (d *Dir) AcquireCPUs(cpus []int) (*Lease, error) {
 	return d.Acquire(CPUKeys(cpus))
 }
 
-// byCPU keeps the CPU keys of held, by CPU.
 func byCPU(held map[string]State) map[int]State {
 	out := map[int]State{}
 	for k, s := range held {
@@ -93,8 +88,8 @@ type CPUHolding struct {
 	Fault string `json:"fault,omitempty"`
 }
 
-// GroupCPUs groups ListCPUs' answer by holder (process id; faults
-// apart), in order of first CPU.
+// GroupCPUs groups ListCPUs' answer by holder pid (faults apart), in
+// order of first CPU.
 func GroupCPUs(held map[int]State) []CPUHolding {
 	byPID := map[int]int{}
 	var out []CPUHolding

@@ -7,9 +7,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// cpuFilesMade checks, in a directory where this process may not make
-// lease files, that the first of cpus has one: a directory prepared
-// before CPU leases has none, and Held would warn about every CPU.
+// cpuFilesMade checks, where this process may not make lease files, that
+// the first of cpus has one: a directory prepared before CPU leases has
+// none, and Held would warn about every CPU.
 func (d *Dir) cpuFilesMade(cpus []int) error {
 	if len(cpus) == 0 || d.fd < 0 || d.mayCreate() {
 		return nil
@@ -25,9 +25,8 @@ func (d *Dir) cpuFilesMade(cpus []int) error {
 	return nil
 }
 
-// ListCPUs reports, by CPU, every CPU lease of the directory that is
-// held now (or whose file cannot be used): Held over the CPU lease files
-// it holds.
+// ListCPUs reports, by CPU, every CPU lease file that is held now or
+// cannot be used.
 func (d *Dir) ListCPUs() (map[int]State, error) {
 	if d.fd < 0 {
 		return map[int]State{}, nil

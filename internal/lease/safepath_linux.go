@@ -34,13 +34,12 @@ type step struct {
 const maxSymlinks = 40
 
 // walk opens the directory at path (absolute, or relative to the working
-// directory), one component at a time with O_NOFOLLOW. A symlink on the
-// way is followed only when the directory holding it is changeable by
-// nobody but root and this user (safeLinkDir); the last component is
-// never one. With create, missing directories are made: the last with
-// mode leafPerm, the others 0755. A missing component without create
-// gives an error wrapping fs.ErrNotExist; a symlink or non-directory that
-// is refused, one wrapping ErrUnsafe.
+// directory) one component at a time with O_NOFOLLOW. A symlink on the way
+// is followed only in a directory nobody but root and this user can change
+// (safeLinkDir); the last component is never one. With create, missing
+// directories are made (the last leafPerm, others 0755). A missing one
+// without create wraps fs.ErrNotExist; a refused symlink or non-directory,
+// ErrUnsafe.
 func walk(path string, create bool, leafPerm uint32) (*walked, error) {
 	return walkAs("lease", "lease directory", path, create, leafPerm)
 }
@@ -68,9 +67,8 @@ func walkAs(pfx, what, path string, create bool, leafPerm uint32) (*walked, erro
 	return w.finish()
 }
 
-// walker is the state of one walk: the directories opened so far (the
-// stack, "/" first, each O_PATH), the components still to go, and what
-// was made or followed.
+// walker is one walk: the directories opened so far ("/" first, O_PATH),
+// the components to go, and what was made or followed.
 type walker struct {
 	pfx, what string // the errors' prefix, what the directory is
 	abs       string
@@ -82,18 +80,14 @@ type walker struct {
 	links     int
 }
 
-// errorf is an error of the walk, prefixed with w.pfx.
 func (w *walker) errorf(format string, a ...any) error {
 	return fmt.Errorf(w.pfx+": "+format, a...)
 }
 
-// MkdirAll opens the directory at path, making it (mode perm) and its
-// missing parents (0755) first, one component at a time as Open does: a
-// symlink on the way is followed only where nobody but root and this
-// user could have planted it, and path itself must not be one. Its
-// errors start with pfx and name the directory what (--log-dir: issue
-// 36.6, root made /etc/nologin through another user's link); a refused
-// link wraps ErrUnsafe.
+// MkdirAll opens the directory at path, making it (perm) and missing
+// parents (0755) as walk does; path itself must not be a symlink. Errors
+// start with pfx and name the directory what (--log-dir: issue 36.6, root
+// made /etc/nologin through another user's link).
 func MkdirAll(pfx, what, path string, perm uint32) (*os.File, error) {
 	w, err := walkAs(pfx, what, path, true, perm)
 	if err != nil {
@@ -102,7 +96,6 @@ func MkdirAll(pfx, what, path string, perm uint32) (*os.File, error) {
 	return os.NewFile(uintptr(w.fd), filepath.Clean(path)), nil
 }
 
-// close closes every directory on the stack.
 func (w *walker) close() {
 	for _, s := range w.stack {
 		unix.Close(s.fd)
@@ -110,7 +103,7 @@ func (w *walker) close() {
 	w.stack = nil
 }
 
-// push opens nothing: it keeps fd (already open) as the next directory.
+// push keeps fd, already open, as the next directory.
 func (w *walker) push(fd int, path string) error {
 	s := step{fd: fd, path: path}
 	if err := unix.Fstat(fd, &s.st); err != nil {
@@ -121,7 +114,6 @@ func (w *walker) push(fd int, path string) error {
 	return nil
 }
 
-// popTo leaves n directories on the stack.
 func (w *walker) popTo(n int) {
 	for _, s := range w.stack[n:] {
 		unix.Close(s.fd)
@@ -164,8 +156,8 @@ func (w *walker) next() error {
 }
 
 // open opens the directory name in top, making it first when missing and
-// create. It returns the raw errno for the caller to judge, or a wrapped
-// error when making it failed.
+// create: the raw errno for the caller to judge, or a wrapped error when
+// making it failed.
 func (w *walker) open(top step, name, p string, last bool) (int, error) {
 	const flags = unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
 	fd, err := unix.Openat(top.fd, name, flags, 0)
@@ -191,9 +183,8 @@ func (w *walker) open(top step, name, p string, last bool) (int, error) {
 	return fd, err
 }
 
-// symlink judges what sits at name in top that is not a directory: a
-// symlink it may follow (its target's components go first), else an
-// error.
+// symlink judges a non-directory at name in top: a symlink it may follow
+// (its target's components go first), else an error.
 func (w *walker) symlink(top step, name, p string, last bool) error {
 	var lst unix.Stat_t
 	if unix.Fstatat(top.fd, name, &lst, unix.AT_SYMLINK_NOFOLLOW) != nil || lst.Mode&unix.S_IFMT != unix.S_IFLNK {
@@ -220,9 +211,8 @@ func (w *walker) symlink(top step, name, p string, last bool) error {
 	return nil
 }
 
-// finish opens the last directory for reading (O_PATH cannot list it),
-// through its descriptor, not its path, and notes the first directory on
-// the way that others could change.
+// finish opens the last directory for reading (O_PATH cannot list it) and
+// notes the first directory on the way that others could change.
 func (w *walker) finish() (*walked, error) {
 	if len(w.stack) < 2 {
 		return nil, w.errorf("%w: / cannot be a %s", ErrUnsafe, w.what)
@@ -243,9 +233,7 @@ func (w *walker) finish() (*walked, error) {
 }
 
 // steady reports whether only root and owner can rename or replace the
-// entries of the directory st: it belongs to one of them and is not
-// writable by others, or is sticky (like /tmp), where users may remove
-// only their own entries.
+// entries of directory st: theirs, and not writable by others or sticky.
 func steady(st *unix.Stat_t, owner uint32) bool {
 	if st.Uid != 0 && st.Uid != owner {
 		return false
