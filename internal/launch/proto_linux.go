@@ -54,17 +54,16 @@ import (
 	"syscall"
 )
 
-// The descriptors a guard is started with (exec.Cmd.ExtraFiles start at
-// 3): its control pipe, its report pipe and the first of the files it
-// holds.
+// The descriptors a guard is started with (ExtraFiles start at 3): its
+// control pipe, its report pipe and the first of the files it holds.
 const (
 	guardCtlFD    = 3
 	guardReportFD = 4
 	guardHoldFD   = 5
 )
 
-// The descriptors the keeper is started with: its lifeline, its status
-// pipe and the first of the files it holds.
+// The descriptors the keeper is started with: lifeline, status pipe,
+// request socket and the first of the files it holds.
 const (
 	keeperLifeFD   = 3
 	keeperStatusFD = 4
@@ -76,12 +75,12 @@ const (
 // pid; any other byte is a signal number (ctlSignal).
 const ctlAck byte = 0
 
-// keeperSweep is the lifeline byte that makes the keeper kill the
-// orphans that came to it (their guard died).
+// keeperSweep is the lifeline byte that makes the keeper kill the orphans
+// that came to it (their guard died).
 const keeperSweep byte = 's'
 
-// ctlSignal is the control byte that asks a guard to send sig to its
-// rank's process group.
+// ctlSignal is the control byte that asks a guard to signal its rank's
+// process group.
 func ctlSignal(sig syscall.Signal) byte { return byte(sig) }
 
 // ctlDecode reads a control byte: ack, or the signal to send.
@@ -126,8 +125,8 @@ func (m guardMsg) encode() []byte {
 	panic(fmt.Sprintf("launch: report kind %d", m.Kind))
 }
 
-// decodeReport parses one report line (without or with its newline). A
-// line that is not exactly what encode writes is an error.
+// decodeReport parses one report line (with or without its newline); a
+// line not exactly as encode writes it is an error.
 func decodeReport(line string) (guardMsg, error) {
 	line = strings.TrimSuffix(line, "\n")
 	if len(line) > maxReportLine {
@@ -160,8 +159,8 @@ func sendReport(w io.Writer, m guardMsg) error {
 	return err
 }
 
-// readReport reads the next message from a guard's report pipe; io.EOF
-// when the guard closed it (exited) without another.
+// readReport reads the next report message; io.EOF when the guard closed
+// the pipe (exited) without another.
 func readReport(r *bufio.Reader) (guardMsg, error) {
 	line, err := r.ReadString('\n')
 	if err != nil {
@@ -185,7 +184,7 @@ func encodeKeeperStatus(err error) []byte {
 }
 
 // decodeKeeperStatus reads the keeper's status line: nil when it is set
-// up, else the reason it gave (or that it gave none).
+// up, else the reason it gave.
 func decodeKeeperStatus(line string) error {
 	switch line = strings.TrimSpace(line); line {
 	case keeperOK:
@@ -196,10 +195,10 @@ func decodeKeeperStatus(line string) error {
 	return errors.New(line)
 }
 
-// startRequest asks the keeper of a user namespace (ContainUserNamespace)
-// to start a guard: amdrun cannot start processes in a user namespace it
-// is not in (setns into one needs a single-threaded process), so the
-// keeper, its init, forks them. The guard's descriptors travel with it.
+// startRequest asks the keeper of a user namespace to start a guard:
+// amdrun cannot start processes in a user namespace it is not in (setns
+// into one needs a single-threaded process), so the keeper forks them.
+// The guard's descriptors travel with it.
 type startRequest struct {
 	Argv  []string `json:"argv"`
 	Env   []string `json:"env"`
@@ -207,15 +206,15 @@ type startRequest struct {
 	Stdin bool     `json:"stdin"` // the first descriptor is its stdin (else /dev/null)
 }
 
-// startReply is the keeper's answer: the guard's pid in the namespace,
-// or why it could not start it.
+// startReply is the keeper's answer: the guard's pid in the namespace, or
+// why it could not start it.
 type startReply struct {
 	Pid   int    `json:"pid,omitempty"`
 	Error string `json:"error,omitempty"`
 }
 
 // maxStartMsg bounds a request (an environment of a few hundred KiB at
-// most) and is the buffer both sides read into.
+// most); both sides read into a buffer this big.
 const maxStartMsg = 1 << 20
 
 // startFDs is how many descriptors come with a request: stdout, stderr,
@@ -235,8 +234,8 @@ func (r startRequest) encode() ([]byte, error) {
 	return b, err
 }
 
-// decodeStartRequest parses a request; one without a command or with an
-// empty entry in it is an error.
+// decodeStartRequest parses a request; one without a command or with a NUL
+// byte in it is an error.
 func decodeStartRequest(b []byte) (startRequest, error) {
 	var r startRequest
 	if err := json.Unmarshal(b, &r); err != nil {
@@ -258,7 +257,7 @@ func (r startReply) encode() []byte {
 	return b
 }
 
-// decodeStartReply parses the keeper's answer into the guard's pid in the
+// decodeStartReply parses the keeper's answer: the guard's pid in the
 // namespace, or the error it gave.
 func decodeStartReply(b []byte) (int, error) {
 	var r startReply
@@ -275,7 +274,7 @@ func decodeStartReply(b []byte) (int, error) {
 }
 
 // readBytes sends each byte read from r (a lifeline, a control pipe) to
-// the channel it returns, buffered n, and closes it at EOF or an error.
+// the channel it returns (buffered n), closed at EOF or an error.
 func readBytes(r io.Reader, n int) <-chan byte {
 	out := make(chan byte, n)
 	go func() {
