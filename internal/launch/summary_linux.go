@@ -50,15 +50,13 @@ func (s *supervisor) summary(g *group, root *worker, attempt, notStarted int) {
 	if root != nil {
 		failed = append(failed, root)
 	}
+	stopped := 0
 	for _, w := range g.workers {
 		if w.code != 0 && w != root {
 			failed = append(failed, w)
-		}
-	}
-	stopped := 0
-	for _, w := range failed {
-		if w.stopped && w != root {
-			stopped++
+			if w.stopped {
+				stopped++
+			}
 		}
 	}
 	var b strings.Builder

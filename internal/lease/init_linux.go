@@ -75,7 +75,7 @@ func openInitParent(abs string) (*walked, error) {
 	if base == "/" || base == "." || base == ".." {
 		return nil, fmt.Errorf("lease: %s: %w: not a directory name", abs, ErrUnsafe)
 	}
-	w, err := walk(parent, true, 0o755)
+	w, err := walk("lease", "lease directory", parent, true, 0o755)
 	if err != nil {
 		return nil, err
 	}

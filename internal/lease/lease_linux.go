@@ -29,7 +29,7 @@ func Open(path string, o Options) (*Dir, error) {
 	}
 	clean := filepath.Clean(path)
 	euid := os.Geteuid()
-	w, err := walk(clean, o.Create, 0o777)
+	w, err := walk("lease", "lease directory", clean, o.Create, 0o777)
 	if errors.Is(err, fs.ErrNotExist) && !o.Create {
 		return &Dir{path: clean, fd: -1, owner: -1, euid: euid, warn: o.Warn}, nil
 	}

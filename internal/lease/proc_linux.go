@@ -96,6 +96,16 @@ func readProcFile(path string, limit int64) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(f, limit))
 }
 
+// dirNames lists the directory at path, unsorted.
+func dirNames(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Readdirnames(-1)
+}
+
 func readProcLocks() []procLock {
 	b, err := readProcFile("/proc/locks", 16<<20)
 	if err != nil {
@@ -182,12 +192,7 @@ func lockLine(fdinfo []byte, id fileID) bool {
 // lock on id; readable is false when /proc does not let this process look.
 func holds(pid int, id fileID, budget *int) (held, readable bool) {
 	dir := "/proc/" + strconv.Itoa(pid) + "/fdinfo"
-	f, err := os.Open(dir)
-	if err != nil {
-		return false, false
-	}
-	fds, err := f.Readdirnames(-1)
-	f.Close()
+	fds, err := dirNames(dir)
 	if err != nil {
 		return false, false
 	}
@@ -239,12 +244,7 @@ func resolveHolder(locker int, id fileID) Holder {
 
 // searchHolder looks through /proc for a process holding the lock on id.
 func searchHolder(id fileID, locker int, budget *int) (Holder, bool) {
-	f, err := os.Open("/proc")
-	if err != nil {
-		return Holder{}, false
-	}
-	ents, err := f.Readdirnames(-1)
-	f.Close()
+	ents, err := dirNames("/proc")
 	if err != nil {
 		return Holder{}, false
 	}

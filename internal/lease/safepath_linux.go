@@ -39,13 +39,8 @@ const maxSymlinks = 40
 // (safeLinkDir); the last component is never one. With create, missing
 // directories are made (the last leafPerm, others 0755). A missing one
 // without create wraps fs.ErrNotExist; a refused symlink or non-directory,
-// ErrUnsafe.
-func walk(path string, create bool, leafPerm uint32) (*walked, error) {
-	return walkAs("lease", "lease directory", path, create, leafPerm)
-}
-
-// walkAs is walk with errors prefixed pfx and naming the directory what.
-func walkAs(pfx, what, path string, create bool, leafPerm uint32) (*walked, error) {
+// ErrUnsafe. Errors start with pfx and name the directory what.
+func walk(pfx, what, path string, create bool, leafPerm uint32) (*walked, error) {
 	w := &walker{pfx: pfx, what: what, create: create, leafPerm: leafPerm}
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -89,7 +84,7 @@ func (w *walker) errorf(format string, a ...any) error {
 // start with pfx and name the directory what (--log-dir: issue 36.6, root
 // made /etc/nologin through another user's link).
 func MkdirAll(pfx, what, path string, perm uint32) (*os.File, error) {
-	w, err := walkAs(pfx, what, path, true, perm)
+	w, err := walk(pfx, what, path, true, perm)
 	if err != nil {
 		return nil, err
 	}
@@ -161,22 +156,18 @@ func (w *walker) next() error {
 func (w *walker) open(top step, name, p string, last bool) (int, error) {
 	const flags = unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
 	fd, err := unix.Openat(top.fd, name, flags, 0)
-	if err != unix.ENOENT || !w.create {
-		if err != nil && err != unix.ENOENT && err != unix.ENOTDIR && err != unix.ELOOP {
-			return -1, w.errorf("%w", &fs.PathError{Op: "open", Path: p, Err: err})
+	if err == unix.ENOENT && w.create {
+		perm := uint32(0o755)
+		if last {
+			perm = w.leafPerm
 		}
-		return fd, err
+		merr := unix.Mkdirat(top.fd, name, perm)
+		if merr != nil && merr != unix.EEXIST { // another job may have just made it
+			return -1, w.errorf("cannot create %s: %w", w.what, &fs.PathError{Op: "mkdir", Path: p, Err: merr})
+		}
+		w.created = w.created || (merr == nil && last)
+		fd, err = unix.Openat(top.fd, name, flags, 0)
 	}
-	perm := uint32(0o755)
-	if last {
-		perm = w.leafPerm
-	}
-	merr := unix.Mkdirat(top.fd, name, perm)
-	if merr != nil && merr != unix.EEXIST { // another job may have just made it
-		return -1, w.errorf("cannot create %s: %w", w.what, &fs.PathError{Op: "mkdir", Path: p, Err: merr})
-	}
-	w.created = w.created || (merr == nil && last)
-	fd, err = unix.Openat(top.fd, name, flags, 0)
 	if err != nil && err != unix.ENOENT && err != unix.ENOTDIR && err != unix.ELOOP {
 		return -1, w.errorf("%w", &fs.PathError{Op: "open", Path: p, Err: err})
 	}
