@@ -216,7 +216,7 @@ func (s *stream) emit(piece []byte, afterCR, shown bool) {
 		if !ended {
 			end = []byte{'\n'}
 		}
-		s.con.finishPartial(s, s.out, piece[min(s.shownPart, len(piece)):], end)
+		s.con.partial(s, s.out, piece[min(s.shownPart, len(piece)):], end, true)
 		s.shownPart = 0
 		return
 	}

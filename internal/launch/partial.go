@@ -19,9 +19,10 @@ func (c *console) endOpen(s *stream) {
 	}
 }
 
-// showPartial shows more of s's partial line, prefixed when the console is
-// not on that line, else as its continuation; the line stays open.
-func (c *console) showPartial(s *stream, w io.Writer, more []byte) {
+// partial writes more of s's partial line and end (a newline, for a piece
+// without one), prefixed when the console is not on that line, else as its
+// continuation; the line stays open unless finished.
+func (c *console) partial(s *stream, w io.Writer, more, end []byte, finished bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.endOpen(s)
@@ -29,25 +30,11 @@ func (c *console) showPartial(s *stream, w io.Writer, more []byte) {
 	if c.open != s {
 		b = append(b, s.prefix...)
 	}
-	b = append(b, more...)
-	_, _ = w.Write(b)
+	_, _ = w.Write(append(append(b, more...), end...))
 	c.open, c.openW = s, w
-}
-
-// finishPartial writes rest, the end of a line s has shown part of, and
-// end (a newline when the piece has none): as the line's continuation
-// when the console is still on it, else prefixed on a line of its own.
-func (c *console) finishPartial(s *stream, w io.Writer, rest []byte, end []byte) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.endOpen(s)
-	var b []byte
-	if c.open != s {
-		b = append(b, s.prefix...)
+	if finished {
+		c.open, c.openW = nil, nil
 	}
-	b = append(append(b, rest...), end...)
-	_, _ = w.Write(b)
-	c.open, c.openW = nil, nil
 }
 
 // armPartial (re)starts the timer that shows s's pending partial line.
@@ -66,7 +53,7 @@ func (s *stream) showPending() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.pending) > s.shownPart {
-		s.con.showPartial(s, s.out, s.pending[s.shownPart:])
+		s.con.partial(s, s.out, s.pending[s.shownPart:], nil, false)
 		s.shownPart = len(s.pending)
 	}
 }

@@ -20,6 +20,11 @@ import (
 	"github.com/amdrun/amdrun/internal/plan"
 )
 
+// Supported says whether Run can start workers on this system: only on
+// Linux (process groups, parent-death signals, affinity, flock leases).
+// Plans can be made anywhere.
+const Supported = true
+
 // drainTimeout bounds how long output is still read after a worker has
 // exited: a child it left behind may hold the pipe open.
 const drainTimeout = 2 * time.Second

@@ -10,6 +10,15 @@ import (
 	"github.com/amdrun/amdrun/internal/plan"
 )
 
+// Supported says whether Run can start workers on this system: only on
+// Linux (process groups, parent-death signals, affinity, flock leases).
+// Plans can be made anywhere.
+const Supported = false
+
+// OwnCPUs is unknown off Linux: nil means every CPU of the host's NUMA
+// nodes (a plan made here describes another machine anyway).
+func OwnCPUs() []int { return nil }
+
 // Run is only supported on Linux; elsewhere it returns ErrNotSupported.
 func Run(ctx context.Context, p *plan.Plan, o RunOptions) (exitCode int, err error) {
 	return 1, ErrNotSupported
