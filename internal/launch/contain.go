@@ -10,12 +10,9 @@ import (
 )
 
 // Containment is how Run keeps every process a job starts from outliving
-// the job however amdrun ends (issue 13), and the job from undoing that
-// (issue 26); --contain names it. Every rank runs under a guard (see
-// ShimMain), a child subreaper that kills whatever the rank left when it
-// exits or amdrun goes, and the lease files stay open until every process
-// of the job is gone. The modes differ in what a job (or another process
-// of the user) can undo; each is one type in its own file.
+// it however amdrun ends (issue 13), and the job from undoing that (issue
+// 26); --contain names it, docs/supervision.md ("Containment") tells what
+// each mode guards against. Every rank runs under a guard (ShimMain).
 type Containment string
 
 // The containment modes, as --contain names them.

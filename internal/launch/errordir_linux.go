@@ -16,20 +16,13 @@ import (
 )
 
 // errorDir is the private directory of the ranks' error files
-// (TORCHELASTIC_ERROR_FILE): amdrun's own, fresh (mkdirat), 0700, with a
-// random name, in errorDirBase. A rank writes its error file through a
-// path, following links as torch's open() does, so the path must not
-// cross a directory another user could change (a shared --log-dir);
-// amdrun copies each file into the log directory itself.
-//
-// amdrun reads and removes in it only relative to its descriptor, never
-// through a link, only this user's regular files and only the names it
-// gives out. Its name says which amdrun made it (pid, start time, random
-// part), so a directory left behind still names its amdrun (issue 26's CI
-// run). It goes however the job ends: amdrun removes it; when amdrun was
-// killed, the last guard (ContainSubreaper) or the keeper
-// (ContainPIDNamespace) does, and in ContainUserNamespace, whose guards
-// die with amdrun, the user's next run (removeStaleErrorDirs).
+// (TORCHELASTIC_ERROR_FILE): amdrun's own, fresh (mkdirat), 0700, randomly
+// named, in errorDirBase, so that a rank's path crosses no directory
+// another user could change. amdrun reads and removes in it only relative
+// to its descriptor, only this user's regular files and the names it gives
+// out. Its name names its amdrun (pid, start time), so that whatever is
+// left of it is removed by a guard, the keeper or the user's next run
+// (removeStaleErrorDirs).
 type errorDir struct {
 	dir string   // its path, for the ranks
 	fd  *os.File // the directory amdrun made

@@ -20,16 +20,10 @@ import (
 
 // KeeperMain is the keeper, the init (pid 1) of a job's PID namespace;
 // args follow KeeperArg: "--parent-mnt INODE [--errors DIR] [--userns]".
-// It makes its mount namespace a slave of its parent's and mounts a /proc
-// of the new PID namespace (a rank's pid and /proc/self agree), speaks
-// proto_linux.go's protocol (status on keeperStatusFD, files from
-// keeperHoldFD kept open), is not dumpable, and reaps the orphans that come
-// to it, killing them and all they started on keeperSweep. With --userns
-// it drops the capability it mounted /proc with, starts the guards amdrun
-// asks for on keeperReqFD, and kills at once every other process that
-// comes to it (a rank whose guard died). When its lifeline closes it
-// SIGKILLs every process of the namespace until none is left, removes DIR
-// (the ranks' error files) and exits 0.
+// It mounts the namespace's own /proc, speaks proto_linux.go's protocol,
+// reaps (with --userns kills) the orphans that come to it, and when its
+// lifeline closes kills every process of the namespace, removes DIR and
+// exits 0.
 func KeeperMain(args []string) int {
 	ka := keeperArgs(args)
 	fail := func(err error) int {

@@ -30,44 +30,23 @@ const Supported = true
 const drainTimeout = 2 * time.Second
 
 // Run starts the plan's workers and supervises them until every one has
-// exited and been reaped, and every process they started is gone. Each
-// worker runs under its guard (see Containment; amdrun re-executed from
-// Self, which also binds a bound rank) in its own process group, with
-// exactly its Rank's argv and env plus TORCHELASTIC_RESTART_COUNT and
-// TORCHELASTIC_ERROR_FILE (a fresh file per rank and attempt in a private
-// directory Run removes; a copy goes to the log directory). Local rank 0
-// reads o.Stdin, unless that is the terminal amdrun runs in the
-// background of; the others read /dev/null. An unprefixed rank's stream
-// that goes to no log file is handed Stdout or Stderr itself when that is
-// a terminal, and the rank runs in a session of its own (free of job
-// control; Ctrl-C still reaches amdrun, which forwards it). The job is
-// contained as o.Contain says: nothing it starts outlives it, even when
-// amdrun is killed with SIGKILL.
-//
-// The first worker that exits non-zero makes Run send SIGTERM to every
-// other group and SIGKILL after Grace; a failure summary goes to Stderr
-// (and amdrun.log): each failed rank with the exception in its error file
-// (torch's @record), else the last lines of its stderr. While restarts are
-// left, the group starts again with TORCHELASTIC_RESTART_COUNT one higher.
-// The signals of RunOptions.Forward are forwarded to every group (one
-// ignored at start, as under nohup, stays ignored); SIGINT, SIGTERM,
-// SIGHUP and SIGQUIT also end the run: every rank gets the whole Grace
-// before SIGKILL, and one that then dies of a signal or exits 130, 143 or
-// 128+the signal is stopped, not failed. No restart follows; a second
-// SIGINT kills at once; the same ending signal again within a second is
-// the same request (GNU timeout signals amdrun, then its group) and is
-// not forwarded again. Cancelling ctx acts like SIGTERM. Every worker's
-// command is looked up before the first one starts.
-//
-// A console that goes away (EPIPE, SIGPIPE) does not stop the job: output
-// is still drained (into LogDir when set), as Run makes the process catch
-// SIGPIPE from then on.
+// exited and been reaped, and every process they started is gone, however
+// amdrun ends (o.Contain). Each worker runs under its guard, in its own
+// process group, with exactly its Rank's argv and env plus
+// TORCHELASTIC_RESTART_COUNT and TORCHELASTIC_ERROR_FILE. The first worker
+// that fails gets the others SIGTERM, then SIGKILL after Grace, and a
+// failure summary; restarts follow while MaxRestarts allows. The signals
+// of Forward are forwarded, SIGINT, SIGTERM, SIGHUP and SIGQUIT also end
+// the run (cancelling ctx acts like SIGTERM). A console that goes away
+// does not stop the job (Run catches SIGPIPE from then on). The whole
+// behaviour, terminals and input included, is docs/supervision.md's.
 //
 // exitCode is 0 when every worker succeeded, else the first failing
 // worker's code (128+signal when killed), or 128+signal for a run ended by
 // a signal no worker failed from. err is non-nil only when Run itself
 // failed (a worker could not start: code 127 when not found, 126
 // otherwise; a log file could not be made; the containment asked for is
+// not permitted) or ctx ended the run (ctx.Err()).
 // not permitted) or ctx ended the run (ctx.Err()).
 func Run(ctx context.Context, p *plan.Plan, o RunOptions) (exitCode int, err error) {
 	if p == nil || len(p.Ranks) == 0 {

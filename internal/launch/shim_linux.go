@@ -28,16 +28,8 @@ const (
 // fork and execve) and execs argv, found on PATH. It returns only on
 // failure, after a line on stderr: 2 for bad arguments, 1 when binding
 // fails, 127 when the command is not found, 126 when it cannot be run.
-//
-// With --guard it stays as the rank's guard (proto_linux.go): not
-// dumpable, keeping N files from guardHoldFD open, it starts argv as its
-// child in a process group of its own (a session when a standard stream is
-// a terminal), reports msgPid and reaps nothing until ctlAck (so that
-// amdrun can still find the rank's pid); a ctlSignal signals the rank's
-// group. When the rank exits it SIGKILLs and reaps whatever the rank
-// left, reports msgStatus and exits with the rank's code (128+signal).
-// When the control pipe closes first (amdrun died) it does the same at
-// once, and removes the error file directory.
+// With --guard it stays as the rank's guard instead (see guard and
+// proto_linux.go).
 func ShimMain(args []string) int {
 	// Affinity and memory policy are per thread; the exec (or the fork of
 	// the rank) must happen on the thread that was bound.
@@ -171,8 +163,12 @@ func dropSignals() {
 	signal.Notify(make(chan os.Signal, 1), sigs...)
 }
 
-// guard starts the rank and watches over it (see ShimMain), on the locked,
-// bound thread.
+// guard, on the locked, bound thread, starts the rank as its child in a
+// group (or session, on a terminal) of its own, reports msgPid and reaps
+// nothing until ctlAck; it relays ctlSignal. When the rank exits it kills
+// and reaps whatever the rank left, reports msgStatus and exits with the
+// rank's code (128+signal); when the control pipe closes first (amdrun
+// died) it does the same at once and removes the error file directory.
 func guard(path string, sa *shimArgs) int {
 	ctl, rep := os.NewFile(guardCtlFD, "control"), os.NewFile(guardReportFD, "report")
 	// Orphans of the rank's tree come to us, wherever they went.

@@ -23,18 +23,12 @@ func CanInit() error {
 // Init makes path a root-prepared lease directory: root's, 0755, holding
 // its marker (.amdrun-lease-dir), the node lock (.lock), a root 0644 lock
 // file per key and the queue (01777). It must run as root, under
-// directories only root can change (missing parents are made 0755).
-//
-// Init only builds (issue 26: it used to move whatever sat at path aside,
-// /etc/passwd included). It makes the directory when nothing is there, and
-// adopts one it made before (root's, not writable by others, holding its
-// marker, or only what Init and `lease init --tmpfiles` make, or empty)
-// and one jobs made in the degraded mode when it holds only what jobs make
-// and no job holds a lock in it (adoptDegraded; InitReport.Adopted).
-// Anything else is refused with an error wrapping ErrUnsafe (ErrBusy for
-// a lock a job holds) naming the path, owner, mode and what to do, and
-// nothing at path changed. Run again, it keeps what is right and makes
-// missing lock files.
+// directories only root can change (missing parents are made 0755). It
+// only builds (issue 26): it makes the directory, adopts one it made before
+// (adoptable) or one jobs made in the degraded mode (adoptDegraded), and
+// refuses anything else with an error wrapping ErrUnsafe (ErrBusy for a
+// lock a job holds), changing nothing. Run again, it keeps what is right
+// and makes missing lock files.
 func Init(path string, keys []string) (*InitReport, error) {
 	if err := CanInit(); err != nil {
 		return nil, err

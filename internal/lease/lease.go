@@ -1,26 +1,14 @@
 // Package lease keeps amdrun jobs that share a node from using the same
-// GPU. A lease on a device is an exclusive flock(2) on a file named after
-// the device key in a lease directory (DefaultDir). The kernel drops the
-// lock when the last descriptor of its open file closes, however its
-// holders exit: no stale leases, no clean-up. Nothing is written into
-// lease files; who holds one comes from the kernel (/proc/locks, checked
-// against the lock lines of /proc/<pid>/fdinfo, and /proc/<pid>).
-//
-// The guarantees depend on who can change the directory (Dir.Mode,
-// Dir.Degraded). A root-prepared directory (Init, `amdrun lease init`) is
-// root's, writable by nobody else, with a root-made lock file per device
-// that jobs lock through read-only descriptors: no job can take a device
-// another holds. In a directory other users can write (the degraded mode)
-// a user who owns a lease file can delete it and so take the device.
-//
-// Paths are resolved once, component by component, following no symlink
-// a user other than root or the directory's owner could have planted;
-// all else works relative to the directory's descriptor. A bad file at
-// one device's path makes only that device unavailable (State.Fault).
-// Choosing is serialised by a node lock (Dir.Lock), and waiting jobs are
-// served first come, first served through a ticket queue (Dir.Enqueue)
-// that a stalled or fake ticket delays by at most Patience. Dir.Claim
-// puts the three together.
+// GPU (docs/shared-nodes.md). A lease on a device is an exclusive flock(2)
+// on a file named after its key in a lease directory (DefaultDir), which
+// the kernel drops with the last descriptor of its open file: no stale
+// leases, no clean-up. Nothing is written into lease files; who holds one
+// comes from the kernel (/proc/locks, /proc/<pid>/fdinfo). What a user can
+// undo depends on who can change the directory (Dir.Mode, Dir.Degraded).
+// Paths are resolved once, following no symlink another user could have
+// planted, and all else works relative to the directory's descriptor.
+// Dir.Claim puts together the node lock (Dir.Lock), the leases and the
+// queue (Dir.Enqueue).
 package lease
 
 import (

@@ -11,27 +11,12 @@ import (
 )
 
 // The queue's rule, apart from the files that carry it (queue_linux.go),
-// so that it can be tested on its own (TestQueueProperty).
-//
-// Tickets are served in the order they joined (Since, then pid); only
-// tickets the kernel vouches for count, a user's first MaxTicketsPerUser.
-// A waiter W, looking at the tickets ahead, oldest first, with free
-// devices free now:
-//
-//   - a ticket T that could start now (T.Need <= free) is waited for, a
-//     live waiter takes the devices within a poll or two; but W's one
-//     Patience covers all such waits, and once spent W passes over every
-//     ticket that lets free devices go by (issue 26: a clock per ticket let
-//     10 fake tickets delay a waiter 32 s).
-//   - a ticket T that could not start now holds nothing back while younger
-//     than Backfill: W may start ahead of it on devices T could not use
-//     (issue 26: one fake 8-device ticket kept a 2-device job waiting with
-//     7 free).
-//   - once T has waited Backfill it keeps its place until it could start
-//     (then W waits its patience at most), so a large request is never
-//     starved.
-//
-// W may try when no ticket ahead holds it back.
+// so that it can be tested on its own (TestQueueProperty); stated in full
+// in docs/shared-nodes.md ("The rule"). In short, a waiter looking at the
+// counting tickets ahead of it (oldest first) with free devices free: one
+// that could start now is waited for, for one Patience in all (issue 26);
+// one that could not holds nothing back until it has waited Backfill
+// (backfill), then keeps its place until it could start.
 
 // Patience is how long, in all, a waiter defers to older tickets that
 // could take the devices free now: tickets still waiting after it are

@@ -17,21 +17,13 @@ import (
 )
 
 // The queue is DIR/queue, a sticky directory every user can write, so
-// nothing in it is believed for being there. A ticket is a file
-// <uid>-<pid>-<start>-<ino>.lock (start: clock ticks after boot, field 22
-// of /proc/<pid>/stat; ino: its own inode) holding {"need":N}, made by the
-// waiter under a random name, locked, then renamed (RENAME_NOREPLACE) to
-// that name: nobody can block it by planting a predictable name (issue
-// 36.5), and its ctime (the rename's) is after its lock.
-//
-// Waiters never list the directory (issue 26: 20,000 junk files cost each
-// waiter 3.5 s of CPU per 10 s): for each process /proc/locks shows
-// write-locking a file on the queue's file system they look up the one
-// name its ticket would have (from its euid and start time). A ticket
-// counts when that file is a regular file of that uid with one link,
-// locked by that process. So an unlocked file costs nothing, a recycled
-// pid never inherits a ticket, and a user has at most as many tickets as
-// processes, of which MaxTicketsPerUser count.
+// nothing in it is believed for being there (docs/shared-nodes.md, "The
+// queue"). A ticket is <uid>-<pid>-<start>-<ino>.lock holding {"need":N},
+// made under a random name, locked, then renamed (RENAME_NOREPLACE; issue
+// 36.5). Waiters never list the directory (issue 26): for each process
+// /proc/locks shows write-locking a file on the queue's file system they
+// look up the one name its ticket would have; it counts when that file is
+// a regular file of that euid with one link, locked by that process.
 
 // maxTicket bounds what is read of a ticket.
 const maxTicket = 64

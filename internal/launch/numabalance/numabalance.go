@@ -127,21 +127,14 @@ func apply(root string, mode Mode, open openFunc) (func() error, error) {
 	if err := write(open, path, want); err != nil {
 		return nil, err
 	}
-	var (
-		mu   sync.Mutex
-		done bool
-	)
-	return func() error {
-		mu.Lock()
-		defer mu.Unlock()
-		if done {
-			return nil
-		}
-		done = true
-		if err := write(open, path, string(prev)); err != nil {
-			return fmt.Errorf("numa balancing: restore %q: %w", strings.TrimSpace(string(prev)), err)
-		}
-		return nil
+	var once sync.Once
+	return func() (err error) {
+		once.Do(func() {
+			if werr := write(open, path, string(prev)); werr != nil {
+				err = fmt.Errorf("numa balancing: restore %q: %w", strings.TrimSpace(string(prev)), werr)
+			}
+		})
+		return err
 	}, nil
 }
 
