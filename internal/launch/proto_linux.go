@@ -54,16 +54,14 @@ import (
 	"syscall"
 )
 
-// The descriptors a guard is started with (ExtraFiles start at 3): its
-// control pipe, its report pipe and the first of the files it holds.
+// A guard's descriptors (ExtraFiles start at 3).
 const (
 	guardCtlFD    = 3
 	guardReportFD = 4
 	guardHoldFD   = 5
 )
 
-// The descriptors the keeper is started with: lifeline, status pipe,
-// request socket and the first of the files it holds.
+// The keeper's descriptors.
 const (
 	keeperLifeFD   = 3
 	keeperStatusFD = 4
@@ -71,16 +69,13 @@ const (
 	keeperHoldFD   = 6
 )
 
-// ctlAck is the control byte that tells a guard amdrun knows its rank's
-// pid; any other byte is a signal number (ctlSignal).
+// ctlAck: amdrun knows the rank's pid; any other byte is a signal number.
 const ctlAck byte = 0
 
-// keeperSweep is the lifeline byte that makes the keeper kill the orphans
-// that came to it (their guard died).
+// keeperSweep: kill the orphans that came to the keeper.
 const keeperSweep byte = 's'
 
-// ctlSignal is the control byte that asks a guard to signal its rank's
-// process group.
+// ctlSignal is the control byte that has a guard signal its rank's group.
 func ctlSignal(sig syscall.Signal) byte { return byte(sig) }
 
 // ctlDecode reads a control byte: ack, or the signal to send.
@@ -95,9 +90,7 @@ func ctlDecode(b byte) (ack bool, sig syscall.Signal) {
 type reportKind int
 
 const (
-	// msgPid: the rank started as Pid, a pid in the guard's namespace.
 	msgPid reportKind = iota + 1
-	// msgStatus: the rank ended with Status and nothing it left is alive.
 	msgStatus
 )
 

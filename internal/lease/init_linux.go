@@ -136,12 +136,8 @@ func judge(dfd int, abs string, rep *InitReport) error {
 	if created {
 		return nil
 	}
-	why, err := adoptable(dfd, abs, &st)
-	if err != nil {
-		return err
-	}
-	if why != "" {
-		return notOurs(abs, &st, why)
+	if why, err := adoptable(dfd, abs, &st); err != nil || why != "" {
+		return refusal(abs, &st, why, err)
 	}
 	return nil
 }
@@ -228,10 +224,7 @@ func adoptable(dfd int, path string, st *unix.Stat_t) (string, error) {
 
 // notOurs is Init's refusal of what it found at path (st); why may be "".
 func notOurs(path string, st *unix.Stat_t, why string) error {
-	kind := fileKind(st.Mode)
-	if kind == "" {
-		kind = "a regular file"
-	}
+	kind := fileKindOr(st.Mode)
 	if why != "" {
 		why = ": " + why
 	}
