@@ -39,14 +39,12 @@ func (a *adoption) close() {
 	}
 }
 
-// adoptDegraded makes root's the directory dfd (st: world-writable, as
-// jobs make it in the degraded mode) when it can prove it amdrun's: the
-// node lock or a lease file, and nothing but the empty lock files, notice
-// markers and queue tickets amdrun makes, none locked by a job. It becomes
-// root's, 0755; each file another user made is replaced by root's (never
-// changed in place), and so is such a queue, its stale tickets removed.
-// What it cannot prove is refused as notOurs, changing nothing; a locked
-// file with an error wrapping ErrBusy naming its holder.
+// adoptDegraded makes root's, 0755, the world-writable directory dfd (st)
+// when it can prove it amdrun's: the node lock or a lease file, and
+// nothing but what jobs make there, none locked by a job
+// (docs/shared-nodes.md). Files and a queue another user made are replaced
+// by root's, never changed in place. Else it is refused as notOurs, or
+// wrapping ErrBusy naming a holder, changing nothing.
 func adoptDegraded(dfd int, abs string, st *unix.Stat_t, rep *InitReport) error {
 	a := &adoption{dfd: dfd, path: abs, locked: map[string]lockedEntry{}, queued: map[string]int{}}
 	defer a.close()

@@ -13,16 +13,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Open opens the lease directory at path (relative to the working
-// directory), resolving it once, a component at a time with O_NOFOLLOW: a
-// symlink on the way is followed only in a directory nobody but root and
-// this user can change, and the lease directory itself must not be one.
-// All later work is relative to its descriptor, so a component swapped
-// for a symlink later cannot send a lease file elsewhere.
-//
-// With o.Create a missing directory is made (01777; parents 0755). Mode
-// and Degraded (warned through o.Warn when notice says so) come from the
-// directory's owner and permissions and from who can change those above.
+// Open opens the lease directory at path, resolved once by walk (a symlink
+// is followed only where nobody but root and this user can change it; the
+// directory itself must not be one); all later work is relative to its
+// descriptor. With o.Create a missing directory is made (01777; parents
+// 0755). Mode and Degraded (warned through o.Warn when notice says so)
+// come from the directory's owner and permissions and those above it.
 func Open(path string, o Options) (*Dir, error) {
 	if path == "" {
 		return nil, fmt.Errorf("lease: empty lease directory path")
@@ -217,11 +213,10 @@ func (d *Dir) lockName(name string, create bool) (fd int, ok bool, err error) {
 }
 
 // Lock takes the node-wide selection lock (DIR/.lock), waiting until it
-// is free or ctx is done (then a *LockedError names the holder). Call
-// unlock (safe twice) right after Acquire. The lock only spares jobs that
-// choose at once a wasted attempt (the device locks keep devices apart),
-// so when DIR/.lock cannot be used Lock warns once and returns an unlock
-// that does nothing.
+// is free or ctx is done (then a *LockedError names the holder); call
+// unlock (safe twice) right after Acquire. It only spares a wasted attempt
+// (the device locks keep devices apart), so a DIR/.lock that cannot be
+// used is warned about once, and unlock does nothing.
 func (d *Dir) Lock(ctx context.Context) (unlock func(), err error) {
 	if d.fd < 0 {
 		return nil, fmt.Errorf("lease: lease directory %s does not exist", d.path)
@@ -403,12 +398,10 @@ func (l *Lease) Release() error {
 	return first
 }
 
-// Files returns a close-on-exec duplicate of each lock file descriptor,
-// for the processes that watch over the job (issue 13: the devices stay
-// leased while anything the job started runs, even after amdrun is
-// killed). flock(2) locks belong to the shared open file description, so
-// the lock stays until Release and every duplicate is closed. The caller
-// closes them. It fails after Release.
+// Files returns a close-on-exec duplicate of each lock file descriptor for
+// the job's watchers (issue 13: the devices stay leased while anything
+// the job started runs): the lock, the open file description's, stays
+// until Release and every duplicate is closed. It fails after Release.
 func (l *Lease) Files() ([]*os.File, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -13,12 +13,9 @@ const noticePrefix = ".amdrun-noticed-"
 
 const bootIDPath = "/proc/sys/kernel/random/boot_id"
 
-// notice says whether a job should print the degraded-mode line now. In a
-// directory every user can write: not while only this user and root have
-// left files there (nobody else can take its devices yet), then once per
-// boot (the first job leaves noticePrefix+boot id). Another kind (another
-// user's, or one that can be swapped) is named on every job. Doctor shows
-// Degraded whatever this says.
+// notice says whether a job should print the degraded-mode line now: in a
+// world-writable directory once per boot (noticePrefix+boot id), and only
+// once another user has left files there; in another kind on every job.
 func (d *Dir) notice() bool {
 	if d.mode != Shared {
 		return true

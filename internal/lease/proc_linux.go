@@ -36,12 +36,9 @@ func statID(st *unix.Stat_t) fileID {
 }
 
 // /proc/locks prints the file system's device, which stat does not always
-// give: a btrfs subvolume has its own (00:28 against 0:42), and so do an
-// overlay's files on several file systems (issue 36.5: ps showed no waiter
-// and no holder). So it is learnt per directory, from a shared flock taken
-// on the directory itself (amdrun locks none) found under this pid in
-// /proc/locks. A file with a lease file's inode number in another
-// subvolume is then taken for it (see mayTry's idle).
+// give (a btrfs subvolume, an overlay; issue 36.5: ps showed no waiter and
+// no holder), so it is learnt per directory from a shared flock this
+// process takes on the directory itself (amdrun locks none).
 
 // id is the file st, in the directory open as dirfd, as /proc/locks names
 // it (stat's device when the directory's could not be learnt).

@@ -165,14 +165,11 @@ func fileKindOr(mode uint32) string {
 }
 
 // scan finds the tickets the kernel vouches for in locks, this process's
-// own excluded, in no order. Past a waiter's first look it reads nothing
-// for a ticket behind it (known and dated after its own: kept; unknown:
-// new, so dated now, see aged): a look costs one fstatat per ticket ahead
-// (issue 36.7: every waiter read /proc and a file for every ticket).
-// /proc/locks is read a page at a time and can miss a lock (37 of 128
-// waiters in TestQueueAtScale lost a ticket ahead so): a first look reads
-// it twice, and a known ticket a read misses is kept while its waiter
-// holds it (missed).
+// own excluded, in no order. Past a first look it reads nothing for a
+// ticket behind this one (issue 36.7; see unread and aged). /proc/locks is
+// read a page at a time and can miss a lock (TestQueueAtScale): a first
+// look reads it twice, and a known ticket a read misses is kept while its
+// waiter holds it (missed).
 func (t *Ticket) scan(locks []procLock) []Waiting {
 	var qst unix.Stat_t
 	if unix.Fstat(t.qfd, &qst) != nil {
@@ -451,14 +448,12 @@ func (t *Ticket) refund(ahead []Waiting, leasing map[int]bool) {
 }
 
 // mayTry is a waiter's look without the node lock, over the tickets ahead
-// and the lease files /proc/locks shows unlocked. try: it could start, so
-// it takes the node lock to look again and lease (claimOnce); one that
-// cannot never takes it (issue 36.7: 96 waiters took it every poll, and a
-// 1-device job took 4.3 s to start). soon: look again at the next poll (it
-// tries, or defers to a ticket that could start); else sleep until a
-// lease or ticket goes (wake). With idle (no event for idleLook) a waiter
-// whose turn it is tries whatever the count: a lock /proc/locks cannot
-// tell from a lease file's (see lockNames) costs idleLook, not the wait.
+// and the lease files /proc/locks shows unlocked. try: it could start and
+// takes the node lock to look again and lease; one that cannot never
+// takes it (issue 36.7). soon: look again next poll (it tries, or defers
+// to a ticket that could start); else sleep until a lease or ticket goes.
+// With idle (no event for idleLook) a waiter whose turn it is tries
+// whatever the count (see lockNames).
 func (t *Ticket) mayTry(all []string, idle bool) (try, soon bool, err error) {
 	locks := readProcLocks()
 	free, leasing := t.dir.unlocked(all, locks)

@@ -11,16 +11,11 @@ import (
 )
 
 // A waiter that cannot start sleeps until something happens that could
-// let it start, not for a poll (issue 36.7: N waiters cost N looks of N
-// tickets each per 0.2 s poll): inotify says when one of its own lease
-// files is closed (a lease goes with its last descriptor) and when a
-// ticket is closed after writing or removed. The node lock and the
-// directories are not watched: every job that starts opens them (a watch
-// on the directory woke every waiter thousands of times a second while
-// 256 jobs joined), nor a ticket's rename into place. A probe's close
-// wakes waiters too, costing a look, never a place; a lease file missing
-// when the wait begins is free and unwatched (seen at the next event or
-// idleLook). Without inotify (a user's 128 instances spent) it polls.
+// let it start, not for a poll (issue 36.7; docs/shared-nodes.md, "A queue
+// of hundreds"): inotify says when one of its own lease files is closed
+// and when a ticket is closed after writing or removed (not the node lock
+// nor the directories, which every job that starts opens). Without
+// inotify (a user's 128 instances spent) it polls.
 const (
 	leaseMask = unix.IN_CLOSE_WRITE | unix.IN_CLOSE_NOWRITE
 	queueMask = unix.IN_CLOSE_WRITE | unix.IN_DELETE
