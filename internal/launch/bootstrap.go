@@ -1,23 +1,16 @@
 package launch
 
 // stackBootstrap is the sitecustomize.py amdrun writes into the job's
-// private directory, first on every rank's PYTHONPATH, so that it runs
-// before the rank's code with nothing of the script changed (issue 33). A
-// torch rank (RANK set, not the child of one) blocks amdrun's real-time
-// signal in its main thread before any other thread exists, and starts a
-// thread that sigwaits for it and writes every thread's stack with
-// faulthandler to stacks.ATTEMPT.RANK.PID. Found on torch ranks: a handler
-// (faulthandler.register) makes an unrestarted system call fail with EINTR,
-// which torch's TCPStore does not retry; a dump from a thread without the
-// GIL reads frames that change meanwhile (SIGSEGV); after faulthandler's
-// exit the signal would kill. A blocked signal kills nothing (a forked
-// DataLoader worker, an exec'd program, a rank at exit keep it pending);
-// a child started afresh sees AMDRUN_STACKS_RANK and registers nothing.
-// The next signal makes the thread write torch's flight recorder
-// (_dump_fr_trace, _dump_nccl_trace in older releases; without stack
-// traces, which took torch 2.11 6.5 s to symbolise) to AMDRUN_FR+rank when
-// torch.distributed is initialised (else an empty file). Then it hands
-// over to the next sitecustomize on sys.path. It never fails the rank.
+// private directory, first on every rank's PYTHONPATH (docs/supervision.md,
+// "How ranks answer"; issue 33). A torch rank blocks amdrun's real-time
+// signal before any other thread exists and starts a thread that sigwaits
+// for it and writes every thread's stack with faulthandler to
+// stacks.ATTEMPT.RANK.PID: a handler (faulthandler.register) would make an
+// unrestarted system call fail with EINTR (torch's TCPStore does not
+// retry), and a dump from a thread without the GIL reads frames that
+// change meanwhile (SIGSEGV). The next signal writes torch's flight
+// recorder, without stack traces (torch 2.11 took 6.5 s to symbolise
+// them), to AMDRUN_FR+rank. It never fails the rank.
 const stackBootstrap = `# Written by amdrun for one job (issue 33); see docs/supervision.md.
 import os, sys
 

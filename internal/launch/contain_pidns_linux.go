@@ -13,9 +13,7 @@ import (
 
 // pidNamespace is ContainPIDNamespace (root): one PID and mount namespace
 // for the job, its init a keeper; amdrun starts the guards from a thread
-// that joined it. When amdrun goes the keeper kills every process of the
-// namespace; if the keeper is killed the kernel kills them all. A rank
-// whose guard is killed comes to the keeper, which amdrun has kill it.
+// that joined it.
 type pidNamespace struct {
 	*keeper
 	pidNS, mntNS *os.File // the namespaces a guard is started in

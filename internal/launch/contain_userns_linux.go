@@ -14,10 +14,8 @@ import (
 // userNamespace is ContainUserNamespace (unprivileged, where the kernel
 // permits user namespaces): the job in a user, PID and mount namespace of
 // its own, whose init, a keeper, starts the guards (multithreaded amdrun
-// cannot enter a user namespace). The job cannot signal the keeper, holds
-// no capability on its forking thread, and a rank whose guard dies comes
-// to the keeper, which kills it at once. Another process of the user
-// outside the job can ptrace, stop or kill the keeper and the guards.
+// cannot enter a user namespace). Another process of the user outside the
+// job can ptrace, stop or kill the keeper and the guards.
 type userNamespace struct{ *keeper }
 
 func init() {

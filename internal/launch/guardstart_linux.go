@@ -14,13 +14,11 @@ import (
 	"github.com/amdrun/amdrun/internal/plan"
 )
 
-// start starts one rank's guard (protocol: proto_linux.go), in the job's
-// namespaces when there are some, and returns once it runs; w.ready then
-// gives the rank's pid. logs are its stdout and stderr log files (nil:
-// none). An unprefixed rank's stream that the console shows and no log
-// takes goes straight to Stdout or Stderr when that is a terminal (tqdm,
-// pdb, isatty see one; the guard gives the rank a session of its own);
-// every other stream is a pipe amdrun copies. Local rank 0 reads s.stdin.
+// start starts one rank's guard, in the job's namespaces when there are
+// some, and returns once it runs; w.ready then gives the rank's pid. logs
+// are its stdout and stderr log files (nil: none). A stream of an
+// unprefixed rank that only the console takes is the terminal itself when
+// Stdout or Stderr is one (see Run); every other is a pipe amdrun copies.
 func (s *supervisor) start(r *plan.Rank, c command, logs [2]*os.File, exits chan<- exitEvent) (*worker, error) {
 	logged, console := s.streams(r.LocalRank)
 	p, err := s.guardPipes(logged, console)

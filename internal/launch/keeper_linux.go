@@ -76,11 +76,9 @@ var faultSignals = []unix.Signal{unix.SIGILL, unix.SIGTRAP, unix.SIGBUS, unix.SI
 
 // keeperSignals makes the keeper deaf to every signal a rank can send it
 // (issue 36.3: `kill -SEGV 1` from a rank ended the keeper, and the job):
-// the fault signals are ignored (SIG_IGN: the kernel drops them when sent
-// by another process and still kills the keeper for its own fault), every
-// other one is caught and dropped. The guards it forks start with the
-// default dispositions (Go's fork resets what its handlers caught), and one
-// ignored at the keeper's start stays ignored for them.
+// the fault signals are ignored (the kernel still kills the keeper for a
+// fault of its own), every other one is caught and dropped. The guards it
+// forks start with the default dispositions.
 func keeperSignals() error {
 	var sigs []os.Signal
 	for n := 1; n < 65; n++ {

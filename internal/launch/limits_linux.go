@@ -17,11 +17,10 @@ const threadsPerRank = 8
 // threadsOwn is what amdrun itself may still add while it supervises.
 const threadsOwn = 8
 
-// checkProcessRoom refuses a job whose stack limit is too small, or of
-// ranks ranks when ulimit -u leaves no room for its ranks, guards and
-// threads beside what the user runs now: Go cannot recover from a thread
-// it fails to create (`fatal error: newosproc`, issue 26). Root and an
-// unlimited limit are not checked.
+// checkProcessRoom refuses, before anything starts, a stack limit too
+// small or a ulimit -u without room for ranks ranks, their guards and
+// threads: Go cannot recover from a thread it fails to create (issue 26).
+// Root and an unlimited limit are not checked.
 func checkProcessRoom(ranks int) error {
 	if err := checkStack(); err != nil {
 		return err

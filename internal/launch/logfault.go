@@ -8,11 +8,9 @@ import (
 	"sync"
 )
 
-// logFaults tracks the run's log files whose writes failed (a full
-// filesystem, an I/O error): each is said once on the console when it
-// happens and again at the end with what was lost, so that incomplete logs
-// are never taken for whole ones (issue 26). A failing log never stops the
-// job nor changes its exit code.
+// logFaults tracks the run's log files whose writes failed: each is said
+// once when it happens and again at the end with what was lost (issue
+// 26). A failing log never stops the job nor changes its exit code.
 type logFaults struct {
 	say   func(string) // the console, not amdrun.log (which may be the file that fails)
 	quiet bool         // -q: a fault is said only in the summary, not as a warning

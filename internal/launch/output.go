@@ -96,12 +96,9 @@ type stream struct {
 
 // pump reads r until EOF or error (a read deadline ends it) and closes r.
 // The log file gets every byte as read; the console and the tail get
-// pieces: a line ended by a newline; a piece ended by a lone carriage
-// return (a progress bar, as tqdm's), shown at once; maxLine bytes of a
-// longer line; and the stream's last bytes. Text after a carriage return
-// that no newline has ended yet is drawn again, whole, each time more of
-// it arrives, ending with a carriage return so that the next drawing
-// replaces it. In raw mode the console gets the bytes as read.
+// pieces (pieceEnd): lines, maxLine bytes of a longer one, and the last
+// bytes. Text after a carriage return (a tqdm bar) is redrawn whole, in
+// place, as more of it arrives. In raw mode the console gets the bytes.
 func (s *stream) pump(r *os.File) {
 	defer r.Close()
 	buf := make([]byte, maxLine)

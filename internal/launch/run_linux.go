@@ -47,7 +47,6 @@ const drainTimeout = 2 * time.Second
 // failed (a worker could not start: code 127 when not found, 126
 // otherwise; a log file could not be made; the containment asked for is
 // not permitted) or ctx ended the run (ctx.Err()).
-// not permitted) or ctx ended the run (ctx.Err()).
 func Run(ctx context.Context, p *plan.Plan, o RunOptions) (exitCode int, err error) {
 	if p == nil || len(p.Ranks) == 0 {
 		return 1, errors.New("launch: empty plan")

@@ -9,15 +9,10 @@ import (
 	"strings"
 )
 
-// The ranks' Python stacks, merged as LLNL's STAT merges MPI ranks: ranks
-// with the same stacks form one group, printed once with its rank list,
-// the biggest first, the odd ones last (issue 33). Each rank writes
-// faulthandler's text (see stackBootstrap):
-//
-//	Thread 0x00007f3a... (most recent call first):
-//	  File "/tmp/train.py", line 14 in main
-//
-// Everything here is pure; stacks_linux.go asks the ranks.
+// The ranks' Python stacks (faulthandler's text, see stackBootstrap),
+// merged as LLNL's STAT merges MPI ranks: ranks with the same stacks form
+// one group, printed once with its rank list, the biggest first, the odd
+// ones last (issue 33). Pure; stacks_linux.go asks the ranks.
 
 // ErrNotOwner is AskStacks' refusal of another user's job.
 var ErrNotOwner = errors.New("only the job's owner or root can take its stacks")
