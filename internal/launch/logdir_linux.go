@@ -112,8 +112,11 @@ func createIn(dir *os.File, name string) (*os.File, error) {
 	return os.NewFile(uintptr(fd), path), nil
 }
 
-func (d *jobDir) create(name string) (*os.File, error) {
-	f, err := createIn(d.dir, name)
+func (d *jobDir) create(name string) (*os.File, error) { return createLog(d.dir, name) }
+
+// createLog is createIn with the log directory's errors.
+func createLog(dir *os.File, name string) (*os.File, error) {
+	f, err := createIn(dir, name)
 	if err != nil {
 		return nil, fmt.Errorf("launch: log dir: %w", err)
 	}
@@ -147,11 +150,7 @@ func (d *jobDir) attempt(k int, localRanks []int) (*attemptDir, error) {
 
 // create makes the file name in local rank lr's directory.
 func (a *attemptDir) create(lr int, name string) (*os.File, error) {
-	f, err := createIn(a.ranks[lr], name)
-	if err != nil {
-		return nil, fmt.Errorf("launch: log dir: %w", err)
-	}
-	return f, nil
+	return createLog(a.ranks[lr], name)
 }
 
 func (a *attemptDir) close() {

@@ -150,13 +150,7 @@ func handedStdin(f *os.File) *os.File {
 // notified are the forwarded signals not ignored at start (nohup's SIGHUP
 // stays ignored; signal.Notify would install a handler).
 func notified(forwarded []os.Signal) []os.Signal {
-	var out []os.Signal
-	for _, sig := range forwarded {
-		if !signal.Ignored(sig) {
-			out = append(out, sig)
-		}
-	}
-	return out
+	return slices.DeleteFunc(slices.Clone(forwarded), signal.Ignored)
 }
 
 // supervisor is the state of one Run, touched only by Run's goroutine but

@@ -6,6 +6,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"syscall"
 	"unsafe"
@@ -154,13 +155,7 @@ func cloexecFrom(fd int) error {
 // signals amdrun forwards itself, and SIGPIPE; one ignored at start stays
 // ignored, for the rank to inherit (as under nohup).
 func dropSignals() {
-	var sigs []os.Signal
-	for _, sig := range append(append([]os.Signal(nil), DefaultSignals...), unix.SIGPIPE) {
-		if !signal.Ignored(sig) {
-			sigs = append(sigs, sig)
-		}
-	}
-	signal.Notify(make(chan os.Signal, 1), sigs...)
+	signal.Notify(make(chan os.Signal, 1), notified(append(slices.Clone(DefaultSignals), unix.SIGPIPE))...)
 }
 
 // guard, on the locked, bound thread, starts the rank as its child in a

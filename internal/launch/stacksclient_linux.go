@@ -65,8 +65,9 @@ func FindJob(pid int) (Job, error) {
 	}
 	switch {
 	case pid != 0:
-		if uid, ok := procOwner(pid); ok && uid != me && me != 0 {
-			return Job{}, fmt.Errorf("pid %d belongs to %s: %w", pid, userName(uid), ErrNotOwner)
+		var st syscall.Stat_t
+		if syscall.Stat(fmt.Sprintf("/proc/%d", pid), &st) == nil && int(st.Uid) != me && me != 0 {
+			return Job{}, fmt.Errorf("pid %d belongs to %s: %w", pid, userName(int(st.Uid)), ErrNotOwner)
 		}
 		return Job{}, fmt.Errorf("no running amdrun job has pid %d", pid)
 	case len(mine) == 0:
@@ -79,14 +80,6 @@ func FindJob(pid int) (Job, error) {
 		return Job{}, fmt.Errorf("%d running amdrun jobs of yours (pids %s): name one", len(mine), strings.Join(pids, ", "))
 	}
 	return mine[0], nil
-}
-
-func procOwner(pid int) (int, bool) {
-	var st syscall.Stat_t
-	if syscall.Stat(fmt.Sprintf("/proc/%d", pid), &st) != nil {
-		return 0, false
-	}
-	return int(st.Uid), true
 }
 
 func userName(uid int) string {
