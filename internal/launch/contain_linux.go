@@ -30,9 +30,8 @@ type keeper struct {
 	mu  sync.Mutex // one request at a time on req
 }
 
-// openContainment sets up the mode want (ContainAuto: the strongest
-// permitted here) for one Run; one asked for by name that is not
-// permitted is an ErrContainment.
+// openContainment sets up the mode want (ContainAuto: the strongest here)
+// for one Run; one named but not permitted is an ErrContainment.
 func openContainment(want Containment, o containOpts) (container, error) {
 	if want == ContainAuto {
 		c, _, why := openAuto(o)
@@ -73,9 +72,8 @@ func openAuto(o containOpts) (c container, name Containment, why error) {
 	return nil, ContainAuto, why
 }
 
-// ProbeContainment reports the containment Run chooses here by default
-// (for `amdrun doctor`) and why each stronger mode is not permitted: it
-// sets the mode up as for a job, and ends it.
+// ProbeContainment sets up and ends the mode Run would choose here (for
+// `amdrun doctor`), saying why each stronger one is not permitted.
 func ProbeContainment(self string) (Containment, error) {
 	c, name, why := openAuto(containOpts{self: self, note: func(string) {}})
 	if c != nil {

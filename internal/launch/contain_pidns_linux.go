@@ -12,8 +12,7 @@ import (
 )
 
 // pidNamespace is ContainPIDNamespace (root): one PID and mount namespace
-// for the job, its init a keeper; amdrun starts the guards from a thread
-// that joined it.
+// for the job, its init a keeper; the guards start from a joined thread.
 type pidNamespace struct {
 	*keeper
 	pidNS, mntNS *os.File // the namespaces a guard is started in

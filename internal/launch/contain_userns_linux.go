@@ -35,9 +35,8 @@ func init() {
 		}})
 }
 
-// startGuard has the keeper fork cmd in the job's user namespace; the
-// request carries cmd's descriptors (stdin first when it has one, stdout,
-// stderr, the extra files). It returns the guard's pid in the namespace.
+// startGuard has the keeper fork cmd in the job's user namespace, passing
+// cmd's descriptors; it returns the guard's pid in the namespace.
 func (n userNamespace) startGuard(cmd *exec.Cmd) (int, error) {
 	stdin, _ := cmd.Stdin.(*os.File)
 	b, err := startRequest{Argv: cmd.Args, Env: cmd.Env, Dir: n.cwd, Stdin: stdin != nil}.encode()
@@ -72,9 +71,8 @@ func (n userNamespace) guardLost(guard string, _ map[int]bool) string {
 	return guard + "; the keeper killed the rank and all it started"
 }
 
-// userNamespaceAttr starts the init of a new user, PID and mount namespace
-// in which it is this process's user and group (setgroups denied), keeping
-// CAP_SYS_ADMIN across its exec to mount its /proc.
+// userNamespaceAttr makes the init of a new user, PID and mount namespace,
+// as this user and group, keeping CAP_SYS_ADMIN to mount its /proc.
 func userNamespaceAttr() *syscall.SysProcAttr {
 	uid, gid := os.Getuid(), os.Getgid()
 	return &syscall.SysProcAttr{

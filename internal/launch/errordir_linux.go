@@ -96,9 +96,8 @@ func openOwnDir(dirfd int, name string) (int, error) {
 	return fd, nil
 }
 
-// errorDirName is amdrun-errors-PID-START-R: the amdrun pid started at
-// start (clock ticks since boot, so that a reused pid is not taken for
-// it), and the random part r.
+// errorDirName is amdrun-errors-PID-START-R: amdrun's pid and start (clock
+// ticks since boot: a reused pid is not it), and the random part r.
 func errorDirName(pid int, start uint64, r string) string {
 	return fmt.Sprintf("%s%d-%d-%s", errorDirPrefix, pid, start, r)
 }
@@ -147,8 +146,7 @@ func ownerGone(pid int, start uint64) bool {
 }
 
 // staleErrorDir says whether the errorDir name (fd) belongs to an amdrun
-// that is gone, by its name or an older amdrun's owner file; what cannot
-// be read is no proof.
+// that is gone (by its name, or an older amdrun's owner file).
 func staleErrorDir(fd int, name string) bool {
 	if pid, start, ok := dirOwner(name); ok {
 		return ownerGone(pid, start)
@@ -211,9 +209,8 @@ func emptyErrorDir(dirfd int) {
 	}
 }
 
-// removeErrorDirPath removes the errorDir at path, for a guard or the
-// keeper once amdrun is gone: the files amdrun gave out, then the
-// directory unless something else is in it.
+// removeErrorDirPath removes the errorDir at path once amdrun is gone (for
+// a guard or the keeper): its files, then it unless something else is in it.
 func removeErrorDirPath(path string) {
 	base, name := filepath.Split(path)
 	if path == "" || !strings.HasPrefix(name, errorDirPrefix) {

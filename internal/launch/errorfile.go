@@ -9,9 +9,8 @@ import (
 	"github.com/amdrun/amdrun/internal/printable"
 )
 
-// EnvErrorFile tells a rank where to record its exception: torch's
-// @record decorator writes the uncaught exception there as JSON. Run sets
-// it per rank and attempt, as torchrun does.
+// EnvErrorFile tells a rank where torch's @record writes its uncaught
+// exception as JSON; Run sets it per rank and attempt, as torchrun does.
 const EnvErrorFile = "TORCHELASTIC_ERROR_FILE"
 
 // maxErrorFile bounds what is read of an error file (a real one is a few
@@ -95,9 +94,8 @@ func timestamp(raw json.RawMessage) int64 {
 // the user nothing.
 const recordWrapper = "torch/distributed/elastic/multiprocessing/errors/"
 
-// lastFrames returns the innermost n frames of the last traceback in tb
-// (format_exc() text: the one that ended the rank comes last), outermost
-// first, without Python 3.11's ^ and ~ marker lines.
+// lastFrames returns the innermost n frames of tb's last traceback,
+// outermost first, without Python 3.11's ^ and ~ marker lines.
 func lastFrames(tb string, n int) [][]string {
 	var frames [][]string
 	for _, line := range strings.Split(tb, "\n") {
@@ -134,9 +132,8 @@ const (
 	maxErrorWidth = 300
 )
 
-// Lines is the exception as a failure summary shows it: the message (at
-// most maxErrorLines lines), then the frames, indented, each printable and
-// cut at maxErrorWidth.
+// Lines is the exception as a failure summary shows it: at most
+// maxErrorLines of message, then the frames, each printable.String.
 func (e *RankError) Lines() []string {
 	msg := strings.Split(strings.TrimRight(e.Message, "\n"), "\n")
 	if len(msg) > maxErrorLines {

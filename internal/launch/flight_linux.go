@@ -59,9 +59,8 @@ func (st *stacker) askFR() {
 	}
 }
 
-// flightRecord reads attempt's dumps with the ranks' interpreter and
-// returns FRSummary's paragraph ("": no dump or interpreter); each dump is
-// copied to the log directory (fr_attempt_K_rank_R) and removed.
+// flightRecord reads attempt's dumps with the ranks' interpreter into
+// FRSummary's paragraph; each dump is kept in the log directory, removed.
 func (s *supervisor) flightRecord(attempt int) string {
 	py := s.plan.Ranks[0].Argv[0]
 	if !strings.HasPrefix(filepath.Base(py), "python") {

@@ -48,9 +48,8 @@ func (s *supervisor) start(r *plan.Rank, c command, logs [2]*os.File, exits chan
 	return w, nil
 }
 
-// guardFiles are one guard's pipes: the read ends of its rank's piped
-// streams (nil: the terminal), the rank's stdout and stderr, the control
-// and report pipes, and theirs, the ends amdrun closes once it started.
+// guardFiles are one guard's pipes: the read ends of its rank's streams
+// (nil: the terminal), the child's ends, control, report, and theirs.
 type guardFiles struct {
 	reads, child [2]*os.File
 	ctlR, ctlW   *os.File
@@ -161,9 +160,8 @@ func (s *supervisor) watch(w *worker, cmd *exec.Cmd, kept int, ctlW, repR *os.Fi
 	exits <- ev
 }
 
-// guardLost handles a guard that ended without reporting its rank's end:
-// the rank may live on, so the mode kills it with all it started, and
-// w.lost says what happened.
+// guardLost has the mode kill, with all it started, the rank of a guard
+// that ended without reporting its end; w.lost says what happened.
 func (s *supervisor) guardLost(g *group, w *worker, ev exitEvent) {
 	how := "ended without reporting its rank's end"
 	if ev.state != nil {

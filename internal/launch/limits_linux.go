@@ -10,8 +10,7 @@ import (
 )
 
 // threadsPerRank is how many tasks (RLIMIT_NPROC counts threads) a rank
-// costs while it starts: itself, its guard and the bind shim; measured 5
-// to 7, with room to spare.
+// costs as it starts, with its guard and shim (measured 5 to 7).
 const threadsPerRank = 8
 
 // threadsOwn is what amdrun itself may still add while it supervises.

@@ -27,9 +27,8 @@ type jobDir struct {
 	dir  *os.File // the run's directory
 }
 
-// runDirName is torchrun's run directory name for runID
-// (tempfile.mkdtemp(prefix=run_id + "_")), with anything but letters,
-// digits, '.', '-' and '_' in the run id replaced by '_'.
+// runDirName is torchrun's run directory name for runID (mkdtemp(prefix=
+// run_id + "_")), the run id's bytes other than [A-Za-z0-9._-] made '_'.
 func runDirName(runID string) string {
 	if runID == "" {
 		runID = plan.NewRunID()
@@ -196,9 +195,8 @@ func safeBase(dir string) bool {
 	}
 }
 
-// openLogs makes the ranks' error file directory and, with logs
-// (--log-dir; -r or -t without it write to a fresh temporary directory,
-// as torchrun's), the run's log directory with amdrun.log.
+// openLogs makes the ranks' error file directory and, with logs (-r or -t
+// without --log-dir: a temporary one, as torchrun's), the log directory.
 func (s *supervisor) openLogs() error {
 	var err error
 	if s.errs, err = newErrorDir(); err != nil {

@@ -171,9 +171,8 @@ func (s *stream) pump(r *os.File) {
 	}
 }
 
-// pieceEnd is the length of b's first complete piece: through its first
-// newline, or a carriage return not followed by a newline (a lone one at
-// the end counts: the bar is shown now); -1 when b holds none.
+// pieceEnd is the length of b's first piece: through its first newline,
+// or a carriage return not before one (a bar); -1 when b holds none.
 func pieceEnd(b []byte) int {
 	// Two IndexByte scans (vectorised) beat one IndexAny (a byte loop)
 	// several times over on ordinary lines.

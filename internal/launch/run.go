@@ -22,9 +22,8 @@ const DefaultGrace = 10 * time.Second
 // ErrNotSupported is Run's and ShimMain's error off Linux.
 var ErrNotSupported = errors.New("launch: running workers is only supported on Linux")
 
-// ForwardedSignals names the signals Run passes to every worker group
-// (each guard catches them too), in the order amdrun lists them; the one
-// list, --signals-to-handle accepts a subset.
+// ForwardedSignals names the signals Run passes to every worker group, in
+// amdrun's order: the one list (--signals-to-handle takes a subset).
 var ForwardedSignals = []string{"SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2"}
 
 // StopSignals names the forwarded signals that also stop the run; the one
@@ -108,8 +107,7 @@ type RunOptions struct {
 const StallAuto time.Duration = -1
 
 // DefaultStallTimeout is the stall timeout of a job no terminal watches:
-// longer than NCCL's 10-minute watchdog (torch's own timeout fires first),
-// a checkpoint write or a silent compilation.
+// longer than NCCL's 10-minute watchdog, a checkpoint or a compilation.
 const DefaultStallTimeout = 30 * time.Minute
 
 // StalledExitCode is Run's exit code for a job stopped because it stalled:

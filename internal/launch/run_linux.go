@@ -222,9 +222,8 @@ type group struct {
 	stalls   chan stallReport // the stall watch's reports; nil: no watch
 }
 
-// signal sends sig to the process group of every running worker through
-// its guard, which knows when the rank is gone: a reused group id is never
-// signalled.
+// signal sends sig to every running worker's group through its guard,
+// which knows when the rank is gone (a reused group id is never hit).
 func (g *group) signal(sig syscall.Signal) {
 	for _, w := range g.workers {
 		if !w.exited {
@@ -301,9 +300,8 @@ func (s *supervisor) attempt(ctx context.Context, attempt int) (int, error) {
 	return 0, ctxErr
 }
 
-// commands are the guards' commands of attempt, one per rank, each looked
-// up before any worker starts: a missing one is one clear error (with the
-// shell's exit code), not a group started only to be stopped.
+// commands are attempt's guard commands, each looked up before any worker
+// starts (one clear error with the shell's code, not a group to stop).
 func (s *supervisor) commands(attempt int) ([]command, int, error) {
 	cmds := make([]command, len(s.plan.Ranks))
 	for i := range s.plan.Ranks {
@@ -319,9 +317,8 @@ func (s *supervisor) commands(attempt int) ([]command, int, error) {
 	return cmds, 0, nil
 }
 
-// attemptLogs makes attempt's log directory and each rank's log files, so
-// that one that cannot be made fails the attempt before anything runs
-// (all nil without logs). done closes them; it is set even on error.
+// attemptLogs makes attempt's log directory and the ranks' log files
+// before anything runs (all nil without logs); done closes them, always.
 func (s *supervisor) attemptLogs(attempt int) (ad *attemptDir, logs [][2]*os.File, done func(), err error) {
 	logs = make([][2]*os.File, len(s.plan.Ranks))
 	done = func() {}
@@ -358,9 +355,8 @@ func (s *supervisor) attemptLogs(attempt int) (ad *attemptDir, logs [][2]*os.Fil
 	return ad, logs, done, nil
 }
 
-// startGroup starts every rank's guard into g and waits for each to report
-// its rank's pid. A rank that cannot start stops the ones started; its
-// error and exit code are returned.
+// startGroup starts every rank's guard into g and waits for their pids; a
+// rank that cannot start stops the others, its error and code returned.
 func (s *supervisor) startGroup(g *group, cmds []command, logs [][2]*os.File, exits chan exitEvent) (int, error) {
 	var startErr error
 	startCode := 0
@@ -495,9 +491,8 @@ func (s *supervisor) onSignal(g *group, sig os.Signal) {
 	}
 }
 
-// pump copies the worker's piped streams (reads; nil: straight to the
-// terminal) to the console (those in console), its log files and its
-// stderr tail; w.pumps closes when done.
+// pump copies the worker's piped streams (reads; nil: the terminal) to the
+// console (those in console), its log files and its stderr tail.
 func (s *supervisor) pump(w *worker, reads, logs [2]*os.File, console Std) {
 	prefix := ""
 	if s.o.Prefix {
@@ -556,8 +551,7 @@ func (s *supervisor) collect(w *worker, k int, ad *attemptDir) {
 }
 
 // attempts runs the first attempt and a restart after each failure while
-// --max-restarts allows and the devices have let go of the failed
-// attempt's memory.
+// --max-restarts allows and the devices have let go of their memory.
 func (s *supervisor) attempts(ctx context.Context) (int, error) {
 	mem := newMemWatch(s.plan, s.o)
 	for attempt := 0; ; attempt++ {

@@ -38,9 +38,8 @@ func LocalShimArgs(p *plan.Plan) []string {
 	return []string{"--local-cpus", strings.Join(cpus, localSep), "--local-mems", strings.Join(mems, localSep), "--mempolicy", string(pol)}
 }
 
-// parseLocalLists parses a --local-cpus or --local-mems value: one list
-// per local rank, separated by localSep; an empty list leaves that rank
-// unbound.
+// parseLocalLists parses --local-cpus or --local-mems: a list per local
+// rank, separated by localSep (empty: that rank unbound).
 func parseLocalLists(v string) ([][]int, error) {
 	parts := strings.Split(v, localSep)
 	out := make([][]int, len(parts))

@@ -10,9 +10,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// DefaultSignals are Run's forwarded signals when Forward is nil:
-// torchrun's default --signals-to-handle and the two Slurm sends before
-// preemption (SIGUSR1, SIGUSR2).
+// DefaultSignals are Run's forwarded signals when Forward is nil: torchrun's
+// default --signals-to-handle, and SIGUSR1, SIGUSR2 (Slurm's preemption).
 var DefaultSignals = signalsNamed(ForwardedSignals)
 
 var stopSignals = signalsNamed(StopSignals)
@@ -31,9 +30,8 @@ func signalsNamed(names []string) []os.Signal {
 	return out
 }
 
-// unforwardable are signals that cannot be caught (SIGKILL, SIGSTOP;
-// torchrun's signal.signal fails on them) or that the Go runtime or
-// amdrun's supervision needs.
+// unforwardable are signals that cannot be caught (SIGKILL, SIGSTOP) or
+// that the Go runtime or amdrun's supervision needs.
 var unforwardable = []syscall.Signal{unix.SIGKILL, unix.SIGSTOP, unix.SIGCHLD, unix.SIGURG, unix.SIGPIPE,
 	unix.SIGSEGV, unix.SIGBUS, unix.SIGFPE, unix.SIGILL, unix.SIGTRAP, unix.SIGABRT, unix.SIGPROF}
 

@@ -93,9 +93,8 @@ func (e *errorDir) writeBootstrap() error {
 	return nil
 }
 
-// stackEnv adds to a rank's env what the bootstrap and the heartbeat need:
-// the errorDir first on PYTHONPATH, the stack files' prefix, the signal,
-// and AMDRUN_HEARTBEAT.
+// stackEnv adds to a rank's env what the bootstrap and the heartbeat need
+// (PYTHONPATH, AMDRUN_STACKS*, AMDRUN_HEARTBEAT).
 func (e *errorDir) stackEnv(env []string, attempt, rank int) []string {
 	pp := e.dir
 	if old, ok := envlist.Lookup(env, "PYTHONPATH"); ok && old != "" {
@@ -130,9 +129,8 @@ type target struct {
 	pid  int // as amdrun sees it
 }
 
-// targets finds the attempt's registered rank processes that still run: a
-// stack file names the rank's pid in the job's namespace, matched to
-// amdrun's through the NSpid line of the guards' descendants.
+// targets finds the attempt's registered rank processes still running: a
+// stack file's pid (the job's namespace) matched by the NSpid of amdrun's.
 func (st *stacker) targets() []target {
 	byNS := map[int]int{}
 	for _, g := range st.guards {
@@ -213,9 +211,8 @@ func (st *stacker) take() (_ []RankStacks, busy bool) {
 	return out, busy
 }
 
-// readDumps waits until each file holds a whole dump (not empty and
-// unchanged for two polls: faulthandler writes it at once) or the
-// deadline passes, and returns what each holds.
+// readDumps waits until each file holds a whole dump (not empty, unchanged
+// for two polls) or the deadline passes, and returns what each holds.
 func readDumps(files []*os.File, deadline time.Time) []string {
 	out := make([]string, len(files))
 	size := make([]int64, len(files))

@@ -22,9 +22,8 @@ type Job struct {
 	dir string
 }
 
-// RunningJobs lists the running amdrun launches whose private directory
-// is in this process's temporary directory or /tmp (where Run makes
-// it), this user's or, for root, anyone's.
+// RunningJobs lists the running launches whose private directory is in
+// errorDirBase or /tmp: this user's, or for root anyone's.
 func RunningJobs() []Job {
 	var out []Job
 	seen := map[string]bool{}
@@ -89,9 +88,8 @@ func userName(uid int) string {
 	return fmt.Sprintf("uid %d", uid)
 }
 
-// AskStacks asks job for every rank's stacks, merged (WriteStacks' text);
-// native adds each rank's native frames through py-spy, where the job
-// finds it.
+// AskStacks asks job for every rank's stacks (WriteStacks' text); native
+// adds native frames through py-spy, where the job finds it.
 func AskStacks(j Job, native bool) (string, error) {
 	c, err := net.DialTimeout("unix", filepath.Join(j.dir, ctlSocket), 2*time.Second)
 	if err != nil {

@@ -12,8 +12,7 @@ import (
 )
 
 // exitStatus is a shell's view of a rank's end (code, or 128+signal, and
-// the signal): the rank's own status as its guard reported it, else the
-// guard's.
+// the signal): as its guard reported it, else the guard's own.
 func exitStatus(ev exitEvent) (int, syscall.Signal) {
 	ws := ev.status
 	if !ev.reported {
@@ -125,8 +124,7 @@ func (s *supervisor) summary(g *group, root *worker, attempt, notStarted int) {
 }
 
 // interpreterHint names the ranks' program when a failed rank's stderr
-// ends in Python's words for a missing module or script (issue 22: a
-// python3 without torch first on PATH); "" otherwise.
+// ends in Python's words for a missing module or script (issue 22).
 func interpreterHint(failed []*worker) string {
 	for _, w := range failed {
 		for _, l := range w.tail.get() {

@@ -161,9 +161,8 @@ func (a *adoption) take(n string) (why string, err error) {
 	return "", nil
 }
 
-// lockEntry opens the entry n of dfd (path), following no link, and
-// write-locks it: a regular file with one link of at most limit bytes.
-// why says what else it is; err wraps ErrBusy when a process holds it.
+// lockEntry opens (following no link) and write-locks the entry n of dfd:
+// a regular file with one link of at most limit bytes (why: what else).
 func lockEntry(dfd int, path, n string, limit int64) (e lockedEntry, why string, err error) {
 	full := filepath.Join(path, n)
 	fd, err := unix.Openat(dfd, n, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
@@ -233,9 +232,8 @@ func isTicketName(n string) bool {
 	return k == 4 && n == fmt.Sprintf("%d-%d-%d.new-%016x", uid, pid, start, r)
 }
 
-// replaceOthers replaces each lock file another user made (or not root's
-// 0644) by root's, and removes the notice markers; what is unlinked is
-// what was judged (held open and locked). It counts the files replaced.
+// replaceOthers replaces the lock files not root's 0644 by root's and
+// removes the notice markers; it counts the files replaced.
 func (a *adoption) replaceOthers() (int, error) {
 	n := 0
 	for name, e := range a.locked {

@@ -9,9 +9,8 @@ import (
 	"github.com/amdrun/amdrun/internal/printable"
 )
 
-// CPU leases: the CPUs of ranks bound exclusive or core-complex are leased
-// like devices (key "cpu:N", under the node lock, held by the job's
-// watchers), so that two jobs on one node never bind ranks to one CPU.
+// CPU leases ("cpu:N") keep two jobs on one node from binding ranks
+// (exclusive, core-complex) to one CPU, taken and held like devices'.
 
 // cpuKeyPrefix starts every CPU key; device keys never do
 // (topology.Device.Key is a PCI address, a unique id in hex, or gpuN).
@@ -46,9 +45,8 @@ func CPUKeys(cpus []int) []string {
 	return keys
 }
 
-// HeldCPUs returns, by CPU, those of cpus that cannot be leased now (see
-// Held). In a root-prepared directory without CPU lease files it returns
-// an error wrapping ErrNoCPUFiles.
+// HeldCPUs is Held by CPU; ErrNoCPUFiles in a root-prepared directory
+// without CPU lease files.
 func (d *Dir) HeldCPUs(cpus []int) (map[int]State, error) {
 	if err := d.cpuFilesMade(cpus); err != nil {
 		return nil, err

@@ -61,9 +61,8 @@ func Init(path string, keys []string) (*InitReport, error) {
 	return rep, nil
 }
 
-// openInitParent opens the directory to hold the lease directory abs
-// (making missing parents 0755), refusing one a user other than root could
-// change: that user could swap the lease directory.
+// openInitParent opens abs's parent (making it), refusing one a user
+// other than root could change: that user could swap the lease directory.
 func openInitParent(abs string) (*walked, error) {
 	parent, base := filepath.Dir(abs), filepath.Base(abs)
 	if base == "/" || base == "." || base == ".." {
@@ -85,9 +84,8 @@ func openInitParent(abs string) (*walked, error) {
 	return w, nil
 }
 
-// openOrMake makes the lease directory abs in pfd when nothing is there
-// (rep.Created), or opens what is there without following a link and
-// judges it through that descriptor: what Init did not make is refused.
+// openOrMake makes the lease directory abs in pfd, or opens what is there
+// (following no link) and judges it through that descriptor.
 func openOrMake(pfd int, abs string, rep *InitReport) (int, error) {
 	base := filepath.Base(abs)
 	if err := unix.Mkdirat(pfd, base, 0o755); err == nil {
@@ -233,8 +231,7 @@ func notOurs(path string, st *unix.Stat_t, why string) error {
 }
 
 // ensureLockFile makes name in root's directory dfd a root 0644 regular
-// file with one link (made: it created it). Only root can have put
-// anything there, so anything else is an error to look at, not repair.
+// file with one link (made: it created it); anything else is an error.
 func ensureLockFile(dfd int, path, name string, ours bool) (made bool, err error) {
 	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
 	if err == nil {

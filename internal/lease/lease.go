@@ -85,9 +85,8 @@ type Options struct {
 	Create bool
 }
 
-// Holder describes the process holding a lease, as the kernel knows it.
-// Command and User are printable: control characters are escaped and
-// long values cut (printable.String). A zero field is unknown.
+// Holder is the process holding a lease, as the kernel knows it; a zero
+// field is unknown, Command and User are printable.String.
 type Holder struct {
 	PID  int    `json:"pid"`
 	UID  int    `json:"uid"` // -1: unknown
@@ -162,9 +161,8 @@ func (h Holder) Note() string {
 	return ""
 }
 
-// Dir is an open lease directory. Its methods are safe for concurrent
-// use; the locks they take belong to open files, so two leases taken
-// through one Dir in one process still exclude each other.
+// Dir is an open lease directory, safe for concurrent use; two leases
+// taken through one Dir still exclude each other (flocks are per open file).
 type Dir struct {
 	path     string
 	fd       int // the directory, O_RDONLY; -1: it does not exist (Open without Create)
@@ -191,8 +189,7 @@ func (d *Dir) Mode() Mode { return d.mode }
 func (d *Dir) Owner() int { return d.owner }
 
 // Degraded says in one line which guarantee does not hold for this
-// process's jobs here and why; "" when no other user can take a device
-// this process leases here.
+// process's jobs here and why ("": none).
 func (d *Dir) Degraded() string { return d.degraded }
 
 // warnOnce passes a warning on, once per key per Dir: a --wait loop asks
@@ -312,9 +309,8 @@ func (e *LockedError) Error() string {
 // Unwrap returns ErrLocked and the context's error.
 func (e *LockedError) Unwrap() []error { return []error{ErrLocked, e.Err} }
 
-// WaitError says that the wait in the queue ended with its context;
-// Behind is the ticket that held the job back at the last look (nil:
-// devices were busy).
+// WaitError says that the wait in the queue ended with its context; Behind
+// is the ticket ahead at the last look (nil: devices were busy).
 type WaitError struct {
 	Behind *Waiting
 	Err    error

@@ -148,9 +148,8 @@ func (d *Dir) lockFile(name string, create bool) (int, unix.Stat_t, error) {
 	return -1, st, fmt.Errorf("lease: %s: %w: keeps being replaced", path, ErrUnsafe)
 }
 
-// stillNamed reports whether name still is the file open as st: its owner
-// may unlink it between our open and our lock, and a lock on an unlinked
-// file protects nothing.
+// stillNamed reports whether name still is the file open as st: a lock on
+// a file its owner unlinked between our open and our lock protects nothing.
 func (d *Dir) stillNamed(name string, st *unix.Stat_t) bool {
 	var now unix.Stat_t
 	if err := unix.Fstatat(d.fd, name, &now, unix.AT_SYMLINK_NOFOLLOW); err != nil {
@@ -439,8 +438,7 @@ func names(dirfd int, path string) ([]string, error) {
 }
 
 // inPlace checks that the path still leads to the directory this Dir has
-// open: root may move or replace it (before `amdrun lease init`, say), and
-// a job must not lease where jobs that open the path now would not see.
+// open: a job must not lease where jobs opening the path would not see it.
 func (d *Dir) inPlace() error {
 	var st unix.Stat_t
 	if err := unix.Stat(d.path, &st); err != nil || st.Dev != d.dev || st.Ino != d.ino {
@@ -551,9 +549,8 @@ func (d *Dir) claimOnce(ctx context.Context, all []string, choose Chooser, t *Ti
 	return d.Acquire(keys)
 }
 
-// cpuFilesMade checks, where this process may not make lease files, that
-// the first of cpus has one: a directory prepared before CPU leases has
-// none, and Held would warn about every CPU.
+// cpuFilesMade fails where this process may not make lease files and the
+// first of cpus has none (made before CPU leases): Held would warn for all.
 func (d *Dir) cpuFilesMade(cpus []int) error {
 	if len(cpus) == 0 || d.fd < 0 || d.mayCreate() {
 		return nil
