@@ -58,23 +58,20 @@ func (w Waiting) String() string {
 
 func (w Waiting) key() ticketKey { return ticketKey{w.PID, w.ino} }
 
-// before orders tickets by arrival, then pid.
-func (w Waiting) before(o Waiting) bool {
-	if c := w.Since.Compare(o.Since); c != 0 {
-		return c < 0
+// order orders tickets by arrival, then pid.
+func order(a, b Waiting) int {
+	if c := a.Since.Compare(b.Since); c != 0 {
+		return c
 	}
-	return w.PID < o.PID
+	return cmp.Compare(a.PID, b.PID)
 }
+
+func (w Waiting) before(o Waiting) bool { return order(w, o) < 0 }
 
 // counting sorts tickets by arrival and keeps each user's first perUser.
 func counting(all []Waiting, perUser int) []Waiting {
 	s := slices.Clone(all)
-	slices.SortFunc(s, func(a, b Waiting) int {
-		if c := a.Since.Compare(b.Since); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.PID, b.PID)
-	})
+	slices.SortFunc(s, order)
 	seen := map[int]int{}
 	out := s[:0]
 	for _, w := range s {

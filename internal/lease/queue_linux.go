@@ -581,8 +581,7 @@ func (d *Dir) Queue(total int) []Waiting {
 	if d.fd < 0 {
 		return nil
 	}
-	const flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
-	qfd, err := unix.Openat(d.fd, queueDir, flags, 0)
+	qfd, err := unix.Openat(d.fd, queueDir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil
 	}
