@@ -69,8 +69,7 @@ func ParseDump(dump string) []Thread {
 	})
 }
 
-// listenFunc is the function of stackBootstrap's thread that takes the
-// signal.
+// listenFunc is the function of stackBootstrap's thread that takes the signal.
 const listenFunc = "_amdrun_listen"
 
 // parseFrame reads `PATH", line N in FUNC`.
@@ -269,8 +268,7 @@ func (g StackGroup) Headline(total int) string {
 	return h + ":"
 }
 
-// WriteStacks prints each group's headline and threads, most recent call
-// first.
+// WriteStacks prints each group's headline and threads, most recent call first.
 func WriteStacks(w io.Writer, groups []StackGroup) error {
 	total := 0
 	for _, g := range groups {

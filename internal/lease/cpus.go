@@ -81,8 +81,7 @@ func byCPU(held map[string]State) map[int]State {
 type CPUHolding struct {
 	CPUs   []int  `json:"cpus"`
 	Holder Holder `json:"holder"`
-	// Fault is set instead of Holder for CPUs whose lease file cannot
-	// be used.
+	// Fault is set instead of Holder for CPUs whose lease file cannot be used.
 	Fault string `json:"fault,omitempty"`
 }
 
