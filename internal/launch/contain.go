@@ -29,8 +29,7 @@ const (
 	ContainSubreaper Containment = "subreaper"
 )
 
-// ErrContainment is wrapped by Run's error when the containment asked for
-// is not permitted here.
+// ErrContainment wraps Run's error when the containment asked for is not permitted.
 var ErrContainment = errors.New("cannot contain the job in the namespaces asked for")
 
 // container is one containment mode at work for one Run: what the
@@ -99,8 +98,7 @@ func modeNamed(c Containment) *containMode {
 	return nil
 }
 
-// ParseContainment parses "auto" or a mode's name (any case); another
-// value gives an error listing the valid ones.
+// ParseContainment parses "auto" or a mode's name (any case).
 func ParseContainment(s string) (Containment, error) {
 	c := Containment(strings.ToLower(strings.TrimSpace(s)))
 	if c == "auto" {

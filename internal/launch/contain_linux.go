@@ -13,8 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// keeper is the init of a job's PID namespace as amdrun sees it, shared by
-// pidNamespace and userNamespace.
+// keeper is a job's PID namespace's init as amdrun sees it.
 type keeper struct {
 	cmd *exec.Cmd
 	// lifeline is the write end of the keeper's pipe: closing it, or
@@ -210,8 +209,7 @@ func (k *keeper) outerPID(parent, pid int) int {
 	return hostPID(parent, pid)
 }
 
-// close tells the keeper the job is over and waits until it has emptied
-// the namespace and exited.
+// close ends the job and waits until the keeper has emptied it and exited.
 func (k *keeper) close() {
 	k.lifeline.Close()
 	<-k.done

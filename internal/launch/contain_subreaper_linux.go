@@ -83,8 +83,7 @@ func (s *subreaper) guardLost(guard string, live map[int]bool) string {
 	return fmt.Sprintf("%s; amdrun killed the rank and all it started (%d processes)", guard, s.sweepOrphans(live))
 }
 
-// close kills and reaps whatever of the job came to amdrun, and stops
-// being a subreaper if it was not one before.
+// close kills and reaps what of the job came to amdrun, and unsets reaping.
 func (s *subreaper) close() {
 	if !s.reaping {
 		return

@@ -84,8 +84,7 @@ func userNamespaceAttr() *syscall.SysProcAttr {
 	}
 }
 
-// userNamespaceError words a failure to make a user namespace, naming the
-// kernel settings that forbid it.
+// userNamespaceError names the kernel settings that forbid a user namespace.
 func userNamespaceError(err error) error {
 	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EINVAL) {
 		var why []string

@@ -28,8 +28,7 @@ type errorDir struct {
 	fd  *os.File // the directory amdrun made
 }
 
-// errorDirPrefix starts every errorDir's name; the guards and the keeper
-// check it before they remove one.
+// errorDirPrefix starts every errorDir's name (checked before removing one).
 const errorDirPrefix = "amdrun-errors-"
 
 // errorOwnerFile named the amdrun that made an errorDir before 2026-12-03
@@ -125,8 +124,7 @@ func startTime(pid int) (uint64, error) {
 	return strconv.ParseUint(f[19], 10, 64) // starttime, field 22
 }
 
-// statFields are the fields of /proc/PID/stat after the command, state
-// first; at least 20, else an error.
+// statFields are /proc/PID/stat's fields after the command (at least 20).
 func statFields(pid int) ([]string, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
@@ -160,8 +158,7 @@ func staleErrorDir(fd int, name string) bool {
 	return ownerGone(pid, start)
 }
 
-// removeStaleErrorDirs removes from dirfd this user's errorDirs whose
-// amdrun is gone (killed before it could remove them).
+// removeStaleErrorDirs removes this user's errorDirs whose amdrun is gone.
 func removeStaleErrorDirs(dirfd int) {
 	for _, name := range dirNames(dirfd) {
 		if !strings.HasPrefix(name, errorDirPrefix) {
@@ -199,8 +196,7 @@ func readAt(dirfd int, name string, limit int64) []byte {
 	return b
 }
 
-// emptyErrorDir removes from the errorDir dirfd the files amdrun gave out
-// (ownFile) and nothing else.
+// emptyErrorDir removes the files amdrun gave out (ownFile), nothing else.
 func emptyErrorDir(dirfd int) {
 	for _, name := range dirNames(dirfd) {
 		if ownFile(name) {
@@ -237,8 +233,7 @@ func (e *errorDir) path(k, lr int) string {
 
 func errorFile(k, lr int) string { return fmt.Sprintf("attempt_%d.rank_%d.json", k, lr) }
 
-// read returns what local rank lr recorded in attempt k (at most
-// maxErrorFile bytes); nil when nothing (see readAt).
+// read returns what local rank lr recorded in attempt k (see readAt).
 func (e *errorDir) read(k, lr int) []byte {
 	return readAt(int(e.fd.Fd()), errorFile(k, lr), maxErrorFile)
 }

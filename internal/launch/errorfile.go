@@ -89,8 +89,7 @@ func timestamp(raw json.RawMessage) int64 {
 	return n
 }
 
-// recordWrapper is in the file name of @record's own frame, which tells
-// the user nothing.
+// recordWrapper is in the file name of @record's own frame (noise).
 const recordWrapper = "torch/distributed/elastic/multiprocessing/errors/"
 
 // lastFrames returns the innermost n frames of tb's last traceback,

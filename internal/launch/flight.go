@@ -110,8 +110,7 @@ func FRParse(out string, rankOf func(file string) (int, bool)) []FRDump {
 	return ds
 }
 
-// frPos is the last collective a rank entered and completed in one
-// process group (nil: none).
+// frPos is a rank's last collective entered and completed in a group.
 type frPos struct{ entered, completed *FREntry }
 
 // FRSummary is the paragraph for dumps of a job of ranks: per process
@@ -254,8 +253,7 @@ func frOp(e *FREntry) string {
 	return s
 }
 
-// frFileName matches fr.ATTEMPT.RANK (a dump in the errorDir) and the
-// bootstrap's .tmp while it writes one.
+// frFileName matches fr.ATTEMPT.RANK, and the bootstrap's .tmp.
 var frFileName = regexp.MustCompile(`^fr\.([0-9]+)\.([0-9]+)(\.tmp)?$`)
 
 func frRankOf(file string) (int, bool) {

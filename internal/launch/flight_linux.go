@@ -26,8 +26,7 @@ const (
 	frReadTimeout = 30 * time.Second
 )
 
-// frEnv points the bootstrap, and torch's dump on a watchdog timeout, at
-// attempt's dump files.
+// frEnv points the bootstrap and torch's watchdog dump at attempt's files.
 func (e *errorDir) frEnv(env []string, attempt int) []string {
 	prefix := filepath.Join(e.dir, fmt.Sprintf("fr.%d.", attempt))
 	if v := plan.FRDumpFileVar(env); v != "" {

@@ -77,8 +77,7 @@ func newMemWatch(p *plan.Plan, o RunOptions) *memWatch {
 	return m
 }
 
-// baseline reads what the devices hold before an attempt, when a restart
-// may follow it and a wait is asked for.
+// baseline reads the devices' memory before an attempt a restart may follow.
 func (m *memWatch) baseline(restartable bool) {
 	m.base = nil
 	if restartable && m.limit > 0 {

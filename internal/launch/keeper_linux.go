@@ -123,8 +123,7 @@ func dropCaps() error {
 	return nil
 }
 
-// keeperLoop serves the lifeline (and with userns the start requests)
-// until the lifeline closes, then empties the namespace.
+// keeperLoop serves the lifeline (and requests) until it closes, then empties.
 func keeperLoop(chld <-chan os.Signal, userns bool) {
 	cmds := readBytes(os.NewFile(keeperLifeFD, "lifeline"), 16)
 	reqs := make(chan keeperReq)
@@ -165,8 +164,7 @@ type keeperReq struct {
 	fds []int
 }
 
-// readStartRequests hands the start requests of keeperReqFD to reqs until
-// amdrun closes its end.
+// readStartRequests hands keeperReqFD's requests to reqs until it closes.
 func readStartRequests(reqs chan<- keeperReq) {
 	buf := make([]byte, maxStartMsg)
 	oob := make([]byte, unix.CmsgSpace(5*4))
@@ -201,8 +199,7 @@ func readStartRequests(reqs chan<- keeperReq) {
 	}
 }
 
-// start forks the requested guard in a process group of its own and closes
-// the descriptors that came with it.
+// start forks the requested guard in a group of its own, closing its fds.
 func (q keeperReq) start() (int, error) {
 	defer closeFDs(q.fds)
 	files := q.fds
@@ -241,8 +238,7 @@ type keeperOpts struct {
 	errDir    string
 }
 
-// keeperArgs parses the keeper's command line; what it cannot parse stays
-// zero, which nsSetup refuses.
+// keeperArgs parses the keeper's command line (zero values: nsSetup refuses).
 func keeperArgs(args []string) keeperOpts {
 	var o keeperOpts
 	fs := flag.NewFlagSet(KeeperArg, flag.ContinueOnError)
@@ -278,8 +274,7 @@ func nsSetup(parentMnt uint64) error {
 	return nil
 }
 
-// pidStride spaces two jobs' pids: far more than a job makes before its
-// first rank.
+// pidStride spaces two jobs' pids: far more than a job makes before a rank.
 const pidStride = 64
 
 // spreadPIDs starts the namespace's pids at the keeper's outer pid times

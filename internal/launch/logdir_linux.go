@@ -99,8 +99,7 @@ func makeDir(parent *os.File, name string, perm uint32) (*os.File, error) {
 	return d, nil
 }
 
-// createIn creates the file name in dir for writing, exclusively (nothing
-// there is followed or truncated).
+// createIn creates name in dir, exclusively, following no link.
 func createIn(dir *os.File, name string) (*os.File, error) {
 	path := filepath.Join(dir.Name(), name)
 	fd, err := unix.Openat(int(dir.Fd()), name,
@@ -267,8 +266,7 @@ func (s *supervisor) showsRank(lr int) bool {
 	return slices.Contains(s.o.RanksFilter, lr)
 }
 
-// note writes one of amdrun's own messages to Stderr and to amdrun.log,
-// which keeps it when the console is gone.
+// note writes one of amdrun's messages to Stderr and to amdrun.log.
 func (s *supervisor) note(msg string) {
 	s.con.write(s.o.Stderr, []byte(msg))
 	if s.notes != nil {

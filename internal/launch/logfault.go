@@ -27,8 +27,7 @@ func (t *logFaults) wrap(f *os.File) *faultyLog {
 	return &faultyLog{f: f, t: t}
 }
 
-// summary says, once the run is over, which logs are incomplete and how
-// much each lost.
+// summary says, at the end, which logs are incomplete and what each lost.
 func (t *logFaults) summary() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -55,8 +54,7 @@ type faultyLog struct {
 	lost int64
 }
 
-// Write reports success whatever happens: a log must not stop the output
-// it copies.
+// Write reports success whatever happens: a log must not stop the output.
 func (l *faultyLog) Write(b []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

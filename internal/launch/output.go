@@ -33,8 +33,7 @@ func (c *console) write(w io.Writer, b []byte) {
 	_, _ = w.Write(b) // a console that fails must not stop the workers
 }
 
-// tail keeps the last lines of a stream in a ring of reused slots (no
-// allocation once warm).
+// tail keeps a stream's last lines in a ring of reused slots.
 type tail struct {
 	mu   sync.Mutex
 	ring [tailLines][]byte
@@ -68,8 +67,7 @@ func (t *tail) get() []string {
 	return out
 }
 
-// stream copies one worker pipe to the console (optionally prefixed), a
-// log file and a tail.
+// stream copies one worker pipe to the console, a log file and a tail.
 type stream struct {
 	con    *console
 	out    io.Writer // console destination; nil: not shown
@@ -232,8 +230,7 @@ func (s *stream) emit(piece []byte, afterCR, shown bool) {
 	s.con.write(s.out, b)
 }
 
-// redraw shows the text after a carriage return so far (a progress bar),
-// prefixed, and returns the cursor to the line's start.
+// redraw shows a bar (text after a carriage return) and returns to its start.
 func (s *stream) redraw(partial []byte) {
 	b := append(s.buf[:0], s.prefix...)
 	b = append(b, partial...)

@@ -1,7 +1,6 @@
 package launch
 
-// The process tree as /proc shows it, and the sweeps over it that the
-// guards, the keeper and the subreaper share.
+// The process tree as /proc shows it, and the sweeps over it.
 
 import (
 	"bytes"
@@ -54,8 +53,7 @@ func eachStat(f func(pid int, stat []byte) bool) bool {
 	return true
 }
 
-// reapAll reaps every exited child (passing each to f, when set); true
-// when no child at all is left (ECHILD).
+// reapAll reaps every exited child (f gets each); true when none is left.
 func reapAll(f func(pid int, ws unix.WaitStatus)) (none bool) {
 	for {
 		var ws unix.WaitStatus
@@ -135,8 +133,7 @@ func descendants(pid int) []int {
 	return out
 }
 
-// childrenFiles says whether the kernel has /proc/PID/task/TID/children
-// (CONFIG_PROC_CHILDREN).
+// childrenFiles says whether /proc/PID/task/TID/children exists.
 var childrenFiles = sync.OnceValue(func() bool {
 	_, err := readProc("thread-self/children")
 	return err == nil
@@ -250,8 +247,7 @@ func statParent(b []byte) (int, bool) {
 	return ppid, err == nil
 }
 
-// hostPID is amdrun's pid of guard's child whose pid in the job's
-// namespace is nsPID; 0 when there is none.
+// hostPID is amdrun's pid of guard's child numbered nsPID in the job (or 0).
 func hostPID(guard, nsPID int) int {
 	for _, k := range childrenNow(guard) {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", k))

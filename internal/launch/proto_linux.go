@@ -176,8 +176,7 @@ func encodeKeeperStatus(err error) []byte {
 	return []byte(strings.ReplaceAll(err.Error(), "\n", " ") + "\n")
 }
 
-// decodeKeeperStatus reads the keeper's status line: nil when it is set
-// up, else the reason it gave.
+// decodeKeeperStatus is nil for the keeper's "ok", else the reason it gave.
 func decodeKeeperStatus(line string) error {
 	switch line = strings.TrimSpace(line); line {
 	case keeperOK:
@@ -199,8 +198,7 @@ type startRequest struct {
 	Stdin bool     `json:"stdin"` // the first descriptor is its stdin (else /dev/null)
 }
 
-// startReply is the keeper's answer: the guard's pid in the namespace, or
-// why it could not start it.
+// startReply is the keeper's answer: the guard's pid, or why not.
 type startReply struct {
 	Pid   int    `json:"pid,omitempty"`
 	Error string `json:"error,omitempty"`
@@ -250,8 +248,7 @@ func (r startReply) encode() []byte {
 	return b
 }
 
-// decodeStartReply parses the keeper's answer: the guard's pid in the
-// namespace, or the error it gave.
+// decodeStartReply parses the keeper's answer: the guard's pid, or its error.
 func decodeStartReply(b []byte) (int, error) {
 	var r startReply
 	if err := json.Unmarshal(b, &r); err != nil {

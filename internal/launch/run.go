@@ -26,8 +26,7 @@ var ErrNotSupported = errors.New("launch: running workers is only supported on L
 // amdrun's order: the one list (--signals-to-handle takes a subset).
 var ForwardedSignals = []string{"SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2"}
 
-// StopSignals names the forwarded signals that also stop the run; the one
-// list stopSignals is made from.
+// StopSignals names the forwarded signals that also stop the run.
 var StopSignals = []string{"SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT"}
 
 // RunOptions controls Run. The zero value is usable.
@@ -110,8 +109,7 @@ const StallAuto time.Duration = -1
 // longer than NCCL's 10-minute watchdog, a checkpoint or a compilation.
 const DefaultStallTimeout = 30 * time.Minute
 
-// StalledExitCode is Run's exit code for a job stopped because it stalled:
-// timeout(1)'s, apart from a crash's.
+// StalledExitCode is Run's exit code for a stalled job: timeout(1)'s.
 const StalledExitCode = 124
 
 // StallAction is what Run does about a stalled job (--on-stall).

@@ -232,8 +232,7 @@ func (g *group) signal(sig syscall.Signal) {
 	}
 }
 
-// stop begins the shutdown: sig now, SIGKILL after grace; again, it only
-// forwards sig.
+// stop begins the shutdown (sig now, SIGKILL after grace); again, only sig.
 func (g *group) stop(sig syscall.Signal, grace time.Duration) {
 	g.signal(sig)
 	if !g.stopping {
@@ -441,8 +440,7 @@ func (s *supervisor) endedByStop(g *group, w *worker) bool {
 		(s.interrupted != 0 && w.code == 128+int(s.interrupted))
 }
 
-// endingPending takes the signals received while no group runs and says
-// whether one ends the run (the others have no worker to go to).
+// endingPending says whether a signal received while no group ran ends the run.
 func (s *supervisor) endingPending() bool {
 	for {
 		select {
@@ -527,8 +525,7 @@ func (s *supervisor) pump(w *worker, reads, logs [2]*os.File, console Std) {
 // stdOf is the Std of stream k: 0 stdout, 1 stderr.
 func stdOf(k int) Std { return Std(1 << k) }
 
-// collect reads local rank w.r.LocalRank's error file of attempt k, keeps
-// a copy in its log directory (ad; nil: none) and parses it.
+// collect reads, keeps in the log directory (ad) and parses w's error file.
 func (s *supervisor) collect(w *worker, k int, ad *attemptDir) {
 	b := s.errs.read(k, w.r.LocalRank)
 	// Read once: the directory stays empty, for the guards and the keeper

@@ -195,8 +195,7 @@ func guard(path string, sa *shimArgs) int {
 	return status.ExitStatus()
 }
 
-// startRank starts the rank in a process group (or session) of its own,
-// with a parent-death signal.
+// startRank starts the rank in a group (or session) of its own, Pdeathsig set.
 func startRank(path string, argv []string) (int, error) {
 	sys := &syscall.SysProcAttr{
 		// The rank's own group: amdrun's signals reach its children too.
@@ -261,8 +260,7 @@ func onTerminal() bool {
 	return false
 }
 
-// abandonErrorFile removes the ranks' error files, which amdrun, gone,
-// will not read, and their directory.
+// abandonErrorFile removes the error files amdrun, gone, will not read.
 func abandonErrorFile() {
 	f := os.Getenv(EnvErrorFile)
 	if f == "" {

@@ -16,8 +16,7 @@ var DefaultSignals = signalsNamed(ForwardedSignals)
 
 var stopSignals = signalsNamed(StopSignals)
 
-// signalsNamed are the signals of names; an unknown name is a bug in the
-// list and panics at start.
+// signalsNamed are names' signals; an unknown name panics at start.
 func signalsNamed(names []string) []os.Signal {
 	out := make([]os.Signal, len(names))
 	for i, n := range names {

@@ -181,8 +181,7 @@ func (g StackGroup) Where() (collective string, at Frame) {
 	return collective, Frame{}
 }
 
-// inCollective finds t's outermost torch.distributed collective and the
-// index just past it (0 when none).
+// inCollective is t's outermost collective and the index past it (0: none).
 func inCollective(t Thread) (string, int) {
 	name, past := "", 0
 	for i, f := range t {

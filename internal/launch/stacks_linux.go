@@ -49,8 +49,7 @@ func ownFile(name string) bool {
 		name == bootstrapFile || name == pycacheFile || name == ctlSocket || name == errorOwnerFile
 }
 
-// stacker asks the running attempt's ranks for their stacks, for the stall
-// watch and `amdrun stacks`.
+// stacker asks the ranks for their stacks (stall watch, `amdrun stacks`).
 type stacker struct {
 	mu      sync.Mutex
 	errs    *errorDir
