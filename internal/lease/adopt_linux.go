@@ -82,8 +82,8 @@ func adoptDegraded(dfd int, abs string, st *unix.Stat_t, rep *InitReport) error 
 	return nil
 }
 
-// afterSeize, when set (tests), runs when the directory has just become
-// root's, before the second survey.
+// afterSeize, when set (tests), runs once the directory is root's, before
+// it is surveyed again.
 var afterSeize func(path string)
 
 // refusal is adoptDegraded's error: err, else why as notOurs says it.
@@ -94,8 +94,7 @@ func refusal(abs string, st *unix.Stat_t, why string, err error) error {
 	return notOurs(abs, st, why)
 }
 
-// hasACL says whether fd carries a POSIX ACL (or its attributes cannot be
-// listed).
+// hasACL says whether fd carries a POSIX ACL (or its xattrs are unreadable).
 func hasACL(fd int) bool {
 	buf := make([]byte, 4096)
 	n, err := unix.Flistxattr(fd, buf)
@@ -110,8 +109,7 @@ func (a *adoption) restore(st *unix.Stat_t) {
 	_ = unix.Fchmod(a.dfd, st.Mode&0o7777)
 }
 
-// survey judges and locks every entry not judged yet; why says what is
-// not amdrun's.
+// survey judges and locks every entry not judged yet (why: what is not ours).
 func (a *adoption) survey() (why string, err error) {
 	ents, err := names(a.dfd, a.path)
 	if err != nil {
@@ -219,8 +217,7 @@ func (a *adoption) surveyQueue() (why string, err error) {
 	return "", nil
 }
 
-// isTicketName says whether n is a name Ticket.make gives (ticketFile, or
-// the random one before the rename).
+// isTicketName says whether Ticket.make gives n (ticketFile, or its tmp name).
 func isTicketName(n string) bool {
 	var uid, pid int
 	var start, ino uint64
@@ -256,8 +253,7 @@ func (a *adoption) replaceOthers() (int, error) {
 	return n, nil
 }
 
-// replaceQueue removes a queue another user made, with its stale tickets
-// (fill makes root's); root's own queue is kept.
+// replaceQueue removes a queue another user made, with its stale tickets.
 func (a *adoption) replaceQueue() (int, error) {
 	if a.queue == nil || a.queue.st.Uid == 0 {
 		return 0, nil

@@ -58,8 +58,7 @@ func (d *Dir) HeldCPUs(cpus []int) (map[int]State, error) {
 	return byCPU(held), nil
 }
 
-// AcquireCPUs leases every one of cpus, or none (see Acquire); call it
-// under Lock, after HeldCPUs.
+// AcquireCPUs is Acquire for cpus; call it under Lock, after HeldCPUs.
 func (d *Dir) AcquireCPUs(cpus []int) (*Lease, error) {
 	if err := d.cpuFilesMade(cpus); err != nil {
 		return nil, err
@@ -85,8 +84,7 @@ type CPUHolding struct {
 	Fault string `json:"fault,omitempty"`
 }
 
-// GroupCPUs groups ListCPUs' answer by holder pid (faults apart), in
-// order of first CPU.
+// GroupCPUs groups ListCPUs' answer by holder pid, by first CPU.
 func GroupCPUs(held map[int]State) []CPUHolding {
 	byPID := map[int]int{}
 	var out []CPUHolding

@@ -11,8 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// CanInit says why this process cannot run Init (nil when it can): only
-// root can make a directory no user can change.
+// CanInit says why this process cannot run Init (root only); nil when it can.
 func CanInit() error {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("lease: lease init must run as root: the lease directory and its lock files must belong to root, so that no user can remove them")
@@ -168,8 +167,7 @@ func fill(dfd int, abs string, names []string, rep *InitReport) error {
 	return ensureQueue(dfd, filepath.Join(abs, queueDir), ours)
 }
 
-// ensureMode gives fd (path) mode when ours (Init made it); one it did not
-// make is refused instead.
+// ensureMode gives fd (path) mode when ours (Init made it), else refuses.
 func ensureMode(fd int, path string, mode uint32, ours bool) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
@@ -191,8 +189,7 @@ func ensureMode(fd int, path string, mode uint32, ours bool) error {
 // initMarker is the file by which Init knows a directory as one it made.
 const initMarker = ".amdrun-lease-dir"
 
-// adoptable says why the directory dfd (st) is not one Init made and may
-// fill; "" when it is.
+// adoptable says why the directory dfd (st) is not one Init may fill.
 func adoptable(dfd int, path string, st *unix.Stat_t) (string, error) {
 	if st.Mode&0o022 != 0 {
 		return "other users can write it", nil

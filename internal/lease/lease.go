@@ -192,8 +192,7 @@ func (d *Dir) Owner() int { return d.owner }
 // process's jobs here and why ("": none).
 func (d *Dir) Degraded() string { return d.degraded }
 
-// warnOnce passes a warning on, once per key per Dir: a --wait loop asks
-// Held many times.
+// warnOnce warns once per key per Dir: a --wait loop asks Held many times.
 func (d *Dir) warnOnce(key, format string, args ...any) {
 	if d.warn == nil {
 		return
@@ -210,8 +209,7 @@ func (d *Dir) warnOnce(key, format string, args ...any) {
 	}
 }
 
-// Lease is a set of devices held by this process until Release (or until
-// every descriptor of its lock files is closed).
+// Lease is a set of devices held until Release (or their files' last close).
 type Lease struct {
 	dir  *Dir
 	keys []string
@@ -219,8 +217,7 @@ type Lease struct {
 	fds  []int
 }
 
-// Ticket is a place in the directory's queue of jobs waiting for devices
-// (see Enqueue and queue.go), until Done or the process exits.
+// Ticket is a place in the queue (see Enqueue), until Done or the process ends.
 type Ticket struct {
 	dir         *Dir
 	name        string
@@ -255,8 +252,7 @@ type Ticket struct {
 // number as the kernel prints it, and its inode number.
 type fileID struct{ major, minor, ino uint64 }
 
-// lockNames names one directory's files as /proc/locks does (the device
-// is learnt at the first call).
+// lockNames names one directory's files as /proc/locks does (see id).
 type lockNames struct {
 	once sync.Once
 	dev  fileID // ino unset
@@ -445,8 +441,7 @@ func ownerName(uid int) string {
 	return "uid " + strconv.Itoa(uid)
 }
 
-// TmpfilesLines returns systemd-tmpfiles.d(5) lines that make path a
-// root-prepared lease directory for keys at boot, as Init would.
+// TmpfilesLines returns systemd-tmpfiles.d(5) lines making Init's directory.
 func TmpfilesLines(path string, keys []string) ([]string, error) {
 	names, err := checkKeys(keys)
 	if err != nil {

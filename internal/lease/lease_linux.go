@@ -70,8 +70,7 @@ func Open(path string, o Options) (*Dir, error) {
 	return d, nil
 }
 
-// Close closes the directory's descriptor; leases and tickets taken
-// through it stay valid.
+// Close closes the directory; leases and tickets taken through it stay.
 func (d *Dir) Close() error {
 	if d.fd < 0 {
 		return nil
@@ -158,8 +157,7 @@ func (d *Dir) stillNamed(name string, st *unix.Stat_t) bool {
 	return now.Dev == st.Dev && now.Ino == st.Ino
 }
 
-// flockNB takes how|LOCK_NB, retrying EINTR; false when another open file
-// holds a conflicting lock.
+// flockNB takes how|LOCK_NB, retrying EINTR; false when another holds it.
 func flockNB(fd, how int) (bool, error) {
 	for {
 		err := unix.Flock(fd, how|unix.LOCK_NB)
@@ -179,8 +177,7 @@ func flockNB(fd, how int) (bool, error) {
 // is tried before it counts as held: Held elsewhere probes each lock.
 const probeRetries = 3
 
-// lockName opens (creating when create) DIR/name and locks it exclusively
-// without waiting; ok is false when another process holds it.
+// lockName opens (creating when create) and locks DIR/name without waiting.
 func (d *Dir) lockName(name string, create bool) (fd int, ok bool, err error) {
 	for range 5 {
 		fd, st, err := d.lockFile(name, create)
@@ -257,8 +254,7 @@ func (d *Dir) holderOf(name string) Holder {
 // id is the file st of the directory as /proc/locks names it.
 func (d *Dir) id(st *unix.Stat_t) fileID { return d.names.id(d.fd, st) }
 
-// fault records that key's lease file cannot be used: one warning per
-// path, and the State that makes the device unavailable.
+// fault warns once that key's lease file cannot be used and says so in a State.
 func (d *Dir) fault(key string, err error) State {
 	d.warnOnce("key:"+key, "%v; device %s cannot be leased until that is fixed", err, key)
 	return State{Fault: err}
@@ -566,8 +562,7 @@ func (d *Dir) cpuFilesMade(cpus []int) error {
 	return nil
 }
 
-// ListCPUs reports, by CPU, every CPU lease file that is held now or
-// cannot be used.
+// ListCPUs reports, by CPU, every CPU lease held now or unusable.
 func (d *Dir) ListCPUs() (map[int]State, error) {
 	if d.fd < 0 {
 		return map[int]State{}, nil

@@ -29,8 +29,7 @@ type procLock struct {
 	fileID
 }
 
-// statID is the file st as stat names it, which is how /proc/locks does
-// on most file systems.
+// statID is st as stat names it (as /proc/locks does on most file systems).
 func statID(st *unix.Stat_t) fileID {
 	return fileID{uint64(unix.Major(st.Dev)), uint64(unix.Minor(st.Dev)), st.Ino}
 }
@@ -67,8 +66,7 @@ func lockDev(dirfd int) (fileID, bool) {
 	return ownLock(readProcLocks(), os.Getpid(), st.Ino)
 }
 
-// ownLock is the device of pid's shared lock on inode ino; not ok unless
-// exactly one device shows one.
+// ownLock is the device of pid's shared lock on inode ino, if it is unique.
 func ownLock(locks []procLock, pid int, ino uint64) (fileID, bool) {
 	var dev fileID
 	n := 0
@@ -281,8 +279,7 @@ func isAmdrun(pid int) bool {
 	return unix.Stat("/proc/"+strconv.Itoa(pid)+"/exe", &a) == nil && unix.Stat("/proc/self/exe", &b) == nil && a.Dev == b.Dev && a.Ino == b.Ino
 }
 
-// procHolder describes pid from /proc: real uid, command line (printable,
-// at most 200 runes) and start time.
+// procHolder describes pid from /proc: real uid, command line, start time.
 func procHolder(pid int) Holder {
 	h := Holder{PID: pid, UID: -1}
 	if pid <= 0 {
@@ -321,8 +318,7 @@ func statusUID(b []byte) (int, bool) {
 	return statusField(b, 0)
 }
 
-// statusField is the i-th uid of the "Uid:" line (real, effective, saved,
-// file system).
+// statusField is the i-th uid (real, effective, saved, fs) of "Uid:".
 func statusField(b []byte, i int) (int, bool) {
 	v, _ := procLine(b, "Uid:")
 	f := strings.Fields(v)
@@ -333,8 +329,7 @@ func statusField(b []byte, i int) (int, bool) {
 	return uid, err == nil && uid >= 0
 }
 
-// procLine is the rest of the line of a /proc text that starts with
-// prefix, trimmed.
+// procLine is the trimmed rest of a /proc text's line starting with prefix.
 func procLine(b []byte, prefix string) (string, bool) {
 	for _, line := range strings.Split(string(b), "\n") {
 		if rest, ok := strings.CutPrefix(line, prefix); ok {

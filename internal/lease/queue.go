@@ -82,8 +82,7 @@ func counting(all []Waiting, perUser int) []Waiting {
 	return out
 }
 
-// scanStats counts one look's work, for tests: the pids whose ticket name
-// was looked up, and the names looked up.
+// scanStats counts one look's work for tests: pids looked at, names looked up.
 type scanStats struct {
 	pids, lookups int
 }

@@ -285,8 +285,7 @@ func (t *Ticket) recall(pid int, inos []uint64) (Waiting, bool) {
 	return Waiting{}, false
 }
 
-// ticketOf looks up the one name pid's ticket would have (inos: the
-// files it write-locks).
+// ticketOf looks up the one name pid's ticket would have (one of inos).
 func (t *Ticket) ticketOf(pid int, inos []uint64) (Waiting, bool) {
 	dir := "/proc/" + strconv.Itoa(pid)
 	status, err := readProcFile(dir+"/status", 64<<10)
@@ -542,8 +541,7 @@ func (t *Ticket) Done() {
 	t.fd, t.qfd = -1, -1
 }
 
-// QueueRoom is nil when this user may join the queue now (or there is
-// none), else an error wrapping ErrQueueFull.
+// QueueRoom is an ErrQueueFull when this user may not join the queue now.
 func (d *Dir) QueueRoom(total int) error {
 	if d.fd < 0 {
 		return nil
@@ -575,8 +573,7 @@ func (t *Ticket) room() error {
 	return nil
 }
 
-// Queue lists the counting tickets the kernel vouches for, oldest first;
-// none when there is no queue.
+// Queue lists the counting tickets, oldest first (none without a queue).
 func (d *Dir) Queue(total int) []Waiting {
 	if d.fd < 0 {
 		return nil

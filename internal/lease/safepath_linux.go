@@ -124,8 +124,7 @@ func (w *walker) start() error {
 	return w.push(fd, "/")
 }
 
-// next takes one component: "..", a directory (made when missing and
-// create), or a symlink to follow.
+// next takes one component: "..", a directory (made if asked), or a symlink.
 func (w *walker) next() error {
 	name := w.parts[0]
 	w.parts = w.parts[1:]
@@ -269,8 +268,7 @@ func readlinkat(dirfd int, name string) (string, error) {
 	return "", unix.ENAMETOOLONG
 }
 
-// fileKind names a file type that cannot be a lease file; "" for a
-// regular file.
+// fileKind names a file type that cannot be a lease file ("": regular).
 func fileKind(mode uint32) string {
 	switch mode & unix.S_IFMT {
 	case unix.S_IFREG:

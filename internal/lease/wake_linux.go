@@ -42,8 +42,7 @@ type wake struct {
 
 func (w *wake) idled() bool { return w != nil && w.idle }
 
-// watch returns the wake-up for waiters in d for keys; nil (poll) when
-// inotify cannot be used.
+// watch is d's wake-up for waiters on keys; nil (poll) without inotify.
 func (d *Dir) watch(keys []string) *wake {
 	names, err := checkKeys(keys)
 	if err != nil {
