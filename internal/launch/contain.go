@@ -29,7 +29,7 @@ const (
 	ContainSubreaper Containment = "subreaper"
 )
 
-// ErrContainment wraps Run's error when the containment asked for is not permitted.
+// ErrContainment: Run's error wraps it when the mode asked for is not permitted.
 var ErrContainment = errors.New("cannot contain the job in the namespaces asked for")
 
 // container is one containment mode at work for one Run: what the
