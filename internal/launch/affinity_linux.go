@@ -2,9 +2,8 @@ package launch
 
 import "golang.org/x/sys/unix"
 
-// OwnCPUs returns the CPUs this process may run on (sched_getaffinity),
-// which a cgroup, taskset or a Slurm step may have narrowed; nil when the
-// kernel does not say.
+// OwnCPUs returns the CPUs this process may run on (sched_getaffinity: a
+// cgroup, taskset or Slurm step may narrow them); nil when unknown.
 func OwnCPUs() []int {
 	var cs unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &cs); err != nil {

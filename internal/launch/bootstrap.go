@@ -1,36 +1,16 @@
 package launch
 
 // stackBootstrap is the sitecustomize.py amdrun writes into the job's
-// private directory and puts first on every rank's PYTHONPATH, so that it
-// runs before the rank's own code with nothing of the user's script
-// changed (issue 33). A torch rank (RANK set) that is not the child of
-// one blocks amdrun's real-time signal in its main thread, before any
-// other thread exists (so every thread started later blocks it too), and
-// starts a thread that waits for it (sigwait) and writes every thread's
-// stack with faulthandler to its own file, stacks.ATTEMPT.RANK.PID.
-// Why this way, each found on torch 1.13 ranks sampled by the stall watch:
-// a handler (faulthandler.register) interrupts whichever thread the
-// signal lands in, and a system call that is not restarted (poll, a
-// connect with a timeout) fails with EINTR, which torch's TCPStore does
-// not retry (init_process_group failed); run in a thread that does not
-// hold the GIL it reads the frames of a thread that runs Python meanwhile
-// (a rank died of SIGSEGV); and after faulthandler's exit it is the
-// default action, death. Dumped from Python, the thread holds the GIL:
-// every other thread is in C code or waiting, its frames still. A rank
-// that holds the GIL in C code (loading a library) answers once it lets
-// go. A blocked signal kills nothing: a forked child (a DataLoader
-// worker), an exec'd program, a rank at its exit keep it pending. A child
-// started afresh sees AMDRUN_STACKS_RANK and registers nothing; the
-// agent of a torchrun job has no RANK: its workers, which do, register.
-// A second signal, the next one, makes the thread write torch's flight
-// recorder (its collectives: _dump_fr_trace, _dump_nccl_trace in older
-// releases; without their stack traces, which took torch 2.11 6.5 s to
-// symbolise on the H200 machine, against under a millisecond) to AMDRUN_FR followed by the rank, when torch.distributed is
-// initialised (an empty file when not): amdrun asks for it on a stall
-// (flight_linux.go).
-// Then it hands over to the next sitecustomize on sys.path (Debian's, a
-// user's), as if it had not been there. It never fails the rank: what it
-// cannot do it leaves.
+// private directory, first on every rank's PYTHONPATH (docs/supervision.md,
+// "How ranks answer"; issue 33). A torch rank blocks amdrun's real-time
+// signal before any other thread exists and starts a thread that sigwaits
+// for it and writes every thread's stack with faulthandler to
+// stacks.ATTEMPT.RANK.PID: a handler (faulthandler.register) would make an
+// unrestarted system call fail with EINTR (torch's TCPStore does not
+// retry), and a dump from a thread without the GIL reads frames that
+// change meanwhile (SIGSEGV). The next signal writes torch's flight
+// recorder, without stack traces (torch 2.11 took 6.5 s to symbolise
+// them), to AMDRUN_FR+rank. It never fails the rank.
 const stackBootstrap = `# Written by amdrun for one job (issue 33); see docs/supervision.md.
 import os, sys
 

@@ -10,19 +10,12 @@ import (
 )
 
 // Containment is how Run keeps every process a job starts from outliving
-// the job, however amdrun itself ends (issue 13), and how it keeps the
-// job from undoing that (issue 26); --contain names it.
-//
-// Every rank always runs under a guard (see ShimMain), a child subreaper
-// that kills whatever the rank left, wherever it went, when the rank
-// exits or amdrun goes away. The device leases' lock files stay open
-// until every process of the job is gone. The modes differ in what a job
-// (or another process of the same user) can undo; each is one type, in
-// its own file, that says so (pidNamespace, userNamespace, subreaper).
+// it however amdrun ends (issue 13), and the job from undoing that (issue
+// 26); --contain names it, docs/supervision.md ("Containment") tells what
+// each mode guards against. Every rank runs under a guard (ShimMain).
 type Containment string
 
-// The containment modes, as --contain names them (each mode's type says
-// what it does).
+// The containment modes, as --contain names them.
 const (
 	// ContainAuto is the strongest mode permitted here: ContainPIDNamespace
 	// as root, else ContainUserNamespace where the kernel permits one, else
@@ -36,15 +29,13 @@ const (
 	ContainSubreaper Containment = "subreaper"
 )
 
-// ErrContainment is wrapped by Run's error when the containment asked for
-// (ContainPIDNamespace, ContainUserNamespace) is not permitted here.
+// ErrContainment: Run's error wraps it when the mode asked for is not permitted.
 var ErrContainment = errors.New("cannot contain the job in the namespaces asked for")
 
 // container is one containment mode at work for one Run: what the
-// supervisor asks of the mode, never which mode it is (HashiCorp Nomad's
-// executor is cut the same way: one Executor interface, one
-// implementation per isolation). A mode is one file that registers it
-// (register), with its tests.
+// supervisor asks of a mode, never which mode it is (as Nomad's one
+// Executor interface, one implementation per isolation). Each mode's file
+// registers it.
 type container interface {
 	// guardHeld are the held files (RunOptions.Hold) every guard keeps
 	// open: all of them when the guards alone contain the job, none when
@@ -69,7 +60,6 @@ type container interface {
 	close()
 }
 
-// containOpts is what a mode is set up with for one Run.
 type containOpts struct {
 	self   string     // amdrun's binary
 	hold   []*os.File // RunOptions.Hold
@@ -78,7 +68,6 @@ type containOpts struct {
 	note   func(string)
 }
 
-// containMode is a containment mode as its file registers it.
 type containMode struct {
 	name Containment
 	// auto orders the modes --contain auto tries, the highest first; 0:
@@ -93,16 +82,13 @@ type containMode struct {
 	doctorWhy bool
 }
 
-// modes are the registered modes, the highest auto first.
 var modes []containMode
 
-// register adds a mode; its file calls it from init.
 func register(m containMode) {
 	modes = append(modes, m)
 	slices.SortStableFunc(modes, func(a, b containMode) int { return b.auto - a.auto })
 }
 
-// modeNamed is the registered mode c names; nil when there is none.
 func modeNamed(c Containment) *containMode {
 	for i := range modes {
 		if modes[i].name == c {
@@ -112,8 +98,7 @@ func modeNamed(c Containment) *containMode {
 	return nil
 }
 
-// ParseContainment parses "auto" or a mode's name (any case). Another
-// value gives an error that lists the valid ones.
+// ParseContainment parses "auto" or a mode's name (any case).
 func ParseContainment(s string) (Containment, error) {
 	c := Containment(strings.ToLower(strings.TrimSpace(s)))
 	if c == "auto" {
@@ -137,12 +122,11 @@ func (c Containment) String() string {
 	return string(c)
 }
 
-// A ModeLine is one line of what amdrun doctor says of a containment
-// mode: the check's name, what holds, and what the user can do.
+// A ModeLine is one line amdrun doctor says of a containment mode.
 type ModeLine struct{ Name, Detail, Hint string }
 
-// Lines are what amdrun doctor says of c, the mode ProbeContainment
-// chose, why being the error it gave; nil for a mode not known here.
+// Lines are what amdrun doctor says of c, the mode ProbeContainment chose
+// (why: its error); nil for a mode not known here.
 func (c Containment) Lines(why error) []ModeLine {
 	m := modeNamed(c)
 	if m == nil || m.doctor == nil {
@@ -155,8 +139,6 @@ func (c Containment) Lines(why error) []ModeLine {
 	return lines
 }
 
-// KeeperArg is the hidden first argument that makes amdrun act as the
-// keeper of a job's PID namespace (`amdrun __amdrun_keeper`). The main
-// function must hand such a command line to KeeperMain before doing
-// anything else, as it does ShimArg to ShimMain.
+// KeeperArg is the hidden first argument that makes amdrun the keeper of a
+// job's PID namespace; main hands such a command line to KeeperMain first.
 const KeeperArg = "__amdrun_keeper"

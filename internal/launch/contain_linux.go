@@ -13,8 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// keeper is the init of a job's PID namespace, as amdrun sees it: the
-// modes that have one (pidNamespace, userNamespace) share its methods.
+// keeper is a job's PID namespace's init as amdrun sees it.
 type keeper struct {
 	cmd *exec.Cmd
 	// lifeline is the write end of the keeper's pipe: closing it, or
@@ -30,9 +29,8 @@ type keeper struct {
 	mu  sync.Mutex // one request at a time on req
 }
 
-// openContainment sets up the mode want (ContainAuto: the strongest
-// permitted here) for one Run. A mode asked for by name that is not
-// permitted here is an ErrContainment.
+// openContainment sets up the mode want (ContainAuto: the strongest here)
+// for one Run; one named but not permitted is an ErrContainment.
 func openContainment(want Containment, o containOpts) (container, error) {
 	if want == ContainAuto {
 		c, _, why := openAuto(o)
@@ -53,9 +51,8 @@ func openContainment(want Containment, o containOpts) (container, error) {
 	return c, err
 }
 
-// openAuto opens the first mode, by the modes' auto order, permitted
-// here; why says why each stronger mode is not (nil: none was refused).
-// c is nil when no mode is permitted.
+// openAuto opens the first mode permitted here, by auto order; why says
+// why each stronger one is not. c is nil when none is permitted.
 func openAuto(o containOpts) (c container, name Containment, why error) {
 	for _, m := range modes {
 		if m.auto == 0 {
@@ -74,10 +71,8 @@ func openAuto(o containOpts) (c container, name Containment, why error) {
 	return nil, ContainAuto, why
 }
 
-// ProbeContainment reports the containment Run chooses by default on this
-// node (for `amdrun doctor`), with self as amdrun's binary, and why each
-// stronger mode is not permitted here: it sets the mode up as for a job,
-// and ends it.
+// ProbeContainment sets up and ends the mode Run would choose here (for
+// `amdrun doctor`), saying why each stronger one is not permitted.
 func ProbeContainment(self string) (Containment, error) {
 	c, name, why := openAuto(containOpts{self: self, note: func(string) {}})
 	if c != nil {
@@ -86,9 +81,8 @@ func ProbeContainment(self string) (Containment, error) {
 	return name, why
 }
 
-// notChrooted fails when this process runs under chroot: joining the
-// job's mount namespace would move a rank to that namespace's real root,
-// out of the chroot.
+// notChrooted fails under chroot: joining the job's mount namespace would
+// move a rank to that namespace's real root.
 func notChrooted() error {
 	root, err := os.Readlink("/proc/self/root")
 	if err != nil {
@@ -100,8 +94,7 @@ func notChrooted() error {
 	return nil
 }
 
-// nsInode is the inode number that identifies this process's namespace
-// of the given kind ("mnt", "pid").
+// nsInode is the inode of this process's namespace of kind ("mnt", ...).
 func nsInode(kind string) (uint64, error) {
 	var st unix.Stat_t
 	if err := unix.Stat("/proc/self/ns/"+kind, &st); err != nil {
@@ -110,11 +103,10 @@ func nsInode(kind string) (uint64, error) {
 	return st.Ino, nil
 }
 
-// startKeeper starts o.self as the keeper, the init of the namespaces
-// sys creates for the job, with the keeper's own arguments args, keeping
-// o.hold open until the namespace is empty and then, should amdrun be
-// gone, removing o.errDir. It fails when the namespaces are not permitted
-// here (the caller words the error).
+// startKeeper starts o.self as the keeper, the init of the namespaces sys
+// makes, with args, holding o.hold until its namespace is empty and then,
+// should amdrun be gone, removing o.errDir. It fails when the namespaces
+// are not permitted (the caller words the error).
 func startKeeper(o containOpts, sys *syscall.SysProcAttr, args ...string) (*keeper, error) {
 	if err := notChrooted(); err != nil {
 		return nil, err
@@ -163,9 +155,8 @@ func startKeeper(o containOpts, sys *syscall.SysProcAttr, args ...string) (*keep
 	return k, nil
 }
 
-// lost says how the keeper ended, once it has or is ending (the guards
-// of its namespace die with it, a moment before it is reaped), and that
-// the kernel took the job with it; "" while it runs.
+// lost says how the keeper ended once it has or is ending (its guards die
+// a moment before it is reaped), taking the job with it; "" while it runs.
 func (k *keeper) lost() string {
 	pid := k.cmd.Process.Pid
 	select {
@@ -189,8 +180,7 @@ func (k *keeper) lost() string {
 	return fmt.Sprintf("the job's keeper (pid %d) %s, and the kernel killed every process of the job with it", pid, how)
 }
 
-// exiting says whether pid has begun to exit (PF_EXITING in the flags of
-// its /proc/PID/stat) or is gone.
+// exiting says whether pid has begun to exit (PF_EXITING) or is gone.
 func exiting(pid int) bool {
 	const pfExiting = 0x4
 	f, err := statFields(pid)
@@ -201,8 +191,7 @@ func exiting(pid int) bool {
 	return err == nil && flags&pfExiting != 0
 }
 
-// socketPair is a connected pair of Unix sequenced-packet sockets (each
-// write one message), close-on-exec.
+// socketPair is a connected close-on-exec pair of SOCK_SEQPACKET sockets.
 func socketPair() (*os.File, *os.File, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -211,10 +200,8 @@ func socketPair() (*os.File, *os.File, error) {
 	return os.NewFile(uintptr(fds[0]), "keeper requests"), os.NewFile(uintptr(fds[1]), "keeper requests"), nil
 }
 
-// guardHeld is none: the keeper holds the files for the whole job.
 func (k *keeper) guardHeld() []*os.File { return nil }
 
-// outerPID finds pid among the children of parent (0: the keeper).
 func (k *keeper) outerPID(parent, pid int) int {
 	if parent == 0 {
 		parent = k.cmd.Process.Pid
@@ -222,8 +209,7 @@ func (k *keeper) outerPID(parent, pid int) int {
 	return hostPID(parent, pid)
 }
 
-// close tells the keeper the job is over and waits until it has emptied
-// the namespace and exited. Calling it again does nothing more.
+// close ends the job and waits until the keeper has emptied it and exited.
 func (k *keeper) close() {
 	k.lifeline.Close()
 	<-k.done

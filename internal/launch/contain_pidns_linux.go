@@ -12,11 +12,7 @@ import (
 )
 
 // pidNamespace is ContainPIDNamespace (root): one PID and mount namespace
-// for the whole job, whose init is a keeper process; amdrun starts the
-// guards in it from a thread that joined it. When amdrun goes away the
-// keeper kills every process of the namespace and exits once it is empty;
-// if the keeper itself is killed the kernel kills them all. A rank whose
-// guard is killed comes to the keeper, which amdrun has kill it.
+// for the job, its init a keeper; the guards start from a joined thread.
 type pidNamespace struct {
 	*keeper
 	pidNS, mntNS *os.File // the namespaces a guard is started in
@@ -47,7 +43,6 @@ func init() {
 		}})
 }
 
-// startGuard starts cmd from a thread that joined the job's namespaces.
 func (n *pidNamespace) startGuard(cmd *exec.Cmd) (int, error) {
 	started := make(chan error, 1)
 	go func() {
@@ -64,9 +59,8 @@ func (n *pidNamespace) startGuard(cmd *exec.Cmd) (int, error) {
 	return 0, <-started
 }
 
-// guardLost has the keeper kill the orphans that came to it (in the
-// job's namespace only the keeper is a reaper besides the guards), unless
-// the keeper is gone and the kernel took the job with it (issue 36.3).
+// guardLost has the keeper kill the orphans that came to it, unless it is
+// gone and the kernel took the job with it (issue 36.3).
 func (n *pidNamespace) guardLost(guard string, _ map[int]bool) string {
 	if lost := n.lost(); lost != "" {
 		return lost
@@ -75,10 +69,8 @@ func (n *pidNamespace) guardLost(guard string, _ map[int]bool) string {
 	return guard + "; amdrun had the keeper kill the rank and all it started"
 }
 
-// join moves the calling thread into the job's namespaces, so that the
-// processes it starts are members. The caller must hold the thread locked
-// for good (runtime.LockOSThread, never unlocked): the thread is no
-// longer like the others and must end with its goroutine.
+// join moves the calling thread into the job's namespaces. The caller
+// must keep the thread locked for good: it must end with its goroutine.
 func (n *pidNamespace) join() error {
 	// A mount namespace can only be entered by a thread with a file system
 	// context of its own; Go's threads share one.
@@ -94,13 +86,11 @@ func (n *pidNamespace) join() error {
 	return nil
 }
 
-// close ends the keeper, then lets go of its namespaces.
 func (n *pidNamespace) close() {
 	n.keeper.close()
 	closeFiles(n.pidNS, n.mntNS)
 }
 
-// nsError words a failure to start a namespace's keeper.
 func nsError(err error) error {
 	if errors.Is(err, unix.EPERM) {
 		return errors.New("creating a PID namespace is not permitted (it needs CAP_SYS_ADMIN: run as root)")

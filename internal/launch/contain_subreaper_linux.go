@@ -10,12 +10,11 @@ import (
 )
 
 // subreaper is ContainSubreaper (guards only, where no namespace is
-// permitted): amdrun is itself a subreaper while the job runs, so a rank
-// whose guard was killed comes to amdrun, which kills it and all it
-// started before it reports or lets the lease go; amdrun is not dumpable
-// either. What this cannot cover: the job itself, or another process of
-// the same user, that kills or stops both amdrun and a guard frees that
-// guard's rank, which lives on after the lease is let go (Run warns so
+// permitted): amdrun is a subreaper while the job runs, so a rank whose
+// guard was killed comes to amdrun, which kills it and all it started
+// before it reports or lets the lease go; amdrun is not dumpable either.
+// The job, or another process of the user, that kills or stops both
+// amdrun and a guard frees that guard's rank past the lease (Run warns so
 // when it holds device leases).
 type subreaper struct {
 	hold    []*os.File
@@ -34,14 +33,11 @@ func init() {
 		}})
 }
 
-// openSubreaper makes amdrun a child subreaper for the job's run, so that
-// a rank whose guard dies comes to amdrun, to be killed (sweepOrphans);
-// the children amdrun has now are not the job's. It never fails: where
-// amdrun cannot be a subreaper the guards alone contain the job, as
-// before issue 26. amdrun makes itself not dumpable, so that no rank can
-// ptrace it or copy its lease descriptors with pidfd_getfd (issue 36.4),
-// and, when it holds device leases (other users' jobs may wait for them),
-// says in one line what a job can still do.
+// openSubreaper makes amdrun a child subreaper for the run (its children
+// now are not the job's). It never fails: where amdrun cannot be one the
+// guards alone contain the job. amdrun makes itself not dumpable (no rank
+// may ptrace it or pidfd_getfd its lease descriptors; issue 36.4) and,
+// when it holds device leases, says in one line what a job can still do.
 func openSubreaper(o containOpts) (container, error) {
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	if len(o.hold) > 0 {
@@ -74,16 +70,12 @@ func openSubreaper(o containOpts) (container, error) {
 // quotes it).
 const guardsOnlyNotice = "amdrun: warning: only the guards contain this job (%s): a rank that kills both its guard and amdrun, or stops amdrun and kills its guard, lives on after the lease is let go; root can permit user namespaces (see amdrun doctor)\n"
 
-// guardHeld is every held file: the guards alone contain the job.
 func (s *subreaper) guardHeld() []*os.File { return s.hold }
 
-// startGuard starts cmd from any thread.
 func (s *subreaper) startGuard(cmd *exec.Cmd) (int, error) { return 0, cmd.Start() }
 
-// outerPID is pid: the job shares amdrun's PID namespace.
 func (s *subreaper) outerPID(_, pid int) int { return pid }
 
-// guardLost kills, as the subreaper, the rank that came to amdrun.
 func (s *subreaper) guardLost(guard string, live map[int]bool) string {
 	if !s.reaping {
 		return guard + "; the rank's processes may live on (amdrun could not be their subreaper)"
@@ -91,8 +83,7 @@ func (s *subreaper) guardLost(guard string, live map[int]bool) string {
 	return fmt.Sprintf("%s; amdrun killed the rank and all it started (%d processes)", guard, s.sweepOrphans(live))
 }
 
-// close kills and reaps whatever of the job came to amdrun, and stops
-// being a subreaper if it was not one before.
+// close kills and reaps what of the job came to amdrun, and unsets reaping.
 func (s *subreaper) close() {
 	if !s.reaping {
 		return
@@ -103,11 +94,10 @@ func (s *subreaper) close() {
 	}
 }
 
-// sweepOrphans kills, as the subreaper, every process that came to amdrun
-// from a guard that died (amdrun's children but the guards in live and
-// those it had before the job) and everything they started, round after
-// round until none is left, and reaps them. It returns how many it
-// killed.
+// sweepOrphans kills and reaps every process that came to amdrun from a
+// dead guard (its children but the guards in live and those from before
+// the job) and all they started, round after round; it returns how many
+// it killed.
 func (s *subreaper) sweepOrphans(live map[int]bool) int {
 	killed := map[int]bool{}
 	for {

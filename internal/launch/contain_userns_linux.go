@@ -13,14 +13,9 @@ import (
 
 // userNamespace is ContainUserNamespace (unprivileged, where the kernel
 // permits user namespaces): the job in a user, PID and mount namespace of
-// its own, whose init, a keeper, starts the guards (amdrun, multithreaded,
-// cannot enter a user namespace). The job cannot signal the keeper (the
-// kernel drops SIGKILL and SIGSTOP sent to a namespace's init from
-// inside; the keeper ignores or drops every other signal), holds no
-// capability on the thread it forks guards from, and a rank whose guard
-// dies comes to the keeper, which kills it at once. Another process of
-// the user outside the job can ptrace, stop or kill the keeper and the
-// guards: the namespace is the user's.
+// its own, whose init, a keeper, starts the guards (multithreaded amdrun
+// cannot enter a user namespace). Another process of the user outside the
+// job can ptrace, stop or kill the keeper and the guards.
 type userNamespace struct{ *keeper }
 
 func init() {
@@ -40,10 +35,8 @@ func init() {
 		}})
 }
 
-// startGuard has the keeper fork cmd in the job's user namespace, which
-// amdrun cannot enter; the request carries cmd's descriptors (its stdin
-// first when it has one, then stdout, stderr and the extra files). It
-// returns the guard's pid in the job's namespace.
+// startGuard has the keeper fork cmd in the job's user namespace, passing
+// cmd's descriptors; it returns the guard's pid in the namespace.
 func (n userNamespace) startGuard(cmd *exec.Cmd) (int, error) {
 	stdin, _ := cmd.Stdin.(*os.File)
 	b, err := startRequest{Argv: cmd.Args, Env: cmd.Env, Dir: n.cwd, Stdin: stdin != nil}.encode()
@@ -69,9 +62,8 @@ func (n userNamespace) startGuard(cmd *exec.Cmd) (int, error) {
 	return decodeStartReply(buf[:got])
 }
 
-// guardLost says the keeper killed the rank: it kills every orphan that
-// comes to it at once, unless it is gone and the kernel took the job with
-// it (issue 36.3).
+// guardLost says the keeper killed the rank, unless it is gone and the
+// kernel took the job with it (issue 36.3).
 func (n userNamespace) guardLost(guard string, _ map[int]bool) string {
 	if lost := n.lost(); lost != "" {
 		return lost
@@ -79,10 +71,8 @@ func (n userNamespace) guardLost(guard string, _ map[int]bool) string {
 	return guard + "; the keeper killed the rank and all it started"
 }
 
-// userNamespaceAttr starts a process as the init of a new user, PID and
-// mount namespace in which it is this process's own user and group (the
-// one mapping an unprivileged process may write, setgroups denied) and
-// keeps CAP_SYS_ADMIN across its exec, for mounting its /proc only.
+// userNamespaceAttr makes the init of a new user, PID and mount namespace,
+// as this user and group, keeping CAP_SYS_ADMIN to mount its /proc.
 func userNamespaceAttr() *syscall.SysProcAttr {
 	uid, gid := os.Getuid(), os.Getgid()
 	return &syscall.SysProcAttr{
@@ -94,8 +84,7 @@ func userNamespaceAttr() *syscall.SysProcAttr {
 	}
 }
 
-// userNamespaceError words a failure to start a process in a user
-// namespace of its own, naming the kernel's settings that forbid it.
+// userNamespaceError names the kernel settings that forbid a user namespace.
 func userNamespaceError(err error) error {
 	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EINVAL) {
 		var why []string

@@ -16,44 +16,27 @@ import (
 )
 
 // errorDir is the private directory of the ranks' error files
-// (TORCHELASTIC_ERROR_FILE): a fresh one of amdrun's own, mode 0700 with
-// a random name (mkdirat: never one that was there, nor a link planted
-// under its name), in errorDirBase, removed at the end. A rank writes its
-// error file through a path, following links as torch's open() does, so
-// the path must not cross a directory another user could change (a
-// shared --log-dir could be renamed by its owner); amdrun copies each
-// error file into the log directory itself.
-//
-// amdrun reads and removes what is in it only relative to the descriptor
-// it opened when it made it (openat, O_NOFOLLOW), only regular files of
-// this user, and only the names it gives out (attempt_K.rank_L.json).
-// Its name says which amdrun made it (pid and start time, then the random
-// part), so that whatever is left of it says so: a guard killed between
-// emptying it and removing it leaves a directory that still names its
-// amdrun (an owner file inside, as before, did not: issue 26's CI run).
-// However the job ends, the directory goes: amdrun removes it; when amdrun
-// was killed, the last guard (ContainSubreaper) or the keeper
-// (ContainPIDNamespace) removes it, and in ContainUserNamespace, whose
-// guards die with amdrun, the next amdrun run of the same user removes
-// every one whose amdrun is gone (removeStaleErrorDirs).
+// (TORCHELASTIC_ERROR_FILE): amdrun's own, fresh (mkdirat), 0700, randomly
+// named, in errorDirBase, so that a rank's path crosses no directory
+// another user could change. amdrun reads and removes in it only relative
+// to its descriptor, only this user's regular files and the names it gives
+// out. Its name names its amdrun (pid, start time), so that whatever is
+// left of it is removed by a guard, the keeper or the user's next run
+// (removeStaleErrorDirs).
 type errorDir struct {
 	dir string   // its path, for the ranks
 	fd  *os.File // the directory amdrun made
 }
 
-// errorDirPrefix starts the name of every errorDir: what the guards and
-// the keeper check before they remove one.
+// errorDirPrefix starts every errorDir's name (checked before removing one).
 const errorDirPrefix = "amdrun-errors-"
 
-// errorOwnerFile is the file in which amdrun before 2026-12-03 named the
-// amdrun that made an errorDir ("PID STARTTIME\n"); such a directory left
-// behind is still recognised and removed.
+// errorOwnerFile named the amdrun that made an errorDir before 2026-12-03
+// ("PID STARTTIME\n"); such a directory left behind is still removed.
 const errorOwnerFile = ".amdrun-owner"
 
-// randomPart matches the random part of an errorDir's name.
 var randomPart = regexp.MustCompile(`^[0-9a-f]{16}$`)
 
-// errorFileName matches the names errorDir.path gives out.
 var errorFileName = regexp.MustCompile(`^attempt_[0-9]+\.rank_[0-9]+\.json$`)
 
 func newErrorDir() (*errorDir, error) {
@@ -97,8 +80,8 @@ func newErrorDir() (*errorDir, error) {
 	}
 }
 
-// openOwnDir opens the directory name in dirfd, never through a link,
-// and only when it belongs to this user; -1 and an error otherwise.
+// openOwnDir opens the directory name in dirfd, never through a link, when
+// it is this user's; -1 and an error otherwise.
 func openOwnDir(dirfd int, name string) (int, error) {
 	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -112,16 +95,13 @@ func openOwnDir(dirfd int, name string) (int, error) {
 	return fd, nil
 }
 
-// errorDirName is the name of the errorDir the amdrun pid, started at
-// start (clock ticks since boot, /proc/PID/stat field 22, so that a
-// reused pid is not taken for it), makes with the random part r:
-// amdrun-errors-PID-START-R.
+// errorDirName is amdrun-errors-PID-START-R: amdrun's pid and start (clock
+// ticks since boot: a reused pid is not it), and the random part r.
 func errorDirName(pid int, start uint64, r string) string {
 	return fmt.Sprintf("%s%d-%d-%s", errorDirPrefix, pid, start, r)
 }
 
-// dirOwner is the pid and start time an errorDir's name gives; ok false
-// for a name newErrorDir does not give.
+// dirOwner is the pid and start time an errorDir's name gives.
 func dirOwner(name string) (pid int, start uint64, ok bool) {
 	f := strings.Split(strings.TrimPrefix(name, errorDirPrefix), "-")
 	if len(f) != 3 || !strings.HasPrefix(name, errorDirPrefix) || !randomPart.MatchString(f[2]) {
@@ -135,8 +115,7 @@ func dirOwner(name string) (pid int, start uint64, ok bool) {
 	return pid, start, err == nil
 }
 
-// startTime is pid's start time in clock ticks since boot, from
-// /proc/PID/stat.
+// startTime is pid's start in clock ticks since boot.
 func startTime(pid int) (uint64, error) {
 	f, err := statFields(pid)
 	if err != nil {
@@ -145,8 +124,7 @@ func startTime(pid int) (uint64, error) {
 	return strconv.ParseUint(f[19], 10, 64) // starttime, field 22
 }
 
-// statFields are the fields of /proc/PID/stat after the command, the
-// state (field 3) first; at least 20 of them, else an error.
+// statFields are /proc/PID/stat's fields after the command (at least 20).
 func statFields(pid int) ([]string, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
@@ -165,9 +143,8 @@ func ownerGone(pid int, start uint64) bool {
 	return err != nil || now != start
 }
 
-// staleErrorDir says whether the errorDir name, open as fd, is one whose
-// amdrun is gone: by its name, or (a directory an older amdrun left) by
-// its owner file; what cannot be read is not proof of that.
+// staleErrorDir says whether the errorDir name (fd) belongs to an amdrun
+// that is gone (by its name, or an older amdrun's owner file).
 func staleErrorDir(fd int, name string) bool {
 	if pid, start, ok := dirOwner(name); ok {
 		return ownerGone(pid, start)
@@ -181,10 +158,7 @@ func staleErrorDir(fd int, name string) bool {
 	return ownerGone(pid, start)
 }
 
-// removeStaleErrorDirs removes, from the directory dirfd, the errorDirs
-// of this user whose amdrun is gone (killed before it could remove them):
-// a directory of this user (not a link) whose name (or, left by an older
-// amdrun, whose owner file) names no living process.
+// removeStaleErrorDirs removes this user's errorDirs whose amdrun is gone.
 func removeStaleErrorDirs(dirfd int) {
 	for _, name := range dirNames(dirfd) {
 		if !strings.HasPrefix(name, errorDirPrefix) {
@@ -202,9 +176,8 @@ func removeStaleErrorDirs(dirfd int) {
 	}
 }
 
-// readAt reads at most limit bytes of the regular file name in dirfd,
-// this user's, never through a link; nil when there is none such or it
-// is blank.
+// readAt reads at most limit bytes of this user's regular file name in
+// dirfd, never through a link; nil when there is none or it is blank.
 func readAt(dirfd int, name string, limit int64) []byte {
 	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -223,10 +196,7 @@ func readAt(dirfd int, name string, limit int64) []byte {
 	return b
 }
 
-// emptyErrorDir removes from the errorDir dirfd the files amdrun gave
-// out (ownFile: error files, the stacks bootstrap and the ranks' stack
-// and heartbeat files, the control socket) and the owner file an older
-// amdrun wrote; nothing else.
+// emptyErrorDir removes the files amdrun gave out (ownFile), nothing else.
 func emptyErrorDir(dirfd int) {
 	for _, name := range dirNames(dirfd) {
 		if ownFile(name) {
@@ -235,10 +205,8 @@ func emptyErrorDir(dirfd int) {
 	}
 }
 
-// removeErrorDirPath removes the errorDir at path (its name must be one
-// newErrorDir gives), by a guard or the keeper once amdrun is gone: its
-// error files, then the directory, which is left when something else is
-// in it.
+// removeErrorDirPath removes the errorDir at path once amdrun is gone (for
+// a guard or the keeper): its files, then it unless something else is in it.
 func removeErrorDirPath(path string) {
 	base, name := filepath.Split(path)
 	if path == "" || !strings.HasPrefix(name, errorDirPrefix) {
@@ -258,27 +226,22 @@ func removeErrorDirPath(path string) {
 	_ = unix.Unlinkat(bfd, name, unix.AT_REMOVEDIR)
 }
 
-// path is local rank lr's error file in attempt k, as the rank is told.
+// path is local rank lr's error file in attempt k.
 func (e *errorDir) path(k, lr int) string {
 	return filepath.Join(e.dir, errorFile(k, lr))
 }
 
-// errorFile is the name of local rank lr's error file in attempt k.
 func errorFile(k, lr int) string { return fmt.Sprintf("attempt_%d.rank_%d.json", k, lr) }
 
-// read returns what local rank lr recorded in attempt k; nil when it
-// recorded nothing (no file, not a regular file of this user, or empty).
-// At most maxErrorFile bytes are read.
+// read returns what local rank lr recorded in attempt k (see readAt).
 func (e *errorDir) read(k, lr int) []byte {
 	return readAt(int(e.fd.Fd()), errorFile(k, lr), maxErrorFile)
 }
 
-// drop removes local rank lr's error file of attempt k, once read.
 func (e *errorDir) drop(k, lr int) {
 	_ = unix.Unlinkat(int(e.fd.Fd()), errorFile(k, lr), 0)
 }
 
-// remove removes the directory and the files amdrun gave out in it.
 func (e *errorDir) remove() {
 	emptyErrorDir(int(e.fd.Fd()))
 	e.fd.Close()
@@ -289,7 +252,6 @@ func (e *errorDir) remove() {
 	}
 }
 
-// dirNames lists the directory dirfd; nil when it cannot be read.
 func dirNames(dirfd int) []string {
 	d, err := unix.Openat(dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {

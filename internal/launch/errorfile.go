@@ -9,23 +9,17 @@ import (
 	"github.com/amdrun/amdrun/internal/printable"
 )
 
-// EnvErrorFile is the variable that tells a rank where to record its
-// exception: torch's @record decorator
-// (torch.distributed.elastic.multiprocessing.errors) writes the uncaught
-// exception there as JSON before the rank exits. Run sets it per rank and
-// attempt, as torchrun does.
+// EnvErrorFile tells a rank where torch's @record writes its uncaught
+// exception as JSON; Run sets it per rank and attempt, as torchrun does.
 const EnvErrorFile = "TORCHELASTIC_ERROR_FILE"
 
-// maxErrorFile bounds how much of an error file is read: a real one is a
-// few KiB (a message and one formatted traceback).
+// maxErrorFile bounds what is read of an error file (a real one is a few KiB).
 const maxErrorFile = 1 << 20
 
-// errorFrames is how many frames of the recorded traceback a failure
-// summary shows, the innermost last.
+// errorFrames is how many innermost frames a failure summary shows.
 const errorFrames = 3
 
-// ErrErrorFile is wrapped by ParseErrorFile's errors: the bytes are not
-// an error file torch writes.
+// ErrErrorFile is wrapped by ParseErrorFile's errors.
 var ErrErrorFile = errors.New("not a torch error file")
 
 // RankError is the exception a rank recorded in its error file.
@@ -44,12 +38,10 @@ type RankError struct {
 	Timestamp int64
 }
 
-// ParseErrorFile reads an error file in either format torch writes (torch
-// 1.13 to the current release, errors/error_handler.py and
-// errors/__init__.py): {"message": {"message": M, "extraInfo":
-// {"py_callstack": TRACEBACK, "timestamp": "T"}, "errorCode": N}}, or the
-// newer {"message": M, "timestamp": T}. Anything else is an error
-// wrapping ErrErrorFile.
+// ParseErrorFile reads either format torch writes (1.13 to now):
+// {"message": {"message": M, "extraInfo": {"py_callstack": TRACEBACK,
+// "timestamp": "T"}, "errorCode": N}}, or {"message": M, "timestamp": T}.
+// Anything else is an error wrapping ErrErrorFile.
 func ParseErrorFile(b []byte) (*RankError, error) {
 	var top struct {
 		Message   json.RawMessage `json:"message"`
@@ -84,8 +76,7 @@ func ParseErrorFile(b []byte) (*RankError, error) {
 	return &re, nil
 }
 
-// timestamp reads torch's timestamp, a number or a string of one; 0 if
-// it is neither.
+// timestamp reads torch's timestamp, a number or a string of one (else 0).
 func timestamp(raw json.RawMessage) int64 {
 	var n int64
 	if json.Unmarshal(raw, &n) == nil {
@@ -98,15 +89,11 @@ func timestamp(raw json.RawMessage) int64 {
 	return n
 }
 
-// recordWrapper is in the file name of the frame torch's @record adds
-// around the decorated function: it tells the user nothing.
+// recordWrapper is in the file name of @record's own frame (noise).
 const recordWrapper = "torch/distributed/elastic/multiprocessing/errors/"
 
-// lastFrames returns the innermost n frames of the last traceback in tb
-// (traceback.format_exc() text: an exception raised while handling
-// another prints each traceback in turn, the one that ended the rank
-// last), outermost first. Lines of only ^ and ~ (Python 3.11's markers)
-// are dropped.
+// lastFrames returns the innermost n frames of tb's last traceback,
+// outermost first, without Python 3.11's ^ and ~ marker lines.
 func lastFrames(tb string, n int) [][]string {
 	var frames [][]string
 	for _, line := range strings.Split(tb, "\n") {
@@ -137,16 +124,14 @@ func lastFrames(tb string, n int) [][]string {
 	return kept
 }
 
-// maxErrorLines and maxErrorWidth bound what a summary prints of a
-// recorded message.
+// maxErrorLines and maxErrorWidth bound what a summary prints of a message.
 const (
 	maxErrorLines = 10
 	maxErrorWidth = 300
 )
 
-// Lines is the exception as a failure summary shows it: the message (at
-// most maxErrorLines lines), then the frames, indented, each line made
-// printable (control characters escaped, cut at maxErrorWidth).
+// Lines is the exception as a failure summary shows it: at most
+// maxErrorLines of message, then the frames, each printable.String.
 func (e *RankError) Lines() []string {
 	msg := strings.Split(strings.TrimRight(e.Message, "\n"), "\n")
 	if len(msg) > maxErrorLines {

@@ -11,20 +11,16 @@ import (
 	"strings"
 )
 
-// Torch's flight recorder, read for the user (issue 33): after a stall
-// or an NCCL watchdog timeout each rank's dump (a pickle torch writes, or
-// the bootstrap's on request) is read by frReader, run with the rank's
-// own interpreter, which prints one JSON line per dump; FRParse reads
-// those lines and FRSummary says in one paragraph which collective each
-// rank last completed and which ranks never entered the one the others
-// wait in. Everything here is pure; flight_linux.go runs the reader.
+// Torch's flight recorder, read for the user (issue 33): after a stall or
+// an NCCL watchdog timeout each rank's dump is read by frReader with the
+// rank's own interpreter; FRSummary says in one paragraph which collective
+// each rank last completed and which ranks never entered the one the
+// others wait in. Everything here is pure; flight_linux.go runs the reader.
 
-// frReader reads the dumps named in argv (NAME=FD: amdrun opens them)
-// with the rank's interpreter and prints, per dump, one JSON line: the file, and its collectives (or the
-// error). Its unpickler builds only Python's plain values: a dump is
-// written by a rank, which may be another user than amdrun's, and a
-// pickle naming any class or function is refused, not run. It imports
-// nothing of torch (a second, not the ten torch takes to import).
+// frReader prints one JSON line per dump named in argv (NAME=FD): the file
+// and its collectives, or the error. Its unpickler builds only plain
+// values (a dump may be another user's: a pickle naming any class or
+// function is refused, not run), and it imports nothing of torch.
 const frReader = `import json, pickle, sys
 
 class Plain(pickle.Unpickler):
@@ -92,9 +88,8 @@ type FRDump struct {
 	Completed map[string]int `json:"completed"`
 }
 
-// FRParse reads frReader's lines; rankOf names the rank of a dump file
-// (false: not one amdrun asked for). Lines it cannot read are skipped;
-// it never fails.
+// FRParse reads frReader's lines; rankOf names a dump file's rank (false:
+// not one amdrun asked for). Unreadable lines are skipped.
 func FRParse(out string, rankOf func(file string) (int, bool)) []FRDump {
 	var ds []FRDump
 	sc := bufio.NewScanner(strings.NewReader(out))
@@ -115,15 +110,13 @@ func FRParse(out string, rankOf func(file string) (int, bool)) []FRDump {
 	return ds
 }
 
-// frPos is where one rank is in one process group: the last collective
-// it entered and the last it completed (nil: none).
+// frPos is a rank's last collective entered and completed in a group.
 type frPos struct{ entered, completed *FREntry }
 
-// FRSummary is the paragraph for dumps of a job of world ranks: per
-// process group, the collective the ranks that got furthest wait in (or
-// last completed) and, for the ranks that never entered it, the last
-// they did; then the ranks (of the job's here) that wrote no dump. ""
-// when there is nothing to say (no dump, or no collective recorded).
+// FRSummary is the paragraph for dumps of a job of ranks: per process
+// group, the collective the furthest ranks wait in (or last completed) and
+// the last one each rank that never entered it did; then the ranks that
+// wrote no dump. "" when there is nothing to say.
 func FRSummary(dumps []FRDump, ranks []int) string {
 	var parts, noDump, bad []string
 	seen := map[int]bool{}
@@ -191,8 +184,7 @@ func members(dumps []FRDump, pg string) []int {
 	return out
 }
 
-// frGroup says where the ranks of one process group are, of a job of
-// total ranks here.
+// frGroup says where the ranks of one process group are, of total ranks.
 func frGroup(pg string, pos map[int]frPos, ranks []int, total int) string {
 	front := -1
 	for _, p := range pos {
@@ -261,12 +253,9 @@ func frOp(e *FREntry) string {
 	return s
 }
 
-// frFileName matches fr.ATTEMPT.RANK, the flight recorder's dumps in the
-// errorDir (torch's on a watchdog timeout, the bootstrap's on request),
-// and the bootstrap's file while it writes one.
+// frFileName matches fr.ATTEMPT.RANK, and the bootstrap's .tmp.
 var frFileName = regexp.MustCompile(`^fr\.([0-9]+)\.([0-9]+)(\.tmp)?$`)
 
-// frRankOf is the rank of a dump file fr.ATTEMPT.RANK.
 func frRankOf(file string) (int, bool) {
 	m := frFileName.FindStringSubmatch(file)
 	if m == nil || m[3] != "" {

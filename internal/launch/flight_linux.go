@@ -17,19 +17,16 @@ import (
 	"github.com/amdrun/amdrun/internal/plan"
 )
 
-// FRSignal makes a rank write torch's flight recorder (the bootstrap's
-// second signal, SIGRTMIN+8).
+// FRSignal makes a rank write torch's flight recorder (SIGRTMIN+8).
 const FRSignal = StackSignal + 1
 
-// frWait bounds the wait for the ranks' flight recorder dumps, and
-// frReadTimeout the reader's run.
+// frWait bounds the wait for the ranks' dumps, frReadTimeout the reader.
 const (
 	frWait        = 3 * time.Second
 	frReadTimeout = 30 * time.Second
 )
 
-// frEnv points the bootstrap, and torch's dump on a watchdog timeout
-// where the plan switched the recorder on, at attempt's dump files.
+// frEnv points the bootstrap and torch's watchdog dump at attempt's files.
 func (e *errorDir) frEnv(env []string, attempt int) []string {
 	prefix := filepath.Join(e.dir, fmt.Sprintf("fr.%d.", attempt))
 	if v := plan.FRDumpFileVar(env); v != "" {
@@ -38,9 +35,8 @@ func (e *errorDir) frEnv(env []string, attempt int) []string {
 	return plan.WithEnv(env, "AMDRUN_FR", prefix)
 }
 
-// askFR asks every registered rank of the attempt for its flight
-// recorder and waits (frWait at most) until each that was asked wrote it
-// (an empty file from a rank without torch.distributed initialised).
+// askFR asks every registered rank for its flight recorder and waits
+// (frWait at most) until each wrote it (empty without torch.distributed).
 func (st *stacker) askFR() {
 	st.mu.Lock()
 	ts := st.targets()
@@ -62,10 +58,8 @@ func (st *stacker) askFR() {
 	}
 }
 
-// flightRecord reads attempt's flight recorder dumps with the ranks'
-// interpreter and returns FRSummary's paragraph ("" when there is no
-// dump or no interpreter to read it); a copy of each dump goes to the
-// log directory, as fr_attempt_K_rank_R, and the dump itself away.
+// flightRecord reads attempt's dumps with the ranks' interpreter into
+// FRSummary's paragraph; each dump is kept in the log directory, removed.
 func (s *supervisor) flightRecord(attempt int) string {
 	py := s.plan.Ranks[0].Argv[0]
 	if !strings.HasPrefix(filepath.Base(py), "python") {
@@ -114,7 +108,6 @@ func (s *supervisor) flightRecord(attempt int) string {
 	return FRSummary(FRParse(out.String(), frRankOf), ranks)
 }
 
-// keepFR copies a dump into the log directory, when there is one.
 func (s *supervisor) keepFR(f *os.File, attempt int, rank string) {
 	if s.job == nil {
 		return

@@ -14,13 +14,12 @@ import (
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
-// Restart hygiene (issue 33, what ft_launcher checks): before a restart,
-// amdrun waits until the device memory the failed attempt held is free
-// again, RestartWait at most, rather than start ranks that would run out
-// of memory behind a process that has not let go yet.
+// Restart hygiene (issue 33, as ft_launcher): before a restart amdrun
+// waits, RestartWait at most, until the memory the failed attempt held is
+// free again, rather than start ranks that would run out of it.
 
-// memSlackMiB is how much more than before the attempt a device may
-// hold and count as free: another job's allocator moves by that much.
+// memSlackMiB is how much more than before a device may hold and count as
+// free: another job's allocator moves by that much.
 const memSlackMiB = 256
 
 // MemUsed reads the memory in use on a device, in MiB (false: unknown).
@@ -29,10 +28,8 @@ type MemUsed func(d topology.Device) (int64, bool)
 // pciDevices is where sysfs lists PCI devices (a test points it elsewhere).
 var pciDevices = "/sys/bus/pci/devices"
 
-// ReadMemUsed reads a device's memory in use: AMD's from the DRM
-// driver's mem_info_vram_used (bytes) in sysfs, NVIDIA's from nvidia-smi
-// (MiB), found on PATH, by the index it numbers the device with (the
-// model's on an NVIDIA node).
+// ReadMemUsed reads a device's memory in use: AMD's from sysfs
+// mem_info_vram_used, NVIDIA's from nvidia-smi by the device's index.
 func ReadMemUsed(d topology.Device) (int64, bool) {
 	switch d.Vendor {
 	case topology.VendorAMD:
@@ -60,8 +57,8 @@ func ReadMemUsed(d topology.Device) (int64, bool) {
 	return 0, false
 }
 
-// memWatch is the restart hygiene of one Run: the job's devices, how
-// their memory is read, and what they held before the current attempt.
+// memWatch is one Run's restart hygiene: the job's devices, how their
+// memory is read, and what they held before the current attempt.
 type memWatch struct {
 	devs  []topology.Device
 	read  MemUsed
@@ -80,8 +77,7 @@ func newMemWatch(p *plan.Plan, o RunOptions) *memWatch {
 	return m
 }
 
-// baseline reads what the devices hold before an attempt, when a
-// restart may follow it (restartable) and a wait is asked for.
+// baseline reads the devices' memory before an attempt a restart may follow.
 func (m *memWatch) baseline(restartable bool) {
 	m.base = nil
 	if restartable && m.limit > 0 {
@@ -89,20 +85,17 @@ func (m *memWatch) baseline(restartable bool) {
 	}
 }
 
-// wait waits until the devices are back to their baseline and returns
-// those that are not.
+// wait waits for the baseline and returns the devices not back to it.
 func (m *memWatch) wait() []memHeld {
 	return waitMemFree(m.devs, m.base, m.read, m.limit, 250*time.Millisecond)
 }
 
-// memHeld is a device that still holds more than before the attempt.
 type memHeld struct {
 	dev         topology.Device
 	before, now int64
 }
 
-// memBaseline reads what each device holds before an attempt (those
-// that cannot be read are left out).
+// memBaseline reads what each readable device holds before an attempt.
 func memBaseline(devs []topology.Device, read MemUsed) map[string]int64 {
 	base := map[string]int64{}
 	for _, d := range devs {
@@ -113,9 +106,8 @@ func memBaseline(devs []topology.Device, read MemUsed) map[string]int64 {
 	return base
 }
 
-// waitMemFree polls (every poll) until every device of base holds no
-// more than before the attempt (plus memSlackMiB) or wait passes, and
-// returns those that still hold more.
+// waitMemFree polls until every device of base holds no more than before
+// (plus memSlackMiB) or wait passes, and returns those that still do.
 func waitMemFree(devs []topology.Device, base map[string]int64, read MemUsed, wait, poll time.Duration) []memHeld {
 	deadline := time.Now().Add(wait)
 	for {
@@ -136,7 +128,6 @@ func waitMemFree(devs []topology.Device, base map[string]int64, read MemUsed, wa
 	}
 }
 
-// heldLine is the one line that says why amdrun does not restart.
 func heldLine(held []memHeld, wait time.Duration) string {
 	parts := make([]string, len(held))
 	for i, h := range held {

@@ -15,16 +15,10 @@ import (
 )
 
 // start starts one rank's guard, in the job's namespaces when there are
-// some, and returns once the guard runs; w.ready then gives the rank's
-// pid. The guard's protocol is in proto_linux.go. logs are the rank's
-// stdout and stderr log files (nil: none).
-//
-// A stream of an unprefixed rank that the console shows and no log file
-// takes goes straight to Stdout or Stderr when that is a terminal, so
-// that the rank sees a terminal there (tqdm, pdb, isatty); its guard then
-// gives it a session of its own (see ShimMain). Every other stream is a
-// pipe that amdrun copies. Local rank 0 reads the standard input amdrun
-// hands on (s.stdin); the others read /dev/null.
+// some, and returns once it runs; w.ready then gives the rank's pid. logs
+// are its stdout and stderr log files (nil: none). A stream of an
+// unprefixed rank that only the console takes is the terminal itself when
+// Stdout or Stderr is one (see Run); every other is a pipe amdrun copies.
 func (s *supervisor) start(r *plan.Rank, c command, logs [2]*os.File, exits chan<- exitEvent) (*worker, error) {
 	logged, console := s.streams(r.LocalRank)
 	p, err := s.guardPipes(logged, console)
@@ -54,10 +48,8 @@ func (s *supervisor) start(r *plan.Rank, c command, logs [2]*os.File, exits chan
 	return w, nil
 }
 
-// guardFiles are the pipes of one guard: the read ends of its rank's
-// piped streams (nil: straight to the terminal), the rank's stdout and
-// stderr, the control and report pipes, and theirs, the guard's ends that
-// amdrun closes once it started.
+// guardFiles are one guard's pipes: the read ends of its rank's streams
+// (nil: the terminal), the child's ends, control, report, and theirs.
 type guardFiles struct {
 	reads, child [2]*os.File
 	ctlR, ctlW   *os.File
@@ -65,7 +57,6 @@ type guardFiles struct {
 	theirs       []*os.File
 }
 
-// closeFiles closes every file of fs that is set.
 func closeFiles(fs ...*os.File) {
 	for _, f := range fs {
 		if f != nil {
@@ -74,8 +65,7 @@ func closeFiles(fs ...*os.File) {
 	}
 }
 
-// guardPipes makes a guard's pipes (see start); on error none is left
-// open.
+// guardPipes makes a guard's pipes; on error none is left open.
 func (s *supervisor) guardPipes(logged, console Std) (*guardFiles, error) {
 	p := &guardFiles{}
 	fail := func(err error) (*guardFiles, error) {
@@ -108,9 +98,8 @@ func (s *supervisor) guardPipes(logged, console Std) (*guardFiles, error) {
 	return p, nil
 }
 
-// guardCmd is the command that starts r's guard with its files: the
-// control and report pipes at guardCtlFD and guardReportFD, then the held
-// files the mode gives the guards.
+// guardCmd starts r's guard with the control and report pipes at
+// guardCtlFD and guardReportFD, then the held files the mode gives it.
 func (s *supervisor) guardCmd(r *plan.Rank, c command, p *guardFiles) *exec.Cmd {
 	cmd := &exec.Cmd{
 		Path:       c.path,
@@ -132,10 +121,10 @@ func (s *supervisor) guardCmd(r *plan.Rank, c command, p *guardFiles) *exec.Cmd 
 }
 
 // watch follows one started guard: it learns the rank's pid from the
-// guard's report (found in amdrun's namespace), lets the guard go on,
-// waits for it to end and sends the rank's end to exits. kept is the
-// guard's pid in the job's namespace when the keeper started it (cmd did
-// not run then): its end is its report pipe's.
+// report (found in amdrun's namespace), lets the guard go on, waits for it
+// and sends the rank's end to exits. kept is the guard's pid in the job's
+// namespace when the keeper started it (cmd did not run; its end is its
+// report pipe's).
 func (s *supervisor) watch(w *worker, cmd *exec.Cmd, kept int, ctlW, repR *os.File, exits chan<- exitEvent) {
 	defer repR.Close()
 	rep := bufio.NewReader(repR)
@@ -171,9 +160,8 @@ func (s *supervisor) watch(w *worker, cmd *exec.Cmd, kept int, ctlW, repR *os.Fi
 	exits <- ev
 }
 
-// guardLost handles a guard that ended without reporting its rank's end
-// (something killed it): the rank may live on, so it is killed with all
-// it started, as the mode can, and w.lost says what happened.
+// guardLost has the mode kill, with all it started, the rank of a guard
+// that ended without reporting its end; w.lost says what happened.
 func (s *supervisor) guardLost(g *group, w *worker, ev exitEvent) {
 	how := "ended without reporting its rank's end"
 	if ev.state != nil {
@@ -190,13 +178,12 @@ func (s *supervisor) guardLost(g *group, w *worker, ev exitEvent) {
 	w.lost = s.mode.guardLost(fmt.Sprintf("its guard (pid %d) %s", w.guard, how), live)
 }
 
-// command is how one rank's guard is started.
 type command struct {
 	path      string
 	args, env []string
 }
 
-// lookup finds r's command on the PATH of env, as the guard will.
+// lookup finds r's command on env's PATH, as the guard will.
 func (s *supervisor) lookup(r *plan.Rank, env []string) error {
 	pathVar, _ := envlist.Lookup(env, "PATH")
 	_, err := lookPath(r.Argv[0], pathVar)

@@ -3,12 +3,9 @@ package launch
 import "strings"
 
 // interruptLine is the one line a failure summary shows for a rank of an
-// interrupted job (Ctrl-C, a forwarded SIGINT) whose stderr ends with
-// Python's KeyboardInterrupt traceback: its last line ("KeyboardInterrupt"
-// or "KeyboardInterrupt: why"), instead of ten lines of frames repeated
-// for every rank (issue 23). ok is false when the lines end otherwise.
-// The full text stays where it was: the console, and the rank's
-// stderr.log under --log-dir.
+// interrupted job whose stderr ends with Python's KeyboardInterrupt
+// traceback: its last line, instead of ten lines of frames per rank
+// (issue 23); ok is false when the lines end otherwise.
 func interruptLine(lines []string) (line string, ok bool) {
 	for i := len(lines) - 1; i >= 0; i-- {
 		l := strings.TrimSpace(lines[i])

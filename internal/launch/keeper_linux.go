@@ -1,7 +1,6 @@
 package launch
 
-// The keeper's own side: what runs in the process that is the init of a
-// job's PID namespace (amdrun's side of it is contain_linux.go).
+// The keeper's own side (amdrun's is contain_linux.go).
 
 import (
 	"errors"
@@ -19,21 +18,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// KeeperMain is the keeper, the init (pid 1) of a job's PID namespace:
-// args are what follows KeeperArg, "--parent-mnt INODE [--errors DIR]
-// [--userns]". It makes the mount namespace it was started in a slave of
-// its parent's (so that nothing mounted here shows outside) and mounts a
-// /proc of the new PID namespace, so that a rank's pid and /proc/self
-// agree. It speaks the protocol of proto_linux.go: it reports its
-// set-up on keeperStatusFD and keeps the files from keeperHoldFD on open;
-// it is not dumpable; it reaps the orphans that come to it and kills them
-// (and all they started) on keeperSweep. With --userns (the init of a
-// user namespace too) it drops the capability it was given to mount
-// /proc, starts the guards amdrun asks for on keeperReqFD, and kills at
-// once every other process that comes to it (a rank whose guard died).
-// When its lifeline closes, it SIGKILLs every process of the namespace,
-// over and over, until none is left, removes DIR (the ranks' error files,
-// which amdrun, if it is still there, has read and removes anyway) and
+// KeeperMain is the keeper, the init (pid 1) of a job's PID namespace;
+// args follow KeeperArg: "--parent-mnt INODE [--errors DIR] [--userns]".
+// It mounts the namespace's own /proc, speaks proto_linux.go's protocol,
+// reaps (with --userns kills) the orphans that come to it, and when its
+// lifeline closes kills every process of the namespace, removes DIR and
 // exits 0.
 func KeeperMain(args []string) int {
 	ka := keeperArgs(args)
@@ -79,21 +68,17 @@ func KeeperMain(args []string) int {
 	return 0
 }
 
-// faultSignals are the signals the kernel sends a process for its own
-// faults, which Go's runtime turns into a crash even when os/signal
-// relays them: it tells a fault from a kill(2) by si_code alone, and a
-// sigqueue(3) from another process has one of its own (SI_QUEUE).
+// faultSignals are the signals the kernel sends for a process's own
+// faults, which Go's runtime turns into a crash even when os/signal relays
+// them (it tells a fault from a kill(2) by si_code only, and sigqueue(3)
+// sets its own).
 var faultSignals = []unix.Signal{unix.SIGILL, unix.SIGTRAP, unix.SIGBUS, unix.SIGFPE, unix.SIGSEGV, unix.SIGSTKFLT, unix.SIGSYS}
 
 // keeperSignals makes the keeper deaf to every signal a rank can send it
 // (issue 36.3: `kill -SEGV 1` from a rank ended the keeper, and the job):
-// the fault signals are ignored (SIG_IGN: the kernel drops them when
-// another process sends them, and still kills the keeper for a fault of
-// its own, resetting the disposition first), every other one is caught
-// and dropped. The guards it forks start with the default dispositions
-// (Go's fork resets what its handlers caught; the fault signals are among
-// them), and one the keeper was started with ignored stays ignored for
-// them, as dropSignals keeps it.
+// the fault signals are ignored (the kernel still kills the keeper for a
+// fault of its own), every other one is caught and dropped. The guards it
+// forks start with the default dispositions.
 func keeperSignals() error {
 	var sigs []os.Signal
 	for n := 1; n < 65; n++ {
@@ -114,20 +99,18 @@ func keeperSignals() error {
 }
 
 // kernelSigaction is struct sigaction as rt_sigaction(2) reads it (with
-// the sa_restorer of amd64 and arm64; where there is none, the zero
-// restorer is read as the empty mask that follows).
+// amd64's and arm64's sa_restorer; where there is none, the zero restorer
+// reads as the empty mask).
 type kernelSigaction struct {
 	handler, flags, restorer uintptr
 	mask                     uint64
 }
 
-// dropCaps empties every capability set of the calling thread (ambient,
-// inheritable, permitted and effective), so that nothing it forks holds
-// one: the keeper of a user namespace holds CAP_SYS_ADMIN there only to
-// mount its /proc, and with it a rank could unmount the job's /proc and
-// blind its guards (issue 36.2). Capabilities belong to a thread, not to
-// the process: the caller stays on this thread (runtime.LockOSThread) and
-// forks from it only.
+// dropCaps empties every capability set of the calling thread, so that
+// nothing it forks holds one: the keeper of a user namespace holds
+// CAP_SYS_ADMIN there only to mount its /proc, and with it a rank could
+// unmount the job's /proc and blind its guards (issue 36.2). Capabilities
+// are per thread: the caller stays locked on it and forks from it only.
 func dropCaps() error {
 	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
 		return fmt.Errorf("prctl PR_CAP_AMBIENT_CLEAR_ALL: %w", err)
@@ -140,8 +123,7 @@ func dropCaps() error {
 	return nil
 }
 
-// keeperLoop serves the lifeline (and, with userns, the guards' start
-// requests) until the lifeline closes, then empties the namespace.
+// keeperLoop serves the lifeline (and requests) until it closes, then empties.
 func keeperLoop(chld <-chan os.Signal, userns bool) {
 	cmds := readBytes(os.NewFile(keeperLifeFD, "lifeline"), 16)
 	reqs := make(chan keeperReq)
@@ -177,14 +159,12 @@ func keeperLoop(chld <-chan os.Signal, userns bool) {
 	}
 }
 
-// keeperReq is one start request as the keeper received it.
 type keeperReq struct {
 	r   startRequest
 	fds []int
 }
 
-// readStartRequests reads start requests from keeperReqFD and hands them
-// to reqs until amdrun closes its end.
+// readStartRequests hands keeperReqFD's requests to reqs until it closes.
 func readStartRequests(reqs chan<- keeperReq) {
 	buf := make([]byte, maxStartMsg)
 	oob := make([]byte, unix.CmsgSpace(5*4))
@@ -219,8 +199,7 @@ func readStartRequests(reqs chan<- keeperReq) {
 	}
 }
 
-// start forks the guard the request asks for, in a process group of its
-// own, and closes the descriptors that came with it.
+// start forks the requested guard in a group of its own, closing its fds.
 func (q keeperReq) start() (int, error) {
 	defer closeFDs(q.fds)
 	files := q.fds
@@ -239,7 +218,6 @@ func (q keeperReq) start() (int, error) {
 	return syscall.ForkExec(q.r.Argv[0], q.r.Argv, attr)
 }
 
-// reply answers a start request with the guard's pid or the error.
 func (keeperReq) reply(pid int, err error) {
 	r := startReply{Pid: pid}
 	if err != nil {
@@ -248,22 +226,19 @@ func (keeperReq) reply(pid int, err error) {
 	_, _ = unix.Write(keeperReqFD, r.encode())
 }
 
-// closeFDs closes raw descriptors.
 func closeFDs(fds []int) {
 	for _, fd := range fds {
 		unix.Close(fd)
 	}
 }
 
-// keeperOpts is the keeper's command line.
 type keeperOpts struct {
 	userns    bool
 	parentMnt uint64
 	errDir    string
 }
 
-// keeperArgs parses the keeper's command line (see KeeperMain); what
-// it cannot parse stays zero, which nsSetup refuses.
+// keeperArgs parses the keeper's command line (zero values: nsSetup refuses).
 func keeperArgs(args []string) keeperOpts {
 	var o keeperOpts
 	fs := flag.NewFlagSet(KeeperArg, flag.ContinueOnError)
@@ -275,11 +250,11 @@ func keeperArgs(args []string) keeperOpts {
 	return o
 }
 
-// nsSetup makes the calling process, which must be the init of a new PID
-// namespace in a mount namespace other than parentMnt (amdrun's), the
-// owner of a /proc of its own: its mounts become a slave of the parent's
-// and a /proc of the PID namespace is mounted. Both checks keep a keeper
-// or guard started by hand from mounting over the host's /proc.
+// nsSetup gives the calling process, which must be the init of a new PID
+// namespace in a mount namespace other than parentMnt (amdrun's), a /proc
+// of its own: its mounts become a slave of the parent's and a /proc of the
+// PID namespace is mounted. The checks keep a keeper or guard started by
+// hand from mounting over the host's /proc.
 func nsSetup(parentMnt uint64) error {
 	if os.Getpid() != 1 {
 		return errors.New("keeper: not the init of a new PID namespace")
@@ -299,15 +274,13 @@ func nsSetup(parentMnt uint64) error {
 	return nil
 }
 
-// pidStride spaces two jobs' pids: far more than the threads and
-// processes a job makes before its first rank.
+// pidStride spaces two jobs' pids: far more than a job makes before a rank.
 const pidStride = 64
 
 // spreadPIDs starts the namespace's pids at the keeper's outer pid times
-// pidStride (ns_last_pid), so two jobs on one host number their processes
-// apart: torch's agent names a node by host and pid, and two agents both
-// pid 3 in their namespaces hung a c10d rendezvous (issue 33). Best
-// effort: a kernel without ns_last_pid keeps 1, 2, 3...
+// pidStride (ns_last_pid), so that two jobs on one host number their
+// processes apart: two torch agents both pid 3 hung a c10d rendezvous
+// (issue 33). Best effort.
 func spreadPIDs(outer string) {
 	pid, err := strconv.Atoi(outer)
 	b, _ := os.ReadFile("/proc/sys/kernel/pid_max")
@@ -316,12 +289,10 @@ func spreadPIDs(outer string) {
 	}
 }
 
-// emptyNamespace SIGKILLs every other process of the caller's PID
-// namespace (kill -1 from its init reaches exactly those) and reaps its
-// own children, round after round, until none of them is alive. A zombie
-// whose parent is outside the namespace (the guard of a rank, once amdrun
-// is dead, belongs to amdrun's reaper) holds nothing any more and is that
-// parent's to reap; waiting for it could wait for ever.
+// emptyNamespace SIGKILLs every other process of the namespace (kill -1
+// from its init) and reaps its children, round after round, until none is
+// alive. A zombie whose parent is outside (a guard, once amdrun is dead)
+// is that parent's to reap: waiting for it could wait for ever.
 func emptyNamespace(chld <-chan os.Signal) {
 	for {
 		err := unix.Kill(-1, unix.SIGKILL)

@@ -13,14 +13,12 @@ import (
 // took 2.3 GB to plan, then about 20,000 processes before failing).
 const ranksPerCPU = 4
 
-// procsPerRank is how many processes a rank costs at least: the rank
-// and its guard.
+// procsPerRank is the fewest processes a rank costs: itself and its guard.
 const procsPerRank = 2
 
 // RankLimit is the most ranks one node may run: ranksPerCPU per CPU of
-// this process, and, for a user other than root, what the process limit
-// (RLIMIT_NPROC, ulimit -u) leaves room for with the guards. why names
-// the bound that decided, for an error message.
+// this process and, but for root, what ulimit -u leaves room for with the
+// guards; why names the bound that decided.
 func RankLimit() (n int, why string) {
 	cpus := runtime.NumCPU()
 	n, why = ranksPerCPU*cpus, fmt.Sprintf("%d per CPU, %d CPUs", ranksPerCPU, cpus)

@@ -16,24 +16,19 @@ import (
 	"github.com/amdrun/amdrun/internal/plan"
 )
 
-// jobDir is one run's directory of logs, torchrun's layout:
-// BASE/<run id>_<8 random characters>/attempt_<k>/<local rank>/
-// stdout.log, stderr.log, error.json, and amdrun's own amdrun.log at its
-// top. BASE (--log-dir) may be shared with other users, even world
-// writable: the run's directory is made fresh (mkdirat, never an existing
-// one), and everything in it is made and opened relative to descriptors,
-// never through a path and never following a link, and created
-// exclusively (O_EXCL), so that nothing planted there is followed or
-// overwritten (issue 14).
+// jobDir is one run's log directory in torchrun's layout:
+// BASE/<run id>_<8 random characters>/attempt_<k>/<local rank>/{stdout.log,
+// stderr.log,error.json}, and amdrun.log at its top. BASE (--log-dir) may
+// be world writable: the run's directory is made fresh (mkdirat) and all
+// in it made relative to descriptors, following no link, O_EXCL, so that
+// nothing planted there is followed or overwritten (issue 14).
 type jobDir struct {
 	path string   // BASE/<name>, for messages
 	dir  *os.File // the run's directory
 }
 
-// runDirName is the run directory's name for runID: torchrun's
-// (tempfile.mkdtemp(prefix=run_id + "_")), with anything but letters,
-// digits, '.', '-' and '_' in the run id (a user's --rdzv-id) replaced by
-// '_', so that it stays one name inside BASE.
+// runDirName is torchrun's run directory name for runID (mkdtemp(prefix=
+// run_id + "_")), the run id's bytes other than [A-Za-z0-9._-] made '_'.
 func runDirName(runID string) string {
 	if runID == "" {
 		runID = plan.NewRunID()
@@ -58,12 +53,9 @@ func runDirName(runID string) string {
 }
 
 // openJobDir makes BASE (base, with its parents, as torchrun does) when
-// it does not exist and a fresh run directory in it for runID. BASE is
-// made and opened one component at a time as lease directories are
-// (lease.MkdirAll): a symbolic link on the way is followed only where
-// nobody but root and this user could have planted it (issue 36.6: root
-// made rootonly/nologin/ through another user's link), and BASE itself
-// must not be one. Errors are one line naming the path.
+// missing, as lease directories are made (lease.MkdirAll: a link is
+// followed only where nobody but root and this user could have planted
+// it; issue 36.6), and a fresh run directory in it for runID.
 func openJobDir(base, runID string) (*jobDir, error) {
 	parent, err := lease.MkdirAll("launch: log dir", "log directory", base, 0o755)
 	if err != nil {
@@ -87,10 +79,8 @@ func openJobDir(base, runID string) (*jobDir, error) {
 	}
 }
 
-// makeDir makes the directory name in parent with mkdirat and opens it:
-// it fails when name exists, whatever it is, and when what it opens is
-// not the directory it made (a link, or a directory of another owner put
-// there in between by someone who may write to parent).
+// makeDir makes the directory name in parent and opens it; it fails when
+// name exists, and when what it opens is not the directory it made.
 func makeDir(parent *os.File, name string, perm uint32) (*os.File, error) {
 	path := filepath.Join(parent.Name(), name)
 	if err := unix.Mkdirat(int(parent.Fd()), name, perm); err != nil {
@@ -109,9 +99,7 @@ func makeDir(parent *os.File, name string, perm uint32) (*os.File, error) {
 	return d, nil
 }
 
-// createIn creates the file name in dir for writing: exclusively (an
-// existing file, or a link, there is an error, never followed or
-// truncated).
+// createIn creates name in dir, exclusively, following no link.
 func createIn(dir *os.File, name string) (*os.File, error) {
 	path := filepath.Join(dir.Name(), name)
 	fd, err := unix.Openat(int(dir.Fd()), name,
@@ -122,9 +110,11 @@ func createIn(dir *os.File, name string) (*os.File, error) {
 	return os.NewFile(uintptr(fd), path), nil
 }
 
-// create makes a file at the run directory's top (amdrun.log).
-func (d *jobDir) create(name string) (*os.File, error) {
-	f, err := createIn(d.dir, name)
+func (d *jobDir) create(name string) (*os.File, error) { return createLog(d.dir, name) }
+
+// createLog is createIn with the log directory's errors.
+func createLog(dir *os.File, name string) (*os.File, error) {
+	f, err := createIn(dir, name)
 	if err != nil {
 		return nil, fmt.Errorf("launch: log dir: %w", err)
 	}
@@ -133,13 +123,11 @@ func (d *jobDir) create(name string) (*os.File, error) {
 
 func (d *jobDir) close() { d.dir.Close() }
 
-// attemptDir is one attempt's directory, attempt_<k>, and a directory per
-// local rank in it.
+// attemptDir is attempt_<k>, with a directory per local rank.
 type attemptDir struct {
 	ranks map[int]*os.File
 }
 
-// attempt makes attempt_<k> and a directory for each local rank in it.
 func (d *jobDir) attempt(k int, localRanks []int) (*attemptDir, error) {
 	ad, err := makeDir(d.dir, "attempt_"+strconv.Itoa(k), 0o755)
 	if err != nil {
@@ -158,14 +146,9 @@ func (d *jobDir) attempt(k int, localRanks []int) (*attemptDir, error) {
 	return a, nil
 }
 
-// create makes the file name (stdout.log, stderr.log, error.json) in
-// local rank lr's directory.
+// create makes the file name in local rank lr's directory.
 func (a *attemptDir) create(lr int, name string) (*os.File, error) {
-	f, err := createIn(a.ranks[lr], name)
-	if err != nil {
-		return nil, fmt.Errorf("launch: log dir: %w", err)
-	}
-	return f, nil
+	return createLog(a.ranks[lr], name)
 }
 
 func (a *attemptDir) close() {
@@ -175,13 +158,10 @@ func (a *attemptDir) close() {
 }
 
 // errorDirBase is where the error file directory goes: $TMPDIR when no
-// other user can rename what is in it (each directory from / down, links
-// resolved, belongs to root or this user and is not writable by others,
-// or is sticky like /tmp) and this user may make a directory there, else
-// /tmp. Issue 26: in a TMPDIR another user owns, that user swapped
-// amdrun-errors-* for a link, so root's rank wrote its exception into the
-// attacker's directory, and a forged file there was printed as
-// "exception recorded by the rank".
+// other user can rename what is in it (safeBase) and this user may make a
+// directory there, else /tmp. Issue 26: in a TMPDIR another user owns,
+// that user swapped amdrun-errors-* for a link, and a forged file there
+// was printed as "exception recorded by the rank".
 func errorDirBase() string {
 	// One this user cannot make a directory in (a read-only file system,
 	// another user's 0755 directory) is as good as a missing one (issue
@@ -193,7 +173,7 @@ func errorDirBase() string {
 }
 
 // safeBase reports whether nobody but root and this user can rename or
-// replace the entries of dir or of a directory above it.
+// replace the entries of dir or of a directory above it (links resolved).
 func safeBase(dir string) bool {
 	real, err := filepath.EvalSymlinks(dir)
 	if err != nil || !filepath.IsAbs(real) {
@@ -214,10 +194,8 @@ func safeBase(dir string) bool {
 	}
 }
 
-// openLogs makes the ranks' error file directory and, when there are
-// logs (--log-dir; -r or -t without it write to a fresh temporary
-// directory that is kept, as torchrun's), the run's log directory with
-// amdrun.log.
+// openLogs makes the ranks' error file directory and, with logs (-r or -t
+// without --log-dir: a temporary one, as torchrun's), the log directory.
 func (s *supervisor) openLogs() error {
 	var err error
 	if s.errs, err = newErrorDir(); err != nil {
@@ -261,11 +239,10 @@ func (s *supervisor) closeLogs() {
 	}
 }
 
-// streams says which streams of local rank lr go to its log files, and
-// which to the console: torchrun's -r (log only) and -t (log and
-// console); without either, --log-dir keeps every stream in its file and
-// on the console. A stream in no log goes to the console alone, unless
-// RanksFilter leaves the rank out.
+// streams says which streams of local rank lr go to its log files and
+// which to the console: torchrun's -r (log only) and -t (both); without
+// either, --log-dir keeps every stream in its file and on the console.
+// RanksFilter can leave the rank off the console.
 func (s *supervisor) streams(lr int) (logged, console Std) {
 	console = StdAll
 	if s.job != nil {
@@ -282,7 +259,6 @@ func (s *supervisor) streams(lr int) (logged, console Std) {
 	return logged, console
 }
 
-// showsRank says whether RanksFilter lets local rank lr reach the console.
 func (s *supervisor) showsRank(lr int) bool {
 	if s.o.RanksFilter == nil {
 		return true
@@ -290,9 +266,7 @@ func (s *supervisor) showsRank(lr int) bool {
 	return slices.Contains(s.o.RanksFilter, lr)
 }
 
-// note writes one of amdrun's own messages (a restart, a failure summary)
-// to Stderr and to LogDir/amdrun.log: the log keeps it when the console
-// is gone.
+// note writes one of amdrun's messages to Stderr and to amdrun.log.
 func (s *supervisor) note(msg string) {
 	s.con.write(s.o.Stderr, []byte(msg))
 	if s.notes != nil {

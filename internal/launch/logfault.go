@@ -8,13 +8,9 @@ import (
 	"sync"
 )
 
-// logFaults tracks the log files of a run whose writes failed (a full
-// filesystem, an I/O error): each fault is said once on the console when
-// it happens, and once more at the end with what was lost, so that
-// incomplete logs are never taken for whole ones (issue 26: --log-dir on
-// a full filesystem silently truncated stdout.log and left stderr.log
-// and amdrun.log empty). A failing log never stops the job nor changes
-// its exit code.
+// logFaults tracks the run's log files whose writes failed: each is said
+// once when it happens and again at the end with what was lost (issue
+// 26). A failing log never stops the job nor changes its exit code.
 type logFaults struct {
 	say   func(string) // the console, not amdrun.log (which may be the file that fails)
 	quiet bool         // -q: a fault is said only in the summary, not as a warning
@@ -31,8 +27,7 @@ func (t *logFaults) wrap(f *os.File) *faultyLog {
 	return &faultyLog{f: f, t: t}
 }
 
-// summary says, once the run is over, which logs are incomplete and how
-// much of each was lost; nothing when none is.
+// summary says, at the end, which logs are incomplete and what each lost.
 func (t *logFaults) summary() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -48,9 +43,8 @@ func (t *logFaults) summary() {
 	t.say(fmt.Sprintf("amdrun: the logs are incomplete: %s\n", strings.Join(parts, "; ")))
 }
 
-// faultyLog is a log file that counts what it could not write. After its
-// first failed write it writes nothing more (a file that has lost a
-// piece is incomplete whatever follows) and counts every byte as lost.
+// faultyLog is a log file that counts what it could not write: after its
+// first failure it writes nothing more and counts every byte as lost.
 type faultyLog struct {
 	f *os.File
 	t *logFaults
@@ -60,8 +54,7 @@ type faultyLog struct {
 	lost int64
 }
 
-// Write writes b to the file; it reports success whatever happens, as a
-// log must not stop the output it copies.
+// Write reports success whatever happens: a log must not stop the output.
 func (l *faultyLog) Write(b []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -85,7 +78,6 @@ func (l *faultyLog) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// Close closes the file.
 func (l *faultyLog) Close() error { return l.f.Close() }
 
 var _ io.WriteCloser = (*faultyLog)(nil)

@@ -16,8 +16,8 @@ const maxLine = 64 << 10
 // tailLines is how many stderr lines a failure summary shows per rank.
 const tailLines = 10
 
-// console serializes whole lines onto the user's streams, so that lines
-// of different ranks never interleave mid-line.
+// console writes whole lines to the user's streams, so that lines of
+// different ranks never interleave mid-line.
 type console struct {
 	mu sync.Mutex
 	// open is the stream whose partial line the console shows, not ended
@@ -33,8 +33,7 @@ func (c *console) write(w io.Writer, b []byte) {
 	_, _ = w.Write(b) // a console that fails must not stop the workers
 }
 
-// tail keeps the last lines of a stream, in a ring whose slots are
-// reused: keeping a line costs no allocation once the ring is warm.
+// tail keeps a stream's last lines in a ring of reused slots.
 type tail struct {
 	mu   sync.Mutex
 	ring [tailLines][]byte
@@ -42,9 +41,8 @@ type tail struct {
 	n    int // lines kept, up to tailLines
 }
 
-// add keeps one piece of a stream (see stream.pump). A piece that a lone
-// carriage return ends is a progress bar redrawn in place, not a line:
-// it is not kept.
+// add keeps one piece of a stream (see stream.pump); a piece a lone
+// carriage return ends is a progress bar redrawn in place, not kept.
 func (t *tail) add(piece []byte) {
 	if piece[len(piece)-1] == '\r' {
 		return
@@ -59,7 +57,6 @@ func (t *tail) add(piece []byte) {
 	t.n = min(t.n+1, tailLines)
 }
 
-// get returns the lines kept, oldest first.
 func (t *tail) get() []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -70,8 +67,7 @@ func (t *tail) get() []string {
 	return out
 }
 
-// stream copies one worker pipe to the console (with an optional
-// prefix), a log file and a tail.
+// stream copies one worker pipe to the console, a log file and a tail.
 type stream struct {
 	con    *console
 	out    io.Writer // console destination; nil: not shown
@@ -97,16 +93,10 @@ type stream struct {
 }
 
 // pump reads r until EOF or error (a read deadline ends it) and closes r.
-//
-// The log file gets every byte as it is read. The console and the tail
-// get pieces: a line ended by a newline; a piece ended by a lone carriage
-// return (a progress bar that redraws itself, as tqdm's), shown at once
-// rather than when a newline finally comes; maxLine bytes of a longer
-// line; and the stream's last bytes. Text after a carriage return that
-// no newline has ended yet (tqdm writes "\r" and then the bar) is drawn
-// again, whole, each time more of it arrives, ending with a carriage
-// return so that the next drawing replaces it. In raw mode the console
-// gets the bytes as read instead.
+// The log file gets every byte as read; the console and the tail get
+// pieces (pieceEnd): lines, maxLine bytes of a longer one, and the last
+// bytes. Text after a carriage return (a tqdm bar) is redrawn whole, in
+// place, as more of it arrives. In raw mode the console gets the bytes.
 func (s *stream) pump(r *os.File) {
 	defer r.Close()
 	buf := make([]byte, maxLine)
@@ -179,10 +169,8 @@ func (s *stream) pump(r *os.File) {
 	}
 }
 
-// pieceEnd is the length of the first complete piece of b: through its
-// first newline, or through a carriage return not followed by a newline
-// (a lone one at the end of what has been read counts: the bar is shown
-// now, not when the next write comes); -1 when b holds no complete piece.
+// pieceEnd is the length of b's first piece: through its first newline,
+// or a carriage return not before one (a bar); -1 when b holds none.
 func pieceEnd(b []byte) int {
 	// Two IndexByte scans (vectorised) beat one IndexAny (a byte loop)
 	// several times over on ordinary lines.
@@ -203,11 +191,9 @@ func pieceEnd(b []byte) int {
 }
 
 // emit writes one piece (see pump) to the tail and, unless raw or shown
-// already, to the console. On the console a prefixed piece and the
-// stream's last bytes are always ended (with a newline, unless a carriage
-// return ends them), so that the next rank's output starts a line of its
-// own; the console is thus always at the start of a line between pieces,
-// and a carriage return alone has nothing to do there.
+// already, to the console, where a prefixed piece and the stream's last
+// bytes are always ended (with a newline unless a carriage return ends
+// them): the console is at the start of a line between pieces.
 func (s *stream) emit(piece []byte, afterCR, shown bool) {
 	barEnd := afterCR && len(piece) == 1 && piece[0] == '\n' // the newline after a bar
 	if s.tail != nil && !barEnd {
@@ -224,7 +210,7 @@ func (s *stream) emit(piece []byte, afterCR, shown bool) {
 		if !ended {
 			end = []byte{'\n'}
 		}
-		s.con.finishPartial(s, s.out, piece[min(s.shownPart, len(piece)):], end)
+		s.con.partial(s, s.out, piece[min(s.shownPart, len(piece)):], end, true)
 		s.shownPart = 0
 		return
 	}
@@ -244,8 +230,7 @@ func (s *stream) emit(piece []byte, afterCR, shown bool) {
 	s.con.write(s.out, b)
 }
 
-// redraw shows the text that follows a carriage return so far (a
-// progress bar), prefixed, and returns the cursor to the line's start.
+// redraw shows a bar (text after a carriage return) and returns to its start.
 func (s *stream) redraw(partial []byte) {
 	b := append(s.buf[:0], s.prefix...)
 	b = append(b, partial...)

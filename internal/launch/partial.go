@@ -6,14 +6,12 @@ import (
 )
 
 // partialAfter is how long a line without its newline (a prompt: pdb's
-// "(Pdb) ", input("continue? ")) waits before the console shows it
-// anyway; the rest of the line, when it comes, continues it without a
-// second prefix (issue 23).
+// "(Pdb) ") waits before the console shows it; its rest continues it
+// without a second prefix (issue 23).
 const partialAfter = 100 * time.Millisecond
 
-// endOpen ends the line another stream left open on the console (its
-// partial line shown by showPartial), so that what is written next starts
-// a line of its own. c.mu is held.
+// endOpen ends the line another stream left open on the console, so that
+// what is written next starts a line of its own. c.mu is held.
 func (c *console) endOpen(s *stream) {
 	if c.open != nil && c.open != s {
 		_, _ = c.openW.Write([]byte{'\n'})
@@ -21,10 +19,10 @@ func (c *console) endOpen(s *stream) {
 	}
 }
 
-// showPartial shows more of s's partial line: with s's prefix when the
-// console is not on that line any more (or was never), else as its
-// continuation; the line stays open.
-func (c *console) showPartial(s *stream, w io.Writer, more []byte) {
+// partial writes more of s's partial line and end (a newline, for a piece
+// without one), prefixed when the console is not on that line, else as its
+// continuation; the line stays open unless finished.
+func (c *console) partial(s *stream, w io.Writer, more, end []byte, finished bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.endOpen(s)
@@ -32,30 +30,15 @@ func (c *console) showPartial(s *stream, w io.Writer, more []byte) {
 	if c.open != s {
 		b = append(b, s.prefix...)
 	}
-	b = append(b, more...)
-	_, _ = w.Write(b)
+	_, _ = w.Write(append(append(b, more...), end...))
 	c.open, c.openW = s, w
-}
-
-// finishPartial writes rest, the end of a line s has shown part of, and
-// end (a newline when the piece has none, else nothing): as the line's
-// continuation when the console is still on it, else prefixed on a line
-// of its own.
-func (c *console) finishPartial(s *stream, w io.Writer, rest []byte, end []byte) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.endOpen(s)
-	var b []byte
-	if c.open != s {
-		b = append(b, s.prefix...)
+	if finished {
+		c.open, c.openW = nil, nil
 	}
-	b = append(append(b, rest...), end...)
-	_, _ = w.Write(b)
-	c.open, c.openW = nil, nil
 }
 
-// armPartial starts (or restarts) the timer that shows s's partial line,
-// pending, partialAfter from now. s.mu is held.
+// armPartial (re)starts the timer that shows s's pending partial line.
+// s.mu is held.
 func (s *stream) armPartial(pending []byte) {
 	s.pending = pending
 	if s.timer == nil {
@@ -65,13 +48,12 @@ func (s *stream) armPartial(pending []byte) {
 	s.timer.Reset(partialAfter)
 }
 
-// showPending is the timer's work: what of the partial line the console
-// does not show yet, it shows now.
+// showPending is the timer's work: it shows what the console does not yet.
 func (s *stream) showPending() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.pending) > s.shownPart {
-		s.con.showPartial(s, s.out, s.pending[s.shownPart:])
+		s.con.partial(s, s.out, s.pending[s.shownPart:], nil, false)
 		s.shownPart = len(s.pending)
 	}
 }

@@ -1,7 +1,6 @@
 package launch
 
-// The process tree as /proc shows it, and the sweeps over it that the
-// guards, the keeper and the subreaper share.
+// The process tree as /proc shows it, and the sweeps over it.
 
 import (
 	"bytes"
@@ -16,14 +15,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// sweepPoll is how long a sweep waits at most between rounds of SIGKILL
-// (a child's death starts the next round at once): a process forked
-// while the previous round was being sent, or one in an uninterruptible
-// sleep, is caught by a later round. Short rounds back to back would
-// only take CPU from the dying.
+// sweepPoll is the longest wait between rounds of SIGKILL (a child's death
+// starts the next at once): a process forked during a round, or one in an
+// uninterruptible sleep, is caught by a later one.
 const sweepPoll = 5 * time.Millisecond
 
-// nextRound waits until a child has died or sweepPoll has passed.
 func nextRound(chld <-chan os.Signal) {
 	t := time.NewTimer(sweepPoll)
 	defer t.Stop()
@@ -33,15 +29,13 @@ func nextRound(chld <-chan os.Signal) {
 	}
 }
 
-// onlyZombies says whether every process but this one that /proc shows
-// has exited (state Z or X).
+// onlyZombies says whether every other process /proc shows has exited.
 func onlyZombies() bool {
 	return eachStat(func(_ int, b []byte) bool { s := statState(b); return s == 'Z' || s == 'X' })
 }
 
-// eachStat calls f with the pid and /proc/PID/stat of every process but
-// this one that /proc shows, until f returns false; it returns false
-// then, or when /proc cannot be read.
+// eachStat calls f with the pid and /proc/PID/stat of every other process
+// /proc shows until f returns false; false then, or when /proc is unreadable.
 func eachStat(f func(pid int, stat []byte) bool) bool {
 	ents, err := readProcDir("")
 	if err != nil {
@@ -59,8 +53,7 @@ func eachStat(f func(pid int, stat []byte) bool) bool {
 	return true
 }
 
-// reapAll reaps every child that has exited, passing each to f (when
-// set). It reports whether no child at all is left (ECHILD).
+// reapAll reaps every exited child (f gets each); true when none is left.
 func reapAll(f func(pid int, ws unix.WaitStatus)) (none bool) {
 	for {
 		var ws unix.WaitStatus
@@ -79,15 +72,12 @@ func reapAll(f func(pid int, ws unix.WaitStatus)) (none bool) {
 	}
 }
 
-// sweep SIGKILLs every descendant of this process and reaps them, round
-// after round, until this process has no child left; f gets each reaped
-// child, and chld must get this process's SIGCHLD. This process must be
-// a subreaper, so that the children of a killed process come to it and
-// are caught by the next round.
-//
-// A pid read from /proc is killed a moment later; it cannot name another
-// process by then unless the kernel handed out every other pid in between
-// (pids are allocated cyclically), so no unrelated process is hit.
+// sweep SIGKILLs and reaps every descendant of this process, round after
+// round, until it has no child left; f gets each reaped child, and chld
+// this process's SIGCHLD. This process must be a subreaper, so that the
+// children of a killed process come to the next round. A pid read from
+// /proc and killed a moment later cannot name another process unless
+// every other pid was handed out in between.
 func sweep(f func(pid int, ws unix.WaitStatus), chld <-chan os.Signal) {
 	for {
 		// No child left means no descendant left (it would hang under
@@ -100,9 +90,8 @@ func sweep(f func(pid int, ws unix.WaitStatus), chld <-chan os.Signal) {
 	}
 }
 
-// killStrays SIGKILLs every child of this process that keep does not
-// keep, and all it started, adding each to killed; it returns those
-// children.
+// killStrays SIGKILLs every child of this process keep does not keep, and
+// all it started, adding each to killed; it returns those children.
 func killStrays(keep func(int) bool, killed map[int]bool) []int {
 	var strays []int
 	for _, c := range childrenNow(os.Getpid()) {
@@ -118,9 +107,8 @@ func killStrays(keep func(int) bool, killed map[int]bool) []int {
 	return strays
 }
 
-// childLister lists a process's children from /proc: its children files
-// (childrenOf), or where the kernel has none one scan of /proc/*/stat,
-// taken now.
+// childLister lists a process's children from its children files, or one
+// scan of /proc/*/stat where the kernel has none.
 func childLister() func(int) []int {
 	if childrenFiles() {
 		return childrenOf
@@ -129,11 +117,9 @@ func childLister() func(int) []int {
 	return func(p int) []int { return tree[p] }
 }
 
-// childrenNow lists pid's children, from /proc.
 func childrenNow(pid int) []int { return childLister()(pid) }
 
-// descendants lists every descendant of pid, parents before children,
-// from /proc.
+// descendants lists every descendant of pid, parents first.
 func descendants(pid int) []int {
 	children := childLister()
 	var out []int
@@ -147,21 +133,18 @@ func descendants(pid int) []int {
 	return out
 }
 
-// childrenFiles says whether the kernel has /proc/PID/task/TID/children
-// (CONFIG_PROC_CHILDREN).
+// childrenFiles says whether /proc/PID/task/TID/children exists.
 var childrenFiles = sync.OnceValue(func() bool {
 	_, err := readProc("thread-self/children")
 	return err == nil
 })
 
 // procFD is /proc as a guard or the keeper opened it before any rank ran
-// (keepProc), read through it from then on: a rank that unmounts or
-// mounts over the job's /proc cannot blind them (issue 36.2: the guards
-// then read the node's /proc with the job's pids, never found a daemon
-// the rank left, and amdrun hung). -1: /proc by its path.
+// (keepProc; -1: by path): a rank that mounts over the job's /proc cannot
+// blind them (issue 36.2: the guards read the node's /proc with the job's
+// pids, missed a daemon the rank left, and amdrun hung).
 var procFD = -1
 
-// keepProc opens /proc for procFD.
 func keepProc() error {
 	fd, err := unix.Open("/proc", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -171,8 +154,7 @@ func keepProc() error {
 	return nil
 }
 
-// openProc opens rel ("" for /proc itself) in procFD's /proc, or in
-// /proc by its path.
+// openProc opens rel ("": /proc itself) in procFD's /proc.
 func openProc(rel string) (*os.File, error) {
 	if procFD < 0 {
 		return os.Open("/proc/" + rel)
@@ -187,7 +169,6 @@ func openProc(rel string) (*os.File, error) {
 	return os.NewFile(uintptr(fd), "/proc/"+rel), nil
 }
 
-// readProc reads the file rel of /proc (see openProc).
 func readProc(rel string) ([]byte, error) {
 	f, err := openProc(rel)
 	if err != nil {
@@ -197,7 +178,6 @@ func readProc(rel string) ([]byte, error) {
 	return io.ReadAll(f)
 }
 
-// readProcDir lists the directory rel of /proc (see openProc).
 func readProcDir(rel string) ([]os.DirEntry, error) {
 	f, err := openProc(rel)
 	if err != nil {
@@ -207,9 +187,8 @@ func readProcDir(rel string) ([]os.DirEntry, error) {
 	return f.ReadDir(-1)
 }
 
-// childrenOf lists pid's children from /proc/PID/task/*/children: a
-// child belongs to the thread that forked it, or, reparented, to any
-// thread of its new parent.
+// childrenOf lists pid's children from /proc/PID/task/*/children (a child
+// belongs to the thread that forked it, or, reparented, to any thread).
 func childrenOf(pid int) []int {
 	dir := fmt.Sprintf("%d/task/", pid)
 	// Not filepath.Glob: it would list every task's directory to match
@@ -230,7 +209,6 @@ func childrenOf(pid int) []int {
 	return out
 }
 
-// processTree maps every process to its children, from /proc/*/stat.
 func processTree() map[int][]int {
 	tree := map[int][]int{}
 	eachStat(func(pid int, b []byte) bool {
@@ -242,9 +220,8 @@ func processTree() map[int][]int {
 	return tree
 }
 
-// statFieldsOf are the fields of a /proc/PID/stat line, "pid (comm)
-// state ppid ...", that follow comm, which may hold spaces and
-// parentheses; nil without one.
+// statFieldsOf are the fields of a "pid (comm) state ppid ..." stat line
+// after comm, which may hold spaces and parentheses; nil without one.
 func statFieldsOf(b []byte) []string {
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
@@ -253,8 +230,7 @@ func statFieldsOf(b []byte) []string {
 	return strings.Fields(string(b[i+1:]))
 }
 
-// statState is the state letter of a /proc/PID/stat line (R, S, D, Z,
-// ...); 0 if it cannot be read.
+// statState is a stat line's state letter; 0 if unreadable.
 func statState(b []byte) byte {
 	if f := statFieldsOf(b); len(f) > 0 {
 		return f[0][0]
@@ -262,7 +238,6 @@ func statState(b []byte) byte {
 	return 0
 }
 
-// statParent parses the parent pid out of a /proc/PID/stat line.
 func statParent(b []byte) (int, bool) {
 	f := statFieldsOf(b)
 	if len(f) < 2 {
@@ -272,9 +247,7 @@ func statParent(b []byte) (int, bool) {
 	return ppid, err == nil
 }
 
-// hostPID finds, among the children of guard (a pid in amdrun's
-// namespace), the one whose pid in the job's namespace is nsPID, and
-// returns its pid in amdrun's namespace; 0 when there is none.
+// hostPID is amdrun's pid of guard's child numbered nsPID in the job (or 0).
 func hostPID(guard, nsPID int) int {
 	for _, k := range childrenNow(guard) {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", k))
@@ -285,19 +258,24 @@ func hostPID(guard, nsPID int) int {
 	return 0
 }
 
-// innermostPID is a process's number in the innermost PID namespace it
-// belongs to, from its /proc/PID/status: the last field of the NSpid
-// line; 0 if there is none.
+// innermostPID is the last field of a status text's NSpid line (the pid
+// in the innermost namespace); 0 if none.
 func innermostPID(status []byte) int {
+	v, _ := statusLine(status, "NSpid")
+	f := strings.Fields(v)
+	if len(f) == 0 {
+		return 0
+	}
+	n, _ := strconv.Atoi(f[len(f)-1])
+	return n
+}
+
+// statusLine is the value of the "key:" line of a /proc/PID/status text.
+func statusLine(status []byte, key string) (string, bool) {
 	for _, l := range strings.Split(string(status), "\n") {
-		if v, ok := strings.CutPrefix(l, "NSpid:"); ok {
-			f := strings.Fields(v)
-			if len(f) == 0 {
-				return 0
-			}
-			n, _ := strconv.Atoi(f[len(f)-1])
-			return n
+		if v, ok := strings.CutPrefix(l, key+":"); ok {
+			return strings.TrimSpace(v), true
 		}
 	}
-	return 0
+	return "", false
 }

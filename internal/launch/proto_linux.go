@@ -54,17 +54,14 @@ import (
 	"syscall"
 )
 
-// The descriptors a guard is started with (exec.Cmd.ExtraFiles start at
-// 3): its control pipe, its report pipe and the first of the files it
-// holds.
+// A guard's descriptors (ExtraFiles start at 3).
 const (
 	guardCtlFD    = 3
 	guardReportFD = 4
 	guardHoldFD   = 5
 )
 
-// The descriptors the keeper is started with: its lifeline, its status
-// pipe and the first of the files it holds.
+// The keeper's descriptors.
 const (
 	keeperLifeFD   = 3
 	keeperStatusFD = 4
@@ -72,16 +69,13 @@ const (
 	keeperHoldFD   = 6
 )
 
-// ctlAck is the control byte that tells a guard amdrun knows its rank's
-// pid; any other byte is a signal number (ctlSignal).
+// ctlAck: amdrun knows the rank's pid; any other byte is a signal number.
 const ctlAck byte = 0
 
-// keeperSweep is the lifeline byte that makes the keeper kill the
-// orphans that came to it (their guard died).
+// keeperSweep: kill the orphans that came to the keeper.
 const keeperSweep byte = 's'
 
-// ctlSignal is the control byte that asks a guard to send sig to its
-// rank's process group.
+// ctlSignal is the control byte that has a guard signal its rank's group.
 func ctlSignal(sig syscall.Signal) byte { return byte(sig) }
 
 // ctlDecode reads a control byte: ack, or the signal to send.
@@ -96,9 +90,7 @@ func ctlDecode(b byte) (ack bool, sig syscall.Signal) {
 type reportKind int
 
 const (
-	// msgPid: the rank started as Pid, a pid in the guard's namespace.
 	msgPid reportKind = iota + 1
-	// msgStatus: the rank ended with Status and nothing it left is alive.
 	msgStatus
 )
 
@@ -126,8 +118,8 @@ func (m guardMsg) encode() []byte {
 	panic(fmt.Sprintf("launch: report kind %d", m.Kind))
 }
 
-// decodeReport parses one report line (without or with its newline). A
-// line that is not exactly what encode writes is an error.
+// decodeReport parses one report line (with or without its newline); a
+// line not exactly as encode writes it is an error.
 func decodeReport(line string) (guardMsg, error) {
 	line = strings.TrimSuffix(line, "\n")
 	if len(line) > maxReportLine {
@@ -160,8 +152,8 @@ func sendReport(w io.Writer, m guardMsg) error {
 	return err
 }
 
-// readReport reads the next message from a guard's report pipe; io.EOF
-// when the guard closed it (exited) without another.
+// readReport reads the next report message; io.EOF when the guard closed
+// the pipe (exited) without another.
 func readReport(r *bufio.Reader) (guardMsg, error) {
 	line, err := r.ReadString('\n')
 	if err != nil {
@@ -184,8 +176,7 @@ func encodeKeeperStatus(err error) []byte {
 	return []byte(strings.ReplaceAll(err.Error(), "\n", " ") + "\n")
 }
 
-// decodeKeeperStatus reads the keeper's status line: nil when it is set
-// up, else the reason it gave (or that it gave none).
+// decodeKeeperStatus is nil for the keeper's "ok", else the reason it gave.
 func decodeKeeperStatus(line string) error {
 	switch line = strings.TrimSpace(line); line {
 	case keeperOK:
@@ -196,10 +187,10 @@ func decodeKeeperStatus(line string) error {
 	return errors.New(line)
 }
 
-// startRequest asks the keeper of a user namespace (ContainUserNamespace)
-// to start a guard: amdrun cannot start processes in a user namespace it
-// is not in (setns into one needs a single-threaded process), so the
-// keeper, its init, forks them. The guard's descriptors travel with it.
+// startRequest asks the keeper of a user namespace to start a guard:
+// amdrun cannot start processes in a user namespace it is not in (setns
+// into one needs a single-threaded process), so the keeper forks them.
+// The guard's descriptors travel with it.
 type startRequest struct {
 	Argv  []string `json:"argv"`
 	Env   []string `json:"env"`
@@ -207,15 +198,14 @@ type startRequest struct {
 	Stdin bool     `json:"stdin"` // the first descriptor is its stdin (else /dev/null)
 }
 
-// startReply is the keeper's answer: the guard's pid in the namespace,
-// or why it could not start it.
+// startReply is the keeper's answer: the guard's pid, or why not.
 type startReply struct {
 	Pid   int    `json:"pid,omitempty"`
 	Error string `json:"error,omitempty"`
 }
 
 // maxStartMsg bounds a request (an environment of a few hundred KiB at
-// most) and is the buffer both sides read into.
+// most); both sides read into a buffer this big.
 const maxStartMsg = 1 << 20
 
 // startFDs is how many descriptors come with a request: stdout, stderr,
@@ -235,8 +225,8 @@ func (r startRequest) encode() ([]byte, error) {
 	return b, err
 }
 
-// decodeStartRequest parses a request; one without a command or with an
-// empty entry in it is an error.
+// decodeStartRequest parses a request; one without a command or with a NUL
+// byte in it is an error.
 func decodeStartRequest(b []byte) (startRequest, error) {
 	var r startRequest
 	if err := json.Unmarshal(b, &r); err != nil {
@@ -258,8 +248,7 @@ func (r startReply) encode() []byte {
 	return b
 }
 
-// decodeStartReply parses the keeper's answer into the guard's pid in the
-// namespace, or the error it gave.
+// decodeStartReply parses the keeper's answer: the guard's pid, or its error.
 func decodeStartReply(b []byte) (int, error) {
 	var r startReply
 	if err := json.Unmarshal(b, &r); err != nil {
@@ -275,7 +264,7 @@ func decodeStartReply(b []byte) (int, error) {
 }
 
 // readBytes sends each byte read from r (a lifeline, a control pipe) to
-// the channel it returns, buffered n, and closes it at EOF or an error.
+// the channel it returns (buffered n), closed at EOF or an error.
 func readBytes(r io.Reader, n int) <-chan byte {
 	out := make(chan byte, n)
 	go func() {

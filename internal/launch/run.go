@@ -11,134 +11,110 @@ import (
 	"time"
 )
 
-// ShimArg is the hidden first argument that makes amdrun act as the bind
-// shim: `amdrun __amdrun_bind --cpus LIST --mems LIST --mempolicy P --
-// argv...`. The main function must hand such a command line to ShimMain
-// before doing anything else.
+// ShimArg is the hidden first argument that makes amdrun the bind shim
+// (`amdrun __amdrun_bind --cpus LIST --mems LIST --mempolicy P --
+// argv...`); main hands such a command line to ShimMain first.
 const ShimArg = "__amdrun_bind"
 
-// DefaultGrace is amdrun's default time between SIGTERM and SIGKILL
-// (--grace).
+// DefaultGrace is --grace's default time between SIGTERM and SIGKILL.
 const DefaultGrace = 10 * time.Second
 
-// ErrNotSupported is returned by Run and ShimMain on systems other than
-// Linux.
+// ErrNotSupported is Run's and ShimMain's error off Linux.
 var ErrNotSupported = errors.New("launch: running workers is only supported on Linux")
 
-// ForwardedSignals names the signals Run receives and passes to every
-// worker group (and each guard catches for it), in the order amdrun lists
-// them; --signals-to-handle accepts a subset. It is the one list: Run's
-// signal.Notify set is made from it.
+// ForwardedSignals names the signals Run passes to every worker group, in
+// amdrun's order: the one list (--signals-to-handle takes a subset).
 var ForwardedSignals = []string{"SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2"}
 
-// StopSignals names the forwarded signals that also stop the run (the
-// others are only passed on); it is the one list, stopSignals is made
-// from it.
+// StopSignals names the forwarded signals that also stop the run.
 var StopSignals = []string{"SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT"}
 
 // RunOptions controls Run. The zero value is usable.
 type RunOptions struct {
-	// Stdout and Stderr receive the workers' output and amdrun's own
-	// messages (restarts, failure summary); nil means os.Stdout/os.Stderr.
-	// When one is a terminal (an *os.File), an unprefixed rank's stream
-	// that goes to no log file is handed that terminal itself (see Run).
+	// Stdout and Stderr receive the workers' output and amdrun's messages;
+	// nil means os.Stdout/os.Stderr. A terminal (*os.File) among them is
+	// handed to an unprefixed rank's stream that goes to no log (see Run).
 	Stdout, Stderr io.Writer
-	// Stdin is local rank 0's standard input; nil means /dev/null. The
-	// other ranks always read /dev/null.
+	// Stdin is local rank 0's standard input; nil means /dev/null, as for
+	// the other ranks.
 	Stdin *os.File
 	// Prefix starts every console line with "[rankN]: " (the global rank).
-	// Lines of different ranks that amdrun copies never interleave
-	// mid-line either way.
+	// Lines amdrun copies never interleave mid-line either way.
 	Prefix bool
-	// LogDir, when set, receives torchrun's log layout (see Redirects):
-	// a fresh LogDir/<Plan.RunID>_<8 random characters>/ per Run, with
-	// attempt_<k>/<local rank>/stdout.log, stderr.log and error.json (a
-	// copy of what the rank recorded) per attempt, and amdrun.log.
-	// Nothing there is ever overwritten and no link is followed.
+	// LogDir, when set, receives torchrun's log layout (see Redirects): a
+	// fresh LogDir/<Plan.RunID>_<8 random characters>/ per Run, with
+	// attempt_<k>/<local rank>/stdout.log, stderr.log and error.json, and
+	// amdrun.log; nothing is overwritten and no link followed.
 	LogDir string
-	// RanksFilter lists the local ranks whose output reaches the console;
-	// nil means all. It does not change what the log files get.
+	// RanksFilter lists the local ranks whose output reaches the console
+	// (nil: all); the log files get everything.
 	RanksFilter []int
-	// Grace is the time between SIGTERM and SIGKILL; zero sends SIGKILL
-	// right after SIGTERM.
+	// Grace is the time between SIGTERM and SIGKILL (zero: none).
 	Grace time.Duration
-	// Self is the amdrun binary that runs each rank's guard and bind shim
-	// (and the keeper of the job's PID namespace); "" means
-	// os.Executable().
+	// Self is the amdrun binary that runs the guards, bind shims and
+	// keeper; "" means os.Executable().
 	Self string
 	// Contain is how the job is contained (see Containment); the zero
 	// value, ContainAuto, is the strongest permitted here.
 	Contain Containment
 	// Hold are files kept open until every process of the job is gone,
-	// however the job ends, even if amdrun is killed: the device leases'
-	// lock files, whose flock the kernel keeps while any holder has them
-	// open. The processes that watch over the job (the keeper, or each
-	// rank's guard) hold duplicates; Run does not close these.
+	// even if amdrun is killed: the lease lock files, whose flock lasts
+	// while any holder has them open. The job's watchers (the keeper, or
+	// each guard) hold duplicates; Run does not close these.
 	Hold []*os.File
-	// Signals, when set, replaces the signals Run would otherwise receive
-	// itself through signal.Notify (ForwardedSignals). Tests inject
-	// signals through it.
+	// Signals, when set, replaces the signals Run would receive through
+	// signal.Notify (tests inject signals through it).
 	Signals <-chan os.Signal
 	// Forward are the signals Run catches and passes to every group
 	// (torchrun's --signals-to-handle); nil means DefaultSignals. SIGINT,
-	// SIGTERM, SIGHUP and SIGQUIT stop the run, any other is only passed
-	// on. A signal not in Forward is not caught: it does to amdrun what
-	// it does to any process.
+	// SIGTERM, SIGHUP and SIGQUIT also stop the run. A signal not in
+	// Forward is not caught.
 	Forward []os.Signal
-	// PrefixTemplate, when set with Prefix, is the prefix of each rank's
-	// console lines, torchrun's TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE
-	// (see PrefixFromTemplate); "" means "[rankN]: ".
+	// PrefixTemplate, when set with Prefix, is torchrun's
+	// TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE (see PrefixFromTemplate); ""
+	// means "[rankN]: ".
 	PrefixTemplate string
-	// OnStart, when set, is called with each worker's global rank and pid
-	// (as this process sees it) right after it starts.
+	// OnStart, when set, gets each worker's global rank and pid (as this
+	// process sees it) right after it starts.
 	OnStart func(rank, pid int)
 	// Redirects says which streams of each local rank go only to its log
-	// files and not to the console (torchrun's -r/--redirects); Tee which
-	// go to both (-t/--tee); a stream in neither goes to the console
-	// only. When both are zero, LogDir gets every stream, as Tee StdAll.
-	// Without LogDir, either writes the layout into a fresh temporary
-	// directory that Run keeps and names on Stderr (as torchrun does).
+	// files (torchrun's -r), Tee which go to both (-t); others go to the
+	// console only. When both are zero, LogDir gets every stream. Without
+	// LogDir, either writes into a fresh temporary directory that Run keeps
+	// and names on Stderr (as torchrun does).
 	Redirects, Tee Streams
-	// Quiet keeps Run's warnings off Stderr (-q); its errors and the
-	// end-of-run summary of lost log output still come.
+	// Quiet keeps Run's warnings off Stderr (-q); errors and the summary of
+	// lost log output still come.
 	Quiet bool
 
 	// StallTimeout, when positive, is how long the job may go without
-	// progress (no rank writes output, touches its AMDRUN_HEARTBEAT file
-	// or changes its sampled stack) before it is stalled (see
-	// docs/supervision.md); 0 never; StallAuto: 30 minutes, unless Stdout
-	// or Stderr is a terminal (someone watches; a pdb prompt is no stall).
+	// progress (output, its AMDRUN_HEARTBEAT file, a changed stack) before
+	// it is stalled (docs/supervision.md); 0 never; StallAuto: 30 minutes
+	// unless Stdout or Stderr is a terminal (a pdb prompt is no stall).
 	StallTimeout time.Duration
-	// OnStall is what a stall does beyond its report; the zero value,
-	// StallReport, only reports and keeps waiting.
+	// OnStall is what a stall does beyond its report (zero: StallReport).
 	OnStall StallAction
-	// RestartWait bounds the wait, before a restart, until the devices
-	// hold no more memory than before the failed attempt (0: no wait);
-	// when they still do, Run does not restart. MemUsed reads a device's
-	// memory in use (nil: ReadMemUsed).
+	// RestartWait bounds the wait before a restart until the devices hold
+	// no more memory than before the failed attempt (0: no wait); when they
+	// still do, Run does not restart. MemUsed reads a device's memory in
+	// use (nil: ReadMemUsed).
 	RestartWait time.Duration
 	MemUsed     MemUsed
 }
 
-// StallAuto is RunOptions.StallTimeout's "30 minutes unless on a
-// terminal" (--stall-timeout's default).
+// StallAuto is StallTimeout's "30 minutes unless on a terminal".
 const StallAuto time.Duration = -1
 
 // DefaultStallTimeout is the stall timeout of a job no terminal watches:
-// longer than NCCL's 10-minute watchdog, so that torch's own timeout
-// fires first where it has one, and than a checkpoint write or a
-// compilation that prints nothing.
+// longer than NCCL's 10-minute watchdog, a checkpoint or a compilation.
 const DefaultStallTimeout = 30 * time.Minute
 
-// StalledExitCode is Run's exit code for a job stopped because it
-// stalled (--on-stall stop, or restart with no restart left): timeout(1)'s,
-// apart from a crash's.
+// StalledExitCode is Run's exit code for a stalled job: timeout(1)'s.
 const StalledExitCode = 124
 
 // StallAction is what Run does about a stalled job (--on-stall).
 type StallAction string
 
-// The stall actions; StallActions lists them.
 const (
 	StallReport  StallAction = "report"
 	StallStop    StallAction = "stop"
@@ -161,8 +137,8 @@ func ParseStallAction(s string) (StallAction, error) {
 	return "", fmt.Errorf("launch: unknown stall action %q", s)
 }
 
-// execFailureCode is the exit status of a command that could not be run,
-// as a shell reports it: 127 when it does not exist, 126 otherwise.
+// execFailureCode is a shell's status for a command it could not run: 127
+// when it does not exist, 126 otherwise.
 func execFailureCode(err error) int {
 	if errors.Is(err, fs.ErrNotExist) { // also unix.ENOENT from exec
 		return 127
@@ -170,9 +146,8 @@ func execFailureCode(err error) int {
 	return 126
 }
 
-// lookPath finds file in the directories of path (a PATH value) as
-// execvp does: a name with a slash is used as is. It returns an error
-// wrapping fs.ErrNotExist when nothing executable is found.
+// lookPath finds file on path (a PATH value) as execvp does (a name with a
+// slash as is); an error wrapping fs.ErrNotExist when nothing is found.
 func lookPath(file, path string) (string, error) {
 	if strings.Contains(file, "/") {
 		if err := executable(file); err != nil {
@@ -199,8 +174,7 @@ func lookPath(file, path string) (string, error) {
 	return "", &notFound{file: file}
 }
 
-// notFound is lookPath's error for a name found on no PATH directory; it
-// is fs.ErrNotExist without repeating "file does not exist".
+// notFound is lookPath's fs.ErrNotExist for a name on no PATH directory.
 type notFound struct{ file string }
 
 func (e *notFound) Error() string { return e.file + ": executable file not found in PATH" }

@@ -20,58 +20,33 @@ import (
 	"github.com/amdrun/amdrun/internal/plan"
 )
 
+// Supported says whether Run can start workers on this system: only on
+// Linux (process groups, parent-death signals, affinity, flock leases).
+// Plans can be made anywhere.
+const Supported = true
+
 // drainTimeout bounds how long output is still read after a worker has
 // exited: a child it left behind may hold the pipe open.
 const drainTimeout = 2 * time.Second
 
 // Run starts the plan's workers and supervises them until every one has
-// exited and been reaped, and every process they started is gone. Each
-// worker runs under its guard (see Containment: amdrun re-executed from
-// Self, which also binds a bound rank), in its own process group, and
-// gets exactly its Rank's argv and env, plus TORCHELASTIC_RESTART_COUNT
-// (the attempt) and TORCHELASTIC_ERROR_FILE (a fresh file per rank and
-// attempt in a private directory Run removes at the end; a copy goes to
-// the log directory). Local rank 0 reads o.Stdin, unless that is the
-// terminal amdrun runs in the background of; the others read /dev/null.
-// A rank whose output is not prefixed writes straight to Stdout or Stderr
-// when that is a terminal and the stream goes to no log file; such a rank
-// runs in a session of its own, so that it reads and writes the terminal
-// free of job control, while Ctrl-C still reaches amdrun, which forwards
-// it. The job is contained as o.Contain says; nothing it starts outlives
-// it, even when amdrun is killed with SIGKILL.
-//
-// The first worker that exits non-zero makes Run send SIGTERM to every
-// other group and SIGKILL after Grace; a failure summary then goes to
-// Stderr (and to amdrun.log in the log directory): each failed rank with
-// the exception it recorded in its error file (torch's @record), else the
-// last lines of its stderr. While restarts are left, the
-// whole group starts again with TORCHELASTIC_RESTART_COUNT one higher.
-// The signals of RunOptions.Forward (by default SIGINT, SIGTERM, SIGHUP,
-// SIGQUIT, SIGUSR1 and SIGUSR2) are forwarded to every group (no other
-// signal, even when Signals delivers it; a signal
-// the process started with ignored, as under nohup, stays ignored); the
-// first four also end the run: every rank gets the whole Grace to finish
-// its handler before SIGKILL, and a rank that then dies of a signal or
-// exits 130, 143 or 128+the signal is counted as stopped, not failed (it
-// sends nobody SIGTERM). No restart follows, and one that comes while a
-// failed group is down prevents its restart; a second SIGINT kills at
-// once. The same ending signal again within a second is the same request
-// (GNU timeout signals amdrun, then its process group): not forwarded again. Cancelling ctx acts like SIGTERM. Every worker's command is
-// looked up before the first one starts.
-//
-// A console that goes away (EPIPE on Stdout or Stderr, SIGPIPE) does not
-// stop the job: the workers' output is still drained (into LogDir when
-// set) and Run keeps supervising to the end. For that, Run makes the
-// process catch SIGPIPE from then on (writes to a closed pipe return
-// EPIPE instead of killing it).
+// exited and been reaped, and every process they started is gone, however
+// amdrun ends (o.Contain). Each worker runs under its guard, in its own
+// process group, with exactly its Rank's argv and env plus
+// TORCHELASTIC_RESTART_COUNT and TORCHELASTIC_ERROR_FILE. The first worker
+// that fails gets the others SIGTERM, then SIGKILL after Grace, and a
+// failure summary; restarts follow while MaxRestarts allows. The signals
+// of Forward are forwarded, SIGINT, SIGTERM, SIGHUP and SIGQUIT also end
+// the run (cancelling ctx acts like SIGTERM). A console that goes away
+// does not stop the job (Run catches SIGPIPE from then on). The whole
+// behaviour, terminals and input included, is docs/supervision.md's.
 //
 // exitCode is 0 when every worker succeeded, else the first failing
-// worker's exit code, or 128+signal for a worker killed by a signal, or
-// 128+signal for a run ended by a signal that no worker failed from. err
-// is non-nil only when Run itself failed (a worker could not start: code
-// 127 when the command is not found, 126 otherwise; a log file could not
-// be created; the containment asked for is not permitted) or ctx ended
-// the run (ctx.Err()).
+// worker's code (128+signal when killed), or 128+signal for a run ended by
+// a signal no worker failed from. err is non-nil only when Run itself
+// failed (a worker could not start: code 127 when not found, 126
+// otherwise; a log file could not be made; the containment asked for is
+// not permitted) or ctx ended the run (ctx.Err()).
 func Run(ctx context.Context, p *plan.Plan, o RunOptions) (exitCode int, err error) {
 	if p == nil || len(p.Ranks) == 0 {
 		return 1, errors.New("launch: empty plan")
@@ -137,9 +112,8 @@ func Run(ctx context.Context, p *plan.Plan, o RunOptions) (exitCode int, err err
 	return s.attempts(ctx)
 }
 
-// catchSIGPIPE makes the process catch SIGPIPE for good, once however
-// often Run is called: a write to a closed console, even after Run (a
-// warning, an error line), then fails with EPIPE instead of turning the
+// catchSIGPIPE makes the process catch SIGPIPE for good: a write to a
+// closed console, even after Run, fails with EPIPE instead of turning the
 // job's exit code into 141.
 var catchSIGPIPE = sync.OnceFunc(func() { signal.Notify(make(chan os.Signal, 1), unix.SIGPIPE) })
 
@@ -155,11 +129,10 @@ func terminal(w io.Writer) *os.File {
 	return f
 }
 
-// handedStdin is the standard input local rank 0 gets: f, unless f is
-// amdrun's controlling terminal and amdrun runs in the background of it
-// (`amdrun ... &`): reading it there would take the shell's input (the
-// rank has a session of its own, out of the terminal's job control), so
-// the rank reads /dev/null (nil) instead.
+// handedStdin is local rank 0's standard input: f, unless f is amdrun's
+// controlling terminal and amdrun runs in its background (`amdrun ... &`),
+// where the rank, in a session of its own, would take the shell's input:
+// then /dev/null (nil).
 func handedStdin(f *os.File) *os.File {
 	if f == nil {
 		return nil
@@ -174,21 +147,14 @@ func handedStdin(f *os.File) *os.File {
 	return f
 }
 
-// notified are the forwarded signals that are not ignored: a signal the
-// process was started with ignored (nohup's SIGHUP) stays ignored, as
-// signal.Notify would otherwise install a handler for it.
+// notified are the forwarded signals not ignored at start (nohup's SIGHUP
+// stays ignored; signal.Notify would install a handler).
 func notified(forwarded []os.Signal) []os.Signal {
-	var out []os.Signal
-	for _, sig := range forwarded {
-		if !signal.Ignored(sig) {
-			out = append(out, sig)
-		}
-	}
-	return out
+	return slices.DeleteFunc(slices.Clone(forwarded), signal.Ignored)
 }
 
-// supervisor is the state of one Run. Only Run's goroutine touches it,
-// except the fields the wait goroutines send over channels.
+// supervisor is the state of one Run, touched only by Run's goroutine but
+// for what the wait goroutines send over channels.
 type supervisor struct {
 	plan        *plan.Plan
 	o           RunOptions
@@ -256,9 +222,8 @@ type group struct {
 	stalls   chan stallReport // the stall watch's reports; nil: no watch
 }
 
-// signal sends sig to the process group of every worker still running,
-// through its guard: the guard knows when the rank is gone, so a group id
-// that is no longer the rank's is never signalled.
+// signal sends sig to every running worker's group through its guard,
+// which knows when the rank is gone (a reused group id is never hit).
 func (g *group) signal(sig syscall.Signal) {
 	for _, w := range g.workers {
 		if !w.exited {
@@ -267,8 +232,7 @@ func (g *group) signal(sig syscall.Signal) {
 	}
 }
 
-// stop begins the shutdown: sig now, SIGKILL after grace. Calling it again
-// only forwards sig.
+// stop begins the shutdown (sig now, SIGKILL after grace); again, only sig.
 func (g *group) stop(sig syscall.Signal, grace time.Duration) {
 	g.signal(sig)
 	if !g.stopping {
@@ -335,10 +299,8 @@ func (s *supervisor) attempt(ctx context.Context, attempt int) (int, error) {
 	return 0, ctxErr
 }
 
-// commands are the guards' commands of attempt, one per rank. Every
-// command is looked up before any worker starts: a missing one is one
-// clear error (with the shell's exit code), not a group started only to
-// be stopped.
+// commands are attempt's guard commands, each looked up before any worker
+// starts (one clear error with the shell's code, not a group to stop).
 func (s *supervisor) commands(attempt int) ([]command, int, error) {
 	cmds := make([]command, len(s.plan.Ranks))
 	for i := range s.plan.Ranks {
@@ -354,10 +316,8 @@ func (s *supervisor) commands(attempt int) ([]command, int, error) {
 	return cmds, 0, nil
 }
 
-// attemptLogs makes attempt's log directory and each rank's log files (the
-// streams that go to files), so that one that cannot be made fails the
-// attempt before anything runs. Without a log layout all are nil. done
-// closes them; it is set even on error.
+// attemptLogs makes attempt's log directory and the ranks' log files
+// before anything runs (all nil without logs); done closes them, always.
 func (s *supervisor) attemptLogs(attempt int) (ad *attemptDir, logs [][2]*os.File, done func(), err error) {
 	logs = make([][2]*os.File, len(s.plan.Ranks))
 	done = func() {}
@@ -394,10 +354,8 @@ func (s *supervisor) attemptLogs(attempt int) (ad *attemptDir, logs [][2]*os.Fil
 	return ad, logs, done, nil
 }
 
-// startGroup starts every rank's guard into g and waits for each to
-// report its rank's pid (the guards start their ranks in parallel). A
-// rank that cannot start stops the ones started; its error and exit code
-// are returned.
+// startGroup starts every rank's guard into g and waits for their pids; a
+// rank that cannot start stops the others, its error and code returned.
 func (s *supervisor) startGroup(g *group, cmds []command, logs [][2]*os.File, exits chan exitEvent) (int, error) {
 	var startErr error
 	startCode := 0
@@ -424,8 +382,8 @@ func (s *supervisor) startGroup(g *group, cmds []command, logs [][2]*os.File, ex
 
 // supervise watches g until no worker runs: it records each exit, stops
 // the group at the first failure (root) or when ctx ends, forwards
-// signals and sends SIGKILL when the grace is over. first is the first
-// worker that failed, stopped or not.
+// signals and kills when the grace is over. first is the first worker
+// that failed, stopped or not.
 func (s *supervisor) supervise(ctx context.Context, g *group, exits chan exitEvent) (root, first *worker, ctxErr error) {
 	done := ctx.Done()
 	for g.running() > 0 {
@@ -470,11 +428,10 @@ func (s *supervisor) supervise(ctx context.Context, g *group, exits chan exitEve
 	return root, first, ctxErr
 }
 
-// endedByStop says whether w's end is the stop amdrun began (a failed
-// rank's SIGTERM, a forwarded signal, the SIGKILL after the grace), not a
-// failure of its own: while the group is being stopped, it died of a
-// signal, or exited 130 or 143 (how a handler for SIGINT or SIGTERM says
-// "interrupted") or 128+the signal amdrun forwarded.
+// endedByStop says whether w's end is the stop amdrun began, not a failure
+// of its own: while the group stops, it died of a signal or exited 130,
+// 143 (a SIGINT or SIGTERM handler's "interrupted") or 128+the signal
+// amdrun forwarded.
 func (s *supervisor) endedByStop(g *group, w *worker) bool {
 	if !g.stopping {
 		return false
@@ -483,8 +440,7 @@ func (s *supervisor) endedByStop(g *group, w *worker) bool {
 		(s.interrupted != 0 && w.code == 128+int(s.interrupted))
 }
 
-// endingPending takes the signals received while no group runs and says
-// whether one of them ends the run; the others have no worker to go to.
+// endingPending says whether a signal received while no group ran ends the run.
 func (s *supervisor) endingPending() bool {
 	for {
 		select {
@@ -509,16 +465,15 @@ func (s *supervisor) ending(ss syscall.Signal) bool {
 	return true
 }
 
-// sameRequest is how long after an ending signal the same signal again is
-// the same request: GNU timeout signals amdrun, then its process group,
-// microseconds apart (issue 31). It is not forwarded again, which would
-// start the ranks' handlers over, nor taken for a second Ctrl-C.
+// sameRequest is how long after an ending signal the same signal is the
+// same request: GNU timeout signals amdrun, then its process group,
+// microseconds apart (issue 31). It is neither forwarded again nor a
+// second Ctrl-C.
 const sameRequest = time.Second
 
-// onSignal forwards sig to every group; an ending signal stops the run and
-// a later SIGINT after a SIGINT kills at once. A signal not in Forward
-// (SIGCHLD, SIGURG, SIGWINCH from a caller's catch-all Signals channel) is
-// amdrun's own business, never the workers'.
+// onSignal forwards sig to every group; an ending signal stops the run,
+// and a SIGINT after a SIGINT kills at once. A signal not in Forward
+// (from a caller's catch-all Signals channel) is never the workers'.
 func (s *supervisor) onSignal(g *group, sig os.Signal) {
 	ss, ok := sig.(syscall.Signal)
 	switch {
@@ -534,10 +489,8 @@ func (s *supervisor) onSignal(g *group, sig os.Signal) {
 	}
 }
 
-// pump starts copying the worker's piped streams (reads; nil for one
-// that goes straight to the terminal) to the console (the streams in
-// console), its log files and its stderr tail; w.pumps closes when they
-// are done.
+// pump copies the worker's piped streams (reads; nil: the terminal) to the
+// console (those in console), its log files and its stderr tail.
 func (s *supervisor) pump(w *worker, reads, logs [2]*os.File, console Std) {
 	prefix := ""
 	if s.o.Prefix {
@@ -572,9 +525,7 @@ func (s *supervisor) pump(w *worker, reads, logs [2]*os.File, console Std) {
 // stdOf is the Std of stream k: 0 stdout, 1 stderr.
 func stdOf(k int) Std { return Std(1 << k) }
 
-// collect reads what local rank w.r.LocalRank recorded in its error file
-// in attempt k, keeps a copy in its log directory (ad; nil: none) and
-// parses it for the failure summary.
+// collect reads, keeps in the log directory (ad) and parses w's error file.
 func (s *supervisor) collect(w *worker, k int, ad *attemptDir) {
 	b := s.errs.read(k, w.r.LocalRank)
 	// Read once: the directory stays empty, for the guards and the keeper
@@ -596,9 +547,8 @@ func (s *supervisor) collect(w *worker, k int, ad *attemptDir) {
 	}
 }
 
-// attempts runs the attempts of a Run: the first, and a restart after
-// each failure while --max-restarts allows and the devices have let go
-// of the failed attempt's memory.
+// attempts runs the first attempt and a restart after each failure while
+// --max-restarts allows and the devices have let go of their memory.
 func (s *supervisor) attempts(ctx context.Context) (int, error) {
 	mem := newMemWatch(s.plan, s.o)
 	for attempt := 0; ; attempt++ {

@@ -10,39 +10,31 @@ import (
 	"github.com/amdrun/amdrun/internal/plan"
 )
 
-// Run is only supported on Linux; elsewhere it returns ErrNotSupported.
-func Run(ctx context.Context, p *plan.Plan, o RunOptions) (exitCode int, err error) {
-	return 1, ErrNotSupported
-}
+// Supported says whether Run can start workers on this system: only on
+// Linux (process groups, parent-death signals, affinity, flock leases).
+// Plans can be made anywhere.
+const Supported = false
 
-// ShimMain is only supported on Linux; elsewhere it reports
-// ErrNotSupported and returns 1.
-func ShimMain(args []string) int {
-	fmt.Fprintln(os.Stderr, ErrNotSupported)
-	return 1
-}
-
-// KeeperMain is only supported on Linux; elsewhere it reports
-// ErrNotSupported and returns 1.
-func KeeperMain(args []string) int {
-	fmt.Fprintln(os.Stderr, ErrNotSupported)
-	return 1
-}
-
-// ProbeContainment is only supported on Linux; elsewhere it returns
-// ErrNotSupported.
-func ProbeContainment(self string) (Containment, error) {
-	return ContainAuto, ErrNotSupported
-}
+// OwnCPUs is unknown off Linux: nil means every CPU of the host's NUMA
+// nodes (a plan made here describes another machine anyway).
+func OwnCPUs() []int { return nil }
 
 // Job is a running amdrun launch (Linux only).
 type Job struct{ PID, UID int }
 
-// FindJob is only supported on Linux.
-func FindJob(pid int) (Job, error) { return Job{}, ErrNotSupported }
+// Off Linux nothing runs: Run, ProbeContainment, FindJob and AskStacks
+// return ErrNotSupported, ShimMain and KeeperMain print it and return 1.
+func Run(ctx context.Context, p *plan.Plan, o RunOptions) (int, error) { return 1, ErrNotSupported }
+func ProbeContainment(self string) (Containment, error)                { return ContainAuto, ErrNotSupported }
+func FindJob(pid int) (Job, error)                                     { return Job{}, ErrNotSupported }
+func AskStacks(j Job, native bool) (string, error)                     { return "", ErrNotSupported }
+func ShimMain(args []string) int                                       { return notSupported() }
+func KeeperMain(args []string) int                                     { return notSupported() }
 
-// AskStacks is only supported on Linux.
-func AskStacks(j Job, native bool) (string, error) { return "", ErrNotSupported }
+func notSupported() int {
+	fmt.Fprintln(os.Stderr, ErrNotSupported)
+	return 1
+}
 
 // Elsewhere the modes are names only, for --contain to parse: a dry run
 // plans anywhere.

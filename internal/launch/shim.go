@@ -26,8 +26,7 @@ type shimArgs struct {
 }
 
 // parseShimArgs parses "--cpus LIST --mems LIST --mempolicy P [--guard
-// --hold N] -- argv..."; every flag is optional, "--" and a command are
-// not.
+// --hold N] -- argv..."; only "--" and a command are required.
 func parseShimArgs(args []string) (*shimArgs, error) {
 	sa := &shimArgs{policy: plan.MemNone}
 	for i := 0; i < len(args); i++ {
@@ -86,9 +85,8 @@ func ShimArgv(self string, cpus, mems []int, pol plan.MemPolicy, argv []string) 
 	return append(args, argv...)
 }
 
-// guardArgv is the argv of rank r's guard: the shim, binding when the
-// rank is bound, that stays to watch over the rank, holding hold files
-// (guardHoldFD and up) open.
+// guardArgv is the argv of rank r's guard: the shim, binding a bound rank,
+// staying to watch it and holding hold files from guardHoldFD.
 func guardArgv(self string, r *plan.Rank, hold int) []string {
 	args := []string{self, ShimArg}
 	if r.Bound() {

@@ -6,6 +6,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"syscall"
 	"unsafe"
@@ -16,38 +17,20 @@ import (
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
-// Memory policy modes of set_mempolicy(2) (linux/mempolicy.h); x/sys/unix
-// does not export them.
+// set_mempolicy(2) modes (linux/mempolicy.h), which x/sys/unix lacks.
 const (
 	mpolPreferred = 1
 	mpolBind      = 2
 )
 
-// ShimMain is the bind shim: args are what follows ShimArg on the command
-// line, "--cpus LIST --mems LIST --mempolicy bind|preferred|none [--guard
-// --hold N] -- argv...". It binds the calling thread
-// (sched_setaffinity, set_mempolicy; both survive fork and execve) and
-// replaces the process with argv, found on PATH, with the process's
-// environment. It returns only on failure: 2 for bad arguments, 1 when
-// binding fails, 127 when the command is not found and 126 when it cannot
-// be executed, after a one-line message on stderr.
-//
-// With --guard it stays, as the rank's guard (see Containment and the
-// protocol in proto_linux.go): guardCtlFD is its control pipe from
-// amdrun, guardReportFD its report pipe to amdrun, and N files from
-// guardHoldFD on are kept open until it exits. It makes itself not
-// dumpable, so that no process of the same user can ptrace it. It starts
-// argv as its child, in a process group of its own (a session of its own
-// when one of its standard streams is a terminal), and reports msgPid; it
-// reaps nothing until amdrun answers with ctlAck (so that amdrun can
-// still find the rank's pid in its own namespace). A ctlSignal sends its
-// signal to the rank's process group. When the rank exits, it SIGKILLs
-// whatever the rank left, its process group and every other descendant,
-// reaps them, reports msgStatus and exits with the rank's code
-// (128+signal when it was killed). When the control pipe closes first
-// (amdrun died), it does the same without waiting for the rank, and
-// removes the rank's error file (TORCHELASTIC_ERROR_FILE) and, once
-// empty, its directory.
+// ShimMain is the bind shim; args follow ShimArg: "--cpus LIST --mems
+// LIST --mempolicy bind|preferred|none [--guard --hold N] -- argv...". It
+// binds the calling thread (sched_setaffinity, set_mempolicy: both survive
+// fork and execve) and execs argv, found on PATH. It returns only on
+// failure, after a line on stderr: 2 for bad arguments, 1 when binding
+// fails, 127 when the command is not found, 126 when it cannot be run.
+// With --guard it stays as the rank's guard instead (see guard and
+// proto_linux.go).
 func ShimMain(args []string) int {
 	// Affinity and memory policy are per thread; the exec (or the fork of
 	// the rank) must happen on the thread that was bound.
@@ -84,14 +67,12 @@ func ShimMain(args []string) int {
 	return execFailureCode(err)
 }
 
-// guardSetup is what a guard does before anything can fail: no
-// descriptor but 0, 1 and 2 may reach the rank (its pipes and held files,
-// and whatever a keeper or amdrun let through: with a lease file a rank
-// could release its job's lease, with a report pipe end the job; issue
-// 36.1), a signal meant for amdrun (pkill amdrun) must not take the guard
-// away while its rank runs, and no process of the same user may ptrace
-// it (issue 26: one that froze the guard's threads kept the job alive
-// past amdrun's death). It keeps /proc open (keepProc).
+// guardSetup is what a guard does before anything can fail: no descriptor
+// but 0, 1 and 2 may reach the rank (with a lease file it could release
+// the job's lease, with a report pipe end the job; issue 36.1), a signal
+// meant for amdrun must not take the guard away, and no process of the
+// user may ptrace it (issue 26: freezing a guard's threads kept the job
+// alive past amdrun's death). It keeps /proc open (keepProc).
 func guardSetup() error {
 	if err := cloexecFrom(guardCtlFD); err != nil {
 		return err
@@ -106,8 +87,6 @@ func guardSetup() error {
 	return nil
 }
 
-// bind sets the calling thread's CPU affinity and memory policy as sa
-// says.
 func bind(sa *shimArgs) error {
 	if len(sa.cpus) > 0 {
 		var set unix.CPUSet
@@ -129,7 +108,6 @@ func bind(sa *shimArgs) error {
 	return nil
 }
 
-// setMempolicy sets the calling thread's memory policy to nodes.
 func setMempolicy(p plan.MemPolicy, nodes []int) error {
 	mode := mpolBind
 	if p == plan.MemPreferred {
@@ -154,10 +132,8 @@ func setMempolicy(p plan.MemPolicy, nodes []int) error {
 	return nil
 }
 
-// cloexecFrom marks every descriptor from fd on close-on-exec: they stay
-// open here and reach no program this process starts. close_range(2)
-// does it in one call (Linux 5.11); older kernels get a loop over
-// /proc/self/fd.
+// cloexecFrom marks every descriptor from fd on close-on-exec:
+// close_range(2) (Linux 5.11), else a loop over /proc/self/fd.
 func cloexecFrom(fd int) error {
 	err := unix.CloseRange(uint(fd), ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
 	if err != unix.ENOSYS && err != unix.EINVAL {
@@ -176,21 +152,18 @@ func cloexecFrom(fd int) error {
 }
 
 // dropSignals makes this process (a guard, a keeper) catch and drop the
-// signals amdrun forwards to the ranks itself, and SIGPIPE. One it was
-// started with ignored stays ignored, so that the rank inherits that too,
-// as a rank of amdrun under nohup always did.
+// signals amdrun forwards itself, and SIGPIPE; one ignored at start stays
+// ignored, for the rank to inherit (as under nohup).
 func dropSignals() {
-	var sigs []os.Signal
-	for _, sig := range append(append([]os.Signal(nil), DefaultSignals...), unix.SIGPIPE) {
-		if !signal.Ignored(sig) {
-			sigs = append(sigs, sig)
-		}
-	}
-	signal.Notify(make(chan os.Signal, 1), sigs...)
+	signal.Notify(make(chan os.Signal, 1), notified(append(slices.Clone(DefaultSignals), unix.SIGPIPE))...)
 }
 
-// guard starts the rank (path, sa.argv) and watches over it; see
-// ShimMain. It runs on the locked, bound thread.
+// guard, on the locked, bound thread, starts the rank as its child in a
+// group (or session, on a terminal) of its own, reports msgPid and reaps
+// nothing until ctlAck; it relays ctlSignal. When the rank exits it kills
+// and reaps whatever the rank left, reports msgStatus and exits with the
+// rank's code (128+signal); when the control pipe closes first (amdrun
+// died) it does the same at once and removes the error file directory.
 func guard(path string, sa *shimArgs) int {
 	ctl, rep := os.NewFile(guardCtlFD, "control"), os.NewFile(guardReportFD, "report")
 	// Orphans of the rank's tree come to us, wherever they went.
@@ -222,8 +195,7 @@ func guard(path string, sa *shimArgs) int {
 	return status.ExitStatus()
 }
 
-// startRank starts the rank as the guard's child, in a process group (or
-// a session) of its own, with a parent-death signal.
+// startRank starts the rank in a group (or session) of its own, Pdeathsig set.
 func startRank(path string, argv []string) (int, error) {
 	sys := &syscall.SysProcAttr{
 		// The rank's own group: amdrun's signals reach its children too.
@@ -247,9 +219,8 @@ func startRank(path string, argv []string) (int, error) {
 	})
 }
 
-// watchRank relays amdrun's control bytes to the rank (pid) until it
-// exits, and returns its wait status; ok is false when the control pipe
-// closed first (amdrun is gone).
+// watchRank relays amdrun's control bytes to the rank until it exits and
+// returns its wait status; ok is false when the control pipe closed first.
 func watchRank(pid int, ctl *os.File, chld <-chan os.Signal) (status unix.WaitStatus, ok bool) {
 	cmds := readBytes(ctl, 64)
 	acked, done := false, false
@@ -279,8 +250,7 @@ func watchRank(pid int, ctl *os.File, chld <-chan os.Signal) (status unix.WaitSt
 	return status, true
 }
 
-// onTerminal says whether one of this process's standard streams is a
-// terminal: amdrun hands a rank its terminal (see Run).
+// onTerminal says whether a standard stream is a terminal (see Run).
 func onTerminal() bool {
 	for fd := 0; fd < 3; fd++ {
 		if _, err := unix.IoctlGetTermios(fd, unix.TCGETS); err == nil {
@@ -290,8 +260,7 @@ func onTerminal() bool {
 	return false
 }
 
-// abandonErrorFile removes the ranks' error files, which amdrun, gone,
-// will not read, and their directory: the guards leave nothing behind.
+// abandonErrorFile removes the error files amdrun, gone, will not read.
 func abandonErrorFile() {
 	f := os.Getenv(EnvErrorFile)
 	if f == "" {

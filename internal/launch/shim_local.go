@@ -9,12 +9,10 @@ import (
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
-// Per-rank binding under torch's elastic agent (issue 23). The agent
-// starts every worker itself, so amdrun cannot bind each one as it
-// starts it; instead the agent runs the shim as its --no_python
-// entrypoint with every local rank's CPUs and memory nodes
-// ("--local-cpus 0-3/4-7 --local-mems 0/0"), and the shim picks the
-// LOCAL_RANK-th, binds, and execs the worker, as for amdrun's own ranks.
+// Per-rank binding under torch's elastic agent (issue 23), which starts
+// every worker itself: it runs the shim as its --no_python entrypoint with
+// every local rank's lists ("--local-cpus 0-3/4-7 --local-mems 0/0"), and
+// the shim binds the LOCAL_RANK-th and execs the worker.
 
 // localSep separates the local ranks' lists in --local-cpus and
 // --local-mems (CPU lists hold commas and dashes, never a slash).
@@ -40,9 +38,8 @@ func LocalShimArgs(p *plan.Plan) []string {
 	return []string{"--local-cpus", strings.Join(cpus, localSep), "--local-mems", strings.Join(mems, localSep), "--mempolicy", string(pol)}
 }
 
-// parseLocalLists parses a --local-cpus or --local-mems value: one list
-// per local rank, separated by localSep; an empty list leaves that rank
-// unbound.
+// parseLocalLists parses --local-cpus or --local-mems: a list per local
+// rank, separated by localSep (empty: that rank unbound).
 func parseLocalLists(v string) ([][]int, error) {
 	parts := strings.Split(v, localSep)
 	out := make([][]int, len(parts))

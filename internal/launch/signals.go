@@ -10,17 +10,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// DefaultSignals are the signals Run forwards when RunOptions.Forward is
-// nil (ForwardedSignals): torchrun's default --signals-to-handle
-// (SIGTERM, SIGINT, SIGHUP, SIGQUIT) and the two Slurm sends before
-// preemption (SIGUSR1, SIGUSR2).
+// DefaultSignals are Run's forwarded signals when Forward is nil: torchrun's
+// default --signals-to-handle, and SIGUSR1, SIGUSR2 (Slurm's preemption).
 var DefaultSignals = signalsNamed(ForwardedSignals)
 
-// stopSignals are the signals of StopSignals.
 var stopSignals = signalsNamed(StopSignals)
 
-// signalsNamed are the signals of names ("SIGINT", ...); a name the
-// kernel does not know is a bug in the list, and panics at start.
+// signalsNamed are names' signals; an unknown name panics at start.
 func signalsNamed(names []string) []os.Signal {
 	out := make([]os.Signal, len(names))
 	for i, n := range names {
@@ -34,16 +30,13 @@ func signalsNamed(names []string) []os.Signal {
 }
 
 // unforwardable are signals that cannot be caught (SIGKILL, SIGSTOP) or
-// that the Go runtime or amdrun's supervision needs (SIGCHLD, SIGURG,
-// SIGPIPE, SIGSEGV...): torchrun's signal.signal fails on the first two,
-// and forwarding the others would break amdrun.
+// that the Go runtime or amdrun's supervision needs.
 var unforwardable = []syscall.Signal{unix.SIGKILL, unix.SIGSTOP, unix.SIGCHLD, unix.SIGURG, unix.SIGPIPE,
 	unix.SIGSEGV, unix.SIGBUS, unix.SIGFPE, unix.SIGILL, unix.SIGTRAP, unix.SIGABRT, unix.SIGPROF}
 
-// ParseSignals reads torchrun's --signals-to-handle: a comma-separated
-// list of signal names, with or without "SIG", any case ("SIGTERM,usr1").
-// A name that is not a signal, a signal amdrun cannot forward and an
-// empty list are errors.
+// ParseSignals reads torchrun's --signals-to-handle: comma-separated
+// signal names, with or without "SIG", any case. A name that is not a
+// signal, one amdrun cannot forward and an empty list are errors.
 func ParseSignals(list string) ([]os.Signal, error) {
 	var out []os.Signal
 	for _, name := range strings.Split(list, ",") {
@@ -71,10 +64,9 @@ func ParseSignals(list string) ([]os.Signal, error) {
 	return out, nil
 }
 
-// PrefixFromTemplate expands torchrun's TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE
-// for one rank as Python's string.Template.safe_substitute does: $role_name,
-// $rank and $local_rank (also as ${name}) are replaced, $$ is a dollar,
-// and anything else is kept as written.
+// PrefixFromTemplate expands TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE for one
+// rank as Python's string.Template.safe_substitute: $role_name, $rank and
+// $local_rank (also ${name}) are replaced, $$ is a dollar, all else kept.
 func PrefixFromTemplate(tmpl, role string, rank, localRank int) string {
 	vars := map[string]string{"role_name": role, "rank": fmt.Sprint(rank), "local_rank": fmt.Sprint(localRank)}
 	var b strings.Builder
@@ -114,8 +106,7 @@ func PrefixFromTemplate(tmpl, role string, rank, localRank int) string {
 	return b.String()
 }
 
-// isIdentByte says whether c may be byte i of a Python identifier
-// (string.Template's default idpattern, ASCII only).
+// isIdentByte says whether c may be byte i of an ASCII Python identifier.
 func isIdentByte(c byte, i int) bool {
 	return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (i > 0 && c >= '0' && c <= '9')
 }

@@ -9,17 +9,10 @@ import (
 	"strings"
 )
 
-// The ranks' Python stacks, merged the way LLNL's STAT merges MPI ranks:
-// ranks whose stacks are the same form one group, printed once with its
-// rank list, the biggest group first and the odd ones last (issue 33).
-// Each rank writes its stacks with faulthandler (see stackBootstrap), so
-// what is parsed here is faulthandler's text:
-//
-//	Thread 0x00007f3a... (most recent call first):
-//	  File "/tmp/train.py", line 14 in main
-//	  File "/tmp/train.py", line 20 in <module>
-//
-// Everything here is pure; stacks_linux.go asks the ranks.
+// The ranks' Python stacks (faulthandler's text, see stackBootstrap),
+// merged as LLNL's STAT merges MPI ranks: ranks with the same stacks form
+// one group, printed once with its rank list, the biggest first, the odd
+// ones last (issue 33). Pure; stacks_linux.go asks the ranks.
 
 // ErrNotOwner is AskStacks' refusal of another user's job.
 var ErrNotOwner = errors.New("only the job's owner or root can take its stacks")
@@ -33,12 +26,11 @@ type Frame struct {
 
 func (f Frame) String() string { return fmt.Sprintf("File %q, line %d in %s", f.File, f.Line, f.Func) }
 
-// Thread is one thread's frames, the most recent call first; thread ids
-// are left out, so that the same stack in two ranks compares equal.
+// Thread is one thread's frames, most recent call first (no thread id, so
+// that the same stack in two ranks compares equal).
 type Thread []Frame
 
-// RankStacks is what one rank answered: faulthandler's dump, or ""
-// when it did not answer in time.
+// RankStacks is one rank's answer: faulthandler's dump ("": none in time).
 type RankStacks struct {
 	Rank int
 	Dump string
@@ -54,9 +46,8 @@ type StackGroup struct {
 	NoAnswer bool
 }
 
-// ParseDump reads faulthandler's dump of every thread, less the
-// bootstrap's own. Lines it does not know ("  ...", a garbage collector
-// note) are skipped; it never fails.
+// ParseDump reads faulthandler's dump of every thread but the bootstrap's,
+// skipping lines it does not know; it never fails.
 func ParseDump(dump string) []Thread {
 	var out []Thread
 	cur := -1
@@ -78,8 +69,7 @@ func ParseDump(dump string) []Thread {
 	})
 }
 
-// listenFunc is the function of stackBootstrap's thread that takes the
-// signal.
+// listenFunc is the function of stackBootstrap's thread that takes the signal.
 const listenFunc = "_amdrun_listen"
 
 // parseFrame reads `PATH", line N in FUNC`.
@@ -97,8 +87,7 @@ func parseFrame(s string) (Frame, bool) {
 	return Frame{File: s[:i], Line: n, Func: fn}, true
 }
 
-// key is what two ranks must share to be in one group: their threads,
-// in any order.
+// key is what two ranks share in one group: their threads, in any order.
 func key(ts []Thread) string {
 	parts := make([]string, len(ts))
 	for i, t := range ts {
@@ -114,8 +103,8 @@ func key(ts []Thread) string {
 }
 
 // MergeStacks groups the ranks by their stacks: the biggest group first
-// (ties: the one with the lowest rank), the ranks that did not answer
-// last. Every group smaller than the biggest is Odd.
+// (ties: the lowest rank), the ranks that did not answer last; every group
+// smaller than the biggest is Odd.
 func MergeStacks(ranks []RankStacks) []StackGroup {
 	var groups []StackGroup
 	var silent StackGroup
@@ -155,8 +144,7 @@ func MergeStacks(ranks []RankStacks) []StackGroup {
 	return groups
 }
 
-// collectives are the torch.distributed calls a rank waits in for its
-// peers.
+// collectives are the torch.distributed calls a rank waits in for peers.
 var collectives = map[string]bool{
 	"all_reduce": true, "all_gather": true, "all_gather_into_tensor": true, "all_gather_object": true,
 	"reduce_scatter": true, "reduce_scatter_tensor": true, "broadcast": true, "broadcast_object_list": true,
@@ -166,10 +154,10 @@ var collectives = map[string]bool{
 	"_allgather_base": true, "_reduce_scatter_base": true,
 }
 
-// Where says where a group's ranks are: the collective they wait in
-// ("" when none) and the innermost frame of their own code (outside
-// torch), in the thread that waits, else the last thread listed (the
-// main thread: faulthandler lists the newest thread first).
+// Where says where a group's ranks are: the collective they wait in ("":
+// none) and the innermost frame of their own code (outside torch), in the
+// thread that waits, else the last listed (faulthandler lists the main
+// thread last).
 func (g StackGroup) Where() (collective string, at Frame) {
 	if len(g.Threads) == 0 {
 		return "", Frame{}
@@ -193,8 +181,7 @@ func (g StackGroup) Where() (collective string, at Frame) {
 	return collective, Frame{}
 }
 
-// inCollective finds the outermost torch.distributed collective of t
-// and the index just past it (0 when none).
+// inCollective is t's outermost collective and the index past it (0: none).
 func inCollective(t Thread) (string, int) {
 	name, past := "", 0
 	for i, f := range t {
@@ -205,9 +192,9 @@ func inCollective(t Thread) (string, int) {
 	return name, past
 }
 
-// Suspects are the ranks of the smallest odd groups (a rank that did not
-// answer is one) and the ranks that wait in no collective while others
-// do; nil when every rank is alike.
+// Suspects are the ranks of the smallest odd groups (those that did not
+// answer too) and those that wait in no collective while others do; nil
+// when every rank is alike.
 func Suspects(groups []StackGroup) []int {
 	var out []int
 	smallest := 0
@@ -280,8 +267,7 @@ func (g StackGroup) Headline(total int) string {
 	return h + ":"
 }
 
-// WriteStacks prints the merged groups: a headline per group and its
-// threads, most recent call first.
+// WriteStacks prints each group's headline and threads, most recent call first.
 func WriteStacks(w io.Writer, groups []StackGroup) error {
 	total := 0
 	for _, g := range groups {

@@ -21,18 +21,16 @@ import (
 	"github.com/amdrun/amdrun/internal/printable"
 )
 
-// StackSignal is the signal that makes a rank write its stacks:
-// SIGRTMIN+7 as glibc and Python number it (glibc keeps the first two
-// real-time signals for itself, so SIGRTMIN is 34), a real-time signal
-// no library of the Python/torch stack uses.
+// StackSignal makes a rank write its stacks: SIGRTMIN+7 as glibc and
+// Python number it (SIGRTMIN is 34), a real-time signal no library of the
+// Python/torch stack uses.
 const StackSignal = unix.Signal(34 + 7)
 
-// stackAnswerTimeout bounds the wait for the ranks' stacks: a rank that
-// is stopped, or not Python, does not answer.
+// stackAnswerTimeout bounds the wait for the ranks' stacks (a stopped or
+// non-Python rank does not answer).
 const stackAnswerTimeout = 700 * time.Millisecond
 
-// The names the bootstrap and the ranks are given in the job's private
-// directory (errorDir), which emptyErrorDir removes.
+// The names the bootstrap and the ranks are given in the errorDir.
 const (
 	bootstrapFile = "sitecustomize.py"
 	// pycacheFile is a plain file where Python would make the bootstrap's
@@ -51,8 +49,7 @@ func ownFile(name string) bool {
 		name == bootstrapFile || name == pycacheFile || name == ctlSocket || name == errorOwnerFile
 }
 
-// stacker asks the ranks of the running attempt for their stacks; the
-// stall watch and `amdrun stacks` (through the control socket) share it.
+// stacker asks the ranks for their stacks (stall watch, `amdrun stacks`).
 type stacker struct {
 	mu      sync.Mutex
 	errs    *errorDir
@@ -78,7 +75,6 @@ func (st *stacker) cpuGrew(pid int) bool {
 	return seen && u+k > before
 }
 
-// writeBootstrap puts the bootstrap into the errorDir.
 func (e *errorDir) writeBootstrap() error {
 	for _, n := range []struct{ name, text string }{{bootstrapFile, stackBootstrap}, {pycacheFile, ""}} {
 		f, err := createIn(e.fd, n.name)
@@ -96,9 +92,8 @@ func (e *errorDir) writeBootstrap() error {
 	return nil
 }
 
-// stackEnv adds to a rank's env what the bootstrap and the heartbeat
-// need: the errorDir first on PYTHONPATH, the stack files' prefix, the
-// signal, and AMDRUN_HEARTBEAT.
+// stackEnv adds to a rank's env what the bootstrap and the heartbeat need
+// (PYTHONPATH, AMDRUN_STACKS*, AMDRUN_HEARTBEAT).
 func (e *errorDir) stackEnv(env []string, attempt, rank int) []string {
 	pp := e.dir
 	if old, ok := envlist.Lookup(env, "PYTHONPATH"); ok && old != "" {
@@ -115,7 +110,6 @@ const EnvHeartbeat = "AMDRUN_HEARTBEAT"
 
 func heartbeatFile(attempt, rank int) string { return fmt.Sprintf("heartbeat.%d.%d", attempt, rank) }
 
-// begin points the stacker at attempt's guards.
 func (st *stacker) begin(attempt int, g *group) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -128,16 +122,14 @@ func (st *stacker) begin(attempt int, g *group) {
 	}
 }
 
-// target is one registered rank process: its stack file and pid.
 type target struct {
 	rank int
 	file string
 	pid  int // as amdrun sees it
 }
 
-// targets finds the attempt's registered rank processes that still run:
-// a stack file names the rank's pid in the job's namespace, matched to
-// amdrun's pid through the NSpid line of the guards' descendants.
+// targets finds the attempt's registered rank processes still running: a
+// stack file's pid (the job's namespace) matched by the NSpid of amdrun's.
 func (st *stacker) targets() []target {
 	byNS := map[int]int{}
 	for _, g := range st.guards {
@@ -167,23 +159,17 @@ func (st *stacker) targets() []target {
 	return out
 }
 
-// blocks says whether the /proc/PID/status text says the process (its
-// main thread) blocks sig (its SigBlk mask).
+// blocks says whether a status text's SigBlk mask blocks sig.
 func blocks(status []byte, sig unix.Signal) bool {
-	for _, l := range strings.Split(string(status), "\n") {
-		if v, ok := strings.CutPrefix(l, "SigBlk:"); ok {
-			mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			return err == nil && mask&(1<<(uint(sig)-1)) != 0
-		}
-	}
-	return false
+	v, _ := statusLine(status, "SigBlk")
+	mask, err := strconv.ParseUint(v, 16, 64)
+	return err == nil && mask&(1<<(uint(sig)-1)) != 0
 }
 
-// take signals every registered rank and returns what each wrote, one
-// entry per rank (the expected ones that did not answer with an empty
-// Dump), by rank. busy says a rank that did not answer used CPU since
-// the take before (it holds the GIL in C code: loading torch's library
-// took over 5 s on a loaded machine).
+// take signals every registered rank and returns each rank's dump, by rank
+// (an empty Dump for an expected rank that did not answer). busy: a rank
+// that did not answer used CPU since the last take (in C code holding the
+// GIL: loading torch's library took over 5 s on a loaded machine).
 func (st *stacker) take() (_ []RankStacks, busy bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -224,9 +210,8 @@ func (st *stacker) take() (_ []RankStacks, busy bool) {
 	return out, busy
 }
 
-// readDumps waits until each file holds a whole dump (not empty and
-// unchanged for two polls: faulthandler writes it at once, in its signal
-// handler) or the deadline passes, and returns what each holds.
+// readDumps waits until each file holds a whole dump (not empty, unchanged
+// for two polls) or the deadline passes, and returns what each holds.
 func readDumps(files []*os.File, deadline time.Time) []string {
 	out := make([]string, len(files))
 	size := make([]int64, len(files))
@@ -261,8 +246,8 @@ func readDumps(files []*os.File, deadline time.Time) []string {
 	return out
 }
 
-// heartbeats is the latest time a rank of the attempt touched its
-// heartbeat file; zero when none did.
+// heartbeats is when a rank of the attempt last touched its heartbeat
+// file; zero when none did.
 func (st *stacker) heartbeats() time.Time {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -280,13 +265,11 @@ func (st *stacker) heartbeats() time.Time {
 	return last
 }
 
-// nativeTimeout bounds one rank's py-spy dump: `amdrun stacks` waits
-// 10 s for the whole answer.
+// nativeTimeout bounds one rank's py-spy dump (`amdrun stacks` waits 10 s).
 const nativeTimeout = 5 * time.Second
 
-// native appends each rank's native stacks, read by py-spy (its
-// `dump --native`, run on every rank at once) where py-spy is on the
-// job's PATH; a rank py-spy cannot read says why in one line.
+// native appends each rank's native stacks from py-spy (`dump --native` on
+// every rank at once), where it is on the job's PATH.
 func (st *stacker) native(w io.Writer) {
 	spy, err := exec.LookPath("py-spy")
 	if err != nil {

@@ -22,9 +22,8 @@ type Job struct {
 	dir string
 }
 
-// RunningJobs lists the running amdrun launches whose private directory
-// is in this process's temporary directory or /tmp (where Run makes
-// it), this user's or, for root, anyone's.
+// RunningJobs lists the running launches whose private directory is in
+// errorDirBase or /tmp: this user's, or for root anyone's.
 func RunningJobs() []Job {
 	var out []Job
 	seen := map[string]bool{}
@@ -65,8 +64,9 @@ func FindJob(pid int) (Job, error) {
 	}
 	switch {
 	case pid != 0:
-		if uid, ok := procOwner(pid); ok && uid != me && me != 0 {
-			return Job{}, fmt.Errorf("pid %d belongs to %s: %w", pid, userName(uid), ErrNotOwner)
+		var st syscall.Stat_t
+		if syscall.Stat(fmt.Sprintf("/proc/%d", pid), &st) == nil && int(st.Uid) != me && me != 0 {
+			return Job{}, fmt.Errorf("pid %d belongs to %s: %w", pid, userName(int(st.Uid)), ErrNotOwner)
 		}
 		return Job{}, fmt.Errorf("no running amdrun job has pid %d", pid)
 	case len(mine) == 0:
@@ -81,14 +81,6 @@ func FindJob(pid int) (Job, error) {
 	return mine[0], nil
 }
 
-func procOwner(pid int) (int, bool) {
-	var st syscall.Stat_t
-	if syscall.Stat(fmt.Sprintf("/proc/%d", pid), &st) != nil {
-		return 0, false
-	}
-	return int(st.Uid), true
-}
-
 func userName(uid int) string {
 	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
 		return "user " + u.Username
@@ -96,9 +88,8 @@ func userName(uid int) string {
 	return fmt.Sprintf("uid %d", uid)
 }
 
-// AskStacks asks job for every rank's stacks, merged (WriteStacks' text);
-// native adds each rank's native frames through py-spy, where the job
-// finds it.
+// AskStacks asks job for every rank's stacks (WriteStacks' text); native
+// adds native frames through py-spy, where the job finds it.
 func AskStacks(j Job, native bool) (string, error) {
 	c, err := net.DialTimeout("unix", filepath.Join(j.dir, ctlSocket), 2*time.Second)
 	if err != nil {

@@ -13,27 +13,24 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// stallReport is what the stall watch found: the merged stacks of the
-// last sample and how long nothing moved.
+// stallReport is what the stall watch found: the last sample's merged
+// stacks and how long nothing moved.
 type stallReport struct {
 	groups   []StackGroup
 	suspects []int
 	quiet    time.Duration
 }
 
-// sampleEvery is how often the stall watch samples the ranks' stacks for
-// a stall timeout: a twentieth of it (a stall is then found within 5%
-// of the timeout, plus one sample), at least 100 ms, at most a minute.
+// sampleEvery is how often the stall watch samples: a twentieth of the
+// timeout (a stall is found within 5% of it), between 100 ms and a minute.
 func sampleEvery(timeout time.Duration) time.Duration {
 	return min(max(timeout/20, 100*time.Millisecond), time.Minute)
 }
 
 // watchStalls runs while an attempt's group does: every sampleEvery it
-// asks every rank for its stacks and sends a report to out when, for
-// StallTimeout, no rank wrote output, touched its heartbeat or changed
-// its stacks, no rank was importing a module and no rank that could not
-// answer used CPU. It reports once per
-// stall: again only after progress.
+// takes every rank's stacks, and reports to out when for StallTimeout no
+// rank wrote output, touched its heartbeat, changed its stacks or was
+// importing, and no silent rank used CPU. Once per stall.
 func (s *supervisor) watchStalls(stop <-chan struct{}, out chan<- stallReport) {
 	timeout := s.o.StallTimeout
 	tick := time.NewTicker(sampleEvery(timeout))
@@ -82,11 +79,10 @@ func (s *supervisor) watchStalls(stop <-chan struct{}, out chan<- stallReport) {
 	}
 }
 
-// importing says whether a thread is importing a module: its innermost
-// frame is importlib's. Loading torch's C library is one call with no
-// Python frame changing and no output, which took over 5 s on a loaded
-// machine and takes minutes from a cold network filesystem: a rank that
-// loads is no stalled one.
+// importing says whether a thread is importing a module (its innermost
+// frame is importlib's): loading torch's C library changes no frame and
+// prints nothing, for 5 s on a loaded machine and minutes from a cold
+// network filesystem, and is no stall.
 func importing(ts []Thread) bool {
 	for _, t := range ts {
 		if len(t) > 0 && strings.HasPrefix(t[0].File, "<frozen importlib") {
@@ -97,8 +93,7 @@ func importing(ts []Thread) bool {
 }
 
 // onStall reports a stall on the console and in the log directory and
-// acts as OnStall says: stop or restart the group (the attempt then ends
-// as stalled), or only report.
+// acts as OnStall says (stop or restart the group, or only report).
 func (s *supervisor) onStall(g *group, rep stallReport, attempt int) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "amdrun: the job stalled: no rank wrote output, touched %s or changed its stack for %s", EnvHeartbeat, rep.quiet.Round(100*time.Millisecond))
@@ -131,8 +126,7 @@ func (s *supervisor) onStall(g *group, rep stallReport, attempt int) {
 	}
 }
 
-// stallLine is the failure summary's headline for an attempt ended by a
-// stall.
+// stallLine is the failure summary's headline for a stalled attempt.
 func (s *supervisor) stallLine(attempt int) string {
 	l := fmt.Sprintf("amdrun: stalled (attempt %d of %d): no progress for %s", attempt+1, s.plan.MaxRestarts+1, s.stall.quiet.Round(100*time.Millisecond))
 	if len(s.stall.suspects) > 0 {
@@ -141,10 +135,9 @@ func (s *supervisor) stallLine(attempt int) string {
 	return l
 }
 
-// serveStacks answers `amdrun stacks` on the control socket in the
-// job's private directory (mode 0700: only this user, and root, reach
-// it) until the listener closes. A peer that is neither this user nor
-// root is refused all the same.
+// serveStacks answers `amdrun stacks` on the control socket in the job's
+// private directory (0700) until the listener closes; a peer neither this
+// user nor root is refused all the same.
 func (s *supervisor) serveStacks() (stop func()) {
 	path := filepath.Join(s.errs.dir, ctlSocket)
 	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
@@ -184,7 +177,6 @@ func (s *supervisor) answerStacks(c *net.UnixConn) {
 	fmt.Fprintf(c, "ok\n%s", b.String())
 }
 
-// peerUID is the uid of the process at the other end of c.
 func peerUID(c *net.UnixConn) (int, bool) {
 	raw, err := c.SyscallConn()
 	if err != nil {

@@ -11,7 +11,6 @@ import (
 // 0 none, 1 stdout, 2 stderr, 3 both.
 type Std int
 
-// The streams of Std.
 const (
 	StdNone Std = 0
 	StdOut  Std = 1
@@ -19,16 +18,14 @@ const (
 	StdAll  Std = StdOut | StdErr
 )
 
-// StreamNames say what each value of -r/--redirects and -t/--tee covers,
-// by value (0 none ... 3 both): the one list, which ParseStreams' error
-// and the flags' help and completion read.
+// StreamNames name each value of -r and -t (0 none ... 3 both): the one
+// list ParseStreams' error and the flags' help and completion read.
 var StreamNames = []string{StdNone: "none", StdOut: "stdout", StdErr: "stderr", StdAll: "both"}
 
 // ErrStreams is wrapped by ParseStreams's errors.
 var ErrStreams = errors.New("want 0-3 (" + StreamValues() + ") or LOCAL_RANK:0-3 pairs such as 0:3,1:0")
 
-// StreamValues are StreamNames as a list of values: "0 none, 1 stdout,
-// 2 stderr, 3 both".
+// StreamValues are StreamNames as "0 none, 1 stdout, 2 stderr, 3 both".
 func StreamValues() string {
 	parts := make([]string, len(StreamNames))
 	for v, n := range StreamNames {
@@ -37,9 +34,8 @@ func StreamValues() string {
 	return strings.Join(parts, ", ")
 }
 
-// Streams says which streams of each local rank a setting covers:
-// torchrun's -r/--redirects and -t/--tee values. The zero value covers
-// nothing.
+// Streams says which streams of each local rank torchrun's -r or -t value
+// covers; the zero value covers nothing.
 type Streams struct {
 	// All applies to every local rank PerRank does not name.
 	All Std
@@ -50,10 +46,9 @@ type Streams struct {
 }
 
 // ParseStreams parses a torchrun -r/-t value: "0" to "3" for every local
-// rank, or comma-separated LOCAL_RANK:STD pairs. torchrun's own pattern
-// allows one-digit local ranks only; larger ones are accepted here. An
-// empty value is StdNone (torchrun's default "0"). Any other value gives
-// an error wrapping ErrStreams.
+// rank, or comma-separated LOCAL_RANK:STD pairs (local ranks of more than
+// one digit too). "" is StdNone; any other value gives an error wrapping
+// ErrStreams.
 func ParseStreams(s string) (Streams, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {

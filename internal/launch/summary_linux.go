@@ -11,9 +11,8 @@ import (
 	"github.com/amdrun/amdrun/internal/plan"
 )
 
-// exitStatus is the shell's view of a rank's end: the exit code, or
-// 128+signal with the signal. It is the rank's own status as its guard
-// reported it, or else the guard's.
+// exitStatus is a shell's view of a rank's end (code, or 128+signal, and
+// the signal): as its guard reported it, else the guard's own.
 func exitStatus(ev exitEvent) (int, syscall.Signal) {
 	ws := ev.status
 	if !ev.reported {
@@ -31,9 +30,8 @@ func exitStatus(ev exitEvent) (int, syscall.Signal) {
 	return ws.ExitStatus(), 0
 }
 
-// limitHint names the resource limit behind a failed start, for the
-// error: fork and clone fail with EAGAIN at the process limit, opening
-// pipes and logs with EMFILE at the descriptor limit (issue 26).
+// limitHint names the resource limit behind a failed start (issue 26):
+// EAGAIN from fork at the process limit, EMFILE at the descriptor limit.
 func limitHint(err error) string {
 	switch {
 	case errors.Is(err, unix.EAGAIN):
@@ -44,23 +42,20 @@ func limitHint(err error) string {
 	return ""
 }
 
-// summary writes the failed workers of an attempt to Stderr, the root
-// cause first. notStarted counts the ranks a failed start left unstarted
-// (they are neither failed nor stopped).
+// summary writes an attempt's failed workers to Stderr, the root cause
+// first; notStarted counts the ranks a failed start left unstarted.
 func (s *supervisor) summary(g *group, root *worker, attempt, notStarted int) {
 	var failed []*worker
 	if root != nil {
 		failed = append(failed, root)
 	}
+	stopped := 0
 	for _, w := range g.workers {
 		if w.code != 0 && w != root {
 			failed = append(failed, w)
-		}
-	}
-	stopped := 0
-	for _, w := range failed {
-		if w.stopped && w != root {
-			stopped++
+			if w.stopped {
+				stopped++
+			}
 		}
 	}
 	var b strings.Builder
@@ -129,9 +124,7 @@ func (s *supervisor) summary(g *group, root *worker, attempt, notStarted int) {
 }
 
 // interpreterHint names the ranks' program when a failed rank's stderr
-// ends in Python's own words for a missing module or script: the
-// interpreter was likely not the one meant (issue 22: a python3 without
-// torch first on PATH); "" otherwise.
+// ends in Python's words for a missing module or script (issue 22).
 func interpreterHint(failed []*worker) string {
 	for _, w := range failed {
 		for _, l := range w.tail.get() {
@@ -143,8 +136,7 @@ func interpreterHint(failed []*worker) string {
 	return ""
 }
 
-// devicesOf names a rank's devices in a message: "device 3", "devices
-// 0,1,6,7", or "cpu" for a rank without a device.
+// devicesOf names a rank's devices: "device 3", "devices 0,1,6,7" or "cpu".
 func devicesOf(r *plan.Rank) string {
 	switch len(r.Devices) {
 	case 0:

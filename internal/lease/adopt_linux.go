@@ -10,9 +10,9 @@ import (
 )
 
 // adoption is lease init taking over the directory jobs made in the
-// degraded mode (issue 31: lease init refused it, and the advice was to
-// remove it by hand). Everything it judged stays open and write-locked
-// until close, so that no job leases a device or queues meanwhile.
+// degraded mode (issue 31: it was refused, to be removed by hand). All it
+// judged stays open and write-locked until close, so that no job leases
+// or queues meanwhile.
 type adoption struct {
 	dfd    int
 	path   string
@@ -39,16 +39,12 @@ func (a *adoption) close() {
 	}
 }
 
-// adoptDegraded makes root's the directory open as dfd (st: writable by
-// every user, as jobs make it in the degraded mode) when it can prove it
-// is amdrun's: it holds the node lock or a lease file, and nothing but
-// the empty lock files, notice markers and queue tickets amdrun makes,
-// none of them locked by a job. Then the directory becomes root's, 0755
-// (no other user can add, remove or rename anything in it), each file
-// another user made is replaced by root's (never changed in place), and a
-// queue another user made by root's, its stale tickets removed. What it
-// cannot prove is amdrun's is refused as notOurs, changing nothing; a
-// locked file, with an error wrapping ErrBusy naming its holder.
+// adoptDegraded makes root's, 0755, the world-writable directory dfd (st)
+// when it can prove it amdrun's: the node lock or a lease file, and
+// nothing but what jobs make there, none locked by a job
+// (docs/shared-nodes.md). Files and a queue another user made are replaced
+// by root's, never changed in place. Else it is refused as notOurs, or
+// wrapping ErrBusy naming a holder, changing nothing.
 func adoptDegraded(dfd int, abs string, st *unix.Stat_t, rep *InitReport) error {
 	a := &adoption{dfd: dfd, path: abs, locked: map[string]lockedEntry{}, queued: map[string]int{}}
 	defer a.close()
@@ -86,8 +82,8 @@ func adoptDegraded(dfd int, abs string, st *unix.Stat_t, rep *InitReport) error 
 	return nil
 }
 
-// afterSeize, when set (tests), runs when the directory has just become
-// root's, before it is surveyed again: what a user did a moment before.
+// afterSeize, when set (tests), runs once the directory is root's, before
+// it is surveyed again.
 var afterSeize func(path string)
 
 // refusal is adoptDegraded's error: err, else why as notOurs says it.
@@ -98,8 +94,7 @@ func refusal(abs string, st *unix.Stat_t, why string, err error) error {
 	return notOurs(abs, st, why)
 }
 
-// hasACL says whether the file open as fd carries a POSIX ACL (or its
-// attributes cannot be listed).
+// hasACL says whether fd carries a POSIX ACL (or its xattrs are unreadable).
 func hasACL(fd int) bool {
 	buf := make([]byte, 4096)
 	n, err := unix.Flistxattr(fd, buf)
@@ -109,14 +104,12 @@ func hasACL(fd int) bool {
 	return err != nil || strings.Contains(string(buf[:n]), "system.posix_acl_")
 }
 
-// restore gives the directory back its owner and mode.
 func (a *adoption) restore(st *unix.Stat_t) {
 	_ = unix.Fchown(a.dfd, int(st.Uid), int(st.Gid))
 	_ = unix.Fchmod(a.dfd, st.Mode&0o7777)
 }
 
-// survey judges and locks every entry not judged yet; why says what is
-// not amdrun's ("" when all is).
+// survey judges and locks every entry not judged yet (why: what is not ours).
 func (a *adoption) survey() (why string, err error) {
 	ents, err := names(a.dfd, a.path)
 	if err != nil {
@@ -147,13 +140,11 @@ func (a *adoption) survey() (why string, err error) {
 	return "", nil
 }
 
-// same says whether the entry n still is the file judged as st.
 func (a *adoption) same(n string, st *unix.Stat_t) bool {
 	var now unix.Stat_t
 	return unix.Fstatat(a.dfd, n, &now, unix.AT_SYMLINK_NOFOLLOW) == nil && now.Dev == st.Dev && now.Ino == st.Ino
 }
 
-// take judges and locks the entry n of the directory.
 func (a *adoption) take(n string) (why string, err error) {
 	_, isKey := KeyFromFileName(n)
 	if !isKey && n != nodeLock && n != initMarker && !strings.HasPrefix(n, noticePrefix) {
@@ -168,10 +159,8 @@ func (a *adoption) take(n string) (why string, err error) {
 	return "", nil
 }
 
-// lockEntry opens the entry n of the directory dfd (path), without
-// following a link, and write-locks it: a regular file with one link of
-// at most limit bytes. why says what else it is; err wraps ErrBusy when a
-// process holds it locked.
+// lockEntry opens (following no link) and write-locks the entry n of dfd:
+// a regular file with one link of at most limit bytes (why: what else).
 func lockEntry(dfd int, path, n string, limit int64) (e lockedEntry, why string, err error) {
 	full := filepath.Join(path, n)
 	fd, err := unix.Openat(dfd, n, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
@@ -200,7 +189,6 @@ type heldError struct{ msg string }
 func (e *heldError) Error() string { return e.msg }
 func (e *heldError) Unwrap() error { return ErrBusy }
 
-// surveyQueue judges DIR/queue and locks its tickets.
 func (a *adoption) surveyQueue() (why string, err error) {
 	qfd, err := unix.Openat(a.dfd, queueDir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -229,8 +217,7 @@ func (a *adoption) surveyQueue() (why string, err error) {
 	return "", nil
 }
 
-// isTicketName says whether n is a name Ticket.make gives: the ticket's
-// (ticketFile) or the random one it is made under before its rename.
+// isTicketName says whether Ticket.make gives n (ticketFile, or its tmp name).
 func isTicketName(n string) bool {
 	var uid, pid int
 	var start, ino uint64
@@ -242,10 +229,8 @@ func isTicketName(n string) bool {
 	return k == 4 && n == fmt.Sprintf("%d-%d-%d.new-%016x", uid, pid, start, r)
 }
 
-// replaceOthers replaces each lock file another user made (or not
-// root's 0644) by root's, and removes the notice markers: only root now
-// changes the directory, and what is unlinked is what was judged (held
-// open and locked). It counts the lock files replaced.
+// replaceOthers replaces the lock files not root's 0644 by root's and
+// removes the notice markers; it counts the files replaced.
 func (a *adoption) replaceOthers() (int, error) {
 	n := 0
 	for name, e := range a.locked {
@@ -268,8 +253,7 @@ func (a *adoption) replaceOthers() (int, error) {
 	return n, nil
 }
 
-// replaceQueue removes a queue another user made, with its stale
-// tickets (fill makes root's); root's own queue is kept as it is.
+// replaceQueue removes a queue another user made, with its stale tickets.
 func (a *adoption) replaceQueue() (int, error) {
 	if a.queue == nil || a.queue.st.Uid == 0 {
 		return 0, nil

@@ -9,11 +9,8 @@ import (
 	"github.com/amdrun/amdrun/internal/printable"
 )
 
-// CPU leases. The CPUs of ranks bound exclusive or core-complex are
-// leased like devices, so that two amdrun jobs on one node never bind
-// ranks to the same CPU: one lease file per CPU, key "cpu:N", taken under
-// the node lock and held by the job's watchers until its last process is
-// gone (Lease.Files), like a device's.
+// CPU leases ("cpu:N") keep two jobs on one node from binding ranks
+// (exclusive, core-complex) to one CPU, taken and held like devices'.
 
 // cpuKeyPrefix starts every CPU key; device keys never do
 // (topology.Device.Key is a PCI address, a unique id in hex, or gpuN).
@@ -26,8 +23,7 @@ var ErrNoCPUFiles = errors.New("the lease directory has no CPU lease files (amdr
 // CPUKey is the lease key of host CPU c.
 func CPUKey(c int) string { return cpuKeyPrefix + strconv.Itoa(c) }
 
-// CPUOfKey returns the CPU of a CPU lease key, and false for any other
-// key.
+// CPUOfKey returns the CPU of a CPU lease key; false for any other key.
 func CPUOfKey(key string) (int, bool) {
 	rest, ok := strings.CutPrefix(key, cpuKeyPrefix)
 	if !ok {
@@ -49,10 +45,8 @@ func CPUKeys(cpus []int) []string {
 	return keys
 }
 
-// HeldCPUs returns, by CPU, those of cpus that cannot be leased now (as
-// Held: leased by another process, or a bad lease file). In a
-// root-prepared directory without CPU lease files it returns an error
-// wrapping ErrNoCPUFiles (and warns about no file).
+// HeldCPUs is Held by CPU; ErrNoCPUFiles in a root-prepared directory
+// without CPU lease files.
 func (d *Dir) HeldCPUs(cpus []int) (map[int]State, error) {
 	if err := d.cpuFilesMade(cpus); err != nil {
 		return nil, err
@@ -64,8 +58,7 @@ func (d *Dir) HeldCPUs(cpus []int) (map[int]State, error) {
 	return byCPU(held), nil
 }
 
-// AcquireCPUs leases every one of cpus, or none (see Acquire); call it
-// under Lock, after HeldCPUs.
+// AcquireCPUs is Acquire for cpus; call it under Lock, after HeldCPUs.
 func (d *Dir) AcquireCPUs(cpus []int) (*Lease, error) {
 	if err := d.cpuFilesMade(cpus); err != nil {
 		return nil, err
@@ -73,7 +66,6 @@ func (d *Dir) AcquireCPUs(cpus []int) (*Lease, error) {
 	return d.Acquire(CPUKeys(cpus))
 }
 
-// byCPU keeps the CPU keys of held, by CPU.
 func byCPU(held map[string]State) map[int]State {
 	out := map[int]State{}
 	for k, s := range held {
@@ -88,13 +80,11 @@ func byCPU(held map[string]State) map[int]State {
 type CPUHolding struct {
 	CPUs   []int  `json:"cpus"`
 	Holder Holder `json:"holder"`
-	// Fault is set instead of Holder for CPUs whose lease file cannot
-	// be used.
+	// Fault is set instead of Holder for CPUs whose lease file cannot be used.
 	Fault string `json:"fault,omitempty"`
 }
 
-// GroupCPUs groups ListCPUs' answer by holder (process id; faults
-// apart), in order of first CPU.
+// GroupCPUs groups ListCPUs' answer by holder pid, by first CPU.
 func GroupCPUs(held map[int]State) []CPUHolding {
 	byPID := map[int]int{}
 	var out []CPUHolding

@@ -11,8 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// CanInit says why this process cannot run Init (nil when it can): only
-// root can make a directory no user can change.
+// CanInit says why this process cannot run Init (root only); nil when it can.
 func CanInit() error {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("lease: lease init must run as root: the lease directory and its lock files must belong to root, so that no user can remove them")
@@ -20,26 +19,15 @@ func CanInit() error {
 	return nil
 }
 
-// Init makes path a root-prepared lease directory: owned by root, mode
-// 0755, holding its marker (.amdrun-lease-dir), the node lock (.lock), a
-// lock file per key (root's, 0644, locked by jobs through read-only
-// descriptors) and the queue (01777). It must run as root, and the
-// directories above path must be changeable only by root (parents are
-// made 0755 when missing).
-//
-// Init only builds (issue 26: it used to move whatever sat at path
-// aside, /etc/passwd included). It makes the directory when nothing is
-// at path, and adopts one it made before: root's, not writable by
-// others, holding its marker, or holding nothing but the entries Init
-// and `lease init --tmpfiles` make (the node lock, lock files, queue),
-// or empty; and one jobs made in the degraded mode, when it holds only
-// what jobs make there and no job holds a lock in it (adoptDegraded;
-// InitReport.Adopted says what it did). Anything else (a file, a
-// symlink, a directory another user owns, a directory with other
-// entries) is refused with an error wrapping ErrUnsafe (ErrBusy for a
-// lock a job holds) that names the path, its owner, its mode and
-// what to do; Init then has changed nothing at path. It is safe to run
-// again: what is there and right is kept, missing lock files are made.
+// Init makes path a root-prepared lease directory: root's, 0755, holding
+// its marker (.amdrun-lease-dir), the node lock (.lock), a root 0644 lock
+// file per key and the queue (01777). It must run as root, under
+// directories only root can change (missing parents are made 0755). It
+// only builds (issue 26): it makes the directory, adopts one it made before
+// (adoptable) or one jobs made in the degraded mode (adoptDegraded), and
+// refuses anything else with an error wrapping ErrUnsafe (ErrBusy for a
+// lock a job holds), changing nothing. Run again, it keeps what is right
+// and makes missing lock files.
 func Init(path string, keys []string) (*InitReport, error) {
 	if err := CanInit(); err != nil {
 		return nil, err
@@ -72,16 +60,14 @@ func Init(path string, keys []string) (*InitReport, error) {
 	return rep, nil
 }
 
-// openInitParent opens the directory that is to hold the lease
-// directory abs (making missing parents 0755), and refuses one that a
-// user other than root could change: that user could swap the lease
-// directory.
+// openInitParent opens abs's parent (making it), refusing one a user
+// other than root could change: that user could swap the lease directory.
 func openInitParent(abs string) (*walked, error) {
 	parent, base := filepath.Dir(abs), filepath.Base(abs)
 	if base == "/" || base == "." || base == ".." {
 		return nil, fmt.Errorf("lease: %s: %w: not a directory name", abs, ErrUnsafe)
 	}
-	w, err := walk(parent, true, 0o755)
+	w, err := walk("lease", "lease directory", parent, true, 0o755)
 	if err != nil {
 		return nil, err
 	}
@@ -97,10 +83,8 @@ func openInitParent(abs string) (*walked, error) {
 	return w, nil
 }
 
-// openOrMake makes the lease directory abs in pfd when nothing is there
-// (rep.Created), or opens what is there, without following a link, and
-// judges it through the descriptor (what is judged is what gets the lock
-// files): anything Init did not make is refused, changing nothing.
+// openOrMake makes the lease directory abs in pfd, or opens what is there
+// (following no link) and judges it through that descriptor.
 func openOrMake(pfd int, abs string, rep *InitReport) (int, error) {
 	base := filepath.Base(abs)
 	if err := unix.Mkdirat(pfd, base, 0o755); err == nil {
@@ -129,9 +113,8 @@ func openOrMake(pfd int, abs string, rep *InitReport) (int, error) {
 	return dfd, nil
 }
 
-// judge says whether the directory open as dfd is root's and, unless
-// Init just made it, one it may adopt; one every user can write, as jobs
-// make it in the degraded mode, it adopts when adoptDegraded can.
+// judge says whether the directory dfd is root's and, unless Init just
+// made it, one it may adopt (a degraded-mode one through adoptDegraded).
 func judge(dfd int, abs string, rep *InitReport) error {
 	created := rep.Created
 	var st unix.Stat_t
@@ -150,21 +133,17 @@ func judge(dfd int, abs string, rep *InitReport) error {
 	if created {
 		return nil
 	}
-	why, err := adoptable(dfd, abs, &st)
-	if err != nil {
-		return err
-	}
-	if why != "" {
-		return notOurs(abs, &st, why)
+	if why, err := adoptable(dfd, abs, &st); err != nil || why != "" {
+		return refusal(abs, &st, why, err)
 	}
 	return nil
 }
 
 // fill gives the directory dfd (root's) its mode, marker, node lock, a
 // lock file per name and the queue, keeping what is right. It changes the
-// mode of nothing it did not make (issue 36.6: adopting a root directory,
-// it made 0700 0755 and a 0600 .lock 0644): what it made is what it
-// creates now, and all of a directory that bears its marker.
+// mode only of what it made (issue 36.6: adopting a root directory it made
+// 0700 0755 and a 0600 .lock 0644): what it creates now, and all of a
+// directory that bears its marker.
 func fill(dfd int, abs string, names []string, rep *InitReport) error {
 	var mst unix.Stat_t
 	ours := rep.Created || unix.Fstatat(dfd, initMarker, &mst, unix.AT_SYMLINK_NOFOLLOW) == nil
@@ -188,8 +167,7 @@ func fill(dfd int, abs string, names []string, rep *InitReport) error {
 	return ensureQueue(dfd, filepath.Join(abs, queueDir), ours)
 }
 
-// ensureMode gives fd (at path) mode, when it has another and ours (Init
-// made it); one it did not make is refused instead, changing nothing.
+// ensureMode gives fd (path) mode when ours (Init made it), else refuses.
 func ensureMode(fd int, path string, mode uint32, ours bool) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
@@ -211,8 +189,7 @@ func ensureMode(fd int, path string, mode uint32, ours bool) error {
 // initMarker is the file by which Init knows a directory as one it made.
 const initMarker = ".amdrun-lease-dir"
 
-// adoptable says why the directory open as dfd (st) is not one Init made
-// and may fill; "" when it is (see Init).
+// adoptable says why the directory dfd (st) is not one Init may fill.
 func adoptable(dfd int, path string, st *unix.Stat_t) (string, error) {
 	if st.Mode&0o022 != 0 {
 		return "other users can write it", nil
@@ -240,13 +217,9 @@ func adoptable(dfd int, path string, st *unix.Stat_t) (string, error) {
 	return "", nil
 }
 
-// notOurs is Init's refusal of what it found at path (st): what it is,
-// whose, its mode, why (may be ""), and what to do.
+// notOurs is Init's refusal of what it found at path (st); why may be "".
 func notOurs(path string, st *unix.Stat_t, why string) error {
-	kind := fileKind(st.Mode)
-	if kind == "" {
-		kind = "a regular file"
-	}
+	kind := fileKindOr(st.Mode)
 	if why != "" {
 		why = ": " + why
 	}
@@ -254,10 +227,8 @@ func notOurs(path string, st *unix.Stat_t, why string) error {
 		path, ErrUnsafe, kind, ownerName(int(st.Uid)), st.Mode&0o7777, why)
 }
 
-// ensureLockFile makes name in the root-owned directory dfd a root-owned
-// regular 0644 file with one link; made reports that it was created.
-// Only root can have put anything there, so anything else is an error to
-// look at, not to repair.
+// ensureLockFile makes name in root's directory dfd a root 0644 regular
+// file with one link (made: it created it); anything else is an error.
 func ensureLockFile(dfd int, path, name string, ours bool) (made bool, err error) {
 	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
 	if err == nil {
@@ -285,8 +256,7 @@ func ensureLockFile(dfd int, path, name string, ours bool) (made bool, err error
 	return false, ensureMode(fd, path, 0o644, ours)
 }
 
-// ensureQueue makes DIR/queue a root-owned sticky directory every user
-// can write.
+// ensureQueue makes DIR/queue root's sticky directory every user can write.
 func ensureQueue(dfd int, path string, ours bool) error {
 	err := unix.Mkdirat(dfd, queueDir, 0o777)
 	if err != nil && err != unix.EEXIST {

@@ -1,32 +1,14 @@
 // Package lease keeps amdrun jobs that share a node from using the same
-// GPU. A lease on a device is an exclusive flock(2) on a file named after
-// the device key in a lease directory (DefaultDir). The kernel drops the
-// lock the instant the last descriptor of its open file is closed,
-// however its holders exit, so there are no stale leases and no clean-up
-// step: a lease file whose lock is free is not held. Nothing is written
-// into lease files; who holds one comes from the kernel (the lock's pid in
-// /proc/locks, checked against the lock lines of /proc/<pid>/fdinfo, which
-// name who holds it now, and that process's uid and command line in /proc).
-//
-// How far the guarantees reach depends on who can change the directory
-// (Dir.Mode, Dir.Degraded). A root-prepared directory (Init, `amdrun
-// lease init`) belongs to root, is writable by nobody else, and holds a
-// lock file per device made once by root; jobs lock them through
-// read-only descriptors, so no user can remove or replace a lease file
-// and no job can take a device another holds. In a directory that other
-// users can write (the degraded mode) leases keep apart jobs that do not
-// attack each other, but a user who owns a lease file can delete it and
-// so take a device another job holds.
-//
-// Every path is resolved once, component by component, without following
-// symlinks a user other than root or the directory's owner could have
-// planted; every later operation works relative to the directory's
-// descriptor. A bad file at one device's lease path makes only that
-// device unavailable (State.Fault). Choosing devices is serialised by a
-// node-wide lock (Dir.Lock) whose waits end with their context, and jobs
-// waiting for devices are served first come, first served through a
-// ticket queue (Dir.Enqueue) that a stalled or fake ticket can delay by
-// at most Patience. Dir.Claim puts the three together.
+// GPU (docs/shared-nodes.md). A lease on a device is an exclusive flock(2)
+// on a file named after its key in a lease directory (DefaultDir), which
+// the kernel drops with the last descriptor of its open file: no stale
+// leases, no clean-up. Nothing is written into lease files; who holds one
+// comes from the kernel (/proc/locks, /proc/<pid>/fdinfo). What a user can
+// undo depends on who can change the directory (Dir.Mode, Dir.Degraded).
+// Paths are resolved once, following no symlink another user could have
+// planted, and all else works relative to the directory's descriptor.
+// Dir.Claim puts together the node lock (Dir.Lock), the leases and the
+// queue (Dir.Enqueue).
 package lease
 
 import (
@@ -46,9 +28,8 @@ import (
 // unless --lease-dir or AMDRUN_LEASE_DIR says otherwise.
 const DefaultDir = "/run/lock/amdrun"
 
-// nodeLock is the name of the node-wide selection lock and queueDir
-// that of the waiting queue; FileName never gives either (a leading dot
-// is escaped, and every name ends in .lock).
+// nodeLock names the node-wide selection lock and queueDir the waiting
+// queue; FileName never gives either (it escapes a leading dot).
 const (
 	nodeLock = ".lock"
 	queueDir = "queue"
@@ -104,9 +85,8 @@ type Options struct {
 	Create bool
 }
 
-// Holder describes the process holding a lease, as the kernel knows it.
-// Command and User are printable: control characters are escaped and
-// long values cut (printable.String). A zero field is unknown.
+// Holder is the process holding a lease, as the kernel knows it; a zero
+// field is unknown, Command and User are printable.String.
 type Holder struct {
 	PID  int    `json:"pid"`
 	UID  int    `json:"uid"` // -1: unknown
@@ -115,18 +95,17 @@ type Holder struct {
 	Start   time.Time `json:"start,omitzero"`
 	Command string    `json:"command,omitempty"`
 	// Gone: the process that took the lock has exited, and no process
-	// this one may look at holds it (descriptors it handed on keep it).
+	// this one may see holds it.
 	Gone bool `json:"gone,omitempty"`
 	// Locker is the pid that took the lock (as /proc/locks says) when
 	// the holder described is another process, or when no holder could be
 	// found although the locker is alive (PID 0); 0 when PID took it.
 	Locker int `json:"locker,omitempty"`
-	// Outside: the holder does not run amdrun: the lease left the job
-	// with a descriptor handed to another process.
+	// Outside: the holder does not run amdrun (a descriptor was handed to
+	// another process).
 	Outside bool `json:"outside,omitempty"`
-	// Unverified: /proc does not let this process check that PID holds
-	// the lock (another user's process, without root): PID is the process
-	// that took it, which may have handed it on since.
+	// Unverified: /proc does not let this process check that PID (the
+	// taker, as /proc/locks says) still holds the lock.
 	Unverified bool `json:"unverified,omitempty"`
 }
 
@@ -182,9 +161,8 @@ func (h Holder) Note() string {
 	return ""
 }
 
-// Dir is an open lease directory. Its methods are safe for concurrent
-// use; the locks they take belong to open files, so two leases taken
-// through one Dir in one process still exclude each other.
+// Dir is an open lease directory, safe for concurrent use; two leases
+// taken through one Dir still exclude each other (flocks are per open file).
 type Dir struct {
 	path     string
 	fd       int // the directory, O_RDONLY; -1: it does not exist (Open without Create)
@@ -210,15 +188,11 @@ func (d *Dir) Mode() Mode { return d.mode }
 // Owner is the uid that owns the directory (-1 when it does not exist).
 func (d *Dir) Owner() int { return d.owner }
 
-// Degraded says, in one line, which guarantee does not hold for this
-// process's jobs in this directory and why; "" when no other user can
-// take a device this process leases here (a root-prepared directory, or
-// one only this user can change, reached through directories only root
-// or its owner can change).
+// Degraded says in one line which guarantee does not hold for this
+// process's jobs here and why ("": none).
 func (d *Dir) Degraded() string { return d.degraded }
 
-// warnOnce passes a warning on, once per key per Dir: a --wait loop asks
-// Held many times.
+// warnOnce warns once per key per Dir: a --wait loop asks Held many times.
 func (d *Dir) warnOnce(key, format string, args ...any) {
 	if d.warn == nil {
 		return
@@ -235,9 +209,7 @@ func (d *Dir) warnOnce(key, format string, args ...any) {
 	}
 }
 
-// Lease is a set of devices held by this process until Release (or until
-// every descriptor of its lock files is closed, at the latest when the
-// process and the children it handed them to exit).
+// Lease is a set of devices held until Release (or their files' last close).
 type Lease struct {
 	dir  *Dir
 	keys []string
@@ -245,17 +217,15 @@ type Lease struct {
 	fds  []int
 }
 
-// Ticket is a place in the directory's queue of jobs waiting for
-// devices (see Enqueue and the rule in queue.go). It stays in the queue
-// until Done or until the process exits.
+// Ticket is a place in the queue (see Enqueue), until Done or the process ends.
 type Ticket struct {
 	dir         *Dir
 	name        string
 	need, total int
 	pid         int
 	since       time.Time // when it joined: the file's inode change time
-	// rule is Patience and Backfill, perUser MaxTicketsPerUser; tests
-	// shorten them.
+	// rule and perUser are Patience, Backfill and MaxTicketsPerUser;
+	// tests shorten them.
 	rule    rule
 	perUser int
 	now     func() time.Time
@@ -267,26 +237,22 @@ type Ticket struct {
 	heldBy *Waiting
 	stats  scanStats
 	// seen is when this waiter first saw each ticket ahead locked (nil
-	// before its first look): a ticket counts its age from its lock, not
-	// from its file (issue 36.5).
+	// before its first look): age counts from the lock (issue 36.5).
 	seen map[ticketKey]time.Time
-	// known are the tickets the last look verified: a look checks such a
-	// ticket's file only (one fstatat), not /proc and its content again
-	// (issue 36.7: every waiter read /proc for every ticket at every poll).
+	// known are the tickets the last look verified: only their files are
+	// checked again (issue 36.7).
 	known map[ticketKey]Waiting
-	// charged is the patience spent deferring to each ticket ahead, given
-	// back when that ticket starts (refund).
+	// charged is the patience spent on each ticket ahead (see refund).
 	charged map[ticketKey]time.Duration
 	front   bool      // see leases
 	names   lockNames // the queue's files as /proc/locks names them, when not its Dir's
 }
 
-// fileID is a file as /proc/locks names it: the device number the kernel
-// prints for its file system, and its inode number.
+// fileID is a file as /proc/locks names it: its file system's device
+// number as the kernel prints it, and its inode number.
 type fileID struct{ major, minor, ino uint64 }
 
-// lockNames names the files of one directory as /proc/locks does; the
-// device is learnt at the first call.
+// lockNames names one directory's files as /proc/locks does (see id).
 type lockNames struct {
 	once sync.Once
 	dev  fileID // ino unset
@@ -301,29 +267,25 @@ type ticketKey struct {
 
 // State is what Held reports for a device that cannot be leased now.
 type State struct {
-	// Holder is the process holding the lease; meaningful when Fault is
-	// nil.
+	// Holder is the process holding the lease, when Fault is nil.
 	Holder Holder `json:"holder"`
-	// Fault, when set, says why the device's lease file cannot be used (a
-	// symlink, FIFO, directory or unreadable file planted at its path, or
-	// a lock file the directory's owner has not made). It wraps ErrUnsafe
-	// or fs.ErrNotExist; the device cannot be leased until it is fixed.
+	// Fault says why the device's lease file cannot be used (something
+	// planted at its path, or a lock file the owner has not made),
+	// wrapping ErrUnsafe or fs.ErrNotExist.
 	Fault error `json:"-"`
 }
 
 // InitReport says what Init did.
 type InitReport struct {
-	// Path is the lease directory.
 	Path string
-	// Created says that Init made the directory; false when it adopted
-	// one it had made before.
+	// Created: Init made the directory (false: it adopted one).
 	Created bool
-	// Made lists the lock files created (".lock" is the node lock); Kept
-	// counts those that were already there.
+	// Made lists the lock files created (".lock": the node lock); Kept
+	// counts those already there.
 	Made []string
 	Kept int
-	// Adopted says what Init did to take over the directory jobs made in
-	// the degraded mode; "" when it did not.
+	// Adopted says how Init took over a degraded-mode directory ("": it
+	// did not).
 	Adopted string
 }
 
@@ -343,9 +305,8 @@ func (e *LockedError) Error() string {
 // Unwrap returns ErrLocked and the context's error.
 func (e *LockedError) Unwrap() []error { return []error{ErrLocked, e.Err} }
 
-// WaitError says that the wait for devices ended (with its context)
-// while the job waited in the queue; Behind is the ticket that held it
-// back at the last look (nil: none did; devices were busy).
+// WaitError says that the wait in the queue ended with its context; Behind
+// is the ticket ahead at the last look (nil: devices were busy).
 type WaitError struct {
 	Behind *Waiting
 	Err    error
@@ -361,18 +322,16 @@ func (e *WaitError) Error() string {
 // Unwrap returns the context's error.
 func (e *WaitError) Unwrap() error { return e.Err }
 
-// Chooser picks the device keys to lease, given the ones that cannot be
-// leased now (as Held returns them). When no acceptable set is free it
-// returns an error wrapping ErrBusy, and Claim waits or fails; any other
-// error stops Claim.
+// Chooser picks the device keys to lease, given those Held says cannot be
+// leased now. When no acceptable set is free it returns an error wrapping
+// ErrBusy (Claim waits or fails); any other error stops Claim.
 type Chooser func(held map[string]State) ([]string, error)
 
-// FileName returns the lease file name for a device key: bytes other than
-// ASCII letters, digits, '-', '_', ':' and '.' are written %XX, as is a
-// leading '.', and ".lock" is appended. So the name never holds a slash,
-// never starts with a dot, and different keys give different names
-// (KeyFromFileName inverts it). An empty key or one whose name would be
-// longer than 255 bytes gives an error wrapping ErrBadKey.
+// FileName returns the lease file name of a device key: bytes other than
+// ASCII letters, digits, '-', '_', ':' and '.', and a leading '.', are
+// written %XX, and ".lock" is appended, so names never hold a slash or
+// start with a dot and differ for different keys (KeyFromFileName inverts
+// it). An empty key or a name over 255 bytes wraps ErrBadKey.
 func FileName(key string) (string, error) {
 	if key == "" {
 		return "", fmt.Errorf("lease: %w: empty", ErrBadKey)
@@ -396,8 +355,7 @@ func FileName(key string) (string, error) {
 	return b.String(), nil
 }
 
-// KeyFromFileName inverts FileName. It reports false for a name FileName
-// cannot produce.
+// KeyFromFileName inverts FileName; false for a name it cannot give.
 func KeyFromFileName(name string) (string, bool) {
 	s, ok := strings.CutSuffix(name, ".lock")
 	if !ok || s == "" || s[0] == '.' {
@@ -483,9 +441,7 @@ func ownerName(uid int) string {
 	return "uid " + strconv.Itoa(uid)
 }
 
-// TmpfilesLines returns systemd-tmpfiles.d(5) lines that make path a
-// root-prepared lease directory for keys at boot, as Init would (without
-// Init's checks of what is there: at boot /run is empty).
+// TmpfilesLines returns systemd-tmpfiles.d(5) lines making Init's directory.
 func TmpfilesLines(path string, keys []string) ([]string, error) {
 	names, err := checkKeys(keys)
 	if err != nil {

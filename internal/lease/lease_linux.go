@@ -13,26 +13,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Open opens the lease directory at path (relative paths are taken from
-// the working directory). It resolves the path once, a component at a
-// time, each opened relative to the one before with O_NOFOLLOW: a symlink
-// on the way is followed only where it sits in a directory that nobody
-// but root and this user can change, and the lease directory itself must
-// not be a symlink. Everything after works relative to the descriptor of
-// the directory it found, so swapping a component for a symlink later
-// cannot send a lease file elsewhere.
-//
-// With o.Create a missing directory is made (01777; parents 0755). The
-// mode (Owned or Shared) and what this process cannot rely on
-// (Degraded, warned through o.Warn when notice says so) come from the directory's owner
-// and permissions and from who can change the directories above it.
+// Open opens the lease directory at path, resolved once by walk (a symlink
+// is followed only where nobody but root and this user can change it; the
+// directory itself must not be one); all later work is relative to its
+// descriptor. With o.Create a missing directory is made (01777; parents
+// 0755). Mode and Degraded (warned through o.Warn when notice says so)
+// come from the directory's owner and permissions and those above it.
 func Open(path string, o Options) (*Dir, error) {
 	if path == "" {
 		return nil, fmt.Errorf("lease: empty lease directory path")
 	}
 	clean := filepath.Clean(path)
 	euid := os.Geteuid()
-	w, err := walk(clean, o.Create, 0o777)
+	w, err := walk("lease", "lease directory", clean, o.Create, 0o777)
 	if errors.Is(err, fs.ErrNotExist) && !o.Create {
 		return &Dir{path: clean, fd: -1, owner: -1, euid: euid, warn: o.Warn}, nil
 	}
@@ -77,8 +70,7 @@ func Open(path string, o Options) (*Dir, error) {
 	return d, nil
 }
 
-// Close closes the directory's descriptor. Leases and tickets taken
-// through it stay valid.
+// Close closes the directory; leases and tickets taken through it stay.
 func (d *Dir) Close() error {
 	if d.fd < 0 {
 		return nil
@@ -89,19 +81,17 @@ func (d *Dir) Close() error {
 }
 
 // mayCreate reports whether this process may make a missing lease file:
-// in a shared directory anyone may; in an owned one only its owner and
-// root (another user's job would find its own file replaced).
+// anyone in a shared directory; in an owned one only its owner and root.
 func (d *Dir) mayCreate() bool {
 	return d.mode == Shared || d.euid == 0 || d.euid == d.owner
 }
 
 // lockFile opens DIR/name for locking: read-only (flock works on any
-// descriptor, so a root-made 0644 file serves every user), without
-// following a symlink, without blocking on a FIFO, and only when it is a
-// regular file with one link. A missing one is made (0644, whatever the
-// umask, so other users' jobs can lock it too) when create is set, else
-// the error wraps fs.ErrNotExist. Anything else at that path gives an
-// error wrapping ErrUnsafe that names the path, what it is and its owner.
+// descriptor, so root's 0644 file serves every user), following no
+// symlink, not blocking on a FIFO, and only a regular file with one link.
+// A missing one is made (0644 whatever the umask) when create is set, else
+// the error wraps fs.ErrNotExist. Anything else there wraps ErrUnsafe,
+// naming the path, what it is and its owner.
 func (d *Dir) lockFile(name string, create bool) (int, unix.Stat_t, error) {
 	path := filepath.Join(d.path, name)
 	var st unix.Stat_t
@@ -157,10 +147,8 @@ func (d *Dir) lockFile(name string, create bool) (int, unix.Stat_t, error) {
 	return -1, st, fmt.Errorf("lease: %s: %w: keeps being replaced", path, ErrUnsafe)
 }
 
-// stillNamed reports whether name in the directory still is the file open
-// as st: the owner of a lease file (or of a shared directory) may unlink
-// it between our open and our lock, and a lock on an unlinked file
-// protects nothing.
+// stillNamed reports whether name still is the file open as st: a lock on
+// a file its owner unlinked between our open and our lock protects nothing.
 func (d *Dir) stillNamed(name string, st *unix.Stat_t) bool {
 	var now unix.Stat_t
 	if err := unix.Fstatat(d.fd, name, &now, unix.AT_SYMLINK_NOFOLLOW); err != nil {
@@ -169,8 +157,7 @@ func (d *Dir) stillNamed(name string, st *unix.Stat_t) bool {
 	return now.Dev == st.Dev && now.Ino == st.Ino
 }
 
-// flockNB takes how|LOCK_NB, retrying EINTR. It reports false when
-// another open file holds a conflicting lock.
+// flockNB takes how|LOCK_NB, retrying EINTR; false when another holds it.
 func flockNB(fd, how int) (bool, error) {
 	for {
 		err := unix.Flock(fd, how|unix.LOCK_NB)
@@ -186,13 +173,11 @@ func flockNB(fd, how int) (bool, error) {
 	}
 }
 
-// probeRetries is how many more times a lock found taken is tried, a
-// millisecond apart, before it counts as held: Held in other processes
-// takes each lock for a few microseconds to see whether it is free.
+// probeRetries is how many more times, a millisecond apart, a taken lock
+// is tried before it counts as held: Held elsewhere probes each lock.
 const probeRetries = 3
 
-// lockName opens (creating when create) DIR/name and takes an exclusive
-// lock on it without waiting. ok is false when another process holds it.
+// lockName opens (creating when create) and locks DIR/name without waiting.
 func (d *Dir) lockName(name string, create bool) (fd int, ok bool, err error) {
 	for range 5 {
 		fd, st, err := d.lockFile(name, create)
@@ -224,13 +209,10 @@ func (d *Dir) lockName(name string, create bool) (fd int, ok bool, err error) {
 }
 
 // Lock takes the node-wide selection lock (DIR/.lock), waiting until it
-// is free or ctx is done; then it returns a *LockedError naming the
-// holder. Hold it only while choosing and acquiring devices: call unlock
-// (safe to call twice) right after Acquire. The lock only spares jobs
-// that choose at once a wasted attempt (the device locks alone keep
-// devices apart), so when DIR/.lock cannot be used (a bad file there, or
-// a root-prepared directory without one) Lock warns once and returns an
-// unlock that does nothing.
+// is free or ctx is done (then a *LockedError names the holder); call
+// unlock (safe twice) right after Acquire. It only spares a wasted attempt
+// (the device locks keep devices apart), so a DIR/.lock that cannot be
+// used is warned about once, and unlock does nothing.
 func (d *Dir) Lock(ctx context.Context) (unlock func(), err error) {
 	if d.fd < 0 {
 		return nil, fmt.Errorf("lease: lease directory %s does not exist", d.path)
@@ -272,19 +254,16 @@ func (d *Dir) holderOf(name string) Holder {
 // id is the file st of the directory as /proc/locks names it.
 func (d *Dir) id(st *unix.Stat_t) fileID { return d.names.id(d.fd, st) }
 
-// fault records that key's lease file cannot be used: one warning per
-// path, and the State that makes the device unavailable.
+// fault warns once that key's lease file cannot be used and says so in a State.
 func (d *Dir) fault(key string, err error) State {
 	d.warnOnce("key:"+key, "%v; device %s cannot be leased until that is fixed", err, key)
 	return State{Fault: err}
 }
 
-// Held reports which of keys cannot be leased now: those leased by a live
-// process, with the holder as the kernel knows it, and those whose lease
-// file cannot be used (State.Fault, with one warning per path). A lease
-// file whose lock is free is not held. Held takes no lasting lock, and a
-// bad file at one key's path affects only that key. An error is returned
-// only for keys that cannot be lease file names.
+// Held reports which of keys cannot be leased now: those a live process
+// leases, with the holder as the kernel knows it, and those whose lease
+// file cannot be used (State.Fault, warned once). It takes no lasting
+// lock; an error comes only for keys that cannot be file names.
 func (d *Dir) Held(keys []string) (map[string]State, error) {
 	names, err := checkKeys(keys)
 	if err != nil {
@@ -362,13 +341,11 @@ func (d *Dir) Held(keys []string) (map[string]State, error) {
 	return held, nil
 }
 
-// Acquire leases every one of keys, or none: it takes an exclusive
-// non-blocking flock on DIR/<FileName(key)> for each, and on the first
-// that is held it lets go of the others and returns an error wrapping
-// ErrBusy that names the key and its holder. A lease file that cannot be
-// used gives an error wrapping ErrUnsafe that names its path. Nothing is
-// written. Call it under Lock so that choosing and acquiring are one
-// step.
+// Acquire leases every one of keys, or none: an exclusive non-blocking
+// flock on DIR/<FileName(key)> each; at the first that is held it lets the
+// others go and returns an error wrapping ErrBusy naming the key and its
+// holder (ErrUnsafe, naming the path, for a file that cannot be used).
+// Call it under Lock so that choosing and acquiring are one step.
 func (d *Dir) Acquire(keys []string) (*Lease, error) {
 	if len(keys) == 0 {
 		return nil, fmt.Errorf("lease: %w: no device keys to lease", ErrBadKey)
@@ -399,11 +376,10 @@ func (d *Dir) Acquire(keys []string) (*Lease, error) {
 	return l, nil
 }
 
-// Release gives the devices back: it closes this process's lock
-// descriptors (a duplicate handed to another process keeps the lock until
-// that one is closed too). The lease files stay in place: removing a lock
-// file races with a process that has just opened it. Calling it again
-// does nothing.
+// Release gives the devices back by closing this process's lock
+// descriptors (a duplicate handed on keeps the lock until it closes too).
+// The files stay: removing a lock file races with a process that has just
+// opened it. Calling it again does nothing.
 func (l *Lease) Release() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -417,14 +393,10 @@ func (l *Lease) Release() error {
 	return first
 }
 
-// Files returns a duplicate of each of the lease's lock file descriptors
-// (close-on-exec, as *os.File), for handing to the processes that watch
-// over the job (issue 13: the devices must stay leased while anything the
-// job started still runs, even after amdrun itself is killed). A
-// duplicate shares the open file description, and flock(2) locks belong
-// to that, so the lock stays held until Release and the closing of every
-// duplicate, whoever holds it. The caller closes them. It fails after
-// Release.
+// Files returns a close-on-exec duplicate of each lock file descriptor for
+// the job's watchers (issue 13: the devices stay leased while anything
+// the job started runs): the lock, the open file description's, stays
+// until Release and every duplicate is closed. It fails after Release.
 func (l *Lease) Files() ([]*os.File, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -445,8 +417,8 @@ func (l *Lease) Files() ([]*os.File, error) {
 	return out, nil
 }
 
-// names lists the entries of the directory open as dirfd, through a
-// descriptor of its own (a shared one would share the read offset).
+// names lists the directory open as dirfd, through a descriptor of its
+// own (a shared one would share the read offset).
 func names(dirfd int, path string) ([]string, error) {
 	fd, err := unix.Openat(dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -461,11 +433,8 @@ func names(dirfd int, path string) ([]string, error) {
 	return n, nil
 }
 
-// inPlace checks that the directory's path still leads to the directory
-// this Dir has open: root may move or replace a directory (say, one a job
-// made in the degraded mode, before running `amdrun lease init`),
-// and a job that opened the old one must not lease there, where jobs
-// that open the path now would not see its leases.
+// inPlace checks that the path still leads to the directory this Dir has
+// open: a job must not lease where jobs opening the path would not see it.
 func (d *Dir) inPlace() error {
 	var st unix.Stat_t
 	if err := unix.Stat(d.path, &st); err != nil || st.Dev != d.dev || st.Ino != d.ino {
@@ -474,17 +443,13 @@ func (d *Dir) inPlace() error {
 	return nil
 }
 
-// Claim leases the devices choose picks, under the node lock. Held is
-// asked about all (every key that might be chosen). With poll <= 0 it
-// tries once and returns choose's ErrBusy error when nothing fits. With
-// poll > 0 it waits its turn in the queue (need is how many devices this
-// job wants, which the queue shows to later waiters), first come first
-// served by the queue's rule (queue.go), and retries every poll until it
-// gets a lease or ctx is done (then it returns an error wrapping
-// ctx.Err()). When this user already has MaxTicketsPerUser jobs waiting
-// it fails at once with an error wrapping ErrQueueFull; when the queue
-// cannot be used otherwise (see Enqueue) it warns once and waits without
-// it, in no particular order.
+// Claim leases the devices choose picks, under the node lock; Held is
+// asked about all. With poll <= 0 it tries once (choose's ErrBusy error
+// when nothing fits). With poll > 0 it waits its turn in the queue for
+// need devices (queue.go) and retries every poll until it gets a lease or
+// ctx is done (an error wrapping ctx.Err()). When this user already has
+// MaxTicketsPerUser jobs waiting it fails at once (ErrQueueFull); a queue
+// that cannot be used otherwise is warned about once and waited without.
 func (d *Dir) Claim(ctx context.Context, all []string, need int, choose Chooser, poll time.Duration) (*Lease, error) {
 	if poll <= 0 {
 		return d.claimOnce(ctx, all, choose, nil)
@@ -526,26 +491,21 @@ func (d *Dir) Claim(ctx context.Context, all []string, need int, choose Chooser,
 	}
 }
 
-// errNotYourTurn: the queue holds this waiter back (Ticket.HeldBy says
-// behind whom); it waits as for busy devices.
+// errNotYourTurn: the queue holds this waiter back (see Ticket.HeldBy).
 var errNotYourTurn = fmt.Errorf("%w: an older job in the queue goes first", ErrBusy)
 
-// newcomer applies the queue's rule to a job that is not in the queue
-// (it does not wait, or has not joined yet), as if it came last: it
-// waits for nobody that could start now (it would not wait long enough
-// for a patience), but it does not start ahead of a ticket that has
-// waited Backfill and keeps its place, so a large request is not starved
-// by jobs that never queue.
+// newcomer applies the queue's rule to a job not in the queue as if it
+// came last: it waits for nobody that could start now, but does not start
+// ahead of a ticket that has waited Backfill, so a large request is not
+// starved by jobs that never queue.
 func (d *Dir) newcomer(free, total int) (bool, *Waiting) {
 	c := clock{spent: Patience}
 	return rule{Patience, Backfill}.turn(d.Queue(total), free, time.Now(), &c)
 }
 
 // claimOnce is one try under the node lock: what is free is read, the
-// queue asked (when t is set) with that count, and choose's devices
-// leased, all before the lock is let go, so that no job starts ahead of
-// an older one on a count that has changed since (a small job backfills
-// only on devices a larger one could not use at that moment).
+// queue asked (t set) and choose's devices leased before the lock goes, so
+// that no job starts ahead of an older one on a count changed since.
 func (d *Dir) claimOnce(ctx context.Context, all []string, choose Chooser, t *Ticket) (*Lease, error) {
 	unlock, err := d.Lock(ctx)
 	if err != nil {
@@ -583,4 +543,45 @@ func (d *Dir) claimOnce(ctx context.Context, all []string, choose Chooser, t *Ti
 		}
 	}
 	return d.Acquire(keys)
+}
+
+// cpuFilesMade fails where this process may not make lease files and the
+// first of cpus has none (made before CPU leases): Held would warn for all.
+func (d *Dir) cpuFilesMade(cpus []int) error {
+	if len(cpus) == 0 || d.fd < 0 || d.mayCreate() {
+		return nil
+	}
+	name, err := FileName(CPUKey(cpus[0]))
+	if err != nil {
+		return err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return fmt.Errorf("lease: %s: %w", filepath.Join(d.path, name), ErrNoCPUFiles)
+	}
+	return nil
+}
+
+// ListCPUs reports, by CPU, every CPU lease held now or unusable.
+func (d *Dir) ListCPUs() (map[int]State, error) {
+	if d.fd < 0 {
+		return map[int]State{}, nil
+	}
+	ents, err := names(d.fd, d.path)
+	if err != nil {
+		return nil, err
+	}
+	var keys []string
+	for _, n := range ents {
+		if k, ok := KeyFromFileName(n); ok {
+			if _, isCPU := CPUOfKey(k); isCPU {
+				keys = append(keys, k)
+			}
+		}
+	}
+	held, err := d.Held(keys)
+	if err != nil {
+		return nil, err
+	}
+	return byCPU(held), nil
 }

@@ -9,83 +9,24 @@ import (
 	"time"
 )
 
-// Open fails: leases need Linux flock semantics.
-func Open(path string, o Options) (*Dir, error) {
-	return nil, fmt.Errorf("lease: %w", ErrNotSupported)
-}
+// Off Linux there are no leases (they need Linux flock semantics): what
+// would take or look at one fails with errNoLeases, what gives one back
+// or lists a queue does nothing.
+var errNoLeases = fmt.Errorf("lease: %w", ErrNotSupported)
 
-// Init fails: leases need Linux flock semantics.
-func Init(path string, keys []string) (*InitReport, error) {
-	return nil, fmt.Errorf("lease: %w", ErrNotSupported)
-}
-
-// CanInit fails: leases need Linux flock semantics.
-func CanInit() error {
-	return fmt.Errorf("lease: %w", ErrNotSupported)
-}
-
-// Close does nothing: no directory can be opened on this system.
-func (d *Dir) Close() error { return nil }
-
-// Lock fails: leases need Linux flock semantics.
-func (d *Dir) Lock(ctx context.Context) (unlock func(), err error) {
-	return nil, fmt.Errorf("lease: %w", ErrNotSupported)
-}
-
-// Held fails: leases need Linux flock semantics.
-func (d *Dir) Held(keys []string) (map[string]State, error) {
-	return nil, fmt.Errorf("lease: %w", ErrNotSupported)
-}
-
-// Acquire fails: leases need Linux flock semantics.
-func (d *Dir) Acquire(keys []string) (*Lease, error) {
-	return nil, fmt.Errorf("lease: %w", ErrNotSupported)
-}
-
-// Release does nothing: no lease can be taken on this system.
-func (l *Lease) Release() error { return nil }
-
-// Files fails: no lease can be taken on this system.
-func (l *Lease) Files() ([]*os.File, error) {
-	return nil, fmt.Errorf("lease: %w", ErrNotSupported)
-}
-
-// List fails: leases need Linux flock semantics.
-func (d *Dir) List() (map[string]State, error) {
-	return nil, fmt.Errorf("lease: %w", ErrNotSupported)
-}
-
-// Enqueue fails: leases need Linux flock semantics.
-func (d *Dir) Enqueue(need, total int) (*Ticket, error) {
-	return nil, fmt.Errorf("lease: %w", ErrNotSupported)
-}
-
-// First fails: leases need Linux flock semantics.
-func (t *Ticket) First(free int) (bool, error) {
-	return false, fmt.Errorf("lease: %w", ErrNotSupported)
-}
-
-// HeldBy is nil: no ticket can be taken on this system.
-func (t *Ticket) HeldBy() *Waiting { return nil }
-
-// QueueRoom is nil: there is no queue on this system.
-func (d *Dir) QueueRoom(total int) error { return nil }
-
-// Queue is empty: no ticket can be taken on this system.
-func (d *Dir) Queue(total int) []Waiting { return nil }
-
-// Done does nothing: no ticket can be taken on this system.
-func (t *Ticket) Done() {}
-
-// Claim fails: leases need Linux flock semantics.
+func Open(path string, o Options) (*Dir, error)             { return nil, errNoLeases }
+func Init(path string, keys []string) (*InitReport, error)  { return nil, errNoLeases }
+func CanInit() error                                        { return errNoLeases }
+func (d *Dir) Close() error                                 { return nil }
+func (d *Dir) Lock(ctx context.Context) (func(), error)     { return nil, errNoLeases }
+func (d *Dir) Held(keys []string) (map[string]State, error) { return nil, errNoLeases }
+func (d *Dir) Acquire(keys []string) (*Lease, error)        { return nil, errNoLeases }
+func (l *Lease) Release() error                             { return nil }
+func (l *Lease) Files() ([]*os.File, error)                 { return nil, errNoLeases }
+func (d *Dir) QueueRoom(total int) error                    { return nil }
+func (d *Dir) Queue(total int) []Waiting                    { return nil }
+func (d *Dir) cpuFilesMade(cpus []int) error                { return nil }
+func (d *Dir) ListCPUs() (map[int]State, error)             { return nil, errNoLeases }
 func (d *Dir) Claim(ctx context.Context, all []string, need int, choose Chooser, poll time.Duration) (*Lease, error) {
-	return nil, fmt.Errorf("lease: %w", ErrNotSupported)
-}
-
-// cpuFilesMade does nothing: no directory can be opened on this system.
-func (d *Dir) cpuFilesMade(cpus []int) error { return nil }
-
-// ListCPUs fails: leases need Linux flock semantics.
-func (d *Dir) ListCPUs() (map[int]State, error) {
-	return nil, fmt.Errorf("lease: %w", ErrNotSupported)
+	return nil, errNoLeases
 }

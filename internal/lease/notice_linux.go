@@ -7,22 +7,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// noticePrefix begins the name of the file by which the jobs of one boot
-// know that the degraded-mode notice was printed (the rest is the boot
-// id): once per node and boot, not on every job (issue 31).
+// noticePrefix+boot id names the file by which the jobs of one boot know
+// the degraded-mode notice was printed: once per node and boot (issue 31).
 const noticePrefix = ".amdrun-noticed-"
 
-// bootIDPath is where the kernel gives this boot's id.
 const bootIDPath = "/proc/sys/kernel/random/boot_id"
 
-// notice says whether a job should print the degraded-mode line now.
-// In a directory every user can write, not while nobody but this user
-// (and root) has left a file there: no other user has used the node's
-// leases, so none can take this user's devices yet; else once per boot,
-// the first job to say so leaving noticePrefix+boot id behind. A
-// directory of another kind (another user's, or one that can be swapped)
-// is named on every job: nothing in it can be written to remember.
-// Doctor shows Degraded whatever this says.
+// notice says whether a job should print the degraded-mode line now: in a
+// world-writable directory once per boot (noticePrefix+boot id), and only
+// once another user has left files there; in another kind on every job.
 func (d *Dir) notice() bool {
 	if d.mode != Shared {
 		return true
@@ -46,15 +39,15 @@ func (d *Dir) notice() bool {
 	return true
 }
 
-// othersUsed reports whether a user other than this one and root owns
-// the directory or anything in it or in its queue.
+// othersUsed reports whether a user other than this one and root owns the
+// directory or anything in it or its queue.
 func (d *Dir) othersUsed() bool {
 	other := func(uid uint32) bool { return int(uid) != d.euid && uid != 0 }
 	return d.owner < 0 || other(uint32(d.owner)) || othersIn(d.fd, d.path, other, true)
 }
 
-// othersIn reports whether other owns an entry of the directory open as
-// dfd (or, with queue, of its queue), or the entries cannot be read.
+// othersIn reports whether other owns an entry of dfd (or, with queue, of
+// its queue), or the entries cannot be read.
 func othersIn(dfd int, path string, other func(uint32) bool, queue bool) bool {
 	ents, err := names(dfd, path)
 	if err != nil {

@@ -18,11 +18,9 @@ import (
 	"github.com/amdrun/amdrun/internal/printable"
 )
 
-// Who holds a lease comes from the kernel: /proc/locks gives the pid that
-// took the flock on the lease file's inode, /proc/<pid> that process's
-// real uid, command line and start time. Nothing a holder wrote is
-// believed. (F_OFD_GETLK cannot answer: on Linux it sees only fcntl
-// locks, never flock(2) ones.)
+// Who holds a lease comes from the kernel (/proc/locks, /proc/<pid>);
+// nothing a holder wrote is believed. (F_OFD_GETLK sees only fcntl locks,
+// never flock(2) ones.)
 
 // procLock is one granted flock of /proc/locks.
 type procLock struct {
@@ -31,25 +29,18 @@ type procLock struct {
 	fileID
 }
 
-// statID is the file st named by the device stat gives, which is the one
-// /proc/locks prints on most file systems.
+// statID is st as stat names it (as /proc/locks does on most file systems).
 func statID(st *unix.Stat_t) fileID {
 	return fileID{uint64(unix.Major(st.Dev)), uint64(unix.Minor(st.Dev)), st.Ino}
 }
 
-// /proc/locks prints the file system's device, which stat does not
-// always give: a btrfs subvolume has its own (00:28 against 0:42), and so
-// do an overlay's files whose layers are on several file systems (issue
-// 36.5: ps showed no waiter and no holder). So it is learnt per directory
-// from a shared flock taken on the directory itself (amdrun locks none),
-// found under this pid and the directory's inode number in /proc/locks.
-// A file with a lease file's inode number in another subvolume or layer
-// is then taken for it: its lock makes the device look held to a look
-// (see mayTry's idle), or names the wrong holder.
+// /proc/locks prints the file system's device, which stat does not always
+// give (a btrfs subvolume, an overlay; issue 36.5: ps showed no waiter and
+// no holder), so it is learnt per directory from a shared flock this
+// process takes on the directory itself (amdrun locks none).
 
-// id is the file st, found in the directory open as dirfd, as /proc/locks
-// names it: by the device learnt for the directory, or stat's when that
-// could not be learnt.
+// id is the file st, in the directory open as dirfd, as /proc/locks names
+// it (stat's device when the directory's could not be learnt).
 func (n *lockNames) id(dirfd int, st *unix.Stat_t) fileID {
 	n.once.Do(func() { n.dev, n.ok = lockDev(dirfd) })
 	if !n.ok {
@@ -58,8 +49,7 @@ func (n *lockNames) id(dirfd int, st *unix.Stat_t) fileID {
 	return fileID{n.dev.major, n.dev.minor, st.Ino}
 }
 
-// lockDev is the device /proc/locks prints for the directory open as
-// dirfd (see lockNames).
+// lockDev is the device /proc/locks prints for the directory dirfd.
 func lockDev(dirfd int) (fileID, bool) {
 	fd, err := unix.Openat(dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -76,8 +66,7 @@ func lockDev(dirfd int) (fileID, bool) {
 	return ownLock(readProcLocks(), os.Getpid(), st.Ino)
 }
 
-// ownLock is the device of the shared lock pid holds on an inode numbered
-// ino; not ok unless exactly one device shows one.
+// ownLock is the device of pid's shared lock on inode ino, if it is unique.
 func ownLock(locks []procLock, pid int, ino uint64) (fileID, bool) {
 	var dev fileID
 	n := 0
@@ -89,8 +78,8 @@ func ownLock(locks []procLock, pid int, ino uint64) (fileID, bool) {
 	return dev, n == 1
 }
 
-// maxProcFile bounds what is read of one /proc file; a command line can
-// be megabytes long and only its start is ever shown.
+// maxProcFile bounds what is read of one /proc file (a command line can
+// be megabytes long; only its start is shown).
 const maxProcFile = 1 << 20
 
 func readProcFile(path string, limit int64) ([]byte, error) {
@@ -100,6 +89,16 @@ func readProcFile(path string, limit int64) ([]byte, error) {
 	}
 	defer f.Close()
 	return io.ReadAll(io.LimitReader(f, limit))
+}
+
+// dirNames lists the directory at path, unsorted.
+func dirNames(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Readdirnames(-1)
 }
 
 func readProcLocks() []procLock {
@@ -140,9 +139,8 @@ func parseProcLocks(b []byte) []procLock {
 	return out
 }
 
-// lockPID is the pid holding a flock on the file id, preferring an
-// exclusive lock (a lease) over a shared one; 0 when none is listed or
-// the holder is outside this pid namespace.
+// lockPID is the pid holding a flock on id, an exclusive one (a lease)
+// first; 0 when none is listed or the holder is outside this PID namespace.
 func lockPID(locks []procLock, id fileID) int {
 	pid := 0
 	for _, l := range locks {
@@ -162,20 +160,14 @@ func lockHolder(locks []procLock, id fileID) Holder {
 	return resolveHolder(lockPID(locks, id), id)
 }
 
-// The pid /proc/locks gives is the process that took the lock, not the
-// one holding it now: a flock belongs to an open file, which the taker
-// may have handed on (to the job's watchers, or, through pidfd_getfd or
-// a unix socket, to a process outside the job; issue 26) and which
-// outlives it, while its pid is reused by an unrelated process. The
-// kernel says who holds the lock now in /proc/<pid>/fdinfo/<fd>: a
-// "lock:" line, in the format of /proc/locks, appears on every
-// descriptor of the open file that holds it (Linux 4.1 and later; seen on
-// 5.x and 6.x), and on no other. Reading another user's fdinfo needs
-// root (ptrace read access), so a process sees who holds a lock only for
-// its own processes, root for all.
+// The pid /proc/locks gives took the lock; it may not hold it now: a flock
+// belongs to an open file, which the taker may have handed on (to the
+// job's watchers, or through pidfd_getfd or a unix socket out of the job;
+// issue 26), and its pid may be reused. /proc/<pid>/fdinfo/<fd> has a
+// "lock:" line on every descriptor of the open file that holds it (Linux
+// 4.1+), and on no other. Another user's fdinfo needs root to read.
 
-// lockLine reports whether an fdinfo text holds a lock line for the file
-// id (FLOCK, granted).
+// lockLine reports whether an fdinfo text has a granted flock line for id.
 func lockLine(fdinfo []byte, id fileID) bool {
 	for _, line := range strings.Split(string(fdinfo), "\n") {
 		rest, ok := strings.CutPrefix(line, "lock:")
@@ -191,17 +183,11 @@ func lockLine(fdinfo []byte, id fileID) bool {
 	return false
 }
 
-// holds reports whether process pid has a descriptor whose open file
-// holds the lock on id; readable is false when /proc does not let this
-// process look (another user's process, or gone).
+// holds reports whether pid has a descriptor whose open file holds the
+// lock on id; readable is false when /proc does not let this process look.
 func holds(pid int, id fileID, budget *int) (held, readable bool) {
 	dir := "/proc/" + strconv.Itoa(pid) + "/fdinfo"
-	f, err := os.Open(dir)
-	if err != nil {
-		return false, false
-	}
-	fds, err := f.Readdirnames(-1)
-	f.Close()
+	fds, err := dirNames(dir)
 	if err != nil {
 		return false, false
 	}
@@ -220,13 +206,12 @@ func holds(pid int, id fileID, budget *int) (held, readable bool) {
 // maxFdinfo bounds the descriptors one look for a lock's holders reads.
 const maxFdinfo = 200000
 
-// resolveHolder says who holds the lock on id, which /proc/locks says
-// locker took: the locker when it still holds it; else a process that
-// does (every process whose descriptors this process may read is
-// searched), with Locker set and Outside when it does not run amdrun;
-// else the locker, marked Gone when it exited, or Unverified when /proc
-// does not let this process check it. A pid the locker's number was
-// given to again is never named: the kernel says it holds nothing.
+// resolveHolder says who holds the lock on id that locker took (as
+// /proc/locks says): the locker when it still holds it; else a process
+// that does (of those this process may read), with Locker set and Outside
+// when it does not run amdrun; else the locker, Gone when it exited, or
+// Unverified when /proc does not let this process check. A reused pid is
+// never named: the kernel says it holds nothing.
 func resolveHolder(locker int, id fileID) Holder {
 	if locker <= 0 {
 		return Holder{PID: locker, UID: -1}
@@ -254,12 +239,7 @@ func resolveHolder(locker int, id fileID) Holder {
 
 // searchHolder looks through /proc for a process holding the lock on id.
 func searchHolder(id fileID, locker int, budget *int) (Holder, bool) {
-	f, err := os.Open("/proc")
-	if err != nil {
-		return Holder{}, false
-	}
-	ents, err := f.Readdirnames(-1)
-	f.Close()
+	ents, err := dirNames("/proc")
 	if err != nil {
 		return Holder{}, false
 	}
@@ -285,8 +265,8 @@ func searchHolder(id fileID, locker int, budget *int) (Holder, bool) {
 }
 
 // isAmdrun reports whether pid runs an amdrun binary (the job's guard or
-// keeper keep its leases after the launcher is gone): its executable is
-// this one, or is named amdrun.
+// keeper keep its leases after the launcher is gone): this executable, or
+// one named amdrun.
 func isAmdrun(pid int) bool {
 	exe, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
 	if err != nil {
@@ -299,8 +279,7 @@ func isAmdrun(pid int) bool {
 	return unix.Stat("/proc/"+strconv.Itoa(pid)+"/exe", &a) == nil && unix.Stat("/proc/self/exe", &b) == nil && a.Dev == b.Dev && a.Ino == b.Ino
 }
 
-// procHolder describes pid from /proc: its real uid, its command line
-// (printable, at most 200 runes) and when it started.
+// procHolder describes pid from /proc: real uid, command line, start time.
 func procHolder(pid int) Holder {
 	h := Holder{PID: pid, UID: -1}
 	if pid <= 0 {
@@ -328,40 +307,45 @@ func procHolder(pid int) Holder {
 	return h
 }
 
-// statusEUID is the effective uid on the "Uid:" line of
-// /proc/<pid>/status: the owner of the files the process makes.
+// statusEUID is the effective uid of a /proc/<pid>/status: the owner of
+// the files the process makes.
 func statusEUID(b []byte) (int, bool) {
 	return statusField(b, 1)
 }
 
-// statusUID is the real uid on the "Uid:" line of /proc/<pid>/status.
+// statusUID is the real uid of a /proc/<pid>/status.
 func statusUID(b []byte) (int, bool) {
 	return statusField(b, 0)
 }
 
-// statusField is the i-th uid on the "Uid:" line of /proc/<pid>/status
-// (real, effective, saved, file system).
+// statusField is the i-th uid (real, effective, saved, fs) of "Uid:".
 func statusField(b []byte, i int) (int, bool) {
+	v, _ := procLine(b, "Uid:")
+	f := strings.Fields(v)
+	if len(f) <= i {
+		return 0, false
+	}
+	uid, err := strconv.Atoi(f[i])
+	return uid, err == nil && uid >= 0
+}
+
+// procLine is the trimmed rest of a /proc text's line starting with prefix.
+func procLine(b []byte, prefix string) (string, bool) {
 	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "Uid:"); ok {
-			f := strings.Fields(rest)
-			if len(f) <= i {
-				return 0, false
-			}
-			uid, err := strconv.Atoi(f[i])
-			return uid, err == nil && uid >= 0
+		if rest, ok := strings.CutPrefix(line, prefix); ok {
+			return strings.TrimSpace(rest), true
 		}
 	}
-	return 0, false
+	return "", false
 }
 
 // userHZ is the unit of /proc/<pid>/stat's start time: USER_HZ, 100 on
 // every Linux ABI amdrun builds for (sysconf(_SC_CLK_TCK) needs cgo).
 const userHZ = 100
 
-// startTicks reads field 22 of /proc/<pid>/stat: when the process
-// started, in clock ticks after boot. The command name (field 2) may hold
-// spaces and parentheses, so fields are counted after the last ')'.
+// startTicks reads field 22 of /proc/<pid>/stat, the start in clock ticks
+// after boot, counting after the last ')' (the command may hold spaces
+// and parentheses).
 func startTicks(stat []byte) (uint64, bool) {
 	i := bytes.LastIndexByte(stat, ')')
 	if i < 0 {
@@ -376,8 +360,7 @@ func startTicks(stat []byte) (uint64, bool) {
 	return ticks, err == nil
 }
 
-// startTime is startTicks as a wall-clock time; zero when it cannot be
-// read.
+// startTime is startTicks as a wall-clock time; zero when unreadable.
 func startTime(stat []byte, boot time.Time) time.Time {
 	ticks, ok := startTicks(stat)
 	if !ok {
@@ -403,14 +386,10 @@ func bootTime() (time.Time, bool) {
 }
 
 func parseBootTime(b []byte) (time.Time, bool) {
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "btime "); ok {
-			s, err := strconv.ParseInt(strings.TrimSpace(rest), 10, 64)
-			if err != nil {
-				return time.Time{}, false
-			}
-			return time.Unix(s, 0), true
-		}
+	v, ok := procLine(b, "btime ")
+	s, err := strconv.ParseInt(v, 10, 64)
+	if !ok || err != nil {
+		return time.Time{}, false
 	}
-	return time.Time{}, false
+	return time.Unix(s, 0), true
 }

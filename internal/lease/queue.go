@@ -11,41 +11,20 @@ import (
 )
 
 // The queue's rule, apart from the files that carry it (queue_linux.go),
-// so that it can be tested on its own (TestQueueProperty).
-//
-// Tickets are served in the order they joined (Waiting.Since, then pid).
-// Only tickets the kernel vouches for count (a live process that locked a
-// file named after its own uid, pid and start time), and only a user's
-// first MaxTicketsPerUser of them. A waiter W, looking at the tickets
-// ahead of it, oldest first, with free devices free now:
-//
-//   - a ticket T that could start now (T.Need <= free) is waited for:
-//     a live waiter takes the devices within a poll or two. W has one
-//     patience (Patience): the time, in all, it spends waiting so, from
-//     one look to the next; once it is spent, W passes over every ticket
-//     that lets free devices go by, however many there are (issue 26: a
-//     clock per ticket let 10 fake tickets delay a waiter 32 s).
-//   - a ticket T that could not start now (T.Need > free) holds nothing
-//     back while it is younger than Backfill: W may start ahead of it on
-//     devices T could not use now anyway (backfill; issue 26: one fake
-//     8-device ticket kept a 2-device job waiting with 7 free).
-//   - once T has waited Backfill, it keeps its place: W waits behind it
-//     until T could start (and then for W's patience at most, if T does
-//     not take the devices). So a large request is never starved: after
-//     Backfill no later ticket starts ahead of it, and it starts once the
-//     jobs running then (and older tickets) have ended.
-//
-// W may try when no ticket ahead holds it back.
+// so that it can be tested on its own (TestQueueProperty); stated in full
+// in docs/shared-nodes.md ("The rule"). In short, a waiter looking at the
+// counting tickets ahead of it (oldest first) with free devices free: one
+// that could start now is waited for, for one Patience in all (issue 26);
+// one that could not holds nothing back until it has waited Backfill
+// (backfill), then keeps its place until it could start.
 
 // Patience is how long, in all, a waiter defers to older tickets that
-// could take the devices free now: a real waiter takes them within a
-// poll or two, so tickets still waiting after Patience are stalled or
-// fake and are passed over.
+// could take the devices free now: tickets still waiting after it are
+// stalled or fake, and passed over.
 const Patience = 3 * time.Second
 
 // Backfill is how long a ticket that asks for more devices than are free
-// lets later tickets start ahead of it on the free ones; after it, they
-// wait behind it, so that it is not starved.
+// lets later tickets start ahead of it on the free ones.
 const Backfill = 2 * time.Minute
 
 // MaxTicketsPerUser is how many tickets of one user count in the queue;
@@ -55,10 +34,9 @@ const MaxTicketsPerUser = 16
 // ErrQueueFull: this user already has MaxTicketsPerUser tickets waiting.
 var ErrQueueFull = errors.New("too many jobs of this user waiting in the queue")
 
-// Waiting is a ticket in the queue as the kernel vouches for it: the
-// live process that holds its lock, that process's user, the number of
-// devices it asked for, and when it joined (the ticket file's inode
-// change time, which only the kernel sets).
+// Waiting is a ticket as the kernel vouches for it: the live process that
+// holds its lock, its user, the devices it asked for, and when it joined
+// (the ticket file's inode change time, which only the kernel sets).
 type Waiting struct {
 	PID   int       `json:"pid"`
 	UID   int       `json:"uid"`
@@ -78,26 +56,22 @@ func (w Waiting) String() string {
 	return fmt.Sprintf("%s (pid %d): %d device(s) since %s", printable.String(who, 32), w.PID, w.Need, w.Since.Format("15:04:05"))
 }
 
-// key names the ticket.
 func (w Waiting) key() ticketKey { return ticketKey{w.PID, w.ino} }
 
-// before orders tickets by arrival, then pid.
-func (w Waiting) before(o Waiting) bool {
-	if c := w.Since.Compare(o.Since); c != 0 {
-		return c < 0
+// order orders tickets by arrival, then pid.
+func order(a, b Waiting) int {
+	if c := a.Since.Compare(b.Since); c != 0 {
+		return c
 	}
-	return w.PID < o.PID
+	return cmp.Compare(a.PID, b.PID)
 }
+
+func (w Waiting) before(o Waiting) bool { return order(w, o) < 0 }
 
 // counting sorts tickets by arrival and keeps each user's first perUser.
 func counting(all []Waiting, perUser int) []Waiting {
 	s := slices.Clone(all)
-	slices.SortFunc(s, func(a, b Waiting) int {
-		if c := a.Since.Compare(b.Since); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.PID, b.PID)
-	})
+	slices.SortFunc(s, order)
 	seen := map[int]int{}
 	out := s[:0]
 	for _, w := range s {
@@ -108,9 +82,7 @@ func counting(all []Waiting, perUser int) []Waiting {
 	return out
 }
 
-// scanStats counts the work of one look at the queue, for tests: the
-// processes holding locks on the queue's file system whose ticket name
-// was looked up, and the names looked up.
+// scanStats counts one look's work for tests: pids looked at, names looked up.
 type scanStats struct {
 	pids, lookups int
 }
@@ -121,10 +93,9 @@ type rule struct {
 }
 
 // clock is one waiter's patience: how long, in all, it has deferred to
-// tickets that could start. A look that defers so counts the time since
-// the waiter's previous look, whatever that one found: a waiter is never
-// held longer than its patience plus one poll by tickets that let free
-// devices go by (TestQueueProperty).
+// tickets that could start. A look that defers counts the time since the
+// previous look, so tickets that let free devices go by hold a waiter at
+// most its patience plus one poll (TestQueueProperty).
 type clock struct {
 	spent time.Duration
 	last  time.Time // the previous look; zero before the first
@@ -142,9 +113,8 @@ type clock struct {
 }
 
 // turn applies the rule for one waiter: ahead are the counting tickets
-// older than it, oldest first; free is how many devices are free now; c
-// is the waiter's patience. It reports whether the waiter may try now,
-// and else the ticket that holds it back.
+// older than it, oldest first; c is its patience. It reports whether the
+// waiter may try now, else the ticket that holds it back.
 func (r rule) turn(ahead []Waiting, free int, now time.Time, c *clock) (bool, *Waiting) {
 	prev := c.last
 	c.last = now

@@ -17,36 +17,19 @@ import (
 )
 
 // The queue is DIR/queue, a sticky directory every user can write, so
-// nothing in it is believed for being there. A ticket is a file named
-// <uid>-<pid>-<start>-<ino>.lock, made by the waiting process itself
-// (owner uid, process pid, start time in clock ticks after boot as in
-// field 22 of /proc/<pid>/stat, the file's own inode number), holding
-// {"need":N}, and write-locked by that process with flock(2) for as long
-// as it waits. It is made under a random name, locked, and only then
-// renamed (RENAME_NOREPLACE) to the name its inode gives: another user
-// cannot stop it from being made by planting a file under a name it can
-// predict from /proc (issue 36.5), and its inode change time (the
-// rename's) is after its lock.
-//
-// Waiters never list the directory (issue 26: 20,000 junk files made
-// every waiter burn 3.5 s of CPU per 10 s): they read /proc/locks, where
-// the kernel lists every lock with the pid that took it, and for each
-// process holding a write lock on the queue's file system they look up
-// the one name that process's ticket would have, made from what the
-// kernel says of it (its effective uid and start time). A ticket counts
-// when that file is a regular file owned by that uid, with one link, and
-// it is that process's lock that holds it. So a file nobody holds locked
-// costs nothing; a ticket outlives its waiter only while a process it
-// handed the descriptor to runs, and even then not under a recycled pid
-// (the start time is in the name); and a user's tickets are at most as
-// many as processes that user runs, of which MaxTicketsPerUser count.
+// nothing in it is believed for being there (docs/shared-nodes.md, "The
+// queue"). A ticket is <uid>-<pid>-<start>-<ino>.lock holding {"need":N},
+// made under a random name, locked, then renamed (RENAME_NOREPLACE; issue
+// 36.5). Waiters never list the directory (issue 26): for each process
+// /proc/locks shows write-locking a file on the queue's file system they
+// look up the one name its ticket would have; it counts when that file is
+// a regular file of that euid with one link, locked by that process.
 
 // maxTicket bounds what is read of a ticket.
 const maxTicket = 64
 
 // openQueue opens DIR/queue, making it (01777) when missing and this
-// process may make files in the directory. It refuses a symlink or a
-// non-directory there.
+// process may; a symlink or non-directory there is refused.
 func (d *Dir) openQueue() (int, error) {
 	qpath := filepath.Join(d.path, queueDir)
 	if d.fd < 0 {
@@ -74,14 +57,11 @@ func (d *Dir) openQueue() (int, error) {
 	return qfd, nil
 }
 
-// ticketFile is the name of the ticket, inode ino, of the process pid of
-// user uid that started start clock ticks after boot.
 func ticketFile(uid, pid int, start, ino uint64) string {
 	return fmt.Sprintf("%d-%d-%d-%d.lock", uid, pid, start, ino)
 }
 
-// maxJoinTries bounds the names a join tries: each is a fresh inode, so
-// another user would have to have planted a file under every one.
+// maxJoinTries bounds the names a join tries: each is a fresh inode.
 const maxJoinTries = 8
 
 // selfStart is this process's start time in clock ticks after boot.
@@ -97,14 +77,12 @@ func selfStart() (uint64, error) {
 	return t, nil
 }
 
-// Enqueue joins the waiting queue in DIR/queue for need of total devices:
-// it creates this process's ticket (one per process), fills it and locks
-// it. Call Done when the wait is over. It fails with an error wrapping
-// ErrQueueFull when this user already has MaxTicketsPerUser tickets
-// there (the job should not wait), and with another error when the queue
-// cannot be used (not a directory, one this user cannot write, such as a
-// 0755 queue another user made, or /proc/locks cannot be read): waiting
-// can go on without it.
+// Enqueue joins the queue for need of total devices: it makes, fills and
+// locks this process's ticket; call Done when the wait is over. It fails
+// wrapping ErrQueueFull when this user already has MaxTicketsPerUser
+// tickets there (the job should not wait), and otherwise when the queue
+// cannot be used (not a directory, not writable by this user, no
+// /proc/locks): waiting can go on without it.
 func (d *Dir) Enqueue(need, total int) (*Ticket, error) {
 	if _, err := os.Stat("/proc/locks"); err != nil {
 		return nil, fmt.Errorf("lease: the queue needs /proc/locks: %w", err)
@@ -121,7 +99,6 @@ func (d *Dir) Enqueue(need, total int) (*Ticket, error) {
 	return t, nil
 }
 
-// join checks the user's limit, then makes and locks the ticket.
 func (t *Ticket) join() error {
 	if err := t.room(); err != nil {
 		return err
@@ -141,9 +118,9 @@ func (t *Ticket) join() error {
 	}
 }
 
-// make makes one ticket: a file under a random name, filled, locked, and
-// renamed to the name its inode gives. It returns unix.EEXIST when that
-// name is taken (the file it made is gone again).
+// make makes one ticket under a random name, fills and locks it, and
+// renames it to the name its inode gives; unix.EEXIST when that name is
+// taken (the file it made is gone again).
 func (t *Ticket) make(start uint64) error {
 	qpath := filepath.Join(t.dir.path, queueDir)
 	var r [8]byte
@@ -187,17 +164,12 @@ func fileKindOr(mode uint32) string {
 	return "a regular file"
 }
 
-// scan finds the tickets the kernel vouches for in locks (see the top of
-// this file), this process's own excluded, in no order. Past a waiter's
-// first look it reads nothing for a ticket behind it: one it verified
-// and dated after its own is kept as it was, and one it has not verified
-// is new, dated at this look, so behind it too (see aged). A look then
-// costs one fstatat per ticket ahead, however many wait behind (issue
-// 36.7: every waiter read /proc and a file for every ticket).
-// /proc/locks comes a page per read, each as the locks are then, so a
-// read can miss a lock (37 of 128 waiters in TestQueueAtScale lost a
-// ticket ahead so): a first look reads it twice, and a known ticket a
-// read misses is kept while its waiter holds it (missed).
+// scan finds the tickets the kernel vouches for in locks, this process's
+// own excluded, in no order. Past a first look it reads nothing for a
+// ticket behind this one (issue 36.7; see unread and aged). /proc/locks is
+// read a page at a time and can miss a lock (TestQueueAtScale): a first
+// look reads it twice, and a known ticket a read misses is kept while its
+// waiter holds it (missed).
 func (t *Ticket) scan(locks []procLock) []Waiting {
 	var qst unix.Stat_t
 	if unix.Fstat(t.qfd, &qst) != nil {
@@ -241,8 +213,7 @@ func (t *Ticket) scan(locks []procLock) []Waiting {
 }
 
 // missed reports whether w, a ticket this look's read did not list, is
-// ahead of this waiter and still its waiter's: the file it was, locked
-// (the kernel refuses a shared lock), named after a live process.
+// ahead of this waiter and still locked by its live waiter.
 func (t *Ticket) missed(w Waiting) bool {
 	if t.seen == nil || !t.older(w) {
 		return false
@@ -260,9 +231,8 @@ func (t *Ticket) missed(w Waiting) bool {
 	return ok
 }
 
-// queueID is the queue directory qst as /proc/locks names it: its files
-// are on its file system, which is the lease directory's unless a
-// subvolume or a mount is there.
+// queueID is the queue directory qst as /proc/locks names it (the lease
+// directory's file system, unless a subvolume or mount is there).
 func (t *Ticket) queueID(qst *unix.Stat_t) fileID {
 	if qst.Dev == t.dir.dev {
 		return t.dir.id(qst)
@@ -270,11 +240,9 @@ func (t *Ticket) queueID(qst *unix.Stat_t) fileID {
 	return t.names.id(t.qfd, qst)
 }
 
-// unread says whether a look reads pid's ticket (read): always at a
-// waiter's first look; later only when it is a ticket the waiter knows
-// and dated ahead of its own. One it knows behind is kept as it was (w,
-// ok); one it does not know is new since its last look, so dated now,
-// behind it, and skipped.
+// unread says whether a look reads pid's ticket: always at a first look,
+// later only for a known ticket ahead. A known one behind is returned as
+// it was (w, ok); an unknown one is new, so behind, and skipped.
 func (t *Ticket) unread(pid int, inos []uint64) (w Waiting, ok, read bool) {
 	if t.seen == nil {
 		return Waiting{}, false, true
@@ -290,8 +258,7 @@ func (t *Ticket) unread(pid int, inos []uint64) (w Waiting, ok, read bool) {
 	return Waiting{}, false, false
 }
 
-// older reports whether the ticket w, dated as this waiter saw it lock
-// (see aged), is ahead of this one.
+// older reports whether w, dated as this waiter saw it lock, is ahead.
 func (t *Ticket) older(w Waiting) bool {
 	if at := t.seen[w.key()]; at.After(w.Since) {
 		w.Since = at
@@ -299,11 +266,9 @@ func (t *Ticket) older(w Waiting) bool {
 	return w.before(Waiting{PID: t.pid, Since: t.since})
 }
 
-// recall finds pid's ticket among those the last look verified, still
-// locked (one of inos) and still the file it was: a live process's pid
-// and start time, and so the ticket's name and owner, do not change. A
-// regular file in the queue is on the queue's file system, whatever
-// device its stat gives (see lockNames): its inode number is compared.
+// recall finds pid's ticket among those the last look verified, still the
+// file it was (a live process's ticket name and owner do not change). Its
+// inode number is compared, not its device (see lockNames).
 func (t *Ticket) recall(pid int, inos []uint64) (Waiting, bool) {
 	for _, ino := range inos {
 		w, ok := t.known[ticketKey{pid, ino}]
@@ -320,8 +285,7 @@ func (t *Ticket) recall(pid int, inos []uint64) (Waiting, bool) {
 	return Waiting{}, false
 }
 
-// ticketOf looks up the ticket of process pid, which holds write locks
-// on inos: the one name its ticket would have.
+// ticketOf looks up the one name pid's ticket would have (one of inos).
 func (t *Ticket) ticketOf(pid int, inos []uint64) (Waiting, bool) {
 	dir := "/proc/" + strconv.Itoa(pid)
 	status, err := readProcFile(dir+"/status", 64<<10)
@@ -349,9 +313,8 @@ func (t *Ticket) ticketOf(pid int, inos []uint64) (Waiting, bool) {
 	return Waiting{}, false
 }
 
-// ticketAt reads the ticket name in the queue: a regular file of uid's
-// with one link, inode ino (see recall), holding what amdrun writes for
-// this node.
+// ticketAt reads the ticket name: a regular file of uid's with one link,
+// inode ino, holding what amdrun writes for this node.
 func (t *Ticket) ticketAt(name string, uid int, ino uint64) (Waiting, bool) {
 	t.stats.lookups++
 	var st unix.Stat_t
@@ -377,11 +340,10 @@ func (t *Ticket) ticketAt(name string, uid int, ino uint64) (Waiting, bool) {
 	return Waiting{Need: need, Since: time.Unix(fst.Ctim.Unix()), ino: st.Ino, file: name}, true
 }
 
-// aged dates each ticket from its lock as far as this waiter knows it: a
-// ticket locked since its last look is no older than that look, however
-// old its file (issue 36.5: a file made 125 s before its lock kept its
-// place at once). Tickets already locked at its first look keep their
-// file's date: the lock of an honest one is older (see join).
+// aged dates each ticket from its lock as far as this waiter knows: one
+// locked since its last look is no older than that look, however old its
+// file (issue 36.5: a file made 125 s before its lock kept its place at
+// once). Tickets locked at its first look keep their file's date.
 func (t *Ticket) aged(found []Waiting) []Waiting {
 	now, first := t.now(), t.seen == nil
 	seen := make(map[ticketKey]time.Time, len(found))
@@ -414,8 +376,7 @@ func parseTicket(b []byte, total int) (int, bool) {
 	return c.Need, true
 }
 
-// ahead is the counting tickets older than this one in locks, oldest
-// first.
+// ahead is the counting tickets older than this one, oldest first.
 func (t *Ticket) ahead(locks []procLock) []Waiting {
 	me := Waiting{PID: t.pid, Since: t.since}
 	var out []Waiting
@@ -427,15 +388,13 @@ func (t *Ticket) ahead(locks []procLock) []Waiting {
 	return out
 }
 
-// First reports whether it is this ticket's turn to try to acquire,
-// given how many devices are free now (neither held nor unusable), by
-// the queue's rule (queue.go) over the tickets ahead of it that the
-// kernel vouches for. After Done it returns an error.
+// First reports whether it is this ticket's turn to try to acquire with
+// free devices free now, by the queue's rule (queue.go) over the tickets
+// ahead of it; an error after Done.
 func (t *Ticket) First(free int) (bool, error) {
 	return t.look(readProcLocks(), free, nil)
 }
 
-// look is First over the locks /proc/locks listed.
 func (t *Ticket) look(locks []procLock, free int, leasing map[int]bool) (bool, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -461,17 +420,13 @@ func (t *Ticket) look(locks []procLock, free int, leasing map[int]bool) (bool, e
 	return ok, nil
 }
 
-// refund gives back to the waiter's patience what it spent deferring to
-// a ticket that has left the queue holding leases (its pid in leasing):
-// a waiter ahead that took the devices was rightly waited for, however
-// long the kernel kept it from the CPU. Without it the waiters deep in a
-// long queue of real jobs spent their patience a poll at a time,
-// deferring to the head at each job's end, and then started ahead of it
-// (TestQueueAtScale: 16 of 32 out of order; with refunds capped at two
-// polls, 2 of 8 runs still swapped jobs two places apart). A ticket that
-// leaves holding nothing, or one that holds leases but keeps its ticket,
-// is refunded nothing: fakes still cost a waiter one patience in all,
-// and a ticket leaves the queue once.
+// refund gives back the patience spent deferring to a ticket that has
+// left the queue holding leases (its pid in leasing): it was rightly
+// waited for. Without it waiters deep in a long queue spent their
+// patience a poll at a time and then started ahead of the head
+// (TestQueueAtScale: 16 of 32 out of order). A ticket that leaves holding
+// nothing, or keeps its ticket, is refunded nothing: fakes still cost one
+// patience in all.
 func (t *Ticket) refund(ahead []Waiting, leasing map[int]bool) {
 	if len(t.charged) == 0 || leasing == nil {
 		return
@@ -491,19 +446,13 @@ func (t *Ticket) refund(ahead []Waiting, leasing map[int]bool) {
 	}
 }
 
-// mayTry is a waiter's look without the node lock, by the queue's rule
-// over the tickets ahead of it and the devices of all that /proc/locks
-// shows unlocked, of which it needs t.need. try: it could start now, so
-// it takes the node lock to look again and lease (claimOnce); a waiter
-// that cannot start never takes the node lock (issue 36.7: each of 96
-// waiters took it every poll, and a 1-device job took 4.3 s to start
-// instead of 0.2 s). soon: it looks again at the next poll (it tries, or
-// defers to a ticket that could start on the free devices); otherwise it
-// sleeps until a lease or a ticket goes (wake). A lease file being
-// probed counts as held here: at worst a try waits for the next event.
-// With idle set (nothing woke the waiter for idleLook) a waiter whose
-// turn it is tries whatever the count: a lock /proc/locks cannot tell
-// from a lease file's (see lockNames) costs it idleLook, not the wait.
+// mayTry is a waiter's look without the node lock, over the tickets ahead
+// and the lease files /proc/locks shows unlocked. try: it could start and
+// takes the node lock to look again and lease; one that cannot never
+// takes it (issue 36.7). soon: look again next poll (it tries, or defers
+// to a ticket that could start); else sleep until a lease or ticket goes.
+// With idle (no event for idleLook) a waiter whose turn it is tries
+// whatever the count (see lockNames).
 func (t *Ticket) mayTry(all []string, idle bool) (try, soon bool, err error) {
 	locks := readProcLocks()
 	free, leasing := t.dir.unlocked(all, locks)
@@ -513,14 +462,11 @@ func (t *Ticket) mayTry(all []string, idle bool) (try, soon bool, err error) {
 	return try, try || by != nil && by.Need <= free, err
 }
 
-// leases reports whether a lease going could let this waiter start (its
-// sleep wakes for its lease files' closes): no ticket ahead of it at its
-// last look asks for as few devices, or its patience is spent. Behind
-// one that does, whenever enough devices are free for it they are for
-// that one, which goes first: only that one leaving (a queue event) can
-// change its turn. So a lease file closed (a job that starts probes
-// every one) wakes the few waiters at the front of the queue, not every
-// waiter (issue 36.7: with 256 waiters each probe woke all of them).
+// leases reports whether a lease going could let this waiter start: no
+// ticket ahead asks for as few devices, or its patience is spent. Else
+// only that ticket leaving (a queue event) changes its turn, so a lease
+// file's close wakes only the front of the queue (issue 36.7: with 256
+// waiters each probe woke all of them).
 func (t *Ticket) leases() bool {
 	if t == nil {
 		return true
@@ -530,9 +476,8 @@ func (t *Ticket) leases() bool {
 	return t.front
 }
 
-// rested tells the ticket's patience that the waiter slept until a lease
-// or a ticket went: it deferred to nobody meanwhile, so its next look
-// counts no time before it.
+// rested tells the patience that the waiter slept until a lease or ticket
+// went, deferring to nobody: its next look counts no time before it.
 func (t *Ticket) rested() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -541,9 +486,9 @@ func (t *Ticket) rested() {
 	}
 }
 
-// unlocked counts the lease files of keys that no lock in locks holds (a
-// missing one this process may make counts, one it cannot use does not),
-// and lists the pids that hold them.
+// unlocked counts the lease files of keys no lock in locks holds (a
+// missing one this process may make counts, a bad one does not), and
+// lists the pids that hold the others.
 func (d *Dir) unlocked(keys []string, locks []procLock) (int, map[int]bool) {
 	names, err := checkKeys(keys)
 	if err != nil || d.fd < 0 {
@@ -560,9 +505,8 @@ func (d *Dir) unlocked(keys []string, locks []procLock) (int, map[int]bool) {
 	return n, leasing
 }
 
-// lockers reports whether locks hold any lock on the file id, whoever's
-// (a process outside this PID namespace shows as pid 0), and adds their
-// pids to pids.
+// lockers reports whether any lock in locks is on id (outside this PID
+// namespace: pid 0), adding the holders to pids.
 func lockers(locks []procLock, id fileID, pids map[int]bool) bool {
 	found := false
 	for _, l := range locks {
@@ -573,8 +517,7 @@ func lockers(locks []procLock, id fileID, pids map[int]bool) bool {
 	return found
 }
 
-// HeldBy is the ticket the last First deferred to; nil if none (or t is
-// nil).
+// HeldBy is the ticket the last First deferred to; nil if none.
 func (t *Ticket) HeldBy() *Waiting {
 	if t == nil {
 		return nil
@@ -598,9 +541,7 @@ func (t *Ticket) Done() {
 	t.fd, t.qfd = -1, -1
 }
 
-// QueueRoom reports whether this user may join the queue now: an error
-// wrapping ErrQueueFull when it already has MaxTicketsPerUser tickets
-// waiting (see Enqueue), else nil (also when there is no queue).
+// QueueRoom is an ErrQueueFull when this user may not join the queue now.
 func (d *Dir) QueueRoom(total int) error {
 	if d.fd < 0 {
 		return nil
@@ -617,8 +558,7 @@ func (d *Dir) QueueRoom(total int) error {
 	return t.room()
 }
 
-// room is the user's limit: an error wrapping ErrQueueFull when it is
-// reached.
+// room is the user's limit, an ErrQueueFull once reached.
 func (t *Ticket) room() error {
 	mine := 0
 	for _, w := range t.scan(readProcLocks()) {
@@ -633,15 +573,12 @@ func (t *Ticket) room() error {
 	return nil
 }
 
-// Queue lists the tickets waiting in the directory's queue that the
-// kernel vouches for and that count, oldest first (see Enqueue); none
-// when there is no queue.
+// Queue lists the counting tickets, oldest first (none without a queue).
 func (d *Dir) Queue(total int) []Waiting {
 	if d.fd < 0 {
 		return nil
 	}
-	const flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
-	qfd, err := unix.Openat(d.fd, queueDir, flags, 0)
+	qfd, err := unix.Openat(d.fd, queueDir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil
 	}
@@ -654,11 +591,9 @@ func (d *Dir) Queue(total int) []Waiting {
 // the kernel (PROC_PID_INIT_INO).
 const initPIDNamespace = "pid:[4026531836]"
 
-// procSeesNode fails when this process runs in a PID namespace of its own
-// whose /proc shows only that namespace (a container's): /proc/locks then
-// leaves out every lock of a process outside it, so the tickets of other
-// jobs would not count and this one would take itself for the first in
-// the queue (issue 36.5).
+// procSeesNode fails in a PID namespace of its own whose /proc shows only
+// that namespace (a container's): /proc/locks then leaves out the other
+// jobs' tickets, and this one would take itself for the first (issue 36.5).
 func procSeesNode() error {
 	ns, err := os.Readlink("/proc/self/ns/pid")
 	if err != nil || ns == initPIDNamespace {
@@ -668,10 +603,8 @@ func procSeesNode() error {
 	if err != nil {
 		return nil
 	}
-	for _, l := range strings.Split(string(status), "\n") {
-		if v, ok := strings.CutPrefix(l, "NSpid:"); ok && len(strings.Fields(v)) == 1 {
-			return errors.New("lease: amdrun runs in a PID namespace of its own (a container?), where /proc does not show other jobs waiting: --wait cannot keep their order here; run amdrun in the node's PID namespace, or without --wait")
-		}
+	if v, ok := procLine(status, "NSpid:"); ok && len(strings.Fields(v)) == 1 {
+		return errors.New("lease: amdrun runs in a PID namespace of its own (a container?), where /proc does not show other jobs waiting: --wait cannot keep their order here; run amdrun in the node's PID namespace, or without --wait")
 	}
 	return nil
 }

@@ -34,19 +34,13 @@ type step struct {
 const maxSymlinks = 40
 
 // walk opens the directory at path (absolute, or relative to the working
-// directory), one component at a time with O_NOFOLLOW. A symlink on the
-// way is followed only when the directory holding it is changeable by
-// nobody but root and this user (safeLinkDir); the last component is
-// never one. With create, missing directories are made: the last with
-// mode leafPerm, the others 0755. A missing component without create
-// gives an error wrapping fs.ErrNotExist; a symlink or non-directory that
-// is refused, one wrapping ErrUnsafe.
-func walk(path string, create bool, leafPerm uint32) (*walked, error) {
-	return walkAs("lease", "lease directory", path, create, leafPerm)
-}
-
-// walkAs is walk with errors prefixed pfx and naming the directory what.
-func walkAs(pfx, what, path string, create bool, leafPerm uint32) (*walked, error) {
+// directory) one component at a time with O_NOFOLLOW. A symlink on the way
+// is followed only in a directory nobody but root and this user can change
+// (safeLinkDir); the last component is never one. With create, missing
+// directories are made (the last leafPerm, others 0755). A missing one
+// without create wraps fs.ErrNotExist; a refused symlink or non-directory,
+// ErrUnsafe. Errors start with pfx and name the directory what.
+func walk(pfx, what, path string, create bool, leafPerm uint32) (*walked, error) {
 	w := &walker{pfx: pfx, what: what, create: create, leafPerm: leafPerm}
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -68,9 +62,8 @@ func walkAs(pfx, what, path string, create bool, leafPerm uint32) (*walked, erro
 	return w.finish()
 }
 
-// walker is the state of one walk: the directories opened so far (the
-// stack, "/" first, each O_PATH), the components still to go, and what
-// was made or followed.
+// walker is one walk: the directories opened so far ("/" first, O_PATH),
+// the components to go, and what was made or followed.
 type walker struct {
 	pfx, what string // the errors' prefix, what the directory is
 	abs       string
@@ -82,27 +75,22 @@ type walker struct {
 	links     int
 }
 
-// errorf is an error of the walk, prefixed with w.pfx.
 func (w *walker) errorf(format string, a ...any) error {
 	return fmt.Errorf(w.pfx+": "+format, a...)
 }
 
-// MkdirAll opens the directory at path, making it (mode perm) and its
-// missing parents (0755) first, one component at a time as Open does: a
-// symlink on the way is followed only where nobody but root and this
-// user could have planted it, and path itself must not be one. Its
-// errors start with pfx and name the directory what (--log-dir: issue
-// 36.6, root made /etc/nologin through another user's link); a refused
-// link wraps ErrUnsafe.
+// MkdirAll opens the directory at path, making it (perm) and missing
+// parents (0755) as walk does; path itself must not be a symlink. Errors
+// start with pfx and name the directory what (--log-dir: issue 36.6, root
+// made /etc/nologin through another user's link).
 func MkdirAll(pfx, what, path string, perm uint32) (*os.File, error) {
-	w, err := walkAs(pfx, what, path, true, perm)
+	w, err := walk(pfx, what, path, true, perm)
 	if err != nil {
 		return nil, err
 	}
 	return os.NewFile(uintptr(w.fd), filepath.Clean(path)), nil
 }
 
-// close closes every directory on the stack.
 func (w *walker) close() {
 	for _, s := range w.stack {
 		unix.Close(s.fd)
@@ -110,7 +98,7 @@ func (w *walker) close() {
 	w.stack = nil
 }
 
-// push opens nothing: it keeps fd (already open) as the next directory.
+// push keeps fd, already open, as the next directory.
 func (w *walker) push(fd int, path string) error {
 	s := step{fd: fd, path: path}
 	if err := unix.Fstat(fd, &s.st); err != nil {
@@ -121,7 +109,6 @@ func (w *walker) push(fd int, path string) error {
 	return nil
 }
 
-// popTo leaves n directories on the stack.
 func (w *walker) popTo(n int) {
 	for _, s := range w.stack[n:] {
 		unix.Close(s.fd)
@@ -137,8 +124,7 @@ func (w *walker) start() error {
 	return w.push(fd, "/")
 }
 
-// next takes one component: "..", a directory (made when missing and
-// create), or a symlink to follow.
+// next takes one component: "..", a directory (made if asked), or a symlink.
 func (w *walker) next() error {
 	name := w.parts[0]
 	w.parts = w.parts[1:]
@@ -164,36 +150,31 @@ func (w *walker) next() error {
 }
 
 // open opens the directory name in top, making it first when missing and
-// create. It returns the raw errno for the caller to judge, or a wrapped
-// error when making it failed.
+// create: the raw errno for the caller to judge, or a wrapped error when
+// making it failed.
 func (w *walker) open(top step, name, p string, last bool) (int, error) {
 	const flags = unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
 	fd, err := unix.Openat(top.fd, name, flags, 0)
-	if err != unix.ENOENT || !w.create {
-		if err != nil && err != unix.ENOENT && err != unix.ENOTDIR && err != unix.ELOOP {
-			return -1, w.errorf("%w", &fs.PathError{Op: "open", Path: p, Err: err})
+	if err == unix.ENOENT && w.create {
+		perm := uint32(0o755)
+		if last {
+			perm = w.leafPerm
 		}
-		return fd, err
+		merr := unix.Mkdirat(top.fd, name, perm)
+		if merr != nil && merr != unix.EEXIST { // another job may have just made it
+			return -1, w.errorf("cannot create %s: %w", w.what, &fs.PathError{Op: "mkdir", Path: p, Err: merr})
+		}
+		w.created = w.created || (merr == nil && last)
+		fd, err = unix.Openat(top.fd, name, flags, 0)
 	}
-	perm := uint32(0o755)
-	if last {
-		perm = w.leafPerm
-	}
-	merr := unix.Mkdirat(top.fd, name, perm)
-	if merr != nil && merr != unix.EEXIST { // another job may have just made it
-		return -1, w.errorf("cannot create %s: %w", w.what, &fs.PathError{Op: "mkdir", Path: p, Err: merr})
-	}
-	w.created = w.created || (merr == nil && last)
-	fd, err = unix.Openat(top.fd, name, flags, 0)
 	if err != nil && err != unix.ENOENT && err != unix.ENOTDIR && err != unix.ELOOP {
 		return -1, w.errorf("%w", &fs.PathError{Op: "open", Path: p, Err: err})
 	}
 	return fd, err
 }
 
-// symlink judges what sits at name in top that is not a directory: a
-// symlink it may follow (its target's components go first), else an
-// error.
+// symlink judges a non-directory at name in top: a symlink it may follow
+// (its target's components go first), else an error.
 func (w *walker) symlink(top step, name, p string, last bool) error {
 	var lst unix.Stat_t
 	if unix.Fstatat(top.fd, name, &lst, unix.AT_SYMLINK_NOFOLLOW) != nil || lst.Mode&unix.S_IFMT != unix.S_IFLNK {
@@ -220,9 +201,8 @@ func (w *walker) symlink(top step, name, p string, last bool) error {
 	return nil
 }
 
-// finish opens the last directory for reading (O_PATH cannot list it),
-// through its descriptor, not its path, and notes the first directory on
-// the way that others could change.
+// finish opens the last directory for reading (O_PATH cannot list it) and
+// notes the first directory on the way that others could change.
 func (w *walker) finish() (*walked, error) {
 	if len(w.stack) < 2 {
 		return nil, w.errorf("%w: / cannot be a %s", ErrUnsafe, w.what)
@@ -243,9 +223,7 @@ func (w *walker) finish() (*walked, error) {
 }
 
 // steady reports whether only root and owner can rename or replace the
-// entries of the directory st: it belongs to one of them and is not
-// writable by others, or is sticky (like /tmp), where users may remove
-// only their own entries.
+// entries of directory st: theirs, and not writable by others or sticky.
 func steady(st *unix.Stat_t, owner uint32) bool {
 	if st.Uid != 0 && st.Uid != owner {
 		return false
@@ -290,8 +268,7 @@ func readlinkat(dirfd int, name string) (string, error) {
 	return "", unix.ENAMETOOLONG
 }
 
-// fileKind names a file type that cannot be a lease file; "" for a
-// regular file.
+// fileKind names a file type that cannot be a lease file ("": regular).
 func fileKind(mode uint32) string {
 	switch mode & unix.S_IFMT {
 	case unix.S_IFREG:

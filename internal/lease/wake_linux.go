@@ -10,34 +10,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A waiter that cannot start sleeps until something that could let it
-// start happens, not for a poll (issue 36.7: every waiter looked every
-// 0.2 s, so N waiters cost N looks of N tickets each per poll): an
-// inotify watch on the lease directory says when a lease file is closed
-// (a lease is let go when its last descriptor is, whoever held it) and
-// on the queue when a ticket is closed after writing (its waiter left or
-// died) or removed. Only the waiter's own lease files count: the node
-// lock and the directories are opened by every job that starts. A lease
-// file opened and closed by a probe (a try under the node lock, ps) wakes
-// waiters too, which costs a look, never a place. Where inotify cannot be
-// had (a user's 128 instances spent), the waiter polls.
-
-// What the watches report: a lease file closed (lease files are locked
-// through read-only descriptors), each watched itself (a watch on the
-// directory woke every waiter at every try of the node lock, thousands a
-// second while 256 jobs joined); in the queue a ticket closed after
-// writing or removed (a ticket that joins is renamed into place: waking
-// every waiter then cost N looks a join). A lease file missing when the
-// wait begins is free, and not watched: a job that makes it and lets it
-// go is seen at the next event or idleLook.
+// A waiter that cannot start sleeps until something happens that could
+// let it start, not for a poll (issue 36.7; docs/shared-nodes.md, "A queue
+// of hundreds"): inotify says when one of its own lease files is closed
+// and when a ticket is closed after writing or removed (not the node lock
+// nor the directories, which every job that starts opens). Without
+// inotify (a user's 128 instances spent) it polls.
 const (
 	leaseMask = unix.IN_CLOSE_WRITE | unix.IN_CLOSE_NOWRITE
 	queueMask = unix.IN_CLOSE_WRITE | unix.IN_DELETE
 )
 
 // idleLook is how long a waiter sleeps at most without an event: what no
-// file event shows (a device busy with another process's memory) is seen
-// that late at worst.
+// file event shows (a device busy with another's memory) is seen then.
 const idleLook = 5 * time.Second
 
 // wake is a waiter's inotify instance; nil polls.
@@ -55,11 +40,9 @@ type wake struct {
 	buf  [4096]byte
 }
 
-// idled reports whether the last sleep ran its idleLook out.
 func (w *wake) idled() bool { return w != nil && w.idle }
 
-// watch returns the wake-up for waiters in d for keys, or nil when
-// inotify cannot be used here (then they poll).
+// watch is d's wake-up for waiters on keys; nil (poll) without inotify.
 func (d *Dir) watch(keys []string) *wake {
 	names, err := checkKeys(keys)
 	if err != nil {
@@ -90,15 +73,13 @@ func (d *Dir) watch(keys []string) *wake {
 	return w
 }
 
-// sleep waits for the waiter's next look: until the first event that
-// could matter, not before poll/4 after it began (a user who makes events
-// cannot make waiters look more often), and at the latest after poll when
-// soon is set (it could start, or defers to a ticket that could), after
-// poll/4 when the last sleep ended at one of its lease files' close, else
-// after idleLook; lease files' closes count only when leases is set.
-// rested: soon was not set (the waiter deferred to nobody
-// before it). Without a watch it sleeps poll. It returns ctx's error when
-// ctx is done first.
+// sleep waits for the next look: until the first event that matters
+// (lease files' closes only with leases), not before poll/4 (events cannot
+// make waiters look more often), and at the latest after poll/4 when the
+// last sleep ended at a lease file's close, after poll when soon (it could
+// start, or defers to a ticket that could), else after idleLook. rested:
+// soon was not set. Without a watch it sleeps poll. ctx's error when ctx
+// is done first.
 func (w *wake) sleep(ctx context.Context, poll time.Duration, soon, leases bool) (rested bool, err error) {
 	if w == nil {
 		t := time.NewTimer(poll)
@@ -145,8 +126,7 @@ func (w *wake) sleep(ctx context.Context, poll time.Duration, soon, leases bool)
 }
 
 // matters reports whether events hold one that could let a waiter start:
-// one in the queue, or, with leases, the closing of one of its lease
-// files.
+// in the queue, or, with leases, a lease file's close.
 func (w *wake) matters(events []byte, leases bool) bool {
 	for len(events) >= unix.SizeofInotifyEvent {
 		wd := int32(binary.NativeEndian.Uint32(events[0:]))
@@ -164,8 +144,7 @@ func (w *wake) matters(events []byte, leases bool) bool {
 	return false
 }
 
-// drain reads the events that came in the meantime: the look that
-// follows covers them.
+// drain reads the events that came meanwhile: the next look covers them.
 func (w *wake) drain() {
 	w.f.SetReadDeadline(time.Now())
 	for {
@@ -175,7 +154,6 @@ func (w *wake) drain() {
 	}
 }
 
-// close ends the watch.
 func (w *wake) close() {
 	if w != nil {
 		w.f.Close()

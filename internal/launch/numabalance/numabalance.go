@@ -1,12 +1,8 @@
 // Package numabalance sets the kernel's automatic NUMA balancing
-// (/proc/sys/kernel/numa_balancing) for the duration of a job and puts the
-// previous value back afterwards. Automatic balancing migrates pages and
-// tasks between NUMA nodes behind the job's back, which fights the
-// explicit CPU/memory binding amdrun does; ROCm's tuning guides advise
-// turning it off.
-//
-// Every path is built from a root directory ("" or "/" for the real
-// system) so that tests use a fake /proc tree.
+// (/proc/sys/kernel/numa_balancing) for a job and puts the previous value
+// back afterwards: it migrates pages and tasks behind the job's back,
+// fighting amdrun's binding (ROCm's tuning guides turn it off). Paths are
+// built from a root ("" or "/": the real system) for tests.
 package numabalance
 
 import (
@@ -24,7 +20,6 @@ import (
 // Mode is the --numa-balancing choice.
 type Mode string
 
-// Modes.
 const (
 	// Off writes 0 for the job.
 	Off Mode = "off"
@@ -77,10 +72,9 @@ func file(root string) string {
 	return filepath.Join(root, Path)
 }
 
-// readRaw reads <root>/proc/sys/kernel/numa_balancing as it is: "0"
-// (off), "1" (on), "2" or "3" (memory tiering modes on newer kernels),
-// with its newline. A missing file gives an error wrapping
-// ErrNotSupported; content that is not a decimal number is an error too.
+// readRaw reads <root>/proc/sys/kernel/numa_balancing as it is ("0" to
+// "3", with its newline); a missing file wraps ErrNotSupported, content
+// that is not a number is an error too.
 func readRaw(path string) ([]byte, error) {
 	raw, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -96,26 +90,18 @@ func readRaw(path string) ([]byte, error) {
 	return raw, nil
 }
 
-// openFunc opens a file; tests replace os.OpenFile to simulate EACCES,
-// since they may run as root.
+// openFunc opens a file; tests replace it to simulate EACCES as root.
 type openFunc func(name string, flag int, perm os.FileMode) (*os.File, error)
 
 // Apply sets NUMA balancing for the job and returns restore, which puts
-// the previous value back byte for byte.
-//
-// Keep touches nothing and returns a restore that does nothing. For Off
-// and On, Apply first reads the current value (ErrNotSupported when the
-// file is missing). Off wants "0"; On wants the normal-balancing bit set
-// ("1", or "3" from the memory-tiering-only "2"). When the value already
-// is the wanted one, nothing is written and restore does nothing, so no
-// privilege is needed. Otherwise Apply opens the file for writing before
-// changing anything and, if that is refused, returns a single error
-// wrapping ErrPermission ("cannot set NUMA balancing: need root or
-// CAP_SYS_ADMIN (open ...: permission denied)") with the file unchanged.
-//
-// restore is safe to call more than once and from several goroutines
-// (the caller defers it and also calls it on its signal path): the first
-// call writes, later calls do nothing and return nil.
+// the previous value back byte for byte. Keep touches nothing. For Off and
+// On it reads the current value first (ErrNotSupported when missing): Off
+// wants "0", On the normal bit set ("1", or "3" from "2"). When the value
+// already is the wanted one nothing is written, so no privilege is
+// needed. Otherwise it opens the file for writing before changing
+// anything; refused, it returns one error wrapping ErrPermission with the
+// file unchanged. restore is safe to call more than once, from several
+// goroutines: the first call writes, later ones return nil.
 func Apply(root string, mode Mode) (restore func() error, err error) {
 	return apply(root, mode, os.OpenFile)
 }
@@ -141,25 +127,17 @@ func apply(root string, mode Mode, open openFunc) (func() error, error) {
 	if err := write(open, path, want); err != nil {
 		return nil, err
 	}
-	var (
-		mu   sync.Mutex
-		done bool
-	)
-	return func() error {
-		mu.Lock()
-		defer mu.Unlock()
-		if done {
-			return nil
-		}
-		done = true
-		if err := write(open, path, string(prev)); err != nil {
-			return fmt.Errorf("numa balancing: restore %q: %w", strings.TrimSpace(string(prev)), err)
-		}
-		return nil
+	var once sync.Once
+	return func() (err error) {
+		once.Do(func() {
+			if werr := write(open, path, string(prev)); werr != nil {
+				err = fmt.Errorf("numa balancing: restore %q: %w", strings.TrimSpace(string(prev)), werr)
+			}
+		})
+		return err
 	}, nil
 }
 
-// write opens path for writing (the permission check) and writes v.
 func write(open openFunc, path, v string) error {
 	f, err := open(path, os.O_WRONLY|os.O_TRUNC, 0)
 	if err != nil {
