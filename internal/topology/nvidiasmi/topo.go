@@ -123,9 +123,6 @@ func splitMerged(s string) []topology.Field {
 // p2pStatus holds the cells of `nvidia-smi topo -p2p` (see ParseP2P).
 var p2pStatus = map[string]bool{"OK": true, "CNS": true, "GNS": true, "TNS": true, "NS": true, "U": true}
 
-// tabFields splits a line at tabs (splitAt).
-func tabFields(s string) []topology.Field { return splitAt(s, '\t') }
-
 // splitAt splits s at sep, trimming white space around each cell and
 // keeping the column of its text; empty cells are kept: they carry meaning.
 func splitAt(s string, sep byte) []topology.Field {
@@ -149,7 +146,7 @@ func splitAt(s string, sep byte) []topology.Field {
 func headerFields(s string) []topology.Field {
 	if strings.Contains(s, "\t") {
 		var out []topology.Field
-		for _, f := range tabFields(s) {
+		for _, f := range splitAt(s, '\t') {
 			if f.S != "" {
 				out = append(out, f)
 			}
@@ -159,31 +156,26 @@ func headerFields(s string) []topology.Field {
 	words := topology.SplitFields(s) // tabs expanded to spaces, as most pasted copies are
 	var out []topology.Field
 	for i := 0; i < len(words); i++ {
-		joined := false
+		f := words[i]
 		for _, name := range []string{colCPU, colNUMA, colGPUNUMA} {
-			parts := strings.Fields(name)
-			if i+len(parts) > len(words) {
-				continue
-			}
-			ok := true
-			for k, p := range parts {
-				if words[i+k].S != p {
-					ok = false
-					break
-				}
-			}
-			if ok {
-				out = append(out, topology.Field{S: name, Col: words[i].Col})
-				i += len(parts) - 1
-				joined = true
+			n := strings.Count(name, " ") + 1
+			if i+n <= len(words) && slices.Equal(strings.Fields(name), texts(words[i:i+n])) {
+				f.S, i = name, i+n-1
 				break
 			}
 		}
-		if !joined {
-			out = append(out, words[i])
-		}
+		out = append(out, f)
 	}
 	return splitLabels(out)
+}
+
+// texts returns the text of each field.
+func texts(fs []topology.Field) []string {
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = f.S
+	}
+	return out
 }
 
 // splitLabels splits header cells that are device labels run together
@@ -262,17 +254,12 @@ func (mr *matrixReader) line(line string) (done bool, err error) {
 // header reads the column header: device columns, then affinity columns.
 func (mr *matrixReader) header(line, trimmed string) error {
 	m := &matrix{}
-	inTail := false
 	for _, f := range headerFields(line) {
-		switch {
-		case f.S == colCPU || f.S == colNUMA || f.S == colGPUNUMA:
-			inTail = true
+		// After the first affinity column every column is one, known or
+		// not, so that the cells after an unknown one line up.
+		if len(m.tail) > 0 || f.S == colCPU || f.S == colNUMA || f.S == colGPUNUMA {
 			m.tail = append(m.tail, f.S)
-		case inTail:
-			// An affinity column this parser does not know; keep its
-			// place so the cells after it line up.
-			m.tail = append(m.tail, f.S)
-		default:
+		} else {
 			mr.cols = append(mr.cols, f)
 		}
 	}
@@ -299,7 +286,7 @@ func (mr *matrixReader) row(line string) error {
 	tabbed := strings.Contains(line, "\t")
 	var fs []topology.Field
 	if tabbed {
-		fs = tabFields(line)
+		fs = splitAt(line, '\t')
 	} else {
 		fs = topology.SplitFields(line)
 	}
@@ -415,31 +402,24 @@ func alignTail(cells []topology.Field, names []string, tabbed bool) ([]topology.
 			cells = cells[:len(cells)-1]
 		}
 		for len(cells) > n {
-			drop := -1
-			for i := len(cells) - 2; i >= 0; i-- {
-				if cells[i].S == "" && cells[i+1].S != "" {
-					drop = i
-					break
-				}
+			i := len(cells) - 2
+			for i >= 0 && (cells[i].S != "" || cells[i+1].S == "") {
+				i--
 			}
-			if drop < 0 {
+			if i < 0 {
 				break
 			}
-			cells = append(cells[:drop], cells[drop+1:]...)
+			cells = slices.Delete(cells, i, i+1)
 		}
-		if len(cells) > n {
-			return nil, fmt.Errorf("%d cells after the device columns, the header has %d", len(cells), n)
-		}
-		for len(cells) < n {
-			cells = append(cells, topology.Field{})
-		}
-		return cells, nil
 	}
 	if len(cells) > n {
 		return nil, fmt.Errorf("%d cells after the device columns, the header has %d", len(cells), n)
 	}
-	out := make([]topology.Field, n-len(cells), n)
-	out = append(out, cells...)
+	pad := make([]topology.Field, n-len(cells))
+	if tabbed {
+		return append(cells, pad...), nil
+	}
+	out := append(pad, cells...)
 	// Right-aligning is right only when the cell that went missing is
 	// an empty CPU Affinity; a CPU list shifted into NUMA Affinity would
 	// read as a list of nodes (issue 24), so a NUMA cell that is not a
