@@ -1,6 +1,7 @@
 package rbt
 
 import (
+	"fmt"
 	"io"
 	"strconv"
 	"strings"
@@ -349,14 +350,14 @@ func (p *parser) device(rest string) error {
 	}
 	id, err := strconv.Atoi(parts[0])
 	if err != nil || id < 0 || id >= 1<<20 {
-		return errorf(topology.ErrBadNumber, "device number %q", parts[0])
+		return fmt.Errorf("%w: device number %q", topology.ErrBadNumber, parts[0])
 	}
 	label := strconv.Itoa(id)
 	if _, dup := p.byLabel[label]; dup {
-		return errorf(topology.ErrSyntax, "device %d listed twice", id)
+		return fmt.Errorf("%w: device %d listed twice", topology.ErrSyntax, id)
 	}
 	if len(res.Agents) >= MaxAgents {
-		return errorf(topology.ErrSyntax, "more than %d devices", MaxAgents)
+		return fmt.Errorf("%w: more than %d devices", topology.ErrSyntax, MaxAgents)
 	}
 	a := Agent{ID: id, Label: label}
 	if len(parts) > 1 {
