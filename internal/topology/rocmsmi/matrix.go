@@ -12,7 +12,7 @@ import (
 type cell struct {
 	ok   bool // the cell holds a value (not N/A)
 	a, b int64
-	s    string
+	s    string // a link type, an access or "min-max" bandwidth
 }
 
 // parseCell reads one matrix cell of the given kind.
@@ -54,7 +54,7 @@ func parseCell(kind sectionKind, s string, diag bool) (cell, error) {
 		if a > b {
 			return cell{}, fmt.Errorf("%w: bandwidth %q has min above max", topology.ErrSyntax, s)
 		}
-		return cell{ok: true, a: a, b: b}, nil
+		return cell{ok: true, a: a, b: b, s: fmt.Sprintf("%d-%d", a, b)}, nil
 	}
 	return cell{}, nil
 }
@@ -299,17 +299,19 @@ func (p *textParser) commit(sec sectionInfo, cols []int, grid []cell) {
 			if !up.ok {
 				v = lo
 			}
-			if up.ok && lo.ok && up != lo && sec.kind == kindType {
-				// Which reading is right is for topology.ResolveLinkType
-				// to decide in Model, by weight and hops, never by the
-				// order of the rows (issue 24).
-				pr := p.r.pair(cols[a], cols[b])
-				pr.Type, pr.TypeOther = up.s, lo.s
-				continue
-			}
 			if up.ok && lo.ok && up != lo {
+				if sec.kind == kindType {
+					// Which reading is right is for topology.ResolveLinkType
+					// to decide in Model, by weight and hops, never by the
+					// order of the rows (issue 24).
+					pr := p.r.pair(cols[a], cols[b])
+					pr.Type, pr.TypeOther = up.s, lo.s
+					continue
+				}
+				// Weight and Hops were checked symmetric: an access or a
+				// bandwidth.
 				p.r.note("%s: GPU%d-GPU%d reads %s but GPU%d-GPU%d reads %s; using the first",
-					sec.source, cols[a], cols[b], cellString(sec.kind, up), cols[b], cols[a], cellString(sec.kind, lo))
+					sec.source, cols[a], cols[b], up.s, cols[b], cols[a], lo.s)
 			}
 			if !v.ok {
 				continue
@@ -333,14 +335,4 @@ func (p *textParser) commit(sec sectionInfo, cols []int, grid []cell) {
 			p.r.device(c)
 		}
 	}
-}
-
-func cellString(kind sectionKind, c cell) string {
-	switch kind {
-	case kindBW:
-		return fmt.Sprintf("%d-%d", c.a, c.b)
-	case kindType, kindAccess:
-		return c.s
-	}
-	return strconv.FormatInt(c.a, 10)
 }

@@ -340,8 +340,7 @@ func (p *textParser) plainLine(line, t string, cur sectionInfo) error {
 			return nil // "GPU[0] : Not supported" and other free text
 		}
 		key, value := rest[:k], rest[k+1:]
-		known := isKnownKey(key)
-		if !known {
+		if keys[strings.ToLower(strings.TrimSpace(key))] == nil {
 			return nil
 		}
 		idx, err := parseIndex(num)
@@ -390,14 +389,4 @@ func keyEnd(s string) int {
 		}
 	}
 	return -1
-}
-
-func isKnownKey(k string) bool {
-	switch strings.ToLower(strings.TrimSpace(k)) {
-	case "(topology) numa node", "(topology) numa affinity", "gpu use (%)",
-		"gpu memory allocated (vram%)", "gpu memory use (%)", "vram total memory (b)",
-		"vram total used memory (b)", "pci bus", "unique id", "card series", "device name":
-		return true
-	}
-	return false
 }
