@@ -100,10 +100,9 @@ func ReadProcs(fsys fs.FS, m *topology.Model) error {
 		}
 	}
 	for i, u := range w.use {
-		if len(u) == 0 {
-			continue
+		if len(u) > 0 {
+			markBusy(&m.Devices[i], u)
 		}
-		markBusy(&m.Devices[i], u)
 	}
 	return nil
 }
@@ -197,9 +196,9 @@ func markBusy(d *topology.Device, u map[int]*procUse) {
 		pids = append(pids, strconv.Itoa(pid))
 		total += u[pid].bytes
 	}
-	who := "pid " + pids[0]
+	who := "pid " + pids[0] + " holds"
 	if len(pids) > 1 {
-		who = "pids " + strings.Join(pids, ", ")
+		who = "pids " + strings.Join(pids, ", ") + " hold"
 	}
 	mib := int64((total + 1<<20 - 1) >> 20) // round up: a few bytes still show as 1 MiB
 	d.Busy = true
@@ -208,14 +207,9 @@ func markBusy(d *topology.Device, u map[int]*procUse) {
 	if d.MemTotalMiB > 0 {
 		d.MemUsedPct = 100 * float64(d.MemUsedMiB) / float64(d.MemTotalMiB)
 	}
-	verb := "holds"
-	if len(pids) > 1 {
-		verb = "hold"
-	}
+	d.BusyReason = who + " compute queues"
 	if total > 0 {
-		d.BusyReason = fmt.Sprintf("%s %s %d MiB VRAM", who, verb, mib)
-	} else {
-		d.BusyReason = fmt.Sprintf("%s %s compute queues", who, verb)
+		d.BusyReason = fmt.Sprintf("%s %d MiB VRAM", who, mib)
 	}
 }
 

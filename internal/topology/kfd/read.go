@@ -329,11 +329,7 @@ func (b *builder) classify(nodes []*node) {
 		case n.gpu:
 			b.devOf[n.id] = len(b.gpus)
 			b.gpus = append(b.gpus, n)
-			for _, l := range n.links {
-				if l.props["flags"] != 0 {
-					b.flagsSeen = true
-				}
-			}
+			b.flagsSeen = b.flagsSeen || slices.ContainsFunc(n.links, func(l kfdLink) bool { return l.props["flags"] != 0 })
 		case n.props["cpu_cores_count"] > 0:
 			b.cpuOrd[n.id] = len(b.cpuOrd)
 		default:
@@ -501,13 +497,7 @@ func (b *builder) links() []topology.Link {
 
 // better says whether link a (of the given rank) should replace b.
 func better(a topology.Link, ra int, b topology.Link, rb int) bool {
-	if ra != rb {
-		return ra > rb
-	}
-	if a.MaxBandwidth != b.MaxBandwidth {
-		return a.MaxBandwidth > b.MaxBandwidth
-	}
-	return a.Weight < b.Weight
+	return cmp.Or(cmp.Compare(ra, rb), cmp.Compare(a.MaxBandwidth, b.MaxBandwidth), cmp.Compare(b.Weight, a.Weight)) > 0
 }
 
 // deviceName is the node's `name` file, or the gfx target ("gfx942") when
