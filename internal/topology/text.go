@@ -37,17 +37,25 @@ type Field struct {
 // SplitFields splits line at runs of spaces, tabs and carriage returns,
 // keeping each token's column.
 func SplitFields(line string) []Field {
+	return SplitFieldsFunc(line, func(c rune) bool { return c == ' ' || c == '\t' || c == '\r' })
+}
+
+// SplitFieldsFunc splits line at runs of runes for which sep is true,
+// keeping each token's byte column.
+func SplitFieldsFunc(line string, sep func(rune) bool) []Field {
 	var out []Field
 	start := -1
-	for i := 0; i <= len(line); i++ {
-		space := i == len(line) || line[i] == ' ' || line[i] == '\t' || line[i] == '\r'
+	for i, c := range line {
 		switch {
-		case space && start >= 0:
+		case sep(c) && start >= 0:
 			out = append(out, Field{line[start:i], start})
 			start = -1
-		case !space && start < 0:
+		case !sep(c) && start < 0:
 			start = i
 		}
+	}
+	if start >= 0 {
+		out = append(out, Field{line[start:], start})
 	}
 	return out
 }

@@ -185,20 +185,7 @@ func (r *Report) listed() []int {
 
 // gpuList prints ascending indices compactly: "GPU 0-3, 6 (5 GPUs)".
 func gpuList(idx []int) string {
-	var parts []string
-	for i := 0; i < len(idx); {
-		j := i
-		for j+1 < len(idx) && idx[j+1] == idx[j]+1 {
-			j++
-		}
-		if j > i {
-			parts = append(parts, fmt.Sprintf("%d-%d", idx[i], idx[j]))
-		} else {
-			parts = append(parts, fmt.Sprint(idx[i]))
-		}
-		i = j + 1
-	}
-	return fmt.Sprintf("GPU %s (%d)", strings.Join(parts, ", "), len(idx))
+	return fmt.Sprintf("GPU %s (%d)", strings.ReplaceAll(topology.FormatCPUList(idx), ",", ", "), len(idx))
 }
 
 func (r *Report) note(format string, args ...any) {

@@ -73,24 +73,7 @@ var (
 // fields splits line at runs of Unicode white space (rocm-smi's tables
 // are padded with spaces, tabs and, in some captures, other spaces),
 // keeping each token's byte column.
-func fields(line string) []topology.Field {
-	var out []topology.Field
-	start := -1
-	for i, c := range line {
-		if unicode.IsSpace(c) {
-			if start >= 0 {
-				out = append(out, topology.Field{S: line[start:i], Col: start})
-				start = -1
-			}
-		} else if start < 0 {
-			start = i
-		}
-	}
-	if start >= 0 {
-		out = append(out, topology.Field{S: line[start:], Col: start})
-	}
-	return out
-}
+func fields(line string) []topology.Field { return topology.SplitFieldsFunc(line, unicode.IsSpace) }
 
 // runeCol is the rune offset of tk in line, for aligning columns whose
 // cells hold multi-byte characters (°C).
