@@ -203,12 +203,8 @@ func (r *Report) Merge(other *Report) {
 		d.UniqueID = cmp.Or(o.UniqueID, d.UniqueID)
 		setKnown(&d.NUMANode, o.NUMANode)
 		setKnown(&d.NUMAAffinity, o.NUMAAffinity)
-		if o.UtilPercent >= 0 {
-			d.UtilPercent = o.UtilPercent
-		}
-		if o.MemUsedPct >= 0 {
-			d.MemUsedPct = o.MemUsedPct
-		}
+		setKnown(&d.UtilPercent, o.UtilPercent)
+		setKnown(&d.MemUsedPct, o.MemUsedPct)
 		setKnown(&d.MemTotalBytes, o.MemTotalBytes)
 		setKnown(&d.MemUsedBytes, o.MemUsedBytes)
 		if o.InConcise {
@@ -234,9 +230,10 @@ func (r *Report) Merge(other *Report) {
 	}
 }
 
-// setKnown sets *dst to v unless v is Unknown.
-func setKnown[T int | int64](dst *T, v T) {
-	if v != Unknown {
+// setKnown sets *dst to v unless v is unknown (negative: Unknown, or -1
+// for a float).
+func setKnown[T int | int64 | float64](dst *T, v T) {
+	if v >= 0 {
 		*dst = v
 	}
 }
