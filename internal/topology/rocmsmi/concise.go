@@ -147,11 +147,9 @@ func (tb *conciseTable) power(line string, toks []topology.Field) string {
 		return ""
 	}
 	power := ""
-	if tb.powerRune >= 0 {
-		for _, tk := range toks {
-			if runeCol(line, tk) == tb.powerRune {
-				power = tk.S
-			}
+	for _, tk := range toks {
+		if tb.powerRune >= 0 && runeCol(line, tk) == tb.powerRune {
+			power = tk.S
 		}
 	}
 	return power
