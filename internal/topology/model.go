@@ -443,11 +443,7 @@ func (m *Model) Packages() [][]int {
 	var out [][]int
 	at := map[string]int{}
 	for _, d := range m.Devices {
-		if d.Package == "" {
-			out = append(out, []int{d.Index})
-			continue
-		}
-		if i, ok := at[d.Package]; ok {
+		if i, ok := at[d.Package]; ok && d.Package != "" {
 			out[i] = append(out[i], d.Index)
 			continue
 		}

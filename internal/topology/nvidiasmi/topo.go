@@ -88,31 +88,18 @@ func splitMerged(s string) []topology.Field {
 	if knownCell(s) {
 		return []topology.Field{{S: s, Col: 0}}
 	}
-	try := func(n int) []topology.Field {
-		rest := splitMerged(s[n:])
-		if rest == nil {
-			return nil
-		}
-		out := []topology.Field{{S: s[:n], Col: 0}}
-		for _, f := range rest {
-			out = append(out, topology.Field{S: f.S, Col: f.Col + n})
-		}
-		return out
-	}
+	heads := cellWords // the first cell: an NV# run, else one of the words
 	if strings.HasPrefix(s, "NV") {
-		n := 2
-		for n < len(s) && s[n] >= '0' && s[n] <= '9' {
-			n++
-		}
-		if n > 2 && knownCell(s[:n]) && n < len(s) {
-			if out := try(n); out != nil {
-				return out
-			}
-		}
+		nv := s[:len(s)-len(strings.TrimLeft(s[2:], "0123456789"))]
+		heads = append([]string{nv}, cellWords...)
 	}
-	for _, w := range cellWords {
-		if len(w) < len(s) && strings.HasPrefix(s, w) {
-			if out := try(len(w)); out != nil {
+	for _, w := range heads {
+		if len(w) < len(s) && strings.HasPrefix(s, w) && knownCell(w) {
+			if rest := splitMerged(s[len(w):]); rest != nil {
+				out := []topology.Field{{S: w, Col: 0}}
+				for _, f := range rest {
+					out = append(out, topology.Field{S: f.S, Col: f.Col + len(w)})
+				}
 				return out
 			}
 		}
