@@ -195,15 +195,11 @@ type matrix struct {
 // block or the end of input. source names the ParseErrors.
 func readMatrix(r io.Reader, source string) (*matrix, error) {
 	mr := &matrixReader{lr: topology.NewLineReader(r, source)}
-	for mr.lr.Next() {
+	for !mr.complete && mr.lr.Next() {
 		line := ansiSGR().ReplaceAllString(mr.lr.Text(), "")
 		mr.lastLen = len(line)
-		done, err := mr.line(line)
-		if err != nil {
+		if err := mr.line(line); err != nil {
 			return nil, err
-		}
-		if done {
-			break
 		}
 	}
 	if err := mr.lr.Err(); err != nil {
@@ -222,20 +218,19 @@ type matrixReader struct {
 	complete bool             // a blank line or Legend ended the matrix
 }
 
-// line reads one line (ANSI escapes removed); done says the matrix ended.
-func (mr *matrixReader) line(line string) (done bool, err error) {
+// line reads one line (ANSI escapes removed).
+func (mr *matrixReader) line(line string) error {
 	trimmed := strings.TrimSpace(line)
-	if mr.m == nil {
-		if trimmed == "" {
-			return false, nil
-		}
-		return false, mr.header(line, trimmed)
-	}
-	if trimmed == "" || strings.HasPrefix(trimmed, "Legend:") || strings.HasPrefix(trimmed, "NIC Legend:") {
+	switch {
+	case mr.m == nil && trimmed == "":
+		return nil
+	case mr.m == nil:
+		return mr.header(line, trimmed)
+	case trimmed == "" || strings.HasPrefix(trimmed, "Legend:") || strings.HasPrefix(trimmed, "NIC Legend:"):
 		mr.complete = true
-		return true, nil
+		return nil
 	}
-	return false, mr.row(line)
+	return mr.row(line)
 }
 
 // header reads the column header: device columns, then affinity columns.

@@ -222,15 +222,13 @@ func (p *textParser) parse() error {
 			return nil
 		}
 		t := strings.TrimSpace(line)
-		title, banner := bannerTitle(t)
-		if !banner {
-			if err := p.plainLine(line, t, cur); err != nil {
-				return err
-			}
-			continue
-		}
 		var err error
-		if cur, err = p.section(title); err != nil {
+		if title, banner := bannerTitle(t); banner {
+			cur, err = p.section(title)
+		} else {
+			err = p.plainLine(line, t, cur)
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -248,12 +246,9 @@ func (p *textParser) section(title string) (sectionInfo, error) {
 		return otherSection, nil
 	}
 	if !known {
-		var damaged bool
-		if info, title, damaged = p.damagedTitle(title); !damaged {
-			return otherSection, nil // a section amdrun does not read
-		}
-		if info.kind == kindOther {
-			return otherSection, nil // damaged past reading; noted
+		// A section amdrun does not read, or one damaged past reading.
+		if info, title = p.damagedTitle(title); info.kind == kindOther {
+			return otherSection, nil
 		}
 	}
 	info.title = title
@@ -274,29 +269,29 @@ func squash(title string) string { return strings.ReplaceAll(title, " ", "") }
 // damagedTitle looks at a banner title that is not a known section's: a
 // known title with its words run together is read as that section, with
 // a note naming the line; one holding banner characters (two titles on
-// one line) or a known title inside other text is noted and skipped.
-// damaged is false for the title of a section amdrun does not read,
-// which is skipped without a word (--showallinfo prints dozens).
-func (p *textParser) damagedTitle(title string) (info sectionInfo, known string, damaged bool) {
+// one line) or a known title inside other text is noted and skipped
+// (otherSection). The title of a section amdrun does not read is skipped
+// without a word (--showallinfo prints dozens).
+func (p *textParser) damagedTitle(title string) (info sectionInfo, known string) {
 	line := p.lr.Line()
 	sq := squash(title)
 	for _, t := range sectionTitles {
 		if inf := sections[t]; squash(t) == sq {
 			p.r.note("rocm-smi: line %d: section title %q is damaged; read as %q", line, title, t)
-			return inf, t, true
+			return inf, t
 		}
 	}
 	if strings.Contains(title, "=") {
 		p.r.note("rocm-smi: line %d: banner %q holds more than one section title; its section is skipped", line, title)
-		return otherSection, title, true
+		return otherSection, title
 	}
 	for _, t := range sectionTitles {
 		if strings.Contains(sq, squash(t)) {
 			p.r.note("rocm-smi: line %d: section title %q holds %q and other text; its section is skipped", line, title, t)
-			return otherSection, title, true
+			return otherSection, title
 		}
 	}
-	return otherSection, title, false
+	return otherSection, title
 }
 
 // plainLine handles a line outside tables: GPU key/value lines, the
