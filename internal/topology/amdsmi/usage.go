@@ -87,12 +87,8 @@ func (p *defaultParser) line(line string) error {
 		return nil
 	}
 	p.sawText = true
-	if p.s.Version == "" {
-		if i := strings.Index(t, "AMD-SMI "); i >= 0 {
-			if f := strings.Fields(t[i+len("AMD-SMI "):]); len(f) > 0 {
-				p.s.Version = f[0]
-			}
-		}
+	if _, v, ok := strings.Cut(t, "AMD-SMI "); ok && p.s.Version == "" && len(strings.Fields(v)) > 0 {
+		p.s.Version = strings.Fields(v)[0]
 	}
 	if err := p.width(t); err != nil {
 		return err

@@ -321,20 +321,12 @@ func (p *parser) agent(label string) (int, bool) {
 	if p.listed || len(p.res.Agents) >= MaxAgents {
 		return 0, false
 	}
-	a := Agent{ID: -1, Label: label}
-	lower := strings.ToLower(label)
-	switch {
-	case strings.HasPrefix(lower, "gpu "):
-		a.GPU = true
-		a.Ordinal, _ = strconv.Atoi(label[4:])
-	case strings.HasPrefix(lower, "cpu "):
-		a.Ordinal, _ = strconv.Atoi(label[4:])
-	case strings.HasPrefix(lower, "cpu"):
-		a.Ordinal, _ = strconv.Atoi(label[3:])
-	default:
-		a.GPU = true
-		a.Ordinal, _ = strconv.Atoi(label)
+	num, cpu := strings.CutPrefix(strings.ToLower(label), "cpu")
+	if !cpu {
+		num = strings.TrimPrefix(num, "gpu")
 	}
+	a := Agent{ID: -1, Label: label, GPU: !cpu}
+	a.Ordinal, _ = strconv.Atoi(strings.TrimSpace(num))
 	p.byLabel[label] = len(p.res.Agents)
 	p.res.Agents = append(p.res.Agents, a)
 	return p.byLabel[label], true

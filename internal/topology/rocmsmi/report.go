@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/amdrun/amdrun/internal/topology"
@@ -125,12 +124,9 @@ func (r *Report) list(title string, idx ...int) {
 		r.Listed = map[string][]int{}
 	}
 	for _, i := range idx {
-		l := r.Listed[title]
-		k := sort.SearchInts(l, i)
-		if k < len(l) && l[k] == i {
-			continue
+		if k, found := slices.BinarySearch(r.Listed[title], i); !found {
+			r.Listed[title] = slices.Insert(r.Listed[title], k, i)
 		}
-		r.Listed[title] = append(l[:k], append([]int{i}, l[k:]...)...)
 	}
 }
 
