@@ -65,14 +65,6 @@ func SplitFieldsFunc(line string, sep func(rune) bool) []Field {
 // hang or an unbounded allocation.
 const MaxLineLength = 1 << 20
 
-// NewScanner returns a line scanner that accepts lines up to
-// MaxLineLength.
-func NewScanner(r io.Reader) *bufio.Scanner {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), MaxLineLength)
-	return sc
-}
-
 // LineReader is the skeleton every text parser reads its input through,
 // as encoding/csv's Reader is for CSV records: Next steps to the next
 // line, Text gives it without its line end ("\n" or "\r\n"), Line counts
@@ -101,7 +93,8 @@ type LineReader struct {
 
 // NewLineReader returns a LineReader over r whose errors name source.
 func NewLineReader(r io.Reader, source string) *LineReader {
-	lr := &LineReader{Source: source, sc: NewScanner(r)}
+	lr := &LineReader{Source: source, sc: bufio.NewScanner(r)}
+	lr.sc.Buffer(make([]byte, 64*1024), MaxLineLength)
 	lr.sc.Split(lr.split)
 	return lr
 }

@@ -237,7 +237,7 @@ func loadGPU(fsys fs.FS, n *node, warn topology.Warner) error {
 		return err
 	}
 	n.name = name
-	for _, kind := range []string{"io_links", "p2p_links"} {
+	for _, kind := range []string{"io_links", "p2p_links", "mem_banks"} {
 		d := path.Join(n.dir, kind)
 		ids, err := numericEntries(fsys, d, warn)
 		if err != nil {
@@ -249,23 +249,14 @@ func loadGPU(fsys fs.FS, n *node, warn topology.Warner) error {
 			if err != nil {
 				return err
 			}
-			n.links = append(n.links, kfdLink{path: p, props: props, p2p: kind == "p2p_links"})
-		}
-	}
-	d := path.Join(n.dir, "mem_banks")
-	ids, err := numericEntries(fsys, d, warn)
-	if err != nil {
-		return err
-	}
-	for _, id := range ids {
-		props, err := readProps(fsys, path.Join(d, strconv.Itoa(id), "properties"))
-		if err != nil {
-			return err
-		}
-		// heap_type 1 and 2 are the public and private frame buffer
-		// (HSA_HEAPTYPE_FRAME_BUFFER_*), that is VRAM; 0 is system memory.
-		if ht := props["heap_type"]; ht == 1 || ht == 2 {
-			n.mem += props["size_in_bytes"]
+			switch ht := props["heap_type"]; {
+			case kind != "mem_banks":
+				n.links = append(n.links, kfdLink{path: p, props: props, p2p: kind == "p2p_links"})
+			case ht == 1 || ht == 2:
+				// heap_type 1 and 2 are the public and private frame buffer
+				// (HSA_HEAPTYPE_FRAME_BUFFER_*), that is VRAM; 0 is system memory.
+				n.mem += props["size_in_bytes"]
+			}
 		}
 	}
 	n.mem = cmp.Or(n.mem, n.props["local_mem_size"])
