@@ -291,7 +291,7 @@ func (mr *matrixReader) row(line string) error {
 		return mr.cut(line, "row %s has %d cells, the header has %d columns", label.S, len(body), len(mr.cols))
 	}
 	rest := body[len(mr.cols):]
-	if len(m.tail) > 0 && !anyText(rest) {
+	if len(m.tail) > 0 && !slices.ContainsFunc(rest, func(f topology.Field) bool { return f.S != "" }) {
 		// A row cut after its matrix cells: its affinity would be
 		// silently unknown (issue 24); refused as any other cut row.
 		return mr.cut(line, "row %s ends after its device cells; the header has %s", label.S, strings.Join(m.tail, ", "))
@@ -324,11 +324,6 @@ func (mr *matrixReader) cut(line, format string, args ...any) error {
 		err = topology.ErrTruncated
 	}
 	return mr.lr.Errorf(len(line), err, format, args...)
-}
-
-// anyText says whether any of the cells is non-empty.
-func anyText(fs []topology.Field) bool {
-	return slices.ContainsFunc(fs, func(f topology.Field) bool { return f.S != "" })
 }
 
 // splitDeviceCells checks every cell under a device column against the

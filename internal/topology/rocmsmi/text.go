@@ -94,12 +94,7 @@ func bannerTitle(t string) (string, bool) {
 // logLine reports lines Python's logging or rocm-smi itself interleaves
 // with the tables ("WARNING: AMD GPU device(s) is/are in a low-power state").
 func logLine(t string) bool {
-	for _, p := range []string{"WARNING:", "ERROR:", "INFO:", "DEBUG:", "CRITICAL:"} {
-		if strings.HasPrefix(t, p) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc([]string{"WARNING:", "ERROR:", "INFO:", "DEBUG:", "CRITICAL:"}, func(p string) bool { return strings.HasPrefix(t, p) })
 }
 
 // textParser reads rocm-smi's text through the shared topology.LineReader,
@@ -347,12 +342,7 @@ func (p *textParser) plainLine(line, t string, cur sectionInfo) error {
 // only.
 func matrixHead(t string) bool {
 	fs := fields(t)
-	for _, f := range fs {
-		if !gpuLabel().MatchString(f.S) {
-			return false
-		}
-	}
-	return len(fs) > 0
+	return len(fs) > 0 && !slices.ContainsFunc(fs, func(f topology.Field) bool { return !gpuLabel().MatchString(f.S) })
 }
 
 // keyEnd returns the index of the colon ending the key in "key: value"
