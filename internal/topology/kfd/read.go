@@ -222,12 +222,7 @@ func parallel(n int, f func(i int) error) error {
 		}()
 	}
 	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return cmp.Or(errs...)
 }
 
 // loadGPU reads a GPU node's name, io_links, p2p_links and mem_banks.

@@ -2,6 +2,7 @@ package nvidiasmi
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -198,10 +199,8 @@ func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*
 		}(i, a)
 	}
 	wg.Wait()
-	for _, err := range errs[:3] {
-		if err != nil {
-			return nil, err
-		}
+	if err := cmp.Or(errs[:3]...); err != nil {
+		return nil, err
 	}
 	topo, err := ParseTopo(bytes.NewReader(outs[0]))
 	if err != nil {
