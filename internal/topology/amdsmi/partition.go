@@ -2,6 +2,7 @@ package amdsmi
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -54,13 +55,8 @@ func JoinPartitions(t *Topology, gpus []GPU) (*Topology, bool) {
 		}
 		logical = append(logical, g)
 	}
-	if !extra || len(logical) > MaxGPUs {
+	if !extra || len(logical) > MaxGPUs || slices.ContainsFunc(t.BDFs, func(b string) bool { return !seen[b] }) {
 		return t, false
-	}
-	for _, b := range t.BDFs {
-		if !seen[b] {
-			return t, false
-		}
 	}
 	sort.SliceStable(logical, func(a, b int) bool { return logical[a].Index < logical[b].Index })
 	n := len(logical)

@@ -72,13 +72,8 @@ func newTopology(n int) *Topology {
 // tableTitle reports whether s is a table title such as "WEIGHT TABLE:"
 // and returns it without the colon.
 func tableTitle(s string) (string, bool) {
-	if !strings.HasSuffix(s, "TABLE:") {
+	if !strings.HasSuffix(s, "TABLE:") || strings.Trim(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZ -_:") != "" {
 		return "", false
-	}
-	for _, c := range s {
-		if !(c >= 'A' && c <= 'Z' || c == ' ' || c == '-' || c == '_' || c == ':') {
-			return "", false
-		}
 	}
 	return strings.TrimSuffix(s, ":"), true
 }

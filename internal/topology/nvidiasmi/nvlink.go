@@ -3,6 +3,7 @@ package nvidiasmi
 import (
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -45,10 +46,8 @@ func (s *NVLinkStatus) GPU(i int) *NVLinkGPU {
 	if s == nil {
 		return nil
 	}
-	for k := range s.GPUs {
-		if s.GPUs[k].Index == i {
-			return &s.GPUs[k]
-		}
+	if k := slices.IndexFunc(s.GPUs, func(g NVLinkGPU) bool { return g.Index == i }); k >= 0 {
+		return &s.GPUs[k]
 	}
 	return nil
 }
