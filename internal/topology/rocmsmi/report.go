@@ -91,10 +91,6 @@ func newDeviceInfo(i int) *DeviceInfo {
 		UtilPercent: -1, MemUsedPct: -1, MemTotalBytes: Unknown, MemUsedBytes: Unknown}
 }
 
-func newPair() *Pair {
-	return &Pair{Weight: Unknown, Hops: Unknown, MinBandwidth: Unknown, MaxBandwidth: Unknown}
-}
-
 // device returns the entry for GPU i, creating it.
 func (r *Report) device(i int) *DeviceInfo {
 	d := r.Devices[i]
@@ -112,7 +108,7 @@ func (r *Report) pair(a, b int) *Pair {
 	}
 	p := r.Pairs[[2]int{a, b}]
 	if p == nil {
-		p = newPair()
+		p = &Pair{Weight: Unknown, Hops: Unknown, MinBandwidth: Unknown, MaxBandwidth: Unknown}
 		r.Pairs[[2]int{a, b}] = p
 	}
 	return p
