@@ -284,10 +284,7 @@ func (r *Report) devices(idx []int, warn topology.Warner) []topology.Device {
 	var numaDiffers []string
 	for p, i := range idx {
 		d := topology.Device{Index: p, RuntimeIndex: i, Vendor: topology.VendorAMD, NUMANode: -1}
-		info := r.Devices[i]
-		if info == nil {
-			info = newDeviceInfo(i)
-		}
+		info := cmp.Or(r.Devices[i], newDeviceInfo(i))
 		d.Name, d.PCIAddress, d.UniqueID = info.Name, info.PCIBus, info.UniqueID
 		switch {
 		case info.NUMAAffinity >= 0:
@@ -300,8 +297,7 @@ func (r *Report) devices(idx []int, warn topology.Warner) []topology.Device {
 		}
 		d.UtilPercent = max(info.UtilPercent, 0) // -1: unknown
 		if info.MemTotalBytes > 0 && info.MemUsedBytes >= 0 {
-			d.MemTotalMiB = info.MemTotalBytes >> 20
-			d.MemUsedMiB = info.MemUsedBytes >> 20
+			d.MemTotalMiB, d.MemUsedMiB = info.MemTotalBytes>>20, info.MemUsedBytes>>20
 		} else if info.MemUsedPct >= 0 {
 			d.MemUsedPct = info.MemUsedPct
 		}
