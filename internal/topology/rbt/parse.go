@@ -173,14 +173,12 @@ func (p *parser) header(line string) error {
 	if len(fs)-1 > MaxAgents {
 		return p.lr.Errorf(fs[MaxAgents+1].Col, topology.ErrSyntax, "more than %d devices", MaxAgents)
 	}
-	var labels []topology.Field
 	for _, f := range fs[1:] {
 		if !validLabel(f.S) {
 			return p.lr.Errorf(f.Col, topology.ErrSyntax, "%s: unknown device %q", tb.title, f.S)
 		}
-		labels = append(labels, f)
 	}
-	return p.setColumns(labels)
+	return p.setColumns(fs[1:])
 }
 
 // tbHeader reads TransferBench's header: pairs "CPU 00", "GPU 07".
