@@ -94,16 +94,12 @@ type Device struct {
 // partition, else "gpuN".
 func (d *Device) Key() string {
 	switch {
-	case d.PCIAddress != "":
-		if d.Partition != 0 {
-			return fmt.Sprintf("%s.p%d", d.PCIAddress, d.Partition)
-		}
+	case d.PCIAddress != "" && d.Partition == 0:
 		return d.PCIAddress
-	case d.UniqueID != "":
-		return fmt.Sprintf("%s.p%d", d.UniqueID, d.Partition)
-	default:
-		return fmt.Sprintf("gpu%d", d.Index)
+	case d.PCIAddress != "" || d.UniqueID != "":
+		return fmt.Sprintf("%s.p%d", cmp.Or(d.PCIAddress, d.UniqueID), d.Partition)
 	}
+	return fmt.Sprintf("gpu%d", d.Index)
 }
 
 // Link is the path between two devices A < B.
