@@ -352,34 +352,19 @@ func (r *Report) link(p *Pair, a, b int, warn topology.Warner) (topology.Link, b
 		p = &q
 	}
 	l := topology.Link{Weight: max(p.Weight, 0), Hops: max(p.Hops, 0)}
-	haveBW := p.MaxBandwidth != Unknown
-	zeroBW := haveBW && p.MaxBandwidth == 0
-	xgmi := false
-	switch p.Type {
-	case "XGMI":
-		xgmi = true
+	bw := p.MaxBandwidth > 0
+	switch {
+	case p.Type == "PCIE" && bw:
+		warn.Warn("rocm-smi: GPU%d-GPU%d: link type PCIE but --shownodesbw %d-%d MB/s; treating as PCIe", a, b, p.MinBandwidth, p.MaxBandwidth)
+	case p.Type == "" && p.MaxBandwidth == Unknown && p.Weight == Unknown && p.Hops == Unknown:
+		return l, false
+	case p.Type == "XGMI" || p.Type == "" && bw:
 		// rocm-smi: "0-0" min-max bandwidth indicates devices are not
 		// connected directly, e.g. MI250 GCDs two XGMI hops apart.
-		l.Direct = !zeroBW
-	case "PCIE":
-		if haveBW && !zeroBW {
-			warn.Warn("rocm-smi: GPU%d-GPU%d: link type PCIE but --shownodesbw %d-%d MB/s; treating as PCIe", a, b, p.MinBandwidth, p.MaxBandwidth)
-		}
-	case "":
-		if !haveBW && p.Weight == Unknown && p.Hops == Unknown {
-			return l, false
-		}
-		xgmi = haveBW && !zeroBW
-		l.Direct = xgmi
-	}
-	if xgmi {
-		l.Type, l.Level = topology.LinkXGMI, "XGMI"
+		l.Type, l.Level, l.Direct = topology.LinkXGMI, "XGMI", p.MaxBandwidth != 0
 		l.Hops = cmp.Or(l.Hops, 1)
-		if haveBW && !zeroBW {
-			l.MinBandwidth, l.MaxBandwidth = p.MinBandwidth, p.MaxBandwidth
-			if l.MinBandwidth <= 0 {
-				l.MinBandwidth = l.MaxBandwidth
-			}
+		if bw {
+			l.MinBandwidth, l.MaxBandwidth = cmp.Or(p.MinBandwidth, p.MaxBandwidth), p.MaxBandwidth
 		}
 		return l, true
 	}
