@@ -168,13 +168,8 @@ func devices(infos []GPU, useHIP bool) []topology.Device {
 // reports; ok is false when the type is unknown.
 func pairLink(t *Topology, a, b int, warn topology.Warner) (topology.Link, bool) {
 	p, q := t.Pairs[a][b], t.Pairs[b][a]
-	known := func(x, y int) int {
-		if x < 0 {
-			x = y
-		}
-		return x // WEIGHT and HOPS are symmetric (check), so x == y when both are known
-	}
-	weight, hops := known(p.Weight, q.Weight), known(p.Hops, q.Hops)
+	// WEIGHT and HOPS are symmetric (check): the known reading, or -1.
+	weight, hops := max(p.Weight, q.Weight), max(p.Hops, q.Hops)
 	typ, note := topology.ResolveLinkType(p.Type, q.Type, weight, hops)
 	if note != "" {
 		warn.Warn("amd-smi: %s-%s: %s", t.label(a), t.label(b), note)
