@@ -275,7 +275,7 @@ func (d *discovery) topology() (*Topology, error) {
 	if jerr == nil {
 		var jt *Topology
 		if jt, jerr = ParseTopologyJSON(bytes.NewReader(jout)); jerr == nil {
-			d.warn.Warn("%v; read `%s` instead", err, strings.Join(append([]string{"amd-smi"}, argsTopologyJSON...), " "))
+			d.warn.Warn("%v; read `%s` instead", err, SourceTopologyJSON)
 			return jt, nil
 		}
 	}
@@ -314,7 +314,8 @@ func (d *discovery) optional(args []string, parse func([]byte) error) error {
 func (d *discovery) join(src string, gpus []GPU) error {
 	if j, ok := JoinPartitions(d.t, gpus); ok {
 		d.t = j
-		d.warn.Warn("%s", joinNote(d.physical, j, src))
+		d.warn.Warn("amd-smi: `%s` lists %d GPUs, `%s` %d partitions of them; each partition takes its GPU's links, and partitions of one GPU are one package joined by XGMI",
+			SourceTopology, d.physical, src, len(j.BDFs))
 		return nil
 	}
 	return agreeBDFs(SourceTopology, d.t.BDFs, src, gpus)

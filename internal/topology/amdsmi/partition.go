@@ -1,7 +1,6 @@
 package amdsmi
 
 import (
-	"fmt"
 	"slices"
 	"sort"
 	"strings"
@@ -80,10 +79,4 @@ func JoinPartitions(t *Topology, gpus []GPU) (*Topology, bool) {
 		}
 	}
 	return j, true
-}
-
-// joinNote is the one line Discover warns with when it joined partitions.
-func joinNote(physical int, t *Topology, other string) string {
-	return fmt.Sprintf("amd-smi: `%s` lists %d GPUs, `%s` %d partitions of them; each partition takes its GPU's links, and partitions of one GPU are one package joined by XGMI",
-		SourceTopology, physical, other, len(t.BDFs))
 }
