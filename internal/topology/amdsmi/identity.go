@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/amdrun/amdrun/internal/topology"
@@ -132,7 +134,7 @@ func ParseListJSON(r io.Reader) ([]GPU, error) {
 			return nil, err
 		}
 		g := NewGPU(idx)
-		for _, k := range sortedKeys(o) {
+		for _, k := range slices.Sorted(maps.Keys(o)) { // a stable first error
 			if err := setIdentity(&g, k, o[k]); err != nil {
 				return nil, topology.NewParseError(src, 0, 0, fmt.Errorf("gpu %d: %s: %w", idx, k, err), "")
 			}

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -150,9 +148,6 @@ func gpuIndex(src string, i int, m map[string]any) (int, error) {
 	}
 	return int(n), nil
 }
-
-// sortedKeys returns m's keys in order, for stable error reports.
-func sortedKeys(m map[string]any) []string { return slices.Sorted(maps.Keys(m)) }
 
 // decodeGPUs decodes an amd-smi JSON document and returns its per-GPU
 // objects (see gpuList).

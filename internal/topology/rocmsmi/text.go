@@ -292,7 +292,8 @@ func (p *textParser) damagedTitle(title string) (info sectionInfo, known string)
 // plainLine handles a line outside tables: GPU key/value lines, the
 // driver and rocm-smi version lines; anything else is skipped.
 func (p *textParser) plainLine(line, t string, cur sectionInfo) error {
-	if matrixHead(t) {
+	// A matrix's column header (GPUn labels only) outside a matrix section.
+	if fs := fields(t); len(fs) > 0 && !slices.ContainsFunc(fs, func(f topology.Field) bool { return !gpuLabel().MatchString(f.S) }) {
 		p.r.note("rocm-smi: line %d: a GPU table with no section title above it; skipped", p.lr.Line())
 		return nil
 	}
@@ -336,13 +337,6 @@ func (p *textParser) plainLine(line, t string, cur sectionInfo) error {
 		}
 	}
 	return nil
-}
-
-// matrixHead reports whether t is a matrix's column header: GPUn labels
-// only.
-func matrixHead(t string) bool {
-	fs := fields(t)
-	return len(fs) > 0 && !slices.ContainsFunc(fs, func(f topology.Field) bool { return !gpuLabel().MatchString(f.S) })
 }
 
 // keyEnd returns the index of the colon ending the key in "key: value"
