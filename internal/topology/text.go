@@ -34,6 +34,15 @@ type Field struct {
 	Col int
 }
 
+// Texts returns the text of each field.
+func Texts(fs []Field) []string {
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = f.S
+	}
+	return out
+}
+
 // SplitFields splits line at runs of spaces, tabs and carriage returns,
 // keeping each token's column.
 func SplitFields(line string) []Field {

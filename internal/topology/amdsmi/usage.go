@@ -111,10 +111,7 @@ func (p *defaultParser) line(line string) error {
 		p.pending = false
 		return p.idRow(cs, first)
 	case first[0].S == "GPU" && len(first) >= 2:
-		p.idHeader = p.idHeader[:0]
-		for _, f := range first {
-			p.idHeader = append(p.idHeader, f.S)
-		}
+		p.idHeader = topology.Texts(first)
 		return nil
 	}
 	if bdf, ok := topology.NormalizePCI(first[0].S); ok {

@@ -76,13 +76,8 @@ func ParseNVLinkStatus(r io.Reader) (*NVLinkStatus, error) {
 		line := lr.Text()
 		text := strings.TrimSpace(line)
 		col := strings.Index(line, text)
-		if text == "" {
-			continue
-		}
-		if allInactive(text) {
-			// A GPU without active NVLinks (PCIe boards): "no NVLink",
-			// not malformed output.
-			continue
+		if text == "" || allInactive(text) {
+			continue // allInactive: a GPU without active NVLinks (PCIe boards), not malformed output
 		}
 		if mm := nvlGPULine().FindStringSubmatch(text); mm != nil {
 			idx, err := strconv.Atoi(mm[1])

@@ -146,7 +146,7 @@ func headerFields(s string) []topology.Field {
 		f := words[i]
 		for _, name := range []string{colCPU, colNUMA, colGPUNUMA} {
 			n := strings.Count(name, " ") + 1
-			if i+n <= len(words) && slices.Equal(strings.Fields(name), texts(words[i:i+n])) {
+			if i+n <= len(words) && slices.Equal(strings.Fields(name), topology.Texts(words[i:i+n])) {
 				f.S, i = name, i+n-1
 				break
 			}
@@ -154,15 +154,6 @@ func headerFields(s string) []topology.Field {
 		out = append(out, f)
 	}
 	return splitLabels(out)
-}
-
-// texts returns the text of each field.
-func texts(fs []topology.Field) []string {
-	out := make([]string, len(fs))
-	for i, f := range fs {
-		out[i] = f.S
-	}
-	return out
 }
 
 // splitLabels splits header cells that are device labels run together

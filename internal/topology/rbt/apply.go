@@ -172,18 +172,14 @@ func matchDevices(m *topology.Model, r *Result, gpus []int, warn topology.Warner
 		}
 		byAddr[k] = i
 	}
-	keys := make([]string, len(gpus))
+	out := make([]int, len(gpus))
+	used := map[int]bool{}
+	var missing []string
 	for x, g := range gpus {
 		k, ok := parsePCI(r.Agents[g].PCI)
 		if !ok {
 			return byOrder(m, r, gpus, warn, "its device lines carry no bus address")
 		}
-		keys[x] = k
-	}
-	out := make([]int, len(gpus))
-	used := map[int]bool{}
-	var missing []string
-	for x, k := range keys {
 		i, ok := byAddr[k]
 		if !ok || used[i] {
 			missing = append(missing, r.Agents[gpus[x]].PCI)
