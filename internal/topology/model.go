@@ -348,9 +348,7 @@ func (m *Model) Validate() error {
 	if n > MaxDevices {
 		return fmt.Errorf("%w: %d devices, more than %d", ErrInvalidModel, n, MaxDevices)
 	}
-	switch m.Vendor {
-	case "", VendorAMD, VendorNVIDIA:
-	default:
+	if !slices.Contains([]Vendor{"", VendorAMD, VendorNVIDIA}, m.Vendor) {
 		return fmt.Errorf("%w: unknown vendor %q (amd, nvidia)", ErrInvalidModel, m.Vendor)
 	}
 	runtime := make(map[int]int, n)
@@ -387,9 +385,7 @@ func (m *Model) Validate() error {
 			return fmt.Errorf("%w: two links for pair %d-%d", ErrInvalidModel, l.A, l.B)
 		}
 		seen[[2]int{l.A, l.B}] = true
-		switch l.Type {
-		case LinkXGMI, LinkNVLink, LinkPCIe:
-		default:
+		if !slices.Contains([]LinkType{LinkXGMI, LinkNVLink, LinkPCIe}, l.Type) {
 			return fmt.Errorf("%w: link %d-%d has unknown type %q", ErrInvalidModel, l.A, l.B, l.Type)
 		}
 		if l.MaxBandwidth <= 0 || l.MinBandwidth <= 0 || l.MinBandwidth > l.MaxBandwidth {
