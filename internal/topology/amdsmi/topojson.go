@@ -16,14 +16,14 @@ import (
 // one (a "links" array, any subset of its fields). Numbers may be JSON
 // numbers, numeric strings or {"value": n}; "N/A" is not reported.
 func ParseTopologyJSON(r io.Reader) (*Topology, error) {
-	objs, err := decodeGPUs(SourceTopologyJSON, r)
+	objs, gpus, err := decodeGPUs(SourceTopologyJSON, r)
 	if err != nil {
 		return nil, err
 	}
 	if len(objs) == 0 {
 		return nil, topology.NewParseError(SourceTopologyJSON, 0, 0, topology.ErrNoDevices, "")
 	}
-	t, pos, byBDF, err := jsonRows(objs)
+	t, pos, byBDF, err := jsonRows(objs, gpus)
 	if err != nil {
 		return nil, err
 	}
@@ -52,16 +52,13 @@ func jsonErr(err error) error {
 	return topology.NewParseError(SourceTopologyJSON, 0, 0, err, "")
 }
 
-// jsonRows reads each object's gpu index and bdf into a new Topology,
-// and returns the row of each index and of each bdf.
-func jsonRows(objs []map[string]any) (*Topology, map[int]int, map[string]int, error) {
+// jsonRows reads each object's gpu index (gpus) and bdf into a new
+// Topology, and returns the row of each index and of each bdf.
+func jsonRows(objs []map[string]any, gpus []int) (*Topology, map[int]int, map[string]int, error) {
 	t := newTopology(len(objs))
 	pos, byBDF := map[int]int{}, map[string]int{}
 	for i, o := range objs {
-		g, err := gpuIndex(SourceTopologyJSON, i, o)
-		if err != nil {
-			return nil, nil, nil, err
-		}
+		g := gpus[i]
 		if _, dup := pos[g]; dup {
 			return nil, nil, nil, jsonErr(fmt.Errorf("%w: gpu %d listed twice", topology.ErrSyntax, g))
 		}

@@ -251,16 +251,13 @@ func memUsage(c topology.Field) (used, total int64, col int, ok bool) {
 // "process_info" (ROCm 6.1-6.3), which may also be a string saying none.
 func ParseProcessJSON(r io.Reader) (map[int]int, error) {
 	const src = SourceProcessJSON
-	objs, err := decodeGPUs(src, r)
+	objs, gpus, err := decodeGPUs(src, r)
 	if err != nil {
 		return nil, err
 	}
 	out := map[int]int{}
 	for i, o := range objs {
-		g, err := gpuIndex(src, i, o)
-		if err != nil {
-			return nil, err
-		}
+		g := gpus[i]
 		out[g] += 0
 		pl, has := o["process_list"]
 		if !has || pl == nil {
@@ -298,16 +295,13 @@ type Memory struct {
 // use per amd-smi GPU index (N/A figures left out; amd-smi's MB are MiB).
 func ParseMemUsageJSON(r io.Reader) (map[int]Memory, error) {
 	const src = SourceMemUsageJSON
-	objs, err := decodeGPUs(src, r)
+	objs, gpus, err := decodeGPUs(src, r)
 	if err != nil {
 		return nil, err
 	}
 	out := map[int]Memory{}
 	for i, o := range objs {
-		g, err := gpuIndex(src, i, o)
-		if err != nil {
-			return nil, err
-		}
+		g := gpus[i]
 		mu, ok := o["mem_usage"].(map[string]any)
 		if !ok {
 			continue
