@@ -73,20 +73,13 @@ type csvRow struct {
 func readCSV(r io.Reader, source, header string) ([]csvRow, error) {
 	lr := topology.NewLineReader(r, source)
 	var rows []csvRow
-	for lr.Next() {
-		line := lr.Text()
-		if strings.TrimSpace(line) == "" {
-			continue
+	err := lr.ForEach(func(line string) error {
+		if t := strings.TrimSpace(line); t != "" && (len(rows) > 0 || !strings.HasPrefix(t, header)) {
+			rows = append(rows, csvRow{lr.Line(), splitAt(line, ',')})
 		}
-		if len(rows) == 0 && strings.HasPrefix(strings.TrimSpace(line), header) {
-			continue
-		}
-		rows = append(rows, csvRow{lr.Line(), splitAt(line, ',')})
-	}
-	if err := lr.Err(); err != nil {
-		return nil, err
-	}
-	return rows, nil
+		return nil
+	})
+	return rows, err
 }
 
 // parseMiB reads a memory value in MiB ("81559", or "81559 MiB" when
