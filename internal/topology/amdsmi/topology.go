@@ -227,10 +227,7 @@ func (p *topoParser) header(fs []topology.Field) error {
 		}
 		p.t = newTopology(len(bdfs))
 		copy(p.t.BDFs, bdfs)
-		p.t.Tables = append(p.t.Tables, p.table)
-		return nil
-	}
-	if len(bdfs) != len(p.t.BDFs) {
+	} else if len(bdfs) != len(p.t.BDFs) {
 		return p.lr.Errorf(0, topology.ErrNotSquare, "%s has %d columns, the first table %d", p.table, len(bdfs), len(p.t.BDFs))
 	}
 	for i, b := range bdfs {

@@ -132,10 +132,7 @@ func (p *textParser) next() (line string, ok bool) {
 	if !p.lr.Next() {
 		return "", false
 	}
-	line = p.lr.Text()
-	if !utf8.ValidString(line) {
-		line = strings.ToValidUTF8(line, "\uFFFD")
-	}
+	line = strings.ToValidUTF8(p.lr.Text(), "\uFFFD")
 	if strings.ContainsRune(line, '\x1b') {
 		// A terminal's colours or bold (rocm-smi run through a pty, or a
 		// capture pasted from one): read without them, and say so.
@@ -143,7 +140,7 @@ func (p *textParser) next() (line string, ok bool) {
 		p.escaped = append(p.escaped, p.lr.Line())
 	}
 	line = strings.TrimRightFunc(line, unicode.IsSpace)
-	if line != "" && strings.TrimSpace(line) != "" {
+	if line != "" {
 		p.lastFull = p.lr.Line()
 	}
 	return line, true
