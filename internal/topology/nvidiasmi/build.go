@@ -76,12 +76,9 @@ func devices(topo *Topo, gpus []GPU, warn topology.Warner) (devs []topology.Devi
 		}
 	}
 	for i, tg := range topo.GPUs {
-		d := topology.Device{Index: i, RuntimeIndex: i, Vendor: topology.VendorNVIDIA, NUMANode: -1}
-		switch {
-		case tg.NUMAAffinity >= 0:
-			d.NUMANode = tg.NUMAAffinity
-		case tg.GPUNUMAID >= 0:
-			d.NUMANode = tg.GPUNUMAID
+		d := topology.Device{Index: i, RuntimeIndex: i, Vendor: topology.VendorNVIDIA, NUMANode: tg.NUMAAffinity}
+		if d.NUMANode < 0 {
+			d.NUMANode = tg.GPUNUMAID // -1 when unknown too
 		}
 		d.CPUs = append([]int(nil), tg.CPUAffinity...)
 		if g := byIndex[i]; g != nil {
