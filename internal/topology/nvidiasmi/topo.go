@@ -422,7 +422,7 @@ func ParseTopo(r io.Reader) (*Topo, error) {
 		line := m.rowLine[i]
 		t.Cells[i] = make([]string, m.nGPU)
 		for j, c := range m.cells[i] {
-			if err := checkTopoCell(c.S, i == j); err != nil {
+			if err := checkCell(c.S, i == j, false); err != nil {
 				return nil, topology.NewParseError(SourceTopo, line, c.Col, err, "GPU%d/GPU%d cell %q", i, j, clip(c.S))
 			}
 			if j < i && c.S != t.Cells[j][i] {
@@ -497,19 +497,18 @@ func runTogether(m *matrix, i int) error {
 		"GPU%d: CPU Affinity %q beside an empty %s: the cells ran together (nvidia-smi prints a node or N/A there)", i, clip(cpu.S), strings.Join(empty, " and "))
 }
 
-// checkTopoCell says whether a topo -m cell is known; self says it is on
-// the diagonal.
-func checkTopoCell(s string, self bool) error {
-	if self {
-		if s == "X" {
-			return nil
-		}
-		return fmt.Errorf("%w: diagonal cell is not X", topology.ErrSyntax)
-	}
-	if _, _, ok := linkKind(s); ok {
+// checkCell says whether s is a cell of `topo -p2p` (p2p) or `topo -m`;
+// self says it is on the diagonal. The other matrix's cell is the wrong tool.
+func checkCell(s string, self, p2p bool) error {
+	_, _, link := linkKind(s)
+	switch {
+	case self && s == "X", !self && (p2p && p2pStatus[s] || !p2p && link):
 		return nil
-	}
-	if p2pStatus[s] {
+	case self:
+		return fmt.Errorf("%w: diagonal cell is not X", topology.ErrSyntax)
+	case p2p && link:
+		return fmt.Errorf("%w: this is `nvidia-smi topo -m` output, not `topo -p2p`", topology.ErrWrongTool)
+	case !p2p && p2pStatus[s]:
 		return fmt.Errorf("%w: this is `nvidia-smi topo -p2p` output, not `topo -m`", topology.ErrWrongTool)
 	}
 	return topology.ErrUnknownLinkType
