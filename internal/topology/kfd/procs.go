@@ -61,13 +61,6 @@ func gpuDevices(fsys fs.FS, dir string, n int) (map[uint64]int, error) {
 	return devOf, nil
 }
 
-// procUse is what one process holds on one device.
-type procUse struct {
-	pid    int
-	bytes  uint64
-	queues int
-}
-
 // ReadProcs marks the devices of m, a model Read built from the same fsys,
 // that other processes use. KFD lists every process that opened /dev/kfd
 // (amdrun never does) under sys/class/kfd/kfd/proc/<pid>/, with a file
@@ -93,7 +86,7 @@ func ReadProcs(fsys fs.FS, m *topology.Model) error {
 	if err != nil {
 		return err
 	}
-	w := &procWalk{fsys: fsys, devOf: devOf, use: make([]map[int]*procUse, m.N())}
+	w := &procWalk{fsys: fsys, devOf: devOf, use: make([]map[int]uint64, m.N())}
 	for _, pid := range pids {
 		if err := w.process(path.Join(pdir, strconv.Itoa(pid)), pid); err != nil {
 			return err
@@ -111,20 +104,15 @@ func ReadProcs(fsys fs.FS, m *topology.Model) error {
 type procWalk struct {
 	fsys  fs.FS
 	devOf map[uint64]int     // gpu_id -> device index
-	use   []map[int]*procUse // per device: pid -> use
+	use   []map[int]uint64 // per device: pid -> VRAM bytes held (0: compute queues only)
 }
 
-// get returns the use of device dev by pid, made on first use.
-func (w *procWalk) get(dev, pid int) *procUse {
+// add records that pid uses device dev, holding n more bytes of its VRAM.
+func (w *procWalk) add(dev, pid int, n uint64) {
 	if w.use[dev] == nil {
-		w.use[dev] = map[int]*procUse{}
+		w.use[dev] = map[int]uint64{}
 	}
-	u := w.use[dev][pid]
-	if u == nil {
-		u = &procUse{pid: pid}
-		w.use[dev][pid] = u
-	}
-	return u
+	w.use[dev][pid] += n
 }
 
 // process adds the VRAM and compute queues of the process whose proc
@@ -163,7 +151,7 @@ func (w *procWalk) vram(pd string, pid int, ents []fs.DirEntry) error {
 			return err
 		}
 		if found && n > 0 {
-			w.get(dev, pid).bytes += n
+			w.add(dev, pid, n)
 		}
 	}
 	return nil
@@ -182,19 +170,19 @@ func (w *procWalk) queues(pd string, pid int) error {
 			return err
 		}
 		if dev, ok := w.devOf[gid]; found && ok {
-			w.get(dev, pid).queues++
+			w.add(dev, pid, 0)
 		}
 	}
 	return nil
 }
 
 // markBusy sets a device's busy fields from the processes using it.
-func markBusy(d *topology.Device, u map[int]*procUse) {
+func markBusy(d *topology.Device, u map[int]uint64) {
 	var total uint64
 	var pids []string
 	for _, pid := range slices.Sorted(maps.Keys(u)) {
 		pids = append(pids, strconv.Itoa(pid))
-		total += u[pid].bytes
+		total += u[pid]
 	}
 	who := "pid " + pids[0] + " holds"
 	if len(pids) > 1 {
