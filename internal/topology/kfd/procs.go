@@ -103,7 +103,7 @@ func ReadProcs(fsys fs.FS, m *topology.Model) error {
 // procWalk gathers what each process uses on each device.
 type procWalk struct {
 	fsys  fs.FS
-	devOf map[uint64]int     // gpu_id -> device index
+	devOf map[uint64]int   // gpu_id -> device index
 	use   []map[int]uint64 // per device: pid -> VRAM bytes held (0: compute queues only)
 }
 
