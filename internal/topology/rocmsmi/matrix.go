@@ -1,6 +1,7 @@
 package rocmsmi
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 	"strings"
@@ -187,30 +188,20 @@ func (p *textParser) matrixRows(sec sectionInfo, cols []int) ([][]topology.Field
 // lines follow it: then, as at the end of input, the output was cut off
 // (ErrTruncated at its last line that is not blank).
 func (p *textParser) matrixRowLine(sec sectionInfo, r, n int) (string, error) {
-	cut := func() error {
-		return topology.NewParseError(sec.source, p.lastFull, 0, topology.ErrTruncated, "%d of %d rows", r, n)
-	}
+	blank := 0 // the first blank line, 0: none yet
 	for {
 		line, ok := p.next()
-		if !ok {
-			return "", cut()
-		}
 		t := strings.TrimSpace(line)
-		if logLine(t) {
-			continue
-		}
-		if t != "" {
+		switch {
+		case !ok:
+			return "", topology.NewParseError(sec.source, p.lastFull, 0, topology.ErrTruncated, "%d of %d rows", r, n)
+		case blank == 0 && logLine(t): // skipped
+		case blank == 0 && t != "":
 			return line, nil
-		}
-		blank := p.lr.Line()
-		for {
-			line, ok := p.next()
-			if !ok {
-				return "", cut()
-			}
-			if strings.TrimSpace(line) != "" {
-				return "", topology.NewParseError(sec.source, blank, 0, topology.ErrNotSquare, "%d rows for %d columns", r, n)
-			}
+		case t == "":
+			blank = cmp.Or(blank, p.lr.Line())
+		default:
+			return "", topology.NewParseError(sec.source, blank, 0, topology.ErrNotSquare, "%d rows for %d columns", r, n)
 		}
 	}
 }
