@@ -31,11 +31,7 @@ func (p *textParser) concise(sec sectionInfo) error {
 	if err != nil {
 		return err
 	}
-	for {
-		line, ok := p.next()
-		if !ok {
-			break
-		}
+	for line, ok := p.next(); ok; line, ok = p.next() {
 		t := strings.TrimSpace(line)
 		if title, ok := bannerTitle(t); ok {
 			if title != "" {

@@ -104,27 +104,22 @@ func (p *textParser) matrix(sec sectionInfo) error {
 // skipped and noted; a banner before any header means the section has no
 // table (ok is false, and the banner is handed back to parse).
 func (p *textParser) matrixStart(sec sectionInfo) (head string, ok bool, err error) {
-	for {
-		line, more := p.next()
-		if !more {
-			return "", false, p.errHere(sec.source, 0, topology.ErrTruncated, "no table after the section title")
-		}
+	for line, more := p.next(); more; line, more = p.next() {
 		t := strings.TrimSpace(line)
-		if t == "" {
-			continue
-		}
-		if _, banner := bannerTitle(t); banner {
+		_, banner := bannerTitle(t)
+		switch {
+		case t == "":
+		case banner:
 			p.r.note("rocm-smi: the %q section has no table (the next section title is at line %d); is the output damaged?", sec.title, p.lr.Line())
 			p.lr.Unread()
 			return "", false, nil // nothing readable in this section
-		}
-		if gpuLabel().MatchString(fields(t)[0].S) {
+		case gpuLabel().MatchString(fields(t)[0].S):
 			return line, true, nil
-		}
-		if !logLine(t) || strings.HasPrefix(t, "ERROR:") {
+		case !logLine(t) || strings.HasPrefix(t, "ERROR:"):
 			p.toolLines = append(p.toolLines, t)
 		}
 	}
+	return "", false, p.errHere(sec.source, 0, topology.ErrTruncated, "no table after the section title")
 }
 
 // matrixHeader reads the column header just read: GPUn labels only.
@@ -210,24 +205,20 @@ func (p *textParser) matrixRowLine(sec sectionInfo, r, n int) (string, error) {
 // log lines, which it hands to plainLine as parse would); it gives any
 // other line back to parse.
 func (p *textParser) matrixEnd(sec sectionInfo, n int) error {
-	for {
-		line, ok := p.next()
-		if !ok {
-			return nil
-		}
-		t := strings.TrimSpace(line)
-		if t == "" || logLine(t) {
+	for line, ok := p.next(); ok; line, ok = p.next() {
+		switch t := strings.TrimSpace(line); {
+		case t == "" || logLine(t):
 			if err := p.plainLine(line, t, otherSection); err != nil {
 				return err
 			}
-			continue
-		}
-		if gpuLabel().MatchString(fields(t)[0].S) {
+		case gpuLabel().MatchString(fields(t)[0].S):
 			return p.errHere(sec.source, 0, topology.ErrNotSquare, "more rows than the %d columns", n)
+		default:
+			p.lr.Unread()
+			return nil
 		}
-		p.lr.Unread()
-		return nil
 	}
+	return nil
 }
 
 // matrixCells parses every cell of the rows read, noting XXXX pairs.

@@ -208,11 +208,7 @@ func clipList(s []string, n int) string {
 // read by the section's parser, other lines by plainLine.
 func (p *textParser) parse() error {
 	cur := otherSection
-	for {
-		line, ok := p.next()
-		if !ok {
-			return nil
-		}
+	for line, ok := p.next(); ok; line, ok = p.next() {
 		t := strings.TrimSpace(line)
 		var err error
 		if title, banner := bannerTitle(t); banner {
@@ -224,6 +220,7 @@ func (p *textParser) parse() error {
 			return err
 		}
 	}
+	return nil
 }
 
 // section opens the section of a banner's title: it records it, reads
