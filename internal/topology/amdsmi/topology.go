@@ -133,21 +133,15 @@ func (p *topoParser) line(line string) error {
 		return nil
 	}
 	p.sawText = true
-	if title, ok := tableTitle(trimmed); ok {
+	title, isTitle := tableTitle(trimmed)
+	if legend := strings.HasPrefix(trimmed, "Legend") && strings.HasSuffix(trimmed, ":"); isTitle || legend {
 		if err := p.endTable(); err != nil {
 			return err
 		}
 		if p.t != nil && p.t.has(title) {
 			return p.lr.Errorf(0, topology.ErrSyntax, "%s appears twice", title)
 		}
-		p.table, p.wantHeader, p.rows, p.legend = title, true, 0, false
-		return nil
-	}
-	if strings.HasPrefix(trimmed, "Legend") && strings.HasSuffix(trimmed, ":") {
-		if err := p.endTable(); err != nil {
-			return err
-		}
-		p.table, p.legend = "", true
+		p.table, p.wantHeader, p.rows, p.legend = title, isTitle, 0, legend
 		return nil
 	}
 	if p.legend || p.table == "" {
