@@ -257,11 +257,9 @@ func (mr *matrixReader) header(line, trimmed string) error {
 func (mr *matrixReader) row(line string) error {
 	m := mr.m
 	tabbed := strings.Contains(line, "\t")
-	var fs []topology.Field
+	fs := topology.SplitFields(line)
 	if tabbed {
 		fs = splitAt(line, '\t')
-	} else {
-		fs = topology.SplitFields(line)
 	}
 	label := fs[0]
 	if !gpuLabel().MatchString(label.S) {
