@@ -286,9 +286,7 @@ func (m *Model) finishLinks() (map[[2]int]bool, error) {
 		m.applyNUMARule(l)
 		if l.Assumed {
 			l.MaxBandwidth = AssumedBandwidth(l.Type, l.Level, l.Count, m.HostBandwidth)
-			if l.MinBandwidth <= 0 || l.MinBandwidth > l.MaxBandwidth {
-				l.MinBandwidth = l.MaxBandwidth
-			}
+			l.MinBandwidth = min(l.MinBandwidth, l.MaxBandwidth)
 		}
 		if l.MinBandwidth <= 0 {
 			l.MinBandwidth = l.MaxBandwidth
