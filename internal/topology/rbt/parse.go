@@ -136,16 +136,9 @@ func (p *parser) line(line string) error {
 // startTable begins a matrix of kind k titled title.
 func (p *parser) startTable(k, title string) error {
 	p.table = &table{kind: k, title: title, rows: map[int]bool{}}
-	var slot **Matrix
-	switch k {
-	case kindUni:
-		slot = &p.res.Uni
-	case kindBi:
-		slot = &p.res.Bi
-	case kindAccess:
-		slot = &p.res.Access
-	default:
-		return nil
+	slot := map[string]**Matrix{kindUni: &p.res.Uni, kindBi: &p.res.Bi, kindAccess: &p.res.Access}[k]
+	if slot == nil {
+		return nil // a kind not kept
 	}
 	p.matrices++
 	if *slot != nil {
