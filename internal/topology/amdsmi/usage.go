@@ -259,15 +259,12 @@ func ParseProcessJSON(r io.Reader) (map[int]int, error) {
 	for i, o := range objs {
 		g := gpus[i]
 		out[g] += 0
-		pl, has := o["process_list"]
-		if !has || pl == nil {
-			continue
-		}
-		arr, ok := pl.([]any)
-		if !ok {
-			if _, isStr := pl.(string); isStr {
-				continue
-			}
+		var arr []any
+		switch pl := o["process_list"].(type) {
+		case []any:
+			arr = pl
+		case nil, string: // none, or a message saying none
+		default:
 			return nil, topology.NewParseError(src, 0, 0, topology.ErrSyntax, "gpu %d: process_list is not a list", g)
 		}
 		for _, e := range arr {
