@@ -533,11 +533,8 @@ func numaList(s string) ([]int, error) {
 	if s == "" || s == "N/A" {
 		return nil, nil
 	}
-	if strings.ContainsAny(s, " \t") {
-		return nil, topology.ErrBadNumber
-	}
 	nodes, err := topology.ParseCPUList(s)
-	if err != nil || len(nodes) == 0 || nodes[len(nodes)-1] > maxNUMANode {
+	if err != nil || strings.ContainsAny(s, " \t") || len(nodes) == 0 || nodes[len(nodes)-1] > maxNUMANode {
 		return nil, topology.ErrBadNumber
 	}
 	return nodes, nil
