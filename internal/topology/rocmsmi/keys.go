@@ -17,19 +17,10 @@ func unknownValue(v string) bool {
 	return false
 }
 
-// applyKey records one "key: value" fact about GPU d. It returns an error
-// wrapping a topology sentinel when a known key has a malformed value;
-// unknown keys are ignored.
-func applyKey(d *DeviceInfo, key, value string) error {
-	value = strings.TrimSpace(value)
-	if set := keys[strings.ToLower(strings.TrimSpace(key))]; set != nil && !unknownValue(value) {
-		return set(d, value)
-	}
-	return nil
-}
-
-// keys maps each key amdrun reads (lower case) to what records its value.
-// "device name" records nothing but is rocm-smi's all the same.
+// keys maps each key amdrun reads (lower case) to what records its value
+// (not unknownValue), with an error wrapping a topology sentinel when the
+// value is malformed. "device name" records nothing but is rocm-smi's all
+// the same.
 var keys = map[string]func(d *DeviceInfo, v string) error{
 	"(topology) numa node":         func(d *DeviceInfo, v string) error { return store(&d.NUMANode, parseNUMA, v) },
 	"(topology) numa affinity":     func(d *DeviceInfo, v string) error { return store(&d.NUMAAffinity, parseNUMA, v) },

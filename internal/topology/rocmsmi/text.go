@@ -307,8 +307,8 @@ func (p *textParser) plainLine(line, t string, cur sectionInfo) error {
 		if k < 0 {
 			return nil // "GPU[0] : Not supported" and other free text
 		}
-		key, value := rest[:k], rest[k+1:]
-		if keys[strings.ToLower(strings.TrimSpace(key))] == nil {
+		set := keys[strings.ToLower(strings.TrimSpace(rest[:k]))]
+		if set == nil {
 			return nil
 		}
 		idx, err := parseIndex(num)
@@ -316,9 +316,11 @@ func (p *textParser) plainLine(line, t string, cur sectionInfo) error {
 			return p.errHere(cur.source, ns, err, "")
 		}
 		p.seen = true
-		vcol := m[1] + k + 1 + (len(value) - len(strings.TrimLeftFunc(value, unicode.IsSpace)))
-		if err := applyKey(p.r.device(idx), key, value); err != nil {
-			return p.errHere(cur.source, vcol, err, "")
+		d, value := p.r.device(idx), strings.TrimLeftFunc(rest[k+1:], unicode.IsSpace)
+		if v := strings.TrimSpace(value); !unknownValue(v) {
+			if err := set(d, v); err != nil {
+				return p.errHere(cur.source, len(line)-len(value), err, "")
+			}
 		}
 		return nil
 	}
