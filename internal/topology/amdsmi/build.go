@@ -111,20 +111,14 @@ func identities(t *Topology, gpus []GPU, warn topology.Warner) []GPU {
 // useHIPIDs reports whether every device has a distinct HIP-ID, warning
 // when only some are known or one repeats.
 func useHIPIDs(infos []GPU, warn topology.Warner) bool {
-	use := true
-	seen := map[int]bool{}
-	known := 0
+	seen, known := map[int]bool{}, 0
 	for _, g := range infos {
-		if g.HIPID < 0 {
-			use = false
-			continue
+		if g.HIPID >= 0 {
+			seen[g.HIPID] = true
+			known++
 		}
-		known++
-		if seen[g.HIPID] {
-			use = false
-		}
-		seen[g.HIPID] = true
 	}
+	use := len(seen) == len(infos) // all known, none repeated
 	if !use && known > 0 {
 		warn.Warn("amd-smi: HIP-IDs known for %d of %d GPUs or repeated; using amd-smi GPU indices as runtime indices", known, len(infos))
 	}
