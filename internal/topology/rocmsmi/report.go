@@ -283,19 +283,15 @@ func (r *Report) devices(idx []int, warn topology.Warner) []topology.Device {
 	prevConcise := false
 	var numaDiffers []string
 	for p, i := range idx {
-		d := topology.Device{Index: p, RuntimeIndex: i, Vendor: topology.VendorAMD, NUMANode: -1}
 		info := cmp.Or(r.Devices[i], newDeviceInfo(i))
-		d.Name, d.PCIAddress, d.UniqueID = info.Name, info.PCIBus, info.UniqueID
-		switch {
-		case info.NUMAAffinity >= 0:
-			d.NUMANode = info.NUMAAffinity
-			if info.NUMANode >= 0 && info.NUMANode != info.NUMAAffinity {
-				numaDiffers = append(numaDiffers, fmt.Sprintf("GPU[%d] %d vs %d", i, info.NUMANode, info.NUMAAffinity))
-			}
-		case info.NUMANode >= 0:
+		d := topology.Device{Index: p, RuntimeIndex: i, Vendor: topology.VendorAMD, NUMANode: info.NUMAAffinity,
+			Name: info.Name, PCIAddress: info.PCIBus, UniqueID: info.UniqueID, UtilPercent: max(info.UtilPercent, 0)}
+		switch { // Unknown NUMA figures and UtilPercent are -1
+		case d.NUMANode < 0:
 			d.NUMANode = info.NUMANode
+		case info.NUMANode >= 0 && info.NUMANode != d.NUMANode:
+			numaDiffers = append(numaDiffers, fmt.Sprintf("GPU[%d] %d vs %d", i, info.NUMANode, info.NUMAAffinity))
 		}
-		d.UtilPercent = max(info.UtilPercent, 0) // -1: unknown
 		if info.MemTotalBytes > 0 && info.MemUsedBytes >= 0 {
 			d.MemTotalMiB, d.MemUsedMiB = info.MemTotalBytes>>20, info.MemUsedBytes>>20
 		} else if info.MemUsedPct >= 0 {
