@@ -138,21 +138,16 @@ func jsonOldSchema(t *Topology, i int, o map[string]any, pos map[int]int) (int, 
 // jsonTables names the text tables whose figures the JSON gave for some
 // pair (a field every link leaves N/A counts as missing).
 func jsonTables(t *Topology) []string {
-	var access, weight, hops, typ, bw bool
+	var has [5]bool // in WantTables' order
 	for i := range t.Pairs {
 		for j, p := range t.Pairs[i] {
-			if i == j {
-				continue
+			for k, ok := range [5]bool{p.Access != "", p.Weight >= 0, p.Hops >= 0, p.Type != "", p.MaxBW > 0} {
+				has[k] = has[k] || (ok && i != j)
 			}
-			access = access || p.Access != ""
-			weight = weight || p.Weight >= 0
-			hops = hops || p.Hops >= 0
-			typ = typ || p.Type != ""
-			bw = bw || p.MaxBW > 0
 		}
 	}
 	var out []string
-	for k, ok := range []bool{access, weight, hops, typ, bw} {
+	for k, ok := range has {
 		if ok {
 			out = append(out, WantTables[k])
 		}

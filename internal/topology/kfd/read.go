@@ -191,10 +191,8 @@ func loadNodes(fsys fs.FS, dir string, warn topology.Warner) ([]*node, error) {
 			warns[k] = append(warns[k], fmt.Sprintf(format, args...))
 		})
 	})
-	for _, ws := range warns {
-		for _, w := range ws {
-			warn.Warn("%s", w)
-		}
+	for _, w := range slices.Concat(warns...) {
+		warn.Warn("%s", w)
 	}
 	if err != nil {
 		return nil, err
