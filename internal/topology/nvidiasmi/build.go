@@ -71,9 +71,7 @@ func devices(topo *Topo, gpus []GPU, warn topology.Warner) (devs []topology.Devi
 		if g.Index >= n {
 			warn.Warn("nvidia-smi: --query-gpu lists GPU %d, topo -m only GPU0-GPU%d", g.Index, n-1)
 		}
-		if version == "" && g.DriverVersion != "" {
-			version = g.DriverVersion
-		}
+		version = cmp.Or(version, g.DriverVersion)
 	}
 	for i, tg := range topo.GPUs {
 		d := topology.Device{Index: i, RuntimeIndex: i, Vendor: topology.VendorNVIDIA, NUMANode: tg.NUMAAffinity}
