@@ -43,6 +43,15 @@ func Texts(fs []Field) []string {
 	return out
 }
 
+// CountCol is the column a ParseError gives a row of fields fs that
+// should hold n: the first field too many, else the end of line.
+func CountCol(line string, fs []Field, n int) int {
+	if len(fs) > n {
+		return fs[n].Col
+	}
+	return len(line)
+}
+
 // SplitFields splits line at runs of spaces, tabs and carriage returns,
 // keeping each token's column.
 func SplitFields(line string) []Field {

@@ -240,11 +240,7 @@ func (p *topoParser) row(line string, fs []topology.Field) error {
 		return p.lr.Errorf(0, topology.ErrNotSquare, "%s has more than %d rows", p.table, n)
 	}
 	if len(fs) != n+1 {
-		col := len(line)
-		if len(fs) > n+1 {
-			col = fs[n+1].Col
-		}
-		return p.lr.Errorf(col, topology.ErrNotSquare, "%s row has %d cells, want %d", p.table, len(fs)-1, n)
+		return p.lr.Errorf(topology.CountCol(line, fs, n+1), topology.ErrNotSquare, "%s row has %d cells, want %d", p.table, len(fs)-1, n)
 	}
 	if b, ok := topology.NormalizePCI(fs[0].S); !ok || b != p.t.BDFs[p.rows] {
 		return p.lr.Errorf(fs[0].Col, topology.ErrSyntax, "%s row %d is labelled %q, want %s", p.table, p.rows, fs[0].S, p.t.BDFs[p.rows])

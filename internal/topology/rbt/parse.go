@@ -277,11 +277,7 @@ func (p *parser) cells(line string, label topology.Field, fs []topology.Field) e
 	}
 	tb.rows[row] = true
 	if len(fs) != len(tb.cols) {
-		col := len(line)
-		if len(fs) > len(tb.cols) {
-			col = fs[len(tb.cols)].Col
-		}
-		return p.lr.Errorf(col, topology.ErrNotSquare, "%s: row %s has %d cells, want %d", tb.title, label.S, len(fs), len(tb.cols))
+		return p.lr.Errorf(topology.CountCol(line, fs, len(tb.cols)), topology.ErrNotSquare, "%s: row %s has %d cells, want %d", tb.title, label.S, len(fs), len(tb.cols))
 	}
 	for j, f := range fs {
 		c := cell{line: p.lr.Line(), col: f.Col}

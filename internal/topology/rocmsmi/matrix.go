@@ -167,11 +167,7 @@ func (p *textParser) matrixRows(sec sectionInfo, cols []int) ([][]topology.Field
 			return nil, nil, p.errHere(sec.source, 0, topology.ErrNotSquare, "row %s where %s expected", toks[0].S, want)
 		}
 		if len(toks)-1 != n {
-			col := len(line)
-			if len(toks)-1 > n {
-				col = toks[n+1].Col
-			}
-			return nil, nil, p.errHere(sec.source, col, topology.ErrNotSquare, "%d cells in row %s for %d columns", len(toks)-1, toks[0].S, n)
+			return nil, nil, p.errHere(sec.source, topology.CountCol(line, toks, n+1), topology.ErrNotSquare, "%d cells in row %s for %d columns", len(toks)-1, toks[0].S, n)
 		}
 		rows[r], rowLine[r] = toks[1:], p.lr.Line()
 	}
