@@ -132,13 +132,7 @@ func splitAt(s string, sep byte) []topology.Field {
 // known affinity columns are joined again.
 func headerFields(s string) []topology.Field {
 	if strings.Contains(s, "\t") {
-		var out []topology.Field
-		for _, f := range splitAt(s, '\t') {
-			if f.S != "" {
-				out = append(out, f)
-			}
-		}
-		return splitLabels(out)
+		return splitLabels(slices.DeleteFunc(splitAt(s, '\t'), func(f topology.Field) bool { return f.S == "" }))
 	}
 	words := topology.SplitFields(s) // tabs expanded to spaces, as most pasted copies are
 	var out []topology.Field
