@@ -210,10 +210,7 @@ func byOrder(m *topology.Model, r *Result, gpus []int, warn topology.Warner, why
 	for _, d := range m.Devices {
 		devNames[norm(d.Name)] = true
 	}
-	shared := false
-	for _, g := range gpus {
-		shared = shared || (norm(r.Agents[g].Name) != "" && devNames[norm(r.Agents[g].Name)])
-	}
+	shared := slices.ContainsFunc(gpus, func(g int) bool { n := norm(r.Agents[g].Name); return n != "" && devNames[n] })
 	for x, g := range gpus {
 		a, d := r.Agents[g].Name, m.Devices[order[x]].Name
 		if shared && norm(a) != "" && norm(a) != norm(d) {
