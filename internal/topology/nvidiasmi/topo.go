@@ -114,15 +114,11 @@ var p2pStatus = map[string]bool{"OK": true, "CNS": true, "GNS": true, "TNS": tru
 // keeping the column of its text; empty cells are kept: they carry meaning.
 func splitAt(s string, sep byte) []topology.Field {
 	var out []topology.Field
-	start := 0
-	for i := 0; i <= len(s); i++ {
-		if i < len(s) && s[i] != sep {
-			continue
-		}
-		part := s[start:i]
+	col := 0
+	for _, part := range strings.Split(s, string(sep)) {
 		lead := len(part) - len(strings.TrimLeft(part, " \t"))
-		out = append(out, topology.Field{S: strings.TrimSpace(part), Col: start + lead})
-		start = i + 1
+		out = append(out, topology.Field{S: strings.TrimSpace(part), Col: col + lead})
+		col += len(part) + 1
 	}
 	return out
 }
