@@ -210,11 +210,7 @@ func parallel(n int, f func(i int) error) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
 				errs[i] = f(i)
 			}
 		}()
