@@ -266,9 +266,7 @@ func (m *Model) finishLinks() (map[[2]int]bool, error) {
 	seen := make(map[[2]int]bool, len(m.Links))
 	for i := range m.Links {
 		l := &m.Links[i]
-		if l.A > l.B {
-			l.A, l.B = l.B, l.A
-		}
+		l.A, l.B = min(l.A, l.B), max(l.A, l.B)
 		if l.A < 0 || l.B >= n || l.A == l.B {
 			return nil, fmt.Errorf("%w: link %d-%d outside devices 0-%d", ErrInvalidModel, l.A, l.B, n-1)
 		}

@@ -103,13 +103,11 @@ func (r *Report) device(i int) *DeviceInfo {
 
 // pair returns the entry for GPUs a and b (a != b), creating it.
 func (r *Report) pair(a, b int) *Pair {
-	if a > b {
-		a, b = b, a
-	}
-	p := r.Pairs[[2]int{a, b}]
+	k := [2]int{min(a, b), max(a, b)}
+	p := r.Pairs[k]
 	if p == nil {
 		p = &Pair{Weight: Unknown, Hops: Unknown, MinBandwidth: Unknown, MaxBandwidth: Unknown}
-		r.Pairs[[2]int{a, b}] = p
+		r.Pairs[k] = p
 	}
 	return p
 }
