@@ -262,8 +262,8 @@ func (p *topoParser) row(line string, fs []topology.Field) error {
 func setCell(p *Pair, table, s string) error {
 	na := strings.EqualFold(s, "N/A")
 	var err error
-	switch table {
-	case "ACCESS TABLE":
+	switch {
+	case table == "ACCESS TABLE":
 		switch u := strings.ToUpper(s); u {
 		case "ENABLED", "DISABLED":
 			p.Access = u
@@ -271,20 +271,14 @@ func setCell(p *Pair, table, s string) error {
 		default:
 			return fmt.Errorf("%w: access %q", topology.ErrSyntax, s)
 		}
-	case "WEIGHT TABLE":
-		if !na {
-			p.Weight, err = smallInt(s)
-		}
-	case "HOPS TABLE":
-		if !na {
-			p.Hops, err = smallInt(s)
-		}
-	case "LINK TYPE TABLE":
+	case table == "WEIGHT TABLE" && !na:
+		p.Weight, err = smallInt(s)
+	case table == "HOPS TABLE" && !na:
+		p.Hops, err = smallInt(s)
+	case table == "LINK TYPE TABLE":
 		p.Type, err = linkType(s)
-	case "NUMA BW TABLE":
-		if !na {
-			p.MinBW, p.MaxBW, err = minMax(s)
-		}
+	case table == "NUMA BW TABLE" && !na:
+		p.MinBW, p.MaxBW, err = minMax(s)
 	}
 	return err
 }
