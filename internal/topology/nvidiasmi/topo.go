@@ -433,30 +433,21 @@ func affinity(m *matrix, i int) (TopoGPU, error) {
 	g := TopoGPU{NUMAAffinity: -1, GPUNUMAID: -1}
 	for k, name := range m.tail {
 		c := m.tails[i][k]
-		switch name {
-		case colCPU:
-			if c.S == "" || c.S == "N/A" {
-				continue
-			}
-			cpus, err := topology.ParseCPUList(c.S)
-			if err != nil {
+		var err error
+		switch {
+		case name == colCPU && c.S != "" && c.S != "N/A":
+			if g.CPUAffinity, err = topology.ParseCPUList(c.S); err != nil {
 				return g, topology.NewParseError(SourceTopo, line, c.Col, topology.ErrSyntax, "GPU%d CPU Affinity: %v", i, err)
 			}
-			g.CPUAffinity = cpus
-		case colNUMA:
-			nodes, err := numaList(c.S)
-			if err != nil {
-				return g, topology.NewParseError(SourceTopo, line, c.Col, topology.ErrBadNumber, "GPU%d %s %q", i, name, clip(c.S))
+		case name == colNUMA:
+			if g.NUMANodes, err = numaList(c.S); len(g.NUMANodes) > 0 {
+				g.NUMAAffinity = g.NUMANodes[0]
 			}
-			if len(nodes) > 0 {
-				g.NUMAAffinity, g.NUMANodes = nodes[0], nodes
-			}
-		case colGPUNUMA:
-			n, err := numaCell(c.S)
-			if err != nil {
-				return g, topology.NewParseError(SourceTopo, line, c.Col, topology.ErrBadNumber, "GPU%d %s %q", i, name, clip(c.S))
-			}
-			g.GPUNUMAID = n
+		case name == colGPUNUMA:
+			g.GPUNUMAID, err = numaCell(c.S)
+		}
+		if err != nil { // a NUMA cell
+			return g, topology.NewParseError(SourceTopo, line, c.Col, topology.ErrBadNumber, "GPU%d %s %q", i, name, clip(c.S))
 		}
 	}
 	return g, runTogether(m, i)
