@@ -4,10 +4,8 @@ package topology
 // its speed. They rank links; they are not promises. Measured figures
 // (rocm_bandwidth_test, amdrun bench) replace them.
 const (
-	// PCIe x16 per direction, by generation.
-	PCIeGen3x16 int64 = 16000
+	// PCIeGen4x16 is PCIe Gen4 x16 per direction (Gen3 is half, Gen5 double).
 	PCIeGen4x16 int64 = 32000
-	PCIeGen5x16 int64 = 64000
 
 	// DefaultHostBandwidth is assumed for a pair with no direct link (they
 	// talk through the host): PCIe Gen4 x16, below any XGMI or NVLink link.

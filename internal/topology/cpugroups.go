@@ -1,5 +1,7 @@
 package topology
 
+import "slices"
+
 // CPUGroups are the host's CPUs grouped beyond NUMA nodes, for binding a
 // rank to its device's socket or to one core complex (the CPUs that
 // share a last-level cache: one CCD of an AMD EPYC).
@@ -22,12 +24,5 @@ type CPUGroups struct {
 // SocketOf returns the index in Sockets of the socket holding CPU c, or
 // -1.
 func (g *CPUGroups) SocketOf(c int) int {
-	for i, s := range g.Sockets {
-		for _, x := range s {
-			if x == c {
-				return i
-			}
-		}
-	}
-	return -1
+	return slices.IndexFunc(g.Sockets, func(s []int) bool { return slices.Contains(s, c) })
 }

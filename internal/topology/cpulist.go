@@ -2,6 +2,7 @@ package topology
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -72,14 +73,11 @@ func FormatCPUList(cpus []int) string {
 // JoinInts writes xs as "0,1,6,7", every number written out
 // (FormatCPUList writes ranges instead).
 func JoinInts(xs []int) string {
-	var b strings.Builder
+	s := make([]string, len(xs))
 	for i, x := range xs {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(strconv.Itoa(x))
+		s[i] = strconv.Itoa(x)
 	}
-	return b.String()
+	return strings.Join(s, ",")
 }
 
 // CheckDeviceCPUs warns, once per device, about device CPU lists that
@@ -96,13 +94,7 @@ func CheckDeviceCPUs(m *Model, possible []int, warn Warner) int {
 	}
 	n := 0
 	for _, d := range m.Devices {
-		var out []int
-		for _, c := range d.CPUs {
-			if !ok[c] {
-				out = append(out, c)
-			}
-		}
-		if len(out) > 0 {
+		if out := slices.DeleteFunc(slices.Clone(d.CPUs), func(c int) bool { return ok[c] }); len(out) > 0 {
 			n++
 			warn.Warn("%s: device %d lists CPUs %s that this host does not have (possible CPUs %s); the list is kept as the tool printed it",
 				m.Source, d.Index, FormatCPUList(out), FormatCPUList(possible))

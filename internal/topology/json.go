@@ -66,10 +66,6 @@ func JSONError(source string, data []byte, err error) *ParseError {
 func JSONProblem(err error) string {
 	var te *json.UnmarshalTypeError
 	if !errors.As(err, &te) {
-		var se *json.SyntaxError
-		if errors.As(err, &se) {
-			return se.Error()
-		}
 		return err.Error()
 	}
 	got := te.Value // "string", "number", "number 1.5", "array", "object", "bool"

@@ -78,10 +78,7 @@ func ResolveLinkType(ab, ba string, weight, hops int) (typ, note string) {
 	}
 	// Name the readings in a fixed order, so the note does not depend on
 	// the order of the rows either.
-	x, y := ab, ba
-	if x > y {
-		x, y = y, x
-	}
+	x, y := min(ab, ba), max(ab, ba)
 	evidence, say, dont := weightHops(weight, hops)
 	if t := InferLinkType(weight, hops); t != "" {
 		return t, fmt.Sprintf("link type %s one way and %s the other; %s %s %s", x, y, evidence, say, t)

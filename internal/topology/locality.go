@@ -73,12 +73,6 @@ func (l *Link) Locality(samePackage, sameHive bool) Locality {
 	return LocalityPHB
 }
 
-// crossNUMA says whether two devices sit on known, different NUMA nodes.
-func (m *Model) crossNUMA(a, b int) bool {
-	na, nb := m.Devices[a].NUMANode, m.Devices[b].NUMANode
-	return na >= 0 && nb >= 0 && na != nb
-}
-
 // applyNUMARule makes a PCIe path between devices on different NUMA nodes
 // SYS when its source gave no finer level (PHB, "PCIE" or none): such a
 // path crosses the SMP interconnect whatever the tool printed. Every
@@ -86,7 +80,8 @@ func (m *Model) crossNUMA(a, b int) bool {
 // source said PHB 32 GB/s where the others said SYS 16 GB/s). A link
 // whose bandwidth is an assumption gets the SYS assumption.
 func (m *Model) applyNUMARule(l *Link) {
-	if l.Type != LinkPCIe || !m.crossNUMA(l.A, l.B) {
+	na, nb := m.Devices[l.A].NUMANode, m.Devices[l.B].NUMANode
+	if l.Type != LinkPCIe || na < 0 || nb < 0 || na == nb {
 		return
 	}
 	switch l.Level {

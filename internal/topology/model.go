@@ -94,16 +94,12 @@ type Device struct {
 // partition, else "gpuN".
 func (d *Device) Key() string {
 	switch {
-	case d.PCIAddress != "":
-		if d.Partition != 0 {
-			return fmt.Sprintf("%s.p%d", d.PCIAddress, d.Partition)
-		}
+	case d.PCIAddress != "" && d.Partition == 0:
 		return d.PCIAddress
-	case d.UniqueID != "":
-		return fmt.Sprintf("%s.p%d", d.UniqueID, d.Partition)
-	default:
-		return fmt.Sprintf("gpu%d", d.Index)
+	case d.PCIAddress != "" || d.UniqueID != "":
+		return fmt.Sprintf("%s.p%d", cmp.Or(d.PCIAddress, d.UniqueID), d.Partition)
 	}
+	return fmt.Sprintf("gpu%d", d.Index)
 }
 
 // Link is the path between two devices A < B.
@@ -270,9 +266,7 @@ func (m *Model) finishLinks() (map[[2]int]bool, error) {
 	seen := make(map[[2]int]bool, len(m.Links))
 	for i := range m.Links {
 		l := &m.Links[i]
-		if l.A > l.B {
-			l.A, l.B = l.B, l.A
-		}
+		l.A, l.B = min(l.A, l.B), max(l.A, l.B)
 		if l.A < 0 || l.B >= n || l.A == l.B {
 			return nil, fmt.Errorf("%w: link %d-%d outside devices 0-%d", ErrInvalidModel, l.A, l.B, n-1)
 		}
@@ -290,9 +284,7 @@ func (m *Model) finishLinks() (map[[2]int]bool, error) {
 		m.applyNUMARule(l)
 		if l.Assumed {
 			l.MaxBandwidth = AssumedBandwidth(l.Type, l.Level, l.Count, m.HostBandwidth)
-			if l.MinBandwidth <= 0 || l.MinBandwidth > l.MaxBandwidth {
-				l.MinBandwidth = l.MaxBandwidth
-			}
+			l.MinBandwidth = min(l.MinBandwidth, l.MaxBandwidth)
 		}
 		if l.MinBandwidth <= 0 {
 			l.MinBandwidth = l.MaxBandwidth
@@ -352,9 +344,7 @@ func (m *Model) Validate() error {
 	if n > MaxDevices {
 		return fmt.Errorf("%w: %d devices, more than %d", ErrInvalidModel, n, MaxDevices)
 	}
-	switch m.Vendor {
-	case "", VendorAMD, VendorNVIDIA:
-	default:
+	if !slices.Contains([]Vendor{"", VendorAMD, VendorNVIDIA}, m.Vendor) {
 		return fmt.Errorf("%w: unknown vendor %q (amd, nvidia)", ErrInvalidModel, m.Vendor)
 	}
 	runtime := make(map[int]int, n)
@@ -391,9 +381,7 @@ func (m *Model) Validate() error {
 			return fmt.Errorf("%w: two links for pair %d-%d", ErrInvalidModel, l.A, l.B)
 		}
 		seen[[2]int{l.A, l.B}] = true
-		switch l.Type {
-		case LinkXGMI, LinkNVLink, LinkPCIe:
-		default:
+		if !slices.Contains([]LinkType{LinkXGMI, LinkNVLink, LinkPCIe}, l.Type) {
 			return fmt.Errorf("%w: link %d-%d has unknown type %q", ErrInvalidModel, l.A, l.B, l.Type)
 		}
 		if l.MaxBandwidth <= 0 || l.MinBandwidth <= 0 || l.MinBandwidth > l.MaxBandwidth {
@@ -443,11 +431,7 @@ func (m *Model) Packages() [][]int {
 	var out [][]int
 	at := map[string]int{}
 	for _, d := range m.Devices {
-		if d.Package == "" {
-			out = append(out, []int{d.Index})
-			continue
-		}
-		if i, ok := at[d.Package]; ok {
+		if i, ok := at[d.Package]; ok && d.Package != "" {
 			out[i] = append(out[i], d.Index)
 			continue
 		}

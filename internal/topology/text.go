@@ -34,20 +34,46 @@ type Field struct {
 	Col int
 }
 
+// Texts returns the text of each field.
+func Texts(fs []Field) []string {
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = f.S
+	}
+	return out
+}
+
+// CountCol is the column a ParseError gives a row of fields fs that
+// should hold n: the first field too many, else the end of line.
+func CountCol(line string, fs []Field, n int) int {
+	if len(fs) > n {
+		return fs[n].Col
+	}
+	return len(line)
+}
+
 // SplitFields splits line at runs of spaces, tabs and carriage returns,
 // keeping each token's column.
 func SplitFields(line string) []Field {
+	return SplitFieldsFunc(line, func(c rune) bool { return c == ' ' || c == '\t' || c == '\r' })
+}
+
+// SplitFieldsFunc splits line at runs of runes for which sep is true,
+// keeping each token's byte column.
+func SplitFieldsFunc(line string, sep func(rune) bool) []Field {
 	var out []Field
 	start := -1
-	for i := 0; i <= len(line); i++ {
-		space := i == len(line) || line[i] == ' ' || line[i] == '\t' || line[i] == '\r'
+	for i, c := range line {
 		switch {
-		case space && start >= 0:
+		case sep(c) && start >= 0:
 			out = append(out, Field{line[start:i], start})
 			start = -1
-		case !space && start < 0:
+		case !sep(c) && start < 0:
 			start = i
 		}
+	}
+	if start >= 0 {
+		out = append(out, Field{line[start:], start})
 	}
 	return out
 }
@@ -56,14 +82,6 @@ func SplitFields(line string) []Field {
 // have long lines (a 256-GPU matrix row); a longer one is an error, not a
 // hang or an unbounded allocation.
 const MaxLineLength = 1 << 20
-
-// NewScanner returns a line scanner that accepts lines up to
-// MaxLineLength.
-func NewScanner(r io.Reader) *bufio.Scanner {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), MaxLineLength)
-	return sc
-}
 
 // LineReader is the skeleton every text parser reads its input through,
 // as encoding/csv's Reader is for CSV records: Next steps to the next
@@ -93,7 +111,8 @@ type LineReader struct {
 
 // NewLineReader returns a LineReader over r whose errors name source.
 func NewLineReader(r io.Reader, source string) *LineReader {
-	lr := &LineReader{Source: source, sc: NewScanner(r)}
+	lr := &LineReader{Source: source, sc: bufio.NewScanner(r)}
+	lr.sc.Buffer(make([]byte, 64*1024), MaxLineLength)
 	lr.sc.Split(lr.split)
 	return lr
 }

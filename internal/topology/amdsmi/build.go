@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 
@@ -56,22 +57,20 @@ func warnMissing(t *Topology, warn topology.Warner) {
 			continue
 		}
 		missing = append(missing, strings.TrimSuffix(table, " TABLE"))
-		switch table {
-		case "ACCESS TABLE":
-			assumed = append(assumed, "peer access as the link allows")
-		case "WEIGHT TABLE":
-			assumed = append(assumed, "weights 0")
-		case "HOPS TABLE":
-			assumed = append(assumed, "hops by link type")
-		case "LINK TYPE TABLE":
-			assumed = append(assumed, "link types from weight and hops (a pair they do not decide goes through the host)")
-		case "NUMA BW TABLE":
-			assumed = append(assumed, "bandwidths by link type")
-		}
+		assumed = append(assumed, assumedWithout[table])
 	}
 	if len(missing) > 0 {
 		warn.Warn("amd-smi: %s has no %s table; assuming %s", SourceTopology, strings.Join(missing, ", "), strings.Join(assumed, "; "))
 	}
+}
+
+// assumedWithout says what Build assumes without each of WantTables.
+var assumedWithout = map[string]string{
+	"ACCESS TABLE":    "peer access as the link allows",
+	"WEIGHT TABLE":    "weights 0",
+	"HOPS TABLE":      "hops by link type",
+	"LINK TYPE TABLE": "link types from weight and hops (a pair they do not decide goes through the host)",
+	"NUMA BW TABLE":   "bandwidths by link type",
 }
 
 // identities gives each row its GPU of gpus: the one with the same BDF,
@@ -112,20 +111,14 @@ func identities(t *Topology, gpus []GPU, warn topology.Warner) []GPU {
 // useHIPIDs reports whether every device has a distinct HIP-ID, warning
 // when only some are known or one repeats.
 func useHIPIDs(infos []GPU, warn topology.Warner) bool {
-	use := true
-	seen := map[int]bool{}
-	known := 0
+	seen, known := map[int]bool{}, 0
 	for _, g := range infos {
-		if g.HIPID < 0 {
-			use = false
-			continue
+		if g.HIPID >= 0 {
+			seen[g.HIPID] = true
+			known++
 		}
-		known++
-		if seen[g.HIPID] {
-			use = false
-		}
-		seen[g.HIPID] = true
 	}
+	use := len(seen) == len(infos) // all known, none repeated
 	if !use && known > 0 {
 		warn.Warn("amd-smi: HIP-IDs known for %d of %d GPUs or repeated; using amd-smi GPU indices as runtime indices", known, len(infos))
 	}
@@ -147,16 +140,8 @@ func devices(infos []GPU, useHIP bool) []topology.Device {
 	}
 	out := make([]topology.Device, 0, len(infos))
 	for i, g := range infos {
-		d := topology.Device{
-			Index:        i,
-			RuntimeIndex: g.Index,
-			Vendor:       topology.VendorAMD,
-			Name:         g.Name,
-			PCIAddress:   g.BDF,
-			UniqueID:     g.UUID,
-			Partition:    g.PartitionID,
-			NUMANode:     -1,
-		}
+		d := topology.Device{Index: i, RuntimeIndex: g.Index, Vendor: topology.VendorAMD, Name: g.Name,
+			PCIAddress: g.BDF, UniqueID: g.UUID, Partition: g.PartitionID, NUMANode: -1}
 		if useHIP {
 			d.RuntimeIndex = g.HIPID
 		}
@@ -177,13 +162,8 @@ func devices(infos []GPU, useHIP bool) []topology.Device {
 // reports; ok is false when the type is unknown.
 func pairLink(t *Topology, a, b int, warn topology.Warner) (topology.Link, bool) {
 	p, q := t.Pairs[a][b], t.Pairs[b][a]
-	known := func(x, y int) int {
-		if x < 0 {
-			x = y
-		}
-		return x // WEIGHT and HOPS are symmetric (check), so x == y when both are known
-	}
-	weight, hops := known(p.Weight, q.Weight), known(p.Hops, q.Hops)
+	// WEIGHT and HOPS are symmetric (check): the known reading, or -1.
+	weight, hops := max(p.Weight, q.Weight), max(p.Hops, q.Hops)
 	typ, note := topology.ResolveLinkType(p.Type, q.Type, weight, hops)
 	if note != "" {
 		warn.Warn("amd-smi: %s-%s: %s", t.label(a), t.label(b), note)
@@ -289,7 +269,7 @@ func (d *discovery) topology() (*Topology, error) {
 	if jerr == nil {
 		var jt *Topology
 		if jt, jerr = ParseTopologyJSON(bytes.NewReader(jout)); jerr == nil {
-			d.warn.Warn("%v; read `%s` instead", err, strings.Join(append([]string{"amd-smi"}, argsTopologyJSON...), " "))
+			d.warn.Warn("%v; read `%s` instead", err, SourceTopologyJSON)
 			return jt, nil
 		}
 	}
@@ -328,7 +308,8 @@ func (d *discovery) optional(args []string, parse func([]byte) error) error {
 func (d *discovery) join(src string, gpus []GPU) error {
 	if j, ok := JoinPartitions(d.t, gpus); ok {
 		d.t = j
-		d.warn.Warn("%s", joinNote(d.physical, j, src))
+		d.warn.Warn("amd-smi: `%s` lists %d GPUs, `%s` %d partitions of them; each partition takes its GPU's links, and partitions of one GPU are one package joined by XGMI",
+			SourceTopology, d.physical, src, len(j.BDFs))
 		return nil
 	}
 	return agreeBDFs(SourceTopology, d.t.BDFs, src, gpus)
@@ -401,22 +382,14 @@ func perGPU[T any](d *discovery, args []string, parse func(io.Reader) (map[int]T
 // agreeBDFs checks that two calls list the same GPUs (by PCI address;
 // lists without any, from old amd-smi, are not compared).
 func agreeBDFs(name string, bdfs []string, otherName string, gpus []GPU) error {
-	var mine, other []string
-	for _, b := range bdfs {
-		if b != "" {
-			mine = append(mine, b)
-		}
-	}
+	var other []string
 	for _, g := range gpus {
-		if g.BDF != "" {
-			other = append(other, g.BDF)
-		}
+		other = append(other, g.BDF)
 	}
-	if len(mine) == 0 || len(other) == 0 {
+	a, b := bdfSet(bdfs), bdfSet(other)
+	if len(a) == 0 || len(b) == 0 {
 		return nil // the old topology --json schema gives no BDFs
 	}
-	bdfs = mine
-	a, b := bdfSet(bdfs), bdfSet(other)
 	onlyA, onlyB := minus(a, b), minus(b, a)
 	if len(onlyA) == 0 && len(onlyB) == 0 {
 		return nil
@@ -431,49 +404,32 @@ func agreeBDFs(name string, bdfs []string, otherName string, gpus []GPU) error {
 	return fmt.Errorf("amd-smi: %w: %s", topology.ErrInconsistent, msg)
 }
 
-// bdfSet returns the distinct addresses, sorted.
+// bdfSet returns the distinct non-empty addresses, sorted.
 func bdfSet(s []string) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, b := range s {
-		if !seen[b] {
-			seen[b] = true
-			out = append(out, b)
-		}
-	}
-	sort.Strings(out)
-	return out
+	out := slices.DeleteFunc(slices.Clone(s), func(b string) bool { return b == "" })
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
-// minus returns the elements of a not in b.
+// minus returns the elements of a not in b (sorted).
 func minus(a, b []string) []string {
-	in := map[string]bool{}
-	for _, x := range b {
-		in[x] = true
-	}
-	var out []string
-	for _, x := range a {
-		if !in[x] {
-			out = append(out, x)
-		}
-	}
-	return out
+	return slices.DeleteFunc(slices.Clone(a), func(x string) bool {
+		_, in := slices.BinarySearch(b, x)
+		return in
+	})
 }
 
 // mergeGPUs fills base's unknown fields from extra, matching by BDF, else
 // by index; GPUs only in extra are appended.
 func mergeGPUs(base, extra []GPU) []GPU {
 	for _, e := range extra {
-		found := false
-		for i := range base {
-			if (e.BDF != "" && base[i].BDF == e.BDF) || ((e.BDF == "" || base[i].BDF == "") && base[i].Index == e.Index) {
-				base[i].merge(e)
-				found = true
-				break
-			}
-		}
-		if !found {
+		i := slices.IndexFunc(base, func(b GPU) bool {
+			return (e.BDF != "" && b.BDF == e.BDF) || ((e.BDF == "" || b.BDF == "") && b.Index == e.Index)
+		})
+		if i < 0 {
 			base = append(base, e)
+		} else {
+			base[i].merge(e)
 		}
 	}
 	return base

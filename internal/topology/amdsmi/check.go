@@ -21,7 +21,7 @@ type fault struct {
 // and is left to topology.ResolveLinkType in Build.
 func (t *Topology) check() *fault {
 	n := len(t.BDFs)
-	label := func(i int) string { return t.label(i) }
+	label := t.label
 	counts := []struct {
 		table, what string
 		get         func(p Pair) int

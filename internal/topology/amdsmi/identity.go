@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/amdrun/amdrun/internal/topology"
@@ -118,7 +120,7 @@ func setIdentity(g *GPU, key string, v any) error {
 // versions, "hip_id" (also accepted under a {"gpu_data": [...]} wrapper).
 func ParseListJSON(r io.Reader) ([]GPU, error) {
 	const src = SourceListJSON
-	objs, err := decodeGPUs(src, r)
+	objs, gpus, err := decodeGPUs(src, r)
 	if err != nil {
 		return nil, err
 	}
@@ -127,12 +129,9 @@ func ParseListJSON(r io.Reader) ([]GPU, error) {
 	}
 	out := make([]GPU, 0, len(objs))
 	for i, o := range objs {
-		idx, err := gpuIndex(src, i, o)
-		if err != nil {
-			return nil, err
-		}
+		idx := gpus[i]
 		g := NewGPU(idx)
-		for _, k := range sortedKeys(o) {
+		for _, k := range slices.Sorted(maps.Keys(o)) { // a stable first error
 			if err := setIdentity(&g, k, o[k]); err != nil {
 				return nil, topology.NewParseError(src, 0, 0, fmt.Errorf("gpu %d: %s: %w", idx, k, err), "")
 			}

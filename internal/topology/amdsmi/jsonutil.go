@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -151,15 +149,22 @@ func gpuIndex(src string, i int, m map[string]any) (int, error) {
 	return int(n), nil
 }
 
-// sortedKeys returns m's keys in order, for stable error reports.
-func sortedKeys(m map[string]any) []string { return slices.Sorted(maps.Keys(m)) }
-
 // decodeGPUs decodes an amd-smi JSON document and returns its per-GPU
-// objects (see gpuList).
-func decodeGPUs(src string, r io.Reader) ([]map[string]any, error) {
+// objects (see gpuList) and the "gpu" index of each (gpuIndex).
+func decodeGPUs(src string, r io.Reader) ([]map[string]any, []int, error) {
 	v, err := decodeJSON(src, r)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return gpuList(src, v)
+	objs, err := gpuList(src, v)
+	if err != nil {
+		return nil, nil, err
+	}
+	gpus := make([]int, len(objs))
+	for i, o := range objs {
+		if gpus[i], err = gpuIndex(src, i, o); err != nil {
+			return nil, nil, err
+		}
+	}
+	return objs, gpus, nil
 }

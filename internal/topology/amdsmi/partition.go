@@ -1,7 +1,7 @@
 package amdsmi
 
 import (
-	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -54,13 +54,8 @@ func JoinPartitions(t *Topology, gpus []GPU) (*Topology, bool) {
 		}
 		logical = append(logical, g)
 	}
-	if !extra || len(logical) > MaxGPUs {
+	if !extra || len(logical) > MaxGPUs || slices.ContainsFunc(t.BDFs, func(b string) bool { return !seen[b] }) {
 		return t, false
-	}
-	for _, b := range t.BDFs {
-		if !seen[b] {
-			return t, false
-		}
 	}
 	sort.SliceStable(logical, func(a, b int) bool { return logical[a].Index < logical[b].Index })
 	n := len(logical)
@@ -84,10 +79,4 @@ func JoinPartitions(t *Topology, gpus []GPU) (*Topology, bool) {
 		}
 	}
 	return j, true
-}
-
-// joinNote is the one line Discover warns with when it joined partitions.
-func joinNote(physical int, t *Topology, other string) string {
-	return fmt.Sprintf("amd-smi: `%s` lists %d GPUs, `%s` %d partitions of them; each partition takes its GPU's links, and partitions of one GPU are one package joined by XGMI",
-		SourceTopology, physical, other, len(t.BDFs))
 }

@@ -16,14 +16,14 @@ import (
 // one (a "links" array, any subset of its fields). Numbers may be JSON
 // numbers, numeric strings or {"value": n}; "N/A" is not reported.
 func ParseTopologyJSON(r io.Reader) (*Topology, error) {
-	objs, err := decodeGPUs(SourceTopologyJSON, r)
+	objs, gpus, err := decodeGPUs(SourceTopologyJSON, r)
 	if err != nil {
 		return nil, err
 	}
 	if len(objs) == 0 {
 		return nil, topology.NewParseError(SourceTopologyJSON, 0, 0, topology.ErrNoDevices, "")
 	}
-	t, pos, byBDF, err := jsonRows(objs)
+	t, pos, byBDF, err := jsonRows(objs, gpus)
 	if err != nil {
 		return nil, err
 	}
@@ -52,16 +52,13 @@ func jsonErr(err error) error {
 	return topology.NewParseError(SourceTopologyJSON, 0, 0, err, "")
 }
 
-// jsonRows reads each object's gpu index and bdf into a new Topology,
-// and returns the row of each index and of each bdf.
-func jsonRows(objs []map[string]any) (*Topology, map[int]int, map[string]int, error) {
+// jsonRows reads each object's gpu index (gpus) and bdf into a new
+// Topology, and returns the row of each index and of each bdf.
+func jsonRows(objs []map[string]any, gpus []int) (*Topology, map[int]int, map[string]int, error) {
 	t := newTopology(len(objs))
 	pos, byBDF := map[int]int{}, map[string]int{}
 	for i, o := range objs {
-		g, err := gpuIndex(SourceTopologyJSON, i, o)
-		if err != nil {
-			return nil, nil, nil, err
-		}
+		g := gpus[i]
 		if _, dup := pos[g]; dup {
 			return nil, nil, nil, jsonErr(fmt.Errorf("%w: gpu %d listed twice", topology.ErrSyntax, g))
 		}
@@ -141,21 +138,16 @@ func jsonOldSchema(t *Topology, i int, o map[string]any, pos map[int]int) (int, 
 // jsonTables names the text tables whose figures the JSON gave for some
 // pair (a field every link leaves N/A counts as missing).
 func jsonTables(t *Topology) []string {
-	var access, weight, hops, typ, bw bool
+	var has [5]bool // in WantTables' order
 	for i := range t.Pairs {
 		for j, p := range t.Pairs[i] {
-			if i == j {
-				continue
+			for k, ok := range [5]bool{p.Access != "", p.Weight >= 0, p.Hops >= 0, p.Type != "", p.MaxBW > 0} {
+				has[k] = has[k] || (ok && i != j)
 			}
-			access = access || p.Access != ""
-			weight = weight || p.Weight >= 0
-			hops = hops || p.Hops >= 0
-			typ = typ || p.Type != ""
-			bw = bw || p.MaxBW > 0
 		}
 	}
 	var out []string
-	for k, ok := range []bool{access, weight, hops, typ, bw} {
+	for k, ok := range has {
 		if ok {
 			out = append(out, WantTables[k])
 		}

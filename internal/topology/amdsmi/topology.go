@@ -72,13 +72,8 @@ func newTopology(n int) *Topology {
 // tableTitle reports whether s is a table title such as "WEIGHT TABLE:"
 // and returns it without the colon.
 func tableTitle(s string) (string, bool) {
-	if !strings.HasSuffix(s, "TABLE:") {
+	if !strings.HasSuffix(s, "TABLE:") || strings.Trim(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZ -_:") != "" {
 		return "", false
-	}
-	for _, c := range s {
-		if !(c >= 'A' && c <= 'Z' || c == ' ' || c == '-' || c == '_' || c == ':') {
-			return "", false
-		}
 	}
 	return strings.TrimSuffix(s, ":"), true
 }
@@ -138,21 +133,15 @@ func (p *topoParser) line(line string) error {
 		return nil
 	}
 	p.sawText = true
-	if title, ok := tableTitle(trimmed); ok {
+	title, isTitle := tableTitle(trimmed)
+	if legend := strings.HasPrefix(trimmed, "Legend") && strings.HasSuffix(trimmed, ":"); isTitle || legend {
 		if err := p.endTable(); err != nil {
 			return err
 		}
 		if p.t != nil && p.t.has(title) {
 			return p.lr.Errorf(0, topology.ErrSyntax, "%s appears twice", title)
 		}
-		p.table, p.wantHeader, p.rows, p.legend = title, true, 0, false
-		return nil
-	}
-	if strings.HasPrefix(trimmed, "Legend") && strings.HasSuffix(trimmed, ":") {
-		if err := p.endTable(); err != nil {
-			return err
-		}
-		p.table, p.legend = "", true
+		p.table, p.wantHeader, p.rows, p.legend = title, isTitle, 0, legend
 		return nil
 	}
 	if p.legend || p.table == "" {
@@ -232,10 +221,7 @@ func (p *topoParser) header(fs []topology.Field) error {
 		}
 		p.t = newTopology(len(bdfs))
 		copy(p.t.BDFs, bdfs)
-		p.t.Tables = append(p.t.Tables, p.table)
-		return nil
-	}
-	if len(bdfs) != len(p.t.BDFs) {
+	} else if len(bdfs) != len(p.t.BDFs) {
 		return p.lr.Errorf(0, topology.ErrNotSquare, "%s has %d columns, the first table %d", p.table, len(bdfs), len(p.t.BDFs))
 	}
 	for i, b := range bdfs {
@@ -254,11 +240,7 @@ func (p *topoParser) row(line string, fs []topology.Field) error {
 		return p.lr.Errorf(0, topology.ErrNotSquare, "%s has more than %d rows", p.table, n)
 	}
 	if len(fs) != n+1 {
-		col := len(line)
-		if len(fs) > n+1 {
-			col = fs[n+1].Col
-		}
-		return p.lr.Errorf(col, topology.ErrNotSquare, "%s row has %d cells, want %d", p.table, len(fs)-1, n)
+		return p.lr.Errorf(topology.CountCol(line, fs, n+1), topology.ErrNotSquare, "%s row has %d cells, want %d", p.table, len(fs)-1, n)
 	}
 	if b, ok := topology.NormalizePCI(fs[0].S); !ok || b != p.t.BDFs[p.rows] {
 		return p.lr.Errorf(fs[0].Col, topology.ErrSyntax, "%s row %d is labelled %q, want %s", p.table, p.rows, fs[0].S, p.t.BDFs[p.rows])
@@ -280,8 +262,8 @@ func (p *topoParser) row(line string, fs []topology.Field) error {
 func setCell(p *Pair, table, s string) error {
 	na := strings.EqualFold(s, "N/A")
 	var err error
-	switch table {
-	case "ACCESS TABLE":
+	switch {
+	case table == "ACCESS TABLE":
 		switch u := strings.ToUpper(s); u {
 		case "ENABLED", "DISABLED":
 			p.Access = u
@@ -289,20 +271,14 @@ func setCell(p *Pair, table, s string) error {
 		default:
 			return fmt.Errorf("%w: access %q", topology.ErrSyntax, s)
 		}
-	case "WEIGHT TABLE":
-		if !na {
-			p.Weight, err = smallInt(s)
-		}
-	case "HOPS TABLE":
-		if !na {
-			p.Hops, err = smallInt(s)
-		}
-	case "LINK TYPE TABLE":
+	case table == "WEIGHT TABLE" && !na:
+		p.Weight, err = smallInt(s)
+	case table == "HOPS TABLE" && !na:
+		p.Hops, err = smallInt(s)
+	case table == "LINK TYPE TABLE":
 		p.Type, err = linkType(s)
-	case "NUMA BW TABLE":
-		if !na {
-			p.MinBW, p.MaxBW, err = minMax(s)
-		}
+	case table == "NUMA BW TABLE" && !na:
+		p.MinBW, p.MaxBW, err = minMax(s)
 	}
 	return err
 }

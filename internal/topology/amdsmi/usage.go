@@ -87,12 +87,8 @@ func (p *defaultParser) line(line string) error {
 		return nil
 	}
 	p.sawText = true
-	if p.s.Version == "" {
-		if i := strings.Index(t, "AMD-SMI "); i >= 0 {
-			if f := strings.Fields(t[i+len("AMD-SMI "):]); len(f) > 0 {
-				p.s.Version = f[0]
-			}
-		}
+	if _, v, ok := strings.Cut(t, "AMD-SMI "); ok && p.s.Version == "" && len(strings.Fields(v)) > 0 {
+		p.s.Version = strings.Fields(v)[0]
 	}
 	if err := p.width(t); err != nil {
 		return err
@@ -115,10 +111,7 @@ func (p *defaultParser) line(line string) error {
 		p.pending = false
 		return p.idRow(cs, first)
 	case first[0].S == "GPU" && len(first) >= 2:
-		p.idHeader = p.idHeader[:0]
-		for _, f := range first {
-			p.idHeader = append(p.idHeader, f.S)
-		}
+		p.idHeader = topology.Texts(first)
 		return nil
 	}
 	if bdf, ok := topology.NormalizePCI(first[0].S); ok {
@@ -258,26 +251,20 @@ func memUsage(c topology.Field) (used, total int64, col int, ok bool) {
 // "process_info" (ROCm 6.1-6.3), which may also be a string saying none.
 func ParseProcessJSON(r io.Reader) (map[int]int, error) {
 	const src = SourceProcessJSON
-	objs, err := decodeGPUs(src, r)
+	objs, gpus, err := decodeGPUs(src, r)
 	if err != nil {
 		return nil, err
 	}
 	out := map[int]int{}
 	for i, o := range objs {
-		g, err := gpuIndex(src, i, o)
-		if err != nil {
-			return nil, err
-		}
+		g := gpus[i]
 		out[g] += 0
-		pl, has := o["process_list"]
-		if !has || pl == nil {
-			continue
-		}
-		arr, ok := pl.([]any)
-		if !ok {
-			if _, isStr := pl.(string); isStr {
-				continue
-			}
+		var arr []any
+		switch pl := o["process_list"].(type) {
+		case []any:
+			arr = pl
+		case nil, string: // none, or a message saying none
+		default:
 			return nil, topology.NewParseError(src, 0, 0, topology.ErrSyntax, "gpu %d: process_list is not a list", g)
 		}
 		for _, e := range arr {
@@ -305,16 +292,13 @@ type Memory struct {
 // use per amd-smi GPU index (N/A figures left out; amd-smi's MB are MiB).
 func ParseMemUsageJSON(r io.Reader) (map[int]Memory, error) {
 	const src = SourceMemUsageJSON
-	objs, err := decodeGPUs(src, r)
+	objs, gpus, err := decodeGPUs(src, r)
 	if err != nil {
 		return nil, err
 	}
 	out := map[int]Memory{}
 	for i, o := range objs {
-		g, err := gpuIndex(src, i, o)
-		if err != nil {
-			return nil, err
-		}
+		g := gpus[i]
 		mu, ok := o["mem_usage"].(map[string]any)
 		if !ok {
 			continue

@@ -3,6 +3,7 @@
 package host
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -26,9 +27,7 @@ import (
 // VMs have no cache directory; ghw warned) has no level-3 group (L3Gap
 // says which CPUs and why). The error is for other systems only.
 func CPUGroups(root string, nodes []topology.NUMANode) (*topology.CPUGroups, error) {
-	if root == "" {
-		root = "/"
-	}
+	root = cmp.Or(root, "/")
 	var all []int
 	for _, n := range nodes {
 		all = append(all, n.CPUs...)
@@ -158,9 +157,7 @@ func (w *warnRecorder) WithGroup(string) slog.Handler                { return w 
 func (w *warnRecorder) Handle(_ context.Context, r slog.Record) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.first == "" {
-		w.first = r.Message
-	}
+	w.first = cmp.Or(w.first, r.Message)
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"cmp"
 	"fmt"
 	"io/fs"
 	"os"
@@ -20,9 +21,7 @@ func NUMANodes(root string) ([]topology.NUMANode, error) {
 	if runtime.GOOS != "linux" {
 		return nil, fmt.Errorf("host: NUMA nodes: %w", ErrNotSupported)
 	}
-	if root == "" {
-		root = "/"
-	}
+	root = cmp.Or(root, "/")
 	return ReadNUMA(os.DirFS(root))
 }
 

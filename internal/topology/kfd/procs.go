@@ -61,13 +61,6 @@ func gpuDevices(fsys fs.FS, dir string, n int) (map[uint64]int, error) {
 	return devOf, nil
 }
 
-// procUse is what one process holds on one device.
-type procUse struct {
-	pid    int
-	bytes  uint64
-	queues int
-}
-
 // ReadProcs marks the devices of m, a model Read built from the same fsys,
 // that other processes use. KFD lists every process that opened /dev/kfd
 // (amdrun never does) under sys/class/kfd/kfd/proc/<pid>/, with a file
@@ -93,17 +86,16 @@ func ReadProcs(fsys fs.FS, m *topology.Model) error {
 	if err != nil {
 		return err
 	}
-	w := &procWalk{fsys: fsys, devOf: devOf, use: make([]map[int]*procUse, m.N())}
+	w := &procWalk{fsys: fsys, devOf: devOf, use: make([]map[int]uint64, m.N())}
 	for _, pid := range pids {
 		if err := w.process(path.Join(pdir, strconv.Itoa(pid)), pid); err != nil {
 			return err
 		}
 	}
 	for i, u := range w.use {
-		if len(u) == 0 {
-			continue
+		if len(u) > 0 {
+			markBusy(&m.Devices[i], u)
 		}
-		markBusy(&m.Devices[i], u)
 	}
 	return nil
 }
@@ -111,21 +103,16 @@ func ReadProcs(fsys fs.FS, m *topology.Model) error {
 // procWalk gathers what each process uses on each device.
 type procWalk struct {
 	fsys  fs.FS
-	devOf map[uint64]int     // gpu_id -> device index
-	use   []map[int]*procUse // per device: pid -> use
+	devOf map[uint64]int   // gpu_id -> device index
+	use   []map[int]uint64 // per device: pid -> VRAM bytes held (0: compute queues only)
 }
 
-// get returns the use of device dev by pid, made on first use.
-func (w *procWalk) get(dev, pid int) *procUse {
+// add records that pid uses device dev, holding n more bytes of its VRAM.
+func (w *procWalk) add(dev, pid int, n uint64) {
 	if w.use[dev] == nil {
-		w.use[dev] = map[int]*procUse{}
+		w.use[dev] = map[int]uint64{}
 	}
-	u := w.use[dev][pid]
-	if u == nil {
-		u = &procUse{pid: pid}
-		w.use[dev][pid] = u
-	}
-	return u
+	w.use[dev][pid] += n
 }
 
 // process adds the VRAM and compute queues of the process whose proc
@@ -164,7 +151,7 @@ func (w *procWalk) vram(pd string, pid int, ents []fs.DirEntry) error {
 			return err
 		}
 		if found && n > 0 {
-			w.get(dev, pid).bytes += n
+			w.add(dev, pid, n)
 		}
 	}
 	return nil
@@ -183,23 +170,23 @@ func (w *procWalk) queues(pd string, pid int) error {
 			return err
 		}
 		if dev, ok := w.devOf[gid]; found && ok {
-			w.get(dev, pid).queues++
+			w.add(dev, pid, 0)
 		}
 	}
 	return nil
 }
 
 // markBusy sets a device's busy fields from the processes using it.
-func markBusy(d *topology.Device, u map[int]*procUse) {
+func markBusy(d *topology.Device, u map[int]uint64) {
 	var total uint64
 	var pids []string
 	for _, pid := range slices.Sorted(maps.Keys(u)) {
 		pids = append(pids, strconv.Itoa(pid))
-		total += u[pid].bytes
+		total += u[pid]
 	}
-	who := "pid " + pids[0]
+	who := "pid " + pids[0] + " holds"
 	if len(pids) > 1 {
-		who = "pids " + strings.Join(pids, ", ")
+		who = "pids " + strings.Join(pids, ", ") + " hold"
 	}
 	mib := int64((total + 1<<20 - 1) >> 20) // round up: a few bytes still show as 1 MiB
 	d.Busy = true
@@ -208,14 +195,9 @@ func markBusy(d *topology.Device, u map[int]*procUse) {
 	if d.MemTotalMiB > 0 {
 		d.MemUsedPct = 100 * float64(d.MemUsedMiB) / float64(d.MemTotalMiB)
 	}
-	verb := "holds"
-	if len(pids) > 1 {
-		verb = "hold"
-	}
+	d.BusyReason = who + " compute queues"
 	if total > 0 {
-		d.BusyReason = fmt.Sprintf("%s %s %d MiB VRAM", who, verb, mib)
-	} else {
-		d.BusyReason = fmt.Sprintf("%s %s compute queues", who, verb)
+		d.BusyReason = fmt.Sprintf("%s %d MiB VRAM", who, mib)
 	}
 }
 

@@ -23,11 +23,7 @@ func parseProps(data []byte, source string) (Props, error) {
 	for len(data) > 0 {
 		line++
 		var text []byte
-		if i := bytes.IndexByte(data, '\n'); i >= 0 {
-			text, data = data[:i], data[i+1:]
-		} else {
-			text, data = data, nil
-		}
+		text, data, _ = bytes.Cut(data, []byte{'\n'})
 		key, val, col, err := splitLine(text)
 		if err != nil {
 			return nil, topology.NewParseError(source, line, col, err, "")

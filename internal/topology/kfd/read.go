@@ -191,10 +191,8 @@ func loadNodes(fsys fs.FS, dir string, warn topology.Warner) ([]*node, error) {
 			warns[k] = append(warns[k], fmt.Sprintf(format, args...))
 		})
 	})
-	for _, ws := range warns {
-		for _, w := range ws {
-			warn.Warn("%s", w)
-		}
+	for _, w := range slices.Concat(warns...) {
+		warn.Warn("%s", w)
 	}
 	if err != nil {
 		return nil, err
@@ -212,22 +210,13 @@ func parallel(n int, f func(i int) error) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
 				errs[i] = f(i)
 			}
 		}()
 	}
 	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return cmp.Or(errs...)
 }
 
 // loadGPU reads a GPU node's name, io_links, p2p_links and mem_banks.
@@ -237,7 +226,7 @@ func loadGPU(fsys fs.FS, n *node, warn topology.Warner) error {
 		return err
 	}
 	n.name = name
-	for _, kind := range []string{"io_links", "p2p_links"} {
+	for _, kind := range []string{"io_links", "p2p_links", "mem_banks"} {
 		d := path.Join(n.dir, kind)
 		ids, err := numericEntries(fsys, d, warn)
 		if err != nil {
@@ -249,23 +238,14 @@ func loadGPU(fsys fs.FS, n *node, warn topology.Warner) error {
 			if err != nil {
 				return err
 			}
-			n.links = append(n.links, kfdLink{path: p, props: props, p2p: kind == "p2p_links"})
-		}
-	}
-	d := path.Join(n.dir, "mem_banks")
-	ids, err := numericEntries(fsys, d, warn)
-	if err != nil {
-		return err
-	}
-	for _, id := range ids {
-		props, err := readProps(fsys, path.Join(d, strconv.Itoa(id), "properties"))
-		if err != nil {
-			return err
-		}
-		// heap_type 1 and 2 are the public and private frame buffer
-		// (HSA_HEAPTYPE_FRAME_BUFFER_*), that is VRAM; 0 is system memory.
-		if ht := props["heap_type"]; ht == 1 || ht == 2 {
-			n.mem += props["size_in_bytes"]
+			switch ht := props["heap_type"]; {
+			case kind != "mem_banks":
+				n.links = append(n.links, kfdLink{path: p, props: props, p2p: kind == "p2p_links"})
+			case ht == 1 || ht == 2:
+				// heap_type 1 and 2 are the public and private frame buffer
+				// (HSA_HEAPTYPE_FRAME_BUFFER_*), that is VRAM; 0 is system memory.
+				n.mem += props["size_in_bytes"]
+			}
 		}
 	}
 	n.mem = cmp.Or(n.mem, n.props["local_mem_size"])
@@ -329,11 +309,7 @@ func (b *builder) classify(nodes []*node) {
 		case n.gpu:
 			b.devOf[n.id] = len(b.gpus)
 			b.gpus = append(b.gpus, n)
-			for _, l := range n.links {
-				if l.props["flags"] != 0 {
-					b.flagsSeen = true
-				}
-			}
+			b.flagsSeen = b.flagsSeen || slices.ContainsFunc(n.links, func(l kfdLink) bool { return l.props["flags"] != 0 })
 		case n.props["cpu_cores_count"] > 0:
 			b.cpuOrd[n.id] = len(b.cpuOrd)
 		default:
@@ -501,13 +477,7 @@ func (b *builder) links() []topology.Link {
 
 // better says whether link a (of the given rank) should replace b.
 func better(a topology.Link, ra int, b topology.Link, rb int) bool {
-	if ra != rb {
-		return ra > rb
-	}
-	if a.MaxBandwidth != b.MaxBandwidth {
-		return a.MaxBandwidth > b.MaxBandwidth
-	}
-	return a.Weight < b.Weight
+	return cmp.Or(cmp.Compare(ra, rb), cmp.Compare(a.MaxBandwidth, b.MaxBandwidth), cmp.Compare(b.Weight, a.Weight)) > 0
 }
 
 // deviceName is the node's `name` file, or the gfx target ("gfx942") when

@@ -2,6 +2,7 @@ package nvidiasmi
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -70,17 +71,12 @@ func devices(topo *Topo, gpus []GPU, warn topology.Warner) (devs []topology.Devi
 		if g.Index >= n {
 			warn.Warn("nvidia-smi: --query-gpu lists GPU %d, topo -m only GPU0-GPU%d", g.Index, n-1)
 		}
-		if version == "" && g.DriverVersion != "" {
-			version = g.DriverVersion
-		}
+		version = cmp.Or(version, g.DriverVersion)
 	}
 	for i, tg := range topo.GPUs {
-		d := topology.Device{Index: i, RuntimeIndex: i, Vendor: topology.VendorNVIDIA, NUMANode: -1}
-		switch {
-		case tg.NUMAAffinity >= 0:
-			d.NUMANode = tg.NUMAAffinity
-		case tg.GPUNUMAID >= 0:
-			d.NUMANode = tg.GPUNUMAID
+		d := topology.Device{Index: i, RuntimeIndex: i, Vendor: topology.VendorNVIDIA, NUMANode: tg.NUMAAffinity}
+		if d.NUMANode < 0 {
+			d.NUMANode = tg.GPUNUMAID // -1 when unknown too
 		}
 		d.CPUs = append([]int(nil), tg.CPUAffinity...)
 		if g := byIndex[i]; g != nil {
@@ -198,10 +194,8 @@ func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*
 		}(i, a)
 	}
 	wg.Wait()
-	for _, err := range errs[:3] {
-		if err != nil {
-			return nil, err
-		}
+	if err := cmp.Or(errs[:3]...); err != nil {
+		return nil, err
 	}
 	topo, err := ParseTopo(bytes.NewReader(outs[0]))
 	if err != nil {

@@ -3,6 +3,7 @@ package nvidiasmi
 import (
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -45,10 +46,8 @@ func (s *NVLinkStatus) GPU(i int) *NVLinkGPU {
 	if s == nil {
 		return nil
 	}
-	for k := range s.GPUs {
-		if s.GPUs[k].Index == i {
-			return &s.GPUs[k]
-		}
+	if k := slices.IndexFunc(s.GPUs, func(g NVLinkGPU) bool { return g.Index == i }); k >= 0 {
+		return &s.GPUs[k]
 	}
 	return nil
 }
@@ -73,45 +72,39 @@ func ParseNVLinkStatus(r io.Reader) (*NVLinkStatus, error) {
 	st := &NVLinkStatus{}
 	seen := map[int]bool{}
 	var seenLink map[int]bool
-	for lr.Next() {
-		line := lr.Text()
+	err := lr.ForEach(func(line string) error {
 		text := strings.TrimSpace(line)
 		col := strings.Index(line, text)
-		if text == "" {
-			continue
-		}
-		if allInactive(text) {
-			// A GPU without active NVLinks (PCIe boards): "no NVLink",
-			// not malformed output.
-			continue
+		if text == "" || allInactive(text) {
+			return nil // allInactive: a GPU without active NVLinks (PCIe boards), not malformed output
 		}
 		if mm := nvlGPULine().FindStringSubmatch(text); mm != nil {
 			idx, err := strconv.Atoi(mm[1])
 			if err != nil || idx > 1<<20 {
-				return nil, lr.Errorf(col+4, topology.ErrBadNumber, "GPU index %q", clip(mm[1]))
+				return lr.Errorf(col+4, topology.ErrBadNumber, "GPU index %q", clip(mm[1]))
 			}
 			if seen[idx] {
-				return nil, lr.Errorf(col, topology.ErrSyntax, "GPU %d listed twice", idx)
+				return lr.Errorf(col, topology.ErrSyntax, "GPU %d listed twice", idx)
 			}
 			seen[idx] = true
 			st.GPUs = append(st.GPUs, NVLinkGPU{Index: idx})
 			seenLink = map[int]bool{}
-			continue
+			return nil
 		}
 		mm := nvlLinkLine().FindStringSubmatch(text)
 		if mm == nil {
-			return nil, lr.Errorf(col, topology.ErrSyntax, "unexpected line %q", clip(text))
+			return lr.Errorf(col, topology.ErrSyntax, "unexpected line %q", clip(text))
 		}
 		if len(st.GPUs) == 0 {
-			return nil, lr.Errorf(col, topology.ErrSyntax, "link line before any GPU line")
+			return lr.Errorf(col, topology.ErrSyntax, "link line before any GPU line")
 		}
 		n, err := strconv.Atoi(mm[1])
 		if err != nil || n > 1<<16 {
-			return nil, lr.Errorf(col+5, topology.ErrBadNumber, "link number %q", clip(mm[1]))
+			return lr.Errorf(col+5, topology.ErrBadNumber, "link number %q", clip(mm[1]))
 		}
 		g := &st.GPUs[len(st.GPUs)-1]
 		if seenLink[n] {
-			return nil, lr.Errorf(col, topology.ErrSyntax, "GPU %d link %d listed twice", g.Index, n)
+			return lr.Errorf(col, topology.ErrSyntax, "GPU %d link %d listed twice", g.Index, n)
 		}
 		seenLink[n] = true
 		val := strings.TrimSpace(mm[2])
@@ -120,7 +113,7 @@ func ParseNVLinkStatus(r io.Reader) (*NVLinkStatus, error) {
 		if val != "<inactive>" {
 			sm := nvlSpeed().FindStringSubmatch(val)
 			if sm == nil {
-				return nil, lr.Errorf(valCol, topology.ErrBadNumber, "GPU %d link %d speed %q", g.Index, n, clip(val))
+				return lr.Errorf(valCol, topology.ErrBadNumber, "GPU %d link %d speed %q", g.Index, n, clip(val))
 			}
 			f, _ := strconv.ParseFloat(sm[1], 64)
 			if sm[2] == "GB/s" {
@@ -130,8 +123,9 @@ func ParseNVLinkStatus(r io.Reader) (*NVLinkStatus, error) {
 			l.Active = l.SpeedMBps > 0
 		}
 		g.Links = append(g.Links, l)
-	}
-	if err := lr.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	return st, nil

@@ -1,7 +1,6 @@
 package nvidiasmi
 
 import (
-	"fmt"
 	"io"
 
 	"github.com/amdrun/amdrun/internal/topology"
@@ -29,18 +28,8 @@ func ParseP2P(r io.Reader) (*P2P, error) {
 	for i := range m.cells {
 		p.Status[i] = make([]string, m.nGPU)
 		for j, c := range m.cells[i] {
-			var bad error
-			switch {
-			case i == j && c.S != "X":
-				bad = fmt.Errorf("%w: diagonal cell is not X", topology.ErrSyntax)
-			case i != j && !p2pStatus[c.S]:
-				bad = topology.ErrUnknownLinkType
-				if _, _, ok := linkKind(c.S); ok {
-					bad = fmt.Errorf("%w: this is `nvidia-smi topo -m` output, not `topo -p2p`", topology.ErrWrongTool)
-				}
-			}
-			if bad != nil {
-				return nil, topology.NewParseError(SourceP2P, m.rowLine[i], c.Col, bad, "GPU%d/GPU%d cell %q", i, j, clip(c.S))
+			if err := checkCell(c.S, i == j, true); err != nil {
+				return nil, topology.NewParseError(SourceP2P, m.rowLine[i], c.Col, err, "GPU%d/GPU%d cell %q", i, j, clip(c.S))
 			}
 			p.Status[i][j] = c.S
 		}

@@ -53,6 +53,14 @@ func unknownValue(s string) bool {
 	return false
 }
 
+// known is s, or "" when it is unknownValue.
+func known(s string) string {
+	if unknownValue(s) {
+		return ""
+	}
+	return s
+}
+
 // csvRow is one line of nvidia-smi CSV and its 1-based line number.
 type csvRow struct {
 	line   int
@@ -65,20 +73,13 @@ type csvRow struct {
 func readCSV(r io.Reader, source, header string) ([]csvRow, error) {
 	lr := topology.NewLineReader(r, source)
 	var rows []csvRow
-	for lr.Next() {
-		line := lr.Text()
-		if strings.TrimSpace(line) == "" {
-			continue
+	err := lr.ForEach(func(line string) error {
+		if t := strings.TrimSpace(line); t != "" && (len(rows) > 0 || !strings.HasPrefix(t, header)) {
+			rows = append(rows, csvRow{lr.Line(), splitAt(line, ',')})
 		}
-		if len(rows) == 0 && strings.HasPrefix(strings.TrimSpace(line), header) {
-			continue
-		}
-		rows = append(rows, csvRow{lr.Line(), splitAt(line, ',')})
-	}
-	if err := lr.Err(); err != nil {
-		return nil, err
-	}
-	return rows, nil
+		return nil
+	})
+	return rows, err
 }
 
 // parseMiB reads a memory value in MiB ("81559", or "81559 MiB" when
@@ -131,12 +132,7 @@ func ParseQueryGPU(r io.Reader) ([]GPU, error) {
 			}
 			g.PCIAddress = pci
 		}
-		if !unknownValue(v[2].S) {
-			g.UUID = v[2].S
-		}
-		if !unknownValue(v[3].S) {
-			g.Name = v[3].S
-		}
+		g.UUID, g.Name = known(v[2].S), known(v[3].S)
 		var ok bool
 		if g.MemTotalMiB, ok = parseMiB(v[4].S); !ok {
 			return nil, topology.NewParseError(SourceQueryGPU, row.line, v[4].Col, topology.ErrBadNumber, "memory.total %q", clip(v[4].S))
@@ -151,8 +147,8 @@ func ParseQueryGPU(r io.Reader) ([]GPU, error) {
 			}
 			g.UtilPercent = f
 		}
-		if len(v) == 8 && !unknownValue(v[7].S) {
-			g.DriverVersion = v[7].S
+		if len(v) == 8 {
+			g.DriverVersion = known(v[7].S)
 		}
 		out = append(out, g)
 	}

@@ -88,31 +88,18 @@ func splitMerged(s string) []topology.Field {
 	if knownCell(s) {
 		return []topology.Field{{S: s, Col: 0}}
 	}
-	try := func(n int) []topology.Field {
-		rest := splitMerged(s[n:])
-		if rest == nil {
-			return nil
-		}
-		out := []topology.Field{{S: s[:n], Col: 0}}
-		for _, f := range rest {
-			out = append(out, topology.Field{S: f.S, Col: f.Col + n})
-		}
-		return out
-	}
+	heads := cellWords // the first cell: an NV# run, else one of the words
 	if strings.HasPrefix(s, "NV") {
-		n := 2
-		for n < len(s) && s[n] >= '0' && s[n] <= '9' {
-			n++
-		}
-		if n > 2 && knownCell(s[:n]) && n < len(s) {
-			if out := try(n); out != nil {
-				return out
-			}
-		}
+		nv := s[:len(s)-len(strings.TrimLeft(s[2:], "0123456789"))]
+		heads = append([]string{nv}, cellWords...)
 	}
-	for _, w := range cellWords {
-		if len(w) < len(s) && strings.HasPrefix(s, w) {
-			if out := try(len(w)); out != nil {
+	for _, w := range heads {
+		if len(w) < len(s) && strings.HasPrefix(s, w) && knownCell(w) {
+			if rest := splitMerged(s[len(w):]); rest != nil {
+				out := []topology.Field{{S: w, Col: 0}}
+				for _, f := range rest {
+					out = append(out, topology.Field{S: f.S, Col: f.Col + len(w)})
+				}
 				return out
 			}
 		}
@@ -123,22 +110,15 @@ func splitMerged(s string) []topology.Field {
 // p2pStatus holds the cells of `nvidia-smi topo -p2p` (see ParseP2P).
 var p2pStatus = map[string]bool{"OK": true, "CNS": true, "GNS": true, "TNS": true, "NS": true, "U": true}
 
-// tabFields splits a line at tabs (splitAt).
-func tabFields(s string) []topology.Field { return splitAt(s, '\t') }
-
 // splitAt splits s at sep, trimming white space around each cell and
 // keeping the column of its text; empty cells are kept: they carry meaning.
 func splitAt(s string, sep byte) []topology.Field {
 	var out []topology.Field
-	start := 0
-	for i := 0; i <= len(s); i++ {
-		if i < len(s) && s[i] != sep {
-			continue
-		}
-		part := s[start:i]
+	col := 0
+	for _, part := range strings.Split(s, string(sep)) {
 		lead := len(part) - len(strings.TrimLeft(part, " \t"))
-		out = append(out, topology.Field{S: strings.TrimSpace(part), Col: start + lead})
-		start = i + 1
+		out = append(out, topology.Field{S: strings.TrimSpace(part), Col: col + lead})
+		col += len(part) + 1
 	}
 	return out
 }
@@ -148,40 +128,20 @@ func splitAt(s string, sep byte) []topology.Field {
 // known affinity columns are joined again.
 func headerFields(s string) []topology.Field {
 	if strings.Contains(s, "\t") {
-		var out []topology.Field
-		for _, f := range tabFields(s) {
-			if f.S != "" {
-				out = append(out, f)
-			}
-		}
-		return splitLabels(out)
+		return splitLabels(slices.DeleteFunc(splitAt(s, '\t'), func(f topology.Field) bool { return f.S == "" }))
 	}
 	words := topology.SplitFields(s) // tabs expanded to spaces, as most pasted copies are
 	var out []topology.Field
 	for i := 0; i < len(words); i++ {
-		joined := false
+		f := words[i]
 		for _, name := range []string{colCPU, colNUMA, colGPUNUMA} {
-			parts := strings.Fields(name)
-			if i+len(parts) > len(words) {
-				continue
-			}
-			ok := true
-			for k, p := range parts {
-				if words[i+k].S != p {
-					ok = false
-					break
-				}
-			}
-			if ok {
-				out = append(out, topology.Field{S: name, Col: words[i].Col})
-				i += len(parts) - 1
-				joined = true
+			n := strings.Count(name, " ") + 1
+			if i+n <= len(words) && slices.Equal(strings.Fields(name), topology.Texts(words[i:i+n])) {
+				f.S, i = name, i+n-1
 				break
 			}
 		}
-		if !joined {
-			out = append(out, words[i])
-		}
+		out = append(out, f)
 	}
 	return splitLabels(out)
 }
@@ -216,15 +176,11 @@ type matrix struct {
 // block or the end of input. source names the ParseErrors.
 func readMatrix(r io.Reader, source string) (*matrix, error) {
 	mr := &matrixReader{lr: topology.NewLineReader(r, source)}
-	for mr.lr.Next() {
+	for !mr.complete && mr.lr.Next() {
 		line := ansiSGR().ReplaceAllString(mr.lr.Text(), "")
 		mr.lastLen = len(line)
-		done, err := mr.line(line)
-		if err != nil {
+		if err := mr.line(line); err != nil {
 			return nil, err
-		}
-		if done {
-			break
 		}
 	}
 	if err := mr.lr.Err(); err != nil {
@@ -243,36 +199,30 @@ type matrixReader struct {
 	complete bool             // a blank line or Legend ended the matrix
 }
 
-// line reads one line (ANSI escapes removed); done says the matrix ended.
-func (mr *matrixReader) line(line string) (done bool, err error) {
+// line reads one line (ANSI escapes removed).
+func (mr *matrixReader) line(line string) error {
 	trimmed := strings.TrimSpace(line)
-	if mr.m == nil {
-		if trimmed == "" {
-			return false, nil
-		}
-		return false, mr.header(line, trimmed)
-	}
-	if trimmed == "" || strings.HasPrefix(trimmed, "Legend:") || strings.HasPrefix(trimmed, "NIC Legend:") {
+	switch {
+	case mr.m == nil && trimmed == "":
+		return nil
+	case mr.m == nil:
+		return mr.header(line, trimmed)
+	case trimmed == "" || strings.HasPrefix(trimmed, "Legend:") || strings.HasPrefix(trimmed, "NIC Legend:"):
 		mr.complete = true
-		return true, nil
+		return nil
 	}
-	return false, mr.row(line)
+	return mr.row(line)
 }
 
 // header reads the column header: device columns, then affinity columns.
 func (mr *matrixReader) header(line, trimmed string) error {
 	m := &matrix{}
-	inTail := false
 	for _, f := range headerFields(line) {
-		switch {
-		case f.S == colCPU || f.S == colNUMA || f.S == colGPUNUMA:
-			inTail = true
+		// After the first affinity column every column is one, known or
+		// not, so that the cells after an unknown one line up.
+		if len(m.tail) > 0 || f.S == colCPU || f.S == colNUMA || f.S == colGPUNUMA {
 			m.tail = append(m.tail, f.S)
-		case inTail:
-			// An affinity column this parser does not know; keep its
-			// place so the cells after it line up.
-			m.tail = append(m.tail, f.S)
-		default:
+		} else {
 			mr.cols = append(mr.cols, f)
 		}
 	}
@@ -297,11 +247,9 @@ func (mr *matrixReader) header(line, trimmed string) error {
 func (mr *matrixReader) row(line string) error {
 	m := mr.m
 	tabbed := strings.Contains(line, "\t")
-	var fs []topology.Field
+	fs := topology.SplitFields(line)
 	if tabbed {
-		fs = tabFields(line)
-	} else {
-		fs = topology.SplitFields(line)
+		fs = splitAt(line, '\t')
 	}
 	label := fs[0]
 	if !gpuLabel().MatchString(label.S) {
@@ -322,7 +270,7 @@ func (mr *matrixReader) row(line string) error {
 		return mr.cut(line, "row %s has %d cells, the header has %d columns", label.S, len(body), len(mr.cols))
 	}
 	rest := body[len(mr.cols):]
-	if len(m.tail) > 0 && !anyText(rest) {
+	if len(m.tail) > 0 && !slices.ContainsFunc(rest, func(f topology.Field) bool { return f.S != "" }) {
 		// A row cut after its matrix cells: its affinity would be
 		// silently unknown (issue 24); refused as any other cut row.
 		return mr.cut(line, "row %s ends after its device cells; the header has %s", label.S, strings.Join(m.tail, ", "))
@@ -355,11 +303,6 @@ func (mr *matrixReader) cut(line, format string, args ...any) error {
 		err = topology.ErrTruncated
 	}
 	return mr.lr.Errorf(len(line), err, format, args...)
-}
-
-// anyText says whether any of the cells is non-empty.
-func anyText(fs []topology.Field) bool {
-	return slices.ContainsFunc(fs, func(f topology.Field) bool { return f.S != "" })
 }
 
 // splitDeviceCells checks every cell under a device column against the
@@ -415,31 +358,24 @@ func alignTail(cells []topology.Field, names []string, tabbed bool) ([]topology.
 			cells = cells[:len(cells)-1]
 		}
 		for len(cells) > n {
-			drop := -1
-			for i := len(cells) - 2; i >= 0; i-- {
-				if cells[i].S == "" && cells[i+1].S != "" {
-					drop = i
-					break
-				}
+			i := len(cells) - 2
+			for i >= 0 && (cells[i].S != "" || cells[i+1].S == "") {
+				i--
 			}
-			if drop < 0 {
+			if i < 0 {
 				break
 			}
-			cells = append(cells[:drop], cells[drop+1:]...)
+			cells = slices.Delete(cells, i, i+1)
 		}
-		if len(cells) > n {
-			return nil, fmt.Errorf("%d cells after the device columns, the header has %d", len(cells), n)
-		}
-		for len(cells) < n {
-			cells = append(cells, topology.Field{})
-		}
-		return cells, nil
 	}
 	if len(cells) > n {
 		return nil, fmt.Errorf("%d cells after the device columns, the header has %d", len(cells), n)
 	}
-	out := make([]topology.Field, n-len(cells), n)
-	out = append(out, cells...)
+	pad := make([]topology.Field, n-len(cells))
+	if tabbed {
+		return append(cells, pad...), nil
+	}
+	out := append(pad, cells...)
 	// Right-aligning is right only when the cell that went missing is
 	// an empty CPU Affinity; a CPU list shifted into NUMA Affinity would
 	// read as a list of nodes (issue 24), so a NUMA cell that is not a
@@ -474,7 +410,7 @@ func ParseTopo(r io.Reader) (*Topo, error) {
 		line := m.rowLine[i]
 		t.Cells[i] = make([]string, m.nGPU)
 		for j, c := range m.cells[i] {
-			if err := checkTopoCell(c.S, i == j); err != nil {
+			if err := checkCell(c.S, i == j, false); err != nil {
 				return nil, topology.NewParseError(SourceTopo, line, c.Col, err, "GPU%d/GPU%d cell %q", i, j, clip(c.S))
 			}
 			if j < i && c.S != t.Cells[j][i] {
@@ -497,30 +433,21 @@ func affinity(m *matrix, i int) (TopoGPU, error) {
 	g := TopoGPU{NUMAAffinity: -1, GPUNUMAID: -1}
 	for k, name := range m.tail {
 		c := m.tails[i][k]
-		switch name {
-		case colCPU:
-			if c.S == "" || c.S == "N/A" {
-				continue
-			}
-			cpus, err := topology.ParseCPUList(c.S)
-			if err != nil {
+		var err error
+		switch {
+		case name == colCPU && c.S != "" && c.S != "N/A":
+			if g.CPUAffinity, err = topology.ParseCPUList(c.S); err != nil {
 				return g, topology.NewParseError(SourceTopo, line, c.Col, topology.ErrSyntax, "GPU%d CPU Affinity: %v", i, err)
 			}
-			g.CPUAffinity = cpus
-		case colNUMA:
-			nodes, err := numaList(c.S)
-			if err != nil {
-				return g, topology.NewParseError(SourceTopo, line, c.Col, topology.ErrBadNumber, "GPU%d %s %q", i, name, clip(c.S))
+		case name == colNUMA:
+			if g.NUMANodes, err = numaList(c.S); len(g.NUMANodes) > 0 {
+				g.NUMAAffinity = g.NUMANodes[0]
 			}
-			if len(nodes) > 0 {
-				g.NUMAAffinity, g.NUMANodes = nodes[0], nodes
-			}
-		case colGPUNUMA:
-			n, err := numaCell(c.S)
-			if err != nil {
-				return g, topology.NewParseError(SourceTopo, line, c.Col, topology.ErrBadNumber, "GPU%d %s %q", i, name, clip(c.S))
-			}
-			g.GPUNUMAID = n
+		case name == colGPUNUMA:
+			g.GPUNUMAID, err = numaCell(c.S)
+		}
+		if err != nil { // a NUMA cell
+			return g, topology.NewParseError(SourceTopo, line, c.Col, topology.ErrBadNumber, "GPU%d %s %q", i, name, clip(c.S))
 		}
 	}
 	return g, runTogether(m, i)
@@ -549,19 +476,18 @@ func runTogether(m *matrix, i int) error {
 		"GPU%d: CPU Affinity %q beside an empty %s: the cells ran together (nvidia-smi prints a node or N/A there)", i, clip(cpu.S), strings.Join(empty, " and "))
 }
 
-// checkTopoCell says whether a topo -m cell is known; self says it is on
-// the diagonal.
-func checkTopoCell(s string, self bool) error {
-	if self {
-		if s == "X" {
-			return nil
-		}
-		return fmt.Errorf("%w: diagonal cell is not X", topology.ErrSyntax)
-	}
-	if _, _, ok := linkKind(s); ok {
+// checkCell says whether s is a cell of `topo -p2p` (p2p) or `topo -m`;
+// self says it is on the diagonal. The other matrix's cell is the wrong tool.
+func checkCell(s string, self, p2p bool) error {
+	_, _, link := linkKind(s)
+	switch {
+	case self && s == "X", !self && (p2p && p2pStatus[s] || !p2p && link):
 		return nil
-	}
-	if p2pStatus[s] {
+	case self:
+		return fmt.Errorf("%w: diagonal cell is not X", topology.ErrSyntax)
+	case p2p && link:
+		return fmt.Errorf("%w: this is `nvidia-smi topo -m` output, not `topo -p2p`", topology.ErrWrongTool)
+	case !p2p && p2pStatus[s]:
 		return fmt.Errorf("%w: this is `nvidia-smi topo -p2p` output, not `topo -m`", topology.ErrWrongTool)
 	}
 	return topology.ErrUnknownLinkType
@@ -588,11 +514,8 @@ func numaList(s string) ([]int, error) {
 	if s == "" || s == "N/A" {
 		return nil, nil
 	}
-	if strings.ContainsAny(s, " \t") {
-		return nil, topology.ErrBadNumber
-	}
 	nodes, err := topology.ParseCPUList(s)
-	if err != nil || len(nodes) == 0 || nodes[len(nodes)-1] > maxNUMANode {
+	if err != nil || strings.ContainsAny(s, " \t") || len(nodes) == 0 || nodes[len(nodes)-1] > maxNUMANode {
 		return nil, topology.ErrBadNumber
 	}
 	return nodes, nil

@@ -59,12 +59,9 @@ func FillNames(m *topology.Model, root string, names *Names) {
 			continue
 		}
 		p := devicesDir + "/" + d.PCIAddress
-		vendor, err := readHex(fsys, p+"/vendor")
-		if err != nil {
-			continue
-		}
-		device, err := readHex(fsys, p+"/device")
-		if err != nil {
+		vendor, err1 := readHex(fsys, p+"/vendor")
+		device, err2 := readHex(fsys, p+"/device")
+		if err1 != nil || err2 != nil {
 			continue
 		}
 		if !loaded {

@@ -16,6 +16,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -189,16 +190,11 @@ func BridgePath(link, addr string) ([]string, error) {
 			start = i
 		}
 	}
-	if start < 0 || len(parts)-start < 2 || parts[len(parts)-1] != addr {
+	if start < 0 || len(parts)-start < 2 || parts[len(parts)-1] != addr ||
+		slices.ContainsFunc(parts[start+1:], func(p string) bool { return !validAddress(p) }) {
 		return nil, fmt.Errorf("%w: %q", errPath, link)
 	}
-	out := parts[start:]
-	for _, p := range out[1:] {
-		if !validAddress(p) {
-			return nil, fmt.Errorf("%w: %q", errPath, link)
-		}
-	}
-	return out, nil
+	return parts[start:], nil
 }
 
 // Level is the nvidia-smi topo -m class of the PCIe path between two

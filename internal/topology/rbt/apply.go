@@ -31,61 +31,37 @@ func Apply(m *topology.Model, r *Result, warn topology.Warner) error {
 	if err != nil {
 		return err
 	}
-	type update struct {
-		a, b     int
-		min, max int64
-		p2p      topology.P2P
-	}
-	var ups []update
+	// Apply works on a copy of the links and validates it before it
+	// changes m, so that m is left as it was on error, as promised above.
+	next := *m
+	next.Links = slices.Clone(m.Links)
 	var noP2P, noFigure []string
-	n := m.N()
+	updated, n := 0, m.N()
 	for a := 0; a < n; a++ {
 		for b := a + 1; b < n; b++ {
 			pair := fmt.Sprintf("%d-%d", a, b)
 			lo, hi, ok := c.pair(a, b)
-			switch {
-			case ok:
-				ups = append(ups, update{a: a, b: b, min: lo, max: hi, p2p: topology.P2PAvailable})
-			case c.P2P[a][b] == topology.P2PUnavailable:
-				ups = append(ups, update{a: a, b: b, p2p: topology.P2PUnavailable})
-				noP2P = append(noP2P, pair)
-			default:
+			if !ok && c.P2P[a][b] != topology.P2PUnavailable {
 				noFigure = append(noFigure, pair)
+				continue
+			}
+			l := next.Link(a, b)
+			if l == nil {
+				return fmt.Errorf("%s: %w: no link %d-%d in the topology", Source, topology.ErrInvalidModel, a, b)
+			}
+			updated++
+			if ok {
+				l.P2P, l.MinBandwidth, l.MaxBandwidth = topology.P2PAvailable, lo, hi
+				l.Measured, l.Assumed = true, false
+				next.Bandwidth = "measured"
+			} else {
+				l.P2P = topology.P2PUnavailable
+				noP2P = append(noP2P, pair)
 			}
 		}
 	}
-	if len(ups) == 0 && n > 1 {
+	if updated == 0 && n > 1 {
 		return fmt.Errorf("%s: %w", Source, ErrNoPeerFigures)
-	}
-	for _, u := range ups {
-		if m.Link(u.a, u.b) == nil {
-			return fmt.Errorf("%s: %w: no link %d-%d in the topology", Source, topology.ErrInvalidModel, u.a, u.b)
-		}
-	}
-	// Apply works on a copy of the links and validates it before it
-	// changes m, so that m is left as it was on error, as promised above.
-	byPair := make(map[[2]int]update, len(ups))
-	for _, u := range ups {
-		byPair[[2]int{u.a, u.b}] = u
-	}
-	next := *m
-	next.Links = slices.Clone(m.Links)
-	measured := false
-	for i := range next.Links {
-		l := &next.Links[i]
-		u, ok := byPair[[2]int{min(l.A, l.B), max(l.A, l.B)}]
-		if !ok {
-			continue
-		}
-		l.P2P = u.p2p
-		if u.p2p == topology.P2PAvailable {
-			l.MinBandwidth, l.MaxBandwidth = u.min, u.max
-			l.Measured, l.Assumed = true, false
-			measured = true
-		}
-	}
-	if measured {
-		next.Bandwidth = "measured"
 	}
 	if err := next.Validate(); err != nil {
 		return fmt.Errorf("%s: %w", Source, err)
@@ -149,14 +125,12 @@ func (r *Result) Copies(m *topology.Model, warn topology.Warner) (*Copies, error
 // unidirectional figure when the run printed one for the pair (either
 // way), else half the bidirectional one; 0 when it has neither.
 func (r *Result) copyFigure(x, y int) float64 {
-	_, there := r.Uni.At(x, y)
-	_, back := r.Uni.At(y, x)
-	var v float64
-	if there || back {
-		v, _ = r.Uni.At(x, y)
-	} else if b, ok := r.Bi.At(x, y); ok {
-		v = b / 2
-	} else if b, ok := r.Bi.At(y, x); ok {
+	v, there := r.Uni.At(x, y)
+	if _, back := r.Uni.At(y, x); !there && !back {
+		b, ok := r.Bi.At(x, y)
+		if !ok {
+			b, _ = r.Bi.At(y, x)
+		}
 		v = b / 2
 	}
 	if v <= 0 {
@@ -168,17 +142,16 @@ func (r *Result) copyFigure(x, y int) float64 {
 // pair returns the lower and higher figure of the two directions between
 // devices a and b that have one; ok is false when neither has.
 func (c *Copies) pair(a, b int) (lo, hi int64, ok bool) {
-	var dirs []int64
-	for _, v := range []float64{c.MBps[a][b], c.MBps[b][a]} {
-		if v > 0 {
-			dirs = append(dirs, int64(v))
-		}
+	x, y := c.MBps[a][b], c.MBps[b][a]
+	if x <= 0 {
+		x = y
+	} else if y <= 0 {
+		y = x
 	}
-	if len(dirs) == 0 {
+	if x <= 0 {
 		return 0, 0, false
 	}
-	lo, hi = min(dirs[0], dirs[len(dirs)-1]), max(dirs[0], dirs[len(dirs)-1])
-	return max(lo, 1), max(hi, 1), true
+	return max(int64(min(x, y)), 1), max(int64(max(x, y)), 1), true
 }
 
 // mbps converts GB/s to whole MB/s.
@@ -199,18 +172,14 @@ func matchDevices(m *topology.Model, r *Result, gpus []int, warn topology.Warner
 		}
 		byAddr[k] = i
 	}
-	keys := make([]string, len(gpus))
+	out := make([]int, len(gpus))
+	used := map[int]bool{}
+	var missing []string
 	for x, g := range gpus {
 		k, ok := parsePCI(r.Agents[g].PCI)
 		if !ok {
 			return byOrder(m, r, gpus, warn, "its device lines carry no bus address")
 		}
-		keys[x] = k
-	}
-	out := make([]int, len(gpus))
-	used := map[int]bool{}
-	var missing []string
-	for x, k := range keys {
 		i, ok := byAddr[k]
 		if !ok || used[i] {
 			missing = append(missing, r.Agents[gpus[x]].PCI)
@@ -241,10 +210,7 @@ func byOrder(m *topology.Model, r *Result, gpus []int, warn topology.Warner, why
 	for _, d := range m.Devices {
 		devNames[norm(d.Name)] = true
 	}
-	shared := false
-	for _, g := range gpus {
-		shared = shared || (norm(r.Agents[g].Name) != "" && devNames[norm(r.Agents[g].Name)])
-	}
+	shared := slices.ContainsFunc(gpus, func(g int) bool { n := norm(r.Agents[g].Name); return n != "" && devNames[n] })
 	for x, g := range gpus {
 		a, d := r.Agents[g].Name, m.Devices[order[x]].Name
 		if shared && norm(a) != "" && norm(a) != norm(d) {

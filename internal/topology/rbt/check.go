@@ -1,16 +1,12 @@
 package rbt
 
 import (
+	"cmp"
 	"fmt"
-	"sort"
+	"slices"
 
 	"github.com/amdrun/amdrun/internal/topology"
 )
-
-// errorf wraps sentinel with a formatted detail.
-func errorf(sentinel error, format string, args ...any) error {
-	return fmt.Errorf("%w: %s", sentinel, fmt.Sprintf(format, args...))
-}
 
 // check refuses a run whose matrices contradict each other or what the
 // tool can print (see Parse): the first broken rule, in line order, is a
@@ -25,13 +21,9 @@ func (r *Result) check() error {
 	if len(bad) == 0 {
 		return nil
 	}
-	sort.Slice(bad, func(i, j int) bool {
-		if bad[i].c.line != bad[j].c.line {
-			return bad[i].c.line < bad[j].c.line
-		}
-		return bad[i].c.col < bad[j].c.col
+	b := slices.MinFunc(bad, func(x, y inconsistency) int {
+		return cmp.Or(cmp.Compare(x.c.line, y.c.line), cmp.Compare(x.c.col, y.c.col))
 	})
-	b := bad[0]
 	return topology.NewParseError(Source, b.c.line, b.c.col, topology.ErrInconsistent, "%s", b.msg)
 }
 

@@ -1,6 +1,7 @@
 package rbt
 
 import (
+	"fmt"
 	"io"
 	"strconv"
 	"strings"
@@ -135,16 +136,9 @@ func (p *parser) line(line string) error {
 // startTable begins a matrix of kind k titled title.
 func (p *parser) startTable(k, title string) error {
 	p.table = &table{kind: k, title: title, rows: map[int]bool{}}
-	var slot **Matrix
-	switch k {
-	case kindUni:
-		slot = &p.res.Uni
-	case kindBi:
-		slot = &p.res.Bi
-	case kindAccess:
-		slot = &p.res.Access
-	default:
-		return nil
+	slot := map[string]**Matrix{kindUni: &p.res.Uni, kindBi: &p.res.Bi, kindAccess: &p.res.Access}[k]
+	if slot == nil {
+		return nil // a kind not kept
 	}
 	p.matrices++
 	if *slot != nil {
@@ -172,14 +166,12 @@ func (p *parser) header(line string) error {
 	if len(fs)-1 > MaxAgents {
 		return p.lr.Errorf(fs[MaxAgents+1].Col, topology.ErrSyntax, "more than %d devices", MaxAgents)
 	}
-	var labels []topology.Field
 	for _, f := range fs[1:] {
 		if !validLabel(f.S) {
 			return p.lr.Errorf(f.Col, topology.ErrSyntax, "%s: unknown device %q", tb.title, f.S)
 		}
-		labels = append(labels, f)
 	}
-	return p.setColumns(labels)
+	return p.setColumns(fs[1:])
 }
 
 // tbHeader reads TransferBench's header: pairs "CPU 00", "GPU 07".
@@ -285,11 +277,7 @@ func (p *parser) cells(line string, label topology.Field, fs []topology.Field) e
 	}
 	tb.rows[row] = true
 	if len(fs) != len(tb.cols) {
-		col := len(line)
-		if len(fs) > len(tb.cols) {
-			col = fs[len(tb.cols)].Col
-		}
-		return p.lr.Errorf(col, topology.ErrNotSquare, "%s: row %s has %d cells, want %d", tb.title, label.S, len(fs), len(tb.cols))
+		return p.lr.Errorf(topology.CountCol(line, fs, len(tb.cols)), topology.ErrNotSquare, "%s: row %s has %d cells, want %d", tb.title, label.S, len(fs), len(tb.cols))
 	}
 	for j, f := range fs {
 		c := cell{line: p.lr.Line(), col: f.Col}
@@ -320,20 +308,12 @@ func (p *parser) agent(label string) (int, bool) {
 	if p.listed || len(p.res.Agents) >= MaxAgents {
 		return 0, false
 	}
-	a := Agent{ID: -1, Label: label}
-	lower := strings.ToLower(label)
-	switch {
-	case strings.HasPrefix(lower, "gpu "):
-		a.GPU = true
-		a.Ordinal, _ = strconv.Atoi(label[4:])
-	case strings.HasPrefix(lower, "cpu "):
-		a.Ordinal, _ = strconv.Atoi(label[4:])
-	case strings.HasPrefix(lower, "cpu"):
-		a.Ordinal, _ = strconv.Atoi(label[3:])
-	default:
-		a.GPU = true
-		a.Ordinal, _ = strconv.Atoi(label)
+	num, cpu := strings.CutPrefix(strings.ToLower(label), "cpu")
+	if !cpu {
+		num = strings.TrimPrefix(num, "gpu")
 	}
+	a := Agent{ID: -1, Label: label, GPU: !cpu}
+	a.Ordinal, _ = strconv.Atoi(strings.TrimSpace(num))
 	p.byLabel[label] = len(p.res.Agents)
 	p.res.Agents = append(p.res.Agents, a)
 	return p.byLabel[label], true
@@ -349,14 +329,14 @@ func (p *parser) device(rest string) error {
 	}
 	id, err := strconv.Atoi(parts[0])
 	if err != nil || id < 0 || id >= 1<<20 {
-		return errorf(topology.ErrBadNumber, "device number %q", parts[0])
+		return fmt.Errorf("%w: device number %q", topology.ErrBadNumber, parts[0])
 	}
 	label := strconv.Itoa(id)
 	if _, dup := p.byLabel[label]; dup {
-		return errorf(topology.ErrSyntax, "device %d listed twice", id)
+		return fmt.Errorf("%w: device %d listed twice", topology.ErrSyntax, id)
 	}
 	if len(res.Agents) >= MaxAgents {
-		return errorf(topology.ErrSyntax, "more than %d devices", MaxAgents)
+		return fmt.Errorf("%w: more than %d devices", topology.ErrSyntax, MaxAgents)
 	}
 	a := Agent{ID: id, Label: label}
 	if len(parts) > 1 {

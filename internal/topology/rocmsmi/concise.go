@@ -31,11 +31,7 @@ func (p *textParser) concise(sec sectionInfo) error {
 	if err != nil {
 		return err
 	}
-	for {
-		line, ok := p.next()
-		if !ok {
-			break
-		}
+	for line, ok := p.next(); ok; line, ok = p.next() {
 		t := strings.TrimSpace(line)
 		if title, ok := bannerTitle(t); ok {
 			if title != "" {
@@ -69,16 +65,12 @@ func (p *textParser) concise(sec sectionInfo) error {
 // conciseHeader reads the concise table's header (past blank and log
 // lines) and finds its power column.
 func (p *textParser) conciseHeader(sec sectionInfo) (*conciseTable, error) {
-	var line string
-	for {
-		l, ok := p.next()
-		if !ok {
-			return nil, p.errHere(sec.source, 0, topology.ErrTruncated, "no table after the section title")
-		}
-		if t := strings.TrimSpace(l); t != "" && !logLine(t) {
-			line = l
-			break
-		}
+	line, ok := p.next()
+	for ok && (strings.TrimSpace(line) == "" || logLine(strings.TrimSpace(line))) {
+		line, ok = p.next()
+	}
+	if !ok {
+		return nil, p.errHere(sec.source, 0, topology.ErrTruncated, "no table after the section title")
 	}
 	head := fields(line)
 	tb := &conciseTable{sec: sec, gen1: head[0].S == "GPU", powerIdx: -1, powerRune: -1}
@@ -147,11 +139,9 @@ func (tb *conciseTable) power(line string, toks []topology.Field) string {
 		return ""
 	}
 	power := ""
-	if tb.powerRune >= 0 {
-		for _, tk := range toks {
-			if runeCol(line, tk) == tb.powerRune {
-				power = tk.S
-			}
+	for _, tk := range toks {
+		if tb.powerRune >= 0 && runeCol(line, tk) == tb.powerRune {
+			power = tk.S
 		}
 	}
 	return power

@@ -49,7 +49,10 @@ func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*
 			return nil, err
 		}
 	}
-	rep, err := parseWhole(out, args)
+	rep, err := ParseText(bytes.NewReader(out))
+	if err == nil {
+		err = whole(rep, args)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -112,15 +115,6 @@ func missing(r *Report, args []string, warn topology.Warner) {
 // command is the command line of a rocm-smi run, for messages.
 func command(args []string) string {
 	return strings.Join(append([]string{Tool}, args...), " ")
-}
-
-// parseWhole parses the output of the run with args and checks it is whole.
-func parseWhole(out []byte, args []string) (*Report, error) {
-	r, err := ParseText(bytes.NewReader(out))
-	if err != nil {
-		return nil, err
-	}
-	return r, whole(r, args)
 }
 
 // whole refuses an output without its "End of ROCm SMI Log" banner: cut

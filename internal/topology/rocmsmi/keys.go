@@ -17,39 +17,27 @@ func unknownValue(v string) bool {
 	return false
 }
 
-// applyKey records one "key: value" fact about GPU d. It returns an error
-// wrapping a topology sentinel when a known key has a malformed value;
-// unknown keys are ignored.
-func applyKey(d *DeviceInfo, key, value string) error {
-	key = strings.TrimSpace(key)
-	value = strings.TrimSpace(value)
-	if unknownValue(value) {
-		return nil
-	}
-	switch strings.ToLower(key) {
-	case "(topology) numa node":
-		return store(&d.NUMANode, parseNUMA, value)
-	case "(topology) numa affinity":
-		return store(&d.NUMAAffinity, parseNUMA, value)
-	case "gpu use (%)":
-		return store(&d.UtilPercent, parsePercent, value)
-	case "gpu memory allocated (vram%)", "gpu memory use (%)":
-		return store(&d.MemUsedPct, parsePercent, value)
-	case "vram total memory (b)":
-		return store(&d.MemTotalBytes, parseBytes, value)
-	case "vram total used memory (b)":
-		return store(&d.MemUsedBytes, parseBytes, value)
-	case "pci bus":
-		d.PCIBus = strings.ToLower(value)
-	case "unique id":
-		d.UniqueID = value
-	case "card series":
-		// ROCm 4.x prints the vendor id (0x1002) where the name belongs.
-		if !strings.HasPrefix(value, "0x") {
-			d.Name = value
+// keys maps each key amdrun reads (lower case) to what records its value
+// (not unknownValue), with an error wrapping a topology sentinel when the
+// value is malformed. "device name" records nothing but is rocm-smi's all
+// the same.
+var keys = map[string]func(d *DeviceInfo, v string) error{
+	"(topology) numa node":         func(d *DeviceInfo, v string) error { return store(&d.NUMANode, parseNUMA, v) },
+	"(topology) numa affinity":     func(d *DeviceInfo, v string) error { return store(&d.NUMAAffinity, parseNUMA, v) },
+	"gpu use (%)":                  func(d *DeviceInfo, v string) error { return store(&d.UtilPercent, parsePercent, v) },
+	"gpu memory allocated (vram%)": func(d *DeviceInfo, v string) error { return store(&d.MemUsedPct, parsePercent, v) },
+	"gpu memory use (%)":           func(d *DeviceInfo, v string) error { return store(&d.MemUsedPct, parsePercent, v) },
+	"vram total memory (b)":        func(d *DeviceInfo, v string) error { return store(&d.MemTotalBytes, parseBytes, v) },
+	"vram total used memory (b)":   func(d *DeviceInfo, v string) error { return store(&d.MemUsedBytes, parseBytes, v) },
+	"pci bus":                      func(d *DeviceInfo, v string) error { d.PCIBus = strings.ToLower(v); return nil },
+	"unique id":                    func(d *DeviceInfo, v string) error { d.UniqueID = v; return nil },
+	"card series": func(d *DeviceInfo, v string) error {
+		if !strings.HasPrefix(v, "0x") { // ROCm 4.x prints the vendor id (0x1002) here
+			d.Name = v
 		}
-	}
-	return nil
+		return nil
+	},
+	"device name": func(*DeviceInfo, string) error { return nil },
 }
 
 // store parses v into *dst; a malformed v leaves *dst as it was.

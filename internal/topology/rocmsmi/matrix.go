@@ -1,6 +1,7 @@
 package rocmsmi
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 	"strings"
@@ -12,7 +13,7 @@ import (
 type cell struct {
 	ok   bool // the cell holds a value (not N/A)
 	a, b int64
-	s    string
+	s    string // a link type, an access or "min-max" bandwidth
 }
 
 // parseCell reads one matrix cell of the given kind.
@@ -54,7 +55,7 @@ func parseCell(kind sectionKind, s string, diag bool) (cell, error) {
 		if a > b {
 			return cell{}, fmt.Errorf("%w: bandwidth %q has min above max", topology.ErrSyntax, s)
 		}
-		return cell{ok: true, a: a, b: b}, nil
+		return cell{ok: true, a: a, b: b, s: fmt.Sprintf("%d-%d", a, b)}, nil
 	}
 	return cell{}, nil
 }
@@ -103,27 +104,22 @@ func (p *textParser) matrix(sec sectionInfo) error {
 // skipped and noted; a banner before any header means the section has no
 // table (ok is false, and the banner is handed back to parse).
 func (p *textParser) matrixStart(sec sectionInfo) (head string, ok bool, err error) {
-	for {
-		line, more := p.next()
-		if !more {
-			return "", false, p.errHere(sec.source, 0, topology.ErrTruncated, "no table after the section title")
-		}
+	for line, more := p.next(); more; line, more = p.next() {
 		t := strings.TrimSpace(line)
-		if t == "" {
-			continue
-		}
-		if _, banner := bannerTitle(t); banner {
+		_, banner := bannerTitle(t)
+		switch {
+		case t == "":
+		case banner:
 			p.r.note("rocm-smi: the %q section has no table (the next section title is at line %d); is the output damaged?", sec.title, p.lr.Line())
 			p.lr.Unread()
 			return "", false, nil // nothing readable in this section
-		}
-		if gpuLabel().MatchString(fields(t)[0].S) {
+		case gpuLabel().MatchString(fields(t)[0].S):
 			return line, true, nil
-		}
-		if !logLine(t) || strings.HasPrefix(t, "ERROR:") {
+		case !logLine(t) || strings.HasPrefix(t, "ERROR:"):
 			p.toolLines = append(p.toolLines, t)
 		}
 	}
+	return "", false, p.errHere(sec.source, 0, topology.ErrTruncated, "no table after the section title")
 }
 
 // matrixHeader reads the column header just read: GPUn labels only.
@@ -171,11 +167,7 @@ func (p *textParser) matrixRows(sec sectionInfo, cols []int) ([][]topology.Field
 			return nil, nil, p.errHere(sec.source, 0, topology.ErrNotSquare, "row %s where %s expected", toks[0].S, want)
 		}
 		if len(toks)-1 != n {
-			col := len(line)
-			if len(toks)-1 > n {
-				col = toks[n+1].Col
-			}
-			return nil, nil, p.errHere(sec.source, col, topology.ErrNotSquare, "%d cells in row %s for %d columns", len(toks)-1, toks[0].S, n)
+			return nil, nil, p.errHere(sec.source, topology.CountCol(line, toks, n+1), topology.ErrNotSquare, "%d cells in row %s for %d columns", len(toks)-1, toks[0].S, n)
 		}
 		rows[r], rowLine[r] = toks[1:], p.lr.Line()
 	}
@@ -187,30 +179,20 @@ func (p *textParser) matrixRows(sec sectionInfo, cols []int) ([][]topology.Field
 // lines follow it: then, as at the end of input, the output was cut off
 // (ErrTruncated at its last line that is not blank).
 func (p *textParser) matrixRowLine(sec sectionInfo, r, n int) (string, error) {
-	cut := func() error {
-		return topology.NewParseError(sec.source, p.lastFull, 0, topology.ErrTruncated, "%d of %d rows", r, n)
-	}
+	blank := 0 // the first blank line, 0: none yet
 	for {
 		line, ok := p.next()
-		if !ok {
-			return "", cut()
-		}
 		t := strings.TrimSpace(line)
-		if logLine(t) {
-			continue
-		}
-		if t != "" {
+		switch {
+		case !ok:
+			return "", topology.NewParseError(sec.source, p.lastFull, 0, topology.ErrTruncated, "%d of %d rows", r, n)
+		case blank == 0 && logLine(t): // skipped
+		case blank == 0 && t != "":
 			return line, nil
-		}
-		blank := p.lr.Line()
-		for {
-			line, ok := p.next()
-			if !ok {
-				return "", cut()
-			}
-			if strings.TrimSpace(line) != "" {
-				return "", topology.NewParseError(sec.source, blank, 0, topology.ErrNotSquare, "%d rows for %d columns", r, n)
-			}
+		case t == "":
+			blank = cmp.Or(blank, p.lr.Line())
+		default:
+			return "", topology.NewParseError(sec.source, blank, 0, topology.ErrNotSquare, "%d rows for %d columns", r, n)
 		}
 	}
 }
@@ -219,24 +201,20 @@ func (p *textParser) matrixRowLine(sec sectionInfo, r, n int) (string, error) {
 // log lines, which it hands to plainLine as parse would); it gives any
 // other line back to parse.
 func (p *textParser) matrixEnd(sec sectionInfo, n int) error {
-	for {
-		line, ok := p.next()
-		if !ok {
-			return nil
-		}
-		t := strings.TrimSpace(line)
-		if t == "" || logLine(t) {
+	for line, ok := p.next(); ok; line, ok = p.next() {
+		switch t := strings.TrimSpace(line); {
+		case t == "" || logLine(t):
 			if err := p.plainLine(line, t, otherSection); err != nil {
 				return err
 			}
-			continue
-		}
-		if gpuLabel().MatchString(fields(t)[0].S) {
+		case gpuLabel().MatchString(fields(t)[0].S):
 			return p.errHere(sec.source, 0, topology.ErrNotSquare, "more rows than the %d columns", n)
+		default:
+			p.lr.Unread()
+			return nil
 		}
-		p.lr.Unread()
-		return nil
 	}
+	return nil
 }
 
 // matrixCells parses every cell of the rows read, noting XXXX pairs.
@@ -299,17 +277,19 @@ func (p *textParser) commit(sec sectionInfo, cols []int, grid []cell) {
 			if !up.ok {
 				v = lo
 			}
-			if up.ok && lo.ok && up != lo && sec.kind == kindType {
-				// Which reading is right is for topology.ResolveLinkType
-				// to decide in Model, by weight and hops, never by the
-				// order of the rows (issue 24).
-				pr := p.r.pair(cols[a], cols[b])
-				pr.Type, pr.TypeOther = up.s, lo.s
-				continue
-			}
 			if up.ok && lo.ok && up != lo {
+				if sec.kind == kindType {
+					// Which reading is right is for topology.ResolveLinkType
+					// to decide in Model, by weight and hops, never by the
+					// order of the rows (issue 24).
+					pr := p.r.pair(cols[a], cols[b])
+					pr.Type, pr.TypeOther = up.s, lo.s
+					continue
+				}
+				// Weight and Hops were checked symmetric: an access or a
+				// bandwidth.
 				p.r.note("%s: GPU%d-GPU%d reads %s but GPU%d-GPU%d reads %s; using the first",
-					sec.source, cols[a], cols[b], cellString(sec.kind, up), cols[b], cols[a], cellString(sec.kind, lo))
+					sec.source, cols[a], cols[b], up.s, cols[b], cols[a], lo.s)
 			}
 			if !v.ok {
 				continue
@@ -333,14 +313,4 @@ func (p *textParser) commit(sec sectionInfo, cols []int, grid []cell) {
 			p.r.device(c)
 		}
 	}
-}
-
-func cellString(kind sectionKind, c cell) string {
-	switch kind {
-	case kindBW:
-		return fmt.Sprintf("%d-%d", c.a, c.b)
-	case kindType, kindAccess:
-		return c.s
-	}
-	return strconv.FormatInt(c.a, 10)
 }

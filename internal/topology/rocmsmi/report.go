@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/amdrun/amdrun/internal/topology"
@@ -92,10 +91,6 @@ func newDeviceInfo(i int) *DeviceInfo {
 		UtilPercent: -1, MemUsedPct: -1, MemTotalBytes: Unknown, MemUsedBytes: Unknown}
 }
 
-func newPair() *Pair {
-	return &Pair{Weight: Unknown, Hops: Unknown, MinBandwidth: Unknown, MaxBandwidth: Unknown}
-}
-
 // device returns the entry for GPU i, creating it.
 func (r *Report) device(i int) *DeviceInfo {
 	d := r.Devices[i]
@@ -108,13 +103,11 @@ func (r *Report) device(i int) *DeviceInfo {
 
 // pair returns the entry for GPUs a and b (a != b), creating it.
 func (r *Report) pair(a, b int) *Pair {
-	if a > b {
-		a, b = b, a
-	}
-	p := r.Pairs[[2]int{a, b}]
+	k := [2]int{min(a, b), max(a, b)}
+	p := r.Pairs[k]
 	if p == nil {
-		p = newPair()
-		r.Pairs[[2]int{a, b}] = p
+		p = &Pair{Weight: Unknown, Hops: Unknown, MinBandwidth: Unknown, MaxBandwidth: Unknown}
+		r.Pairs[k] = p
 	}
 	return p
 }
@@ -125,12 +118,9 @@ func (r *Report) list(title string, idx ...int) {
 		r.Listed = map[string][]int{}
 	}
 	for _, i := range idx {
-		l := r.Listed[title]
-		k := sort.SearchInts(l, i)
-		if k < len(l) && l[k] == i {
-			continue
+		if k, found := slices.BinarySearch(r.Listed[title], i); !found {
+			r.Listed[title] = slices.Insert(r.Listed[title], k, i)
 		}
-		r.Listed[title] = append(l[:k], append([]int{i}, l[k:]...)...)
 	}
 }
 
@@ -185,20 +175,7 @@ func (r *Report) listed() []int {
 
 // gpuList prints ascending indices compactly: "GPU 0-3, 6 (5 GPUs)".
 func gpuList(idx []int) string {
-	var parts []string
-	for i := 0; i < len(idx); {
-		j := i
-		for j+1 < len(idx) && idx[j+1] == idx[j]+1 {
-			j++
-		}
-		if j > i {
-			parts = append(parts, fmt.Sprintf("%d-%d", idx[i], idx[j]))
-		} else {
-			parts = append(parts, fmt.Sprint(idx[i]))
-		}
-		i = j + 1
-	}
-	return fmt.Sprintf("GPU %s (%d)", strings.Join(parts, ", "), len(idx))
+	return fmt.Sprintf("GPU %s (%d)", strings.ReplaceAll(topology.FormatCPUList(idx), ",", ", "), len(idx))
 }
 
 func (r *Report) note(format string, args ...any) {
@@ -216,12 +193,8 @@ func (r *Report) Merge(other *Report) {
 		d.UniqueID = cmp.Or(o.UniqueID, d.UniqueID)
 		setKnown(&d.NUMANode, o.NUMANode)
 		setKnown(&d.NUMAAffinity, o.NUMAAffinity)
-		if o.UtilPercent >= 0 {
-			d.UtilPercent = o.UtilPercent
-		}
-		if o.MemUsedPct >= 0 {
-			d.MemUsedPct = o.MemUsedPct
-		}
+		setKnown(&d.UtilPercent, o.UtilPercent)
+		setKnown(&d.MemUsedPct, o.MemUsedPct)
 		setKnown(&d.MemTotalBytes, o.MemTotalBytes)
 		setKnown(&d.MemUsedBytes, o.MemUsedBytes)
 		if o.InConcise {
@@ -247,9 +220,10 @@ func (r *Report) Merge(other *Report) {
 	}
 }
 
-// setKnown sets *dst to v unless v is Unknown.
-func setKnown[T int | int64](dst *T, v T) {
-	if v != Unknown {
+// setKnown sets *dst to v unless v is unknown (negative: Unknown, or -1
+// for a float).
+func setKnown[T int | int64 | float64](dst *T, v T) {
+	if v >= 0 {
 		*dst = v
 	}
 }
@@ -307,25 +281,17 @@ func (r *Report) devices(idx []int, warn topology.Warner) []topology.Device {
 	prevConcise := false
 	var numaDiffers []string
 	for p, i := range idx {
-		d := topology.Device{Index: p, RuntimeIndex: i, Vendor: topology.VendorAMD, NUMANode: -1}
-		info := r.Devices[i]
-		if info == nil {
-			info = newDeviceInfo(i)
-		}
-		d.Name, d.PCIAddress, d.UniqueID = info.Name, info.PCIBus, info.UniqueID
-		switch {
-		case info.NUMAAffinity >= 0:
-			d.NUMANode = info.NUMAAffinity
-			if info.NUMANode >= 0 && info.NUMANode != info.NUMAAffinity {
-				numaDiffers = append(numaDiffers, fmt.Sprintf("GPU[%d] %d vs %d", i, info.NUMANode, info.NUMAAffinity))
-			}
-		case info.NUMANode >= 0:
+		info := cmp.Or(r.Devices[i], newDeviceInfo(i))
+		d := topology.Device{Index: p, RuntimeIndex: i, Vendor: topology.VendorAMD, NUMANode: info.NUMAAffinity,
+			Name: info.Name, PCIAddress: info.PCIBus, UniqueID: info.UniqueID, UtilPercent: max(info.UtilPercent, 0)}
+		switch { // Unknown NUMA figures and UtilPercent are -1
+		case d.NUMANode < 0:
 			d.NUMANode = info.NUMANode
+		case info.NUMANode >= 0 && info.NUMANode != d.NUMANode:
+			numaDiffers = append(numaDiffers, fmt.Sprintf("GPU[%d] %d vs %d", i, info.NUMANode, info.NUMAAffinity))
 		}
-		d.UtilPercent = max(info.UtilPercent, 0) // -1: unknown
 		if info.MemTotalBytes > 0 && info.MemUsedBytes >= 0 {
-			d.MemTotalMiB = info.MemTotalBytes >> 20
-			d.MemUsedMiB = info.MemUsedBytes >> 20
+			d.MemTotalMiB, d.MemUsedMiB = info.MemTotalBytes>>20, info.MemUsedBytes>>20
 		} else if info.MemUsedPct >= 0 {
 			d.MemUsedPct = info.MemUsedPct
 		}
@@ -380,34 +346,19 @@ func (r *Report) link(p *Pair, a, b int, warn topology.Warner) (topology.Link, b
 		p = &q
 	}
 	l := topology.Link{Weight: max(p.Weight, 0), Hops: max(p.Hops, 0)}
-	haveBW := p.MaxBandwidth != Unknown
-	zeroBW := haveBW && p.MaxBandwidth == 0
-	xgmi := false
-	switch p.Type {
-	case "XGMI":
-		xgmi = true
+	bw := p.MaxBandwidth > 0
+	switch {
+	case p.Type == "PCIE" && bw:
+		warn.Warn("rocm-smi: GPU%d-GPU%d: link type PCIE but --shownodesbw %d-%d MB/s; treating as PCIe", a, b, p.MinBandwidth, p.MaxBandwidth)
+	case p.Type == "" && p.MaxBandwidth == Unknown && p.Weight == Unknown && p.Hops == Unknown:
+		return l, false
+	case p.Type == "XGMI" || p.Type == "" && bw:
 		// rocm-smi: "0-0" min-max bandwidth indicates devices are not
 		// connected directly, e.g. MI250 GCDs two XGMI hops apart.
-		l.Direct = !zeroBW
-	case "PCIE":
-		if haveBW && !zeroBW {
-			warn.Warn("rocm-smi: GPU%d-GPU%d: link type PCIE but --shownodesbw %d-%d MB/s; treating as PCIe", a, b, p.MinBandwidth, p.MaxBandwidth)
-		}
-	case "":
-		if !haveBW && p.Weight == Unknown && p.Hops == Unknown {
-			return l, false
-		}
-		xgmi = haveBW && !zeroBW
-		l.Direct = xgmi
-	}
-	if xgmi {
-		l.Type, l.Level = topology.LinkXGMI, "XGMI"
+		l.Type, l.Level, l.Direct = topology.LinkXGMI, "XGMI", p.MaxBandwidth != 0
 		l.Hops = cmp.Or(l.Hops, 1)
-		if haveBW && !zeroBW {
-			l.MinBandwidth, l.MaxBandwidth = p.MinBandwidth, p.MaxBandwidth
-			if l.MinBandwidth <= 0 {
-				l.MinBandwidth = l.MaxBandwidth
-			}
+		if bw {
+			l.MinBandwidth, l.MaxBandwidth = cmp.Or(p.MinBandwidth, p.MaxBandwidth), p.MaxBandwidth
 		}
 		return l, true
 	}

@@ -73,24 +73,7 @@ var (
 // fields splits line at runs of Unicode white space (rocm-smi's tables
 // are padded with spaces, tabs and, in some captures, other spaces),
 // keeping each token's byte column.
-func fields(line string) []topology.Field {
-	var out []topology.Field
-	start := -1
-	for i, c := range line {
-		if unicode.IsSpace(c) {
-			if start >= 0 {
-				out = append(out, topology.Field{S: line[start:i], Col: start})
-				start = -1
-			}
-		} else if start < 0 {
-			start = i
-		}
-	}
-	if start >= 0 {
-		out = append(out, topology.Field{S: line[start:], Col: start})
-	}
-	return out
-}
+func fields(line string) []topology.Field { return topology.SplitFieldsFunc(line, unicode.IsSpace) }
 
 // runeCol is the rune offset of tk in line, for aligning columns whose
 // cells hold multi-byte characters (°C).
@@ -111,12 +94,7 @@ func bannerTitle(t string) (string, bool) {
 // logLine reports lines Python's logging or rocm-smi itself interleaves
 // with the tables ("WARNING: AMD GPU device(s) is/are in a low-power state").
 func logLine(t string) bool {
-	for _, p := range []string{"WARNING:", "ERROR:", "INFO:", "DEBUG:", "CRITICAL:"} {
-		if strings.HasPrefix(t, p) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc([]string{"WARNING:", "ERROR:", "INFO:", "DEBUG:", "CRITICAL:"}, func(p string) bool { return strings.HasPrefix(t, p) })
 }
 
 // textParser reads rocm-smi's text through the shared topology.LineReader,
@@ -154,10 +132,7 @@ func (p *textParser) next() (line string, ok bool) {
 	if !p.lr.Next() {
 		return "", false
 	}
-	line = p.lr.Text()
-	if !utf8.ValidString(line) {
-		line = strings.ToValidUTF8(line, "\uFFFD")
-	}
+	line = strings.ToValidUTF8(p.lr.Text(), "\uFFFD")
 	if strings.ContainsRune(line, '\x1b') {
 		// A terminal's colours or bold (rocm-smi run through a pty, or a
 		// capture pasted from one): read without them, and say so.
@@ -165,7 +140,7 @@ func (p *textParser) next() (line string, ok bool) {
 		p.escaped = append(p.escaped, p.lr.Line())
 	}
 	line = strings.TrimRightFunc(line, unicode.IsSpace)
-	if line != "" && strings.TrimSpace(line) != "" {
+	if line != "" {
 		p.lastFull = p.lr.Line()
 	}
 	return line, true
@@ -233,24 +208,19 @@ func clipList(s []string, n int) string {
 // read by the section's parser, other lines by plainLine.
 func (p *textParser) parse() error {
 	cur := otherSection
-	for {
-		line, ok := p.next()
-		if !ok {
-			return nil
-		}
+	for line, ok := p.next(); ok; line, ok = p.next() {
 		t := strings.TrimSpace(line)
-		title, banner := bannerTitle(t)
-		if !banner {
-			if err := p.plainLine(line, t, cur); err != nil {
-				return err
-			}
-			continue
-		}
 		var err error
-		if cur, err = p.section(title); err != nil {
+		if title, banner := bannerTitle(t); banner {
+			cur, err = p.section(title)
+		} else {
+			err = p.plainLine(line, t, cur)
+		}
+		if err != nil {
 			return err
 		}
 	}
+	return nil
 }
 
 // section opens the section of a banner's title: it records it, reads
@@ -265,12 +235,9 @@ func (p *textParser) section(title string) (sectionInfo, error) {
 		return otherSection, nil
 	}
 	if !known {
-		var damaged bool
-		if info, title, damaged = p.damagedTitle(title); !damaged {
-			return otherSection, nil // a section amdrun does not read
-		}
-		if info.kind == kindOther {
-			return otherSection, nil // damaged past reading; noted
+		// A section amdrun does not read, or one damaged past reading.
+		if info, title = p.damagedTitle(title); info.kind == kindOther {
+			return otherSection, nil
 		}
 	}
 	info.title = title
@@ -291,35 +258,36 @@ func squash(title string) string { return strings.ReplaceAll(title, " ", "") }
 // damagedTitle looks at a banner title that is not a known section's: a
 // known title with its words run together is read as that section, with
 // a note naming the line; one holding banner characters (two titles on
-// one line) or a known title inside other text is noted and skipped.
-// damaged is false for the title of a section amdrun does not read,
-// which is skipped without a word (--showallinfo prints dozens).
-func (p *textParser) damagedTitle(title string) (info sectionInfo, known string, damaged bool) {
+// one line) or a known title inside other text is noted and skipped
+// (otherSection). The title of a section amdrun does not read is skipped
+// without a word (--showallinfo prints dozens).
+func (p *textParser) damagedTitle(title string) (info sectionInfo, known string) {
 	line := p.lr.Line()
 	sq := squash(title)
 	for _, t := range sectionTitles {
 		if inf := sections[t]; squash(t) == sq {
 			p.r.note("rocm-smi: line %d: section title %q is damaged; read as %q", line, title, t)
-			return inf, t, true
+			return inf, t
 		}
 	}
 	if strings.Contains(title, "=") {
 		p.r.note("rocm-smi: line %d: banner %q holds more than one section title; its section is skipped", line, title)
-		return otherSection, title, true
+		return otherSection, title
 	}
 	for _, t := range sectionTitles {
 		if strings.Contains(sq, squash(t)) {
 			p.r.note("rocm-smi: line %d: section title %q holds %q and other text; its section is skipped", line, title, t)
-			return otherSection, title, true
+			return otherSection, title
 		}
 	}
-	return otherSection, title, false
+	return otherSection, title
 }
 
 // plainLine handles a line outside tables: GPU key/value lines, the
 // driver and rocm-smi version lines; anything else is skipped.
 func (p *textParser) plainLine(line, t string, cur sectionInfo) error {
-	if matrixHead(t) {
+	// A matrix's column header (GPUn labels only) outside a matrix section.
+	if fs := fields(t); len(fs) > 0 && !slices.ContainsFunc(fs, func(f topology.Field) bool { return !gpuLabel().MatchString(f.S) }) {
 		p.r.note("rocm-smi: line %d: a GPU table with no section title above it; skipped", p.lr.Line())
 		return nil
 	}
@@ -339,9 +307,8 @@ func (p *textParser) plainLine(line, t string, cur sectionInfo) error {
 		if k < 0 {
 			return nil // "GPU[0] : Not supported" and other free text
 		}
-		key, value := rest[:k], rest[k+1:]
-		known := isKnownKey(key)
-		if !known {
+		set := keys[strings.ToLower(strings.TrimSpace(rest[:k]))]
+		if set == nil {
 			return nil
 		}
 		idx, err := parseIndex(num)
@@ -349,9 +316,11 @@ func (p *textParser) plainLine(line, t string, cur sectionInfo) error {
 			return p.errHere(cur.source, ns, err, "")
 		}
 		p.seen = true
-		vcol := m[1] + k + 1 + (len(value) - len(strings.TrimLeftFunc(value, unicode.IsSpace)))
-		if err := applyKey(p.r.device(idx), key, value); err != nil {
-			return p.errHere(cur.source, vcol, err, "")
+		d, value := p.r.device(idx), strings.TrimLeftFunc(rest[k+1:], unicode.IsSpace)
+		if v := strings.TrimSpace(value); !unknownValue(v) {
+			if err := set(d, v); err != nil {
+				return p.errHere(cur.source, len(line)-len(value), err, "")
+			}
 		}
 		return nil
 	}
@@ -366,18 +335,6 @@ func (p *textParser) plainLine(line, t string, cur sectionInfo) error {
 	return nil
 }
 
-// matrixHead reports whether t is a matrix's column header: GPUn labels
-// only.
-func matrixHead(t string) bool {
-	fs := fields(t)
-	for _, f := range fs {
-		if !gpuLabel().MatchString(f.S) {
-			return false
-		}
-	}
-	return len(fs) > 0
-}
-
 // keyEnd returns the index of the colon ending the key in "key: value"
 // (a colon followed by white space or the end), or -1.
 func keyEnd(s string) int {
@@ -390,14 +347,4 @@ func keyEnd(s string) int {
 		}
 	}
 	return -1
-}
-
-func isKnownKey(k string) bool {
-	switch strings.ToLower(strings.TrimSpace(k)) {
-	case "(topology) numa node", "(topology) numa affinity", "gpu use (%)",
-		"gpu memory allocated (vram%)", "gpu memory use (%)", "vram total memory (b)",
-		"vram total used memory (b)", "pci bus", "unique id", "card series", "device name":
-		return true
-	}
-	return false
 }
