@@ -70,10 +70,7 @@ the default, or measured) and --explain says so.`,
 				return cmdutil.FlagErrorf("--size and --iters must be at least 1")
 			}
 			opts.Python, _ = f.PythonFrom(opts.Python)
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return Run(cmd.Context(), opts)
+			return cmdutil.Either(runF, Run)(cmd.Context(), opts)
 		},
 	}
 	fl := cmd.Flags()

@@ -3,6 +3,7 @@
 package cmdutil
 
 import (
+	"context"
 	"errors"
 	"fmt"
 )
@@ -36,3 +37,12 @@ func (e *ExitCodeError) Error() string { return fmt.Sprintf("exit status %d", e.
 // ErrSilent makes Main exit with ExitError without printing anything
 // more (the command already said why).
 var ErrSilent = errors.New("silent error")
+
+// Either is runF, a test's replacement of a command's run function, when
+// set, else run.
+func Either[O any](runF, run func(context.Context, O) error) func(context.Context, O) error {
+	if runF != nil {
+		return runF
+	}
+	return run
+}

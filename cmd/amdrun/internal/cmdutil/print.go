@@ -31,12 +31,22 @@ func PrintJSON(w io.Writer, v any) error {
 // table amdrun prints is aligned.
 func NewTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0) }
 
-// TTYTable is where a table goes: aligned (NewTable) on a terminal,
-// tab-separated to a pipe. flush ends it.
-func TTYTable(io *iostreams.IOStreams) (w io.Writer, flush func() error) {
-	if !io.IsStdoutTTY() {
-		return io.Out, func() error { return nil }
+// PrintRows prints rows (the header first), a line each, every cell's
+// whitespace folded to one space so that a row stays one line: aligned
+// (NewTable) on a terminal, tab-separated to a pipe.
+func PrintRows(s *iostreams.IOStreams, rows [][]string) error {
+	var w io.Writer = s.Out
+	tw := NewTable(s.Out)
+	if s.IsStdoutTTY() {
+		w = tw
 	}
-	tw := NewTable(io.Out)
-	return tw, tw.Flush
+	for _, row := range rows {
+		for k, c := range row {
+			row[k] = strings.Join(strings.Fields(c), " ")
+		}
+		if _, err := fmt.Fprintln(w, strings.Join(row, "\t")); err != nil {
+			return err
+		}
+	}
+	return tw.Flush()
 }

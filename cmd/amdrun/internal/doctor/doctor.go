@@ -96,10 +96,7 @@ Exits 0 when no check fails.`,
 			// The lease check reports the degraded mode itself: no warning
 			// lines, and a missing directory is not made.
 			opts.Leases = func() (*lease.Dir, error) { return lease.Open(f.LeaseDir(leaseDir), lease.Options{}) }
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return Run(cmd.Context(), opts)
+			return cmdutil.Either(runF, Run)(cmd.Context(), opts)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the checks as JSON")

@@ -59,10 +59,7 @@ named with its owner and mode, and left as it is.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Dir = f.LeaseDir(dir)
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return RunInit(cmd.Context(), opts)
+			return cmdutil.Either(runF, RunInit)(cmd.Context(), opts)
 		},
 	}
 	initCmd.Flags().StringVar(&dir, "lease-dir", "", "lease directory to prepare (default $AMDRUN_LEASE_DIR, else /run/lock/amdrun)")
@@ -84,7 +81,14 @@ func RunInit(ctx context.Context, o *InitOptions) error {
 	if err != nil {
 		return err
 	}
-	cpus := hostCPUs(o)
+	var cpus []int // of the host's NUMA nodes; none when they cannot be read
+	if o.HostNUMA != nil {
+		if nodes, err := o.HostNUMA(); err == nil {
+			for _, n := range nodes {
+				cpus = append(cpus, n.CPUs...)
+			}
+		}
+	}
 	keys := append(m.Keys(), lease.CPUKeys(cpus)...)
 	if o.Tmpfiles {
 		lines, err := lease.TmpfilesLines(o.Dir, keys)
@@ -108,23 +112,6 @@ func RunInit(ctx context.Context, o *InitOptions) error {
 	fmt.Fprintf(o.IO.Out, "%s is root-prepared: node lock, queue, %d device lock files (%d new), %d CPU lock files (%d new)\n",
 		rep.Path, len(keys)-len(cpus), devs, len(cpus), newCPUs)
 	return nil
-}
-
-// hostCPUs are the CPUs of the host's NUMA nodes; none when they cannot
-// be read.
-func hostCPUs(o *InitOptions) []int {
-	if o.HostNUMA == nil {
-		return nil
-	}
-	nodes, err := o.HostNUMA()
-	if err != nil {
-		return nil
-	}
-	var cpus []int
-	for _, n := range nodes {
-		cpus = append(cpus, n.CPUs...)
-	}
-	return cpus
 }
 
 // countMade counts the device and the CPU lock files among made (not

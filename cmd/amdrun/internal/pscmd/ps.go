@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -55,10 +54,7 @@ a machine without a GPU it says so in one line and exits 0.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Leases = func() (*lease.Dir, error) { return f.OpenLeases(dir, false) }
 			opts.SourceAuto = (f.Topo.Source == "" || f.Topo.Source == "auto") && f.Topo.File == ""
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return Run(cmd.Context(), opts)
+			return cmdutil.Either(runF, Run)(cmd.Context(), opts)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print as JSON")
@@ -194,11 +190,9 @@ func Run(ctx context.Context, opts *Options) error {
 	return printQueue(opts.IO.Out, queue)
 }
 
-// printDevices prints one line per device: aligned for a terminal,
-// tab-separated for a pipe.
+// printDevices prints one line per device.
 func printDevices(opts *Options, rows []Row) error {
-	w, flush := cmdutil.TTYTable(opts.IO)
-	fmt.Fprintln(w, "GPU\tKEY\tNUMA\tSTATE\tDETAIL")
+	out := [][]string{{"GPU", "KEY", "NUMA", "STATE", "DETAIL"}}
 	for _, r := range rows {
 		text := "-"
 		switch {
@@ -213,30 +207,26 @@ func printDevices(opts *Options, rows []Row) error {
 		if r.NUMANode >= 0 {
 			numa = fmt.Sprint(r.NUMANode)
 		}
-		// One line per device, one cell per column, whatever the
-		// holder's command holds.
-		text = strings.Join(strings.Fields(text), " ")
-		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\n", r.Device, r.Key, numa, r.State, text)
+		out = append(out, []string{fmt.Sprint(r.Device), r.Key, numa, r.State, text})
 	}
-	return flush()
+	return cmdutil.PrintRows(opts.IO, out)
 }
 
 // printCPUs prints the CPU leases under their own header, nothing when
-// there are none: aligned for a terminal, tab-separated for a pipe.
+// there are none.
 func printCPUs(opts *Options, cpus []lease.CPUHolding) error {
 	if len(cpus) == 0 {
 		return nil
 	}
-	w, flush := cmdutil.TTYTable(opts.IO)
-	fmt.Fprintln(w, "CPUS\tSTATE\tDETAIL")
+	out := [][]string{{"CPUS", "STATE", "DETAIL"}}
 	for _, c := range cpus {
 		state, text := "leased", detail(&c.Holder)
 		if c.Fault != "" {
 			state, text = "unusable", c.Fault
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\n", topology.FormatCPUList(c.CPUs), state, strings.Join(strings.Fields(text), " "))
+		out = append(out, []string{topology.FormatCPUList(c.CPUs), state, text})
 	}
-	return flush()
+	return cmdutil.PrintRows(opts.IO, out)
 }
 
 // printQueue lists, for people, the jobs waiting in the queue, oldest

@@ -120,10 +120,7 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 				return cmdutil.FlagErrorf("missing SCRIPT: amdrun [flags] SCRIPT [ARGS...] (see amdrun --help)")
 			}
 			opts.Python, opts.PythonFrom = f.PythonFrom(opts.Python)
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return Run(cmd.Context(), opts)
+			return cmdutil.Either(runF, Run)(cmd.Context(), opts)
 		},
 	}
 	cmd.SetFlagErrorFunc(cmdutil.FlagParseError) // every command's, as each inherits it

@@ -61,10 +61,7 @@ per device (the full link matrix); --json prints the model that
 			if measured != "" {
 				opts.Measured = func(m *topology.Model) error { return applyRBT(m, measured, f.Warn) }
 			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return Run(cmd.Context(), opts)
+			return cmdutil.Either(runF, Run)(cmd.Context(), opts)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the topology as JSON (readable back with --topology FILE)")
@@ -90,7 +87,7 @@ func Run(ctx context.Context, opts *Options) error {
 		return topology.WriteJSON(opts.IO.Out, m)
 	}
 	if !opts.IO.IsStdoutTTY() {
-		return writeTSV(opts.IO.Out, m)
+		return cmdutil.PrintRows(opts.IO, matrixRows(m)) // the full matrix, even past maxMatrix
 	}
 	return writeTable(opts.IO.Out, m)
 }
@@ -139,18 +136,31 @@ func writeTable(w io.Writer, m *topology.Model) error {
 const maxMatrix = 16
 
 func writeMatrix(tw io.Writer, m *topology.Model) {
-	fmt.Fprint(tw, "\t")
-	for i := range m.Devices {
-		fmt.Fprintf(tw, "GPU%d\t", i)
-	}
-	fmt.Fprintln(tw, "NUMA\tCPUs\tPackage/hive\tState")
-	for i, d := range m.Devices {
-		fmt.Fprintf(tw, "GPU%d\t", i)
-		for j := range m.Devices {
-			fmt.Fprintf(tw, "%s\t", cell(m, i, j))
+	for k, row := range matrixRows(m) {
+		if k == 0 {
+			row[0] = ""
 		}
-		fmt.Fprintln(tw, strings.Join(placeCells(d), "\t"))
+		fmt.Fprintln(tw, strings.Join(row[:m.N()+5], "\t"))
 	}
+}
+
+// matrixRows are the header and a row per device: "GPU", a link cell per
+// device, then NUMA, CPUs, Package/hive, State, Runtime, Name, PCI,
+// Unique ID and Memory used.
+func matrixRows(m *topology.Model) [][]string {
+	head := []string{"GPU"}
+	for i := range m.Devices {
+		head = append(head, fmt.Sprintf("GPU%d", i))
+	}
+	rows := [][]string{append(head, "NUMA", "CPUs", "Package/hive", "State", "Runtime", "Name", "PCI", "Unique ID", "Memory used")}
+	for i, d := range m.Devices {
+		row := []string{fmt.Sprintf("GPU%d", i)}
+		for j := range m.Devices {
+			row = append(row, cell(m, i, j))
+		}
+		rows = append(rows, append(append(row, placeCells(d)...), idCells(d)...))
+	}
+	return rows
 }
 
 func legend(w io.Writer, m *topology.Model) {
@@ -240,36 +250,6 @@ func memory(d topology.Device) string {
 		return fmt.Sprintf("%.0f%%", d.MemUsedPct)
 	}
 	return "-"
-}
-
-// writeTSV prints, for scripts, the terminal's columns tab-separated
-// under one header line, one line per device: "GPU", a link cell per
-// device (GPU0 ... GPUn-1, the full matrix even where the terminal shows
-// packages), NUMA, CPUs, Package/hive, State, Runtime, Name, PCI,
-// Unique ID, Memory used. Cells hold no tab or newline.
-func writeTSV(w io.Writer, m *topology.Model) error {
-	head := []string{"GPU"}
-	for i := range m.Devices {
-		head = append(head, fmt.Sprintf("GPU%d", i))
-	}
-	head = append(head, "NUMA", "CPUs", "Package/hive", "State", "Runtime", "Name", "PCI", "Unique ID", "Memory used")
-	if _, err := fmt.Fprintln(w, strings.Join(head, "\t")); err != nil {
-		return err
-	}
-	for i, d := range m.Devices {
-		row := []string{fmt.Sprintf("GPU%d", i)}
-		for j := range m.Devices {
-			row = append(row, cell(m, i, j))
-		}
-		row = append(append(row, placeCells(d)...), idCells(d)...)
-		for k, c := range row {
-			row[k] = strings.Join(strings.Fields(c), " ")
-		}
-		if _, err := fmt.Fprintln(w, strings.Join(row, "\t")); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // placeCells are a device's NUMA, CPUs, Package/hive and State columns.
