@@ -39,11 +39,10 @@ type Options struct {
 	Python string
 	JSON   bool
 	NoH2D  bool
-	// Tool, when set, is a measuring tool to run instead of the PyTorch
+	// Tool, when set, is the tool that measures instead of the PyTorch
 	// probe: "rocm_bandwidth_test".
 	Tool string
-	// MeasureTool runs Tool and reads its figures for m's devices without
-	// changing m; nil means bench.MeasureWithTool.
+	// MeasureTool runs Tool; nil means bench.MeasureWithTool.
 	MeasureTool func(ctx context.Context, m *topology.Model, tool, host string, warn topology.Warner) (*bench.Result, error)
 	// Warn receives the tool's recoverable oddities; nil drops them.
 	Warn topology.Warner
@@ -130,7 +129,7 @@ func Run(ctx context.Context, o *Options) error {
 	return finish(o, m, r)
 }
 
-// progress draws a bar on a terminal, else a line at each quarter.
+// progress draws a bar on a terminal, else prints a line each quarter.
 func progress(o *Options) bench.Progress {
 	if o.IO.IsStderrTTY() {
 		return func(done, total int, el time.Duration) {
@@ -205,8 +204,8 @@ func printResult(o *Options, m *topology.Model, r *bench.Result, path string) {
 	}
 }
 
-// gpuTable is a table on w whose header, ended by the caller, has a
-// column per device.
+// gpuTable is a table whose header, ended by the caller, has a column
+// per device.
 func gpuTable(w io.Writer, devs []int) *tabwriter.Writer {
 	tw := cmdutil.NewTable(w)
 	fmt.Fprint(tw, "\t")

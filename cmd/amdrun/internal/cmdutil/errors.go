@@ -34,8 +34,7 @@ type ExitCodeError struct{ Code int }
 
 func (e *ExitCodeError) Error() string { return fmt.Sprintf("exit status %d", e.Code) }
 
-// ErrSilent makes Main exit with ExitError without printing anything
-// more (the command already said why).
+// ErrSilent makes Main exit with ExitError and print nothing more.
 var ErrSilent = errors.New("silent error")
 
 // Either is runF, a test's replacement of a command's run function, when

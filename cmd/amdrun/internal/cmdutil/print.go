@@ -10,8 +10,8 @@ import (
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
 )
 
-// Warnf prints "amdrun: warning: MESSAGE" on stderr, one line, unless
-// io.Quiet (-q): every warning goes through here.
+// Warnf prints every warning: "amdrun: warning: MESSAGE" on stderr, one
+// line, unless io.Quiet (-q).
 func Warnf(io *iostreams.IOStreams, format string, args ...any) {
 	if io.Quiet {
 		return
@@ -27,8 +27,7 @@ func PrintJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// NewTable is a tabwriter aligning w's columns for people, as every
-// table amdrun prints is aligned.
+// NewTable is the tabwriter that aligns every table amdrun prints.
 func NewTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0) }
 
 // PrintRows prints rows (the header first), a line each, every cell's

@@ -53,8 +53,7 @@ type Options struct {
 	Root   string
 	Leases func() (*lease.Dir, error)
 	// Run runs python to ask torch which devices it sees.
-	Run topology.Runner
-	// HostNUMA returns this host's NUMA nodes.
+	Run      topology.Runner
 	HostNUMA func() ([]topology.NUMANode, error)
 	// Python is the interpreter to check, resolved (Factory.PythonFrom);
 	// PythonFrom names the rule that chose it ("" leaves it unsaid).
@@ -63,8 +62,8 @@ type Options struct {
 	// Self is the running amdrun's path, for the PATH check; nil leaves
 	// the check out.
 	Self func() (string, error)
-	// Containment probes how a job would be contained here (see
-	// launch.ProbeContainment); nil leaves the check out.
+	// Containment probes how a job would be contained here; nil leaves
+	// the check out.
 	Containment func() (launch.Containment, error)
 }
 
@@ -93,8 +92,8 @@ Exits 0 when no check fails.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Root = f.SysfsRoot()
 			opts.Python, opts.PythonFrom = f.PythonFrom(opts.Python)
-			// The lease check reports the degraded mode itself: no warning
-			// lines, and a missing directory is not made.
+			// The lease check reports the degraded mode itself, and makes no
+			// missing directory.
 			opts.Leases = func() (*lease.Dir, error) { return lease.Open(f.LeaseDir(leaseDir), lease.Options{}) }
 			return cmdutil.Either(runF, Run)(cmd.Context(), opts)
 		},
@@ -105,8 +104,8 @@ Exits 0 when no check fails.`,
 	return cmd
 }
 
-// Run performs the checks and prints them; it returns a ErrSilent when
-// one failed.
+// Run performs the checks and prints them; it returns ErrSilent when one
+// failed.
 func Run(ctx context.Context, o *Options) error {
 	checks := Checks(ctx, o)
 	failed := slices.ContainsFunc(checks, func(c Check) bool { return c.Status == Fail })
@@ -188,9 +187,8 @@ func firstOnPath(path, name string) string {
 	return ""
 }
 
-// containmentChecks say how `amdrun --contain auto` contains a job here,
-// one line each: the mode, what the job can do to its guards, and when
-// the lease goes (docs/supervision.md).
+// containmentChecks say how `amdrun --contain auto` contains a job here
+// (docs/supervision.md).
 func containmentChecks(probe func() (launch.Containment, error)) []Check {
 	c, err := probe()
 	lines := c.Lines(err)
@@ -259,7 +257,7 @@ func visibleCheck(env []string, m *topology.Model) Check {
 	_, rocr := envlist.Lookup(env, plan.EnvROCRVisible)
 	_, hip := envlist.Lookup(env, plan.EnvHIPVisible)
 	if m != nil {
-		// The same check a launch makes: a mask that names no device fails.
+		// As a launch checks: a mask that names no device fails.
 		if _, err := plan.ParseMask(env, m.Devices); err != nil {
 			return Check{"visible devices", Fail, detail + ": " + err.Error(),
 				"fix or unset these variables: every amdrun launch here refuses them"}
@@ -364,7 +362,6 @@ func torchCheck(ctx context.Context, o *Options) Check {
 		why := err.Error()
 		var te *topology.ToolError
 		if errors.As(err, &te) {
-			// The probe's argv is a program: name the failure, not the argv.
 			why = fmt.Sprintf("exit status %d", te.ExitCode)
 			if lines := strings.Split(strings.TrimSpace(te.Stderr), "\n"); lines[len(lines)-1] != "" {
 				why += ": " + lines[len(lines)-1]

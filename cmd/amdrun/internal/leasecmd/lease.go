@@ -22,14 +22,13 @@ type InitOptions struct {
 	Dir string
 	// Tmpfiles prints systemd-tmpfiles.d lines instead of preparing.
 	Tmpfiles bool
-	// HostNUMA returns the host's NUMA nodes, whose CPUs get a CPU lock
-	// file each (CPU leases: --bind exclusive, core-complex); nil or an
-	// error: none.
+	// HostNUMA returns the host's NUMA nodes, whose CPUs get a lock file
+	// each; nil or an error: none.
 	HostNUMA func() ([]topology.NUMANode, error)
 }
 
-// NewCmdLease returns `amdrun lease` with its `init` subcommand; runF
-// replaces init's run function in tests.
+// NewCmdLease returns `amdrun lease` and `init`; runF replaces RunInit in
+// tests.
 func NewCmdLease(f *cmdutil.Factory, runF func(context.Context, *InitOptions) error) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "lease",
@@ -68,8 +67,8 @@ named with its owner and mode, and left as it is.`,
 	return cmd
 }
 
-// RunInit prepares the directory (lease.Init) for the devices of this
-// node, or prints the tmpfiles.d lines that would.
+// RunInit prepares the directory (lease.Init) for this node's devices
+// and CPUs, or prints the tmpfiles.d lines that would.
 func RunInit(ctx context.Context, o *InitOptions) error {
 	if !o.Tmpfiles {
 		// Before discovery: a user learns at once that this is root's job.
@@ -81,7 +80,7 @@ func RunInit(ctx context.Context, o *InitOptions) error {
 	if err != nil {
 		return err
 	}
-	var cpus []int // of the host's NUMA nodes; none when they cannot be read
+	var cpus []int
 	if o.HostNUMA != nil {
 		if nodes, err := o.HostNUMA(); err == nil {
 			for _, n := range nodes {
@@ -114,8 +113,7 @@ func RunInit(ctx context.Context, o *InitOptions) error {
 	return nil
 }
 
-// countMade counts the device and the CPU lock files among made (not
-// the node lock).
+// countMade counts the device and CPU lock files among made.
 func countMade(made []string) (devices, cpus int) {
 	for _, m := range made {
 		if k, ok := lease.KeyFromFileName(m); ok {

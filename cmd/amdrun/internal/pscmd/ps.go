@@ -24,10 +24,9 @@ import (
 type Options struct {
 	IO       *iostreams.IOStreams
 	Topology func(context.Context) (*topology.Model, error)
-	// Leases opens the lease directory.
-	Leases func() (*lease.Dir, error)
-	// SourceAuto says the topology source was left to auto-detection, so
-	// that finding no GPU is an answer, not an error.
+	Leases   func() (*lease.Dir, error)
+	// SourceAuto says the topology source was left to auto-detection:
+	// finding no GPU is an answer, not an error.
 	SourceAuto bool
 	JSON       bool
 }
@@ -78,8 +77,7 @@ type Row struct {
 	NUMANode int           `json:"numa_node"`
 }
 
-// Rows computes the state of every device from the model and what
-// lease.Dir.Held reports.
+// Rows is the state of every device of m, held as lease.Dir.Held reports.
 func Rows(m *topology.Model, held map[string]lease.State) []Row {
 	rows := make([]Row, len(m.Devices))
 	keys := m.Keys()
@@ -101,9 +99,8 @@ func Rows(m *topology.Model, held map[string]lease.State) []Row {
 	return rows
 }
 
-// detail describes a holder for the table: everything in it comes from
-// the kernel, and the command is escaped and cut again here, whoever
-// built the Holder.
+// detail describes a holder for the table, its command escaped and cut
+// here whoever built the Holder.
 func detail(h *lease.Holder) string {
 	if h.PID <= 0 {
 		if h.Locker > 0 {
@@ -132,9 +129,8 @@ func detail(h *lease.Holder) string {
 	return d
 }
 
-// Run prints the table: aligned for a terminal, tab-separated with the
-// same header for a pipe, or JSON. On a machine without a GPU (the
-// source left to auto-detection) it says so in one line and succeeds.
+// Run prints the tables or JSON. On a machine without a GPU (the source
+// left to auto-detection) it says so in one line and succeeds.
 func Run(ctx context.Context, opts *Options) error {
 	m, err := opts.Topology(ctx)
 	if err != nil && !(errors.Is(err, discover.ErrNoGPU) && opts.SourceAuto) {
@@ -151,7 +147,7 @@ func Run(ctx context.Context, opts *Options) error {
 	}
 	cpus := lease.GroupCPUs(cpuHeld)
 	if err != nil {
-		// No GPU: CPU ranks lease CPUs on a machine without a GPU too.
+		// CPU ranks lease CPUs on a machine without a GPU too.
 		if opts.JSON {
 			return cmdutil.PrintJSON(opts.IO.Out, map[string]any{"source": "none", "devices": []Row{}, "cpus": cpus})
 		}
@@ -183,8 +179,7 @@ func Run(ctx context.Context, opts *Options) error {
 		return err
 	}
 	if !opts.IO.IsStdoutTTY() {
-		// Piped, the output stays tables of tab-separated columns; --json
-		// lists the queue.
+		// Piped, the output stays tables; --json lists the queue.
 		return nil
 	}
 	return printQueue(opts.IO.Out, queue)
@@ -229,8 +224,7 @@ func printCPUs(opts *Options, cpus []lease.CPUHolding) error {
 	return cmdutil.PrintRows(opts.IO, out)
 }
 
-// printQueue lists, for people, the jobs waiting in the queue, oldest
-// first, as the kernel vouches for them.
+// printQueue lists, for people, the jobs waiting, oldest first.
 func printQueue(out io.Writer, queue []lease.Waiting) error {
 	if len(queue) == 0 {
 		return nil

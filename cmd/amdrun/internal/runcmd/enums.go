@@ -9,10 +9,8 @@ import (
 	"github.com/amdrun/amdrun/internal/selector"
 )
 
-// The launcher's flags that take one of a few words, each declared once:
-// help, completion and the error for another word come from here
-// (enum_test.go checks that every word parses in the package that reads
-// it).
+// The launcher's flags that take one of a few words (enum_test.go checks
+// that every word parses in the package that reads it).
 var (
 	policyFlag = &cmdutil.Enum{Name: "policy", Words: words(selector.PolicyNames...)}
 	orderFlag  = &cmdutil.Enum{Name: "order", Words: []cmdutil.Word{
@@ -50,9 +48,7 @@ var (
 )
 
 // completionOnly are the words completion offers for flags whose values
-// are not a closed set: any rendezvous backend torchrun has, a stream
-// number or a list of them per local rank (launch.ParseStreams reads it,
-// and its numbers are launch.StreamNames' indices).
+// are not a closed set.
 var completionOnly = []*cmdutil.Enum{
 	{Name: "rdzv-backend", Words: words("static", "c10d"), Also: "another backend torchrun has, with --launcher torchrun"},
 	{Name: "redirects", Words: words(streamNumbers()...), Also: "a number per local rank, e.g. 0:3,1:0"},

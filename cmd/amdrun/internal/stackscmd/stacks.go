@@ -16,17 +16,16 @@ import (
 // Options are the inputs of `amdrun stacks`.
 type Options struct {
 	IO *iostreams.IOStreams
-	// PID is the job's launching amdrun (as `amdrun ps` shows it); 0: the
-	// caller's only running job.
+	// PID is the job's amdrun; 0: the caller's only running job.
 	PID int
-	// Find and Ask are launch.FindJob and launch.AskStacks (tests replace them).
+	// Find and Ask are launch.FindJob and launch.AskStacks.
 	Find func(pid int) (launch.Job, error)
 	Ask  func(launch.Job, bool) (string, error)
 	// Native adds native frames through py-spy (--native).
 	Native bool
 }
 
-// NewCmdStacks returns `amdrun stacks`; runF replaces the run function in tests.
+// NewCmdStacks returns `amdrun stacks`; runF replaces Run in tests.
 func NewCmdStacks(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 	opts := &Options{IO: f.IOStreams, Find: launch.FindJob, Ask: launch.AskStacks}
 	cmd := &cobra.Command{

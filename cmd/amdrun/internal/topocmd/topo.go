@@ -23,17 +23,16 @@ import (
 type Options struct {
 	IO       *iostreams.IOStreams
 	Topology func(context.Context) (*topology.Model, error)
-	// Measured, when set, is a rocm_bandwidth_test output file whose
-	// figures replace the theoretical bandwidths.
+	// Measured, when set, replaces the theoretical bandwidths (--measured).
 	Measured func(*topology.Model) error
-	// Names, when set, gives devices the source left nameless a product
-	// name (the PCI ID database's, by the ids in the PCI tree).
+	// Names, when set, names the devices the source left nameless (from
+	// the PCI ID database).
 	Names func(*topology.Model)
 
 	JSON bool
 }
 
-// NewCmdTopo returns `amdrun topo`; runF replaces the run function in tests.
+// NewCmdTopo returns `amdrun topo`; runF replaces Run in tests.
 func NewCmdTopo(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IOStreams, Topology: f.Topology}
 	if f.Topo.File == "" && f.Topo.Source != "file" && f.Topo.Source != "example" {
@@ -92,7 +91,7 @@ func Run(ctx context.Context, opts *Options) error {
 	return writeTable(opts.IO.Out, m)
 }
 
-// cell is the text of one matrix cell: the link label and its bandwidth.
+// cell is a matrix cell: the link label and its bandwidth.
 func cell(m *topology.Model, a, b int) string {
 	if a == b {
 		return "X"
@@ -131,8 +130,8 @@ func writeTable(w io.Writer, m *topology.Model) error {
 	return writeDevices(w, m)
 }
 
-// maxMatrix is the most devices shown as a full matrix; larger nodes
-// (partitioned GPUs) are shown package by package.
+// maxMatrix is the most devices shown as a matrix; larger nodes
+// (partitioned GPUs) are shown by package.
 const maxMatrix = 16
 
 func writeMatrix(tw io.Writer, m *topology.Model) {
@@ -171,8 +170,8 @@ func legend(w io.Writer, m *topology.Model) {
 	}
 }
 
-// writePackages shows a large node package by package: each package's
-// devices, and between packages the slowest link of any device pair.
+// writePackages shows a large node by package, the slowest link of any
+// device pair between them.
 func writePackages(w, tw io.Writer, m *topology.Model) {
 	pk := m.Packages()
 	fmt.Fprintf(w, "%d devices in %d packages (more than %d devices: links shown between packages, the slowest pair; --json has every pair)\n\n", m.N(), len(pk), maxMatrix)
@@ -202,8 +201,7 @@ func writePackages(w, tw io.Writer, m *topology.Model) {
 	}
 }
 
-// slowest is the cell for the slowest link between device groups a and b
-// (within a group when same).
+// slowest is the cell of the slowest link between device groups a and b.
 func slowest(m *topology.Model, a, b []int, same bool) string {
 	var worst *topology.Link
 	wa, wb := -1, -1
@@ -252,7 +250,6 @@ func memory(d topology.Device) string {
 	return "-"
 }
 
-// placeCells are a device's NUMA, CPUs, Package/hive and State columns.
 func placeCells(d topology.Device) []string {
 	numa, state := "-", "free"
 	if d.NUMANode >= 0 {
@@ -264,14 +261,11 @@ func placeCells(d topology.Device) []string {
 	return []string{numa, cmp.Or(topology.FormatCPUList(d.CPUs), "-"), group(d), state}
 }
 
-// idCells are a device's Runtime, Name, PCI, Unique ID and Memory used
-// columns.
 func idCells(d topology.Device) []string {
 	return []string{fmt.Sprint(d.RuntimeIndex), cmp.Or(d.Name, "-"), cmp.Or(d.PCIAddress, "-"), cmp.Or(d.UniqueID, "-"), memory(d)}
 }
 
-// applyRBT reads a rocm_bandwidth_test output file and puts its figures
-// on the model's links.
+// applyRBT puts a rocm_bandwidth_test output file's figures on m's links.
 func applyRBT(m *topology.Model, path string, warn topology.Warner) error {
 	f, err := os.Open(path)
 	if err != nil {
