@@ -3,6 +3,7 @@
 package stackscmd
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 
@@ -26,7 +27,7 @@ type Options struct {
 }
 
 // NewCmdStacks returns `amdrun stacks`; runF replaces Run in tests.
-func NewCmdStacks(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
+func NewCmdStacks(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IOStreams, Find: launch.FindJob, Ask: launch.AskStacks}
 	cmd := &cobra.Command{
 		Use:   "stacks [JOB]",
@@ -47,10 +48,7 @@ PATH has it.`,
 				}
 				opts.PID = pid
 			}
-			if runF != nil {
-				return runF(opts)
-			}
-			return Run(opts)
+			return cmdutil.Either(runF, Run)(cmd.Context(), opts)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.Native, "native", false, "add each rank's native frames through py-spy (on the job's PATH)")
@@ -58,7 +56,7 @@ PATH has it.`,
 }
 
 // Run finds the job, asks it for its stacks and prints them.
-func Run(opts *Options) error {
+func Run(_ context.Context, opts *Options) error {
 	j, err := opts.Find(opts.PID)
 	if err != nil {
 		return fmt.Errorf("stacks: %w", err)

@@ -139,25 +139,24 @@ func writeMatrix(tw io.Writer, m *topology.Model) {
 		if k == 0 {
 			row[0] = ""
 		}
-		fmt.Fprintln(tw, strings.Join(row[:m.N()+5], "\t"))
+		fmt.Fprintln(tw, strings.Join(row[:1+m.N()+4], "\t")) // up to State
 	}
 }
 
 // matrixRows are the header and a row per device: "GPU", a link cell per
-// device, then NUMA, CPUs, Package/hive, State, Runtime, Name, PCI,
-// Unique ID and Memory used.
+// device, then deviceCols.
 func matrixRows(m *topology.Model) [][]string {
 	head := []string{"GPU"}
 	for i := range m.Devices {
 		head = append(head, fmt.Sprintf("GPU%d", i))
 	}
-	rows := [][]string{append(head, "NUMA", "CPUs", "Package/hive", "State", "Runtime", "Name", "PCI", "Unique ID", "Memory used")}
+	rows := [][]string{append(head, deviceCols...)}
 	for i, d := range m.Devices {
 		row := []string{fmt.Sprintf("GPU%d", i)}
 		for j := range m.Devices {
 			row = append(row, cell(m, i, j))
 		}
-		rows = append(rows, append(append(row, placeCells(d)...), idCells(d)...))
+		rows = append(rows, append(row, deviceCells(d)...))
 	}
 	return rows
 }
@@ -224,9 +223,9 @@ func slowest(m *topology.Model, a, b []int, same bool) string {
 func writeDevices(w io.Writer, m *topology.Model) error {
 	fmt.Fprintln(w)
 	tw := cmdutil.NewTable(w)
-	fmt.Fprintln(tw, "GPU\tRuntime\tName\tPCI\tUnique ID\tMemory used")
+	fmt.Fprintln(tw, "GPU\t"+strings.Join(deviceCols[4:], "\t"))
 	for _, d := range m.Devices {
-		fmt.Fprintf(tw, "%d\t%s\n", d.Index, strings.Join(idCells(d), "\t"))
+		fmt.Fprintf(tw, "%d\t%s\n", d.Index, strings.Join(deviceCells(d)[4:], "\t"))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -240,29 +239,31 @@ func writeDevices(w io.Writer, m *topology.Model) error {
 	return nil
 }
 
-func memory(d topology.Device) string {
-	switch {
-	case d.MemTotalMiB > 0:
-		return fmt.Sprintf("%d/%d MiB", d.MemUsedMiB, d.MemTotalMiB)
-	case d.MemUsedPct > 0:
-		return fmt.Sprintf("%.0f%%", d.MemUsedPct)
-	}
-	return "-"
-}
+// deviceCols are the columns deviceCells fills.
+var deviceCols = []string{"NUMA", "CPUs", "Package/hive", "State", "Runtime", "Name", "PCI", "Unique ID", "Memory used"}
 
-func placeCells(d topology.Device) []string {
-	numa, state := "-", "free"
+func deviceCells(d topology.Device) []string {
+	numa, group, state, mem := "-", "-", "free", "-"
 	if d.NUMANode >= 0 {
 		numa = fmt.Sprint(d.NUMANode)
+	}
+	switch { // the device's package, else its XGMI hive
+	case d.Package != "":
+		group = d.Package
+	case d.Hive != "":
+		group = "hive " + d.Hive
 	}
 	if d.Busy {
 		state = "busy (" + d.BusyReason + ")"
 	}
-	return []string{numa, cmp.Or(topology.FormatCPUList(d.CPUs), "-"), group(d), state}
-}
-
-func idCells(d topology.Device) []string {
-	return []string{fmt.Sprint(d.RuntimeIndex), cmp.Or(d.Name, "-"), cmp.Or(d.PCIAddress, "-"), cmp.Or(d.UniqueID, "-"), memory(d)}
+	switch {
+	case d.MemTotalMiB > 0:
+		mem = fmt.Sprintf("%d/%d MiB", d.MemUsedMiB, d.MemTotalMiB)
+	case d.MemUsedPct > 0:
+		mem = fmt.Sprintf("%.0f%%", d.MemUsedPct)
+	}
+	return []string{numa, cmp.Or(topology.FormatCPUList(d.CPUs), "-"), group, state,
+		fmt.Sprint(d.RuntimeIndex), cmp.Or(d.Name, "-"), cmp.Or(d.PCIAddress, "-"), cmp.Or(d.UniqueID, "-"), mem}
 }
 
 // applyRBT puts a rocm_bandwidth_test output file's figures on m's links.
@@ -277,15 +278,4 @@ func applyRBT(m *topology.Model, path string, warn topology.Warner) error {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	return rbt.Apply(m, r, warn)
-}
-
-// group names the package a device belongs to, else its XGMI hive.
-func group(d topology.Device) string {
-	switch {
-	case d.Package != "":
-		return d.Package
-	case d.Hive != "":
-		return "hive " + d.Hive
-	}
-	return "-"
 }
