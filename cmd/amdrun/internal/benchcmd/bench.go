@@ -1,6 +1,5 @@
-// Package benchcmd is `amdrun bench`: measure device-to-device and
-// host-to-device copy bandwidth on this node with PyTorch, cache it, and
-// let selection use it.
+// Package benchcmd is `amdrun bench`: measure this node's copy bandwidth
+// between devices and from the host, cache it for selection.
 package benchcmd
 
 import (
@@ -39,8 +38,7 @@ type Options struct {
 	Python string
 	JSON   bool
 	NoH2D  bool
-	// Tool, when set, is the tool that measures instead of the PyTorch
-	// probe: "rocm_bandwidth_test".
+	// Tool, when set, measures instead of the PyTorch probe: "rocm_bandwidth_test".
 	Tool string
 	// MeasureTool runs Tool; nil means bench.MeasureWithTool.
 	MeasureTool func(ctx context.Context, m *topology.Model, tool, host string, warn topology.Warner) (*bench.Result, error)
@@ -204,8 +202,7 @@ func printResult(o *Options, m *topology.Model, r *bench.Result, path string) {
 	}
 }
 
-// gpuTable is a table whose header, ended by the caller, has a column
-// per device.
+// gpuTable is a table with a column per device; the caller ends the header.
 func gpuTable(w io.Writer, devs []int) *tabwriter.Writer {
 	tw := cmdutil.NewTable(w)
 	fmt.Fprint(tw, "\t")

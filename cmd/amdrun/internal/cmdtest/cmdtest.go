@@ -15,15 +15,13 @@ import (
 	"github.com/amdrun/amdrun/internal/testutil"
 )
 
-// Streams returns streams backed by buffers, none a terminal: the
-// streams and their in, out and errOut.
+// Streams returns streams on buffers, none a terminal, and the buffers.
 func Streams() (*iostreams.IOStreams, *bytes.Buffer, *bytes.Buffer, *bytes.Buffer) {
 	in, out, errOut := &bytes.Buffer{}, &bytes.Buffer{}, &bytes.Buffer{}
 	return iostreams.New(in, out, errOut, false, false), in, out, errOut
 }
 
-// SetStdoutTTY makes s's Out count as a terminal (v) or not, as
-// iostreams.System would detect it.
+// SetStdoutTTY makes s's Out count as a terminal (v) or not.
 func SetStdoutTTY(s *iostreams.IOStreams, v bool) {
 	*s = *iostreams.New(s.In, s.Out, s.ErrOut, v, s.IsStderrTTY())
 }

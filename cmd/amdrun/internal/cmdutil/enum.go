@@ -9,15 +9,13 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// Word is one value an Enum flag takes, with what it means ("" when the
-// word says it).
+// Word is a word an Enum flag takes and what it means ("": it says it).
 type Word struct {
 	Name, Help string
 }
 
-// Enum is a flag that takes one of a few words. Its help, its shell
-// completion and its error for any other word all come from the one
-// declaration (as cli/cli's StringEnumFlag).
+// Enum is a flag that takes one of a few words: its help, completion and
+// error for any other word come from it (as cli/cli's StringEnumFlag).
 type Enum struct {
 	// Name is the flag without "--".
 	Name  string
@@ -51,8 +49,7 @@ func (e *Enum) want(got string) error {
 	return fmt.Errorf("want %s, got %q", JoinOr(want), got)
 }
 
-// help is the words as the flag's help lists them: "numa (meaning),
-// exclusive or none".
+// help lists the words for the flag's help: "numa (meaning), exclusive or none".
 func (e *Enum) help() string {
 	parts := make([]string, len(e.Words))
 	for i, w := range e.Words {
@@ -120,9 +117,8 @@ func IndexList(s string) ([]int, error) {
 	return l, nil
 }
 
-// PersistentStringEnumFlag declares the flag e on cmd and its
-// subcommands, bound to p with default def; usage's %s is the words. The
-// caller checks the value (e.Err is the error).
+// PersistentStringEnumFlag declares e on cmd and its subcommands, usage's
+// %s the words; the caller checks the value (e.Err is the error).
 func PersistentStringEnumFlag(cmd *cobra.Command, p *string, e *Enum, def, usage string) {
 	cmd.PersistentFlags().StringVar(p, e.Name, def, fmt.Sprintf(usage, e.help()))
 	Complete(cmd, e)

@@ -18,9 +18,8 @@ import (
 	"github.com/amdrun/amdrun/internal/topology/host"
 )
 
-// TopoFlags are the root's persistent flags that say where the topology
-// comes from (--source, --sysfs-root, --topology, --bandwidth); "" means
-// the flag's default.
+// TopoFlags are the root's flags that say where the topology comes from
+// (--source, --sysfs-root, --topology, --bandwidth); "": the default.
 type TopoFlags struct {
 	Source    string
 	SysfsRoot string
@@ -71,10 +70,9 @@ func (f *Factory) SysfsRoot() string {
 	return cmp.Or(f.Topo.SysfsRoot, f.Getenv("AMDRUN_SYSFS_ROOT"), "/")
 }
 
-// LeaseDir is the lease directory a command's --lease-dir flag value
-// names: flag, else $AMDRUN_LEASE_DIR, else lease.DefaultDir. No private
-// fallback: jobs that fell back to different directories would not see
-// each other's leases.
+// LeaseDir is the --lease-dir flag's directory: flag, else
+// $AMDRUN_LEASE_DIR, else lease.DefaultDir (no private fallback: jobs
+// there would not see each other's leases).
 func (f *Factory) LeaseDir(flag string) string {
 	return cmp.Or(flag, f.Getenv("AMDRUN_LEASE_DIR"), lease.DefaultDir)
 }

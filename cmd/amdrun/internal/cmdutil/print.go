@@ -30,9 +30,8 @@ func PrintJSON(w io.Writer, v any) error {
 // NewTable is the tabwriter that aligns every table amdrun prints.
 func NewTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0) }
 
-// PrintRows prints rows (the header first), a line each, every cell's
-// whitespace folded to one space so that a row stays one line: aligned
-// (NewTable) on a terminal, tab-separated to a pipe.
+// PrintRows prints rows, each cell's whitespace folded to one space so a
+// row stays a line: aligned on a terminal, tab-separated to a pipe.
 func PrintRows(s *iostreams.IOStreams, rows [][]string) error {
 	var w io.Writer = s.Out
 	tw := NewTable(s.Out)

@@ -1,6 +1,5 @@
 // Package doctor is `amdrun doctor`: a checklist of what decides how well
-// a multi-GPU job runs on this node, each with OK, WARN or FAIL and one
-// line of advice.
+// a multi-GPU job runs on this node, each OK, WARN or FAIL with advice.
 package doctor
 
 import (
@@ -59,11 +58,9 @@ type Options struct {
 	// PythonFrom names the rule that chose it ("" leaves it unsaid).
 	Python, PythonFrom string
 	JSON               bool
-	// Self is the running amdrun's path, for the PATH check; nil leaves
-	// the check out.
+	// Self is amdrun's own path, for the PATH check; nil leaves it out.
 	Self func() (string, error)
-	// Containment probes how a job would be contained here; nil leaves
-	// the check out.
+	// Containment probes how a job is contained here; nil leaves it out.
 	Containment func() (launch.Containment, error)
 }
 
@@ -92,8 +89,7 @@ Exits 0 when no check fails.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Root = f.SysfsRoot()
 			opts.Python, opts.PythonFrom = f.PythonFrom(opts.Python)
-			// The lease check reports the degraded mode itself, and makes no
-			// missing directory.
+			// The lease check reports the degraded mode, makes no directory.
 			opts.Leases = func() (*lease.Dir, error) { return lease.Open(f.LeaseDir(leaseDir), lease.Options{}) }
 			return cmdutil.Either(runF, Run)(cmd.Context(), opts)
 		},
@@ -104,8 +100,7 @@ Exits 0 when no check fails.`,
 	return cmd
 }
 
-// Run performs the checks and prints them; it returns ErrSilent when one
-// failed.
+// Run prints the checks; it returns ErrSilent when one failed.
 func Run(ctx context.Context, o *Options) error {
 	checks := Checks(ctx, o)
 	failed := slices.ContainsFunc(checks, func(c Check) bool { return c.Status == Fail })
@@ -174,8 +169,7 @@ func pathCheck(path string, self func() (string, error)) Check {
 		"optimum-amd (pip install optimum[amd]) installs a script also called amdrun; '" + first + " version' prints 'amdrun VERSION (goN, OS/ARCH)' only for this one; put " + filepath.Dir(me) + " earlier on PATH or call it by its path"}
 }
 
-// firstOnPath is the first executable regular file named name in the
-// directories of path, as a shell finds it ("" when none).
+// firstOnPath is the program name as a shell finds it in path ("": none).
 func firstOnPath(path, name string) string {
 	for _, dir := range filepath.SplitList(path) {
 		dir = cmp.Or(dir, ".")
@@ -187,8 +181,7 @@ func firstOnPath(path, name string) string {
 	return ""
 }
 
-// containmentChecks say how `amdrun --contain auto` contains a job here
-// (docs/supervision.md).
+// containmentChecks say how --contain auto contains a job (docs/supervision.md).
 func containmentChecks(probe func() (launch.Containment, error)) []Check {
 	c, err := probe()
 	lines := c.Lines(err)

@@ -1,6 +1,5 @@
-// Package iostreams is where commands write: standard streams plus whether
-// they are terminals, so output can be a table for people and
-// tab-separated lines for pipes.
+// Package iostreams is where commands write: standard streams and whether
+// they are terminals (a table for people, tab-separated lines for pipes).
 package iostreams
 
 import (
@@ -28,8 +27,7 @@ type IOStreams struct {
 // terminal (torchrun's argparse wraps at 78).
 const DefaultWidth = 80
 
-// Width is the columns help is wrapped to: Out's terminal's, else
-// DefaultWidth.
+// Width is the columns help is wrapped to: Out's terminal's, else DefaultWidth.
 func (s *IOStreams) Width() int {
 	if s.stdoutTTY && s.width > 0 {
 		return s.width
@@ -43,8 +41,7 @@ func (s *IOStreams) IsStdoutTTY() bool { return s.stdoutTTY }
 // IsStderrTTY says whether ErrOut is a terminal.
 func (s *IOStreams) IsStderrTTY() bool { return s.stderrTTY }
 
-// New returns streams on in, out and errOut, terminals as stdoutTTY and
-// stderrTTY say.
+// New returns streams on in, out and errOut, terminals as the flags say.
 func New(in io.Reader, out, errOut io.Writer, stdoutTTY, stderrTTY bool) *IOStreams {
 	return &IOStreams{In: in, Out: out, ErrOut: errOut, stdoutTTY: stdoutTTY, stderrTTY: stderrTTY}
 }

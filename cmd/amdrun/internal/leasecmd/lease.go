@@ -1,6 +1,5 @@
-// Package leasecmd is `amdrun lease`: `amdrun lease init` prepares the
-// node's lease directory as root, so that no user can take a device
-// another user's job holds (docs/shared-nodes.md).
+// Package leasecmd is `amdrun lease init`: root prepares the lease
+// directory so that no user takes another's devices (docs/shared-nodes.md).
 package leasecmd
 
 import (
@@ -27,8 +26,7 @@ type InitOptions struct {
 	HostNUMA func() ([]topology.NUMANode, error)
 }
 
-// NewCmdLease returns `amdrun lease` and `init`; runF replaces RunInit in
-// tests.
+// NewCmdLease returns `amdrun lease` and `init`; runF replaces RunInit.
 func NewCmdLease(f *cmdutil.Factory, runF func(context.Context, *InitOptions) error) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "lease",

@@ -66,8 +66,7 @@ type Row struct {
 	Device int    `json:"device"`
 	Key    string `json:"key"`
 	Name   string `json:"name,omitempty"`
-	// State is "leased", "unusable" (a bad file at its lease path), "busy"
-	// or "free".
+	// State: "leased", "unusable" (a bad file at its lease path), "busy", "free".
 	State    string        `json:"state"`
 	Busy     bool          `json:"busy"`
 	Why      string        `json:"busy_reason,omitempty"`
@@ -99,8 +98,7 @@ func Rows(m *topology.Model, held map[string]lease.State) []Row {
 	return rows
 }
 
-// detail describes a holder for the table, its command escaped and cut
-// here whoever built the Holder.
+// detail describes a holder for the table, its command escaped and cut.
 func detail(h *lease.Holder) string {
 	if h.PID <= 0 {
 		if h.Locker > 0 {
@@ -207,8 +205,7 @@ func printDevices(opts *Options, rows []Row) error {
 	return cmdutil.PrintRows(opts.IO, out)
 }
 
-// printCPUs prints the CPU leases under their own header, nothing when
-// there are none.
+// printCPUs prints the CPU leases, nothing when there are none.
 func printCPUs(opts *Options, cpus []lease.CPUHolding) error {
 	if len(cpus) == 0 {
 		return nil

@@ -27,9 +27,8 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// The root's persistent flags that take one of a few words: --source's
-// are discover's list (discover.ValidSource checks them), --bandwidth's
-// the factory's modes.
+// The root's persistent flags that take words: --source's are discover's
+// (discover.ValidSource checks them), --bandwidth's the factory's modes.
 var (
 	SourceFlag    = &cmdutil.Enum{Name: "source", Words: sourceWords()}
 	BandwidthFlag = &cmdutil.Enum{Name: "bandwidth", Words: []cmdutil.Word{
@@ -49,8 +48,7 @@ func sourceWords() []cmdutil.Word {
 	return out
 }
 
-// NewCmdRoot returns the root command (the launcher) with every
-// subcommand and the persistent topology flags.
+// NewCmdRoot returns the launcher with every subcommand and the topology flags.
 func NewCmdRoot(f *cmdutil.Factory) *cobra.Command {
 	cmd := runcmd.NewCmdRun(f, nil)
 	cmd.Version = f.Version
@@ -183,19 +181,16 @@ func exitCode(f *cmdutil.Factory, err error) int {
 // of its ": " parts: the user can change flags, not packages.
 var internalPrefix = regexp.MustCompile(`(^|: )(launch|selector): `)
 
-// usageErrors are errors of the user's request, not the machine's: they
-// exit with ExitUsage.
+// usageErrors are the request's errors, not the machine's: ExitUsage.
 var usageErrors = []error{selector.ErrBadRequest, selector.ErrUnknownPolicy, job.ErrNoScript}
 
-// isCobraUsage recognises cobra's own argument errors, which are not
-// FlagErrors.
+// isCobraUsage recognises cobra's argument errors, which are not FlagErrors.
 func isCobraUsage(err error) bool {
 	s := err.Error()
 	return strings.HasPrefix(s, "unknown command") || strings.Contains(s, "arg(s), received")
 }
 
-// oneLine is an error as the user sees it: its first line, without
-// amdrun's package names.
+// oneLine is err's first line without amdrun's package names.
 func oneLine(err error) string {
 	s := err.Error()
 	if i := strings.IndexByte(s, '\n'); i >= 0 {

@@ -36,8 +36,7 @@ var (
 	launcherFlag = &cmdutil.Enum{Name: "launcher", Words: []cmdutil.Word{
 		{Name: "amdrun"}, {Name: "torchrun", Help: "amdrun chooses devices, then runs torchrun for elastic jobs"},
 	}}
-	// torchrun's flags that take words: --nproc-per-node takes a number
-	// of ranks too.
+	// torchrun's flags that take words (--nproc-per-node a number too).
 	nprocFlag = &cmdutil.Enum{Name: "nproc-per-node", Also: "a number of ranks (at least 1)", Words: []cmdutil.Word{
 		{Name: "gpu", Help: "one per free device"}, {Name: "auto", Help: "gpu, else one per CPU"}, {Name: "cpu", Help: "one per CPU, no GPU"},
 	}}
@@ -47,8 +46,7 @@ var (
 	}}
 )
 
-// completionOnly are the words completion offers for flags whose values
-// are not a closed set.
+// completionOnly are the words completion offers for open-ended flags.
 var completionOnly = []*cmdutil.Enum{
 	{Name: "rdzv-backend", Words: words("static", "c10d"), Also: "another backend torchrun has, with --launcher torchrun"},
 	{Name: "redirects", Words: words(streamNumbers()...), Also: "a number per local rank, e.g. 0:3,1:0"},

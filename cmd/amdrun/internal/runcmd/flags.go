@@ -59,8 +59,7 @@ func rankList(s string) ([]int, error) {
 	return cmdutil.IndexList(s)
 }
 
-// enum declares the enum flag e, bound to p (nil: held by the flag), on
-// its Arg a.
+// enum declares the enum flag e, bound to p (nil: held by it), on Arg a.
 func enum[T any](d decl, a *job.Arg, p *T, e *cmdutil.Enum, def string, parse func(string) (T, error), usage string, t job.Torch) {
 	cmdutil.EnumVar(d.cmd, orNew(p), e, def, parse, usage)
 	d.arg(a, e.Name, t)
@@ -76,8 +75,7 @@ func oneOf(e *cmdutil.Enum) func(string) (string, error) {
 	}
 }
 
-// nprocWord checks --nproc-per-node's syntax: a word, a number of ranks
-// or xpu (which job refuses in its own words).
+// nprocWord checks --nproc-per-node: a word, a number of ranks or xpu.
 func nprocWord(s string) (string, error) {
 	v := strings.TrimSpace(s)
 	if n, err := strconv.Atoi(v); (err != nil || n < 1) && v != "xpu" {
@@ -113,7 +111,6 @@ func addDeviceFlags(d decl, opts *Options) {
 	fl.BoolVar(&opts.JSON, "json", false, "with --dry-run: print the plan as JSON")
 }
 
-// addRankFlags declares the flags of what each rank runs, its binding, and how the ranks are supervised.
 func addRankFlags(d decl, opts *Options) {
 	fl, l := d.fl, d.line
 	declare(d, &l.Module, d.fl.BoolVarP, &opts.Module, "module", "m", false, "run SCRIPT as a Python module (python -m MODULE)", job.TorchPET)
@@ -212,9 +209,8 @@ func applyPET(fl *pflag.FlagSet, env []string) error {
 	return err
 }
 
-// ExpandAbbrev rewrites cmd's abbreviated long flags in args into their
-// full names, as torchrun's argparse takes them (job.ExpandAbbrev); an
-// ambiguity is a FlagError.
+// ExpandAbbrev rewrites cmd's abbreviated long flags in args, as torchrun's
+// argparse takes them (job.ExpandAbbrev); an ambiguity is a FlagError.
 func ExpandAbbrev(cmd *cobra.Command, args []string) ([]string, error) {
 	cmd.InitDefaultHelpFlag()
 	cmd.InitDefaultVersionFlag()

@@ -16,8 +16,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// Options are the launch command's inputs: job.Options and what only the
-// command reads.
+// Options are the launch command's inputs: job.Options and its own.
 type Options struct {
 	IO *iostreams.IOStreams
 	job.Options

@@ -25,8 +25,7 @@ type Options struct {
 	Topology func(context.Context) (*topology.Model, error)
 	// Measured, when set, replaces the theoretical bandwidths (--measured).
 	Measured func(*topology.Model) error
-	// Names, when set, names the devices the source left nameless (from
-	// the PCI ID database).
+	// Names, when set, names nameless devices from the PCI ID database.
 	Names func(*topology.Model)
 
 	JSON bool
