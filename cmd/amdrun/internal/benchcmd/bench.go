@@ -152,10 +152,6 @@ func printResult(o *Options, m *topology.Model, r *bench.Result, path string) {
 	} else {
 		fmt.Fprintln(w, "Device-to-device peak copy bandwidth, GB/s (row: from, column: to; rocm_bandwidth_test)")
 	}
-	noP2P := map[[2]int]bool{}
-	for _, p := range r.NoP2P {
-		noP2P[p], noP2P[[2]int{p[1], p[0]}] = true, true
-	}
 	tw := gpuTable(w, r.Devices)
 	fmt.Fprintln(tw, "theoretical")
 	for i, a := range r.Devices {
@@ -167,7 +163,7 @@ func printResult(o *Options, m *topology.Model, r *bench.Result, path string) {
 				continue
 			}
 			switch {
-			case noP2P[[2]int{i, j}]:
+			case slices.Contains(r.NoP2P, [2]int{min(i, j), max(i, j)}): // lower first
 				fmt.Fprint(tw, "noP2P\t")
 			case r.D2D[i][j] <= 0:
 				fmt.Fprint(tw, "-\t")
