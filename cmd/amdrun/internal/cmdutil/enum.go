@@ -28,6 +28,15 @@ type Enum struct {
 // AlsoAnnotation is the pflag annotation key of a completed flag's Enum.Also.
 const AlsoAnnotation = "amdrun_also"
 
+// Words are names as Words without help.
+func Words(names ...string) []Word {
+	out := make([]Word, len(names))
+	for i, n := range names {
+		out[i].Name = n
+	}
+	return out
+}
+
 // Values are the enum's words.
 func (e *Enum) Values() []string {
 	out := make([]string, len(e.Words))

@@ -95,11 +95,10 @@ func (f *Factory) PythonFrom(flag string) (path, from string) {
 	if p := f.Getenv("PYTHON_EXEC"); p != "" {
 		return p, "$PYTHON_EXEC"
 	}
-	if d := f.Getenv("VIRTUAL_ENV"); d != "" {
-		return filepath.Join(d, "bin", "python"), "$VIRTUAL_ENV"
-	}
-	if d := f.Getenv("CONDA_PREFIX"); d != "" {
-		return filepath.Join(d, "bin", "python"), "$CONDA_PREFIX"
+	for _, env := range []string{"VIRTUAL_ENV", "CONDA_PREFIX"} {
+		if d := f.Getenv(env); d != "" {
+			return filepath.Join(d, "bin", "python"), "$" + env
+		}
 	}
 	if p, from := f.InstalledPython(); p != "" {
 		return p, from

@@ -38,13 +38,8 @@ var (
 
 // sourceWords are discover.Sources, auto explained.
 func sourceWords() []cmdutil.Word {
-	out := make([]cmdutil.Word, len(discover.Sources))
-	for i, s := range discover.Sources {
-		out[i].Name = s
-		if s == "auto" {
-			out[i].Help = "KFD sysfs, then amd-smi, rocm-smi, nvidia-smi, the PCI tree"
-		}
-	}
+	out := cmdutil.Words(discover.Sources...)
+	out[slices.Index(discover.Sources, "auto")].Help = "KFD sysfs, then amd-smi, rocm-smi, nvidia-smi, the PCI tree"
 	return out
 }
 
