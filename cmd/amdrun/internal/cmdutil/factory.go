@@ -27,10 +27,9 @@ type TopoFlags struct {
 	Bandwidth string
 }
 
-// Factory holds what commands depend on. Costly members are lazy funcs,
-// so `--help` and flag errors never probe hardware. It is the one place
-// configuration is resolved (flag, then environment, then default), so
-// that the commands never disagree.
+// Factory holds what commands depend on, costly members as lazy funcs so
+// that `--help` never probes hardware; it alone resolves configuration
+// (flag, then environment, then default).
 type Factory struct {
 	IOStreams *iostreams.IOStreams
 	Version   string

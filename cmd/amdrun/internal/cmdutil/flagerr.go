@@ -12,11 +12,10 @@ import (
 // wants is what a flag of each pflag type takes, as its error says it.
 var wants = map[string]string{"int": "a whole number", "duration": "a duration such as 30s or 10m", "bool": "true or false"}
 
-// ValueError words err, pflag's error for a value its flag cannot parse,
-// as amdrun words every flag value error: `--ngpus: want a whole number,
-// got "abc"`, a FlagError. label names the flag as the user gave it (a
-// PET_* variable, say; "": "--" + its name). Any other error is returned
-// as it is.
+// ValueError words pflag's err for a value its flag cannot parse as a
+// FlagError, `--ngpus: want a whole number, got "abc"`, label naming the
+// flag as given (a PET_* variable, say; "": "--" + its name). Any other
+// error is returned as it is.
 func ValueError(label string, err error) error {
 	var ive *pflag.InvalidValueError
 	if !errors.As(err, &ive) {

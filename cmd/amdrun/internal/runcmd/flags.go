@@ -176,10 +176,9 @@ func normalizeFlag(_ *pflag.FlagSet, name string) pflag.NormalizedName {
 	return pflag.NormalizedName(strings.ReplaceAll(name, "_", "-"))
 }
 
-// applyPET sets from env each flag of fl that torchrun also reads from a
-// PET_* variable and the command line left alone, recording the
-// variable for errors. A boolean's variable is a number, true when not
-// 0, as torchrun's check_env reads it.
+// applyPET sets from env each flag of fl that torchrun reads from a PET_*
+// variable and the command line left alone (a boolean's variable is a
+// number, true when not 0, as torchrun's check_env reads it).
 func applyPET(fl *pflag.FlagSet, env []string) error {
 	var err error
 	fl.VisitAll(func(f *pflag.Flag) {
