@@ -8,10 +8,8 @@ import (
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/root"
 )
 
-// version is set at build time with -ldflags "-X main.version=..." (make
-// build, make dist); left empty, amdrun reports the version the go command
-// recorded in the binary (version.FromBuild), so go install tells the
-// truth too.
+// version is set with -ldflags "-X main.version=..." (make build, make
+// dist); empty, amdrun reports version.FromBuild.
 var version string
 
 func main() {

@@ -1,6 +1,5 @@
-// Package benchcmd is `amdrun bench`: measure device-to-device and
-// host-to-device copy bandwidth on this node with PyTorch, cache it, and
-// let selection use it.
+// Package benchcmd is `amdrun bench`: measure this node's copy bandwidth
+// between devices and from the host, cache it for selection.
 package benchcmd
 
 import (
@@ -39,11 +38,9 @@ type Options struct {
 	Python string
 	JSON   bool
 	NoH2D  bool
-	// Tool, when set, is a measuring tool to run instead of the PyTorch
-	// probe: "rocm_bandwidth_test".
+	// Tool, when set, measures instead of the PyTorch probe: "rocm_bandwidth_test".
 	Tool string
-	// MeasureTool runs Tool and reads its figures for m's devices without
-	// changing m; nil means bench.MeasureWithTool.
+	// MeasureTool runs Tool; nil means bench.MeasureWithTool.
 	MeasureTool func(ctx context.Context, m *topology.Model, tool, host string, warn topology.Warner) (*bench.Result, error)
 	// Warn receives the tool's recoverable oddities; nil drops them.
 	Warn topology.Warner
@@ -70,10 +67,7 @@ the default, or measured) and --explain says so.`,
 				return cmdutil.FlagErrorf("--size and --iters must be at least 1")
 			}
 			opts.Python, _ = f.PythonFrom(opts.Python)
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return Run(cmd.Context(), opts)
+			return cmdutil.Either(runF, Run)(cmd.Context(), opts)
 		},
 	}
 	fl := cmd.Flags()
@@ -133,7 +127,7 @@ func Run(ctx context.Context, o *Options) error {
 	return finish(o, m, r)
 }
 
-// progress draws a bar on a terminal, else a line at each quarter.
+// progress draws a bar on a terminal, else prints a line each quarter.
 func progress(o *Options) bench.Progress {
 	if o.IO.IsStderrTTY() {
 		return func(done, total int, el time.Duration) {
@@ -158,10 +152,6 @@ func printResult(o *Options, m *topology.Model, r *bench.Result, path string) {
 	} else {
 		fmt.Fprintln(w, "Device-to-device peak copy bandwidth, GB/s (row: from, column: to; rocm_bandwidth_test)")
 	}
-	noP2P := map[[2]int]bool{}
-	for _, p := range r.NoP2P {
-		noP2P[p], noP2P[[2]int{p[1], p[0]}] = true, true
-	}
 	tw := gpuTable(w, r.Devices)
 	fmt.Fprintln(tw, "theoretical")
 	for i, a := range r.Devices {
@@ -173,7 +163,7 @@ func printResult(o *Options, m *topology.Model, r *bench.Result, path string) {
 				continue
 			}
 			switch {
-			case noP2P[[2]int{i, j}]:
+			case slices.Contains(r.NoP2P, [2]int{min(i, j), max(i, j)}): // lower first
 				fmt.Fprint(tw, "noP2P\t")
 			case r.D2D[i][j] <= 0:
 				fmt.Fprint(tw, "-\t")
@@ -208,8 +198,7 @@ func printResult(o *Options, m *topology.Model, r *bench.Result, path string) {
 	}
 }
 
-// gpuTable is a table on w whose header, ended by the caller, has a
-// column per device.
+// gpuTable is a table with a column per device; the caller ends the header.
 func gpuTable(w io.Writer, devs []int) *tabwriter.Writer {
 	tw := cmdutil.NewTable(w)
 	fmt.Fprint(tw, "\t")

@@ -192,3 +192,31 @@ func TestRunToolTable(t *testing.T) {
 		t.Errorf("GPU1 row %q", got)
 	}
 }
+
+// A pair without peer-to-peer access reads noP2P both ways, with the legend.
+func TestRunToolTableNoP2P(t *testing.T) {
+	ios, _, stdout, _ := cmdtest.Streams()
+	o := &benchcmd.Options{
+		IO: ios, Tool: "rocm_bandwidth_test", Getenv: func(string) string { return "" },
+		Topology: func(context.Context) (*topology.Model, error) {
+			m := &topology.Model{Source: "test", Devices: []topology.Device{{Index: 0, NUMANode: -1}, {Index: 1, RuntimeIndex: 1, NUMANode: -1}}}
+			return m, m.Finish()
+		},
+		MeasureTool: func(_ context.Context, m *topology.Model, _, host string, _ topology.Warner) (*bench.Result, error) {
+			return &bench.Result{Host: host, Keys: m.Keys(), Devices: []int{0, 1}, D2D: [][]float64{{0, 0}, {0, 0}}, NoP2P: [][2]int{{0, 1}}}, nil
+		},
+	}
+	if err := benchcmd.Run(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(stdout.String(), "\n")
+	if got := strings.Fields(lines[2]); len(got) < 3 || got[2] != "noP2P" {
+		t.Errorf("GPU0 row %q, want noP2P to GPU1", got)
+	}
+	if got := strings.Fields(lines[3]); !reflect.DeepEqual(got, []string{"GPU1", "noP2P", "X"}) {
+		t.Errorf("GPU1 row %q", got)
+	}
+	if !strings.Contains(stdout.String(), "\nnoP2P = no peer-to-peer access") {
+		t.Errorf("no legend:\n%s", stdout)
+	}
+}

@@ -1,8 +1,5 @@
-// Package cmdtest is test support for the command packages: streams
-// backed by buffers, with the terminal setting a test asks for. Only
-// tests import it (make deadcode leaves it out of its list of functions
-// only tests reach, as it does internal/testutil: test support is the one
-// exception, docs/development.md).
+// Package cmdtest is test support for the command packages, which only
+// tests import (make deadcode leaves it out: docs/development.md).
 package cmdtest
 
 import (
@@ -18,23 +15,20 @@ import (
 	"github.com/amdrun/amdrun/internal/testutil"
 )
 
-// Streams returns streams backed by buffers, none a terminal: the
-// streams and their in, out and errOut.
+// Streams returns streams on buffers, none a terminal, and the buffers.
 func Streams() (*iostreams.IOStreams, *bytes.Buffer, *bytes.Buffer, *bytes.Buffer) {
 	in, out, errOut := &bytes.Buffer{}, &bytes.Buffer{}, &bytes.Buffer{}
 	return iostreams.New(in, out, errOut, false, false), in, out, errOut
 }
 
-// SetStdoutTTY makes s's Out count as a terminal (v) or not, as
-// iostreams.System would detect it.
+// SetStdoutTTY makes s's Out count as a terminal (v) or not.
 func SetStdoutTTY(s *iostreams.IOStreams, v bool) {
 	*s = *iostreams.New(s.In, s.Out, s.ErrOut, v, s.IsStderrTTY())
 }
 
-// DocBlock checks that the block of the file doc (a path under the
-// repository root) between the lines that name the test t is want, or
-// with -update (which the test's package declares) rewrites it: the docs'
-// tables made from declarations cannot drift from them.
+// DocBlock checks that the block of doc (a path under the repository
+// root) between the lines that name the test t is want, or with -update
+// rewrites it.
 func DocBlock(t *testing.T, doc, want string) {
 	t.Helper()
 	wd, _ := os.Getwd()

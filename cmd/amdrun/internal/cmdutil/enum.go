@@ -9,29 +9,33 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// Word is one value an Enum flag takes, with what it means ("" when the
-// word says it).
+// Word is a word an Enum flag takes and what it means ("": it says it).
 type Word struct {
 	Name, Help string
 }
 
-// Enum is a flag that takes one of a few words. Its help, its shell
-// completion and its error for any other word all come from the one
-// declaration (cli/cli's StringEnumFlag is the model), so the words are
-// written once.
+// Enum is a flag that takes one of a few words: its help, completion and
+// error for any other word come from it (as cli/cli's StringEnumFlag).
 type Enum struct {
 	// Name is the flag without "--".
 	Name  string
 	Words []Word
 	// Also names what else the flag takes ("a number of ranks"), for its
-	// error and the docs' table of words (the flag's AlsoAnnotation); "":
-	// only the words.
+	// error and the docs' table of words; "": only the words.
 	Also string
 }
 
-// AlsoAnnotation is the key of a completed flag's Enum.Also among its
-// pflag annotations, where the docs' table of words reads it.
+// AlsoAnnotation is the pflag annotation key of a completed flag's Enum.Also.
 const AlsoAnnotation = "amdrun_also"
+
+// Words are names as Words without help.
+func Words(names ...string) []Word {
+	out := make([]Word, len(names))
+	for i, n := range names {
+		out[i].Name = n
+	}
+	return out
+}
 
 // Values are the enum's words.
 func (e *Enum) Values() []string {
@@ -46,8 +50,6 @@ func (e *Enum) Values() []string {
 // `--policy: want tree or ring, got "x"`, a usage error.
 func (e *Enum) Err(got string) error { return FlagErrorf("--%s: %v", e.Name, e.want(got)) }
 
-// want is the error for got without the flag's name: `want tree or
-// ring, got "x"`.
 func (e *Enum) want(got string) error {
 	want := e.Values()
 	if e.Also != "" {
@@ -56,8 +58,7 @@ func (e *Enum) want(got string) error {
 	return fmt.Errorf("want %s, got %q", JoinOr(want), got)
 }
 
-// help is the words as the flag's help lists them: "numa, exclusive or
-// none", each followed by its meaning in parentheses where it has one.
+// help lists the words for the flag's help: "numa (meaning), exclusive or none".
 func (e *Enum) help() string {
 	parts := make([]string, len(e.Words))
 	for i, w := range e.Words {
@@ -69,10 +70,9 @@ func (e *Enum) help() string {
 	return JoinOr(parts)
 }
 
-// EnumVar declares the flag e on cmd bound to p, a typed setting that
-// parse (the owning package's parser of its words) reads, default def:
-// a word parse refuses is a flag error worded by e (ValueError adds the
-// flag's name), when the line is parsed.
+// EnumVar declares the flag e on cmd, default def, bound to p through
+// parse, the owning package's parser of its words: a word parse refuses
+// is a flag error worded by e.
 func EnumVar[T any](cmd *cobra.Command, p *T, e *Enum, def string, parse func(string) (T, error), usage string) {
 	v := Parsed(p, func(s string) (T, error) {
 		t, err := parse(s)
@@ -88,10 +88,9 @@ func EnumVar[T any](cmd *cobra.Command, p *T, e *Enum, def string, parse func(st
 	Complete(cmd, e)
 }
 
-// ParsedValue is a flag's pflag.Value that parse reads into the setting
-// it is bound to when the flag is set; its text is kept as given (for
-// help, and for torchrun when the flag is passed on). A parse error is
-// the value's, without the flag's name: ValueError adds it.
+// ParsedValue is a pflag.Value that parse reads into the setting it is
+// bound to; its text is kept as given (for help, and for torchrun). A
+// parse error lacks the flag's name: ValueError adds it.
 type ParsedValue[T any] struct {
 	p     *T
 	text  string
@@ -106,7 +105,6 @@ func Parsed[T any](p *T, parse func(string) (T, error)) *ParsedValue[T] {
 func (v *ParsedValue[T]) String() string { return v.text }
 func (v *ParsedValue[T]) Type() string   { return "string" }
 
-// Set parses s into the setting.
 func (v *ParsedValue[T]) Set(s string) error {
 	t, err := v.parse(s)
 	if err != nil {
@@ -128,10 +126,8 @@ func IndexList(s string) ([]int, error) {
 	return l, nil
 }
 
-// PersistentStringEnumFlag declares the flag e on cmd and its
-// subcommands, bound to p with default def; usage holds one %s, where
-// the words go; completion offers them. The caller checks the value
-// (e.Err is the error).
+// PersistentStringEnumFlag declares e on cmd and its subcommands, usage's
+// %s the words; the caller checks the value (e.Err is the error).
 func PersistentStringEnumFlag(cmd *cobra.Command, p *string, e *Enum, def, usage string) {
 	cmd.PersistentFlags().StringVar(p, e.Name, def, fmt.Sprintf(usage, e.help()))
 	Complete(cmd, e)
@@ -141,7 +137,6 @@ func PersistentStringEnumFlag(cmd *cobra.Command, p *string, e *Enum, def, usage
 // (and nothing else: no file names), and annotates the flag with e.Also.
 func Complete(cmd *cobra.Command, e *Enum) {
 	vals := e.Values()
-	// The flag is defined on cmd; an error would be a typo in the name.
 	_ = cmd.RegisterFlagCompletionFunc(e.Name, func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return vals, cobra.ShellCompDirectiveNoFileComp
 	})

@@ -3,6 +3,7 @@
 package cmdutil
 
 import (
+	"context"
 	"errors"
 	"fmt"
 )
@@ -27,12 +28,18 @@ func FlagErrorf(format string, args ...any) error {
 	return &FlagError{Err: fmt.Errorf(format, args...)}
 }
 
-// ExitCodeError carries an exit status that is not an error of amdrun's own,
-// such as a failed rank's exit code.
+// ExitCodeError carries an exit status not amdrun's own: a failed rank's.
 type ExitCodeError struct{ Code int }
 
 func (e *ExitCodeError) Error() string { return fmt.Sprintf("exit status %d", e.Code) }
 
-// ErrSilent makes Main exit with ExitError without printing anything
-// more (the command already said why).
+// ErrSilent makes Main exit with ExitError and print nothing more.
 var ErrSilent = errors.New("silent error")
+
+// Either is runF, a test's run function, when set, else run.
+func Either[O any](runF, run func(context.Context, O) error) func(context.Context, O) error {
+	if runF != nil {
+		return runF
+	}
+	return run
+}

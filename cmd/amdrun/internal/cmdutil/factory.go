@@ -18,21 +18,18 @@ import (
 	"github.com/amdrun/amdrun/internal/topology/host"
 )
 
-// TopoFlags are the root's persistent flags that say where the topology
-// comes from. Commands read them through Factory.Topology.
+// TopoFlags are the root's flags that say where the topology comes from
+// (--source, --sysfs-root, --topology, --bandwidth); "": the default.
 type TopoFlags struct {
 	Source    string
 	SysfsRoot string
 	File      string
-	// Bandwidth is auto, measured or theoretical (see applyMeasured).
 	Bandwidth string
 }
 
-// Factory holds what commands depend on. Costly members are lazy funcs,
-// so `--help` and flag errors never probe hardware. It is also the one
-// place configuration is resolved (flag, then environment, then
-// default): SysfsRoot, LeaseDir, Python, ToolTimeout; so that `ps`,
-// `doctor`, `bench` and the launcher never disagree.
+// Factory holds what commands depend on, costly members as lazy funcs so
+// that `--help` never probes hardware; it alone resolves configuration
+// (flag, then environment, then default).
 type Factory struct {
 	IOStreams *iostreams.IOStreams
 	Version   string
@@ -44,19 +41,16 @@ type Factory struct {
 	// Executable is amdrun's own path (for the bind shim).
 	Executable func() (string, error)
 
-	// HostNUMA returns this host's NUMA nodes; tests replace it.
+	// HostNUMA returns this host's NUMA nodes.
 	HostNUMA func() ([]topology.NUMANode, error)
-	// HostCPUGroups returns the sockets and level-3 caches of the CPUs
-	// of nodes; tests replace it.
+	// HostCPUGroups returns the sockets and L3 caches of nodes' CPUs.
 	HostCPUGroups func(nodes []topology.NUMANode) (*topology.CPUGroups, error)
-	// OwnCPUs returns the CPUs amdrun may use; nil means its own
-	// affinity (tests planning on a captured host set it).
+	// OwnCPUs returns the CPUs amdrun may use; nil means its own affinity.
 	OwnCPUs func() []int
 
-	// Run runs external programs (vendor tools, python); tests replace it.
+	// Run runs external programs (vendor tools, python).
 	Run topology.Runner
 
-	// Discover is the discovery function; tests replace it.
 	Discover func(ctx context.Context, o discover.Options) (*topology.Model, error)
 
 	once  sync.Once
@@ -64,8 +58,7 @@ type Factory struct {
 	err   error
 }
 
-// Getenv looks key up in Env; the last assignment wins, as for a program
-// exec'd with that environment (envlist.Lookup is the one rule).
+// Getenv looks key up in Env, the last assignment winning (envlist.Get).
 func (f *Factory) Getenv(key string) string {
 	return envlist.Get(f.Env(), key)
 }
@@ -76,27 +69,24 @@ func (f *Factory) SysfsRoot() string {
 	return cmp.Or(f.Topo.SysfsRoot, f.Getenv("AMDRUN_SYSFS_ROOT"), "/")
 }
 
-// LeaseDir is the lease directory a command's --lease-dir flag value
-// names: flag, else $AMDRUN_LEASE_DIR, else lease.DefaultDir. There is no
-// fallback to a private directory: jobs of users who fell back to
-// different directories would not see each other's leases.
+// LeaseDir is the --lease-dir flag's directory: flag, else
+// $AMDRUN_LEASE_DIR, else lease.DefaultDir (no private fallback: jobs
+// there would not see each other's leases).
 func (f *Factory) LeaseDir(flag string) string {
 	return cmp.Or(flag, f.Getenv("AMDRUN_LEASE_DIR"), lease.DefaultDir)
 }
 
-// OpenLeases opens the lease directory LeaseDir(flag) resolves to,
-// warning through f.Warn when it is in the degraded mode or a lease file
-// in it cannot be used. create makes a missing directory (jobs); without
-// it (ps, dry runs) a missing directory holds no lease.
+// OpenLeases opens LeaseDir(flag), warning through f.Warn. create makes a
+// missing directory (jobs); without it (ps, dry runs) a missing directory
+// holds no lease.
 func (f *Factory) OpenLeases(flag string, create bool) (*lease.Dir, error) {
 	return lease.Open(f.LeaseDir(flag), lease.Options{Warn: f.Warn, Create: create})
 }
 
-// PythonFrom is the interpreter a command's --python flag value names:
-// the one rule for the interpreter ranks, doctor and bench
-// run (issue 22), with the rule that chose it, in the order of the code.
-// An activated environment comes before PATH: its user means its
-// interpreter even behind a pyenv shim, as torchrun would run its own.
+// PythonFrom is the interpreter a command's --python flag value names, the
+// one rule for ranks, doctor and bench (issue 22), and the rule that chose
+// it. An activated environment comes before PATH: its user means its
+// interpreter even behind a pyenv shim.
 func (f *Factory) PythonFrom(flag string) (path, from string) {
 	if flag != "" {
 		return flag, "--python"
@@ -104,11 +94,10 @@ func (f *Factory) PythonFrom(flag string) (path, from string) {
 	if p := f.Getenv("PYTHON_EXEC"); p != "" {
 		return p, "$PYTHON_EXEC"
 	}
-	if d := f.Getenv("VIRTUAL_ENV"); d != "" {
-		return filepath.Join(d, "bin", "python"), "$VIRTUAL_ENV"
-	}
-	if d := f.Getenv("CONDA_PREFIX"); d != "" {
-		return filepath.Join(d, "bin", "python"), "$CONDA_PREFIX"
+	for _, env := range []string{"VIRTUAL_ENV", "CONDA_PREFIX"} {
+		if d := f.Getenv(env); d != "" {
+			return filepath.Join(d, "bin", "python"), "$" + env
+		}
 	}
 	if p, from := f.InstalledPython(); p != "" {
 		return p, from
@@ -158,8 +147,8 @@ func (f *Factory) Topology(ctx context.Context) (*topology.Model, error) {
 	return f.model, f.err
 }
 
-// Rediscover discovers the node again, for its busy state now: no cache,
-// no measured bandwidth, no warnings (the first discovery gave them).
+// Rediscover discovers the node again, for its busy state now: not
+// cached, no measured bandwidth, no warnings (the first discovery gave them).
 func (f *Factory) Rediscover(ctx context.Context) (*topology.Model, error) {
 	return f.Discover(ctx, f.discoverOptions(nil))
 }
@@ -184,8 +173,8 @@ func New(version string) *Factory {
 }
 
 // applyMeasured replaces theoretical bandwidths with the cached amdrun
-// bench result for exactly these devices: always under "measured" (an
-// error when there is none), when one exists under "auto".
+// bench result for these devices: under "measured" (an error when there
+// is none) and, when one exists, under "auto".
 func (f *Factory) applyMeasured(m *topology.Model) error {
 	mode := f.Topo.Bandwidth
 	if mode == "theoretical" || m.Bandwidth == "measured" {

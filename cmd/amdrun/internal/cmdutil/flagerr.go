@@ -9,16 +9,13 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// wants is what a flag of each pflag type amdrun declares takes, as its
-// error says it.
+// wants is what a flag of each pflag type takes, as its error says it.
 var wants = map[string]string{"int": "a whole number", "duration": "a duration such as 30s or 10m", "bool": "true or false"}
 
-// ValueError words err, pflag's error for a value its flag's type cannot
-// parse, as amdrun words every flag value error (--nproc-per-node's and
-// Enum.Err's): `--ngpus: want a whole number, got "abc"`, a FlagError.
-// label names the flag as the user gave it ("" means "--" + its name;
-// the PET_* variable it came from, say). Any other error is returned as
-// it is.
+// ValueError words pflag's err for a value its flag cannot parse as a
+// FlagError, `--ngpus: want a whole number, got "abc"`, label naming the
+// flag as given (a PET_* variable, say; "": "--" + its name). Any other
+// error is returned as it is.
 func ValueError(label string, err error) error {
 	var ive *pflag.InvalidValueError
 	if !errors.As(err, &ive) {
@@ -34,10 +31,9 @@ func ValueError(label string, err error) error {
 	return FlagErrorf("%s: want %s, got %q", label, w, ive.GetValue())
 }
 
-// FlagParseError is the error of cobra's flag parsing of c as amdrun
-// reports it (the root's FlagErrorFunc): a value worded by ValueError,
-// an unknown flag with the nearest of c's flags suggested
-// (`unknown flag: --ngpux; did you mean --ngpus?`), a FlagError.
+// FlagParseError is cobra's flag parsing error of c as amdrun reports it,
+// a FlagError: a value worded by ValueError, an unknown flag with the
+// nearest flag suggested (`unknown flag: --ngpux; did you mean --ngpus?`).
 func FlagParseError(c *cobra.Command, err error) error {
 	var ne *pflag.NotExistError
 	if errors.As(err, &ne) && ne.GetSpecifiedShortnames() == "" {
@@ -51,9 +47,8 @@ func FlagParseError(c *cobra.Command, err error) error {
 	return &FlagError{Err: err}
 }
 
-// nearestFlag is the name of c's flag closest to name (as c
-// normalizes it: --nproc_per_nod3 is near --nproc-per-node), within
-// edit distance 2 (cobra's distance for commands), "" when none is.
+// nearestFlag is the name of c's flag closest to name as c normalizes it,
+// within edit distance 2 (cobra's for commands), "" when none is.
 func nearestFlag(c *cobra.Command, name string) string {
 	best, bestD := "", 3
 	fs := c.Flags()
@@ -87,9 +82,8 @@ func editDistance(a, b string) int {
 	return prev[len(b)]
 }
 
-// Suggest is cobra's "did you mean" for a command: `unknown command
-// "tpo"; did you mean "amdrun topo"?` when name is within cobra's
-// suggestion distance of a subcommand of c, else nil.
+// Suggest is cobra's "did you mean" for a subcommand of c: `unknown
+// command "tpo"; did you mean "amdrun topo"?`, else nil.
 func Suggest(c *cobra.Command, name string) error {
 	if c.SuggestionsMinimumDistance <= 0 {
 		c.SuggestionsMinimumDistance = 2 // as cobra's own unknown-command error

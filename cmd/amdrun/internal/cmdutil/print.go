@@ -10,8 +10,8 @@ import (
 	"github.com/amdrun/amdrun/cmd/amdrun/internal/iostreams"
 )
 
-// Warnf prints "amdrun: warning: MESSAGE" on stderr, one line, unless
-// io.Quiet (-q): every warning goes through here.
+// Warnf prints every warning: "amdrun: warning: MESSAGE" on stderr, one
+// line, unless io.Quiet (-q).
 func Warnf(io *iostreams.IOStreams, format string, args ...any) {
 	if io.Quiet {
 		return
@@ -27,16 +27,24 @@ func PrintJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// NewTable is a tabwriter aligning w's columns for people, as every
-// table amdrun prints is aligned.
+// NewTable is the tabwriter that aligns every table amdrun prints.
 func NewTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0) }
 
-// TTYTable is where a table goes: aligned (NewTable) on a terminal,
-// tab-separated to a pipe. flush ends it.
-func TTYTable(io *iostreams.IOStreams) (w io.Writer, flush func() error) {
-	if !io.IsStdoutTTY() {
-		return io.Out, func() error { return nil }
+// PrintRows prints rows, each cell's whitespace folded to one space so a
+// row stays a line: aligned on a terminal, tab-separated to a pipe.
+func PrintRows(s *iostreams.IOStreams, rows [][]string) error {
+	var w io.Writer = s.Out
+	tw := NewTable(s.Out)
+	if s.IsStdoutTTY() {
+		w = tw
 	}
-	tw := NewTable(io.Out)
-	return tw, tw.Flush
+	for _, row := range rows {
+		for k, c := range row {
+			row[k] = strings.Join(strings.Fields(c), " ")
+		}
+		if _, err := fmt.Fprintln(w, strings.Join(row, "\t")); err != nil {
+			return err
+		}
+	}
+	return tw.Flush()
 }

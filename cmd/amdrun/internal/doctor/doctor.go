@@ -1,6 +1,5 @@
 // Package doctor is `amdrun doctor`: a checklist of what decides how well
-// a multi-GPU job runs on this node, each with OK, WARN or FAIL and one
-// line of advice.
+// a multi-GPU job runs on this node, each OK, WARN or FAIL with advice.
 package doctor
 
 import (
@@ -53,18 +52,15 @@ type Options struct {
 	Root   string
 	Leases func() (*lease.Dir, error)
 	// Run runs python to ask torch which devices it sees.
-	Run topology.Runner
-	// HostNUMA returns this host's NUMA nodes.
+	Run      topology.Runner
 	HostNUMA func() ([]topology.NUMANode, error)
 	// Python is the interpreter to check, resolved (Factory.PythonFrom);
 	// PythonFrom names the rule that chose it ("" leaves it unsaid).
 	Python, PythonFrom string
 	JSON               bool
-	// Self is the running amdrun's path, for the PATH check; nil leaves
-	// the check out.
+	// Self is amdrun's own path, for the PATH check; nil leaves it out.
 	Self func() (string, error)
-	// Containment probes how a job would be contained here (see
-	// launch.ProbeContainment); nil leaves the check out.
+	// Containment probes how a job is contained here; nil leaves it out.
 	Containment func() (launch.Containment, error)
 }
 
@@ -93,13 +89,9 @@ Exits 0 when no check fails.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Root = f.SysfsRoot()
 			opts.Python, opts.PythonFrom = f.PythonFrom(opts.Python)
-			// The lease check reports the degraded mode itself: no warning
-			// lines, and a missing directory is not made.
+			// The lease check reports the degraded mode, makes no directory.
 			opts.Leases = func() (*lease.Dir, error) { return lease.Open(f.LeaseDir(leaseDir), lease.Options{}) }
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return Run(cmd.Context(), opts)
+			return cmdutil.Either(runF, Run)(cmd.Context(), opts)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the checks as JSON")
@@ -108,8 +100,7 @@ Exits 0 when no check fails.`,
 	return cmd
 }
 
-// Run performs the checks and prints them; it returns a ErrSilent when
-// one failed.
+// Run prints the checks; it returns ErrSilent when one failed.
 func Run(ctx context.Context, o *Options) error {
 	checks := Checks(ctx, o)
 	failed := slices.ContainsFunc(checks, func(c Check) bool { return c.Status == Fail })
@@ -178,8 +169,7 @@ func pathCheck(path string, self func() (string, error)) Check {
 		"optimum-amd (pip install optimum[amd]) installs a script also called amdrun; '" + first + " version' prints 'amdrun VERSION (goN, OS/ARCH)' only for this one; put " + filepath.Dir(me) + " earlier on PATH or call it by its path"}
 }
 
-// firstOnPath is the first executable regular file named name in the
-// directories of path, as a shell finds it ("" when none).
+// firstOnPath is the program name as a shell finds it in path ("": none).
 func firstOnPath(path, name string) string {
 	for _, dir := range filepath.SplitList(path) {
 		dir = cmp.Or(dir, ".")
@@ -191,9 +181,7 @@ func firstOnPath(path, name string) string {
 	return ""
 }
 
-// containmentChecks say how `amdrun --contain auto` contains a job here,
-// one line each: the mode, what the job can do to its guards, and when
-// the lease goes (docs/supervision.md).
+// containmentChecks say how --contain auto contains a job (docs/supervision.md).
 func containmentChecks(probe func() (launch.Containment, error)) []Check {
 	c, err := probe()
 	lines := c.Lines(err)
@@ -262,7 +250,7 @@ func visibleCheck(env []string, m *topology.Model) Check {
 	_, rocr := envlist.Lookup(env, plan.EnvROCRVisible)
 	_, hip := envlist.Lookup(env, plan.EnvHIPVisible)
 	if m != nil {
-		// The same check a launch makes: a mask that names no device fails.
+		// As a launch checks: a mask that names no device fails.
 		if _, err := plan.ParseMask(env, m.Devices); err != nil {
 			return Check{"visible devices", Fail, detail + ": " + err.Error(),
 				"fix or unset these variables: every amdrun launch here refuses them"}
@@ -367,7 +355,6 @@ func torchCheck(ctx context.Context, o *Options) Check {
 		why := err.Error()
 		var te *topology.ToolError
 		if errors.As(err, &te) {
-			// The probe's argv is a program: name the failure, not the argv.
 			why = fmt.Sprintf("exit status %d", te.ExitCode)
 			if lines := strings.Split(strings.TrimSpace(te.Stderr), "\n"); lines[len(lines)-1] != "" {
 				why += ": " + lines[len(lines)-1]

@@ -3,8 +3,8 @@
 //
 //	go run ./cmd/amdrun/internal/genman DIR
 //
-// A program of its own, so that the generator stays out of the amdrun
-// binary; the pages' date is $SOURCE_DATE_EPOCH, so builds are reproducible.
+// A program of its own, so that the generator stays out of amdrun; the
+// pages' date is $SOURCE_DATE_EPOCH.
 package main
 
 import (
@@ -51,10 +51,9 @@ func generate(dir, version string) error {
 // underscores and PET_* its "_" to emphasis (issue 31).
 var markup = strings.NewReplacer(`\`, `\\`, "`", "\\`", "*", `\*`, "_", `\_`, "<", `\<`, ">", `\>`, "[", `\[`, "]", `\]`)
 
-// escape is text with its markup escaped (markup), except in its code
-// blocks (lines indented by a tab or four spaces after a blank line or
-// another such line, as cobra's completion pages have), which markdown
-// shows as they are.
+// escape is text with its markup escaped, except in its code blocks
+// (lines indented by a tab or four spaces after a blank or another such
+// line, as in cobra's completion pages).
 func escape(text string) string {
 	lines := strings.Split(text, "\n")
 	code, blank := false, true
@@ -73,10 +72,8 @@ func escape(text string) string {
 	return strings.Join(lines, "\n")
 }
 
-// escapeTree escapes the text of c and its subcommands that the
-// generator renders as markdown: Short, Long and each flag's usage,
-// without pflag's backquotes around the value's name. A flag shared
-// with subcommands (a persistent one) is escaped once (done).
+// escapeTree escapes Short, Long and each flag's usage (without pflag's
+// backquotes) of c and its subcommands, each flag once (done).
 func escapeTree(c *cobra.Command, done map[*pflag.Flag]bool) {
 	c.Short, c.Long = escape(c.Short), escape(c.Long)
 	for _, fs := range []*pflag.FlagSet{c.Flags(), c.PersistentFlags()} {

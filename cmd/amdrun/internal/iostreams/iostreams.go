@@ -1,6 +1,5 @@
-// Package iostreams is where commands write: standard streams plus whether
-// they are terminals, so output can be a table for people and
-// tab-separated lines for pipes.
+// Package iostreams is where commands write: standard streams and whether
+// they are terminals (a table for people, tab-separated lines for pipes).
 package iostreams
 
 import (
@@ -20,8 +19,7 @@ type IOStreams struct {
 
 	stdoutTTY bool
 	stderrTTY bool
-	// width is the columns of the terminal Out is, 0 when it is none or
-	// does not say.
+	// width is Out's terminal's columns, 0 when none or unknown.
 	width int
 }
 
@@ -29,8 +27,7 @@ type IOStreams struct {
 // terminal (torchrun's argparse wraps at 78).
 const DefaultWidth = 80
 
-// Width is the columns text for people is wrapped to: the terminal's
-// where Out is one that says, else DefaultWidth.
+// Width is the columns help is wrapped to: Out's terminal's, else DefaultWidth.
 func (s *IOStreams) Width() int {
 	if s.stdoutTTY && s.width > 0 {
 		return s.width
@@ -44,14 +41,12 @@ func (s *IOStreams) IsStdoutTTY() bool { return s.stdoutTTY }
 // IsStderrTTY says whether ErrOut is a terminal.
 func (s *IOStreams) IsStderrTTY() bool { return s.stderrTTY }
 
-// New returns streams reading in and writing out and errOut, which are
-// terminals as stdoutTTY and stderrTTY say.
+// New returns streams on in, out and errOut, terminals as the flags say.
 func New(in io.Reader, out, errOut io.Writer, stdoutTTY, stderrTTY bool) *IOStreams {
 	return &IOStreams{In: in, Out: out, ErrOut: errOut, stdoutTTY: stdoutTTY, stderrTTY: stderrTTY}
 }
 
-// System returns the process's own streams, a terminal where the kernel
-// says one is. (Tests build theirs with cmdtest.Streams.)
+// System returns the process's own streams.
 func System() *IOStreams {
 	s := New(os.Stdin, os.Stdout, os.Stderr, isTerminal(os.Stdout), isTerminal(os.Stderr))
 	if s.stdoutTTY {
@@ -60,14 +55,13 @@ func System() *IOStreams {
 	return s
 }
 
-// isTerminal reports whether f is a character device (a terminal).
+// isTerminal reports whether f is a character device.
 func isTerminal(f *os.File) bool {
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-// terminalWidth is the columns of the terminal f is, 0 when the kernel
-// does not say.
+// terminalWidth is f's terminal's columns, 0 when unknown.
 func terminalWidth(f *os.File) int {
 	ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ)
 	if err != nil {

@@ -1,6 +1,5 @@
-// Package leasecmd is `amdrun lease`: `amdrun lease init` prepares the
-// node's lease directory as root, so that no user can take a device
-// another user's job holds (docs/shared-nodes.md).
+// Package leasecmd is `amdrun lease init`: root prepares the lease
+// directory so that no user takes another's devices (docs/shared-nodes.md).
 package leasecmd
 
 import (
@@ -22,14 +21,12 @@ type InitOptions struct {
 	Dir string
 	// Tmpfiles prints systemd-tmpfiles.d lines instead of preparing.
 	Tmpfiles bool
-	// HostNUMA returns the host's NUMA nodes, whose CPUs get a CPU lock
-	// file each (CPU leases: --bind exclusive, core-complex); nil or an
-	// error: none.
+	// HostNUMA returns the host's NUMA nodes, whose CPUs get a lock file
+	// each; nil or an error: none.
 	HostNUMA func() ([]topology.NUMANode, error)
 }
 
-// NewCmdLease returns `amdrun lease` with its `init` subcommand; runF
-// replaces init's run function in tests.
+// NewCmdLease returns `amdrun lease` and `init`; runF replaces RunInit.
 func NewCmdLease(f *cmdutil.Factory, runF func(context.Context, *InitOptions) error) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "lease",
@@ -59,10 +56,7 @@ named with its owner and mode, and left as it is.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Dir = f.LeaseDir(dir)
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return RunInit(cmd.Context(), opts)
+			return cmdutil.Either(runF, RunInit)(cmd.Context(), opts)
 		},
 	}
 	initCmd.Flags().StringVar(&dir, "lease-dir", "", "lease directory to prepare (default $AMDRUN_LEASE_DIR, else /run/lock/amdrun)")
@@ -71,8 +65,8 @@ named with its owner and mode, and left as it is.`,
 	return cmd
 }
 
-// RunInit prepares the directory (lease.Init) for the devices of this
-// node, or prints the tmpfiles.d lines that would.
+// RunInit prepares the directory (lease.Init) for this node's devices
+// and CPUs, or prints the tmpfiles.d lines that would.
 func RunInit(ctx context.Context, o *InitOptions) error {
 	if !o.Tmpfiles {
 		// Before discovery: a user learns at once that this is root's job.
@@ -84,7 +78,14 @@ func RunInit(ctx context.Context, o *InitOptions) error {
 	if err != nil {
 		return err
 	}
-	cpus := hostCPUs(o)
+	var cpus []int
+	if o.HostNUMA != nil {
+		if nodes, err := o.HostNUMA(); err == nil {
+			for _, n := range nodes {
+				cpus = append(cpus, n.CPUs...)
+			}
+		}
+	}
 	keys := append(m.Keys(), lease.CPUKeys(cpus)...)
 	if o.Tmpfiles {
 		lines, err := lease.TmpfilesLines(o.Dir, keys)
@@ -110,25 +111,7 @@ func RunInit(ctx context.Context, o *InitOptions) error {
 	return nil
 }
 
-// hostCPUs are the CPUs of the host's NUMA nodes; none when they cannot
-// be read.
-func hostCPUs(o *InitOptions) []int {
-	if o.HostNUMA == nil {
-		return nil
-	}
-	nodes, err := o.HostNUMA()
-	if err != nil {
-		return nil
-	}
-	var cpus []int
-	for _, n := range nodes {
-		cpus = append(cpus, n.CPUs...)
-	}
-	return cpus
-}
-
-// countMade counts the device and the CPU lock files among made (not
-// the node lock).
+// countMade counts the device and CPU lock files among made.
 func countMade(made []string) (devices, cpus int) {
 	for _, m := range made {
 		if k, ok := lease.KeyFromFileName(m); ok {

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -25,10 +24,9 @@ import (
 type Options struct {
 	IO       *iostreams.IOStreams
 	Topology func(context.Context) (*topology.Model, error)
-	// Leases opens the lease directory.
-	Leases func() (*lease.Dir, error)
-	// SourceAuto says the topology source was left to auto-detection, so
-	// that finding no GPU is an answer, not an error.
+	Leases   func() (*lease.Dir, error)
+	// SourceAuto says the topology source was left to auto-detection:
+	// finding no GPU is an answer, not an error.
 	SourceAuto bool
 	JSON       bool
 }
@@ -55,10 +53,7 @@ a machine without a GPU it says so in one line and exits 0.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Leases = func() (*lease.Dir, error) { return f.OpenLeases(dir, false) }
 			opts.SourceAuto = (f.Topo.Source == "" || f.Topo.Source == "auto") && f.Topo.File == ""
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return Run(cmd.Context(), opts)
+			return cmdutil.Either(runF, Run)(cmd.Context(), opts)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print as JSON")
@@ -71,8 +66,7 @@ type Row struct {
 	Device int    `json:"device"`
 	Key    string `json:"key"`
 	Name   string `json:"name,omitempty"`
-	// State is "leased", "unusable" (a bad file at its lease path), "busy"
-	// or "free".
+	// State: "leased", "unusable" (a bad file at its lease path), "busy", "free".
 	State    string        `json:"state"`
 	Busy     bool          `json:"busy"`
 	Why      string        `json:"busy_reason,omitempty"`
@@ -82,8 +76,7 @@ type Row struct {
 	NUMANode int           `json:"numa_node"`
 }
 
-// Rows computes the state of every device from the model and what
-// lease.Dir.Held reports.
+// Rows is the state of every device of m, held as lease.Dir.Held reports.
 func Rows(m *topology.Model, held map[string]lease.State) []Row {
 	rows := make([]Row, len(m.Devices))
 	keys := m.Keys()
@@ -105,9 +98,7 @@ func Rows(m *topology.Model, held map[string]lease.State) []Row {
 	return rows
 }
 
-// detail describes a holder for the table: everything in it comes from
-// the kernel, and the command is escaped and cut again here, whoever
-// built the Holder.
+// detail describes a holder for the table, its command escaped and cut.
 func detail(h *lease.Holder) string {
 	if h.PID <= 0 {
 		if h.Locker > 0 {
@@ -136,9 +127,8 @@ func detail(h *lease.Holder) string {
 	return d
 }
 
-// Run prints the table: aligned for a terminal, tab-separated with the
-// same header for a pipe, or JSON. On a machine without a GPU (the
-// source left to auto-detection) it says so in one line and succeeds.
+// Run prints the tables or JSON. On a machine without a GPU (the source
+// left to auto-detection) it says so in one line and succeeds.
 func Run(ctx context.Context, opts *Options) error {
 	m, err := opts.Topology(ctx)
 	if err != nil && !(errors.Is(err, discover.ErrNoGPU) && opts.SourceAuto) {
@@ -155,7 +145,7 @@ func Run(ctx context.Context, opts *Options) error {
 	}
 	cpus := lease.GroupCPUs(cpuHeld)
 	if err != nil {
-		// No GPU: CPU ranks lease CPUs on a machine without a GPU too.
+		// CPU ranks lease CPUs on a machine without a GPU too.
 		if opts.JSON {
 			return cmdutil.PrintJSON(opts.IO.Out, map[string]any{"source": "none", "devices": []Row{}, "cpus": cpus})
 		}
@@ -187,18 +177,15 @@ func Run(ctx context.Context, opts *Options) error {
 		return err
 	}
 	if !opts.IO.IsStdoutTTY() {
-		// Piped, the output stays tables of tab-separated columns; --json
-		// lists the queue.
+		// Piped, the output stays tables; --json lists the queue.
 		return nil
 	}
 	return printQueue(opts.IO.Out, queue)
 }
 
-// printDevices prints one line per device: aligned for a terminal,
-// tab-separated for a pipe.
+// printDevices prints one line per device.
 func printDevices(opts *Options, rows []Row) error {
-	w, flush := cmdutil.TTYTable(opts.IO)
-	fmt.Fprintln(w, "GPU\tKEY\tNUMA\tSTATE\tDETAIL")
+	out := [][]string{{"GPU", "KEY", "NUMA", "STATE", "DETAIL"}}
 	for _, r := range rows {
 		text := "-"
 		switch {
@@ -213,34 +200,28 @@ func printDevices(opts *Options, rows []Row) error {
 		if r.NUMANode >= 0 {
 			numa = fmt.Sprint(r.NUMANode)
 		}
-		// One line per device, one cell per column, whatever the
-		// holder's command holds.
-		text = strings.Join(strings.Fields(text), " ")
-		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\n", r.Device, r.Key, numa, r.State, text)
+		out = append(out, []string{fmt.Sprint(r.Device), r.Key, numa, r.State, text})
 	}
-	return flush()
+	return cmdutil.PrintRows(opts.IO, out)
 }
 
-// printCPUs prints the CPU leases under their own header, nothing when
-// there are none: aligned for a terminal, tab-separated for a pipe.
+// printCPUs prints the CPU leases, nothing when there are none.
 func printCPUs(opts *Options, cpus []lease.CPUHolding) error {
 	if len(cpus) == 0 {
 		return nil
 	}
-	w, flush := cmdutil.TTYTable(opts.IO)
-	fmt.Fprintln(w, "CPUS\tSTATE\tDETAIL")
+	out := [][]string{{"CPUS", "STATE", "DETAIL"}}
 	for _, c := range cpus {
 		state, text := "leased", detail(&c.Holder)
 		if c.Fault != "" {
 			state, text = "unusable", c.Fault
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\n", topology.FormatCPUList(c.CPUs), state, strings.Join(strings.Fields(text), " "))
+		out = append(out, []string{topology.FormatCPUList(c.CPUs), state, text})
 	}
-	return flush()
+	return cmdutil.PrintRows(opts.IO, out)
 }
 
-// printQueue lists, for people, the jobs waiting in the queue, oldest
-// first, as the kernel vouches for them.
+// printQueue lists, for people, the jobs waiting, oldest first.
 func printQueue(out io.Writer, queue []lease.Waiting) error {
 	if len(queue) == 0 {
 		return nil

@@ -27,10 +27,8 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// The root's persistent flags that take one of a few words, each declared
-// once (help, completion and error): --source's words are discover's list,
-// which discover.ValidSource checks; --bandwidth's are the factory's
-// modes.
+// The root's persistent flags that take words: --source's are discover's
+// (discover.ValidSource checks them), --bandwidth's the factory's modes.
 var (
 	SourceFlag    = &cmdutil.Enum{Name: "source", Words: sourceWords()}
 	BandwidthFlag = &cmdutil.Enum{Name: "bandwidth", Words: []cmdutil.Word{
@@ -40,18 +38,12 @@ var (
 
 // sourceWords are discover.Sources, auto explained.
 func sourceWords() []cmdutil.Word {
-	out := make([]cmdutil.Word, len(discover.Sources))
-	for i, s := range discover.Sources {
-		out[i].Name = s
-		if s == "auto" {
-			out[i].Help = "KFD sysfs, then amd-smi, rocm-smi, nvidia-smi, the PCI tree"
-		}
-	}
+	out := cmdutil.Words(discover.Sources...)
+	out[slices.Index(discover.Sources, "auto")].Help = "KFD sysfs, then amd-smi, rocm-smi, nvidia-smi, the PCI tree"
 	return out
 }
 
-// NewCmdRoot returns the root command (the launcher) with every
-// subcommand and the persistent topology flags.
+// NewCmdRoot returns the launcher with every subcommand and the topology flags.
 func NewCmdRoot(f *cmdutil.Factory) *cobra.Command {
 	cmd := runcmd.NewCmdRun(f, nil)
 	cmd.Version = f.Version
@@ -78,8 +70,7 @@ func NewCmdRoot(f *cmdutil.Factory) *cobra.Command {
 		}
 		return nil
 	}
-	// Help wrapped to the terminal (80 columns for a pipe): the flags by
-	// pflag, a command's long text (its own or cobra's) by wrapLines.
+	// Help wrapped to the terminal (80 columns for a pipe).
 	width := f.IOStreams.Width()
 	cmd.SetUsageTemplate(strings.ReplaceAll(cmd.UsageTemplate(), ".FlagUsages", fmt.Sprintf(".FlagUsagesWrapped %d", width)))
 	help := cmd.HelpFunc()
@@ -91,8 +82,8 @@ func NewCmdRoot(f *cmdutil.Factory) *cobra.Command {
 	cmd.SetErr(f.IOStreams.ErrOut)
 	cmd.AddCommand(topocmd.NewCmdTopo(f, nil), version.NewCmdVersion(f), pscmd.NewCmdPs(f, nil), stackscmd.NewCmdStacks(f, nil),
 		benchcmd.NewCmdBench(f, nil), doctor.NewCmdDoctor(f, nil), leasecmd.NewCmdLease(f, nil))
-	// cobra adds `completion` itself; make an unknown shell a usage error
-	// instead of a help page and exit 0.
+	// cobra adds `completion`: an unknown shell is a usage error, not a
+	// help page and exit 0.
 	cmd.InitDefaultCompletionCmd()
 	for _, c := range cmd.Commands() {
 		c.SilenceErrors, c.SilenceUsage = true, true
@@ -110,8 +101,7 @@ func NewCmdRoot(f *cmdutil.Factory) *cobra.Command {
 }
 
 // wrapLines breaks each line of s wider than width at its last space
-// that fits (after a word wider than the line), the rest indented as the
-// line was.
+// that fits, the rest indented as the line was.
 func wrapLines(s string, width int) string {
 	lines := strings.Split(s, "\n")
 	for i := 0; i < len(lines); i++ {
@@ -131,10 +121,9 @@ func wrapLines(s string, width int) string {
 	return strings.Join(lines, "\n")
 }
 
-// Main runs amdrun with os.Args and returns the exit status. It is the only
-// caller of the command tree; main() only passes its result to os.Exit.
-// stampedVersion is the version the build stamped into main ("" when none;
-// version.FromBuild says what is reported then).
+// Main runs amdrun with os.Args and returns the exit status; main() only
+// passes it to os.Exit. stampedVersion is the version the build stamped
+// into main ("" when none: version.FromBuild).
 func Main(stampedVersion string) int {
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
@@ -166,10 +155,9 @@ func exitCode(f *cmdutil.Factory, err error) int {
 		return cmdutil.ExitError
 	}
 	fmt.Fprintf(f.IOStreams.ErrOut, "amdrun: %v\n", oneLine(err))
-	// An error that carries amdrun's own status (a signal that ended a
-	// queued job: 128+n) has it. Not ExitCode: a vendor tool's
-	// *exec.ExitError has that, and its status is the tool's, not
-	// amdrun's (TestBadToolOutputOneLine).
+	// An error that carries amdrun's own status (128+n for a signal that
+	// ended a queued job) has ExitStatus. Not ExitCode: a vendor tool's
+	// *exec.ExitError has that (TestBadToolOutputOneLine).
 	var fe *cmdutil.FlagError
 	var coded interface{ ExitStatus() int }
 	switch {
@@ -184,25 +172,20 @@ func exitCode(f *cmdutil.Factory, err error) int {
 	return cmdutil.ExitError
 }
 
-// internalPrefix matches the names of amdrun's own packages where they
-// lead an error message or one of its ": " parts ("launch: ",
-// "selector: "): the user can change flags, not packages.
+// internalPrefix matches amdrun's package names leading an error or one
+// of its ": " parts: the user can change flags, not packages.
 var internalPrefix = regexp.MustCompile(`(^|: )(launch|selector): `)
 
-// usageErrors are errors of the user's request, not the machine's (e.g.
-// a device index that does not exist): they exit with ExitUsage.
+// usageErrors are the request's errors, not the machine's: ExitUsage.
 var usageErrors = []error{selector.ErrBadRequest, selector.ErrUnknownPolicy, job.ErrNoScript}
 
-// isCobraUsage recognises cobra's own argument errors ("unknown command",
-// "accepts 0 arg(s)") which are not FlagErrors (its flag errors are,
-// through cmdutil.FlagParseError).
+// isCobraUsage recognises cobra's argument errors, which are not FlagErrors.
 func isCobraUsage(err error) bool {
 	s := err.Error()
 	return strings.HasPrefix(s, "unknown command") || strings.Contains(s, "arg(s), received")
 }
 
-// oneLine is an error as the user sees it: its first line (amdrun's
-// errors are one line), without the names of amdrun's packages.
+// oneLine is err's first line without amdrun's package names.
 func oneLine(err error) string {
 	s := err.Error()
 	if i := strings.IndexByte(s, '\n'); i >= 0 {

@@ -9,12 +9,10 @@ import (
 	"github.com/amdrun/amdrun/internal/selector"
 )
 
-// The launcher's flags that take one of a few words, each declared once:
-// help, completion and the error for another word come from here
-// (enum_test.go checks that every word parses in the package that reads
-// it).
+// The launcher's flags that take one of a few words (enum_test.go checks
+// that every word parses in the package that reads it).
 var (
-	policyFlag = &cmdutil.Enum{Name: "policy", Words: words(selector.PolicyNames...)}
+	policyFlag = &cmdutil.Enum{Name: "policy", Words: cmdutil.Words(selector.PolicyNames...)}
 	orderFlag  = &cmdutil.Enum{Name: "order", Words: []cmdutil.Word{
 		{Name: selector.OrderIndex.String(), Help: "ascending device index"},
 		{Name: selector.OrderLinks.String(), Help: "consecutive ranks share the fastest links"},
@@ -26,37 +24,33 @@ var (
 		{Name: "core-complex", Help: "one L3 cache's CPUs per rank, leased"},
 		{Name: "none"},
 	}}
-	memFlag     = &cmdutil.Enum{Name: "mem-policy", Words: words("bind", "preferred", "none")}
+	memFlag     = &cmdutil.Enum{Name: "mem-policy", Words: cmdutil.Words("bind", "preferred", "none")}
 	containFlag = &cmdutil.Enum{Name: "contain", Words: []cmdutil.Word{
 		{Name: "auto"}, {Name: "pid-namespace", Help: "needs root"},
 		{Name: "user-namespace", Help: "where the kernel permits user namespaces"}, {Name: "subreaper", Help: "see amdrun doctor"},
 	}}
-	numaBalancingFlag = &cmdutil.Enum{Name: "numa-balancing", Words: words("off", "on", "keep")}
+	numaBalancingFlag = &cmdutil.Enum{Name: "numa-balancing", Words: cmdutil.Words("off", "on", "keep")}
 	onStallFlag       = &cmdutil.Enum{Name: "on-stall", Words: []cmdutil.Word{
 		{Name: "report", Help: "and keep waiting"}, {Name: "stop", Help: "exit code 124"}, {Name: "restart", Help: "counts against --max-restarts"},
 	}}
 	launcherFlag = &cmdutil.Enum{Name: "launcher", Words: []cmdutil.Word{
 		{Name: "amdrun"}, {Name: "torchrun", Help: "amdrun chooses devices, then runs torchrun for elastic jobs"},
 	}}
-	// torchrun's flags that take words: --nproc-per-node takes a number
-	// of ranks too.
+	// torchrun's flags that take words (--nproc-per-node a number too).
 	nprocFlag = &cmdutil.Enum{Name: "nproc-per-node", Also: "a number of ranks (at least 1)", Words: []cmdutil.Word{
 		{Name: "gpu", Help: "one per free device"}, {Name: "auto", Help: "gpu, else one per CPU"}, {Name: "cpu", Help: "one per CPU, no GPU"},
 	}}
-	startMethodFlag = &cmdutil.Enum{Name: "start-method", Words: words("spawn", "fork", "forkserver")}
+	startMethodFlag = &cmdutil.Enum{Name: "start-method", Words: cmdutil.Words("spawn", "fork", "forkserver")}
 	numaBindingFlag = &cmdutil.Enum{Name: "numa-binding", Words: []cmdutil.Word{
 		{Name: "node", Help: "= --bind numa"}, {Name: "socket"}, {Name: "exclusive"}, {Name: "core-complex"},
 	}}
 )
 
-// completionOnly are the words completion offers for flags whose values
-// are not a closed set: any rendezvous backend torchrun has, a stream
-// number or a list of them per local rank (launch.ParseStreams reads it,
-// and its numbers are launch.StreamNames' indices).
+// completionOnly are the words completion offers for open-ended flags.
 var completionOnly = []*cmdutil.Enum{
-	{Name: "rdzv-backend", Words: words("static", "c10d"), Also: "another backend torchrun has, with --launcher torchrun"},
-	{Name: "redirects", Words: words(streamNumbers()...), Also: "a number per local rank, e.g. 0:3,1:0"},
-	{Name: "tee", Words: words(streamNumbers()...), Also: "a number per local rank, as --redirects"},
+	{Name: "rdzv-backend", Words: cmdutil.Words("static", "c10d"), Also: "another backend torchrun has, with --launcher torchrun"},
+	{Name: "redirects", Words: cmdutil.Words(streamNumbers()...), Also: "a number per local rank, e.g. 0:3,1:0"},
+	{Name: "tee", Words: cmdutil.Words(streamNumbers()...), Also: "a number per local rank, as --redirects"},
 }
 
 // streamNumbers are the values of -r and -t: "0" ... "3".
@@ -75,12 +69,4 @@ func streamHelp() string {
 		parts[v] = fmt.Sprintf("%d (%s)", v, n)
 	}
 	return cmdutil.JoinOr(parts)
-}
-
-func words(names ...string) []cmdutil.Word {
-	out := make([]cmdutil.Word, len(names))
-	for i, n := range names {
-		out[i] = cmdutil.Word{Name: n}
-	}
-	return out
 }

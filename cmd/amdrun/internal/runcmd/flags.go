@@ -18,18 +18,16 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// decl declares the launch flags of cmd, one call each (name, default,
-// help, how it is torchrun's), bound to their typed settings in Options
-// (or held by the flag, when job reads them only once the whole line is
-// known); a flag job reads is declared on its job.Arg of line.
+// decl declares the launch flags of cmd, bound to their typed settings
+// in Options (or held by the flag, when job reads them only once the
+// whole line is known); a flag job reads is declared on its job.Arg.
 type decl struct {
 	cmd  *cobra.Command
 	fl   *pflag.FlagSet
 	line *job.CommandLine
 }
 
-// arg makes the flag name, just declared, the typed value of its Arg a;
-// an AgentOnly flag's help is why it does nothing under amdrun.
+// arg makes the flag name, just declared, the value of its Arg a.
 func (d decl) arg(a *job.Arg, name string, t job.Torch) {
 	f := d.fl.Lookup(name)
 	f.Value = d.line.Declare(a, name, f.Value, t, f.Usage)
@@ -41,14 +39,13 @@ func (d decl) arg(a *job.Arg, name string, t job.Torch) {
 // agentOnlyHelp begins the help of a job.AgentOnly flag.
 const agentOnlyHelp = "passed to torch's agent when it runs the job; does nothing under amdrun: "
 
-// declare declares a flag through pflag's declare (fl.IntVarP, ...),
-// bound to p (nil: held by the flag), on its Arg a.
+// declare declares a flag with pflag's declare (fl.IntVarP, ...), bound
+// to p (nil: held by the flag), on its Arg a.
 func declare[T any](d decl, a *job.Arg, declare func(*T, string, string, T, string), p *T, name, short string, def T, help string, t job.Torch) {
 	declare(orNew(p), name, short, def, help)
 	d.arg(a, name, t)
 }
 
-// value declares a flag of the typed value v.
 func (d decl) value(a *job.Arg, v pflag.Value, name, short, help string, t job.Torch) {
 	d.fl.VarP(v, name, short, help)
 	d.arg(a, name, t)
@@ -62,8 +59,7 @@ func rankList(s string) ([]int, error) {
 	return cmdutil.IndexList(s)
 }
 
-// enum declares the enum flag e, bound to p (nil: held by the flag)
-// through parse, on its Arg a.
+// enum declares the enum flag e, bound to p (nil: held by it), on Arg a.
 func enum[T any](d decl, a *job.Arg, p *T, e *cmdutil.Enum, def string, parse func(string) (T, error), usage string, t job.Torch) {
 	cmdutil.EnumVar(d.cmd, orNew(p), e, def, parse, usage)
 	d.arg(a, e.Name, t)
@@ -79,8 +75,7 @@ func oneOf(e *cmdutil.Enum) func(string) (string, error) {
 	}
 }
 
-// nprocWord checks --nproc-per-node's syntax: a word, a number of ranks
-// (at least 1), or xpu, which job refuses in its own words.
+// nprocWord checks --nproc-per-node: a word, a number of ranks or xpu.
 func nprocWord(s string) (string, error) {
 	v := strings.TrimSpace(s)
 	if n, err := strconv.Atoi(v); (err != nil || n < 1) && v != "xpu" {
@@ -100,7 +95,6 @@ func orNew[T any](p *T) *T {
 // order; docs/usage.md's table of them is made from it (TestFlagTableDoc).
 var flagTable = []func(decl, *Options){addDeviceFlags, addRankFlags, addJobFlags, addTorchrunFlags}
 
-// addDeviceFlags declares the flags that choose the devices and what a dry run prints.
 func addDeviceFlags(d decl, opts *Options) {
 	fl, l := d.fl, d.line
 	declare(d, &l.NGPUs, d.fl.IntVarP, nil, "ngpus", "n", 0, "number of GPUs on this node, one rank each unless --nproc-per-node says otherwise (default and 0: every free device; in a multi-node Slurm step, the GPUs Slurm gave each node)", job.Own)
@@ -117,7 +111,6 @@ func addDeviceFlags(d decl, opts *Options) {
 	fl.BoolVar(&opts.JSON, "json", false, "with --dry-run: print the plan as JSON")
 }
 
-// addRankFlags declares the flags of what each rank runs, its binding, and how the ranks are supervised.
 func addRankFlags(d decl, opts *Options) {
 	fl, l := d.fl, d.line
 	declare(d, &l.Module, d.fl.BoolVarP, &opts.Module, "module", "m", false, "run SCRIPT as a Python module (python -m MODULE)", job.TorchPET)
@@ -137,7 +130,6 @@ func addRankFlags(d decl, opts *Options) {
 	d.value(&l.LocalRanksFilter, cmdutil.Parsed(&opts.RanksFilter, rankList), "local-ranks-filter", "", "show only these local ranks' output on the console, e.g. 0 or 0,3", job.TorchPET|job.Pass)
 }
 
-// addJobFlags declares the flags that place this node in the job: nodes, the master, NUMA balancing, leases, the launcher and the rendezvous.
 func addJobFlags(d decl, opts *Options) {
 	fl, l := d.fl, d.line
 	declare(d, &l.NNodes, d.fl.StringVarP, nil, "nnodes", "", "1", "number of nodes (one amdrun per node); MIN:MAX with --launcher torchrun", job.TorchPET)
@@ -157,11 +149,7 @@ func addJobFlags(d decl, opts *Options) {
 }
 
 // addTorchrunFlags declares the rest of torchrun's command line, as
-// torch/distributed/run.py declares it from torch 1.13 (underscore
-// spellings) to the current release (hyphens, underscore aliases): its
-// flags amdrun's own set does not already have. normalizeFlag takes
-// either spelling, applyPET the PET_* variables, and job.Options.Resolve
-// gives each torchrun's meaning.
+// torch/distributed/run.py has it from torch 1.13 to the current release.
 func addTorchrunFlags(d decl, o *Options) {
 	l := d.line
 	declare(d, &l.Standalone, d.fl.BoolVarP, nil, "standalone", "", false, "one node, rendezvous on a free local port (amdrun's default; as torchrun)", job.TorchPET)
@@ -183,17 +171,14 @@ func addTorchrunFlags(d decl, o *Options) {
 	declare(d, &l.DuplicateStderrFilters, d.fl.StringVarP, nil, "duplicate-stderr-filters", "", "", "amdrun does not copy matching lines to another file; every line is in the ranks' stderr.log under --log-dir", job.TorchPET|job.Pass|job.AgentOnly)
 }
 
-// normalizeFlag makes --nproc_per_node the same flag as
-// --nproc-per-node, as torchrun accepts both.
+// normalizeFlag makes --nproc_per_node --nproc-per-node, as torchrun.
 func normalizeFlag(_ *pflag.FlagSet, name string) pflag.NormalizedName {
 	return pflag.NormalizedName(strings.ReplaceAll(name, "_", "-"))
 }
 
-// applyPET sets every flag of fl that torchrun also reads from a PET_*
-// variable (job.Arg.PETVar) and that the command line left alone from
-// env, the last assignment winning. A boolean flag's variable is a
-// number, true when not 0, as torchrun's check_env reads it. The Arg
-// records the variable, so that errors name it.
+// applyPET sets from env each flag of fl that torchrun reads from a PET_*
+// variable and the command line left alone (a boolean's variable is a
+// number, true when not 0, as torchrun's check_env reads it).
 func applyPET(fl *pflag.FlagSet, env []string) error {
 	var err error
 	fl.VisitAll(func(f *pflag.Flag) {
@@ -223,10 +208,8 @@ func applyPET(fl *pflag.FlagSet, env []string) error {
 	return err
 }
 
-// ExpandAbbrev rewrites the abbreviated long flags of cmd in args (its
-// own and persistent flags, before SCRIPT or "--") into their full names,
-// as torchrun's argparse takes them: job.ExpandAbbrev over cmd's flags,
-// its ambiguity error a FlagError.
+// ExpandAbbrev rewrites cmd's abbreviated long flags in args, as torchrun's
+// argparse takes them (job.ExpandAbbrev); an ambiguity is a FlagError.
 func ExpandAbbrev(cmd *cobra.Command, args []string) ([]string, error) {
 	cmd.InitDefaultHelpFlag()
 	cmd.InitDefaultVersionFlag()

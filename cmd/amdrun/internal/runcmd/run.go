@@ -1,7 +1,6 @@
-// Package runcmd is amdrun's root command: choose devices, plan the ranks,
-// start and supervise them (or, with --dry-run, print the plan). The flags
-// bind into job.Options and job.CommandLine; job reads and checks them
-// (Options.Resolve) and runs the pipeline (job.Preview, job.Run).
+// Package runcmd is amdrun's root command, the launcher. Its flags bind
+// into job.Options and job.CommandLine; job checks them (Options.Resolve)
+// and runs the pipeline (job.Preview, job.Run).
 package runcmd
 
 import (
@@ -17,14 +16,12 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// Options are the launch command's inputs: the pipeline's job.Options,
-// which the flags bind into, and what only the command reads.
+// Options are the launch command's inputs: job.Options and its own.
 type Options struct {
 	IO *iostreams.IOStreams
 	job.Options
 
-	// DryRun prints the plan (job.Preview) instead of running it; JSON
-	// prints it as job.Document.
+	// DryRun prints the plan instead of running it; JSON as job.Document.
 	DryRun, JSON bool
 	// LeaseDir is --lease-dir ("": the factory's default).
 	LeaseDir string
@@ -102,7 +99,7 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 			opts.Args = args
 			opts.SourceAuto = f.Topo.File == "" && (f.Topo.Source == "" || f.Topo.Source == "auto")
 			opts.Root, opts.Quiet = f.SysfsRoot(), f.IOStreams.Quiet
-			// A dry run takes no lease: it must not make the directory either.
+			// A dry run takes no lease and makes no directory.
 			opts.Leases = func(create bool) (*lease.Dir, error) { return f.OpenLeases(opts.LeaseDir, create) }
 			if err := applyPET(cmd.Flags(), f.Env()); err != nil {
 				return err
@@ -120,14 +117,10 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 				return cmdutil.FlagErrorf("missing SCRIPT: amdrun [flags] SCRIPT [ARGS...] (see amdrun --help)")
 			}
 			opts.Python, opts.PythonFrom = f.PythonFrom(opts.Python)
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return Run(cmd.Context(), opts)
+			return cmdutil.Either(runF, Run)(cmd.Context(), opts)
 		},
 	}
 	cmd.SetFlagErrorFunc(cmdutil.FlagParseError) // every command's, as each inherits it
-	// torchrun takes --nproc_per_node as well as --nproc-per-node.
 	cmd.SetGlobalNormalizationFunc(normalizeFlag)
 	fl := cmd.Flags()
 	fl.SetInterspersed(false) // flags after SCRIPT belong to the script
@@ -141,11 +134,9 @@ func NewCmdRun(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 	return cmd
 }
 
-// mistypedCommand is the error for a SCRIPT that is not there but is
-// within cobra's suggestion distance of a subcommand (amdrun tpo: unknown
-// command "tpo"; did you mean "amdrun topo"?), nil for any other. A
-// SCRIPT after "--" is the user's word that it is one, and so is a path
-// (t.py is within cobra's distance of topo).
+// mistypedCommand is the error for a missing SCRIPT near a subcommand's
+// name (amdrun tpo), nil for any other. A SCRIPT after "--" is the
+// user's word that it is one, and so is a path (t.py is near topo).
 func mistypedCommand(cmd *cobra.Command, o *job.Options) error {
 	s := o.MissingScript()
 	if s == "" || cmd.ArgsLenAtDash() == 0 || strings.ContainsAny(s, "./") {
@@ -154,9 +145,7 @@ func mistypedCommand(cmd *cobra.Command, o *job.Options) error {
 	return cmdutil.Suggest(cmd, s)
 }
 
-// usageError is err as the command reports it: job's usage errors as
-// FlagErrors (a word error worded by the flag's one declaration), any
-// other as it is.
+// usageError is err with job's usage errors made FlagErrors.
 func usageError(err error) error {
 	var ue *job.UsageError
 	if errors.As(err, &ue) {
@@ -165,9 +154,8 @@ func usageError(err error) error {
 	return err
 }
 
-// Run runs the launch: the plan printed (--dry-run, job.Preview) or the
-// job run to its end (job.Run), its first failing rank's exit status
-// returned as an ExitCodeError.
+// Run prints the plan (--dry-run) or runs the job to its end, its first
+// failing rank's exit status returned as an ExitCodeError.
 func Run(ctx context.Context, o *Options) error {
 	if o.DryRun {
 		p, err := job.Preview(ctx, &o.Options)

@@ -3,6 +3,7 @@
 package stackscmd
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 
@@ -16,18 +17,17 @@ import (
 // Options are the inputs of `amdrun stacks`.
 type Options struct {
 	IO *iostreams.IOStreams
-	// PID is the job's launching amdrun (as `amdrun ps` shows it); 0: the
-	// caller's only running job.
+	// PID is the job's amdrun; 0: the caller's only running job.
 	PID int
-	// Find and Ask are launch.FindJob and launch.AskStacks (tests replace them).
+	// Find and Ask are launch.FindJob and launch.AskStacks.
 	Find func(pid int) (launch.Job, error)
 	Ask  func(launch.Job, bool) (string, error)
 	// Native adds native frames through py-spy (--native).
 	Native bool
 }
 
-// NewCmdStacks returns `amdrun stacks`; runF replaces the run function in tests.
-func NewCmdStacks(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
+// NewCmdStacks returns `amdrun stacks`; runF replaces Run in tests.
+func NewCmdStacks(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IOStreams, Find: launch.FindJob, Ask: launch.AskStacks}
 	cmd := &cobra.Command{
 		Use:   "stacks [JOB]",
@@ -48,10 +48,7 @@ PATH has it.`,
 				}
 				opts.PID = pid
 			}
-			if runF != nil {
-				return runF(opts)
-			}
-			return Run(opts)
+			return cmdutil.Either(runF, Run)(cmd.Context(), opts)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.Native, "native", false, "add each rank's native frames through py-spy (on the job's PATH)")
@@ -59,7 +56,7 @@ PATH has it.`,
 }
 
 // Run finds the job, asks it for its stacks and prints them.
-func Run(opts *Options) error {
+func Run(_ context.Context, opts *Options) error {
 	j, err := opts.Find(opts.PID)
 	if err != nil {
 		return fmt.Errorf("stacks: %w", err)

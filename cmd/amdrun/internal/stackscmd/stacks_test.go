@@ -1,6 +1,7 @@
 package stackscmd_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -28,7 +29,7 @@ func TestNewCmdStacksArgs(t *testing.T) {
 	for _, tt := range tests {
 		ios, _, _, _ := cmdtest.Streams()
 		var got *stackscmd.Options
-		cmd := stackscmd.NewCmdStacks(&cmdutil.Factory{IOStreams: ios}, func(o *stackscmd.Options) error { got = o; return nil })
+		cmd := stackscmd.NewCmdStacks(&cmdutil.Factory{IOStreams: ios}, func(_ context.Context, o *stackscmd.Options) error { got = o; return nil })
 		cmd.SetArgs(tt.args)
 		cmd.SilenceErrors, cmd.SilenceUsage = true, true
 		err := cmd.Execute()
@@ -51,13 +52,13 @@ func TestRun(t *testing.T) {
 		Ask: func(j launch.Job, native bool) (string, error) {
 			return fmt.Sprintf("stacks of %d %v\n", j.PID, native), nil
 		}}
-	if err := stackscmd.Run(opts); err != nil || out.String() != "stacks of 7 false\n" {
+	if err := stackscmd.Run(context.Background(), opts); err != nil || out.String() != "stacks of 7 false\n" {
 		t.Errorf("Run: %v, printed %q", err, out.String())
 	}
 	opts.Find = func(int) (launch.Job, error) {
 		return launch.Job{}, fmt.Errorf("job 7 belongs to user bob: %w", launch.ErrNotOwner)
 	}
-	err := stackscmd.Run(opts)
+	err := stackscmd.Run(context.Background(), opts)
 	if !errors.Is(err, launch.ErrNotOwner) || err.Error() != "stacks: job 7 belongs to user bob: only the job's owner or root can take its stacks" {
 		t.Errorf("another user's job: %v", err)
 	}

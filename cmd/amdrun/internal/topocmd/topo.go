@@ -23,17 +23,15 @@ import (
 type Options struct {
 	IO       *iostreams.IOStreams
 	Topology func(context.Context) (*topology.Model, error)
-	// Measured, when set, is a rocm_bandwidth_test output file whose
-	// figures replace the theoretical bandwidths.
+	// Measured, when set, replaces the theoretical bandwidths (--measured).
 	Measured func(*topology.Model) error
-	// Names, when set, gives devices the source left nameless a product
-	// name (the PCI ID database's, by the ids in the PCI tree).
+	// Names, when set, names nameless devices from the PCI ID database.
 	Names func(*topology.Model)
 
 	JSON bool
 }
 
-// NewCmdTopo returns `amdrun topo`; runF replaces the run function in tests.
+// NewCmdTopo returns `amdrun topo`; runF replaces Run in tests.
 func NewCmdTopo(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IOStreams, Topology: f.Topology}
 	if f.Topo.File == "" && f.Topo.Source != "file" && f.Topo.Source != "example" {
@@ -61,10 +59,7 @@ per device (the full link matrix); --json prints the model that
 			if measured != "" {
 				opts.Measured = func(m *topology.Model) error { return applyRBT(m, measured, f.Warn) }
 			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return Run(cmd.Context(), opts)
+			return cmdutil.Either(runF, Run)(cmd.Context(), opts)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the topology as JSON (readable back with --topology FILE)")
@@ -90,12 +85,12 @@ func Run(ctx context.Context, opts *Options) error {
 		return topology.WriteJSON(opts.IO.Out, m)
 	}
 	if !opts.IO.IsStdoutTTY() {
-		return writeTSV(opts.IO.Out, m)
+		return cmdutil.PrintRows(opts.IO, matrixRows(m)) // the full matrix, even past maxMatrix
 	}
 	return writeTable(opts.IO.Out, m)
 }
 
-// cell is the text of one matrix cell: the link label and its bandwidth.
+// cell is a matrix cell: the link label and its bandwidth.
 func cell(m *topology.Model, a, b int) string {
 	if a == b {
 		return "X"
@@ -134,23 +129,35 @@ func writeTable(w io.Writer, m *topology.Model) error {
 	return writeDevices(w, m)
 }
 
-// maxMatrix is the most devices shown as a full matrix; larger nodes
-// (partitioned GPUs) are shown package by package.
+// maxMatrix is the most devices shown as a matrix; larger nodes
+// (partitioned GPUs) are shown by package.
 const maxMatrix = 16
 
 func writeMatrix(tw io.Writer, m *topology.Model) {
-	fmt.Fprint(tw, "\t")
-	for i := range m.Devices {
-		fmt.Fprintf(tw, "GPU%d\t", i)
-	}
-	fmt.Fprintln(tw, "NUMA\tCPUs\tPackage/hive\tState")
-	for i, d := range m.Devices {
-		fmt.Fprintf(tw, "GPU%d\t", i)
-		for j := range m.Devices {
-			fmt.Fprintf(tw, "%s\t", cell(m, i, j))
+	for k, row := range matrixRows(m) {
+		if k == 0 {
+			row[0] = ""
 		}
-		fmt.Fprintln(tw, strings.Join(placeCells(d), "\t"))
+		fmt.Fprintln(tw, strings.Join(row[:1+m.N()+4], "\t")) // up to State
 	}
+}
+
+// matrixRows are the header and a row per device: "GPU", a link cell per
+// device, then deviceCols.
+func matrixRows(m *topology.Model) [][]string {
+	head := []string{"GPU"}
+	for i := range m.Devices {
+		head = append(head, fmt.Sprintf("GPU%d", i))
+	}
+	rows := [][]string{append(head, deviceCols...)}
+	for i, d := range m.Devices {
+		row := []string{fmt.Sprintf("GPU%d", i)}
+		for j := range m.Devices {
+			row = append(row, cell(m, i, j))
+		}
+		rows = append(rows, append(row, deviceCells(d)...))
+	}
+	return rows
 }
 
 func legend(w io.Writer, m *topology.Model) {
@@ -161,8 +168,8 @@ func legend(w io.Writer, m *topology.Model) {
 	}
 }
 
-// writePackages shows a large node package by package: each package's
-// devices, and between packages the slowest link of any device pair.
+// writePackages shows a large node by package, the slowest link of any
+// device pair between them.
 func writePackages(w, tw io.Writer, m *topology.Model) {
 	pk := m.Packages()
 	fmt.Fprintf(w, "%d devices in %d packages (more than %d devices: links shown between packages, the slowest pair; --json has every pair)\n\n", m.N(), len(pk), maxMatrix)
@@ -192,8 +199,7 @@ func writePackages(w, tw io.Writer, m *topology.Model) {
 	}
 }
 
-// slowest is the cell for the slowest link between device groups a and b
-// (within a group when same).
+// slowest is the cell of the slowest link between device groups a and b.
 func slowest(m *topology.Model, a, b []int, same bool) string {
 	var worst *topology.Link
 	wa, wb := -1, -1
@@ -216,9 +222,9 @@ func slowest(m *topology.Model, a, b []int, same bool) string {
 func writeDevices(w io.Writer, m *topology.Model) error {
 	fmt.Fprintln(w)
 	tw := cmdutil.NewTable(w)
-	fmt.Fprintln(tw, "GPU\tRuntime\tName\tPCI\tUnique ID\tMemory used")
+	fmt.Fprintln(tw, "GPU\t"+strings.Join(deviceCols[4:], "\t"))
 	for _, d := range m.Devices {
-		fmt.Fprintf(tw, "%d\t%s\n", d.Index, strings.Join(idCells(d), "\t"))
+		fmt.Fprintf(tw, "%d\t%s\n", d.Index, strings.Join(deviceCells(d)[4:], "\t"))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -232,66 +238,34 @@ func writeDevices(w io.Writer, m *topology.Model) error {
 	return nil
 }
 
-func memory(d topology.Device) string {
-	switch {
-	case d.MemTotalMiB > 0:
-		return fmt.Sprintf("%d/%d MiB", d.MemUsedMiB, d.MemTotalMiB)
-	case d.MemUsedPct > 0:
-		return fmt.Sprintf("%.0f%%", d.MemUsedPct)
-	}
-	return "-"
-}
+// deviceCols are the columns deviceCells fills.
+var deviceCols = []string{"NUMA", "CPUs", "Package/hive", "State", "Runtime", "Name", "PCI", "Unique ID", "Memory used"}
 
-// writeTSV prints, for scripts, the terminal's columns tab-separated
-// under one header line, one line per device: "GPU", a link cell per
-// device (GPU0 ... GPUn-1, the full matrix even where the terminal shows
-// packages), NUMA, CPUs, Package/hive, State, Runtime, Name, PCI,
-// Unique ID, Memory used. Cells hold no tab or newline.
-func writeTSV(w io.Writer, m *topology.Model) error {
-	head := []string{"GPU"}
-	for i := range m.Devices {
-		head = append(head, fmt.Sprintf("GPU%d", i))
-	}
-	head = append(head, "NUMA", "CPUs", "Package/hive", "State", "Runtime", "Name", "PCI", "Unique ID", "Memory used")
-	if _, err := fmt.Fprintln(w, strings.Join(head, "\t")); err != nil {
-		return err
-	}
-	for i, d := range m.Devices {
-		row := []string{fmt.Sprintf("GPU%d", i)}
-		for j := range m.Devices {
-			row = append(row, cell(m, i, j))
-		}
-		row = append(append(row, placeCells(d)...), idCells(d)...)
-		for k, c := range row {
-			row[k] = strings.Join(strings.Fields(c), " ")
-		}
-		if _, err := fmt.Fprintln(w, strings.Join(row, "\t")); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// placeCells are a device's NUMA, CPUs, Package/hive and State columns.
-func placeCells(d topology.Device) []string {
-	numa, state := "-", "free"
+func deviceCells(d topology.Device) []string {
+	numa, group, state, mem := "-", "-", "free", "-"
 	if d.NUMANode >= 0 {
 		numa = fmt.Sprint(d.NUMANode)
+	}
+	switch { // the device's package, else its XGMI hive
+	case d.Package != "":
+		group = d.Package
+	case d.Hive != "":
+		group = "hive " + d.Hive
 	}
 	if d.Busy {
 		state = "busy (" + d.BusyReason + ")"
 	}
-	return []string{numa, cmp.Or(topology.FormatCPUList(d.CPUs), "-"), group(d), state}
+	switch {
+	case d.MemTotalMiB > 0:
+		mem = fmt.Sprintf("%d/%d MiB", d.MemUsedMiB, d.MemTotalMiB)
+	case d.MemUsedPct > 0:
+		mem = fmt.Sprintf("%.0f%%", d.MemUsedPct)
+	}
+	return []string{numa, cmp.Or(topology.FormatCPUList(d.CPUs), "-"), group, state,
+		fmt.Sprint(d.RuntimeIndex), cmp.Or(d.Name, "-"), cmp.Or(d.PCIAddress, "-"), cmp.Or(d.UniqueID, "-"), mem}
 }
 
-// idCells are a device's Runtime, Name, PCI, Unique ID and Memory used
-// columns.
-func idCells(d topology.Device) []string {
-	return []string{fmt.Sprint(d.RuntimeIndex), cmp.Or(d.Name, "-"), cmp.Or(d.PCIAddress, "-"), cmp.Or(d.UniqueID, "-"), memory(d)}
-}
-
-// applyRBT reads a rocm_bandwidth_test output file and puts its figures
-// on the model's links.
+// applyRBT puts a rocm_bandwidth_test output file's figures on m's links.
 func applyRBT(m *topology.Model, path string, warn topology.Warner) error {
 	f, err := os.Open(path)
 	if err != nil {
@@ -303,15 +277,4 @@ func applyRBT(m *topology.Model, path string, warn topology.Warner) error {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	return rbt.Apply(m, r, warn)
-}
-
-// group names the package a device belongs to, else its XGMI hive.
-func group(d topology.Device) string {
-	switch {
-	case d.Package != "":
-		return d.Package
-	case d.Hive != "":
-		return "hive " + d.Hive
-	}
-	return "-"
 }

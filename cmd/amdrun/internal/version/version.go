@@ -19,9 +19,8 @@ type Info struct {
 	Arch    string `json:"arch"`
 }
 
-// Release is the version of record: the release this source is or comes
-// after. The release step of docs/development.md sets it and tags the
-// commit v<Release>; make reads it from here (packaging/version.sh).
+// Release is the release this source is or comes after; the release step
+// of docs/development.md sets it, make reads it (packaging/version.sh).
 const Release = "0.4.0"
 
 // FromBuild is the version a binary reports: stamped, when the build set
@@ -68,8 +67,8 @@ func Of(v string) Info {
 	return Info{Version: v, Go: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH}
 }
 
-// Line is the version as `amdrun version` and `amdrun --version` both
-// print it: "amdrun 1.2.3 (go1.26.0, linux/amd64)".
+// Line is what `amdrun version` and `--version` print: "amdrun 1.2.3
+// (go1.26.0, linux/amd64)".
 func (i Info) Line() string {
 	return fmt.Sprintf("amdrun %s (%s, %s/%s)", i.Version, i.Go, i.OS, i.Arch)
 }
