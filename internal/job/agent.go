@@ -1,12 +1,9 @@
 package job
 
-// handToAgent decides whether a job amdrun was asked to run itself goes
-// to torch's own elastic agent instead: an elastic --nnodes MIN:MAX, or
-// a c10d/etcd rendezvous on several nodes. amdrun writes no rendezvous
-// protocol of its own (issue 23): it chooses and leases the devices,
-// then runs `python -m torch.distributed.run` of the workers'
-// interpreter with them, and one line says so. It reports whether it
-// switched o to the agent.
+// handToAgent switches o to torch's elastic agent, with one line, for an
+// elastic --nnodes MIN:MAX or a c10d/etcd rendezvous on several nodes:
+// amdrun writes no rendezvous of its own (issue 23).
+
 func (o *Options) handToAgent(rdzv map[string]string) bool {
 	backend := rdzv["backend"]
 	static := backend == "" || backend == "static"
