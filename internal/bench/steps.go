@@ -27,18 +27,17 @@ type StepsSpec struct {
 	// Env is the environment the probe runs in; the visible-device
 	// variables are set on top of it.
 	Env []string
-	// HostNUMA returns the host's NUMA nodes: one host-to-device step
-	// runs bound to each node that has CPUs. nil skips host-to-device.
+	// HostNUMA returns the host's NUMA nodes, one host-to-device step
+	// each; nil: none.
 	HostNUMA func() ([]topology.NUMANode, error)
-	// Self returns amdrun's own binary, which binds the host-to-device
-	// probe through the bind shim (called only with HostNUMA).
+	// Self returns amdrun's own binary, the bind shim of host-to-device
+	// steps.
 	Self func() (string, error)
 }
 
-// Steps plans a measurement of m: one device-to-device step over the
-// chosen devices, then one host-to-device step per NUMA node. It returns
-// the steps and the measured devices; an error names a device that does
-// not exist with a *DeviceError.
+// Steps plans a measurement of m: one device-to-device step, then one
+// host-to-device step per NUMA node, and the devices measured; a device
+// that does not exist is a *DeviceError.
 func Steps(m *topology.Model, s StepsSpec) ([]Step, []int, error) {
 	devs := s.Devices
 	if devs == nil {

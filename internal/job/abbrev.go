@@ -83,7 +83,6 @@ func ExpandAbbrev(flags []Flag, args []string) ([]string, error) {
 
 // matchPrefix is the one flag of names that norm is a prefix of, "" for
 // none; given is the name as written, for the error.
-
 func matchPrefix(names []string, byName map[string]Flag, norm, given string) (string, error) {
 	if norm == "" {
 		return "", nil

@@ -3,7 +3,6 @@ package job
 // handToAgent switches o to torch's elastic agent, with one line, for an
 // elastic --nnodes MIN:MAX or a c10d/etcd rendezvous on several nodes:
 // amdrun writes no rendezvous of its own (issue 23).
-
 func (o *Options) handToAgent(rdzv map[string]string) bool {
 	backend := rdzv["backend"]
 	static := backend == "" || backend == "static"

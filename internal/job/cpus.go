@@ -37,7 +37,6 @@ func cpuGroups(o *Options, bind plan.BindMode, nodes []topology.NUMANode) (plan.
 // cpuLeaser makes a job's plan with its CPU lease, under the node lock:
 // ranks bound exclusive or core-complex get CPUs no other amdrun job
 // leases, and lease them (not in a dry run).
-
 type cpuLeaser struct {
 	ctx    context.Context
 	o      *Options

@@ -115,5 +115,4 @@ func (a *Arg) PETVar() string {
 }
 
 // torchrunFlag is the flag in the underscore spelling of every torchrun.
-
 func (a *Arg) torchrunFlag() string { return "--" + strings.ReplaceAll(a.name, "-", "_") }

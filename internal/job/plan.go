@@ -96,7 +96,6 @@ func nodeDevices(m *topology.Model) map[int][]int {
 }
 
 // workerArgv is the command each rank runs; "-" without a script.
-
 func workerArgv(o *Options) []string {
 	if len(o.Args) == 0 {
 		return []string{"-"}

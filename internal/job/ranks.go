@@ -47,7 +47,6 @@ func (r Ranks) CPURanks(numCPU func() int) int {
 
 // resolveRanks works out o.Ranks from --ngpus (else slurmGPUs on several
 // nodes) and --nproc-per-node.
-
 func (o *Options) resolveRanks(l *CommandLine, slurmGPUs int) error {
 	ngpus, _ := strconv.Atoi(l.NGPUs.String()) // an int flag: pflag read it
 	given := l.NGPUs.Given()

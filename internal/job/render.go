@@ -241,7 +241,6 @@ func decidedBy(chosen selector.Score, alt selector.Candidate) string {
 }
 
 // cappedFlag names what stopped an unproven search.
-
 func cappedFlag(c *selector.Choice) string {
 	switch c.CappedBy {
 	case selector.CappedByWork:

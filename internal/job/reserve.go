@@ -185,7 +185,6 @@ func torchVersion(ctx context.Context, o *Options) <-chan string {
 
 // queueAhead says who waits before a job that joins the queue, at most
 // three named.
-
 func queueAhead(ahead []lease.Waiting) string {
 	if len(ahead) == 0 {
 		return "first in the queue"

@@ -155,7 +155,6 @@ func rankDoc(r plan.Rank) Rank {
 
 // WriteJSON writes Document, indented, after the torchrun command line
 // with torchrun.
-
 func (pl *Plan) WriteJSON(w io.Writer) error {
 	pl.writeLauncher(w)
 	enc := json.NewEncoder(w)

@@ -140,7 +140,6 @@ func rdzvConfKeys(s string) ([]string, error) {
 
 // rdzvConfOneNode says, in one line, what --rdzv-conf's keys do for a
 // job amdrun runs itself on one node.
-
 func (o *Options) rdzvConfOneNode(label, conf string) error {
 	keys, err := rdzvConfKeys(conf)
 	if err != nil {

@@ -407,7 +407,6 @@ func intersect(a, b []int) []int {
 }
 
 // filter returns the CPUs of a that are in b (in) or not, in a's order.
-
 func filter(a, b []int, in bool) []int {
 	set := make(map[int]bool, len(b))
 	for _, c := range b {

@@ -405,7 +405,6 @@ func mergeEnv(base []string, set map[string]string) []string {
 
 // WithEnv returns a copy of env with key set to val, as mergeEnv sets
 // them.
-
 func WithEnv(env []string, key, val string) []string {
 	return mergeEnv(env, map[string]string{key: val})
 }

@@ -93,7 +93,6 @@ func shareAll(out []binding, homes []home, s Spec, host map[int]topology.NUMANod
 
 // fewerComplexes says whether a NUMA node of homes has fewer level-3
 // caches among its allowed CPUs than devices.
-
 func fewerComplexes(s Spec, homes []home, host map[int]topology.NUMANode, allowed []int) bool {
 	for _, h := range homes {
 		for _, id := range h.nodes {

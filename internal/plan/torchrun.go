@@ -41,7 +41,6 @@ var rdzvNames = []string{"backend", "endpoint", "id", "conf"}
 // devices visible, --nproc_per_node len(p.Ranks), p's place in the job
 // and its MaxRestarts (the plan returned has 0: torchrun restarts). Its
 // env is rank 0's without the rank contract, but for what the user set.
-
 func TorchrunPlan(p *Plan, t Torchrun) *Plan {
 	r0 := p.Ranks[0]
 	own := map[string]bool{}

@@ -103,7 +103,6 @@ func flightRecorderVars(v string, env []string) map[string]string {
 // FRDumpFileVar is the variable naming the prefix of the flight
 // recorder's dump files for the torch a rank's env was planned for, or
 // "" when the recorder is off or the user named the files.
-
 func FRDumpFileVar(env []string) string {
 	for i, b := range frBufferVars {
 		if _, ok := envlist.Lookup(env, b); ok {

@@ -302,7 +302,6 @@ func (m *Mask) token(d topology.Device) string {
 
 // sameList says whether two comma-separated lists are equal but for
 // spaces.
-
 func sameList(a, b string) bool {
 	return slices.EqualFunc(strings.Split(a, ","), strings.Split(b, ","), func(x, y string) bool {
 		return strings.TrimSpace(x) == strings.TrimSpace(y)
