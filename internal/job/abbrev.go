@@ -84,30 +84,21 @@ func ExpandAbbrev(flags []Flag, args []string) ([]string, error) {
 // matchPrefix is the one flag of names that norm is a prefix of, "" for
 // none; given is the name as written, for the error.
 func matchPrefix(names []string, byName map[string]Flag, norm, given string) (string, error) {
-	if norm == "" {
-		return "", nil
-	}
-	var cands []string
+	var cands, tr []string
 	for _, n := range names {
-		if strings.HasPrefix(n, norm) {
+		if norm != "" && strings.HasPrefix(n, norm) {
 			cands = append(cands, n)
-		}
-	}
-	if len(cands) > 1 {
-		var tr []string
-		for _, c := range cands {
-			if byName[c].Torchrun {
-				tr = append(tr, c)
+			if byName[n].Torchrun {
+				tr = append(tr, n)
 			}
 		}
-		if len(tr) == 1 {
-			return tr[0], nil
-		}
-		slices.Sort(cands)
-		return "", usageErrorf("ambiguous option: --%s could match --%s", given, strings.Join(cands, ", --"))
 	}
-	if len(cands) == 0 {
-		return "", nil
+	switch {
+	case len(cands) <= 1:
+		return strings.Join(cands, ""), nil
+	case len(tr) == 1:
+		return tr[0], nil
 	}
-	return cands[0], nil
+	slices.Sort(cands)
+	return "", usageErrorf("ambiguous option: --%s could match --%s", given, strings.Join(cands, ", --"))
 }

@@ -3,6 +3,7 @@ package job
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"strconv"
 	"strings"
@@ -159,12 +160,8 @@ func (o *Options) checkCommand(l *CommandLine) error {
 
 // resolveRendezvous reads --standalone and the --rdzv-* flags.
 func (o *Options) resolveRendezvous(l *CommandLine) error {
-	rdzv := map[string]string{}
-	for k, v := range map[string]string{"backend": l.RdzvBackend.String(), "endpoint": l.RdzvEndpoint.String(), "id": l.RdzvID.String(), "conf": l.RdzvConf.String()} {
-		if v != "" {
-			rdzv[k] = v
-		}
-	}
+	rdzv := map[string]string{"backend": l.RdzvBackend.String(), "endpoint": l.RdzvEndpoint.String(), "id": l.RdzvID.String(), "conf": l.RdzvConf.String()}
+	maps.DeleteFunc(rdzv, func(_, v string) bool { return v == "" })
 	if l.Standalone.On() {
 		if o.NNodes != 1 || o.ElasticNNodes != "" {
 			return usageErrorf("%s runs one node: it cannot be used with %s %s", l.Standalone.Label(), l.NNodes.Label(), l.NNodes.String())

@@ -184,11 +184,9 @@ func (pl *Plan) WriteExplain(w io.Writer) {
 			break
 		}
 	}
-	if c.Naive != nil && len(c.Naive.Score.Terms) > 0 && len(c.Score.Terms) > 0 && c.Naive.Score.Terms[0].Value > 0 {
-		t := c.Score.Terms[0]
-		ratio := t.Value / c.Naive.Score.Terms[0].Value
-		fmt.Fprintf(w, "  %s: chosen %g %s vs naive %g %s (%.2fx)\n", t.Name, t.Value, t.Unit,
-			c.Naive.Score.Terms[0].Value, t.Unit, ratio)
+	if n := c.Naive; n != nil && len(n.Score.Terms) > 0 && len(c.Score.Terms) > 0 && n.Score.Terms[0].Value > 0 {
+		t, naive := c.Score.Terms[0], n.Score.Terms[0].Value
+		fmt.Fprintf(w, "  %s: chosen %g %s vs naive %g %s (%.2fx)\n", t.Name, t.Value, t.Unit, naive, t.Unit, t.Value/naive)
 	}
 }
 

@@ -333,7 +333,7 @@ func splitAll(out []binding, keys []string, onNodes map[string][]int, busy []int
 	for _, key := range keys {
 		ranks := onNodes[key]
 		all := out[ranks[0]].cpus
-		free := without(all, busy)
+		free := filter(all, busy, false)
 		got, ok, units := split(all, free, len(ranks))
 		if !ok {
 			return nil, fmt.Sprintf("NUMA node %s (%s of its CPUs %s; %d ranks here)", key,
@@ -348,9 +348,6 @@ func splitAll(out []binding, keys []string, onNodes map[string][]int, busy []int
 	}
 	return parts, "", notes
 }
-
-// without returns the CPUs of sorted a that are not in b.
-func without(a, b []int) []int { return filter(a, b, false) }
 
 // chunk returns the j-th of k contiguous, near-equal parts of cpus (the
 // first len%k one longer); with more parts than CPUs, CPU j mod len.
