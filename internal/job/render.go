@@ -23,16 +23,6 @@ func visibleString(r plan.Rank) string {
 	return envlist.Get(r.Env, plan.EnvCUDAVisible)
 }
 
-// sharedVisible says whether every rank sees the same devices.
-func sharedVisible(p *plan.Plan) bool {
-	for _, r := range p.Ranks[1:] {
-		if visibleString(r) != visibleString(p.Ranks[0]) {
-			return false
-		}
-	}
-	return true
-}
-
 // rankNUMA is a rank's NUMA nodes: its devices', or a CPU rank's.
 func rankNUMA(r plan.Rank) []int {
 	if len(r.Devices) == 0 {
@@ -92,13 +82,13 @@ func (pl *Plan) writeRanks(w io.Writer) {
 		fmt.Fprintf(w, "Topology: %s: %d devices%s\n", m.Source, m.N(), chosenNUMA(m, c.Devices))
 		fmt.Fprintf(w, "Policy:   %s, score %s\n", c.Policy, c.Score.String())
 		fmt.Fprintf(w, "Devices:  %s\n", topology.JoinInts(c.Devices))
-		if sharedVisible(p) {
+		lists := make([]string, len(p.Ranks))
+		for i, r := range p.Ranks {
+			lists[i] = visibleString(r)
+		}
+		if len(slices.Compact(slices.Clone(lists))) == 1 { // every rank sees the same devices
 			fmt.Fprintf(w, "Visible:  CUDA_VISIBLE_DEVICES=%s HIP_VISIBLE_DEVICES=%s\n", r0[plan.EnvCUDAVisible], r0[plan.EnvHIPVisible])
 		} else {
-			lists := make([]string, len(p.Ranks))
-			for i, r := range p.Ranks {
-				lists[i] = visibleString(r)
-			}
 			fmt.Fprintf(w, "Visible:  each rank its own devices (CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES): %s\n", strings.Join(lists, " | "))
 		}
 	}
