@@ -78,19 +78,15 @@ type Selection struct {
 	// Slurm): it bounds the devices chosen, and a task granted GPUs that
 	// finds none fails, unless Ranks.NoGPUOK.
 	Grant *slurm.Grant
-	// Devices are the only devices to choose among (--devices); nil: all.
-	Devices []int
-	// Exclude are devices never chosen (--exclude); nil: none.
-	Exclude []int
-	// AllowBusy lets busy devices be chosen.
-	AllowBusy bool
-	// Policy scores a set (--policy).
-	Policy selector.Policy
-	// Order is the rank order of the chosen devices (--order).
-	Order selector.Order
-	// SearchWork and SearchBudget are selector.Request's Work and Budget.
-	SearchWork   int
-	SearchBudget time.Duration
+	// Devices, Exclude, AllowBusy, Order, SearchWork and SearchBudget are
+	// selector.Request's Devices (before the user's mask narrows them),
+	// Exclude, AllowBusy, Order, Work and Budget; Policy is reserve's.
+	Devices, Exclude []int
+	AllowBusy        bool
+	Order            selector.Order
+	SearchWork       int
+	SearchBudget     time.Duration
+	Policy           selector.Policy
 	// NoLease neither takes nor respects device leases.
 	NoLease bool
 	// Wait is how long to wait for enough free devices: 0 not at all, <0
@@ -136,36 +132,23 @@ type Planning struct {
 
 // Supervision is how the ranks are run, watched and ended.
 type Supervision struct {
-	// Grace is the time between SIGTERM and SIGKILL after a failure (0:
-	// SIGKILL at once).
-	Grace time.Duration
-	// RestartWait is launch.RunOptions'.
-	RestartWait time.Duration
-	// Forward are the signals passed on; nil: launch.DefaultSignals.
-	Forward []os.Signal
-	// PrefixTemplate is torchrun's TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE;
-	// "": "[rankN]: ".
-	PrefixTemplate string
-	// Contain is launch.RunOptions' (ContainAuto: the strongest permitted).
-	Contain launch.Containment
+	// Grace, RestartWait, Forward, PrefixTemplate, Contain, Quiet, LogDir,
+	// RanksFilter, Redirects, Tee, StallTimeout and OnStall are
+	// launch.RunOptions' (zero: its defaults).
+	Grace, RestartWait, StallTimeout time.Duration
+	Forward                          []os.Signal
+	PrefixTemplate, LogDir           string
+	Contain                          launch.Containment
+	Quiet                            bool
+	RanksFilter                      []int
+	Redirects, Tee                   launch.Streams
+	OnStall                          launch.StallAction
 	// NoPrefix leaves output lines without "[rankN]: " even when several
 	// ranks share the console.
 	NoPrefix bool
-	// Quiet silences the run's own warnings.
-	Quiet bool
-	// LogDir receives torchrun's log layout; "": a temporary one, only
-	// where Redirects or Tee ask for files.
-	LogDir string
-	// RanksFilter lists the local ranks shown on the console; nil: all.
-	RanksFilter []int
-	// Redirects and Tee are torchrun's -r and -t; zero: none.
-	Redirects, Tee launch.Streams
 	// NUMABalancing sets kernel.numa_balancing for the job
 	// (numabalance.Keep: leave it).
 	NUMABalancing numabalance.Mode
-	// StallTimeout and OnStall are launch.RunOptions'.
-	StallTimeout time.Duration
-	OnStall      launch.StallAction
 	// Root is where /proc and /sys are read (numabalance.Apply's root).
 	Root string
 }
