@@ -41,11 +41,9 @@ type Result struct {
 	// D2D[i][j] is the copy bandwidth in MB/s from Devices[i] to
 	// Devices[j] (0 on the diagonal).
 	D2D [][]float64 `json:"d2d_mb_s"`
-	// H2D maps a NUMA node to the host-to-device MB/s per device measured
-	// from it.
+	// H2D maps a NUMA node to its host-to-device MB/s per device.
 	H2D map[int][]float64 `json:"h2d_mb_s,omitempty"`
-	// NoP2P lists the pairs (positions in Devices) without peer-to-peer
-	// access.
+	// NoP2P lists the pairs (positions in Devices) without P2P access.
 	NoP2P   [][2]int `json:"no_p2p,omitempty"`
 	SizeMiB int      `json:"size_mib"`
 	Iters   int      `json:"iters"`

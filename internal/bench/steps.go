@@ -24,14 +24,12 @@ type StepsSpec struct {
 	Python string
 	// SizeMiB and Iters are the copy size and the timed copies per figure.
 	SizeMiB, Iters int
-	// Env is the environment the probe runs in; the visible-device
-	// variables are set on top of it.
+	// Env is the probe's environment, without the visible devices.
 	Env []string
 	// HostNUMA returns the host's NUMA nodes, one host-to-device step
 	// each; nil: none.
 	HostNUMA func() ([]topology.NUMANode, error)
-	// Self returns amdrun's own binary, the bind shim of host-to-device
-	// steps.
+	// Self returns amdrun's own binary, the host-to-device steps' shim.
 	Self func() (string, error)
 }
 

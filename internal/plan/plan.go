@@ -64,8 +64,7 @@ type Spec struct {
 	// DevicesPerRank is k above (0: 1); it must divide len(Devices).
 	DevicesPerRank int
 	// CPURanks is the rank count of a job without devices (0 unless
-	// Devices is empty); bound ranks spread over the NUMA nodes in
-	// contiguous blocks.
+	// Devices is empty), bound in contiguous blocks of NUMA nodes.
 	CPURanks int
 	// HostNUMA are the host's NUMA nodes; empty: ranks are not bound (a
 	// warning when Bind asks).
@@ -95,8 +94,7 @@ type Spec struct {
 	// ignored when RankVisibleEnv is set.
 	VisibleEnv map[string]string
 	// RankVisibleEnv, when set, are each local rank's own visible-device
-	// variables (several devices per rank, or VirtualLocalRank), one per
-	// rank.
+	// variables (several devices per rank, or VirtualLocalRank).
 	RankVisibleEnv []map[string]string
 	// Bind is the CPU binding; "": BindNUMA on a host of several NUMA
 	// nodes, else BindNone.
@@ -125,9 +123,8 @@ type Settings struct {
 	// VirtualLocalRank sets LOCAL_RANK=0 in every rank (torchrun's
 	// --virtual-local-rank); each rank should see only its own devices.
 	VirtualLocalRank bool
-	// MaxRestarts is how often a failed group restarts (0: never):
-	// TORCHELASTIC_MAX_RESTARTS, launch.Run's count, torchrun's
-	// --max_restarts.
+	// MaxRestarts is how often a failed group restarts (0: never), as
+	// TORCHELASTIC_MAX_RESTARTS and torchrun's --max_restarts say.
 	MaxRestarts int
 }
 
@@ -137,9 +134,8 @@ type Plan struct {
 	Ranks []Rank
 	// Warnings are what the user should know, each once.
 	Warnings []string
-	// OMPNote says which OMP_NUM_THREADS amdrun set where it set it for
-	// several ranks ("" otherwise); only a job starting Python ranks
-	// prints it.
+	// OMPNote says which OMP_NUM_THREADS amdrun set for several ranks
+	// ("" otherwise); only a job starting Python ranks prints it.
 	OMPNote string
 	// WorldSize is NNodes * len(Ranks).
 	WorldSize int

@@ -24,13 +24,11 @@ type Torchrun struct {
 	Extra []string
 	// Args are SCRIPT ARGS..., as the user gave them.
 	Args []string
-	// Shim, when set, is amdrun's bind shim with every local rank's
-	// binding, run as a --no_python entrypoint that binds each worker by
-	// LOCAL_RANK and execs the plan's argv (replacing Module, NoPython
-	// and Args).
+	// Shim, when set, is amdrun's bind shim, run as a --no_python
+	// entrypoint that binds each worker by LOCAL_RANK and execs the
+	// plan's argv (instead of Module, NoPython and Args).
 	Shim []string
-	// Agent is the command that runs torch's elastic agent; nil:
-	// ["torchrun"].
+	// Agent is the command of torch's elastic agent; nil: ["torchrun"].
 	Agent []string
 }
 
@@ -57,9 +55,8 @@ func TorchrunPlan(p *Plan, t Torchrun) *Plan {
 		}
 		env = append(env, kv)
 	}
-	// Underscore spellings: torchrun accepts them from torch 1.9 to the
-	// current release; the hyphenated ones only since torch 2.0 (1.13's
-	// argparse rejects --nproc-per-node).
+	// Underscore spellings: torch 1.9 on takes them, the hyphenated ones
+	// only 2.0 on.
 	argv := append([]string{}, t.Agent...)
 	if len(argv) == 0 {
 		argv = []string{"torchrun"}

@@ -78,12 +78,8 @@ func ParseMask(env []string, devs []topology.Device) (*Mask, error) {
 			continue
 		}
 		if m.rocr != nil && sameList(vars[name], vars[EnvROCRVisible]) {
-			// Slurm's gres/gpu plugin writes one list into
-			// CUDA_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES,
-			// GPU_DEVICE_ORDINAL and ZE_AFFINITY_MASK (gres_common.c,
-			// Slurm 22.05 and later), meaning the same GPUs, not
-			// positions within ROCR's list: read as positions, a job
-			// given GPUs 2,3 would name devices that do not exist.
+			// Slurm 22.05+ writes one list into every such variable
+			// (gres_common.c), the same GPUs, not positions in ROCR's.
 			continue
 		}
 		toks, idx, err := resolveList(name, vars[name], devs, base, m.rocr != nil)

@@ -9,10 +9,9 @@ import (
 // itself: Env selects it when that variable is set, Arg when it is
 // os.Args[1].
 type Role struct {
-	// Env is the selecting variable; Run gets its value. "": not by env.
+	// Env is the selecting variable, whose value Run gets; "": none.
 	Env string
-	// Arg is the selecting first argument; Run gets the arguments after
-	// it. "": not by argument.
+	// Arg is the selecting first argument; Run gets those after it.
 	Arg string
 	// Run is the role's main; its result is the exit status.
 	Run func(value string, args []string) int
