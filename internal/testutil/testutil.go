@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 )
 
@@ -55,25 +54,13 @@ func Public(t testing.TB, elem ...string) string {
 // KFDTrees lists the real KFD sysfs trees kept as testdata/kfd/NAME.tar.gz.
 var KFDTrees = []string{"topo-mi210-xgmi-pcie", "topo-mi300-cpx", "topology-parsing", "topology-parsing-mi308"}
 
-var (
-	kfdMu   sync.Mutex
-	kfdDirs = map[string]string{}
-)
-
 // KFD returns the directory of the KFD tree name joined with elem,
 // unpacked once per archive content (read-only by convention).
 func KFD(t testing.TB, name string, elem ...string) string {
 	t.Helper()
-	kfdMu.Lock()
-	defer kfdMu.Unlock()
-	dir, ok := kfdDirs[name]
-	if !ok {
-		var err error
-		dir, err = unpackOnce(Testdata(t, "kfd", name+".tar.gz"))
-		if err != nil {
-			t.Fatalf("kfd fixture %s: %v", name, err)
-		}
-		kfdDirs[name] = dir
+	dir, err := unpackOnce(Testdata(t, "kfd", name+".tar.gz"))
+	if err != nil {
+		t.Fatalf("kfd fixture %s: %v", name, err)
 	}
 	return filepath.Join(append([]string{dir, name}, elem...)...)
 }
