@@ -56,14 +56,13 @@ func place(ctx context.Context, o *Options, env []string, dryRun bool) (*placeme
 	if err != nil {
 		return nil, userError(err)
 	}
+	pl := &placement{model: m, mask: mask, choice: choice, held: held}
 	if n := o.Ranks.N; n > 0 && len(choice.Devices)%n != 0 {
 		// Cannot happen, but a plan must not be wrong.
-		if held != nil {
-			held.Release()
-		}
+		pl.release()
 		return nil, fmt.Errorf("%d devices do not split over %d ranks", len(choice.Devices), n)
 	}
-	return &placement{model: m, mask: mask, choice: choice, held: held}, nil
+	return pl, nil
 }
 
 // cpuFallback is the placement when discovery failed with err: CPU ranks
