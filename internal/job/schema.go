@@ -138,11 +138,7 @@ func rankDoc(r plan.Rank) Rank {
 			shown[k] = v
 		}
 	}
-	cpus := r.CPUs
-	if cpus == nil {
-		cpus = []int{}
-	}
-	devs := []int{}
+	cpus, devs := append([]int{}, r.CPUs...), []int{}
 	for _, d := range r.Devices {
 		devs = append(devs, d.Index)
 	}
