@@ -198,7 +198,6 @@ func runOptions(o *Options, p *Plan) launch.RunOptions {
 	}
 	// One rank on the console needs no prefix and can have the terminal
 	// itself (issue 15).
-
 	shown := 0
 	for _, r := range p.Run.Ranks {
 		if ro.RanksFilter == nil || slices.Contains(ro.RanksFilter, r.LocalRank) {

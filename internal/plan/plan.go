@@ -8,9 +8,12 @@ package plan
 
 import (
 	"cmp"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -403,4 +406,22 @@ func mergeEnv(base []string, set map[string]string) []string {
 // them.
 func WithEnv(env []string, key, val string) []string {
 	return mergeEnv(env, map[string]string{key: val})
+}
+
+// NewRunID returns a fresh TORCHELASTIC_RUN_ID, "amdrun-" and 12 hex digits.
+func NewRunID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "amdrun-" + hex.EncodeToString(b[:])
+}
+
+// freePort is a TCP port of 127.0.0.1 the kernel gave a listener it then
+// closed: another process may take it before rank 0 binds it.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
