@@ -1,8 +1,6 @@
-// Package bench measures the node: device-to-device copy bandwidth for
-// every pair of devices and host-to-device bandwidth from each NUMA node,
-// with a small PyTorch probe carried inside amdrun. Results are cached per
-// host, keyed by the devices' identities, and can replace the theoretical
-// bandwidths of a topology model.
+// Package bench measures the node's device-to-device and host-to-device
+// copy bandwidth with a PyTorch probe carried inside amdrun, caches the
+// results per host and devices, and applies them to a topology model.
 package bench
 
 import (
@@ -35,19 +33,17 @@ var probe string
 type Result struct {
 	Host       string    `json:"host"`
 	MeasuredAt time.Time `json:"measured_at"`
-	// Keys are the measured devices' identities (topology.Device.Key), in
-	// model index order; the cache is valid while they are unchanged.
+	// Keys are the measured devices' identities (topology.Device.Key):
+	// the cache is valid while they are unchanged.
 	Keys []string `json:"keys"`
 	// Devices are the model indices measured, in the same order as Keys.
 	Devices []int `json:"devices"`
 	// D2D[i][j] is the copy bandwidth in MB/s from Devices[i] to
 	// Devices[j] (0 on the diagonal).
 	D2D [][]float64 `json:"d2d_mb_s"`
-	// H2D maps a NUMA node id to the host-to-device MB/s per device (same
-	// order as Devices), measured with the probe bound to that node.
+	// H2D maps a NUMA node to its host-to-device MB/s per device.
 	H2D map[int][]float64 `json:"h2d_mb_s,omitempty"`
-	// NoP2P lists the pairs (positions in Devices, lower first) measured
-	// without peer-to-peer access: their copies go through host memory.
+	// NoP2P lists the pairs (positions in Devices) without P2P access.
 	NoP2P   [][2]int `json:"no_p2p,omitempty"`
 	SizeMiB int      `json:"size_mib"`
 	Iters   int      `json:"iters"`
@@ -160,8 +156,8 @@ func Load(path string, keys []string) (*Result, error) {
 }
 
 // Apply replaces the bandwidth of every measured pair's link with the
-// measurement: MinBandwidth the slower direction, MaxBandwidth the faster,
-// Measured set, Assumed cleared, and m.Bandwidth = "measured".
+// measurement (Min the slower direction, Max the faster) and sets
+// m.Bandwidth to "measured".
 func Apply(m *topology.Model, r *Result) error {
 	for _, d := range r.Devices {
 		if d < 0 || d >= m.N() {
@@ -194,8 +190,8 @@ func Apply(m *topology.Model, r *Result) error {
 	return m.Validate()
 }
 
-// Step is one probe run: argv (already wrapped in the bind shim where
-// needed), its environment, and the NUMA node it stands for (-1: none).
+// Step is one probe run: argv, environment, and the NUMA node it stands
+// for (-1: none).
 type Step struct {
 	Argv []string
 	Env  []string
@@ -207,7 +203,6 @@ type Step struct {
 type Progress func(done, total int, elapsed time.Duration)
 
 // RunSteps runs the probe steps in order, streaming their lines into r.
-// n is the number of devices measured.
 func RunSteps(ctx context.Context, steps []Step, r *Result, progress Progress) error {
 	n := len(r.Devices)
 	r.D2D = make([][]float64, n)
@@ -348,15 +343,13 @@ func FromRBT(m *topology.Model, out []byte, host string, warn topology.Warner) (
 	return r, nil
 }
 
-// RBTNextArgs are the arguments rocm-bandwidth-test 7.x (the plugin-based
-// RBT-NG) needs to print copy matrices: its TransferBench plugin's p2p
-// run. Without arguments it prints its help, where 1.x-2.x ran every copy.
+// RBTNextArgs make rocm-bandwidth-test 7.x print copy matrices (its
+// TransferBench plugin's p2p run); bare, it prints its help.
 var RBTNextArgs = []string{"plugin", "--run", "tb", "p2p"}
 
-// MeasureWithTool runs a measuring tool (rocm_bandwidth_test) with no
-// time limit (a full run takes minutes) and returns FromRBT of its output.
-// When the bare run fails or prints no matrix (rocm-bandwidth-test 7.x
-// prints its help), it runs the tool again with RBTNextArgs.
+// MeasureWithTool runs rocm_bandwidth_test with no time limit and returns
+// FromRBT of its output, running it again with RBTNextArgs when the bare
+// run fails or prints no matrix.
 func MeasureWithTool(ctx context.Context, m *topology.Model, tool, host string, warn topology.Warner) (*Result, error) {
 	return measureTool(func(args ...string) ([]byte, error) { return discover.RunTool(ctx, 0, tool, args...) }, m, host, warn)
 }

@@ -24,21 +24,18 @@ type StepsSpec struct {
 	Python string
 	// SizeMiB and Iters are the copy size and the timed copies per figure.
 	SizeMiB, Iters int
-	// Env is the environment the probe runs in; the visible-device
-	// variables are set on top of it.
+	// Env is the probe's environment, without the visible devices.
 	Env []string
-	// HostNUMA returns the host's NUMA nodes: one host-to-device step
-	// runs bound to each node that has CPUs. nil skips host-to-device.
+	// HostNUMA returns the host's NUMA nodes, one host-to-device step
+	// each; nil: none.
 	HostNUMA func() ([]topology.NUMANode, error)
-	// Self returns amdrun's own binary, which binds the host-to-device
-	// probe through the bind shim (called only with HostNUMA).
+	// Self returns amdrun's own binary, the host-to-device steps' shim.
 	Self func() (string, error)
 }
 
-// Steps plans a measurement of m: one device-to-device step over the
-// chosen devices, then one host-to-device step per NUMA node. It returns
-// the steps and the measured devices; an error names a device that does
-// not exist with a *DeviceError.
+// Steps plans a measurement of m: one device-to-device step, then one
+// host-to-device step per NUMA node, and the devices measured; a device
+// that does not exist is a *DeviceError.
 func Steps(m *topology.Model, s StepsSpec) ([]Step, []int, error) {
 	devs := s.Devices
 	if devs == nil {

@@ -35,15 +35,15 @@ var ErrNoGPU = errors.New("no GPU found")
 //go:embed example/mi250.json
 var exampleJSON []byte
 
-// Options says where to look. The zero value discovers the real node
-// with every source, in auto order, under root "/".
+// Options says where to look; the zero value tries every source under
+// "/".
 type Options struct {
 	// Source is one of Sources; "" means "auto".
 	Source string
 	// SysfsRoot is the directory sysfs paths are read under; "" means "/".
 	SysfsRoot string
-	// File is the saved topology for Source "file" (also implied by a
-	// non-empty File with Source "" or "auto").
+	// File is the saved topology for Source "file" (implied by a File
+	// under "auto").
 	File string
 	// Run runs vendor tools; nil means RunTool with ToolTimeout.
 	Run topology.Runner
@@ -59,9 +59,8 @@ func ValidSource(s string) error {
 	return fmt.Errorf("%w %q (valid: %s)", ErrUnknownSource, s, strings.Join(Sources, ", "))
 }
 
-// Example returns the bundled example topology: the MI250 node of the
-// seed document (rocm-smi --shownodesbw, --showtoponuma), for planning on
-// a machine without GPUs.
+// Example returns the bundled example topology, the seed document's
+// MI250 node.
 func Example() (*topology.Model, error) {
 	m, err := topology.ReadJSON(strings.NewReader(string(exampleJSON)))
 	if err != nil {
@@ -71,10 +70,9 @@ func Example() (*topology.Model, error) {
 	return m, nil
 }
 
-// Discover returns the node's finished topology from the chosen source.
-// Under "auto" it tries KFD sysfs, amd-smi, rocm-smi, nvidia-smi and the
-// PCI tree in turn and takes the first that finds devices; when none does the error
-// wraps ErrNoGPU and says what each source answered.
+// Discover returns the node's topology from the chosen source; "auto"
+// takes the first of sysfs, amd-smi, rocm-smi, nvidia-smi and pci that
+// finds devices, or returns an error wrapping ErrNoGPU with each answer.
 func Discover(ctx context.Context, o Options) (*topology.Model, error) {
 	if err := ValidSource(o.Source); err != nil {
 		return nil, err
@@ -136,10 +134,9 @@ func one(ctx context.Context, src string, o Options) (*topology.Model, error) {
 	return m, nil
 }
 
-// attachHost gives the model the host's NUMA nodes and, for devices whose
-// source did not say, their NUMA node from PCI sysfs, both read under
-// o.SysfsRoot (package host), and warns about device CPU lists outside
-// the host's possible CPUs.
+// attachHost gives the model the host's NUMA nodes and the devices whose
+// source did not say their NUMA node from PCI sysfs, and warns of device
+// CPU lists outside the host's possible CPUs.
 func attachHost(m *topology.Model, o Options) {
 	nodes, err := host.NUMANodes(o.SysfsRoot)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -170,8 +167,8 @@ func attachHost(m *topology.Model, o Options) {
 	m.SetNUMANodes(nodes)
 }
 
-// readFile reads a saved topology: only a regular file (a FIFO would
-// block, /dev/zero never end) of at most MaxToolOutput bytes.
+// readFile reads a saved topology: a regular file (a FIFO would block)
+// of at most MaxToolOutput bytes.
 func readFile(path string) (*topology.Model, error) {
 	// O_NONBLOCK: opening a FIFO must not wait for a writer.
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)

@@ -1,7 +1,6 @@
-// Package discover finds the node's topology: it picks a source (KFD
-// sysfs, amd-smi, rocm-smi, nvidia-smi, the PCI tree, a saved file, the bundled
-// example), runs vendor tools, and attaches the host's NUMA facts.
-// It owns os/exec for tools, so that topology's parsers never start one.
+// Package discover finds the node's topology: it picks a source, runs
+// vendor tools (so that topology's parsers never start one) and attaches
+// the host's NUMA facts.
 package discover
 
 import (
@@ -16,14 +15,12 @@ import (
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
-// ToolTimeout bounds one vendor tool run during discovery: a hung driver
-// must not hang amdrun. AMDRUN_TOOL_TIMEOUT (a duration, e.g. 90s)
-// overrides it (see TimeoutFromEnv).
+// ToolTimeout bounds one vendor tool run, so that a hung driver does not
+// hang amdrun; AMDRUN_TOOL_TIMEOUT overrides it (TimeoutFromEnv).
 const ToolTimeout = 30 * time.Second
 
-// MaxToolOutput bounds what amdrun reads of a tool's standard output (and
-// of a saved topology file): no real output comes near it, and a broken
-// tool that prints forever must not exhaust memory.
+// MaxToolOutput bounds what amdrun reads of a tool's output or a saved
+// topology, far above any real one.
 const MaxToolOutput = 64 << 20
 
 // ErrTooLarge is wrapped when a tool's output or a file is over
@@ -41,11 +38,9 @@ func TimeoutFromEnv(v string) time.Duration {
 
 // RunTool runs name from PATH with args, no shell, and returns its
 // standard output (at most MaxToolOutput bytes). A missing tool gives an
-// error wrapping topology.ErrToolNotFound; a non-zero exit a
-// *topology.ToolError with the tool's stderr word for word; a tool still
-// running after timeout (0: no limit, for measurements that take
-// minutes) is killed with everything it started (its own process group)
-// and gives a *topology.ToolError wrapping context.DeadlineExceeded.
+// error wrapping topology.ErrToolNotFound; a non-zero exit, or a tool
+// still running after timeout (0: none), killed with its process group,
+// a *topology.ToolError with its stderr word for word.
 func RunTool(ctx context.Context, timeout time.Duration, name string, args ...string) ([]byte, error) {
 	path, err := exec.LookPath(name)
 	if err != nil {
@@ -59,12 +54,10 @@ func RunTool(ctx context.Context, timeout time.Duration, name string, args ...st
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	cmd := exec.CommandContext(ctx, path, args...)
-	// Past the limit the tool is killed (stop): left alone it would block
-	// on a full pipe until the timeout.
+	// Past the limit the tool is killed, not left blocked on a full pipe.
 	stdout := &limitedBuffer{max: MaxToolOutput, onOver: stop}
-	// Stderr is kept for messages only: past maxToolStderr it is dropped,
-	// not refused (a refused write would end the copy, and Wait would
-	// report a tool that succeeded after many warnings as failed).
+	// Stderr past its limit is dropped, not refused: a refused write
+	// would fail a tool that succeeded after many warnings.
 	stderr := &limitedBuffer{max: maxToolStderr, truncate: true}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	// A tool is often a script whose children keep the output pipes open:
@@ -94,9 +87,8 @@ func RunTool(ctx context.Context, timeout time.Duration, name string, args ...st
 const maxToolStderr = 1 << 20
 
 // limitedBuffer keeps at most max bytes; a write past it fails, or, with
-// truncate, keeps what fits and drops the rest. The buffer is a field,
-// not embedded: an embedded bytes.Buffer would lend its ReadFrom to
-// io.Copy, which would then bypass Write and the limit.
+// truncate, keeps what fits. The buffer is not embedded: its ReadFrom
+// would let io.Copy bypass the limit.
 type limitedBuffer struct {
 	buf      bytes.Buffer
 	max      int

@@ -1,15 +1,11 @@
-// Package envlist reads environments given as KEY=VAL lists (what exec
-// takes) by the one rule amdrun uses: the last assignment of a key wins,
-// and an entry without '=' sets nothing. It is a leaf: every package that
-// reads an environment list (launch, job, slurm, the commands) shares it.
+// Package envlist reads KEY=VAL environment lists by amdrun's one rule:
+// the last assignment of a key wins, as for a program exec'd with the
+// list, and an entry without '=' sets nothing.
 package envlist
 
 import "strings"
 
-// Lookup finds key in a KEY=VAL list. The last assignment wins, as it
-// does for a program exec'd with that list; this is the one rule amdrun
-// uses to read an environment, so that every command agrees with what a
-// rank will see.
+// Lookup finds key in a KEY=VAL list by the package's rule.
 func Lookup(env []string, key string) (string, bool) {
 	val, ok := "", false
 	for _, kv := range env {
@@ -26,8 +22,7 @@ func Get(env []string, key string) string {
 	return v
 }
 
-// Map returns env as a map by Lookup's rule: the last assignment
-// of a key wins, and an entry without '=' sets nothing.
+// Map returns env as a map by the package's rule.
 func Map(env []string) map[string]string {
 	m := make(map[string]string, len(env))
 	for _, kv := range env {

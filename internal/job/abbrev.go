@@ -7,26 +7,20 @@ import (
 
 // Flag is a command's flag as ExpandAbbrev sees it.
 type Flag struct {
-	// Name is the long name (hyphenated), Shorthand the one-letter name
-	// or "".
+	// Name is the long name, Shorthand the one-letter name or "".
 	Name, Shorthand string
-	// Bare says the flag takes no value after it (a boolean, or a flag
-	// with a value of its own when given bare, as --wait).
+	// Bare says the flag takes no value after it (a boolean, --wait).
 	Bare bool
-	// Torchrun says the flag is torchrun's too: an abbreviation that
-	// could be it or one of amdrun's own flags means it, as the line was
-	// written for torchrun.
+	// Torchrun says the flag is torchrun's: an ambiguous abbreviation
+	// means it.
 	Torchrun bool
 }
 
 // ExpandAbbrev rewrites each unambiguous prefix of a long flag of flags
-// (before SCRIPT or "--") into the flag's full name, as torchrun's
-// argparse accepts abbreviations (--nproc_per_nod 2 is --nproc-per-node
-// 2). A prefix of several flags is a *UsageError naming them, unless
-// exactly one of them is torchrun's. A name that is no flag's prefix is
-// left for the command to refuse. It stops at the first argument that is
-// not a flag (SCRIPT, or a subcommand). The first of flags with a name
-// counts.
+// into its full name, as torchrun's argparse accepts abbreviations, up to
+// the first argument that is not a flag. A prefix of several flags is a
+// *UsageError naming them, unless exactly one is torchrun's; a name that
+// is no flag's prefix is left for the command to refuse.
 func ExpandAbbrev(flags []Flag, args []string) ([]string, error) {
 	var names []string
 	byName := map[string]Flag{}
@@ -51,8 +45,7 @@ func ExpandAbbrev(flags []Flag, args []string) ([]string, error) {
 			break
 		}
 		if !strings.HasPrefix(a, "--") {
-			// -n 4, -mr3: a shorthand that takes a value takes the rest of
-			// the argument, or the next one.
+			// -n 4, -mr3: a shorthand's value is the rest or the next.
 			for j := 1; j < len(a); j++ {
 				f, ok := short(a[j])
 				if !ok {
@@ -88,33 +81,24 @@ func ExpandAbbrev(flags []Flag, args []string) ([]string, error) {
 	return out, nil
 }
 
-// matchPrefix is the one flag of names that norm (a hyphenated name) is
-// a prefix of, "" for none; given is the name as written, for the error.
+// matchPrefix is the one flag of names that norm is a prefix of, "" for
+// none; given is the name as written, for the error.
 func matchPrefix(names []string, byName map[string]Flag, norm, given string) (string, error) {
-	if norm == "" {
-		return "", nil
-	}
-	var cands []string
+	var cands, tr []string
 	for _, n := range names {
-		if strings.HasPrefix(n, norm) {
+		if norm != "" && strings.HasPrefix(n, norm) {
 			cands = append(cands, n)
-		}
-	}
-	if len(cands) > 1 {
-		var tr []string
-		for _, c := range cands {
-			if byName[c].Torchrun {
-				tr = append(tr, c)
+			if byName[n].Torchrun {
+				tr = append(tr, n)
 			}
 		}
-		if len(tr) == 1 {
-			return tr[0], nil
-		}
-		slices.Sort(cands)
-		return "", usageErrorf("ambiguous option: --%s could match --%s", given, strings.Join(cands, ", --"))
 	}
-	if len(cands) == 0 {
-		return "", nil
+	switch {
+	case len(cands) <= 1:
+		return strings.Join(cands, ""), nil
+	case len(tr) == 1:
+		return tr[0], nil
 	}
-	return cands[0], nil
+	slices.Sort(cands)
+	return "", usageErrorf("ambiguous option: --%s could match --%s", given, strings.Join(cands, ", --"))
 }

@@ -3,6 +3,7 @@ package job
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"strconv"
 	"strings"
@@ -14,7 +15,7 @@ import (
 )
 
 // UsageError is a misuse of the command line, in one line: the command
-// shows it with a pointer to --help and exits with its usage status.
+// adds a pointer to --help and exits with its usage status.
 type UsageError struct{ msg string }
 
 func (e *UsageError) Error() string { return e.msg }
@@ -23,11 +24,9 @@ func usageErrorf(format string, args ...any) error {
 	return &UsageError{msg: fmt.Sprintf(format, args...)}
 }
 
-// Resolve reads the command line l into o and refuses what cannot run,
-// in one line each (a *UsageError, or the Slurm
-// allocation's own error): --nnodes, the Slurm allocation amdrun runs in,
-// the words and lists, torchrun's flags, the wait, the rendezvous, this
-// node's place in the job and the command.
+// Resolve reads the command line l (and the Slurm allocation amdrun runs
+// in) into o, and refuses what cannot run in one line: a *UsageError, or
+// the allocation's own error.
 func (o *Options) Resolve(ctx context.Context, l *CommandLine) error {
 	if err := o.parseNNodes(l); err != nil {
 		return err
@@ -59,8 +58,7 @@ func (o *Options) checkSigns(l *CommandLine) error {
 	return nil
 }
 
-// parseValues parses the flags whose values are words, lists and
-// durations.
+// parseValues parses the durations and checks the search's bounds.
 func (o *Options) parseValues(l *CommandLine) error {
 	var err error
 	if o.Grace, err = parseDuration(l.Grace.Label(), l.Grace.String()); err != nil {
@@ -82,7 +80,7 @@ func (o *Options) parseValues(l *CommandLine) error {
 }
 
 // parseStall reads --stall-timeout: auto, off or 0, or a positive
-// duration (--on-stall is read as the line is parsed).
+// duration.
 func (o *Options) parseStall(l *CommandLine) error {
 	var err error
 	switch v := strings.TrimSpace(l.StallTimeout.String()); v {
@@ -127,9 +125,9 @@ func (o *Options) parseWait(l *CommandLine) error {
 }
 
 // checkNodes checks this node's place in the job. Several nodes get
-// torchrun's --master-port 29500 (decided here only: one node keeps 0, a
-// free port, so that two jobs there cannot collide) and --master-addr
-// 127.0.0.1, which works only when every node runs here: a warning says so.
+// torchrun's port 29500 (one node keeps a free port, so that two jobs
+// cannot collide) and 127.0.0.1, which works only when every node runs
+// here: a warning says so.
 func (o *Options) checkNodes(l *CommandLine) error {
 	if o.NNodes < 1 {
 		return usageErrorf("%s must be at least 1, got %d", l.NNodes.Label(), o.NNodes)
@@ -149,8 +147,7 @@ func (o *Options) checkNodes(l *CommandLine) error {
 	return nil
 }
 
-// checkCommand checks what the ranks run: the interpreter and how the
-// script is run.
+// checkCommand checks the interpreter and how the script is run.
 func (o *Options) checkCommand(l *CommandLine) error {
 	if l.Python.Given() && strings.TrimSpace(o.Python) == "" {
 		return usageErrorf("--python: empty interpreter path")
@@ -161,21 +158,16 @@ func (o *Options) checkCommand(l *CommandLine) error {
 	return nil
 }
 
-// resolveRendezvous reads --standalone and the --rdzv-* flags: passed on
-// with --launcher torchrun, else read by ownRendezvous (or handToAgent).
+// resolveRendezvous reads --standalone and the --rdzv-* flags.
 func (o *Options) resolveRendezvous(l *CommandLine) error {
-	rdzv := map[string]string{}
-	for k, v := range map[string]string{"backend": l.RdzvBackend.String(), "endpoint": l.RdzvEndpoint.String(), "id": l.RdzvID.String(), "conf": l.RdzvConf.String()} {
-		if v != "" {
-			rdzv[k] = v
-		}
-	}
+	rdzv := map[string]string{"backend": l.RdzvBackend.String(), "endpoint": l.RdzvEndpoint.String(), "id": l.RdzvID.String(), "conf": l.RdzvConf.String()}
+	maps.DeleteFunc(rdzv, func(_, v string) bool { return v == "" })
 	if l.Standalone.On() {
 		if o.NNodes != 1 || o.ElasticNNodes != "" {
 			return usageErrorf("%s runs one node: it cannot be used with %s %s", l.Standalone.Label(), l.NNodes.Label(), l.NNodes.String())
 		}
-		// As torchrun: standalone picks its own rendezvous; say what is
-		// dropped instead of dropping it silently.
+		// As torchrun, standalone picks its own rendezvous: say what is
+		// dropped.
 		var dropped []string
 		for _, a := range []*Arg{&l.MasterAddr, &l.MasterPort, &l.RdzvBackend, &l.RdzvEndpoint, &l.RdzvID, &l.RdzvConf} {
 			if a.Given() {
@@ -210,8 +202,7 @@ func (o *Options) resolveRendezvous(l *CommandLine) error {
 // a static backend's endpoint is the master, --rdzv-id the run id, and
 // --rdzv-conf on one node is explained.
 func (o *Options) ownRendezvous(l *CommandLine, rdzv map[string]string) error {
-	// Another backend is on one node (handToAgent took several): amdrun's
-	// own store on a free local port serves the ranks as torchrun's would.
+	// Another backend is on one node: amdrun's store serves it.
 	if ep, ok := rdzv["endpoint"]; ok && (rdzv["backend"] == "" || rdzv["backend"] == "static") {
 		// torchrun: a static rendezvous's endpoint is the master.
 		host, port, ok := splitHostPort(ep)
@@ -231,16 +222,16 @@ func (o *Options) ownRendezvous(l *CommandLine, rdzv map[string]string) error {
 	return nil
 }
 
-// splitHostPort splits HOST:PORT (an IPv6 host in brackets); false
-// unless the host is not empty and the port in 1..65535.
+// splitHostPort splits HOST:PORT; false for an empty host or a port
+// outside 1..65535.
 func splitHostPort(s string) (string, int, bool) {
 	host, p, err := net.SplitHostPort(s)
 	port, perr := strconv.Atoi(p)
 	return host, port, err == nil && perr == nil && port >= 1 && port <= 65535 && host != ""
 }
 
-// parseDuration parses a duration flag; a bare number gets an error that
-// says to add a unit.
+// parseDuration parses a duration flag; a bare number's error says to
+// add a unit.
 func parseDuration(flag, s string) (time.Duration, error) {
 	d, err := time.ParseDuration(strings.TrimSpace(s))
 	if err == nil {
@@ -277,13 +268,11 @@ func (o *Options) parseNNodes(l *CommandLine) error {
 }
 
 // fromSlurm reads the Slurm allocation amdrun runs in and fills the
-// multi-node flags the user did not give from it (slurm.Merge);
-// slurmGPUs is its GPUs per node (slurm.Job.NodeGPUs) for resolveRanks.
-// A step amdrun cannot run one per node is refused in one line.
+// multi-node flags the user did not give from it; slurmGPUs is its GPUs
+// per node. A step amdrun cannot run one per node is refused.
 func (o *Options) fromSlurm(ctx context.Context, l *CommandLine) (slurmGPUs int, err error) {
-	// scontrol only expands the node list, which ParseHostlist does too
-	// for every list Slurm writes: a scontrol that cannot reach its
-	// configuration (no DNS, no controller) must not hold the job up.
+	// scontrol only expands the node list, which ParseHostlist does too:
+	// a scontrol that cannot reach its controller must not hold the job.
 	run := func(name string, args ...string) ([]byte, error) {
 		if o.Run == nil {
 			return nil, fmt.Errorf("cannot run %s here", name)
@@ -296,12 +285,11 @@ func (o *Options) fromSlurm(ctx context.Context, l *CommandLine) (slurmGPUs int,
 	if err != nil || job == nil {
 		return 0, err
 	}
-	// The task's GPU grant bounds the devices whatever the job's shape
-	// (issue 24).
+	// The grant bounds the devices whatever the job's shape (issue 24).
 	o.Slurm, o.Grant = job, job.Grant
 	if l.NNodes.Given() && o.NNodes != job.NNodes {
-		// The user runs a job of another shape inside the allocation (e.g.
-		// one node's own job): Slurm's ranks and master do not apply.
+		// A job of another shape inside the allocation: Slurm's ranks and
+		// master do not apply.
 		return 0, nil
 	}
 	if err := job.Launchable(); err != nil {
@@ -309,9 +297,27 @@ func (o *Options) fromSlurm(ctx context.Context, l *CommandLine) (slurmGPUs int,
 	}
 	o.Settings = slurm.Merge(o.Settings, slurm.Given{NNodes: l.NNodes.Given(), NodeRank: l.NodeRank.Given(), MasterAddr: l.MasterAddr.Given(), MasterPort: l.MasterPort.Given()}, job)
 	if o.NNodes == 1 && !l.MasterPort.Given() && !l.MasterAddr.Given() {
-		// One node: a free local port, so that two jobs of one
-		// allocation on one node do not collide on the job's port.
+		// One node: a free local port, so that two jobs there do not
+		// collide.
 		o.MasterAddr, o.MasterPort = plan.DefaultMasterAddr, 0
 	}
 	return job.NodeGPUs, nil
+}
+
+// handToAgent switches o to torch's elastic agent, with one line, for an
+// elastic --nnodes MIN:MAX or a c10d/etcd rendezvous on several nodes:
+// amdrun writes no rendezvous of its own (issue 23).
+func (o *Options) handToAgent(rdzv map[string]string) bool {
+	backend := rdzv["backend"]
+	static := backend == "" || backend == "static"
+	if o.ElasticNNodes == "" && (static || o.NNodes <= 1) {
+		return false
+	}
+	o.Launcher, o.Agent = "torchrun", true
+	what := "--nnodes " + o.ElasticNNodes
+	if o.ElasticNNodes == "" {
+		what = "--rdzv-backend " + backend + " on several nodes"
+	}
+	o.Warn.Warn("%s: amdrun chooses and leases this node's devices, torch's elastic agent (python -m torch.distributed.run) runs the rendezvous and restarts; each worker is bound as amdrun plans it (amdrun's bind shim picks its CPUs by LOCAL_RANK)", what)
+	return true
 }

@@ -12,8 +12,7 @@ import (
 )
 
 // cpuGroups reads the host's sockets and caches for --bind socket and
-// core-complex (the only modes that pay for the read); where they cannot
-// be read it says so in one line and binds to NUMA nodes.
+// core-complex; where it cannot, it binds to NUMA nodes, said in one line.
 func cpuGroups(o *Options, bind plan.BindMode, nodes []topology.NUMANode) (plan.BindMode, *topology.CPUGroups) {
 	if bind != plan.BindSocket && bind != plan.BindCoreComplex || len(nodes) == 0 || o.HostCPUGroups == nil {
 		return bind, nil
@@ -35,12 +34,9 @@ func cpuGroups(o *Options, bind plan.BindMode, nodes []topology.NUMANode) (plan.
 	return bind, g
 }
 
-// cpuLeaser makes a job's plan with its CPU lease: ranks bound exclusive
-// or core-complex get CPUs no other amdrun job on the node leases, and
-// lease them, so that two jobs never share a CPU. The node lock makes
-// reading the other jobs' leases, planning and leasing one step. A dry
-// run respects leases and takes none; --no-lease, or a system without
-// leases, plans without them.
+// cpuLeaser makes a job's plan with its CPU lease, under the node lock:
+// ranks bound exclusive or core-complex get CPUs no other amdrun job
+// leases, and lease them (not in a dry run).
 type cpuLeaser struct {
 	ctx    context.Context
 	o      *Options

@@ -21,14 +21,11 @@ var canLaunch = launch.Supported
 var ErrNeedsLinux = errors.New("starting ranks needs Linux; on this system amdrun only plans (add --dry-run, e.g. with --topology node.json saved by 'amdrun topo --json' on the node)")
 
 // ErrNoScript is Run's error, before anything starts, for a SCRIPT that
-// is not there: "missing.py: no such file" (python would fail in every
-// rank, issue 31).
+// is not there (issue 31).
 var ErrNoScript = errors.New("no such file")
 
-// MissingScript is the script the ranks would run with Python that is
-// not there (relative to the working directory, which the ranks
-// share), "" when there is none: a module (-m) and a program
-// (--no-python) are found by their own rules.
+// MissingScript is the Python script the ranks would run that is not
+// there, else "" (also for -m and --no-python).
 func (o *Options) MissingScript() string {
 	if len(o.Args) == 0 || o.Module || o.NoPython {
 		return ""
@@ -40,10 +37,8 @@ func (o *Options) MissingScript() string {
 }
 
 // Preview discovers the node, chooses the devices (respecting leases,
-// taking none) and plans the ranks, without starting anything: what
-// `amdrun --dry-run` shows. It does not look for SCRIPT: the plan may be
-// for another node (--topology), and Run refuses a missing one in one
-// line before anything starts.
+// taking none) and plans the ranks, starting nothing: `amdrun --dry-run`.
+// It does not look for SCRIPT: the plan may be for another node.
 func Preview(ctx context.Context, o *Options) (*Plan, error) {
 	p, err := prepare(ctx, o, true)
 	if err != nil {
@@ -53,12 +48,10 @@ func Preview(ctx context.Context, o *Options) (*Plan, error) {
 	return p, nil
 }
 
-// Run launches the job and supervises it to its end: it reserves and
-// plans as Preview does (taking the devices' lease), applies NUMA
-// balancing, and runs the ranks (or torchrun) under launch.Run, the
+// Run reserves and plans as Preview does, taking the lease, applies NUMA
+// balancing and supervises the ranks (or torchrun) to their end, the
 // lease held until the job's last process is gone. code is the first
-// failing rank's exit status (0 when every rank succeeded); err is
-// amdrun's own failure (ErrNoScript before anything starts).
+// failing rank's exit status; err is amdrun's own failure.
 func Run(ctx context.Context, o *Options) (code int, err error) {
 	if !canLaunch {
 		return 0, ErrNeedsLinux
@@ -86,10 +79,8 @@ func Run(ctx context.Context, o *Options) (code int, err error) {
 	return supervise(ctx, o, p)
 }
 
-// prepare is the pipeline up to the plan: the torch probe (in the
-// background while the node is discovered), the placement (devices and
-// their lease, or CPU ranks) and the plan of every rank. Its Plan holds
-// the lease, if any, until release.
+// prepare is the pipeline up to the plan, which holds the lease, if
+// any, until release.
 func prepare(ctx context.Context, o *Options, dryRun bool) (*Plan, error) {
 	env := o.Env()
 	torch := torchVersion(ctx, o) // runs while the node is discovered
@@ -97,9 +88,8 @@ func prepare(ctx context.Context, o *Options, dryRun bool) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	// A host that does not tell its NUMA nodes (a container's partial
-	// sysfs) has its ranks unbound: quietly by default, with nothing for
-	// the user to do; with --bind, the plan says so in one line.
+	// A host that does not tell its NUMA nodes (a container) leaves the
+	// ranks unbound, said only with --bind.
 	hostNUMA, err := o.HostNUMA()
 	if err != nil {
 		hostNUMA = nil
@@ -128,10 +118,8 @@ func prepare(ctx context.Context, o *Options, dryRun bool) (*Plan, error) {
 	return p, nil
 }
 
-// ompNote is the plan's OMP_NUM_THREADS note (note) when it is worth a
-// line: amdrun's values reach Python ranks that run. Not in a dry run
-// (its plan shows them), not with --no-python, not under torchrun (which
-// sets its own, and says so). Issue 31: it came on every command.
+// ompNote is the plan's OMP_NUM_THREADS note where it is worth a line
+// (issue 31): Python ranks that run, not under torchrun.
 func ompNote(o *Options, dryRun bool, note string) string {
 	if dryRun || o.NoPython || o.Launcher == "torchrun" {
 		return ""
@@ -139,11 +127,9 @@ func ompNote(o *Options, dryRun bool, note string) string {
 	return note
 }
 
-// torchrunSettings hands this node's plan to torchrun: the one on PATH,
-// or for a job amdrun hands to torch's own agent (Options.Agent), the
-// workers' own interpreter's. Under the agent bound ranks stay bound:
-// it starts each worker through amdrun's bind shim (plan.Torchrun.Shim);
-// without amdrun's own path they run unbound, and one line says so.
+// torchrunSettings hands this node's plan to torchrun, or to torch's
+// agent (Options.Agent), which starts bound workers through amdrun's
+// bind shim.
 func torchrunSettings(o *Options, env []string, ranks *plan.Plan) plan.Torchrun {
 	t := plan.Torchrun{
 		UserEnv: env, ElasticNNodes: o.ElasticNNodes, Rdzv: o.Rdzv,
@@ -164,16 +150,14 @@ func torchrunSettings(o *Options, env []string, ranks *plan.Plan) plan.Torchrun 
 	return t
 }
 
-// supervise runs p under launch.Run with the lease's lock files held by
-// the processes that watch over the job.
+// supervise runs p under launch.Run.
 func supervise(ctx context.Context, o *Options, p *Plan) (int, error) {
 	self, err := o.Executable()
 	if err != nil {
 		return 0, fmt.Errorf("cannot find amdrun's own binary for binding: %w", err)
 	}
-	// The processes that watch over the job keep the leases' files open,
-	// so the devices and CPUs stay leased while anything of the job runs
-	// (issue 13).
+	// The job's watchers keep the leases' files open while anything of
+	// the job runs (issue 13).
 	var hold []*os.File
 	defer func() {
 		for _, f := range hold {
@@ -198,8 +182,7 @@ func supervise(ctx context.Context, o *Options, p *Plan) (int, error) {
 	return code, err
 }
 
-// runOptions is how launch.Run runs p: output, input, logs, and the
-// grace and containment asked for.
+// runOptions is how launch.Run runs p.
 func runOptions(o *Options, p *Plan) launch.RunOptions {
 	ro := launch.RunOptions{
 		Stdout: o.Stdout, Stderr: o.Stderr, LogDir: o.LogDir, RanksFilter: o.RanksFilter, Grace: o.Grace,
@@ -210,13 +193,11 @@ func runOptions(o *Options, p *Plan) launch.RunOptions {
 		ro.Stdin = in
 	}
 	if p.Torchrun {
-		// torchrun got --log_dir, -r, -t and --local_ranks_filter itself:
-		// its one process is not filtered or logged by amdrun (nor
-		// restarted: the torchrun plan's MaxRestarts is 0).
+		// torchrun got --log_dir, -r, -t and --local_ranks_filter itself.
 		ro.LogDir, ro.RanksFilter, ro.Redirects, ro.Tee = "", nil, launch.Streams{}, launch.Streams{}
 	}
-	// Prefixes tell ranks apart: with one rank on the console there is
-	// nothing to tell, and its output can be the terminal itself (issue 15).
+	// One rank on the console needs no prefix and can have the terminal
+	// itself (issue 15).
 	shown := 0
 	for _, r := range p.Run.Ranks {
 		if ro.RanksFilter == nil || slices.Contains(ro.RanksFilter, r.LocalRank) {

@@ -3,9 +3,8 @@ package job
 import "strings"
 
 // CommandLine is the launch command line as given, one Arg per flag that
-// Resolve reads (by field, never by name: a flag dropped or renamed here
-// fails to compile where it is read). The command declares each flag on
-// its Arg (Declare); flags that only bind a setting have none.
+// Resolve reads, by field (a flag renamed here fails to compile where it
+// is read). Flags that only bind a setting have none.
 type CommandLine struct {
 	NGPUs, NProcPerNode, DryRun, Module, NoPython               Arg
 	Python, Bind, Grace, MaxRestarts, NoPrefix, LogDir          Arg
@@ -22,9 +21,8 @@ type CommandLine struct {
 }
 
 // Declare makes a the Arg named name of the typed value v (its default
-// the value's text now), torchrun's as t says, and a flag of l: one row
-// of the command line's table. help is the flag's help: for an AgentOnly
-// flag, why it does nothing when amdrun starts the ranks.
+// v's text now), torchrun's as t says: one row of l's table. help is
+// the flag's help (AgentOnly: why it does nothing under amdrun).
 func (l *CommandLine) Declare(a *Arg, name string, v Value, t Torch, help string) *Arg {
 	a.name, a.v, a.torch, a.help, a.def = name, v, t, help, v.String()
 	l.args = append(l.args, a)
@@ -32,13 +30,10 @@ func (l *CommandLine) Declare(a *Arg, name string, v Value, t Torch, help string
 }
 
 // Torch says how a flag is torchrun's, as a set: not at all (Own), by
-// name (an abbreviation that could be it or one of amdrun's own means
-// it), by its PET_<NAME> variable too, which torchrun reads; and whether
-// --launcher torchrun passes it on as given (Pass), unless torch's own
-// agent runs the job (NotToAgent); and whether only torch's agent does
-// anything with it (AgentOnly: when amdrun starts the ranks, a value other
-// than its default gets one line saying why it does nothing, unless Quiet:
-// torchrun's tuning, where the user has nothing to change).
+// name (an ambiguous abbreviation means it), by its PET_<NAME> variable
+// too; passed on to torchrun as given (Pass) unless torch's agent runs
+// the job (NotToAgent); only torch's agent uses it (AgentOnly: under
+// amdrun a value other than its default gets one line, unless Quiet).
 type Torch uint8
 
 const (
@@ -58,10 +53,9 @@ type Value interface {
 	Type() string
 }
 
-// Arg is one flag of the command line: its typed value (pflag's, bound
-// to a setting of Options or held by the flag), whether it was given,
-// and how errors name it. It is itself a Value, which the command
-// declares as the flag (CommandLine.Declare).
+// Arg is one flag of the command line: its typed value, whether it was
+// given, and how errors name it. It is itself the Value the command
+// declares as the flag.
 type Arg struct {
 	v                     Value
 	name, from, help, def string
@@ -69,8 +63,7 @@ type Arg struct {
 	torch                 Torch
 }
 
-// String is the flag's value as text: its default when not given ("" for
-// an Arg the command did not declare).
+// String is the flag's value as text ("" for an undeclared Arg).
 func (a *Arg) String() string {
 	if a.v == nil {
 		return ""
@@ -96,15 +89,13 @@ func (a *Arg) Name() string { return a.name }
 // Torch says how the flag is torchrun's.
 func (a *Arg) Torch() Torch { return a.torch }
 
-// Given says the flag was given, on the command line or by a PET_*
-// variable.
+// Given says the flag was given, on the command line or by PET_*.
 func (a *Arg) Given() bool { return a.given }
 
 // From records that the flag's value came from the variable pet.
 func (a *Arg) From(pet string) { a.from = pet }
 
-// Label names the flag as the user gave it: --flag, or the PET_* variable
-// it came from.
+// Label names the flag as the user gave it: --flag or its PET_* variable.
 func (a *Arg) Label() string {
 	if a.from != "" {
 		return a.from
@@ -123,6 +114,5 @@ func (a *Arg) PETVar() string {
 	return "PET_" + strings.ToUpper(strings.ReplaceAll(a.name, "-", "_"))
 }
 
-// torchrunFlag is the flag in the underscore spelling every torchrun
-// from torch 1.13 on takes.
+// torchrunFlag is the flag in the underscore spelling of every torchrun.
 func (a *Arg) torchrunFlag() string { return "--" + strings.ReplaceAll(a.name, "-", "_") }

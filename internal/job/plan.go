@@ -11,15 +11,13 @@ import (
 )
 
 // Plan is a planned job: the devices chosen and why, and every rank's
-// command, environment and CPUs. WriteText, WriteExplain and WriteJSON
-// render it; Document is its JSON form, the `--dry-run --json` contract.
+// command, environment and CPUs.
 type Plan struct {
 	// Model is the node the devices were chosen on; nil for CPU ranks.
 	Model *topology.Model
-	// Choice is the selector's choice with its score, alternatives and
-	// the naive pick; nil for CPU ranks.
+	// Choice is the selector's choice; nil for CPU ranks.
 	Choice *selector.Choice
-	// Ranks is the plan of every rank as amdrun would start them.
+	// Ranks is every rank's plan as amdrun would start them.
 	Ranks *plan.Plan
 	// Run is what is started: Ranks, or with Torchrun, the one torchrun
 	// process that starts them.
@@ -27,8 +25,7 @@ type Plan struct {
 	// Torchrun says Run hands the node to torchrun (--launcher torchrun).
 	Torchrun bool
 	// Python is the ranks' interpreter ("" with NoPython), PythonFrom the
-	// rule that chose it, TorchVersion the torch it would import ("" when
-	// none was found).
+	// rule that chose it, TorchVersion its torch ("": none found).
 	Python, PythonFrom, TorchVersion string
 
 	held    *lease.Lease // the devices' lease, until release
@@ -45,10 +42,7 @@ func (p *Plan) release() {
 	}
 }
 
-// planRanks turns a placement into the plan of every rank: it checks the
-// choice against the mask, resolves the default binding and reads the
-// CPUs this process may use; the rest (a free port where none is given, a
-// fresh run id) is plan.NewPlan's.
+// planRanks turns a placement into the plan of every rank.
 func planRanks(o *Options, pl *placement, env []string, hostNUMA []topology.NUMANode, torch string, cl *cpuLeaser) (*plan.Plan, error) {
 	var chosen []topology.Device
 	if pl.choice != nil {
@@ -75,8 +69,7 @@ func planRanks(o *Options, pl *placement, env []string, hostNUMA []topology.NUMA
 	if len(chosen) > 0 {
 		vendor := pl.model.Vendor
 		if per > 1 || o.VirtualLocalRank {
-			// Each rank sees its own devices only (a rank with several
-			// devices has no LOCAL_RANK-th one to pick among all).
+			// Each rank sees its own devices only.
 			for k := 0; k+per <= len(chosen); k += per {
 				s.RankVisibleEnv = append(s.RankVisibleEnv, pl.mask.Env(chosen[k:k+per], vendor))
 			}
@@ -88,9 +81,7 @@ func planRanks(o *Options, pl *placement, env []string, hostNUMA []topology.NUMA
 	return cl.plan(s)
 }
 
-// nodeDevices are the indices of the model's devices on each NUMA node,
-// ascending as the model's devices are (nil without a model): each owns
-// a fair share of its node's CPUs.
+// nodeDevices is plan.Spec.NodeDevices of m.
 func nodeDevices(m *topology.Model) map[int][]int {
 	if m == nil {
 		return nil
@@ -104,8 +95,7 @@ func nodeDevices(m *topology.Model) map[int][]int {
 	return out
 }
 
-// workerArgv is the command each rank runs; "-" without a script (a
-// preview shows the plan anyway).
+// workerArgv is the command each rank runs; "-" without a script.
 func workerArgv(o *Options) []string {
 	if len(o.Args) == 0 {
 		return []string{"-"}

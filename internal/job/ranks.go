@@ -7,22 +7,18 @@ import (
 	"github.com/amdrun/amdrun/internal/launch"
 )
 
-// Ranks are this node's ranks, worked out once by resolveRanks; the
-// stages after it read them and work nothing out again. The zero value
-// is amdrun's default: one rank per free device, or one CPU rank, said in
-// one line, where no GPU is found.
+// Ranks are this node's ranks, worked out once by resolveRanks. The zero
+// value is one rank per free device, or one CPU rank, said in one line,
+// where no GPU is found.
 type Ranks struct {
 	// GPUs is the number of devices to choose; 0: every free device.
 	GPUs int
 	// N is the number of ranks on this node; 0: one per device chosen.
 	// With GPUs > N each rank gets GPUs/N devices.
 	N int
-	// CPU runs CPU ranks without looking for a GPU (--ngpus 0 with
-	// --nproc-per-node N, or --nproc-per-node cpu).
+	// CPU runs CPU ranks without looking for a GPU.
 	CPU bool
-	// PerCPU makes the CPU ranks (CPU, or where no GPU is found) one per
-	// CPU amdrun may use (--nproc-per-node cpu or auto); false: N of
-	// them, 0 meaning 1.
+	// PerCPU makes CPU ranks one per CPU amdrun may use; false: N (0: 1).
 	PerCPU bool
 	// NoGPU is what a node where no GPU is found runs; NoGPUOK lets a
 	// Slurm task granted GPUs run CPU ranks then (an explicit --ngpus 0).
@@ -33,17 +29,15 @@ type Ranks struct {
 // NoGPU is what a job does on a node where auto-detection finds no GPU.
 type NoGPU int
 
-// SayCPU runs CPU ranks and says so in one line; QuietCPU without a word,
-// as torchrun's, for a request that counts ranks (--nproc-per-node N or
-// auto without --ngpus; issue 31); NeedGPU fails (--nproc-per-node gpu).
+// SayCPU runs CPU ranks and says so in one line; QuietCPU without a word
+// (a request that counts ranks, issue 31); NeedGPU fails.
 const (
 	SayCPU NoGPU = iota
 	QuietCPU
 	NeedGPU
 )
 
-// CPURanks is the number of CPU ranks, numCPU the number of CPUs amdrun
-// may use (called only with PerCPU).
+// CPURanks is the number of CPU ranks, numCPU called only with PerCPU.
 func (r Ranks) CPURanks(numCPU func() int) int {
 	if r.PerCPU {
 		return max(1, numCPU())
@@ -51,9 +45,8 @@ func (r Ranks) CPURanks(numCPU func() int) int {
 	return max(1, r.N)
 }
 
-// resolveRanks works out o.Ranks, the only place that does, from
-// --ngpus (else slurmGPUs, a multi-node Slurm step's GPUs per node) and
-// --nproc-per-node; torch's agent gets torchrun's one rank by default.
+// resolveRanks works out o.Ranks from --ngpus (else slurmGPUs on several
+// nodes) and --nproc-per-node.
 func (o *Options) resolveRanks(l *CommandLine, slurmGPUs int) error {
 	ngpus, _ := strconv.Atoi(l.NGPUs.String()) // an int flag: pflag read it
 	given := l.NGPUs.Given()

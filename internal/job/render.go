@@ -15,8 +15,7 @@ import (
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
-// visibleString is rank r's visible-device list ("" for a CPU rank):
-// plan.Mask.Env sets CUDA's and HIP's variables alike.
+// visibleString is rank r's visible-device list ("" for a CPU rank).
 func visibleString(r plan.Rank) string {
 	if len(r.Devices) == 0 {
 		return ""
@@ -24,18 +23,7 @@ func visibleString(r plan.Rank) string {
 	return envlist.Get(r.Env, plan.EnvCUDAVisible)
 }
 
-// sharedVisible says whether every rank sees the same devices.
-func sharedVisible(p *plan.Plan) bool {
-	for _, r := range p.Ranks[1:] {
-		if visibleString(r) != visibleString(p.Ranks[0]) {
-			return false
-		}
-	}
-	return true
-}
-
-// rankNUMA names a rank's NUMA nodes: its devices', or those a CPU rank is
-// bound to; "-" when unknown.
+// rankNUMA is a rank's NUMA nodes: its devices', or a CPU rank's.
 func rankNUMA(r plan.Rank) []int {
 	if len(r.Devices) == 0 {
 		return r.NUMANodes
@@ -50,11 +38,9 @@ func rankNUMA(r plan.Rank) []int {
 	return nodes
 }
 
-// WriteText writes the plan for people: the topology, the policy and
-// score, the devices and what each rank sees, then a table of ranks
-// (their devices, NUMA nodes, CPUs and command); with explain, why the
-// devices were chosen (WriteExplain). With torchrun it starts with the
-// torchrun command line.
+// WriteText writes the plan for people: the launcher and interpreter,
+// the topology, policy, devices and visible lists, a table of ranks,
+// and with explain, WriteExplain.
 func (pl *Plan) WriteText(w io.Writer, explain bool) {
 	pl.writeLauncher(w)
 	pl.writePython(w)
@@ -71,8 +57,7 @@ func (pl *Plan) writeLauncher(w io.Writer) {
 	}
 }
 
-// writePython names the ranks' interpreter, the rule that chose it and
-// the torch it would import (issue 22); nothing with --no-python.
+// writePython names the ranks' interpreter and its torch (issue 22).
 func (pl *Plan) writePython(w io.Writer) {
 	if pl.Python == "" {
 		return
@@ -97,13 +82,13 @@ func (pl *Plan) writeRanks(w io.Writer) {
 		fmt.Fprintf(w, "Topology: %s: %d devices%s\n", m.Source, m.N(), chosenNUMA(m, c.Devices))
 		fmt.Fprintf(w, "Policy:   %s, score %s\n", c.Policy, c.Score.String())
 		fmt.Fprintf(w, "Devices:  %s\n", topology.JoinInts(c.Devices))
-		if sharedVisible(p) {
+		lists := make([]string, len(p.Ranks))
+		for i, r := range p.Ranks {
+			lists[i] = visibleString(r)
+		}
+		if len(slices.Compact(slices.Clone(lists))) == 1 { // every rank sees the same devices
 			fmt.Fprintf(w, "Visible:  CUDA_VISIBLE_DEVICES=%s HIP_VISIBLE_DEVICES=%s\n", r0[plan.EnvCUDAVisible], r0[plan.EnvHIPVisible])
 		} else {
-			lists := make([]string, len(p.Ranks))
-			for i, r := range p.Ranks {
-				lists[i] = visibleString(r)
-			}
 			fmt.Fprintf(w, "Visible:  each rank its own devices (CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES): %s\n", strings.Join(lists, " | "))
 		}
 	}
@@ -117,9 +102,8 @@ func (pl *Plan) writeRanks(w io.Writer) {
 	tw.Flush()
 }
 
-// chosenNUMA says which NUMA nodes the chosen devices sit on. It is the
-// devices' own nodes, not the count of this host's nodes: planning from
-// a saved topology, or in a container that sees one node, the two differ.
+// chosenNUMA says which NUMA nodes the chosen devices sit on (not this
+// host's: a saved topology or a container may differ).
 func chosenNUMA(m *topology.Model, devices []int) string {
 	unknown, seen := 0, map[int]bool{}
 	for _, d := range devices {
@@ -156,9 +140,8 @@ func quoteArgv(argv []string) string {
 }
 
 // WriteExplain says why the devices were chosen: the chosen set, the
-// next best and the naive first-N pick with their scores, the ring, the
-// term that decided, and the gain over the naive pick; its callers skip
-// CPU ranks (no Choice).
+// next best and the naive pick with their scores, the ring, the term
+// that decided and the gain over naive. Choice must be set.
 func (pl *Plan) WriteExplain(w io.Writer) {
 	m, c := pl.Model, pl.Choice
 	fmt.Fprintf(w, "\nWhy %s (policy %s, bandwidth %s", topology.JoinInts(c.Devices), c.Policy, m.Bandwidth)
@@ -181,8 +164,7 @@ func (pl *Plan) WriteExplain(w io.Writer) {
 	if len(c.Ring) > 0 {
 		fmt.Fprintf(w, "  ring: %s\n", ringString(m, c.Ring))
 	}
-	// Say what decided: a tie with the runner-up, then the first term that
-	// sets the chosen set ahead of the best set that scores differently.
+	// A tie with the runner-up, then what beat the best different score.
 	for i, a := range c.Alternatives {
 		differs := c.Score.Compare(a.Score) != 0
 		if differs || i == 0 {
@@ -192,16 +174,13 @@ func (pl *Plan) WriteExplain(w io.Writer) {
 			break
 		}
 	}
-	if c.Naive != nil && len(c.Naive.Score.Terms) > 0 && len(c.Score.Terms) > 0 && c.Naive.Score.Terms[0].Value > 0 {
-		t := c.Score.Terms[0]
-		ratio := t.Value / c.Naive.Score.Terms[0].Value
-		fmt.Fprintf(w, "  %s: chosen %g %s vs naive %g %s (%.2fx)\n", t.Name, t.Value, t.Unit,
-			c.Naive.Score.Terms[0].Value, t.Unit, ratio)
+	if n := c.Naive; n != nil && len(n.Score.Terms) > 0 && len(c.Score.Terms) > 0 && n.Score.Terms[0].Value > 0 {
+		t, naive := c.Score.Terms[0], n.Score.Terms[0].Value
+		fmt.Fprintf(w, "  %s: chosen %g %s vs naive %g %s (%.2fx)\n", t.Name, t.Value, t.Unit, naive, t.Unit, t.Value/naive)
 	}
 }
 
-// gapString says how far from proven an inexact choice is: "total within
-// 3.2% of its upper bound 1234000 MB/s".
+// gapString says how far from proven an inexact choice is.
 func gapString(c *selector.Choice) string {
 	g := gapOf(c)
 	if g == nil {
@@ -228,8 +207,7 @@ func ringString(m *topology.Model, ring []int) string {
 	return b.String()
 }
 
-// decidedBy says which score term put the chosen set ahead of the runner-up:
-// "links tie with 0,1,2,4 (bottleneck, total); decided by numa: 1 vs 2".
+// decidedBy says which score term put the chosen set ahead of alt.
 func decidedBy(chosen selector.Score, alt selector.Candidate) string {
 	var equal []string
 	for i, t := range chosen.Terms {
@@ -250,9 +228,7 @@ func decidedBy(chosen selector.Score, alt selector.Candidate) string {
 	return fmt.Sprintf("ties with %s on every term; the lowest device indices win", topology.JoinInts(alt.Devices))
 }
 
-// cappedFlag names what stopped an unproven search: the work budget,
-// the time cap (then the answer depends on the machine's load), or the
-// ring's own cycle search.
+// cappedFlag names what stopped an unproven search.
 func cappedFlag(c *selector.Choice) string {
 	switch c.CappedBy {
 	case selector.CappedByWork:

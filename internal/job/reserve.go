@@ -31,8 +31,8 @@ func (p *placement) release() {
 	}
 }
 
-// place discovers the node and chooses and leases the devices (a dry
-// run takes no lease), or places CPU ranks (cpuFallback).
+// place discovers the node and chooses and leases the devices, or
+// places CPU ranks.
 func place(ctx context.Context, o *Options, env []string, dryRun bool) (*placement, error) {
 	if o.Ranks.CPU {
 		return &placement{cpuRanks: o.Ranks.CPURanks(o.NumCPU)}, nil
@@ -56,28 +56,23 @@ func place(ctx context.Context, o *Options, env []string, dryRun bool) (*placeme
 	if err != nil {
 		return nil, userError(err)
 	}
+	pl := &placement{model: m, mask: mask, choice: choice, held: held}
 	if n := o.Ranks.N; n > 0 && len(choice.Devices)%n != 0 {
-		// Every free device (--ngpus 0 with --nproc-per-node gpu/auto
-		// never gets here): cannot happen, but a plan must not be wrong.
-		if held != nil {
-			held.Release()
-		}
+		// Cannot happen, but a plan must not be wrong.
+		pl.release()
 		return nil, fmt.Errorf("%d devices do not split over %d ranks", len(choice.Devices), n)
 	}
-	return &placement{model: m, mask: mask, choice: choice, held: held}, nil
+	return pl, nil
 }
 
 // cpuFallback is the placement when discovery failed with err: CPU ranks
-// where the source was left to auto-detection and found no GPU (unless
-// the options name GPUs), else err.
+// where auto-detection found no GPU and nothing names GPUs, else err.
 func cpuFallback(o *Options, err error) (*placement, error) {
 	if !o.SourceAuto || !errors.Is(err, discover.ErrNoGPU) {
 		return nil, err
 	}
 	if o.Grant.Granted() && !o.Ranks.NoGPUOK {
-		// Slurm gave this task GPUs: running on CPUs instead would waste
-		// them and hide the fault (a missing driver or tool, a container
-		// without the devices).
+		// CPU ranks would waste the grant and hide the fault.
 		return nil, fmt.Errorf("slurm granted this task GPUs (%s) but amdrun finds none: %w (--ngpus 0 runs CPU ranks instead)", o.Grant, err)
 	}
 	switch {
@@ -93,10 +88,8 @@ func cpuFallback(o *Options, err error) (*placement, error) {
 	return &placement{cpuRanks: n}, nil
 }
 
-// grantMask bounds mask by the GPUs Slurm granted the task (o.Grant),
-// renumbered to the runtime's ordinals on m; devices the user's own
-// visible-device list names outside the grant are left out with one
-// warning.
+// grantMask bounds mask by the GPUs Slurm granted the task; devices the
+// user's list names outside the grant are left out with one warning.
 func (o *Options) grantMask(m *topology.Model, mask *plan.Mask) (*plan.Mask, error) {
 	if !o.Grant.Granted() {
 		return mask, nil
@@ -144,8 +137,7 @@ func reservation(o *Options, m *topology.Model, mask *plan.Mask, dryRun bool) (r
 	return res, err
 }
 
-// userError rewrites the selector's errors, which name its package and
-// its terms, in the flags the user can change.
+// userError rewrites the selector's errors in the user's flags.
 func userError(err error) error {
 	var ne *selector.NotEnoughError
 	if !errors.As(err, &ne) {
@@ -168,11 +160,8 @@ type reworded struct {
 func (e *reworded) Error() string { return e.msg }
 func (e *reworded) Unwrap() error { return e.err }
 
-// torchVersion asks the worker's interpreter which torch it would import
-// (plan.TorchVersionProbe: its start-up, not torch's import), in the
-// background; "" when it cannot say. Under --no-python that is the
-// interpreter amdrun would otherwise run, as torchrun's own torch decides
-// there (issue 33: NCCL_ASYNC_ERROR_HANDLING for torch before 2.2).
+// torchVersion asks the workers' interpreter, in the background, which
+// torch it would import; "" when it cannot say (issue 33).
 func torchVersion(ctx context.Context, o *Options) <-chan string {
 	ch := make(chan string, 1)
 	if o.Python == "" || o.Run == nil || len(o.Args) == 0 {
@@ -180,7 +169,7 @@ func torchVersion(ctx context.Context, o *Options) <-chan string {
 		return ch
 	}
 	go func() {
-		// An interpreter that takes seconds to start must not hold the job.
+		// A slow interpreter must not hold the job.
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		out, err := o.Run(ctx, o.Python, "-c", plan.TorchVersionProbe)
@@ -193,9 +182,8 @@ func torchVersion(ctx context.Context, o *Options) <-chan string {
 	return ch
 }
 
-// queueAhead says who waits before a job that joins the queue: "first in
-// the queue", or "behind 2 jobs: alice (pid 42): 8 device(s) since
-// 15:04:05; ...", at most three named.
+// queueAhead says who waits before a job that joins the queue, at most
+// three named.
 func queueAhead(ahead []lease.Waiting) string {
 	if len(ahead) == 0 {
 		return "first in the queue"

@@ -9,44 +9,35 @@ import (
 	"github.com/amdrun/amdrun/internal/selector"
 )
 
-// Document is the plan as `amdrun --dry-run --json` prints it: one JSON
-// object, a contract that scripts read (docs/usage.md "The dry-run JSON"
-// describes it; testdata/dryrun holds goldens of it). Fields are only
-// ever added: none is renamed, retyped or dropped.
+// Document is the plan as `amdrun --dry-run --json` prints it, a contract
+// (docs/usage.md "The dry-run JSON"): fields are only ever added.
 type Document struct {
-	// Source names where the topology came from ("sysfs", "amd-smi",
-	// "file node.json", "example (seed MI250 node)", ...); "none" for CPU
-	// ranks.
+	// Source names where the topology came from; "none" for CPU ranks.
 	Source string `json:"source"`
 	// Policy is the selection policy, "tree" or "ring"; "" for CPU ranks.
 	Policy string `json:"policy"`
-	// Bandwidth is "theoretical" or "measured" (an amdrun bench result
-	// was applied); "" for CPU ranks.
+	// Bandwidth is "theoretical" or "measured"; "" for CPU ranks.
 	Bandwidth string `json:"bandwidth"`
 	// CPU says the ranks have no device (no GPU found, or --ngpus 0).
 	CPU bool `json:"cpu,omitempty"`
-	// Devices are the chosen device indices in rank order; [] for CPU
-	// ranks.
+	// Devices are the chosen devices in rank order; [] for CPU ranks.
 	Devices []int `json:"devices"`
-	// VisibleDevices is rank 0's visible-device list (each rank's env has
-	// its own when ranks see different devices); "" for CPU ranks.
+	// VisibleDevices is rank 0's visible-device list; "" for CPU ranks.
 	VisibleDevices string `json:"visible_devices"`
 	// Score is the chosen set's score, most significant term first.
 	Score []Term `json:"score"`
-	// Exact says the search proved no set scores better; when false, Gap
-	// says how far from proven the choice is.
+	// Exact says no set scores better; else Gap says how far from proven.
 	Exact bool  `json:"exact"`
 	Gap   *Gap  `json:"gap,omitempty"`
 	Ring  []int `json:"ring,omitempty"`
-	// Alternatives are the next best sets, best first; Naive is the first
-	// N free devices, the pick amdrun improves on.
+	// Alternatives are the next best sets; Naive the first N free devices.
 	Alternatives []Candidate `json:"alternatives,omitempty"`
 	Naive        *Candidate  `json:"naive,omitempty"`
 	// WorldSize is the number of ranks of the whole job (every node).
 	WorldSize int `json:"world_size"`
 	// Ranks are this node's ranks, by local rank.
 	Ranks []Rank `json:"ranks"`
-	// Warnings are the plan's warnings (also printed on stderr).
+	// Warnings are the plan's warnings (also on stderr).
 	Warnings []string `json:"warnings,omitempty"`
 }
 
@@ -54,22 +45,18 @@ type Document struct {
 type Rank struct {
 	Rank      int `json:"rank"`
 	LocalRank int `json:"local_rank"`
-	// Device is the rank's first device, -1 for a CPU rank; Devices all
-	// of them ([] for a CPU rank).
+	// Device is the rank's first device and Devices all; -1 and [] for a
+	// CPU rank.
 	Device  int   `json:"device"`
 	Devices []int `json:"devices"`
-	// NUMANode is the first of the rank's devices' NUMA nodes (a CPU
-	// rank's: the one it is bound to), -1 if none.
+	// NUMANode is the rank's first NUMA node, -1 if none.
 	NUMANode int `json:"numa_node"`
-	// CPUs are the CPUs the rank is bound to, [] when not bound; Mems its
-	// memory nodes when bound.
+	// CPUs are the rank's CPUs ([]: not bound); Mems its memory nodes.
 	CPUs []int `json:"cpus"`
 	Mems []int `json:"mems,omitempty"`
 	// Argv is the command the rank runs (never through a shell).
 	Argv []string `json:"argv"`
-	// Env holds the variables amdrun sets for the rank (plan.RankVars:
-	// RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, the visible devices,
-	// ...), not the environment it passes through.
+	// Env holds the variables amdrun sets for the rank (plan.RankVars).
 	Env map[string]string `json:"env"`
 }
 
@@ -79,18 +66,16 @@ type Candidate struct {
 	Score   []Term `json:"score"`
 }
 
-// Term is a score term as people read it: larger is better for some
-// terms (bandwidth), smaller for others (numa, busy), each in its own
-// unit. (The selector stores the smaller-is-better ones negated.)
+// Term is a score term as people read it, in its own unit (not negated
+// as the selector stores smaller-is-better ones).
 type Term struct {
 	Name  string  `json:"name"`
 	Value float64 `json:"value"`
 	Unit  string  `json:"unit,omitempty"`
 }
 
-// Gap is the proven gap of an inexact choice: the first score term a set
-// the search left unsettled might beat, the most it could reach there,
-// and the chosen set's relative shortfall from that.
+// Gap is the proven gap of an inexact choice: the first term an
+// unsettled set might beat, its bound and the relative shortfall.
 type Gap struct {
 	Term     string  `json:"term"`
 	Bound    float64 `json:"bound"`
@@ -153,11 +138,7 @@ func rankDoc(r plan.Rank) Rank {
 			shown[k] = v
 		}
 	}
-	cpus := r.CPUs
-	if cpus == nil {
-		cpus = []int{}
-	}
-	devs := []int{}
+	cpus, devs := append([]int{}, r.CPUs...), []int{}
 	for _, d := range r.Devices {
 		devs = append(devs, d.Index)
 	}
@@ -168,9 +149,8 @@ func rankDoc(r plan.Rank) Rank {
 	return Rank{r.Rank, r.LocalRank, r.Device.Index, devs, numa, cpus, r.Mems, r.Argv, shown}
 }
 
-// WriteJSON writes Document, indented, with a newline. With torchrun the
-// torchrun command line comes first, on a line of its own, as amdrun has
-// always printed it.
+// WriteJSON writes Document, indented, after the torchrun command line
+// with torchrun.
 func (pl *Plan) WriteJSON(w io.Writer) error {
 	pl.writeLauncher(w)
 	enc := json.NewEncoder(w)

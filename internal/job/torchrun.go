@@ -12,8 +12,7 @@ import (
 	"github.com/amdrun/amdrun/internal/plan"
 )
 
-// resolveTorchrun gives torchrun's flags their meaning in Options, or a
-// one-line error naming the flag as the user gave it (Arg.Label).
+// resolveTorchrun gives torchrun's flags their meaning in Options.
 func (o *Options) resolveTorchrun(l *CommandLine) error {
 	if l.RunPath.On() {
 		if o.Module {
@@ -47,8 +46,7 @@ func (o *Options) resolveTorchrun(l *CommandLine) error {
 }
 
 // noteAgentOnly says, one line each, which AgentOnly flags given change
-// nothing when amdrun starts the ranks (never a refusal: torchrun runs
-// the line); torchrun's default value changes nothing anywhere.
+// nothing when amdrun starts the ranks.
 func (o *Options) noteAgentOnly(l *CommandLine) {
 	for _, a := range l.args {
 		if a.torch&(AgentOnly|Quiet) == AgentOnly && a.Given() && a.String() != a.def {
@@ -72,11 +70,8 @@ func (o *Options) parseNUMABinding(l *CommandLine) error {
 	return nil
 }
 
-// torchrunArgs are the Pass flags the user gave, for --launcher torchrun,
-// in the underscore spelling every torchrun from torch 1.13 on accepts
-// (an older torchrun names one it lacks). Under torch's agent the
-// NotToAgent ones are not: amdrun's bind shim binds each worker, so
-// --numa-binding would bind them twice.
+// torchrunArgs are the Pass flags the user gave, in underscore spelling;
+// not NotToAgent ones under the agent (amdrun's shim binds the workers).
 func torchrunArgs(l *CommandLine, agent bool) []string {
 	var out []string
 	for _, a := range l.args {
@@ -93,10 +88,8 @@ func torchrunArgs(l *CommandLine, agent bool) []string {
 	return out
 }
 
-// torchrunEnv reads the variables torch's agent reads besides PET_*:
-// TORCH_ELASTIC_SHUTDOWN_TIMEOUT, the grace in seconds when neither
-// --shutdown-timeout nor --grace is given, and
-// TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE, the ranks' console prefix.
+// torchrunEnv reads the variables torch's agent reads besides PET_*: the
+// grace (unless a flag gives it) and the console prefix.
 func (o *Options) torchrunEnv(l *CommandLine) error {
 	env := o.Env()
 	if v, ok := envlist.Lookup(env, "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"); ok && !l.ShutdownTimeout.Given() && !l.Grace.Given() {
@@ -117,9 +110,8 @@ func (o *Options) torchrunEnv(l *CommandLine) error {
 var rdzvTimeouts = []string{"join_timeout", "read_timeout", "last_call_timeout", "close_timeout", "timeout"}
 
 // rdzvConfKeys reads --rdzv-conf as torchrun's _parse_rendezvous_config
-// does (KEY=VALUE pairs separated by commas, spaces around each trimmed)
-// and returns its keys, each once; an empty key or value is an error, and
-// so is a timeout key whose value is not a whole number of seconds.
+// and returns its keys, each once; an empty key or value is an error, as
+// is a timeout that is not a whole number of seconds.
 func rdzvConfKeys(s string) ([]string, error) {
 	var keys []string
 	if strings.TrimSpace(s) == "" {
@@ -146,11 +138,8 @@ func rdzvConfKeys(s string) ([]string, error) {
 	return keys, nil
 }
 
-// rdzvConfOneNode reads --rdzv-conf for a job amdrun runs itself on one
-// node and says, in one line, what its keys do there: the timeouts bound
-// waits for other nodes, which one node does not have (amdrun starts its
-// ranks together, so they hold at once); any other key configures a
-// rendezvous backend amdrun does not run.
+// rdzvConfOneNode says, in one line, what --rdzv-conf's keys do for a
+// job amdrun runs itself on one node.
 func (o *Options) rdzvConfOneNode(label, conf string) error {
 	keys, err := rdzvConfKeys(conf)
 	if err != nil {

@@ -19,12 +19,10 @@ const (
 	BindNUMA BindMode = "numa"
 	// BindExclusive splits each NUMA node's CPUs among the ranks on it.
 	BindExclusive BindMode = "exclusive"
-	// BindSocket binds a rank to every NUMA node of its device's socket
-	// (torchrun's --numa-binding socket).
+	// BindSocket binds a rank to every NUMA node of its device's socket.
 	BindSocket BindMode = "socket"
-	// BindCoreComplex gives each rank the CPUs of one level-3 cache of
-	// its device's NUMA node, a different one per rank (one CCD of an
-	// AMD EPYC; torchrun's --numa-binding core-complex).
+	// BindCoreComplex gives each rank the CPUs of its own level-3 cache
+	// of its device's NUMA node (one CCD of an AMD EPYC).
 	BindCoreComplex BindMode = "core-complex"
 	// BindNone leaves ranks on every CPU amdrun may use.
 	BindNone BindMode = "none"
@@ -46,8 +44,8 @@ const (
 // BindModes are the bind modes, in the order help lists them.
 var BindModes = []BindMode{BindNUMA, BindExclusive, BindSocket, BindCoreComplex, BindNone}
 
-// ParseBindMode parses one of BindModes (any case), or "" (Spec.Bind's
-// default). Another value gives an error that lists the valid ones.
+// ParseBindMode parses one of BindModes (any case) or ""; another value
+// gives an error that lists the valid ones.
 func ParseBindMode(s string) (BindMode, error) {
 	m := BindMode(strings.ToLower(strings.TrimSpace(s)))
 	if s == "" || slices.Contains(BindModes, m) {
@@ -56,11 +54,10 @@ func ParseBindMode(s string) (BindMode, error) {
 	return "", fmt.Errorf("bind: unknown mode %q (valid: numa, exclusive, socket, core-complex, none)", s)
 }
 
-// LeasesCPUs says whether ranks bound so hold CPUs of their own, which
-// other amdrun jobs on the node must not use (CPU leases).
+// LeasesCPUs says whether ranks bound so lease CPUs of their own.
 func (m BindMode) LeasesCPUs() bool { return m == BindExclusive || m == BindCoreComplex }
 
-// ParseMemPolicy parses "bind", "preferred" or "none" (any case). Another
+// ParseMemPolicy parses "bind", "preferred" or "none" (any case); another
 // value gives an error that lists the valid ones.
 func ParseMemPolicy(s string) (MemPolicy, error) {
 	switch p := MemPolicy(strings.ToLower(strings.TrimSpace(s))); p {
@@ -70,9 +67,8 @@ func ParseMemPolicy(s string) (MemPolicy, error) {
 	return "", fmt.Errorf("mem policy: unknown policy %q (valid: bind, preferred, none)", s)
 }
 
-// home is where a rank belongs on the host: the NUMA nodes of its
-// devices (or the one a CPU rank was given), and how to name the rank in
-// a warning.
+// home is where a rank belongs: its devices' NUMA nodes (or a CPU rank's
+// one), and its name in a warning.
 type home struct {
 	nodes []int // ascending, distinct; may hold ids the host lacks (-1: unknown)
 	what  string
@@ -101,10 +97,9 @@ func deviceHomes(groups [][]topology.Device) []home {
 	return out
 }
 
-// cpuHomes spreads n CPU ranks over the host's NUMA nodes that have CPUs
-// amdrun may use, in contiguous blocks (ranks 0..n/m-1 on the first node,
-// and so on), so that neighbouring ranks share a node. Without binding,
-// or without NUMA information, the ranks have no home.
+// cpuHomes spreads n CPU ranks over the NUMA nodes with CPUs amdrun may
+// use in contiguous blocks, so that neighbouring ranks share a node;
+// unbound, or without NUMA nodes, the ranks have no home.
 func cpuHomes(n int, host []topology.NUMANode, allowedList []int, mode BindMode) []home {
 	out := make([]home, n)
 	for lr := range out {
@@ -136,9 +131,8 @@ type binding struct {
 	cpus  []int // nil: unbound
 }
 
-// bindRanks computes each rank's binding and appends warnings; it
-// returns the mode the ranks are bound in: mode, or BindNUMA when CPUs
-// other jobs lease (s.BusyCPUs) left too few for mode.
+// bindRanks computes each rank's binding, appending warnings, and the
+// mode the ranks got (Plan.Bound).
 func bindRanks(homes []home, s Spec, mode BindMode, warn *[]string) ([]binding, BindMode) {
 	out := make([]binding, len(homes))
 	if mode == BindNone {
@@ -209,11 +203,10 @@ func bindRanks(homes []home, s Spec, mode BindMode, warn *[]string) ([]binding, 
 }
 
 // splitRanks gives exclusive and core-complex ranks CPUs of their own:
-// their fair share (share.go) where the node's devices are known (and,
-// for core-complex, the node has fewer core complexes than devices),
-// else a part of their node set's free CPUs or complexes. It returns
-// false, with one warning, when leased CPUs left too few (the ranks
-// then share their nodes' CPUs).
+// their fair share (share.go) where the node's devices are known (for
+// core-complex: fewer complexes than devices), else a part of their node
+// set's free CPUs or complexes. False, with one warning, when leased CPUs
+// left too few.
 func splitRanks(out []binding, homes []home, keys []string, onNodes map[string][]int, s Spec, mode BindMode, byID map[int]topology.NUMANode, allowed []int, warn *[]string) bool {
 	split, unit, one := splitExclusive, "CPUs", "a CPU"
 	if mode == BindCoreComplex {
@@ -272,15 +265,13 @@ func bindSockets(out []binding, host []topology.NUMANode, allowed []int, g *topo
 	}
 }
 
-// splitter divides the free CPUs of one NUMA node set (cpus, ascending,
-// busy ones removed; all are the node set's allowed CPUs) among k ranks.
-// It returns each rank's part, or ok false when busy CPUs leave too few,
-// and how many units (CPUs, caches) the node set has: with fewer than k,
-// ranks share them even when nothing is busy.
+// splitter divides one NUMA node set's free CPUs (all: its allowed ones)
+// among k ranks: each rank's part, ok false when busy CPUs leave too few,
+// and how many units (CPUs, caches) it has: with fewer than k, ranks
+// share them.
 type splitter func(all, free []int, k int) (parts [][]int, ok bool, units int)
 
-// splitExclusive gives each of k ranks a contiguous share of the free
-// CPUs.
+// splitExclusive gives each rank a contiguous share of the free CPUs.
 func splitExclusive(all, free []int, k int) ([][]int, bool, int) {
 	src, ok := free, true
 	switch {
@@ -297,8 +288,8 @@ func splitExclusive(all, free []int, k int) ([][]int, bool, int) {
 	return parts, ok, len(all)
 }
 
-// splitComplexes gives each of k ranks the CPUs of one level-3 cache of
-// g that no other job uses, a different one each, in CPU order.
+// splitComplexes gives each rank its own level-3 cache of g that no other
+// job uses.
 func splitComplexes(g *topology.CPUGroups) splitter {
 	return func(all, free []int, k int) ([][]int, bool, int) {
 		var units, freeUnits [][]int
@@ -336,14 +327,13 @@ func splitComplexes(g *topology.CPUGroups) splitter {
 }
 
 // splitAll runs split on each node set's ranks; short names the first
-// node set where busy CPUs left too few (the whole job then falls back),
-// notes those whose ranks share units.
+// where busy CPUs left too few, notes those whose ranks share units.
 func splitAll(out []binding, keys []string, onNodes map[string][]int, busy []int, split splitter, unit string) (parts map[int][]int, short string, notes []string) {
 	parts = map[int][]int{}
 	for _, key := range keys {
 		ranks := onNodes[key]
 		all := out[ranks[0]].cpus
-		free := without(all, busy)
+		free := filter(all, busy, false)
 		got, ok, units := split(all, free, len(ranks))
 		if !ok {
 			return nil, fmt.Sprintf("NUMA node %s (%s of its CPUs %s; %d ranks here)", key,
@@ -359,12 +349,8 @@ func splitAll(out []binding, keys []string, onNodes map[string][]int, busy []int
 	return parts, "", notes
 }
 
-// without returns the CPUs of sorted a that are not in b.
-func without(a, b []int) []int { return filter(a, b, false) }
-
 // chunk returns the j-th of k contiguous, near-equal parts of cpus (the
-// first len%k parts one longer). With more parts than CPUs, part j gets
-// CPU j mod len.
+// first len%k one longer); with more parts than CPUs, CPU j mod len.
 func chunk(cpus []int, j, k int) []int {
 	n := len(cpus)
 	if k > n {
@@ -379,9 +365,8 @@ func chunk(cpus []int, j, k int) []int {
 	return append([]int(nil), cpus[start:end]...)
 }
 
-// ompThreads is the rank's share of its CPUs: a CPU set shared by several
-// ranks (numa mode) is divided among them, so that OpenMP does not
-// oversubscribe it; an unbound rank gets its share of all allowed CPUs.
+// ompThreads is the rank's share of its CPUs, a set several ranks share
+// divided among them; an unbound rank's share of all allowed CPUs.
 func ompThreads(b binding, all []binding, nAllowed, nproc int) int {
 	if len(b.cpus) == 0 {
 		if nAllowed == 0 {
@@ -418,8 +403,7 @@ func intersect(a, b []int) []int {
 	return out
 }
 
-// filter returns the CPUs of a that are in b (in) or are not, in a's
-// order.
+// filter returns the CPUs of a that are in b (in) or not, in a's order.
 func filter(a, b []int, in bool) []int {
 	set := make(map[int]bool, len(b))
 	for _, c := range b {

@@ -1,24 +1,19 @@
-// Package plan turns a choice of devices into a launch plan: each
-// rank's RANK/LOCAL_RANK/WORLD_SIZE and rendezvous variables, the
-// visible-device lists (the user's CUDA/HIP/ROCR_VISIBLE_DEVICES mask
-// read, narrowed and written back: visible.go), the CPU/NUMA binding and
-// memory policy (--bind, --mem), and the one-process plan that hands the
-// ranks to torch's own agent (TorchrunPlan). It also holds the torch
-// version probe's script and parser and the run id.
-//
-// It is pure but for one question to the kernel, a free port for a Spec
-// that gives none: it starts no process, opens no file and reads no
-// environment beyond what it is given (the devices, the host's NUMA
-// nodes and CPU caches, the environment list, the torch version), so a
-// dry run shows exactly what a launch will run. Running a plan is
-// package launch's.
+// Package plan turns a choice of devices into a launch plan: each rank's
+// torchrun variables, visible-device lists (visible.go), CPU/NUMA binding
+// and memory policy, and the one-process plan for torch's agent
+// (TorchrunPlan). It is pure but for asking the kernel for a free port:
+// no process started, no file opened, no environment read beyond what it
+// is given, so a dry run shows exactly what a launch runs.
 package plan
 
 import (
 	"cmp"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,21 +26,17 @@ import (
 var ErrSpec = errors.New("invalid launch spec")
 
 // DefaultMasterAddr is what a zero Settings.MasterAddr means;
-// DefaultMasterPort, torchrun's, is the port of a job of several nodes
-// that gives none (package job decides: a zero MasterPort is a free one).
+// DefaultMasterPort, torchrun's, is package job's port for a job of
+// several nodes that gives none.
 const (
 	DefaultMasterAddr = "127.0.0.1"
 	DefaultMasterPort = 29500
 )
 
-// RankVars are the variables a plan may set in a rank's environment:
-// the visible-device variables, torchrun's rank contract, and defaults
-// amdrun sets only when the user has not (OMP_NUM_THREADS,
-// TORCH_NCCL_ASYNC_ERROR_HANDLING and its pre-2.2 name
-// NCCL_ASYNC_ERROR_HANDLING, torch's flight recorder: FlightRecorder).
-// ROCR_VISIBLE_DEVICES is listed because it
-// decides what the others mean, though amdrun never sets it. A dry run
-// shows these; the torchrun launcher drops the rank contract.
+// RankVars are the variables a plan may set in a rank's environment: the
+// visible devices (ROCR_VISIBLE_DEVICES only read: it decides what the
+// others mean), torchrun's rank contract, and defaults set only where the
+// user has not. A dry run shows these.
 var RankVars = []string{
 	"CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER",
 	"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
@@ -55,111 +46,88 @@ var RankVars = []string{
 	"OMP_NUM_THREADS", frBufferVars[0], frBufferVars[1], frDumpOnTimeout,
 }
 
-// asyncErrorVars are the two names torch reads for NCCL's asynchronous
-// error handling: TORCH_NCCL_ASYNC_ERROR_HANDLING since torch 2.2, the
-// other before (torch 1.13 reads only NCCL_ASYNC_ERROR_HANDLING; 2.2 and
-// later warn on every rank that it is deprecated). A plan sets the new
-// name to 1 unless the user set either, and the old one too when the
-// workers' torch is older than 2.2 (Spec.TorchVersion).
+// asyncErrorVars are torch's names for NCCL's async error handling: the
+// first since torch 2.2, the second before (2.2 on warns on every rank
+// that it is deprecated). A plan sets the first unless the user set
+// either, and the second too for torch before 2.2.
 var asyncErrorVars = []string{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING"}
 
 // DefaultRole is ROLE_NAME when Spec.Role is empty, as torchrun's --role.
 const DefaultRole = "default"
 
-// Spec is everything NewPlan needs. Zero values are documented per field.
+// Spec is everything NewPlan needs.
 type Spec struct {
-	// TorchVersion is the version of torch the workers import ("" when
-	// unknown): below 2.2 the plan also sets NCCL_ASYNC_ERROR_HANDLING.
+	// TorchVersion is the workers' torch ("": unknown); below 2.2 the plan
+	// also sets NCCL_ASYNC_ERROR_HANDLING.
 	TorchVersion string
-	// Devices are the chosen devices in rank order: local rank i runs on
-	// Devices[i*k : (i+1)*k], k being DevicesPerRank. No device twice.
-	// Empty only for CPU ranks (CPURanks).
+	// Devices are the chosen devices in rank order, local rank i on
+	// Devices[i*k : (i+1)*k] (k: DevicesPerRank), none twice; empty only
+	// for CPU ranks.
 	Devices []topology.Device
-	// DevicesPerRank is how many devices each rank gets (k above); 0
-	// means 1. len(Devices) must be a multiple of it.
+	// DevicesPerRank is k above (0: 1); it must divide len(Devices).
 	DevicesPerRank int
-	// CPURanks is the number of ranks of a job without devices (a node
-	// with no GPU): each gets the torchrun environment and no
-	// visible-device variable; with BindNUMA or BindExclusive they are
-	// spread over the host's NUMA nodes in contiguous blocks. 0 unless
-	// Devices is empty.
+	// CPURanks is the rank count of a job without devices (0 unless
+	// Devices is empty), bound in contiguous blocks of NUMA nodes.
 	CPURanks int
-	// HostNUMA are this host's NUMA nodes. Empty: no binding is possible
-	// and the plan warns when Bind asks for one.
+	// HostNUMA are the host's NUMA nodes; empty: ranks are not bound (a
+	// warning when Bind asks).
 	HostNUMA []topology.NUMANode
-	// AllowedCPUs are the CPUs amdrun itself may use (sched_getaffinity);
-	// nil means every CPU of HostNUMA.
+	// AllowedCPUs are the CPUs amdrun may use; nil: all of HostNUMA's.
 	AllowedCPUs []int
-	// CPUGroups are the host's sockets and level-3 caches, which
-	// BindSocket and BindCoreComplex need; nil: unknown (those modes then
-	// bind to NUMA nodes and warn).
+	// CPUGroups are the host's sockets and L3 caches for BindSocket and
+	// BindCoreComplex; nil: unknown (they bind to NUMA nodes and warn).
 	CPUGroups *topology.CPUGroups
-	// BusyCPUs are CPUs other amdrun jobs lease (their exclusive or
-	// core-complex ranks'); BindExclusive and BindCoreComplex leave them
-	// out, and when too few are left the job binds as BindNUMA, with one
-	// warning. Nil: none.
+	// BusyCPUs are CPUs other amdrun jobs lease, left out by the modes
+	// that lease CPUs (too few left: BindNUMA, one warning); nil: none.
 	BusyCPUs []int
-	// NodeDevices are the indices of every device of the host (chosen
-	// or not) on each NUMA node, ascending: an exclusive rank's share of
-	// its node's CPUs is its devices' slots among them (share.go). Nil:
-	// each node set's free CPUs are split among the job's ranks on it.
+	// NodeDevices are every host device's index on each NUMA node,
+	// ascending: an exclusive rank's share is its devices' slots
+	// (share.go). Nil: each node set's free CPUs are split among its ranks.
 	NodeDevices map[int][]int
-	// CPUsPerRank, when above 0, is how many CPUs an exclusive rank
-	// takes instead of its share: those beyond it only if free.
+	// CPUsPerRank, above 0, is how many CPUs an exclusive rank takes
+	// instead of its share, those beyond it only if free.
 	CPUsPerRank int
-	// Argv is the worker command, already resolved (python -u script
-	// args...). It is passed as given, never through a shell.
+	// Argv is the worker command (python -u script args...), never run
+	// through a shell.
 	Argv []string
-	// Env is the base environment (KEY=VAL). It passes through unchanged
-	// except for the variables the plan sets.
+	// Env is the base environment (KEY=VAL), kept but for what the plan
+	// sets.
 	Env []string
-	// VisibleEnv holds the visible-device variables every rank gets
-	// (Mask.Env of all Devices); they override Env. Ignored when
-	// RankVisibleEnv is set.
+	// VisibleEnv are every rank's visible-device variables (Mask.Env),
+	// ignored when RankVisibleEnv is set.
 	VisibleEnv map[string]string
-	// RankVisibleEnv, when set, holds each local rank's own
-	// visible-device variables (Mask.Env of that rank's devices), for
-	// ranks that see only their own devices: several devices per rank,
-	// or VirtualLocalRank. Its length must be the number of ranks.
+	// RankVisibleEnv, when set, are each local rank's own visible-device
+	// variables (several devices per rank, or VirtualLocalRank).
 	RankVisibleEnv []map[string]string
-	// Bind is the CPU binding; "" means BindNUMA on a host of more than
-	// one NUMA node (HostNUMA), else BindNone.
+	// Bind is the CPU binding; "": BindNUMA on a host of several NUMA
+	// nodes, else BindNone.
 	Bind BindMode
-	// Mem is the memory policy; "" means MemNone. It applies only to ranks
-	// that are bound to NUMA nodes.
+	// Mem is the memory policy of bound ranks; "": MemNone.
 	Mem MemPolicy
-	// Settings are the job's settings that every rank shares.
+	// Settings are the job's settings every rank shares.
 	Settings
 }
 
-// Settings are the job's settings that every rank of it shares: this
-// node's place in the job, its run id and role, the local rank each rank
-// is told and the restarts. They are declared here once: job.Options
-// holds them (its Planning embeds Settings), and Spec, Plan and Torchrun
-// embed them, so a setting is copied as one value, never field by field
-// into another struct (docs/architecture.md, "Where a setting lives").
+// Settings are the settings every rank of a job shares, declared once:
+// job.Options, Spec and Plan embed them and copy them as one value
+// (docs/architecture.md, "Where a setting lives").
 type Settings struct {
-	// NNodes is the number of nodes (0 means 1); NodeRank this node's
-	// number, 0 <= NodeRank < NNodes.
+	// NNodes is the number of nodes (0: 1); NodeRank this node's, in
+	// 0..NNodes-1.
 	NNodes, NodeRank int
-	// MasterAddr and MasterPort locate rank 0's store; "" means
-	// DefaultMasterAddr, and 0 a free port on this host, which NewPlan
-	// asks the kernel for.
+	// MasterAddr and MasterPort locate rank 0's store; "":
+	// DefaultMasterAddr, 0: a free port NewPlan asks the kernel for.
 	MasterAddr string
 	MasterPort int
-	// RunID is TORCHELASTIC_RUN_ID; "" means a fresh one (NewRunID),
-	// which NewPlan makes.
+	// RunID is TORCHELASTIC_RUN_ID; "": a fresh NewRunID.
 	RunID string
-	// Role is ROLE_NAME (torchrun's --role); "" means DefaultRole.
+	// Role is ROLE_NAME (torchrun's --role); "": DefaultRole.
 	Role string
-	// VirtualLocalRank sets LOCAL_RANK=0 in every rank, as torchrun's
-	// --virtual-local-rank; each rank should then see only its own
-	// devices (Spec.RankVisibleEnv), so that device 0 is its own.
+	// VirtualLocalRank sets LOCAL_RANK=0 in every rank (torchrun's
+	// --virtual-local-rank); each rank should see only its own devices.
 	VirtualLocalRank bool
-	// MaxRestarts is how often a failed group is restarted (>= 0; 0:
-	// never): the ranks see it as TORCHELASTIC_MAX_RESTARTS, launch.Run
-	// restarts the group that often (Plan's), and TorchrunPlan passes it
-	// as --max_restarts.
+	// MaxRestarts is how often a failed group restarts (0: never), as
+	// TORCHELASTIC_MAX_RESTARTS and torchrun's --max_restarts say.
 	MaxRestarts int
 }
 
@@ -167,53 +135,40 @@ type Settings struct {
 type Plan struct {
 	// Ranks are the local workers in local-rank order.
 	Ranks []Rank
-	// Warnings are things the user should know (unbound ranks, a default
-	// set on their behalf); each appears once.
+	// Warnings are what the user should know, each once.
 	Warnings []string
-	// OMPNote says which OMP_NUM_THREADS amdrun set for the ranks, when
-	// it set one for more than one rank (torchrun warns then too); ""
-	// when the user set it or the node runs one rank. It is not among
-	// Warnings: only a job that starts Python ranks prints it.
+	// OMPNote says which OMP_NUM_THREADS amdrun set for several ranks
+	// ("" otherwise); only a job starting Python ranks prints it.
 	OMPNote string
 	// WorldSize is NNodes * len(Ranks).
 	WorldSize int
-	// Settings are the Spec's after their defaults; launch.Run reads
-	// MaxRestarts (how often it restarts a failed group; 0 never) and
-	// RunID (the log layout's).
+	// Settings are the Spec's after their defaults.
 	Settings
-	// Bound is the binding the ranks got: the Spec's Bind after its
-	// default, or BindNUMA where BusyCPUs left too few CPUs for the mode
-	// asked.
+	// Bound is the binding the ranks got: Spec.Bind after its default,
+	// or BindNUMA where BusyCPUs left too few CPUs.
 	Bound BindMode
-	// LeaseCPUs are the CPUs the job must lease so that no other amdrun
-	// job uses them: every rank's, when Bind LeasesCPUs; nil otherwise.
+	// LeaseCPUs are every rank's CPUs when Bound LeasesCPUs; else nil.
 	LeaseCPUs []int
 }
 
 // Rank is one worker of a plan.
 type Rank struct {
-	// Rank is the global rank (NodeRank*ranks per node + LocalRank);
-	// LocalRank the rank on this node.
+	// Rank is the global rank, LocalRank the rank on this node.
 	Rank, LocalRank int
-	// Devices are the rank's devices, in topology order; nil for a CPU
-	// rank.
+	// Devices are the rank's devices; nil for a CPU rank.
 	Devices []topology.Device
-	// Device is the rank's first device (the LOCAL_RANK-th visible
-	// device when each rank has one); for a CPU rank its Index,
-	// RuntimeIndex and NUMANode are -1.
+	// Device is the first of Devices; a CPU rank's has Index,
+	// RuntimeIndex and NUMANode -1.
 	Device topology.Device
-	// NUMANodes are the host NUMA nodes the rank is bound to, ascending;
-	// nil if none. NUMANode is the first of them, -1 if none.
+	// NUMANodes are the NUMA nodes the rank is bound to, ascending (nil:
+	// none); NUMANode the first, or -1.
 	NUMANodes []int
 	NUMANode  int
-	// CPUs are the CPUs the rank is bound to; nil means not bound (it
-	// inherits amdrun's affinity).
+	// CPUs are the rank's CPUs; nil: not bound (amdrun's affinity).
 	CPUs []int
-	// Mems are the NUMA nodes of the rank's memory policy; nil means the
-	// default policy.
+	// Mems are the NUMA nodes of the memory policy; nil: the default.
 	Mems []int
-	// MemPolicy is the policy applied to Mems (MemNone when Mems is nil).
-	// With MemPreferred and several nodes the kernel prefers the first.
+	// MemPolicy is the policy on Mems (MemNone when Mems is nil).
 	MemPolicy MemPolicy
 	// Argv is the worker command, exactly as run.
 	Argv []string
@@ -240,11 +195,10 @@ func (r *Rank) DeviceLabel() string {
 // cpuDevice is Rank.Device of a rank without a device.
 var cpuDevice = topology.Device{Index: -1, RuntimeIndex: -1, NUMANode: -1}
 
-// NewPlan computes the plan for s. It does no I/O. It returns an error
-// wrapping ErrSpec when s has neither devices nor CPU ranks (or both), no
-// command, a device twice, or a device count that DevicesPerRank does
-// not divide. The settings' ranges and words are the caller's to check
-// (job.Options.Resolve refuses them in the user's terms).
+// NewPlan computes the plan for s. It returns an error wrapping ErrSpec
+// when s has neither devices nor CPU ranks (or both), no command, a
+// device twice, or a device count that DevicesPerRank does not divide;
+// the settings' ranges are the caller's to check.
 func NewPlan(s Spec) (*Plan, error) {
 	v, err := resolveSpec(s)
 	if err != nil {
@@ -298,8 +252,7 @@ type resolved struct {
 	Settings
 }
 
-// resolveSpec checks s and fills in its defaults; an impossible Spec is
-// ErrSpec.
+// resolveSpec checks s and fills in its defaults.
 func resolveSpec(s Spec) (resolved, error) {
 	v := resolved{per: s.DevicesPerRank, bind: s.Bind, mem: s.Mem, Settings: s.Settings}
 	if err := checkRanks(s); err != nil {
@@ -334,8 +287,6 @@ func resolveSpec(s Spec) (resolved, error) {
 	return v, nil
 }
 
-// checkRanks refuses a Spec without ranks, with both devices and CPU
-// ranks, without a command, or with a device chosen twice.
 func checkRanks(s Spec) error {
 	switch {
 	case len(s.Devices) == 0 && s.CPURanks <= 0:
@@ -356,8 +307,7 @@ func checkRanks(s Spec) error {
 	return nil
 }
 
-// newRank is local rank lr with its devices and binding; its Env is set
-// by the caller.
+// newRank is local rank lr without its Env.
 func newRank(s Spec, v resolved, lr int, devs []topology.Device, b binding) Rank {
 	r := Rank{Rank: s.NodeRank*v.nproc + lr, LocalRank: lr, Devices: devs, Device: cpuDevice, NUMANodes: b.nodes, NUMANode: -1,
 		CPUs: b.cpus, MemPolicy: MemNone, Argv: append([]string(nil), s.Argv...)}
@@ -373,9 +323,8 @@ func newRank(s Spec, v resolved, lr int, devs []topology.Device, b binding) Rank
 	return r
 }
 
-// rankVars are the variables the plan sets for rank r (the torchrun
-// contract, the async error handling unless the user set it, and the
-// rank's visible devices), all but OMP_NUM_THREADS.
+// rankVars are the variables the plan sets for rank r but
+// OMP_NUM_THREADS.
 func rankVars(s Spec, v resolved, p *Plan, r Rank) map[string]string {
 	localRank := r.LocalRank
 	if s.VirtualLocalRank {
@@ -415,8 +364,7 @@ func rankVars(s Spec, v resolved, p *Plan, r Rank) map[string]string {
 	return set
 }
 
-// ompNote says which OMP_NUM_THREADS amdrun set for each rank (omp,
-// by local rank): "1 for every rank" when they agree.
+// ompNote says which OMP_NUM_THREADS amdrun set for each rank.
 func ompNote(ranks []Rank, omp []int) string {
 	notes := make([]string, len(omp))
 	for i, n := range omp {
@@ -429,9 +377,8 @@ func ompNote(ranks []Rank, omp []int) string {
 	return "OMP_NUM_THREADS is not set: setting it per rank to its share of its CPUs (" + detail + "); set it to override"
 }
 
-// mergeEnv returns base with the variables of set replacing theirs in
-// place (later duplicates of a replaced key dropped) and the rest of set
-// appended in key order. Nothing else in base changes.
+// mergeEnv returns base with set's variables replacing theirs in place
+// (later duplicates dropped) and the rest appended in key order.
 func mergeEnv(base []string, set map[string]string) []string {
 	out := make([]string, 0, len(base)+len(set))
 	done := map[string]bool{}
@@ -455,9 +402,26 @@ func mergeEnv(base []string, set map[string]string) []string {
 	return out
 }
 
-// WithEnv returns a copy of env with key set to val, by the rule the plan
-// sets each rank's variables with (see mergeEnv); supervision sets the
-// per-attempt variables with it.
+// WithEnv returns a copy of env with key set to val, as mergeEnv sets
+// them.
 func WithEnv(env []string, key, val string) []string {
 	return mergeEnv(env, map[string]string{key: val})
+}
+
+// NewRunID returns a fresh TORCHELASTIC_RUN_ID, "amdrun-" and 12 hex digits.
+func NewRunID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "amdrun-" + hex.EncodeToString(b[:])
+}
+
+// freePort is a TCP port of 127.0.0.1 the kernel gave a listener it then
+// closed: another process may take it before rank 0 binds it.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -7,20 +7,15 @@ import (
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
-// Fair CPU shares (issue 34.4). A rank bound exclusive (or core-complex
-// on a node with fewer core complexes than devices) does not take every
-// free CPU of its NUMA node: each device of the node owns a slot, the
-// node's allowed CPUs divided by the node's devices (Spec.NodeDevices:
-// every device of the host there, chosen or not), rounded down, at least
-// one, the remainder to the lowest devices, in CPU order. A rank's share
-// is its devices' slots, so jobs on one node that use different devices
-// get disjoint CPUs without knowing of each other; the CPU leases still
-// decide. A slot another job took in part (it asked for more with
-// Spec.CPUsPerRank) is made up from the node's other free CPUs.
+// Fair CPU shares (issue 34.4): each device of a NUMA node owns a slot of
+// the node's allowed CPUs (Spec.NodeDevices, chosen or not; the remainder
+// to the lowest devices), and an exclusive rank's share is its devices'
+// slots, so jobs on different devices get disjoint CPUs without knowing
+// of each other. A slot another job took in part (CPUsPerRank) is made
+// up from the node's other free CPUs.
 
-// slot is device d's share of its NUMA node's allowed CPUs, and false
-// when the spec says nothing of the node's devices or the node has fewer
-// allowed CPUs than devices.
+// slot is device d's slot, false when the node's devices are unknown or
+// outnumber its allowed CPUs.
 func slot(s Spec, d topology.Device, host map[int]topology.NUMANode, allowed []int) ([]int, bool) {
 	peers := s.NodeDevices[d.NUMANode]
 	pos := slices.Index(peers, d.Index)
@@ -32,13 +27,11 @@ func slot(s Spec, d topology.Device, host map[int]topology.NUMANode, allowed []i
 	return chunk(cpus, pos, len(peers)), true
 }
 
-// shareAll gives each device rank (its CPUs, in out, being its node
-// set's allowed CPUs) its share: the free CPUs of its devices' slots,
-// made up to the slots' size (or Spec.CPUsPerRank) from the node set's
-// other free CPUs. ok is false when some rank has no slot (the caller
-// then splits the node as before); short names the first rank that
-// found fewer free CPUs than its slots hold; notes the ranks that got
-// fewer than --cpus-per-rank asked.
+// shareAll gives each device rank (out: its node set's allowed CPUs) the
+// free CPUs of its slots, made up to their size (or CPUsPerRank) from
+// the node set's other free CPUs. ok is false when a rank has no slot;
+// short names the first rank short of its slots; notes the ranks that
+// got fewer than CPUsPerRank.
 func shareAll(out []binding, homes []home, s Spec, host map[int]topology.NUMANode, allowed []int) (parts map[int][]int, ok bool, short string, notes []string) {
 	want := make([][]int, len(out))
 	for lr, h := range homes {
@@ -98,9 +91,8 @@ func shareAll(out []binding, homes []home, s Spec, host map[int]topology.NUMANod
 	return parts, true, "", notes
 }
 
-// fewerComplexes says whether some NUMA node with devices has fewer
-// level-3 caches among its allowed CPUs than devices: core-complex ranks
-// there get fair shares, not a complex each.
+// fewerComplexes says whether a NUMA node of homes has fewer level-3
+// caches among its allowed CPUs than devices.
 func fewerComplexes(s Spec, homes []home, host map[int]topology.NUMANode, allowed []int) bool {
 	for _, h := range homes {
 		for _, id := range h.nodes {

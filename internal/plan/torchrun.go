@@ -8,51 +8,37 @@ import (
 	"github.com/amdrun/amdrun/internal/envlist"
 )
 
-// Torchrun says how to hand a planned node over to torchrun (elastic
-// jobs: torchrun runs the rendezvous and starts the ranks; amdrun has
-// chosen the devices and holds their lease).
+// Torchrun says how to hand a planned node to torchrun, which runs the
+// rendezvous and starts the ranks on the devices amdrun leased.
 type Torchrun struct {
-	// UserEnv is amdrun's own environment: rank variables the user set
-	// there are kept, the ones the plan set are dropped (torchrun sets
-	// them itself).
+	// UserEnv is amdrun's environment: the rank variables set there are
+	// kept, the plan's dropped.
 	UserEnv []string
-	// ElasticNNodes is torchrun's --nnodes MIN:MAX; "" means Settings'
-	// NNodes (0 meaning 1).
+	// ElasticNNodes is --nnodes MIN:MAX; "": the plan's NNodes.
 	ElasticNNodes string
-	// Rdzv are torchrun's rendezvous settings by name ("backend",
-	// "endpoint", "id", "conf" for --rdzv_backend ...), passed through in
-	// that order.
+	// Rdzv are the --rdzv_* settings by name (rdzvNames).
 	Rdzv map[string]string
 	// Module and NoPython choose torchrun's -m / --no-python.
 	Module, NoPython bool
-	// Extra are more torchrun flags, already in the spelling every
-	// torchrun accepts, passed before the script in the order given.
+	// Extra are more torchrun flags, passed before the script.
 	Extra []string
 	// Args are SCRIPT ARGS..., as the user gave them.
 	Args []string
-	// Shim, when set, is amdrun's bind shim with every local rank's
-	// binding ([self, launch.ShimArg, launch.LocalShimArgs(p)...]): torchrun runs it as
-	// a --no_python entrypoint, and it binds each worker by its
-	// LOCAL_RANK and execs the rank's command (the plan's argv, which
-	// then replaces Module, NoPython and Args).
+	// Shim, when set, is amdrun's bind shim, run as a --no_python
+	// entrypoint that binds each worker by LOCAL_RANK and execs the
+	// plan's argv (instead of Module, NoPython and Args).
 	Shim []string
-	// Agent is the command that runs torch's elastic agent; nil means
-	// ["torchrun"]. amdrun hands a c10d/etcd or elastic job to
-	// [python, -m, torch.distributed.run] of the workers' interpreter.
+	// Agent is the command of torch's elastic agent; nil: ["torchrun"].
 	Agent []string
 }
 
-// rdzvNames are torchrun's rendezvous settings, in the order they are
-// passed.
+// rdzvNames are torchrun's rendezvous settings in the order passed.
 var rdzvNames = []string{"backend", "endpoint", "id", "conf"}
 
-// TorchrunPlan replaces p's ranks with one process: torchrun with the
-// chosen devices visible, --nproc_per_node len(p.Ranks), p's place in
-// the job (a static multi-node job without rendezvous flags) and p's
-// MaxRestarts as --max_restarts (torchrun restarts the ranks: the plan
-// returned has MaxRestarts 0, so launch.Run starts torchrun once). Its env is
-// rank 0's without the rank contract (RankVars other than the
-// visible-device ones), except what the user set. It is pure.
+// TorchrunPlan replaces p's ranks with one torchrun process: the chosen
+// devices visible, --nproc_per_node len(p.Ranks), p's place in the job
+// and its MaxRestarts (the plan returned has 0: torchrun restarts). Its
+// env is rank 0's without the rank contract, but for what the user set.
 func TorchrunPlan(p *Plan, t Torchrun) *Plan {
 	r0 := p.Ranks[0]
 	own := map[string]bool{}
@@ -69,9 +55,8 @@ func TorchrunPlan(p *Plan, t Torchrun) *Plan {
 		}
 		env = append(env, kv)
 	}
-	// Underscore spellings: torchrun accepts them from torch 1.9 to the
-	// current release; the hyphenated ones only since torch 2.0 (1.13's
-	// argparse rejects --nproc-per-node).
+	// Underscore spellings: torch 1.9 on takes them, the hyphenated ones
+	// only 2.0 on.
 	argv := append([]string{}, t.Agent...)
 	if len(argv) == 0 {
 		argv = []string{"torchrun"}

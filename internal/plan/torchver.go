@@ -8,9 +8,8 @@ import (
 )
 
 // TorchVersionProbe is a Python program that prints the version of the
-// torch its interpreter would import, without importing it (torch takes
-// seconds to import, this about as long as the interpreter's start): it
-// reads torch/version.py. It prints nothing when there is no torch.
+// torch its interpreter would import, read from torch/version.py (an
+// import takes seconds); nothing when there is no torch.
 const TorchVersionProbe = `import importlib.util as u, os, re
 s = u.find_spec("torch")
 if s and s.submodule_search_locations:
@@ -32,10 +31,8 @@ func ParseTorchVersion(out []byte) string {
 	return v
 }
 
-// legacyAsyncName says whether torch version v reads only the old name of
-// the NCCL async error handling variable (before 2.2). An unknown version
-// ("") says no: current torch warns on every rank that the old name is
-// deprecated.
+// legacyAsyncName says whether torch version v is before 2.2 (an unknown
+// one is not).
 func legacyAsyncName(v string) bool {
 	major, minor, ok := majorMinor(v)
 	return ok && (major < 2 || major == 2 && minor < 2)
@@ -55,16 +52,11 @@ func majorMinor(v string) (int, int, bool) {
 	return major, minor, err1 == nil && err2 == nil && major >= 0 && minor >= 0
 }
 
-// Torch's flight recorder (issue 33): a ring buffer of each rank's last
-// collectives (process group, sequence number, op, sizes, state), which
-// torch writes to a file per rank when NCCL's watchdog times out. It is
-// off unless its buffer size is set. Read in torch's sources: the
-// recorder and TORCH_NCCL_TRACE_BUFFER_SIZE, TORCH_NCCL_DUMP_ON_TIMEOUT
-// and TORCH_NCCL_DEBUG_INFO_TEMP_FILE came in torch 2.2 (pytorch#110960,
-// #113503); the vendor-neutral names TORCH_FR_BUFFER_SIZE and
-// TORCH_FR_DUMP_TEMP_FILE replaced the first and the last (pytorch#152563
-// and after; 2.11 reads them and records gloo collectives too), the old
-// names still read with a deprecation warning.
+// Torch's flight recorder (issue 33) keeps each rank's last collectives
+// and writes them to a file when NCCL's watchdog times out; it is off
+// unless its buffer size is set. The NCCL names came in torch 2.2
+// (pytorch#110960, #113503); the TORCH_FR_ names replaced them
+// (pytorch#152563), the old ones still read with a warning.
 var (
 	frBufferVars    = [2]string{"TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE"}
 	frDumpFileVars  = [2]string{"TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"}
@@ -75,11 +67,9 @@ var (
 // when amdrun switches it on (torch's tutorial's figure).
 const FRBufferSize = "2000"
 
-// frNames says which name of each pair amdrun sets for torch version v:
-// the new one from 2.9 (the rename was merged while 2.8 was developed,
-// first under another name: 2.8 is given the old name, which every
-// release since 2.2 reads, at worst with a warning), none before 2.2 or
-// for an unknown version.
+// frNames says which name of each pair to set for torch version v: the
+// new one from 2.9 (2.8 got the rename under another name), the old one
+// from 2.2, none before or for an unknown version.
 func frNames(v string) (buffer, dumpFile string, ok bool) {
 	major, minor, known := majorMinor(v)
 	switch {
@@ -91,9 +81,8 @@ func frNames(v string) (buffer, dumpFile string, ok bool) {
 	return frBufferVars[0], frDumpFileVars[0], true
 }
 
-// flightRecorderVars are the variables that switch the flight recorder
-// on for torch version v: its buffer, unless the user set either name,
-// and its dump on a watchdog timeout, unless the user set that.
+// flightRecorderVars switch the flight recorder on for torch version v,
+// each unless the user set it.
 func flightRecorderVars(v string, env []string) map[string]string {
 	buffer, _, ok := frNames(v)
 	if !ok {
@@ -111,10 +100,9 @@ func flightRecorderVars(v string, env []string) map[string]string {
 	return set
 }
 
-// FRDumpFileVar is the variable that names the prefix of the flight
-// recorder's dump files for the torch version a rank's env was planned
-// for (its buffer variable says which), or "" when the recorder is off
-// or the user named the files.
+// FRDumpFileVar is the variable naming the prefix of the flight
+// recorder's dump files for the torch a rank's env was planned for, or
+// "" when the recorder is off or the user named the files.
 func FRDumpFileVar(env []string) string {
 	for i, b := range frBufferVars {
 		if _, ok := envlist.Lookup(env, b); ok {

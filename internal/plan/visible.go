@@ -24,39 +24,33 @@ const (
 // variable that amdrun cannot map onto the node's devices.
 var ErrMask = errors.New("bad visible-device list")
 
-// Mask is the narrowing of the node's devices the user already made with
-// CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES or ROCR_VISIBLE_DEVICES. The
-// zero Mask, and a nil *Mask, narrow nothing.
+// Mask is the narrowing of the node's devices the user made with the
+// visible-device variables. The zero Mask, and a nil *Mask, narrow
+// nothing.
 type Mask struct {
-	// rocr is the ROCR_VISIBLE_DEVICES list as device indices (nil: unset).
-	rocr []int
-	// vis is the HIP/CUDA list as device indices and the user's tokens for
-	// them (visVar "" when neither is set).
+	rocr []int // ROCR_VISIBLE_DEVICES as device indices (nil: unset)
+	// vis is the HIP/CUDA list as device indices and the user's tokens
+	// (visVar "": neither set).
 	visVar    string
 	vis       []int
 	visTokens []string
 	cands     []int
 }
 
-// ParseMask reads the visible-device variables from env (KEY=VAL entries,
-// as os.Environ gives them; a later entry wins) and maps their entries
-// onto devs, the node's devices. An entry is a runtime index (the number
-// HIP or CUDA uses with nothing narrowed), a UUID ("GPU-…", matched
-// without case, also by a unique prefix as CUDA allows), or, inside a
-// HIP/CUDA list under ROCR_VISIBLE_DEVICES, a position in the ROCR list.
+// ParseMask maps the visible-device variables of env (KEY=VAL, a later
+// entry wins) onto devs. An entry is a runtime index, a UUID ("GPU-…",
+// any case, or a unique prefix as CUDA allows), or, in a HIP/CUDA list
+// under ROCR_VISIBLE_DEVICES, a position in the ROCR list.
 //
-// On NVIDIA devices only CUDA_VISIBLE_DEVICES counts. On AMD, ROCr
-// applies ROCR_VISIBLE_DEVICES first and HIP indexes what is left with
-// HIP_VISIBLE_DEVICES, or CUDA_VISIBLE_DEVICES, which HIP honours the
-// same way; when both HIP and CUDA lists are set they must name the same
-// devices. A HIP or CUDA list identical to the ROCR list is the copy
-// Slurm writes for a job's GPUs (ROCR_VISIBLE_DEVICES=2,3 and
-// CUDA_VISIBLE_DEVICES=2,3 for GPUs 2 and 3) and names the same devices;
-// Env then writes the positions HIP needs (0,1).
+// On NVIDIA only CUDA_VISIBLE_DEVICES counts. On AMD, ROCr applies
+// ROCR_VISIBLE_DEVICES first and HIP indexes what is left with
+// HIP_VISIBLE_DEVICES or CUDA_VISIBLE_DEVICES, which must then agree. A
+// HIP or CUDA list identical to the ROCR list is Slurm's copy and names
+// the same devices; Env then writes the positions HIP needs.
 //
-// It returns an error wrapping ErrMask, naming the variable and the
-// entry, when an entry names no device, a device is listed twice, or a
-// variable is set but empty (the runtime would see no GPU at all).
+// It returns an error wrapping ErrMask, naming the variable and entry,
+// when an entry names no device, a device is listed twice, or a variable
+// is set but empty (no GPU would be visible).
 func ParseMask(env []string, devs []topology.Device) (*Mask, error) {
 	vars := envlist.Map(env)
 	set := func(k string) bool { _, ok := vars[k]; return ok }
@@ -84,12 +78,8 @@ func ParseMask(env []string, devs []topology.Device) (*Mask, error) {
 			continue
 		}
 		if m.rocr != nil && sameList(vars[name], vars[EnvROCRVisible]) {
-			// Slurm's gres/gpu plugin writes one list into
-			// CUDA_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES,
-			// GPU_DEVICE_ORDINAL and ZE_AFFINITY_MASK (gres_common.c,
-			// Slurm 22.05 and later), meaning the same GPUs, not
-			// positions within ROCR's list: read as positions, a job
-			// given GPUs 2,3 would name devices that do not exist.
+			// Slurm 22.05+ writes one list into every such variable
+			// (gres_common.c), the same GPUs, not positions in ROCR's.
 			continue
 		}
 		toks, idx, err := resolveList(name, vars[name], devs, base, m.rocr != nil)
@@ -114,8 +104,8 @@ func ParseMask(env []string, devs []topology.Device) (*Mask, error) {
 	return m, nil
 }
 
-// resolveList maps a comma-separated list onto device indices. Numbers are
-// runtime indices, or positions within base when positional is set.
+// resolveList maps a comma-separated list onto device indices (numbers:
+// runtime indices, or positions within base when positional).
 func resolveList(name, val string, devs []topology.Device, base []int, positional bool) ([]string, []int, error) {
 	if strings.TrimSpace(val) == "" {
 		return nil, nil, fmt.Errorf("launch: %w: %s is set but empty: no GPU would be visible", ErrMask, name)
@@ -185,9 +175,8 @@ func resolveToken(tok string, devs []topology.Device, base []int, positional boo
 	return 0, fmt.Errorf("matches %d devices (partitions share a UUID: use indices)", len(exact))
 }
 
-// normUUID lowers a UUID and drops a "GPU-" prefix and the "0x" of AMD
-// unique ids, so "GPU-ABC", "gpu-abc" and "abc" compare equal. It returns
-// "" for a string that is not a UUID of that shape.
+// normUUID lowers a UUID and drops "GPU-" and AMD's "0x"; "" for a string
+// that is no UUID.
 func normUUID(s string) string {
 	s = strings.ToLower(strings.TrimSpace(s))
 	s = strings.TrimPrefix(s, "gpu-")
@@ -209,12 +198,10 @@ func (m *Mask) Candidates() []int {
 	return append([]int(nil), m.cands...)
 }
 
-// Within returns the mask narrowed to allowed (device indices, such as
-// the GPUs a scheduler granted; nil bounds nothing), and the devices the
-// user's own list left visible outside allowed, which are dropped. The
-// user's tokens are kept for the devices that stay. When the two leave
-// no device in common it returns an error wrapping ErrMask that names
-// what allowed is.
+// Within returns the mask narrowed to allowed (device indices, such as a
+// scheduler's grant; nil bounds nothing) and the devices the user's list
+// left visible outside it. When none is left it returns an error
+// wrapping ErrMask that names what allowed is.
 func (m *Mask) Within(allowed []int, what string) (*Mask, []int, error) {
 	if allowed == nil {
 		return m, nil, nil
@@ -244,9 +231,8 @@ func (m *Mask) Within(allowed []int, what string) (*Mask, []int, error) {
 	return out, dropped, nil
 }
 
-// Narrow returns the devices of list (indices, nil meaning every device)
-// that the mask leaves visible, in list's order; nil when neither list
-// nor the mask restricts anything.
+// Narrow returns the devices of list (nil: all) the mask leaves visible,
+// in list's order; nil when neither restricts anything.
 func (m *Mask) Narrow(list []int) []int {
 	cands := m.Candidates()
 	if list == nil {
@@ -280,15 +266,11 @@ func (m *Mask) Check(chosen []topology.Device) error {
 	return nil
 }
 
-// Env returns the variables to set so that the workers see exactly the
-// chosen devices, in rank order: HIP_VISIBLE_DEVICES and
-// CUDA_VISIBLE_DEVICES, plus CUDA_DEVICE_ORDER=PCI_BUS_ID on NVIDIA.
-// Without a mask the values are runtime indices. Under a user's HIP/CUDA
-// list they are the user's own tokens (numbers or UUIDs). Under
-// ROCR_VISIBLE_DEVICES they are positions within the ROCR list, which is
-// left as the user set it: Env never returns ROCR_VISIBLE_DEVICES. The
-// chosen devices must pass Check; one that does not is written as its
-// runtime index.
+// Env returns HIP_VISIBLE_DEVICES and CUDA_VISIBLE_DEVICES (and
+// CUDA_DEVICE_ORDER=PCI_BUS_ID on NVIDIA) that show the workers exactly
+// chosen, in order: the user's own tokens under a HIP/CUDA list,
+// positions under ROCR_VISIBLE_DEVICES (left as set), else runtime
+// indices. Chosen must pass Check.
 func (m *Mask) Env(chosen []topology.Device, vendor topology.Vendor) map[string]string {
 	toks := make([]string, len(chosen))
 	for r, d := range chosen {
@@ -314,8 +296,8 @@ func (m *Mask) token(d topology.Device) string {
 	return strconv.Itoa(d.RuntimeIndex)
 }
 
-// sameList says whether two comma-separated lists have the same entries
-// in the same order, ignoring spaces around them.
+// sameList says whether two comma-separated lists are equal but for
+// spaces.
 func sameList(a, b string) bool {
 	return slices.EqualFunc(strings.Split(a, ","), strings.Split(b, ","), func(x, y string) bool {
 		return strings.TrimSpace(x) == strings.TrimSpace(y)

@@ -1,7 +1,5 @@
-// Package printable makes text from other users and other programs (a
-// holder's command line, a rank's error file) safe to show on a terminal,
-// on one line. It is a leaf, shared by the lease directory, the launcher's
-// failure summary and the commands.
+// Package printable makes text from other users and programs safe to
+// show on a terminal, on one line.
 package printable
 
 import (
@@ -12,11 +10,9 @@ import (
 )
 
 // String makes s safe to print on a terminal, on one line, in at most
-// max runes (max <= 0: no limit): control characters (C0, DEL, C1), the
-// bidirectional overrides that reorder what a terminal shows, and bytes
-// that are not UTF-8 are written as Go escapes (\x1b, \u202e), and a
-// longer result is cut with "...". Whatever another user puts in its
-// command line reaches people only through it.
+// max runes (max <= 0: no limit): control characters, bidirectional
+// overrides and bytes that are not UTF-8 are written as Go escapes, and
+// a longer result is cut with "...".
 func String(s string, max int) string {
 	var pieces []string
 	n := 0

@@ -9,13 +9,9 @@ import (
 	"testing"
 )
 
-// PCITree builds a sysfs PCI tree under a new temporary root from a tree
-// file of testdata/pci (NAME.tree: one function a line, "path-from-host-
-// bridge vendor:device class numa_node", # comments) and returns the
-// root. Each function is a directory under sys/devices with class,
-// vendor, device and numa_node files and a sys/bus/pci/devices link to
-// it, as the kernel lays them out; the bridges on its path get the same,
-// class 0x060400 (a PCI-to-PCI bridge) of vendor 0x1022.
+// PCITree builds a sysfs PCI tree under a new temporary root from
+// testdata/pci/NAME.tree (one function a line: "path vendor:device class
+// numa_node"), the bridges on each path made PCI-to-PCI bridges.
 func PCITree(t testing.TB, name string) string {
 	t.Helper()
 	root := t.TempDir()
@@ -39,10 +35,8 @@ func PCITree(t testing.TB, name string) string {
 	return root
 }
 
-// PCIFunction adds one function to a sysfs PCI tree under root: the
-// directory sys/devices/PATH with its id files and the link
-// sys/bus/pci/devices/ADDR (the last element of PATH) to it. An existing
-// function is left as it is.
+// PCIFunction adds one function to a sysfs PCI tree under root, as the
+// kernel lays it out, unless it is there.
 func PCIFunction(t testing.TB, root, path, vendor, device, class, numa string) {
 	t.Helper()
 	addr := path[strings.LastIndex(path, "/")+1:]

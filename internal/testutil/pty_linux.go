@@ -8,9 +8,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// OpenPTY opens a pseudo-terminal: its master end, and the terminal
-// (neither becomes the test's controlling terminal). Both are closed when
-// the test ends; a system without /dev/ptmx skips the test.
+// OpenPTY opens a pseudo-terminal, closed when the test ends; a system
+// without /dev/ptmx skips the test.
 func OpenPTY(t testing.TB) (master, tty *os.File) {
 	t.Helper()
 	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)

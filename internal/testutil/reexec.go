@@ -6,30 +6,25 @@ import (
 )
 
 // Role is a program a test binary stands in for when it re-executes
-// itself (a fake worker, a vendor tool's probe, amdrun's guard): Env
-// selects it when that variable is set, Arg when it is os.Args[1].
+// itself: Env selects it when that variable is set, Arg when it is
+// os.Args[1].
 type Role struct {
-	// Env is the selecting variable; Run gets its value. "": not by env.
+	// Env is the selecting variable, whose value Run gets; "": none.
 	Env string
-	// Arg is the selecting first argument; Run gets the arguments after
-	// it. "": not by argument.
+	// Arg is the selecting first argument; Run gets those after it.
 	Arg string
 	// Run is the role's main; its result is the exit status.
 	Run func(value string, args []string) int
 }
 
-// Main is a test binary's one re-exec dispatcher: it runs the first of
-// roles that the process's arguments or environment select, and exits
-// with its status; without one it runs the tests (m.Run). Roles are tried
-// in order, arguments before environment within a role.
+// Main runs the first of roles selected (Dispatch), or the tests.
 func Main(m *testing.M, roles ...Role) {
 	Dispatch(roles...)
 	os.Exit(m.Run())
 }
 
-// Dispatch is Main's dispatch for a TestMain that has set-up to do before
-// m.Run (building a binary a role must not wait for): it runs the first
-// role selected and exits with its status, or returns when none is.
+// Dispatch runs the first role selected, in order, argument before
+// environment, and exits with its status; it returns when none is.
 func Dispatch(roles ...Role) {
 	for _, r := range roles {
 		if r.Arg != "" && len(os.Args) > 1 && os.Args[1] == r.Arg {

@@ -6,24 +6,20 @@ import (
 	"testing"
 )
 
-// FakeRoot makes a root directory (for --sysfs-root and the like) holding
-// files, path under the root -> content, and returns it; it is removed
-// when the test ends.
+// FakeRoot makes a temporary root directory holding files, path ->
+// content.
 func FakeRoot(t testing.TB, files map[string]string) string {
 	t.Helper()
 	return makeRoot(t, files, func(p, content string) error { return os.WriteFile(p, []byte(content), 0o644) })
 }
 
-// LinkRoot is FakeRoot of symbolic links: a root directory holding links,
-// path under the root -> the link's target (a KFD tree or a host tree
-// from testdata, unpacked once), removed when the test ends.
+// LinkRoot is FakeRoot of symbolic links, path -> target.
 func LinkRoot(t testing.TB, links map[string]string) string {
 	t.Helper()
 	return makeRoot(t, links, func(p, target string) error { return os.Symlink(target, p) })
 }
 
-// makeRoot makes each path of entries under a new temporary root, its
-// directories first, with create (the path, the entry's value).
+// makeRoot makes each path of entries under a new temporary root.
 func makeRoot(t testing.TB, entries map[string]string, create func(p, v string) error) string {
 	t.Helper()
 	root := t.TempDir()

@@ -1,8 +1,6 @@
-// Package testutil finds the repository's test data for tests: hand-made
-// fixtures, the real public tool captures (testdata/public) and the real
-// KFD sysfs trees (testdata/kfd/*.tar.gz, unpacked on first use). Every
-// file a test reads lives in this repository. It is imported only from
-// _test.go files.
+// Package testutil finds the repository's test data (fixtures, public
+// captures, KFD trees unpacked on first use) and holds the tests' shared
+// helpers. Only _test.go files import it.
 package testutil
 
 import (
@@ -17,7 +15,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 )
 
@@ -47,9 +44,8 @@ func Testdata(t testing.TB, elem ...string) string {
 	return filepath.Join(append([]string{RepoRoot(t), "testdata"}, elem...)...)
 }
 
-// Public returns the path of a real published tool capture under
-// testdata/public (provenance in testdata/public/SOURCES.md). elem may
-// be a glob pattern for filepath.Glob.
+// Public returns the path of a published tool capture under
+// testdata/public (provenance in SOURCES.md there).
 func Public(t testing.TB, elem ...string) string {
 	t.Helper()
 	return Testdata(t, append([]string{"public"}, elem...)...)
@@ -58,34 +54,19 @@ func Public(t testing.TB, elem ...string) string {
 // KFDTrees lists the real KFD sysfs trees kept as testdata/kfd/NAME.tar.gz.
 var KFDTrees = []string{"topo-mi210-xgmi-pcie", "topo-mi300-cpx", "topology-parsing", "topology-parsing-mi308"}
 
-var (
-	kfdMu   sync.Mutex
-	kfdDirs = map[string]string{}
-)
-
-// KFD returns the directory of the real KFD sysfs tree name (one of
-// KFDTrees) joined with elem, unpacked once per archive content (shared by
-// test binaries, never stale; read-only by convention).
+// KFD returns the directory of the KFD tree name joined with elem,
+// unpacked once per archive content (read-only by convention).
 func KFD(t testing.TB, name string, elem ...string) string {
 	t.Helper()
-	kfdMu.Lock()
-	defer kfdMu.Unlock()
-	dir, ok := kfdDirs[name]
-	if !ok {
-		var err error
-		dir, err = unpackOnce(Testdata(t, "kfd", name+".tar.gz"))
-		if err != nil {
-			t.Fatalf("kfd fixture %s: %v", name, err)
-		}
-		kfdDirs[name] = dir
+	dir, err := unpackOnce(Testdata(t, "kfd", name+".tar.gz"))
+	if err != nil {
+		t.Fatalf("kfd fixture %s: %v", name, err)
 	}
 	return filepath.Join(append([]string{dir, name}, elem...)...)
 }
 
 // unpackOnce unpacks archive into $TMPDIR/amdrun-testdata/<hash> unless
-// that directory exists, and returns it. A concurrent test binary may
-// unpack the same archive: each unpacks into its own directory and
-// renames it into place; the loser's copy is removed.
+// it is there, by rename, so that concurrent test binaries do not race.
 func unpackOnce(archive string) (string, error) {
 	b, err := os.ReadFile(archive)
 	if err != nil {
@@ -175,11 +156,8 @@ func ReadFile(t testing.TB, path string) []byte {
 	return b
 }
 
-// EndToEnd marks a test of the full tier: it starts processes (amdrun,
-// fake tools, python, the test binary re-executed as a worker), uses
-// network namespaces, other users or real time. `go test -short` skips
-// it, so the short tier is unit tests only and stays fast; `make test`
-// runs everything.
+// EndToEnd marks a test that starts processes, uses namespaces, other
+// users or real time: `go test -short` skips it.
 func EndToEnd(t testing.TB) {
 	t.Helper()
 	if testing.Short() {
@@ -187,9 +165,8 @@ func EndToEnd(t testing.TB) {
 	}
 }
 
-// CheckOutcome is the fuzz targets' check of one run: an error must be
-// one line (amdrun prints errors as one line), and without an error the
-// result must pass validate (its Validate method).
+// CheckOutcome is the fuzz targets' check of one run: an error is one
+// line, and without one the result passes validate.
 func CheckOutcome(t testing.TB, err error, validate func() error) {
 	t.Helper()
 	if err != nil {
@@ -203,12 +180,8 @@ func CheckOutcome(t testing.TB, err error, validate func() error) {
 	}
 }
 
-// WithEnv lists the live processes whose environment holds the entry kv
-// ("KEY=VALUE"): a test gives every process of a job it starts such a
-// mark, inherited however deep, and finds them all with it, whatever PID
-// namespace they run in (pids they report themselves may be a
-// namespace's). A zombie's environment reads empty, so the dead are left
-// out; so is the calling process.
+// WithEnv lists the live processes but this one whose environment holds
+// kv ("KEY=VALUE"), a mark a test's job inherits in any PID namespace.
 func WithEnv(kv string) []int {
 	want := "\x00" + kv + "\x00"
 	ents, _ := os.ReadDir("/proc")
@@ -226,9 +199,8 @@ func WithEnv(kv string) []int {
 	return out
 }
 
-// Left lists the processes of a job not yet gone: those carrying the
-// environment entry kv (WithEnv), and those of before that still hold
-// something (Holding).
+// Left lists the processes of a job not yet gone: WithEnv(kv), and those
+// of before that are Holding.
 func Left(kv string, before []Proc) []int {
 	seen := map[int]bool{}
 	var out []int
@@ -241,8 +213,7 @@ func Left(kv string, before []Proc) []int {
 	return out
 }
 
-// Proc names a process across pid reuse: its pid and its start time
-// (field 22 of /proc/PID/stat).
+// Proc names a process across pid reuse by its start time.
 type Proc struct {
 	PID   int
 	Start string
@@ -263,10 +234,8 @@ func Snapshot(pids []int) []Proc {
 // exit(2) and runs no more code of its own.
 const pfExiting = 0x4
 
-// Holding lists those of procs that are not gone yet: still running, or
-// exiting but still holding open files (device memory) or memory, as a
-// SIGKILLed process does for a while after WithEnv stops seeing it. One
-// that only waits to be reaped is gone.
+// Holding lists those of procs not gone yet: running, or exiting with
+// open files or memory still held, as a SIGKILLed process for a while.
 func Holding(procs []Proc) []int {
 	var out []int
 	for _, p := range procs {

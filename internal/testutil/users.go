@@ -17,8 +17,7 @@ import (
 	"time"
 )
 
-// RequireRootEnv, set to 1 (as CI does), turns RequireRoot's skip into a
-// failure: the tests that play other local users must run there.
+// RequireRootEnv=1 (as in CI) turns RequireRoot's skip into a failure.
 const RequireRootEnv = "AMDRUN_REQUIRE_ROOT"
 
 // RequireRoot skips t unless it runs as root, or fails it when
@@ -40,17 +39,14 @@ type User struct {
 	UID, GID int
 }
 
-// NewUser creates a local account with its own group and no home
-// (useradd) and removes both when the test ends (userdel). It needs
-// root (RequireRoot). Stop every process started as the user before the
-// test ends: userdel refuses a user who still runs one.
+// NewUser creates a local account with its own group and no home, for
+// root only, removed when the test ends: stop the user's processes first.
 func NewUser(t testing.TB) User {
 	t.Helper()
 	return NewUserPrefixed(t, "amdt")
 }
 
-// NewUserPrefixed is NewUser with the account's name starting with
-// prefix (a helper's tests name their throwaway users apart).
+// NewUserPrefixed is NewUser with the name starting with prefix.
 func NewUserPrefixed(t testing.TB, prefix string) User {
 	t.Helper()
 	RequireRoot(t)
@@ -59,8 +55,7 @@ func NewUserPrefixed(t testing.TB, prefix string) User {
 		t.Fatal(err)
 	}
 	name := prefix + hex.EncodeToString(b[:])
-	// useradd locks /etc/passwd; test binaries of other packages may hold
-	// it for a moment.
+	// Other test binaries may hold /etc/passwd's lock for a moment.
 	if out, err := retry("useradd", "--no-create-home", "--user-group", "--shell", "/usr/sbin/nologin", name); err != nil {
 		t.Fatalf("useradd %s: %v\n%s", name, err, out)
 	}
@@ -83,8 +78,7 @@ func NewUserPrefixed(t testing.TB, prefix string) User {
 	return User{Name: name, UID: uid, GID: gid}
 }
 
-// retry runs name with args until it succeeds, 20 times at most, 100 ms
-// apart, and returns its last output and error.
+// retry runs name with args until it succeeds, 20 times at most.
 func retry(name string, args ...string) ([]byte, error) {
 	var out []byte
 	var err error
@@ -97,10 +91,8 @@ func retry(name string, args ...string) ([]byte, error) {
 	return out, err
 }
 
-// Command returns a command that runs name with args as u, with u's
-// group and no supplementary groups (setpriv from util-linux: argv is
-// passed as is, never through a shell). Its working directory is /,
-// which every user can reach; its environment is the test's.
+// Command runs name with args as u, with u's group and no others
+// (setpriv, no shell), in /.
 func (u User) Command(name string, args ...string) *exec.Cmd {
 	argv := append([]string{"--reuid", strconv.Itoa(u.UID), "--regid", strconv.Itoa(u.GID), "--clear-groups", "--", name}, args...)
 	cmd := exec.Command("setpriv", argv...)
@@ -108,9 +100,8 @@ func (u User) Command(name string, args ...string) *exec.Cmd {
 	return cmd
 }
 
-// SharedDir returns a new directory under the system's temporary
-// directory with mode perm (chmod(2)'s: 0o1777 is sticky), reachable by
-// every user unlike t.TempDir's; it is removed when the test ends.
+// SharedDir returns a new directory of mode perm (chmod(2)'s) that every
+// user can reach, unlike t.TempDir's, removed when the test ends.
 func SharedDir(t testing.TB, perm uint32) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "amdrun-shared-")
@@ -124,9 +115,7 @@ func SharedDir(t testing.TB, perm uint32) string {
 	return dir
 }
 
-// PublicCopy copies the executable at path into a new SharedDir, mode
-// 0755, so that other users can run it (a test binary lives in a private
-// build directory), and returns the copy's path.
+// PublicCopy copies the executable at path where other users can run it.
 func PublicCopy(t testing.TB, path string) string {
 	t.Helper()
 	dst := filepath.Join(SharedDir(t, 0o755), filepath.Base(path))
@@ -139,10 +128,8 @@ func PublicCopy(t testing.TB, path string) string {
 	return dst
 }
 
-// Tree describes what is at path and below it, one line per entry
-// (relative name, type and mode, owner, inode, size, and a regular
-// file's bytes), without following links: two equal Trees mean nothing
-// there was moved, renamed, changed or added.
+// Tree describes path and what is below it, one line per entry, without
+// following links: equal Trees mean nothing there changed.
 func Tree(t testing.TB, path string) string {
 	t.Helper()
 	var b strings.Builder
