@@ -31,10 +31,6 @@ type errorDir struct {
 // errorDirPrefix starts every errorDir's name (checked before removing one).
 const errorDirPrefix = "amdrun-errors-"
 
-// errorOwnerFile named the amdrun that made an errorDir before 2026-12-03
-// ("PID STARTTIME\n"); such a directory left behind is still removed.
-const errorOwnerFile = ".amdrun-owner"
-
 var randomPart = regexp.MustCompile(`^[0-9a-f]{16}$`)
 
 var errorFileName = regexp.MustCompile(`^attempt_[0-9]+\.rank_[0-9]+\.json$`)
@@ -143,36 +139,17 @@ func ownerGone(pid int, start uint64) bool {
 	return err != nil || now != start
 }
 
-// staleErrorDir says whether the errorDir name (fd) belongs to an amdrun
-// that is gone (by its name, or an older amdrun's owner file).
-func staleErrorDir(fd int, name string) bool {
-	if pid, start, ok := dirOwner(name); ok {
-		return ownerGone(pid, start)
-	}
-	var pid int
-	var start uint64
-	b := readAt(fd, errorOwnerFile, 64)
-	if n, err := fmt.Sscanf(string(b), "%d %d\n", &pid, &start); n != 2 || err != nil || pid <= 0 {
-		return false
-	}
-	return ownerGone(pid, start)
-}
-
 // removeStaleErrorDirs removes this user's errorDirs whose amdrun is gone.
 func removeStaleErrorDirs(dirfd int) {
 	for _, name := range dirNames(dirfd) {
-		if !strings.HasPrefix(name, errorDirPrefix) {
+		if pid, start, ok := dirOwner(name); !ok || !ownerGone(pid, start) {
 			continue
 		}
-		fd, err := openOwnDir(dirfd, name)
-		if err != nil {
-			continue
-		}
-		if staleErrorDir(fd, name) {
+		if fd, err := openOwnDir(dirfd, name); err == nil {
 			emptyErrorDir(fd)
 			_ = unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR)
+			unix.Close(fd)
 		}
-		unix.Close(fd)
 	}
 }
 

@@ -46,7 +46,7 @@ var stackFileName = regexp.MustCompile(`^(stacks\.[0-9]+\.[0-9]+\.[0-9]+|heartbe
 // ownFile says whether name is one amdrun gives out in an errorDir.
 func ownFile(name string) bool {
 	return errorFileName.MatchString(name) || stackFileName.MatchString(name) || frFileName.MatchString(name) ||
-		name == bootstrapFile || name == pycacheFile || name == ctlSocket || name == errorOwnerFile
+		name == bootstrapFile || name == pycacheFile || name == ctlSocket
 }
 
 // stacker asks the ranks for their stacks (stall watch, `amdrun stacks`).
