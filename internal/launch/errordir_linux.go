@@ -15,20 +15,16 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// errorDir is the private directory of the ranks' error files
-// (TORCHELASTIC_ERROR_FILE): amdrun's own, fresh (mkdirat), 0700, randomly
-// named, in errorDirBase, so that a rank's path crosses no directory
-// another user could change. amdrun reads and removes in it only relative
-// to its descriptor, only this user's regular files and the names it gives
-// out. Its name names its amdrun (pid, start time), so that whatever is
-// left of it is removed by a guard, the keeper or the user's next run
-// (removeStaleErrorDirs).
+// errorDir is the private directory (0700, fresh, in errorDirBase) of the
+// ranks' error files and amdrun's other files for them; amdrun reads and
+// removes in it only relative to its descriptor, only this user's regular
+// files and the names it gives out. Its name names its amdrun, so that
+// what is left of it is removed by a guard, the keeper or the next run.
 type errorDir struct {
 	dir string   // its path, for the ranks
 	fd  *os.File // the directory amdrun made
 }
 
-// errorDirPrefix starts every errorDir's name (checked before removing one).
 const errorDirPrefix = "amdrun-errors-"
 
 var randomPart = regexp.MustCompile(`^[0-9a-f]{16}$`)
@@ -62,8 +58,7 @@ func newErrorDir() (*errorDir, error) {
 		}
 		fd, err := openOwnDir(bfd, name)
 		if err == nil {
-			// The umask may have taken bits away; it never adds any.
-			err = unix.Fchmod(fd, 0o700)
+			err = unix.Fchmod(fd, 0o700) // the umask may have taken bits away
 		}
 		if err != nil {
 			if fd >= 0 {
@@ -76,8 +71,7 @@ func newErrorDir() (*errorDir, error) {
 	}
 }
 
-// openOwnDir opens the directory name in dirfd, never through a link, when
-// it is this user's; -1 and an error otherwise.
+// openOwnDir opens this user's directory name in dirfd, never through a link.
 func openOwnDir(dirfd int, name string) (int, error) {
 	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -91,8 +85,8 @@ func openOwnDir(dirfd int, name string) (int, error) {
 	return fd, nil
 }
 
-// errorDirName is amdrun-errors-PID-START-R: amdrun's pid and start (clock
-// ticks since boot: a reused pid is not it), and the random part r.
+// errorDirName is amdrun-errors-PID-START-R: amdrun's pid and start (a
+// reused pid is not it), and the random part r.
 func errorDirName(pid int, start uint64, r string) string {
 	return fmt.Sprintf("%s%d-%d-%s", errorDirPrefix, pid, start, r)
 }
@@ -154,7 +148,7 @@ func removeStaleErrorDirs(dirfd int) {
 }
 
 // readAt reads at most limit bytes of this user's regular file name in
-// dirfd, never through a link; nil when there is none or it is blank.
+// dirfd, never through a link; nil when none or blank.
 func readAt(dirfd int, name string, limit int64) []byte {
 	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -182,8 +176,8 @@ func emptyErrorDir(dirfd int) {
 	}
 }
 
-// removeErrorDirPath removes the errorDir at path once amdrun is gone (for
-// a guard or the keeper): its files, then it unless something else is in it.
+// removeErrorDirPath removes the errorDir at path once amdrun is gone: its
+// files, then it unless something else is in it.
 func removeErrorDirPath(path string) {
 	base, name := filepath.Split(path)
 	if path == "" || !strings.HasPrefix(name, errorDirPrefix) {

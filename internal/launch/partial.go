@@ -10,8 +10,7 @@ import (
 // without a second prefix (issue 23).
 const partialAfter = 100 * time.Millisecond
 
-// endOpen ends the line another stream left open on the console, so that
-// what is written next starts a line of its own. c.mu is held.
+// endOpen ends the line another stream left open on the console. c.mu is held.
 func (c *console) endOpen(s *stream) {
 	if c.open != nil && c.open != s {
 		_, _ = c.openW.Write([]byte{'\n'})
@@ -19,9 +18,8 @@ func (c *console) endOpen(s *stream) {
 	}
 }
 
-// partial writes more of s's partial line and end (a newline, for a piece
-// without one), prefixed when the console is not on that line, else as its
-// continuation; the line stays open unless finished.
+// partial writes more of s's partial line and end, prefixed unless it
+// continues the open line; the line stays open unless finished.
 func (c *console) partial(s *stream, w io.Writer, more, end []byte, finished bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -37,8 +35,7 @@ func (c *console) partial(s *stream, w io.Writer, more, end []byte, finished boo
 	}
 }
 
-// armPartial (re)starts the timer that shows s's pending partial line.
-// s.mu is held.
+// armPartial (re)starts the timer that shows pending. s.mu is held.
 func (s *stream) armPartial(pending []byte) {
 	s.pending = pending
 	if s.timer == nil {
@@ -48,7 +45,7 @@ func (s *stream) armPartial(pending []byte) {
 	s.timer.Reset(partialAfter)
 }
 
-// showPending is the timer's work: it shows what the console does not yet.
+// showPending shows what of the pending line the console does not yet.
 func (s *stream) showPending() {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -21,21 +21,17 @@ import (
 	"github.com/amdrun/amdrun/internal/printable"
 )
 
-// StackSignal makes a rank write its stacks: SIGRTMIN+7 as glibc and
-// Python number it (SIGRTMIN is 34), a real-time signal no library of the
-// Python/torch stack uses.
+// StackSignal makes a rank write its stacks: SIGRTMIN+7 (glibc's SIGRTMIN
+// is 34), which no library of the Python/torch stack uses.
 const StackSignal = unix.Signal(34 + 7)
 
-// stackAnswerTimeout bounds the wait for the ranks' stacks (a stopped or
-// non-Python rank does not answer).
+// stackAnswerTimeout bounds the wait for the ranks' stacks.
 const stackAnswerTimeout = 700 * time.Millisecond
 
-// The names the bootstrap and the ranks are given in the errorDir.
 const (
 	bootstrapFile = "sitecustomize.py"
-	// pycacheFile is a plain file where Python would make the bootstrap's
-	// __pycache__ directory: it then writes no bytecode there, and the
-	// directory stays one amdrun can empty.
+	// pycacheFile is a plain file where Python would make a directory:
+	// it writes no bytecode, and amdrun can empty the errorDir.
 	pycacheFile = "__pycache__"
 	ctlSocket   = "ctl.sock"
 )
@@ -49,7 +45,7 @@ func ownFile(name string) bool {
 		name == bootstrapFile || name == pycacheFile || name == ctlSocket
 }
 
-// stacker asks the ranks for their stacks (stall watch, `amdrun stacks`).
+// stacker asks the ranks for their stacks.
 type stacker struct {
 	mu      sync.Mutex
 	errs    *errorDir
@@ -92,8 +88,7 @@ func (e *errorDir) writeBootstrap() error {
 	return nil
 }
 
-// stackEnv adds to a rank's env what the bootstrap and the heartbeat need
-// (PYTHONPATH, AMDRUN_STACKS*, AMDRUN_HEARTBEAT).
+// stackEnv adds to a rank's env what the bootstrap and the heartbeat need.
 func (e *errorDir) stackEnv(env []string, attempt, rank int) []string {
 	pp := e.dir
 	if old, ok := envlist.Lookup(env, "PYTHONPATH"); ok && old != "" {
@@ -129,13 +124,12 @@ type target struct {
 }
 
 // targets finds the attempt's registered rank processes still running: a
-// stack file's pid (the job's namespace) matched by the NSpid of amdrun's.
+// stack file's pid matched by the NSpid of one amdrun sees.
 func (st *stacker) targets() []target {
 	byNS := map[int]int{}
 	for _, g := range st.guards {
 		for _, p := range descendants(g) {
-			// Only a process that blocks the signal (the bootstrap's):
-			// another would die of it.
+			// Only one that blocks the signal: another would die of it.
 			if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p)); err == nil && blocks(b, StackSignal) {
 				byNS[innermostPID(b)] = p
 			}
@@ -166,10 +160,9 @@ func blocks(status []byte, sig unix.Signal) bool {
 	return err == nil && mask&(1<<(uint(sig)-1)) != 0
 }
 
-// take signals every registered rank and returns each rank's dump, by rank
-// (an empty Dump for an expected rank that did not answer). busy: a rank
-// that did not answer used CPU since the last take (in C code holding the
-// GIL: loading torch's library took over 5 s on a loaded machine).
+// take signals every registered rank and returns each rank's dump (empty:
+// no answer). busy: a rank that did not answer used CPU since the last take
+// (in C code holding the GIL: loading torch took over 5 s on a busy host).
 func (st *stacker) take() (_ []RankStacks, busy bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -182,7 +175,6 @@ func (st *stacker) take() (_ []RankStacks, busy bool) {
 		}
 		files[i] = os.NewFile(uintptr(fd), t.file)
 		defer files[i].Close()
-		// The rank appends (O_APPEND): emptied, the file gets only this dump.
 		if unix.Ftruncate(fd, 0) == nil {
 			_ = unix.Kill(t.pid, StackSignal)
 		}
@@ -211,7 +203,7 @@ func (st *stacker) take() (_ []RankStacks, busy bool) {
 }
 
 // readDumps waits until each file holds a whole dump (not empty, unchanged
-// for two polls) or the deadline passes, and returns what each holds.
+// for two polls) or the deadline passes.
 func readDumps(files []*os.File, deadline time.Time) []string {
 	out := make([]string, len(files))
 	size := make([]int64, len(files))
@@ -246,8 +238,7 @@ func readDumps(files []*os.File, deadline time.Time) []string {
 	return out
 }
 
-// heartbeats is when a rank of the attempt last touched its heartbeat
-// file; zero when none did.
+// heartbeats is when a rank last touched its heartbeat file (zero: never).
 func (st *stacker) heartbeats() time.Time {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -268,8 +259,7 @@ func (st *stacker) heartbeats() time.Time {
 // nativeTimeout bounds one rank's py-spy dump (`amdrun stacks` waits 10 s).
 const nativeTimeout = 5 * time.Second
 
-// native appends each rank's native stacks from py-spy (`dump --native` on
-// every rank at once), where it is on the job's PATH.
+// native appends each rank's native stacks from py-spy, if on the PATH.
 func (st *stacker) native(w io.Writer) {
 	spy, err := exec.LookPath("py-spy")
 	if err != nil {
