@@ -2,15 +2,10 @@ package launch
 
 // stackBootstrap is the sitecustomize.py amdrun writes into the job's
 // private directory, first on every rank's PYTHONPATH (docs/supervision.md,
-// "How ranks answer"; issue 33). A torch rank blocks amdrun's real-time
-// signal before any other thread exists and starts a thread that sigwaits
-// for it and writes every thread's stack with faulthandler to
-// stacks.ATTEMPT.RANK.PID: a handler (faulthandler.register) would make an
-// unrestarted system call fail with EINTR (torch's TCPStore does not
-// retry), and a dump from a thread without the GIL reads frames that
-// change meanwhile (SIGSEGV). The next signal writes torch's flight
-// recorder, without stack traces (torch 2.11 took 6.5 s to symbolise
-// them), to AMDRUN_FR+rank. It never fails the rank.
+// "How ranks answer"). A thread sigwaits rather than a handler: a handler
+// makes an unrestarted system call fail with EINTR (torch's TCPStore does
+// not retry). The flight recorder is dumped without stack traces (torch
+// 2.11 took 6.5 s to symbolise them).
 const stackBootstrap = `# Written by amdrun for one job (issue 33); see docs/supervision.md.
 import os, sys
 

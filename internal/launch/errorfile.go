@@ -13,7 +13,7 @@ import (
 // exception as JSON; Run sets it per rank and attempt, as torchrun does.
 const EnvErrorFile = "TORCHELASTIC_ERROR_FILE"
 
-// maxErrorFile bounds what is read of an error file (a real one is a few KiB).
+// maxErrorFile bounds what is read of an error file.
 const maxErrorFile = 1 << 20
 
 // errorFrames is how many innermost frames a failure summary shows.
@@ -24,17 +24,13 @@ var ErrErrorFile = errors.New("not a torch error file")
 
 // RankError is the exception a rank recorded in its error file.
 type RankError struct {
-	// Message is "Type: message", as torch writes it; it may hold several
-	// lines.
+	// Message is "Type: message", as torch writes it (several lines maybe).
 	Message string
-	// Frames are the innermost frames of the recorded traceback (at most
-	// errorFrames), outermost first, each its lines as Python formats
-	// them ("File \"x.py\", line 3, in main" and the source line), without
-	// their indentation; nil when the file has no traceback. Frames of
-	// torch's @record wrapper are left out.
+	// Frames are the innermost frames of the traceback (at most
+	// errorFrames, not @record's), outermost first, each its lines without
+	// their indentation; nil when the file has none.
 	Frames [][]string
-	// Timestamp is when the exception was recorded, in seconds since the
-	// epoch; 0 when the file does not say.
+	// Timestamp is when it was recorded, in Unix seconds; 0: unknown.
 	Timestamp int64
 }
 
@@ -89,7 +85,7 @@ func timestamp(raw json.RawMessage) int64 {
 	return n
 }
 
-// recordWrapper is in the file name of @record's own frame (noise).
+// recordWrapper is in the file name of @record's own frame.
 const recordWrapper = "torch/distributed/elastic/multiprocessing/errors/"
 
 // lastFrames returns the innermost n frames of tb's last traceback,

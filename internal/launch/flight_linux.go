@@ -26,7 +26,7 @@ const (
 	frReadTimeout = 30 * time.Second
 )
 
-// frEnv points the bootstrap and torch's watchdog dump at attempt's files.
+// frEnv points the bootstrap and torch's watchdog at attempt's files.
 func (e *errorDir) frEnv(env []string, attempt int) []string {
 	prefix := filepath.Join(e.dir, fmt.Sprintf("fr.%d.", attempt))
 	if v := plan.FRDumpFileVar(env); v != "" {
@@ -36,7 +36,7 @@ func (e *errorDir) frEnv(env []string, attempt int) []string {
 }
 
 // askFR asks every registered rank for its flight recorder and waits
-// (frWait at most) until each wrote it (empty without torch.distributed).
+// (frWait at most) until each wrote it.
 func (st *stacker) askFR() {
 	st.mu.Lock()
 	ts := st.targets()
@@ -59,7 +59,7 @@ func (st *stacker) askFR() {
 }
 
 // flightRecord reads attempt's dumps with the ranks' interpreter into
-// FRSummary's paragraph; each dump is kept in the log directory, removed.
+// FRSummary's paragraph, moving them to the log directory.
 func (s *supervisor) flightRecord(attempt int) string {
 	py := s.plan.Ranks[0].Argv[0]
 	if !strings.HasPrefix(filepath.Base(py), "python") {
@@ -73,7 +73,6 @@ func (s *supervisor) flightRecord(attempt int) string {
 		if m == nil || m[1] != strconv.Itoa(attempt) || m[3] != "" {
 			continue
 		}
-		// Written by a rank, perhaps of another user: no link is followed.
 		fd, err := unix.Openat(int(s.errs.fd.Fd()), n.Name(), unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 		if err != nil {
 			continue
@@ -84,7 +83,6 @@ func (s *supervisor) flightRecord(attempt int) string {
 			continue
 		}
 		s.keepFR(f, attempt, m[2])
-		// Read once: a later failure's summary has only later dumps.
 		_ = unix.Unlinkat(int(s.errs.fd.Fd()), n.Name(), 0)
 		args = append(args, fmt.Sprintf("%s=%d", n.Name(), 3+len(files)))
 		files = append(files, f)

@@ -14,11 +14,8 @@ import (
 	"github.com/amdrun/amdrun/internal/plan"
 )
 
-// start starts one rank's guard, in the job's namespaces when there are
-// some, and returns once it runs; w.ready then gives the rank's pid. logs
-// are its stdout and stderr log files (nil: none). A stream of an
-// unprefixed rank that only the console takes is the terminal itself when
-// Stdout or Stderr is one (see Run); every other is a pipe amdrun copies.
+// start starts one rank's guard and returns once it runs; w.ready then
+// gives the rank's pid. logs are its log files (nil: none).
 func (s *supervisor) start(r *plan.Rank, c command, logs [2]*os.File, exits chan<- exitEvent) (*worker, error) {
 	logged, console := s.streams(r.LocalRank)
 	p, err := s.guardPipes(logged, console)
@@ -65,7 +62,9 @@ func closeFiles(fs ...*os.File) {
 	}
 }
 
-// guardPipes makes a guard's pipes; on error none is left open.
+// guardPipes makes a guard's pipes; on error none is left open. A stream
+// of an unprefixed rank that only the console takes is the terminal
+// itself, when it is one.
 func (s *supervisor) guardPipes(logged, console Std) (*guardFiles, error) {
 	p := &guardFiles{}
 	fail := func(err error) (*guardFiles, error) {
@@ -108,10 +107,8 @@ func (s *supervisor) guardCmd(r *plan.Rank, c command, p *guardFiles) *exec.Cmd 
 		Stdout:     p.child[0],
 		Stderr:     p.child[1],
 		ExtraFiles: append([]*os.File{p.ctlR, p.repW}, s.mode.guardHeld()...),
-		// Its own group: a signal to amdrun's process group (kill -9 %1
-		// in a shell) must leave the guard to clean up. No parent-death
-		// signal: the guard learns of amdrun's death from its control
-		// pipe, and must live on to sweep.
+		// Its own group (kill -9 %1 must leave it), no parent-death
+		// signal: it must live on to sweep.
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
 	if r.LocalRank == 0 && s.stdin != nil {
@@ -120,11 +117,9 @@ func (s *supervisor) guardCmd(r *plan.Rank, c command, p *guardFiles) *exec.Cmd 
 	return cmd
 }
 
-// watch follows one started guard: it learns the rank's pid from the
-// report (found in amdrun's namespace), lets the guard go on, waits for it
-// and sends the rank's end to exits. kept is the guard's pid in the job's
-// namespace when the keeper started it (cmd did not run; its end is its
-// report pipe's).
+// watch follows one started guard (kept: its pid in the job when the
+// keeper started it): it learns the rank's pid, acks, waits for the end
+// and sends it to exits.
 func (s *supervisor) watch(w *worker, cmd *exec.Cmd, kept int, ctlW, repR *os.File, exits chan<- exitEvent) {
 	defer repR.Close()
 	rep := bufio.NewReader(repR)
@@ -133,8 +128,7 @@ func (s *supervisor) watch(w *worker, cmd *exec.Cmd, kept int, ctlW, repR *os.Fi
 	}
 	pid := w.guard // until it names the rank
 	if m, err := readReport(rep); err == nil && m.Kind == msgPid {
-		// The rank cannot be reaped before the answer below, so it is
-		// still there to be found, even if it has exited.
+		// Not reaped before the ack: still there to be found.
 		if n := s.mode.outerPID(w.guard, m.Pid); n > 0 {
 			pid = n
 		}
@@ -160,8 +154,8 @@ func (s *supervisor) watch(w *worker, cmd *exec.Cmd, kept int, ctlW, repR *os.Fi
 	exits <- ev
 }
 
-// guardLost has the mode kill, with all it started, the rank of a guard
-// that ended without reporting its end; w.lost says what happened.
+// guardLost has the mode kill the rank of a guard that ended without
+// reporting; w.lost says what happened.
 func (s *supervisor) guardLost(g *group, w *worker, ev exitEvent) {
 	how := "ended without reporting its rank's end"
 	if ev.state != nil {

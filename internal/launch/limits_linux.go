@@ -16,10 +16,9 @@ const threadsPerRank = 8
 // threadsOwn is what amdrun itself may still add while it supervises.
 const threadsOwn = 8
 
-// checkProcessRoom refuses, before anything starts, a stack limit too
-// small or a ulimit -u without room for ranks ranks, their guards and
-// threads: Go cannot recover from a thread it fails to create (issue 26).
-// Root and an unlimited limit are not checked.
+// checkProcessRoom refuses a stack limit too small or a ulimit -u without
+// room for ranks ranks, their guards and threads: Go cannot recover from a
+// thread it fails to create (issue 26).
 func checkProcessRoom(ranks int) error {
 	if err := checkStack(); err != nil {
 		return err
@@ -37,12 +36,10 @@ func checkProcessRoom(ranks int) error {
 		rl.Cur, ranks, used, need)
 }
 
-// minStack is the smallest ulimit -s under which the guards and keeper
-// start: under 16 KiB one died of SIGSEGV now and then as it started
-// (issue 36.6); amdrun itself needs about 20 KiB.
+// minStack is the smallest ulimit -s for the guards and keeper: under 16
+// KiB one died of SIGSEGV now and then (issue 36.6).
 const minStack = 32 << 10
 
-// checkStack refuses a stack limit below minStack, before anything starts.
 func checkStack() error {
 	var rl unix.Rlimit
 	if unix.Getrlimit(unix.RLIMIT_STACK, &rl) != nil || rl.Cur == unix.RLIM_INFINITY || rl.Cur >= minStack {

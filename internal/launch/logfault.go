@@ -9,8 +9,7 @@ import (
 )
 
 // logFaults tracks the run's log files whose writes failed: each is said
-// once when it happens and again at the end with what was lost (issue
-// 26). A failing log never stops the job nor changes its exit code.
+// when it happens and at the end with what was lost (issue 26).
 type logFaults struct {
 	say   func(string) // the console, not amdrun.log (which may be the file that fails)
 	quiet bool         // -q: a fault is said only in the summary, not as a warning
@@ -43,8 +42,8 @@ func (t *logFaults) summary() {
 	t.say(fmt.Sprintf("amdrun: the logs are incomplete: %s\n", strings.Join(parts, "; ")))
 }
 
-// faultyLog is a log file that counts what it could not write: after its
-// first failure it writes nothing more and counts every byte as lost.
+// faultyLog is a log file that, after its first failure, counts every
+// byte as lost.
 type faultyLog struct {
 	f *os.File
 	t *logFaults

@@ -11,9 +11,8 @@ import (
 	"time"
 )
 
-// ShimArg is the hidden first argument that makes amdrun the bind shim
-// (`amdrun __amdrun_bind --cpus LIST --mems LIST --mempolicy P --
-// argv...`); main hands such a command line to ShimMain first.
+// ShimArg is the hidden first argument that makes amdrun the bind shim;
+// main hands such a command line to ShimMain first.
 const ShimArg = "__amdrun_bind"
 
 // DefaultGrace is --grace's default time between SIGTERM and SIGKILL.
@@ -22,8 +21,8 @@ const DefaultGrace = 10 * time.Second
 // ErrNotSupported is Run's and ShimMain's error off Linux.
 var ErrNotSupported = errors.New("launch: running workers is only supported on Linux")
 
-// ForwardedSignals names the signals Run passes to every worker group, in
-// amdrun's order: the one list (--signals-to-handle takes a subset).
+// ForwardedSignals names the signals Run passes to every worker group
+// (--signals-to-handle takes a subset).
 var ForwardedSignals = []string{"SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2"}
 
 // StopSignals names the forwarded signals that also stop the run.
@@ -32,19 +31,15 @@ var StopSignals = []string{"SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT"}
 // RunOptions controls Run. The zero value is usable.
 type RunOptions struct {
 	// Stdout and Stderr receive the workers' output and amdrun's messages;
-	// nil means os.Stdout/os.Stderr. A terminal (*os.File) among them is
-	// handed to an unprefixed rank's stream that goes to no log (see Run).
+	// nil means os.Stdout/os.Stderr.
 	Stdout, Stderr io.Writer
 	// Stdin is local rank 0's standard input; nil means /dev/null, as for
 	// the other ranks.
 	Stdin *os.File
 	// Prefix starts every console line with "[rankN]: " (the global rank).
-	// Lines amdrun copies never interleave mid-line either way.
 	Prefix bool
-	// LogDir, when set, receives torchrun's log layout (see Redirects): a
-	// fresh LogDir/<Plan.RunID>_<8 random characters>/ per Run, with
-	// attempt_<k>/<local rank>/stdout.log, stderr.log and error.json, and
-	// amdrun.log; nothing is overwritten and no link followed.
+	// LogDir, when set, receives torchrun's log layout (see jobDir and
+	// Redirects); "": none.
 	LogDir string
 	// RanksFilter lists the local ranks whose output reaches the console
 	// (nil: all); the log files get everything.
@@ -57,52 +52,41 @@ type RunOptions struct {
 	// Contain is how the job is contained (see Containment); the zero
 	// value, ContainAuto, is the strongest permitted here.
 	Contain Containment
-	// Hold are files kept open until every process of the job is gone,
-	// even if amdrun is killed: the lease lock files, whose flock lasts
-	// while any holder has them open. The job's watchers (the keeper, or
-	// each guard) hold duplicates; Run does not close these.
+	// Hold are files (the lease locks) kept open until every process of
+	// the job is gone, even if amdrun is killed; Run does not close them.
 	Hold []*os.File
-	// Signals, when set, replaces the signals Run would receive through
-	// signal.Notify (tests inject signals through it).
+	// Signals, when set, replaces signal.Notify's channel (for tests).
 	Signals <-chan os.Signal
 	// Forward are the signals Run catches and passes to every group
-	// (torchrun's --signals-to-handle); nil means DefaultSignals. SIGINT,
-	// SIGTERM, SIGHUP and SIGQUIT also stop the run. A signal not in
-	// Forward is not caught.
+	// (--signals-to-handle); nil means DefaultSignals.
 	Forward []os.Signal
 	// PrefixTemplate, when set with Prefix, is torchrun's
-	// TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE (see PrefixFromTemplate); ""
-	// means "[rankN]: ".
+	// TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE; "" means "[rankN]: ".
 	PrefixTemplate string
 	// OnStart, when set, gets each worker's global rank and pid (as this
 	// process sees it) right after it starts.
 	OnStart func(rank, pid int)
 	// Redirects says which streams of each local rank go only to its log
-	// files (torchrun's -r), Tee which go to both (-t); others go to the
-	// console only. When both are zero, LogDir gets every stream. Without
-	// LogDir, either writes into a fresh temporary directory that Run keeps
-	// and names on Stderr (as torchrun does).
+	// files (-r), Tee which go to both (-t); when both are zero, LogDir gets
+	// every stream. Without LogDir, either writes into a temporary one.
 	Redirects, Tee Streams
-	// Quiet keeps Run's warnings off Stderr (-q); errors and the summary of
-	// lost log output still come.
+	// Quiet keeps Run's warnings off Stderr (-q).
 	Quiet bool
 
 	// StallTimeout, when positive, is how long the job may go without
-	// progress (output, its AMDRUN_HEARTBEAT file, a changed stack) before
-	// it is stalled (docs/supervision.md); 0 never; StallAuto: 30 minutes
-	// unless Stdout or Stderr is a terminal (a pdb prompt is no stall).
+	// progress before it is stalled (docs/supervision.md); 0 never.
 	StallTimeout time.Duration
 	// OnStall is what a stall does beyond its report (zero: StallReport).
 	OnStall StallAction
 	// RestartWait bounds the wait before a restart until the devices hold
-	// no more memory than before the failed attempt (0: no wait); when they
-	// still do, Run does not restart. MemUsed reads a device's memory in
-	// use (nil: ReadMemUsed).
+	// no more memory than before (0: no wait); when they still do, Run does
+	// not restart. MemUsed reads it (nil: ReadMemUsed).
 	RestartWait time.Duration
 	MemUsed     MemUsed
 }
 
-// StallAuto is StallTimeout's "30 minutes unless on a terminal".
+// StallAuto is StallTimeout's DefaultStallTimeout unless on a terminal
+// (a pdb prompt is no stall).
 const StallAuto time.Duration = -1
 
 // DefaultStallTimeout is the stall timeout of a job no terminal watches:
@@ -146,8 +130,8 @@ func execFailureCode(err error) int {
 	return 126
 }
 
-// lookPath finds file on path (a PATH value) as execvp does (a name with a
-// slash as is); an error wrapping fs.ErrNotExist when nothing is found.
+// lookPath finds file on path as execvp does; an error wrapping
+// fs.ErrNotExist when nothing is found.
 func lookPath(file, path string) (string, error) {
 	if strings.Contains(file, "/") {
 		if err := executable(file); err != nil {

@@ -13,15 +13,10 @@ import (
 type shimArgs struct {
 	cpus, mems []int
 	policy     plan.MemPolicy
-	// guard: stay as the rank's guard (see Containment) instead of
-	// replacing this process with it; hold files from fd 5 on are kept
-	// open until the rank and all it left are gone.
-	guard bool
-	hold  int
-	argv  []string
-	// localCPUs and localMems are every local rank's lists
-	// (--local-cpus, --local-mems: see shim_local.go); nil when not
-	// given.
+	guard      bool // stay as the rank's guard, holding hold files
+	hold       int
+	argv       []string
+	// localCPUs and localMems are every local rank's lists (shim_local.go).
 	localCPUs, localMems [][]int
 }
 
@@ -85,8 +80,7 @@ func ShimArgv(self string, cpus, mems []int, pol plan.MemPolicy, argv []string) 
 	return append(args, argv...)
 }
 
-// guardArgv is the argv of rank r's guard: the shim, binding a bound rank,
-// staying to watch it and holding hold files from guardHoldFD.
+// guardArgv is the argv of rank r's guard, holding hold files.
 func guardArgv(self string, r *plan.Rank, hold int) []string {
 	args := []string{self, ShimArg}
 	if r.Bound() {

@@ -14,8 +14,7 @@ import (
 // every local rank's lists ("--local-cpus 0-3/4-7 --local-mems 0/0"), and
 // the shim binds the LOCAL_RANK-th and execs the worker.
 
-// localSep separates the local ranks' lists in --local-cpus and
-// --local-mems (CPU lists hold commas and dashes, never a slash).
+// localSep separates the local ranks' lists (a CPU list has no slash).
 const localSep = "/"
 
 // LocalShimArgs are the shim flags that bind each local rank of p by
@@ -56,10 +55,9 @@ func parseLocalLists(v string) ([][]int, error) {
 	return out, nil
 }
 
-// pickLocalRank sets sa's CPUs and memory nodes to those of the local
-// rank named by localRank (the LOCAL_RANK the agent set), when the shim
-// was given per-rank lists. A missing or out-of-range LOCAL_RANK is an
-// error: binding the wrong worker, or none silently, is not an option.
+// pickLocalRank sets sa's CPUs and memory nodes to those of LOCAL_RANK
+// when the shim was given per-rank lists; a missing or out-of-range
+// LOCAL_RANK is an error.
 func pickLocalRank(sa *shimArgs, localRank string, ok bool) error {
 	if sa.localCPUs == nil && sa.localMems == nil {
 		return nil

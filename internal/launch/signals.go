@@ -29,14 +29,14 @@ func signalsNamed(names []string) []os.Signal {
 	return out
 }
 
-// unforwardable are signals that cannot be caught (SIGKILL, SIGSTOP) or
-// that the Go runtime or amdrun's supervision needs.
+// unforwardable are signals that cannot be caught, or that the Go runtime
+// or amdrun needs.
 var unforwardable = []syscall.Signal{unix.SIGKILL, unix.SIGSTOP, unix.SIGCHLD, unix.SIGURG, unix.SIGPIPE,
 	unix.SIGSEGV, unix.SIGBUS, unix.SIGFPE, unix.SIGILL, unix.SIGTRAP, unix.SIGABRT, unix.SIGPROF}
 
-// ParseSignals reads torchrun's --signals-to-handle: comma-separated
-// signal names, with or without "SIG", any case. A name that is not a
-// signal, one amdrun cannot forward and an empty list are errors.
+// ParseSignals reads --signals-to-handle: comma-separated signal names,
+// with or without "SIG", any case. A name that is not a signal, one amdrun
+// cannot forward and an empty list are errors.
 func ParseSignals(list string) ([]os.Signal, error) {
 	var out []os.Signal
 	for _, name := range strings.Split(list, ",") {

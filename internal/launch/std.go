@@ -18,8 +18,7 @@ const (
 	StdAll  Std = StdOut | StdErr
 )
 
-// StreamNames name each value of -r and -t (0 none ... 3 both): the one
-// list ParseStreams' error and the flags' help and completion read.
+// StreamNames name each value of -r and -t.
 var StreamNames = []string{StdNone: "none", StdOut: "stdout", StdErr: "stderr", StdAll: "both"}
 
 // ErrStreams is wrapped by ParseStreams's errors.
@@ -37,18 +36,15 @@ func StreamValues() string {
 // Streams says which streams of each local rank torchrun's -r or -t value
 // covers; the zero value covers nothing.
 type Streams struct {
-	// All applies to every local rank PerRank does not name.
-	All Std
-	// PerRank maps local ranks to their streams ("0:3,1:0"); nil when
-	// the value was one number for every rank. Ranks it does not name get
-	// StdNone, as in torchrun.
+	All Std // every local rank's, when PerRank is nil
+	// PerRank maps local ranks to their streams ("0:3,1:0"); those it does
+	// not name get StdNone, as in torchrun.
 	PerRank map[int]Std
 }
 
 // ParseStreams parses a torchrun -r/-t value: "0" to "3" for every local
-// rank, or comma-separated LOCAL_RANK:STD pairs (local ranks of more than
-// one digit too). "" is StdNone; any other value gives an error wrapping
-// ErrStreams.
+// rank, or LOCAL_RANK:STD pairs. "" is StdNone; any other value gives an
+// error wrapping ErrStreams.
 func ParseStreams(s string) (Streams, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
