@@ -216,11 +216,7 @@ func (e *errorDir) drop(k, lr int) {
 func (e *errorDir) remove() {
 	emptyErrorDir(int(e.fd.Fd()))
 	e.fd.Close()
-	base, name := filepath.Split(e.dir)
-	if bfd, err := unix.Open(base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
-		_ = unix.Unlinkat(bfd, name, unix.AT_REMOVEDIR)
-		unix.Close(bfd)
-	}
+	removeErrorDirPath(e.dir)
 }
 
 func dirNames(dirfd int) []string {

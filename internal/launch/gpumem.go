@@ -78,8 +78,14 @@ func newMemWatch(p *plan.Plan, o RunOptions) *memWatch {
 // baseline reads the devices' memory before an attempt a restart may follow.
 func (m *memWatch) baseline(restartable bool) {
 	m.base = nil
-	if restartable && m.limit > 0 {
-		m.base = memBaseline(m.devs, m.read)
+	if !restartable || m.limit <= 0 {
+		return
+	}
+	m.base = map[string]int64{}
+	for _, d := range m.devs {
+		if n, ok := m.read(d); ok {
+			m.base[d.Key()] = n
+		}
 	}
 }
 
@@ -91,17 +97,6 @@ func (m *memWatch) wait() []memHeld {
 type memHeld struct {
 	dev         topology.Device
 	before, now int64
-}
-
-// memBaseline reads what each readable device holds before an attempt.
-func memBaseline(devs []topology.Device, read MemUsed) map[string]int64 {
-	base := map[string]int64{}
-	for _, d := range devs {
-		if n, ok := read(d); ok {
-			base[d.Key()] = n
-		}
-	}
-	return base
 }
 
 // waitMemFree polls until every device of base holds no more than before

@@ -122,6 +122,7 @@ func (d *jobDir) close() { d.dir.Close() }
 // attemptDir is attempt_<k>, with a directory per local rank.
 type attemptDir struct {
 	ranks map[int]*os.File
+	logs  []*os.File // closed with it
 }
 
 func (d *jobDir) attempt(k int, localRanks []int) (*attemptDir, error) {
@@ -147,7 +148,12 @@ func (a *attemptDir) create(lr int, name string) (*os.File, error) {
 	return createLog(a.ranks[lr], name)
 }
 
+// close closes a (nil: nothing) and its logs.
 func (a *attemptDir) close() {
+	if a == nil {
+		return
+	}
+	closeFiles(a.logs...)
 	for _, f := range a.ranks {
 		f.Close()
 	}

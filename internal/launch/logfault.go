@@ -2,7 +2,6 @@ package launch
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"sync"
@@ -78,5 +77,3 @@ func (l *faultyLog) Write(b []byte) (int, error) {
 }
 
 func (l *faultyLog) Close() error { return l.f.Close() }
-
-var _ io.WriteCloser = (*faultyLog)(nil)

@@ -131,11 +131,6 @@ func decodeReport(line string) (guardMsg, error) {
 	return guardMsg{}, fmt.Errorf("%w: unknown message %q", errReport, key)
 }
 
-func sendReport(w io.Writer, m guardMsg) error {
-	_, err := w.Write(m.encode())
-	return err
-}
-
 // readReport reads the next message; io.EOF when the guard closed the pipe.
 func readReport(r *bufio.Reader) (guardMsg, error) {
 	line, err := r.ReadString('\n')

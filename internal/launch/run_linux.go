@@ -240,8 +240,8 @@ func (s *supervisor) attempt(ctx context.Context, attempt int) (int, error) {
 	if err != nil {
 		return code, err
 	}
-	ad, logs, closeLogs, err := s.attemptLogs(attempt)
-	defer closeLogs()
+	ad, logs, err := s.attemptLogs(attempt)
+	defer ad.close()
 	if err != nil {
 		return 1, err
 	}
@@ -299,41 +299,31 @@ func (s *supervisor) commands(attempt int) ([]command, int, error) {
 }
 
 // attemptLogs makes attempt's log directory and files (nil without logs);
-// done closes them, always.
-func (s *supervisor) attemptLogs(attempt int) (ad *attemptDir, logs [][2]*os.File, done func(), err error) {
+// ad.close closes them.
+func (s *supervisor) attemptLogs(attempt int) (ad *attemptDir, logs [][2]*os.File, err error) {
 	logs = make([][2]*os.File, len(s.plan.Ranks))
-	done = func() {}
 	if s.job == nil {
-		return nil, logs, done, nil
+		return nil, logs, nil
 	}
 	lrs := make([]int, len(s.plan.Ranks))
 	for i, r := range s.plan.Ranks {
 		lrs[i] = r.LocalRank
 	}
 	if ad, err = s.job.attempt(attempt, lrs); err != nil {
-		return nil, logs, done, err
-	}
-	done = func() {
-		for _, l := range logs {
-			for _, f := range l {
-				if f != nil {
-					f.Close()
-				}
-			}
-		}
-		ad.close()
+		return nil, logs, err
 	}
 	for i, r := range s.plan.Ranks {
 		logged, _ := s.streams(r.LocalRank)
 		for k, name := range []string{"stdout.log", "stderr.log"} {
 			if logged&stdOf(k) != 0 {
 				if logs[i][k], err = ad.create(r.LocalRank, name); err != nil {
-					return ad, logs, done, err
+					return ad, logs, err
 				}
+				ad.logs = append(ad.logs, logs[i][k])
 			}
 		}
 	}
-	return ad, logs, done, nil
+	return ad, logs, nil
 }
 
 // startGroup starts every rank's guard into g and waits for their pids; a

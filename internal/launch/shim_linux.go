@@ -165,7 +165,7 @@ func guard(path string, sa *shimArgs) int {
 		fmt.Fprintf(os.Stderr, "amdrun bind: exec %s: %v%s\n", path, err, limitHint(err))
 		return execFailureCode(err)
 	}
-	_ = sendReport(rep, guardMsg{Kind: msgPid, Pid: pid})
+	_, _ = rep.Write(guardMsg{Kind: msgPid, Pid: pid}.encode())
 	status, ok := watchRank(pid, ctl, chld)
 	_ = unix.Kill(-pid, unix.SIGKILL)
 	sweep(nil, chld)
@@ -173,7 +173,7 @@ func guard(path string, sa *shimArgs) int {
 		abandonErrorFile()
 		return 1
 	}
-	_ = sendReport(rep, guardMsg{Kind: msgStatus, Status: syscall.WaitStatus(status)})
+	_, _ = rep.Write(guardMsg{Kind: msgStatus, Status: syscall.WaitStatus(status)}.encode())
 	if status.Signaled() {
 		return 128 + int(status.Signal())
 	}

@@ -220,10 +220,9 @@ func RankList(ranks []int) string {
 		for j+1 < len(ranks) && ranks[j+1] == ranks[j]+1 {
 			j++
 		}
-		switch {
-		case j-i >= 2:
+		if j-i >= 2 {
 			parts = append(parts, fmt.Sprintf("%d-%d", ranks[i], ranks[j]))
-		default:
+		} else {
 			for k := i; k <= j; k++ {
 				parts = append(parts, strconv.Itoa(ranks[k]))
 			}
