@@ -3,7 +3,6 @@ package launch
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -37,38 +36,28 @@ func newErrorDir() (*errorDir, error) {
 	if err != nil {
 		return nil, fmt.Errorf("launch: error files: %s: %w", base, err)
 	}
-	defer unix.Close(bfd)
+	parent := os.NewFile(uintptr(bfd), base)
+	defer parent.Close()
 	removeStaleErrorDirs(bfd)
 	start, err := startTime(os.Getpid())
 	if err != nil {
 		return nil, fmt.Errorf("launch: error files: %w", err)
 	}
-	for try := 0; ; try++ {
+	d, err := makeFreshDir(parent, func() string {
 		var b [8]byte
-		if _, err := rand.Read(b[:]); err != nil {
-			return nil, fmt.Errorf("launch: error files: %w", err)
+		_, _ = rand.Read(b[:])
+		return errorDirName(os.Getpid(), start, hex.EncodeToString(b[:]))
+	})
+	if err == nil {
+		if err = d.Chmod(0o700); err != nil { // the umask may have taken bits away
+			d.Close()
+			_ = unix.Unlinkat(bfd, filepath.Base(d.Name()), unix.AT_REMOVEDIR)
 		}
-		name := errorDirName(os.Getpid(), start, hex.EncodeToString(b[:]))
-		err := unix.Mkdirat(bfd, name, 0o700)
-		if errors.Is(err, unix.EEXIST) && try < 100 {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("launch: error files: mkdir %s: %w", filepath.Join(base, name), err)
-		}
-		fd, err := openOwnDir(bfd, name)
-		if err == nil {
-			err = unix.Fchmod(fd, 0o700) // the umask may have taken bits away
-		}
-		if err != nil {
-			if fd >= 0 {
-				unix.Close(fd)
-			}
-			_ = unix.Unlinkat(bfd, name, unix.AT_REMOVEDIR)
-			return nil, fmt.Errorf("launch: error files: %s: %w", filepath.Join(base, name), err)
-		}
-		return &errorDir{dir: filepath.Join(base, name), fd: os.NewFile(uintptr(fd), filepath.Join(base, name))}, nil
 	}
+	if err != nil {
+		return nil, fmt.Errorf("launch: error files: %w", err)
+	}
+	return &errorDir{dir: d.Name(), fd: d}, nil
 }
 
 // openOwnDir opens this user's directory name in dirfd, never through a link.

@@ -10,7 +10,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/amdrun/amdrun/internal/envlist"
 	"github.com/amdrun/amdrun/internal/plan"
 )
 
@@ -175,11 +174,4 @@ func (s *supervisor) guardLost(g *group, w *worker, ev exitEvent) {
 type command struct {
 	path      string
 	args, env []string
-}
-
-// lookup finds r's command on env's PATH, as the guard will.
-func (s *supervisor) lookup(r *plan.Rank, env []string) error {
-	pathVar, _ := envlist.Lookup(env, "PATH")
-	_, err := lookPath(r.Argv[0], pathVar)
-	return err
 }

@@ -62,16 +62,21 @@ func openJobDir(base, runID string) (*jobDir, error) {
 		return nil, err
 	}
 	defer parent.Close()
+	d, err := makeFreshDir(parent, func() string { return runDirName(runID) })
+	if err != nil {
+		return nil, fmt.Errorf("launch: log dir: %w", err)
+	}
+	return &jobDir{path: d.Name(), dir: d}, nil
+}
+
+// makeFreshDir makes a directory (0700, as mkdtemp) in parent, named by
+// name, drawing another name while the one drawn exists.
+func makeFreshDir(parent *os.File, name func() string) (*os.File, error) {
 	for tries := 0; ; tries++ {
-		name := runDirName(runID)
-		d, err := makeDir(parent, name, 0o700) // as mkdtemp
-		if errors.Is(err, unix.EEXIST) && tries < 100 {
-			continue
+		d, err := makeDir(parent, name(), 0o700)
+		if !errors.Is(err, unix.EEXIST) || tries >= 100 {
+			return d, err
 		}
-		if err != nil {
-			return nil, fmt.Errorf("launch: log dir: %w", err)
-		}
-		return &jobDir{path: d.Name(), dir: d}, nil
 	}
 }
 
@@ -82,17 +87,11 @@ func makeDir(parent *os.File, name string, perm uint32) (*os.File, error) {
 	if err := unix.Mkdirat(int(parent.Fd()), name, perm); err != nil {
 		return nil, &os.PathError{Op: "mkdir", Path: path, Err: err}
 	}
-	fd, err := unix.Openat(int(parent.Fd()), name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := openOwnDir(int(parent.Fd()), name)
 	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
-	}
-	d := os.NewFile(uintptr(fd), path)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil || int(st.Uid) != os.Geteuid() {
-		d.Close()
 		return nil, fmt.Errorf("%s was replaced after amdrun made it", path)
 	}
-	return d, nil
+	return os.NewFile(uintptr(fd), path), nil
 }
 
 // createIn creates name in dir, exclusively, following no link.

@@ -290,7 +290,8 @@ func (s *supervisor) commands(attempt int) ([]command, int, error) {
 		env := plan.WithEnv(r.Env, "TORCHELASTIC_RESTART_COUNT", strconv.Itoa(attempt))
 		env = plan.WithEnv(env, EnvErrorFile, s.errs.path(attempt, r.LocalRank))
 		env = s.errs.frEnv(s.errs.stackEnv(env, attempt, r.Rank), attempt)
-		if err := s.lookup(r, env); err != nil {
+		pathVar, _ := envlist.Lookup(env, "PATH")
+		if _, err := lookPath(r.Argv[0], pathVar); err != nil { // as the guard will
 			return nil, execFailureCode(err), fmt.Errorf("launch: rank %d: %w", r.Rank, err)
 		}
 		cmds[i] = command{path: s.o.Self, args: guardArgv(s.o.Self, r, len(s.mode.guardHeld())), env: env}
