@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/amdrun/amdrun/internal/printable"
@@ -105,12 +106,7 @@ func lastFrames(tb string, n int) [][]string {
 			}
 		}
 	}
-	kept := frames[:0]
-	for _, f := range frames {
-		if !strings.Contains(f[0], recordWrapper) {
-			kept = append(kept, f)
-		}
-	}
+	kept := slices.DeleteFunc(frames, func(f []string) bool { return strings.Contains(f[0], recordWrapper) })
 	if len(kept) > n {
 		kept = kept[len(kept)-n:]
 	}

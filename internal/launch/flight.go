@@ -111,7 +111,7 @@ type frPos struct{ entered, completed *FREntry }
 // group, where the furthest ranks are and where those behind stopped; ""
 // when there is nothing to say.
 func FRSummary(dumps []FRDump, ranks []int) string {
-	var parts, noDump, bad []string
+	var parts, bad []string
 	seen := map[int]bool{}
 	pos := map[string]map[int]frPos{}
 	for _, d := range dumps {
@@ -148,10 +148,10 @@ func FRSummary(dumps []FRDump, ranks []int) string {
 			missing = append(missing, r)
 		}
 	}
-	if len(missing) > 0 && len(parts) > 0 {
-		noDump = append(noDump, ranksNoun(missing)+" wrote no dump")
+	parts = append(parts, bad...)
+	if len(missing) > 0 && len(pos) > 0 {
+		parts = append(parts, ranksNoun(missing)+" wrote no dump")
 	}
-	parts = append(append(parts, bad...), noDump...)
 	if len(pos) == 0 {
 		return strings.Join(bad, "; ")
 	}

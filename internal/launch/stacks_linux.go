@@ -181,17 +181,15 @@ func (st *stacker) take() (_ []RankStacks, busy bool) {
 	}
 	dumps := readDumps(files, time.Now().Add(stackAnswerTimeout))
 	got := map[int]string{}
+	for _, r := range st.ranks {
+		got[r] = ""
+	}
 	for i, t := range ts {
 		if got[t.rank] == "" {
 			got[t.rank] = dumps[i]
 		}
 		if dumps[i] == "" {
 			busy = st.cpuGrew(t.pid) || busy
-		}
-	}
-	for _, r := range st.ranks {
-		if _, ok := got[r]; !ok {
-			got[r] = ""
 		}
 	}
 	out := make([]RankStacks, 0, len(got))
