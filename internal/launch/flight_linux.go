@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -46,13 +47,10 @@ func (st *stacker) askFR() {
 		_ = unix.Kill(t.pid, FRSignal)
 	}
 	for deadline := time.Now().Add(frWait); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		all := true
-		for _, t := range ts {
-			if _, err := os.Lstat(filepath.Join(dir, fmt.Sprintf("fr.%d.%d", attempt, t.rank))); err != nil {
-				all = false
-			}
-		}
-		if all {
+		if !slices.ContainsFunc(ts, func(t target) bool {
+			_, err := os.Lstat(filepath.Join(dir, fmt.Sprintf("fr.%d.%d", attempt, t.rank)))
+			return err != nil
+		}) {
 			return
 		}
 	}

@@ -22,17 +22,11 @@ func (s *supervisor) start(r *plan.Rank, c command, logs [2]*os.File, exits chan
 		return nil, err
 	}
 	cmd := s.guardCmd(r, c, p)
-	w := &worker{r: r, tail: &tail{}, pumps: make(chan struct{}), ctl: p.ctlW, ready: make(chan int, 1)}
-	for _, f := range p.reads {
-		if f != nil {
-			w.pipes = append(w.pipes, f)
-		}
-	}
+	w := &worker{r: r, tail: &tail{}, pumps: make(chan struct{}), ctl: p.ctlW, ready: make(chan int, 1), pipes: p.reads}
 	kept, err := s.mode.startGuard(cmd)
 	closeFiles(p.theirs...)
 	if err != nil {
-		closeFiles(p.reads[:]...)
-		closeFiles(p.ctlW, p.repR)
+		p.closeOurs()
 		return nil, err
 	}
 	if kept == 0 {
@@ -61,15 +55,16 @@ func closeFiles(fs ...*os.File) {
 	}
 }
 
+func (p *guardFiles) closeOurs() { closeFiles(p.reads[0], p.reads[1], p.ctlW, p.repR) }
+
 // guardPipes makes a guard's pipes; on error none is left open. A stream
 // of an unprefixed rank that only the console takes is the terminal
 // itself, when it is one.
 func (s *supervisor) guardPipes(logged, console Std) (*guardFiles, error) {
 	p := &guardFiles{}
 	fail := func(err error) (*guardFiles, error) {
-		closeFiles(p.reads[:]...)
 		closeFiles(p.theirs...)
-		closeFiles(p.ctlW, p.repR)
+		p.closeOurs()
 		return nil, err
 	}
 	for k := range p.child {

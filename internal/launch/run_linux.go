@@ -53,9 +53,7 @@ func Run(ctx context.Context, p *plan.Plan, o RunOptions) (exitCode int, err err
 	if o.Stderr == nil {
 		o.Stderr = os.Stderr
 	}
-	if o.Grace < 0 {
-		o.Grace = 0
-	}
+	o.Grace = max(o.Grace, 0)
 	if o.Self == "" {
 		if o.Self, err = os.Executable(); err != nil {
 			return 1, fmt.Errorf("launch: rank guard: %w", err)
@@ -178,9 +176,9 @@ type worker struct {
 	sig     syscall.Signal // killing signal, 0 if it exited
 	stopped bool           // ended by the stop amdrun began (endedByStop)
 	tail    *tail
-	rec     *RankError // what it recorded in its error file; nil if nothing
-	recAt   string     // where that file is kept; "" when nowhere
-	pipes   []*os.File // read ends, for drain deadlines
+	rec     *RankError  // what it recorded in its error file; nil if nothing
+	recAt   string      // where that file is kept; "" when nowhere
+	pipes   [2]*os.File // read ends (nil: none), for drain deadlines
 	pumps   chan struct{}
 	ctl     *os.File // the guard's control pipe
 	ready   chan int // the rank's pid, once its guard reported it
