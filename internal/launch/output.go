@@ -2,8 +2,10 @@ package launch
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -222,3 +224,132 @@ func (s *stream) redraw(partial []byte) {
 	s.buf = append(b, '\r')
 	s.con.write(s.out, s.buf)
 }
+
+// partialAfter is how long a line without its newline (a prompt: pdb's
+// "(Pdb) ") waits before the console shows it; its rest continues it
+// without a second prefix (issue 23).
+const partialAfter = 100 * time.Millisecond
+
+// endOpen ends the line another stream left open on the console. c.mu is held.
+func (c *console) endOpen(s *stream) {
+	if c.open != nil && c.open != s {
+		_, _ = c.openW.Write([]byte{'\n'})
+		c.open, c.openW = nil, nil
+	}
+}
+
+// partial writes more of s's partial line and end, prefixed unless it
+// continues the open line; the line stays open unless finished.
+func (c *console) partial(s *stream, w io.Writer, more, end []byte, finished bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.endOpen(s)
+	var b []byte
+	if c.open != s {
+		b = append(b, s.prefix...)
+	}
+	_, _ = w.Write(append(append(b, more...), end...))
+	c.open, c.openW = s, w
+	if finished {
+		c.open, c.openW = nil, nil
+	}
+}
+
+// armPartial (re)starts the timer that shows pending. s.mu is held.
+func (s *stream) armPartial(pending []byte) {
+	s.pending = pending
+	if s.timer == nil {
+		s.timer = time.AfterFunc(partialAfter, s.showPending)
+		return
+	}
+	s.timer.Reset(partialAfter)
+}
+
+// showPending shows what of the pending line the console does not yet.
+func (s *stream) showPending() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.pending) > s.shownPart {
+		s.con.partial(s, s.out, s.pending[s.shownPart:], nil, false)
+		s.shownPart = len(s.pending)
+	}
+}
+
+// stopPartial stops the timer and forgets the pending line. s.mu is held.
+func (s *stream) stopPartial() {
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	s.pending = nil
+}
+
+// logFaults tracks the run's log files whose writes failed: each is said
+// when it happens and at the end with what was lost (issue 26).
+type logFaults struct {
+	say   func(string) // the console, not amdrun.log (which may be the file that fails)
+	quiet bool         // -q: a fault is said only in the summary, not as a warning
+
+	mu     sync.Mutex
+	failed []*faultyLog
+}
+
+// wrap returns f as a log whose faults t reports; nil for nil.
+func (t *logFaults) wrap(f *os.File) *faultyLog {
+	if f == nil {
+		return nil
+	}
+	return &faultyLog{f: f, t: t}
+}
+
+// summary says, at the end, which logs are incomplete and what each lost.
+func (t *logFaults) summary() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.failed) == 0 {
+		return
+	}
+	var parts []string
+	for _, l := range t.failed {
+		l.mu.Lock()
+		parts = append(parts, fmt.Sprintf("%s (%d bytes lost: %v)", l.f.Name(), l.lost, l.err))
+		l.mu.Unlock()
+	}
+	t.say(fmt.Sprintf("amdrun: the logs are incomplete: %s\n", strings.Join(parts, "; ")))
+}
+
+// faultyLog is a log file that, after its first failure, counts every
+// byte as lost.
+type faultyLog struct {
+	f *os.File
+	t *logFaults
+
+	mu   sync.Mutex
+	err  error
+	lost int64
+}
+
+// Write reports success whatever happens: a log must not stop the output.
+func (l *faultyLog) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		l.lost += int64(len(b))
+		return len(b), nil
+	}
+	n, err := l.f.Write(b)
+	if err != nil {
+		l.err, l.lost = err, int64(len(b)-n)
+		if pe, ok := err.(*os.PathError); ok {
+			l.err = pe.Err
+		}
+		l.t.mu.Lock()
+		l.t.failed = append(l.t.failed, l)
+		l.t.mu.Unlock()
+		if !l.t.quiet {
+			l.t.say(fmt.Sprintf("amdrun: warning: writing %s failed: %v: the rest of it is lost (the job goes on)\n", l.f.Name(), l.err))
+		}
+	}
+	return len(b), nil
+}
+
+func (l *faultyLog) Close() error { return l.f.Close() }

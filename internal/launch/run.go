@@ -7,8 +7,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // ShimArg is the hidden first argument that makes amdrun the bind shim;
@@ -174,4 +179,204 @@ func executable(p string) error {
 		return fs.ErrPermission
 	}
 	return nil
+}
+
+// Std is a set of a rank's standard streams, numbered as torchrun's Std:
+// 0 none, 1 stdout, 2 stderr, 3 both.
+type Std int
+
+const (
+	StdNone Std = 0
+	StdOut  Std = 1
+	StdErr  Std = 2
+	StdAll  Std = StdOut | StdErr
+)
+
+// StreamNames name each value of -r and -t.
+var StreamNames = []string{StdNone: "none", StdOut: "stdout", StdErr: "stderr", StdAll: "both"}
+
+// ErrStreams is wrapped by ParseStreams's errors.
+var ErrStreams = errors.New("want 0-3 (" + StreamValues() + ") or LOCAL_RANK:0-3 pairs such as 0:3,1:0")
+
+// StreamValues are StreamNames as "0 none, 1 stdout, 2 stderr, 3 both".
+func StreamValues() string {
+	parts := make([]string, len(StreamNames))
+	for v, n := range StreamNames {
+		parts[v] = fmt.Sprintf("%d %s", v, n)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Streams says which streams of each local rank torchrun's -r or -t value
+// covers; the zero value covers nothing.
+type Streams struct {
+	All Std // every local rank's, when PerRank is nil
+	// PerRank maps local ranks to their streams ("0:3,1:0"); those it does
+	// not name get StdNone, as in torchrun.
+	PerRank map[int]Std
+}
+
+// ParseStreams parses a torchrun -r/-t value: "0" to "3" for every local
+// rank, or LOCAL_RANK:STD pairs. "" is StdNone; any other value gives an
+// error wrapping ErrStreams.
+func ParseStreams(s string) (Streams, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return Streams{}, nil
+	}
+	if !strings.Contains(s, ":") {
+		v, err := parseStd(s)
+		if err != nil {
+			return Streams{}, fmt.Errorf("%q: %w", s, ErrStreams)
+		}
+		return Streams{All: v}, nil
+	}
+	out := Streams{PerRank: map[int]Std{}}
+	for _, pair := range strings.Split(s, ",") {
+		r, v, ok := strings.Cut(pair, ":")
+		lr, err := strconv.Atoi(r)
+		std, err2 := parseStd(v)
+		if !ok || err != nil || lr < 0 || err2 != nil {
+			return Streams{}, fmt.Errorf("%q: %w", s, ErrStreams)
+		}
+		if _, dup := out.PerRank[lr]; dup {
+			return Streams{}, fmt.Errorf("%q: local rank %d given twice", s, lr)
+		}
+		out.PerRank[lr] = std
+	}
+	return out, nil
+}
+
+func parseStd(s string) (Std, error) {
+	if len(s) != 1 || s[0] < '0' || s[0] > '3' {
+		return 0, ErrStreams
+	}
+	return Std(s[0] - '0'), nil
+}
+
+// For returns the streams of local rank lr.
+func (s Streams) For(lr int) Std {
+	if s.PerRank != nil {
+		return s.PerRank[lr]
+	}
+	return s.All
+}
+
+// IsZero says whether s covers no stream of any rank.
+func (s Streams) IsZero() bool {
+	for _, v := range s.PerRank {
+		if v != StdNone {
+			return false
+		}
+	}
+	return s.All == StdNone
+}
+
+// DefaultSignals are Run's forwarded signals when Forward is nil: torchrun's
+// default --signals-to-handle, and SIGUSR1, SIGUSR2 (Slurm's preemption).
+var DefaultSignals = signalsNamed(ForwardedSignals)
+
+var stopSignals = signalsNamed(StopSignals)
+
+// signalsNamed are names' signals; an unknown name panics at start.
+func signalsNamed(names []string) []os.Signal {
+	out := make([]os.Signal, len(names))
+	for i, n := range names {
+		sig := unix.SignalNum(n)
+		if sig == 0 {
+			panic("launch: unknown signal " + n)
+		}
+		out[i] = sig
+	}
+	return out
+}
+
+// unforwardable are signals that cannot be caught, or that the Go runtime
+// or amdrun needs.
+var unforwardable = []syscall.Signal{unix.SIGKILL, unix.SIGSTOP, unix.SIGCHLD, unix.SIGURG, unix.SIGPIPE,
+	unix.SIGSEGV, unix.SIGBUS, unix.SIGFPE, unix.SIGILL, unix.SIGTRAP, unix.SIGABRT, unix.SIGPROF}
+
+// ParseSignals reads --signals-to-handle: comma-separated signal names,
+// with or without "SIG", any case. A name that is not a signal, one amdrun
+// cannot forward and an empty list are errors.
+func ParseSignals(list string) ([]os.Signal, error) {
+	var out []os.Signal
+	for _, name := range strings.Split(list, ",") {
+		name = strings.ToUpper(strings.TrimSpace(name))
+		if name == "" {
+			continue
+		}
+		if !strings.HasPrefix(name, "SIG") {
+			name = "SIG" + name
+		}
+		sig := unix.SignalNum(name)
+		if sig == 0 {
+			return nil, fmt.Errorf("%s is not a signal", name)
+		}
+		if slices.Contains(unforwardable, sig) {
+			return nil, fmt.Errorf("%s cannot be forwarded (it cannot be caught, or amdrun itself needs it)", name)
+		}
+		if !slices.Contains(out, os.Signal(sig)) {
+			out = append(out, sig)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("empty list of signals")
+	}
+	return out, nil
+}
+
+// PrefixFromTemplate expands TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE for one
+// rank as Python's string.Template.safe_substitute: $role_name, $rank and
+// $local_rank (also ${name}) are replaced, $$ is a dollar, all else kept.
+func PrefixFromTemplate(tmpl, role string, rank, localRank int) string {
+	vars := map[string]string{"role_name": role, "rank": fmt.Sprint(rank), "local_rank": fmt.Sprint(localRank)}
+	var b strings.Builder
+	for i := 0; i < len(tmpl); i++ {
+		c := tmpl[i]
+		if c != '$' || i+1 == len(tmpl) {
+			b.WriteByte(c)
+			continue
+		}
+		rest := tmpl[i+1:]
+		switch {
+		case rest[0] == '$':
+			b.WriteByte('$')
+			i++
+			continue
+		case rest[0] == '{':
+			if end := strings.IndexByte(rest, '}'); end > 0 {
+				if v, ok := vars[rest[1:end]]; ok {
+					b.WriteString(v)
+					i += end + 1
+					continue
+				}
+			}
+		default:
+			n := 0
+			for n < len(rest) && isIdentByte(rest[n], n) {
+				n++
+			}
+			if v, ok := vars[rest[:n]]; ok && n > 0 {
+				b.WriteString(v)
+				i += n
+				continue
+			}
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+// isIdentByte says whether c may be byte i of an ASCII Python identifier.
+func isIdentByte(c byte, i int) bool {
+	return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (i > 0 && c >= '0' && c <= '9')
+}
+
+// forward is o.Forward, or DefaultSignals when it is nil.
+func (o *RunOptions) forward() []os.Signal {
+	if o.Forward == nil {
+		return DefaultSignals
+	}
+	return o.Forward
 }
