@@ -136,26 +136,6 @@ func removeStaleErrorDirs(dirfd int) {
 	}
 }
 
-// readAt reads at most limit bytes of this user's regular file name in
-// dirfd, never through a link; nil when none or blank.
-func readAt(dirfd int, name string, limit int64) []byte {
-	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil
-	}
-	f := os.NewFile(uintptr(fd), name)
-	defer f.Close()
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Uid != uint32(os.Geteuid()) {
-		return nil
-	}
-	b, _ := io.ReadAll(io.LimitReader(f, limit))
-	if len(strings.TrimSpace(string(b))) == 0 {
-		return nil
-	}
-	return b
-}
-
 // emptyErrorDir removes the files amdrun gave out (ownFile), nothing else.
 func emptyErrorDir(dirfd int) {
 	for _, name := range dirNames(dirfd) {
@@ -193,9 +173,25 @@ func (e *errorDir) path(k, lr int) string {
 
 func errorFile(k, lr int) string { return fmt.Sprintf("attempt_%d.rank_%d.json", k, lr) }
 
-// read returns what local rank lr recorded in attempt k (see readAt).
+// read returns what local rank lr recorded in attempt k: at most
+// maxErrorFile bytes of this user's regular file, never through a link;
+// nil when none or blank.
 func (e *errorDir) read(k, lr int) []byte {
-	return readAt(int(e.fd.Fd()), errorFile(k, lr), maxErrorFile)
+	fd, err := unix.Openat(int(e.fd.Fd()), errorFile(k, lr), unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	f := os.NewFile(uintptr(fd), errorFile(k, lr))
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Uid != uint32(os.Geteuid()) {
+		return nil
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, maxErrorFile))
+	if len(strings.TrimSpace(string(b))) == 0 {
+		return nil
+	}
+	return b
 }
 
 func (e *errorDir) drop(k, lr int) {
