@@ -13,7 +13,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// keeper is a job's PID namespace's init as amdrun sees it.
 type keeper struct {
 	cmd      *exec.Cmd
 	lifeline *os.File // closed (or amdrun dead): empty the namespace

@@ -122,7 +122,6 @@ func ownerGone(pid int, start uint64) bool {
 	return err != nil || now != start
 }
 
-// removeStaleErrorDirs removes this user's errorDirs whose amdrun is gone.
 func removeStaleErrorDirs(dirfd int) {
 	for _, name := range dirNames(dirfd) {
 		if pid, start, ok := dirOwner(name); !ok || !ownerGone(pid, start) {
@@ -166,7 +165,6 @@ func removeErrorDirPath(path string) {
 	_ = unix.Unlinkat(bfd, name, unix.AT_REMOVEDIR)
 }
 
-// path is local rank lr's error file in attempt k.
 func (e *errorDir) path(k, lr int) string {
 	return filepath.Join(e.dir, errorFile(k, lr))
 }

@@ -14,7 +14,6 @@ import (
 // exception as JSON; Run sets it per rank and attempt, as torchrun does.
 const EnvErrorFile = "TORCHELASTIC_ERROR_FILE"
 
-// maxErrorFile bounds what is read of an error file.
 const maxErrorFile = 1 << 20
 
 // errorFrames is how many innermost frames a failure summary shows.

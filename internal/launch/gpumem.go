@@ -56,7 +56,6 @@ func ReadMemUsed(d topology.Device) (int64, bool) {
 	return 0, false
 }
 
-// memWatch is one Run's restart hygiene.
 type memWatch struct {
 	devs  []topology.Device
 	read  MemUsed

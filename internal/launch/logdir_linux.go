@@ -107,7 +107,6 @@ func createIn(dir *os.File, name string) (*os.File, error) {
 
 func (d *jobDir) create(name string) (*os.File, error) { return createLog(d.dir, name) }
 
-// createLog is createIn with the log directory's errors.
 func createLog(dir *os.File, name string) (*os.File, error) {
 	f, err := createIn(dir, name)
 	if err != nil {
@@ -142,7 +141,6 @@ func (d *jobDir) attempt(k int, localRanks []int) (*attemptDir, error) {
 	return a, nil
 }
 
-// create makes the file name in local rank lr's directory.
 func (a *attemptDir) create(lr int, name string) (*os.File, error) {
 	return createLog(a.ranks[lr], name)
 }

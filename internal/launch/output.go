@@ -11,7 +11,6 @@ import (
 	"time"
 )
 
-// maxLine is the longest line written in one piece.
 const maxLine = 64 << 10
 
 // tailLines is how many stderr lines a failure summary shows per rank.

@@ -106,7 +106,6 @@ func Run(ctx context.Context, p *plan.Plan, o RunOptions) (exitCode int, err err
 // after Run, fails with EPIPE instead of making the exit code 141.
 var catchSIGPIPE = sync.OnceFunc(func() { signal.Notify(make(chan os.Signal, 1), unix.SIGPIPE) })
 
-// terminal returns w when it is a terminal, else nil.
 func terminal(w io.Writer) *os.File {
 	f, ok := w.(*os.File)
 	if !ok || f == nil {
@@ -232,7 +231,6 @@ func (g *group) running() int {
 	return n
 }
 
-// attempt runs the group once and returns its exit code.
 func (s *supervisor) attempt(ctx context.Context, attempt int) (int, error) {
 	cmds, code, err := s.commands(attempt)
 	if err != nil {

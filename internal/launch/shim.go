@@ -10,7 +10,6 @@ import (
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
-// shimArgs is a parsed shim command line.
 type shimArgs struct {
 	cpus, mems []int
 	policy     plan.MemPolicy

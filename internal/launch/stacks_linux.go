@@ -25,7 +25,6 @@ import (
 // is 34), which no library of the Python/torch stack uses.
 const StackSignal = unix.Signal(34 + 7)
 
-// stackAnswerTimeout bounds the wait for the ranks' stacks.
 const stackAnswerTimeout = 700 * time.Millisecond
 
 const (
@@ -45,7 +44,6 @@ func ownFile(name string) bool {
 		name == bootstrapFile || name == pycacheFile || name == ctlSocket
 }
 
-// stacker asks the ranks for their stacks.
 type stacker struct {
 	mu      sync.Mutex
 	errs    *errorDir

@@ -13,7 +13,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// stallReport is what the stall watch found.
 type stallReport struct {
 	groups   []StackGroup
 	suspects []int
