@@ -1,7 +1,6 @@
 package launch
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -92,16 +91,15 @@ func (s *supervisor) flightRecord(attempt int) string {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, py, append([]string{"-I", "-c", frReader}, args...)...)
 	cmd.ExtraFiles = files
-	var out bytes.Buffer
-	cmd.Stdout = &out
-	if err := cmd.Run(); err != nil {
+	out, err := cmd.Output()
+	if err != nil {
 		return ""
 	}
 	ranks := make([]int, len(s.plan.Ranks))
 	for i, r := range s.plan.Ranks {
 		ranks[i] = r.Rank
 	}
-	return FRSummary(FRParse(out.String(), frRankOf), ranks)
+	return FRSummary(FRParse(string(out), frRankOf), ranks)
 }
 
 func (s *supervisor) keepFR(f *os.File, attempt int, rank string) {

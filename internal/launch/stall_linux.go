@@ -101,10 +101,10 @@ func (s *supervisor) onStall(g *group, rep stallReport, attempt int) {
 	if fr := s.flightRecord(attempt); fr != "" {
 		b.WriteString("amdrun: " + fr + "\n")
 	}
-	switch s.o.OnStall {
-	case StallStop, StallRestart:
+	stops := s.o.OnStall == StallStop || s.o.OnStall == StallRestart
+	if stops {
 		fmt.Fprintf(&b, "amdrun: stopping the worker group (--on-stall %s)\n", s.o.OnStall)
-	default:
+	} else {
 		b.WriteString("amdrun: the job keeps running (--on-stall report)\n")
 	}
 	s.note(b.String())
@@ -115,7 +115,7 @@ func (s *supervisor) onStall(g *group, rep stallReport, attempt int) {
 			f.Close()
 		}
 	}
-	if s.o.OnStall == StallStop || s.o.OnStall == StallRestart {
+	if stops {
 		s.stall = &rep
 		g.stop(unix.SIGTERM, s.o.Grace)
 	}
