@@ -118,10 +118,8 @@ func ParseStallAction(s string) (StallAction, error) {
 	if s == "" {
 		return StallReport, nil
 	}
-	for _, a := range StallActions {
-		if string(a) == s {
-			return a, nil
-		}
+	if a := StallAction(s); slices.Contains(StallActions, a) {
+		return a, nil
 	}
 	return "", fmt.Errorf("launch: unknown stall action %q", s)
 }

@@ -190,17 +190,13 @@ func inCollective(t Thread) (string, int) {
 // answer and those that wait in no collective while others do.
 func Suspects(groups []StackGroup) []int {
 	var out []int
-	smallest := 0
+	smallest, anyWaits := 0, false
 	for _, g := range groups {
 		if g.Odd && (smallest == 0 || len(g.Ranks) < smallest) {
 			smallest = len(g.Ranks)
 		}
-	}
-	anyWaits := false
-	for _, g := range groups {
-		if c, _ := g.Where(); c != "" {
-			anyWaits = true
-		}
+		c, _ := g.Where()
+		anyWaits = anyWaits || c != ""
 	}
 	for _, g := range groups {
 		c, _ := g.Where()
