@@ -10,9 +10,7 @@ import (
 )
 
 // Containment is how Run keeps every process a job starts from outliving
-// it however amdrun ends (issue 13), and the job from undoing that (issue
-// 26); --contain names it, docs/supervision.md ("Containment") tells what
-// each mode guards against. Every rank runs under a guard (ShimMain).
+// it however amdrun ends (--contain; docs/supervision.md, "Containment").
 type Containment string
 
 // The containment modes, as --contain names them.
@@ -32,49 +30,40 @@ const (
 // ErrContainment: Run's error wraps it when the mode asked for is not permitted.
 var ErrContainment = errors.New("cannot contain the job in the namespaces asked for")
 
-// container is one containment mode at work for one Run: what the
-// supervisor asks of a mode, never which mode it is (as Nomad's one
-// Executor interface, one implementation per isolation). Each mode's file
-// registers it.
+// container is one containment mode at work for one Run; the supervisor
+// never asks which mode it is. Each mode's file registers it.
 type container interface {
 	// guardHeld are the held files (RunOptions.Hold) every guard keeps
-	// open: all of them when the guards alone contain the job, none when
-	// a keeper holds them.
+	// open (none when a keeper holds them).
 	guardHeld() []*os.File
 	// startGuard starts cmd, a rank's guard, in the job. kept is the
-	// guard's pid in the job's PID namespace when a keeper forked it
-	// instead (cmd did not run: amdrun cannot wait for it, and its end
-	// is its report pipe's); 0 when cmd was started.
+	// guard's pid in the job's namespace when a keeper forked it instead
+	// (cmd did not run); 0 when cmd was started.
 	startGuard(cmd *exec.Cmd) (kept int, err error)
-	// outerPID is amdrun's pid of the process the job's PID namespace
-	// numbers pid, a child of parent (amdrun's pid; 0: of the job's
-	// keeper); 0 when there is none.
+	// outerPID is amdrun's pid of the job's pid, a child of parent
+	// (amdrun's pid; 0: of the keeper); 0 when there is none.
 	outerPID(parent, pid int) int
 	// guardLost kills, as far as the mode can, the rank of a guard that
-	// ended without reporting its rank's end, and all it started. guard
-	// says how that guard ended, live are the guards still running
-	// (amdrun's pids); it returns the failure summary's line on it.
+	// ended without reporting (guard says how) and all it started; live
+	// are the guards still running. It returns the summary's line.
 	guardLost(guard string, live map[int]bool) string
-	// close ends the containment once every guard has ended. It returns
-	// when nothing of the job is left: only then may the lease go.
+	// close returns when nothing of the job is left: only then may the
+	// lease go.
 	close()
 }
 
 type containOpts struct {
 	self   string     // amdrun's binary
 	hold   []*os.File // RunOptions.Hold
-	errDir string     // the ranks' error files ("": none), for a keeper to remove should amdrun die
+	errDir string     // the ranks' error files, for a keeper to remove should amdrun die
 	asked  bool       // --contain named the mode; false: auto chose it
 	note   func(string)
 }
 
 type containMode struct {
 	name Containment
-	// auto orders the modes --contain auto tries, the highest first; 0:
-	// only when asked for by name.
-	auto int
-	// open sets the mode up for one Run; an error says why it is not
-	// permitted here (the container is then not to be used).
+	auto int // --contain auto tries the highest first; 0: only by name
+	// open sets the mode up for one Run, or says why it is not permitted.
 	open func(containOpts) (container, error)
 	// doctor is what amdrun doctor says of the mode; with doctorWhy the
 	// first line adds why no stronger mode was chosen.

@@ -13,20 +13,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// keeper is a job's PID namespace's init as amdrun sees it.
 type keeper struct {
-	cmd *exec.Cmd
-	// lifeline is the write end of the keeper's pipe: closing it, or
-	// amdrun's death, makes the keeper empty the namespace and exit.
-	lifeline *os.File
+	cmd      *exec.Cmd
+	lifeline *os.File // closed (or amdrun dead): empty the namespace
 	// cwd is amdrun's working directory: entering a mount namespace moves
-	// the thread to its root, and the ranks must start where amdrun runs.
+	// the thread to its root.
 	cwd  string
 	done chan struct{}
-	// req is where a keeper that starts the guards itself
-	// (userNamespace) takes their start requests.
-	req *os.File
-	mu  sync.Mutex // one request at a time on req
+	req  *os.File   // start requests (userNamespace)
+	mu   sync.Mutex // one request at a time on req
 }
 
 // openContainment sets up the mode want (ContainAuto: the strongest here)
@@ -104,9 +99,8 @@ func nsInode(kind string) (uint64, error) {
 }
 
 // startKeeper starts o.self as the keeper, the init of the namespaces sys
-// makes, with args, holding o.hold until its namespace is empty and then,
-// should amdrun be gone, removing o.errDir. It fails when the namespaces
-// are not permitted (the caller words the error).
+// makes, holding o.hold until its namespace is empty; it fails when the
+// namespaces are not permitted (the caller words the error).
 func startKeeper(o containOpts, sys *syscall.SysProcAttr, args ...string) (*keeper, error) {
 	if err := notChrooted(); err != nil {
 		return nil, err
@@ -129,12 +123,9 @@ func startKeeper(o containOpts, sys *syscall.SysProcAttr, args ...string) (*keep
 		return nil, err
 	}
 	args = append([]string{o.self, KeeperArg, "--parent-mnt", strconv.FormatUint(mnt, 10), "--errors", o.errDir}, args...)
-	// Its own group: a signal to amdrun's process group (kill -9 %1 in a
-	// shell) must leave it to clean up. No parent-death signal: killed
-	// with amdrun, the keeper would close the lease files before the
-	// kernel has emptied its namespace (do_exit closes files first), and
-	// for a moment a rank would run on devices no longer leased; its
-	// lifeline's EOF has it empty the namespace first (issue 36.1).
+	// Its own group: kill -9 %1 in a shell must leave it to clean up. No
+	// parent-death signal: killed with amdrun, it would close the lease
+	// files before the kernel emptied its namespace (issue 36.1).
 	sys.Setpgid = true
 	cmd := &exec.Cmd{Path: o.self, Args: args, ExtraFiles: append(theirs, o.hold...), SysProcAttr: sys}
 	if err = cmd.Start(); err != nil {
@@ -149,14 +140,12 @@ func startKeeper(o containOpts, sys *syscall.SysProcAttr, args ...string) (*keep
 		k.close()
 		return nil, err
 	}
-	// Without a working directory (it was removed) the ranks start at the
-	// namespace's root.
-	k.cwd, _ = os.Getwd()
+	k.cwd, _ = os.Getwd() // none (removed): the namespace's root
 	return k, nil
 }
 
-// lost says how the keeper ended once it has or is ending (its guards die
-// a moment before it is reaped), taking the job with it; "" while it runs.
+// lost says how the keeper ended, taking the job with it, once it has or
+// is ending (its guards die a moment before it is reaped); "" while it runs.
 func (k *keeper) lost() string {
 	pid := k.cmd.Process.Pid
 	select {

@@ -46,9 +46,7 @@ func init() {
 func (n *pidNamespace) startGuard(cmd *exec.Cmd) (int, error) {
 	started := make(chan error, 1)
 	go func() {
-		// Never unlocked: the thread has joined the job's namespaces and
-		// ends with this goroutine.
-		runtime.LockOSThread()
+		runtime.LockOSThread() // never unlocked: it joined the job's namespaces
 		if err := n.join(); err != nil {
 			started <- err
 			return
@@ -69,11 +67,9 @@ func (n *pidNamespace) guardLost(guard string, _ map[int]bool) string {
 	return guard + "; amdrun had the keeper kill the rank and all it started"
 }
 
-// join moves the calling thread into the job's namespaces. The caller
-// must keep the thread locked for good: it must end with its goroutine.
+// join moves the calling thread, locked for good, into the job's namespaces.
 func (n *pidNamespace) join() error {
-	// A mount namespace can only be entered by a thread with a file system
-	// context of its own; Go's threads share one.
+	// Entering a mount namespace needs a file system context of its own.
 	if err := unix.Unshare(unix.CLONE_FS); err != nil {
 		return fmt.Errorf("unshare: %w", err)
 	}

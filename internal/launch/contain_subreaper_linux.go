@@ -9,13 +9,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// subreaper is ContainSubreaper (guards only, where no namespace is
-// permitted): amdrun is a subreaper while the job runs, so a rank whose
-// guard was killed comes to amdrun, which kills it and all it started
-// before it reports or lets the lease go; amdrun is not dumpable either.
-// The job, or another process of the user, that kills or stops both
-// amdrun and a guard frees that guard's rank past the lease (Run warns so
-// when it holds device leases).
+// subreaper is ContainSubreaper: the guards, and amdrun a subreaper while
+// the job runs, so a rank whose guard was killed comes to amdrun.
 type subreaper struct {
 	hold    []*os.File
 	reaping bool         // amdrun is the job's subreaper
@@ -33,11 +28,9 @@ func init() {
 		}})
 }
 
-// openSubreaper makes amdrun a child subreaper for the run (its children
-// now are not the job's). It never fails: where amdrun cannot be one the
-// guards alone contain the job. amdrun makes itself not dumpable (no rank
-// may ptrace it or pidfd_getfd its lease descriptors; issue 36.4) and,
-// when it holds device leases, says in one line what a job can still do.
+// openSubreaper makes amdrun a child subreaper for the run and not
+// dumpable (no pidfd_getfd of its leases; issue 36.4). It never fails:
+// where amdrun cannot be one the guards alone contain the job.
 func openSubreaper(o containOpts) (container, error) {
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	if len(o.hold) > 0 {
@@ -94,10 +87,8 @@ func (s *subreaper) close() {
 	}
 }
 
-// sweepOrphans kills and reaps every process that came to amdrun from a
-// dead guard (its children but the guards in live and those from before
-// the job) and all they started, round after round; it returns how many
-// it killed.
+// sweepOrphans kills and reaps every child but the guards in live and
+// those from before the job, and all they started; it returns how many.
 func (s *subreaper) sweepOrphans(live map[int]bool) int {
 	killed := map[int]bool{}
 	for {
@@ -105,8 +96,7 @@ func (s *subreaper) sweepOrphans(live map[int]bool) int {
 		if len(orphans) == 0 {
 			return len(killed)
 		}
-		for _, o := range orphans {
-			// Its own pid: the guards' exec.Cmds wait for theirs.
+		for _, o := range orphans { // by pid: the guards' exec.Cmds wait for theirs
 			var ws unix.WaitStatus
 			for {
 				if _, err := unix.Wait4(o, &ws, 0, nil); err != unix.EINTR {

@@ -11,11 +11,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// userNamespace is ContainUserNamespace (unprivileged, where the kernel
-// permits user namespaces): the job in a user, PID and mount namespace of
-// its own, whose init, a keeper, starts the guards (multithreaded amdrun
-// cannot enter a user namespace). Another process of the user outside the
-// job can ptrace, stop or kill the keeper and the guards.
+// userNamespace is ContainUserNamespace: pidNamespace in a user namespace
+// of its own, whose keeper starts the guards (multithreaded amdrun cannot
+// enter a user namespace).
 type userNamespace struct{ *keeper }
 
 func init() {
@@ -35,8 +33,7 @@ func init() {
 		}})
 }
 
-// startGuard has the keeper fork cmd in the job's user namespace, passing
-// cmd's descriptors; it returns the guard's pid in the namespace.
+// startGuard has the keeper fork cmd, passing its descriptors.
 func (n userNamespace) startGuard(cmd *exec.Cmd) (int, error) {
 	stdin, _ := cmd.Stdin.(*os.File)
 	b, err := startRequest{Argv: cmd.Args, Env: cmd.Env, Dir: n.cwd, Stdin: stdin != nil}.encode()
@@ -72,7 +69,7 @@ func (n userNamespace) guardLost(guard string, _ map[int]bool) string {
 }
 
 // userNamespaceAttr makes the init of a new user, PID and mount namespace,
-// as this user and group, keeping CAP_SYS_ADMIN to mount its /proc.
+// as this user, keeping CAP_SYS_ADMIN to mount its /proc.
 func userNamespaceAttr() *syscall.SysProcAttr {
 	uid, gid := os.Getuid(), os.Getgid()
 	return &syscall.SysProcAttr{

@@ -3,7 +3,6 @@ package launch
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -15,25 +14,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// errorDir is the private directory of the ranks' error files
-// (TORCHELASTIC_ERROR_FILE): amdrun's own, fresh (mkdirat), 0700, randomly
-// named, in errorDirBase, so that a rank's path crosses no directory
-// another user could change. amdrun reads and removes in it only relative
-// to its descriptor, only this user's regular files and the names it gives
-// out. Its name names its amdrun (pid, start time), so that whatever is
-// left of it is removed by a guard, the keeper or the user's next run
-// (removeStaleErrorDirs).
+// errorDir is the private directory (0700, fresh, in errorDirBase) of the
+// ranks' error files and amdrun's other files for them; amdrun reads and
+// removes in it only relative to its descriptor, only this user's regular
+// files and the names it gives out. Its name names its amdrun, so that
+// what is left of it is removed by a guard, the keeper or the next run.
 type errorDir struct {
 	dir string   // its path, for the ranks
 	fd  *os.File // the directory amdrun made
 }
 
-// errorDirPrefix starts every errorDir's name (checked before removing one).
 const errorDirPrefix = "amdrun-errors-"
-
-// errorOwnerFile named the amdrun that made an errorDir before 2026-12-03
-// ("PID STARTTIME\n"); such a directory left behind is still removed.
-const errorOwnerFile = ".amdrun-owner"
 
 var randomPart = regexp.MustCompile(`^[0-9a-f]{16}$`)
 
@@ -45,43 +36,31 @@ func newErrorDir() (*errorDir, error) {
 	if err != nil {
 		return nil, fmt.Errorf("launch: error files: %s: %w", base, err)
 	}
-	defer unix.Close(bfd)
+	parent := os.NewFile(uintptr(bfd), base)
+	defer parent.Close()
 	removeStaleErrorDirs(bfd)
 	start, err := startTime(os.Getpid())
 	if err != nil {
 		return nil, fmt.Errorf("launch: error files: %w", err)
 	}
-	for try := 0; ; try++ {
+	d, err := makeFreshDir(parent, func() string {
 		var b [8]byte
-		if _, err := rand.Read(b[:]); err != nil {
-			return nil, fmt.Errorf("launch: error files: %w", err)
+		_, _ = rand.Read(b[:])
+		return errorDirName(os.Getpid(), start, hex.EncodeToString(b[:]))
+	})
+	if err == nil {
+		if err = d.Chmod(0o700); err != nil { // the umask may have taken bits away
+			d.Close()
+			_ = unix.Unlinkat(bfd, filepath.Base(d.Name()), unix.AT_REMOVEDIR)
 		}
-		name := errorDirName(os.Getpid(), start, hex.EncodeToString(b[:]))
-		err := unix.Mkdirat(bfd, name, 0o700)
-		if errors.Is(err, unix.EEXIST) && try < 100 {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("launch: error files: mkdir %s: %w", filepath.Join(base, name), err)
-		}
-		fd, err := openOwnDir(bfd, name)
-		if err == nil {
-			// The umask may have taken bits away; it never adds any.
-			err = unix.Fchmod(fd, 0o700)
-		}
-		if err != nil {
-			if fd >= 0 {
-				unix.Close(fd)
-			}
-			_ = unix.Unlinkat(bfd, name, unix.AT_REMOVEDIR)
-			return nil, fmt.Errorf("launch: error files: %s: %w", filepath.Join(base, name), err)
-		}
-		return &errorDir{dir: filepath.Join(base, name), fd: os.NewFile(uintptr(fd), filepath.Join(base, name))}, nil
 	}
+	if err != nil {
+		return nil, fmt.Errorf("launch: error files: %w", err)
+	}
+	return &errorDir{dir: d.Name(), fd: d}, nil
 }
 
-// openOwnDir opens the directory name in dirfd, never through a link, when
-// it is this user's; -1 and an error otherwise.
+// openOwnDir opens this user's directory name in dirfd, never through a link.
 func openOwnDir(dirfd int, name string) (int, error) {
 	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -95,8 +74,8 @@ func openOwnDir(dirfd int, name string) (int, error) {
 	return fd, nil
 }
 
-// errorDirName is amdrun-errors-PID-START-R: amdrun's pid and start (clock
-// ticks since boot: a reused pid is not it), and the random part r.
+// errorDirName is amdrun-errors-PID-START-R: amdrun's pid and start (a
+// reused pid is not it), and the random part r.
 func errorDirName(pid int, start uint64, r string) string {
 	return fmt.Sprintf("%s%d-%d-%s", errorDirPrefix, pid, start, r)
 }
@@ -143,57 +122,17 @@ func ownerGone(pid int, start uint64) bool {
 	return err != nil || now != start
 }
 
-// staleErrorDir says whether the errorDir name (fd) belongs to an amdrun
-// that is gone (by its name, or an older amdrun's owner file).
-func staleErrorDir(fd int, name string) bool {
-	if pid, start, ok := dirOwner(name); ok {
-		return ownerGone(pid, start)
-	}
-	var pid int
-	var start uint64
-	b := readAt(fd, errorOwnerFile, 64)
-	if n, err := fmt.Sscanf(string(b), "%d %d\n", &pid, &start); n != 2 || err != nil || pid <= 0 {
-		return false
-	}
-	return ownerGone(pid, start)
-}
-
-// removeStaleErrorDirs removes this user's errorDirs whose amdrun is gone.
 func removeStaleErrorDirs(dirfd int) {
 	for _, name := range dirNames(dirfd) {
-		if !strings.HasPrefix(name, errorDirPrefix) {
+		if pid, start, ok := dirOwner(name); !ok || !ownerGone(pid, start) {
 			continue
 		}
-		fd, err := openOwnDir(dirfd, name)
-		if err != nil {
-			continue
-		}
-		if staleErrorDir(fd, name) {
+		if fd, err := openOwnDir(dirfd, name); err == nil {
 			emptyErrorDir(fd)
 			_ = unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR)
+			unix.Close(fd)
 		}
-		unix.Close(fd)
 	}
-}
-
-// readAt reads at most limit bytes of this user's regular file name in
-// dirfd, never through a link; nil when there is none or it is blank.
-func readAt(dirfd int, name string, limit int64) []byte {
-	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil
-	}
-	f := os.NewFile(uintptr(fd), name)
-	defer f.Close()
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Uid != uint32(os.Geteuid()) {
-		return nil
-	}
-	b, _ := io.ReadAll(io.LimitReader(f, limit))
-	if len(strings.TrimSpace(string(b))) == 0 {
-		return nil
-	}
-	return b
 }
 
 // emptyErrorDir removes the files amdrun gave out (ownFile), nothing else.
@@ -205,8 +144,8 @@ func emptyErrorDir(dirfd int) {
 	}
 }
 
-// removeErrorDirPath removes the errorDir at path once amdrun is gone (for
-// a guard or the keeper): its files, then it unless something else is in it.
+// removeErrorDirPath removes the errorDir at path once amdrun is gone: its
+// files, then it unless something else is in it.
 func removeErrorDirPath(path string) {
 	base, name := filepath.Split(path)
 	if path == "" || !strings.HasPrefix(name, errorDirPrefix) {
@@ -226,16 +165,31 @@ func removeErrorDirPath(path string) {
 	_ = unix.Unlinkat(bfd, name, unix.AT_REMOVEDIR)
 }
 
-// path is local rank lr's error file in attempt k.
 func (e *errorDir) path(k, lr int) string {
 	return filepath.Join(e.dir, errorFile(k, lr))
 }
 
 func errorFile(k, lr int) string { return fmt.Sprintf("attempt_%d.rank_%d.json", k, lr) }
 
-// read returns what local rank lr recorded in attempt k (see readAt).
+// read returns what local rank lr recorded in attempt k: at most
+// maxErrorFile bytes of this user's regular file, never through a link;
+// nil when none or blank.
 func (e *errorDir) read(k, lr int) []byte {
-	return readAt(int(e.fd.Fd()), errorFile(k, lr), maxErrorFile)
+	fd, err := unix.Openat(int(e.fd.Fd()), errorFile(k, lr), unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	f := os.NewFile(uintptr(fd), errorFile(k, lr))
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Uid != uint32(os.Geteuid()) {
+		return nil
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, maxErrorFile))
+	if len(strings.TrimSpace(string(b))) == 0 {
+		return nil
+	}
+	return b
 }
 
 func (e *errorDir) drop(k, lr int) {
@@ -245,11 +199,7 @@ func (e *errorDir) drop(k, lr int) {
 func (e *errorDir) remove() {
 	emptyErrorDir(int(e.fd.Fd()))
 	e.fd.Close()
-	base, name := filepath.Split(e.dir)
-	if bfd, err := unix.Open(base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
-		_ = unix.Unlinkat(bfd, name, unix.AT_REMOVEDIR)
-		unix.Close(bfd)
-	}
+	removeErrorDirPath(e.dir)
 }
 
 func dirNames(dirfd int) []string {

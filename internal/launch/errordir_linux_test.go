@@ -1,7 +1,6 @@
 package launch
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,9 +8,9 @@ import (
 )
 
 // TestStaleErrorDirs: a run removes the error file directories of this
-// user whose amdrun is gone (killed before it could), by their name or,
-// left by an older amdrun, by their owner file, and nothing else: not one
-// whose amdrun lives, not one whose name and contents name no amdrun, not
+// user whose amdrun is gone (killed before it could), by their name, and
+// nothing else: not one whose amdrun lives, not one whose name names no
+// amdrun, not
 // a link named like one (nor what it points to), not a file amdrun did
 // not give out. A directory a guard emptied but was killed before it
 // removed (nothing in it) still goes: its name says whose it was.
@@ -22,13 +21,10 @@ func TestStaleErrorDirs(t *testing.T) {
 	if err := dead.Run(); err != nil {
 		t.Fatal(err)
 	}
-	mk := func(name, owner string, files ...string) string {
+	mk := func(name string, files ...string) string {
 		dir := filepath.Join(tmp, name)
 		if err := os.Mkdir(dir, 0o700); err != nil {
 			t.Fatal(err)
-		}
-		if owner != "" {
-			os.WriteFile(filepath.Join(dir, errorOwnerFile), []byte(owner), 0o600)
 		}
 		for _, f := range files {
 			os.WriteFile(filepath.Join(dir, f), []byte(`{"message": "X: y"}`), 0o600)
@@ -36,19 +32,17 @@ func TestStaleErrorDirs(t *testing.T) {
 		return dir
 	}
 	gonePid := dead.Process.Pid
-	gone := fmt.Sprintf("%d 1\n", gonePid)
-	stale := mk(errorDirName(gonePid, 1, "00000000000000ff"), "", "attempt_0.rank_0.json", "attempt_3.rank_12.json")
-	emptied := mk(errorDirName(gonePid, 1, "0000000000000a0b"), "")
-	older := mk(errorDirPrefix+"0123456789abcdef", gone, "attempt_0.rank_0.json")
-	extra := mk(errorDirName(gonePid, 1, "0000000000000c0d"), "", "attempt_0.rank_0.json", "notes.txt")
-	unproven := mk(errorDirPrefix+"unproven", "", "attempt_0.rank_0.json")
-	junk := mk(errorDirPrefix+"x-y-z", "junk", "attempt_0.rank_0.json")
+	stale := mk(errorDirName(gonePid, 1, "00000000000000ff"), "attempt_0.rank_0.json", "attempt_3.rank_12.json")
+	emptied := mk(errorDirName(gonePid, 1, "0000000000000a0b"))
+	extra := mk(errorDirName(gonePid, 1, "0000000000000c0d"), "attempt_0.rank_0.json", "notes.txt")
+	unproven := mk(errorDirPrefix+"unproven", "attempt_0.rank_0.json")
+	junk := mk(errorDirPrefix+"x-y-z", "attempt_0.rank_0.json")
 	live, err := newErrorDir()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer live.remove()
-	target := mk("elsewhere", gone, "attempt_0.rank_0.json")
+	target := mk("elsewhere", "attempt_0.rank_0.json")
 	os.Symlink(target, filepath.Join(tmp, errorDirName(gonePid, 1, "00000000000000aa")))
 
 	next, err := newErrorDir()
@@ -57,7 +51,7 @@ func TestStaleErrorDirs(t *testing.T) {
 	}
 	defer next.remove()
 	exists := func(p string) bool { _, err := os.Lstat(p); return err == nil }
-	for _, p := range []string{stale, emptied, older} {
+	for _, p := range []string{stale, emptied} {
 		if exists(p) {
 			t.Errorf("%s (its amdrun gone) was kept", p)
 		}
@@ -66,7 +60,7 @@ func TestStaleErrorDirs(t *testing.T) {
 		t.Errorf("%s: want only notes.txt kept", extra)
 	}
 	for _, p := range []string{filepath.Join(unproven, "attempt_0.rank_0.json"), filepath.Join(junk, "attempt_0.rank_0.json"), live.dir,
-		filepath.Join(target, "attempt_0.rank_0.json"), filepath.Join(target, errorOwnerFile), filepath.Join(tmp, errorDirName(gonePid, 1, "00000000000000aa"))} {
+		filepath.Join(target, "attempt_0.rank_0.json"), filepath.Join(tmp, errorDirName(gonePid, 1, "00000000000000aa"))} {
 		if !exists(p) {
 			t.Errorf("%s was removed", p)
 		}

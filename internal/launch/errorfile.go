@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/amdrun/amdrun/internal/printable"
@@ -13,7 +14,6 @@ import (
 // exception as JSON; Run sets it per rank and attempt, as torchrun does.
 const EnvErrorFile = "TORCHELASTIC_ERROR_FILE"
 
-// maxErrorFile bounds what is read of an error file (a real one is a few KiB).
 const maxErrorFile = 1 << 20
 
 // errorFrames is how many innermost frames a failure summary shows.
@@ -24,17 +24,13 @@ var ErrErrorFile = errors.New("not a torch error file")
 
 // RankError is the exception a rank recorded in its error file.
 type RankError struct {
-	// Message is "Type: message", as torch writes it; it may hold several
-	// lines.
+	// Message is "Type: message", as torch writes it (several lines maybe).
 	Message string
-	// Frames are the innermost frames of the recorded traceback (at most
-	// errorFrames), outermost first, each its lines as Python formats
-	// them ("File \"x.py\", line 3, in main" and the source line), without
-	// their indentation; nil when the file has no traceback. Frames of
-	// torch's @record wrapper are left out.
+	// Frames are the innermost frames of the traceback (at most
+	// errorFrames, not @record's), outermost first, each its lines without
+	// their indentation; nil when the file has none.
 	Frames [][]string
-	// Timestamp is when the exception was recorded, in seconds since the
-	// epoch; 0 when the file does not say.
+	// Timestamp is when it was recorded, in Unix seconds; 0: unknown.
 	Timestamp int64
 }
 
@@ -89,7 +85,7 @@ func timestamp(raw json.RawMessage) int64 {
 	return n
 }
 
-// recordWrapper is in the file name of @record's own frame (noise).
+// recordWrapper is in the file name of @record's own frame.
 const recordWrapper = "torch/distributed/elastic/multiprocessing/errors/"
 
 // lastFrames returns the innermost n frames of tb's last traceback,
@@ -109,12 +105,7 @@ func lastFrames(tb string, n int) [][]string {
 			}
 		}
 	}
-	kept := frames[:0]
-	for _, f := range frames {
-		if !strings.Contains(f[0], recordWrapper) {
-			kept = append(kept, f)
-		}
-	}
+	kept := slices.DeleteFunc(frames, func(f []string) bool { return strings.Contains(f[0], recordWrapper) })
 	if len(kept) > n {
 		kept = kept[len(kept)-n:]
 	}
@@ -154,4 +145,20 @@ func (e *RankError) Lines() []string {
 		}
 	}
 	return out
+}
+
+// interruptLine is the last line of a KeyboardInterrupt traceback that
+// ends lines, for the summary (issue 23); ok is false when they end otherwise.
+func interruptLine(lines []string) (line string, ok bool) {
+	for i := len(lines) - 1; i >= 0; i-- {
+		l := strings.TrimSpace(lines[i])
+		if l == "" {
+			continue
+		}
+		if l == "KeyboardInterrupt" || strings.HasPrefix(l, "KeyboardInterrupt:") {
+			return l, true
+		}
+		return "", false
+	}
+	return "", false
 }

@@ -11,16 +11,11 @@ import (
 	"strings"
 )
 
-// Torch's flight recorder, read for the user (issue 33): after a stall or
-// an NCCL watchdog timeout each rank's dump is read by frReader with the
-// rank's own interpreter; FRSummary says in one paragraph which collective
-// each rank last completed and which ranks never entered the one the
-// others wait in. Everything here is pure; flight_linux.go runs the reader.
+// Torch's flight recorder, read for the user after a stall or a watchdog
+// timeout (issue 33). Pure; flight_linux.go runs the reader.
 
-// frReader prints one JSON line per dump named in argv (NAME=FD): the file
-// and its collectives, or the error. Its unpickler builds only plain
-// values (a dump may be another user's: a pickle naming any class or
-// function is refused, not run), and it imports nothing of torch.
+// frReader prints one JSON line per dump named in argv (NAME=FD). Its
+// unpickler builds only plain values: a dump may be another user's.
 const frReader = `import json, pickle, sys
 
 class Plain(pickle.Unpickler):
@@ -82,14 +77,13 @@ type FRDump struct {
 	Error   string           `json:"error"`
 	Entries []FREntry        `json:"entries"`
 	PGs     map[string][]int `json:"pgs"`
-	// Completed is the last collective each process group completed, by
-	// its id, as the recorder's pg_status says (gloo's entries stay
-	// "scheduled" when they complete).
+	// Completed is each process group's last completed collective, by id
+	// (gloo's entries stay "scheduled" when they complete).
 	Completed map[string]int `json:"completed"`
 }
 
-// FRParse reads frReader's lines; rankOf names a dump file's rank (false:
-// not one amdrun asked for). Unreadable lines are skipped.
+// FRParse reads frReader's lines, skipping unreadable ones; rankOf names a
+// dump file's rank (false: not one amdrun asked for).
 func FRParse(out string, rankOf func(file string) (int, bool)) []FRDump {
 	var ds []FRDump
 	sc := bufio.NewScanner(strings.NewReader(out))
@@ -114,11 +108,10 @@ func FRParse(out string, rankOf func(file string) (int, bool)) []FRDump {
 type frPos struct{ entered, completed *FREntry }
 
 // FRSummary is the paragraph for dumps of a job of ranks: per process
-// group, the collective the furthest ranks wait in (or last completed) and
-// the last one each rank that never entered it did; then the ranks that
-// wrote no dump. "" when there is nothing to say.
+// group, where the furthest ranks are and where those behind stopped; ""
+// when there is nothing to say.
 func FRSummary(dumps []FRDump, ranks []int) string {
-	var parts, noDump, bad []string
+	var parts, bad []string
 	seen := map[int]bool{}
 	pos := map[string]map[int]frPos{}
 	for _, d := range dumps {
@@ -155,18 +148,17 @@ func FRSummary(dumps []FRDump, ranks []int) string {
 			missing = append(missing, r)
 		}
 	}
-	if len(missing) > 0 && len(parts) > 0 {
-		noDump = append(noDump, ranksNoun(missing)+" wrote no dump")
+	parts = append(parts, bad...)
+	if len(missing) > 0 && len(pos) > 0 {
+		parts = append(parts, ranksNoun(missing)+" wrote no dump")
 	}
-	parts = append(append(parts, bad...), noDump...)
 	if len(pos) == 0 {
 		return strings.Join(bad, "; ")
 	}
 	return "torch's flight recorder: " + strings.Join(parts, "; ") + "."
 }
 
-// members are the ranks of process group pg that dumped: those its
-// configuration names, else those that recorded a collective in it.
+// members are the ranks of process group pg that dumped.
 func members(dumps []FRDump, pg string) []int {
 	var out []int
 	for _, d := range dumps {

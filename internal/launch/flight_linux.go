@@ -1,13 +1,13 @@
 package launch
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -26,7 +26,7 @@ const (
 	frReadTimeout = 30 * time.Second
 )
 
-// frEnv points the bootstrap and torch's watchdog dump at attempt's files.
+// frEnv points the bootstrap and torch's watchdog at attempt's files.
 func (e *errorDir) frEnv(env []string, attempt int) []string {
 	prefix := filepath.Join(e.dir, fmt.Sprintf("fr.%d.", attempt))
 	if v := plan.FRDumpFileVar(env); v != "" {
@@ -36,7 +36,7 @@ func (e *errorDir) frEnv(env []string, attempt int) []string {
 }
 
 // askFR asks every registered rank for its flight recorder and waits
-// (frWait at most) until each wrote it (empty without torch.distributed).
+// (frWait at most) until each wrote it.
 func (st *stacker) askFR() {
 	st.mu.Lock()
 	ts := st.targets()
@@ -46,20 +46,17 @@ func (st *stacker) askFR() {
 		_ = unix.Kill(t.pid, FRSignal)
 	}
 	for deadline := time.Now().Add(frWait); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		all := true
-		for _, t := range ts {
-			if _, err := os.Lstat(filepath.Join(dir, fmt.Sprintf("fr.%d.%d", attempt, t.rank))); err != nil {
-				all = false
-			}
-		}
-		if all {
+		if !slices.ContainsFunc(ts, func(t target) bool {
+			_, err := os.Lstat(filepath.Join(dir, fmt.Sprintf("fr.%d.%d", attempt, t.rank)))
+			return err != nil
+		}) {
 			return
 		}
 	}
 }
 
 // flightRecord reads attempt's dumps with the ranks' interpreter into
-// FRSummary's paragraph; each dump is kept in the log directory, removed.
+// FRSummary's paragraph, moving them to the log directory.
 func (s *supervisor) flightRecord(attempt int) string {
 	py := s.plan.Ranks[0].Argv[0]
 	if !strings.HasPrefix(filepath.Base(py), "python") {
@@ -73,7 +70,6 @@ func (s *supervisor) flightRecord(attempt int) string {
 		if m == nil || m[1] != strconv.Itoa(attempt) || m[3] != "" {
 			continue
 		}
-		// Written by a rank, perhaps of another user: no link is followed.
 		fd, err := unix.Openat(int(s.errs.fd.Fd()), n.Name(), unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 		if err != nil {
 			continue
@@ -84,7 +80,6 @@ func (s *supervisor) flightRecord(attempt int) string {
 			continue
 		}
 		s.keepFR(f, attempt, m[2])
-		// Read once: a later failure's summary has only later dumps.
 		_ = unix.Unlinkat(int(s.errs.fd.Fd()), n.Name(), 0)
 		args = append(args, fmt.Sprintf("%s=%d", n.Name(), 3+len(files)))
 		files = append(files, f)
@@ -96,16 +91,15 @@ func (s *supervisor) flightRecord(attempt int) string {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, py, append([]string{"-I", "-c", frReader}, args...)...)
 	cmd.ExtraFiles = files
-	var out bytes.Buffer
-	cmd.Stdout = &out
-	if err := cmd.Run(); err != nil {
+	out, err := cmd.Output()
+	if err != nil {
 		return ""
 	}
 	ranks := make([]int, len(s.plan.Ranks))
 	for i, r := range s.plan.Ranks {
 		ranks[i] = r.Rank
 	}
-	return FRSummary(FRParse(out.String(), frRankOf), ranks)
+	return FRSummary(FRParse(string(out), frRankOf), ranks)
 }
 
 func (s *supervisor) keepFR(f *os.File, attempt int, rank string) {

@@ -14,9 +14,8 @@ import (
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
-// Restart hygiene (issue 33, as ft_launcher): before a restart amdrun
-// waits, RestartWait at most, until the memory the failed attempt held is
-// free again, rather than start ranks that would run out of it.
+// Restart hygiene (issue 33): a restart waits until the memory the failed
+// attempt held is free again.
 
 // memSlackMiB is how much more than before a device may hold and count as
 // free: another job's allocator moves by that much.
@@ -25,7 +24,7 @@ const memSlackMiB = 256
 // MemUsed reads the memory in use on a device, in MiB (false: unknown).
 type MemUsed func(d topology.Device) (int64, bool)
 
-// pciDevices is where sysfs lists PCI devices (a test points it elsewhere).
+// pciDevices is where sysfs lists PCI devices (tests point it elsewhere).
 var pciDevices = "/sys/bus/pci/devices"
 
 // ReadMemUsed reads a device's memory in use: AMD's from sysfs
@@ -57,8 +56,6 @@ func ReadMemUsed(d topology.Device) (int64, bool) {
 	return 0, false
 }
 
-// memWatch is one Run's restart hygiene: the job's devices, how their
-// memory is read, and what they held before the current attempt.
 type memWatch struct {
 	devs  []topology.Device
 	read  MemUsed
@@ -80,8 +77,14 @@ func newMemWatch(p *plan.Plan, o RunOptions) *memWatch {
 // baseline reads the devices' memory before an attempt a restart may follow.
 func (m *memWatch) baseline(restartable bool) {
 	m.base = nil
-	if restartable && m.limit > 0 {
-		m.base = memBaseline(m.devs, m.read)
+	if !restartable || m.limit <= 0 {
+		return
+	}
+	m.base = map[string]int64{}
+	for _, d := range m.devs {
+		if n, ok := m.read(d); ok {
+			m.base[d.Key()] = n
+		}
 	}
 }
 
@@ -95,19 +98,8 @@ type memHeld struct {
 	before, now int64
 }
 
-// memBaseline reads what each readable device holds before an attempt.
-func memBaseline(devs []topology.Device, read MemUsed) map[string]int64 {
-	base := map[string]int64{}
-	for _, d := range devs {
-		if n, ok := read(d); ok {
-			base[d.Key()] = n
-		}
-	}
-	return base
-}
-
 // waitMemFree polls until every device of base holds no more than before
-// (plus memSlackMiB) or wait passes, and returns those that still do.
+// or wait passes, and returns those that still do.
 func waitMemFree(devs []topology.Device, base map[string]int64, read MemUsed, wait, poll time.Duration) []memHeld {
 	deadline := time.Now().Add(wait)
 	for {

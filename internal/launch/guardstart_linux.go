@@ -10,15 +10,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/amdrun/amdrun/internal/envlist"
 	"github.com/amdrun/amdrun/internal/plan"
 )
 
-// start starts one rank's guard, in the job's namespaces when there are
-// some, and returns once it runs; w.ready then gives the rank's pid. logs
-// are its stdout and stderr log files (nil: none). A stream of an
-// unprefixed rank that only the console takes is the terminal itself when
-// Stdout or Stderr is one (see Run); every other is a pipe amdrun copies.
+// start starts one rank's guard and returns once it runs; w.ready then
+// gives the rank's pid. logs are its log files (nil: none).
 func (s *supervisor) start(r *plan.Rank, c command, logs [2]*os.File, exits chan<- exitEvent) (*worker, error) {
 	logged, console := s.streams(r.LocalRank)
 	p, err := s.guardPipes(logged, console)
@@ -26,17 +22,11 @@ func (s *supervisor) start(r *plan.Rank, c command, logs [2]*os.File, exits chan
 		return nil, err
 	}
 	cmd := s.guardCmd(r, c, p)
-	w := &worker{r: r, tail: &tail{}, pumps: make(chan struct{}), ctl: p.ctlW, ready: make(chan int, 1)}
-	for _, f := range p.reads {
-		if f != nil {
-			w.pipes = append(w.pipes, f)
-		}
-	}
+	w := &worker{r: r, tail: &tail{}, pumps: make(chan struct{}), ctl: p.ctlW, ready: make(chan int, 1), pipes: p.reads}
 	kept, err := s.mode.startGuard(cmd)
 	closeFiles(p.theirs...)
 	if err != nil {
-		closeFiles(p.reads[:]...)
-		closeFiles(p.ctlW, p.repR)
+		p.closeOurs()
 		return nil, err
 	}
 	if kept == 0 {
@@ -65,13 +55,16 @@ func closeFiles(fs ...*os.File) {
 	}
 }
 
-// guardPipes makes a guard's pipes; on error none is left open.
+func (p *guardFiles) closeOurs() { closeFiles(p.reads[0], p.reads[1], p.ctlW, p.repR) }
+
+// guardPipes makes a guard's pipes; on error none is left open. A stream
+// of an unprefixed rank that only the console takes is the terminal
+// itself, when it is one.
 func (s *supervisor) guardPipes(logged, console Std) (*guardFiles, error) {
 	p := &guardFiles{}
 	fail := func(err error) (*guardFiles, error) {
-		closeFiles(p.reads[:]...)
 		closeFiles(p.theirs...)
-		closeFiles(p.ctlW, p.repR)
+		p.closeOurs()
 		return nil, err
 	}
 	for k := range p.child {
@@ -108,10 +101,8 @@ func (s *supervisor) guardCmd(r *plan.Rank, c command, p *guardFiles) *exec.Cmd 
 		Stdout:     p.child[0],
 		Stderr:     p.child[1],
 		ExtraFiles: append([]*os.File{p.ctlR, p.repW}, s.mode.guardHeld()...),
-		// Its own group: a signal to amdrun's process group (kill -9 %1
-		// in a shell) must leave the guard to clean up. No parent-death
-		// signal: the guard learns of amdrun's death from its control
-		// pipe, and must live on to sweep.
+		// Its own group (kill -9 %1 must leave it), no parent-death
+		// signal: it must live on to sweep.
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
 	if r.LocalRank == 0 && s.stdin != nil {
@@ -120,11 +111,9 @@ func (s *supervisor) guardCmd(r *plan.Rank, c command, p *guardFiles) *exec.Cmd 
 	return cmd
 }
 
-// watch follows one started guard: it learns the rank's pid from the
-// report (found in amdrun's namespace), lets the guard go on, waits for it
-// and sends the rank's end to exits. kept is the guard's pid in the job's
-// namespace when the keeper started it (cmd did not run; its end is its
-// report pipe's).
+// watch follows one started guard (kept: its pid in the job when the
+// keeper started it): it learns the rank's pid, acks, waits for the end
+// and sends it to exits.
 func (s *supervisor) watch(w *worker, cmd *exec.Cmd, kept int, ctlW, repR *os.File, exits chan<- exitEvent) {
 	defer repR.Close()
 	rep := bufio.NewReader(repR)
@@ -133,8 +122,7 @@ func (s *supervisor) watch(w *worker, cmd *exec.Cmd, kept int, ctlW, repR *os.Fi
 	}
 	pid := w.guard // until it names the rank
 	if m, err := readReport(rep); err == nil && m.Kind == msgPid {
-		// The rank cannot be reaped before the answer below, so it is
-		// still there to be found, even if it has exited.
+		// Not reaped before the ack: still there to be found.
 		if n := s.mode.outerPID(w.guard, m.Pid); n > 0 {
 			pid = n
 		}
@@ -160,8 +148,8 @@ func (s *supervisor) watch(w *worker, cmd *exec.Cmd, kept int, ctlW, repR *os.Fi
 	exits <- ev
 }
 
-// guardLost has the mode kill, with all it started, the rank of a guard
-// that ended without reporting its end; w.lost says what happened.
+// guardLost has the mode kill the rank of a guard that ended without
+// reporting; w.lost says what happened.
 func (s *supervisor) guardLost(g *group, w *worker, ev exitEvent) {
 	how := "ended without reporting its rank's end"
 	if ev.state != nil {
@@ -181,11 +169,4 @@ func (s *supervisor) guardLost(g *group, w *worker, ev exitEvent) {
 type command struct {
 	path      string
 	args, env []string
-}
-
-// lookup finds r's command on env's PATH, as the guard will.
-func (s *supervisor) lookup(r *plan.Rank, env []string) error {
-	pathVar, _ := envlist.Lookup(env, "PATH")
-	_, err := lookPath(r.Argv[0], pathVar)
-	return err
 }

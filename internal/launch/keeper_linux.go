@@ -18,10 +18,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// KeeperMain is the keeper, the init (pid 1) of a job's PID namespace;
-// args follow KeeperArg: "--parent-mnt INODE [--errors DIR] [--userns]".
-// It mounts the namespace's own /proc, speaks proto_linux.go's protocol,
-// reaps (with --userns kills) the orphans that come to it, and when its
+// KeeperMain is the keeper, the init of a job's PID namespace (args after
+// KeeperArg: "--parent-mnt INODE [--errors DIR] [--userns]"). It mounts
+// the namespace's /proc, speaks proto_linux.go's protocol, and when its
 // lifeline closes kills every process of the namespace, removes DIR and
 // exits 0.
 func KeeperMain(args []string) int {
@@ -30,10 +29,7 @@ func KeeperMain(args []string) int {
 		_, _ = os.NewFile(keeperStatusFD, "status").Write(encodeKeeperStatus(err))
 		return 1
 	}
-	// The thread that mounts /proc, drops the capability and forks every
-	// guard: capabilities are a thread's (issue 36.2).
-	runtime.LockOSThread()
-	// Its pipes and held files reach no guard (issue 36.1).
+	runtime.LockOSThread() // capabilities are a thread's (issue 36.2)
 	if err := cloexecFrom(keeperLifeFD); err != nil {
 		return fail(fmt.Errorf("keeper: %w", err))
 	}
@@ -43,7 +39,6 @@ func KeeperMain(args []string) int {
 	if err := nsSetup(ka.parentMnt); err != nil {
 		return fail(err)
 	}
-	// The /proc it just mounted, whatever a rank mounts later.
 	if err := keepProc(); err != nil {
 		return fail(fmt.Errorf("keeper: %w", err))
 	}
@@ -52,9 +47,6 @@ func KeeperMain(args []string) int {
 			return fail(fmt.Errorf("keeper: %w", err))
 		}
 	}
-	// Signals meant for amdrun (pkill amdrun, a terminal's) must not end
-	// the keeper, nor any a rank sends it (issue 36.3): amdrun forwards
-	// what the ranks should get.
 	if err := keeperSignals(); err != nil {
 		return fail(fmt.Errorf("keeper: %w", err))
 	}
@@ -68,17 +60,13 @@ func KeeperMain(args []string) int {
 	return 0
 }
 
-// faultSignals are the signals the kernel sends for a process's own
-// faults, which Go's runtime turns into a crash even when os/signal relays
-// them (it tells a fault from a kill(2) by si_code only, and sigqueue(3)
-// sets its own).
+// faultSignals are those Go's runtime takes for its own fault even when
+// os/signal relays them (it looks at si_code, which sigqueue(3) sets).
 var faultSignals = []unix.Signal{unix.SIGILL, unix.SIGTRAP, unix.SIGBUS, unix.SIGFPE, unix.SIGSEGV, unix.SIGSTKFLT, unix.SIGSYS}
 
-// keeperSignals makes the keeper deaf to every signal a rank can send it
-// (issue 36.3: `kill -SEGV 1` from a rank ended the keeper, and the job):
-// the fault signals are ignored (the kernel still kills the keeper for a
-// fault of its own), every other one is caught and dropped. The guards it
-// forks start with the default dispositions.
+// keeperSignals makes the keeper deaf to every signal a rank, or a
+// `pkill amdrun`, can send it (issue 36.3: `kill -SEGV 1` from a rank ended
+// the job): the fault signals are ignored, every other one is dropped.
 func keeperSignals() error {
 	var sigs []os.Signal
 	for n := 1; n < 65; n++ {
@@ -98,19 +86,16 @@ func keeperSignals() error {
 	return nil
 }
 
-// kernelSigaction is struct sigaction as rt_sigaction(2) reads it (with
-// amd64's and arm64's sa_restorer; where there is none, the zero restorer
-// reads as the empty mask).
+// kernelSigaction is struct sigaction as rt_sigaction(2) reads it on amd64
+// and arm64 (elsewhere the zero restorer reads as the empty mask).
 type kernelSigaction struct {
 	handler, flags, restorer uintptr
 	mask                     uint64
 }
 
-// dropCaps empties every capability set of the calling thread, so that
-// nothing it forks holds one: the keeper of a user namespace holds
-// CAP_SYS_ADMIN there only to mount its /proc, and with it a rank could
-// unmount the job's /proc and blind its guards (issue 36.2). Capabilities
-// are per thread: the caller stays locked on it and forks from it only.
+// dropCaps empties the calling thread's capability sets: with the
+// CAP_SYS_ADMIN it mounted /proc with, a rank could unmount it and blind
+// the guards (issue 36.2). The caller forks from this thread only.
 func dropCaps() error {
 	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
 		return fmt.Errorf("prctl PR_CAP_AMBIENT_CLEAR_ALL: %w", err)
@@ -123,7 +108,7 @@ func dropCaps() error {
 	return nil
 }
 
-// keeperLoop serves the lifeline (and requests) until it closes, then empties.
+// keeperLoop serves the lifeline and requests until it closes, then empties.
 func keeperLoop(chld <-chan os.Signal, userns bool) {
 	cmds := readBytes(os.NewFile(keeperLifeFD, "lifeline"), 16)
 	reqs := make(chan keeperReq)
@@ -135,9 +120,7 @@ func keeperLoop(chld <-chan os.Signal, userns bool) {
 		select {
 		case <-chld:
 			reapAll(func(pid int, _ unix.WaitStatus) { delete(guards, pid) })
-			if userns {
-				// A process whose guard died came here. Reaping them (the
-				// next SIGCHLD) brings their own children, and the next round.
+			if userns { // an orphan whose guard died came here
 				killStrays(func(c int) bool { return guards[c] }, map[int]bool{})
 			}
 		case r := <-reqs:
@@ -169,8 +152,6 @@ func readStartRequests(reqs chan<- keeperReq) {
 	buf := make([]byte, maxStartMsg)
 	oob := make([]byte, unix.CmsgSpace(5*4))
 	for {
-		// Close-on-exec at once: the next guard forked must not inherit
-		// another's pipes (issue 36.1).
 		n, oobn, _, _, err := unix.Recvmsg(keeperReqFD, buf, oob, unix.MSG_CMSG_CLOEXEC)
 		if err == unix.EINTR {
 			continue
@@ -250,11 +231,10 @@ func keeperArgs(args []string) keeperOpts {
 	return o
 }
 
-// nsSetup gives the calling process, which must be the init of a new PID
-// namespace in a mount namespace other than parentMnt (amdrun's), a /proc
-// of its own: its mounts become a slave of the parent's and a /proc of the
-// PID namespace is mounted. The checks keep a keeper or guard started by
-// hand from mounting over the host's /proc.
+// nsSetup mounts a /proc of the calling process's new PID namespace, its
+// mounts made a slave of amdrun's; it refuses unless it is that
+// namespace's init in a mount namespace other than parentMnt (a keeper
+// started by hand must not mount over the host's /proc).
 func nsSetup(parentMnt uint64) error {
 	if os.Getpid() != 1 {
 		return errors.New("keeper: not the init of a new PID namespace")
@@ -262,8 +242,7 @@ func nsSetup(parentMnt uint64) error {
 	if mnt, err := nsInode("mnt"); err != nil || mnt == parentMnt || parentMnt == 0 {
 		return errors.New("keeper: not in a mount namespace of its own")
 	}
-	// The parent's /proc, still mounted, names the keeper by its pid there.
-	outer, _ := os.Readlink("/proc/self")
+	outer, _ := os.Readlink("/proc/self") // the parent's /proc, still mounted
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
 		return fmt.Errorf("making the job's mounts private: %w", err)
 	}
@@ -278,9 +257,7 @@ func nsSetup(parentMnt uint64) error {
 const pidStride = 64
 
 // spreadPIDs starts the namespace's pids at the keeper's outer pid times
-// pidStride (ns_last_pid), so that two jobs on one host number their
-// processes apart: two torch agents both pid 3 hung a c10d rendezvous
-// (issue 33). Best effort.
+// pidStride: two torch agents both pid 3 hung a c10d rendezvous (issue 33).
 func spreadPIDs(outer string) {
 	pid, err := strconv.Atoi(outer)
 	b, _ := os.ReadFile("/proc/sys/kernel/pid_max")
@@ -289,10 +266,9 @@ func spreadPIDs(outer string) {
 	}
 }
 
-// emptyNamespace SIGKILLs every other process of the namespace (kill -1
-// from its init) and reaps its children, round after round, until none is
-// alive. A zombie whose parent is outside (a guard, once amdrun is dead)
-// is that parent's to reap: waiting for it could wait for ever.
+// emptyNamespace SIGKILLs every other process of the namespace and reaps,
+// round after round, until none is alive (a zombie whose parent is outside
+// is that parent's to reap).
 func emptyNamespace(chld <-chan os.Signal) {
 	for {
 		err := unix.Kill(-1, unix.SIGKILL)

@@ -8,9 +8,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ranksPerCPU bounds the ranks of one node by its CPUs: more than this
-// many per CPU is a typo, not a job (issue 26: --nproc-per-node 1000000
-// took 2.3 GB to plan, then about 20,000 processes before failing).
+// ranksPerCPU bounds the ranks of one node: more per CPU is a typo (issue
+// 26: --nproc-per-node 1000000 took 2.3 GB to plan).
 const ranksPerCPU = 4
 
 // procsPerRank is the fewest processes a rank costs: itself and its guard.
@@ -24,8 +23,7 @@ func RankLimit() (n int, why string) {
 	n, why = ranksPerCPU*cpus, fmt.Sprintf("%d per CPU, %d CPUs", ranksPerCPU, cpus)
 	var rl unix.Rlimit
 	if os.Geteuid() != 0 && unix.Getrlimit(unix.RLIMIT_NPROC, &rl) == nil && rl.Cur != unix.RLIM_INFINITY {
-		// The limit counts every process of the user, amdrun's own
-		// threads included: leave it some.
+		// The limit counts every task of the user: leave amdrun some.
 		if room := (int64(rl.Cur) - 16) / procsPerRank; room < int64(n) {
 			n = max(int(room), 0)
 			why = fmt.Sprintf("ulimit -u %d leaves room for %d ranks with their guards", rl.Cur, n)

@@ -18,17 +18,16 @@ import (
 
 // jobDir is one run's log directory in torchrun's layout:
 // BASE/<run id>_<8 random characters>/attempt_<k>/<local rank>/{stdout.log,
-// stderr.log,error.json}, and amdrun.log at its top. BASE (--log-dir) may
-// be world writable: the run's directory is made fresh (mkdirat) and all
-// in it made relative to descriptors, following no link, O_EXCL, so that
-// nothing planted there is followed or overwritten (issue 14).
+// stderr.log,error.json}, and amdrun.log. BASE may be world writable:
+// everything in it is made relative to descriptors, O_EXCL, following no
+// link (issue 14).
 type jobDir struct {
 	path string   // BASE/<name>, for messages
 	dir  *os.File // the run's directory
 }
 
-// runDirName is torchrun's run directory name for runID (mkdtemp(prefix=
-// run_id + "_")), the run id's bytes other than [A-Za-z0-9._-] made '_'.
+// runDirName is torchrun's run directory name for runID (mkdtemp), its
+// bytes other than [A-Za-z0-9._-] made '_'.
 func runDirName(runID string) string {
 	if runID == "" {
 		runID = plan.NewRunID()
@@ -52,10 +51,8 @@ func runDirName(runID string) string {
 	return string(b) + "_" + string(r[:])
 }
 
-// openJobDir makes BASE (base, with its parents, as torchrun does) when
-// missing, as lease directories are made (lease.MkdirAll: a link is
-// followed only where nobody but root and this user could have planted
-// it; issue 36.6), and a fresh run directory in it for runID.
+// openJobDir makes base (with its parents) when missing, as lease
+// directories are made (issue 36.6), and a fresh run directory in it.
 func openJobDir(base, runID string) (*jobDir, error) {
 	parent, err := lease.MkdirAll("launch: log dir", "log directory", base, 0o755)
 	if err != nil {
@@ -65,38 +62,36 @@ func openJobDir(base, runID string) (*jobDir, error) {
 		return nil, err
 	}
 	defer parent.Close()
+	d, err := makeFreshDir(parent, func() string { return runDirName(runID) })
+	if err != nil {
+		return nil, fmt.Errorf("launch: log dir: %w", err)
+	}
+	return &jobDir{path: d.Name(), dir: d}, nil
+}
+
+// makeFreshDir makes a directory (0700, as mkdtemp) in parent, named by
+// name, drawing another name while the one drawn exists.
+func makeFreshDir(parent *os.File, name func() string) (*os.File, error) {
 	for tries := 0; ; tries++ {
-		name := runDirName(runID)
-		// 0700 as torchrun's mkdtemp: the job's output is its owner's.
-		d, err := makeDir(parent, name, 0o700)
-		if errors.Is(err, unix.EEXIST) && tries < 100 {
-			continue
+		d, err := makeDir(parent, name(), 0o700)
+		if !errors.Is(err, unix.EEXIST) || tries >= 100 {
+			return d, err
 		}
-		if err != nil {
-			return nil, fmt.Errorf("launch: log dir: %w", err)
-		}
-		return &jobDir{path: d.Name(), dir: d}, nil
 	}
 }
 
 // makeDir makes the directory name in parent and opens it; it fails when
-// name exists, and when what it opens is not the directory it made.
+// name exists or what it opens is not this user's.
 func makeDir(parent *os.File, name string, perm uint32) (*os.File, error) {
 	path := filepath.Join(parent.Name(), name)
 	if err := unix.Mkdirat(int(parent.Fd()), name, perm); err != nil {
 		return nil, &os.PathError{Op: "mkdir", Path: path, Err: err}
 	}
-	fd, err := unix.Openat(int(parent.Fd()), name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := openOwnDir(int(parent.Fd()), name)
 	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
-	}
-	d := os.NewFile(uintptr(fd), path)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil || int(st.Uid) != os.Geteuid() {
-		d.Close()
 		return nil, fmt.Errorf("%s was replaced after amdrun made it", path)
 	}
-	return d, nil
+	return os.NewFile(uintptr(fd), path), nil
 }
 
 // createIn creates name in dir, exclusively, following no link.
@@ -112,7 +107,6 @@ func createIn(dir *os.File, name string) (*os.File, error) {
 
 func (d *jobDir) create(name string) (*os.File, error) { return createLog(d.dir, name) }
 
-// createLog is createIn with the log directory's errors.
 func createLog(dir *os.File, name string) (*os.File, error) {
 	f, err := createIn(dir, name)
 	if err != nil {
@@ -126,6 +120,7 @@ func (d *jobDir) close() { d.dir.Close() }
 // attemptDir is attempt_<k>, with a directory per local rank.
 type attemptDir struct {
 	ranks map[int]*os.File
+	logs  []*os.File // closed with it
 }
 
 func (d *jobDir) attempt(k int, localRanks []int) (*attemptDir, error) {
@@ -146,26 +141,25 @@ func (d *jobDir) attempt(k int, localRanks []int) (*attemptDir, error) {
 	return a, nil
 }
 
-// create makes the file name in local rank lr's directory.
 func (a *attemptDir) create(lr int, name string) (*os.File, error) {
 	return createLog(a.ranks[lr], name)
 }
 
+// close closes a (nil: nothing) and its logs.
 func (a *attemptDir) close() {
+	if a == nil {
+		return
+	}
+	closeFiles(a.logs...)
 	for _, f := range a.ranks {
 		f.Close()
 	}
 }
 
 // errorDirBase is where the error file directory goes: $TMPDIR when no
-// other user can rename what is in it (safeBase) and this user may make a
-// directory there, else /tmp. Issue 26: in a TMPDIR another user owns,
-// that user swapped amdrun-errors-* for a link, and a forged file there
-// was printed as "exception recorded by the rank".
+// other user can rename what is in it (issue 26: a forged error file was
+// printed) and this user may make a directory there (issue 36.6), else /tmp.
 func errorDirBase() string {
-	// One this user cannot make a directory in (a read-only file system,
-	// another user's 0755 directory) is as good as a missing one (issue
-	// 36.6: it refused the job).
 	if t := os.TempDir(); safeBase(t) && unix.Access(t, unix.W_OK|unix.X_OK) == nil {
 		return t
 	}
@@ -240,9 +234,7 @@ func (s *supervisor) closeLogs() {
 }
 
 // streams says which streams of local rank lr go to its log files and
-// which to the console: torchrun's -r (log only) and -t (both); without
-// either, --log-dir keeps every stream in its file and on the console.
-// RanksFilter can leave the rank off the console.
+// which to the console (RunOptions.Redirects, RanksFilter).
 func (s *supervisor) streams(lr int) (logged, console Std) {
 	console = StdAll
 	if s.job != nil {

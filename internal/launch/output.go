@@ -2,15 +2,15 @@ package launch
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// maxLine is the longest line written in one piece; a longer line is cut
-// into pieces of this size, each ended with a newline when prefixed.
 const maxLine = 64 << 10
 
 // tailLines is how many stderr lines a failure summary shows per rank.
@@ -19,10 +19,8 @@ const tailLines = 10
 // console writes whole lines to the user's streams, so that lines of
 // different ranks never interleave mid-line.
 type console struct {
-	mu sync.Mutex
-	// open is the stream whose partial line the console shows, not ended
-	// yet (see partialAfter), written to openW; nil: at a line's start.
-	open  *stream
+	mu    sync.Mutex
+	open  *stream // whose partial line the console shows (on openW); nil: none
 	openW io.Writer
 }
 
@@ -41,8 +39,8 @@ type tail struct {
 	n    int // lines kept, up to tailLines
 }
 
-// add keeps one piece of a stream (see stream.pump); a piece a lone
-// carriage return ends is a progress bar redrawn in place, not kept.
+// add keeps one piece of a stream, but not a progress bar's (a lone
+// carriage return ends it).
 func (t *tail) add(piece []byte) {
 	if piece[len(piece)-1] == '\r' {
 		return
@@ -72,31 +70,24 @@ type stream struct {
 	con    *console
 	out    io.Writer // console destination; nil: not shown
 	prefix string    // "" for none
-	// raw shows the bytes on the console as they come, partial lines
-	// included (a prompt, a progress bar): for the only rank shown,
-	// unprefixed, whose lines cannot interleave with another's.
+	// raw passes the bytes as they come: the only rank shown, unprefixed.
 	raw  bool
-	log  io.Writer // nil: no log file
-	tail *tail     // nil: not kept
-	// seen, when set, gets the time (unix nanoseconds) of each read: the
-	// stall watch's "a rank wrote output".
-	seen *atomic.Int64
-	buf  []byte // what goes to the console, reused
+	log  io.Writer     // nil: no log file
+	tail *tail         // nil: not kept
+	seen *atomic.Int64 // the time of each read, for the stall watch; nil: none
+	buf  []byte        // what goes to the console, reused
 
-	// mu guards the partial line shared with the timer that shows it
-	// (see partialAfter): pending is the line read so far, shownPart how
-	// much of it the console shows.
+	// mu guards the partial line (pending, of which the console shows
+	// shownPart) shared with the timer that shows it.
 	mu        sync.Mutex
 	pending   []byte
 	shownPart int
 	timer     *time.Timer
 }
 
-// pump reads r until EOF or error (a read deadline ends it) and closes r.
-// The log file gets every byte as read; the console and the tail get
-// pieces (pieceEnd): lines, maxLine bytes of a longer one, and the last
-// bytes. Text after a carriage return (a tqdm bar) is redrawn whole, in
-// place, as more of it arrives. In raw mode the console gets the bytes.
+// pump copies r until EOF or error and closes it. The log file gets every
+// byte as read; the console and the tail get pieces (pieceEnd). Text after
+// a carriage return (a tqdm bar) is redrawn whole, in place, as it grows.
 func (s *stream) pump(r *os.File) {
 	defer r.Close()
 	buf := make([]byte, maxLine)
@@ -126,8 +117,7 @@ func (s *stream) pump(r *os.File) {
 				if end < 0 {
 					break
 				}
-				// A bar redrawn already and now ended by its carriage
-				// return needs no second drawing.
+				// A bar drawn already, now ended by its \r, is not drawn again.
 				shown := done == 0 && drawn == end-1 && buf[end-1] == '\r'
 				s.emit(buf[done:done+end], afterCR, shown)
 				afterCR = buf[done+end-1] == '\r'
@@ -135,10 +125,9 @@ func (s *stream) pump(r *os.File) {
 			}
 			if done > 0 {
 				drawn = -1
-				// The pending line is ended (and shown): its timer must
-				// not show it again later, from a buf that now holds
-				// other bytes (found on the venv wheel check: Python's
-				// unbuffered print writes a line in several pieces).
+				// Its timer must not show the ended line again from a buf
+				// that now holds other bytes (Python's unbuffered print
+				// writes a line in several pieces).
 				s.stopPartial()
 			}
 			n = copy(buf, buf[done:n])
@@ -190,10 +179,8 @@ func pieceEnd(b []byte) int {
 	return -1
 }
 
-// emit writes one piece (see pump) to the tail and, unless raw or shown
-// already, to the console, where a prefixed piece and the stream's last
-// bytes are always ended (with a newline unless a carriage return ends
-// them): the console is at the start of a line between pieces.
+// emit writes one piece to the tail and, unless raw or shown already, to
+// the console, ended with a newline unless a line end ends it.
 func (s *stream) emit(piece []byte, afterCR, shown bool) {
 	barEnd := afterCR && len(piece) == 1 && piece[0] == '\n' // the newline after a bar
 	if s.tail != nil && !barEnd {
@@ -204,8 +191,7 @@ func (s *stream) emit(piece []byte, afterCR, shown bool) {
 	}
 	last := piece[len(piece)-1]
 	ended := last == '\n' || last == '\r'
-	if s.shownPart > 0 {
-		// The console shows the line's beginning already (a prompt).
+	if s.shownPart > 0 { // the console shows its beginning (a prompt)
 		var end []byte
 		if !ended {
 			end = []byte{'\n'}
@@ -237,3 +223,132 @@ func (s *stream) redraw(partial []byte) {
 	s.buf = append(b, '\r')
 	s.con.write(s.out, s.buf)
 }
+
+// partialAfter is how long a line without its newline (a prompt: pdb's
+// "(Pdb) ") waits before the console shows it; its rest continues it
+// without a second prefix (issue 23).
+const partialAfter = 100 * time.Millisecond
+
+// endOpen ends the line another stream left open on the console. c.mu is held.
+func (c *console) endOpen(s *stream) {
+	if c.open != nil && c.open != s {
+		_, _ = c.openW.Write([]byte{'\n'})
+		c.open, c.openW = nil, nil
+	}
+}
+
+// partial writes more of s's partial line and end, prefixed unless it
+// continues the open line; the line stays open unless finished.
+func (c *console) partial(s *stream, w io.Writer, more, end []byte, finished bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.endOpen(s)
+	var b []byte
+	if c.open != s {
+		b = append(b, s.prefix...)
+	}
+	_, _ = w.Write(append(append(b, more...), end...))
+	c.open, c.openW = s, w
+	if finished {
+		c.open, c.openW = nil, nil
+	}
+}
+
+// armPartial (re)starts the timer that shows pending. s.mu is held.
+func (s *stream) armPartial(pending []byte) {
+	s.pending = pending
+	if s.timer == nil {
+		s.timer = time.AfterFunc(partialAfter, s.showPending)
+		return
+	}
+	s.timer.Reset(partialAfter)
+}
+
+// showPending shows what of the pending line the console does not yet.
+func (s *stream) showPending() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.pending) > s.shownPart {
+		s.con.partial(s, s.out, s.pending[s.shownPart:], nil, false)
+		s.shownPart = len(s.pending)
+	}
+}
+
+// stopPartial stops the timer and forgets the pending line. s.mu is held.
+func (s *stream) stopPartial() {
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	s.pending = nil
+}
+
+// logFaults tracks the run's log files whose writes failed: each is said
+// when it happens and at the end with what was lost (issue 26).
+type logFaults struct {
+	say   func(string) // the console, not amdrun.log (which may be the file that fails)
+	quiet bool         // -q: a fault is said only in the summary, not as a warning
+
+	mu     sync.Mutex
+	failed []*faultyLog
+}
+
+// wrap returns f as a log whose faults t reports; nil for nil.
+func (t *logFaults) wrap(f *os.File) *faultyLog {
+	if f == nil {
+		return nil
+	}
+	return &faultyLog{f: f, t: t}
+}
+
+// summary says, at the end, which logs are incomplete and what each lost.
+func (t *logFaults) summary() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.failed) == 0 {
+		return
+	}
+	var parts []string
+	for _, l := range t.failed {
+		l.mu.Lock()
+		parts = append(parts, fmt.Sprintf("%s (%d bytes lost: %v)", l.f.Name(), l.lost, l.err))
+		l.mu.Unlock()
+	}
+	t.say(fmt.Sprintf("amdrun: the logs are incomplete: %s\n", strings.Join(parts, "; ")))
+}
+
+// faultyLog is a log file that, after its first failure, counts every
+// byte as lost.
+type faultyLog struct {
+	f *os.File
+	t *logFaults
+
+	mu   sync.Mutex
+	err  error
+	lost int64
+}
+
+// Write reports success whatever happens: a log must not stop the output.
+func (l *faultyLog) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		l.lost += int64(len(b))
+		return len(b), nil
+	}
+	n, err := l.f.Write(b)
+	if err != nil {
+		l.err, l.lost = err, int64(len(b)-n)
+		if pe, ok := err.(*os.PathError); ok {
+			l.err = pe.Err
+		}
+		l.t.mu.Lock()
+		l.t.failed = append(l.t.failed, l)
+		l.t.mu.Unlock()
+		if !l.t.quiet {
+			l.t.say(fmt.Sprintf("amdrun: warning: writing %s failed: %v: the rest of it is lost (the job goes on)\n", l.f.Name(), l.err))
+		}
+	}
+	return len(b), nil
+}
+
+func (l *faultyLog) Close() error { return l.f.Close() }

@@ -16,8 +16,7 @@ import (
 )
 
 // sweepPoll is the longest wait between rounds of SIGKILL (a child's death
-// starts the next at once): a process forked during a round, or one in an
-// uninterruptible sleep, is caught by a later one.
+// starts the next at once).
 const sweepPoll = 5 * time.Millisecond
 
 func nextRound(chld <-chan os.Signal) {
@@ -34,8 +33,8 @@ func onlyZombies() bool {
 	return eachStat(func(_ int, b []byte) bool { s := statState(b); return s == 'Z' || s == 'X' })
 }
 
-// eachStat calls f with the pid and /proc/PID/stat of every other process
-// /proc shows until f returns false; false then, or when /proc is unreadable.
+// eachStat calls f with every other process's pid and stat until f
+// returns false; false then, or when /proc is unreadable.
 func eachStat(f func(pid int, stat []byte) bool) bool {
 	ents, err := readProcDir("")
 	if err != nil {
@@ -72,17 +71,11 @@ func reapAll(f func(pid int, ws unix.WaitStatus)) (none bool) {
 	}
 }
 
-// sweep SIGKILLs and reaps every descendant of this process, round after
-// round, until it has no child left; f gets each reaped child, and chld
-// this process's SIGCHLD. This process must be a subreaper, so that the
-// children of a killed process come to the next round. A pid read from
-// /proc and killed a moment later cannot name another process unless
-// every other pid was handed out in between.
+// sweep SIGKILLs and reaps every descendant of this process, a subreaper,
+// round after round, until it has no child left; f gets each reaped child.
 func sweep(f func(pid int, ws unix.WaitStatus), chld <-chan os.Signal) {
 	for {
-		// No child left means no descendant left (it would hang under
-		// one): the usual end, found without reading /proc.
-		if reapAll(f) {
+		if reapAll(f) { // no child, no descendant: found without /proc
 			return
 		}
 		killStrays(func(int) bool { return false }, map[int]bool{})
@@ -108,7 +101,7 @@ func killStrays(keep func(int) bool, killed map[int]bool) []int {
 }
 
 // childLister lists a process's children from its children files, or one
-// scan of /proc/*/stat where the kernel has none.
+// scan of /proc/*/stat where the kernel has none (CONFIG_PROC_CHILDREN).
 func childLister() func(int) []int {
 	if childrenFiles() {
 		return childrenOf
@@ -140,9 +133,8 @@ var childrenFiles = sync.OnceValue(func() bool {
 })
 
 // procFD is /proc as a guard or the keeper opened it before any rank ran
-// (keepProc; -1: by path): a rank that mounts over the job's /proc cannot
-// blind them (issue 36.2: the guards read the node's /proc with the job's
-// pids, missed a daemon the rank left, and amdrun hung).
+// (-1: by path), so that a rank mounting over it cannot blind them (issue
+// 36.2: amdrun hung on a daemon the guards missed).
 var procFD = -1
 
 func keepProc() error {
@@ -191,8 +183,6 @@ func readProcDir(rel string) ([]os.DirEntry, error) {
 // belongs to the thread that forked it, or, reparented, to any thread).
 func childrenOf(pid int) []int {
 	dir := fmt.Sprintf("%d/task/", pid)
-	// Not filepath.Glob: it would list every task's directory to match
-	// one name.
 	tasks, _ := readProcDir(dir)
 	var out []int
 	for _, t := range tasks {

@@ -36,12 +36,9 @@ package launch
 //	  held files ---------------- keeperHoldFD.. -> kept open until the
 //	                                               namespace is empty
 //
-// A guard reads only its control pipe and writes only its report pipe;
-// the keeper reads only its lifeline and writes its status once. Both
-// mark every descriptor from 3 on close-on-exec before anything else
-// (cloexecFrom), and the keeper receives a guard's with
-// MSG_CMSG_CLOEXEC, so that no guard gets another's and no rank any
-// (issue 36.1).
+// Guards and keeper mark every descriptor from 3 on close-on-exec first
+// (cloexecFrom), and the keeper receives a guard's with MSG_CMSG_CLOEXEC:
+// no guard gets another's and no rank any (issue 36.1).
 
 import (
 	"bufio"
@@ -54,14 +51,12 @@ import (
 	"syscall"
 )
 
-// A guard's descriptors (ExtraFiles start at 3).
 const (
 	guardCtlFD    = 3
 	guardReportFD = 4
 	guardHoldFD   = 5
 )
 
-// The keeper's descriptors.
 const (
 	keeperLifeFD   = 3
 	keeperStatusFD = 4
@@ -69,16 +64,11 @@ const (
 	keeperHoldFD   = 6
 )
 
-// ctlAck: amdrun knows the rank's pid; any other byte is a signal number.
-const ctlAck byte = 0
+const ctlAck byte = 0        // the rank's pid is known
+const keeperSweep byte = 's' // kill the orphans
 
-// keeperSweep: kill the orphans that came to the keeper.
-const keeperSweep byte = 's'
-
-// ctlSignal is the control byte that has a guard signal its rank's group.
 func ctlSignal(sig syscall.Signal) byte { return byte(sig) }
 
-// ctlDecode reads a control byte: ack, or the signal to send.
 func ctlDecode(b byte) (ack bool, sig syscall.Signal) {
 	if b == ctlAck {
 		return true, 0
@@ -86,7 +76,6 @@ func ctlDecode(b byte) (ack bool, sig syscall.Signal) {
 	return false, syscall.Signal(b)
 }
 
-// reportKind tells the guard's report messages apart.
 type reportKind int
 
 const (
@@ -94,32 +83,25 @@ const (
 	msgStatus
 )
 
-// guardMsg is one message of a guard's report pipe.
 type guardMsg struct {
 	Kind   reportKind
 	Pid    int                // msgPid
 	Status syscall.WaitStatus // msgStatus
 }
 
-// errReport is wrapped by decodeReport's errors.
 var errReport = errors.New("guard report")
 
-// maxReportLine bounds a report line: a keyword and a number.
-const maxReportLine = 64
+const maxReportLine = 64 // a keyword and a number
 
-// encode is the report's line, newline included.
 func (m guardMsg) encode() []byte {
-	switch m.Kind {
-	case msgPid:
+	if m.Kind == msgPid {
 		return []byte("pid " + strconv.Itoa(m.Pid) + "\n")
-	case msgStatus:
-		return []byte("status " + strconv.FormatUint(uint64(uint32(m.Status)), 10) + "\n")
 	}
-	panic(fmt.Sprintf("launch: report kind %d", m.Kind))
+	return []byte("status " + strconv.FormatUint(uint64(uint32(m.Status)), 10) + "\n")
 }
 
-// decodeReport parses one report line (with or without its newline); a
-// line not exactly as encode writes it is an error.
+// decodeReport parses one report line; one not exactly as encode writes
+// it is an error.
 func decodeReport(line string) (guardMsg, error) {
 	line = strings.TrimSuffix(line, "\n")
 	if len(line) > maxReportLine {
@@ -146,14 +128,7 @@ func decodeReport(line string) (guardMsg, error) {
 	return guardMsg{}, fmt.Errorf("%w: unknown message %q", errReport, key)
 }
 
-// sendReport writes m to a guard's report pipe.
-func sendReport(w io.Writer, m guardMsg) error {
-	_, err := w.Write(m.encode())
-	return err
-}
-
-// readReport reads the next report message; io.EOF when the guard closed
-// the pipe (exited) without another.
+// readReport reads the next message; io.EOF when the guard closed the pipe.
 func readReport(r *bufio.Reader) (guardMsg, error) {
 	line, err := r.ReadString('\n')
 	if err != nil {
@@ -165,10 +140,8 @@ func readReport(r *bufio.Reader) (guardMsg, error) {
 	return decodeReport(line)
 }
 
-// keeperOK is the keeper's status line once it is set up.
 const keeperOK = "ok"
 
-// encodeKeeperStatus is the keeper's status line for err (nil: set up).
 func encodeKeeperStatus(err error) []byte {
 	if err == nil {
 		return []byte(keeperOK + "\n")
@@ -187,10 +160,8 @@ func decodeKeeperStatus(line string) error {
 	return errors.New(line)
 }
 
-// startRequest asks the keeper of a user namespace to start a guard:
-// amdrun cannot start processes in a user namespace it is not in (setns
-// into one needs a single-threaded process), so the keeper forks them.
-// The guard's descriptors travel with it.
+// startRequest asks the keeper of a user namespace to fork a guard:
+// amdrun cannot (setns into one needs a single-threaded process).
 type startRequest struct {
 	Argv  []string `json:"argv"`
 	Env   []string `json:"env"`
@@ -198,18 +169,15 @@ type startRequest struct {
 	Stdin bool     `json:"stdin"` // the first descriptor is its stdin (else /dev/null)
 }
 
-// startReply is the keeper's answer: the guard's pid, or why not.
 type startReply struct {
 	Pid   int    `json:"pid,omitempty"`
 	Error string `json:"error,omitempty"`
 }
 
-// maxStartMsg bounds a request (an environment of a few hundred KiB at
-// most); both sides read into a buffer this big.
+// maxStartMsg bounds a request; both sides read into a buffer this big.
 const maxStartMsg = 1 << 20
 
-// startFDs is how many descriptors come with a request: stdout, stderr,
-// control, report, and stdin first when it has one.
+// startFDs is how many descriptors come with a request (stdin first if any).
 func (r startRequest) startFDs() int {
 	if r.Stdin {
 		return 5
@@ -225,8 +193,7 @@ func (r startRequest) encode() ([]byte, error) {
 	return b, err
 }
 
-// decodeStartRequest parses a request; one without a command or with a NUL
-// byte in it is an error.
+// decodeStartRequest parses a request; no command or a NUL byte is an error.
 func decodeStartRequest(b []byte) (startRequest, error) {
 	var r startRequest
 	if err := json.Unmarshal(b, &r); err != nil {
@@ -248,7 +215,6 @@ func (r startReply) encode() []byte {
 	return b
 }
 
-// decodeStartReply parses the keeper's answer: the guard's pid, or its error.
 func decodeStartReply(b []byte) (int, error) {
 	var r startReply
 	if err := json.Unmarshal(b, &r); err != nil {
@@ -263,8 +229,8 @@ func decodeStartReply(b []byte) (int, error) {
 	return r.Pid, nil
 }
 
-// readBytes sends each byte read from r (a lifeline, a control pipe) to
-// the channel it returns (buffered n), closed at EOF or an error.
+// readBytes sends each byte read from r to the channel it returns
+// (buffered n), closed at EOF or an error.
 func readBytes(r io.Reader, n int) <-chan byte {
 	out := make(chan byte, n)
 	go func() {

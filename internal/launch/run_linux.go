@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -20,26 +21,22 @@ import (
 	"github.com/amdrun/amdrun/internal/plan"
 )
 
-// Supported says whether Run can start workers on this system: only on
-// Linux (process groups, parent-death signals, affinity, flock leases).
-// Plans can be made anywhere.
+// Supported says whether Run can start workers here (Linux only); plans
+// can be made anywhere.
 const Supported = true
 
-// drainTimeout bounds how long output is still read after a worker has
-// exited: a child it left behind may hold the pipe open.
+// drainTimeout bounds reading output after a worker exited: a child it
+// left may hold the pipe open.
 const drainTimeout = 2 * time.Second
 
 // Run starts the plan's workers and supervises them until every one has
-// exited and been reaped, and every process they started is gone, however
+// exited and been reaped and every process they started is gone, however
 // amdrun ends (o.Contain). Each worker runs under its guard, in its own
 // process group, with exactly its Rank's argv and env plus
-// TORCHELASTIC_RESTART_COUNT and TORCHELASTIC_ERROR_FILE. The first worker
-// that fails gets the others SIGTERM, then SIGKILL after Grace, and a
-// failure summary; restarts follow while MaxRestarts allows. The signals
-// of Forward are forwarded, SIGINT, SIGTERM, SIGHUP and SIGQUIT also end
-// the run (cancelling ctx acts like SIGTERM). A console that goes away
-// does not stop the job (Run catches SIGPIPE from then on). The whole
-// behaviour, terminals and input included, is docs/supervision.md's.
+// TORCHELASTIC_RESTART_COUNT and TORCHELASTIC_ERROR_FILE. The first
+// failure stops the others (SIGTERM, SIGKILL after Grace) with a summary;
+// restarts follow while MaxRestarts allows. Cancelling ctx acts like
+// SIGTERM. Signals, terminals and input: docs/supervision.md.
 //
 // exitCode is 0 when every worker succeeded, else the first failing
 // worker's code (128+signal when killed), or 128+signal for a run ended by
@@ -57,9 +54,7 @@ func Run(ctx context.Context, p *plan.Plan, o RunOptions) (exitCode int, err err
 	if o.Stderr == nil {
 		o.Stderr = os.Stderr
 	}
-	if o.Grace < 0 {
-		o.Grace = 0
-	}
+	o.Grace = max(o.Grace, 0)
 	if o.Self == "" {
 		if o.Self, err = os.Executable(); err != nil {
 			return 1, fmt.Errorf("launch: rank guard: %w", err)
@@ -96,15 +91,11 @@ func Run(ctx context.Context, p *plan.Plan, o RunOptions) (exitCode int, err err
 	if s.mode, err = openContainment(o.Contain, containOpts{self: o.Self, hold: o.Hold, errDir: s.errs.dir, note: s.note}); err != nil {
 		return 1, err
 	}
-	// After every worker: nothing of the job is left when Run returns, and
-	// only then may the caller let the lease go.
-	defer s.mode.close()
+	defer s.mode.close() // after every worker: only then may the lease go
 	if o.Signals != nil {
 		s.sigs = o.Signals
 	} else {
-		// Large buffer: signal.Notify drops signals when the channel is
-		// full, and a burst (terminal ^C repeated) must not be lost.
-		ch := make(chan os.Signal, 128)
+		ch := make(chan os.Signal, 128) // Notify drops what a full channel cannot take
 		signal.Notify(ch, notified(o.forward())...)
 		defer signal.Stop(ch)
 		s.sigs = ch
@@ -112,12 +103,10 @@ func Run(ctx context.Context, p *plan.Plan, o RunOptions) (exitCode int, err err
 	return s.attempts(ctx)
 }
 
-// catchSIGPIPE makes the process catch SIGPIPE for good: a write to a
-// closed console, even after Run, fails with EPIPE instead of turning the
-// job's exit code into 141.
+// catchSIGPIPE catches SIGPIPE for good: a write to a closed console, even
+// after Run, fails with EPIPE instead of making the exit code 141.
 var catchSIGPIPE = sync.OnceFunc(func() { signal.Notify(make(chan os.Signal, 1), unix.SIGPIPE) })
 
-// terminal returns w when it is a terminal, else nil.
 func terminal(w io.Writer) *os.File {
 	f, ok := w.(*os.File)
 	if !ok || f == nil {
@@ -129,10 +118,9 @@ func terminal(w io.Writer) *os.File {
 	return f
 }
 
-// handedStdin is local rank 0's standard input: f, unless f is amdrun's
-// controlling terminal and amdrun runs in its background (`amdrun ... &`),
-// where the rank, in a session of its own, would take the shell's input:
-// then /dev/null (nil).
+// handedStdin is local rank 0's standard input: f, or /dev/null (nil) when
+// f is amdrun's terminal and amdrun runs in its background (`amdrun ... &`),
+// where the rank, in a session of its own, would take the shell's input.
 func handedStdin(f *os.File) *os.File {
 	if f == nil {
 		return nil
@@ -153,8 +141,7 @@ func notified(forwarded []os.Signal) []os.Signal {
 	return slices.DeleteFunc(slices.Clone(forwarded), signal.Ignored)
 }
 
-// supervisor is the state of one Run, touched only by Run's goroutine but
-// for what the wait goroutines send over channels.
+// supervisor is the state of one Run, touched only by Run's goroutine.
 type supervisor struct {
 	plan        *plan.Plan
 	o           RunOptions
@@ -189,26 +176,20 @@ type worker struct {
 	sig     syscall.Signal // killing signal, 0 if it exited
 	stopped bool           // ended by the stop amdrun began (endedByStop)
 	tail    *tail
-	rec     *RankError // what it recorded in its error file; nil if nothing
-	recAt   string     // where that file is kept; "" when nowhere
-	pipes   []*os.File // read ends, for drain deadlines
+	rec     *RankError  // what it recorded in its error file; nil if nothing
+	recAt   string      // where that file is kept; "" when nowhere
+	pipes   [2]*os.File // read ends (nil: none), for drain deadlines
 	pumps   chan struct{}
-	// ctl is the guard's control pipe: a signal number sends that signal
-	// to the rank's process group.
-	ctl   *os.File
-	ready chan int // the rank's pid, once its guard reported it
-	guard int      // the guard's pid
-	// lost is set when the guard ended without reporting its rank's end
-	// (it was killed): how it ended, and what amdrun did about the rank.
-	lost string
+	ctl     *os.File // the guard's control pipe
+	ready   chan int // the rank's pid, once its guard reported it
+	guard   int      // the guard's pid
+	lost    string   // how a guard that did not report its rank's end ended, and what amdrun did
 }
 
 type exitEvent struct {
-	w     *worker
-	state *os.ProcessState // the guard's
-	// status is the rank's own, as its guard reported it; valid when
-	// reported is set (a guard that died without reporting has none).
-	status   syscall.WaitStatus
+	w        *worker
+	state    *os.ProcessState   // the guard's
+	status   syscall.WaitStatus // the rank's, when its guard reported it
 	reported bool
 	at       time.Time
 }
@@ -222,8 +203,8 @@ type group struct {
 	stalls   chan stallReport // the stall watch's reports; nil: no watch
 }
 
-// signal sends sig to every running worker's group through its guard,
-// which knows when the rank is gone (a reused group id is never hit).
+// signal sends sig to every running worker's group through its guard
+// (which knows when the rank is gone: a reused group id is never hit).
 func (g *group) signal(sig syscall.Signal) {
 	for _, w := range g.workers {
 		if !w.exited {
@@ -251,14 +232,13 @@ func (g *group) running() int {
 	return n
 }
 
-// attempt runs the group once and returns its exit code.
 func (s *supervisor) attempt(ctx context.Context, attempt int) (int, error) {
 	cmds, code, err := s.commands(attempt)
 	if err != nil {
 		return code, err
 	}
-	ad, logs, closeLogs, err := s.attemptLogs(attempt)
-	defer closeLogs()
+	ad, logs, err := s.attemptLogs(attempt)
+	defer ad.close()
 	if err != nil {
 		return 1, err
 	}
@@ -299,8 +279,7 @@ func (s *supervisor) attempt(ctx context.Context, attempt int) (int, error) {
 	return 0, ctxErr
 }
 
-// commands are attempt's guard commands, each looked up before any worker
-// starts (one clear error with the shell's code, not a group to stop).
+// commands are attempt's guard commands, each looked up before any starts.
 func (s *supervisor) commands(attempt int) ([]command, int, error) {
 	cmds := make([]command, len(s.plan.Ranks))
 	for i := range s.plan.Ranks {
@@ -308,7 +287,8 @@ func (s *supervisor) commands(attempt int) ([]command, int, error) {
 		env := plan.WithEnv(r.Env, "TORCHELASTIC_RESTART_COUNT", strconv.Itoa(attempt))
 		env = plan.WithEnv(env, EnvErrorFile, s.errs.path(attempt, r.LocalRank))
 		env = s.errs.frEnv(s.errs.stackEnv(env, attempt, r.Rank), attempt)
-		if err := s.lookup(r, env); err != nil {
+		pathVar, _ := envlist.Lookup(env, "PATH")
+		if _, err := lookPath(r.Argv[0], pathVar); err != nil { // as the guard will
 			return nil, execFailureCode(err), fmt.Errorf("launch: rank %d: %w", r.Rank, err)
 		}
 		cmds[i] = command{path: s.o.Self, args: guardArgv(s.o.Self, r, len(s.mode.guardHeld())), env: env}
@@ -316,46 +296,36 @@ func (s *supervisor) commands(attempt int) ([]command, int, error) {
 	return cmds, 0, nil
 }
 
-// attemptLogs makes attempt's log directory and the ranks' log files
-// before anything runs (all nil without logs); done closes them, always.
-func (s *supervisor) attemptLogs(attempt int) (ad *attemptDir, logs [][2]*os.File, done func(), err error) {
+// attemptLogs makes attempt's log directory and files (nil without logs);
+// ad.close closes them.
+func (s *supervisor) attemptLogs(attempt int) (ad *attemptDir, logs [][2]*os.File, err error) {
 	logs = make([][2]*os.File, len(s.plan.Ranks))
-	done = func() {}
 	if s.job == nil {
-		return nil, logs, done, nil
+		return nil, logs, nil
 	}
 	lrs := make([]int, len(s.plan.Ranks))
 	for i, r := range s.plan.Ranks {
 		lrs[i] = r.LocalRank
 	}
 	if ad, err = s.job.attempt(attempt, lrs); err != nil {
-		return nil, logs, done, err
-	}
-	done = func() {
-		for _, l := range logs {
-			for _, f := range l {
-				if f != nil {
-					f.Close()
-				}
-			}
-		}
-		ad.close()
+		return nil, logs, err
 	}
 	for i, r := range s.plan.Ranks {
 		logged, _ := s.streams(r.LocalRank)
 		for k, name := range []string{"stdout.log", "stderr.log"} {
 			if logged&stdOf(k) != 0 {
 				if logs[i][k], err = ad.create(r.LocalRank, name); err != nil {
-					return ad, logs, done, err
+					return ad, logs, err
 				}
+				ad.logs = append(ad.logs, logs[i][k])
 			}
 		}
 	}
-	return ad, logs, done, nil
+	return ad, logs, nil
 }
 
 // startGroup starts every rank's guard into g and waits for their pids; a
-// rank that cannot start stops the others, its error and code returned.
+// rank that cannot start stops the others.
 func (s *supervisor) startGroup(g *group, cmds []command, logs [][2]*os.File, exits chan exitEvent) (int, error) {
 	var startErr error
 	startCode := 0
@@ -380,10 +350,9 @@ func (s *supervisor) startGroup(g *group, cmds []command, logs [][2]*os.File, ex
 	return startCode, startErr
 }
 
-// supervise watches g until no worker runs: it records each exit, stops
-// the group at the first failure (root) or when ctx ends, forwards
-// signals and kills when the grace is over. first is the first worker
-// that failed, stopped or not.
+// supervise watches g until no worker runs, stopping it at the first
+// failure (root) or when ctx ends. first is the first worker that failed,
+// stopped or not.
 func (s *supervisor) supervise(ctx context.Context, g *group, exits chan exitEvent) (root, first *worker, ctxErr error) {
 	done := ctx.Done()
 	for g.running() > 0 {
@@ -391,8 +360,7 @@ func (s *supervisor) supervise(ctx context.Context, g *group, exits chan exitEve
 		case ev := <-exits:
 			w := ev.w
 			w.exited, w.at = true, ev.at
-			// The guard is gone, and with it everything the rank left.
-			_ = w.ctl.Close()
+			_ = w.ctl.Close() // the guard is gone, and all the rank left
 			w.code, w.sig = exitStatus(ev)
 			if !ev.reported {
 				s.guardLost(g, w, ev)
@@ -407,9 +375,7 @@ func (s *supervisor) supervise(ctx context.Context, g *group, exits chan exitEve
 			if first == nil {
 				first = w
 			}
-			// Fail fast, once: while the group is being stopped every rank
-			// already has its signal and its grace.
-			if !g.stopping {
+			if !g.stopping { // once: a stopping group has its signal and grace
 				root = w
 				g.stop(unix.SIGTERM, s.o.Grace)
 			}
@@ -428,10 +394,9 @@ func (s *supervisor) supervise(ctx context.Context, g *group, exits chan exitEve
 	return root, first, ctxErr
 }
 
-// endedByStop says whether w's end is the stop amdrun began, not a failure
-// of its own: while the group stops, it died of a signal or exited 130,
-// 143 (a SIGINT or SIGTERM handler's "interrupted") or 128+the signal
-// amdrun forwarded.
+// endedByStop says whether w's end is the stop amdrun began: while the
+// group stops, it died of a signal or exited 130, 143 (a SIGINT or SIGTERM
+// handler's) or 128+the signal amdrun forwarded.
 func (s *supervisor) endedByStop(g *group, w *worker) bool {
 	if !g.stopping {
 		return false
@@ -471,9 +436,8 @@ func (s *supervisor) ending(ss syscall.Signal) bool {
 // second Ctrl-C.
 const sameRequest = time.Second
 
-// onSignal forwards sig to every group; an ending signal stops the run,
-// and a SIGINT after a SIGINT kills at once. A signal not in Forward
-// (from a caller's catch-all Signals channel) is never the workers'.
+// onSignal forwards sig (if in Forward); an ending signal stops the run,
+// and a SIGINT after a SIGINT kills at once.
 func (s *supervisor) onSignal(g *group, sig os.Signal) {
 	ss, ok := sig.(syscall.Signal)
 	switch {
@@ -489,8 +453,8 @@ func (s *supervisor) onSignal(g *group, sig os.Signal) {
 	}
 }
 
-// pump copies the worker's piped streams (reads; nil: the terminal) to the
-// console (those in console), its log files and its stderr tail.
+// pump copies the worker's piped streams (nil: the terminal) to the
+// console, its log files and its stderr tail.
 func (s *supervisor) pump(w *worker, reads, logs [2]*os.File, console Std) {
 	prefix := ""
 	if s.o.Prefix {
@@ -528,9 +492,7 @@ func stdOf(k int) Std { return Std(1 << k) }
 // collect reads, keeps in the log directory (ad) and parses w's error file.
 func (s *supervisor) collect(w *worker, k int, ad *attemptDir) {
 	b := s.errs.read(k, w.r.LocalRank)
-	// Read once: the directory stays empty, for the guards and the keeper
-	// to remove should amdrun die.
-	s.errs.drop(k, w.r.LocalRank)
+	s.errs.drop(k, w.r.LocalRank) // read once: the directory stays empty
 	if b == nil {
 		return
 	}
@@ -558,8 +520,7 @@ func (s *supervisor) attempts(ctx context.Context) (int, error) {
 			(s.stall != nil && s.o.OnStall != StallRestart) {
 			return code, err
 		}
-		// What came while no worker ran (the failed group's summary)
-		// decides before a new group starts.
+		// What came while no worker ran decides before a new group starts.
 		if err := ctx.Err(); err != nil {
 			return code, err
 		}
@@ -572,4 +533,65 @@ func (s *supervisor) attempts(ctx context.Context) (int, error) {
 		}
 		s.note(fmt.Sprintf("amdrun: restarting the worker group (restart %d of %d)\n", attempt+1, s.plan.MaxRestarts))
 	}
+}
+
+// threadsPerRank is how many tasks (RLIMIT_NPROC counts threads) a rank
+// costs as it starts, with its guard and shim (measured 5 to 7).
+const threadsPerRank = 8
+
+// threadsOwn is what amdrun itself may still add while it supervises.
+const threadsOwn = 8
+
+// checkProcessRoom refuses a stack limit too small or a ulimit -u without
+// room for ranks ranks, their guards and threads: Go cannot recover from a
+// thread it fails to create (issue 26).
+func checkProcessRoom(ranks int) error {
+	if err := checkStack(); err != nil {
+		return err
+	}
+	var rl unix.Rlimit
+	if os.Geteuid() == 0 || unix.Getrlimit(unix.RLIMIT_NPROC, &rl) != nil || rl.Cur == unix.RLIM_INFINITY {
+		return nil
+	}
+	used := userTasks(os.Getuid())
+	need := threadsOwn + threadsPerRank*ranks
+	if used+need <= int(rl.Cur) {
+		return nil
+	}
+	return fmt.Errorf("launch: the process limit (ulimit -u %d) is too low for %d rank(s): this user runs %d processes and threads, and the ranks with their guards need about %d more; raise ulimit -u or run fewer ranks",
+		rl.Cur, ranks, used, need)
+}
+
+// minStack is the smallest ulimit -s for the guards and keeper: under 16
+// KiB one died of SIGSEGV now and then (issue 36.6).
+const minStack = 32 << 10
+
+func checkStack() error {
+	var rl unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_STACK, &rl) != nil || rl.Cur == unix.RLIM_INFINITY || rl.Cur >= minStack {
+		return nil
+	}
+	return fmt.Errorf("launch: the stack limit (ulimit -s %d) is too small for amdrun's guards: raise it to at least %d (KiB)", rl.Cur>>10, minStack>>10)
+}
+
+// userTasks counts uid's tasks as RLIMIT_NPROC does.
+func userTasks(uid int) int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/status")
+		ids, _ := statusLine(b, "Uid")
+		if f := strings.Fields(ids); err == nil && len(f) > 0 && f[0] == strconv.Itoa(uid) {
+			t, _ := statusLine(b, "Threads")
+			threads, _ := strconv.Atoi(t)
+			n += max(threads, 1)
+		}
+	}
+	return n
 }

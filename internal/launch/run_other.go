@@ -10,13 +10,11 @@ import (
 	"github.com/amdrun/amdrun/internal/plan"
 )
 
-// Supported says whether Run can start workers on this system: only on
-// Linux (process groups, parent-death signals, affinity, flock leases).
-// Plans can be made anywhere.
+// Supported says whether Run can start workers here (Linux only); plans
+// can be made anywhere.
 const Supported = false
 
-// OwnCPUs is unknown off Linux: nil means every CPU of the host's NUMA
-// nodes (a plan made here describes another machine anyway).
+// OwnCPUs is unknown off Linux: nil.
 func OwnCPUs() []int { return nil }
 
 // Job is a running amdrun launch (Linux only).
@@ -36,8 +34,7 @@ func notSupported() int {
 	return 1
 }
 
-// Elsewhere the modes are names only, for --contain to parse: a dry run
-// plans anywhere.
+// Elsewhere the modes are names only, for --contain to parse.
 func init() {
 	for _, c := range []Containment{ContainPIDNamespace, ContainUserNamespace, ContainSubreaper} {
 		register(containMode{name: c})

@@ -17,24 +17,20 @@ import (
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
-// set_mempolicy(2) modes (linux/mempolicy.h), which x/sys/unix lacks.
+// set_mempolicy(2) modes, which x/sys/unix lacks.
 const (
 	mpolPreferred = 1
 	mpolBind      = 2
 )
 
-// ShimMain is the bind shim; args follow ShimArg: "--cpus LIST --mems
-// LIST --mempolicy bind|preferred|none [--guard --hold N] -- argv...". It
-// binds the calling thread (sched_setaffinity, set_mempolicy: both survive
-// fork and execve) and execs argv, found on PATH. It returns only on
-// failure, after a line on stderr: 2 for bad arguments, 1 when binding
-// fails, 127 when the command is not found, 126 when it cannot be run.
-// With --guard it stays as the rank's guard instead (see guard and
-// proto_linux.go).
+// ShimMain is the bind shim (args after ShimArg: see parseShimArgs): it
+// binds the calling thread (affinity and memory policy survive fork and
+// execve) and execs argv, found on PATH, or with --guard stays as the
+// rank's guard. It returns only on failure, after a line on stderr: 2 for
+// bad arguments, 1 when binding fails, 127 when the command is not found,
+// 126 when it cannot be run.
 func ShimMain(args []string) int {
-	// Affinity and memory policy are per thread; the exec (or the fork of
-	// the rank) must happen on the thread that was bound.
-	runtime.LockOSThread()
+	runtime.LockOSThread() // the binding is the thread's
 	sa, err := parseShimArgs(args)
 	if err == nil {
 		lr, ok := os.LookupEnv("LOCAL_RANK")
@@ -67,12 +63,9 @@ func ShimMain(args []string) int {
 	return execFailureCode(err)
 }
 
-// guardSetup is what a guard does before anything can fail: no descriptor
-// but 0, 1 and 2 may reach the rank (with a lease file it could release
-// the job's lease, with a report pipe end the job; issue 36.1), a signal
-// meant for amdrun must not take the guard away, and no process of the
-// user may ptrace it (issue 26: freezing a guard's threads kept the job
-// alive past amdrun's death). It keeps /proc open (keepProc).
+// guardSetup: only 0, 1 and 2 may reach the rank (with a lease file it
+// could release the lease; issue 36.1), amdrun's signals must not take the
+// guard away, and no process of the user may ptrace it (issue 26).
 func guardSetup() error {
 	if err := cloexecFrom(guardCtlFD); err != nil {
 		return err
@@ -121,8 +114,7 @@ func setMempolicy(p plan.MemPolicy, nodes []int) error {
 	for _, n := range nodes {
 		mask[n/64] |= 1 << (n % 64)
 	}
-	// The kernel reads maxnode-1 bits; one spare word keeps the top node.
-	mask = append(mask, 0)
+	mask = append(mask, 0) // the kernel reads maxnode-1 bits
 	_, _, errno := unix.Syscall(unix.SYS_SET_MEMPOLICY, uintptr(mode),
 		uintptr(unsafe.Pointer(&mask[0])), uintptr(len(mask)*64))
 	runtime.KeepAlive(mask)
@@ -132,8 +124,8 @@ func setMempolicy(p plan.MemPolicy, nodes []int) error {
 	return nil
 }
 
-// cloexecFrom marks every descriptor from fd on close-on-exec:
-// close_range(2) (Linux 5.11), else a loop over /proc/self/fd.
+// cloexecFrom marks every descriptor from fd on close-on-exec
+// (close_range needs Linux 5.11).
 func cloexecFrom(fd int) error {
 	err := unix.CloseRange(uint(fd), ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
 	if err != unix.ENOSYS && err != unix.EINVAL {
@@ -151,22 +143,17 @@ func cloexecFrom(fd int) error {
 	return nil
 }
 
-// dropSignals makes this process (a guard, a keeper) catch and drop the
-// signals amdrun forwards itself, and SIGPIPE; one ignored at start stays
-// ignored, for the rank to inherit (as under nohup).
+// dropSignals drops the signals amdrun forwards itself, and SIGPIPE; one
+// ignored at start stays so for the rank (as under nohup).
 func dropSignals() {
 	signal.Notify(make(chan os.Signal, 1), notified(append(slices.Clone(DefaultSignals), unix.SIGPIPE))...)
 }
 
-// guard, on the locked, bound thread, starts the rank as its child in a
-// group (or session, on a terminal) of its own, reports msgPid and reaps
-// nothing until ctlAck; it relays ctlSignal. When the rank exits it kills
-// and reaps whatever the rank left, reports msgStatus and exits with the
-// rank's code (128+signal); when the control pipe closes first (amdrun
-// died) it does the same at once and removes the error file directory.
+// guard runs the rank (proto_linux.go): when it exits, it kills and reaps
+// all the rank left, reports msgStatus and exits with the rank's code;
+// when amdrun dies first, it does the same and removes the error files.
 func guard(path string, sa *shimArgs) int {
 	ctl, rep := os.NewFile(guardCtlFD, "control"), os.NewFile(guardReportFD, "report")
-	// Orphans of the rank's tree come to us, wherever they went.
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		fmt.Fprintf(os.Stderr, "amdrun guard: prctl PR_SET_CHILD_SUBREAPER: %v\n", err)
 		return 1
@@ -178,17 +165,15 @@ func guard(path string, sa *shimArgs) int {
 		fmt.Fprintf(os.Stderr, "amdrun bind: exec %s: %v%s\n", path, err, limitHint(err))
 		return execFailureCode(err)
 	}
-	_ = sendReport(rep, guardMsg{Kind: msgPid, Pid: pid})
+	_, _ = rep.Write(guardMsg{Kind: msgPid, Pid: pid}.encode())
 	status, ok := watchRank(pid, ctl, chld)
-	// What the rank left in its group goes at once; then everything else
-	// it started, wherever it went.
 	_ = unix.Kill(-pid, unix.SIGKILL)
 	sweep(nil, chld)
 	if !ok { // amdrun is gone: so is the job
 		abandonErrorFile()
 		return 1
 	}
-	_ = sendReport(rep, guardMsg{Kind: msgStatus, Status: syscall.WaitStatus(status)})
+	_, _ = rep.Write(guardMsg{Kind: msgStatus, Status: syscall.WaitStatus(status)}.encode())
 	if status.Signaled() {
 		return 128 + int(status.Signal())
 	}
@@ -198,18 +183,12 @@ func guard(path string, sa *shimArgs) int {
 // startRank starts the rank in a group (or session) of its own, Pdeathsig set.
 func startRank(path string, argv []string) (int, error) {
 	sys := &syscall.SysProcAttr{
-		// The rank's own group: amdrun's signals reach its children too.
-		Setpgid: true,
-		// Should the guard itself be killed, the rank goes with it.
-		// This thread lives as long as the guard (golang/go#27505).
-		Pdeathsig: syscall.SIGKILL,
+		Setpgid:   true,
+		Pdeathsig: syscall.SIGKILL, // this thread lives as long as the guard (golang/go#27505)
 	}
 	if onTerminal() {
-		// A session of its own (and so a group of its own, as above): the
-		// terminal is not its controlling one, so reading or writing it
-		// never stops the rank (SIGTTIN, SIGTTOU with stty tostop), as
-		// it would from a background group of amdrun's session; amdrun
-		// stays in the foreground and forwards Ctrl-C (issue 15).
+		// Not its controlling terminal: reading or writing it never stops
+		// the rank (SIGTTIN, SIGTTOU); amdrun forwards Ctrl-C (issue 15).
 		sys.Setpgid, sys.Setsid = false, true
 	}
 	return syscall.ForkExec(path, argv, &syscall.ProcAttr{
@@ -219,8 +198,8 @@ func startRank(path string, argv []string) (int, error) {
 	})
 }
 
-// watchRank relays amdrun's control bytes to the rank until it exits and
-// returns its wait status; ok is false when the control pipe closed first.
+// watchRank relays amdrun's control bytes until the rank exits; ok is
+// false when the control pipe closed first.
 func watchRank(pid int, ctl *os.File, chld <-chan os.Signal) (status unix.WaitStatus, ok bool) {
 	cmds := readBytes(ctl, 64)
 	acked, done := false, false
@@ -267,4 +246,20 @@ func abandonErrorFile() {
 		return
 	}
 	removeErrorDirPath(filepath.Dir(f))
+}
+
+// OwnCPUs returns the CPUs this process may run on (sched_getaffinity: a
+// cgroup, taskset or Slurm step may narrow them); nil when unknown.
+func OwnCPUs() []int {
+	var cs unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &cs); err != nil {
+		return nil
+	}
+	var cpus []int
+	for cpu := 0; cpu < len(cs)*64; cpu++ {
+		if cs.IsSet(cpu) {
+			cpus = append(cpus, cpu)
+		}
+	}
+	return cpus
 }

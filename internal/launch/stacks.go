@@ -9,10 +9,8 @@ import (
 	"strings"
 )
 
-// The ranks' Python stacks (faulthandler's text, see stackBootstrap),
-// merged as LLNL's STAT merges MPI ranks: ranks with the same stacks form
-// one group, printed once with its rank list, the biggest first, the odd
-// ones last (issue 33). Pure; stacks_linux.go asks the ranks.
+// The ranks' Python stacks, merged as LLNL's STAT merges MPI ranks (issue
+// 33). Pure; stacks_linux.go asks the ranks.
 
 // ErrNotOwner is AskStacks' refusal of another user's job.
 var ErrNotOwner = errors.New("only the job's owner or root can take its stacks")
@@ -26,8 +24,7 @@ type Frame struct {
 
 func (f Frame) String() string { return fmt.Sprintf("File %q, line %d in %s", f.File, f.Line, f.Func) }
 
-// Thread is one thread's frames, most recent call first (no thread id, so
-// that the same stack in two ranks compares equal).
+// Thread is one thread's frames, most recent call first (no thread id).
 type Thread []Frame
 
 // RankStacks is one rank's answer: faulthandler's dump ("": none in time).
@@ -38,12 +35,10 @@ type RankStacks struct {
 
 // StackGroup is the ranks whose threads are the same.
 type StackGroup struct {
-	Ranks   []int
-	Threads []Thread // as the first rank of the group wrote them
-	// Odd marks a group smaller than the biggest one.
-	Odd bool
-	// NoAnswer is the group of ranks that wrote no stacks.
-	NoAnswer bool
+	Ranks    []int
+	Threads  []Thread // as the first rank of the group wrote them
+	Odd      bool     // a group smaller than the biggest one
+	NoAnswer bool     // the group of ranks that wrote no stacks
 }
 
 // ParseDump reads faulthandler's dump of every thread but the bootstrap's,
@@ -63,7 +58,7 @@ func ParseDump(dump string) []Thread {
 			}
 		}
 	}
-	// The thread that took the signal for amdrun is no thread of the rank's.
+	// Not the thread that took the signal for amdrun.
 	return slices.DeleteFunc(out, func(t Thread) bool {
 		return slices.ContainsFunc(t, func(f Frame) bool { return f.Func == listenFunc })
 	})
@@ -155,9 +150,8 @@ var collectives = map[string]bool{
 }
 
 // Where says where a group's ranks are: the collective they wait in ("":
-// none) and the innermost frame of their own code (outside torch), in the
-// thread that waits, else the last listed (faulthandler lists the main
-// thread last).
+// none) and the innermost frame outside torch, in the thread that waits,
+// else the main one (faulthandler lists it last).
 func (g StackGroup) Where() (collective string, at Frame) {
 	if len(g.Threads) == 0 {
 		return "", Frame{}
@@ -192,22 +186,17 @@ func inCollective(t Thread) (string, int) {
 	return name, past
 }
 
-// Suspects are the ranks of the smallest odd groups (those that did not
-// answer too) and those that wait in no collective while others do; nil
-// when every rank is alike.
+// Suspects are the ranks of the smallest odd groups, those that did not
+// answer and those that wait in no collective while others do.
 func Suspects(groups []StackGroup) []int {
 	var out []int
-	smallest := 0
+	smallest, anyWaits := 0, false
 	for _, g := range groups {
 		if g.Odd && (smallest == 0 || len(g.Ranks) < smallest) {
 			smallest = len(g.Ranks)
 		}
-	}
-	anyWaits := false
-	for _, g := range groups {
-		if c, _ := g.Where(); c != "" {
-			anyWaits = true
-		}
+		c, _ := g.Where()
+		anyWaits = anyWaits || c != ""
 	}
 	for _, g := range groups {
 		c, _ := g.Where()
@@ -227,10 +216,9 @@ func RankList(ranks []int) string {
 		for j+1 < len(ranks) && ranks[j+1] == ranks[j]+1 {
 			j++
 		}
-		switch {
-		case j-i >= 2:
+		if j-i >= 2 {
 			parts = append(parts, fmt.Sprintf("%d-%d", ranks[i], ranks[j]))
-		default:
+		} else {
 			for k := i; k <= j; k++ {
 				parts = append(parts, strconv.Itoa(ranks[k]))
 			}

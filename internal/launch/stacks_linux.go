@@ -21,21 +21,16 @@ import (
 	"github.com/amdrun/amdrun/internal/printable"
 )
 
-// StackSignal makes a rank write its stacks: SIGRTMIN+7 as glibc and
-// Python number it (SIGRTMIN is 34), a real-time signal no library of the
-// Python/torch stack uses.
+// StackSignal makes a rank write its stacks: SIGRTMIN+7 (glibc's SIGRTMIN
+// is 34), which no library of the Python/torch stack uses.
 const StackSignal = unix.Signal(34 + 7)
 
-// stackAnswerTimeout bounds the wait for the ranks' stacks (a stopped or
-// non-Python rank does not answer).
 const stackAnswerTimeout = 700 * time.Millisecond
 
-// The names the bootstrap and the ranks are given in the errorDir.
 const (
 	bootstrapFile = "sitecustomize.py"
-	// pycacheFile is a plain file where Python would make the bootstrap's
-	// __pycache__ directory: it then writes no bytecode there, and the
-	// directory stays one amdrun can empty.
+	// pycacheFile is a plain file where Python would make a directory:
+	// it writes no bytecode, and amdrun can empty the errorDir.
 	pycacheFile = "__pycache__"
 	ctlSocket   = "ctl.sock"
 )
@@ -46,10 +41,9 @@ var stackFileName = regexp.MustCompile(`^(stacks\.[0-9]+\.[0-9]+\.[0-9]+|heartbe
 // ownFile says whether name is one amdrun gives out in an errorDir.
 func ownFile(name string) bool {
 	return errorFileName.MatchString(name) || stackFileName.MatchString(name) || frFileName.MatchString(name) ||
-		name == bootstrapFile || name == pycacheFile || name == ctlSocket || name == errorOwnerFile
+		name == bootstrapFile || name == pycacheFile || name == ctlSocket
 }
 
-// stacker asks the ranks for their stacks (stall watch, `amdrun stacks`).
 type stacker struct {
 	mu      sync.Mutex
 	errs    *errorDir
@@ -92,8 +86,7 @@ func (e *errorDir) writeBootstrap() error {
 	return nil
 }
 
-// stackEnv adds to a rank's env what the bootstrap and the heartbeat need
-// (PYTHONPATH, AMDRUN_STACKS*, AMDRUN_HEARTBEAT).
+// stackEnv adds to a rank's env what the bootstrap and the heartbeat need.
 func (e *errorDir) stackEnv(env []string, attempt, rank int) []string {
 	pp := e.dir
 	if old, ok := envlist.Lookup(env, "PYTHONPATH"); ok && old != "" {
@@ -129,13 +122,12 @@ type target struct {
 }
 
 // targets finds the attempt's registered rank processes still running: a
-// stack file's pid (the job's namespace) matched by the NSpid of amdrun's.
+// stack file's pid matched by the NSpid of one amdrun sees.
 func (st *stacker) targets() []target {
 	byNS := map[int]int{}
 	for _, g := range st.guards {
 		for _, p := range descendants(g) {
-			// Only a process that blocks the signal (the bootstrap's):
-			// another would die of it.
+			// Only one that blocks the signal: another would die of it.
 			if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p)); err == nil && blocks(b, StackSignal) {
 				byNS[innermostPID(b)] = p
 			}
@@ -166,10 +158,9 @@ func blocks(status []byte, sig unix.Signal) bool {
 	return err == nil && mask&(1<<(uint(sig)-1)) != 0
 }
 
-// take signals every registered rank and returns each rank's dump, by rank
-// (an empty Dump for an expected rank that did not answer). busy: a rank
-// that did not answer used CPU since the last take (in C code holding the
-// GIL: loading torch's library took over 5 s on a loaded machine).
+// take signals every registered rank and returns each rank's dump (empty:
+// no answer). busy: a rank that did not answer used CPU since the last take
+// (in C code holding the GIL: loading torch took over 5 s on a busy host).
 func (st *stacker) take() (_ []RankStacks, busy bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -182,24 +173,21 @@ func (st *stacker) take() (_ []RankStacks, busy bool) {
 		}
 		files[i] = os.NewFile(uintptr(fd), t.file)
 		defer files[i].Close()
-		// The rank appends (O_APPEND): emptied, the file gets only this dump.
 		if unix.Ftruncate(fd, 0) == nil {
 			_ = unix.Kill(t.pid, StackSignal)
 		}
 	}
 	dumps := readDumps(files, time.Now().Add(stackAnswerTimeout))
 	got := map[int]string{}
+	for _, r := range st.ranks {
+		got[r] = ""
+	}
 	for i, t := range ts {
 		if got[t.rank] == "" {
 			got[t.rank] = dumps[i]
 		}
 		if dumps[i] == "" {
 			busy = st.cpuGrew(t.pid) || busy
-		}
-	}
-	for _, r := range st.ranks {
-		if _, ok := got[r]; !ok {
-			got[r] = ""
 		}
 	}
 	out := make([]RankStacks, 0, len(got))
@@ -211,7 +199,7 @@ func (st *stacker) take() (_ []RankStacks, busy bool) {
 }
 
 // readDumps waits until each file holds a whole dump (not empty, unchanged
-// for two polls) or the deadline passes, and returns what each holds.
+// for two polls) or the deadline passes.
 func readDumps(files []*os.File, deadline time.Time) []string {
 	out := make([]string, len(files))
 	size := make([]int64, len(files))
@@ -246,8 +234,7 @@ func readDumps(files []*os.File, deadline time.Time) []string {
 	return out
 }
 
-// heartbeats is when a rank of the attempt last touched its heartbeat
-// file; zero when none did.
+// heartbeats is when a rank last touched its heartbeat file (zero: never).
 func (st *stacker) heartbeats() time.Time {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -268,8 +255,7 @@ func (st *stacker) heartbeats() time.Time {
 // nativeTimeout bounds one rank's py-spy dump (`amdrun stacks` waits 10 s).
 const nativeTimeout = 5 * time.Second
 
-// native appends each rank's native stacks from py-spy (`dump --native` on
-// every rank at once), where it is on the job's PATH.
+// native appends each rank's native stacks from py-spy, if on the PATH.
 func (st *stacker) native(w io.Writer) {
 	spy, err := exec.LookPath("py-spy")
 	if err != nil {
@@ -300,3 +286,71 @@ func (st *stacker) native(w io.Writer) {
 		fmt.Fprintf(w, "\nrank %d, native (py-spy dump --native, pid %d):\n%s", t.rank, t.pid, outs[i])
 	}
 }
+
+// stackBootstrap is the sitecustomize.py amdrun writes into the job's
+// private directory, first on every rank's PYTHONPATH (docs/supervision.md,
+// "How ranks answer"). A thread sigwaits rather than a handler: a handler
+// makes an unrestarted system call fail with EINTR (torch's TCPStore does
+// not retry). The flight recorder is dumped without stack traces (torch
+// 2.11 took 6.5 s to symbolise them).
+const stackBootstrap = `# Written by amdrun for one job (issue 33); see docs/supervision.md.
+import os, sys
+
+def _amdrun_stacks():
+    e = os.environ
+    prefix, sig, rank = e.get("AMDRUN_STACKS"), e.get("AMDRUN_STACKS_SIGNAL"), e.get("RANK")
+    if not prefix or not sig or not rank or not rank.isdigit() or e.get("AMDRUN_STACKS_RANK"):
+        return
+    import faulthandler, signal, threading
+    e["AMDRUN_STACKS_RANK"] = rank
+    sig = int(sig)
+    f = open("%s.%s.%d" % (prefix, rank, os.getpid()), "ab", buffering=0)
+    fr = e.get("AMDRUN_FR")
+    sigs = [sig, sig + 1] if fr else [sig]
+    signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
+    def _amdrun_listen():
+        while True:
+            if signal.sigwait(sigs) == sig:
+                faulthandler.dump_traceback(file=f, all_threads=True)
+            else:
+                _amdrun_fr(fr + rank)
+    threading.Thread(target=_amdrun_listen, name="amdrun-stacks", daemon=True).start()
+
+def _amdrun_fr(path):
+    data = b""
+    try:
+        d = sys.modules.get("torch.distributed")
+        c = getattr(getattr(sys.modules.get("torch"), "_C", None), "_distributed_c10d", None)
+        dump = getattr(c, "_dump_fr_trace", None) or getattr(c, "_dump_nccl_trace", None)
+        if d is not None and dump is not None and d.is_initialized():
+            data = dump(True, False, False)
+    except Exception as x:
+        import json
+        data = json.dumps({"error": "%s: %s" % (type(x).__name__, x)})
+    if isinstance(data, str):
+        data = data.encode()
+    try:
+        with open(path + ".tmp", "wb") as o:
+            o.write(data)
+        os.replace(path + ".tmp", path)
+    except Exception:
+        pass
+
+try:
+    _amdrun_stacks()
+except Exception:
+    pass
+
+def _amdrun_next():
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
+    me = sys.modules.pop("sitecustomize", None)
+    try:
+        import sitecustomize
+    except ImportError as e:
+        if e.name != "sitecustomize":
+            raise
+        sys.modules["sitecustomize"] = me
+
+_amdrun_next()
+`

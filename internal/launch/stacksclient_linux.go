@@ -23,7 +23,7 @@ type Job struct {
 }
 
 // RunningJobs lists the running launches whose private directory is in
-// errorDirBase or /tmp: this user's, or for root anyone's.
+// errorDirBase or /tmp.
 func RunningJobs() []Job {
 	var out []Job
 	seen := map[string]bool{}

@@ -13,8 +13,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// stallReport is what the stall watch found: the last sample's merged
-// stacks and how long nothing moved.
 type stallReport struct {
 	groups   []StackGroup
 	suspects []int
@@ -22,15 +20,14 @@ type stallReport struct {
 }
 
 // sampleEvery is how often the stall watch samples: a twentieth of the
-// timeout (a stall is found within 5% of it), between 100 ms and a minute.
+// timeout, between 100 ms and a minute.
 func sampleEvery(timeout time.Duration) time.Duration {
 	return min(max(timeout/20, 100*time.Millisecond), time.Minute)
 }
 
-// watchStalls runs while an attempt's group does: every sampleEvery it
-// takes every rank's stacks, and reports to out when for StallTimeout no
+// watchStalls reports to out, once per stall, when for StallTimeout no
 // rank wrote output, touched its heartbeat, changed its stacks or was
-// importing, and no silent rank used CPU. Once per stall.
+// importing, and no silent rank used CPU.
 func (s *supervisor) watchStalls(stop <-chan struct{}, out chan<- stallReport) {
 	timeout := s.o.StallTimeout
 	tick := time.NewTicker(sampleEvery(timeout))
@@ -79,10 +76,8 @@ func (s *supervisor) watchStalls(stop <-chan struct{}, out chan<- stallReport) {
 	}
 }
 
-// importing says whether a thread is importing a module (its innermost
-// frame is importlib's): loading torch's C library changes no frame and
-// prints nothing, for 5 s on a loaded machine and minutes from a cold
-// network filesystem, and is no stall.
+// importing says whether a thread is importing a module: loading torch's
+// C library changes no frame for minutes from a cold network filesystem.
 func importing(ts []Thread) bool {
 	for _, t := range ts {
 		if len(t) > 0 && strings.HasPrefix(t[0].File, "<frozen importlib") {
@@ -93,7 +88,7 @@ func importing(ts []Thread) bool {
 }
 
 // onStall reports a stall on the console and in the log directory and
-// acts as OnStall says (stop or restart the group, or only report).
+// acts as OnStall says.
 func (s *supervisor) onStall(g *group, rep stallReport, attempt int) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "amdrun: the job stalled: no rank wrote output, touched %s or changed its stack for %s", EnvHeartbeat, rep.quiet.Round(100*time.Millisecond))
@@ -106,10 +101,10 @@ func (s *supervisor) onStall(g *group, rep stallReport, attempt int) {
 	if fr := s.flightRecord(attempt); fr != "" {
 		b.WriteString("amdrun: " + fr + "\n")
 	}
-	switch s.o.OnStall {
-	case StallStop, StallRestart:
+	stops := s.o.OnStall == StallStop || s.o.OnStall == StallRestart
+	if stops {
 		fmt.Fprintf(&b, "amdrun: stopping the worker group (--on-stall %s)\n", s.o.OnStall)
-	default:
+	} else {
 		b.WriteString("amdrun: the job keeps running (--on-stall report)\n")
 	}
 	s.note(b.String())
@@ -120,7 +115,7 @@ func (s *supervisor) onStall(g *group, rep stallReport, attempt int) {
 			f.Close()
 		}
 	}
-	if s.o.OnStall == StallStop || s.o.OnStall == StallRestart {
+	if stops {
 		s.stall = &rep
 		g.stop(unix.SIGTERM, s.o.Grace)
 	}
@@ -136,8 +131,8 @@ func (s *supervisor) stallLine(attempt int) string {
 }
 
 // serveStacks answers `amdrun stacks` on the control socket in the job's
-// private directory (0700) until the listener closes; a peer neither this
-// user nor root is refused all the same.
+// private directory until stop; a peer neither this user nor root is
+// refused all the same.
 func (s *supervisor) serveStacks() (stop func()) {
 	path := filepath.Join(s.errs.dir, ctlSocket)
 	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})

@@ -12,7 +12,7 @@ import (
 )
 
 // exitStatus is a shell's view of a rank's end (code, or 128+signal, and
-// the signal): as its guard reported it, else the guard's own.
+// the signal), else of its guard's.
 func exitStatus(ev exitEvent) (int, syscall.Signal) {
 	ws := ev.status
 	if !ev.reported {
@@ -43,7 +43,7 @@ func limitHint(err error) string {
 }
 
 // summary writes an attempt's failed workers to Stderr, the root cause
-// first; notStarted counts the ranks a failed start left unstarted.
+// first; notStarted counts the ranks a failed start left.
 func (s *supervisor) summary(g *group, root *worker, attempt, notStarted int) {
 	var failed []*worker
 	if root != nil {
@@ -83,9 +83,7 @@ func (s *supervisor) summary(g *group, root *worker, attempt, notStarted int) {
 	for _, w := range failed {
 		how := fmt.Sprintf("exit code %d", w.code)
 		switch {
-		case w.lost != "":
-			// Not "signal SIGKILL": that was the guard's end, and the
-			// rank was alive then (issue 26).
+		case w.lost != "": // not the guard's signal: the rank was alive (issue 26)
 			how = fmt.Sprintf("%s (exit code %d)", w.lost, w.code)
 		case w.sig != 0:
 			how = fmt.Sprintf("signal %s (exit code %d)", unix.SignalName(w.sig), w.code)
@@ -99,9 +97,7 @@ func (s *supervisor) summary(g *group, root *worker, attempt, notStarted int) {
 		}
 		fmt.Fprintf(&b, "  rank %d (local rank %d, %s, pid %d): %s at %s%s\n",
 			w.r.Rank, w.r.LocalRank, devicesOf(w.r), w.pid, how, w.at.Format("2006-01-02T15:04:05.000Z07:00"), note)
-		if w.rec != nil {
-			// What the rank recorded is its own account of the failure:
-			// stderr may end with anything (atexit hooks, other threads).
+		if w.rec != nil { // its own account, not what stderr ends with
 			if w.recAt != "" {
 				fmt.Fprintf(&b, "    exception recorded in %s:\n", w.recAt)
 			} else {

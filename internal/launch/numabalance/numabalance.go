@@ -1,8 +1,7 @@
-// Package numabalance sets the kernel's automatic NUMA balancing
-// (/proc/sys/kernel/numa_balancing) for a job and puts the previous value
-// back afterwards: it migrates pages and tasks behind the job's back,
-// fighting amdrun's binding (ROCm's tuning guides turn it off). Paths are
-// built from a root ("" or "/": the real system) for tests.
+// Package numabalance sets the kernel's automatic NUMA balancing for a job
+// and puts the previous value back afterwards: it migrates pages and tasks
+// behind the job's back, fighting amdrun's binding. Paths are built from a
+// root ("" or "/": the real system).
 package numabalance
 
 import (
@@ -34,8 +33,7 @@ const Path = "proc/sys/kernel/numa_balancing"
 
 // Sentinel errors; errors.Is finds them in the errors of Read and Apply.
 var (
-	// ErrNotSupported: the kernel has no numa_balancing sysctl (built
-	// without CONFIG_NUMA_BALANCING, or /proc is not mounted).
+	// ErrNotSupported: the kernel has no numa_balancing sysctl.
 	ErrNotSupported = errors.New("numa balancing not supported by this kernel")
 	// ErrPermission: the sysctl cannot be opened for writing.
 	ErrPermission = errors.New("cannot set NUMA balancing")
@@ -51,9 +49,8 @@ func ParseMode(s string) (Mode, error) {
 	return "", fmt.Errorf("numa balancing: unknown mode %q (valid: off, on, keep)", s)
 }
 
-// target is the value Apply wants for mode m (Off or On) given the
-// current value cur. Off is 0. On sets bit 0 (NUMA_BALANCING_NORMAL) and
-// keeps bit 1 (NUMA_BALANCING_MEMORY_TIERING), so 2 becomes 3.
+// target is the value Apply wants for m given cur: On sets bit 0 and keeps
+// bit 1 (memory tiering), so 2 becomes 3.
 func (m Mode) target(cur string) string {
 	if m == Off {
 		return "0"
@@ -72,9 +69,8 @@ func file(root string) string {
 	return filepath.Join(root, Path)
 }
 
-// readRaw reads <root>/proc/sys/kernel/numa_balancing as it is ("0" to
-// "3", with its newline); a missing file wraps ErrNotSupported, content
-// that is not a number is an error too.
+// readRaw reads the sysctl as it is; a missing file wraps ErrNotSupported,
+// content that is not a number is an error too.
 func readRaw(path string) ([]byte, error) {
 	raw, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -94,14 +90,9 @@ func readRaw(path string) ([]byte, error) {
 type openFunc func(name string, flag int, perm os.FileMode) (*os.File, error)
 
 // Apply sets NUMA balancing for the job and returns restore, which puts
-// the previous value back byte for byte. Keep touches nothing. For Off and
-// On it reads the current value first (ErrNotSupported when missing): Off
-// wants "0", On the normal bit set ("1", or "3" from "2"). When the value
-// already is the wanted one nothing is written, so no privilege is
-// needed. Otherwise it opens the file for writing before changing
-// anything; refused, it returns one error wrapping ErrPermission with the
-// file unchanged. restore is safe to call more than once, from several
-// goroutines: the first call writes, later ones return nil.
+// the previous value back byte for byte (once; later calls return nil).
+// Keep touches nothing, nor does a value already the wanted one. Missing,
+// it is ErrNotSupported; not writable, ErrPermission, the file unchanged.
 func Apply(root string, mode Mode) (restore func() error, err error) {
 	return apply(root, mode, os.OpenFile)
 }
