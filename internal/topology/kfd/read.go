@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"path"
 	"runtime"
 	"slices"
@@ -268,7 +267,9 @@ func build(fsys fs.FS, dir string, nodes []*node, warn topology.Warner) (*topolo
 			return nil, err
 		}
 	}
-	b.m.Links = b.links()
+	for _, c := range b.best { // Finish sorts them and makes cross-NUMA PCIe SYS
+		b.m.Links = append(b.m.Links, c.l)
+	}
 	warnDuplicateKeys(b.m, warn)
 	if err := b.m.Finish(); err != nil {
 		return nil, fmt.Errorf("kfd: %w", err)
@@ -453,26 +454,6 @@ func (b *builder) gpuLink(i, j int, n, tn *node, l kfdLink) (candidate, bool) {
 		lk.MinBandwidth = lk.MaxBandwidth
 	}
 	return candidate{lk, rank}, true
-}
-
-// links returns the best link of each pair, ordered by pair; a PCIe path
-// between devices on different NUMA nodes crosses sockets (SYS).
-func (b *builder) links() []topology.Link {
-	keys := slices.SortedFunc(maps.Keys(b.best), func(x, y [2]int) int {
-		return cmp.Or(cmp.Compare(x[0], y[0]), cmp.Compare(x[1], y[1]))
-	})
-	out := make([]topology.Link, 0, len(keys))
-	for _, k := range keys {
-		l := b.best[k].l
-		if l.Type == topology.LinkPCIe {
-			na, nb := b.m.Devices[l.A].NUMANode, b.m.Devices[l.B].NUMANode
-			if na >= 0 && nb >= 0 && na != nb {
-				l.Level, l.Hops = topology.LevelSYS, 3
-			}
-		}
-		out = append(out, l)
-	}
-	return out
 }
 
 // better says whether link a (of the given rank) should replace b.

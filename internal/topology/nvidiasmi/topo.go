@@ -406,25 +406,58 @@ func ParseTopo(r io.Reader) (*Topo, error) {
 		return nil, err
 	}
 	t := &Topo{GPUs: make([]TopoGPU, m.nGPU), Cells: make([][]string, m.nGPU)}
-	for i := 0; i < m.nGPU; i++ {
-		line := m.rowLine[i]
-		t.Cells[i] = make([]string, m.nGPU)
-		for j, c := range m.cells[i] {
-			if err := checkCell(c.S, i == j, false); err != nil {
-				return nil, topology.NewParseError(SourceTopo, line, c.Col, err, "GPU%d/GPU%d cell %q", i, j, clip(c.S))
-			}
-			if j < i && c.S != t.Cells[j][i] {
-				return nil, topology.NewParseError(SourceTopo, line, c.Col, topology.ErrSyntax, "GPU%d/GPU%d cell %q differs from GPU%d/GPU%d cell %q", i, j, c.S, j, i, t.Cells[j][i])
-			}
-			t.Cells[i][j] = c.S
-		}
-		g, err := affinity(m, i)
-		if err != nil {
+	for i := range m.cells {
+		if err := m.checkRow(i, SourceTopo, false, t.Cells); err != nil {
 			return nil, err
 		}
-		t.GPUs[i] = g
+		if t.GPUs[i], err = affinity(m, i); err != nil {
+			return nil, err
+		}
 	}
 	return t, nil
+}
+
+// P2P is `nvidia-smi topo -p2p <r|w|n|a|p>`: the peer-to-peer status of
+// every GPU pair.
+type P2P struct {
+	// Status[i][j] is the cell of row GPUi, column GPUj: "X" on the
+	// diagonal, else "OK", "CNS" (chipset not supported), "GNS" (GPU not
+	// supported), "TNS" (topology not supported), "NS" (not supported) or
+	// "U" (unknown).
+	Status [][]string
+}
+
+// ParseP2P parses `nvidia-smi topo -p2p r` (or w, n, a, p): topo -m's
+// layout with status cells. Errors are *topology.ParseError with Source
+// SourceP2P; a topo -m matrix gives ErrWrongTool.
+func ParseP2P(r io.Reader) (*P2P, error) {
+	m, err := readMatrix(r, SourceP2P)
+	if err != nil {
+		return nil, err
+	}
+	p := &P2P{Status: make([][]string, m.nGPU)}
+	for i := range m.cells {
+		if err := m.checkRow(i, SourceP2P, true, p.Status); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// checkRow sets out[i] to row i's cells, checked by checkCell; a topo -m
+// cell must also equal its mirror in the rows before.
+func (m *matrix) checkRow(i int, source string, p2p bool, out [][]string) error {
+	out[i] = make([]string, m.nGPU)
+	for j, c := range m.cells[i] {
+		if err := checkCell(c.S, i == j, p2p); err != nil {
+			return topology.NewParseError(source, m.rowLine[i], c.Col, err, "GPU%d/GPU%d cell %q", i, j, clip(c.S))
+		}
+		if !p2p && j < i && c.S != out[j][i] {
+			return topology.NewParseError(source, m.rowLine[i], c.Col, topology.ErrSyntax, "GPU%d/GPU%d cell %q differs from GPU%d/GPU%d cell %q", i, j, c.S, j, i, out[j][i])
+		}
+		out[i][j] = c.S
+	}
+	return nil
 }
 
 // affinity reads row i's affinity cells; see runTogether (issue 34).
