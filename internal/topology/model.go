@@ -235,14 +235,8 @@ func (m *Model) index() {
 // assumed bandwidths (AssumedBandwidth), NUMA CPU lists for devices that
 // list none, and BusyRule.
 func (m *Model) Finish() error {
-	n := len(m.Devices)
-	if n > MaxDevices {
-		return fmt.Errorf("%w: %d devices, more than %d", ErrInvalidModel, n, MaxDevices)
-	}
-	for i := range m.Devices {
-		if m.Devices[i].Index != i {
-			return fmt.Errorf("%w: device at position %d has index %d", ErrInvalidModel, i, m.Devices[i].Index)
-		}
+	if err := m.checkDevices(); err != nil {
+		return err
 	}
 	if m.HostBandwidth <= 0 {
 		m.HostBandwidth = DefaultHostBandwidth
@@ -341,17 +335,14 @@ func (m *Model) Validate() error {
 	if n == 0 {
 		return fmt.Errorf("%w: no devices", ErrInvalidModel)
 	}
-	if n > MaxDevices {
-		return fmt.Errorf("%w: %d devices, more than %d", ErrInvalidModel, n, MaxDevices)
+	if err := m.checkDevices(); err != nil {
+		return err
 	}
 	if !slices.Contains([]Vendor{"", VendorAMD, VendorNVIDIA}, m.Vendor) {
 		return fmt.Errorf("%w: unknown vendor %q (amd, nvidia)", ErrInvalidModel, m.Vendor)
 	}
 	runtime := make(map[int]int, n)
 	for i, d := range m.Devices {
-		if d.Index != i {
-			return fmt.Errorf("%w: device at position %d has index %d", ErrInvalidModel, i, d.Index)
-		}
 		if j, dup := runtime[d.RuntimeIndex]; dup {
 			// Two ranks would get the same GPU.
 			return fmt.Errorf("%w: devices %d and %d have the same runtime index %d", ErrInvalidModel, j, i, d.RuntimeIndex)
@@ -398,6 +389,19 @@ func (m *Model) Validate() error {
 			if c < 0 || c > maxCPU {
 				return fmt.Errorf("%w: NUMA node %d lists CPU %d", ErrInvalidModel, nn.ID, c)
 			}
+		}
+	}
+	return nil
+}
+
+// checkDevices checks the size and numbering Finish relies on.
+func (m *Model) checkDevices() error {
+	if n := len(m.Devices); n > MaxDevices {
+		return fmt.Errorf("%w: %d devices, more than %d", ErrInvalidModel, n, MaxDevices)
+	}
+	for i, d := range m.Devices {
+		if d.Index != i {
+			return fmt.Errorf("%w: device at position %d has index %d", ErrInvalidModel, i, d.Index)
 		}
 	}
 	return nil
