@@ -8,8 +8,8 @@ import (
 	"strings"
 )
 
-// ParseCPUList parses a Linux CPU list ("0-3,8,10-11", also with spaces
-// after commas) into sorted, distinct CPU numbers. "" gives nil.
+// ParseCPUList parses a Linux CPU list ("0-3,8,10-11") into sorted,
+// distinct CPU numbers; "" gives nil.
 func ParseCPUList(s string) ([]int, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
@@ -70,8 +70,7 @@ func FormatCPUList(cpus []int) string {
 	return b.String()
 }
 
-// JoinInts writes xs as "0,1,6,7", every number written out
-// (FormatCPUList writes ranges instead).
+// JoinInts writes xs as "0,1,6,7", without ranges.
 func JoinInts(xs []int) string {
 	s := make([]string, len(xs))
 	for i, x := range xs {
@@ -80,10 +79,9 @@ func JoinInts(xs []int) string {
 	return strings.Join(s, ",")
 }
 
-// CheckDeviceCPUs warns, once per device, about device CPU lists that
-// name CPUs outside possible, the host's possible CPUs, so that a list a
-// tool printed wrong (issue 24) is visible; the lists are kept (binding
-// intersects them with amdrun's own CPUs). It returns how many it warned.
+// CheckDeviceCPUs warns once per device whose CPU list names CPUs outside
+// possible (a list printed wrong, issue 24), keeping the list, and returns
+// how many it warned.
 func CheckDeviceCPUs(m *Model, possible []int, warn Warner) int {
 	if len(possible) == 0 {
 		return 0

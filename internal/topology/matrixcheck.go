@@ -2,13 +2,11 @@ package topology
 
 import "fmt"
 
-// MatrixFault is the first cell of a device x device count matrix (a
-// Weight or Hops table) that breaks its shape: a device's count to
-// itself is 0, and the count from a to b is the count from b to a.
+// MatrixFault is the first cell of a device x device count matrix (Weight,
+// Hops) that is not 0 on the diagonal or not symmetric.
 type MatrixFault struct {
-	// Row and Col locate the cell, 0-based, in the matrix's own order.
-	// For a diagonal fault Row == Col; otherwise Row > Col (the lower
-	// triangle's cell, which disagrees with the upper one at Col, Row).
+	// Row and Col locate the cell, 0-based; Row == Col on the diagonal,
+	// else Row > Col.
 	Row, Col int
 	// Value is the cell's count; Mirror the count at (Col, Row).
 	Value, Mirror int64
@@ -17,10 +15,8 @@ type MatrixFault struct {
 // Diagonal reports whether the fault is a device's count to itself.
 func (f *MatrixFault) Diagonal() bool { return f.Row == f.Col }
 
-// Describe names the fault in one line, with label naming a row or
-// column ("GPU3", "0000:0c:00.0") and what naming the matrix ("weight",
-// "hops"): "GPU1's weight to itself is 15, not 0; a row or column is out
-// of place", or "GPU1-GPU0 weight is 15 but GPU0-GPU1 is 72; a row or
+// Describe names the fault in one line, label naming a row or column and
+// what the matrix: "GPU1-GPU0 weight is 15 but GPU0-GPU1 is 72; a row or
 // column is out of place".
 func (f *MatrixFault) Describe(label func(int) string, what string) string {
 	if f.Diagonal() {
@@ -30,12 +26,10 @@ func (f *MatrixFault) Describe(label func(int) string, what string) string {
 		label(f.Row), label(f.Col), what, f.Value, label(f.Col), label(f.Row), f.Mirror)
 }
 
-// CheckCountMatrix checks an n x n count matrix whose cell (r, c) cell
-// returns, with ok false for a cell the tool did not fill (N/A). It
-// returns the first fault in row order (the diagonal cell of a row
-// before its lower-triangle cells), or nil. rocm-smi's and amd-smi's
-// Weight and Hops tables are checked with it: a row or column out of
-// place would otherwise turn a pair into another link silently.
+// CheckCountMatrix returns the first fault, in row order, of an n x n
+// count matrix whose cell returns (r, c), ok false for N/A; nil if none.
+// A row or column out of place would otherwise turn a pair into another
+// link silently.
 func CheckCountMatrix(n int, cell func(r, c int) (v int64, ok bool)) *MatrixFault {
 	for r := 0; r < n; r++ {
 		if d, ok := cell(r, r); ok && d != 0 {

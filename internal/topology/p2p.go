@@ -4,21 +4,18 @@ import (
 	"fmt"
 )
 
-// P2P says whether two devices can copy peer to peer: one device reading
-// or writing the other's memory directly (over XGMI, NVLink or PCIe),
-// instead of staging the copy through host memory.
+// P2P says whether two devices can copy peer to peer instead of staging
+// the copy through host memory.
 type P2P int8
 
-// P2P states. The zero value is P2PUnknown: the source did not say, and
-// amdrun counts the pair as able to copy directly.
+// P2P states. The zero value, P2PUnknown, counts as able to copy directly.
 const (
 	P2PUnknown P2P = iota
 	P2PAvailable
 	P2PUnavailable
 )
 
-// MarshalJSON writes true or false, and null for unknown (which
-// `json:",omitempty"` leaves out).
+// MarshalJSON writes true, false, or null for unknown.
 func (p P2P) MarshalJSON() ([]byte, error) {
 	switch p {
 	case P2PAvailable:
@@ -44,12 +41,10 @@ func (p *P2P) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// HostStaged is the bandwidth amdrun counts for a copy between two
-// devices without peer-to-peer access, whose theoretical link bandwidth
-// is link and host path bandwidth is host (<= 0: DefaultHostBandwidth):
-// the data crosses the host twice (device to host memory, then host
-// memory to device) on the slower of the two, so half of it. It ranks
-// such a pair below a pair that can copy directly over the same path.
+// HostStaged is the bandwidth of a copy without peer-to-peer access over a
+// link of bandwidth link and a host path of host (<= 0: the default): the
+// data crosses the slower twice, so half of it, ranking the pair below one
+// that copies directly.
 func HostStaged(link, host int64) int64 {
 	if host <= 0 {
 		host = DefaultHostBandwidth

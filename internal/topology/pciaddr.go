@@ -6,13 +6,9 @@ import (
 	"strings"
 )
 
-// NormalizePCI turns a PCI address as tools print it (nvidia-smi's
-// "00000000:18:00.0", amd-smi's "0000:0C:00.0", sysfs's "0000:18:00.0")
-// or rocm_bandwidth_test's "18:00.0" (domain 0) into the model's form
-// ("0000:18:00.0": lower case, domain of at least 4 hex digits). It
-// reports false when s is not [domain:]bus:device.function with a bus of
-// at most 2, a device of at most 2 (up to 1f) and a function of 1 (up to
-// 7) hex digits.
+// NormalizePCI turns a PCI address as tools print it ("00000000:18:00.0",
+// "0000:0C:00.0", rocm_bandwidth_test's "18:00.0") into the model's form,
+// "0000:18:00.0"; false when s is not [domain:]bus:device.function.
 func NormalizePCI(s string) (string, bool) {
 	s = strings.ToLower(strings.TrimSpace(s))
 	if strings.Count(s, ":") == 1 {
