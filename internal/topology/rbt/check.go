@@ -8,9 +8,9 @@ import (
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
-// check refuses a run whose matrices contradict each other or what the
-// tool can print (see Parse): the first broken rule, in line order, is a
-// *topology.ParseError wrapping topology.ErrInconsistent at the cell.
+// check refuses a run whose matrices contradict each other or the tool:
+// the first broken rule in line order, a *topology.ParseError wrapping
+// topology.ErrInconsistent at the cell.
 func (r *Result) check() error {
 	var bad []inconsistency
 	for _, m := range []*Matrix{r.Uni, r.Bi} {
@@ -65,9 +65,8 @@ func (r *Result) checkMatrix(m *Matrix, bi bool) []inconsistency {
 	return bad
 }
 
-// checkDiagonal checks the unidirectional diagonal: a GPU's copy to its
-// own memory beats any copy over a link, and a GPU measured at all has
-// one (the tool copies a GPU to itself in every full run).
+// checkDiagonal checks that a GPU's copy to its own memory exists and
+// beats any copy over a link (the tool copies a GPU to itself every run).
 func (r *Result) checkDiagonal(m *Matrix) []inconsistency {
 	var bad []inconsistency
 	for g, a := range r.Agents {
@@ -97,19 +96,16 @@ func (r *Result) checkDiagonal(m *Matrix) []inconsistency {
 	return bad
 }
 
-// reach says whether the access matrix lets agent from reach agent to's
-// memory.
+// reach says whether the access matrix lets agent from reach to's memory.
 func (r *Result) reach(from, to int) bool {
 	v, ok := r.Access.At(from, to)
 	return ok && v == 1
 }
 
-// P2P says whether GPU agents x and y (indexes into Agents) can copy peer
-// to peer: by the access matrix when printed (each must reach the other,
-// as the tool requires before it measures a pair), else by the copy
-// matrices: available when either has a figure for the pair, unavailable
-// when every one printed the pair's cells and all are N/A, unknown when
-// no matrix printed them (a redacted excerpt).
+// P2P says whether GPU agents x and y can copy peer to peer: by the access
+// matrix when printed (each must reach the other), else available when a
+// copy matrix has a figure for the pair, unavailable when all printed
+// cells are N/A, unknown when none is printed (a redacted excerpt).
 func (r *Result) P2P(x, y int) topology.P2P {
 	if r.Access.Printed(x, y) && r.Access.Printed(y, x) {
 		if r.reach(x, y) && r.reach(y, x) {
