@@ -13,9 +13,7 @@ import (
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
-// procDir returns the KFD proc directory that sits beside the nodes
-// directory dir: sys/class/kfd/kfd/proc for a live tree, proc for a
-// captured one.
+// procDir returns the KFD proc directory beside the nodes directory dir.
 func procDir(dir string) string {
 	base := path.Dir(dir) // .../topology or "."
 	if path.Base(base) == "topology" {
@@ -25,7 +23,7 @@ func procDir(dir string) string {
 }
 
 // gpuDevices maps the gpu_id of each GPU node under dir to its device
-// index in a model of n devices Read built from the same tree.
+// index in Read's model of n devices.
 func gpuDevices(fsys fs.FS, dir string, n int) (map[uint64]int, error) {
 	ids, err := numericEntries(fsys, dir, nil)
 	if err != nil {
@@ -61,14 +59,12 @@ func gpuDevices(fsys fs.FS, dir string, n int) (map[uint64]int, error) {
 	return devOf, nil
 }
 
-// ReadProcs marks the devices of m, a model Read built from the same fsys,
-// that other processes use. KFD lists every process that opened /dev/kfd
-// (amdrun never does) under sys/class/kfd/kfd/proc/<pid>/, with a file
-// vram_<gpu_id> per GPU (bytes of VRAM held there) and queues/<qid>/gpuid
-// (the GPU of a compute queue). A device where some process holds VRAM or
-// a queue becomes Busy, "pid 4242 holds 2048 MiB VRAM". A missing proc
-// directory means no process uses a GPU; a process that exits during the
-// walk is skipped.
+// ReadProcs marks the devices of m (Read's model of fsys) that other
+// processes use: KFD lists each process that opened /dev/kfd (amdrun never
+// does) under proc/<pid>/, with vram_<gpu_id> files (bytes held) and
+// queues/<qid>/gpuid. A device where one holds VRAM or a queue becomes
+// Busy, "pid 4242 holds 2048 MiB VRAM". No proc directory means no user; a
+// process that exits during the walk is skipped.
 func ReadProcs(fsys fs.FS, m *topology.Model) error {
 	dir, err := findNodes(fsys)
 	if err != nil {
@@ -115,8 +111,7 @@ func (w *procWalk) add(dev, pid int, n uint64) {
 	w.use[dev][pid] += n
 }
 
-// process adds the VRAM and compute queues of the process whose proc
-// directory is pd; one that exited meanwhile is skipped.
+// process adds the VRAM and compute queues of the process in pd.
 func (w *procWalk) process(pd string, pid int) error {
 	ents, err := fs.ReadDir(w.fsys, pd)
 	if err != nil {

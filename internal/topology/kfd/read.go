@@ -1,8 +1,6 @@
 // Package kfd reads the GPU topology the amdgpu kernel driver (KFD)
-// publishes in sysfs, /sys/class/kfd/kfd/topology/nodes, and which
-// processes use which GPU (/sys/class/kfd/kfd/proc), through an fs.FS
-// that allows concurrent reads (DirFS on a live system, a captured tree in
-// tests).
+// publishes in sysfs, and which processes use which GPU, through an fs.FS
+// that allows concurrent reads.
 package kfd
 
 import (
@@ -24,12 +22,11 @@ import (
 )
 
 // ErrNoKFD is wrapped by Read and ReadProcs when the root holds no KFD
-// topology (the amdgpu driver is not loaded, or the root is wrong).
+// topology (no amdgpu driver, or a wrong root).
 var ErrNoKFD = errors.New("no KFD topology")
 
-// NodeDirs are the places, relative to the root, where Read looks for the
-// KFD nodes directory, in order: a live system's sysfs, then a captured
-// tree that starts at `topology/` or at `nodes/`.
+// NodeDirs are where, under the root, Read looks for the KFD nodes
+// directory: a live sysfs, then a capture from `topology/` or `nodes/`.
 var NodeDirs = []string{"sys/class/kfd/kfd/topology/nodes", "topology/nodes", "nodes"}
 
 // KFD io_link types (CRAT_IOLINK_TYPE_* in the kernel's kfd_crat.h).
@@ -50,8 +47,7 @@ type node struct {
 	dir   string
 	props Props
 	gpu   bool
-	// hidden: a GPU the device cgroup denies this process (see
-	// readNodeProps); not a device of the model.
+	// hidden: a GPU the device cgroup denies (readNodeProps).
 	hidden bool
 	name   string
 	links  []kfdLink
@@ -66,18 +62,14 @@ type kfdLink struct {
 }
 
 // Read builds a finished model from the KFD topology under fsys. GPU nodes
-// (simd_count > 0) become devices 0..N-1 in KFD node order, which is HIP's
-// order, except those the device cgroup hides (readNodeProps); CPU nodes
-// give each device its NUMA node through its PCIe io_link, mapped onto the
-// host NUMA nodes with CPUs when fsys holds sys/devices/system/node.
-//
-// io_links of type 11 are XGMI (hops weight/15, at least 1), PCIe io_links
-// and p2p_links go through the host (SYS across NUMA nodes). A pair's XGMI
-// io_link wins over a p2p XGMI path, which wins over PCIe. A GPU io_link
-// without the enabled flag is dropped with a warning, unless no link in
-// the tree sets any flag (older kernels). A hole that makes the numbering
-// or links unsound is an error naming the path; recoverable oddities go
-// to warn. No nodes directory gives ErrNoKFD.
+// become devices in KFD node order, HIP's order, except those the device
+// cgroup hides; a GPU's PCIe io_link to a CPU node gives its NUMA node,
+// mapped onto the host's NUMA nodes with CPUs when fsys has them. A pair's
+// XGMI io_link (hops weight/15) wins over a p2p XGMI path, which wins
+// over PCIe. A GPU io_link without the enabled flag is dropped with a
+// warning, unless no link sets any flag (older kernels). A hole that makes
+// numbering or links unsound is an error naming the path; no nodes
+// directory gives ErrNoKFD.
 func Read(fsys fs.FS, warn topology.Warner) (*topology.Model, error) {
 	dir, err := findNodes(fsys)
 	if err != nil {
@@ -100,8 +92,8 @@ func findNodes(fsys fs.FS) (string, error) {
 	return "", fmt.Errorf("kfd: %w: none of %s found", ErrNoKFD, strings.Join(NodeDirs, ", "))
 }
 
-// numericEntries lists the entries of dir whose names are decimal numbers,
-// sorted numerically; other names go to warn. A missing dir gives nil.
+// numericEntries lists the decimal names in dir, sorted; other names go to
+// warn. A missing dir gives nil.
 func numericEntries(fsys fs.FS, dir string, warn topology.Warner) ([]int, error) {
 	ents, err := fs.ReadDir(fsys, dir)
 	if err != nil {
@@ -123,8 +115,7 @@ func numericEntries(fsys fs.FS, dir string, warn topology.Warner) ([]int, error)
 	return ids, nil
 }
 
-// readProps opens and parses one properties file. A missing file is an
-// error naming the path.
+// readProps reads and parses one properties file.
 func readProps(fsys fs.FS, p string) (Props, error) {
 	data, err := fs.ReadFile(fsys, p)
 	if err != nil {
@@ -133,12 +124,11 @@ func readProps(fsys fs.FS, p string) (Props, error) {
 	return parseProps(data, "kfd "+p)
 }
 
-// readNodeProps reads the properties of the node in directory dir.
-// hidden is true when the kernel refuses them with EPERM, as amdkfd does
-// for a GPU the device cgroup denies (Slurm's ConstrainDevices=yes, a
-// container given some GPUs); ROCr leaves such a node out of its
-// numbering (libhsakmt's topology_sysfs_check_node_supported), and so
-// does Read, so that indices are the ones HIP uses inside the cgroup.
+// readNodeProps reads the properties of the node in dir; hidden when the
+// kernel refuses them with EPERM, as amdkfd does for a GPU the device
+// cgroup denies (Slurm's ConstrainDevices=yes): ROCr leaves such a node
+// out of its numbering (libhsakmt's topology_sysfs_check_node_supported),
+// and so does Read, to match HIP's indices inside the cgroup.
 func readNodeProps(fsys fs.FS, dir string) (props Props, hidden bool, err error) {
 	props, err = readProps(fsys, path.Join(dir, "properties"))
 	if errors.Is(err, fs.ErrPermission) {
@@ -147,8 +137,8 @@ func readNodeProps(fsys fs.FS, dir string) (props Props, hidden bool, err error)
 	return props, false, err
 }
 
-// readSmall reads a one-line text file, trimmed; ok is false when the
-// file does not exist.
+// readSmall reads a one-line file, trimmed; ok is false when it does not
+// exist.
 func readSmall(fsys fs.FS, p string) (s string, ok bool, err error) {
 	data, err := fs.ReadFile(fsys, p)
 	if err != nil {
@@ -160,9 +150,9 @@ func readSmall(fsys fs.FS, p string) (s string, ok bool, err error) {
 	return strings.TrimSpace(string(data)), true, nil
 }
 
-// loadNodes reads every node's properties and, for GPU nodes, their name,
-// links and memory banks, from a few goroutines (a CPX tree has thousands
-// of link files); warnings and the first error come out in node order.
+// loadNodes reads every node, GPU nodes whole, from a few goroutines (a
+// CPX tree has thousands of link files); warnings and the first error come
+// out in node order.
 func loadNodes(fsys fs.FS, dir string, warn topology.Warner) ([]*node, error) {
 	ids, err := numericEntries(fsys, dir, warn)
 	if err != nil {
@@ -241,8 +231,7 @@ func loadGPU(fsys fs.FS, n *node, warn topology.Warner) error {
 			case kind != "mem_banks":
 				n.links = append(n.links, kfdLink{path: p, props: props, p2p: kind == "p2p_links"})
 			case ht == 1 || ht == 2:
-				// heap_type 1 and 2 are the public and private frame buffer
-				// (HSA_HEAPTYPE_FRAME_BUFFER_*), that is VRAM; 0 is system memory.
+				// VRAM: HSA_HEAPTYPE_FRAME_BUFFER_PUBLIC and _PRIVATE.
 				n.mem += props["size_in_bytes"]
 			}
 		}
@@ -277,7 +266,7 @@ func build(fsys fs.FS, dir string, nodes []*node, warn topology.Warner) (*topolo
 	return b.m, nil
 }
 
-// builder holds what build knows about the tree while it makes the model.
+// builder is build's state.
 type builder struct {
 	dir       string
 	warn      topology.Warner
@@ -286,8 +275,8 @@ type builder struct {
 	cpuOrd    map[int]int   // KFD CPU node id -> position among CPU nodes
 	gpus      []*node       // GPU nodes in device order
 	flagsSeen bool          // some GPU link has non-zero flags
-	// numaWithCPUs is the ids of the host NUMA nodes that have CPUs, the
-	// k-th for the k-th KFD CPU node; nil to number them by KFD order.
+	// numaWithCPUs is the host NUMA nodes with CPUs, the k-th for the k-th
+	// KFD CPU node; nil to number them by KFD order.
 	numaWithCPUs []int
 	m            *topology.Model
 	best         map[[2]int]candidate // the best link found per device pair
@@ -305,8 +294,7 @@ func (b *builder) classify(nodes []*node) {
 		b.byID[n.id] = n
 		switch {
 		case n.hidden:
-			// Links to it are dropped below like links to other
-			// non-devices: for this process the GPU does not exist.
+			// For this process the GPU does not exist: links to it drop.
 		case n.gpu:
 			b.devOf[n.id] = len(b.gpus)
 			b.gpus = append(b.gpus, n)
@@ -319,10 +307,8 @@ func (b *builder) classify(nodes []*node) {
 	}
 }
 
-// mapNUMA matches KFD CPU nodes to host NUMA nodes. KFD makes one CPU
-// node per online NUMA node that has CPUs, in NUMA order
-// (kfd_create_vcrat_image_cpu), so the k-th CPU node is the k-th such
-// NUMA node.
+// mapNUMA matches KFD CPU nodes to host NUMA nodes: KFD makes one CPU node
+// per online NUMA node with CPUs, in order (kfd_create_vcrat_image_cpu).
 func (b *builder) mapNUMA() {
 	host := b.m.NUMANodes
 	for _, h := range host {
@@ -366,9 +352,9 @@ func (b *builder) devices() {
 	setPartitions(b.m, b.gpus)
 }
 
-// gpuLinks reads the links of GPU node n (device i): the first PCIe (else
-// any) link to a CPU node gives the device's NUMA node, and each link to
-// another GPU is a candidate for the pair.
+// gpuLinks reads GPU node n's links: the first PCIe (else any) link to a
+// CPU node gives device i's NUMA node; a link to another GPU is a
+// candidate for the pair.
 func (b *builder) gpuLinks(i int, n *node) error {
 	cpuLink := -1 // NUMA node of the chosen link to a CPU node
 	cpuLinkPCIe := false
@@ -403,8 +389,7 @@ func (b *builder) gpuLinks(i int, n *node) error {
 	return nil
 }
 
-// target returns the node link l of node n leads to; a link without
-// node_to or to a node that does not exist is an error naming its path.
+// target returns the node link l of n leads to, or an error naming l.
 func (b *builder) target(n *node, l kfdLink) (*node, error) {
 	to, ok := l.props["node_to"]
 	if !ok {
@@ -420,9 +405,9 @@ func (b *builder) target(n *node, l kfdLink) (*node, error) {
 	return tn, nil
 }
 
-// gpuLink turns link l from GPU node n (device i) to GPU node tn (device
-// j) into a candidate ranked XGMI io_link 4, p2p XGMI 3, PCIe io_link 2,
-// p2p PCIe 1; ok is false for a disabled io_link or an unknown type.
+// gpuLink makes link l from GPU node n (device i) to tn (device j) a
+// candidate ranked XGMI io_link 4, p2p XGMI 3, PCIe io_link 2, p2p PCIe
+// 1; ok is false for a disabled io_link or an unknown type.
 func (b *builder) gpuLink(i, j int, n, tn *node, l kfdLink) (candidate, bool) {
 	if b.flagsSeen && !l.p2p && l.props["flags"]&flagEnabled == 0 {
 		b.warn.Warn("kfd: %s: link from node %d to node %d is disabled (flags %d); the pair uses the host path",
@@ -461,9 +446,8 @@ func better(a topology.Link, ra int, b topology.Link, rb int) bool {
 	return cmp.Or(cmp.Compare(ra, rb), cmp.Compare(a.MaxBandwidth, b.MaxBandwidth), cmp.Compare(b.Weight, a.Weight)) > 0
 }
 
-// deviceName is the node's `name` file, or the gfx target ("gfx942") when
-// the file is missing, empty or the kernel's placeholder "ip discovery",
-// or else the PCI device id.
+// deviceName is the node's `name`, else (missing, or the placeholder "ip
+// discovery") the gfx target, else the PCI device id.
 func deviceName(n *node) string {
 	if n.name != "" && n.name != "ip discovery" {
 		return n.name
@@ -478,15 +462,13 @@ func deviceName(n *node) string {
 }
 
 // GFXName turns a KFD gfx_target_version (major*10000 + minor*100 +
-// stepping) into the LLVM target name: 90010 is "gfx90a", 90402 "gfx942",
-// 110000 "gfx1100".
+// stepping) into the LLVM target name: 90010 is "gfx90a".
 func GFXName(v uint64) string {
 	return fmt.Sprintf("gfx%d%d%x", v/10000, v/100%100, v%100)
 }
 
-// setPartitions groups GPU nodes that share a unique_id (the partitions of
-// one GPU, e.g. MI300X in CPX mode) into one Package and numbers them by
-// location_id.
+// setPartitions makes GPU nodes that share a unique_id (the partitions of
+// one GPU) one Package, numbered by location_id.
 func setPartitions(m *topology.Model, gpus []*node) {
 	groups := map[uint64][]int{}
 	for i, n := range gpus {
@@ -521,9 +503,8 @@ func warnDuplicateKeys(m *topology.Model, warn topology.Warner) {
 	}
 }
 
-// hostNUMA reads the host's NUMA nodes under fsys (host.ReadNUMA); nil
-// when the tree has none (a captured KFD tree) or, with a warning, when
-// they do not read.
+// hostNUMA reads the host's NUMA nodes under fsys; nil when the tree has
+// none or, with a warning, when they do not read.
 func hostNUMA(fsys fs.FS, warn topology.Warner) []topology.NUMANode {
 	nodes, err := host.ReadNUMA(fsys)
 	if err != nil {
