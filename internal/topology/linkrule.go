@@ -56,7 +56,7 @@ func ResolveLinkType(ab, ba string, weight, hops int) (typ, note string) {
 	case ba == "":
 		return ab, ""
 	}
-		// A fixed order, so the note does not depend on the rows' either.
+	// A fixed order, so the note does not depend on the rows' either.
 	x, y := min(ab, ba), max(ab, ba)
 	evidence, say, dont := weightHops(weight, hops)
 	if t := InferLinkType(weight, hops); t != "" {

@@ -210,8 +210,8 @@ func (mr *matrixReader) line(line string) error {
 func (mr *matrixReader) header(line, trimmed string) error {
 	m := &matrix{}
 	for _, f := range headerFields(line) {
-			// After the first affinity column every column is one, so that
-			// cells after an unknown one line up.
+		// After the first affinity column every column is one, so that
+		// cells after an unknown one line up.
 		if len(m.tail) > 0 || f.S == colCPU || f.S == colNUMA || f.S == colGPUNUMA {
 			m.tail = append(m.tail, f.S)
 		} else {
