@@ -264,7 +264,6 @@ func (m *Model) finishLinks() (map[[2]int]bool, error) {
 	return seen, nil
 }
 
-// addHostLinks adds a host link for every pair not in seen.
 func (m *Model) addHostLinks(seen map[[2]int]bool) {
 	n := len(m.Devices)
 	for a := 0; a < n; a++ {
@@ -369,7 +368,6 @@ func (m *Model) Validate() error {
 	return nil
 }
 
-// checkDevices checks the size and numbering Finish relies on.
 func (m *Model) checkDevices() error {
 	if n := len(m.Devices); n > MaxDevices {
 		return fmt.Errorf("%w: %d devices, more than %d", ErrInvalidModel, n, MaxDevices)
@@ -429,7 +427,6 @@ func (m *Model) SetNUMANodes(nodes []NUMANode) {
 	m.nodeCPUs()
 }
 
-// nodeCPUs gives devices with a NUMA node but no CPU list its CPUs.
 func (m *Model) nodeCPUs() {
 	for i := range m.Devices {
 		d := &m.Devices[i]

@@ -115,7 +115,6 @@ func appendGroup(groups [][]int, in map[int]bool, cpus, lps []int) [][]int {
 	return append(groups, g)
 }
 
-// without is the CPUs of cpus not in in, sorted.
 func without(cpus []int, in map[int]bool) []int {
 	out := slices.DeleteFunc(slices.Clone(cpus), func(c int) bool { return in[c] })
 	slices.Sort(out)
@@ -141,7 +140,6 @@ func safely(read func() error) (err error) {
 	return read()
 }
 
-// warnRecorder is a slog.Handler that keeps ghw's first warning.
 type warnRecorder struct {
 	mu    sync.Mutex
 	first string

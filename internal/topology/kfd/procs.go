@@ -96,14 +96,12 @@ func ReadProcs(fsys fs.FS, m *topology.Model) error {
 	return nil
 }
 
-// procWalk gathers what each process uses on each device.
 type procWalk struct {
 	fsys  fs.FS
 	devOf map[uint64]int   // gpu_id -> device index
 	use   []map[int]uint64 // per device: pid -> VRAM bytes held (0: compute queues only)
 }
 
-// add records that pid uses device dev, holding n more bytes of its VRAM.
 func (w *procWalk) add(dev, pid int, n uint64) {
 	if w.use[dev] == nil {
 		w.use[dev] = map[int]uint64{}
@@ -111,7 +109,6 @@ func (w *procWalk) add(dev, pid int, n uint64) {
 	w.use[dev][pid] += n
 }
 
-// process adds the VRAM and compute queues of the process in pd.
 func (w *procWalk) process(pd string, pid int) error {
 	ents, err := fs.ReadDir(w.fsys, pd)
 	if err != nil {
@@ -126,7 +123,6 @@ func (w *procWalk) process(pd string, pid int) error {
 	return w.queues(pd, pid)
 }
 
-// vram adds the bytes each vram_<gpu_id> file of the process holds.
 func (w *procWalk) vram(pd string, pid int, ents []fs.DirEntry) error {
 	for _, e := range ents {
 		g, ok := strings.CutPrefix(e.Name(), "vram_")
@@ -152,7 +148,6 @@ func (w *procWalk) vram(pd string, pid int, ents []fs.DirEntry) error {
 	return nil
 }
 
-// queues counts the process's compute queues on the GPU each names.
 func (w *procWalk) queues(pd string, pid int) error {
 	qd := path.Join(pd, "queues")
 	qids, err := numericEntries(w.fsys, qd, nil)
@@ -171,7 +166,6 @@ func (w *procWalk) queues(pd string, pid int) error {
 	return nil
 }
 
-// markBusy sets a device's busy fields from the processes using it.
 func markBusy(d *topology.Device, u map[int]uint64) {
 	var total uint64
 	var pids []string

@@ -102,7 +102,6 @@ var knownKeys = func() map[string]string {
 	return m
 }()
 
-// intern returns b as a string, shared for known keys.
 func intern(b []byte) string {
 	if k, ok := knownKeys[string(b)]; ok { // no allocation for the lookup
 		return k

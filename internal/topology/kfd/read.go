@@ -41,7 +41,6 @@ const flagEnabled = 1 << 0
 // xgmiHopWeight is the KFD weight of one XGMI hop (KFD_CRAT_XGMI_WEIGHT).
 const xgmiHopWeight = 15
 
-// node is one KFD node directory.
 type node struct {
 	id    int
 	dir   string
@@ -54,7 +53,6 @@ type node struct {
 	mem    uint64 // VRAM bytes from mem_banks
 }
 
-// kfdLink is one io_links or p2p_links entry of a node.
 type kfdLink struct {
 	path  string
 	props Props
@@ -82,7 +80,6 @@ func Read(fsys fs.FS, warn topology.Warner) (*topology.Model, error) {
 	return build(fsys, dir, nodes, warn)
 }
 
-// findNodes returns the first of NodeDirs that is a directory in fsys.
 func findNodes(fsys fs.FS) (string, error) {
 	for _, d := range NodeDirs {
 		if fi, err := fs.Stat(fsys, d); err == nil && fi.IsDir() {
@@ -115,7 +112,6 @@ func numericEntries(fsys fs.FS, dir string, warn topology.Warner) ([]int, error)
 	return ids, nil
 }
 
-// readProps reads and parses one properties file.
 func readProps(fsys fs.FS, p string) (Props, error) {
 	data, err := fs.ReadFile(fsys, p)
 	if err != nil {
@@ -208,7 +204,6 @@ func parallel(n int, f func(i int) error) error {
 	return cmp.Or(errs...)
 }
 
-// loadGPU reads a GPU node's name, io_links, p2p_links and mem_banks.
 func loadGPU(fsys fs.FS, n *node, warn topology.Warner) error {
 	name, _, err := readSmall(fsys, path.Join(n.dir, "name"))
 	if err != nil {
@@ -240,7 +235,6 @@ func loadGPU(fsys fs.FS, n *node, warn topology.Warner) error {
 	return nil
 }
 
-// build turns the loaded nodes into a finished model.
 func build(fsys fs.FS, dir string, nodes []*node, warn topology.Warner) (*topology.Model, error) {
 	b := &builder{dir: dir, warn: warn, byID: make(map[int]*node, len(nodes)),
 		devOf: map[int]int{}, cpuOrd: map[int]int{}, best: map[[2]int]candidate{}}
@@ -266,7 +260,6 @@ func build(fsys fs.FS, dir string, nodes []*node, warn topology.Warner) (*topolo
 	return b.m, nil
 }
 
-// builder is build's state.
 type builder struct {
 	dir       string
 	warn      topology.Warner
@@ -282,13 +275,11 @@ type builder struct {
 	best         map[[2]int]candidate // the best link found per device pair
 }
 
-// candidate is a link between two GPUs and its rank (see gpuLink).
 type candidate struct {
 	l    topology.Link
 	rank int
 }
 
-// classify sorts the nodes into GPUs and CPUs.
 func (b *builder) classify(nodes []*node) {
 	for _, n := range nodes {
 		b.byID[n.id] = n
@@ -322,7 +313,6 @@ func (b *builder) mapNUMA() {
 	}
 }
 
-// numaOf returns the NUMA node of a KFD CPU node.
 func (b *builder) numaOf(cpuNode int) int {
 	k := b.cpuOrd[cpuNode]
 	if b.numaWithCPUs != nil {
@@ -331,7 +321,6 @@ func (b *builder) numaOf(cpuNode int) int {
 	return k
 }
 
-// devices makes one device per GPU node, in KFD order.
 func (b *builder) devices() {
 	b.m.Devices = make([]topology.Device, len(b.gpus))
 	for i, n := range b.gpus {
@@ -490,7 +479,6 @@ func setPartitions(m *topology.Model, gpus []*node) {
 	}
 }
 
-// warnDuplicateKeys reports devices that the model cannot tell apart.
 func warnDuplicateKeys(m *topology.Model, warn topology.Warner) {
 	seen := map[string]int{}
 	for i := range m.Devices {

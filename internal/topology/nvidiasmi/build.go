@@ -80,7 +80,6 @@ func devices(topo *Topo, gpus []GPU, warn topology.Warner) (devs []topology.Devi
 	return devs, version
 }
 
-// countApps counts each compute app on the device of its bus id.
 func countApps(m *topology.Model, apps []ComputeApp, warn topology.Warner) {
 	byPCI := map[string]int{}
 	for i, d := range m.Devices {
@@ -115,7 +114,6 @@ func numaNodes(devs []topology.Device) []topology.NUMANode {
 	return out
 }
 
-// links makes the link of every GPU pair from its topo -m cell.
 func links(topo *Topo, nvlink *NVLinkStatus, warn topology.Warner) []topology.Link {
 	n := len(topo.GPUs)
 	speeds := make([]int64, n)
@@ -258,5 +256,4 @@ func markP2P(m *topology.Model, p *P2P) error {
 	return nil
 }
 
-// p2pRefused are the topo -p2p cells that refuse peer-to-peer copies.
 var p2pRefused = map[string]bool{"CNS": true, "GNS": true, "TNS": true, "NS": true}

@@ -51,7 +51,6 @@ func unknownValue(s string) bool {
 	return false
 }
 
-// known is s, or "" when it is unknownValue.
 func known(s string) string {
 	if unknownValue(s) {
 		return ""

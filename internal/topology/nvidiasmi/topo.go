@@ -64,7 +64,6 @@ var (
 // cellWords are the device cells of both matrices other than NV#.
 var cellWords = []string{"NODE", "SYS", "SOC", "PIX", "PXB", "PHB", "CNS", "GNS", "TNS", "NS", "OK", "U", "X"}
 
-// knownCell says whether s is a device cell of either matrix.
 func knownCell(s string) bool {
 	if _, _, ok := linkKind(s); ok {
 		return true
@@ -101,7 +100,6 @@ func splitMerged(s string) []topology.Field {
 	return nil
 }
 
-// p2pStatus holds the cells of `nvidia-smi topo -p2p` (see ParseP2P).
 var p2pStatus = map[string]bool{"OK": true, "CNS": true, "GNS": true, "TNS": true, "NS": true, "U": true}
 
 // splitAt splits s at sep into trimmed cells with their columns, keeping
@@ -139,7 +137,6 @@ func headerFields(s string) []topology.Field {
 	return splitLabels(out)
 }
 
-// splitLabels splits header labels run together into one field each.
 func splitLabels(fs []topology.Field) []topology.Field {
 	var out []topology.Field
 	for _, f := range fs {
@@ -181,7 +178,6 @@ func readMatrix(r io.Reader, source string) (*matrix, error) {
 	return mr.finish()
 }
 
-// matrixReader is readMatrix's state.
 type matrixReader struct {
 	lr       *topology.LineReader
 	m        *matrix          // nil until the header is read
@@ -191,7 +187,6 @@ type matrixReader struct {
 	complete bool             // a blank line or Legend ended the matrix
 }
 
-// line reads one line (ANSI escapes removed).
 func (mr *matrixReader) line(line string) error {
 	trimmed := strings.TrimSpace(line)
 	switch {
@@ -235,7 +230,6 @@ func (mr *matrixReader) header(line, trimmed string) error {
 	return nil
 }
 
-// row reads one matrix row; NIC rows are skipped.
 func (mr *matrixReader) row(line string) error {
 	m := mr.m
 	tabbed := strings.Contains(line, "\t")
@@ -320,7 +314,6 @@ func (mr *matrixReader) splitDeviceCells(label string, cells []topology.Field) (
 	return out, nil
 }
 
-// finish checks that every GPU column has its row.
 func (mr *matrixReader) finish() (*matrix, error) {
 	m := mr.m
 	switch {
@@ -554,7 +547,6 @@ func linkKind(s string) (topology.LinkType, int, bool) {
 	return "", 0, false
 }
 
-// clip shortens s for an error message.
 func clip(s string) string {
 	if len(s) > 40 {
 		return s[:40] + "..."

@@ -28,7 +28,6 @@ const Source = "pci"
 // FabricNote is the warning Read gives when it finds GPUs.
 const FabricNote = "pci: NVLink and XGMI links are invisible from the PCI tree; GPU pairs are placed by their PCIe distance only"
 
-// devicesDir is where sysfs lists every PCI function.
 const devicesDir = "sys/bus/pci/devices"
 
 // Known GPU vendors and classes.
@@ -39,7 +38,6 @@ const (
 	classAccelerator = 0x12
 )
 
-// gpu is one GPU function found in the tree.
 type gpu struct {
 	addr   string
 	vendor uint32
@@ -112,7 +110,6 @@ func oneVendor(gpus []gpu, warn topology.Warner) []gpu {
 	return keep
 }
 
-// build makes the unfinished model of gpus, all of one vendor.
 func build(gpus []gpu) *topology.Model {
 	m := &topology.Model{Source: Source, Bandwidth: "theoretical", Vendor: topology.VendorNVIDIA}
 	if gpus[0].vendor == vendorAMD {
@@ -166,7 +163,6 @@ func readGPU(fsys fs.FS, dir, name string, warn topology.Warner) (g gpu, ok bool
 	return g, true, nil
 }
 
-// errPath is a sysfs link that does not lead through a host bridge.
 var errPath = errors.New("not a PCI device path")
 
 // BridgePath turns the target of a sys/bus/pci/devices link
@@ -218,7 +214,6 @@ func Level(a, b []string, na, nb int) string {
 	return topology.LevelPXB
 }
 
-// validAddress reports whether s is a PCI address in sysfs's form.
 func validAddress(s string) bool {
 	n, ok := topology.NormalizePCI(s)
 	return ok && n == s

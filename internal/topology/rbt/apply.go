@@ -147,7 +147,6 @@ func (c *Copies) pair(a, b int) (lo, hi int64, ok bool) {
 	return max(int64(min(x, y)), 1), max(int64(max(x, y)), 1), true
 }
 
-// mbps converts GB/s to whole MB/s.
 func mbps(gbs float64) int64 { return int64(math.Round(gbs * 1000)) }
 
 // matchDevices returns the model device of each GPU agent: by bus address

@@ -27,13 +27,11 @@ func (r *Result) check() error {
 	return topology.NewParseError(Source, b.c.line, b.c.col, topology.ErrInconsistent, "%s", b.msg)
 }
 
-// inconsistency is one broken rule and the cell that shows it.
 type inconsistency struct {
 	c   cell
 	msg string
 }
 
-// checkMatrix checks one copy matrix.
 func (r *Result) checkMatrix(m *Matrix, bi bool) []inconsistency {
 	var bad []inconsistency
 	name := func(i int) string { return r.Agents[i].Label }
@@ -96,7 +94,6 @@ func (r *Result) checkDiagonal(m *Matrix) []inconsistency {
 	return bad
 }
 
-// reach says whether the access matrix lets agent from reach to's memory.
 func (r *Result) reach(from, to int) bool {
 	v, ok := r.Access.At(from, to)
 	return ok && v == 1

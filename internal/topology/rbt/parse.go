@@ -70,7 +70,6 @@ func Parse(r io.Reader) (*Result, error) {
 	return p.finish()
 }
 
-// parser is Parse's state.
 type parser struct {
 	lr       *topology.LineReader
 	res      *Result
@@ -82,7 +81,6 @@ type parser struct {
 	matrices int
 }
 
-// table is the matrix being read.
 type table struct {
 	kind  string  // see matrixKind
 	title string  // as printed
@@ -126,7 +124,6 @@ func (p *parser) line(line string) error {
 	return p.row(line)
 }
 
-// startTable begins a matrix of kind k titled title.
 func (p *parser) startTable(k, title string) error {
 	p.table = &table{kind: k, title: title, rows: map[int]bool{}}
 	slot := map[string]**Matrix{kindUni: &p.res.Uni, kindBi: &p.res.Bi, kindAccess: &p.res.Access}[k]
@@ -200,7 +197,6 @@ func tbLabel(kind, num string) (string, bool) {
 	return kind + " " + num, true
 }
 
-// setColumns resolves the header's labels to agents.
 func (p *parser) setColumns(labels []topology.Field) error {
 	tb := p.table
 	seen := map[int]bool{}
@@ -348,7 +344,6 @@ func (p *parser) device(rest string) error {
 	return nil
 }
 
-// finish classifies the agents and checks the whole input.
 func (p *parser) finish() (*Result, error) {
 	res := p.res
 	switch {

@@ -37,7 +37,6 @@ type Matrix struct {
 	cells map[[2]int]cell // (row agent, column agent) -> cell as printed
 }
 
-// cell is one printed matrix cell and where it was.
 type cell struct {
 	v         float64
 	na        bool // printed N/A
@@ -91,7 +90,6 @@ func (r *Result) GPUs() []int {
 	return out
 }
 
-// isPCI reports whether s looks like "c9:0.0" or "0000:c9:00.0".
 func isPCI(s string) bool {
 	_, ok := parsePCI(s)
 	return ok
