@@ -168,8 +168,7 @@ func loadNodes(fsys fs.FS, dir string, warn topology.Warner) ([]*node, error) {
 		if n.props, n.hidden, err = readNodeProps(fsys, n.dir); err != nil || n.hidden {
 			return err
 		}
-		n.gpu = n.props["simd_count"] > 0
-		if !n.gpu {
+		if n.gpu = n.props["simd_count"] > 0; !n.gpu {
 			return nil
 		}
 		return loadGPU(fsys, n, func(format string, args ...any) {
@@ -205,11 +204,10 @@ func parallel(n int, f func(i int) error) error {
 }
 
 func loadGPU(fsys fs.FS, n *node, warn topology.Warner) error {
-	name, _, err := readSmall(fsys, path.Join(n.dir, "name"))
-	if err != nil {
+	var err error
+	if n.name, _, err = readSmall(fsys, path.Join(n.dir, "name")); err != nil {
 		return err
 	}
-	n.name = name
 	for _, kind := range []string{"io_links", "p2p_links", "mem_banks"} {
 		d := path.Join(n.dir, kind)
 		ids, err := numericEntries(fsys, d, warn)

@@ -89,11 +89,10 @@ func splitMerged(s string) []topology.Field {
 	for _, w := range heads {
 		if len(w) < len(s) && strings.HasPrefix(s, w) && knownCell(w) {
 			if rest := splitMerged(s[len(w):]); rest != nil {
-				out := []topology.Field{{S: w, Col: 0}}
-				for _, f := range rest {
-					out = append(out, topology.Field{S: f.S, Col: f.Col + len(w)})
+				for i := range rest {
+					rest[i].Col += len(w)
 				}
-				return out
+				return append([]topology.Field{{S: w, Col: 0}}, rest...)
 			}
 		}
 	}
@@ -225,8 +224,7 @@ func (mr *matrixReader) header(line, trimmed string) error {
 	if len(mr.gpuCol) == 0 {
 		return mr.lr.Errorf(0, topology.ErrWrongTool, "first line %q is not a GPU matrix header", clip(trimmed))
 	}
-	m.nGPU = len(mr.gpuCol)
-	mr.m = m
+	m.nGPU, mr.m = len(mr.gpuCol), m
 	return nil
 }
 

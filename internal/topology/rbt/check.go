@@ -39,22 +39,15 @@ func (r *Result) checkMatrix(m *Matrix, bi bool) []inconsistency {
 		from, to := k[0], k[1]
 		a, b := r.Agents[from], r.Agents[to]
 		switch {
+		case c.na && from != to && a.GPU && b.GPU && r.Access != nil && r.reach(from, to) && r.reach(to, from):
+			bad = append(bad, inconsistency{c, fmt.Sprintf("%s: %s to %s is N/A but the access matrix says the two reach each other", m.Title, name(from), name(to))})
 		case c.na:
-			continue
 		case from == to && bi:
 			bad = append(bad, inconsistency{c, fmt.Sprintf("%s: device %s against itself has a figure; the tool never measures that, so a column is out of place", m.Title, name(from))})
 		case !a.GPU && !b.GPU && !r.TransferBench && from != to:
 			bad = append(bad, inconsistency{c, fmt.Sprintf("%s: CPU devices %s and %s have a figure; the tool never copies between CPUs, so a column is out of place", m.Title, name(from), name(to))})
 		case a.GPU && b.GPU && from != to && r.Access != nil && !r.reach(from, to):
 			bad = append(bad, inconsistency{c, fmt.Sprintf("%s: %s to %s has a figure but the access matrix says %s cannot reach %s", m.Title, name(from), name(to), name(from), name(to))})
-		}
-	}
-	if r.Access != nil {
-		for k, c := range m.cells {
-			from, to := k[0], k[1]
-			if c.na && from != to && r.Agents[from].GPU && r.Agents[to].GPU && r.reach(from, to) && r.reach(to, from) {
-				bad = append(bad, inconsistency{c, fmt.Sprintf("%s: %s to %s is N/A but the access matrix says the two reach each other", m.Title, name(from), name(to))})
-			}
 		}
 	}
 	if !bi {
@@ -71,7 +64,7 @@ func (r *Result) checkDiagonal(m *Matrix) []inconsistency {
 		if !a.GPU || !m.Printed(g, g) {
 			continue
 		}
-		self, measured := m.cells[[2]int{g, g}]
+		self := m.cells[[2]int{g, g}]
 		var best cell
 		bestTo, found := -1, false
 		for k, c := range m.cells {
@@ -87,7 +80,7 @@ func (r *Result) checkDiagonal(m *Matrix) []inconsistency {
 		case !found:
 		case self.na:
 			bad = append(bad, inconsistency{self, fmt.Sprintf("%s: GPU %s has no figure to its own memory but has one with %s; a column is out of place", m.Title, a.Label, r.Agents[bestTo].Label)})
-		case measured && best.v > self.v:
+		case best.v > self.v:
 			bad = append(bad, inconsistency{best, fmt.Sprintf("%s: %.3f GB/s between GPU %s and %s beats the GPU's copy to its own memory (%.3f GB/s); a column is out of place", m.Title, best.v, a.Label, r.Agents[bestTo].Label, self.v)})
 		}
 	}

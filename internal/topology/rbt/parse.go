@@ -3,6 +3,7 @@ package rbt
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -199,17 +200,15 @@ func tbLabel(kind, num string) (string, bool) {
 
 func (p *parser) setColumns(labels []topology.Field) error {
 	tb := p.table
-	seen := map[int]bool{}
 	tb.cols = []int{}
 	for _, f := range labels {
 		i, ok := p.agent(f.S)
 		if !ok {
 			return p.lr.Errorf(f.Col, topology.ErrSyntax, "%s: unknown device %q", tb.title, f.S)
 		}
-		if seen[i] {
+		if slices.Contains(tb.cols, i) {
 			return p.lr.Errorf(f.Col, topology.ErrSyntax, "%s: device %q twice", tb.title, f.S)
 		}
-		seen[i] = true
 		tb.cols = append(tb.cols, i)
 	}
 	return nil
