@@ -41,14 +41,7 @@ type ComputeApp struct {
 // unknownValue says whether a CSV value is nvidia-smi's "no value":
 // bracketed ("[N/A]", "[Insufficient Permissions]"), "N/A" or empty.
 func unknownValue(s string) bool {
-	if strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]") {
-		return true
-	}
-	switch s {
-	case "", "N/A", "Not Supported":
-		return true
-	}
-	return false
+	return strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]") || s == "" || s == "N/A" || s == "Not Supported"
 }
 
 func known(s string) string {

@@ -65,10 +65,8 @@ var (
 var cellWords = []string{"NODE", "SYS", "SOC", "PIX", "PXB", "PHB", "CNS", "GNS", "TNS", "NS", "OK", "U", "X"}
 
 func knownCell(s string) bool {
-	if _, _, ok := linkKind(s); ok {
-		return true
-	}
-	return s == "X" || p2pStatus[s]
+	_, _, link := linkKind(s)
+	return link || s == "X" || p2pStatus[s]
 }
 
 // splitMerged splits a run of known device cells ("SYSSYS" in the NIC
