@@ -20,7 +20,7 @@ const Source = "nvidia-smi"
 const HopsNVLink = 1
 
 // link turns the topo -m cell of GPUs a and b into a Link; speed is the
-// per-link NVLink MB/s, 0 when unknown (Finish assumes one then).
+// per-link NVLink MB/s, 0 when unknown.
 func link(a, b int, cell string, speed int64) topology.Link {
 	typ, count, _ := linkKind(cell)
 	if typ != topology.LinkNVLink {
@@ -50,8 +50,7 @@ func Build(topo *Topo, nvlink *NVLinkStatus, gpus []GPU, apps []ComputeApp, warn
 	return m, nil
 }
 
-// devices makes one device per topo -m GPU, filled from gpus by index;
-// version is the first driver version gpus gives.
+// devices makes one device per topo -m GPU, filled from gpus by index.
 func devices(topo *Topo, gpus []GPU, warn topology.Warner) (devs []topology.Device, version string) {
 	n := len(topo.GPUs)
 	byIndex := map[int]*GPU{}
@@ -97,8 +96,7 @@ func countApps(m *topology.Model, apps []ComputeApp, warn topology.Warner) {
 	}
 }
 
-// numaNodes lists the devices' NUMA nodes, by id, each with the union of
-// its devices' CPUs.
+// numaNodes lists the devices' NUMA nodes with the union of their CPUs.
 func numaNodes(devs []topology.Device) []topology.NUMANode {
 	numaCPUs := map[int][]int{}
 	for _, d := range devs {
@@ -228,8 +226,7 @@ func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*
 	return m, nil
 }
 
-// cancelled says whether err is the context's end, which no warning may
-// swallow.
+// cancelled says whether err is the context's end, which warnings hide.
 func cancelled(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }

@@ -13,8 +13,7 @@ import (
 // for, in this order; rows without driver_version are accepted too.
 const QueryGPUFields = "index,pci.bus_id,uuid,name,memory.total,memory.used,utilization.gpu,driver_version"
 
-// ComputeAppsFields is the field list amdrun asks
-// `nvidia-smi --query-compute-apps=` for, in this order.
+// ComputeAppsFields is the field list of `--query-compute-apps=`.
 const ComputeAppsFields = "gpu_bus_id,pid,used_memory"
 
 // GPU is one row of `nvidia-smi --query-gpu=`; a value not reported is
@@ -38,8 +37,7 @@ type ComputeApp struct {
 	UsedMemMiB int64 // 0 when not reported ("[N/A]" in containers)
 }
 
-// unknownValue says whether a CSV value is nvidia-smi's "no value":
-// bracketed ("[N/A]", "[Insufficient Permissions]"), "N/A" or empty.
+// unknownValue says whether a CSV value is nvidia-smi's "no value".
 func unknownValue(s string) bool {
 	return strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]") || s == "" || s == "N/A" || s == "Not Supported"
 }

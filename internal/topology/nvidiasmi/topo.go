@@ -148,8 +148,7 @@ func splitLabels(fs []topology.Field) []topology.Field {
 	return out
 }
 
-// matrix is the GPU rows of `topo -m` or `topo -p2p`, with their device
-// and affinity cells.
+// matrix is the GPU rows of `topo -m` or `topo -p2p`.
 type matrix struct {
 	nGPU    int
 	tail    []string           // affinity column names, in header order
@@ -158,8 +157,7 @@ type matrix struct {
 	rowLine []int              // line number of each GPU row
 }
 
-// readMatrix reads a header row, then rows up to a blank line, a Legend
-// or the end of input.
+// readMatrix reads a header, then rows up to a blank line or a Legend.
 func readMatrix(r io.Reader, source string) (*matrix, error) {
 	mr := &matrixReader{lr: topology.NewLineReader(r, source)}
 	for !mr.complete && mr.lr.Next() {
@@ -416,8 +414,8 @@ func ParseP2P(r io.Reader) (*P2P, error) {
 	return p, nil
 }
 
-// checkRow sets out[i] to row i's cells, checked by checkCell; a topo -m
-// cell must also equal its mirror in the rows before.
+// checkRow sets out[i] to row i's checked cells; a topo -m cell must equal
+// its mirror.
 func (m *matrix) checkRow(i int, source string, p2p bool, out [][]string) error {
 	out[i] = make([]string, m.nGPU)
 	for j, c := range m.cells[i] {
@@ -512,8 +510,7 @@ func numaCell(s string) (int, error) {
 // maxNUMANode bounds a NUMA node number (Linux allows at most 1024 nodes).
 const maxNUMANode = 1 << 12
 
-// numaList reads a NUMA Affinity cell: a node or node list ("0,3-9"), or
-// nil for N/A or empty.
+// numaList reads a NUMA Affinity cell: a node or list, nil for N/A or "".
 func numaList(s string) ([]int, error) {
 	if s == "" || s == "N/A" {
 		return nil, nil

@@ -132,8 +132,7 @@ func (r *Result) copyFigure(x, y int) float64 {
 	return float64(max(mbps(v), 1)) // a figure below 0.5 MB/s is still one
 }
 
-// pair returns the lower and higher figure between devices a and b; ok is
-// false when neither direction has one.
+// pair returns the lower and higher figure between devices a and b, if any.
 func (c *Copies) pair(a, b int) (lo, hi int64, ok bool) {
 	x, y := c.MBps[a][b], c.MBps[b][a]
 	if x <= 0 {
@@ -149,8 +148,7 @@ func (c *Copies) pair(a, b int) (lo, hi int64, ok bool) {
 
 func mbps(gbs float64) int64 { return int64(math.Round(gbs * 1000)) }
 
-// matchDevices returns the model device of each GPU agent: by bus address
-// when both sides have them all, else byOrder.
+// matchDevices returns the model device of each GPU agent.
 func matchDevices(m *topology.Model, r *Result, gpus []int, warn topology.Warner) ([]int, error) {
 	byAddr := map[string]int{}
 	for i, d := range m.Devices {

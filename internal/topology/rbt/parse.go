@@ -42,8 +42,7 @@ func matrixKind(t string) string {
 	return ""
 }
 
-// validLabel says whether s can label a matrix row or column ("4", or
-// "cpu0" in redacted excerpts).
+// validLabel says whether s can label a matrix row or column ("4", "cpu0").
 func validLabel(s string) bool {
 	if s == "" {
 		return false
@@ -370,8 +369,7 @@ func (p *parser) finish() (*Result, error) {
 	return res, nil
 }
 
-// number sets each listed agent's Ordinal; agents named by matrices keep
-// the number of their label.
+// number sets each listed agent's Ordinal.
 func (r *Result) number() {
 	n := map[bool]int{}
 	for i := range r.Agents {

@@ -16,8 +16,7 @@ const Source = "rocm_bandwidth_test"
 // MaxAgents bounds the device list and matrices; more is malformed.
 const MaxAgents = 512
 
-// Agent is one device rocm_bandwidth_test lists: a CPU (one per NUMA
-// node) or a GPU.
+// Agent is one device rocm_bandwidth_test lists: a CPU or a GPU.
 type Agent struct {
 	ID    int    // "Device: 4"; -1 without a device list
 	Label string // how matrices name the agent ("4", "cpu0")
@@ -53,8 +52,7 @@ func (m *Matrix) At(from, to int) (gbs float64, ok bool) {
 	return c.v, ok && !c.na
 }
 
-// Printed says whether the matrix has a cell, figure or N/A, from agent
-// from to agent to.
+// Printed says whether the matrix printed a cell (figure or N/A) there.
 func (m *Matrix) Printed(from, to int) bool {
 	if m == nil {
 		return false
@@ -95,8 +93,7 @@ func isPCI(s string) bool {
 	return ok
 }
 
-// parsePCI returns "bb:dd.f" of "bb:d.f" or "dddd:bb:dd.f" (the tool
-// prints no domain).
+// parsePCI returns "bb:dd.f" of "bb:d.f" or "dddd:bb:dd.f".
 func parsePCI(s string) (string, bool) {
 	n, ok := topology.NormalizePCI(s)
 	_, bdf, _ := strings.Cut(n, ":")
