@@ -144,6 +144,8 @@ type Model struct {
 // maxCPU is the largest CPU number a model may name (NR_CPUS is 8192).
 const maxCPU = 1 << 16
 
+func badCPU(c int) bool { return c < 0 || c > maxCPU }
+
 // MaxDevices bounds a model's size, so that a corrupt input cannot cost
 // gigabytes.
 const MaxDevices = 1024
@@ -322,10 +324,8 @@ func (m *Model) Validate() error {
 			return fmt.Errorf("%w: devices %d and %d have the same runtime index %d", ErrInvalidModel, j, i, d.RuntimeIndex)
 		}
 		runtime[d.RuntimeIndex] = i
-		for _, c := range d.CPUs {
-			if c < 0 || c > maxCPU {
-				return fmt.Errorf("%w: device %d lists CPU %d", ErrInvalidModel, i, c)
-			}
+		if k := slices.IndexFunc(d.CPUs, badCPU); k >= 0 {
+			return fmt.Errorf("%w: device %d lists CPU %d", ErrInvalidModel, i, d.CPUs[k])
 		}
 		if d.NUMANode < -1 {
 			return fmt.Errorf("%w: device %d has NUMA node %d", ErrInvalidModel, i, d.NUMANode)
@@ -359,10 +359,8 @@ func (m *Model) Validate() error {
 			return fmt.Errorf("%w: NUMA node id %d", ErrInvalidModel, nn.ID)
 		}
 		ids[nn.ID] = true
-		for _, c := range nn.CPUs {
-			if c < 0 || c > maxCPU {
-				return fmt.Errorf("%w: NUMA node %d lists CPU %d", ErrInvalidModel, nn.ID, c)
-			}
+		if k := slices.IndexFunc(nn.CPUs, badCPU); k >= 0 {
+			return fmt.Errorf("%w: NUMA node %d lists CPU %d", ErrInvalidModel, nn.ID, nn.CPUs[k])
 		}
 	}
 	return nil
