@@ -51,7 +51,7 @@ func CPUGroups(root string, nodes []topology.NUMANode) (*topology.CPUGroups, err
 }
 
 // sockets groups cpus by ghw's physical package; gap names the CPUs in
-// none, and why, or is "".
+// none and why.
 func sockets(root string, cpus []int) (out [][]int, gap string) {
 	rec, ctx := ghwContext(root)
 	var info *cpu.Info
@@ -156,8 +156,7 @@ func (w *warnRecorder) Handle(_ context.Context, r slog.Record) error {
 	return nil
 }
 
-// why is ": " and err, else ghw's first warning, as one printable line,
-// or "".
+// why is ": " and err, else ghw's first warning, as one printable line.
 func (w *warnRecorder) why(err error) string {
 	m := w.first
 	if err != nil {

@@ -22,8 +22,7 @@ func procDir(dir string) string {
 	return path.Join(base, "proc")
 }
 
-// gpuDevices maps the gpu_id of each GPU node under dir to its device
-// index in Read's model of n devices.
+// gpuDevices maps each GPU node's gpu_id under dir to its device index.
 func gpuDevices(fsys fs.FS, dir string, n int) (map[uint64]int, error) {
 	ids, err := numericEntries(fsys, dir, nil)
 	if err != nil {
@@ -190,8 +189,8 @@ func markBusy(d *topology.Device, u map[int]uint64) {
 	}
 }
 
-// readUint reads a file holding one unsigned decimal number; found is
-// false when the file vanished (its process exited).
+// readUint reads a file holding one unsigned decimal; found is false when
+// it vanished.
 func readUint(fsys fs.FS, p string) (n uint64, found bool, err error) {
 	s, ok, err := readSmall(fsys, p)
 	if err != nil || !ok {

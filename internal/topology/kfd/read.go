@@ -22,7 +22,7 @@ import (
 )
 
 // ErrNoKFD is wrapped by Read and ReadProcs when the root holds no KFD
-// topology (no amdgpu driver, or a wrong root).
+// topology.
 var ErrNoKFD = errors.New("no KFD topology")
 
 // NodeDirs are where, under the root, Read looks for the KFD nodes
@@ -133,8 +133,7 @@ func readNodeProps(fsys fs.FS, dir string) (props Props, hidden bool, err error)
 	return props, false, err
 }
 
-// readSmall reads a one-line file, trimmed; ok is false when it does not
-// exist.
+// readSmall reads a one-line file, trimmed; ok is false when it is absent.
 func readSmall(fsys fs.FS, p string) (s string, ok bool, err error) {
 	data, err := fs.ReadFile(fsys, p)
 	if err != nil {
@@ -339,9 +338,8 @@ func (b *builder) devices() {
 	setPartitions(b.m, b.gpus)
 }
 
-// gpuLinks reads GPU node n's links: the first PCIe (else any) link to a
-// CPU node gives device i's NUMA node; a link to another GPU is a
-// candidate for the pair.
+// gpuLinks reads GPU node n's links: its first PCIe (else any) link to a
+// CPU node gives its NUMA node; links to GPUs are candidates.
 func (b *builder) gpuLinks(i int, n *node) error {
 	cpuLink := -1 // NUMA node of the chosen link to a CPU node
 	cpuLinkPCIe := false
@@ -454,8 +452,8 @@ func GFXName(v uint64) string {
 	return fmt.Sprintf("gfx%d%d%x", v/10000, v/100%100, v%100)
 }
 
-// setPartitions makes GPU nodes that share a unique_id (the partitions of
-// one GPU) one Package, numbered by location_id.
+// setPartitions makes GPU nodes sharing a unique_id one Package, numbered
+// by location_id.
 func setPartitions(m *topology.Model, gpus []*node) {
 	groups := map[uint64][]int{}
 	for i, n := range gpus {
@@ -489,8 +487,7 @@ func warnDuplicateKeys(m *topology.Model, warn topology.Warner) {
 	}
 }
 
-// hostNUMA reads the host's NUMA nodes under fsys; nil when the tree has
-// none or, with a warning, when they do not read.
+// hostNUMA reads the host's NUMA nodes under fsys, nil if there are none.
 func hostNUMA(fsys fs.FS, warn topology.Warner) []topology.NUMANode {
 	nodes, err := host.ReadNUMA(fsys)
 	if err != nil {

@@ -127,8 +127,7 @@ func build(gpus []gpu) *topology.Model {
 	return m
 }
 
-// readGPU reads function name under dir; ok is false for a function that
-// is not a GPU of a known vendor.
+// readGPU reads function name; ok is false unless it is a GPU we know.
 func readGPU(fsys fs.FS, dir, name string, warn topology.Warner) (g gpu, ok bool, err error) {
 	if !validAddress(name) {
 		return gpu{}, false, nil
