@@ -7,22 +7,14 @@ type Locality int
 
 // Localities, farthest first.
 const (
-	// LocalitySYS: PCIe across the SMP interconnect between NUMA nodes.
-	LocalitySYS Locality = iota
-	// LocalityNODE: PCIe across host bridges within one NUMA node.
-	LocalityNODE
-	// LocalityPHB: PCIe through one host bridge, or of unknown level.
-	LocalityPHB
-	// LocalityPXB: PCIe through several switches, no host bridge.
-	LocalityPXB
-	// LocalityPIX: PCIe through at most one switch.
-	LocalityPIX
-	// LocalityFabric: an XGMI or NVLink link, hive unknown.
-	LocalityFabric
-	// LocalityHive: an XGMI or NVLink link inside one hive (equal Hive).
-	LocalityHive
-	// LocalityPackage: two dies or partitions of one package.
-	LocalityPackage
+	LocalitySYS     Locality = iota // PCIe across the SMP interconnect between NUMA nodes
+	LocalityNODE                    // PCIe across host bridges within one NUMA node
+	LocalityPHB                     // PCIe through one host bridge, or of unknown level
+	LocalityPXB                     // PCIe through several switches, no host bridge
+	LocalityPIX                     // PCIe through at most one switch
+	LocalityFabric                  // an XGMI or NVLink link, hive unknown
+	LocalityHive                    // an XGMI or NVLink link inside one hive (equal Hive)
+	LocalityPackage                 // two dies or partitions of one package
 )
 
 // Locality returns how close devices a and b are (LocalitySYS for a == b

@@ -49,33 +49,23 @@ type Device struct {
 	RuntimeIndex int    `json:"runtime_index"`
 	Vendor       Vendor `json:"vendor,omitempty"`
 	Name         string `json:"name,omitempty"`
-	// PCIAddress is the PCI bus address in lower case, "0000:0c:00.0", or "".
-	PCIAddress string `json:"pci_address,omitempty"`
-	// UniqueID is AMD unique_id or NVIDIA UUID, shared by partitions; or "".
-	UniqueID string `json:"unique_id,omitempty"`
+	PCIAddress   string `json:"pci_address,omitempty"` // the PCI bus address in lower case, "0000:0c:00.0", or ""
+	UniqueID     string `json:"unique_id,omitempty"`   // AMD unique_id or NVIDIA UUID, shared by partitions; or ""
 	// Package groups devices of one physical part (an MI250's two dies,
 	// a CPX MI300X's partitions); "" for a package of its own.
-	Package string `json:"package,omitempty"`
-	// Partition is the device's number within its package (0 if none).
-	Partition int `json:"partition,omitempty"`
-	// Hive is the XGMI hive id, or "".
-	Hive string `json:"hive,omitempty"`
-	// NUMANode is the host NUMA node closest to the device; -1 if unknown.
-	NUMANode int `json:"numa_node"`
-	// CPUs lists the logical CPUs local to the device (nil if unknown).
-	CPUs []int `json:"cpus,omitempty"`
+	Package   string `json:"package,omitempty"`
+	Partition int    `json:"partition,omitempty"` // the device's number within its package (0 if none)
+	Hive      string `json:"hive,omitempty"`      // the XGMI hive id, or ""
+	NUMANode  int    `json:"numa_node"`           // the host NUMA node closest to the device; -1 if unknown
+	CPUs      []int  `json:"cpus,omitempty"`      // the logical CPUs local to the device (nil if unknown)
 
-	MemTotalMiB int64 `json:"mem_total_mib,omitempty"`
-	MemUsedMiB  int64 `json:"mem_used_mib,omitempty"`
-	// MemUsedPct is the share of memory in use (0-100); <= 0 if unknown.
-	MemUsedPct float64 `json:"mem_used_pct,omitempty"`
-	// UtilPercent is the compute activity (0-100) the tool reported.
-	UtilPercent float64 `json:"util_pct,omitempty"`
-	// Processes is the number of processes the tool saw on the device.
-	Processes int `json:"processes,omitempty"`
-	// Busy says another process uses the device (source or BusyRule).
-	Busy       bool   `json:"busy"`
-	BusyReason string `json:"busy_reason,omitempty"`
+	MemTotalMiB int64   `json:"mem_total_mib,omitempty"`
+	MemUsedMiB  int64   `json:"mem_used_mib,omitempty"`
+	MemUsedPct  float64 `json:"mem_used_pct,omitempty"` // the share of memory in use (0-100); <= 0 if unknown
+	UtilPercent float64 `json:"util_pct,omitempty"`     // the compute activity (0-100) the tool reported
+	Processes   int     `json:"processes,omitempty"`    // the number of processes the tool saw on the device
+	Busy        bool    `json:"busy"`                   // another process uses the device (source or BusyRule)
+	BusyReason  string  `json:"busy_reason,omitempty"`
 }
 
 // Key is a stable identity of the device on this host: the PCI address,
@@ -97,20 +87,16 @@ type Link struct {
 	Type LinkType `json:"type"`
 	// Level is what the tool printed for the pair ("NV18", "PIX",
 	// "XGMI"); "" when it gives no label.
-	Level string `json:"level,omitempty"`
-	// Count is the number of parallel links (NVLinks, XGMI links), 0 if unknown.
-	Count  int `json:"count,omitempty"`
-	Hops   int `json:"hops"`
-	Weight int `json:"weight"`
+	Level  string `json:"level,omitempty"`
+	Count  int    `json:"count,omitempty"` // the number of parallel links (NVLinks, XGMI links), 0 if unknown
+	Hops   int    `json:"hops"`
+	Weight int    `json:"weight"`
 	// MinBandwidth and MaxBandwidth are in MB/s.
 	MinBandwidth int64 `json:"min_bandwidth_mb_s"`
 	MaxBandwidth int64 `json:"max_bandwidth_mb_s"`
-	// Direct says the devices talk without going through the host CPU.
-	Direct bool `json:"direct"`
-	// Assumed says the bandwidth is AssumedBandwidth's, not the source's.
-	Assumed bool `json:"bandwidth_assumed,omitempty"`
-	// Measured says the bandwidth was measured (rocm_bandwidth_test, amdrun bench).
-	Measured bool `json:"measured,omitempty"`
+	Direct       bool  `json:"direct"`                      // the devices talk without going through the host CPU
+	Assumed      bool  `json:"bandwidth_assumed,omitempty"` // the bandwidth is AssumedBandwidth's, not the source's
+	Measured     bool  `json:"measured,omitempty"`          // the bandwidth was measured (rocm_bandwidth_test, amdrun bench)
 	// P2P says whether the devices can copy peer to peer; unknown (the
 	// zero value) counts as available. See Model.BW.
 	P2P P2P `json:"p2p,omitempty"`
@@ -125,12 +111,10 @@ type NUMANode struct {
 // Model is one node's topology. Fill the fields, then call Finish: a
 // finished Model validates and has exactly one Link per device pair.
 type Model struct {
-	// Source names what filled the model ("sysfs", "rocm-smi", "file").
-	Source        string `json:"source"`
+	Source        string `json:"source"` // what filled the model ("sysfs", "rocm-smi", "file")
 	SourceVersion string `json:"source_version,omitempty"`
 	Vendor        Vendor `json:"vendor,omitempty"`
-	// Bandwidth is "theoretical" (tool tables, defaults) or "measured".
-	Bandwidth string `json:"bandwidth,omitempty"`
+	Bandwidth     string `json:"bandwidth,omitempty"` // "theoretical" (tool tables, defaults) or "measured"
 	// HostBandwidth is the MB/s assumed for pairs that talk through the
 	// host; zero means DefaultHostBandwidth.
 	HostBandwidth int64      `json:"host_bandwidth_mb_s,omitempty"`
