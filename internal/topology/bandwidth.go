@@ -5,16 +5,10 @@ import "fmt"
 // Bandwidth assumptions in MB/s for a link whose speed the source does not
 // give; they rank links, and measured figures replace them.
 const (
-	// PCIeGen4x16 is PCIe Gen4 x16 per direction (Gen3 is half, Gen5 double).
-	PCIeGen4x16 int64 = 32000
-
-	// DefaultHostBandwidth is assumed for a pair that talks through the host.
-	DefaultHostBandwidth = PCIeGen4x16
-
-	// XGMILinkBandwidth is one XGMI link as rocm-smi reports its minimum.
-	XGMILinkBandwidth int64 = 50000
-	// NVLinkBandwidth is one NVLink (3rd/4th generation, per direction).
-	NVLinkBandwidth int64 = 25000
+	PCIeGen4x16          int64 = 32000       // PCIe Gen4 x16 per direction (Gen3 is half, Gen5 double)
+	DefaultHostBandwidth       = PCIeGen4x16 // assumed for a pair that talks through the host
+	XGMILinkBandwidth    int64 = 50000       // one XGMI link as rocm-smi reports its minimum
+	NVLinkBandwidth      int64 = 25000       // one NVLink (3rd/4th generation, per direction)
 )
 
 // AssumedBandwidth returns the bandwidth assumed for a link of type t,

@@ -104,8 +104,7 @@ func CheckDeviceCPUs(m *Model, possible []int, warn Warner) int {
 // CPUGroups are the host's CPUs grouped beyond NUMA nodes: sockets and
 // level-3 caches (one CCD of an AMD EPYC), for binding.
 type CPUGroups struct {
-	// Sockets are the online CPUs of each package, by package id.
-	Sockets [][]int `json:"sockets"`
+	Sockets [][]int `json:"sockets"` // the online CPUs of each package, by package id
 	// L3 are the online CPUs sharing each level-3 cache, by first CPU; a
 	// cache spanning NUMA nodes is listed once per node.
 	L3 [][]int `json:"l3"`

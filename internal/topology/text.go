@@ -83,8 +83,7 @@ const MaxLineLength = 1 << 20
 // gives it without its line end, Line counts from 1, and Errorf makes the
 // *ParseError of the current line.
 type LineReader struct {
-	// Source names the input in the reader's errors ("rocm-smi --showtopo").
-	Source string
+	Source string // the input in the reader's errors ("rocm-smi --showtopo")
 
 	sc           *bufio.Scanner
 	line         int

@@ -67,11 +67,9 @@ type Result struct {
 	Agents  []Agent // in the tool's order (else the matrices')
 	// Uni and Bi are the unidirectional and bidirectional (summed) copy
 	// bandwidth matrices, nil when not printed.
-	Uni, Bi *Matrix
-	// Access is 1 where the row agent can reach the column agent's memory.
-	Access *Matrix
-	// TransferBench says the run is TransferBench's p2p tables.
-	TransferBench bool
+	Uni, Bi       *Matrix
+	Access        *Matrix // 1 where the row agent can reach the column agent's memory
+	TransferBench bool    // the run is TransferBench's p2p tables
 	// Here says amdrun ran the tool on the model's node (amdrun bench), so
 	// matching GPUs in HIP's order needs no warning; Parse leaves it false.
 	Here bool
