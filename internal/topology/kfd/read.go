@@ -29,17 +29,13 @@ var ErrNoKFD = errors.New("no KFD topology")
 // directory: a live sysfs, then a capture from `topology/` or `nodes/`.
 var NodeDirs = []string{"sys/class/kfd/kfd/topology/nodes", "topology/nodes", "nodes"}
 
-// KFD io_link types (CRAT_IOLINK_TYPE_* in the kernel's kfd_crat.h).
+// Values of the kernel's kfd_crat.h.
 const (
-	linkTypePCIe = 2
-	linkTypeXGMI = 11
+	linkTypePCIe  = 2      // CRAT_IOLINK_TYPE_PCIEXPRESS
+	linkTypeXGMI  = 11     // CRAT_IOLINK_TYPE_XGMI
+	flagEnabled   = 1 << 0 // CRAT_IOLINK_FLAGS_ENABLED
+	xgmiHopWeight = 15     // KFD_CRAT_XGMI_WEIGHT, the weight of one XGMI hop
 )
-
-// io_link flag bits (CRAT_IOLINK_FLAGS_*).
-const flagEnabled = 1 << 0
-
-// xgmiHopWeight is the KFD weight of one XGMI hop (KFD_CRAT_XGMI_WEIGHT).
-const xgmiHopWeight = 15
 
 type node struct {
 	id    int
