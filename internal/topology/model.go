@@ -41,9 +41,7 @@ const (
 
 // Device is one GPU, or one partition of a GPU, as the runtime sees it.
 type Device struct {
-	// Index is the number the vendor tool prints; in a Model, the
-	// device's position in Model.Devices.
-	Index int `json:"index"`
+	Index int `json:"index"` // the number the vendor tool prints; in a Model, the device's position in Model.Devices
 	// RuntimeIndex is the number HIP or CUDA (CUDA_DEVICE_ORDER=PCI_BUS_ID)
 	// gives the device when nothing narrows the visible set.
 	RuntimeIndex int    `json:"runtime_index"`
@@ -87,16 +85,15 @@ type Link struct {
 	Type LinkType `json:"type"`
 	// Level is what the tool printed for the pair ("NV18", "PIX",
 	// "XGMI"); "" when it gives no label.
-	Level  string `json:"level,omitempty"`
-	Count  int    `json:"count,omitempty"` // the number of parallel links (NVLinks, XGMI links), 0 if unknown
-	Hops   int    `json:"hops"`
-	Weight int    `json:"weight"`
-	// MinBandwidth and MaxBandwidth are in MB/s.
-	MinBandwidth int64 `json:"min_bandwidth_mb_s"`
-	MaxBandwidth int64 `json:"max_bandwidth_mb_s"`
-	Direct       bool  `json:"direct"`                      // the devices talk without going through the host CPU
-	Assumed      bool  `json:"bandwidth_assumed,omitempty"` // the bandwidth is AssumedBandwidth's, not the source's
-	Measured     bool  `json:"measured,omitempty"`          // the bandwidth was measured (rocm_bandwidth_test, amdrun bench)
+	Level        string `json:"level,omitempty"`
+	Count        int    `json:"count,omitempty"` // the number of parallel links (NVLinks, XGMI links), 0 if unknown
+	Hops         int    `json:"hops"`
+	Weight       int    `json:"weight"`
+	MinBandwidth int64  `json:"min_bandwidth_mb_s"`          // MB/s
+	MaxBandwidth int64  `json:"max_bandwidth_mb_s"`          // MB/s
+	Direct       bool   `json:"direct"`                      // the devices talk without going through the host CPU
+	Assumed      bool   `json:"bandwidth_assumed,omitempty"` // the bandwidth is AssumedBandwidth's, not the source's
+	Measured     bool   `json:"measured,omitempty"`          // the bandwidth was measured (rocm_bandwidth_test, amdrun bench)
 	// P2P says whether the devices can copy peer to peer; unknown (the
 	// zero value) counts as available. See Model.BW.
 	P2P P2P `json:"p2p,omitempty"`

@@ -39,9 +39,7 @@ type TopoGPU struct {
 	CPUAffinity  []int // "CPU Affinity"
 	NUMAAffinity int   // the first node of "NUMA Affinity"
 	GPUNUMAID    int   // "GPU NUMA ID": the node of the GPU's own memory (Grace Hopper)
-	// NUMANodes is every node of "NUMA Affinity", sorted (Grace prints a
-	// list, issue 24).
-	NUMANodes []int
+	NUMANodes    []int // every node of "NUMA Affinity", sorted (Grace prints a list, issue 24)
 }
 
 // Affinity column names nvidia-smi prints after the device columns.

@@ -43,8 +43,7 @@ type gpu struct {
 	vendor uint32
 	numa   int
 	cpus   []int
-	// path runs from the host bridge down to the device (BridgePath).
-	path []string
+	path   []string // from the host bridge down to the device (BridgePath)
 }
 
 // Read finds the GPUs under root and returns a finished model, devices in
