@@ -129,7 +129,7 @@ func (r *Result) copyFigure(x, y int) float64 {
 	if v <= 0 {
 		return 0
 	}
-	return float64(max(mbps(v), 1)) // a figure below 0.5 MB/s is still one
+	return max(math.Round(v*1000), 1) // GB/s to whole MB/s; below 0.5 MB/s is still one
 }
 
 // pair returns the lower and higher figure between devices a and b, if any.
@@ -145,8 +145,6 @@ func (c *Copies) pair(a, b int) (lo, hi int64, ok bool) {
 	}
 	return max(int64(min(x, y)), 1), max(int64(max(x, y)), 1), true
 }
-
-func mbps(gbs float64) int64 { return int64(math.Round(gbs * 1000)) }
 
 // matchDevices returns the model device of each GPU agent.
 func matchDevices(m *topology.Model, r *Result, gpus []int, warn topology.Warner) ([]int, error) {
