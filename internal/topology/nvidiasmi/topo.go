@@ -352,12 +352,10 @@ func alignTail(cells []topology.Field, names []string, tabbed bool) ([]topology.
 	out := append(pad, cells...)
 	// A CPU list shifted into NUMA Affinity would read as nodes (issue 24):
 	// with a cell missing, a NUMA cell must be a single node or N/A.
-	if len(cells) < n {
-		for k, name := range names {
-			if name == colNUMA && out[k].S != "" && out[k].S != "N/A" {
-				if _, err := strconv.Atoi(out[k].S); err != nil {
-					return nil, fmt.Errorf("%d cells for %d affinity columns and %s %q: cannot tell which cell is missing", len(cells), n, colNUMA, clip(out[k].S))
-				}
+	for k, name := range names {
+		if len(cells) < n && name == colNUMA && out[k].S != "" && out[k].S != "N/A" {
+			if _, err := strconv.Atoi(out[k].S); err != nil {
+				return nil, fmt.Errorf("%d cells for %d affinity columns and %s %q: cannot tell which cell is missing", len(cells), n, colNUMA, clip(out[k].S))
 			}
 		}
 	}
