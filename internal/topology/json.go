@@ -66,14 +66,12 @@ func JSONProblem(err error) string {
 	if !errors.As(err, &te) {
 		return err.Error()
 	}
-	got := te.Value // "string", "number", "number 1.5", "array", "object", "bool"
-	switch {
-	case got == "array", got == "object":
-		got = "an " + got
-	case got == "bool":
+	got := "a " + te.Value // "string", "number", "number 1.5", "array", "object", "bool"
+	switch te.Value {
+	case "array", "object":
+		got = "an " + te.Value
+	case "bool":
 		got = "true or false"
-	default:
-		got = "a " + got
 	}
 	want := "another kind of value"
 	if te.Type != nil {
