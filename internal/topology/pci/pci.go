@@ -60,12 +60,9 @@ func Read(root string, warn topology.Warner) (*topology.Model, error) {
 	fsys := os.DirFS(root)
 	var gpus []gpu
 	for _, e := range entries {
-		g, ok, err := readGPU(fsys, dir, e.Name(), warn)
-		if err != nil {
+		if g, ok, err := readGPU(fsys, dir, e.Name(), warn); err != nil {
 			warn.Warn("pci: %s left out: %v", e.Name(), err)
-			continue
-		}
-		if ok {
+		} else if ok {
 			gpus = append(gpus, g)
 		}
 	}
@@ -115,10 +112,8 @@ func build(gpus []gpu) *topology.Model {
 		m.Vendor = topology.VendorAMD
 	}
 	for i, g := range gpus {
-		m.Devices = append(m.Devices, topology.Device{
-			Index: i, RuntimeIndex: i, Vendor: m.Vendor,
-			PCIAddress: g.addr, NUMANode: g.numa, CPUs: g.cpus,
-		})
+		m.Devices = append(m.Devices, topology.Device{Index: i, RuntimeIndex: i, Vendor: m.Vendor,
+			PCIAddress: g.addr, NUMANode: g.numa, CPUs: g.cpus})
 		for j := range i {
 			m.Links = append(m.Links, topology.PCIeLink(j, i, Level(gpus[j].path, gpus[i].path, gpus[j].numa, gpus[i].numa)))
 		}
