@@ -326,10 +326,9 @@ func (p *parser) device(rest string) error {
 		a.Name = parts[1]
 	}
 	for _, s := range parts[min(2, len(parts)):] {
-		switch {
-		case strings.HasPrefix(s, "GPU-"):
+		if strings.HasPrefix(s, "GPU-") {
 			a.UUID, a.GPU = s, true
-		case isPCI(s):
+		} else if _, ok := parsePCI(s); ok {
 			a.PCI, a.GPU = s, true
 		}
 	}

@@ -84,11 +84,6 @@ func (r *Result) GPUs() []int {
 	return out
 }
 
-func isPCI(s string) bool {
-	_, ok := parsePCI(s)
-	return ok
-}
-
 // parsePCI returns "bb:dd.f" of "bb:d.f" or "dddd:bb:dd.f".
 func parsePCI(s string) (string, bool) {
 	n, ok := topology.NormalizePCI(s)
