@@ -65,8 +65,7 @@ func PCIeLink(a, b int, level string) Link {
 	return l
 }
 
-// P2P says whether two devices can copy peer to peer instead of staging
-// the copy through host memory.
+// P2P says whether two devices can copy peer to peer, not via host memory.
 type P2P int8
 
 // P2P states. The zero value, P2PUnknown, counts as able to copy directly.

@@ -9,8 +9,7 @@ import (
 	"reflect"
 )
 
-// WriteJSON writes a finished model as indented JSON, the format
-// `amdrun topo --json` prints and ReadJSON reads back.
+// WriteJSON writes a finished model as `amdrun topo --json` does.
 func WriteJSON(w io.Writer, m *Model) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

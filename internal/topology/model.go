@@ -213,8 +213,7 @@ func (m *Model) Finish() error {
 	return m.Validate()
 }
 
-// finishLinks checks and completes the source's links and returns the
-// pairs they cover.
+// finishLinks completes the source's links and returns the pairs covered.
 func (m *Model) finishLinks() (map[[2]int]bool, error) {
 	n := len(m.Devices)
 	seen := make(map[[2]int]bool, len(m.Links))
@@ -277,8 +276,7 @@ func (m *Model) finishDevices() {
 	}
 }
 
-// HostLink is the link of a pair with no direct connection: PCIe through
-// the host at bandwidth bw.
+// HostLink is the link of a pair without a direct one: PCIe at bw MB/s.
 func HostLink(a, b int, bw int64) Link {
 	return Link{A: a, B: b, Type: LinkPCIe, Level: LevelPHB, Hops: 2,
 		MinBandwidth: bw, MaxBandwidth: bw, Direct: false, Assumed: true}

@@ -12,8 +12,7 @@ import (
 	"sync"
 )
 
-// LineCol turns a byte offset into data into a 1-based line and a 0-based
-// column.
+// LineCol turns a byte offset into data into a 1-based line, 0-based column.
 func LineCol(data []byte, off int64) (int, int) {
 	line, col := 1, 0
 	for i := int64(0); i < off && i < int64(len(data)); i++ {
@@ -102,8 +101,7 @@ func NewLineReader(r io.Reader, source string) *LineReader {
 	return lr
 }
 
-// split is bufio.ScanLines that also notes a last line with no newline
-// (a cut-off output).
+// split is bufio.ScanLines that also notes a last line without a newline.
 func (lr *LineReader) split(data []byte, atEOF bool) (int, []byte, error) {
 	adv, tok, err := bufio.ScanLines(data, atEOF)
 	if atEOF && tok != nil && bytes.IndexByte(data[:adv], '\n') < 0 {
@@ -130,8 +128,7 @@ func (lr *LineReader) Next() bool {
 	return true
 }
 
-// Unread hands the current line back (one at most): the next Next returns
-// it again.
+// Unread hands the current line back (one at most) to the next Next.
 func (lr *LineReader) Unread() {
 	if lr.has && !lr.again {
 		lr.again = true
@@ -139,8 +136,8 @@ func (lr *LineReader) Unread() {
 	}
 }
 
-// ForEach calls f with each remaining line and returns the first error f
-// returns, else Err.
+// ForEach calls f with each remaining line; it returns f's first error,
+// else Err.
 func (lr *LineReader) ForEach(f func(line string) error) error {
 	for lr.Next() {
 		if err := f(lr.text); err != nil {
@@ -153,12 +150,11 @@ func (lr *LineReader) ForEach(f func(line string) error) error {
 // Text returns the current line without its line end.
 func (lr *LineReader) Text() string { return lr.text }
 
-// Line returns the 1-based number of the current line (0 before the
-// first Next).
+// Line returns the current line's 1-based number (0 before the first Next).
 func (lr *LineReader) Line() int { return lr.line }
 
-// Terminated reports whether the current line ended with a newline; only
-// the last line of an output cut short does not.
+// Terminated reports whether the current line ended with a newline (only
+// a cut-off output's last line does not).
 func (lr *LineReader) Terminated() bool { return !lr.unterminated }
 
 // Err returns what stopped Next other than the end of input: a line
