@@ -92,14 +92,11 @@ type MatrixFault struct {
 	Value, Mirror int64
 }
 
-// Diagonal reports whether the fault is a device's count to itself.
-func (f *MatrixFault) Diagonal() bool { return f.Row == f.Col }
-
 // Describe names the fault in one line, label naming a row or column and
 // what the matrix: "GPU1-GPU0 weight is 15 but GPU0-GPU1 is 72; a row or
 // column is out of place".
 func (f *MatrixFault) Describe(label func(int) string, what string) string {
-	if f.Diagonal() {
+	if f.Row == f.Col {
 		return fmt.Sprintf("%s's %s to itself is %d, not 0; a row or column is out of place", label(f.Row), what, f.Value)
 	}
 	return fmt.Sprintf("%s-%s %s is %d but %s-%s is %d; a row or column is out of place",
