@@ -16,17 +16,15 @@ import (
 // Source is the Model.Source of models built here.
 const Source = "nvidia-smi"
 
-// HopsNVLink is the hop count of an NVLink bond, as of one PCIe switch.
-const HopsNVLink = 1
-
 // link turns the topo -m cell of GPUs a and b into a Link; speed is the
-// per-link NVLink MB/s, 0 when unknown.
+// per-link NVLink MB/s, 0 when unknown. An NVLink bond is one hop, as one
+// PCIe switch.
 func link(a, b int, cell string, speed int64) topology.Link {
 	typ, count, _ := linkKind(cell)
 	if typ != topology.LinkNVLink {
 		return topology.PCIeLink(a, b, cell)
 	}
-	return topology.Link{A: a, B: b, Type: typ, Level: cell, Count: count, Hops: HopsNVLink, Direct: true,
+	return topology.Link{A: a, B: b, Type: typ, Level: cell, Count: count, Hops: topology.HopsPIX, Direct: true,
 		MinBandwidth: int64(count) * speed, MaxBandwidth: int64(count) * speed}
 }
 
