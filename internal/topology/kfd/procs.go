@@ -108,33 +108,21 @@ func (w *procWalk) add(dev, pid int, n uint64) {
 	w.use[dev][pid] += n
 }
 
+// process adds what the process in pd holds: VRAM (vram_<gpu_id> files)
+// and compute queues (queues/<qid>/gpuid); one that exited is skipped.
 func (w *procWalk) process(pd string, pid int) error {
 	ents, err := fs.ReadDir(w.fsys, pd)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil // the process exited
-		}
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	} else if err != nil {
 		return fmt.Errorf("kfd: %w", err)
 	}
-	if err := w.vram(pd, pid, ents); err != nil {
-		return err
-	}
-	return w.queues(pd, pid)
-}
-
-func (w *procWalk) vram(pd string, pid int, ents []fs.DirEntry) error {
 	for _, e := range ents {
 		g, ok := strings.CutPrefix(e.Name(), "vram_")
-		if !ok {
-			continue
-		}
 		gid, err := strconv.ParseUint(g, 10, 32)
-		if err != nil {
-			continue
-		}
-		dev, ok := w.devOf[gid]
-		if !ok {
-			continue // a GPU outside this model (hidden by the cgroup)
+		dev, known := w.devOf[gid]
+		if !ok || err != nil || !known {
+			continue // !known: a GPU outside this model (hidden by the cgroup)
 		}
 		n, found, err := readUint(w.fsys, path.Join(pd, e.Name()))
 		if err != nil {
@@ -144,10 +132,6 @@ func (w *procWalk) vram(pd string, pid int, ents []fs.DirEntry) error {
 			w.add(dev, pid, n)
 		}
 	}
-	return nil
-}
-
-func (w *procWalk) queues(pd string, pid int) error {
 	qd := path.Join(pd, "queues")
 	qids, err := numericEntries(w.fsys, qd, nil)
 	if err != nil {
