@@ -39,16 +39,12 @@ func gpuDevices(fsys fs.FS, dir string, n int) (map[uint64]int, error) {
 			continue
 		}
 		p := path.Join(nd, "gpu_id")
-		s, ok, err := readSmall(fsys, p)
+		g, ok, err := readUint(fsys, p, 32)
 		if err != nil {
 			return nil, err
 		}
 		if !ok {
 			return nil, fmt.Errorf("kfd: %s: %w", p, fs.ErrNotExist)
-		}
-		g, err := strconv.ParseUint(s, 10, 32)
-		if err != nil {
-			return nil, topology.NewParseError("kfd "+p, 1, 0, topology.ErrBadNumber, "%q", s)
 		}
 		devOf[g] = len(devOf)
 	}
@@ -124,7 +120,7 @@ func (w *procWalk) process(pd string, pid int) error {
 		if !ok || err != nil || !known {
 			continue // !known: a GPU outside this model (hidden by the cgroup)
 		}
-		n, found, err := readUint(w.fsys, path.Join(pd, e.Name()))
+		n, found, err := readUint(w.fsys, path.Join(pd, e.Name()), 64)
 		if err != nil {
 			return err
 		}
@@ -138,7 +134,7 @@ func (w *procWalk) process(pd string, pid int) error {
 		return err
 	}
 	for _, q := range qids {
-		gid, found, err := readUint(w.fsys, path.Join(qd, strconv.Itoa(q), "gpuid"))
+		gid, found, err := readUint(w.fsys, path.Join(qd, strconv.Itoa(q), "gpuid"), 64)
 		if err != nil {
 			return err
 		}
@@ -173,14 +169,14 @@ func markBusy(d *topology.Device, u map[int]uint64) {
 	}
 }
 
-// readUint reads a file holding one unsigned decimal; found is false when
-// it vanished.
-func readUint(fsys fs.FS, p string) (n uint64, found bool, err error) {
+// readUint reads a file holding one unsigned decimal of at most bits bits;
+// found is false when it vanished.
+func readUint(fsys fs.FS, p string, bits int) (n uint64, found bool, err error) {
 	s, ok, err := readSmall(fsys, p)
 	if err != nil || !ok {
 		return 0, false, err
 	}
-	n, perr := strconv.ParseUint(s, 10, 64)
+	n, perr := strconv.ParseUint(s, 10, bits)
 	if perr != nil {
 		return 0, false, topology.NewParseError("kfd "+p, 1, 0, topology.ErrBadNumber, "%q", s)
 	}
