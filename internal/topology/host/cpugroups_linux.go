@@ -20,10 +20,9 @@ import (
 )
 
 // CPUGroups reads the sockets and level-3 caches of the CPUs of nodes
-// under root ("" means "/") through ghw, chrooted there. It never refuses
-// the host nor guesses a group: CPUs whose socket or caches do not read
-// are in no group, and SocketsGap or L3Gap says which and why. The error
-// is for other systems only.
+// under root ("" means "/") through ghw, chrooted there, never guessing: a
+// CPU whose socket or caches do not read is in no group, and SocketsGap or
+// L3Gap says which and why. The error is for other systems only.
 func CPUGroups(root string, nodes []topology.NUMANode) (*topology.CPUGroups, error) {
 	root = cmp.Or(root, "/")
 	var all []int

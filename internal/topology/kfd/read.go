@@ -55,15 +55,13 @@ type kfdLink struct {
 	p2p   bool
 }
 
-// Read builds a finished model from the KFD topology under fsys. GPU nodes
-// become devices in KFD node order, HIP's order, except those the device
-// cgroup hides; a GPU's PCIe io_link to a CPU node gives its NUMA node,
-// mapped onto the host's NUMA nodes with CPUs when fsys has them. A pair's
-// XGMI io_link (hops weight/15) wins over a p2p XGMI path, which wins
-// over PCIe. A GPU io_link without the enabled flag is dropped with a
-// warning, unless no link sets any flag (older kernels). A hole that makes
-// numbering or links unsound is an error naming the path; no nodes
-// directory gives ErrNoKFD.
+// Read builds a finished model from the KFD topology under fsys: GPU nodes
+// in KFD (HIP's) order except those the device cgroup hides, each on the
+// NUMA node of its PCIe link to a CPU node. A pair's XGMI io_link (hops
+// weight/15) wins over a p2p XGMI path, which wins over PCIe; a GPU
+// io_link without the enabled flag is dropped with a warning, unless no
+// link sets any flag (older kernels). An unsound hole is an error naming
+// the path; no nodes directory gives ErrNoKFD.
 func Read(fsys fs.FS, warn topology.Warner) (*topology.Model, error) {
 	dir, err := findNodes(fsys)
 	if err != nil {
@@ -141,9 +139,8 @@ func readSmall(fsys fs.FS, p string) (s string, ok bool, err error) {
 	return strings.TrimSpace(string(data)), true, nil
 }
 
-// loadNodes reads every node, GPU nodes whole, from a few goroutines (a
-// CPX tree has thousands of link files); warnings and the first error come
-// out in node order.
+// loadNodes reads every node from a few goroutines (a CPX tree has
+// thousands of link files), warning and failing in node order.
 func loadNodes(fsys fs.FS, dir string, warn topology.Warner) ([]*node, error) {
 	ids, err := numericEntries(fsys, dir, warn)
 	if err != nil {

@@ -321,9 +321,8 @@ func (mr *matrixReader) finish() (*matrix, error) {
 
 // alignTail matches a row's cells after the device columns to the affinity
 // columns names. With tabs, surplus empty cells (one before "GPU NUMA ID")
-// are dropped, trailing ones first; with tabs expanded, empty cells are
-// invisible, so fewer cells align right (real output misses an empty CPU
-// Affinity).
+// go, trailing ones first; with tabs expanded, empty cells are invisible,
+// so fewer cells align right (real output misses an empty CPU Affinity).
 func alignTail(cells []topology.Field, names []string, tabbed bool) ([]topology.Field, error) {
 	n := len(names)
 	cells = append([]topology.Field(nil), cells...)
@@ -363,11 +362,10 @@ func alignTail(cells []topology.Field, names []string, tabbed bool) ([]topology.
 }
 
 // ParseTopo parses `nvidia-smi topo -m` or `topo -mp`, dropping NIC rows
-// and columns. It accepts real or expanded tabs, ANSI SGR escapes, CRLF
-// and cells run together ("SYSSYS", split, never shifted); a GPU row
-// without its newline was cut and is refused. Errors are
-// *topology.ParseError with Source SourceTopo, columns counted after ANSI
-// escapes are removed.
+// and columns, with real or expanded tabs, ANSI SGR escapes, CRLF and
+// cells run together ("SYSSYS": split, never shifted); a GPU row without
+// its newline was cut and is refused. Errors are *topology.ParseError with
+// Source SourceTopo, columns counted without ANSI escapes.
 func ParseTopo(r io.Reader) (*Topo, error) {
 	m, err := readMatrix(r, SourceTopo)
 	if err != nil {

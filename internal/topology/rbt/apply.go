@@ -19,11 +19,10 @@ var ErrNoPeerFigures = errors.New("no GPU-to-GPU bandwidth figures")
 var ErrMismatch = errors.New("GPUs do not match the topology")
 
 // Apply replaces the bandwidth of the links between GPUs of a finished
-// model with r's figures in MB/s (see Copies) as Min and Max, marking them
-// Measured and P2P available and m.Bandwidth "measured". A pair without
-// peer-to-peer access keeps its theoretical link, marked P2PUnavailable;
-// a pair without a figure keeps its link; one warning lists each kind. m
-// is not changed when an error is returned.
+// model with r's figures in MB/s (see Copies), marking them Measured and
+// P2P available and m.Bandwidth "measured". A pair without peer-to-peer
+// access keeps its link, marked P2PUnavailable, as does a pair without a
+// figure; one warning lists each kind. An error leaves m unchanged.
 func Apply(m *topology.Model, r *Result, warn topology.Warner) error {
 	c, err := r.Copies(m, warn)
 	if err != nil {
