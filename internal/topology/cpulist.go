@@ -60,10 +60,9 @@ func FormatCPUList(cpus []int) string {
 		if b.Len() > 0 {
 			b.WriteByte(',')
 		}
-		if j == i {
-			fmt.Fprintf(&b, "%d", c[i])
-		} else {
-			fmt.Fprintf(&b, "%d-%d", c[i], c[j])
+		fmt.Fprintf(&b, "%d", c[i])
+		if j > i {
+			fmt.Fprintf(&b, "-%d", c[j])
 		}
 		i = j + 1
 	}

@@ -61,10 +61,7 @@ type ToolError struct {
 }
 
 func (e *ToolError) Error() string {
-	msg := strings.TrimSpace(e.Stderr)
-	if i := strings.IndexByte(msg, '\n'); i >= 0 {
-		msg = msg[:i]
-	}
+	msg, _, _ := strings.Cut(strings.TrimSpace(e.Stderr), "\n")
 	s := strings.Join(append([]string{e.Tool}, e.Args...), " ")
 	if e.ExitCode < 0 && e.Err != nil {
 		// Killed or never waited for (a timeout): the reason, not a status.
