@@ -36,10 +36,9 @@ func DeviceNUMA(fsys fs.FS, pciAddress string) (node int, cpus []int, err error)
 	}
 	p = path.Join(dir, "local_cpulist")
 	data, err = fs.ReadFile(fsys, p)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return node, nil, nil
-		}
+	if errors.Is(err, fs.ErrNotExist) {
+		return node, nil, nil
+	} else if err != nil {
 		return -1, nil, fmt.Errorf("host: %w", err)
 	}
 	cpus, err = topology.ParseCPUList(string(data))

@@ -87,10 +87,9 @@ func findNodes(fsys fs.FS) (string, error) {
 // warn. A missing dir gives nil.
 func numericEntries(fsys fs.FS, dir string, warn topology.Warner) ([]int, error) {
 	ents, err := fs.ReadDir(fsys, dir)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, nil
-		}
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	} else if err != nil {
 		return nil, fmt.Errorf("kfd: %w", err)
 	}
 	ids := make([]int, 0, len(ents))
@@ -130,10 +129,9 @@ func readNodeProps(fsys fs.FS, dir string) (props Props, hidden bool, err error)
 // readSmall reads a one-line file, trimmed; ok is false when it is absent.
 func readSmall(fsys fs.FS, p string) (s string, ok bool, err error) {
 	data, err := fs.ReadFile(fsys, p)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return "", false, nil
-		}
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", false, nil
+	} else if err != nil {
 		return "", false, fmt.Errorf("kfd: %w", err)
 	}
 	return strings.TrimSpace(string(data)), true, nil
@@ -482,12 +480,9 @@ func warnDuplicateKeys(m *topology.Model, warn topology.Warner) {
 
 // hostNUMA reads the host's NUMA nodes under fsys, nil if there are none.
 func hostNUMA(fsys fs.FS, warn topology.Warner) []topology.NUMANode {
-	nodes, err := host.ReadNUMA(fsys)
-	if err != nil {
-		if !errors.Is(err, fs.ErrNotExist) {
-			warn.Warn("kfd: %v", err)
-		}
-		return nil
+	nodes, err := host.ReadNUMA(fsys) // nil on error
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		warn.Warn("kfd: %v", err)
 	}
 	return nodes
 }
