@@ -1,27 +1,18 @@
 package topology
 
-// Bandwidth assumptions, in MB/s, used where a source names a link but not
-// its speed. They rank links; they are not promises. Measured figures
-// (rocm_bandwidth_test, amdrun bench) replace them.
+import "fmt"
+
+// Bandwidth assumptions in MB/s for a link whose speed the source does not
+// give; they rank links, and measured figures replace them.
 const (
-	// PCIeGen4x16 is PCIe Gen4 x16 per direction (Gen3 is half, Gen5 double).
-	PCIeGen4x16 int64 = 32000
-
-	// DefaultHostBandwidth is assumed for a pair with no direct link (they
-	// talk through the host): PCIe Gen4 x16, below any XGMI or NVLink link.
-	DefaultHostBandwidth = PCIeGen4x16
-
-	// XGMILinkBandwidth is one Infinity Fabric (XGMI) link as rocm-smi
-	// reports its minimum (MI210/MI250: 50000-x MB/s).
-	XGMILinkBandwidth int64 = 50000
-	// NVLinkBandwidth is one NVLink (3rd/4th generation: 25 GB/s per
-	// direction; nvidia-smi nvlink -s gives the real figure).
-	NVLinkBandwidth int64 = 25000
+	PCIeGen4x16          int64 = 32000       // PCIe Gen4 x16 per direction (Gen3 is half, Gen5 double)
+	DefaultHostBandwidth       = PCIeGen4x16 // assumed for a pair that talks through the host
+	XGMILinkBandwidth    int64 = 50000       // one XGMI link as rocm-smi reports its minimum
+	NVLinkBandwidth      int64 = 25000       // one NVLink (3rd/4th generation, per direction)
 )
 
-// AssumedBandwidth returns the bandwidth amdrun assumes for a link of the
-// given type, PCIe level and link count, with host the bandwidth of a path
-// through the host. Counts below 1 count as one link.
+// AssumedBandwidth returns the bandwidth assumed for a link of type t,
+// PCIe level and link count (at least 1), host being a host path's.
 func AssumedBandwidth(t LinkType, level string, count int, host int64) int64 {
 	if host <= 0 {
 		host = DefaultHostBandwidth
@@ -44,11 +35,8 @@ func AssumedBandwidth(t LinkType, level string, count int, host int64) int64 {
 	return host
 }
 
-// Hops per PCIe level. No PCIe source gives a hop count; these order the
-// paths from closest to farthest: a single PCIe switch (PIX) is one hop,
-// several switches (PXB) or the host bridge (PHB) two, crossing host
-// bridges within a NUMA node (NODE) three, crossing the SMP interconnect
-// (SYS) four.
+// Hops per PCIe level. No PCIe source gives a hop count; these only order
+// the paths from closest to farthest.
 const (
 	HopsPIX  = 1
 	HopsPXB  = 2
@@ -57,11 +45,9 @@ const (
 	HopsSYS  = 4
 )
 
-// PCIeLink is the link between devices a and b whose path is PCIe at
-// level, in nvidia-smi topo -m's words: PIX and PXB are peer to peer
-// through switches, Direct; PHB and NODE go through the host, not Direct;
-// anything else (SYS, "SOC", its pre-2017 name) is LevelSYS. The
-// bandwidth is left to Finish's assumption by level.
+// PCIeLink is the PCIe link between devices a and b at nvidia-smi topo -m's
+// level: PIX and PXB are Direct (through switches), PHB and NODE are not,
+// anything else ("SOC", its pre-2017 name) is LevelSYS.
 func PCIeLink(a, b int, level string) Link {
 	l := Link{A: a, B: b, Type: LinkPCIe, Level: level}
 	switch level {
@@ -77,4 +63,55 @@ func PCIeLink(a, b int, level string) Link {
 		l.Level, l.Hops = LevelSYS, HopsSYS
 	}
 	return l
+}
+
+// P2P says whether two devices can copy peer to peer, not via host memory.
+type P2P int8
+
+// P2P states. The zero value, P2PUnknown, counts as able to copy directly.
+const (
+	P2PUnknown P2P = iota
+	P2PAvailable
+	P2PUnavailable
+)
+
+// MarshalJSON writes true, false, or null for unknown.
+func (p P2P) MarshalJSON() ([]byte, error) {
+	switch p {
+	case P2PAvailable:
+		return []byte("true"), nil
+	case P2PUnavailable:
+		return []byte("false"), nil
+	}
+	return []byte("null"), nil
+}
+
+// UnmarshalJSON reads true, false or null.
+func (p *P2P) UnmarshalJSON(b []byte) error {
+	switch string(b) {
+	case "true":
+		*p = P2PAvailable
+	case "false":
+		*p = P2PUnavailable
+	case "null":
+		*p = P2PUnknown
+	default:
+		return fmt.Errorf("p2p: %s is not true, false or null", b)
+	}
+	return nil
+}
+
+// HostStaged is the bandwidth of a copy without peer-to-peer access over a
+// link of bandwidth link and a host path of host (<= 0: the default): the
+// data crosses the slower twice, so half of it, ranking the pair below one
+// that copies directly.
+func HostStaged(link, host int64) int64 {
+	if host <= 0 {
+		host = DefaultHostBandwidth
+	}
+	bw := min(link, host)
+	if bw <= 0 {
+		bw = host
+	}
+	return max(bw/2, 1)
 }

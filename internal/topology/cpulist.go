@@ -8,8 +8,8 @@ import (
 	"strings"
 )
 
-// ParseCPUList parses a Linux CPU list ("0-3,8,10-11", also with spaces
-// after commas) into sorted, distinct CPU numbers. "" gives nil.
+// ParseCPUList parses a Linux CPU list ("0-3,8,10-11") into sorted,
+// distinct CPU numbers; "" gives nil.
 func ParseCPUList(s string) ([]int, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
@@ -60,18 +60,16 @@ func FormatCPUList(cpus []int) string {
 		if b.Len() > 0 {
 			b.WriteByte(',')
 		}
-		if j == i {
-			fmt.Fprintf(&b, "%d", c[i])
-		} else {
-			fmt.Fprintf(&b, "%d-%d", c[i], c[j])
+		fmt.Fprintf(&b, "%d", c[i])
+		if j > i {
+			fmt.Fprintf(&b, "-%d", c[j])
 		}
 		i = j + 1
 	}
 	return b.String()
 }
 
-// JoinInts writes xs as "0,1,6,7", every number written out
-// (FormatCPUList writes ranges instead).
+// JoinInts writes xs as "0,1,6,7", without ranges.
 func JoinInts(xs []int) string {
 	s := make([]string, len(xs))
 	for i, x := range xs {
@@ -80,10 +78,9 @@ func JoinInts(xs []int) string {
 	return strings.Join(s, ",")
 }
 
-// CheckDeviceCPUs warns, once per device, about device CPU lists that
-// name CPUs outside possible, the host's possible CPUs, so that a list a
-// tool printed wrong (issue 24) is visible; the lists are kept (binding
-// intersects them with amdrun's own CPUs). It returns how many it warned.
+// CheckDeviceCPUs warns once per device whose CPU list names CPUs outside
+// possible (a list printed wrong, issue 24), keeping the list, and returns
+// how many it warned.
 func CheckDeviceCPUs(m *Model, possible []int, warn Warner) int {
 	if len(possible) == 0 {
 		return 0
@@ -101,4 +98,22 @@ func CheckDeviceCPUs(m *Model, possible []int, warn Warner) int {
 		}
 	}
 	return n
+}
+
+// CPUGroups are the host's CPUs grouped beyond NUMA nodes: sockets and
+// level-3 caches (one CCD of an AMD EPYC), for binding.
+type CPUGroups struct {
+	Sockets [][]int `json:"sockets"` // the online CPUs of each package, by package id
+	// L3 are the online CPUs sharing each level-3 cache, by first CPU; a
+	// cache spanning NUMA nodes is listed once per node.
+	L3 [][]int `json:"l3"`
+	// SocketsGap and L3Gap say in one line what the host did not tell when
+	// Sockets or L3 leave CPUs out ("" when they hold them all).
+	SocketsGap string `json:"-"`
+	L3Gap      string `json:"-"`
+}
+
+// SocketOf returns the index in Sockets of the socket holding CPU c, or -1.
+func (g *CPUGroups) SocketOf(c int) int {
+	return slices.IndexFunc(g.Sockets, func(s []int) bool { return slices.Contains(s, c) })
 }

@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -17,19 +18,16 @@ var (
 	ErrWrongTool       = errors.New("not this tool's output")
 	ErrInvalidModel    = errors.New("invalid topology") // see Model.Validate
 	ErrToolNotFound    = errors.New("not found on PATH")
-	// ErrInconsistent: parts of the input, or the outputs of two calls to
-	// one tool, contradict each other (a swapped matrix column, a GPU one
-	// call lists and another does not).
+	// ErrInconsistent: parts of the input, or two calls to one tool,
+	// contradict each other.
 	ErrInconsistent = errors.New("inconsistent input")
 )
 
-// ErrEmpty is an input with nothing but white space: the tool printed
-// nothing. It wraps ErrNoDevices, so errors.Is finds either.
+// ErrEmpty is an input of white space only; it wraps ErrNoDevices.
 var ErrEmpty = fmt.Errorf("empty output: %w", ErrNoDevices)
 
-// ParseError is malformed input from a source. Line is 1-based (0 when
-// the error is about the whole input); Column is 0-based, and 0 also when
-// the error is about the whole line.
+// ParseError is malformed input from a source. Line is 1-based and Column
+// 0-based; 0 means the whole input or line.
 type ParseError struct {
 	Source string // "rocm-smi --showtopo", "kfd nodes/3/properties", ...
 	Line   int
@@ -37,9 +35,8 @@ type ParseError struct {
 	Err    error
 }
 
-// Error prints "source: line L, column C: err", with the column counted
-// from 1 as editors do (Column+1); the column is left out when Column is
-// 0 (the start of the line, or unknown) and the line when Line is 0.
+// Error prints "source: line L, column C: err", the column counted from 1
+// (Column+1), leaving out a zero Column and a zero Line.
 func (e *ParseError) Error() string {
 	switch {
 	case e.Line > 0 && e.Column > 0:
@@ -53,8 +50,8 @@ func (e *ParseError) Error() string {
 // Unwrap returns the underlying error, usually one of the sentinels.
 func (e *ParseError) Unwrap() error { return e.Err }
 
-// ToolError is a tool that ran and failed: it keeps the exit code and the
-// tool's stderr word for word.
+// ToolError is a tool that ran and failed, with its exit code and stderr
+// word for word.
 type ToolError struct {
 	Tool     string
 	Args     []string
@@ -64,10 +61,7 @@ type ToolError struct {
 }
 
 func (e *ToolError) Error() string {
-	msg := strings.TrimSpace(e.Stderr)
-	if i := strings.IndexByte(msg, '\n'); i >= 0 {
-		msg = msg[:i]
-	}
+	msg, _, _ := strings.Cut(strings.TrimSpace(e.Stderr), "\n")
 	s := strings.Join(append([]string{e.Tool}, e.Args...), " ")
 	if e.ExitCode < 0 && e.Err != nil {
 		// Killed or never waited for (a timeout): the reason, not a status.
@@ -85,7 +79,7 @@ func (e *ToolError) Error() string {
 func (e *ToolError) Unwrap() error { return e.Err }
 
 // Warner receives recoverable oddities (an unknown key, a missing
-// numa_node). A nil Warner drops them.
+// numa_node); a nil Warner drops them.
 type Warner func(format string, args ...any)
 
 // Warn calls w when it is not nil.
@@ -94,3 +88,8 @@ func (w Warner) Warn(format string, args ...any) {
 		w(format, args...)
 	}
 }
+
+// Runner runs an external tool and returns its standard output; a tool not
+// on PATH gives ErrToolNotFound and a non-zero exit a *ToolError. Sources
+// take one so that they never start a process themselves.
+type Runner func(ctx context.Context, name string, args ...string) ([]byte, error)

@@ -9,16 +9,15 @@ import (
 	"reflect"
 )
 
-// WriteJSON writes a finished model as indented JSON, the format
-// `amdrun topo --json` prints and ReadJSON reads back.
+// WriteJSON writes a finished model as `amdrun topo --json` does.
 func WriteJSON(w io.Writer, m *Model) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(m)
 }
 
-// ReadJSON reads a model saved by WriteJSON, finishes and validates it.
-// Errors name the source "topology file" and, for syntax errors, the line.
+// ReadJSON reads a model saved by WriteJSON, finishes and validates it;
+// errors name the source "topology file".
 func ReadJSON(r io.Reader) (*Model, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
@@ -38,10 +37,9 @@ func ReadJSON(r io.Reader) (*Model, error) {
 	return &m, nil
 }
 
-// JSONError is the *ParseError for a failed decoding of data (the whole
-// input of source; nil when unknown) by encoding/json: Err wraps
-// ErrSyntax with JSONProblem's wording, and Line and Column point at the
-// offending byte when err says where it is.
+// JSONError is the *ParseError of an encoding/json error err decoding data
+// (nil when unknown): ErrSyntax with JSONProblem's wording, at the
+// offending byte when err says where.
 func JSONError(source string, data []byte, err error) *ParseError {
 	off := int64(-1)
 	var se *json.SyntaxError
@@ -60,22 +58,19 @@ func JSONError(source string, data []byte, err error) *ParseError {
 }
 
 // JSONProblem words an encoding/json error for people: a value of the
-// wrong kind is named by its JSON path and kinds ("devices.index: a
-// string where a whole number belongs"), never by the Go types it was
-// to fill, which the user cannot change; a syntax error keeps its text.
+// wrong kind by JSON path and kinds ("devices.index: a string where a
+// whole number belongs"), never by Go types; other errors keep their text.
 func JSONProblem(err error) string {
 	var te *json.UnmarshalTypeError
 	if !errors.As(err, &te) {
 		return err.Error()
 	}
-	got := te.Value // "string", "number", "number 1.5", "array", "object", "bool"
-	switch {
-	case got == "array", got == "object":
-		got = "an " + got
-	case got == "bool":
+	got := "a " + te.Value // "string", "number", "number 1.5", "array", "object", "bool"
+	switch te.Value {
+	case "array", "object":
+		got = "an " + te.Value
+	case "bool":
 		got = "true or false"
-	default:
-		got = "a " + got
 	}
 	want := "another kind of value"
 	if te.Type != nil {

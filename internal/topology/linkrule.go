@@ -2,20 +2,11 @@ package topology
 
 import "fmt"
 
-// One rule for the link type of an AMD GPU pair when the evidence
-// disagrees, shared by the rocm-smi and amd-smi readers (issue 24).
-//
-// Both tools print a pair twice, row i column j and row j column i, and
-// on some nodes the two cells of the LINK TYPE table disagree (a 4 x MI100
-// node printed XGMI one way and PCIE the other for a pair whose weight is
-// 72 and hops 3). Taking the first reading made the answer depend on the
-// order of the rows. The weight and hops tables are checked to be
-// symmetric, so they give one value per pair, and they tell the two
-// kinds of path apart: amd-smi's weight is 15 per XGMI hop (13 between
-// partitions of one MI300X) and 20 per PCIe segment, summed over the
-// route, and its hops are 1 for GPUs on one XGMI fabric, 2 through one
-// CPU socket and 3 across sockets (ROCm's MI200 guide; amdsmi
-// docs/how-to/amdsmi-cli-tool.md, "Explain hops and weights").
+// One rule for the link type of an AMD GPU pair whose two readings (row i
+// column j, row j column i) disagree, shared by the rocm-smi and amd-smi
+// readers (issue 24): the symmetric weight and hops decide, never the row
+// order. docs/sources.md "When the two readings of a link disagree" gives
+// the figures and their sources.
 
 // Link type names as rocm-smi and amd-smi print them.
 const (
@@ -23,12 +14,9 @@ const (
 	TypePCIE = "PCIE"
 )
 
-// Weight bounds. The lightest PCIe path between two GPUs is two
-// segments through one CPU (20 + 20 = 40); across sockets the CPU-CPU
-// segment adds 10 or more (52 on the MI100 node of rocm_smi_lib#108). An
-// XGMI fabric weighs 15 per physical hop (30, 45 for GPUs two or three
-// apart; 41 between MI300X GPUs in CPX mode), so weight alone decides
-// only outside 40-51.
+// Weight bounds: the lightest PCIe GPU path is 20 + 20 through one CPU;
+// across sockets 52 or more (rocm_smi_lib#108). XGMI is 15 per hop (41
+// between CPX MI300X GPUs), so weight alone decides only outside 40-51.
 const (
 	pcieMinWeight      = 40 // no PCIe GPU-GPU path is lighter
 	xgmiMaxWeightAlone = 39 // with hops unknown, at most this is XGMI
@@ -36,15 +24,8 @@ const (
 )
 
 // InferLinkType says what a pair's weight and hops alone make of its
-// link: TypeXGMI, TypePCIE, or "" when they do not decide (both
-// unknown, or contradicting each other). weight and hops at or below 0
+// link: TypeXGMI, TypePCIE, or "" when they do not decide. Values <= 0
 // are unknown (amd-smi on MI355X prints weight 0 for every pair).
-//
-//   - hops 1 is one XGMI fabric, unless the weight is that of a PCIe
-//     route across sockets (52 or more);
-//   - hops 2 or more is a route through the host, unless the weight is
-//     below any PCIe path's (40);
-//   - with only the weight, up to 39 is XGMI and 52 or more PCIe.
 func InferLinkType(weight, hops int) string {
 	w := weight > 0
 	switch {
@@ -62,11 +43,10 @@ func InferLinkType(weight, hops int) string {
 	return ""
 }
 
-// ResolveLinkType decides a pair's link type from its two readings ab and
-// ba (TypeXGMI, TypePCIE or "": not reported) and its weight and hops.
-// Readings that disagree are decided by InferLinkType, else TypePCIE,
-// which claims no direct link the evidence does not show, with a note for
-// a warning; the answer never depends on which reading is ab.
+// ResolveLinkType decides a pair's link type from its readings ab and ba
+// (TypeXGMI, TypePCIE or "": not reported) and its weight and hops.
+// Disagreeing readings are decided by InferLinkType, else TypePCIE, with a
+// note for a warning; the answer never depends on which reading is ab.
 func ResolveLinkType(ab, ba string, weight, hops int) (typ, note string) {
 	switch {
 	case ab == ba:
@@ -76,8 +56,7 @@ func ResolveLinkType(ab, ba string, weight, hops int) (typ, note string) {
 	case ba == "":
 		return ab, ""
 	}
-	// Name the readings in a fixed order, so the note does not depend on
-	// the order of the rows either.
+	// A fixed order, so the note does not depend on the rows' either.
 	x, y := min(ab, ba), max(ab, ba)
 	evidence, say, dont := weightHops(weight, hops)
 	if t := InferLinkType(weight, hops); t != "" {
@@ -89,8 +68,8 @@ func ResolveLinkType(ab, ba string, weight, hops int) (typ, note string) {
 	return TypePCIE, fmt.Sprintf("link type %s one way and %s the other; %s %s not decide; assuming %s", x, y, evidence, dont, TypePCIE)
 }
 
-// weightHops describes the known ones of weight and hops ("weight 72 and
-// hops 3"), or "", with the verbs that agree with it.
+// weightHops describes the known ones of weight and hops, with the verbs
+// that agree with it.
 func weightHops(weight, hops int) (evidence, say, dont string) {
 	switch {
 	case weight > 0 && hops > 0:
@@ -101,4 +80,45 @@ func weightHops(weight, hops int) (evidence, say, dont string) {
 		return fmt.Sprintf("hops %d", hops), "say", "do"
 	}
 	return "", "", ""
+}
+
+// MatrixFault is the first cell of a device x device count matrix (Weight,
+// Hops) that is not 0 on the diagonal or not symmetric.
+type MatrixFault struct {
+	// Row and Col locate the cell, 0-based; Row == Col on the diagonal,
+	// else Row > Col.
+	Row, Col int
+	// Value is the cell's count; Mirror the count at (Col, Row).
+	Value, Mirror int64
+}
+
+// Describe names the fault in one line, label naming a row or column and
+// what the matrix: "GPU1-GPU0 weight is 15 but GPU0-GPU1 is 72; a row or
+// column is out of place".
+func (f *MatrixFault) Describe(label func(int) string, what string) string {
+	if f.Row == f.Col {
+		return fmt.Sprintf("%s's %s to itself is %d, not 0; a row or column is out of place", label(f.Row), what, f.Value)
+	}
+	return fmt.Sprintf("%s-%s %s is %d but %s-%s is %d; a row or column is out of place",
+		label(f.Row), label(f.Col), what, f.Value, label(f.Col), label(f.Row), f.Mirror)
+}
+
+// CheckCountMatrix returns the first fault, in row order, of an n x n
+// count matrix whose cell returns (r, c), ok false for N/A; nil if none.
+// A row or column out of place would otherwise turn a pair into another
+// link silently.
+func CheckCountMatrix(n int, cell func(r, c int) (v int64, ok bool)) *MatrixFault {
+	for r := 0; r < n; r++ {
+		if d, ok := cell(r, r); ok && d != 0 {
+			return &MatrixFault{Row: r, Col: r, Value: d, Mirror: d}
+		}
+		for c := 0; c < r; c++ {
+			lo, okLo := cell(r, c)
+			up, okUp := cell(c, r)
+			if okLo && okUp && lo != up {
+				return &MatrixFault{Row: r, Col: c, Value: lo, Mirror: up}
+			}
+		}
+	}
+	return nil
 }

@@ -1,10 +1,7 @@
-// Package topology holds amdrun's one model of a node: its GPU devices, the
-// link between every pair of them, and the host's NUMA nodes. Sources (KFD
-// sysfs, amd-smi, rocm-smi, nvidia-smi, the PCI tree, a saved JSON file) fill a Model;
-// the selector and the launcher only ever read one.
-//
-// The package is pure: it never runs a program, reads the environment or
-// opens a path. Sub-packages hold one parser per source.
+// Package topology holds amdrun's one model of a node: its GPU devices,
+// the link between every pair of them, and the host's NUMA nodes. Sources
+// fill a Model; the selector and launcher only read one. The package is
+// pure; sub-packages hold one parser per source.
 package topology
 
 import (
@@ -32,9 +29,8 @@ const (
 	LinkPCIe   LinkType = "pcie"
 )
 
-// PCIe path levels, in nvidia-smi's vocabulary, from closest to farthest.
-// AMD tools do not distinguish them; their PCIe links use LevelPHB unless
-// the source says more.
+// PCIe path levels, in nvidia-smi's vocabulary, closest first; AMD PCIe
+// links are LevelPHB unless the source says more.
 const (
 	LevelPIX  = "PIX"  // at most one PCIe bridge
 	LevelPXB  = "PXB"  // several PCIe bridges, no host bridge
@@ -45,53 +41,33 @@ const (
 
 // Device is one GPU, or one partition of a GPU, as the runtime sees it.
 type Device struct {
-	// Index is the number the vendor tool prints (rocm-smi GPU[i],
-	// nvidia-smi GPUi, KFD GPU order). In a Model it equals the device's
-	// position in Model.Devices.
-	Index int `json:"index"`
-	// RuntimeIndex is the number HIP (HIP_VISIBLE_DEVICES) or CUDA with
-	// CUDA_DEVICE_ORDER=PCI_BUS_ID (CUDA_VISIBLE_DEVICES) uses for the
-	// device when nothing narrows the visible set.
+	Index int `json:"index"` // the number the vendor tool prints; in a Model, the device's position in Model.Devices
+	// RuntimeIndex is the number HIP or CUDA (CUDA_DEVICE_ORDER=PCI_BUS_ID)
+	// gives the device when nothing narrows the visible set.
 	RuntimeIndex int    `json:"runtime_index"`
 	Vendor       Vendor `json:"vendor,omitempty"`
 	Name         string `json:"name,omitempty"`
-	// PCIAddress is the PCI bus address in lower case, "0000:0c:00.0", or "".
-	PCIAddress string `json:"pci_address,omitempty"`
-	// UniqueID is the GPU's unique id (AMD unique_id, NVIDIA UUID), or "".
-	// Partitions of one GPU share it.
-	UniqueID string `json:"unique_id,omitempty"`
-	// Package groups devices that are one physical part: the two dies of
-	// an MI250 OAM, or the partitions of one MI300X in CPX mode. "" when
-	// the device is a package of its own.
-	Package string `json:"package,omitempty"`
-	// Partition is the device's number within its package (0 for a
-	// device that is not partitioned).
-	Partition int `json:"partition,omitempty"`
-	// Hive is the XGMI hive id, or "".
-	Hive string `json:"hive,omitempty"`
-	// NUMANode is the host NUMA node closest to the device; -1 if unknown.
-	NUMANode int `json:"numa_node"`
-	// CPUs lists the logical CPUs local to the device (nil if unknown).
-	CPUs []int `json:"cpus,omitempty"`
+	PCIAddress   string `json:"pci_address,omitempty"` // the PCI bus address in lower case, "0000:0c:00.0", or ""
+	UniqueID     string `json:"unique_id,omitempty"`   // AMD unique_id or NVIDIA UUID, shared by partitions; or ""
+	// Package groups devices of one physical part (an MI250's two dies,
+	// a CPX MI300X's partitions); "" for a package of its own.
+	Package   string `json:"package,omitempty"`
+	Partition int    `json:"partition,omitempty"` // the device's number within its package (0 if none)
+	Hive      string `json:"hive,omitempty"`      // the XGMI hive id, or ""
+	NUMANode  int    `json:"numa_node"`           // the host NUMA node closest to the device; -1 if unknown
+	CPUs      []int  `json:"cpus,omitempty"`      // the logical CPUs local to the device (nil if unknown)
 
-	MemTotalMiB int64 `json:"mem_total_mib,omitempty"`
-	MemUsedMiB  int64 `json:"mem_used_mib,omitempty"`
-	// MemUsedPct is the share of device memory in use (0-100), from the
-	// tool or computed from MiB; -1 or 0 when unknown.
-	MemUsedPct float64 `json:"mem_used_pct,omitempty"`
-	// UtilPercent is the compute activity (0-100) the tool reported.
-	UtilPercent float64 `json:"util_pct,omitempty"`
-	// Processes is the number of processes the tool saw on the device.
-	Processes int `json:"processes,omitempty"`
-	// Busy says another process is using the device. Sources may set it;
-	// Finish also sets it by BusyRule.
-	Busy       bool   `json:"busy"`
-	BusyReason string `json:"busy_reason,omitempty"`
+	MemTotalMiB int64   `json:"mem_total_mib,omitempty"`
+	MemUsedMiB  int64   `json:"mem_used_mib,omitempty"`
+	MemUsedPct  float64 `json:"mem_used_pct,omitempty"` // the share of memory in use (0-100); <= 0 if unknown
+	UtilPercent float64 `json:"util_pct,omitempty"`     // the compute activity (0-100) the tool reported
+	Processes   int     `json:"processes,omitempty"`    // the number of processes the tool saw on the device
+	Busy        bool    `json:"busy"`                   // another process uses the device (source or BusyRule)
+	BusyReason  string  `json:"busy_reason,omitempty"`
 }
 
-// Key is a stable identity of the device on this host, independent of the
-// tool that numbered it: the PCI address, else the unique id with the
-// partition, else "gpuN".
+// Key is a stable identity of the device on this host: the PCI address,
+// else the unique id with the partition, else "gpuN".
 func (d *Device) Key() string {
 	switch {
 	case d.PCIAddress != "" && d.Partition == 0:
@@ -107,25 +83,19 @@ type Link struct {
 	A    int      `json:"a"`
 	B    int      `json:"b"`
 	Type LinkType `json:"type"`
-	// Level is what the tool printed for the pair ("NV18", "PIX", "SYS",
-	// "XGMI", "PCIE"); "" when the source gives no label.
-	Level string `json:"level,omitempty"`
-	// Count is the number of parallel links (NVLinks, XGMI links), 0 if unknown.
-	Count  int `json:"count,omitempty"`
-	Hops   int `json:"hops"`
-	Weight int `json:"weight"`
-	// MinBandwidth and MaxBandwidth are in MB/s.
-	MinBandwidth int64 `json:"min_bandwidth_mb_s"`
-	MaxBandwidth int64 `json:"max_bandwidth_mb_s"`
-	// Direct says the devices talk without going through the host CPU.
-	Direct bool `json:"direct"`
-	// Assumed says the bandwidth is amdrun's documented assumption for the
-	// link type (see AssumedBandwidth), not a figure the source reported.
-	Assumed bool `json:"bandwidth_assumed,omitempty"`
-	// Measured says the bandwidth was measured (rocm_bandwidth_test, amdrun bench).
-	Measured bool `json:"measured,omitempty"`
-	// P2P says whether the devices can copy peer to peer; the zero value
-	// (unknown, left out of JSON) counts as available. See Model.BW.
+	// Level is what the tool printed for the pair ("NV18", "PIX",
+	// "XGMI"); "" when it gives no label.
+	Level        string `json:"level,omitempty"`
+	Count        int    `json:"count,omitempty"` // the number of parallel links (NVLinks, XGMI links), 0 if unknown
+	Hops         int    `json:"hops"`
+	Weight       int    `json:"weight"`
+	MinBandwidth int64  `json:"min_bandwidth_mb_s"`          // MB/s
+	MaxBandwidth int64  `json:"max_bandwidth_mb_s"`          // MB/s
+	Direct       bool   `json:"direct"`                      // the devices talk without going through the host CPU
+	Assumed      bool   `json:"bandwidth_assumed,omitempty"` // the bandwidth is AssumedBandwidth's, not the source's
+	Measured     bool   `json:"measured,omitempty"`          // the bandwidth was measured (rocm_bandwidth_test, amdrun bench)
+	// P2P says whether the devices can copy peer to peer; unknown (the
+	// zero value) counts as available. See Model.BW.
 	P2P P2P `json:"p2p,omitempty"`
 }
 
@@ -135,20 +105,15 @@ type NUMANode struct {
 	CPUs []int `json:"cpus"`
 }
 
-// Model is one node's topology. Build it with the fields, then call Finish;
-// a finished Model is valid (Validate returns nil) and complete: every
-// unordered pair of devices has exactly one Link.
+// Model is one node's topology. Fill the fields, then call Finish: a
+// finished Model validates and has exactly one Link per device pair.
 type Model struct {
-	// Source names what filled the model: "sysfs", "rocm-smi", "amd-smi",
-	// "nvidia-smi", "pci", "file", possibly with a detail.
-	Source        string `json:"source"`
+	Source        string `json:"source"` // what filled the model ("sysfs", "rocm-smi", "file")
 	SourceVersion string `json:"source_version,omitempty"`
 	Vendor        Vendor `json:"vendor,omitempty"`
-	// Bandwidth is "theoretical" (tool tables, defaults) or "measured".
-	Bandwidth string `json:"bandwidth,omitempty"`
-	// HostBandwidth is the bandwidth in MB/s assumed for pairs that talk
-	// through the host (no direct link) when the source gives none. Zero
-	// means DefaultHostBandwidth.
+	Bandwidth     string `json:"bandwidth,omitempty"` // "theoretical" (tool tables, defaults) or "measured"
+	// HostBandwidth is the MB/s assumed for pairs that talk through the
+	// host; zero means DefaultHostBandwidth.
 	HostBandwidth int64      `json:"host_bandwidth_mb_s,omitempty"`
 	Devices       []Device   `json:"devices"`
 	Links         []Link     `json:"links"`
@@ -157,19 +122,20 @@ type Model struct {
 	pair []int32 // n*n -> index into Links, built by Finish
 }
 
-// maxCPU is the largest CPU number a model may name (Linux's NR_CPUS
-// limit is 8192; leave room).
+// maxCPU is the largest CPU number a model may name (NR_CPUS is 8192).
 const maxCPU = 1 << 16
 
-// MaxDevices bounds a model's size (a node has at most a few hundred GPU
-// partitions); it keeps a corrupt input from costing gigabytes.
+func badCPU(c int) bool { return c < 0 || c > maxCPU }
+
+// MaxDevices bounds a model's size, so that a corrupt input cannot cost
+// gigabytes.
 const MaxDevices = 1024
 
 // N returns the number of devices.
 func (m *Model) N() int { return len(m.Devices) }
 
-// Link returns the link between devices a and b (a != b) of a finished
-// model, or nil when either index is out of range or a == b.
+// Link returns the link between devices a and b of a finished model, or
+// nil for a == b or an index out of range.
 func (m *Model) Link(a, b int) *Link {
 	n := len(m.Devices)
 	if a < 0 || b < 0 || a >= n || b >= n || a == b {
@@ -185,11 +151,8 @@ func (m *Model) Link(a, b int) *Link {
 	return &m.Links[i]
 }
 
-// BW returns the max bandwidth in MB/s between a and b, the figure
-// selection scores with; 0 for a == b or unknown indices. For a pair
-// without peer-to-peer access (P2PUnavailable) it is the host-staged
-// figure (HostStaged), below any pair that can copy directly over the
-// same path.
+// BW returns the max bandwidth in MB/s between a and b (0 for a == b or
+// unknown indices); for a P2PUnavailable pair, the HostStaged figure.
 func (m *Model) BW(a, b int) int64 {
 	if l := m.Link(a, b); l != nil {
 		return m.LinkBW(l)
@@ -197,8 +160,7 @@ func (m *Model) BW(a, b int) int64 {
 	return 0
 }
 
-// LinkBW is BW(l.A, l.B) for one of m's links, without looking the pair
-// up.
+// LinkBW is BW(l.A, l.B) for one of m's links.
 func (m *Model) LinkBW(l *Link) int64 {
 	if l.P2P == P2PUnavailable {
 		return HostStaged(l.MaxBandwidth, m.HostBandwidth)
@@ -229,20 +191,12 @@ func (m *Model) index() {
 	}
 }
 
-// Finish completes and validates a model a source built with its devices
-// numbered 0..N-1: links ordered A < B and sorted, a host link for every
-// pair the source did not describe, the NUMA rule (applyNUMARule),
-// assumed bandwidths (AssumedBandwidth), NUMA CPU lists for devices that
-// list none, and BusyRule.
+// Finish completes and validates a model whose devices are numbered
+// 0..N-1: links ordered A < B and sorted, a host link for every missing
+// pair, the NUMA rule, assumed bandwidths, NUMA CPU lists and BusyRule.
 func (m *Model) Finish() error {
-	n := len(m.Devices)
-	if n > MaxDevices {
-		return fmt.Errorf("%w: %d devices, more than %d", ErrInvalidModel, n, MaxDevices)
-	}
-	for i := range m.Devices {
-		if m.Devices[i].Index != i {
-			return fmt.Errorf("%w: device at position %d has index %d", ErrInvalidModel, i, m.Devices[i].Index)
-		}
+	if err := m.checkDevices(); err != nil {
+		return err
 	}
 	if m.HostBandwidth <= 0 {
 		m.HostBandwidth = DefaultHostBandwidth
@@ -259,8 +213,7 @@ func (m *Model) Finish() error {
 	return m.Validate()
 }
 
-// finishLinks orders, checks and completes the links the source gave
-// (NUMA rule, assumed bandwidths) and returns the pairs they cover.
+// finishLinks completes the source's links and returns the pairs covered.
 func (m *Model) finishLinks() (map[[2]int]bool, error) {
 	n := len(m.Devices)
 	seen := make(map[[2]int]bool, len(m.Links))
@@ -293,7 +246,6 @@ func (m *Model) finishLinks() (map[[2]int]bool, error) {
 	return seen, nil
 }
 
-// addHostLinks adds a host link for every pair not in seen.
 func (m *Model) addHostLinks(seen map[[2]int]bool) {
 	n := len(m.Devices)
 	for a := 0; a < n; a++ {
@@ -308,8 +260,7 @@ func (m *Model) addHostLinks(seen map[[2]int]bool) {
 	}
 }
 
-// finishDevices gives devices their NUMA node's CPUs when they list
-// none, their memory use in percent, and BusyRule's verdict.
+// finishDevices fills CPU lists, memory percentages and BusyRule.
 func (m *Model) finishDevices() {
 	m.nodeCPUs()
 	for i := range m.Devices {
@@ -325,42 +276,35 @@ func (m *Model) finishDevices() {
 	}
 }
 
-// HostLink is the link of a pair with no direct connection: PCIe through
-// the host, at the given assumed bandwidth.
+// HostLink is the link of a pair without a direct one: PCIe at bw MB/s.
 func HostLink(a, b int, bw int64) Link {
 	return Link{A: a, B: b, Type: LinkPCIe, Level: LevelPHB, Hops: 2,
 		MinBandwidth: bw, MaxBandwidth: bw, Direct: false, Assumed: true}
 }
 
-// Validate checks the invariants of a finished model: devices numbered
-// 0..N-1, exactly one link per unordered pair with A < B, known link
-// types, positive bandwidths with min <= max, NUMA nodes >= -1, and
-// unique NUMA node ids. It returns an error wrapping ErrInvalidModel.
+// Validate checks a finished model's invariants (numbering, one link per
+// pair with A < B, known types, 0 < min <= max bandwidth, NUMA ids) and
+// returns an error wrapping ErrInvalidModel.
 func (m *Model) Validate() error {
 	n := len(m.Devices)
 	if n == 0 {
 		return fmt.Errorf("%w: no devices", ErrInvalidModel)
 	}
-	if n > MaxDevices {
-		return fmt.Errorf("%w: %d devices, more than %d", ErrInvalidModel, n, MaxDevices)
+	if err := m.checkDevices(); err != nil {
+		return err
 	}
 	if !slices.Contains([]Vendor{"", VendorAMD, VendorNVIDIA}, m.Vendor) {
 		return fmt.Errorf("%w: unknown vendor %q (amd, nvidia)", ErrInvalidModel, m.Vendor)
 	}
 	runtime := make(map[int]int, n)
 	for i, d := range m.Devices {
-		if d.Index != i {
-			return fmt.Errorf("%w: device at position %d has index %d", ErrInvalidModel, i, d.Index)
-		}
 		if j, dup := runtime[d.RuntimeIndex]; dup {
 			// Two ranks would get the same GPU.
 			return fmt.Errorf("%w: devices %d and %d have the same runtime index %d", ErrInvalidModel, j, i, d.RuntimeIndex)
 		}
 		runtime[d.RuntimeIndex] = i
-		for _, c := range d.CPUs {
-			if c < 0 || c > maxCPU {
-				return fmt.Errorf("%w: device %d lists CPU %d", ErrInvalidModel, i, c)
-			}
+		if k := slices.IndexFunc(d.CPUs, badCPU); k >= 0 {
+			return fmt.Errorf("%w: device %d lists CPU %d", ErrInvalidModel, i, d.CPUs[k])
 		}
 		if d.NUMANode < -1 {
 			return fmt.Errorf("%w: device %d has NUMA node %d", ErrInvalidModel, i, d.NUMANode)
@@ -394,10 +338,20 @@ func (m *Model) Validate() error {
 			return fmt.Errorf("%w: NUMA node id %d", ErrInvalidModel, nn.ID)
 		}
 		ids[nn.ID] = true
-		for _, c := range nn.CPUs {
-			if c < 0 || c > maxCPU {
-				return fmt.Errorf("%w: NUMA node %d lists CPU %d", ErrInvalidModel, nn.ID, c)
-			}
+		if k := slices.IndexFunc(nn.CPUs, badCPU); k >= 0 {
+			return fmt.Errorf("%w: NUMA node %d lists CPU %d", ErrInvalidModel, nn.ID, nn.CPUs[k])
+		}
+	}
+	return nil
+}
+
+func (m *Model) checkDevices() error {
+	if n := len(m.Devices); n > MaxDevices {
+		return fmt.Errorf("%w: %d devices, more than %d", ErrInvalidModel, n, MaxDevices)
+	}
+	for i, d := range m.Devices {
+		if d.Index != i {
+			return fmt.Errorf("%w: device at position %d has index %d", ErrInvalidModel, i, d.Index)
 		}
 	}
 	return nil
@@ -409,10 +363,9 @@ const (
 	BusyMemMiB = 1024
 )
 
-// BusyRule says why a device counts as busy ("" if it does not): another
-// process runs on it, or more than BusyMemPct percent or BusyMemMiB MiB of
-// its memory is in use. Compute activity alone does not make a device busy
-// (a tool's sample can catch a blip) but ranks it below idle ones.
+// BusyRule says why a device counts as busy, or "": a process runs on it,
+// or at least BusyMemPct percent or BusyMemMiB MiB of its memory is used.
+// Compute activity alone does not (a sample can catch a blip).
 func BusyRule(d *Device) string {
 	switch {
 	case d.Processes > 0:
@@ -441,10 +394,8 @@ func (m *Model) Packages() [][]int {
 	return out
 }
 
-// SetNUMANodes records the host's NUMA nodes, gives every device that
-// has a NUMA node but no CPU list the CPUs of its node, and applies
-// Finish's cross-NUMA rule again (devices' NUMA nodes may have become
-// known since Finish).
+// SetNUMANodes records the host's NUMA nodes, fills devices' empty CPU
+// lists from them and applies the cross-NUMA rule again.
 func (m *Model) SetNUMANodes(nodes []NUMANode) {
 	m.NUMANodes = nodes
 	for i := range m.Links {
@@ -453,8 +404,6 @@ func (m *Model) SetNUMANodes(nodes []NUMANode) {
 	m.nodeCPUs()
 }
 
-// nodeCPUs gives every device that has a NUMA node but no CPU list the
-// CPUs of its node.
 func (m *Model) nodeCPUs() {
 	for i := range m.Devices {
 		d := &m.Devices[i]
@@ -464,9 +413,8 @@ func (m *Model) nodeCPUs() {
 	}
 }
 
-// Keys returns every device's Key, made unique: a device whose key an
-// earlier device already has (a broken or copied sysfs tree) gets
-// "#<index>" appended, so leases and caches never confuse two devices.
+// Keys returns every device's Key, made unique by "#<index>" for a
+// repeated one (a broken or copied sysfs tree).
 func (m *Model) Keys() []string {
 	keys := make([]string, len(m.Devices))
 	seen := make(map[string]bool, len(m.Devices))

@@ -7,14 +7,12 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 )
 
-// Helpers shared by the text parsers of the source packages.
-
-// LineCol turns a byte offset into data into a 1-based line and a 0-based
-// column, for ParseError positions.
+// LineCol turns a byte offset into data into a 1-based line, 0-based column.
 func LineCol(data []byte, off int64) (int, int) {
 	line, col := 1, 0
 	for i := int64(0); i < off && i < int64(len(data)); i++ {
@@ -27,8 +25,7 @@ func LineCol(data []byte, off int64) (int, int) {
 	return line, col
 }
 
-// Field is a token of a line and the 0-based byte column it starts at,
-// which is a ParseError's Column as it is.
+// Field is a token of a line and the 0-based byte column it starts at.
 type Field struct {
 	S   string
 	Col int
@@ -43,8 +40,8 @@ func Texts(fs []Field) []string {
 	return out
 }
 
-// CountCol is the column a ParseError gives a row of fields fs that
-// should hold n: the first field too many, else the end of line.
+// CountCol is the error column of a row fs that should hold n fields: the
+// first one too many, else the end of line.
 func CountCol(line string, fs []Field, n int) int {
 	if len(fs) > n {
 		return fs[n].Col
@@ -52,14 +49,12 @@ func CountCol(line string, fs []Field, n int) int {
 	return len(line)
 }
 
-// SplitFields splits line at runs of spaces, tabs and carriage returns,
-// keeping each token's column.
+// SplitFields splits line at runs of spaces, tabs and carriage returns.
 func SplitFields(line string) []Field {
 	return SplitFieldsFunc(line, func(c rune) bool { return c == ' ' || c == '\t' || c == '\r' })
 }
 
-// SplitFieldsFunc splits line at runs of runes for which sep is true,
-// keeping each token's byte column.
+// SplitFieldsFunc splits line at runs of runes for which sep is true.
 func SplitFieldsFunc(line string, sep func(rune) bool) []Field {
 	var out []Field
 	start := -1
@@ -78,27 +73,16 @@ func SplitFieldsFunc(line string, sep func(rune) bool) []Field {
 	return out
 }
 
-// MaxLineLength is the longest line a LineReader accepts. Tool output can
-// have long lines (a 256-GPU matrix row); a longer one is an error, not a
-// hang or an unbounded allocation.
+// MaxLineLength is the longest line a LineReader accepts (a 256-GPU matrix
+// row fits); a longer one is an error, not an unbounded allocation.
 const MaxLineLength = 1 << 20
 
 // LineReader is the skeleton every text parser reads its input through,
-// as encoding/csv's Reader is for CSV records: Next steps to the next
-// line, Text gives it without its line end ("\n" or "\r\n"), Line counts
-// lines from 1, and Errorf makes the *ParseError of the current line.
-//
-//	lr := topology.NewLineReader(r, "rocm_bandwidth_test")
-//	err := lr.ForEach(func(line string) error {
-//		if bad(line) {
-//			return lr.Errorf(col, topology.ErrSyntax, "%q", line)
-//		}
-//		return nil
-//	})
+// as encoding/csv's Reader is for CSV: Next steps to the next line, Text
+// gives it without its line end, Line counts from 1, and Errorf makes the
+// *ParseError of the current line.
 type LineReader struct {
-	// Source names the input in the errors the reader makes
-	// ("rocm-smi --showtopo").
-	Source string
+	Source string // the input in the reader's errors ("rocm-smi --showtopo")
 
 	sc           *bufio.Scanner
 	line         int
@@ -117,8 +101,7 @@ func NewLineReader(r io.Reader, source string) *LineReader {
 	return lr
 }
 
-// split is bufio.ScanLines that also notes a last line with no newline
-// (a cut-off output), which ScanLines does not tell apart.
+// split is bufio.ScanLines that also notes a last line without a newline.
 func (lr *LineReader) split(data []byte, atEOF bool) (int, []byte, error) {
 	adv, tok, err := bufio.ScanLines(data, atEOF)
 	if atEOF && tok != nil && bytes.IndexByte(data[:adv], '\n') < 0 {
@@ -127,8 +110,8 @@ func (lr *LineReader) split(data []byte, atEOF bool) (int, []byte, error) {
 	return adv, tok, err
 }
 
-// Next advances to the next line and reports whether there is one. It
-// returns false at the end of the input and on a read error (see Err).
+// Next advances to the next line and reports whether there is one (false
+// at the end of input and on a read error: see Err).
 func (lr *LineReader) Next() bool {
 	if lr.again {
 		lr.again = false
@@ -145,8 +128,7 @@ func (lr *LineReader) Next() bool {
 	return true
 }
 
-// Unread hands the current line back (one at most), for a parser that
-// reads one line past the end of a table: the next Next returns it again.
+// Unread hands the current line back (one at most) to the next Next.
 func (lr *LineReader) Unread() {
 	if lr.has && !lr.again {
 		lr.again = true
@@ -154,8 +136,8 @@ func (lr *LineReader) Unread() {
 	}
 }
 
-// ForEach calls f with each remaining line in turn (Line and Errorf refer
-// to it during the call) and returns the first error f returns, else Err.
+// ForEach calls f with each remaining line; it returns f's first error,
+// else Err.
 func (lr *LineReader) ForEach(f func(line string) error) error {
 	for lr.Next() {
 		if err := f(lr.text); err != nil {
@@ -168,12 +150,11 @@ func (lr *LineReader) ForEach(f func(line string) error) error {
 // Text returns the current line without its line end.
 func (lr *LineReader) Text() string { return lr.text }
 
-// Line returns the 1-based number of the current line (0 before the
-// first Next; after the last, the number of lines read).
+// Line returns the current line's 1-based number (0 before the first Next).
 func (lr *LineReader) Line() int { return lr.line }
 
-// Terminated reports whether the current line ended with a newline; only
-// the last line of an output cut short does not.
+// Terminated reports whether the current line ended with a newline (only
+// a cut-off output's last line does not).
 func (lr *LineReader) Terminated() bool { return !lr.unterminated }
 
 // Err returns what stopped Next other than the end of input: a line
@@ -194,9 +175,8 @@ func (lr *LineReader) Errorf(col int, err error, format string, args ...any) err
 	return NewParseError(lr.Source, lr.line, col, err, format, args...)
 }
 
-// NewParseError is the one way a *ParseError is made: source at line
-// (1-based, 0 for the whole input) and column (0-based), whose Err wraps
-// err with the formatted detail when format is not "".
+// NewParseError is the one way a *ParseError is made; its Err wraps err
+// with the formatted detail when format is not "".
 func NewParseError(source string, line, col int, err error, format string, args ...any) *ParseError {
 	if format != "" {
 		err = fmt.Errorf("%w: %s", err, fmt.Sprintf(format, args...))
@@ -204,9 +184,38 @@ func NewParseError(source string, line, col int, err error, format string, args 
 	return &ParseError{Source: source, Line: line, Column: col, Err: err}
 }
 
-// LazyRegexp is the regular expression expr, compiled at its first use
-// rather than at start-up, which would cost every amdrun process (the
-// guards too) about 0.4 ms per parser.
+// LazyRegexp is expr compiled at its first use: at start-up it would cost
+// every amdrun process (the guards too) about 0.4 ms per parser.
 func LazyRegexp(expr string) func() *regexp.Regexp {
 	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
+}
+
+// NormalizePCI turns a PCI address as tools print it ("00000000:18:00.0",
+// "0000:0C:00.0", rocm_bandwidth_test's "18:00.0") into the model's form,
+// "0000:18:00.0"; false when s is not [domain:]bus:device.function.
+func NormalizePCI(s string) (string, bool) {
+	s = strings.ToLower(strings.TrimSpace(s))
+	if strings.Count(s, ":") == 1 {
+		s = "0:" + s
+	}
+	dom, rest, ok := strings.Cut(s, ":")
+	if !ok {
+		return "", false
+	}
+	bus, rest, ok := strings.Cut(rest, ":")
+	if !ok {
+		return "", false
+	}
+	dev, fn, ok := strings.Cut(rest, ".")
+	if !ok {
+		return "", false
+	}
+	d, err1 := strconv.ParseUint(dom, 16, 32)
+	b, err2 := strconv.ParseUint(bus, 16, 8)
+	v, err3 := strconv.ParseUint(dev, 16, 8)
+	f, err4 := strconv.ParseUint(fn, 16, 8)
+	if err1 != nil || err2 != nil || err3 != nil || err4 != nil || len(dom) > 8 || len(bus) > 2 || len(dev) > 2 || len(fn) > 1 || v > 0x1f || f > 7 {
+		return "", false
+	}
+	return fmt.Sprintf("%04x:%02x:%02x.%x", d, b, v, f), true
 }

@@ -20,12 +20,9 @@ import (
 )
 
 // CPUGroups reads the sockets and level-3 caches of the CPUs of nodes
-// under root ("" means "/") through github.com/jaypipes/ghw, chrooted
-// there. It answers what the tree tells and never refuses the host nor
-// guesses a group: a CPU whose socket does not read is in no socket
-// (SocketsGap says which), a node whose caches do not read whole (some
-// VMs have no cache directory; ghw warned) has no level-3 group (L3Gap
-// says which CPUs and why). The error is for other systems only.
+// under root ("" means "/") through ghw, chrooted there, never guessing: a
+// CPU whose socket or caches do not read is in no group, and SocketsGap or
+// L3Gap says which and why. The error is for other systems only.
 func CPUGroups(root string, nodes []topology.NUMANode) (*topology.CPUGroups, error) {
 	root = cmp.Or(root, "/")
 	var all []int
@@ -52,8 +49,8 @@ func CPUGroups(root string, nodes []topology.NUMANode) (*topology.CPUGroups, err
 	return g, nil
 }
 
-// sockets groups cpus by the physical package ghw reads for them; gap
-// names the CPUs in none, and why, or is "".
+// sockets groups cpus by ghw's physical package; gap names the CPUs in
+// none and why.
 func sockets(root string, cpus []int) (out [][]int, gap string) {
 	rec, ctx := ghwContext(root)
 	var info *cpu.Info
@@ -75,9 +72,8 @@ func sockets(root string, cpus []int) (out [][]int, gap string) {
 	return out, gap
 }
 
-// nodeL3 groups node n's CPUs by their level-3 cache, as ghw's
-// CachesForNode lists them; why says, when some CPUs are in none, which
-// and why (and no group of the node is kept if ghw warned).
+// nodeL3 groups node n's CPUs by level-3 cache (ghw's CachesForNode); why
+// names the CPUs in none and why (no group is kept if ghw warned).
 func nodeL3(root string, n topology.NUMANode) (out [][]int, why string) {
 	rec, ctx := ghwContext(root)
 	var caches []*memory.Cache
@@ -101,8 +97,8 @@ func nodeL3(root string, n topology.NUMANode) (out [][]int, why string) {
 	return out, why
 }
 
-// appendGroup appends to groups the CPUs of lps that are in cpus and in
-// no group yet (in marks them), sorted; nothing when there are none.
+// appendGroup appends the CPUs of lps in cpus and not yet in (which marks
+// them), sorted, unless there are none.
 func appendGroup(groups [][]int, in map[int]bool, cpus, lps []int) [][]int {
 	var g []int
 	for _, c := range lps {
@@ -118,7 +114,6 @@ func appendGroup(groups [][]int, in map[int]bool, cpus, lps []int) [][]int {
 	return append(groups, g)
 }
 
-// without is the CPUs of cpus not in in, sorted.
 func without(cpus []int, in map[int]bool) []int {
 	out := slices.DeleteFunc(slices.Clone(cpus), func(c int) bool { return in[c] })
 	slices.Sort(out)
@@ -126,8 +121,8 @@ func without(cpus []int, in map[int]bool) []int {
 }
 
 // ghwContext is a context for one ghw read chrooted at root, whose
-// warnings rec keeps. It replaces ghw's environment-derived context, so
-// GHW_CHROOT and GHW_DISABLE_WARNINGS cannot move or hide the read.
+// warnings rec keeps, so that GHW_CHROOT and GHW_DISABLE_WARNINGS cannot
+// move or hide the read.
 func ghwContext(root string) (*warnRecorder, context.Context) {
 	rec := &warnRecorder{}
 	return rec, ghw.WithLogger(slog.New(rec))(ghw.WithChroot(root)(context.Background()))
@@ -144,7 +139,6 @@ func safely(read func() error) (err error) {
 	return read()
 }
 
-// warnRecorder is a slog.Handler that keeps ghw's first warning.
 type warnRecorder struct {
 	mu    sync.Mutex
 	first string
@@ -161,8 +155,7 @@ func (w *warnRecorder) Handle(_ context.Context, r slog.Record) error {
 	return nil
 }
 
-// why is ": " and err, else ghw's first warning, on one printable line
-// (it may quote a file), or "".
+// why is ": " and err, else ghw's first warning, as one printable line.
 func (w *warnRecorder) why(err error) string {
 	m := w.first
 	if err != nil {

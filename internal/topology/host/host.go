@@ -1,7 +1,5 @@
-// Package host reads the host's NUMA layout from sysfs, through an fs.FS
-// rooted where the caller chooses: its NUMA nodes with their online CPUs
-// (ReadNUMA) and the NUMA node and local CPUs of one PCI device
-// (DeviceNUMA).
+// Package host reads the host's NUMA layout from sysfs under a root the
+// caller chooses.
 package host
 
 import (
@@ -18,9 +16,8 @@ import (
 // ErrNotSupported is returned by NUMANodes on systems other than Linux.
 var ErrNotSupported = errors.New("not supported on this system")
 
-// DeviceNUMA reads the NUMA node (-1: the firmware gives none) and local
-// CPUs (nil without local_cpulist) of the PCI device at pciAddress from
-// sys/bus/pci/devices/<addr> under fsys.
+// DeviceNUMA reads the NUMA node (-1: none given) and local CPUs (nil
+// without local_cpulist) of the PCI device at pciAddress under fsys.
 func DeviceNUMA(fsys fs.FS, pciAddress string) (node int, cpus []int, err error) {
 	addr := strings.ToLower(strings.TrimSpace(pciAddress))
 	if addr == "" || strings.ContainsAny(addr, "/\\") || addr == "." || addr == ".." {
@@ -39,10 +36,9 @@ func DeviceNUMA(fsys fs.FS, pciAddress string) (node int, cpus []int, err error)
 	}
 	p = path.Join(dir, "local_cpulist")
 	data, err = fs.ReadFile(fsys, p)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return node, nil, nil
-		}
+	if errors.Is(err, fs.ErrNotExist) {
+		return node, nil, nil
+	} else if err != nil {
 		return -1, nil, fmt.Errorf("host: %w", err)
 	}
 	cpus, err = topology.ParseCPUList(string(data))
@@ -52,8 +48,7 @@ func DeviceNUMA(fsys fs.FS, pciAddress string) (node int, cpus []int, err error)
 	return node, cpus, nil
 }
 
-// PossibleCPUs reads sys/devices/system/cpu/possible under fsys: the CPUs
-// the kernel can ever bring online.
+// PossibleCPUs reads the CPUs the kernel can ever bring online under fsys.
 func PossibleCPUs(fsys fs.FS) ([]int, error) {
 	b, err := fs.ReadFile(fsys, "sys/devices/system/cpu/possible")
 	if err != nil {

@@ -14,9 +14,8 @@ import (
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
-// NUMANodes returns the host's NUMA nodes read by ReadNUMA under the
-// directory root ("" means "/"), so that --sysfs-root and
-// AMDRUN_SYSFS_ROOT move it with the KFD tree; ErrNotSupported off Linux.
+// NUMANodes returns ReadNUMA of the directory root ("" means "/"), so that
+// --sysfs-root moves it with the KFD tree; ErrNotSupported off Linux.
 func NUMANodes(root string) ([]topology.NUMANode, error) {
 	if runtime.GOOS != "linux" {
 		return nil, fmt.Errorf("host: NUMA nodes: %w", ErrNotSupported)
@@ -25,14 +24,12 @@ func NUMANodes(root string) ([]topology.NUMANode, error) {
 	return ReadNUMA(os.DirFS(root))
 }
 
-// NodeDir is where, relative to a sysfs root, the kernel lists the NUMA
-// nodes (one nodeN directory each).
+// NodeDir is where, under a sysfs root, the kernel lists the NUMA nodes.
 const NodeDir = "sys/devices/system/node"
 
-// ReadNUMA returns the host's NUMA nodes under fsys, sorted by id, each
-// with the online CPUs its nodeN/cpulist names (a memory-only node gets
-// none). A missing NodeDir (a captured tree without its host part) gives
-// an error wrapping fs.ErrNotExist.
+// ReadNUMA returns the host's NUMA nodes under fsys by id, each with the
+// online CPUs of its cpulist (none for a memory-only node); no NodeDir
+// gives an error wrapping fs.ErrNotExist.
 func ReadNUMA(fsys fs.FS) ([]topology.NUMANode, error) {
 	ents, err := fs.ReadDir(fsys, NodeDir)
 	if err != nil {

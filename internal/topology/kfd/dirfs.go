@@ -6,11 +6,9 @@ import (
 	"path/filepath"
 )
 
-// DirFS returns the file system rooted at dir that Read should be given
-// for a real sysfs: os.DirFS, with a ReadFile that on Linux costs three
-// system calls per file (open, read, close) instead of os.File's five or
-// six. A KFD tree of a partitioned node has thousands of small files, so
-// this is most of discovery's time.
+// DirFS returns os.DirFS(dir) with a ReadFile that on Linux costs three
+// system calls per file instead of five or six: a partitioned node's KFD
+// tree has thousands of small files, most of discovery's time.
 func DirFS(dir string) fs.FS {
 	return dirFS{FS: os.DirFS(dir), root: dir}
 }

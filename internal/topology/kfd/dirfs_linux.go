@@ -1,8 +1,6 @@
 package kfd
 
-import (
-	"golang.org/x/sys/unix"
-)
+import "golang.org/x/sys/unix"
 
 // readWhole reads a whole (small, sysfs) file with raw system calls.
 func readWhole(path string) ([]byte, error) {

@@ -4,5 +4,4 @@ package kfd
 
 import "os"
 
-// readWhole reads a whole file.
 func readWhole(path string) ([]byte, error) { return os.ReadFile(path) }

@@ -13,9 +13,7 @@ import (
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
-// procDir returns the KFD proc directory that sits beside the nodes
-// directory dir: sys/class/kfd/kfd/proc for a live tree, proc for a
-// captured one.
+// procDir returns the KFD proc directory beside the nodes directory dir.
 func procDir(dir string) string {
 	base := path.Dir(dir) // .../topology or "."
 	if path.Base(base) == "topology" {
@@ -24,8 +22,7 @@ func procDir(dir string) string {
 	return path.Join(base, "proc")
 }
 
-// gpuDevices maps the gpu_id of each GPU node under dir to its device
-// index in a model of n devices Read built from the same tree.
+// gpuDevices maps each GPU node's gpu_id under dir to its device index.
 func gpuDevices(fsys fs.FS, dir string, n int) (map[uint64]int, error) {
 	ids, err := numericEntries(fsys, dir, nil)
 	if err != nil {
@@ -42,16 +39,12 @@ func gpuDevices(fsys fs.FS, dir string, n int) (map[uint64]int, error) {
 			continue
 		}
 		p := path.Join(nd, "gpu_id")
-		s, ok, err := readSmall(fsys, p)
+		g, ok, err := readUint(fsys, p, 32)
 		if err != nil {
 			return nil, err
 		}
 		if !ok {
 			return nil, fmt.Errorf("kfd: %s: %w", p, fs.ErrNotExist)
-		}
-		g, err := strconv.ParseUint(s, 10, 32)
-		if err != nil {
-			return nil, topology.NewParseError("kfd "+p, 1, 0, topology.ErrBadNumber, "%q", s)
 		}
 		devOf[g] = len(devOf)
 	}
@@ -61,14 +54,12 @@ func gpuDevices(fsys fs.FS, dir string, n int) (map[uint64]int, error) {
 	return devOf, nil
 }
 
-// ReadProcs marks the devices of m, a model Read built from the same fsys,
-// that other processes use. KFD lists every process that opened /dev/kfd
-// (amdrun never does) under sys/class/kfd/kfd/proc/<pid>/, with a file
-// vram_<gpu_id> per GPU (bytes of VRAM held there) and queues/<qid>/gpuid
-// (the GPU of a compute queue). A device where some process holds VRAM or
-// a queue becomes Busy, "pid 4242 holds 2048 MiB VRAM". A missing proc
-// directory means no process uses a GPU; a process that exits during the
-// walk is skipped.
+// ReadProcs marks the devices of m (Read's model of fsys) that other
+// processes use: KFD lists each process that opened /dev/kfd (amdrun never
+// does) under proc/<pid>/, with vram_<gpu_id> files (bytes held) and
+// queues/<qid>/gpuid. A device where one holds VRAM or a queue becomes
+// Busy, "pid 4242 holds 2048 MiB VRAM". No proc directory means no user; a
+// process that exits during the walk is skipped.
 func ReadProcs(fsys fs.FS, m *topology.Model) error {
 	dir, err := findNodes(fsys)
 	if err != nil {
@@ -100,14 +91,12 @@ func ReadProcs(fsys fs.FS, m *topology.Model) error {
 	return nil
 }
 
-// procWalk gathers what each process uses on each device.
 type procWalk struct {
 	fsys  fs.FS
 	devOf map[uint64]int   // gpu_id -> device index
 	use   []map[int]uint64 // per device: pid -> VRAM bytes held (0: compute queues only)
 }
 
-// add records that pid uses device dev, holding n more bytes of its VRAM.
 func (w *procWalk) add(dev, pid int, n uint64) {
 	if w.use[dev] == nil {
 		w.use[dev] = map[int]uint64{}
@@ -115,38 +104,23 @@ func (w *procWalk) add(dev, pid int, n uint64) {
 	w.use[dev][pid] += n
 }
 
-// process adds the VRAM and compute queues of the process whose proc
-// directory is pd; one that exited meanwhile is skipped.
+// process adds what the process in pd holds: VRAM (vram_<gpu_id> files)
+// and compute queues (queues/<qid>/gpuid); one that exited is skipped.
 func (w *procWalk) process(pd string, pid int) error {
 	ents, err := fs.ReadDir(w.fsys, pd)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil // the process exited
-		}
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	} else if err != nil {
 		return fmt.Errorf("kfd: %w", err)
 	}
-	if err := w.vram(pd, pid, ents); err != nil {
-		return err
-	}
-	return w.queues(pd, pid)
-}
-
-// vram adds the bytes each vram_<gpu_id> file of the process holds.
-func (w *procWalk) vram(pd string, pid int, ents []fs.DirEntry) error {
 	for _, e := range ents {
 		g, ok := strings.CutPrefix(e.Name(), "vram_")
-		if !ok {
-			continue
-		}
 		gid, err := strconv.ParseUint(g, 10, 32)
-		if err != nil {
-			continue
+		dev, known := w.devOf[gid]
+		if !ok || err != nil || !known {
+			continue // !known: a GPU outside this model (hidden by the cgroup)
 		}
-		dev, ok := w.devOf[gid]
-		if !ok {
-			continue // a GPU outside this model (hidden by the cgroup)
-		}
-		n, found, err := readUint(w.fsys, path.Join(pd, e.Name()))
+		n, found, err := readUint(w.fsys, path.Join(pd, e.Name()), 64)
 		if err != nil {
 			return err
 		}
@@ -154,18 +128,13 @@ func (w *procWalk) vram(pd string, pid int, ents []fs.DirEntry) error {
 			w.add(dev, pid, n)
 		}
 	}
-	return nil
-}
-
-// queues counts the process's compute queues on the GPU each names.
-func (w *procWalk) queues(pd string, pid int) error {
 	qd := path.Join(pd, "queues")
 	qids, err := numericEntries(w.fsys, qd, nil)
 	if err != nil {
 		return err
 	}
 	for _, q := range qids {
-		gid, found, err := readUint(w.fsys, path.Join(qd, strconv.Itoa(q), "gpuid"))
+		gid, found, err := readUint(w.fsys, path.Join(qd, strconv.Itoa(q), "gpuid"), 64)
 		if err != nil {
 			return err
 		}
@@ -176,7 +145,6 @@ func (w *procWalk) queues(pd string, pid int) error {
 	return nil
 }
 
-// markBusy sets a device's busy fields from the processes using it.
 func markBusy(d *topology.Device, u map[int]uint64) {
 	var total uint64
 	var pids []string
@@ -201,14 +169,14 @@ func markBusy(d *topology.Device, u map[int]uint64) {
 	}
 }
 
-// readUint reads a file holding one unsigned decimal number; found is
-// false when the file vanished (its process exited).
-func readUint(fsys fs.FS, p string) (n uint64, found bool, err error) {
+// readUint reads a file holding one unsigned decimal of at most bits bits;
+// found is false when it vanished.
+func readUint(fsys fs.FS, p string, bits int) (n uint64, found bool, err error) {
 	s, ok, err := readSmall(fsys, p)
 	if err != nil || !ok {
 		return 0, false, err
 	}
-	n, perr := strconv.ParseUint(s, 10, 64)
+	n, perr := strconv.ParseUint(s, 10, bits)
 	if perr != nil {
 		return 0, false, topology.NewParseError("kfd "+p, 1, 0, topology.ErrBadNumber, "%q", s)
 	}

@@ -11,11 +11,9 @@ import (
 // Props is one KFD `properties` file: key to unsigned value.
 type Props map[string]uint64
 
-// parseProps reads a KFD `properties` file (node, io_link, p2p_link or
-// mem_bank): one "key value" line each, the value an unsigned decimal
-// number, as the kernel prints them. Blank lines are skipped. A line with
-// another shape, a key used twice or a value that is not a number gives a
-// *topology.ParseError naming source and the 1-based line, wrapping
+// parseProps reads a KFD `properties` file: "key value" lines, the value
+// an unsigned decimal; blank lines are skipped. Another shape, a repeated
+// key or a bad number is a *topology.ParseError wrapping
 // topology.ErrSyntax or topology.ErrBadNumber.
 func parseProps(data []byte, source string) (Props, error) {
 	p := make(Props, 16) // a link file has 13 keys
@@ -43,9 +41,8 @@ func parseProps(data []byte, source string) (Props, error) {
 	return p, nil
 }
 
-// splitLine splits "key value" into its two fields. It returns key "" for
-// a blank line, and for a bad line the 0-based column of the problem. col
-// is the column where the value starts.
+// splitLine splits "key value", with col the value's column; key is "" for
+// a blank line, and col the problem's for a bad one.
 func splitLine(s []byte) (key string, val []byte, col int, err error) {
 	i := 0
 	skip := func() {
@@ -86,8 +83,8 @@ func splitLine(s []byte) (key string, val []byte, col int, err error) {
 	return key, val, col, nil
 }
 
-// knownKeys holds the keys KFD prints, so that parsing a tree of
-// thousands of files does not allocate each key again.
+// knownKeys holds the keys KFD prints, so that a tree of thousands of
+// files does not allocate each key again.
 var knownKeys = func() map[string]string {
 	m := map[string]string{}
 	for _, k := range strings.Fields(`type version_major version_minor node_from node_to weight
@@ -105,7 +102,6 @@ var knownKeys = func() map[string]string {
 	return m
 }()
 
-// intern returns b as a string, shared for known keys.
 func intern(b []byte) string {
 	if k, ok := knownKeys[string(b)]; ok { // no allocation for the lookup
 		return k
@@ -113,8 +109,8 @@ func intern(b []byte) string {
 	return string(b)
 }
 
-// parseUint parses an unsigned decimal number without allocating; it
-// rejects signs, empty input and overflow.
+// parseUint parses an unsigned decimal without allocating, refusing signs,
+// empty input and overflow.
 func parseUint(b []byte) (uint64, bool) {
 	if len(b) == 0 {
 		return 0, false

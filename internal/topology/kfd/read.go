@@ -1,8 +1,6 @@
 // Package kfd reads the GPU topology the amdgpu kernel driver (KFD)
-// publishes in sysfs, /sys/class/kfd/kfd/topology/nodes, and which
-// processes use which GPU (/sys/class/kfd/kfd/proc), through an fs.FS
-// that allows concurrent reads (DirFS on a live system, a captured tree in
-// tests).
+// publishes in sysfs, and which processes use which GPU, through an fs.FS
+// that allows concurrent reads.
 package kfd
 
 import (
@@ -10,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"path"
 	"runtime"
 	"slices"
@@ -25,60 +22,46 @@ import (
 )
 
 // ErrNoKFD is wrapped by Read and ReadProcs when the root holds no KFD
-// topology (the amdgpu driver is not loaded, or the root is wrong).
+// topology.
 var ErrNoKFD = errors.New("no KFD topology")
 
-// NodeDirs are the places, relative to the root, where Read looks for the
-// KFD nodes directory, in order: a live system's sysfs, then a captured
-// tree that starts at `topology/` or at `nodes/`.
+// NodeDirs are where, under the root, Read looks for the KFD nodes
+// directory: a live sysfs, then a capture from `topology/` or `nodes/`.
 var NodeDirs = []string{"sys/class/kfd/kfd/topology/nodes", "topology/nodes", "nodes"}
 
-// KFD io_link types (CRAT_IOLINK_TYPE_* in the kernel's kfd_crat.h).
+// Values of the kernel's kfd_crat.h.
 const (
-	linkTypePCIe = 2
-	linkTypeXGMI = 11
+	linkTypePCIe  = 2      // CRAT_IOLINK_TYPE_PCIEXPRESS
+	linkTypeXGMI  = 11     // CRAT_IOLINK_TYPE_XGMI
+	flagEnabled   = 1 << 0 // CRAT_IOLINK_FLAGS_ENABLED
+	xgmiHopWeight = 15     // KFD_CRAT_XGMI_WEIGHT, the weight of one XGMI hop
 )
 
-// io_link flag bits (CRAT_IOLINK_FLAGS_*).
-const flagEnabled = 1 << 0
-
-// xgmiHopWeight is the KFD weight of one XGMI hop (KFD_CRAT_XGMI_WEIGHT).
-const xgmiHopWeight = 15
-
-// node is one KFD node directory.
 type node struct {
 	id    int
 	dir   string
 	props Props
 	gpu   bool
-	// hidden: a GPU the device cgroup denies this process (see
-	// readNodeProps); not a device of the model.
+	// hidden: a GPU the device cgroup denies (readNodeProps).
 	hidden bool
 	name   string
 	links  []kfdLink
 	mem    uint64 // VRAM bytes from mem_banks
 }
 
-// kfdLink is one io_links or p2p_links entry of a node.
 type kfdLink struct {
 	path  string
 	props Props
 	p2p   bool
 }
 
-// Read builds a finished model from the KFD topology under fsys. GPU nodes
-// (simd_count > 0) become devices 0..N-1 in KFD node order, which is HIP's
-// order, except those the device cgroup hides (readNodeProps); CPU nodes
-// give each device its NUMA node through its PCIe io_link, mapped onto the
-// host NUMA nodes with CPUs when fsys holds sys/devices/system/node.
-//
-// io_links of type 11 are XGMI (hops weight/15, at least 1), PCIe io_links
-// and p2p_links go through the host (SYS across NUMA nodes). A pair's XGMI
-// io_link wins over a p2p XGMI path, which wins over PCIe. A GPU io_link
-// without the enabled flag is dropped with a warning, unless no link in
-// the tree sets any flag (older kernels). A hole that makes the numbering
-// or links unsound is an error naming the path; recoverable oddities go
-// to warn. No nodes directory gives ErrNoKFD.
+// Read builds a finished model from the KFD topology under fsys: GPU nodes
+// in KFD (HIP's) order except those the device cgroup hides, each on the
+// NUMA node of its PCIe link to a CPU node. A pair's XGMI io_link (hops
+// weight/15) wins over a p2p XGMI path, which wins over PCIe; a GPU
+// io_link without the enabled flag is dropped with a warning, unless no
+// link sets any flag (older kernels). An unsound hole is an error naming
+// the path; no nodes directory gives ErrNoKFD.
 func Read(fsys fs.FS, warn topology.Warner) (*topology.Model, error) {
 	dir, err := findNodes(fsys)
 	if err != nil {
@@ -91,7 +74,6 @@ func Read(fsys fs.FS, warn topology.Warner) (*topology.Model, error) {
 	return build(fsys, dir, nodes, warn)
 }
 
-// findNodes returns the first of NodeDirs that is a directory in fsys.
 func findNodes(fsys fs.FS) (string, error) {
 	for _, d := range NodeDirs {
 		if fi, err := fs.Stat(fsys, d); err == nil && fi.IsDir() {
@@ -101,14 +83,13 @@ func findNodes(fsys fs.FS) (string, error) {
 	return "", fmt.Errorf("kfd: %w: none of %s found", ErrNoKFD, strings.Join(NodeDirs, ", "))
 }
 
-// numericEntries lists the entries of dir whose names are decimal numbers,
-// sorted numerically; other names go to warn. A missing dir gives nil.
+// numericEntries lists the decimal names in dir, sorted; other names go to
+// warn. A missing dir gives nil.
 func numericEntries(fsys fs.FS, dir string, warn topology.Warner) ([]int, error) {
 	ents, err := fs.ReadDir(fsys, dir)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, nil
-		}
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	} else if err != nil {
 		return nil, fmt.Errorf("kfd: %w", err)
 	}
 	ids := make([]int, 0, len(ents))
@@ -124,8 +105,6 @@ func numericEntries(fsys fs.FS, dir string, warn topology.Warner) ([]int, error)
 	return ids, nil
 }
 
-// readProps opens and parses one properties file. A missing file is an
-// error naming the path.
 func readProps(fsys fs.FS, p string) (Props, error) {
 	data, err := fs.ReadFile(fsys, p)
 	if err != nil {
@@ -134,12 +113,11 @@ func readProps(fsys fs.FS, p string) (Props, error) {
 	return parseProps(data, "kfd "+p)
 }
 
-// readNodeProps reads the properties of the node in directory dir.
-// hidden is true when the kernel refuses them with EPERM, as amdkfd does
-// for a GPU the device cgroup denies (Slurm's ConstrainDevices=yes, a
-// container given some GPUs); ROCr leaves such a node out of its
-// numbering (libhsakmt's topology_sysfs_check_node_supported), and so
-// does Read, so that indices are the ones HIP uses inside the cgroup.
+// readNodeProps reads the properties of the node in dir; hidden when the
+// kernel refuses them with EPERM, as amdkfd does for a GPU the device
+// cgroup denies (Slurm's ConstrainDevices=yes): ROCr leaves such a node
+// out of its numbering (libhsakmt's topology_sysfs_check_node_supported),
+// and so does Read, to match HIP's indices inside the cgroup.
 func readNodeProps(fsys fs.FS, dir string) (props Props, hidden bool, err error) {
 	props, err = readProps(fsys, path.Join(dir, "properties"))
 	if errors.Is(err, fs.ErrPermission) {
@@ -148,22 +126,19 @@ func readNodeProps(fsys fs.FS, dir string) (props Props, hidden bool, err error)
 	return props, false, err
 }
 
-// readSmall reads a one-line text file, trimmed; ok is false when the
-// file does not exist.
+// readSmall reads a one-line file, trimmed; ok is false when it is absent.
 func readSmall(fsys fs.FS, p string) (s string, ok bool, err error) {
 	data, err := fs.ReadFile(fsys, p)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return "", false, nil
-		}
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", false, nil
+	} else if err != nil {
 		return "", false, fmt.Errorf("kfd: %w", err)
 	}
 	return strings.TrimSpace(string(data)), true, nil
 }
 
-// loadNodes reads every node's properties and, for GPU nodes, their name,
-// links and memory banks, from a few goroutines (a CPX tree has thousands
-// of link files); warnings and the first error come out in node order.
+// loadNodes reads every node from a few goroutines (a CPX tree has
+// thousands of link files), warning and failing in node order.
 func loadNodes(fsys fs.FS, dir string, warn topology.Warner) ([]*node, error) {
 	ids, err := numericEntries(fsys, dir, warn)
 	if err != nil {
@@ -183,8 +158,7 @@ func loadNodes(fsys fs.FS, dir string, warn topology.Warner) ([]*node, error) {
 		if n.props, n.hidden, err = readNodeProps(fsys, n.dir); err != nil || n.hidden {
 			return err
 		}
-		n.gpu = n.props["simd_count"] > 0
-		if !n.gpu {
+		if n.gpu = n.props["simd_count"] > 0; !n.gpu {
 			return nil
 		}
 		return loadGPU(fsys, n, func(format string, args ...any) {
@@ -219,13 +193,11 @@ func parallel(n int, f func(i int) error) error {
 	return cmp.Or(errs...)
 }
 
-// loadGPU reads a GPU node's name, io_links, p2p_links and mem_banks.
 func loadGPU(fsys fs.FS, n *node, warn topology.Warner) error {
-	name, _, err := readSmall(fsys, path.Join(n.dir, "name"))
-	if err != nil {
+	var err error
+	if n.name, _, err = readSmall(fsys, path.Join(n.dir, "name")); err != nil {
 		return err
 	}
-	n.name = name
 	for _, kind := range []string{"io_links", "p2p_links", "mem_banks"} {
 		d := path.Join(n.dir, kind)
 		ids, err := numericEntries(fsys, d, warn)
@@ -242,8 +214,7 @@ func loadGPU(fsys fs.FS, n *node, warn topology.Warner) error {
 			case kind != "mem_banks":
 				n.links = append(n.links, kfdLink{path: p, props: props, p2p: kind == "p2p_links"})
 			case ht == 1 || ht == 2:
-				// heap_type 1 and 2 are the public and private frame buffer
-				// (HSA_HEAPTYPE_FRAME_BUFFER_*), that is VRAM; 0 is system memory.
+				// VRAM: HSA_HEAPTYPE_FRAME_BUFFER_PUBLIC and _PRIVATE.
 				n.mem += props["size_in_bytes"]
 			}
 		}
@@ -252,7 +223,6 @@ func loadGPU(fsys fs.FS, n *node, warn topology.Warner) error {
 	return nil
 }
 
-// build turns the loaded nodes into a finished model.
 func build(fsys fs.FS, dir string, nodes []*node, warn topology.Warner) (*topology.Model, error) {
 	b := &builder{dir: dir, warn: warn, byID: make(map[int]*node, len(nodes)),
 		devOf: map[int]int{}, cpuOrd: map[int]int{}, best: map[[2]int]candidate{}}
@@ -268,7 +238,9 @@ func build(fsys fs.FS, dir string, nodes []*node, warn topology.Warner) (*topolo
 			return nil, err
 		}
 	}
-	b.m.Links = b.links()
+	for _, c := range b.best { // Finish sorts them and makes cross-NUMA PCIe SYS
+		b.m.Links = append(b.m.Links, c.l)
+	}
 	warnDuplicateKeys(b.m, warn)
 	if err := b.m.Finish(); err != nil {
 		return nil, fmt.Errorf("kfd: %w", err)
@@ -276,7 +248,6 @@ func build(fsys fs.FS, dir string, nodes []*node, warn topology.Warner) (*topolo
 	return b.m, nil
 }
 
-// builder holds what build knows about the tree while it makes the model.
 type builder struct {
 	dir       string
 	warn      topology.Warner
@@ -285,27 +256,24 @@ type builder struct {
 	cpuOrd    map[int]int   // KFD CPU node id -> position among CPU nodes
 	gpus      []*node       // GPU nodes in device order
 	flagsSeen bool          // some GPU link has non-zero flags
-	// numaWithCPUs is the ids of the host NUMA nodes that have CPUs, the
-	// k-th for the k-th KFD CPU node; nil to number them by KFD order.
+	// numaWithCPUs is the host NUMA nodes with CPUs, the k-th for the k-th
+	// KFD CPU node; nil to number them by KFD order.
 	numaWithCPUs []int
 	m            *topology.Model
 	best         map[[2]int]candidate // the best link found per device pair
 }
 
-// candidate is a link between two GPUs and its rank (see gpuLink).
 type candidate struct {
 	l    topology.Link
 	rank int
 }
 
-// classify sorts the nodes into GPUs and CPUs.
 func (b *builder) classify(nodes []*node) {
 	for _, n := range nodes {
 		b.byID[n.id] = n
 		switch {
 		case n.hidden:
-			// Links to it are dropped below like links to other
-			// non-devices: for this process the GPU does not exist.
+			// For this process the GPU does not exist: links to it drop.
 		case n.gpu:
 			b.devOf[n.id] = len(b.gpus)
 			b.gpus = append(b.gpus, n)
@@ -318,10 +286,8 @@ func (b *builder) classify(nodes []*node) {
 	}
 }
 
-// mapNUMA matches KFD CPU nodes to host NUMA nodes. KFD makes one CPU
-// node per online NUMA node that has CPUs, in NUMA order
-// (kfd_create_vcrat_image_cpu), so the k-th CPU node is the k-th such
-// NUMA node.
+// mapNUMA matches KFD CPU nodes to host NUMA nodes: KFD makes one CPU node
+// per online NUMA node with CPUs, in order (kfd_create_vcrat_image_cpu).
 func (b *builder) mapNUMA() {
 	host := b.m.NUMANodes
 	for _, h := range host {
@@ -335,7 +301,6 @@ func (b *builder) mapNUMA() {
 	}
 }
 
-// numaOf returns the NUMA node of a KFD CPU node.
 func (b *builder) numaOf(cpuNode int) int {
 	k := b.cpuOrd[cpuNode]
 	if b.numaWithCPUs != nil {
@@ -344,7 +309,6 @@ func (b *builder) numaOf(cpuNode int) int {
 	return k
 }
 
-// devices makes one device per GPU node, in KFD order.
 func (b *builder) devices() {
 	b.m.Devices = make([]topology.Device, len(b.gpus))
 	for i, n := range b.gpus {
@@ -365,9 +329,8 @@ func (b *builder) devices() {
 	setPartitions(b.m, b.gpus)
 }
 
-// gpuLinks reads the links of GPU node n (device i): the first PCIe (else
-// any) link to a CPU node gives the device's NUMA node, and each link to
-// another GPU is a candidate for the pair.
+// gpuLinks reads GPU node n's links: its first PCIe (else any) link to a
+// CPU node gives its NUMA node; links to GPUs are candidates.
 func (b *builder) gpuLinks(i int, n *node) error {
 	cpuLink := -1 // NUMA node of the chosen link to a CPU node
 	cpuLinkPCIe := false
@@ -402,8 +365,7 @@ func (b *builder) gpuLinks(i int, n *node) error {
 	return nil
 }
 
-// target returns the node link l of node n leads to; a link without
-// node_to or to a node that does not exist is an error naming its path.
+// target returns the node link l of n leads to, or an error naming l.
 func (b *builder) target(n *node, l kfdLink) (*node, error) {
 	to, ok := l.props["node_to"]
 	if !ok {
@@ -419,9 +381,9 @@ func (b *builder) target(n *node, l kfdLink) (*node, error) {
 	return tn, nil
 }
 
-// gpuLink turns link l from GPU node n (device i) to GPU node tn (device
-// j) into a candidate ranked XGMI io_link 4, p2p XGMI 3, PCIe io_link 2,
-// p2p PCIe 1; ok is false for a disabled io_link or an unknown type.
+// gpuLink makes link l from GPU node n (device i) to tn (device j) a
+// candidate ranked XGMI io_link 4, p2p XGMI 3, PCIe io_link 2, p2p PCIe
+// 1; ok is false for a disabled io_link or an unknown type.
 func (b *builder) gpuLink(i, j int, n, tn *node, l kfdLink) (candidate, bool) {
 	if b.flagsSeen && !l.p2p && l.props["flags"]&flagEnabled == 0 {
 		b.warn.Warn("kfd: %s: link from node %d to node %d is disabled (flags %d); the pair uses the host path",
@@ -455,34 +417,13 @@ func (b *builder) gpuLink(i, j int, n, tn *node, l kfdLink) (candidate, bool) {
 	return candidate{lk, rank}, true
 }
 
-// links returns the best link of each pair, ordered by pair; a PCIe path
-// between devices on different NUMA nodes crosses sockets (SYS).
-func (b *builder) links() []topology.Link {
-	keys := slices.SortedFunc(maps.Keys(b.best), func(x, y [2]int) int {
-		return cmp.Or(cmp.Compare(x[0], y[0]), cmp.Compare(x[1], y[1]))
-	})
-	out := make([]topology.Link, 0, len(keys))
-	for _, k := range keys {
-		l := b.best[k].l
-		if l.Type == topology.LinkPCIe {
-			na, nb := b.m.Devices[l.A].NUMANode, b.m.Devices[l.B].NUMANode
-			if na >= 0 && nb >= 0 && na != nb {
-				l.Level, l.Hops = topology.LevelSYS, 3
-			}
-		}
-		out = append(out, l)
-	}
-	return out
-}
-
 // better says whether link a (of the given rank) should replace b.
 func better(a topology.Link, ra int, b topology.Link, rb int) bool {
 	return cmp.Or(cmp.Compare(ra, rb), cmp.Compare(a.MaxBandwidth, b.MaxBandwidth), cmp.Compare(b.Weight, a.Weight)) > 0
 }
 
-// deviceName is the node's `name` file, or the gfx target ("gfx942") when
-// the file is missing, empty or the kernel's placeholder "ip discovery",
-// or else the PCI device id.
+// deviceName is the node's `name`, else (missing, or the placeholder "ip
+// discovery") the gfx target, else the PCI device id.
 func deviceName(n *node) string {
 	if n.name != "" && n.name != "ip discovery" {
 		return n.name
@@ -497,15 +438,13 @@ func deviceName(n *node) string {
 }
 
 // GFXName turns a KFD gfx_target_version (major*10000 + minor*100 +
-// stepping) into the LLVM target name: 90010 is "gfx90a", 90402 "gfx942",
-// 110000 "gfx1100".
+// stepping) into the LLVM target name: 90010 is "gfx90a".
 func GFXName(v uint64) string {
 	return fmt.Sprintf("gfx%d%d%x", v/10000, v/100%100, v%100)
 }
 
-// setPartitions groups GPU nodes that share a unique_id (the partitions of
-// one GPU, e.g. MI300X in CPX mode) into one Package and numbers them by
-// location_id.
+// setPartitions makes GPU nodes sharing a unique_id one Package, numbered
+// by location_id.
 func setPartitions(m *topology.Model, gpus []*node) {
 	groups := map[uint64][]int{}
 	for i, n := range gpus {
@@ -527,7 +466,6 @@ func setPartitions(m *topology.Model, gpus []*node) {
 	}
 }
 
-// warnDuplicateKeys reports devices that the model cannot tell apart.
 func warnDuplicateKeys(m *topology.Model, warn topology.Warner) {
 	seen := map[string]int{}
 	for i := range m.Devices {
@@ -540,16 +478,11 @@ func warnDuplicateKeys(m *topology.Model, warn topology.Warner) {
 	}
 }
 
-// hostNUMA reads the host's NUMA nodes under fsys (host.ReadNUMA); nil
-// when the tree has none (a captured KFD tree) or, with a warning, when
-// they do not read.
+// hostNUMA reads the host's NUMA nodes under fsys, nil if there are none.
 func hostNUMA(fsys fs.FS, warn topology.Warner) []topology.NUMANode {
-	nodes, err := host.ReadNUMA(fsys)
-	if err != nil {
-		if !errors.Is(err, fs.ErrNotExist) {
-			warn.Warn("kfd: %v", err)
-		}
-		return nil
+	nodes, err := host.ReadNUMA(fsys) // nil on error
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		warn.Warn("kfd: %v", err)
 	}
 	return nodes
 }

@@ -16,37 +16,26 @@ import (
 // Source is the Model.Source of models built here.
 const Source = "nvidia-smi"
 
-// HopsNVLink is the hop count of an NVLink bond: one, like a single PCIe
-// bridge (topology.HopsPIX).
-const HopsNVLink = 1
-
-// link turns the topo -m cell of GPUs a and b (one ParseTopo accepted)
-// into a Link. speed is the per-link NVLink speed in MB/s, 0 when unknown
-// (Finish then assumes topology.NVLinkBandwidth per link).
+// link turns the topo -m cell of GPUs a and b into a Link; speed is the
+// per-link NVLink MB/s, 0 when unknown. An NVLink bond is one hop, as one
+// PCIe switch.
 func link(a, b int, cell string, speed int64) topology.Link {
 	typ, count, _ := linkKind(cell)
 	if typ != topology.LinkNVLink {
 		return topology.PCIeLink(a, b, cell)
 	}
-	return topology.Link{A: a, B: b, Type: typ, Level: cell, Count: count, Hops: HopsNVLink, Direct: true,
+	return topology.Link{A: a, B: b, Type: typ, Level: cell, Count: count, Hops: topology.HopsPIX, Direct: true,
 		MinBandwidth: int64(count) * speed, MaxBandwidth: int64(count) * speed}
 }
 
 // Build makes a finished model from what the nvidia-smi commands printed:
-// topo (from ParseTopo, so square with known cells) is required; nvlink,
-// gpus and apps may be nil.
-//
-// Devices are the topo -m GPUs, Index and RuntimeIndex both nvidia-smi's
-// index (amdrun runs CUDA with CUDA_DEVICE_ORDER=PCI_BUS_ID, the order
-// nvidia-smi numbers in); gpus (by index) and apps (by bus id) fill in
-// identity, memory, utilisation and process count. NUMANode is the NUMA
-// Affinity column, else GPU NUMA ID, else -1; CPUs is the CPU Affinity.
-//
-// Links: NV# is an NVLink bond of # links at the slower of the two GPUs'
-// link speeds from nvlink (Finish's assumption when unknown); the PCIe
-// levels go to topology.PCIeLink (SOC is read as SYS). Disagreements
-// between the inputs go to warn; the error is a *topology.ParseError when
-// the model does not validate.
+// topo is required; nvlink, gpus and apps may be nil. Devices are the topo
+// -m GPUs, both indices nvidia-smi's (amdrun runs CUDA with
+// CUDA_DEVICE_ORDER=PCI_BUS_ID, nvidia-smi's order); gpus and apps fill in
+// identity, memory, utilisation and processes. NUMANode is NUMA Affinity,
+// else GPU NUMA ID. NV# is a bond of # links at the slower GPU's nvlink
+// speed. Disagreements between the inputs go to warn; a model that does
+// not validate is a *topology.ParseError.
 func Build(topo *Topo, nvlink *NVLinkStatus, gpus []GPU, apps []ComputeApp, warn topology.Warner) (*topology.Model, error) {
 	m := &topology.Model{Source: Source, Vendor: topology.VendorNVIDIA, Bandwidth: "theoretical"}
 	m.Devices, m.SourceVersion = devices(topo, gpus, warn)
@@ -59,9 +48,7 @@ func Build(topo *Topo, nvlink *NVLinkStatus, gpus []GPU, apps []ComputeApp, warn
 	return m, nil
 }
 
-// devices makes one device per topo -m GPU, with its NUMA node and CPUs
-// and what gpus says about the GPU of its index; version is the first
-// driver version gpus gives.
+// devices makes one device per topo -m GPU, filled from gpus by index.
 func devices(topo *Topo, gpus []GPU, warn topology.Warner) (devs []topology.Device, version string) {
 	n := len(topo.GPUs)
 	byIndex := map[int]*GPU{}
@@ -90,7 +77,6 @@ func devices(topo *Topo, gpus []GPU, warn topology.Warner) (devs []topology.Devi
 	return devs, version
 }
 
-// countApps counts each compute app on the device of its bus id.
 func countApps(m *topology.Model, apps []ComputeApp, warn topology.Warner) {
 	byPCI := map[string]int{}
 	for i, d := range m.Devices {
@@ -108,8 +94,7 @@ func countApps(m *topology.Model, apps []ComputeApp, warn topology.Warner) {
 	}
 }
 
-// numaNodes lists the NUMA nodes the devices name, each with the union
-// of its devices' CPUs, by id.
+// numaNodes lists the devices' NUMA nodes with the union of their CPUs.
 func numaNodes(devs []topology.Device) []topology.NUMANode {
 	numaCPUs := map[int][]int{}
 	for _, d := range devs {
@@ -125,8 +110,6 @@ func numaNodes(devs []topology.Device) []topology.NUMANode {
 	return out
 }
 
-// links makes the link of every GPU pair from its topo -m cell, NVLink
-// bonds at the pair's link speed from nvlink.
 func links(topo *Topo, nvlink *NVLinkStatus, warn topology.Warner) []topology.Link {
 	n := len(topo.GPUs)
 	speeds := make([]int64, n)
@@ -168,20 +151,16 @@ var (
 	argsComputeApps = []string{"--query-compute-apps=" + ComputeAppsFields, "--format=csv,noheader,nounits"}
 )
 
-// Discover reads the node's NVIDIA GPUs by running the nvidia-smi
-// commands of the args* variables above through run (argv exactly as
-// listed: fake nvidia-smi scripts key their replies on it) and passing
-// their output to the parsers, Build and markP2P. topo -m and
-// --query-gpu must list as many GPUs (else topology.ErrInconsistent). A
-// failing or unreadable `nvlink -s` or `topo -p2p r` only warns (NVLink
-// bandwidths assumed, peer access unknown); any other failure is
-// returned as run gave it, malformed output as the parser's ParseError.
+// Discover reads the node's NVIDIA GPUs by running the args* commands
+// through run (argv exactly as listed: fake nvidia-smi scripts key on it)
+// into the parsers, Build and markP2P. topo -m and --query-gpu must list
+// as many GPUs (else topology.ErrInconsistent). A failing or unreadable
+// `nvlink -s` or `topo -p2p r` only warns; any other failure is returned
+// as run or the parser gave it.
 func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*topology.Model, error) {
-	// The five calls are independent and each costs tens of milliseconds
-	// of driver time: run them at once (launch latency is a feature). On
-	// the lent 1 x H200 (driver 580.159.04, 2026-12-02, 9 interleaved
-	// rounds) topo -p2p r alone took 21.9 ms (median); the four other
-	// calls at once 50.2 ms, all five at once 51.4 ms.
+	// The calls are independent, so run at once: on the lent 1 x H200
+	// (driver 580.159.04, 2026-12-02, 9 rounds) topo -p2p r alone took
+	// 21.9 ms (median), the four others at once 50.2 ms, all five 51.4 ms.
 	argvs := [][]string{argsTopo, argsQueryGPU, argsComputeApps, argsNVLink, argsP2P}
 	outs := make([][]byte, len(argvs))
 	errs := make([]error, len(argvs))
@@ -206,8 +185,7 @@ func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*
 		return nil, err
 	}
 	if len(gpus) != len(topo.GPUs) {
-		// One of the two outputs is cut short, or they describe different
-		// devices; Build would otherwise leave GPUs out or half known.
+		// One output is cut short, or they describe different devices.
 		return nil, fmt.Errorf("nvidia-smi: %w: `nvidia-smi topo -m` lists %d GPUs but `nvidia-smi --query-gpu` %d",
 			topology.ErrInconsistent, len(topo.GPUs), len(gpus))
 	}
@@ -246,16 +224,14 @@ func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*
 	return m, nil
 }
 
-// cancelled says whether err is the context's end, which no warning
-// should swallow.
+// cancelled says whether err is the context's end, which warnings hide.
 func cancelled(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
-// markP2P sets the P2P of each link of m from `nvidia-smi topo -p2p r`:
-// P2PUnavailable when either direction refuses peer access (CNS, GNS,
-// TNS, NS), P2PAvailable when both read OK, unknown for U. A matrix of
-// another size than m's is an error wrapping topology.ErrInconsistent.
+// markP2P sets each link's P2P from `nvidia-smi topo -p2p r`: unavailable
+// when either direction refuses, available when both read OK, unknown
+// for U. A matrix of another size wraps topology.ErrInconsistent.
 func markP2P(m *topology.Model, p *P2P) error {
 	n := m.N()
 	if len(p.Status) != n {
@@ -275,6 +251,4 @@ func markP2P(m *topology.Model, p *P2P) error {
 	return nil
 }
 
-// p2pRefused are the topo -p2p cells that say a pair cannot copy peer to
-// peer: chipset, GPU or topology not supported, or not supported.
 var p2pRefused = map[string]bool{"CNS": true, "GNS": true, "TNS": true, "NS": true}

@@ -10,8 +10,7 @@ import (
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
-// NVLinkStatus is `nvidia-smi nvlink -s`: every GPU's NVLinks, in the
-// order printed.
+// NVLinkStatus is `nvidia-smi nvlink -s`: every GPU's NVLinks, in order.
 type NVLinkStatus struct {
 	GPUs []NVLinkGPU
 }
@@ -29,8 +28,7 @@ type NVLink struct {
 	SpeedMBps int64 // 26.562 GB/s is 26562; 0 when inactive
 }
 
-// LinkSpeed returns the slowest speed in MB/s of the GPU's active links,
-// or 0 when it has none.
+// LinkSpeed returns the slowest MB/s of the GPU's active links, or 0.
 func (g *NVLinkGPU) LinkSpeed() int64 {
 	var min int64
 	for _, l := range g.Links {
@@ -58,15 +56,10 @@ var (
 	nvlSpeed    = topology.LazyRegexp(`^(\d{1,9}(?:\.\d{1,9})?) ?(GB/s|MB/s)$`)
 )
 
-// ParseNVLinkStatus parses `nvidia-smi nvlink -s`:
-//
-//	GPU 0: NVIDIA H200 (UUID: GPU-5d4c...)
-//		 Link 0: 26.562 GB/s
-//		 Link 1: <inactive>
-//
-// Speeds may be in GB/s or MB/s. Empty input and "all links are
-// inActive" (PCIe-only GPUs) give no GPUs. Errors are
-// *topology.ParseError with Source SourceNVLink.
+// ParseNVLinkStatus parses `nvidia-smi nvlink -s` ("GPU 0: NVIDIA H200
+// (UUID: ...)", then lines "Link 0: 26.562 GB/s" or "Link 1: <inactive>").
+// Empty input and "all links are inActive" (PCIe-only GPUs) give no GPUs.
+// Errors are *topology.ParseError with Source SourceNVLink.
 func ParseNVLinkStatus(r io.Reader) (*NVLinkStatus, error) {
 	lr := topology.NewLineReader(r, SourceNVLink)
 	st := &NVLinkStatus{}
@@ -132,8 +125,7 @@ func ParseNVLinkStatus(r io.Reader) (*NVLinkStatus, error) {
 }
 
 // allInactive says whether t is the line nvidia-smi prints for GPUs
-// without active NVLinks: "NVML: Unable to retrieve NVLink information as
-// all links are inActive" (capitalised so by the driver).
+// without active NVLinks ("NVML: ... all links are inActive").
 func allInactive(t string) bool {
 	l := strings.ToLower(t)
 	return strings.HasPrefix(l, "nvml:") && strings.Contains(l, "all links are inactive")

@@ -10,12 +10,10 @@ import (
 )
 
 // QueryGPUFields is the field list amdrun asks `nvidia-smi --query-gpu=`
-// for, in this order. ParseQueryGPU also accepts rows of the first seven
-// fields only (no driver_version).
+// for, in this order; rows without driver_version are accepted too.
 const QueryGPUFields = "index,pci.bus_id,uuid,name,memory.total,memory.used,utilization.gpu,driver_version"
 
-// ComputeAppsFields is the field list amdrun asks
-// `nvidia-smi --query-compute-apps=` for, in this order.
+// ComputeAppsFields is the field list of `--query-compute-apps=`.
 const ComputeAppsFields = "gpu_bus_id,pid,used_memory"
 
 // GPU is one row of `nvidia-smi --query-gpu=`; a value not reported is
@@ -32,28 +30,18 @@ type GPU struct {
 }
 
 // ComputeApp is one row of `nvidia-smi --query-compute-apps=`: a process
-// with a CUDA context on the GPU at PCIAddress (normalised).
+// with a CUDA context on the GPU at PCIAddress.
 type ComputeApp struct {
 	PCIAddress string
 	PID        int
 	UsedMemMiB int64 // 0 when not reported ("[N/A]" in containers)
 }
 
-// unknownValue says whether a CSV value is nvidia-smi's way of saying it
-// has no value: "[N/A]", "[Not Supported]", "[Insufficient Permissions]",
-// "[Unknown Error]", or the same without brackets.
+// unknownValue says whether a CSV value is nvidia-smi's "no value".
 func unknownValue(s string) bool {
-	if strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]") {
-		return true
-	}
-	switch s {
-	case "", "N/A", "Not Supported":
-		return true
-	}
-	return false
+	return strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]") || s == "" || s == "N/A" || s == "Not Supported"
 }
 
-// known is s, or "" when it is unknownValue.
 func known(s string) string {
 	if unknownValue(s) {
 		return ""
@@ -61,15 +49,13 @@ func known(s string) string {
 	return s
 }
 
-// csvRow is one line of nvidia-smi CSV and its 1-based line number.
 type csvRow struct {
 	line   int
 	values []topology.Field
 }
 
-// readCSV reads nvidia-smi CSV: comma-separated values, each trimmed,
-// with the column of each value. Blank lines are skipped; a first line
-// starting with header (when --format lacks noheader) is skipped too.
+// readCSV reads nvidia-smi CSV into trimmed values with their columns,
+// skipping blank lines and a first line starting with header.
 func readCSV(r io.Reader, source, header string) ([]csvRow, error) {
 	lr := topology.NewLineReader(r, source)
 	var rows []csvRow
@@ -82,8 +68,7 @@ func readCSV(r io.Reader, source, header string) ([]csvRow, error) {
 	return rows, err
 }
 
-// parseMiB reads a memory value in MiB ("81559", or "81559 MiB" when
-// nounits was left out); unknown values give 0.
+// parseMiB reads MiB ("81559" or "81559 MiB"); unknown values give 0.
 func parseMiB(s string) (int64, bool) {
 	if unknownValue(s) {
 		return 0, true
@@ -97,10 +82,9 @@ func parseMiB(s string) (int64, bool) {
 }
 
 // ParseQueryGPU parses `nvidia-smi --query-gpu=`QueryGPUFields
-// `--format=csv,noheader,nounits`, one GPU a line; rows without
-// driver_version, a header line and units ("81559 MiB", "0 %") are
-// accepted. A value in brackets ("[N/A]") counts as not reported, except
-// for index. Errors are *topology.ParseError with Source SourceQueryGPU.
+// `--format=csv,noheader,nounits`, one GPU a line, also with a header line
+// or units; a value in brackets ("[N/A]") is not reported, except for
+// index. Errors are *topology.ParseError with Source SourceQueryGPU.
 func ParseQueryGPU(r io.Reader) ([]GPU, error) {
 	rows, err := readCSV(r, SourceQueryGPU, "index")
 	if err != nil {
@@ -159,9 +143,9 @@ func ParseQueryGPU(r io.Reader) ([]GPU, error) {
 }
 
 // ParseComputeApps parses `nvidia-smi --query-compute-apps=`
-// ComputeAppsFields `--format=csv,noheader,nounits`, one process a line;
-// empty output or "No running processes found" is no process. Errors are
-// *topology.ParseError with Source SourceComputeApps.
+// ComputeAppsFields `--format=csv,noheader,nounits`; empty output or "No
+// running processes found" is no process. Errors are *topology.ParseError
+// with Source SourceComputeApps.
 func ParseComputeApps(r io.Reader) ([]ComputeApp, error) {
 	rows, err := readCSV(r, SourceComputeApps, "gpu_bus_id")
 	if err != nil {

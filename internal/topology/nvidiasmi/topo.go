@@ -1,9 +1,7 @@
-// Package nvidiasmi reads NVIDIA GPU topology from nvidia-smi output.
-//
-// The parsers (ParseTopo, ParseP2P, ParseNVLinkStatus, ParseQueryGPU,
-// ParseComputeApps) take the text of one nvidia-smi command each and never
-// run a program; Build turns their values into a finished topology.Model,
-// and Discover runs the commands through an injected topology.Runner.
+// Package nvidiasmi reads NVIDIA GPU topology from nvidia-smi output: one
+// parser per command, which never runs a program; Build makes a finished
+// topology.Model of their values, and Discover runs the commands through
+// an injected topology.Runner.
 package nvidiasmi
 
 import (
@@ -30,8 +28,8 @@ type Topo struct {
 	// GPUs[i] is row and column GPUi of the matrix.
 	GPUs []TopoGPU
 	// Cells[i][j] is the cell of row GPUi, column GPUj: "X" when i == j,
-	// else "NV<n>", "PIX", "PXB", "PHB", "NODE", "SYS" or "SOC" (the old
-	// name of SYS); ParseTopo guarantees Cells[i][j] == Cells[j][i].
+	// else "NV<n>", "PIX", "PXB", "PHB", "NODE", "SYS" or "SOC"; ParseTopo
+	// guarantees Cells[i][j] == Cells[j][i].
 	Cells [][]string
 }
 
@@ -41,9 +39,7 @@ type TopoGPU struct {
 	CPUAffinity  []int // "CPU Affinity"
 	NUMAAffinity int   // the first node of "NUMA Affinity"
 	GPUNUMAID    int   // "GPU NUMA ID": the node of the GPU's own memory (Grace Hopper)
-	// NUMANodes is every node of "NUMA Affinity", sorted: Grace nodes print
-	// a node list ("0,3-9,11-17", issue 24).
-	NUMANodes []int
+	NUMANodes    []int // every node of "NUMA Affinity", sorted (Grace prints a list, issue 24)
 }
 
 // Affinity column names nvidia-smi prints after the device columns.
@@ -57,30 +53,23 @@ var (
 	ansiSGR  = topology.LazyRegexp("\x1b\\[[0-9;]*m")
 	gpuLabel = topology.LazyRegexp(`^GPU(\d+)$`)
 	nvCell   = topology.LazyRegexp(`^NV(\d+)$`)
-	// devLabels matches a header cell that is several device labels run
-	// together: nvidia-smi drops the separator after some labels on
-	// 16-NIC nodes ("NIC11NIC12", vllm-project/vllm#31594).
+	// devLabels matches header labels run together on 16-NIC nodes
+	// ("NIC11NIC12", vllm-project/vllm#31594).
 	devLabels = topology.LazyRegexp(`^(?:(?:GPU|NIC)\d+){2,}$`)
 	devLabel  = topology.LazyRegexp(`(?:GPU|NIC)\d+`)
 )
 
-// cellWords are the device cells of `topo -m` and `topo -p2p` other than
-// NV#, for splitting merged cells.
+// cellWords are the device cells of both matrices other than NV#.
 var cellWords = []string{"NODE", "SYS", "SOC", "PIX", "PXB", "PHB", "CNS", "GNS", "TNS", "NS", "OK", "U", "X"}
 
-// knownCell says whether s is a device cell of either matrix; which one
-// it belongs to is checked later, where the error can say which tool.
 func knownCell(s string) bool {
-	if _, _, ok := linkKind(s); ok {
-		return true
-	}
-	return s == "X" || p2pStatus[s]
+	_, _, link := linkKind(s)
+	return link || s == "X" || p2pStatus[s]
 }
 
-// splitMerged splits a cell that is several known device cells run
-// together ("SYSSYS", "PXBNODE" in the NIC columns of 16-NIC nodes;
-// sgl-project/sglang#8120), each part at its byte offset in s; nil when s
-// is not such a run.
+// splitMerged splits a run of known device cells ("SYSSYS" in the NIC
+// columns of 16-NIC nodes, sgl-project/sglang#8120), each part at its
+// offset in s; nil when s is not such a run.
 func splitMerged(s string) []topology.Field {
 	if s == "" {
 		return nil
@@ -96,22 +85,20 @@ func splitMerged(s string) []topology.Field {
 	for _, w := range heads {
 		if len(w) < len(s) && strings.HasPrefix(s, w) && knownCell(w) {
 			if rest := splitMerged(s[len(w):]); rest != nil {
-				out := []topology.Field{{S: w, Col: 0}}
-				for _, f := range rest {
-					out = append(out, topology.Field{S: f.S, Col: f.Col + len(w)})
+				for i := range rest {
+					rest[i].Col += len(w)
 				}
-				return out
+				return append([]topology.Field{{S: w, Col: 0}}, rest...)
 			}
 		}
 	}
 	return nil
 }
 
-// p2pStatus holds the cells of `nvidia-smi topo -p2p` (see ParseP2P).
 var p2pStatus = map[string]bool{"OK": true, "CNS": true, "GNS": true, "TNS": true, "NS": true, "U": true}
 
-// splitAt splits s at sep, trimming white space around each cell and
-// keeping the column of its text; empty cells are kept: they carry meaning.
+// splitAt splits s at sep into trimmed cells with their columns, keeping
+// empty ones: they carry meaning.
 func splitAt(s string, sep byte) []topology.Field {
 	var out []topology.Field
 	col := 0
@@ -123,9 +110,8 @@ func splitAt(s string, sep byte) []topology.Field {
 	return out
 }
 
-// headerFields splits the header row into column names. With tabs the
-// names are the tab-separated cells; with expanded tabs the words of the
-// known affinity columns are joined again.
+// headerFields splits the header row into column names: the cells between
+// tabs, or with tabs expanded, words with the affinity names joined again.
 func headerFields(s string) []topology.Field {
 	if strings.Contains(s, "\t") {
 		return splitLabels(slices.DeleteFunc(splitAt(s, '\t'), func(f topology.Field) bool { return f.S == "" }))
@@ -146,8 +132,6 @@ func headerFields(s string) []topology.Field {
 	return splitLabels(out)
 }
 
-// splitLabels splits header cells that are device labels run together
-// ("NIC11NIC12") into one field per label.
 func splitLabels(fs []topology.Field) []topology.Field {
 	var out []topology.Field
 	for _, f := range fs {
@@ -162,8 +146,7 @@ func splitLabels(fs []topology.Field) []topology.Field {
 	return out
 }
 
-// matrix is the device matrix shared by `topo -m` and `topo -p2p`: the
-// GPU rows only, with their matrix cells and affinity cells.
+// matrix is the GPU rows of `topo -m` or `topo -p2p`.
 type matrix struct {
 	nGPU    int
 	tail    []string           // affinity column names, in header order
@@ -172,8 +155,7 @@ type matrix struct {
 	rowLine []int              // line number of each GPU row
 }
 
-// readMatrix reads a header row, then rows up to a blank line, a Legend
-// block or the end of input. source names the ParseErrors.
+// readMatrix reads a header, then rows up to a blank line or a Legend.
 func readMatrix(r io.Reader, source string) (*matrix, error) {
 	mr := &matrixReader{lr: topology.NewLineReader(r, source)}
 	for !mr.complete && mr.lr.Next() {
@@ -189,7 +171,6 @@ func readMatrix(r io.Reader, source string) (*matrix, error) {
 	return mr.finish()
 }
 
-// matrixReader holds what readMatrix has read so far.
 type matrixReader struct {
 	lr       *topology.LineReader
 	m        *matrix          // nil until the header is read
@@ -199,7 +180,6 @@ type matrixReader struct {
 	complete bool             // a blank line or Legend ended the matrix
 }
 
-// line reads one line (ANSI escapes removed).
 func (mr *matrixReader) line(line string) error {
 	trimmed := strings.TrimSpace(line)
 	switch {
@@ -218,8 +198,8 @@ func (mr *matrixReader) line(line string) error {
 func (mr *matrixReader) header(line, trimmed string) error {
 	m := &matrix{}
 	for _, f := range headerFields(line) {
-		// After the first affinity column every column is one, known or
-		// not, so that the cells after an unknown one line up.
+		// After the first affinity column every column is one, so that
+		// cells after an unknown one line up.
 		if len(m.tail) > 0 || f.S == colCPU || f.S == colNUMA || f.S == colGPUNUMA {
 			m.tail = append(m.tail, f.S)
 		} else {
@@ -238,12 +218,10 @@ func (mr *matrixReader) header(line, trimmed string) error {
 	if len(mr.gpuCol) == 0 {
 		return mr.lr.Errorf(0, topology.ErrWrongTool, "first line %q is not a GPU matrix header", clip(trimmed))
 	}
-	m.nGPU = len(mr.gpuCol)
-	mr.m = m
+	m.nGPU, mr.m = len(mr.gpuCol), m
 	return nil
 }
 
-// row reads one matrix row; NIC rows are skipped.
 func (mr *matrixReader) row(line string) error {
 	m := mr.m
 	tabbed := strings.Contains(line, "\t")
@@ -271,14 +249,12 @@ func (mr *matrixReader) row(line string) error {
 	}
 	rest := body[len(mr.cols):]
 	if len(m.tail) > 0 && !slices.ContainsFunc(rest, func(f topology.Field) bool { return f.S != "" }) {
-		// A row cut after its matrix cells: its affinity would be
-		// silently unknown (issue 24); refused as any other cut row.
+		// Its affinity would be silently unknown (issue 24).
 		return mr.cut(line, "row %s ends after its device cells; the header has %s", label.S, strings.Join(m.tail, ", "))
 	}
 	if !mr.lr.Terminated() {
-		// nvidia-smi ends the matrix with a newline and its Legend; a GPU
-		// row without one was cut, maybe inside its last cell ("0-5" of
-		// "0-55"), which no check of the cell could tell.
+		// nvidia-smi ends the matrix with a newline and its Legend: this
+		// row was cut, maybe inside its last cell ("0-5" of "0-55").
 		return mr.cut(line, "the input ends in row %s; its last cell may be cut short", label.S)
 	}
 	row := make([]topology.Field, m.nGPU)
@@ -295,8 +271,8 @@ func (mr *matrixReader) row(line string) error {
 	return nil
 }
 
-// cut makes the error of a row with cells missing: ErrTruncated when the
-// input ends inside the row, else ErrNotSquare.
+// cut is the error of a row with cells missing: ErrTruncated when the
+// input ends in it, else ErrNotSquare.
 func (mr *matrixReader) cut(line, format string, args ...any) error {
 	err := topology.ErrNotSquare
 	if !mr.lr.Terminated() {
@@ -305,10 +281,9 @@ func (mr *matrixReader) cut(line, format string, args ...any) error {
 	return mr.lr.Errorf(len(line), err, format, args...)
 }
 
-// splitDeviceCells checks every cell under a device column against the
-// cells nvidia-smi prints, splitting runs ("SYSSYS") so that a missing
-// separator never shifts later cells (issue 24); an unknown cell refuses
-// the row.
+// splitDeviceCells checks the cells under the device columns, splitting
+// runs ("SYSSYS") so that a missing separator never shifts later cells
+// (issue 24); an unknown cell refuses the row.
 func (mr *matrixReader) splitDeviceCells(label string, cells []topology.Field) ([]topology.Field, error) {
 	out := make([]topology.Field, 0, len(cells)+2)
 	for i, c := range cells {
@@ -331,7 +306,6 @@ func (mr *matrixReader) splitDeviceCells(label string, cells []topology.Field) (
 	return out, nil
 }
 
-// finish checks that every GPU column has its row.
 func (mr *matrixReader) finish() (*matrix, error) {
 	m := mr.m
 	switch {
@@ -345,11 +319,10 @@ func (mr *matrixReader) finish() (*matrix, error) {
 	return m, nil
 }
 
-// alignTail matches a row's cells after the device columns to the n
-// affinity columns. With tabs, surplus empty cells (nvidia-smi prints one
-// before "GPU NUMA ID") are dropped, trailing ones first. With tabs
-// expanded, empty cells are invisible, so fewer cells align to the right:
-// the one missing in real output is an empty CPU Affinity.
+// alignTail matches a row's cells after the device columns to the affinity
+// columns names. With tabs, surplus empty cells (one before "GPU NUMA ID")
+// go, trailing ones first; with tabs expanded, empty cells are invisible,
+// so fewer cells align right (real output misses an empty CPU Affinity).
 func alignTail(cells []topology.Field, names []string, tabbed bool) ([]topology.Field, error) {
 	n := len(names)
 	cells = append([]topology.Field(nil), cells...)
@@ -376,55 +349,79 @@ func alignTail(cells []topology.Field, names []string, tabbed bool) ([]topology.
 		return append(cells, pad...), nil
 	}
 	out := append(pad, cells...)
-	// Right-aligning is right only when the cell that went missing is
-	// an empty CPU Affinity; a CPU list shifted into NUMA Affinity would
-	// read as a list of nodes (issue 24), so a NUMA cell that is not a
-	// single node or N/A, with the CPU cell missing, is refused.
-	if len(cells) < n {
-		for k, name := range names {
-			if name == colNUMA && out[k].S != "" && out[k].S != "N/A" {
-				if _, err := strconv.Atoi(out[k].S); err != nil {
-					return nil, fmt.Errorf("%d cells for %d affinity columns and %s %q: cannot tell which cell is missing", len(cells), n, colNUMA, clip(out[k].S))
-				}
+	// A CPU list shifted into NUMA Affinity would read as nodes (issue 24):
+	// with a cell missing, a NUMA cell must be a single node or N/A.
+	for k, name := range names {
+		if len(cells) < n && name == colNUMA && out[k].S != "" && out[k].S != "N/A" {
+			if _, err := strconv.Atoi(out[k].S); err != nil {
+				return nil, fmt.Errorf("%d cells for %d affinity columns and %s %q: cannot tell which cell is missing", len(cells), n, colNUMA, clip(out[k].S))
 			}
 		}
 	}
 	return out, nil
 }
 
-// ParseTopo parses `nvidia-smi topo -m` or `topo -mp`: a header of device
-// columns (GPUn, then NICs) and affinity columns, one row per device, then
-// Legends; NIC rows and columns are dropped. It accepts real or expanded
-// tabs, ANSI SGR escapes (drivers since ~r550), CRLF and a missing final
-// newline after the last GPU row's; an unterminated GPU row was cut and is
-// refused. Cells run together by a missing separator ("SYSSYS" on 16-NIC
-// nodes) are split, never shifted. Errors are *topology.ParseError with
-// Source SourceTopo; columns count bytes after ANSI escapes are removed.
+// ParseTopo parses `nvidia-smi topo -m` or `topo -mp`, dropping NIC rows
+// and columns, with real or expanded tabs, ANSI SGR escapes, CRLF and
+// cells run together ("SYSSYS": split, never shifted); a GPU row without
+// its newline was cut and is refused. Errors are *topology.ParseError with
+// Source SourceTopo, columns counted without ANSI escapes.
 func ParseTopo(r io.Reader) (*Topo, error) {
 	m, err := readMatrix(r, SourceTopo)
 	if err != nil {
 		return nil, err
 	}
 	t := &Topo{GPUs: make([]TopoGPU, m.nGPU), Cells: make([][]string, m.nGPU)}
-	for i := 0; i < m.nGPU; i++ {
-		line := m.rowLine[i]
-		t.Cells[i] = make([]string, m.nGPU)
-		for j, c := range m.cells[i] {
-			if err := checkCell(c.S, i == j, false); err != nil {
-				return nil, topology.NewParseError(SourceTopo, line, c.Col, err, "GPU%d/GPU%d cell %q", i, j, clip(c.S))
-			}
-			if j < i && c.S != t.Cells[j][i] {
-				return nil, topology.NewParseError(SourceTopo, line, c.Col, topology.ErrSyntax, "GPU%d/GPU%d cell %q differs from GPU%d/GPU%d cell %q", i, j, c.S, j, i, t.Cells[j][i])
-			}
-			t.Cells[i][j] = c.S
-		}
-		g, err := affinity(m, i)
-		if err != nil {
+	for i := range m.cells {
+		if err := m.checkRow(i, SourceTopo, false, t.Cells); err != nil {
 			return nil, err
 		}
-		t.GPUs[i] = g
+		if t.GPUs[i], err = affinity(m, i); err != nil {
+			return nil, err
+		}
 	}
 	return t, nil
+}
+
+// P2P is `nvidia-smi topo -p2p <r|w|n|a|p>`: the peer-to-peer status of
+// every GPU pair.
+type P2P struct {
+	// Status[i][j] is the cell of row GPUi, column GPUj: "X" on the
+	// diagonal, else "OK", "CNS", "GNS", "TNS", "NS" (chipset, GPU,
+	// topology, or just not supported) or "U" (unknown).
+	Status [][]string
+}
+
+// ParseP2P parses `nvidia-smi topo -p2p r` (or w, n, a, p). Errors are
+// *topology.ParseError with Source SourceP2P; topo -m gives ErrWrongTool.
+func ParseP2P(r io.Reader) (*P2P, error) {
+	m, err := readMatrix(r, SourceP2P)
+	if err != nil {
+		return nil, err
+	}
+	p := &P2P{Status: make([][]string, m.nGPU)}
+	for i := range m.cells {
+		if err := m.checkRow(i, SourceP2P, true, p.Status); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// checkRow sets out[i] to row i's checked cells; a topo -m cell must equal
+// its mirror.
+func (m *matrix) checkRow(i int, source string, p2p bool, out [][]string) error {
+	out[i] = make([]string, m.nGPU)
+	for j, c := range m.cells[i] {
+		if err := checkCell(c.S, i == j, p2p); err != nil {
+			return topology.NewParseError(source, m.rowLine[i], c.Col, err, "GPU%d/GPU%d cell %q", i, j, clip(c.S))
+		}
+		if !p2p && j < i && c.S != out[j][i] {
+			return topology.NewParseError(source, m.rowLine[i], c.Col, topology.ErrSyntax, "GPU%d/GPU%d cell %q differs from GPU%d/GPU%d cell %q", i, j, c.S, j, i, out[j][i])
+		}
+		out[i][j] = c.S
+	}
+	return nil
 }
 
 // affinity reads row i's affinity cells; see runTogether (issue 34).
@@ -453,10 +450,9 @@ func affinity(m *matrix, i int) (TopoGPU, error) {
 	return g, runTogether(m, i)
 }
 
-// runTogether refuses row i when its CPU Affinity is a list and a NUMA
-// column (NUMA Affinity, GPU NUMA ID) is empty in it: nvidia-smi prints a
-// node or N/A there, so two cells ran together ("0-31" and "0" read as
-// CPUs "0-310"), which nothing else would tell in a saved capture.
+// runTogether refuses row i when its CPU Affinity is a list beside an
+// empty NUMA cell: nvidia-smi prints a node or N/A there, so two cells ran
+// together ("0-31" and "0" read as "0-310").
 func runTogether(m *matrix, i int) error {
 	var cpu *topology.Field
 	var empty []string
@@ -476,8 +472,8 @@ func runTogether(m *matrix, i int) error {
 		"GPU%d: CPU Affinity %q beside an empty %s: the cells ran together (nvidia-smi prints a node or N/A there)", i, clip(cpu.S), strings.Join(empty, " and "))
 }
 
-// checkCell says whether s is a cell of `topo -p2p` (p2p) or `topo -m`;
-// self says it is on the diagonal. The other matrix's cell is the wrong tool.
+// checkCell says whether s is a cell of `topo -p2p` (p2p) or `topo -m`,
+// self on the diagonal; the other matrix's cell is the wrong tool.
 func checkCell(s string, self, p2p bool) error {
 	_, _, link := linkKind(s)
 	switch {
@@ -508,8 +504,7 @@ func numaCell(s string) (int, error) {
 // maxNUMANode bounds a NUMA node number (Linux allows at most 1024 nodes).
 const maxNUMANode = 1 << 12
 
-// numaList reads a NUMA Affinity cell: a node ("0"), a node list as Grace
-// nodes print it ("0,3-9,11-17"), or nil for N/A or empty.
+// numaList reads a NUMA Affinity cell: a node or list, nil for N/A or "".
 func numaList(s string) ([]int, error) {
 	if s == "" || s == "N/A" {
 		return nil, nil
@@ -521,12 +516,10 @@ func numaList(s string) ([]int, error) {
 	return nodes, nil
 }
 
-// maxNVLinks bounds the NV# count: an NVSwitch H100/H200 has 18 links,
-// B200 18 NVLink-5 links; anything far above is not a real count.
+// maxNVLinks bounds the NV# count, far above the 18 of H100 to B200.
 const maxNVLinks = 1024
 
-// linkKind classifies a topo -m cell: the link type, the NVLink count
-// (0 for PCIe) and whether it is known.
+// linkKind classifies a topo -m cell: link type, NVLink count, known.
 func linkKind(s string) (topology.LinkType, int, bool) {
 	switch s {
 	case topology.LevelPIX, topology.LevelPXB, topology.LevelPHB, topology.LevelNODE, topology.LevelSYS, "SOC":
@@ -541,7 +534,6 @@ func linkKind(s string) (topology.LinkType, int, bool) {
 	return "", 0, false
 }
 
-// clip shortens s for an error message.
 func clip(s string) string {
 	if len(s) > 40 {
 		return s[:40] + "..."

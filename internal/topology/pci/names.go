@@ -8,16 +8,13 @@ import (
 	"github.com/jaypipes/pcidb"
 )
 
-// Names looks up product names in the PCI ID database (pci.ids, as
-// ghw's pcidb finds it: PCIDB_PATH, else the host's hwdata or misc
-// directory; never over the network). A nil or zero *Names gives the
-// numeric ids.
+// Names looks up product names in the PCI ID database as ghw's pcidb
+// finds it, never over the network. A nil *Names gives the numeric ids.
 type Names struct {
 	db *pcidb.PCIDB
 }
 
-// LoadNames reads the host's PCI ID database; nil when there is none
-// (a container without hwdata), and names are then the numeric ids.
+// LoadNames reads the host's PCI ID database; nil when there is none.
 func LoadNames() *Names {
 	db, err := pcidb.New(noNetwork())
 	if err != nil {
@@ -26,16 +23,15 @@ func LoadNames() *Names {
 	return &Names{db: db}
 }
 
-// noNetwork keeps pcidb off the network even where the environment
-// (PCIDB_ENABLE_NETWORK_FETCH) allows it: discovery never downloads.
+// noNetwork keeps pcidb off the network even where PCIDB_ENABLE_NETWORK_FETCH
+// allows it: discovery never downloads.
 func noNetwork() *pcidb.WithOption {
 	off := false
 	return &pcidb.WithOption{EnableNetworkFetch: &off}
 }
 
-// Product is the database's name of the product, "GH100 [H200 SXM
-// 141GB]", or the numeric ids "10de:2335" when the database does not
-// know it.
+// Product is the database's name of the product ("GH100 [H200 SXM
+// 141GB]"), else the numeric ids "10de:2335".
 func (n *Names) Product(vendor, device uint16) string {
 	id := fmt.Sprintf("%04x%04x", vendor, device)
 	if n != nil && n.db != nil {
@@ -46,10 +42,9 @@ func (n *Names) Product(vendor, device uint16) string {
 	return id[:4] + ":" + id[4:]
 }
 
-// FillNames gives every device of m that has no name but a PCI address
-// its product name: names' (Product) for the vendor and device ids of
-// sys/bus/pci/devices/ADDR under root. Devices whose ids cannot be read
-// keep no name. names is loaded (LoadNames) on first need when nil.
+// FillNames names every device of m that has none but a PCI address by
+// Product of its sysfs vendor and device ids under root, loading names
+// when nil; a device whose ids do not read keeps no name.
 func FillNames(m *topology.Model, root string, names *Names) {
 	fsys := os.DirFS(root)
 	loaded := names != nil

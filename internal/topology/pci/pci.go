@@ -1,10 +1,7 @@
-// Package pci finds GPUs in the PCI tree of sysfs (sys/bus/pci/devices)
-// when no vendor tool and no KFD is there: the display (class 0x03) and
-// processing-accelerator (0x12) functions of NVIDIA (0x10de) and AMD
-// (0x1002), their NUMA node, PCI address and product name, and the PCIe
-// distance between every pair from the tree of bridges, in the classes
-// nvidia-smi topo -m prints. NVLink and XGMI are invisible from PCI.
-//
+// Package pci finds NVIDIA and AMD GPUs (display and accelerator
+// functions) in sysfs's PCI tree when no vendor tool and no KFD is there,
+// with their NUMA node and the PCIe distance between every pair in
+// nvidia-smi topo -m's classes; NVLink and XGMI are invisible from PCI.
 // Not through ghw's pci package: it drops every device when one function
 // lacks a modalias file, and needs the PCI ID database to list devices.
 package pci
@@ -28,11 +25,9 @@ import (
 // Source is the Model.Source of models built here.
 const Source = "pci"
 
-// FabricNote is the line Read warns with when it finds GPUs: what a PCI
-// model cannot know.
+// FabricNote is the warning Read gives when it finds GPUs.
 const FabricNote = "pci: NVLink and XGMI links are invisible from the PCI tree; GPU pairs are placed by their PCIe distance only"
 
-// devicesDir is where sysfs lists every PCI function, relative to the root.
 const devicesDir = "sys/bus/pci/devices"
 
 // Known GPU vendors and classes.
@@ -43,22 +38,19 @@ const (
 	classAccelerator = 0x12
 )
 
-// gpu is one GPU function found in the tree.
 type gpu struct {
 	addr   string
 	vendor uint32
 	numa   int
 	cpus   []int
-	// path runs from the host bridge ("pci0000:40") down to the device
-	// itself (BridgePath).
-	path []string
+	path   []string // from the host bridge down to the device (BridgePath)
 }
 
 // Read finds the GPUs under root and returns a finished model, devices in
 // PCI address order (CUDA's with CUDA_DEVICE_ORDER=PCI_BUS_ID, and HIP's).
 // Devices have no name: parsing the PCI ID database costs 60-70 ms, which
-// a launch need not pay; FillNames names them where they are shown. A GPU
-// function whose files do not read is left out with a warning.
+// a launch need not pay (see FillNames). A GPU function whose files do not
+// read is left out with a warning.
 func Read(root string, warn topology.Warner) (*topology.Model, error) {
 	dir := filepath.Join(root, filepath.FromSlash(devicesDir))
 	entries, err := os.ReadDir(dir)
@@ -68,12 +60,9 @@ func Read(root string, warn topology.Warner) (*topology.Model, error) {
 	fsys := os.DirFS(root)
 	var gpus []gpu
 	for _, e := range entries {
-		g, ok, err := readGPU(fsys, dir, e.Name(), warn)
-		if err != nil {
+		if g, ok, err := readGPU(fsys, dir, e.Name(), warn); err != nil {
 			warn.Warn("pci: %s left out: %v", e.Name(), err)
-			continue
-		}
-		if ok {
+		} else if ok {
 			gpus = append(gpus, g)
 		}
 	}
@@ -89,11 +78,9 @@ func Read(root string, warn topology.Warner) (*topology.Model, error) {
 	return m, nil
 }
 
-// oneVendor keeps the GPUs of one vendor, the one with more of them
-// (NVIDIA on a tie), with a warning when it leaves others out: CUDA and
-// HIP each number only their own vendor's devices, so a model of both
-// would give one of them wrong runtime indices (an AMD integrated GPU
-// beside NVIDIA cards).
+// oneVendor keeps the GPUs of the vendor with more (NVIDIA on a tie),
+// warning about the others: CUDA and HIP each number only their own
+// vendor's devices, so a mixed model would get runtime indices wrong.
 func oneVendor(gpus []gpu, warn topology.Warner) []gpu {
 	var nv, amd []gpu
 	for _, g := range gpus {
@@ -119,17 +106,14 @@ func oneVendor(gpus []gpu, warn topology.Warner) []gpu {
 	return keep
 }
 
-// build makes the unfinished model of gpus, all of one vendor.
 func build(gpus []gpu) *topology.Model {
 	m := &topology.Model{Source: Source, Bandwidth: "theoretical", Vendor: topology.VendorNVIDIA}
 	if gpus[0].vendor == vendorAMD {
 		m.Vendor = topology.VendorAMD
 	}
 	for i, g := range gpus {
-		m.Devices = append(m.Devices, topology.Device{
-			Index: i, RuntimeIndex: i, Vendor: m.Vendor,
-			PCIAddress: g.addr, NUMANode: g.numa, CPUs: g.cpus,
-		})
+		m.Devices = append(m.Devices, topology.Device{Index: i, RuntimeIndex: i, Vendor: m.Vendor,
+			PCIAddress: g.addr, NUMANode: g.numa, CPUs: g.cpus})
 		for j := range i {
 			m.Links = append(m.Links, topology.PCIeLink(j, i, Level(gpus[j].path, gpus[i].path, gpus[j].numa, gpus[i].numa)))
 		}
@@ -137,14 +121,12 @@ func build(gpus []gpu) *topology.Model {
 	return m
 }
 
-// readGPU reads the function name under dir; ok is false for a function
-// that is not a GPU of a known vendor.
+// readGPU reads function name; ok is false unless it is a GPU we know.
 func readGPU(fsys fs.FS, dir, name string, warn topology.Warner) (g gpu, ok bool, err error) {
 	if !validAddress(name) {
 		return gpu{}, false, nil
 	}
 	p := path.Join(devicesDir, name)
-	// The vendor first: a function of another vendor is never a worry.
 	vendor, err := readHex(fsys, p+"/vendor")
 	if err != nil || (vendor != vendorAMD && vendor != vendorNVIDIA) {
 		return gpu{}, false, err
@@ -174,14 +156,12 @@ func readGPU(fsys fs.FS, dir, name string, warn topology.Warner) (g gpu, ok bool
 	return g, true, nil
 }
 
-// errPath is a sysfs link that does not lead through a host bridge.
 var errPath = errors.New("not a PCI device path")
 
 // BridgePath turns the target of a sys/bus/pci/devices link
-// ("../../../devices/pci0000:40/0000:40:01.1/0000:41:00.0") into the
-// path from the host bridge down to the device: ["pci0000:40",
-// "0000:40:01.1", "0000:41:00.0"]. Every element below the host bridge
-// must be a PCI address and the last must be addr.
+// ("../../../devices/pci0000:40/0000:40:01.1/0000:41:00.0") into the path
+// from the host bridge down to addr: ["pci0000:40", "0000:40:01.1",
+// "0000:41:00.0"].
 func BridgePath(link, addr string) ([]string, error) {
 	parts := strings.Split(filepath.ToSlash(link), "/")
 	start := -1 // the last host bridge: a VMD domain nests one under a device
@@ -197,14 +177,10 @@ func BridgePath(link, addr string) ([]string, error) {
 	return parts[start:], nil
 }
 
-// Level is the nvidia-smi topo -m class of the PCIe path between two
-// devices with host-bridge paths a and b (BridgePath) and NUMA nodes na
-// and nb: under different host bridges NODE when the NUMA nodes are the
-// same, else SYS; meeting at the host bridge PHB; meeting at a bridge
-// below it PIX when the path crosses one switch, PXB when it crosses
-// more. A switch is an upstream port with its downstream ports, so below
-// the meeting bridge every second bridge on a side is one more switch.
-// A nil path is SYS.
+// Level is the nvidia-smi topo -m class of the PCIe path between devices
+// with BridgePaths a and b and NUMA nodes na and nb: under different host
+// bridges NODE on one NUMA node, else SYS; meeting at the host bridge PHB;
+// below it PIX through one switch, else PXB. A nil path is SYS.
 func Level(a, b []string, na, nb int) string {
 	if len(a) < 2 || len(b) < 2 {
 		return topology.LevelSYS
@@ -222,8 +198,8 @@ func Level(a, b []string, na, nb int) string {
 	if k == 1 {
 		return topology.LevelPHB
 	}
-	// a[k:len(a)-1] are the bridges on a's side below the meeting bridge
-	// a[k-1]; the first is a downstream port of the meeting switch.
+	// Below the meeting bridge every second bridge on a side is one more
+	// switch (an upstream port with its downstream ports).
 	switches := 1 + max(0, len(a)-2-k)/2 + max(0, len(b)-2-k)/2
 	if switches == 1 {
 		return topology.LevelPIX
@@ -231,8 +207,6 @@ func Level(a, b []string, na, nb int) string {
 	return topology.LevelPXB
 }
 
-// validAddress reports whether s is a PCI address in sysfs's form,
-// "dddd:bb:dd.f" in lower-case hex (the domain may be longer).
 func validAddress(s string) bool {
 	n, ok := topology.NormalizePCI(s)
 	return ok && n == s

@@ -11,28 +11,24 @@ import (
 )
 
 // ErrNoPeerFigures is returned by Apply when the run has no GPU-to-GPU
-// figure at all (a host-only or redacted run).
+// figure (a host-only or redacted run).
 var ErrNoPeerFigures = errors.New("no GPU-to-GPU bandwidth figures")
 
 // ErrMismatch is returned by Apply when the run's GPUs do not match the
-// model's devices (count or PCI addresses).
+// model's devices.
 var ErrMismatch = errors.New("GPUs do not match the topology")
 
 // Apply replaces the bandwidth of the links between GPUs of a finished
-// model with the figures r measured, in MB/s: the two unidirectional
-// figures when printed, else half the bidirectional one, as Min and Max.
-// Such links are Measured, P2P available, and m.Bandwidth "measured". A
-// pair without peer-to-peer access (Result.P2P) keeps its theoretical
-// link, marked P2PUnavailable; pairs with no figure keep theirs; one
-// warning lists each kind. GPU agents are matched to devices by Copies.
-// m is not changed when an error is returned.
+// model with r's figures in MB/s (see Copies), marking them Measured and
+// P2P available and m.Bandwidth "measured". A pair without peer-to-peer
+// access keeps its link, marked P2PUnavailable, as does a pair without a
+// figure; one warning lists each kind. An error leaves m unchanged.
 func Apply(m *topology.Model, r *Result, warn topology.Warner) error {
 	c, err := r.Copies(m, warn)
 	if err != nil {
 		return err
 	}
-	// Apply works on a copy of the links and validates it before it
-	// changes m, so that m is left as it was on error, as promised above.
+	// Work on a copy, validated before m changes, so that an error leaves m.
 	next := *m
 	next.Links = slices.Clone(m.Links)
 	var noP2P, noFigure []string
@@ -78,22 +74,18 @@ func Apply(m *topology.Model, r *Result, warn topology.Warner) error {
 
 // Copies is what a run measured between the devices of a model.
 type Copies struct {
-	// MBps[a][b] is the copy bandwidth in MB/s from device a to device b
-	// (the row is the copy's source, as in the tool's matrices): the
-	// unidirectional figures when the run has one for the pair, else
-	// half the bidirectional one; 0 where it has none and on the
-	// diagonal.
+	// MBps[a][b] is the copy bandwidth in MB/s from device a to b: the
+	// unidirectional figure when the pair has one, else half the
+	// bidirectional one; 0 where none and on the diagonal.
 	MBps [][]float64
-	// P2P[a][b] is the pair's peer-to-peer access (Result.P2P), unknown on
-	// the diagonal.
+	// P2P[a][b] is the pair's Result.P2P, unknown on the diagonal.
 	P2P [][]topology.P2P
 }
 
-// Copies matches r's GPU agents to the devices of m and returns what r
-// measured between them. Agents match devices by PCI address when every
-// agent and device has one, else, with one warning, in HIP's order
-// checked against the GPU names (byOrder). Counts that differ, an address
-// not in the model or names that contradict the order give ErrMismatch.
+// Copies matches r's GPU agents to m's devices, by PCI address when all
+// have one, else in HIP's order checked against the names (byOrder), with
+// a warning, and returns what r measured between them. Counts that differ,
+// an unknown address or names that contradict the order give ErrMismatch.
 func (r *Result) Copies(m *topology.Model, warn topology.Warner) (*Copies, error) {
 	gpus := r.GPUs()
 	if len(gpus) != m.N() {
@@ -122,8 +114,8 @@ func (r *Result) Copies(m *topology.Model, warn topology.Warner) (*Copies, error
 }
 
 // copyFigure is the MB/s of a copy from GPU agent x to y: the
-// unidirectional figure when the run printed one for the pair (either
-// way), else half the bidirectional one; 0 when it has neither.
+// unidirectional figure when the pair has one either way, else half the
+// bidirectional one; 0 when it has neither.
 func (r *Result) copyFigure(x, y int) float64 {
 	v, there := r.Uni.At(x, y)
 	if _, back := r.Uni.At(y, x); !there && !back {
@@ -136,11 +128,10 @@ func (r *Result) copyFigure(x, y int) float64 {
 	if v <= 0 {
 		return 0
 	}
-	return float64(max(mbps(v), 1)) // a figure below 0.5 MB/s is still one
+	return max(math.Round(v*1000), 1) // GB/s to whole MB/s; below 0.5 MB/s is still one
 }
 
-// pair returns the lower and higher figure of the two directions between
-// devices a and b that have one; ok is false when neither has.
+// pair returns the lower and higher figure between devices a and b, if any.
 func (c *Copies) pair(a, b int) (lo, hi int64, ok bool) {
 	x, y := c.MBps[a][b], c.MBps[b][a]
 	if x <= 0 {
@@ -154,12 +145,7 @@ func (c *Copies) pair(a, b int) (lo, hi int64, ok bool) {
 	return max(int64(min(x, y)), 1), max(int64(max(x, y)), 1), true
 }
 
-// mbps converts GB/s to whole MB/s.
-func mbps(gbs float64) int64 { return int64(math.Round(gbs * 1000)) }
-
-// matchDevices returns, for each GPU agent in order, the model device it
-// measured: by bus address when both sides have them all, else by order
-// (byOrder).
+// matchDevices returns the model device of each GPU agent.
 func matchDevices(m *topology.Model, r *Result, gpus []int, warn topology.Warner) ([]int, error) {
 	byAddr := map[string]int{}
 	for i, d := range m.Devices {
@@ -194,15 +180,10 @@ func matchDevices(m *topology.Model, r *Result, gpus []int, warn topology.Warner
 	return out, nil
 }
 
-// byOrder matches the k-th GPU agent to the k-th device in HIP's order
-// (runtimeOrder), saying so in one line with why, after checking it
-// against what the run does tell besides the count: the GPU names. Where
-// the run's names and the model's are of one vocabulary (some GPU name of
-// the run is some device's name), every GPU the run names must be matched
-// to a device of that name, else the order is not the run's and the
-// error wraps ErrMismatch. Names of different vocabularies ("gfx942" and
-// "AMD Instinct MI300X") are not compared. A run of amdrun's own on this
-// node (Result.Here) is matched without the warning.
+// byOrder matches the k-th GPU agent to the k-th device in HIP's order,
+// warning with why unless Result.Here. Where the run's GPU names and the
+// model's share a vocabulary (some name is in both), each named GPU must
+// land on a device of that name, else the error wraps ErrMismatch.
 func byOrder(m *topology.Model, r *Result, gpus []int, warn topology.Warner, why string) ([]int, error) {
 	order := runtimeOrder(m)
 	norm := func(s string) string { return strings.ToLower(strings.TrimSpace(s)) }
@@ -224,8 +205,7 @@ func byOrder(m *topology.Model, r *Result, gpus []int, warn topology.Warner, why
 }
 
 // runtimeOrder maps the k-th GPU agent to the device HIP numbers k (the
-// tool enumerates GPUs in HIP's order) when the model's runtime indices
-// are exactly 0..N-1, and to device k otherwise.
+// tool's order) when runtime indices are exactly 0..N-1, else to device k.
 func runtimeOrder(m *topology.Model) []int {
 	order := make([]int, m.N())
 	seen := make([]bool, m.N())

@@ -8,9 +8,9 @@ import (
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
-// check refuses a run whose matrices contradict each other or what the
-// tool can print (see Parse): the first broken rule, in line order, is a
-// *topology.ParseError wrapping topology.ErrInconsistent at the cell.
+// check refuses a run whose matrices contradict each other or the tool:
+// the first broken rule in line order, a *topology.ParseError wrapping
+// topology.ErrInconsistent at the cell.
 func (r *Result) check() error {
 	var bad []inconsistency
 	for _, m := range []*Matrix{r.Uni, r.Bi} {
@@ -27,13 +27,11 @@ func (r *Result) check() error {
 	return topology.NewParseError(Source, b.c.line, b.c.col, topology.ErrInconsistent, "%s", b.msg)
 }
 
-// inconsistency is one broken rule and the cell that shows it.
 type inconsistency struct {
 	c   cell
 	msg string
 }
 
-// checkMatrix checks one copy matrix.
 func (r *Result) checkMatrix(m *Matrix, bi bool) []inconsistency {
 	var bad []inconsistency
 	name := func(i int) string { return r.Agents[i].Label }
@@ -41,8 +39,9 @@ func (r *Result) checkMatrix(m *Matrix, bi bool) []inconsistency {
 		from, to := k[0], k[1]
 		a, b := r.Agents[from], r.Agents[to]
 		switch {
+		case c.na && from != to && a.GPU && b.GPU && r.Access != nil && r.reach(from, to) && r.reach(to, from):
+			bad = append(bad, inconsistency{c, fmt.Sprintf("%s: %s to %s is N/A but the access matrix says the two reach each other", m.Title, name(from), name(to))})
 		case c.na:
-			continue
 		case from == to && bi:
 			bad = append(bad, inconsistency{c, fmt.Sprintf("%s: device %s against itself has a figure; the tool never measures that, so a column is out of place", m.Title, name(from))})
 		case !a.GPU && !b.GPU && !r.TransferBench && from != to:
@@ -51,30 +50,21 @@ func (r *Result) checkMatrix(m *Matrix, bi bool) []inconsistency {
 			bad = append(bad, inconsistency{c, fmt.Sprintf("%s: %s to %s has a figure but the access matrix says %s cannot reach %s", m.Title, name(from), name(to), name(from), name(to))})
 		}
 	}
-	if r.Access != nil {
-		for k, c := range m.cells {
-			from, to := k[0], k[1]
-			if c.na && from != to && r.Agents[from].GPU && r.Agents[to].GPU && r.reach(from, to) && r.reach(to, from) {
-				bad = append(bad, inconsistency{c, fmt.Sprintf("%s: %s to %s is N/A but the access matrix says the two reach each other", m.Title, name(from), name(to))})
-			}
-		}
-	}
 	if !bi {
 		bad = append(bad, r.checkDiagonal(m)...)
 	}
 	return bad
 }
 
-// checkDiagonal checks the unidirectional diagonal: a GPU's copy to its
-// own memory beats any copy over a link, and a GPU measured at all has
-// one (the tool copies a GPU to itself in every full run).
+// checkDiagonal checks that a GPU's copy to its own memory exists and
+// beats any copy over a link (the tool copies a GPU to itself every run).
 func (r *Result) checkDiagonal(m *Matrix) []inconsistency {
 	var bad []inconsistency
 	for g, a := range r.Agents {
 		if !a.GPU || !m.Printed(g, g) {
 			continue
 		}
-		self, measured := m.cells[[2]int{g, g}]
+		self := m.cells[[2]int{g, g}]
 		var best cell
 		bestTo, found := -1, false
 		for k, c := range m.cells {
@@ -90,26 +80,22 @@ func (r *Result) checkDiagonal(m *Matrix) []inconsistency {
 		case !found:
 		case self.na:
 			bad = append(bad, inconsistency{self, fmt.Sprintf("%s: GPU %s has no figure to its own memory but has one with %s; a column is out of place", m.Title, a.Label, r.Agents[bestTo].Label)})
-		case measured && best.v > self.v:
+		case best.v > self.v:
 			bad = append(bad, inconsistency{best, fmt.Sprintf("%s: %.3f GB/s between GPU %s and %s beats the GPU's copy to its own memory (%.3f GB/s); a column is out of place", m.Title, best.v, a.Label, r.Agents[bestTo].Label, self.v)})
 		}
 	}
 	return bad
 }
 
-// reach says whether the access matrix lets agent from reach agent to's
-// memory.
 func (r *Result) reach(from, to int) bool {
 	v, ok := r.Access.At(from, to)
 	return ok && v == 1
 }
 
-// P2P says whether GPU agents x and y (indexes into Agents) can copy peer
-// to peer: by the access matrix when printed (each must reach the other,
-// as the tool requires before it measures a pair), else by the copy
-// matrices: available when either has a figure for the pair, unavailable
-// when every one printed the pair's cells and all are N/A, unknown when
-// no matrix printed them (a redacted excerpt).
+// P2P says whether GPU agents x and y can copy peer to peer: by the access
+// matrix when printed (each must reach the other), else available when a
+// copy matrix has a figure for the pair, unavailable when all printed
+// cells are N/A, unknown when none is printed (a redacted excerpt).
 func (r *Result) P2P(x, y int) topology.P2P {
 	if r.Access.Printed(x, y) && r.Access.Printed(y, x) {
 		if r.reach(x, y) && r.reach(y, x) {

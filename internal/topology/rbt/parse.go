@@ -3,6 +3,7 @@ package rbt
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -17,8 +18,7 @@ const (
 	kindOther  = "other" // NUMA distance, average bandwidth: read, not kept
 )
 
-// matrixKind classifies a title line: one of the kinds above, or "" (not
-// a title).
+// matrixKind classifies a title line: a kind above, or "" (not a title).
 func matrixKind(t string) string {
 	l := strings.ToLower(t)
 	switch {
@@ -42,8 +42,7 @@ func matrixKind(t string) string {
 	return ""
 }
 
-// validLabel says whether s can label a matrix row or column of the
-// rocm_bandwidth_test layout ("4", or "cpu0" in redacted excerpts).
+// validLabel says whether s can label a matrix row or column ("4", "cpu0").
 func validLabel(s string) bool {
 	if s == "" {
 		return false
@@ -56,18 +55,13 @@ func validLabel(s string) bool {
 }
 
 // Parse reads rocm_bandwidth_test output. Matrices name agents by device
-// number; with no device list, labels "cpuN" are CPUs and plain numbers
-// are GPUs; TransferBench tables name them "CPU 00" and "GPU 00". N/A
-// cells are left out of the figures but remembered (Matrix.Printed).
-//
-// GPU agents are the device lines with a `GPU-` UUID or a PCI bus (only
-// GPUs print one). A 1.x device list marks no agent: there the GPUs are
-// the agents with a figure on the unidirectional diagonal (a GPU copies
-// to its own memory; the tool never copies between CPUs).
-//
-// A run that is not consistent (check.go: a swapped column breaks it) is
-// refused with topology.ErrInconsistent naming the cell; malformed input
-// gives a *topology.ParseError.
+// number; with no device list, "cpuN" is a CPU and a number a GPU; the
+// TransferBench tables say "CPU 00" and "GPU 00". N/A cells are no figure
+// but Printed. A device line with a `GPU-` UUID or a PCI bus is a GPU; a
+// 1.x list marks none, so there a GPU is an agent with a figure on the
+// unidirectional diagonal. An inconsistent run (check.go) is refused with
+// topology.ErrInconsistent at the cell; malformed input gives a
+// *topology.ParseError.
 func Parse(r io.Reader) (*Result, error) {
 	p := &parser{lr: topology.NewLineReader(r, Source), res: &Result{}, byLabel: map[string]int{}}
 	if err := p.lr.ForEach(p.line); err != nil {
@@ -76,7 +70,6 @@ func Parse(r io.Reader) (*Result, error) {
 	return p.finish()
 }
 
-// parser holds what Parse has read so far.
 type parser struct {
 	lr       *topology.LineReader
 	res      *Result
@@ -88,7 +81,6 @@ type parser struct {
 	matrices int
 }
 
-// table is the matrix Parse is in.
 type table struct {
 	kind  string  // see matrixKind
 	title string  // as printed
@@ -98,7 +90,6 @@ type table struct {
 	rows  map[int]bool
 }
 
-// line reads one line of input.
 func (p *parser) line(line string) error {
 	t := strings.TrimSpace(line)
 	if t == "" {
@@ -133,7 +124,6 @@ func (p *parser) line(line string) error {
 	return p.row(line)
 }
 
-// startTable begins a matrix of kind k titled title.
 func (p *parser) startTable(k, title string) error {
 	p.table = &table{kind: k, title: title, rows: map[int]bool{}}
 	slot := map[string]**Matrix{kindUni: &p.res.Uni, kindBi: &p.res.Bi, kindAccess: &p.res.Access}[k]
@@ -150,7 +140,7 @@ func (p *parser) startTable(k, title string) error {
 }
 
 // header reads a matrix's column header: "D/D 0 1 ..." or TransferBench's
-// "SRC+EXE\DST CPU 00 CPU 01 GPU 00 ...".
+// "SRC+EXE\DST CPU 00 GPU 00 ...".
 func (p *parser) header(line string) error {
 	tb := p.table
 	fs := topology.SplitFields(line)
@@ -207,20 +197,17 @@ func tbLabel(kind, num string) (string, bool) {
 	return kind + " " + num, true
 }
 
-// setColumns resolves the header's labels to agents.
 func (p *parser) setColumns(labels []topology.Field) error {
 	tb := p.table
-	seen := map[int]bool{}
 	tb.cols = []int{}
 	for _, f := range labels {
 		i, ok := p.agent(f.S)
 		if !ok {
 			return p.lr.Errorf(f.Col, topology.ErrSyntax, "%s: unknown device %q", tb.title, f.S)
 		}
-		if seen[i] {
+		if slices.Contains(tb.cols, i) {
 			return p.lr.Errorf(f.Col, topology.ErrSyntax, "%s: device %q twice", tb.title, f.S)
 		}
-		seen[i] = true
 		tb.cols = append(tb.cols, i)
 	}
 	return nil
@@ -236,11 +223,9 @@ func (p *parser) row(line string) error {
 	return p.cells(line, fs[0], fs[1:])
 }
 
-// tbRow reads one TransferBench row, "GPU 00  ->  23.83 ...". A
-// unidirectional table keeps the "->" rows; a bidirectional one the
-// "<->" rows (both directions at once), not its one-way "->" and "<-"
-// rows nor the min/max/sd rows of TransferBench's iteration statistics.
-// Any other line (the "Averages" lines) ends the table.
+// tbRow reads one TransferBench row, "GPU 00  ->  23.83 ...", keeping the
+// "->" rows of a unidirectional table and the "<->" rows of a
+// bidirectional one; any other line ("Averages") ends the table.
 func (p *parser) tbRow(line string) error {
 	fs := topology.SplitFields(line)
 	if len(fs) < 3 {
@@ -265,7 +250,6 @@ func (p *parser) tbRow(line string) error {
 	return p.lr.Errorf(fs[2].Col, topology.ErrSyntax, "%s: row %s: %q is not ->, <- or <->", p.table.title, label, fs[2].S)
 }
 
-// cells reads the cells of the row labelled label.
 func (p *parser) cells(line string, label topology.Field, fs []topology.Field) error {
 	tb := p.table
 	row, ok := p.agent(label.S)
@@ -297,10 +281,9 @@ func (p *parser) cells(line string, label topology.Field, fs []topology.Field) e
 	return nil
 }
 
-// agent returns the index into res.Agents of the agent a matrix labels
-// label. Without a device list, a new label adds an agent: "cpuN" or
-// "CPU nn" a CPU, a number or "GPU nn" a GPU. ok is false for a label
-// that names no agent.
+// agent returns the index into res.Agents of the agent label names; with
+// no device list a new label adds one ("cpuN" or "CPU nn" a CPU, else a
+// GPU). ok is false for a label that names no agent.
 func (p *parser) agent(label string) (int, bool) {
 	if i, ok := p.byLabel[label]; ok {
 		return i, true
@@ -319,8 +302,8 @@ func (p *parser) agent(label string) (int, bool) {
 	return p.byLabel[label], true
 }
 
-// device parses the rest of a "Device: N,  name,  GPU-uuid,  bus" line.
-// A UUID or a bus marks a GPU: the tool prints them for GPUs only.
+// device parses the rest of a "Device: N,  name,  GPU-uuid,  bus" line;
+// the tool prints a UUID or bus for GPUs only.
 func (p *parser) device(rest string) error {
 	res := p.res
 	parts := strings.Split(rest, ",")
@@ -343,10 +326,9 @@ func (p *parser) device(rest string) error {
 		a.Name = parts[1]
 	}
 	for _, s := range parts[min(2, len(parts)):] {
-		switch {
-		case strings.HasPrefix(s, "GPU-"):
+		if strings.HasPrefix(s, "GPU-") {
 			a.UUID, a.GPU = s, true
-		case isPCI(s):
+		} else if _, ok := parsePCI(s); ok {
 			a.PCI, a.GPU = s, true
 		}
 	}
@@ -359,8 +341,6 @@ func (p *parser) device(rest string) error {
 	return nil
 }
 
-// finish classifies the agents, checks what the whole input gave and that
-// it is consistent.
 func (p *parser) finish() (*Result, error) {
 	res := p.res
 	switch {
@@ -372,8 +352,7 @@ func (p *parser) finish() (*Result, error) {
 		return nil, topology.NewParseError(p.lr.Source, 0, 0, topology.ErrWrongTool, "no rocm_bandwidth_test device list or matrix")
 	}
 	if p.listed && !p.marked {
-		// rocm_bandwidth_test 1.x prints only names: a GPU is an agent
-		// that copied to its own memory.
+		// 1.x prints only names: a GPU is an agent that copied to itself.
 		for i := range res.Agents {
 			_, self := res.Uni.At(i, i)
 			res.Agents[i].GPU = self
@@ -389,10 +368,7 @@ func (p *parser) finish() (*Result, error) {
 	return res, nil
 }
 
-// number sets each listed agent's Ordinal: its position among agents of
-// its kind (the NUMA node of a CPU, the GPU order of a GPU). Agents named
-// by matrices (redacted excerpts, TransferBench) keep the number their
-// label gives.
+// number sets each listed agent's Ordinal.
 func (r *Result) number() {
 	n := map[bool]int{}
 	for i := range r.Agents {
