@@ -230,12 +230,10 @@ func (d *Dir) Lock(ctx context.Context) (unlock func(), err error) {
 			var once sync.Once
 			return func() { once.Do(func() { unix.Close(fd) }) }, nil
 		}
-		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
-			t.Stop()
 			return nil, &LockedError{Path: filepath.Join(d.path, nodeLock), Holder: d.holderOf(nodeLock), Waited: time.Since(start), Err: ctx.Err()}
-		case <-t.C:
+		case <-time.After(wait):
 		}
 		wait = min(2*wait, 20*time.Millisecond)
 	}
@@ -285,10 +283,7 @@ func (d *Dir) Held(keys []string) (map[string]State, error) {
 			if errors.Is(err, fs.ErrNotExist) && d.mayCreate() {
 				continue // made on first use
 			}
-			if errors.Is(err, fs.ErrNotExist) {
-				err = fmt.Errorf("lease: %s: %w: no lease file (the directory's owner makes them: amdrun lease init)", filepath.Join(d.path, names[i]), ErrUnsafe)
-			}
-			held[key] = d.fault(key, err)
+			held[key] = d.fault(key, d.noFile(names[i], err))
 			continue
 		}
 		// An exclusive probe, so that a shared lock held on a lease file
@@ -341,6 +336,15 @@ func (d *Dir) Held(keys []string) (map[string]State, error) {
 	return held, nil
 }
 
+// noFile is err, or for a lease file missing (fs.ErrNotExist) where this
+// process may not make it, an ErrUnsafe error saying who makes them.
+func (d *Dir) noFile(name string, err error) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("lease: %s: %w: no lease file (the directory's owner makes them: amdrun lease init)", filepath.Join(d.path, name), ErrUnsafe)
+	}
+	return err
+}
+
 // Acquire leases every one of keys, or none: an exclusive non-blocking
 // flock on DIR/<FileName(key)> each; at the first that is held it lets the
 // others go and returns an error wrapping ErrBusy naming the key and its
@@ -359,10 +363,7 @@ func (d *Dir) Acquire(keys []string) (*Lease, error) {
 		fd, ok, err := d.lockName(names[i], d.mayCreate())
 		if err != nil {
 			l.Release()
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil, fmt.Errorf("lease: %s: %w: no lease file (the directory's owner makes them: amdrun lease init)", filepath.Join(d.path, names[i]), ErrUnsafe)
-			}
-			return nil, err
+			return nil, d.noFile(names[i], err)
 		}
 		if !ok {
 			l.Release()

@@ -307,16 +307,10 @@ func procHolder(pid int) Holder {
 	return h
 }
 
-// statusEUID is the effective uid of a /proc/<pid>/status: the owner of
-// the files the process makes.
-func statusEUID(b []byte) (int, bool) {
-	return statusField(b, 1)
-}
-
-// statusUID is the real uid of a /proc/<pid>/status.
-func statusUID(b []byte) (int, bool) {
-	return statusField(b, 0)
-}
+// statusUID is the real uid of a /proc/<pid>/status, statusEUID the
+// effective one (the owner of the files the process makes).
+func statusUID(b []byte) (int, bool)  { return statusField(b, 0) }
+func statusEUID(b []byte) (int, bool) { return statusField(b, 1) }
 
 // statusField is the i-th uid (real, effective, saved, fs) of "Uid:".
 func statusField(b []byte, i int) (int, bool) {
@@ -369,21 +363,11 @@ func startTime(stat []byte, boot time.Time) time.Time {
 	return boot.Add(time.Duration(ticks) * (time.Second / userHZ))
 }
 
-var (
-	bootOnce sync.Once
-	boot     time.Time
-	bootOK   bool
-)
-
 // bootTime is the "btime" of /proc/stat, read once.
-func bootTime() (time.Time, bool) {
-	bootOnce.Do(func() {
-		if b, err := readProcFile("/proc/stat", 1<<20); err == nil {
-			boot, bootOK = parseBootTime(b)
-		}
-	})
-	return boot, bootOK
-}
+var bootTime = sync.OnceValues(func() (time.Time, bool) {
+	b, _ := readProcFile("/proc/stat", 1<<20)
+	return parseBootTime(b)
+})
 
 func parseBootTime(b []byte) (time.Time, bool) {
 	v, ok := procLine(b, "btime ")

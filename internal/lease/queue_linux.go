@@ -275,14 +275,21 @@ func (t *Ticket) recall(pid int, inos []uint64) (Waiting, bool) {
 		if !ok {
 			continue
 		}
-		t.stats.lookups++
-		var st unix.Stat_t
-		if unix.Fstatat(t.qfd, w.file, &st, unix.AT_SYMLINK_NOFOLLOW) == nil &&
-			st.Mode&unix.S_IFMT == unix.S_IFREG && int(st.Uid) == w.UID && st.Nlink == 1 && st.Ino == ino {
+		if _, ok := t.lookup(w.file, w.UID, ino); ok {
 			return w, true
 		}
 	}
 	return Waiting{}, false
+}
+
+// lookup reports whether name in the queue is a regular file of uid's
+// with one link, inode ino.
+func (t *Ticket) lookup(name string, uid int, ino uint64) (unix.Stat_t, bool) {
+	t.stats.lookups++
+	var st unix.Stat_t
+	ok := unix.Fstatat(t.qfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil &&
+		st.Mode&unix.S_IFMT == unix.S_IFREG && int(st.Uid) == uid && st.Nlink == 1 && st.Ino == ino
+	return st, ok
 }
 
 // ticketOf looks up the one name pid's ticket would have (one of inos).
@@ -316,10 +323,8 @@ func (t *Ticket) ticketOf(pid int, inos []uint64) (Waiting, bool) {
 // ticketAt reads the ticket name: a regular file of uid's with one link,
 // inode ino, holding what amdrun writes for this node.
 func (t *Ticket) ticketAt(name string, uid int, ino uint64) (Waiting, bool) {
-	t.stats.lookups++
-	var st unix.Stat_t
-	if unix.Fstatat(t.qfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil ||
-		st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != uid || st.Nlink != 1 || st.Ino != ino {
+	st, ok := t.lookup(name, uid, ino)
+	if !ok {
 		return Waiting{}, false
 	}
 	fd, err := unix.Openat(t.qfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
@@ -549,13 +554,22 @@ func (d *Dir) QueueRoom(total int) error {
 	if err := procSeesNode(); err != nil {
 		return err
 	}
+	t := d.peek(total, os.Getpid())
+	if t == nil {
+		return nil
+	}
+	defer unix.Close(t.qfd)
+	return t.room()
+}
+
+// peek is a look at the queue, as pid, without a ticket; nil without a
+// queue (or a directory: fd -1 fails the open).
+func (d *Dir) peek(total, pid int) *Ticket {
 	qfd, err := unix.Openat(d.fd, queueDir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil
 	}
-	defer unix.Close(qfd)
-	t := &Ticket{dir: d, total: total, perUser: MaxTicketsPerUser, qfd: qfd, fd: -1, pid: os.Getpid()}
-	return t.room()
+	return &Ticket{dir: d, total: total, perUser: MaxTicketsPerUser, qfd: qfd, fd: -1, pid: pid}
 }
 
 // room is the user's limit, an ErrQueueFull once reached.
@@ -575,15 +589,11 @@ func (t *Ticket) room() error {
 
 // Queue lists the counting tickets, oldest first (none without a queue).
 func (d *Dir) Queue(total int) []Waiting {
-	if d.fd < 0 {
+	t := d.peek(total, 0)
+	if t == nil {
 		return nil
 	}
-	qfd, err := unix.Openat(d.fd, queueDir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil
-	}
-	defer unix.Close(qfd)
-	t := &Ticket{dir: d, total: total, qfd: qfd, fd: -1}
+	defer unix.Close(t.qfd)
 	return counting(t.scan(readProcLocks()), MaxTicketsPerUser)
 }
 

@@ -47,9 +47,6 @@ func walk(pfx, what, path string, create bool, leafPerm uint32) (*walked, error)
 		return nil, w.errorf("%w", err)
 	}
 	w.abs, w.parts = abs, splitPath(abs)
-	if len(w.parts) == 0 {
-		return nil, w.errorf("%w: / cannot be a %s", ErrUnsafe, w.what)
-	}
 	defer w.close() // the one clean-up: every descriptor on the way
 	if err := w.start(); err != nil {
 		return nil, err

@@ -82,12 +82,10 @@ func (d *Dir) watch(keys []string) *wake {
 // is done first.
 func (w *wake) sleep(ctx context.Context, poll time.Duration, soon, leases bool) (rested bool, err error) {
 	if w == nil {
-		t := time.NewTimer(poll)
-		defer t.Stop()
 		select {
 		case <-ctx.Done():
 			return false, ctx.Err()
-		case <-t.C:
+		case <-time.After(poll):
 			return false, nil
 		}
 	}
@@ -110,13 +108,9 @@ func (w *wake) sleep(ctx context.Context, poll time.Duration, soon, leases bool)
 			break // the deadline, or the watch gone: look now
 		}
 		if w.matters(w.buf[:n], leases) {
-			if rest := time.Until(start.Add(poll / 4)); rest > 0 {
-				t := time.NewTimer(rest)
-				select {
-				case <-ctx.Done():
-				case <-t.C:
-				}
-				t.Stop()
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Until(start.Add(poll / 4))):
 			}
 			w.drain()
 			break

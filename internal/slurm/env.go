@@ -1,6 +1,7 @@
 package slurm
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strconv"
@@ -102,15 +103,11 @@ func FromEnvWith(env []string, run func(name string, args ...string) ([]byte, er
 	}
 	j := &Job{JobID: id, MasterPort: BasePort + jobID%PortSpan}
 	_, j.StepID = first(vars, "SLURM_STEP_ID", "SLURM_STEPID")
-	for _, step := range []func(map[string]string) error{
-		func(vars map[string]string) error { return j.readNodes(vars, run) },
-		j.readNodeID,
-		j.readGPUs,
-		j.readTasks,
-	} {
-		if err := step(vars); err != nil {
-			return nil, err
-		}
+	if err := j.readNodes(vars, run); err != nil {
+		return nil, err
+	}
+	if err := cmp.Or(j.readNodeID(vars), j.readGPUs(vars), j.readTasks(vars)); err != nil {
+		return nil, err
 	}
 	j.het = hetSpan(vars)
 	return j, nil
