@@ -1,11 +1,6 @@
-// Package reserve chooses a job's devices and leases them, as one step:
-// the selection runs under the node-wide lock of the lease directory
-// (internal/lease), leaving out what other jobs lease, and the
-// chosen set is leased before the lock is let go; with a wait it queues,
-// first come first served, and gives a device another job just released
-// time to settle (its memory freed). It owns that protocol only: scoring
-// is internal/selector's, the lease files are lease's, and what runs on
-// the devices is internal/launch's.
+// Package reserve chooses a job's devices and leases them as one step
+// (see Devices; docs/shared-nodes.md). Scoring is internal/selector's, the
+// lease files internal/lease's.
 package reserve
 
 import (
@@ -24,9 +19,8 @@ import (
 const DefaultWaitPoll = 200 * time.Millisecond
 
 // SettleTime is how long a queued job keeps waiting for a device whose
-// lease was just released but which its fresh discovery still shows busy:
-// the driver frees a dead job's memory (and drops it from its process
-// list) a little after the processes are gone; 90 ms on the H200 machine.
+// lease was just released but which a fresh discovery still shows busy:
+// the driver frees a dead job's memory a little later (90 ms on the H200).
 const SettleTime = 10 * time.Second
 
 // refreshEvery spaces the discoveries of a job waiting for a device to
@@ -34,13 +28,11 @@ const SettleTime = 10 * time.Second
 const refreshEvery = 500 * time.Millisecond
 
 // NodeLockWait bounds how long a job that does not --wait waits for the
-// node lock: another job holds it for milliseconds, so a lock held for
-// seconds is stuck or held on purpose, and the job fails naming the
-// holder instead of hanging.
+// node lock: jobs hold it for milliseconds, so one held for seconds is
+// stuck, and the job fails naming the holder instead of hanging.
 const NodeLockWait = 3 * time.Second
 
-// Options is what Devices needs: the node, the request and how to
-// treat other jobs' leases. Zero values are documented per field.
+// Options is what Devices needs; zero values are documented per field.
 type Options struct {
 	Model   *topology.Model
 	Request selector.Request
@@ -61,15 +53,11 @@ type Options struct {
 	// NodeLockWait.
 	LockWait time.Duration
 	// Queued, when set, is called once with the reason when the job
-	// starts waiting.
-	// ahead lists the jobs waiting in the queue before it, oldest first,
-	// as the kernel vouches for them (lease.Dir.Queue).
+	// starts waiting; ahead is lease.Dir.Queue, the jobs queued before it.
 	Queued func(want int, why error, ahead []lease.Waiting)
 	// Refresh, when set, discovers the node again. A queued job calls it
-	// when a device another job leased becomes free, and takes the fresh
-	// busy state of the devices: at start a leased device is usually busy
-	// with that job's memory, which is gone once its lease is (the lease
-	// lives until the job's last process does).
+	// when a device another job leased becomes free and takes the fresh
+	// busy state: a leased device is usually busy with that job's memory.
 	Refresh func(context.Context) (*topology.Model, error)
 	// Settle bounds the wait for a released device to stop being busy;
 	// 0 means SettleTime.
@@ -77,22 +65,16 @@ type Options struct {
 }
 
 // Devices chooses the devices and leases them: selection runs under the
-// node-wide lock, leaving out devices other jobs lease (and devices whose
-// lease file cannot be used), and the lease on the chosen set is taken
-// before the lock is released, so that two jobs never get one device.
-// With Wait it queues, first come first served, until enough devices are
-// free; every wait (for the node lock too) ends at Wait. The returned
-// lease is nil with DryRun or without Leases; the caller releases it when
-// the job ends.
-//
+// node-wide lock, leaving out devices other jobs lease or whose lease file
+// cannot be used, and the chosen set is leased before the lock goes. With
+// Wait it queues, first come first served, until enough devices are free;
+// every wait (for the node lock too) ends at Wait, and SIGTERM, SIGINT,
+// SIGHUP and SIGQUIT end it with a *SignalError. The lease is nil with
+// DryRun or without Leases; the caller releases it when the job ends.
 // When not enough devices are free the error is the selector's
-// *selector.NotEnoughError, listing what is free, leased and busy. Busy
-// state is the one discovered at start, refreshed (with Refresh) when a
-// leased device becomes free: a queued job waits for other amdrun jobs'
-// leases, not for other programs to leave a device.
-//
-// With Wait, SIGTERM, SIGINT, SIGHUP and SIGQUIT end the wait with a
-// *SignalError.
+// *selector.NotEnoughError. Busy state is the one discovered at start,
+// refreshed (Refresh) when a leased device becomes free: a queued job
+// waits for other amdrun jobs' leases, not for other programs.
 func Devices(ctx context.Context, r Options) (*selector.Choice, *lease.Lease, error) {
 	if r.Wait > 0 && r.Leases != nil && !r.DryRun {
 		return devicesCatching(ctx, r)
@@ -101,8 +83,7 @@ func Devices(ctx context.Context, r Options) (*selector.Choice, *lease.Lease, er
 }
 
 func devices(ctx context.Context, r Options) (*selector.Choice, *lease.Lease, error) {
-	// The pairs are weighed once for every look of a queued job; the
-	// prepared model reads the devices' busy state afresh at each Select
+	// The pairs are weighed once; each Select reads the busy state afresh
 	// (refreshBusy updates it in place).
 	pp := selector.Prepare(r.Model)
 	if r.Leases == nil {
@@ -173,10 +154,9 @@ func devices(ctx context.Context, r Options) (*selector.Choice, *lease.Lease, er
 	return choice, l, r.explain(ctx, err)
 }
 
-// settle follows, for a queued job, the devices other jobs release: a
-// device leased at the last look and free now was busy with the leaving
-// job's memory, so the node is discovered again; one still busy then is
-// waited for as if leased, for up to SettleTime, with a discovery every
+// settle follows the devices other jobs release: one leased at the last
+// look and free now makes the node be discovered again, and if still busy
+// is waited for as if leased, up to SettleTime, rediscovered every
 // refreshEvery.
 type settle struct {
 	keys        []string
@@ -216,9 +196,8 @@ func (s *settle) look(ctx context.Context, r Options, holders map[string]lease.S
 	}
 }
 
-// refreshBusy copies the busy state of a fresh discovery into the model,
-// device by device (matched by key). A failed discovery keeps the old
-// state: the job still waits correctly for leases.
+// refreshBusy copies a fresh discovery's busy state into the model by
+// device key; a failed discovery keeps the old state.
 func (r Options) refreshBusy(ctx context.Context, keys []string) {
 	fresh, err := r.Refresh(ctx)
 	if err != nil {
@@ -238,8 +217,7 @@ func (r Options) refreshBusy(ctx context.Context, keys []string) {
 }
 
 // explain turns Claim's error into the one the user sees: the selector's
-// message for busy devices, and, when the wait ran out (not ctx), what it
-// waited for.
+// for busy devices, what it waited for when the wait (not ctx) ran out.
 func (r Options) explain(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
@@ -284,12 +262,9 @@ func unwrapBusy(err error) error {
 	return err
 }
 
-// DescribeHolder says in a few words, on one line, why a device cannot
-// be leased: "leased by pid 42 (alice: amdrun -n 2 train.py), started
-// 15:04:05", or "unusable lease file" when a bad file sits at its path
-// (the warning printed once names the path and its owner). Errors are one
-// line, and a holder's command may be a multi-line python -c or hold
-// terminal escapes: lease.Holder.String escapes and cuts it.
+// DescribeHolder says on one line why a device cannot be leased: "leased
+// by pid 42 (alice: amdrun -n 2 train.py), started 15:04:05", or
+// "unusable lease file" (the warning printed once names the path).
 func DescribeHolder(s lease.State) string {
 	if s.Fault != nil {
 		return "unusable lease file"
