@@ -9,15 +9,11 @@ import (
 	"github.com/amdrun/amdrun/internal/printable"
 )
 
-// CPU leases ("cpu:N") keep two jobs on one node from binding ranks
-// (exclusive, core-complex) to one CPU, taken and held like devices'.
-
-// cpuKeyPrefix starts every CPU key; device keys never do
-// (topology.Device.Key is a PCI address, a unique id in hex, or gpuN).
+// cpuKeyPrefix starts every CPU key ("cpu:N": exclusive and core-complex
+// ranks' CPUs, leased like devices); device keys never do.
 const cpuKeyPrefix = "cpu:"
 
-// ErrNoCPUFiles: a root-prepared lease directory without CPU lease files
-// (made before amdrun leased CPUs; `amdrun lease init` adds them).
+// ErrNoCPUFiles: a root-prepared lease directory without CPU lease files.
 var ErrNoCPUFiles = errors.New("the lease directory has no CPU lease files (amdrun lease init makes them)")
 
 // CPUKey is the lease key of host CPU c.
