@@ -116,7 +116,7 @@ func (a *adoption) survey() (why string, err error) {
 			if !ok {
 				e = *a.queue
 			}
-			if !a.same(n, &e.st) {
+			if !stillNamed(a.dfd, n, &e.st) {
 				return fmt.Sprintf("%s was replaced while lease init looked at it", n), nil
 			}
 			continue
@@ -134,11 +134,6 @@ func (a *adoption) survey() (why string, err error) {
 		return "it holds neither amdrun's node lock nor a lease file", nil
 	}
 	return "", nil
-}
-
-func (a *adoption) same(n string, st *unix.Stat_t) bool {
-	var now unix.Stat_t
-	return unix.Fstatat(a.dfd, n, &now, unix.AT_SYMLINK_NOFOLLOW) == nil && now.Dev == st.Dev && now.Ino == st.Ino
 }
 
 func (a *adoption) take(n string) (why string, err error) {

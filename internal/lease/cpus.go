@@ -2,7 +2,8 @@ package lease
 
 import (
 	"errors"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -84,12 +85,7 @@ type CPUHolding struct {
 func GroupCPUs(held map[int]State) []CPUHolding {
 	byPID := map[int]int{}
 	var out []CPUHolding
-	cpus := make([]int, 0, len(held))
-	for c := range held {
-		cpus = append(cpus, c)
-	}
-	sort.Ints(cpus)
-	for _, c := range cpus {
+	for _, c := range slices.Sorted(maps.Keys(held)) {
 		s := held[c]
 		if s.Fault != nil {
 			out = append(out, CPUHolding{CPUs: []int{c}, Holder: s.Holder, Fault: printable.String(s.Fault.Error(), 300)})

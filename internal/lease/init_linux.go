@@ -101,8 +101,8 @@ func openOrMake(pfd int, abs string, rep *InitReport) (int, error) {
 		unix.Close(dfd)
 		return -1, err
 	}
-	var st, now unix.Stat_t
-	if rep.Adopted != "" && (unix.Fstat(dfd, &st) != nil || unix.Fstatat(pfd, base, &now, unix.AT_SYMLINK_NOFOLLOW) != nil || now.Dev != st.Dev || now.Ino != st.Ino) {
+	var st unix.Stat_t
+	if rep.Adopted != "" && (unix.Fstat(dfd, &st) != nil || !stillNamed(pfd, base, &st)) {
 		// Its owner renamed it before it became root's.
 		unix.Close(dfd)
 		return -1, fmt.Errorf("lease: %s: %w: the directory was moved while lease init adopted it; run lease init again", abs, ErrUnsafe)

@@ -9,6 +9,7 @@ package lease
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"os/user"
 	"path/filepath"
 	"strconv"
@@ -159,10 +160,8 @@ type Dir struct {
 	degraded string
 	warn     func(string, ...any)
 
-	names lockNames // its files as /proc/locks names them
-
-	mu     sync.Mutex
-	warned map[string]bool
+	names  lockNames // its files as /proc/locks names them
+	warned sync.Map  // warnOnce's keys
 }
 
 // Path returns the directory's path as given to Open, cleaned.
@@ -180,17 +179,7 @@ func (d *Dir) Degraded() string { return d.degraded }
 
 // warnOnce warns once per key per Dir: a --wait loop asks Held many times.
 func (d *Dir) warnOnce(key, format string, args ...any) {
-	if d.warn == nil {
-		return
-	}
-	d.mu.Lock()
-	if d.warned == nil {
-		d.warned = map[string]bool{}
-	}
-	seen := d.warned[key]
-	d.warned[key] = true
-	d.mu.Unlock()
-	if !seen {
+	if _, seen := d.warned.LoadOrStore(key, true); !seen && d.warn != nil {
 		d.warn(format, args...)
 	}
 }
@@ -337,49 +326,19 @@ func FileName(key string) (string, error) {
 // KeyFromFileName inverts FileName; false for a name it cannot give.
 func KeyFromFileName(name string) (string, bool) {
 	s, ok := strings.CutSuffix(name, ".lock")
-	if !ok || s == "" || s[0] == '.' {
+	key, err := url.PathUnescape(s)
+	if !ok || err != nil {
 		return "", false
 	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c != '%' {
-			if !plainByte(c) {
-				return "", false
-			}
-			b.WriteByte(c)
-			continue
-		}
-		if i+2 >= len(s) {
-			return "", false
-		}
-		hi, lo := unhex(s[i+1]), unhex(s[i+2])
-		if hi < 0 || lo < 0 {
-			return "", false
-		}
-		v := byte(hi<<4 | lo)
-		if plainByte(v) && !(b.Len() == 0 && v == '.') {
-			return "", false // FileName would not have escaped it
-		}
-		b.WriteByte(v)
-		i += 2
+	if back, err := FileName(key); err != nil || back != name {
+		return "", false
 	}
-	return b.String(), true
+	return key, true
 }
 
 func plainByte(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
 		c == '-' || c == '_' || c == ':' || c == '.'
-}
-
-func unhex(c byte) int {
-	switch {
-	case c >= '0' && c <= '9':
-		return int(c - '0')
-	case c >= 'A' && c <= 'F':
-		return int(c-'A') + 10
-	}
-	return -1
 }
 
 // checkKeys validates keys and rejects duplicates (a second lock on a

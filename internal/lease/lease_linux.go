@@ -143,14 +143,11 @@ func (d *Dir) lockFile(name string, create bool) (int, unix.Stat_t, error) {
 	return -1, st, fmt.Errorf("lease: %s: %w: keeps being replaced", path, ErrUnsafe)
 }
 
-// stillNamed reports whether name still is the file open as st (a lock
-// on a file unlinked since protects nothing).
-func (d *Dir) stillNamed(name string, st *unix.Stat_t) bool {
+// stillNamed reports whether name in dfd still is the file st (a lock on
+// a file unlinked since protects nothing).
+func stillNamed(dfd int, name string, st *unix.Stat_t) bool {
 	var now unix.Stat_t
-	if err := unix.Fstatat(d.fd, name, &now, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return false
-	}
-	return now.Dev == st.Dev && now.Ino == st.Ino
+	return unix.Fstatat(dfd, name, &now, unix.AT_SYMLINK_NOFOLLOW) == nil && now.Dev == st.Dev && now.Ino == st.Ino
 }
 
 // flockNB takes how|LOCK_NB, retrying EINTR; false when another holds it.
@@ -196,7 +193,7 @@ func (d *Dir) lockName(name string, create bool) (fd int, ok bool, err error) {
 			unix.Close(fd)
 			return -1, false, nil
 		}
-		if d.stillNamed(name, &st) {
+		if stillNamed(d.fd, name, &st) {
 			return fd, true, nil
 		}
 		unix.Close(fd) // replaced under us: lock the new file

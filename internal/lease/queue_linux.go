@@ -100,15 +100,12 @@ func (t *Ticket) join() error {
 	if err != nil {
 		return fmt.Errorf("lease: cannot join the queue: %w", err)
 	}
-	for try := 0; ; try++ {
-		err := t.make(start)
-		if err != unix.EEXIST {
+	for range maxJoinTries {
+		if err := t.make(start); err != unix.EEXIST {
 			return err
 		}
-		if try == maxJoinTries-1 {
-			return fmt.Errorf("lease: cannot join the queue: %d names taken in %s by files of other users", maxJoinTries, filepath.Join(t.dir.path, queueDir))
-		}
 	}
+	return fmt.Errorf("lease: cannot join the queue: %d names taken in %s by files of other users", maxJoinTries, filepath.Join(t.dir.path, queueDir))
 }
 
 // make makes, fills and locks one ticket under a random name and renames

@@ -178,9 +178,8 @@ func (p *hostlistParser) group(lo, hi int) ([]string, error) {
 		if b-a >= uint64(MaxHosts-len(out)) {
 			return nil, p.fail(i, ErrTooManyHosts)
 		}
-		width := len(first)
 		for n := a; n <= b; n++ {
-			out = append(out, pad(n, width))
+			out = append(out, fmt.Sprintf("%0*d", len(first), n)) // the start's padding, as Slurm
 		}
 		i += j + 1
 	}
@@ -193,7 +192,3 @@ func parseNum(s string) (uint64, bool) {
 	n, err := strconv.ParseUint(s, 10, 64)
 	return n, err == nil && len(s) <= 18
 }
-
-// pad formats n with leading zeros up to width digits, as Slurm does
-// with the width of a range's start.
-func pad(n uint64, width int) string { return fmt.Sprintf("%0*d", width, n) }
