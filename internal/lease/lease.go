@@ -304,17 +304,13 @@ func FileName(key string) (string, error) {
 	if key == "" {
 		return "", fmt.Errorf("lease: %w: empty", ErrBadKey)
 	}
-	const hex = "0123456789ABCDEF"
 	var b strings.Builder
 	for i := 0; i < len(key); i++ {
-		c := key[i]
-		if plainByte(c) && !(i == 0 && c == '.') {
+		if c := key[i]; plainByte(c) && !(i == 0 && c == '.') {
 			b.WriteByte(c)
-			continue
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
 		}
-		b.WriteByte('%')
-		b.WriteByte(hex[c>>4])
-		b.WriteByte(hex[c&15])
 	}
 	b.WriteString(".lock")
 	if b.Len() > 255 {
@@ -362,10 +358,7 @@ func checkKeys(keys []string) ([]string, error) {
 
 // userName is the login name of uid, printable, or "" when unknown.
 func userName(uid int) string {
-	if uid < 0 {
-		return ""
-	}
-	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil && uid >= 0 {
 		return printable.String(u.Username, 32)
 	}
 	return ""

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -292,15 +293,13 @@ func (d *Dir) Held(keys []string) (map[string]State, error) {
 	}
 	for try := 0; try < probeRetries && len(busy) > 0; try++ {
 		time.Sleep(time.Millisecond)
-		still := busy[:0]
-		for _, b := range busy {
-			if free, err := flockNB(b.fd, unix.LOCK_EX); err == nil && free {
+		busy = slices.DeleteFunc(busy, func(b taken) bool {
+			free, err := flockNB(b.fd, unix.LOCK_EX)
+			if free = free && err == nil; free {
 				unix.Close(b.fd)
-				continue
 			}
-			still = append(still, b)
-		}
-		busy = still
+			return free
+		})
 	}
 	if len(busy) > 0 {
 		locks := readProcLocks()

@@ -163,13 +163,8 @@ func lockHolder(locks []procLock, id fileID) Holder {
 func lockLine(fdinfo []byte, id fileID) bool {
 	for _, line := range strings.Split(string(fdinfo), "\n") {
 		rest, ok := strings.CutPrefix(line, "lock:")
-		if !ok {
-			continue
-		}
-		for _, l := range parseProcLocks([]byte(strings.TrimSpace(rest))) {
-			if l.fileID == id {
-				return true
-			}
+		if ok && slices.ContainsFunc(parseProcLocks([]byte(strings.TrimSpace(rest))), func(l procLock) bool { return l.fileID == id }) {
+			return true
 		}
 	}
 	return false
