@@ -279,13 +279,11 @@ func procHolder(pid int) Holder {
 		h.UID = uid
 		h.User = userName(uid)
 	}
-	if b, err := readProcFile(dir+"/cmdline", maxProcFile); err == nil {
-		h.Command = printable.String(strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " ")), 200)
-	}
-	if b, err := readProcFile(dir+"/stat", 64<<10); err == nil {
-		if bt, ok := bootTime(); ok {
-			h.Start = startTime(b, bt)
-		}
+	cmdline, _ := readProcFile(dir+"/cmdline", maxProcFile)
+	h.Command = printable.String(strings.TrimSpace(strings.ReplaceAll(string(cmdline), "\x00", " ")), 200)
+	stat, _ := readProcFile(dir+"/stat", 64<<10)
+	if bt, ok := bootTime(); ok {
+		h.Start = startTime(stat, bt)
 	}
 	return h
 }

@@ -280,20 +280,11 @@ func (t *Ticket) lookup(name string, uid int, ino uint64) (unix.Stat_t, bool) {
 // ticketOf looks up the one name pid's ticket would have (one of inos).
 func (t *Ticket) ticketOf(pid int, inos []uint64) (Waiting, bool) {
 	dir := "/proc/" + strconv.Itoa(pid)
-	status, err := readProcFile(dir+"/status", 64<<10)
-	if err != nil {
-		return Waiting{}, false
-	}
+	status, _ := readProcFile(dir+"/status", 64<<10)
+	stat, _ := readProcFile(dir+"/stat", 64<<10)
 	uid, ok := statusEUID(status)
-	if !ok {
-		return Waiting{}, false
-	}
-	stat, err := readProcFile(dir+"/stat", 64<<10)
-	if err != nil {
-		return Waiting{}, false
-	}
-	start, ok := startTicks(stat)
-	if !ok {
+	start, ok2 := startTicks(stat)
+	if !ok || !ok2 {
 		return Waiting{}, false
 	}
 	for _, ino := range inos {
@@ -581,10 +572,7 @@ func procSeesNode() error {
 	if err != nil || ns == initPIDNamespace {
 		return nil
 	}
-	status, err := readProcFile("/proc/self/status", 64<<10)
-	if err != nil {
-		return nil
-	}
+	status, _ := readProcFile("/proc/self/status", 64<<10)
 	if v, ok := procLine(status, "NSpid:"); ok && len(strings.Fields(v)) == 1 {
 		return errors.New("lease: amdrun runs in a PID namespace of its own (a container?), where /proc does not show other jobs waiting: --wait cannot keep their order here; run amdrun in the node's PID namespace, or without --wait")
 	}
