@@ -23,8 +23,7 @@ const DefaultWaitPoll = 200 * time.Millisecond
 // the driver frees a dead job's memory a little later (90 ms on the H200).
 const SettleTime = 10 * time.Second
 
-// refreshEvery spaces the discoveries of a job waiting for a device to
-// settle: each runs the vendor tool.
+// refreshEvery spaces the discoveries (vendor tool runs) while settling.
 const refreshEvery = 500 * time.Millisecond
 
 // NodeLockWait bounds how long a job that does not --wait waits for the
@@ -38,8 +37,7 @@ type Options struct {
 	Request selector.Request
 	// Policy ranks the sets; the zero value is selector.Tree.
 	Policy selector.Policy
-	// Leases is the node's lease directory; nil means no leases are taken
-	// or respected (--no-lease).
+	// Leases is the node's lease directory; nil: --no-lease.
 	Leases *lease.Dir
 	// DryRun selects among the devices no one leases but takes no lease.
 	DryRun bool
@@ -49,8 +47,7 @@ type Options struct {
 	Wait time.Duration
 	// Poll is how often a queued job looks again; 0 means DefaultWaitPoll.
 	Poll time.Duration
-	// LockWait bounds the wait for the node lock when Wait is 0; 0 means
-	// NodeLockWait.
+	// LockWait bounds the node lock's wait when Wait is 0 (0: NodeLockWait).
 	LockWait time.Duration
 	// Queued, when set, is called once with the reason when the job
 	// starts waiting; ahead is lease.Dir.Queue, the jobs queued before it.
@@ -59,8 +56,7 @@ type Options struct {
 	// when a device another job leased becomes free and takes the fresh
 	// busy state: a leased device is usually busy with that job's memory.
 	Refresh func(context.Context) (*topology.Model, error)
-	// Settle bounds the wait for a released device to stop being busy;
-	// 0 means SettleTime.
+	// Settle bounds the wait for a released device to settle (0: SettleTime).
 	Settle time.Duration
 }
 
@@ -165,8 +161,7 @@ type settle struct {
 	lastRefresh time.Time
 }
 
-// look updates the model's busy state as needed and marks in held the
-// devices still settling.
+// look refreshes the busy state as needed and marks settling devices held.
 func (s *settle) look(ctx context.Context, r Options, holders map[string]lease.State, now time.Time, held map[int]string) {
 	if s.since == nil {
 		s.since = map[int]time.Time{}
@@ -240,8 +235,7 @@ func (r Options) explain(ctx context.Context, err error) error {
 	return unwrapBusy(err)
 }
 
-// withHeld marks the devices other jobs lease, and those whose lease file
-// cannot be used, in a copy of req.
+// withHeld marks the devices in holders held in a copy of req.
 func withHeld(req selector.Request, keys []string, holders map[string]lease.State) selector.Request {
 	req.Held = map[int]string{}
 	for i, k := range keys {
@@ -252,8 +246,7 @@ func withHeld(req selector.Request, keys []string, holders map[string]lease.Stat
 	return req
 }
 
-// unwrapBusy drops the lease.ErrBusy wrapper the chooser adds, so the
-// user sees the selector's message.
+// unwrapBusy drops the chooser's lease.ErrBusy wrapper.
 func unwrapBusy(err error) error {
 	var ne *selector.NotEnoughError
 	if errors.As(err, &ne) {

@@ -32,17 +32,13 @@ var ErrShape = errors.New("cannot run in this slurm step")
 // "srun -N1 -r1" in a 2-node job ran on node2 with SLURM_NODEID=0), so the
 // step's own variables come first.
 type Job struct {
-	// JobID is SLURM_JOB_ID, a decimal number. Each task of a job array
-	// has its own (SLURM_ARRAY_JOB_ID is shared and not used).
+	// JobID is SLURM_JOB_ID, a decimal number (each array task's own).
 	JobID string
 	// StepID is SLURM_STEP_ID (else SLURM_STEPID); "" outside a step.
 	StepID string
-	// NNodes is the number of nodes of the step (SLURM_STEP_NUM_NODES),
-	// outside a step of the job (SLURM_JOB_NUM_NODES, else SLURM_NNODES),
-	// else the length of the node list; at least 1.
+	// NNodes is the length of Hosts, at least 1.
 	NNodes int
-	// NodeRank is SLURM_NODEID, 0 <= NodeRank < NNodes. It is 0 when
-	// SLURM_NODEID is unset.
+	// NodeRank is SLURM_NODEID, 0 <= NodeRank < NNodes (0 when unset).
 	NodeRank int
 	// Hosts is the expanded node list of the step (SLURM_STEP_NODELIST),
 	// outside a step of the job (SLURM_JOB_NODELIST, else SLURM_NODELIST),
@@ -52,18 +48,13 @@ type Job struct {
 	MasterAddr string
 	// MasterPort is BasePort + JobID % PortSpan.
 	MasterPort int
-	// GPUsOnNode is SLURM_GPUS_ON_NODE, the GPUs Slurm gave this node;
-	// 0 when unset.
+	// GPUsOnNode is SLURM_GPUS_ON_NODE (0: unset).
 	GPUsOnNode int
-	// NodeGPUs is the number of GPUs Slurm bound to this task (the
-	// entries of Grant.IDs: SLURM_STEP_GPUS, outside a step SLURM_JOB_GPUS) when
-	// the job asked for GPUs per node or per task (SLURM_GPUS_PER_NODE,
-	// SLURM_GPUS_PER_TASK or a gpu:per_task SLURMD_TRES_BIND), so that
-	// every node of the step got as many. 0 otherwise (no GPUs, or
+	// NodeGPUs is len(Grant.IDs) when the job asked for GPUs per node or
+	// per task, so that every node got as many; 0 otherwise (no GPUs, or
 	// --gpus=N, which Slurm may spread unevenly).
 	NodeGPUs int
-	// Grant is the GPUs Slurm granted this task on this node; never nil
-	// (an empty Grant when none were).
+	// Grant is the GPUs Slurm granted this task here; never nil.
 	Grant *Grant
 
 	// For Launchable: het is "" unless the step spans components of a
@@ -232,8 +223,7 @@ func hetSpan(vars map[string]string) string {
 }
 
 // Hostnames expands a Slurm node list with "scontrol show hostnames LIST"
-// through run; when run is nil, fails or prints nothing, with
-// ParseHostlist, whose error it returns.
+// through run, else (nil run, failure, no output) with ParseHostlist.
 func Hostnames(nodelist string, run func(name string, args ...string) ([]byte, error)) ([]string, error) {
 	if run != nil {
 		if out, err := run("scontrol", "show", "hostnames", nodelist); err == nil {
