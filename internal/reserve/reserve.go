@@ -119,19 +119,16 @@ func devices(ctx context.Context, r Options) (*selector.Choice, *lease.Lease, er
 		return chosen, nil
 	}
 	need := max(r.Request.N, 1)
-	wctx := ctx
-	if r.Wait > 0 {
-		var cancel context.CancelFunc
-		wctx, cancel = context.WithTimeout(ctx, r.Wait)
-		defer cancel()
-	}
-	fctx := wctx
+	wctx, limit := ctx, r.Wait // without Wait, only the node lock's wait is bounded
 	if r.Wait == 0 {
+		limit = cmp.Or(max(r.LockWait, 0), NodeLockWait)
+	}
+	if limit > 0 {
 		var cancel context.CancelFunc
-		fctx, cancel = context.WithTimeout(ctx, cmp.Or(max(r.LockWait, 0), NodeLockWait))
+		wctx, cancel = context.WithTimeout(ctx, limit)
 		defer cancel()
 	}
-	l, err := r.Leases.Claim(fctx, keys, need, choose, 0)
+	l, err := r.Leases.Claim(wctx, keys, need, choose, 0)
 	if err == nil || r.Wait == 0 || !errors.Is(err, lease.ErrBusy) {
 		return choice, l, r.explain(ctx, err)
 	}

@@ -43,24 +43,18 @@ func devicesCatching(ctx context.Context, r Options) (*selector.Choice, *lease.L
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stop, gone := make(chan struct{}), make(chan struct{})
+	gone := make(chan struct{})
 	go func() {
 		defer close(gone)
-		select {
-		case s := <-sigs:
+		// A signal that came as the wait ended is still read before the close.
+		if s, ok := <-sigs; ok {
 			cancel(&SignalError{Signal: s.(syscall.Signal)})
-		case <-stop:
 		}
 	}()
 	c, l, err := devices(ctx, r)
-	signal.Stop(sigs)
-	close(stop)
+	signal.Stop(sigs) // after it nothing is sent on sigs
+	close(sigs)
 	<-gone
-	select {
-	case s := <-sigs: // came as the wait ended
-		cancel(&SignalError{Signal: s.(syscall.Signal)})
-	default:
-	}
 	var se *SignalError
 	if errors.As(context.Cause(ctx), &se) {
 		if l != nil {
