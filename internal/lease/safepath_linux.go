@@ -47,13 +47,12 @@ func walk(pfx, what, path string, create bool, leafPerm uint32) (*walked, error)
 	}
 	w.abs, w.parts = abs, splitPath(abs)
 	defer w.close() // the one clean-up: every descriptor on the way
-	if err := w.start(); err != nil {
-		return nil, err
+	err = w.start()
+	for err == nil && len(w.parts) > 0 {
+		err = w.next()
 	}
-	for len(w.parts) > 0 {
-		if err := w.next(); err != nil {
-			return nil, err
-		}
+	if err != nil {
+		return nil, err
 	}
 	return w.finish()
 }
