@@ -431,11 +431,10 @@ func (d *Dir) inPlace() error {
 }
 
 // Claim leases the devices choose picks (given Held of all) under the
-// node lock. With poll <= 0 it tries once (choose's ErrBusy error when
-// nothing fits); with poll > 0 it queues for need devices and retries
-// every poll until it gets a lease or ctx is done (an error wrapping
-// ctx.Err()). A full queue for this user fails at once (ErrQueueFull); a
-// queue that cannot be used otherwise is warned about and waited without.
+// node lock: once with poll <= 0, else queued for need devices, every poll
+// until a lease or ctx is done (an error wrapping ctx.Err()). A full queue
+// for this user fails at once (ErrQueueFull); a queue that cannot be used
+// otherwise is warned about and waited without.
 func (d *Dir) Claim(ctx context.Context, all []string, need int, choose Chooser, poll time.Duration) (*Lease, error) {
 	if poll <= 0 {
 		return d.claimOnce(ctx, all, choose, nil)

@@ -423,9 +423,8 @@ func (t *Ticket) refund(ahead []Waiting, leasing map[int]bool) {
 }
 
 // mayTry is a waiter's look without the node lock (issue 36.7). try: it
-// could start, and takes the lock to lease. soon: look again next poll,
-// else sleep until a lease or ticket goes. With idle (no event for
-// idleLook) a waiter whose turn it is tries whatever the count.
+// could start (with idle, a waiter whose turn it is tries whatever the
+// count). soon: look again next poll, else when a lease or ticket goes.
 func (t *Ticket) mayTry(all []string, idle bool) (try, soon bool, err error) {
 	locks := readProcLocks()
 	free, leasing := t.dir.unlocked(all, locks)

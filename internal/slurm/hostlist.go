@@ -1,8 +1,6 @@
-// Package slurm reads a Slurm allocation from the environment: the node
-// count, this node's rank, the first host of the node list (the rendezvous
-// address) and a port every node derives the same way. It also expands
-// Slurm's compressed hostlist syntax. The package does no I/O of its own:
-// the environment and the scontrol runner are passed in.
+// Package slurm reads a Slurm allocation from the environment (nodes,
+// this node's rank, rendezvous address and port, GPU grant) and expands
+// hostlists; the environment and the scontrol runner are passed in.
 package slurm
 
 import (
