@@ -49,10 +49,7 @@ func (d *Dir) HeldCPUs(cpus []int) (map[int]State, error) {
 		return nil, err
 	}
 	held, err := d.Held(CPUKeys(cpus))
-	if err != nil {
-		return nil, err
-	}
-	return byCPU(held), nil
+	return byCPU(held), err
 }
 
 // AcquireCPUs is Acquire for cpus; call it under Lock, after HeldCPUs.

@@ -553,15 +553,11 @@ func (d *Dir) ListCPUs() (map[int]State, error) {
 	}
 	var keys []string
 	for _, n := range ents {
-		if k, ok := KeyFromFileName(n); ok {
-			if _, isCPU := CPUOfKey(k); isCPU {
-				keys = append(keys, k)
-			}
+		k, _ := KeyFromFileName(n) // "" for no key
+		if _, isCPU := CPUOfKey(k); isCPU {
+			keys = append(keys, k)
 		}
 	}
 	held, err := d.Held(keys)
-	if err != nil {
-		return nil, err
-	}
-	return byCPU(held), nil
+	return byCPU(held), err
 }
