@@ -44,10 +44,7 @@ type Waiting struct {
 
 // String is "alice (pid 42): 8 device(s) since 15:04:05".
 func (w Waiting) String() string {
-	who := w.User
-	if who == "" {
-		who = fmt.Sprintf("uid %d", w.UID)
-	}
+	who := cmp.Or(w.User, fmt.Sprintf("uid %d", w.UID))
 	return fmt.Sprintf("%s (pid %d): %d device(s) since %s", printable.String(who, 32), w.PID, w.Need, w.Since.Format("15:04:05"))
 }
 
