@@ -10,9 +10,8 @@ import (
 )
 
 // adoption is lease init taking over the directory jobs made in the
-// degraded mode (issue 31: it was refused, to be removed by hand). All it
-// judged stays open and write-locked until close, so that no job leases
-// or queues meanwhile.
+// degraded mode (issue 31). All it judged stays open and write-locked
+// until close, so that no job leases or queues meanwhile.
 type adoption struct {
 	dfd    int
 	path   string
@@ -40,11 +39,9 @@ func (a *adoption) close() {
 }
 
 // adoptDegraded makes root's, 0755, the world-writable directory dfd (st)
-// when it can prove it amdrun's: the node lock or a lease file, and
-// nothing but what jobs make there, none locked by a job
-// (docs/shared-nodes.md). Files and a queue another user made are replaced
-// by root's, never changed in place. Else it is refused as notOurs, or
-// wrapping ErrBusy naming a holder, changing nothing.
+// when it can prove it amdrun's and no job holds a lock there
+// (docs/shared-nodes.md); other users' files are replaced, never changed
+// in place. Else it refuses (notOurs, or ErrBusy naming a holder).
 func adoptDegraded(dfd int, abs string, st *unix.Stat_t, rep *InitReport) error {
 	a := &adoption{dfd: dfd, path: abs, locked: map[string]lockedEntry{}, queued: map[string]int{}}
 	defer a.close()
@@ -82,8 +79,7 @@ func adoptDegraded(dfd int, abs string, st *unix.Stat_t, rep *InitReport) error 
 	return nil
 }
 
-// afterSeize, when set (tests), runs once the directory is root's, before
-// it is surveyed again.
+// afterSeize, when set (tests), runs before the second survey.
 var afterSeize func(path string)
 
 // refusal is adoptDegraded's error: err, else why as notOurs says it.
@@ -120,7 +116,7 @@ func (a *adoption) survey() (why string, err error) {
 			if !ok {
 				e = *a.queue
 			}
-			if !a.same(n, &e.st) {
+			if !stillNamed(a.dfd, n, &e.st) {
 				return fmt.Sprintf("%s was replaced while lease init looked at it", n), nil
 			}
 			continue
@@ -140,11 +136,6 @@ func (a *adoption) survey() (why string, err error) {
 	return "", nil
 }
 
-func (a *adoption) same(n string, st *unix.Stat_t) bool {
-	var now unix.Stat_t
-	return unix.Fstatat(a.dfd, n, &now, unix.AT_SYMLINK_NOFOLLOW) == nil && now.Dev == st.Dev && now.Ino == st.Ino
-}
-
 func (a *adoption) take(n string) (why string, err error) {
 	_, isKey := KeyFromFileName(n)
 	if !isKey && n != nodeLock && n != initMarker && !strings.HasPrefix(n, noticePrefix) {
@@ -160,7 +151,7 @@ func (a *adoption) take(n string) (why string, err error) {
 }
 
 // lockEntry opens (following no link) and write-locks the entry n of dfd:
-// a regular file with one link of at most limit bytes (why: what else).
+// a regular file with one link of at most limit bytes (why: what it is).
 func lockEntry(dfd int, path, n string, limit int64) (e lockedEntry, why string, err error) {
 	full := filepath.Join(path, n)
 	fd, err := unix.Openat(dfd, n, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)

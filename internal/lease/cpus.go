@@ -2,22 +2,19 @@ package lease
 
 import (
 	"errors"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/amdrun/amdrun/internal/printable"
 )
 
-// CPU leases ("cpu:N") keep two jobs on one node from binding ranks
-// (exclusive, core-complex) to one CPU, taken and held like devices'.
-
-// cpuKeyPrefix starts every CPU key; device keys never do
-// (topology.Device.Key is a PCI address, a unique id in hex, or gpuN).
+// cpuKeyPrefix starts every CPU key ("cpu:N": exclusive and core-complex
+// ranks' CPUs, leased like devices); device keys never do.
 const cpuKeyPrefix = "cpu:"
 
-// ErrNoCPUFiles: a root-prepared lease directory without CPU lease files
-// (made before amdrun leased CPUs; `amdrun lease init` adds them).
+// ErrNoCPUFiles: a root-prepared lease directory without CPU lease files.
 var ErrNoCPUFiles = errors.New("the lease directory has no CPU lease files (amdrun lease init makes them)")
 
 // CPUKey is the lease key of host CPU c.
@@ -52,10 +49,7 @@ func (d *Dir) HeldCPUs(cpus []int) (map[int]State, error) {
 		return nil, err
 	}
 	held, err := d.Held(CPUKeys(cpus))
-	if err != nil {
-		return nil, err
-	}
-	return byCPU(held), nil
+	return byCPU(held), err
 }
 
 // AcquireCPUs is Acquire for cpus; call it under Lock, after HeldCPUs.
@@ -88,12 +82,7 @@ type CPUHolding struct {
 func GroupCPUs(held map[int]State) []CPUHolding {
 	byPID := map[int]int{}
 	var out []CPUHolding
-	cpus := make([]int, 0, len(held))
-	for c := range held {
-		cpus = append(cpus, c)
-	}
-	sort.Ints(cpus)
-	for _, c := range cpus {
+	for _, c := range slices.Sorted(maps.Keys(held)) {
 		s := held[c]
 		if s.Fault != nil {
 			out = append(out, CPUHolding{CPUs: []int{c}, Holder: s.Holder, Fault: printable.String(s.Fault.Error(), 300)})

@@ -19,15 +19,12 @@ func CanInit() error {
 	return nil
 }
 
-// Init makes path a root-prepared lease directory: root's, 0755, holding
-// its marker (.amdrun-lease-dir), the node lock (.lock), a root 0644 lock
-// file per key and the queue (01777). It must run as root, under
-// directories only root can change (missing parents are made 0755). It
-// only builds (issue 26): it makes the directory, adopts one it made before
-// (adoptable) or one jobs made in the degraded mode (adoptDegraded), and
-// refuses anything else with an error wrapping ErrUnsafe (ErrBusy for a
-// lock a job holds), changing nothing. Run again, it keeps what is right
-// and makes missing lock files.
+// Init makes path a root-prepared lease directory (docs/shared-nodes.md):
+// root's, 0755, with its marker, the node lock, a root 0644 lock file per
+// key and the queue (01777). It runs as root, under directories only root
+// can change. It only builds (issue 26): it makes the directory or adopts
+// one (adoptable, adoptDegraded), and refuses anything else with an error
+// wrapping ErrUnsafe (ErrBusy for a lock a job holds), changing nothing.
 func Init(path string, keys []string) (*InitReport, error) {
 	if err := CanInit(); err != nil {
 		return nil, err
@@ -61,7 +58,7 @@ func Init(path string, keys []string) (*InitReport, error) {
 }
 
 // openInitParent opens abs's parent (making it), refusing one a user
-// other than root could change: that user could swap the lease directory.
+// other than root could change (and so swap the lease directory).
 func openInitParent(abs string) (*walked, error) {
 	parent, base := filepath.Dir(abs), filepath.Base(abs)
 	if base == "/" || base == "." || base == ".." {
@@ -83,8 +80,8 @@ func openInitParent(abs string) (*walked, error) {
 	return w, nil
 }
 
-// openOrMake makes the lease directory abs in pfd, or opens what is there
-// (following no link) and judges it through that descriptor.
+// openOrMake makes the lease directory abs in pfd, or opens and judges
+// what is there (following no link).
 func openOrMake(pfd int, abs string, rep *InitReport) (int, error) {
 	base := filepath.Base(abs)
 	if err := unix.Mkdirat(pfd, base, 0o755); err == nil {
@@ -104,8 +101,8 @@ func openOrMake(pfd int, abs string, rep *InitReport) (int, error) {
 		unix.Close(dfd)
 		return -1, err
 	}
-	var st, now unix.Stat_t
-	if rep.Adopted != "" && (unix.Fstat(dfd, &st) != nil || unix.Fstatat(pfd, base, &now, unix.AT_SYMLINK_NOFOLLOW) != nil || now.Dev != st.Dev || now.Ino != st.Ino) {
+	var st unix.Stat_t
+	if rep.Adopted != "" && (unix.Fstat(dfd, &st) != nil || !stillNamed(pfd, base, &st)) {
 		// Its owner renamed it before it became root's.
 		unix.Close(dfd)
 		return -1, fmt.Errorf("lease: %s: %w: the directory was moved while lease init adopted it; run lease init again", abs, ErrUnsafe)
@@ -114,7 +111,7 @@ func openOrMake(pfd int, abs string, rep *InitReport) (int, error) {
 }
 
 // judge says whether the directory dfd is root's and, unless Init just
-// made it, one it may adopt (a degraded-mode one through adoptDegraded).
+// made it, one it may adopt.
 func judge(dfd int, abs string, rep *InitReport) error {
 	created := rep.Created
 	var st unix.Stat_t
@@ -139,11 +136,10 @@ func judge(dfd int, abs string, rep *InitReport) error {
 	return nil
 }
 
-// fill gives the directory dfd (root's) its mode, marker, node lock, a
-// lock file per name and the queue, keeping what is right. It changes the
-// mode only of what it made (issue 36.6: adopting a root directory it made
-// 0700 0755 and a 0600 .lock 0644): what it creates now, and all of a
-// directory that bears its marker.
+// fill gives the directory dfd its mode, marker, node lock, a lock file
+// per name and the queue, keeping what is right. It changes the mode only
+// of what it made (issue 36.6): what it creates now, and all of a
+// directory bearing its marker.
 func fill(dfd int, abs string, names []string, rep *InitReport) error {
 	var mst unix.Stat_t
 	ours := rep.Created || unix.Fstatat(dfd, initMarker, &mst, unix.AT_SYMLINK_NOFOLLOW) == nil
@@ -227,8 +223,8 @@ func notOurs(path string, st *unix.Stat_t, why string) error {
 		path, ErrUnsafe, kind, ownerName(int(st.Uid)), st.Mode&0o7777, why)
 }
 
-// ensureLockFile makes name in root's directory dfd a root 0644 regular
-// file with one link (made: it created it); anything else is an error.
+// ensureLockFile makes name in dfd a root 0644 regular file with one
+// link (made: it created it); anything else is an error.
 func ensureLockFile(dfd int, path, name string, ours bool) (made bool, err error) {
 	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
 	if err == nil {

@@ -1,19 +1,15 @@
 // Package lease keeps amdrun jobs that share a node from using the same
-// GPU (docs/shared-nodes.md). A lease on a device is an exclusive flock(2)
-// on a file named after its key in a lease directory (DefaultDir), which
-// the kernel drops with the last descriptor of its open file: no stale
-// leases, no clean-up. Nothing is written into lease files; who holds one
-// comes from the kernel (/proc/locks, /proc/<pid>/fdinfo). What a user can
-// undo depends on who can change the directory (Dir.Mode, Dir.Degraded).
-// Paths are resolved once, following no symlink another user could have
-// planted, and all else works relative to the directory's descriptor.
-// Dir.Claim puts together the node lock (Dir.Lock), the leases and the
-// queue (Dir.Enqueue).
+// GPU: a lease is an exclusive flock(2) on a file named after the device's
+// key in a lease directory, dropped by the kernel with the last descriptor
+// of its open file; who holds one comes from the kernel, never the files.
+// Dir.Claim puts together the node lock, the leases and the queue. The
+// design and its guarantees: docs/shared-nodes.md.
 package lease
 
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"os/user"
 	"path/filepath"
 	"strconv"
@@ -28,8 +24,7 @@ import (
 // unless --lease-dir or AMDRUN_LEASE_DIR says otherwise.
 const DefaultDir = "/run/lock/amdrun"
 
-// nodeLock names the node-wide selection lock and queueDir the waiting
-// queue; FileName never gives either (it escapes a leading dot).
+// nodeLock and queueDir name the node lock and the queue (never a FileName).
 const (
 	nodeLock = ".lock"
 	queueDir = "queue"
@@ -38,14 +33,12 @@ const (
 // Sentinel errors; the errors this package returns wrap them.
 var (
 	// ErrBusy: a device is leased by a live process, or (from a Chooser)
-	// no acceptable set of devices is free right now.
+	// no acceptable set is free now.
 	ErrBusy = errors.New("device is leased by another process")
-	// ErrUnsafe: a path is a symlink that is not followed, or is not the
-	// kind of file it must be, or cannot be read; it is never followed nor
-	// written.
+	// ErrUnsafe: a path is a symlink not followed, not the kind of file it
+	// must be, or unreadable; it is never followed nor written.
 	ErrUnsafe = errors.New("unsafe path")
-	// ErrLocked: the node lock stayed held by another process until the
-	// wait for it ended.
+	// ErrLocked: the node lock stayed held until the wait for it ended.
 	ErrLocked = errors.New("node lock held")
 	// ErrBadKey: a device key cannot be made into a lease file name.
 	ErrBadKey = errors.New("bad device key")
@@ -57,12 +50,10 @@ var (
 type Mode int
 
 const (
-	// Shared: users other than the owner may write the directory
-	// (01777, like /tmp): the degraded mode.
+	// Shared: other users may write the directory (01777): the degraded mode.
 	Shared Mode = iota
-	// Owned: only the directory's owner (Dir.Owner) can create or remove
-	// lease files; other users lock the owner's files read-only. Owned by
-	// root, it is the root-prepared directory Init makes.
+	// Owned: only the owner (Dir.Owner) can create or remove lease files;
+	// owned by root, it is the root-prepared directory Init makes.
 	Owned
 )
 
@@ -75,13 +66,11 @@ func (m Mode) String() string {
 
 // Options tell Open how to treat the directory.
 type Options struct {
-	// Warn receives one line per problem: the degraded mode when the
-	// directory is opened, each unusable lease file (once per Dir). Nil
-	// drops them.
+	// Warn receives one line per problem (the degraded mode, each
+	// unusable lease file once per Dir); nil drops them.
 	Warn func(format string, args ...any)
-	// Create makes the directory when it is missing: mode 01777 (sticky,
-	// world-writable: the degraded mode), parents 0755. Without it a
-	// missing directory holds no lease and nothing can be leased in it.
+	// Create makes a missing directory 01777 (the degraded mode), parents
+	// 0755. Without it a missing directory holds no lease and takes none.
 	Create bool
 }
 
@@ -94,18 +83,16 @@ type Holder struct {
 	// Start is when the holding process started (zero: unknown).
 	Start   time.Time `json:"start,omitzero"`
 	Command string    `json:"command,omitempty"`
-	// Gone: the process that took the lock has exited, and no process
-	// this one may see holds it.
+	// Gone: the taker exited and no process this one may see holds it.
 	Gone bool `json:"gone,omitempty"`
-	// Locker is the pid that took the lock (as /proc/locks says) when
-	// the holder described is another process, or when no holder could be
-	// found although the locker is alive (PID 0); 0 when PID took it.
+	// Locker is the pid that took the lock (/proc/locks) when the holder
+	// is another process, or none was found though it lives (PID 0); 0
+	// when PID took it.
 	Locker int `json:"locker,omitempty"`
-	// Outside: the holder does not run amdrun (a descriptor was handed to
-	// another process).
+	// Outside: the holder does not run amdrun (a descriptor handed on).
 	Outside bool `json:"outside,omitempty"`
 	// Unverified: /proc does not let this process check that PID (the
-	// taker, as /proc/locks says) still holds the lock.
+	// taker) still holds the lock.
 	Unverified bool `json:"unverified,omitempty"`
 }
 
@@ -173,10 +160,8 @@ type Dir struct {
 	degraded string
 	warn     func(string, ...any)
 
-	names lockNames // its files as /proc/locks names them
-
-	mu     sync.Mutex
-	warned map[string]bool
+	names  lockNames // its files as /proc/locks names them
+	warned sync.Map  // warnOnce's keys
 }
 
 // Path returns the directory's path as given to Open, cleaned.
@@ -194,17 +179,7 @@ func (d *Dir) Degraded() string { return d.degraded }
 
 // warnOnce warns once per key per Dir: a --wait loop asks Held many times.
 func (d *Dir) warnOnce(key, format string, args ...any) {
-	if d.warn == nil {
-		return
-	}
-	d.mu.Lock()
-	if d.warned == nil {
-		d.warned = map[string]bool{}
-	}
-	seen := d.warned[key]
-	d.warned[key] = true
-	d.mu.Unlock()
-	if !seen {
+	if _, seen := d.warned.LoadOrStore(key, true); !seen && d.warn != nil {
 		d.warn(format, args...)
 	}
 }
@@ -224,8 +199,7 @@ type Ticket struct {
 	need, total int
 	pid         int
 	since       time.Time // when it joined: the file's inode change time
-	// rule and perUser are Patience, Backfill and MaxTicketsPerUser;
-	// tests shorten them.
+	// rule, perUser: Patience, Backfill, MaxTicketsPerUser (tests shorten them)
 	rule    rule
 	perUser int
 	now     func() time.Time
@@ -239,8 +213,7 @@ type Ticket struct {
 	// seen is when this waiter first saw each ticket ahead locked (nil
 	// before its first look): age counts from the lock (issue 36.5).
 	seen map[ticketKey]time.Time
-	// known are the tickets the last look verified: only their files are
-	// checked again (issue 36.7).
+	// known: the tickets the last look verified (issue 36.7).
 	known map[ticketKey]Waiting
 	// charged is the patience spent on each ticket ahead (see refund).
 	charged map[ticketKey]time.Duration
@@ -248,8 +221,7 @@ type Ticket struct {
 	names   lockNames // the queue's files as /proc/locks names them, when not its Dir's
 }
 
-// fileID is a file as /proc/locks names it: its file system's device
-// number as the kernel prints it, and its inode number.
+// fileID is a file as /proc/locks names it: device and inode numbers.
 type fileID struct{ major, minor, ino uint64 }
 
 // lockNames names one directory's files as /proc/locks does (see id).
@@ -269,9 +241,8 @@ type ticketKey struct {
 type State struct {
 	// Holder is the process holding the lease, when Fault is nil.
 	Holder Holder `json:"holder"`
-	// Fault says why the device's lease file cannot be used (something
-	// planted at its path, or a lock file the owner has not made),
-	// wrapping ErrUnsafe or fs.ErrNotExist.
+	// Fault says why the device's lease file cannot be used, wrapping
+	// ErrUnsafe or fs.ErrNotExist.
 	Fault error `json:"-"`
 }
 
@@ -284,13 +255,11 @@ type InitReport struct {
 	// counts those already there.
 	Made []string
 	Kept int
-	// Adopted says how Init took over a degraded-mode directory ("": it
-	// did not).
+	// Adopted says how Init took over a degraded-mode directory ("": no).
 	Adopted string
 }
 
-// LockedError says that the node lock stayed held by another process
-// until the wait for it ended. It wraps ErrLocked and the context's error.
+// LockedError says the node lock stayed held until the wait for it ended.
 type LockedError struct {
 	Path   string
 	Holder Holder
@@ -323,30 +292,25 @@ func (e *WaitError) Error() string {
 func (e *WaitError) Unwrap() error { return e.Err }
 
 // Chooser picks the device keys to lease, given those Held says cannot be
-// leased now. When no acceptable set is free it returns an error wrapping
-// ErrBusy (Claim waits or fails); any other error stops Claim.
+// leased now; an error wrapping ErrBusy when no acceptable set is free
+// (Claim waits or fails), any other stops Claim.
 type Chooser func(held map[string]State) ([]string, error)
 
 // FileName returns the lease file name of a device key: bytes other than
 // ASCII letters, digits, '-', '_', ':' and '.', and a leading '.', are
-// written %XX, and ".lock" is appended, so names never hold a slash or
-// start with a dot and differ for different keys (KeyFromFileName inverts
-// it). An empty key or a name over 255 bytes wraps ErrBadKey.
+// written %XX and ".lock" appended (KeyFromFileName inverts it). An empty
+// key or a name over 255 bytes wraps ErrBadKey.
 func FileName(key string) (string, error) {
 	if key == "" {
 		return "", fmt.Errorf("lease: %w: empty", ErrBadKey)
 	}
-	const hex = "0123456789ABCDEF"
 	var b strings.Builder
 	for i := 0; i < len(key); i++ {
-		c := key[i]
-		if plainByte(c) && !(i == 0 && c == '.') {
+		if c := key[i]; plainByte(c) && !(i == 0 && c == '.') {
 			b.WriteByte(c)
-			continue
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
 		}
-		b.WriteByte('%')
-		b.WriteByte(hex[c>>4])
-		b.WriteByte(hex[c&15])
 	}
 	b.WriteString(".lock")
 	if b.Len() > 255 {
@@ -358,34 +322,14 @@ func FileName(key string) (string, error) {
 // KeyFromFileName inverts FileName; false for a name it cannot give.
 func KeyFromFileName(name string) (string, bool) {
 	s, ok := strings.CutSuffix(name, ".lock")
-	if !ok || s == "" || s[0] == '.' {
+	key, err := url.PathUnescape(s)
+	if !ok || err != nil {
 		return "", false
 	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c != '%' {
-			if !plainByte(c) {
-				return "", false
-			}
-			b.WriteByte(c)
-			continue
-		}
-		if i+2 >= len(s) {
-			return "", false
-		}
-		hi, lo := unhex(s[i+1]), unhex(s[i+2])
-		if hi < 0 || lo < 0 {
-			return "", false
-		}
-		v := byte(hi<<4 | lo)
-		if plainByte(v) && !(b.Len() == 0 && v == '.') {
-			return "", false // FileName would not have escaped it
-		}
-		b.WriteByte(v)
-		i += 2
+	if back, err := FileName(key); err != nil || back != name {
+		return "", false
 	}
-	return b.String(), true
+	return key, true
 }
 
 func plainByte(c byte) bool {
@@ -393,18 +337,8 @@ func plainByte(c byte) bool {
 		c == '-' || c == '_' || c == ':' || c == '.'
 }
 
-func unhex(c byte) int {
-	switch {
-	case c >= '0' && c <= '9':
-		return int(c - '0')
-	case c >= 'A' && c <= 'F':
-		return int(c-'A') + 10
-	}
-	return -1
-}
-
-// checkKeys validates keys and rejects duplicates: a second lock on the
-// same file would fail as if another process held it.
+// checkKeys validates keys and rejects duplicates (a second lock on a
+// file would fail as if another process held it).
 func checkKeys(keys []string) ([]string, error) {
 	names := make([]string, len(keys))
 	seen := make(map[string]bool, len(keys))
@@ -424,10 +358,7 @@ func checkKeys(keys []string) ([]string, error) {
 
 // userName is the login name of uid, printable, or "" when unknown.
 func userName(uid int) string {
-	if uid < 0 {
-		return ""
-	}
-	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil && uid >= 0 {
 		return printable.String(u.Username, 32)
 	}
 	return ""

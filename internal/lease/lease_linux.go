@@ -7,18 +7,17 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// Open opens the lease directory at path, resolved once by walk (a symlink
-// is followed only where nobody but root and this user can change it; the
-// directory itself must not be one); all later work is relative to its
-// descriptor. With o.Create a missing directory is made (01777; parents
-// 0755). Mode and Degraded (warned through o.Warn when notice says so)
-// come from the directory's owner and permissions and those above it.
+// Open opens the lease directory at path, resolved once by walk; all
+// later work is relative to its descriptor. Mode and Degraded (warned
+// through o.Warn when notice says so) come from the owner and permissions
+// of the directory and those above it.
 func Open(path string, o Options) (*Dir, error) {
 	if path == "" {
 		return nil, fmt.Errorf("lease: empty lease directory path")
@@ -33,7 +32,7 @@ func Open(path string, o Options) (*Dir, error) {
 		return nil, err
 	}
 	if w.created && int(w.st.Uid) == euid {
-		// Mkdir's mode went through the umask and cannot set the sticky bit.
+		// Mkdir's mode went through the umask and has no sticky bit.
 		if err := unix.Fchmod(w.fd, 0o1777); err != nil {
 			w.close()
 			return nil, fmt.Errorf("lease: %w", &fs.PathError{Op: "chmod", Path: clean, Err: err})
@@ -86,12 +85,10 @@ func (d *Dir) mayCreate() bool {
 	return d.mode == Shared || d.euid == 0 || d.euid == d.owner
 }
 
-// lockFile opens DIR/name for locking: read-only (flock works on any
-// descriptor, so root's 0644 file serves every user), following no
-// symlink, not blocking on a FIFO, and only a regular file with one link.
-// A missing one is made (0644 whatever the umask) when create is set, else
-// the error wraps fs.ErrNotExist. Anything else there wraps ErrUnsafe,
-// naming the path, what it is and its owner.
+// lockFile opens DIR/name read-only for locking (root's 0644 file serves
+// every user): a regular file with one link, no symlink followed, no FIFO
+// blocked on. A missing one is made (0644) with create, else the error
+// wraps fs.ErrNotExist; anything else wraps ErrUnsafe naming it and its owner.
 func (d *Dir) lockFile(name string, create bool) (int, unix.Stat_t, error) {
 	path := filepath.Join(d.path, name)
 	var st unix.Stat_t
@@ -147,14 +144,11 @@ func (d *Dir) lockFile(name string, create bool) (int, unix.Stat_t, error) {
 	return -1, st, fmt.Errorf("lease: %s: %w: keeps being replaced", path, ErrUnsafe)
 }
 
-// stillNamed reports whether name still is the file open as st: a lock on
-// a file its owner unlinked between our open and our lock protects nothing.
-func (d *Dir) stillNamed(name string, st *unix.Stat_t) bool {
+// stillNamed reports whether name in dfd still is the file st (a lock on
+// a file unlinked since protects nothing).
+func stillNamed(dfd int, name string, st *unix.Stat_t) bool {
 	var now unix.Stat_t
-	if err := unix.Fstatat(d.fd, name, &now, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return false
-	}
-	return now.Dev == st.Dev && now.Ino == st.Ino
+	return unix.Fstatat(dfd, name, &now, unix.AT_SYMLINK_NOFOLLOW) == nil && now.Dev == st.Dev && now.Ino == st.Ino
 }
 
 // flockNB takes how|LOCK_NB, retrying EINTR; false when another holds it.
@@ -173,8 +167,8 @@ func flockNB(fd, how int) (bool, error) {
 	}
 }
 
-// probeRetries is how many more times, a millisecond apart, a taken lock
-// is tried before it counts as held: Held elsewhere probes each lock.
+// probeRetries is how many more times, 1 ms apart, a taken lock is tried
+// before it counts as held: Held elsewhere probes each lock.
 const probeRetries = 3
 
 // lockName opens (creating when create) and locks DIR/name without waiting.
@@ -200,7 +194,7 @@ func (d *Dir) lockName(name string, create bool) (fd int, ok bool, err error) {
 			unix.Close(fd)
 			return -1, false, nil
 		}
-		if d.stillNamed(name, &st) {
+		if stillNamed(d.fd, name, &st) {
 			return fd, true, nil
 		}
 		unix.Close(fd) // replaced under us: lock the new file
@@ -208,17 +202,16 @@ func (d *Dir) lockName(name string, create bool) (fd int, ok bool, err error) {
 	return -1, false, fmt.Errorf("lease: %s: %w: keeps being replaced", filepath.Join(d.path, name), ErrUnsafe)
 }
 
-// Lock takes the node-wide selection lock (DIR/.lock), waiting until it
-// is free or ctx is done (then a *LockedError names the holder); call
-// unlock (safe twice) right after Acquire. It only spares a wasted attempt
-// (the device locks keep devices apart), so a DIR/.lock that cannot be
-// used is warned about once, and unlock does nothing.
+// Lock takes the node lock (DIR/.lock), waiting until it is free or ctx
+// is done (a *LockedError names the holder); call unlock (safe twice)
+// right after Acquire. The device locks keep devices apart, so a .lock
+// that cannot be used is warned about once and unlock does nothing.
 func (d *Dir) Lock(ctx context.Context) (unlock func(), err error) {
 	if d.fd < 0 {
 		return nil, fmt.Errorf("lease: lease directory %s does not exist", d.path)
 	}
 	start := time.Now()
-	// flock(2) cannot be interrupted by ctx, so poll with a short backoff.
+	// ctx cannot interrupt flock(2): poll with a short backoff.
 	wait := time.Millisecond
 	for {
 		fd, ok, err := d.lockName(nodeLock, d.mayCreate())
@@ -230,12 +223,10 @@ func (d *Dir) Lock(ctx context.Context) (unlock func(), err error) {
 			var once sync.Once
 			return func() { once.Do(func() { unix.Close(fd) }) }, nil
 		}
-		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
-			t.Stop()
 			return nil, &LockedError{Path: filepath.Join(d.path, nodeLock), Holder: d.holderOf(nodeLock), Waited: time.Since(start), Err: ctx.Err()}
-		case <-t.C:
+		case <-time.After(wait):
 		}
 		wait = min(2*wait, 20*time.Millisecond)
 	}
@@ -260,10 +251,9 @@ func (d *Dir) fault(key string, err error) State {
 	return State{Fault: err}
 }
 
-// Held reports which of keys cannot be leased now: those a live process
-// leases, with the holder as the kernel knows it, and those whose lease
-// file cannot be used (State.Fault, warned once). It takes no lasting
-// lock; an error comes only for keys that cannot be file names.
+// Held reports which of keys cannot be leased now: leased by a live
+// process (the holder as the kernel knows it), or with an unusable lease
+// file (State.Fault, warned once). It fails only for bad keys.
 func (d *Dir) Held(keys []string) (map[string]State, error) {
 	names, err := checkKeys(keys)
 	if err != nil {
@@ -285,14 +275,10 @@ func (d *Dir) Held(keys []string) (map[string]State, error) {
 			if errors.Is(err, fs.ErrNotExist) && d.mayCreate() {
 				continue // made on first use
 			}
-			if errors.Is(err, fs.ErrNotExist) {
-				err = fmt.Errorf("lease: %s: %w: no lease file (the directory's owner makes them: amdrun lease init)", filepath.Join(d.path, names[i]), ErrUnsafe)
-			}
-			held[key] = d.fault(key, err)
+			held[key] = d.fault(key, d.noFile(names[i], err))
 			continue
 		}
-		// An exclusive probe, so that a shared lock held on a lease file
-		// (which would make every Acquire of it fail) counts as held too.
+		// Exclusive, so that a shared lock (every Acquire fails) counts too.
 		free, err := flockNB(fd, unix.LOCK_EX)
 		if err != nil {
 			unix.Close(fd)
@@ -307,15 +293,13 @@ func (d *Dir) Held(keys []string) (map[string]State, error) {
 	}
 	for try := 0; try < probeRetries && len(busy) > 0; try++ {
 		time.Sleep(time.Millisecond)
-		still := busy[:0]
-		for _, b := range busy {
-			if free, err := flockNB(b.fd, unix.LOCK_EX); err == nil && free {
+		busy = slices.DeleteFunc(busy, func(b taken) bool {
+			free, err := flockNB(b.fd, unix.LOCK_EX)
+			if free = free && err == nil; free {
 				unix.Close(b.fd)
-				continue
 			}
-			still = append(still, b)
-		}
-		busy = still
+			return free
+		})
 	}
 	if len(busy) > 0 {
 		locks := readProcLocks()
@@ -325,8 +309,7 @@ func (d *Dir) Held(keys []string) (map[string]State, error) {
 			pid := lockPID(locks, id)
 			h, ok := byPID[pid]
 			if ok && h.Locker != 0 && h.PID > 0 {
-				// Another process was found holding what pid took: most
-				// likely it holds this one too; the kernel says.
+				// The process found holding what pid took likely holds this too.
 				budget := maxFdinfo
 				ok, _ = holds(h.PID, id, &budget)
 			}
@@ -341,11 +324,19 @@ func (d *Dir) Held(keys []string) (map[string]State, error) {
 	return held, nil
 }
 
-// Acquire leases every one of keys, or none: an exclusive non-blocking
-// flock on DIR/<FileName(key)> each; at the first that is held it lets the
-// others go and returns an error wrapping ErrBusy naming the key and its
-// holder (ErrUnsafe, naming the path, for a file that cannot be used).
-// Call it under Lock so that choosing and acquiring are one step.
+// noFile is err, or for a lease file missing (fs.ErrNotExist) where this
+// process may not make it, an ErrUnsafe error saying who makes them.
+func (d *Dir) noFile(name string, err error) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("lease: %s: %w: no lease file (the directory's owner makes them: amdrun lease init)", filepath.Join(d.path, name), ErrUnsafe)
+	}
+	return err
+}
+
+// Acquire leases every one of keys, or none: at the first held it lets
+// the others go and returns an error wrapping ErrBusy naming the key and
+// its holder (ErrUnsafe for a file that cannot be used). Call it under
+// Lock so that choosing and acquiring are one step.
 func (d *Dir) Acquire(keys []string) (*Lease, error) {
 	if len(keys) == 0 {
 		return nil, fmt.Errorf("lease: %w: no device keys to lease", ErrBadKey)
@@ -359,10 +350,7 @@ func (d *Dir) Acquire(keys []string) (*Lease, error) {
 		fd, ok, err := d.lockName(names[i], d.mayCreate())
 		if err != nil {
 			l.Release()
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil, fmt.Errorf("lease: %s: %w: no lease file (the directory's owner makes them: amdrun lease init)", filepath.Join(d.path, names[i]), ErrUnsafe)
-			}
-			return nil, err
+			return nil, d.noFile(names[i], err)
 		}
 		if !ok {
 			l.Release()
@@ -377,9 +365,9 @@ func (d *Dir) Acquire(keys []string) (*Lease, error) {
 }
 
 // Release gives the devices back by closing this process's lock
-// descriptors (a duplicate handed on keeps the lock until it closes too).
-// The files stay: removing a lock file races with a process that has just
-// opened it. Calling it again does nothing.
+// descriptors (a duplicate handed on keeps the lock until it closes). The
+// files stay: removing one races with a process that just opened it.
+// Calling it again does nothing.
 func (l *Lease) Release() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -393,10 +381,9 @@ func (l *Lease) Release() error {
 	return first
 }
 
-// Files returns a close-on-exec duplicate of each lock file descriptor for
-// the job's watchers (issue 13: the devices stay leased while anything
-// the job started runs): the lock, the open file description's, stays
-// until Release and every duplicate is closed. It fails after Release.
+// Files returns a close-on-exec duplicate of each lock descriptor for the
+// job's watchers (issue 13: the devices stay leased while anything the job
+// started runs). It fails after Release.
 func (l *Lease) Files() ([]*os.File, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -417,8 +404,8 @@ func (l *Lease) Files() ([]*os.File, error) {
 	return out, nil
 }
 
-// names lists the directory open as dirfd, through a descriptor of its
-// own (a shared one would share the read offset).
+// names lists the directory dirfd through a descriptor of its own (a
+// shared one would share the offset).
 func names(dirfd int, path string) ([]string, error) {
 	fd, err := unix.Openat(dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -433,8 +420,8 @@ func names(dirfd int, path string) ([]string, error) {
 	return n, nil
 }
 
-// inPlace checks that the path still leads to the directory this Dir has
-// open: a job must not lease where jobs opening the path would not see it.
+// inPlace checks that the path still leads to the directory open: a job
+// must not lease where jobs opening the path would not see it.
 func (d *Dir) inPlace() error {
 	var st unix.Stat_t
 	if err := unix.Stat(d.path, &st); err != nil || st.Dev != d.dev || st.Ino != d.ino {
@@ -443,13 +430,11 @@ func (d *Dir) inPlace() error {
 	return nil
 }
 
-// Claim leases the devices choose picks, under the node lock; Held is
-// asked about all. With poll <= 0 it tries once (choose's ErrBusy error
-// when nothing fits). With poll > 0 it waits its turn in the queue for
-// need devices (queue.go) and retries every poll until it gets a lease or
-// ctx is done (an error wrapping ctx.Err()). When this user already has
-// MaxTicketsPerUser jobs waiting it fails at once (ErrQueueFull); a queue
-// that cannot be used otherwise is warned about once and waited without.
+// Claim leases the devices choose picks (given Held of all) under the
+// node lock: once with poll <= 0, else queued for need devices, every poll
+// until a lease or ctx is done (an error wrapping ctx.Err()). A full queue
+// for this user fails at once (ErrQueueFull); a queue that cannot be used
+// otherwise is warned about and waited without.
 func (d *Dir) Claim(ctx context.Context, all []string, need int, choose Chooser, poll time.Duration) (*Lease, error) {
 	if poll <= 0 {
 		return d.claimOnce(ctx, all, choose, nil)
@@ -494,18 +479,15 @@ func (d *Dir) Claim(ctx context.Context, all []string, need int, choose Chooser,
 // errNotYourTurn: the queue holds this waiter back (see Ticket.HeldBy).
 var errNotYourTurn = fmt.Errorf("%w: an older job in the queue goes first", ErrBusy)
 
-// newcomer applies the queue's rule to a job not in the queue as if it
-// came last: it waits for nobody that could start now, but does not start
-// ahead of a ticket that has waited Backfill, so a large request is not
-// starved by jobs that never queue.
+// newcomer applies the queue's rule to a job not in it as if it came
+// last, patience spent: a ticket that waited Backfill still goes first.
 func (d *Dir) newcomer(free, total int) (bool, *Waiting) {
 	c := clock{spent: Patience}
 	return rule{Patience, Backfill}.turn(d.Queue(total), free, time.Now(), &c)
 }
 
-// claimOnce is one try under the node lock: what is free is read, the
-// queue asked (t set) and choose's devices leased before the lock goes, so
-// that no job starts ahead of an older one on a count changed since.
+// claimOnce is one try under the node lock: the free count, the queue's
+// turn (t set) and the lease all under one lock.
 func (d *Dir) claimOnce(ctx context.Context, all []string, choose Chooser, t *Ticket) (*Lease, error) {
 	unlock, err := d.Lock(ctx)
 	if err != nil {
@@ -533,10 +515,8 @@ func (d *Dir) claimOnce(ctx context.Context, all []string, choose Chooser, t *Ti
 	if err != nil {
 		return nil, err
 	}
-	// The queue is read only when the devices are there: a job that
-	// starts reads every ticket, under the node lock (issue 36.7: 256
-	// jobs joining the queue each read it there first, and one in five
-	// had joined after 110 s).
+	// Read the queue only once devices are there (issue 36.7: 256 jobs
+	// each reading it under the lock first, one in five joined after 110 s).
 	if t == nil {
 		if ok, by := d.newcomer(free, len(all)); !ok {
 			return nil, fmt.Errorf("lease: %w: a job waiting longer than %s keeps its place in the queue: %s", ErrBusy, Backfill, by)
@@ -546,7 +526,7 @@ func (d *Dir) claimOnce(ctx context.Context, all []string, choose Chooser, t *Ti
 }
 
 // cpuFilesMade fails where this process may not make lease files and the
-// first of cpus has none (made before CPU leases): Held would warn for all.
+// first of cpus has none: Held would warn for every CPU.
 func (d *Dir) cpuFilesMade(cpus []int) error {
 	if len(cpus) == 0 || d.fd < 0 || d.mayCreate() {
 		return nil
@@ -573,15 +553,11 @@ func (d *Dir) ListCPUs() (map[int]State, error) {
 	}
 	var keys []string
 	for _, n := range ents {
-		if k, ok := KeyFromFileName(n); ok {
-			if _, isCPU := CPUOfKey(k); isCPU {
-				keys = append(keys, k)
-			}
+		k, _ := KeyFromFileName(n) // "" for no key
+		if _, isCPU := CPUOfKey(k); isCPU {
+			keys = append(keys, k)
 		}
 	}
 	held, err := d.Held(keys)
-	if err != nil {
-		return nil, err
-	}
-	return byCPU(held), nil
+	return byCPU(held), err
 }

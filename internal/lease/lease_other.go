@@ -9,9 +9,8 @@ import (
 	"time"
 )
 
-// Off Linux there are no leases (they need Linux flock semantics): what
-// would take or look at one fails with errNoLeases, what gives one back
-// or lists a queue does nothing.
+// Off Linux there are no leases: what would take or look at one fails
+// with errNoLeases, what gives one back or lists a queue does nothing.
 var errNoLeases = fmt.Errorf("lease: %w", ErrNotSupported)
 
 func Open(path string, o Options) (*Dir, error)             { return nil, errNoLeases }

@@ -7,15 +7,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// noticePrefix+boot id names the file by which the jobs of one boot know
-// the degraded-mode notice was printed: once per node and boot (issue 31).
+// noticePrefix+boot id marks the degraded-mode notice printed this boot
+// (issue 31).
 const noticePrefix = ".amdrun-noticed-"
 
 const bootIDPath = "/proc/sys/kernel/random/boot_id"
 
-// notice says whether a job should print the degraded-mode line now: in a
-// world-writable directory once per boot (noticePrefix+boot id), and only
-// once another user has left files there; in another kind on every job.
+// notice says whether a job prints the degraded-mode line: in a Shared
+// directory once per boot once another user has left files there; in an
+// Owned one always.
 func (d *Dir) notice() bool {
 	if d.mode != Shared {
 		return true
@@ -39,7 +39,7 @@ func (d *Dir) notice() bool {
 	return true
 }
 
-// othersUsed reports whether a user other than this one and root owns the
+// othersUsed reports whether a user but this one and root owns the
 // directory or anything in it or its queue.
 func (d *Dir) othersUsed() bool {
 	other := func(uid uint32) bool { return int(uid) != d.euid && uid != 0 }

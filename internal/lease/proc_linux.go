@@ -19,8 +19,7 @@ import (
 )
 
 // Who holds a lease comes from the kernel (/proc/locks, /proc/<pid>);
-// nothing a holder wrote is believed. (F_OFD_GETLK sees only fcntl locks,
-// never flock(2) ones.)
+// F_OFD_GETLK sees only fcntl locks, never flock(2) ones.
 
 // procLock is one granted flock of /proc/locks.
 type procLock struct {
@@ -29,18 +28,15 @@ type procLock struct {
 	fileID
 }
 
-// statID is st as stat names it (as /proc/locks does on most file systems).
+// statID is st as stat names it.
 func statID(st *unix.Stat_t) fileID {
 	return fileID{uint64(unix.Major(st.Dev)), uint64(unix.Minor(st.Dev)), st.Ino}
 }
 
-// /proc/locks prints the file system's device, which stat does not always
-// give (a btrfs subvolume, an overlay; issue 36.5: ps showed no waiter and
-// no holder), so it is learnt per directory from a shared flock this
-// process takes on the directory itself (amdrun locks none).
-
-// id is the file st, in the directory open as dirfd, as /proc/locks names
-// it (stat's device when the directory's could not be learnt).
+// id is the file st in the directory dirfd as /proc/locks names it. Its
+// device is not always stat's (a btrfs subvolume, an overlay; issue 36.5),
+// so it is learnt once from a shared flock on the directory (amdrun locks
+// none there); stat's when that fails.
 func (n *lockNames) id(dirfd int, st *unix.Stat_t) fileID {
 	n.once.Do(func() { n.dev, n.ok = lockDev(dirfd) })
 	if !n.ok {
@@ -78,8 +74,7 @@ func ownLock(locks []procLock, pid int, ino uint64) (fileID, bool) {
 	return dev, n == 1
 }
 
-// maxProcFile bounds what is read of one /proc file (a command line can
-// be megabytes long; only its start is shown).
+// maxProcFile bounds what is read of one /proc file (a command line).
 const maxProcFile = 1 << 20
 
 func readProcFile(path string, limit int64) ([]byte, error) {
@@ -102,16 +97,12 @@ func dirNames(path string) ([]string, error) {
 }
 
 func readProcLocks() []procLock {
-	b, err := readProcFile("/proc/locks", 16<<20)
-	if err != nil {
-		return nil
-	}
+	b, _ := readProcFile("/proc/locks", 16<<20)
 	return parseProcLocks(b)
 }
 
-// parseProcLocks reads the flock lines of /proc/locks, like
-// "1: FLOCK  ADVISORY  WRITE 8705 fe:00:9978714 0 EOF". Blocked waiters
-// ("1: -> FLOCK ...") hold nothing and are skipped, as are fcntl locks.
+// parseProcLocks reads the granted flock lines of /proc/locks, like
+// "1: FLOCK  ADVISORY  WRITE 8705 fe:00:9978714 0 EOF".
 func parseProcLocks(b []byte) []procLock {
 	var out []procLock
 	sc := bufio.NewScanner(bytes.NewReader(b))
@@ -160,24 +151,17 @@ func lockHolder(locks []procLock, id fileID) Holder {
 	return resolveHolder(lockPID(locks, id), id)
 }
 
-// The pid /proc/locks gives took the lock; it may not hold it now: a flock
-// belongs to an open file, which the taker may have handed on (to the
-// job's watchers, or through pidfd_getfd or a unix socket out of the job;
-// issue 26), and its pid may be reused. /proc/<pid>/fdinfo/<fd> has a
-// "lock:" line on every descriptor of the open file that holds it (Linux
-// 4.1+), and on no other. Another user's fdinfo needs root to read.
+// The pid /proc/locks gives took the lock but may not hold it now (the
+// open file handed on, issue 26; the pid reused): /proc/<pid>/fdinfo/<fd>
+// has a "lock:" line on every descriptor of the open file that holds it
+// (Linux 4.1+). Another user's fdinfo needs root.
 
 // lockLine reports whether an fdinfo text has a granted flock line for id.
 func lockLine(fdinfo []byte, id fileID) bool {
 	for _, line := range strings.Split(string(fdinfo), "\n") {
 		rest, ok := strings.CutPrefix(line, "lock:")
-		if !ok {
-			continue
-		}
-		for _, l := range parseProcLocks([]byte(strings.TrimSpace(rest))) {
-			if l.fileID == id {
-				return true
-			}
+		if ok && slices.ContainsFunc(parseProcLocks([]byte(strings.TrimSpace(rest))), func(l procLock) bool { return l.fileID == id }) {
+			return true
 		}
 	}
 	return false
@@ -206,12 +190,10 @@ func holds(pid int, id fileID, budget *int) (held, readable bool) {
 // maxFdinfo bounds the descriptors one look for a lock's holders reads.
 const maxFdinfo = 200000
 
-// resolveHolder says who holds the lock on id that locker took (as
-// /proc/locks says): the locker when it still holds it; else a process
-// that does (of those this process may read), with Locker set and Outside
-// when it does not run amdrun; else the locker, Gone when it exited, or
-// Unverified when /proc does not let this process check. A reused pid is
-// never named: the kernel says it holds nothing.
+// resolveHolder says who holds the lock on id that locker took: the
+// locker when it still does; else a process that does (Locker set,
+// Outside when not amdrun); else the locker, Gone or Unverified. A reused
+// pid is never named: the kernel says it holds nothing.
 func resolveHolder(locker int, id fileID) Holder {
 	if locker <= 0 {
 		return Holder{PID: locker, UID: -1}
@@ -228,8 +210,7 @@ func resolveHolder(locker int, id fileID) Holder {
 	switch {
 	case h.Gone:
 	case readable:
-		// Alive, readable and holding nothing: it handed the lock on (or
-		// its number was reused) to a process this one cannot see.
+		// Handed on (or the pid reused) to a process this one cannot see.
 		return Holder{PID: 0, UID: -1, Locker: locker}
 	default:
 		h.Unverified = true
@@ -264,9 +245,8 @@ func searchHolder(id fileID, locker int, budget *int) (Holder, bool) {
 	return Holder{}, false
 }
 
-// isAmdrun reports whether pid runs an amdrun binary (the job's guard or
-// keeper keep its leases after the launcher is gone): this executable, or
-// one named amdrun.
+// isAmdrun reports whether pid runs this executable or one named amdrun
+// (a job's guard or keeper keep its leases).
 func isAmdrun(pid int) bool {
 	exe, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
 	if err != nil {
@@ -296,27 +276,19 @@ func procHolder(pid int) Holder {
 		h.UID = uid
 		h.User = userName(uid)
 	}
-	if b, err := readProcFile(dir+"/cmdline", maxProcFile); err == nil {
-		h.Command = printable.String(strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " ")), 200)
-	}
-	if b, err := readProcFile(dir+"/stat", 64<<10); err == nil {
-		if bt, ok := bootTime(); ok {
-			h.Start = startTime(b, bt)
-		}
+	cmdline, _ := readProcFile(dir+"/cmdline", maxProcFile)
+	h.Command = printable.String(strings.TrimSpace(strings.ReplaceAll(string(cmdline), "\x00", " ")), 200)
+	stat, _ := readProcFile(dir+"/stat", 64<<10)
+	if bt, ok := bootTime(); ok {
+		h.Start = startTime(stat, bt)
 	}
 	return h
 }
 
-// statusEUID is the effective uid of a /proc/<pid>/status: the owner of
-// the files the process makes.
-func statusEUID(b []byte) (int, bool) {
-	return statusField(b, 1)
-}
-
-// statusUID is the real uid of a /proc/<pid>/status.
-func statusUID(b []byte) (int, bool) {
-	return statusField(b, 0)
-}
+// statusUID is the real uid of a /proc/<pid>/status, statusEUID the
+// effective one (the owner of the files the process makes).
+func statusUID(b []byte) (int, bool)  { return statusField(b, 0) }
+func statusEUID(b []byte) (int, bool) { return statusField(b, 1) }
 
 // statusField is the i-th uid (real, effective, saved, fs) of "Uid:".
 func statusField(b []byte, i int) (int, bool) {
@@ -339,13 +311,12 @@ func procLine(b []byte, prefix string) (string, bool) {
 	return "", false
 }
 
-// userHZ is the unit of /proc/<pid>/stat's start time: USER_HZ, 100 on
-// every Linux ABI amdrun builds for (sysconf(_SC_CLK_TCK) needs cgo).
+// userHZ is USER_HZ, 100 on every Linux ABI amdrun builds for
+// (sysconf(_SC_CLK_TCK) needs cgo).
 const userHZ = 100
 
 // startTicks reads field 22 of /proc/<pid>/stat, the start in clock ticks
-// after boot, counting after the last ')' (the command may hold spaces
-// and parentheses).
+// after boot, counted after the last ')' (the command may hold any).
 func startTicks(stat []byte) (uint64, bool) {
 	i := bytes.LastIndexByte(stat, ')')
 	if i < 0 {
@@ -369,21 +340,11 @@ func startTime(stat []byte, boot time.Time) time.Time {
 	return boot.Add(time.Duration(ticks) * (time.Second / userHZ))
 }
 
-var (
-	bootOnce sync.Once
-	boot     time.Time
-	bootOK   bool
-)
-
 // bootTime is the "btime" of /proc/stat, read once.
-func bootTime() (time.Time, bool) {
-	bootOnce.Do(func() {
-		if b, err := readProcFile("/proc/stat", 1<<20); err == nil {
-			boot, bootOK = parseBootTime(b)
-		}
-	})
-	return boot, bootOK
-}
+var bootTime = sync.OnceValues(func() (time.Time, bool) {
+	b, _ := readProcFile("/proc/stat", 1<<20)
+	return parseBootTime(b)
+})
 
 func parseBootTime(b []byte) (time.Time, bool) {
 	v, ok := procLine(b, "btime ")

@@ -10,21 +10,16 @@ import (
 	"github.com/amdrun/amdrun/internal/printable"
 )
 
-// The queue's rule, apart from the files that carry it (queue_linux.go),
-// so that it can be tested on its own (TestQueueProperty); stated in full
-// in docs/shared-nodes.md ("The rule"). In short, a waiter looking at the
-// counting tickets ahead of it (oldest first) with free devices free: one
-// that could start now is waited for, for one Patience in all (issue 26);
-// one that could not holds nothing back until it has waited Backfill
-// (backfill), then keeps its place until it could start.
+// The queue's rule, apart from the files that carry it, so that it can be
+// tested on its own (TestQueueProperty); stated in docs/shared-nodes.md
+// ("The rule").
 
 // Patience is how long, in all, a waiter defers to older tickets that
-// could take the devices free now: tickets still waiting after it are
-// stalled or fake, and passed over.
+// could start now (issue 26); after it they are passed over.
 const Patience = 3 * time.Second
 
-// Backfill is how long a ticket that asks for more devices than are free
-// lets later tickets start ahead of it on the free ones.
+// Backfill is how long a ticket asking for more devices than are free
+// lets later tickets start ahead of it.
 const Backfill = 2 * time.Minute
 
 // MaxTicketsPerUser is how many tickets of one user count in the queue;
@@ -34,9 +29,9 @@ const MaxTicketsPerUser = 16
 // ErrQueueFull: this user already has MaxTicketsPerUser tickets waiting.
 var ErrQueueFull = errors.New("too many jobs of this user waiting in the queue")
 
-// Waiting is a ticket as the kernel vouches for it: the live process that
-// holds its lock, its user, the devices it asked for, and when it joined
-// (the ticket file's inode change time, which only the kernel sets).
+// Waiting is a ticket as the kernel vouches for it: the live process
+// holding its lock, its user, its need, and when it joined (the file's
+// inode change time, which only the kernel sets).
 type Waiting struct {
 	PID   int       `json:"pid"`
 	UID   int       `json:"uid"`
@@ -49,10 +44,7 @@ type Waiting struct {
 
 // String is "alice (pid 42): 8 device(s) since 15:04:05".
 func (w Waiting) String() string {
-	who := w.User
-	if who == "" {
-		who = fmt.Sprintf("uid %d", w.UID)
-	}
+	who := cmp.Or(w.User, fmt.Sprintf("uid %d", w.UID))
 	return fmt.Sprintf("%s (pid %d): %d device(s) since %s", printable.String(who, 32), w.PID, w.Need, w.Since.Format("15:04:05"))
 }
 
@@ -92,29 +84,24 @@ type rule struct {
 	patience, backfill time.Duration
 }
 
-// clock is one waiter's patience: how long, in all, it has deferred to
-// tickets that could start. A look that defers counts the time since the
-// previous look, so tickets that let free devices go by hold a waiter at
-// most its patience plus one poll (TestQueueProperty).
+// clock is one waiter's patience: a look that defers counts the time
+// since the previous look, so tickets that let free devices go by hold a
+// waiter at most its patience plus one poll (TestQueueProperty).
 type clock struct {
 	spent time.Duration
 	last  time.Time // the previous look; zero before the first
-	// step is the most one gap between looks counts: the poll (a waiter
-	// that slept until a lease went counts one poll for that sleep, not
-	// its length, or it would pass over the waiter ahead before that one
-	// could take the devices); 0: no cap.
+	// step is the most one gap counts (the poll; 0: no cap), or a sleep
+	// until a lease went would pass over the waiter ahead.
 	step time.Duration
-	// by is the ticket last deferred to (if set): when it has left the
-	// queue since (took the devices or gave up: once), the gap before the
-	// next look is not counted. A waiter deep in a queue of short jobs saw
-	// each head that way (TestQueueAtScale: the 31st spent its 3 s).
+	// by is the ticket last deferred to (if set): once it left, the gap
+	// before the next look is not counted (TestQueueAtScale: the 31st of
+	// a queue of short jobs spent its 3 s).
 	by  ticketKey
 	set bool
 }
 
-// turn applies the rule for one waiter: ahead are the counting tickets
-// older than it, oldest first; c is its patience. It reports whether the
-// waiter may try now, else the ticket that holds it back.
+// turn applies the rule for one waiter to the counting tickets ahead,
+// oldest first: whether it may try now, else the ticket holding it back.
 func (r rule) turn(ahead []Waiting, free int, now time.Time, c *clock) (bool, *Waiting) {
 	prev := c.last
 	c.last = now

@@ -16,20 +16,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The queue is DIR/queue, a sticky directory every user can write, so
-// nothing in it is believed for being there (docs/shared-nodes.md, "The
-// queue"). A ticket is <uid>-<pid>-<start>-<ino>.lock holding {"need":N},
-// made under a random name, locked, then renamed (RENAME_NOREPLACE; issue
-// 36.5). Waiters never list the directory (issue 26): for each process
-// /proc/locks shows write-locking a file on the queue's file system they
-// look up the one name its ticket would have; it counts when that file is
-// a regular file of that euid with one link, locked by that process.
+// The queue is DIR/queue, every user's to write, so nothing in it is
+// believed for being there; tickets and how waiters find them:
+// docs/shared-nodes.md, "The queue".
 
 // maxTicket bounds what is read of a ticket.
 const maxTicket = 64
 
 // openQueue opens DIR/queue, making it (01777) when missing and this
-// process may; a symlink or non-directory there is refused.
+// process may; a symlink or non-directory is refused.
 func (d *Dir) openQueue() (int, error) {
 	qpath := filepath.Join(d.path, queueDir)
 	if d.fd < 0 {
@@ -42,7 +37,7 @@ func (d *Dir) openQueue() (int, error) {
 		qfd, err = unix.Openat(d.fd, queueDir, flags, 0)
 		var st unix.Stat_t
 		if made == nil && err == nil && unix.Fstat(qfd, &st) == nil && int(st.Uid) == d.euid {
-			// Mkdir's mode went through the umask and cannot set the sticky bit.
+			// Mkdir's mode went through the umask and has no sticky bit.
 			_ = unix.Fchmod(qfd, 0o1777)
 		}
 	}
@@ -77,12 +72,10 @@ func selfStart() (uint64, error) {
 	return t, nil
 }
 
-// Enqueue joins the queue for need of total devices: it makes, fills and
-// locks this process's ticket; call Done when the wait is over. It fails
-// wrapping ErrQueueFull when this user already has MaxTicketsPerUser
-// tickets there (the job should not wait), and otherwise when the queue
-// cannot be used (not a directory, not writable by this user, no
-// /proc/locks): waiting can go on without it.
+// Enqueue joins the queue for need of total devices with this process's
+// ticket; call Done when the wait is over. It fails wrapping ErrQueueFull
+// when this user has MaxTicketsPerUser tickets there (do not wait), and
+// otherwise when the queue cannot be used (waiting can go on without it).
 func (d *Dir) Enqueue(need, total int) (*Ticket, error) {
 	if _, err := os.Stat("/proc/locks"); err != nil {
 		return nil, fmt.Errorf("lease: the queue needs /proc/locks: %w", err)
@@ -107,20 +100,16 @@ func (t *Ticket) join() error {
 	if err != nil {
 		return fmt.Errorf("lease: cannot join the queue: %w", err)
 	}
-	for try := 0; ; try++ {
-		err := t.make(start)
-		if err != unix.EEXIST {
+	for range maxJoinTries {
+		if err := t.make(start); err != unix.EEXIST {
 			return err
 		}
-		if try == maxJoinTries-1 {
-			return fmt.Errorf("lease: cannot join the queue: %d names taken in %s by files of other users", maxJoinTries, filepath.Join(t.dir.path, queueDir))
-		}
 	}
+	return fmt.Errorf("lease: cannot join the queue: %d names taken in %s by files of other users", maxJoinTries, filepath.Join(t.dir.path, queueDir))
 }
 
-// make makes one ticket under a random name, fills and locks it, and
-// renames it to the name its inode gives; unix.EEXIST when that name is
-// taken (the file it made is gone again).
+// make makes, fills and locks one ticket under a random name and renames
+// it to the name its inode gives; unix.EEXIST when that is taken.
 func (t *Ticket) make(start uint64) error {
 	qpath := filepath.Join(t.dir.path, queueDir)
 	var r [8]byte
@@ -130,8 +119,7 @@ func (t *Ticket) make(start uint64) error {
 	if err != nil {
 		return fmt.Errorf("lease: cannot join the queue: %w", &fs.PathError{Op: "create", Path: filepath.Join(qpath, tmp), Err: err})
 	}
-	// Readable by every waiter whatever the umask: an unreadable ticket
-	// does not count.
+	// Readable by every waiter whatever the umask, or it does not count.
 	_ = unix.Fchmod(fd, 0o644)
 	blob := fmt.Appendf(nil, "{\"need\":%d}\n", t.need)
 	var st unix.Stat_t
@@ -165,11 +153,10 @@ func fileKindOr(mode uint32) string {
 }
 
 // scan finds the tickets the kernel vouches for in locks, this process's
-// own excluded, in no order. Past a first look it reads nothing for a
-// ticket behind this one (issue 36.7; see unread and aged). /proc/locks is
-// read a page at a time and can miss a lock (TestQueueAtScale): a first
-// look reads it twice, and a known ticket a read misses is kept while its
-// waiter holds it (missed).
+// excluded, in no order; past a first look nothing is read for a ticket
+// behind (issue 36.7). /proc/locks, read a page at a time, can miss a lock
+// (TestQueueAtScale): a first look reads it twice, and missed keeps a
+// known ticket a read left out.
 func (t *Ticket) scan(locks []procLock) []Waiting {
 	var qst unix.Stat_t
 	if unix.Fstat(t.qfd, &qst) != nil {
@@ -231,8 +218,7 @@ func (t *Ticket) missed(w Waiting) bool {
 	return ok
 }
 
-// queueID is the queue directory qst as /proc/locks names it (the lease
-// directory's file system, unless a subvolume or mount is there).
+// queueID is the queue directory qst as /proc/locks names it.
 func (t *Ticket) queueID(qst *unix.Stat_t) fileID {
 	if qst.Dev == t.dir.dev {
 		return t.dir.id(qst)
@@ -240,9 +226,9 @@ func (t *Ticket) queueID(qst *unix.Stat_t) fileID {
 	return t.names.id(t.qfd, qst)
 }
 
-// unread says whether a look reads pid's ticket: always at a first look,
-// later only for a known ticket ahead. A known one behind is returned as
-// it was (w, ok); an unknown one is new, so behind, and skipped.
+// unread says whether a look reads pid's ticket: at a first look, later
+// only for a known ticket ahead; a known one behind is returned as it was
+// (w, ok), an unknown one (new, so behind) skipped.
 func (t *Ticket) unread(pid int, inos []uint64) (w Waiting, ok, read bool) {
 	if t.seen == nil {
 		return Waiting{}, false, true
@@ -267,41 +253,38 @@ func (t *Ticket) older(w Waiting) bool {
 }
 
 // recall finds pid's ticket among those the last look verified, still the
-// file it was (a live process's ticket name and owner do not change). Its
-// inode number is compared, not its device (see lockNames).
+// file it was (by inode, not device: see lockNames).
 func (t *Ticket) recall(pid int, inos []uint64) (Waiting, bool) {
 	for _, ino := range inos {
 		w, ok := t.known[ticketKey{pid, ino}]
 		if !ok {
 			continue
 		}
-		t.stats.lookups++
-		var st unix.Stat_t
-		if unix.Fstatat(t.qfd, w.file, &st, unix.AT_SYMLINK_NOFOLLOW) == nil &&
-			st.Mode&unix.S_IFMT == unix.S_IFREG && int(st.Uid) == w.UID && st.Nlink == 1 && st.Ino == ino {
+		if _, ok := t.lookup(w.file, w.UID, ino); ok {
 			return w, true
 		}
 	}
 	return Waiting{}, false
 }
 
+// lookup reports whether name in the queue is a regular file of uid's
+// with one link, inode ino.
+func (t *Ticket) lookup(name string, uid int, ino uint64) (unix.Stat_t, bool) {
+	t.stats.lookups++
+	var st unix.Stat_t
+	ok := unix.Fstatat(t.qfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil &&
+		st.Mode&unix.S_IFMT == unix.S_IFREG && int(st.Uid) == uid && st.Nlink == 1 && st.Ino == ino
+	return st, ok
+}
+
 // ticketOf looks up the one name pid's ticket would have (one of inos).
 func (t *Ticket) ticketOf(pid int, inos []uint64) (Waiting, bool) {
 	dir := "/proc/" + strconv.Itoa(pid)
-	status, err := readProcFile(dir+"/status", 64<<10)
-	if err != nil {
-		return Waiting{}, false
-	}
+	status, _ := readProcFile(dir+"/status", 64<<10)
+	stat, _ := readProcFile(dir+"/stat", 64<<10)
 	uid, ok := statusEUID(status)
-	if !ok {
-		return Waiting{}, false
-	}
-	stat, err := readProcFile(dir+"/stat", 64<<10)
-	if err != nil {
-		return Waiting{}, false
-	}
-	start, ok := startTicks(stat)
-	if !ok {
+	start, ok2 := startTicks(stat)
+	if !ok || !ok2 {
 		return Waiting{}, false
 	}
 	for _, ino := range inos {
@@ -316,10 +299,8 @@ func (t *Ticket) ticketOf(pid int, inos []uint64) (Waiting, bool) {
 // ticketAt reads the ticket name: a regular file of uid's with one link,
 // inode ino, holding what amdrun writes for this node.
 func (t *Ticket) ticketAt(name string, uid int, ino uint64) (Waiting, bool) {
-	t.stats.lookups++
-	var st unix.Stat_t
-	if unix.Fstatat(t.qfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil ||
-		st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != uid || st.Nlink != 1 || st.Ino != ino {
+	st, ok := t.lookup(name, uid, ino)
+	if !ok {
 		return Waiting{}, false
 	}
 	fd, err := unix.Openat(t.qfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
@@ -341,9 +322,8 @@ func (t *Ticket) ticketAt(name string, uid int, ino uint64) (Waiting, bool) {
 }
 
 // aged dates each ticket from its lock as far as this waiter knows: one
-// locked since its last look is no older than that look, however old its
-// file (issue 36.5: a file made 125 s before its lock kept its place at
-// once). Tickets locked at its first look keep their file's date.
+// locked since its last look is no older than that look (issue 36.5: a
+// file made 125 s before its lock kept its place at once).
 func (t *Ticket) aged(found []Waiting) []Waiting {
 	now, first := t.now(), t.seen == nil
 	seen := make(map[ticketKey]time.Time, len(found))
@@ -388,9 +368,8 @@ func (t *Ticket) ahead(locks []procLock) []Waiting {
 	return out
 }
 
-// First reports whether it is this ticket's turn to try to acquire with
-// free devices free now, by the queue's rule (queue.go) over the tickets
-// ahead of it; an error after Done.
+// First reports whether it is this ticket's turn with free devices free,
+// by the queue's rule (queue.go); an error after Done.
 func (t *Ticket) First(free int) (bool, error) {
 	return t.look(readProcLocks(), free, nil)
 }
@@ -420,13 +399,10 @@ func (t *Ticket) look(locks []procLock, free int, leasing map[int]bool) (bool, e
 	return ok, nil
 }
 
-// refund gives back the patience spent deferring to a ticket that has
-// left the queue holding leases (its pid in leasing): it was rightly
-// waited for. Without it waiters deep in a long queue spent their
-// patience a poll at a time and then started ahead of the head
-// (TestQueueAtScale: 16 of 32 out of order). A ticket that leaves holding
-// nothing, or keeps its ticket, is refunded nothing: fakes still cost one
-// patience in all.
+// refund gives back the patience spent deferring to a ticket that left
+// the queue holding leases (its pid in leasing): without it waiters deep
+// in a queue started ahead of the head (TestQueueAtScale: 16 of 32 out of
+// order). Fakes, which lease nothing, still cost one patience in all.
 func (t *Ticket) refund(ahead []Waiting, leasing map[int]bool) {
 	if len(t.charged) == 0 || leasing == nil {
 		return
@@ -446,13 +422,9 @@ func (t *Ticket) refund(ahead []Waiting, leasing map[int]bool) {
 	}
 }
 
-// mayTry is a waiter's look without the node lock, over the tickets ahead
-// and the lease files /proc/locks shows unlocked. try: it could start and
-// takes the node lock to look again and lease; one that cannot never
-// takes it (issue 36.7). soon: look again next poll (it tries, or defers
-// to a ticket that could start); else sleep until a lease or ticket goes.
-// With idle (no event for idleLook) a waiter whose turn it is tries
-// whatever the count (see lockNames).
+// mayTry is a waiter's look without the node lock (issue 36.7). try: it
+// could start (with idle, a waiter whose turn it is tries whatever the
+// count). soon: look again next poll, else when a lease or ticket goes.
 func (t *Ticket) mayTry(all []string, idle bool) (try, soon bool, err error) {
 	locks := readProcLocks()
 	free, leasing := t.dir.unlocked(all, locks)
@@ -462,11 +434,9 @@ func (t *Ticket) mayTry(all []string, idle bool) (try, soon bool, err error) {
 	return try, try || by != nil && by.Need <= free, err
 }
 
-// leases reports whether a lease going could let this waiter start: no
-// ticket ahead asks for as few devices, or its patience is spent. Else
-// only that ticket leaving (a queue event) changes its turn, so a lease
-// file's close wakes only the front of the queue (issue 36.7: with 256
-// waiters each probe woke all of them).
+// leases reports whether a lease going could let this waiter start (no
+// ticket ahead asks for as few, or patience spent), so that a lease
+// file's close wakes only the front (issue 36.7: 256 waiters all woke).
 func (t *Ticket) leases() bool {
 	if t == nil {
 		return true
@@ -476,8 +446,8 @@ func (t *Ticket) leases() bool {
 	return t.front
 }
 
-// rested tells the patience that the waiter slept until a lease or ticket
-// went, deferring to nobody: its next look counts no time before it.
+// rested: the waiter slept deferring to nobody; the next look counts no
+// time before it.
 func (t *Ticket) rested() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -487,8 +457,7 @@ func (t *Ticket) rested() {
 }
 
 // unlocked counts the lease files of keys no lock in locks holds (a
-// missing one this process may make counts, a bad one does not), and
-// lists the pids that hold the others.
+// missing one this process may make too) and lists the others' holders.
 func (d *Dir) unlocked(keys []string, locks []procLock) (int, map[int]bool) {
 	names, err := checkKeys(keys)
 	if err != nil || d.fd < 0 {
@@ -505,8 +474,8 @@ func (d *Dir) unlocked(keys []string, locks []procLock) (int, map[int]bool) {
 	return n, leasing
 }
 
-// lockers reports whether any lock in locks is on id (outside this PID
-// namespace: pid 0), adding the holders to pids.
+// lockers reports whether a lock in locks is on id, adding its holders
+// (pid 0: outside this PID namespace) to pids.
 func lockers(locks []procLock, id fileID, pids map[int]bool) bool {
 	found := false
 	for _, l := range locks {
@@ -534,7 +503,7 @@ func (t *Ticket) Done() {
 	if t.fd < 0 {
 		return
 	}
-	// Unlink while still locked, so nobody sees the file free and alive.
+	// Unlinked while locked: nobody sees it free and alive.
 	_ = unix.Unlinkat(t.qfd, t.name, 0)
 	unix.Close(t.fd)
 	unix.Close(t.qfd)
@@ -549,13 +518,22 @@ func (d *Dir) QueueRoom(total int) error {
 	if err := procSeesNode(); err != nil {
 		return err
 	}
+	t := d.peek(total, os.Getpid())
+	if t == nil {
+		return nil
+	}
+	defer unix.Close(t.qfd)
+	return t.room()
+}
+
+// peek is a look at the queue, as pid, without a ticket; nil without a
+// queue (or a directory: fd -1 fails the open).
+func (d *Dir) peek(total, pid int) *Ticket {
 	qfd, err := unix.Openat(d.fd, queueDir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil
 	}
-	defer unix.Close(qfd)
-	t := &Ticket{dir: d, total: total, perUser: MaxTicketsPerUser, qfd: qfd, fd: -1, pid: os.Getpid()}
-	return t.room()
+	return &Ticket{dir: d, total: total, perUser: MaxTicketsPerUser, qfd: qfd, fd: -1, pid: pid}
 }
 
 // room is the user's limit, an ErrQueueFull once reached.
@@ -575,34 +553,25 @@ func (t *Ticket) room() error {
 
 // Queue lists the counting tickets, oldest first (none without a queue).
 func (d *Dir) Queue(total int) []Waiting {
-	if d.fd < 0 {
+	t := d.peek(total, 0)
+	if t == nil {
 		return nil
 	}
-	qfd, err := unix.Openat(d.fd, queueDir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil
-	}
-	defer unix.Close(qfd)
-	t := &Ticket{dir: d, total: total, qfd: qfd, fd: -1}
+	defer unix.Close(t.qfd)
 	return counting(t.scan(readProcLocks()), MaxTicketsPerUser)
 }
 
-// initPIDNamespace is the inode of the node's own PID namespace, fixed in
-// the kernel (PROC_PID_INIT_INO).
+// initPIDNamespace is the node's own PID namespace (PROC_PID_INIT_INO).
 const initPIDNamespace = "pid:[4026531836]"
 
 // procSeesNode fails in a PID namespace of its own whose /proc shows only
-// that namespace (a container's): /proc/locks then leaves out the other
-// jobs' tickets, and this one would take itself for the first (issue 36.5).
+// it: /proc/locks leaves out the other jobs' tickets (issue 36.5).
 func procSeesNode() error {
 	ns, err := os.Readlink("/proc/self/ns/pid")
 	if err != nil || ns == initPIDNamespace {
 		return nil
 	}
-	status, err := readProcFile("/proc/self/status", 64<<10)
-	if err != nil {
-		return nil
-	}
+	status, _ := readProcFile("/proc/self/status", 64<<10)
 	if v, ok := procLine(status, "NSpid:"); ok && len(strings.Fields(v)) == 1 {
 		return errors.New("lease: amdrun runs in a PID namespace of its own (a container?), where /proc does not show other jobs waiting: --wait cannot keep their order here; run amdrun in the node's PID namespace, or without --wait")
 	}

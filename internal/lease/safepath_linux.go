@@ -33,13 +33,12 @@ type step struct {
 // maxSymlinks bounds the symlinks one walk follows, as the kernel's 40.
 const maxSymlinks = 40
 
-// walk opens the directory at path (absolute, or relative to the working
-// directory) one component at a time with O_NOFOLLOW. A symlink on the way
-// is followed only in a directory nobody but root and this user can change
-// (safeLinkDir); the last component is never one. With create, missing
-// directories are made (the last leafPerm, others 0755). A missing one
-// without create wraps fs.ErrNotExist; a refused symlink or non-directory,
-// ErrUnsafe. Errors start with pfx and name the directory what.
+// walk opens the directory at path one component at a time with
+// O_NOFOLLOW, following a symlink only in a directory nobody but root and
+// this user can change (safeLinkDir), never as the last component. With
+// create, missing directories are made (the last leafPerm, others 0755);
+// without, a missing one wraps fs.ErrNotExist. A refused symlink or
+// non-directory wraps ErrUnsafe. Errors start with pfx, naming it what.
 func walk(pfx, what, path string, create bool, leafPerm uint32) (*walked, error) {
 	w := &walker{pfx: pfx, what: what, create: create, leafPerm: leafPerm}
 	abs, err := filepath.Abs(path)
@@ -47,23 +46,19 @@ func walk(pfx, what, path string, create bool, leafPerm uint32) (*walked, error)
 		return nil, w.errorf("%w", err)
 	}
 	w.abs, w.parts = abs, splitPath(abs)
-	if len(w.parts) == 0 {
-		return nil, w.errorf("%w: / cannot be a %s", ErrUnsafe, w.what)
-	}
 	defer w.close() // the one clean-up: every descriptor on the way
-	if err := w.start(); err != nil {
-		return nil, err
+	err = w.start()
+	for err == nil && len(w.parts) > 0 {
+		err = w.next()
 	}
-	for len(w.parts) > 0 {
-		if err := w.next(); err != nil {
-			return nil, err
-		}
+	if err != nil {
+		return nil, err
 	}
 	return w.finish()
 }
 
-// walker is one walk: the directories opened so far ("/" first, O_PATH),
-// the components to go, and what was made or followed.
+// walker is one walk: the directories opened so far ("/" first, O_PATH)
+// and the components to go.
 type walker struct {
 	pfx, what string // the errors' prefix, what the directory is
 	abs       string
@@ -80,9 +75,8 @@ func (w *walker) errorf(format string, a ...any) error {
 }
 
 // MkdirAll opens the directory at path, making it (perm) and missing
-// parents (0755) as walk does; path itself must not be a symlink. Errors
-// start with pfx and name the directory what (--log-dir: issue 36.6, root
-// made /etc/nologin through another user's link).
+// parents (0755) as walk does (--log-dir: issue 36.6, root made
+// /etc/nologin through another user's link).
 func MkdirAll(pfx, what, path string, perm uint32) (*os.File, error) {
 	w, err := walk(pfx, what, path, true, perm)
 	if err != nil {
@@ -149,9 +143,8 @@ func (w *walker) next() error {
 	return w.push(fd, p)
 }
 
-// open opens the directory name in top, making it first when missing and
-// create: the raw errno for the caller to judge, or a wrapped error when
-// making it failed.
+// open opens the directory name in top, made first when missing and
+// create: the raw errno to judge, or a wrapped error.
 func (w *walker) open(top step, name, p string, last bool) (int, error) {
 	const flags = unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
 	fd, err := unix.Openat(top.fd, name, flags, 0)
@@ -201,8 +194,8 @@ func (w *walker) symlink(top step, name, p string, last bool) error {
 	return nil
 }
 
-// finish opens the last directory for reading (O_PATH cannot list it) and
-// notes the first directory on the way that others could change.
+// finish opens the last directory for reading and notes the first on
+// the way that others could change.
 func (w *walker) finish() (*walked, error) {
 	if len(w.stack) < 2 {
 		return nil, w.errorf("%w: / cannot be a %s", ErrUnsafe, w.what)
@@ -223,7 +216,7 @@ func (w *walker) finish() (*walked, error) {
 }
 
 // steady reports whether only root and owner can rename or replace the
-// entries of directory st: theirs, and not writable by others or sticky.
+// entries of directory st.
 func steady(st *unix.Stat_t, owner uint32) bool {
 	if st.Uid != 0 && st.Uid != owner {
 		return false

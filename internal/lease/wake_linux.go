@@ -10,34 +10,27 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A waiter that cannot start sleeps until something happens that could
-// let it start, not for a poll (issue 36.7; docs/shared-nodes.md, "A queue
-// of hundreds"): inotify says when one of its own lease files is closed
-// and when a ticket is closed after writing or removed (not the node lock
-// nor the directories, which every job that starts opens). Without
-// inotify (a user's 128 instances spent) it polls.
+// A waiter that cannot start sleeps until inotify says one of its lease
+// files or a ticket went (issue 36.7; docs/shared-nodes.md, "A queue of
+// hundreds"); without inotify it polls.
 const (
 	leaseMask = unix.IN_CLOSE_WRITE | unix.IN_CLOSE_NOWRITE
 	queueMask = unix.IN_CLOSE_WRITE | unix.IN_DELETE
 )
 
-// idleLook is how long a waiter sleeps at most without an event: what no
-// file event shows (a device busy with another's memory) is seen then.
+// idleLook is the longest sleep without an event, for what no file
+// event shows (a device busy with another's memory).
 const idleLook = 5 * time.Second
 
 // wake is a waiter's inotify instance; nil polls.
 type wake struct {
 	f       *os.File
 	queueWD int
-	// again is set when the last sleep ended at a lease file's close: the
-	// kernel reports the close a moment before it lets go of the file's
-	// lock, so the look after it may still see the lease held; the next
-	// sleep is then one poll.
+	// again: the last sleep ended at a lease file's close, which the
+	// kernel reports before it lets go of the lock; the next is short.
 	again bool
-	// idle is set when the last sleep ran its idleLook out, no event
-	// having come.
-	idle bool
-	buf  [4096]byte
+	idle  bool // the last sleep ran its idleLook out
+	buf   [4096]byte
 }
 
 func (w *wake) idled() bool { return w != nil && w.idle }
@@ -53,10 +46,8 @@ func (d *Dir) watch(keys []string) *wake {
 		return nil
 	}
 	w := &wake{f: os.NewFile(uintptr(fd), "inotify")}
-	// The path was resolved when d was opened; inPlace (under the node
-	// lock) refuses a directory moved since, so a watch on a swapped one
-	// costs a waiter its wake-ups, not its safety: it still looks every
-	// idleLook.
+	// A watch on a directory swapped since Open costs wake-ups, not
+	// safety: inPlace refuses it, and waiters look every idleLook.
 	w.queueWD, err = unix.InotifyAddWatch(fd, filepath.Join(d.path, queueDir), queueMask|unix.IN_ONLYDIR|unix.IN_DONT_FOLLOW)
 	for _, n := range names {
 		if err == nil {
@@ -74,20 +65,16 @@ func (d *Dir) watch(keys []string) *wake {
 }
 
 // sleep waits for the next look: until the first event that matters
-// (lease files' closes only with leases), not before poll/4 (events cannot
-// make waiters look more often), and at the latest after poll/4 when the
-// last sleep ended at a lease file's close, after poll when soon (it could
-// start, or defers to a ticket that could), else after idleLook. rested:
-// soon was not set. Without a watch it sleeps poll. ctx's error when ctx
-// is done first.
+// (lease files' closes only with leases), not before poll/4, and at the
+// latest after poll/4 following a lease file's close, poll when soon, else
+// idleLook (poll without a watch). rested: soon was not set; ctx's error
+// when ctx is done first.
 func (w *wake) sleep(ctx context.Context, poll time.Duration, soon, leases bool) (rested bool, err error) {
 	if w == nil {
-		t := time.NewTimer(poll)
-		defer t.Stop()
 		select {
 		case <-ctx.Done():
 			return false, ctx.Err()
-		case <-t.C:
+		case <-time.After(poll):
 			return false, nil
 		}
 	}
@@ -110,13 +97,9 @@ func (w *wake) sleep(ctx context.Context, poll time.Duration, soon, leases bool)
 			break // the deadline, or the watch gone: look now
 		}
 		if w.matters(w.buf[:n], leases) {
-			if rest := time.Until(start.Add(poll / 4)); rest > 0 {
-				t := time.NewTimer(rest)
-				select {
-				case <-ctx.Done():
-				case <-t.C:
-				}
-				t.Stop()
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Until(start.Add(poll / 4))):
 			}
 			w.drain()
 			break

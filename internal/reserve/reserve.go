@@ -1,11 +1,6 @@
-// Package reserve chooses a job's devices and leases them, as one step:
-// the selection runs under the node-wide lock of the lease directory
-// (internal/lease), leaving out what other jobs lease, and the
-// chosen set is leased before the lock is let go; with a wait it queues,
-// first come first served, and gives a device another job just released
-// time to settle (its memory freed). It owns that protocol only: scoring
-// is internal/selector's, the lease files are lease's, and what runs on
-// the devices is internal/launch's.
+// Package reserve chooses a job's devices and leases them as one step
+// (see Devices; docs/shared-nodes.md). Scoring is internal/selector's, the
+// lease files internal/lease's.
 package reserve
 
 import (
@@ -24,30 +19,25 @@ import (
 const DefaultWaitPoll = 200 * time.Millisecond
 
 // SettleTime is how long a queued job keeps waiting for a device whose
-// lease was just released but which its fresh discovery still shows busy:
-// the driver frees a dead job's memory (and drops it from its process
-// list) a little after the processes are gone; 90 ms on the H200 machine.
+// lease was just released but which a fresh discovery still shows busy:
+// the driver frees a dead job's memory a little later (90 ms on the H200).
 const SettleTime = 10 * time.Second
 
-// refreshEvery spaces the discoveries of a job waiting for a device to
-// settle: each runs the vendor tool.
+// refreshEvery spaces the discoveries (vendor tool runs) while settling.
 const refreshEvery = 500 * time.Millisecond
 
 // NodeLockWait bounds how long a job that does not --wait waits for the
-// node lock: another job holds it for milliseconds, so a lock held for
-// seconds is stuck or held on purpose, and the job fails naming the
-// holder instead of hanging.
+// node lock: jobs hold it for milliseconds, so one held for seconds is
+// stuck, and the job fails naming the holder instead of hanging.
 const NodeLockWait = 3 * time.Second
 
-// Options is what Devices needs: the node, the request and how to
-// treat other jobs' leases. Zero values are documented per field.
+// Options is what Devices needs; zero values are documented per field.
 type Options struct {
 	Model   *topology.Model
 	Request selector.Request
 	// Policy ranks the sets; the zero value is selector.Tree.
 	Policy selector.Policy
-	// Leases is the node's lease directory; nil means no leases are taken
-	// or respected (--no-lease).
+	// Leases is the node's lease directory; nil: --no-lease.
 	Leases *lease.Dir
 	// DryRun selects among the devices no one leases but takes no lease.
 	DryRun bool
@@ -57,42 +47,30 @@ type Options struct {
 	Wait time.Duration
 	// Poll is how often a queued job looks again; 0 means DefaultWaitPoll.
 	Poll time.Duration
-	// LockWait bounds the wait for the node lock when Wait is 0; 0 means
-	// NodeLockWait.
+	// LockWait bounds the node lock's wait when Wait is 0 (0: NodeLockWait).
 	LockWait time.Duration
 	// Queued, when set, is called once with the reason when the job
-	// starts waiting.
-	// ahead lists the jobs waiting in the queue before it, oldest first,
-	// as the kernel vouches for them (lease.Dir.Queue).
+	// starts waiting; ahead is lease.Dir.Queue, the jobs queued before it.
 	Queued func(want int, why error, ahead []lease.Waiting)
 	// Refresh, when set, discovers the node again. A queued job calls it
-	// when a device another job leased becomes free, and takes the fresh
-	// busy state of the devices: at start a leased device is usually busy
-	// with that job's memory, which is gone once its lease is (the lease
-	// lives until the job's last process does).
+	// when a device another job leased becomes free and takes the fresh
+	// busy state: a leased device is usually busy with that job's memory.
 	Refresh func(context.Context) (*topology.Model, error)
-	// Settle bounds the wait for a released device to stop being busy;
-	// 0 means SettleTime.
+	// Settle bounds the wait for a released device to settle (0: SettleTime).
 	Settle time.Duration
 }
 
 // Devices chooses the devices and leases them: selection runs under the
-// node-wide lock, leaving out devices other jobs lease (and devices whose
-// lease file cannot be used), and the lease on the chosen set is taken
-// before the lock is released, so that two jobs never get one device.
-// With Wait it queues, first come first served, until enough devices are
-// free; every wait (for the node lock too) ends at Wait. The returned
-// lease is nil with DryRun or without Leases; the caller releases it when
-// the job ends.
-//
+// node-wide lock, leaving out devices other jobs lease or whose lease file
+// cannot be used, and the chosen set is leased before the lock goes. With
+// Wait it queues, first come first served, until enough devices are free;
+// every wait (for the node lock too) ends at Wait, and SIGTERM, SIGINT,
+// SIGHUP and SIGQUIT end it with a *SignalError. The lease is nil with
+// DryRun or without Leases; the caller releases it when the job ends.
 // When not enough devices are free the error is the selector's
-// *selector.NotEnoughError, listing what is free, leased and busy. Busy
-// state is the one discovered at start, refreshed (with Refresh) when a
-// leased device becomes free: a queued job waits for other amdrun jobs'
-// leases, not for other programs to leave a device.
-//
-// With Wait, SIGTERM, SIGINT, SIGHUP and SIGQUIT end the wait with a
-// *SignalError.
+// *selector.NotEnoughError. Busy state is the one discovered at start,
+// refreshed (Refresh) when a leased device becomes free: a queued job
+// waits for other amdrun jobs' leases, not for other programs.
 func Devices(ctx context.Context, r Options) (*selector.Choice, *lease.Lease, error) {
 	if r.Wait > 0 && r.Leases != nil && !r.DryRun {
 		return devicesCatching(ctx, r)
@@ -101,8 +79,7 @@ func Devices(ctx context.Context, r Options) (*selector.Choice, *lease.Lease, er
 }
 
 func devices(ctx context.Context, r Options) (*selector.Choice, *lease.Lease, error) {
-	// The pairs are weighed once for every look of a queued job; the
-	// prepared model reads the devices' busy state afresh at each Select
+	// The pairs are weighed once; each Select reads the busy state afresh
 	// (refreshBusy updates it in place).
 	pp := selector.Prepare(r.Model)
 	if r.Leases == nil {
@@ -142,19 +119,16 @@ func devices(ctx context.Context, r Options) (*selector.Choice, *lease.Lease, er
 		return chosen, nil
 	}
 	need := max(r.Request.N, 1)
-	wctx := ctx
-	if r.Wait > 0 {
-		var cancel context.CancelFunc
-		wctx, cancel = context.WithTimeout(ctx, r.Wait)
-		defer cancel()
-	}
-	fctx := wctx
+	wctx, limit := ctx, r.Wait // without Wait, only the node lock's wait is bounded
 	if r.Wait == 0 {
+		limit = cmp.Or(max(r.LockWait, 0), NodeLockWait)
+	}
+	if limit > 0 {
 		var cancel context.CancelFunc
-		fctx, cancel = context.WithTimeout(ctx, cmp.Or(max(r.LockWait, 0), NodeLockWait))
+		wctx, cancel = context.WithTimeout(ctx, limit)
 		defer cancel()
 	}
-	l, err := r.Leases.Claim(fctx, keys, need, choose, 0)
+	l, err := r.Leases.Claim(wctx, keys, need, choose, 0)
 	if err == nil || r.Wait == 0 || !errors.Is(err, lease.ErrBusy) {
 		return choice, l, r.explain(ctx, err)
 	}
@@ -173,10 +147,9 @@ func devices(ctx context.Context, r Options) (*selector.Choice, *lease.Lease, er
 	return choice, l, r.explain(ctx, err)
 }
 
-// settle follows, for a queued job, the devices other jobs release: a
-// device leased at the last look and free now was busy with the leaving
-// job's memory, so the node is discovered again; one still busy then is
-// waited for as if leased, for up to SettleTime, with a discovery every
+// settle follows the devices other jobs release: one leased at the last
+// look and free now makes the node be discovered again, and if still busy
+// is waited for as if leased, up to SettleTime, rediscovered every
 // refreshEvery.
 type settle struct {
 	keys        []string
@@ -185,8 +158,7 @@ type settle struct {
 	lastRefresh time.Time
 }
 
-// look updates the model's busy state as needed and marks in held the
-// devices still settling.
+// look refreshes the busy state as needed and marks settling devices held.
 func (s *settle) look(ctx context.Context, r Options, holders map[string]lease.State, now time.Time, held map[int]string) {
 	if s.since == nil {
 		s.since = map[int]time.Time{}
@@ -216,9 +188,8 @@ func (s *settle) look(ctx context.Context, r Options, holders map[string]lease.S
 	}
 }
 
-// refreshBusy copies the busy state of a fresh discovery into the model,
-// device by device (matched by key). A failed discovery keeps the old
-// state: the job still waits correctly for leases.
+// refreshBusy copies a fresh discovery's busy state into the model by
+// device key; a failed discovery keeps the old state.
 func (r Options) refreshBusy(ctx context.Context, keys []string) {
 	fresh, err := r.Refresh(ctx)
 	if err != nil {
@@ -238,8 +209,7 @@ func (r Options) refreshBusy(ctx context.Context, keys []string) {
 }
 
 // explain turns Claim's error into the one the user sees: the selector's
-// message for busy devices, and, when the wait ran out (not ctx), what it
-// waited for.
+// for busy devices, what it waited for when the wait (not ctx) ran out.
 func (r Options) explain(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
@@ -262,8 +232,7 @@ func (r Options) explain(ctx context.Context, err error) error {
 	return unwrapBusy(err)
 }
 
-// withHeld marks the devices other jobs lease, and those whose lease file
-// cannot be used, in a copy of req.
+// withHeld marks the devices in holders held in a copy of req.
 func withHeld(req selector.Request, keys []string, holders map[string]lease.State) selector.Request {
 	req.Held = map[int]string{}
 	for i, k := range keys {
@@ -274,8 +243,7 @@ func withHeld(req selector.Request, keys []string, holders map[string]lease.Stat
 	return req
 }
 
-// unwrapBusy drops the lease.ErrBusy wrapper the chooser adds, so the
-// user sees the selector's message.
+// unwrapBusy drops the chooser's lease.ErrBusy wrapper.
 func unwrapBusy(err error) error {
 	var ne *selector.NotEnoughError
 	if errors.As(err, &ne) {
@@ -284,12 +252,9 @@ func unwrapBusy(err error) error {
 	return err
 }
 
-// DescribeHolder says in a few words, on one line, why a device cannot
-// be leased: "leased by pid 42 (alice: amdrun -n 2 train.py), started
-// 15:04:05", or "unusable lease file" when a bad file sits at its path
-// (the warning printed once names the path and its owner). Errors are one
-// line, and a holder's command may be a multi-line python -c or hold
-// terminal escapes: lease.Holder.String escapes and cuts it.
+// DescribeHolder says on one line why a device cannot be leased: "leased
+// by pid 42 (alice: amdrun -n 2 train.py), started 15:04:05", or
+// "unusable lease file" (the warning printed once names the path).
 func DescribeHolder(s lease.State) string {
 	if s.Fault != nil {
 		return "unusable lease file"

@@ -15,10 +15,8 @@ import (
 )
 
 // queuedSignals end a job that waits for devices (--wait): it leaves the
-// queue, its ticket removed, and amdrun exits 128+n with one line. Before
-// issue 36.6 they killed it as Go's runtime does, leaving its ticket file
-// behind (4-17 after each run of 200 jobs), and SIGQUIT printed a
-// 147-line goroutine dump.
+// queue and amdrun exits 128+n with one line (issue 36.6: Go's default
+// left 4-17 ticket files per 200 jobs, and SIGQUIT a goroutine dump).
 var queuedSignals = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT}
 
 // SignalError is Devices' error when one of queuedSignals came while the
@@ -34,8 +32,7 @@ func (e *SignalError) Error() string {
 func (e *SignalError) ExitStatus() int { return 128 + int(e.Signal) }
 
 // devicesCatching is Devices for a job that may wait: queuedSignals end
-// the wait (ctx is cancelled) and its result is a *SignalError, the lease
-// let go should one have come as the devices were leased.
+// it with a *SignalError, a lease taken meanwhile let go.
 func devicesCatching(ctx context.Context, r Options) (*selector.Choice, *lease.Lease, error) {
 	sigs := make(chan os.Signal, 1)
 	for _, sig := range queuedSignals {
@@ -46,24 +43,18 @@ func devicesCatching(ctx context.Context, r Options) (*selector.Choice, *lease.L
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stop, gone := make(chan struct{}), make(chan struct{})
+	gone := make(chan struct{})
 	go func() {
 		defer close(gone)
-		select {
-		case s := <-sigs:
+		// A signal that came as the wait ended is still read before the close.
+		if s, ok := <-sigs; ok {
 			cancel(&SignalError{Signal: s.(syscall.Signal)})
-		case <-stop:
 		}
 	}()
 	c, l, err := devices(ctx, r)
-	signal.Stop(sigs)
-	close(stop)
+	signal.Stop(sigs) // after it nothing is sent on sigs
+	close(sigs)
 	<-gone
-	select {
-	case s := <-sigs: // came as the wait ended
-		cancel(&SignalError{Signal: s.(syscall.Signal)})
-	default:
-	}
 	var se *SignalError
 	if errors.As(context.Cause(ctx), &se) {
 		if l != nil {

@@ -1,6 +1,7 @@
 package slurm
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strconv"
@@ -9,10 +10,8 @@ import (
 	"github.com/amdrun/amdrun/internal/envlist"
 )
 
-// Port range of Job.MasterPort: BasePort + jobid % PortSpan, so 20000 to
-// 39999. Every node of a job computes the same port without talking to
-// the others, and two jobs sharing a first node collide only when their
-// ids are equal modulo PortSpan.
+// Port range of Job.MasterPort: BasePort + jobid % PortSpan, the same on
+// every node of a job without talking to the others.
 const (
 	BasePort = 20000
 	PortSpan = 20000
@@ -27,69 +26,52 @@ var ErrEnv = errors.New("inconsistent slurm environment")
 var ErrShape = errors.New("cannot run in this slurm step")
 
 // Job is this node's view of a Slurm allocation: of the job step amdrun
-// runs in (srun) when there is one, else of the whole job (a batch script
-// or an salloc shell).
-//
-// Inside a step Slurm keeps the job's values in SLURM_JOB_NODELIST,
-// SLURM_JOB_NUM_NODES and even SLURM_NODELIST, while SLURM_NODEID counts
-// within the step (seen with Slurm 22.05: "srun -N1 -r1" in a 2-node job
-// runs on node2 with SLURM_NODEID=0, SLURM_STEP_NODELIST=node2 and
-// SLURM_JOB_NODELIST=node[1-2]), so the step's own variables come first.
+// runs in (srun) when there is one, else of the whole job. Inside a step
+// SLURM_JOB_NODELIST, SLURM_JOB_NUM_NODES and SLURM_NODELIST keep the
+// job's values while SLURM_NODEID counts within the step (Slurm 22.05:
+// "srun -N1 -r1" in a 2-node job ran on node2 with SLURM_NODEID=0), so the
+// step's own variables come first.
 type Job struct {
-	// JobID is SLURM_JOB_ID, a decimal number. Each task of a job array
-	// has its own (SLURM_ARRAY_JOB_ID is shared and not used).
+	// JobID is SLURM_JOB_ID, a decimal number (each array task's own).
 	JobID string
 	// StepID is SLURM_STEP_ID (else SLURM_STEPID); "" outside a step.
 	StepID string
-	// NNodes is the number of nodes of the step (SLURM_STEP_NUM_NODES),
-	// outside a step of the job (SLURM_JOB_NUM_NODES, else SLURM_NNODES),
-	// else the length of the node list; at least 1.
+	// NNodes is the length of Hosts, at least 1.
 	NNodes int
-	// NodeRank is SLURM_NODEID, 0 <= NodeRank < NNodes. It is 0 when
-	// SLURM_NODEID is unset.
+	// NodeRank is SLURM_NODEID, 0 <= NodeRank < NNodes (0 when unset).
 	NodeRank int
 	// Hosts is the expanded node list of the step (SLURM_STEP_NODELIST),
 	// outside a step of the job (SLURM_JOB_NODELIST, else SLURM_NODELIST),
 	// in Slurm's order.
 	Hosts []string
-	// MasterAddr is the first host of Hosts: the node with NodeRank 0,
-	// which hosts rank 0's store.
+	// MasterAddr is the first host of Hosts (NodeRank 0).
 	MasterAddr string
 	// MasterPort is BasePort + JobID % PortSpan.
 	MasterPort int
-	// GPUsOnNode is SLURM_GPUS_ON_NODE, the GPUs Slurm gave this node;
-	// 0 when unset.
+	// GPUsOnNode is SLURM_GPUS_ON_NODE (0: unset).
 	GPUsOnNode int
-	// NodeGPUs is the number of GPUs Slurm bound to this task (the
-	// entries of Grant.IDs: SLURM_STEP_GPUS, outside a step SLURM_JOB_GPUS) when
-	// the job asked for GPUs per node or per task (SLURM_GPUS_PER_NODE,
-	// SLURM_GPUS_PER_TASK or a gpu:per_task SLURMD_TRES_BIND), so that
-	// every node of the step got as many. 0 otherwise (no GPUs, or
+	// NodeGPUs is len(Grant.IDs) when the job asked for GPUs per node or
+	// per task, so that every node got as many; 0 otherwise (no GPUs, or
 	// --gpus=N, which Slurm may spread unevenly).
 	NodeGPUs int
-	// Grant is the GPUs Slurm granted this task on this node; never nil
-	// (an empty Grant when none were).
+	// Grant is the GPUs Slurm granted this task here; never nil.
 	Grant *Grant
 
-	// nodeIDSet, tasks and het feed Launchable.
+	// For Launchable: het is "" unless the step spans components of a
+	// heterogeneous job; tasks is SLURM_STEP_NUM_TASKS (0: unset).
 	nodeIDSet bool
-	tasks     int    // SLURM_STEP_NUM_TASKS; 0 outside a step or unset
+	tasks     int
 	tasksVar  string // its NAME=VALUE for messages
-	het       string // "" unless the step spans components of a heterogeneous job
+	het       string
 }
 
-// FromEnvWith reads the Slurm allocation from env (KEY=VALUE entries, as
-// os.Environ returns; a later entry overrides an earlier one). Outside an
-// allocation (SLURM_JOB_ID unset or empty) it returns nil, nil. The node
-// list is expanded with Hostnames(list, run): scontrol when run is not
-// nil and succeeds, ParseHostlist otherwise.
-//
-// Inside an allocation a missing node list, a value that is not a
-// number, a node count that disagrees with the node list, a node id
-// outside 0..nnodes-1, or a GPU list that is not GPU numbers is an error
-// wrapping ErrEnv that names the variable. Shapes amdrun cannot run (see
-// Job.Launchable) are not errors here: a caller that ignores Slurm's
-// shape (an explicit --nnodes) may still run.
+// FromEnvWith reads the Slurm allocation from env (KEY=VALUE entries, a
+// later one overriding an earlier); nil, nil outside one (SLURM_JOB_ID
+// unset or empty). The node list is expanded with Hostnames(list, run).
+// A missing node list, a value that is not a number, a node count that
+// disagrees with the list, a node id outside 0..nnodes-1 or a GPU list
+// that is not GPU numbers is an error wrapping ErrEnv naming the variable.
+// Shapes amdrun cannot run are not errors here (see Job.Launchable).
 func FromEnvWith(env []string, run func(name string, args ...string) ([]byte, error)) (*Job, error) {
 	vars := envlist.Map(env)
 	id := vars["SLURM_JOB_ID"]
@@ -102,23 +84,18 @@ func FromEnvWith(env []string, run func(name string, args ...string) ([]byte, er
 	}
 	j := &Job{JobID: id, MasterPort: BasePort + jobID%PortSpan}
 	_, j.StepID = first(vars, "SLURM_STEP_ID", "SLURM_STEPID")
-	for _, step := range []func(map[string]string) error{
-		func(vars map[string]string) error { return j.readNodes(vars, run) },
-		j.readNodeID,
-		j.readGPUs,
-		j.readTasks,
-	} {
-		if err := step(vars); err != nil {
-			return nil, err
-		}
+	if err := j.readNodes(vars, run); err != nil {
+		return nil, err
+	}
+	if err := cmp.Or(j.readNodeID(vars), j.readGPUs(vars), j.readTasks(vars)); err != nil {
+		return nil, err
 	}
 	j.het = hetSpan(vars)
 	return j, nil
 }
 
 // readNodes reads the node list (Hosts, MasterAddr) and checks the node
-// count against it (NNodes): the step's variables inside a step, the
-// job's outside.
+// count (NNodes) against it: the step's variables in a step, else the job's.
 func (j *Job) readNodes(vars map[string]string, run func(name string, args ...string) ([]byte, error)) error {
 	listVars := []string{"SLURM_JOB_NODELIST", "SLURM_NODELIST"}
 	countVars := []string{"SLURM_JOB_NUM_NODES", "SLURM_NNODES"}
@@ -187,8 +164,7 @@ func (j *Job) readGPUs(vars map[string]string) error {
 	return nil
 }
 
-// readTasks reads the step's task count, which Launchable compares with
-// its node count.
+// readTasks reads the step's task count for Launchable.
 func (j *Job) readTasks(vars map[string]string) error {
 	if j.StepID == "" {
 		return nil
@@ -209,15 +185,9 @@ func (j *Job) readTasks(vars map[string]string) error {
 }
 
 // Launchable returns nil when one amdrun per node can run the job as
-// Slurm shaped it, and otherwise a one-line error wrapping ErrShape that
-// says what to change:
-//   - outside a job step of a multi-node job (amdrun started in the batch
-//     script or an salloc shell would run on one node only);
-//   - a step with more tasks than nodes (amdrun starts one rank per GPU
-//     itself; several amdruns on one node would all claim its node rank);
-//   - a step spanning several components of a heterogeneous job (their
-//     nodes differ in what they hold, and each component has its own
-//     job id).
+// Slurm shaped it, else a one-line error wrapping ErrShape that says what
+// to change: outside a step of a multi-node job, more tasks than nodes,
+// or a step spanning components of a heterogeneous job.
 func (j *Job) Launchable() error {
 	switch {
 	case j.het != "":
@@ -233,11 +203,8 @@ func (j *Job) Launchable() error {
 }
 
 // hetSpan describes a step that spans several components of a
-// heterogeneous job, or returns "". Slurm sets SLURM_HET_SIZE (formerly
-// SLURM_PACK_SIZE) in every step of such a job; in a step confined to one
-// component it sets SLURM_JOB_NODELIST to that component's node list
-// (SLURM_JOB_NODELIST_HET_GROUP_<n>), in a step spanning several to their
-// union (seen with Slurm 22.05).
+// heterogeneous job, or returns "": in a step of one component Slurm sets
+// SLURM_JOB_NODELIST to that component's list (Slurm 22.05).
 func hetSpan(vars map[string]string) string {
 	name, size := first(vars, "SLURM_HET_SIZE", "SLURM_PACK_SIZE")
 	n, err := strconv.Atoi(size)
@@ -255,10 +222,8 @@ func hetSpan(vars map[string]string) string {
 	return fmt.Sprintf("%s=%s, SLURM_JOB_NODELIST=%s", name, size, list)
 }
 
-// Hostnames expands a Slurm node list. When run is not nil it first asks
-// "scontrol show hostnames LIST" (which knows every syntax the installed
-// Slurm does) and uses its lines; when run is nil, fails or prints
-// nothing, it falls back to ParseHostlist, whose error it returns.
+// Hostnames expands a Slurm node list with "scontrol show hostnames LIST"
+// through run, else (nil run, failure, no output) with ParseHostlist.
 func Hostnames(nodelist string, run func(name string, args ...string) ([]byte, error)) ([]string, error) {
 	if run != nil {
 		if out, err := run("scontrol", "show", "hostnames", nodelist); err == nil {
@@ -270,8 +235,7 @@ func Hostnames(nodelist string, run func(name string, args ...string) ([]byte, e
 	return ParseHostlist(nodelist)
 }
 
-// first returns the first of names that is set and not empty, and its
-// value ("", "" when none is).
+// first returns the first of names set and not empty, and its value.
 func first(vars map[string]string, names ...string) (name, value string) {
 	for _, n := range names {
 		if v := vars[n]; v != "" {
@@ -286,9 +250,8 @@ func orList(names []string) string {
 	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }
 
-// envInt parses a non-negative decimal variable. Slurm writes bare
-// digits; anything else (spaces, a sign, a line break) is refused, so
-// that values quoted back in messages are one line.
+// envInt parses a non-negative decimal variable: bare digits, as Slurm
+// writes them, so that values quoted in messages are one line.
 func envInt(name, v string) (int, error) {
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 0 {

@@ -15,27 +15,18 @@ import (
 var ErrGrant = errors.New("GPU grant does not match this node's devices")
 
 // Grant is the GPUs Slurm's gres/gpu plugin granted this task on this
-// node, as it writes them into the task's environment (gres_common.c,
-// Slurm 20.11 and later; see testdata/slurm/env):
-//
-//   - SLURM_STEP_GPUS in a job step, SLURM_JOB_GPUS outside one (a batch
-//     script or an salloc shell): the GPUs by Slurm's own numbering, the
-//     node's GPUs in gres.conf order, 0 to N-1, whatever the task can see;
-//   - GPU_DEVICE_ORDINAL, written with CUDA_VISIBLE_DEVICES and
-//     ROCR_VISIBLE_DEVICES: the same GPUs as the runtime numbers them,
-//     which under a device cgroup (ConstrainDevices=yes) is 0 to k-1
-//     (SLURM_STEP_GPUS=7 with GPU_DEVICE_ORDINAL=0) and otherwise
-//     Slurm's numbers again (SLURM_STEP_GPUS=5 with GPU_DEVICE_ORDINAL=5);
-//   - SLURM_GPUS_ON_NODE: how many.
-//
-// The zero Grant, and a nil *Grant, grant nothing.
+// node (gres_common.c, Slurm 20.11 and later; testdata/slurm/env):
+// SLURM_STEP_GPUS (SLURM_JOB_GPUS outside a step) by Slurm's numbering in
+// gres.conf order; GPU_DEVICE_ORDINAL as the runtime numbers them, 0 to
+// k-1 under a device cgroup (SLURM_STEP_GPUS=7 with GPU_DEVICE_ORDINAL=0),
+// else Slurm's numbers again; SLURM_GPUS_ON_NODE how many. The zero Grant,
+// and a nil *Grant, grant nothing.
 type Grant struct {
-	// IDs are SLURM_STEP_GPUS (in a step) or SLURM_JOB_GPUS, in the
-	// order written; nil when unset. IDsVar is NAME=VALUE for messages.
-	IDs    []int
-	IDsVar string
-	// Ordinals are GPU_DEVICE_ORDINAL; nil when unset. OrdinalsVar is
+	// IDs are SLURM_STEP_GPUS (in a step) or SLURM_JOB_GPUS, Ordinals
+	// GPU_DEVICE_ORDINAL, as written (nil: unset); the *Var fields are
 	// NAME=VALUE for messages.
+	IDs         []int
+	IDsVar      string
 	Ordinals    []int
 	OrdinalsVar string
 	// Count is SLURM_GPUS_ON_NODE; 0 when unset.
@@ -66,23 +57,14 @@ func (g *Grant) String() string {
 }
 
 // Devices returns the indices (Device.Index) of the devices of devs the
-// grant names, ascending, or nil when the grant bounds nothing (no GPU
-// granted, or only a count that all of devs or the user's own
-// visible-device list, masked, already meets). devs are the devices
-// the topology source shows, numbered as the runtime numbers them
-// (RuntimeIndex). The grant is renumbered to those ordinals:
-//
-//   - GPU_DEVICE_ORDINAL, when set, already is (Slurm wrote it for this
-//     task's view of the node);
-//   - else Slurm's numbers are the runtime's when the node shows more
-//     devices than were granted (no device cgroup), and a cgroup's
-//     0..k-1 when it shows exactly as many (the cgroup hides the rest;
-//     the runtime numbers what is left in Slurm's order).
-//
-// warn, when not nil, is told of a view the grant contradicts without
-// making it wrong (a cgroup renumbered the GPUs but the source shows
-// them all). An entry that names no device of devs, or a count of GPUs
-// that does not say which of more devices, is an error wrapping
+// grant names, ascending, or nil when it bounds nothing (no GPU granted,
+// or only a count that devs or the user's own mask, masked, meets). devs
+// are numbered as the runtime numbers them (RuntimeIndex): the grant is
+// GPU_DEVICE_ORDINAL when set, else Slurm's numbers when devs are more
+// than granted (no cgroup), else all of devs (a cgroup shows exactly the
+// grant). warn, when not nil, is told when a cgroup renumbered the GPUs
+// but the source shows them all. An entry naming no device of devs, or a
+// count that does not say which of more devices, is an error wrapping
 // ErrGrant that names the variable.
 func (g *Grant) Devices(devs []topology.Device, masked bool, warn func(format string, args ...any)) ([]int, error) {
 	if !g.Granted() {
@@ -99,8 +81,6 @@ func (g *Grant) Devices(devs []topology.Device, masked bool, warn func(format st
 				g.OrdinalsVar, g.IDsVar, n)
 		}
 	case g.IDs != nil && n == len(g.IDs):
-		// Exactly the granted GPUs are visible: the runtime numbers
-		// them from 0, and all of devs are the grant.
 		all := make([]int, n)
 		for i := range all {
 			all[i] = i
@@ -131,9 +111,8 @@ func (g *Grant) Devices(devs []topology.Device, masked bool, warn func(format st
 	return sortedUnique(out), nil
 }
 
-// readGrant reads the grant variables (see Grant): SLURM_STEP_GPUS in a
-// step, SLURM_JOB_GPUS outside one. An entry that is not a GPU number,
-// or a number written twice, is an error wrapping ErrEnv.
+// readGrant reads the grant variables (see Grant); an entry that is not
+// a GPU number, or one written twice, is an error wrapping ErrEnv.
 func readGrant(vars map[string]string, step bool) (*Grant, error) {
 	g := &Grant{}
 	name := "SLURM_JOB_GPUS"
@@ -155,8 +134,7 @@ func readGrant(vars map[string]string, step bool) (*Grant, error) {
 	return g, nil
 }
 
-// gpuList parses the comma-separated GPU numbers of variable name, as
-// Slurm writes them ("0,1,2,3"); nil when it is unset or empty.
+// gpuList parses variable name's GPU numbers ("0,1,2,3"); nil when unset.
 func gpuList(vars map[string]string, name string) ([]int, string, error) {
 	v := vars[name]
 	if strings.TrimSpace(v) == "" {
@@ -178,8 +156,7 @@ func gpuList(vars map[string]string, name string) ([]int, string, error) {
 	return out, name + "=" + v, nil
 }
 
-// maxGPU bounds a GPU number, so that a mangled value is refused rather
-// than matched against nothing: no node has 65,536 GPUs.
+// maxGPU bounds a GPU number: a mangled value is refused.
 const maxGPU = 1<<16 - 1
 
 func sortedUnique(a []int) []int {

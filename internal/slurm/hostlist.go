@@ -1,8 +1,6 @@
-// Package slurm reads a Slurm allocation from the environment: the node
-// count, this node's rank, the first host of the node list (the rendezvous
-// address) and a port every node derives the same way. It also expands
-// Slurm's compressed hostlist syntax. The package does no I/O of its own:
-// the environment and the scontrol runner are passed in.
+// Package slurm reads a Slurm allocation from the environment (nodes,
+// this node's rank, rendezvous address and port, GPU grant) and expands
+// hostlists; the environment and the scontrol runner are passed in.
 package slurm
 
 import (
@@ -14,14 +12,11 @@ import (
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
-// MaxHosts is the most host names one hostlist may expand to. A range
-// (or a product of bracket groups) that would give more is an error, so
-// a typo such as n[1-1000000000] fails at once instead of filling memory.
+// MaxHosts is the most host names one hostlist may expand to, so that a
+// typo such as n[1-1000000000] fails at once instead of filling memory.
 const MaxHosts = 65536
 
-// Sentinel errors of ParseHostlist. Each is wrapped in a
-// *topology.ParseError whose Column is the 0-based byte offset of the
-// problem in the input; errors.Is finds them.
+// Sentinel errors of ParseHostlist, wrapped in its *topology.ParseError.
 var (
 	// ErrUnbalanced: a '[' without its ']', a ']' without its '[', or a
 	// '[' inside brackets.
@@ -41,21 +36,13 @@ var (
 )
 
 // ParseHostlist expands a Slurm hostlist such as "gpu[01-04,07],login1"
-// into host names, in order and with duplicates kept: gpu01 gpu02 gpu03
-// gpu04 gpu07 login1.
-//
-// Commas outside brackets separate hosts; inside brackets they separate
-// numbers and ranges lo-hi. A range keeps the zero padding of its start
-// (n[008-011] gives n008 ... n011). A name may hold several bracket
-// groups, which expand as a product with the last group varying fastest
-// (rack[1-2]-n[1-2] gives rack1-n1 rack1-n2 rack2-n1 rack2-n2). Spaces
-// around the whole list are ignored.
-//
-// Malformed input (unbalanced brackets, an empty element, a reversed or
-// non-numeric range, more than MaxHosts names, a space inside a name)
-// returns a *topology.ParseError naming the input, with Column set to the
-// 0-based offset of the problem and Err wrapping one of the sentinels
-// above.
+// into host names, in order, duplicates kept: gpu01 gpu02 gpu03 gpu04
+// gpu07 login1. A range keeps the zero padding of its start (n[008-011]);
+// several bracket groups expand as a product, the last varying fastest
+// (rack[1-2]-n[1-2]: rack1-n1 rack1-n2 rack2-n1 rack2-n2). Spaces around
+// the list are ignored. Malformed input returns a *topology.ParseError
+// naming the input, Column the 0-based offset of the problem, Err
+// wrapping one of the sentinels above.
 func ParseHostlist(s string) ([]string, error) {
 	p := &hostlistParser{src: s}
 	return p.parse()
@@ -71,8 +58,7 @@ func (p *hostlistParser) fail(col int, err error) error {
 	return topology.NewParseError("slurm hostlist "+quoteShort(p.src), 0, col, fmt.Errorf("column %d: %w", col, err), "")
 }
 
-// quoteShort quotes s for an error message, cutting it so that one bad
-// environment variable cannot produce a screenful.
+// quoteShort quotes s for an error message, cut to 80 bytes.
 func quoteShort(s string) string {
 	const max = 80
 	if len(s) > max {
@@ -82,7 +68,6 @@ func quoteShort(s string) string {
 }
 
 func (p *hostlistParser) parse() ([]string, error) {
-	// Work on the trimmed list but report offsets into the original.
 	start := len(p.src) - len(strings.TrimLeft(p.src, " \t\r\n"))
 	end := len(strings.TrimRight(p.src, " \t\r\n"))
 	if start >= end {
@@ -133,7 +118,7 @@ func (p *hostlistParser) element(lo, hi int) ([]string, error) {
 		if j < 0 {
 			j = hi - i
 		}
-		if j > 0 { // a literal run: append it to every name so far
+		if j > 0 { // a literal run
 			lit := p.src[i : i+j]
 			for k := range names {
 				names[k] += lit
@@ -191,9 +176,8 @@ func (p *hostlistParser) group(lo, hi int) ([]string, error) {
 		if b-a >= uint64(MaxHosts-len(out)) {
 			return nil, p.fail(i, ErrTooManyHosts)
 		}
-		width := len(first)
 		for n := a; n <= b; n++ {
-			out = append(out, pad(n, width))
+			out = append(out, fmt.Sprintf("%0*d", len(first), n)) // the start's padding, as Slurm
 		}
 		i += j + 1
 	}
@@ -206,7 +190,3 @@ func parseNum(s string) (uint64, bool) {
 	n, err := strconv.ParseUint(s, 10, 64)
 	return n, err == nil && len(s) <= 18
 }
-
-// pad formats n with leading zeros up to width digits, as Slurm does
-// with the width of a range's start.
-func pad(n uint64, width int) string { return fmt.Sprintf("%0*d", width, n) }
