@@ -170,24 +170,31 @@ func TestIdleWaitersDoNoWork(t *testing.T) {
 	for _, pid := range pids {
 		s.waitQueued(dir, pid)
 	}
-	time.Sleep(time.Second) // the last to join has looked
-	before, start := ioCalls(t, pids), time.Now()
-	time.Sleep(2 * time.Second)
-	after, took := ioCalls(t, pids), time.Since(start)
-	calls := make([]int, k)
-	total := 0
-	for i := range calls {
-		calls[i] = after[i] - before[i]
-		total += calls[i]
-	}
 	// A look costs about 8 calls here (reading /proc/locks), and a waiter
-	// looks at most twice in the window (once after 5 s idle, once after
-	// an event); polling every 0.2 s cost 200 a second.
+	// looks at most twice in a window (once after 5 s idle, once after an
+	// event); polling every 0.2 s cost 200 a second. A waiter that polls
+	// fails every window; one still starting on a loaded machine passes a
+	// later one, so the test measures up to five windows.
 	const perSecond = 16
-	if rate := float64(total) / k / took.Seconds(); rate > perSecond {
-		t.Errorf("idle waiters made %.0f read/write calls a second each (%v in %v), want at most %d: they poll", rate, calls, took.Round(time.Millisecond), perSecond)
+	var calls []int
+	var took time.Duration
+	for range 5 {
+		before, start := ioCalls(t, pids), time.Now()
+		time.Sleep(2 * time.Second)
+		after := ioCalls(t, pids)
+		took = time.Since(start)
+		calls = make([]int, k)
+		total := 0
+		for i := range calls {
+			calls[i] = after[i] - before[i]
+			total += calls[i]
+		}
+		if float64(total)/k/took.Seconds() <= perSecond {
+			t.Logf("read/write calls of each idle waiter in %v: %v", took.Round(time.Millisecond), calls)
+			return
+		}
 	}
-	t.Logf("read/write calls of each idle waiter in %v: %v", took.Round(time.Millisecond), calls)
+	t.Errorf("idle waiters made more than %d read/write calls a second each in five windows (last: %v in %v): they poll", perSecond, calls, took.Round(time.Millisecond))
 }
 
 // ioCalls is the read and write calls (syscr + syscw) each process in
