@@ -194,13 +194,21 @@ var linkAliases = map[string][]string{
 	"bandwidth":   {"numa_bandwidth", "numa_bw"},
 }
 
-// setJSONPair copies the named fields of l into p.
+// setJSONPair copies the named fields of l, under their own names or
+// linkAliases, into p.
 func setJSONPair(p *Pair, l map[string]any, keys ...string) error {
 	for _, k := range keys {
-		v, has := lookup(l, append([]string{k}, linkAliases[k]...)...)
+		var v any
+		has := false
+		for _, name := range append([]string{k}, linkAliases[k]...) {
+			if v, has = l[name]; has {
+				break
+			}
+		}
 		if !has {
 			continue
 		}
+		var err error
 		switch k {
 		case "link_status":
 			switch u := strings.ToUpper(jsonString(v)); u {
@@ -215,12 +223,9 @@ func setJSONPair(p *Pair, l map[string]any, keys ...string) error {
 			if err != nil || n < 0 || n > 1<<20 {
 				return fmt.Errorf("%w: %s %v", topology.ErrBadNumber, k, v)
 			}
-			if !ok {
-				continue
-			}
-			if k == "weight" {
+			if ok && k == "weight" {
 				p.Weight = int(n)
-			} else {
+			} else if ok {
 				p.Hops = int(n)
 			}
 		case "link_type":
@@ -228,34 +233,22 @@ func setJSONPair(p *Pair, l map[string]any, keys ...string) error {
 			if !ok && v != nil {
 				return fmt.Errorf("%w: %v", topology.ErrUnknownLinkType, v)
 			}
-			t, err := linkType(s)
-			if err != nil {
-				return err
-			}
-			p.Type = t
+			p.Type, err = linkType(s)
 		case "bandwidth":
-			lo, hi, err := jsonBandwidth(v)
-			if err != nil {
-				return err
+			// "min-max" or N/A, the only forms amd-smi prints.
+			switch v.(type) {
+			case nil, string:
+				p.MinBW, p.MaxBW = 0, 0
+				if s := jsonString(v); s != "" {
+					p.MinBW, p.MaxBW, err = minMax(s)
+				}
+			default:
+				return fmt.Errorf("%w: bandwidth %v", topology.ErrBadNumber, v)
 			}
-			p.MinBW, p.MaxBW = lo, hi
+		}
+		if err != nil {
+			return err
 		}
 	}
 	return nil
-}
-
-// jsonBandwidth reads a NUMA bandwidth, "min-max" or N/A, the only forms
-// amd-smi prints; anything else is refused.
-func jsonBandwidth(v any) (int64, int64, error) {
-	switch x := v.(type) {
-	case nil:
-		return 0, 0, nil
-	case string:
-		s := strings.TrimSpace(x)
-		if s == "" || strings.EqualFold(s, "N/A") {
-			return 0, 0, nil
-		}
-		return minMax(s)
-	}
-	return 0, 0, fmt.Errorf("%w: bandwidth %v", topology.ErrBadNumber, v)
 }
