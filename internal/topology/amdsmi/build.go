@@ -13,19 +13,15 @@ import (
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
-// Build joins a parsed topology (one the parsers accepted: at least one
-// row, one BDF and pair row per GPU) with identity and use figures into a
-// finished model. Devices are numbered 0..N-1 in amd-smi's GPU order.
-//
-// gpus may be nil or partial; each row takes the GPU with the same BDF,
-// else the same amd-smi index. RuntimeIndex is the HIP-ID when every
-// device has a distinct one, else the amd-smi GPU index. Rows that share
-// a PCI bus and device are partitions of one GPU: one Package, numbered
-// by PCI function. XGMI pairs become direct links at the NUMA BW maximum
-// (0: Finish assumes one), PCIE pairs non-direct links. A pair whose two
-// readings of the type disagree is decided by topology.ResolveLinkType,
-// with one warning; tables of WantTables the output left out give one
-// warning naming what was assumed. Errors wrap topology.ErrInvalidModel.
+// Build joins a parsed topology (one the parsers accepted) with identity
+// and use figures into a finished model, devices 0..N-1 in amd-smi's GPU
+// order. gpus may be nil or partial; each row takes the GPU with the same
+// BDF, else the same amd-smi index. RuntimeIndex is the HIP-ID when every
+// device has a distinct one, else the amd-smi GPU index. Rows sharing a PCI
+// bus and device are one Package, numbered by PCI function. XGMI pairs
+// become direct links, PCIE pairs non-direct ones; a type the two readings
+// disagree on is decided by topology.ResolveLinkType with a warning, and
+// missing WantTables give one warning. Errors wrap topology.ErrInvalidModel.
 func Build(t *Topology, gpus []GPU, warn topology.Warner) (*topology.Model, error) {
 	n := len(t.GPUs)
 	warnMissing(t, warn)
@@ -45,8 +41,7 @@ func Build(t *Topology, gpus []GPU, warn topology.Warner) (*topology.Model, erro
 	return m, nil
 }
 
-// warnMissing warns once about the tables of WantTables that t lacks,
-// naming what Build assumes for each.
+// warnMissing warns once about the WantTables t lacks and what Build assumes.
 func warnMissing(t *Topology, warn topology.Warner) {
 	if len(t.GPUs) < 2 {
 		return
@@ -73,8 +68,8 @@ var assumedWithout = map[string]string{
 	"NUMA BW TABLE":   "bandwidths by link type",
 }
 
-// identities gives each row its GPU of gpus: the one with the same BDF,
-// else the same amd-smi index (unless that one names another address).
+// identities gives each row the GPU of gpus with its BDF, else its index
+// (unless that one names another address).
 func identities(t *Topology, gpus []GPU, warn topology.Warner) []GPU {
 	byBDF, byIndex := map[string]int{}, map[int]int{}
 	for i, g := range gpus {
@@ -125,9 +120,8 @@ func useHIPIDs(infos []GPU, warn topology.Warner) bool {
 	return use
 }
 
-// devices makes the model's devices. Partitions of one GPU share bus and
-// device and differ in function: they are one Package, numbered from 0
-// in function order as the KFD source numbers them by location_id.
+// devices makes the model's devices. Partitions of one GPU (same bus and
+// device) are numbered in function order, as KFD numbers them by location_id.
 func devices(infos []GPU, useHIP bool) []topology.Device {
 	slots := map[string][]string{}
 	for _, g := range infos {
@@ -192,17 +186,14 @@ func pairLink(t *Topology, a, b int, warn topology.Warner) (topology.Link, bool)
 		return topology.Link{}, false
 	}
 	if hops < 0 {
-		// Hops not reported: amd-smi's own meaning of the type (1 on an
-		// XGMI fabric, 2 through one CPU socket), as rocm-smi's reader
-		// assumes.
+		// amd-smi's meaning of the type, as rocm-smi's reader assumes.
 		l.Hops = map[string]int{topology.TypeXGMI: 1, topology.TypePCIE: 2}[typ]
 	}
 	return l, true
 }
 
-// Commands Discover runs, in order. The first is required; the others
-// add identity and use and may fail (older amd-smi versions print help
-// for a bare `amd-smi`), which only warns.
+// Commands Discover runs, in order; only the first is required (older
+// amd-smi versions print help for a bare `amd-smi`).
 var (
 	argsTopology     = []string{"topology"}
 	argsTopologyJSON = []string{"topology", "--json"}
@@ -212,12 +203,11 @@ var (
 	argsMemUsage     = []string{"metric", "--mem-usage", "--json"}
 )
 
-// Discover runs amd-smi through run (the args* commands above: topology,
-// its --json form only when the text fails, then the default table and
-// list, then process and mem-usage only for what the table lacked) and
-// builds a finished model. Only the topology is required; other failures
-// are one warning each. The default table and the list must name the
-// topology's GPUs (PCI addresses) or their partitions (JoinPartitions),
+// Discover runs amd-smi through run (the args* commands above; topology
+// --json only when the text fails, process and mem-usage only for what the
+// default table lacked) and builds a finished model. Only the topology is
+// required; other failures are one warning each. The default table and the
+// list must name the topology's GPUs or their partitions (JoinPartitions),
 // else topology.ErrInconsistent names both commands.
 func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*topology.Model, error) {
 	d := &discovery{ctx: ctx, run: run, warn: warn}
@@ -252,9 +242,8 @@ type discovery struct {
 	haveProcs, haveMem bool
 }
 
-// topology runs `amd-smi topology`, falling back to its --json form when
-// the call fails or prints no table (an amd-smi whose text form breaks);
-// a text output that is cut or inconsistent is refused, not replaced.
+// topology runs `amd-smi topology`, falling back to --json when the call
+// fails or prints no table; a cut or inconsistent text is refused, not replaced.
 func (d *discovery) topology() (*Topology, error) {
 	out, err := d.run(d.ctx, "amd-smi", argsTopology...)
 	var t *Topology
@@ -276,9 +265,8 @@ func (d *discovery) topology() (*Topology, error) {
 	return nil, err
 }
 
-// optional runs one of the calls that may fail: its failure is one
-// warning, except a cancelled ctx and an inconsistency, which stop
-// Discover.
+// optional runs a call whose failure is one warning; a cancelled ctx or an
+// inconsistency stops Discover.
 func (d *discovery) optional(args []string, parse func([]byte) error) error {
 	out, err := d.run(d.ctx, "amd-smi", args...)
 	if err == nil {
@@ -297,14 +285,12 @@ func (d *discovery) optional(args []string, parse func([]byte) error) error {
 		d.warn.Warn("amd-smi: no default table (amd-smi older than 25?); HIP-IDs unknown")
 		return nil
 	}
-	// The error names the call already ("amd-smi list --json: exit
-	// status 2: ...", "amd-smi: empty output: ...").
+	// The error names the call already ("amd-smi list --json: exit status 2: ...").
 	d.warn.Warn("%v; continuing without it", err)
 	return nil
 }
 
-// join checks that a device list names the topology's GPUs, joining
-// partitions of them into the topology.
+// join checks that a device list names the topology's GPUs or their partitions.
 func (d *discovery) join(src string, gpus []GPU) error {
 	if j, ok := JoinPartitions(d.t, gpus); ok {
 		d.t = j
@@ -347,8 +333,7 @@ func (d *discovery) identity() error {
 	})
 }
 
-// use runs the process and memory calls the default table did not make
-// needless.
+// use runs the process and memory calls for what the default table lacked.
 func (d *discovery) use() error {
 	if !d.haveProcs {
 		if err := perGPU(d, argsProcess, ParseProcessJSON, func(g *GPU, n int) { g.Processes = n }); err != nil {
@@ -361,8 +346,7 @@ func (d *discovery) use() error {
 	return perGPU(d, argsMemUsage, ParseMemUsageJSON, func(g *GPU, mu Memory) { g.MemUsedMiB, g.MemTotalMiB = mu.UsedMiB, mu.TotalMiB })
 }
 
-// perGPU runs an optional call whose parser gives a figure per amd-smi
-// GPU index, and sets each GPU's figure.
+// perGPU runs an optional call giving a figure per amd-smi GPU index.
 func perGPU[T any](d *discovery, args []string, parse func(io.Reader) (map[int]T, error), set func(*GPU, T)) error {
 	return d.optional(args, func(b []byte) error {
 		byIndex, err := parse(bytes.NewReader(b))
@@ -379,8 +363,8 @@ func perGPU[T any](d *discovery, args []string, parse func(io.Reader) (map[int]T
 	})
 }
 
-// agreeBDFs checks that two calls list the same GPUs (by PCI address;
-// lists without any, from old amd-smi, are not compared).
+// agreeBDFs checks that two calls list the same PCI addresses (lists without
+// any, from old amd-smi, are not compared).
 func agreeBDFs(name string, bdfs []string, otherName string, gpus []GPU) error {
 	var other []string
 	for _, g := range gpus {
@@ -435,8 +419,7 @@ func mergeGPUs(base, extra []GPU) []GPU {
 	return base
 }
 
-// ensureGPUs gives one GPU per topology row when no identity source
-// answered, so that use figures keyed by index have somewhere to go.
+// ensureGPUs gives one GPU per topology row when no identity source answered.
 func ensureGPUs(gpus []GPU, t *Topology) []GPU {
 	if len(gpus) > 0 {
 		return gpus

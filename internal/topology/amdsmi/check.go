@@ -6,19 +6,17 @@ import (
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
-// fault is the first cell of a topology that breaks the shape every
-// amd-smi table has: table, row and column (0-based) and what is wrong.
+// fault is the first cell (0-based) of a topology that breaks its shape.
 type fault struct {
 	table    string
 	row, col int
 	msg      string
 }
 
-// check applies the checks rocm-smi's matrices get
-// (topology.CheckCountMatrix) to the WEIGHT and HOPS tables, and asks of
-// LINK TYPE that SELF (or N/A) is exactly its diagonal. A row or column
-// out of place breaks one of these; an asymmetric LINK TYPE does not,
-// and is left to topology.ResolveLinkType in Build.
+// check applies topology.CheckCountMatrix to WEIGHT and HOPS and asks of
+// LINK TYPE that SELF (or N/A) is exactly its diagonal, so that a row or
+// column out of place is caught; an asymmetric LINK TYPE is left to
+// topology.ResolveLinkType in Build.
 func (t *Topology) check() *fault {
 	n := len(t.BDFs)
 	label := t.label

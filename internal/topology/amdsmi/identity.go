@@ -29,14 +29,12 @@ type GPU struct {
 	OAMID int
 	// NodeID is the KFD node id, -1 if unknown.
 	NodeID int
-	// PartitionID is the partition number within the GPU (0 when the GPU
-	// is not partitioned or the source does not say).
+	// PartitionID is the partition within the GPU, 0 if none or unknown.
 	PartitionID int
 	// PartitionMode is the compute/memory partition mode as printed
 	// ("SPX/NPS1"), "" if unknown.
 	PartitionMode string
-	// MemUsedMiB and MemTotalMiB are VRAM use; -1 if unknown. amd-smi's
-	// "MB" are MiB.
+	// MemUsedMiB and MemTotalMiB are VRAM use (amd-smi's "MB"); -1 if unknown.
 	MemUsedMiB, MemTotalMiB int64
 	// Processes is the number of processes using the GPU, -1 if unknown.
 	Processes int
@@ -74,10 +72,8 @@ func keyName(s string) string {
 	return strings.NewReplacer("-", "_", " ", "_").Replace(strings.ToUpper(strings.TrimSpace(s)))
 }
 
-// setIdentity stores one identity key of amd-smi list into g. Unknown keys
-// are ignored.
+// setIdentity stores one identity key into g; unknown keys are ignored.
 func setIdentity(g *GPU, key string, v any) error {
-	// setNum stores a non-negative number into *dst.
 	setNum := func(dst *int) error {
 		n, ok, err := jsonInt(v)
 		if err == nil && (n < -1 || n > 1<<31-1) {
@@ -116,8 +112,8 @@ func setIdentity(g *GPU, key string, v any) error {
 }
 
 // ParseListJSON parses `amd-smi list --json`: a list of objects with
-// "gpu", "bdf", "uuid", "kfd_id", "node_id", "partition_id" and, in newer
-// versions, "hip_id" (also accepted under a {"gpu_data": [...]} wrapper).
+// "gpu", "bdf", "uuid", "node_id", "partition_id" and, in newer versions,
+// "hip_id". An empty list is ErrNoDevices.
 func ParseListJSON(r io.Reader) ([]GPU, error) {
 	const src = SourceListJSON
 	objs, gpus, err := decodeGPUs(src, r)

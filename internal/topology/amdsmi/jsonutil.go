@@ -12,9 +12,8 @@ import (
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
-// decodeJSON reads one JSON document. amd-smi can print warning lines
-// before the document, so lines before the first one starting with '[' or
-// '{' are skipped. Syntax errors carry the line and column.
+// decodeJSON reads one JSON document, skipping the warning lines amd-smi
+// can print before it. Syntax errors carry the line and column.
 func decodeJSON(src string, r io.Reader) (any, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
@@ -90,8 +89,7 @@ func jsonInt(v any) (n int64, ok bool, err error) {
 	return 0, false, fmt.Errorf("%w: %v", topology.ErrBadNumber, v)
 }
 
-// jsonString reads a string value; numbers are formatted, N/A and null
-// give "".
+// jsonString reads a string or number; N/A and null give "".
 func jsonString(v any) string {
 	switch x := v.(type) {
 	case string:
@@ -104,9 +102,8 @@ func jsonString(v any) string {
 	return ""
 }
 
-// decodeGPUs decodes an amd-smi JSON document, a top-level array of
-// per-GPU objects (every capture's form), and returns them and the "gpu"
-// index of each.
+// decodeGPUs decodes a JSON array of per-GPU objects (every capture's
+// form) and returns them and the "gpu" index of each.
 func decodeGPUs(src string, r io.Reader) ([]map[string]any, []int, error) {
 	v, err := decodeJSON(src, r)
 	if err != nil {

@@ -9,13 +9,10 @@ import (
 )
 
 // Partitioned MI300X (DPX, QPX, CPX; issue 24): each GPU shows as 2 to 8
-// devices on the next PCI functions of its address. The default table and
-// `amd-smi list` list them all, `amd-smi topology` may list only the
-// physical GPUs; JoinPartitions gives the reading KFD's shape (one
-// Package per GPU).
+// devices on the next PCI functions of its address; `amd-smi topology` may
+// list only the physical GPUs.
 
-// slotOf returns the bus and device of a PCI address ("0000:05:00" of
-// "0000:05:00.1"), or "" when the address is not one.
+// slotOf returns the bus and device of a PCI address ("0000:05:00"), or "".
 func slotOf(bdf string) string {
 	i := strings.LastIndexByte(bdf, '.')
 	if i < 0 {
@@ -24,12 +21,11 @@ func slotOf(bdf string) string {
 	return bdf[:i]
 }
 
-// JoinPartitions returns t with one row per device of gpus when gpus
-// lists the partitions of t's GPUs: every address of t is in gpus, and
-// every address of gpus not in t is a further PCI function of an address
-// of t (same bus and device). Each partition inherits its GPU's row and
-// column; partitions of one GPU are joined by an XGMI link of one hop,
-// and rows follow gpus's order. Otherwise it returns t and false.
+// JoinPartitions returns t with one row per device of gpus, in index
+// order, when gpus lists the partitions of t's GPUs: every address of t is
+// in gpus, and every other address of gpus is a further PCI function of
+// one of t's. Each partition inherits its GPU's row and column; partitions
+// of one GPU are joined by one-hop XGMI. Otherwise it returns t and false.
 func JoinPartitions(t *Topology, gpus []GPU) (*Topology, bool) {
 	row, bySlot := map[string]int{}, map[string]int{}
 	for i, b := range t.BDFs {

@@ -52,8 +52,8 @@ func jsonErr(err error) error {
 	return topology.NewParseError(SourceTopologyJSON, 0, 0, err, "")
 }
 
-// jsonRows reads each object's gpu index (gpus) and bdf into a new
-// Topology, and returns the row of each index and of each bdf.
+// jsonRows makes a Topology of the objects' gpus and bdfs, and returns the
+// row of each index and bdf.
 func jsonRows(objs []map[string]any, gpus []int) (*Topology, map[int]int, map[string]int, error) {
 	t := newTopology(len(objs))
 	pos, byBDF := map[int]int{}, map[string]int{}
@@ -101,8 +101,7 @@ func jsonLinks(t *Topology, i int, links any, pos map[int]int, byBDF map[string]
 	return nil
 }
 
-// jsonOldSchema reads row i's per-property maps keyed "gpu_N" (the old
-// schema) and returns how many it found.
+// jsonOldSchema reads row i's "gpu_N" maps (the old schema), returning how many.
 func jsonOldSchema(t *Topology, i int, o map[string]any, pos map[int]int) (int, error) {
 	g := t.GPUs[i]
 	known := 0
@@ -155,16 +154,15 @@ func jsonTables(t *Topology) []string {
 	return out
 }
 
-// oldSchemaKeys maps the old schema's per-property maps to link fields,
-// in a fixed order so that the first error reported is stable.
+// oldSchemaKeys maps the old schema's maps to link fields, in a fixed
+// order so that the first error is stable.
 var oldSchemaKeys = [][2]string{
 	{"link_accessibility", "link_status"}, {"access", "link_status"},
 	{"weight", "weight"}, {"hops", "num_hops"}, {"link_type", "link_type"},
 	{"numa_bandwidth", "bandwidth"},
 }
 
-// linkTarget finds the row a new-schema link points at, by "gpu" index or
-// else by "bdf".
+// linkTarget finds the row a link points at, by "gpu", else by "bdf".
 func linkTarget(l map[string]any, pos map[int]int, byBDF map[string]int) (int, error) {
 	if v, has := l["gpu"]; has {
 		n, ok, err := jsonInt(v)
@@ -194,8 +192,7 @@ var linkAliases = map[string][]string{
 	"bandwidth":   {"numa_bandwidth", "numa_bw"},
 }
 
-// setJSONPair copies the named fields of l, under their own names or
-// linkAliases, into p.
+// setJSONPair copies the named fields of l (or their aliases) into p.
 func setJSONPair(p *Pair, l map[string]any, keys ...string) error {
 	for _, k := range keys {
 		var v any

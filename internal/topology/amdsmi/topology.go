@@ -20,8 +20,7 @@ const (
 	SourceMemUsageJSON = "amd-smi metric --mem-usage --json"
 )
 
-// MaxGPUs bounds the size of a topology table; larger inputs are refused
-// as malformed rather than allocated.
+// MaxGPUs bounds the size of a table; larger inputs are refused as malformed.
 const MaxGPUs = 256
 
 // Pair is what amd-smi reports about the path from one GPU to another; a
@@ -49,9 +48,8 @@ type Topology struct {
 	Partitions bool
 }
 
-// WantTables are the tables every `amd-smi topology` prints (ROCm 6.1
-// and later); the newer ones (CACHE COHERANCY, ATOMICS, DMA,
-// BI-DIRECTIONAL) are not needed for a model.
+// WantTables are the tables every `amd-smi topology` prints (ROCm 6.1 and
+// later) that a model needs.
 var WantTables = []string{"ACCESS TABLE", "WEIGHT TABLE", "HOPS TABLE", "LINK TYPE TABLE", "NUMA BW TABLE"}
 
 // has reports whether the output held the table.
@@ -69,8 +67,7 @@ func newTopology(n int) *Topology {
 	return t
 }
 
-// tableTitle reports whether s is a table title such as "WEIGHT TABLE:"
-// and returns it without the colon.
+// tableTitle returns s, a title such as "WEIGHT TABLE:", without its colon.
 func tableTitle(s string) (string, bool) {
 	if !strings.HasSuffix(s, "TABLE:") || strings.Trim(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZ -_:") != "" {
 		return "", false
@@ -79,12 +76,10 @@ func tableTitle(s string) (string, bool) {
 }
 
 // ParseTopology parses the text output of `amd-smi topology`. Every table
-// must have the same BDF columns and one row per column; tables it does
-// not use (CACHE COHERANCY, ATOMICS, DMA, BI-DIRECTIONAL, later ones) are
-// checked for shape and skipped, as is the Legend. A line inside or right
-// after a table that is not one of its rows ("[output truncated]") is an
-// error quoting it; so is a table check fails (Topology.check). Tables
-// left out are not an error: Topology.Tables lists those found.
+// must have the same BDF columns and one row per column; tables it does not
+// use are checked for shape and skipped, as is the Legend. A stray line in
+// or right after a table ("[output truncated]") is an error quoting it, as
+// is a failed Topology.check. Topology.Tables lists the tables found.
 func ParseTopology(r io.Reader) (*Topology, error) {
 	p := &topoParser{lr: topology.NewLineReader(r, SourceTopology), at: map[string][]rowPos{}}
 	if err := p.lr.ForEach(p.line); err != nil {
@@ -126,7 +121,6 @@ type topoParser struct {
 	at         map[string][]rowPos // per table, where each row was read
 }
 
-// line reads one line of input.
 func (p *topoParser) line(line string) error {
 	trimmed := strings.TrimSpace(line)
 	if trimmed == "" {
@@ -157,10 +151,8 @@ func (p *topoParser) line(line string) error {
 	return p.row(line, fs)
 }
 
-// stray refuses a line inside or right after a table that is not one of
-// its rows, quoting it: a publisher's "[output truncated]", a tool
-// message between tables, a row whose label was cut. Before, such a line
-// after the last row read as a row ("has more than 8 rows").
+// stray refuses a line in or right after a table that is not one of its
+// rows, quoting it: "[output truncated]", a tool message, a cut row label.
 func (p *topoParser) stray(line string) error {
 	if len(line) > 60 {
 		line = line[:60] + "..."
@@ -196,8 +188,7 @@ func (p *topoParser) endTable() error {
 	return nil
 }
 
-// header reads a table's column header of BDFs. The first table fixes
-// the GPUs; every later one must repeat them in the same order.
+// header reads a table's header of BDFs; the first table fixes the GPUs.
 func (p *topoParser) header(fs []topology.Field) error {
 	bdfs := make([]string, len(fs))
 	for i, f := range fs {
@@ -257,8 +248,7 @@ func (p *topoParser) row(line string, fs []topology.Field) error {
 	return nil
 }
 
-// setCell stores one table cell into p; tables it does not know are
-// ignored.
+// setCell stores one cell of table into p; other tables' are ignored.
 func setCell(p *Pair, table, s string) error {
 	na := strings.EqualFold(s, "N/A")
 	var err error
@@ -303,8 +293,7 @@ func linkType(s string) (string, error) {
 	return "", fmt.Errorf("%w: %q", topology.ErrUnknownLinkType, s)
 }
 
-// minMax parses a NUMA bandwidth cell "min-max" in MB/s. A plain number
-// is both.
+// minMax parses a NUMA bandwidth "min-max" in MB/s; a plain number is both.
 func minMax(s string) (int64, int64, error) {
 	lo, hi, ok := strings.Cut(s, "-")
 	if !ok {

@@ -11,15 +11,13 @@ import (
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
-// Summary is what the default `amd-smi` table (no arguments, amd-smi 25
-// and later) shows.
+// Summary is what the default `amd-smi` table (amd-smi 25 and later) shows.
 type Summary struct {
 	// Version is the amd-smi version from the banner ("26.0.2+39589fda"),
 	// "" if absent.
 	Version string
-	// GPUs in the table's order, with BDF, Name, Index, HIPID, OAMID,
-	// PartitionMode, memory use and, when the Processes box is present,
-	// the process count.
+	// GPUs in the table's order; Processes is known when the Processes
+	// box is present.
 	GPUs []GPU
 }
 
@@ -80,7 +78,6 @@ type defaultParser struct {
 	boxWidth  int // characters from the box's left edge to its right
 }
 
-// line reads one line of input.
 func (p *defaultParser) line(line string) error {
 	t := strings.TrimSpace(line)
 	if t == "" {
@@ -120,10 +117,8 @@ func (p *defaultParser) line(line string) error {
 	return nil // header rows
 }
 
-// width checks that a box line is as wide as the box's first line: the
-// box has fixed columns, so two cells run together ("283/196592MB",
-// "AMD InstinctMI300X") make a line narrower, and a cell would be read
-// into another silently.
+// width checks that a box line is as wide as the box's first line: cells
+// run together ("283/196592MB") would otherwise be misread silently.
 func (p *defaultParser) width(t string) error {
 	if len(t) < 2 || !strings.ContainsRune("|+", rune(t[0])) || !strings.ContainsRune("|+", rune(t[len(t)-1])) {
 		return nil
@@ -138,8 +133,7 @@ func (p *defaultParser) width(t string) error {
 	return nil
 }
 
-// process counts one "GPU  PID  Process Name ..." row of the Processes
-// box; its header and "No running processes found" are not numbers.
+// process counts one "GPU  PID  Process Name ..." row of the Processes box.
 func (p *defaultParser) process(first []topology.Field) {
 	if len(first) < 2 {
 		return
@@ -168,8 +162,7 @@ func (p *defaultParser) bdfRow(c topology.Field, bdfField topology.Field, bdf st
 	return nil
 }
 
-// idRow reads a GPU's second row, "|   0       1       7        SPX/NPS1 |
-// ... 283/294896 MB |", whose first cell the second header row names.
+// idRow reads a GPU's second row, whose first cell the second header row names.
 func (p *defaultParser) idRow(cs []topology.Field, first []topology.Field) error {
 	g := &p.s.GPUs[len(p.s.GPUs)-1]
 	names := p.idHeader
@@ -223,8 +216,7 @@ func (p *defaultParser) finish() (*Summary, error) {
 	return s, nil
 }
 
-// memUsage finds "used/total MB" in a cell; the figures are -1 when a
-// number does not parse.
+// memUsage finds "used/total MB" in a cell; -1 figures: a bad number.
 func memUsage(c topology.Field) (used, total int64, col int, ok bool) {
 	fs := cellFields(c)
 	for i := 0; i+1 < len(fs); i++ {
