@@ -7,25 +7,22 @@ import (
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
-// conciseTable is the layout of a concise table, read from its header,
-// and the rows read so far.
+// conciseTable is a concise table's layout and the rows read so far.
 type conciseTable struct {
 	sec sectionInfo
 	// gen1: the ROCm 5.x header, one row starting "GPU"; later ones start
 	// "Device" and may take two rows per GPU.
 	gen1 bool
-	// Column of the power reading: by position among the header's
-	// columns (powerIdx of ncols) in the single-token ROCm 5.x layout,
-	// which survives whitespace being collapsed; by alignment (powerRune,
-	// a rune column) in the 6.x layouts whose cells hold spaces
-	// ("[0x74a1 : 0x00]", "NPS1, SPX"). -1: no power column.
+	// Column of the power reading: by position (powerIdx of ncols) in
+	// ROCm 5.x, which survives collapsed whitespace; by rune column
+	// (powerRune) in 6.x, whose cells hold spaces ("NPS1, SPX"). -1: none.
 	powerIdx, powerRune, ncols int
 	rows                       int
 	prev                       *DeviceInfo // the GPU of the last row
 }
 
-// concise parses the concise table (plain rocm-smi) whose header is at or
-// after the next line, up to the banner after it or the end of input.
+// concise parses the concise table at or after the next line, up to the
+// banner after it or the end of input.
 func (p *textParser) concise(sec sectionInfo) error {
 	tb, err := p.conciseHeader(sec)
 	if err != nil {
@@ -62,8 +59,7 @@ func (p *textParser) concise(sec sectionInfo) error {
 	return nil
 }
 
-// conciseHeader reads the concise table's header (past blank and log
-// lines) and finds its power column.
+// conciseHeader reads the concise table's header and finds its power column.
 func (p *textParser) conciseHeader(sec sectionInfo) (*conciseTable, error) {
 	line, ok := p.next()
 	for ok && (strings.TrimSpace(line) == "" || logLine(strings.TrimSpace(line))) {
@@ -89,8 +85,8 @@ func (p *textParser) conciseHeader(sec sectionInfo) (*conciseTable, error) {
 	return tb, nil
 }
 
-// conciseRow reads one GPU's row: its index, GPU and VRAM use, power cap
-// and, to tell the second die of a dual-die card, its power reading.
+// conciseRow reads one GPU's row: index, GPU and VRAM use and, to tell
+// the second die of a dual-die card, power and power cap.
 func (p *textParser) conciseRow(tb *conciseTable, line string) error {
 	src := tb.sec.source
 	toks := fields(line)
@@ -129,8 +125,7 @@ func (p *textParser) conciseRow(tb *conciseTable, line string) error {
 	return nil
 }
 
-// power returns the power reading of a row ("" when the table has no
-// power column or the row none under it).
+// power returns the power reading of a row, or "".
 func (tb *conciseTable) power(line string, toks []topology.Field) string {
 	if tb.gen1 {
 		if tb.powerIdx >= 0 && len(toks) == tb.ncols {

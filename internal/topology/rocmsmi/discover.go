@@ -30,8 +30,7 @@ var (
 // Discover builds the node's model from rocm-smi, run through run with
 // TopoArgs (required; TopoFallbackArgs on an old rocm-smi), InfoArgs,
 // ConciseArgs and VersionArgs in turn; failures of the last three are
-// warnings. Outputs must be whole (ErrTruncated without the "End of ROCm
-// SMI Log" banner) and agree (Report.Agree).
+// warnings. Outputs must be whole (else ErrTruncated) and agree (Report.Agree).
 func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*topology.Model, error) {
 	args := TopoArgs
 	out, err := run(ctx, Tool, args...)
@@ -93,9 +92,8 @@ func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*
 // showtopoTitles are the sections rocm-smi --showtopo prints.
 var showtopoTitles = []string{"weight between two gpus", "hops between two gpus", "link type between two gpus", "numa nodes"}
 
-// missing warns about each --showtopo section the output of the run with
-// args (which hold --showtopo) lacks when it has one of the three matrices
-// only --showtopo prints: a damaged title or a section cut out would
+// missing warns about each --showtopo section the output lacks when it has
+// one of --showtopo's matrices: a damaged or cut-out section would
 // otherwise leave its facts out without a word.
 func missing(r *Report, args []string, warn topology.Warner) {
 	var lack []string

@@ -17,10 +17,8 @@ func unknownValue(v string) bool {
 	return false
 }
 
-// keys maps each key amdrun reads (lower case) to what records its value
-// (not unknownValue), with an error wrapping a topology sentinel when the
-// value is malformed. "device name" records nothing but is rocm-smi's all
-// the same.
+// keys maps each key amdrun reads (lower case) to what records its known
+// value, failing with a topology sentinel when it is malformed.
 var keys = map[string]func(d *DeviceInfo, v string) error{
 	"(topology) numa node":         func(d *DeviceInfo, v string) error { return store(&d.NUMANode, parseNUMA, v) },
 	"(topology) numa affinity":     func(d *DeviceInfo, v string) error { return store(&d.NUMAAffinity, parseNUMA, v) },
@@ -37,7 +35,7 @@ var keys = map[string]func(d *DeviceInfo, v string) error{
 		}
 		return nil
 	},
-	"device name": func(*DeviceInfo, string) error { return nil },
+	"device name": func(*DeviceInfo, string) error { return nil }, // still marks rocm-smi's output
 }
 
 // store parses v into *dst; a malformed v leaves *dst as it was.
@@ -49,8 +47,7 @@ func store[T any](dst *T, parse func(string) (T, error), v string) error {
 	return err
 }
 
-// parseNUMA reads a NUMA node number; -1 and 4294967295 (-1 printed as
-// unsigned) mean Unknown.
+// parseNUMA reads a NUMA node; -1 and 4294967295 (-1 as unsigned) are Unknown.
 func parseNUMA(v string) (int, error) {
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil {

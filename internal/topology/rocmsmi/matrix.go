@@ -60,9 +60,7 @@ func parseCell(kind sectionKind, s string, diag bool) (cell, error) {
 	return cell{}, nil
 }
 
-// matrix parses the GPU x GPU table of section sec, which starts at or
-// after the next line, in its steps: the column header, one row per
-// column, a check that no row follows, then the cells.
+// matrix parses the GPU x GPU table of section sec, at or after the next line.
 func (p *textParser) matrix(sec sectionInfo) error {
 	head, ok, err := p.matrixStart(sec)
 	if !ok || err != nil {
@@ -99,10 +97,9 @@ func (p *textParser) matrix(sec sectionInfo) error {
 	return nil
 }
 
-// matrixStart reads up to the column header of a matrix section and
-// returns it. Lines before it that are not one (tool error lines) are
-// skipped and noted; a banner before any header means the section has no
-// table (ok is false, and the banner is handed back to parse).
+// matrixStart reads up to a matrix's column header and returns it,
+// noting tool error lines before it; a banner first means no table (ok is
+// false, and the banner is handed back to parse).
 func (p *textParser) matrixStart(sec sectionInfo) (head string, ok bool, err error) {
 	for line, more := p.next(); more; line, more = p.next() {
 		t := strings.TrimSpace(line)
@@ -148,8 +145,7 @@ func (p *textParser) matrixHeader(sec sectionInfo, line string) ([]int, error) {
 	return cols, nil
 }
 
-// matrixRows reads one row per column, in the header's order, and
-// returns each row's cells and line number.
+// matrixRows reads one row per column, in order: each row's cells and line.
 func (p *textParser) matrixRows(sec sectionInfo, cols []int) ([][]topology.Field, []int, error) {
 	n := len(cols)
 	rows := make([][]topology.Field, n)
@@ -197,9 +193,8 @@ func (p *textParser) matrixRowLine(sec sectionInfo, r, n int) (string, error) {
 	}
 }
 
-// matrixEnd refuses a GPU row after the table's last one (past blank and
-// log lines, which it hands to plainLine as parse would); it gives any
-// other line back to parse.
+// matrixEnd refuses a GPU row after the table's last one, past blank and
+// log lines; it gives any other line back to parse.
 func (p *textParser) matrixEnd(sec sectionInfo, n int) error {
 	for line, ok := p.next(); ok; line, ok = p.next() {
 		switch t := strings.TrimSpace(line); {
@@ -248,9 +243,8 @@ func holdsLinkTypes(rows [][]topology.Field) bool {
 	return false
 }
 
-// checkSymmetric refuses a Weight or Hops matrix whose diagonal is not 0
-// or whose two halves disagree (topology.CheckCountMatrix, the check
-// amd-smi's tables get too): a row out of place would otherwise turn a
+// checkSymmetric refuses a Weight or Hops matrix that fails
+// topology.CheckCountMatrix: a row out of place would otherwise turn a
 // pair into another link silently.
 func (p *textParser) checkSymmetric(sec sectionInfo, cols []int, rows [][]topology.Field, rowLine []int, grid []cell) error {
 	n := len(cols)
@@ -266,8 +260,8 @@ func (p *textParser) checkSymmetric(sec sectionInfo, cols []int, rows [][]topolo
 	return topology.NewParseError(sec.source, rowLine[f.Row], rows[f.Row][f.Col].Col, topology.ErrInconsistent, "%s", f.Describe(label, what))
 }
 
-// commit stores a parsed matrix, reading the upper triangle and noting
-// where the lower one disagrees.
+// commit stores a parsed matrix's upper triangle, noting where the lower
+// one disagrees.
 func (p *textParser) commit(sec sectionInfo, cols []int, grid []cell) {
 	n := len(cols)
 	for a := 0; a < n; a++ {
@@ -279,15 +273,12 @@ func (p *textParser) commit(sec sectionInfo, cols []int, grid []cell) {
 			}
 			if up.ok && lo.ok && up != lo {
 				if sec.kind == kindType {
-					// Which reading is right is for topology.ResolveLinkType
-					// to decide in Model, by weight and hops, never by the
-					// order of the rows (issue 24).
+					// Model decides by weight and hops, never by row order (issue 24).
 					pr := p.r.pair(cols[a], cols[b])
 					pr.Type, pr.TypeOther = up.s, lo.s
 					continue
 				}
-				// Weight and Hops were checked symmetric: an access or a
-				// bandwidth.
+				// An access or a bandwidth (Weight and Hops were checked).
 				p.r.note("%s: GPU%d-GPU%d reads %s but GPU%d-GPU%d reads %s; using the first",
 					sec.source, cols[a], cols[b], up.s, cols[b], cols[a], lo.s)
 			}

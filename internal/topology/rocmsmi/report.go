@@ -17,13 +17,11 @@ import (
 // Source is the Model.Source of models built from rocm-smi output.
 const Source = "rocm-smi"
 
-// maxDevices bounds the device indices and matrix sizes the parsers
-// accept, so that hostile input cannot make them allocate without limit.
-// rocm-smi itself enumerates at most a few dozen DRM devices.
+// maxDevices bounds device indices and matrix sizes, so that hostile input
+// cannot make the parsers allocate without limit.
 const maxDevices = 1024
 
-// Unknown marks an integer field of DeviceInfo or Pair that the output did
-// not give.
+// Unknown marks an integer field of DeviceInfo or Pair the output did not give.
 const Unknown = -1
 
 // Report is what one or more rocm-smi outputs said about a node.
@@ -48,17 +46,15 @@ type DeviceInfo struct {
 	Name     string // "AMD Instinct MI300X OAM"
 	PCIBus   string // "0000:26:00.0"
 	UniqueID string // "0x8d1457e2c20f59d2"
-	// NUMANode is "(Topology) Numa Node" (the KFD CPU node nearest the
-	// GPU), NUMAAffinity "(Topology) Numa Affinity" (the PCI device's
-	// numa_node; 4294967295 reads as Unknown).
+	// NUMANode is "(Topology) Numa Node" (KFD's nearest CPU node),
+	// NUMAAffinity "(Topology) Numa Affinity" (the PCI device's numa_node).
 	NUMANode, NUMAAffinity int
 	UtilPercent            float64 // "GPU use (%)", the concise GPU%
 	MemUsedPct             float64 // the concise VRAM%, "GPU memory use (%)"
 	// MemTotalBytes and MemUsedBytes come from --showmeminfo vram.
 	MemTotalBytes, MemUsedBytes int64
-	// SecondDie says the concise table shows no power of the device's own
-	// (AvgPwr N/A and PwrCap 0.0W): it is a further die of the package of
-	// the device listed before it, as the odd GCDs of an MI250 are.
+	// SecondDie says the concise table shows no power of its own (AvgPwr
+	// N/A, PwrCap 0.0W): a further die of the device before it (MI250).
 	SecondDie bool
 	// InConcise says the device has a row in the concise table.
 	InConcise bool
@@ -71,9 +67,8 @@ type Pair struct {
 	Hops   int
 	// Type is the link type as printed, upper case ("XGMI", "PCIE"), or "".
 	Type string
-	// TypeOther is the other reading of the link type when the two
-	// directions of the pair disagree, else "". Model resolves the two
-	// with topology.ResolveLinkType.
+	// TypeOther is the other direction's link type when the two disagree,
+	// else ""; Model resolves them with topology.ResolveLinkType.
 	TypeOther string
 	// MinBandwidth and MaxBandwidth are --shownodesbw's min-max cell in MB/s;
 	// 0 and 0 mean "not connected directly".
@@ -125,8 +120,7 @@ func (r *Report) list(title string, idx ...int) {
 }
 
 // listsAgree checks that every section printed the same GPUs: a section
-// that stops short (output cut off, a tool that died half way) would
-// otherwise leave GPUs out of the model or their facts unknown.
+// cut short would otherwise leave GPUs or their facts out silently.
 func (r *Report) listsAgree() error {
 	titles := slices.Sorted(maps.Keys(r.Listed))
 	for _, t := range titles[min(1, len(titles)):] {
@@ -138,11 +132,9 @@ func (r *Report) listsAgree() error {
 	return nil
 }
 
-// Agree checks that two reports, parsed from the outputs of two calls to
-// rocm-smi named name and otherName, describe the same GPUs: the same
-// indices, and no GPU whose PCI bus or NUMA node the two give
-// differently. It returns an error wrapping topology.ErrInconsistent
-// naming both calls.
+// Agree checks that two reports, of the rocm-smi calls name and otherName,
+// give the same GPU indices and no GPU a different PCI bus or NUMA node,
+// else returns an error wrapping topology.ErrInconsistent naming both calls.
 func (r *Report) Agree(other *Report, name, otherName string) error {
 	a, b := r.listed(), other.listed()
 	if len(a) > 0 && len(b) > 0 && !slices.Equal(a, b) {
@@ -164,8 +156,7 @@ func (r *Report) Agree(other *Report, name, otherName string) error {
 	return nil
 }
 
-// listed returns the GPUs the report's sections printed (they agree, see
-// listsAgree), or nil.
+// listed returns the GPUs the report's sections (all alike) printed, or nil.
 func (r *Report) listed() []int {
 	for _, l := range r.Listed {
 		return l
@@ -220,8 +211,7 @@ func (r *Report) Merge(other *Report) {
 	}
 }
 
-// setKnown sets *dst to v unless v is unknown (negative: Unknown, or -1
-// for a float).
+// setKnown sets *dst to v unless v is unknown (negative).
 func setKnown[T int | int64 | float64](dst *T, v T) {
 	if v >= 0 {
 		*dst = v
@@ -245,10 +235,9 @@ func sortedKeys[V any](m map[int]V) []int { return slices.Sorted(maps.Keys(m)) }
 // Model builds a finished topology.Model from the report: one device per
 // GPU index mentioned anywhere, in index order, and one link per pair:
 // XGMI when the link type says so or, without one, when --shownodesbw is
-// non-zero; PCIe through the host for PCIE and "0-0" pairs (SYS across
-// sockets: hops >= 3, or weight >= 52 without hops). Devices flagged
-// SecondDie join the package of the device before them ("pkg0", ...).
-// Notes and other oddities go to warn.
+// non-zero; else PCIe through the host (SYS when hops >= 3, or weight >= 52
+// without hops). SecondDie devices join the package of the device before
+// them ("pkg0", ...). Notes and other oddities go to warn.
 func (r *Report) Model(warn topology.Warner) (*topology.Model, error) {
 	for _, n := range r.Notes {
 		warn.Warn("%s", n)
@@ -272,9 +261,8 @@ func (r *Report) Model(warn topology.Warner) (*topology.Model, error) {
 	return m, nil
 }
 
-// devices makes the device at position p of the GPU of index idx[p]: its
-// identity, NUMA node (the affinity where Numa Node differs, with one
-// warning), use, and package (see Model).
+// devices makes device p of GPU idx[p]; where Numa Node and Numa Affinity
+// differ, the affinity wins with one warning.
 func (r *Report) devices(idx []int, warn topology.Warner) []topology.Device {
 	devs := make([]topology.Device, len(idx))
 	pkg, part := -1, 0
@@ -316,8 +304,7 @@ func (r *Report) devices(idx []int, warn topology.Warner) []topology.Device {
 	return devs
 }
 
-// links makes the link of each pair of positions the report describes
-// usably (see link); Finish adds host links for the others.
+// links makes the link of each usable pair; Finish adds the others.
 func (r *Report) links(idx []int, warn topology.Warner) []topology.Link {
 	var out []topology.Link
 	for a := 0; a < len(idx); a++ {

@@ -31,8 +31,7 @@ type sectionInfo struct {
 	kind sectionKind
 	// source names the section in errors ("rocm-smi --showtopo").
 	source string
-	// title is the banner's title, lower case ("weight between two gpus");
-	// parse sets it.
+	// title is the banner's title, lower case ("weight between two gpus").
 	title string
 }
 
@@ -56,8 +55,7 @@ var sections = map[string]sectionInfo{
 	"version of system component":         {kind: kindKnownKV, source: "rocm-smi --showdriverversion"},
 }
 
-// sectionTitles are the keys of sections, sorted, for notes that do not
-// change from run to run.
+// sectionTitles are the keys of sections, sorted, for stable notes.
 var sectionTitles = slices.Sorted(maps.Keys(sections))
 
 var (
@@ -65,24 +63,21 @@ var (
 	kvLine = topology.LazyRegexp(`^GPU(?:\s*\[\s*(\d+)\s*\]|\s+(\d+))\s*:`)
 	// gpuLabel matches a matrix row or column label.
 	gpuLabel = topology.LazyRegexp(`^GPU(\d+)$`)
-	// ansiCode matches a terminal escape sequence (CSI "\x1b[1m", or a
-	// lone ESC).
+	// ansiCode matches a terminal escape sequence (CSI, or a lone ESC).
 	ansiCode = topology.LazyRegexp("\x1b(?:\\[[0-9;?]*[ -/]*[@-~])?")
 )
 
-// fields splits line at runs of Unicode white space (rocm-smi's tables
-// are padded with spaces, tabs and, in some captures, other spaces),
-// keeping each token's byte column.
+// fields splits line at runs of Unicode white space (some captures pad
+// with other spaces than ' ' and tab), keeping each token's byte column.
 func fields(line string) []topology.Field { return topology.SplitFieldsFunc(line, unicode.IsSpace) }
 
-// runeCol is the rune offset of tk in line, for aligning columns whose
-// cells hold multi-byte characters (°C).
+// runeCol is the rune offset of tk in line (cells can hold °C).
 func runeCol(line string, tk topology.Field) int {
 	return utf8.RuneCountInString(line[:tk.Col])
 }
 
-// bannerTitle reports whether t (a trimmed line) is a "==== Title ===="
-// banner, and its normalised title ("" for a plain rule).
+// bannerTitle reports whether t is a "==== Title ====" banner, and its
+// normalised title ("" for a plain rule).
 func bannerTitle(t string) (string, bool) {
 	if !strings.HasPrefix(t, "==") {
 		return "", false
@@ -97,16 +92,14 @@ func logLine(t string) bool {
 	return slices.ContainsFunc([]string{"WARNING:", "ERROR:", "INFO:", "DEBUG:", "CRITICAL:"}, func(p string) bool { return strings.HasPrefix(t, p) })
 }
 
-// textParser reads rocm-smi's text through the shared topology.LineReader,
-// one line at a time: parse handles the lines outside tables and hands
-// each table to matrix or concise, which read its lines themselves and
-// give back (LineReader.Unread) the line after it when that line belongs
-// to parse.
+// textParser reads rocm-smi's text one line at a time: parse handles the
+// lines outside tables and hands each table to matrix or concise, which
+// Unread the line after it.
 type textParser struct {
 	r  *Report
 	lr *topology.LineReader
-	// lastFull is the number of the last line read that is not blank (0:
-	// none yet); a table the input cuts off is reported there.
+	// lastFull is the last line read that is not blank (0: none yet),
+	// where a table the input cuts off is reported.
 	lastFull int
 	seen     bool
 	// Oddities met while parsing, reported once per kind (see odd).
@@ -119,23 +112,20 @@ type textParser struct {
 // otherSection is where lines outside any known section belong.
 var otherSection = sectionInfo{kind: kindOther, source: Source}
 
-// errHere is the *topology.ParseError of section source at the line just
-// read and col: err followed by the formatted detail, if any.
+// errHere is a *topology.ParseError at the line just read and col.
 func (p *textParser) errHere(source string, col int, err error, format string, args ...any) error {
 	return topology.NewParseError(source, p.lr.Line(), col, err, format, args...)
 }
 
-// next reads the next line, made valid UTF-8 and without trailing white
-// space; ok is false at the end of the input (or a read error, which
-// ParseText reports).
+// next reads the next line, made valid UTF-8 and right-trimmed; ok is
+// false at the end of the input or a read error (ParseText reports it).
 func (p *textParser) next() (line string, ok bool) {
 	if !p.lr.Next() {
 		return "", false
 	}
 	line = strings.ToValidUTF8(p.lr.Text(), "\uFFFD")
 	if strings.ContainsRune(line, '\x1b') {
-		// A terminal's colours or bold (rocm-smi run through a pty, or a
-		// capture pasted from one): read without them, and say so.
+		// rocm-smi run through a pty, or a capture pasted from one.
 		line = ansiCode().ReplaceAllString(line, "")
 		p.escaped = append(p.escaped, p.lr.Line())
 	}
@@ -149,19 +139,17 @@ func (p *textParser) next() (line string, ok bool) {
 // ParseText parses the text output of one or more rocm-smi runs: any mix,
 // in any order, of the sections in the sections table; others are
 // skipped. A damaged title (issue 24) is read as its section when its
-// words ran together, else skipped with a note, as are a matrix title
-// with no table and a table with no title. Broken-but-real output is read
-// where it can be (rocm-smi on a partitioned MI300): tool error lines in a
-// section are skipped, a matrix is recognised by its content, and XXXX
-// cells leave the pair unknown (assumed through the host). Each kind of
-// oddity becomes one note. Malformed input is a *topology.ParseError
-// naming the section and line.
+// words ran together, else skipped with a note, as are a matrix title with
+// no table and a table with no title. Broken-but-real output (a partitioned
+// MI300) is read where it can be: tool error lines are skipped, a matrix is
+// recognised by its content, and XXXX cells leave the pair unknown. Each
+// kind of oddity becomes one note. Malformed input is a
+// *topology.ParseError naming the section and line.
 func ParseText(rd io.Reader) (*Report, error) {
 	p := &textParser{r: NewReport(), lr: topology.NewLineReader(rd, Source)}
 	err := p.parse()
 	if rerr := p.lr.Err(); rerr != nil {
-		// A failing reader or an over-long line: what parse took for the
-		// end of the input was not.
+		// A failing reader or an over-long line ended parse early.
 		return nil, rerr
 	}
 	if err != nil {
@@ -204,8 +192,8 @@ func clipList(s []string, n int) string {
 	return fmt.Sprintf("%s and %d more", strings.Join(s[:n], ", "), len(s)-n)
 }
 
-// parse reads the input to its end: banners open sections, tables are
-// read by the section's parser, other lines by plainLine.
+// parse reads the input to its end: banners open sections, other lines
+// go to plainLine.
 func (p *textParser) parse() error {
 	cur := otherSection
 	for line, ok := p.next(); ok; line, ok = p.next() {
@@ -223,9 +211,8 @@ func (p *textParser) parse() error {
 	return nil
 }
 
-// section opens the section of a banner's title: it records it, reads
-// its table if it has one, and returns the section the plain lines after
-// it belong to.
+// section opens a banner's section, reads its table if it has one, and
+// returns the section the plain lines after it belong to.
 func (p *textParser) section(title string) (sectionInfo, error) {
 	if title == "end of rocm smi log" {
 		p.r.Ended = true
@@ -251,16 +238,14 @@ func (p *textParser) section(title string) (sectionInfo, error) {
 	return info, nil
 }
 
-// squash is a title without its spaces: cells run together
+// squash is a title without its spaces, so that words run together
 // ("weightbetween two gpus") still name their section.
 func squash(title string) string { return strings.ReplaceAll(title, " ", "") }
 
-// damagedTitle looks at a banner title that is not a known section's: a
-// known title with its words run together is read as that section, with
-// a note naming the line; one holding banner characters (two titles on
-// one line) or a known title inside other text is noted and skipped
-// (otherSection). The title of a section amdrun does not read is skipped
-// without a word (--showallinfo prints dozens).
+// damagedTitle looks at an unknown banner title: a known title with its
+// words run together is read as that section, with a note; two titles on
+// one line or a known title inside other text are noted and skipped. Other
+// sections are skipped without a word (--showallinfo prints dozens).
 func (p *textParser) damagedTitle(title string) (info sectionInfo, known string) {
 	line := p.lr.Line()
 	sq := squash(title)
@@ -283,8 +268,8 @@ func (p *textParser) damagedTitle(title string) (info sectionInfo, known string)
 	return otherSection, title
 }
 
-// plainLine handles a line outside tables: GPU key/value lines, the
-// driver and rocm-smi version lines; anything else is skipped.
+// plainLine handles a line outside tables: GPU key/value lines and the
+// rocm-smi version line; anything else is skipped.
 func (p *textParser) plainLine(line, t string, cur sectionInfo) error {
 	// A matrix's column header (GPUn labels only) outside a matrix section.
 	if fs := fields(t); len(fs) > 0 && !slices.ContainsFunc(fs, func(f topology.Field) bool { return !gpuLabel().MatchString(f.S) }) {
@@ -335,8 +320,7 @@ func (p *textParser) plainLine(line, t string, cur sectionInfo) error {
 	return nil
 }
 
-// keyEnd returns the index of the colon ending the key in "key: value"
-// (a colon followed by white space or the end), or -1.
+// keyEnd returns the index of the colon ending the key in "key: value", or -1.
 func keyEnd(s string) int {
 	for i := 0; i < len(s); i++ {
 		if s[i] == ':' && (i+1 == len(s) || s[i+1] == ' ' || s[i+1] == '\t') {
