@@ -84,14 +84,10 @@ func identities(t *Topology, gpus []GPU, warn topology.Warner) []GPU {
 	for i := range infos {
 		info := NewGPU(t.GPUs[i])
 		info.BDF = t.BDFs[i]
-		k, ok := -1, false
-		if info.BDF != "" {
-			k, ok = byBDF[info.BDF]
-		}
+		k, ok := byBDF[info.BDF]
 		if !ok {
-			if k, ok = byIndex[t.GPUs[i]]; ok && info.BDF != "" && gpus[k].BDF != "" {
-				ok = false // the same index names another GPU
-			}
+			k, ok = byIndex[t.GPUs[i]]
+			ok = ok && (info.BDF == "" || gpus[k].BDF == "") // else the index names another GPU
 		}
 		if ok {
 			info.merge(gpus[k])
@@ -232,14 +228,13 @@ func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*
 
 // discovery is one run of Discover: what the calls so far gave.
 type discovery struct {
-	ctx                context.Context
-	run                topology.Runner
-	warn               topology.Warner
-	t                  *Topology
-	physical           int // rows of `amd-smi topology` before any join
-	gpus               []GPU
-	version            string
-	haveProcs, haveMem bool
+	ctx      context.Context
+	run      topology.Runner
+	warn     topology.Warner
+	t        *Topology
+	physical int // rows of `amd-smi topology` before any join
+	gpus     []GPU
+	version  string
 }
 
 // topology runs `amd-smi topology`, falling back to --json when the call
@@ -312,10 +307,6 @@ func (d *discovery) identity() error {
 			return err
 		}
 		d.version, d.gpus = s.Version, s.GPUs
-		for _, g := range d.gpus {
-			d.haveProcs = d.haveProcs || g.Processes >= 0
-			d.haveMem = d.haveMem || g.MemTotalMiB > 0
-		}
 		return nil
 	}); err != nil {
 		return err
@@ -335,12 +326,13 @@ func (d *discovery) identity() error {
 
 // use runs the process and memory calls for what the default table lacked.
 func (d *discovery) use() error {
-	if !d.haveProcs {
+	haveMem := slices.ContainsFunc(d.gpus, func(g GPU) bool { return g.MemTotalMiB > 0 })
+	if !slices.ContainsFunc(d.gpus, func(g GPU) bool { return g.Processes >= 0 }) {
 		if err := perGPU(d, argsProcess, ParseProcessJSON, func(g *GPU, n int) { g.Processes = n }); err != nil {
 			return err
 		}
 	}
-	if d.haveMem {
+	if haveMem {
 		return nil
 	}
 	return perGPU(d, argsMemUsage, ParseMemUsageJSON, func(g *GPU, mu Memory) { g.MemUsedMiB, g.MemTotalMiB = mu.UsedMiB, mu.TotalMiB })

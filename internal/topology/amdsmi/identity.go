@@ -25,15 +25,8 @@ type GPU struct {
 	// HIPID is the index HIP gives the device (HIP_VISIBLE_DEVICES); it can
 	// differ from Index. -1 if unknown.
 	HIPID int
-	// OAMID is the OAM slot, -1 if unknown.
-	OAMID int
-	// NodeID is the KFD node id, -1 if unknown.
-	NodeID int
 	// PartitionID is the partition within the GPU, 0 if none or unknown.
 	PartitionID int
-	// PartitionMode is the compute/memory partition mode as printed
-	// ("SPX/NPS1"), "" if unknown.
-	PartitionMode string
 	// MemUsedMiB and MemTotalMiB are VRAM use (amd-smi's "MB"); -1 if unknown.
 	MemUsedMiB, MemTotalMiB int64
 	// Processes is the number of processes using the GPU, -1 if unknown.
@@ -42,7 +35,7 @@ type GPU struct {
 
 // NewGPU returns a GPU with the given index and every other field unknown.
 func NewGPU(index int) GPU {
-	return GPU{Index: index, HIPID: -1, OAMID: -1, NodeID: -1, MemUsedMiB: -1, MemTotalMiB: -1, Processes: -1}
+	return GPU{Index: index, HIPID: -1, MemUsedMiB: -1, MemTotalMiB: -1, Processes: -1}
 }
 
 // merge fills the unknown fields of g from o.
@@ -51,10 +44,7 @@ func (g *GPU) merge(o GPU) {
 	g.UUID = cmp.Or(g.UUID, o.UUID)
 	g.Name = cmp.Or(g.Name, o.Name)
 	g.PartitionID = cmp.Or(g.PartitionID, o.PartitionID)
-	g.PartitionMode = cmp.Or(g.PartitionMode, o.PartitionMode)
 	fillNegative(&g.HIPID, o.HIPID)
-	fillNegative(&g.OAMID, o.OAMID)
-	fillNegative(&g.NodeID, o.NodeID)
 	fillNegative(&g.MemUsedMiB, o.MemUsedMiB)
 	fillNegative(&g.MemTotalMiB, o.MemTotalMiB)
 	fillNegative(&g.Processes, o.Processes)
@@ -99,14 +89,10 @@ func setIdentity(g *GPU, key string, v any) error {
 		g.UUID = strings.ToLower(jsonString(v))
 	case "HIP_ID":
 		return setNum(&g.HIPID)
-	case "OAM_ID":
-		return setNum(&g.OAMID)
-	case "NODE_ID":
-		return setNum(&g.NodeID)
 	case "PARTITION_ID":
 		return setNum(&g.PartitionID)
-	case "PARTITION_MODE":
-		g.PartitionMode = jsonString(v)
+	case "OAM_ID", "NODE_ID": // not kept, but a bad one means misread columns
+		return setNum(new(int))
 	}
 	return nil
 }

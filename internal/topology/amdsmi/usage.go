@@ -67,15 +67,14 @@ func ParseDefault(r io.Reader) (*Summary, error) {
 
 // defaultParser holds what ParseDefault has read so far.
 type defaultParser struct {
-	lr        *topology.LineReader
-	s         *Summary
-	idHeader  []string // names of the second row's first-cell columns
-	pending   bool     // a BDF row was read, its second row is next
-	inProcs   bool     // in the Processes box
-	procsSeen bool
-	procs     map[int]int // amd-smi GPU index -> processes listed
-	sawText   bool
-	boxWidth  int // characters from the box's left edge to its right
+	lr       *topology.LineReader
+	s        *Summary
+	idHeader []string    // names of the second row's first-cell columns
+	pending  bool        // a BDF row was read, its second row is next
+	inProcs  bool        // in the Processes box, so Processes is known
+	procs    map[int]int // amd-smi GPU index -> processes listed
+	sawText  bool
+	boxWidth int // characters from the box's left edge to its right
 }
 
 func (p *defaultParser) line(line string) error {
@@ -97,7 +96,7 @@ func (p *defaultParser) line(line string) error {
 	first := cellFields(cs[0])
 	switch {
 	case strings.Contains(cs[0].S, "Processes:"):
-		p.inProcs, p.procsSeen, p.pending = true, true, false
+		p.inProcs, p.pending = true, false
 		return nil
 	case len(first) == 0 || strings.HasPrefix(first[0].S, "=") || strings.HasPrefix(first[0].S, "-"):
 		return nil // rules
@@ -139,11 +138,9 @@ func (p *defaultParser) process(first []topology.Field) {
 		return
 	}
 	g, err1 := strconv.Atoi(first[0].S)
-	_, err2 := strconv.Atoi(first[1].S)
-	if err1 != nil || err2 != nil || g < 0 || g >= 1<<20 {
-		return
+	if _, err2 := strconv.Atoi(first[1].S); err1 == nil && err2 == nil && g >= 0 && g < 1<<20 {
+		p.procs[g]++
 	}
-	p.procs[g]++
 }
 
 // bdfRow reads a GPU's first row: "| 0000:0d:00.0    AMD Instinct MI355X |".
@@ -186,12 +183,7 @@ func (p *defaultParser) idRow(cs []topology.Field, first []topology.Field) error
 		g.Index = n
 	}
 	if len(cs) > 1 {
-		if used, total, col, ok := memUsage(cs[1]); ok {
-			if used < 0 || total < 0 {
-				return p.lr.Errorf(col, topology.ErrBadNumber, "memory usage")
-			}
-			g.MemUsedMiB, g.MemTotalMiB = used, total
-		}
+		return p.memUsage(g, cs[1])
 	}
 	return nil
 }
@@ -208,7 +200,7 @@ func (p *defaultParser) finish() (*Summary, error) {
 		}
 		return nil, topology.NewParseError(p.lr.Source, 0, 0, topology.ErrWrongTool, "no amd-smi GPU table")
 	}
-	if p.procsSeen {
+	if p.inProcs {
 		for i := range s.GPUs {
 			s.GPUs[i].Processes = p.procs[s.GPUs[i].Index]
 		}
@@ -216,26 +208,24 @@ func (p *defaultParser) finish() (*Summary, error) {
 	return s, nil
 }
 
-// memUsage finds "used/total MB" in a cell; -1 figures: a bad number.
-func memUsage(c topology.Field) (used, total int64, col int, ok bool) {
+// memUsage reads the first "used/total MB" of a cell into g.
+func (p *defaultParser) memUsage(g *GPU, c topology.Field) error {
 	fs := cellFields(c)
 	for i := 0; i+1 < len(fs); i++ {
 		unit := strings.ToUpper(fs[i+1].S)
-		if unit != "MB" && unit != "MIB" {
-			continue
-		}
 		a, b, cut := strings.Cut(fs[i].S, "/")
-		if !cut || a == "N/A" || b == "N/A" {
+		if unit != "MB" && unit != "MIB" || !cut || a == "N/A" || b == "N/A" {
 			continue
 		}
 		u, err1 := strconv.ParseInt(a, 10, 64)
 		t, err2 := strconv.ParseInt(b, 10, 64)
-		if err1 != nil || err2 != nil || u > 1<<40 || t > 1<<40 {
-			return -1, -1, fs[i].Col, true
+		if err1 != nil || err2 != nil || u < 0 || t < 0 || u > 1<<40 || t > 1<<40 {
+			return p.lr.Errorf(fs[i].Col, topology.ErrBadNumber, "memory usage")
 		}
-		return u, t, fs[i].Col, true
+		g.MemUsedMiB, g.MemTotalMiB = u, t
+		return nil
 	}
-	return 0, 0, 0, false
+	return nil
 }
 
 // ParseProcessJSON parses `amd-smi process --json` into the number of
@@ -260,16 +250,11 @@ func ParseProcessJSON(r io.Reader) (map[int]int, error) {
 			return nil, topology.NewParseError(src, 0, 0, topology.ErrSyntax, "gpu %d: process_list is not a list", g)
 		}
 		for _, e := range arr {
-			p, ok := e.(map[string]any)
-			if !ok {
-				continue // a bare message string
+			p, isObj := e.(map[string]any) // else a bare message string
+			info, wrapped := p["process_info"]
+			if _, infoObj := info.(map[string]any); isObj && (!wrapped || infoObj) {
+				out[g]++
 			}
-			if info, has := p["process_info"]; has {
-				if _, isObj := info.(map[string]any); !isObj {
-					continue
-				}
-			}
-			out[g]++
 		}
 	}
 	return out, nil
@@ -316,12 +301,8 @@ func miB(v any) (int64, bool, error) {
 	if n < 0 || n > 1<<50 {
 		return 0, false, fmt.Errorf("%w: memory %d", topology.ErrBadNumber, n)
 	}
-	unit := "MB"
-	if m, isObj := v.(map[string]any); isObj {
-		if u := jsonString(m["unit"]); u != "" {
-			unit = strings.ToUpper(u)
-		}
-	}
+	m, _ := v.(map[string]any)
+	unit := strings.ToUpper(cmp.Or(jsonString(m["unit"]), "MB"))
 	if unit == "MB" || unit == "MIB" {
 		return n, true, nil
 	}
