@@ -31,14 +31,13 @@ func (p *textParser) concise(sec sectionInfo) error {
 	for line, ok := p.next(); ok; line, ok = p.next() {
 		t := strings.TrimSpace(line)
 		if title, ok := bannerTitle(t); ok {
-			if title != "" {
+			switch {
+			case title != "":
 				p.lr.Unread() // the next section's
-				return nil
-			}
-			if tb.rows == 0 && !tb.gen1 {
+			case tb.rows == 0 && !tb.gen1:
 				continue // the rule under a two-row header
 			}
-			return nil // the rule under the table
+			return nil // or the rule under the table
 		}
 		if t == "" || logLine(t) {
 			continue

@@ -3,6 +3,7 @@ package rocmsmi
 import (
 	"cmp"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -37,9 +38,8 @@ func parseCell(kind sectionKind, s string, diag bool) (cell, error) {
 		}
 		return cell{}, fmt.Errorf("%w: %q", topology.ErrUnknownLinkType, s)
 	case kindAccess:
-		switch strings.ToLower(s) {
-		case "true", "false":
-			return cell{ok: true, s: strings.ToLower(s)}, nil
+		if l := strings.ToLower(s); l == "true" || l == "false" {
+			return cell{ok: true, s: l}, nil
 		}
 		return cell{}, fmt.Errorf("%w: access %q is not True or False", topology.ErrSyntax, s)
 	case kindBW:
@@ -62,19 +62,12 @@ func parseCell(kind sectionKind, s string, diag bool) (cell, error) {
 
 // matrix parses the GPU x GPU table of section sec, at or after the next line.
 func (p *textParser) matrix(sec sectionInfo) error {
-	head, ok, err := p.matrixStart(sec)
-	if !ok || err != nil {
-		return err
-	}
-	cols, err := p.matrixHeader(sec, head)
-	if err != nil {
+	cols, err := p.matrixStart(sec)
+	if cols == nil || err != nil {
 		return err
 	}
 	rows, rowLine, err := p.matrixRows(sec, cols)
 	if err != nil {
-		return err
-	}
-	if err := p.matrixEnd(sec, len(cols)); err != nil {
 		return err
 	}
 	if (sec.kind == kindWeight || sec.kind == kindHops) && holdsLinkTypes(rows) {
@@ -97,10 +90,10 @@ func (p *textParser) matrix(sec sectionInfo) error {
 	return nil
 }
 
-// matrixStart reads up to a matrix's column header and returns it,
-// noting tool error lines before it; a banner first means no table (ok is
-// false, and the banner is handed back to parse).
-func (p *textParser) matrixStart(sec sectionInfo) (head string, ok bool, err error) {
+// matrixStart reads up to a matrix's column header and returns its GPUs,
+// noting tool error lines before it; a banner first means no table (nil,
+// and the banner is handed back to parse).
+func (p *textParser) matrixStart(sec sectionInfo) ([]int, error) {
 	for line, more := p.next(); more; line, more = p.next() {
 		t := strings.TrimSpace(line)
 		_, banner := bannerTitle(t)
@@ -109,14 +102,14 @@ func (p *textParser) matrixStart(sec sectionInfo) (head string, ok bool, err err
 		case banner:
 			p.r.note("rocm-smi: the %q section has no table (the next section title is at line %d); is the output damaged?", sec.title, p.lr.Line())
 			p.lr.Unread()
-			return "", false, nil // nothing readable in this section
+			return nil, nil
 		case gpuLabel().MatchString(fields(t)[0].S):
-			return line, true, nil
+			return p.matrixHeader(sec, line)
 		case !logLine(t) || strings.HasPrefix(t, "ERROR:"):
 			p.toolLines = append(p.toolLines, t)
 		}
 	}
-	return "", false, p.errHere(sec.source, 0, topology.ErrTruncated, "no table after the section title")
+	return nil, p.errHere(sec.source, 0, topology.ErrTruncated, "no table after the section title")
 }
 
 // matrixHeader reads the column header just read: GPUn labels only.
@@ -126,7 +119,6 @@ func (p *textParser) matrixHeader(sec sectionInfo, line string) ([]int, error) {
 		return nil, p.errHere(sec.source, head[maxDevices].Col, topology.ErrSyntax, "more than %d columns", maxDevices)
 	}
 	cols := make([]int, len(head))
-	seenCol := map[int]bool{}
 	for c, tk := range head {
 		m := gpuLabel().FindStringSubmatch(tk.S)
 		if m == nil {
@@ -136,16 +128,16 @@ func (p *textParser) matrixHeader(sec sectionInfo, line string) ([]int, error) {
 		if err != nil {
 			return nil, p.errHere(sec.source, tk.Col, err, "")
 		}
-		if seenCol[n] {
+		if slices.Contains(cols[:c], n) {
 			return nil, p.errHere(sec.source, tk.Col, topology.ErrSyntax, "column %s twice", tk.S)
 		}
-		seenCol[n] = true
 		cols[c] = n
 	}
 	return cols, nil
 }
 
-// matrixRows reads one row per column, in order: each row's cells and line.
+// matrixRows reads one row per column, in order (each row's cells and
+// line), then matrixEnd.
 func (p *textParser) matrixRows(sec sectionInfo, cols []int) ([][]topology.Field, []int, error) {
 	n := len(cols)
 	rows := make([][]topology.Field, n)
@@ -167,7 +159,7 @@ func (p *textParser) matrixRows(sec sectionInfo, cols []int) ([][]topology.Field
 		}
 		rows[r], rowLine[r] = toks[1:], p.lr.Line()
 	}
-	return rows, rowLine, nil
+	return rows, rowLine, p.matrixEnd(sec, n)
 }
 
 // matrixRowLine reads the line of row r of n, past log lines. A blank
@@ -247,11 +239,7 @@ func holdsLinkTypes(rows [][]topology.Field) bool {
 // topology.CheckCountMatrix: a row out of place would otherwise turn a
 // pair into another link silently.
 func (p *textParser) checkSymmetric(sec sectionInfo, cols []int, rows [][]topology.Field, rowLine []int, grid []cell) error {
-	n := len(cols)
-	what := "weight"
-	if sec.kind == kindHops {
-		what = "hops"
-	}
+	n, what := len(cols), strings.Fields(sec.title)[0] // "weight" or "hops"
 	f := topology.CheckCountMatrix(n, func(r, c int) (int64, bool) { return grid[r*n+c].a, grid[r*n+c].ok })
 	if f == nil {
 		return nil

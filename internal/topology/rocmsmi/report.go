@@ -309,13 +309,11 @@ func (r *Report) links(idx []int, warn topology.Warner) []topology.Link {
 	var out []topology.Link
 	for a := 0; a < len(idx); a++ {
 		for b := a + 1; b < len(idx); b++ {
-			pr := r.Pairs[[2]int{idx[a], idx[b]}]
-			if pr == nil {
-				continue
-			}
-			if l, ok := r.link(pr, idx[a], idx[b], warn); ok {
-				l.A, l.B = a, b
-				out = append(out, l)
+			if pr := r.Pairs[[2]int{idx[a], idx[b]}]; pr != nil {
+				if l, ok := link(*pr, idx[a], idx[b], warn); ok {
+					l.A, l.B = a, b
+					out = append(out, l)
+				}
 			}
 		}
 	}
@@ -324,13 +322,11 @@ func (r *Report) links(idx []int, warn topology.Warner) []topology.Link {
 
 // link turns one pair into a link; ok is false when the pair says nothing
 // usable (Finish then adds a host link).
-func (r *Report) link(p *Pair, a, b int, warn topology.Warner) (topology.Link, bool) {
+func link(p Pair, a, b int, warn topology.Warner) (topology.Link, bool) {
 	if p.TypeOther != "" {
-		typ, note := topology.ResolveLinkType(p.Type, p.TypeOther, p.Weight, p.Hops)
+		var note string
+		p.Type, note = topology.ResolveLinkType(p.Type, p.TypeOther, p.Weight, p.Hops)
 		warn.Warn("rocm-smi: GPU%d-GPU%d: %s", a, b, note)
-		q := *p
-		q.Type, q.TypeOther = typ, ""
-		p = &q
 	}
 	l := topology.Link{Weight: max(p.Weight, 0), Hops: max(p.Hops, 0)}
 	bw := p.MaxBandwidth > 0

@@ -277,15 +277,13 @@ func (p *textParser) plainLine(line, t string, cur sectionInfo) error {
 		return nil
 	}
 	if m := kvLine().FindStringSubmatchIndex(line); m != nil {
-		ns, ne := m[2], m[3]
-		if ns < 0 {
-			ns, ne = m[4], m[5]
+		g := 2 // "GPU[0]", else "GPU 0"
+		if m[g] < 0 {
+			g = 4
 		}
-		num := line[ns:ne]
-		if cur.kind == kindKnownKV {
-			if idx, err := parseIndex(num); err == nil {
-				p.r.list(cur.title, idx)
-			}
+		idx, idxErr := parseIndex(line[m[g]:m[g+1]])
+		if cur.kind == kindKnownKV && idxErr == nil {
+			p.r.list(cur.title, idx)
 		}
 		rest := line[m[1]:]
 		k := keyEnd(rest)
@@ -296,9 +294,8 @@ func (p *textParser) plainLine(line, t string, cur sectionInfo) error {
 		if set == nil {
 			return nil
 		}
-		idx, err := parseIndex(num)
-		if err != nil {
-			return p.errHere(cur.source, ns, err, "")
+		if idxErr != nil {
+			return p.errHere(cur.source, m[g], idxErr, "")
 		}
 		p.seen = true
 		d, value := p.r.device(idx), strings.TrimLeftFunc(rest[k+1:], unicode.IsSpace)
@@ -309,8 +306,7 @@ func (p *textParser) plainLine(line, t string, cur sectionInfo) error {
 		}
 		return nil
 	}
-	lower := strings.ToLower(t)
-	if j := strings.Index(lower, "rocm-smi version:"); j >= 0 {
+	if j := strings.Index(strings.ToLower(t), "rocm-smi version:"); j >= 0 {
 		v := strings.TrimSpace(t[j+len("rocm-smi version:"):])
 		if f := strings.FieldsFunc(v, func(c rune) bool { return unicode.IsSpace(c) || c == '|' }); len(f) > 0 {
 			p.r.Version = f[0]
