@@ -207,16 +207,10 @@ var (
 // else topology.ErrInconsistent names both commands.
 func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*topology.Model, error) {
 	d := &discovery{ctx: ctx, run: run, warn: warn}
-	t, err := d.topology()
-	if err != nil {
-		return nil, err
-	}
-	d.t, d.physical = t, len(t.BDFs)
-	if err := d.identity(); err != nil {
-		return nil, err
-	}
-	if err := d.use(); err != nil {
-		return nil, err
+	for _, step := range []func() error{d.topology, d.identity, d.use} {
+		if err := step(); err != nil {
+			return nil, err
+		}
 	}
 	m, err := Build(d.t, d.gpus, warn)
 	if err != nil {
@@ -239,25 +233,24 @@ type discovery struct {
 
 // topology runs `amd-smi topology`, falling back to --json when the call
 // fails or prints no table; a cut or inconsistent text is refused, not replaced.
-func (d *discovery) topology() (*Topology, error) {
+func (d *discovery) topology() error {
 	out, err := d.run(d.ctx, "amd-smi", argsTopology...)
-	var t *Topology
 	if err == nil {
-		t, err = ParseTopology(bytes.NewReader(out))
+		d.t, err = ParseTopology(bytes.NewReader(out))
 	}
 	var te *topology.ToolError
-	if err == nil || d.ctx.Err() != nil || !(errors.As(err, &te) || errors.Is(err, topology.ErrWrongTool)) {
-		return t, err
-	}
-	jout, jerr := d.run(d.ctx, "amd-smi", argsTopologyJSON...)
-	if jerr == nil {
-		var jt *Topology
-		if jt, jerr = ParseTopologyJSON(bytes.NewReader(jout)); jerr == nil {
-			d.warn.Warn("%v; read `%s` instead", err, SourceTopologyJSON)
-			return jt, nil
+	if err != nil && d.ctx.Err() == nil && (errors.As(err, &te) || errors.Is(err, topology.ErrWrongTool)) {
+		if jout, jerr := d.run(d.ctx, "amd-smi", argsTopologyJSON...); jerr == nil {
+			if jt, jerr := ParseTopologyJSON(bytes.NewReader(jout)); jerr == nil {
+				d.warn.Warn("%v; read `%s` instead", err, SourceTopologyJSON)
+				d.t, err = jt, nil
+			}
 		}
 	}
-	return nil, err
+	if err == nil {
+		d.physical = len(d.t.BDFs)
+	}
+	return err
 }
 
 // optional runs a call whose failure is one warning; a cancelled ctx or an
@@ -269,19 +262,16 @@ func (d *discovery) optional(args []string, parse func([]byte) error) error {
 	}
 	switch {
 	case err == nil:
-		return nil
 	case d.ctx.Err() != nil:
 		return d.ctx.Err()
 	case errors.Is(err, topology.ErrInconsistent):
 		return err
-	}
-	var pe *topology.ParseError
-	if errors.As(err, &pe) && errors.Is(err, topology.ErrWrongTool) && len(args) == 0 {
+	case errors.As(err, new(*topology.ParseError)) && errors.Is(err, topology.ErrWrongTool) && len(args) == 0:
 		d.warn.Warn("amd-smi: no default table (amd-smi older than 25?); HIP-IDs unknown")
-		return nil
+	default:
+		// The error names the call already ("amd-smi list --json: exit status 2: ...").
+		d.warn.Warn("%v; continuing without it", err)
 	}
-	// The error names the call already ("amd-smi list --json: exit status 2: ...").
-	d.warn.Warn("%v; continuing without it", err)
 	return nil
 }
 

@@ -91,10 +91,10 @@ func jsonLinks(t *Topology, i int, links any, pos map[int]int, byBDF map[string]
 			return fmt.Errorf("%w: gpu %d: links[%d] is not an object", topology.ErrSyntax, g, k)
 		}
 		j, err := linkTarget(l, pos, byBDF)
-		if err != nil {
-			return fmt.Errorf("gpu %d: links[%d]: %w", g, k, err)
+		if err == nil {
+			err = setJSONPair(&t.Pairs[i][j], l, "link_status", "weight", "num_hops", "link_type", "bandwidth")
 		}
-		if err := setJSONPair(&t.Pairs[i][j], l, "link_status", "weight", "num_hops", "link_type", "bandwidth"); err != nil {
+		if err != nil {
 			return fmt.Errorf("gpu %d: links[%d]: %w", g, k, err)
 		}
 	}

@@ -203,12 +203,10 @@ func (p *topoParser) header(fs []topology.Field) error {
 	}
 	p.wantHeader, p.rows = false, 0
 	if p.t == nil {
-		seen := map[string]bool{}
 		for i, b := range bdfs {
-			if seen[b] {
+			if slices.Contains(bdfs[:i], b) {
 				return p.lr.Errorf(fs[i].Col, topology.ErrSyntax, "%s header: %s appears twice", p.table, b)
 			}
-			seen[b] = true
 		}
 		p.t = newTopology(len(bdfs))
 		copy(p.t.BDFs, bdfs)

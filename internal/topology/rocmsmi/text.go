@@ -218,14 +218,11 @@ func (p *textParser) section(title string) (sectionInfo, error) {
 		p.r.Ended = true
 	}
 	info, known := sections[title]
-	if title == "" {
-		return otherSection, nil
-	}
 	if !known {
-		// A section amdrun does not read, or one damaged past reading.
-		if info, title = p.damagedTitle(title); info.kind == kindOther {
-			return otherSection, nil
-		}
+		info, title = p.damagedTitle(title) // one amdrun does not read, or damaged
+	}
+	if info.kind == kindOther {
+		return otherSection, nil
 	}
 	info.title = title
 	p.seen = true
