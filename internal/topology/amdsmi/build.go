@@ -99,8 +99,7 @@ func identities(t *Topology, gpus []GPU, warn topology.Warner) []GPU {
 	return infos
 }
 
-// useHIPIDs reports whether every device has a distinct HIP-ID, warning
-// when only some are known or one repeats.
+// useHIPIDs reports whether every device has a distinct HIP-ID, else warns.
 func useHIPIDs(infos []GPU, warn topology.Warner) bool {
 	seen, known := map[int]bool{}, 0
 	for _, g := range infos {
@@ -148,8 +147,7 @@ func devices(infos []GPU, useHIP bool) []topology.Device {
 	return out
 }
 
-// pairLink makes the link between rows a < b from both directions'
-// reports; ok is false when the type is unknown.
+// pairLink makes the link between rows a < b; ok is false when the type is unknown.
 func pairLink(t *Topology, a, b int, warn topology.Warner) (topology.Link, bool) {
 	p, q := t.Pairs[a][b], t.Pairs[b][a]
 	// WEIGHT and HOPS are symmetric (check): the known reading, or -1.
@@ -162,8 +160,7 @@ func pairLink(t *Topology, a, b int, warn topology.Warner) (topology.Link, bool)
 		typ = topology.InferLinkType(weight, hops) // warnMissing said so
 	}
 	l := topology.Link{A: a, B: b, Level: typ, Weight: max(weight, 0), Hops: max(hops, 0)}
-	// Two readings of the bandwidth: the lower known one, whichever row
-	// gave it.
+	// Of two bandwidth readings, the lower known one.
 	lo := p
 	if q.MaxBW > 0 && (p.MaxBW == 0 || q.MaxBW < p.MaxBW) {
 		lo = q
@@ -345,8 +342,7 @@ func perGPU[T any](d *discovery, args []string, parse func(io.Reader) (map[int]T
 	})
 }
 
-// agreeBDFs checks that two calls list the same PCI addresses (lists without
-// any, from old amd-smi, are not compared).
+// agreeBDFs checks that two calls list the same PCI addresses, if both give any.
 func agreeBDFs(name string, bdfs []string, otherName string, gpus []GPU) error {
 	var other []string
 	for _, g := range gpus {
@@ -385,8 +381,8 @@ func minus(a, b []string) []string {
 	})
 }
 
-// mergeGPUs fills base's unknown fields from extra, matching by BDF, else
-// by index; GPUs only in extra are appended.
+// mergeGPUs fills base's unknown fields from extra (by BDF, else index),
+// appending GPUs only extra has.
 func mergeGPUs(base, extra []GPU) []GPU {
 	for _, e := range extra {
 		i := slices.IndexFunc(base, func(b GPU) bool {

@@ -13,10 +13,9 @@ type fault struct {
 	msg      string
 }
 
-// check applies topology.CheckCountMatrix to WEIGHT and HOPS and asks of
-// LINK TYPE that SELF (or N/A) is exactly its diagonal, so that a row or
-// column out of place is caught; an asymmetric LINK TYPE is left to
-// topology.ResolveLinkType in Build.
+// check catches a row or column out of place: topology.CheckCountMatrix
+// on WEIGHT and HOPS, and SELF (or N/A) exactly on LINK TYPE's diagonal. An
+// asymmetric LINK TYPE is left to topology.ResolveLinkType in Build.
 func (t *Topology) check() *fault {
 	n := len(t.BDFs)
 	label := t.label

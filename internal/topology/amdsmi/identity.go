@@ -22,8 +22,7 @@ type GPU struct {
 	UUID string
 	// Name is the marketing name ("AMD Instinct MI355X"), "" if unknown.
 	Name string
-	// HIPID is the index HIP gives the device (HIP_VISIBLE_DEVICES); it can
-	// differ from Index. -1 if unknown.
+	// HIPID is HIP's index of the device, which can differ from Index; -1 if unknown.
 	HIPID int
 	// PartitionID is the partition within the GPU, 0 if none or unknown.
 	PartitionID int

@@ -55,9 +55,8 @@ func decodeJSON(src string, r io.Reader) (any, error) {
 	return v, nil
 }
 
-// jsonInt reads an integer that amd-smi may print as a number, a numeric
-// string, or {"value": n}. ok is false for absent, null or "N/A"; err is
-// set for anything else that is not an integer.
+// jsonInt reads an integer printed as a number, a numeric string or
+// {"value": n}; ok is false for absent, null or "N/A".
 func jsonInt(v any) (n int64, ok bool, err error) {
 	switch x := v.(type) {
 	case nil:

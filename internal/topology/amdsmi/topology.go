@@ -30,13 +30,11 @@ type Pair struct {
 	Weight int    // the KFD link weight
 	Hops   int
 	Type   string // as printed, upper case: "XGMI", "PCIE", "SELF"
-	// MinBW and MaxBW are the NUMA BW figures in MB/s ("0-0", as amd-smi 26
-	// prints for MI355X XGMI pairs, is not reported).
+	// MinBW and MaxBW are NUMA BW in MB/s ("0-0", amd-smi 26 on MI355X, is 0).
 	MinBW, MaxBW int64
 }
 
-// Topology is the pairwise description of a node's GPUs that `amd-smi
-// topology` prints, in text or JSON.
+// Topology is what `amd-smi topology` prints, in text or JSON.
 type Topology struct {
 	GPUs  []int    // amd-smi's GPU index of each row (0..N-1 for the text tables)
 	BDFs  []string // each row's PCI address in lower case, "" when not given
@@ -167,8 +165,7 @@ func (p *topoParser) stray(line string) error {
 	return p.lr.Errorf(0, sentinel, "%q after the %s, where a table title or the end was expected", line, p.table)
 }
 
-// marker reports whether a line is an editor's mark that output was left
-// out ("[output truncated]", "...", "<snip>").
+// marker reports an editor's mark that output was left out ("<snip>").
 func marker(s string) bool {
 	l := strings.ToLower(s)
 	return strings.Contains(l, "truncat") || strings.Contains(l, "snip") || strings.Contains(l, "omitted") ||

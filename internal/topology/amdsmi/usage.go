@@ -13,8 +13,7 @@ import (
 
 // Summary is what the default `amd-smi` table (amd-smi 25 and later) shows.
 type Summary struct {
-	// Version is the amd-smi version from the banner ("26.0.2+39589fda"),
-	// "" if absent.
+	// Version is the banner's amd-smi version ("26.0.2+39589fda") or "".
 	Version string
 	// GPUs in the table's order; Processes is known when the Processes
 	// box is present.
@@ -229,8 +228,7 @@ func (p *defaultParser) memUsage(g *GPU, c topology.Field) error {
 }
 
 // ParseProcessJSON parses `amd-smi process --json` into the number of
-// processes per amd-smi GPU index; entries may be wrapped in
-// "process_info" (ROCm 6.1-6.3), which may also be a string saying none.
+// processes per amd-smi GPU index; ROCm 6.1-6.3 wrap each in "process_info".
 func ParseProcessJSON(r io.Reader) (map[int]int, error) {
 	const src = SourceProcessJSON
 	objs, gpus, err := decodeGPUs(src, r)
