@@ -56,7 +56,7 @@ func JoinPartitions(t *Topology, gpus []GPU) (*Topology, bool) {
 	sort.SliceStable(logical, func(a, b int) bool { return logical[a].Index < logical[b].Index })
 	n := len(logical)
 	j := newTopology(n)
-	j.Tables, j.Partitions = t.Tables, true
+	j.Tables = t.Tables
 	parent := make([]int, n)
 	for i, g := range logical {
 		j.GPUs[i], j.BDFs[i], parent[i] = g.Index, g.BDF, bySlot[slotOf(g.BDF)]

@@ -42,8 +42,6 @@ type Topology struct {
 	// Tables names the tables the output held, as the text titles them
 	// ("WEIGHT TABLE"); for --json, the table each link field stands for.
 	Tables []string
-	// Partitions says JoinPartitions made the rows.
-	Partitions bool
 }
 
 // WantTables are the tables every `amd-smi topology` prints (ROCm 6.1 and
