@@ -332,7 +332,12 @@ func perGPU[T any](d *discovery, args []string, parse func(io.Reader) (map[int]T
 		if err != nil {
 			return err
 		}
-		d.gpus = ensureGPUs(d.gpus, d.t)
+		if len(d.gpus) == 0 { // no identity source answered
+			for i, idx := range d.t.GPUs {
+				d.gpus = append(d.gpus, NewGPU(idx))
+				d.gpus[i].BDF = d.t.BDFs[i]
+			}
+		}
 		for i := range d.gpus {
 			if v, ok := byIndex[d.gpus[i].Index]; ok {
 				set(&d.gpus[i], v)
@@ -349,21 +354,11 @@ func agreeBDFs(name string, bdfs []string, otherName string, gpus []GPU) error {
 		other = append(other, g.BDF)
 	}
 	a, b := bdfSet(bdfs), bdfSet(other)
-	if len(a) == 0 || len(b) == 0 {
+	if len(a) == 0 || len(b) == 0 || slices.Equal(a, b) {
 		return nil // the old topology --json schema gives no BDFs
 	}
-	onlyA, onlyB := minus(a, b), minus(b, a)
-	if len(onlyA) == 0 && len(onlyB) == 0 {
-		return nil
-	}
-	msg := fmt.Sprintf("`%s` lists %d GPU(s), `%s` %d", name, len(a), otherName, len(b))
-	if len(onlyA) > 0 {
-		msg += fmt.Sprintf("; only `%s` has %s", name, strings.Join(onlyA, ", "))
-	}
-	if len(onlyB) > 0 {
-		msg += fmt.Sprintf("; only `%s` has %s", otherName, strings.Join(onlyB, ", "))
-	}
-	return fmt.Errorf("amd-smi: %w: %s", topology.ErrInconsistent, msg)
+	return fmt.Errorf("amd-smi: %w: `%s` lists %d GPU(s), `%s` %d%s%s", topology.ErrInconsistent,
+		name, len(a), otherName, len(b), only(name, a, b), only(otherName, b, a))
 }
 
 // bdfSet returns the distinct non-empty addresses, sorted.
@@ -373,12 +368,16 @@ func bdfSet(s []string) []string {
 	return slices.Compact(out)
 }
 
-// minus returns the elements of a not in b (sorted).
-func minus(a, b []string) []string {
-	return slices.DeleteFunc(slices.Clone(a), func(x string) bool {
+// only names the addresses of a (sorted) that b (sorted) lacks, if any.
+func only(name string, a, b []string) string {
+	a = slices.DeleteFunc(slices.Clone(a), func(x string) bool {
 		_, in := slices.BinarySearch(b, x)
 		return in
 	})
+	if len(a) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; only `%s` has %s", name, strings.Join(a, ", "))
 }
 
 // mergeGPUs fills base's unknown fields from extra (by BDF, else index),
@@ -395,17 +394,4 @@ func mergeGPUs(base, extra []GPU) []GPU {
 		}
 	}
 	return base
-}
-
-// ensureGPUs gives one GPU per topology row when no identity source answered.
-func ensureGPUs(gpus []GPU, t *Topology) []GPU {
-	if len(gpus) > 0 {
-		return gpus
-	}
-	for i, idx := range t.GPUs {
-		g := NewGPU(idx)
-		g.BDF = t.BDFs[i]
-		gpus = append(gpus, g)
-	}
-	return gpus
 }

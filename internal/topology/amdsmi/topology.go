@@ -154,20 +154,15 @@ func (p *topoParser) stray(line string) error {
 		line = line[:60] + "..."
 	}
 	sentinel := topology.ErrSyntax
-	if marker(line) {
+	// An editor's mark that output was left out ("[output truncated]", "<snip>")?
+	if l := strings.ToLower(line); strings.Contains(l, "truncat") || strings.Contains(l, "snip") ||
+		strings.Contains(l, "omitted") || strings.Trim(l, ".… []()<>") == "" {
 		sentinel = topology.ErrTruncated
 	}
 	if n := len(p.t.GPUs); p.rows < n {
 		return p.lr.Errorf(0, sentinel, "%s has %d of %d rows, then %q", p.table, p.rows, n, line)
 	}
 	return p.lr.Errorf(0, sentinel, "%q after the %s, where a table title or the end was expected", line, p.table)
-}
-
-// marker reports an editor's mark that output was left out ("<snip>").
-func marker(s string) bool {
-	l := strings.ToLower(s)
-	return strings.Contains(l, "truncat") || strings.Contains(l, "snip") || strings.Contains(l, "omitted") ||
-		strings.Trim(l, ".… []()<>") == ""
 }
 
 // endTable checks that the table being read, if any, is complete.

@@ -99,8 +99,13 @@ func (p *defaultParser) line(line string) error {
 		return nil
 	case len(first) == 0 || strings.HasPrefix(first[0].S, "=") || strings.HasPrefix(first[0].S, "-"):
 		return nil // rules
-	case p.inProcs:
-		p.process(first)
+	case p.inProcs: // a "GPU  PID  Process Name ..." row, or its header
+		if len(first) >= 2 {
+			g, err1 := strconv.Atoi(first[0].S)
+			if _, err2 := strconv.Atoi(first[1].S); err1 == nil && err2 == nil && g >= 0 && g < 1<<20 {
+				p.procs[g]++
+			}
+		}
 		return nil
 	case p.pending:
 		p.pending = false
@@ -129,17 +134,6 @@ func (p *defaultParser) width(t string) error {
 		return p.lr.Errorf(0, topology.ErrSyntax, "box line %d characters wide, the box %d: cells run together or a line is cut", w, p.boxWidth)
 	}
 	return nil
-}
-
-// process counts one "GPU  PID  Process Name ..." row of the Processes box.
-func (p *defaultParser) process(first []topology.Field) {
-	if len(first) < 2 {
-		return
-	}
-	g, err1 := strconv.Atoi(first[0].S)
-	if _, err2 := strconv.Atoi(first[1].S); err1 == nil && err2 == nil && g >= 0 && g < 1<<20 {
-		p.procs[g]++
-	}
 }
 
 // bdfRow reads a GPU's first row: "| 0000:0d:00.0    AMD Instinct MI355X |".

@@ -42,7 +42,6 @@ type Report struct {
 // DeviceInfo is what rocm-smi said about one GPU. Integer fields hold
 // Unknown and float fields a negative value when the output did not say.
 type DeviceInfo struct {
-	Index    int    // GPU[i], cardi
 	Name     string // "AMD Instinct MI300X OAM"
 	PCIBus   string // "0000:26:00.0"
 	UniqueID string // "0x8d1457e2c20f59d2"
@@ -78,11 +77,11 @@ type Pair struct {
 
 // NewReport returns an empty Report (the only way to make one).
 func NewReport() *Report {
-	return &Report{Devices: map[int]*DeviceInfo{}, Pairs: map[[2]int]*Pair{}}
+	return &Report{Devices: map[int]*DeviceInfo{}, Pairs: map[[2]int]*Pair{}, Listed: map[string][]int{}}
 }
 
-func newDeviceInfo(i int) *DeviceInfo {
-	return &DeviceInfo{Index: i, NUMANode: Unknown, NUMAAffinity: Unknown,
+func newDeviceInfo() *DeviceInfo {
+	return &DeviceInfo{NUMANode: Unknown, NUMAAffinity: Unknown,
 		UtilPercent: -1, MemUsedPct: -1, MemTotalBytes: Unknown, MemUsedBytes: Unknown}
 }
 
@@ -90,7 +89,7 @@ func newDeviceInfo(i int) *DeviceInfo {
 func (r *Report) device(i int) *DeviceInfo {
 	d := r.Devices[i]
 	if d == nil {
-		d = newDeviceInfo(i)
+		d = newDeviceInfo()
 		r.Devices[i] = d
 	}
 	return d
@@ -109,9 +108,6 @@ func (r *Report) pair(a, b int) *Pair {
 
 // list records that the section titled title printed GPUs idx.
 func (r *Report) list(title string, idx ...int) {
-	if r.Listed == nil {
-		r.Listed = map[string][]int{}
-	}
 	for _, i := range idx {
 		if k, found := slices.BinarySearch(r.Listed[title], i); !found {
 			r.Listed[title] = slices.Insert(r.Listed[title], k, i)
@@ -269,7 +265,7 @@ func (r *Report) devices(idx []int, warn topology.Warner) []topology.Device {
 	prevConcise := false
 	var numaDiffers []string
 	for p, i := range idx {
-		info := cmp.Or(r.Devices[i], newDeviceInfo(i))
+		info := cmp.Or(r.Devices[i], newDeviceInfo())
 		d := topology.Device{Index: p, RuntimeIndex: i, Vendor: topology.VendorAMD, NUMANode: info.NUMAAffinity,
 			Name: info.Name, PCIAddress: info.PCIBus, UniqueID: info.UniqueID, UtilPercent: max(info.UtilPercent, 0)}
 		switch { // Unknown NUMA figures and UtilPercent are -1
