@@ -10,8 +10,7 @@ import (
 // conciseTable is a concise table's layout and the rows read so far.
 type conciseTable struct {
 	sec sectionInfo
-	// gen1: the ROCm 5.x header, one row starting "GPU"; later ones start
-	// "Device" and may take two rows per GPU.
+	// gen1: ROCm 5.x's header ("GPU"); later ones ("Device") may take two rows per GPU.
 	gen1 bool
 	// Column of the power reading: by position (powerIdx of ncols) in
 	// ROCm 5.x, which survives collapsed whitespace; by rune column
@@ -21,8 +20,7 @@ type conciseTable struct {
 	prev                       *DeviceInfo // the GPU of the last row
 }
 
-// concise parses the concise table at or after the next line, up to the
-// banner after it or the end of input.
+// concise parses the concise table at or after the next line.
 func (p *textParser) concise(sec sectionInfo) error {
 	tb, err := p.conciseHeader(sec)
 	if err != nil {
@@ -84,8 +82,7 @@ func (p *textParser) conciseHeader(sec sectionInfo) (*conciseTable, error) {
 	return tb, nil
 }
 
-// conciseRow reads one GPU's row: index, GPU and VRAM use and, to tell
-// the second die of a dual-die card, power and power cap.
+// conciseRow reads one GPU's row; power and power cap tell a second die.
 func (p *textParser) conciseRow(tb *conciseTable, line string) error {
 	src := tb.sec.source
 	toks := fields(line)

@@ -13,16 +13,13 @@ import (
 // Tool is the program Discover runs.
 const Tool = "rocm-smi"
 
-// The argument lists Discover passes to rocm-smi, in the order it runs
-// them. Fake rocm-smi scripts in tests replay fixtures keyed by these.
+// The argument lists Discover passes to rocm-smi, in the order it runs them.
 var (
 	TopoArgs = []string{"--showtopo", "--shownodesbw"}
-	// TopoFallbackArgs is for rocm-smi before ROCm 5.0, which has no
-	// --shownodesbw and exits 2 on it.
+	// TopoFallbackArgs is for rocm-smi before ROCm 5.0 (no --shownodesbw).
 	TopoFallbackArgs = []string{"--showtopo"}
 	InfoArgs         = []string{"--showuse", "--showmemuse", "--showmeminfo", "vram", "--showbus", "--showuniqueid", "--showproductname"}
-	// ConciseArgs (none) prints the concise table, the only place the
-	// second die of an MI250 package shows (AvgPwr N/A, PwrCap 0.0W).
+	// ConciseArgs prints the concise table, the only place an MI250's second die shows.
 	ConciseArgs = []string{}
 	VersionArgs = []string{"--version"}
 )
@@ -92,9 +89,8 @@ func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*
 // showtopoTitles are the sections rocm-smi --showtopo prints.
 var showtopoTitles = []string{"weight between two gpus", "hops between two gpus", "link type between two gpus", "numa nodes"}
 
-// missing warns about each --showtopo section the output lacks when it has
-// one of --showtopo's matrices: a damaged or cut-out section would
-// otherwise leave its facts out without a word.
+// missing warns about each --showtopo section an output with one of its
+// matrices lacks, which would otherwise leave facts out without a word.
 func missing(r *Report, args []string, warn topology.Warner) {
 	var lack []string
 	matrices := 0
@@ -115,8 +111,8 @@ func command(args []string) string {
 	return strings.Join(append([]string{Tool}, args...), " ")
 }
 
-// whole refuses an output without its "End of ROCm SMI Log" banner: cut
-// short, it can describe fewer GPUs than the node has without a sign.
+// whole refuses an output cut short (no "End of ROCm SMI Log" banner),
+// which can describe fewer GPUs than the node has without a sign.
 func whole(r *Report, args []string) error {
 	if r.Ended {
 		return nil

@@ -90,9 +90,8 @@ func (p *textParser) matrix(sec sectionInfo) error {
 	return nil
 }
 
-// matrixStart reads up to a matrix's column header and returns its GPUs,
-// noting tool error lines before it; a banner first means no table (nil,
-// and the banner is handed back to parse).
+// matrixStart reads up to a matrix's column header and returns its GPUs;
+// a banner first means no table (nil, and the banner is Unread).
 func (p *textParser) matrixStart(sec sectionInfo) ([]int, error) {
 	for line, more := p.next(); more; line, more = p.next() {
 		t := strings.TrimSpace(line)
@@ -112,7 +111,7 @@ func (p *textParser) matrixStart(sec sectionInfo) ([]int, error) {
 	return nil, p.errHere(sec.source, 0, topology.ErrTruncated, "no table after the section title")
 }
 
-// matrixHeader reads the column header just read: GPUn labels only.
+// matrixHeader reads a column header of GPUn labels.
 func (p *textParser) matrixHeader(sec sectionInfo, line string) ([]int, error) {
 	head := fields(line)
 	if len(head) > maxDevices {
@@ -136,8 +135,7 @@ func (p *textParser) matrixHeader(sec sectionInfo, line string) ([]int, error) {
 	return cols, nil
 }
 
-// matrixRows reads one row per column, in order (each row's cells and
-// line), then matrixEnd.
+// matrixRows reads each row's cells and line, then matrixEnd.
 func (p *textParser) matrixRows(sec sectionInfo, cols []int) ([][]topology.Field, []int, error) {
 	n := len(cols)
 	rows := make([][]topology.Field, n)
@@ -162,10 +160,9 @@ func (p *textParser) matrixRows(sec sectionInfo, cols []int) ([][]topology.Field
 	return rows, rowLine, p.matrixEnd(sec, n)
 }
 
-// matrixRowLine reads the line of row r of n, past log lines. A blank
-// line ends the table too early (ErrNotSquare there), unless only blank
-// lines follow it: then, as at the end of input, the output was cut off
-// (ErrTruncated at its last line that is not blank).
+// matrixRowLine reads the line of row r of n, past log lines. A blank line
+// ends the table too early (ErrNotSquare), unless only blank lines follow
+// (ErrTruncated at the last line that is not blank, as at the end of input).
 func (p *textParser) matrixRowLine(sec sectionInfo, r, n int) (string, error) {
 	blank := 0 // the first blank line, 0: none yet
 	for {
@@ -185,8 +182,7 @@ func (p *textParser) matrixRowLine(sec sectionInfo, r, n int) (string, error) {
 	}
 }
 
-// matrixEnd refuses a GPU row after the table's last one, past blank and
-// log lines; it gives any other line back to parse.
+// matrixEnd refuses a GPU row after the last one; it Unreads any other line.
 func (p *textParser) matrixEnd(sec sectionInfo, n int) error {
 	for line, ok := p.next(); ok; line, ok = p.next() {
 		switch t := strings.TrimSpace(line); {
@@ -235,9 +231,8 @@ func holdsLinkTypes(rows [][]topology.Field) bool {
 	return false
 }
 
-// checkSymmetric refuses a Weight or Hops matrix that fails
-// topology.CheckCountMatrix: a row out of place would otherwise turn a
-// pair into another link silently.
+// checkSymmetric applies topology.CheckCountMatrix to Weight and Hops: a
+// row out of place would otherwise turn a pair into another link silently.
 func (p *textParser) checkSymmetric(sec sectionInfo, cols []int, rows [][]topology.Field, rowLine []int, grid []cell) error {
 	n, what := len(cols), strings.Fields(sec.title)[0] // "weight" or "hops"
 	f := topology.CheckCountMatrix(n, func(r, c int) (int64, bool) { return grid[r*n+c].a, grid[r*n+c].ok })
@@ -248,8 +243,7 @@ func (p *textParser) checkSymmetric(sec sectionInfo, cols []int, rows [][]topolo
 	return topology.NewParseError(sec.source, rowLine[f.Row], rows[f.Row][f.Col].Col, topology.ErrInconsistent, "%s", f.Describe(label, what))
 }
 
-// commit stores a parsed matrix's upper triangle, noting where the lower
-// one disagrees.
+// commit stores a matrix's upper triangle, noting where the lower disagrees.
 func (p *textParser) commit(sec sectionInfo, cols []int, grid []cell) {
 	n := len(cols)
 	for a := 0; a < n; a++ {

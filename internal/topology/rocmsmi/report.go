@@ -1,7 +1,6 @@
-// Package rocmsmi turns rocm-smi's text output into amdrun's topology
-// model: ParseText (pure) makes a Report of one output, Merge combines
-// reports, Model builds a finished topology.Model, and Discover runs
-// rocm-smi through an injected Runner and does all three.
+// Package rocmsmi turns rocm-smi's text output into a topology.Model:
+// ParseText makes a Report of one output, Merge combines reports, Model
+// builds the model, and Discover runs rocm-smi and does all three.
 package rocmsmi
 
 import (
@@ -31,16 +30,14 @@ type Report struct {
 	Version string              // "ROCM-SMI version: ..." or ""
 	// Notes are recoverable oddities seen while parsing; Model warns them.
 	Notes []string
-	// Ended says the output ended with the "End of ROCm SMI Log" banner,
-	// as every complete rocm-smi run but --version does.
+	// Ended says the output had the "End of ROCm SMI Log" banner.
 	Ended bool
-	// Listed holds, per section (banner title, lower case), the GPU
-	// indices it printed a row or line for, ascending.
+	// Listed holds, per section title, the GPU indices it printed, ascending.
 	Listed map[string][]int
 }
 
-// DeviceInfo is what rocm-smi said about one GPU. Integer fields hold
-// Unknown and float fields a negative value when the output did not say.
+// DeviceInfo is what rocm-smi said about one GPU; a field it did not give
+// is Unknown (negative for floats).
 type DeviceInfo struct {
 	Name     string // "AMD Instinct MI300X OAM"
 	PCIBus   string // "0000:26:00.0"
@@ -59,8 +56,7 @@ type DeviceInfo struct {
 	InConcise bool
 }
 
-// Pair is what rocm-smi said about the path between two GPUs. Integer
-// fields hold Unknown when the output did not say.
+// Pair is what rocm-smi said about two GPUs' path; integers not given are Unknown.
 type Pair struct {
 	Weight int
 	Hops   int
@@ -69,8 +65,7 @@ type Pair struct {
 	// TypeOther is the other direction's link type when the two disagree,
 	// else ""; Model resolves them with topology.ResolveLinkType.
 	TypeOther string
-	// MinBandwidth and MaxBandwidth are --shownodesbw's min-max cell in MB/s;
-	// 0 and 0 mean "not connected directly".
+	// MinBandwidth and MaxBandwidth are --shownodesbw's MB/s; 0-0: not direct.
 	MinBandwidth int64
 	MaxBandwidth int64
 }
@@ -169,8 +164,7 @@ func (r *Report) note(format string, args ...any) {
 	r.Notes = append(r.Notes, fmt.Sprintf(format, args...))
 }
 
-// Merge adds what other says to r. Where both give a value, other's known
-// value wins; an unknown value in other never erases one in r.
+// Merge adds what other says to r: other's known values win.
 func (r *Report) Merge(other *Report) {
 	for _, i := range sortedKeys(other.Devices) {
 		o := other.Devices[i]
@@ -316,8 +310,7 @@ func (r *Report) links(idx []int, warn topology.Warner) []topology.Link {
 	return out
 }
 
-// link turns one pair into a link; ok is false when the pair says nothing
-// usable (Finish then adds a host link).
+// link turns one pair into a link; ok is false when it says nothing usable.
 func link(p Pair, a, b int, warn topology.Warner) (topology.Link, bool) {
 	if p.TypeOther != "" {
 		var note string
@@ -332,8 +325,7 @@ func link(p Pair, a, b int, warn topology.Warner) (topology.Link, bool) {
 	case p.Type == "" && p.MaxBandwidth == Unknown && p.Weight == Unknown && p.Hops == Unknown:
 		return l, false
 	case p.Type == "XGMI" || p.Type == "" && bw:
-		// rocm-smi: "0-0" min-max bandwidth indicates devices are not
-		// connected directly, e.g. MI250 GCDs two XGMI hops apart.
+		// "0-0" means not connected directly (MI250 GCDs two XGMI hops apart).
 		l.Type, l.Level, l.Direct = topology.LinkXGMI, "XGMI", p.MaxBandwidth != 0
 		l.Hops = cmp.Or(l.Hops, 1)
 		if bw {

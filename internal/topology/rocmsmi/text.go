@@ -28,11 +28,9 @@ const (
 )
 
 type sectionInfo struct {
-	kind sectionKind
-	// source names the section in errors ("rocm-smi --showtopo").
-	source string
-	// title is the banner's title, lower case ("weight between two gpus").
-	title string
+	kind   sectionKind
+	source string // the section in errors ("rocm-smi --showtopo")
+	title  string // the banner's, lower case ("weight between two gpus")
 }
 
 // sections maps a banner title (lower case, single spaces) to its section.
@@ -67,8 +65,7 @@ var (
 	ansiCode = topology.LazyRegexp("\x1b(?:\\[[0-9;?]*[ -/]*[@-~])?")
 )
 
-// fields splits line at runs of Unicode white space (some captures pad
-// with other spaces than ' ' and tab), keeping each token's byte column.
+// fields splits line at runs of any Unicode white space, as some captures pad.
 func fields(line string) []topology.Field { return topology.SplitFieldsFunc(line, unicode.IsSpace) }
 
 // runeCol is the rune offset of tk in line (cells can hold °C).
@@ -76,8 +73,7 @@ func runeCol(line string, tk topology.Field) int {
 	return utf8.RuneCountInString(line[:tk.Col])
 }
 
-// bannerTitle reports whether t is a "==== Title ====" banner, and its
-// normalised title ("" for a plain rule).
+// bannerTitle reports a "==== Title ====" banner and its normalised title.
 func bannerTitle(t string) (string, bool) {
 	if !strings.HasPrefix(t, "==") {
 		return "", false
@@ -86,8 +82,7 @@ func bannerTitle(t string) (string, bool) {
 	return strings.ToLower(strings.Join(strings.Fields(title), " ")), true
 }
 
-// logLine reports lines Python's logging or rocm-smi itself interleaves
-// with the tables ("WARNING: AMD GPU device(s) is/are in a low-power state").
+// logLine reports a log line among the tables ("WARNING: AMD GPU device(s) ...").
 func logLine(t string) bool {
 	return slices.ContainsFunc([]string{"WARNING:", "ERROR:", "INFO:", "DEBUG:", "CRITICAL:"}, func(p string) bool { return strings.HasPrefix(t, p) })
 }
@@ -98,8 +93,7 @@ func logLine(t string) bool {
 type textParser struct {
 	r  *Report
 	lr *topology.LineReader
-	// lastFull is the last line read that is not blank (0: none yet),
-	// where a table the input cuts off is reported.
+	// lastFull is the last line read that is not blank (0: none yet).
 	lastFull int
 	seen     bool
 	// Oddities met while parsing, reported once per kind (see odd).
@@ -136,14 +130,11 @@ func (p *textParser) next() (line string, ok bool) {
 	return line, true
 }
 
-// ParseText parses the text output of one or more rocm-smi runs: any mix,
-// in any order, of the sections in the sections table; others are
-// skipped. A damaged title (issue 24) is read as its section when its
-// words ran together, else skipped with a note, as are a matrix title with
-// no table and a table with no title. Broken-but-real output (a partitioned
-// MI300) is read where it can be: tool error lines are skipped, a matrix is
-// recognised by its content, and XXXX cells leave the pair unknown. Each
-// kind of oddity becomes one note. Malformed input is a
+// ParseText parses the text output of one or more rocm-smi runs: the
+// sections of the sections table in any order; others are skipped. Damaged
+// titles (issue 24), a title with no table, a table with no title, tool
+// error lines and XXXX cells (a partitioned MI300) are read where they can
+// be or skipped, each kind with one note. Malformed input is a
 // *topology.ParseError naming the section and line.
 func ParseText(rd io.Reader) (*Report, error) {
 	p := &textParser{r: NewReport(), lr: topology.NewLineReader(rd, Source)}
@@ -192,8 +183,7 @@ func clipList(s []string, n int) string {
 	return fmt.Sprintf("%s and %d more", strings.Join(s[:n], ", "), len(s)-n)
 }
 
-// parse reads the input to its end: banners open sections, other lines
-// go to plainLine.
+// parse reads the input: banners open sections, other lines go to plainLine.
 func (p *textParser) parse() error {
 	cur := otherSection
 	for line, ok := p.next(); ok; line, ok = p.next() {
@@ -235,8 +225,7 @@ func (p *textParser) section(title string) (sectionInfo, error) {
 	return info, nil
 }
 
-// squash is a title without its spaces, so that words run together
-// ("weightbetween two gpus") still name their section.
+// squash drops a title's spaces, so "weightbetween two gpus" still matches.
 func squash(title string) string { return strings.ReplaceAll(title, " ", "") }
 
 // damagedTitle looks at an unknown banner title: a known title with its
@@ -265,8 +254,7 @@ func (p *textParser) damagedTitle(title string) (info sectionInfo, known string)
 	return otherSection, title
 }
 
-// plainLine handles a line outside tables: GPU key/value lines and the
-// rocm-smi version line; anything else is skipped.
+// plainLine reads GPU key/value lines and the version line outside tables.
 func (p *textParser) plainLine(line, t string, cur sectionInfo) error {
 	// A matrix's column header (GPUn labels only) outside a matrix section.
 	if fs := fields(t); len(fs) > 0 && !slices.ContainsFunc(fs, func(f topology.Field) bool { return !gpuLabel().MatchString(f.S) }) {
