@@ -13,15 +13,13 @@ import (
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
-// Build joins a parsed topology (one the parsers accepted) with identity
-// and use figures into a finished model, devices 0..N-1 in amd-smi's GPU
-// order. gpus may be nil or partial; each row takes the GPU with the same
-// BDF, else the same amd-smi index. RuntimeIndex is the HIP-ID when every
-// device has a distinct one, else the amd-smi GPU index. Rows sharing a PCI
-// bus and device are one Package, numbered by PCI function. XGMI pairs
-// become direct links, PCIE pairs non-direct ones; a type the two readings
-// disagree on is decided by topology.ResolveLinkType with a warning, and
-// missing WantTables give one warning. Errors wrap topology.ErrInvalidModel.
+// Build joins a parsed topology with identity and use figures (gpus, nil
+// or partial, matched by BDF, else index) into a finished model, devices in
+// amd-smi's order. RuntimeIndex is the HIP-ID when every device has a
+// distinct one, else the amd-smi index. Rows sharing a PCI bus and device
+// are one Package. XGMI pairs become direct links; a disputed type is
+// decided by topology.ResolveLinkType, with a warning, as are missing
+// WantTables. Errors wrap topology.ErrInvalidModel.
 func Build(t *Topology, gpus []GPU, warn topology.Warner) (*topology.Model, error) {
 	n := len(t.GPUs)
 	warnMissing(t, warn)
@@ -68,8 +66,7 @@ var assumedWithout = map[string]string{
 	"NUMA BW TABLE":   "bandwidths by link type",
 }
 
-// identities gives each row the GPU of gpus with its BDF, else its index
-// (unless that one names another address).
+// identities gives each row the GPU of gpus with its BDF, else its index.
 func identities(t *Topology, gpus []GPU, warn topology.Warner) []GPU {
 	byBDF, byIndex := map[string]int{}, map[int]int{}
 	for i, g := range gpus {
@@ -196,12 +193,11 @@ var (
 	argsMemUsage     = []string{"metric", "--mem-usage", "--json"}
 )
 
-// Discover runs amd-smi through run (the args* commands above; topology
-// --json only when the text fails, process and mem-usage only for what the
-// default table lacked) and builds a finished model. Only the topology is
-// required; other failures are one warning each. The default table and the
-// list must name the topology's GPUs or their partitions (JoinPartitions),
-// else topology.ErrInconsistent names both commands.
+// Discover runs amd-smi through run (the args* commands above, each only
+// when needed) and builds a finished model. Only the topology is required;
+// other failures are one warning each. The default table and the list must
+// name the topology's GPUs or their partitions, else
+// topology.ErrInconsistent names both commands.
 func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*topology.Model, error) {
 	d := &discovery{ctx: ctx, run: run, warn: warn}
 	for _, step := range []func() error{d.topology, d.identity, d.use} {
@@ -250,8 +246,7 @@ func (d *discovery) topology() error {
 	return err
 }
 
-// optional runs a call whose failure is one warning; a cancelled ctx or an
-// inconsistency stops Discover.
+// optional runs a call whose failure is a warning, unless ctx ended or it is an inconsistency.
 func (d *discovery) optional(args []string, parse func([]byte) error) error {
 	out, err := d.run(d.ctx, "amd-smi", args...)
 	if err == nil {
@@ -380,8 +375,7 @@ func only(name string, a, b []string) string {
 	return fmt.Sprintf("; only `%s` has %s", name, strings.Join(a, ", "))
 }
 
-// mergeGPUs fills base's unknown fields from extra (by BDF, else index),
-// appending GPUs only extra has.
+// mergeGPUs fills base's unknown fields from extra (by BDF, else index).
 func mergeGPUs(base, extra []GPU) []GPU {
 	for _, e := range extra {
 		i := slices.IndexFunc(base, func(b GPU) bool {

@@ -14,22 +14,15 @@ import (
 // GPU is one GPU, or one partition of a GPU, as amd-smi identifies it and
 // reports its use. Fields a source does not give keep their unknown value.
 type GPU struct {
-	// Index is amd-smi's GPU index ("GPU: 0").
-	Index int
-	// BDF is the PCI address in lower case, "" if unknown.
-	BDF string
-	// UUID is the GPU's UUID, "" if unknown.
-	UUID string
-	// Name is the marketing name ("AMD Instinct MI355X"), "" if unknown.
-	Name string
-	// HIPID is HIP's index of the device, which can differ from Index; -1 if unknown.
-	HIPID int
-	// PartitionID is the partition within the GPU, 0 if none or unknown.
-	PartitionID int
+	Index       int    // amd-smi's GPU index ("GPU: 0")
+	BDF         string // the PCI address in lower case, "" if unknown
+	UUID        string // "" if unknown
+	Name        string // the marketing name ("AMD Instinct MI355X"), "" if unknown
+	HIPID       int    // HIP's index of the device, which can differ from Index; -1 if unknown
+	PartitionID int    // the partition within the GPU, 0 if none or unknown
 	// MemUsedMiB and MemTotalMiB are VRAM use (amd-smi's "MB"); -1 if unknown.
 	MemUsedMiB, MemTotalMiB int64
-	// Processes is the number of processes using the GPU, -1 if unknown.
-	Processes int
+	Processes               int // processes using the GPU, -1 if unknown
 }
 
 // NewGPU returns a GPU with the given index and every other field unknown.

@@ -22,10 +22,9 @@ func slotOf(bdf string) string {
 }
 
 // JoinPartitions returns t with one row per device of gpus, in index
-// order, when gpus lists the partitions of t's GPUs: every address of t is
-// in gpus, and every other address of gpus is a further PCI function of
-// one of t's. Each partition inherits its GPU's row and column; partitions
-// of one GPU are joined by one-hop XGMI. Otherwise it returns t and false.
+// order, when gpus lists t's GPUs and further PCI functions of them. Each
+// partition inherits its GPU's links; partitions of one GPU are joined by
+// one-hop XGMI. Otherwise it returns t and false.
 func JoinPartitions(t *Topology, gpus []GPU) (*Topology, bool) {
 	row, bySlot := map[string]int{}, map[string]int{}
 	for i, b := range t.BDFs {

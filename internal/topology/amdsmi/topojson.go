@@ -13,8 +13,7 @@ import (
 
 // ParseTopologyJSON parses `amd-smi topology --json` in the old schema
 // (ROCm 6.0/6.1: per-GPU "weight": {"gpu_1": 15} maps, no BDFs) or the new
-// one (a "links" array, any subset of its fields). Numbers may be JSON
-// numbers, numeric strings or {"value": n}; "N/A" is not reported.
+// one (a "links" array, any subset of its fields); "N/A" is not reported.
 func ParseTopologyJSON(r io.Reader) (*Topology, error) {
 	objs, gpus, err := decodeGPUs(SourceTopologyJSON, r)
 	if err != nil {
@@ -52,8 +51,7 @@ func jsonErr(err error) error {
 	return topology.NewParseError(SourceTopologyJSON, 0, 0, err, "")
 }
 
-// jsonRows makes a Topology of the objects' gpus and bdfs, and returns the
-// row of each index and bdf.
+// jsonRows makes a Topology of the gpus and bdfs, and returns each one's row.
 func jsonRows(objs []map[string]any, gpus []int) (*Topology, map[int]int, map[string]int, error) {
 	t := newTopology(len(objs))
 	pos, byBDF := map[int]int{}, map[string]int{}
@@ -134,8 +132,7 @@ func jsonOldSchema(t *Topology, i int, o map[string]any, pos map[int]int) (int, 
 	return known, nil
 }
 
-// jsonTables names the text tables whose figures the JSON gave for some
-// pair (a field every link leaves N/A counts as missing).
+// jsonTables names the text tables whose figures the JSON gave for some pair.
 func jsonTables(t *Topology) []string {
 	var has [5]bool // in WantTables' order
 	for i := range t.Pairs {

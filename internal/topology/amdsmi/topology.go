@@ -24,7 +24,7 @@ const (
 const MaxGPUs = 256
 
 // Pair is what amd-smi reports about the path from one GPU to another; a
-// figure not reported or N/A is "", -1 or 0.
+// figure not given is "", -1 or 0.
 type Pair struct {
 	Access string // "ENABLED" or "DISABLED" (peer access)
 	Weight int    // the KFD link weight
@@ -36,12 +36,10 @@ type Pair struct {
 
 // Topology is what `amd-smi topology` prints, in text or JSON.
 type Topology struct {
-	GPUs  []int    // amd-smi's GPU index of each row (0..N-1 for the text tables)
-	BDFs  []string // each row's PCI address in lower case, "" when not given
-	Pairs [][]Pair // Pairs[i][j]: the path from row i to row j
-	// Tables names the tables the output held, as the text titles them
-	// ("WEIGHT TABLE"); for --json, the table each link field stands for.
-	Tables []string
+	GPUs   []int    // amd-smi's GPU index of each row (0..N-1 for the text tables)
+	BDFs   []string // each row's PCI address in lower case, "" when not given
+	Pairs  [][]Pair // Pairs[i][j]: the path from row i to row j
+	Tables []string // the tables held ("WEIGHT TABLE"); for --json, those its fields stand for
 }
 
 // WantTables are the tables every `amd-smi topology` prints (ROCm 6.1 and

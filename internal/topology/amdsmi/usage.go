@@ -13,11 +13,8 @@ import (
 
 // Summary is what the default `amd-smi` table (amd-smi 25 and later) shows.
 type Summary struct {
-	// Version is the banner's amd-smi version ("26.0.2+39589fda") or "".
-	Version string
-	// GPUs in the table's order; Processes is known when the Processes
-	// box is present.
-	GPUs []GPU
+	Version string // the banner's amd-smi version ("26.0.2+39589fda") or ""
+	GPUs    []GPU  // in the table's order; Processes known with the Processes box
 }
 
 // boxCells splits a box-table line at '|' into its cells and their columns.
@@ -181,7 +178,7 @@ func (p *defaultParser) idRow(cs []topology.Field, first []topology.Field) error
 	return nil
 }
 
-// finish checks what the whole input gave and counts processes.
+// finish checks the whole input and counts processes.
 func (p *defaultParser) finish() (*Summary, error) {
 	s := p.s
 	if p.pending {
@@ -258,7 +255,7 @@ type Memory struct {
 }
 
 // ParseMemUsageJSON parses `amd-smi metric --mem-usage --json` into VRAM
-// use per amd-smi GPU index (N/A figures left out; amd-smi's MB are MiB).
+// use per amd-smi GPU index (N/A figures left out).
 func ParseMemUsageJSON(r io.Reader) (map[int]Memory, error) {
 	const src = SourceMemUsageJSON
 	objs, gpus, err := decodeGPUs(src, r)
