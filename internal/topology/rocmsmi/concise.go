@@ -9,9 +9,8 @@ import (
 
 // conciseTable is a concise table's layout and the rows read so far.
 type conciseTable struct {
-	sec sectionInfo
-	// gen1: ROCm 5.x's header ("GPU"); later ones ("Device") may take two rows per GPU.
-	gen1 bool
+	sec  sectionInfo
+	gen1 bool // ROCm 5.x's header ("GPU"); later ones may take two rows per GPU
 	// Column of the power reading: by position (powerIdx of ncols) in
 	// ROCm 5.x, which survives collapsed whitespace; by rune column
 	// (powerRune) in 6.x, whose cells hold spaces ("NPS1, SPX"). -1: none.

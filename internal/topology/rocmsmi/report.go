@@ -28,12 +28,9 @@ type Report struct {
 	Devices map[int]*DeviceInfo // by rocm-smi's GPU index
 	Pairs   map[[2]int]*Pair    // by {a, b} with a < b
 	Version string              // "ROCM-SMI version: ..." or ""
-	// Notes are recoverable oddities seen while parsing; Model warns them.
-	Notes []string
-	// Ended says the output had the "End of ROCm SMI Log" banner.
-	Ended bool
-	// Listed holds, per section title, the GPU indices it printed, ascending.
-	Listed map[string][]int
+	Notes   []string            // oddities seen while parsing; Model warns them
+	Ended   bool                // the output had the "End of ROCm SMI Log" banner
+	Listed  map[string][]int    // per section title, the GPUs it printed, ascending
 }
 
 // DeviceInfo is what rocm-smi said about one GPU; a field it did not give
@@ -44,29 +41,25 @@ type DeviceInfo struct {
 	UniqueID string // "0x8d1457e2c20f59d2"
 	// NUMANode is "(Topology) Numa Node" (KFD's nearest CPU node),
 	// NUMAAffinity "(Topology) Numa Affinity" (the PCI device's numa_node).
-	NUMANode, NUMAAffinity int
-	UtilPercent            float64 // "GPU use (%)", the concise GPU%
-	MemUsedPct             float64 // the concise VRAM%, "GPU memory use (%)"
-	// MemTotalBytes and MemUsedBytes come from --showmeminfo vram.
-	MemTotalBytes, MemUsedBytes int64
+	NUMANode, NUMAAffinity      int
+	UtilPercent                 float64 // "GPU use (%)", the concise GPU%
+	MemUsedPct                  float64 // the concise VRAM%, "GPU memory use (%)"
+	MemTotalBytes, MemUsedBytes int64   // from --showmeminfo vram
 	// SecondDie says the concise table shows no power of its own (AvgPwr
 	// N/A, PwrCap 0.0W): a further die of the device before it (MI250).
 	SecondDie bool
-	// InConcise says the device has a row in the concise table.
-	InConcise bool
+	InConcise bool // the device has a row in the concise table
 }
 
 // Pair is what rocm-smi said about two GPUs' path; integers not given are Unknown.
 type Pair struct {
 	Weight int
 	Hops   int
-	// Type is the link type as printed, upper case ("XGMI", "PCIE"), or "".
-	Type string
+	Type   string // as printed, upper case ("XGMI", "PCIE"), or ""
 	// TypeOther is the other direction's link type when the two disagree,
 	// else ""; Model resolves them with topology.ResolveLinkType.
-	TypeOther string
-	// MinBandwidth and MaxBandwidth are --shownodesbw's MB/s; 0-0: not direct.
-	MinBandwidth int64
+	TypeOther    string
+	MinBandwidth int64 // --shownodesbw's MB/s; 0-0: not direct
 	MaxBandwidth int64
 }
 

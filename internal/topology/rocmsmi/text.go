@@ -91,11 +91,10 @@ func logLine(t string) bool {
 // lines outside tables and hands each table to matrix or concise, which
 // Unread the line after it.
 type textParser struct {
-	r  *Report
-	lr *topology.LineReader
-	// lastFull is the last line read that is not blank (0: none yet).
-	lastFull int
-	seen     bool
+	r        *Report
+	lr       *topology.LineReader
+	lastFull int  // the last line read that is not blank (0: none yet)
+	seen     bool // a rocm-smi section or key was read
 	// Oddities met while parsing, reported once per kind (see odd).
 	toolLines []string // tool error lines inside a section
 	retitled  []string // sections whose matrix holds link types
