@@ -17,8 +17,7 @@ type fault struct {
 // on WEIGHT and HOPS, and SELF (or N/A) exactly on LINK TYPE's diagonal. An
 // asymmetric LINK TYPE is left to topology.ResolveLinkType in Build.
 func (t *Topology) check() *fault {
-	n := len(t.BDFs)
-	label := t.label
+	n, label := len(t.BDFs), t.label
 	counts := []struct {
 		table, what string
 		get         func(p Pair) int

@@ -33,25 +33,18 @@ func JoinPartitions(t *Topology, gpus []GPU) (*Topology, bool) {
 		}
 		row[b], bySlot[slotOf(b)] = i, i
 	}
-	var logical []GPU
-	seen := map[string]bool{}
-	extra := false
+	seen, extra := map[string]bool{}, false
 	for _, g := range gpus {
-		if g.BDF == "" || seen[g.BDF] {
+		_, inT := row[g.BDF]
+		if _, inSlot := bySlot[slotOf(g.BDF)]; g.BDF == "" || seen[g.BDF] || !inSlot {
 			return t, false
 		}
-		seen[g.BDF] = true
-		if _, in := row[g.BDF]; !in {
-			if _, ok := bySlot[slotOf(g.BDF)]; !ok {
-				return t, false
-			}
-			extra = true
-		}
-		logical = append(logical, g)
+		seen[g.BDF], extra = true, extra || !inT
 	}
-	if !extra || len(logical) > MaxGPUs || slices.ContainsFunc(t.BDFs, func(b string) bool { return !seen[b] }) {
+	if !extra || len(gpus) > MaxGPUs || slices.ContainsFunc(t.BDFs, func(b string) bool { return !seen[b] }) {
 		return t, false
 	}
+	logical := slices.Clone(gpus)
 	sort.SliceStable(logical, func(a, b int) bool { return logical[a].Index < logical[b].Index })
 	n := len(logical)
 	j := newTopology(n)
@@ -63,13 +56,9 @@ func JoinPartitions(t *Topology, gpus []GPU) (*Topology, bool) {
 	for a := 0; a < n; a++ {
 		for b := 0; b < n; b++ {
 			pa, pb := parent[a], parent[b]
-			switch {
-			case a == b:
-				j.Pairs[a][b] = t.Pairs[pa][pa]
-			case pa == pb:
+			j.Pairs[a][b] = t.Pairs[pa][pb]
+			if a != b && pa == pb {
 				j.Pairs[a][b] = Pair{Access: "ENABLED", Weight: -1, Hops: 1, Type: topology.TypeXGMI}
-			default:
-				j.Pairs[a][b] = t.Pairs[pa][pb]
 			}
 		}
 	}
