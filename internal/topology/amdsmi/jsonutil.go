@@ -48,8 +48,7 @@ func decodeJSON(src string, r io.Reader) (any, error) {
 		return nil, pe
 	}
 	if dec.More() {
-		off := dec.InputOffset()
-		l, c := topology.LineCol(body, off)
+		l, c := topology.LineCol(body, dec.InputOffset())
 		return nil, topology.NewParseError(src, l+skipped, c, topology.ErrSyntax, "text after the JSON document")
 	}
 	return v, nil

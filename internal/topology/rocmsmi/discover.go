@@ -2,6 +2,7 @@ package rocmsmi
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -40,8 +41,7 @@ func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*
 		}
 		warn.Warn("rocm-smi: %v; retrying without --shownodesbw", err)
 		args = TopoFallbackArgs
-		out, err = run(ctx, Tool, args...)
-		if err != nil {
+		if out, err = run(ctx, Tool, args...); err != nil {
 			return nil, err
 		}
 	}
@@ -67,10 +67,7 @@ func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*
 			warn.Warn("%v; ignoring that output", err)
 			continue
 		}
-		if err := whole(r, more); err != nil {
-			return nil, err
-		}
-		if err := rep.Agree(r, command(args), command(more)); err != nil {
+		if err := cmp.Or(whole(r, more), rep.Agree(r, command(args), command(more))); err != nil {
 			return nil, err
 		}
 		rep.Merge(r)
