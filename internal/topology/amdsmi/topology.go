@@ -87,8 +87,6 @@ func ParseTopology(r io.Reader) (*Topology, error) {
 		return nil, topology.NewParseError(p.lr.Source, 0, 0, topology.ErrEmpty, "")
 	case p.t == nil:
 		return nil, topology.NewParseError(p.lr.Source, 0, 0, topology.ErrWrongTool, "no amd-smi topology table")
-	case len(p.t.GPUs) == 0:
-		return nil, topology.NewParseError(p.lr.Source, 0, 0, topology.ErrNoDevices, "")
 	}
 	if f := p.t.check(); f != nil {
 		pos := p.at[f.table][f.row]

@@ -122,15 +122,10 @@ func (p *textParser) conciseRow(tb *conciseTable, line string) error {
 
 // power returns the power reading of a row, or "".
 func (tb *conciseTable) power(line string, toks []topology.Field) string {
-	if tb.gen1 {
-		if tb.powerIdx >= 0 && len(toks) == tb.ncols {
-			return toks[tb.powerIdx].S
-		}
-		return ""
-	}
 	power := ""
-	for _, tk := range toks {
-		if tb.powerRune >= 0 && runeCol(line, tk) == tb.powerRune {
+	for i, tk := range toks {
+		byPos := tb.gen1 && i == tb.powerIdx && len(toks) == tb.ncols
+		if byPos || !tb.gen1 && tb.powerRune >= 0 && runeCol(line, tk) == tb.powerRune {
 			power = tk.S
 		}
 	}

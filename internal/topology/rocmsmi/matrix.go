@@ -249,17 +249,8 @@ func (p *textParser) commit(sec sectionInfo, cols []int, grid []cell) {
 	for a := 0; a < n; a++ {
 		for b := a + 1; b < n; b++ {
 			up, lo := grid[a*n+b], grid[b*n+a]
-			v := up
-			if !up.ok {
-				v = lo
-			}
-			if up.ok && lo.ok && up != lo {
-				if sec.kind == kindType {
-					// Model decides by weight and hops, never by row order (issue 24).
-					pr := p.r.pair(cols[a], cols[b])
-					pr.Type, pr.TypeOther = up.s, lo.s
-					continue
-				}
+			v, differ := cmp.Or(up, lo), up.ok && lo.ok && up != lo // a cell not ok is zero
+			if differ && sec.kind != kindType {
 				// An access or a bandwidth (Weight and Hops were checked).
 				p.r.note("%s: GPU%d-GPU%d reads %s but GPU%d-GPU%d reads %s; using the first",
 					sec.source, cols[a], cols[b], up.s, cols[b], cols[a], lo.s)
@@ -275,6 +266,9 @@ func (p *textParser) commit(sec sectionInfo, cols []int, grid []cell) {
 				pr.Hops = int(v.a)
 			case kindType:
 				pr.Type = v.s
+				if differ {
+					pr.TypeOther = lo.s // Model decides by weight and hops, never by row order (issue 24)
+				}
 			case kindBW:
 				pr.MinBandwidth, pr.MaxBandwidth = v.a, v.b
 			}
