@@ -112,8 +112,7 @@ func useHIPIDs(infos []GPU, warn topology.Warner) bool {
 	return use
 }
 
-// devices makes the model's devices. Partitions of one GPU (same bus and
-// device) are numbered in function order, as KFD numbers them by location_id.
+// devices numbers partitions of one GPU by PCI function, as KFD does by location_id.
 func devices(infos []GPU, useHIP bool) []topology.Device {
 	slots := map[string][]string{}
 	for _, g := range infos {

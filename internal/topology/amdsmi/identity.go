@@ -89,9 +89,8 @@ func setIdentity(g *GPU, key string, v any) error {
 	return nil
 }
 
-// ParseListJSON parses `amd-smi list --json`: a list of objects with
-// "gpu", "bdf", "uuid", "node_id", "partition_id" and, in newer versions,
-// "hip_id". An empty list is ErrNoDevices.
+// ParseListJSON parses `amd-smi list --json` ("gpu", "bdf", "uuid",
+// "partition_id", newer "hip_id"); an empty list is ErrNoDevices.
 func ParseListJSON(r io.Reader) ([]GPU, error) {
 	const src = SourceListJSON
 	objs, gpus, err := decodeGPUs(src, r)

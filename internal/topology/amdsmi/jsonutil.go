@@ -100,8 +100,7 @@ func jsonString(v any) string {
 	return ""
 }
 
-// decodeGPUs decodes a JSON array of per-GPU objects (every capture's
-// form) and returns them and the "gpu" index of each.
+// decodeGPUs decodes a JSON array of per-GPU objects and each one's "gpu".
 func decodeGPUs(src string, r io.Reader) ([]map[string]any, []int, error) {
 	v, err := decodeJSON(src, r)
 	if err != nil {

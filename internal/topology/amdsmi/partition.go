@@ -8,9 +8,8 @@ import (
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
-// Partitioned MI300X (DPX, QPX, CPX; issue 24): each GPU shows as 2 to 8
-// devices on the next PCI functions of its address; `amd-smi topology` may
-// list only the physical GPUs.
+// Partitioned MI300X (issue 24): each GPU shows as 2 to 8 devices on its
+// next PCI functions; `amd-smi topology` may list only the physical GPUs.
 
 // slotOf returns the bus and device of a PCI address ("0000:05:00"), or "".
 func slotOf(bdf string) string {

@@ -42,8 +42,7 @@ type Topology struct {
 	Tables []string // the tables held ("WEIGHT TABLE"); for --json, those its fields stand for
 }
 
-// WantTables are the tables every `amd-smi topology` prints (ROCm 6.1 and
-// later) that a model needs.
+// WantTables are the tables a model needs, all printed since ROCm 6.1.
 var WantTables = []string{"ACCESS TABLE", "WEIGHT TABLE", "HOPS TABLE", "LINK TYPE TABLE", "NUMA BW TABLE"}
 
 // has reports whether the output held the table.
@@ -143,8 +142,7 @@ func (p *topoParser) line(line string) error {
 	return p.row(line, fs)
 }
 
-// stray refuses a line in or right after a table that is not one of its
-// rows, quoting it: "[output truncated]", a tool message, a cut row label.
+// stray refuses a line in or right after a table that is not one of its rows.
 func (p *topoParser) stray(line string) error {
 	if len(line) > 60 {
 		line = line[:60] + "..."

@@ -254,8 +254,7 @@ type Memory struct {
 	UsedMiB, TotalMiB int64
 }
 
-// ParseMemUsageJSON parses `amd-smi metric --mem-usage --json` into VRAM
-// use per amd-smi GPU index (N/A figures left out).
+// ParseMemUsageJSON parses `amd-smi metric --mem-usage --json`: VRAM use per GPU index.
 func ParseMemUsageJSON(r io.Reader) (map[int]Memory, error) {
 	const src = SourceMemUsageJSON
 	objs, gpus, err := decodeGPUs(src, r)

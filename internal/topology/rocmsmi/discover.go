@@ -108,8 +108,7 @@ func command(args []string) string {
 	return strings.Join(append([]string{Tool}, args...), " ")
 }
 
-// whole refuses an output cut short (no "End of ROCm SMI Log" banner),
-// which can describe fewer GPUs than the node has without a sign.
+// whole refuses an output cut short (no "End of ROCm SMI Log" banner).
 func whole(r *Report, args []string) error {
 	if r.Ended {
 		return nil
