@@ -46,11 +46,10 @@ func warnMissing(t *Topology, warn topology.Warner) {
 	}
 	var missing, assumed []string
 	for _, table := range WantTables {
-		if t.has(table) {
-			continue
+		if !t.has(table) {
+			missing = append(missing, strings.TrimSuffix(table, " TABLE"))
+			assumed = append(assumed, assumedWithout[table])
 		}
-		missing = append(missing, strings.TrimSuffix(table, " TABLE"))
-		assumed = append(assumed, assumedWithout[table])
 	}
 	if len(missing) > 0 {
 		warn.Warn("amd-smi: %s has no %s table; assuming %s", SourceTopology, strings.Join(missing, ", "), strings.Join(assumed, "; "))

@@ -69,14 +69,11 @@ func setIdentity(g *GPU, key string, v any) error {
 	switch keyName(key) {
 	case "BDF":
 		s := jsonString(v)
-		if s == "" {
-			return nil
-		}
 		b, ok := topology.NormalizePCI(s)
-		if !ok {
+		if s != "" && !ok {
 			return fmt.Errorf("%w: bdf %q", topology.ErrSyntax, s)
 		}
-		g.BDF = b
+		g.BDF = cmp.Or(b, g.BDF)
 	case "UUID":
 		g.UUID = strings.ToLower(jsonString(v))
 	case "HIP_ID":

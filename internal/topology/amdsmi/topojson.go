@@ -22,9 +22,24 @@ func ParseTopologyJSON(r io.Reader) (*Topology, error) {
 	if len(objs) == 0 {
 		return nil, topology.NewParseError(SourceTopologyJSON, 0, 0, topology.ErrNoDevices, "")
 	}
-	t, pos, byBDF, err := jsonRows(objs, gpus)
-	if err != nil {
-		return nil, err
+	t := newTopology(len(objs))
+	pos, byBDF := map[int]int{}, map[string]int{} // the row of each gpu and bdf
+	for i, o := range objs {
+		g := gpus[i]
+		if _, dup := pos[g]; dup {
+			return nil, jsonErr(fmt.Errorf("%w: gpu %d listed twice", topology.ErrSyntax, g))
+		}
+		t.GPUs[i], pos[g] = g, i
+		if s := jsonString(o["bdf"]); s != "" {
+			b, ok := topology.NormalizePCI(s)
+			if !ok {
+				return nil, jsonErr(fmt.Errorf("%w: gpu %d: bdf %q", topology.ErrSyntax, g, s))
+			}
+			if _, dup := byBDF[b]; dup {
+				return nil, jsonErr(fmt.Errorf("%w: bdf %s listed twice", topology.ErrSyntax, b))
+			}
+			t.BDFs[i], byBDF[b] = b, i
+		}
 	}
 	for i, o := range objs {
 		g := t.GPUs[i]
@@ -49,31 +64,6 @@ func ParseTopologyJSON(r io.Reader) (*Topology, error) {
 // jsonErr makes err a *topology.ParseError of the JSON topology.
 func jsonErr(err error) error {
 	return topology.NewParseError(SourceTopologyJSON, 0, 0, err, "")
-}
-
-// jsonRows makes a Topology of the gpus and bdfs, and returns each one's row.
-func jsonRows(objs []map[string]any, gpus []int) (*Topology, map[int]int, map[string]int, error) {
-	t := newTopology(len(objs))
-	pos, byBDF := map[int]int{}, map[string]int{}
-	for i, o := range objs {
-		g := gpus[i]
-		if _, dup := pos[g]; dup {
-			return nil, nil, nil, jsonErr(fmt.Errorf("%w: gpu %d listed twice", topology.ErrSyntax, g))
-		}
-		pos[g] = i
-		t.GPUs[i] = g
-		if s := jsonString(o["bdf"]); s != "" {
-			b, ok := topology.NormalizePCI(s)
-			if !ok {
-				return nil, nil, nil, jsonErr(fmt.Errorf("%w: gpu %d: bdf %q", topology.ErrSyntax, g, s))
-			}
-			if _, dup := byBDF[b]; dup {
-				return nil, nil, nil, jsonErr(fmt.Errorf("%w: bdf %s listed twice", topology.ErrSyntax, b))
-			}
-			t.BDFs[i], byBDF[b] = b, i
-		}
-	}
-	return t, pos, byBDF, nil
 }
 
 // jsonLinks reads row i's links array (the new schema).

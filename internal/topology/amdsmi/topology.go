@@ -1,6 +1,7 @@
 package amdsmi
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"slices"
@@ -75,10 +76,7 @@ func tableTitle(s string) (string, bool) {
 // is a failed Topology.check. Topology.Tables lists the tables found.
 func ParseTopology(r io.Reader) (*Topology, error) {
 	p := &topoParser{lr: topology.NewLineReader(r, SourceTopology), at: map[string][]rowPos{}}
-	if err := p.lr.ForEach(p.line); err != nil {
-		return nil, err
-	}
-	if err := p.endTable(); err != nil {
+	if err := cmp.Or(p.lr.ForEach(p.line), p.endTable()); err != nil {
 		return nil, err
 	}
 	switch {
