@@ -97,16 +97,14 @@ func ParseListJSON(r io.Reader) ([]GPU, error) {
 	if len(objs) == 0 {
 		return nil, topology.NewParseError(src, 0, 0, topology.ErrNoDevices, "")
 	}
-	out := make([]GPU, 0, len(objs))
+	out := make([]GPU, len(objs))
 	for i, o := range objs {
-		idx := gpus[i]
-		g := NewGPU(idx)
+		out[i] = NewGPU(gpus[i])
 		for _, k := range slices.Sorted(maps.Keys(o)) { // a stable first error
-			if err := setIdentity(&g, k, o[k]); err != nil {
-				return nil, topology.NewParseError(src, 0, 0, fmt.Errorf("gpu %d: %s: %w", idx, k, err), "")
+			if err := setIdentity(&out[i], k, o[k]); err != nil {
+				return nil, topology.NewParseError(src, 0, 0, fmt.Errorf("gpu %d: %s: %w", gpus[i], k, err), "")
 			}
 		}
-		out = append(out, g)
 	}
 	return out, nil
 }

@@ -231,8 +231,7 @@ func squash(title string) string { return strings.ReplaceAll(title, " ", "") }
 // one line or a known title inside other text are noted and skipped. Other
 // sections are skipped without a word (--showallinfo prints dozens).
 func (p *textParser) damagedTitle(title string) (info sectionInfo, known string) {
-	line := p.lr.Line()
-	sq := squash(title)
+	line, sq := p.lr.Line(), squash(title)
 	for _, t := range sectionTitles {
 		if inf := sections[t]; squash(t) == sq {
 			p.r.note("rocm-smi: line %d: section title %q is damaged; read as %q", line, title, t)
