@@ -68,13 +68,11 @@ var assumedWithout = map[string]string{
 // identities gives each row the GPU of gpus with its BDF, else its index.
 func identities(t *Topology, gpus []GPU, warn topology.Warner) []GPU {
 	byBDF, byIndex := map[string]int{}, map[int]int{}
-	for i, g := range gpus {
-		if _, dup := byBDF[g.BDF]; g.BDF != "" && !dup {
-			byBDF[g.BDF] = i
+	for i := len(gpus) - 1; i >= 0; i-- { // backwards: the first of a repeated key wins
+		if gpus[i].BDF != "" {
+			byBDF[gpus[i].BDF] = i
 		}
-		if _, dup := byIndex[g.Index]; !dup {
-			byIndex[g.Index] = i
-		}
+		byIndex[gpus[i].Index] = i
 	}
 	infos := make([]GPU, len(t.GPUs))
 	for i := range infos {

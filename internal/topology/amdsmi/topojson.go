@@ -91,8 +91,7 @@ func jsonLinks(t *Topology, i int, links any, pos map[int]int, byBDF map[string]
 
 // jsonOldSchema reads row i's "gpu_N" maps (the old schema), returning how many.
 func jsonOldSchema(t *Topology, i int, o map[string]any, pos map[int]int) (int, error) {
-	g := t.GPUs[i]
-	known := 0
+	g, known := t.GPUs[i], 0
 	for _, kv := range oldSchemaKeys {
 		key, as := kv[0], kv[1]
 		mv, has := o[key]
