@@ -278,27 +278,25 @@ func (d *discovery) join(src string, gpus []GPU) error {
 func (d *discovery) identity() error {
 	if err := d.optional(argsDefault, func(b []byte) error {
 		s, err := ParseDefault(bytes.NewReader(b))
-		if err != nil {
-			return err
+		if err == nil {
+			err = d.join(SourceDefault, s.GPUs)
 		}
-		if err := d.join(SourceDefault, s.GPUs); err != nil {
-			return err
+		if err == nil {
+			d.version, d.gpus = s.Version, s.GPUs
 		}
-		d.version, d.gpus = s.Version, s.GPUs
-		return nil
+		return err
 	}); err != nil {
 		return err
 	}
 	return d.optional(argsList, func(b []byte) error {
 		list, err := ParseListJSON(bytes.NewReader(b))
-		if err != nil {
-			return err
+		if err == nil {
+			err = d.join(SourceListJSON, list)
 		}
-		if err := d.join(SourceListJSON, list); err != nil {
-			return err
+		if err == nil {
+			d.gpus = mergeGPUs(d.gpus, list)
 		}
-		d.gpus = mergeGPUs(d.gpus, list)
-		return nil
+		return err
 	})
 }
 
