@@ -160,10 +160,9 @@ func TestParseDefaultMI355X(t *testing.T) {
 		t.Fatalf("version %q, %d GPUs", s.Version, len(s.GPUs))
 	}
 	hip := []int{1, 3, 2, 0, 5, 7, 6, 4}
-	oam := []int{7, 5, 6, 2, 0, 4, 1, 3}
 	for i, g := range s.GPUs {
-		want := GPU{Index: i, BDF: mi355xBDFs[i], Name: "AMD Instinct MI355X", HIPID: hip[i], OAMID: oam[i], NodeID: -1,
-			PartitionMode: "SPX/NPS1", MemUsedMiB: 283, MemTotalMiB: 294896, Processes: 0}
+		want := GPU{Index: i, BDF: mi355xBDFs[i], Name: "AMD Instinct MI355X", HIPID: hip[i],
+			MemUsedMiB: 283, MemTotalMiB: 294896, Processes: 0}
 		if g != want {
 			t.Errorf("GPU %d = %+v\nwant %+v", i, g, want)
 		}
@@ -192,7 +191,7 @@ func TestIdentityHandMade(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := GPU{Index: 3, BDF: "0000:5c:00.0", UUID: "a3ff74a1-0000-1000-80c7-6f3e2d1a0b13", HIPID: -1, OAMID: -1, NodeID: 5, MemUsedMiB: -1, MemTotalMiB: -1, Processes: -1}
+	want := GPU{Index: 3, BDF: "0000:5c:00.0", UUID: "a3ff74a1-0000-1000-80c7-6f3e2d1a0b13", HIPID: -1, MemUsedMiB: -1, MemTotalMiB: -1, Processes: -1}
 	if len(js) != 8 || js[3] != want {
 		t.Fatalf("GPU 3 = %+v, want %+v", js[3], want)
 	}

@@ -13,19 +13,13 @@ import (
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
-// Build joins a parsed topology (one the parsers accepted: at least one
-// row, one BDF and pair row per GPU) with identity and use figures into a
-// finished model. Devices are numbered 0..N-1 in amd-smi's GPU order.
-//
-// gpus may be nil or partial; each row takes the GPU with the same BDF,
-// else the same amd-smi index. RuntimeIndex is the HIP-ID when every
-// device has a distinct one, else the amd-smi GPU index. Rows that share
-// a PCI bus and device are partitions of one GPU: one Package, numbered
-// by PCI function. XGMI pairs become direct links at the NUMA BW maximum
-// (0: Finish assumes one), PCIE pairs non-direct links. A pair whose two
-// readings of the type disagree is decided by topology.ResolveLinkType,
-// with one warning; tables of WantTables the output left out give one
-// warning naming what was assumed. Errors wrap topology.ErrInvalidModel.
+// Build joins a parsed topology with identity and use figures (gpus, nil
+// or partial, matched by BDF, else index) into a finished model, devices in
+// amd-smi's order. RuntimeIndex is the HIP-ID when every device has a
+// distinct one, else the amd-smi index. Rows sharing a PCI bus and device
+// are one Package. XGMI pairs become direct links; a disputed type is
+// decided by topology.ResolveLinkType, with a warning, as are missing
+// WantTables. Errors wrap topology.ErrInvalidModel.
 func Build(t *Topology, gpus []GPU, warn topology.Warner) (*topology.Model, error) {
 	n := len(t.GPUs)
 	warnMissing(t, warn)
@@ -45,19 +39,17 @@ func Build(t *Topology, gpus []GPU, warn topology.Warner) (*topology.Model, erro
 	return m, nil
 }
 
-// warnMissing warns once about the tables of WantTables that t lacks,
-// naming what Build assumes for each.
+// warnMissing warns once about the WantTables t lacks and what Build assumes.
 func warnMissing(t *Topology, warn topology.Warner) {
 	if len(t.GPUs) < 2 {
 		return
 	}
 	var missing, assumed []string
 	for _, table := range WantTables {
-		if t.has(table) {
-			continue
+		if !t.has(table) {
+			missing = append(missing, strings.TrimSuffix(table, " TABLE"))
+			assumed = append(assumed, assumedWithout[table])
 		}
-		missing = append(missing, strings.TrimSuffix(table, " TABLE"))
-		assumed = append(assumed, assumedWithout[table])
 	}
 	if len(missing) > 0 {
 		warn.Warn("amd-smi: %s has no %s table; assuming %s", SourceTopology, strings.Join(missing, ", "), strings.Join(assumed, "; "))
@@ -73,30 +65,23 @@ var assumedWithout = map[string]string{
 	"NUMA BW TABLE":   "bandwidths by link type",
 }
 
-// identities gives each row its GPU of gpus: the one with the same BDF,
-// else the same amd-smi index (unless that one names another address).
+// identities gives each row the GPU of gpus with its BDF, else its index.
 func identities(t *Topology, gpus []GPU, warn topology.Warner) []GPU {
 	byBDF, byIndex := map[string]int{}, map[int]int{}
-	for i, g := range gpus {
-		if _, dup := byBDF[g.BDF]; g.BDF != "" && !dup {
-			byBDF[g.BDF] = i
+	for i := len(gpus) - 1; i >= 0; i-- { // backwards: the first of a repeated key wins
+		if gpus[i].BDF != "" {
+			byBDF[gpus[i].BDF] = i
 		}
-		if _, dup := byIndex[g.Index]; !dup {
-			byIndex[g.Index] = i
-		}
+		byIndex[gpus[i].Index] = i
 	}
 	infos := make([]GPU, len(t.GPUs))
 	for i := range infos {
 		info := NewGPU(t.GPUs[i])
 		info.BDF = t.BDFs[i]
-		k, ok := -1, false
-		if info.BDF != "" {
-			k, ok = byBDF[info.BDF]
-		}
+		k, ok := byBDF[info.BDF]
 		if !ok {
-			if k, ok = byIndex[t.GPUs[i]]; ok && info.BDF != "" && gpus[k].BDF != "" {
-				ok = false // the same index names another GPU
-			}
+			k, ok = byIndex[t.GPUs[i]]
+			ok = ok && (info.BDF == "" || gpus[k].BDF == "") // else the index names another GPU
 		}
 		if ok {
 			info.merge(gpus[k])
@@ -108,8 +93,7 @@ func identities(t *Topology, gpus []GPU, warn topology.Warner) []GPU {
 	return infos
 }
 
-// useHIPIDs reports whether every device has a distinct HIP-ID, warning
-// when only some are known or one repeats.
+// useHIPIDs reports whether every device has a distinct HIP-ID, else warns.
 func useHIPIDs(infos []GPU, warn topology.Warner) bool {
 	seen, known := map[int]bool{}, 0
 	for _, g := range infos {
@@ -125,9 +109,7 @@ func useHIPIDs(infos []GPU, warn topology.Warner) bool {
 	return use
 }
 
-// devices makes the model's devices. Partitions of one GPU share bus and
-// device and differ in function: they are one Package, numbered from 0
-// in function order as the KFD source numbers them by location_id.
+// devices numbers partitions of one GPU by PCI function, as KFD does by location_id.
 func devices(infos []GPU, useHIP bool) []topology.Device {
 	slots := map[string][]string{}
 	for _, g := range infos {
@@ -158,8 +140,7 @@ func devices(infos []GPU, useHIP bool) []topology.Device {
 	return out
 }
 
-// pairLink makes the link between rows a < b from both directions'
-// reports; ok is false when the type is unknown.
+// pairLink makes the link between rows a < b; ok is false when the type is unknown.
 func pairLink(t *Topology, a, b int, warn topology.Warner) (topology.Link, bool) {
 	p, q := t.Pairs[a][b], t.Pairs[b][a]
 	// WEIGHT and HOPS are symmetric (check): the known reading, or -1.
@@ -172,8 +153,7 @@ func pairLink(t *Topology, a, b int, warn topology.Warner) (topology.Link, bool)
 		typ = topology.InferLinkType(weight, hops) // warnMissing said so
 	}
 	l := topology.Link{A: a, B: b, Level: typ, Weight: max(weight, 0), Hops: max(hops, 0)}
-	// Two readings of the bandwidth: the lower known one, whichever row
-	// gave it.
+	// Of two bandwidth readings, the lower known one.
 	lo := p
 	if q.MaxBW > 0 && (p.MaxBW == 0 || q.MaxBW < p.MaxBW) {
 		lo = q
@@ -192,17 +172,14 @@ func pairLink(t *Topology, a, b int, warn topology.Warner) (topology.Link, bool)
 		return topology.Link{}, false
 	}
 	if hops < 0 {
-		// Hops not reported: amd-smi's own meaning of the type (1 on an
-		// XGMI fabric, 2 through one CPU socket), as rocm-smi's reader
-		// assumes.
+		// amd-smi's meaning of the type, as rocm-smi's reader assumes.
 		l.Hops = map[string]int{topology.TypeXGMI: 1, topology.TypePCIE: 2}[typ]
 	}
 	return l, true
 }
 
-// Commands Discover runs, in order. The first is required; the others
-// add identity and use and may fail (older amd-smi versions print help
-// for a bare `amd-smi`), which only warns.
+// Commands Discover runs, in order; only the first is required (older
+// amd-smi versions print help for a bare `amd-smi`).
 var (
 	argsTopology     = []string{"topology"}
 	argsTopologyJSON = []string{"topology", "--json"}
@@ -212,25 +189,17 @@ var (
 	argsMemUsage     = []string{"metric", "--mem-usage", "--json"}
 )
 
-// Discover runs amd-smi through run (the args* commands above: topology,
-// its --json form only when the text fails, then the default table and
-// list, then process and mem-usage only for what the table lacked) and
-// builds a finished model. Only the topology is required; other failures
-// are one warning each. The default table and the list must name the
-// topology's GPUs (PCI addresses) or their partitions (JoinPartitions),
-// else topology.ErrInconsistent names both commands.
+// Discover runs amd-smi through run (the args* commands above, each only
+// when needed) and builds a finished model. Only the topology is required;
+// other failures are one warning each. The default table and the list must
+// name the topology's GPUs or their partitions, else
+// topology.ErrInconsistent names both commands.
 func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*topology.Model, error) {
 	d := &discovery{ctx: ctx, run: run, warn: warn}
-	t, err := d.topology()
-	if err != nil {
-		return nil, err
-	}
-	d.t, d.physical = t, len(t.BDFs)
-	if err := d.identity(); err != nil {
-		return nil, err
-	}
-	if err := d.use(); err != nil {
-		return nil, err
+	for _, step := range []func() error{d.topology, d.identity, d.use} {
+		if err := step(); err != nil {
+			return nil, err
+		}
 	}
 	m, err := Build(d.t, d.gpus, warn)
 	if err != nil {
@@ -242,43 +211,38 @@ func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*
 
 // discovery is one run of Discover: what the calls so far gave.
 type discovery struct {
-	ctx                context.Context
-	run                topology.Runner
-	warn               topology.Warner
-	t                  *Topology
-	physical           int // rows of `amd-smi topology` before any join
-	gpus               []GPU
-	version            string
-	haveProcs, haveMem bool
+	ctx      context.Context
+	run      topology.Runner
+	warn     topology.Warner
+	t        *Topology
+	physical int // rows of `amd-smi topology` before any join
+	gpus     []GPU
+	version  string
 }
 
-// topology runs `amd-smi topology`, falling back to its --json form when
-// the call fails or prints no table (an amd-smi whose text form breaks);
-// a text output that is cut or inconsistent is refused, not replaced.
-func (d *discovery) topology() (*Topology, error) {
+// topology runs `amd-smi topology`, falling back to --json when the call
+// fails or prints no table; a cut or inconsistent text is refused, not replaced.
+func (d *discovery) topology() error {
 	out, err := d.run(d.ctx, "amd-smi", argsTopology...)
-	var t *Topology
 	if err == nil {
-		t, err = ParseTopology(bytes.NewReader(out))
+		d.t, err = ParseTopology(bytes.NewReader(out))
 	}
 	var te *topology.ToolError
-	if err == nil || d.ctx.Err() != nil || !(errors.As(err, &te) || errors.Is(err, topology.ErrWrongTool)) {
-		return t, err
-	}
-	jout, jerr := d.run(d.ctx, "amd-smi", argsTopologyJSON...)
-	if jerr == nil {
-		var jt *Topology
-		if jt, jerr = ParseTopologyJSON(bytes.NewReader(jout)); jerr == nil {
-			d.warn.Warn("%v; read `%s` instead", err, SourceTopologyJSON)
-			return jt, nil
+	if err != nil && d.ctx.Err() == nil && (errors.As(err, &te) || errors.Is(err, topology.ErrWrongTool)) {
+		if jout, jerr := d.run(d.ctx, "amd-smi", argsTopologyJSON...); jerr == nil {
+			if jt, jerr := ParseTopologyJSON(bytes.NewReader(jout)); jerr == nil {
+				d.warn.Warn("%v; read `%s` instead", err, SourceTopologyJSON)
+				d.t, err = jt, nil
+			}
 		}
 	}
-	return nil, err
+	if err == nil {
+		d.physical = len(d.t.BDFs)
+	}
+	return err
 }
 
-// optional runs one of the calls that may fail: its failure is one
-// warning, except a cancelled ctx and an inconsistency, which stop
-// Discover.
+// optional runs a call whose failure is a warning, unless ctx ended or it is an inconsistency.
 func (d *discovery) optional(args []string, parse func([]byte) error) error {
 	out, err := d.run(d.ctx, "amd-smi", args...)
 	if err == nil {
@@ -286,25 +250,20 @@ func (d *discovery) optional(args []string, parse func([]byte) error) error {
 	}
 	switch {
 	case err == nil:
-		return nil
 	case d.ctx.Err() != nil:
 		return d.ctx.Err()
 	case errors.Is(err, topology.ErrInconsistent):
 		return err
-	}
-	var pe *topology.ParseError
-	if errors.As(err, &pe) && errors.Is(err, topology.ErrWrongTool) && len(args) == 0 {
+	case errors.As(err, new(*topology.ParseError)) && errors.Is(err, topology.ErrWrongTool) && len(args) == 0:
 		d.warn.Warn("amd-smi: no default table (amd-smi older than 25?); HIP-IDs unknown")
-		return nil
+	default:
+		// The error names the call already ("amd-smi list --json: exit status 2: ...").
+		d.warn.Warn("%v; continuing without it", err)
 	}
-	// The error names the call already ("amd-smi list --json: exit
-	// status 2: ...", "amd-smi: empty output: ...").
-	d.warn.Warn("%v; continuing without it", err)
 	return nil
 }
 
-// join checks that a device list names the topology's GPUs, joining
-// partitions of them into the topology.
+// join checks that a device list names the topology's GPUs or their partitions.
 func (d *discovery) join(src string, gpus []GPU) error {
 	if j, ok := JoinPartitions(d.t, gpus); ok {
 		d.t = j
@@ -319,57 +278,55 @@ func (d *discovery) join(src string, gpus []GPU) error {
 func (d *discovery) identity() error {
 	if err := d.optional(argsDefault, func(b []byte) error {
 		s, err := ParseDefault(bytes.NewReader(b))
-		if err != nil {
-			return err
+		if err == nil {
+			err = d.join(SourceDefault, s.GPUs)
 		}
-		if err := d.join(SourceDefault, s.GPUs); err != nil {
-			return err
+		if err == nil {
+			d.version, d.gpus = s.Version, s.GPUs
 		}
-		d.version, d.gpus = s.Version, s.GPUs
-		for _, g := range d.gpus {
-			d.haveProcs = d.haveProcs || g.Processes >= 0
-			d.haveMem = d.haveMem || g.MemTotalMiB > 0
-		}
-		return nil
+		return err
 	}); err != nil {
 		return err
 	}
 	return d.optional(argsList, func(b []byte) error {
 		list, err := ParseListJSON(bytes.NewReader(b))
-		if err != nil {
-			return err
+		if err == nil {
+			err = d.join(SourceListJSON, list)
 		}
-		if err := d.join(SourceListJSON, list); err != nil {
-			return err
+		if err == nil {
+			d.gpus = mergeGPUs(d.gpus, list)
 		}
-		d.gpus = mergeGPUs(d.gpus, list)
-		return nil
+		return err
 	})
 }
 
-// use runs the process and memory calls the default table did not make
-// needless.
+// use runs the process and memory calls for what the default table lacked.
 func (d *discovery) use() error {
-	if !d.haveProcs {
+	haveMem := slices.ContainsFunc(d.gpus, func(g GPU) bool { return g.MemTotalMiB > 0 })
+	if !slices.ContainsFunc(d.gpus, func(g GPU) bool { return g.Processes >= 0 }) {
 		if err := perGPU(d, argsProcess, ParseProcessJSON, func(g *GPU, n int) { g.Processes = n }); err != nil {
 			return err
 		}
 	}
-	if d.haveMem {
+	if haveMem {
 		return nil
 	}
 	return perGPU(d, argsMemUsage, ParseMemUsageJSON, func(g *GPU, mu Memory) { g.MemUsedMiB, g.MemTotalMiB = mu.UsedMiB, mu.TotalMiB })
 }
 
-// perGPU runs an optional call whose parser gives a figure per amd-smi
-// GPU index, and sets each GPU's figure.
+// perGPU runs an optional call giving a figure per amd-smi GPU index.
 func perGPU[T any](d *discovery, args []string, parse func(io.Reader) (map[int]T, error), set func(*GPU, T)) error {
 	return d.optional(args, func(b []byte) error {
 		byIndex, err := parse(bytes.NewReader(b))
 		if err != nil {
 			return err
 		}
-		d.gpus = ensureGPUs(d.gpus, d.t)
+		if len(d.gpus) == 0 { // no identity source answered
+			for i, idx := range d.t.GPUs {
+				d.gpus = append(d.gpus, NewGPU(idx))
+				d.gpus[i].BDF = d.t.BDFs[i]
+			}
+		}
 		for i := range d.gpus {
 			if v, ok := byIndex[d.gpus[i].Index]; ok {
 				set(&d.gpus[i], v)
@@ -379,29 +336,18 @@ func perGPU[T any](d *discovery, args []string, parse func(io.Reader) (map[int]T
 	})
 }
 
-// agreeBDFs checks that two calls list the same GPUs (by PCI address;
-// lists without any, from old amd-smi, are not compared).
+// agreeBDFs checks that two calls list the same PCI addresses, if both give any.
 func agreeBDFs(name string, bdfs []string, otherName string, gpus []GPU) error {
 	var other []string
 	for _, g := range gpus {
 		other = append(other, g.BDF)
 	}
 	a, b := bdfSet(bdfs), bdfSet(other)
-	if len(a) == 0 || len(b) == 0 {
+	if len(a) == 0 || len(b) == 0 || slices.Equal(a, b) {
 		return nil // the old topology --json schema gives no BDFs
 	}
-	onlyA, onlyB := minus(a, b), minus(b, a)
-	if len(onlyA) == 0 && len(onlyB) == 0 {
-		return nil
-	}
-	msg := fmt.Sprintf("`%s` lists %d GPU(s), `%s` %d", name, len(a), otherName, len(b))
-	if len(onlyA) > 0 {
-		msg += fmt.Sprintf("; only `%s` has %s", name, strings.Join(onlyA, ", "))
-	}
-	if len(onlyB) > 0 {
-		msg += fmt.Sprintf("; only `%s` has %s", otherName, strings.Join(onlyB, ", "))
-	}
-	return fmt.Errorf("amd-smi: %w: %s", topology.ErrInconsistent, msg)
+	return fmt.Errorf("amd-smi: %w: `%s` lists %d GPU(s), `%s` %d%s%s", topology.ErrInconsistent,
+		name, len(a), otherName, len(b), only(name, a, b), only(otherName, b, a))
 }
 
 // bdfSet returns the distinct non-empty addresses, sorted.
@@ -411,16 +357,19 @@ func bdfSet(s []string) []string {
 	return slices.Compact(out)
 }
 
-// minus returns the elements of a not in b (sorted).
-func minus(a, b []string) []string {
-	return slices.DeleteFunc(slices.Clone(a), func(x string) bool {
+// only names the addresses of a (sorted) that b (sorted) lacks, if any.
+func only(name string, a, b []string) string {
+	a = slices.DeleteFunc(slices.Clone(a), func(x string) bool {
 		_, in := slices.BinarySearch(b, x)
 		return in
 	})
+	if len(a) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; only `%s` has %s", name, strings.Join(a, ", "))
 }
 
-// mergeGPUs fills base's unknown fields from extra, matching by BDF, else
-// by index; GPUs only in extra are appended.
+// mergeGPUs fills base's unknown fields from extra (by BDF, else index).
 func mergeGPUs(base, extra []GPU) []GPU {
 	for _, e := range extra {
 		i := slices.IndexFunc(base, func(b GPU) bool {
@@ -435,16 +384,58 @@ func mergeGPUs(base, extra []GPU) []GPU {
 	return base
 }
 
-// ensureGPUs gives one GPU per topology row when no identity source
-// answered, so that use figures keyed by index have somewhere to go.
-func ensureGPUs(gpus []GPU, t *Topology) []GPU {
-	if len(gpus) > 0 {
-		return gpus
+// Partitioned MI300X (issue 24): each GPU shows as 2 to 8 devices on its
+// next PCI functions; `amd-smi topology` may list only the physical GPUs.
+
+// slotOf returns the bus and device of a PCI address ("0000:05:00"), or "".
+func slotOf(bdf string) string {
+	i := strings.LastIndexByte(bdf, '.')
+	if i < 0 {
+		return ""
 	}
-	for i, idx := range t.GPUs {
-		g := NewGPU(idx)
-		g.BDF = t.BDFs[i]
-		gpus = append(gpus, g)
+	return bdf[:i]
+}
+
+// JoinPartitions returns t with one row per device of gpus, in index
+// order, when gpus lists t's GPUs and further PCI functions of them. Each
+// partition inherits its GPU's links; partitions of one GPU are joined by
+// one-hop XGMI. Otherwise it returns t and false.
+func JoinPartitions(t *Topology, gpus []GPU) (*Topology, bool) {
+	row, bySlot := map[string]int{}, map[string]int{}
+	for i, b := range t.BDFs {
+		if _, dup := bySlot[slotOf(b)]; b == "" || dup {
+			return t, false // an address unknown, or t lists partitions itself
+		}
+		row[b], bySlot[slotOf(b)] = i, i
 	}
-	return gpus
+	seen, extra := map[string]bool{}, false
+	for _, g := range gpus {
+		_, inT := row[g.BDF]
+		if _, inSlot := bySlot[slotOf(g.BDF)]; g.BDF == "" || seen[g.BDF] || !inSlot {
+			return t, false
+		}
+		seen[g.BDF], extra = true, extra || !inT
+	}
+	if !extra || len(gpus) > MaxGPUs || slices.ContainsFunc(t.BDFs, func(b string) bool { return !seen[b] }) {
+		return t, false
+	}
+	logical := slices.Clone(gpus)
+	sort.SliceStable(logical, func(a, b int) bool { return logical[a].Index < logical[b].Index })
+	n := len(logical)
+	j := newTopology(n)
+	j.Tables = t.Tables
+	parent := make([]int, n)
+	for i, g := range logical {
+		j.GPUs[i], j.BDFs[i], parent[i] = g.Index, g.BDF, bySlot[slotOf(g.BDF)]
+	}
+	for a := 0; a < n; a++ {
+		for b := 0; b < n; b++ {
+			pa, pb := parent[a], parent[b]
+			j.Pairs[a][b] = t.Pairs[pa][pb]
+			if a != b && pa == pb {
+				j.Pairs[a][b] = Pair{Access: "ENABLED", Weight: -1, Hops: 1, Type: topology.TypeXGMI}
+			}
+		}
+	}
+	return j, true
 }

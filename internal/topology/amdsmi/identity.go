@@ -6,7 +6,9 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/amdrun/amdrun/internal/topology"
 )
@@ -14,37 +16,20 @@ import (
 // GPU is one GPU, or one partition of a GPU, as amd-smi identifies it and
 // reports its use. Fields a source does not give keep their unknown value.
 type GPU struct {
-	// Index is amd-smi's GPU index ("GPU: 0").
-	Index int
-	// BDF is the PCI address in lower case, "" if unknown.
-	BDF string
-	// UUID is the GPU's UUID, "" if unknown.
-	UUID string
-	// Name is the marketing name ("AMD Instinct MI355X"), "" if unknown.
-	Name string
-	// HIPID is the index HIP gives the device (HIP_VISIBLE_DEVICES); it can
-	// differ from Index. -1 if unknown.
-	HIPID int
-	// OAMID is the OAM slot, -1 if unknown.
-	OAMID int
-	// NodeID is the KFD node id, -1 if unknown.
-	NodeID int
-	// PartitionID is the partition number within the GPU (0 when the GPU
-	// is not partitioned or the source does not say).
-	PartitionID int
-	// PartitionMode is the compute/memory partition mode as printed
-	// ("SPX/NPS1"), "" if unknown.
-	PartitionMode string
-	// MemUsedMiB and MemTotalMiB are VRAM use; -1 if unknown. amd-smi's
-	// "MB" are MiB.
+	Index       int    // amd-smi's GPU index ("GPU: 0")
+	BDF         string // the PCI address in lower case, "" if unknown
+	UUID        string // "" if unknown
+	Name        string // the marketing name ("AMD Instinct MI355X"), "" if unknown
+	HIPID       int    // HIP's index of the device, which can differ from Index; -1 if unknown
+	PartitionID int    // the partition within the GPU, 0 if none or unknown
+	// MemUsedMiB and MemTotalMiB are VRAM use (amd-smi's "MB"); -1 if unknown.
 	MemUsedMiB, MemTotalMiB int64
-	// Processes is the number of processes using the GPU, -1 if unknown.
-	Processes int
+	Processes               int // processes using the GPU, -1 if unknown
 }
 
 // NewGPU returns a GPU with the given index and every other field unknown.
 func NewGPU(index int) GPU {
-	return GPU{Index: index, HIPID: -1, OAMID: -1, NodeID: -1, MemUsedMiB: -1, MemTotalMiB: -1, Processes: -1}
+	return GPU{Index: index, HIPID: -1, MemUsedMiB: -1, MemTotalMiB: -1, Processes: -1}
 }
 
 // merge fills the unknown fields of g from o.
@@ -53,10 +38,7 @@ func (g *GPU) merge(o GPU) {
 	g.UUID = cmp.Or(g.UUID, o.UUID)
 	g.Name = cmp.Or(g.Name, o.Name)
 	g.PartitionID = cmp.Or(g.PartitionID, o.PartitionID)
-	g.PartitionMode = cmp.Or(g.PartitionMode, o.PartitionMode)
 	fillNegative(&g.HIPID, o.HIPID)
-	fillNegative(&g.OAMID, o.OAMID)
-	fillNegative(&g.NodeID, o.NodeID)
 	fillNegative(&g.MemUsedMiB, o.MemUsedMiB)
 	fillNegative(&g.MemTotalMiB, o.MemTotalMiB)
 	fillNegative(&g.Processes, o.Processes)
@@ -74,10 +56,8 @@ func keyName(s string) string {
 	return strings.NewReplacer("-", "_", " ", "_").Replace(strings.ToUpper(strings.TrimSpace(s)))
 }
 
-// setIdentity stores one identity key of amd-smi list into g. Unknown keys
-// are ignored.
+// setIdentity stores one identity key into g; unknown keys are ignored.
 func setIdentity(g *GPU, key string, v any) error {
-	// setNum stores a non-negative number into *dst.
 	setNum := func(dst *int) error {
 		n, ok, err := jsonInt(v)
 		if err == nil && (n < -1 || n > 1<<31-1) {
@@ -91,33 +71,25 @@ func setIdentity(g *GPU, key string, v any) error {
 	switch keyName(key) {
 	case "BDF":
 		s := jsonString(v)
-		if s == "" {
-			return nil
-		}
 		b, ok := topology.NormalizePCI(s)
-		if !ok {
+		if s != "" && !ok {
 			return fmt.Errorf("%w: bdf %q", topology.ErrSyntax, s)
 		}
-		g.BDF = b
+		g.BDF = cmp.Or(b, g.BDF)
 	case "UUID":
 		g.UUID = strings.ToLower(jsonString(v))
 	case "HIP_ID":
 		return setNum(&g.HIPID)
-	case "OAM_ID":
-		return setNum(&g.OAMID)
-	case "NODE_ID":
-		return setNum(&g.NodeID)
 	case "PARTITION_ID":
 		return setNum(&g.PartitionID)
-	case "PARTITION_MODE":
-		g.PartitionMode = jsonString(v)
+	case "OAM_ID", "NODE_ID": // not kept, but a bad one means misread columns
+		return setNum(new(int))
 	}
 	return nil
 }
 
-// ParseListJSON parses `amd-smi list --json`: a list of objects with
-// "gpu", "bdf", "uuid", "kfd_id", "node_id", "partition_id" and, in newer
-// versions, "hip_id" (also accepted under a {"gpu_data": [...]} wrapper).
+// ParseListJSON parses `amd-smi list --json` ("gpu", "bdf", "uuid",
+// "partition_id", newer "hip_id"); an empty list is ErrNoDevices.
 func ParseListJSON(r io.Reader) ([]GPU, error) {
 	const src = SourceListJSON
 	objs, gpus, err := decodeGPUs(src, r)
@@ -127,16 +99,297 @@ func ParseListJSON(r io.Reader) ([]GPU, error) {
 	if len(objs) == 0 {
 		return nil, topology.NewParseError(src, 0, 0, topology.ErrNoDevices, "")
 	}
-	out := make([]GPU, 0, len(objs))
+	out := make([]GPU, len(objs))
 	for i, o := range objs {
-		idx := gpus[i]
-		g := NewGPU(idx)
+		out[i] = NewGPU(gpus[i])
 		for _, k := range slices.Sorted(maps.Keys(o)) { // a stable first error
-			if err := setIdentity(&g, k, o[k]); err != nil {
-				return nil, topology.NewParseError(src, 0, 0, fmt.Errorf("gpu %d: %s: %w", idx, k, err), "")
+			if err := setIdentity(&out[i], k, o[k]); err != nil {
+				return nil, topology.NewParseError(src, 0, 0, fmt.Errorf("gpu %d: %s: %w", gpus[i], k, err), "")
 			}
 		}
-		out = append(out, g)
 	}
 	return out, nil
+}
+
+// Summary is what the default `amd-smi` table (amd-smi 25 and later) shows.
+type Summary struct {
+	Version string // the banner's amd-smi version ("26.0.2+39589fda") or ""
+	GPUs    []GPU  // in the table's order; Processes known with the Processes box
+}
+
+// boxCells splits a box-table line at '|' into its cells and their columns.
+func boxCells(line string) []topology.Field {
+	var out []topology.Field
+	start := -1
+	for i := 0; i < len(line); i++ {
+		if line[i] != '|' {
+			continue
+		}
+		if start >= 0 {
+			out = append(out, topology.Field{S: line[start:i], Col: start})
+		}
+		start = i + 1
+	}
+	return out
+}
+
+// cellFields splits a cell into fields with columns in the whole line.
+func cellFields(c topology.Field) []topology.Field {
+	fs := topology.SplitFields(c.S)
+	for i := range fs {
+		fs[i].Col += c.Col
+	}
+	return fs
+}
+
+// ParseDefault parses the box table `amd-smi` prints without arguments:
+//
+//	| BDF                        GPU-Name | Mem-Uti   Temp   UEC       Power-Usage |
+//	| GPU  HIP-ID  OAM-ID  Partition-Mode | GFX-Uti    Fan               Mem-Usage |
+//	|=====================================+========================================|
+//	| 0000:0d:00.0    AMD Instinct MI355X | N/A        N/A   0          N/A/1400 W |
+//	|   0       1       7        SPX/NPS1 | N/A        N/A           283/294896 MB |
+//
+// and the Processes box under it. The second header row names the columns
+// of each GPU's second row. Input without GPU rows (an older amd-smi
+// printing its help) gives ErrWrongTool.
+func ParseDefault(r io.Reader) (*Summary, error) {
+	p := &defaultParser{lr: topology.NewLineReader(r, SourceDefault), s: &Summary{}, procs: map[int]int{}}
+	if err := p.lr.ForEach(p.line); err != nil {
+		return nil, err
+	}
+	return p.finish()
+}
+
+// defaultParser holds what ParseDefault has read so far.
+type defaultParser struct {
+	lr       *topology.LineReader
+	s        *Summary
+	idHeader []string    // names of the second row's first-cell columns
+	pending  bool        // a BDF row was read, its second row is next
+	inProcs  bool        // in the Processes box, so Processes is known
+	procs    map[int]int // amd-smi GPU index -> processes listed
+	sawText  bool
+	boxWidth int // characters from the box's left edge to its right
+}
+
+func (p *defaultParser) line(line string) error {
+	t := strings.TrimSpace(line)
+	if t == "" {
+		return nil
+	}
+	p.sawText = true
+	if _, v, ok := strings.Cut(t, "AMD-SMI "); ok && p.s.Version == "" && len(strings.Fields(v)) > 0 {
+		p.s.Version = strings.Fields(v)[0]
+	}
+	if err := p.width(t); err != nil {
+		return err
+	}
+	cs := boxCells(line)
+	if len(cs) == 0 {
+		return nil
+	}
+	first := cellFields(cs[0])
+	switch {
+	case strings.Contains(cs[0].S, "Processes:"):
+		p.inProcs, p.pending = true, false
+		return nil
+	case len(first) == 0 || strings.HasPrefix(first[0].S, "=") || strings.HasPrefix(first[0].S, "-"):
+		return nil // rules
+	case p.inProcs: // a "GPU  PID  Process Name ..." row, or its header
+		if len(first) >= 2 {
+			g, err1 := strconv.Atoi(first[0].S)
+			if _, err2 := strconv.Atoi(first[1].S); err1 == nil && err2 == nil && g >= 0 && g < 1<<20 {
+				p.procs[g]++
+			}
+		}
+		return nil
+	case p.pending:
+		p.pending = false
+		return p.idRow(cs, first)
+	case first[0].S == "GPU" && len(first) >= 2:
+		p.idHeader = topology.Texts(first)
+		return nil
+	}
+	if bdf, ok := topology.NormalizePCI(first[0].S); ok {
+		return p.bdfRow(cs[0], first[0], bdf)
+	}
+	return nil // header rows
+}
+
+// width checks that a box line is as wide as the box's first line: cells
+// run together ("283/196592MB") would otherwise be misread silently.
+func (p *defaultParser) width(t string) error {
+	if len(t) < 2 || !strings.ContainsRune("|+", rune(t[0])) || !strings.ContainsRune("|+", rune(t[len(t)-1])) {
+		return nil
+	}
+	w := utf8.RuneCountInString(t)
+	switch {
+	case p.boxWidth == 0:
+		p.boxWidth = w
+	case w != p.boxWidth:
+		return p.lr.Errorf(0, topology.ErrSyntax, "box line %d characters wide, the box %d: cells run together or a line is cut", w, p.boxWidth)
+	}
+	return nil
+}
+
+// bdfRow reads a GPU's first row: "| 0000:0d:00.0    AMD Instinct MI355X |".
+func (p *defaultParser) bdfRow(c topology.Field, bdfField topology.Field, bdf string) error {
+	if len(p.s.GPUs) >= MaxGPUs {
+		return p.lr.Errorf(bdfField.Col, topology.ErrSyntax, "more than %d GPUs", MaxGPUs)
+	}
+	g := NewGPU(len(p.s.GPUs))
+	g.BDF = bdf
+	g.Name = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(c.S), bdfField.S))
+	if g.Name == "N/A" {
+		g.Name = ""
+	}
+	p.s.GPUs = append(p.s.GPUs, g)
+	p.pending = true
+	return nil
+}
+
+// idRow reads a GPU's second row, whose first cell the second header row names.
+func (p *defaultParser) idRow(cs []topology.Field, first []topology.Field) error {
+	g := &p.s.GPUs[len(p.s.GPUs)-1]
+	names := p.idHeader
+	if len(names) == 0 {
+		names = []string{"GPU", "HIP-ID", "OAM-ID", "Partition-Mode"}
+	}
+	if len(first) != len(names) {
+		return p.lr.Errorf(cs[0].Col, topology.ErrSyntax, "%d fields under %d columns %s", len(first), len(names), strings.Join(names, " "))
+	}
+	for i, f := range first {
+		if keyName(names[i]) != "GPU" {
+			if err := setIdentity(g, names[i], f.S); err != nil {
+				return p.lr.Errorf(f.Col, err, "")
+			}
+			continue
+		}
+		n, err := strconv.Atoi(f.S)
+		if err != nil || n < 0 || n >= 1<<20 {
+			return p.lr.Errorf(f.Col, topology.ErrBadNumber, "GPU %q", f.S)
+		}
+		g.Index = n
+	}
+	if len(cs) > 1 {
+		return p.memUsage(g, cs[1])
+	}
+	return nil
+}
+
+// finish checks the whole input and counts processes.
+func (p *defaultParser) finish() (*Summary, error) {
+	s := p.s
+	if p.pending {
+		return nil, p.lr.Errorf(0, topology.ErrTruncated, "GPU %s has no second row", s.GPUs[len(s.GPUs)-1].BDF)
+	}
+	if len(s.GPUs) == 0 {
+		if !p.sawText {
+			return nil, topology.NewParseError(p.lr.Source, 0, 0, topology.ErrEmpty, "")
+		}
+		return nil, topology.NewParseError(p.lr.Source, 0, 0, topology.ErrWrongTool, "no amd-smi GPU table")
+	}
+	if p.inProcs {
+		for i := range s.GPUs {
+			s.GPUs[i].Processes = p.procs[s.GPUs[i].Index]
+		}
+	}
+	return s, nil
+}
+
+// memUsage reads the first "used/total MB" of a cell into g.
+func (p *defaultParser) memUsage(g *GPU, c topology.Field) error {
+	fs := cellFields(c)
+	for i := 0; i+1 < len(fs); i++ {
+		unit := strings.ToUpper(fs[i+1].S)
+		a, b, cut := strings.Cut(fs[i].S, "/")
+		if unit != "MB" && unit != "MIB" || !cut || a == "N/A" || b == "N/A" {
+			continue
+		}
+		u, err1 := strconv.ParseInt(a, 10, 64)
+		t, err2 := strconv.ParseInt(b, 10, 64)
+		if err1 != nil || err2 != nil || u < 0 || t < 0 || u > 1<<40 || t > 1<<40 {
+			return p.lr.Errorf(fs[i].Col, topology.ErrBadNumber, "memory usage")
+		}
+		g.MemUsedMiB, g.MemTotalMiB = u, t
+		return nil
+	}
+	return nil
+}
+
+// ParseProcessJSON parses `amd-smi process --json` into the number of
+// processes per amd-smi GPU index; ROCm 6.1-6.3 wrap each in "process_info".
+func ParseProcessJSON(r io.Reader) (map[int]int, error) {
+	const src = SourceProcessJSON
+	objs, gpus, err := decodeGPUs(src, r)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int]int{}
+	for i, o := range objs {
+		g := gpus[i]
+		out[g] += 0
+		var arr []any
+		switch pl := o["process_list"].(type) {
+		case []any:
+			arr = pl
+		case nil, string: // none, or a message saying none
+		default:
+			return nil, topology.NewParseError(src, 0, 0, topology.ErrSyntax, "gpu %d: process_list is not a list", g)
+		}
+		for _, e := range arr {
+			p, isObj := e.(map[string]any) // else a bare message string
+			info, wrapped := p["process_info"]
+			if _, infoObj := info.(map[string]any); isObj && (!wrapped || infoObj) {
+				out[g]++
+			}
+		}
+	}
+	return out, nil
+}
+
+// Memory is one GPU's VRAM use in MiB.
+type Memory struct {
+	UsedMiB, TotalMiB int64
+}
+
+// ParseMemUsageJSON parses `amd-smi metric --mem-usage --json`: VRAM use per GPU index.
+func ParseMemUsageJSON(r io.Reader) (map[int]Memory, error) {
+	const src = SourceMemUsageJSON
+	objs, gpus, err := decodeGPUs(src, r)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int]Memory{}
+	for i, o := range objs {
+		g := gpus[i]
+		mu, _ := o["mem_usage"].(map[string]any) // none: both figures unknown
+		used, okU, err1 := miB(mu["used_vram"])
+		total, okT, err2 := miB(mu["total_vram"])
+		if err1 != nil || err2 != nil {
+			return nil, topology.NewParseError(src, 0, 0, fmt.Errorf("gpu %d: %w", g, cmp.Or(err1, err2)), "")
+		}
+		if okU && okT {
+			out[g] = Memory{UsedMiB: used, TotalMiB: total}
+		}
+	}
+	return out, nil
+}
+
+// miB reads {"value": n, "unit": "MB"} (or a bare number, taken as MiB).
+func miB(v any) (int64, bool, error) {
+	n, ok, err := jsonInt(v)
+	if err != nil || !ok {
+		return 0, false, err
+	}
+	if n < 0 || n > 1<<50 {
+		return 0, false, fmt.Errorf("%w: memory %d", topology.ErrBadNumber, n)
+	}
+	m, _ := v.(map[string]any)
+	unit := strings.ToUpper(cmp.Or(jsonString(m["unit"]), "MB"))
+	if unit == "MB" || unit == "MIB" {
+		return n, true, nil
+	}
+	return 0, false, fmt.Errorf("%w: memory unit %q", topology.ErrSyntax, unit)
 }

@@ -12,9 +12,8 @@ import (
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
-// decodeJSON reads one JSON document. amd-smi can print warning lines
-// before the document, so lines before the first one starting with '[' or
-// '{' are skipped. Syntax errors carry the line and column.
+// decodeJSON reads one JSON document, skipping the warning lines amd-smi
+// can print before it. Syntax errors carry the line and column.
 func decodeJSON(src string, r io.Reader) (any, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
@@ -49,37 +48,14 @@ func decodeJSON(src string, r io.Reader) (any, error) {
 		return nil, pe
 	}
 	if dec.More() {
-		off := dec.InputOffset()
-		l, c := topology.LineCol(body, off)
+		l, c := topology.LineCol(body, dec.InputOffset())
 		return nil, topology.NewParseError(src, l+skipped, c, topology.ErrSyntax, "text after the JSON document")
 	}
 	return v, nil
 }
 
-// gpuList returns the per-GPU objects of an amd-smi JSON document, the
-// top-level array (every capture's form), each an object.
-func gpuList(src string, v any) ([]map[string]any, error) {
-	arr, ok := v.([]any)
-	if !ok {
-		return nil, topology.NewParseError(src, 0, 0, topology.ErrWrongTool, "top level is not a list")
-	}
-	out := make([]map[string]any, 0, len(arr))
-	for i, e := range arr {
-		m, ok := e.(map[string]any)
-		if !ok {
-			return nil, topology.NewParseError(src, 0, 0, topology.ErrSyntax, "element %d is not an object", i)
-		}
-		out = append(out, m)
-	}
-	if len(out) > MaxGPUs {
-		return nil, topology.NewParseError(src, 0, 0, topology.ErrSyntax, "more than %d GPUs", MaxGPUs)
-	}
-	return out, nil
-}
-
-// jsonInt reads an integer that amd-smi may print as a number, a numeric
-// string, or {"value": n}. ok is false for absent, null or "N/A"; err is
-// set for anything else that is not an integer.
+// jsonInt reads an integer printed as a number, a numeric string or
+// {"value": n}; ok is false for absent, null or "N/A".
 func jsonInt(v any) (n int64, ok bool, err error) {
 	switch x := v.(type) {
 	case nil:
@@ -111,60 +87,49 @@ func jsonInt(v any) (n int64, ok bool, err error) {
 	return 0, false, fmt.Errorf("%w: %v", topology.ErrBadNumber, v)
 }
 
-// jsonString reads a string value; numbers are formatted, N/A and null
-// give "".
+// jsonString reads a string or number; N/A and null give "".
 func jsonString(v any) string {
 	switch x := v.(type) {
 	case string:
-		if strings.EqualFold(strings.TrimSpace(x), "N/A") {
-			return ""
+		if s := strings.TrimSpace(x); !strings.EqualFold(s, "N/A") {
+			return s
 		}
-		return strings.TrimSpace(x)
 	case json.Number:
 		return x.String()
 	}
 	return ""
 }
 
-// lookup returns the first present key of m among keys.
-func lookup(m map[string]any, keys ...string) (any, bool) {
-	for _, k := range keys {
-		if v, ok := m[k]; ok {
-			return v, true
-		}
-	}
-	return nil, false
-}
-
-// gpuIndex reads the "gpu" field of a per-GPU object.
-func gpuIndex(src string, i int, m map[string]any) (int, error) {
-	v, has := m["gpu"]
-	if !has {
-		return 0, topology.NewParseError(src, 0, 0, topology.ErrSyntax, "element %d has no \"gpu\"", i)
-	}
-	n, ok, err := jsonInt(v)
-	if err != nil || !ok || n < 0 || n >= 1<<20 {
-		return 0, topology.NewParseError(src, 0, 0, topology.ErrBadNumber, "element %d: gpu %v", i, v)
-	}
-	return int(n), nil
-}
-
-// decodeGPUs decodes an amd-smi JSON document and returns its per-GPU
-// objects (see gpuList) and the "gpu" index of each (gpuIndex).
+// decodeGPUs decodes a JSON array of per-GPU objects and each one's "gpu".
 func decodeGPUs(src string, r io.Reader) ([]map[string]any, []int, error) {
 	v, err := decodeJSON(src, r)
 	if err != nil {
 		return nil, nil, err
 	}
-	objs, err := gpuList(src, v)
-	if err != nil {
-		return nil, nil, err
+	arr, ok := v.([]any)
+	if !ok {
+		return nil, nil, topology.NewParseError(src, 0, 0, topology.ErrWrongTool, "top level is not a list")
+	}
+	objs := make([]map[string]any, len(arr))
+	for i, e := range arr {
+		if objs[i], ok = e.(map[string]any); !ok {
+			return nil, nil, topology.NewParseError(src, 0, 0, topology.ErrSyntax, "element %d is not an object", i)
+		}
+	}
+	if len(objs) > MaxGPUs {
+		return nil, nil, topology.NewParseError(src, 0, 0, topology.ErrSyntax, "more than %d GPUs", MaxGPUs)
 	}
 	gpus := make([]int, len(objs))
 	for i, o := range objs {
-		if gpus[i], err = gpuIndex(src, i, o); err != nil {
-			return nil, nil, err
+		v, has := o["gpu"]
+		if !has {
+			return nil, nil, topology.NewParseError(src, 0, 0, topology.ErrSyntax, "element %d has no \"gpu\"", i)
 		}
+		n, ok, err := jsonInt(v)
+		if err != nil || !ok || n < 0 || n >= 1<<20 {
+			return nil, nil, topology.NewParseError(src, 0, 0, topology.ErrBadNumber, "element %d: gpu %v", i, v)
+		}
+		gpus[i] = int(n)
 	}
 	return objs, gpus, nil
 }

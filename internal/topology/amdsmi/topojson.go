@@ -13,8 +13,7 @@ import (
 
 // ParseTopologyJSON parses `amd-smi topology --json` in the old schema
 // (ROCm 6.0/6.1: per-GPU "weight": {"gpu_1": 15} maps, no BDFs) or the new
-// one (a "links" array, any subset of its fields). Numbers may be JSON
-// numbers, numeric strings or {"value": n}; "N/A" is not reported.
+// one (a "links" array, any subset of its fields); "N/A" is not reported.
 func ParseTopologyJSON(r io.Reader) (*Topology, error) {
 	objs, gpus, err := decodeGPUs(SourceTopologyJSON, r)
 	if err != nil {
@@ -23,9 +22,24 @@ func ParseTopologyJSON(r io.Reader) (*Topology, error) {
 	if len(objs) == 0 {
 		return nil, topology.NewParseError(SourceTopologyJSON, 0, 0, topology.ErrNoDevices, "")
 	}
-	t, pos, byBDF, err := jsonRows(objs, gpus)
-	if err != nil {
-		return nil, err
+	t := newTopology(len(objs))
+	pos, byBDF := map[int]int{}, map[string]int{} // the row of each gpu and bdf
+	for i, o := range objs {
+		g := gpus[i]
+		if _, dup := pos[g]; dup {
+			return nil, jsonErr(fmt.Errorf("%w: gpu %d listed twice", topology.ErrSyntax, g))
+		}
+		t.GPUs[i], pos[g] = g, i
+		if s := jsonString(o["bdf"]); s != "" {
+			b, ok := topology.NormalizePCI(s)
+			if !ok {
+				return nil, jsonErr(fmt.Errorf("%w: gpu %d: bdf %q", topology.ErrSyntax, g, s))
+			}
+			if _, dup := byBDF[b]; dup {
+				return nil, jsonErr(fmt.Errorf("%w: bdf %s listed twice", topology.ErrSyntax, b))
+			}
+			t.BDFs[i], byBDF[b] = b, i
+		}
 	}
 	for i, o := range objs {
 		g := t.GPUs[i]
@@ -52,32 +66,6 @@ func jsonErr(err error) error {
 	return topology.NewParseError(SourceTopologyJSON, 0, 0, err, "")
 }
 
-// jsonRows reads each object's gpu index (gpus) and bdf into a new
-// Topology, and returns the row of each index and of each bdf.
-func jsonRows(objs []map[string]any, gpus []int) (*Topology, map[int]int, map[string]int, error) {
-	t := newTopology(len(objs))
-	pos, byBDF := map[int]int{}, map[string]int{}
-	for i, o := range objs {
-		g := gpus[i]
-		if _, dup := pos[g]; dup {
-			return nil, nil, nil, jsonErr(fmt.Errorf("%w: gpu %d listed twice", topology.ErrSyntax, g))
-		}
-		pos[g] = i
-		t.GPUs[i] = g
-		if s := jsonString(o["bdf"]); s != "" {
-			b, ok := topology.NormalizePCI(s)
-			if !ok {
-				return nil, nil, nil, jsonErr(fmt.Errorf("%w: gpu %d: bdf %q", topology.ErrSyntax, g, s))
-			}
-			if _, dup := byBDF[b]; dup {
-				return nil, nil, nil, jsonErr(fmt.Errorf("%w: bdf %s listed twice", topology.ErrSyntax, b))
-			}
-			t.BDFs[i], byBDF[b] = b, i
-		}
-	}
-	return t, pos, byBDF, nil
-}
-
 // jsonLinks reads row i's links array (the new schema).
 func jsonLinks(t *Topology, i int, links any, pos map[int]int, byBDF map[string]int) error {
 	g := t.GPUs[i]
@@ -91,21 +79,19 @@ func jsonLinks(t *Topology, i int, links any, pos map[int]int, byBDF map[string]
 			return fmt.Errorf("%w: gpu %d: links[%d] is not an object", topology.ErrSyntax, g, k)
 		}
 		j, err := linkTarget(l, pos, byBDF)
-		if err != nil {
-			return fmt.Errorf("gpu %d: links[%d]: %w", g, k, err)
+		if err == nil {
+			err = setJSONPair(&t.Pairs[i][j], l, "link_status", "weight", "num_hops", "link_type", "bandwidth")
 		}
-		if err := setJSONPair(&t.Pairs[i][j], l, "link_status", "weight", "num_hops", "link_type", "bandwidth"); err != nil {
+		if err != nil {
 			return fmt.Errorf("gpu %d: links[%d]: %w", g, k, err)
 		}
 	}
 	return nil
 }
 
-// jsonOldSchema reads row i's per-property maps keyed "gpu_N" (the old
-// schema) and returns how many it found.
+// jsonOldSchema reads row i's "gpu_N" maps (the old schema), returning how many.
 func jsonOldSchema(t *Topology, i int, o map[string]any, pos map[int]int) (int, error) {
-	g := t.GPUs[i]
-	known := 0
+	g, known := t.GPUs[i], 0
 	for _, kv := range oldSchemaKeys {
 		key, as := kv[0], kv[1]
 		mv, has := o[key]
@@ -135,8 +121,7 @@ func jsonOldSchema(t *Topology, i int, o map[string]any, pos map[int]int) (int, 
 	return known, nil
 }
 
-// jsonTables names the text tables whose figures the JSON gave for some
-// pair (a field every link leaves N/A counts as missing).
+// jsonTables names the text tables whose figures the JSON gave for some pair.
 func jsonTables(t *Topology) []string {
 	var has [5]bool // in WantTables' order
 	for i := range t.Pairs {
@@ -155,16 +140,15 @@ func jsonTables(t *Topology) []string {
 	return out
 }
 
-// oldSchemaKeys maps the old schema's per-property maps to link fields,
-// in a fixed order so that the first error reported is stable.
+// oldSchemaKeys maps the old schema's maps to link fields, in a fixed
+// order so that the first error is stable.
 var oldSchemaKeys = [][2]string{
 	{"link_accessibility", "link_status"}, {"access", "link_status"},
 	{"weight", "weight"}, {"hops", "num_hops"}, {"link_type", "link_type"},
 	{"numa_bandwidth", "bandwidth"},
 }
 
-// linkTarget finds the row a new-schema link points at, by "gpu" index or
-// else by "bdf".
+// linkTarget finds the row a link points at, by "gpu", else by "bdf".
 func linkTarget(l map[string]any, pos map[int]int, byBDF map[string]int) (int, error) {
 	if v, has := l["gpu"]; has {
 		n, ok, err := jsonInt(v)
@@ -194,13 +178,20 @@ var linkAliases = map[string][]string{
 	"bandwidth":   {"numa_bandwidth", "numa_bw"},
 }
 
-// setJSONPair copies the named fields of l into p.
+// setJSONPair copies the named fields of l (or their aliases) into p.
 func setJSONPair(p *Pair, l map[string]any, keys ...string) error {
 	for _, k := range keys {
-		v, has := lookup(l, append([]string{k}, linkAliases[k]...)...)
+		var v any
+		has := false
+		for _, name := range append([]string{k}, linkAliases[k]...) {
+			if v, has = l[name]; has {
+				break
+			}
+		}
 		if !has {
 			continue
 		}
+		var err error
 		switch k {
 		case "link_status":
 			switch u := strings.ToUpper(jsonString(v)); u {
@@ -215,12 +206,9 @@ func setJSONPair(p *Pair, l map[string]any, keys ...string) error {
 			if err != nil || n < 0 || n > 1<<20 {
 				return fmt.Errorf("%w: %s %v", topology.ErrBadNumber, k, v)
 			}
-			if !ok {
-				continue
-			}
-			if k == "weight" {
+			if ok && k == "weight" {
 				p.Weight = int(n)
-			} else {
+			} else if ok {
 				p.Hops = int(n)
 			}
 		case "link_type":
@@ -228,34 +216,22 @@ func setJSONPair(p *Pair, l map[string]any, keys ...string) error {
 			if !ok && v != nil {
 				return fmt.Errorf("%w: %v", topology.ErrUnknownLinkType, v)
 			}
-			t, err := linkType(s)
-			if err != nil {
-				return err
-			}
-			p.Type = t
+			p.Type, err = linkType(s)
 		case "bandwidth":
-			lo, hi, err := jsonBandwidth(v)
-			if err != nil {
-				return err
+			// "min-max" or N/A, the only forms amd-smi prints.
+			switch v.(type) {
+			case nil, string:
+				p.MinBW, p.MaxBW = 0, 0
+				if s := jsonString(v); s != "" {
+					p.MinBW, p.MaxBW, err = minMax(s)
+				}
+			default:
+				return fmt.Errorf("%w: bandwidth %v", topology.ErrBadNumber, v)
 			}
-			p.MinBW, p.MaxBW = lo, hi
+		}
+		if err != nil {
+			return err
 		}
 	}
 	return nil
-}
-
-// jsonBandwidth reads a NUMA bandwidth, "min-max" or N/A, the only forms
-// amd-smi prints; anything else is refused.
-func jsonBandwidth(v any) (int64, int64, error) {
-	switch x := v.(type) {
-	case nil:
-		return 0, 0, nil
-	case string:
-		s := strings.TrimSpace(x)
-		if s == "" || strings.EqualFold(s, "N/A") {
-			return 0, 0, nil
-		}
-		return minMax(s)
-	}
-	return 0, 0, fmt.Errorf("%w: bandwidth %v", topology.ErrBadNumber, v)
 }

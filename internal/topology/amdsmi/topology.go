@@ -1,6 +1,11 @@
+// Package amdsmi reads the output of AMD's amd-smi (ROCm 6 and later) into
+// a topology.Model: one pure parser per command (ParseDefault's box table
+// is the only one with the HIP-ID), Build joins their values, JoinPartitions
+// joins physical GPUs with their partitions, and Discover runs the tool.
 package amdsmi
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"slices"
@@ -20,38 +25,29 @@ const (
 	SourceMemUsageJSON = "amd-smi metric --mem-usage --json"
 )
 
-// MaxGPUs bounds the size of a topology table; larger inputs are refused
-// as malformed rather than allocated.
+// MaxGPUs bounds the size of a table; larger inputs are refused as malformed.
 const MaxGPUs = 256
 
 // Pair is what amd-smi reports about the path from one GPU to another; a
-// figure not reported or N/A is "", -1 or 0.
+// figure not given is "", -1 or 0.
 type Pair struct {
 	Access string // "ENABLED" or "DISABLED" (peer access)
 	Weight int    // the KFD link weight
 	Hops   int
 	Type   string // as printed, upper case: "XGMI", "PCIE", "SELF"
-	// MinBW and MaxBW are the NUMA BW figures in MB/s ("0-0", as amd-smi 26
-	// prints for MI355X XGMI pairs, is not reported).
+	// MinBW and MaxBW are NUMA BW in MB/s ("0-0", amd-smi 26 on MI355X, is 0).
 	MinBW, MaxBW int64
 }
 
-// Topology is the pairwise description of a node's GPUs that `amd-smi
-// topology` prints, in text or JSON.
+// Topology is what `amd-smi topology` prints, in text or JSON.
 type Topology struct {
-	GPUs  []int    // amd-smi's GPU index of each row (0..N-1 for the text tables)
-	BDFs  []string // each row's PCI address in lower case, "" when not given
-	Pairs [][]Pair // Pairs[i][j]: the path from row i to row j
-	// Tables names the tables the output held, as the text titles them
-	// ("WEIGHT TABLE"); for --json, the table each link field stands for.
-	Tables []string
-	// Partitions says JoinPartitions made the rows.
-	Partitions bool
+	GPUs   []int    // amd-smi's GPU index of each row (0..N-1 for the text tables)
+	BDFs   []string // each row's PCI address in lower case, "" when not given
+	Pairs  [][]Pair // Pairs[i][j]: the path from row i to row j
+	Tables []string // the tables held ("WEIGHT TABLE"); for --json, those its fields stand for
 }
 
-// WantTables are the tables every `amd-smi topology` prints (ROCm 6.1
-// and later); the newer ones (CACHE COHERANCY, ATOMICS, DMA,
-// BI-DIRECTIONAL) are not needed for a model.
+// WantTables are the tables a model needs, all printed since ROCm 6.1.
 var WantTables = []string{"ACCESS TABLE", "WEIGHT TABLE", "HOPS TABLE", "LINK TYPE TABLE", "NUMA BW TABLE"}
 
 // has reports whether the output held the table.
@@ -69,8 +65,7 @@ func newTopology(n int) *Topology {
 	return t
 }
 
-// tableTitle reports whether s is a table title such as "WEIGHT TABLE:"
-// and returns it without the colon.
+// tableTitle returns s, a title such as "WEIGHT TABLE:", without its colon.
 func tableTitle(s string) (string, bool) {
 	if !strings.HasSuffix(s, "TABLE:") || strings.Trim(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZ -_:") != "" {
 		return "", false
@@ -79,18 +74,13 @@ func tableTitle(s string) (string, bool) {
 }
 
 // ParseTopology parses the text output of `amd-smi topology`. Every table
-// must have the same BDF columns and one row per column; tables it does
-// not use (CACHE COHERANCY, ATOMICS, DMA, BI-DIRECTIONAL, later ones) are
-// checked for shape and skipped, as is the Legend. A line inside or right
-// after a table that is not one of its rows ("[output truncated]") is an
-// error quoting it; so is a table check fails (Topology.check). Tables
-// left out are not an error: Topology.Tables lists those found.
+// must have the same BDF columns and one row per column; tables it does not
+// use are checked for shape and skipped, as is the Legend. A stray line in
+// or right after a table ("[output truncated]") is an error quoting it, as
+// is a failed Topology.check. Topology.Tables lists the tables found.
 func ParseTopology(r io.Reader) (*Topology, error) {
 	p := &topoParser{lr: topology.NewLineReader(r, SourceTopology), at: map[string][]rowPos{}}
-	if err := p.lr.ForEach(p.line); err != nil {
-		return nil, err
-	}
-	if err := p.endTable(); err != nil {
+	if err := cmp.Or(p.lr.ForEach(p.line), p.endTable()); err != nil {
 		return nil, err
 	}
 	switch {
@@ -98,8 +88,6 @@ func ParseTopology(r io.Reader) (*Topology, error) {
 		return nil, topology.NewParseError(p.lr.Source, 0, 0, topology.ErrEmpty, "")
 	case p.t == nil:
 		return nil, topology.NewParseError(p.lr.Source, 0, 0, topology.ErrWrongTool, "no amd-smi topology table")
-	case len(p.t.GPUs) == 0:
-		return nil, topology.NewParseError(p.lr.Source, 0, 0, topology.ErrNoDevices, "")
 	}
 	if f := p.t.check(); f != nil {
 		pos := p.at[f.table][f.row]
@@ -126,7 +114,6 @@ type topoParser struct {
 	at         map[string][]rowPos // per table, where each row was read
 }
 
-// line reads one line of input.
 func (p *topoParser) line(line string) error {
 	trimmed := strings.TrimSpace(line)
 	if trimmed == "" {
@@ -157,30 +144,21 @@ func (p *topoParser) line(line string) error {
 	return p.row(line, fs)
 }
 
-// stray refuses a line inside or right after a table that is not one of
-// its rows, quoting it: a publisher's "[output truncated]", a tool
-// message between tables, a row whose label was cut. Before, such a line
-// after the last row read as a row ("has more than 8 rows").
+// stray refuses a line in or right after a table that is not one of its rows.
 func (p *topoParser) stray(line string) error {
 	if len(line) > 60 {
 		line = line[:60] + "..."
 	}
 	sentinel := topology.ErrSyntax
-	if marker(line) {
+	// An editor's mark that output was left out ("[output truncated]", "<snip>")?
+	if l := strings.ToLower(line); strings.Contains(l, "truncat") || strings.Contains(l, "snip") ||
+		strings.Contains(l, "omitted") || strings.Trim(l, ".… []()<>") == "" {
 		sentinel = topology.ErrTruncated
 	}
 	if n := len(p.t.GPUs); p.rows < n {
 		return p.lr.Errorf(0, sentinel, "%s has %d of %d rows, then %q", p.table, p.rows, n, line)
 	}
 	return p.lr.Errorf(0, sentinel, "%q after the %s, where a table title or the end was expected", line, p.table)
-}
-
-// marker reports whether a line is an editor's mark that output was left
-// out ("[output truncated]", "...", "<snip>").
-func marker(s string) bool {
-	l := strings.ToLower(s)
-	return strings.Contains(l, "truncat") || strings.Contains(l, "snip") || strings.Contains(l, "omitted") ||
-		strings.Trim(l, ".… []()<>") == ""
 }
 
 // endTable checks that the table being read, if any, is complete.
@@ -196,8 +174,7 @@ func (p *topoParser) endTable() error {
 	return nil
 }
 
-// header reads a table's column header of BDFs. The first table fixes
-// the GPUs; every later one must repeat them in the same order.
+// header reads a table's header of BDFs; the first table fixes the GPUs.
 func (p *topoParser) header(fs []topology.Field) error {
 	bdfs := make([]string, len(fs))
 	for i, f := range fs {
@@ -212,12 +189,10 @@ func (p *topoParser) header(fs []topology.Field) error {
 	}
 	p.wantHeader, p.rows = false, 0
 	if p.t == nil {
-		seen := map[string]bool{}
 		for i, b := range bdfs {
-			if seen[b] {
+			if slices.Contains(bdfs[:i], b) {
 				return p.lr.Errorf(fs[i].Col, topology.ErrSyntax, "%s header: %s appears twice", p.table, b)
 			}
-			seen[b] = true
 		}
 		p.t = newTopology(len(bdfs))
 		copy(p.t.BDFs, bdfs)
@@ -257,8 +232,7 @@ func (p *topoParser) row(line string, fs []topology.Field) error {
 	return nil
 }
 
-// setCell stores one table cell into p; tables it does not know are
-// ignored.
+// setCell stores one cell of table into p; other tables' are ignored.
 func setCell(p *Pair, table, s string) error {
 	na := strings.EqualFold(s, "N/A")
 	var err error
@@ -303,8 +277,7 @@ func linkType(s string) (string, error) {
 	return "", fmt.Errorf("%w: %q", topology.ErrUnknownLinkType, s)
 }
 
-// minMax parses a NUMA bandwidth cell "min-max" in MB/s. A plain number
-// is both.
+// minMax parses a NUMA bandwidth "min-max" in MB/s; a plain number is both.
 func minMax(s string) (int64, int64, error) {
 	lo, hi, ok := strings.Cut(s, "-")
 	if !ok {
@@ -316,4 +289,56 @@ func minMax(s string) (int64, int64, error) {
 		return 0, 0, fmt.Errorf("%w: bandwidth %q", topology.ErrBadNumber, s)
 	}
 	return min(a, b), max(a, b), nil
+}
+
+// fault is the first cell (0-based) of a topology that breaks its shape.
+type fault struct {
+	table    string
+	row, col int
+	msg      string
+}
+
+// check catches a row or column out of place: topology.CheckCountMatrix
+// on WEIGHT and HOPS, and SELF (or N/A) exactly on LINK TYPE's diagonal. An
+// asymmetric LINK TYPE is left to topology.ResolveLinkType in Build.
+func (t *Topology) check() *fault {
+	n, label := len(t.BDFs), t.label
+	counts := []struct {
+		table, what string
+		get         func(p Pair) int
+	}{
+		{"WEIGHT TABLE", "weight", func(p Pair) int { return p.Weight }},
+		{"HOPS TABLE", "hops", func(p Pair) int { return p.Hops }},
+	}
+	for _, c := range counts {
+		f := topology.CheckCountMatrix(n, func(r, col int) (int64, bool) {
+			v := c.get(t.Pairs[r][col])
+			return int64(v), v >= 0
+		})
+		if f != nil {
+			return &fault{table: c.table, row: f.Row, col: f.Col, msg: f.Describe(label, c.what)}
+		}
+	}
+	for r := 0; r < n; r++ {
+		for c := 0; c < n; c++ {
+			typ := t.Pairs[r][c].Type
+			switch {
+			case r == c && typ != "" && typ != "SELF":
+				return &fault{table: "LINK TYPE TABLE", row: r, col: c,
+					msg: fmt.Sprintf("%s's link to itself is %s, not SELF; a row or column is out of place", label(r), typ)}
+			case r != c && typ == "SELF":
+				return &fault{table: "LINK TYPE TABLE", row: r, col: c,
+					msg: fmt.Sprintf("%s-%s is SELF; a row or column is out of place", label(r), label(c))}
+			}
+		}
+	}
+	return nil
+}
+
+// label names row i in messages: its PCI address, else "GPU n".
+func (t *Topology) label(i int) string {
+	if i < len(t.BDFs) && t.BDFs[i] != "" {
+		return t.BDFs[i]
+	}
+	return fmt.Sprintf("GPU %d", t.GPUs[i])
 }

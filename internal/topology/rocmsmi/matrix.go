@@ -3,6 +3,7 @@ package rocmsmi
 import (
 	"cmp"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -37,9 +38,8 @@ func parseCell(kind sectionKind, s string, diag bool) (cell, error) {
 		}
 		return cell{}, fmt.Errorf("%w: %q", topology.ErrUnknownLinkType, s)
 	case kindAccess:
-		switch strings.ToLower(s) {
-		case "true", "false":
-			return cell{ok: true, s: strings.ToLower(s)}, nil
+		if l := strings.ToLower(s); l == "true" || l == "false" {
+			return cell{ok: true, s: l}, nil
 		}
 		return cell{}, fmt.Errorf("%w: access %q is not True or False", topology.ErrSyntax, s)
 	case kindBW:
@@ -60,23 +60,14 @@ func parseCell(kind sectionKind, s string, diag bool) (cell, error) {
 	return cell{}, nil
 }
 
-// matrix parses the GPU x GPU table of section sec, which starts at or
-// after the next line, in its steps: the column header, one row per
-// column, a check that no row follows, then the cells.
+// matrix parses the GPU x GPU table of section sec, at or after the next line.
 func (p *textParser) matrix(sec sectionInfo) error {
-	head, ok, err := p.matrixStart(sec)
-	if !ok || err != nil {
-		return err
-	}
-	cols, err := p.matrixHeader(sec, head)
-	if err != nil {
+	cols, err := p.matrixStart(sec)
+	if cols == nil || err != nil {
 		return err
 	}
 	rows, rowLine, err := p.matrixRows(sec, cols)
 	if err != nil {
-		return err
-	}
-	if err := p.matrixEnd(sec, len(cols)); err != nil {
 		return err
 	}
 	if (sec.kind == kindWeight || sec.kind == kindHops) && holdsLinkTypes(rows) {
@@ -99,11 +90,9 @@ func (p *textParser) matrix(sec sectionInfo) error {
 	return nil
 }
 
-// matrixStart reads up to the column header of a matrix section and
-// returns it. Lines before it that are not one (tool error lines) are
-// skipped and noted; a banner before any header means the section has no
-// table (ok is false, and the banner is handed back to parse).
-func (p *textParser) matrixStart(sec sectionInfo) (head string, ok bool, err error) {
+// matrixStart reads up to a matrix's column header and returns its GPUs;
+// a banner first means no table (nil, and the banner is Unread).
+func (p *textParser) matrixStart(sec sectionInfo) ([]int, error) {
 	for line, more := p.next(); more; line, more = p.next() {
 		t := strings.TrimSpace(line)
 		_, banner := bannerTitle(t)
@@ -112,24 +101,23 @@ func (p *textParser) matrixStart(sec sectionInfo) (head string, ok bool, err err
 		case banner:
 			p.r.note("rocm-smi: the %q section has no table (the next section title is at line %d); is the output damaged?", sec.title, p.lr.Line())
 			p.lr.Unread()
-			return "", false, nil // nothing readable in this section
+			return nil, nil
 		case gpuLabel().MatchString(fields(t)[0].S):
-			return line, true, nil
+			return p.matrixHeader(sec, line)
 		case !logLine(t) || strings.HasPrefix(t, "ERROR:"):
 			p.toolLines = append(p.toolLines, t)
 		}
 	}
-	return "", false, p.errHere(sec.source, 0, topology.ErrTruncated, "no table after the section title")
+	return nil, p.errHere(sec.source, 0, topology.ErrTruncated, "no table after the section title")
 }
 
-// matrixHeader reads the column header just read: GPUn labels only.
+// matrixHeader reads a column header of GPUn labels.
 func (p *textParser) matrixHeader(sec sectionInfo, line string) ([]int, error) {
 	head := fields(line)
 	if len(head) > maxDevices {
 		return nil, p.errHere(sec.source, head[maxDevices].Col, topology.ErrSyntax, "more than %d columns", maxDevices)
 	}
 	cols := make([]int, len(head))
-	seenCol := map[int]bool{}
 	for c, tk := range head {
 		m := gpuLabel().FindStringSubmatch(tk.S)
 		if m == nil {
@@ -139,17 +127,15 @@ func (p *textParser) matrixHeader(sec sectionInfo, line string) ([]int, error) {
 		if err != nil {
 			return nil, p.errHere(sec.source, tk.Col, err, "")
 		}
-		if seenCol[n] {
+		if slices.Contains(cols[:c], n) {
 			return nil, p.errHere(sec.source, tk.Col, topology.ErrSyntax, "column %s twice", tk.S)
 		}
-		seenCol[n] = true
 		cols[c] = n
 	}
 	return cols, nil
 }
 
-// matrixRows reads one row per column, in the header's order, and
-// returns each row's cells and line number.
+// matrixRows reads each row's cells and line, then matrixEnd.
 func (p *textParser) matrixRows(sec sectionInfo, cols []int) ([][]topology.Field, []int, error) {
 	n := len(cols)
 	rows := make([][]topology.Field, n)
@@ -171,13 +157,12 @@ func (p *textParser) matrixRows(sec sectionInfo, cols []int) ([][]topology.Field
 		}
 		rows[r], rowLine[r] = toks[1:], p.lr.Line()
 	}
-	return rows, rowLine, nil
+	return rows, rowLine, p.matrixEnd(sec, n)
 }
 
-// matrixRowLine reads the line of row r of n, past log lines. A blank
-// line ends the table too early (ErrNotSquare there), unless only blank
-// lines follow it: then, as at the end of input, the output was cut off
-// (ErrTruncated at its last line that is not blank).
+// matrixRowLine reads the line of row r of n, past log lines. A blank line
+// ends the table too early (ErrNotSquare), unless only blank lines follow
+// (ErrTruncated at the last line that is not blank, as at the end of input).
 func (p *textParser) matrixRowLine(sec sectionInfo, r, n int) (string, error) {
 	blank := 0 // the first blank line, 0: none yet
 	for {
@@ -197,9 +182,7 @@ func (p *textParser) matrixRowLine(sec sectionInfo, r, n int) (string, error) {
 	}
 }
 
-// matrixEnd refuses a GPU row after the table's last one (past blank and
-// log lines, which it hands to plainLine as parse would); it gives any
-// other line back to parse.
+// matrixEnd refuses a GPU row after the last one; it Unreads any other line.
 func (p *textParser) matrixEnd(sec sectionInfo, n int) error {
 	for line, ok := p.next(); ok; line, ok = p.next() {
 		switch t := strings.TrimSpace(line); {
@@ -248,16 +231,10 @@ func holdsLinkTypes(rows [][]topology.Field) bool {
 	return false
 }
 
-// checkSymmetric refuses a Weight or Hops matrix whose diagonal is not 0
-// or whose two halves disagree (topology.CheckCountMatrix, the check
-// amd-smi's tables get too): a row out of place would otherwise turn a
-// pair into another link silently.
+// checkSymmetric applies topology.CheckCountMatrix to Weight and Hops: a
+// row out of place would otherwise turn a pair into another link silently.
 func (p *textParser) checkSymmetric(sec sectionInfo, cols []int, rows [][]topology.Field, rowLine []int, grid []cell) error {
-	n := len(cols)
-	what := "weight"
-	if sec.kind == kindHops {
-		what = "hops"
-	}
+	n, what := len(cols), strings.Fields(sec.title)[0] // "weight" or "hops"
 	f := topology.CheckCountMatrix(n, func(r, c int) (int64, bool) { return grid[r*n+c].a, grid[r*n+c].ok })
 	if f == nil {
 		return nil
@@ -266,28 +243,15 @@ func (p *textParser) checkSymmetric(sec sectionInfo, cols []int, rows [][]topolo
 	return topology.NewParseError(sec.source, rowLine[f.Row], rows[f.Row][f.Col].Col, topology.ErrInconsistent, "%s", f.Describe(label, what))
 }
 
-// commit stores a parsed matrix, reading the upper triangle and noting
-// where the lower one disagrees.
+// commit stores a matrix's upper triangle, noting where the lower disagrees.
 func (p *textParser) commit(sec sectionInfo, cols []int, grid []cell) {
 	n := len(cols)
 	for a := 0; a < n; a++ {
 		for b := a + 1; b < n; b++ {
 			up, lo := grid[a*n+b], grid[b*n+a]
-			v := up
-			if !up.ok {
-				v = lo
-			}
-			if up.ok && lo.ok && up != lo {
-				if sec.kind == kindType {
-					// Which reading is right is for topology.ResolveLinkType
-					// to decide in Model, by weight and hops, never by the
-					// order of the rows (issue 24).
-					pr := p.r.pair(cols[a], cols[b])
-					pr.Type, pr.TypeOther = up.s, lo.s
-					continue
-				}
-				// Weight and Hops were checked symmetric: an access or a
-				// bandwidth.
+			v, differ := cmp.Or(up, lo), up.ok && lo.ok && up != lo // a cell not ok is zero
+			if differ && sec.kind != kindType {
+				// An access or a bandwidth (Weight and Hops were checked).
 				p.r.note("%s: GPU%d-GPU%d reads %s but GPU%d-GPU%d reads %s; using the first",
 					sec.source, cols[a], cols[b], up.s, cols[b], cols[a], lo.s)
 			}
@@ -302,6 +266,9 @@ func (p *textParser) commit(sec sectionInfo, cols []int, grid []cell) {
 				pr.Hops = int(v.a)
 			case kindType:
 				pr.Type = v.s
+				if differ {
+					pr.TypeOther = lo.s // Model decides by weight and hops, never by row order (issue 24)
+				}
 			case kindBW:
 				pr.MinBandwidth, pr.MaxBandwidth = v.a, v.b
 			}

@@ -1,11 +1,13 @@
-// Package rocmsmi turns rocm-smi's text output into amdrun's topology
-// model: ParseText (pure) makes a Report of one output, Merge combines
-// reports, Model builds a finished topology.Model, and Discover runs
-// rocm-smi through an injected Runner and does all three.
+// Package rocmsmi turns rocm-smi's text output into a topology.Model:
+// ParseText makes a Report of one output, Merge combines reports, Model
+// builds the model, and Discover runs rocm-smi and does all three.
 package rocmsmi
 
 import (
+	"bytes"
 	"cmp"
+	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -17,13 +19,11 @@ import (
 // Source is the Model.Source of models built from rocm-smi output.
 const Source = "rocm-smi"
 
-// maxDevices bounds the device indices and matrix sizes the parsers
-// accept, so that hostile input cannot make them allocate without limit.
-// rocm-smi itself enumerates at most a few dozen DRM devices.
+// maxDevices bounds device indices and matrix sizes, so that hostile input
+// cannot make the parsers allocate without limit.
 const maxDevices = 1024
 
-// Unknown marks an integer field of DeviceInfo or Pair that the output did
-// not give.
+// Unknown marks an integer field of DeviceInfo or Pair the output did not give.
 const Unknown = -1
 
 // Report is what one or more rocm-smi outputs said about a node.
@@ -31,63 +31,48 @@ type Report struct {
 	Devices map[int]*DeviceInfo // by rocm-smi's GPU index
 	Pairs   map[[2]int]*Pair    // by {a, b} with a < b
 	Version string              // "ROCM-SMI version: ..." or ""
-	// Notes are recoverable oddities seen while parsing; Model warns them.
-	Notes []string
-	// Ended says the output ended with the "End of ROCm SMI Log" banner,
-	// as every complete rocm-smi run but --version does.
-	Ended bool
-	// Listed holds, per section (banner title, lower case), the GPU
-	// indices it printed a row or line for, ascending.
-	Listed map[string][]int
+	Notes   []string            // oddities seen while parsing; Model warns them
+	Ended   bool                // the output had the "End of ROCm SMI Log" banner
+	Listed  map[string][]int    // per section title, the GPUs it printed, ascending
 }
 
-// DeviceInfo is what rocm-smi said about one GPU. Integer fields hold
-// Unknown and float fields a negative value when the output did not say.
+// DeviceInfo is what rocm-smi said about one GPU; a field it did not give
+// is Unknown (negative for floats).
 type DeviceInfo struct {
-	Index    int    // GPU[i], cardi
 	Name     string // "AMD Instinct MI300X OAM"
 	PCIBus   string // "0000:26:00.0"
 	UniqueID string // "0x8d1457e2c20f59d2"
-	// NUMANode is "(Topology) Numa Node" (the KFD CPU node nearest the
-	// GPU), NUMAAffinity "(Topology) Numa Affinity" (the PCI device's
-	// numa_node; 4294967295 reads as Unknown).
-	NUMANode, NUMAAffinity int
-	UtilPercent            float64 // "GPU use (%)", the concise GPU%
-	MemUsedPct             float64 // the concise VRAM%, "GPU memory use (%)"
-	// MemTotalBytes and MemUsedBytes come from --showmeminfo vram.
-	MemTotalBytes, MemUsedBytes int64
-	// SecondDie says the concise table shows no power of the device's own
-	// (AvgPwr N/A and PwrCap 0.0W): it is a further die of the package of
-	// the device listed before it, as the odd GCDs of an MI250 are.
+	// NUMANode is "(Topology) Numa Node" (KFD's nearest CPU node),
+	// NUMAAffinity "(Topology) Numa Affinity" (the PCI device's numa_node).
+	NUMANode, NUMAAffinity      int
+	UtilPercent                 float64 // "GPU use (%)", the concise GPU%
+	MemUsedPct                  float64 // the concise VRAM%, "GPU memory use (%)"
+	MemTotalBytes, MemUsedBytes int64   // from --showmeminfo vram
+	// SecondDie says the concise table shows no power of its own (AvgPwr
+	// N/A, PwrCap 0.0W): a further die of the device before it (MI250).
 	SecondDie bool
-	// InConcise says the device has a row in the concise table.
-	InConcise bool
+	InConcise bool // the device has a row in the concise table
 }
 
-// Pair is what rocm-smi said about the path between two GPUs. Integer
-// fields hold Unknown when the output did not say.
+// Pair is what rocm-smi said about two GPUs' path; integers not given are Unknown.
 type Pair struct {
 	Weight int
 	Hops   int
-	// Type is the link type as printed, upper case ("XGMI", "PCIE"), or "".
-	Type string
-	// TypeOther is the other reading of the link type when the two
-	// directions of the pair disagree, else "". Model resolves the two
-	// with topology.ResolveLinkType.
-	TypeOther string
-	// MinBandwidth and MaxBandwidth are --shownodesbw's min-max cell in MB/s;
-	// 0 and 0 mean "not connected directly".
-	MinBandwidth int64
+	Type   string // as printed, upper case ("XGMI", "PCIE"), or ""
+	// TypeOther is the other direction's link type when the two disagree,
+	// else ""; Model resolves them with topology.ResolveLinkType.
+	TypeOther    string
+	MinBandwidth int64 // --shownodesbw's MB/s; 0-0: not direct
 	MaxBandwidth int64
 }
 
 // NewReport returns an empty Report (the only way to make one).
 func NewReport() *Report {
-	return &Report{Devices: map[int]*DeviceInfo{}, Pairs: map[[2]int]*Pair{}}
+	return &Report{Devices: map[int]*DeviceInfo{}, Pairs: map[[2]int]*Pair{}, Listed: map[string][]int{}}
 }
 
-func newDeviceInfo(i int) *DeviceInfo {
-	return &DeviceInfo{Index: i, NUMANode: Unknown, NUMAAffinity: Unknown,
+func newDeviceInfo() *DeviceInfo {
+	return &DeviceInfo{NUMANode: Unknown, NUMAAffinity: Unknown,
 		UtilPercent: -1, MemUsedPct: -1, MemTotalBytes: Unknown, MemUsedBytes: Unknown}
 }
 
@@ -95,7 +80,7 @@ func newDeviceInfo(i int) *DeviceInfo {
 func (r *Report) device(i int) *DeviceInfo {
 	d := r.Devices[i]
 	if d == nil {
-		d = newDeviceInfo(i)
+		d = newDeviceInfo()
 		r.Devices[i] = d
 	}
 	return d
@@ -114,9 +99,6 @@ func (r *Report) pair(a, b int) *Pair {
 
 // list records that the section titled title printed GPUs idx.
 func (r *Report) list(title string, idx ...int) {
-	if r.Listed == nil {
-		r.Listed = map[string][]int{}
-	}
 	for _, i := range idx {
 		if k, found := slices.BinarySearch(r.Listed[title], i); !found {
 			r.Listed[title] = slices.Insert(r.Listed[title], k, i)
@@ -125,8 +107,7 @@ func (r *Report) list(title string, idx ...int) {
 }
 
 // listsAgree checks that every section printed the same GPUs: a section
-// that stops short (output cut off, a tool that died half way) would
-// otherwise leave GPUs out of the model or their facts unknown.
+// cut short would otherwise leave GPUs or their facts out silently.
 func (r *Report) listsAgree() error {
 	titles := slices.Sorted(maps.Keys(r.Listed))
 	for _, t := range titles[min(1, len(titles)):] {
@@ -138,11 +119,9 @@ func (r *Report) listsAgree() error {
 	return nil
 }
 
-// Agree checks that two reports, parsed from the outputs of two calls to
-// rocm-smi named name and otherName, describe the same GPUs: the same
-// indices, and no GPU whose PCI bus or NUMA node the two give
-// differently. It returns an error wrapping topology.ErrInconsistent
-// naming both calls.
+// Agree checks that two reports, of the rocm-smi calls name and otherName,
+// give the same GPU indices and no GPU a different PCI bus or NUMA node,
+// else returns an error wrapping topology.ErrInconsistent naming both calls.
 func (r *Report) Agree(other *Report, name, otherName string) error {
 	a, b := r.listed(), other.listed()
 	if len(a) > 0 && len(b) > 0 && !slices.Equal(a, b) {
@@ -164,8 +143,7 @@ func (r *Report) Agree(other *Report, name, otherName string) error {
 	return nil
 }
 
-// listed returns the GPUs the report's sections printed (they agree, see
-// listsAgree), or nil.
+// listed returns the GPUs the report's sections (all alike) printed, or nil.
 func (r *Report) listed() []int {
 	for _, l := range r.Listed {
 		return l
@@ -182,12 +160,10 @@ func (r *Report) note(format string, args ...any) {
 	r.Notes = append(r.Notes, fmt.Sprintf(format, args...))
 }
 
-// Merge adds what other says to r. Where both give a value, other's known
-// value wins; an unknown value in other never erases one in r.
+// Merge adds what other says to r: other's known values win.
 func (r *Report) Merge(other *Report) {
 	for _, i := range sortedKeys(other.Devices) {
-		o := other.Devices[i]
-		d := r.device(i)
+		o, d := other.Devices[i], r.device(i)
 		d.Name = cmp.Or(o.Name, d.Name)
 		d.PCIBus = cmp.Or(o.PCIBus, d.PCIBus)
 		d.UniqueID = cmp.Or(o.UniqueID, d.UniqueID)
@@ -220,8 +196,7 @@ func (r *Report) Merge(other *Report) {
 	}
 }
 
-// setKnown sets *dst to v unless v is unknown (negative: Unknown, or -1
-// for a float).
+// setKnown sets *dst to v unless v is unknown (negative).
 func setKnown[T int | int64 | float64](dst *T, v T) {
 	if v >= 0 {
 		*dst = v
@@ -245,10 +220,9 @@ func sortedKeys[V any](m map[int]V) []int { return slices.Sorted(maps.Keys(m)) }
 // Model builds a finished topology.Model from the report: one device per
 // GPU index mentioned anywhere, in index order, and one link per pair:
 // XGMI when the link type says so or, without one, when --shownodesbw is
-// non-zero; PCIe through the host for PCIE and "0-0" pairs (SYS across
-// sockets: hops >= 3, or weight >= 52 without hops). Devices flagged
-// SecondDie join the package of the device before them ("pkg0", ...).
-// Notes and other oddities go to warn.
+// non-zero; else PCIe through the host (SYS when hops >= 3, or weight >= 52
+// without hops). SecondDie devices join the package of the device before
+// them ("pkg0", ...). Notes and other oddities go to warn.
 func (r *Report) Model(warn topology.Warner) (*topology.Model, error) {
 	for _, n := range r.Notes {
 		warn.Warn("%s", n)
@@ -272,16 +246,15 @@ func (r *Report) Model(warn topology.Warner) (*topology.Model, error) {
 	return m, nil
 }
 
-// devices makes the device at position p of the GPU of index idx[p]: its
-// identity, NUMA node (the affinity where Numa Node differs, with one
-// warning), use, and package (see Model).
+// devices makes device p of GPU idx[p]; where Numa Node and Numa Affinity
+// differ, the affinity wins with one warning.
 func (r *Report) devices(idx []int, warn topology.Warner) []topology.Device {
 	devs := make([]topology.Device, len(idx))
 	pkg, part := -1, 0
 	prevConcise := false
 	var numaDiffers []string
 	for p, i := range idx {
-		info := cmp.Or(r.Devices[i], newDeviceInfo(i))
+		info := cmp.Or(r.Devices[i], newDeviceInfo())
 		d := topology.Device{Index: p, RuntimeIndex: i, Vendor: topology.VendorAMD, NUMANode: info.NUMAAffinity,
 			Name: info.Name, PCIAddress: info.PCIBus, UniqueID: info.UniqueID, UtilPercent: max(info.UtilPercent, 0)}
 		switch { // Unknown NUMA figures and UtilPercent are -1
@@ -298,8 +271,7 @@ func (r *Report) devices(idx []int, warn topology.Warner) []topology.Device {
 		switch {
 		case info.SecondDie && prevConcise && p > 0:
 			if devs[p-1].Package == "" {
-				pkg++
-				part = 0
+				pkg, part = pkg+1, 0
 				devs[p-1].Package = fmt.Sprintf("pkg%d", pkg)
 			}
 			part++
@@ -316,34 +288,28 @@ func (r *Report) devices(idx []int, warn topology.Warner) []topology.Device {
 	return devs
 }
 
-// links makes the link of each pair of positions the report describes
-// usably (see link); Finish adds host links for the others.
+// links makes the link of each usable pair; Finish adds the others.
 func (r *Report) links(idx []int, warn topology.Warner) []topology.Link {
 	var out []topology.Link
 	for a := 0; a < len(idx); a++ {
 		for b := a + 1; b < len(idx); b++ {
-			pr := r.Pairs[[2]int{idx[a], idx[b]}]
-			if pr == nil {
-				continue
-			}
-			if l, ok := r.link(pr, idx[a], idx[b], warn); ok {
-				l.A, l.B = a, b
-				out = append(out, l)
+			if pr := r.Pairs[[2]int{idx[a], idx[b]}]; pr != nil {
+				if l, ok := link(*pr, idx[a], idx[b], warn); ok {
+					l.A, l.B = a, b
+					out = append(out, l)
+				}
 			}
 		}
 	}
 	return out
 }
 
-// link turns one pair into a link; ok is false when the pair says nothing
-// usable (Finish then adds a host link).
-func (r *Report) link(p *Pair, a, b int, warn topology.Warner) (topology.Link, bool) {
+// link turns one pair into a link; ok is false when it says nothing usable.
+func link(p Pair, a, b int, warn topology.Warner) (topology.Link, bool) {
 	if p.TypeOther != "" {
-		typ, note := topology.ResolveLinkType(p.Type, p.TypeOther, p.Weight, p.Hops)
+		var note string
+		p.Type, note = topology.ResolveLinkType(p.Type, p.TypeOther, p.Weight, p.Hops)
 		warn.Warn("rocm-smi: GPU%d-GPU%d: %s", a, b, note)
-		q := *p
-		q.Type, q.TypeOther = typ, ""
-		p = &q
 	}
 	l := topology.Link{Weight: max(p.Weight, 0), Hops: max(p.Hops, 0)}
 	bw := p.MaxBandwidth > 0
@@ -353,8 +319,7 @@ func (r *Report) link(p *Pair, a, b int, warn topology.Warner) (topology.Link, b
 	case p.Type == "" && p.MaxBandwidth == Unknown && p.Weight == Unknown && p.Hops == Unknown:
 		return l, false
 	case p.Type == "XGMI" || p.Type == "" && bw:
-		// rocm-smi: "0-0" min-max bandwidth indicates devices are not
-		// connected directly, e.g. MI250 GCDs two XGMI hops apart.
+		// "0-0" means not connected directly (MI250 GCDs two XGMI hops apart).
 		l.Type, l.Level, l.Direct = topology.LinkXGMI, "XGMI", p.MaxBandwidth != 0
 		l.Hops = cmp.Or(l.Hops, 1)
 		if bw {
@@ -368,4 +333,109 @@ func (r *Report) link(p *Pair, a, b int, warn topology.Warner) (topology.Link, b
 	}
 	l.Hops = cmp.Or(l.Hops, 2)
 	return l, true
+}
+
+// Tool is the program Discover runs.
+const Tool = "rocm-smi"
+
+// The argument lists Discover passes to rocm-smi, in the order it runs them.
+var (
+	TopoArgs = []string{"--showtopo", "--shownodesbw"}
+	// TopoFallbackArgs is for rocm-smi before ROCm 5.0 (no --shownodesbw).
+	TopoFallbackArgs = []string{"--showtopo"}
+	InfoArgs         = []string{"--showuse", "--showmemuse", "--showmeminfo", "vram", "--showbus", "--showuniqueid", "--showproductname"}
+	// ConciseArgs prints the concise table, the only place an MI250's second die shows.
+	ConciseArgs = []string{}
+	VersionArgs = []string{"--version"}
+)
+
+// Discover builds the node's model from rocm-smi, run through run with
+// TopoArgs (required; TopoFallbackArgs on an old rocm-smi), InfoArgs,
+// ConciseArgs and VersionArgs in turn; failures of the last three are
+// warnings. Outputs must be whole (else ErrTruncated) and agree (Report.Agree).
+func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*topology.Model, error) {
+	args := TopoArgs
+	out, err := run(ctx, Tool, args...)
+	if err != nil {
+		// Only an old rocm-smi refusing the flag (argparse: exit status 2)
+		// is worth a retry; a timeout or a driver error would repeat.
+		var te *topology.ToolError
+		if !errors.As(err, &te) || te.ExitCode != 2 || errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+			return nil, err
+		}
+		warn.Warn("rocm-smi: %v; retrying without --shownodesbw", err)
+		args = TopoFallbackArgs
+		if out, err = run(ctx, Tool, args...); err != nil {
+			return nil, err
+		}
+	}
+	rep, err := ParseText(bytes.NewReader(out))
+	if err == nil {
+		err = whole(rep, args)
+	}
+	if err != nil {
+		return nil, err
+	}
+	missing(rep, args, warn)
+	for _, more := range [][]string{InfoArgs, ConciseArgs} {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("rocm-smi: %w", err)
+		}
+		out, err := run(ctx, Tool, more...)
+		if err != nil {
+			warn.Warn("rocm-smi: %v; continuing without it", err)
+			continue
+		}
+		r, err := ParseText(bytes.NewReader(out))
+		if err != nil {
+			warn.Warn("%v; ignoring that output", err)
+			continue
+		}
+		if err := cmp.Or(whole(r, more), rep.Agree(r, command(args), command(more))); err != nil {
+			return nil, err
+		}
+		rep.Merge(r)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("rocm-smi: %w", err)
+	}
+	if out, err := run(ctx, Tool, VersionArgs...); err == nil {
+		if v, err := ParseText(bytes.NewReader(out)); err == nil {
+			rep.Version = v.Version
+		}
+	}
+	return rep.Model(warn)
+}
+
+// showtopoTitles are the sections rocm-smi --showtopo prints.
+var showtopoTitles = []string{"weight between two gpus", "hops between two gpus", "link type between two gpus", "numa nodes"}
+
+// missing warns about each --showtopo section an output with one of its
+// matrices lacks, which would otherwise leave facts out without a word.
+func missing(r *Report, args []string, warn topology.Warner) {
+	var lack []string
+	matrices := 0
+	for i, t := range showtopoTitles {
+		if _, ok := r.Listed[t]; !ok {
+			lack = append(lack, fmt.Sprintf("%q", t))
+		} else if i < 3 {
+			matrices++
+		}
+	}
+	if len(lack) > 0 && matrices > 0 {
+		warn.Warn("rocm-smi: `%s` printed no %s section; continuing without it", command(args), strings.Join(lack, ", "))
+	}
+}
+
+// command is the command line of a rocm-smi run, for messages.
+func command(args []string) string {
+	return strings.Join(append([]string{Tool}, args...), " ")
+}
+
+// whole refuses an output cut short (no "End of ROCm SMI Log" banner).
+func whole(r *Report, args []string) error {
+	if r.Ended {
+		return nil
+	}
+	return topology.NewParseError(command(args), 0, 0, topology.ErrTruncated, "no \"End of ROCm SMI Log\" line, the output was cut short")
 }

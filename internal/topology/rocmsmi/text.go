@@ -1,10 +1,12 @@
 package rocmsmi
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -28,12 +30,9 @@ const (
 )
 
 type sectionInfo struct {
-	kind sectionKind
-	// source names the section in errors ("rocm-smi --showtopo").
-	source string
-	// title is the banner's title, lower case ("weight between two gpus");
-	// parse sets it.
-	title string
+	kind   sectionKind
+	source string // the section in errors ("rocm-smi --showtopo")
+	title  string // the banner's, lower case ("weight between two gpus")
 }
 
 // sections maps a banner title (lower case, single spaces) to its section.
@@ -56,8 +55,7 @@ var sections = map[string]sectionInfo{
 	"version of system component":         {kind: kindKnownKV, source: "rocm-smi --showdriverversion"},
 }
 
-// sectionTitles are the keys of sections, sorted, for notes that do not
-// change from run to run.
+// sectionTitles are the keys of sections, sorted, for stable notes.
 var sectionTitles = slices.Sorted(maps.Keys(sections))
 
 var (
@@ -65,24 +63,19 @@ var (
 	kvLine = topology.LazyRegexp(`^GPU(?:\s*\[\s*(\d+)\s*\]|\s+(\d+))\s*:`)
 	// gpuLabel matches a matrix row or column label.
 	gpuLabel = topology.LazyRegexp(`^GPU(\d+)$`)
-	// ansiCode matches a terminal escape sequence (CSI "\x1b[1m", or a
-	// lone ESC).
+	// ansiCode matches a terminal escape sequence (CSI, or a lone ESC).
 	ansiCode = topology.LazyRegexp("\x1b(?:\\[[0-9;?]*[ -/]*[@-~])?")
 )
 
-// fields splits line at runs of Unicode white space (rocm-smi's tables
-// are padded with spaces, tabs and, in some captures, other spaces),
-// keeping each token's byte column.
+// fields splits line at runs of any Unicode white space, as some captures pad.
 func fields(line string) []topology.Field { return topology.SplitFieldsFunc(line, unicode.IsSpace) }
 
-// runeCol is the rune offset of tk in line, for aligning columns whose
-// cells hold multi-byte characters (°C).
+// runeCol is the rune offset of tk in line (cells can hold °C).
 func runeCol(line string, tk topology.Field) int {
 	return utf8.RuneCountInString(line[:tk.Col])
 }
 
-// bannerTitle reports whether t (a trimmed line) is a "==== Title ===="
-// banner, and its normalised title ("" for a plain rule).
+// bannerTitle reports a "==== Title ====" banner and its normalised title.
 func bannerTitle(t string) (string, bool) {
 	if !strings.HasPrefix(t, "==") {
 		return "", false
@@ -91,24 +84,19 @@ func bannerTitle(t string) (string, bool) {
 	return strings.ToLower(strings.Join(strings.Fields(title), " ")), true
 }
 
-// logLine reports lines Python's logging or rocm-smi itself interleaves
-// with the tables ("WARNING: AMD GPU device(s) is/are in a low-power state").
+// logLine reports a log line among the tables ("WARNING: AMD GPU device(s) ...").
 func logLine(t string) bool {
 	return slices.ContainsFunc([]string{"WARNING:", "ERROR:", "INFO:", "DEBUG:", "CRITICAL:"}, func(p string) bool { return strings.HasPrefix(t, p) })
 }
 
-// textParser reads rocm-smi's text through the shared topology.LineReader,
-// one line at a time: parse handles the lines outside tables and hands
-// each table to matrix or concise, which read its lines themselves and
-// give back (LineReader.Unread) the line after it when that line belongs
-// to parse.
+// textParser reads rocm-smi's text one line at a time: parse handles the
+// lines outside tables and hands each table to matrix or concise, which
+// Unread the line after it.
 type textParser struct {
-	r  *Report
-	lr *topology.LineReader
-	// lastFull is the number of the last line read that is not blank (0:
-	// none yet); a table the input cuts off is reported there.
-	lastFull int
-	seen     bool
+	r        *Report
+	lr       *topology.LineReader
+	lastFull int  // the last line read that is not blank (0: none yet)
+	seen     bool // a rocm-smi section or key was read
 	// Oddities met while parsing, reported once per kind (see odd).
 	toolLines []string // tool error lines inside a section
 	retitled  []string // sections whose matrix holds link types
@@ -119,23 +107,20 @@ type textParser struct {
 // otherSection is where lines outside any known section belong.
 var otherSection = sectionInfo{kind: kindOther, source: Source}
 
-// errHere is the *topology.ParseError of section source at the line just
-// read and col: err followed by the formatted detail, if any.
+// errHere is a *topology.ParseError at the line just read and col.
 func (p *textParser) errHere(source string, col int, err error, format string, args ...any) error {
 	return topology.NewParseError(source, p.lr.Line(), col, err, format, args...)
 }
 
-// next reads the next line, made valid UTF-8 and without trailing white
-// space; ok is false at the end of the input (or a read error, which
-// ParseText reports).
+// next reads the next line, made valid UTF-8 and right-trimmed; ok is
+// false at the end of the input or a read error (ParseText reports it).
 func (p *textParser) next() (line string, ok bool) {
 	if !p.lr.Next() {
 		return "", false
 	}
 	line = strings.ToValidUTF8(p.lr.Text(), "\uFFFD")
 	if strings.ContainsRune(line, '\x1b') {
-		// A terminal's colours or bold (rocm-smi run through a pty, or a
-		// capture pasted from one): read without them, and say so.
+		// rocm-smi run through a pty, or a capture pasted from one.
 		line = ansiCode().ReplaceAllString(line, "")
 		p.escaped = append(p.escaped, p.lr.Line())
 	}
@@ -146,25 +131,17 @@ func (p *textParser) next() (line string, ok bool) {
 	return line, true
 }
 
-// ParseText parses the text output of one or more rocm-smi runs: any mix,
-// in any order, of the sections in the sections table; others are
-// skipped. A damaged title (issue 24) is read as its section when its
-// words ran together, else skipped with a note, as are a matrix title
-// with no table and a table with no title. Broken-but-real output is read
-// where it can be (rocm-smi on a partitioned MI300): tool error lines in a
-// section are skipped, a matrix is recognised by its content, and XXXX
-// cells leave the pair unknown (assumed through the host). Each kind of
-// oddity becomes one note. Malformed input is a *topology.ParseError
-// naming the section and line.
+// ParseText parses the text output of one or more rocm-smi runs: the
+// sections of the sections table in any order; others are skipped. Damaged
+// titles (issue 24), a title with no table, a table with no title, tool
+// error lines and XXXX cells (a partitioned MI300) are read where they can
+// be or skipped, each kind with one note. Malformed input is a
+// *topology.ParseError naming the section and line.
 func ParseText(rd io.Reader) (*Report, error) {
 	p := &textParser{r: NewReport(), lr: topology.NewLineReader(rd, Source)}
 	err := p.parse()
-	if rerr := p.lr.Err(); rerr != nil {
-		// A failing reader or an over-long line: what parse took for the
-		// end of the input was not.
-		return nil, rerr
-	}
-	if err != nil {
+	// A failing reader or an over-long line ended parse early: that first.
+	if err = cmp.Or(p.lr.Err(), err); err != nil {
 		return nil, err
 	}
 	if p.lastFull == 0 {
@@ -204,8 +181,7 @@ func clipList(s []string, n int) string {
 	return fmt.Sprintf("%s and %d more", strings.Join(s[:n], ", "), len(s)-n)
 }
 
-// parse reads the input to its end: banners open sections, tables are
-// read by the section's parser, other lines by plainLine.
+// parse reads the input: banners open sections, other lines go to plainLine.
 func (p *textParser) parse() error {
 	cur := otherSection
 	for line, ok := p.next(); ok; line, ok = p.next() {
@@ -223,22 +199,18 @@ func (p *textParser) parse() error {
 	return nil
 }
 
-// section opens the section of a banner's title: it records it, reads
-// its table if it has one, and returns the section the plain lines after
-// it belong to.
+// section opens a banner's section, reads its table if it has one, and
+// returns the section the plain lines after it belong to.
 func (p *textParser) section(title string) (sectionInfo, error) {
 	if title == "end of rocm smi log" {
 		p.r.Ended = true
 	}
 	info, known := sections[title]
-	if title == "" {
-		return otherSection, nil
-	}
 	if !known {
-		// A section amdrun does not read, or one damaged past reading.
-		if info, title = p.damagedTitle(title); info.kind == kindOther {
-			return otherSection, nil
-		}
+		info, title = p.damagedTitle(title) // one amdrun does not read, or damaged
+	}
+	if info.kind == kindOther {
+		return otherSection, nil
 	}
 	info.title = title
 	p.seen = true
@@ -251,19 +223,15 @@ func (p *textParser) section(title string) (sectionInfo, error) {
 	return info, nil
 }
 
-// squash is a title without its spaces: cells run together
-// ("weightbetween two gpus") still name their section.
+// squash drops a title's spaces, so "weightbetween two gpus" still matches.
 func squash(title string) string { return strings.ReplaceAll(title, " ", "") }
 
-// damagedTitle looks at a banner title that is not a known section's: a
-// known title with its words run together is read as that section, with
-// a note naming the line; one holding banner characters (two titles on
-// one line) or a known title inside other text is noted and skipped
-// (otherSection). The title of a section amdrun does not read is skipped
-// without a word (--showallinfo prints dozens).
+// damagedTitle looks at an unknown banner title: a known title with its
+// words run together is read as that section, with a note; two titles on
+// one line or a known title inside other text are noted and skipped. Other
+// sections are skipped without a word (--showallinfo prints dozens).
 func (p *textParser) damagedTitle(title string) (info sectionInfo, known string) {
-	line := p.lr.Line()
-	sq := squash(title)
+	line, sq := p.lr.Line(), squash(title)
 	for _, t := range sectionTitles {
 		if inf := sections[t]; squash(t) == sq {
 			p.r.note("rocm-smi: line %d: section title %q is damaged; read as %q", line, title, t)
@@ -283,8 +251,7 @@ func (p *textParser) damagedTitle(title string) (info sectionInfo, known string)
 	return otherSection, title
 }
 
-// plainLine handles a line outside tables: GPU key/value lines, the
-// driver and rocm-smi version lines; anything else is skipped.
+// plainLine reads GPU key/value lines and the version line outside tables.
 func (p *textParser) plainLine(line, t string, cur sectionInfo) error {
 	// A matrix's column header (GPUn labels only) outside a matrix section.
 	if fs := fields(t); len(fs) > 0 && !slices.ContainsFunc(fs, func(f topology.Field) bool { return !gpuLabel().MatchString(f.S) }) {
@@ -292,15 +259,13 @@ func (p *textParser) plainLine(line, t string, cur sectionInfo) error {
 		return nil
 	}
 	if m := kvLine().FindStringSubmatchIndex(line); m != nil {
-		ns, ne := m[2], m[3]
-		if ns < 0 {
-			ns, ne = m[4], m[5]
+		g := 2 // "GPU[0]", else "GPU 0"
+		if m[g] < 0 {
+			g = 4
 		}
-		num := line[ns:ne]
-		if cur.kind == kindKnownKV {
-			if idx, err := parseIndex(num); err == nil {
-				p.r.list(cur.title, idx)
-			}
+		idx, idxErr := parseIndex(line[m[g]:m[g+1]])
+		if cur.kind == kindKnownKV && idxErr == nil {
+			p.r.list(cur.title, idx)
 		}
 		rest := line[m[1]:]
 		k := keyEnd(rest)
@@ -311,9 +276,8 @@ func (p *textParser) plainLine(line, t string, cur sectionInfo) error {
 		if set == nil {
 			return nil
 		}
-		idx, err := parseIndex(num)
-		if err != nil {
-			return p.errHere(cur.source, ns, err, "")
+		if idxErr != nil {
+			return p.errHere(cur.source, m[g], idxErr, "")
 		}
 		p.seen = true
 		d, value := p.r.device(idx), strings.TrimLeftFunc(rest[k+1:], unicode.IsSpace)
@@ -324,8 +288,7 @@ func (p *textParser) plainLine(line, t string, cur sectionInfo) error {
 		}
 		return nil
 	}
-	lower := strings.ToLower(t)
-	if j := strings.Index(lower, "rocm-smi version:"); j >= 0 {
+	if j := strings.Index(strings.ToLower(t), "rocm-smi version:"); j >= 0 {
 		v := strings.TrimSpace(t[j+len("rocm-smi version:"):])
 		if f := strings.FieldsFunc(v, func(c rune) bool { return unicode.IsSpace(c) || c == '|' }); len(f) > 0 {
 			p.r.Version = f[0]
@@ -335,8 +298,7 @@ func (p *textParser) plainLine(line, t string, cur sectionInfo) error {
 	return nil
 }
 
-// keyEnd returns the index of the colon ending the key in "key: value"
-// (a colon followed by white space or the end), or -1.
+// keyEnd returns the index of the colon ending the key in "key: value", or -1.
 func keyEnd(s string) int {
 	for i := 0; i < len(s); i++ {
 		if s[i] == ':' && (i+1 == len(s) || s[i+1] == ' ' || s[i+1] == '\t') {
@@ -347,4 +309,212 @@ func keyEnd(s string) int {
 		}
 	}
 	return -1
+}
+
+// unknownValue reports values rocm-smi prints when it has no answer.
+func unknownValue(v string) bool {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "", "n/a", "na", "unknown", "not supported", "unsupported":
+		return true
+	}
+	return false
+}
+
+// keys maps each key amdrun reads (lower case) to what records its known
+// value, failing with a topology sentinel when it is malformed.
+var keys = map[string]func(d *DeviceInfo, v string) error{
+	"(topology) numa node":         func(d *DeviceInfo, v string) error { return store(&d.NUMANode, parseNUMA, v) },
+	"(topology) numa affinity":     func(d *DeviceInfo, v string) error { return store(&d.NUMAAffinity, parseNUMA, v) },
+	"gpu use (%)":                  func(d *DeviceInfo, v string) error { return store(&d.UtilPercent, parsePercent, v) },
+	"gpu memory allocated (vram%)": func(d *DeviceInfo, v string) error { return store(&d.MemUsedPct, parsePercent, v) },
+	"gpu memory use (%)":           func(d *DeviceInfo, v string) error { return store(&d.MemUsedPct, parsePercent, v) },
+	"vram total memory (b)":        func(d *DeviceInfo, v string) error { return store(&d.MemTotalBytes, parseBytes, v) },
+	"vram total used memory (b)":   func(d *DeviceInfo, v string) error { return store(&d.MemUsedBytes, parseBytes, v) },
+	"pci bus":                      func(d *DeviceInfo, v string) error { d.PCIBus = strings.ToLower(v); return nil },
+	"unique id":                    func(d *DeviceInfo, v string) error { d.UniqueID = v; return nil },
+	"card series": func(d *DeviceInfo, v string) error {
+		if !strings.HasPrefix(v, "0x") { // ROCm 4.x prints the vendor id (0x1002) here
+			d.Name = v
+		}
+		return nil
+	},
+	"device name": func(*DeviceInfo, string) error { return nil }, // still marks rocm-smi's output
+}
+
+// store parses v into *dst; a malformed v leaves *dst as it was.
+func store[T any](dst *T, parse func(string) (T, error), v string) error {
+	x, err := parse(v)
+	if err == nil {
+		*dst = x
+	}
+	return err
+}
+
+// parseNUMA reads a NUMA node; -1 and 4294967295 (-1 as unsigned) are Unknown.
+func parseNUMA(v string) (int, error) {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: numa node %q", topology.ErrBadNumber, v)
+	}
+	switch {
+	case n == -1 || n == 4294967295:
+		return Unknown, nil
+	case n < -1 || n > 65535:
+		return 0, fmt.Errorf("%w: numa node %d out of range", topology.ErrBadNumber, n)
+	}
+	return int(n), nil
+}
+
+// parsePercent reads "12", "12%" or "12.5" in 0-100.
+func parsePercent(v string) (float64, error) {
+	f, err := strconv.ParseFloat(strings.TrimSuffix(v, "%"), 64)
+	if err != nil || f < 0 || f > 100 || f != f {
+		return 0, fmt.Errorf("%w: percentage %q", topology.ErrBadNumber, v)
+	}
+	return f, nil
+}
+
+func parseBytes(v string) (int64, error) {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%w: byte count %q", topology.ErrBadNumber, v)
+	}
+	return n, nil
+}
+
+// parseIndex reads a GPU index within maxDevices.
+func parseIndex(s string) (int, error) {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%w: GPU index %q", topology.ErrBadNumber, s)
+	}
+	if n >= maxDevices {
+		return 0, fmt.Errorf("%w: GPU index %d above %d", topology.ErrSyntax, n, maxDevices-1)
+	}
+	return n, nil
+}
+
+// conciseTable is a concise table's layout and the rows read so far.
+type conciseTable struct {
+	sec  sectionInfo
+	gen1 bool // ROCm 5.x's header ("GPU"); later ones may take two rows per GPU
+	// Column of the power reading: by position (powerIdx of ncols) in
+	// ROCm 5.x, which survives collapsed whitespace; by rune column
+	// (powerRune) in 6.x, whose cells hold spaces ("NPS1, SPX"). -1: none.
+	powerIdx, powerRune, ncols int
+	rows                       int
+	prev                       *DeviceInfo // the GPU of the last row
+}
+
+// concise parses the concise table at or after the next line.
+func (p *textParser) concise(sec sectionInfo) error {
+	tb, err := p.conciseHeader(sec)
+	if err != nil {
+		return err
+	}
+	for line, ok := p.next(); ok; line, ok = p.next() {
+		t := strings.TrimSpace(line)
+		if title, ok := bannerTitle(t); ok {
+			switch {
+			case title != "":
+				p.lr.Unread() // the next section's
+			case tb.rows == 0 && !tb.gen1:
+				continue // the rule under a two-row header
+			}
+			return nil // or the rule under the table
+		}
+		if t == "" || logLine(t) {
+			continue
+		}
+		if line[0] == ' ' || line[0] == '\t' {
+			if tb.rows > 0 && tb.prev != nil && !tb.gen1 && tb.prev.Name == "" {
+				tb.prev.Name = t // the second row of a ROCm 6.0/6.1 entry
+			}
+			continue
+		}
+		if err := p.conciseRow(tb, line); err != nil {
+			return err
+		}
+	}
+	if tb.rows == 0 {
+		return topology.NewParseError(sec.source, p.lastFull, 0, topology.ErrTruncated, "concise table has no rows")
+	}
+	return nil
+}
+
+// conciseHeader reads the concise table's header and finds its power column.
+func (p *textParser) conciseHeader(sec sectionInfo) (*conciseTable, error) {
+	line, ok := p.next()
+	for ok && (strings.TrimSpace(line) == "" || logLine(strings.TrimSpace(line))) {
+		line, ok = p.next()
+	}
+	if !ok {
+		return nil, p.errHere(sec.source, 0, topology.ErrTruncated, "no table after the section title")
+	}
+	head := fields(line)
+	tb := &conciseTable{sec: sec, gen1: head[0].S == "GPU", powerIdx: -1, powerRune: -1}
+	if !tb.gen1 && head[0].S != "Device" {
+		return nil, p.errHere(sec.source, head[0].Col, topology.ErrSyntax, "concise header starts with %q, not GPU or Device", head[0].S)
+	}
+	for _, tk := range head {
+		if strings.HasPrefix(tk.S, "(") {
+			continue // "Temp (DieEdge)" is one column
+		}
+		if tk.S == "AvgPwr" || tk.S == "Power" {
+			tb.powerIdx, tb.powerRune = tb.ncols, runeCol(line, tk)
+		}
+		tb.ncols++
+	}
+	return tb, nil
+}
+
+// conciseRow reads one GPU's row; power and power cap tell a second die.
+func (p *textParser) conciseRow(tb *conciseTable, line string) error {
+	src := tb.sec.source
+	toks := fields(line)
+	idx, err := parseIndex(toks[0].S)
+	if err != nil {
+		return p.errHere(src, 0, topology.ErrSyntax, "concise row %q does not start with a GPU index", toks[0].S)
+	}
+	if len(toks) < 4 {
+		return p.errHere(src, len(line), topology.ErrSyntax, "concise row has %d fields", len(toks))
+	}
+	n := len(toks)
+	util, vram, capTok := toks[n-1], toks[n-2], toks[n-3]
+	d := p.r.device(idx)
+	d.InConcise = true
+	p.r.list(tb.sec.title, idx)
+	if !unknownValue(util.S) {
+		if d.UtilPercent, err = parsePercent(util.S); err != nil {
+			return p.errHere(src, util.Col, err, "")
+		}
+	}
+	if !unknownValue(vram.S) {
+		if d.MemUsedPct, err = parsePercent(vram.S); err != nil {
+			return p.errHere(src, vram.Col, err, "")
+		}
+	}
+	pwrCap := -1.0
+	if !unknownValue(capTok.S) {
+		pwrCap, err = strconv.ParseFloat(strings.TrimSuffix(capTok.S, "W"), 64)
+		if err != nil || pwrCap < 0 {
+			return p.errHere(src, capTok.Col, topology.ErrBadNumber, "power cap %q", capTok.S)
+		}
+	}
+	d.SecondDie = tb.rows > 0 && tb.power(line, toks) == "N/A" && pwrCap == 0
+	tb.prev = d
+	tb.rows++
+	return nil
+}
+
+// power returns the power reading of a row, or "".
+func (tb *conciseTable) power(line string, toks []topology.Field) string {
+	power := ""
+	for i, tk := range toks {
+		byPos := tb.gen1 && i == tb.powerIdx && len(toks) == tb.ncols
+		if byPos || !tb.gen1 && tb.powerRune >= 0 && runeCol(line, tk) == tb.powerRune {
+			power = tk.S
+		}
+	}
+	return power
 }
