@@ -6,19 +6,11 @@ import (
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
-// Measured bandwidths are compared in levels, not as measured. A copy
-// benchmark repeated on the same link varies by a few percent (amdrun
-// bench, rocm_bandwidth_test), so on a partitioned node every measured
-// pair differs a little: the partitions of one GPU would no longer be
-// interchangeable, the search would lose its classes and ties would be
-// decided by noise. Levels are built from every measured link of the
-// model, in ascending order: a value within levelStep of the previous
-// one joins its level as long as the level spans at most levelSpan from
-// its lowest value; every value of a level counts as the level's median.
-// So links that differ by less than 2.5% between neighbours (a ±3% noise
-// band of 6% is one level) rank the same, and two real speeds more than
-// 10% apart never merge. Theoretical (table) bandwidths are exact and
-// left alone.
+// Measured bandwidths are compared in levels (docs/placement.md): a copy
+// benchmark varies by a few percent run to run, which would break the
+// classes of a partitioned GPU and decide ties by noise. Sorted, a value
+// within levelStep of the previous joins its level while the level spans
+// at most levelSpan, and counts as the level's median.
 const (
 	levelStep = 0.025
 	levelSpan = 0.10

@@ -12,9 +12,8 @@ type ringRange struct{ lo, hi int64 }
 func (r ringRange) exact() bool { return r.lo == r.hi }
 
 // ringOf bounds the best ring through vs (sorted local indices): exactly
-// for up to 16 devices (a dynamic program over subsets), through classes
-// of interchangeable devices and a cycle heuristic beyond. For two
-// devices the "ring" is their link; for one, 0.
+// up to 16 devices, by ringSearch beyond. For two devices the "ring" is
+// their link; for one, 0.
 func (p *problem) ringOf(vs []int) ringRange {
 	k := len(vs)
 	switch {
@@ -38,20 +37,14 @@ func (p *problem) ringOf(vs []int) ringRange {
 }
 
 // ringSearch bounds the best ring through the set vs of more than 16
-// devices, which takes take[c] members of each class of g in present.
-// It binary-searches the set's link values below the degree bound for
-// the highest at which findCycle finds a ring. Beyond 16 devices a ring
-// is the best found: a threshold findCycle fails at is not proven out
-// of reach, so the range keeps the degree bound as its top (the gap
-// Select reports). A cycle found reaches its own weakest link, which
-// may lie above the threshold it was looked for at; the best one is
-// kept (noteRing), so that the ring reported for the set is one amdrun
-// holds. The work is bounded by the heuristic's rotation cap and
-// charged to the budget, so the answer never depends on a clock.
+// devices (take[c] members of each class of g in present): a bisection of
+// its link values below the degree bound for the highest at which
+// findCycle finds a ring (docs/placement.md). The range keeps the degree
+// bound as its top; the best cycle found is kept (noteRing), so the ring
+// reported is one amdrun holds.
 func (p *problem) ringSearch(g *classGraph, present, take, vs []int) ringRange {
 	vals := p.linkValues(nil, vs, g.ringUpper(present, take))
-	// vals[0] is the set's weakest link: the graph is complete, so a ring
-	// over it exists.
+	// vals[0], the weakest link, has a ring: the graph is complete
 	lo, hi := 0, len(vals)-1
 	known := p.knownRing(vs)
 	best := known
@@ -84,9 +77,8 @@ func (p *problem) ringSearch(g *classGraph, present, take, vs []int) ringRange {
 	return ringRange{vals[lo], vals[len(vals)-1]}
 }
 
-// ringUpper bounds the best ring of vs: a ring contains a spanning path
-// (so at most the tree bottleneck) and gives every device two links (so
-// at most each device's second-best link).
+// ringUpper bounds the best ring of vs: at most the tree bottleneck and
+// each device's second-best link.
 func (p *problem) ringUpper(vs []int, tree int64) int64 {
 	ub := tree
 	if len(vs) < 3 {
@@ -121,8 +113,7 @@ func (m *top2) add(w int64) {
 func (p *problem) ringBottleneck(vs []int, ub int64) int64 {
 	p.vals = p.linkValues(p.vals[:0], vs, ub)
 	if c := p.knownRing(vs); c != nil {
-		// a ring in hand reaches its weakest link: only the values above
-		// it are tested (a test of 16 devices is 513 units)
+		// only the values above a ring in hand are tested
 		i, _ := slices.BinarySearch(p.vals, p.cycleBottleneck(c))
 		p.vals = p.vals[min(i, len(p.vals)-1):]
 	}
@@ -142,10 +133,9 @@ func (p *problem) hamCycle(vs []int, t int64) bool {
 	return dp[len(dp)-1]&adj[0] != 0
 }
 
-// pathEnds fills dp[S] (2^k entries, S a set of positions of vs) with the
-// positions where a path over links >= t through exactly S can end, and
-// returns those links (adjAtLeast); with fromFirst the paths start at
-// position 0 (dp is 0 for an S without it).
+// pathEnds fills dp[S] (S a set of positions of vs) with the positions
+// where a path over links >= t through exactly S can end (with
+// fromFirst, starting at position 0), and returns those links.
 func (p *problem) pathEnds(dp []uint32, vs []int, t int64, fromFirst bool) (adj [enumLimit]uint32) {
 	p.adjAtLeast(adj[:], vs, t)
 	for s := uint32(1); s < uint32(len(dp)); s++ {
@@ -178,11 +168,11 @@ func (p *problem) adjAtLeast(adj []uint32, vs []int, t int64) {
 	}
 }
 
-// findCycle looks for a Hamiltonian cycle through vs over links of at
-// least t by extension and rotation (Pósa's method, the next device by
-// Warnsdorff's rule: the one with the fewest unvisited neighbours). It
-// returns the cycle from vs[0], or nil when a device has fewer than two
-// such links or the rotations run out (8 per device): nil proves nothing.
+// findCycle looks for a Hamiltonian cycle through vs over links >= t by
+// extension and rotation (Pósa's method, the next device by Warnsdorff's
+// rule). It returns the cycle from vs[0], or nil (which proves nothing)
+// when a device has fewer than two such links or the rotations run out
+// (8 per device).
 func (p *problem) findCycle(vs []int, t int64) []int {
 	k := len(vs)
 	s := posa{link: func(a, b int) bool { return int64(p.bw[vs[a]*p.n+vs[b]]) >= t }}
@@ -274,8 +264,7 @@ func (s *posa) extension(end int) int {
 }
 
 // close makes the full path a cycle: directly, or through a crossing
-// (path[i] next to the end and path[i+1] next to the start give the
-// cycle path[0..i], end, ..., path[i+1]).
+// (path[i] next to the end, path[i+1] next to the start).
 func (s *posa) close(end int) bool {
 	k := len(s.path)
 	if s.link(end, s.path[0]) {
@@ -290,10 +279,9 @@ func (s *posa) close(end int) bool {
 	return false
 }
 
-// rotate: for a neighbour path[j] of the end, reversing path[j+1..]
-// makes path[j+1] the end. It prefers a new end that can extend (or, on
-// a full path, close) and cycles through the others so that repeated
-// rotations explore; false when there is no rotation.
+// rotate reverses path[j+1..] for a neighbour path[j] of the end,
+// preferring a new end that can extend (or close), cycling through the
+// options; false when there is none.
 func (s *posa) rotate(end int) bool {
 	s.rotations++
 	full := len(s.path) == len(s.pos)
@@ -318,9 +306,7 @@ func (s *posa) rotate(end int) bool {
 	return true
 }
 
-// noteRing records the ring c (local indices in ring order, 3 or more
-// devices), so that scoring its set starts from its bottleneck and
-// ordering a set of more than 16 can return it.
+// noteRing records the ring c (local indices in ring order) for its set.
 func (p *problem) noteRing(c []int) {
 	if p.rings == nil {
 		p.rings = map[bitset][]int{}

@@ -2,11 +2,9 @@ package selector
 
 import "math/bits"
 
-// ringTop bounds the ring of every set of p.size (3 or more)
-// candidates: the largest link value t at which the 2-core of the graph
-// of links >= t (what is left after removing devices with fewer than two
-// links, repeatedly) has a connected part of at least p.size devices; a
-// ring lies in one.
+// ringTop bounds the ring of every set of p.size (3 or more) candidates:
+// the largest t at which the 2-core of the graph of links >= t has a
+// connected part of p.size devices.
 func (p *problem) ringTop() int64 {
 	all := firstN(p.n).list()
 	vals := p.linkValues(nil, all, 1<<62)
@@ -18,8 +16,7 @@ func (p *problem) ringTop() int64 {
 	return t
 }
 
-// thresholdGraph is the candidates' graph of links >= t, as adjacency
-// bitsets (the problem's scratch, valid until the next call).
+// thresholdGraph is the candidates' graph of links >= t (scratch).
 func (p *problem) thresholdGraph(t int64) []bitset {
 	n := p.n
 	if cap(p.tg) < n {

@@ -74,10 +74,8 @@ func (s Score) Term(name string) (Term, bool) {
 	return Term{}, false
 }
 
-// key is a score in the search's integer form, compared
-// lexicographically, bigger better. Terms where smaller is better are
-// negated. Every policy uses the same slots; a slot a policy does not
-// rank by stays 0.
+// key is a Score in integer form, bigger better; a slot a policy does
+// not rank by stays 0.
 type key [keyLen]int64
 
 // Slots of a key, in ranking order.
@@ -86,8 +84,7 @@ const (
 	kCut             // ring: global min cut; tree: 0
 	kTotal           // total pairwise bandwidth
 	kLocality        // summed locality rank of every pair (topology.Locality)
-	// then the tie-break terms, from kTies on, one per row of defaultTies
-	// (terms.go)
+	// the tie-breaks from kTies on (terms.go)
 	keyLen = kTies + nTies
 )
 
@@ -101,9 +98,8 @@ type slotTerm struct {
 	less bool
 }
 
-// score turns a key into the exported form: the policy's pair terms
-// (policyRule.pairs), then the tie-breaks (p.ties); slots a policy does not
-// rank by are absent.
+// score turns a key into a Score: the policy's pair terms, then the
+// tie-breaks.
 func (p *problem) score(k key) Score {
 	pair := p.policy.rules().pairs
 	t := make([]Term, 0, len(pair)+len(p.ties))

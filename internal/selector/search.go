@@ -5,15 +5,13 @@ import (
 	"slices"
 )
 
-// enumLimit is the most candidates searched by plain enumeration of all
-// subsets (C(16,8) = 12,870 sets, 65,536 for every N together). The
-// enumeration runs to its end whatever the work budget (issue 35: the
-// default work is below C(16,8)); only the time cap stops it.
+// enumLimit is the most candidates searched by enumerating every subset
+// (C(16,8) = 12,870 sets), whatever the work budget (issue 35); only the
+// time cap stops it.
 const enumLimit = 16
 
-// entry is a scored set of local indices. ringHi, for the ring policy,
-// bounds the set's ring when its search left it unsettled (above
-// key[kFirst]); 0 when the ring is exact.
+// entry is a scored set of local indices; ringHi bounds its ring when
+// unsettled, else 0.
 type entry struct {
 	key    key
 	mask   bitset
@@ -21,7 +19,7 @@ type entry struct {
 }
 
 // better ranks a above b: higher key, then the lexicographically smaller
-// sorted set (the one holding the lowest index where they differ).
+// set.
 func better(a, b entry) bool {
 	if c := a.key.cmp(b.key); c != 0 {
 		return c > 0
@@ -64,9 +62,8 @@ func (t *topK) offer(e entry) {
 }
 
 // result is what a search found: the best sets, best first, and whether
-// the first is proven best; when not, bound is the highest key anything
-// left unexplored or unsettled could have. capped says which budget
-// stopped the search ("" when none did).
+// the first is proven best; when not, bound is the highest key of what
+// is unsettled. capped is Choice.CappedBy.
 type result struct {
 	top        []entry
 	exact      bool
@@ -99,9 +96,7 @@ func (p *problem) enumerate(k int) result {
 	for mask := uint64(1)<<uint(r) - 1; mask <= last; {
 		count++
 		p.bud.spend(1)
-		if p.bud.spent() {
-			// (the time cap fired) The rest is unexplored: bound it by
-			// the whole problem.
+		if p.bud.spent() { // the time cap: bound the rest by the whole problem
 			b := p.newClassSearch(p.buildClasses(firstN(n)), 1)
 			u, _ := b.upper(0, r, len(b.levels)-1)
 			res := result{top: t.e, considered: count}
@@ -128,8 +123,8 @@ func (p *problem) enumerate(k int) result {
 	return result{top: t.e, exact: true, considered: count}
 }
 
-// offerEnum scores one set, skipping the costly terms as soon as the
-// first term shows it cannot enter the list.
+// offerEnum scores one set, skipping the costly terms once it cannot
+// enter the list.
 func (p *problem) offerEnum(t *topK, vs []int, mask uint64) {
 	var k key
 	e := entry{mask: bitset{mask}}
@@ -155,8 +150,7 @@ func (p *problem) offerEnum(t *topK, vs []int, mask uint64) {
 }
 
 // ringEnum is the ring policy's enum: the ring and the min cut of vs,
-// skipping each as soon as its bound shows the set cannot enter the list
-// (worst its worst key, nil while not full).
+// each skipped once its bound shows the set cannot enter the list.
 func (p *problem) ringEnum(worst *key, vs []int) (first, cut int64, ok bool) {
 	ub := p.ringUpper(vs, p.treeBottleneck(vs))
 	if worst != nil && ub < worst[kFirst] {
@@ -166,8 +160,7 @@ func (p *problem) ringEnum(worst *key, vs []int) (first, cut int64, ok bool) {
 	if worst != nil && first < worst[kFirst] {
 		return 0, 0, false
 	}
-	// The smallest weighted degree bounds the min cut: skip Stoer-Wagner
-	// when even that cannot enter the list.
+	// the smallest weighted degree bounds the min cut
 	if worst != nil && p.minDegree(vs) < worst[kCut] && first == worst[kFirst] {
 		return 0, 0, false
 	}

@@ -1,23 +1,13 @@
 // Package selector picks the best-connected set of N devices of a node.
 //
-// It is a pure function of a finished *topology.Model, a Request and a
-// Policy: it runs no program, reads no environment and opens no path.
-// Its answer is deterministic: ties go to the lexicographically smallest
-// set of device indices, and the search is bounded by counted work
-// (Request.Work), not time, so one input gives one answer on any machine
-// under any load. Only the wall-clock safety cap (Request.Budget), when
-// it fires first, makes an answer depend on the machine
-// (Choice.CappedBy says so).
-//
-// Search is exact: with up to 16 candidates it enumerates every subset;
-// beyond that it collapses interchangeable devices (identical links and
-// locality to all others and identical NUMA node and busy state, such as
-// the CPX partitions of one GPU) into classes and runs a branch-and-bound
-// over how many devices each class gives. Measured bandwidths are
-// compared in levels (see quantize.go) so that noise does not break the
-// classes. Only when the work budget runs out (hundreds of devices with
-// all-distinct links) is the answer the best found, with Choice.Exact
-// false and the proven gap to the upper bound in Choice.Gap.
+// It is a pure, deterministic function of a finished *topology.Model, a
+// Request and a Policy: it runs no program, reads no environment and
+// opens no path; ties go to the lowest indices, and the search is bounded
+// by counted work (Request.Work), not time. The search is exact (every
+// subset up to 16 candidates, a branch-and-bound over classes of
+// interchangeable devices beyond) unless a budget runs out; then
+// Choice.Exact is false and Choice.Gap is the proven gap.
+// docs/placement.md ("Choosing devices") describes the terms and search.
 package selector
 
 import (
@@ -112,17 +102,14 @@ type Request struct {
 	Held map[int]string
 	// Order is the rank order of Choice.Devices (zero: by index).
 	Order Order
-	// Work bounds the work Select spends (see DefaultWork), for either
-	// policy, beyond 16 candidates (up to 16 every subset is scored
-	// whatever Work, and Choice.Work may exceed it); zero means
-	// DefaultWork. When it runs out Select returns the best set found,
-	// Choice.Exact false and Choice.CappedBy "work". The answer depends
-	// on the input and Work alone, never on the machine.
+	// Work bounds the work Select spends beyond 16 candidates (up to 16
+	// every subset is scored whatever Work); zero means DefaultWork.
+	// When it runs out Select returns the best set found, Choice.Exact
+	// false and Choice.CappedBy "work".
 	Work int
-	// Budget is a wall-clock safety cap; zero means DefaultBudget. The
-	// work budget ends the search first on any machine that is not
-	// overloaded; when the cap fires instead, Choice.CappedBy is "time"
-	// and the answer depends on how far the search got.
+	// Budget is a wall-clock safety cap; zero means DefaultBudget. When
+	// it fires, Choice.CappedBy is "time" and the answer depends on how
+	// far the search got.
 	Budget time.Duration
 	// Alternatives is how many runner-up sets to report; 0 means
 	// DefaultAlternatives and a negative number means none.
@@ -139,15 +126,11 @@ type Choice struct {
 	Score Score
 	// Ring is, for the ring policy, the devices in the order of the best
 	// ring found (nil for other policies and for N < 3); the score's
-	// ring is its weakest link. When it is not proven the set's best,
-	// Exact is false and the gap is on the ring.
+	// ring is its weakest link.
 	Ring []int
 	// Alternatives are the next best sets, best first, each sorted by
-	// index (their scores may equal Score). Beyond 16 candidates they are
-	// sets of other shapes: a set that only swaps interchangeable devices
-	// (partitions of one GPU) for others of their class, or the devices of
-	// one such class for those of an interchangeable class (two
-	// partitioned GPUs of one NUMA node), is not listed.
+	// index (their scores may equal Score). Beyond 16 candidates a set
+	// that only swaps interchangeable devices for others is not listed.
 	Alternatives []Candidate
 	// Naive is the set a naive launcher would take: the first N free
 	// candidates by index, with its score.
@@ -162,10 +145,8 @@ type Choice struct {
 	GapTerm string
 	Bound   float64
 	// CappedBy says which budget stopped the search before it proved its
-	// answer: CappedByWork (Request.Work), CappedByTime (the safety cap,
-	// Request.Budget), or "" when the search ran to its end (an answer
-	// that is then not exact holds a ring whose cycle search hit its own
-	// cap; Gap says by how much it may fall short).
+	// answer: CappedByWork, CappedByTime, or "" when the search ran to
+	// its end (an answer then not exact holds an unproven ring).
 	CappedBy string
 	// Considered counts the sets (enumeration) or search nodes
 	// (branch-and-bound) examined.
@@ -284,11 +265,9 @@ func (pp *Prepared) selectBy(req Request, p Policy, r rules) (*Choice, error) {
 }
 
 // runnerUps are the k best sets other than chosen, found by a search of
-// their own once the choice is made, so that asking for them never
-// changes the choice (issue 35: a search keeping k+1 sets prunes
-// differently from one keeping one, and where neither is proven they
-// may end on different sets). It spends work of its own, not counted in
-// Choice.Work.
+// their own so that asking for them never changes the choice (issue 35:
+// a search keeping k+1 sets prunes differently). Its work is not counted
+// in Choice.Work.
 func (pp *Prepared) runnerUps(cands []int, p Policy, n int, r rules, k int, chosen bitset, limit time.Duration, work int) []Candidate {
 	pr := pp.newProblem(cands, p, n, r)
 	pr.own = budget{limit: int64(work), deadline: time.Now().Add(limit)}
@@ -343,10 +322,7 @@ func (pr *problem) choice(req Request, res *result, naive []int) *Choice {
 	best := res.top[0]
 	local := best.mask.list()
 	work := pr.bud.work
-	// What follows is not the search: it spends nothing of the budget.
-	pr.own = budget{limit: unlimitedWork}
-	// the policy's ring of the chosen set (it may settle the set's
-	// ring, which the score and the gap then show)
+	pr.own = budget{limit: unlimitedWork} // not the search: spends nothing of its budget
 	ring, hasRing := pr.policy.rules().ring(pr, &best, res, local)
 	ch := &Choice{
 		Policy:     pr.policy.String(),
@@ -371,14 +347,10 @@ func (pr *problem) choice(req Request, res *result, naive []int) *Choice {
 	return ch
 }
 
-// reportRing returns the ring Select reports for the chosen set best
-// (local, 3 or more devices): the best ring found for it (ringOrder:
-// the one the search holds, else one found at the set's ring score).
-// The key's ring becomes that ring's weakest link, so the score is the
-// ring of a cycle Select returns. Where the set's best ring stays
-// unproven (beyond 16 devices, a ring below its degree bound), the bound
-// of what is unsettled takes the set's upper bound: Exact is false and
-// the gap, on the ring, says by how much the set itself may fall short.
+// reportRing returns the best ring found for the chosen set best (local,
+// 3 or more devices) and sets the key's ring to its weakest link. Where
+// the set's ring stays unproven, its upper bound joins res's bound, so
+// the gap covers it.
 func (p *problem) reportRing(best *entry, res *result, local []int) []int {
 	lo := best.key[kFirst]
 	ring := p.ringOrder(local, lo)
