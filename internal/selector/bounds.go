@@ -29,21 +29,6 @@ func (b *classSearch) upper(c, r, lvl int) (key, int) {
 	return u, lvl
 }
 
-// ringFirst is the ring policy's bound of its first term: the tree
-// bottleneck's bound, and ringTop's.
-func (b *classSearch) ringFirst(_, _ int, tree int64) int64 {
-	if b.size >= 3 && b.p.top > 0 {
-		return min(tree, b.p.top)
-	}
-	return tree
-}
-
-// ringCut bounds the min cut: at most the smallest degree, at most the
-// mean degree 2 total / size.
-func (b *classSearch) ringCut(c, r int, total int64) int64 {
-	return min(b.degreeUB(c, r), 2*total/int64(b.size))
-}
-
 // numaLB is the fewest NUMA nodes a set of the subtree in markReach's
 // parts can span.
 func (b *classSearch) numaLB(c, r int) int {

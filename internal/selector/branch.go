@@ -179,12 +179,9 @@ func (b *classSearch) result() result {
 	return res
 }
 
+// newClassSearch starts a search over the classes cls.
 func (p *problem) newClassSearch(cls []class, k int) *classSearch {
-	return p.searchOn(p.newClassTables(cls), k)
-}
-
-// searchOn starts a search over the tables t, which it does not write.
-func (p *problem) searchOn(t *classTables, k int) *classSearch {
+	t := p.newClassTables(cls)
 	g := t.graph
 	g.scr = p.scr
 	nc := g.nc
@@ -285,25 +282,20 @@ func twins(b *classGraph, out []int) {
 	for c := range out {
 		out[c] = -1
 		for e := c - 1; e >= 0 && out[c] < 0; e-- {
-			if b.twin(e, c) {
+			ce, cc := &b.cls[e], &b.cls[c]
+			if len(ce.members) != len(cc.members) || ce.numa != cc.numa || ce.busy != cc.busy || ce.deg != cc.deg ||
+				b.link(e, e) != b.link(c, c) || b.loc[e*b.nc+e] != b.loc[c*b.nc+c] || !slices.Equal(ce.firstLoad, cc.firstLoad) {
+				continue
+			}
+			same := true // the same link and locality to every third class
+			for d := 0; d < b.nc && same; d++ {
+				same = d == e || d == c || (b.link(e, d) == b.link(c, d) && b.loc[e*b.nc+d] == b.loc[c*b.nc+d])
+			}
+			if same {
 				out[c] = e
 			}
 		}
 	}
-}
-
-func (b *classGraph) twin(e, c int) bool {
-	ce, cc := &b.cls[e], &b.cls[c]
-	if len(ce.members) != len(cc.members) || ce.numa != cc.numa || ce.busy != cc.busy || ce.deg != cc.deg ||
-		b.link(e, e) != b.link(c, c) || b.loc[e*b.nc+e] != b.loc[c*b.nc+c] || !slices.Equal(ce.firstLoad, cc.firstLoad) {
-		return false
-	}
-	for d := 0; d < b.nc; d++ {
-		if d != e && d != c && (b.link(e, d) != b.link(c, d) || b.loc[e*b.nc+d] != b.loc[c*b.nc+d]) {
-			return false
-		}
-	}
-	return true
 }
 
 // lowestSums appends to buf s with s[r] the sum of the r lowest of the
@@ -431,7 +423,11 @@ func (b *classSearch) lexMin(c, r int) bitset {
 	return mask
 }
 
-func (b *classSearch) presentClasses() []int {
+// leaf scores the set b.take describes and offers it to the list.
+func (b *classSearch) leaf() {
+	p := b.p
+	var k key
+	b.tieKey(&k)
 	present := b.present[:0]
 	for c := 0; c < b.nc; c++ {
 		if b.take[c] > 0 {
@@ -439,15 +435,6 @@ func (b *classSearch) presentClasses() []int {
 		}
 	}
 	b.present = present
-	return present
-}
-
-// leaf scores the set b.take describes and offers it to the list.
-func (b *classSearch) leaf() {
-	p := b.p
-	var k key
-	b.tieKey(&k)
-	present := b.presentClasses()
 	b.ringHi = 0
 	if b.size >= 2 {
 		var ok bool

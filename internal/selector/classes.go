@@ -20,17 +20,10 @@ type class struct {
 }
 
 // buildClasses groups the candidates in pool into classes, ordered by
-// their lowest index.
+// their lowest index, comparing each device with one member of every
+// class, the previous device's class first (a GPU's partitions follow
+// one another).
 func (p *problem) buildClasses(pool bitset) []class {
-	cls := p.matchClasses(pool)
-	p.finishClasses(cls)
-	return cls
-}
-
-// matchClasses groups pool's devices by comparing each with one member
-// of every class, the previous device's class first (a GPU's partitions
-// follow one another).
-func (p *problem) matchClasses(pool bitset) []class {
 	all := pool.list()
 	of := make([]int, 2*len(all))       // of[i]: the class of all[i]; then the members
 	reps, last := make([]int, 0, 16), 0 // the first member of each class
@@ -56,6 +49,20 @@ func (p *problem) matchClasses(pool bitset) []class {
 	for i, v := range all {
 		cls[of[i]].members = append(cls[of[i]].members, v)
 	}
+	// each class's members by load, and its first-member tables
+	masks, loads := make([]bitset, len(cls)+len(all)), make([]int64, len(cls)+len(all))
+	for c := range cls {
+		cl := &cls[c]
+		slices.SortFunc(cl.members, func(a, b int) int { return cmp.Or(cmp.Compare(p.load[a], p.load[b]), cmp.Compare(a, b)) })
+		k := len(cl.members) + 1
+		cl.firstMask, cl.firstLoad = masks[:k:k], loads[:k:k]
+		masks, loads = masks[k:], loads[k:]
+		for i, v := range cl.members {
+			cl.firstMask[i+1] = cl.firstMask[i]
+			cl.firstMask[i+1].add(v)
+			cl.firstLoad[i+1] = cl.firstLoad[i] + p.load[v]
+		}
+	}
 	return cls
 }
 
@@ -70,28 +77,6 @@ func (p *problem) interchangeable(r, v int, all []int) bool {
 		}
 	}
 	return p.numa[r] == p.numa[v] && p.busy.has(r) == p.busy.has(v)
-}
-
-// finishClasses sets each class's internal link, member order and
-// first-member tables.
-func (p *problem) finishClasses(cls []class) {
-	total := len(cls)
-	for c := range cls {
-		total += len(cls[c].members)
-	}
-	masks, loads := make([]bitset, total), make([]int64, total)
-	for c := range cls {
-		cl := &cls[c]
-		slices.SortFunc(cl.members, func(a, b int) int { return cmp.Or(cmp.Compare(p.load[a], p.load[b]), cmp.Compare(a, b)) })
-		k := len(cl.members) + 1
-		cl.firstMask, cl.firstLoad = masks[:k:k], loads[:k:k]
-		masks, loads = masks[k:], loads[k:]
-		for i, v := range cl.members {
-			cl.firstMask[i+1] = cl.firstMask[i]
-			cl.firstMask[i+1].add(v)
-			cl.firstLoad[i+1] = cl.firstLoad[i] + p.load[v]
-		}
-	}
 }
 
 // classGraph is the links between classes (member to member).

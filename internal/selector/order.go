@@ -32,7 +32,7 @@ func (p *problem) ringOrder(vs []int, t int64) []int {
 	case len(vs) <= enumLimit:
 		return p.cycleAt(vs, t)
 	}
-	if c := p.knownRing(vs); c != nil && p.cycleBottleneck(c) >= t {
+	if c := p.rings[setOf(vs)]; c != nil && p.cycleBottleneck(c) >= t {
 		at := slices.Index(c, slices.Min(c))
 		return append(slices.Clone(c[at:]), c[:at]...)
 	}

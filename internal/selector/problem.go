@@ -37,7 +37,7 @@ type problem struct {
 	scr    *scratch
 
 	evaluated map[bitset]entry // evalSet's answers beyond 16 devices
-	rings     map[bitset][]int // noteRing
+	rings     map[bitset][]int // the best ring ringSearch found for a set
 
 	// scratch for scoring sets of up to 16 devices
 	ham  []uint32
@@ -145,10 +145,7 @@ func Prepare(m *topology.Model) *Prepared {
 // weigh fills the matrices in one walk over the model's links (no pair
 // lookups, issue 25).
 func (pp *Prepared) weigh() {
-	m := pp.m
-	if m == nil {
-		return
-	}
+	m := pp.m // not nil: checkRequest refuses a nil model before a problem is made
 	nd := len(m.Devices)
 	nn := nd * nd
 	pp.nd = nd

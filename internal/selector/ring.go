@@ -22,8 +22,9 @@ func (p *problem) ringOf(vs []int) ringRange {
 	case k == 2:
 		b := int64(p.bw[vs[0]*p.n+vs[1]])
 		return ringRange{b, b}
-	case k <= enumLimit:
-		b := p.ringBottleneck(vs, p.ringUpper(vs, p.treeBottleneck(vs)))
+	case k <= enumLimit: // the largest link value with a ring over links >= it
+		p.vals = p.linkValues(p.vals[:0], vs, p.ringUpper(vs, p.treeBottleneck(vs)))
+		b := atLeastWeakest(p.vals, func(t int64) bool { return p.hamCycle(vs, t) })
 		return ringRange{b, b}
 	}
 	g := newClassGraph(p, p.buildClasses(setOf(vs)))
@@ -40,13 +41,13 @@ func (p *problem) ringOf(vs []int) ringRange {
 // devices (take[c] members of each class of g in present): a bisection of
 // its link values below the degree bound for the highest at which
 // findCycle finds a ring (docs/placement.md). The range keeps the degree
-// bound as its top; the best cycle found is kept (noteRing), so the ring
+// bound as its top; the best cycle found is kept (p.rings), so the ring
 // reported is one amdrun holds.
 func (p *problem) ringSearch(g *classGraph, present, take, vs []int) ringRange {
 	vals := p.linkValues(nil, vs, g.ringUpper(present, take))
 	// vals[0], the weakest link, has a ring: the graph is complete
 	lo, hi := 0, len(vals)-1
-	known := p.knownRing(vs)
+	known := p.rings[setOf(vs)]
 	best := known
 	// reached moves lo to the weakest link of the ring c (nil: none)
 	reached := func(c []int) {
@@ -72,7 +73,10 @@ func (p *problem) ringSearch(g *classGraph, present, take, vs []int) ringRange {
 		}
 	}
 	if best != nil && (known == nil || p.cycleBottleneck(best) > p.cycleBottleneck(known)) {
-		p.noteRing(best)
+		if p.rings == nil {
+			p.rings = map[bitset][]int{}
+		}
+		p.rings[setOf(best)] = best // the ring reported for the set, if chosen
 	}
 	return ringRange{vals[lo], vals[len(vals)-1]}
 }
@@ -105,19 +109,6 @@ func (m *top2) add(w int64) {
 	} else if w > m[1] {
 		m[1] = w
 	}
-}
-
-// ringBottleneck is the bottleneck of the best Hamiltonian cycle through
-// vs (3..16 devices), given an upper bound ub: the largest link
-// bandwidth t such that a cycle exists over links of at least t.
-func (p *problem) ringBottleneck(vs []int, ub int64) int64 {
-	p.vals = p.linkValues(p.vals[:0], vs, ub)
-	if c := p.knownRing(vs); c != nil {
-		// only the values above a ring in hand are tested
-		i, _ := slices.BinarySearch(p.vals, p.cycleBottleneck(c))
-		p.vals = p.vals[min(i, len(p.vals)-1):]
-	}
-	return atLeastWeakest(p.vals, func(t int64) bool { return p.hamCycle(vs, t) })
 }
 
 // hamCycle reports whether vs (3..16 devices) has a Hamiltonian cycle over
@@ -304,19 +295,6 @@ func (s *posa) rotate(end int) bool {
 	}
 	s.reverseFrom(pick[s.rotations%len(pick)] + 1)
 	return true
-}
-
-// noteRing records the ring c (local indices in ring order) for its set.
-func (p *problem) noteRing(c []int) {
-	if p.rings == nil {
-		p.rings = map[bitset][]int{}
-	}
-	p.rings[setOf(c)] = c
-}
-
-// knownRing is the ring noteRing recorded for the set vs, or nil.
-func (p *problem) knownRing(vs []int) []int {
-	return p.rings[setOf(vs)]
 }
 
 // cycleBottleneck is the weakest link of the ring c.

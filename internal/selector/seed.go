@@ -18,11 +18,6 @@ func (p *problem) seeds(b *classSearch) [][]int {
 	return append(out, p.greedy(b, t, false))
 }
 
-// ringSeeds are the ring policy's seeds: a greedy ring-minded set.
-func (p *problem) ringSeeds(b *classSearch, _ int64) [][]int {
-	return [][]int{p.greedy(b, 0, true)}
-}
-
 // greedy grows a set of p.size devices from greedyStart, one at a time:
 // for the tree policy the device linking to the set at >= t with the most
 // bandwidth to it, for the ring the best second-best link first; ties

@@ -184,17 +184,10 @@ func (e *NotEnoughError) Error() string {
 		fmt.Fprintf(&b, "selector: %d devices requested, %d available", e.Requested, e.Candidates)
 	}
 	var parts []string
-	if len(e.Free) > 0 {
-		parts = append(parts, "free: "+topology.JoinInts(e.Free))
-	}
-	if len(e.Busy) > 0 {
-		parts = append(parts, "busy: "+joinReasons(e.Busy))
-	}
-	if len(e.Held) > 0 {
-		parts = append(parts, "held: "+joinReasons(e.Held))
-	}
-	if len(e.Excluded) > 0 {
-		parts = append(parts, "excluded: "+topology.JoinInts(e.Excluded))
+	for i, s := range [...]string{topology.JoinInts(e.Free), joinReasons(e.Busy), joinReasons(e.Held), topology.JoinInts(e.Excluded)} {
+		if s != "" {
+			parts = append(parts, [...]string{"free: ", "busy: ", "held: ", "excluded: "}[i]+s)
+		}
 	}
 	if len(parts) > 0 {
 		b.WriteString(" (" + strings.Join(parts, "; ") + ")")
@@ -249,15 +242,8 @@ func (pp *Prepared) selectBy(req Request, p Policy, r rules) (*Choice, error) {
 	pr := pp.newProblem(cands, p, n, r)
 	pr.own = budget{limit: int64(work), deadline: start.Add(limit)}
 	res := pr.search(1)
-	naive := firstN(n).list()
-	if len(res.top) == 0 {
-		// The budget ran out before any set was scored (it never does: the
-		// search scores sets before it looks at the clock).
-		res.top = []entry{pr.evalSet(naive)}
-		res.exact = false
-	}
-	chosen := res.top[0].mask
-	ch := pr.choice(req, &res, naive)
+	chosen := res.top[0].mask // the search scores a set before it looks at the clock
+	ch := pr.choice(req, &res, firstN(n).list())
 	if k > 0 {
 		ch.Alternatives = pp.runnerUps(cands, p, n, r, k, chosen, limit, work)
 	}

@@ -98,16 +98,22 @@ var policies = []policyRule{
 			r := p.ringOf(vs)
 			return r.lo, p.minCut(vs), r.exact(), r.hi
 		},
-		enum:  (*problem).ringEnum,
-		leaf:  (*classSearch).ringLeaf,
-		first: (*classSearch).ringFirst,
-		cut:   (*classSearch).ringCut,
+		enum: (*problem).ringEnum,
+		leaf: (*classSearch).ringLeaf,
+		first: func(b *classSearch, _, _ int, tree int64) int64 {
+			if b.p.top > 0 { // ringTop, set for 3 or more devices
+				return min(tree, b.p.top)
+			}
+			return tree
+		},
+		// at most the smallest degree, at most the mean degree
+		cut: func(b *classSearch, c, r int, total int64) int64 { return min(b.degreeUB(c, r), 2*total/int64(b.size)) },
 		prepare: func(p *problem) {
 			if p.size >= 3 {
 				p.top = p.ringTop()
 			}
 		},
-		seeds: (*problem).ringSeeds,
+		seeds: func(p *problem, b *classSearch, _ int64) [][]int { return [][]int{p.greedy(b, 0, true)} },
 		ring: func(p *problem, best *entry, res *result, vs []int) ([]int, bool) {
 			if p.size < 3 {
 				return nil, false
