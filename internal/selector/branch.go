@@ -53,7 +53,7 @@ type classTables struct {
 	graph    classGraph // the classes, without scratch
 	levels   []int64    // distinct class-level bandwidths, ascending
 	size     int        // the largest set the tables bound
-	nodeCost int64      // work charged per node (see budget.go)
+	nodeCost int64      // work charged per node (search.go)
 
 	// What classes c.. can still give; index nc is the empty rest.
 	capFrom     []int     // members of classes c..

@@ -18,7 +18,11 @@ func (p *problem) pathOrder(vs []int) []int {
 		return p.classOrder(vs)
 	}
 	vals := p.linkValues(nil, vs, math.MaxInt64)
-	t := atLeastWeakest(vals, func(t int64) bool { return p.hamPath(vs, t) })
+	t := atLeastWeakest(vals, func(t int64) bool { // a Hamiltonian path over links >= t
+		dp := make([]uint32, 1<<len(vs))
+		p.pathEnds(dp, vs, t, false)
+		return dp[len(dp)-1] != 0
+	})
 	return p.bestSequence(vs, t, false)
 }
 
@@ -66,13 +70,6 @@ func (p *problem) cycleAt(vs []int, t int64) []int {
 		next = 1 << uint(v)
 	}
 	return out
-}
-
-// hamPath reports whether vs has a Hamiltonian path over links >= t.
-func (p *problem) hamPath(vs []int, t int64) bool {
-	dp := make([]uint32, 1<<len(vs))
-	p.pathEnds(dp, vs, t, false)
-	return dp[len(dp)-1] != 0
 }
 
 // bestSequence returns the positions of vs, mapped back to local indices,

@@ -83,10 +83,9 @@ func (pp *Prepared) newProblem(cands []int, pol Policy, size int, r rules) *prob
 	} else {
 		p.bw, p.loc, p.deg = make([]int32, n*n), make([]int8, n*n), make([]int64, n)
 		for i, a := range cands {
-			copy2(p.bw[i*n:i*n+n], pp.bw[a*nd:a*nd+nd], cands)
-			copy2(p.loc[i*n:i*n+n], pp.loc[a*nd:a*nd+nd], cands)
-			for _, v := range p.loc[i*n : i*n+n] {
-				p.deg[i] += int64(v)
+			for j, b := range cands {
+				p.bw[i*n+j], p.loc[i*n+j] = pp.bw[a*nd+b], pp.loc[a*nd+b]
+				p.deg[i] += int64(pp.loc[a*nd+b])
 			}
 		}
 	}
@@ -110,13 +109,6 @@ func (pp *Prepared) newProblem(cands []int, pol Policy, size int, r rules) *prob
 	}
 	p.nNUMA = len(ids)
 	return p
-}
-
-// copy2 sets dst[i] = row[cands[i]].
-func copy2[T int32 | int8](dst, row []T, cands []int) {
-	for i, c := range cands {
-		dst[i] = row[c]
-	}
 }
 
 // Prepared is a model read once for many selections: the bandwidth and
@@ -414,4 +406,43 @@ func atLeastWeakest(vals []int64, ok func(int64) bool) int64 {
 		return t
 	}
 	return vals[0]
+}
+
+// Measured bandwidths are compared in levels (docs/placement.md): a copy
+// benchmark varies by a few percent run to run, which would break the
+// classes of a partitioned GPU and decide ties by noise. Sorted, a value
+// within levelStep of the previous joins its level while the level spans
+// at most levelSpan, and counts as the level's median.
+const (
+	levelStep = 0.025
+	levelSpan = 0.10
+)
+
+// measuredLevels maps every measured link bandwidth of m to its level's
+// value; nil when m has no measured link.
+func measuredLevels(m *topology.Model) map[int64]int64 {
+	var vals []int64
+	for i := range m.Links {
+		if l := &m.Links[i]; l.Measured {
+			vals = append(vals, l.MaxBandwidth)
+		}
+	}
+	if len(vals) == 0 {
+		return nil
+	}
+	slices.Sort(vals)
+	level := make(map[int64]int64, len(vals))
+	start := 0
+	for i := 1; i <= len(vals); i++ {
+		if i < len(vals) && float64(vals[i]) <= float64(vals[i-1])*(1+levelStep) &&
+			float64(vals[i]) <= float64(vals[start])*(1+levelSpan) {
+			continue
+		}
+		median := vals[start+(i-1-start)/2]
+		for _, v := range vals[start:i] {
+			level[v] = median
+		}
+		start = i
+	}
+	return level
 }
