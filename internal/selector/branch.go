@@ -480,17 +480,13 @@ func (b *classSearch) ringLeaf(present []int, k key) (first, cut int64, ok bool)
 // offer scores a seed in its canonical form (each class giving its first
 // members) and offers it.
 func (b *classSearch) offer(vs []int) {
-	count := make([]int, b.nc)
-	for _, v := range vs {
-		for c := range b.cls {
-			if slices.Contains(b.cls[c].members, v) {
-				count[c]++
-				break
-			}
-		}
-	}
+	set := setOf(vs)
 	var mask bitset
-	for c, t := range count {
+	for c := range b.cls {
+		t := 0
+		for _, v := range b.cls[c].members {
+			t += boolInt(set.has(v))
+		}
 		mask.or(&b.cls[c].firstMask[t])
 	}
 	e := b.p.evalSet(mask.list())

@@ -82,7 +82,22 @@ func (p *problem) bestSequence(vs []int, t int64, cycle bool) []int {
 		}
 		return -1
 	}}
-	q.fill()
+	k := q.k
+	q.full = uint32(1)<<uint(k) - 1
+	if cycle {
+		q.full &^= 1
+	}
+	q.h = make([]int64, (int(q.full)+1)*k) // a path of one device: 0
+	for s := uint32(1); s <= q.full; s++ {
+		for r := s; r != 0 && s&q.full == s; r &= r - 1 {
+			v := bits.TrailingZeros32(r)
+			if rest := s &^ (1 << uint(v)); rest != 0 {
+				_, q.h[int(s)*k+v] = q.follow(rest, v)
+			} else if cycle {
+				q.h[int(s)*k+v] = q.w(v, 0) // the closing link
+			}
+		}
+	}
 	return q.walk(vs)
 }
 
@@ -95,25 +110,6 @@ type sequenceTable struct {
 	w     func(i, j int) int64
 	full  uint32
 	h     []int64
-}
-
-func (q *sequenceTable) fill() {
-	k := q.k
-	q.full = uint32(1)<<uint(k) - 1
-	if q.cycle {
-		q.full &^= 1
-	}
-	q.h = make([]int64, (int(q.full)+1)*k) // a path of one device: 0
-	for s := uint32(1); s <= q.full; s++ {
-		for r := s; r != 0 && s&q.full == s; r &= r - 1 {
-			v := bits.TrailingZeros32(r)
-			if rest := s &^ (1 << uint(v)); rest != 0 {
-				_, q.h[int(s)*k+v] = q.follow(rest, v)
-			} else if q.cycle {
-				q.h[int(s)*k+v] = q.w(v, 0) // the closing link
-			}
-		}
-	}
 }
 
 // follow is the first position u of s with the best total of the link

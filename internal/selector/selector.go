@@ -281,10 +281,7 @@ func (pp *Prepared) checkRequest(req Request, p Policy) ([]int, int, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	n := req.N
-	if n == 0 {
-		n = len(cands)
-	}
+	n := cmp.Or(req.N, len(cands))
 	if n == 0 || n > len(cands) {
 		return nil, 0, notEnough(m, req, n, cands)
 	}
@@ -393,16 +390,9 @@ func candidates(m *topology.Model, req Request) ([]int, error) {
 	}
 	out := make([]int, 0, len(m.Devices))
 	for i := range m.Devices {
-		if allowed != nil && !allowed[i] {
-			continue
+		if _, held := req.Held[i]; !held && (allowed == nil || allowed[i]) && (!m.Devices[i].Busy || req.AllowBusy) {
+			out = append(out, i)
 		}
-		if _, held := req.Held[i]; held {
-			continue
-		}
-		if m.Devices[i].Busy && !req.AllowBusy {
-			continue
-		}
-		out = append(out, i)
 	}
 	return out, nil
 }
