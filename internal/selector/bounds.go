@@ -122,8 +122,7 @@ func (b *classSearch) connectable(c0, r int, t int64) bool {
 func (b *classSearch) joinable(c0 int, t int64) bool {
 	active := b.components(c0, t)
 	parent, capc := b.p.scr.c, b.p.scr.d
-	// Each decided class with two or more members needs a link >= t that
-	// can join them.
+	// a decided class of two or more needs a link >= t to join them
 	root := -1
 	for _, c := range active {
 		if c >= c0 {

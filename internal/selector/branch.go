@@ -73,8 +73,7 @@ type classTables struct {
 type pairSums struct {
 	w []int64 // nc*nc class-level weights, the diagonal inside a class
 	// partners[d] lists, heaviest first, the classes a member of class d
-	// can pair with (d itself when it has two or more members) and how
-	// many partners each offers.
+	// can pair with and how many partners each offers.
 	partners [][]partner
 	toSet    []int64 // toSet[d]: from one member of class d to the decided members
 	sum      int64   // over the pairs of decided members
@@ -141,8 +140,7 @@ func (p *problem) branchAndBound(k int) result {
 		}
 		b.offer(s)
 	}
-	// A spent budget stops the search at its root, which keeps the root's
-	// bound open.
+	// a spent budget stops it at the root, which keeps the root's bound
 	b.dfs(0, p.size, len(b.levels)-1)
 	return b.result()
 }

@@ -135,10 +135,8 @@ type Prepared struct {
 	once sync.Once // weigh, at the first Select that searches
 }
 
-// Prepare keeps m for selections; the first Select that searches
-// weighs every pair of its devices (weigh), one that settledNaive
-// answers weighs none. A nil or empty model gives a Prepared whose
-// Select fails as Select does.
+// Prepare keeps m for selections; the first Select that searches weighs
+// its pairs. A nil or empty model gives a Prepared whose Select fails.
 func Prepare(m *topology.Model) *Prepared {
 	return &Prepared{m: m}
 }
@@ -157,8 +155,7 @@ func (pp *Prepared) weigh() {
 	intern(pkg, m.Devices, func(d *topology.Device) string { return d.Package })
 	intern(hive, m.Devices, func(d *topology.Device) string { return d.Hive })
 	// A pair without a link has bandwidth 0 and locality SYS (0), as in
-	// Model.BW and Model.Locality; of two links the later wins, as in
-	// Model.Link.
+	// Model.BW and Model.Locality; of two links the later wins.
 	var levels map[int64]int64
 	for li := range m.Links {
 		l := &m.Links[li]

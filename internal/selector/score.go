@@ -53,8 +53,7 @@ func (s Score) String() string {
 }
 
 // Compare returns +1 when s ranks above o, -1 when below and 0 when they
-// tie. Scores of different shapes compare on their common prefix, then
-// the longer one wins.
+// tie; on a common prefix the longer one wins.
 func (s Score) Compare(o Score) int {
 	for i := 0; i < len(s.Terms) && i < len(o.Terms); i++ {
 		if c := cmp.Compare(s.Terms[i].Value, o.Terms[i].Value); c != 0 {

@@ -219,8 +219,7 @@ type budget struct {
 func (b *budget) spend(u int64) { b.work += u }
 
 // spent says whether the search must stop: the work is used up, or (the
-// clock read every 64th call) the safety cap has passed. Once it says
-// yes it keeps saying yes.
+// clock read every 64th call) the safety cap has passed. It stays true.
 func (b *budget) spent() bool {
 	if b.capped != "" {
 		return true

@@ -88,17 +88,15 @@ func byName(name string, names []string, unknown error) (int, error) {
 type Request struct {
 	// N is the number of devices wanted; 0 means every free candidate.
 	N int
-	// Devices restricts the candidates to these indices. nil means no
-	// restriction (every device); a non-nil empty list allows none, so
-	// Select returns a *NotEnoughError.
+	// Devices restricts the candidates to these indices; nil means every
+	// device, a non-nil empty list none.
 	Devices []int
 	// Exclude removes these indices from the candidates.
 	Exclude []int
-	// AllowBusy makes busy devices (Device.Busy) candidates; without it
-	// they are left out.
+	// AllowBusy makes busy devices (Device.Busy) candidates.
 	AllowBusy bool
 	// Held lists devices leased by another amdrun job (index -> holder
-	// description). They are always left out.
+	// description), always left out.
 	Held map[int]string
 	// Order is the rank order of Choice.Devices (zero: by index).
 	Order Order
@@ -136,10 +134,8 @@ type Choice struct {
 	// candidates by index, with its score.
 	Naive *Candidate
 	// Exact says the choice is proven best. When false, GapTerm names
-	// the first score term on which a set the search left unsettled might
-	// beat it, Bound is the most such a set could have there (as the
-	// term prints) and Gap the proven relative shortfall,
-	// |Bound - chosen| / |Bound|.
+	// the first term on which an unsettled set might beat it, Bound the
+	// most such a set could have there and Gap |Bound - chosen| / |Bound|.
 	Exact   bool
 	Gap     float64
 	GapTerm string
@@ -268,7 +264,7 @@ func (pp *Prepared) runnerUps(cands []int, p Policy, n int, r rules, k int, chos
 }
 
 // checkRequest refuses a malformed request and returns the candidates
-// and the number of devices wanted (every candidate for N=0).
+// and the number of devices wanted.
 func (pp *Prepared) checkRequest(req Request, p Policy) ([]int, int, error) {
 	m := pp.m
 	if !p.valid() {
@@ -298,9 +294,7 @@ func searchLimits(req Request) (k int, limit time.Duration, work int) {
 	return k, cmp.Or(max(req.Budget, 0), DefaultBudget), cmp.Or(max(req.Work, 0), DefaultWork)
 }
 
-// choice is the search's result as Select returns it: the best set (its
-// ring settled by the policy), the score, exactness and gap, and the
-// naive set.
+// choice is the search's result as Select returns it.
 func (pr *problem) choice(req Request, res *result, naive []int) *Choice {
 	best := res.top[0]
 	local := best.mask.list()
@@ -351,9 +345,8 @@ func (p *problem) reportRing(best *entry, res *result, local []int) []int {
 	return ring
 }
 
-// gap compares the chosen key with the bound of what is unsettled: the
-// first term where the bound is higher, the bound there as the term
-// prints, and the relative shortfall.
+// gap is Choice's GapTerm, Bound and Gap for the chosen key and the
+// bound of what is unsettled.
 func (p *problem) gap(chosen, bound key) (term string, b, gap float64) {
 	s, u := p.score(chosen), p.score(bound)
 	for i, t := range s.Terms {
@@ -368,8 +361,7 @@ func (p *problem) gap(chosen, bound key) (term string, b, gap float64) {
 	return "", 0, 0
 }
 
-// candidates validates the request and returns the candidate device
-// indices in ascending order.
+// candidates validates the request and returns the candidates, ascending.
 func candidates(m *topology.Model, req Request) ([]int, error) {
 	nd := len(m.Devices)
 	if req.N < 0 {

@@ -5,9 +5,8 @@ package selector
 // edit of one row (TestTieTermTableIsTheOnlyPlace,
 // TestPolicyTableIsTheOnlyPlace).
 
-// tieTerm is one tie-break term: the terms after locality, which need no
-// pair of devices. Its value is stored bigger-better (less terms
-// negated), in slot kTies+i for row i of the table.
+// tieTerm is one tie-break term (after locality), stored bigger-better
+// (less terms negated) in slot kTies+i for row i of the table.
 type tieTerm struct {
 	name string
 	unit string
@@ -67,8 +66,7 @@ type policyRule struct {
 	ring func(p *problem, best *entry, res *result, vs []int) (order []int, ok bool)
 }
 
-// policies are the policies, indexed by Policy, default first. Its names
-// are PolicyNames.
+// policies are the policies, indexed by Policy, default first.
 var policies = []policyRule{
 	Tree: {
 		name:  "tree",
@@ -192,8 +190,7 @@ func sumAt(vals []int64, vs []int) int64 {
 	return s
 }
 
-// tieBreaks fills the tie-break slots of k for the set vs. k[kLocality]
-// must be set.
+// tieBreaks fills the tie-break slots of k (k[kLocality] set) for vs.
 func (p *problem) tieBreaks(k *key, vs []int) {
 	for i := range p.ties {
 		k[kTies+i] = p.ties[i].set(p, vs, k[kLocality])
@@ -210,8 +207,8 @@ func (b *classSearch) tieKey(k *key) {
 	}
 }
 
-// tieBounds fills the tie-break slots of the bound u of the subtree
-// (c, r); u's pair terms must be set.
+// tieBounds fills the tie-break slots of the bound u (pair terms set) of
+// the subtree (c, r).
 func (b *classSearch) tieBounds(u *key, c, r int) {
 	ties := b.p.ties
 	for i := range ties {
