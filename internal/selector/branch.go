@@ -52,7 +52,6 @@ type classSearch struct {
 type classTables struct {
 	graph    classGraph // the classes, without scratch
 	levels   []int64    // distinct class-level bandwidths, ascending
-	size     int        // the largest set the tables bound
 	nodeCost int64      // work charged per node (search.go)
 
 	// What classes c.. can still give; index nc is the empty rest.
@@ -233,7 +232,7 @@ func (p *problem) newClassTables(cls []class) *classTables {
 	g := newClassGraph(p, cls)
 	g.scr = nil
 	nc, size := g.nc, p.size
-	t := &classTables{graph: g, size: size}
+	t := &classTables{graph: g}
 	t.totalPartners, t.localityPartners = partnersOf(&g)
 	ints := make([]int, 3*nc+2)
 	t.capFrom, t.idleFrom, t.twinBefore = ints[:nc+1:nc+1], ints[nc+1:2*nc+2:2*nc+2], ints[2*nc+2:]

@@ -99,14 +99,8 @@ func (p *problem) enumerate(k int) result {
 		p.bud.spend(1)
 		if p.bud.spent() { // the time cap: bound the rest by the whole problem
 			b := p.newClassSearch(p.buildClasses(firstN(n)), 1)
-			u, _ := b.upper(0, r, len(b.levels)-1)
-			res := result{top: t.e, considered: count}
-			if len(t.e) == 0 || u.cmp(t.e[0].key) > 0 {
-				res.bound = u
-			} else {
-				res.exact = true
-			}
-			return res
+			u, _ := b.upper(0, r, len(b.levels)-1) // (t.e holds the first set: the clock is read from the 64th)
+			return result{top: t.e, considered: count, bound: u, exact: u.cmp(t.e[0].key) <= 0}
 		}
 		vs := buf[:0]
 		for m := mask; m != 0; m &= m - 1 {
