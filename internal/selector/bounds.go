@@ -67,11 +67,10 @@ func (b *classSearch) bottleneckUB(c, r, lvl int) (int64, int) {
 	return largestFeasible(b.levels[:max(lvl, 0)], func(t int64) bool { return b.connectable(c, r, t) })
 }
 
-// components joins, over links of at least t, the classes a set of the
-// subtree can use: the decided classes that give members (classes < c0)
-// and every class from c0 on. It leaves each active class's parent in
-// scr.c (findRoot reads it) and each root's members in scr.d, and returns
-// the active classes.
+// components joins, over links >= t, the classes a set of the subtree
+// can use (decided ones that give members, every class from c0 on),
+// leaving each one's parent in scr.c and each root's members in scr.d,
+// and returns them.
 func (b *classSearch) components(c0 int, t int64) []int {
 	parent, capc := b.p.scr.c, b.p.scr.d // set below for every active class
 	active := b.active[:0]

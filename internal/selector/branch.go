@@ -47,8 +47,7 @@ type classSearch struct {
 	joinParent, joinCap []int
 }
 
-// classTables are what a class search reads and never writes: they
-// follow from the classes alone.
+// classTables are what a class search reads and never writes.
 type classTables struct {
 	graph    classGraph // the classes, without scratch
 	levels   []int64    // distinct class-level bandwidths, ascending
@@ -67,8 +66,8 @@ type classTables struct {
 	totalPartners, localityPartners [][]partner
 }
 
-// pairSums follows a sum over pairs of decided devices of a class-level
-// weight (bandwidth or locality), and each class's weight towards them.
+// pairSums follows a sum of a class-level weight (bandwidth, locality)
+// over pairs of decided devices, and each class's weight towards them.
 type pairSums struct {
 	w []int64 // nc*nc class-level weights, the diagonal inside a class
 	// partners[d] lists, heaviest first, the classes a member of class d
@@ -160,8 +159,7 @@ func (b *classSearch) rootSettled() bool {
 }
 
 // beaten says the full list takes no set of the subtree (c, r) bounded
-// by u: no higher key, and no set as good that is lexicographically
-// smaller.
+// by u: no higher key, and no lexicographically smaller set as good.
 func (b *classSearch) beaten(u key, c, r int) bool {
 	w := b.top.worst()
 	cmp := u.cmp(w.key)
