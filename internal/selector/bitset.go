@@ -40,18 +40,16 @@ func (s bitset) lowest() int {
 	return -1
 }
 
-// appendTo appends the members in ascending order.
-func (s bitset) appendTo(out []int) []int {
+// list is the members in ascending order.
+func (s bitset) list() []int {
+	out := make([]int, 0, s.count())
 	for w, x := range s {
-		for x != 0 {
+		for ; x != 0; x &= x - 1 {
 			out = append(out, w*64+bits.TrailingZeros64(x))
-			x &= x - 1
 		}
 	}
 	return out
 }
-
-func (s bitset) list() []int { return s.appendTo(make([]int, 0, s.count())) }
 
 // firstN is the set 0..n-1.
 func firstN(n int) bitset {

@@ -8,12 +8,9 @@ import (
 
 // upper bounds the key of every set in the subtree where classes < c are
 // decided and r more devices come from classes c and later; levels[lvl]
-// is a known bound of the first term (the parent's), and the returned
-// index is this subtree's. Each term is bounded on its own over the sets
-// that reach the bounds of the terms before it (a set below one of those
-// ranks below u whatever its later terms), which bounds the key
-// lexicographically; TestUpperBoundsEverySubtreeSet checks it against
-// every set of random subtrees.
+// is the parent's bound of the first term, the returned index this
+// subtree's. Each term is bounded over the sets that reach the bounds of
+// the terms before it (TestUpperBoundsEverySubtreeSet).
 func (b *classSearch) upper(c, r, lvl int) (key, int) {
 	var u key
 	b.joined = false // components are this node's from here on
@@ -22,8 +19,6 @@ func (b *classSearch) upper(c, r, lvl int) (key, int) {
 		u[kFirst], lvl = b.bottleneckUB(c, r, lvl)
 		u[kFirst] = rule.first(b, c, r, u[kFirst])
 	}
-	// every later term is bounded over the sets whose first term
-	// reaches u's: those within a part markReach marks
 	b.markReach(c, r, u[kFirst])
 	if b.size >= 2 {
 		u[kTotal] = b.pairSumUB(&b.total, c, r)
@@ -34,24 +29,8 @@ func (b *classSearch) upper(c, r, lvl int) (key, int) {
 	return u, lvl
 }
 
-// ringFirst is the ring policy's bound of its first term: the tree
-// bottleneck's bound, and ringTop's.
-func (b *classSearch) ringFirst(_, _ int, tree int64) int64 {
-	if b.size >= 3 && b.p.top > 0 {
-		return min(tree, b.p.top)
-	}
-	return tree
-}
-
-// ringCut is the ring policy's bound of the min cut: at most the
-// smallest degree, which is at most the mean degree, 2 total / size.
-func (b *classSearch) ringCut(c, r int, total int64) int64 {
-	return min(b.degreeUB(c, r), 2*total/int64(b.size))
-}
-
-// numaLB is the fewest NUMA nodes a set of the subtree whose first term
-// reaches the subtree's bound can span: those decided, plus as few more
-// as can hold the rest from the classes it can use (markReach).
+// numaLB is the fewest NUMA nodes a set of the subtree in markReach's
+// parts can span.
 func (b *classSearch) numaLB(c, r int) int {
 	rest := r
 	capBy := b.p.scr.a[:b.p.nNUMA]
@@ -76,12 +55,10 @@ func (b *classSearch) numaLB(c, r int) int {
 	return nn
 }
 
-// bottleneckUB is the largest class-level bandwidth t, among levels[:lvl+1],
-// at which the decided classes and enough of the rest can still form one
-// set connected over links of at least t, and its index (-1 and 0 for
-// none). Ring bottlenecks are bounded by it too. For the tree policy at
-// the root it is exact: a connected component of at least size devices
-// over links >= t holds a connected set of exactly size.
+// bottleneckUB is the largest class-level bandwidth t, among
+// levels[:lvl+1], at which the decided classes and enough of the rest can
+// still form one set connected over links >= t, and its index (0 and -1
+// for none); exact at the root.
 func (b *classSearch) bottleneckUB(c, r, lvl int) (int64, int) {
 	// Deciding a class rarely lowers the bound: try the parent's first.
 	if lvl >= 0 && b.connectable(c, r, b.levels[lvl]) {
@@ -90,11 +67,10 @@ func (b *classSearch) bottleneckUB(c, r, lvl int) (int64, int) {
 	return largestFeasible(b.levels[:max(lvl, 0)], func(t int64) bool { return b.connectable(c, r, t) })
 }
 
-// components joins, over links of at least t, the classes a set of the
-// subtree can use: the decided classes that give members (classes < c0)
-// and every class from c0 on. It leaves each active class's parent in
-// scr.c (findRoot reads it) and each root's members in scr.d, and returns
-// the active classes.
+// components joins, over links >= t, the classes a set of the subtree
+// can use (decided ones that give members, every class from c0 on),
+// leaving each one's parent in scr.c and each root's members in scr.d,
+// and returns them.
 func (b *classSearch) components(c0 int, t int64) []int {
 	parent, capc := b.p.scr.c, b.p.scr.d // set below for every active class
 	active := b.active[:0]
@@ -124,9 +100,7 @@ func (b *classSearch) components(c0 int, t int64) []int {
 	return active
 }
 
-// findRoot is the root of class x in the union-find forest parent (what
-// components joined is b.p.scr.c). A function of the slice, not a
-// method: the search calls it for every pair of classes at every node.
+// findRoot is the root of x in the union-find forest parent.
 func findRoot(parent []int, x int) int {
 	for parent[x] != x {
 		parent[x] = parent[parent[x]]
@@ -139,8 +113,7 @@ func (b *classSearch) connectable(c0, r int, t int64) bool {
 	if !b.joinable(c0, t) {
 		return false
 	}
-	// kept for markReach, which needs the components at the bound
-	b.keepJoin(t)
+	b.keepJoin(t) // for markReach
 	return true
 }
 
@@ -148,8 +121,7 @@ func (b *classSearch) connectable(c0, r int, t int64) bool {
 func (b *classSearch) joinable(c0 int, t int64) bool {
 	active := b.components(c0, t)
 	parent, capc := b.p.scr.c, b.p.scr.d
-	// Each decided class with two or more members needs a link >= t that
-	// can join them.
+	// a decided class of two or more needs a link >= t to join them
 	root := -1
 	for _, c := range active {
 		if c >= c0 {
@@ -188,18 +160,12 @@ func (b *classSearch) keepJoin(t int64) {
 	b.joined, b.joinedAt = true, t
 }
 
-// markReach sets part[d], for each class d from c0 on, to the part of
-// the candidates a member of d can join in a set of the subtree whose
-// first term is at least t, or -1 when it can join none; a part is
-// named by its lowest class from c0 on. Such a set is connected over
-// links >= t (a ring holds a spanning path, so for the ring policy too),
-// so its devices lie in one component of the classes over those links:
-// the decided classes' one, or, with nothing decided, one that holds
-// size devices. The sets it leaves out rank below the subtree's bound on
-// the first term, so the later terms need not count them (issue 25: on
-// all-distinct devices the components at the bottleneck hold a few of
-// the candidates). partCap[l] is the part l's undecided members, where
-// r more come in.
+// markReach sets part[d], for each class d from c0 on, to the part (the
+// component over links >= t, named by its lowest class from c0 on) a
+// member of d can join in a set of the subtree whose first term is at
+// least t, or -1 for none; partCap[l] is part l's undecided members.
+// The later terms are bounded over these parts only (issue 25: on
+// all-distinct devices they hold a few of the candidates).
 func (b *classSearch) markReach(c0, r int, t int64) {
 	if t <= 0 || (len(b.levels) > 0 && t <= b.levels[0]) {
 		// every link is at least t: one part
@@ -245,11 +211,8 @@ func (b *classSearch) markReach(c0, r int, t int64) {
 	}
 }
 
-// pairSumUB bounds a sum over pairs (total bandwidth, locality) in the
-// sets of the subtree whose first term reaches the subtree's bound on
-// it (the others rank below that bound whatever their sums): the most,
-// over the parts of the candidates such a set can use (markReach), of
-// partSumUB.
+// pairSumUB bounds a sum over pairs (total, locality) in the subtree's
+// sets: the most partSumUB over markReach's parts.
 func (b *classSearch) pairSumUB(s *pairSums, c, r int) int64 {
 	best, found := s.sum, false
 	for l := c; l < b.nc; l++ {
@@ -263,29 +226,18 @@ func (b *classSearch) pairSumUB(s *pairSums, c, r int) int64 {
 }
 
 // partSumUB bounds the sum over pairs of the sets that add r devices of
-// the part l's classes (from c on) to the decided members; U is the
-// decided members and the m devices of the part, q = m - r of them left
-// out. It is the smaller of two bounds, each never below a set's sum:
-//   - by what goes in: the decided pairs, plus for each added device its
-//     weight to the decided set and half its r-1 heaviest partners in
-//     the part (a pair of added devices counts half from either end, at
-//     most its weight from each), the r best devices taken;
-//   - by what stays out: the sum over U less, for each device left out,
-//     its weight to the rest of U less half its q-1 heaviest partners in
-//     the part (the pairs among those left out are subtracted twice and
-//     added back at most once), the q least taken. It is exact when one
-//     device is left out, as on a component one device larger than the
-//     set.
-//
-// ok is false when the part is too small for the set.
+// part l (classes from c on) to the decided members, q of the part left
+// out: the smaller of what the r devices can bring in (each: its weight
+// to the decided set and half its r-1 heaviest partners) and what the
+// part loses when the q go (exact for q = 1), as docs/placement.md
+// states. ok is false when the part is too small for the set.
 func (b *classSearch) partSumUB(s *pairSums, c, l, r int) (ub int64, ok bool) {
 	q := b.partCap[l] - r
 	if q < 0 {
 		return 0, false
 	}
-	// The second bound subtracts from the whole part: it is the looser
-	// when more devices stay out than go in, and it needs every partner
-	// of every class, where the first needs only the r-1 heaviest.
+	// the second bound is the looser when more stay out than go in, and
+	// needs every partner where the first needs the r-1 heaviest
 	out := q <= r
 	caps := b.p.scr.caps[:0]
 	var all2 int64 // twice the sum over the pairs of U
@@ -360,10 +312,9 @@ func takeBest(list []capped, r int) int64 {
 	return sum
 }
 
-// degreeUB bounds the min cut: no cut is below a decided device's best
-// possible weighted degree. It looks at the few decided classes with the
-// smallest degree so far (each gives a valid bound; the min over all
-// would cost a pass over every class pair per decided class).
+// degreeUB bounds the min cut by a decided device's best possible
+// weighted degree, over the few decided classes of smallest degree so
+// far (each gives a valid bound; all would cost a pass per class).
 func (b *classSearch) degreeUB(c0, r int) int64 {
 	const tried = 3
 	var cand [tried]struct {

@@ -5,11 +5,9 @@ import (
 )
 
 // classSearch is the branch-and-bound over how many members each class
-// gives to the set: it decides the classes in order, the class at depth c
-// taking from as many of its members as fit down to none, and cuts every
-// subtree whose upper bound (bounds.go) cannot enter the list of the best
-// sets found. When the budget (p.bud) is spent it stops and keeps, as
-// open, the bound of everything it did not explore.
+// gives to the set: class c at depth c, most members first, cutting every
+// subtree whose upper bound (bounds.go) cannot enter the list. When the
+// budget is spent it stops and keeps the bound of what is unexplored.
 type classSearch struct {
 	classGraph
 	*classTables
@@ -22,9 +20,7 @@ type classSearch struct {
 	nodes   int   // search nodes visited
 	ringHi  int64 // the leaf's ring bound when its rule left it unsettled, else 0 (entry.ringHi)
 
-	// cut[c] is the least locality a member of class c keeps to
-	// candidates outside a set of size devices; lowCutFrom[c][r] the r
-	// lowest cuts of classes c.., summed (cutTables)
+	// cutTables
 	cut        []int64
 	lowCutFrom [][]int64
 
@@ -41,50 +37,41 @@ type classSearch struct {
 	cutSum    int64    // cut of the decided members
 	present   []int    // scratch: the classes a leaf takes from
 	active    []int    // scratch for connectable
-	// part[d]: the part of the candidates class d can join in a set of
-	// the subtree's best first term, or -1 (markReach), partCap[l] the
-	// undecided members of part l; lead is markReach's scratch, outW
-	// partSumUB's
+	// markReach's parts and scratch (lead), partSumUB's scratch (outW)
 	part, lead, partCap []int
 	outW                []int64
-	// joined says joinParent and joinCap hold the current node's
-	// classes joined over links >= joinedAt (keepJoin)
+	// joinParent and joinCap hold this node's components over links
+	// >= joinedAt when joined (keepJoin)
 	joined              bool
 	joinedAt            int64
 	joinParent, joinCap []int
 }
 
-// classTables are what a class search reads and never writes: they
-// follow from the classes alone.
+// classTables are what a class search reads and never writes.
 type classTables struct {
 	graph    classGraph // the classes, without scratch
 	levels   []int64    // distinct class-level bandwidths, ascending
-	size     int        // the largest set the tables bound
-	nodeCost int64      // work charged per node (see budget.go)
+	nodeCost int64      // work charged per node (search.go)
 
-	// What the classes from c on can still give, indexed by c (the first
-	// undecided class); index nc is the empty rest.
+	// What classes c.. can still give; index nc is the empty rest.
 	capFrom     []int     // members of classes c..
 	idleFrom    []int     // members of non-busy classes c..
 	lowLoadFrom [][]int64 // lowLoadFrom[c][r]: the r lowest loads of classes c.., summed
 	lowDegFrom  [][]int64 // lowDegFrom[c][r]: the r lowest degrees (deg) of classes c.., summed
 	poolFrom    []bitset  // members of classes c..
 
-	// twinBefore[c] is the nearest lower class interchangeable with c as
-	// a whole (see twins), or -1.
-	twinBefore []int
+	twinBefore []int // twins
 
 	// the partners lists of the total's and the locality's pairSums
 	totalPartners, localityPartners [][]partner
 }
 
-// pairSums follows a sum over pairs of decided devices of a class-level
-// weight (bandwidth or locality), and each class's weight towards them.
+// pairSums follows a sum of a class-level weight (bandwidth, locality)
+// over pairs of decided devices, and each class's weight towards them.
 type pairSums struct {
 	w []int64 // nc*nc class-level weights, the diagonal inside a class
 	// partners[d] lists, heaviest first, the classes a member of class d
-	// can pair with (d itself when it has two or more members) and how
-	// many partners each offers.
+	// can pair with and how many partners each offers.
 	partners [][]partner
 	toSet    []int64 // toSet[d]: from one member of class d to the decided members
 	sum      int64   // over the pairs of decided members
@@ -96,9 +83,8 @@ type partner struct {
 	w            int64
 }
 
-// partnersOf lists, for each class, the classes its members can pair
-// with under the class-level weights w (pairSums.partners), for the
-// bandwidth and the locality of g, heaviest first, then by class.
+// partnersOf is pairSums.partners of each class, for the bandwidth and
+// the locality of g.
 func partnersOf(g *classGraph) (total, locality [][]partner) {
 	nc := g.nc
 	out := make([][]partner, 2*nc)
@@ -152,18 +138,15 @@ func (p *problem) branchAndBound(k int) result {
 		}
 		b.offer(s)
 	}
-	// A spent budget stops the search at its root, which keeps the root's
-	// bound open.
+	// a spent budget stops it at the root, which keeps the root's bound
 	b.dfs(0, p.size, len(b.levels)-1)
 	return b.result()
 }
 
 // rootSettled is the search's first node when one set is wanted and the
-// naive set is listed: when the bound of every set ranks none above it
-// (no higher key, and no set as good that is lexicographically smaller),
-// the search is over, the seeds not needed (the plugin's test sizes:
-// 4 of 32 MI308 partitions, 8 of 63 CPX, where a GPU's first partitions
-// are the answer). It charges the node as dfs does.
+// naive set is listed: when the root's bound ranks no set above it, the
+// search is over without seeds (the plugin's test sizes: 4 of 32 MI308
+// partitions, 8 of 63 CPX). It charges the node as dfs does.
 func (b *classSearch) rootSettled() bool {
 	b.nodes++
 	b.p.bud.spend(b.nodeCost)
@@ -176,8 +159,7 @@ func (b *classSearch) rootSettled() bool {
 }
 
 // beaten says the full list takes no set of the subtree (c, r) bounded
-// by u: no higher key, and no set as good that is lexicographically
-// smaller.
+// by u: no higher key, and no lexicographically smaller set as good.
 func (b *classSearch) beaten(u key, c, r int) bool {
 	w := b.top.worst()
 	cmp := u.cmp(w.key)
@@ -192,12 +174,9 @@ func (b *classSearch) result() result {
 	return res
 }
 
+// newClassSearch starts a search over the classes cls.
 func (p *problem) newClassSearch(cls []class, k int) *classSearch {
-	return p.searchOn(p.newClassTables(cls), k)
-}
-
-// searchOn starts a search over the tables t, which it does not write.
-func (p *problem) searchOn(t *classTables, k int) *classSearch {
+	t := p.newClassTables(cls)
 	g := t.graph
 	g.scr = p.scr
 	nc := g.nc
@@ -215,10 +194,10 @@ func (p *problem) searchOn(t *classTables, k int) *classSearch {
 	return b
 }
 
-// cutTables fill cut and lowCutFrom for sets of b.size devices: a
-// member of class c keeps at least cut[c] of its locality outside the
-// set, its degree less its size-1 highest locality links (what the
-// split term counts, bounds.go).
+// cutTables fill cut and lowCutFrom for sets of b.size devices: a member
+// of class c keeps at least cut[c] of its locality outside the set (its
+// degree less its size-1 highest locality links), lowCutFrom[c][r] is
+// the r lowest cuts of classes c.., summed.
 func (b *classSearch) cutTables() {
 	nc := b.nc
 	all := make([]int64, nc, nc+(nc+1)*(b.size+1))
@@ -246,18 +225,15 @@ func (b *classSearch) cutTables() {
 }
 
 // newClassTables are the tables of a search over cls for sets of p.size
-// devices: the sums of lowest loads and degrees go up to p.size, the
-// most devices a bound adds.
+// devices.
 func (p *problem) newClassTables(cls []class) *classTables {
 	g := newClassGraph(p, cls)
 	g.scr = nil
 	nc, size := g.nc, p.size
-	t := &classTables{graph: g, size: size}
+	t := &classTables{graph: g}
 	t.totalPartners, t.localityPartners = partnersOf(&g)
 	ints := make([]int, 3*nc+2)
 	t.capFrom, t.idleFrom, t.twinBefore = ints[:nc+1:nc+1], ints[nc+1:2*nc+2:2*nc+2], ints[2*nc+2:]
-	// the levels, the loads and degrees of classes c.. (their size
-	// lowest, ascending) and every c's sums, in one array
 	i64s := make([]int64, nc*nc+2*size+2*(nc+1)*(size+1))
 	t.levels = i64s[: 0 : nc*nc]
 	for c := range cls {
@@ -295,33 +271,26 @@ func (p *problem) newClassTables(cls []class) *classTables {
 }
 
 // twins finds, for each class, the nearest lower class it could swap
-// with without changing any set's score: the same size, internal link,
-// locality and member loads, NUMA node, busy state and degree, and the
-// same link and locality to every third class (the partitioned GPUs of
-// one NUMA node, say). -1 when there is none.
+// with as a whole without changing any set's score (the partitioned GPUs
+// of one NUMA node), or -1.
 func twins(b *classGraph, out []int) {
 	for c := range out {
 		out[c] = -1
 		for e := c - 1; e >= 0 && out[c] < 0; e-- {
-			if b.twin(e, c) {
+			ce, cc := &b.cls[e], &b.cls[c]
+			if len(ce.members) != len(cc.members) || ce.numa != cc.numa || ce.busy != cc.busy || ce.deg != cc.deg ||
+				b.link(e, e) != b.link(c, c) || b.loc[e*b.nc+e] != b.loc[c*b.nc+c] || !slices.Equal(ce.firstLoad, cc.firstLoad) {
+				continue
+			}
+			same := true // the same link and locality to every third class
+			for d := 0; d < b.nc && same; d++ {
+				same = d == e || d == c || (b.link(e, d) == b.link(c, d) && b.loc[e*b.nc+d] == b.loc[c*b.nc+d])
+			}
+			if same {
 				out[c] = e
 			}
 		}
 	}
-}
-
-func (b *classGraph) twin(e, c int) bool {
-	ce, cc := &b.cls[e], &b.cls[c]
-	if len(ce.members) != len(cc.members) || ce.numa != cc.numa || ce.busy != cc.busy || ce.deg != cc.deg ||
-		b.link(e, e) != b.link(c, c) || b.loc[e*b.nc+e] != b.loc[c*b.nc+c] || !slices.Equal(ce.firstLoad, cc.firstLoad) {
-		return false
-	}
-	for d := 0; d < b.nc; d++ {
-		if d != e && d != c && (b.link(e, d) != b.link(c, d) || b.loc[e*b.nc+d] != b.loc[c*b.nc+d]) {
-			return false
-		}
-	}
-	return true
 }
 
 // lowestSums appends to buf s with s[r] the sum of the r lowest of the
@@ -377,9 +346,8 @@ func (b *classSearch) dfs(c, r, lvl int) {
 	cl := &b.cls[c]
 	hi := min(len(cl.members), r)
 	if e := b.twinBefore[c]; e >= 0 {
-		// Sets that differ only by which of two twin classes gives more
-		// score the same; the one taking more from the lower class is the
-		// lexicographically smaller, so only it is searched.
+		// of sets that only swap twin classes, only the lexicographically
+		// smaller (more from the lower class) is searched
 		hi = min(hi, b.take[e])
 	}
 	lo := max(0, r-b.capFrom[c+1])
@@ -389,10 +357,7 @@ func (b *classSearch) dfs(c, r, lvl int) {
 		b.decide(c, t, -1)
 		if b.stopped {
 			if t > lo {
-				// The branches not tried stay open, under this node's
-				// bound (bounding each would cost a bound per level on
-				// the way out, past the budget).
-				b.keepOpen(u)
+				b.keepOpen(u) // the branches not tried
 			}
 			return
 		}
@@ -453,7 +418,11 @@ func (b *classSearch) lexMin(c, r int) bitset {
 	return mask
 }
 
-func (b *classSearch) presentClasses() []int {
+// leaf scores the set b.take describes and offers it to the list.
+func (b *classSearch) leaf() {
+	p := b.p
+	var k key
+	b.tieKey(&k)
 	present := b.present[:0]
 	for c := 0; c < b.nc; c++ {
 		if b.take[c] > 0 {
@@ -461,15 +430,6 @@ func (b *classSearch) presentClasses() []int {
 		}
 	}
 	b.present = present
-	return present
-}
-
-// leaf scores the set b.take describes and offers it to the list.
-func (b *classSearch) leaf() {
-	p := b.p
-	var k key
-	b.tieKey(&k)
-	present := b.presentClasses()
 	b.ringHi = 0
 	if b.size >= 2 {
 		var ok bool
@@ -481,13 +441,10 @@ func (b *classSearch) leaf() {
 }
 
 // ringLeaf is the ring policy's leaf: the ring and the min cut of the
-// set, unless the ring and the smallest degree show it cannot enter the
-// list.
+// set, unless their bounds (degree bound, smallest degree) show it cannot
+// enter the list.
 func (b *classSearch) ringLeaf(present []int, k key) (first, cut int64, ok bool) {
 	p := b.p
-	// The ring's degree bound and the smallest weighted degree bound the
-	// set's key: skip the ring search when even they cannot enter the
-	// list.
 	k[kCut] = b.minDegree(present, b.take)
 	if b.size >= 3 {
 		k[kFirst] = b.ringUpper(present, b.take)
@@ -509,29 +466,22 @@ func (b *classSearch) ringLeaf(present []int, k key) (first, cut int64, ok bool)
 		b.keepOpen(open)
 		b.ringHi = rr.hi // for the entry (reportRing settles it if chosen)
 	}
-	// with the ring known, the smallest degree may still show that
-	// Stoer-Wagner is not needed
 	if b.top.full() && !better(entry{key: k, mask: b.setMask}, b.top.worst()) {
 		return 0, 0, false
 	}
 	return rr.lo, p.minCut(vs), true
 }
 
-// offer scores a set found outside the search (a seed) in its canonical
-// form (each class giving its first members, as the search would) and
-// offers it.
+// offer scores a seed in its canonical form (each class giving its first
+// members) and offers it.
 func (b *classSearch) offer(vs []int) {
-	count := make([]int, b.nc)
-	for _, v := range vs {
-		for c := range b.cls {
-			if slices.Contains(b.cls[c].members, v) {
-				count[c]++
-				break
-			}
-		}
-	}
+	set := setOf(vs)
 	var mask bitset
-	for c, t := range count {
+	for c := range b.cls {
+		t := 0
+		for _, v := range b.cls[c].members {
+			t += boolInt(set.has(v))
+		}
 		mask.or(&b.cls[c].firstMask[t])
 	}
 	e := b.p.evalSet(mask.list())

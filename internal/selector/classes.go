@@ -8,32 +8,22 @@ import (
 
 // class is a group of interchangeable candidates: the same link and
 // locality to every other candidate, the same NUMA node and busy state.
-// Members of a class of three or more share one internal bandwidth (the
-// relation is transitive, so all their mutual links are equal).
 type class struct {
 	members []int // local indices sorted by (load, index)
 	numa    int
 	busy    bool
 	deg     int64 // a member's bandwidth to every other candidate
-	// firstMask[m] and firstLoad[m] are the set and summed load of the
-	// first m members: the members a set that takes m of the class uses.
+	// firstMask[m] and firstLoad[m]: the set and summed load of the first
+	// m members, those a set taking m of the class uses
 	firstMask []bitset
 	firstLoad []int64
 }
 
 // buildClasses groups the candidates in pool into classes, ordered by
-// their lowest index.
+// their lowest index, comparing each device with one member of every
+// class, the previous device's class first (a GPU's partitions follow
+// one another).
 func (p *problem) buildClasses(pool bitset) []class {
-	cls := p.matchClasses(pool)
-	p.finishClasses(cls)
-	return cls
-}
-
-// matchClasses groups pool's devices by comparing each with one member
-// of every class found so far, the previous device's class first (a
-// GPU's partitions follow one another; being interchangeable is an
-// equivalence, so the order does not change the classes).
-func (p *problem) matchClasses(pool bitset) []class {
 	all := pool.list()
 	of := make([]int, 2*len(all))       // of[i]: the class of all[i]; then the members
 	reps, last := make([]int, 0, 16), 0 // the first member of each class
@@ -59,6 +49,20 @@ func (p *problem) matchClasses(pool bitset) []class {
 	for i, v := range all {
 		cls[of[i]].members = append(cls[of[i]].members, v)
 	}
+	// each class's members by load, and its first-member tables
+	masks, loads := make([]bitset, len(cls)+len(all)), make([]int64, len(cls)+len(all))
+	for c := range cls {
+		cl := &cls[c]
+		slices.SortFunc(cl.members, func(a, b int) int { return cmp.Or(cmp.Compare(p.load[a], p.load[b]), cmp.Compare(a, b)) })
+		k := len(cl.members) + 1
+		cl.firstMask, cl.firstLoad = masks[:k:k], loads[:k:k]
+		masks, loads = masks[k:], loads[k:]
+		for i, v := range cl.members {
+			cl.firstMask[i+1] = cl.firstMask[i]
+			cl.firstMask[i+1].add(v)
+			cl.firstLoad[i+1] = cl.firstLoad[i] + p.load[v]
+		}
+	}
 	return cls
 }
 
@@ -75,32 +79,7 @@ func (p *problem) interchangeable(r, v int, all []int) bool {
 	return p.numa[r] == p.numa[v] && p.busy.has(r) == p.busy.has(v)
 }
 
-// finishClasses sets each class's internal link, member order and
-// first-member tables.
-func (p *problem) finishClasses(cls []class) {
-	total := len(cls)
-	for c := range cls {
-		total += len(cls[c].members)
-	}
-	// one backing array each for every class's tables
-	masks, loads := make([]bitset, total), make([]int64, total)
-	for c := range cls {
-		cl := &cls[c]
-		slices.SortFunc(cl.members, func(a, b int) int { return cmp.Or(cmp.Compare(p.load[a], p.load[b]), cmp.Compare(a, b)) })
-		k := len(cl.members) + 1
-		cl.firstMask, cl.firstLoad = masks[:k:k], loads[:k:k]
-		masks, loads = masks[k:], loads[k:]
-		for i, v := range cl.members {
-			cl.firstMask[i+1] = cl.firstMask[i]
-			cl.firstMask[i+1].add(v)
-			cl.firstLoad[i+1] = cl.firstLoad[i] + p.load[v]
-		}
-	}
-}
-
-// classGraph is the candidates seen class by class: the bandwidth and
-// locality between a member of one class and a member of another, and a
-// set as how many members each class gives.
+// classGraph is the links between classes (member to member).
 type classGraph struct {
 	cls []class
 	nc  int     // number of classes
@@ -131,10 +110,9 @@ func newClassGraph(p *problem, cls []class) classGraph {
 
 func (g *classGraph) link(c, d int) int64 { return g.bw[c*g.nc+d] }
 
-// treeOf is the widest-spanning-tree bottleneck of the set that takes
-// take[c] members of each class in present: the class graph's own
-// bottleneck, and for each class with two or more members the best link
-// that can join them (their own, or through another class).
+// treeOf is the tree bottleneck of the set that takes take[c] members of
+// each class in present: the class graph's, and for each class of two or
+// more the best link that can join them.
 func (g *classGraph) treeOf(present, take []int) int64 {
 	bn := primBottleneck(g.bw, g.nc, present, g.scr.x, g.scr.f)
 	for _, c := range present {
@@ -152,9 +130,7 @@ func (g *classGraph) treeOf(present, take []int) int64 {
 	return bn
 }
 
-// ringUpper bounds the best ring of the set: at most its tree bottleneck
-// (a ring holds a spanning path), and at most every device's second-best
-// link (a ring gives it two).
+// ringUpper is problem.ringUpper for the set treeOf reads.
 func (g *classGraph) ringUpper(present, take []int) int64 {
 	ub := g.treeOf(present, take)
 	for _, c := range present {

@@ -84,8 +84,7 @@ func (pp *Prepared) settledNaive(req Request, p Policy) (*Choice, bool) {
 		Naive: &Candidate{Devices: devs[size:], Score: pr.score(key)}}, true
 }
 
-// packageGraph is the candidates as packages of interchangeable devices:
-// sizes, naive members, and the link between members (diagonal: of one).
+// packageGraph is the candidates as packages of interchangeable devices.
 type packageGraph struct {
 	size, naive []int
 	bw, loc     []int64
@@ -93,11 +92,10 @@ type packageGraph struct {
 	load        int64 // every candidate's
 }
 
-// packages groups cands by package (a device of none its own) in one
-// walk over m's links (a finished model has one a pair); ok is false
-// unless each package's members share a NUMA node, busy state and every
-// link to other candidates, the naive devices a NUMA node and none busy,
-// all one load, at most 15 packages.
+// packages groups cands by package in one walk over m's links; ok is
+// false unless each package's members are interchangeable, the naive
+// devices share a NUMA node and none is busy, all have one load, and
+// there are at most 15 packages.
 func (pp *Prepared) packages(cands []int, size int) (g packageGraph, ok bool) {
 	m := pp.m
 	nd, n := len(m.Devices), len(cands)

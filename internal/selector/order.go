@@ -7,9 +7,8 @@ import (
 )
 
 // pathOrder orders the set vs (sorted local indices) along a widest
-// Hamiltonian path: the largest weakest link, then the largest total,
-// then the lexicographically smallest sequence. Sets of more than 16
-// devices are ordered class by class (see classOrder).
+// Hamiltonian path (then the largest total, the smallest sequence);
+// beyond 16 devices class by class (classOrder).
 func (p *problem) pathOrder(vs []int) []int {
 	k := len(vs)
 	if k <= 2 {
@@ -18,18 +17,18 @@ func (p *problem) pathOrder(vs []int) []int {
 	if k > enumLimit {
 		return p.classOrder(vs)
 	}
-	// the best bottleneck: the largest t with a Hamiltonian path over
-	// links >= t
 	vals := p.linkValues(nil, vs, math.MaxInt64)
-	t := atLeastWeakest(vals, func(t int64) bool { return p.hamPath(vs, t) })
+	t := atLeastWeakest(vals, func(t int64) bool { // a Hamiltonian path over links >= t
+		dp := make([]uint32, 1<<len(vs))
+		p.pathEnds(dp, vs, t, false)
+		return dp[len(dp)-1] != 0
+	})
 	return p.bestSequence(vs, t, false)
 }
 
-// ringOrder orders the set vs along a ring starting at its lowest
-// index: for up to 16 devices the best ring (its bottleneck, then its
-// total, then the lexicographically smallest sequence); beyond, a ring
-// over links of at least t (the set's ring score) found by findCycle,
-// or class by class when it finds none.
+// ringOrder orders the set vs along a ring from its lowest index over
+// links >= t (the set's ring score): up to 12 devices the best such
+// ring, beyond one found.
 func (p *problem) ringOrder(vs []int, t int64) []int {
 	switch {
 	case len(vs) <= bestSequenceLimit:
@@ -37,8 +36,7 @@ func (p *problem) ringOrder(vs []int, t int64) []int {
 	case len(vs) <= enumLimit:
 		return p.cycleAt(vs, t)
 	}
-	if c := p.knownRing(vs); c != nil && p.cycleBottleneck(c) >= t {
-		// from the set's lowest device
+	if c := p.rings[setOf(vs)]; c != nil && p.cycleBottleneck(c) >= t {
 		at := slices.Index(c, slices.Min(c))
 		return append(slices.Clone(c[at:]), c[:at]...)
 	}
@@ -49,8 +47,7 @@ func (p *problem) ringOrder(vs []int, t int64) []int {
 }
 
 // bestSequenceLimit is the most devices bestSequence orders: its table
-// has 2^k * k entries, each filled in k steps (12: 0.6 M steps; 16 would
-// take 16 M, more than a whole search on most nodes).
+// takes 2^k * k^2 steps (12: 0.6 M; 16: 16 M, more than a whole search).
 const bestSequenceLimit = 12
 
 // cycleAt returns a ring from vs[0] through vs (3..16 devices) over links
@@ -75,13 +72,6 @@ func (p *problem) cycleAt(vs []int, t int64) []int {
 	return out
 }
 
-// hamPath reports whether vs has a Hamiltonian path over links >= t.
-func (p *problem) hamPath(vs []int, t int64) bool {
-	dp := make([]uint32, 1<<len(vs))
-	p.pathEnds(dp, vs, t, false)
-	return dp[len(dp)-1] != 0
-}
-
 // bestSequence returns the positions of vs, mapped back to local indices,
 // in the order of the path (or, with cycle, the ring from vs[0]) whose
 // links are all >= t with the largest total, smallest sequence first.
@@ -92,26 +82,9 @@ func (p *problem) bestSequence(vs []int, t int64, cycle bool) []int {
 		}
 		return -1
 	}}
-	q.fill()
-	return q.walk(vs)
-}
-
-// sequenceTable is bestSequence's table: h[S*k+v] is the best total of
-// a path that starts at v and covers S (v in S); with cycle, S excludes
-// position 0 and the path must end next to 0, the closing link counted.
-// -1: none. w is the link between two positions, -1 below t.
-type sequenceTable struct {
-	k     int
-	cycle bool
-	w     func(i, j int) int64
-	full  uint32
-	h     []int64
-}
-
-func (q *sequenceTable) fill() {
 	k := q.k
 	q.full = uint32(1)<<uint(k) - 1
-	if q.cycle {
+	if cycle {
 		q.full &^= 1
 	}
 	q.h = make([]int64, (int(q.full)+1)*k) // a path of one device: 0
@@ -120,11 +93,23 @@ func (q *sequenceTable) fill() {
 			v := bits.TrailingZeros32(r)
 			if rest := s &^ (1 << uint(v)); rest != 0 {
 				_, q.h[int(s)*k+v] = q.follow(rest, v)
-			} else if q.cycle {
+			} else if cycle {
 				q.h[int(s)*k+v] = q.w(v, 0) // the closing link
 			}
 		}
 	}
+	return q.walk(vs)
+}
+
+// sequenceTable is bestSequence's table: h[S*k+v] is the best total of
+// a path from v covering S (with cycle: S without position 0, closing
+// at 0), -1 for none. w is the link between positions, -1 below t.
+type sequenceTable struct {
+	k     int
+	cycle bool
+	w     func(i, j int) int64
+	full  uint32
+	h     []int64
 }
 
 // follow is the first position u of s with the best total of the link
@@ -165,11 +150,8 @@ func (q *sequenceTable) walk(vs []int) []int {
 	return out
 }
 
-// classOrder orders a large set class by class: members of a class
-// (which share every link) stay together in index order, and each next
-// class is the one with the widest link to the current one, ties to the
-// lowest index. It is a heuristic; on partitioned GPUs it walks each
-// GPU's partitions before crossing to the next GPU.
+// classOrder orders a large set class by class, members in index order,
+// each next class the one with the widest link to the current one.
 func (p *problem) classOrder(vs []int) []int {
 	cls := p.buildClasses(setOf(vs))
 	for c := range cls {

@@ -15,9 +15,8 @@ const (
 	// pairwise bandwidth.
 	Tree Policy = iota
 	// Ring maximises the bottleneck of the best ring (Hamiltonian cycle)
-	// through the set, then the set's global min cut, then the total
-	// pairwise bandwidth (issue 16: equal rings and cuts are told apart by
-	// the total, as on a DGX-1 cube mesh).
+	// through the set, then its global min cut, then the total pairwise
+	// bandwidth (issue 16: a DGX-1 cube mesh's equal rings and cuts).
 	Ring
 )
 

@@ -8,21 +8,17 @@ import (
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
-// rules switch off terms for comparisons (the job-stream simulation
-// replays the rule amdrun used before locality and split existed); the
-// zero value is what Select uses.
+// rules switch off terms for comparisons (the job-stream simulation);
+// the zero value is what Select uses.
 type rules struct {
-	noLocality bool // every locality 0: no locality, no split
-	// ties replaces the tie-break table (tests); nil is defaultTies. At
-	// most len(defaultTies) rows: the key has that many slots.
-	ties []tieTerm
+	noLocality bool      // every locality 0: no locality, no split
+	ties       []tieTerm // replaces defaultTies (tests); at most nTies rows
 }
 
 // problem is a selection problem over candidates renumbered 0..n-1 in
 // ascending device index ("local" indices).
 type problem struct {
 	policy Policy
-	rules  rules
 	ties   []tieTerm // the tie-break terms, in ranking order (terms.go)
 	n      int       // candidates
 	size   int       // devices wanted
@@ -34,17 +30,12 @@ type problem struct {
 	busy   bitset    // busy candidates
 	load   []int64   // hundredths of a percent of utilisation plus memory use
 	nNUMA  int
-	prep   *Prepared // where the problem came from
-	bud    *budget   // the work Select may still spend
-	own    budget    // where bud points unless a caller swaps it (no allocation a call)
+	bud    *budget // the work Select may still spend
+	own    budget  // where bud points unless a caller swaps it (no allocation a call)
 	scr    *scratch
 
-	// evaluated remembers evalSet's answers by set: the naive set and
-	// the seeds are scored once though Select needs them twice.
-	evaluated map[bitset]entry
-	// rings holds rings found outside the ring search (noteRing), by
-	// their set: a lower bound of the set's ring and its order.
-	rings map[bitset][]int
+	evaluated map[bitset]entry // evalSet's answers beyond 16 devices
+	rings     map[bitset][]int // the best ring ringSearch found for a set
 
 	// scratch for scoring sets of up to 16 devices
 	ham  []uint32
@@ -55,10 +46,9 @@ type problem struct {
 }
 
 // scratch is working memory sized to the candidates, made once per
-// problem and reused by every bound and score (issue 25: zeroing arrays
-// sized for 256 devices on every call was 22% of Select on small nodes).
-// Each routine names the slices it uses; none of them calls another
-// that uses the same ones.
+// problem (issue 25: zeroing arrays sized for 256 devices on every call
+// was 22% of Select on small nodes). No routine calls another that uses
+// the same slices.
 type scratch struct {
 	a, b, c, d []int
 	x, y       []int64
@@ -79,19 +69,15 @@ func (pp *Prepared) newProblem(cands []int, pol Policy, size int, r rules) *prob
 	pp.once.Do(pp.weigh)
 	m := pp.m
 	n := len(cands)
-	// the problem's per-candidate slices and its scratch, in one
-	// allocation of each type
 	ints, i64s := make([]int, 5*n), make([]int64, 3*n)
-	p := &problem{policy: pol, rules: r, n: n, size: size, idx: cands, numa: ints[4*n:], load: i64s[2*n:], prep: pp,
+	p := &problem{policy: pol, n: n, size: size, idx: cands, numa: ints[4*n:], load: i64s[2*n:],
 		own: budget{limit: unlimitedWork}, scr: scratchIn(ints, i64s, n), ties: defaultTies[:]}
 	p.bud = &p.own
 	if r.ties != nil {
 		p.ties = r.ties[:min(len(r.ties), len(defaultTies))]
 	}
 	if nd := pp.nd; n == nd {
-		// every device is a candidate: the prepared matrices serve as
-		// they are (nothing writes them)
-		p.bw, p.loc, p.deg = pp.bw, pp.loc, pp.deg
+		p.bw, p.loc, p.deg = pp.bw, pp.loc, pp.deg // read-only
 	} else {
 		p.bw, p.loc, p.deg = make([]int32, n*n), make([]int8, n*n), make([]int64, n)
 		for i, a := range cands {
@@ -124,19 +110,19 @@ func (pp *Prepared) newProblem(cands []int, pol Policy, size int, r rules) *prob
 	return p
 }
 
-// copy2 sets dst[i] = row[cands[i]].
+// copy2 sets dst[i] = row[cands[i]] (one loop copying both matrices and
+// summing deg measured 23% slower on 62 of 63 CPX partitions).
 func copy2[T int32 | int8](dst, row []T, cands []int) {
 	for i, c := range cands {
 		dst[i] = row[c]
 	}
 }
 
-// Prepared is a model read once for many selections, as the ROCm device
-// plugin's Init reads its topology and weighs every pair once: the
-// bandwidth (measured figures as levels) and locality of every pair of
-// devices. Its Select reads each device's state (busy, load, NUMA node)
-// from the model at every call, so those may change between calls; the
-// model's devices and links must not (prepare it again when they do).
+// Prepared is a model read once for many selections: the bandwidth and
+// locality of every pair of devices, weighed once. Its Select reads each
+// device's state (busy, load, NUMA node) at every call, so those may
+// change between calls; the model's devices and links must not (prepare
+// it again when they do).
 type Prepared struct {
 	m   *topology.Model
 	nd  int
@@ -147,37 +133,27 @@ type Prepared struct {
 	once sync.Once // weigh, at the first Select that searches
 }
 
-// Prepare keeps m for selections; the first Select that searches
-// weighs every pair of its devices (weigh), one that settledNaive
-// answers weighs none. A nil or empty model gives a Prepared whose
-// Select fails as Select does.
+// Prepare keeps m for selections; the first Select that searches weighs
+// its pairs. A nil or empty model gives a Prepared whose Select fails.
 func Prepare(m *topology.Model) *Prepared {
 	return &Prepared{m: m}
 }
 
-// weigh fills the matrices: one walk over the model's links, each
-// weighed where it lies (no pair lookups, issue 25), into int32
-// bandwidths (at most 2^31-1 MB/s: no link comes near) and int8
-// localities.
+// weigh fills the matrices in one walk over the model's links (no pair
+// lookups, issue 25).
 func (pp *Prepared) weigh() {
-	m := pp.m
-	if m == nil {
-		return
-	}
+	m := pp.m // not nil: checkRequest refuses a nil model before a problem is made
 	nd := len(m.Devices)
 	nn := nd * nd
 	pp.nd = nd
 	pp.bw, pp.loc, pp.deg = make([]int32, nn), make([]int8, nn), make([]int64, nd)
-	// the devices' packages and hives as small ids, -1 for none, so that
-	// a pair compares two ints where Model.LinkLocality compares strings
+	// packages and hives as small ids, so a pair compares two ints
 	ids := make([]int, 2*nd)
 	pkg, hive := ids[:nd:nd], ids[nd:]
 	intern(pkg, m.Devices, func(d *topology.Device) string { return d.Package })
 	intern(hive, m.Devices, func(d *topology.Device) string { return d.Hive })
-	// A pair without a link has bandwidth 0 and locality SYS (0), as
-	// Model.BW and Model.Locality say. A finished model has one link a
-	// pair; were there two, the later one would win here as it does in
-	// Model.Link's index.
+	// A pair without a link has bandwidth 0 and locality SYS (0), as in
+	// Model.BW and Model.Locality; of two links the later wins.
 	var levels map[int64]int64
 	for li := range m.Links {
 		l := &m.Links[li]
@@ -240,10 +216,8 @@ func (p *problem) global(local []int) []int {
 	return out
 }
 
-// evalSet scores the set vs (sorted local indices) as an entry. Every
-// term is exact except a ring over more than 16 devices that neither
-// classes nor the cycle heuristic settle: then the key holds the best
-// ring found and ringHi bounds the best ring.
+// evalSet scores the set vs (sorted local indices) as an entry; an
+// unsettled ring (beyond 16 devices) is the best found, ringHi its bound.
 func (p *problem) evalSet(vs []int) (e entry) {
 	e.mask = setOf(vs)
 	if len(vs) > enumLimit {
@@ -271,11 +245,8 @@ func (p *problem) evalSet(vs []int) (e entry) {
 	return e
 }
 
-// --- pair -> set scoring on local index lists ---------------------------
-
-// treeBottleneck is the smallest edge of the widest (maximum) spanning
-// tree of vs: the largest bandwidth b such that vs stays connected over
-// links of at least b. 0 for fewer than 2 devices.
+// treeBottleneck is the smallest edge of the widest spanning tree of vs,
+// 0 for fewer than 2 devices.
 func (p *problem) treeBottleneck(vs []int) int64 {
 	if len(vs) < 2 {
 		return 0
@@ -284,8 +255,7 @@ func (p *problem) treeBottleneck(vs []int) int64 {
 }
 
 // primBottleneck is the smallest edge of the widest spanning tree of vs
-// in the n*n matrix w (Prim's algorithm, in best and in), MaxInt64 for
-// fewer than 2.
+// in the n*n matrix w (Prim's, in best and in), MaxInt64 for fewer than 2.
 func primBottleneck[T int32 | int64](w []T, n int, vs []int, best []int64, in []bool) int64 {
 	k, bneck := len(vs), int64(math.MaxInt64)
 	if k < 2 {
@@ -416,9 +386,8 @@ func (p *problem) linkValues(vals []int64, vs []int, ub int64) []int64 {
 	return slices.Compact(vals)
 }
 
-// largestFeasible returns the largest of the ascending values for which
-// ok holds, where ok is monotone (true up to some value, false above it),
-// and its index (0 and -1 for none); it calls ok O(log len(vals)) times.
+// largestFeasible is the largest of the ascending vals for which the
+// monotone ok holds, and its index (0 and -1 for none), by bisection.
 func largestFeasible(vals []int64, ok func(int64) bool) (int64, int) {
 	lo, hi := -1, len(vals)-1 // vals[lo] feasible; lo = -1: none found yet
 	for lo < hi {
@@ -435,12 +404,49 @@ func largestFeasible(vals []int64, ok func(int64) bool) (int64, int) {
 	return vals[lo], lo
 }
 
-// atLeastWeakest is largestFeasible over link values whose weakest is
-// known to be feasible (a complete graph has every ring and path over
-// it): vals[0] without calling ok on it.
+// atLeastWeakest is largestFeasible where vals[0] is known feasible.
 func atLeastWeakest(vals []int64, ok func(int64) bool) int64 {
 	if t, i := largestFeasible(vals[1:], ok); i >= 0 {
 		return t
 	}
 	return vals[0]
+}
+
+// Measured bandwidths are compared in levels (docs/placement.md): a copy
+// benchmark varies by a few percent run to run, which would break the
+// classes of a partitioned GPU and decide ties by noise. Sorted, a value
+// within levelStep of the previous joins its level while the level spans
+// at most levelSpan, and counts as the level's median.
+const (
+	levelStep = 0.025
+	levelSpan = 0.10
+)
+
+// measuredLevels maps every measured link bandwidth of m to its level's
+// value; nil when m has no measured link.
+func measuredLevels(m *topology.Model) map[int64]int64 {
+	var vals []int64
+	for i := range m.Links {
+		if l := &m.Links[i]; l.Measured {
+			vals = append(vals, l.MaxBandwidth)
+		}
+	}
+	if len(vals) == 0 {
+		return nil
+	}
+	slices.Sort(vals)
+	level := make(map[int64]int64, len(vals))
+	start := 0
+	for i := 1; i <= len(vals); i++ {
+		if i < len(vals) && float64(vals[i]) <= float64(vals[i-1])*(1+levelStep) &&
+			float64(vals[i]) <= float64(vals[start])*(1+levelSpan) {
+			continue
+		}
+		median := vals[start+(i-1-start)/2]
+		for _, v := range vals[start:i] {
+			level[v] = median
+		}
+		start = i
+	}
+	return level
 }

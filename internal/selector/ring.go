@@ -1,6 +1,7 @@
 package selector
 
 import (
+	"math"
 	"math/bits"
 	"slices"
 )
@@ -12,9 +13,8 @@ type ringRange struct{ lo, hi int64 }
 func (r ringRange) exact() bool { return r.lo == r.hi }
 
 // ringOf bounds the best ring through vs (sorted local indices): exactly
-// for up to 16 devices (a dynamic program over subsets), through classes
-// of interchangeable devices and a cycle heuristic beyond. For two
-// devices the "ring" is their link; for one, 0.
+// up to 16 devices, by ringSearch beyond. For two devices the "ring" is
+// their link; for one, 0.
 func (p *problem) ringOf(vs []int) ringRange {
 	k := len(vs)
 	switch {
@@ -23,8 +23,9 @@ func (p *problem) ringOf(vs []int) ringRange {
 	case k == 2:
 		b := int64(p.bw[vs[0]*p.n+vs[1]])
 		return ringRange{b, b}
-	case k <= enumLimit:
-		b := p.ringBottleneck(vs, p.ringUpper(vs, p.treeBottleneck(vs)))
+	case k <= enumLimit: // the largest link value with a ring over links >= it
+		p.vals = p.linkValues(p.vals[:0], vs, p.ringUpper(vs, p.treeBottleneck(vs)))
+		b := atLeastWeakest(p.vals, func(t int64) bool { return p.hamCycle(vs, t) })
 		return ringRange{b, b}
 	}
 	g := newClassGraph(p, p.buildClasses(setOf(vs)))
@@ -38,22 +39,16 @@ func (p *problem) ringOf(vs []int) ringRange {
 }
 
 // ringSearch bounds the best ring through the set vs of more than 16
-// devices, which takes take[c] members of each class of g in present.
-// It binary-searches the set's link values below the degree bound for
-// the highest at which findCycle finds a ring. Beyond 16 devices a ring
-// is the best found: a threshold findCycle fails at is not proven out
-// of reach, so the range keeps the degree bound as its top (the gap
-// Select reports). A cycle found reaches its own weakest link, which
-// may lie above the threshold it was looked for at; the best one is
-// kept (noteRing), so that the ring reported for the set is one amdrun
-// holds. The work is bounded by the heuristic's rotation cap and
-// charged to the budget, so the answer never depends on a clock.
+// devices (take[c] members of each class of g in present): a bisection of
+// its link values below the degree bound for the highest at which
+// findCycle finds a ring (docs/placement.md). The range keeps the degree
+// bound as its top; the best cycle found is kept (p.rings), so the ring
+// reported is one amdrun holds.
 func (p *problem) ringSearch(g *classGraph, present, take, vs []int) ringRange {
 	vals := p.linkValues(nil, vs, g.ringUpper(present, take))
-	// vals[0] is the set's weakest link: the graph is complete, so a ring
-	// over it exists.
+	// vals[0], the weakest link, has a ring: the graph is complete
 	lo, hi := 0, len(vals)-1
-	known := p.knownRing(vs)
+	known := p.rings[setOf(vs)]
 	best := known
 	// reached moves lo to the weakest link of the ring c (nil: none)
 	reached := func(c []int) {
@@ -79,14 +74,16 @@ func (p *problem) ringSearch(g *classGraph, present, take, vs []int) ringRange {
 		}
 	}
 	if best != nil && (known == nil || p.cycleBottleneck(best) > p.cycleBottleneck(known)) {
-		p.noteRing(best)
+		if p.rings == nil {
+			p.rings = map[bitset][]int{}
+		}
+		p.rings[setOf(best)] = best // the ring reported for the set, if chosen
 	}
 	return ringRange{vals[lo], vals[len(vals)-1]}
 }
 
-// ringUpper bounds the best ring of vs: a ring contains a spanning path
-// (so at most the tree bottleneck) and gives every device two links (so
-// at most each device's second-best link).
+// ringUpper bounds the best ring of vs: at most the tree bottleneck and
+// each device's second-best link.
 func (p *problem) ringUpper(vs []int, tree int64) int64 {
 	ub := tree
 	if len(vs) < 3 {
@@ -115,20 +112,6 @@ func (m *top2) add(w int64) {
 	}
 }
 
-// ringBottleneck is the bottleneck of the best Hamiltonian cycle through
-// vs (3..16 devices), given an upper bound ub: the largest link
-// bandwidth t such that a cycle exists over links of at least t.
-func (p *problem) ringBottleneck(vs []int, ub int64) int64 {
-	p.vals = p.linkValues(p.vals[:0], vs, ub)
-	if c := p.knownRing(vs); c != nil {
-		// a ring in hand reaches its weakest link: only the values above
-		// it are tested (a test of 16 devices is 513 units)
-		i, _ := slices.BinarySearch(p.vals, p.cycleBottleneck(c))
-		p.vals = p.vals[min(i, len(p.vals)-1):]
-	}
-	return atLeastWeakest(p.vals, func(t int64) bool { return p.hamCycle(vs, t) })
-}
-
 // hamCycle reports whether vs (3..16 devices) has a Hamiltonian cycle over
 // links of at least t.
 func (p *problem) hamCycle(vs []int, t int64) bool {
@@ -142,10 +125,9 @@ func (p *problem) hamCycle(vs []int, t int64) bool {
 	return dp[len(dp)-1]&adj[0] != 0
 }
 
-// pathEnds fills dp[S] (2^k entries, S a set of positions of vs) with the
-// positions where a path over links >= t through exactly S can end, and
-// returns those links (adjAtLeast); with fromFirst the paths start at
-// position 0 (dp is 0 for an S without it).
+// pathEnds fills dp[S] (S a set of positions of vs) with the positions
+// where a path over links >= t through exactly S can end (with
+// fromFirst, starting at position 0), and returns those links.
 func (p *problem) pathEnds(dp []uint32, vs []int, t int64, fromFirst bool) (adj [enumLimit]uint32) {
 	p.adjAtLeast(adj[:], vs, t)
 	for s := uint32(1); s < uint32(len(dp)); s++ {
@@ -178,11 +160,11 @@ func (p *problem) adjAtLeast(adj []uint32, vs []int, t int64) {
 	}
 }
 
-// findCycle looks for a Hamiltonian cycle through vs over links of at
-// least t by extension and rotation (Pósa's method, the next device by
-// Warnsdorff's rule: the one with the fewest unvisited neighbours). It
-// returns the cycle from vs[0], or nil when a device has fewer than two
-// such links or the rotations run out (8 per device): nil proves nothing.
+// findCycle looks for a Hamiltonian cycle through vs over links >= t by
+// extension and rotation (Pósa's method, the next device by Warnsdorff's
+// rule). It returns the cycle from vs[0], or nil (which proves nothing)
+// when a device has fewer than two such links or the rotations run out
+// (8 per device).
 func (p *problem) findCycle(vs []int, t int64) []int {
 	k := len(vs)
 	s := posa{link: func(a, b int) bool { return int64(p.bw[vs[a]*p.n+vs[b]]) >= t }}
@@ -274,8 +256,7 @@ func (s *posa) extension(end int) int {
 }
 
 // close makes the full path a cycle: directly, or through a crossing
-// (path[i] next to the end and path[i+1] next to the start give the
-// cycle path[0..i], end, ..., path[i+1]).
+// (path[i] next to the end, path[i+1] next to the start).
 func (s *posa) close(end int) bool {
 	k := len(s.path)
 	if s.link(end, s.path[0]) {
@@ -290,10 +271,9 @@ func (s *posa) close(end int) bool {
 	return false
 }
 
-// rotate: for a neighbour path[j] of the end, reversing path[j+1..]
-// makes path[j+1] the end. It prefers a new end that can extend (or, on
-// a full path, close) and cycles through the others so that repeated
-// rotations explore; false when there is no rotation.
+// rotate reverses path[j+1..] for a neighbour path[j] of the end,
+// preferring a new end that can extend (or close), cycling through the
+// options; false when there is none.
 func (s *posa) rotate(end int) bool {
 	s.rotations++
 	full := len(s.path) == len(s.pos)
@@ -318,28 +298,93 @@ func (s *posa) rotate(end int) bool {
 	return true
 }
 
-// noteRing records the ring c (local indices in ring order, 3 or more
-// devices), so that scoring its set starts from its bottleneck and
-// ordering a set of more than 16 can return it.
-func (p *problem) noteRing(c []int) {
-	if p.rings == nil {
-		p.rings = map[bitset][]int{}
-	}
-	p.rings[setOf(c)] = c
-}
-
-// knownRing is the ring noteRing recorded for the set vs, or nil.
-func (p *problem) knownRing(vs []int) []int {
-	return p.rings[setOf(vs)]
-}
-
 // cycleBottleneck is the weakest link of the ring c.
 func (p *problem) cycleBottleneck(c []int) int64 {
-	b := int64(-1)
+	b := int64(math.MaxInt64)
 	for j, v := range c {
-		if w := int64(p.bw[v*p.n+c[(j+1)%len(c)]]); b < 0 || w < b {
-			b = w
-		}
+		b = min(b, int64(p.bw[v*p.n+c[(j+1)%len(c)]]))
 	}
 	return b
+}
+
+// ringTop bounds the ring of every set of p.size (3 or more) candidates:
+// the largest t at which the 2-core of the graph of links >= t has a
+// connected part of p.size devices.
+func (p *problem) ringTop() int64 {
+	all := firstN(p.n).list()
+	vals := p.linkValues(nil, all, 1<<62)
+	t, _ := largestFeasible(vals, func(t int64) bool {
+		adj := p.thresholdGraph(t)
+		core := twoCore(adj, firstN(p.n))
+		return largestPart(adj, core) >= p.size
+	})
+	return t
+}
+
+// thresholdGraph is the candidates' graph of links >= t (scratch).
+func (p *problem) thresholdGraph(t int64) []bitset {
+	n := p.n
+	if cap(p.tg) < n {
+		p.tg = make([]bitset, n)
+	}
+	adj := p.tg[:n]
+	for a := 0; a < n; a++ {
+		adj[a] = bitset{}
+		row := p.bw[a*n : (a+1)*n]
+		for b, w := range row {
+			if b != a && int64(w) >= t {
+				adj[a].add(b)
+			}
+		}
+	}
+	p.bud.spend(1 + int64(n*n)/1024)
+	return adj
+}
+
+// twoCore removes from set, repeatedly, the devices with fewer than two
+// neighbours in it.
+func twoCore(adj []bitset, set bitset) bitset {
+	for changed := true; changed; {
+		changed = false
+		for _, v := range set.list() {
+			nb := adj[v]
+			nb.and(&set)
+			if nb.count() < 2 {
+				set.remove(v)
+				changed = true
+			}
+		}
+	}
+	return set
+}
+
+// largestPart is the size of the largest connected part of set.
+func largestPart(adj []bitset, set bitset) int {
+	best := 0
+	for set != (bitset{}) {
+		part := reach(adj, set.lowest(), set)
+		best = max(best, part.count())
+		set.andNot(&part)
+	}
+	return best
+}
+
+// reach is the part of set connected to v (v in set).
+func reach(adj []bitset, v int, set bitset) bitset {
+	var seen bitset
+	seen.add(v)
+	frontier := seen
+	for frontier != (bitset{}) {
+		var next bitset
+		for w := range frontier {
+			for x := frontier[w]; x != 0; x &= x - 1 {
+				next.or(&adj[w*64+bits.TrailingZeros64(x)])
+			}
+		}
+		next.and(&set)
+		next.andNot(&seen)
+		seen.or(&next)
+		frontier = next
+	}
+	return seen
 }

@@ -53,8 +53,7 @@ func (s Score) String() string {
 }
 
 // Compare returns +1 when s ranks above o, -1 when below and 0 when they
-// tie. Scores of different shapes compare on their common prefix, then
-// the longer one wins.
+// tie; on a common prefix the longer one wins.
 func (s Score) Compare(o Score) int {
 	for i := 0; i < len(s.Terms) && i < len(o.Terms); i++ {
 		if c := cmp.Compare(s.Terms[i].Value, o.Terms[i].Value); c != 0 {
@@ -74,10 +73,8 @@ func (s Score) Term(name string) (Term, bool) {
 	return Term{}, false
 }
 
-// key is a score in the search's integer form, compared
-// lexicographically, bigger better. Terms where smaller is better are
-// negated. Every policy uses the same slots; a slot a policy does not
-// rank by stays 0.
+// key is a Score in integer form, bigger better; a slot a policy does
+// not rank by stays 0.
 type key [keyLen]int64
 
 // Slots of a key, in ranking order.
@@ -86,8 +83,7 @@ const (
 	kCut             // ring: global min cut; tree: 0
 	kTotal           // total pairwise bandwidth
 	kLocality        // summed locality rank of every pair (topology.Locality)
-	// then the tie-break terms, from kTies on, one per row of defaultTies
-	// (terms.go)
+	// the tie-breaks from kTies on (terms.go)
 	keyLen = kTies + nTies
 )
 
@@ -101,9 +97,8 @@ type slotTerm struct {
 	less bool
 }
 
-// score turns a key into the exported form: the policy's pair terms
-// (policyRule.pairs), then the tie-breaks (p.ties); slots a policy does not
-// rank by are absent.
+// score turns a key into a Score: the policy's pair terms, then the
+// tie-breaks.
 func (p *problem) score(k key) Score {
 	pair := p.policy.rules().pairs
 	t := make([]Term, 0, len(pair)+len(p.ties))

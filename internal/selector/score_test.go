@@ -37,7 +37,7 @@ func TestSetScores(t *testing.T) {
 			t.Errorf("%v: total %d, want %d", tt.set, got, tt.total)
 		}
 		ub := p.ringUpper(tt.set, p.treeBottleneck(tt.set))
-		if got := p.ringBottleneck(tt.set, ub); got != tt.ring {
+		if got := p.ringOf(tt.set).lo; got != tt.ring {
 			t.Errorf("%v: ring %d (upper %d), want %d", tt.set, got, ub, tt.ring)
 		}
 		if len(tt.set) < 8 {

@@ -3,17 +3,16 @@ package selector
 import (
 	"math/bits"
 	"slices"
+	"time"
 )
 
-// enumLimit is the most candidates searched by plain enumeration of all
-// subsets (C(16,8) = 12,870 sets, 65,536 for every N together). The
-// enumeration runs to its end whatever the work budget (issue 35: the
-// default work is below C(16,8)); only the time cap stops it.
+// enumLimit is the most candidates searched by enumerating every subset
+// (C(16,8) = 12,870 sets), whatever the work budget (issue 35); only the
+// time cap stops it.
 const enumLimit = 16
 
-// entry is a scored set of local indices. ringHi, for the ring policy,
-// bounds the set's ring when its search left it unsettled (above
-// key[kFirst]); 0 when the ring is exact.
+// entry is a scored set of local indices; ringHi bounds its ring when
+// unsettled, else 0.
 type entry struct {
 	key    key
 	mask   bitset
@@ -21,7 +20,7 @@ type entry struct {
 }
 
 // better ranks a above b: higher key, then the lexicographically smaller
-// sorted set (the one holding the lowest index where they differ).
+// set.
 func better(a, b entry) bool {
 	if c := a.key.cmp(b.key); c != 0 {
 		return c > 0
@@ -64,9 +63,8 @@ func (t *topK) offer(e entry) {
 }
 
 // result is what a search found: the best sets, best first, and whether
-// the first is proven best; when not, bound is the highest key anything
-// left unexplored or unsettled could have. capped says which budget
-// stopped the search ("" when none did).
+// the first is proven best; when not, bound is the highest key of what
+// is unsettled. capped is Choice.CappedBy.
 type result struct {
 	top        []entry
 	exact      bool
@@ -99,18 +97,10 @@ func (p *problem) enumerate(k int) result {
 	for mask := uint64(1)<<uint(r) - 1; mask <= last; {
 		count++
 		p.bud.spend(1)
-		if p.bud.spent() {
-			// (the time cap fired) The rest is unexplored: bound it by
-			// the whole problem.
+		if p.bud.spent() { // the time cap: bound the rest by the whole problem
 			b := p.newClassSearch(p.buildClasses(firstN(n)), 1)
-			u, _ := b.upper(0, r, len(b.levels)-1)
-			res := result{top: t.e, considered: count}
-			if len(t.e) == 0 || u.cmp(t.e[0].key) > 0 {
-				res.bound = u
-			} else {
-				res.exact = true
-			}
-			return res
+			u, _ := b.upper(0, r, len(b.levels)-1) // (t.e holds the first set: the clock is read from the 64th)
+			return result{top: t.e, considered: count, bound: u, exact: u.cmp(t.e[0].key) <= 0}
 		}
 		vs := buf[:0]
 		for m := mask; m != 0; m &= m - 1 {
@@ -128,8 +118,8 @@ func (p *problem) enumerate(k int) result {
 	return result{top: t.e, exact: true, considered: count}
 }
 
-// offerEnum scores one set, skipping the costly terms as soon as the
-// first term shows it cannot enter the list.
+// offerEnum scores one set, skipping the costly terms once it cannot
+// enter the list.
 func (p *problem) offerEnum(t *topK, vs []int, mask uint64) {
 	var k key
 	e := entry{mask: bitset{mask}}
@@ -155,8 +145,7 @@ func (p *problem) offerEnum(t *topK, vs []int, mask uint64) {
 }
 
 // ringEnum is the ring policy's enum: the ring and the min cut of vs,
-// skipping each as soon as its bound shows the set cannot enter the list
-// (worst its worst key, nil while not full).
+// each skipped once its bound shows the set cannot enter the list.
 func (p *problem) ringEnum(worst *key, vs []int) (first, cut int64, ok bool) {
 	ub := p.ringUpper(vs, p.treeBottleneck(vs))
 	if worst != nil && ub < worst[kFirst] {
@@ -166,8 +155,7 @@ func (p *problem) ringEnum(worst *key, vs []int) (first, cut int64, ok bool) {
 	if worst != nil && first < worst[kFirst] {
 		return 0, 0, false
 	}
-	// The smallest weighted degree bounds the min cut: skip Stoer-Wagner
-	// when even that cannot enter the list.
+	// the smallest weighted degree bounds the min cut
 	if worst != nil && p.minDegree(vs) < worst[kCut] && first == worst[kFirst] {
 		return 0, 0, false
 	}
@@ -189,3 +177,57 @@ func (p *problem) minDegree(vs []int) int64 {
 	}
 	return best
 }
+
+// Work is counted in units of about a thousand elementary steps (a link
+// looked at); each costly routine charges what it did, so the answer is a
+// function of the input alone (issue 25: with a time budget the same
+// request gave different choices on a loaded node).
+
+// DefaultWork is the work Select may spend when Request.Work is 0: on
+// all-distinct links the slowest search, a ring of 54 of 64 devices,
+// takes 62 ms at it, and every real topology in testdata needs at most
+// 2,622 units (TestRealTopologiesExactAtDefaultWork; issue 25,
+// docs/performance.md).
+const DefaultWork = 10000
+
+// DefaultBudget is the wall-clock safety cap when Request.Budget is 0;
+// if it ever fires, Choice.CappedBy says "time".
+const DefaultBudget = 2 * time.Second
+
+// Why a search stopped before it proved its answer (Choice.CappedBy).
+const (
+	CappedByWork = "work"
+	CappedByTime = "time"
+)
+
+// budget is the work allowance of one Select and its safety cap.
+type budget struct {
+	work     int64 // spent
+	limit    int64
+	deadline time.Time
+	polls    int
+	capped   string // "", CappedByWork or CappedByTime, once spent
+}
+
+// spend adds u units of work.
+func (b *budget) spend(u int64) { b.work += u }
+
+// spent says whether the search must stop: the work is used up, or (the
+// clock read every 64th call) the safety cap has passed. It stays true.
+func (b *budget) spent() bool {
+	if b.capped != "" {
+		return true
+	}
+	if b.work >= b.limit {
+		b.capped = CappedByWork
+		return true
+	}
+	if b.polls++; b.polls&63 == 0 && !b.deadline.IsZero() && time.Now().After(b.deadline) {
+		b.capped = CappedByTime
+		return true
+	}
+	return false
+}
+
+// unlimitedWork is the limit of a budget that never runs out.
+const unlimitedWork = 1 << 62

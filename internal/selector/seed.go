@@ -4,36 +4,24 @@ import (
 	"slices"
 )
 
-// seeds returns sets to offer, after the naive first devices (Select
-// reports their score anyway), before the branch-and-bound starts, so
-// that it prunes from the first node and, when the budget cuts it short,
-// the answer is a good set rather than the first one reached: the
-// policy's own (policyRule.seeds; for the ring, ringSeeds), then a greedy
-// set grown inside the best connected group.
+// seeds returns sets to offer before the branch-and-bound starts, so
+// that it prunes from the first node and a search cut short answers a
+// good set: the policy's own, then a greedy set grown inside the best
+// connected group.
 func (p *problem) seeds(b *classSearch) [][]int {
 	var out [][]int
 	if p.size < 2 {
 		return out
 	}
-	// The tree bottleneck's bound at the root is exact: some component
-	// over links >= t holds the set.
 	t, _ := b.bottleneckUB(0, p.size, len(b.levels)-1)
 	out = p.policy.rules().seeds(p, b, t)
 	return append(out, p.greedy(b, t, false))
 }
 
-// ringSeeds are the ring policy's seeds: a greedy ring-minded set.
-func (p *problem) ringSeeds(b *classSearch, _ int64) [][]int {
-	return [][]int{p.greedy(b, 0, true)}
-}
-
-// greedy grows a set of p.size devices one at a time. For the tree
-// policy (ring false) each new device must link to the set at >= t and
-// brings the most bandwidth to it; for the ring it brings the best
-// second-best link (a ring needs two), then the most bandwidth. Ties go to
-// more locality, less split, then the lowest index. The start is the
-// device with the most bandwidth to the candidates that reach it at >= t
-// (greedyStart).
+// greedy grows a set of p.size devices from greedyStart, one at a time:
+// for the tree policy the device linking to the set at >= t with the most
+// bandwidth to it, for the ring the best second-best link first; ties
+// to more locality, less split, the lowest index.
 func (p *problem) greedy(b *classSearch, t int64, ring bool) []int {
 	n := p.n
 	p.bud.spend(1 + int64(n*n+n*p.size)/1024)
@@ -81,11 +69,8 @@ func (p *problem) greedy(b *classSearch, t int64, ring bool) []int {
 
 // greedyStart is the lowest device with the most bandwidth, over links
 // >= t, to the other candidates, among those whose component over such
-// links holds size devices (device 0 when none does). Members of a class
-// are alike in both, so it looks at classes (b's, every candidate's, none
-// decided): their components over links >= t (components), where a class
-// whose members link to no other class at >= t is one component if its
-// members link to each other at >= t, and each member its own otherwise.
+// links holds size devices (device 0 when none does), found class by
+// class.
 func (b *classSearch) greedyStart(size int, t int64) int {
 	b.components(0, t)
 	nc, parent, capc := b.nc, b.p.scr.c, b.p.scr.d

@@ -1,23 +1,13 @@
 // Package selector picks the best-connected set of N devices of a node.
 //
-// It is a pure function of a finished *topology.Model, a Request and a
-// Policy: it runs no program, reads no environment and opens no path.
-// Its answer is deterministic: ties go to the lexicographically smallest
-// set of device indices, and the search is bounded by counted work
-// (Request.Work), not time, so one input gives one answer on any machine
-// under any load. Only the wall-clock safety cap (Request.Budget), when
-// it fires first, makes an answer depend on the machine
-// (Choice.CappedBy says so).
-//
-// Search is exact: with up to 16 candidates it enumerates every subset;
-// beyond that it collapses interchangeable devices (identical links and
-// locality to all others and identical NUMA node and busy state, such as
-// the CPX partitions of one GPU) into classes and runs a branch-and-bound
-// over how many devices each class gives. Measured bandwidths are
-// compared in levels (see quantize.go) so that noise does not break the
-// classes. Only when the work budget runs out (hundreds of devices with
-// all-distinct links) is the answer the best found, with Choice.Exact
-// false and the proven gap to the upper bound in Choice.Gap.
+// It is a pure, deterministic function of a finished *topology.Model, a
+// Request and a Policy: it runs no program, reads no environment and
+// opens no path; ties go to the lowest indices, and the search is bounded
+// by counted work (Request.Work), not time. The search is exact (every
+// subset up to 16 candidates, a branch-and-bound over classes of
+// interchangeable devices beyond) unless a budget runs out; then
+// Choice.Exact is false and Choice.Gap is the proven gap.
+// docs/placement.md ("Choosing devices") describes the terms and search.
 package selector
 
 import (
@@ -98,31 +88,26 @@ func byName(name string, names []string, unknown error) (int, error) {
 type Request struct {
 	// N is the number of devices wanted; 0 means every free candidate.
 	N int
-	// Devices restricts the candidates to these indices. nil means no
-	// restriction (every device); a non-nil empty list allows none, so
-	// Select returns a *NotEnoughError.
+	// Devices restricts the candidates to these indices; nil means every
+	// device, a non-nil empty list none.
 	Devices []int
 	// Exclude removes these indices from the candidates.
 	Exclude []int
-	// AllowBusy makes busy devices (Device.Busy) candidates; without it
-	// they are left out.
+	// AllowBusy makes busy devices (Device.Busy) candidates.
 	AllowBusy bool
 	// Held lists devices leased by another amdrun job (index -> holder
-	// description). They are always left out.
+	// description), always left out.
 	Held map[int]string
 	// Order is the rank order of Choice.Devices (zero: by index).
 	Order Order
-	// Work bounds the work Select spends (see DefaultWork), for either
-	// policy, beyond 16 candidates (up to 16 every subset is scored
-	// whatever Work, and Choice.Work may exceed it); zero means
-	// DefaultWork. When it runs out Select returns the best set found,
-	// Choice.Exact false and Choice.CappedBy "work". The answer depends
-	// on the input and Work alone, never on the machine.
+	// Work bounds the work Select spends beyond 16 candidates (up to 16
+	// every subset is scored whatever Work); zero means DefaultWork.
+	// When it runs out Select returns the best set found, Choice.Exact
+	// false and Choice.CappedBy "work".
 	Work int
-	// Budget is a wall-clock safety cap; zero means DefaultBudget. The
-	// work budget ends the search first on any machine that is not
-	// overloaded; when the cap fires instead, Choice.CappedBy is "time"
-	// and the answer depends on how far the search got.
+	// Budget is a wall-clock safety cap; zero means DefaultBudget. When
+	// it fires, Choice.CappedBy is "time" and the answer depends on how
+	// far the search got.
 	Budget time.Duration
 	// Alternatives is how many runner-up sets to report; 0 means
 	// DefaultAlternatives and a negative number means none.
@@ -139,33 +124,25 @@ type Choice struct {
 	Score Score
 	// Ring is, for the ring policy, the devices in the order of the best
 	// ring found (nil for other policies and for N < 3); the score's
-	// ring is its weakest link. When it is not proven the set's best,
-	// Exact is false and the gap is on the ring.
+	// ring is its weakest link.
 	Ring []int
 	// Alternatives are the next best sets, best first, each sorted by
-	// index (their scores may equal Score). Beyond 16 candidates they are
-	// sets of other shapes: a set that only swaps interchangeable devices
-	// (partitions of one GPU) for others of their class, or the devices of
-	// one such class for those of an interchangeable class (two
-	// partitioned GPUs of one NUMA node), is not listed.
+	// index (their scores may equal Score). Beyond 16 candidates a set
+	// that only swaps interchangeable devices for others is not listed.
 	Alternatives []Candidate
 	// Naive is the set a naive launcher would take: the first N free
 	// candidates by index, with its score.
 	Naive *Candidate
 	// Exact says the choice is proven best. When false, GapTerm names
-	// the first score term on which a set the search left unsettled might
-	// beat it, Bound is the most such a set could have there (as the
-	// term prints) and Gap the proven relative shortfall,
-	// |Bound - chosen| / |Bound|.
+	// the first term on which an unsettled set might beat it, Bound the
+	// most such a set could have there and Gap |Bound - chosen| / |Bound|.
 	Exact   bool
 	Gap     float64
 	GapTerm string
 	Bound   float64
 	// CappedBy says which budget stopped the search before it proved its
-	// answer: CappedByWork (Request.Work), CappedByTime (the safety cap,
-	// Request.Budget), or "" when the search ran to its end (an answer
-	// that is then not exact holds a ring whose cycle search hit its own
-	// cap; Gap says by how much it may fall short).
+	// answer: CappedByWork, CappedByTime, or "" when the search ran to
+	// its end (an answer then not exact holds an unproven ring).
 	CappedBy string
 	// Considered counts the sets (enumeration) or search nodes
 	// (branch-and-bound) examined.
@@ -203,17 +180,10 @@ func (e *NotEnoughError) Error() string {
 		fmt.Fprintf(&b, "selector: %d devices requested, %d available", e.Requested, e.Candidates)
 	}
 	var parts []string
-	if len(e.Free) > 0 {
-		parts = append(parts, "free: "+topology.JoinInts(e.Free))
-	}
-	if len(e.Busy) > 0 {
-		parts = append(parts, "busy: "+joinReasons(e.Busy))
-	}
-	if len(e.Held) > 0 {
-		parts = append(parts, "held: "+joinReasons(e.Held))
-	}
-	if len(e.Excluded) > 0 {
-		parts = append(parts, "excluded: "+topology.JoinInts(e.Excluded))
+	for i, s := range [...]string{topology.JoinInts(e.Free), joinReasons(e.Busy), joinReasons(e.Held), topology.JoinInts(e.Excluded)} {
+		if s != "" {
+			parts = append(parts, [...]string{"free: ", "busy: ", "held: ", "excluded: "}[i]+s)
+		}
 	}
 	if len(parts) > 0 {
 		b.WriteString(" (" + strings.Join(parts, "; ") + ")")
@@ -268,15 +238,8 @@ func (pp *Prepared) selectBy(req Request, p Policy, r rules) (*Choice, error) {
 	pr := pp.newProblem(cands, p, n, r)
 	pr.own = budget{limit: int64(work), deadline: start.Add(limit)}
 	res := pr.search(1)
-	naive := firstN(n).list()
-	if len(res.top) == 0 {
-		// The budget ran out before any set was scored (it never does: the
-		// search scores sets before it looks at the clock).
-		res.top = []entry{pr.evalSet(naive)}
-		res.exact = false
-	}
-	chosen := res.top[0].mask
-	ch := pr.choice(req, &res, naive)
+	chosen := res.top[0].mask // the search scores a set before it looks at the clock
+	ch := pr.choice(req, &res, firstN(n).list())
 	if k > 0 {
 		ch.Alternatives = pp.runnerUps(cands, p, n, r, k, chosen, limit, work)
 	}
@@ -284,11 +247,9 @@ func (pp *Prepared) selectBy(req Request, p Policy, r rules) (*Choice, error) {
 }
 
 // runnerUps are the k best sets other than chosen, found by a search of
-// their own once the choice is made, so that asking for them never
-// changes the choice (issue 35: a search keeping k+1 sets prunes
-// differently from one keeping one, and where neither is proven they
-// may end on different sets). It spends work of its own, not counted in
-// Choice.Work.
+// their own so that asking for them never changes the choice (issue 35:
+// a search keeping k+1 sets prunes differently). Its work is not counted
+// in Choice.Work.
 func (pp *Prepared) runnerUps(cands []int, p Policy, n int, r rules, k int, chosen bitset, limit time.Duration, work int) []Candidate {
 	pr := pp.newProblem(cands, p, n, r)
 	pr.own = budget{limit: int64(work), deadline: time.Now().Add(limit)}
@@ -303,7 +264,7 @@ func (pp *Prepared) runnerUps(cands []int, p Policy, n int, r rules, k int, chos
 }
 
 // checkRequest refuses a malformed request and returns the candidates
-// and the number of devices wanted (every candidate for N=0).
+// and the number of devices wanted.
 func (pp *Prepared) checkRequest(req Request, p Policy) ([]int, int, error) {
 	m := pp.m
 	if !p.valid() {
@@ -316,10 +277,7 @@ func (pp *Prepared) checkRequest(req Request, p Policy) ([]int, int, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	n := req.N
-	if n == 0 {
-		n = len(cands)
-	}
+	n := cmp.Or(req.N, len(cands))
 	if n == 0 || n > len(cands) {
 		return nil, 0, notEnough(m, req, n, cands)
 	}
@@ -336,17 +294,12 @@ func searchLimits(req Request) (k int, limit time.Duration, work int) {
 	return k, cmp.Or(max(req.Budget, 0), DefaultBudget), cmp.Or(max(req.Work, 0), DefaultWork)
 }
 
-// choice is the search's result as Select returns it: the best set (its
-// ring settled by the policy), the score, exactness and gap, and the
-// naive set.
+// choice is the search's result as Select returns it.
 func (pr *problem) choice(req Request, res *result, naive []int) *Choice {
 	best := res.top[0]
 	local := best.mask.list()
 	work := pr.bud.work
-	// What follows is not the search: it spends nothing of the budget.
-	pr.own = budget{limit: unlimitedWork}
-	// the policy's ring of the chosen set (it may settle the set's
-	// ring, which the score and the gap then show)
+	pr.own = budget{limit: unlimitedWork} // not the search: spends nothing of its budget
 	ring, hasRing := pr.policy.rules().ring(pr, &best, res, local)
 	ch := &Choice{
 		Policy:     pr.policy.String(),
@@ -371,14 +324,10 @@ func (pr *problem) choice(req Request, res *result, naive []int) *Choice {
 	return ch
 }
 
-// reportRing returns the ring Select reports for the chosen set best
-// (local, 3 or more devices): the best ring found for it (ringOrder:
-// the one the search holds, else one found at the set's ring score).
-// The key's ring becomes that ring's weakest link, so the score is the
-// ring of a cycle Select returns. Where the set's best ring stays
-// unproven (beyond 16 devices, a ring below its degree bound), the bound
-// of what is unsettled takes the set's upper bound: Exact is false and
-// the gap, on the ring, says by how much the set itself may fall short.
+// reportRing returns the best ring found for the chosen set best (local,
+// 3 or more devices) and sets the key's ring to its weakest link. Where
+// the set's ring stays unproven, its upper bound joins res's bound, so
+// the gap covers it.
 func (p *problem) reportRing(best *entry, res *result, local []int) []int {
 	lo := best.key[kFirst]
 	ring := p.ringOrder(local, lo)
@@ -396,9 +345,8 @@ func (p *problem) reportRing(best *entry, res *result, local []int) []int {
 	return ring
 }
 
-// gap compares the chosen key with the bound of what is unsettled: the
-// first term where the bound is higher, the bound there as the term
-// prints, and the relative shortfall.
+// gap is Choice's GapTerm, Bound and Gap for the chosen key and the
+// bound of what is unsettled.
 func (p *problem) gap(chosen, bound key) (term string, b, gap float64) {
 	s, u := p.score(chosen), p.score(bound)
 	for i, t := range s.Terms {
@@ -413,8 +361,7 @@ func (p *problem) gap(chosen, bound key) (term string, b, gap float64) {
 	return "", 0, 0
 }
 
-// candidates validates the request and returns the candidate device
-// indices in ascending order.
+// candidates validates the request and returns the candidates, ascending.
 func candidates(m *topology.Model, req Request) ([]int, error) {
 	nd := len(m.Devices)
 	if req.N < 0 {
@@ -435,16 +382,9 @@ func candidates(m *topology.Model, req Request) ([]int, error) {
 	}
 	out := make([]int, 0, len(m.Devices))
 	for i := range m.Devices {
-		if allowed != nil && !allowed[i] {
-			continue
+		if _, held := req.Held[i]; !held && (allowed == nil || allowed[i]) && (!m.Devices[i].Busy || req.AllowBusy) {
+			out = append(out, i)
 		}
-		if _, held := req.Held[i]; held {
-			continue
-		}
-		if m.Devices[i].Busy && !req.AllowBusy {
-			continue
-		}
-		out = append(out, i)
 	}
 	return out, nil
 }

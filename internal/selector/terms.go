@@ -1,101 +1,72 @@
 package selector
 
-// The tie-break terms are stated once, here (issue 21): each says how a
-// whole set scores it, how the branch-and-bound's decided classes score
-// it, and how it bounds every set of a subtree. problem.tieBreaks,
-// classSearch.tieKey, classSearch.upper and the Score's names all read
-// this table, so changing a tie-break is one edit of one row
-// (TestTieTermTableIsTheOnlyPlace shows it with a dummy term).
+// The policies and tie-break terms are stated once, here, as table rows
+// (issue 21): every scorer and bound reads them, so changing one is one
+// edit of one row (TestTieTermTableIsTheOnlyPlace,
+// TestPolicyTableIsTheOnlyPlace).
 
-// tieTerm is one tie-break term: the terms after locality, which need no
-// pair of devices. Its value is stored bigger-better (less terms
-// negated), in slot kTies+i for row i of the table.
+// tieTerm is one tie-break term (after locality), stored bigger-better
+// (less terms negated) in slot kTies+i for row i of the table.
 type tieTerm struct {
 	name string
 	unit string
 	less bool  // smaller is better: the slot holds the negated figure
 	div  int64 // the Score shows the slot divided by div (0 or 1: as is)
 
-	// set is the term's value for the set vs (sorted local indices),
-	// given the set's summed locality. The functions take that figure,
-	// not the key: a key passed to a function value escapes to the heap,
-	// one allocation per scored set (16 devices, N=4: twice the time).
+	// set is the term's value for the set vs (sorted local indices) of
+	// summed locality locality. The functions take that figure, not the
+	// key: a key passed to a function value escapes to the heap, one
+	// allocation per scored set (16 devices, N=4: twice the time).
 	set func(p *problem, vs []int, locality int64) int64
-	// decided is its value for the members the search has decided, of
-	// summed locality locality.
+	// decided is its value for the members the search has decided.
 	decided func(b *classSearch, locality int64) int64
-	// bound is at least its value for every set in the subtree where
-	// classes < c are decided and r more members come from classes c
-	// and later, locality bounding their summed locality. The search is
-	// exact only while it never underestimates.
+	// bound is at least its value for every set of the subtree (c, r),
+	// locality bounding their summed locality.
 	bound func(b *classSearch, c, r int, locality int64) int64
-
-	// A term must be the same for every member of a class of
-	// interchangeable devices (classes.go groups by NUMA node, busy and
-	// deg; load is kept per member, lowest first), or the classes stop
-	// being interchangeable under it.
+	// A term must be the same for every member of a class (classes.go),
+	// or the classes stop being interchangeable under it.
 }
 
-// policyRule is one policy, stated once (issue 21): its name, the pair
-// terms its Score shows, and the functions that fill its own slots of a
-// key (kFirst, kCut) wherever a set is scored or bounded, and that add
-// its own steps to a search. The search, the seeds, the bounds and the
-// scorer ask Policy.rules, never compare a Policy with a constant
-// (TestPolicyTableIsTheOnlyPlace), so a third policy is one more row of
-// policies.
-//
-// The functions return figures, not keys: a key passed by address to a
-// function value escapes to the heap, one allocation per scored set.
+// policyRule is one policy: its name, the pair terms its Score shows,
+// and the functions that fill its own key slots (kFirst, kCut) wherever
+// a set is scored or bounded. Nothing else compares a Policy with a
+// constant, so a third policy is one more row of policies. The functions
+// return figures, not keys, for the same reason as tieTerm's.
 type policyRule struct {
 	name string
-	// pairs are the terms of pairs of devices the policy ranks by, in
-	// ranking order, as the Score names them (absent from the score of a
-	// single device). Their values are computed by the functions below
-	// and, for total and locality, by the callers (they share work
-	// between terms, and the ring's may be inexact).
+	// pairs are the pair terms the policy ranks by, in ranking order, as
+	// the Score names them (absent for a single device).
 	pairs []slotTerm
 
-	// eval scores a whole set vs of 2 or more devices (sorted local
-	// indices): first and cut; exact is false when first is only the
-	// best found, and then hi bounds it (evalSet).
+	// eval scores a set vs of 2 or more devices: exact is false when
+	// first is only the best found, and then hi bounds it (evalSet).
 	eval func(p *problem, vs []int) (first, cut int64, exact bool, hi int64)
-	// enum is eval inside the enumeration of every set, which may stop
-	// as soon as the set cannot enter a full list whose worst key is
-	// worst (nil while the list is not full): ok false then
-	// (offerEnum).
+	// enum is eval in the enumeration; ok false when the set cannot
+	// enter a list whose worst key is worst (nil: not full).
 	enum func(p *problem, worst *key, vs []int) (first, cut int64, ok bool)
-	// leaf is eval for the branch-and-bound's leaf b.setMask, whose
-	// classes with members are present and whose other slots are in k;
-	// ok false when the set cannot enter b's list (classSearch.leaf).
+	// leaf is eval for the branch-and-bound's leaf b.setMask, its other
+	// slots in k; ok false when the set cannot enter b's list.
 	leaf func(b *classSearch, present []int, k key) (first, cut int64, ok bool)
-	// first bounds the first term of every set of the subtree (c, r)
-	// (classSearch.upper), given tree, a bound of the widest spanning
-	// tree's bottleneck. A set's first term is never above its tree
-	// bottleneck (the later terms are bounded only over the sets
-	// connected over links >= the first's bound: markReach).
+	// first bounds the first term of every set of the subtree (c, r),
+	// given tree, a bound of its widest spanning tree's bottleneck.
 	first func(b *classSearch, c, r int, tree int64) int64
-	// cut bounds the cut slot of every set of the subtree that reaches
-	// the first's bound, given total, one of their total bandwidth.
+	// cut bounds the cut slot of the subtree's sets that reach first's
+	// bound, given total, a bound of their total bandwidth.
 	cut func(b *classSearch, c, r int, total int64) int64
 	// rootNaive says the search's root bounds the first term exactly and
-	// spends nothing before its first node, so that settledNaive may
-	// answer for it.
+	// spends nothing before its first node (settledNaive may answer).
 	rootNaive bool
 	// prepare runs before the branch-and-bound's first node.
 	prepare func(p *problem)
-	// seeds are the policy's own sets to offer before the
-	// branch-and-bound starts, before the greedy set every policy offers;
-	// t is the root's bound of the tree bottleneck (problem.seeds).
+	// seeds are the policy's own sets to offer before the search, given
+	// the root's bound t of the tree bottleneck (problem.seeds).
 	seeds func(p *problem, b *classSearch, t int64) [][]int
-	// ring orders the chosen set vs, the entry best of the search's
-	// result res, along its ring for Choice.Ring; ok false when the
-	// policy has no ring for it. It updates best's key and res's
-	// exactness and bound to the ring it found (reportRing).
+	// ring orders the chosen set vs along its ring for Choice.Ring (ok
+	// false: no ring), settling best's key and res (reportRing).
 	ring func(p *problem, best *entry, res *result, vs []int) (order []int, ok bool)
 }
 
-// policies are the policies, indexed by Policy, default first. Its names
-// are PolicyNames.
+// policies are the policies, indexed by Policy, default first.
 var policies = []policyRule{
 	Tree: {
 		name:  "tree",
@@ -125,16 +96,22 @@ var policies = []policyRule{
 			r := p.ringOf(vs)
 			return r.lo, p.minCut(vs), r.exact(), r.hi
 		},
-		enum:  (*problem).ringEnum,
-		leaf:  (*classSearch).ringLeaf,
-		first: (*classSearch).ringFirst,
-		cut:   (*classSearch).ringCut,
+		enum: (*problem).ringEnum,
+		leaf: (*classSearch).ringLeaf,
+		first: func(b *classSearch, _, _ int, tree int64) int64 {
+			if b.p.top > 0 { // ringTop, set for 3 or more devices
+				return min(tree, b.p.top)
+			}
+			return tree
+		},
+		// at most the smallest degree, at most the mean degree
+		cut: func(b *classSearch, c, r int, total int64) int64 { return min(b.degreeUB(c, r), 2*total/int64(b.size)) },
 		prepare: func(p *problem) {
 			if p.size >= 3 {
 				p.top = p.ringTop()
 			}
 		},
-		seeds: (*problem).ringSeeds,
+		seeds: func(p *problem, b *classSearch, _ int64) [][]int { return [][]int{p.greedy(b, 0, true)} },
 		ring: func(p *problem, best *entry, res *result, vs []int) ([]int, bool) {
 			if p.size < 3 {
 				return nil, false
@@ -159,9 +136,8 @@ func policyNames() []string {
 // kTies is the first tie-break slot of a key.
 const kTies = kLocality + 1
 
-// nTies is the number of rows of defaultTies, and of tie-break slots in
-// a key: the compiler refuses a table with more rows, and every test
-// fails on one with fewer (a row without functions).
+// nTies is the number of rows of defaultTies and of tie-break slots in
+// a key.
 const nTies = 4
 
 // defaultTies are Select's tie-breaks, in ranking order: fewest NUMA
@@ -214,8 +190,7 @@ func sumAt(vals []int64, vs []int) int64 {
 	return s
 }
 
-// tieBreaks fills the tie-break slots of k for the set vs. k[kLocality]
-// must be set.
+// tieBreaks fills the tie-break slots of k (k[kLocality] set) for vs.
 func (p *problem) tieBreaks(k *key, vs []int) {
 	for i := range p.ties {
 		k[kTies+i] = p.ties[i].set(p, vs, k[kLocality])
@@ -232,8 +207,8 @@ func (b *classSearch) tieKey(k *key) {
 	}
 }
 
-// tieBounds fills the tie-break slots of the bound u of the subtree
-// (c, r); u's pair terms must be set.
+// tieBounds fills the tie-break slots of the bound u (pair terms set) of
+// the subtree (c, r).
 func (b *classSearch) tieBounds(u *key, c, r int) {
 	ties := b.p.ties
 	for i := range ties {
