@@ -1,7 +1,6 @@
 package selector
 
 import (
-	"math"
 	"math/bits"
 	"slices"
 )
@@ -300,9 +299,11 @@ func (s *posa) rotate(end int) bool {
 
 // cycleBottleneck is the weakest link of the ring c.
 func (p *problem) cycleBottleneck(c []int) int64 {
-	b := int64(math.MaxInt64)
+	b := int64(-1)
 	for j, v := range c {
-		b = min(b, int64(p.bw[v*p.n+c[(j+1)%len(c)]]))
+		if w := int64(p.bw[v*p.n+c[(j+1)%len(c)]]); b < 0 || w < b {
+			b = w
+		}
 	}
 	return b
 }
