@@ -19,6 +19,7 @@ type rules struct {
 // ascending device index ("local" indices).
 type problem struct {
 	policy Policy
+	rules  rules
 	ties   []tieTerm // the tie-break terms, in ranking order (terms.go)
 	n      int       // candidates
 	size   int       // devices wanted
@@ -30,8 +31,9 @@ type problem struct {
 	busy   bitset    // busy candidates
 	load   []int64   // hundredths of a percent of utilisation plus memory use
 	nNUMA  int
-	bud    *budget // the work Select may still spend
-	own    budget  // where bud points unless a caller swaps it (no allocation a call)
+	prep   *Prepared // where the problem came from
+	bud    *budget   // the work Select may still spend
+	own    budget    // where bud points unless a caller swaps it (no allocation a call)
 	scr    *scratch
 
 	evaluated map[bitset]entry // evalSet's answers beyond 16 devices
@@ -70,7 +72,7 @@ func (pp *Prepared) newProblem(cands []int, pol Policy, size int, r rules) *prob
 	m := pp.m
 	n := len(cands)
 	ints, i64s := make([]int, 5*n), make([]int64, 3*n)
-	p := &problem{policy: pol, n: n, size: size, idx: cands, numa: ints[4*n:], load: i64s[2*n:],
+	p := &problem{policy: pol, rules: r, n: n, size: size, idx: cands, numa: ints[4*n:], load: i64s[2*n:], prep: pp,
 		own: budget{limit: unlimitedWork}, scr: scratchIn(ints, i64s, n), ties: defaultTies[:]}
 	p.bud = &p.own
 	if r.ties != nil {
