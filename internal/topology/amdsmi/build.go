@@ -67,23 +67,18 @@ var assumedWithout = map[string]string{
 
 // identities gives each row the GPU of gpus with its BDF, else its index.
 func identities(t *Topology, gpus []GPU, warn topology.Warner) []GPU {
-	byBDF, byIndex := map[string]int{}, map[int]int{}
-	for i := len(gpus) - 1; i >= 0; i-- { // backwards: the first of a repeated key wins
-		if gpus[i].BDF != "" {
-			byBDF[gpus[i].BDF] = i
-		}
-		byIndex[gpus[i].Index] = i
-	}
 	infos := make([]GPU, len(t.GPUs))
 	for i := range infos {
 		info := NewGPU(t.GPUs[i])
 		info.BDF = t.BDFs[i]
-		k, ok := byBDF[info.BDF]
-		if !ok {
-			k, ok = byIndex[t.GPUs[i]]
-			ok = ok && (info.BDF == "" || gpus[k].BDF == "") // else the index names another GPU
+		k := slices.IndexFunc(gpus, func(g GPU) bool { return g.BDF != "" && g.BDF == info.BDF })
+		if k < 0 {
+			k = slices.IndexFunc(gpus, func(g GPU) bool { return g.Index == info.Index })
+			if k >= 0 && info.BDF != "" && gpus[k].BDF != "" {
+				k = -1 // the index names another GPU
+			}
 		}
-		if ok {
+		if k >= 0 {
 			info.merge(gpus[k])
 		} else if len(gpus) > 0 {
 			warn.Warn("amd-smi: no identity for GPU %d (%s)", t.GPUs[i], info.BDF)

@@ -480,18 +480,14 @@ func (p *textParser) conciseRow(tb *conciseTable, line string) error {
 		return p.errHere(src, len(line), topology.ErrSyntax, "concise row has %d fields", len(toks))
 	}
 	n := len(toks)
-	util, vram, capTok := toks[n-1], toks[n-2], toks[n-3]
-	d := p.r.device(idx)
+	capTok, d := toks[n-3], p.r.device(idx)
 	d.InConcise = true
 	p.r.list(tb.sec.title, idx)
-	if !unknownValue(util.S) {
-		if d.UtilPercent, err = parsePercent(util.S); err != nil {
-			return p.errHere(src, util.Col, err, "")
-		}
-	}
-	if !unknownValue(vram.S) {
-		if d.MemUsedPct, err = parsePercent(vram.S); err != nil {
-			return p.errHere(src, vram.Col, err, "")
+	for i, dst := range []*float64{&d.UtilPercent, &d.MemUsedPct} { // the last two columns
+		if tk := toks[n-1-i]; !unknownValue(tk.S) {
+			if *dst, err = parsePercent(tk.S); err != nil {
+				return p.errHere(src, tk.Col, err, "")
+			}
 		}
 	}
 	pwrCap := -1.0
