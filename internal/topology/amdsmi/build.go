@@ -22,7 +22,17 @@ import (
 // WantTables. Errors wrap topology.ErrInvalidModel.
 func Build(t *Topology, gpus []GPU, warn topology.Warner) (*topology.Model, error) {
 	n := len(t.GPUs)
-	warnMissing(t, warn)
+	// Warn once about the WantTables t lacks and what Build assumes.
+	var missing, assumed []string
+	for _, table := range WantTables {
+		if n > 1 && !t.has(table) {
+			missing = append(missing, strings.TrimSuffix(table, " TABLE"))
+			assumed = append(assumed, assumedWithout[table])
+		}
+	}
+	if len(missing) > 0 {
+		warn.Warn("amd-smi: %s has no %s table; assuming %s", SourceTopology, strings.Join(missing, ", "), strings.Join(assumed, "; "))
+	}
 	infos := identities(t, gpus, warn)
 	m := &topology.Model{Source: "amd-smi", Vendor: topology.VendorAMD, Bandwidth: "theoretical"}
 	m.Devices = devices(infos, useHIPIDs(infos, warn))
@@ -37,23 +47,6 @@ func Build(t *Topology, gpus []GPU, warn topology.Warner) (*topology.Model, erro
 		return nil, fmt.Errorf("amd-smi: %w", err)
 	}
 	return m, nil
-}
-
-// warnMissing warns once about the WantTables t lacks and what Build assumes.
-func warnMissing(t *Topology, warn topology.Warner) {
-	if len(t.GPUs) < 2 {
-		return
-	}
-	var missing, assumed []string
-	for _, table := range WantTables {
-		if !t.has(table) {
-			missing = append(missing, strings.TrimSuffix(table, " TABLE"))
-			assumed = append(assumed, assumedWithout[table])
-		}
-	}
-	if len(missing) > 0 {
-		warn.Warn("amd-smi: %s has no %s table; assuming %s", SourceTopology, strings.Join(missing, ", "), strings.Join(assumed, "; "))
-	}
 }
 
 // assumedWithout says what Build assumes without each of WantTables.
@@ -145,7 +138,7 @@ func pairLink(t *Topology, a, b int, warn topology.Warner) (topology.Link, bool)
 		warn.Warn("amd-smi: %s-%s: %s", t.label(a), t.label(b), note)
 	}
 	if typ == "" && !t.has("LINK TYPE TABLE") {
-		typ = topology.InferLinkType(weight, hops) // warnMissing said so
+		typ = topology.InferLinkType(weight, hops) // Build warned
 	}
 	l := topology.Link{A: a, B: b, Level: typ, Weight: max(weight, 0), Hops: max(hops, 0)}
 	// Of two bandwidth readings, the lower known one.

@@ -158,7 +158,22 @@ func ParseDefault(r io.Reader) (*Summary, error) {
 	if err := p.lr.ForEach(p.line); err != nil {
 		return nil, err
 	}
-	return p.finish()
+	s := p.s
+	if p.pending {
+		return nil, p.lr.Errorf(0, topology.ErrTruncated, "GPU %s has no second row", s.GPUs[len(s.GPUs)-1].BDF)
+	}
+	if len(s.GPUs) == 0 {
+		if !p.sawText {
+			return nil, topology.NewParseError(p.lr.Source, 0, 0, topology.ErrEmpty, "")
+		}
+		return nil, topology.NewParseError(p.lr.Source, 0, 0, topology.ErrWrongTool, "no amd-smi GPU table")
+	}
+	if p.inProcs {
+		for i := range s.GPUs {
+			s.GPUs[i].Processes = p.procs[s.GPUs[i].Index]
+		}
+	}
+	return s, nil
 }
 
 // defaultParser holds what ParseDefault has read so far.
@@ -211,10 +226,21 @@ func (p *defaultParser) line(line string) error {
 		p.idHeader = topology.Texts(first)
 		return nil
 	}
-	if bdf, ok := topology.NormalizePCI(first[0].S); ok {
-		return p.bdfRow(cs[0], first[0], bdf)
+	bdf, ok := topology.NormalizePCI(first[0].S)
+	if !ok {
+		return nil // header rows
 	}
-	return nil // header rows
+	// A GPU's first row: "| 0000:0d:00.0    AMD Instinct MI355X |".
+	if len(p.s.GPUs) >= MaxGPUs {
+		return p.lr.Errorf(first[0].Col, topology.ErrSyntax, "more than %d GPUs", MaxGPUs)
+	}
+	g := NewGPU(len(p.s.GPUs))
+	g.BDF, g.Name = bdf, strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(cs[0].S), first[0].S))
+	if g.Name == "N/A" {
+		g.Name = ""
+	}
+	p.s.GPUs, p.pending = append(p.s.GPUs, g), true
+	return nil
 }
 
 // width checks that a box line is as wide as the box's first line: cells
@@ -230,22 +256,6 @@ func (p *defaultParser) width(t string) error {
 	case w != p.boxWidth:
 		return p.lr.Errorf(0, topology.ErrSyntax, "box line %d characters wide, the box %d: cells run together or a line is cut", w, p.boxWidth)
 	}
-	return nil
-}
-
-// bdfRow reads a GPU's first row: "| 0000:0d:00.0    AMD Instinct MI355X |".
-func (p *defaultParser) bdfRow(c topology.Field, bdfField topology.Field, bdf string) error {
-	if len(p.s.GPUs) >= MaxGPUs {
-		return p.lr.Errorf(bdfField.Col, topology.ErrSyntax, "more than %d GPUs", MaxGPUs)
-	}
-	g := NewGPU(len(p.s.GPUs))
-	g.BDF = bdf
-	g.Name = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(c.S), bdfField.S))
-	if g.Name == "N/A" {
-		g.Name = ""
-	}
-	p.s.GPUs = append(p.s.GPUs, g)
-	p.pending = true
 	return nil
 }
 
@@ -276,26 +286,6 @@ func (p *defaultParser) idRow(cs []topology.Field, first []topology.Field) error
 		return p.memUsage(g, cs[1])
 	}
 	return nil
-}
-
-// finish checks the whole input and counts processes.
-func (p *defaultParser) finish() (*Summary, error) {
-	s := p.s
-	if p.pending {
-		return nil, p.lr.Errorf(0, topology.ErrTruncated, "GPU %s has no second row", s.GPUs[len(s.GPUs)-1].BDF)
-	}
-	if len(s.GPUs) == 0 {
-		if !p.sawText {
-			return nil, topology.NewParseError(p.lr.Source, 0, 0, topology.ErrEmpty, "")
-		}
-		return nil, topology.NewParseError(p.lr.Source, 0, 0, topology.ErrWrongTool, "no amd-smi GPU table")
-	}
-	if p.inProcs {
-		for i := range s.GPUs {
-			s.GPUs[i].Processes = p.procs[s.GPUs[i].Index]
-		}
-	}
-	return s, nil
 }
 
 // memUsage reads the first "used/total MB" of a cell into g.

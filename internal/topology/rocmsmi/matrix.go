@@ -76,13 +76,26 @@ func (p *textParser) matrix(sec sectionInfo) error {
 		p.retitled = append(p.retitled, fmt.Sprintf("%q", sec.title))
 		sec.kind = kindType
 	}
-	grid, err := p.matrixCells(sec, cols, rows, rowLine)
-	if err != nil {
-		return err
+	n := len(cols)
+	grid := make([]cell, n*n)
+	for r := 0; r < n; r++ {
+		for c, tk := range rows[r] {
+			v, err := parseCell(sec.kind, tk.S, c == r)
+			if err != nil {
+				return topology.NewParseError(sec.source, rowLine[r], tk.Col, err, "")
+			}
+			if tk.S == "XXXX" && r < c {
+				p.xxxx = append(p.xxxx, fmt.Sprintf("GPU%d-GPU%d", cols[r], cols[c]))
+			}
+			grid[r*n+c] = v
+		}
 	}
 	if sec.kind == kindWeight || sec.kind == kindHops {
-		if err := p.checkSymmetric(sec, cols, rows, rowLine, grid); err != nil {
-			return err
+		// A row out of place would otherwise turn a pair into another link silently.
+		if f := topology.CheckCountMatrix(n, func(r, c int) (int64, bool) { return grid[r*n+c].a, grid[r*n+c].ok }); f != nil {
+			label := func(i int) string { return fmt.Sprintf("GPU%d", cols[i]) }
+			return topology.NewParseError(sec.source, rowLine[f.Row], rows[f.Row][f.Col].Col, topology.ErrInconsistent,
+				"%s", f.Describe(label, strings.Fields(sec.title)[0])) // "weight" or "hops"
 		}
 	}
 	p.r.list(sec.title, cols...)
@@ -200,25 +213,6 @@ func (p *textParser) matrixEnd(sec sectionInfo, n int) error {
 	return nil
 }
 
-// matrixCells parses every cell of the rows read, noting XXXX pairs.
-func (p *textParser) matrixCells(sec sectionInfo, cols []int, rows [][]topology.Field, rowLine []int) ([]cell, error) {
-	n := len(cols)
-	grid := make([]cell, n*n)
-	for r := 0; r < n; r++ {
-		for c, tk := range rows[r] {
-			v, err := parseCell(sec.kind, tk.S, c == r)
-			if err != nil {
-				return nil, topology.NewParseError(sec.source, rowLine[r], tk.Col, err, "")
-			}
-			if tk.S == "XXXX" && r < c {
-				p.xxxx = append(p.xxxx, fmt.Sprintf("GPU%d-GPU%d", cols[r], cols[c]))
-			}
-			grid[r*n+c] = v
-		}
-	}
-	return grid, nil
-}
-
 // holdsLinkTypes says whether a matrix's cells name link types.
 func holdsLinkTypes(rows [][]topology.Field) bool {
 	for r, row := range rows {
@@ -229,18 +223,6 @@ func holdsLinkTypes(rows [][]topology.Field) bool {
 		}
 	}
 	return false
-}
-
-// checkSymmetric applies topology.CheckCountMatrix to Weight and Hops: a
-// row out of place would otherwise turn a pair into another link silently.
-func (p *textParser) checkSymmetric(sec sectionInfo, cols []int, rows [][]topology.Field, rowLine []int, grid []cell) error {
-	n, what := len(cols), strings.Fields(sec.title)[0] // "weight" or "hops"
-	f := topology.CheckCountMatrix(n, func(r, c int) (int64, bool) { return grid[r*n+c].a, grid[r*n+c].ok })
-	if f == nil {
-		return nil
-	}
-	label := func(i int) string { return fmt.Sprintf("GPU%d", cols[i]) }
-	return topology.NewParseError(sec.source, rowLine[f.Row], rows[f.Row][f.Col].Col, topology.ErrInconsistent, "%s", f.Describe(label, what))
 }
 
 // commit stores a matrix's upper triangle, noting where the lower disagrees.
