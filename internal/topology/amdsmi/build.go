@@ -35,7 +35,19 @@ func Build(t *Topology, gpus []GPU, warn topology.Warner) (*topology.Model, erro
 	}
 	infos := identities(t, gpus, warn)
 	m := &topology.Model{Source: "amd-smi", Vendor: topology.VendorAMD, Bandwidth: "theoretical"}
-	m.Devices = devices(infos, useHIPIDs(infos, warn))
+	// The HIP-IDs are the runtime indices when every device has a distinct one.
+	seen, known := map[int]bool{}, 0
+	for _, g := range infos {
+		if g.HIPID >= 0 {
+			seen[g.HIPID] = true
+			known++
+		}
+	}
+	useHIP := len(seen) == len(infos) // all known, none repeated
+	if !useHIP && known > 0 {
+		warn.Warn("amd-smi: HIP-IDs known for %d of %d GPUs or repeated; using amd-smi GPU indices as runtime indices", known, len(infos))
+	}
+	m.Devices = devices(infos, useHIP)
 	for a := 0; a < n; a++ {
 		for b := a + 1; b < n; b++ {
 			if l, ok := pairLink(t, a, b, warn); ok {
@@ -79,22 +91,6 @@ func identities(t *Topology, gpus []GPU, warn topology.Warner) []GPU {
 		infos[i] = info
 	}
 	return infos
-}
-
-// useHIPIDs reports whether every device has a distinct HIP-ID, else warns.
-func useHIPIDs(infos []GPU, warn topology.Warner) bool {
-	seen, known := map[int]bool{}, 0
-	for _, g := range infos {
-		if g.HIPID >= 0 {
-			seen[g.HIPID] = true
-			known++
-		}
-	}
-	use := len(seen) == len(infos) // all known, none repeated
-	if !use && known > 0 {
-		warn.Warn("amd-smi: HIP-IDs known for %d of %d GPUs or repeated; using amd-smi GPU indices as runtime indices", known, len(infos))
-	}
-	return use
 }
 
 // devices numbers partitions of one GPU by PCI function, as KFD does by location_id.

@@ -197,8 +197,14 @@ func (p *defaultParser) line(line string) error {
 	if _, v, ok := strings.Cut(t, "AMD-SMI "); ok && p.s.Version == "" && len(strings.Fields(v)) > 0 {
 		p.s.Version = strings.Fields(v)[0]
 	}
-	if err := p.width(t); err != nil {
-		return err
+	if len(t) > 1 && strings.ContainsRune("|+", rune(t[0])) && strings.ContainsRune("|+", rune(t[len(t)-1])) {
+		// Every box line is as wide as the first: cells run together
+		// ("283/196592MB") would otherwise be misread silently.
+		if w := utf8.RuneCountInString(t); p.boxWidth == 0 {
+			p.boxWidth = w
+		} else if w != p.boxWidth {
+			return p.lr.Errorf(0, topology.ErrSyntax, "box line %d characters wide, the box %d: cells run together or a line is cut", w, p.boxWidth)
+		}
 	}
 	cs := boxCells(line)
 	if len(cs) == 0 {
@@ -243,22 +249,6 @@ func (p *defaultParser) line(line string) error {
 	return nil
 }
 
-// width checks that a box line is as wide as the box's first line: cells
-// run together ("283/196592MB") would otherwise be misread silently.
-func (p *defaultParser) width(t string) error {
-	if len(t) < 2 || !strings.ContainsRune("|+", rune(t[0])) || !strings.ContainsRune("|+", rune(t[len(t)-1])) {
-		return nil
-	}
-	w := utf8.RuneCountInString(t)
-	switch {
-	case p.boxWidth == 0:
-		p.boxWidth = w
-	case w != p.boxWidth:
-		return p.lr.Errorf(0, topology.ErrSyntax, "box line %d characters wide, the box %d: cells run together or a line is cut", w, p.boxWidth)
-	}
-	return nil
-}
-
 // idRow reads a GPU's second row, whose first cell the second header row names.
 func (p *defaultParser) idRow(cs []topology.Field, first []topology.Field) error {
 	g := &p.s.GPUs[len(p.s.GPUs)-1]
@@ -282,15 +272,11 @@ func (p *defaultParser) idRow(cs []topology.Field, first []topology.Field) error
 		}
 		g.Index = n
 	}
-	if len(cs) > 1 {
-		return p.memUsage(g, cs[1])
+	if len(cs) < 2 {
+		return nil
 	}
-	return nil
-}
-
-// memUsage reads the first "used/total MB" of a cell into g.
-func (p *defaultParser) memUsage(g *GPU, c topology.Field) error {
-	fs := cellFields(c)
+	// The first "used/total MB" of the second cell.
+	fs := cellFields(cs[1])
 	for i := 0; i+1 < len(fs); i++ {
 		unit := strings.ToUpper(fs[i+1].S)
 		a, b, cut := strings.Cut(fs[i].S, "/")

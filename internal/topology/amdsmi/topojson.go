@@ -54,7 +54,20 @@ func ParseTopologyJSON(r io.Reader) (*Topology, error) {
 			return nil, jsonErr(err)
 		}
 	}
-	t.Tables = jsonTables(t)
+	// The text tables whose figures the JSON gave for some pair.
+	var has [5]bool // in WantTables' order
+	for i := range t.Pairs {
+		for j, p := range t.Pairs[i] {
+			for k, ok := range [5]bool{p.Access != "", p.Weight >= 0, p.Hops >= 0, p.Type != "", p.MaxBW > 0} {
+				has[k] = has[k] || (ok && i != j)
+			}
+		}
+	}
+	for k, ok := range has {
+		if ok {
+			t.Tables = append(t.Tables, WantTables[k])
+		}
+	}
 	if f := t.check(); f != nil {
 		return nil, jsonErr(fmt.Errorf("%w: %s: %s", topology.ErrInconsistent, f.table, f.msg))
 	}
@@ -119,25 +132,6 @@ func jsonOldSchema(t *Topology, i int, o map[string]any, pos map[int]int) (int, 
 		}
 	}
 	return known, nil
-}
-
-// jsonTables names the text tables whose figures the JSON gave for some pair.
-func jsonTables(t *Topology) []string {
-	var has [5]bool // in WantTables' order
-	for i := range t.Pairs {
-		for j, p := range t.Pairs[i] {
-			for k, ok := range [5]bool{p.Access != "", p.Weight >= 0, p.Hops >= 0, p.Type != "", p.MaxBW > 0} {
-				has[k] = has[k] || (ok && i != j)
-			}
-		}
-	}
-	var out []string
-	for k, ok := range has {
-		if ok {
-			out = append(out, WantTables[k])
-		}
-	}
-	return out
 }
 
 // oldSchemaKeys maps the old schema's maps to link fields, in a fixed
