@@ -148,7 +148,7 @@ func (p *textParser) matrixHeader(sec sectionInfo, line string) ([]int, error) {
 	return cols, nil
 }
 
-// matrixRows reads each row's cells and line, then matrixEnd.
+// matrixRows reads each row's cells and line, then the line after.
 func (p *textParser) matrixRows(sec sectionInfo, cols []int) ([][]topology.Field, []int, error) {
 	n := len(cols)
 	rows := make([][]topology.Field, n)
@@ -170,7 +170,21 @@ func (p *textParser) matrixRows(sec sectionInfo, cols []int) ([][]topology.Field
 		}
 		rows[r], rowLine[r] = toks[1:], p.lr.Line()
 	}
-	return rows, rowLine, p.matrixEnd(sec, n)
+	// A GPU row after the last one is refused; any other line is Unread.
+	for line, ok := p.next(); ok; line, ok = p.next() {
+		switch t := strings.TrimSpace(line); {
+		case t == "" || logLine(t):
+			if err := p.plainLine(line, t, otherSection); err != nil {
+				return nil, nil, err
+			}
+		case gpuLabel().MatchString(fields(t)[0].S):
+			return nil, nil, p.errHere(sec.source, 0, topology.ErrNotSquare, "more rows than the %d columns", n)
+		default:
+			p.lr.Unread()
+			return rows, rowLine, nil
+		}
+	}
+	return rows, rowLine, nil
 }
 
 // matrixRowLine reads the line of row r of n, past log lines. A blank line
@@ -193,24 +207,6 @@ func (p *textParser) matrixRowLine(sec sectionInfo, r, n int) (string, error) {
 			return "", topology.NewParseError(sec.source, blank, 0, topology.ErrNotSquare, "%d rows for %d columns", r, n)
 		}
 	}
-}
-
-// matrixEnd refuses a GPU row after the last one; it Unreads any other line.
-func (p *textParser) matrixEnd(sec sectionInfo, n int) error {
-	for line, ok := p.next(); ok; line, ok = p.next() {
-		switch t := strings.TrimSpace(line); {
-		case t == "" || logLine(t):
-			if err := p.plainLine(line, t, otherSection); err != nil {
-				return err
-			}
-		case gpuLabel().MatchString(fields(t)[0].S):
-			return p.errHere(sec.source, 0, topology.ErrNotSquare, "more rows than the %d columns", n)
-		default:
-			p.lr.Unread()
-			return nil
-		}
-	}
-	return nil
 }
 
 // holdsLinkTypes says whether a matrix's cells name link types.

@@ -376,7 +376,20 @@ func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*
 	if err != nil {
 		return nil, err
 	}
-	missing(rep, args, warn)
+	// Warn about each --showtopo section an output with one of its matrices
+	// lacks, which would otherwise leave facts out without a word.
+	var lack []string
+	matrices := 0
+	for i, t := range showtopoTitles {
+		if _, ok := rep.Listed[t]; !ok {
+			lack = append(lack, fmt.Sprintf("%q", t))
+		} else if i < 3 {
+			matrices++
+		}
+	}
+	if len(lack) > 0 && matrices > 0 {
+		warn.Warn("rocm-smi: `%s` printed no %s section; continuing without it", command(args), strings.Join(lack, ", "))
+	}
 	for _, more := range [][]string{InfoArgs, ConciseArgs} {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("rocm-smi: %w", err)
@@ -409,23 +422,6 @@ func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*
 
 // showtopoTitles are the sections rocm-smi --showtopo prints.
 var showtopoTitles = []string{"weight between two gpus", "hops between two gpus", "link type between two gpus", "numa nodes"}
-
-// missing warns about each --showtopo section an output with one of its
-// matrices lacks, which would otherwise leave facts out without a word.
-func missing(r *Report, args []string, warn topology.Warner) {
-	var lack []string
-	matrices := 0
-	for i, t := range showtopoTitles {
-		if _, ok := r.Listed[t]; !ok {
-			lack = append(lack, fmt.Sprintf("%q", t))
-		} else if i < 3 {
-			matrices++
-		}
-	}
-	if len(lack) > 0 && matrices > 0 {
-		warn.Warn("rocm-smi: `%s` printed no %s section; continuing without it", command(args), strings.Join(lack, ", "))
-	}
-}
 
 // command is the command line of a rocm-smi run, for messages.
 func command(args []string) string {

@@ -153,12 +153,7 @@ func ParseText(rd io.Reader) (*Report, error) {
 	if err := p.r.listsAgree(); err != nil {
 		return nil, topology.NewParseError(Source, 0, 0, err, "")
 	}
-	p.odd()
-	return p.r, nil
-}
-
-// odd turns the oddities met into one note per kind.
-func (p *textParser) odd() {
+	// One note per kind of oddity met.
 	if len(p.toolLines) > 0 {
 		p.r.note("rocm-smi: skipped %d tool error line(s) inside its tables (first: %q)", len(p.toolLines), p.toolLines[0])
 	}
@@ -171,6 +166,7 @@ func (p *textParser) odd() {
 	if len(p.xxxx) > 0 {
 		p.r.note("rocm-smi: %d GPU pair(s) read XXXX (unreadable): %s; their links are unknown and assumed through the host (marked * in amdrun topo)", len(p.xxxx), clipList(p.xxxx, 8))
 	}
+	return p.r, nil
 }
 
 // clipList joins the first n items of s, saying how many more there are.
@@ -497,14 +493,6 @@ func (p *textParser) conciseRow(tb *conciseTable, line string) error {
 			return p.errHere(src, capTok.Col, topology.ErrBadNumber, "power cap %q", capTok.S)
 		}
 	}
-	d.SecondDie = tb.rows > 0 && tb.power(line, toks) == "N/A" && pwrCap == 0
-	tb.prev = d
-	tb.rows++
-	return nil
-}
-
-// power returns the power reading of a row, or "".
-func (tb *conciseTable) power(line string, toks []topology.Field) string {
 	power := ""
 	for i, tk := range toks {
 		byPos := tb.gen1 && i == tb.powerIdx && len(toks) == tb.ncols
@@ -512,5 +500,8 @@ func (tb *conciseTable) power(line string, toks []topology.Field) string {
 			power = tk.S
 		}
 	}
-	return power
+	d.SecondDie = tb.rows > 0 && power == "N/A" && pwrCap == 0
+	tb.prev = d
+	tb.rows++
+	return nil
 }
