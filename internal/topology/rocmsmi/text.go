@@ -404,9 +404,27 @@ type conciseTable struct {
 
 // concise parses the concise table at or after the next line.
 func (p *textParser) concise(sec sectionInfo) error {
-	tb, err := p.conciseHeader(sec)
-	if err != nil {
-		return err
+	// The header, and its power column.
+	line, ok := p.next()
+	for ok && (strings.TrimSpace(line) == "" || logLine(strings.TrimSpace(line))) {
+		line, ok = p.next()
+	}
+	if !ok {
+		return p.errHere(sec.source, 0, topology.ErrTruncated, "no table after the section title")
+	}
+	head := fields(line)
+	tb := &conciseTable{sec: sec, gen1: head[0].S == "GPU", powerIdx: -1, powerRune: -1}
+	if !tb.gen1 && head[0].S != "Device" {
+		return p.errHere(sec.source, head[0].Col, topology.ErrSyntax, "concise header starts with %q, not GPU or Device", head[0].S)
+	}
+	for _, tk := range head {
+		if strings.HasPrefix(tk.S, "(") {
+			continue // "Temp (DieEdge)" is one column
+		}
+		if tk.S == "AvgPwr" || tk.S == "Power" {
+			tb.powerIdx, tb.powerRune = tb.ncols, runeCol(line, tk)
+		}
+		tb.ncols++
 	}
 	for line, ok := p.next(); ok; line, ok = p.next() {
 		t := strings.TrimSpace(line)
@@ -436,32 +454,6 @@ func (p *textParser) concise(sec sectionInfo) error {
 		return topology.NewParseError(sec.source, p.lastFull, 0, topology.ErrTruncated, "concise table has no rows")
 	}
 	return nil
-}
-
-// conciseHeader reads the concise table's header and finds its power column.
-func (p *textParser) conciseHeader(sec sectionInfo) (*conciseTable, error) {
-	line, ok := p.next()
-	for ok && (strings.TrimSpace(line) == "" || logLine(strings.TrimSpace(line))) {
-		line, ok = p.next()
-	}
-	if !ok {
-		return nil, p.errHere(sec.source, 0, topology.ErrTruncated, "no table after the section title")
-	}
-	head := fields(line)
-	tb := &conciseTable{sec: sec, gen1: head[0].S == "GPU", powerIdx: -1, powerRune: -1}
-	if !tb.gen1 && head[0].S != "Device" {
-		return nil, p.errHere(sec.source, head[0].Col, topology.ErrSyntax, "concise header starts with %q, not GPU or Device", head[0].S)
-	}
-	for _, tk := range head {
-		if strings.HasPrefix(tk.S, "(") {
-			continue // "Temp (DieEdge)" is one column
-		}
-		if tk.S == "AvgPwr" || tk.S == "Power" {
-			tb.powerIdx, tb.powerRune = tb.ncols, runeCol(line, tk)
-		}
-		tb.ncols++
-	}
-	return tb, nil
 }
 
 // conciseRow reads one GPU's row; power and power cap tell a second die.
