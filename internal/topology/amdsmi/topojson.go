@@ -42,13 +42,12 @@ func ParseTopologyJSON(r io.Reader) (*Topology, error) {
 		}
 	}
 	for i, o := range objs {
-		g := t.GPUs[i]
 		if links, has := o["links"]; has {
 			err = jsonLinks(t, i, links, pos, byBDF)
 		} else if known, e := jsonOldSchema(t, i, o, pos); e != nil {
 			err = e
 		} else if known == 0 && len(objs) > 1 {
-			err = fmt.Errorf("%w: gpu %d has neither links nor link tables", topology.ErrWrongTool, g)
+			err = fmt.Errorf("%w: gpu %d has neither links nor link tables", topology.ErrWrongTool, t.GPUs[i])
 		}
 		if err != nil {
 			return nil, jsonErr(err)

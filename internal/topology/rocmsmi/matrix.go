@@ -70,7 +70,14 @@ func (p *textParser) matrix(sec sectionInfo) error {
 	if err != nil {
 		return err
 	}
-	if (sec.kind == kindWeight || sec.kind == kindHops) && holdsLinkTypes(rows) {
+	linkTypes := false // off the diagonal
+	for r, row := range rows {
+		for c, tk := range row {
+			u := strings.ToUpper(tk.S)
+			linkTypes = linkTypes || c != r && (u == "XGMI" || u == "PCIE")
+		}
+	}
+	if linkTypes && (sec.kind == kindWeight || sec.kind == kindHops) {
 		// rocm-smi on a partitioned MI300 prints link types under the
 		// Weight title (rocm_smi_lib 6.1.0 changelog, known issue 3).
 		p.retitled = append(p.retitled, fmt.Sprintf("%q", sec.title))
@@ -207,18 +214,6 @@ func (p *textParser) matrixRowLine(sec sectionInfo, r, n int) (string, error) {
 			return "", topology.NewParseError(sec.source, blank, 0, topology.ErrNotSquare, "%d rows for %d columns", r, n)
 		}
 	}
-}
-
-// holdsLinkTypes says whether a matrix's cells name link types.
-func holdsLinkTypes(rows [][]topology.Field) bool {
-	for r, row := range rows {
-		for c, tk := range row {
-			if u := strings.ToUpper(tk.S); c != r && (u == "XGMI" || u == "PCIE") {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // commit stores a matrix's upper triangle, noting where the lower disagrees.

@@ -250,8 +250,7 @@ func (r *Report) Model(warn topology.Warner) (*topology.Model, error) {
 // differ, the affinity wins with one warning.
 func (r *Report) devices(idx []int, warn topology.Warner) []topology.Device {
 	devs := make([]topology.Device, len(idx))
-	pkg, part := -1, 0
-	prevConcise := false
+	pkg, part, prevConcise := -1, 0, false
 	var numaDiffers []string
 	for p, i := range idx {
 		info := cmp.Or(r.Devices[i], newDeviceInfo())
