@@ -110,7 +110,7 @@ func (p *textParser) matrix(sec sectionInfo) error {
 	return nil
 }
 
-// matrixStart reads up to a matrix's column header and returns its GPUs;
+// matrixStart reads a matrix's column header and returns its GPUs;
 // a banner first means no table (nil, and the banner is Unread).
 func (p *textParser) matrixStart(sec sectionInfo) ([]int, error) {
 	for line, more := p.next(); more; line, more = p.next() {
@@ -123,36 +123,32 @@ func (p *textParser) matrixStart(sec sectionInfo) ([]int, error) {
 			p.lr.Unread()
 			return nil, nil
 		case gpuLabel().MatchString(fields(t)[0].S):
-			return p.matrixHeader(sec, line)
+			// A column header of GPUn labels.
+			head := fields(line)
+			if len(head) > maxDevices {
+				return nil, p.errHere(sec.source, head[maxDevices].Col, topology.ErrSyntax, "more than %d columns", maxDevices)
+			}
+			cols := make([]int, len(head))
+			for c, tk := range head {
+				m := gpuLabel().FindStringSubmatch(tk.S)
+				if m == nil {
+					return nil, p.errHere(sec.source, tk.Col, topology.ErrSyntax, "column header %q is not GPUn", tk.S)
+				}
+				n, err := parseIndex(m[1])
+				if err != nil {
+					return nil, p.errHere(sec.source, tk.Col, err, "")
+				}
+				if slices.Contains(cols[:c], n) {
+					return nil, p.errHere(sec.source, tk.Col, topology.ErrSyntax, "column %s twice", tk.S)
+				}
+				cols[c] = n
+			}
+			return cols, nil
 		case !logLine(t) || strings.HasPrefix(t, "ERROR:"):
 			p.toolLines = append(p.toolLines, t)
 		}
 	}
 	return nil, p.errHere(sec.source, 0, topology.ErrTruncated, "no table after the section title")
-}
-
-// matrixHeader reads a column header of GPUn labels.
-func (p *textParser) matrixHeader(sec sectionInfo, line string) ([]int, error) {
-	head := fields(line)
-	if len(head) > maxDevices {
-		return nil, p.errHere(sec.source, head[maxDevices].Col, topology.ErrSyntax, "more than %d columns", maxDevices)
-	}
-	cols := make([]int, len(head))
-	for c, tk := range head {
-		m := gpuLabel().FindStringSubmatch(tk.S)
-		if m == nil {
-			return nil, p.errHere(sec.source, tk.Col, topology.ErrSyntax, "column header %q is not GPUn", tk.S)
-		}
-		n, err := parseIndex(m[1])
-		if err != nil {
-			return nil, p.errHere(sec.source, tk.Col, err, "")
-		}
-		if slices.Contains(cols[:c], n) {
-			return nil, p.errHere(sec.source, tk.Col, topology.ErrSyntax, "column %s twice", tk.S)
-		}
-		cols[c] = n
-	}
-	return cols, nil
 }
 
 // matrixRows reads each row's cells and line, then the line after.

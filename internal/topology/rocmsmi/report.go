@@ -106,19 +106,6 @@ func (r *Report) list(title string, idx ...int) {
 	}
 }
 
-// listsAgree checks that every section printed the same GPUs: a section
-// cut short would otherwise leave GPUs or their facts out silently.
-func (r *Report) listsAgree() error {
-	titles := slices.Sorted(maps.Keys(r.Listed))
-	for _, t := range titles[min(1, len(titles)):] {
-		if a, b := r.Listed[titles[0]], r.Listed[t]; !slices.Equal(a, b) {
-			return fmt.Errorf("%w: the %q section lists %s but the %q section lists %s; is the output cut short?",
-				topology.ErrInconsistent, titles[0], gpuList(a), t, gpuList(b))
-		}
-	}
-	return nil
-}
-
 // Agree checks that two reports, of the rocm-smi calls name and otherName,
 // give the same GPU indices and no GPU a different PCI bus or NUMA node,
 // else returns an error wrapping topology.ErrInconsistent naming both calls.

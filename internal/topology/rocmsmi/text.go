@@ -150,8 +150,14 @@ func ParseText(rd io.Reader) (*Report, error) {
 	if !p.seen {
 		return nil, topology.NewParseError(Source, 0, 0, topology.ErrWrongTool, "no rocm-smi section found")
 	}
-	if err := p.r.listsAgree(); err != nil {
-		return nil, topology.NewParseError(Source, 0, 0, err, "")
+	// Every section printed the same GPUs: a section cut short would
+	// otherwise leave GPUs or their facts out silently.
+	titles := slices.Sorted(maps.Keys(p.r.Listed))
+	for _, t := range titles[min(1, len(titles)):] {
+		if a, b := p.r.Listed[titles[0]], p.r.Listed[t]; !slices.Equal(a, b) {
+			return nil, topology.NewParseError(Source, 0, 0, fmt.Errorf("%w: the %q section lists %s but the %q section lists %s; is the output cut short?",
+				topology.ErrInconsistent, titles[0], gpuList(a), t, gpuList(b)), "")
+		}
 	}
 	// One note per kind of oddity met.
 	if len(p.toolLines) > 0 {
