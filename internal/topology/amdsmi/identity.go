@@ -120,15 +120,11 @@ type Summary struct {
 // boxCells splits a box-table line at '|' into its cells and their columns.
 func boxCells(line string) []topology.Field {
 	var out []topology.Field
-	start := -1
-	for i := 0; i < len(line); i++ {
-		if line[i] != '|' {
-			continue
-		}
-		if start >= 0 {
-			out = append(out, topology.Field{S: line[start:i], Col: start})
-		}
-		start = i + 1
+	parts := strings.Split(line, "|")
+	col := len(parts[0]) + 1
+	for _, s := range parts[1:max(1, len(parts)-1)] {
+		out = append(out, topology.Field{S: s, Col: col})
+		col += len(s) + 1
 	}
 	return out
 }
