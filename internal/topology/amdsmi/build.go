@@ -373,11 +373,10 @@ func mergeGPUs(base, extra []GPU) []GPU {
 
 // slotOf returns the bus and device of a PCI address ("0000:05:00"), or "".
 func slotOf(bdf string) string {
-	i := strings.LastIndexByte(bdf, '.')
-	if i < 0 {
-		return ""
+	if i := strings.LastIndexByte(bdf, '.'); i >= 0 {
+		return bdf[:i]
 	}
-	return bdf[:i]
+	return ""
 }
 
 // JoinPartitions returns t with one row per device of gpus, in index

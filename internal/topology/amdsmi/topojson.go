@@ -174,16 +174,12 @@ var linkAliases = map[string][]string{
 // setJSONPair copies the named fields of l (or their aliases) into p.
 func setJSONPair(p *Pair, l map[string]any, keys ...string) error {
 	for _, k := range keys {
-		var v any
-		has := false
-		for _, name := range append([]string{k}, linkAliases[k]...) {
-			if v, has = l[name]; has {
-				break
-			}
-		}
-		if !has {
+		names := append([]string{k}, linkAliases[k]...)
+		i := slices.IndexFunc(names, func(n string) bool { _, has := l[n]; return has })
+		if i < 0 {
 			continue
 		}
+		v := l[names[i]]
 		var err error
 		switch k {
 		case "link_status":
