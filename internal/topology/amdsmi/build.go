@@ -22,10 +22,32 @@ import (
 // WantTables. Errors wrap topology.ErrInvalidModel.
 func Build(t *Topology, gpus []GPU, warn topology.Warner) (*topology.Model, error) {
 	n := len(t.GPUs)
-	warnMissing(t, warn)
+	// Warn once about the WantTables t lacks and what Build assumes.
+	var missing, assumed []string
+	for _, table := range WantTables {
+		if n > 1 && !t.has(table) {
+			missing = append(missing, strings.TrimSuffix(table, " TABLE"))
+			assumed = append(assumed, assumedWithout[table])
+		}
+	}
+	if len(missing) > 0 {
+		warn.Warn("amd-smi: %s has no %s table; assuming %s", SourceTopology, strings.Join(missing, ", "), strings.Join(assumed, "; "))
+	}
 	infos := identities(t, gpus, warn)
 	m := &topology.Model{Source: "amd-smi", Vendor: topology.VendorAMD, Bandwidth: "theoretical"}
-	m.Devices = devices(infos, useHIPIDs(infos, warn))
+	// The HIP-IDs are the runtime indices when every device has a distinct one.
+	seen, known := map[int]bool{}, 0
+	for _, g := range infos {
+		if g.HIPID >= 0 {
+			seen[g.HIPID] = true
+			known++
+		}
+	}
+	useHIP := len(seen) == len(infos) // all known, none repeated
+	if !useHIP && known > 0 {
+		warn.Warn("amd-smi: HIP-IDs known for %d of %d GPUs or repeated; using amd-smi GPU indices as runtime indices", known, len(infos))
+	}
+	m.Devices = devices(infos, useHIP)
 	for a := 0; a < n; a++ {
 		for b := a + 1; b < n; b++ {
 			if l, ok := pairLink(t, a, b, warn); ok {
@@ -39,23 +61,6 @@ func Build(t *Topology, gpus []GPU, warn topology.Warner) (*topology.Model, erro
 	return m, nil
 }
 
-// warnMissing warns once about the WantTables t lacks and what Build assumes.
-func warnMissing(t *Topology, warn topology.Warner) {
-	if len(t.GPUs) < 2 {
-		return
-	}
-	var missing, assumed []string
-	for _, table := range WantTables {
-		if !t.has(table) {
-			missing = append(missing, strings.TrimSuffix(table, " TABLE"))
-			assumed = append(assumed, assumedWithout[table])
-		}
-	}
-	if len(missing) > 0 {
-		warn.Warn("amd-smi: %s has no %s table; assuming %s", SourceTopology, strings.Join(missing, ", "), strings.Join(assumed, "; "))
-	}
-}
-
 // assumedWithout says what Build assumes without each of WantTables.
 var assumedWithout = map[string]string{
 	"ACCESS TABLE":    "peer access as the link allows",
@@ -67,23 +72,18 @@ var assumedWithout = map[string]string{
 
 // identities gives each row the GPU of gpus with its BDF, else its index.
 func identities(t *Topology, gpus []GPU, warn topology.Warner) []GPU {
-	byBDF, byIndex := map[string]int{}, map[int]int{}
-	for i := len(gpus) - 1; i >= 0; i-- { // backwards: the first of a repeated key wins
-		if gpus[i].BDF != "" {
-			byBDF[gpus[i].BDF] = i
-		}
-		byIndex[gpus[i].Index] = i
-	}
 	infos := make([]GPU, len(t.GPUs))
 	for i := range infos {
 		info := NewGPU(t.GPUs[i])
 		info.BDF = t.BDFs[i]
-		k, ok := byBDF[info.BDF]
-		if !ok {
-			k, ok = byIndex[t.GPUs[i]]
-			ok = ok && (info.BDF == "" || gpus[k].BDF == "") // else the index names another GPU
+		k := slices.IndexFunc(gpus, func(g GPU) bool { return g.BDF != "" && g.BDF == info.BDF })
+		if k < 0 {
+			k = slices.IndexFunc(gpus, func(g GPU) bool { return g.Index == info.Index })
+			if k >= 0 && info.BDF != "" && gpus[k].BDF != "" {
+				k = -1 // the index names another GPU
+			}
 		}
-		if ok {
+		if k >= 0 {
 			info.merge(gpus[k])
 		} else if len(gpus) > 0 {
 			warn.Warn("amd-smi: no identity for GPU %d (%s)", t.GPUs[i], info.BDF)
@@ -91,22 +91,6 @@ func identities(t *Topology, gpus []GPU, warn topology.Warner) []GPU {
 		infos[i] = info
 	}
 	return infos
-}
-
-// useHIPIDs reports whether every device has a distinct HIP-ID, else warns.
-func useHIPIDs(infos []GPU, warn topology.Warner) bool {
-	seen, known := map[int]bool{}, 0
-	for _, g := range infos {
-		if g.HIPID >= 0 {
-			seen[g.HIPID] = true
-			known++
-		}
-	}
-	use := len(seen) == len(infos) // all known, none repeated
-	if !use && known > 0 {
-		warn.Warn("amd-smi: HIP-IDs known for %d of %d GPUs or repeated; using amd-smi GPU indices as runtime indices", known, len(infos))
-	}
-	return use
 }
 
 // devices numbers partitions of one GPU by PCI function, as KFD does by location_id.
@@ -150,7 +134,7 @@ func pairLink(t *Topology, a, b int, warn topology.Warner) (topology.Link, bool)
 		warn.Warn("amd-smi: %s-%s: %s", t.label(a), t.label(b), note)
 	}
 	if typ == "" && !t.has("LINK TYPE TABLE") {
-		typ = topology.InferLinkType(weight, hops) // warnMissing said so
+		typ = topology.InferLinkType(weight, hops) // Build warned
 	}
 	l := topology.Link{A: a, B: b, Level: typ, Weight: max(weight, 0), Hops: max(hops, 0)}
 	// Of two bandwidth readings, the lower known one.
@@ -389,11 +373,10 @@ func mergeGPUs(base, extra []GPU) []GPU {
 
 // slotOf returns the bus and device of a PCI address ("0000:05:00"), or "".
 func slotOf(bdf string) string {
-	i := strings.LastIndexByte(bdf, '.')
-	if i < 0 {
-		return ""
+	if i := strings.LastIndexByte(bdf, '.'); i >= 0 {
+		return bdf[:i]
 	}
-	return bdf[:i]
+	return ""
 }
 
 // JoinPartitions returns t with one row per device of gpus, in index

@@ -120,15 +120,11 @@ type Summary struct {
 // boxCells splits a box-table line at '|' into its cells and their columns.
 func boxCells(line string) []topology.Field {
 	var out []topology.Field
-	start := -1
-	for i := 0; i < len(line); i++ {
-		if line[i] != '|' {
-			continue
-		}
-		if start >= 0 {
-			out = append(out, topology.Field{S: line[start:i], Col: start})
-		}
-		start = i + 1
+	parts := strings.Split(line, "|")
+	col := len(parts[0]) + 1
+	for _, s := range parts[1:max(1, len(parts)-1)] {
+		out = append(out, topology.Field{S: s, Col: col})
+		col += len(s) + 1
 	}
 	return out
 }
@@ -158,7 +154,22 @@ func ParseDefault(r io.Reader) (*Summary, error) {
 	if err := p.lr.ForEach(p.line); err != nil {
 		return nil, err
 	}
-	return p.finish()
+	s := p.s
+	if p.pending {
+		return nil, p.lr.Errorf(0, topology.ErrTruncated, "GPU %s has no second row", s.GPUs[len(s.GPUs)-1].BDF)
+	}
+	if len(s.GPUs) == 0 {
+		if !p.sawText {
+			return nil, topology.NewParseError(p.lr.Source, 0, 0, topology.ErrEmpty, "")
+		}
+		return nil, topology.NewParseError(p.lr.Source, 0, 0, topology.ErrWrongTool, "no amd-smi GPU table")
+	}
+	if p.inProcs {
+		for i := range s.GPUs {
+			s.GPUs[i].Processes = p.procs[s.GPUs[i].Index]
+		}
+	}
+	return s, nil
 }
 
 // defaultParser holds what ParseDefault has read so far.
@@ -182,8 +193,14 @@ func (p *defaultParser) line(line string) error {
 	if _, v, ok := strings.Cut(t, "AMD-SMI "); ok && p.s.Version == "" && len(strings.Fields(v)) > 0 {
 		p.s.Version = strings.Fields(v)[0]
 	}
-	if err := p.width(t); err != nil {
-		return err
+	if len(t) > 1 && strings.ContainsRune("|+", rune(t[0])) && strings.ContainsRune("|+", rune(t[len(t)-1])) {
+		// Every box line is as wide as the first: cells run together
+		// ("283/196592MB") would otherwise be misread silently.
+		if w := utf8.RuneCountInString(t); p.boxWidth == 0 {
+			p.boxWidth = w
+		} else if w != p.boxWidth {
+			return p.lr.Errorf(0, topology.ErrSyntax, "box line %d characters wide, the box %d: cells run together or a line is cut", w, p.boxWidth)
+		}
 	}
 	cs := boxCells(line)
 	if len(cs) == 0 {
@@ -211,41 +228,20 @@ func (p *defaultParser) line(line string) error {
 		p.idHeader = topology.Texts(first)
 		return nil
 	}
-	if bdf, ok := topology.NormalizePCI(first[0].S); ok {
-		return p.bdfRow(cs[0], first[0], bdf)
+	bdf, ok := topology.NormalizePCI(first[0].S)
+	if !ok {
+		return nil // header rows
 	}
-	return nil // header rows
-}
-
-// width checks that a box line is as wide as the box's first line: cells
-// run together ("283/196592MB") would otherwise be misread silently.
-func (p *defaultParser) width(t string) error {
-	if len(t) < 2 || !strings.ContainsRune("|+", rune(t[0])) || !strings.ContainsRune("|+", rune(t[len(t)-1])) {
-		return nil
-	}
-	w := utf8.RuneCountInString(t)
-	switch {
-	case p.boxWidth == 0:
-		p.boxWidth = w
-	case w != p.boxWidth:
-		return p.lr.Errorf(0, topology.ErrSyntax, "box line %d characters wide, the box %d: cells run together or a line is cut", w, p.boxWidth)
-	}
-	return nil
-}
-
-// bdfRow reads a GPU's first row: "| 0000:0d:00.0    AMD Instinct MI355X |".
-func (p *defaultParser) bdfRow(c topology.Field, bdfField topology.Field, bdf string) error {
+	// A GPU's first row: "| 0000:0d:00.0    AMD Instinct MI355X |".
 	if len(p.s.GPUs) >= MaxGPUs {
-		return p.lr.Errorf(bdfField.Col, topology.ErrSyntax, "more than %d GPUs", MaxGPUs)
+		return p.lr.Errorf(first[0].Col, topology.ErrSyntax, "more than %d GPUs", MaxGPUs)
 	}
 	g := NewGPU(len(p.s.GPUs))
-	g.BDF = bdf
-	g.Name = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(c.S), bdfField.S))
+	g.BDF, g.Name = bdf, strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(cs[0].S), first[0].S))
 	if g.Name == "N/A" {
 		g.Name = ""
 	}
-	p.s.GPUs = append(p.s.GPUs, g)
-	p.pending = true
+	p.s.GPUs, p.pending = append(p.s.GPUs, g), true
 	return nil
 }
 
@@ -272,35 +268,11 @@ func (p *defaultParser) idRow(cs []topology.Field, first []topology.Field) error
 		}
 		g.Index = n
 	}
-	if len(cs) > 1 {
-		return p.memUsage(g, cs[1])
+	if len(cs) < 2 {
+		return nil
 	}
-	return nil
-}
-
-// finish checks the whole input and counts processes.
-func (p *defaultParser) finish() (*Summary, error) {
-	s := p.s
-	if p.pending {
-		return nil, p.lr.Errorf(0, topology.ErrTruncated, "GPU %s has no second row", s.GPUs[len(s.GPUs)-1].BDF)
-	}
-	if len(s.GPUs) == 0 {
-		if !p.sawText {
-			return nil, topology.NewParseError(p.lr.Source, 0, 0, topology.ErrEmpty, "")
-		}
-		return nil, topology.NewParseError(p.lr.Source, 0, 0, topology.ErrWrongTool, "no amd-smi GPU table")
-	}
-	if p.inProcs {
-		for i := range s.GPUs {
-			s.GPUs[i].Processes = p.procs[s.GPUs[i].Index]
-		}
-	}
-	return s, nil
-}
-
-// memUsage reads the first "used/total MB" of a cell into g.
-func (p *defaultParser) memUsage(g *GPU, c topology.Field) error {
-	fs := cellFields(c)
+	// The first "used/total MB" of the second cell.
+	fs := cellFields(cs[1])
 	for i := 0; i+1 < len(fs); i++ {
 		unit := strings.ToUpper(fs[i+1].S)
 		a, b, cut := strings.Cut(fs[i].S, "/")

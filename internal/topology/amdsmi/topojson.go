@@ -42,19 +42,31 @@ func ParseTopologyJSON(r io.Reader) (*Topology, error) {
 		}
 	}
 	for i, o := range objs {
-		g := t.GPUs[i]
 		if links, has := o["links"]; has {
 			err = jsonLinks(t, i, links, pos, byBDF)
 		} else if known, e := jsonOldSchema(t, i, o, pos); e != nil {
 			err = e
 		} else if known == 0 && len(objs) > 1 {
-			err = fmt.Errorf("%w: gpu %d has neither links nor link tables", topology.ErrWrongTool, g)
+			err = fmt.Errorf("%w: gpu %d has neither links nor link tables", topology.ErrWrongTool, t.GPUs[i])
 		}
 		if err != nil {
 			return nil, jsonErr(err)
 		}
 	}
-	t.Tables = jsonTables(t)
+	// The text tables whose figures the JSON gave for some pair.
+	var has [5]bool // in WantTables' order
+	for i := range t.Pairs {
+		for j, p := range t.Pairs[i] {
+			for k, ok := range [5]bool{p.Access != "", p.Weight >= 0, p.Hops >= 0, p.Type != "", p.MaxBW > 0} {
+				has[k] = has[k] || (ok && i != j)
+			}
+		}
+	}
+	for k, ok := range has {
+		if ok {
+			t.Tables = append(t.Tables, WantTables[k])
+		}
+	}
 	if f := t.check(); f != nil {
 		return nil, jsonErr(fmt.Errorf("%w: %s: %s", topology.ErrInconsistent, f.table, f.msg))
 	}
@@ -121,25 +133,6 @@ func jsonOldSchema(t *Topology, i int, o map[string]any, pos map[int]int) (int, 
 	return known, nil
 }
 
-// jsonTables names the text tables whose figures the JSON gave for some pair.
-func jsonTables(t *Topology) []string {
-	var has [5]bool // in WantTables' order
-	for i := range t.Pairs {
-		for j, p := range t.Pairs[i] {
-			for k, ok := range [5]bool{p.Access != "", p.Weight >= 0, p.Hops >= 0, p.Type != "", p.MaxBW > 0} {
-				has[k] = has[k] || (ok && i != j)
-			}
-		}
-	}
-	var out []string
-	for k, ok := range has {
-		if ok {
-			out = append(out, WantTables[k])
-		}
-	}
-	return out
-}
-
 // oldSchemaKeys maps the old schema's maps to link fields, in a fixed
 // order so that the first error is stable.
 var oldSchemaKeys = [][2]string{
@@ -181,16 +174,12 @@ var linkAliases = map[string][]string{
 // setJSONPair copies the named fields of l (or their aliases) into p.
 func setJSONPair(p *Pair, l map[string]any, keys ...string) error {
 	for _, k := range keys {
-		var v any
-		has := false
-		for _, name := range append([]string{k}, linkAliases[k]...) {
-			if v, has = l[name]; has {
-				break
-			}
-		}
-		if !has {
+		names := append([]string{k}, linkAliases[k]...)
+		i := slices.IndexFunc(names, func(n string) bool { _, has := l[n]; return has })
+		if i < 0 {
 			continue
 		}
+		v := l[names[i]]
 		var err error
 		switch k {
 		case "link_status":

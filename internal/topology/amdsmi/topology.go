@@ -138,27 +138,23 @@ func (p *topoParser) line(line string) error {
 	if p.wantHeader {
 		return p.header(fs)
 	}
-	if _, ok := topology.NormalizePCI(fs[0].S); !ok {
-		return p.stray(trimmed)
+	if _, ok := topology.NormalizePCI(fs[0].S); ok {
+		return p.row(line, fs)
 	}
-	return p.row(line, fs)
-}
-
-// stray refuses a line in or right after a table that is not one of its rows.
-func (p *topoParser) stray(line string) error {
-	if len(line) > 60 {
-		line = line[:60] + "..."
+	// A line in or right after a table that is not one of its rows.
+	if len(trimmed) > 60 {
+		trimmed = trimmed[:60] + "..."
 	}
 	sentinel := topology.ErrSyntax
 	// An editor's mark that output was left out ("[output truncated]", "<snip>")?
-	if l := strings.ToLower(line); strings.Contains(l, "truncat") || strings.Contains(l, "snip") ||
+	if l := strings.ToLower(trimmed); strings.Contains(l, "truncat") || strings.Contains(l, "snip") ||
 		strings.Contains(l, "omitted") || strings.Trim(l, ".… []()<>") == "" {
 		sentinel = topology.ErrTruncated
 	}
 	if n := len(p.t.GPUs); p.rows < n {
-		return p.lr.Errorf(0, sentinel, "%s has %d of %d rows, then %q", p.table, p.rows, n, line)
+		return p.lr.Errorf(0, sentinel, "%s has %d of %d rows, then %q", p.table, p.rows, n, trimmed)
 	}
-	return p.lr.Errorf(0, sentinel, "%q after the %s, where a table title or the end was expected", line, p.table)
+	return p.lr.Errorf(0, sentinel, "%q after the %s, where a table title or the end was expected", trimmed, p.table)
 }
 
 // endTable checks that the table being read, if any, is complete.

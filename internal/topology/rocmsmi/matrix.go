@@ -70,19 +70,39 @@ func (p *textParser) matrix(sec sectionInfo) error {
 	if err != nil {
 		return err
 	}
-	if (sec.kind == kindWeight || sec.kind == kindHops) && holdsLinkTypes(rows) {
+	linkTypes := false // off the diagonal
+	for r, row := range rows {
+		for c, tk := range row {
+			u := strings.ToUpper(tk.S)
+			linkTypes = linkTypes || c != r && (u == "XGMI" || u == "PCIE")
+		}
+	}
+	if linkTypes && (sec.kind == kindWeight || sec.kind == kindHops) {
 		// rocm-smi on a partitioned MI300 prints link types under the
 		// Weight title (rocm_smi_lib 6.1.0 changelog, known issue 3).
 		p.retitled = append(p.retitled, fmt.Sprintf("%q", sec.title))
 		sec.kind = kindType
 	}
-	grid, err := p.matrixCells(sec, cols, rows, rowLine)
-	if err != nil {
-		return err
+	n := len(cols)
+	grid := make([]cell, n*n)
+	for r := 0; r < n; r++ {
+		for c, tk := range rows[r] {
+			v, err := parseCell(sec.kind, tk.S, c == r)
+			if err != nil {
+				return topology.NewParseError(sec.source, rowLine[r], tk.Col, err, "")
+			}
+			if tk.S == "XXXX" && r < c {
+				p.xxxx = append(p.xxxx, fmt.Sprintf("GPU%d-GPU%d", cols[r], cols[c]))
+			}
+			grid[r*n+c] = v
+		}
 	}
 	if sec.kind == kindWeight || sec.kind == kindHops {
-		if err := p.checkSymmetric(sec, cols, rows, rowLine, grid); err != nil {
-			return err
+		// A row out of place would otherwise turn a pair into another link silently.
+		if f := topology.CheckCountMatrix(n, func(r, c int) (int64, bool) { return grid[r*n+c].a, grid[r*n+c].ok }); f != nil {
+			label := func(i int) string { return fmt.Sprintf("GPU%d", cols[i]) }
+			return topology.NewParseError(sec.source, rowLine[f.Row], rows[f.Row][f.Col].Col, topology.ErrInconsistent,
+				"%s", f.Describe(label, strings.Fields(sec.title)[0])) // "weight" or "hops"
 		}
 	}
 	p.r.list(sec.title, cols...)
@@ -90,7 +110,7 @@ func (p *textParser) matrix(sec sectionInfo) error {
 	return nil
 }
 
-// matrixStart reads up to a matrix's column header and returns its GPUs;
+// matrixStart reads a matrix's column header and returns its GPUs;
 // a banner first means no table (nil, and the banner is Unread).
 func (p *textParser) matrixStart(sec sectionInfo) ([]int, error) {
 	for line, more := p.next(); more; line, more = p.next() {
@@ -103,7 +123,27 @@ func (p *textParser) matrixStart(sec sectionInfo) ([]int, error) {
 			p.lr.Unread()
 			return nil, nil
 		case gpuLabel().MatchString(fields(t)[0].S):
-			return p.matrixHeader(sec, line)
+			// A column header of GPUn labels.
+			head := fields(line)
+			if len(head) > maxDevices {
+				return nil, p.errHere(sec.source, head[maxDevices].Col, topology.ErrSyntax, "more than %d columns", maxDevices)
+			}
+			cols := make([]int, len(head))
+			for c, tk := range head {
+				m := gpuLabel().FindStringSubmatch(tk.S)
+				if m == nil {
+					return nil, p.errHere(sec.source, tk.Col, topology.ErrSyntax, "column header %q is not GPUn", tk.S)
+				}
+				n, err := parseIndex(m[1])
+				if err != nil {
+					return nil, p.errHere(sec.source, tk.Col, err, "")
+				}
+				if slices.Contains(cols[:c], n) {
+					return nil, p.errHere(sec.source, tk.Col, topology.ErrSyntax, "column %s twice", tk.S)
+				}
+				cols[c] = n
+			}
+			return cols, nil
 		case !logLine(t) || strings.HasPrefix(t, "ERROR:"):
 			p.toolLines = append(p.toolLines, t)
 		}
@@ -111,31 +151,7 @@ func (p *textParser) matrixStart(sec sectionInfo) ([]int, error) {
 	return nil, p.errHere(sec.source, 0, topology.ErrTruncated, "no table after the section title")
 }
 
-// matrixHeader reads a column header of GPUn labels.
-func (p *textParser) matrixHeader(sec sectionInfo, line string) ([]int, error) {
-	head := fields(line)
-	if len(head) > maxDevices {
-		return nil, p.errHere(sec.source, head[maxDevices].Col, topology.ErrSyntax, "more than %d columns", maxDevices)
-	}
-	cols := make([]int, len(head))
-	for c, tk := range head {
-		m := gpuLabel().FindStringSubmatch(tk.S)
-		if m == nil {
-			return nil, p.errHere(sec.source, tk.Col, topology.ErrSyntax, "column header %q is not GPUn", tk.S)
-		}
-		n, err := parseIndex(m[1])
-		if err != nil {
-			return nil, p.errHere(sec.source, tk.Col, err, "")
-		}
-		if slices.Contains(cols[:c], n) {
-			return nil, p.errHere(sec.source, tk.Col, topology.ErrSyntax, "column %s twice", tk.S)
-		}
-		cols[c] = n
-	}
-	return cols, nil
-}
-
-// matrixRows reads each row's cells and line, then matrixEnd.
+// matrixRows reads each row's cells and line, then the line after.
 func (p *textParser) matrixRows(sec sectionInfo, cols []int) ([][]topology.Field, []int, error) {
 	n := len(cols)
 	rows := make([][]topology.Field, n)
@@ -157,7 +173,21 @@ func (p *textParser) matrixRows(sec sectionInfo, cols []int) ([][]topology.Field
 		}
 		rows[r], rowLine[r] = toks[1:], p.lr.Line()
 	}
-	return rows, rowLine, p.matrixEnd(sec, n)
+	// A GPU row after the last one is refused; any other line is Unread.
+	for line, ok := p.next(); ok; line, ok = p.next() {
+		switch t := strings.TrimSpace(line); {
+		case t == "" || logLine(t):
+			if err := p.plainLine(line, t, otherSection); err != nil {
+				return nil, nil, err
+			}
+		case gpuLabel().MatchString(fields(t)[0].S):
+			return nil, nil, p.errHere(sec.source, 0, topology.ErrNotSquare, "more rows than the %d columns", n)
+		default:
+			p.lr.Unread()
+			return rows, rowLine, nil
+		}
+	}
+	return rows, rowLine, nil
 }
 
 // matrixRowLine reads the line of row r of n, past log lines. A blank line
@@ -180,67 +210,6 @@ func (p *textParser) matrixRowLine(sec sectionInfo, r, n int) (string, error) {
 			return "", topology.NewParseError(sec.source, blank, 0, topology.ErrNotSquare, "%d rows for %d columns", r, n)
 		}
 	}
-}
-
-// matrixEnd refuses a GPU row after the last one; it Unreads any other line.
-func (p *textParser) matrixEnd(sec sectionInfo, n int) error {
-	for line, ok := p.next(); ok; line, ok = p.next() {
-		switch t := strings.TrimSpace(line); {
-		case t == "" || logLine(t):
-			if err := p.plainLine(line, t, otherSection); err != nil {
-				return err
-			}
-		case gpuLabel().MatchString(fields(t)[0].S):
-			return p.errHere(sec.source, 0, topology.ErrNotSquare, "more rows than the %d columns", n)
-		default:
-			p.lr.Unread()
-			return nil
-		}
-	}
-	return nil
-}
-
-// matrixCells parses every cell of the rows read, noting XXXX pairs.
-func (p *textParser) matrixCells(sec sectionInfo, cols []int, rows [][]topology.Field, rowLine []int) ([]cell, error) {
-	n := len(cols)
-	grid := make([]cell, n*n)
-	for r := 0; r < n; r++ {
-		for c, tk := range rows[r] {
-			v, err := parseCell(sec.kind, tk.S, c == r)
-			if err != nil {
-				return nil, topology.NewParseError(sec.source, rowLine[r], tk.Col, err, "")
-			}
-			if tk.S == "XXXX" && r < c {
-				p.xxxx = append(p.xxxx, fmt.Sprintf("GPU%d-GPU%d", cols[r], cols[c]))
-			}
-			grid[r*n+c] = v
-		}
-	}
-	return grid, nil
-}
-
-// holdsLinkTypes says whether a matrix's cells name link types.
-func holdsLinkTypes(rows [][]topology.Field) bool {
-	for r, row := range rows {
-		for c, tk := range row {
-			if u := strings.ToUpper(tk.S); c != r && (u == "XGMI" || u == "PCIE") {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// checkSymmetric applies topology.CheckCountMatrix to Weight and Hops: a
-// row out of place would otherwise turn a pair into another link silently.
-func (p *textParser) checkSymmetric(sec sectionInfo, cols []int, rows [][]topology.Field, rowLine []int, grid []cell) error {
-	n, what := len(cols), strings.Fields(sec.title)[0] // "weight" or "hops"
-	f := topology.CheckCountMatrix(n, func(r, c int) (int64, bool) { return grid[r*n+c].a, grid[r*n+c].ok })
-	if f == nil {
-		return nil
-	}
-	label := func(i int) string { return fmt.Sprintf("GPU%d", cols[i]) }
-	return topology.NewParseError(sec.source, rowLine[f.Row], rows[f.Row][f.Col].Col, topology.ErrInconsistent, "%s", f.Describe(label, what))
 }
 
 // commit stores a matrix's upper triangle, noting where the lower disagrees.

@@ -106,19 +106,6 @@ func (r *Report) list(title string, idx ...int) {
 	}
 }
 
-// listsAgree checks that every section printed the same GPUs: a section
-// cut short would otherwise leave GPUs or their facts out silently.
-func (r *Report) listsAgree() error {
-	titles := slices.Sorted(maps.Keys(r.Listed))
-	for _, t := range titles[min(1, len(titles)):] {
-		if a, b := r.Listed[titles[0]], r.Listed[t]; !slices.Equal(a, b) {
-			return fmt.Errorf("%w: the %q section lists %s but the %q section lists %s; is the output cut short?",
-				topology.ErrInconsistent, titles[0], gpuList(a), t, gpuList(b))
-		}
-	}
-	return nil
-}
-
 // Agree checks that two reports, of the rocm-smi calls name and otherName,
 // give the same GPU indices and no GPU a different PCI bus or NUMA node,
 // else returns an error wrapping topology.ErrInconsistent naming both calls.
@@ -250,8 +237,7 @@ func (r *Report) Model(warn topology.Warner) (*topology.Model, error) {
 // differ, the affinity wins with one warning.
 func (r *Report) devices(idx []int, warn topology.Warner) []topology.Device {
 	devs := make([]topology.Device, len(idx))
-	pkg, part := -1, 0
-	prevConcise := false
+	pkg, part, prevConcise := -1, 0, false
 	var numaDiffers []string
 	for p, i := range idx {
 		info := cmp.Or(r.Devices[i], newDeviceInfo())
@@ -376,7 +362,20 @@ func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*
 	if err != nil {
 		return nil, err
 	}
-	missing(rep, args, warn)
+	// Warn about each --showtopo section an output with one of its matrices
+	// lacks, which would otherwise leave facts out without a word.
+	var lack []string
+	matrices := 0
+	for i, t := range showtopoTitles {
+		if _, ok := rep.Listed[t]; !ok {
+			lack = append(lack, fmt.Sprintf("%q", t))
+		} else if i < 3 {
+			matrices++
+		}
+	}
+	if len(lack) > 0 && matrices > 0 {
+		warn.Warn("rocm-smi: `%s` printed no %s section; continuing without it", command(args), strings.Join(lack, ", "))
+	}
 	for _, more := range [][]string{InfoArgs, ConciseArgs} {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("rocm-smi: %w", err)
@@ -409,23 +408,6 @@ func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*
 
 // showtopoTitles are the sections rocm-smi --showtopo prints.
 var showtopoTitles = []string{"weight between two gpus", "hops between two gpus", "link type between two gpus", "numa nodes"}
-
-// missing warns about each --showtopo section an output with one of its
-// matrices lacks, which would otherwise leave facts out without a word.
-func missing(r *Report, args []string, warn topology.Warner) {
-	var lack []string
-	matrices := 0
-	for i, t := range showtopoTitles {
-		if _, ok := r.Listed[t]; !ok {
-			lack = append(lack, fmt.Sprintf("%q", t))
-		} else if i < 3 {
-			matrices++
-		}
-	}
-	if len(lack) > 0 && matrices > 0 {
-		warn.Warn("rocm-smi: `%s` printed no %s section; continuing without it", command(args), strings.Join(lack, ", "))
-	}
-}
 
 // command is the command line of a rocm-smi run, for messages.
 func command(args []string) string {

@@ -150,15 +150,16 @@ func ParseText(rd io.Reader) (*Report, error) {
 	if !p.seen {
 		return nil, topology.NewParseError(Source, 0, 0, topology.ErrWrongTool, "no rocm-smi section found")
 	}
-	if err := p.r.listsAgree(); err != nil {
-		return nil, topology.NewParseError(Source, 0, 0, err, "")
+	// Every section printed the same GPUs: a section cut short would
+	// otherwise leave GPUs or their facts out silently.
+	titles := slices.Sorted(maps.Keys(p.r.Listed))
+	for _, t := range titles[min(1, len(titles)):] {
+		if a, b := p.r.Listed[titles[0]], p.r.Listed[t]; !slices.Equal(a, b) {
+			return nil, topology.NewParseError(Source, 0, 0, fmt.Errorf("%w: the %q section lists %s but the %q section lists %s; is the output cut short?",
+				topology.ErrInconsistent, titles[0], gpuList(a), t, gpuList(b)), "")
+		}
 	}
-	p.odd()
-	return p.r, nil
-}
-
-// odd turns the oddities met into one note per kind.
-func (p *textParser) odd() {
+	// One note per kind of oddity met.
 	if len(p.toolLines) > 0 {
 		p.r.note("rocm-smi: skipped %d tool error line(s) inside its tables (first: %q)", len(p.toolLines), p.toolLines[0])
 	}
@@ -171,6 +172,7 @@ func (p *textParser) odd() {
 	if len(p.xxxx) > 0 {
 		p.r.note("rocm-smi: %d GPU pair(s) read XXXX (unreadable): %s; their links are unknown and assumed through the host (marked * in amdrun topo)", len(p.xxxx), clipList(p.xxxx, 8))
 	}
+	return p.r, nil
 }
 
 // clipList joins the first n items of s, saying how many more there are.
@@ -408,9 +410,27 @@ type conciseTable struct {
 
 // concise parses the concise table at or after the next line.
 func (p *textParser) concise(sec sectionInfo) error {
-	tb, err := p.conciseHeader(sec)
-	if err != nil {
-		return err
+	// The header, and its power column.
+	line, ok := p.next()
+	for ok && (strings.TrimSpace(line) == "" || logLine(strings.TrimSpace(line))) {
+		line, ok = p.next()
+	}
+	if !ok {
+		return p.errHere(sec.source, 0, topology.ErrTruncated, "no table after the section title")
+	}
+	head := fields(line)
+	tb := &conciseTable{sec: sec, gen1: head[0].S == "GPU", powerIdx: -1, powerRune: -1}
+	if !tb.gen1 && head[0].S != "Device" {
+		return p.errHere(sec.source, head[0].Col, topology.ErrSyntax, "concise header starts with %q, not GPU or Device", head[0].S)
+	}
+	for _, tk := range head {
+		if strings.HasPrefix(tk.S, "(") {
+			continue // "Temp (DieEdge)" is one column
+		}
+		if tk.S == "AvgPwr" || tk.S == "Power" {
+			tb.powerIdx, tb.powerRune = tb.ncols, runeCol(line, tk)
+		}
+		tb.ncols++
 	}
 	for line, ok := p.next(); ok; line, ok = p.next() {
 		t := strings.TrimSpace(line)
@@ -442,32 +462,6 @@ func (p *textParser) concise(sec sectionInfo) error {
 	return nil
 }
 
-// conciseHeader reads the concise table's header and finds its power column.
-func (p *textParser) conciseHeader(sec sectionInfo) (*conciseTable, error) {
-	line, ok := p.next()
-	for ok && (strings.TrimSpace(line) == "" || logLine(strings.TrimSpace(line))) {
-		line, ok = p.next()
-	}
-	if !ok {
-		return nil, p.errHere(sec.source, 0, topology.ErrTruncated, "no table after the section title")
-	}
-	head := fields(line)
-	tb := &conciseTable{sec: sec, gen1: head[0].S == "GPU", powerIdx: -1, powerRune: -1}
-	if !tb.gen1 && head[0].S != "Device" {
-		return nil, p.errHere(sec.source, head[0].Col, topology.ErrSyntax, "concise header starts with %q, not GPU or Device", head[0].S)
-	}
-	for _, tk := range head {
-		if strings.HasPrefix(tk.S, "(") {
-			continue // "Temp (DieEdge)" is one column
-		}
-		if tk.S == "AvgPwr" || tk.S == "Power" {
-			tb.powerIdx, tb.powerRune = tb.ncols, runeCol(line, tk)
-		}
-		tb.ncols++
-	}
-	return tb, nil
-}
-
 // conciseRow reads one GPU's row; power and power cap tell a second die.
 func (p *textParser) conciseRow(tb *conciseTable, line string) error {
 	src := tb.sec.source
@@ -480,18 +474,14 @@ func (p *textParser) conciseRow(tb *conciseTable, line string) error {
 		return p.errHere(src, len(line), topology.ErrSyntax, "concise row has %d fields", len(toks))
 	}
 	n := len(toks)
-	util, vram, capTok := toks[n-1], toks[n-2], toks[n-3]
-	d := p.r.device(idx)
+	capTok, d := toks[n-3], p.r.device(idx)
 	d.InConcise = true
 	p.r.list(tb.sec.title, idx)
-	if !unknownValue(util.S) {
-		if d.UtilPercent, err = parsePercent(util.S); err != nil {
-			return p.errHere(src, util.Col, err, "")
-		}
-	}
-	if !unknownValue(vram.S) {
-		if d.MemUsedPct, err = parsePercent(vram.S); err != nil {
-			return p.errHere(src, vram.Col, err, "")
+	for i, dst := range []*float64{&d.UtilPercent, &d.MemUsedPct} { // the last two columns
+		if tk := toks[n-1-i]; !unknownValue(tk.S) {
+			if *dst, err = parsePercent(tk.S); err != nil {
+				return p.errHere(src, tk.Col, err, "")
+			}
 		}
 	}
 	pwrCap := -1.0
@@ -501,14 +491,6 @@ func (p *textParser) conciseRow(tb *conciseTable, line string) error {
 			return p.errHere(src, capTok.Col, topology.ErrBadNumber, "power cap %q", capTok.S)
 		}
 	}
-	d.SecondDie = tb.rows > 0 && tb.power(line, toks) == "N/A" && pwrCap == 0
-	tb.prev = d
-	tb.rows++
-	return nil
-}
-
-// power returns the power reading of a row, or "".
-func (tb *conciseTable) power(line string, toks []topology.Field) string {
 	power := ""
 	for i, tk := range toks {
 		byPos := tb.gen1 && i == tb.powerIdx && len(toks) == tb.ncols
@@ -516,5 +498,8 @@ func (tb *conciseTable) power(line string, toks []topology.Field) string {
 			power = tk.S
 		}
 	}
-	return power
+	d.SecondDie = tb.rows > 0 && power == "N/A" && pwrCap == 0
+	tb.prev = d
+	tb.rows++
+	return nil
 }
