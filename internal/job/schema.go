@@ -138,15 +138,11 @@ func rankDoc(r plan.Rank) Rank {
 			shown[k] = v
 		}
 	}
-	cpus, devs := append([]int{}, r.CPUs...), []int{}
-	for _, d := range r.Devices {
-		devs = append(devs, d.Index)
-	}
 	numa := -1
 	if nodes := rankNUMA(r); len(nodes) > 0 {
 		numa = nodes[0]
 	}
-	return Rank{r.Rank, r.LocalRank, r.Device.Index, devs, numa, cpus, r.Mems, r.Argv, shown}
+	return Rank{r.Rank, r.LocalRank, r.Device.Index, plan.Indices(r.Devices), numa, append([]int{}, r.CPUs...), r.Mems, r.Argv, shown}
 }
 
 // WriteJSON writes Document, indented, after the torchrun command line

@@ -79,10 +79,8 @@ type home struct {
 func deviceHomes(groups [][]topology.Device) []home {
 	out := make([]home, len(groups))
 	for lr, devs := range groups {
-		idx := make([]int, len(devs))
 		var nodes []int
-		for i, d := range devs {
-			idx[i] = d.Index
+		for _, d := range devs {
 			if !slices.Contains(nodes, d.NUMANode) {
 				nodes = append(nodes, d.NUMANode)
 			}
@@ -92,7 +90,7 @@ func deviceHomes(groups [][]topology.Device) []home {
 		if len(devs) > 1 {
 			noun = "devices"
 		}
-		out[lr] = home{nodes: nodes, what: fmt.Sprintf("%d (%s %s, NUMA node %s)", lr, noun, topology.JoinInts(idx), topology.JoinInts(nodes)), devs: devs}
+		out[lr] = home{nodes: nodes, what: fmt.Sprintf("%d (%s %s, NUMA node %s)", lr, noun, topology.JoinInts(Indices(devs)), topology.JoinInts(nodes)), devs: devs}
 	}
 	return out
 }
@@ -242,15 +240,11 @@ func bindSockets(out []binding, host []topology.NUMANode, allowed []int, g *topo
 		if b.cpus == nil {
 			continue
 		}
-		var sock []int
+		var sock, cpus []int
 		for _, c := range b.cpus {
 			if i := g.SocketOf(c); i >= 0 && !slices.Contains(sock, i) {
-				sock = append(sock, i)
+				sock, cpus = append(sock, i), append(cpus, g.Sockets[i]...)
 			}
-		}
-		var cpus []int
-		for _, i := range sock {
-			cpus = append(cpus, g.Sockets[i]...)
 		}
 		var nodes []int
 		for _, n := range host {

@@ -185,11 +185,16 @@ func (r *Rank) DeviceLabel() string {
 	if len(r.Devices) == 0 {
 		return "cpu"
 	}
-	idx := make([]int, len(r.Devices))
-	for i, d := range r.Devices {
+	return topology.JoinInts(Indices(r.Devices))
+}
+
+// Indices are devs' indices (Device.Index), in order; [] for none.
+func Indices(devs []topology.Device) []int {
+	idx := make([]int, len(devs))
+	for i, d := range devs {
 		idx[i] = d.Index
 	}
-	return topology.JoinInts(idx)
+	return idx
 }
 
 // cpuDevice is Rank.Device of a rank without a device.

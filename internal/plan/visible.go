@@ -241,13 +241,7 @@ func (m *Mask) Narrow(list []int) []int {
 	if cands == nil {
 		return list
 	}
-	out := []int{}
-	for _, d := range list {
-		if m.Allows(d) {
-			out = append(out, d)
-		}
-	}
-	return out
+	return slices.DeleteFunc(slices.Clone(list), func(d int) bool { return !m.Allows(d) })
 }
 
 // Allows says whether the device with index i is visible under the mask.
