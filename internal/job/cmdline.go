@@ -36,8 +36,8 @@ func (o *Options) Resolve(ctx context.Context, l *CommandLine) error {
 		return err
 	}
 	ranks := func(l *CommandLine) error { return o.resolveRanks(l, slurmGPUs) }
-	for _, step := range []func(*CommandLine) error{o.parseValues, o.parseStall, o.resolveTorchrun, o.parseWait,
-		o.resolveRendezvous, ranks, o.checkNodes, o.checkCommand} {
+	for _, step := range []func(*CommandLine) error{o.parseValues, o.parseStall, o.resolveTorchrun, o.torchrunEnv, o.parseNUMABinding,
+		o.noteAgentOnly, o.parseWait, o.resolveRendezvous, ranks, o.checkNodes, o.checkCommand} {
 		if err := step(l); err != nil {
 			return err
 		}

@@ -99,26 +99,22 @@ func deviceHomes(groups [][]topology.Device) []home {
 // use in contiguous blocks, so that neighbouring ranks share a node;
 // unbound, or without NUMA nodes, the ranks have no home.
 func cpuHomes(n int, host []topology.NUMANode, allowedList []int, mode BindMode) []home {
+	var usable []int // none: bindRanks says the host's nodes are unusable
+	if mode != BindNone {
+		allowed := allowedCPUs(host, allowedList)
+		for _, h := range host {
+			if len(intersect(h.CPUs, allowed)) > 0 {
+				usable = append(usable, h.ID)
+			}
+		}
+		slices.Sort(usable)
+	}
 	out := make([]home, n)
 	for lr := range out {
 		out[lr].what = strconv.Itoa(lr)
-	}
-	if mode == BindNone || len(host) == 0 {
-		return out
-	}
-	allowed := allowedCPUs(host, allowedList)
-	var usable []int
-	for _, h := range host {
-		if len(intersect(h.CPUs, allowed)) > 0 {
-			usable = append(usable, h.ID)
+		if len(usable) > 0 {
+			out[lr].nodes = []int{usable[lr*len(usable)/n]}
 		}
-	}
-	slices.Sort(usable)
-	if len(usable) == 0 {
-		return out // bindRanks says the host's nodes are unusable
-	}
-	for lr := range out {
-		out[lr].nodes = []int{usable[lr*len(usable)/n]}
 	}
 	return out
 }

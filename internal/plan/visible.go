@@ -56,18 +56,16 @@ func ParseMask(env []string, devs []topology.Device) (*Mask, error) {
 	set := func(k string) bool { _, ok := vars[k]; return ok }
 	nvidia := len(devs) > 0 && devs[0].Vendor == topology.VendorNVIDIA
 	m := &Mask{}
-	all := make([]int, len(devs))
-	for i := range devs {
-		all[i] = i
+	base := make([]int, len(devs)) // every device, or those ROCR_VISIBLE_DEVICES leaves
+	for i := range base {
+		base[i] = i
 	}
-	base := all
 	if !nvidia && set(EnvROCRVisible) {
-		_, idx, err := resolveList(EnvROCRVisible, vars[EnvROCRVisible], devs, all, false)
+		_, idx, err := resolveList(EnvROCRVisible, vars[EnvROCRVisible], devs, base, false)
 		if err != nil {
 			return nil, err
 		}
-		m.rocr = idx
-		base = idx
+		m.rocr, base = idx, idx
 	}
 	names := []string{EnvHIPVisible, EnvCUDAVisible}
 	if nvidia {
