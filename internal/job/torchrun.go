@@ -138,14 +138,9 @@ func (o *Options) rdzvConfOneNode(label, conf string) error {
 	if err != nil {
 		return usageErrorf("%s: %v", label, err)
 	}
-	var met, none []string
-	for _, k := range keys {
-		if slices.Contains(rdzvTimeouts, k) {
-			met = append(met, k)
-		} else {
-			none = append(none, k)
-		}
-	}
+	timeout := func(k string) bool { return slices.Contains(rdzvTimeouts, k) }
+	met := slices.DeleteFunc(slices.Clone(keys), func(k string) bool { return !timeout(k) })
+	none := slices.DeleteFunc(keys, timeout)
 	var parts []string
 	if len(met) > 0 {
 		parts = append(parts, strings.Join(met, ", ")+" hold at once (one node: amdrun starts its ranks together, no node waits for another)")

@@ -212,19 +212,14 @@ func (m *Mask) Within(allowed []int, what string) (*Mask, []int, error) {
 		out.cands = sortedCopy(allowed)
 		return out, nil, nil
 	}
-	var keep, dropped []int
-	for _, c := range out.cands {
-		if slices.Contains(allowed, c) {
-			keep = append(keep, c)
-		} else {
-			dropped = append(dropped, c)
-		}
-	}
+	granted := func(c int) bool { return slices.Contains(allowed, c) }
+	keep := slices.DeleteFunc(slices.Clone(out.cands), func(c int) bool { return !granted(c) })
 	if len(keep) == 0 {
 		name := cmp.Or(out.visVar, EnvROCRVisible)
 		return nil, nil, fmt.Errorf("launch: %w: %s leaves devices %s visible, none of which %s grants",
 			ErrMask, name, topology.JoinInts(out.cands), what)
 	}
+	dropped := slices.DeleteFunc(slices.Clone(out.cands), granted)
 	out.cands = keep
 	return out, dropped, nil
 }
