@@ -101,7 +101,7 @@ func deviceHomes(groups [][]topology.Device) []home {
 func cpuHomes(n int, host []topology.NUMANode, allowedList []int, mode BindMode) []home {
 	var usable []int // none: bindRanks says the host's nodes are unusable
 	if mode != BindNone {
-		allowed := allowedCPUs(host, allowedList)
+		allowed := UsableCPUs(host, allowedList)
 		for _, h := range host {
 			if len(intersect(h.CPUs, allowed)) > 0 {
 				usable = append(usable, h.ID)
@@ -137,7 +137,7 @@ func bindRanks(homes []home, s Spec, mode BindMode, warn *[]string) ([]binding, 
 		*warn = append(*warn, fmt.Sprintf("bind %s: the host's NUMA nodes are unknown: ranks are not bound", mode))
 		return out, mode
 	}
-	allowed := allowedCPUs(host, s.AllowedCPUs)
+	allowed := UsableCPUs(host, s.AllowedCPUs)
 	byID := map[int]topology.NUMANode{}
 	for _, n := range host {
 		byID[n.ID] = n
@@ -249,7 +249,7 @@ func bindSockets(out []binding, host []topology.NUMANode, allowed []int, g *topo
 			}
 		}
 		slices.Sort(nodes)
-		if cpus = intersect(allowedCPUs(nil, cpus), allowed); len(cpus) > 0 {
+		if cpus = intersect(UsableCPUs(nil, cpus), allowed); len(cpus) > 0 {
 			out[lr] = binding{nodes: nodes, cpus: cpus}
 		}
 	}
@@ -373,9 +373,9 @@ func ompThreads(b binding, all []binding, nAllowed, nproc int) int {
 	return max(1, len(b.cpus)/max(1, sharing))
 }
 
-// allowedCPUs is the allowed list, or every CPU of the host's NUMA nodes
-// when it is nil; sorted, distinct.
-func allowedCPUs(host []topology.NUMANode, allowed []int) []int {
+// UsableCPUs are the CPUs of allowed (Spec.AllowedCPUs), or every CPU of
+// the host's NUMA nodes when it is nil; sorted, distinct.
+func UsableCPUs(host []topology.NUMANode, allowed []int) []int {
 	out := append([]int(nil), allowed...)
 	if allowed == nil {
 		for _, n := range host {

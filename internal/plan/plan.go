@@ -226,9 +226,9 @@ func NewPlan(s Spec) (*Plan, error) {
 		for _, b := range binds {
 			p.LeaseCPUs = append(p.LeaseCPUs, b.cpus...)
 		}
-		p.LeaseCPUs = allowedCPUs(nil, p.LeaseCPUs)
+		p.LeaseCPUs = UsableCPUs(nil, p.LeaseCPUs)
 	}
-	allowed := allowedCPUs(s.HostNUMA, s.AllowedCPUs)
+	allowed := UsableCPUs(s.HostNUMA, s.AllowedCPUs)
 
 	_, ompSet := envlist.Lookup(s.Env, "OMP_NUM_THREADS")
 	var omp []int // each rank's OMP_NUM_THREADS, when amdrun sets it
