@@ -146,19 +146,13 @@ func bindRanks(homes []home, s Spec, mode BindMode, warn *[]string) ([]binding, 
 	onNodes := map[string][]int{} // node set -> local ranks on it, in order
 	var keys []string
 	for lr, h := range homes {
-		var cpus []int
-		known := len(h.nodes) > 0
-		for _, id := range h.nodes {
-			n, ok := byID[id]
-			if !ok {
-				known = false
-				break
-			}
-			cpus = append(cpus, intersect(n.CPUs, allowed)...)
-		}
-		if !known {
+		if len(h.nodes) == 0 || slices.ContainsFunc(h.nodes, func(id int) bool { _, ok := byID[id]; return !ok }) {
 			homeless = append(homeless, h.what)
 			continue
+		}
+		var cpus []int
+		for _, id := range h.nodes {
+			cpus = append(cpus, intersect(byID[id].CPUs, allowed)...)
 		}
 		if len(cpus) == 0 {
 			empty = append(empty, fmt.Sprintf("%d (NUMA node %s)", lr, topology.JoinInts(h.nodes)))
