@@ -115,8 +115,7 @@ func (pl *Plan) Document() Document {
 	}
 	if c != nil {
 		out.Source, out.Policy, out.Bandwidth = m.Source, c.Policy, m.Bandwidth
-		out.Devices, out.Score, out.Exact, out.Ring = c.Devices, terms(c.Score), c.Exact, c.Ring
-		out.Gap = gapOf(c)
+		out.Devices, out.Score, out.Exact, out.Ring, out.Gap = c.Devices, terms(c.Score), c.Exact, c.Ring, gapOf(c)
 		for _, a := range c.Alternatives {
 			out.Alternatives = append(out.Alternatives, Candidate{a.Devices, terms(a.Score)})
 		}
