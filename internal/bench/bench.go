@@ -52,7 +52,6 @@ type Result struct {
 // Line is one line of probe output.
 type Line struct {
 	Kind    string  `json:"kind"`
-	Pairs   int     `json:"pairs"`
 	Devices int     `json:"devices"`
 	A       int     `json:"a"`
 	B       int     `json:"b"`
