@@ -52,7 +52,6 @@ type Result struct {
 // Line is one line of probe output.
 type Line struct {
 	Kind    string  `json:"kind"`
-	Pairs   int     `json:"pairs"`
 	Devices int     `json:"devices"`
 	A       int     `json:"a"`
 	B       int     `json:"b"`
@@ -107,14 +106,8 @@ func CachePath(dir, host string, keys []string) string {
 	return filepath.Join(dir, fmt.Sprintf("bench-%s-%s.json", sanitize(host), Key(keys)))
 }
 
-func sanitize(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r == '/' || r == 0 || r == '\\' {
-			return '_'
-		}
-		return r
-	}, s)
-}
+// sanitize makes a host name part of a file name.
+var sanitize = strings.NewReplacer("/", "_", "\x00", "_", `\`, "_").Replace
 
 // Save writes r to path atomically.
 func Save(path string, r *Result) error {

@@ -36,8 +36,8 @@ func (o *Options) Resolve(ctx context.Context, l *CommandLine) error {
 		return err
 	}
 	ranks := func(l *CommandLine) error { return o.resolveRanks(l, slurmGPUs) }
-	for _, step := range []func(*CommandLine) error{o.parseValues, o.parseStall, o.resolveTorchrun, o.parseWait,
-		o.checkSigns, o.resolveRendezvous, ranks, o.checkNodes, o.checkCommand} {
+	for _, step := range []func(*CommandLine) error{o.parseValues, o.parseStall, o.resolveTorchrun, o.torchrunEnv, o.parseNUMABinding,
+		o.noteAgentOnly, o.parseWait, o.resolveRendezvous, ranks, o.checkNodes, o.checkCommand} {
 		if err := step(l); err != nil {
 			return err
 		}
@@ -45,20 +45,8 @@ func (o *Options) Resolve(ctx context.Context, l *CommandLine) error {
 	return nil
 }
 
-// checkSigns refuses a negative grace, restart wait or restart count.
-func (o *Options) checkSigns(l *CommandLine) error {
-	switch {
-	case o.Grace < 0:
-		return usageErrorf("--grace must not be negative")
-	case o.RestartWait < 0:
-		return usageErrorf("--restart-wait must not be negative")
-	case o.MaxRestarts < 0:
-		return usageErrorf("%s must not be negative", l.MaxRestarts.Label())
-	}
-	return nil
-}
-
-// parseValues parses the durations and checks the search's bounds.
+// parseValues parses the durations and checks the signs and the search's
+// bounds.
 func (o *Options) parseValues(l *CommandLine) error {
 	var err error
 	if o.Grace, err = parseDuration(l.Grace.Label(), l.Grace.String()); err != nil {
@@ -67,13 +55,18 @@ func (o *Options) parseValues(l *CommandLine) error {
 	if o.RestartWait, err = parseDuration(l.RestartWait.Label(), l.RestartWait.String()); err != nil {
 		return err
 	}
-	if o.SearchWork <= 0 {
+	switch {
+	case o.Grace < 0:
+		return usageErrorf("--grace must not be negative")
+	case o.RestartWait < 0:
+		return usageErrorf("--restart-wait must not be negative")
+	case o.MaxRestarts < 0:
+		return usageErrorf("%s must not be negative", l.MaxRestarts.Label())
+	case o.SearchWork <= 0:
 		return usageErrorf("--search-work must be positive, got %d", o.SearchWork)
-	}
-	if o.SearchBudget <= 0 {
+	case o.SearchBudget <= 0:
 		return usageErrorf("--search-budget must be positive, got %s", o.SearchBudget)
-	}
-	if o.CPUsPerRank < 0 {
+	case o.CPUsPerRank < 0:
 		return usageErrorf("--cpus-per-rank must be at least 1 (0: the rank's fair share), got %d", o.CPUsPerRank)
 	}
 	return nil

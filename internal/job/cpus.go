@@ -66,13 +66,7 @@ func (c *cpuLeaser) plan(s plan.Spec) (*plan.Plan, error) {
 		return nil, err
 	}
 	defer unlock()
-	cpus := s.AllowedCPUs
-	if cpus == nil {
-		for _, n := range s.HostNUMA {
-			cpus = append(cpus, n.CPUs...)
-		}
-	}
-	held, err := dir.HeldCPUs(cpus)
+	held, err := dir.HeldCPUs(plan.UsableCPUs(s.HostNUMA, s.AllowedCPUs))
 	if err != nil {
 		c.o.Warn.Warn("bind %s: CPUs are not leased (other amdrun jobs may bind to them): %v", s.Bind, err)
 		return plan.NewPlan(s)

@@ -60,9 +60,13 @@ func planRanks(o *Options, pl *placement, env []string, hostNUMA []topology.NUMA
 	if o.CPUsPerRank > 0 && !o.Bind.LeasesCPUs() {
 		return nil, usageErrorf("--cpus-per-rank needs --bind exclusive or core-complex (CPUs of a rank's own), not %s", cmp.Or(o.Bind, "the default"))
 	}
+	own := launch.OwnCPUs
+	if o.OwnCPUs != nil {
+		own = o.OwnCPUs
+	}
 	s := plan.Spec{
 		Devices: chosen, DevicesPerRank: per, CPURanks: pl.cpuRanks, NodeDevices: nodeDevices(pl.model), CPUsPerRank: o.CPUsPerRank,
-		HostNUMA: hostNUMA, AllowedCPUs: ownCPUs(o),
+		HostNUMA: hostNUMA, AllowedCPUs: own(),
 		Argv: workerArgv(o), Env: env, Bind: o.Bind, Mem: o.Mem,
 		Settings: o.Settings, TorchVersion: torch,
 	}
@@ -108,12 +112,4 @@ func workerArgv(o *Options) []string {
 		argv = append(argv, "-m")
 	}
 	return append(argv, o.Args...)
-}
-
-// ownCPUs are the CPUs amdrun may use.
-func ownCPUs(o *Options) []int {
-	if o.OwnCPUs != nil {
-		return o.OwnCPUs()
-	}
-	return launch.OwnCPUs()
 }

@@ -115,8 +115,7 @@ func (pl *Plan) Document() Document {
 	}
 	if c != nil {
 		out.Source, out.Policy, out.Bandwidth = m.Source, c.Policy, m.Bandwidth
-		out.Devices, out.Score, out.Exact, out.Ring = c.Devices, terms(c.Score), c.Exact, c.Ring
-		out.Gap = gapOf(c)
+		out.Devices, out.Score, out.Exact, out.Ring, out.Gap = c.Devices, terms(c.Score), c.Exact, c.Ring, gapOf(c)
 		for _, a := range c.Alternatives {
 			out.Alternatives = append(out.Alternatives, Candidate{a.Devices, terms(a.Score)})
 		}
@@ -138,15 +137,11 @@ func rankDoc(r plan.Rank) Rank {
 			shown[k] = v
 		}
 	}
-	cpus, devs := append([]int{}, r.CPUs...), []int{}
-	for _, d := range r.Devices {
-		devs = append(devs, d.Index)
-	}
 	numa := -1
 	if nodes := rankNUMA(r); len(nodes) > 0 {
 		numa = nodes[0]
 	}
-	return Rank{r.Rank, r.LocalRank, r.Device.Index, devs, numa, cpus, r.Mems, r.Argv, shown}
+	return Rank{r.Rank, r.LocalRank, r.Device.Index, plan.Indices(r.Devices), numa, append([]int{}, r.CPUs...), r.Mems, r.Argv, shown}
 }
 
 // WriteJSON writes Document, indented, after the torchrun command line

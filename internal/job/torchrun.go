@@ -12,7 +12,8 @@ import (
 	"github.com/amdrun/amdrun/internal/plan"
 )
 
-// resolveTorchrun gives torchrun's flags their meaning in Options.
+// resolveTorchrun reads torchrun's --run-path, --monitor-interval and
+// --shutdown-timeout.
 func (o *Options) resolveTorchrun(l *CommandLine) error {
 	if l.RunPath.On() {
 		if o.Module {
@@ -33,26 +34,18 @@ func (o *Options) resolveTorchrun(l *CommandLine) error {
 		}
 		o.Grace = time.Duration(secs) * time.Second
 	}
-	if err := o.torchrunEnv(l); err != nil {
-		return err
-	}
-	if err := o.parseNUMABinding(l); err != nil {
-		return err
-	}
-	if o.Launcher != "torchrun" {
-		o.noteAgentOnly(l)
-	}
 	return nil
 }
 
 // noteAgentOnly says, one line each, which AgentOnly flags given change
 // nothing when amdrun starts the ranks.
-func (o *Options) noteAgentOnly(l *CommandLine) {
+func (o *Options) noteAgentOnly(l *CommandLine) error {
 	for _, a := range l.args {
-		if a.torch&(AgentOnly|Quiet) == AgentOnly && a.Given() && a.String() != a.def {
+		if o.Launcher != "torchrun" && a.torch&(AgentOnly|Quiet) == AgentOnly && a.Given() && a.String() != a.def {
 			o.Warn.Warn("%s does nothing under amdrun: %s", a.Label(), a.help)
 		}
 	}
+	return nil
 }
 
 // parseNUMABinding reads torchrun's --numa-binding as amdrun's --bind.
@@ -145,14 +138,9 @@ func (o *Options) rdzvConfOneNode(label, conf string) error {
 	if err != nil {
 		return usageErrorf("%s: %v", label, err)
 	}
-	var met, none []string
-	for _, k := range keys {
-		if slices.Contains(rdzvTimeouts, k) {
-			met = append(met, k)
-		} else {
-			none = append(none, k)
-		}
-	}
+	timeout := func(k string) bool { return slices.Contains(rdzvTimeouts, k) }
+	met := slices.DeleteFunc(slices.Clone(keys), func(k string) bool { return !timeout(k) })
+	none := slices.DeleteFunc(keys, timeout)
 	var parts []string
 	if len(met) > 0 {
 		parts = append(parts, strings.Join(met, ", ")+" hold at once (one node: amdrun starts its ranks together, no node waits for another)")

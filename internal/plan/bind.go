@@ -79,10 +79,8 @@ type home struct {
 func deviceHomes(groups [][]topology.Device) []home {
 	out := make([]home, len(groups))
 	for lr, devs := range groups {
-		idx := make([]int, len(devs))
 		var nodes []int
-		for i, d := range devs {
-			idx[i] = d.Index
+		for _, d := range devs {
 			if !slices.Contains(nodes, d.NUMANode) {
 				nodes = append(nodes, d.NUMANode)
 			}
@@ -92,7 +90,7 @@ func deviceHomes(groups [][]topology.Device) []home {
 		if len(devs) > 1 {
 			noun = "devices"
 		}
-		out[lr] = home{nodes: nodes, what: fmt.Sprintf("%d (%s %s, NUMA node %s)", lr, noun, topology.JoinInts(idx), topology.JoinInts(nodes)), devs: devs}
+		out[lr] = home{nodes: nodes, what: fmt.Sprintf("%d (%s %s, NUMA node %s)", lr, noun, topology.JoinInts(Indices(devs)), topology.JoinInts(nodes)), devs: devs}
 	}
 	return out
 }
@@ -101,26 +99,22 @@ func deviceHomes(groups [][]topology.Device) []home {
 // use in contiguous blocks, so that neighbouring ranks share a node;
 // unbound, or without NUMA nodes, the ranks have no home.
 func cpuHomes(n int, host []topology.NUMANode, allowedList []int, mode BindMode) []home {
+	var usable []int // none: bindRanks says the host's nodes are unusable
+	if mode != BindNone {
+		allowed := UsableCPUs(host, allowedList)
+		for _, h := range host {
+			if len(intersect(h.CPUs, allowed)) > 0 {
+				usable = append(usable, h.ID)
+			}
+		}
+		slices.Sort(usable)
+	}
 	out := make([]home, n)
 	for lr := range out {
 		out[lr].what = strconv.Itoa(lr)
-	}
-	if mode == BindNone || len(host) == 0 {
-		return out
-	}
-	allowed := allowedCPUs(host, allowedList)
-	var usable []int
-	for _, h := range host {
-		if len(intersect(h.CPUs, allowed)) > 0 {
-			usable = append(usable, h.ID)
+		if len(usable) > 0 {
+			out[lr].nodes = []int{usable[lr*len(usable)/n]}
 		}
-	}
-	slices.Sort(usable)
-	if len(usable) == 0 {
-		return out // bindRanks says the host's nodes are unusable
-	}
-	for lr := range out {
-		out[lr].nodes = []int{usable[lr*len(usable)/n]}
 	}
 	return out
 }
@@ -143,7 +137,7 @@ func bindRanks(homes []home, s Spec, mode BindMode, warn *[]string) ([]binding, 
 		*warn = append(*warn, fmt.Sprintf("bind %s: the host's NUMA nodes are unknown: ranks are not bound", mode))
 		return out, mode
 	}
-	allowed := allowedCPUs(host, s.AllowedCPUs)
+	allowed := UsableCPUs(host, s.AllowedCPUs)
 	byID := map[int]topology.NUMANode{}
 	for _, n := range host {
 		byID[n.ID] = n
@@ -152,19 +146,13 @@ func bindRanks(homes []home, s Spec, mode BindMode, warn *[]string) ([]binding, 
 	onNodes := map[string][]int{} // node set -> local ranks on it, in order
 	var keys []string
 	for lr, h := range homes {
-		var cpus []int
-		known := len(h.nodes) > 0
-		for _, id := range h.nodes {
-			n, ok := byID[id]
-			if !ok {
-				known = false
-				break
-			}
-			cpus = append(cpus, intersect(n.CPUs, allowed)...)
-		}
-		if !known {
+		if len(h.nodes) == 0 || slices.ContainsFunc(h.nodes, func(id int) bool { _, ok := byID[id]; return !ok }) {
 			homeless = append(homeless, h.what)
 			continue
+		}
+		var cpus []int
+		for _, id := range h.nodes {
+			cpus = append(cpus, intersect(byID[id].CPUs, allowed)...)
 		}
 		if len(cpus) == 0 {
 			empty = append(empty, fmt.Sprintf("%d (NUMA node %s)", lr, topology.JoinInts(h.nodes)))
@@ -242,15 +230,11 @@ func bindSockets(out []binding, host []topology.NUMANode, allowed []int, g *topo
 		if b.cpus == nil {
 			continue
 		}
-		var sock []int
+		var sock, cpus []int
 		for _, c := range b.cpus {
 			if i := g.SocketOf(c); i >= 0 && !slices.Contains(sock, i) {
-				sock = append(sock, i)
+				sock, cpus = append(sock, i), append(cpus, g.Sockets[i]...)
 			}
-		}
-		var cpus []int
-		for _, i := range sock {
-			cpus = append(cpus, g.Sockets[i]...)
 		}
 		var nodes []int
 		for _, n := range host {
@@ -259,7 +243,7 @@ func bindSockets(out []binding, host []topology.NUMANode, allowed []int, g *topo
 			}
 		}
 		slices.Sort(nodes)
-		if cpus = intersect(allowedCPUs(nil, cpus), allowed); len(cpus) > 0 {
+		if cpus = intersect(UsableCPUs(nil, cpus), allowed); len(cpus) > 0 {
 			out[lr] = binding{nodes: nodes, cpus: cpus}
 		}
 	}
@@ -383,9 +367,9 @@ func ompThreads(b binding, all []binding, nAllowed, nproc int) int {
 	return max(1, len(b.cpus)/max(1, sharing))
 }
 
-// allowedCPUs is the allowed list, or every CPU of the host's NUMA nodes
-// when it is nil; sorted, distinct.
-func allowedCPUs(host []topology.NUMANode, allowed []int) []int {
+// UsableCPUs are the CPUs of allowed (Spec.AllowedCPUs), or every CPU of
+// the host's NUMA nodes when it is nil; sorted, distinct.
+func UsableCPUs(host []topology.NUMANode, allowed []int) []int {
 	out := append([]int(nil), allowed...)
 	if allowed == nil {
 		for _, n := range host {

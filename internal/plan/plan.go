@@ -185,11 +185,16 @@ func (r *Rank) DeviceLabel() string {
 	if len(r.Devices) == 0 {
 		return "cpu"
 	}
-	idx := make([]int, len(r.Devices))
-	for i, d := range r.Devices {
+	return topology.JoinInts(Indices(r.Devices))
+}
+
+// Indices are devs' indices (Device.Index), in order; [] for none.
+func Indices(devs []topology.Device) []int {
+	idx := make([]int, len(devs))
+	for i, d := range devs {
 		idx[i] = d.Index
 	}
-	return topology.JoinInts(idx)
+	return idx
 }
 
 // cpuDevice is Rank.Device of a rank without a device.
@@ -221,9 +226,9 @@ func NewPlan(s Spec) (*Plan, error) {
 		for _, b := range binds {
 			p.LeaseCPUs = append(p.LeaseCPUs, b.cpus...)
 		}
-		p.LeaseCPUs = allowedCPUs(nil, p.LeaseCPUs)
+		p.LeaseCPUs = UsableCPUs(nil, p.LeaseCPUs)
 	}
-	allowed := allowedCPUs(s.HostNUMA, s.AllowedCPUs)
+	allowed := UsableCPUs(s.HostNUMA, s.AllowedCPUs)
 
 	_, ompSet := envlist.Lookup(s.Env, "OMP_NUM_THREADS")
 	var omp []int // each rank's OMP_NUM_THREADS, when amdrun sets it

@@ -56,18 +56,16 @@ func ParseMask(env []string, devs []topology.Device) (*Mask, error) {
 	set := func(k string) bool { _, ok := vars[k]; return ok }
 	nvidia := len(devs) > 0 && devs[0].Vendor == topology.VendorNVIDIA
 	m := &Mask{}
-	all := make([]int, len(devs))
-	for i := range devs {
-		all[i] = i
+	base := make([]int, len(devs)) // every device, or those ROCR_VISIBLE_DEVICES leaves
+	for i := range base {
+		base[i] = i
 	}
-	base := all
 	if !nvidia && set(EnvROCRVisible) {
-		_, idx, err := resolveList(EnvROCRVisible, vars[EnvROCRVisible], devs, all, false)
+		_, idx, err := resolveList(EnvROCRVisible, vars[EnvROCRVisible], devs, base, false)
 		if err != nil {
 			return nil, err
 		}
-		m.rocr = idx
-		base = idx
+		m.rocr, base = idx, idx
 	}
 	names := []string{EnvHIPVisible, EnvCUDAVisible}
 	if nvidia {
@@ -214,19 +212,14 @@ func (m *Mask) Within(allowed []int, what string) (*Mask, []int, error) {
 		out.cands = sortedCopy(allowed)
 		return out, nil, nil
 	}
-	var keep, dropped []int
-	for _, c := range out.cands {
-		if slices.Contains(allowed, c) {
-			keep = append(keep, c)
-		} else {
-			dropped = append(dropped, c)
-		}
-	}
+	granted := func(c int) bool { return slices.Contains(allowed, c) }
+	keep := slices.DeleteFunc(slices.Clone(out.cands), func(c int) bool { return !granted(c) })
 	if len(keep) == 0 {
 		name := cmp.Or(out.visVar, EnvROCRVisible)
 		return nil, nil, fmt.Errorf("launch: %w: %s leaves devices %s visible, none of which %s grants",
 			ErrMask, name, topology.JoinInts(out.cands), what)
 	}
+	dropped := slices.DeleteFunc(slices.Clone(out.cands), granted)
 	out.cands = keep
 	return out, dropped, nil
 }
@@ -241,13 +234,7 @@ func (m *Mask) Narrow(list []int) []int {
 	if cands == nil {
 		return list
 	}
-	out := []int{}
-	for _, d := range list {
-		if m.Allows(d) {
-			out = append(out, d)
-		}
-	}
-	return out
+	return slices.DeleteFunc(slices.Clone(list), func(d int) bool { return !m.Allows(d) })
 }
 
 // Allows says whether the device with index i is visible under the mask.

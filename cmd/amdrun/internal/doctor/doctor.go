@@ -129,10 +129,7 @@ func Checks(ctx context.Context, o *Options) []Check {
 	if err != nil {
 		out = append(out, Check{"topology source", Fail, err.Error(), "install amd-smi/rocm-smi (ROCm) or nvidia-smi, or check that the amdgpu/nvidia driver is loaded"})
 	} else {
-		v := m.Source
-		if m.SourceVersion != "" {
-			v += " " + m.SourceVersion
-		}
+		v := strings.TrimSuffix(m.Source+" "+m.SourceVersion, " ")
 		out = append(out, Check{"topology source", OK, v, ""}, devicesCheck(m), numaCheck(m, o.HostNUMA))
 	}
 	out = append(out, visibleCheck(o.Env(), m), balancingCheck(o.Root))

@@ -111,11 +111,7 @@ func cell(m *topology.Model, a, b int) string {
 }
 
 func writeTable(w io.Writer, m *topology.Model) error {
-	fmt.Fprintf(w, "Source: %s", m.Source)
-	if m.SourceVersion != "" {
-		fmt.Fprintf(w, " %s", m.SourceVersion)
-	}
-	fmt.Fprintf(w, "; bandwidth %s; %d devices\n\n", m.Bandwidth, m.N())
+	fmt.Fprintf(w, "Source: %s; bandwidth %s; %d devices\n\n", strings.TrimSuffix(m.Source+" "+m.SourceVersion, " "), m.Bandwidth, m.N())
 	tw := cmdutil.NewTable(w)
 	if m.N() > maxMatrix {
 		writePackages(w, tw, m)
@@ -180,8 +176,8 @@ func writePackages(w, tw io.Writer, m *topology.Model) {
 	fmt.Fprintln(tw, "NUMA\tState")
 	for i, a := range pk {
 		fmt.Fprintf(tw, "P%d\t%s\t", i, topology.FormatCPUList(a))
-		for j, b := range pk {
-			fmt.Fprintf(tw, "%s\t", slowest(m, a, b, i == j))
+		for _, b := range pk {
+			fmt.Fprintf(tw, "%s\t", slowest(m, a, b))
 		}
 		busy, numas := 0, map[int]bool{}
 		for _, d := range a {
@@ -200,7 +196,7 @@ func writePackages(w, tw io.Writer, m *topology.Model) {
 }
 
 // slowest is the cell of the slowest link between device groups a and b.
-func slowest(m *topology.Model, a, b []int, same bool) string {
+func slowest(m *topology.Model, a, b []int) string {
 	var worst *topology.Link
 	wa, wb := -1, -1
 	for _, x := range a {
