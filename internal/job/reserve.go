@@ -56,8 +56,13 @@ func place(ctx context.Context, o *Options, env []string, dryRun bool) (*placeme
 	if err != nil {
 		return nil, userError(err)
 	}
-	// resolveRanks made Ranks.GPUs, the devices chosen, a multiple of Ranks.N.
-	return &placement{model: m, mask: mask, choice: choice, held: held}, nil
+	pl := &placement{model: m, mask: mask, choice: choice, held: held}
+	if n := o.Ranks.N; n > 0 && len(choice.Devices)%n != 0 {
+		// Cannot happen, but a plan must not be wrong.
+		pl.release()
+		return nil, fmt.Errorf("%d devices do not split over %d ranks", len(choice.Devices), n)
+	}
+	return pl, nil
 }
 
 // cpuFallback is the placement when discovery failed with err: CPU ranks
