@@ -41,7 +41,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	// Other users run it too (attacks_test.go).
+	// Other users run it too (attacks_linux_test.go).
 	if err := os.Chmod(dir, 0o755); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
