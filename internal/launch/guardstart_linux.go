@@ -33,7 +33,6 @@ func (s *supervisor) start(r *plan.Rank, c command, logs [2]*os.File, exits chan
 		w.guard = cmd.Process.Pid
 	}
 	go s.watch(w, cmd, kept, p.ctlW, p.repR, exits)
-	w.started = time.Now()
 	s.pump(w, p.reads, logs, console)
 	return w, nil
 }
@@ -47,11 +46,10 @@ type guardFiles struct {
 	theirs       []*os.File
 }
 
+// closeFiles closes fs (a nil *os.File's Close does nothing).
 func closeFiles(fs ...*os.File) {
 	for _, f := range fs {
-		if f != nil {
-			f.Close()
-		}
+		f.Close()
 	}
 }
 

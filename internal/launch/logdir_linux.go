@@ -258,6 +258,17 @@ func (s *supervisor) showsRank(lr int) bool {
 	return slices.Contains(s.o.RanksFilter, lr)
 }
 
+// keepFile copies r to name in the log directory, if there is one.
+func (s *supervisor) keepFile(name string, r io.Reader) {
+	if s.job == nil {
+		return
+	}
+	if f, err := s.job.create(name); err == nil {
+		_, _ = io.Copy(f, r)
+		f.Close()
+	}
+}
+
 // note writes one of amdrun's messages to Stderr and to amdrun.log.
 func (s *supervisor) note(msg string) {
 	s.con.write(s.o.Stderr, []byte(msg))

@@ -292,13 +292,8 @@ type logFaults struct {
 	failed []*faultyLog
 }
 
-// wrap returns f as a log whose faults t reports; nil for nil.
-func (t *logFaults) wrap(f *os.File) *faultyLog {
-	if f == nil {
-		return nil
-	}
-	return &faultyLog{f: f, t: t}
-}
+// wrap returns f as a log whose faults t reports.
+func (t *logFaults) wrap(f *os.File) *faultyLog { return &faultyLog{f: f, t: t} }
 
 // summary says, at the end, which logs are incomplete and what each lost.
 func (t *logFaults) summary() {

@@ -162,14 +162,13 @@ type supervisor struct {
 	stacks      *stacker       // asks the ranks for their stacks
 	activity    atomic.Int64   // when a rank last wrote output (unix nanoseconds)
 	stall       *stallReport   // the stall that ended this attempt; nil: none
-	stallFiles  int            // stall reports written to the log directory
+	stallFiles  int            // stall reports so far, numbering their files
 }
 
 // worker is one started rank of an attempt.
 type worker struct {
 	r       *plan.Rank
 	pid     int // the rank's pid as amdrun sees it (its guard's if unknown)
-	started time.Time
 	exited  bool
 	at      time.Time
 	code    int            // exit code or 128+signal

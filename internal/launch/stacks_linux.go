@@ -73,12 +73,11 @@ func (st *stacker) cpuGrew(pid int) bool {
 func (e *errorDir) writeBootstrap() error {
 	for _, n := range []struct{ name, text string }{{bootstrapFile, stackBootstrap}, {pycacheFile, ""}} {
 		f, err := createIn(e.fd, n.name)
-		if err != nil {
-			return fmt.Errorf("launch: stacks bootstrap: %w", err)
-		}
-		_, err = f.WriteString(n.text)
-		if cerr := f.Close(); err == nil {
-			err = cerr
+		if err == nil {
+			_, err = f.WriteString(n.text)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
 		}
 		if err != nil {
 			return fmt.Errorf("launch: stacks bootstrap: %w", err)
@@ -212,16 +211,12 @@ func readDumps(files []*os.File, deadline time.Time) []string {
 				continue
 			}
 			var st unix.Stat_t
-			if f == nil || unix.Fstat(int(f.Fd()), &st) != nil {
-				done[i] = true
-				left--
+			if f != nil && unix.Fstat(int(f.Fd()), &st) == nil && (st.Size == 0 || st.Size != size[i]) {
+				size[i] = st.Size
 				continue
 			}
-			if st.Size > 0 && st.Size == size[i] {
-				done[i] = true
-				left--
-			}
-			size[i] = st.Size
+			done[i] = true
+			left--
 		}
 	}
 	for i, f := range files {

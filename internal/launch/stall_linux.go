@@ -108,13 +108,8 @@ func (s *supervisor) onStall(g *group, rep stallReport, attempt int) {
 		b.WriteString("amdrun: the job keeps running (--on-stall report)\n")
 	}
 	s.note(b.String())
-	if s.job != nil {
-		s.stallFiles++
-		if f, err := s.job.create(fmt.Sprintf("stall_attempt_%d_%d.txt", attempt, s.stallFiles)); err == nil {
-			_, _ = f.WriteString(b.String())
-			f.Close()
-		}
-	}
+	s.stallFiles++
+	s.keepFile(fmt.Sprintf("stall_attempt_%d_%d.txt", attempt, s.stallFiles), strings.NewReader(b.String()))
 	if stops {
 		s.stall = &rep
 		g.stop(unix.SIGTERM, s.o.Grace)
