@@ -106,18 +106,12 @@ func FRSummary(dumps []FRDump, ranks []int) string {
 	for _, pg := range slices.Sorted(maps.Keys(pos)) {
 		parts = append(parts, frGroup(pg, pos[pg], members(dumps, pg), len(ranks)))
 	}
-	var missing []int
-	for _, r := range ranks {
-		if !seen[r] {
-			missing = append(missing, r)
-		}
-	}
-	parts = append(parts, bad...)
-	if len(missing) > 0 && len(pos) > 0 {
-		parts = append(parts, ranksNoun(missing)+" wrote no dump")
-	}
 	if len(pos) == 0 {
 		return strings.Join(bad, "; ")
+	}
+	parts = append(parts, bad...)
+	if missing := slices.DeleteFunc(slices.Clone(ranks), func(r int) bool { return seen[r] }); len(missing) > 0 {
+		parts = append(parts, ranksNoun(missing)+" wrote no dump")
 	}
 	return "torch's flight recorder: " + strings.Join(parts, "; ") + "."
 }

@@ -218,18 +218,16 @@ func (s *supervisor) openLogs() error {
 	return nil
 }
 
+// closeLogs closes what openLogs opened, once, as Run ends.
 func (s *supervisor) closeLogs() {
 	if s.notes != nil {
 		_ = s.notes.Close()
-		s.notes = nil
 	}
 	if s.job != nil {
 		s.job.close()
-		s.job = nil
 	}
 	if s.errs != nil {
 		s.errs.remove()
-		s.errs = nil
 	}
 }
 

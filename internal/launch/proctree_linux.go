@@ -4,6 +4,7 @@ package launch
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"io"
 	"os"
@@ -151,9 +152,7 @@ func openProc(rel string) (*os.File, error) {
 	if procFD < 0 {
 		return os.Open("/proc/" + rel)
 	}
-	if rel == "" {
-		rel = "."
-	}
+	rel = cmp.Or(rel, ".")
 	fd, err := unix.Openat(procFD, rel, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: "/proc/" + rel, Err: err}

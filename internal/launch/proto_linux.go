@@ -234,13 +234,9 @@ func decodeStartReply(b []byte) (int, error) {
 func readBytes(r io.Reader, n int) <-chan byte {
 	out := make(chan byte, n)
 	go func() {
+		defer close(out)
 		br := bufio.NewReader(r)
-		for {
-			b, err := br.ReadByte()
-			if err != nil {
-				close(out)
-				return
-			}
+		for b, err := br.ReadByte(); err == nil; b, err = br.ReadByte() {
 			out <- b
 		}
 	}()

@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -48,12 +49,7 @@ func Run(ctx context.Context, p *plan.Plan, o RunOptions) (exitCode int, err err
 	if p == nil || len(p.Ranks) == 0 {
 		return 1, errors.New("launch: empty plan")
 	}
-	if o.Stdout == nil {
-		o.Stdout = os.Stdout
-	}
-	if o.Stderr == nil {
-		o.Stderr = os.Stderr
-	}
+	o.Stdout, o.Stderr = cmp.Or[io.Writer](o.Stdout, os.Stdout), cmp.Or[io.Writer](o.Stderr, os.Stderr)
 	o.Grace = max(o.Grace, 0)
 	if o.Self == "" {
 		if o.Self, err = os.Executable(); err != nil {
@@ -526,7 +522,7 @@ func (s *supervisor) attempts(ctx context.Context) (int, error) {
 		if s.endingPending() {
 			return code, nil
 		}
-		if held := mem.wait(); len(held) > 0 {
+		if held := mem.wait(250 * time.Millisecond); len(held) > 0 {
 			s.note(heldLine(held, s.o.RestartWait))
 			return code, nil
 		}
