@@ -131,12 +131,10 @@ func (d *jobDir) attempt(k int, localRanks []int) (*attemptDir, error) {
 	defer ad.Close()
 	a := &attemptDir{ranks: map[int]*os.File{}}
 	for _, lr := range localRanks {
-		rd, err := makeDir(ad, strconv.Itoa(lr), 0o755)
-		if err != nil {
+		if a.ranks[lr], err = makeDir(ad, strconv.Itoa(lr), 0o755); err != nil {
 			a.close()
 			return nil, fmt.Errorf("launch: log dir: %w", err)
 		}
-		a.ranks[lr] = rd
 	}
 	return a, nil
 }
@@ -250,10 +248,7 @@ func (s *supervisor) streams(lr int) (logged, console Std) {
 }
 
 func (s *supervisor) showsRank(lr int) bool {
-	if s.o.RanksFilter == nil {
-		return true
-	}
-	return slices.Contains(s.o.RanksFilter, lr)
+	return s.o.RanksFilter == nil || slices.Contains(s.o.RanksFilter, lr)
 }
 
 // keepFile copies r to name in the log directory, if there is one.

@@ -88,9 +88,7 @@ func Run(ctx context.Context, p *plan.Plan, o RunOptions) (exitCode int, err err
 		return 1, err
 	}
 	defer s.mode.close() // after every worker: only then may the lease go
-	if o.Signals != nil {
-		s.sigs = o.Signals
-	} else {
+	if s.sigs = o.Signals; s.sigs == nil {
 		ch := make(chan os.Signal, 128) // Notify drops what a full channel cannot take
 		signal.Notify(ch, notified(o.forward())...)
 		defer signal.Stop(ch)
@@ -217,14 +215,8 @@ func (g *group) stop(sig syscall.Signal, grace time.Duration) {
 	}
 }
 
-func (g *group) running() int {
-	n := 0
-	for _, w := range g.workers {
-		if !w.exited {
-			n++
-		}
-	}
-	return n
+func (g *group) running() bool {
+	return slices.ContainsFunc(g.workers, func(w *worker) bool { return !w.exited })
 }
 
 func (s *supervisor) attempt(ctx context.Context, attempt int) (int, error) {
@@ -350,7 +342,7 @@ func (s *supervisor) startGroup(g *group, cmds []command, logs [][2]*os.File, ex
 // stopped or not.
 func (s *supervisor) supervise(ctx context.Context, g *group, exits chan exitEvent) (root, first *worker, ctxErr error) {
 	done := ctx.Done()
-	for g.running() > 0 {
+	for g.running() {
 		select {
 		case ev := <-exits:
 			w := ev.w

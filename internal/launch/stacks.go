@@ -157,11 +157,8 @@ func (g StackGroup) Where() (collective string, at Frame) {
 		return "", Frame{}
 	}
 	t := g.Threads[len(g.Threads)-1]
-	for _, th := range g.Threads {
-		if c, _ := inCollective(th); c != "" {
-			t = th
-			break
-		}
+	if i := slices.IndexFunc(g.Threads, func(th Thread) bool { c, _ := inCollective(th); return c != "" }); i >= 0 {
+		t = g.Threads[i]
 	}
 	collective, outer := inCollective(t)
 	for _, f := range t[outer:] {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -79,12 +80,7 @@ func (s *supervisor) watchStalls(stop <-chan struct{}, out chan<- stallReport) {
 // importing says whether a thread is importing a module: loading torch's
 // C library changes no frame for minutes from a cold network filesystem.
 func importing(ts []Thread) bool {
-	for _, t := range ts {
-		if len(t) > 0 && strings.HasPrefix(t[0].File, "<frozen importlib") {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(ts, func(t Thread) bool { return len(t) > 0 && strings.HasPrefix(t[0].File, "<frozen importlib") })
 }
 
 // onStall reports a stall on the console and in the log directory and
