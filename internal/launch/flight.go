@@ -54,15 +54,12 @@ func FRParse(out string, rankOf func(file string) (int, bool)) []FRDump {
 	sc.Buffer(nil, 64<<20)
 	for sc.Scan() {
 		var d FRDump
-		if json.Unmarshal(sc.Bytes(), &d) != nil {
-			continue
+		var ok bool
+		if json.Unmarshal(sc.Bytes(), &d) == nil {
+			if d.Rank, ok = rankOf(d.File); ok {
+				ds = append(ds, d)
+			}
 		}
-		r, ok := rankOf(d.File)
-		if !ok {
-			continue
-		}
-		d.Rank = r
-		ds = append(ds, d)
 	}
 	slices.SortFunc(ds, func(a, b FRDump) int { return a.Rank - b.Rank })
 	return ds

@@ -45,9 +45,7 @@ func (t *tail) add(piece []byte) {
 	if piece[len(piece)-1] == '\r' {
 		return
 	}
-	for len(piece) > 0 && (piece[len(piece)-1] == '\n' || piece[len(piece)-1] == '\r') {
-		piece = piece[:len(piece)-1]
-	}
+	piece = bytes.TrimRight(piece, "\r\n")
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.ring[t.next] = append(t.ring[t.next][:0], piece...)

@@ -140,8 +140,7 @@ func write(open openFunc, path, v string) error {
 		return fmt.Errorf("%w: %v", ErrPermission, err)
 	}
 	_, werr := f.WriteString(v)
-	cerr := f.Close()
-	if werr == nil {
+	if cerr := f.Close(); werr == nil {
 		werr = cerr
 	}
 	if werr != nil {
