@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -190,11 +191,10 @@ func (st *stacker) take() (_ []RankStacks, busy bool) {
 			busy = st.cpuGrew(t.pid) || busy
 		}
 	}
-	out := make([]RankStacks, 0, len(got))
-	for r, d := range got {
-		out = append(out, RankStacks{Rank: r, Dump: d})
+	var out []RankStacks
+	for _, r := range slices.Sorted(maps.Keys(got)) {
+		out = append(out, RankStacks{Rank: r, Dump: got[r]})
 	}
-	slices.SortFunc(out, func(a, b RankStacks) int { return a.Rank - b.Rank })
 	return out, busy
 }
 
