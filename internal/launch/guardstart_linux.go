@@ -133,11 +133,7 @@ func (s *supervisor) watch(w *worker, cmd *exec.Cmd, kept int, ctlW, repR *os.Fi
 		ev.state = cmd.ProcessState
 	}
 	// A guard reports the rank's end last; EOF (its end) otherwise.
-	for {
-		m, err := readReport(rep)
-		if err != nil {
-			break
-		}
+	for m, err := readReport(rep); err == nil; m, err = readReport(rep) {
 		if m.Kind == msgStatus {
 			ev.status, ev.reported = m.Status, true
 		}
