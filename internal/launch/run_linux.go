@@ -76,7 +76,7 @@ func Run(ctx context.Context, p *plan.Plan, o RunOptions) (exitCode int, err err
 	if err := s.errs.writeBootstrap(); err != nil {
 		return 1, err
 	}
-	s.stacks = &stacker{errs: s.errs}
+	s.stacks = &stacker{errs: s.errs, cpu: map[int]uint64{}}
 	defer s.serveStacks()()
 	if s.o.StallTimeout == StallAuto {
 		s.o.StallTimeout = DefaultStallTimeout

@@ -63,9 +63,6 @@ func (st *stacker) cpuGrew(pid int) bool {
 	}
 	u, _ := strconv.ParseUint(f[11], 10, 64) // utime and stime, fields 14 and 15
 	k, _ := strconv.ParseUint(f[12], 10, 64)
-	if st.cpu == nil {
-		st.cpu = map[int]uint64{}
-	}
 	before, seen := st.cpu[pid]
 	st.cpu[pid] = u + k
 	return seen && u+k > before
