@@ -78,14 +78,13 @@ func (s *supervisor) guardPipes(logged, console Std) (*guardFiles, error) {
 		p.theirs = append(p.theirs, pw)
 	}
 	var err error
-	if p.ctlR, p.ctlW, err = os.Pipe(); err != nil {
+	if p.ctlR, p.ctlW, err = os.Pipe(); err == nil {
+		p.repR, p.repW, err = os.Pipe()
+	}
+	p.theirs = append(p.theirs, p.ctlR, p.repW) // nil when not made
+	if err != nil {
 		return fail(err)
 	}
-	p.theirs = append(p.theirs, p.ctlR)
-	if p.repR, p.repW, err = os.Pipe(); err != nil {
-		return fail(err)
-	}
-	p.theirs = append(p.theirs, p.repW)
 	return p, nil
 }
 

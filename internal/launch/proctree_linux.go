@@ -21,11 +21,9 @@ import (
 const sweepPoll = 5 * time.Millisecond
 
 func nextRound(chld <-chan os.Signal) {
-	t := time.NewTimer(sweepPoll)
-	defer t.Stop()
 	select {
 	case <-chld:
-	case <-t.C:
+	case <-time.After(sweepPoll): // an unfired timer is collected (Go 1.23)
 	}
 }
 
