@@ -79,10 +79,8 @@ func register(m containMode) {
 }
 
 func modeNamed(c Containment) *containMode {
-	for i := range modes {
-		if modes[i].name == c {
-			return &modes[i]
-		}
+	if i := slices.IndexFunc(modes, func(m containMode) bool { return m.name == c }); i >= 0 {
+		return &modes[i]
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package launch
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"os"
 	"os/exec"
@@ -192,10 +193,7 @@ func socketPair() (*os.File, *os.File, error) {
 func (k *keeper) guardHeld() []*os.File { return nil }
 
 func (k *keeper) outerPID(parent, pid int) int {
-	if parent == 0 {
-		parent = k.cmd.Process.Pid
-	}
-	return hostPID(parent, pid)
+	return hostPID(cmp.Or(parent, k.cmd.Process.Pid), pid)
 }
 
 // close ends the job and waits until the keeper has emptied it and exited.

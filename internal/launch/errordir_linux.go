@@ -124,14 +124,19 @@ func ownerGone(pid int, start uint64) bool {
 
 func removeStaleErrorDirs(dirfd int) {
 	for _, name := range dirNames(dirfd) {
-		if pid, start, ok := dirOwner(name); !ok || !ownerGone(pid, start) {
-			continue
+		if pid, start, ok := dirOwner(name); ok && ownerGone(pid, start) {
+			removeErrorDirIn(dirfd, name)
 		}
-		if fd, err := openOwnDir(dirfd, name); err == nil {
-			emptyErrorDir(fd)
-			_ = unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR)
-			unix.Close(fd)
-		}
+	}
+}
+
+// removeErrorDirIn removes this user's errorDir name in dirfd: the files
+// amdrun gave out, then it unless something else is in it.
+func removeErrorDirIn(dirfd int, name string) {
+	if fd, err := openOwnDir(dirfd, name); err == nil {
+		emptyErrorDir(fd)
+		_ = unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR)
+		unix.Close(fd)
 	}
 }
 
@@ -144,25 +149,17 @@ func emptyErrorDir(dirfd int) {
 	}
 }
 
-// removeErrorDirPath removes the errorDir at path once amdrun is gone: its
-// files, then it unless something else is in it.
+// removeErrorDirPath removes the errorDir at path (removeErrorDirIn) once
+// amdrun is gone.
 func removeErrorDirPath(path string) {
 	base, name := filepath.Split(path)
 	if path == "" || !strings.HasPrefix(name, errorDirPrefix) {
 		return
 	}
-	bfd, err := unix.Open(base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return
+	if bfd, err := unix.Open(base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
+		removeErrorDirIn(bfd, name)
+		unix.Close(bfd)
 	}
-	defer unix.Close(bfd)
-	fd, err := openOwnDir(bfd, name)
-	if err != nil {
-		return
-	}
-	defer unix.Close(fd)
-	emptyErrorDir(fd)
-	_ = unix.Unlinkat(bfd, name, unix.AT_REMOVEDIR)
 }
 
 func (e *errorDir) path(k, lr int) string {

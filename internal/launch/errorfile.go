@@ -106,10 +106,7 @@ func lastFrames(tb string, n int) [][]string {
 		}
 	}
 	kept := slices.DeleteFunc(frames, func(f []string) bool { return strings.Contains(f[0], recordWrapper) })
-	if len(kept) > n {
-		kept = kept[len(kept)-n:]
-	}
-	if len(kept) == 0 {
+	if kept = kept[max(len(kept)-n, 0):]; len(kept) == 0 {
 		return nil
 	}
 	return kept
@@ -150,15 +147,13 @@ func (e *RankError) Lines() []string {
 // interruptLine is the last line of a KeyboardInterrupt traceback that
 // ends lines, for the summary (issue 23); ok is false when they end otherwise.
 func interruptLine(lines []string) (line string, ok bool) {
-	for i := len(lines) - 1; i >= 0; i-- {
-		l := strings.TrimSpace(lines[i])
-		if l == "" {
-			continue
-		}
-		if l == "KeyboardInterrupt" || strings.HasPrefix(l, "KeyboardInterrupt:") {
+	for _, l := range slices.Backward(lines) {
+		switch l = strings.TrimSpace(l); {
+		case l == "KeyboardInterrupt" || strings.HasPrefix(l, "KeyboardInterrupt:"):
 			return l, true
+		case l != "":
+			return "", false
 		}
-		return "", false
 	}
 	return "", false
 }

@@ -54,15 +54,12 @@ func FRParse(out string, rankOf func(file string) (int, bool)) []FRDump {
 	sc.Buffer(nil, 64<<20)
 	for sc.Scan() {
 		var d FRDump
-		if json.Unmarshal(sc.Bytes(), &d) != nil {
-			continue
+		var ok bool
+		if json.Unmarshal(sc.Bytes(), &d) == nil {
+			if d.Rank, ok = rankOf(d.File); ok {
+				ds = append(ds, d)
+			}
 		}
-		r, ok := rankOf(d.File)
-		if !ok {
-			continue
-		}
-		d.Rank = r
-		ds = append(ds, d)
 	}
 	slices.SortFunc(ds, func(a, b FRDump) int { return a.Rank - b.Rank })
 	return ds
@@ -106,18 +103,12 @@ func FRSummary(dumps []FRDump, ranks []int) string {
 	for _, pg := range slices.Sorted(maps.Keys(pos)) {
 		parts = append(parts, frGroup(pg, pos[pg], members(dumps, pg), len(ranks)))
 	}
-	var missing []int
-	for _, r := range ranks {
-		if !seen[r] {
-			missing = append(missing, r)
-		}
-	}
-	parts = append(parts, bad...)
-	if len(missing) > 0 && len(pos) > 0 {
-		parts = append(parts, ranksNoun(missing)+" wrote no dump")
-	}
 	if len(pos) == 0 {
 		return strings.Join(bad, "; ")
+	}
+	parts = append(parts, bad...)
+	if missing := slices.DeleteFunc(slices.Clone(ranks), func(r int) bool { return seen[r] }); len(missing) > 0 {
+		parts = append(parts, ranksNoun(missing)+" wrote no dump")
 	}
 	return "torch's flight recorder: " + strings.Join(parts, "; ") + "."
 }

@@ -79,7 +79,7 @@ func (s *supervisor) flightRecord(attempt int) string {
 		if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() == 0 {
 			continue
 		}
-		s.keepFR(f, attempt, m[2])
+		s.keepFile(fmt.Sprintf("fr_attempt_%d_rank_%s", attempt, m[2]), io.NewSectionReader(f, 0, 1<<30))
 		_ = unix.Unlinkat(int(s.errs.fd.Fd()), n.Name(), 0)
 		args = append(args, fmt.Sprintf("%s=%d", n.Name(), 3+len(files)))
 		files = append(files, f)
@@ -100,16 +100,4 @@ func (s *supervisor) flightRecord(attempt int) string {
 		ranks[i] = r.Rank
 	}
 	return FRSummary(FRParse(string(out), frRankOf), ranks)
-}
-
-func (s *supervisor) keepFR(f *os.File, attempt int, rank string) {
-	if s.job == nil {
-		return
-	}
-	out, err := s.job.create(fmt.Sprintf("fr_attempt_%d_rank_%s", attempt, rank))
-	if err != nil {
-		return
-	}
-	_, _ = io.Copy(out, io.NewSectionReader(f, 0, 1<<30))
-	out.Close()
 }

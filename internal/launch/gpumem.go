@@ -30,30 +30,30 @@ var pciDevices = "/sys/bus/pci/devices"
 // ReadMemUsed reads a device's memory in use: AMD's from sysfs
 // mem_info_vram_used, NVIDIA's from nvidia-smi by the device's index.
 func ReadMemUsed(d topology.Device) (int64, bool) {
+	var b []byte
+	var err error
+	shift := 0 // sysfs counts bytes, nvidia-smi MiB
 	switch d.Vendor {
 	case topology.VendorAMD:
 		addr, ok := topology.NormalizePCI(d.PCIAddress)
 		if !ok {
 			return 0, false
 		}
-		b, err := os.ReadFile(filepath.Join(pciDevices, addr, "mem_info_vram_used"))
-		if err != nil {
-			return 0, false
-		}
-		n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-		return n >> 20, err == nil && n >= 0
+		b, err = os.ReadFile(filepath.Join(pciDevices, addr, "mem_info_vram_used"))
+		shift = 20
 	case topology.VendorNVIDIA:
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		out, err := exec.CommandContext(ctx, "nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits",
+		b, err = exec.CommandContext(ctx, "nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits",
 			"-i", strconv.Itoa(d.Index)).Output()
-		if err != nil {
-			return 0, false
-		}
-		n, err := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
-		return n, err == nil && n >= 0
+	default:
+		return 0, false
 	}
-	return 0, false
+	if err != nil {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return n >> shift, err == nil && n >= 0
 }
 
 type memWatch struct {
@@ -88,28 +88,23 @@ func (m *memWatch) baseline(restartable bool) {
 	}
 }
 
-// wait waits for the baseline and returns the devices not back to it.
-func (m *memWatch) wait() []memHeld {
-	return waitMemFree(m.devs, m.base, m.read, m.limit, 250*time.Millisecond)
-}
-
 type memHeld struct {
 	dev         topology.Device
 	before, now int64
 }
 
-// waitMemFree polls until every device of base holds no more than before
-// or wait passes, and returns those that still do.
-func waitMemFree(devs []topology.Device, base map[string]int64, read MemUsed, wait, poll time.Duration) []memHeld {
-	deadline := time.Now().Add(wait)
+// wait polls every poll until every device of the baseline holds no more
+// than before or m.limit passes, and returns those that still do.
+func (m *memWatch) wait(poll time.Duration) []memHeld {
+	deadline := time.Now().Add(m.limit)
 	for {
 		var held []memHeld
-		for _, d := range devs {
-			b, ok := base[d.Key()]
+		for _, d := range m.devs {
+			b, ok := m.base[d.Key()]
 			if !ok {
 				continue
 			}
-			if n, ok := read(d); ok && n > b+memSlackMiB {
+			if n, ok := m.read(d); ok && n > b+memSlackMiB {
 				held = append(held, memHeld{d, b, n})
 			}
 		}

@@ -68,14 +68,14 @@ func TestWaitMemFree(t *testing.T) {
 	}
 	base := map[string]int64{"0000:0c:00.0": 1000, "0000:0d:00.0": 500}
 	start := time.Now()
-	if held := waitMemFree(devs, base, read, 10*time.Second, time.Millisecond); len(held) != 0 {
+	if held := (&memWatch{devs: devs, base: base, read: read, limit: 10 * time.Second}).wait(time.Millisecond); len(held) != 0 {
 		t.Fatalf("held %+v after the memory came back", held)
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("the wait went on for %s after the memory came back", d)
 	}
 	reads[0] = []int64{30000}
-	held := waitMemFree(devs, base, read, 20*time.Millisecond, time.Millisecond)
+	held := (&memWatch{devs: devs, base: base, read: read, limit: 20 * time.Millisecond}).wait(time.Millisecond)
 	if len(held) != 1 || held[0].dev.Index != 0 || held[0].now != 30000 || held[0].before != 1000 {
 		t.Fatalf("held %+v, want device 0 at 30000 MiB", held)
 	}

@@ -33,7 +33,6 @@ func (s *supervisor) start(r *plan.Rank, c command, logs [2]*os.File, exits chan
 		w.guard = cmd.Process.Pid
 	}
 	go s.watch(w, cmd, kept, p.ctlW, p.repR, exits)
-	w.started = time.Now()
 	s.pump(w, p.reads, logs, console)
 	return w, nil
 }
@@ -47,11 +46,10 @@ type guardFiles struct {
 	theirs       []*os.File
 }
 
+// closeFiles closes fs (a nil *os.File's Close does nothing).
 func closeFiles(fs ...*os.File) {
 	for _, f := range fs {
-		if f != nil {
-			f.Close()
-		}
+		f.Close()
 	}
 }
 
@@ -80,14 +78,13 @@ func (s *supervisor) guardPipes(logged, console Std) (*guardFiles, error) {
 		p.theirs = append(p.theirs, pw)
 	}
 	var err error
-	if p.ctlR, p.ctlW, err = os.Pipe(); err != nil {
+	if p.ctlR, p.ctlW, err = os.Pipe(); err == nil {
+		p.repR, p.repW, err = os.Pipe()
+	}
+	p.theirs = append(p.theirs, p.ctlR, p.repW) // nil when not made
+	if err != nil {
 		return fail(err)
 	}
-	p.theirs = append(p.theirs, p.ctlR)
-	if p.repR, p.repW, err = os.Pipe(); err != nil {
-		return fail(err)
-	}
-	p.theirs = append(p.theirs, p.repW)
 	return p, nil
 }
 
@@ -135,11 +132,7 @@ func (s *supervisor) watch(w *worker, cmd *exec.Cmd, kept int, ctlW, repR *os.Fi
 		ev.state = cmd.ProcessState
 	}
 	// A guard reports the rank's end last; EOF (its end) otherwise.
-	for {
-		m, err := readReport(rep)
-		if err != nil {
-			break
-		}
+	for m, err := readReport(rep); err == nil; m, err = readReport(rep) {
 		if m.Kind == msgStatus {
 			ev.status, ev.reported = m.Status, true
 		}

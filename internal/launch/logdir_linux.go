@@ -131,12 +131,10 @@ func (d *jobDir) attempt(k int, localRanks []int) (*attemptDir, error) {
 	defer ad.Close()
 	a := &attemptDir{ranks: map[int]*os.File{}}
 	for _, lr := range localRanks {
-		rd, err := makeDir(ad, strconv.Itoa(lr), 0o755)
-		if err != nil {
+		if a.ranks[lr], err = makeDir(ad, strconv.Itoa(lr), 0o755); err != nil {
 			a.close()
 			return nil, fmt.Errorf("launch: log dir: %w", err)
 		}
-		a.ranks[lr] = rd
 	}
 	return a, nil
 }
@@ -218,18 +216,16 @@ func (s *supervisor) openLogs() error {
 	return nil
 }
 
+// closeLogs closes what openLogs opened, once, as Run ends.
 func (s *supervisor) closeLogs() {
 	if s.notes != nil {
 		_ = s.notes.Close()
-		s.notes = nil
 	}
 	if s.job != nil {
 		s.job.close()
-		s.job = nil
 	}
 	if s.errs != nil {
 		s.errs.remove()
-		s.errs = nil
 	}
 }
 
@@ -252,10 +248,18 @@ func (s *supervisor) streams(lr int) (logged, console Std) {
 }
 
 func (s *supervisor) showsRank(lr int) bool {
-	if s.o.RanksFilter == nil {
-		return true
+	return s.o.RanksFilter == nil || slices.Contains(s.o.RanksFilter, lr)
+}
+
+// keepFile copies r to name in the log directory, if there is one.
+func (s *supervisor) keepFile(name string, r io.Reader) {
+	if s.job == nil {
+		return
 	}
-	return slices.Contains(s.o.RanksFilter, lr)
+	if f, err := s.job.create(name); err == nil {
+		_, _ = io.Copy(f, r)
+		f.Close()
+	}
 }
 
 // note writes one of amdrun's messages to Stderr and to amdrun.log.

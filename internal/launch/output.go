@@ -45,9 +45,7 @@ func (t *tail) add(piece []byte) {
 	if piece[len(piece)-1] == '\r' {
 		return
 	}
-	for len(piece) > 0 && (piece[len(piece)-1] == '\n' || piece[len(piece)-1] == '\r') {
-		piece = piece[:len(piece)-1]
-	}
+	piece = bytes.TrimRight(piece, "\r\n")
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.ring[t.next] = append(t.ring[t.next][:0], piece...)
@@ -292,13 +290,8 @@ type logFaults struct {
 	failed []*faultyLog
 }
 
-// wrap returns f as a log whose faults t reports; nil for nil.
-func (t *logFaults) wrap(f *os.File) *faultyLog {
-	if f == nil {
-		return nil
-	}
-	return &faultyLog{f: f, t: t}
-}
+// wrap returns f as a log whose faults t reports.
+func (t *logFaults) wrap(f *os.File) *faultyLog { return &faultyLog{f: f, t: t} }
 
 // summary says, at the end, which logs are incomplete and what each lost.
 func (t *logFaults) summary() {

@@ -4,6 +4,7 @@ package launch
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"io"
 	"os"
@@ -20,11 +21,9 @@ import (
 const sweepPoll = 5 * time.Millisecond
 
 func nextRound(chld <-chan os.Signal) {
-	t := time.NewTimer(sweepPoll)
-	defer t.Stop()
 	select {
 	case <-chld:
-	case <-t.C:
+	case <-time.After(sweepPoll): // an unfired timer is collected (Go 1.23)
 	}
 }
 
@@ -151,9 +150,7 @@ func openProc(rel string) (*os.File, error) {
 	if procFD < 0 {
 		return os.Open("/proc/" + rel)
 	}
-	if rel == "" {
-		rel = "."
-	}
+	rel = cmp.Or(rel, ".")
 	fd, err := unix.Openat(procFD, rel, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: "/proc/" + rel, Err: err}

@@ -46,6 +46,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -202,10 +203,8 @@ func decodeStartRequest(b []byte) (startRequest, error) {
 	if len(r.Argv) == 0 || r.Argv[0] == "" {
 		return startRequest{}, errors.New("start request: no command")
 	}
-	for _, s := range append(append([]string(nil), r.Argv...), append(r.Env, r.Dir)...) {
-		if strings.IndexByte(s, 0) >= 0 {
-			return startRequest{}, errors.New("start request: a NUL byte in an argument")
-		}
+	if slices.ContainsFunc(slices.Concat(r.Argv, r.Env, []string{r.Dir}), func(s string) bool { return strings.IndexByte(s, 0) >= 0 }) {
+		return startRequest{}, errors.New("start request: a NUL byte in an argument")
 	}
 	return r, nil
 }
@@ -234,13 +233,9 @@ func decodeStartReply(b []byte) (int, error) {
 func readBytes(r io.Reader, n int) <-chan byte {
 	out := make(chan byte, n)
 	go func() {
+		defer close(out)
 		br := bufio.NewReader(r)
-		for {
-			b, err := br.ReadByte()
-			if err != nil {
-				close(out)
-				return
-			}
+		for b, err := br.ReadByte(); err == nil; b, err = br.ReadByte() {
 			out <- b
 		}
 	}()

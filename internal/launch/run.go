@@ -1,12 +1,14 @@
 package launch
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -115,10 +117,7 @@ var StallActions = []StallAction{StallReport, StallStop, StallRestart}
 
 // ParseStallAction reads a word of StallActions; "" is StallReport.
 func ParseStallAction(s string) (StallAction, error) {
-	if s == "" {
-		return StallReport, nil
-	}
-	if a := StallAction(s); slices.Contains(StallActions, a) {
+	if a := cmp.Or(StallAction(s), StallReport); slices.Contains(StallActions, a) {
 		return a, nil
 	}
 	return "", fmt.Errorf("launch: unknown stall action %q", s)
@@ -147,10 +146,7 @@ func lookPath(file, path string) (string, error) {
 		return file, nil
 	}
 	for _, dir := range filepath.SplitList(path) {
-		if dir == "" {
-			dir = "."
-		}
-		p := filepath.Join(dir, file)
+		p := filepath.Join(cmp.Or(dir, "."), file)
 		if executable(p) == nil {
 			if !strings.Contains(p, "/") {
 				p = "./" + p
@@ -328,48 +324,21 @@ func ParseSignals(list string) ([]os.Signal, error) {
 // rank as Python's string.Template.safe_substitute: $role_name, $rank and
 // $local_rank (also ${name}) are replaced, $$ is a dollar, all else kept.
 func PrefixFromTemplate(tmpl, role string, rank, localRank int) string {
-	vars := map[string]string{"role_name": role, "rank": fmt.Sprint(rank), "local_rank": fmt.Sprint(localRank)}
-	var b strings.Builder
-	for i := 0; i < len(tmpl); i++ {
-		c := tmpl[i]
-		if c != '$' || i+1 == len(tmpl) {
-			b.WriteByte(c)
-			continue
+	vars := map[string]string{"role_name": role, "rank": strconv.Itoa(rank), "local_rank": strconv.Itoa(localRank)}
+	return templateVar.ReplaceAllStringFunc(tmpl, func(m string) string {
+		if m == "$$" {
+			return "$"
 		}
-		rest := tmpl[i+1:]
-		switch {
-		case rest[0] == '$':
-			b.WriteByte('$')
-			i++
-			continue
-		case rest[0] == '{':
-			if end := strings.IndexByte(rest, '}'); end > 0 {
-				if v, ok := vars[rest[1:end]]; ok {
-					b.WriteString(v)
-					i += end + 1
-					continue
-				}
-			}
-		default:
-			n := 0
-			for n < len(rest) && isIdentByte(rest[n], n) {
-				n++
-			}
-			if v, ok := vars[rest[:n]]; ok && n > 0 {
-				b.WriteString(v)
-				i += n
-				continue
-			}
+		if v, ok := vars[strings.Trim(m[1:], "{}")]; ok {
+			return v
 		}
-		b.WriteByte(c)
-	}
-	return b.String()
+		return m
+	})
 }
 
-// isIdentByte says whether c may be byte i of an ASCII Python identifier.
-func isIdentByte(c byte, i int) bool {
-	return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (i > 0 && c >= '0' && c <= '9')
-}
+// templateVar is what string.Template substitutes: $$, ${id} and $id, an
+// id being an ASCII Python identifier.
+var templateVar = regexp.MustCompile(`\$(\$|\{[_A-Za-z][_A-Za-z0-9]*\}|[_A-Za-z][_A-Za-z0-9]*)`)
 
 // forward is o.Forward, or DefaultSignals when it is nil.
 func (o *RunOptions) forward() []os.Signal {

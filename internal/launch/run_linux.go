@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -48,12 +49,7 @@ func Run(ctx context.Context, p *plan.Plan, o RunOptions) (exitCode int, err err
 	if p == nil || len(p.Ranks) == 0 {
 		return 1, errors.New("launch: empty plan")
 	}
-	if o.Stdout == nil {
-		o.Stdout = os.Stdout
-	}
-	if o.Stderr == nil {
-		o.Stderr = os.Stderr
-	}
+	o.Stdout, o.Stderr = cmp.Or[io.Writer](o.Stdout, os.Stdout), cmp.Or[io.Writer](o.Stderr, os.Stderr)
 	o.Grace = max(o.Grace, 0)
 	if o.Self == "" {
 		if o.Self, err = os.Executable(); err != nil {
@@ -80,7 +76,7 @@ func Run(ctx context.Context, p *plan.Plan, o RunOptions) (exitCode int, err err
 	if err := s.errs.writeBootstrap(); err != nil {
 		return 1, err
 	}
-	s.stacks = &stacker{errs: s.errs}
+	s.stacks = &stacker{errs: s.errs, cpu: map[int]uint64{}}
 	defer s.serveStacks()()
 	if s.o.StallTimeout == StallAuto {
 		s.o.StallTimeout = DefaultStallTimeout
@@ -92,9 +88,7 @@ func Run(ctx context.Context, p *plan.Plan, o RunOptions) (exitCode int, err err
 		return 1, err
 	}
 	defer s.mode.close() // after every worker: only then may the lease go
-	if o.Signals != nil {
-		s.sigs = o.Signals
-	} else {
+	if s.sigs = o.Signals; s.sigs == nil {
 		ch := make(chan os.Signal, 128) // Notify drops what a full channel cannot take
 		signal.Notify(ch, notified(o.forward())...)
 		defer signal.Stop(ch)
@@ -162,14 +156,13 @@ type supervisor struct {
 	stacks      *stacker       // asks the ranks for their stacks
 	activity    atomic.Int64   // when a rank last wrote output (unix nanoseconds)
 	stall       *stallReport   // the stall that ended this attempt; nil: none
-	stallFiles  int            // stall reports written to the log directory
+	stallFiles  int            // stall reports so far, numbering their files
 }
 
 // worker is one started rank of an attempt.
 type worker struct {
 	r       *plan.Rank
 	pid     int // the rank's pid as amdrun sees it (its guard's if unknown)
-	started time.Time
 	exited  bool
 	at      time.Time
 	code    int            // exit code or 128+signal
@@ -222,14 +215,8 @@ func (g *group) stop(sig syscall.Signal, grace time.Duration) {
 	}
 }
 
-func (g *group) running() int {
-	n := 0
-	for _, w := range g.workers {
-		if !w.exited {
-			n++
-		}
-	}
-	return n
+func (g *group) running() bool {
+	return slices.ContainsFunc(g.workers, func(w *worker) bool { return !w.exited })
 }
 
 func (s *supervisor) attempt(ctx context.Context, attempt int) (int, error) {
@@ -355,7 +342,7 @@ func (s *supervisor) startGroup(g *group, cmds []command, logs [][2]*os.File, ex
 // stopped or not.
 func (s *supervisor) supervise(ctx context.Context, g *group, exits chan exitEvent) (root, first *worker, ctxErr error) {
 	done := ctx.Done()
-	for g.running() > 0 {
+	for g.running() {
 		select {
 		case ev := <-exits:
 			w := ev.w
@@ -527,7 +514,7 @@ func (s *supervisor) attempts(ctx context.Context) (int, error) {
 		if s.endingPending() {
 			return code, nil
 		}
-		if held := mem.wait(); len(held) > 0 {
+		if held := mem.wait(250 * time.Millisecond); len(held) > 0 {
 			s.note(heldLine(held, s.o.RestartWait))
 			return code, nil
 		}

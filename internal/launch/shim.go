@@ -3,6 +3,7 @@ package launch
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -72,25 +73,20 @@ func parseShimArgs(args []string) (*shimArgs, error) {
 // ShimArgv is the argv that runs argv bound to cpus and mems (memory
 // policy pol) through amdrun's bind shim, self being amdrun's own path.
 func ShimArgv(self string, cpus, mems []int, pol plan.MemPolicy, argv []string) []string {
-	args := []string{self, ShimArg,
-		"--cpus", topology.FormatCPUList(cpus),
-		"--mems", topology.FormatCPUList(mems),
-		"--mempolicy", string(pol),
-		"--"}
-	return append(args, argv...)
+	return slices.Concat([]string{self, ShimArg}, bindArgs(cpus, mems, pol), []string{"--"}, argv)
 }
 
 // guardArgv is the argv of rank r's guard, holding hold files.
 func guardArgv(self string, r *plan.Rank, hold int) []string {
 	args := []string{self, ShimArg}
 	if r.Bound() {
-		args = append(args,
-			"--cpus", topology.FormatCPUList(r.CPUs),
-			"--mems", topology.FormatCPUList(r.Mems),
-			"--mempolicy", string(r.MemPolicy))
+		args = append(args, bindArgs(r.CPUs, r.Mems, r.MemPolicy)...)
 	}
-	args = append(args, "--guard", "--hold", strconv.Itoa(hold), "--")
-	return append(args, r.Argv...)
+	return slices.Concat(args, []string{"--guard", "--hold", strconv.Itoa(hold), "--"}, r.Argv)
+}
+
+func bindArgs(cpus, mems []int, pol plan.MemPolicy) []string {
+	return []string{"--cpus", topology.FormatCPUList(cpus), "--mems", topology.FormatCPUList(mems), "--mempolicy", string(pol)}
 }
 
 // Per-rank binding under torch's elastic agent (issue 23), which starts
@@ -104,19 +100,17 @@ const localSep = "/"
 // LocalShimArgs are the shim flags that bind each local rank of p by
 // LOCAL_RANK; nil when no rank of p is bound.
 func LocalShimArgs(p *plan.Plan) []string {
-	bound := false
+	if !slices.ContainsFunc(p.Ranks, func(r plan.Rank) bool { return r.Bound() }) {
+		return nil
+	}
 	cpus := make([]string, len(p.Ranks))
 	mems := make([]string, len(p.Ranks))
 	pol := plan.MemNone
 	for i, r := range p.Ranks {
-		bound = bound || r.Bound()
 		cpus[i], mems[i] = topology.FormatCPUList(r.CPUs), topology.FormatCPUList(r.Mems)
 		if len(r.Mems) > 0 {
 			pol = r.MemPolicy
 		}
-	}
-	if !bound {
-		return nil
 	}
 	return []string{"--local-cpus", strings.Join(cpus, localSep), "--local-mems", strings.Join(mems, localSep), "--mempolicy", string(pol)}
 }

@@ -106,11 +106,7 @@ func setMempolicy(p plan.MemPolicy, nodes []int) error {
 	if p == plan.MemPreferred {
 		mode = mpolPreferred
 	}
-	top := 0
-	for _, n := range nodes {
-		top = max(top, n)
-	}
-	mask := make([]uint64, top/64+1)
+	mask := make([]uint64, slices.Max(nodes)/64+1)
 	for _, n := range nodes {
 		mask[n/64] |= 1 << (n % 64)
 	}

@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -123,10 +124,7 @@ func MergeStacks(ranks []RankStacks) []StackGroup {
 		slices.Sort(groups[i].Ranks)
 	}
 	slices.SortStableFunc(groups, func(a, b StackGroup) int {
-		if len(a.Ranks) != len(b.Ranks) {
-			return len(b.Ranks) - len(a.Ranks)
-		}
-		return a.Ranks[0] - b.Ranks[0]
+		return cmp.Or(len(b.Ranks)-len(a.Ranks), a.Ranks[0]-b.Ranks[0])
 	})
 	for i := range groups {
 		groups[i].Odd = len(groups[i].Ranks) < len(groups[0].Ranks)
@@ -157,11 +155,8 @@ func (g StackGroup) Where() (collective string, at Frame) {
 		return "", Frame{}
 	}
 	t := g.Threads[len(g.Threads)-1]
-	for _, th := range g.Threads {
-		if c, _ := inCollective(th); c != "" {
-			t = th
-			break
-		}
+	if i := slices.IndexFunc(g.Threads, func(th Thread) bool { c, _ := inCollective(th); return c != "" }); i >= 0 {
+		t = g.Threads[i]
 	}
 	collective, outer := inCollective(t)
 	for _, f := range t[outer:] {

@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -62,9 +63,6 @@ func (st *stacker) cpuGrew(pid int) bool {
 	}
 	u, _ := strconv.ParseUint(f[11], 10, 64) // utime and stime, fields 14 and 15
 	k, _ := strconv.ParseUint(f[12], 10, 64)
-	if st.cpu == nil {
-		st.cpu = map[int]uint64{}
-	}
 	before, seen := st.cpu[pid]
 	st.cpu[pid] = u + k
 	return seen && u+k > before
@@ -73,12 +71,11 @@ func (st *stacker) cpuGrew(pid int) bool {
 func (e *errorDir) writeBootstrap() error {
 	for _, n := range []struct{ name, text string }{{bootstrapFile, stackBootstrap}, {pycacheFile, ""}} {
 		f, err := createIn(e.fd, n.name)
-		if err != nil {
-			return fmt.Errorf("launch: stacks bootstrap: %w", err)
-		}
-		_, err = f.WriteString(n.text)
-		if cerr := f.Close(); err == nil {
-			err = cerr
+		if err == nil {
+			_, err = f.WriteString(n.text)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
 		}
 		if err != nil {
 			return fmt.Errorf("launch: stacks bootstrap: %w", err)
@@ -191,11 +188,10 @@ func (st *stacker) take() (_ []RankStacks, busy bool) {
 			busy = st.cpuGrew(t.pid) || busy
 		}
 	}
-	out := make([]RankStacks, 0, len(got))
-	for r, d := range got {
-		out = append(out, RankStacks{Rank: r, Dump: d})
+	var out []RankStacks
+	for _, r := range slices.Sorted(maps.Keys(got)) {
+		out = append(out, RankStacks{Rank: r, Dump: got[r]})
 	}
-	slices.SortFunc(out, func(a, b RankStacks) int { return a.Rank - b.Rank })
 	return out, busy
 }
 
@@ -212,16 +208,12 @@ func readDumps(files []*os.File, deadline time.Time) []string {
 				continue
 			}
 			var st unix.Stat_t
-			if f == nil || unix.Fstat(int(f.Fd()), &st) != nil {
-				done[i] = true
-				left--
+			if f != nil && unix.Fstat(int(f.Fd()), &st) == nil && (st.Size == 0 || st.Size != size[i]) {
+				size[i] = st.Size
 				continue
 			}
-			if st.Size > 0 && st.Size == size[i] {
-				done[i] = true
-				left--
-			}
-			size[i] = st.Size
+			done[i] = true
+			left--
 		}
 	}
 	for i, f := range files {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -79,12 +80,7 @@ func (s *supervisor) watchStalls(stop <-chan struct{}, out chan<- stallReport) {
 // importing says whether a thread is importing a module: loading torch's
 // C library changes no frame for minutes from a cold network filesystem.
 func importing(ts []Thread) bool {
-	for _, t := range ts {
-		if len(t) > 0 && strings.HasPrefix(t[0].File, "<frozen importlib") {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(ts, func(t Thread) bool { return len(t) > 0 && strings.HasPrefix(t[0].File, "<frozen importlib") })
 }
 
 // onStall reports a stall on the console and in the log directory and
@@ -108,13 +104,8 @@ func (s *supervisor) onStall(g *group, rep stallReport, attempt int) {
 		b.WriteString("amdrun: the job keeps running (--on-stall report)\n")
 	}
 	s.note(b.String())
-	if s.job != nil {
-		s.stallFiles++
-		if f, err := s.job.create(fmt.Sprintf("stall_attempt_%d_%d.txt", attempt, s.stallFiles)); err == nil {
-			_, _ = f.WriteString(b.String())
-			f.Close()
-		}
-	}
+	s.stallFiles++
+	s.keepFile(fmt.Sprintf("stall_attempt_%d_%d.txt", attempt, s.stallFiles), strings.NewReader(b.String()))
 	if stops {
 		s.stall = &rep
 		g.stop(unix.SIGTERM, s.o.Grace)

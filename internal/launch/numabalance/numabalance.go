@@ -5,6 +5,7 @@
 package numabalance
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -62,12 +63,7 @@ func (m Mode) target(cur string) string {
 	return strconv.FormatUint(n|1, 10)
 }
 
-func file(root string) string {
-	if root == "" {
-		root = "/"
-	}
-	return filepath.Join(root, Path)
-}
+func file(root string) string { return filepath.Join(cmp.Or(root, "/"), Path) }
 
 // readRaw reads the sysctl as it is; a missing file wraps ErrNotSupported,
 // content that is not a number is an error too.
@@ -144,8 +140,7 @@ func write(open openFunc, path, v string) error {
 		return fmt.Errorf("%w: %v", ErrPermission, err)
 	}
 	_, werr := f.WriteString(v)
-	cerr := f.Close()
-	if werr == nil {
+	if cerr := f.Close(); werr == nil {
 		werr = cerr
 	}
 	if werr != nil {
