@@ -291,14 +291,9 @@ func (p *parser) agent(label string) (int, bool) {
 	if p.listed || len(p.res.Agents) >= MaxAgents {
 		return 0, false
 	}
-	num, cpu := strings.CutPrefix(strings.ToLower(label), "cpu")
-	if !cpu {
-		num = strings.TrimPrefix(num, "gpu")
-	}
-	a := Agent{ID: -1, Label: label, GPU: !cpu}
-	a.Ordinal, _ = strconv.Atoi(strings.TrimSpace(num))
+	cpu := strings.HasPrefix(strings.ToLower(label), "cpu")
 	p.byLabel[label] = len(p.res.Agents)
-	p.res.Agents = append(p.res.Agents, a)
+	p.res.Agents = append(p.res.Agents, Agent{ID: -1, Label: label, GPU: !cpu})
 	return p.byLabel[label], true
 }
 
@@ -358,7 +353,6 @@ func (p *parser) finish() (*Result, error) {
 			res.Agents[i].GPU = self
 		}
 	}
-	res.number()
 	if len(res.GPUs()) == 0 {
 		return nil, topology.NewParseError(p.lr.Source, 0, 0, topology.ErrNoDevices, "")
 	}
@@ -366,17 +360,4 @@ func (p *parser) finish() (*Result, error) {
 		return nil, err
 	}
 	return res, nil
-}
-
-// number sets each listed agent's Ordinal.
-func (r *Result) number() {
-	n := map[bool]int{}
-	for i := range r.Agents {
-		a := &r.Agents[i]
-		if a.ID < 0 {
-			continue
-		}
-		a.Ordinal = n[a.GPU]
-		n[a.GPU]++
-	}
 }
