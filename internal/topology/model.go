@@ -178,10 +178,7 @@ func (m *Model) NUMANode(id int) *NUMANode {
 
 func (m *Model) index() {
 	n := len(m.Devices)
-	m.pair = make([]int32, n*n)
-	for i := range m.pair {
-		m.pair[i] = -1
-	}
+	m.pair = slices.Repeat([]int32{-1}, n*n)
 	for i, l := range m.Links {
 		if l.A < 0 || l.B < 0 || l.A >= n || l.B >= n || l.A == l.B {
 			continue

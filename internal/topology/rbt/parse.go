@@ -32,12 +32,10 @@ func matrixKind(t string) string {
 			return kindBi
 		}
 		return kindOther
-	case strings.Contains(l, "average bandwidth"):
+	case strings.Contains(l, "average bandwidth"), strings.HasSuffix(l, "numa distance"):
 		return kindOther
 	case strings.HasSuffix(l, "device access"):
 		return kindAccess
-	case strings.HasSuffix(l, "numa distance"):
-		return kindOther
 	}
 	return ""
 }
