@@ -122,7 +122,10 @@ func links(topo *Topo, nvlink *NVLinkStatus, warn topology.Warner) []topology.Li
 	warnedSpeed := false
 	for a := 0; a < n; a++ {
 		for b := a + 1; b < n; b++ {
-			speed := pairSpeed(speeds[a], speeds[b])
+			speed := min(speeds[a], speeds[b]) // the slower known one
+			if speed == 0 {
+				speed = max(speeds[a], speeds[b])
+			}
 			l := link(a, b, topo.Cells[a][b], speed)
 			if l.Type == topology.LinkNVLink && speed == 0 && nvlink != nil && !warnedSpeed {
 				warnedSpeed = true
@@ -132,14 +135,6 @@ func links(topo *Topo, nvlink *NVLinkStatus, warn topology.Warner) []topology.Li
 		}
 	}
 	return out
-}
-
-// pairSpeed is the per-link speed two GPUs share: the slower known one.
-func pairSpeed(a, b int64) int64 {
-	if a == 0 || b == 0 {
-		return max(a, b)
-	}
-	return min(a, b)
 }
 
 // Arguments of the nvidia-smi commands Discover runs, exactly as passed.

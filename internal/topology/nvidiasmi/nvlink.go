@@ -68,8 +68,10 @@ func ParseNVLinkStatus(r io.Reader) (*NVLinkStatus, error) {
 	err := lr.ForEach(func(line string) error {
 		text := strings.TrimSpace(line)
 		col := strings.Index(line, text)
-		if text == "" || allInactive(text) {
-			return nil // allInactive: a GPU without active NVLinks (PCIe boards), not malformed output
+		// "NVML: ... all links are inActive": a GPU without active NVLinks
+		// (PCIe boards), not malformed output.
+		if l := strings.ToLower(text); text == "" || strings.HasPrefix(l, "nvml:") && strings.Contains(l, "all links are inactive") {
+			return nil
 		}
 		if mm := nvlGPULine().FindStringSubmatch(text); mm != nil {
 			idx, err := strconv.Atoi(mm[1])
@@ -122,11 +124,4 @@ func ParseNVLinkStatus(r io.Reader) (*NVLinkStatus, error) {
 		return nil, err
 	}
 	return st, nil
-}
-
-// allInactive says whether t is the line nvidia-smi prints for GPUs
-// without active NVLinks ("NVML: ... all links are inActive").
-func allInactive(t string) bool {
-	l := strings.ToLower(t)
-	return strings.HasPrefix(l, "nvml:") && strings.Contains(l, "all links are inactive")
 }
