@@ -198,18 +198,12 @@ func NormalizePCI(s string) (string, bool) {
 	if strings.Count(s, ":") == 1 {
 		s = "0:" + s
 	}
-	dom, rest, ok := strings.Cut(s, ":")
-	if !ok {
+	parts := strings.Split(s, ":")
+	dev, fn, ok := strings.Cut(parts[len(parts)-1], ".")
+	if len(parts) != 3 || !ok {
 		return "", false
 	}
-	bus, rest, ok := strings.Cut(rest, ":")
-	if !ok {
-		return "", false
-	}
-	dev, fn, ok := strings.Cut(rest, ".")
-	if !ok {
-		return "", false
-	}
+	dom, bus := parts[0], parts[1]
 	d, err1 := strconv.ParseUint(dom, 16, 32)
 	b, err2 := strconv.ParseUint(bus, 16, 8)
 	v, err3 := strconv.ParseUint(dev, 16, 8)

@@ -245,7 +245,15 @@ func build(fsys fs.FS, dir string, nodes []*node, warn topology.Warner) (*topolo
 	for _, c := range b.best { // Finish sorts them and makes cross-NUMA PCIe SYS
 		b.m.Links = append(b.m.Links, c.l)
 	}
-	warnDuplicateKeys(b.m, warn)
+	seen := map[string]int{}
+	for i := range b.m.Devices {
+		k := b.m.Devices[i].Key()
+		if j, ok := seen[k]; ok {
+			warn.Warn("kfd: devices %d and %d have the same identity %s", j, i, k)
+			continue
+		}
+		seen[k] = i
+	}
 	if err := b.m.Finish(); err != nil {
 		return nil, fmt.Errorf("kfd: %w", err)
 	}
@@ -463,17 +471,5 @@ func setPartitions(m *topology.Model, gpus []*node) {
 			m.Devices[i].Package = m.Devices[i].UniqueID
 			m.Devices[i].Partition = pos
 		}
-	}
-}
-
-func warnDuplicateKeys(m *topology.Model, warn topology.Warner) {
-	seen := map[string]int{}
-	for i := range m.Devices {
-		k := m.Devices[i].Key()
-		if j, ok := seen[k]; ok {
-			warn.Warn("kfd: devices %d and %d have the same identity %s", j, i, k)
-			continue
-		}
-		seen[k] = i
 	}
 }
