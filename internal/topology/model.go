@@ -243,14 +243,15 @@ func (m *Model) finishLinks() (map[[2]int]bool, error) {
 	return seen, nil
 }
 
+// addHostLinks gives each pair not seen the host path: PCIe at HostBandwidth.
 func (m *Model) addHostLinks(seen map[[2]int]bool) {
-	n := len(m.Devices)
+	n, bw := len(m.Devices), m.HostBandwidth
 	for a := 0; a < n; a++ {
 		for b := a + 1; b < n; b++ {
 			if seen[[2]int{a, b}] {
 				continue
 			}
-			h := HostLink(a, b, m.HostBandwidth)
+			h := Link{A: a, B: b, Type: LinkPCIe, Level: LevelPHB, Hops: 2, MinBandwidth: bw, MaxBandwidth: bw, Assumed: true}
 			m.applyNUMARule(&h)
 			m.Links = append(m.Links, h)
 		}
@@ -271,12 +272,6 @@ func (m *Model) finishDevices() {
 			}
 		}
 	}
-}
-
-// HostLink is the link of a pair without a direct one: PCIe at bw MB/s.
-func HostLink(a, b int, bw int64) Link {
-	return Link{A: a, B: b, Type: LinkPCIe, Level: LevelPHB, Hops: 2,
-		MinBandwidth: bw, MaxBandwidth: bw, Direct: false, Assumed: true}
 }
 
 // Validate checks a finished model's invariants (numbering, one link per
