@@ -360,7 +360,9 @@ func (b *builder) gpuLinks(i int, n *node) error {
 		}
 		if c, ok := b.gpuLink(i, j, n, tn, l); ok {
 			k := [2]int{min(i, j), max(i, j)}
-			if have, ok := b.best[k]; !ok || better(c.l, c.rank, have.l, have.rank) {
+			// Higher rank, then more bandwidth, then less weight wins.
+			if have, ok := b.best[k]; !ok || cmp.Or(cmp.Compare(c.rank, have.rank),
+				cmp.Compare(c.l.MaxBandwidth, have.l.MaxBandwidth), cmp.Compare(have.l.Weight, c.l.Weight)) > 0 {
 				b.best[k] = c
 			}
 		}
@@ -423,11 +425,6 @@ func (b *builder) gpuLink(i, j int, n, tn *node, l kfdLink) (candidate, bool) {
 		lk.MinBandwidth = lk.MaxBandwidth
 	}
 	return candidate{lk, rank}, true
-}
-
-// better says whether link a (of the given rank) should replace b.
-func better(a topology.Link, ra int, b topology.Link, rb int) bool {
-	return cmp.Or(cmp.Compare(ra, rb), cmp.Compare(a.MaxBandwidth, b.MaxBandwidth), cmp.Compare(b.Weight, a.Weight)) > 0
 }
 
 // deviceName is the node's `name`, else (missing, or the placeholder "ip

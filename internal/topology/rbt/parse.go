@@ -119,7 +119,12 @@ func (p *parser) line(line string) error {
 	case p.table.tb:
 		return p.tbRow(line)
 	}
-	return p.row(line)
+	fs := topology.SplitFields(line)
+	if !validLabel(fs[0].S) {
+		p.table = nil // the matrix ended; this is other text
+		return nil
+	}
+	return p.cells(line, fs[0], fs[1:])
 }
 
 func (p *parser) startTable(k, title string) error {
@@ -209,16 +214,6 @@ func (p *parser) setColumns(labels []topology.Field) error {
 		tb.cols = append(tb.cols, i)
 	}
 	return nil
-}
-
-// row reads one matrix row; a line that is not one ends the matrix.
-func (p *parser) row(line string) error {
-	fs := topology.SplitFields(line)
-	if !validLabel(fs[0].S) {
-		p.table = nil // the matrix ended; this is other text
-		return nil
-	}
-	return p.cells(line, fs[0], fs[1:])
 }
 
 // tbRow reads one TransferBench row, "GPU 00  ->  23.83 ...", keeping the
