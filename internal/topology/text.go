@@ -77,10 +77,8 @@ func SplitFieldsFunc(line string, sep func(rune) bool) []Field {
 // row fits); a longer one is an error, not an unbounded allocation.
 const MaxLineLength = 1 << 20
 
-// LineReader is the skeleton every text parser reads its input through,
-// as encoding/csv's Reader is for CSV: Next steps to the next line, Text
-// gives it without its line end, Line counts from 1, and Errorf makes the
-// *ParseError of the current line.
+// LineReader is what every text parser reads its input through, as
+// encoding/csv's Reader is for CSV; Errorf makes the current line's *ParseError.
 type LineReader struct {
 	Source string // the input in the reader's errors ("rocm-smi --showtopo")
 
