@@ -104,8 +104,7 @@ func (p *parser) line(line string) error {
 		p.listed, p.table = true, nil
 		return nil
 	}
-	if v, ok := strings.CutPrefix(t, "RocmBandwidthTest Version:"); ok {
-		p.res.Version = strings.TrimSpace(v)
+	if strings.HasPrefix(t, "RocmBandwidthTest Version:") {
 		return nil
 	}
 	if k := matrixKind(t); k != "" {
@@ -286,7 +285,7 @@ func (p *parser) agent(label string) (int, bool) {
 	}
 	cpu := strings.HasPrefix(strings.ToLower(label), "cpu")
 	p.byLabel[label] = len(p.res.Agents)
-	p.res.Agents = append(p.res.Agents, Agent{ID: -1, Label: label, GPU: !cpu})
+	p.res.Agents = append(p.res.Agents, Agent{Label: label, GPU: !cpu})
 	return p.byLabel[label], true
 }
 
@@ -309,13 +308,13 @@ func (p *parser) device(rest string) error {
 	if len(res.Agents) >= MaxAgents {
 		return fmt.Errorf("%w: more than %d devices", topology.ErrSyntax, MaxAgents)
 	}
-	a := Agent{ID: id, Label: label}
+	a := Agent{Label: label}
 	if len(parts) > 1 {
 		a.Name = parts[1]
 	}
 	for _, s := range parts[min(2, len(parts)):] {
 		if strings.HasPrefix(s, "GPU-") {
-			a.UUID, a.GPU = s, true
+			a.GPU = true
 		} else if _, ok := parsePCI(s); ok {
 			a.PCI, a.GPU = s, true
 		}
