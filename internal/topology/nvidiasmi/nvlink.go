@@ -23,16 +23,14 @@ type NVLinkGPU struct {
 
 // NVLink is one link of a GPU.
 type NVLink struct {
-	Link      int   // the N of "Link N:"
-	Active    bool  // false for "<inactive>"
-	SpeedMBps int64 // 26.562 GB/s is 26562; 0 when inactive
+	SpeedMBps int64 // 26.562 GB/s is 26562; 0 when "<inactive>"
 }
 
 // LinkSpeed returns the slowest MB/s of the GPU's active links, or 0.
 func (g *NVLinkGPU) LinkSpeed() int64 {
 	var min int64
 	for _, l := range g.Links {
-		if l.Active && l.SpeedMBps > 0 && (min == 0 || l.SpeedMBps < min) {
+		if l.SpeedMBps > 0 && (min == 0 || l.SpeedMBps < min) {
 			min = l.SpeedMBps
 		}
 	}
@@ -104,7 +102,7 @@ func ParseNVLinkStatus(r io.Reader) (*NVLinkStatus, error) {
 		seenLink[n] = true
 		val := strings.TrimSpace(mm[2])
 		valCol := col + strings.Index(text, ": ") + 2
-		l := NVLink{Link: n}
+		var l NVLink
 		if val != "<inactive>" {
 			sm := nvlSpeed().FindStringSubmatch(val)
 			if sm == nil {
@@ -115,7 +113,6 @@ func ParseNVLinkStatus(r io.Reader) (*NVLinkStatus, error) {
 				f *= 1000
 			}
 			l.SpeedMBps = int64(math.Round(f))
-			l.Active = l.SpeedMBps > 0
 		}
 		g.Links = append(g.Links, l)
 		return nil
