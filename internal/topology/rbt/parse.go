@@ -42,13 +42,7 @@ func matrixKind(t string) string {
 
 // validLabel says whether s can label a matrix row or column ("4", "cpu0").
 func validLabel(s string) bool {
-	if s == "" {
-		return false
-	}
-	if rest, ok := strings.CutPrefix(strings.ToLower(s), "cpu"); ok {
-		s = rest
-	}
-	n, err := strconv.Atoi(s)
+	n, err := strconv.Atoi(strings.TrimPrefix(strings.ToLower(s), "cpu"))
 	return err == nil && n >= 0 && n < 1<<20
 }
 
