@@ -195,9 +195,7 @@ func (m *Model) Finish() error {
 	if err := m.checkDevices(); err != nil {
 		return err
 	}
-	if m.HostBandwidth <= 0 {
-		m.HostBandwidth = DefaultHostBandwidth
-	}
+	m.HostBandwidth = cmp.Or(max(m.HostBandwidth, 0), DefaultHostBandwidth)
 	m.Bandwidth = cmp.Or(m.Bandwidth, "theoretical")
 	seen, err := m.finishLinks()
 	if err != nil {
