@@ -226,17 +226,13 @@ func (m *Model) finishLinks() (map[[2]int]bool, error) {
 			return nil, fmt.Errorf("%w: two links for pair %d-%d", ErrInvalidModel, l.A, l.B)
 		}
 		seen[k] = true
-		if l.MaxBandwidth <= 0 {
-			l.Assumed = true
-		}
+		l.Assumed = l.Assumed || l.MaxBandwidth <= 0
 		m.applyNUMARule(l)
 		if l.Assumed {
 			l.MaxBandwidth = AssumedBandwidth(l.Type, l.Level, l.Count, m.HostBandwidth)
 			l.MinBandwidth = min(l.MinBandwidth, l.MaxBandwidth)
 		}
-		if l.MinBandwidth <= 0 {
-			l.MinBandwidth = l.MaxBandwidth
-		}
+		l.MinBandwidth = cmp.Or(max(l.MinBandwidth, 0), l.MaxBandwidth)
 	}
 	return seen, nil
 }

@@ -110,10 +110,7 @@ func links(topo *Topo, nvlink *NVLinkStatus, warn topology.Warner) []topology.Li
 	warnedSpeed := false
 	for a := 0; a < n; a++ {
 		for b := a + 1; b < n; b++ {
-			speed := min(speeds[a], speeds[b]) // the slower known one
-			if speed == 0 {
-				speed = max(speeds[a], speeds[b])
-			}
+			speed := cmp.Or(min(speeds[a], speeds[b]), max(speeds[a], speeds[b])) // the slower known one
 			cell := topo.Cells[a][b]
 			typ, count, _ := linkKind(cell)
 			if typ != topology.LinkNVLink {

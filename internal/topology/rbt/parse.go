@@ -313,9 +313,7 @@ func (p *parser) device(rest string) error {
 			a.PCI, a.GPU = s, true
 		}
 	}
-	if len(parts) >= 4 {
-		a.GPU = true
-	}
+	a.GPU = a.GPU || len(parts) >= 4
 	p.marked = p.marked || a.GPU
 	p.byLabel[label] = len(res.Agents)
 	res.Agents = append(res.Agents, a)
