@@ -260,10 +260,8 @@ func (m *Model) finishDevices() {
 		if d.MemUsedPct <= 0 && d.MemTotalMiB > 0 {
 			d.MemUsedPct = 100 * float64(d.MemUsedMiB) / float64(d.MemTotalMiB)
 		}
-		if !d.Busy {
-			if why := BusyRule(d); why != "" {
-				d.Busy, d.BusyReason = true, why
-			}
+		if why := BusyRule(d); !d.Busy && why != "" {
+			d.Busy, d.BusyReason = true, why
 		}
 	}
 }

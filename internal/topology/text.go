@@ -102,9 +102,7 @@ func NewLineReader(r io.Reader, source string) *LineReader {
 // split is bufio.ScanLines that also notes a last line without a newline.
 func (lr *LineReader) split(data []byte, atEOF bool) (int, []byte, error) {
 	adv, tok, err := bufio.ScanLines(data, atEOF)
-	if atEOF && tok != nil && bytes.IndexByte(data[:adv], '\n') < 0 {
-		lr.lastCut = true
-	}
+	lr.lastCut = lr.lastCut || atEOF && tok != nil && bytes.IndexByte(data[:adv], '\n') < 0
 	return adv, tok, err
 }
 
