@@ -168,10 +168,7 @@ func loadNodes(fsys fs.FS, dir string, warn topology.Warner) ([]*node, error) {
 	for _, w := range slices.Concat(warns...) {
 		warn.Warn("%s", w)
 	}
-	if err != nil {
-		return nil, err
-	}
-	return nodes, nil
+	return nodes, err // the caller drops nodes on an error
 }
 
 // parallel calls f(0..n-1) from a few goroutines and returns the error of
