@@ -1,6 +1,9 @@
 package topology
 
-import "fmt"
+import (
+	"cmp"
+	"fmt"
+)
 
 // Bandwidth assumptions in MB/s for a link whose speed the source does not
 // give; they rank links, and measured figures replace them.
@@ -14,9 +17,7 @@ const (
 // AssumedBandwidth returns the bandwidth assumed for a link of type t,
 // PCIe level and link count (at least 1), host being a host path's.
 func AssumedBandwidth(t LinkType, level string, count int, host int64) int64 {
-	if host <= 0 {
-		host = DefaultHostBandwidth
-	}
+	host = cmp.Or(max(host, 0), DefaultHostBandwidth)
 	count = max(count, 1)
 	switch t {
 	case LinkXGMI:
@@ -106,12 +107,7 @@ func (p *P2P) UnmarshalJSON(b []byte) error {
 // data crosses the slower twice, so half of it, ranking the pair below one
 // that copies directly.
 func HostStaged(link, host int64) int64 {
-	if host <= 0 {
-		host = DefaultHostBandwidth
-	}
-	bw := min(link, host)
-	if bw <= 0 {
-		bw = host
-	}
+	host = cmp.Or(max(host, 0), DefaultHostBandwidth)
+	bw := cmp.Or(max(min(link, host), 0), host) // link <= 0: unknown
 	return max(bw/2, 1)
 }

@@ -49,8 +49,7 @@ func ParseCPUList(s string) ([]int, error) {
 
 // FormatCPUList writes CPUs as a compact list, "0-3,8,10-11".
 func FormatCPUList(cpus []int) string {
-	c := append([]int(nil), cpus...)
-	sort.Ints(c)
+	c := slices.Sorted(slices.Values(cpus))
 	var b strings.Builder
 	for i := 0; i < len(c); {
 		j := i

@@ -24,11 +24,6 @@ func (m *Model) Locality(a, b int) Locality {
 	if l == nil {
 		return LocalitySYS
 	}
-	return m.LinkLocality(l)
-}
-
-// LinkLocality is Locality(l.A, l.B) for one of m's links.
-func (m *Model) LinkLocality(l *Link) Locality {
 	da, db := &m.Devices[l.A], &m.Devices[l.B]
 	return l.Locality(da.Package != "" && da.Package == db.Package, da.Hive != "" && da.Hive == db.Hive)
 }

@@ -178,10 +178,7 @@ func (m *Model) NUMANode(id int) *NUMANode {
 
 func (m *Model) index() {
 	n := len(m.Devices)
-	m.pair = make([]int32, n*n)
-	for i := range m.pair {
-		m.pair[i] = -1
-	}
+	m.pair = slices.Repeat([]int32{-1}, n*n)
 	for i, l := range m.Links {
 		if l.A < 0 || l.B < 0 || l.A >= n || l.B >= n || l.A == l.B {
 			continue
@@ -198,9 +195,7 @@ func (m *Model) Finish() error {
 	if err := m.checkDevices(); err != nil {
 		return err
 	}
-	if m.HostBandwidth <= 0 {
-		m.HostBandwidth = DefaultHostBandwidth
-	}
+	m.HostBandwidth = cmp.Or(max(m.HostBandwidth, 0), DefaultHostBandwidth)
 	m.Bandwidth = cmp.Or(m.Bandwidth, "theoretical")
 	seen, err := m.finishLinks()
 	if err != nil {
@@ -231,29 +226,26 @@ func (m *Model) finishLinks() (map[[2]int]bool, error) {
 			return nil, fmt.Errorf("%w: two links for pair %d-%d", ErrInvalidModel, l.A, l.B)
 		}
 		seen[k] = true
-		if l.MaxBandwidth <= 0 {
-			l.Assumed = true
-		}
+		l.Assumed = l.Assumed || l.MaxBandwidth <= 0
 		m.applyNUMARule(l)
 		if l.Assumed {
 			l.MaxBandwidth = AssumedBandwidth(l.Type, l.Level, l.Count, m.HostBandwidth)
 			l.MinBandwidth = min(l.MinBandwidth, l.MaxBandwidth)
 		}
-		if l.MinBandwidth <= 0 {
-			l.MinBandwidth = l.MaxBandwidth
-		}
+		l.MinBandwidth = cmp.Or(max(l.MinBandwidth, 0), l.MaxBandwidth)
 	}
 	return seen, nil
 }
 
+// addHostLinks gives each pair not seen the host path: PCIe at HostBandwidth.
 func (m *Model) addHostLinks(seen map[[2]int]bool) {
-	n := len(m.Devices)
+	n, bw := len(m.Devices), m.HostBandwidth
 	for a := 0; a < n; a++ {
 		for b := a + 1; b < n; b++ {
 			if seen[[2]int{a, b}] {
 				continue
 			}
-			h := HostLink(a, b, m.HostBandwidth)
+			h := Link{A: a, B: b, Type: LinkPCIe, Level: LevelPHB, Hops: 2, MinBandwidth: bw, MaxBandwidth: bw, Assumed: true}
 			m.applyNUMARule(&h)
 			m.Links = append(m.Links, h)
 		}
@@ -268,18 +260,10 @@ func (m *Model) finishDevices() {
 		if d.MemUsedPct <= 0 && d.MemTotalMiB > 0 {
 			d.MemUsedPct = 100 * float64(d.MemUsedMiB) / float64(d.MemTotalMiB)
 		}
-		if !d.Busy {
-			if why := BusyRule(d); why != "" {
-				d.Busy, d.BusyReason = true, why
-			}
+		if why := BusyRule(d); !d.Busy && why != "" {
+			d.Busy, d.BusyReason = true, why
 		}
 	}
-}
-
-// HostLink is the link of a pair without a direct one: PCIe at bw MB/s.
-func HostLink(a, b int, bw int64) Link {
-	return Link{A: a, B: b, Type: LinkPCIe, Level: LevelPHB, Hops: 2,
-		MinBandwidth: bw, MaxBandwidth: bw, Direct: false, Assumed: true}
 }
 
 // Validate checks a finished model's invariants (numbering, one link per

@@ -77,10 +77,8 @@ func SplitFieldsFunc(line string, sep func(rune) bool) []Field {
 // row fits); a longer one is an error, not an unbounded allocation.
 const MaxLineLength = 1 << 20
 
-// LineReader is the skeleton every text parser reads its input through,
-// as encoding/csv's Reader is for CSV: Next steps to the next line, Text
-// gives it without its line end, Line counts from 1, and Errorf makes the
-// *ParseError of the current line.
+// LineReader is what every text parser reads its input through, as
+// encoding/csv's Reader is for CSV; Errorf makes the current line's *ParseError.
 type LineReader struct {
 	Source string // the input in the reader's errors ("rocm-smi --showtopo")
 
@@ -104,9 +102,7 @@ func NewLineReader(r io.Reader, source string) *LineReader {
 // split is bufio.ScanLines that also notes a last line without a newline.
 func (lr *LineReader) split(data []byte, atEOF bool) (int, []byte, error) {
 	adv, tok, err := bufio.ScanLines(data, atEOF)
-	if atEOF && tok != nil && bytes.IndexByte(data[:adv], '\n') < 0 {
-		lr.lastCut = true
-	}
+	lr.lastCut = lr.lastCut || atEOF && tok != nil && bytes.IndexByte(data[:adv], '\n') < 0
 	return adv, tok, err
 }
 
@@ -198,18 +194,12 @@ func NormalizePCI(s string) (string, bool) {
 	if strings.Count(s, ":") == 1 {
 		s = "0:" + s
 	}
-	dom, rest, ok := strings.Cut(s, ":")
-	if !ok {
+	parts := strings.Split(s, ":")
+	dev, fn, ok := strings.Cut(parts[len(parts)-1], ".")
+	if len(parts) != 3 || !ok {
 		return "", false
 	}
-	bus, rest, ok := strings.Cut(rest, ":")
-	if !ok {
-		return "", false
-	}
-	dev, fn, ok := strings.Cut(rest, ".")
-	if !ok {
-		return "", false
-	}
+	dom, bus := parts[0], parts[1]
 	d, err1 := strconv.ParseUint(dom, 16, 32)
 	b, err2 := strconv.ParseUint(bus, 16, 8)
 	v, err3 := strconv.ParseUint(dev, 16, 8)

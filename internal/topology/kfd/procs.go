@@ -13,15 +13,6 @@ import (
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
-// procDir returns the KFD proc directory beside the nodes directory dir.
-func procDir(dir string) string {
-	base := path.Dir(dir) // .../topology or "."
-	if path.Base(base) == "topology" {
-		base = path.Dir(base)
-	}
-	return path.Join(base, "proc")
-}
-
 // gpuDevices maps each GPU node's gpu_id under dir to its device index.
 func gpuDevices(fsys fs.FS, dir string, n int) (map[uint64]int, error) {
 	ids, err := numericEntries(fsys, dir, nil)
@@ -65,7 +56,11 @@ func ReadProcs(fsys fs.FS, m *topology.Model) error {
 	if err != nil {
 		return err
 	}
-	pdir := procDir(dir)
+	base := path.Dir(dir) // .../topology or "."
+	if path.Base(base) == "topology" {
+		base = path.Dir(base)
+	}
+	pdir := path.Join(base, "proc") // beside the nodes directory
 	if fi, err := fs.Stat(fsys, pdir); err != nil || !fi.IsDir() {
 		return nil // no process has opened /dev/kfd (or a capture without proc/)
 	}

@@ -168,10 +168,7 @@ func loadNodes(fsys fs.FS, dir string, warn topology.Warner) ([]*node, error) {
 	for _, w := range slices.Concat(warns...) {
 		warn.Warn("%s", w)
 	}
-	if err != nil {
-		return nil, err
-	}
-	return nodes, nil
+	return nodes, err // the caller drops nodes on an error
 }
 
 // parallel calls f(0..n-1) from a few goroutines and returns the error of
@@ -225,12 +222,16 @@ func loadGPU(fsys fs.FS, n *node, warn topology.Warner) error {
 
 func build(fsys fs.FS, dir string, nodes []*node, warn topology.Warner) (*topology.Model, error) {
 	b := &builder{dir: dir, warn: warn, byID: make(map[int]*node, len(nodes)),
-		devOf: map[int]int{}, cpuOrd: map[int]int{}, best: map[[2]int]candidate{}}
+		devOf: map[int]int{}, cpuNUMA: map[int]int{}, best: map[[2]int]candidate{}}
 	b.classify(nodes)
 	if len(b.gpus) == 0 {
 		return nil, topology.NewParseError("kfd "+dir, 0, 0, topology.ErrNoDevices, "")
 	}
-	b.m = &topology.Model{Source: "sysfs", Vendor: topology.VendorAMD, NUMANodes: hostNUMA(fsys, warn)}
+	numa, err := host.ReadNUMA(fsys) // nil on error
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		warn.Warn("kfd: %v", err)
+	}
+	b.m = &topology.Model{Source: "sysfs", Vendor: topology.VendorAMD, NUMANodes: numa}
 	b.mapNUMA()
 	b.devices()
 	for i, n := range b.gpus {
@@ -241,7 +242,15 @@ func build(fsys fs.FS, dir string, nodes []*node, warn topology.Warner) (*topolo
 	for _, c := range b.best { // Finish sorts them and makes cross-NUMA PCIe SYS
 		b.m.Links = append(b.m.Links, c.l)
 	}
-	warnDuplicateKeys(b.m, warn)
+	seen := map[string]int{}
+	for i := range b.m.Devices {
+		k := b.m.Devices[i].Key()
+		if j, ok := seen[k]; ok {
+			warn.Warn("kfd: devices %d and %d have the same identity %s", j, i, k)
+			continue
+		}
+		seen[k] = i
+	}
 	if err := b.m.Finish(); err != nil {
 		return nil, fmt.Errorf("kfd: %w", err)
 	}
@@ -253,14 +262,11 @@ type builder struct {
 	warn      topology.Warner
 	byID      map[int]*node // KFD node id -> node
 	devOf     map[int]int   // KFD GPU node id -> device index
-	cpuOrd    map[int]int   // KFD CPU node id -> position among CPU nodes
+	cpuNUMA   map[int]int   // KFD CPU node id -> its host NUMA node (mapNUMA)
 	gpus      []*node       // GPU nodes in device order
 	flagsSeen bool          // some GPU link has non-zero flags
-	// numaWithCPUs is the host NUMA nodes with CPUs, the k-th for the k-th
-	// KFD CPU node; nil to number them by KFD order.
-	numaWithCPUs []int
-	m            *topology.Model
-	best         map[[2]int]candidate // the best link found per device pair
+	m         *topology.Model
+	best      map[[2]int]candidate // the best link found per device pair
 }
 
 type candidate struct {
@@ -279,7 +285,7 @@ func (b *builder) classify(nodes []*node) {
 			b.gpus = append(b.gpus, n)
 			b.flagsSeen = b.flagsSeen || slices.ContainsFunc(n.links, func(l kfdLink) bool { return l.props["flags"] != 0 })
 		case n.props["cpu_cores_count"] > 0:
-			b.cpuOrd[n.id] = len(b.cpuOrd)
+			b.cpuNUMA[n.id] = len(b.cpuNUMA) // its position until mapNUMA
 		default:
 			b.warn.Warn("kfd: %s: node has neither CPU cores nor SIMDs; ignored", n.dir)
 		}
@@ -288,25 +294,24 @@ func (b *builder) classify(nodes []*node) {
 
 // mapNUMA matches KFD CPU nodes to host NUMA nodes: KFD makes one CPU node
 // per online NUMA node with CPUs, in order (kfd_create_vcrat_image_cpu).
+// Without a match the k-th KFD CPU node is NUMA node k.
 func (b *builder) mapNUMA() {
-	host := b.m.NUMANodes
-	for _, h := range host {
+	var withCPUs []int
+	for _, h := range b.m.NUMANodes {
 		if len(h.CPUs) > 0 {
-			b.numaWithCPUs = append(b.numaWithCPUs, h.ID)
+			withCPUs = append(withCPUs, h.ID)
 		}
 	}
-	if len(host) > 0 && len(b.numaWithCPUs) != len(b.cpuOrd) {
-		b.warn.Warn("kfd: %d KFD CPU nodes but %d NUMA nodes with CPUs; numbering NUMA nodes by KFD order", len(b.cpuOrd), len(b.numaWithCPUs))
-		b.numaWithCPUs = nil
+	if len(b.m.NUMANodes) == 0 {
+		return
 	}
-}
-
-func (b *builder) numaOf(cpuNode int) int {
-	k := b.cpuOrd[cpuNode]
-	if b.numaWithCPUs != nil {
-		return b.numaWithCPUs[k]
+	if len(withCPUs) != len(b.cpuNUMA) {
+		b.warn.Warn("kfd: %d KFD CPU nodes but %d NUMA nodes with CPUs; numbering NUMA nodes by KFD order", len(b.cpuNUMA), len(withCPUs))
+		return
 	}
-	return k
+	for id, k := range b.cpuNUMA {
+		b.cpuNUMA[id] = withCPUs[k]
+	}
 }
 
 func (b *builder) devices() {
@@ -339,10 +344,10 @@ func (b *builder) gpuLinks(i int, n *node) error {
 		if err != nil {
 			return err
 		}
-		if _, isCPU := b.cpuOrd[tn.id]; isCPU {
+		if numa, isCPU := b.cpuNUMA[tn.id]; isCPU {
 			pcie := l.props["type"] == linkTypePCIe
 			if cpuLink < 0 || (pcie && !cpuLinkPCIe) {
-				cpuLink, cpuLinkPCIe = b.numaOf(tn.id), pcie
+				cpuLink, cpuLinkPCIe = numa, pcie
 			}
 			continue
 		}
@@ -352,7 +357,9 @@ func (b *builder) gpuLinks(i int, n *node) error {
 		}
 		if c, ok := b.gpuLink(i, j, n, tn, l); ok {
 			k := [2]int{min(i, j), max(i, j)}
-			if have, ok := b.best[k]; !ok || better(c.l, c.rank, have.l, have.rank) {
+			// Higher rank, then more bandwidth, then less weight wins.
+			if have, ok := b.best[k]; !ok || cmp.Or(cmp.Compare(c.rank, have.rank),
+				cmp.Compare(c.l.MaxBandwidth, have.l.MaxBandwidth), cmp.Compare(have.l.Weight, c.l.Weight)) > 0 {
 				b.best[k] = c
 			}
 		}
@@ -417,11 +424,6 @@ func (b *builder) gpuLink(i, j int, n, tn *node, l kfdLink) (candidate, bool) {
 	return candidate{lk, rank}, true
 }
 
-// better says whether link a (of the given rank) should replace b.
-func better(a topology.Link, ra int, b topology.Link, rb int) bool {
-	return cmp.Or(cmp.Compare(ra, rb), cmp.Compare(a.MaxBandwidth, b.MaxBandwidth), cmp.Compare(b.Weight, a.Weight)) > 0
-}
-
 // deviceName is the node's `name`, else (missing, or the placeholder "ip
 // discovery") the gfx target, else the PCI device id.
 func deviceName(n *node) string {
@@ -464,25 +466,4 @@ func setPartitions(m *topology.Model, gpus []*node) {
 			m.Devices[i].Partition = pos
 		}
 	}
-}
-
-func warnDuplicateKeys(m *topology.Model, warn topology.Warner) {
-	seen := map[string]int{}
-	for i := range m.Devices {
-		k := m.Devices[i].Key()
-		if j, ok := seen[k]; ok {
-			warn.Warn("kfd: devices %d and %d have the same identity %s", j, i, k)
-			continue
-		}
-		seen[k] = i
-	}
-}
-
-// hostNUMA reads the host's NUMA nodes under fsys, nil if there are none.
-func hostNUMA(fsys fs.FS, warn topology.Warner) []topology.NUMANode {
-	nodes, err := host.ReadNUMA(fsys) // nil on error
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		warn.Warn("kfd: %v", err)
-	}
-	return nodes
 }

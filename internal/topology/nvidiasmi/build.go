@@ -16,18 +16,6 @@ import (
 // Source is the Model.Source of models built here.
 const Source = "nvidia-smi"
 
-// link turns the topo -m cell of GPUs a and b into a Link; speed is the
-// per-link NVLink MB/s, 0 when unknown. An NVLink bond is one hop, as one
-// PCIe switch.
-func link(a, b int, cell string, speed int64) topology.Link {
-	typ, count, _ := linkKind(cell)
-	if typ != topology.LinkNVLink {
-		return topology.PCIeLink(a, b, cell)
-	}
-	return topology.Link{A: a, B: b, Type: typ, Level: cell, Count: count, Hops: topology.HopsPIX, Direct: true,
-		MinBandwidth: int64(count) * speed, MaxBandwidth: int64(count) * speed}
-}
-
 // Build makes a finished model from what the nvidia-smi commands printed:
 // topo is required; nvlink, gpus and apps may be nil. Devices are the topo
 // -m GPUs, both indices nvidia-smi's (amdrun runs CUDA with
@@ -122,24 +110,23 @@ func links(topo *Topo, nvlink *NVLinkStatus, warn topology.Warner) []topology.Li
 	warnedSpeed := false
 	for a := 0; a < n; a++ {
 		for b := a + 1; b < n; b++ {
-			speed := pairSpeed(speeds[a], speeds[b])
-			l := link(a, b, topo.Cells[a][b], speed)
-			if l.Type == topology.LinkNVLink && speed == 0 && nvlink != nil && !warnedSpeed {
+			speed := cmp.Or(min(speeds[a], speeds[b]), max(speeds[a], speeds[b])) // the slower known one
+			cell := topo.Cells[a][b]
+			typ, count, _ := linkKind(cell)
+			if typ != topology.LinkNVLink {
+				out = append(out, topology.PCIeLink(a, b, cell))
+				continue
+			}
+			if speed == 0 && nvlink != nil && !warnedSpeed {
 				warnedSpeed = true
 				warn.Warn("nvidia-smi: nvlink -s gives no active link speed for GPU%d/GPU%d; assuming %d MB/s per link", a, b, topology.NVLinkBandwidth)
 			}
-			out = append(out, l)
+			// An NVLink bond is one hop, as one PCIe switch; speed 0 is unknown.
+			out = append(out, topology.Link{A: a, B: b, Type: typ, Level: cell, Count: count, Hops: topology.HopsPIX, Direct: true,
+				MinBandwidth: int64(count) * speed, MaxBandwidth: int64(count) * speed})
 		}
 	}
 	return out
-}
-
-// pairSpeed is the per-link speed two GPUs share: the slower known one.
-func pairSpeed(a, b int64) int64 {
-	if a == 0 || b == 0 {
-		return max(a, b)
-	}
-	return min(a, b)
 }
 
 // Arguments of the nvidia-smi commands Discover runs, exactly as passed.

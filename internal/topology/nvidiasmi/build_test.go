@@ -223,11 +223,11 @@ func TestBuild(t *testing.T) {
 		Cells: [][]string{{"X", "NV2", "SOC"}, {"NV2", "X", "PHB"}, {"SOC", "PHB", "X"}},
 	}
 	nvl := &NVLinkStatus{GPUs: []NVLinkGPU{
-		{Index: 0, Links: []NVLink{{0, true, 25781}, {1, true, 25781}}},
-		{Index: 1, Links: []NVLink{{0, true, 20000}, {1, false, 0}}},
+		{Index: 0, Links: []NVLink{{25781}, {25781}}},
+		{Index: 1, Links: []NVLink{{20000}, {0}}},
 	}}
 	gpus := []GPU{{Index: 0, PCIAddress: "0000:18:00.0"}, {Index: 1, PCIAddress: "0000:19:00.0"}, {Index: 5, PCIAddress: "0000:20:00.0"}}
-	apps := []ComputeApp{{"0000:19:00.0", 10, 5}, {"0000:19:00.0", 11, 5}, {"0000:99:00.0", 12, 5}}
+	apps := []ComputeApp{{"0000:19:00.0", 10}, {"0000:19:00.0", 11}, {"0000:99:00.0", 12}}
 	var warns []string
 	m, err := Build(topo, nvl, gpus, apps, func(f string, a ...any) { warns = append(warns, fmt.Sprintf(f, a...)) })
 	if err != nil {

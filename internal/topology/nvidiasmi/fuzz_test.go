@@ -118,7 +118,7 @@ func FuzzParseNVLinkStatus(f *testing.F) {
 		}
 		for _, g := range st.GPUs {
 			for _, l := range g.Links {
-				if l.SpeedMBps < 0 || l.Active != (l.SpeedMBps > 0) {
+				if l.SpeedMBps < 0 {
 					t.Fatalf("GPU %d link %+v", g.Index, l)
 				}
 			}

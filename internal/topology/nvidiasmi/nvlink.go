@@ -23,16 +23,14 @@ type NVLinkGPU struct {
 
 // NVLink is one link of a GPU.
 type NVLink struct {
-	Link      int   // the N of "Link N:"
-	Active    bool  // false for "<inactive>"
-	SpeedMBps int64 // 26.562 GB/s is 26562; 0 when inactive
+	SpeedMBps int64 // 26.562 GB/s is 26562; 0 when "<inactive>"
 }
 
 // LinkSpeed returns the slowest MB/s of the GPU's active links, or 0.
 func (g *NVLinkGPU) LinkSpeed() int64 {
 	var min int64
 	for _, l := range g.Links {
-		if l.Active && l.SpeedMBps > 0 && (min == 0 || l.SpeedMBps < min) {
+		if l.SpeedMBps > 0 && (min == 0 || l.SpeedMBps < min) {
 			min = l.SpeedMBps
 		}
 	}
@@ -68,8 +66,10 @@ func ParseNVLinkStatus(r io.Reader) (*NVLinkStatus, error) {
 	err := lr.ForEach(func(line string) error {
 		text := strings.TrimSpace(line)
 		col := strings.Index(line, text)
-		if text == "" || allInactive(text) {
-			return nil // allInactive: a GPU without active NVLinks (PCIe boards), not malformed output
+		// "NVML: ... all links are inActive": a GPU without active NVLinks
+		// (PCIe boards), not malformed output.
+		if l := strings.ToLower(text); text == "" || strings.HasPrefix(l, "nvml:") && strings.Contains(l, "all links are inactive") {
+			return nil
 		}
 		if mm := nvlGPULine().FindStringSubmatch(text); mm != nil {
 			idx, err := strconv.Atoi(mm[1])
@@ -102,7 +102,7 @@ func ParseNVLinkStatus(r io.Reader) (*NVLinkStatus, error) {
 		seenLink[n] = true
 		val := strings.TrimSpace(mm[2])
 		valCol := col + strings.Index(text, ": ") + 2
-		l := NVLink{Link: n}
+		var l NVLink
 		if val != "<inactive>" {
 			sm := nvlSpeed().FindStringSubmatch(val)
 			if sm == nil {
@@ -113,7 +113,6 @@ func ParseNVLinkStatus(r io.Reader) (*NVLinkStatus, error) {
 				f *= 1000
 			}
 			l.SpeedMBps = int64(math.Round(f))
-			l.Active = l.SpeedMBps > 0
 		}
 		g.Links = append(g.Links, l)
 		return nil
@@ -122,11 +121,4 @@ func ParseNVLinkStatus(r io.Reader) (*NVLinkStatus, error) {
 		return nil, err
 	}
 	return st, nil
-}
-
-// allInactive says whether t is the line nvidia-smi prints for GPUs
-// without active NVLinks ("NVML: ... all links are inActive").
-func allInactive(t string) bool {
-	l := strings.ToLower(t)
-	return strings.HasPrefix(l, "nvml:") && strings.Contains(l, "all links are inactive")
 }

@@ -28,7 +28,7 @@ func TestParseNVLinkStatus(t *testing.T) {
 	if g == nil || len(g.Links) != 18 {
 		t.Fatalf("GPU 1 = %+v", g)
 	}
-	if g.Links[17] != (NVLink{Link: 17, Active: true, SpeedMBps: 26562}) || g.LinkSpeed() != 26562 {
+	if g.Links[17] != (NVLink{SpeedMBps: 26562}) || g.LinkSpeed() != 26562 {
 		t.Errorf("link 17 = %+v, speed %d", g.Links[17], g.LinkSpeed())
 	}
 
@@ -38,7 +38,7 @@ func TestParseNVLinkStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &NVLinkStatus{GPUs: []NVLinkGPU{
-		{Index: 0, Links: []NVLink{{0, true, 25781}, {1, false, 0}, {2, true, 20000}}},
+		{Index: 0, Links: []NVLink{{25781}, {0}, {20000}}},
 		{Index: 3},
 	}}
 	if !reflect.DeepEqual(st, want) {
@@ -150,9 +150,9 @@ func TestParseComputeApps(t *testing.T) {
 	}{
 		{"empty", "", nil},
 		{"no processes", "No running processes found\n", nil},
-		{"h200 busy GPU", string(handmade(t, "h200-2gpu-nv18", "compute-apps")), []ComputeApp{{"0000:52:00.0", 41237, 40950}}},
+		{"h200 busy GPU", string(handmade(t, "h200-2gpu-nv18", "compute-apps")), []ComputeApp{{"0000:52:00.0", 41237}}},
 		{"header, N/A memory", "gpu_bus_id, pid, used_gpu_memory [MiB]\n00000000:1B:00.0, 7, [N/A]\n00000000:1B:00.0, 8, 100 MiB\n",
-			[]ComputeApp{{"0000:1b:00.0", 7, 0}, {"0000:1b:00.0", 8, 100}}},
+			[]ComputeApp{{"0000:1b:00.0", 7}, {"0000:1b:00.0", 8}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -34,7 +34,6 @@ type GPU struct {
 type ComputeApp struct {
 	PCIAddress string
 	PID        int
-	UsedMemMiB int64 // 0 when not reported ("[N/A]" in containers)
 }
 
 // unknownValue says whether a CSV value is nvidia-smi's "no value".
@@ -168,11 +167,10 @@ func ParseComputeApps(r io.Reader) ([]ComputeApp, error) {
 		if err != nil || pid < 0 || pid > 1<<31 {
 			return nil, topology.NewParseError(SourceComputeApps, row.line, v[1].Col, topology.ErrBadNumber, "pid %q", clip(v[1].S))
 		}
-		mem, ok := parseMiB(v[2].S)
-		if !ok {
+		if _, ok := parseMiB(v[2].S); !ok {
 			return nil, topology.NewParseError(SourceComputeApps, row.line, v[2].Col, topology.ErrBadNumber, "used_memory %q", clip(v[2].S))
 		}
-		out = append(out, ComputeApp{PCIAddress: pci, PID: pid, UsedMemMiB: mem})
+		out = append(out, ComputeApp{PCIAddress: pci, PID: pid})
 	}
 	return out, nil
 }

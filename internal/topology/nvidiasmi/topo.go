@@ -37,9 +37,8 @@ type Topo struct {
 // missing gives nil or -1.
 type TopoGPU struct {
 	CPUAffinity  []int // "CPU Affinity"
-	NUMAAffinity int   // the first node of "NUMA Affinity"
+	NUMAAffinity int   // the lowest node of "NUMA Affinity" (Grace prints a list, issue 24)
 	GPUNUMAID    int   // "GPU NUMA ID": the node of the GPU's own memory (Grace Hopper)
-	NUMANodes    []int // every node of "NUMA Affinity", sorted (Grace prints a list, issue 24)
 }
 
 // Affinity column names nvidia-smi prints after the device columns.
@@ -437,9 +436,7 @@ func affinity(m *matrix, i int) (TopoGPU, error) {
 				return g, topology.NewParseError(SourceTopo, line, c.Col, topology.ErrSyntax, "GPU%d CPU Affinity: %v", i, err)
 			}
 		case name == colNUMA:
-			if g.NUMANodes, err = numaList(c.S); len(g.NUMANodes) > 0 {
-				g.NUMAAffinity = g.NUMANodes[0]
-			}
+			g.NUMAAffinity, err = numaList(c.S)
 		case name == colGPUNUMA:
 			g.GPUNUMAID, err = numaCell(c.S)
 		}
@@ -504,16 +501,17 @@ func numaCell(s string) (int, error) {
 // maxNUMANode bounds a NUMA node number (Linux allows at most 1024 nodes).
 const maxNUMANode = 1 << 12
 
-// numaList reads a NUMA Affinity cell: a node or list, nil for N/A or "".
-func numaList(s string) ([]int, error) {
+// numaList reads a NUMA Affinity cell, a node or list: its lowest node,
+// or -1 for N/A or "".
+func numaList(s string) (int, error) {
 	if s == "" || s == "N/A" {
-		return nil, nil
+		return -1, nil
 	}
 	nodes, err := topology.ParseCPUList(s)
 	if err != nil || strings.ContainsAny(s, " \t") || len(nodes) == 0 || nodes[len(nodes)-1] > maxNUMANode {
-		return nil, topology.ErrBadNumber
+		return 0, topology.ErrBadNumber
 	}
-	return nodes, nil
+	return nodes[0], nil
 }
 
 // maxNVLinks bounds the NV# count, far above the 18 of H100 to B200.

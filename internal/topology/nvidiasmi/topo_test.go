@@ -346,18 +346,18 @@ func TestParseTopoVariants(t *testing.T) {
 	}{
 		{"no leading tab, CRLF, ANSI, no final newline after the matrix",
 			"\x1b[4mGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m\r\nGPU0\t X \tSOC\t0-3\t0\t\t2\r\nGPU1\tSOC\t X \t4-7\t1\t\tN/A\r\n\r\nLegend:",
-			Topo{GPUs: []TopoGPU{{[]int{0, 1, 2, 3}, 0, 2, []int{0}}, {[]int{4, 5, 6, 7}, 1, -1, []int{1}}}, Cells: [][]string{{"X", "SOC"}, {"SOC", "X"}}}},
+			Topo{GPUs: []TopoGPU{{[]int{0, 1, 2, 3}, 0, 2}, {[]int{4, 5, 6, 7}, 1, -1}}, Cells: [][]string{{"X", "SOC"}, {"SOC", "X"}}}},
 		{"empty CPU affinity with tabs",
 			"\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\nGPU0\t X \tNV18\t\t0\t\tN/A\nGPU1\tNV18\t X \t\t1\t\tN/A\n",
-			Topo{GPUs: []TopoGPU{{nil, 0, -1, []int{0}}, {nil, 1, -1, []int{1}}}, Cells: [][]string{{"X", "NV18"}, {"NV18", "X"}}}},
+			Topo{GPUs: []TopoGPU{{nil, 0, -1}, {nil, 1, -1}}, Cells: [][]string{{"X", "NV18"}, {"NV18", "X"}}}},
 		{"empty CPU affinity with expanded tabs",
 			"        GPU0    GPU1    CPU Affinity    NUMA Affinity   GPU NUMA ID\nGPU0     X      NV18                    0               N/A\nGPU1    NV18     X                      1               N/A\n",
-			Topo{GPUs: []TopoGPU{{nil, 0, -1, []int{0}}, {nil, 1, -1, []int{1}}}, Cells: [][]string{{"X", "NV18"}, {"NV18", "X"}}}},
+			Topo{GPUs: []TopoGPU{{nil, 0, -1}, {nil, 1, -1}}, Cells: [][]string{{"X", "NV18"}, {"NV18", "X"}}}},
 		{"no affinity columns, 7-char NIC name",
 			"GPU0 GPU1 mlx5_10 \nGPU0 X PHB SYS\nGPU1 PHB X SYS\nmlx5_10 SYS SYS X\n",
-			Topo{GPUs: []TopoGPU{{nil, -1, -1, nil}, {nil, -1, -1, nil}}, Cells: [][]string{{"X", "PHB"}, {"PHB", "X"}}}},
+			Topo{GPUs: []TopoGPU{{nil, -1, -1}, {nil, -1, -1}}, Cells: [][]string{{"X", "PHB"}, {"PHB", "X"}}}},
 		{"one GPU", "\tGPU0\tCPU Affinity\tNUMA Affinity\nGPU0\t X \t0-15\tN/A\n",
-			Topo{GPUs: []TopoGPU{{cpusN(16), -1, -1, nil}}, Cells: [][]string{{"X"}}}},
+			Topo{GPUs: []TopoGPU{{cpusN(16), -1, -1}}, Cells: [][]string{{"X"}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

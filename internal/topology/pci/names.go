@@ -16,7 +16,7 @@ type Names struct {
 
 // LoadNames reads the host's PCI ID database; nil when there is none.
 func LoadNames() *Names {
-	db, err := pcidb.New(noNetwork())
+	db, err := pcidb.New(noNetwork)
 	if err != nil {
 		return nil
 	}
@@ -25,10 +25,7 @@ func LoadNames() *Names {
 
 // noNetwork keeps pcidb off the network even where PCIDB_ENABLE_NETWORK_FETCH
 // allows it: discovery never downloads.
-func noNetwork() *pcidb.WithOption {
-	off := false
-	return &pcidb.WithOption{EnableNetworkFetch: &off}
-}
+var noNetwork = &pcidb.WithOption{EnableNetworkFetch: new(bool)}
 
 // Product is the database's name of the product ("GH100 [H200 SXM
 // 141GB]"), else the numeric ids "10de:2335".

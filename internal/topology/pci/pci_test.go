@@ -17,7 +17,7 @@ import (
 
 func testNames(t *testing.T) *Names {
 	t.Helper()
-	db, err := pcidb.New(pcidb.WithPath(testutil.Testdata(t, "pci", "pci.ids")), noNetwork())
+	db, err := pcidb.New(pcidb.WithPath(testutil.Testdata(t, "pci", "pci.ids")), noNetwork)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,18 +66,17 @@ func (r *Result) checkDiagonal(m *Matrix) []inconsistency {
 		}
 		self := m.cells[[2]int{g, g}]
 		var best cell
-		bestTo, found := -1, false
+		bestTo := -1 // none found
 		for k, c := range m.cells {
 			if c.na || k[0] == k[1] || (k[0] != g && k[1] != g) {
 				continue
 			}
-			if !found || c.v > best.v {
-				best, found = c, true
-				bestTo = k[0] + k[1] - g
+			if bestTo < 0 || c.v > best.v {
+				best, bestTo = c, k[0]+k[1]-g
 			}
 		}
 		switch {
-		case !found:
+		case bestTo < 0:
 		case self.na:
 			bad = append(bad, inconsistency{self, fmt.Sprintf("%s: GPU %s has no figure to its own memory but has one with %s; a column is out of place", m.Title, a.Label, r.Agents[bestTo].Label)})
 		case best.v > self.v:

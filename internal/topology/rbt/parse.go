@@ -32,25 +32,17 @@ func matrixKind(t string) string {
 			return kindBi
 		}
 		return kindOther
-	case strings.Contains(l, "average bandwidth"):
+	case strings.Contains(l, "average bandwidth"), strings.HasSuffix(l, "numa distance"):
 		return kindOther
 	case strings.HasSuffix(l, "device access"):
 		return kindAccess
-	case strings.HasSuffix(l, "numa distance"):
-		return kindOther
 	}
 	return ""
 }
 
 // validLabel says whether s can label a matrix row or column ("4", "cpu0").
 func validLabel(s string) bool {
-	if s == "" {
-		return false
-	}
-	if rest, ok := strings.CutPrefix(strings.ToLower(s), "cpu"); ok {
-		s = rest
-	}
-	n, err := strconv.Atoi(s)
+	n, err := strconv.Atoi(strings.TrimPrefix(strings.ToLower(s), "cpu"))
 	return err == nil && n >= 0 && n < 1<<20
 }
 
@@ -106,8 +98,7 @@ func (p *parser) line(line string) error {
 		p.listed, p.table = true, nil
 		return nil
 	}
-	if v, ok := strings.CutPrefix(t, "RocmBandwidthTest Version:"); ok {
-		p.res.Version = strings.TrimSpace(v)
+	if strings.HasPrefix(t, "RocmBandwidthTest Version:") {
 		return nil
 	}
 	if k := matrixKind(t); k != "" {
@@ -121,7 +112,12 @@ func (p *parser) line(line string) error {
 	case p.table.tb:
 		return p.tbRow(line)
 	}
-	return p.row(line)
+	fs := topology.SplitFields(line)
+	if !validLabel(fs[0].S) {
+		p.table = nil // the matrix ended; this is other text
+		return nil
+	}
+	return p.cells(line, fs[0], fs[1:])
 }
 
 func (p *parser) startTable(k, title string) error {
@@ -213,16 +209,6 @@ func (p *parser) setColumns(labels []topology.Field) error {
 	return nil
 }
 
-// row reads one matrix row; a line that is not one ends the matrix.
-func (p *parser) row(line string) error {
-	fs := topology.SplitFields(line)
-	if !validLabel(fs[0].S) {
-		p.table = nil // the matrix ended; this is other text
-		return nil
-	}
-	return p.cells(line, fs[0], fs[1:])
-}
-
 // tbRow reads one TransferBench row, "GPU 00  ->  23.83 ...", keeping the
 // "->" rows of a unidirectional table and the "<->" rows of a
 // bidirectional one; any other line ("Averages") ends the table.
@@ -291,14 +277,9 @@ func (p *parser) agent(label string) (int, bool) {
 	if p.listed || len(p.res.Agents) >= MaxAgents {
 		return 0, false
 	}
-	num, cpu := strings.CutPrefix(strings.ToLower(label), "cpu")
-	if !cpu {
-		num = strings.TrimPrefix(num, "gpu")
-	}
-	a := Agent{ID: -1, Label: label, GPU: !cpu}
-	a.Ordinal, _ = strconv.Atoi(strings.TrimSpace(num))
+	cpu := strings.HasPrefix(strings.ToLower(label), "cpu")
 	p.byLabel[label] = len(p.res.Agents)
-	p.res.Agents = append(p.res.Agents, a)
+	p.res.Agents = append(p.res.Agents, Agent{Label: label, GPU: !cpu})
 	return p.byLabel[label], true
 }
 
@@ -321,20 +302,18 @@ func (p *parser) device(rest string) error {
 	if len(res.Agents) >= MaxAgents {
 		return fmt.Errorf("%w: more than %d devices", topology.ErrSyntax, MaxAgents)
 	}
-	a := Agent{ID: id, Label: label}
+	a := Agent{Label: label}
 	if len(parts) > 1 {
 		a.Name = parts[1]
 	}
 	for _, s := range parts[min(2, len(parts)):] {
 		if strings.HasPrefix(s, "GPU-") {
-			a.UUID, a.GPU = s, true
+			a.GPU = true
 		} else if _, ok := parsePCI(s); ok {
 			a.PCI, a.GPU = s, true
 		}
 	}
-	if len(parts) >= 4 {
-		a.GPU = true
-	}
+	a.GPU = a.GPU || len(parts) >= 4
 	p.marked = p.marked || a.GPU
 	p.byLabel[label] = len(res.Agents)
 	res.Agents = append(res.Agents, a)
@@ -358,7 +337,6 @@ func (p *parser) finish() (*Result, error) {
 			res.Agents[i].GPU = self
 		}
 	}
-	res.number()
 	if len(res.GPUs()) == 0 {
 		return nil, topology.NewParseError(p.lr.Source, 0, 0, topology.ErrNoDevices, "")
 	}
@@ -366,17 +344,4 @@ func (p *parser) finish() (*Result, error) {
 		return nil, err
 	}
 	return res, nil
-}
-
-// number sets each listed agent's Ordinal.
-func (r *Result) number() {
-	n := map[bool]int{}
-	for i := range r.Agents {
-		a := &r.Agents[i]
-		if a.ID < 0 {
-			continue
-		}
-		a.Ordinal = n[a.GPU]
-		n[a.GPU]++
-	}
 }

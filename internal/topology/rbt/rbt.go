@@ -18,13 +18,10 @@ const MaxAgents = 512
 
 // Agent is one device rocm_bandwidth_test lists: a CPU or a GPU.
 type Agent struct {
-	ID      int    // "Device: 4"; -1 without a device list
-	Label   string // how matrices name the agent ("4", "cpu0")
-	GPU     bool
-	Name    string // as printed
-	UUID    string // "GPU-ab43b63dec8adaf3", "" for CPUs
-	PCI     string // "c9:0.0", "" if none
-	Ordinal int    // the agent's position among its kind: a CPU's NUMA node, a GPU's order
+	Label string // how matrices name the agent ("4", "cpu0")
+	GPU   bool
+	Name  string // as printed
+	PCI   string // "c9:0.0", "" if none
 }
 
 // Matrix is one matrix of the run: copy bandwidths in GB/s, or the 0/1
@@ -61,8 +58,7 @@ func (m *Matrix) Printed(from, to int) bool {
 
 // Result is a parsed rocm_bandwidth_test run.
 type Result struct {
-	Version string  // the RocmBandwidthTest version line's value
-	Agents  []Agent // in the tool's order (else the matrices')
+	Agents []Agent // in the tool's order (else the matrices')
 	// Uni and Bi are the unidirectional and bidirectional (summed) copy
 	// bandwidth matrices, nil when not printed.
 	Uni, Bi       *Matrix
