@@ -82,9 +82,9 @@ func adoptDegraded(dfd int, abs string, st *unix.Stat_t, rep *InitReport) error 
 // afterSeize, when set (tests), runs before the second survey.
 var afterSeize func(path string)
 
-// refusal is adoptDegraded's error: err, else why as notOurs says it.
+// refusal is err, else why as notOurs says it, else nil.
 func refusal(abs string, st *unix.Stat_t, why string, err error) error {
-	if err != nil {
+	if err != nil || why == "" {
 		return err
 	}
 	return notOurs(abs, st, why)

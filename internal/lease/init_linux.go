@@ -118,22 +118,18 @@ func judge(dfd int, abs string, rep *InitReport) error {
 	if err := unix.Fstat(dfd, &st); err != nil {
 		return fmt.Errorf("lease: %w", &fs.PathError{Op: "stat", Path: abs, Err: err})
 	}
-	if !created && st.Mode&0o002 != 0 && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+	switch {
+	case created && st.Uid != 0:
+		return fmt.Errorf("lease: %s: %w: not root's directory after making it", abs, ErrUnsafe)
+	case created:
+		return nil
+	case st.Mode&0o002 != 0 && st.Mode&unix.S_IFMT == unix.S_IFDIR:
 		return adoptDegraded(dfd, abs, &st, rep)
-	}
-	if st.Uid != 0 && !created {
+	case st.Uid != 0:
 		return notOurs(abs, &st, "")
 	}
-	if st.Uid != 0 {
-		return fmt.Errorf("lease: %s: %w: not root's directory after making it", abs, ErrUnsafe)
-	}
-	if created {
-		return nil
-	}
-	if why, err := adoptable(dfd, abs, &st); err != nil || why != "" {
-		return refusal(abs, &st, why, err)
-	}
-	return nil
+	why, err := adoptable(dfd, abs, &st)
+	return refusal(abs, &st, why, err)
 }
 
 // fill gives the directory dfd its mode, marker, node lock, a lock file

@@ -186,7 +186,6 @@ func (d *Dir) warnOnce(key, format string, args ...any) {
 
 // Lease is a set of devices held until Release (or their files' last close).
 type Lease struct {
-	dir  *Dir
 	keys []string
 	mu   sync.Mutex
 	fds  []int

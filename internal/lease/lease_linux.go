@@ -345,7 +345,7 @@ func (d *Dir) Acquire(keys []string) (*Lease, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Lease{dir: d, keys: append([]string(nil), keys...)}
+	l := &Lease{keys: append([]string(nil), keys...)}
 	for i, key := range keys {
 		fd, ok, err := d.lockName(names[i], d.mayCreate())
 		if err != nil {

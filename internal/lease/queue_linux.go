@@ -62,14 +62,11 @@ const maxJoinTries = 8
 // selfStart is this process's start time in clock ticks after boot.
 func selfStart() (uint64, error) {
 	b, err := readProcFile("/proc/self/stat", 64<<10)
-	if err != nil {
-		return 0, err
-	}
 	t, ok := startTicks(b)
-	if !ok {
-		return 0, fmt.Errorf("cannot read the start time in /proc/self/stat")
+	if !ok && err == nil {
+		err = errors.New("cannot read the start time in /proc/self/stat")
 	}
-	return t, nil
+	return t, err
 }
 
 // Enqueue joins the queue for need of total devices with this process's

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -85,12 +86,7 @@ func MkdirAll(pfx, what, path string, perm uint32) (*os.File, error) {
 	return os.NewFile(uintptr(w.fd), filepath.Clean(path)), nil
 }
 
-func (w *walker) close() {
-	for _, s := range w.stack {
-		unix.Close(s.fd)
-	}
-	w.stack = nil
-}
+func (w *walker) close() { w.popTo(0) }
 
 // push keeps fd, already open, as the next directory.
 func (w *walker) push(fd int, path string) error {
@@ -228,23 +224,11 @@ func steady(st *unix.Stat_t, owner uint32) bool {
 // followed: only root and this user can have put it there.
 func safeLinkDir(dir, link *unix.Stat_t) bool {
 	me := uint32(os.Geteuid())
-	if dir.Uid != 0 && dir.Uid != me {
-		return false
-	}
-	if dir.Mode&0o022 == 0 {
-		return true
-	}
-	return dir.Mode&unix.S_ISVTX != 0 && (link.Uid == 0 || link.Uid == me)
+	return steady(dir, me) && (dir.Mode&0o022 == 0 || link.Uid == 0 || link.Uid == me)
 }
 
 func splitPath(p string) []string {
-	var out []string
-	for _, s := range strings.Split(p, "/") {
-		if s != "" && s != "." {
-			out = append(out, s)
-		}
-	}
-	return out
+	return slices.DeleteFunc(strings.Split(p, "/"), func(s string) bool { return s == "" || s == "." })
 }
 
 func readlinkat(dirfd int, name string) (string, error) {
