@@ -115,10 +115,8 @@ func (h Holder) String() string {
 		b.WriteString(" (exited; the job's processes keep the lease)")
 	case who != "" && cmd != "":
 		fmt.Fprintf(&b, " (%s: %s)", who, cmd)
-	case who != "":
-		fmt.Fprintf(&b, " (%s)", who)
-	case cmd != "":
-		fmt.Fprintf(&b, " (%s)", cmd)
+	case who+cmd != "": // one of them
+		fmt.Fprintf(&b, " (%s)", who+cmd)
 	}
 	if !h.Start.IsZero() {
 		b.WriteString(", started " + h.Start.Format("15:04:05"))

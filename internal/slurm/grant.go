@@ -44,12 +44,7 @@ func (g *Grant) String() string {
 	if g == nil {
 		return ""
 	}
-	var parts []string
-	for _, s := range []string{g.IDsVar, g.OrdinalsVar} {
-		if s != "" {
-			parts = append(parts, s)
-		}
-	}
+	parts := slices.DeleteFunc([]string{g.IDsVar, g.OrdinalsVar}, func(s string) bool { return s == "" })
 	if len(parts) == 0 && g.Count > 0 {
 		parts = append(parts, "SLURM_GPUS_ON_NODE="+strconv.Itoa(g.Count))
 	}
