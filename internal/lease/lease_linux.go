@@ -102,18 +102,14 @@ func (d *Dir) lockFile(name string, create bool) (int, unix.Stat_t, error) {
 				return -1, st, fmt.Errorf("lease: %w", &fs.PathError{Op: "open", Path: path, Err: fs.ErrNotExist})
 			}
 			fd, err := unix.Openat(d.fd, name, unix.O_RDONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NOCTTY, 0o644)
-			if err == unix.EEXIST {
-				continue
-			}
-			if err != nil {
+			if err != nil && err != unix.EEXIST {
 				return -1, st, fmt.Errorf("lease: %w: cannot create %s: %w", ErrUnsafe, path, err)
 			}
-			_ = unix.Fchmod(fd, 0o644)
-			if err := unix.Fstat(fd, &st); err != nil {
+			if err == nil {
+				_ = unix.Fchmod(fd, 0o644)
 				unix.Close(fd)
-				return -1, st, fmt.Errorf("lease: %w", &fs.PathError{Op: "stat", Path: path, Err: err})
 			}
-			return fd, st, nil
+			continue // open it as any other
 		}
 		if err != nil {
 			return -1, st, fmt.Errorf("lease: %w", &fs.PathError{Op: "stat", Path: path, Err: err})
@@ -420,16 +416,6 @@ func names(dirfd int, path string) ([]string, error) {
 	return n, nil
 }
 
-// inPlace checks that the path still leads to the directory open: a job
-// must not lease where jobs opening the path would not see it.
-func (d *Dir) inPlace() error {
-	var st unix.Stat_t
-	if err := unix.Stat(d.path, &st); err != nil || st.Dev != d.dev || st.Ino != d.ino {
-		return fmt.Errorf("lease: lease directory %s was moved or replaced while this job chose devices; run the job again", d.path)
-	}
-	return nil
-}
-
 // Claim leases the devices choose picks (given Held of all) under the
 // node lock: once with poll <= 0, else queued for need devices, every poll
 // until a lease or ctx is done (an error wrapping ctx.Err()). A full queue
@@ -479,13 +465,6 @@ func (d *Dir) Claim(ctx context.Context, all []string, need int, choose Chooser,
 // errNotYourTurn: the queue holds this waiter back (see Ticket.HeldBy).
 var errNotYourTurn = fmt.Errorf("%w: an older job in the queue goes first", ErrBusy)
 
-// newcomer applies the queue's rule to a job not in it as if it came
-// last, patience spent: a ticket that waited Backfill still goes first.
-func (d *Dir) newcomer(free, total int) (bool, *Waiting) {
-	c := clock{spent: Patience}
-	return rule{Patience, Backfill}.turn(d.Queue(total), free, time.Now(), &c)
-}
-
 // claimOnce is one try under the node lock: the free count, the queue's
 // turn (t set) and the lease all under one lock.
 func (d *Dir) claimOnce(ctx context.Context, all []string, choose Chooser, t *Ticket) (*Lease, error) {
@@ -494,8 +473,10 @@ func (d *Dir) claimOnce(ctx context.Context, all []string, choose Chooser, t *Ti
 		return nil, err
 	}
 	defer unlock()
-	if err := d.inPlace(); err != nil {
-		return nil, err
+	// A job must not lease where jobs opening the path would not see it.
+	var st unix.Stat_t
+	if err := unix.Stat(d.path, &st); err != nil || st.Dev != d.dev || st.Ino != d.ino {
+		return nil, fmt.Errorf("lease: lease directory %s was moved or replaced while this job chose devices; run the job again", d.path)
 	}
 	held, err := d.Held(all)
 	if err != nil {
@@ -517,8 +498,11 @@ func (d *Dir) claimOnce(ctx context.Context, all []string, choose Chooser, t *Ti
 	}
 	// Read the queue only once devices are there (issue 36.7: 256 jobs
 	// each reading it under the lock first, one in five joined after 110 s).
+	// A job not in the queue goes as if it came last, patience spent: a
+	// ticket that waited Backfill still goes first.
 	if t == nil {
-		if ok, by := d.newcomer(free, len(all)); !ok {
+		c := clock{spent: Patience}
+		if ok, by := (rule{Patience, Backfill}).turn(d.Queue(len(all)), free, time.Now(), &c); !ok {
 			return nil, fmt.Errorf("lease: %w: a job waiting longer than %s keeps its place in the queue: %s", ErrBusy, Backfill, by)
 		}
 	}
