@@ -355,14 +355,9 @@ func parseTicket(b []byte, total int) (int, bool) {
 
 // ahead is the counting tickets older than this one, oldest first.
 func (t *Ticket) ahead(locks []procLock) []Waiting {
-	me := Waiting{PID: t.pid, Since: t.since}
-	var out []Waiting
-	for _, w := range counting(t.aged(t.scan(locks)), t.perUser) {
-		if w.before(me) {
-			out = append(out, w)
-		}
-	}
-	return out
+	all := counting(t.aged(t.scan(locks)), t.perUser)
+	n, _ := slices.BinarySearchFunc(all, Waiting{PID: t.pid, Since: t.since}, order)
+	return all[:n]
 }
 
 // First reports whether it is this ticket's turn with free devices free,

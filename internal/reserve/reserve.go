@@ -147,7 +147,7 @@ func devices(ctx context.Context, r Options) (*selector.Choice, *lease.Lease, er
 // refreshEvery.
 type settle struct {
 	keys        []string
-	heldBefore  map[string]bool
+	heldBefore  map[string]lease.State
 	since       map[int]time.Time // device -> when its lease went
 	lastRefresh time.Time
 }
@@ -159,14 +159,12 @@ func (s *settle) look(ctx context.Context, r Options, holders map[string]lease.S
 	}
 	newly := false
 	for i, k := range s.keys {
-		if _, leased := holders[k]; s.heldBefore[k] && !leased {
+		_, was := s.heldBefore[k]
+		if _, leased := holders[k]; was && !leased {
 			s.since[i], newly = now, true
 		}
 	}
-	s.heldBefore = map[string]bool{}
-	for k := range holders {
-		s.heldBefore[k] = true
-	}
+	s.heldBefore = holders
 	if newly || (len(s.since) > 0 && now.Sub(s.lastRefresh) >= refreshEvery) {
 		r.refreshBusy(ctx, s.keys)
 		s.lastRefresh = now

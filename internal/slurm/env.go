@@ -166,11 +166,8 @@ func (j *Job) readGPUs(vars map[string]string) error {
 
 // readTasks reads the step's task count for Launchable.
 func (j *Job) readTasks(vars map[string]string) error {
-	if j.StepID == "" {
-		return nil
-	}
 	v, ok := vars["SLURM_STEP_NUM_TASKS"]
-	if !ok {
+	if j.StepID == "" || !ok {
 		return nil
 	}
 	var err error
