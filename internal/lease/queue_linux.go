@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -170,30 +171,19 @@ func (t *Ticket) scan(locks []procLock) []Waiting {
 		}
 	}
 	t.stats = scanStats{}
-	var out []Waiting
 	known := map[ticketKey]Waiting{}
 	for pid, inos := range inodes {
-		w, ok, read := t.unread(pid, inos)
-		if read {
-			t.stats.pids++
-			w, ok = t.recall(pid, inos)
-			if !ok && t.seen == nil {
-				w, ok = t.ticketOf(pid, inos)
-			}
-		}
-		if ok {
+		if w, ok := t.ticket(pid, inos); ok {
 			known[ticketKey{pid, w.ino}] = w
-			out = append(out, w)
 		}
 	}
 	for k, w := range t.known {
 		if _, ok := known[k]; !ok && t.missed(w) {
 			known[k] = w
-			out = append(out, w)
 		}
 	}
 	t.known = known
-	return out
+	return slices.Collect(maps.Values(known))
 }
 
 // missed reports whether w, a ticket this look's read did not list, is
@@ -223,22 +213,34 @@ func (t *Ticket) queueID(qst *unix.Stat_t) fileID {
 	return t.names.id(t.qfd, qst)
 }
 
-// unread says whether a look reads pid's ticket: at a first look, later
-// only for a known ticket ahead; a known one behind is returned as it was
-// (w, ok), an unknown one (new, so behind) skipped.
-func (t *Ticket) unread(pid int, inos []uint64) (w Waiting, ok, read bool) {
-	if t.seen == nil {
-		return Waiting{}, false, true
-	}
-	for _, ino := range inos {
-		if w, found := t.known[ticketKey{pid, ino}]; found {
-			if t.older(w) {
-				return Waiting{}, false, true
-			}
-			return w, true, false
+// ticket is pid's ticket (one of inos) as a look finds it: read at a
+// first look, later only a known one ahead (looked up again); a known one
+// behind is kept as it was, an unknown one (new, so behind) skipped.
+func (t *Ticket) ticket(pid int, inos []uint64) (Waiting, bool) {
+	first := t.seen == nil
+	if !first {
+		i := slices.IndexFunc(inos, func(ino uint64) bool { _, ok := t.known[ticketKey{pid, ino}]; return ok })
+		if i < 0 {
+			return Waiting{}, false
+		}
+		if w := t.known[ticketKey{pid, inos[i]}]; !t.older(w) {
+			return w, true
 		}
 	}
-	return Waiting{}, false, false
+	t.stats.pids++
+	for _, ino := range inos {
+		// One the last look verified, still the file it was (by inode, not
+		// device: see lockNames).
+		if w, ok := t.known[ticketKey{pid, ino}]; ok {
+			if _, ok := t.lookup(w.file, w.UID, ino); ok {
+				return w, true
+			}
+		}
+	}
+	if !first {
+		return Waiting{}, false
+	}
+	return t.ticketOf(pid, inos)
 }
 
 // older reports whether w, dated as this waiter saw it lock, is ahead.
@@ -247,21 +249,6 @@ func (t *Ticket) older(w Waiting) bool {
 		w.Since = at
 	}
 	return w.before(Waiting{PID: t.pid, Since: t.since})
-}
-
-// recall finds pid's ticket among those the last look verified, still the
-// file it was (by inode, not device: see lockNames).
-func (t *Ticket) recall(pid int, inos []uint64) (Waiting, bool) {
-	for _, ino := range inos {
-		w, ok := t.known[ticketKey{pid, ino}]
-		if !ok {
-			continue
-		}
-		if _, ok := t.lookup(w.file, w.UID, ino); ok {
-			return w, true
-		}
-	}
-	return Waiting{}, false
 }
 
 // lookup reports whether name in the queue is a regular file of uid's
