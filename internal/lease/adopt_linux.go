@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"cmp"
 	"fmt"
 	"io/fs"
 	"path/filepath"
@@ -161,7 +162,7 @@ func lockEntry(dfd int, path, n string, limit int64) (e lockedEntry, why string,
 	e.fd = fd
 	if err := unix.Fstat(fd, &e.st); err != nil || fileKind(e.st.Mode) != "" || e.st.Nlink != 1 || e.st.Size > limit {
 		unix.Close(fd)
-		return e, fmt.Sprintf("%s is not a file amdrun makes (%s of %d bytes owned by %s)", n, fileKindOr(e.st.Mode), e.st.Size, ownerName(int(e.st.Uid))), nil
+		return e, fmt.Sprintf("%s is not a file amdrun makes (%s of %d bytes owned by %s)", n, cmp.Or(fileKind(e.st.Mode), "a regular file"), e.st.Size, ownerName(int(e.st.Uid))), nil
 	}
 	got, err := flockNB(fd, unix.LOCK_EX)
 	if err != nil || !got {

@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"cmp"
 	"fmt"
 	"io/fs"
 	"os"
@@ -211,7 +212,7 @@ func adoptable(dfd int, path string, st *unix.Stat_t) (string, error) {
 
 // notOurs is Init's refusal of what it found at path (st); why may be "".
 func notOurs(path string, st *unix.Stat_t, why string) error {
-	kind := fileKindOr(st.Mode)
+	kind := cmp.Or(fileKind(st.Mode), "a regular file")
 	if why != "" {
 		why = ": " + why
 	}

@@ -82,7 +82,7 @@ func (d *Dir) Enqueue(need, total int) (*Ticket, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Ticket{dir: d, need: need, total: total, rule: rule{Patience, Backfill}, perUser: MaxTicketsPerUser, now: time.Now, qfd: qfd, fd: -1, pid: os.Getpid()}
+	t := &Ticket{dir: d, need: need, total: total, rule: rule{Patience, Backfill}, perUser: MaxTicketsPerUser, now: time.Now, charged: map[ticketKey]time.Duration{}, qfd: qfd, fd: -1, pid: os.Getpid()}
 	if err := t.join(); err != nil {
 		unix.Close(qfd)
 		return nil, err
@@ -141,13 +141,6 @@ func (t *Ticket) make(start uint64) error {
 	t.name, t.fd = name, fd
 	t.since = time.Unix(st.Ctim.Unix())
 	return nil
-}
-
-func fileKindOr(mode uint32) string {
-	if k := fileKind(mode); k != "" {
-		return k
-	}
-	return "a regular file"
 }
 
 // scan finds the tickets the kernel vouches for in locks, this process's
@@ -369,9 +362,6 @@ func (t *Ticket) look(locks []procLock, free int, leasing map[int]bool) (bool, e
 		w := *by
 		t.heldBy = &w
 		if d := t.clock.spent - spent; d > 0 {
-			if t.charged == nil {
-				t.charged = map[ticketKey]time.Duration{}
-			}
 			t.charged[w.key()] += d
 		}
 	}

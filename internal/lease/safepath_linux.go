@@ -245,21 +245,14 @@ func readlinkat(dirfd int, name string) (string, error) {
 	return "", unix.ENAMETOOLONG
 }
 
+// fileKinds names the file types fileKind knows, "" for a regular file.
+var fileKinds = map[uint32]string{unix.S_IFREG: "", unix.S_IFLNK: "a symlink", unix.S_IFIFO: "a FIFO",
+	unix.S_IFDIR: "a directory", unix.S_IFSOCK: "a socket", unix.S_IFCHR: "a device node", unix.S_IFBLK: "a device node"}
+
 // fileKind names a file type that cannot be a lease file ("": regular).
 func fileKind(mode uint32) string {
-	switch mode & unix.S_IFMT {
-	case unix.S_IFREG:
-		return ""
-	case unix.S_IFLNK:
-		return "a symlink"
-	case unix.S_IFIFO:
-		return "a FIFO"
-	case unix.S_IFDIR:
-		return "a directory"
-	case unix.S_IFSOCK:
-		return "a socket"
-	case unix.S_IFCHR, unix.S_IFBLK:
-		return "a device node"
+	if k, ok := fileKinds[mode&unix.S_IFMT]; ok {
+		return k
 	}
 	return "not a regular file"
 }
