@@ -105,7 +105,8 @@ func (j *Job) readNodes(vars map[string]string, run func(name string, args ...st
 	}
 	listVar, list := first(vars, listVars...)
 	if list == "" {
-		return fmt.Errorf("slurm: SLURM_JOB_ID=%s is set but %s are not: %w", j.JobID, orList(listVars), ErrEnv)
+		return fmt.Errorf("slurm: SLURM_JOB_ID=%s is set but %s and %s are not: %w",
+			j.JobID, strings.Join(listVars[:len(listVars)-1], ", "), listVars[len(listVars)-1], ErrEnv)
 	}
 	var err error
 	if j.Hosts, err = Hostnames(list, run); err != nil {
@@ -240,11 +241,6 @@ func first(vars map[string]string, names ...string) (name, value string) {
 		}
 	}
 	return "", ""
-}
-
-// orList joins two or more names as "A, B and C".
-func orList(names []string) string {
-	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }
 
 // envInt parses a non-negative decimal variable: bare digits, as Slurm
