@@ -182,13 +182,12 @@ func (d *Dir) lockName(name string, create bool) (fd int, ok bool, err error) {
 			}
 			time.Sleep(time.Millisecond)
 		}
-		if err != nil {
+		if err != nil || !got {
 			unix.Close(fd)
-			return -1, false, fmt.Errorf("lease: flock %s: %w", filepath.Join(d.path, name), err)
-		}
-		if !got {
-			unix.Close(fd)
-			return -1, false, nil
+			if err != nil {
+				err = fmt.Errorf("lease: flock %s: %w", filepath.Join(d.path, name), err)
+			}
+			return -1, false, err
 		}
 		if stillNamed(d.fd, name, &st) {
 			return fd, true, nil
@@ -276,13 +275,11 @@ func (d *Dir) Held(keys []string) (map[string]State, error) {
 		}
 		// Exclusive, so that a shared lock (every Acquire fails) counts too.
 		free, err := flockNB(fd, unix.LOCK_EX)
-		if err != nil {
-			unix.Close(fd)
-			held[key] = d.fault(key, fmt.Errorf("lease: flock %s: %w", filepath.Join(d.path, names[i]), err))
-			continue
-		}
-		if free {
-			unix.Close(fd) // drops the probe
+		if err != nil || free {
+			unix.Close(fd) // and so the probe
+			if err != nil {
+				held[key] = d.fault(key, fmt.Errorf("lease: flock %s: %w", filepath.Join(d.path, names[i]), err))
+			}
 			continue
 		}
 		busy = append(busy, taken{key, fd, st})

@@ -197,14 +197,11 @@ func resolveHolder(locker int, id fileID) Holder {
 		return h
 	}
 	h := procHolder(locker)
-	switch {
-	case h.Gone:
-	case readable:
+	if !h.Gone && readable {
 		// Handed on (or the pid reused) to a process this one cannot see.
 		return Holder{PID: 0, UID: -1, Locker: locker}
-	default:
-		h.Unverified = true
 	}
+	h.Unverified = !h.Gone
 	return h
 }
 
