@@ -196,10 +196,8 @@ type Ticket struct {
 	need, total int
 	pid         int
 	since       time.Time // when it joined: the file's inode change time
-	// rule, perUser: Patience, Backfill, MaxTicketsPerUser (tests shorten them)
-	rule    rule
-	perUser int
-	now     func() time.Time
+	perUser     int       // MaxTicketsPerUser (tests change it)
+	now         func() time.Time
 
 	mu     sync.Mutex
 	qfd    int // the queue directory

@@ -82,7 +82,7 @@ func (d *Dir) Enqueue(need, total int) (*Ticket, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Ticket{dir: d, need: need, total: total, rule: rule{Patience, Backfill}, perUser: MaxTicketsPerUser, now: time.Now, charged: map[ticketKey]time.Duration{}, qfd: qfd, fd: -1, pid: os.Getpid()}
+	t := &Ticket{dir: d, need: need, total: total, perUser: MaxTicketsPerUser, now: time.Now, charged: map[ticketKey]time.Duration{}, qfd: qfd, fd: -1, pid: os.Getpid()}
 	if err := t.join(); err != nil {
 		unix.Close(qfd)
 		return nil, err
@@ -355,8 +355,8 @@ func (t *Ticket) look(locks []procLock, free int, leasing map[int]bool) (bool, e
 	ahead := t.ahead(locks)
 	t.refund(ahead, leasing)
 	spent := t.clock.spent
-	ok, by := t.rule.turn(ahead, free, t.now(), &t.clock)
-	t.front = t.clock.spent >= t.rule.patience || !slices.ContainsFunc(ahead, func(w Waiting) bool { return w.Need <= t.need })
+	ok, by := rule{Patience, Backfill}.turn(ahead, free, t.now(), &t.clock)
+	t.front = t.clock.spent >= Patience || !slices.ContainsFunc(ahead, func(w Waiting) bool { return w.Need <= t.need })
 	t.heldBy = nil
 	if by != nil {
 		w := *by
@@ -376,12 +376,8 @@ func (t *Ticket) refund(ahead []Waiting, leasing map[int]bool) {
 	if len(t.charged) == 0 || leasing == nil {
 		return
 	}
-	still := map[ticketKey]bool{}
-	for _, w := range ahead {
-		still[w.key()] = true
-	}
 	for k, c := range t.charged {
-		if still[k] {
+		if slices.ContainsFunc(ahead, func(w Waiting) bool { return w.key() == k }) {
 			continue
 		}
 		if leasing[k.pid] {
