@@ -260,8 +260,7 @@ func procHolder(pid int) Holder {
 		return h
 	}
 	if uid, ok := statusUID(status); ok {
-		h.UID = uid
-		h.User = userName(uid)
+		h.UID, h.User = uid, userName(uid)
 	}
 	cmdline, _ := readProcFile(dir+"/cmdline", maxProcFile)
 	h.Command = printable.String(strings.TrimSpace(strings.ReplaceAll(string(cmdline), "\x00", " ")), 200)

@@ -84,10 +84,8 @@ func FromEnvWith(env []string, run func(name string, args ...string) ([]byte, er
 	}
 	j := &Job{JobID: id, MasterPort: BasePort + jobID%PortSpan}
 	_, j.StepID = first(vars, "SLURM_STEP_ID", "SLURM_STEPID")
-	if err := j.readNodes(vars, run); err != nil {
-		return nil, err
-	}
-	if err := cmp.Or(j.readNodeID(vars), j.readGPUs(vars), j.readTasks(vars)); err != nil {
+	// In order: the node id is checked against the node count.
+	if err := cmp.Or(j.readNodes(vars, run), j.readNodeID(vars), j.readGPUs(vars), j.readTasks(vars)); err != nil {
 		return nil, err
 	}
 	j.het = hetSpan(vars)
