@@ -186,9 +186,8 @@ func (a *adoption) surveyQueue() (why string, err error) {
 	if err != nil {
 		return fmt.Sprintf("%s is not amdrun's queue: %v", queueDir, err), nil
 	}
-	q := &lockedEntry{fd: qfd}
-	a.queue = q
-	if err := unix.Fstat(qfd, &q.st); err != nil {
+	a.queue = &lockedEntry{fd: qfd}
+	if err := unix.Fstat(qfd, &a.queue.st); err != nil {
 		return "", fmt.Errorf("lease: %w", &fs.PathError{Op: "stat", Path: filepath.Join(a.path, queueDir), Err: err})
 	}
 	qpath := filepath.Join(a.path, queueDir)

@@ -114,15 +114,14 @@ func openOrMake(pfd int, abs string, rep *InitReport) (int, error) {
 // judge says whether the directory dfd is root's and, unless Init just
 // made it, one it may adopt.
 func judge(dfd int, abs string, rep *InitReport) error {
-	created := rep.Created
 	var st unix.Stat_t
 	if err := unix.Fstat(dfd, &st); err != nil {
 		return fmt.Errorf("lease: %w", &fs.PathError{Op: "stat", Path: abs, Err: err})
 	}
 	switch {
-	case created && st.Uid != 0:
+	case rep.Created && st.Uid != 0:
 		return fmt.Errorf("lease: %s: %w: not root's directory after making it", abs, ErrUnsafe)
-	case created:
+	case rep.Created:
 		return nil
 	case st.Mode&0o002 != 0 && st.Mode&unix.S_IFMT == unix.S_IFDIR:
 		return adoptDegraded(dfd, abs, &st, rep)

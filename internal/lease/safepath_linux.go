@@ -121,9 +121,7 @@ func (w *walker) next() error {
 	last := len(w.parts) == 0
 	top := w.stack[len(w.stack)-1]
 	if name == ".." {
-		if len(w.stack) > 1 {
-			w.popTo(len(w.stack) - 1)
-		}
+		w.popTo(max(len(w.stack)-1, 1)) // "/.." is "/"
 		return nil
 	}
 	p := filepath.Join(top.path, name)
@@ -214,10 +212,7 @@ func (w *walker) finish() (*walked, error) {
 // steady reports whether only root and owner can rename or replace the
 // entries of directory st.
 func steady(st *unix.Stat_t, owner uint32) bool {
-	if st.Uid != 0 && st.Uid != owner {
-		return false
-	}
-	return st.Mode&0o022 == 0 || st.Mode&unix.S_ISVTX != 0
+	return (st.Uid == 0 || st.Uid == owner) && (st.Mode&0o022 == 0 || st.Mode&unix.S_ISVTX != 0)
 }
 
 // safeLinkDir reports whether a symlink (link) in the directory dir may be

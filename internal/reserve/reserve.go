@@ -90,7 +90,7 @@ func devices(ctx context.Context, r Options) (*selector.Choice, *lease.Lease, er
 		return c, nil, err
 	}
 	var choice *selector.Choice
-	st := settle{keys: keys}
+	st := settle{keys: keys, since: map[int]time.Time{}}
 	choose := func(holders map[string]lease.State) ([]string, error) {
 		req := withHeld(r.Request, keys, holders)
 		if r.Refresh != nil {
@@ -154,9 +154,6 @@ type settle struct {
 
 // look refreshes the busy state as needed and marks settling devices held.
 func (s *settle) look(ctx context.Context, r Options, holders map[string]lease.State, now time.Time, held map[int]string) {
-	if s.since == nil {
-		s.since = map[int]time.Time{}
-	}
 	newly := false
 	for i, k := range s.keys {
 		_, was := s.heldBefore[k]
