@@ -149,18 +149,14 @@ func stillNamed(dfd int, name string, st *unix.Stat_t) bool {
 
 // flockNB takes how|LOCK_NB, retrying EINTR; false when another holds it.
 func flockNB(fd, how int) (bool, error) {
-	for {
-		err := unix.Flock(fd, how|unix.LOCK_NB)
-		switch err {
-		case nil:
-			return true, nil
-		case unix.EWOULDBLOCK:
-			return false, nil
-		case unix.EINTR:
-			continue
-		}
-		return false, err
+	var err error = unix.EINTR
+	for err == unix.EINTR {
+		err = unix.Flock(fd, how|unix.LOCK_NB)
 	}
+	if err == unix.EWOULDBLOCK {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // probeRetries is how many more times, 1 ms apart, a taken lock is tried
