@@ -508,10 +508,7 @@ func (d *Dir) cpuFilesMade(cpus []int) error {
 	if len(cpus) == 0 || d.fd < 0 || d.mayCreate() {
 		return nil
 	}
-	name, err := FileName(CPUKey(cpus[0]))
-	if err != nil {
-		return err
-	}
+	name, _ := FileName(CPUKey(cpus[0])) // a CPU key is always a file name
 	var st unix.Stat_t
 	if err := unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return fmt.Errorf("lease: %s: %w", filepath.Join(d.path, name), ErrNoCPUFiles)
