@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"cmp"
 	"fmt"
 	"io/fs"
 	"path/filepath"
@@ -82,9 +83,9 @@ func adoptDegraded(dfd int, abs string, st *unix.Stat_t, rep *InitReport) error 
 // afterSeize, when set (tests), runs before the second survey.
 var afterSeize func(path string)
 
-// refusal is adoptDegraded's error: err, else why as notOurs says it.
+// refusal is err, else why as notOurs says it, else nil.
 func refusal(abs string, st *unix.Stat_t, why string, err error) error {
-	if err != nil {
+	if err != nil || why == "" {
 		return err
 	}
 	return notOurs(abs, st, why)
@@ -161,7 +162,7 @@ func lockEntry(dfd int, path, n string, limit int64) (e lockedEntry, why string,
 	e.fd = fd
 	if err := unix.Fstat(fd, &e.st); err != nil || fileKind(e.st.Mode) != "" || e.st.Nlink != 1 || e.st.Size > limit {
 		unix.Close(fd)
-		return e, fmt.Sprintf("%s is not a file amdrun makes (%s of %d bytes owned by %s)", n, fileKindOr(e.st.Mode), e.st.Size, ownerName(int(e.st.Uid))), nil
+		return e, fmt.Sprintf("%s is not a file amdrun makes (%s of %d bytes owned by %s)", n, cmp.Or(fileKind(e.st.Mode), "a regular file"), e.st.Size, ownerName(int(e.st.Uid))), nil
 	}
 	got, err := flockNB(fd, unix.LOCK_EX)
 	if err != nil || !got {
@@ -185,9 +186,8 @@ func (a *adoption) surveyQueue() (why string, err error) {
 	if err != nil {
 		return fmt.Sprintf("%s is not amdrun's queue: %v", queueDir, err), nil
 	}
-	q := &lockedEntry{fd: qfd}
-	a.queue = q
-	if err := unix.Fstat(qfd, &q.st); err != nil {
+	a.queue = &lockedEntry{fd: qfd}
+	if err := unix.Fstat(qfd, &a.queue.st); err != nil {
 		return "", fmt.Errorf("lease: %w", &fs.PathError{Op: "stat", Path: filepath.Join(a.path, queueDir), Err: err})
 	}
 	qpath := filepath.Join(a.path, queueDir)

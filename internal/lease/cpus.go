@@ -23,11 +23,8 @@ func CPUKey(c int) string { return cpuKeyPrefix + strconv.Itoa(c) }
 // CPUOfKey returns the CPU of a CPU lease key; false for any other key.
 func CPUOfKey(key string) (int, bool) {
 	rest, ok := strings.CutPrefix(key, cpuKeyPrefix)
-	if !ok {
-		return 0, false
-	}
 	c, err := strconv.Atoi(rest)
-	if err != nil || c < 0 || strconv.Itoa(c) != rest {
+	if !ok || err != nil || c < 0 || strconv.Itoa(c) != rest {
 		return 0, false
 	}
 	return c, true

@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"cmp"
 	"fmt"
 	"io/fs"
 	"os"
@@ -113,27 +114,22 @@ func openOrMake(pfd int, abs string, rep *InitReport) (int, error) {
 // judge says whether the directory dfd is root's and, unless Init just
 // made it, one it may adopt.
 func judge(dfd int, abs string, rep *InitReport) error {
-	created := rep.Created
 	var st unix.Stat_t
 	if err := unix.Fstat(dfd, &st); err != nil {
 		return fmt.Errorf("lease: %w", &fs.PathError{Op: "stat", Path: abs, Err: err})
 	}
-	if !created && st.Mode&0o002 != 0 && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+	switch {
+	case rep.Created && st.Uid != 0:
+		return fmt.Errorf("lease: %s: %w: not root's directory after making it", abs, ErrUnsafe)
+	case rep.Created:
+		return nil
+	case st.Mode&0o002 != 0 && st.Mode&unix.S_IFMT == unix.S_IFDIR:
 		return adoptDegraded(dfd, abs, &st, rep)
-	}
-	if st.Uid != 0 && !created {
+	case st.Uid != 0:
 		return notOurs(abs, &st, "")
 	}
-	if st.Uid != 0 {
-		return fmt.Errorf("lease: %s: %w: not root's directory after making it", abs, ErrUnsafe)
-	}
-	if created {
-		return nil
-	}
-	if why, err := adoptable(dfd, abs, &st); err != nil || why != "" {
-		return refusal(abs, &st, why, err)
-	}
-	return nil
+	why, err := adoptable(dfd, abs, &st)
+	return refusal(abs, &st, why, err)
 }
 
 // fill gives the directory dfd its mode, marker, node lock, a lock file
@@ -215,7 +211,7 @@ func adoptable(dfd int, path string, st *unix.Stat_t) (string, error) {
 
 // notOurs is Init's refusal of what it found at path (st); why may be "".
 func notOurs(path string, st *unix.Stat_t, why string) error {
-	kind := fileKindOr(st.Mode)
+	kind := cmp.Or(fileKind(st.Mode), "a regular file")
 	if why != "" {
 		why = ": " + why
 	}

@@ -115,10 +115,8 @@ func (h Holder) String() string {
 		b.WriteString(" (exited; the job's processes keep the lease)")
 	case who != "" && cmd != "":
 		fmt.Fprintf(&b, " (%s: %s)", who, cmd)
-	case who != "":
-		fmt.Fprintf(&b, " (%s)", who)
-	case cmd != "":
-		fmt.Fprintf(&b, " (%s)", cmd)
+	case who+cmd != "": // one of them
+		fmt.Fprintf(&b, " (%s)", who+cmd)
 	}
 	if !h.Start.IsZero() {
 		b.WriteString(", started " + h.Start.Format("15:04:05"))
@@ -186,7 +184,6 @@ func (d *Dir) warnOnce(key, format string, args ...any) {
 
 // Lease is a set of devices held until Release (or their files' last close).
 type Lease struct {
-	dir  *Dir
 	keys []string
 	mu   sync.Mutex
 	fds  []int
@@ -199,10 +196,8 @@ type Ticket struct {
 	need, total int
 	pid         int
 	since       time.Time // when it joined: the file's inode change time
-	// rule, perUser: Patience, Backfill, MaxTicketsPerUser (tests shorten them)
-	rule    rule
-	perUser int
-	now     func() time.Time
+	perUser     int       // MaxTicketsPerUser (tests change it)
+	now         func() time.Time
 
 	mu     sync.Mutex
 	qfd    int // the queue directory

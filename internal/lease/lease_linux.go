@@ -102,18 +102,14 @@ func (d *Dir) lockFile(name string, create bool) (int, unix.Stat_t, error) {
 				return -1, st, fmt.Errorf("lease: %w", &fs.PathError{Op: "open", Path: path, Err: fs.ErrNotExist})
 			}
 			fd, err := unix.Openat(d.fd, name, unix.O_RDONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NOCTTY, 0o644)
-			if err == unix.EEXIST {
-				continue
-			}
-			if err != nil {
+			if err != nil && err != unix.EEXIST {
 				return -1, st, fmt.Errorf("lease: %w: cannot create %s: %w", ErrUnsafe, path, err)
 			}
-			_ = unix.Fchmod(fd, 0o644)
-			if err := unix.Fstat(fd, &st); err != nil {
+			if err == nil {
+				_ = unix.Fchmod(fd, 0o644)
 				unix.Close(fd)
-				return -1, st, fmt.Errorf("lease: %w", &fs.PathError{Op: "stat", Path: path, Err: err})
 			}
-			return fd, st, nil
+			continue // open it as any other
 		}
 		if err != nil {
 			return -1, st, fmt.Errorf("lease: %w", &fs.PathError{Op: "stat", Path: path, Err: err})
@@ -153,18 +149,14 @@ func stillNamed(dfd int, name string, st *unix.Stat_t) bool {
 
 // flockNB takes how|LOCK_NB, retrying EINTR; false when another holds it.
 func flockNB(fd, how int) (bool, error) {
-	for {
-		err := unix.Flock(fd, how|unix.LOCK_NB)
-		switch err {
-		case nil:
-			return true, nil
-		case unix.EWOULDBLOCK:
-			return false, nil
-		case unix.EINTR:
-			continue
-		}
-		return false, err
+	var err error = unix.EINTR
+	for err == unix.EINTR {
+		err = unix.Flock(fd, how|unix.LOCK_NB)
 	}
+	if err == unix.EWOULDBLOCK {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // probeRetries is how many more times, 1 ms apart, a taken lock is tried
@@ -186,13 +178,12 @@ func (d *Dir) lockName(name string, create bool) (fd int, ok bool, err error) {
 			}
 			time.Sleep(time.Millisecond)
 		}
-		if err != nil {
+		if err != nil || !got {
 			unix.Close(fd)
-			return -1, false, fmt.Errorf("lease: flock %s: %w", filepath.Join(d.path, name), err)
-		}
-		if !got {
-			unix.Close(fd)
-			return -1, false, nil
+			if err != nil {
+				err = fmt.Errorf("lease: flock %s: %w", filepath.Join(d.path, name), err)
+			}
+			return -1, false, err
 		}
 		if stillNamed(d.fd, name, &st) {
 			return fd, true, nil
@@ -280,13 +271,11 @@ func (d *Dir) Held(keys []string) (map[string]State, error) {
 		}
 		// Exclusive, so that a shared lock (every Acquire fails) counts too.
 		free, err := flockNB(fd, unix.LOCK_EX)
-		if err != nil {
-			unix.Close(fd)
-			held[key] = d.fault(key, fmt.Errorf("lease: flock %s: %w", filepath.Join(d.path, names[i]), err))
-			continue
-		}
-		if free {
-			unix.Close(fd) // drops the probe
+		if err != nil || free {
+			unix.Close(fd) // and so the probe
+			if err != nil {
+				held[key] = d.fault(key, fmt.Errorf("lease: flock %s: %w", filepath.Join(d.path, names[i]), err))
+			}
 			continue
 		}
 		busy = append(busy, taken{key, fd, st})
@@ -345,7 +334,7 @@ func (d *Dir) Acquire(keys []string) (*Lease, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Lease{dir: d, keys: append([]string(nil), keys...)}
+	l := &Lease{keys: append([]string(nil), keys...)}
 	for i, key := range keys {
 		fd, ok, err := d.lockName(names[i], d.mayCreate())
 		if err != nil {
@@ -420,16 +409,6 @@ func names(dirfd int, path string) ([]string, error) {
 	return n, nil
 }
 
-// inPlace checks that the path still leads to the directory open: a job
-// must not lease where jobs opening the path would not see it.
-func (d *Dir) inPlace() error {
-	var st unix.Stat_t
-	if err := unix.Stat(d.path, &st); err != nil || st.Dev != d.dev || st.Ino != d.ino {
-		return fmt.Errorf("lease: lease directory %s was moved or replaced while this job chose devices; run the job again", d.path)
-	}
-	return nil
-}
-
 // Claim leases the devices choose picks (given Held of all) under the
 // node lock: once with poll <= 0, else queued for need devices, every poll
 // until a lease or ctx is done (an error wrapping ctx.Err()). A full queue
@@ -479,13 +458,6 @@ func (d *Dir) Claim(ctx context.Context, all []string, need int, choose Chooser,
 // errNotYourTurn: the queue holds this waiter back (see Ticket.HeldBy).
 var errNotYourTurn = fmt.Errorf("%w: an older job in the queue goes first", ErrBusy)
 
-// newcomer applies the queue's rule to a job not in it as if it came
-// last, patience spent: a ticket that waited Backfill still goes first.
-func (d *Dir) newcomer(free, total int) (bool, *Waiting) {
-	c := clock{spent: Patience}
-	return rule{Patience, Backfill}.turn(d.Queue(total), free, time.Now(), &c)
-}
-
 // claimOnce is one try under the node lock: the free count, the queue's
 // turn (t set) and the lease all under one lock.
 func (d *Dir) claimOnce(ctx context.Context, all []string, choose Chooser, t *Ticket) (*Lease, error) {
@@ -494,8 +466,10 @@ func (d *Dir) claimOnce(ctx context.Context, all []string, choose Chooser, t *Ti
 		return nil, err
 	}
 	defer unlock()
-	if err := d.inPlace(); err != nil {
-		return nil, err
+	// A job must not lease where jobs opening the path would not see it.
+	var st unix.Stat_t
+	if err := unix.Stat(d.path, &st); err != nil || st.Dev != d.dev || st.Ino != d.ino {
+		return nil, fmt.Errorf("lease: lease directory %s was moved or replaced while this job chose devices; run the job again", d.path)
 	}
 	held, err := d.Held(all)
 	if err != nil {
@@ -517,8 +491,11 @@ func (d *Dir) claimOnce(ctx context.Context, all []string, choose Chooser, t *Ti
 	}
 	// Read the queue only once devices are there (issue 36.7: 256 jobs
 	// each reading it under the lock first, one in five joined after 110 s).
+	// A job not in the queue goes as if it came last, patience spent: a
+	// ticket that waited Backfill still goes first.
 	if t == nil {
-		if ok, by := d.newcomer(free, len(all)); !ok {
+		c := clock{spent: Patience}
+		if ok, by := (rule{Patience, Backfill}).turn(d.Queue(len(all)), free, time.Now(), &c); !ok {
 			return nil, fmt.Errorf("lease: %w: a job waiting longer than %s keeps its place in the queue: %s", ErrBusy, Backfill, by)
 		}
 	}
@@ -531,10 +508,7 @@ func (d *Dir) cpuFilesMade(cpus []int) error {
 	if len(cpus) == 0 || d.fd < 0 || d.mayCreate() {
 		return nil
 	}
-	name, err := FileName(CPUKey(cpus[0]))
-	if err != nil {
-		return err
-	}
+	name, _ := FileName(CPUKey(cpus[0])) // a CPU key is always a file name
 	var st unix.Stat_t
 	if err := unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return fmt.Errorf("lease: %s: %w", filepath.Join(d.path, name), ErrNoCPUFiles)

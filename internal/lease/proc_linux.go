@@ -86,16 +86,6 @@ func readProcFile(path string, limit int64) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(f, limit))
 }
 
-// dirNames lists the directory at path, unsorted.
-func dirNames(path string) ([]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return f.Readdirnames(-1)
-}
-
 func readProcLocks() []procLock {
 	b, _ := readProcFile("/proc/locks", 16<<20)
 	return parseProcLocks(b)
@@ -171,7 +161,7 @@ func lockLine(fdinfo []byte, id fileID) bool {
 // lock on id; readable is false when /proc does not let this process look.
 func holds(pid int, id fileID, budget *int) (held, readable bool) {
 	dir := "/proc/" + strconv.Itoa(pid) + "/fdinfo"
-	fds, err := dirNames(dir)
+	fds, err := os.ReadDir(dir)
 	if err != nil {
 		return false, false
 	}
@@ -179,7 +169,7 @@ func holds(pid int, id fileID, budget *int) (held, readable bool) {
 		if *budget--; *budget < 0 {
 			return false, true
 		}
-		b, err := readProcFile(dir+"/"+fd, 64<<10)
+		b, err := readProcFile(dir+"/"+fd.Name(), 64<<10)
 		if err == nil && lockLine(b, id) {
 			return true, true
 		}
@@ -207,26 +197,23 @@ func resolveHolder(locker int, id fileID) Holder {
 		return h
 	}
 	h := procHolder(locker)
-	switch {
-	case h.Gone:
-	case readable:
+	if !h.Gone && readable {
 		// Handed on (or the pid reused) to a process this one cannot see.
 		return Holder{PID: 0, UID: -1, Locker: locker}
-	default:
-		h.Unverified = true
 	}
+	h.Unverified = !h.Gone
 	return h
 }
 
 // searchHolder looks through /proc for a process holding the lock on id.
 func searchHolder(id fileID, locker int, budget *int) (Holder, bool) {
-	ents, err := dirNames("/proc")
+	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return Holder{}, false
 	}
 	var pids []int
 	for _, e := range ents {
-		if pid, err := strconv.Atoi(e); err == nil && pid != locker {
+		if pid, err := strconv.Atoi(e.Name()); err == nil && pid != locker {
 			pids = append(pids, pid)
 		}
 	}
@@ -273,8 +260,7 @@ func procHolder(pid int) Holder {
 		return h
 	}
 	if uid, ok := statusUID(status); ok {
-		h.UID = uid
-		h.User = userName(uid)
+		h.UID, h.User = uid, userName(uid)
 	}
 	cmdline, _ := readProcFile(dir+"/cmdline", maxProcFile)
 	h.Command = printable.String(strings.TrimSpace(strings.ReplaceAll(string(cmdline), "\x00", " ")), 200)

@@ -65,13 +65,7 @@ func counting(all []Waiting, perUser int) []Waiting {
 	s := slices.Clone(all)
 	slices.SortFunc(s, order)
 	seen := map[int]int{}
-	out := s[:0]
-	for _, w := range s {
-		if seen[w.UID]++; seen[w.UID] <= perUser {
-			out = append(out, w)
-		}
-	}
-	return out
+	return slices.DeleteFunc(s, func(w Waiting) bool { seen[w.UID]++; return seen[w.UID] > perUser })
 }
 
 // scanStats counts one look's work for tests: pids looked at, names looked up.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -62,14 +63,11 @@ const maxJoinTries = 8
 // selfStart is this process's start time in clock ticks after boot.
 func selfStart() (uint64, error) {
 	b, err := readProcFile("/proc/self/stat", 64<<10)
-	if err != nil {
-		return 0, err
-	}
 	t, ok := startTicks(b)
-	if !ok {
-		return 0, fmt.Errorf("cannot read the start time in /proc/self/stat")
+	if !ok && err == nil {
+		err = errors.New("cannot read the start time in /proc/self/stat")
 	}
-	return t, nil
+	return t, err
 }
 
 // Enqueue joins the queue for need of total devices with this process's
@@ -84,7 +82,7 @@ func (d *Dir) Enqueue(need, total int) (*Ticket, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Ticket{dir: d, need: need, total: total, rule: rule{Patience, Backfill}, perUser: MaxTicketsPerUser, now: time.Now, qfd: qfd, fd: -1, pid: os.Getpid()}
+	t := &Ticket{dir: d, need: need, total: total, perUser: MaxTicketsPerUser, now: time.Now, charged: map[ticketKey]time.Duration{}, qfd: qfd, fd: -1, pid: os.Getpid()}
 	if err := t.join(); err != nil {
 		unix.Close(qfd)
 		return nil, err
@@ -145,13 +143,6 @@ func (t *Ticket) make(start uint64) error {
 	return nil
 }
 
-func fileKindOr(mode uint32) string {
-	if k := fileKind(mode); k != "" {
-		return k
-	}
-	return "a regular file"
-}
-
 // scan finds the tickets the kernel vouches for in locks, this process's
 // excluded, in no order; past a first look nothing is read for a ticket
 // behind (issue 36.7). /proc/locks, read a page at a time, can miss a lock
@@ -173,30 +164,19 @@ func (t *Ticket) scan(locks []procLock) []Waiting {
 		}
 	}
 	t.stats = scanStats{}
-	var out []Waiting
 	known := map[ticketKey]Waiting{}
 	for pid, inos := range inodes {
-		w, ok, read := t.unread(pid, inos)
-		if read {
-			t.stats.pids++
-			w, ok = t.recall(pid, inos)
-			if !ok && t.seen == nil {
-				w, ok = t.ticketOf(pid, inos)
-			}
-		}
-		if ok {
+		if w, ok := t.ticket(pid, inos); ok {
 			known[ticketKey{pid, w.ino}] = w
-			out = append(out, w)
 		}
 	}
 	for k, w := range t.known {
 		if _, ok := known[k]; !ok && t.missed(w) {
 			known[k] = w
-			out = append(out, w)
 		}
 	}
 	t.known = known
-	return out
+	return slices.Collect(maps.Values(known))
 }
 
 // missed reports whether w, a ticket this look's read did not list, is
@@ -226,22 +206,34 @@ func (t *Ticket) queueID(qst *unix.Stat_t) fileID {
 	return t.names.id(t.qfd, qst)
 }
 
-// unread says whether a look reads pid's ticket: at a first look, later
-// only for a known ticket ahead; a known one behind is returned as it was
-// (w, ok), an unknown one (new, so behind) skipped.
-func (t *Ticket) unread(pid int, inos []uint64) (w Waiting, ok, read bool) {
-	if t.seen == nil {
-		return Waiting{}, false, true
-	}
-	for _, ino := range inos {
-		if w, found := t.known[ticketKey{pid, ino}]; found {
-			if t.older(w) {
-				return Waiting{}, false, true
-			}
-			return w, true, false
+// ticket is pid's ticket (one of inos) as a look finds it: read at a
+// first look, later only a known one ahead (looked up again); a known one
+// behind is kept as it was, an unknown one (new, so behind) skipped.
+func (t *Ticket) ticket(pid int, inos []uint64) (Waiting, bool) {
+	first := t.seen == nil
+	if !first {
+		i := slices.IndexFunc(inos, func(ino uint64) bool { _, ok := t.known[ticketKey{pid, ino}]; return ok })
+		if i < 0 {
+			return Waiting{}, false
+		}
+		if w := t.known[ticketKey{pid, inos[i]}]; !t.older(w) {
+			return w, true
 		}
 	}
-	return Waiting{}, false, false
+	t.stats.pids++
+	for _, ino := range inos {
+		// One the last look verified, still the file it was (by inode, not
+		// device: see lockNames).
+		if w, ok := t.known[ticketKey{pid, ino}]; ok {
+			if _, ok := t.lookup(w.file, w.UID, ino); ok {
+				return w, true
+			}
+		}
+	}
+	if !first {
+		return Waiting{}, false
+	}
+	return t.ticketOf(pid, inos)
 }
 
 // older reports whether w, dated as this waiter saw it lock, is ahead.
@@ -250,21 +242,6 @@ func (t *Ticket) older(w Waiting) bool {
 		w.Since = at
 	}
 	return w.before(Waiting{PID: t.pid, Since: t.since})
-}
-
-// recall finds pid's ticket among those the last look verified, still the
-// file it was (by inode, not device: see lockNames).
-func (t *Ticket) recall(pid int, inos []uint64) (Waiting, bool) {
-	for _, ino := range inos {
-		w, ok := t.known[ticketKey{pid, ino}]
-		if !ok {
-			continue
-		}
-		if _, ok := t.lookup(w.file, w.UID, ino); ok {
-			return w, true
-		}
-	}
-	return Waiting{}, false
 }
 
 // lookup reports whether name in the queue is a regular file of uid's
@@ -358,14 +335,9 @@ func parseTicket(b []byte, total int) (int, bool) {
 
 // ahead is the counting tickets older than this one, oldest first.
 func (t *Ticket) ahead(locks []procLock) []Waiting {
-	me := Waiting{PID: t.pid, Since: t.since}
-	var out []Waiting
-	for _, w := range counting(t.aged(t.scan(locks)), t.perUser) {
-		if w.before(me) {
-			out = append(out, w)
-		}
-	}
-	return out
+	all := counting(t.aged(t.scan(locks)), t.perUser)
+	n, _ := slices.BinarySearchFunc(all, Waiting{PID: t.pid, Since: t.since}, order)
+	return all[:n]
 }
 
 // First reports whether it is this ticket's turn with free devices free,
@@ -383,16 +355,13 @@ func (t *Ticket) look(locks []procLock, free int, leasing map[int]bool) (bool, e
 	ahead := t.ahead(locks)
 	t.refund(ahead, leasing)
 	spent := t.clock.spent
-	ok, by := t.rule.turn(ahead, free, t.now(), &t.clock)
-	t.front = t.clock.spent >= t.rule.patience || !slices.ContainsFunc(ahead, func(w Waiting) bool { return w.Need <= t.need })
+	ok, by := rule{Patience, Backfill}.turn(ahead, free, t.now(), &t.clock)
+	t.front = t.clock.spent >= Patience || !slices.ContainsFunc(ahead, func(w Waiting) bool { return w.Need <= t.need })
 	t.heldBy = nil
 	if by != nil {
 		w := *by
 		t.heldBy = &w
 		if d := t.clock.spent - spent; d > 0 {
-			if t.charged == nil {
-				t.charged = map[ticketKey]time.Duration{}
-			}
 			t.charged[w.key()] += d
 		}
 	}
@@ -407,12 +376,8 @@ func (t *Ticket) refund(ahead []Waiting, leasing map[int]bool) {
 	if len(t.charged) == 0 || leasing == nil {
 		return
 	}
-	still := map[ticketKey]bool{}
-	for _, w := range ahead {
-		still[w.key()] = true
-	}
 	for k, c := range t.charged {
-		if still[k] {
+		if slices.ContainsFunc(ahead, func(w Waiting) bool { return w.key() == k }) {
 			continue
 		}
 		if leasing[k.pid] {

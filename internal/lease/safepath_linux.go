@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -85,12 +86,7 @@ func MkdirAll(pfx, what, path string, perm uint32) (*os.File, error) {
 	return os.NewFile(uintptr(w.fd), filepath.Clean(path)), nil
 }
 
-func (w *walker) close() {
-	for _, s := range w.stack {
-		unix.Close(s.fd)
-	}
-	w.stack = nil
-}
+func (w *walker) close() { w.popTo(0) }
 
 // push keeps fd, already open, as the next directory.
 func (w *walker) push(fd int, path string) error {
@@ -125,9 +121,7 @@ func (w *walker) next() error {
 	last := len(w.parts) == 0
 	top := w.stack[len(w.stack)-1]
 	if name == ".." {
-		if len(w.stack) > 1 {
-			w.popTo(len(w.stack) - 1)
-		}
+		w.popTo(max(len(w.stack)-1, 1)) // "/.." is "/"
 		return nil
 	}
 	p := filepath.Join(top.path, name)
@@ -218,33 +212,18 @@ func (w *walker) finish() (*walked, error) {
 // steady reports whether only root and owner can rename or replace the
 // entries of directory st.
 func steady(st *unix.Stat_t, owner uint32) bool {
-	if st.Uid != 0 && st.Uid != owner {
-		return false
-	}
-	return st.Mode&0o022 == 0 || st.Mode&unix.S_ISVTX != 0
+	return (st.Uid == 0 || st.Uid == owner) && (st.Mode&0o022 == 0 || st.Mode&unix.S_ISVTX != 0)
 }
 
 // safeLinkDir reports whether a symlink (link) in the directory dir may be
 // followed: only root and this user can have put it there.
 func safeLinkDir(dir, link *unix.Stat_t) bool {
 	me := uint32(os.Geteuid())
-	if dir.Uid != 0 && dir.Uid != me {
-		return false
-	}
-	if dir.Mode&0o022 == 0 {
-		return true
-	}
-	return dir.Mode&unix.S_ISVTX != 0 && (link.Uid == 0 || link.Uid == me)
+	return steady(dir, me) && (dir.Mode&0o022 == 0 || link.Uid == 0 || link.Uid == me)
 }
 
 func splitPath(p string) []string {
-	var out []string
-	for _, s := range strings.Split(p, "/") {
-		if s != "" && s != "." {
-			out = append(out, s)
-		}
-	}
-	return out
+	return slices.DeleteFunc(strings.Split(p, "/"), func(s string) bool { return s == "" || s == "." })
 }
 
 func readlinkat(dirfd int, name string) (string, error) {
@@ -261,21 +240,14 @@ func readlinkat(dirfd int, name string) (string, error) {
 	return "", unix.ENAMETOOLONG
 }
 
+// fileKinds names the file types fileKind knows, "" for a regular file.
+var fileKinds = map[uint32]string{unix.S_IFREG: "", unix.S_IFLNK: "a symlink", unix.S_IFIFO: "a FIFO",
+	unix.S_IFDIR: "a directory", unix.S_IFSOCK: "a socket", unix.S_IFCHR: "a device node", unix.S_IFBLK: "a device node"}
+
 // fileKind names a file type that cannot be a lease file ("": regular).
 func fileKind(mode uint32) string {
-	switch mode & unix.S_IFMT {
-	case unix.S_IFREG:
-		return ""
-	case unix.S_IFLNK:
-		return "a symlink"
-	case unix.S_IFIFO:
-		return "a FIFO"
-	case unix.S_IFDIR:
-		return "a directory"
-	case unix.S_IFSOCK:
-		return "a socket"
-	case unix.S_IFCHR, unix.S_IFBLK:
-		return "a device node"
+	if k, ok := fileKinds[mode&unix.S_IFMT]; ok {
+		return k
 	}
 	return "not a regular file"
 }

@@ -47,14 +47,11 @@ func (d *Dir) watch(keys []string) *wake {
 	}
 	w := &wake{f: os.NewFile(uintptr(fd), "inotify")}
 	// A watch on a directory swapped since Open costs wake-ups, not
-	// safety: inPlace refuses it, and waiters look every idleLook.
+	// safety: claimOnce refuses it, and waiters look every idleLook.
 	w.queueWD, err = unix.InotifyAddWatch(fd, filepath.Join(d.path, queueDir), queueMask|unix.IN_ONLYDIR|unix.IN_DONT_FOLLOW)
 	for _, n := range names {
-		if err == nil {
-			_, err = unix.InotifyAddWatch(fd, filepath.Join(d.path, n), leaseMask|unix.IN_DONT_FOLLOW)
-			if err == unix.ENOENT {
-				err = nil
-			}
+		if _, e := unix.InotifyAddWatch(fd, filepath.Join(d.path, n), leaseMask|unix.IN_DONT_FOLLOW); err == nil && e != unix.ENOENT {
+			err = e
 		}
 	}
 	if err != nil {

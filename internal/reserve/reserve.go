@@ -4,7 +4,6 @@
 package reserve
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,21 +14,22 @@ import (
 	"github.com/amdrun/amdrun/internal/topology"
 )
 
-// DefaultWaitPoll is how often a job queued for devices looks again.
-const DefaultWaitPoll = 200 * time.Millisecond
-
-// SettleTime is how long a queued job keeps waiting for a device whose
-// lease was just released but which a fresh discovery still shows busy:
-// the driver frees a dead job's memory a little later (90 ms on the H200).
-const SettleTime = 10 * time.Second
+// Variables so that tests shorten them.
+var (
+	// waitPoll is how often a job queued for devices looks again.
+	waitPoll = 200 * time.Millisecond
+	// settleTime is how long a queued job keeps waiting for a device whose
+	// lease was just released but which a fresh discovery still shows busy:
+	// the driver frees a dead job's memory a little later (90 ms on the H200).
+	settleTime = 10 * time.Second
+	// nodeLockWait bounds how long a job that does not --wait waits for the
+	// node lock: jobs hold it for milliseconds, so one held for seconds is
+	// stuck, and the job fails naming the holder instead of hanging.
+	nodeLockWait = 3 * time.Second
+)
 
 // refreshEvery spaces the discoveries (vendor tool runs) while settling.
 const refreshEvery = 500 * time.Millisecond
-
-// NodeLockWait bounds how long a job that does not --wait waits for the
-// node lock: jobs hold it for milliseconds, so one held for seconds is
-// stuck, and the job fails naming the holder instead of hanging.
-const NodeLockWait = 3 * time.Second
 
 // Options is what Devices needs; zero values are documented per field.
 type Options struct {
@@ -42,13 +42,9 @@ type Options struct {
 	// DryRun selects among the devices no one leases but takes no lease.
 	DryRun bool
 	// Wait is how long to wait for devices other jobs hold and for the
-	// node lock, in all: 0 waits for nothing but NodeLockWait for the node
+	// node lock, in all: 0 waits for nothing but nodeLockWait for the node
 	// lock, < 0 waits without limit.
 	Wait time.Duration
-	// Poll is how often a queued job looks again; 0 means DefaultWaitPoll.
-	Poll time.Duration
-	// LockWait bounds the node lock's wait when Wait is 0 (0: NodeLockWait).
-	LockWait time.Duration
 	// Queued, when set, is called once with the reason when the job
 	// starts waiting; ahead is lease.Dir.Queue, the jobs queued before it.
 	Queued func(want int, why error, ahead []lease.Waiting)
@@ -56,8 +52,6 @@ type Options struct {
 	// when a device another job leased becomes free and takes the fresh
 	// busy state: a leased device is usually busy with that job's memory.
 	Refresh func(context.Context) (*topology.Model, error)
-	// Settle bounds the wait for a released device to settle (0: SettleTime).
-	Settle time.Duration
 }
 
 // Devices chooses the devices and leases them: selection runs under the
@@ -96,7 +90,7 @@ func devices(ctx context.Context, r Options) (*selector.Choice, *lease.Lease, er
 		return c, nil, err
 	}
 	var choice *selector.Choice
-	st := settle{keys: keys}
+	st := settle{keys: keys, since: map[int]time.Time{}}
 	choose := func(holders map[string]lease.State) ([]string, error) {
 		req := withHeld(r.Request, keys, holders)
 		if r.Refresh != nil {
@@ -121,7 +115,7 @@ func devices(ctx context.Context, r Options) (*selector.Choice, *lease.Lease, er
 	need := max(r.Request.N, 1)
 	wctx, limit := ctx, r.Wait // without Wait, only the node lock's wait is bounded
 	if r.Wait == 0 {
-		limit = cmp.Or(max(r.LockWait, 0), NodeLockWait)
+		limit = nodeLockWait
 	}
 	if limit > 0 {
 		var cancel context.CancelFunc
@@ -143,42 +137,37 @@ func devices(ctx context.Context, r Options) (*selector.Choice, *lease.Lease, er
 		}
 		r.Queued(want, unwrapBusy(err), r.Leases.Queue(len(keys)))
 	}
-	l, err = r.Leases.Claim(wctx, keys, need, choose, cmp.Or(max(r.Poll, 0), DefaultWaitPoll))
+	l, err = r.Leases.Claim(wctx, keys, need, choose, waitPoll)
 	return choice, l, r.explain(ctx, err)
 }
 
 // settle follows the devices other jobs release: one leased at the last
 // look and free now makes the node be discovered again, and if still busy
-// is waited for as if leased, up to SettleTime, rediscovered every
+// is waited for as if leased, up to settleTime, rediscovered every
 // refreshEvery.
 type settle struct {
 	keys        []string
-	heldBefore  map[string]bool
+	heldBefore  map[string]lease.State
 	since       map[int]time.Time // device -> when its lease went
 	lastRefresh time.Time
 }
 
 // look refreshes the busy state as needed and marks settling devices held.
 func (s *settle) look(ctx context.Context, r Options, holders map[string]lease.State, now time.Time, held map[int]string) {
-	if s.since == nil {
-		s.since = map[int]time.Time{}
-	}
 	newly := false
 	for i, k := range s.keys {
-		if _, leased := holders[k]; s.heldBefore[k] && !leased {
+		_, was := s.heldBefore[k]
+		if _, leased := holders[k]; was && !leased {
 			s.since[i], newly = now, true
 		}
 	}
-	s.heldBefore = map[string]bool{}
-	for k := range holders {
-		s.heldBefore[k] = true
-	}
+	s.heldBefore = holders
 	if newly || (len(s.since) > 0 && now.Sub(s.lastRefresh) >= refreshEvery) {
 		r.refreshBusy(ctx, s.keys)
 		s.lastRefresh = now
 	}
 	for i, t0 := range s.since {
-		if !r.Model.Devices[i].Busy || now.Sub(t0) > cmp.Or(max(r.Settle, 0), SettleTime) {
+		if !r.Model.Devices[i].Busy || now.Sub(t0) > settleTime {
 			delete(s.since, i)
 			continue
 		}

@@ -43,6 +43,15 @@ func leaseDir(t *testing.T) *lease.Dir {
 	return d
 }
 
+func init() { waitPoll = 10 * time.Millisecond }
+
+// shorten sets one of the package's waits for the test.
+func shorten(t *testing.T, v *time.Duration, d time.Duration) {
+	old := *v
+	*v = d
+	t.Cleanup(func() { *v = old })
+}
+
 func reservation(m *topology.Model, d *lease.Dir, n int) Options {
 	return Options{Model: m, Request: selector.Request{N: n}, Policy: selector.Tree, Leases: d}
 }
@@ -161,7 +170,7 @@ func TestReserveWaitsUntilFreed(t *testing.T) {
 	other := holdOther(t, d, m, 0, 1, 2, 3, 4, 5, 6)
 	var queued atomic.Int32
 	r := reservation(m, d, 2)
-	r.Wait, r.Poll = 10*time.Second, 10*time.Millisecond
+	r.Wait = 10 * time.Second
 	r.Queued = func(want int, why error, _ []lease.Waiting) {
 		queued.Add(1)
 		if want != 2 || !strings.Contains(why.Error(), "held: 0-6 (leased by") {
@@ -185,7 +194,7 @@ func TestReserveWaitGivesUp(t *testing.T) {
 	other := holdOther(t, d, m, 0, 1, 2, 3, 4, 5, 6, 7)
 	defer other.Release()
 	r := reservation(m, d, 1)
-	r.Wait, r.Poll = 150*time.Millisecond, 10*time.Millisecond
+	r.Wait = 150 * time.Millisecond
 	start := time.Now()
 	_, _, err := Devices(context.Background(), r)
 	if err == nil || err.Error() != "gave up waiting for devices after 150ms" {
@@ -226,7 +235,7 @@ func TestDescribeHolderIsOneShortLine(t *testing.T) {
 }
 
 // TestReserveNodeLockDeadline: a node lock another process keeps held
-// makes a job without --wait fail after LockWait, and one with --wait
+// makes a job without --wait fail after nodeLockWait, and one with --wait
 // give up at its deadline; both name the holder.
 func TestReserveNodeLockDeadline(t *testing.T) {
 	testutil.EndToEnd(t) // real time
@@ -244,7 +253,7 @@ func TestReserveNodeLockDeadline(t *testing.T) {
 	holder := fmt.Sprintf("stayed held by pid %d (", os.Getpid())
 
 	r := reservation(m, d, 1)
-	r.LockWait = 100 * time.Millisecond
+	shorten(t, &nodeLockWait, 100*time.Millisecond)
 	start := time.Now()
 	_, l, err := Devices(context.Background(), r)
 	el := time.Since(start)
@@ -307,7 +316,7 @@ func TestReserveRefreshesBusyWhenALeaseFrees(t *testing.T) {
 			}
 			other := holdOther(t, d, m, 0, 1, 2, 3, 4, 5, 6, 7)
 			r := reservation(m, d, 4)
-			r.Wait, r.Poll = 10*time.Second, 10*time.Millisecond
+			r.Wait = 10 * time.Second
 			var calls atomic.Int32
 			if refresh {
 				r.Refresh = func(context.Context) (*topology.Model, error) {
@@ -360,7 +369,8 @@ func TestReserveWaitsForReleasedMemory(t *testing.T) {
 			m, d := busy(seedNode(t)), leaseDir(t)
 			other := holdOther(t, d, m, 0, 1, 2, 3, 4, 5, 6, 7)
 			r := reservation(m, d, 4)
-			r.Wait, r.Poll, r.Settle = 20*time.Second, 10*time.Millisecond, 1500*time.Millisecond
+			r.Wait = 20 * time.Second
+			shorten(t, &settleTime, 1500*time.Millisecond)
 			var looks atomic.Int32
 			r.Refresh = func(context.Context) (*topology.Model, error) {
 				if looks.Add(1) <= tc.busyLooks {

@@ -84,10 +84,8 @@ func FromEnvWith(env []string, run func(name string, args ...string) ([]byte, er
 	}
 	j := &Job{JobID: id, MasterPort: BasePort + jobID%PortSpan}
 	_, j.StepID = first(vars, "SLURM_STEP_ID", "SLURM_STEPID")
-	if err := j.readNodes(vars, run); err != nil {
-		return nil, err
-	}
-	if err := cmp.Or(j.readNodeID(vars), j.readGPUs(vars), j.readTasks(vars)); err != nil {
+	// In order: the node id is checked against the node count.
+	if err := cmp.Or(j.readNodes(vars, run), j.readNodeID(vars), j.readGPUs(vars), j.readTasks(vars)); err != nil {
 		return nil, err
 	}
 	j.het = hetSpan(vars)
@@ -105,7 +103,8 @@ func (j *Job) readNodes(vars map[string]string, run func(name string, args ...st
 	}
 	listVar, list := first(vars, listVars...)
 	if list == "" {
-		return fmt.Errorf("slurm: SLURM_JOB_ID=%s is set but %s are not: %w", j.JobID, orList(listVars), ErrEnv)
+		return fmt.Errorf("slurm: SLURM_JOB_ID=%s is set but %s and %s are not: %w",
+			j.JobID, strings.Join(listVars[:len(listVars)-1], ", "), listVars[len(listVars)-1], ErrEnv)
 	}
 	var err error
 	if j.Hosts, err = Hostnames(list, run); err != nil {
@@ -166,11 +165,8 @@ func (j *Job) readGPUs(vars map[string]string) error {
 
 // readTasks reads the step's task count for Launchable.
 func (j *Job) readTasks(vars map[string]string) error {
-	if j.StepID == "" {
-		return nil
-	}
 	v, ok := vars["SLURM_STEP_NUM_TASKS"]
-	if !ok {
+	if j.StepID == "" || !ok {
 		return nil
 	}
 	var err error
@@ -243,11 +239,6 @@ func first(vars map[string]string, names ...string) (name, value string) {
 		}
 	}
 	return "", ""
-}
-
-// orList joins two or more names as "A, B and C".
-func orList(names []string) string {
-	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }
 
 // envInt parses a non-negative decimal variable: bare digits, as Slurm

@@ -44,12 +44,7 @@ func (g *Grant) String() string {
 	if g == nil {
 		return ""
 	}
-	var parts []string
-	for _, s := range []string{g.IDsVar, g.OrdinalsVar} {
-		if s != "" {
-			parts = append(parts, s)
-		}
-	}
+	parts := slices.DeleteFunc([]string{g.IDsVar, g.OrdinalsVar}, func(s string) bool { return s == "" })
 	if len(parts) == 0 && g.Count > 0 {
 		parts = append(parts, "SLURM_GPUS_ON_NODE="+strconv.Itoa(g.Count))
 	}
@@ -108,7 +103,8 @@ func (g *Grant) Devices(devs []topology.Device, masked bool, warn func(format st
 		}
 		out = append(out, i)
 	}
-	return sortedUnique(out), nil
+	slices.Sort(out)
+	return slices.Compact(out), nil
 }
 
 // readGrant reads the grant variables (see Grant); an entry that is not
@@ -159,16 +155,11 @@ func gpuList(vars map[string]string, name string) ([]int, string, error) {
 // maxGPU bounds a GPU number: a mangled value is refused.
 const maxGPU = 1<<16 - 1
 
-func sortedUnique(a []int) []int {
-	out := append([]int{}, a...)
-	slices.Sort(out)
-	return slices.Compact(out)
-}
-
 func runtimeList(devs []topology.Device) string {
 	idx := make([]int, len(devs))
 	for i, d := range devs {
 		idx[i] = d.RuntimeIndex
 	}
-	return topology.FormatCPUList(sortedUnique(idx))
+	slices.Sort(idx)
+	return topology.FormatCPUList(slices.Compact(idx))
 }
