@@ -315,11 +315,7 @@ func keyEnd(s string) int {
 
 // unknownValue reports values rocm-smi prints when it has no answer.
 func unknownValue(v string) bool {
-	switch strings.ToLower(strings.TrimSpace(v)) {
-	case "", "n/a", "na", "unknown", "not supported", "unsupported":
-		return true
-	}
-	return false
+	return slices.Contains([]string{"", "n/a", "na", "unknown", "not supported", "unsupported"}, strings.ToLower(strings.TrimSpace(v)))
 }
 
 // keys maps each key amdrun reads (lower case) to what records its known
