@@ -74,25 +74,21 @@ func JSONProblem(err error) string {
 	}
 	want := "another kind of value"
 	if te.Type != nil {
-		switch te.Type.Kind() {
-		case reflect.Map, reflect.Struct:
-			want = "an object"
-		case reflect.Slice, reflect.Array:
-			want = "an array"
-		case reflect.String:
-			want = "a string"
-		case reflect.Bool:
-			want = "true or false"
-		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-			want = "a whole number"
-		case reflect.Float32, reflect.Float64:
-			want = "a number"
-		}
+		want = cmp.Or(jsonKinds[te.Type.Kind()], want)
 	}
 	msg := got + " where " + want + " belongs"
 	if te.Field != "" {
 		msg = te.Field + ": " + msg
 	}
 	return msg
+}
+
+// jsonKinds words the Go kinds JSONProblem names.
+var jsonKinds = map[reflect.Kind]string{
+	reflect.Map: "an object", reflect.Struct: "an object", reflect.Slice: "an array", reflect.Array: "an array",
+	reflect.String: "a string", reflect.Bool: "true or false", reflect.Float32: "a number", reflect.Float64: "a number",
+	reflect.Int: "a whole number", reflect.Int8: "a whole number", reflect.Int16: "a whole number",
+	reflect.Int32: "a whole number", reflect.Int64: "a whole number", reflect.Uint: "a whole number",
+	reflect.Uint8: "a whole number", reflect.Uint16: "a whole number", reflect.Uint32: "a whole number",
+	reflect.Uint64: "a whole number",
 }

@@ -49,12 +49,10 @@ func InferLinkType(weight, hops int) string {
 // note for a warning; the answer never depends on which reading is ab.
 func ResolveLinkType(ab, ba string, weight, hops int) (typ, note string) {
 	switch {
-	case ab == ba:
+	case ab == ba || ba == "":
 		return ab, ""
 	case ab == "":
 		return ba, ""
-	case ba == "":
-		return ab, ""
 	}
 	// A fixed order, so the note does not depend on the rows' either.
 	x, y := min(ab, ba), max(ab, ba)

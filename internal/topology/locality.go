@@ -1,5 +1,7 @@
 package topology
 
+import "slices"
+
 // Locality ranks how close two devices sit, closest highest; selection
 // compares it after bandwidth. PCIe ranks as in NCCL (PIX > PXB > PHB >
 // NODE > SYS), below any fabric link.
@@ -57,11 +59,7 @@ func (l *Link) Locality(samePackage, sameHive bool) Locality {
 // the SYS assumption, so that every source tells one story (issue #16).
 func (m *Model) applyNUMARule(l *Link) {
 	na, nb := m.Devices[l.A].NUMANode, m.Devices[l.B].NUMANode
-	if l.Type != LinkPCIe || na < 0 || nb < 0 || na == nb {
-		return
-	}
-	switch l.Level {
-	case LevelPIX, LevelPXB, LevelNODE, LevelSYS:
+	if l.Type != LinkPCIe || na < 0 || nb < 0 || na == nb || slices.Contains([]string{LevelPIX, LevelPXB, LevelNODE, LevelSYS}, l.Level) {
 		return
 	}
 	l.Level = LevelSYS

@@ -14,15 +14,8 @@ import (
 
 // LineCol turns a byte offset into data into a 1-based line, 0-based column.
 func LineCol(data []byte, off int64) (int, int) {
-	line, col := 1, 0
-	for i := int64(0); i < off && i < int64(len(data)); i++ {
-		if data[i] == '\n' {
-			line, col = line+1, 0
-		} else {
-			col++
-		}
-	}
-	return line, col
+	b := data[:max(0, min(off, int64(len(data))))]
+	return 1 + bytes.Count(b, []byte("\n")), len(b) - 1 - bytes.LastIndexByte(b, '\n')
 }
 
 // Field is a token of a line and the 0-based byte column it starts at.

@@ -57,10 +57,7 @@ func newTopology(n int) *Topology {
 	t := &Topology{GPUs: make([]int, n), BDFs: make([]string, n), Pairs: make([][]Pair, n)}
 	for i := range t.Pairs {
 		t.GPUs[i] = i
-		t.Pairs[i] = make([]Pair, n)
-		for j := range t.Pairs[i] {
-			t.Pairs[i][j] = Pair{Weight: -1, Hops: -1}
-		}
+		t.Pairs[i] = slices.Repeat([]Pair{{Weight: -1, Hops: -1}}, n)
 	}
 	return t
 }

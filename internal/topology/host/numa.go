@@ -38,10 +38,7 @@ func ReadNUMA(fsys fs.FS) ([]topology.NUMANode, error) {
 	var ids []int
 	for _, e := range ents {
 		rest, ok := strings.CutPrefix(e.Name(), "node")
-		if !ok {
-			continue
-		}
-		if id, err := strconv.Atoi(rest); err == nil && id >= 0 && strconv.Itoa(id) == rest {
+		if id, err := strconv.Atoi(rest); ok && err == nil && id >= 0 && strconv.Itoa(id) == rest {
 			ids = append(ids, id)
 		}
 	}

@@ -82,14 +82,9 @@ func Read(root string, warn topology.Warner) (*topology.Model, error) {
 // warning about the others: CUDA and HIP each number only their own
 // vendor's devices, so a mixed model would get runtime indices wrong.
 func oneVendor(gpus []gpu, warn topology.Warner) []gpu {
-	var nv, amd []gpu
-	for _, g := range gpus {
-		if g.vendor == vendorAMD {
-			amd = append(amd, g)
-		} else {
-			nv = append(nv, g)
-		}
-	}
+	isAMD := func(g gpu) bool { return g.vendor == vendorAMD }
+	nv := slices.DeleteFunc(slices.Clone(gpus), isAMD)
+	amd := slices.DeleteFunc(slices.Clone(gpus), func(g gpu) bool { return !isAMD(g) })
 	if len(nv) == 0 || len(amd) == 0 {
 		return gpus
 	}

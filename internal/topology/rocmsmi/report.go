@@ -78,23 +78,19 @@ func newDeviceInfo() *DeviceInfo {
 
 // device returns the entry for GPU i, creating it.
 func (r *Report) device(i int) *DeviceInfo {
-	d := r.Devices[i]
-	if d == nil {
-		d = newDeviceInfo()
-		r.Devices[i] = d
+	if r.Devices[i] == nil {
+		r.Devices[i] = newDeviceInfo()
 	}
-	return d
+	return r.Devices[i]
 }
 
 // pair returns the entry for GPUs a and b (a != b), creating it.
 func (r *Report) pair(a, b int) *Pair {
 	k := [2]int{min(a, b), max(a, b)}
-	p := r.Pairs[k]
-	if p == nil {
-		p = &Pair{Weight: Unknown, Hops: Unknown, MinBandwidth: Unknown, MaxBandwidth: Unknown}
-		r.Pairs[k] = p
+	if r.Pairs[k] == nil {
+		r.Pairs[k] = &Pair{Weight: Unknown, Hops: Unknown, MinBandwidth: Unknown, MaxBandwidth: Unknown}
 	}
-	return p
+	return r.Pairs[k]
 }
 
 // list records that the section titled title printed GPUs idx.

@@ -244,11 +244,8 @@ func (p *textParser) damagedTitle(title string) (info sectionInfo, known string)
 		p.r.note("rocm-smi: line %d: banner %q holds more than one section title; its section is skipped", line, title)
 		return otherSection, title
 	}
-	for _, t := range sectionTitles {
-		if strings.Contains(sq, squash(t)) {
-			p.r.note("rocm-smi: line %d: section title %q holds %q and other text; its section is skipped", line, title, t)
-			return otherSection, title
-		}
+	if i := slices.IndexFunc(sectionTitles, func(t string) bool { return strings.Contains(sq, squash(t)) }); i >= 0 {
+		p.r.note("rocm-smi: line %d: section title %q holds %q and other text; its section is skipped", line, title, sectionTitles[i])
 	}
 	return otherSection, title
 }
@@ -315,11 +312,7 @@ func keyEnd(s string) int {
 
 // unknownValue reports values rocm-smi prints when it has no answer.
 func unknownValue(v string) bool {
-	switch strings.ToLower(strings.TrimSpace(v)) {
-	case "", "n/a", "na", "unknown", "not supported", "unsupported":
-		return true
-	}
-	return false
+	return slices.Contains([]string{"", "n/a", "na", "unknown", "not supported", "unsupported"}, strings.ToLower(strings.TrimSpace(v)))
 }
 
 // keys maps each key amdrun reads (lower case) to what records its known
