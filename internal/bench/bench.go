@@ -260,9 +260,7 @@ func runStep(ctx context.Context, s Step, r *Result, c *stepCounter) error {
 	}
 	if err := cmd.Wait(); err != nil {
 		msg := strings.TrimSpace(errBuf.String())
-		if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
-			msg = msg[i+1:]
-		}
+		msg = msg[strings.LastIndexByte(msg, '\n')+1:] // the last line
 		return fmt.Errorf("bench: probe (%s) failed: %v: %s", s.Mode, err, msg)
 	}
 	return nil

@@ -70,7 +70,7 @@ func RunTool(ctx context.Context, timeout time.Duration, name string, args ...st
 		return nil, fmt.Errorf("%s: output %w", name, ErrTooLarge)
 	}
 	if err != nil {
-		te := &topology.ToolError{Tool: name, Args: args, ExitCode: -1, Stderr: stderr.String(), Err: err}
+		te := &topology.ToolError{Tool: name, Args: args, ExitCode: -1, Stderr: stderr.buf.String(), Err: err}
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
 			te.ExitCode = ee.ExitCode()
@@ -80,7 +80,7 @@ func RunTool(ctx context.Context, timeout time.Duration, name string, args ...st
 		}
 		return nil, te
 	}
-	return stdout.Bytes(), nil
+	return stdout.buf.Bytes(), nil
 }
 
 // maxToolStderr bounds how much of a tool's standard error is kept.
@@ -111,6 +111,3 @@ func (b *limitedBuffer) Write(p []byte) (int, error) {
 	}
 	return b.buf.Write(p)
 }
-
-func (b *limitedBuffer) String() string { return b.buf.String() }
-func (b *limitedBuffer) Bytes() []byte  { return b.buf.Bytes() }

@@ -17,8 +17,8 @@ func TestLimitedBuffer(t *testing.T) {
 	if n, err := b.Write([]byte("12345")); n != 5 || err != nil {
 		t.Fatal(n, err)
 	}
-	if _, err := b.Write([]byte("6789")); !errors.Is(err, ErrTooLarge) || !b.over || b.String() != "12345" {
-		t.Errorf("err %v over %v kept %q", err, b.over, b.String())
+	if _, err := b.Write([]byte("6789")); !errors.Is(err, ErrTooLarge) || !b.over || b.buf.String() != "12345" {
+		t.Errorf("err %v over %v kept %q", err, b.over, b.buf.String())
 	}
 	// Truncating: the write succeeds, what fits is kept.
 	tb := &limitedBuffer{max: 8, truncate: true}
@@ -27,8 +27,8 @@ func TestLimitedBuffer(t *testing.T) {
 			t.Fatalf("truncating write %q: %d, %v", w, n, err)
 		}
 	}
-	if tb.String() != "12345678" || !tb.over {
-		t.Errorf("truncating buffer kept %q (over %v)", tb.String(), tb.over)
+	if tb.buf.String() != "12345678" || !tb.over {
+		t.Errorf("truncating buffer kept %q (over %v)", tb.buf.String(), tb.over)
 	}
 }
 

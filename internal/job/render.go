@@ -192,8 +192,7 @@ func gapString(c *selector.Choice) string {
 func ringString(m *topology.Model, ring []int) string {
 	var b strings.Builder
 	for i, d := range ring {
-		next := ring[(i+1)%len(ring)]
-		l := m.Link(d, next)
+		l := m.Link(d, ring[(i+1)%len(ring)])
 		fmt.Fprintf(&b, "%d", d)
 		if l != nil {
 			kind := string(l.Type)
@@ -210,10 +209,7 @@ func ringString(m *topology.Model, ring []int) string {
 // decidedBy says which score term put the chosen set ahead of alt.
 func decidedBy(chosen selector.Score, alt selector.Candidate) string {
 	var equal []string
-	for i, t := range chosen.Terms {
-		if i >= len(alt.Score.Terms) {
-			break
-		}
+	for i, t := range chosen.Terms[:min(len(chosen.Terms), len(alt.Score.Terms))] {
 		a := alt.Score.Terms[i]
 		if t.Value == a.Value {
 			equal = append(equal, t.Name)

@@ -353,10 +353,7 @@ func chunk(cpus []int, j, k int) []int {
 // divided among them; an unbound rank's share of all allowed CPUs.
 func ompThreads(b binding, all []binding, nAllowed, nproc int) int {
 	if len(b.cpus) == 0 {
-		if nAllowed == 0 {
-			return 1
-		}
-		return max(1, nAllowed/nproc)
+		return max(1, nAllowed/nproc) // nproc >= 1: this rank is one
 	}
 	sharing := 0
 	for _, o := range all {

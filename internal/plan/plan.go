@@ -302,12 +302,10 @@ func checkRanks(s Spec) error {
 	if len(s.Argv) == 0 || s.Argv[0] == "" {
 		return fmt.Errorf("launch: %w: no worker command", ErrSpec)
 	}
-	seen := map[int]bool{}
-	for _, d := range s.Devices {
-		if seen[d.Index] {
+	for i, d := range s.Devices {
+		if slices.ContainsFunc(s.Devices[:i], func(e topology.Device) bool { return e.Index == d.Index }) {
 			return fmt.Errorf("launch: %w: device %d chosen twice", ErrSpec, d.Index)
 		}
-		seen[d.Index] = true
 	}
 	return nil
 }

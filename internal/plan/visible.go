@@ -110,17 +110,15 @@ func resolveList(name, val string, devs []topology.Device, base []int, positiona
 	}
 	var toks []string
 	var idx []int
-	seen := map[int]bool{}
 	for _, raw := range strings.Split(val, ",") {
 		tok := strings.TrimSpace(raw)
 		d, err := resolveToken(tok, devs, base, positional)
 		if err != nil {
 			return nil, nil, fmt.Errorf("launch: %w: %s=%q: entry %q %v", ErrMask, name, val, tok, err)
 		}
-		if seen[d] {
+		if slices.Contains(idx, d) {
 			return nil, nil, fmt.Errorf("launch: %w: %s=%q: entry %q names device %d twice", ErrMask, name, val, tok, d)
 		}
-		seen[d] = true
 		toks = append(toks, tok)
 		idx = append(idx, d)
 	}
@@ -138,10 +136,8 @@ func resolveToken(tok string, devs []topology.Device, base []int, positional boo
 			}
 			return base[n], nil
 		}
-		for _, i := range base {
-			if devs[i].RuntimeIndex == n {
-				return i, nil
-			}
+		if k := slices.IndexFunc(base, func(i int) bool { return devs[i].RuntimeIndex == n }); k >= 0 {
+			return base[k], nil
 		}
 		return 0, errors.New("names no device")
 	}
@@ -179,10 +175,8 @@ func normUUID(s string) string {
 	s = strings.ToLower(strings.TrimSpace(s))
 	s = strings.TrimPrefix(s, "gpu-")
 	s = strings.TrimPrefix(s, "0x")
-	for _, r := range s {
-		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f' || r == '-') {
-			return ""
-		}
+	if strings.Trim(s, "0123456789abcdef-") != "" {
+		return "" // a character no UUID has
 	}
 	return s
 }

@@ -1,8 +1,6 @@
 package testutil
 
 import (
-	"bufio"
-	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,9 +13,8 @@ import (
 func PCITree(t testing.TB, name string) string {
 	t.Helper()
 	root := t.TempDir()
-	sc := bufio.NewScanner(bytes.NewReader(ReadFile(t, Testdata(t, "pci", name+".tree"))))
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
+	for line := range strings.Lines(string(ReadFile(t, Testdata(t, "pci", name+".tree")))) {
+		line = strings.TrimSpace(line)
 		if line == "" || line[0] == '#' {
 			continue
 		}

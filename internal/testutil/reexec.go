@@ -30,10 +30,8 @@ func Dispatch(roles ...Role) {
 		if r.Arg != "" && len(os.Args) > 1 && os.Args[1] == r.Arg {
 			os.Exit(r.Run(r.Arg, os.Args[2:]))
 		}
-		if r.Env != "" {
-			if v := os.Getenv(r.Env); v != "" {
-				os.Exit(r.Run(v, os.Args[1:]))
-			}
+		if v := os.Getenv(r.Env); v != "" { // Getenv("") is ""
+			os.Exit(r.Run(v, os.Args[1:]))
 		}
 	}
 }

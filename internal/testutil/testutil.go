@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -202,15 +203,9 @@ func WithEnv(kv string) []int {
 // Left lists the processes of a job not yet gone: WithEnv(kv), and those
 // of before that are Holding.
 func Left(kv string, before []Proc) []int {
-	seen := map[int]bool{}
-	var out []int
-	for _, pid := range append(WithEnv(kv), Holding(before)...) {
-		if !seen[pid] {
-			seen[pid] = true
-			out = append(out, pid)
-		}
-	}
-	return out
+	out := append(WithEnv(kv), Holding(before)...)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // Proc names a process across pid reuse by its start time.

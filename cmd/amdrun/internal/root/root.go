@@ -187,10 +187,7 @@ func isCobraUsage(err error) bool {
 
 // oneLine is err's first line without amdrun's package names.
 func oneLine(err error) string {
-	s := err.Error()
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = s[:i]
-	}
+	s, _, _ := strings.Cut(err.Error(), "\n")
 	// Twice: a removed prefix can leave another at the start.
 	for range 2 {
 		s = internalPrefix.ReplaceAllString(s, "$1")
