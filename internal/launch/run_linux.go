@@ -369,7 +369,7 @@ func (s *supervisor) supervise(ctx context.Context, g *group, exits chan exitEve
 		case sig := <-s.sigs:
 			s.onSignal(g, sig)
 		case rep := <-g.stalls:
-			s.onStall(g, rep, g.attempt)
+			s.onStall(g, rep)
 		case <-done:
 			done, ctxErr = nil, ctx.Err()
 			g.stop(unix.SIGTERM, s.o.Grace)
