@@ -220,7 +220,7 @@ func (g *group) running() bool {
 }
 
 func (s *supervisor) attempt(ctx context.Context, attempt int) (int, error) {
-	cmds, code, err := s.commands(attempt)
+	envs, code, err := s.envs(attempt)
 	if err != nil {
 		return code, err
 	}
@@ -232,7 +232,7 @@ func (s *supervisor) attempt(ctx context.Context, attempt int) (int, error) {
 	g := &group{attempt: attempt}
 	s.stall = nil
 	exits := make(chan exitEvent, len(s.plan.Ranks))
-	startCode, startErr := s.startGroup(g, cmds, logs, exits)
+	startCode, startErr := s.startGroup(g, envs, logs, exits)
 	s.stacks.begin(attempt, g)
 	if s.o.StallTimeout > 0 && startErr == nil {
 		stop := make(chan struct{})
@@ -266,9 +266,10 @@ func (s *supervisor) attempt(ctx context.Context, attempt int) (int, error) {
 	return 0, ctxErr
 }
 
-// commands are attempt's guard commands, each looked up before any starts.
-func (s *supervisor) commands(attempt int) ([]command, int, error) {
-	cmds := make([]command, len(s.plan.Ranks))
+// envs are the ranks' environments in attempt, each command looked up
+// before any starts.
+func (s *supervisor) envs(attempt int) ([][]string, int, error) {
+	envs := make([][]string, len(s.plan.Ranks))
 	for i := range s.plan.Ranks {
 		r := &s.plan.Ranks[i]
 		env := plan.WithEnv(r.Env, "TORCHELASTIC_RESTART_COUNT", strconv.Itoa(attempt))
@@ -278,9 +279,9 @@ func (s *supervisor) commands(attempt int) ([]command, int, error) {
 		if _, err := lookPath(r.Argv[0], pathVar); err != nil { // as the guard will
 			return nil, execFailureCode(err), fmt.Errorf("launch: rank %d: %w", r.Rank, err)
 		}
-		cmds[i] = command{path: s.o.Self, args: guardArgv(s.o.Self, r, len(s.mode.guardHeld())), env: env}
+		envs[i] = env
 	}
-	return cmds, 0, nil
+	return envs, 0, nil
 }
 
 // attemptLogs makes attempt's log directory and files (nil without logs);
@@ -313,11 +314,11 @@ func (s *supervisor) attemptLogs(attempt int) (ad *attemptDir, logs [][2]*os.Fil
 
 // startGroup starts every rank's guard into g and waits for their pids; a
 // rank that cannot start stops the others.
-func (s *supervisor) startGroup(g *group, cmds []command, logs [][2]*os.File, exits chan exitEvent) (int, error) {
+func (s *supervisor) startGroup(g *group, envs [][]string, logs [][2]*os.File, exits chan exitEvent) (int, error) {
 	var startErr error
 	startCode := 0
 	for i := range s.plan.Ranks {
-		w, err := s.start(&s.plan.Ranks[i], cmds[i], logs[i], exits)
+		w, err := s.start(&s.plan.Ranks[i], envs[i], logs[i], exits)
 		if err != nil {
 			startErr = fmt.Errorf("launch: rank %d: %w%s", s.plan.Ranks[i].Rank, err, limitHint(err))
 			startCode = execFailureCode(err)
