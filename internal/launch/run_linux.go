@@ -115,15 +115,12 @@ func terminal(w io.Writer) *os.File {
 // handedStdin is local rank 0's standard input: f, or /dev/null (nil) when
 // f is amdrun's terminal and amdrun runs in its background (`amdrun ... &`),
 // where the rank, in a session of its own, would take the shell's input.
+// f that is not a terminal, or not amdrun's controlling one, is kept.
 func handedStdin(f *os.File) *os.File {
 	if f == nil {
 		return nil
 	}
-	fg, err := unix.IoctlGetInt(int(f.Fd()), unix.TIOCGPGRP)
-	if err != nil {
-		return f // not a terminal, or not amdrun's controlling one
-	}
-	if fg != unix.Getpgrp() {
+	if fg, err := unix.IoctlGetInt(int(f.Fd()), unix.TIOCGPGRP); err == nil && fg != unix.Getpgrp() {
 		return nil
 	}
 	return f
@@ -386,11 +383,8 @@ func (s *supervisor) supervise(ctx context.Context, g *group, exits chan exitEve
 // group stops, it died of a signal or exited 130, 143 (a SIGINT or SIGTERM
 // handler's) or 128+the signal amdrun forwarded.
 func (s *supervisor) endedByStop(g *group, w *worker) bool {
-	if !g.stopping {
-		return false
-	}
-	return w.sig != 0 || w.code == 128+int(unix.SIGINT) || w.code == 128+int(unix.SIGTERM) ||
-		(s.interrupted != 0 && w.code == 128+int(s.interrupted))
+	return g.stopping && (w.sig != 0 || w.code == 128+int(unix.SIGINT) || w.code == 128+int(unix.SIGTERM) ||
+		(s.interrupted != 0 && w.code == 128+int(s.interrupted)))
 }
 
 // endingPending says whether a signal received while no group ran ends the run.
