@@ -568,10 +568,8 @@ func userTasks(uid int) int {
 			continue
 		}
 		b, err := os.ReadFile("/proc/" + e.Name() + "/status")
-		ids, _ := statusLine(b, "Uid")
-		if f := strings.Fields(ids); err == nil && len(f) > 0 && f[0] == strconv.Itoa(uid) {
-			t, _ := statusLine(b, "Threads")
-			threads, _ := strconv.Atoi(t)
+		if f := strings.Fields(statusLine(b, "Uid")); err == nil && len(f) > 0 && f[0] == strconv.Itoa(uid) {
+			threads, _ := strconv.Atoi(statusLine(b, "Threads"))
 			n += max(threads, 1)
 		}
 	}

@@ -149,8 +149,7 @@ func (st *stacker) targets() []target {
 
 // blocks says whether a status text's SigBlk mask blocks sig.
 func blocks(status []byte, sig unix.Signal) bool {
-	v, _ := statusLine(status, "SigBlk")
-	mask, err := strconv.ParseUint(v, 16, 64)
+	mask, err := strconv.ParseUint(statusLine(status, "SigBlk"), 16, 64)
 	return err == nil && mask&(1<<(uint(sig)-1)) != 0
 }
 
