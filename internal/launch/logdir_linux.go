@@ -118,15 +118,15 @@ type attemptDir struct {
 	logs  []*os.File // closed with it
 }
 
-func (d *jobDir) attempt(k int, localRanks []int) (*attemptDir, error) {
+func (d *jobDir) attempt(k int, ranks []plan.Rank) (*attemptDir, error) {
 	ad, err := makeDir(d.File, "attempt_"+strconv.Itoa(k), 0o755)
 	if err != nil {
 		return nil, fmt.Errorf("launch: log dir: %w", err)
 	}
 	defer ad.Close()
 	a := &attemptDir{ranks: map[int]*os.File{}}
-	for _, lr := range localRanks {
-		if a.ranks[lr], err = makeDir(ad, strconv.Itoa(lr), 0o755); err != nil {
+	for _, r := range ranks {
+		if a.ranks[r.LocalRank], err = makeDir(ad, strconv.Itoa(r.LocalRank), 0o755); err != nil {
 			a.close()
 			return nil, fmt.Errorf("launch: log dir: %w", err)
 		}

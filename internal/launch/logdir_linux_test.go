@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/amdrun/amdrun/internal/plan"
 )
 
 // TestJobDirLayout: torchrun's layout, a fresh run directory per run (a
@@ -31,7 +33,7 @@ func TestJobDirLayout(t *testing.T) {
 			t.Errorf("run directory mode: %v, %v", fi.Mode(), err)
 		}
 		names = append(names, name)
-		a, err := d.attempt(0, []int{0, 1})
+		a, err := d.attempt(0, []plan.Rank{{LocalRank: 0}, {LocalRank: 1}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,7 +54,7 @@ func TestJobDirLayout(t *testing.T) {
 			t.Errorf("created stdout.log twice: %v", err)
 		}
 		a.close()
-		if _, err := d.attempt(0, []int{0}); !errors.Is(err, unix.EEXIST) {
+		if _, err := d.attempt(0, []plan.Rank{{LocalRank: 0}}); !errors.Is(err, unix.EEXIST) {
 			t.Errorf("made attempt_0 twice: %v", err)
 		}
 	}
@@ -86,7 +88,7 @@ func TestJobDirFollowsNoLink(t *testing.T) {
 	if err := os.Symlink(t.TempDir(), filepath.Join(d.Name(), "attempt_3")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.attempt(3, []int{0}); err == nil {
+	if _, err := d.attempt(3, []plan.Rank{{LocalRank: 0}}); err == nil {
 		t.Error("made attempt_3 through a link")
 	}
 	if b, _ := os.ReadFile(precious); string(b) != "keep" {

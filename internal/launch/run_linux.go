@@ -288,11 +288,7 @@ func (s *supervisor) attemptLogs(attempt int) (ad *attemptDir, logs [][2]*os.Fil
 	if s.job == nil {
 		return nil, logs, nil
 	}
-	lrs := make([]int, len(s.plan.Ranks))
-	for i, r := range s.plan.Ranks {
-		lrs[i] = r.LocalRank
-	}
-	if ad, err = s.job.attempt(attempt, lrs); err != nil {
+	if ad, err = s.job.attempt(attempt, s.plan.Ranks); err != nil {
 		return nil, logs, err
 	}
 	for i, r := range s.plan.Ranks {
