@@ -47,9 +47,7 @@ func ParseErrorFile(b []byte) (*RankError, error) {
 		return nil, fmt.Errorf("%w: %v", ErrErrorFile, err)
 	}
 	var re RankError
-	var msg string
-	if err := json.Unmarshal(top.Message, &msg); err == nil {
-		re.Message = msg
+	if json.Unmarshal(top.Message, &re.Message) == nil {
 		re.Timestamp = timestamp(top.Timestamp)
 	} else {
 		var inner struct {
