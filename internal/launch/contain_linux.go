@@ -58,11 +58,10 @@ func openAuto(o containOpts) (c container, name Containment, why error) {
 		if err == nil {
 			return c, m.name, why
 		}
-		if why == nil {
-			why = err
-		} else {
-			why = fmt.Errorf("%w; %w", why, err)
+		if why != nil {
+			err = fmt.Errorf("%w; %w", why, err)
 		}
+		why = err
 	}
 	return nil, ContainAuto, why
 }

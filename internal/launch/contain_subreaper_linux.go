@@ -12,10 +12,9 @@ import (
 // subreaper is ContainSubreaper: the guards, and amdrun a subreaper while
 // the job runs, so a rank whose guard was killed comes to amdrun.
 type subreaper struct {
-	hold    []*os.File
-	reaping bool         // amdrun is the job's subreaper
-	unset   bool         // it was not one before
-	notJob  map[int]bool // amdrun's children from before the job
+	hold   []*os.File
+	unset  bool         // amdrun was not a subreaper before
+	notJob map[int]bool // amdrun's children from before the job; nil: amdrun is not the job's subreaper
 }
 
 func init() {
@@ -51,7 +50,6 @@ func openSubreaper(o containOpts) (container, error) {
 		}
 		s.unset = true
 	}
-	s.reaping = true
 	s.notJob = map[int]bool{}
 	for _, c := range childrenNow(os.Getpid()) {
 		s.notJob[c] = true
@@ -70,7 +68,7 @@ func (s *subreaper) startGuard(cmd *exec.Cmd) (int, error) { return 0, cmd.Start
 func (s *subreaper) outerPID(_, pid int) int { return pid }
 
 func (s *subreaper) guardLost(guard string, live map[int]bool) string {
-	if !s.reaping {
+	if s.notJob == nil {
 		return guard + "; the rank's processes may live on (amdrun could not be their subreaper)"
 	}
 	return fmt.Sprintf("%s; amdrun killed the rank and all it started (%d processes)", guard, s.sweepOrphans(live))
@@ -78,7 +76,7 @@ func (s *subreaper) guardLost(guard string, live map[int]bool) string {
 
 // close kills and reaps what of the job came to amdrun, and unsets reaping.
 func (s *subreaper) close() {
-	if !s.reaping {
+	if s.notJob == nil {
 		return
 	}
 	s.sweepOrphans(nil)

@@ -38,7 +38,11 @@ func newErrorDir() (*errorDir, error) {
 	}
 	parent := os.NewFile(uintptr(bfd), base)
 	defer parent.Close()
-	removeStaleErrorDirs(bfd)
+	for _, name := range dirNames(bfd) {
+		if pid, start, ok := dirOwner(name); ok && ownerGone(pid, start) {
+			removeErrorDirIn(bfd, name)
+		}
+	}
 	start, err := startTime(os.Getpid())
 	if err != nil {
 		return nil, fmt.Errorf("launch: error files: %w", err)
@@ -120,14 +124,6 @@ func statFields(pid int) ([]string, error) {
 func ownerGone(pid int, start uint64) bool {
 	now, err := startTime(pid)
 	return err != nil || now != start
-}
-
-func removeStaleErrorDirs(dirfd int) {
-	for _, name := range dirNames(dirfd) {
-		if pid, start, ok := dirOwner(name); ok && ownerGone(pid, start) {
-			removeErrorDirIn(dirfd, name)
-		}
-	}
 }
 
 // removeErrorDirIn removes this user's errorDir name in dirfd: the files

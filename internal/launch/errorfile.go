@@ -47,9 +47,7 @@ func ParseErrorFile(b []byte) (*RankError, error) {
 		return nil, fmt.Errorf("%w: %v", ErrErrorFile, err)
 	}
 	var re RankError
-	var msg string
-	if err := json.Unmarshal(top.Message, &msg); err == nil {
-		re.Message = msg
+	if json.Unmarshal(top.Message, &re.Message) == nil {
 		re.Timestamp = timestamp(top.Timestamp)
 	} else {
 		var inner struct {
@@ -63,7 +61,7 @@ func ParseErrorFile(b []byte) (*RankError, error) {
 			return nil, fmt.Errorf("%w: no message", ErrErrorFile)
 		}
 		re.Message = *inner.Message
-		re.Frames = lastFrames(inner.ExtraInfo.PyCallstack, errorFrames)
+		re.Frames = lastFrames(inner.ExtraInfo.PyCallstack)
 		re.Timestamp = timestamp(inner.ExtraInfo.Timestamp)
 	}
 	if strings.TrimSpace(re.Message) == "" {
@@ -88,9 +86,9 @@ func timestamp(raw json.RawMessage) int64 {
 // recordWrapper is in the file name of @record's own frame.
 const recordWrapper = "torch/distributed/elastic/multiprocessing/errors/"
 
-// lastFrames returns the innermost n frames of tb's last traceback,
-// outermost first, without Python 3.11's ^ and ~ marker lines.
-func lastFrames(tb string, n int) [][]string {
+// lastFrames returns the innermost errorFrames frames of tb's last
+// traceback, outermost first, without Python 3.11's ^ and ~ marker lines.
+func lastFrames(tb string) [][]string {
 	var frames [][]string
 	for _, line := range strings.Split(tb, "\n") {
 		switch {
@@ -100,13 +98,12 @@ func lastFrames(tb string, n int) [][]string {
 			frames = append(frames, []string{strings.TrimSpace(line)})
 		case strings.HasPrefix(line, "    ") && len(frames) > 0:
 			if t := strings.TrimSpace(line); strings.Trim(t, "^~ ") != "" {
-				f := frames[len(frames)-1]
-				frames[len(frames)-1] = append(f, t)
+				frames[len(frames)-1] = append(frames[len(frames)-1], t)
 			}
 		}
 	}
 	kept := slices.DeleteFunc(frames, func(f []string) bool { return strings.Contains(f[0], recordWrapper) })
-	if kept = kept[max(len(kept)-n, 0):]; len(kept) == 0 {
+	if kept = kept[max(len(kept)-errorFrames, 0):]; len(kept) == 0 {
 		return nil
 	}
 	return kept

@@ -15,13 +15,13 @@ import (
 
 // start starts one rank's guard and returns once it runs; w.ready then
 // gives the rank's pid. logs are its log files (nil: none).
-func (s *supervisor) start(r *plan.Rank, c command, logs [2]*os.File, exits chan<- exitEvent) (*worker, error) {
+func (s *supervisor) start(r *plan.Rank, env []string, logs [2]*os.File, exits chan<- exitEvent) (*worker, error) {
 	logged, console := s.streams(r.LocalRank)
 	p, err := s.guardPipes(logged, console)
 	if err != nil {
 		return nil, err
 	}
-	cmd := s.guardCmd(r, c, p)
+	cmd := s.guardCmd(r, env, p)
 	w := &worker{r: r, tail: &tail{}, pumps: make(chan struct{}), ctl: p.ctlW, ready: make(chan int, 1), pipes: p.reads}
 	kept, err := s.mode.startGuard(cmd)
 	closeFiles(p.theirs...)
@@ -32,7 +32,7 @@ func (s *supervisor) start(r *plan.Rank, c command, logs [2]*os.File, exits chan
 	if kept == 0 {
 		w.guard = cmd.Process.Pid
 	}
-	go s.watch(w, cmd, kept, p.ctlW, p.repR, exits)
+	go s.watch(w, cmd, kept, p.repR, exits)
 	s.pump(w, p.reads, logs, console)
 	return w, nil
 }
@@ -90,14 +90,15 @@ func (s *supervisor) guardPipes(logged, console Std) (*guardFiles, error) {
 
 // guardCmd starts r's guard with the control and report pipes at
 // guardCtlFD and guardReportFD, then the held files the mode gives it.
-func (s *supervisor) guardCmd(r *plan.Rank, c command, p *guardFiles) *exec.Cmd {
+func (s *supervisor) guardCmd(r *plan.Rank, env []string, p *guardFiles) *exec.Cmd {
+	held := s.mode.guardHeld()
 	cmd := &exec.Cmd{
-		Path:       c.path,
-		Args:       c.args,
-		Env:        c.env,
+		Path:       s.o.Self,
+		Args:       guardArgv(s.o.Self, r, len(held)),
+		Env:        env,
 		Stdout:     p.child[0],
 		Stderr:     p.child[1],
-		ExtraFiles: append([]*os.File{p.ctlR, p.repW}, s.mode.guardHeld()...),
+		ExtraFiles: append([]*os.File{p.ctlR, p.repW}, held...),
 		// Its own group (kill -9 %1 must leave it), no parent-death
 		// signal: it must live on to sweep.
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
@@ -111,7 +112,7 @@ func (s *supervisor) guardCmd(r *plan.Rank, c command, p *guardFiles) *exec.Cmd 
 // watch follows one started guard (kept: its pid in the job when the
 // keeper started it): it learns the rank's pid, acks, waits for the end
 // and sends it to exits.
-func (s *supervisor) watch(w *worker, cmd *exec.Cmd, kept int, ctlW, repR *os.File, exits chan<- exitEvent) {
+func (s *supervisor) watch(w *worker, cmd *exec.Cmd, kept int, repR *os.File, exits chan<- exitEvent) {
 	defer repR.Close()
 	rep := bufio.NewReader(repR)
 	if kept != 0 {
@@ -123,7 +124,7 @@ func (s *supervisor) watch(w *worker, cmd *exec.Cmd, kept int, ctlW, repR *os.Fi
 		if n := s.mode.outerPID(w.guard, m.Pid); n > 0 {
 			pid = n
 		}
-		_, _ = ctlW.Write([]byte{ctlAck})
+		_, _ = w.ctl.Write([]byte{ctlAck})
 	}
 	w.ready <- pid
 	ev := exitEvent{w: w}
@@ -157,9 +158,4 @@ func (s *supervisor) guardLost(g *group, w *worker, ev exitEvent) {
 		}
 	}
 	w.lost = s.mode.guardLost(fmt.Sprintf("its guard (pid %d) %s", w.guard, how), live)
-}
-
-type command struct {
-	path      string
-	args, env []string
 }

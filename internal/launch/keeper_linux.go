@@ -25,8 +25,9 @@ import (
 // exits 0.
 func KeeperMain(args []string) int {
 	ka := keeperArgs(args)
+	status := os.NewFile(keeperStatusFD, "status")
 	fail := func(err error) int {
-		_, _ = os.NewFile(keeperStatusFD, "status").Write(encodeKeeperStatus(err))
+		_, _ = status.Write(encodeKeeperStatus(err))
 		return 1
 	}
 	runtime.LockOSThread() // capabilities are a thread's (issue 36.2)
@@ -52,7 +53,6 @@ func KeeperMain(args []string) int {
 	}
 	chld := make(chan os.Signal, 1)
 	signal.Notify(chld, unix.SIGCHLD)
-	status := os.NewFile(keeperStatusFD, "status")
 	_, _ = status.Write(encodeKeeperStatus(nil))
 	status.Close()
 	keeperLoop(chld, ka.userns)

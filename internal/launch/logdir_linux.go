@@ -21,10 +21,7 @@ import (
 // stderr.log,error.json}, and amdrun.log. BASE may be world writable:
 // everything in it is made relative to descriptors, O_EXCL, following no
 // link (issue 14).
-type jobDir struct {
-	path string   // BASE/<name>, for messages
-	dir  *os.File // the run's directory
-}
+type jobDir struct{ *os.File }
 
 // runDirName is torchrun's run directory name for runID (mkdtemp), its
 // bytes other than [A-Za-z0-9._-] made '_'.
@@ -66,7 +63,7 @@ func openJobDir(base, runID string) (*jobDir, error) {
 	if err != nil {
 		return nil, fmt.Errorf("launch: log dir: %w", err)
 	}
-	return &jobDir{path: d.Name(), dir: d}, nil
+	return &jobDir{d}, nil
 }
 
 // makeFreshDir makes a directory (0700, as mkdtemp) in parent, named by
@@ -105,7 +102,7 @@ func createIn(dir *os.File, name string) (*os.File, error) {
 	return os.NewFile(uintptr(fd), path), nil
 }
 
-func (d *jobDir) create(name string) (*os.File, error) { return createLog(d.dir, name) }
+func (d *jobDir) create(name string) (*os.File, error) { return createLog(d.File, name) }
 
 func createLog(dir *os.File, name string) (*os.File, error) {
 	f, err := createIn(dir, name)
@@ -115,23 +112,21 @@ func createLog(dir *os.File, name string) (*os.File, error) {
 	return f, nil
 }
 
-func (d *jobDir) close() { d.dir.Close() }
-
 // attemptDir is attempt_<k>, with a directory per local rank.
 type attemptDir struct {
 	ranks map[int]*os.File
 	logs  []*os.File // closed with it
 }
 
-func (d *jobDir) attempt(k int, localRanks []int) (*attemptDir, error) {
-	ad, err := makeDir(d.dir, "attempt_"+strconv.Itoa(k), 0o755)
+func (d *jobDir) attempt(k int, ranks []plan.Rank) (*attemptDir, error) {
+	ad, err := makeDir(d.File, "attempt_"+strconv.Itoa(k), 0o755)
 	if err != nil {
 		return nil, fmt.Errorf("launch: log dir: %w", err)
 	}
 	defer ad.Close()
 	a := &attemptDir{ranks: map[int]*os.File{}}
-	for _, lr := range localRanks {
-		if a.ranks[lr], err = makeDir(ad, strconv.Itoa(lr), 0o755); err != nil {
+	for _, r := range ranks {
+		if a.ranks[r.LocalRank], err = makeDir(ad, strconv.Itoa(r.LocalRank), 0o755); err != nil {
 			a.close()
 			return nil, fmt.Errorf("launch: log dir: %w", err)
 		}
@@ -211,7 +206,7 @@ func (s *supervisor) openLogs() error {
 	}
 	s.notes = s.faults.wrap(f)
 	if s.o.LogDir == "" {
-		s.note(fmt.Sprintf("amdrun: the ranks' log files are in %s (-r/-t without --log-dir)\n", s.job.path))
+		s.note(fmt.Sprintf("amdrun: the ranks' log files are in %s (-r/-t without --log-dir)\n", s.job.Name()))
 	}
 	return nil
 }
@@ -222,7 +217,7 @@ func (s *supervisor) closeLogs() {
 		_ = s.notes.Close()
 	}
 	if s.job != nil {
-		s.job.close()
+		s.job.Close()
 	}
 	if s.errs != nil {
 		s.errs.remove()

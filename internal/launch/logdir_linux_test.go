@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/amdrun/amdrun/internal/plan"
 )
 
 // TestJobDirLayout: torchrun's layout, a fresh run directory per run (a
@@ -22,16 +24,16 @@ func TestJobDirLayout(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer d.close()
-		name := filepath.Base(d.path)
-		if !regexp.MustCompile(`^job_\.\._x_[a-z0-9_]{8}$`).MatchString(name) || filepath.Dir(d.path) != base {
-			t.Errorf("run directory %s, want %s/job_.._x_XXXXXXXX", d.path, base)
+		defer d.Close()
+		name := filepath.Base(d.Name())
+		if !regexp.MustCompile(`^job_\.\._x_[a-z0-9_]{8}$`).MatchString(name) || filepath.Dir(d.Name()) != base {
+			t.Errorf("run directory %s, want %s/job_.._x_XXXXXXXX", d.Name(), base)
 		}
-		if fi, err := os.Stat(d.path); err != nil || fi.Mode().Perm() != 0o700 {
+		if fi, err := os.Stat(d.Name()); err != nil || fi.Mode().Perm() != 0o700 {
 			t.Errorf("run directory mode: %v, %v", fi.Mode(), err)
 		}
 		names = append(names, name)
-		a, err := d.attempt(0, []int{0, 1})
+		a, err := d.attempt(0, []plan.Rank{{LocalRank: 0}, {LocalRank: 1}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -40,19 +42,19 @@ func TestJobDirLayout(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The summary names a copied error file by this name.
-		if want := filepath.Join(d.path, "attempt_0", "1", "stdout.log"); f.Name() != want {
+		if want := filepath.Join(d.Name(), "attempt_0", "1", "stdout.log"); f.Name() != want {
 			t.Errorf("file named %s, want %s", f.Name(), want)
 		}
 		f.WriteString("hello\n")
 		f.Close()
-		if b, _ := os.ReadFile(filepath.Join(d.path, "attempt_0", "1", "stdout.log")); string(b) != "hello\n" {
+		if b, _ := os.ReadFile(filepath.Join(d.Name(), "attempt_0", "1", "stdout.log")); string(b) != "hello\n" {
 			t.Errorf("attempt_0/1/stdout.log = %q", b)
 		}
 		if _, err := a.create(1, "stdout.log"); !errors.Is(err, unix.EEXIST) {
 			t.Errorf("created stdout.log twice: %v", err)
 		}
 		a.close()
-		if _, err := d.attempt(0, []int{0}); !errors.Is(err, unix.EEXIST) {
+		if _, err := d.attempt(0, []plan.Rank{{LocalRank: 0}}); !errors.Is(err, unix.EEXIST) {
 			t.Errorf("made attempt_0 twice: %v", err)
 		}
 	}
@@ -74,19 +76,19 @@ func TestJobDirFollowsNoLink(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer d.close()
+	defer d.Close()
 	// What a rank could plant in its own directories, and what another
 	// user could plant in a directory amdrun is about to make.
-	if err := os.Symlink(precious, filepath.Join(d.path, "amdrun.log")); err != nil {
+	if err := os.Symlink(precious, filepath.Join(d.Name(), "amdrun.log")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := d.create("amdrun.log"); err == nil || !strings.HasPrefix(err.Error(), "launch: log dir: create ") {
 		t.Errorf("created amdrun.log over a link: %v", err)
 	}
-	if err := os.Symlink(t.TempDir(), filepath.Join(d.path, "attempt_3")); err != nil {
+	if err := os.Symlink(t.TempDir(), filepath.Join(d.Name(), "attempt_3")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.attempt(3, []int{0}); err == nil {
+	if _, err := d.attempt(3, []plan.Rank{{LocalRank: 0}}); err == nil {
 		t.Error("made attempt_3 through a link")
 	}
 	if b, _ := os.ReadFile(precious); string(b) != "keep" {

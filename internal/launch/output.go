@@ -19,9 +19,8 @@ const tailLines = 10
 // console writes whole lines to the user's streams, so that lines of
 // different ranks never interleave mid-line.
 type console struct {
-	mu    sync.Mutex
-	open  *stream // whose partial line the console shows (on openW); nil: none
-	openW io.Writer
+	mu   sync.Mutex
+	open *stream // whose partial line the console shows; nil: none
 }
 
 func (c *console) write(w io.Writer, b []byte) {
@@ -194,7 +193,7 @@ func (s *stream) emit(piece []byte, afterCR, shown bool) {
 		if !ended {
 			end = []byte{'\n'}
 		}
-		s.con.partial(s, s.out, piece[min(s.shownPart, len(piece)):], end, true)
+		s.con.partial(s, piece[min(s.shownPart, len(piece)):], end, true)
 		s.shownPart = 0
 		return
 	}
@@ -230,14 +229,14 @@ const partialAfter = 100 * time.Millisecond
 // endOpen ends the line another stream left open on the console. c.mu is held.
 func (c *console) endOpen(s *stream) {
 	if c.open != nil && c.open != s {
-		_, _ = c.openW.Write([]byte{'\n'})
-		c.open, c.openW = nil, nil
+		_, _ = c.open.out.Write([]byte{'\n'})
+		c.open = nil
 	}
 }
 
 // partial writes more of s's partial line and end, prefixed unless it
 // continues the open line; the line stays open unless finished.
-func (c *console) partial(s *stream, w io.Writer, more, end []byte, finished bool) {
+func (c *console) partial(s *stream, more, end []byte, finished bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.endOpen(s)
@@ -245,10 +244,10 @@ func (c *console) partial(s *stream, w io.Writer, more, end []byte, finished boo
 	if c.open != s {
 		b = append(b, s.prefix...)
 	}
-	_, _ = w.Write(append(append(b, more...), end...))
-	c.open, c.openW = s, w
+	_, _ = s.out.Write(append(append(b, more...), end...))
+	c.open = s
 	if finished {
-		c.open, c.openW = nil, nil
+		c.open = nil
 	}
 }
 
@@ -267,7 +266,7 @@ func (s *stream) showPending() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.pending) > s.shownPart {
-		s.con.partial(s, s.out, s.pending[s.shownPart:], nil, false)
+		s.con.partial(s, s.pending[s.shownPart:], nil, false)
 		s.shownPart = len(s.pending)
 	}
 }

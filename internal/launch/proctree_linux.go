@@ -248,8 +248,7 @@ func hostPID(guard, nsPID int) int {
 // innermostPID is the last field of a status text's NSpid line (the pid
 // in the innermost namespace); 0 if none.
 func innermostPID(status []byte) int {
-	v, _ := statusLine(status, "NSpid")
-	f := strings.Fields(v)
+	f := strings.Fields(statusLine(status, "NSpid"))
 	if len(f) == 0 {
 		return 0
 	}
@@ -257,12 +256,12 @@ func innermostPID(status []byte) int {
 	return n
 }
 
-// statusLine is the value of the "key:" line of a /proc/PID/status text.
-func statusLine(status []byte, key string) (string, bool) {
+// statusLine is the value of the "key:" line of a status text ("": none).
+func statusLine(status []byte, key string) string {
 	for _, l := range strings.Split(string(status), "\n") {
 		if v, ok := strings.CutPrefix(l, key+":"); ok {
-			return strings.TrimSpace(v), true
+			return strings.TrimSpace(v)
 		}
 	}
-	return "", false
+	return ""
 }

@@ -190,16 +190,7 @@ const (
 var StreamNames = []string{StdNone: "none", StdOut: "stdout", StdErr: "stderr", StdAll: "both"}
 
 // ErrStreams is wrapped by ParseStreams's errors.
-var ErrStreams = errors.New("want 0-3 (" + StreamValues() + ") or LOCAL_RANK:0-3 pairs such as 0:3,1:0")
-
-// StreamValues are StreamNames as "0 none, 1 stdout, 2 stderr, 3 both".
-func StreamValues() string {
-	parts := make([]string, len(StreamNames))
-	for v, n := range StreamNames {
-		parts[v] = fmt.Sprintf("%d %s", v, n)
-	}
-	return strings.Join(parts, ", ")
-}
+var ErrStreams = errors.New("want 0-3 (0 none, 1 stdout, 2 stderr, 3 both) or LOCAL_RANK:0-3 pairs such as 0:3,1:0")
 
 // Streams says which streams of each local rank torchrun's -r or -t value
 // covers; the zero value covers nothing.

@@ -115,15 +115,12 @@ func terminal(w io.Writer) *os.File {
 // handedStdin is local rank 0's standard input: f, or /dev/null (nil) when
 // f is amdrun's terminal and amdrun runs in its background (`amdrun ... &`),
 // where the rank, in a session of its own, would take the shell's input.
+// f that is not a terminal, or not amdrun's controlling one, is kept.
 func handedStdin(f *os.File) *os.File {
 	if f == nil {
 		return nil
 	}
-	fg, err := unix.IoctlGetInt(int(f.Fd()), unix.TIOCGPGRP)
-	if err != nil {
-		return f // not a terminal, or not amdrun's controlling one
-	}
-	if fg != unix.Getpgrp() {
+	if fg, err := unix.IoctlGetInt(int(f.Fd()), unix.TIOCGPGRP); err == nil && fg != unix.Getpgrp() {
 		return nil
 	}
 	return f
@@ -220,7 +217,7 @@ func (g *group) running() bool {
 }
 
 func (s *supervisor) attempt(ctx context.Context, attempt int) (int, error) {
-	cmds, code, err := s.commands(attempt)
+	envs, code, err := s.envs(attempt)
 	if err != nil {
 		return code, err
 	}
@@ -232,7 +229,7 @@ func (s *supervisor) attempt(ctx context.Context, attempt int) (int, error) {
 	g := &group{attempt: attempt}
 	s.stall = nil
 	exits := make(chan exitEvent, len(s.plan.Ranks))
-	startCode, startErr := s.startGroup(g, cmds, logs, exits)
+	startCode, startErr := s.startGroup(g, envs, logs, exits)
 	s.stacks.begin(attempt, g)
 	if s.o.StallTimeout > 0 && startErr == nil {
 		stop := make(chan struct{})
@@ -266,9 +263,10 @@ func (s *supervisor) attempt(ctx context.Context, attempt int) (int, error) {
 	return 0, ctxErr
 }
 
-// commands are attempt's guard commands, each looked up before any starts.
-func (s *supervisor) commands(attempt int) ([]command, int, error) {
-	cmds := make([]command, len(s.plan.Ranks))
+// envs are the ranks' environments in attempt, each command looked up
+// before any starts.
+func (s *supervisor) envs(attempt int) ([][]string, int, error) {
+	envs := make([][]string, len(s.plan.Ranks))
 	for i := range s.plan.Ranks {
 		r := &s.plan.Ranks[i]
 		env := plan.WithEnv(r.Env, "TORCHELASTIC_RESTART_COUNT", strconv.Itoa(attempt))
@@ -278,9 +276,9 @@ func (s *supervisor) commands(attempt int) ([]command, int, error) {
 		if _, err := lookPath(r.Argv[0], pathVar); err != nil { // as the guard will
 			return nil, execFailureCode(err), fmt.Errorf("launch: rank %d: %w", r.Rank, err)
 		}
-		cmds[i] = command{path: s.o.Self, args: guardArgv(s.o.Self, r, len(s.mode.guardHeld())), env: env}
+		envs[i] = env
 	}
-	return cmds, 0, nil
+	return envs, 0, nil
 }
 
 // attemptLogs makes attempt's log directory and files (nil without logs);
@@ -290,11 +288,7 @@ func (s *supervisor) attemptLogs(attempt int) (ad *attemptDir, logs [][2]*os.Fil
 	if s.job == nil {
 		return nil, logs, nil
 	}
-	lrs := make([]int, len(s.plan.Ranks))
-	for i, r := range s.plan.Ranks {
-		lrs[i] = r.LocalRank
-	}
-	if ad, err = s.job.attempt(attempt, lrs); err != nil {
+	if ad, err = s.job.attempt(attempt, s.plan.Ranks); err != nil {
 		return nil, logs, err
 	}
 	for i, r := range s.plan.Ranks {
@@ -313,11 +307,11 @@ func (s *supervisor) attemptLogs(attempt int) (ad *attemptDir, logs [][2]*os.Fil
 
 // startGroup starts every rank's guard into g and waits for their pids; a
 // rank that cannot start stops the others.
-func (s *supervisor) startGroup(g *group, cmds []command, logs [][2]*os.File, exits chan exitEvent) (int, error) {
+func (s *supervisor) startGroup(g *group, envs [][]string, logs [][2]*os.File, exits chan exitEvent) (int, error) {
 	var startErr error
 	startCode := 0
 	for i := range s.plan.Ranks {
-		w, err := s.start(&s.plan.Ranks[i], cmds[i], logs[i], exits)
+		w, err := s.start(&s.plan.Ranks[i], envs[i], logs[i], exits)
 		if err != nil {
 			startErr = fmt.Errorf("launch: rank %d: %w%s", s.plan.Ranks[i].Rank, err, limitHint(err))
 			startCode = execFailureCode(err)
@@ -369,7 +363,7 @@ func (s *supervisor) supervise(ctx context.Context, g *group, exits chan exitEve
 		case sig := <-s.sigs:
 			s.onSignal(g, sig)
 		case rep := <-g.stalls:
-			s.onStall(g, rep, g.attempt)
+			s.onStall(g, rep)
 		case <-done:
 			done, ctxErr = nil, ctx.Err()
 			g.stop(unix.SIGTERM, s.o.Grace)
@@ -385,11 +379,8 @@ func (s *supervisor) supervise(ctx context.Context, g *group, exits chan exitEve
 // group stops, it died of a signal or exited 130, 143 (a SIGINT or SIGTERM
 // handler's) or 128+the signal amdrun forwarded.
 func (s *supervisor) endedByStop(g *group, w *worker) bool {
-	if !g.stopping {
-		return false
-	}
-	return w.sig != 0 || w.code == 128+int(unix.SIGINT) || w.code == 128+int(unix.SIGTERM) ||
-		(s.interrupted != 0 && w.code == 128+int(s.interrupted))
+	return g.stopping && (w.sig != 0 || w.code == 128+int(unix.SIGINT) || w.code == 128+int(unix.SIGTERM) ||
+		(s.interrupted != 0 && w.code == 128+int(s.interrupted)))
 }
 
 // endingPending says whether a signal received while no group ran ends the run.
@@ -573,10 +564,8 @@ func userTasks(uid int) int {
 			continue
 		}
 		b, err := os.ReadFile("/proc/" + e.Name() + "/status")
-		ids, _ := statusLine(b, "Uid")
-		if f := strings.Fields(ids); err == nil && len(f) > 0 && f[0] == strconv.Itoa(uid) {
-			t, _ := statusLine(b, "Threads")
-			threads, _ := strconv.Atoi(t)
+		if f := strings.Fields(statusLine(b, "Uid")); err == nil && len(f) > 0 && f[0] == strconv.Itoa(uid) {
+			threads, _ := strconv.Atoi(statusLine(b, "Threads"))
 			n += max(threads, 1)
 		}
 	}

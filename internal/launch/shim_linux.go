@@ -235,14 +235,9 @@ func onTerminal() bool {
 	return false
 }
 
-// abandonErrorFile removes the error files amdrun, gone, will not read.
-func abandonErrorFile() {
-	f := os.Getenv(EnvErrorFile)
-	if f == "" {
-		return
-	}
-	removeErrorDirPath(filepath.Dir(f))
-}
+// abandonErrorFile removes the error files amdrun, gone, will not read
+// (none without EnvErrorFile: "." is no error directory).
+func abandonErrorFile() { removeErrorDirPath(filepath.Dir(os.Getenv(EnvErrorFile))) }
 
 // OwnCPUs returns the CPUs this process may run on (sched_getaffinity: a
 // cgroup, taskset or Slurm step may narrow them); nil when unknown.

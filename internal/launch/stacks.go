@@ -138,14 +138,10 @@ func MergeStacks(ranks []RankStacks) []StackGroup {
 }
 
 // collectives are the torch.distributed calls a rank waits in for peers.
-var collectives = map[string]bool{
-	"all_reduce": true, "all_gather": true, "all_gather_into_tensor": true, "all_gather_object": true,
-	"reduce_scatter": true, "reduce_scatter_tensor": true, "broadcast": true, "broadcast_object_list": true,
-	"barrier": true, "monitored_barrier": true, "reduce": true, "gather": true, "gather_object": true,
-	"scatter": true, "scatter_object_list": true, "all_to_all": true, "all_to_all_single": true,
-	"send": true, "recv": true, "wait": true, "batch_isend_irecv": true,
-	"_allgather_base": true, "_reduce_scatter_base": true,
-}
+var collectives = strings.Fields(`all_reduce all_gather all_gather_into_tensor all_gather_object
+	reduce_scatter reduce_scatter_tensor broadcast broadcast_object_list barrier monitored_barrier
+	reduce gather gather_object scatter scatter_object_list all_to_all all_to_all_single
+	send recv wait batch_isend_irecv _allgather_base _reduce_scatter_base`)
 
 // Where says where a group's ranks are: the collective they wait in ("":
 // none) and the innermost frame outside torch, in the thread that waits,
@@ -174,7 +170,7 @@ func (g StackGroup) Where() (collective string, at Frame) {
 func inCollective(t Thread) (string, int) {
 	name, past := "", 0
 	for i, f := range t {
-		if strings.Contains(f.File, "/torch/distributed/") && collectives[f.Func] {
+		if strings.Contains(f.File, "/torch/distributed/") && slices.Contains(collectives, f.Func) {
 			name, past = f.Func, i+1
 		}
 	}

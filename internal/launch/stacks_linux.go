@@ -93,13 +93,11 @@ func (e *errorDir) stackEnv(env []string, attempt, rank int) []string {
 	env = plan.WithEnv(env, "PYTHONPATH", pp)
 	env = plan.WithEnv(env, "AMDRUN_STACKS", filepath.Join(e.dir, fmt.Sprintf("stacks.%d", attempt)))
 	env = plan.WithEnv(env, "AMDRUN_STACKS_SIGNAL", strconv.Itoa(int(StackSignal)))
-	return plan.WithEnv(env, EnvHeartbeat, filepath.Join(e.dir, heartbeatFile(attempt, rank)))
+	return plan.WithEnv(env, EnvHeartbeat, filepath.Join(e.dir, fmt.Sprintf("heartbeat.%d.%d", attempt, rank)))
 }
 
 // EnvHeartbeat names the file each rank may touch to say it progresses.
 const EnvHeartbeat = "AMDRUN_HEARTBEAT"
-
-func heartbeatFile(attempt, rank int) string { return fmt.Sprintf("heartbeat.%d.%d", attempt, rank) }
 
 func (st *stacker) begin(attempt int, g *group) {
 	st.mu.Lock()
@@ -151,8 +149,7 @@ func (st *stacker) targets() []target {
 
 // blocks says whether a status text's SigBlk mask blocks sig.
 func blocks(status []byte, sig unix.Signal) bool {
-	v, _ := statusLine(status, "SigBlk")
-	mask, err := strconv.ParseUint(v, 16, 64)
+	mask, err := strconv.ParseUint(statusLine(status, "SigBlk"), 16, 64)
 	return err == nil && mask&(1<<(uint(sig)-1)) != 0
 }
 

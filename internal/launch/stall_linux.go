@@ -85,7 +85,7 @@ func importing(ts []Thread) bool {
 
 // onStall reports a stall on the console and in the log directory and
 // acts as OnStall says.
-func (s *supervisor) onStall(g *group, rep stallReport, attempt int) {
+func (s *supervisor) onStall(g *group, rep stallReport) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "amdrun: the job stalled: no rank wrote output, touched %s or changed its stack for %s", EnvHeartbeat, rep.quiet.Round(100*time.Millisecond))
 	if len(rep.suspects) > 0 {
@@ -94,7 +94,7 @@ func (s *supervisor) onStall(g *group, rep stallReport, attempt int) {
 	b.WriteString("\n")
 	_ = WriteStacks(&b, rep.groups)
 	s.stacks.askFR()
-	if fr := s.flightRecord(attempt); fr != "" {
+	if fr := s.flightRecord(g.attempt); fr != "" {
 		b.WriteString("amdrun: " + fr + "\n")
 	}
 	stops := s.o.OnStall == StallStop || s.o.OnStall == StallRestart
@@ -105,7 +105,7 @@ func (s *supervisor) onStall(g *group, rep stallReport, attempt int) {
 	}
 	s.note(b.String())
 	s.stallFiles++
-	s.keepFile(fmt.Sprintf("stall_attempt_%d_%d.txt", attempt, s.stallFiles), strings.NewReader(b.String()))
+	s.keepFile(fmt.Sprintf("stall_attempt_%d_%d.txt", g.attempt, s.stallFiles), strings.NewReader(b.String()))
 	if stops {
 		s.stall = &rep
 		g.stop(unix.SIGTERM, s.o.Grace)

@@ -2,9 +2,20 @@ package launch
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 )
+
+// TestErrStreamsNamesStreams keeps ErrStreams's list in step with StreamNames.
+func TestErrStreamsNamesStreams(t *testing.T) {
+	for v, n := range StreamNames {
+		if want := fmt.Sprintf("%d %s", v, n); !strings.Contains(ErrStreams.Error(), want) {
+			t.Errorf("ErrStreams %q does not say %q", ErrStreams, want)
+		}
+	}
+}
 
 func TestParseStreams(t *testing.T) {
 	for _, tc := range []struct {

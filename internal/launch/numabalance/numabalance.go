@@ -63,8 +63,6 @@ func (m Mode) target(cur string) string {
 	return strconv.FormatUint(n|1, 10)
 }
 
-func file(root string) string { return filepath.Join(cmp.Or(root, "/"), Path) }
-
 // readRaw reads the sysctl as it is; a missing file wraps ErrNotSupported,
 // content that is not a number is an error too.
 func readRaw(path string) ([]byte, error) {
@@ -102,13 +100,14 @@ func apply(root string, mode Mode, open openFunc) (func() error, error) {
 	default:
 		return nil, fmt.Errorf("numa balancing: unknown mode %q (valid: off, on, keep)", string(mode))
 	}
-	path := file(root)
+	path := filepath.Join(cmp.Or(root, "/"), Path)
 	prev, err := readRaw(path)
 	if err != nil {
 		return nil, err
 	}
-	want := mode.target(strings.TrimSpace(string(prev)))
-	if strings.TrimSpace(string(prev)) == want {
+	cur := strings.TrimSpace(string(prev))
+	want := mode.target(cur)
+	if cur == want {
 		return noop, nil
 	}
 	if err := write(open, path, want); err != nil {
@@ -118,7 +117,7 @@ func apply(root string, mode Mode, open openFunc) (func() error, error) {
 	return func() (err error) {
 		once.Do(func() {
 			if werr := write(open, path, string(prev)); werr != nil {
-				err = fmt.Errorf("numa balancing: restore %q: %w", strings.TrimSpace(string(prev)), werr)
+				err = fmt.Errorf("numa balancing: restore %q: %w", cur, werr)
 			}
 		})
 		return err
