@@ -1,6 +1,7 @@
 package plan
 
 import (
+	_ "embed"
 	"strconv"
 	"strings"
 
@@ -10,16 +11,9 @@ import (
 // TorchVersionProbe is a Python program that prints the version of the
 // torch its interpreter would import, read from torch/version.py (an
 // import takes seconds); nothing when there is no torch.
-const TorchVersionProbe = `import importlib.util as u, os, re
-s = u.find_spec("torch")
-if s and s.submodule_search_locations:
-    p = os.path.join(list(s.submodule_search_locations)[0], "version.py")
-    try:
-        m = re.search(r"__version__\s*=\s*['\"]([^'\"]+)", open(p).read())
-        print(m.group(1) if m else "")
-    except OSError:
-        pass
-`
+//
+//go:embed torchver.py
+var TorchVersionProbe string
 
 // ParseTorchVersion returns the version TorchVersionProbe printed, or ""
 // when it is not a version ("2.11.0+cu130", "1.13.1").
