@@ -1,9 +1,11 @@
 #!/bin/bash
-# BenchmarkLaunch, old (b3b2b0e) and new (main), interleaved, order swapped each round; medians of ms-median-to-ready and ns/op
+# BenchmarkLaunch of two launch test binaries, BINS/old.test and BINS/new.test (default
+# .devcarry in the repository), interleaved, the order swapped each round: medians of
+# ms-median-to-ready and ns/op per variant, and old/new. Output under $OUT.
 set -u
-D=$(cd "$(dirname "$0")" && pwd); raw=$OUT/launch-raw.txt
+R=$(git rev-parse --show-toplevel 2>/dev/null || pwd); D=${BINS:-$R/.devcarry}; raw=$OUT/launch-raw.txt
 { nproc; cat /proc/loadavg; id -u; } > "$OUT/launch-host.txt"
-one() { (cd "$D" && "$D/$1.test" -test.run XXX -test.bench "Launch" -test.benchtime "${ITER:-10}x") | awk -v who=$1 '/^BenchmarkLaunch/ {for(i=1;i<=NF;i++){if($(i+1)=="ns/op")ns=$i; if($(i+1)=="ms-median-to-ready")ms=$i}; n=$1; sub(/-[0-9]+$/,"",n); print who, n, ns, ms}' >> "$raw"; }
+one() { (cd "${RUNDIR:-$R/internal/launch}" && "$D/$1.test" -test.run XXX -test.bench "Launch" -test.benchtime "${ITER:-10}x") | awk -v who=$1 '/^BenchmarkLaunch/ {for(i=1;i<=NF;i++){if($(i+1)=="ns/op")ns=$i; if($(i+1)=="ms-median-to-ready")ms=$i}; n=$1; sub(/-[0-9]+$/,"",n); print who, n, ns, ms}' >> "$raw"; }
 for r in $(seq "${ROUNDS:-5}"); do if [ $((r%2)) = 1 ]; then one old; one new; else one new; one old; fi; done
 cat /proc/loadavg >> "$OUT/launch-host.txt"
 python3 - "$raw" <<'PY' | tee "$OUT/launch-table.md"
