@@ -8,6 +8,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -231,6 +232,14 @@ func TestAttackQueuedSignals(t *testing.T) {
 	s.rootPrepared(leases)
 	env, mark := newMark(t, s.envFor(leases))
 	t.Cleanup(func() { killMarked(mark) })
+	if signal.Ignored(syscall.SIGHUP) {
+		// Under nohup the jobs would inherit SIGHUP ignored and keep it so
+		// (devicesCatching, as nohup asks): catching it here gives them the
+		// default.
+		c := make(chan os.Signal, 1)
+		signal.Notify(c, syscall.SIGHUP)
+		t.Cleanup(func() { signal.Stop(c) })
+	}
 	holder := s.job(&v, env, "--ngpus", "8", "--no-python", "/bin/sleep", "120")
 	s.waitLeased(leases, 8, holder.cmd, holder.stderr)
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT} {
