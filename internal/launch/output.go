@@ -235,13 +235,17 @@ func (c *console) endOpen(s *stream) {
 }
 
 // partial writes more of s's partial line and end, prefixed unless it
-// continues the open line; the line stays open unless finished.
+// continues the open line; the line stays open unless finished. Nothing
+// more of a line another stream has ended is a line already ended.
 func (c *console) partial(s *stream, more, end []byte, finished bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.endOpen(s)
 	var b []byte
 	if c.open != s {
+		if len(more) == 0 {
+			return
+		}
 		b = append(b, s.prefix...)
 	}
 	_, _ = s.out.Write(append(append(b, more...), end...))

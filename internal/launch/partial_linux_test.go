@@ -99,3 +99,29 @@ func TestEndedLineIsNotShownAgain(t *testing.T) {
 		t.Errorf("the line shows %d times: %q", n, out.String())
 	}
 }
+
+// TestPartialLineEndedAtEOF: a rank's last line without a newline
+// ("rank 0 done", shown by the timer) that another rank's line ended
+// before the rank's pipe closed gets no second, empty line at the end.
+// Before, it did: TestRunUnprefixedLastLineEnded saw "rank 0 done\nrank 1
+// done\n\n" under load, when the timer fired before the pipe closed.
+func TestPartialLineEndedAtEOF(t *testing.T) {
+	for _, prefix := range []string{"", "[rank0]: "} {
+		con := &console{}
+		out := newBuf(0)
+		a := &stream{con: con, out: out, prefix: prefix}
+		b := &stream{con: con, out: out}
+		a.mu.Lock()
+		a.armPartial([]byte("rank 0 done"))
+		a.mu.Unlock()
+		a.showPending()
+		b.emit([]byte("rank 1 done"), false, false)
+		a.mu.Lock()
+		a.stopPartial()
+		a.emit([]byte("rank 0 done"), false, false) // what pump emits at EOF
+		a.mu.Unlock()
+		if want := prefix + "rank 0 done\nrank 1 done\n"; out.String() != want {
+			t.Errorf("prefix %q: console %q, want %q", prefix, out.String(), want)
+		}
+	}
+}
