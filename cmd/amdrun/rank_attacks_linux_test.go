@@ -247,7 +247,9 @@ func TestAttackQueuedSignals(t *testing.T) {
 		if !waitFor(30*time.Second, func() bool { return strings.Contains(j.stderr.String(), "amdrun: waiting for") }) {
 			t.Fatalf("the job did not queue; stderr:\n%s", j.stderr)
 		}
-		if n := len(s.queueOf(leases)); n != 1 {
+		// The line is printed just before lease.Claim writes the ticket.
+		n := 0
+		if !waitFor(10*time.Second, func() bool { n = len(s.queueOf(leases)); return n == 1 }) {
 			t.Errorf("%d tickets while one job waits", n)
 		}
 		j.cmd.Process.Signal(sig)
