@@ -15,8 +15,7 @@ import (
 // Torch's flight recorder, read for the user after a stall or a watchdog
 // timeout (issue 33). Pure; flight_linux.go runs the reader.
 
-// frReader prints one JSON line per dump named in argv (NAME=FD). Its
-// unpickler builds only plain values: a dump may be another user's.
+// frReader prints one JSON line per dump named in argv (NAME=FD).
 //
 //go:embed frreader.py
 var frReader string

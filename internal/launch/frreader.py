@@ -1,3 +1,6 @@
+# Torch's flight recorder dumps, read for amdrun (issue 33): one JSON line per
+# dump named in argv (NAME=FD). The unpickler builds only plain values: a dump
+# may be another user's.
 import json, pickle, sys
 
 class Plain(pickle.Unpickler):

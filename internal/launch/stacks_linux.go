@@ -278,11 +278,7 @@ func (st *stacker) native(w io.Writer) {
 }
 
 // stackBootstrap is the sitecustomize.py amdrun writes into the job's
-// private directory, first on every rank's PYTHONPATH (docs/supervision.md,
-// "How ranks answer"). A thread sigwaits rather than a handler: a handler
-// makes an unrestarted system call fail with EINTR (torch's TCPStore does
-// not retry). The flight recorder is dumped without stack traces (torch
-// 2.11 took 6.5 s to symbolise them).
+// private directory, first on every rank's PYTHONPATH (docs/supervision.md).
 //
 //go:embed sitecustomize.py
 var stackBootstrap string
