@@ -180,7 +180,6 @@ func (p *topoParser) header(fs []topology.Field) error {
 	if len(bdfs) > MaxGPUs {
 		return p.lr.Errorf(fs[MaxGPUs].Col, topology.ErrSyntax, "more than %d GPUs", MaxGPUs)
 	}
-	p.wantHeader, p.rows = false, 0
 	if p.t == nil {
 		for i, b := range bdfs {
 			if slices.Contains(bdfs[:i], b) {
@@ -197,7 +196,7 @@ func (p *topoParser) header(fs []topology.Field) error {
 			return p.lr.Errorf(fs[i].Col, topology.ErrSyntax, "%s column %d is %s, the first table has %s", p.table, i, b, p.t.BDFs[i])
 		}
 	}
-	p.t.Tables = append(p.t.Tables, p.table)
+	p.wantHeader, p.t.Tables = false, append(p.t.Tables, p.table)
 	return nil
 }
 
