@@ -195,13 +195,12 @@ func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*
 
 // discovery is one run of Discover: what the calls so far gave.
 type discovery struct {
-	ctx      context.Context
-	run      topology.Runner
-	warn     topology.Warner
-	t        *Topology
-	physical int // rows of `amd-smi topology` before any join
-	gpus     []GPU
-	version  string
+	ctx     context.Context
+	run     topology.Runner
+	warn    topology.Warner
+	t       *Topology
+	gpus    []GPU
+	version string
 }
 
 // topology runs `amd-smi topology`, falling back to --json when the call
@@ -219,9 +218,6 @@ func (d *discovery) topology() error {
 				d.t, err = jt, nil
 			}
 		}
-	}
-	if err == nil {
-		d.physical = len(d.t.BDFs)
 	}
 	return err
 }
@@ -250,9 +246,9 @@ func (d *discovery) optional(args []string, parse func([]byte) error) error {
 // join checks that a device list names the topology's GPUs or their partitions.
 func (d *discovery) join(src string, gpus []GPU) error {
 	if j, ok := JoinPartitions(d.t, gpus); ok {
-		d.t = j
 		d.warn.Warn("amd-smi: `%s` lists %d GPUs, `%s` %d partitions of them; each partition takes its GPU's links, and partitions of one GPU are one package joined by XGMI",
-			SourceTopology, d.physical, src, len(j.BDFs))
+			SourceTopology, len(d.t.BDFs), src, len(j.BDFs))
+		d.t = j
 		return nil
 	}
 	return agreeBDFs(SourceTopology, d.t.BDFs, src, gpus)

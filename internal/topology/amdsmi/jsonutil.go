@@ -110,18 +110,15 @@ func decodeGPUs(src string, r io.Reader) ([]map[string]any, []int, error) {
 	if !ok {
 		return nil, nil, topology.NewParseError(src, 0, 0, topology.ErrWrongTool, "top level is not a list")
 	}
-	objs := make([]map[string]any, len(arr))
+	if len(arr) > MaxGPUs {
+		return nil, nil, topology.NewParseError(src, 0, 0, topology.ErrSyntax, "more than %d GPUs", MaxGPUs)
+	}
+	objs, gpus := make([]map[string]any, len(arr)), make([]int, len(arr))
 	for i, e := range arr {
 		if objs[i], ok = e.(map[string]any); !ok {
 			return nil, nil, topology.NewParseError(src, 0, 0, topology.ErrSyntax, "element %d is not an object", i)
 		}
-	}
-	if len(objs) > MaxGPUs {
-		return nil, nil, topology.NewParseError(src, 0, 0, topology.ErrSyntax, "more than %d GPUs", MaxGPUs)
-	}
-	gpus := make([]int, len(objs))
-	for i, o := range objs {
-		v, has := o["gpu"]
+		v, has := objs[i]["gpu"]
 		if !has {
 			return nil, nil, topology.NewParseError(src, 0, 0, topology.ErrSyntax, "element %d has no \"gpu\"", i)
 		}

@@ -328,9 +328,4 @@ func (t *Topology) check() *fault {
 }
 
 // label names row i in messages: its PCI address, else "GPU n".
-func (t *Topology) label(i int) string {
-	if i < len(t.BDFs) && t.BDFs[i] != "" {
-		return t.BDFs[i]
-	}
-	return fmt.Sprintf("GPU %d", t.GPUs[i])
-}
+func (t *Topology) label(i int) string { return cmp.Or(t.BDFs[i], fmt.Sprintf("GPU %d", t.GPUs[i])) }
