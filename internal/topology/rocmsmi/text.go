@@ -389,7 +389,7 @@ func parseIndex(s string) (int, error) {
 	return n, nil
 }
 
-// conciseTable is a concise table's layout and the rows read so far.
+// conciseTable is a concise table's layout and the last row read.
 type conciseTable struct {
 	sec  sectionInfo
 	gen1 bool // ROCm 5.x's header ("GPU"); later ones may take two rows per GPU
@@ -397,8 +397,7 @@ type conciseTable struct {
 	// ROCm 5.x, which survives collapsed whitespace; by rune column
 	// (powerRune) in 6.x, whose cells hold spaces ("NPS1, SPX"). -1: none.
 	powerIdx, powerRune, ncols int
-	rows                       int
-	prev                       *DeviceInfo // the GPU of the last row
+	prev                       *DeviceInfo // the GPU of the last row, nil before the first
 }
 
 // concise parses the concise table at or after the next line.
@@ -431,7 +430,7 @@ func (p *textParser) concise(sec sectionInfo) error {
 			switch {
 			case title != "":
 				p.lr.Unread() // the next section's
-			case tb.rows == 0 && !tb.gen1:
+			case tb.prev == nil && !tb.gen1:
 				continue // the rule under a two-row header
 			}
 			return nil // or the rule under the table
@@ -440,7 +439,7 @@ func (p *textParser) concise(sec sectionInfo) error {
 			continue
 		}
 		if line[0] == ' ' || line[0] == '\t' {
-			if tb.rows > 0 && tb.prev != nil && !tb.gen1 && tb.prev.Name == "" {
+			if tb.prev != nil && !tb.gen1 && tb.prev.Name == "" {
 				tb.prev.Name = t // the second row of a ROCm 6.0/6.1 entry
 			}
 			continue
@@ -449,7 +448,7 @@ func (p *textParser) concise(sec sectionInfo) error {
 			return err
 		}
 	}
-	if tb.rows == 0 {
+	if tb.prev == nil {
 		return topology.NewParseError(sec.source, p.lastFull, 0, topology.ErrTruncated, "concise table has no rows")
 	}
 	return nil
@@ -491,8 +490,7 @@ func (p *textParser) conciseRow(tb *conciseTable, line string) error {
 			power = tk.S
 		}
 	}
-	d.SecondDie = tb.rows > 0 && power == "N/A" && pwrCap == 0
+	d.SecondDie = tb.prev != nil && power == "N/A" && pwrCap == 0
 	tb.prev = d
-	tb.rows++
 	return nil
 }
