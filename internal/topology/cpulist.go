@@ -3,7 +3,6 @@ package topology
 import (
 	"fmt"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 )
@@ -43,7 +42,7 @@ func ParseCPUList(s string) ([]int, error) {
 			}
 		}
 	}
-	sort.Ints(out)
+	slices.Sort(out)
 	return out, nil
 }
 

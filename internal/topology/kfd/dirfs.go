@@ -10,17 +10,12 @@ import (
 // system calls per file instead of five or six: a partitioned node's KFD
 // tree has thousands of small files, most of discovery's time.
 func DirFS(dir string) fs.FS {
-	return dirFS{FS: os.DirFS(dir), root: dir}
+	return dirFS{ReadDirFS: os.DirFS(dir).(fs.ReadDirFS), root: dir}
 }
 
 type dirFS struct {
-	fs.FS
-	root string
-}
-
-// ReadDir implements fs.ReadDirFS.
-func (d dirFS) ReadDir(name string) ([]fs.DirEntry, error) {
-	return fs.ReadDir(d.FS, name)
+	fs.ReadDirFS // os.DirFS's Open and ReadDir
+	root         string
 }
 
 // ReadFile implements fs.ReadFileFS.

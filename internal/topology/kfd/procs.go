@@ -103,9 +103,7 @@ func (w *procWalk) add(dev, pid int, n uint64) {
 // and compute queues (queues/<qid>/gpuid); one that exited is skipped.
 func (w *procWalk) process(pd string, pid int) error {
 	ents, err := fs.ReadDir(w.fsys, pd)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	} else if err != nil {
+	if err != nil && !errors.Is(err, fs.ErrNotExist) { // gone: no entries
 		return fmt.Errorf("kfd: %w", err)
 	}
 	for _, e := range ents {

@@ -11,7 +11,6 @@ import (
 	"path"
 	"runtime"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -84,12 +83,10 @@ func findNodes(fsys fs.FS) (string, error) {
 }
 
 // numericEntries lists the decimal names in dir, sorted; other names go to
-// warn. A missing dir gives nil.
+// warn. A missing dir gives none.
 func numericEntries(fsys fs.FS, dir string, warn topology.Warner) ([]int, error) {
 	ents, err := fs.ReadDir(fsys, dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	} else if err != nil {
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("kfd: %w", err)
 	}
 	ids := make([]int, 0, len(ents))
@@ -101,7 +98,7 @@ func numericEntries(fsys fs.FS, dir string, warn topology.Warner) ([]int, error)
 		}
 		ids = append(ids, n)
 	}
-	sort.Ints(ids)
+	slices.Sort(ids)
 	return ids, nil
 }
 
@@ -458,9 +455,7 @@ func setPartitions(m *topology.Model, gpus []*node) {
 		if len(g) < 2 {
 			continue
 		}
-		sort.SliceStable(g, func(a, b int) bool {
-			return gpus[g[a]].props["location_id"] < gpus[g[b]].props["location_id"]
-		})
+		slices.SortStableFunc(g, func(a, b int) int { return cmp.Compare(gpus[a].props["location_id"], gpus[b].props["location_id"]) })
 		for pos, i := range g {
 			m.Devices[i].Package = m.Devices[i].UniqueID
 			m.Devices[i].Partition = pos

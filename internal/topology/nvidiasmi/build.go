@@ -163,6 +163,9 @@ func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*
 	if err := cmp.Or(errs[:3]...); err != nil {
 		return nil, err
 	}
+	if i := slices.IndexFunc(errs, cancelled); i >= 0 {
+		return nil, errs[i] // the context's end, which the warnings below would hide
+	}
 	topo, err := ParseTopo(bytes.NewReader(outs[0]))
 	if err != nil {
 		return nil, err
@@ -182,9 +185,6 @@ func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*
 	}
 	var nvl *NVLinkStatus
 	if err := errs[3]; err != nil {
-		if cancelled(err) {
-			return nil, err
-		}
 		warn.Warn("nvidia-smi: nvlink -s failed, assuming NVLink bandwidths: %v", err)
 	} else if nvl, err = ParseNVLinkStatus(bytes.NewReader(outs[3])); err != nil {
 		warn.Warn("nvidia-smi: assuming NVLink bandwidths: %v", err)
@@ -195,9 +195,6 @@ func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*
 		return nil, err
 	}
 	if err := errs[4]; err != nil {
-		if cancelled(err) {
-			return nil, err
-		}
 		warn.Warn("nvidia-smi: topo -p2p r failed, peer-to-peer access unknown: %v", err)
 		return m, nil
 	}
@@ -211,7 +208,7 @@ func Discover(ctx context.Context, run topology.Runner, warn topology.Warner) (*
 	return m, nil
 }
 
-// cancelled says whether err is the context's end, which warnings hide.
+// cancelled says whether err is the context's end.
 func cancelled(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }

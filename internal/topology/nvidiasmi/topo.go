@@ -70,9 +70,6 @@ func knownCell(s string) bool {
 // columns of 16-NIC nodes, sgl-project/sglang#8120), each part at its
 // offset in s; nil when s is not such a run.
 func splitMerged(s string) []topology.Field {
-	if s == "" {
-		return nil
-	}
 	if knownCell(s) {
 		return []topology.Field{{S: s, Col: 0}}
 	}

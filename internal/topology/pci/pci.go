@@ -14,7 +14,6 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -69,7 +68,7 @@ func Read(root string, warn topology.Warner) (*topology.Model, error) {
 	if len(gpus) == 0 {
 		return nil, topology.NewParseError(Source+" "+devicesDir, 0, 0, topology.ErrNoDevices, "")
 	}
-	sort.Slice(gpus, func(i, j int) bool { return gpus[i].addr < gpus[j].addr })
+	slices.SortFunc(gpus, func(a, b gpu) int { return strings.Compare(a.addr, b.addr) })
 	m := build(oneVendor(gpus, warn))
 	if err := m.Finish(); err != nil {
 		return nil, topology.NewParseError(Source, 0, 0, err, "")

@@ -98,15 +98,12 @@ func (p *parser) line(line string) error {
 		p.listed, p.table = true, nil
 		return nil
 	}
-	if strings.HasPrefix(t, "RocmBandwidthTest Version:") {
-		return nil
-	}
 	if k := matrixKind(t); k != "" {
 		return p.startTable(k, t)
 	}
 	switch {
 	case p.table == nil:
-		return nil // other text: Launch Command, notes, TransferBench settings
+		return nil // other text: version, Launch Command, notes, TransferBench settings
 	case p.table.cols == nil:
 		return p.header(line)
 	case p.table.tb:
