@@ -143,13 +143,11 @@ func (s *supervisor) watch(w *worker, cmd *exec.Cmd, kept int, repR *os.File, ex
 }
 
 // guardLost has the mode kill the rank of a guard that ended without
-// reporting; w.lost says what happened.
-func (s *supervisor) guardLost(g *group, w *worker, ev exitEvent) {
+// reporting (w.sig: the guard's killing signal); w.lost says what happened.
+func (s *supervisor) guardLost(g *group, w *worker) {
 	how := "ended without reporting its rank's end"
-	if ev.state != nil {
-		if ws, ok := ev.state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			how = "was killed by " + unix.SignalName(ws.Signal())
-		}
+	if w.sig != 0 {
+		how = "was killed by " + unix.SignalName(w.sig)
 	}
 	live := map[int]bool{}
 	for _, o := range g.workers {
