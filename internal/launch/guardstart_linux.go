@@ -91,14 +91,13 @@ func (s *supervisor) guardPipes(logged, console Std) (*guardFiles, error) {
 // guardCmd starts r's guard with the control and report pipes at
 // guardCtlFD and guardReportFD, then the held files the mode gives it.
 func (s *supervisor) guardCmd(r *plan.Rank, env []string, p *guardFiles) *exec.Cmd {
-	held := s.mode.guardHeld()
 	cmd := &exec.Cmd{
 		Path:       s.o.Self,
-		Args:       guardArgv(s.o.Self, r, len(held)),
+		Args:       guardArgv(s.o.Self, r),
 		Env:        env,
 		Stdout:     p.child[0],
 		Stderr:     p.child[1],
-		ExtraFiles: append([]*os.File{p.ctlR, p.repW}, held...),
+		ExtraFiles: append([]*os.File{p.ctlR, p.repW}, s.mode.guardHeld()...),
 		// Its own group (kill -9 %1 must leave it), no parent-death
 		// signal: it must live on to sweep.
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
