@@ -116,20 +116,17 @@ func TestParseContainment(t *testing.T) {
 
 func TestGuardArgvParses(t *testing.T) {
 	bound := &plan.Rank{CPUs: []int{0, 1, 2}, Mems: []int{0}, MemPolicy: plan.MemBind, Argv: []string{"python3", "-u", "t.py", "--", "--guard"}}
-	sa, err := parseShimArgs(guardArgv("/bin/amdrun", bound, 2)[2:])
+	sa, err := parseShimArgs(guardArgv("/bin/amdrun", bound)[2:])
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &shimArgs{cpus: []int{0, 1, 2}, mems: []int{0}, policy: plan.MemBind, guard: true, hold: 2, argv: bound.Argv}
+	want := &shimArgs{cpus: []int{0, 1, 2}, mems: []int{0}, policy: plan.MemBind, guard: true, argv: bound.Argv}
 	if !reflect.DeepEqual(sa, want) {
 		t.Errorf("bound: %+v, want %+v", sa, want)
 	}
-	sa, err = parseShimArgs(guardArgv("/bin/amdrun", &plan.Rank{Argv: []string{"./a.out"}}, 0)[2:])
+	sa, err = parseShimArgs(guardArgv("/bin/amdrun", &plan.Rank{Argv: []string{"./a.out"}})[2:])
 	if err != nil || !sa.guard || sa.cpus != nil || sa.policy != plan.MemNone || !reflect.DeepEqual(sa.argv, []string{"./a.out"}) {
 		t.Errorf("unbound: %+v, %v", sa, err)
-	}
-	if _, err := parseShimArgs([]string{"--hold", "-1", "--", "x"}); err == nil {
-		t.Error("--hold -1 accepted")
 	}
 }
 

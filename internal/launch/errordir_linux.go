@@ -19,10 +19,7 @@ import (
 // removes in it only relative to its descriptor, only this user's regular
 // files and the names it gives out. Its name names its amdrun, so that
 // what is left of it is removed by a guard, the keeper or the next run.
-type errorDir struct {
-	dir string   // its path, for the ranks
-	fd  *os.File // the directory amdrun made
-}
+type errorDir struct{ *os.File }
 
 const errorDirPrefix = "amdrun-errors-"
 
@@ -61,7 +58,7 @@ func newErrorDir() (*errorDir, error) {
 	if err != nil {
 		return nil, fmt.Errorf("launch: error files: %w", err)
 	}
-	return &errorDir{dir: d.Name(), fd: d}, nil
+	return &errorDir{d}, nil
 }
 
 // openOwnDir opens this user's directory name in dirfd, never through a link.
@@ -159,7 +156,7 @@ func removeErrorDirPath(path string) {
 }
 
 func (e *errorDir) path(k, lr int) string {
-	return filepath.Join(e.dir, errorFile(k, lr))
+	return filepath.Join(e.Name(), errorFile(k, lr))
 }
 
 func errorFile(k, lr int) string { return fmt.Sprintf("attempt_%d.rank_%d.json", k, lr) }
@@ -168,7 +165,7 @@ func errorFile(k, lr int) string { return fmt.Sprintf("attempt_%d.rank_%d.json",
 // maxErrorFile bytes of this user's regular file, never through a link;
 // nil when none or blank.
 func (e *errorDir) read(k, lr int) []byte {
-	fd, err := unix.Openat(int(e.fd.Fd()), errorFile(k, lr), unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	fd, err := unix.Openat(int(e.Fd()), errorFile(k, lr), unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil
 	}
@@ -186,13 +183,13 @@ func (e *errorDir) read(k, lr int) []byte {
 }
 
 func (e *errorDir) drop(k, lr int) {
-	_ = unix.Unlinkat(int(e.fd.Fd()), errorFile(k, lr), 0)
+	_ = unix.Unlinkat(int(e.Fd()), errorFile(k, lr), 0)
 }
 
 func (e *errorDir) remove() {
-	emptyErrorDir(int(e.fd.Fd()))
-	e.fd.Close()
-	removeErrorDirPath(e.dir)
+	emptyErrorDir(int(e.Fd()))
+	e.Close()
+	removeErrorDirPath(e.Name())
 }
 
 func dirNames(dirfd int) []string {

@@ -59,18 +59,18 @@ func TestStaleErrorDirs(t *testing.T) {
 	if !exists(filepath.Join(extra, "notes.txt")) || exists(filepath.Join(extra, "attempt_0.rank_0.json")) {
 		t.Errorf("%s: want only notes.txt kept", extra)
 	}
-	for _, p := range []string{filepath.Join(unproven, "attempt_0.rank_0.json"), filepath.Join(junk, "attempt_0.rank_0.json"), live.dir,
+	for _, p := range []string{filepath.Join(unproven, "attempt_0.rank_0.json"), filepath.Join(junk, "attempt_0.rank_0.json"), live.Name(),
 		filepath.Join(target, "attempt_0.rank_0.json"), filepath.Join(tmp, errorDirName(gonePid, 1, "00000000000000aa"))} {
 		if !exists(p) {
 			t.Errorf("%s was removed", p)
 		}
 	}
-	if fi, err := os.Stat(next.dir); err != nil || fi.Mode().Perm() != 0o700 {
+	if fi, err := os.Stat(next.Name()); err != nil || fi.Mode().Perm() != 0o700 {
 		t.Errorf("the new directory: %v, %v", fi, err)
 	}
-	pid, start, ok := dirOwner(filepath.Base(next.dir))
+	pid, start, ok := dirOwner(filepath.Base(next.Name()))
 	if !ok || pid != os.Getpid() || ownerGone(pid, start) {
-		t.Errorf("the new directory %s does not name this living amdrun (%d, %d, %v)", next.dir, pid, start, ok)
+		t.Errorf("the new directory %s does not name this living amdrun (%d, %d, %v)", next.Name(), pid, start, ok)
 	}
 	for _, name := range []string{errorDirPrefix + "0123456789abcdef", errorDirName(gonePid, 1, "mine"), errorDirName(gonePid, 1, "0123456789ABCDEF")} {
 		if _, _, ok := dirOwner(name); ok {
@@ -92,14 +92,14 @@ func TestErrorDirReadsOnlyItsOwn(t *testing.T) {
 	os.WriteFile(e.path(0, 0), []byte(`{"message": "Own: text"}`), 0o600)
 	forged := t.TempDir()
 	os.WriteFile(filepath.Join(forged, errorFile(0, 0)), []byte(`{"message": "Forged: text"}`), 0o600)
-	moved := e.dir + ".moved"
-	if err := os.Rename(e.dir, moved); err != nil {
+	moved := e.Name() + ".moved"
+	if err := os.Rename(e.Name(), moved); err != nil {
 		t.Fatal(err)
 	}
-	os.Symlink(forged, e.dir)
+	os.Symlink(forged, e.Name())
 	if b := e.read(0, 0); string(b) != `{"message": "Own: text"}` {
 		t.Errorf("read %q, want the file in amdrun's own directory", b)
 	}
-	os.Remove(e.dir)
-	os.Rename(moved, e.dir)
+	os.Remove(e.Name())
+	os.Rename(moved, e.Name())
 }

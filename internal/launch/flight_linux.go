@@ -28,7 +28,7 @@ const (
 
 // frEnv points the bootstrap and torch's watchdog at attempt's files.
 func (e *errorDir) frEnv(env []string, attempt int) []string {
-	prefix := filepath.Join(e.dir, fmt.Sprintf("fr.%d.", attempt))
+	prefix := filepath.Join(e.Name(), fmt.Sprintf("fr.%d.", attempt))
 	if v := plan.FRDumpFileVar(env); v != "" {
 		env = plan.WithEnv(env, v, prefix)
 	}
@@ -40,7 +40,7 @@ func (e *errorDir) frEnv(env []string, attempt int) []string {
 func (st *stacker) askFR() {
 	st.mu.Lock()
 	ts := st.targets()
-	attempt, dir := st.attempt, st.errs.dir
+	attempt, dir := st.attempt, st.errs.Name()
 	st.mu.Unlock()
 	for _, t := range ts {
 		_ = unix.Kill(t.pid, FRSignal)
@@ -62,7 +62,7 @@ func (s *supervisor) flightRecord(attempt int) string {
 	if !strings.HasPrefix(filepath.Base(py), "python") {
 		return ""
 	}
-	names, _ := os.ReadDir(s.errs.dir)
+	names, _ := os.ReadDir(s.errs.Name())
 	var files []*os.File
 	var args []string
 	for _, n := range names {
@@ -70,7 +70,7 @@ func (s *supervisor) flightRecord(attempt int) string {
 		if m == nil || m[1] != strconv.Itoa(attempt) || m[3] != "" {
 			continue
 		}
-		fd, err := unix.Openat(int(s.errs.fd.Fd()), n.Name(), unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		fd, err := unix.Openat(int(s.errs.Fd()), n.Name(), unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 		if err != nil {
 			continue
 		}
@@ -80,7 +80,7 @@ func (s *supervisor) flightRecord(attempt int) string {
 			continue
 		}
 		s.keepFile(fmt.Sprintf("fr_attempt_%d_rank_%s", attempt, m[2]), io.NewSectionReader(f, 0, 1<<30))
-		_ = unix.Unlinkat(int(s.errs.fd.Fd()), n.Name(), 0)
+		_ = unix.Unlinkat(int(s.errs.Fd()), n.Name(), 0)
 		args = append(args, fmt.Sprintf("%s=%d", n.Name(), 3+len(files)))
 		files = append(files, f)
 	}

@@ -91,14 +91,13 @@ func (s *supervisor) guardPipes(logged, console Std) (*guardFiles, error) {
 // guardCmd starts r's guard with the control and report pipes at
 // guardCtlFD and guardReportFD, then the held files the mode gives it.
 func (s *supervisor) guardCmd(r *plan.Rank, env []string, p *guardFiles) *exec.Cmd {
-	held := s.mode.guardHeld()
 	cmd := &exec.Cmd{
 		Path:       s.o.Self,
-		Args:       guardArgv(s.o.Self, r, len(held)),
+		Args:       guardArgv(s.o.Self, r),
 		Env:        env,
 		Stdout:     p.child[0],
 		Stderr:     p.child[1],
-		ExtraFiles: append([]*os.File{p.ctlR, p.repW}, held...),
+		ExtraFiles: append([]*os.File{p.ctlR, p.repW}, s.mode.guardHeld()...),
 		// Its own group (kill -9 %1 must leave it), no parent-death
 		// signal: it must live on to sweep.
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
@@ -143,13 +142,11 @@ func (s *supervisor) watch(w *worker, cmd *exec.Cmd, kept int, repR *os.File, ex
 }
 
 // guardLost has the mode kill the rank of a guard that ended without
-// reporting; w.lost says what happened.
-func (s *supervisor) guardLost(g *group, w *worker, ev exitEvent) {
+// reporting (w.sig: the guard's killing signal); w.lost says what happened.
+func (s *supervisor) guardLost(g *group, w *worker) {
 	how := "ended without reporting its rank's end"
-	if ev.state != nil {
-		if ws, ok := ev.state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			how = "was killed by " + unix.SignalName(ws.Signal())
-		}
+	if w.sig != 0 {
+		how = "was killed by " + unix.SignalName(w.sig)
 	}
 	live := map[int]bool{}
 	for _, o := range g.workers {

@@ -132,7 +132,7 @@ func keeperLoop(chld <-chan os.Signal, userns bool) {
 		case b, open := <-cmds:
 			if open {
 				if b == keeperSweep {
-					sweep(nil, chld)
+					sweep(chld)
 				}
 				continue
 			}

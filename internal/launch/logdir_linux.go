@@ -214,7 +214,7 @@ func (s *supervisor) openLogs() error {
 // closeLogs closes what openLogs opened, once, as Run ends.
 func (s *supervisor) closeLogs() {
 	if s.notes != nil {
-		_ = s.notes.Close()
+		s.notes.f.Close()
 	}
 	if s.job != nil {
 		s.job.Close()

@@ -113,10 +113,10 @@ func TestErrorDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.remove()
-	if fi, err := os.Stat(e.dir); err != nil || fi.Mode().Perm() != 0o700 {
+	if fi, err := os.Stat(e.Name()); err != nil || fi.Mode().Perm() != 0o700 {
 		t.Errorf("error directory mode %v, %v", fi.Mode(), err)
 	}
-	if e.path(2, 1) != filepath.Join(e.dir, "attempt_2.rank_1.json") {
+	if e.path(2, 1) != filepath.Join(e.Name(), "attempt_2.rank_1.json") {
 		t.Errorf("path %s", e.path(2, 1))
 	}
 	if b := e.read(0, 0); b != nil {
@@ -143,7 +143,7 @@ func TestErrorDir(t *testing.T) {
 		t.Errorf("read %d bytes, want %d", len(b), maxErrorFile)
 	}
 	e.remove()
-	if _, err := os.Stat(e.dir); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(e.Name()); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("error directory left: %v", err)
 	}
 }

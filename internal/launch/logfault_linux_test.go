@@ -17,7 +17,7 @@ func TestFaultyLogSaysOnce(t *testing.T) {
 	var said []string
 	tr := &logFaults{say: func(m string) { said = append(said, m) }}
 	l := tr.wrap(f)
-	defer l.Close()
+	defer f.Close()
 	for _, b := range []string{"hello\n", "world\n", "!"} {
 		if n, err := l.Write([]byte(b)); n != len(b) || err != nil {
 			t.Errorf("Write(%q) = %d, %v", b, n, err)

@@ -346,5 +346,3 @@ func (l *faultyLog) Write(b []byte) (int, error) {
 	}
 	return len(b), nil
 }
-
-func (l *faultyLog) Close() error { return l.f.Close() }

@@ -71,10 +71,10 @@ func reapAll(f func(pid int, ws unix.WaitStatus)) (none bool) {
 }
 
 // sweep SIGKILLs and reaps every descendant of this process, a subreaper,
-// round after round, until it has no child left; f gets each reaped child.
-func sweep(f func(pid int, ws unix.WaitStatus), chld <-chan os.Signal) {
+// round after round, until it has no child left.
+func sweep(chld <-chan os.Signal) {
 	for {
-		if reapAll(f) { // no child, no descendant: found without /proc
+		if reapAll(nil) { // no child, no descendant: found without /proc
 			return
 		}
 		killStrays(func(int) bool { return false }, map[int]bool{})

@@ -98,7 +98,7 @@ func FuzzDecodeReport(f *testing.F) {
 
 func TestStartRequestRoundTrip(t *testing.T) {
 	for _, r := range []startRequest{
-		{Argv: []string{"/bin/amdrun", "__amdrun_bind", "--guard", "--hold", "0", "--", "python3", "t.py"}, Env: []string{"RANK=0", "X=a b\tc"}, Dir: "/home/u/w", Stdin: true},
+		{Argv: []string{"/bin/amdrun", "__amdrun_bind", "--guard", "--", "python3", "t.py"}, Env: []string{"RANK=0", "X=a b\tc"}, Dir: "/home/u/w", Stdin: true},
 		{Argv: []string{"/x"}},
 	} {
 		b, err := r.encode()

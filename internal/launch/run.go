@@ -330,11 +330,3 @@ func PrefixFromTemplate(tmpl, role string, rank, localRank int) string {
 // templateVar is what string.Template substitutes: $$, ${id} and $id, an
 // id being an ASCII Python identifier.
 var templateVar = regexp.MustCompile(`\$(\$|\{[_A-Za-z][_A-Za-z0-9]*\}|[_A-Za-z][_A-Za-z0-9]*)`)
-
-// forward is o.Forward, or DefaultSignals when it is nil.
-func (o *RunOptions) forward() []os.Signal {
-	if o.Forward == nil {
-		return DefaultSignals
-	}
-	return o.Forward
-}

@@ -51,6 +51,9 @@ func Run(ctx context.Context, p *plan.Plan, o RunOptions) (exitCode int, err err
 	}
 	o.Stdout, o.Stderr = cmp.Or[io.Writer](o.Stdout, os.Stdout), cmp.Or[io.Writer](o.Stderr, os.Stderr)
 	o.Grace = max(o.Grace, 0)
+	if o.Forward == nil {
+		o.Forward = DefaultSignals
+	}
 	if o.Self == "" {
 		if o.Self, err = os.Executable(); err != nil {
 			return 1, fmt.Errorf("launch: rank guard: %w", err)
@@ -84,13 +87,13 @@ func Run(ctx context.Context, p *plan.Plan, o RunOptions) (exitCode int, err err
 			s.o.StallTimeout = 0
 		}
 	}
-	if s.mode, err = openContainment(o.Contain, containOpts{self: o.Self, hold: o.Hold, errDir: s.errs.dir, note: s.note}); err != nil {
+	if s.mode, err = openContainment(o.Contain, containOpts{self: o.Self, hold: o.Hold, errDir: s.errs.Name(), note: s.note}); err != nil {
 		return 1, err
 	}
 	defer s.mode.close() // after every worker: only then may the lease go
 	if s.sigs = o.Signals; s.sigs == nil {
 		ch := make(chan os.Signal, 128) // Notify drops what a full channel cannot take
-		signal.Notify(ch, notified(o.forward())...)
+		signal.Notify(ch, notified(o.Forward)...)
 		defer signal.Stop(ch)
 		s.sigs = ch
 	}
@@ -140,7 +143,7 @@ type supervisor struct {
 	sigs        <-chan os.Signal
 	job         *jobDir        // the run's log directory; nil without logs
 	errs        *errorDir      // the ranks' error files
-	notes       io.WriteCloser // amdrun.log in the run's log directory; nil without logs
+	notes       *faultyLog     // amdrun.log in the run's log directory; nil without logs
 	faults      *logFaults     // the log files whose writes failed
 	mode        container      // how the job is contained
 	stdin       *os.File       // local rank 0's standard input; nil: /dev/null
@@ -344,7 +347,7 @@ func (s *supervisor) supervise(ctx context.Context, g *group, exits chan exitEve
 			_ = w.ctl.Close() // the guard is gone, and all the rank left
 			w.code, w.sig = exitStatus(ev)
 			if !ev.reported {
-				s.guardLost(g, w, ev)
+				s.guardLost(g, w)
 			}
 			w.stopped = s.endedByStop(g, w)
 			for _, f := range w.pipes {
@@ -419,7 +422,7 @@ const sameRequest = time.Second
 func (s *supervisor) onSignal(g *group, sig os.Signal) {
 	ss, ok := sig.(syscall.Signal)
 	switch {
-	case !ok || !slices.Contains(s.o.forward(), sig):
+	case !ok || !slices.Contains(s.o.Forward, sig):
 	case !s.ending(ss):
 		g.signal(ss)
 	case ss == s.lastEnd && time.Since(s.lastEndAt) <= sameRequest:

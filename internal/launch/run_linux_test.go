@@ -669,7 +669,7 @@ func TestSupervisorForwardsOnlyTheDocumentedSignals(t *testing.T) {
 				reads = append(reads, r)
 				g.workers = append(g.workers, &worker{ctl: w, exited: i == 2})
 			}
-			s := &supervisor{o: RunOptions{Grace: time.Hour}}
+			s := &supervisor{o: RunOptions{Grace: time.Hour, Forward: DefaultSignals}} // as Run sets a nil Forward
 			s.onSignal(g, sig)
 			want := slices.Contains(DefaultSignals, os.Signal(sig))
 			for i, w := range g.workers {
@@ -941,7 +941,7 @@ func TestOnSignalSameRequest(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := &supervisor{o: RunOptions{Grace: time.Minute}}
+		s := &supervisor{o: RunOptions{Grace: time.Minute, Forward: DefaultSignals}}
 		g := &group{workers: []*worker{{ctl: w}}}
 		for _, st := range c.steps {
 			if st.later {

@@ -14,15 +14,14 @@ import (
 type shimArgs struct {
 	cpus, mems []int
 	policy     plan.MemPolicy
-	guard      bool // stay as the rank's guard, holding hold files
-	hold       int
+	guard      bool // stay as the rank's guard, keeping the held files
 	argv       []string
 	// localCPUs and localMems are every local rank's lists (--local-cpus).
 	localCPUs, localMems [][]int
 }
 
-// parseShimArgs parses "--cpus LIST --mems LIST --mempolicy P [--guard
-// --hold N] -- argv..."; only "--" and a command are required.
+// parseShimArgs parses "--cpus LIST --mems LIST --mempolicy P [--guard]
+// -- argv..."; only "--" and a command are required.
 func parseShimArgs(args []string) (*shimArgs, error) {
 	sa := &shimArgs{policy: plan.MemNone}
 	for i := 0; i < len(args); i++ {
@@ -55,11 +54,6 @@ func parseShimArgs(args []string) (*shimArgs, error) {
 			sa.localMems, err = parseLocalLists(v)
 		case "--mempolicy":
 			sa.policy, err = plan.ParseMemPolicy(v)
-		case "--hold":
-			sa.hold, err = strconv.Atoi(v)
-			if err == nil && sa.hold < 0 {
-				err = errors.New("negative")
-			}
 		default:
 			return nil, fmt.Errorf("unknown argument %q", a)
 		}
@@ -76,13 +70,13 @@ func ShimArgv(self string, cpus, mems []int, pol plan.MemPolicy, argv []string) 
 	return slices.Concat([]string{self, ShimArg}, bindArgs(cpus, mems, pol), []string{"--"}, argv)
 }
 
-// guardArgv is the argv of rank r's guard, holding hold files.
-func guardArgv(self string, r *plan.Rank, hold int) []string {
+// guardArgv is the argv of rank r's guard.
+func guardArgv(self string, r *plan.Rank) []string {
 	args := []string{self, ShimArg}
 	if r.Bound() {
 		args = append(args, bindArgs(r.CPUs, r.Mems, r.MemPolicy)...)
 	}
-	return slices.Concat(args, []string{"--guard", "--hold", strconv.Itoa(hold), "--"}, r.Argv)
+	return slices.Concat(args, []string{"--guard", "--"}, r.Argv)
 }
 
 func bindArgs(cpus, mems []int, pol plan.MemPolicy) []string {

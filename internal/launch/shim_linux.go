@@ -164,7 +164,7 @@ func guard(path string, sa *shimArgs) int {
 	_, _ = rep.Write(guardMsg{Kind: msgPid, Pid: pid}.encode())
 	status, ok := watchRank(pid, ctl, chld)
 	_ = unix.Kill(-pid, unix.SIGKILL)
-	sweep(nil, chld)
+	sweep(chld)
 	if !ok { // amdrun is gone: so is the job
 		abandonErrorFile()
 		return 1

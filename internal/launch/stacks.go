@@ -202,19 +202,17 @@ func Suspects(groups []StackGroup) []int {
 // RankList writes ranks as "0,1,3" with runs of three or more as "4-7".
 func RankList(ranks []int) string {
 	var parts []string
-	for i := 0; i < len(ranks); {
+	for i := 0; i < len(ranks); i++ {
 		j := i
 		for j+1 < len(ranks) && ranks[j+1] == ranks[j]+1 {
 			j++
 		}
 		if j-i >= 2 {
 			parts = append(parts, fmt.Sprintf("%d-%d", ranks[i], ranks[j]))
+			i = j
 		} else {
-			for k := i; k <= j; k++ {
-				parts = append(parts, strconv.Itoa(ranks[k]))
-			}
+			parts = append(parts, strconv.Itoa(ranks[i]))
 		}
-		i = j + 1
 	}
 	return strings.Join(parts, ",")
 }

@@ -70,7 +70,7 @@ func (st *stacker) cpuGrew(pid int) bool {
 
 func (e *errorDir) writeBootstrap() error {
 	for _, n := range []struct{ name, text string }{{bootstrapFile, stackBootstrap}, {pycacheFile, ""}} {
-		f, err := createIn(e.fd, n.name)
+		f, err := createIn(e.File, n.name)
 		if err == nil {
 			_, err = f.WriteString(n.text)
 			if cerr := f.Close(); err == nil {
@@ -86,14 +86,14 @@ func (e *errorDir) writeBootstrap() error {
 
 // stackEnv adds to a rank's env what the bootstrap and the heartbeat need.
 func (e *errorDir) stackEnv(env []string, attempt, rank int) []string {
-	pp := e.dir
+	pp := e.Name()
 	if old, ok := envlist.Lookup(env, "PYTHONPATH"); ok && old != "" {
 		pp += string(os.PathListSeparator) + old
 	}
 	env = plan.WithEnv(env, "PYTHONPATH", pp)
-	env = plan.WithEnv(env, "AMDRUN_STACKS", filepath.Join(e.dir, fmt.Sprintf("stacks.%d", attempt)))
+	env = plan.WithEnv(env, "AMDRUN_STACKS", filepath.Join(e.Name(), fmt.Sprintf("stacks.%d", attempt)))
 	env = plan.WithEnv(env, "AMDRUN_STACKS_SIGNAL", strconv.Itoa(int(StackSignal)))
-	return plan.WithEnv(env, EnvHeartbeat, filepath.Join(e.dir, fmt.Sprintf("heartbeat.%d.%d", attempt, rank)))
+	return plan.WithEnv(env, EnvHeartbeat, filepath.Join(e.Name(), fmt.Sprintf("heartbeat.%d.%d", attempt, rank)))
 }
 
 // EnvHeartbeat names the file each rank may touch to say it progresses.
@@ -129,7 +129,7 @@ func (st *stacker) targets() []target {
 			}
 		}
 	}
-	names, _ := os.ReadDir(st.errs.dir)
+	names, _ := os.ReadDir(st.errs.Name())
 	prefix := fmt.Sprintf("stacks.%d.", st.attempt)
 	var out []target
 	for _, n := range names {
@@ -162,7 +162,7 @@ func (st *stacker) take() (_ []RankStacks, busy bool) {
 	ts := st.targets()
 	files := make([]*os.File, len(ts))
 	for i, t := range ts {
-		fd, err := unix.Openat(int(st.errs.fd.Fd()), t.file, unix.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		fd, err := unix.Openat(int(st.errs.Fd()), t.file, unix.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil {
 			continue
 		}
@@ -229,7 +229,7 @@ func (st *stacker) heartbeats() time.Time {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	var last time.Time
-	names, _ := os.ReadDir(st.errs.dir)
+	names, _ := os.ReadDir(st.errs.Name())
 	prefix := fmt.Sprintf("heartbeat.%d.", st.attempt)
 	for _, n := range names {
 		if !strings.HasPrefix(n.Name(), prefix) {

@@ -125,7 +125,7 @@ func (s *supervisor) stallLine(attempt int) string {
 // private directory until stop; a peer neither this user nor root is
 // refused all the same.
 func (s *supervisor) serveStacks() (stop func()) {
-	path := filepath.Join(s.errs.dir, ctlSocket)
+	path := filepath.Join(s.errs.Name(), ctlSocket)
 	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
 		return func() {} // a path too long for a socket: no `amdrun stacks`

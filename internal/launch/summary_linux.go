@@ -19,10 +19,7 @@ func exitStatus(ev exitEvent) (int, syscall.Signal) {
 		if ev.state == nil {
 			return 1, 0
 		}
-		var ok bool
-		if ws, ok = ev.state.Sys().(syscall.WaitStatus); !ok {
-			return ev.state.ExitCode(), 0
-		}
+		ws = ev.state.Sys().(syscall.WaitStatus) // always, on Linux
 	}
 	if ws.Signaled() {
 		return 128 + int(ws.Signal()), ws.Signal()
