@@ -196,7 +196,6 @@ type Ticket struct {
 	need, total int
 	pid         int
 	since       time.Time // when it joined: the file's inode change time
-	perUser     int       // MaxTicketsPerUser (tests change it)
 	now         func() time.Time
 
 	mu     sync.Mutex
