@@ -499,12 +499,7 @@ func (d *Dir) peek(total, pid int) *Ticket {
 
 // room is the user's limit, an ErrQueueFull once reached.
 func (t *Ticket) room() error {
-	mine := 0
-	for _, w := range t.scan(readProcLocks()) {
-		if w.UID == t.dir.euid {
-			mine++
-		}
-	}
+	mine := len(slices.DeleteFunc(t.scan(readProcLocks()), func(w Waiting) bool { return w.UID != t.dir.euid }))
 	if mine >= MaxTicketsPerUser {
 		return fmt.Errorf("lease: %w: %s already has %d jobs waiting for devices here (at most %d per user); wait for one to start, or stop one",
 			ErrQueueFull, ownerName(t.dir.euid), mine, MaxTicketsPerUser)
