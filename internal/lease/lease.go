@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -196,7 +197,6 @@ type Ticket struct {
 	need, total int
 	pid         int
 	since       time.Time // when it joined: the file's inode change time
-	perUser     int       // MaxTicketsPerUser (tests change it)
 	now         func() time.Time
 
 	mu     sync.Mutex
@@ -336,16 +336,14 @@ func plainByte(c byte) bool {
 // file would fail as if another process held it).
 func checkKeys(keys []string) ([]string, error) {
 	names := make([]string, len(keys))
-	seen := make(map[string]bool, len(keys))
 	for i, k := range keys {
 		n, err := FileName(k)
 		if err != nil {
 			return nil, err
 		}
-		if seen[k] {
+		if slices.Contains(keys[:i], k) {
 			return nil, fmt.Errorf("lease: %w: %q given twice", ErrBadKey, k)
 		}
-		seen[k] = true
 		names[i] = n
 	}
 	return names, nil

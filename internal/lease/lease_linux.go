@@ -211,8 +211,7 @@ func (d *Dir) Lock(ctx context.Context) (unlock func(), err error) {
 			return func() {}, nil
 		}
 		if ok {
-			var once sync.Once
-			return func() { once.Do(func() { unix.Close(fd) }) }, nil
+			return sync.OnceFunc(func() { unix.Close(fd) }), nil
 		}
 		select {
 		case <-ctx.Done():
@@ -251,9 +250,6 @@ func (d *Dir) Held(keys []string) (map[string]State, error) {
 		return nil, err
 	}
 	held := make(map[string]State)
-	if d.fd < 0 {
-		return held, nil
-	}
 	type taken struct {
 		key string
 		fd  int

@@ -1,7 +1,6 @@
 package lease
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"io"
@@ -95,9 +94,8 @@ func readProcLocks() []procLock {
 // "1: FLOCK  ADVISORY  WRITE 8705 fe:00:9978714 0 EOF".
 func parseProcLocks(b []byte) []procLock {
 	var out []procLock
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
 		if len(f) < 6 || f[1] != "FLOCK" || (f[3] != "WRITE" && f[3] != "READ") {
 			continue
 		}
@@ -249,9 +247,6 @@ func isAmdrun(pid int) bool {
 // procHolder describes pid from /proc: real uid, command line, start time.
 func procHolder(pid int) Holder {
 	h := Holder{PID: pid, UID: -1}
-	if pid <= 0 {
-		return h
-	}
 	dir := "/proc/" + strconv.Itoa(pid)
 	status, err := readProcFile(dir+"/status", 64<<10)
 	if err != nil {

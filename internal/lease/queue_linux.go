@@ -82,7 +82,7 @@ func (d *Dir) Enqueue(need, total int) (*Ticket, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Ticket{dir: d, need: need, total: total, perUser: MaxTicketsPerUser, now: time.Now, charged: map[ticketKey]time.Duration{}, qfd: qfd, fd: -1, pid: os.Getpid()}
+	t := &Ticket{dir: d, need: need, total: total, now: time.Now, charged: map[ticketKey]time.Duration{}, qfd: qfd, fd: -1, pid: os.Getpid()}
 	if err := t.join(); err != nil {
 		unix.Close(qfd)
 		return nil, err
@@ -335,7 +335,7 @@ func parseTicket(b []byte, total int) (int, bool) {
 
 // ahead is the counting tickets older than this one, oldest first.
 func (t *Ticket) ahead(locks []procLock) []Waiting {
-	all := counting(t.aged(t.scan(locks)), t.perUser)
+	all := counting(t.aged(t.scan(locks)), MaxTicketsPerUser)
 	n, _ := slices.BinarySearchFunc(all, Waiting{PID: t.pid, Since: t.since}, order)
 	return all[:n]
 }
@@ -357,13 +357,9 @@ func (t *Ticket) look(locks []procLock, free int, leasing map[int]bool) (bool, e
 	spent := t.clock.spent
 	ok, by := rule{Patience, Backfill}.turn(ahead, free, t.now(), &t.clock)
 	t.front = t.clock.spent >= Patience || !slices.ContainsFunc(ahead, func(w Waiting) bool { return w.Need <= t.need })
-	t.heldBy = nil
-	if by != nil {
-		w := *by
-		t.heldBy = &w
-		if d := t.clock.spent - spent; d > 0 {
-			t.charged[w.key()] += d
-		}
+	t.heldBy = by // in ahead, made for this look
+	if d := t.clock.spent - spent; by != nil && d > 0 {
+		t.charged[by.key()] += d
 	}
 	return ok, nil
 }
@@ -498,20 +494,15 @@ func (d *Dir) peek(total, pid int) *Ticket {
 	if err != nil {
 		return nil
 	}
-	return &Ticket{dir: d, total: total, perUser: MaxTicketsPerUser, qfd: qfd, fd: -1, pid: pid}
+	return &Ticket{dir: d, total: total, qfd: qfd, fd: -1, pid: pid}
 }
 
 // room is the user's limit, an ErrQueueFull once reached.
 func (t *Ticket) room() error {
-	mine := 0
-	for _, w := range t.scan(readProcLocks()) {
-		if w.UID == t.dir.euid {
-			mine++
-		}
-	}
-	if mine >= t.perUser {
+	mine := len(slices.DeleteFunc(t.scan(readProcLocks()), func(w Waiting) bool { return w.UID != t.dir.euid }))
+	if mine >= MaxTicketsPerUser {
 		return fmt.Errorf("lease: %w: %s already has %d jobs waiting for devices here (at most %d per user); wait for one to start, or stop one",
-			ErrQueueFull, ownerName(t.dir.euid), mine, t.perUser)
+			ErrQueueFull, ownerName(t.dir.euid), mine, MaxTicketsPerUser)
 	}
 	return nil
 }

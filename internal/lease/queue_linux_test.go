@@ -212,7 +212,6 @@ func TestQueueFakeTicketsOnePatience(t *testing.T) {
 	testutil.EndToEnd(t)
 	d, _ := openTemp(t)
 	tk, pids := behind(t, d, 10, 2)
-	tk.perUser = 100 // all ten count (they are this user's)
 	var c fakeClock
 	withClock(tk, &c)
 	if n := len(tk.ahead(readProcLocks())); n != 10 {

@@ -137,16 +137,14 @@ func gpuList(vars map[string]string, name string) ([]int, string, error) {
 		return nil, "", nil
 	}
 	var out []int
-	seen := map[int]bool{}
 	for _, f := range strings.Split(v, ",") {
 		n, err := strconv.Atoi(f)
 		if err != nil || n < 0 || n > maxGPU {
 			return nil, "", fmt.Errorf("slurm: %s=%q: want GPU indices such as 0,1: %w", name, v, ErrEnv)
 		}
-		if seen[n] {
+		if slices.Contains(out, n) {
 			return nil, "", fmt.Errorf("slurm: %s=%q names GPU %d twice: %w", name, v, n, ErrEnv)
 		}
-		seen[n] = true
 		out = append(out, n)
 	}
 	return out, name + "=" + v, nil

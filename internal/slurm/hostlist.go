@@ -44,8 +44,7 @@ var (
 // naming the input, Column the 0-based offset of the problem, Err
 // wrapping one of the sentinels above.
 func ParseHostlist(s string) ([]string, error) {
-	p := &hostlistParser{src: s}
-	return p.parse()
+	return (&hostlistParser{src: s}).parse()
 }
 
 type hostlistParser struct {

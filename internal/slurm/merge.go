@@ -12,18 +12,17 @@ func Merge(flags plan.Settings, given Given, job *Job) plan.Settings {
 	if job == nil {
 		return flags
 	}
-	out := flags
 	if !given.NNodes {
-		out.NNodes = job.NNodes
+		flags.NNodes = job.NNodes
 	}
 	if !given.NodeRank {
-		out.NodeRank = job.NodeRank
+		flags.NodeRank = job.NodeRank
 	}
 	if !given.MasterAddr {
-		out.MasterAddr = job.MasterAddr
+		flags.MasterAddr = job.MasterAddr
 	}
 	if !given.MasterPort {
-		out.MasterPort = job.MasterPort
+		flags.MasterPort = job.MasterPort
 	}
-	return out
+	return flags
 }
