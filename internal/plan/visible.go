@@ -56,10 +56,7 @@ func ParseMask(env []string, devs []topology.Device) (*Mask, error) {
 	set := func(k string) bool { _, ok := vars[k]; return ok }
 	nvidia := len(devs) > 0 && devs[0].Vendor == topology.VendorNVIDIA
 	m := &Mask{}
-	base := make([]int, len(devs)) // every device, or those ROCR_VISIBLE_DEVICES leaves
-	for i := range base {
-		base[i] = i
-	}
+	base := Indices(devs) // every device (a model's: Index is its position), or those ROCR_VISIBLE_DEVICES leaves
 	if !nvidia && set(EnvROCRVisible) {
 		_, idx, err := resolveList(EnvROCRVisible, vars[EnvROCRVisible], devs, base, false)
 		if err != nil {
