@@ -218,12 +218,8 @@ func (m *Mask) Within(allowed []int, what string) (*Mask, []int, error) {
 // Narrow returns the devices of list (nil: all) the mask leaves visible,
 // in list's order; nil when neither restricts anything.
 func (m *Mask) Narrow(list []int) []int {
-	cands := m.Candidates()
 	if list == nil {
-		return cands
-	}
-	if cands == nil {
-		return list
+		return m.Candidates()
 	}
 	return slices.DeleteFunc(slices.Clone(list), func(d int) bool { return !m.Allows(d) })
 }
