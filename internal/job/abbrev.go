@@ -22,11 +22,9 @@ type Flag struct {
 // *UsageError naming them, unless exactly one is torchrun's; a name that
 // is no flag's prefix is left for the command to refuse.
 func ExpandAbbrev(flags []Flag, args []string) ([]string, error) {
-	var names []string
 	byName := map[string]Flag{}
 	for _, f := range flags {
 		if _, ok := byName[f.Name]; !ok {
-			names = append(names, f.Name)
 			byName[f.Name] = f
 		}
 	}
@@ -64,7 +62,7 @@ func ExpandAbbrev(flags []Flag, args []string) ([]string, error) {
 		norm := strings.ReplaceAll(name, "_", "-")
 		f, ok := byName[norm]
 		if !ok {
-			full, err := matchPrefix(names, byName, norm, name)
+			full, err := matchPrefix(byName, norm, name)
 			if err != nil {
 				return nil, err
 			}
@@ -81,14 +79,14 @@ func ExpandAbbrev(flags []Flag, args []string) ([]string, error) {
 	return out, nil
 }
 
-// matchPrefix is the one flag of names that norm is a prefix of, "" for
+// matchPrefix is the one flag of byName that norm is a prefix of, "" for
 // none; given is the name as written, for the error.
-func matchPrefix(names []string, byName map[string]Flag, norm, given string) (string, error) {
+func matchPrefix(byName map[string]Flag, norm, given string) (string, error) {
 	var cands, tr []string
-	for _, n := range names {
+	for n, f := range byName {
 		if norm != "" && strings.HasPrefix(n, norm) {
 			cands = append(cands, n)
-			if byName[n].Torchrun {
+			if f.Torchrun {
 				tr = append(tr, n)
 			}
 		}

@@ -3,7 +3,6 @@ package plan
 import (
 	"fmt"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -176,9 +175,7 @@ func bindRanks(homes []home, s Spec, mode BindMode, warn *[]string) ([]binding, 
 		*warn = append(*warn, fmt.Sprintf("bind %s: the host's sockets and caches are unknown: ranks are bound to their NUMA nodes", mode))
 		return out, BindNUMA
 	}
-	sort.Slice(keys, func(i, j int) bool {
-		return slices.Compare(out[onNodes[keys[i]][0]].nodes, out[onNodes[keys[j]][0]].nodes) < 0
-	})
+	slices.SortFunc(keys, func(a, b string) int { return slices.Compare(out[onNodes[a][0]].nodes, out[onNodes[b][0]].nodes) })
 	switch mode {
 	case BindSocket:
 		bindSockets(out, host, allowed, s.CPUGroups)
@@ -341,12 +338,7 @@ func chunk(cpus []int, j, k int) []int {
 		return []int{cpus[j%n]}
 	}
 	size, extra := n/k, n%k
-	start := j*size + min(j, extra)
-	end := start + size
-	if j < extra {
-		end++
-	}
-	return append([]int(nil), cpus[start:end]...)
+	return append([]int(nil), cpus[j*size+min(j, extra):(j+1)*size+min(j+1, extra)]...)
 }
 
 // ompThreads is the rank's share of its CPUs, a set several ranks share

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -64,10 +65,7 @@ func shareAll(out []binding, homes []home, s Spec, host map[int]topology.NUMANod
 		if b.cpus == nil {
 			continue
 		}
-		size := len(want[lr])
-		if s.CPUsPerRank > 0 {
-			size = s.CPUsPerRank
-		}
+		size := cmp.Or(max(s.CPUsPerRank, 0), len(want[lr]))
 		var got []int
 		for _, c := range append(slices.Clone(want[lr]), b.cpus...) {
 			other, inSlot := slots[c]

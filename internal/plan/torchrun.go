@@ -85,11 +85,10 @@ func TorchrunPlan(p *Plan, t Torchrun) *Plan {
 		argv = append(append(argv, "--no_python"), t.Shim...)
 		argv = append(append(argv, "--"), r0.Argv...)
 	case t.NoPython:
-		argv = append(argv, "--no_python")
+		argv = append(append(argv, "--no_python"), t.Args...)
 	case t.Module:
-		argv = append(argv, "-m")
-	}
-	if len(t.Shim) == 0 {
+		argv = append(append(argv, "-m"), t.Args...)
+	default:
 		argv = append(argv, t.Args...)
 	}
 	one := r0

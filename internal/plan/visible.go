@@ -56,10 +56,7 @@ func ParseMask(env []string, devs []topology.Device) (*Mask, error) {
 	set := func(k string) bool { _, ok := vars[k]; return ok }
 	nvidia := len(devs) > 0 && devs[0].Vendor == topology.VendorNVIDIA
 	m := &Mask{}
-	base := make([]int, len(devs)) // every device, or those ROCR_VISIBLE_DEVICES leaves
-	for i := range base {
-		base[i] = i
-	}
+	base := Indices(devs) // every device (a model's: Index is its position), or those ROCR_VISIBLE_DEVICES leaves
 	if !nvidia && set(EnvROCRVisible) {
 		_, idx, err := resolveList(EnvROCRVisible, vars[EnvROCRVisible], devs, base, false)
 		if err != nil {
@@ -221,12 +218,8 @@ func (m *Mask) Within(allowed []int, what string) (*Mask, []int, error) {
 // Narrow returns the devices of list (nil: all) the mask leaves visible,
 // in list's order; nil when neither restricts anything.
 func (m *Mask) Narrow(list []int) []int {
-	cands := m.Candidates()
 	if list == nil {
-		return cands
-	}
-	if cands == nil {
-		return list
+		return m.Candidates()
 	}
 	return slices.DeleteFunc(slices.Clone(list), func(d int) bool { return !m.Allows(d) })
 }

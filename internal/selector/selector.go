@@ -402,7 +402,7 @@ func allowedSet(m *topology.Model, req Request) []bool {
 }
 
 func notEnough(m *topology.Model, req Request, n int, cands []int) *NotEnoughError {
-	e := &NotEnoughError{Requested: n, Candidates: len(cands), Free: cands}
+	e := &NotEnoughError{Requested: n, Candidates: len(cands), Free: cands, Busy: map[int]string{}, Held: map[int]string{}}
 	allowed := allowedSet(m, req)
 	for i := range m.Devices {
 		if !allowed[i] {
@@ -410,18 +410,10 @@ func notEnough(m *topology.Model, req Request, n int, cands []int) *NotEnoughErr
 			continue
 		}
 		if h, held := req.Held[i]; held {
-			setReason(&e.Held, i, cmp.Or(h, "held by another amdrun job"))
+			e.Held[i] = cmp.Or(h, "held by another amdrun job")
 		} else if d := &m.Devices[i]; d.Busy && !req.AllowBusy {
-			setReason(&e.Busy, i, cmp.Or(d.BusyReason, "busy"))
+			e.Busy[i] = cmp.Or(d.BusyReason, "busy")
 		}
 	}
 	return e
-}
-
-// setReason sets (*m)[i], making the map on first use.
-func setReason(m *map[int]string, i int, why string) {
-	if *m == nil {
-		*m = map[int]string{}
-	}
-	(*m)[i] = why
 }
