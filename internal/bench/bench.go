@@ -240,23 +240,19 @@ func runStep(ctx context.Context, s Step, r *Result, c *stepCounter) error {
 		return fmt.Errorf("bench: start %s: %w", s.Argv[0], err)
 	}
 	sc := bufio.NewScanner(out)
-	var perr error
 	for sc.Scan() {
-		var l Line
-		if l, perr = ParseLine(sc.Bytes()); perr != nil {
-			break
+		l, perr := ParseLine(sc.Bytes())
+		if perr == nil {
+			perr = record(l, s, r, c)
 		}
-		if perr = record(l, s, r, c); perr != nil {
-			break
+		if perr != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			return perr
 		}
 		if c.progress != nil {
 			c.progress(c.done, c.total, time.Since(c.start))
 		}
-	}
-	if perr != nil {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		return perr
 	}
 	if err := cmd.Wait(); err != nil {
 		msg := strings.TrimSpace(errBuf.String())

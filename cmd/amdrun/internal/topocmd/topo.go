@@ -201,9 +201,7 @@ func slowest(m *topology.Model, a, b []int) string {
 	wa, wb := -1, -1
 	for _, x := range a {
 		for _, y := range b {
-			if x == y {
-				continue
-			}
+			// Link(x, x) is nil: a device is not its own slowest link.
 			if l := m.Link(x, y); l != nil && (worst == nil || l.MaxBandwidth < worst.MaxBandwidth) {
 				worst, wa, wb = l, x, y
 			}
