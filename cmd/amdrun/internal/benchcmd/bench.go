@@ -218,6 +218,7 @@ func finish(o *Options, m *topology.Model, r *bench.Result) error {
 	}
 	if err != nil {
 		cmdutil.Warnf(o.IO, "result not cached: %v", err)
+		path = ""
 	}
 	if o.JSON {
 		return cmdutil.PrintJSON(o.IO.Out, r)

@@ -3,6 +3,8 @@ package benchcmd_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -218,5 +220,32 @@ func TestRunToolTableNoP2P(t *testing.T) {
 	}
 	if !strings.Contains(stdout.String(), "\nnoP2P = no peer-to-peer access") {
 		t.Errorf("no legend:\n%s", stdout)
+	}
+}
+
+// A result that cannot be cached is said so once, and the table does not
+// claim it was ("Cached in PATH" followed the warning before).
+func TestRunNotCached(t *testing.T) {
+	cache := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(cache, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ios, _, stdout, stderr := cmdtest.Streams()
+	o := &benchcmd.Options{
+		IO: ios, Tool: "rocm_bandwidth_test",
+		Getenv: func(k string) string { return map[string]string{"XDG_CACHE_HOME": cache}[k] },
+		Topology: func(context.Context) (*topology.Model, error) {
+			m := &topology.Model{Source: "test", Devices: []topology.Device{{Index: 0, NUMANode: -1}, {Index: 1, RuntimeIndex: 1, NUMANode: -1}}}
+			return m, m.Finish()
+		},
+		MeasureTool: func(_ context.Context, m *topology.Model, _, host string, _ topology.Warner) (*bench.Result, error) {
+			return &bench.Result{Host: host, Keys: m.Keys(), Devices: []int{0, 1}, D2D: [][]float64{{0, 5}, {5, 0}}}, nil
+		},
+	}
+	if err := benchcmd.Run(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stderr.String(), "result not cached") || strings.Contains(stdout.String(), "Cached in") {
+		t.Errorf("stdout %q\nstderr %q: want the warning and no \"Cached in\"", stdout, stderr)
 	}
 }
