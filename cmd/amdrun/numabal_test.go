@@ -19,13 +19,21 @@ func TestNUMABalancingSetForTheJobAndRestored(t *testing.T) {
 	os.MkdirAll(filepath.Dir(knob), 0o755)
 	out := t.TempDir()
 	script := filepath.Join(out, "w.py")
-	os.WriteFile(script, []byte(`import os, sys
-v = open(sys.argv[1]).read()
-open(os.path.join(sys.argv[2], "seen%s" % os.environ["RANK"]), "w").write(v)
+	// Each rank exits once both have said what they saw: the first rank
+	// to fail stops the other, which could be mid-write (CI saw "").
+	os.WriteFile(script, []byte(`import os, sys, time
+v, d, rank = open(sys.argv[1]).read(), sys.argv[2], os.environ["RANK"]
+with open(os.path.join(d, ".seen" + rank), "w") as f:
+    f.write(v)
+os.rename(os.path.join(d, ".seen" + rank), os.path.join(d, "seen" + rank))
+while not (os.path.exists(os.path.join(d, "seen0")) and os.path.exists(os.path.join(d, "seen1"))):
+    time.sleep(0.01)
 sys.exit(int(sys.argv[3]))
 `), 0o644)
 	for _, code := range []string{"0", "5"} {
 		os.WriteFile(knob, []byte("1\n"), 0o644)
+		os.Remove(filepath.Join(out, "seen0"))
+		os.Remove(filepath.Join(out, "seen1"))
 		r := runAmdrun(t, cleanEnv(t), "--source", "example", "--sysfs-root", root, "--numa-balancing", "off",
 			"--ngpus", "2", "--python", pythonPath(), script, knob, out, code)
 		if r.stdout+r.stderr == "" && r.code != 0 {
